@@ -1,0 +1,1 @@
+"""GRPO recipe -> validated TRL config: variants, TRL field introspection, rules, emission."""

@@ -1,0 +1,123 @@
+"""Requests and results of the config tools. Every field has a description: it becomes the MCP schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from mcp_server.rewards.spec import RewardSpec
+
+Severity = Literal["error", "warning", "info"]
+Variant = Literal["grpo", "dapo", "dr_grpo", "gspo"]
+Symptom = Literal["entropy_collapse", "length_bias", "moe_instability", "truncated_completions"]
+
+
+class Finding(BaseModel):
+    code: str = Field(description="Stable snake_case identifier of the rule that fired.")
+    field: str | None = Field(default=None, description="The config field the finding is about.")
+    severity: Severity = Field(description="error (config not valid), warning or info.")
+    message: str = Field(description="What is wrong, in one or two sentences.")
+    fix: str | None = Field(default=None, description="What to change to fix it.")
+
+
+class ValidationResult(BaseModel):
+    valid: bool = Field(description="True when no finding has severity 'error'.")
+    findings: list[Finding] = Field(default_factory=list, description="Every rule that fired, errors first.")
+    trl_version: str | None = Field(default=None, description="The TRL version validated against.")
+    target: str = Field(default="", description="The target hardware validated for, e.g. '8x H100'.")
+
+
+def default_rewards() -> list[RewardSpec]:
+    return [
+        RewardSpec(name="format_reward", weight=1.0),
+        RewardSpec(name="correctness_reward", weight=1.0),
+    ]
+
+
+class GRPORecipeRequest(BaseModel):
+    model: str = Field(
+        description="The policy model: a hub name (e.g. 'Qwen/Qwen2.5-1.5B-Instruct') or a local model "
+        "directory, or 'tiny' for the embedded offline default."
+    )
+    dataset: str = Field(
+        default="tiny",
+        description="Prompt data set: a hub name, a local .jsonl/.json/.csv/.parquet file or directory, "
+        "or 'tiny' for the embedded arithmetic task.",
+    )
+    dataset_config: str | None = Field(default=None, description="Hub data set configuration name, if any.")
+    dataset_split: str = Field(default="train", description="Split to train on.")
+    prompt_column: str = Field(
+        default="prompt", description="Column holding the prompt (plain text or a list of chat messages)."
+    )
+    answer_column: str | None = Field(
+        default="answer", description="Column holding the gold answer the correctness rewards read, if any."
+    )
+    rewards: list[RewardSpec] = Field(
+        default_factory=default_rewards,
+        description="Reward functions with parameters and weights. Default: format_reward + correctness_reward.",
+    )
+    gpu: str = Field(
+        default="H100",
+        description="Target GPU type, case-insensitive: H100, H200, B200, A100, A100-40GB, L40S, L4, A10G, "
+        "RTX 4090, RTX 3090, T4, V100, DGX Spark, or 'cpu'.",
+    )
+    num_gpus: int = Field(default=1, ge=1, le=4096, description="Number of GPUs on the target (all nodes).")
+    finetune: Literal["full", "lora", "qlora"] = Field(
+        default="full", description="Full fine-tune, LoRA, or QLoRA (4-bit base + LoRA)."
+    )
+    lora_r: int = Field(default=16, ge=1, le=1024, description="LoRA rank; 16-32 is the settled range for RL.")
+    lora_alpha: int | None = Field(default=None, description="LoRA alpha; default 2 * lora_r.")
+    lora_target_modules: str | list[str] = Field(
+        default="all-linear", description="LoRA target modules; default all linear layers."
+    )
+    variant: Variant | None = Field(
+        default=None,
+        description="Loss variant by name: grpo (the base recipe), dapo, dr_grpo or gspo. Leave empty and give "
+        "a symptom instead when you are reacting to a training problem.",
+    )
+    symptom: Symptom | None = Field(
+        default=None,
+        description="The observed problem that calls for a variant: entropy_collapse -> dapo, length_bias -> "
+        "dr_grpo, moe_instability -> gspo, truncated_completions -> dapo (masks truncated completions).",
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Any GRPOConfig fields to set explicitly (e.g. {'max_completion_length': 512}); they win "
+        "over the recipe and are validated like the rest.",
+    )
+    override_reason: str | None = Field(
+        default=None,
+        description="Why a rule is being overridden (required to use a non-GSPO variant on a mixture-of-experts model).",
+    )
+    run_name: str | None = Field(
+        default=None, description="Slug for the run directory runs/<date>-<slug>/ (default: from the model name)."
+    )
+    run_dir: str | None = Field(
+        default=None, description="An existing run directory to write into instead of creating one."
+    )
+
+
+class ValidateRequest(BaseModel):
+    config_path: str | None = Field(
+        default=None, description="Path to a YAML config (as `trl grpo --config` reads it)."
+    )
+    config: dict[str, Any] | None = Field(
+        default=None, description="The config as a dict of fields, instead of a path."
+    )
+    gpu: str | None = Field(
+        default=None, description="Target GPU type (H100, A100, T4, ...); default: the one recorded in the config, else H100."
+    )
+    num_gpus: int | None = Field(default=None, ge=1, description="Target GPU count; default 1.")
+
+
+class EmitResult(BaseModel):
+    run_dir: str = Field(description="The run directory written into.")
+    config_path: str = Field(description="train/config.yaml, accepted by `trl grpo --config`.")
+    train_script_path: str = Field(description="train/train.py, which runs the same config with this project's rewards.")
+    schema_path: str = Field(description="JSON Schema of the request model.")
+    variant: Variant = Field(description="The loss variant chosen.")
+    variant_reason: str = Field(description="Why this variant (name, symptom, or MoE rule).")
+    config: dict[str, Any] = Field(description="The emitted config fields.")
+    validation: ValidationResult = Field(description="Validation of the emitted config for the target.")
+    launch_command: str = Field(description="How to run it by hand.")

@@ -1,0 +1,168 @@
+"""The embedded default: a tiny Qwen2-architecture model, its tokenizer and a small verifiable task.
+
+Everything here is built offline and deterministically, so tests and the demo never touch a hub.
+The model is cached on disk and rebuilt only when missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+TINY_VERSION = "1"
+SYSTEM_PROMPT = (
+    "Answer the arithmetic question. Think in <reasoning>...</reasoning>, "
+    "then give only the number in <answer>...</answer>."
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Qwen-style chat template, short enough to read.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+MODEL_ARCH = dict(
+    vocab_size=384,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    tie_word_embeddings=True,
+)
+
+
+def cache_root() -> Path:
+    """Where the tiny model lives: `LLM_FINETUNING_CACHE`, else `~/.cache/llm-finetuning`."""
+    return Path(os.environ.get("LLM_FINETUNING_CACHE", Path.home() / ".cache" / "llm-finetuning"))
+
+
+def tiny_model_dir() -> Path:
+    return cache_root() / f"tiny-qwen2-v{TINY_VERSION}"
+
+
+# ---------------------------------------------------------------- the task
+def make_example(a: int, b: int, op: str = "+") -> dict:
+    """One arithmetic problem: a prompt-only row for GRPO plus its gold answer and a reference solution."""
+    result = a + b if op == "+" else a - b
+    question = f"What is {a} {op} {b}?"
+    return {
+        "prompt": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": question},
+        ],
+        "question": question,
+        "answer": str(result),
+        "solution": f"<reasoning>{a} {op} {b} = {result}</reasoning><answer>{result}</answer>",
+    }
+
+
+def make_task(n: int = 64, seed: int = 0, max_operand: int = 9, ops: str = "+") -> list[dict]:
+    """`n` distinct problems drawn deterministically from `seed` (all of them when n exceeds the pool)."""
+    pool = [(a, b, op) for op in ops for a in range(max_operand + 1) for b in range(max_operand + 1)]
+    random.Random(seed).shuffle(pool)
+    return [make_example(a, b, op) for a, b, op in pool[:n]]
+
+
+def split_task(max_operand: int = 9, ops: str = "+", held_out: float = 0.25, seed: int = 0) -> tuple[list, list]:
+    """Train/held-out split of the whole pool, disjoint by problem."""
+    rows = make_task(10**9, seed=seed, max_operand=max_operand, ops=ops)
+    cut = int(len(rows) * (1 - held_out))
+    return rows[:cut], rows[cut:]
+
+
+def write_jsonl(rows: list[dict], path: Path) -> Path:
+    from mcp_server.workspace import atomic_write_text
+
+    return atomic_write_text(Path(path), "".join(json.dumps(r) + "\n" for r in rows))
+
+
+# ---------------------------------------------------------------- the model
+def _corpus() -> list[str]:
+    texts = []
+    for row in make_task(10**9, seed=0, max_operand=20, ops="+-"):
+        texts.append(
+            "<|im_start|>system\n" + SYSTEM_PROMPT + "<|im_end|>\n<|im_start|>user\n" + row["question"]
+            + "<|im_end|>\n<|im_start|>assistant\n" + row["solution"] + "<|im_end|>\n"
+        )
+    return texts
+
+
+def _build_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=MODEL_ARCH["vocab_size"],
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_model(target: Path) -> Path:
+    """Build the model and tokenizer into `target` (deterministic: fixed seed, fixed corpus)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = _build_tokenizer()
+    config = Qwen2Config(
+        **{**MODEL_ARCH, "vocab_size": len(tokenizer)},
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(3407)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    (target / "tiny-task.json").write_text(json.dumps({"system_prompt": SYSTEM_PROMPT, "version": TINY_VERSION}))
+    return target
+
+
+def ensure_tiny_model() -> Path:
+    """Path of the cached tiny model, building it once (into a temp dir renamed into place)."""
+    target = tiny_model_dir()
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
+    try:
+        build_tiny_model(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process won the race: its copy is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def ensure_tiny_dataset(directory: Path, n: int = 64, seed: int = 0) -> Path:
+    """Write the tiny task as a prompt-only JSONL data set (`prompt`, `answer` columns)."""
+    path = Path(directory) / "tiny-arithmetic.jsonl"
+    if not path.exists():
+        write_jsonl(make_task(n=n, seed=seed), path)
+    return path

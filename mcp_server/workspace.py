@@ -1,0 +1,94 @@
+"""Where files go: the workspace root, run directories, path safety and atomic writes."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+
+class WorkspaceError(ValueError):
+    """A path or run name that the workspace will not accept."""
+
+
+def workspace_root() -> Path:
+    """`LLM_FINETUNING_WORKSPACE` when set, else the current directory."""
+    return Path(os.environ.get("LLM_FINETUNING_WORKSPACE") or os.getcwd()).resolve()
+
+
+def runs_root() -> Path:
+    return workspace_root() / "runs"
+
+
+def slugify(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:48] or "run"
+
+
+def new_run_dir(slug: str, date: _dt.date | None = None) -> Path:
+    """`runs/<YYYY-MM-DD>-<slug>/`, created if missing."""
+    date = date or _dt.date.today()
+    path = runs_root() / f"{date.isoformat()}-{slugify(slug)}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolve_run(run: str | os.PathLike) -> Path:
+    """A run given as a name under `runs/` or as a path; it must exist."""
+    candidate = Path(run)
+    for path in (candidate, runs_root() / candidate):
+        if path.is_dir():
+            return path.resolve()
+    known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
+    raise WorkspaceError(
+        f"run: no run directory '{run}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
+    )
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: Path, data) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
