@@ -1,0 +1,1 @@
+"""Environment check, launch, progress callback, status, stop/resume, triage."""
