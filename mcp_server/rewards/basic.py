@@ -1,0 +1,89 @@
+"""Format and exact-match correctness rewards (the tiny task's pair, and the usual RLVR pair).
+
+Correctness pays 2.0 while format pays 1.0, so the total keeps three outcomes apart:
+malformed (0), well-formed but wrong (1), well-formed and right (3).
+"""
+
+from __future__ import annotations
+
+import re
+
+from mcp_server.errors import UserInputError
+from mcp_server.rewards.named import NamedReward
+from mcp_server.rewards.text import column, completion_texts, single_tag
+
+DEFAULT_TAGS = ("reasoning", "answer")
+
+
+def _check_tags(tags, field: str) -> tuple[str, ...]:
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple)) or not tags:
+        raise UserInputError(field, f"expected a non-empty list of tag names like ['reasoning', 'answer'], got {tags!r}")
+    for tag in tags:
+        if not isinstance(tag, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", tag):
+            raise UserInputError(field, f"tag names are plain words like 'answer', got {tag!r}")
+    return tuple(tags)
+
+
+def _format_pattern(tags: tuple[str, ...], strict: bool) -> re.Pattern:
+    body = r"\s*".join(rf"<{re.escape(t)}>(?:(?!<{re.escape(t)}>).)*?</{re.escape(t)}>" for t in tags)
+    return re.compile(rf"^\s*{body}\s*$" if strict else body, flags=re.DOTALL)
+
+
+def score_format(completions: list, columns: dict, tags=DEFAULT_TAGS, strict: bool = True) -> list[float]:
+    pattern = _format_pattern(tuple(tags), strict)
+    scores = []
+    for text in completion_texts(completions):
+        # Each tag exactly once: a repeated block is not the format (and would let answers hedge).
+        once = all(text.count(f"<{t}>") == 1 and text.count(f"</{t}>") == 1 for t in tags)
+        scores.append(1.0 if once and pattern.search(text) else 0.0)
+    return scores
+
+
+def make_format_reward(tags: list[str] = list(DEFAULT_TAGS), strict: bool = True) -> NamedReward:
+    """1.0 when the completion is the tag blocks in order, each exactly once, else 0.0.
+
+    strict: nothing but whitespace outside the blocks (False: the blocks may sit inside other text).
+    """
+    tags = _check_tags(tags, "params.tags")
+    if not isinstance(strict, bool):
+        raise UserInputError("params.strict", f"expected true or false, got {strict!r}")
+    return NamedReward("format_reward", score_format, tags=tags, strict=strict)
+
+
+def _normalise(text: str, ignore_case: bool) -> str:
+    text = " ".join(str(text).split())
+    return text.lower() if ignore_case else text
+
+
+def score_correctness(
+    completions: list, columns: dict, answer_column: str = "answer", tag: str = "answer",
+    value: float = 2.0, ignore_case: bool = False,
+) -> list[float]:
+    texts = completion_texts(completions)
+    golds = column(columns, answer_column, len(texts), "params.answer_column")
+    scores = []
+    for text, gold in zip(texts, golds, strict=True):
+        answer = single_tag(text, tag)
+        right = answer is not None and gold is not None and _normalise(answer, ignore_case) == _normalise(gold, ignore_case)
+        scores.append(value if right else 0.0)
+    return scores
+
+
+def make_correctness_reward(
+    answer_column: str = "answer", tag: str = "answer", value: float = 2.0, ignore_case: bool = False
+) -> NamedReward:
+    """`value` (2.0) when the one <answer> block equals the gold column exactly (whitespace collapsed), else 0.0."""
+    if not isinstance(answer_column, str) or not answer_column:
+        raise UserInputError("params.answer_column", f"expected a column name, got {answer_column!r}")
+    _check_tags([tag], "params.tag")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise UserInputError("params.value", f"expected a positive number, got {value!r}")
+    return NamedReward(
+        "correctness_reward", score_correctness,
+        answer_column=answer_column, tag=tag, value=float(value), ignore_case=bool(ignore_case),
+    )
+
+
+# Module-level defaults: usable directly as dotted paths (`trl grpo --reward_funcs mcp_server.rewards.format_reward`).
+format_reward = make_format_reward()
+correctness_reward = make_correctness_reward()

@@ -1,0 +1,236 @@
+"""The reward registry: names -> factories, building TRL reward functions from RewardSpecs, and the
+hash of the reward code that the inspection gate records.
+
+A config names rewards in `train/rewards.json` as RewardSpec dicts {name, params, weight}; `name` is a
+registry name below or a dotted import path to a function in TRL's reward signature (as `trl grpo
+--reward_funcs` accepts them).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from mcp_server.errors import UserInputError
+from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
+from mcp_server.rewards.spec import RewardSpec
+
+# name -> (factory "module:function", default dotted path or None, columns read, description, {param: (type, doc)})
+# Factories are imported only when a reward is built, so listing the registry stays light.
+REGISTRY: dict[str, dict[str, Any]] = {
+    "format_reward": dict(
+        factory="mcp_server.rewards.basic:make_format_reward",
+        dotted_path="mcp_server.rewards.format_reward",
+        columns=[],
+        description="1.0 when the completion is the tag blocks in order (default "
+        "<reasoning>...</reasoning><answer>...</answer>), each exactly once, else 0.0.",
+        params={
+            "tags": ("list[str]", "Tag names in the order they must appear."),
+            "strict": ("bool", "True: nothing but whitespace outside the blocks; False: the blocks may sit inside other text."),
+        },
+    ),
+    "correctness_reward": dict(
+        factory="mcp_server.rewards.basic:make_correctness_reward",
+        dotted_path="mcp_server.rewards.correctness_reward",
+        columns=["answer"],
+        description="`value` (2.0) when the single <answer> block equals the gold answer column exactly "
+        "(whitespace collapsed), else 0.0. Several <answer> blocks score 0 (no hedging). 2.0 against format's "
+        "1.0 keeps malformed (0), well-formed-but-wrong (1) and right (3) apart in the total.",
+        params={
+            "answer_column": ("str", "Data set column holding the gold answer."),
+            "tag": ("str", "Tag whose body is the model's answer."),
+            "value": ("float", "Reward for a right answer."),
+            "ignore_case": ("bool", "Compare case-insensitively."),
+        },
+    ),
+}
+
+
+def _load_factory(name: str) -> Callable:
+    module, _, attr = REGISTRY[name]["factory"].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _closest(name: str) -> str:
+    close = difflib.get_close_matches(name, list(REGISTRY), n=3, cutoff=0.5)
+    return f"did you mean {', '.join(close)}? " if close else ""
+
+
+def _import_dotted(path: str, field: str) -> Callable:
+    """A function named by a dotted path, imported the way `trl grpo --reward_funcs` does (cwd on sys.path)."""
+    module_path, _, attr = path.rpartition(".")
+    try:
+        try:
+            module = importlib.import_module(module_path)
+        except ModuleNotFoundError:
+            if os.getcwd() in sys.path:
+                raise
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_path)
+    except Exception as exc:  # any import failure is the user's path or module
+        raise UserInputError(field, f"cannot import module '{module_path}' for reward '{path}': {exc}") from None
+    func = getattr(module, attr, None)
+    if func is None:
+        public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        raise UserInputError(
+            field, f"module '{module_path}' has no '{attr}'; its callables: {', '.join(public[:20]) or 'none'}"
+        )
+    if not callable(func):
+        raise UserInputError(field, f"'{path}' is not callable; a reward takes (completions, **columns) -> list[float]")
+    return func
+
+
+def _as_spec(spec: Any, i: int) -> RewardSpec:
+    if isinstance(spec, RewardSpec):
+        return spec
+    if isinstance(spec, str):  # a bare name is a spec with default parameters
+        spec = {"name": spec}
+    try:
+        return RewardSpec.model_validate(spec)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
+        raise UserInputError(f"rewards[{i}]", f"not a reward spec {{name, params, weight}}: {problems}") from None
+
+
+def _build_one(spec: RewardSpec, field: str) -> Callable:
+    name = spec.name.strip()
+    if name in REGISTRY:
+        factory = _load_factory(name)
+        params = dict(spec.params)
+        entry = REGISTRY[name]
+        if entry.get("wraps"):  # a wrapper's `reward` param is itself a spec: build it first
+            if "reward" not in params:
+                raise UserInputError(f"{field}.params.reward", "required: the reward spec to wrap, e.g. {'name': 'correctness_reward'}")
+            params["reward"] = _build_one(_as_spec(params["reward"], 0), f"{field}.params.reward")
+        accepted = list(inspect.signature(factory).parameters)
+        unknown = [p for p in params if p not in accepted]
+        if unknown:
+            raise UserInputError(
+                f"{field}.params", f"{name} has no parameter {', '.join(map(repr, unknown))}; accepted: {', '.join(accepted)}"
+            )
+        try:
+            return factory(**params)
+        except UserInputError as exc:  # factories name their param; prefix where it sits in the config
+            raise UserInputError(f"{field}.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+        except TypeError as exc:
+            raise UserInputError(f"{field}.params", f"{name}: {exc}") from None
+    if "." in name:
+        if spec.params:
+            raise UserInputError(
+                f"{field}.params",
+                f"params apply to registry rewards only; '{name}' is a dotted path to a ready reward function",
+            )
+        return _import_dotted(name, f"{field}.name")
+    raise UserInputError(
+        f"{field}.name",
+        f"unknown reward '{name}'; {_closest(name)}registry names: {', '.join(REGISTRY)}; "
+        "or give a dotted import path like 'my_pkg.rewards.my_reward'",
+    )
+
+
+def build_reward_funcs(specs: list[RewardSpec | dict | str]) -> list[Callable]:
+    """TRL reward functions for `specs`, in order (pass to GRPOTrainer(reward_funcs=...)).
+
+    Each has a `__name__` (TRL logs `rewards/<name>/mean`); a registry name used twice gets a suffix
+    so the two do not share a log line.
+    """
+    if not isinstance(specs, (list, tuple)) or not specs:
+        raise UserInputError("rewards", "expected a non-empty list of reward specs like [{'name': 'format_reward'}]")
+    funcs, seen = [], set()
+    for i, raw in enumerate(specs):
+        spec = _as_spec(raw, i)
+        func = _build_one(spec, f"rewards[{i}]")
+        name = getattr(func, "__name__", None) or type(func).__name__
+        if name in seen and hasattr(func, "params"):  # our NamedReward: safe to rename
+            func.__name__ = f"{name}_{i}"
+        seen.add(getattr(func, "__name__", name))
+        funcs.append(func)
+    return funcs
+
+
+def reward_weights(specs: list[RewardSpec | dict | str]) -> list[float]:
+    """The weights of `specs`, in order (GRPOConfig.reward_weights)."""
+    return [_as_spec(s, i).weight for i, s in enumerate(specs)]
+
+
+def _library_sources() -> list[Path]:
+    # The library is small and its modules share helpers: hashing all of it never misses a change
+    # that could alter a score (an upgrade re-opens the gate, which is the safe direction).
+    return sorted(Path(__file__).parent.glob("*.py"))
+
+
+def _source_of(func: Callable) -> str:
+    target = inspect.unwrap(func)
+    module = inspect.getmodule(target) or inspect.getmodule(type(target))
+    try:
+        return inspect.getsource(module) if module else inspect.getsource(target)
+    except (OSError, TypeError):
+        return f"<no source: {getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}>"
+
+
+def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
+    """sha256 of the specs and of the source of every function they resolve to.
+
+    Registry rewards hash this package's source; dotted-path rewards hash their whole module (a helper
+    they call may live beside them). Changing a parameter, a weight, or a line of code changes the hash.
+    """
+    digest = hashlib.sha256()
+    parsed = [_as_spec(s, i) for i, s in enumerate(specs)]
+    digest.update(json.dumps([s.model_dump() for s in parsed], sort_keys=True, default=repr).encode())
+    funcs = build_reward_funcs(parsed)
+    if any(_as_spec(s, 0).name.strip() in REGISTRY for s in parsed):
+        for path in _library_sources():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for spec, func in zip(parsed, funcs):
+        if spec.name.strip() not in REGISTRY:
+            digest.update(spec.name.encode() + b"\0" + _source_of(func).encode())
+    return digest.hexdigest()
+
+
+def list_rewards() -> RewardCatalog:
+    """Every registry reward: what it scores, the columns it reads, its parameters and defaults."""
+    infos = []
+    for name, entry in REGISTRY.items():
+        signature = inspect.signature(_load_factory(name))
+        params = []
+        for pname, (ptype, doc) in entry["params"].items():
+            default = signature.parameters[pname].default
+            required = default is inspect.Parameter.empty
+            params.append(
+                RewardParam(
+                    name=pname, type=ptype, default=None if required else _jsonable(default),
+                    required=required, description=doc,
+                )
+            )
+        example = entry.get("example") or {"name": name, "params": {}, "weight": 1.0}
+        infos.append(
+            RewardInfo(
+                name=name, description=entry["description"], columns=entry["columns"], params=params,
+                dotted_path=entry.get("dotted_path"), example=example,
+            )
+        )
+    return RewardCatalog(
+        rewards=infos,
+        user_rewards="Put a dotted import path as the spec's name (e.g. {'name': 'my_pkg.rewards.my_reward'}): a "
+        "function (completions, **columns) -> list[float], completions being strings or message lists. Its "
+        "module must be importable by the training interpreter (the working directory is on sys.path).",
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return repr(value)
