@@ -114,6 +114,158 @@ def cmd_emit_config(args) -> int:
     return 0 if result.validation.valid else 1
 
 
+# ---------------------------------------------------------------- inspection gate (H6)
+def _parse_ids(value: str | None, field: str) -> list[int]:
+    """'3,17,20-25' -> [3, 17, 20, 21, 22, 23, 24, 25]."""
+    ids: list[int] = []
+    for part in (value or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            ids.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+        except ValueError:
+            raise UserInputError(field, f"expected sample ids like '3,17,20-25', got '{part}'") from None
+    return ids
+
+
+def _human_samples(r) -> str:
+    return "\n".join(
+        [
+            f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in {r.seconds:.1f}s",
+            f"  model:     {r.model}",
+            f"  samples:   {r.samples_path}",
+            f"  truncated: {r.truncated}",
+            f"  next:      {r.next_step}",
+        ]
+    )
+
+
+def cmd_sample_completions(args) -> int:
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+
+    fields = ("model", "dataset", "dataset_config", "dataset_split", "prompt_column", "num_prompts", "n",
+              "temperature", "top_p", "top_k", "max_new_tokens", "seed", "engine", "batch_size")
+    data = {"run": args.run, **{k: getattr(args, k) for k in fields if getattr(args, k) is not None}}
+    result = sample_completions(_parse_model(SampleRequest, data, "request"))
+    _print(result, args.json, _human_samples)
+    return 0
+
+
+def _human_inspection(r) -> str:
+    lines = [
+        f"Reviewed {r.num_samples} samples ({r.num_prompts} prompts x {r.samples_per_prompt}); sheet: {r.review_md_path}",
+        f"  base success rate: {r.base_success_rate:.0%} (success: {r.success_rule})",
+        f"  zero-variance groups: {r.zero_variance_groups}/{r.num_prompts}; malformed: {r.malformed}; "
+        f"well-formed but wrong: {r.well_formed_but_wrong}; truncated: {r.truncated}",
+    ]
+    for d in r.distributions:
+        lines.append(f"  {d.name:<24} mean {d.mean}  std {d.std}  min {d.min}  max {d.max}  zeros {d.zero_share:.0%}")
+    lines += [f"  CHECK sample {s.id}: {'; '.join(s.reasons)}" for s in r.likely_misscored]
+    lines += [f"  warning: {w}" for w in r.warnings]
+    lines.append(("  ROUTE: SFT FIRST. " if r.route == "sft_first" else "  next: ") + r.next_step)
+    return "\n".join(lines)
+
+
+def cmd_inspect_rewards(args) -> int:
+    from mcp_server.inspection.models import InspectRequest
+    from mcp_server.inspection.review import inspect_rewards
+
+    data = {"run": args.run, "max_samples": args.max_samples, "max_suspects": args.max_suspects}
+    if args.rewards:
+        data["rewards"] = _load_json_arg(args.rewards, "--rewards")
+    if args.success_threshold is not None:
+        data["success_threshold"] = args.success_threshold
+    result = inspect_rewards(_parse_model(InspectRequest, data, "request"))
+    _print(result, args.json, _human_inspection)
+    return 0 if result.grpo_can_learn else 1
+
+
+def _human_gate(g) -> str:
+    head = "GATE OPEN" if g.passed else "GATE CLOSED"
+    return f"{head}: {g.reason}" + (f"\n  to clear: {g.how_to_clear}" if g.how_to_clear else "")
+
+
+def cmd_record_inspection_verdict(args) -> int:
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+
+    verdicts = _load_json_arg(args.verdicts, "--verdicts") or []
+    if not isinstance(verdicts, list):
+        raise UserInputError("--verdicts", "expected a JSON list of {id, agree, note}")
+    verdicts += [{"id": i, "agree": True} for i in _parse_ids(args.agree, "--agree")]
+    verdicts += [{"id": i, "agree": False} for i in _parse_ids(args.disagree, "--disagree")]
+    data = {
+        "run": args.run, "verdict": args.verdict, "reviewer": args.reviewer, "sample_verdicts": verdicts,
+        "agree_with_rest": args.agree_rest, "note": args.note or "",
+    }
+    result = record_inspection_verdict(_parse_model(VerdictRequest, data, "request"))
+    _print(
+        result,
+        args.json,
+        lambda r: f"Recorded '{r.verdict}' by {r.reviewer} ({r.agree} agree, {r.disagree} disagree of {r.reviewed}) "
+        f"in {r.verdict_path}\n{_human_gate(r.gate)}",
+    )
+    return 0
+
+
+def cmd_check_inspection_gate(args) -> int:
+    from mcp_server.inspection.gate import check_inspection_gate
+
+    result = check_inspection_gate(args.run)
+    _print(result, args.json, _human_gate)
+    return 0 if result.passed else 1
+
+
+def add_inspection_commands(sub) -> None:
+    p = sub.add_parser("sample-completions", help="Sample n completions per prompt into <run>/inspection/samples.jsonl.")
+    p.add_argument("run", help="Run directory or name under runs/.")
+    p.add_argument("--model", help="Local model directory, 'tiny', or hub name (default: the run's config).")
+    p.add_argument("--dataset", help="Local .jsonl/.json/.csv/.parquet, directory, 'tiny' or hub name (default: config).")
+    p.add_argument("--dataset-config", help="Hub data set configuration.")
+    p.add_argument("--dataset-split", help="Split to read (default train).")
+    p.add_argument("--prompt-column", help="Prompt column (default prompt).")
+    p.add_argument("--num-prompts", type=int, help="Prompts to draw (default 64 // n).")
+    p.add_argument("--n", type=int, help="Completions per prompt (default: num_generations, else 4).")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--top-p", type=float)
+    p.add_argument("--top-k", type=int)
+    p.add_argument("--max-new-tokens", type=int, help="Default: max_completion_length from the config, else 256.")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--engine", choices=["auto", "transformers", "vllm"])
+    p.add_argument("--batch-size", type=int, help="Sequences per generate call (default 64).")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_sample_completions)
+
+    p = sub.add_parser("inspect-rewards", help="Score the samples with the run's rewards and write inspection/review.md.")
+    p.add_argument("run", help="Run directory or name under runs/.")
+    p.add_argument("--rewards", help="Reward specs as a JSON list (inline or @file.json); default train/rewards.json.")
+    p.add_argument("--max-samples", type=int, default=100, help="Review at most this many samples (50-100).")
+    p.add_argument("--success-threshold", type=float, help="Success = total reward >= this (default: task rewards > 0).")
+    p.add_argument("--max-suspects", type=int, default=10, help="Likely mis-scored samples to list.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_inspect_rewards)
+
+    p = sub.add_parser("record-inspection-verdict", help="Record a person's verdict on review.md (the gate's sign-off).")
+    p.add_argument("run", help="Run directory or name under runs/.")
+    p.add_argument("--verdict", required=True, choices=["pass", "fail"], help="Overall verdict on the rewards.")
+    p.add_argument("--reviewer", required=True, help="Who read the review.")
+    p.add_argument("--agree", help="Sample ids agreed with, e.g. '0-9,12'.")
+    p.add_argument("--disagree", help="Sample ids disagreed with, e.g. '3,17'.")
+    p.add_argument("--agree-rest", action="store_true", help="Agree with every reviewed sample not listed.")
+    p.add_argument("--verdicts", help="Per-sample verdicts as JSON [{id, agree, note}] (inline or @file.json).")
+    p.add_argument("--note", help="Overall note (required for a pass with disagreements).")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_record_inspection_verdict)
+
+    p = sub.add_parser("check-inspection-gate", help="Is the run cleared to train? Exit 0 only when the gate is open.")
+    p.add_argument("run", help="Run directory or name under runs/.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_check_inspection_gate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-finetuning", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -140,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="Existing run directory to write into.")
     p.add_argument("--json", action="store_true", help="Print the result as JSON.")
     p.set_defaults(handler=cmd_emit_config)
+
+    add_inspection_commands(sub)  # inspection gate (H6)
 
     return parser
 

@@ -39,6 +39,89 @@ def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
     return validate_config(request)
 
 
+# ---------------------------------------------------------------- inspection gate (H6)
+from mcp_server.inspection.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
+    GateResult,
+    InspectRequest,
+    InspectResult,
+    SampleRequest,
+    SampleResult,
+    VerdictRequest,
+    VerdictResult,
+)
+
+
+@mcp.tool()
+def sample_completions(request: SampleRequest) -> SampleResult:
+    """Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
+    default) and store them in <run>/inspection/samples.jsonl for reward inspection."""
+    from mcp_server.inspection.sampling import sample_completions as core
+
+    return core(request)
+
+
+@mcp.tool()
+def inspect_rewards(request: InspectRequest) -> InspectResult:
+    """Score the stored samples (50-100) with the run's rewards; write inspection/review.md for a person to read.
+    Returns score distributions, zero-variance groups, malformed / well-formed-but-wrong / truncated counts,
+    likely mis-scored samples and the base success rate (zero: route to SFT first; GRPO cannot learn)."""
+    from mcp_server.inspection.review import inspect_rewards as core
+
+    return core(request)
+
+
+@mcp.tool()
+def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
+    """Record the person's verdict on review.md (per-sample agree/disagree, pass/fail, who) in
+    inspection/verdict.json with the hashes of the reward code and samples. Only record what the person said."""
+    from mcp_server.inspection.gate import record_inspection_verdict as core
+
+    return core(request)
+
+
+@mcp.tool()
+def check_inspection_gate(run: str) -> GateResult:
+    """Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
+    (train/rewards.json and reward code) and samples. Says why not and how to clear it."""
+    from mcp_server.inspection.gate import check_inspection_gate as core
+
+    return core(run)
+
+
+# ---------------------------------------------------------------- content (H3): /finetune prompt, references
+def _register_content() -> None:
+    """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness
+    without plugin commands still gets the workflow and the reference pages."""
+    from mcp.server.mcpserver.resources import FileResource
+
+    from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
+
+    @mcp.prompt(
+        name="finetune",
+        title="/finetune: seven gated phases from a goal to an exported checkpoint",
+        description="The llm-finetuning lifecycle (eval baseline, method choice and reward inspection, data, "
+        "environment, training, checkpoint gate, export) with the goal filled in.",
+    )
+    def finetune(goal: str) -> str:
+        """goal: what the model should be reliably right at, e.g. 'Qwen2.5-1.5B solves our invoice questions'."""
+        return finetune_prompt_text(goal)
+
+    for path in reference_files():
+        mcp.add_resource(
+            FileResource(
+                uri=RESOURCE_SCHEME + path.name,
+                name=path.stem,
+                title=reference_title(path),
+                description=f"Reference page {path.name} of the llm-finetuning plugin.",
+                mime_type="text/markdown",
+                path=path,
+            )
+        )
+
+
+_register_content()
+
+
 def main() -> None:
     mcp.run("stdio")
 

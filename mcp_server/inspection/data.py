@@ -1,0 +1,105 @@
+"""Prompt rows for inspection: the embedded tiny task, local files, or (online only) a hub data set."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+
+LOCAL_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+def load_rows(dataset: str, split: str = "train", config: str | None = None) -> list[dict]:
+    """All rows of `dataset` as dicts. 'tiny' is the whole embedded arithmetic pool (it is small)."""
+    if dataset == "tiny":
+        from mcp_server.tiny import make_task
+
+        return make_task(n=10**9)
+    path = Path(dataset).expanduser()
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in LOCAL_SUFFIXES and not p.name.startswith("."))
+        # A split-named file wins (train.jsonl, data/train-00000.parquet), else every file.
+        split_files = [p for p in files if p.stem.split("-")[0] == split]
+        files = split_files or files
+        if not files:
+            raise UserInputError("dataset", f"directory {path} holds no {', '.join(LOCAL_SUFFIXES)} files")
+        return [row for f in files for row in _read_file(f)]
+    if path.suffix in LOCAL_SUFFIXES or path.exists():
+        if not path.is_file():
+            raise UserInputError("dataset", f"no such file: {path}")
+        return _read_file(path)
+    return _load_hub(dataset, split, config)
+
+
+def _read_file(path: Path) -> list[dict]:
+    try:
+        if path.suffix == ".jsonl":
+            rows = []
+            with open(path, encoding="utf-8") as handle:
+                for line_no, line in enumerate(handle, 1):
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except json.JSONDecodeError as exc:
+                            raise UserInputError("dataset", f"{path}:{line_no} is not JSON: {exc}") from None
+            return rows
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict):  # {"train": [...]} or {"data": [...]}
+                data = next((v for v in data.values() if isinstance(v, list)), None)
+            if not isinstance(data, list):
+                raise UserInputError("dataset", f"{path}: expected a JSON list of objects")
+            return data
+        if path.suffix == ".csv":
+            with open(path, encoding="utf-8", newline="") as handle:
+                return list(csv.DictReader(handle))
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, UserInputError):
+            raise
+        raise UserInputError("dataset", f"cannot read {path}: {exc}") from None
+    raise UserInputError("dataset", f"{path}: unsupported file type; accepted: {', '.join(LOCAL_SUFFIXES)}")
+
+
+def _load_hub(name: str, split: str, config: str | None) -> list[dict]:
+    if any(os.environ.get(v) == "1" for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        raise UserInputError(
+            "dataset",
+            f"'{name}' is not a local file or directory and the hub is offline here; give a local "
+            ".jsonl/.json/.csv/.parquet file, a directory of them, or 'tiny'",
+        )
+    try:
+        import datasets
+
+        return datasets.load_dataset(name, config, split=split).to_list()
+    except Exception as exc:  # network, unknown name, bad split: all are the caller's input
+        raise UserInputError("dataset", f"cannot load '{name}' (split '{split}') from the hub: {exc}") from None
+
+
+def is_conversational(prompt) -> bool:
+    """Chat messages: a list of {role, content} dicts (TRL's conversational format)."""
+    return isinstance(prompt, list) and bool(prompt) and all(isinstance(m, dict) and "role" in m for m in prompt)
+
+
+def check_prompt_column(rows: list[dict], column: str) -> bool:
+    """Validate the prompt column and return whether the prompts are conversational."""
+    if not rows:
+        raise UserInputError("dataset", "the data set has no rows")
+    if column not in rows[0]:
+        raise UserInputError("prompt_column", f"no column '{column}'; columns are: {', '.join(rows[0])}")
+    first = is_conversational(rows[0][column])
+    for i, row in enumerate(rows):
+        prompt = row.get(column)
+        if first and not is_conversational(prompt):
+            raise UserInputError("dataset", f"row {i}: prompt is not a list of chat messages like row 0")
+        if not first and not isinstance(prompt, str):
+            raise UserInputError(
+                "dataset", f"row {i}: prompt must be text or a list of {{role, content}} messages, got {type(prompt).__name__}"
+            )
+    return first

@@ -1,0 +1,220 @@
+"""Requests and results of the inspection-gate tools. Every field has a description: it becomes the MCP schema.
+
+Light on purpose (pydantic only): the MCP door imports it at start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from mcp_server.rewards.spec import RewardSpec
+
+# How many samples a person reads before a run may train (the issue's 50-100).
+MIN_REVIEW_SAMPLES = 50
+MAX_REVIEW_SAMPLES = 100
+
+
+# ---------------------------------------------------------------- sample_completions
+class SampleRequest(BaseModel):
+    run: str = Field(description="Run directory (a path, or a name under runs/) that gets inspection/samples.jsonl.")
+    model: str | None = Field(
+        default=None,
+        description="Policy model: a local model directory, 'tiny' for the embedded offline model, or a hub name "
+        "(only when online). Default: model_name_or_path from the run's train/config.yaml.",
+    )
+    dataset: str | None = Field(
+        default=None,
+        description="Prompt data: a local .jsonl/.json/.csv/.parquet file or a directory of them, 'tiny' for the "
+        "embedded arithmetic task, or a hub name (only when online). Default: dataset_name from train/config.yaml.",
+    )
+    dataset_config: str | None = Field(default=None, description="Hub data set configuration name, if any.")
+    dataset_split: str = Field(default="train", description="Split to read (hub data sets and parquet directories).")
+    prompt_column: str = Field(
+        default="prompt", description="Column holding the prompt: plain text, or a list of chat messages."
+    )
+    num_prompts: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="How many prompts to draw (at random, by seed). Default: enough for 64 samples "
+        "(64 // n, at least 1), so the review has 50-100 samples.",
+    )
+    n: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Completions per prompt (the GRPO group size k). Default: num_generations from "
+        "train/config.yaml, else 4.",
+    )
+    temperature: float | None = Field(
+        default=None, ge=0.0, description="Sampling temperature. Default: the run's config, else 1.0 (TRL's default)."
+    )
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling. Default: config, else 1.0.")
+    top_k: int | None = Field(default=None, ge=0, description="Top-k sampling, 0 = off. Default: config, else 0.")
+    max_new_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=32768,
+        description="Completion length limit. Default: max_completion_length from the config, else 256. "
+        "Use the training value: truncation seen here is truncation training will see.",
+    )
+    seed: int = Field(default=0, description="Seed for the prompt draw and for sampling (reproducible samples).")
+    engine: Literal["auto", "transformers", "vllm"] = Field(
+        default="auto",
+        description="Generation engine: 'auto' uses vLLM when it is installed and a GPU is present, else "
+        "transformers generate.",
+    )
+    batch_size: int = Field(
+        default=64, ge=1, le=4096, description="Sequences generated together per transformers generate call."
+    )
+
+
+class SampleResult(BaseModel):
+    run_dir: str = Field(description="The run directory.")
+    samples_path: str = Field(description="inspection/samples.jsonl: one JSON line per completion.")
+    samples_sha256: str = Field(description="sha256 of samples.jsonl (the verdict records it).")
+    num_samples: int = Field(description="Completions written (num_prompts * n).")
+    num_prompts: int = Field(description="Prompts sampled.")
+    n: int = Field(description="Completions per prompt.")
+    dataset_rows: int = Field(description="Rows in the data set the prompts were drawn from.")
+    conversational: bool = Field(description="True when prompts are chat messages (completions then are too).")
+    model: str = Field(description="The model path or name used.")
+    engine: str = Field(description="'transformers' or 'vllm'.")
+    truncated: int = Field(description="Completions cut off at max_new_tokens (finish reason 'length').")
+    generation: dict = Field(description="Sampling settings used (temperature, top_p, top_k, max_new_tokens, seed).")
+    seconds: float = Field(description="Wall time of generation.")
+    next_step: str = Field(description="What to do next.")
+
+
+# ---------------------------------------------------------------- inspect_rewards
+class InspectRequest(BaseModel):
+    run: str = Field(description="Run directory (a path, or a name under runs/) with inspection/samples.jsonl.")
+    rewards: list[RewardSpec] | None = Field(
+        default=None,
+        description="Reward specs to score with. Default: the run's train/rewards.json (the run's reward "
+        "definition; the gate only accepts a verdict on those).",
+    )
+    max_samples: int = Field(
+        default=MAX_REVIEW_SAMPLES,
+        ge=MIN_REVIEW_SAMPLES,
+        le=MAX_REVIEW_SAMPLES,
+        description="Review at most this many samples (whole prompt groups, in order).",
+    )
+    success_threshold: float | None = Field(
+        default=None,
+        description="A sample counts as a success when its weighted total reward is >= this. Default: every "
+        "task reward (correctness, math, JSON schema, code execution, judge) scores > 0; with none configured, "
+        "the total is > 0.",
+    )
+    max_suspects: int = Field(default=10, ge=0, le=100, description="How many likely mis-scored samples to list.")
+
+
+class RewardDistribution(BaseModel):
+    name: str = Field(description="Reward function name ('total' for the weighted sum).")
+    weight: float = Field(description="Its weight in the total (1.0 for 'total').")
+    mean: float | None = Field(description="Mean score (None values ignored).")
+    std: float | None = Field(description="Standard deviation of the scores.")
+    min: float | None = Field(description="Lowest score.")
+    max: float | None = Field(description="Highest score.")
+    zero_share: float = Field(description="Share of samples scoring exactly 0.")
+    none_count: int = Field(description="Samples for which the reward returned None (not applicable).")
+    histogram: dict[str, int] = Field(description="Count per distinct score (rounded to 3 places, at most 12 bins).")
+    zero_variance_groups: int = Field(description="Prompt groups in which this reward gives every sample the same score.")
+
+
+class SuspectSample(BaseModel):
+    id: int = Field(description="Sample id (line of samples.jsonl, from 0).")
+    prompt_index: int = Field(description="Which prompt group.")
+    reasons: list[str] = Field(description="Why it may be mis-scored.")
+    total: float = Field(description="Its total reward.")
+
+
+class InspectResult(BaseModel):
+    run_dir: str = Field(description="The run directory.")
+    review_md_path: str = Field(description="inspection/review.md: the sheet a person reads.")
+    review_jsonl_path: str = Field(description="inspection/review.jsonl: one scored sample per line.")
+    num_samples: int = Field(description="Samples reviewed.")
+    num_prompts: int = Field(description="Prompt groups reviewed.")
+    samples_per_prompt: int = Field(description="k: completions per prompt.")
+    rewards: list[RewardSpec] = Field(description="The reward specs scored with.")
+    rewards_source: str = Field(description="'train/rewards.json' or 'request'.")
+    reward_code_sha256: str = Field(description="Hash of the reward specs and their code (the verdict records it).")
+    samples_sha256: str = Field(description="Hash of samples.jsonl (the verdict records it).")
+    distributions: list[RewardDistribution] = Field(description="Per reward, then 'total': score distribution.")
+    zero_variance_groups: int = Field(
+        description="Prompt groups whose total reward has zero variance: GRPO learns nothing from them."
+    )
+    well_formed_but_wrong: int | None = Field(
+        description="Samples the format reward accepts but the task rewards score 0 (None without both kinds)."
+    )
+    malformed: int | None = Field(description="Samples the format reward scores 0 (None without a format reward).")
+    truncated: int = Field(description="Samples cut off at the length limit.")
+    likely_misscored: list[SuspectSample] = Field(description="Samples most likely scored wrongly: read these first.")
+    success_rule: str = Field(description="What counted as a success.")
+    base_success_rate: float = Field(
+        description="Share of prompts with at least one success among their k samples (pass@k on the base model)."
+    )
+    mean_success_rate: float = Field(description="Share of all samples that succeed (pass@1).")
+    grpo_can_learn: bool = Field(
+        description="False when no prompt has any success: every group's advantage is zero and GRPO cannot learn."
+    )
+    route: Literal["review", "sft_first"] = Field(
+        description="'review': read review.md and record a verdict. 'sft_first': the base model never succeeds; "
+        "do SFT (or pick easier prompts / a stronger base) before GRPO; the gate stays closed."
+    )
+    warnings: list[str] = Field(default_factory=list, description="Things the reader should know.")
+    next_step: str = Field(description="What to do next.")
+
+
+# ---------------------------------------------------------------- record_inspection_verdict
+class SampleVerdict(BaseModel):
+    id: int = Field(description="Sample id as shown in review.md ('Sample N').")
+    agree: bool = Field(description="True when the reader agrees with the reward's scores for this sample.")
+    note: str = Field(default="", description="Why, especially on a disagreement.")
+
+
+class VerdictRequest(BaseModel):
+    run: str = Field(description="Run directory (a path, or a name under runs/) with inspection/review.json.")
+    verdict: Literal["pass", "fail"] = Field(
+        description="The reader's overall verdict on the rewards. Record what the person decided; never invent it."
+    )
+    reviewer: str = Field(min_length=1, description="Who read the review (a person's name or handle).")
+    sample_verdicts: list[SampleVerdict] = Field(
+        default_factory=list, description="Per-sample agree/disagree with the reward's scores."
+    )
+    agree_with_rest: bool = Field(
+        default=False,
+        description="Count every reviewed sample not listed in sample_verdicts as 'agree'. A pass needs a verdict "
+        "on every reviewed sample, given or by this flag.",
+    )
+    note: str = Field(
+        default="", description="Overall note. Required for a pass that keeps disagreements: say why they are acceptable."
+    )
+
+
+class VerdictResult(BaseModel):
+    run_dir: str = Field(description="The run directory.")
+    verdict_path: str = Field(description="inspection/verdict.json.")
+    verdict: Literal["pass", "fail"] = Field(description="The overall verdict recorded.")
+    reviewer: str = Field(description="Who.")
+    recorded_at: str = Field(description="UTC time of the record.")
+    agree: int = Field(description="Samples the reader agreed with.")
+    disagree: int = Field(description="Samples the reader disagreed with.")
+    reviewed: int = Field(description="Samples in the review.")
+    reward_code_sha256: str = Field(description="Hash of the reward code the verdict is about.")
+    samples_sha256: str = Field(description="Hash of the samples the verdict is about.")
+    gate: "GateResult" = Field(description="The gate as it stands after recording.")
+
+
+# ---------------------------------------------------------------- check_inspection_gate
+class GateResult(BaseModel):
+    passed: bool = Field(description="True only with a passing verdict whose hashes match the current rewards and samples.")
+    reason: str = Field(description="Why the gate is open or closed.")
+    how_to_clear: str = Field(description="What to do to open it (empty when passed).")
+    run_dir: str = Field(description="The run directory.")
+    verdict_path: str | None = Field(default=None, description="inspection/verdict.json when it exists.")
+
+
+VerdictResult.model_rebuild()

@@ -1,0 +1,428 @@
+"""inspect_rewards: score the stored samples with the run's rewards and write the sheet a person reads.
+
+Rewards are called exactly as TRL's GRPOTrainer calls them (prompts, completions, completion_ids and every
+data set column as keyword lists; None -> NaN; the total is the weighted nansum), so the scores on the
+sheet are the scores training would give.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.models import (
+    MIN_REVIEW_SAMPLES,
+    InspectRequest,
+    InspectResult,
+    RewardDistribution,
+    SuspectSample,
+)
+from mcp_server.inspection.paths import (
+    inspection_dir,
+    meta_path,
+    read_json,
+    read_run_rewards,
+    read_samples,
+    resolve_run_dir,
+    review_json_path,
+    samples_path,
+)
+from mcp_server.rewards.spec import RewardSpec
+from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+
+# Rewards that say whether the task was done (the rest shape form: format, length).
+TASK_REWARDS = {"correctness_reward", "math_reward", "json_schema_reward", "code_execution_reward", "rubric_judge"}
+FORMAT_REWARDS = {"format_reward"}
+HIST_BINS = 12
+
+
+def _is_task_spec(spec: RewardSpec) -> bool:
+    if spec.name in TASK_REWARDS:
+        return True
+    wrapped = spec.params.get("reward") if spec.name == "length_penalty" else None
+    if isinstance(wrapped, dict):
+        return _is_task_spec(RewardSpec.model_validate(wrapped))
+    if isinstance(wrapped, str):
+        return wrapped in TASK_REWARDS
+    return False
+
+
+def _gold_column(specs: list[RewardSpec]) -> str:
+    for spec in specs:
+        params = spec.params
+        if spec.name == "length_penalty" and isinstance(params.get("reward"), dict):
+            params = params["reward"].get("params", {})
+        if isinstance(params.get("answer_column"), str):
+            return params["answer_column"]
+    return "answer"
+
+
+def completion_text(completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def _select_groups(samples: list[dict], limit: int) -> list[dict]:
+    """Whole prompt groups, in order, up to `limit` samples (a group's variance needs all of it)."""
+    chosen, groups = [], {}
+    for s in samples:
+        groups.setdefault(s["prompt_index"], []).append(s)
+    for group in groups.values():
+        if chosen and len(chosen) + len(group) > limit:
+            break
+        chosen.extend(group)
+    return chosen
+
+
+def _score(funcs, specs, samples: list[dict]) -> list[list[float]]:
+    """scores[r][i]: reward r on sample i, NaN where the reward returned None."""
+    columns: dict[str, list] = {}
+    keys = list(dict.fromkeys(k for s in samples for k in s.get("columns", {})))
+    for key in keys:
+        columns[key] = [s.get("columns", {}).get(key) for s in samples]
+    kwargs = dict(
+        prompts=[s["prompt"] for s in samples],
+        completions=[s["completion"] for s in samples],
+        completion_ids=[s.get("completion_ids") or [] for s in samples],
+        **columns,
+    )
+    # What TRL also passes: no trainer state before training; logging hooks that go nowhere.
+    kwargs.update(trainer_state=None, log_extra=lambda *a, **k: None, log_metric=lambda *a, **k: None)
+    scores = []
+    for i, (func, spec) in enumerate(zip(funcs, specs)):
+        name = getattr(func, "__name__", spec.name)
+        try:
+            out = func(**kwargs)
+        except UserInputError as exc:
+            raise UserInputError(f"rewards[{i}].{exc.field}", str(exc).split(": ", 1)[-1]) from None
+        except Exception as exc:  # a reward that crashes on real samples would crash training too
+            raise UserInputError(f"rewards[{i}]", f"{name} raised {type(exc).__name__} on the samples: {exc}") from None
+        out = list(out) if out is not None else []
+        if len(out) != len(samples):
+            raise UserInputError(f"rewards[{i}]", f"{name} returned {len(out)} scores for {len(samples)} completions")
+        scores.append([math.nan if v is None else float(v) for v in out])
+    return scores
+
+
+def _distribution(name: str, weight: float, values: list[float], groups: list[list[int]]) -> RewardDistribution:
+    real = [v for v in values if not math.isnan(v)]
+    hist = Counter(f"{round(v, 3):g}" for v in real)
+    return RewardDistribution(
+        name=name,
+        weight=weight,
+        mean=round(statistics.fmean(real), 4) if real else None,
+        std=round(statistics.pstdev(real), 4) if real else None,
+        min=min(real) if real else None,
+        max=max(real) if real else None,
+        zero_share=round(sum(v == 0 for v in real) / len(values), 4) if values else 0.0,
+        none_count=len(values) - len(real),
+        histogram=dict(hist.most_common(HIST_BINS)),
+        zero_variance_groups=sum(_zero_variance([values[i] for i in g]) for g in groups),
+    )
+
+
+def _zero_variance(values: list[float]) -> bool:
+    real = [v for v in values if not math.isnan(v)]
+    return len(values) > 1 and (not real or max(real) - min(real) < 1e-9)
+
+
+def _contains(text: str, needle: str) -> bool:
+    """`needle` as a whole token: '4' is in 'is 4.' but not in '14' or '4.5'."""
+    return re.search(rf"(?<![\w.]){re.escape(needle)}(?![\w]|\.\d)", text) is not None
+
+
+def _suspect_reasons(text: str, gold, task_scores: dict[str, float], truncated: bool, total: float) -> list[tuple[int, str]]:
+    """(weight, reason) pairs: why this sample may be scored wrongly. Higher weight = read first."""
+    reasons = []
+    gold = None if gold is None else str(gold).strip()
+    for name, score in task_scores.items():
+        if gold and score == 0 and _contains(text, gold):
+            inside = any(_contains(body, gold) for body in re.findall(r"<answer>(.*?)</answer>", text, flags=re.DOTALL))
+            where = "inside an <answer> block" if inside else "in the text"
+            reasons.append((3 if inside else 1, f"gold answer '{gold}' appears {where} but {name} scored 0"))
+        if gold and score > 0 and not _contains(text, gold):
+            reasons.append((2, f"{name} scored {score:g} but the gold answer '{gold}' does not appear"))
+        if score > 0 and truncated:
+            reasons.append((2, f"{name} scored {score:g} on a completion cut off at the length limit"))
+    if math.isnan(total):
+        reasons.append((2, "every reward returned None: training would get no signal from it"))
+    return reasons
+
+
+def _success(spec_list, scores, i, total, threshold) -> bool:
+    if threshold is not None:
+        return not math.isnan(total) and total >= threshold
+    task = [r for r, spec in enumerate(spec_list) if _is_task_spec(spec)]
+    if task:
+        return all(scores[r][i] > 0 for r in task)  # NaN > 0 is False
+    return not math.isnan(total) and total > 0
+
+
+def success_rule_text(specs: list[RewardSpec], threshold: float | None) -> str:
+    if threshold is not None:
+        return f"total reward >= {threshold:g}"
+    task = [s.name for s in specs if _is_task_spec(s)]
+    if task:
+        return "every task reward scores > 0 (" + ", ".join(task) + ")"
+    return "total reward > 0 (no task reward such as correctness_reward is configured)"
+
+
+def inspect_rewards(request: InspectRequest) -> InspectResult:
+    from mcp_server.rewards import build_reward_funcs, reward_code_sha256
+
+    run_dir = resolve_run_dir(request.run)
+    all_samples = read_samples(run_dir)
+    meta = read_json(meta_path(run_dir), "samples metadata") if meta_path(run_dir).is_file() else {}
+    if request.rewards is not None:
+        specs, source = list(request.rewards), "request"
+        if not specs:
+            raise UserInputError("rewards", "an empty list: give at least one reward spec, or leave it out to use train/rewards.json")
+    else:
+        specs = [RewardSpec.model_validate(s) for s in read_run_rewards(run_dir)]
+        source = "train/rewards.json"
+    funcs = build_reward_funcs(specs)
+    reward_hash = reward_code_sha256(specs)
+
+    samples = _select_groups(all_samples, request.max_samples)
+    warnings = []
+    if len(samples) < MIN_REVIEW_SAMPLES:
+        data_rows = meta.get("dataset_rows")
+        n = meta.get("n") or max(1, len(samples))
+        if data_rows is None or meta.get("num_prompts", 0) < data_rows:
+            raise UserInputError(
+                "run",
+                f"only {len(samples)} samples in {samples_path(run_dir)}; a review needs {MIN_REVIEW_SAMPLES}-"
+                f"{request.max_samples}. Run sample_completions with num_prompts >= {-(-MIN_REVIEW_SAMPLES // n)} (n={n}).",
+            )
+        warnings.append(f"only {len(samples)} samples: the data set has only {data_rows} prompts")
+    if len(samples) < len(all_samples):
+        warnings.append(f"reviewing the first {len(samples)} of {len(all_samples)} samples (whole prompt groups)")
+
+    names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
+    weights = [s.weight for s in specs]
+    scores = _score(funcs, specs, samples)
+    totals = []
+    for i in range(len(samples)):
+        parts = [w * scores[r][i] for r, w in enumerate(weights) if not math.isnan(scores[r][i])]
+        totals.append(sum(parts) if parts else math.nan)  # TRL: weighted nansum; all-None stays unscored
+
+    group_ids = list(dict.fromkeys(s["prompt_index"] for s in samples))
+    groups = [[i for i, s in enumerate(samples) if s["prompt_index"] == g] for g in group_ids]
+    distributions = [_distribution(n_, w, scores[r], groups) for r, (n_, w) in enumerate(zip(names, weights))]
+    distributions.append(_distribution("total", 1.0, totals, groups))
+
+    task_idx = [r for r, s in enumerate(specs) if _is_task_spec(s)]
+    format_idx = [r for r, s in enumerate(specs) if s.name in FORMAT_REWARDS]
+    gold_column = _gold_column(specs)
+    rows, suspects = [], []
+    successes = []
+    for i, s in enumerate(samples):
+        text = completion_text(s["completion"])
+        success = _success(specs, scores, i, totals[i], request.success_threshold)
+        successes.append(success)
+        well_formed = all(scores[r][i] > 0 for r in format_idx) if format_idx else None
+        task_scores = {names[r]: scores[r][i] for r in task_idx}
+        reasons = _suspect_reasons(text, s.get("columns", {}).get(gold_column), task_scores, s.get("truncated", False), totals[i])
+        if reasons:
+            suspects.append((max(w for w, _ in reasons), s["id"], s["prompt_index"], [r for _, r in reasons], totals[i]))
+        rows.append(
+            {
+                "id": s["id"],
+                "prompt_index": s["prompt_index"],
+                "sample_index": s["sample_index"],
+                "prompt": s["prompt"],
+                "completion": text,
+                "columns": s.get("columns", {}),
+                "scores": {names[r]: _json_float(scores[r][i]) for r in range(len(names))},
+                "total": _json_float(totals[i]),
+                "success": success,
+                "well_formed": well_formed,
+                "truncated": s.get("truncated", False),
+                "finish_reason": s.get("finish_reason"),
+                "suspect_reasons": [r for _, r in reasons],
+            }
+        )
+    suspects.sort(key=lambda x: (-x[0], x[1]))
+    likely = [
+        SuspectSample(id=sid, prompt_index=p, reasons=reasons, total=_json_float(total) or 0.0)
+        for _, sid, p, reasons, total in suspects[: request.max_suspects]
+    ]
+
+    solved = [any(successes[i] for i in g) for g in groups]
+    base_rate = sum(solved) / len(groups)
+    well = [r["well_formed"] for r in rows]
+    malformed = sum(w is False for w in well) if format_idx else None
+    wrong = sum(w is True and not r["success"] for w, r in zip(well, rows)) if format_idx and task_idx else None
+    truncated = sum(bool(r["truncated"]) for r in rows)
+    if truncated > len(rows) // 4:
+        warnings.append(
+            f"{truncated} of {len(rows)} completions hit the length limit: raise max_completion_length or expect "
+            "truncated completions in training too"
+        )
+    if not format_idx:
+        warnings.append("no format_reward configured: malformed and well-formed-but-wrong counts are not computed")
+    can_learn = base_rate > 0
+    zero_var = distributions[-1].zero_variance_groups
+    if can_learn:
+        next_step = (
+            "A person reads inspection/review.md (start with the likely mis-scored samples), then records the verdict "
+            "with record_inspection_verdict (per-sample agree/disagree, pass/fail, who)."
+        )
+    else:
+        next_step = (
+            f"GRPO cannot learn yet: none of the {len(groups)} prompts got a single success in {len(groups[0])} samples, "
+            "so every group's advantage is zero. First check the likely mis-scored samples (a wrong reward also "
+            "gives zero); if the scores are right, do SFT first (or use easier prompts or a stronger base model), "
+            "then sample and inspect again. The gate stays closed until a prompt succeeds."
+        )
+    result = InspectResult(
+        run_dir=str(run_dir),
+        review_md_path=str(run_dir / "inspection" / "review.md"),
+        review_jsonl_path=str(run_dir / "inspection" / "review.jsonl"),
+        num_samples=len(rows),
+        num_prompts=len(groups),
+        samples_per_prompt=max(len(g) for g in groups),
+        rewards=specs,
+        rewards_source=source,
+        reward_code_sha256=reward_hash,
+        samples_sha256=sha256_file(samples_path(run_dir)),
+        distributions=distributions,
+        zero_variance_groups=zero_var,
+        well_formed_but_wrong=wrong,
+        malformed=malformed,
+        truncated=truncated,
+        likely_misscored=likely,
+        success_rule=success_rule_text(specs, request.success_threshold),
+        base_success_rate=round(base_rate, 4),
+        mean_success_rate=round(sum(successes) / len(rows), 4),
+        grpo_can_learn=can_learn,
+        route="review" if can_learn else "sft_first",
+        warnings=warnings,
+        next_step=next_step,
+    )
+    out = inspection_dir(run_dir)
+    atomic_write_text(out / "review.jsonl", "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
+    atomic_write_text(out / "review.md", render_review(result, rows, meta, run_dir))
+    atomic_write_json(review_json_path(run_dir), {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows]})
+    return result
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    seen: Counter = Counter()
+    out = []
+    for name in names:
+        out.append(name if not seen[name] else f"{name}_{seen[name]}")
+        seen[name] += 1
+    return out
+
+
+def _json_float(value: float):
+    return None if math.isnan(value) else round(value, 6)
+
+
+# ---------------------------------------------------------------- the sheet a person reads
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _readable(text: str) -> str:
+    """Control characters shown as \\xNN so the sheet renders (and the reader sees they are there)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}text\n{_readable(text)}\n{ticks}"
+
+
+def _prompt_block(prompt) -> str:
+    if isinstance(prompt, list):
+        return "\n\n".join(f"**{m.get('role', '?')}:**\n{_fence(str(m.get('content', '')))}" for m in prompt)
+    return _fence(str(prompt))
+
+
+def _fmt(value) -> str:
+    return "None" if value is None else f"{value:g}"
+
+
+def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: Path) -> str:
+    names = [d.name for d in result.distributions if d.name != "total"]
+    suspect_ids = {s.id for s in result.likely_misscored}
+    lines = [
+        f"# Reward review: {run_dir.name}",
+        "",
+        "Read every sample and ask: would I give this completion these scores? Disagree where a reward "
+        "pays for something wrong or misses something right. Then record the verdict: "
+        "`record_inspection_verdict` (CLI: `llm-finetuning record-inspection-verdict RUN --verdict pass|fail "
+        "--reviewer NAME [--agree-rest] [--disagree IDS]`). Changing a reward afterwards voids the verdict.",
+        "",
+        "## Summary",
+        "",
+        f"- Samples: {result.num_samples} ({result.num_prompts} prompts x {result.samples_per_prompt}), "
+        f"model `{meta.get('model', '?')}`, engine {meta.get('engine', '?')}, "
+        f"generation {meta.get('generation', {})}",
+        f"- Rewards ({result.rewards_source}): "
+        + ", ".join(f"`{s.name}` x{s.weight:g}" + (f" {s.params}" if s.params else "") for s in result.rewards),
+        f"- Success: {result.success_rule}",
+        f"- Base success rate (prompts with >= 1 success in {result.samples_per_prompt}): "
+        f"**{result.base_success_rate:.0%}**; per-sample success {result.mean_success_rate:.0%}",
+    ]
+    if not result.grpo_can_learn:
+        lines.append(f"- **Route: SFT first.** {result.next_step}")
+    lines += [
+        f"- Zero-variance groups (total): {result.zero_variance_groups} of {result.num_prompts} (no learning signal)",
+        f"- Malformed: {_fmt(result.malformed)}; well-formed but wrong: {_fmt(result.well_formed_but_wrong)}; "
+        f"truncated: {result.truncated}",
+    ]
+    lines += [f"- Warning: {w}" for w in result.warnings]
+    lines += [
+        "",
+        "| reward | weight | mean | std | min | max | zeros | None | zero-var groups | scores (value: count) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for d in result.distributions:
+        hist = ", ".join(f"{k}: {v}" for k, v in d.histogram.items())
+        lines.append(
+            f"| {d.name} | {d.weight:g} | {_fmt(d.mean)} | {_fmt(d.std)} | {_fmt(d.min)} | {_fmt(d.max)} | "
+            f"{d.zero_share:.0%} | {d.none_count} | {d.zero_variance_groups} | {hist} |"
+        )
+    lines += ["", "## Read these first: likely mis-scored", ""]
+    if result.likely_misscored:
+        lines += [f"- Sample {s.id} (prompt {s.prompt_index}): " + "; ".join(s.reasons) for s in result.likely_misscored]
+    else:
+        lines.append("- none flagged (still read the samples: the checks are heuristics)")
+    lines += ["", "## Samples", ""]
+    current = None
+    for r in rows:
+        if r["prompt_index"] != current:
+            current = r["prompt_index"]
+            lines += [f"### Prompt {current}", "", _prompt_block(r["prompt"]), ""]
+            if r["columns"]:
+                lines += [
+                    "Data: " + "; ".join(f"`{k}` = {_readable(str(v))[:200]!s}" for k, v in r["columns"].items()),
+                    "",
+                ]
+        flags = [f for f, on in (("SUCCESS", r["success"]), ("TRUNCATED", r["truncated"]), ("CHECK", r["id"] in suspect_ids)) if on]
+        lines += [
+            f"#### Sample {r['id']} (prompt {r['prompt_index']}, #{r['sample_index']}): total {_fmt(r['total'])}"
+            + (f" [{', '.join(flags)}]" if flags else ""),
+            "",
+            _fence(r["completion"]),
+            "",
+            "| " + " | ".join(names + ["total"]) + " |",
+            "|" + "---|" * (len(names) + 1),
+            "| " + " | ".join(_fmt(r["scores"][n]) for n in names) + f" | {_fmt(r['total'])} |",
+            "",
+        ]
+        if r["suspect_reasons"]:
+            lines += ["Check: " + "; ".join(r["suspect_reasons"]), ""]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,289 @@
+"""sample_completions: draw prompts, generate `n` completions each, store inspection/samples.jsonl.
+
+Sampling uses the settings training will use (temperature, top_p, top_k, max_completion_length and
+num_generations from the run's train/config.yaml when present), so what a person reads is what GRPO sees.
+Generation: transformers `generate`, batched; vLLM when installed and a GPU is present.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.data import check_prompt_column, load_rows
+from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, SampleRequest, SampleResult
+from mcp_server.inspection.paths import inspection_dir, meta_path, resolve_run_dir, samples_path
+from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+
+DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
+
+
+def read_run_config(run_dir: Path) -> dict:
+    """train/config.yaml as a dict ({} when the run has none yet)."""
+    path = run_dir / "train" / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UserInputError(str(path), f"not valid YAML: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def resolve_model(model: str) -> Path | str:
+    """'tiny' -> the embedded model; a local directory as a path; else a hub name (online only)."""
+    if model == "tiny":
+        from mcp_server.tiny import ensure_tiny_model
+
+        return ensure_tiny_model()
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UserInputError("model", f"{path} is a directory without config.json: not a transformers model")
+        return path.resolve()
+    if model.startswith((".", "/", "~")) or os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise UserInputError(
+            "model", f"'{model}' is not a local model directory (and hub names need network); give a path or 'tiny'"
+        )
+    return model
+
+
+def _settings(request: SampleRequest, config: dict) -> dict:
+    def pick(value, key, default):
+        if value is not None:
+            return value
+        return config.get(key) if config.get(key) is not None else default
+
+    n = pick(request.n, "num_generations", 4)
+    settings = {
+        "model": pick(request.model, "model_name_or_path", None),
+        "dataset": pick(request.dataset, "dataset_name", None),
+        "dataset_config": pick(request.dataset_config, "dataset_config", None),
+        "dataset_split": request.dataset_split if request.dataset_split != "train" else config.get("dataset_train_split") or "train",
+        "n": int(n),
+        "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // int(n)),
+        "temperature": float(pick(request.temperature, "temperature", 1.0)),
+        "top_p": float(pick(request.top_p, "top_p", 1.0)),
+        "top_k": int(pick(request.top_k, "top_k", 0) or 0),
+        "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length", 256)),
+        "chat_template_kwargs": config.get("chat_template_kwargs") or {},
+        "seed": request.seed,
+    }
+    if settings["model"] is None:
+        raise UserInputError("model", "no model given and the run has no train/config.yaml naming one; give a path or 'tiny'")
+    if settings["dataset"] is None:
+        raise UserInputError("dataset", "no data set given and the run's config names none; give a file or 'tiny'")
+    if settings["temperature"] == 0 and settings["n"] > 1:
+        raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
+    return settings
+
+
+def _choose_engine(engine: str) -> str:
+    if engine == "transformers":
+        return engine
+    import importlib.util
+
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    has_gpu = False
+    if has_vllm:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    if engine == "vllm" and not (has_vllm and has_gpu):
+        raise UserInputError("engine", "vllm needs the vllm package and a CUDA GPU; use 'auto' or 'transformers'")
+    return "vllm" if has_vllm and has_gpu else "transformers"
+
+
+def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_kwargs: dict) -> list[str]:
+    if not conversational:
+        return list(prompts)
+    if not getattr(tokenizer, "chat_template", None):
+        raise UserInputError("model", "chat prompts need a tokenizer with a chat template; this one has none")
+    return [
+        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
+        for p in prompts
+    ]
+
+
+def _eos_ids(tokenizer, generation_config) -> set[int]:
+    ids = generation_config.eos_token_id if generation_config is not None else None
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None:
+        ids.append(tokenizer.eos_token_id)
+    return set(ids)
+
+
+def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_size: int) -> list[list[dict]]:
+    """Per prompt, `n` dicts {text, ids, finish_reason}. Prompts are batched (left padding) so that about
+    `batch_size` sequences are generated per call."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+
+    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
+    eos = _eos_ids(tokenizer, model.generation_config)
+    n = settings["n"]
+    do_sample = settings["temperature"] > 0
+    sampling = dict(temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"]) if do_sample else {}
+    set_seed(settings["seed"])
+    prompts_per_call = max(1, batch_size // n)
+    results: list[list[dict]] = []
+    for start in range(0, len(texts), prompts_per_call):
+        chunk = texts[start : start + prompts_per_call]
+        # Like TRL: the chat template already holds the special tokens, so none are added here.
+        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        with torch.inference_mode():
+            out = model.generate(
+                **enc,
+                do_sample=do_sample,
+                num_return_sequences=n,
+                max_new_tokens=settings["max_new_tokens"],
+                pad_token_id=tokenizer.pad_token_id,
+                **sampling,
+            )
+        generated = out[:, enc["input_ids"].shape[1] :].tolist()
+        for p in range(len(chunk)):
+            group = []
+            for ids in generated[p * n : (p + 1) * n]:
+                stop = next((i for i, t in enumerate(ids) if t in eos), None)
+                kept = ids[: stop + 1] if stop is not None else ids
+                group.append(
+                    {
+                        "text": tokenizer.decode(kept, skip_special_tokens=True),
+                        "ids": kept,
+                        "finish_reason": "stop" if stop is not None else "length",
+                    }
+                )
+            results.append(group)
+    return results
+
+
+def _generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict]]:
+    """The same with vLLM (GPU only). Prompts go in as token ids so both engines see the same tokens."""
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    longest = max(len(p) for p in prompt_ids) + settings["max_new_tokens"]
+    llm = LLM(model=str(model_ref), seed=settings["seed"], max_model_len=longest, gpu_memory_utilization=0.5)
+    params = SamplingParams(
+        n=settings["n"],
+        temperature=settings["temperature"],
+        top_p=settings["top_p"],
+        top_k=settings["top_k"] if settings["top_k"] > 0 else -1,  # vLLM: -1 = off
+        max_tokens=settings["max_new_tokens"],
+        seed=settings["seed"],
+    )
+    outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)
+    return [
+        [
+            {"text": c.text, "ids": list(c.token_ids), "finish_reason": "length" if c.finish_reason == "length" else "stop"}
+            for c in out.outputs
+        ]
+        for out in outputs
+    ]
+
+
+def sample_completions(request: SampleRequest) -> SampleResult:
+    run_dir = resolve_run_dir(request.run)
+    settings = _settings(request, read_run_config(run_dir))
+    rows = load_rows(settings["dataset"], settings["dataset_split"], settings["dataset_config"])
+    conversational = check_prompt_column(rows, request.prompt_column)
+    k = min(settings["num_prompts"], len(rows))
+    row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
+    prompts = [rows[i][request.prompt_column] for i in row_indices]
+    model_ref = resolve_model(settings["model"])
+    engine = _choose_engine(request.engine)
+
+    from transformers import AutoTokenizer
+
+    texts = _prompt_texts(AutoTokenizer.from_pretrained(model_ref), prompts, conversational, settings["chat_template_kwargs"])
+    started = time.perf_counter()
+    if engine == "vllm":
+        groups = _generate_vllm(model_ref, texts, settings)
+    else:
+        groups = _generate_transformers(model_ref, texts, settings, request.batch_size)
+    seconds = time.perf_counter() - started
+
+    lines, sample_id, truncated = [], 0, 0
+    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
+        columns = {key: value for key, value in rows[row_index].items() if key != request.prompt_column}
+        for s, gen in enumerate(group):
+            truncated += gen["finish_reason"] == "length"
+            # The completion is stored exactly as TRL hands it to reward functions.
+            completion = [{"role": "assistant", "content": gen["text"]}] if conversational else gen["text"]
+            record = {
+                "id": sample_id,
+                "prompt_index": p,
+                "sample_index": s,
+                "row_index": row_index,
+                "prompt": prompt,
+                "completion": completion,
+                "completion_ids": gen["ids"],
+                "columns": columns,
+                "truncated": gen["finish_reason"] == "length",
+                "finish_reason": gen["finish_reason"],
+            }
+            lines.append(json.dumps(record, ensure_ascii=False, default=str))
+            sample_id += 1
+
+    out_dir = inspection_dir(run_dir)
+    path = atomic_write_text(samples_path(run_dir), "\n".join(lines) + "\n")
+    digest = sha256_file(path)
+    generation = {k_: settings[k_] for k_ in ("temperature", "top_p", "top_k", "max_new_tokens", "seed")}
+    meta = {
+        "model": str(model_ref),
+        "dataset": settings["dataset"],
+        "dataset_rows": len(rows),
+        "prompt_column": request.prompt_column,
+        "num_prompts": k,
+        "n": settings["n"],
+        "conversational": conversational,
+        "engine": engine,
+        "generation": generation,
+        "samples_sha256": digest,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    atomic_write_json(meta_path(run_dir), meta)
+    # Stale review and verdict belong to the old samples: the hashes already invalidate them, and the
+    # review files would now describe other completions, so they go.
+    for stale in ("review.md", "review.jsonl", "review.json"):
+        (out_dir / stale).unlink(missing_ok=True)
+
+    num = len(lines)
+    if num < MIN_REVIEW_SAMPLES and k < len(rows):
+        next_step = (
+            f"Only {num} samples: inspect_rewards needs at least {MIN_REVIEW_SAMPLES}. Sample again with "
+            f"num_prompts >= {-(-MIN_REVIEW_SAMPLES // settings['n'])}."
+        )
+    else:
+        next_step = "Run inspect_rewards on this run, then read inspection/review.md."
+    return SampleResult(
+        run_dir=str(run_dir),
+        samples_path=str(path),
+        samples_sha256=digest,
+        num_samples=num,
+        num_prompts=k,
+        n=settings["n"],
+        dataset_rows=len(rows),
+        conversational=conversational,
+        model=str(model_ref),
+        engine=engine,
+        truncated=truncated,
+        generation=generation,
+        seconds=round(seconds, 3),
+        next_step=next_step,
+    )
