@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Start the llm-finetuning MCP server from the plugin root, preparing its environment on first use.
+
+Every harness config starts this file with whatever `python3` it finds. Standard library only, so it
+runs before anything is installed. On the first start it creates a virtual environment, installs torch
+(the CPU build when there is no NVIDIA GPU) and this package into it, and says so on stderr; it then
+replaces itself with `python -m mcp_server` from that environment. Later starts find the environment
+ready (a marker holding the fingerprint of pyproject.toml) and exec at once.
+
+stdout belongs to the MCP protocol: nothing here writes to it, and installer output goes to stderr.
+
+Environment variables:
+  LLM_FINETUNING_VENV     where the environment lives (default: <plugin root>/.venv, or a per-user cache
+                          directory when the plugin root is not writable)
+  TORCH_SPEC, TORCH_INDEX the torch requirement and an optional index URL (as in the Makefile)
+  LLM_FINETUNING_LAUNCH_DRY_RUN=1   print the plan to stderr and exit without installing or serving
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKER = ".llm-finetuning-ready"
+DEFAULT_TORCH_SPEC = "torch==2.13.0"
+
+
+def say(message: str) -> None:
+    print(f"llm-finetuning: {message}", file=sys.stderr, flush=True)
+
+
+def fingerprint() -> str:
+    """Changes when the package's requirements change, so an upgrade reinstalls."""
+    data = (ROOT / "pyproject.toml").read_bytes()
+    return hashlib.sha256(data + str(ROOT).encode()).hexdigest()
+
+
+def _writable(path: Path) -> bool:
+    probe = path if path.exists() else path.parent
+    return os.access(probe, os.W_OK)
+
+
+def venv_dir() -> Path:
+    if os.environ.get("LLM_FINETUNING_VENV"):
+        return Path(os.environ["LLM_FINETUNING_VENV"]).expanduser().resolve()
+    local = ROOT / ".venv"
+    if _writable(local):
+        return local
+    # A read-only plugin cache: keep one environment per plugin root in the user's cache.
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "llm-finetuning" / f"venv-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def is_ready(venv: Path) -> bool:
+    marker = venv / MARKER
+    return venv_python(venv).exists() and marker.exists() and marker.read_text().strip() == fingerprint()
+
+
+def has_nvidia_gpu() -> bool:
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def install_plan(venv: Path) -> list[list[str]]:
+    """The commands that prepare the environment, in order."""
+    py = str(venv_python(venv))
+    torch = [py, "-m", "pip", "install", "--quiet", os.environ.get("TORCH_SPEC", DEFAULT_TORCH_SPEC)]
+    if os.environ.get("TORCH_INDEX"):
+        torch += ["--index-url", os.environ["TORCH_INDEX"]]
+    plan = []
+    if not venv_python(venv).exists():
+        plan.append([sys.executable, "-m", "venv", str(venv)])
+    plan += [
+        [py, "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+        torch,
+        # Editable, so the server finds the plugin's references/ and commands/ beside the package.
+        [py, "-m", "pip", "install", "--quiet", "-e", str(ROOT)],
+    ]
+    return plan
+
+
+def prepare(venv: Path) -> None:
+    gpu = has_nvidia_gpu()
+    say(
+        f"first start: preparing the server's Python environment in {venv} "
+        f"({'NVIDIA GPU found' if gpu else 'no GPU found: installing the CPU build of torch'}). "
+        "This takes a few minutes once; later starts are instant."
+    )
+    plan = install_plan(venv)
+    if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+        for cmd in plan:
+            say("would run: " + " ".join(cmd))
+        return
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    for cmd in plan:
+        say("running: " + " ".join(cmd))
+        # Installer output goes to stderr: stdout is the MCP channel.
+        result = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr)
+        if result.returncode != 0:
+            say(f"setup failed (exit {result.returncode}) at: {' '.join(cmd)}")
+            say("fix the error above, or set LLM_FINETUNING_VENV to a prepared environment, then restart.")
+            sys.exit(result.returncode)
+    (venv / MARKER).write_text(fingerprint() + "\n")
+    say("environment ready.")
+
+
+def _lock(venv: Path):
+    """Two harness windows starting at once must not install into the same environment together."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory lock; first starts rarely race there
+        return None
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(venv.parent / f".{venv.name}.lock", "w")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def main() -> None:
+    venv = venv_dir()
+    if not is_ready(venv):
+        lock = _lock(venv)
+        if not is_ready(venv):  # another start may have finished while we waited
+            prepare(venv)
+        if lock:
+            lock.close()
+        if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+            return
+    elif os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+        say(f"environment ready in {venv}; would exec: {venv_python(venv)} -m mcp_server")
+        return
+    python = str(venv_python(venv))
+    env = {**os.environ, "LLM_FINETUNING_PLUGIN_ROOT": str(ROOT)}
+    # Harnesses that can only express paths relative to the plugin (Codex: cwd ".") start us inside the
+    # plugin root; runs belong in the person's project, which the inherited PWD still names.
+    pwd = os.environ.get("PWD")
+    if not env.get("LLM_FINETUNING_WORKSPACE") and Path.cwd().resolve() == ROOT and pwd:
+        if Path(pwd).is_dir() and Path(pwd).resolve() != ROOT:
+            env["LLM_FINETUNING_WORKSPACE"] = pwd
+            say(f"workspace: {pwd}")
+    args = [python, "-m", "mcp_server", *sys.argv[1:]]
+    if os.name == "nt":
+        sys.exit(subprocess.run(args, env=env).returncode)
+    os.execve(python, args, env)
+
+
+if __name__ == "__main__":
+    main()
