@@ -1,0 +1,191 @@
+"""emit_grpo_config: request -> recipe + variant + target -> validated files in a run directory.
+
+Writes train/config.yaml (TrlParser YAML, accepted by `trl grpo --config`), train/rewards.json, train/train.py,
+train/request.json and train/request.schema.json. Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from mcp_server.errors import UserInputError
+from mcp_server.recipe.model_info import is_moe, resolve_model
+from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
+from mcp_server.recipe.trl_fields import installed_trl, trl_defaults
+from mcp_server.recipe.validate import resolve_target, validate_values
+from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS, choose_variant
+from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
+
+LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
+ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path"}
+TEMPLATE = Path(__file__).with_name("train_template.py")
+DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
+    """TrlParser keys for the data: a local file becomes a `datasets` mixture entry, a hub name `dataset_name`."""
+    if request.dataset == "tiny":
+        from mcp_server.tiny import split_task, write_jsonl
+
+        train_rows, _ = split_task()
+        path = write_jsonl(train_rows, run_dir / "data" / "train.jsonl")
+        return {"datasets": [{"path": "json", "data_files": str(path), "split": "train"}]}
+    path = Path(request.dataset).expanduser()
+    if path.exists():
+        if path.is_file():
+            fmt = DATA_FORMATS.get(path.suffix.lower())
+            if fmt is None:
+                raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
+            _check_columns(path, fmt, request)
+            return {"datasets": [{"path": fmt, "data_files": str(path.resolve()), "split": "train"}]}
+        return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}
+    if request.dataset.startswith((".", "/", "~")):
+        raise UserInputError("dataset", f"no such file or directory: {request.dataset}")
+    fields = {"dataset_name": request.dataset, "dataset_train_split": request.dataset_split}
+    if request.dataset_config:
+        fields["dataset_config"] = request.dataset_config
+    return fields
+
+
+def _check_columns(path: Path, fmt: str, request: GRPORecipeRequest) -> None:
+    """The prompt (and answer) columns must exist in a local JSONL/CSV file's first row."""
+    if fmt == "parquet":
+        return
+    with open(path, encoding="utf-8") as handle:
+        first = handle.readline()
+        if fmt == "csv":
+            columns = [c.strip() for c in first.split(",")]
+        else:
+            try:
+                row = json.loads(first) if path.suffix == ".jsonl" else json.loads(first + handle.read())
+            except json.JSONDecodeError as exc:
+                raise UserInputError("dataset", f"{path} is not valid JSON/JSONL: {exc}") from None
+            row = row[0] if isinstance(row, list) and row else row
+            columns = list(row) if isinstance(row, dict) else []
+    for field, column in (("prompt_column", request.prompt_column), ("answer_column", request.answer_column)):
+        if column and column not in columns:
+            raise UserInputError(field, f"column '{column}' is not in {path} (columns: {', '.join(columns) or 'none'})")
+
+
+def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> dict:
+    fields = {"model_name_or_path": model, "dtype": "bfloat16" if bf16 else "float32"}
+    if request.finetune in ("lora", "qlora"):
+        fields.update(
+            use_peft=True,
+            lora_r=request.lora_r,
+            lora_alpha=request.lora_alpha or 2 * request.lora_r,
+            lora_target_modules=request.lora_target_modules,
+        )
+    if request.finetune == "qlora":
+        fields.update(load_in_4bit=True, bnb_4bit_quant_type="nf4", use_bnb_nested_quant=True)
+    return fields
+
+
+def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool]:
+    """(config values, variant, reason, is_moe) for the request's target."""
+    model = resolve_model(request.model)
+    moe = is_moe(model)
+    variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
+    gpu, _ = resolve_target(request.gpu, request.num_gpus)
+
+    recipe = dict(BASE_RECIPE)
+    recipe.update(VARIANTS[variant])
+    if gpu is None:  # CPU target: no vLLM, no mixed precision
+        recipe.update(use_vllm=False, bf16=False)
+    else:
+        recipe["bf16"] = gpu.bf16  # without bf16 train in fp32: fp16 diverges silently in RL
+        recipe["vllm_mode"] = "server" if request.num_gpus > 1 else "colocate"
+    if request.finetune != "full":
+        recipe["learning_rate"] = LORA_LEARNING_RATE
+    if any(s.weight != 1.0 for s in request.rewards):
+        recipe["reward_weights"] = [s.weight for s in request.rewards]
+    recipe["output_dir"] = str(run_dir / "checkpoints")
+
+    values = {**_model_fields(request, model, recipe["bf16"]), **_dataset_fields(request, run_dir), **recipe}
+    values.update(_trl_cli_rewards(request))
+    values.update(request.overrides)
+    defaults = trl_defaults()
+    explicit = ALWAYS_WRITTEN | set(request.overrides)
+    # Write every value that differs from the installed TRL default (and the ones that must always be explicit).
+    values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
+    return values, variant, reason, moe
+
+
+def _trl_cli_rewards(request: GRPORecipeRequest) -> dict:
+    """`reward_funcs` for `trl grpo`: only when every reward is expressible as a dotted path with its defaults."""
+    from mcp_server.rewards.registry import REGISTRY
+
+    paths = []
+    for spec in request.rewards:
+        if spec.name in REGISTRY:
+            dotted = REGISTRY[spec.name].get("dotted_path")
+            if spec.params or not dotted:
+                return {}
+            paths.append(dotted)
+        elif "." in spec.name and not spec.params:
+            paths.append(spec.name)
+        else:
+            return {}
+    return {"reward_funcs": paths}
+
+
+SECTIONS = (
+    ("model", ("GRPOScriptArguments", "ModelConfig"), lambda k: k.startswith(("model", "dtype", "lora", "use_peft", "load_in", "bnb"))),
+    ("data", ("GRPOScriptArguments", "DatasetMixtureConfig"), lambda k: k.startswith("dataset")),
+    ("rewards", (), lambda k: k.startswith("reward")),
+)
+
+
+def render_yaml(values: dict, header: str) -> str:
+    """YAML grouped by topic, with a header saying what it is and how to run it."""
+    groups: dict[str, dict] = {"model": {}, "data": {}, "rewards": {}, "grpo": {}}
+    for key, value in values.items():
+        name = next((n for n, _, pred in SECTIONS if pred(key)), "grpo")
+        groups[name][key] = value
+    parts = [header]
+    for name, title in (("model", "model"), ("data", "data"), ("rewards", "rewards"), ("grpo", "GRPO / training")):
+        if groups[name]:
+            parts.append(f"# --- {title}\n" + yaml.safe_dump(groups[name], sort_keys=False, default_flow_style=False))
+    return "\n".join(parts)
+
+
+def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
+    run_dir = Path(request.run_dir) if request.run_dir else new_run_dir(request.run_name or Path(request.model).name)
+    if request.run_dir and not run_dir.is_dir():
+        raise UserInputError("run_dir", f"no such directory: {request.run_dir}")
+    values, variant, reason, moe = build_config(request, run_dir)
+    specs = [s.model_dump() for s in request.rewards]
+    validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
+                                 override_reason=request.override_reason, is_moe=moe)
+
+    train = run_dir / "train"
+    trl_version = installed_trl()["trl_version"]
+    target = validation.target
+    header = (
+        f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
+        f"# Train with this run's rewards:  python train/train.py --config train/config.yaml\n"
+        + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
+           "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
+    )
+    config_path = atomic_write_text(train / "config.yaml", render_yaml(values, header))
+    atomic_write_json(train / "rewards.json", specs)
+    request_record = request.model_dump()
+    request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)
+    atomic_write_json(train / "request.json", request_record)
+    schema_path = atomic_write_json(train / "request.schema.json", GRPORecipeRequest.model_json_schema())
+    script = TEMPLATE.read_text().replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
+    script_path = atomic_write_text(train / "train.py", script)
+    return EmitResult(
+        run_dir=str(run_dir),
+        config_path=str(config_path),
+        train_script_path=str(script_path),
+        schema_path=str(schema_path),
+        variant=variant,
+        variant_reason=reason,
+        config=values,
+        validation=validation,
+        launch_command=f"cd {run_dir} && python train/train.py --config train/config.yaml",
+    )

@@ -1,0 +1,317 @@
+"""Validation rules as data: each rule takes the context and returns findings {code, field, severity, message, fix}.
+
+Rules are about the target (GPU type and count), never about the machine the check runs on.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from mcp_server.recipe.models import Finding
+
+# Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
+REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
+    "max_prompt_length": (None, "removed from GRPOConfig in TRL 0.28: prompts are no longer truncated; filter or "
+                          "truncate long prompts in the data set instead"),
+    "vllm_guided_decoding_regex": ("vllm_structured_outputs_regex", "renamed in TRL 0.25"),
+    "wandb_log_unique_prompts": ("log_unique_prompts", "renamed when logging became backend-neutral"),
+    "vllm_device": (None, "removed: use vllm_mode='colocate' (same GPUs) or 'server' (`trl vllm-serve` on its own GPUs)"),
+    "torch_dtype": ("dtype", "renamed in transformers 4.56 / TRL ModelConfig"),
+    "evaluation_strategy": ("eval_strategy", "renamed in transformers 4.46"),
+    "use_vllm_server": ("vllm_mode", "replaced by vllm_mode='server'"),
+    "vllm_server_url": ("vllm_server_base_url", "renamed"),
+}
+
+# GRPO's settled learning-rate ranges (far outside -> warning), by fine-tuning mode.
+LR_RANGE = {"full": (1e-7, 1e-5), "lora": (1e-6, 2e-4)}
+
+
+@dataclass
+class Context:
+    values: dict
+    trl: dict
+    gpu: object | None  # a memory.gpus.GPU, or None for a CPU target
+    gpu_name: str
+    num_gpus: int
+    reward_specs: list | None = None
+    override_reason: str | None = None
+    is_moe: bool | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    def get(self, key):
+        """The effective value: the config's, else the installed TRL default."""
+        if key in self.values:
+            return self.values[key]
+        meta = self.trl["fields"].get(key)
+        return meta["default"] if meta else None
+
+    @property
+    def vllm_server_local(self) -> bool:
+        return bool(self.get("use_vllm")) and self.get("vllm_mode") == "server" and not self.get("vllm_server_base_url") \
+            and self.get("vllm_server_host") in ("0.0.0.0", "127.0.0.1", "localhost", None)
+
+    @property
+    def training_processes(self) -> int:
+        """World size of training on the target: a local vLLM server takes one GPU for itself."""
+        if self.gpu is None:
+            return 1
+        return max(self.num_gpus - (1 if self.vllm_server_local else 0), 1)
+
+
+def finding(code, field, severity, message, fix=None) -> Finding:
+    return Finding(code=code, field=field, severity=severity, message=message, fix=fix)
+
+
+# ---------------------------------------------------------------- 1. keys
+def rule_known_keys(ctx: Context) -> list[Finding]:
+    out = []
+    known = ctx.trl["fields"]
+    for key in ctx.values:
+        if key in known:
+            if known[key].get("deprecated"):
+                out.append(finding("deprecated_field", key, "warning", f"'{key}' is deprecated in TRL {ctx.trl['trl_version']}.",
+                                   known[key]["help"][:200]))
+            continue
+        if key in REMOVED_OR_RENAMED:
+            new, why = REMOVED_OR_RENAMED[key]
+            fix = f"use '{new}' instead" if new and new in known else why
+            out.append(finding("renamed_field" if new else "removed_field", key, "error",
+                               f"'{key}' is not a field of TRL {ctx.trl['trl_version']}: {why}.", fix))
+            continue
+        close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+        out.append(finding("unknown_field", key, "error",
+                           f"'{key}' is not a field of GRPOConfig, ModelConfig or the grpo script arguments in TRL "
+                           f"{ctx.trl['trl_version']} (TRL's CLI would silently ignore it).",
+                           f"did you mean {', '.join(repr(c) for c in close)}?" if close else "remove it"))
+    return out
+
+
+def rule_value_types(ctx: Context) -> list[Finding]:
+    out = []
+    for key, value in ctx.values.items():
+        meta = ctx.trl["fields"].get(key)
+        if meta is None or value is None:
+            continue
+        default, type_text = meta["default"], meta["type"]
+        if isinstance(default, bool) or type_text == "bool":
+            ok = isinstance(value, bool)
+        elif isinstance(default, float) or type_text in ("float", "float | None"):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif isinstance(default, int) or type_text in ("int", "int | None"):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            continue
+        if not ok:
+            expected = "true/false" if isinstance(default, bool) or type_text == "bool" else "a number"
+            out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}.",
+                               f"set {key} to {expected} (TRL default: {default!r})"))
+    return out
+
+
+# ---------------------------------------------------------------- 2. enumerated values
+def rule_choices(ctx: Context) -> list[Finding]:
+    out = []
+    for key, choices in ctx.trl["choices"].items():
+        if key not in ctx.values:
+            continue
+        value = ctx.values[key]
+        if key == "scale_rewards" and isinstance(value, bool):
+            continue  # TRL maps True/False to "group"/"none"
+        if value not in choices:
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            out.append(finding("invalid_choice", key, "error",
+                               f"{key}={value!r} is not one of TRL {ctx.trl['trl_version']}'s choices: {', '.join(choices)} "
+                               "(TRL accepts it at config time and fails later, or silently does something else).",
+                               f"use {close[0]!r}" if close else f"use one of {', '.join(choices)}"))
+    return out
+
+
+# ---------------------------------------------------------------- 3. batch rules for the target world size
+def rule_batches(ctx: Context) -> list[Finding]:
+    out = []
+    world = ctx.training_processes
+    g = ctx.get("num_generations")
+    per_device = ctx.get("per_device_train_batch_size")
+    gbs, spg = ctx.values.get("generation_batch_size"), ctx.values.get("steps_per_generation")
+    if not all(isinstance(v, int) for v in (g, per_device)):
+        return out  # wrong_type already says so
+    if g < 2:
+        out.append(finding("num_generations_too_small", "num_generations", "error",
+                           f"num_generations={g}: GRPO needs at least 2 completions per prompt to compute an advantage.",
+                           "set num_generations to 8 (the recipe's floor)"))
+    elif g < 8:
+        out.append(finding("num_generations_below_floor", "num_generations", "warning",
+                           f"num_generations={g} is below the recipe's floor of 8: with few completions per group most "
+                           "groups have identical rewards (zero std), so they carry no advantage and the signal is noisy.",
+                           "set num_generations to 8 or more"))
+    if gbs is not None and spg is not None:
+        out.append(finding("generation_batch_conflict", "generation_batch_size", "error",
+                           "generation_batch_size and steps_per_generation cannot both be set.",
+                           "remove one of them (steps_per_generation defaults to gradient_accumulation_steps)"))
+        return out
+    global_batch = per_device * world
+    if gbs is not None:
+        if gbs % global_batch:
+            out.append(finding("generation_batch_not_divisible", "generation_batch_size", "error",
+                               f"generation_batch_size={gbs} is not divisible by the global batch "
+                               f"per_device_train_batch_size x processes = {per_device} x {world} = {global_batch}.",
+                               f"use a multiple of {global_batch}"))
+            return out
+    else:
+        spg = spg if isinstance(spg, int) else ctx.get("gradient_accumulation_steps")
+        gbs = global_batch * spg
+    if g >= 2 and gbs % g:
+        out.append(finding("generation_batch_not_divisible", "num_generations", "error",
+                           f"the generation batch ({gbs} = {per_device} per device x {world} processes x "
+                           f"{spg if spg else gbs // global_batch} steps) is not divisible by num_generations={g}: "
+                           "every prompt group must be complete.",
+                           f"choose num_generations dividing {gbs}, or per_device_train_batch_size / "
+                           "gradient_accumulation_steps so the product is a multiple of num_generations"))
+    if ctx.get("eval_strategy") not in (None, "no") and ctx.get("do_eval") is not False:
+        eval_g = ctx.get("num_generations_eval") or g
+        eval_bs = ctx.get("per_device_eval_batch_size")
+        if isinstance(eval_bs, int) and (eval_bs * world) % eval_g:
+            out.append(finding("eval_batch_not_divisible", "per_device_eval_batch_size", "error",
+                               f"the global eval batch {eval_bs} x {world} is not divisible by {eval_g} generations.",
+                               f"use a per_device_eval_batch_size whose product with {world} is a multiple of {eval_g}"))
+    return out
+
+
+# ---------------------------------------------------------------- 4. target hardware
+def rule_hardware(ctx: Context) -> list[Finding]:
+    out = []
+    bf16, fp16 = bool(ctx.get("bf16")), bool(ctx.get("fp16"))
+    if ctx.gpu is None:  # CPU target
+        if ctx.get("use_vllm"):
+            out.append(finding("vllm_needs_gpu", "use_vllm", "error", "use_vllm=true on a CPU target: vLLM needs a GPU.",
+                               "set use_vllm: false (generation falls back to transformers generate)"))
+        if bf16 or fp16:
+            out.append(finding("mixed_precision_on_cpu", "bf16" if bf16 else "fp16", "warning",
+                               "mixed precision on a CPU target is slow or unsupported.", "set bf16: false and fp16: false"))
+        return out
+    if bf16 and not ctx.gpu.bf16:
+        out.append(finding("bf16_unsupported", "bf16", "error",
+                           f"bf16=true but the {ctx.gpu.name} has no bfloat16 support (compute capability {ctx.gpu.compute_capability}).",
+                           "set bf16: false and train in fp32 (fp16 is not a safe substitute: GRPO's small policy-ratio "
+                           "and KL terms underflow in fp16 and runs diverge silently), or use an Ampere-or-newer GPU"))
+    if fp16 and ctx.gpu.bf16:
+        out.append(finding("fp16_where_bf16_possible", "fp16", "warning",
+                           f"fp16 on a {ctx.gpu.name}, which supports bf16: fp16's narrow range makes GRPO diverge silently.",
+                           "set fp16: false and bf16: true"))
+    if ctx.get("use_vllm") and ctx.get("vllm_mode") == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
+        out.append(finding("vllm_server_needs_gpu", "vllm_mode", "error",
+                           f"vllm_mode='server' with {ctx.num_gpus} GPU leaves no GPU for the vLLM server "
+                           "(`trl vllm-serve` runs on its own GPUs).",
+                           "use vllm_mode: colocate on one GPU, or target 2+ GPUs"))
+    return out
+
+
+def rule_learning_rate(ctx: Context) -> list[Finding]:
+    lr = ctx.get("learning_rate")
+    if not isinstance(lr, (int, float)) or isinstance(lr, bool):
+        return []
+    mode = "lora" if ctx.get("use_peft") or ctx.get("load_in_4bit") else "full"
+    low, high = LR_RANGE[mode]
+    if lr > high * 10 or lr < low / 10:
+        return [finding("lr_out_of_range", "learning_rate", "warning",
+                        f"learning_rate={lr:g} is far outside GRPO's settled range for {mode} fine-tuning "
+                        f"({low:g}-{high:g}); RL updates at supervised learning rates diverge.",
+                        f"use a learning rate within {low:g}-{high:g} (recipe: {'5e-7' if mode == 'full' else '1e-5'})")]
+    return []
+
+
+def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
+    if "loss_type" in ctx.values:
+        return []
+    default = ctx.trl["fields"].get("loss_type", {}).get("default")
+    return [finding("loss_type_implicit", "loss_type", "info",
+                    f"loss_type is not set, so TRL {ctx.trl['trl_version']} uses its default '{default}'.",
+                    "set loss_type explicitly ('grpo' for the base recipe)")]
+
+
+def rule_moe(ctx: Context) -> list[Finding]:
+    if not ctx.is_moe or ctx.get("importance_sampling_level") == "sequence":
+        return []
+    if ctx.override_reason:
+        return [finding("moe_without_gspo", "importance_sampling_level", "info",
+                        f"mixture-of-experts model without GSPO, overridden: {ctx.override_reason}")]
+    return [finding("moe_without_gspo", "importance_sampling_level", "error",
+                    "the model is a mixture-of-experts model: token-level importance ratios are unstable under expert "
+                    "routing, which is what GSPO fixes.",
+                    "use the gspo variant (importance_sampling_level: sequence), or give an override reason")]
+
+
+# ---------------------------------------------------------------- 5. rewards
+def rule_rewards(ctx: Context) -> list[Finding]:
+    names = [s["name"] if isinstance(s, dict) else s.name for s in (ctx.reward_specs or [])]
+    config_funcs = ctx.values.get("reward_funcs") or []
+    if isinstance(config_funcs, str):
+        config_funcs = [config_funcs]
+    if not names and not config_funcs and not ctx.values.get("reward_model_name_or_path"):
+        return [finding("no_reward", "reward_funcs", "error", "no reward source: GRPO has nothing to optimise.",
+                        "add reward_funcs (registry names or dotted paths) or a rewards.json beside the config")]
+    out = []
+    if ctx.reward_specs:
+        from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
+
+        for i, spec in enumerate(ctx.reward_specs):
+            try:
+                build_reward_funcs([spec])
+            except Exception as exc:  # any failure to build is a finding, never a crash
+                out.append(finding("reward_unresolvable", f"rewards[{i}].name", "error", str(exc),
+                                   "use a registry name (list_rewards) or an importable dotted path"))
+    trl_builtin = {"accuracy_reward", "reasoning_accuracy_reward", "think_format_reward", "get_soft_overlong_punishment"}
+    for i, name in enumerate(config_funcs):
+        if name in trl_builtin:
+            continue
+        error = _resolve_dotted(name)
+        if error:
+            out.append(finding("reward_unresolvable", f"reward_funcs[{i}]", "error", error,
+                               f"use one of TRL's names ({', '.join(sorted(trl_builtin))}) or an importable dotted path"))
+    weights = ctx.values.get("reward_weights")
+    count = len(ctx.reward_specs or config_funcs)
+    if weights is not None and count and len(weights) != count:
+        out.append(finding("reward_weights_mismatch", "reward_weights", "error",
+                           f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
+    return out
+
+
+def _resolve_dotted(name: str) -> str | None:
+    import importlib
+    import sys
+
+    if "." not in name:
+        return f"'{name}' is neither a TRL reward name nor a dotted import path"
+    module_name, attr = name.rsplit(".", 1)
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        return f"cannot import '{module_name}' for reward '{name}': {exc}"
+    finally:
+        sys.path.pop(0)
+    if not callable(getattr(module, attr, None)):
+        return f"'{module_name}' has no callable '{attr}'"
+    return None
+
+
+def rule_model(ctx: Context) -> list[Finding]:
+    model = ctx.values.get("model_name_or_path")
+    if not model:
+        return [finding("no_model", "model_name_or_path", "error", "no model_name_or_path.",
+                        "set model_name_or_path to a hub name or a local model directory")]
+    path = Path(str(model)).expanduser()
+    if str(model).startswith((".", "/", "~")) and not (path / "config.json").is_file():
+        return [finding("model_not_found", "model_name_or_path", "error",
+                        f"'{model}' is not a local model directory (no config.json).",
+                        "give an existing directory saved with save_pretrained, or a hub name")]
+    return []
+
+
+RULES: list[Callable[[Context], list[Finding]]] = [
+    rule_known_keys, rule_value_types, rule_choices, rule_batches, rule_hardware, rule_learning_rate,
+    rule_loss_type_explicit, rule_moe, rule_rewards, rule_model,
+]

@@ -1,0 +1,58 @@
+"""GRPO training for run {{RUN}}, emitted by llm-finetuning.
+
+Runs train/config.yaml (which `trl grpo --config` also accepts) with this run's rewards from
+train/rewards.json and writes one progress line per logged step to train/logs/progress.jsonl.
+
+    python train/train.py --config train/config.yaml
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from datasets import load_dataset
+from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_dataset, get_peft_config
+from trl import get_quantization_config
+from trl.scripts.grpo import GRPOScriptArguments
+
+try:
+    from mcp_server.rewards import build_reward_funcs
+    from mcp_server.training.progress import ProgressCallback, write_outcome
+except ImportError:
+    sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
+
+RUN_DIR = Path(__file__).resolve().parents[1]
+PROMPT_COLUMN = "{{PROMPT_COLUMN}}"
+
+
+def main():
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
+    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config()
+    training_args.model_init_kwargs = {"dtype": model_args.dtype, **(training_args.model_init_kwargs or {})}
+
+    if dataset_args.datasets:
+        dataset = get_dataset(dataset_args)[script_args.dataset_train_split]
+    else:
+        dataset = load_dataset(script_args.dataset_name, name=script_args.dataset_config,
+                               split=script_args.dataset_train_split)
+    if PROMPT_COLUMN != "prompt":
+        dataset = dataset.rename_column(PROMPT_COLUMN, "prompt")
+
+    rewards = json.loads((RUN_DIR / "train" / "rewards.json").read_text())
+    trainer = GRPOTrainer(
+        model=model_args.model_name_or_path,
+        reward_funcs=build_reward_funcs(rewards),
+        args=training_args,
+        train_dataset=dataset,
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args),
+        callbacks=[ProgressCallback(RUN_DIR)],
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        write_outcome(RUN_DIR, "succeeded", global_step=trainer.state.global_step, output_dir=training_args.output_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""validate_grpo_config: every rule in rules.py, then a real GRPOConfig built as if on the target."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.recipe.models import ValidateRequest, ValidationResult
+from mcp_server.recipe.rules import RULES, Context, finding
+from mcp_server.recipe.trl_fields import installed_trl, instantiate_grpo_config
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def load_config_file(path: str | Path) -> dict:
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError("config_path", f"no such file: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserInputError("config_path", f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserInputError("config_path", f"{path} must hold a YAML mapping of config fields, got {type(data).__name__}")
+    data.pop("env", None)  # TrlParser's environment block, not a field
+    return data
+
+
+def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
+    """train/request.json (the target and reasons) and train/rewards.json beside an emitted config."""
+    if config_path is None:
+        return {}, None
+    folder = Path(config_path).parent
+    request = json.loads((folder / "request.json").read_text()) if (folder / "request.json").is_file() else {}
+    rewards = json.loads((folder / "rewards.json").read_text()) if (folder / "rewards.json").is_file() else None
+    return request, rewards
+
+
+def resolve_target(gpu_name: str, num_gpus: int):
+    """(GPU or None for CPU, canonical name). Unknown names raise UserInputError with the closest names."""
+    if gpu_name.strip().lower() == "cpu":
+        return None, "cpu"
+    from mcp_server.memory.gpus import lookup_gpu
+
+    gpu = lookup_gpu(gpu_name)
+    return gpu, gpu.name
+
+
+def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
+                    override_reason: str | None = None, is_moe: bool | None = None) -> ValidationResult:
+    """Validate a dict of config fields for a target. The core of validate_grpo_config and of emission."""
+    trl = installed_trl()
+    try:
+        gpu_obj, gpu_name = resolve_target(gpu, num_gpus)
+    except UserInputError as exc:
+        return ValidationResult(valid=False, trl_version=trl["trl_version"], target=f"{num_gpus}x {gpu}",
+                                findings=[finding("unknown_gpu", "gpu", "error", str(exc), "use a name from the GPU catalog")])
+    if is_moe is None and values.get("model_name_or_path"):
+        from mcp_server.recipe.model_info import is_moe as detect_moe
+
+        is_moe = detect_moe(str(values["model_name_or_path"]))
+    ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
+                  reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe)
+    findings = [f for rule in RULES for f in rule(ctx)]
+    if not any(f.severity == "error" for f in findings):
+        grpo_keys = {k for k, meta in trl["fields"].items() if meta["owner"] == "GRPOConfig"}
+        error = instantiate_grpo_config({k: v for k, v in values.items() if k in grpo_keys}, ctx.training_processes)
+        if error:
+            findings.append(finding("trl_rejected", None, "error", f"TRL's GRPOConfig rejects this config: {error}",
+                                    "change the fields the message names"))
+    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    target = "CPU" if gpu_obj is None else f"{num_gpus}x {gpu_name}"
+    return ValidationResult(valid=not any(f.severity == "error" for f in findings), findings=findings,
+                            trl_version=trl["trl_version"], target=target)
+
+
+def validate_config(request: ValidateRequest) -> ValidationResult:
+    """Validate a config given as a YAML path or a dict, for the requested (or recorded) target."""
+    if (request.config_path is None) == (request.config is None):
+        raise UserInputError("config_path", "give exactly one of config_path (a YAML file) or config (a dict)")
+    values = load_config_file(request.config_path) if request.config_path else dict(request.config)
+    recorded, reward_specs = _sidecars(Path(request.config_path) if request.config_path else None)
+    return validate_values(
+        values,
+        gpu=request.gpu or recorded.get("gpu") or "H100",
+        num_gpus=request.num_gpus or recorded.get("num_gpus") or 1,
+        reward_specs=reward_specs,
+        override_reason=recorded.get("override_reason"),
+    )
