@@ -6,6 +6,9 @@ The module-level rewards below are the default-parameter versions, usable direct
 """
 
 from mcp_server.rewards.basic import correctness_reward, format_reward
+from mcp_server.rewards.code import code_execution_reward
+from mcp_server.rewards.json_schema import json_schema_reward
+from mcp_server.rewards.math_equivalence import math_reward
 from mcp_server.rewards.registry import REGISTRY, build_reward_funcs, list_rewards, reward_code_sha256, reward_weights
 from mcp_server.rewards.spec import RewardSpec
 
@@ -13,9 +16,12 @@ __all__ = [
     "REGISTRY",
     "RewardSpec",
     "build_reward_funcs",
+    "code_execution_reward",
     "correctness_reward",
     "format_reward",
+    "json_schema_reward",
     "list_rewards",
+    "math_reward",
     "reward_code_sha256",
     "reward_weights",
 ]

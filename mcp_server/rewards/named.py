@@ -17,7 +17,8 @@ class NamedReward:
         self.params = params
 
     def __call__(self, completions: list, **columns: Any) -> list[float]:
-        scores = [float(s) for s in self.score(completions, columns, **self.params)]
+        # None passes through: TRL reads it as "this reward does not apply to this example".
+        scores = [None if s is None else float(s) for s in self.score(completions, columns, **self.params)]
         if len(scores) != len(completions):  # TRL would misalign rewards silently
             raise RuntimeError(f"{self.__name__} returned {len(scores)} scores for {len(completions)} completions")
         return scores

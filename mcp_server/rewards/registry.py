@@ -52,6 +52,91 @@ REGISTRY: dict[str, dict[str, Any]] = {
             "ignore_case": ("bool", "Compare case-insensitively."),
         },
     ),
+    "math_reward": dict(
+        factory="mcp_server.rewards.math_equivalence:make_math_reward",
+        dotted_path="mcp_server.rewards.math_reward",
+        columns=["answer"],
+        description="`value` (2.0) when math-verify finds the answer mathematically equivalent to the gold column "
+        "(0.5 = \\frac{1}{2}, 1e3 = 1000), else 0.0; through TRL's trl.rewards.accuracy_reward. With `tag` the single "
+        "tag block is the answer; with tag null, LaTeX (\\boxed{} or $...$) anywhere in the completion.",
+        params={
+            "answer_column": ("str", "Data set column holding the gold answer (LaTeX or plain)."),
+            "tag": ("str | null", "Tag whose body is the answer; null reads \\boxed{}/$...$ from the whole completion."),
+            "value": ("float", "Reward for an equivalent answer."),
+        },
+    ),
+    "json_schema_reward": dict(
+        factory="mcp_server.rewards.json_schema:make_json_schema_reward",
+        dotted_path="mcp_server.rewards.json_schema_reward",
+        columns=["schema"],
+        description="`value` (1.0) when the completion (its tag block, else its last ```json block, else all of it) "
+        "parses as JSON and validates against its JSON Schema, else 0.0. One schema for the batch (params.schema) "
+        "or one per example (a data set column of schemas, best stored as JSON strings).",
+        params={
+            "schema": ("dict | null", "One JSON Schema for every example; null: read per-example schemas from schema_column."),
+            "schema_column": ("str", "Data set column with one schema per example (dict or JSON string)."),
+            "tag": ("str | null", "Tag whose body is the JSON; null: last ```json block, else the whole completion."),
+            "value": ("float", "Reward for valid JSON."),
+        },
+        example={"name": "json_schema_reward", "params": {"schema": {"type": "object", "required": ["name"]}}, "weight": 1.0},
+    ),
+    "code_execution_reward": dict(
+        factory="mcp_server.rewards.code:make_code_execution_reward",
+        dotted_path="mcp_server.rewards.code_execution_reward",
+        columns=["tests"],
+        description="1.0 when the completion's Python code (its tag block, else its last ```python block, else all of "
+        "it) passes its row's tests, run inside a bubblewrap sandbox (no network, read-only system, private /tmp, "
+        "no host home/credentials/env, CPU/memory/process/output limits, wall-clock timeout), else 0.0. Tests are "
+        "Python source: asserts and/or pytest-style test_* functions, with the solution's names in scope. "
+        "Completions run in parallel; a crash, hang, fork bomb or output flood scores 0 for that one only. "
+        "Refuses to run (SandboxUnavailable) where bubblewrap does not work: never on the host.",
+        params={
+            "tests_column": ("str", "Data set column with each row's test code (a string, or a list of lines)."),
+            "code_tag": ("str | null", "Tag whose body is the code; null: last fenced block, else the whole completion."),
+            "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
+            "memory_mb": ("int", "Address-space limit per process, MiB."),
+            "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
+            "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),
+            "workers": ("int | null", "Sandboxes run at once; null: 2x the CPU count, at most 16."),
+            "python": ("str | null", "Interpreter to run inside; null: /usr/bin/python3 (stdlib-only tests)."),
+        },
+    ),
+    "length_penalty": dict(
+        factory="mcp_server.rewards.length:make_length_penalty",
+        dotted_path=None,
+        wraps=True,
+        columns=[],
+        description="Wraps another reward: its score minus a penalty rising linearly from 0 at target_tokens to "
+        "max_penalty at max_tokens. A positive (correct) score is never pushed below 0. Token counts come from "
+        "`tokenizer` when given, else TRL's completion_ids, else words.",
+        params={
+            "reward": ("RewardSpec dict", "The reward to wrap, e.g. {'name': 'correctness_reward'}."),
+            "target_tokens": ("int", "Length with no penalty."),
+            "max_tokens": ("int", "Length at which the penalty reaches max_penalty."),
+            "max_penalty": ("float", "Largest penalty subtracted."),
+            "tokenizer": ("str | null", "Tokenizer path (the policy model's directory) for exact token counts."),
+        },
+        example={"name": "length_penalty", "params": {"reward": {"name": "correctness_reward"}, "target_tokens": 200,
+                                                       "max_tokens": 512}, "weight": 1.0},
+    ),
+    "rubric_judge": dict(
+        factory="mcp_server.rewards.judge:make_rubric_judge",
+        dotted_path=None,
+        columns=["prompts"],
+        description="`pass_value` (1.0) when a judge model says PASS for the rubric, else 0.0 (binary only: no graded "
+        "scales). Refuses a judge of the policy's model family. The judge is a local model directory or a dotted "
+        "path to a callable judge(text) -> 'PASS'/'FAIL'/bool; nothing is downloaded from a hub.",
+        params={
+            "rubric": ("str", "What a passing response must do."),
+            "judge": ("str", "Local judge model directory, or dotted path to a callable judge(text) -> 'PASS'/'FAIL'."),
+            "policy_model": ("str", "The policy being trained (hub name or path): its family must differ from the judge's."),
+            "judge_family": ("str | null", "The judge's model family when it cannot be read from a model directory."),
+            "policy_family": ("str | null", "The policy's family when its name does not tell it."),
+            "pass_value": ("float", "Reward for PASS."),
+        },
+        example={"name": "rubric_judge", "params": {"rubric": "Cites a source for every claim.", "judge":
+                 "/models/Llama-3.1-8B-Instruct", "policy_model": "Qwen/Qwen2.5-1.5B-Instruct"}, "weight": 1.0},
+    ),
 }
 
 

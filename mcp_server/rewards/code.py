@@ -1,0 +1,62 @@
+"""Code-execution reward: run each completion's code against its tests inside the bubblewrap sandbox.
+
+1.0 when every test passes, else 0.0: a crash, a hang, a fork bomb or a flood of output scores 0 for
+that completion only. Completions run in parallel, one sandbox each. No sandbox, no execution: the
+reward raises `SandboxUnavailable` instead of running anything on the host.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mcp_server.errors import UserInputError
+from mcp_server.rewards.named import NamedReward
+from mcp_server.rewards.sandbox import Limits, run_many
+from mcp_server.rewards.text import column, completion_texts, single_tag
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", flags=re.DOTALL | re.IGNORECASE)
+
+
+def extract_code(text: str, code_tag: str | None = None) -> str:
+    """The code in a completion: the `<code_tag>` block when a tag is set, else the last fenced block
+    (```python ... ```), else the whole text."""
+    if code_tag:
+        return single_tag(text, code_tag) or ""
+    blocks = _FENCE.findall(text)
+    return blocks[-1] if blocks else text
+
+
+def _tests_text(value, i: int) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)  # e.g. MBPP's list of assert lines
+    raise UserInputError("params.tests_column", f"row {i}: tests must be Python source (a string or a list of lines), got {type(value).__name__}")
+
+
+def score_code(completions: list, columns: dict, tests_column: str = "tests", code_tag: str | None = None,
+               limits: Limits = Limits(), workers: int | None = None, python: str | None = None) -> list[float]:
+    texts = completion_texts(completions)
+    tests = column(columns, tests_column, len(texts), "params.tests_column")
+    jobs = [(extract_code(t, code_tag), _tests_text(v, i)) for i, (t, v) in enumerate(zip(texts, tests, strict=True))]
+    return [1.0 if r.passed else 0.0 for r in run_many(jobs, limits, workers, python)]
+
+
+def make_code_execution_reward(
+    tests_column: str = "tests", code_tag: str | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
+    max_processes: int = 8, max_output_bytes: int = 65536, workers: int | None = None, python: str | None = None,
+) -> NamedReward:
+    """1.0 when the completion's code passes its row's tests in the sandbox, else 0.0."""
+    for name, value, low in (("timeout_s", timeout_s, 0.1), ("memory_mb", memory_mb, 32),
+                             ("max_processes", max_processes, 2), ("max_output_bytes", max_output_bytes, 1024)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+            raise UserInputError(f"params.{name}", f"expected a number >= {low}, got {value!r}")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise UserInputError("params.workers", f"expected a positive integer or null, got {workers!r}")
+    limits = Limits(timeout_s=float(timeout_s), memory_mb=int(memory_mb), max_processes=int(max_processes),
+                    max_output_bytes=int(max_output_bytes))
+    return NamedReward("code_execution_reward", score_code, tests_column=tests_column, code_tag=code_tag,
+                       limits=limits, workers=workers, python=python)
+
+
+code_execution_reward = make_code_execution_reward()
