@@ -266,6 +266,33 @@ def add_inspection_commands(sub) -> None:
     p.set_defaults(handler=cmd_check_inspection_gate)
 
 
+# ---------------------------------------------------------------- rewards (H1)
+def _human_rewards(catalog) -> str:
+    lines = []
+    for info in catalog.rewards:
+        lines.append(f"{info.name}" + (f"   (dotted path: {info.dotted_path})" if info.dotted_path else ""))
+        lines.append(f"  {info.description}")
+        for p in info.params:
+            default = "required" if p.required else f"default {json.dumps(p.default)}"
+            lines.append(f"    {p.name} ({p.type}, {default}): {p.description}")
+        lines.append("")
+    lines.append(catalog.user_rewards)
+    return "\n".join(lines)
+
+
+def cmd_list_rewards(args) -> int:
+    from mcp_server.rewards.registry import list_rewards
+
+    _print(list_rewards(), args.json, _human_rewards)
+    return 0
+
+
+def add_rewards_commands(sub) -> None:
+    p = sub.add_parser("list-rewards", help="List the reward registry: names, what each scores, parameters.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_list_rewards)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-finetuning", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -294,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_emit_config)
 
     add_inspection_commands(sub)  # inspection gate (H6)
+    add_rewards_commands(sub)  # rewards (H1)
 
     return parser
 

@@ -88,6 +88,20 @@ def check_inspection_gate(run: str) -> GateResult:
     return core(run)
 
 
+# ---------------------------------------------------------------- rewards (H1)
+from mcp_server.rewards.models import RewardCatalog  # noqa: E402  (pydantic only: keeps start-up fast)
+
+
+@mcp.tool()
+def list_rewards() -> RewardCatalog:
+    """The reward registry: each reward's name, what it scores, the data set columns it reads and its
+    parameters with defaults. Name rewards in a recipe as {name, params, weight}; a dotted import path
+    names your own reward function."""
+    from mcp_server.rewards.registry import list_rewards as core
+
+    return core()
+
+
 # ---------------------------------------------------------------- content (H3): /finetune prompt, references
 def _register_content() -> None:
     """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness
