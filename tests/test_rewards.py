@@ -110,3 +110,249 @@ def test_reward_code_hash_follows_specs_and_code(tmp_path, monkeypatch):
     first = reward_code_sha256(["user_r1.r"])
     module.write_text("def r(completions, **kw):\n    return [1.0 for _ in completions]  # changed\n")
     assert reward_code_sha256(["user_r1.r"]) != first
+
+
+# ---------------------------------------------------------------- math_reward
+@pytest.mark.parametrize(
+    "completions",
+    both_formats(["<answer>0.5</answer>", "<answer>1/2</answer>", "<answer>\\frac{1}{2}</answer>", "<answer>0.3</answer>",
+                  "the answer is \\boxed{0.5}", "<answer>0.5</answer><answer>7</answer>"]),
+)
+def test_math_reward_equivalence_in_both_formats(completions):
+    (math_tag, math_boxed) = build_reward_funcs(["math_reward", {"name": "math_reward", "params": {"tag": None, "value": 1.0}}])
+    gold = ["\\frac{1}{2}"] * len(completions)
+    assert math_tag(completions, answer=gold) == [2.0, 2.0, 2.0, 0.0, 0.0, 0.0]
+    assert math_boxed(completions, answer=gold)[4] == 1.0  # TRL's LaTeX extraction over the whole text
+
+
+def test_math_reward_unparseable_gold_scores_zero_not_none():
+    from mcp_server.rewards import math_reward
+
+    assert math_reward(["<answer>5</answer>", "<answer>5</answer>"], answer=["5", "not math at all ]]"]) == [2.0, 0.0]
+
+
+# ---------------------------------------------------------------- json_schema_reward
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}
+NUMBERS = {"type": "array", "items": {"type": "number"}}
+
+
+@pytest.mark.parametrize(
+    "completions", both_formats(['{"name": "Ana", "age": 3}', '```json\n{"name": "Bo"}\n```', '{"age": 3}', "not json"])
+)
+def test_json_schema_one_schema_for_the_batch(completions):
+    (fixed,) = build_reward_funcs([{"name": "json_schema_reward", "params": {"schema": PERSON}}])
+    assert fixed(completions) == [1.0, 1.0, 0.0, 0.0]
+    from mcp_server.rewards import json_schema_reward
+
+    assert json_schema_reward(completions, schema=PERSON) == [1.0, 1.0, 0.0, 0.0]  # a dict column: one for all
+
+
+def test_json_schema_dict_is_never_zipped_by_keys():
+    # Three completions and a three-key schema dict: zipping would pair completions with "type", "properties", ...
+    from mcp_server.rewards import json_schema_reward
+
+    texts = ['{"name": "a"}', '{"name": "b"}', '{"name": 1}']
+    assert len(PERSON) == len(texts)
+    assert json_schema_reward(texts, schema=PERSON) == [1.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("completions", both_formats(['{"name": "Ana"}', "[1, 2.5]", "[1, 2.5]"]))
+def test_json_schema_one_per_example_from_a_column(completions):
+    from mcp_server.rewards import json_schema_reward
+
+    import json
+
+    assert json_schema_reward(completions, schema=[PERSON, NUMBERS, PERSON]) == [1.0, 1.0, 0.0]
+    as_strings = [json.dumps(s) for s in (PERSON, NUMBERS, PERSON)]  # the safe way to store schemas in Arrow
+    (by_column,) = build_reward_funcs([{"name": "json_schema_reward", "params": {"schema_column": "spec"}}])
+    assert by_column(completions, spec=as_strings) == [1.0, 1.0, 0.0]
+
+
+def test_json_schema_errors():
+    from mcp_server.rewards import json_schema_reward
+
+    with pytest.raises(UserInputError, match="2 schemas for 3 completions"):
+        json_schema_reward(["{}", "{}", "{}"], schema=[PERSON, PERSON])
+    with pytest.raises(UserInputError, match="no 'schema' column"):
+        json_schema_reward(["{}"])
+    with pytest.raises(UserInputError) as info:
+        build_reward_funcs([{"name": "json_schema_reward", "params": {"schema": {"type": "no-such-type"}}}])
+    assert info.value.field == "rewards[0].params.schema"
+    with pytest.raises(UserInputError, match="per-example schemas come from a column"):
+        build_reward_funcs([{"name": "json_schema_reward", "params": {"schema": [PERSON]}}])
+
+
+# ---------------------------------------------------------------- length_penalty
+LONG_RIGHT = RIGHT + " " + "very " * 40
+LONG_WRONG = WRONG + " " + "very " * 40
+
+
+@pytest.mark.parametrize("completions", both_formats([RIGHT, LONG_RIGHT, WRONG, LONG_WRONG]))
+def test_length_penalty_never_drives_a_right_answer_below_zero(completions):
+    spec = {"name": "length_penalty", "params": {"reward": {"name": "correctness_reward"}, "target_tokens": 10,
+                                                  "max_tokens": 20, "max_penalty": 5.0}}
+    (penalised,) = build_reward_funcs([spec])
+    assert penalised.__name__ == "length_penalty_correctness_reward"
+    scores = penalised(completions, answer=["5"] * 4)
+    assert scores[0] == 2.0  # short and right: untouched
+    assert scores[1] == 0.0  # long and right: penalty 5 > 2, floored at 0, not -3
+    assert scores[2] == 0.0  # short and wrong
+    assert scores[3] == -5.0  # long and wrong: penalised in full
+
+
+def test_length_penalty_counts_tokens_with_the_tokenizer(tiny_model):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    text = RIGHT + " 12345678901234567890"
+    n_tokens = len(tok(text, add_special_tokens=False)["input_ids"])
+    n_words = len(text.split())
+    assert n_tokens > n_words + 3
+    params = {"reward": {"name": "correctness_reward"}, "target_tokens": n_words, "max_tokens": n_tokens, "max_penalty": 1.0}
+    (by_words,) = build_reward_funcs([{"name": "length_penalty", "params": params}])
+    (by_tokens,) = build_reward_funcs([{"name": "length_penalty", "params": {**params, "tokenizer": str(tiny_model)}}])
+    assert by_words([text], answer=["5"]) == [2.0]
+    assert by_tokens([text], answer=["5"]) == [1.0]  # a full penalty at max_tokens
+    assert by_words([text], answer=["5"], completion_ids=[[0] * n_tokens]) == [1.0]  # TRL's ids when no tokenizer
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({}, "rewards[0].params.reward"),
+        ({"reward": {"name": "corectness_reward"}}, "rewards[0].params.reward.name"),
+        ({"reward": {"name": "correctness_reward"}, "target_tokens": 100, "max_tokens": 50}, "rewards[0].params.max_tokens"),
+        ({"reward": {"name": "correctness_reward"}, "max_penalty": -1}, "rewards[0].params.max_penalty"),
+    ],
+)
+def test_length_penalty_errors(params, field):
+    with pytest.raises(UserInputError) as info:
+        build_reward_funcs([{"name": "length_penalty", "params": params}])
+    assert info.value.field == field
+
+
+# ---------------------------------------------------------------- rubric_judge
+def strict_judge(prompt: str) -> str:
+    """A stand-in judge (the callable form): PASS when the graded response cites a source."""
+    response = prompt.split("Response:\n", 1)[1]
+    return "PASS" if "[source]" in response else "FAIL, no source"
+
+
+@pytest.mark.parametrize("completions", both_formats(["Paris [source]", "Paris", "[source] but long"]))
+def test_rubric_judge_callable_in_both_formats(completions):
+    spec = {"name": "rubric_judge", "params": {"rubric": "Cites a source.", "judge": strict_judge,
+                                                "judge_family": "llama", "policy_model": "Qwen/Qwen2.5-0.5B-Instruct"}}
+    (judged,) = build_reward_funcs([spec])
+    assert judged(completions, prompts=["Capital of France?"] * 3) == [1.0, 0.0, 1.0]
+
+
+def test_rubric_judge_is_binary_only():
+    from mcp_server.rewards.judge import parse_verdict
+
+    assert [parse_verdict(r) for r in ("PASS", "fail.", "Verdict: pass", True, 1, 0)] == [True, False, True, True, True, False]
+    assert [parse_verdict(r) for r in ("7/10", 0.7, "maybe", None, 8)] == [None] * 5
+    replies = iter(["7/10", "PASS", "score: 1.0"])
+    (judged,) = build_reward_funcs([{"name": "rubric_judge", "params": {
+        "rubric": "r", "judge": lambda _: next(replies), "judge_family": "gpt", "policy_model": "Qwen/Qwen2.5-0.5B"}}])
+    assert judged(["a", "b", "c"]) == [0.0, 1.0, 0.0]  # graded or unclear replies are not a pass
+
+
+def test_rubric_judge_refuses_same_family_and_hub_names(tiny_model):
+    base = {"rubric": "Cites a source.", "policy_model": "Qwen/Qwen2.5-1.5B-Instruct"}
+    cases = [
+        ({**base, "judge": str(tiny_model)}, "rewards[0].params.judge", "policy's model family ('qwen')"),
+        ({**base, "judge": strict_judge, "judge_family": "Qwen"}, "rewards[0].params.judge", "model family"),
+        ({**base, "judge": "meta-llama/Llama-3.1-8B-Instruct"}, "rewards[0].params.judge", "not downloaded"),
+        ({**base, "judge": strict_judge}, "rewards[0].params.judge_family", "set judge_family"),
+        ({**base, "judge": strict_judge, "judge_family": "llama", "policy_model": "my-model"}, "rewards[0].params.policy_family", ""),
+        ({**base, "judge": strict_judge, "judge_family": "llama", "rubric": " "}, "rewards[0].params.rubric", ""),
+        ({**base, "judge": "no_such_mod_q.judge", "judge_family": "llama"}, "rewards[0].params.judge", "cannot import"),
+    ]
+    for params, field, text in cases:
+        with pytest.raises(UserInputError) as info:
+            build_reward_funcs([{"name": "rubric_judge", "params": params}])
+        assert info.value.field == field, params
+        assert text in str(info.value)
+
+
+def test_rubric_judge_with_a_local_model_directory(tiny_model):
+    # The tiny model is Qwen2-architecture: as a judge it is allowed only for a policy of another family.
+    spec = {"name": "rubric_judge", "params": {"rubric": "Says hello.", "judge": str(tiny_model),
+                                                "policy_model": "meta-llama/Llama-3.2-1B-Instruct"}}
+    (judged,) = build_reward_funcs([spec])
+    scores = judged(["hello", [{"role": "assistant", "content": "bye"}]])
+    assert len(scores) == 2 and set(scores) <= {0.0, 1.0}  # an untrained judge: whatever it says, binary
+
+
+# ---------------------------------------------------------------- list_rewards (core, CLI, MCP)
+REGISTRY_NAMES = {"format_reward", "correctness_reward", "math_reward", "json_schema_reward", "code_execution_reward",
+                  "length_penalty", "rubric_judge"}
+
+
+def test_list_rewards_core_and_every_example_builds():
+    from mcp_server.rewards import REGISTRY, list_rewards
+
+    catalog = list_rewards()
+    assert {r.name for r in catalog.rewards} == REGISTRY_NAMES == set(REGISTRY)
+    for info in catalog.rewards:
+        assert info.description and all(p.description for p in info.params)
+        if info.name != "rubric_judge":  # its example names a judge directory that is not on this machine
+            build_reward_funcs([info.example])
+        if info.dotted_path:
+            assert build_reward_funcs([info.dotted_path])[0].__name__ == info.name
+    judge = next(r for r in catalog.rewards if r.name == "rubric_judge")
+    assert {p.name for p in judge.params if p.required} == {"rubric", "judge", "policy_model"}
+
+
+def test_list_rewards_cli():
+    from conftest import run_cli, run_cli_json
+
+    proc, data = run_cli_json("list-rewards")
+    assert proc.returncode == 0
+    assert {r["name"] for r in data["rewards"]} == REGISTRY_NAMES
+    human = run_cli("list-rewards")
+    assert human.returncode == 0 and "code_execution_reward" in human.stdout and "dotted path" in human.stdout
+
+
+def test_list_rewards_over_mcp():
+    import asyncio
+
+    from conftest import call_mcp
+
+    async def calls(client):
+        tools = {t.name for t in (await client.list_tools()).tools}
+        return tools, await client.call_tool("list_rewards", {})
+
+    tools, result = asyncio.run(call_mcp(calls))
+    assert "list_rewards" in tools
+    assert {r["name"] for r in result.structured_content["rewards"]} == REGISTRY_NAMES
+
+
+# ---------------------------------------------------------------- inside TRL's GRPOTrainer
+def test_rewards_drive_a_real_grpo_step(tiny_model, tmp_path):
+    """The registry's functions as GRPOTrainer gets them: conversational completions, dataset columns as kwargs."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcp_server.tiny import make_task
+
+    specs = ["format_reward", "correctness_reward",
+             {"name": "length_penalty", "params": {"reward": {"name": "math_reward"}, "tokenizer": str(tiny_model)}}]
+    seen = {}
+
+    def spy(completions, **kwargs):
+        seen.update(kwargs, completions=completions)
+        return [0.0] * len(completions)
+
+    config = GRPOConfig(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=4, max_completion_length=8,
+        report_to=[], logging_steps=1, save_strategy="no", use_cpu=True, bf16=False,
+    )
+    trainer = GRPOTrainer(model=str(tiny_model), reward_funcs=build_reward_funcs(specs) + [spy], args=config,
+                          train_dataset=Dataset.from_list(make_task(n=8)))
+    trainer.train()
+    logged = {k for entry in trainer.state.log_history for k in entry}
+    for name in ("format_reward", "correctness_reward", "length_penalty_math_reward"):
+        assert f"rewards/{name}/mean" in logged
+    assert isinstance(seen["completions"][0], list) and seen["completions"][0][0]["role"] == "assistant"
+    assert len(seen["answer"]) == len(seen["completions"])

@@ -30,7 +30,11 @@ def score_math(completions: list, columns: dict, answer_column: str = "answer", 
             answers.append(answer)
         else:
             answers.append("\\boxed{" + answer + "}")
-    results = accuracy_reward([[{"role": "assistant", "content": a}] for a in answers], solution=[str(g) for g in golds])
+    results = accuracy_reward(
+        [[{"role": "assistant", "content": a}] for a in answers],
+        solution=[str(g) for g in golds],
+        log_extra=columns.get("log_extra"),  # TRL's completions table then shows gold and parsed answers
+    )
     # TRL returns None for a gold answer math-verify cannot parse (skip); our contract is list[float]: 0.
     return [value * float(r) if r is not None else 0.0 for r in results]
 
