@@ -3,8 +3,9 @@
 Each run gets its own sandbox: new user, pid, network, ipc and uts namespaces (no network at all),
 the system mounted read-only, a private size-capped /tmp, no host home, credentials or environment
 variables, rlimits on CPU, memory, processes, files and open files, an output cap, and a wall-clock
-timeout that kills the whole sandbox (bwrap is a process-group leader; when it dies, the pid
-namespace's init dies and the kernel kills everything left inside).
+timeout that kills the whole sandbox: the sandbox's pid-namespace init (its host pid comes from
+bwrap's --info-fd) is SIGKILLed, the kernel then kills everything left inside, setsid'd or not, and
+bwrap reaps it, so nothing outlives the run and no zombie is left behind.
 
 Without a working bwrap there is no execution: `SandboxUnavailable` says why and how to fix it.
 There is no fallback to the host.
@@ -103,7 +104,7 @@ def _interpreter(python: str | None) -> str:
     raise SandboxUnavailable("no Python interpreter found to run inside the sandbox")
 
 
-def _bwrap_argv(interpreter: str, limits: Limits) -> list[str]:
+def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int) -> list[str]:
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise SandboxUnavailable(
@@ -111,7 +112,7 @@ def _bwrap_argv(interpreter: str, limits: Limits) -> list[str]:
             "(there is no fallback to the host). Install it: `apt-get install bubblewrap` / "
             "`dnf install bubblewrap` / `pacman -S bubblewrap`."
         )
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
+    argv = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks or real dirs
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -137,11 +138,15 @@ def _drop_root() -> dict:
     return {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # bwrap leads its group; its death tears the pid namespace down
-    except (ProcessLookupError, PermissionError):
-        pass
+def _kill(proc: subprocess.Popen, sandbox_init: int | None) -> None:
+    """SIGKILL the sandbox's pid-namespace init (the kernel then kills every process inside), then bwrap's
+    process group as a fallback for a sandbox that never finished starting."""
+    for kill, pid in ((os.kill, sandbox_init), (os.killpg, proc.pid)):
+        if pid:
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | None = None) -> RunResult:
@@ -155,12 +160,23 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
             "nofile": limits.max_open_files,
         },
     }).encode()
-    argv = _bwrap_argv(_interpreter(python), limits)
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, close_fds=True, **_drop_root(),
-    )
+    interpreter = _interpreter(python)
+    info_r, info_w = os.pipe()  # bwrap writes {"child-pid": N} here: the sandbox's init, to kill on timeout
+    try:
+        argv = _bwrap_argv(interpreter, limits, info_w)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(info_w,),
+            start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, **_drop_root(),
+        )
+    except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
+        os.close(info_r)
+        raise SandboxUnavailable(f"cannot start bubblewrap ({argv[0] if 'argv' in locals() else 'bwrap'}): {exc}") from None
+    except BaseException:
+        os.close(info_r)
+        raise
+    finally:
+        os.close(info_w)
 
     def feed() -> None:
         try:
@@ -171,16 +187,27 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
 
     threading.Thread(target=feed, daemon=True).start()
     chunks, size, timed_out, flooded = [], 0, False, False
+    info, sandbox_init = b"", None
     deadline = start + limits.timeout_s
     out = proc.stdout.fileno()
+    watch = [out, info_r]
     try:
-        while True:
+        while out in watch:
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select([out], [], [], min(left, 0.5))
-            if not ready:
+            ready, _, _ = select.select(watch, [], [], min(left, 0.5))
+            if info_r in ready:
+                piece = os.read(info_r, 4096)
+                info += piece
+                if not piece:
+                    watch.remove(info_r)
+                try:
+                    sandbox_init = int(json.loads(info.decode()).get("child-pid") or 0) or None
+                except ValueError:  # not complete yet
+                    pass
+            if out not in ready:
                 continue
             chunk = os.read(out, 65536)
             if not chunk:
@@ -192,14 +219,16 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
             chunks.append(chunk)
     finally:
         if timed_out or flooded:
-            _kill(proc)
+            _kill(proc, sandbox_init)
         try:
-            proc.wait(timeout=max(0.5, deadline - time.monotonic()))
+            # bwrap exits once its child, the namespace init, has exited, and that init waits until every
+            # process in the namespace is gone: after this wait nothing of the run is left.
+            proc.wait(timeout=max(2.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill(proc)
+            _kill(proc, sandbox_init)
             proc.wait()
-        _kill(proc)  # anything still in the group (setsid'd children die with the pid namespace)
+        os.close(info_r)
         proc.stdout.close()
     output = b"".join(chunks).decode("utf-8", "replace")
     lines = output.rstrip("\n").splitlines()

@@ -1,0 +1,259 @@
+"""The code-execution sandbox under attack: every hostile completion scores 0, leaves the host and the
+other completions alone, and a missing sandbox means no execution at all."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from mcp_server.rewards import build_reward_funcs
+from mcp_server.rewards.sandbox import Limits, SandboxUnavailable, check_sandbox, run_many, run_python
+
+FAST = Limits(timeout_s=4.0, max_output_bytes=16 * 1024)
+GOOD = ("def add(a, b):\n    return a + b\n", "def test_add():\n    assert add(2, 3) == 5\n")
+
+
+def run(code: str, tests: str = "", limits: Limits = FAST):
+    return run_python(code, tests, limits)
+
+
+def test_verdicts_follow_the_tests():
+    assert run(*GOOD).passed
+    assert not run("def add(a, b):\n    return a - b\n", GOOD[1]).passed
+    assert not run("def add(a, b) return", GOOD[1]).passed  # syntax error
+    # pytest-style classes and plain module-level asserts both count.
+    assert run(GOOD[0], "class TestAdd:\n    def test_one(self):\n        assert add(1, 1) == 2\n").passed
+    assert not run(GOOD[0], "class TestAdd:\n    def test_one(self):\n        assert add(1, 1) == 3\n").passed
+    assert not run(GOOD[0], "assert add(1, 1) == 3").passed
+    assert run(GOOD[0], "from solution import add as plus\nassert plus(1, 1) == 2").passed
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import os\nos._exit(0)\n",  # exit 0 before the tests run
+        "import sys\nsys.exit(0)\n",
+        "print('PASS')\nimport os\nos._exit(0)\n",  # a fake success line
+        "import os\nos.write(1, b'\\nPASS\\n')\nos._exit(0)\n",
+    ],
+)
+def test_faking_success_does_not_pass(code):
+    assert not run(code, GOOD[1]).passed
+
+
+# ---------------------------------------------------------------- resource attacks
+ATTACKS = {
+    "fork_bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    "thread_bomb": "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,)).start()\n",
+    "infinite_loop": "while True:\n    pass\n",
+    "sleep_forever": "import time\ntime.sleep(3600)\n",
+    "output_flood": "while True:\n    print('x' * 10000)\n",
+    "stderr_flood": "import sys\nwhile True:\n    sys.stderr.write('y' * 10000)\n",
+    "memory_hog": "blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 1024 * 1024))\n",
+    "disk_fill": "with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'0' * 1024 * 1024)\n",
+    "crash": "import ctypes\nctypes.string_at(0)\n",  # segfault
+    "recursion": "def f():\n    return f()\nf()\n",
+    "kill_everything": "import os, signal\nos.kill(-1, signal.SIGKILL)\n",
+    "kill_parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(60)\n",
+}
+
+
+def test_a_batch_of_attacks_leaves_the_good_completions_unharmed():
+    """Each attack (with a correct solution appended, so only the attack can fail it) runs between good ones."""
+    jobs = [GOOD]
+    for code in ATTACKS.values():
+        jobs += [(code + "\n" + GOOD[0], GOOD[1]), GOOD]
+    results = run_many(jobs, FAST, workers=6)
+    attack_result = {name: results[1 + 2 * i] for i, name in enumerate(ATTACKS)}
+    assert [name for name, r in attack_result.items() if r.passed] == []  # every attack scores 0 ...
+    assert all(r.passed for r in results[::2])  # ... and every good completion beside them still passes
+    assert attack_result["output_flood"].output_exceeded and attack_result["stderr_flood"].output_exceeded
+    assert attack_result["sleep_forever"].timed_out and attack_result["infinite_loop"].timed_out
+
+
+def _host_processes_with(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace"):
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def test_background_processes_die_with_the_sandbox():
+    marker = f"marker-{uuid.uuid4().hex}"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'], start_new_session=True)\n"
+        "import os\nif os.fork() == 0:\n    os.setsid()\n"
+        f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'])\n"
+        "import time\ntime.sleep(0.5)\n"
+    )
+    assert run(code, "assert True", Limits(timeout_s=8)).passed  # the solution itself is fine ...
+    assert _host_processes_with(marker) == []  # ... but nothing it started outlives the sandbox
+    assert not run(code + "time.sleep(60)\n", "", Limits(timeout_s=2)).passed  # same after a timeout kill
+    assert _host_processes_with(marker) == []
+
+
+# ---------------------------------------------------------------- isolation (each probe passes only when isolated)
+def test_no_host_environment_variables(monkeypatch):
+    monkeypatch.setenv("LLM_FT_TEST_SECRET", "hunter2")
+    probe = (
+        "import os\n"
+        "assert 'LLM_FT_TEST_SECRET' not in os.environ\n"
+        "assert os.environ['HOME'] == '/tmp'\n"
+        "for pid in os.listdir('/proc'):\n"
+        "    if pid.isdigit():\n"
+        "        try:\n"
+        "            assert b'hunter2' not in open(f'/proc/{pid}/environ', 'rb').read()\n"
+        "        except PermissionError:\n"
+        "            pass\n"
+    )
+    result = run(probe, "")
+    assert result.passed, result.output
+
+
+def test_no_host_home_credentials_or_files(tmp_path):
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY")
+    home = Path.home()
+    probe = (
+        "import os\n"
+        f"for path in [{str(secret)!r}, {str(home / '.ssh')!r}, {str(home)!r}, os.path.expanduser('~/.ssh'), '/root',\n"
+        f"             '/home', '/etc/shadow', '/etc/passwd', {str(Path.cwd())!r}]:\n"
+        "    assert not os.path.exists(path) or os.listdir(path) == [], path\n"
+    )
+    result = run(probe, "")
+    assert result.passed, result.output
+
+
+def test_system_is_read_only_and_tmp_is_private(tmp_path):
+    host_marker = Path("/tmp") / f"host-{uuid.uuid4().hex}"
+    host_marker.write_text("host")
+    try:
+        probe = (
+            "import os\n"
+            f"assert not os.path.exists({str(host_marker)!r})\n"  # the host's /tmp is not there
+            "for path in ['/usr/evil', '/evil', '/bin/evil', '/etc/evil', '/proc/evil']:\n"
+            "    try:\n"
+            "        open(path, 'w').write('x')\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    raise AssertionError('wrote ' + path)\n"
+            "open('/tmp/mine', 'w').write('ok')\n"
+            "assert open('/tmp/mine').read() == 'ok'\n"
+        )
+        first, second = run_many([(probe, ""), ("import os\nassert not os.path.exists('/tmp/mine')", "")], FAST)
+        assert first.passed, first.output
+        assert second.passed, second.output  # one sandbox's /tmp is not the next one's
+        assert not Path("/usr/evil").exists() and not Path("/evil").exists()
+    finally:
+        host_marker.unlink()
+
+
+def test_no_network_not_even_to_the_host():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        probe = (
+            "import socket\n"
+            "assert [name for _, name in socket.if_nameindex()] == ['lo']\n"
+            "for host, port in [('127.0.0.1', %d), ('1.1.1.1', 53), ('10.0.0.1', 80)]:\n"
+            "    try:\n"
+            "        socket.create_connection((host, port), timeout=1)\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    raise AssertionError(f'reached {host}:{port}')\n"
+            "try:\n"
+            "    socket.getaddrinfo('pypi.org', 443)\n"
+            "    raise AssertionError('resolved a name')\n"
+            "except socket.gaierror:\n"
+            "    pass\n" % port
+        )
+        result = run(probe, "")
+        assert result.passed, result.output
+    finally:
+        server.close()
+
+
+def test_host_processes_are_invisible_and_unkillable():
+    probe = (
+        "import os, signal\n"
+        f"host_pid = {os.getpid()}\n"
+        "visible = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
+        "assert host_pid not in visible or host_pid < 4, visible\n"
+        "assert len(visible) < 5, visible\n"
+        "try:\n"
+        "    os.kill(host_pid, signal.SIGKILL)\n"
+        "except (ProcessLookupError, PermissionError):\n"
+        "    pass\n"
+    )
+    result = run(probe, "")
+    assert result.passed, result.output
+    assert os.getpid()  # still here
+
+
+# ---------------------------------------------------------------- the reward itself
+FENCED_GOOD = "Here:\n```python\ndef add(a, b):\n    return a + b\n```\n"
+FENCED_BAD = "```python\ndef add(a, b):\n    return a * b\n```"
+
+
+@pytest.mark.parametrize("conversational", [False, True])
+def test_code_execution_reward_in_both_formats(conversational):
+    texts = [FENCED_GOOD, FENCED_BAD, "def add(a, b): return a + b", ATTACKS["fork_bomb"], ATTACKS["output_flood"]]
+    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 4}}])
+    tests = ["assert add(2, 3) == 5", ["assert add(2, 3) == 5", "assert add(0, 0) == 0"], GOOD[1], GOOD[1], GOOD[1]]
+    assert reward(completions, tests=tests) == [1.0, 0.0, 1.0, 0.0, 0.0]
+
+
+def test_code_tag_and_params():
+    (reward,) = build_reward_funcs(
+        [{"name": "code_execution_reward", "params": {"code_tag": "code", "tests_column": "checks", "timeout_s": 4}}]
+    )
+    assert reward(["<code>x = 1</code>", "x = 1"], checks=["assert x == 1"] * 2) == [1.0, 0.0]
+    from mcp_server.errors import UserInputError
+
+    with pytest.raises(UserInputError) as info:
+        build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 0}}])
+    assert info.value.field == "rewards[0].params.timeout_s"
+    with pytest.raises(UserInputError, match="no column 'checks'"):
+        reward(["x = 1"], tests=["assert x == 1"])
+
+
+def test_refuses_without_bubblewrap_and_never_runs_on_the_host(tmp_path, monkeypatch):
+    marker = tmp_path / "ran-on-host"
+    code = f"open({str(marker)!r}, 'w').write('oops')"
+    (reward,) = build_reward_funcs(["code_execution_reward"])
+    check_sandbox.cache_clear()
+    fake_dir = None
+    try:
+        monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
+        with pytest.raises(SandboxUnavailable, match="not installed.*no fallback to the host"):
+            reward([code], tests=["pass"])
+        # A bwrap that cannot create namespaces (e.g. user namespaces disabled) is refused too.
+        fake_dir = Path(tempfile.mkdtemp(prefix="fake-bwrap-"))  # reachable by the unprivileged sandbox user
+        fake_dir.chmod(0o755)
+        fake = fake_dir / "bwrap"
+        fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+        fake.chmod(0o755)
+        monkeypatch.setenv("PATH", str(fake_dir))
+        check_sandbox.cache_clear()
+        with pytest.raises(SandboxUnavailable, match="user namespaces"):
+            reward([code], tests=["pass"])
+    finally:
+        check_sandbox.cache_clear()
+        if fake_dir:
+            shutil.rmtree(fake_dir, ignore_errors=True)
+    assert not marker.exists()
