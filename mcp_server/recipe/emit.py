@@ -104,12 +104,14 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         recipe["reward_weights"] = [s.weight for s in request.rewards]
     recipe["output_dir"] = str(run_dir / "checkpoints")
 
-    values = {**_model_fields(request, model, recipe["bf16"]), **_dataset_fields(request, run_dir), **recipe}
+    model_fields = _model_fields(request, model, recipe["bf16"])
+    values = {**model_fields, **_dataset_fields(request, run_dir), **recipe}
     values.update(_trl_cli_rewards(request))
     values.update(request.overrides)
     defaults = trl_defaults()
-    explicit = ALWAYS_WRITTEN | set(request.overrides)
-    # Write every value that differs from the installed TRL default (and the ones that must always be explicit).
+    # Recipe values are always written, so a later TRL with other defaults runs the same recipe; other values
+    # only when they differ from the installed TRL's defaults.
+    explicit = ALWAYS_WRITTEN | set(recipe) | (set(model_fields) - {"dtype"}) | set(request.overrides)
     values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
     return values, variant, reason, moe
 

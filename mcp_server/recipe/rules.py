@@ -170,7 +170,7 @@ def rule_batches(ctx: Context) -> list[Finding]:
                            "every prompt group must be complete.",
                            f"choose num_generations dividing {gbs}, or per_device_train_batch_size / "
                            "gradient_accumulation_steps so the product is a multiple of num_generations"))
-    if ctx.get("eval_strategy") not in (None, "no") and ctx.get("do_eval") is not False:
+    if ctx.get("eval_strategy") not in (None, "no"):  # transformers turns do_eval on with an eval strategy
         eval_g = ctx.get("num_generations_eval") or g
         eval_bs = ctx.get("per_device_eval_batch_size")
         if isinstance(eval_bs, int) and (eval_bs * world) % eval_g:

@@ -1,0 +1,149 @@
+"""Emission: the recipe, variants and target adaptations, files TRL accepts, and a real CPU run of train.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mcp_server.errors import UserInputError
+from mcp_server.recipe.emit import emit_grpo_config
+from mcp_server.recipe.models import GRPORecipeRequest
+
+HUB_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a name only: nothing is downloaded
+
+
+def emit(**kw):
+    kw.setdefault("model", HUB_MODEL)
+    kw.setdefault("dataset", "tiny")
+    return emit_grpo_config(GRPORecipeRequest(**kw))
+
+
+def yaml_of(result):
+    return yaml.safe_load(Path(result.config_path).read_text())
+
+
+def test_base_recipe_on_one_h100(workspace):
+    result = emit(run_name="base")
+    config = yaml_of(result)
+    assert result.validation.valid, result.validation.findings
+    assert config["loss_type"] == "grpo"  # explicit: TRL's default is dapo
+    assert config["use_vllm"] is True and config.get("vllm_mode", "colocate") == "colocate"
+    assert config["learning_rate"] == 5e-7 and config["beta"] == 0.01 and config["seed"] == 3407
+    assert config["num_generations"] == 8 and config["per_device_train_batch_size"] == 8
+    assert config["gradient_accumulation_steps"] == 4 and config["bf16"] is True and config["logging_steps"] == 10
+    assert result.run_dir.startswith(str(workspace / "runs")) and Path(result.run_dir).name.endswith("-base")
+    for name in ("config.yaml", "train.py", "rewards.json", "request.json", "request.schema.json"):
+        assert (Path(result.run_dir) / "train" / name).is_file()
+    schema = json.loads(Path(result.schema_path).read_text())
+    assert all("description" in p for p in schema["properties"].values())
+
+
+def test_recipe_values_are_pinned_and_other_defaults_left_out(workspace):
+    from mcp_server.recipe.trl_fields import trl_defaults
+    from mcp_server.recipe.variants import BASE_RECIPE
+
+    defaults = trl_defaults()
+    config = yaml_of(emit(run_name="defaults"))
+    assert set(BASE_RECIPE) <= set(config)  # even num_generations=8, today's TRL default
+    redundant = [k for k, v in config.items() if k in defaults and defaults[k] == v
+                 and k not in set(BASE_RECIPE) | {"output_dir", "model_name_or_path"}]
+    assert redundant == []
+
+
+def test_several_gpus_use_vllm_server_mode(workspace):
+    result = emit(num_gpus=8, run_name="multi")
+    assert yaml_of(result)["vllm_mode"] == "server" and result.validation.valid
+    assert result.validation.target == "8x H100"
+
+
+def test_gpu_without_bf16_trains_in_fp32(workspace):
+    config = yaml_of(emit(gpu="T4", run_name="t4"))
+    assert config.get("bf16") is False and not config.get("fp16")
+
+
+@pytest.mark.parametrize("kw,expect", [
+    ({"variant": "dapo"}, {"loss_type": "dapo", "epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True}),
+    ({"symptom": "entropy_collapse"}, {"loss_type": "dapo", "epsilon_high": 0.28}),
+    ({"variant": "dr_grpo"}, {"loss_type": "dr_grpo", "scale_rewards": "none"}),
+    ({"symptom": "length_bias"}, {"loss_type": "dr_grpo", "scale_rewards": "none"}),
+    ({"variant": "gspo"}, {"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4}),
+])
+def test_variants_by_name_or_symptom(workspace, kw, expect):
+    result = emit(run_name="variant", **kw)
+    config = yaml_of(result)
+    assert {k: config.get(k) for k in expect} == expect
+    assert result.validation.valid
+
+
+def test_moe_model_gets_gspo_and_other_variants_need_a_reason(workspace, tmp_path):
+    model = tmp_path / "moe"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen3_moe", "num_experts": 64}))
+    result = emit(model=str(model), run_name="moe")
+    assert result.variant == "gspo" and yaml_of(result)["importance_sampling_level"] == "sequence"
+    with pytest.raises(UserInputError, match="variant"):
+        emit(model=str(model), variant="dapo", run_name="moe2")
+    assert emit(model=str(model), variant="dapo", override_reason="ablation", run_name="moe3").variant == "dapo"
+
+
+def test_lora_defaults(workspace):
+    config = yaml_of(emit(finetune="lora", lora_r=32, run_name="lora"))
+    assert config["use_peft"] is True and config["lora_r"] == 32 and config["lora_alpha"] == 64
+    assert config["lora_target_modules"] == "all-linear" and config["learning_rate"] == 1e-5
+    qlora = yaml_of(emit(finetune="qlora", run_name="qlora"))
+    assert qlora["load_in_4bit"] is True and qlora["lora_alpha"] == 32
+
+
+def test_overrides_win_and_are_validated(workspace):
+    result = emit(overrides={"max_completion_length": 512, "loss_type": "foo"}, run_name="ovr")
+    assert yaml_of(result)["max_completion_length"] == 512
+    assert not result.validation.valid
+    assert any(f.code == "invalid_choice" for f in result.validation.findings)
+
+
+def test_config_yaml_is_accepted_by_trls_own_parser(workspace):
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    result = emit(model="tiny", gpu="cpu", run_name="parse")
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
+    script, training, model, data = parser.parse_args_and_config(
+        ["--config", result.config_path], fail_with_unknown_args=True)
+    assert training.loss_type == "grpo" and model.model_name_or_path.endswith("tiny-qwen2-v1")
+    assert script.reward_funcs == ["mcp_server.rewards.format_reward", "mcp_server.rewards.correctness_reward"]
+    assert data.datasets[0].path == "json"
+
+
+def test_bad_input_is_a_clear_error(workspace, tmp_path):
+    with pytest.raises(UserInputError, match="^model"):
+        emit(model="./no/such/model")
+    with pytest.raises(UserInputError, match="^dataset"):
+        emit(dataset="./missing.jsonl")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "1+1"}) + "\n")
+    with pytest.raises(UserInputError, match="prompt_column"):
+        emit(dataset=str(data))
+
+
+def test_emitted_tiny_config_trains_for_real_on_cpu(workspace, tiny_model):
+    result = emit(model="tiny", gpu="cpu", run_name="train", overrides={
+        "max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4, "gradient_accumulation_steps": 1,
+        "max_completion_length": 16, "logging_steps": 1, "report_to": "none", "save_strategy": "no"})
+    assert result.validation.valid, result.validation.findings
+    run = Path(result.run_dir)
+    proc = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(x) for x in (run / "train/logs/progress.jsonl").read_text().splitlines()]
+    steps = [x for x in lines if "train_runtime" not in x]  # the end-of-training summary is not a step
+    assert [x["step"] for x in steps] == [1, 2]
+    for key in ("loss", "lr", "mem_gb", "temp_c", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
+                "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"):
+        assert key in lines[0]
+    assert json.loads((run / "train/logs/outcome.json").read_text())["state"] == "succeeded"
+    assert (run / "checkpoints" / "model.safetensors").is_file()
