@@ -14,6 +14,9 @@ Environment variables:
                           directory when the plugin root is not writable)
   TORCH_SPEC, TORCH_INDEX the torch requirement and an optional index URL (as in the Makefile)
   LLM_FINETUNING_LAUNCH_DRY_RUN=1   print the plan to stderr and exit without installing or serving
+
+`python3 scripts/launch_server.py --prepare` sets the environment up ahead of time (useful where a
+harness gives a starting server only seconds before it gives up).
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = ".llm-finetuning-ready"
 DEFAULT_TORCH_SPEC = "torch==2.13.0"
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def say(message: str) -> None:
@@ -74,12 +79,31 @@ def has_nvidia_gpu() -> bool:
         return False
 
 
-def install_plan(venv: Path) -> list[list[str]]:
+def _reachable(url: str, timeout: float = 3.0) -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+        return True
+    except Exception:
+        return False
+
+
+def torch_install_args(gpu: bool) -> list[str]:
+    """TORCH_INDEX wins. Without a GPU on Linux, PyPI's torch drags in CUDA libraries: use PyTorch's CPU
+    index when it answers, else the default index (a local mirror or wheelhouse may hold a CPU build)."""
+    args = [os.environ.get("TORCH_SPEC", DEFAULT_TORCH_SPEC)]
+    if os.environ.get("TORCH_INDEX"):
+        return args + ["--index-url", os.environ["TORCH_INDEX"]]
+    if not gpu and sys.platform.startswith("linux") and _reachable(CPU_TORCH_INDEX + "/"):
+        return args + ["--extra-index-url", CPU_TORCH_INDEX]
+    return args
+
+
+def install_plan(venv: Path, gpu: bool = False) -> list[list[str]]:
     """The commands that prepare the environment, in order."""
     py = str(venv_python(venv))
-    torch = [py, "-m", "pip", "install", "--quiet", os.environ.get("TORCH_SPEC", DEFAULT_TORCH_SPEC)]
-    if os.environ.get("TORCH_INDEX"):
-        torch += ["--index-url", os.environ["TORCH_INDEX"]]
+    torch = [py, "-m", "pip", "install", "--quiet", *torch_install_args(gpu)]
     plan = []
     if not venv_python(venv).exists():
         plan.append([sys.executable, "-m", "venv", str(venv)])
@@ -99,7 +123,7 @@ def prepare(venv: Path) -> None:
         f"({'NVIDIA GPU found' if gpu else 'no GPU found: installing the CPU build of torch'}). "
         "This takes a few minutes once; later starts are instant."
     )
-    plan = install_plan(venv)
+    plan = install_plan(venv, gpu)
     if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
         for cmd in plan:
             say("would run: " + " ".join(cmd))
@@ -129,17 +153,59 @@ def _lock(venv: Path):
     return handle
 
 
-def main() -> None:
-    venv = venv_dir()
-    if not is_ready(venv):
-        lock = _lock(venv)
-        if not is_ready(venv):  # another start may have finished while we waited
+def prepare_locked(venv: Path) -> int:
+    """`--prepare`: set the environment up (once), holding the lock."""
+    lock = _lock(venv)
+    try:
+        if is_ready(venv):
+            say(f"environment ready in {venv}")
+        else:
             prepare(venv)
+    finally:
         if lock:
             lock.close()
-        if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+    return 0
+
+
+def prepare_detached(venv: Path) -> None:
+    """Run `--prepare` in its own session, so a harness that gives up on a slow first start (and kills
+    us) does not kill the install half-way; the next start then finds it finished or waits for it."""
+    log = venv.parent / f"{venv.name}.install.log"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    start = log.stat().st_size if log.exists() else 0
+    with open(log, "ab") as out:
+        child = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--prepare"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+        )
+    # Mirror the installer's log to our stderr while waiting.
+    with open(log, "rb") as reader:
+        reader.seek(start)
+        while True:
+            chunk = reader.read()
+            if chunk:
+                sys.stderr.buffer.write(chunk)
+                sys.stderr.flush()
+            if child.poll() is not None:
+                sys.stderr.buffer.write(reader.read())
+                sys.stderr.flush()
+                break
+            time.sleep(0.5)
+    if child.returncode != 0:
+        sys.exit(child.returncode)
+
+
+def main() -> None:
+    dry_run = bool(os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"))
+    venv = venv_dir()
+    if sys.argv[1:2] == ["--prepare"]:
+        sys.exit(prepare_locked(venv))
+    if not is_ready(venv):
+        if dry_run:
+            prepare(venv)
             return
-    elif os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+        prepare_detached(venv)
+    elif dry_run:
         say(f"environment ready in {venv}; would exec: {venv_python(venv)} -m mcp_server")
         return
     python = str(venv_python(venv))
