@@ -7,6 +7,7 @@ Generation: transformers `generate`, batched; vLLM when installed and a GPU is p
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -21,6 +22,7 @@ from mcp_server.inspection.paths import inspection_dir, meta_path, resolve_run_d
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
+SMALL_MODEL_PARAMS = 50_000_000
 
 
 def read_run_config(run_dir: Path) -> dict:
@@ -120,6 +122,21 @@ def _eos_ids(tokenizer, generation_config) -> set[int]:
     return set(ids)
 
 
+@contextlib.contextmanager
+def _threads_for(model, device: str):
+    """One CPU thread for a small model: its matmuls are too small to split, extra threads only add sync
+    cost, and on a busy machine OpenMP spin-waiting makes generation 10-20x slower than one thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    if device == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_size: int) -> list[list[dict]]:
     """Per prompt, `n` dicts {text, ids, finish_reason}. Prompts are batched (left padding) so that about
     `batch_size` sequences are generated per call."""
@@ -140,11 +157,11 @@ def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_si
     set_seed(settings["seed"])
     prompts_per_call = max(1, batch_size // n)
     results: list[list[dict]] = []
-    for start in range(0, len(texts), prompts_per_call):
-        chunk = texts[start : start + prompts_per_call]
-        # Like TRL: the chat template already holds the special tokens, so none are added here.
-        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-        with torch.inference_mode():
+    with _threads_for(model, device), torch.inference_mode():
+        for start in range(0, len(texts), prompts_per_call):
+            chunk = texts[start : start + prompts_per_call]
+            # Like TRL: the chat template already holds the special tokens, so none are added here.
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             out = model.generate(
                 **enc,
                 do_sample=do_sample,
@@ -153,20 +170,20 @@ def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_si
                 pad_token_id=tokenizer.pad_token_id,
                 **sampling,
             )
-        generated = out[:, enc["input_ids"].shape[1] :].tolist()
-        for p in range(len(chunk)):
-            group = []
-            for ids in generated[p * n : (p + 1) * n]:
-                stop = next((i for i, t in enumerate(ids) if t in eos), None)
-                kept = ids[: stop + 1] if stop is not None else ids
-                group.append(
-                    {
-                        "text": tokenizer.decode(kept, skip_special_tokens=True),
-                        "ids": kept,
-                        "finish_reason": "stop" if stop is not None else "length",
-                    }
-                )
-            results.append(group)
+            generated = out[:, enc["input_ids"].shape[1] :].tolist()
+            for p in range(len(chunk)):
+                group = []
+                for ids in generated[p * n : (p + 1) * n]:
+                    stop = next((i for i, t in enumerate(ids) if t in eos), None)
+                    kept = ids[: stop + 1] if stop is not None else ids
+                    group.append(
+                        {
+                            "text": tokenizer.decode(kept, skip_special_tokens=True),
+                            "ids": kept,
+                            "finish_reason": "stop" if stop is not None else "length",
+                        }
+                    )
+                results.append(group)
     return results
 
 
