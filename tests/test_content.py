@@ -206,6 +206,12 @@ def test_trl_versions_matches_the_installed_trl():
     text = (ROOT / "references" / "trl-versions.md").read_text(encoding="utf-8")
     for claim in ('`"dapo"`', "`0.0`", '`"colocate"`', '`"group"`', "`512`", "`max_prompt_length`"):
         assert claim in text
+    # Every removal or rename the validator reports is explained on the page, with its replacement.
+    from mcp_server.recipe.rules import REMOVED_OR_RENAMED
+
+    for old, (new, _why) in REMOVED_OR_RENAMED.items():
+        assert f"`{old}`" in text, f"trl-versions.md does not explain {old}"
+        assert new is None or f"`{new}`" in text, f"trl-versions.md does not name {new}"
 
 
 # ---------------------------------------------------------------- MCP prompt and resources over stdio
