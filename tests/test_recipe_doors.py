@@ -1,0 +1,65 @@
+"""The config tools through both doors: the CLI with --json and MCP over stdio with the SDK's client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import yaml
+
+from conftest import call_mcp, run_cli, run_cli_json
+
+
+def test_cli_emit_then_validate_for_other_targets(workspace):
+    proc, result = run_cli_json("emit-config", "--model", "Qwen/Qwen2.5-1.5B-Instruct", "--num-gpus", "4",
+                                "--run-name", "cli", cwd=workspace)
+    assert proc.returncode == 0 and result["validation"]["valid"], proc.stderr
+    config = result["config_path"]
+    assert yaml.safe_load(Path(config).read_text())["vllm_mode"] == "server"
+
+    proc, ok = run_cli_json("validate-config", config, "--gpu", "a100", "--num-gpus", "8", cwd=workspace)
+    assert proc.returncode == 0 and ok["valid"] and ok["target"] == "8x A100"
+
+    proc, bad = run_cli_json("validate-config", config, "--gpu", "V100", "--num-gpus", "4", cwd=workspace)
+    assert proc.returncode == 1 and not bad["valid"]
+    assert "bf16_unsupported" in {f["code"] for f in bad["findings"]}
+
+    proc = run_cli("validate-config", config, "--gpu", "T4", cwd=workspace)
+    assert proc.returncode == 1 and "NOT VALID" in proc.stdout and "fix:" in proc.stdout
+
+
+def test_cli_bad_input_is_an_error_not_a_trace(workspace):
+    bad_yaml = workspace / "bad.yaml"
+    bad_yaml.write_text("num_generations: [8\n")
+    for args in (("validate-config", str(bad_yaml)), ("validate-config", str(workspace / "missing.yaml")),
+                 ("emit-config", "--model", "./nowhere"), ("emit-config", "--model", "x", "--override", "oops")):
+        proc = run_cli(*args, cwd=workspace)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def test_mcp_emit_and_validate_over_stdio(workspace):
+    async def calls(client):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        schema = tools["emit_grpo_config"].input_schema
+        emitted = await client.call_tool("emit_grpo_config", {"request": {
+            "model": "Qwen/Qwen2.5-0.5B-Instruct", "variant": "dapo", "run_name": "mcp"}})
+        bad = await client.call_tool("validate_grpo_config", {"request": {"config": {"loss_type": "foo"}, "gpu": "H1000"}})
+        invalid = await client.call_tool("validate_grpo_config", {"request": {
+            "config": {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "loss_type": "foo", "reward_funcs": ["accuracy_reward"]}}})
+        broken = await client.call_tool("emit_grpo_config", {"request": {"model": "./no/such/dir"}})
+        after = await client.call_tool("validate_grpo_config", {"request": {
+            "config_path": emitted.structured_content["config_path"], "num_gpus": 2}})
+        return schema, emitted, bad, invalid, broken, after
+
+    schema, emitted, bad, invalid, broken, after = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))
+    request_schema = json.dumps(schema)
+    assert "description" in request_schema and "num_gpus" in request_schema
+    assert not emitted.is_error and emitted.structured_content["variant"] == "dapo"
+    assert emitted.structured_content["validation"]["valid"]
+    assert Path(emitted.structured_content["config_path"]).is_file()
+    assert "unknown_gpu" in json.dumps(bad.structured_content)
+    assert invalid.structured_content["valid"] is False
+    assert broken.is_error and "model" in broken.content[0].text  # names the field, server keeps serving
+    assert after.structured_content["valid"] and after.structured_content["target"] == "2x H100"
