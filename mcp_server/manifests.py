@@ -179,7 +179,10 @@ def gemini(source: dict, root: Path) -> dict[str, str]:
     prompt = f"{NO_SUBAGENTS}\n\n" + body.replace("$ARGUMENTS", "{{args}}")
     command = f"# {GENERATED_NOTE}\ndescription = {json.dumps(meta.get('description', ''))}\nprompt = {_toml_string(prompt)}\n"
     agents = "\n".join(f"- `{name}` (`agents/{name}.md`): {meta.get('description', '')}" for name, meta, _ in _agents(root))
-    skills = "\n".join(f"- `skills/{p.parent.name}/SKILL.md`" for p in sorted((root / "skills").glob("*/SKILL.md")))
+    skills = "\n".join(
+        f"- `skills/{p.parent.name}/SKILL.md`: {split_frontmatter(p.read_text(encoding='utf-8'))[0].get('description', '')}"
+        for p in sorted((root / "skills").glob("*/SKILL.md"))
+    )
     context = f"""<!-- {GENERATED_NOTE} -->
 # llm-finetuning
 
