@@ -293,6 +293,119 @@ def add_rewards_commands(sub) -> None:
     p.set_defaults(handler=cmd_list_rewards)
 
 
+# ---------------------------------------------------------------- evaluation, promotion, export, demo (H7)
+def _human_evaluation(result) -> str:
+    lines = [
+        f"{result.model}: {result.passed}/{result.n} passed = {result.pass_rate:.1%} "
+        f"(95% CI {result.ci_low:.1%}-{result.ci_high:.1%}) on {result.goldens}",
+        f"  goldens sha256 {result.goldens_sha256}",
+        f"  baseline: {result.baseline_note}" + (f" ({result.baseline_path})" if result.baseline_path else ""),
+    ]
+    for item in [i for i in result.items if not i.passed][:3]:
+        lines.append(f"  failed #{item.index} (gold {item.answer}): {item.completion[:100]!r}")
+    return "\n".join(lines)
+
+
+def cmd_evaluate_model(args) -> int:
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest
+
+    data = {"model": args.model, "goldens": args.goldens, "baseline": args.baseline, "max_new_tokens": args.max_new_tokens}
+    if args.graders:
+        data["graders"] = _load_json_arg(args.graders, "--graders")
+    if args.limit:
+        data["limit"] = args.limit
+    result = evaluate_model(_parse_model(EvaluateRequest, data, "request"))
+    _print(result, args.json, _human_evaluation)
+    return 0
+
+
+def _human_promotion(result) -> str:
+    return "\n".join([f"{result.verdict}: {result.checkpoint}", *[f"  {r}" for r in result.reasons],
+                      f"  report: {result.report_path}"])
+
+
+def cmd_promote_checkpoint(args) -> int:
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    data = {k: v for k, v in dict(run=args.run, checkpoint=args.checkpoint, goldens=args.goldens,
+                                   drift_suite=args.drift_suite).items() if v is not None}
+    result = promote_checkpoint(_parse_model(PromoteRequest, data, "request"))
+    _print(result, args.json, _human_promotion)
+    return 0 if result.verdict == "PROMOTE" else 1
+
+
+def _human_export(result) -> str:
+    return "\n".join([
+        f"Exported {result.run_dir} -> {result.export_dir}" + (" (LoRA merged)" if result.merged_lora else ""),
+        f"  files: {', '.join(result.files)}",
+        f"  model card: {result.model_card}; promotion verdict: {result.promotion_verdict}",
+        f"  smoke test ({result.smoke_items} goldens, greedy before/after): "
+        + ("identical" if result.smoke_identical else "DIFFERENT"),
+    ])
+
+
+def cmd_export_model(args) -> int:
+    from mcp_server.evaluation.export import export_model
+    from mcp_server.evaluation.models import ExportRequest
+
+    data = {"run": args.run, "allow_unpromoted": args.allow_unpromoted}
+    if args.checkpoint:
+        data["checkpoint"] = args.checkpoint
+    result = export_model(_parse_model(ExportRequest, data, "request"))
+    _print(result, args.json, _human_export)
+    return 0 if result.smoke_identical else 1
+
+
+def cmd_demo(args) -> int:
+    from mcp_server.evaluation.demo import run_demo
+
+    summary = run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json)
+    if args.json:
+        print(summary.model_dump_json(indent=2))
+    return 0 if summary.ok else 1
+
+
+def add_evaluation_commands(sub) -> None:
+    p = sub.add_parser("evaluate-model", help="Greedy pass rate (95% Wilson CI) of a model on goldens; the first "
+                       "evaluation of a base model writes eval/baseline-<model>.json (never overwritten).")
+    p.add_argument("model", help="Local model directory, 'tiny', or a hub name (online only).")
+    p.add_argument("--goldens", default="tiny", help="Goldens JSONL (prompt + answer columns), or 'tiny'.")
+    p.add_argument("--graders", help="Reward specs as a JSON list (inline or @file.json); default correctness_reward.")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="Completion length limit.")
+    p.add_argument("--limit", type=int, help="Only the first N goldens (never becomes a baseline).")
+    p.add_argument("--baseline", choices=["auto", "write", "never"], default="auto",
+                   help="auto: write the baseline for a base model; write: also for a model inside a run.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_evaluate_model)
+
+    p = sub.add_parser("promote-checkpoint", help="PROMOTE or REJECT a run's checkpoint against the baseline and "
+                       "the drift budget; writes promotion-report.md. Exit 0 only on PROMOTE.")
+    p.add_argument("run", help="Run directory or name under runs/.")
+    p.add_argument("--checkpoint", help="Checkpoint directory (default: the run's output_dir).")
+    p.add_argument("--goldens", help="Goldens file (default: the baseline's).")
+    p.add_argument("--drift-suite", help="Frozen drift suite JSONL (default: the embedded tiny suite).")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_promote_checkpoint)
+
+    p = sub.add_parser("export-model", help="Merge LoRA if any, save safetensors + tokenizer + model card into "
+                       "<run>/export/, smoke-test greedy outputs before/after.")
+    p.add_argument("run", help="Run directory or name under runs/.")
+    p.add_argument("--checkpoint", help="Checkpoint directory (default: the run's output_dir).")
+    p.add_argument("--allow-unpromoted", action="store_true", help="Export without a PROMOTE verdict.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_export_model)
+
+    p = sub.add_parser("demo", help="Walk all seven phases on the embedded tiny model: baseline, SFT warm-start, "
+                       "inspection, config, GRPO training, diagnosis, promotion, export (a few minutes on CPU).")
+    p.add_argument("--quick", action="store_true", help="A shortened walk (fewer steps): checks the plumbing, "
+                   "does not aim to improve the model.")
+    p.add_argument("--run-name", default="demo", help="Slug for runs/<date>-<slug>/.")
+    p.add_argument("--json", action="store_true", help="Print the summary as JSON at the end.")
+    p.set_defaults(handler=cmd_demo)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-finetuning", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -322,6 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_inspection_commands(sub)  # inspection gate (H6)
     add_rewards_commands(sub)  # rewards (H1)
+    add_evaluation_commands(sub)  # evaluation, promotion, export, demo (H7)
 
     return parser
 

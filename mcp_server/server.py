@@ -102,6 +102,47 @@ def list_rewards() -> RewardCatalog:
     return core()
 
 
+# ---------------------------------------------------------------- evaluation, promotion, export (H7)
+from mcp_server.evaluation.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
+    EvaluateRequest,
+    EvaluationResult,
+    ExportRequest,
+    ExportResult,
+    PromoteRequest,
+    PromotionResult,
+)
+
+
+@mcp.tool()
+def evaluate_model(request: EvaluateRequest) -> EvaluationResult:
+    """Greedy decoding (fixed seed) over a goldens file, graded pass/fail by the same verifiers as the rewards;
+    pass rate with a 95% Wilson interval and per-item results. The first evaluation of a base model writes
+    eval/baseline-<model>.json, which is never overwritten or loosened."""
+    from mcp_server.evaluation.evaluate import evaluate_model as core
+
+    return core(request)
+
+
+@mcp.tool()
+def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
+    """Judge a run's checkpoint: the same goldens (sha256), graders and decoding as the base model's baseline,
+    plus a frozen drift suite under the drift budget (<= 1 point noise, 1-5 points rerun with other seeds,
+    > 5 points hard fail). Writes promotion-report.md and promotion.json with PROMOTE or REJECT and evidence."""
+    from mcp_server.evaluation.promote import promote_checkpoint as core
+
+    return core(request)
+
+
+@mcp.tool()
+def export_model(request: ExportRequest) -> ExportResult:
+    """Export a promoted run: merge LoRA adapters when present, save safetensors, tokenizer and a model card
+    (base model, config hash, rewards, inspection and promotion verdicts) into <run>/export/, and check that
+    greedy outputs on a few goldens are identical before and after."""
+    from mcp_server.evaluation.export import export_model as core
+
+    return core(request)
+
+
 # ---------------------------------------------------------------- content (H3): /finetune prompt, references
 def _register_content() -> None:
     """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness

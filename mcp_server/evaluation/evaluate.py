@@ -1,0 +1,214 @@
+"""evaluate_model: greedy decoding over a goldens file, graded by the reward verifiers, pass rate with a
+Wilson interval, and the write-once baseline eval/baseline-<model>.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
+from mcp_server.rewards.spec import RewardSpec
+from mcp_server.workspace import runs_root, sha256_file, workspace_root
+
+
+# ---------------------------------------------------------------- statistics
+def wilson_interval(passed: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval: honest at 0% and 100% and for small n, where the normal one is not."""
+    if n == 0:
+        return 0.0, 1.0
+    p = passed / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# ---------------------------------------------------------------- files
+def eval_dir() -> Path:
+    """`eval/` beside `runs/`: it outlives runs."""
+    return workspace_root() / "eval"
+
+
+def model_key(model: str) -> str:
+    """The name a model's baseline is filed under: 'tiny', a hub name, or a local path relative to the workspace."""
+    path = Path(model).expanduser()
+    if model != "tiny" and path.exists():
+        path = path.resolve()
+        try:
+            model = str(path.relative_to(workspace_root()))
+        except ValueError:
+            model = str(path)
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[-120:] or "model"
+
+
+def baseline_path(model: str) -> Path:
+    return eval_dir() / f"baseline-{model_key(model)}.json"
+
+
+def read_baseline(model: str) -> dict | None:
+    path = baseline_path(model)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserInputError(str(path), f"cannot read the baseline: {exc}") from None
+
+
+def write_once(path: Path, text: str) -> bool:
+    """Create `path` with `text` unless it exists; never overwrites. A hard link from a finished temporary file
+    is atomic and fails when the name is taken, so two racing evaluations cannot both write. Read-only after."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    os.chmod(path, 0o444)
+    return True
+
+
+def inside_a_run(model_path: str) -> bool:
+    path = Path(model_path)
+    if not path.exists():
+        return False
+    try:
+        path.resolve().relative_to(runs_root().resolve())
+        return True
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------- goldens
+def resolve_goldens(goldens: str) -> Path:
+    """A goldens file path; 'tiny' writes the embedded task's held-out split to eval/goldens-tiny.jsonl once."""
+    if goldens == "tiny":
+        from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
+        from mcp_server.tiny import write_jsonl
+
+        path = eval_dir() / "goldens-tiny.jsonl"
+        if not path.is_file():
+            write_jsonl(tiny_goldens_rows(), path)
+        return path
+    path = Path(goldens).expanduser()
+    if not path.is_file():
+        raise UserInputError("goldens", f"no such file: {path}; give a .jsonl/.json/.csv/.parquet file or 'tiny'")
+    return path.resolve()
+
+
+def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
+    from mcp_server.inspection.data import load_rows
+
+    try:
+        rows = load_rows(str(path))
+    except UserInputError as exc:
+        raise UserInputError(field, str(exc).removeprefix("dataset: ")) from None
+    if not rows:
+        raise UserInputError(field, f"{path} holds no rows")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "prompt" not in row:
+            raise UserInputError(field, f"{path} row {i} has no `prompt` column (text or chat messages)")
+    return rows
+
+
+# ---------------------------------------------------------------- grading
+def grade(rows: list[dict], completions: list[str], graders: list[RewardSpec | dict]) -> list[dict[str, float]]:
+    """Each grader's score per item, called the way TRL calls a reward (completions + every data set column)."""
+    from mcp_server.rewards import build_reward_funcs
+
+    funcs = build_reward_funcs(graders)
+    conversational = [not isinstance(r["prompt"], str) for r in rows]
+    wrapped = [[{"role": "assistant", "content": c}] if conv else c for c, conv in zip(completions, conversational)]
+    columns = {key: [r.get(key) for r in rows] for key in {k for r in rows for k in r} if key != "completion"}
+    columns["prompts"] = columns.pop("prompt")
+    scores: list[dict[str, float]] = [{} for _ in rows]
+    for func in funcs:
+        values = func(completions=wrapped, **columns)
+        for item, value in zip(scores, values, strict=True):
+            item[func.__name__] = float(value) if value is not None else 0.0
+    return scores
+
+
+def evaluate_rows(
+    model_ref, rows: list[dict], graders: list, max_new_tokens: int, batch_size: int = 64,
+    seed: int = 3407, temperature: float = 0.0, loaded=None, progress=None,
+) -> list[ItemResult]:
+    """Decode and grade `rows`; `loaded` = (model, tokenizer) to reuse an already loaded model."""
+    from mcp_server.evaluation.generate import generate, load_model, render_prompt
+
+    model, tokenizer = loaded or load_model(model_ref)
+    texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
+    completions = generate(
+        model, tokenizer, texts, max_new_tokens, batch_size=batch_size, temperature=temperature, seed=seed,
+        progress=progress,
+    )
+    scores = grade(rows, completions, graders)
+    return [
+        ItemResult(
+            index=i, prompt=text, answer=None if r.get("answer") is None else str(r.get("answer")),
+            completion=c, scores=s, passed=bool(s) and all(v > 0 for v in s.values()),
+        )
+        for i, (r, text, c, s) in enumerate(zip(rows, texts, completions, scores))
+    ]
+
+
+def summarise(items: list[ItemResult]) -> tuple[int, float, float, float]:
+    passed = sum(i.passed for i in items)
+    low, high = wilson_interval(passed, len(items))
+    return passed, passed / len(items), low, high
+
+
+# ---------------------------------------------------------------- the tool
+def evaluate_model(request: EvaluateRequest, loaded=None, progress=None) -> EvaluationResult:
+    from mcp_server.inspection.sampling import resolve_model
+
+    model_ref = resolve_model(request.model)
+    goldens_path = resolve_goldens(request.goldens)
+    rows = load_goldens(goldens_path)
+    if request.limit:
+        rows = rows[: request.limit]
+    start = time.time()
+    items = evaluate_rows(
+        model_ref, rows, request.graders, request.max_new_tokens, request.batch_size, request.seed,
+        loaded=loaded, progress=progress,
+    )
+    passed, rate, low, high = summarise(items)
+    result = EvaluationResult(
+        model=request.model, model_path=str(model_ref), goldens=str(goldens_path),
+        goldens_sha256=sha256_file(goldens_path), graders=request.graders, max_new_tokens=request.max_new_tokens,
+        seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
+        seconds=round(time.time() - start, 2), items=items,
+    )
+    _file_baseline(request, result)
+    return result
+
+
+def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
+    """Write eval/baseline-<model>.json on the first evaluation of a base model; never overwrite it."""
+    path = baseline_path(result.model_path if request.model != "tiny" else "tiny")
+    existing = path.is_file()
+    if request.baseline == "never":
+        result.baseline_note = "baseline not requested"
+    elif request.limit:
+        result.baseline_note = "a partial evaluation (limit) never becomes a baseline"
+    elif request.baseline == "auto" and inside_a_run(result.model_path):
+        result.baseline_note = "the model lives in a run directory: a checkpoint, not a base model"
+    elif existing:
+        result.baseline_note = "a baseline for this model already exists; it is never overwritten"
+    else:
+        record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
+        result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
+        result.baseline_note = "first evaluation of this base model: baseline written" if result.baseline_written else (
+            "another evaluation wrote this baseline first; it is never overwritten"
+        )
+    if path.is_file():
+        result.baseline_path = str(path)

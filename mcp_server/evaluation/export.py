@@ -1,0 +1,147 @@
+"""export_model: the run's checkpoint as a standalone model in <run>/export/.
+
+LoRA adapters are merged into the base weights (peft), the model is saved as safetensors with its tokenizer
+and a model card that records where it came from (base model, config hash, reward functions, inspection and
+promotion verdicts). A smoke test reloads the export and checks that greedy outputs on a few goldens are
+identical to the checkpoint's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.evaluation.models import ExportRequest, ExportResult
+from mcp_server.workspace import atomic_write_text, sha256_file
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _smoke_prompts(run_dir: Path, promotion: dict | None, n: int) -> list:
+    """Prompts for the smoke test: the promotion's goldens, else the run's data set, else the tiny goldens."""
+    from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
+
+    goldens = (promotion or {}).get("goldens")
+    path = Path(goldens) if goldens and Path(goldens).is_file() else None
+    if path is None:
+        path = resolve_goldens("tiny")
+    return [r["prompt"] for r in load_goldens(path)[:n]]
+
+
+def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
+    from mcp_server.evaluation.generate import generate, render_prompt
+
+    return generate(model, tokenizer, [render_prompt(tokenizer, p) for p in prompts], max_new_tokens)
+
+
+def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward_sha: str | None,
+               inspection: dict | None, promotion: dict | None, merged: bool) -> str:
+    verdict = (promotion or {}).get("verdict")
+    inspection_line = "none recorded"
+    if inspection:
+        inspection_line = str(inspection.get("verdict", "?"))
+        if inspection.get("reviewer"):
+            inspection_line += f" by {inspection['reviewer']}"
+    reward_names = []
+    for spec in rewards or []:
+        name = f"`{spec.get('name')}`"
+        if spec.get("weight", 1.0) != 1.0:
+            name += f" x{spec['weight']}"
+        reward_names.append(name)
+    lines = [
+        "---",
+        f"base_model: {base}",
+        "library_name: transformers",
+        "tags: [grpo, trl, rlvr, llm-finetuning]",
+        "---",
+        "",
+        f"# {run_dir.name}",
+        "",
+        f"GRPO fine-tune of `{base}` made with llm-finetuning (TRL GRPOTrainer)"
+        + (", LoRA adapters merged into the base weights." if merged else "."),
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Base model | `{base}` |",
+        f"| Training config sha256 | `{config_sha or 'unknown'}` |",
+        f"| Reward functions | {', '.join(reward_names) or 'unknown'} |",
+        f"| Reward code sha256 | `{reward_sha or 'unknown'}` |",
+        f"| Inspection verdict | {inspection_line} |",
+        f"| Promotion verdict | {verdict or 'never judged'} |",
+    ]
+    if promotion:
+        lines += [
+            f"| Goldens pass rate | {promotion['checkpoint_pass_rate']:.1%} (baseline {promotion['baseline_pass_rate']:.1%}) |",
+            f"| Goldens sha256 | `{promotion['goldens_sha256']}` |",
+        ]
+        lines += ["", "## Promotion evidence", "", *[f"- {r}" for r in promotion.get("reasons", [])]]
+    if verdict != "PROMOTE":
+        lines += ["", "**This export was not promoted.** Do not ship it without reading the promotion report."]
+    lines += ["", "Reproduce: `python train/train.py --config train/config.yaml` in the run directory."]
+    return "\n".join(lines) + "\n"
+
+
+def export_model(request: ExportRequest) -> ExportResult:
+    from mcp_server.evaluation.promote import _load_any, run_paths
+    from mcp_server.inspection.paths import resolve_run_dir
+
+    run_dir = resolve_run_dir(request.run)
+    config, base, ckpt = run_paths(run_dir, request.checkpoint)
+    promotion = _read_json(run_dir / "promotion.json")
+    verdict = (promotion or {}).get("verdict")
+    if verdict != "PROMOTE" and not request.allow_unpromoted:
+        raise UserInputError(
+            "run", f"{run_dir.name} has no PROMOTE verdict ({verdict or 'never judged'}): run promote_checkpoint "
+            "first, or set allow_unpromoted to export anyway (the model card will say so)",
+        )
+    if promotion and Path(promotion.get("checkpoint", ckpt)).resolve() != ckpt:
+        raise UserInputError("checkpoint", f"the promotion judged {promotion['checkpoint']}, not {ckpt}")
+
+    merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
+    model, tokenizer = _load_any(ckpt)  # merged in memory when it is an adapter
+    max_new_tokens = int(config.get("max_completion_length") or 64)
+    prompts = _smoke_prompts(run_dir, promotion, request.smoke_items)
+    before = _greedy(model, tokenizer, prompts, max_new_tokens)
+
+    config_path = run_dir / "train" / "config.yaml"
+    config_sha = sha256_file(config_path) if config_path.is_file() else None
+    rewards = _read_json(run_dir / "train" / "rewards.json") or []
+    try:
+        from mcp_server.rewards import reward_code_sha256
+
+        reward_sha = reward_code_sha256(rewards) if rewards else None
+    except Exception:  # an unresolvable reward must not block the export; the card says unknown
+        reward_sha = None
+    inspection = _read_json(run_dir / "inspection" / "verdict.json")
+
+    # Write into a temporary directory beside export/, then swap it in: nothing half-written.
+    export_dir = run_dir / "export"
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run_dir))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        atomic_write_text(tmp / "README.md", model_card(run_dir, base, config_sha, rewards, reward_sha, inspection,
+                                                       promotion, merged))
+        from mcp_server.evaluation.generate import load_model
+
+        after = _greedy(*load_model(tmp), prompts, max_new_tokens)
+        if export_dir.exists():
+            shutil.rmtree(export_dir)
+        tmp.rename(export_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ExportResult(
+        run_dir=str(run_dir), export_dir=str(export_dir), merged_lora=merged,
+        files=sorted(p.name for p in export_dir.iterdir()), model_card=str(export_dir / "README.md"),
+        config_sha256=config_sha, promotion_verdict=verdict, smoke_identical=before == after,
+        smoke_items=len(prompts),
+    )

@@ -1,0 +1,80 @@
+"""Decoding for evaluation: batched transformers `generate`, greedy by default, the same prompt rendering as TRL."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+SMALL_MODEL_PARAMS = 50_000_000
+
+
+def load_model(model_ref: str | Path):
+    """(model, tokenizer) in eval mode; bf16 on a GPU that has it, else float32."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
+    return model, tokenizer
+
+
+def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> str:
+    """Chat messages through the chat template (with the generation prompt), plain text as is: what TRL does."""
+    if isinstance(prompt, str):
+        return prompt
+    return tokenizer.apply_chat_template(
+        prompt, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
+    )
+
+
+@contextlib.contextmanager
+def small_model_threads(model):
+    """One CPU thread for a small model: its matmuls are too small to split, and on a busy machine OpenMP
+    spin-waiting makes generation many times slower than one thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    if model.device.type == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def generate(
+    model, tokenizer, texts: list[str], max_new_tokens: int, batch_size: int = 64,
+    temperature: float = 0.0, seed: int = 3407, progress=None,
+) -> list[str]:
+    """One completion per prompt text: greedy when temperature is 0, else sampled under `seed`.
+
+    `progress(done, total)` is called after each batch (the demo draws a bar with it)."""
+    import torch
+    from transformers import set_seed
+
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    eos = model.generation_config.eos_token_id
+    eos = set([eos] if isinstance(eos, int) else (eos or [])) | {tokenizer.eos_token_id}
+    sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
+    set_seed(seed)
+    outputs: list[str] = []
+    with small_model_threads(model), torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start : start + batch_size]
+            # Like TRL: the chat template already holds the special tokens, so none are added here.
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            out = model.generate(
+                **enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling,
+                # Greedy: silence the model's own sampling defaults (generation_config may carry them).
+                **({} if temperature > 0 else dict(temperature=None, top_p=None, top_k=None)),
+            )
+            for ids in out[:, enc["input_ids"].shape[1] :].tolist():
+                stop = next((i for i, t in enumerate(ids) if t in eos), len(ids))
+                outputs.append(tokenizer.decode(ids[:stop], skip_special_tokens=True))
+            if progress:
+                progress(len(outputs), len(texts))
+    return outputs

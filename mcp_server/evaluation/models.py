@@ -1,0 +1,162 @@
+"""Requests and results of the evaluation tools. Every field has a description: it becomes the MCP schema.
+
+Light on purpose (pydantic only): the MCP door imports it at start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from mcp_server.rewards.spec import RewardSpec
+
+DEFAULT_GRADERS = [RewardSpec(name="correctness_reward")]
+
+
+# ---------------------------------------------------------------- evaluate_model
+class EvaluateRequest(BaseModel):
+    model: str = Field(
+        description="Model to evaluate: a local model directory (a run's checkpoints/ or export/ too), 'tiny' for "
+        "the embedded offline model, or a hub name (only when online)."
+    )
+    goldens: str = Field(
+        description="Goldens file: JSONL (or .json/.csv/.parquet) rows with a `prompt` column (text or chat "
+        "messages) and the columns the graders read (e.g. `answer`). 'tiny' = the embedded task's held-out split."
+    )
+    graders: list[RewardSpec] = Field(
+        default_factory=lambda: list(DEFAULT_GRADERS),
+        description="The verifiers that grade each completion: the same reward specs as training (registry names "
+        "or dotted paths). An item passes when every grader scores above 0 (binary pass/fail). "
+        "Default: correctness_reward.",
+    )
+    max_new_tokens: int = Field(default=256, ge=1, le=32768, description="Completion length limit (greedy decoding).")
+    seed: int = Field(default=3407, description="Seed fixed before decoding (greedy decoding is deterministic anyway).")
+    batch_size: int = Field(default=64, ge=1, le=4096, description="Prompts decoded per generate call.")
+    limit: int | None = Field(default=None, ge=1, description="Evaluate only the first `limit` goldens (smoke tests).")
+    baseline: Literal["auto", "write", "never"] = Field(
+        default="auto",
+        description="'auto': the first evaluation of a base model (anything not inside a run directory) writes "
+        "eval/baseline-<model>.json; 'write': write it for this model even if it lives in a run (e.g. a warm-start "
+        "model that a GRPO run starts from); 'never': do not. An existing baseline is never overwritten.",
+    )
+
+
+class ItemResult(BaseModel):
+    index: int = Field(description="Row number in the goldens file (0-based).")
+    prompt: str = Field(description="The prompt as the model saw it (chat template applied).")
+    answer: str | None = Field(default=None, description="The gold answer column, when there is one.")
+    completion: str = Field(description="The greedy completion.")
+    scores: dict[str, float] = Field(description="Score of each grader, by reward name.")
+    passed: bool = Field(description="True when every grader scored above 0.")
+
+
+class EvaluationResult(BaseModel):
+    model: str = Field(description="The model as given.")
+    model_path: str = Field(description="The resolved model path or hub name.")
+    goldens: str = Field(description="The goldens file evaluated.")
+    goldens_sha256: str = Field(description="sha256 of the goldens file's bytes: the fingerprint a comparison needs.")
+    graders: list[RewardSpec] = Field(description="The verifiers used.")
+    max_new_tokens: int = Field(description="Completion length limit used.")
+    seed: int = Field(description="Seed used.")
+    n: int = Field(description="Items evaluated.")
+    passed: int = Field(description="Items that passed.")
+    pass_rate: float = Field(description="passed / n.")
+    ci_low: float = Field(description="Lower end of the 95% Wilson score interval of the pass rate.")
+    ci_high: float = Field(description="Upper end of the 95% Wilson score interval of the pass rate.")
+    seconds: float = Field(description="Wall-clock time of the evaluation.")
+    items: list[ItemResult] = Field(description="Per-item results, in goldens order.")
+    baseline_path: str | None = Field(
+        default=None, description="eval/baseline-<model>.json for this model, when one exists (written now or before)."
+    )
+    baseline_written: bool = Field(default=False, description="True when this call wrote the baseline file.")
+    baseline_note: str = Field(default="", description="Why a baseline was or was not written.")
+
+
+# ---------------------------------------------------------------- promote_checkpoint
+class PromoteRequest(BaseModel):
+    run: str = Field(description="Run directory (a path, or a name under runs/) whose checkpoint is judged.")
+    checkpoint: str | None = Field(
+        default=None, description="Checkpoint directory to judge. Default: the run's output_dir (<run>/checkpoints)."
+    )
+    goldens: str | None = Field(
+        default=None,
+        description="Goldens file. Default: the one recorded in the base model's baseline (a baseline on other "
+        "goldens is refused: the comparison would mean nothing).",
+    )
+    drift_suite: str | None = Field(
+        default=None,
+        description="Frozen drift suite (JSONL rows with `prompt`, `answer` and optionally `grader`: 'format' or "
+        "'correctness'). Default: the embedded suite for the tiny task family (mcp_server/evaluation/drift_tiny.jsonl).",
+    )
+    rerun_seeds: list[int] = Field(
+        default_factory=lambda: [1, 2, 3],
+        description="Seeds for the drift rerun (sampled decoding) when the greedy drift lands in the 1-5 point band.",
+    )
+    rerun_temperature: float = Field(default=0.7, gt=0, description="Sampling temperature of the drift rerun.")
+    min_improvement_points: float = Field(
+        default=0.0,
+        ge=0,
+        description="Goldens improvement over the baseline required, in percentage points, on top of the rule "
+        "that the checkpoint's 95% interval lies above the baseline pass rate.",
+    )
+
+
+class DriftResult(BaseModel):
+    suite: str = Field(description="The drift suite file.")
+    suite_sha256: str = Field(description="sha256 of the drift suite file.")
+    base_pass_rate: float = Field(description="Base model's pass rate on the drift suite (greedy).")
+    checkpoint_pass_rate: float = Field(description="Checkpoint's pass rate on the drift suite (greedy).")
+    drop_points: float = Field(description="base - checkpoint in percentage points (positive = the checkpoint lost ground).")
+    band: Literal["noise", "rerun", "hard_fail"] = Field(
+        description="Drift budget band: <= 1 point noise, 1-5 points rerun with other seeds, > 5 points hard fail."
+    )
+    rerun_drops: dict[str, float] = Field(
+        default_factory=dict, description="Drop in points per rerun seed (sampled decoding), when a rerun was needed."
+    )
+    rerun_mean_drop: float | None = Field(default=None, description="Mean drop over the reruns, in points.")
+    ok: bool = Field(description="True when the drift is within budget.")
+
+
+class PromotionResult(BaseModel):
+    run_dir: str = Field(description="The run directory.")
+    checkpoint: str = Field(description="The checkpoint judged.")
+    base_model: str = Field(description="The run's base model (model_name_or_path).")
+    verdict: Literal["PROMOTE", "REJECT"] = Field(description="The decision.")
+    reasons: list[str] = Field(description="Evidence for the verdict, one line each.")
+    goldens: str = Field(description="Goldens file used.")
+    goldens_sha256: str = Field(description="sha256 fingerprint of the goldens.")
+    baseline_path: str = Field(description="eval/baseline-<model>.json compared against.")
+    baseline_pass_rate: float = Field(description="Base model's goldens pass rate.")
+    baseline_ci: tuple[float, float] = Field(description="Base model's 95% Wilson interval.")
+    checkpoint_pass_rate: float = Field(description="Checkpoint's goldens pass rate.")
+    checkpoint_ci: tuple[float, float] = Field(description="Checkpoint's 95% Wilson interval.")
+    improvement_points: float = Field(description="checkpoint - baseline pass rate, in percentage points.")
+    drift: DriftResult = Field(description="The drift suite comparison.")
+    report_path: str = Field(description="promotion-report.md.")
+    result_path: str = Field(description="promotion.json (this result, for machines and export_model).")
+
+
+# ---------------------------------------------------------------- export_model
+class ExportRequest(BaseModel):
+    run: str = Field(description="Run directory (a path, or a name under runs/) to export.")
+    checkpoint: str | None = Field(
+        default=None, description="Checkpoint directory to export. Default: the run's output_dir (<run>/checkpoints)."
+    )
+    allow_unpromoted: bool = Field(
+        default=False,
+        description="Export even without a PROMOTE verdict in promotion.json (the model card then says so).",
+    )
+    smoke_items: int = Field(default=4, ge=1, le=64, description="Goldens used by the before/after smoke test.")
+
+
+class ExportResult(BaseModel):
+    run_dir: str = Field(description="The run directory.")
+    export_dir: str = Field(description="<run>/export: model.safetensors, config, tokenizer, README.md (model card).")
+    merged_lora: bool = Field(description="True when LoRA adapters were merged into the base weights.")
+    files: list[str] = Field(description="Files written into export/.")
+    model_card: str = Field(description="Path of the model card (export/README.md).")
+    config_sha256: str | None = Field(description="sha256 of train/config.yaml.")
+    promotion_verdict: str | None = Field(description="PROMOTE / REJECT from promotion.json, or None when never judged.")
+    smoke_identical: bool = Field(description="True when greedy outputs on the smoke goldens match before and after export.")
+    smoke_items: int = Field(description="Goldens compared in the smoke test.")

@@ -1,0 +1,255 @@
+"""promote_checkpoint: the run's checkpoint against its base model's baseline, on the same goldens and a
+frozen drift suite, decided by rule; writes promotion-report.md (for people) and promotion.json (for tools).
+
+Rules
+- Goldens: the checkpoint must beat the baseline: its 95% Wilson interval lies wholly above the baseline's
+  pass rate (and by at least `min_improvement_points`). Same goldens (sha256), graders and decoding as the
+  baseline: the baseline decides how the comparison is made, never the request.
+- Drift budget on the frozen suite (drop = base - checkpoint, percentage points): <= 1 is noise; more than 1 and
+  up to 5 is decided by rerunning with other seeds (sampled decoding, base and checkpoint alike): REJECT unless
+  the mean drop over the reruns is within the 1-point noise; > 5 is a hard fail without rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.evaluation.evaluate import (
+    eval_dir, evaluate_model, evaluate_rows, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
+    write_once,
+)
+from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
+from mcp_server.rewards.spec import RewardSpec
+from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+
+NOISE_POINTS = 1.0
+HARD_FAIL_POINTS = 5.0
+DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
+
+
+def run_paths(run_dir: Path, checkpoint: str | None) -> tuple[dict, str, Path]:
+    """(config, base model, checkpoint dir) of a run."""
+    from mcp_server.inspection.sampling import read_run_config
+
+    config = read_run_config(run_dir)
+    base = config.get("model_name_or_path")
+    if not base:
+        raise UserInputError("run", f"{run_dir}/train/config.yaml names no model_name_or_path: emit the config first")
+    ckpt = Path(checkpoint or config.get("output_dir") or run_dir / "checkpoints").expanduser()
+    if not ckpt.is_absolute() and not ckpt.exists():
+        ckpt = run_dir / ckpt
+    if not (ckpt / "config.json").is_file() and not (ckpt / "adapter_config.json").is_file():
+        raise UserInputError(
+            "checkpoint", f"{ckpt} holds no saved model (config.json or adapter_config.json): has training finished?"
+        )
+    return config, str(base), ckpt.resolve()
+
+
+def _load_any(ref):
+    """(model, tokenizer) for a hub name, a full checkpoint or a LoRA adapter directory (merged in memory)."""
+    from mcp_server.evaluation.generate import load_model
+
+    path = Path(str(ref))
+    if not path.is_dir():
+        return load_model(ref)
+    if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+        from peft import AutoPeftModelForCausalLM
+        from transformers import AutoTokenizer
+
+        model = AutoPeftModelForCausalLM.from_pretrained(path).merge_and_unload().eval()
+        return model, AutoTokenizer.from_pretrained(path)
+    return load_model(path)
+
+
+# ---------------------------------------------------------------- drift
+def _drift_rows(suite: Path) -> tuple[list[dict], list[list[RewardSpec]]]:
+    rows = load_goldens(suite, field="drift_suite")
+    graders = []
+    for i, row in enumerate(rows):
+        kind = row.get("grader", "correctness")
+        if kind not in DRIFT_GRADERS:
+            raise UserInputError("drift_suite", f"row {i}: grader '{kind}' is not one of {', '.join(DRIFT_GRADERS)}")
+        graders.append([DRIFT_GRADERS[kind]])
+    return rows, graders
+
+
+def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407) -> float:
+    """Pass rate on the drift suite; rows are graded by their own grader kind, decoded together."""
+    from mcp_server.evaluation.evaluate import grade
+    from mcp_server.evaluation.generate import generate, render_prompt
+
+    model, tokenizer = loaded
+    texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
+    completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed)
+    passed = 0
+    for row, completion, specs in zip(rows, completions, graders):
+        scores = grade([row], [completion], specs)[0]
+        passed += all(v > 0 for v in scores.values())
+    return passed / len(rows)
+
+
+def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens) -> float:
+    """The base model's greedy drift pass rate, measured once per (model, suite) and frozen in eval/."""
+    sha = sha256_file(suite)
+    path = eval_dir() / f"drift-{model_key(base)}-{sha[:12]}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))["pass_rate"]
+    rate = _drift_pass_rate(base_ref, _load_any(base_ref), rows, graders, max_new_tokens)
+    write_once(path, json.dumps({"model": base, "suite": str(suite), "suite_sha256": sha, "pass_rate": rate,
+                                 "max_new_tokens": max_new_tokens}, indent=2) + "\n")
+    return rate
+
+
+def judge_drift(base_rate: float, ckpt_rate: float) -> str:
+    drop = (base_rate - ckpt_rate) * 100
+    if drop <= NOISE_POINTS + 1e-9:
+        return "noise"
+    return "rerun" if drop <= HARD_FAIL_POINTS + 1e-9 else "hard_fail"
+
+
+def check_drift(request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int) -> DriftResult:
+    from mcp_server.evaluation.tiny_suite import DRIFT_SUITE
+
+    suite = Path(request.drift_suite).expanduser() if request.drift_suite else DRIFT_SUITE
+    if not suite.is_file():
+        raise UserInputError("drift_suite", f"no such file: {suite}")
+    rows, graders = _drift_rows(suite)
+    base_rate = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens)
+    ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens)
+    band = judge_drift(base_rate, ckpt_rate)
+    result = DriftResult(
+        suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
+        drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band == "noise",
+    )
+    if band == "rerun":  # noise or real? sample both models under other seeds and look at the mean drop
+        base_loaded = _load_any(base_ref)
+        for seed in request.rerun_seeds:
+            b = _drift_pass_rate(None, base_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed)
+            c = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed)
+            result.rerun_drops[str(seed)] = round((b - c) * 100, 2)
+        result.rerun_mean_drop = round(sum(result.rerun_drops.values()) / max(len(result.rerun_drops), 1), 2)
+        result.ok = result.rerun_mean_drop <= NOISE_POINTS
+    return result
+
+
+# ---------------------------------------------------------------- the tool
+def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
+    from mcp_server.inspection.paths import resolve_run_dir
+    from mcp_server.inspection.sampling import resolve_model
+
+    run_dir = resolve_run_dir(request.run)
+    config, base, ckpt = run_paths(run_dir, request.checkpoint)
+    base_ref = resolve_model(base)
+
+    baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
+    if baseline is None:
+        if not request.goldens:
+            raise UserInputError(
+                "goldens",
+                f"no baseline for the base model {base} in {eval_dir()} and no goldens given: evaluate the base "
+                "model first (evaluate_model) or pass goldens",
+            )
+        first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
+                                               max_new_tokens=int(config.get("max_completion_length") or 256)))
+        baseline = json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
+    goldens = resolve_goldens(request.goldens) if request.goldens else Path(baseline["goldens"])
+    if not goldens.is_file():
+        raise UserInputError("goldens", f"the baseline's goldens file {goldens} is gone; restore it (sha256 "
+                             f"{baseline['goldens_sha256']}) or re-baseline under another model name")
+    sha = sha256_file(goldens)
+    if sha != baseline["goldens_sha256"]:
+        raise UserInputError(
+            "goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured on "
+            f"({baseline['goldens']}, sha256 {baseline['goldens_sha256'][:12]}): the comparison would mean nothing",
+        )
+
+    # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
+    graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
+    max_new_tokens = int(baseline["max_new_tokens"])
+    rows = load_goldens(goldens)
+    ckpt_loaded = _load_any(ckpt)
+    items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded)
+    passed, rate, low, high = summarise(items)
+    base_rate = float(baseline["pass_rate"])
+    improvement = round((rate - base_rate) * 100, 2)
+    drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens)
+
+    reasons = []
+    beats = low > base_rate and improvement > request.min_improvement_points
+    reasons.append(
+        f"goldens: {passed}/{len(items)} = {rate:.1%} (95% CI {low:.1%}-{high:.1%}) vs baseline {base_rate:.1%} "
+        f"(CI {baseline['ci_low']:.1%}-{baseline['ci_high']:.1%}): {improvement:+.1f} points; "
+        + ("the interval lies above the baseline" if beats else
+           "NOT a clear improvement (the checkpoint's interval must lie above the baseline pass rate"
+           + (f" and gain more than {request.min_improvement_points} points)" if request.min_improvement_points else ")"))
+    )
+    drift_line = (
+        f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
+        f"{drift.drop_points:+.1f} points ({drift.band})"
+    )
+    if drift.band == "rerun":
+        drift_line += f"; rerun with seeds {list(drift.rerun_drops)}: drops {list(drift.rerun_drops.values())}, mean {drift.rerun_mean_drop:+.1f}"
+    drift_line += " -> within budget" if drift.ok else " -> OVER the drift budget"
+    reasons.append(drift_line)
+    verdict = "PROMOTE" if beats and drift.ok else "REJECT"
+
+    result = PromotionResult(
+        run_dir=str(run_dir), checkpoint=str(ckpt), base_model=base, verdict=verdict, reasons=reasons,
+        goldens=str(goldens), goldens_sha256=sha, baseline_path=str(eval_dir() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
+        baseline_pass_rate=base_rate, baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
+        checkpoint_pass_rate=rate, checkpoint_ci=(low, high), improvement_points=improvement, drift=drift,
+        report_path=str(run_dir / "promotion-report.md"), result_path=str(run_dir / "promotion.json"),
+    )
+    atomic_write_json(Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]})
+    atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
+    return result
+
+
+def render_report(result: PromotionResult, items, graders, max_new_tokens: int) -> str:
+    d = result.drift
+    failed = [i for i in items if not i.passed][:5]
+    lines = [
+        f"# Promotion report: {result.verdict}",
+        "",
+        f"- Run: `{result.run_dir}`",
+        f"- Checkpoint: `{result.checkpoint}`",
+        f"- Base model: `{result.base_model}` (baseline `{result.baseline_path}`)",
+        f"- Goldens: `{result.goldens}`",
+        f"- Goldens sha256: `{result.goldens_sha256}`",
+        f"- Graders: {', '.join(g.name for g in graders)} (pass = every grader above 0); greedy decoding, "
+        f"max {max_new_tokens} new tokens",
+        f"- Judged at: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
+        "",
+        "## Verdict",
+        "",
+        f"**{result.verdict}**",
+        "",
+        *[f"- {r}" for r in result.reasons],
+        "",
+        "## Goldens",
+        "",
+        "| model | pass rate | 95% Wilson CI |",
+        "|---|---|---|",
+        f"| base (baseline) | {result.baseline_pass_rate:.1%} | {result.baseline_ci[0]:.1%} - {result.baseline_ci[1]:.1%} |",
+        f"| checkpoint | {result.checkpoint_pass_rate:.1%} | {result.checkpoint_ci[0]:.1%} - {result.checkpoint_ci[1]:.1%} |",
+        "",
+        f"Improvement: {result.improvement_points:+.1f} points. Rule: the checkpoint's interval must lie above the "
+        "baseline pass rate.",
+        "",
+        "## Drift (frozen suite)",
+        "",
+        f"- Suite: `{d.suite}` (sha256 `{d.suite_sha256}`)",
+        f"- Base {d.base_pass_rate:.1%}, checkpoint {d.checkpoint_pass_rate:.1%}: drop {d.drop_points:+.1f} points, band "
+        f"**{d.band}**",
+        "- Budget: <= 1 point is noise; 1-5 points: rerun with other seeds; > 5 points: hard fail.",
+    ]
+    if d.rerun_drops:
+        lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} points")
+    if failed:
+        lines += ["", "## Some failed goldens", ""]
+        for i in failed:
+            lines.append(f"- #{i.index} gold `{i.answer}`: `{i.completion[:160]}`")
+    return "\n".join(lines) + "\n"
