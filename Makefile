@@ -1,12 +1,15 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
-# Both create .venv and install what they need. Without a GPU, torch is the CPU build
-# (set TORCH_SPEC / TORCH_INDEX to choose another build).
+# Both create .venv and install what they need. torch is installed first, so the package's own
+# `torch>=2.4` requirement is already met and pip never pulls a multi-GB CUDA build by accident:
+# without a GPU the CPU build (TORCH_CPU_SPEC; point TORCH_CPU_INDEX at PyTorch's CPU wheel index
+# where that build is not on a local wheel path), with a GPU the regular build (TORCH_GPU_SPEC).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
-TORCH_SPEC ?= torch==2.13.0
-TORCH_INDEX ?=
+TORCH_CPU_SPEC ?= torch==2.13.0
+TORCH_CPU_INDEX ?=
+TORCH_GPU_SPEC ?= torch>=2.4
 
 .PHONY: venv test demo bench clean manifests
 
@@ -14,10 +17,10 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 ifeq ($(HAS_GPU),1)
-	$(PY) -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install -q "$(TORCH_GPU_SPEC)"
 else
-	@echo "No GPU found: installing the CPU build of torch ($(TORCH_SPEC))"
-	$(PY) -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	@echo "No GPU found: installing the CPU build of torch ($(TORCH_CPU_SPEC))"
+	$(PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
 endif
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
