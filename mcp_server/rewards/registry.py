@@ -9,6 +9,7 @@ registry name below or a dotted import path to a function in TRL's reward signat
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import importlib
 import inspect
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 
 from mcp_server.errors import UserInputError
 from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
+from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.spec import RewardSpec
 
 # name -> (factory "module:function", default dotted path or None, columns read, description, {param: (type, doc)})
@@ -255,6 +257,8 @@ def _library_sources() -> list[Path]:
 
 def _source_of(func: Callable) -> str:
     target = inspect.unwrap(func)
+    while isinstance(target, functools.partial):
+        target = target.func
     module = inspect.getmodule(target) or inspect.getmodule(type(target))
     try:
         return inspect.getsource(module) if module else inspect.getsource(target)
@@ -272,11 +276,12 @@ def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
     parsed = [_as_spec(s, i) for i, s in enumerate(specs)]
     digest.update(json.dumps([s.model_dump() for s in parsed], sort_keys=True, default=repr).encode())
     funcs = build_reward_funcs(parsed)
-    if any(_as_spec(s, 0).name.strip() in REGISTRY for s in parsed):
+    # Registry names, and dotted paths to this library's own rewards (mcp_server.rewards.format_reward).
+    if any(s.name.strip() in REGISTRY or isinstance(f, NamedReward) for s, f in zip(parsed, funcs)):
         for path in _library_sources():
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for spec, func in zip(parsed, funcs):
-        if spec.name.strip() not in REGISTRY:
+        if spec.name.strip() not in REGISTRY and not isinstance(func, NamedReward):
             digest.update(spec.name.encode() + b"\0" + _source_of(func).encode())
     return digest.hexdigest()
 
