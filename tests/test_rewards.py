@@ -62,6 +62,11 @@ def test_correctness_params():
 def test_rewards_are_picklable_and_named_uniquely():
     funcs = build_reward_funcs(["format_reward", {"name": "format_reward", "params": {"tags": ["answer"]}}])
     assert [f.__name__ for f in funcs] == ["format_reward", "format_reward_1"]
+    again = build_reward_funcs(["format_reward", "mcp_server.rewards.format_reward"])
+    assert [f.__name__ for f in again] == ["format_reward", "format_reward_1"]
+    from mcp_server.rewards import format_reward
+
+    assert format_reward.__name__ == "format_reward"  # the module-level default is never renamed in place
     clone = pickle.loads(pickle.dumps(funcs[1]))  # TRL's async rollout worker pickles reward functions
     assert clone(["<answer>1</answer>"]) == [1.0]
 
@@ -223,6 +228,8 @@ def test_length_penalty_counts_tokens_with_the_tokenizer(tiny_model):
         ({"reward": {"name": "corectness_reward"}}, "rewards[0].params.reward.name"),
         ({"reward": {"name": "correctness_reward"}, "target_tokens": 100, "max_tokens": 50}, "rewards[0].params.max_tokens"),
         ({"reward": {"name": "correctness_reward"}, "max_penalty": -1}, "rewards[0].params.max_penalty"),
+        ({"reward": {"params": {}}}, "rewards[0].params.reward"),
+        ({"reward": {"name": "correctness_reward", "params": {"colum": "a"}}}, "rewards[0].params.reward.params"),
     ],
 )
 def test_length_penalty_errors(params, field):

@@ -8,6 +8,7 @@ registry name below or a dotted import path to a function in TRL's reward signat
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import hashlib
@@ -176,7 +177,7 @@ def _import_dotted(path: str, field: str) -> Callable:
     return func
 
 
-def _as_spec(spec: Any, i: int) -> RewardSpec:
+def _as_spec(spec: Any, field: str) -> RewardSpec:
     if isinstance(spec, RewardSpec):
         return spec
     if isinstance(spec, str):  # a bare name is a spec with default parameters
@@ -185,7 +186,7 @@ def _as_spec(spec: Any, i: int) -> RewardSpec:
         return RewardSpec.model_validate(spec)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
-        raise UserInputError(f"rewards[{i}]", f"not a reward spec {{name, params, weight}}: {problems}") from None
+        raise UserInputError(field, f"not a reward spec {{name, params, weight}}: {problems}") from None
 
 
 def _build_one(spec: RewardSpec, field: str) -> Callable:
@@ -197,7 +198,7 @@ def _build_one(spec: RewardSpec, field: str) -> Callable:
         if entry.get("wraps"):  # a wrapper's `reward` param is itself a spec: build it first
             if "reward" not in params:
                 raise UserInputError(f"{field}.params.reward", "required: the reward spec to wrap, e.g. {'name': 'correctness_reward'}")
-            params["reward"] = _build_one(_as_spec(params["reward"], 0), f"{field}.params.reward")
+            params["reward"] = _build_one(_as_spec(params["reward"], f"{field}.params.reward"), f"{field}.params.reward")
         accepted = list(inspect.signature(factory).parameters)
         unknown = [p for p in params if p not in accepted]
         if unknown:
@@ -234,10 +235,11 @@ def build_reward_funcs(specs: list[RewardSpec | dict | str]) -> list[Callable]:
         raise UserInputError("rewards", "expected a non-empty list of reward specs like [{'name': 'format_reward'}]")
     funcs, seen = [], set()
     for i, raw in enumerate(specs):
-        spec = _as_spec(raw, i)
+        spec = _as_spec(raw, f"rewards[{i}]")
         func = _build_one(spec, f"rewards[{i}]")
         name = getattr(func, "__name__", None) or type(func).__name__
-        if name in seen and hasattr(func, "params"):  # our NamedReward: safe to rename
+        if name in seen and isinstance(func, NamedReward):  # ours: rename a copy (it may be a module-level default)
+            func = copy.copy(func)
             func.__name__ = f"{name}_{i}"
         seen.add(getattr(func, "__name__", name))
         funcs.append(func)
@@ -246,7 +248,7 @@ def build_reward_funcs(specs: list[RewardSpec | dict | str]) -> list[Callable]:
 
 def reward_weights(specs: list[RewardSpec | dict | str]) -> list[float]:
     """The weights of `specs`, in order (GRPOConfig.reward_weights)."""
-    return [_as_spec(s, i).weight for i, s in enumerate(specs)]
+    return [_as_spec(s, f"rewards[{i}]").weight for i, s in enumerate(specs)]
 
 
 def _library_sources() -> list[Path]:
@@ -273,7 +275,7 @@ def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
     they call may live beside them). Changing a parameter, a weight, or a line of code changes the hash.
     """
     digest = hashlib.sha256()
-    parsed = [_as_spec(s, i) for i, s in enumerate(specs)]
+    parsed = [_as_spec(s, f"rewards[{i}]") for i, s in enumerate(specs)]
     digest.update(json.dumps([s.model_dump() for s in parsed], sort_keys=True, default=repr).encode())
     funcs = build_reward_funcs(parsed)
     # Registry names, and dotted paths to this library's own rewards (mcp_server.rewards.format_reward).
