@@ -213,14 +213,14 @@ FENCED_BAD = "```python\ndef add(a, b):\n    return a * b\n```"
 def test_code_execution_reward_in_both_formats(conversational):
     texts = [FENCED_GOOD, FENCED_BAD, "def add(a, b): return a + b", ATTACKS["fork_bomb"], ATTACKS["output_flood"]]
     completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
-    (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 4}}])
+    (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 6}}])
     tests = ["assert add(2, 3) == 5", ["assert add(2, 3) == 5", "assert add(0, 0) == 0"], GOOD[1], GOOD[1], GOOD[1]]
     assert reward(completions, tests=tests) == [1.0, 0.0, 1.0, 0.0, 0.0]
 
 
 def test_code_tag_and_params():
     (reward,) = build_reward_funcs(
-        [{"name": "code_execution_reward", "params": {"code_tag": "code", "tests_column": "checks", "timeout_s": 4}}]
+        [{"name": "code_execution_reward", "params": {"code_tag": "code", "tests_column": "checks", "timeout_s": 6}}]
     )
     assert reward(["<code>x = 1</code>", "x = 1"], checks=["assert x == 1"] * 2) == [1.0, 0.0]
     from mcp_server.errors import UserInputError
