@@ -95,7 +95,7 @@ class Validation(BaseModel):
 
 
 class Lever(BaseModel):
-    name: str = Field(description="Stable lever id: vllm_sleep_mode, adamw_8bit, gradient_checkpointing, lora, qlora, "
+    name: str = Field(description="Stable lever id: bf16_weights, vllm_sleep_mode, adamw_8bit, gradient_checkpointing, lora, qlora, "
                       "beta_zero, vllm_server_mode, lower_vllm_memory, shorter_completions, smaller_micro_batch, "
                       "chunked_loss, zero3.")
     description: str = Field(description="What it changes and what it costs.")
@@ -107,7 +107,8 @@ class Lever(BaseModel):
 
 
 class LeverSet(BaseModel):
-    levers: list[str] = Field(description="The smallest set of levers that fits (fewest changes, then least cost).")
+    levers: list[str] = Field(description="The smallest set of levers that fits: least total change to the run (each "
+                              "lever weighted by its cost in speed, quality or setup), then fewest levers.")
     patch: dict[str, Any] = Field(description="All their config changes merged.")
     peak_gib: float = Field(description="Peak GiB per GPU with the set applied.")
     headroom_gib: float = Field(description="Capacity minus peak with the set applied.")
@@ -155,7 +156,7 @@ class MemoryPlan(BaseModel):
     fits: bool = Field(description="peak_gib <= capacity_gib.")
     server: ServerGPUPlan | None = Field(default=None, description="The vLLM server GPUs, in server mode.")
     levers: list[Lever] = Field(default_factory=list, description="Applicable levers, most GiB saved first (when it does not fit or is tight).")
-    recommended: LeverSet | None = Field(default=None, description="The smallest set of levers that fits, when the run does not fit as is.")
+    recommended: LeverSet | None = Field(default=None, description="The smallest set of levers that fits (with 10% headroom when possible), when the run does not fit or is tight.")
     anchor: SizeClassAnchor = Field(description="The size-class rule of thumb as a cross-check.")
     speed: RolloutSpeed = Field(description="Rollout and step time estimate from the GPU's memory bandwidth.")
     notes: list[str] = Field(default_factory=list, description="Assumptions and warnings.")

@@ -86,6 +86,17 @@ CATALOG: dict[str, Architecture] = {
 }
 
 
+# Context length (max_position_embeddings of each config.json), by hub-id prefix; the first match wins.
+_CONTEXT = [
+    ("Qwen/Qwen2.5-Math", 4096), ("Qwen/Qwen2", 32768), ("Qwen/Qwen3", 40960), ("meta-llama/", 131072),
+    ("google/gemma-2", 8192), ("google/gemma-3-1b", 32768), ("google/gemma-3", 131072),
+    ("mistralai/Mistral-7B", 32768), ("mistralai/Mistral-Nemo", 1024000), ("mistralai/Mistral-Small", 32768),
+    ("microsoft/phi-4", 16384), ("microsoft/", 131072), ("openai/", 131072), ("deepseek-ai/", 131072),
+]
+for _hub_id, _arch in CATALOG.items():
+    _arch.max_position_embeddings = next(n for prefix, n in _CONTEXT if _hub_id.startswith(prefix))
+
+
 def _key(name: str) -> str:
     name = name.strip().lower().split("/")[-1]
     name = re.sub(r"-(instruct|it|chat|base)(-\d+)?$", "", name)

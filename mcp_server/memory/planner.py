@@ -119,12 +119,18 @@ def _read_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[str, 
         if not isinstance(loaded, dict):
             raise UserInputError("config_path", f"{path} is not a mapping of config fields")
         cfg.update(loaded)
+        rewards_json = path.parent / "rewards.json"
+        if rewards_json.is_file():
+            try:
+                recipe["_rewards"] = json.loads(rewards_json.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                pass
         request_json = path.parent / "request.json"
         if request_json.is_file():
             try:
-                recipe = json.loads(request_json.read_text(encoding="utf-8"))
+                recipe.update(json.loads(request_json.read_text(encoding="utf-8")))
             except (OSError, json.JSONDecodeError):
-                recipe = {}
+                pass
     if request.config:
         cfg.update(request.config)
     return cfg, recipe
@@ -422,6 +428,8 @@ def compute_breakdown(arch: Architecture, params: ParamCount, s: RunSettings, ta
     if zero == 3 or s.fsdp:
         comp["weights"] += gathered / GIB
         notes["weights"] += f"; sharded over {training_gpus} GPUs + gathered layers"
+    if s.gradient_accumulation_steps > 1 and not s.peft:
+        notes["gradients"] = f"held across {s.gradient_accumulation_steps} accumulation micro-steps, beside the activations"
     if phase == "training" and not (s.gradient_accumulation_steps > 1 or s.peft) and grads > activations + logits:
         comp["activations"] = comp["logits"] = 0.0
         notes["gradients"] = "one micro-step: the full gradients outgrow the activations they replace"
@@ -522,10 +530,12 @@ def estimate_speed(arch: Architecture, params: ParamCount, s: RunSettings, targe
 
 
 # --------------------------------------------------------------------------- levers
-_LEVER_COST = {  # what a lever costs the run: lower is preferred when sets are equally small
-    "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "lower_vllm_memory": 1, "gradient_checkpointing": 2,
-    "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3, "vllm_server_mode": 3, "lora": 4,
-    "shorter_completions": 5, "qlora": 6,
+# How much a lever changes the run (speed, quality, setup). The recommended set is the one of least total cost
+# that fits: three free switches beat QLoRA. Ties go to fewer levers, then to the lower peak.
+_LEVER_COST = {
+    "bf16_weights": 1, "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "lower_vllm_memory": 1,
+    "gradient_checkpointing": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3, "vllm_server_mode": 3,
+    "lora": 5, "shorter_completions": 6, "qlora": 7,
 }
 
 
@@ -540,6 +550,9 @@ def candidate_levers(arch: Architecture, params: ParamCount, s: RunSettings, tar
         if util < s.vllm_gpu_memory_utilization:
             out.append(("lower_vllm_memory", f"Give vLLM {util:.2f} of the GPU: its weights plus the KV cache "
                         "of one generation round.", {"vllm_gpu_memory_utilization": util}))
+    if s.dtype == "float32" and not (target.gpu and not target.gpu.bf16):
+        out.append(("bf16_weights", "Load the weights in bfloat16 (TRL loads float32 by default): halves weights, "
+                    "gradients and optimizer state.", {"dtype": "bfloat16"}))
     if s.optim.lower() not in EIGHT_BIT_OPTIMS and not s.optim.lower().startswith(("sgd", "adafactor")):
         out.append(("adamw_8bit", "8-bit AdamW (bitsandbytes): optimizer state from 8 (or 16) to 2 bytes per "
                     "trained parameter; quality is on par.", {"optim": "adamw_8bit"}))
@@ -591,21 +604,49 @@ def apply_patch(s: RunSettings, patch: dict[str, Any]) -> RunSettings:
     return s.model_copy(update=update)
 
 
-def _validate(cfg: dict[str, Any], patch: dict[str, Any], target: _Target) -> Validation:
-    """The run's config with `patch` merged, checked by the recipe validator."""
-    try:
-        from mcp_server.recipe.models import ValidateRequest
-        from mcp_server.recipe.validate import validate_config
-    except ImportError:
-        return Validation(valid=None, errors=["validator not available (mcp_server.recipe.validate)"])
-    merged = {**cfg, **patch}
-    try:
-        result = validate_config(ValidateRequest(config=merged, gpu=target.gpu.name if target.gpu else None,
-                                                 num_gpus=target.num_gpus))
-    except UserInputError as exc:
-        return Validation(valid=False, errors=[str(exc)])
-    errors = [f"{f.code}: {f.message}" for f in result.findings if f.severity == "error"]
-    return Validation(valid=result.valid, errors=errors)
+class _Validator:
+    """Validates the run's config with a lever's patch merged, through the recipe validator.
+
+    A lever is judged on the errors it adds: errors the run's config already has are reported once in the notes.
+    """
+
+    def __init__(self, cfg: dict[str, Any], rewards: list | None, target: _Target, enabled: bool):
+        self.cfg, self.rewards, self.target, self.enabled = cfg, rewards, target, enabled
+        self.core = None
+        self.base_errors: set[str] = set()
+        if not enabled:
+            return
+        try:
+            from mcp_server.recipe.validate import validate_values
+        except ImportError:
+            return
+        self.core = validate_values
+        self.base_errors = set(self._errors({}) or [])
+
+    def _errors(self, patch: dict[str, Any]) -> list[str] | None:
+        if self.core is None:
+            return None
+        gpu = self.target.gpu.name if self.target.gpu else "H100"
+        try:
+            result = self.core({**self.cfg, **patch}, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards)
+        except UserInputError as exc:
+            return [str(exc)]
+        return [f"{f.code}: {f.message}" for f in result.findings if f.severity == "error"]
+
+    def check(self, patch: dict[str, Any]) -> Validation | None:
+        if not self.enabled:
+            return None
+        errors = self._errors(patch)
+        if errors is None:
+            return Validation(valid=None, errors=["validator not available (mcp_server.recipe.validate)"])
+        new = [e for e in errors if e not in self.base_errors]
+        return Validation(valid=not new, errors=new)
+
+
+def _default_rewards():
+    from mcp_server.recipe.models import default_rewards
+
+    return default_rewards()
 
 
 def _base_config_for_validation(cfg: dict[str, Any], model: str, s: RunSettings) -> dict[str, Any]:
@@ -629,7 +670,7 @@ def _base_config_for_validation(cfg: dict[str, Any], model: str, s: RunSettings)
     return base
 
 
-def rank_levers(arch, params, s, target, bd, cfg, model, validate: bool) -> tuple[list[Lever], LeverSet | None]:
+def rank_levers(arch, params, s, target, bd, validator: _Validator) -> tuple[list[Lever], LeverSet | None]:
     cands = candidate_levers(arch, params, s, target, bd)
     cap = target.capacity_gib
     levers: list[Lever] = []
@@ -659,23 +700,18 @@ def rank_levers(arch, params, s, target, bd, cfg, model, validate: bool) -> tupl
                 b = compute_breakdown(arch, params, apply_patch(s, patch), target)
                 ok = b.peak <= cap * (1 - TIGHT_FRACTION) if want_margin else b.peak <= cap
                 if ok and not b.problems:
-                    key = (sum(_LEVER_COST[n] for n in combo), b.peak)
+                    key = (sum(_LEVER_COST[n] for n in combo), len(combo), b.peak)
                     if best is None or key < best[0]:
                         best = (key, combo, patch, b.peak)
-            if best:
-                break
         if best:
             break
     recommended = None
-    base_cfg = _base_config_for_validation(cfg, model, s)
     if best:
         _, combo, patch, peak = best
         recommended = LeverSet(levers=list(combo), patch=patch, peak_gib=round(peak, 2),
-                               headroom_gib=round(cap - peak, 2),
-                               validation=_validate(base_cfg, patch, target) if validate else None)
-    if validate:
-        for lv in levers:
-            lv.validation = _validate(base_cfg, lv.patch, target)
+                               headroom_gib=round(cap - peak, 2), validation=validator.check(patch))
+    for lv in levers:
+        lv.validation = validator.check(lv.patch)
     return levers, recommended
 
 
@@ -736,6 +772,7 @@ def size_class_anchor(arch: Architecture, params: ParamCount, s: RunSettings) ->
 # --------------------------------------------------------------------------- entry point
 def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
     cfg, recipe = _read_config(request)
+    recipe_rewards = recipe.get("_rewards")
     model, arch = resolve_model(request, cfg)
     s = resolve_settings(request, cfg)
     if s.finetune == "full" and recipe.get("finetune") in ("lora", "qlora") and request.finetune is None:
@@ -748,9 +785,14 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
     status = _status(bd.peak, cap) if not bd.problems else "does_not_fit"
     levers: list[Lever] = []
     recommended = None
-    if status != "fits":
-        levers, recommended = rank_levers(arch, params, s, target, bd, cfg, model, request.validate_levers)
     notes = list(bd.problems)
+    if status != "fits":
+        rewards = recipe_rewards if cfg else [r.model_dump() for r in _default_rewards()]
+        validator = _Validator(_base_config_for_validation(cfg, model, s), rewards, target, request.validate_levers)
+        levers, recommended = rank_levers(arch, params, s, target, bd, validator)
+        if validator.base_errors:
+            notes.append("the run's config is already invalid (" + "; ".join(sorted(validator.base_errors))
+                         + "); levers are judged on the errors they add")
     notes += _notes(arch, params, s, target, cfg, request)
     if status != "fits" and recommended is None:
         notes.append("No combination of levers fits this GPU: use a bigger GPU class, more GPUs, or a smaller model.")
