@@ -406,6 +406,92 @@ def add_evaluation_commands(sub) -> None:
     p.set_defaults(handler=cmd_demo)
 
 
+# ---------------------------------------------------------------- memory planner (H2)
+def _human_plan(plan) -> str:
+    head = {"fits": "FITS", "tight": "FITS (TIGHT)", "does_not_fit": "DOES NOT FIT"}[plan.status]
+    lines = [
+        f"{head}: {plan.model} on {plan.num_gpus}x {plan.gpu} ({plan.capacity_gib:.1f} GiB each)",
+        f"  {plan.params.total/1e9:.2f}B params, {plan.trainable_params/1e6:.1f}M trained; "
+        f"peak {plan.peak_gib:.1f} GiB in {plan.peak_phase}, headroom {plan.headroom_gib:+.1f} GiB",
+    ]
+    lines += [f"    {c.name:<20} {c.gib:8.2f} GiB  {c.note}" for c in plan.breakdown]
+    if plan.server:
+        lines.append(f"  vLLM server: {plan.server.gpus} GPU(s), weights {plan.server.weights_gib} GiB, "
+                     f"KV {plan.server.kv_cache_gib} GiB")
+    if plan.levers:
+        lines.append("  levers (GiB saved alone):")
+        for lv in plan.levers:
+            check = "" if lv.validation is None or lv.validation.valid is None else (
+                "  (validates)" if lv.validation.valid else f"  (INVALID: {'; '.join(lv.validation.errors)})")
+            lines.append(f"    {lv.name:<24} -{lv.saves_gib:6.1f}  {lv.patch}{check}")
+    if plan.recommended:
+        r = plan.recommended
+        lines.append(f"  smallest set that fits: {', '.join(r.levers)} -> {r.peak_gib:.1f} GiB; set {r.patch}")
+    lines.append(f"  anchor ({plan.anchor.size_class}): {plan.anchor.statement}")
+    if plan.anchor.consistent is not None:
+        lines.append(f"    planner: {plan.anchor.planner_check} [{'agrees' if plan.anchor.consistent else 'DISAGREES'}]")
+    sp = plan.speed
+    lines.append(f"  speed ({sp.engine}, {sp.bandwidth_gbs:.0f} GB/s): {sp.rollout_tokens_per_s:.0f} tok/s rollout, "
+                 f"{sp.step_s:.0f} s/step; {sp.verdict}")
+    lines += [f"  note: {n}" for n in plan.notes]
+    return "\n".join(lines)
+
+
+def cmd_plan_memory(args) -> int:
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    data = _load_json_arg(args.request, "request") or {}
+    for key in ("model", "config_path", "gpu", "gpu_memory_gib", "num_gpus", "finetune", "lora_r", "optim", "dtype",
+                "beta", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+                "prompt_length", "max_completion_length", "vllm_mode", "vllm_gpu_memory_utilization",
+                "zero_stage", "max_steps"):
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    for key in ("gradient_checkpointing", "use_vllm", "vllm_enable_sleep_mode", "use_liger_kernel"):
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    if args.no_validate:
+        data["validate_levers"] = False
+    plan = plan_memory(_parse_model(MemoryPlanRequest, data, "request"))
+    _print(plan, args.json, _human_plan)
+    return 0 if plan.fits else 1
+
+
+def add_memory_commands(sub) -> None:
+    p = sub.add_parser("plan-memory", help="Will a GRPO run fit the GPU? Breakdown, levers, anchor, rollout speed. "
+                       "Exit 0 when it fits, 1 when not.")
+    p.add_argument("--request", help="The whole MemoryPlanRequest as JSON (inline or @file.json); flags override it.")
+    p.add_argument("--model", help="Catalog name (qwen2.5-7b, Qwen/Qwen3-8B...), local model dir or config.json, or 'tiny'.")
+    p.add_argument("--config", dest="config_path", help="A train/config.yaml (or run directory) from emit-config.")
+    p.add_argument("--gpu", help="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark...).")
+    p.add_argument("--gpu-memory-gib", type=float, help="Raw GPU memory in GiB, for a GPU not in the catalog.")
+    p.add_argument("--num-gpus", type=int, help="GPUs on the target.")
+    p.add_argument("--finetune", choices=["full", "lora", "qlora"])
+    p.add_argument("--lora-r", type=int)
+    p.add_argument("--optim", help="adamw_torch_fused, adamw_8bit, paged_adamw_8bit, adafactor...")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"])
+    p.add_argument("--beta", type=float)
+    p.add_argument("--num-generations", type=int)
+    p.add_argument("--per-device-train-batch-size", type=int)
+    p.add_argument("--gradient-accumulation-steps", type=int)
+    p.add_argument("--prompt-length", type=int, help="Longest prompt in tokens.")
+    p.add_argument("--max-completion-length", type=int)
+    p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--use-vllm", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--vllm-mode", choices=["colocate", "server"])
+    p.add_argument("--vllm-gpu-memory-utilization", type=float)
+    p.add_argument("--vllm-enable-sleep-mode", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--use-liger-kernel", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
+    p.add_argument("--max-steps", type=int, help="Training steps, for the total time.")
+    p.add_argument("--no-validate", action="store_true", help="Skip validating each lever's config change.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_plan_memory)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-finetuning", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -435,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_inspection_commands(sub)  # inspection gate (H6)
     add_rewards_commands(sub)  # rewards (H1)
+    add_memory_commands(sub)  # memory planner (H2)
     add_evaluation_commands(sub)  # evaluation, promotion, export, demo (H7)
 
     return parser

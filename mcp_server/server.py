@@ -143,6 +143,22 @@ def export_model(request: ExportRequest) -> ExportResult:
     return core(request)
 
 
+# ---------------------------------------------------------------- memory planner (H2)
+from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest  # noqa: E402  (pydantic only: keeps start-up fast)
+
+
+@mcp.tool()
+def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
+    """Will this GRPO run fit? Per-GPU GiB breakdown (weights, gradients, optimizer state, reference model,
+    activations, logits, vLLM weights and KV cache, overhead), the peak and headroom; when it does not fit,
+    the levers ranked by GiB saved and the smallest set that fits, each as a validated config change; the
+    size-class anchor as a cross-check; rollout speed from the GPU's memory bandwidth. Give a model (catalog
+    name, local path) or a train/config.yaml from emit_grpo_config, and the GPU type and count."""
+    from mcp_server.memory.planner import plan_memory as core
+
+    return core(request)
+
+
 # ---------------------------------------------------------------- content (H3): /finetune prompt, references
 def _register_content() -> None:
     """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness
