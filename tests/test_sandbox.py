@@ -15,6 +15,10 @@ import pytest
 from mcp_server.rewards import build_reward_funcs
 from mcp_server.rewards.sandbox import Limits, SandboxUnavailable, check_sandbox, run_many, run_python
 
+# The sandbox tests need bubblewrap itself; without it only the refusal test can run (and must pass).
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
+)
 FAST = Limits(timeout_s=6.0, max_output_bytes=16 * 1024)  # generous: the CPU is shared with other suites
 GOOD = ("def add(a, b):\n    return a + b\n", "def test_add():\n    assert add(2, 3) == 5\n")
 
@@ -23,6 +27,7 @@ def run(code: str, tests: str = "", limits: Limits = FAST):
     return run_python(code, tests, limits)
 
 
+@needs_bwrap
 def test_verdicts_follow_the_tests():
     assert run(*GOOD).passed
     assert not run("def add(a, b):\n    return a - b\n", GOOD[1]).passed
@@ -43,6 +48,7 @@ def test_verdicts_follow_the_tests():
         "import os\nos.write(1, b'\\nPASS\\n')\nos._exit(0)\n",
     ],
 )
+@needs_bwrap
 def test_faking_success_does_not_pass(code):
     assert not run(code, GOOD[1]).passed
 
@@ -64,6 +70,7 @@ ATTACKS = {
 }
 
 
+@needs_bwrap
 def test_a_batch_of_attacks_leaves_the_good_completions_unharmed():
     """Each attack (with a correct solution appended, so only the attack can fail it) runs between good ones."""
     jobs = [GOOD]
@@ -89,6 +96,7 @@ def _host_processes_with(marker: str) -> list[int]:
     return found
 
 
+@needs_bwrap
 def test_background_processes_die_with_the_sandbox():
     marker = f"marker-{uuid.uuid4().hex}"
     code = (
@@ -105,6 +113,7 @@ def test_background_processes_die_with_the_sandbox():
 
 
 # ---------------------------------------------------------------- isolation (each probe passes only when isolated)
+@needs_bwrap
 def test_no_host_environment_variables(monkeypatch):
     monkeypatch.setenv("LLM_FT_TEST_SECRET", "hunter2")
     probe = (
@@ -122,6 +131,7 @@ def test_no_host_environment_variables(monkeypatch):
     assert result.passed, result.output
 
 
+@needs_bwrap
 def test_no_host_home_credentials_or_files(tmp_path):
     secret = tmp_path / "id_rsa"
     secret.write_text("PRIVATE KEY")
@@ -136,6 +146,7 @@ def test_no_host_home_credentials_or_files(tmp_path):
     assert result.passed, result.output
 
 
+@needs_bwrap
 def test_system_is_read_only_and_tmp_is_private(tmp_path):
     host_marker = Path("/tmp") / f"host-{uuid.uuid4().hex}"
     host_marker.write_text("host")
@@ -160,6 +171,7 @@ def test_system_is_read_only_and_tmp_is_private(tmp_path):
         host_marker.unlink()
 
 
+@needs_bwrap
 def test_no_network_not_even_to_the_host():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -187,6 +199,7 @@ def test_no_network_not_even_to_the_host():
         server.close()
 
 
+@needs_bwrap
 def test_host_processes_are_invisible_and_unkillable():
     probe = (
         "import os, signal\n"
@@ -209,6 +222,7 @@ FENCED_GOOD = "Here:\n```python\ndef add(a, b):\n    return a + b\n```\n"
 FENCED_BAD = "```python\ndef add(a, b):\n    return a * b\n```"
 
 
+@needs_bwrap
 @pytest.mark.parametrize("conversational", [False, True])
 def test_code_execution_reward_in_both_formats(conversational):
     texts = [FENCED_GOOD, FENCED_BAD, "def add(a, b): return a + b", ATTACKS["fork_bomb"], ATTACKS["output_flood"]]
@@ -218,6 +232,7 @@ def test_code_execution_reward_in_both_formats(conversational):
     assert reward(completions, tests=tests) == [1.0, 0.0, 1.0, 0.0, 0.0]
 
 
+@needs_bwrap
 def test_code_tag_and_params():
     (reward,) = build_reward_funcs(
         [{"name": "code_execution_reward", "params": {"code_tag": "code", "tests_column": "checks", "timeout_s": 6}}]
