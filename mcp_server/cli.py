@@ -228,11 +228,11 @@ def add_inspection_commands(sub) -> None:
     p.add_argument("--dataset-split", help="Split to read (default train).")
     p.add_argument("--prompt-column", help="Prompt column (default prompt).")
     p.add_argument("--num-prompts", type=int, help="Prompts to draw (default 64 // n).")
-    p.add_argument("--n", type=int, help="Completions per prompt (default: num_generations, else 4).")
+    p.add_argument("--n", type=int, help="Completions per prompt (default: num_generations, else TRL's 8).")
     p.add_argument("--temperature", type=float)
     p.add_argument("--top-p", type=float)
     p.add_argument("--top-k", type=int)
-    p.add_argument("--max-new-tokens", type=int, help="Default: max_completion_length from the config, else 256.")
+    p.add_argument("--max-new-tokens", type=int, help="Default: max_completion_length from the config, else TRL's 512.")
     p.add_argument("--seed", type=int)
     p.add_argument("--engine", choices=["auto", "transformers", "vllm"])
     p.add_argument("--batch-size", type=int, help="Sequences per generate call (default 64).")
@@ -291,6 +291,127 @@ def add_rewards_commands(sub) -> None:
     p = sub.add_parser("list-rewards", help="List the reward registry: names, what each scores, parameters.")
     p.add_argument("--json", action="store_true", help="Print the result as JSON.")
     p.set_defaults(handler=cmd_list_rewards)
+
+
+# ---------------------------------------------------------------- memory planner (H2)
+def _human_plan(plan) -> str:
+    head = {"fits": "FITS", "tight": "FITS (TIGHT)", "does_not_fit": "DOES NOT FIT"}[plan.status]
+    lines = [
+        f"{head}: {plan.model} on {plan.num_gpus}x {plan.gpu} ({plan.capacity_gib:.1f} GiB each)",
+        f"  {plan.params.total/1e9:.2f}B params, {plan.trainable_params/1e6:.1f}M trained; "
+        f"peak {plan.peak_gib:.1f} GiB in {plan.peak_phase}, headroom {plan.headroom_gib:+.1f} GiB",
+    ]
+    lines += [f"    {c.name:<20} {c.gib:8.2f} GiB  {c.note}" for c in plan.breakdown]
+    if plan.server:
+        lines.append(f"  vLLM server: {plan.server.gpus} GPU(s), weights {plan.server.weights_gib} GiB, "
+                     f"KV {plan.server.kv_cache_gib} GiB")
+    if plan.levers:
+        lines.append("  levers (GiB saved alone):")
+        for lv in plan.levers:
+            check = "" if lv.validation is None or lv.validation.valid is None else (
+                "  (validates)" if lv.validation.valid else f"  (INVALID: {'; '.join(lv.validation.errors)})")
+            lines.append(f"    {lv.name:<24} -{lv.saves_gib:6.1f}  {lv.patch}{check}")
+    if plan.recommended:
+        r = plan.recommended
+        lines.append(f"  smallest set that fits: {', '.join(r.levers)} -> {r.peak_gib:.1f} GiB; set {r.patch}")
+    lines.append(f"  anchor ({plan.anchor.size_class}): {plan.anchor.statement}")
+    if plan.anchor.consistent is not None:
+        lines.append(f"    planner: {plan.anchor.planner_check} [{'agrees' if plan.anchor.consistent else 'DISAGREES'}]")
+    sp = plan.speed
+    lines.append(f"  speed ({sp.engine}, {sp.bandwidth_gbs:.0f} GB/s): {sp.rollout_tokens_per_s:.0f} tok/s rollout, "
+                 f"{sp.step_s:.0f} s/step; {sp.verdict}")
+    lines += [f"  note: {n}" for n in plan.notes]
+    return "\n".join(lines)
+
+
+def cmd_plan_memory(args) -> int:
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    data = _load_json_arg(args.request, "request") or {}
+    for key in ("model", "config_path", "gpu", "gpu_memory_gib", "num_gpus", "finetune", "lora_r", "optim", "dtype",
+                "beta", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+                "prompt_length", "max_completion_length", "vllm_mode", "vllm_gpu_memory_utilization",
+                "zero_stage", "max_steps"):
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    for key in ("gradient_checkpointing", "use_vllm", "vllm_enable_sleep_mode", "use_liger_kernel"):
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    if args.no_validate:
+        data["validate_levers"] = False
+    plan = plan_memory(_parse_model(MemoryPlanRequest, data, "request"))
+    _print(plan, args.json, _human_plan)
+    return 0 if plan.fits else 1
+
+
+def add_memory_commands(sub) -> None:
+    p = sub.add_parser("plan-memory", help="Will a GRPO run fit the GPU? Breakdown, levers, anchor, rollout speed. "
+                       "Exit 0 when it fits, 1 when not.")
+    p.add_argument("--request", help="The whole MemoryPlanRequest as JSON (inline or @file.json); flags override it.")
+    p.add_argument("--model", help="Catalog name (qwen2.5-7b, Qwen/Qwen3-8B...), local model dir or config.json, or 'tiny'.")
+    p.add_argument("--config", dest="config_path", help="A train/config.yaml (or run directory) from emit-config.")
+    p.add_argument("--gpu", help="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark...).")
+    p.add_argument("--gpu-memory-gib", type=float, help="Raw GPU memory in GiB, for a GPU not in the catalog.")
+    p.add_argument("--num-gpus", type=int, help="GPUs on the target.")
+    p.add_argument("--finetune", choices=["full", "lora", "qlora"])
+    p.add_argument("--lora-r", type=int)
+    p.add_argument("--optim", help="adamw_torch_fused, adamw_8bit, paged_adamw_8bit, adafactor...")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"])
+    p.add_argument("--beta", type=float)
+    p.add_argument("--num-generations", type=int)
+    p.add_argument("--per-device-train-batch-size", type=int)
+    p.add_argument("--gradient-accumulation-steps", type=int)
+    p.add_argument("--prompt-length", type=int, help="Longest prompt in tokens.")
+    p.add_argument("--max-completion-length", type=int)
+    p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--use-vllm", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--vllm-mode", choices=["colocate", "server"])
+    p.add_argument("--vllm-gpu-memory-utilization", type=float)
+    p.add_argument("--vllm-enable-sleep-mode", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--use-liger-kernel", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
+    p.add_argument("--max-steps", type=int, help="Training steps, for the total time.")
+    p.add_argument("--no-validate", action="store_true", help="Skip validating each lever's config change.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_plan_memory)
+
+
+# ---------------------------------------------------------------- diagnosis (H5)
+def _human_diagnosis(d) -> str:
+    icons = {"error": "ERROR  ", "warning": "WARN   ", "info": "INFO   "}
+    lines = [f"{d.summary}", f"  source: {d.source} ({d.source_kind}, {d.steps_logged} logged steps)"]
+    for f in d.findings:
+        lines.append(f"  {icons[f.severity]}{f.code}: {f.explanation}")
+        for e in f.evidence[:4]:
+            where = f" @ step {e.step}" if e.step is not None else ""
+            lines.append(f"         {e.metric}{where} = {e.value}")
+        if f.patch:
+            checked = {True: "validates", False: "does NOT validate", None: "not checked"}[f.patch_valid]
+            lines.append(f"         patch ({checked}): {json.dumps(f.patch)}")
+    return "\n".join(lines)
+
+
+def cmd_diagnose_run(args) -> int:
+    from mcp_server.training.diagnose import diagnose
+
+    result = diagnose(args.source, config=args.config, log=args.log, validate_patches=not args.no_validate)
+    _print(result, args.json, _human_diagnosis)
+    return 0 if result.healthy else 1
+
+
+def add_diagnosis_commands(sub) -> None:
+    p = sub.add_parser("diagnose-run", help="Diagnose a training run from its metrics (run dir, progress.jsonl, "
+                       "trainer_state.json, CSV/JSONL export) and log. Exit 0 when healthy, 1 with problems.")
+    p.add_argument("source", help="Run directory (or name under runs/), progress.jsonl, trainer_state.json, "
+                   ".csv/.jsonl metrics export, or a stdout log.")
+    p.add_argument("--config", help="The run's YAML config (default: <run>/train/config.yaml when present).")
+    p.add_argument("--log", help="The run's stdout log (default: <run>/train/logs/stdout.log when present).")
+    p.add_argument("--no-validate", action="store_true", help="Skip validating the patches (faster; no TRL import).")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_diagnose_run)
 
 
 # ---------------------------------------------------------------- evaluation, promotion, export, demo (H7)
@@ -406,90 +527,144 @@ def add_evaluation_commands(sub) -> None:
     p.set_defaults(handler=cmd_demo)
 
 
-# ---------------------------------------------------------------- memory planner (H2)
-def _human_plan(plan) -> str:
-    head = {"fits": "FITS", "tight": "FITS (TIGHT)", "does_not_fit": "DOES NOT FIT"}[plan.status]
-    lines = [
-        f"{head}: {plan.model} on {plan.num_gpus}x {plan.gpu} ({plan.capacity_gib:.1f} GiB each)",
-        f"  {plan.params.total/1e9:.2f}B params, {plan.trainable_params/1e6:.1f}M trained; "
-        f"peak {plan.peak_gib:.1f} GiB in {plan.peak_phase}, headroom {plan.headroom_gib:+.1f} GiB",
-    ]
-    lines += [f"    {c.name:<20} {c.gib:8.2f} GiB  {c.note}" for c in plan.breakdown]
-    if plan.server:
-        lines.append(f"  vLLM server: {plan.server.gpus} GPU(s), weights {plan.server.weights_gib} GiB, "
-                     f"KV {plan.server.kv_cache_gib} GiB")
-    if plan.levers:
-        lines.append("  levers (GiB saved alone):")
-        for lv in plan.levers:
-            check = "" if lv.validation is None or lv.validation.valid is None else (
-                "  (validates)" if lv.validation.valid else f"  (INVALID: {'; '.join(lv.validation.errors)})")
-            lines.append(f"    {lv.name:<24} -{lv.saves_gib:6.1f}  {lv.patch}{check}")
-    if plan.recommended:
-        r = plan.recommended
-        lines.append(f"  smallest set that fits: {', '.join(r.levers)} -> {r.peak_gib:.1f} GiB; set {r.patch}")
-    lines.append(f"  anchor ({plan.anchor.size_class}): {plan.anchor.statement}")
-    if plan.anchor.consistent is not None:
-        lines.append(f"    planner: {plan.anchor.planner_check} [{'agrees' if plan.anchor.consistent else 'DISAGREES'}]")
-    sp = plan.speed
-    lines.append(f"  speed ({sp.engine}, {sp.bandwidth_gbs:.0f} GB/s): {sp.rollout_tokens_per_s:.0f} tok/s rollout, "
-                 f"{sp.step_s:.0f} s/step; {sp.verdict}")
-    lines += [f"  note: {n}" for n in plan.notes]
+# ---------------------------------------------------------------- training: environment, launch, status (H4)
+def _human_env(r) -> str:
+    lines = [f"{r.verdict.upper()}: {r.allows}", f"  python: {r.python}"]
+    for g in r.gpus:
+        lines.append(f"  GPU {g.index}: {g.name}, {g.memory_gib:.0f} GiB, cc {g.compute_capability}, bf16 {'yes' if g.bf16 else 'no'}")
+    lines.append("  packages: " + ", ".join(f"{k} {v or '-'}" for k, v in r.packages.items()))
+    lines.append(f"  RAM {r.ram_gib} GiB, free disk {r.free_disk_gib} GiB" + (f", target {r.target}" if r.target else ""))
+    lines += [f"  BLOCKED  {b}" for b in r.blockers] + [f"  WARN     {w}" for w in r.warnings]
+    lines.append(f"  report: {r.report_path}")
     return "\n".join(lines)
 
 
-def cmd_plan_memory(args) -> int:
-    from mcp_server.memory.models import MemoryPlanRequest
-    from mcp_server.memory.planner import plan_memory
+def cmd_check_environment(args) -> int:
+    from mcp_server.training.environment import check_environment
+    from mcp_server.training.models import EnvironmentRequest
 
-    data = _load_json_arg(args.request, "request") or {}
-    for key in ("model", "config_path", "gpu", "gpu_memory_gib", "num_gpus", "finetune", "lora_r", "optim", "dtype",
-                "beta", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-                "prompt_length", "max_completion_length", "vllm_mode", "vllm_gpu_memory_utilization",
-                "zero_stage", "max_steps"):
-        value = getattr(args, key, None)
-        if value is not None:
-            data[key] = value
-    for key in ("gradient_checkpointing", "use_vllm", "vllm_enable_sleep_mode", "use_liger_kernel"):
-        value = getattr(args, key, None)
-        if value is not None:
-            data[key] = value
-    if args.no_validate:
-        data["validate_levers"] = False
-    plan = plan_memory(_parse_model(MemoryPlanRequest, data, "request"))
-    _print(plan, args.json, _human_plan)
-    return 0 if plan.fits else 1
+    report = check_environment(EnvironmentRequest(run=args.run))
+    _print(report, args.json, _human_env)
+    return 1 if report.verdict == "blocked" else 0
 
 
-def add_memory_commands(sub) -> None:
-    p = sub.add_parser("plan-memory", help="Will a GRPO run fit the GPU? Breakdown, levers, anchor, rollout speed. "
-                       "Exit 0 when it fits, 1 when not.")
-    p.add_argument("--request", help="The whole MemoryPlanRequest as JSON (inline or @file.json); flags override it.")
-    p.add_argument("--model", help="Catalog name (qwen2.5-7b, Qwen/Qwen3-8B...), local model dir or config.json, or 'tiny'.")
-    p.add_argument("--config", dest="config_path", help="A train/config.yaml (or run directory) from emit-config.")
-    p.add_argument("--gpu", help="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark...).")
-    p.add_argument("--gpu-memory-gib", type=float, help="Raw GPU memory in GiB, for a GPU not in the catalog.")
-    p.add_argument("--num-gpus", type=int, help="GPUs on the target.")
-    p.add_argument("--finetune", choices=["full", "lora", "qlora"])
-    p.add_argument("--lora-r", type=int)
-    p.add_argument("--optim", help="adamw_torch_fused, adamw_8bit, paged_adamw_8bit, adafactor...")
-    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"])
-    p.add_argument("--beta", type=float)
-    p.add_argument("--num-generations", type=int)
-    p.add_argument("--per-device-train-batch-size", type=int)
-    p.add_argument("--gradient-accumulation-steps", type=int)
-    p.add_argument("--prompt-length", type=int, help="Longest prompt in tokens.")
-    p.add_argument("--max-completion-length", type=int)
-    p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--use-vllm", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--vllm-mode", choices=["colocate", "server"])
-    p.add_argument("--vllm-gpu-memory-utilization", type=float)
-    p.add_argument("--vllm-enable-sleep-mode", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--use-liger-kernel", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
-    p.add_argument("--max-steps", type=int, help="Training steps, for the total time.")
-    p.add_argument("--no-validate", action="store_true", help="Skip validating each lever's config change.")
+def _human_launch(r) -> str:
+    lines = [r.message]
+    for ref in r.refusals:
+        lines += [f"  REFUSED by the {ref.gate} gate: {ref.message}", f"     to clear: {ref.how_to_clear}"]
+    if r.launched:
+        lines += [f"  command: {' '.join(r.command)}", f"  log:     {r.log_path}"]
+    if r.slurm_script:
+        lines.append(f"  SLURM script: {r.slurm_script}")
+    return "\n".join(lines)
+
+
+def cmd_launch_training(args) -> int:
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    result = launch_training(_parse_model(LaunchRequest, {
+        "run": args.run, "strategy": args.strategy, "num_processes": args.num_processes,
+        "vllm_server_gpus": args.vllm_server_gpus, "num_nodes": args.num_nodes}, "request"))
+    _print(result, args.json, _human_launch)
+    return 0 if (result.launched or result.slurm_script) else 1
+
+
+def cmd_resume_training(args) -> int:
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    result = resume_training(RunRequest(run=args.run))
+    _print(result, args.json, _human_launch)
+    return 0 if result.launched else 1
+
+
+def _human_status(r) -> str:
+    lines = [r.message]
+    keys = ("reward", "reward_std", "kl", "entropy", "completion_mean_length", "clipped_ratio", "loss", "grad_norm")
+    shown = [f"{k}={r.latest[k]:.4g}" for k in keys if isinstance(r.latest.get(k), (int, float))]
+    if shown:
+        lines.append("  latest: " + ", ".join(shown))
+    if r.steps_per_s:
+        lines.append(f"  speed: {r.steps_per_s:.3g} steps/s" + (f", ETA {r.eta_s / 60:.1f} min" if r.eta_s is not None else ""))
+    for flag in r.health:
+        lines.append(f"  {flag.severity.upper():8}{flag.code}: {flag.explanation}")
+    if r.health_note:
+        lines.append(f"  health: {r.health_note}")
+    if r.state == "failed" and r.log_tail:
+        lines += ["  log tail:"] + [f"    {line}" for line in r.log_tail[-10:]]
+    if r.plot_path:
+        lines.append(f"  plot: {r.plot_path}")
+    return "\n".join(lines)
+
+
+def cmd_training_status(args) -> int:
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    _print(training_status(StatusRequest(run=args.run, plot=args.plot, log_lines=args.log_lines)), args.json, _human_status)
+    return 0
+
+
+def cmd_stop_training(args) -> int:
+    from mcp_server.training.models import StopRequest
+    from mcp_server.training.status import stop_training
+
+    result = stop_training(_parse_model(StopRequest, {"run": args.run, "timeout_s": args.timeout}, "request"))
+    _print(result, args.json, lambda r: r.message)
+    return 0
+
+
+def _human_runs(r) -> str:
+    if not r.runs:
+        return f"no runs under {r.runs_root}"
+    return "\n".join(f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
+                     for x in r.runs)
+
+
+def cmd_list_runs(args) -> int:
+    from mcp_server.training.status import list_runs
+
+    _print(list_runs(), args.json, _human_runs)
+    return 0
+
+
+def add_training_commands(sub) -> None:
+    p = sub.add_parser("check-environment", help="GPUs, CUDA, RAM, disk, package versions and a verdict; writes env-report.json.")
+    p.add_argument("--run", help="Judge against this run's target and write <run>/env-report.json.")
+    p.add_argument("--json", action="store_true", help="Print the report as JSON.")
+    p.set_defaults(handler=cmd_check_environment)
+
+    p = sub.add_parser("launch-training", help="Start a run's training (detached) once its gates pass.")
+    p.add_argument("run", help="Run directory or its name under runs/.")
+    p.add_argument("--strategy", default="auto", choices=["auto", "single", "ddp", "zero2", "zero3", "fsdp"])
+    p.add_argument("--num-processes", type=int, help="Training processes (default: from the run's target).")
+    p.add_argument("--vllm-server-gpus", type=int, help="GPUs for `trl vllm-serve` in vLLM server mode (default 1).")
+    p.add_argument("--num-nodes", type=int, default=1, help="Nodes; more than 1 writes a SLURM script.")
     p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_plan_memory)
+    p.set_defaults(handler=cmd_launch_training)
+
+    p = sub.add_parser("training-status", help="State, latest metrics, speed, ETA and health of a run.")
+    p.add_argument("run", help="Run directory or its name under runs/.")
+    p.add_argument("--plot", action="store_true", help="Also write <run>/progress.png.")
+    p.add_argument("--log-lines", type=int, default=20, help="Last lines of stdout.log to include.")
+    p.add_argument("--json", action="store_true", help="Print the status as JSON.")
+    p.set_defaults(handler=cmd_training_status)
+
+    p = sub.add_parser("stop-training", help="Stop a run gracefully (checkpoint saved), kill it after a timeout.")
+    p.add_argument("run", help="Run directory or its name under runs/.")
+    p.add_argument("--timeout", type=float, default=120.0, help="Seconds to wait before killing.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_stop_training)
+
+    p = sub.add_parser("resume-training", help="Continue a run from its latest checkpoint (same config hash).")
+    p.add_argument("run", help="Run directory or its name under runs/.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_resume_training)
+
+    p = sub.add_parser("list-runs", help="Every run under runs/ with its state.")
+    p.add_argument("--json", action="store_true", help="Print the list as JSON.")
+    p.set_defaults(handler=cmd_list_runs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -523,6 +698,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_rewards_commands(sub)  # rewards (H1)
     add_memory_commands(sub)  # memory planner (H2)
     add_evaluation_commands(sub)  # evaluation, promotion, export, demo (H7)
+    add_diagnosis_commands(sub)  # diagnosis (H5)
+    add_training_commands(sub)  # training: environment, launch, status (H4)
 
     return parser
 

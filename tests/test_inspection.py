@@ -80,6 +80,24 @@ def test_sampling_chat_prompts_stores_trl_shaped_samples(chat_run, tiny_model):
     assert result.truncated == sum(s["truncated"] for s in samples)
 
 
+def test_sampling_defaults_come_from_the_emitted_config(workspace, tiny_model):
+    """A run made by emit_grpo_config: model, data (a `datasets` entry), n and rewards come from the run."""
+    from mcp_server.recipe.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    emitted = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="emitted"))
+    result = sample_completions(SampleRequest(run=emitted.run_dir, max_new_tokens=8))
+    assert Path(result.model) == Path(tiny_model).resolve() and result.conversational
+    assert result.n == 8 and result.num_samples == 64  # num_generations 8 -> 8 prompts
+    train_rows = _lines(Path(emitted.run_dir) / "data" / "train.jsonl")
+    assert result.dataset_rows == len(train_rows)
+    questions = {r["question"] for r in train_rows}
+    assert all(s["columns"]["question"] in questions for s in _lines(result.samples_path))
+    inspected = inspect_rewards(InspectRequest(run=emitted.run_dir))
+    assert [s.name for s in inspected.rewards] == ["format_reward", "correctness_reward"]
+    assert inspected.rewards_source == "train/rewards.json"
+
+
 def test_sampling_is_reproducible_by_seed_from_a_parquet_file(workspace, tiny_model):
     import pyarrow as pa
     import pyarrow.parquet as pq

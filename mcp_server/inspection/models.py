@@ -30,9 +30,13 @@ class SampleRequest(BaseModel):
         "embedded arithmetic task, or a hub name (only when online). Default: dataset_name from train/config.yaml.",
     )
     dataset_config: str | None = Field(default=None, description="Hub data set configuration name, if any.")
-    dataset_split: str = Field(default="train", description="Split to read (hub data sets and parquet directories).")
-    prompt_column: str = Field(
-        default="prompt", description="Column holding the prompt: plain text, or a list of chat messages."
+    dataset_split: str | None = Field(
+        default=None, description="Split to read (hub data sets, directories). Default: the config's, else 'train'."
+    )
+    prompt_column: str | None = Field(
+        default=None,
+        description="Column holding the prompt: plain text, or a list of chat messages. Default: the run's "
+        "recipe (train/request.json), else 'prompt'.",
     )
     num_prompts: int | None = Field(
         default=None,
@@ -46,18 +50,18 @@ class SampleRequest(BaseModel):
         ge=1,
         le=64,
         description="Completions per prompt (the GRPO group size k). Default: num_generations from "
-        "train/config.yaml, else 4.",
+        "train/config.yaml, else TRL's default (8).",
     )
     temperature: float | None = Field(
-        default=None, ge=0.0, description="Sampling temperature. Default: the run's config, else 1.0 (TRL's default)."
+        default=None, ge=0.0, description="Sampling temperature. Default: the run's config, else TRL's default (1.0)."
     )
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling. Default: config, else 1.0.")
-    top_k: int | None = Field(default=None, ge=0, description="Top-k sampling, 0 = off. Default: config, else 0.")
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling. Default: config, else TRL's (1.0).")
+    top_k: int | None = Field(default=None, ge=0, description="Top-k sampling, 0 = off. Default: config, else TRL's (0).")
     max_new_tokens: int | None = Field(
         default=None,
         ge=1,
         le=32768,
-        description="Completion length limit. Default: max_completion_length from the config, else 256. "
+        description="Completion length limit. Default: max_completion_length from the config, else TRL's (512). "
         "Use the training value: truncation seen here is truncation training will see.",
     )
     seed: int = Field(default=0, description="Seed for the prompt draw and for sampling (reproducible samples).")
@@ -83,7 +87,9 @@ class SampleResult(BaseModel):
     model: str = Field(description="The model path or name used.")
     engine: str = Field(description="'transformers' or 'vllm'.")
     truncated: int = Field(description="Completions cut off at max_new_tokens (finish reason 'length').")
-    generation: dict = Field(description="Sampling settings used (temperature, top_p, top_k, max_new_tokens, seed).")
+    generation: dict = Field(
+        description="Sampling settings used (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed)."
+    )
     seconds: float = Field(description="Wall time of generation.")
     next_step: str = Field(description="What to do next.")
 

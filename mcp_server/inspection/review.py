@@ -7,6 +7,8 @@ sheet are the scores training would give.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import math
 import re
@@ -101,6 +103,8 @@ def _score(funcs, specs, samples: list[dict]) -> list[list[float]]:
         name = getattr(func, "__name__", spec.name)
         try:
             out = func(**kwargs)
+            if inspect.isawaitable(out):  # TRL accepts async reward functions too
+                out = asyncio.run(out)
         except UserInputError as exc:
             raise UserInputError(f"rewards[{i}].{exc.field}", str(exc).split(": ", 1)[-1]) from None
         except Exception as exc:  # a reward that crashes on real samples would crash training too

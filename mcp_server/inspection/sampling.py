@@ -57,24 +57,47 @@ def resolve_model(model: str) -> Path | str:
     return model
 
 
+def _trl_defaults() -> dict:
+    """GRPOConfig's own defaults for the sampling fields: what training uses when the config is silent."""
+    import dataclasses
+
+    try:
+        from trl import GRPOConfig
+
+        defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    except ImportError:  # no TRL in this interpreter: TRL 1.x's values
+        defaults = {}
+    fallback = {"num_generations": 8, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 512,
+                "min_p": None, "repetition_penalty": 1.0}
+    return {k: defaults.get(k, v) if defaults.get(k, v) is not dataclasses.MISSING else v for k, v in fallback.items()}
+
+
 def _settings(request: SampleRequest, config: dict) -> dict:
-    def pick(value, key, default):
+    trl = _trl_defaults()
+
+    def pick(value, key):
         if value is not None:
             return value
-        return config.get(key) if config.get(key) is not None else default
+        return config.get(key) if config.get(key) is not None else trl.get(key)
 
-    n = pick(request.n, "num_generations", 4)
+    n = pick(request.n, "num_generations")
+    dataset, split = request.dataset, request.dataset_split
+    if dataset is None:
+        dataset, config_split = _dataset_from_config(config)
+        split = split or config_split
     settings = {
-        "model": pick(request.model, "model_name_or_path", None),
-        "dataset": pick(request.dataset, "dataset_name", None),
-        "dataset_config": pick(request.dataset_config, "dataset_config", None),
-        "dataset_split": request.dataset_split if request.dataset_split != "train" else config.get("dataset_train_split") or "train",
+        "model": pick(request.model, "model_name_or_path"),
+        "dataset": dataset,
+        "dataset_config": pick(request.dataset_config, "dataset_config"),
+        "dataset_split": split or "train",
         "n": int(n),
         "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // int(n)),
-        "temperature": float(pick(request.temperature, "temperature", 1.0)),
-        "top_p": float(pick(request.top_p, "top_p", 1.0)),
-        "top_k": int(pick(request.top_k, "top_k", 0) or 0),
-        "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length", 256)),
+        "temperature": float(pick(request.temperature, "temperature")),
+        "top_p": float(pick(request.top_p, "top_p")),
+        "top_k": int(pick(request.top_k, "top_k") or 0),
+        "min_p": pick(None, "min_p"),
+        "repetition_penalty": float(pick(None, "repetition_penalty") or 1.0),
+        "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length")),
         "chat_template_kwargs": config.get("chat_template_kwargs") or {},
         "seed": request.seed,
     }
@@ -85,6 +108,38 @@ def _settings(request: SampleRequest, config: dict) -> dict:
     if settings["temperature"] == 0 and settings["n"] > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings
+
+
+def _dataset_from_config(config: dict) -> tuple[str | None, str | None]:
+    """The training data named by train/config.yaml: `dataset_name`, or the first `datasets` mixture entry
+    (emit_grpo_config writes local files as {path: json, data_files: FILE, split: train})."""
+    if config.get("dataset_name"):
+        return config["dataset_name"], config.get("dataset_train_split")
+    entries = config.get("datasets") or []
+    if not entries or not isinstance(entries[0], dict):
+        return None, None
+    entry = entries[0]
+    files = entry.get("data_files")
+    if isinstance(files, list):
+        files = files[0] if files else None
+    if isinstance(files, dict):  # {split: file}
+        files = files.get(entry.get("split") or "train") or next(iter(files.values()), None)
+    return (str(files) if files else entry.get("path")), entry.get("split")
+
+
+def _prompt_column(request: SampleRequest, run_dir: Path) -> str:
+    """The request's, else the one the run's recipe request named (train/request.json), else 'prompt'."""
+    if request.prompt_column:
+        return request.prompt_column
+    path = run_dir / "train" / "request.json"
+    if path.is_file():
+        try:
+            column = json.loads(path.read_text(encoding="utf-8")).get("prompt_column")
+        except (OSError, ValueError, AttributeError):
+            column = None
+        if isinstance(column, str) and column:
+            return column
+    return "prompt"
 
 
 def _choose_engine(engine: str) -> str:
@@ -153,7 +208,13 @@ def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_si
     eos = _eos_ids(tokenizer, model.generation_config)
     n = settings["n"]
     do_sample = settings["temperature"] > 0
-    sampling = dict(temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"]) if do_sample else {}
+    sampling = {}
+    if do_sample:
+        sampling = dict(temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"])
+        if settings["min_p"] is not None:
+            sampling["min_p"] = settings["min_p"]
+    if settings["repetition_penalty"] != 1.0:
+        sampling["repetition_penalty"] = settings["repetition_penalty"]
     set_seed(settings["seed"])
     prompts_per_call = max(1, batch_size // n)
     results: list[list[dict]] = []
@@ -184,6 +245,9 @@ def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_si
                         }
                     )
                 results.append(group)
+    del model
+    if device == "cuda":
+        _release_gpu()
     return results
 
 
@@ -194,17 +258,23 @@ def _generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dic
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    longest = max(len(p) for p in prompt_ids) + settings["max_new_tokens"]
-    llm = LLM(model=str(model_ref), seed=settings["seed"], max_model_len=longest, gpu_memory_utilization=0.5)
+    # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
+    llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.5)
     params = SamplingParams(
         n=settings["n"],
         temperature=settings["temperature"],
         top_p=settings["top_p"],
         top_k=settings["top_k"] if settings["top_k"] > 0 else -1,  # vLLM: -1 = off
+        min_p=settings["min_p"] or 0.0,
+        repetition_penalty=settings["repetition_penalty"],
         max_tokens=settings["max_new_tokens"],
         seed=settings["seed"],
     )
-    outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)
+    try:
+        outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)
+    finally:
+        del llm
+        _release_gpu()
     return [
         [
             {"text": c.text, "ids": list(c.token_ids), "finish_reason": "length" if c.finish_reason == "length" else "stop"}
@@ -214,14 +284,26 @@ def _generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dic
     ]
 
 
+def _release_gpu() -> None:
+    """The MCP server lives on after sampling: give the GPU memory back to training (call after `del`)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def sample_completions(request: SampleRequest) -> SampleResult:
     run_dir = resolve_run_dir(request.run)
     settings = _settings(request, read_run_config(run_dir))
     rows = load_rows(settings["dataset"], settings["dataset_split"], settings["dataset_config"])
-    conversational = check_prompt_column(rows, request.prompt_column)
+    prompt_column = _prompt_column(request, run_dir)
+    conversational = check_prompt_column(rows, prompt_column)
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
-    prompts = [rows[i][request.prompt_column] for i in row_indices]
+    prompts = [rows[i][prompt_column] for i in row_indices]
     model_ref = resolve_model(settings["model"])
     engine = _choose_engine(request.engine)
 
@@ -237,7 +319,7 @@ def sample_completions(request: SampleRequest) -> SampleResult:
 
     lines, sample_id, truncated = [], 0, 0
     for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
-        columns = {key: value for key, value in rows[row_index].items() if key != request.prompt_column}
+        columns = {key: value for key, value in rows[row_index].items() if key != prompt_column}
         for s, gen in enumerate(group):
             truncated += gen["finish_reason"] == "length"
             # The completion is stored exactly as TRL hands it to reward functions.
@@ -260,12 +342,14 @@ def sample_completions(request: SampleRequest) -> SampleResult:
     out_dir = inspection_dir(run_dir)
     path = atomic_write_text(samples_path(run_dir), "\n".join(lines) + "\n")
     digest = sha256_file(path)
-    generation = {k_: settings[k_] for k_ in ("temperature", "top_p", "top_k", "max_new_tokens", "seed")}
+    generation = {
+        k_: settings[k_] for k_ in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
+    }
     meta = {
         "model": str(model_ref),
         "dataset": settings["dataset"],
         "dataset_rows": len(rows),
-        "prompt_column": request.prompt_column,
+        "prompt_column": prompt_column,
         "num_prompts": k,
         "n": settings["n"],
         "conversational": conversational,
