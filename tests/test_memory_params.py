@@ -115,3 +115,14 @@ def test_explicit_architecture_rejects_impossible_numbers():
     with pytest.raises(ValidationError):
         Architecture(family="llama", hidden_size=0, intermediate_size=1, num_hidden_layers=1,
                      num_attention_heads=1, num_key_value_heads=1, vocab_size=10)
+
+
+def test_model_catalog_reference_lists_every_model_and_gpu():
+    from pathlib import Path
+
+    from mcp_server.memory.gpus import list_gpus
+
+    text = (Path(__file__).resolve().parents[1] / "references" / "model-catalog.md").read_text(encoding="utf-8")
+    missing = [name for name in CATALOG if f"`{name}`" not in text]
+    missing += [g.name for g in list_gpus() if f"| {g.name} |" not in text]
+    assert not missing, f"references/model-catalog.md lacks {missing}"
