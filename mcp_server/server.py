@@ -40,6 +40,10 @@ def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
 
 
 # ---------------------------------------------------------------- inspection gate (H6)
+from typing import Annotated  # noqa: E402
+
+from pydantic import Field  # noqa: E402
+
 from mcp_server.inspection.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
     GateResult,
     InspectRequest,
@@ -80,7 +84,9 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
 
 
 @mcp.tool()
-def check_inspection_gate(run: str) -> GateResult:
+def check_inspection_gate(
+    run: Annotated[str, Field(description="Run directory (a path, or a name under runs/).")],
+) -> GateResult:
     """Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
     (train/rewards.json and reward code) and samples. Says why not and how to clear it."""
     from mcp_server.inspection.gate import check_inspection_gate as core
