@@ -108,6 +108,92 @@ def list_rewards() -> RewardCatalog:
     return core()
 
 
+# ---------------------------------------------------------------- training: environment, launch, status (H4)
+from typing import Annotated  # noqa: E402
+
+from mcp_types import CallToolResult  # noqa: E402
+
+from mcp_server.training.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
+    EnvironmentReport,
+    EnvironmentRequest,
+    LaunchRequest,
+    LaunchResult,
+    RunList,
+    RunRequest,
+    StatusRequest,
+    StopRequest,
+    StopResult,
+    TrainingStatus,
+)
+
+
+@mcp.tool()
+def check_environment(request: EnvironmentRequest) -> EnvironmentReport:
+    """What can train here? GPUs (name, memory, compute capability, bf16), CUDA/driver, RAM, free disk, versions
+    of torch/trl/transformers/peft/accelerate/vllm in the training interpreter, and a verdict ready |
+    ready-with-warnings | blocked with reasons, judged against the run's target when a run is given.
+    Writes env-report.json (in the run directory, else the workspace root)."""
+    from mcp_server.training.environment import check_environment as core
+
+    return core(request)
+
+
+@mcp.tool()
+def launch_training(request: LaunchRequest) -> LaunchResult:
+    """Start a run's training as a detached process (it outlives this server) and return at once. Refuses,
+    naming the gate and how to clear it, unless the config validates, the inspection verdict is current and
+    passing, and the environment is not blocked. Records config.yaml/train.py (git commit when in a repo, sha256
+    in run.json). Several GPUs: accelerate with TRL's ZeRO/FSDP configs (+ `trl vllm-serve` in server mode);
+    several nodes: writes a SLURM script."""
+    from mcp_server.training.launch import launch_training as core
+
+    return core(request)
+
+
+@mcp.tool()
+def training_status(request: StatusRequest) -> Annotated[CallToolResult, TrainingStatus]:
+    """State of a run (starting | running | succeeded | failed | stopped), derived from its process and files,
+    with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
+    request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image)."""
+    from mcp.server.mcpserver import Image
+    from mcp_types import TextContent
+
+    from mcp_server.training.status import training_status as core
+
+    status = core(request)
+    content = [TextContent(type="text", text=status.model_dump_json(indent=2))]
+    if status.plot_path:
+        content.append(Image(path=status.plot_path).to_image_content())
+    return CallToolResult(content=content, structured_content=status.model_dump(mode="json"))
+
+
+@mcp.tool()
+def stop_training(request: StopRequest) -> StopResult:
+    """Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
+    process group is killed."""
+    from mcp_server.training.status import stop_training as core
+
+    return core(request)
+
+
+@mcp.tool()
+def resume_training(request: RunRequest) -> LaunchResult:
+    """Continue a stopped or failed run from its latest checkpoint, with the same process layout. Refuses when
+    train/config.yaml changed since launch (its sha256 in run.json), when there is no checkpoint, or when a gate
+    (inspection, environment) is closed."""
+    from mcp_server.training.launch import resume_training as core
+
+    return core(request)
+
+
+@mcp.tool()
+def list_runs() -> RunList:
+    """Every run under the workspace's runs/ with its state (derived from process and files), step and model."""
+    from mcp_server.training.status import list_runs as core
+
+    return core()
+
+
 # ---------------------------------------------------------------- evaluation, promotion, export (H7)
 from mcp_server.evaluation.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
     EvaluateRequest,

@@ -1,11 +1,21 @@
 """The progress callback: one JSON line per logged step in train/logs/progress.jsonl (DESIGN.md contract).
 
 Imported by train/train.py in the training interpreter, so it may import transformers at module level.
+
+It also carries the run's two other conversations with the outside world, both through files so they work
+whichever process (or a restarted server) asks:
+- train/logs/train-begin.json: max_steps, world size and pid when training starts (for status and ETA);
+- train/logs/train-summary.json: the Trainer's end-of-training summary (train_runtime, train_loss, ...),
+  kept out of progress.jsonl because it is not a step;
+- train/logs/stop-request.json, written by stop_training: at the next step end every rank agrees to stop,
+  the Trainer saves a checkpoint and leaves its loop; train/logs/stopped.json records it, and write_outcome
+  then records the run as "stopped" rather than "succeeded".
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -28,8 +38,24 @@ PROGRESS_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+def logs_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "train" / "logs"
+
+
 def progress_path(run_dir: Path) -> Path:
-    return Path(run_dir) / "train" / "logs" / "progress.jsonl"
+    return logs_dir(run_dir) / "progress.jsonl"
+
+
+def stop_request_path(run_dir: Path) -> Path:
+    return logs_dir(run_dir) / "stop-request.json"
+
+
+def stopped_path(run_dir: Path) -> Path:
+    return logs_dir(run_dir) / "stopped.json"
+
+
+def train_begin_path(run_dir: Path) -> Path:
+    return logs_dir(run_dir) / "train-begin.json"
 
 
 def _gpu_stats() -> tuple[float | None, float | None]:
@@ -49,22 +75,56 @@ def _gpu_stats() -> tuple[float | None, float | None]:
         return None, None
 
 
+def _all_ranks_agree(flag: bool, device) -> bool:
+    """True on every rank when any rank saw the stop request: ranks must leave the loop at the same step,
+    or the ones still training wait forever in the next collective."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return flag
+    import torch
+
+    tensor = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return bool(tensor.item() > 0)
+
+
 class ProgressCallback(TrainerCallback):
     """Appends a progress line on every `on_log` of the main process; a line is flushed when written,
-    so nothing logged is lost when the training process dies."""
+    so nothing logged is lost when the training process dies. Honours stop requests at step ends."""
 
     def __init__(self, run_dir: str | Path):
-        self.path = progress_path(Path(run_dir))
+        self.run_dir = Path(run_dir)
+        self.path = progress_path(self.run_dir)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._stop_file = str(stop_request_path(self.run_dir))
         self._last_time: float | None = None
         self._last_step = 0
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._last_time = time.time()
         self._last_step = state.global_step
+        if state.is_world_process_zero:
+            atomic_write_json(
+                train_begin_path(self.run_dir),
+                {"max_steps": state.max_steps, "global_step": state.global_step, "world_size": args.world_size,
+                 "pid": os.getpid(), "time": self._last_time, "output_dir": args.output_dir},
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        # One stat() per step; an all-reduce of one number only when running distributed.
+        if _all_ranks_agree(os.path.exists(self._stop_file), args.device):
+            control.should_save = True
+            control.should_training_stop = True
+            if state.is_world_process_zero:
+                atomic_write_json(stopped_path(self.run_dir), {"step": state.global_step, "time": time.time()})
+        return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
+            return
+        if "train_runtime" in logs:  # the end-of-training summary is not a step: it gets its own file
+            atomic_write_json(logs_dir(self.run_dir) / "train-summary.json", {"step": state.global_step, **logs})
             return
         now = time.time()
         steps = max(state.global_step - self._last_step, 1)
@@ -83,5 +143,8 @@ class ProgressCallback(TrainerCallback):
 
 
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
-    """Record how training ended (train/logs/outcome.json), written atomically."""
-    return atomic_write_json(Path(run_dir) / "train" / "logs" / "outcome.json", {"state": state, "time": time.time(), **info})
+    """Record how training ended (train/logs/outcome.json), written atomically. A run that left its loop
+    because stop_training asked is recorded as "stopped", whatever train.py says."""
+    if state == "succeeded" and stopped_path(Path(run_dir)).exists():
+        state = "stopped"
+    return atomic_write_json(logs_dir(Path(run_dir)) / "outcome.json", {"state": state, "time": time.time(), **info})

@@ -1,0 +1,219 @@
+"""check_environment: what the training interpreter and this machine offer, and whether a run can start here.
+
+The probe runs in the training interpreter (`LLM_FINETUNING_PYTHON`, default the server's own), because that
+is the Python that will train: its torch, its CUDA, its TRL. The server itself never imports torch for this.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
+from mcp_server.workspace import WorkspaceError, atomic_write_json, resolve_run, workspace_root
+
+PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "deepspeed", "vllm")
+REQUIRED = ("torch", "trl", "transformers", "accelerate", "datasets")
+MIN_FREE_DISK_GIB = 2.0
+
+# Runs in the training interpreter; prints one JSON object. Only the standard library and torch.
+PROBE = r"""
+import json, importlib.metadata as md
+out = {"packages": {}, "gpus": [], "cuda_version": None, "torch_error": None}
+for name in %(packages)r:
+    try:
+        out["packages"][name] = md.version(name)
+    except md.PackageNotFoundError:
+        out["packages"][name] = None
+try:
+    import torch
+    if torch.cuda.is_available():
+        out["cuda_version"] = torch.version.cuda
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            out["gpus"].append({"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 2),
+                                "compute_capability": f"{p.major}.{p.minor}", "bf16": p.major >= 8})
+except Exception as exc:
+    out["torch_error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def training_python() -> str:
+    """The interpreter that trains: LLM_FINETUNING_PYTHON, else the server's own."""
+    return os.environ.get("LLM_FINETUNING_PYTHON") or sys.executable
+
+
+def _probe(python: str) -> dict:
+    try:
+        proc = subprocess.run(
+            [python, "-c", PROBE % {"packages": PACKAGES}], capture_output=True, text=True, timeout=180
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"packages": {}, "gpus": [], "probe_error": f"could not run {python}: {exc}"}
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"packages": {}, "gpus": [], "probe_error": f"{python} failed: {proc.stderr.strip()[-500:]}"}
+
+
+def _driver_version() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30,
+        ).stdout.strip()
+        return out.splitlines()[0] if out else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _memory_gib() -> tuple[float | None, float | None]:
+    try:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        return round(vm.total / 2**30, 2), round(vm.available / 2**30, 2)
+    except ImportError:
+        return None, None
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def read_run_target(run_dir: Path) -> tuple[dict, dict]:
+    """The run's request (train/request.json) and config (train/config.yaml) as dicts; {} when missing."""
+    import yaml
+
+    request, config = {}, {}
+    req_path, cfg_path = run_dir / "train" / "request.json", run_dir / "train" / "config.yaml"
+    if req_path.exists():
+        try:
+            request = json.loads(req_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise UserInputError(str(req_path), f"not valid JSON: {exc}") from None
+    if cfg_path.exists():
+        try:
+            config = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise UserInputError(str(cfg_path), f"not valid YAML: {exc}") from None
+    return request, config
+
+
+def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_disk: float | None) -> tuple[list[str], list[str]]:
+    """Blockers and warnings for this machine (and the run's target, when a run is given)."""
+    blockers, warnings = [], []
+    pkgs = probe.get("packages", {})
+    if probe.get("probe_error"):
+        blockers.append(probe["probe_error"] + " (set LLM_FINETUNING_PYTHON to a Python with torch and trl)")
+    for name in REQUIRED:
+        if pkgs and not pkgs.get(name):
+            blockers.append(f"{name} is not installed in the training interpreter: pip install {name}")
+    if pkgs.get("trl") and _version_tuple(pkgs["trl"]) < (0, 26):
+        blockers.append(f"trl {pkgs['trl']} is older than 0.26, which this project's configs need: pip install -U trl")
+    if probe.get("torch_error"):
+        warnings.append(f"torch failed while looking for GPUs: {probe['torch_error']}")
+    if free_disk is not None and free_disk < MIN_FREE_DISK_GIB:
+        blockers.append(f"only {free_disk:.1f} GiB free disk where the run writes; checkpoints need more")
+
+    if not gpus:
+        warnings.append("no CUDA GPU: CPU runs of small models only (minutes per step for anything over ~100M parameters)")
+    target_gpu = str(request.get("gpu") or "").strip()
+    num_gpus = int(request.get("num_gpus") or 1)
+    if request and target_gpu.lower() != "cpu":
+        if not gpus:
+            blockers.append(
+                f"the run targets {num_gpus}x {target_gpu} but this machine has no CUDA GPU: launch it on the "
+                "target machine, or re-emit the config with gpu='cpu' for a small-model CPU run"
+            )
+        else:
+            if len(gpus) < num_gpus:
+                blockers.append(f"the run targets {num_gpus} GPUs but {len(gpus)} are visible (CUDA_VISIBLE_DEVICES?)")
+            try:
+                from mcp_server.memory.gpus import lookup_gpu
+
+                want = lookup_gpu(target_gpu).memory_gib
+                if min(g.memory_gib for g in gpus) < 0.9 * want:
+                    warnings.append(
+                        f"the run was planned for {target_gpu} ({want:.0f} GiB) but the GPUs here have "
+                        f"{min(g.memory_gib for g in gpus):.0f} GiB: re-plan memory for this GPU"
+                    )
+            except Exception:  # catalog absent or GPU unknown: nothing to compare
+                pass
+    if config.get("bf16") and gpus and not all(g.bf16 for g in gpus):
+        blockers.append("the config uses bf16 but a GPU here lacks bf16 (compute capability < 8.0): set bf16: false, fp16: true")
+    if config.get("use_vllm") and not pkgs.get("vllm"):
+        blockers.append("the config sets use_vllm: true but vllm is not installed: pip install vllm, or set use_vllm: false")
+    if (num_gpus > 1 or config.get("deepspeed")) and target_gpu.lower() != "cpu" and not pkgs.get("deepspeed"):
+        warnings.append("deepspeed is not installed: ZeRO strategies are unavailable (ddp or fsdp still work)")
+    if not pkgs.get("vllm"):
+        warnings.append("vllm is not installed: generation uses transformers (slower); pip install vllm on a GPU machine")
+    return blockers, warnings
+
+
+def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentReport:
+    """Probe the training interpreter and this machine, judge them against the run's target, write env-report.json."""
+    request = request or EnvironmentRequest()
+    run_dir = None
+    if request.run:
+        try:
+            run_dir = resolve_run(request.run)
+        except WorkspaceError as exc:
+            raise UserInputError("run", str(exc).removeprefix("run: ")) from None
+    run_request, config = read_run_target(run_dir) if run_dir else ({}, {})
+
+    python = training_python()
+    probe = _probe(python)
+    gpus = [GPUInfo(**g) for g in probe.get("gpus", [])]
+    where = run_dir or workspace_root()
+    free_disk = round(shutil.disk_usage(where).free / 2**30, 2) if where.exists() else None
+    ram, ram_free = _memory_gib()
+    blockers, warnings = _judge(probe, gpus, run_request, config, free_disk)
+    verdict = "blocked" if blockers else ("ready-with-warnings" if warnings else "ready")
+
+    if gpus:
+        names = sorted({g.name for g in gpus})
+        allows = f"GPU runs on {len(gpus)}x {', '.join(names)} ({min(g.memory_gib for g in gpus):.0f} GiB each)"
+    else:
+        allows = "CPU runs of small models only (the embedded tiny model, or models of a few million parameters)"
+    target = None
+    if run_request:
+        target = "cpu" if str(run_request.get("gpu", "")).lower() == "cpu" else f"{run_request.get('num_gpus', 1)}x {run_request.get('gpu')}"
+
+    report_path = (run_dir or workspace_root()) / "env-report.json"
+    report = EnvironmentReport(
+        verdict=verdict,
+        reasons=blockers + warnings,
+        blockers=blockers,
+        warnings=warnings,
+        allows=allows,
+        python=python,
+        platform=f"{platform.system()} {platform.release()} {platform.machine()}",
+        gpus=gpus,
+        cuda_version=probe.get("cuda_version"),
+        driver_version=_driver_version(),
+        cpu_count=os.cpu_count(),
+        ram_gib=ram,
+        ram_available_gib=ram_free,
+        free_disk_gib=free_disk,
+        packages=probe.get("packages", {}),
+        target=target,
+        report_path=str(report_path),
+        checked_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    atomic_write_json(report_path, report.model_dump(mode="json"))
+    return report

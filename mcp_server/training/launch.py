@@ -1,0 +1,497 @@
+"""launch_training and resume_training: gates, then a detached training process that outlives the server.
+
+Every launch writes train/launch.sh, a short readable script that runs the whole thing from the run directory
+(vLLM server first when the config asks for server mode, then training) and records the exit code; the
+server starts it in a new session with stdout/stderr to train/logs/stdout.log and returns at once. A person can
+run the same script by hand. Several nodes: train/launch.slurm is written instead, for `sbatch` (not run here).
+
+Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python):
+- one process (one GPU or CPU):      python train/train.py --config train/config.yaml
+- several GPUs:                      accelerate launch --config_file train/accelerate.yaml train/train.py ...
+                                     (train/accelerate.yaml = TRL's bundled zero2/zero3/fsdp2/multi_gpu config)
+- several CPU processes:             torchrun --standalone --nproc_per_node N train/train.py ... (DDP over gloo;
+                                     `accelerate launch --cpu` starts only one process without MPI)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcp_server.training.environment import read_run_target, training_python
+from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
+from mcp_server.training.runstate import (
+    checkpoints,
+    derive_state,
+    logs_dir,
+    read_run_json,
+    run_dir_of,
+    write_run_json,
+)
+from mcp_server.workspace import atomic_write_text, sha256_file
+
+TRAIN_ARGS = ["train/train.py", "--config", "train/config.yaml"]
+VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
+TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu", "zero2": "zero2", "zero3": "zero3", "fsdp": "fsdp2"}
+
+
+@dataclass
+class LaunchPlan:
+    """What will run, before anything runs: the commands, the files to write, the choices made."""
+
+    strategy: str
+    num_processes: int
+    num_nodes: int
+    train_command: list[str]
+    script: str
+    accelerate_config: dict | None = None
+    vllm: dict | None = None
+    slurm: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- planning
+def _mixed_precision(config: dict) -> str:
+    return "bf16" if config.get("bf16") else ("fp16" if config.get("fp16") else "no")
+
+
+def trl_accelerate_config(name: str) -> dict:
+    """One of TRL's bundled accelerate configs (trl/accelerate_configs/<name>.yaml) as a dict."""
+    import importlib.resources as resources
+
+    import yaml
+
+    source = resources.files("trl.accelerate_configs").joinpath(f"{name}.yaml")
+    return yaml.safe_load(source.read_text(encoding="utf-8"))
+
+
+def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, cpu: bool) -> str:
+    if request.strategy != "auto":
+        return request.strategy
+    if processes == 1:
+        return "single"
+    if cpu or run_request.get("finetune") in ("lora", "qlora"):
+        return "ddp"  # adapters are small: plain data parallel; DeepSpeed and 4-bit bases do not mix well
+    return "zero2"
+
+
+def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchPlan:
+    """Decide launcher, process counts and GPU split for the run's target (train/request.json)."""
+    run_request, config = read_run_target(run_dir)
+    py = shlex.quote(training_python())
+    extra = [str(a) for a in (extra_args or [])]
+    target_gpu = str(run_request.get("gpu") or "H100")
+    cpu = target_gpu.lower() == "cpu"
+    num_gpus = int(run_request.get("num_gpus") or 1)
+    nodes = request.num_nodes
+    server_mode = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and not cpu
+    vllm_gpus = (request.vllm_server_gpus if request.vllm_server_gpus is not None else 1) if server_mode else 0
+    if server_mode and vllm_gpus == 0:
+        from mcp_server.errors import UserInputError
+
+        raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for the vLLM server")
+
+    if nodes > 1:
+        return _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_mode, vllm_gpus, extra)
+
+    if request.num_processes is not None:
+        processes = request.num_processes
+    else:
+        processes = 1 if cpu else max(num_gpus - vllm_gpus, 1)
+    if server_mode and processes + vllm_gpus > num_gpus:
+        from mcp_server.errors import UserInputError
+
+        raise UserInputError(
+            "vllm_server_gpus",
+            f"{processes} training processes + {vllm_gpus} vLLM GPUs exceed the run's {num_gpus} GPUs: give the "
+            "server fewer GPUs, or use vllm_mode: colocate",
+        )
+    strategy = "single" if processes == 1 else _choose_strategy(request, run_request, processes, cpu)
+    if strategy == "single":
+        processes = 1
+
+    notes: list[str] = []
+    accel = None
+    if strategy == "single":
+        train_command = [py, *TRAIN_ARGS, *extra]
+    elif cpu:
+        notes.append("CPU: DDP over gloo with torchrun (accelerate launch --cpu starts one process without MPI)")
+        train_command = [py, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), *TRAIN_ARGS, *extra]
+    else:
+        accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[strategy])
+        accel.update(num_processes=processes, num_machines=1, machine_rank=0, mixed_precision=_mixed_precision(config))
+        train_command = [py, "-m", "accelerate.commands.launch", "--config_file", "train/accelerate.yaml", *TRAIN_ARGS, *extra]
+
+    vllm = None
+    lines = [_script_header(run_dir), "LOGS=train/logs", "VLLM_PID="]
+    if cpu:
+        # transformers puts a run on the CPU (and torchrun ranks in a gloo group) only when told: without
+        # this, each torchrun rank would train alone as a world of one.
+        lines.append("export ACCELERATE_USE_CPU=1")
+    if server_mode:
+        port = int(config.get("vllm_server_port") or 8000)
+        train_ids = ",".join(str(i) for i in range(processes))
+        vllm_ids = ",".join(str(i) for i in range(processes, processes + vllm_gpus))
+        vllm = {"gpus": vllm_ids, "port": port, "url": f"http://127.0.0.1:{port}",
+                "log": "train/logs/vllm-serve.log", "tensor_parallel_size": vllm_gpus}
+        model = str(config.get("model_name_or_path"))
+        lines += [
+            "# vLLM server mode: `trl vllm-serve` on its own GPUs, started first and waited for.",
+            f"CUDA_VISIBLE_DEVICES={vllm_ids} {py} -m trl.cli.main vllm-serve --model {shlex.quote(model)} "
+            f"--tensor_parallel_size {vllm_gpus} --port {port} > train/logs/vllm-serve.log 2>&1 &",
+            "VLLM_PID=$!",
+            f"echo \"waiting for the vLLM server on port {port} (pid $VLLM_PID)\"",
+            f"deadline=$((SECONDS + {VLLM_HEALTH_TIMEOUT_S}))",
+            f"until {py} -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health/', timeout=5)\" 2>/dev/null; do",
+            "  if ! kill -0 \"$VLLM_PID\" 2>/dev/null || [ $SECONDS -ge $deadline ]; then",
+            "    echo \"vLLM server did not come up: see train/logs/vllm-serve.log\"; tail -n 30 train/logs/vllm-serve.log",
+            "    kill \"$VLLM_PID\" 2>/dev/null; rc=97; echo $rc > \"$LOGS/.exit-code.tmp\" && mv \"$LOGS/.exit-code.tmp\" \"$LOGS/exit-code\"; exit $rc",
+            "  fi",
+            "  sleep 5",
+            "done",
+            "echo \"vLLM server is up\"",
+            f"export CUDA_VISIBLE_DEVICES={train_ids}",
+        ]
+    lines += [
+        "# Training; the exit code is recorded for training_status.",
+        " ".join(train_command),
+        "rc=$?",
+        '[ -n "$VLLM_PID" ] && kill "$VLLM_PID" 2>/dev/null',
+        'echo $rc > "$LOGS/.exit-code.tmp" && mv "$LOGS/.exit-code.tmp" "$LOGS/exit-code"',
+        "exit $rc",
+    ]
+    return LaunchPlan(strategy=strategy, num_processes=processes, num_nodes=1, train_command=train_command,
+                      script="\n".join(lines) + "\n", accelerate_config=accel, vllm=vllm, notes=notes)
+
+
+def _script_header(run_dir: Path) -> str:
+    return (
+        "#!/usr/bin/env bash\n"
+        f"# Training launcher for run {run_dir.name}, written by llm-finetuning launch_training.\n"
+        "# Runs from the run directory wherever it is called from: bash train/launch.sh\n"
+        'cd "$(dirname "$0")/.." || exit 1\n'
+        "export PYTHONUNBUFFERED=1"
+    )
+
+
+def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_mode, vllm_gpus, extra) -> LaunchPlan:
+    """Several nodes: an sbatch script. With vLLM server mode the last node serves, the others train
+    (the open-r1 layout)."""
+    py = shlex.quote(training_python())
+    per_node = max(num_gpus // nodes, 1)
+    train_nodes = nodes - 1 if server_mode else nodes
+    if train_nodes < 1:
+        from mcp_server.errors import UserInputError
+
+        raise UserInputError("num_nodes", "vLLM server mode over several nodes needs at least 2 nodes (one serves)")
+    processes = per_node * train_nodes
+    strategy = request.strategy if request.strategy not in ("auto", "single") else (
+        "ddp" if run_request.get("finetune") in ("lora", "qlora") else "zero3")
+    accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[strategy])
+    accel.update(num_processes=processes, num_machines=train_nodes, mixed_precision=_mixed_precision(config))
+    model = shlex.quote(str(config.get("model_name_or_path")))
+    port = int(config.get("vllm_server_port") or 8000)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"#SBATCH --job-name={run_dir.name}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gres=gpu:{per_node}",
+        "#SBATCH --exclusive",
+        f"#SBATCH --output={run_dir}/train/logs/slurm-%j.log",
+        f"# Multi-node GRPO run {run_dir.name}, written by llm-finetuning launch_training (not submitted).",
+        "# Submit from the run directory: sbatch train/launch.slurm",
+        "set -euo pipefail",
+        f"cd {shlex.quote(str(run_dir))}",
+        "NODES=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))",
+        "MAIN_NODE=${NODES[0]}",
+    ]
+    vllm = None
+    extra_cfg = ""
+    if server_mode:
+        vllm = {"node": "last", "gpus": per_node, "port": port, "tensor_parallel_size": per_node}
+        lines += [
+            f"VLLM_NODE=${{NODES[{nodes - 1}]}}",
+            f"TRAIN_NODES=$(IFS=,; echo \"${{NODES[*]:0:{train_nodes}}}\")",
+            f"srun --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m trl.cli.main vllm-serve --model {model} "
+            f"--tensor_parallel_size {per_node} --port {port} --host 0.0.0.0 > train/logs/vllm-serve.log 2>&1 &",
+            f"until curl -sf \"http://$VLLM_NODE:{port}/health/\" > /dev/null; do sleep 10; done",
+        ]
+        extra_cfg = f" --vllm_server_host $VLLM_NODE --vllm_server_port {port}"
+    else:
+        lines.append("TRAIN_NODES=$SLURM_JOB_NODELIST")
+    launch = (
+        f"{py} -m accelerate.commands.launch --config_file train/accelerate.yaml --num_machines {train_nodes} "
+        f"--num_processes {processes} --main_process_ip $MAIN_NODE --main_process_port 29500 "
+        f"--machine_rank \\$SLURM_PROCID --rdzv_backend c10d {' '.join(TRAIN_ARGS)}{extra_cfg} {' '.join(extra)}"
+    ).rstrip()
+    lines.append(f"srun --nodes={train_nodes} --ntasks={train_nodes} --nodelist=\"$TRAIN_NODES\" bash -c \"{launch}\"")
+    return LaunchPlan(strategy=strategy, num_processes=processes, num_nodes=nodes, train_command=[launch],
+                      script="", accelerate_config=accel, vllm=vllm, slurm="\n".join(lines) + "\n")
+
+
+def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
+    """train/launch.sh (or train/launch.slurm) and train/accelerate.yaml, as the plan says."""
+    import yaml
+
+    written = {}
+    train = run_dir / "train"
+    if plan.accelerate_config is not None:
+        path = train / "accelerate.yaml"
+        atomic_write_text(path, "# From TRL's bundled accelerate configs, sized for this run by llm-finetuning.\n"
+                          + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
+        written["accelerate_config"] = str(path)
+    if plan.slurm:
+        written["slurm"] = str(atomic_write_text(train / "launch.slurm", plan.slurm))
+    else:
+        path = atomic_write_text(train / "launch.sh", plan.script)
+        path.chmod(0o755)
+        written["script"] = str(path)
+    return written
+
+
+# ---------------------------------------------------------------- gates
+def check_gates(run_dir: Path, environment: bool = True) -> tuple[list[GateRefusal], dict]:
+    """Every gate's answer (all of them, so one call tells everything to fix); the env report too.
+    `environment=False` for a SLURM script: it runs on the cluster, not on this machine."""
+    from mcp_server.inspection.gate import check_inspection_gate
+    from mcp_server.training.environment import check_environment
+    from mcp_server.training.models import EnvironmentRequest
+
+    refusals: list[GateRefusal] = []
+    gate = check_inspection_gate(run_dir)
+    if not gate.passed:
+        refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
+
+    cfg_path = run_dir / "train" / "config.yaml"
+    run_request, _ = read_run_target(run_dir)
+    if not cfg_path.exists() or not (run_dir / "train" / "train.py").exists():
+        refusals.append(GateRefusal(
+            gate="config", message=f"{run_dir.name} has no train/config.yaml and train/train.py",
+            how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)"))
+    else:
+        from mcp_server.recipe.models import ValidateRequest
+        from mcp_server.recipe.validate import validate_config
+
+        result = validate_config(ValidateRequest(
+            config_path=str(cfg_path), gpu=run_request.get("gpu"), num_gpus=run_request.get("num_gpus")))
+        if not result.valid:
+            errors = [f for f in result.findings if f.severity == "error"]
+            refusals.append(GateRefusal(
+                gate="config",
+                message=f"train/config.yaml does not validate for {result.target}: "
+                + "; ".join(f"{f.code} [{f.field}]: {f.message}" for f in errors),
+                how_to_clear="apply the fixes: " + "; ".join(f.fix or f.code for f in errors)
+                + " (edit train/config.yaml or re-emit it), until validate_grpo_config says valid"))
+
+    if not environment:
+        return refusals, {}
+    env = check_environment(EnvironmentRequest(run=str(run_dir)))
+    if env.verdict == "blocked":
+                refusals.append(GateRefusal(
+            gate="environment", message="this machine cannot run it: " + "; ".join(env.blockers),
+            how_to_clear=f"fix what {env.report_path} lists as blocking (or launch on the target machine), "
+            "then check_environment until it is not blocked"))
+    return refusals, env.model_dump(mode="json")
+
+
+# ---------------------------------------------------------------- recording
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def record_in_git(run_dir: Path, files: list[Path], message: str) -> str | None:
+    """Commit the run's recipe files when the run lives in a git repository; the commit id (HEAD when they
+    were already committed), or None (not a repo, git absent, or the run is git-ignored)."""
+    if not shutil.which("git") or _git(["rev-parse", "--is-inside-work-tree"], run_dir).returncode != 0:
+        return None
+    paths = [str(f.resolve()) for f in files if f.exists()]
+    if not paths or _git(["check-ignore", "-q", paths[0]], run_dir).returncode == 0:
+        return None
+    identity = []
+    if not _git(["config", "user.email"], run_dir).stdout.strip():
+        identity = ["-c", "user.name=llm-finetuning", "-c", "user.email=llm-finetuning@localhost"]
+    if _git(["add", "--", *paths], run_dir).returncode != 0:
+        return None
+    if _git(["diff", "--cached", "--quiet", "--", *paths], run_dir).returncode != 0:
+        # --only: commit these paths and nothing else the person may have staged
+        if _git([*identity, "commit", "-q", "-m", message, "--only", "--", *paths], run_dir).returncode != 0:
+            return None
+    return _git(["rev-parse", "HEAD"], run_dir).stdout.strip() or None
+
+
+def _rotate_logs(run_dir: Path) -> None:
+    """A fresh launch starts with empty logs; an earlier attempt's logs move to train/logs-attempt-<n>."""
+    logs = logs_dir(run_dir)
+    if logs.is_dir() and any(logs.iterdir()):
+        n = 1
+        while (run_dir / "train" / f"logs-attempt-{n}").exists():
+            n += 1
+        logs.rename(run_dir / "train" / f"logs-attempt-{n}")
+
+
+def _clear_markers(run_dir: Path) -> None:
+    """Before a resume: the last attempt's end markers would otherwise describe the new process."""
+    logs = logs_dir(run_dir)
+    for name in ("stop-request.json", "stopped.json", "outcome.json", "exit-code", "train-begin.json"):
+        (logs / name).unlink(missing_ok=True)
+
+
+def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict) -> LaunchResult:
+    """Record the recipe, start train/launch.sh detached, write run.json."""
+    import psutil
+
+    config_path, script_path = run_dir / "train" / "config.yaml", run_dir / "train" / "train.py"
+    config_sha, script_sha = sha256_file(config_path), sha256_file(script_path)
+    recorded = [config_path, script_path] + [run_dir / "train" / n for n in ("rewards.json", "request.json", "launch.sh", "accelerate.yaml")]
+    commit = record_in_git(run_dir, recorded, f"llm-finetuning: {'resume' if resumed_from else 'launch'} {run_dir.name} (config {config_sha[:12]})")
+
+    previous = read_run_json(run_dir)
+    logs = logs_dir(run_dir)
+    logs.mkdir(parents=True, exist_ok=True)
+    started_ts = time.time()
+    log_path = logs / "stdout.log"
+    with open(log_path, "ab") as log:
+        stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        log.write(f"==== llm-finetuning {'resume from ' + resumed_from if resumed_from else 'launch'} at {stamp}\n".encode())
+        log.flush()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(
+            ["bash", "train/launch.sh"], cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, env=env,
+        )
+    try:
+        create_time = psutil.Process(proc.pid).create_time()
+    except psutil.NoSuchProcess:
+        create_time = None
+    record = {
+        "state": "starting",
+        "pid": proc.pid,
+        "pgid": proc.pid,  # new session: the launcher leads its own process group
+        "create_time": create_time,
+        "command": plan.train_command,
+        "launcher": ["bash", "train/launch.sh"],
+        "cwd": str(run_dir),
+        "python": training_python(),
+        "started_at": _dt.datetime.fromtimestamp(started_ts, _dt.timezone.utc).isoformat(timespec="seconds"),
+        "started_ts": started_ts,
+        "config_sha256": config_sha,
+        "train_script_sha256": script_sha,
+        "git_commit": commit,
+        "strategy": plan.strategy,
+        "num_processes": plan.num_processes,
+        "accelerate_config": written.get("accelerate_config"),
+        "vllm_server": plan.vllm,
+        "resumed_from": resumed_from,
+        "env_verdict": env_report.get("verdict"),
+        "history": ((previous or {}).get("history", []) + [{k: v for k, v in previous.items() if k != "history"}])
+        if previous else [],
+    }
+    write_run_json(run_dir, record)
+    return LaunchResult(
+        launched=True, run_dir=str(run_dir), state="starting", pid=proc.pid, command=plan.train_command,
+        config_sha256=config_sha, train_script_sha256=script_sha, git_commit=commit, log_path=str(log_path),
+        accelerate_config=written.get("accelerate_config"), vllm_server=plan.vllm, resumed_from=resumed_from,
+        message=f"{'resumed' if resumed_from else 'started'} {run_dir.name} (pid {proc.pid}, {plan.strategy}, "
+        f"{plan.num_processes} process{'es' if plan.num_processes > 1 else ''}); follow it with training_status",
+    )
+
+
+# ---------------------------------------------------------------- the tools
+def _refused(run_dir: Path, refusals: list[GateRefusal], state: str) -> LaunchResult:
+    return LaunchResult(
+        launched=False, run_dir=str(run_dir), refusals=refusals, state=state,
+        message="refused by " + ", ".join(r.gate for r in refusals) + " gate(s): " + " | ".join(
+            f"{r.gate}: {r.how_to_clear}" for r in refusals),
+    )
+
+
+def launch_training(request: LaunchRequest) -> LaunchResult:
+    """Start a run after its gates pass: config valid, inspection verdict current, environment not blocked."""
+    run_dir = run_dir_of(request.run)
+    derived = derive_state(run_dir)
+    if derived["alive"]:
+        return _refused(run_dir, [GateRefusal(
+            gate="state", message=f"{run_dir.name} is already {derived['state']} (pid {derived['pid']})",
+            how_to_clear="wait for it, or stop_training first")], derived["state"])
+    _, config = read_run_target(run_dir)
+    done = checkpoints(run_dir, config)
+    if done:
+        return _refused(run_dir, [GateRefusal(
+            gate="state", message=f"{run_dir.name} already has checkpoints (latest {done[-1].name}); a fresh launch would train over them",
+            how_to_clear="resume_training to continue from the latest checkpoint, or emit a new run directory to start over")],
+            derived["state"])
+
+    plan = build_launch_plan(run_dir, request)  # bad launch options are input errors, before any gate
+    refusals, env = check_gates(run_dir, environment=not plan.slurm)
+    if refusals:
+        return _refused(run_dir, refusals, derived["state"])
+    if plan.slurm:
+        written = write_plan_files(run_dir, plan)
+        commit = record_in_git(run_dir, [run_dir / "train" / n for n in ("config.yaml", "train.py", "launch.slurm", "accelerate.yaml")],
+                               f"llm-finetuning: SLURM script for {run_dir.name}")
+        return LaunchResult(
+            launched=False, run_dir=str(run_dir), state=derived["state"], command=plan.train_command,
+            config_sha256=sha256_file(run_dir / "train" / "config.yaml"),
+            train_script_sha256=sha256_file(run_dir / "train" / "train.py"), git_commit=commit,
+            accelerate_config=written.get("accelerate_config"), slurm_script=written["slurm"], vllm_server=plan.vllm,
+            message=f"{plan.num_nodes} nodes: wrote {written['slurm']}; submit it with `sbatch train/launch.slurm` from the run directory",
+        )
+    _rotate_logs(run_dir)
+    written = write_plan_files(run_dir, plan)
+    return _start(run_dir, plan, written, None, env)
+
+
+def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
+    """Continue from the latest checkpoint with the same config (same sha256 as at launch), or refuse."""
+    run_dir = run_dir_of(request.run)
+    derived = derive_state(run_dir)
+    record = derived["record"]
+    if isinstance(request, LaunchRequest):
+        launch = request
+    else:  # same layout as the launch it continues
+        previous = record or {}
+        launch = LaunchRequest(run=request.run, num_processes=previous.get("num_processes"),
+                               strategy=previous.get("strategy") or "auto")
+    if derived["alive"]:
+        return _refused(run_dir, [GateRefusal(
+            gate="state", message=f"{run_dir.name} is still {derived['state']} (pid {derived['pid']})",
+            how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it")], derived["state"])
+    if record is None:
+        return _refused(run_dir, [GateRefusal(
+            gate="state", message=f"{run_dir.name} was never launched, so there is nothing to resume",
+            how_to_clear="launch_training starts it")], derived["state"])
+    refusals = []
+    config_path = run_dir / "train" / "config.yaml"
+    if config_path.exists() and sha256_file(config_path) != record.get("config_sha256"):
+        commit = record.get("git_commit")
+        refusals.append(GateRefusal(
+            gate="config_hash",
+            message=f"train/config.yaml changed since the run started (sha256 {sha256_file(config_path)[:12]} vs "
+            f"{str(record.get('config_sha256'))[:12]} at launch); the checkpoints belong to the old config",
+            how_to_clear=(f"restore the launched config (git show {commit}:<run>/train/config.yaml) " if commit else
+                          "restore the launched config ")
+            + "to resume, or emit a new run directory to train with the new one"))
+    _, config = read_run_target(run_dir)
+    done = checkpoints(run_dir, config)
+    if not done:
+        refusals.append(GateRefusal(
+            gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from",
+            how_to_clear="launch_training starts it from the beginning (set save_steps so a later stop leaves a checkpoint)"))
+    if refusals:
+        return _refused(run_dir, refusals, derived["state"])
+
+    latest = str(done[-1])
+    plan = build_launch_plan(run_dir, launch, extra_args=["--resume_from_checkpoint", latest])
+    gate_refusals, env = check_gates(run_dir)
+    if gate_refusals:
+        return _refused(run_dir, gate_refusals, derived["state"])
+    _clear_markers(run_dir)
+    written = write_plan_files(run_dir, plan)
+    return _start(run_dir, plan, written, latest, env)

@@ -1,0 +1,204 @@
+"""Requests and results of the training tools. Light (pydantic only): the MCP door imports it at start-up.
+
+Every field has a description: it becomes the MCP tool schema an agent reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Verdict = Literal["ready", "ready-with-warnings", "blocked"]
+RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped"]
+Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
+
+
+# ---------------------------------------------------------------- environment
+class EnvironmentRequest(BaseModel):
+    run: str | None = Field(
+        default=None,
+        description="Run directory (or its name under runs/). The report is checked against the run's target "
+        "(train/request.json, train/config.yaml) and written to <run>/env-report.json; without a run it is "
+        "written to the workspace root.",
+    )
+
+
+class GPUInfo(BaseModel):
+    index: int = Field(description="CUDA device index.")
+    name: str = Field(description="Device name as the driver reports it.")
+    memory_gib: float = Field(description="Total device memory in GiB.")
+    compute_capability: str = Field(description="CUDA compute capability, e.g. '9.0'.")
+    bf16: bool = Field(description="Whether the device supports bfloat16 (compute capability 8.0 or newer).")
+
+
+class EnvironmentReport(BaseModel):
+    verdict: Verdict = Field(description="ready, ready-with-warnings or blocked.")
+    reasons: list[str] = Field(
+        default_factory=list, description="Why the verdict is not plain 'ready': blockers first, then warnings."
+    )
+    blockers: list[str] = Field(default_factory=list, description="What prevents training here, each with its fix.")
+    warnings: list[str] = Field(default_factory=list, description="What allows training but limits it.")
+    allows: str = Field(description="What this machine can run, in one sentence.")
+    python: str = Field(description="The training interpreter probed (LLM_FINETUNING_PYTHON, else the server's).")
+    platform: str = Field(description="Operating system and machine.")
+    gpus: list[GPUInfo] = Field(default_factory=list, description="Visible CUDA GPUs; empty on a CPU machine.")
+    cuda_version: str | None = Field(default=None, description="CUDA version torch was built with, when CUDA is usable.")
+    driver_version: str | None = Field(default=None, description="NVIDIA driver version (nvidia-smi), when present.")
+    cpu_count: int | None = Field(default=None, description="Logical CPU cores.")
+    ram_gib: float | None = Field(default=None, description="Total system memory in GiB.")
+    ram_available_gib: float | None = Field(default=None, description="Available system memory in GiB.")
+    free_disk_gib: float | None = Field(default=None, description="Free disk space where the run writes, in GiB.")
+    packages: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="Installed versions of torch, trl, transformers, peft, accelerate, datasets, deepspeed, vllm "
+        "in the training interpreter; null when absent.",
+    )
+    target: str | None = Field(default=None, description="The run's target hardware, e.g. '8x H100' or 'cpu'.")
+    report_path: str = Field(description="Where env-report.json was written.")
+    checked_at: str = Field(description="UTC time of the check (ISO 8601).")
+
+
+# ---------------------------------------------------------------- launch / resume / stop
+class GateRefusal(BaseModel):
+    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash"] = Field(
+        description="The gate that refused."
+    )
+    message: str = Field(description="Why the gate refused.")
+    how_to_clear: str = Field(description="What to do so the gate passes.")
+
+
+class LaunchRequest(BaseModel):
+    run: str = Field(description="Run directory (or its name under runs/) written by emit_grpo_config.")
+    strategy: Strategy = Field(
+        default="auto",
+        description="Multi-GPU strategy, used with more than one process: ddp (plain data parallel), zero2, "
+        "zero3 (DeepSpeed via TRL's bundled accelerate configs) or fsdp (FSDP2). auto: ddp for LoRA/QLoRA, "
+        "zero2 for a full fine-tune. single forces one process.",
+    )
+    num_processes: int | None = Field(
+        default=None,
+        ge=1,
+        description="Training processes on this node. Default: the run's num_gpus (train/request.json) minus "
+        "the GPUs given to a vLLM server; 1 for a CPU target.",
+    )
+    vllm_server_gpus: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs for the `trl vllm-serve` process when the config uses vllm_mode=server (default 1). "
+        "It is started first on its own GPUs and waited for (health check) before training starts.",
+    )
+    num_nodes: int = Field(
+        default=1, ge=1, description="Nodes. More than one: a SLURM script is written into train/ (not run here)."
+    )
+
+
+class LaunchResult(BaseModel):
+    launched: bool = Field(description="True when a training process was started here (False for a SLURM script, "
+                           "which is written for `sbatch`, not run).")
+    run_dir: str = Field(description="The run directory.")
+    refusals: list[GateRefusal] = Field(
+        default_factory=list, description="Gates that refused, each with how to clear it (empty when launched)."
+    )
+    state: str = Field(description="The run's state after this call.")
+    pid: int | None = Field(default=None, description="Process id of the detached training process (its session leader).")
+    command: list[str] = Field(default_factory=list, description="The training command as run (argv).")
+    config_sha256: str | None = Field(default=None, description="sha256 of train/config.yaml as launched.")
+    train_script_sha256: str | None = Field(default=None, description="sha256 of train/train.py as launched.")
+    git_commit: str | None = Field(
+        default=None, description="Commit recording train/config.yaml and train/train.py when the workspace is a git repo."
+    )
+    log_path: str | None = Field(default=None, description="train/logs/stdout.log (stdout and stderr of training).")
+    accelerate_config: str | None = Field(default=None, description="The accelerate config written for multi-process runs.")
+    vllm_server: dict[str, Any] | None = Field(
+        default=None, description="The vLLM server started for server mode: pid, url, gpus, log."
+    )
+    slurm_script: str | None = Field(default=None, description="The SLURM script written for multi-node runs.")
+    resumed_from: str | None = Field(default=None, description="The checkpoint a resumed run starts from.")
+    message: str = Field(default="", description="One-line summary for people.")
+
+
+class RunRequest(BaseModel):
+    run: str = Field(description="Run directory (or its name under runs/).")
+
+
+class StatusRequest(BaseModel):
+    run: str = Field(description="Run directory (or its name under runs/).")
+    plot: bool = Field(
+        default=False,
+        description="Also draw reward, reward_std, KL, entropy and completion length over steps into "
+        "<run>/progress.png (returned as an image over MCP).",
+    )
+    log_lines: int = Field(default=20, ge=0, le=500, description="How many last lines of stdout.log to include.")
+
+
+class StopRequest(BaseModel):
+    run: str = Field(description="Run directory (or its name under runs/).")
+    timeout_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="Seconds to wait for the graceful stop (checkpoint saved, process exits) before a hard kill.",
+    )
+
+
+class HealthFlag(BaseModel):
+    code: str = Field(description="Stable snake_case code of the diagnosis rule.")
+    severity: str = Field(description="error, warning or info.")
+    explanation: str = Field(description="What the metrics show.")
+    patch: dict[str, Any] | None = Field(default=None, description="Config change that addresses it, if any.")
+
+
+class TrainingStatus(BaseModel):
+    run_dir: str = Field(description="The run directory.")
+    state: RunState = Field(
+        description="not_launched, starting (process up, no step logged yet), running, succeeded, failed "
+        "(process gone without a success marker) or stopped (stopped on request). Derived from the process "
+        "and the files, so it survives a server restart."
+    )
+    pid: int | None = Field(default=None, description="Training process id, when launched.")
+    alive: bool = Field(default=False, description="Whether the training process is running now.")
+    exit_code: int | None = Field(default=None, description="Exit code of the training command, when it has ended and it was recorded.")
+    started_at: str | None = Field(default=None, description="UTC start time (ISO 8601).")
+    elapsed_s: float | None = Field(default=None, description="Seconds since start (until the end when finished).")
+    step: int | None = Field(default=None, description="Latest logged optimizer step.")
+    max_steps: int | None = Field(default=None, description="Total steps of the run when known (max_steps in the config or trainer_state).")
+    steps_per_s: float | None = Field(default=None, description="Recent training speed from the progress log.")
+    eta_s: float | None = Field(default=None, description="Estimated seconds to finish, when running and max_steps is known.")
+    latest: dict[str, Any] = Field(default_factory=dict, description="The latest progress line (DESIGN.md progress keys).")
+    checkpoints: list[str] = Field(default_factory=list, description="Checkpoint directories saved so far, oldest first.")
+    stop_requested: bool = Field(default=False, description="Whether stop_training was asked for this run.")
+    health: list[HealthFlag] = Field(
+        default_factory=list, description="Health flags from the diagnosis rules (diagnose_run) on the metrics so far."
+    )
+    health_note: str | None = Field(default=None, description="Why health flags are missing, when they are.")
+    log_tail: list[str] = Field(default_factory=list, description="Last lines of train/logs/stdout.log.")
+    plot_path: str | None = Field(default=None, description="The PNG plot written, when asked for.")
+    message: str = Field(default="", description="One-line summary for people.")
+
+
+class StopResult(BaseModel):
+    run_dir: str = Field(description="The run directory.")
+    state: RunState = Field(description="The run's state after the stop.")
+    graceful: bool = Field(description="True when the process exited on its own after saving a checkpoint.")
+    killed: bool = Field(description="True when it had to be killed after the timeout.")
+    checkpoint: str | None = Field(default=None, description="The latest checkpoint after the stop.")
+    message: str = Field(default="", description="One-line summary for people.")
+
+
+class ListRunsRequest(BaseModel):
+    pass
+
+
+class RunSummary(BaseModel):
+    run: str = Field(description="Run directory name under runs/.")
+    run_dir: str = Field(description="Absolute path.")
+    state: RunState = Field(description="State derived from the process and files.")
+    step: int | None = Field(default=None, description="Latest logged step.")
+    max_steps: int | None = Field(default=None, description="Total steps when known.")
+    model: str | None = Field(default=None, description="Model of the run (train/request.json).")
+    started_at: str | None = Field(default=None, description="UTC start time of the latest launch.")
+
+
+class RunList(BaseModel):
+    runs_root: str = Field(description="The runs/ directory listed.")
+    runs: list[RunSummary] = Field(default_factory=list, description="Every run, newest first.")

@@ -1,0 +1,233 @@
+"""training_status, stop_training and list_runs: read the run's process and files, act through files and signals."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import time
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.training.environment import read_run_target
+from mcp_server.training.models import (
+    HealthFlag,
+    RunList,
+    RunSummary,
+    StatusRequest,
+    StopRequest,
+    StopResult,
+    TrainingStatus,
+)
+from mcp_server.training.runstate import (
+    all_run_dirs,
+    checkpoints,
+    derive_state,
+    last_progress,
+    log_tail,
+    logs_dir,
+    process_alive,
+    read_json,
+    read_progress,
+    run_dir_of,
+    sync_run_json,
+)
+from mcp_server.workspace import atomic_write_json, runs_root
+
+PLOTTED = (
+    ("reward", "reward"),
+    ("reward_std", "reward std"),
+    ("kl", "KL"),
+    ("entropy", "entropy"),
+    ("completion_mean_length", "completion length"),
+)
+SPEED_WINDOW = 20  # progress lines used for steps/s
+
+
+def _max_steps(run_dir: Path, config: dict) -> int | None:
+    begin = read_json(logs_dir(run_dir) / "train-begin.json")
+    if begin and begin.get("max_steps") and begin["max_steps"] > 0:
+        return int(begin["max_steps"])
+    value = config.get("max_steps")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _speed(lines: list[dict], since: float | None) -> float | None:
+    """Steps per second over the latest lines of the current launch (a pause before a resume is not speed)."""
+    window = [l for l in lines if isinstance(l.get("step"), int) and isinstance(l.get("time"), (int, float))
+              and (since is None or l["time"] >= since)][-SPEED_WINDOW:]
+    if len(window) >= 2 and window[-1]["time"] > window[0]["time"] and window[-1]["step"] > window[0]["step"]:
+        return (window[-1]["step"] - window[0]["step"]) / (window[-1]["time"] - window[0]["time"])
+    if window and window[-1].get("step_time"):
+        return 1.0 / window[-1]["step_time"]
+    return None
+
+
+# ---------------------------------------------------------------- health (diagnosis hook)
+def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
+    """The diagnosis rules (diagnose_run's core) on the run so far. A missing or failing diagnosis never
+    breaks status: the note says why the flags are absent."""
+    try:
+        from mcp_server.training.diagnose import DiagnoseRequest, diagnose_run
+    except ImportError:
+        return [], "diagnosis rules not installed (mcp_server.training.diagnose): no health flags"
+    try:
+        # Patches are not validated here (that imports TRL); diagnose_run gives validated patches.
+        result = diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False))
+    except Exception as exc:  # a diagnosis bug must not hide the run's state
+        return [], f"diagnosis failed: {type(exc).__name__}: {exc}"
+    flags = [HealthFlag(code=f.code, severity=f.severity, explanation=f.explanation, patch=f.patch or None)
+             for f in result.findings]
+    return flags, None if flags else f"no health flags: {result.summary}"
+
+
+# ---------------------------------------------------------------- plot
+def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
+    """reward, reward_std, KL, entropy and completion length over steps -> <run>/progress.png."""
+    if not lines:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(PLOTTED), 1, figsize=(7, 2.0 * len(PLOTTED)), sharex=True)
+    for ax, (key, label) in zip(axes, PLOTTED):
+        points = [(l["step"], l[key]) for l in lines if isinstance(l.get(key), (int, float)) and l.get("step") is not None]
+        if points:
+            ax.plot(*zip(*points), marker="." if len(points) < 50 else None, linewidth=1.2)
+        else:
+            ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="grey")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("step")
+    fig.suptitle(run_dir.name)
+    fig.tight_layout()
+    path = run_dir / "progress.png"
+    tmp = path.with_name(".progress.png.tmp")
+    fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------- training_status
+def training_status(request: StatusRequest) -> TrainingStatus:
+    run_dir = run_dir_of(request.run)
+    derived = derive_state(run_dir)
+    sync_run_json(run_dir, derived)
+    record = derived["record"] or {}
+    _, config = read_run_target(run_dir)
+    lines = read_progress(run_dir)
+    latest = lines[-1] if lines else {}
+    state = derived["state"]
+    max_steps = _max_steps(run_dir, config)
+    step = latest.get("step")
+    speed = _speed(lines, record.get("started_ts")) if lines else None
+    eta = (max(max_steps - step, 0) / speed) if (state == "running" and speed and max_steps and step is not None) else None
+
+    started = record.get("started_ts")
+    if started is None:
+        elapsed = None
+    elif derived["alive"]:
+        elapsed = time.time() - started
+    else:
+        end = (derived["outcome"] or {}).get("time") or latest.get("time") or started
+        elapsed = max(end - started, 0.0)
+
+    health, note = health_flags(run_dir) if lines or state in ("failed",) else ([], "no metrics logged yet")
+    tail = log_tail(run_dir, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
+    plot = plot_progress(run_dir, lines) if request.plot else None
+    done = [str(p) for p in checkpoints(run_dir, config)]
+
+    if state == "not_launched":
+        message = f"{run_dir.name} has not been launched (launch_training starts it)"
+    elif state == "failed":
+        code = f"exit code {derived['exit_code']}" if derived["exit_code"] is not None else "no exit code recorded (killed?)"
+        message = f"{run_dir.name} failed ({code}); last log line: {tail[-1] if tail else '(empty log)'}"
+    else:
+        where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
+        message = f"{run_dir.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
+
+    return TrainingStatus(
+        run_dir=str(run_dir), state=state, pid=derived["pid"], alive=derived["alive"], exit_code=derived["exit_code"],
+        started_at=record.get("started_at"), elapsed_s=round(elapsed, 1) if elapsed is not None else None,
+        step=step, max_steps=max_steps, steps_per_s=round(speed, 5) if speed else None,
+        eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
+        stop_requested=derived["stop_requested"], health=health, health_note=note, log_tail=tail,
+        plot_path=str(plot) if plot else None, message=message,
+    )
+
+
+# ---------------------------------------------------------------- stop_training
+def _wait_dead(pid: int, create_time: float | None, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not process_alive(pid, create_time):
+            return True
+        time.sleep(0.5)
+    return not process_alive(pid, create_time)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_training(request: StopRequest) -> StopResult:
+    """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
+    terminate its whole process group (vLLM server included), then kill it."""
+    run_dir = run_dir_of(request.run)
+    derived = derive_state(run_dir)
+    _, config = read_run_target(run_dir)
+    if not derived["alive"]:
+        sync_run_json(run_dir, derived)
+        done = checkpoints(run_dir, config)
+        return StopResult(run_dir=str(run_dir), state=derived["state"], graceful=False, killed=False,
+                          checkpoint=str(done[-1]) if done else None,
+                          message=f"{run_dir.name} is not running (state {derived['state']}); nothing to stop")
+    record = derived["record"]
+    pid, create_time = record["pid"], record.get("create_time")
+    atomic_write_json(logs_dir(run_dir) / "stop-request.json", {
+        "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
+    graceful = _wait_dead(pid, create_time, request.timeout_s)
+    killed = False
+    if not graceful:
+        pgid = record.get("pgid", pid)
+        _kill_group(pgid, signal.SIGTERM)
+        if not _wait_dead(pid, create_time, 15):
+            _kill_group(pgid, signal.SIGKILL)
+            _wait_dead(pid, create_time, 5)
+        killed = True
+    after = derive_state(run_dir)
+    sync_run_json(run_dir, after)
+    done = checkpoints(run_dir, config)
+    saved = (read_json(logs_dir(run_dir) / "stopped.json") or {}).get("step")
+    if graceful:
+        message = f"{run_dir.name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
+    else:
+        message = (f"{run_dir.name} did not stop within {request.timeout_s:.0f} s and was killed; "
+                   + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
+    return StopResult(run_dir=str(run_dir), state=after["state"], graceful=graceful, killed=killed,
+                      checkpoint=str(done[-1]) if done else None, message=message)
+
+
+# ---------------------------------------------------------------- list_runs
+def list_runs() -> RunList:
+    runs = []
+    for run_dir in all_run_dirs():
+        derived = derive_state(run_dir)
+        sync_run_json(run_dir, derived)
+        try:
+            request, config = read_run_target(run_dir)
+        except UserInputError:  # a broken file in one run must not hide the others
+            request, config = {}, {}
+        latest = last_progress(run_dir) or {}
+        runs.append(RunSummary(
+            run=run_dir.name, run_dir=str(run_dir), state=derived["state"], step=latest.get("step"),
+            max_steps=_max_steps(run_dir, config), model=request.get("model") or config.get("model_name_or_path"),
+            started_at=(derived["record"] or {}).get("started_at"),
+        ))
+    return RunList(runs_root=str(runs_root()), runs=runs)
