@@ -11,7 +11,15 @@ TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_CPU_INDEX ?=
 TORCH_GPU_SPEC ?= torch>=2.4
 
-.PHONY: venv test demo bench clean manifests
+.PHONY: venv sysdeps test demo bench clean manifests
+
+# bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
+sysdeps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing bubblewrap (sandbox for model-written code)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "warning: bwrap not found; install bubblewrap (e.g. sudo apt-get install bubblewrap) to run code rewards"; fi; }
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,10 +35,10 @@ endif
 
 venv: $(VENV)/.installed
 
-test: venv
+test: venv sysdeps
 	$(PY) -m pytest -q tests
 
-demo: venv
+demo: venv sysdeps
 	$(VENV)/bin/llm-finetuning demo
 
 bench: venv
