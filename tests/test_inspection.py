@@ -198,11 +198,12 @@ def test_summary_counts_and_likely_misscored_samples(workspace):
     assert result.zero_variance_groups == 11  # the all-wrong groups
     assert result.base_success_rate == pytest.approx(2 / 13) and result.grpo_can_learn
     total = result.distributions[-1]
-    assert total.histogram == {"1": 46, "3": 4, "0": 2}
+    assert total.histogram == {"0": 2, "1": 46, "3": 4}
+    assert list(total.histogram) == ["0", "1", "3"]
     # Read first: the wordy right answer (gold inside <answer>, scored 0), then a full score on a
     # truncated completion; the bare "7" (gold in the text, scored 0) ranks below them.
     first, second = result.likely_misscored
-    assert first.id == 49 and "inside an <answer> block" in first.reasons[0]
+    assert first.id == 49 and "inside an `<answer>` block" in first.reasons[0]
     assert second.id == 0 and "cut off" in second.reasons[0]
     rows = {r["id"]: r for r in _lines(result.review_jsonl_path)}
     assert "appears in the text but correctness_reward scored 0" in rows[2]["suspect_reasons"][0]

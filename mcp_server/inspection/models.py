@@ -126,7 +126,10 @@ class RewardDistribution(BaseModel):
     max: float | None = Field(description="Highest score.")
     zero_share: float = Field(description="Share of samples scoring exactly 0.")
     none_count: int = Field(description="Samples for which the reward returned None (not applicable).")
-    histogram: dict[str, int] = Field(description="Count per distinct score (rounded to 3 places, at most 12 bins).")
+    histogram: dict[str, int] = Field(
+        description="Count per distinct score (rounded to 3 places), in order; with more than 12 distinct scores, "
+        "counts per equal-width range 'low..high'."
+    )
     zero_variance_groups: int = Field(description="Prompt groups in which this reward gives every sample the same score.")
 
 

@@ -118,7 +118,7 @@ def _score(funcs, specs, samples: list[dict]) -> list[list[float]]:
 
 def _distribution(name: str, weight: float, values: list[float], groups: list[list[int]]) -> RewardDistribution:
     real = [v for v in values if not math.isnan(v)]
-    hist = Counter(f"{round(v, 3):g}" for v in real)
+    hist = _histogram(real)
     return RewardDistribution(
         name=name,
         weight=weight,
@@ -128,9 +128,20 @@ def _distribution(name: str, weight: float, values: list[float], groups: list[li
         max=max(real) if real else None,
         zero_share=round(sum(v == 0 for v in real) / len(values), 4) if values else 0.0,
         none_count=len(values) - len(real),
-        histogram=dict(hist.most_common(HIST_BINS)),
+        histogram=hist,
         zero_variance_groups=sum(_zero_variance([values[i] for i in g]) for g in groups),
     )
+
+
+def _histogram(values: list[float]) -> dict[str, int]:
+    """Count per distinct score; continuous scores (more than HIST_BINS values) in equal-width ranges."""
+    counts = Counter(round(v, 3) for v in values)
+    if len(counts) <= HIST_BINS:
+        return {f"{v:g}": c for v, c in sorted(counts.items())}
+    lo, hi = min(values), max(values)
+    width = (hi - lo) / HIST_BINS
+    bins = Counter(min(int((v - lo) / width), HIST_BINS - 1) for v in values)
+    return {f"{lo + b * width:.3g}..{lo + (b + 1) * width:.3g}": bins[b] for b in sorted(bins)}
 
 
 def _zero_variance(values: list[float]) -> bool:
@@ -150,7 +161,7 @@ def _suspect_reasons(text: str, gold, task_scores: dict[str, float], truncated: 
     for name, score in task_scores.items():
         if gold and score == 0 and _contains(text, gold):
             inside = any(_contains(body, gold) for body in re.findall(r"<answer>(.*?)</answer>", text, flags=re.DOTALL))
-            where = "inside an <answer> block" if inside else "in the text"
+            where = "inside an `<answer>` block" if inside else "in the text"
             reasons.append((3 if inside else 1, f"gold answer '{gold}' appears {where} but {name} scored 0"))
         if gold and score > 0 and not _contains(text, gold):
             reasons.append((2, f"{name} scored {score:g} but the gold answer '{gold}' does not appear"))
@@ -348,6 +359,12 @@ def _fence(text: str) -> str:
     return f"{ticks}text\n{_readable(text)}\n{ticks}"
 
 
+def _code(text: str) -> str:
+    """An inline code span (so tags like <answer> show instead of vanishing as HTML)."""
+    text = " ".join(text.split())
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
 def _prompt_block(prompt) -> str:
     if isinstance(prompt, list):
         return "\n\n".join(f"**{m.get('role', '?')}:**\n{_fence(str(m.get('content', '')))}" for m in prompt)
@@ -371,9 +388,10 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
         "",
         "## Summary",
         "",
-        f"- Samples: {result.num_samples} ({result.num_prompts} prompts x {result.samples_per_prompt}), "
-        f"model `{meta.get('model', '?')}`, engine {meta.get('engine', '?')}, "
-        f"generation {meta.get('generation', {})}",
+        f"- Samples: {result.num_samples} ({result.num_prompts} prompts x {result.samples_per_prompt})"
+        + (f", model `{meta['model']}`" if meta.get("model") else "")
+        + (f", engine {meta['engine']}" if meta.get("engine") else "")
+        + "".join(f", {k} {v}" for k, v in (meta.get("generation") or {}).items() if v is not None),
         f"- Rewards ({result.rewards_source}): "
         + ", ".join(f"`{s.name}` x{s.weight:g}" + (f" {s.params}" if s.params else "") for s in result.rewards),
         f"- Success: {result.success_rule}",
@@ -412,7 +430,7 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
             lines += [f"### Prompt {current}", "", _prompt_block(r["prompt"]), ""]
             if r["columns"]:
                 lines += [
-                    "Data: " + "; ".join(f"`{k}` = {_readable(str(v))[:200]!s}" for k, v in r["columns"].items()),
+                    "Data: " + "; ".join(f"`{k}` = {_code(_readable(str(v))[:200])}" for k, v in r["columns"].items()),
                     "",
                 ]
         flags = [f for f, on in (("SUCCESS", r["success"]), ("TRUNCATED", r["truncated"]), ("CHECK", r["id"] in suspect_ids)) if on]
