@@ -222,3 +222,22 @@ def test_mcp_plan_memory():
     assert not result.is_error
     data = result.structured_content
     assert data["gpu"] == "T4" and data["params"]["total"] > 5e8 and "speed" in data
+
+
+def test_sharding_and_vllm_layout_levers():
+    base = dict(model="Qwen/Qwen2.5-7B-Instruct", gpu="H100", dtype="bfloat16", validate_levers=False)
+    single = plan_memory(MemoryPlanRequest(**base, num_gpus=4))
+    zero3 = plan_memory(MemoryPlanRequest(**base, num_gpus=4, zero_stage=3))
+    parts = {c.name: c.gib for c in zero3.breakdown}
+    assert parts["optimizer_state"] == pytest.approx(zero3.params.total * 12 / 4 / GIB, rel=0.01)
+    assert zero3.training_peak_gib < single.training_peak_gib
+    # a colocated vLLM share too small for its own weights is a broken layout: right-sizing it is a lever
+    small = plan_memory(MemoryPlanRequest(model="Qwen/Qwen3-30B-A3B", gpu="H200", finetune="lora", use_vllm=True,
+                                          dtype="bfloat16", validate_levers=False))
+    assert not small.fits and any("less than its" in n for n in small.notes)
+    assert small.recommended and "right_size_vllm_memory" in small.recommended.levers
+    # on 8 GPUs, a 72B colocated vLLM must be sharded with tensor parallelism
+    big = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-72B-Instruct", gpu="H100", num_gpus=8, use_vllm=True,
+                                        dtype="bfloat16", validate_levers=False))
+    assert big.recommended and "vllm_tensor_parallel" in big.recommended.levers
+    assert big.recommended.patch["vllm_tensor_parallel_size"] in (2, 4, 8)

@@ -96,7 +96,7 @@ class Validation(BaseModel):
 
 class Lever(BaseModel):
     name: str = Field(description="Stable lever id: bf16_weights, vllm_sleep_mode, adamw_8bit, gradient_checkpointing, lora, qlora, "
-                      "beta_zero, vllm_server_mode, lower_vllm_memory, shorter_completions, smaller_micro_batch, "
+                      "beta_zero, vllm_server_mode, right_size_vllm_memory, vllm_tensor_parallel, shorter_completions, smaller_micro_batch, "
                       "chunked_loss, zero3.")
     description: str = Field(description="What it changes and what it costs.")
     patch: dict[str, Any] = Field(description="Config fields to set (merge into the run's config).")

@@ -533,8 +533,8 @@ def estimate_speed(arch: Architecture, params: ParamCount, s: RunSettings, targe
 # How much a lever changes the run (speed, quality, setup). The recommended set is the one of least total cost
 # that fits: three free switches beat QLoRA. Ties go to fewer levers, then to the lower peak.
 _LEVER_COST = {
-    "bf16_weights": 1, "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "lower_vllm_memory": 1,
-    "gradient_checkpointing": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3, "vllm_server_mode": 3,
+    "bf16_weights": 1, "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "right_size_vllm_memory": 1,
+    "gradient_checkpointing": 2, "vllm_tensor_parallel": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3, "vllm_server_mode": 3,
     "lora": 5, "shorter_completions": 6, "qlora": 7,
 }
 
@@ -545,11 +545,23 @@ def candidate_levers(arch: Architecture, params: ParamCount, s: RunSettings, tar
     if colocate and not s.vllm_enable_sleep_mode:
         out.append(("vllm_sleep_mode", "vLLM releases its weights and KV cache while the policy trains "
                     "(a few seconds per step to wake up).", {"vllm_enable_sleep_mode": True}))
-        # just enough vLLM memory for the weights and this run's KV cache
+    if colocate:
+        # just enough vLLM memory for its weights and this run's KV cache: less when it hoards, more when its
+        # weights do not even fit its share
         util = _just_enough_vllm(arch, params, s, target.capacity_gib, s.vllm_tensor_parallel_size)
-        if util < s.vllm_gpu_memory_utilization:
-            out.append(("lower_vllm_memory", f"Give vLLM {util:.2f} of the GPU: its weights plus the KV cache "
-                        "of one generation round.", {"vllm_gpu_memory_utilization": util}))
+        if abs(util - s.vllm_gpu_memory_utilization) >= 0.02:
+            out.append(("right_size_vllm_memory", f"Give vLLM {util:.2f} of each GPU (now "
+                        f"{s.vllm_gpu_memory_utilization:g}): its weights, runtime and one generation round's KV "
+                        "cache.", {"vllm_gpu_memory_utilization": util}))
+        if bd.training_gpus >= 2 and s.vllm_tensor_parallel_size < bd.training_gpus:
+            sizes = [t for t in (2, 4, 8, 16, 32, 64) if t > s.vllm_tensor_parallel_size and bd.training_gpus % t == 0]
+            fitting = [t for t in sizes if params.total * 2 / t <= 0.25 * target.capacity_gib * GIB]
+            if sizes:
+                tp = fitting[0] if fitting else sizes[-1]
+                util_tp = _just_enough_vllm(arch, params, s, target.capacity_gib, tp)
+                out.append(("vllm_tensor_parallel", f"Shard the colocated vLLM over {tp} GPUs: each holds 1/{tp} of "
+                            "its weights and KV cache.", {"vllm_tensor_parallel_size": tp,
+                                                           "vllm_gpu_memory_utilization": util_tp}))
     if s.dtype == "float32" and not (target.gpu and not target.gpu.bf16):
         out.append(("bf16_weights", "Load the weights in bfloat16 (TRL loads float32 by default): halves weights, "
                     "gradients and optimizer state.", {"dtype": "bfloat16"}))
@@ -676,9 +688,11 @@ def rank_levers(arch, params, s, target, bd, validator: _Validator) -> tuple[lis
     levers: list[Lever] = []
     for name, desc, patch in cands:
         b = compute_breakdown(arch, params, apply_patch(s, patch), target)
-        levers.append(Lever(name=name, description=desc, patch=patch, saves_gib=round(bd.peak - b.peak, 2),
-                            peak_gib=round(b.peak, 2), fits_alone=b.peak <= cap))
-    levers = [lv for lv in levers if lv.saves_gib > 0.005]
+        lever = Lever(name=name, description=desc, patch=patch, saves_gib=round(bd.peak - b.peak, 2),
+                      peak_gib=round(b.peak, 2), fits_alone=b.peak <= cap and not b.problems)
+        # keep what saves memory, and what repairs a broken layout (e.g. a vLLM share too small for its weights)
+        if lever.saves_gib > 0.005 or len(b.problems) < len(bd.problems):
+            levers.append(lever)
     levers.sort(key=lambda lv: -lv.saves_gib)
 
     # smallest set: fewest levers, then lowest cost, then lowest peak; prefer >=10% headroom, accept any fit
@@ -692,7 +706,8 @@ def rank_levers(arch, params, s, target, bd, validator: _Validator) -> tuple[lis
                     continue
                 if "vllm_sleep_mode" in combo and "vllm_server_mode" in combo:
                     continue
-                if "lower_vllm_memory" in combo and "vllm_server_mode" in combo:
+                vllm_layout = {"right_size_vllm_memory", "vllm_tensor_parallel", "vllm_server_mode"}
+                if len(vllm_layout.intersection(combo)) > 1:
                     continue
                 patch: dict[str, Any] = {}
                 for n in combo:
