@@ -216,8 +216,9 @@ def npm_bin() -> Path:
             pytest.skip("npm registry did not answer within 300 s: cannot install Claude Code or the MCP inspector")
         if proc.returncode != 0:
             text = proc.stderr + proc.stdout
-            if re.search(r"ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|network|offline", text, re.I):
-                pytest.skip(f"npm registry unreachable: {text.strip().splitlines()[-1]}")
+            unreachable = re.search(r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|network|offline).*", text, re.I)
+            if unreachable:
+                pytest.skip(f"npm registry unreachable, cannot install Claude Code / the MCP inspector: {unreachable.group(0).strip()}")
             raise AssertionError(f"npm install failed:\n{text}")
     return bin_dir
 
