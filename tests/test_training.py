@@ -1,0 +1,256 @@
+"""Training tools through their public doors: check_environment, launch_training, training_status,
+stop_training, resume_training, list_runs. Real TRL, the real tiny model, a few real steps on CPU.
+
+Every launch goes through the real gates: the run is emitted by the recipe, sampled, inspected and given a
+recorded verdict (success_threshold=0 so the untrained tiny model can pass the inspection's learnability check).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import call_mcp, run_cli, run_cli_json
+
+CONTRACT_KEYS = {"step", "loss", "lr", "mem_gb", "temp_c", "reward", "reward_std", "frac_reward_zero_std", "kl",
+                 "entropy", "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"}
+TINY_OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
+                  "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory, tiny_model):
+    """One workspace for the module (the emitted runs are independent directories inside it)."""
+    root = tmp_path_factory.mktemp("training-ws")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        yield root
+
+
+def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, **overrides) -> Path:
+    from mcp_server.recipe.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    result = emit_grpo_config(GRPORecipeRequest(
+        model="tiny", dataset="tiny", gpu=gpu, num_gpus=num_gpus, run_name=name,
+        overrides={**TINY_OVERRIDES, **overrides}))
+    assert result.validation.valid, result.validation
+    return Path(result.run_dir)
+
+
+def pass_inspection(run_dir: Path) -> None:
+    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+    from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
+    from mcp_server.inspection.review import inspect_rewards
+    from mcp_server.inspection.sampling import sample_completions
+
+    sample_completions(SampleRequest(run=str(run_dir), model="tiny", dataset="tiny", num_prompts=13, n=4, max_new_tokens=12))
+    inspect_rewards(InspectRequest(run=str(run_dir), max_samples=52, success_threshold=0.0))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="test", agree_with_rest=True))
+    assert check_inspection_gate(run_dir).passed
+
+
+def wait_for(run_dir: Path, done, timeout: float = 420):
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = training_status(StatusRequest(run=str(run_dir)))
+        if done(status):
+            return status
+        time.sleep(1.0)
+    raise AssertionError(f"timed out; last status: {status.model_dump_json(indent=1)}")
+
+
+# ---------------------------------------------------------------- check_environment
+def test_check_environment_tells_the_truth_about_this_cpu_machine(ws):
+    proc, report = run_cli_json("check-environment", env={"LLM_FINETUNING_WORKSPACE": str(ws)})
+    assert proc.returncode == 0, proc.stderr
+    assert report["gpus"] == [] and report["verdict"] == "ready-with-warnings"
+    assert "CPU runs of small models only" in report["allows"]
+    assert any("no CUDA GPU" in r for r in report["warnings"])
+    import trl
+
+    assert report["packages"]["trl"] == trl.__version__ and report["packages"]["vllm"] is None
+    assert report["free_disk_gib"] > 0 and report["ram_gib"] > 0
+    assert json.loads((ws / "env-report.json").read_text())["verdict"] == "ready-with-warnings"
+
+
+def test_check_environment_blocks_a_gpu_target_here(ws):
+    from mcp_server.training.environment import check_environment
+    from mcp_server.training.models import EnvironmentRequest
+
+    run_dir = ws / "runs" / "hand-made-h100"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "train" / "request.json").write_text(json.dumps({"model": "tiny", "gpu": "H100", "num_gpus": 8}))
+    (run_dir / "train" / "config.yaml").write_text("bf16: true\nuse_vllm: true\n")
+    report = check_environment(EnvironmentRequest(run=str(run_dir)))
+    assert report.verdict == "blocked" and report.target == "8x H100"
+    assert any("no CUDA GPU" in b for b in report.blockers)
+    assert any("vllm is not installed" in b for b in report.blockers)
+    assert (run_dir / "env-report.json").exists()
+    proc = run_cli("check-environment", "--run", "nowhere", env={"LLM_FINETUNING_WORKSPACE": str(ws)})
+    assert proc.returncode == 2 and "run:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- gates
+def test_launch_refuses_naming_each_gate_and_how_to_clear_it(ws):
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = emit_run("gates", gpu="H100")  # valid for an H100, never inspected, and there is no GPU here
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    assert not result.launched and result.pid is None
+    gates = {r.gate: r for r in result.refusals}
+    assert set(gates) == {"inspection", "environment"}
+    assert "sample_completions" in gates["inspection"].how_to_clear
+    assert "no CUDA GPU" in gates["environment"].message and "check_environment" in gates["environment"].how_to_clear
+    assert not (run_dir / "run.json").exists()
+
+    config = run_dir / "train" / "config.yaml"
+    config.write_text(config.read_text() + "not_a_trl_field: 1\n")
+    proc, out = run_cli_json("launch-training", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(ws)})
+    assert proc.returncode == 1 and not out["launched"]
+    config_refusal = next(r for r in out["refusals"] if r["gate"] == "config")
+    assert "unknown_field" in config_refusal["message"] and config_refusal["how_to_clear"]
+
+
+def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_committed_in_git(ws):
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    run_dir = emit_run("crash")
+    pass_inspection(run_dir)
+    (run_dir / "data" / "train.jsonl").unlink()  # the data set vanishes after the gate: training will crash
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    assert result.launched, result.message
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["pid"] == result.pid and record["state"] == "starting"
+    from mcp_server.workspace import sha256_file
+
+    assert record["config_sha256"] == sha256_file(run_dir / "train" / "config.yaml") == result.config_sha256
+    assert record["train_script_sha256"] == sha256_file(run_dir / "train" / "train.py")
+    rel = (run_dir / "train" / "config.yaml").relative_to(ws)
+    committed = subprocess.run(["git", "-C", str(ws), "show", f"{result.git_commit}:{rel}"], capture_output=True, text=True)
+    assert committed.returncode == 0 and committed.stdout == (run_dir / "train" / "config.yaml").read_text()
+
+    status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
+    assert status.state == "failed" and status.exit_code not in (None, 0)
+    assert any("train.jsonl" in line or "FileNotFoundError" in line for line in status.log_tail), status.log_tail
+    # Another process (a restarted server) derives the same state from the files.
+    proc, out = run_cli_json("training-status", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(ws)})
+    assert proc.returncode == 0 and out["state"] == "failed" and out["exit_code"] == status.exit_code
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "failed"
+
+
+# ---------------------------------------------------------------- the whole cycle, on two processes
+def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws):
+    from mcp_server.training.launch import launch_training, resume_training
+    from mcp_server.training.models import LaunchRequest, RunRequest, StopRequest
+    from mcp_server.training.status import list_runs, stop_training
+
+    run_dir = emit_run("ddp")
+    pass_inspection(run_dir)
+    result = launch_training(LaunchRequest(run=str(run_dir), num_processes=2))
+    assert result.launched, result.message
+    assert "torch.distributed.run" in result.command and "--nproc_per_node" in result.command
+
+    running = wait_for(run_dir, lambda s: (s.step or 0) >= 1 or s.state not in ("starting", "running"))
+    assert running.state == "running", running.log_tail
+    begin = json.loads((run_dir / "train" / "logs" / "train-begin.json").read_text())
+    assert begin["world_size"] == 2  # one DDP group of two ranks over gloo, not two lone processes
+
+    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=300))
+    assert stopped.graceful and not stopped.killed and stopped.state == "stopped", stopped.message
+    assert stopped.checkpoint and Path(stopped.checkpoint, "trainer_state.json").exists()
+    saved_step = json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"]
+    assert saved_step < 4 and Path(stopped.checkpoint).name == f"checkpoint-{saved_step}"
+
+    # A changed config is refused; the original config resumes.
+    config = run_dir / "train" / "config.yaml"
+    original = config.read_text()
+    config.write_text(original.replace("learning_rate:", "learning_rate: 1.0e-06\n# was:"))
+    refused = resume_training(RunRequest(run=str(run_dir)))
+    assert not refused.launched and refused.refusals[0].gate == "config_hash"
+    config.write_text(original)
+    resumed = resume_training(RunRequest(run=str(run_dir)))
+    assert resumed.launched and resumed.resumed_from == stopped.checkpoint
+    assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
+
+    done = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
+    assert done.state == "succeeded", done.log_tail
+    assert done.step == done.max_steps == 4 and done.exit_code == 0
+    lines = [json.loads(l) for l in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    assert [l["step"] for l in lines] == [1, 2, 3, 4]  # the resumed steps follow the stopped ones
+    assert all(CONTRACT_KEYS <= set(l) for l in lines)
+    assert all(isinstance(l["reward"], float) for l in lines)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["state"] == "succeeded" and record["history"][-1]["state"] == "stopped"
+
+    assert {r.run: r.state for r in list_runs().runs}[run_dir.name] == "succeeded"
+
+    async def calls(client):
+        tools = {t.name for t in (await client.list_tools()).tools}
+        status = await client.call_tool("training_status", {"request": {"run": str(run_dir), "plot": True}})
+        runs = await client.call_tool("list_runs", {})
+        return tools, status, runs
+
+    import asyncio
+
+    tools, status, runs = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(ws)}))
+    assert {"check_environment", "launch_training", "training_status", "stop_training", "resume_training", "list_runs"} <= tools
+    assert status.structured_content["state"] == "succeeded"
+    images = [c for c in status.content if getattr(c, "type", None) == "image"]
+    assert images and images[0].mime_type == "image/png"
+    assert (run_dir / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert any(r["run"] == run_dir.name for r in runs.structured_content["runs"])
+
+
+# ---------------------------------------------------------------- several GPUs, several nodes (files only)
+def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    from mcp_server.training.launch import build_launch_plan, write_plan_files
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = emit_run("eight-h100", gpu="H100", num_gpus=8)
+    config = yaml.safe_load((run_dir / "train" / "config.yaml").read_text())
+    assert config.get("use_vllm") and config.get("vllm_mode") == "server"
+
+    expected = {"zero2": ("DEEPSPEED", 2), "zero3": ("DEEPSPEED", 3), "fsdp": ("FSDP", None), "ddp": ("MULTI_GPU", None)}
+    for strategy, (dist_type, stage) in expected.items():
+        plan = build_launch_plan(run_dir, LaunchRequest(run=str(run_dir), strategy=strategy))
+        written = write_plan_files(run_dir, plan)
+        loaded = load_config_from_file(written["accelerate_config"])
+        assert str(loaded.distributed_type).endswith(dist_type)
+        assert loaded.num_processes == 7 and loaded.mixed_precision == "bf16"  # 8 GPUs: 7 train, 1 serves vLLM
+        if stage:
+            assert loaded.deepspeed_config["zero_stage"] == stage
+        script = Path(written["script"]).read_text()
+        assert subprocess.run(["bash", "-n", written["script"]]).returncode == 0
+        serve, health, train = (script.index("vllm-serve"), script.index("/health"), script.index("accelerate.commands.launch"))
+        assert serve < health < train and "CUDA_VISIBLE_DEVICES=7 " in script
+        assert "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6" in script
+
+    # Two nodes: a SLURM script (the last node serves vLLM), the environment of this laptop is not its gate.
+    from mcp_server.training.launch import launch_training
+
+    pass_inspection(run_dir)
+    result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2))
+    assert not result.launched and result.slurm_script and not result.refusals, result.message
+    slurm = Path(result.slurm_script).read_text()
+    assert "#SBATCH --nodes=2" in slurm and "vllm-serve" in slurm and "--machine_rank" in slurm
+    assert subprocess.run(["bash", "-n", result.slurm_script]).returncode == 0
+    loaded = load_config_from_file(result.accelerate_config)
+    # 8 GPUs on 2 nodes: one node of 4 serves vLLM, the other trains with 4 processes
+    assert loaded.num_machines == 1 and loaded.num_processes == 4 and str(loaded.distributed_type).endswith("DEEPSPEED")
+    assert not (run_dir / "run.json").exists()
+    shutil.rmtree(run_dir)
