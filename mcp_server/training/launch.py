@@ -148,7 +148,7 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
             "VLLM_PID=$!",
             f"echo \"waiting for the vLLM server on port {port} (pid $VLLM_PID)\"",
             f"deadline=$((SECONDS + {VLLM_HEALTH_TIMEOUT_S}))",
-            f"until {py} -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health/', timeout=5)\" 2>/dev/null; do",
+            f"until {py} -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)\" 2>/dev/null; do",
             "  if ! kill -0 \"$VLLM_PID\" 2>/dev/null || [ $SECONDS -ge $deadline ]; then",
             "    echo \"vLLM server did not come up: see train/logs/vllm-serve.log\"; tail -n 30 train/logs/vllm-serve.log",
             "    kill \"$VLLM_PID\" 2>/dev/null; rc=97; echo $rc > \"$LOGS/.exit-code.tmp\" && mv \"$LOGS/.exit-code.tmp\" \"$LOGS/exit-code\"; exit $rc",
@@ -221,7 +221,7 @@ def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_m
             f"TRAIN_NODES=$(IFS=,; echo \"${{NODES[*]:0:{train_nodes}}}\")",
             f"srun --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m trl.cli.main vllm-serve --model {model} "
             f"--tensor_parallel_size {per_node} --port {port} --host 0.0.0.0 > train/logs/vllm-serve.log 2>&1 &",
-            f"until curl -sf \"http://$VLLM_NODE:{port}/health/\" > /dev/null; do sleep 10; done",
+            f"until curl -sf \"http://$VLLM_NODE:{port}/health\" > /dev/null; do sleep 10; done",
         ]
         extra_cfg = f" --vllm_server_host $VLLM_NODE --vllm_server_port {port}"
     else:
