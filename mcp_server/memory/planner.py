@@ -386,6 +386,11 @@ def compute_breakdown(arch: Architecture, params: ParamCount, s: RunSettings, ta
                 f"vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization} gives vLLM "
                 f"{vllm_total/GIB:.1f} GiB, less than its {vllm_weights/GIB:.1f} GiB of weights + runtime")
             vllm_kv = 0.0
+            vllm_total = vllm_weights + VLLM_RUNTIME_GIB * GIB  # what it would need: vLLM refuses to start below
+        notes["vllm_weights"] = (f"bf16 weights / tensor parallel {s.vllm_tensor_parallel_size}; its "
+                                 f"{VLLM_RUNTIME_GIB:g} GiB runtime is in the overhead")
+        notes["vllm_kv_cache"] = (f"the rest of vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} "
+                                  "of the GPU, preallocated by vLLM")
         resident_in_training = VLLM_SLEEP_RESIDUAL_GIB * GIB if s.vllm_enable_sleep_mode else vllm_total
         training_peak = (static + resident_in_training, dynamic)
         generation_peak = (static + vllm_total, 0.0)
