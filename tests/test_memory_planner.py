@@ -241,3 +241,20 @@ def test_sharding_and_vllm_layout_levers():
                                         dtype="bfloat16", validate_levers=False))
     assert big.recommended and "vllm_tensor_parallel" in big.recommended.levers
     assert big.recommended.patch["vllm_tensor_parallel_size"] in (2, 4, 8)
+
+
+def test_hub_model_downloaded_before_is_read_from_the_cache(tmp_path, monkeypatch, tiny_model):
+    # the Hugging Face cache layout, offline: models--org--name/snapshots/<rev>/config.json
+    cache = tmp_path / "hub"
+    snap = cache / "models--acme--tiny-chat" / "snapshots" / "0123abc"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text((tiny_model / "config.json").read_text(encoding="utf-8"), encoding="utf-8")
+    (cache / "models--acme--tiny-chat" / "refs").mkdir()
+    (cache / "models--acme--tiny-chat" / "refs" / "main").write_text("0123abc", encoding="utf-8")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+    plan = plan_memory(MemoryPlanRequest(model="acme/tiny-chat", gpu="T4", prompt_length=32,
+                                         max_completion_length=32, validate_levers=False))
+    assert plan.model == "acme/tiny-chat" and plan.architecture.family == "qwen2"

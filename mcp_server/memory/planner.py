@@ -184,6 +184,11 @@ def resolve_settings(request: MemoryPlanRequest, cfg: dict[str, Any]) -> RunSett
     if s.get("max_steps") is not None and int(s["max_steps"]) <= 0:
         s.pop("max_steps")
     init = cfg.get("model_init_kwargs") or {}
+    if isinstance(init, str):  # the CLI form: a JSON string
+        try:
+            init = json.loads(init)
+        except json.JSONDecodeError:
+            raise UserInputError("model_init_kwargs", f"expected a mapping or a JSON object, got {init!r}") from None
     dtype = cfg.get("dtype") or cfg.get("torch_dtype") or init.get("dtype") or init.get("torch_dtype")
     if dtype and dtype != "auto":
         s["dtype"] = str(dtype).replace("torch.", "")
@@ -222,7 +227,29 @@ def resolve_model(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str,
     local = load_local_architecture(name)
     if local is not None:
         return name, local
-    return lookup_model(name)
+    from mcp_server.memory.models_catalog import find_model
+
+    found = find_model(name)
+    if found is not None:
+        return found
+    cached = _hub_cache_config(name)  # a hub model downloaded before: its config.json, read offline
+    if cached is not None:
+        return name, load_local_architecture(cached)
+    return lookup_model(name)  # raises with the closest catalog names
+
+
+def _hub_cache_config(name: str) -> str | None:
+    if name.count("/") != 1 or name.startswith((".", "/", "~")):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        path = try_to_load_from_cache(name, "config.json")
+    except Exception:  # an invalid repo id, an unreadable cache: not this door's problem
+        return None
+    return path if isinstance(path, str) else None
 
 
 def resolve_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[str, Any]) -> _Target:
