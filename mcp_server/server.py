@@ -108,6 +108,21 @@ def list_rewards() -> RewardCatalog:
     return core()
 
 
+# ---------------------------------------------------------------- diagnosis (H5)
+from mcp_server.training.diagnose import DiagnoseRequest, Diagnosis  # noqa: E402  (stdlib + pydantic only)
+
+
+@mcp.tool()
+def diagnose_run(request: DiagnoseRequest) -> Diagnosis:
+    """Why is this training run going wrong? Reads a run directory, a progress.jsonl, a TRL trainer_state.json
+    or a CSV/JSONL metrics export (plus the run's config and stdout log when known) and returns findings, most
+    important first: {code, severity, evidence [{metric, step, value}], explanation, patch}. Each patch is a dict
+    of config changes, validated against the run's config. Works for runs this project did not launch."""
+    from mcp_server.training.diagnose import diagnose_run as core
+
+    return core(request)
+
+
 # ---------------------------------------------------------------- training: environment, launch, status (H4)
 from typing import Annotated  # noqa: E402
 

@@ -1,0 +1,291 @@
+"""Load logged training metrics from any source diagnose_run accepts, into one shape.
+
+Sources: a run directory, a progress.jsonl (DESIGN.md contract), a TRL/transformers trainer_state.json
+(its log_history), or a CSV/JSONL export of logged metrics (W&B/TensorBoard style "train/..." prefixes are
+accepted). Every row becomes {"step": int, <TRL metric name>: float | None, ...}, sorted by step, one row per
+step (the last one logged wins, so a resumed run that re-logs steps reads correctly).
+
+Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+
+ACCEPTED = (
+    "a run directory (runs/<date>-<slug>/ or a TRL output_dir with checkpoint-*/), a progress.jsonl, "
+    "a TRL trainer_state.json, a .csv/.jsonl export of logged metrics with TRL's metric names, "
+    "or a training stdout log (.log/.txt)"
+)
+
+# Names other sources use for TRL's metrics -> TRL's own name.
+ALIASES: dict[str, str] = {
+    "lr": "learning_rate",  # progress.jsonl contract keys
+    "completion_mean_length": "completions/mean_length",
+    "clipped_ratio": "completions/clipped_ratio",
+    "completion_length": "completions/mean_length",  # TRL < 0.16
+    "train_loss_step": "loss",
+}
+STEP_KEYS = ("step", "global_step", "train/global_step", "Step", "_step", "trainer/global_step")
+# Rows that summarise or evaluate rather than log a training step.
+SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "total_flos")
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
+LOG_READ_LIMIT = 8 * 1024 * 1024  # larger logs: the first 1 MiB and the last 4 MiB (imports fail early, OOMs late)
+
+
+@dataclass
+class LoadedRun:
+    """Everything diagnosis reads about one run."""
+
+    kind: str  # run_dir | progress_jsonl | trainer_state | csv | jsonl | log
+    metrics_path: Path | None
+    rows: list[dict]
+    run_dir: Path | None = None
+    config_path: Path | None = None
+    config: dict | None = None
+    log_path: Path | None = None
+    log_text: str | None = None
+    request: dict = field(default_factory=dict)  # train/request.json beside an emitted config (gpu, num_gpus, ...)
+    reward_specs: list | None = None  # train/rewards.json
+
+    def series(self, name: str) -> list[tuple[int, float]]:
+        """(step, value) for every row that logged `name` (NaN/inf kept: they are findings)."""
+        return [(r["step"], r[name]) for r in self.rows if r.get(name) is not None]
+
+    def metric_names(self) -> set[str]:
+        return {k for r in self.rows for k, v in r.items() if v is not None and k != "step"}
+
+
+# ---------------------------------------------------------------- locating files
+def resolve_path(value: str | Path, field_name: str) -> Path:
+    """An existing path as given, else relative to the workspace root or runs/ (so a run name works)."""
+    from mcp_server.workspace import runs_root, workspace_root
+
+    text = str(value).strip()
+    if not text:
+        raise UserInputError(field_name, f"empty path; give {ACCEPTED}")
+    raw = Path(text).expanduser()
+    for candidate in (raw, workspace_root() / raw, runs_root() / raw):
+        if candidate.exists():
+            return candidate.resolve()
+    raise UserInputError(field_name, f"no such file or directory: {text}. Give {ACCEPTED}.")
+
+
+def _latest_checkpoint_state(folder: Path) -> Path | None:
+    states = [p for p in folder.glob("checkpoint-*/trainer_state.json") if p.parent.name.split("-")[-1].isdigit()]
+    return max(states, key=lambda p: int(p.parent.name.split("-")[-1])) if states else None
+
+
+def metrics_file_in(folder: Path) -> Path | None:
+    """The metrics file of a directory: our progress log first, then TRL's trainer_state.json."""
+    candidates = [folder / "train" / "logs" / "progress.jsonl", folder / "progress.jsonl", folder / "trainer_state.json"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    for base in (folder, folder / "checkpoints"):
+        if base.is_dir():
+            state = _latest_checkpoint_state(base)
+            if state:
+                return state
+    return None
+
+
+# ---------------------------------------------------------------- parsing values and rows
+def to_number(value) -> float | None:
+    """A logged value as a float; None when missing or not numeric ('nan'/'inf' stay non-finite floats)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or text.lower() in ("none", "null"):
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    return None
+
+
+def normalize_row(raw: dict, index: int) -> dict | None:
+    """One logged row under TRL's names, or None for summary/eval rows and rows without metrics."""
+    if any(k in raw for k in SUMMARY_KEYS):
+        return None
+    step = next((to_number(raw[k]) for k in STEP_KEYS if to_number(raw.get(k)) is not None), None)
+    row: dict = {}
+    for key, value in raw.items():
+        if key in STEP_KEYS or not isinstance(key, str):
+            continue
+        name = key[len("train/"):] if key.startswith("train/") else key
+        if name.startswith(("eval_", "eval/", "test/")):
+            continue
+        name = ALIASES.get(name, name)
+        # TRL < 0.17 logged rewards/<func> without the /mean suffix.
+        if name.startswith("rewards/") and name.count("/") == 1:
+            name += "/mean"
+        number = to_number(value)
+        if number is not None or name not in row:
+            row[name] = number if number is not None else row.get(name)
+    if not any(v is not None for v in row.values()):
+        return None
+    row["step"] = int(step) if step is not None and math.isfinite(step) else index + 1
+    return row
+
+
+def _rows_from_records(records: list, path: Path) -> list[dict]:
+    rows = {}
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise UserInputError("source", f"{path}: expected objects of logged metrics, found {type(record).__name__}")
+        row = normalize_row(record, i)
+        if row is not None:
+            rows[row["step"]] = {**rows.get(row["step"], {}), **{k: v for k, v in row.items() if v is not None}}
+    return [rows[s] for s in sorted(rows)]
+
+
+def _read_jsonl(path: Path) -> list:
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))  # Python's json reads the NaN/Infinity TRL writes
+            except json.JSONDecodeError as exc:
+                # A half-written last line of a live run is normal; anything else is a broken file.
+                if handle.readline() == "":
+                    break
+                raise UserInputError("source", f"{path}: line {number} is not JSON ({exc.msg})") from None
+    return records
+
+
+def _read_json(path: Path) -> tuple[str, list]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as exc:
+        raise UserInputError("source", f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(data, dict) and isinstance(data.get("log_history"), list):
+        return "trainer_state", data["log_history"]
+    if isinstance(data, list):
+        return "jsonl", data
+    raise UserInputError(
+        "source", f"{path}: a JSON source must be a trainer_state.json (with log_history) or a list of metric rows"
+    )
+
+
+def _read_csv(path: Path) -> list:
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames:
+            raise UserInputError("source", f"{path}: empty CSV (expected a header row of metric names)")
+        return list(reader)
+
+
+def load_metrics(path: Path) -> tuple[str, list[dict]]:
+    """(kind, rows) of one metrics file."""
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        kind, records = "csv", _read_csv(path)
+    elif suffix == ".json":
+        kind, records = _read_json(path)
+    elif suffix in (".jsonl", ".ndjson", ""):
+        kind, records = ("progress_jsonl" if path.name == "progress.jsonl" else "jsonl"), _read_jsonl(path)
+    else:
+        raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
+    rows = _rows_from_records(records, path)
+    return kind, rows
+
+
+# ---------------------------------------------------------------- config and log
+def load_config(value: str | Path | dict | None) -> tuple[Path | None, dict | None]:
+    if value is None:
+        return None, None
+    if isinstance(value, dict):
+        return None, dict(value)
+    import yaml
+
+    path = resolve_path(value, "config")
+    if not path.is_file():
+        raise UserInputError("config", f"{path} is not a file; give the run's YAML config (train/config.yaml)")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserInputError("config", f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserInputError("config", f"{path} must hold a YAML mapping of config fields")
+    data.pop("env", None)  # TrlParser's environment block
+    return path, data
+
+
+def read_log(path: Path) -> str:
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if size <= LOG_READ_LIMIT:
+            data = handle.read()
+        else:
+            head = handle.read(1 << 20)
+            handle.seek(size - (4 << 20))
+            data = head + b"\n[... log cut ...]\n" + handle.read()
+    return data.decode("utf-8", errors="replace")
+
+
+def _json_if_file(path: Path):
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def load_run(source: str | Path, config: str | Path | dict | None = None, log: str | Path | None = None) -> LoadedRun:
+    """Find and read the metrics, config and log of `source` (see ACCEPTED)."""
+    path = resolve_path(source, "source")
+    run_dir = None
+    if path.is_dir():
+        run_dir = path
+        metrics_path = metrics_file_in(path)
+    elif path.suffix.lower() in LOG_SUFFIXES:  # a bare stdout log: only the environment rules apply
+        metrics_path, log = None, log or path
+    else:
+        metrics_path = path
+        # A file inside a run directory (train/logs/progress.jsonl): the run's config and log are its siblings.
+        for parent in path.parents:
+            if (parent / "train" / "config.yaml").is_file():
+                run_dir = parent
+                break
+    kind, rows = load_metrics(metrics_path) if metrics_path else ("log", [])
+    if path.is_dir():
+        kind = "run_dir"
+
+    config_path, config_values = load_config(config)
+    if config is None and run_dir is not None and (run_dir / "train" / "config.yaml").is_file():
+        config_path, config_values = load_config(run_dir / "train" / "config.yaml")
+
+    log_path = resolve_path(log, "log") if log is not None else None
+    if log_path is not None and not log_path.is_file():
+        raise UserInputError("log", f"{log_path} is not a file; give the run's stdout log (train/logs/stdout.log)")
+    if log_path is None and run_dir is not None and (run_dir / "train" / "logs" / "stdout.log").is_file():
+        log_path = run_dir / "train" / "logs" / "stdout.log"
+
+    if metrics_path is None and log_path is None:
+        raise UserInputError(
+            "source", f"{path} holds no metrics and no log: looked for train/logs/progress.jsonl, progress.jsonl, "
+            "trainer_state.json and checkpoint-*/trainer_state.json (also under checkpoints/), and "
+            "train/logs/stdout.log. Give " + ACCEPTED + "."
+        )
+    folder = config_path.parent if config_path else (run_dir / "train" if run_dir else None)
+    request = (_json_if_file(folder / "request.json") if folder else None) or {}
+    reward_specs = _json_if_file(folder / "rewards.json") if folder else None
+    return LoadedRun(
+        kind=kind, metrics_path=metrics_path, rows=rows, run_dir=run_dir, config_path=config_path,
+        config=config_values, log_path=log_path, log_text=read_log(log_path) if log_path else None,
+        request=request if isinstance(request, dict) else {},
+        reward_specs=reward_specs if isinstance(reward_specs, list) else None,
+    )
