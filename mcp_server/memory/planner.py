@@ -471,15 +471,13 @@ def compute_breakdown(arch: Architecture, params: ParamCount, s: RunSettings, ta
     if s.use_vllm and s.vllm_mode == "colocate":
         if phase == "generation" or not s.vllm_enable_sleep_mode:
             comp["vllm_weights"], comp["vllm_kv_cache"] = vllm_weights / GIB, max(vllm_kv, 0) / GIB
-            comp["framework_overhead_vllm"] = VLLM_RUNTIME_GIB if vllm_kv > 0 else 0.0
         else:
             comp["vllm_weights"] = VLLM_SLEEP_RESIDUAL_GIB
             notes["vllm_weights"] = "sleeping: weights offloaded and KV cache released while training"
-    total_phase = t_peak if phase == "training" else g_peak
-    comp["framework_overhead"] = total_phase - sum(comp.values())
-    notes["framework_overhead"] = f"CUDA context {CUDA_CONTEXT_GIB} GiB + {int(ALLOCATOR_SLACK*100)}% allocator slack on per-step tensors"
-    comp.pop("framework_overhead_vllm", None)
-    comp["framework_overhead"] = total_phase - sum(v for k, v in comp.items() if k != "framework_overhead")
+    # what is left to the phase's peak: CUDA context, allocator slack, vLLM's runtime, gathered ZeRO-3 layers
+    comp["framework_overhead"] = (t_peak if phase == "training" else g_peak) - sum(comp.values())
+    notes["framework_overhead"] = (f"CUDA context {CUDA_CONTEXT_GIB} GiB + {int(ALLOCATOR_SLACK * 100)}% allocator "
+                                   "slack on per-step tensors")
     return _Breakdown(
         components={k: round(v, 3) for k, v in comp.items()}, notes=notes, training_peak=t_peak, generation_peak=g_peak,
         peak=max(t_peak, g_peak), peak_phase=phase, training_gpus=training_gpus, trainable=trainable,
@@ -501,10 +499,10 @@ def estimate_speed(arch: Architecture, params: ParamCount, s: RunSettings, targe
     engine = "vllm" if s.use_vllm else "transformers"
     S, C = s.seq_len, s.max_completion_length
     tp = s.vllm_tensor_parallel_size if s.use_vllm else 1
-    if s.use_vllm and s.vllm_mode == "server":
+    if s.use_vllm and s.vllm_mode == "server":  # one server generates for every training GPU
         seqs = s.per_device_train_batch_size * bd.training_gpus * s.spg
-    else:
-        seqs = s.per_device_train_batch_size * s.spg
+    else:  # each GPU (or each tensor-parallel group of colocated vLLM) generates its own share
+        seqs = s.per_device_train_batch_size * s.spg * tp
     kv_token = 2 * arch.num_hidden_layers * arch.kv_dim * 2
     if s.use_vllm:
         conc = max(1, min(seqs, int(bd.vllm_kv_gib * GIB * tp / (S * kv_token)))) if bd.vllm_kv_gib > 0 else 1
@@ -520,14 +518,12 @@ def estimate_speed(arch: Architecture, params: ParamCount, s: RunSettings, targe
     weight_bytes = touched * (NF4_BYTES if (s.finetune == "qlora" and not s.use_vllm) else 2) / tp
     kv_bytes = conc * (s.prompt_length + C / 2) * kv_token
     efficiency = 1.0 if s.use_vllm else 0.5  # HF generate: no paged attention, no CUDA graphs
-    bw_time = (weight_bytes + kv_bytes) / (bw * tp * efficiency) * tp
+    bw_time = (weight_bytes + kv_bytes / tp) / (bw * efficiency)  # each GPU reads its shard at once
     compute_time = 2 * params.active * conc / (tflops * tp * 0.5)
     overhead = 0.0005 if s.use_vllm else arch.num_hidden_layers * 0.0002  # launch overhead per step
     step = max(bw_time, compute_time) + overhead
     prefill = 2 * params.active * seqs * s.prompt_length / (tflops * tp * 0.4)
     rollout_s = waves * C * step + prefill
-    if s.use_vllm and s.vllm_mode == "server":
-        rollout_s = rollout_s  # server generates for all training GPUs at once
     tokens_per_s = seqs * C / rollout_s if rollout_s > 0 else 0.0
     # training: forward + backward (+ recompute) on every micro-step, ~35% of peak bf16 FLOPs
     flops_per_token = (4 if s.peft else 6) * params.active + (2 * params.active if s.gradient_checkpointing else 0)
@@ -870,8 +866,6 @@ def _check_numbers(s: RunSettings, arch: Architecture, target: _Target) -> None:
             "max_completion_length",
             f"prompt {s.prompt_length} + completion {s.max_completion_length} tokens exceeds the model's "
             f"{arch.max_position_embeddings}-token context")
-    if s.finetune == "qlora" and s.zero_stage == 3:
-        pass  # supported by TRL with bnb_4bit_quant_storage; nothing to check here
 
 
 def _notes(arch, params, s: RunSettings, target: _Target, cfg, request) -> list[str]:
