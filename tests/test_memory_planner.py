@@ -22,7 +22,7 @@ NOTEBOOK = dict(finetune="qlora", lora_r=32, lora_dropout=0.0,
                 lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                 optim="paged_adamw_8bit", use_liger_kernel=True, gradient_checkpointing=True, dtype="float32",
                 num_generations=8, per_device_train_batch_size=8, max_completion_length=256, prompt_length=200,
-                fused_logits=False, beta=0.0, validate_levers=False)
+                fused_logits=False, beta=0.0, use_vllm=False, gradient_accumulation_steps=1, validate_levers=False)
 
 # (id, request, measured GiB, how it was measured). "torch": torch.cuda.max_memory_reserved (no CUDA context).
 PUBLISHED = [
@@ -37,7 +37,7 @@ PUBLISHED = [
      dict(model="Qwen/Qwen2-7B-Instruct", gpu="A100", finetune="full", dtype="bfloat16", optim="adamw_torch",
           gradient_checkpointing=False, use_liger_kernel=False, attn_implementation="eager", num_generations=8,
           per_device_train_batch_size=8, max_completion_length=256, prompt_length=200, fused_logits=False,
-          validate_levers=False), 62.0, "torch"),
+          beta=0.0, use_vllm=False, gradient_accumulation_steps=1, validate_levers=False), 62.0, "torch"),
 ]
 
 
@@ -55,7 +55,8 @@ def test_accuracy_against_published_measurements(capsys):
     # which a fused kernel saves entirely: the planner's logits component for that run.
     plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-7B-Instruct", gpu="H200", per_device_train_batch_size=16,
                                          num_generations=8, max_completion_length=2048, prompt_length=256,
-                                         fused_logits=False, dtype="bfloat16", validate_levers=False))
+                                         fused_logits=False, dtype="bfloat16", use_vllm=False,
+                                         validate_levers=False))
     logits = next(c.gib for c in plan.breakdown if c.name == "logits")
     rows.append(("open-r1#615 logits component", logits, 46e9 / GIB, (logits - 46e9 / GIB) / (46e9 / GIB)))
     with capsys.disabled():
@@ -87,7 +88,8 @@ def test_breakdown_adds_up_and_reference_only_with_beta():
 
 def test_levers_ranked_and_smallest_set_fits():
     plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-3B-Instruct", gpu="RTX 4090", use_vllm=True,
-                                         gradient_checkpointing=False, validate_levers=False))
+                                         gradient_checkpointing=False, dtype="float32", beta=0.0,
+                                         gradient_accumulation_steps=1, validate_levers=False))
     assert plan.status == "does_not_fit"
     saves = [lv.saves_gib for lv in plan.levers]
     assert saves == sorted(saves, reverse=True) and all(s > 0 for s in saves)
@@ -98,7 +100,7 @@ def test_levers_ranked_and_smallest_set_fits():
     # cheap switches beat QLoRA for a 3B model on 24 GB
     assert "qlora" not in rec.levers and "lora" not in rec.levers
     req = dict(model="Qwen/Qwen2.5-3B-Instruct", gpu="RTX 4090", use_vllm=True, gradient_checkpointing=False,
-               validate_levers=False)
+               dtype="float32", beta=0.0, gradient_accumulation_steps=1, validate_levers=False)
     again = plan_memory(MemoryPlanRequest(**{**req, **rec.patch}))  # the patch names are the config's fields
     assert again.fits and again.peak_gib == pytest.approx(rec.peak_gib, abs=0.01)
 
@@ -225,7 +227,7 @@ def test_mcp_plan_memory():
 
 
 def test_sharding_and_vllm_layout_levers():
-    base = dict(model="Qwen/Qwen2.5-7B-Instruct", gpu="H100", dtype="bfloat16", validate_levers=False)
+    base = dict(model="Qwen/Qwen2.5-7B-Instruct", gpu="H100", dtype="bfloat16", use_vllm=False, validate_levers=False)
     single = plan_memory(MemoryPlanRequest(**base, num_gpus=4))
     zero3 = plan_memory(MemoryPlanRequest(**base, num_gpus=4, zero_stage=3))
     parts = {c.name: c.gib for c in zero3.breakdown}
@@ -236,9 +238,12 @@ def test_sharding_and_vllm_layout_levers():
                                           dtype="bfloat16", validate_levers=False))
     assert not small.fits and any("less than its" in n for n in small.notes)
     assert small.recommended and "right_size_vllm_memory" in small.recommended.levers
-    # on 8 GPUs, a 72B colocated vLLM must be sharded with tensor parallelism
+    # on 8 GPUs, a 72B colocated vLLM must be sharded with tensor parallelism; a one-GPU server cannot hold it
+    server = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-72B-Instruct", gpu="H100", num_gpus=8,
+                                           use_vllm=True, vllm_mode="server", validate_levers=False))
+    assert not server.server.fits and any("--tensor-parallel-size" in n for n in server.notes)
     big = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-72B-Instruct", gpu="H100", num_gpus=8, use_vllm=True,
-                                        dtype="bfloat16", validate_levers=False))
+                                        vllm_mode="colocate", dtype="bfloat16", validate_levers=False))
     assert big.recommended and "vllm_tensor_parallel" in big.recommended.levers
     assert big.recommended.patch["vllm_tensor_parallel_size"] in (2, 4, 8)
 

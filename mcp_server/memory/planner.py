@@ -169,9 +169,27 @@ def _detect_fused_logits() -> bool:
         return False
 
 
-def resolve_settings(request: MemoryPlanRequest, cfg: dict[str, Any]) -> RunSettings:
+def recipe_defaults(target: "_Target") -> dict[str, Any]:
+    """The recipe's memory-relevant defaults (what emit_grpo_config would write for this target)."""
+    try:
+        from mcp_server.recipe.variants import BASE_RECIPE
+    except ImportError:
+        return {}
+    keys = ("use_vllm", "vllm_mode", "num_generations", "beta", "per_device_train_batch_size",
+            "gradient_accumulation_steps")
+    out = {k: BASE_RECIPE[k] for k in keys if k in BASE_RECIPE}
+    bf16 = target.gpu.bf16 if target.gpu else True
+    out["dtype"] = "bfloat16" if bf16 else "float32"
+    if target.num_gpus > 1 and out.get("use_vllm"):
+        out["vllm_mode"] = "server"  # the recipe gives vLLM its own GPU when there are several
+    return out
+
+
+def resolve_settings(request: MemoryPlanRequest, cfg: dict[str, Any], target: "_Target | None" = None) -> RunSettings:
     s: dict[str, Any] = {}
-    # the config first
+    # without a config, the recipe's defaults (over TRL's); with one, only what it says (over TRL's)
+    if not cfg and target is not None:
+        s.update(recipe_defaults(target))
     if cfg.get("use_peft"):
         s["finetune"] = "qlora" if cfg.get("load_in_4bit") else "lora"
     for key in ("lora_r", "lora_target_modules", "lora_dropout", "optim", "gradient_checkpointing", "beta",
@@ -428,13 +446,20 @@ def compute_breakdown(arch: Architecture, params: ParamCount, s: RunSettings, ta
         training_peak = (static, dynamic)
         generation_peak = (static + max(gen_weights_extra, 0.0), gen_kv)
         if s.use_vllm and s.vllm_mode == "server":
+            # `trl vllm-serve` shards the weights over its GPUs (--tensor-parallel-size = server GPUs)
             cap = target.capacity_gib * GIB
-            w = P * 2 / s.vllm_tensor_parallel_size
+            server_tp = max(s.vllm_tensor_parallel_size, server_gpus)
+            w = P * 2 / server_tp
             kv_srv = s.vllm_gpu_memory_utilization * cap - w - VLLM_RUNTIME_GIB * GIB
             server = ServerGPUPlan(gpus=server_gpus, weights_gib=round(w / GIB, 2),
                                    kv_cache_gib=round(max(kv_srv, 0) / GIB, 2), fits=kv_srv > 0)
             if kv_srv <= 0:
-                problems.append("the vLLM server GPU cannot hold the weights at this vllm_gpu_memory_utilization")
+                need = math.ceil(P * 2 / (s.vllm_gpu_memory_utilization * cap - (VLLM_RUNTIME_GIB + 2) * GIB)) \
+                    if s.vllm_gpu_memory_utilization * cap > (VLLM_RUNTIME_GIB + 2) * GIB else None
+                problems.append(
+                    f"the vLLM server's {server_gpus} GPU(s) cannot hold {P * 2 / GIB:.0f} GiB of bf16 weights at "
+                    f"vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g}"
+                    + (f": give `trl vllm-serve` at least {need} GPUs (--tensor-parallel-size)" if need else ""))
             gen_kv = 0.0
             generation_peak = (static, 0.0)
             vllm_kv = max(kv_srv, 0)
@@ -771,10 +796,14 @@ def size_class_anchor(arch: Architecture, params: ParamCount, s: RunSettings) ->
     b = params.total / 1e9
 
     def peak_on(gpu_name: str, update: dict) -> tuple[float, float]:
+        # the anchors' scenario: one GPU, colocated vLLM, bf16, the run's lengths, 8 completions per micro-step
         gpu = lookup_gpu(gpu_name)
         t = _Target(gpu_name=gpu.name, capacity_gib=gpu.memory_gib, num_gpus=1, gpu=gpu)
         run = s.model_copy(update={"use_vllm": True, "vllm_mode": "colocate", "zero_stage": 0, "fsdp": False,
-                                   "vllm_tensor_parallel_size": 1, "dtype": "bfloat16", **update})
+                                   "vllm_tensor_parallel_size": 1, "dtype": "bfloat16", "mixed_precision": True,
+                                   "per_device_train_batch_size": 8, "num_generations": 8,
+                                   "gradient_accumulation_steps": 1, "steps_per_generation": None, "beta": 0.0,
+                                   "gradient_checkpointing": True, "optim": "adamw_torch_fused", **update})
         run = run.model_copy(update={"vllm_gpu_memory_utilization": _just_enough_vllm(arch, params, run, gpu.memory_gib)})
         return compute_breakdown(arch, params, run, t).peak, gpu.memory_gib
 
@@ -817,10 +846,10 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
     cfg, recipe = _read_config(request)
     recipe_rewards = recipe.get("_rewards")
     model, arch = resolve_model(request, cfg)
-    s = resolve_settings(request, cfg)
+    target = resolve_target(request, recipe, cfg)
+    s = resolve_settings(request, cfg, target)
     if s.finetune == "full" and recipe.get("finetune") in ("lora", "qlora") and request.finetune is None:
         s = s.model_copy(update={"finetune": recipe["finetune"]})
-    target = resolve_target(request, recipe, cfg)
     params = count_params(arch)
     _check_numbers(s, arch, target)
     bd = compute_breakdown(arch, params, s, target)
@@ -870,6 +899,9 @@ def _check_numbers(s: RunSettings, arch: Architecture, target: _Target) -> None:
 
 def _notes(arch, params, s: RunSettings, target: _Target, cfg, request) -> list[str]:
     notes = []
+    if not cfg:
+        notes.append("no config given: the recipe's defaults (vLLM, 8 completions per device and per prompt, "
+                      "4 accumulation steps, beta 0.01, bf16 where the GPU has it) under the fields you set")
     if not cfg and request.prompt_length is None:
         notes.append(f"prompt length assumed {s.prompt_length} tokens (TRL does not truncate prompts; pass prompt_length)")
     if s.dtype == "float32" and (not cfg.get("dtype") and request.dtype is None):
