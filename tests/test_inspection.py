@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,9 +108,22 @@ def test_sampling_is_reproducible_by_seed_from_a_parquet_file(workspace, tiny_mo
     run_dir = new_run_dir("seeded")
     request = SampleRequest(run=run_dir.name, model=str(tiny_model), dataset=str(data), n=2, num_prompts=3, max_new_tokens=8)
     first = sample_completions(request)
-    second = sample_completions(request)
-    assert first.samples_sha256 == second.samples_sha256
     assert not first.conversational and first.dataset_rows == 5 and first.num_samples == 6
+    # Same samples again through the CLI, sampled in "another" training interpreter (LLM_FINETUNING_PYTHON).
+    other_python = workspace / "train-python"
+    other_python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    other_python.chmod(0o755)
+    proc, second = run_cli_json(
+        "sample-completions", run_dir.name, "--model", str(tiny_model), "--dataset", str(data),
+        "--n", "2", "--num-prompts", "3", "--max-new-tokens", "8", env={"LLM_FINETUNING_PYTHON": str(other_python)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert second["samples_sha256"] == first.samples_sha256
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_PYTHON", str(other_python))
+        with pytest.raises(UserInputError) as err:  # the child's bad-input error comes back by field
+            sample_completions(request.model_copy(update={"prompt_column": "question"}))
+        assert err.value.field == "prompt_column"
     third = sample_completions(request.model_copy(update={"seed": 1}))
     assert third.samples_sha256 != first.samples_sha256
 
@@ -244,14 +258,12 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     specs = [{"name": "h6_user_rewards.nonempty_reward"}, {"name": "format_reward", "weight": 0.5}]
     _write_rewards(run_dir, specs)
 
-    # Sampling through the CLI: plain-text prompts give plain-string completions.
-    proc, sampled = run_cli_json(
-        "sample-completions", str(run_dir), "--model", "tiny", "--dataset", str(data),
-        "--n", "4", "--num-prompts", "16", "--max-new-tokens", "12",
+    # Plain-text prompts give plain-string completions.
+    sampled = sample_completions(
+        SampleRequest(run=str(run_dir), model="tiny", dataset=str(data), n=4, num_prompts=16, max_new_tokens=12)
     )
-    assert proc.returncode == 0, proc.stderr
-    assert sampled["num_samples"] == 64 and not sampled["conversational"]
-    samples = _lines(sampled["samples_path"])
+    assert sampled.num_samples == 64 and not sampled.conversational
+    samples = _lines(sampled.samples_path)
     assert all(isinstance(s["completion"], str) and isinstance(s["prompt"], str) for s in samples)
 
     assert not check_inspection_gate(run_dir).passed  # sampled, not reviewed

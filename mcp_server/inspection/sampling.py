@@ -12,6 +12,8 @@ import datetime as _dt
 import json
 import os
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -72,7 +74,27 @@ def _trl_defaults() -> dict:
     return {k: defaults.get(k, v) if defaults.get(k, v) is not dataclasses.MISSING else v for k, v in fallback.items()}
 
 
-def _settings(request: SampleRequest, config: dict) -> dict:
+def _data_settings(request: SampleRequest, config: dict) -> dict:
+    """Model and data: the request's, else the run's config. Checked before anything heavy is imported."""
+    dataset, split = request.dataset, request.dataset_split
+    if dataset is None:
+        dataset, config_split = _dataset_from_config(config)
+        split = split or config_split
+    model = request.model or config.get("model_name_or_path")
+    if model is None:
+        raise UserInputError("model", "no model given and the run has no train/config.yaml naming one; give a path or 'tiny'")
+    if dataset is None:
+        raise UserInputError("dataset", "no data set given and the run's config names none; give a file or 'tiny'")
+    return {
+        "model": model,
+        "dataset": dataset,
+        "dataset_config": request.dataset_config or config.get("dataset_config"),
+        "dataset_split": split or "train",
+    }
+
+
+def _generation_settings(request: SampleRequest, config: dict) -> dict:
+    """Sampling settings: the request's, else the run's config, else the installed TRL's defaults."""
     trl = _trl_defaults()
 
     def pick(value, key):
@@ -80,18 +102,10 @@ def _settings(request: SampleRequest, config: dict) -> dict:
             return value
         return config.get(key) if config.get(key) is not None else trl.get(key)
 
-    n = pick(request.n, "num_generations")
-    dataset, split = request.dataset, request.dataset_split
-    if dataset is None:
-        dataset, config_split = _dataset_from_config(config)
-        split = split or config_split
+    n = int(pick(request.n, "num_generations"))
     settings = {
-        "model": pick(request.model, "model_name_or_path"),
-        "dataset": dataset,
-        "dataset_config": pick(request.dataset_config, "dataset_config"),
-        "dataset_split": split or "train",
-        "n": int(n),
-        "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // int(n)),
+        "n": n,
+        "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // n),
         "temperature": float(pick(request.temperature, "temperature")),
         "top_p": float(pick(request.top_p, "top_p")),
         "top_k": int(pick(request.top_k, "top_k") or 0),
@@ -101,11 +115,7 @@ def _settings(request: SampleRequest, config: dict) -> dict:
         "chat_template_kwargs": config.get("chat_template_kwargs") or {},
         "seed": request.seed,
     }
-    if settings["model"] is None:
-        raise UserInputError("model", "no model given and the run has no train/config.yaml naming one; give a path or 'tiny'")
-    if settings["dataset"] is None:
-        raise UserInputError("dataset", "no data set given and the run's config names none; give a file or 'tiny'")
-    if settings["temperature"] == 0 and settings["n"] > 1:
+    if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings
 
@@ -296,15 +306,47 @@ def _release_gpu() -> None:
 
 
 def sample_completions(request: SampleRequest) -> SampleResult:
+    """Sample in the training interpreter (LLM_FINETUNING_PYTHON, default this one): its transformers,
+    TRL defaults and vLLM are the ones training will use."""
     run_dir = resolve_run_dir(request.run)
-    settings = _settings(request, read_run_config(run_dir))
-    rows = load_rows(settings["dataset"], settings["dataset_split"], settings["dataset_config"])
+    python = os.environ.get("LLM_FINETUNING_PYTHON")
+    if python and os.path.realpath(python) != os.path.realpath(sys.executable):
+        return _sample_in_interpreter(python, request.model_copy(update={"run": str(run_dir)}))
+    return _sample_here(request, run_dir)
+
+
+def _sample_in_interpreter(python: str, request: SampleRequest) -> SampleResult:
+    env = {k: v for k, v in os.environ.items() if k != "LLM_FINETUNING_PYTHON"}
+    try:
+        proc = subprocess.run(
+            [python, "-m", "mcp_server.inspection.sampling", request.model_dump_json()],
+            capture_output=True, text=True, env=env,
+        )
+    except OSError as exc:
+        raise UserInputError("LLM_FINETUNING_PYTHON", f"cannot run {python}: {exc}") from None
+    if proc.returncode == 2 and proc.stderr.strip().startswith("{"):
+        error = json.loads(proc.stderr.strip().splitlines()[-1])
+        raise UserInputError(error["field"], error["message"])
+    if proc.returncode != 0:
+        raise UserInputError(
+            "LLM_FINETUNING_PYTHON",
+            f"sampling with {python} failed: {proc.stderr.strip()[-600:]}. Point it at a Python that has torch, "
+            "transformers, trl and this package installed.",
+        )
+    return SampleResult.model_validate_json(proc.stdout.strip().splitlines()[-1])
+
+
+def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
+    config = read_run_config(run_dir)
+    data = _data_settings(request, config)
+    rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
     prompt_column = _prompt_column(request, run_dir)
     conversational = check_prompt_column(rows, prompt_column)
+    model_ref = resolve_model(data["model"])
+    settings = {**data, **_generation_settings(request, config)}
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
-    model_ref = resolve_model(settings["model"])
     engine = _choose_engine(request.engine)
 
     from transformers import AutoTokenizer
@@ -388,3 +430,12 @@ def sample_completions(request: SampleRequest) -> SampleResult:
         seconds=round(seconds, 3),
         next_step=next_step,
     )
+
+
+if __name__ == "__main__":  # the training interpreter's side of _sample_in_interpreter
+    try:
+        result = sample_completions(SampleRequest.model_validate_json(sys.argv[1]))
+    except UserInputError as exc:
+        print(json.dumps({"field": exc.field, "message": str(exc).split(": ", 1)[-1]}), file=sys.stderr)
+        sys.exit(2)
+    print(result.model_dump_json())
