@@ -160,8 +160,8 @@ def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_d
         blockers.append("the config sets use_vllm: true but vllm is not installed: pip install vllm, or set use_vllm: false")
     if (num_gpus > 1 or config.get("deepspeed")) and target_gpu.lower() != "cpu" and not pkgs.get("deepspeed"):
         warnings.append("deepspeed is not installed: ZeRO strategies are unavailable (ddp or fsdp still work)")
-    if not pkgs.get("vllm"):
-        warnings.append("vllm is not installed: generation uses transformers (slower); pip install vllm on a GPU machine")
+    if gpus and not pkgs.get("vllm"):
+        warnings.append("vllm is not installed: generation uses transformers (slower); pip install vllm")
     return blockers, warnings
 
 
