@@ -87,7 +87,9 @@ def _select_groups(samples: list[dict], limit: int) -> list[dict]:
 def _score(funcs, specs, samples: list[dict]) -> list[list[float]]:
     """scores[r][i]: reward r on sample i, NaN where the reward returned None."""
     columns: dict[str, list] = {}
-    keys = list(dict.fromkeys(k for s in samples for k in s.get("columns", {})))
+    # As TRL: every column but the prompt/completion ones, repeated per completion.
+    reserved = {"prompt", "completion", "completion_ids", "prompts", "completions", "trainer_state", "log_extra", "log_metric"}
+    keys = [k for k in dict.fromkeys(k for s in samples for k in s.get("columns", {})) if k not in reserved]
     for key in keys:
         columns[key] = [s.get("columns", {}).get(key) for s in samples]
     kwargs = dict(
