@@ -1,7 +1,8 @@
 """sample_completions: draw prompts, generate `n` completions each, store inspection/samples.jsonl.
 
-Sampling uses the settings training will use (temperature, top_p, top_k, max_completion_length and
-num_generations from the run's train/config.yaml when present), so what a person reads is what GRPO sees.
+Sampling uses the settings training will use (model, data, num_generations, temperature, top_p, top_k,
+max_completion_length from the run's train/config.yaml, else the installed TRL's GRPOConfig defaults), so
+what a person reads is what GRPO sees.
 Generation: transformers `generate`, batched; vLLM when installed and a GPU is present.
 """
 
@@ -401,8 +402,8 @@ def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     atomic_write_json(meta_path(run_dir), meta)
-    # Stale review and verdict belong to the old samples: the hashes already invalidate them, and the
-    # review files would now describe other completions, so they go.
+    # The old review described other completions, so it goes; an old verdict stays as a record, and its
+    # samples hash no longer matches, so the gate says the samples changed.
     for stale in ("review.md", "review.jsonl", "review.json"):
         (out_dir / stale).unlink(missing_ok=True)
 
