@@ -147,3 +147,15 @@ def test_emitted_tiny_config_trains_for_real_on_cpu(workspace, tiny_model):
         assert key in lines[0]
     assert json.loads((run / "train/logs/outcome.json").read_text())["state"] == "succeeded"
     assert (run / "checkpoints" / "model.safetensors").is_file()
+
+
+def test_emission_says_when_the_run_will_not_fit_and_what_fixes_it(workspace):
+    from mcp_server.recipe.validate import validate_values
+
+    result = emit(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="RTX 4090", run_name="fit")
+    f = next(f for f in result.validation.findings if f.code == "memory_does_not_fit")
+    assert f.severity == "warning" and "vllm_enable_sleep_mode" in f.fix
+    patched = {**yaml_of(result), "vllm_enable_sleep_mode": True}
+    assert validate_values(patched, "RTX 4090", 1).valid
+    roomy = emit(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="H200", run_name="fit2")
+    assert any(f.code == "memory_fits" for f in roomy.validation.findings)

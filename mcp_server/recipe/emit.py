@@ -134,6 +134,32 @@ def _trl_cli_rewards(request: GRPORecipeRequest) -> dict:
     return {"reward_funcs": paths}
 
 
+def _memory_findings(config_path: Path, gpu_target: bool) -> list:
+    """Will the emitted run fit the target GPU? A warning with the smallest set of levers when it does not."""
+    from mcp_server.recipe.rules import finding
+
+    if not gpu_target:
+        return []
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    try:
+        plan = plan_memory(MemoryPlanRequest(config_path=str(config_path), validate_levers=False))
+    except UserInputError as exc:  # e.g. a hub model that is neither cached nor in the catalog
+        return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}",
+                        "call plan_memory with the model's architecture numbers")]
+    summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
+    if plan.status == "fits":
+        return [finding("memory_fits", None, "info", summary + f" ({plan.headroom_gib:.1f} GiB headroom).")]
+    fix = "see plan_memory for the levers"
+    if plan.recommended:
+        fix = (f"apply {', '.join(plan.recommended.levers)} (peak {plan.recommended.peak_gib:.1f} GiB): "
+               f"set {plan.recommended.patch}")
+    severity, code = ("warning", "memory_does_not_fit") if plan.status == "does_not_fit" else ("warning", "memory_tight")
+    return [finding(code, None, severity, summary + ("; it does not fit." if code == "memory_does_not_fit" else
+                                                     "; under 10% headroom."), fix)]
+
+
 SECTIONS = (
     ("model", ("GRPOScriptArguments", "ModelConfig"), lambda k: k.startswith(("model", "dtype", "lora", "use_peft", "load_in", "bnb"))),
     ("data", ("GRPOScriptArguments", "DatasetMixtureConfig"), lambda k: k.startswith("dataset")),
@@ -178,6 +204,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)
     atomic_write_json(train / "request.json", request_record)
     schema_path = atomic_write_json(train / "request.schema.json", GRPORecipeRequest.model_json_schema())
+    validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU"))
     script = TEMPLATE.read_text().replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     script_path = atomic_write_text(train / "train.py", script)
     return EmitResult(
