@@ -5,6 +5,7 @@ Environment failures (OOM, NCCL, imports) cannot happen on CPU: they use realist
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import json
 import re
@@ -126,10 +127,11 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
     args.update(report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="steps" if "save_steps" in args else "no")
     trainer = GRPOTrainer(model=str(model), reward_funcs=rewards, args=GRPOConfig(**args),
                           train_dataset=Dataset.from_list(make_task(64)), callbacks=[ProgressCallback(run_dir)])
-    try:
-        trainer.train()
-    except Exception:  # a diverged run may crash (NaN weights cannot be sampled from): keep its log, as train.py would
-        (run_dir / "train" / "logs" / "stdout.log").write_text(traceback.format_exc())
+    with open(run_dir / "train" / "logs" / "stdout.log", "w") as log, contextlib.redirect_stdout(log):
+        try:
+            trainer.train()  # prints the Trainer's metric dicts, as train.py's stdout.log shows them
+        except Exception:  # a diverged run may crash (NaN weights cannot be sampled from): logged, as train.py would
+            log.write(traceback.format_exc())
 
 
 def cached_warm_model(tiny_model: Path) -> Path:
@@ -333,8 +335,8 @@ def test_log_failures(log, code, tmp_path):
               "learning_rate": 5e-7, "beta": 0.01, "bf16": True, "loss_type": "grpo", "num_generations": 8,
               "max_completion_length": 1024, "reward_funcs": ["accuracy_reward"]}
     d = diagnose(FIXTURES / log, config=config)
-    assert d.source_kind == "log" and d.steps_logged == 0
-    assert codes(d) == [code] and d.findings[0].severity == "error"
+    assert d.source_kind == "log"
+    assert problems(d) == [code] and d.findings[0].severity == "error"
     assert d.findings[0].evidence[0].metric == "log" and d.findings[0].evidence[0].value.startswith("line ")
     assert_patches_validate(d)
     patch = d.findings[0].patch
@@ -352,7 +354,16 @@ def test_crash_log_beside_metrics(runs):
     """The NaN run crashed when sampling from NaN weights; its stdout log is read with the metrics."""
     d = diagnose(runs["nan"])
     assert d.log_path and d.log_path.endswith("stdout.log")
-    assert "nan_loss" in codes(d)
+    evidence = [e.value for e in by_code(d, "nan_loss").evidence if e.metric == "log"]
+    assert evidence and "probability tensor contains" in evidence[0]
+
+
+def test_bare_stdout_log_of_a_real_run(runs):
+    """Only the stdout of a run (the Trainer's printed metric dicts): still diagnosed from its metrics."""
+    d = diagnose(runs["huge_lr"] / "train" / "logs" / "stdout.log")
+    assert d.source_kind == "log" and d.steps_logged == 4
+    assert {"lr_out_of_range", "kl_explosion", "entropy_collapse"} <= set(codes(d))
+    assert diagnose(runs["healthy"] / "train" / "logs" / "stdout.log").healthy
 
 
 # ---------------------------------------------------------------- bad input

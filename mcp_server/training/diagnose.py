@@ -441,6 +441,10 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
                     {"learning_rate": recipe})]
 
 
+# A crash that only non-finite weights cause: sampling from NaN/inf probabilities.
+NONFINITE_LOG = re.compile(r"probability tensor contains either `?inf`?, `?nan`? or element < 0|loss is nan|Loss is NaN", re.I)
+
+
 def rule_nan(ctx: Ctx) -> list[DiagnosisFinding]:
     evidence = []
     for metric in ("loss", "grad_norm"):
@@ -450,6 +454,8 @@ def rule_nan(ctx: Ctx) -> list[DiagnosisFinding]:
             if before:
                 evidence.append(Evidence(metric=metric, step=before[-1][0], value=before[-1][1]))
             evidence.append(Evidence(metric=metric, step=bad[0], value=shown(bad[1])))
+    crash = _log_hits(ctx.run.log_text, NONFINITE_LOG)[:1] if ctx.run.log_text else []
+    evidence += [log_line(*hit) for hit in crash]
     if not evidence:
         return []
     return [finding("nan_loss", "error", evidence,

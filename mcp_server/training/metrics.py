@@ -204,6 +204,25 @@ def load_metrics(path: Path) -> tuple[str, list[dict]]:
     return kind, rows
 
 
+def rows_from_log(text: str) -> list[dict]:
+    """The metric dicts a transformers Trainer prints on every log ("{'loss': '0.01', 'reward': ...}"), for a
+    run known only by its stdout. Steps are the order of the printed entries (the log does not say the step)."""
+    import ast
+
+    records = []
+    for line in text.splitlines():
+        start = line.find("{'")
+        if start < 0 or not line.rstrip().endswith("}"):
+            continue
+        try:
+            record = ast.literal_eval(line[start:].strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(record, dict) and any(k in record for k in ("loss", "reward", "grad_norm", "learning_rate")):
+            records.append(record)
+    return _rows_from_records(records, Path("log"))
+
+
 # ---------------------------------------------------------------- config and log
 def load_config(value: str | Path | dict | None) -> tuple[Path | None, dict | None]:
     if value is None:
@@ -280,12 +299,15 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
             "trainer_state.json and checkpoint-*/trainer_state.json (also under checkpoints/), and "
             "train/logs/stdout.log. Give " + ACCEPTED + "."
         )
+    log_text = read_log(log_path) if log_path else None
+    if metrics_path is None and log_text:
+        rows = rows_from_log(log_text)
     folder = config_path.parent if config_path else (run_dir / "train" if run_dir else None)
     request = (_json_if_file(folder / "request.json") if folder else None) or {}
     reward_specs = _json_if_file(folder / "rewards.json") if folder else None
     return LoadedRun(
         kind=kind, metrics_path=metrics_path, rows=rows, run_dir=run_dir, config_path=config_path,
-        config=config_values, log_path=log_path, log_text=read_log(log_path) if log_path else None,
+        config=config_values, log_path=log_path, log_text=log_text,
         request=request if isinstance(request, dict) else {},
         reward_specs=reward_specs if isinstance(reward_specs, list) else None,
     )
