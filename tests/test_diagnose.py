@@ -277,6 +277,7 @@ def test_moe_model_without_gspo(runs, tmp_path):
     d = diagnose(runs["healthy"] / "train" / "logs" / "progress.jsonl", config={**config, "model_name_or_path": str(moe)})
     f = by_code(d, "moe_without_gspo")
     assert f.severity == "warning" and f.patch["importance_sampling_level"] == "sequence"
+    assert f.patch["loss_type"] == "grpo"  # GSPO as emit_grpo_config writes it (the run used dapo)
     assert_patches_validate(d)
 
 

@@ -270,9 +270,12 @@ class Ctx:
         return patch
 
     def variant_patch(self, variant: str) -> dict:
-        from mcp_server.recipe.variants import VARIANTS
+        """The variant as emit_grpo_config writes it (the base recipe's loss_type unless the variant sets its
+        own), less what the run already has."""
+        from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS
 
-        return {k: v for k, v in VARIANTS[variant].items() if self.config.get(k) != v}
+        wanted = {"loss_type": BASE_RECIPE["loss_type"], **VARIANTS[variant]}
+        return {k: v for k, v in wanted.items() if self.config.get(k) != v}
 
 
 def finding(code: str, severity: Severity, evidence: list[Evidence], explanation: str, patch: dict | None = None):
