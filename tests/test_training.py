@@ -56,7 +56,7 @@ def pass_inspection(run_dir: Path) -> None:
     assert check_inspection_gate(run_dir).passed
 
 
-def wait_for(run_dir: Path, done, timeout: float = 420):
+def wait_for(run_dir: Path, done, timeout: float = 420, poll: float = 1.0):
     from mcp_server.training.models import StatusRequest
     from mcp_server.training.status import training_status
 
@@ -65,7 +65,7 @@ def wait_for(run_dir: Path, done, timeout: float = 420):
         status = training_status(StatusRequest(run=str(run_dir)))
         if done(status):
             return status
-        time.sleep(1.0)
+        time.sleep(poll)
     raise AssertionError(f"timed out; last status: {status.model_dump_json(indent=1)}")
 
 
@@ -116,10 +116,11 @@ def test_launch_refuses_naming_each_gate_and_how_to_clear_it(ws):
 
     config = run_dir / "train" / "config.yaml"
     config.write_text(config.read_text() + "not_a_trl_field: 1\n")
-    proc, out = run_cli_json("launch-training", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(ws)})
-    assert proc.returncode == 1 and not out["launched"]
-    config_refusal = next(r for r in out["refusals"] if r["gate"] == "config")
-    assert "unknown_field" in config_refusal["message"] and config_refusal["how_to_clear"]
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    config_refusal = next(r for r in result.refusals if r.gate == "config")
+    assert "unknown_field" in config_refusal.message and config_refusal.how_to_clear
+    proc = run_cli("launch-training", "no-such-run", "--json", env={"LLM_FINETUNING_WORKSPACE": str(ws)})
+    assert proc.returncode == 2 and "run:" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_committed_in_git(ws):
@@ -163,16 +164,16 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws):
     assert result.launched, result.message
     assert "torch.distributed.run" in result.command and "--nproc_per_node" in result.command
 
-    running = wait_for(run_dir, lambda s: (s.step or 0) >= 1 or s.state not in ("starting", "running"))
-    assert running.state == "running", running.log_tail
-    begin = json.loads((run_dir / "train" / "logs" / "train-begin.json").read_text())
-    assert begin["world_size"] == 2  # one DDP group of two ranks over gloo, not two lone processes
-
-    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=300))
+    # Asked to stop before its first step ends, the run stops at step 1 on both ranks, with a checkpoint:
+    # deterministic, where a stop at a later step would race the run to its end.
+    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=400))
     assert stopped.graceful and not stopped.killed and stopped.state == "stopped", stopped.message
     assert stopped.checkpoint and Path(stopped.checkpoint, "trainer_state.json").exists()
-    saved_step = json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"]
-    assert saved_step < 4 and Path(stopped.checkpoint).name == f"checkpoint-{saved_step}"
+    assert json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"] == 1
+    assert Path(stopped.checkpoint).name == "checkpoint-1"
+    begin = json.loads((run_dir / "train" / "logs" / "train-begin.json").read_text())
+    assert begin["world_size"] == 2  # one DDP group of two ranks over gloo, not two lone processes
+    assert json.loads((run_dir / "train" / "logs" / "outcome.json").read_text())["state"] == "stopped"
 
     # A changed config is refused; the original config resumes.
     config = run_dir / "train" / "config.yaml"
@@ -185,8 +186,10 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws):
     assert resumed.launched and resumed.resumed_from == stopped.checkpoint
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
 
-    done = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
+    seen = set()
+    done = wait_for(run_dir, lambda s: seen.add(s.state) or s.state not in ("starting", "running"), poll=0.5)
     assert done.state == "succeeded", done.log_tail
+    assert "running" in seen and done.stop_requested is False
     assert done.step == done.max_steps == 4 and done.exit_code == 0
     lines = [json.loads(l) for l in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
     assert [l["step"] for l in lines] == [1, 2, 3, 4]  # the resumed steps follow the stopped ones
@@ -194,6 +197,11 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws):
     assert all(isinstance(l["reward"], float) for l in lines)
     record = json.loads((run_dir / "run.json").read_text())
     assert record["state"] == "succeeded" and record["history"][-1]["state"] == "stopped"
+    # Health flags are the diagnosis rules' findings on the same metrics.
+    from mcp_server.training.diagnose import DiagnoseRequest, diagnose_run
+
+    expected = [f.code for f in diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False)).findings]
+    assert [f.code for f in done.health] == expected and (expected or done.health_note)
 
     assert {r.run: r.state for r in list_runs().runs}[run_dir.name] == "succeeded"
 

@@ -13,6 +13,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
@@ -51,7 +52,23 @@ def training_python() -> str:
     return os.environ.get("LLM_FINETUNING_PYTHON") or sys.executable
 
 
+PROBE_TTL_S = 300.0
+_probe_cache: dict[str, tuple[float, dict]] = {}
+
+
 def _probe(python: str) -> dict:
+    """The interpreter's packages and GPUs, cached for a few minutes in this process: a launch right after a
+    check does not pay for importing torch again (disk and memory are read fresh every time)."""
+    cached = _probe_cache.get(python)
+    if cached and time.monotonic() - cached[0] < PROBE_TTL_S:
+        return cached[1]
+    result = _run_probe(python)
+    if "probe_error" not in result:
+        _probe_cache[python] = (time.monotonic(), result)
+    return result
+
+
+def _run_probe(python: str) -> dict:
     try:
         proc = subprocess.run(
             [python, "-c", PROBE % {"packages": PACKAGES}], capture_output=True, text=True, timeout=180

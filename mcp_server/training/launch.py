@@ -84,7 +84,8 @@ def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, 
 def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchPlan:
     """Decide launcher, process counts and GPU split for the run's target (train/request.json)."""
     run_request, config = read_run_target(run_dir)
-    py = shlex.quote(training_python())
+    python = training_python()
+    py = shlex.quote(python)  # for the script's own lines; argv lists hold the plain path
     extra = [str(a) for a in (extra_args or [])]
     target_gpu = str(run_request.get("gpu") or "H100")
     cpu = target_gpu.lower() == "cpu"
@@ -119,14 +120,14 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
     notes: list[str] = []
     accel = None
     if strategy == "single":
-        train_command = [py, *TRAIN_ARGS, *extra]
+        train_command = [python, *TRAIN_ARGS, *extra]
     elif cpu:
         notes.append("CPU: DDP over gloo with torchrun (accelerate launch --cpu starts one process without MPI)")
-        train_command = [py, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), *TRAIN_ARGS, *extra]
+        train_command = [python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), *TRAIN_ARGS, *extra]
     else:
         accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[strategy])
         accel.update(num_processes=processes, num_machines=1, machine_rank=0, mixed_precision=_mixed_precision(config))
-        train_command = [py, "-m", "accelerate.commands.launch", "--config_file", "train/accelerate.yaml", *TRAIN_ARGS, *extra]
+        train_command = [python, "-m", "accelerate.commands.launch", "--config_file", "train/accelerate.yaml", *TRAIN_ARGS, *extra]
 
     vllm = None
     lines = [_script_header(run_dir), "LOGS=train/logs", "VLLM_PID="]
@@ -160,7 +161,7 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
         ]
     lines += [
         "# Training; the exit code is recorded for training_status.",
-        " ".join(train_command),
+        shlex.join(train_command),
         "rc=$?",
         '[ -n "$VLLM_PID" ] && kill "$VLLM_PID" 2>/dev/null',
         'echo $rc > "$LOGS/.exit-code.tmp" && mv "$LOGS/.exit-code.tmp" "$LOGS/exit-code"',
@@ -229,7 +230,7 @@ def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_m
     launch = (
         f"{py} -m accelerate.commands.launch --config_file train/accelerate.yaml --num_machines {train_nodes} "
         f"--num_processes {processes} --main_process_ip $MAIN_NODE --main_process_port 29500 "
-        f"--machine_rank \\$SLURM_PROCID --rdzv_backend c10d {' '.join(TRAIN_ARGS)}{extra_cfg} {' '.join(extra)}"
+        f"--machine_rank \\$SLURM_PROCID --rdzv_backend c10d {' '.join(TRAIN_ARGS)}{extra_cfg} {shlex.join(extra)}"
     ).rstrip()
     lines.append(f"srun --nodes={train_nodes} --ntasks={train_nodes} --nodelist=\"$TRAIN_NODES\" bash -c \"{launch}\"")
     return LaunchPlan(strategy=strategy, num_processes=processes, num_nodes=nodes, train_command=[launch],
