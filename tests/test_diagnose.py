@@ -332,6 +332,9 @@ def test_half_written_last_line_of_a_live_run(runs, tmp_path):
     ("module_not_found.log", "import_error"),
 ])
 def test_log_failures(log, code, tmp_path):
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
     config = {"model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "use_vllm": True, "vllm_mode": "colocate",
               "learning_rate": 5e-7, "beta": 0.01, "bf16": True, "loss_type": "grpo", "num_generations": 8,
               "max_completion_length": 1024, "reward_funcs": ["accuracy_reward"]}
@@ -341,8 +344,9 @@ def test_log_failures(log, code, tmp_path):
     assert d.findings[0].evidence[0].metric == "log" and d.findings[0].evidence[0].value.startswith("line ")
     assert_patches_validate(d)
     patch = d.findings[0].patch
-    if code == "cuda_out_of_memory":
-        assert patch == {"vllm_enable_sleep_mode": True, "beta": 0.0}  # memory levers before the batch
+    if code == "cuda_out_of_memory":  # plan_memory's smallest set of levers for the 79 GiB GPU the OOM names
+        assert patch["vllm_enable_sleep_mode"] is True and "per_device_train_batch_size" not in patch
+        assert patch == plan_memory(MemoryPlanRequest(config=config, gpu_memory_gib=79.19)).recommended.patch
     if log == "vllm_oom_startup.log":
         assert patch["vllm_gpu_memory_utilization"] < 0.3
     if log == "import_error.log":
@@ -432,3 +436,12 @@ def test_codes_are_documented():
     triage = (Path(__file__).parents[1] / "references" / "failure-triage.md").read_text()
     missing = [code for code in CODES if f"`{code}`" not in triage]
     assert not missing, f"codes without a section in references/failure-triage.md: {missing}"
+
+
+def test_oom_levers_without_a_plannable_model():
+    """A model the memory planner does not know: the fixed levers, cheapest first, never the batch."""
+    config = {"model_name_or_path": "acme/unknown-model", "use_vllm": True, "vllm_mode": "colocate", "beta": 0.01,
+              "loss_type": "grpo", "reward_funcs": ["accuracy_reward"]}
+    d = diagnose(FIXTURES / "cuda_oom.log", config=config)
+    assert d.findings[0].patch == {"vllm_enable_sleep_mode": True, "beta": 0.0}
+    assert_patches_validate(d)

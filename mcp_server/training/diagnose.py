@@ -324,9 +324,10 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
         out.append(finding(
             "cuda_out_of_memory", "error", [log_line(*cuda[0])],
             "Training ran out of GPU memory. Apply the memory levers before touching the batch (shrinking "
-            "per_device_train_batch_size changes how many completions form each group): run plan_memory on the "
-            "config; the patch applies the first levers that are not on yet.",
-            memory_patch(ctx)))
+            "per_device_train_batch_size changes how many completions form each group). The patch is plan_memory's "
+            "smallest set of levers that fits when the config and the GPU are known, else the first levers that "
+            "are not on yet.",
+            memory_patch(ctx, cuda[0][1])))
     vllm_hits = hits["vllm_out_of_memory"] + vllm_via_torch
     if vllm_hits:
         out.append(finding(
@@ -357,8 +358,31 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
     return out
 
 
-def memory_patch(ctx: Ctx) -> dict:
-    """The first two memory levers not yet on, in plan_memory's spirit: cheapest first, batch last."""
+def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
+    """plan_memory's smallest set of levers that fits, for the run's config on its GPU (from request.json, else
+    the capacity torch printed in the OOM message). None when the planner cannot say."""
+    capacity = re.search(r"total capacity of ([\d.]+) GiB", line)
+    gpu = ctx.run.request.get("gpu")
+    if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
+        return None
+    try:
+        from mcp_server.memory.models import MemoryPlanRequest
+        from mcp_server.memory.planner import plan_memory
+
+        plan = plan_memory(MemoryPlanRequest(
+            config=ctx.config, gpu=None if capacity else gpu, num_gpus=ctx.run.request.get("num_gpus"),
+            gpu_memory_gib=float(capacity.group(1)) if capacity else None))
+    except Exception:  # an architecture or GPU the planner does not know: fall back to the fixed levers
+        return None
+    return dict(plan.recommended.patch) if plan.recommended and plan.recommended.patch else None
+
+
+def memory_patch(ctx: Ctx, line: str = "") -> dict:
+    """plan_memory's levers when it can plan the run; else the first two memory levers not yet on, cheapest
+    first, the batch never."""
+    planned = planned_memory_patch(ctx, line)
+    if planned:
+        return planned
     levers: list[dict] = []
     if ctx.get("use_vllm") and ctx.get("vllm_mode") == "colocate" and not ctx.get("vllm_enable_sleep_mode"):
         levers.append({"vllm_enable_sleep_mode": True})
