@@ -719,7 +719,8 @@ def rule_hacking(ctx: Ctx) -> list[DiagnosisFinding]:
             values = finite(v for _, v in ctx.series(f"rewards/{name}/mean"))
             if len(values) >= 4:
                 early, late = ends(values)
-                correct_change[name] = late - early
+                if late < 0.9:  # a correctness reward already near its 0/1 ceiling is not "stuck"
+                    correct_change[name] = late - early
         for name in others:
             points = ctx.finite_series(f"rewards/{name}/mean")
             if len(points) < 4 or not correct_change:
@@ -732,12 +733,13 @@ def rule_hacking(ctx: Ctx) -> list[DiagnosisFinding]:
             if climbing and stuck:
                 evidence += [Evidence(metric=f"rewards/{name}/mean", step=points[0][0], value=points[0][1]),
                              Evidence(metric=f"rewards/{name}/mean", step=points[-1][0], value=points[-1][1])]
-                for cname in correct_change:
-                    cpoints = ctx.finite_series(f"rewards/{cname}/mean")
-                    evidence += [Evidence(metric=f"rewards/{cname}/mean", step=cpoints[0][0], value=cpoints[0][1]),
-                                 Evidence(metric=f"rewards/{cname}/mean", step=cpoints[-1][0], value=cpoints[-1][1])]
                 reasons.append(f"'{name}' climbed {early:.3g} -> {late:.3g} while "
                                + ", ".join(f"'{c}' changed {d:+.3g}" for c, d in correct_change.items()))
+        if reasons:  # the correctness side of the evidence, once
+            for cname in correct_change:
+                cpoints = ctx.finite_series(f"rewards/{cname}/mean")
+                evidence += [Evidence(metric=f"rewards/{cname}/mean", step=cpoints[0][0], value=cpoints[0][1]),
+                             Evidence(metric=f"rewards/{cname}/mean", step=cpoints[-1][0], value=cpoints[-1][1])]
     kl = ctx.finite_series("kl")
     reward = ctx.finite_series("reward")
     if kl and len(reward) >= 4 and max(v for _, v in kl) >= KL_WARN:
