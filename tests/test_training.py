@@ -152,6 +152,24 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     assert json.loads((run_dir / "run.json").read_text())["state"] == "failed"
 
 
+def test_a_second_launch_is_refused_while_running_and_stop_kills_a_run_that_cannot_stop_in_time(ws):
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StopRequest
+    from mcp_server.training.runstate import process_alive
+    from mcp_server.training.status import stop_training
+
+    run_dir = emit_run("hard-stop")
+    pass_inspection(run_dir)
+    first = launch_training(LaunchRequest(run=str(run_dir)))
+    assert first.launched, first.message
+    again = launch_training(LaunchRequest(run=str(run_dir)))
+    assert not again.launched and again.refusals[0].gate == "state"
+    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=0))  # still importing torch: cannot stop itself
+    assert stopped.killed and not stopped.graceful and stopped.state == "stopped" and stopped.checkpoint is None
+    assert not process_alive(first.pid, None)
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"
+
+
 # ---------------------------------------------------------------- the whole cycle, on two processes
 def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws):
     from mcp_server.training.launch import launch_training, resume_training
