@@ -266,6 +266,13 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws):
         assert serve < health < train and "CUDA_VISIBLE_DEVICES=7 " in script
         assert "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6" in script
 
+    # The script really starts `trl vllm-serve` first and waits for it: here vLLM is absent, so the server dies,
+    # the wait notices, and training never starts (exit code 97 recorded for training_status).
+    ran = subprocess.run(["bash", written["script"]], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 97 and "vLLM server did not come up" in ran.stdout, ran.stdout + ran.stderr
+    assert (run_dir / "train" / "logs" / "exit-code").read_text().strip() == "97"
+    assert "vllm" in (run_dir / "train" / "logs" / "vllm-serve.log").read_text()
+
     # Two nodes: a SLURM script (the last node serves vLLM), the environment of this laptop is not its gate.
     from mcp_server.training.launch import launch_training
 

@@ -130,7 +130,7 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
         train_command = [python, "-m", "accelerate.commands.launch", "--config_file", "train/accelerate.yaml", *TRAIN_ARGS, *extra]
 
     vllm = None
-    lines = [_script_header(run_dir), "LOGS=train/logs", "VLLM_PID="]
+    lines = [_script_header(run_dir), "LOGS=train/logs", 'mkdir -p "$LOGS"', "VLLM_PID="]
     if cpu:
         # transformers puts a run on the CPU (and torchrun ranks in a gloo group) only when told: without
         # this, each torchrun rank would train alone as a world of one.
