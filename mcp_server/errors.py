@@ -1,13 +1,11 @@
 """The one error type the doors turn into a clear message (never a traceback)."""
 
-from mcp.server.mcpserver.exceptions import ToolError
 
-
-class UserInputError(ToolError, ValueError):
+class UserInputError(ValueError):
     """Bad input from a person or an agent. The message names the field or file and what is accepted.
 
-    It is a ToolError so the MCP door shows its text to the client (the SDK hides the text of other
-    exceptions), and a ValueError so the core and the CLI can treat it as plain bad input.
+    The CLI prints it and exits 2; the MCP door (server.py's `tool`) returns it to the client as a tool error.
+    Kept free of the MCP SDK so the core and the CLI do not pay for importing it.
     """
 
     def __init__(self, field: str, message: str):

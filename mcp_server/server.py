@@ -6,45 +6,26 @@ torch, trl and transformers are imported inside the core functions that need the
 
 from __future__ import annotations
 
+import functools
+from typing import Annotated
+
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult
+from pydantic import Field
 
-from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
+from mcp_server.errors import UserInputError
 
-mcp = MCPServer(
-    "llm-finetuning",
-    instructions=(
-        "Fine-tune language models with GRPO / RLVR on Hugging Face TRL. Every number and check comes "
-        "from these tools: emit and validate configs, plan memory, inspect rewards, launch, monitor and "
-        "diagnose training, evaluate, promote and export."
-    ),
+# Request and result models only (pydantic, no torch/trl): they become the tools' schemas.
+from mcp_server.evaluation.models import (
+    EvaluateRequest,
+    EvaluationResult,
+    ExportRequest,
+    ExportResult,
+    PromoteRequest,
+    PromotionResult,
 )
-
-
-# ---------------------------------------------------------------- recipe (configs)
-@mcp.tool()
-def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
-    """Build a GRPO config for the installed TRL and the target hardware, validate it, and write
-    train/config.yaml (for `trl grpo --config`), train/train.py and the request's JSON Schema into a run directory."""
-    from mcp_server.recipe.emit import emit_grpo_config as core
-
-    return core(request)
-
-
-@mcp.tool()
-def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
-    """Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
-    GPU type and count. Returns findings {code, field, severity, message, fix}; valid only with no errors."""
-    from mcp_server.recipe.validate import validate_config
-
-    return validate_config(request)
-
-
-# ---------------------------------------------------------------- inspection gate (H6)
-from typing import Annotated  # noqa: E402
-
-from pydantic import Field  # noqa: E402
-
-from mcp_server.inspection.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
+from mcp_server.inspection.models import (
     GateResult,
     InspectRequest,
     InspectResult,
@@ -53,82 +34,11 @@ from mcp_server.inspection.models import (  # noqa: E402  (pydantic only: keeps 
     VerdictRequest,
     VerdictResult,
 )
-
-
-@mcp.tool()
-def sample_completions(request: SampleRequest) -> SampleResult:
-    """Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
-    default) and store them in <run>/inspection/samples.jsonl for reward inspection."""
-    from mcp_server.inspection.sampling import sample_completions as core
-
-    return core(request)
-
-
-@mcp.tool()
-def inspect_rewards(request: InspectRequest) -> InspectResult:
-    """Score the stored samples (50-100) with the run's rewards; write inspection/review.md for a person to read.
-    Returns score distributions, zero-variance groups, malformed / well-formed-but-wrong / truncated counts,
-    likely mis-scored samples and the base success rate (zero: route to SFT first; GRPO cannot learn)."""
-    from mcp_server.inspection.review import inspect_rewards as core
-
-    return core(request)
-
-
-@mcp.tool()
-def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
-    """Record the person's verdict on review.md (per-sample agree/disagree, pass/fail, who) in
-    inspection/verdict.json with the hashes of the reward code and samples. Only record what the person said."""
-    from mcp_server.inspection.gate import record_inspection_verdict as core
-
-    return core(request)
-
-
-@mcp.tool()
-def check_inspection_gate(
-    run: Annotated[str, Field(description="Run directory (a path, or a name under runs/).")],
-) -> GateResult:
-    """Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
-    (train/rewards.json and reward code) and samples. Says why not and how to clear it."""
-    from mcp_server.inspection.gate import check_inspection_gate as core
-
-    return core(run)
-
-
-# ---------------------------------------------------------------- rewards (H1)
-from mcp_server.rewards.models import RewardCatalog  # noqa: E402  (pydantic only: keeps start-up fast)
-
-
-@mcp.tool()
-def list_rewards() -> RewardCatalog:
-    """The reward registry: each reward's name, what it scores, the data set columns it reads and its
-    parameters with defaults. Name rewards in a recipe as {name, params, weight}; a dotted import path
-    names your own reward function."""
-    from mcp_server.rewards.registry import list_rewards as core
-
-    return core()
-
-
-# ---------------------------------------------------------------- diagnosis (H5)
-from mcp_server.training.diagnose import DiagnoseRequest, Diagnosis  # noqa: E402  (stdlib + pydantic only)
-
-
-@mcp.tool()
-def diagnose_run(request: DiagnoseRequest) -> Diagnosis:
-    """Why is this training run going wrong? Reads a run directory, a progress.jsonl, a TRL trainer_state.json
-    or a CSV/JSONL metrics export (plus the run's config and stdout log when known) and returns findings, most
-    important first: {code, severity, evidence [{metric, step, value}], explanation, patch}. Each patch is a dict
-    of config changes, validated against the run's config. Works for runs this project did not launch."""
-    from mcp_server.training.diagnose import diagnose_run as core
-
-    return core(request)
-
-
-# ---------------------------------------------------------------- training: environment, launch, status (H4)
-from typing import Annotated  # noqa: E402
-
-from mcp_types import CallToolResult  # noqa: E402
-
-from mcp_server.training.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
+from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
+from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
+from mcp_server.rewards.models import RewardCatalog
+from mcp_server.training.diagnose import DiagnoseRequest, Diagnosis
+from mcp_server.training.models import (
     EnvironmentReport,
     EnvironmentRequest,
     LaunchRequest,
@@ -141,8 +51,141 @@ from mcp_server.training.models import (  # noqa: E402  (pydantic only: keeps st
     TrainingStatus,
 )
 
+mcp = MCPServer(
+    "llm-finetuning",
+    instructions=(
+        "Fine-tune language models with GRPO / RLVR on Hugging Face TRL. Every number and check comes "
+        "from these tools: emit and validate configs, plan memory, inspect rewards, launch, monitor and "
+        "diagnose training, evaluate, promote and export."
+    ),
+)
 
-@mcp.tool()
+
+def tool():
+    """Register a tool. Bad input (UserInputError) reaches the client as a ToolError carrying its message,
+    which names the field; the SDK hides the text of any other exception, and the server keeps serving."""
+
+    def register(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except UserInputError as exc:
+                raise ToolError(str(exc)) from None
+
+        mcp.tool()(call)
+        return fn
+
+    return register
+
+
+# ---------------------------------------------------------------- recipe (configs)
+@tool()
+def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
+    """Build a GRPO config for the installed TRL and the target hardware, validate it, and write
+    train/config.yaml (for `trl grpo --config`), train/train.py and the request's JSON Schema into a run directory."""
+    from mcp_server.recipe.emit import emit_grpo_config as core
+
+    return core(request)
+
+
+@tool()
+def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
+    """Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
+    GPU type and count. Returns findings {code, field, severity, message, fix}; valid only with no errors."""
+    from mcp_server.recipe.validate import validate_config
+
+    return validate_config(request)
+
+
+# ---------------------------------------------------------------- inspection gate (H6)
+
+
+@tool()
+def sample_completions(request: SampleRequest) -> SampleResult:
+    """Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
+    default) and store them in <run>/inspection/samples.jsonl for reward inspection."""
+    from mcp_server.inspection.sampling import sample_completions as core
+
+    return core(request)
+
+
+@tool()
+def inspect_rewards(request: InspectRequest) -> InspectResult:
+    """Score the stored samples (50-100) with the run's rewards; write inspection/review.md for a person to read.
+    Returns score distributions, zero-variance groups, malformed / well-formed-but-wrong / truncated counts,
+    likely mis-scored samples and the base success rate (zero: route to SFT first; GRPO cannot learn)."""
+    from mcp_server.inspection.review import inspect_rewards as core
+
+    return core(request)
+
+
+@tool()
+def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
+    """Record the person's verdict on review.md (per-sample agree/disagree, pass/fail, who) in
+    inspection/verdict.json with the hashes of the reward code and samples. Only record what the person said."""
+    from mcp_server.inspection.gate import record_inspection_verdict as core
+
+    return core(request)
+
+
+@tool()
+def check_inspection_gate(
+    run: Annotated[str, Field(description="Run directory (a path, or a name under runs/).")],
+) -> GateResult:
+    """Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
+    (train/rewards.json and reward code) and samples. Says why not and how to clear it."""
+    from mcp_server.inspection.gate import check_inspection_gate as core
+
+    return core(run)
+
+
+# ---------------------------------------------------------------- rewards (H1)
+
+
+@tool()
+def list_rewards() -> RewardCatalog:
+    """The reward registry: each reward's name, what it scores, the data set columns it reads and its
+    parameters with defaults. Name rewards in a recipe as {name, params, weight}; a dotted import path
+    names your own reward function."""
+    from mcp_server.rewards.registry import list_rewards as core
+
+    return core()
+
+
+# ---------------------------------------------------------------- memory planner (H2)
+
+
+@tool()
+def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
+    """Will this GRPO run fit? Per-GPU GiB breakdown (weights, gradients, optimizer state, reference model,
+    activations, logits, vLLM weights and KV cache, overhead), the peak and headroom; when it does not fit,
+    the levers ranked by GiB saved and the smallest set that fits, each as a validated config change; the
+    size-class anchor as a cross-check; rollout speed from the GPU's memory bandwidth. Give a model (catalog
+    name, local path) or a train/config.yaml from emit_grpo_config, and the GPU type and count."""
+    from mcp_server.memory.planner import plan_memory as core
+
+    return core(request)
+
+
+# ---------------------------------------------------------------- diagnosis (H5)
+
+
+@tool()
+def diagnose_run(request: DiagnoseRequest) -> Diagnosis:
+    """Why is this training run going wrong? Reads a run directory, a progress.jsonl, a TRL trainer_state.json
+    or a CSV/JSONL metrics export (plus the run's config and stdout log when known) and returns findings, most
+    important first: {code, severity, evidence [{metric, step, value}], explanation, patch}. Each patch is a dict
+    of config changes, validated against the run's config. Works for runs this project did not launch."""
+    from mcp_server.training.diagnose import diagnose_run as core
+
+    return core(request)
+
+
+# ---------------------------------------------------------------- training: environment, launch, status (H4)
+
+
+@tool()
 def check_environment(request: EnvironmentRequest) -> EnvironmentReport:
     """What can train here? GPUs (name, memory, compute capability, bf16), CUDA/driver, RAM, free disk, versions
     of torch/trl/transformers/peft/accelerate/vllm in the training interpreter, and a verdict ready |
@@ -153,7 +196,7 @@ def check_environment(request: EnvironmentRequest) -> EnvironmentReport:
     return core(request)
 
 
-@mcp.tool()
+@tool()
 def launch_training(request: LaunchRequest) -> LaunchResult:
     """Start a run's training as a detached process (it outlives this server) and return at once. Refuses,
     naming the gate and how to clear it, unless the config validates, the inspection verdict is current and
@@ -165,7 +208,7 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
     return core(request)
 
 
-@mcp.tool()
+@tool()
 def training_status(request: StatusRequest) -> Annotated[CallToolResult, TrainingStatus]:
     """State of a run (starting | running | succeeded | failed | stopped), derived from its process and files,
     with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
@@ -182,7 +225,7 @@ def training_status(request: StatusRequest) -> Annotated[CallToolResult, Trainin
     return CallToolResult(content=content, structured_content=status.model_dump(mode="json"))
 
 
-@mcp.tool()
+@tool()
 def stop_training(request: StopRequest) -> StopResult:
     """Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
     process group is killed."""
@@ -191,7 +234,7 @@ def stop_training(request: StopRequest) -> StopResult:
     return core(request)
 
 
-@mcp.tool()
+@tool()
 def resume_training(request: RunRequest) -> LaunchResult:
     """Continue a stopped or failed run from its latest checkpoint, with the same process layout. Refuses when
     train/config.yaml changed since launch (its sha256 in run.json), when there is no checkpoint, or when a gate
@@ -201,7 +244,7 @@ def resume_training(request: RunRequest) -> LaunchResult:
     return core(request)
 
 
-@mcp.tool()
+@tool()
 def list_runs() -> RunList:
     """Every run under the workspace's runs/ with its state (derived from process and files), step and model."""
     from mcp_server.training.status import list_runs as core
@@ -210,17 +253,9 @@ def list_runs() -> RunList:
 
 
 # ---------------------------------------------------------------- evaluation, promotion, export (H7)
-from mcp_server.evaluation.models import (  # noqa: E402  (pydantic only: keeps start-up fast)
-    EvaluateRequest,
-    EvaluationResult,
-    ExportRequest,
-    ExportResult,
-    PromoteRequest,
-    PromotionResult,
-)
 
 
-@mcp.tool()
+@tool()
 def evaluate_model(request: EvaluateRequest) -> EvaluationResult:
     """Greedy decoding (fixed seed) over a goldens file, graded pass/fail by the same verifiers as the rewards;
     pass rate with a 95% Wilson interval and per-item results. The first evaluation of a base model writes
@@ -230,7 +265,7 @@ def evaluate_model(request: EvaluateRequest) -> EvaluationResult:
     return core(request)
 
 
-@mcp.tool()
+@tool()
 def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
     """Judge a run's checkpoint: the same goldens (sha256), graders and decoding as the base model's baseline,
     plus a frozen drift suite under the drift budget (<= 1 point noise, 1-5 points rerun with other seeds,
@@ -240,28 +275,12 @@ def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
     return core(request)
 
 
-@mcp.tool()
+@tool()
 def export_model(request: ExportRequest) -> ExportResult:
     """Export a promoted run: merge LoRA adapters when present, save safetensors, tokenizer and a model card
     (base model, config hash, rewards, inspection and promotion verdicts) into <run>/export/, and check that
     greedy outputs on a few goldens are identical before and after."""
     from mcp_server.evaluation.export import export_model as core
-
-    return core(request)
-
-
-# ---------------------------------------------------------------- memory planner (H2)
-from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest  # noqa: E402  (pydantic only: keeps start-up fast)
-
-
-@mcp.tool()
-def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
-    """Will this GRPO run fit? Per-GPU GiB breakdown (weights, gradients, optimizer state, reference model,
-    activations, logits, vLLM weights and KV cache, overhead), the peak and headroom; when it does not fit,
-    the levers ranked by GiB saved and the smallest set that fits, each as a validated config change; the
-    size-class anchor as a cross-check; rollout speed from the GPU's memory bandwidth. Give a model (catalog
-    name, local path) or a train/config.yaml from emit_grpo_config, and the GPU type and count."""
-    from mcp_server.memory.planner import plan_memory as core
 
     return core(request)
 
