@@ -489,7 +489,7 @@ def cmd_demo(args) -> int:
 
 
 def add_evaluation_commands(sub) -> None:
-    p = sub.add_parser("evaluate-model", help="Greedy pass rate (95% Wilson CI) of a model on goldens; the first "
+    p = sub.add_parser("evaluate-model", help="Greedy pass rate (95%% Wilson CI) of a model on goldens; the first "
                        "evaluation of a base model writes eval/baseline-<model>.json (never overwritten).")
     p.add_argument("model", help="Local model directory, 'tiny', or a hub name (online only).")
     p.add_argument("--goldens", default="tiny", help="Goldens JSONL (prompt + answer columns), or 'tiny'.")
