@@ -94,7 +94,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     recipe = dict(BASE_RECIPE)
     recipe.update(VARIANTS[variant])
     if gpu is None:  # CPU target: no vLLM, no mixed precision
-        recipe.update(use_vllm=False, bf16=False)
+        recipe.update(use_vllm=False, bf16=False, use_cpu=True)  # use_cpu: every torchrun rank joins one gloo world
     else:
         recipe["bf16"] = gpu.bf16  # without bf16 train in fp32: fp16 diverges silently in RL
         recipe["vllm_mode"] = "server" if request.num_gpus > 1 else "colocate"
