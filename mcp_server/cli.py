@@ -522,7 +522,7 @@ def add_evaluation_commands(sub) -> None:
                        "inspection, config, GRPO training, diagnosis, promotion, export (a few minutes on CPU).")
     p.add_argument("--quick", action="store_true", help="A shortened walk (fewer steps): checks the plumbing, "
                    "does not aim to improve the model.")
-    p.add_argument("--run-name", default="demo", help="Slug for runs/<date>-<slug>/.")
+    p.add_argument("--run-name", help="Slug for runs/<date>-<slug>/ (default: demo, or demo-quick with --quick).")
     p.add_argument("--json", action="store_true", help="Print the summary as JSON at the end.")
     p.set_defaults(handler=cmd_demo)
 

@@ -15,10 +15,10 @@ TINY_OPS = "+"
 DRIFT_SUITE = Path(__file__).with_name("drift_tiny.jsonl")
 
 
-def tiny_split() -> tuple[list[dict], list[dict]]:
+def tiny_split(max_operand: int = TINY_MAX_OPERAND) -> tuple[list[dict], list[dict]]:
     from mcp_server.tiny import split_task
 
-    return split_task(max_operand=TINY_MAX_OPERAND, ops=TINY_OPS)
+    return split_task(max_operand=max_operand, ops=TINY_OPS)
 
 
 def tiny_goldens_rows() -> list[dict]:
