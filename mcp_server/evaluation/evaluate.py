@@ -25,7 +25,9 @@ def wilson_interval(passed: int, n: int, z: float = 1.96) -> tuple[float, float]
     p = passed / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if passed == 0 else max(0.0, centre - half)
+    high = 1.0 if passed == n else min(1.0, centre + half)
+    return low, high
 
 
 # ---------------------------------------------------------------- files
