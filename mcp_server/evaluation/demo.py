@@ -26,12 +26,18 @@ class DemoSettings(BaseModel):
     on a minority of held-out sums; GRPO from there gains well outside the 95% interval."""
 
     max_operand: int = Field(default=19, description="Sums of two numbers 0..max_operand (held-out quarter = goldens).")
-    sft_steps: int = Field(default=300, description="SFT warm-start optimizer steps.")
+    sft_max_steps: int = Field(default=800, description="SFT warm-start: at most this many optimizer steps.")
+    sft_check_every: int = Field(default=50, description="SFT: check the success rate every this many steps.")
+    sft_target: float = Field(
+        default=0.35,
+        description="SFT stops once greedy success on a sample of training prompts (never the goldens) reaches "
+        "this: above zero so GRPO has a signal, far from saturated so GRPO has room.",
+    )
     sft_learning_rate: float = Field(default=3e-3, description="SFT learning rate (a 100k-parameter model from scratch).")
     sft_batch_size: int = Field(default=32, description="SFT batch size.")
-    grpo_steps: int = Field(default=100, description="GRPO optimizer steps.")
-    grpo_learning_rate: float = Field(default=2e-3, description="GRPO learning rate.")
-    grpo_batch_size: int = Field(default=64, description="Completions per GRPO step (prompts x num_generations).")
+    grpo_steps: int = Field(default=200, description="GRPO optimizer steps.")
+    grpo_learning_rate: float = Field(default=3e-4, description="GRPO learning rate.")
+    grpo_batch_size: int = Field(default=128, description="Completions per GRPO step (prompts x num_generations).")
     num_generations: int = Field(default=8, description="GRPO group size.")
     temperature: float = Field(default=1.0, description="GRPO sampling temperature.")
     max_completion_length: int = Field(default=28, description="Completion length limit (answers take ~23 tokens).")
@@ -40,7 +46,8 @@ class DemoSettings(BaseModel):
 
 
 # The quick walk checks the plumbing in about two minutes: a smaller task the warm-start can reach quickly.
-QUICK = DemoSettings(max_operand=5, sft_steps=60, sft_batch_size=16, grpo_steps=4, grpo_batch_size=16, num_generations=4)
+QUICK = DemoSettings(max_operand=5, sft_max_steps=100, sft_check_every=20, sft_target=0.1, sft_batch_size=16,
+                     grpo_steps=4, grpo_learning_rate=1e-4, grpo_batch_size=16, num_generations=4)
 
 
 class Phase(BaseModel):
@@ -69,16 +76,15 @@ class DemoSummary(BaseModel):
 
 # ---------------------------------------------------------------- console
 class Console:
-    """rich when there is a terminal (progress bars), plain lines otherwise; quiet with --json."""
+    """rich: progress bars on a terminal, plain lines otherwise; on stderr with --json (stdout is the JSON)."""
 
-    def __init__(self, quiet: bool):
+    def __init__(self, to_stderr: bool):
         from rich.console import Console as RichConsole
 
-        self.quiet = quiet
-        self.rich = RichConsole(stderr=quiet, quiet=quiet, highlight=False)
+        self.rich = RichConsole(stderr=to_stderr, highlight=False)
 
     def print(self, *args, **kwargs):
-        self.rich.print(*args, **kwargs)
+        self.rich.print(*args, soft_wrap=True, **kwargs)  # paths stay whole, whatever the width
 
     def phase(self, number: int | str, title: str):
         self.rich.rule(f"[bold]Phase {number}: {title}")
@@ -88,7 +94,7 @@ class Console:
 
         return Progress(
             TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(), console=self.rich, transient=False, disable=self.quiet,
+            TimeElapsedColumn(), console=self.rich, transient=False,
         )
 
 
@@ -124,22 +130,38 @@ def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path, s
         [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": r["solution"]}]} for r in rows]
     )
     config = SFTConfig(
-        output_dir=str(out), max_steps=settings.sft_steps, learning_rate=settings.sft_learning_rate,
+        output_dir=str(out), max_steps=settings.sft_max_steps, learning_rate=settings.sft_learning_rate,
         per_device_train_batch_size=settings.sft_batch_size, lr_scheduler_type="constant", warmup_steps=0,
         logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, seed=0, disable_tqdm=True,
         dataset_num_proc=None,
     )
 
+    from mcp_server.evaluation.evaluate import evaluate_rows
+
+    check_rows = rows[:100]  # training prompts: the goldens stay unseen until the end
+    history: list[tuple[int, float]] = []
     with console.progress() as bar:
-        task = bar.add_task("SFT warm-start", total=settings.sft_steps, info="")
+        task = bar.add_task("SFT warm-start", total=settings.sft_max_steps, info="")
 
         class Bar(TrainerCallback):
-            def on_step_end(self, args, state, control, **kwargs):
+            def on_step_end(self, args, state, control, model=None, **kwargs):
                 bar.update(task, completed=state.global_step)
+                if state.global_step % settings.sft_check_every == 0:
+                    model.eval()
+                    side = tokenizer.padding_side
+                    items = evaluate_rows(None, check_rows, [{"name": "correctness_reward"}],
+                                          settings.eval_max_new_tokens, loaded=(model, tokenizer))
+                    tokenizer.padding_side = side
+                    model.train()
+                    rate = sum(i.passed for i in items) / len(items)
+                    history.append((state.global_step, rate))
+                    bar.update(task, info=f"train success {rate:.0%}")
+                    if rate >= settings.sft_target:  # enough signal for GRPO, far from saturated
+                        control.should_training_stop = True
+                        bar.update(task, total=state.global_step)
 
             def on_log(self, args, state, control, logs=None, **kwargs):
-                if logs and "loss" in logs:
-                    bar.update(task, info=f"loss {float(logs['loss']):.3f}")
+                pass
 
         tokenizer = AutoTokenizer.from_pretrained(base)
         trainer = SFTTrainer(
@@ -151,7 +173,10 @@ def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path, s
     trainer.save_model(str(out))
     tokenizer.save_pretrained(out)
     torch.set_num_threads(threads)
-    return out
+    steps, rate = history[-1] if history else (settings.sft_max_steps, None)
+    console.print(f"  SFT stopped after {steps} steps: greedy success on 100 training prompts "
+                  + (f"{rate:.0%}" if rate is not None else "not checked"))
+    return out, steps
 
 
 def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings: DemoSettings) -> dict:
@@ -300,7 +325,7 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
         os.environ.setdefault(var, "1")  # the demo never reaches a hub
     settings = settings or (QUICK if quick else DemoSettings())
     _quiet_libraries()
-    console = Console(quiet=as_json)
+    console = Console(to_stderr=as_json)
     start = time.time()
     run_dir = _fresh_run_dir(run_name or ("demo-quick" if quick else "demo"))
     summary = DemoSummary(ok=False, quick=quick, run_dir=str(run_dir), seconds=0.0, baseline_pass_rate=0.0)
@@ -334,7 +359,7 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     console.phase(1, "method choice, warm-start and reward inspection")
     console.print("  a programmatic check of success exists (exact-match sums) -> GRPO/RLVR; but the base model "
                   f"succeeds on {baseline.pass_rate:.0%}: GRPO cannot learn from zero reward, so SFT first.")
-    warm = _sft_warm_start(console, base, train_rows, run_dir / "warm-start", settings)
+    warm, sft_steps = _sft_warm_start(console, base, train_rows, run_dir / "warm-start", settings)
     sft = _evaluate(console, str(warm), goldens, "after SFT warm-start", settings, "write")
     summary.sft_pass_rate, summary.sft_ci = sft.pass_rate, (sft.ci_low, sft.ci_high)
     data = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in train_rows], run_dir / "data" / "train.jsonl")
@@ -342,7 +367,7 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
                {"name": "correctness_reward", "params": {}, "weight": 1.0}]
     atomic_write_json(run_dir / "train" / "rewards.json", rewards)  # what the inspection scores with
     inspection = _inspect(console, run_dir, warm, data, settings)
-    brief = atomic_write_text(run_dir / "training-brief.md", _brief(baseline, sft, settings, inspection))
+    brief = atomic_write_text(run_dir / "training-brief.md", _brief(baseline, sft, sft_steps, inspection))
     phase_done("1 method + inspection", t0,
                f"SFT warm-start {sft.pass_rate:.0%}; inspection gate {'open' if inspection['gate_passed'] else 'CLOSED'}",
                warm_start=warm, warm_start_baseline=sft.baseline_path, samples=inspection["samples"],
@@ -476,7 +501,7 @@ def _diagnose(run_dir: Path) -> dict:
     return {"line": line, "healthy": result.healthy}
 
 
-def _brief(baseline, sft, settings: DemoSettings, inspection: dict) -> str:
+def _brief(baseline, sft, sft_steps: int, inspection: dict) -> str:
     return f"""# Training brief: demo
 
 - Goal: the tiny model answers sums of two numbers reliably in the <reasoning>/<answer> format.
@@ -484,7 +509,7 @@ def _brief(baseline, sft, settings: DemoSettings, inspection: dict) -> str:
 - Off-ramps: prompting and retrieval cannot teach a randomly initialised model arithmetic; a bigger model is
   outside the demo's scope (offline, CPU).
 - Method: GRPO/RLVR (a programmatic check of success exists). The base success rate is zero, so GRPO would
-  see zero reward everywhere: an SFT warm-start first ({settings.sft_steps} steps of TRL SFTTrainer on the
+  see zero reward everywhere: an SFT warm-start first ({sft_steps} steps of TRL SFTTrainer on the
   training split's reference solutions), reaching {sft.pass_rate:.0%} (95% CI {sft.ci_low:.0%}-{sft.ci_high:.0%}).
   GRPO then starts from the warm-start, which is the baseline the checkpoint must beat.
 - Rewards: format_reward (1.0) + correctness_reward (2.0 when the answer is exact).

@@ -1,0 +1,44 @@
+"""`llm-finetuning demo --quick`: the seven phases end to end on the tiny model, through the CLI.
+
+The quick walk uses a smaller task and a few GRPO steps: it checks that every phase runs through the real
+core functions and leaves every artifact a real run leaves. (That the full demo improves the model is
+measured by bench/bench_demo.py, which takes minutes.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+
+def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_model):
+    proc = run_cli("demo", "--quick", "--json", cwd=workspace, env={"LLM_FINETUNING_WORKSPACE": str(workspace)},
+                   timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    run = Path(summary["run_dir"])
+    assert run.parent == workspace / "runs" and run.name.endswith("-demo-quick")
+    assert [p["name"].split()[0] for p in summary["phases"]] == ["0", "1", "2", "3", "4", "5", "6"]
+    assert summary["baseline_pass_rate"] == 0.0  # the untrained tiny model
+    assert summary["sft_pass_rate"] is not None and summary["grpo_pass_rate"] is not None
+    assert summary["verdict"] in ("PROMOTE", "REJECT") and not summary["problems"]
+
+    # The same artifacts a real run writes.
+    for rel in ("training-brief.md", "inspection/samples.jsonl", "inspection/review.md", "inspection/verdict.json",
+                "data/train.jsonl", "data/data-card.md", "data/validation-report.md", "env-report.json",
+                "train/config.yaml", "train/train.py", "train/rewards.json", "train/logs/progress.jsonl",
+                "train/logs/outcome.json", "checkpoints/config.json", "promotion-report.md", "promotion.json",
+                "export/model.safetensors", "export/README.md", "demo-summary.json"):
+        assert (run / rel).is_file(), rel
+    assert json.loads((run / "train/logs/outcome.json").read_text())["state"] == "succeeded"
+    assert (workspace / "eval" / "baseline-tiny.json").is_file()
+    warm_baseline = json.loads(Path(summary["phases"][1]["artifacts"]["warm_start_baseline"]).read_text())
+    report = (run / "promotion-report.md").read_text()
+    assert warm_baseline["goldens_sha256"] in report and summary["verdict"] in report
+    plot = Path(summary["plot_path"])
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Every artifact path is printed for the person (stderr carries the human output under --json).
+    for path in (run / "promotion-report.md", run / "export", plot):
+        assert str(path) in proc.stderr.replace("\n", "")
