@@ -17,7 +17,7 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.evaluation.evaluate import baseline_path, evaluate_model, wilson_interval
+from mcp_server.evaluation.evaluate import baseline_path, evaluate_model, paired_difference, wilson_interval
 from mcp_server.evaluation.export import export_model
 from mcp_server.evaluation.models import EvaluateRequest, ExportRequest, PromoteRequest
 from mcp_server.evaluation.promote import judge_drift, promote_checkpoint
@@ -83,6 +83,20 @@ def test_wilson_interval_is_honest_at_the_edges():
     assert wilson_interval(100, 100)[1] == 1.0
 
 
+def test_paired_difference_counts_only_disagreements():
+    base = [True] * 24 + [False] * 76
+    # 15 gained, 4 lost: +11 points, and the paired interval excludes zero...
+    better = [True] * 20 + [False] * 4 + [True] * 15 + [False] * 61
+    diff, low, high = paired_difference(base, better)
+    assert diff == 11.0 and 0 < low < diff < high
+    # ...while the same +11 from 30 gained, 19 lost is not distinguishable from noise.
+    noisy = [True] * 5 + [False] * 19 + [True] * 30 + [False] * 46
+    diff, low, high = paired_difference(base, noisy)
+    assert diff == 11.0 and low < 0 < high
+    with pytest.raises(ValueError):
+        paired_difference(base, better[:10])
+
+
 @pytest.mark.parametrize(
     "base, ckpt, band",
     [(0.50, 0.50, "noise"), (0.50, 0.49, "noise"), (0.50, 0.48, "rerun"), (0.50, 0.45, "rerun"),
@@ -143,6 +157,7 @@ def test_worse_checkpoint_is_rejected_with_evidence(workspace, tiny_model, good_
     assert result.verdict == "REJECT"
     assert result.baseline_pass_rate == base.pass_rate and result.checkpoint_pass_rate == 0.0
     assert result.improvement_points < 0 and result.goldens_sha256 == base.goldens_sha256
+    assert result.lost == base.passed and result.gained == 0 and result.improvement_ci[1] < 0
     report = (run / "promotion-report.md").read_text()
     assert "REJECT" in report and base.goldens_sha256 in report
     assert json.loads((run / "promotion.json").read_text())["verdict"] == "REJECT"
@@ -166,7 +181,7 @@ def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, tiny_
     run = make_run(workspace, "better", "tiny", good_model)
     result = promote_checkpoint(PromoteRequest(run=str(run)))
     assert result.verdict == "PROMOTE", result.reasons
-    assert result.checkpoint_ci[0] > result.baseline_pass_rate and result.drift.ok
+    assert result.improvement_ci[0] > 0 and result.gained > 0 and result.lost == 0 and result.drift.ok
 
     exported = export_model(ExportRequest(run=str(run)))
     assert exported.smoke_identical and exported.promotion_verdict == "PROMOTE" and not exported.merged_lora
