@@ -111,9 +111,9 @@ def judge_drift(base_rate: float, ckpt_rate: float) -> str:
 
 
 def check_drift(request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int) -> DriftResult:
-    from mcp_server.evaluation.tiny_suite import DRIFT_SUITE
+    from mcp_server.evaluation.tiny_suite import drift_suite_path
 
-    suite = Path(request.drift_suite).expanduser() if request.drift_suite else DRIFT_SUITE
+    suite = Path(request.drift_suite).expanduser() if request.drift_suite else drift_suite_path()
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
     rows, graders = _drift_rows(suite)

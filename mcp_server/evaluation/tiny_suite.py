@@ -43,3 +43,17 @@ def make_drift_rows() -> list[dict]:
         rows.append({"prompt": example["prompt"], "question": example["question"], "answer": example["answer"],
                      "grader": "format"})
     return rows
+
+
+def drift_suite_path() -> Path:
+    """The frozen suite; when a packaging step left the data file out, the same bytes are rebuilt (the rows
+    come from a fixed seed) into eval/drift_tiny.jsonl."""
+    if DRIFT_SUITE.is_file():
+        return DRIFT_SUITE
+    from mcp_server.evaluation.evaluate import eval_dir
+    from mcp_server.tiny import write_jsonl
+
+    path = eval_dir() / DRIFT_SUITE.name
+    if not path.is_file():
+        write_jsonl(make_drift_rows(), path)
+    return path
