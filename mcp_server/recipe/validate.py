@@ -13,18 +13,19 @@ from mcp_server.recipe.trl_fields import installed_trl, instantiate_grpo_config
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def load_config_file(path: str | Path) -> dict:
+def load_config_file(path: str | Path, field: str = "config_path") -> dict:
+    """A TrlParser YAML config as a dict; `field` names the input in errors."""
     import yaml
 
     path = Path(path)
     if not path.is_file():
-        raise UserInputError("config_path", f"no such file: {path}")
+        raise UserInputError(field, f"no such file: {path}; give the run's YAML config (train/config.yaml)")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise UserInputError("config_path", f"{path} is not valid YAML: {exc}") from None
+        raise UserInputError(field, f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise UserInputError("config_path", f"{path} must hold a YAML mapping of config fields, got {type(data).__name__}")
+        raise UserInputError(field, f"{path} must hold a YAML mapping of config fields, got {type(data).__name__}")
     data.pop("env", None)  # TrlParser's environment block, not a field
     return data
 

@@ -229,19 +229,10 @@ def load_config(value: str | Path | dict | None) -> tuple[Path | None, dict | No
         return None, None
     if isinstance(value, dict):
         return None, dict(value)
-    import yaml
+    from mcp_server.recipe.validate import load_config_file
 
     path = resolve_path(value, "config")
-    if not path.is_file():
-        raise UserInputError("config", f"{path} is not a file; give the run's YAML config (train/config.yaml)")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserInputError("config", f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserInputError("config", f"{path} must hold a YAML mapping of config fields")
-    data.pop("env", None)  # TrlParser's environment block
-    return path, data
+    return path, load_config_file(path, field="config")
 
 
 def read_log(path: Path) -> str:
