@@ -405,7 +405,11 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
                   f"(TRL {emitted.validation.trl_version}); variant {emitted.variant}")
     for finding in emitted.validation.findings:
         console.print(f"  [dim]{finding.severity} {finding.code}: {finding.message}[/]")
-    training = _train_grpo(console, run_dir, settings)
+    try:
+        training = _train_grpo(console, run_dir, settings)
+    except RuntimeError as exc:  # a gate refused the launch: say which, as a real run would
+        summary.problems.append(str(exc))
+        return _finish(console, summary, start)
     state = training["outcome"].get("state")
     plot = plot_reward_curve(run_dir, run_dir / "train" / "logs" / "reward-curve.png")
     summary.plot_path = str(plot) if plot else None
@@ -510,7 +514,10 @@ def _diagnose(run_dir: Path) -> dict:
         from mcp_server.training.diagnose import DiagnoseRequest, diagnose_run
     except ImportError:
         return {"line": "diagnose_run not available in this build", "healthy": None}
-    result = diagnose_run(DiagnoseRequest(source=str(run_dir)))
+    try:
+        result = diagnose_run(DiagnoseRequest(source=str(run_dir)))
+    except Exception as exc:  # the diagnosis is advice; its failure must not sink the walk
+        return {"line": f"diagnose_run failed ({type(exc).__name__}: {exc})", "healthy": None}
     codes = [f"{f.severity} {f.code}" for f in result.findings]
     line = "healthy" if result.healthy else ", ".join(codes[:3])
     return {"line": line, "healthy": result.healthy}
