@@ -22,8 +22,10 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_d
 
 # ---------------------------------------------------------------- settings and summary
 class DemoSettings(BaseModel):
-    """Found by experiment on a 2-core CPU (see bench/bench_demo.py): the SFT warm-start leaves the model right
-    on a minority of held-out sums; GRPO from there gains well outside the 95% interval."""
+    """Found by a sweep on a 2-core CPU (bench/bench_demo.py prints the figures). GRPO learning rates of 2e-3 and
+    above wreck the warm-start within 20 steps (Adam turns noisy RL gradients into full-size steps); 2e-4 learns
+    too slowly; 5e-4 with cosine decay and 16 prompts x 8 completions per step takes the warm-start from 18% to
+    32% of held-out sums (+14 points, paired 95% CI +4 to +24) in 200 steps."""
 
     max_operand: int = Field(default=19, description="Sums of two numbers 0..max_operand (held-out quarter = goldens).")
     sft_max_steps: int = Field(default=800, description="SFT warm-start: at most this many optimizer steps.")
