@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
+from mcp_server.inspection.sampling import eos_ids, load_model, small_model_threads  # one loader for both
 
-SMALL_MODEL_PARAMS = 50_000_000
-
-
-def load_model(model_ref: str | Path):
-    """(model, tokenizer) in eval mode; bf16 on a GPU that has it, else float32."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_ref)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
-    return model, tokenizer
+__all__ = ["generate", "load_model", "render_prompt"]
 
 
 def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> str:
@@ -27,21 +14,6 @@ def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -
     return tokenizer.apply_chat_template(
         prompt, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
     )
-
-
-@contextlib.contextmanager
-def small_model_threads(model):
-    """One CPU thread for a small model: its matmuls are too small to split, and on a busy machine OpenMP
-    spin-waiting makes generation many times slower than one thread."""
-    import torch
-
-    before = torch.get_num_threads()
-    if model.device.type == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def generate(
@@ -57,8 +29,7 @@ def generate(
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    eos = model.generation_config.eos_token_id
-    eos = set([eos] if isinstance(eos, int) else (eos or [])) | {tokenizer.eos_token_id}
+    eos = eos_ids(tokenizer, model.generation_config)
     sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
     set_seed(seed)
     outputs: list[str] = []

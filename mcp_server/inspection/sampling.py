@@ -42,22 +42,17 @@ def read_run_config(run_dir: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def resolve_model(model: str) -> Path | str:
-    """'tiny' -> the embedded model; a local directory as a path; else a hub name (online only)."""
-    if model == "tiny":
-        from mcp_server.tiny import ensure_tiny_model
+def resolve_model(model: str) -> str:
+    """The recipe's resolution ('tiny', a local model directory, or a hub name), for a model loaded here:
+    a hub name only when the hub can be reached."""
+    from mcp_server.recipe.model_info import resolve_model as resolve_reference
 
-        return ensure_tiny_model()
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise UserInputError("model", f"{path} is a directory without config.json: not a transformers model")
-        return path.resolve()
-    if model.startswith((".", "/", "~")) or os.environ.get("HF_HUB_OFFLINE") == "1":
+    ref = resolve_reference(model)
+    if not Path(ref).is_dir() and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UserInputError(
             "model", f"'{model}' is not a local model directory (and hub names need network); give a path or 'tiny'"
         )
-    return model
+    return ref
 
 
 def _trl_defaults() -> dict:
@@ -180,7 +175,8 @@ def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_
     ]
 
 
-def _eos_ids(tokenizer, generation_config) -> set[int]:
+def eos_ids(tokenizer, generation_config) -> set[int]:
+    """Every token id that ends a completion: the generation config's and the tokenizer's."""
     ids = generation_config.eos_token_id if generation_config is not None else None
     ids = [ids] if isinstance(ids, int) else list(ids or [])
     if tokenizer.eos_token_id is not None:
@@ -189,13 +185,13 @@ def _eos_ids(tokenizer, generation_config) -> set[int]:
 
 
 @contextlib.contextmanager
-def _threads_for(model, device: str):
+def small_model_threads(model):
     """One CPU thread for a small model: its matmuls are too small to split, extra threads only add sync
     cost, and on a busy machine OpenMP spin-waiting makes generation 10-20x slower than one thread."""
     import torch
 
     before = torch.get_num_threads()
-    if device == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
+    if model.device.type == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
         torch.set_num_threads(1)
     try:
         yield
@@ -203,20 +199,30 @@ def _threads_for(model, device: str):
         torch.set_num_threads(before)
 
 
+def load_model(model_ref: str | Path):
+    """(model, tokenizer) in eval mode; bf16 on a GPU that has it, else float32."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
+    return model, tokenizer
+
+
 def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_size: int) -> list[list[dict]]:
     """Per prompt, `n` dicts {text, ids, finish_reason}. Prompts are batched (left padding) so that about
     `batch_size` sequences are generated per call."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from transformers import set_seed
 
-    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    model, tokenizer = load_model(model_ref)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
-    eos = _eos_ids(tokenizer, model.generation_config)
+    device = model.device.type
+    eos = eos_ids(tokenizer, model.generation_config)
     n = settings["n"]
     do_sample = settings["temperature"] > 0
     sampling = {}
@@ -229,7 +235,7 @@ def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_si
     set_seed(settings["seed"])
     prompts_per_call = max(1, batch_size // n)
     results: list[list[dict]] = []
-    with _threads_for(model, device), torch.inference_mode():
+    with small_model_threads(model), torch.inference_mode():
         for start in range(0, len(texts), prompts_per_call):
             chunk = texts[start : start + prompts_per_call]
             # Like TRL: the chat template already holds the special tokens, so none are added here.
