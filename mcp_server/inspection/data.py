@@ -26,15 +26,16 @@ def load_rows(dataset: str, split: str = "train", config: str | None = None) -> 
         files = split_files or files
         if not files:
             raise UserInputError("dataset", f"directory {path} holds no {', '.join(LOCAL_SUFFIXES)} files")
-        return [row for f in files for row in _read_file(f)]
+        return [row for f in files for row in read_file(f)]
     if path.suffix in LOCAL_SUFFIXES or path.exists():
         if not path.is_file():
             raise UserInputError("dataset", f"no such file: {path}")
-        return _read_file(path)
+        return read_file(path)
     return _load_hub(dataset, split, config)
 
 
-def _read_file(path: Path) -> list[dict]:
+def read_file(path: Path) -> list[dict]:
+    """Every row of a local .jsonl/.json/.csv/.parquet file; a malformed row is an error naming its line."""
     try:
         if path.suffix == ".jsonl":
             rows = []

@@ -6,7 +6,6 @@ train/request.json and train/request.schema.json. Every file is written atomical
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
@@ -39,7 +38,7 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
             fmt = DATA_FORMATS.get(path.suffix.lower())
             if fmt is None:
                 raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
-            _check_columns(path, fmt, request)
+            _check_columns(path, request)
             return {"datasets": [{"path": fmt, "data_files": str(path.resolve()), "split": "train"}]}
         return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}
     if request.dataset.startswith((".", "/", "~")):
@@ -50,24 +49,16 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
     return fields
 
 
-def _check_columns(path: Path, fmt: str, request: GRPORecipeRequest) -> None:
-    """The prompt (and answer) columns must exist in a local JSONL/CSV file's first row."""
-    if fmt == "parquet":
-        return
-    with open(path, encoding="utf-8") as handle:
-        first = handle.readline()
-        if fmt == "csv":
-            columns = [c.strip() for c in first.split(",")]
-        else:
-            try:
-                row = json.loads(first) if path.suffix == ".jsonl" else json.loads(first + handle.read())
-            except json.JSONDecodeError as exc:
-                raise UserInputError("dataset", f"{path} is not valid JSON/JSONL: {exc}") from None
-            row = row[0] if isinstance(row, list) and row else row
-            columns = list(row) if isinstance(row, dict) else []
-    for field, column in (("prompt_column", request.prompt_column), ("answer_column", request.answer_column)):
-        if column and column not in columns:
-            raise UserInputError(field, f"column '{column}' is not in {path} (columns: {', '.join(columns) or 'none'})")
+def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
+    """Read the whole local file the way inspection does: every row parses, prompts are text or chat
+    messages, and the prompt (and answer) columns exist."""
+    from mcp_server.inspection.data import check_prompt_column, read_file
+
+    rows = read_file(path)
+    check_prompt_column(rows, request.prompt_column)
+    if request.answer_column and request.answer_column not in rows[0]:
+        raise UserInputError("answer_column", f"column '{request.answer_column}' is not in {path} "
+                             f"(columns: {', '.join(rows[0])})")
 
 
 def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> dict:
