@@ -250,24 +250,12 @@ def resolve_model(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str,
     found = find_model(name)
     if found is not None:
         return found
-    cached = _hub_cache_config(name)  # a hub model downloaded before: its config.json, read offline
+    from mcp_server.recipe.model_info import cached_config_path
+
+    cached = cached_config_path(name)  # a hub model downloaded before: its config.json, read offline
     if cached is not None:
         return name, load_local_architecture(cached)
     return lookup_model(name)  # raises with the closest catalog names
-
-
-def _hub_cache_config(name: str) -> str | None:
-    if name.count("/") != 1 or name.startswith((".", "/", "~")):
-        return None
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    try:
-        path = try_to_load_from_cache(name, "config.json")
-    except Exception:  # an invalid repo id, an unreadable cache: not this door's problem
-        return None
-    return path if isinstance(path, str) else None
 
 
 def resolve_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[str, Any]) -> _Target:

@@ -33,20 +33,26 @@ def resolve_model(model: str) -> str:
     return model
 
 
+def cached_config_path(model: str) -> str | None:
+    """config.json of a hub model downloaded before, from the local HF cache (never the network)."""
+    if model.startswith((".", "/", "~")):  # a path, not a repo id
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception:  # no huggingface_hub, an invalid repo id, an unreadable cache: not cached
+        return None
+    return cached if isinstance(cached, str) else None
+
+
 def model_config(model: str) -> dict | None:
     """The model's config.json: from a local directory, else from the local HF cache (never the network)."""
     path = Path(model)
     if (path / "config.json").is_file():
         return json.loads((path / "config.json").read_text())
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model, "config.json")
-        if isinstance(cached, str):
-            return json.loads(Path(cached).read_text())
-    except Exception:  # no cache, malformed name: fall through to the name heuristics
-        pass
-    return None
+    cached = cached_config_path(model)
+    return json.loads(Path(cached).read_text()) if cached else None
 
 
 def is_moe(model: str) -> bool:
