@@ -68,6 +68,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
+def atomic_save_figure(fig, path: Path, **savefig_kwargs) -> Path:
+    """A matplotlib figure as a PNG, written atomically like every other file."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", **savefig_kwargs)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
 def atomic_write_json(path: Path, data) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir, workspace_root
+from mcp_server.workspace import atomic_save_figure, atomic_write_json, atomic_write_text, new_run_dir, workspace_root
 
 
 # ---------------------------------------------------------------- settings and summary
@@ -315,8 +315,7 @@ def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+    atomic_save_figure(fig, out)
     plt.close(fig)
     return out
 

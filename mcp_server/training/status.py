@@ -32,7 +32,7 @@ from mcp_server.training.runstate import (
     run_dir_of,
     sync_run_json,
 )
-from mcp_server.workspace import atomic_write_json, runs_root
+from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
 
 PLOTTED = (
     ("reward", "reward"),
@@ -103,11 +103,8 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     axes[-1].set_xlabel("step")
     fig.suptitle(run_dir.name)
     fig.tight_layout()
-    path = run_dir / "progress.png"
-    tmp = path.with_name(".progress.png.tmp")
-    fig.savefig(tmp, format="png", dpi=90)
+    path = atomic_save_figure(fig, run_dir / "progress.png", dpi=90)
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 
