@@ -25,12 +25,16 @@ def _print(result: BaseModel, as_json: bool, human: Callable[[BaseModel], str] |
         print(human(result))
 
 
+def _problems(exc: ValidationError, what: str = "") -> str:
+    """Pydantic's errors as 'field: message; ...', each naming its field."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or what}: {e['msg']}" for e in exc.errors())
+
+
 def _parse_model(model_cls, data: dict, what: str):
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or what}: {e['msg']}" for e in exc.errors())
-        raise UserInputError(what, problems) from None
+        raise UserInputError(what, _problems(exc, what)) from None
 
 
 def _load_json_arg(value: str | None, field: str):
@@ -713,8 +717,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        print(f"error: {problems}", file=sys.stderr)
+        print(f"error: {_problems(exc)}", file=sys.stderr)
         return 2
 
 
