@@ -108,8 +108,9 @@ def test_background_processes_die_with_the_sandbox():
     )
     assert run(code, "assert True", Limits(timeout_s=8)).passed  # the solution itself is fine ...
     assert _host_processes_with(marker) == []  # ... but nothing it started outlives the sandbox
-    assert not run(code + "time.sleep(60)\n", "", Limits(timeout_s=2)).passed  # same after a timeout kill
-    assert _host_processes_with(marker) == []
+    for _ in range(3):  # same, at once, after a timeout kill (a race here once left them in /proc for ~15 ms)
+        assert run(code + "time.sleep(60)\n", "", Limits(timeout_s=2)).timed_out
+        assert _host_processes_with(marker) == []
 
 
 # ---------------------------------------------------------------- isolation (each probe passes only when isolated)

@@ -4,8 +4,11 @@ Each run gets its own sandbox: new user, pid, network, ipc and uts namespaces (n
 the system mounted read-only, a private size-capped /tmp, no host home, credentials or environment
 variables, rlimits on CPU, memory, processes, files and open files, an output cap, and a wall-clock
 timeout that kills the whole sandbox: the sandbox's pid-namespace init (its host pid comes from
-bwrap's --info-fd) is SIGKILLed, the kernel then kills everything left inside, setsid'd or not, and
-bwrap reaps it, so nothing outlives the run and no zombie is left behind.
+bwrap's --info-fd; a pidfd on it is taken while bwrap, its only reaper, runs) is SIGKILLed, the kernel
+then kills everything left inside, setsid'd or not. bwrap itself is never killed while its init is known:
+bwrap exits only after reaping that init, and the init's exit completes only once the kernel has killed
+and reaped every process in its namespace. A run returns after that, and after the pidfd says the init
+is gone, so nothing outlives the run and no zombie is left behind.
 
 Without a working bwrap there is no execution: `SandboxUnavailable` says why and how to fix it.
 There is no fallback to the host.
@@ -138,15 +141,55 @@ def _drop_root() -> dict:
     return {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
 
 
-def _kill(proc: subprocess.Popen, sandbox_init: int | None) -> None:
-    """SIGKILL the sandbox's pid-namespace init (the kernel then kills every process inside), then bwrap's
-    process group as a fallback for a sandbox that never finished starting."""
-    for kill, pid in ((os.kill, sandbox_init), (os.killpg, proc.pid)):
-        if pid:
-            try:
-                kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+def _sandbox_init(info: bytes, proc: subprocess.Popen) -> tuple[int | None, int | None]:
+    """The host pid of the sandbox's pid-namespace init from bwrap's --info-fd JSON (None until it is complete)
+    and a pidfd on it (None without pidfd support, Linux < 5.3). The pidfd is kept only if bwrap still runs
+    after it is opened: bwrap is the init's only reaper, so the pid cannot have been recycled by then."""
+    try:
+        pid = int(json.loads(info.decode()).get("child-pid") or 0) or None
+    except ValueError:  # not complete yet
+        return None, None
+    if pid is None:
+        return None, None
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd here, or the init is already gone
+        return pid, None
+    if proc.poll() is not None:
+        os.close(fd)
+        return pid, None
+    return pid, fd
+
+
+def _kill(proc: subprocess.Popen, init_pid: int | None, init_fd: int | None) -> None:
+    """SIGKILL the sandbox's pid-namespace init: the kernel then kills every process inside, and bwrap exits
+    once it has reaped the init. bwrap's own process group is killed only when the init is not known (a
+    sandbox that never finished starting: --die-with-parent then kills bwrap's child with it)."""
+    try:
+        if init_fd is not None:
+            signal.pidfd_send_signal(init_fd, signal.SIGKILL)
+        elif init_pid is not None and proc.poll() is None:
+            os.kill(init_pid, signal.SIGKILL)
+        elif proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_gone(init_fd: int | None) -> None:
+    """Return once the sandbox's init has exited, i.e. once the kernel has killed and reaped everything in its
+    namespace (a pidfd turns readable when its process has exited). Called after bwrap is gone: whatever is
+    left of the sandbox is killed first (a no-op when bwrap reaped the init already)."""
+    if init_fd is None:
+        return
+    try:
+        try:
+            signal.pidfd_send_signal(init_fd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        select.select([init_fd], [], [])
+    finally:
+        os.close(init_fd)
 
 
 def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | None = None) -> RunResult:
@@ -187,7 +230,7 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
 
     threading.Thread(target=feed, daemon=True).start()
     chunks, size, timed_out, flooded = [], 0, False, False
-    info, sandbox_init = b"", None
+    info, init_pid, init_fd = b"", None, None
     deadline = start + limits.timeout_s
     out = proc.stdout.fileno()
     watch = [out, info_r]
@@ -203,10 +246,8 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
                 info += piece
                 if not piece:
                     watch.remove(info_r)
-                try:
-                    sandbox_init = int(json.loads(info.decode()).get("child-pid") or 0) or None
-                except ValueError:  # not complete yet
-                    pass
+                if init_pid is None:
+                    init_pid, init_fd = _sandbox_init(info, proc)
             if out not in ready:
                 continue
             chunk = os.read(out, 65536)
@@ -218,16 +259,24 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
                 break
             chunks.append(chunk)
     finally:
+        if (timed_out or flooded) and init_pid is None and info_r in watch and select.select([info_r], [], [], 0)[0]:
+            info += os.read(info_r, 4096)  # bwrap may have said who the init is since the last look
+            init_pid, init_fd = _sandbox_init(info, proc)
         if timed_out or flooded:
-            _kill(proc, sandbox_init)
+            _kill(proc, init_pid, init_fd)
         try:
-            # bwrap exits once its child, the namespace init, has exited, and that init waits until every
-            # process in the namespace is gone: after this wait nothing of the run is left.
+            # bwrap exits once it has reaped its child, the namespace init, and that init's exit completes only
+            # after the kernel has killed and reaped every process in the namespace.
             proc.wait(timeout=max(2.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill(proc, sandbox_init)
-            proc.wait()
+            _kill(proc, init_pid, init_fd)
+            try:
+                proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:  # bwrap itself stuck: kill it, the init is waited on below
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        _wait_gone(init_fd)
         os.close(info_r)
         proc.stdout.close()
     output = b"".join(chunks).decode("utf-8", "replace")
