@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -17,6 +18,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+def skip_unless_ci(reason: str) -> NoReturn:
+    """Skip for a missing tool or network here, but fail under CI (env `CI` set, as `.ci/run` does), where a
+    skip would hide that the check never ran."""
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"{reason} (CI is set: this check must run there, so a missing prerequisite is a failure)",
+                    pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

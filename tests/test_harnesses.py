@@ -19,10 +19,10 @@ import yaml
 
 try:
     import tomllib  # Python 3.11+
-except ModuleNotFoundError:  # 3.10: the TOML checks skip, the rest still run
+except ModuleNotFoundError:  # 3.10: the TOML checks skip (fail under CI), the rest still run
     tomllib = None
 
-from conftest import ROOT
+from conftest import ROOT, skip_unless_ci
 
 from mcp_server import manifests
 
@@ -36,7 +36,7 @@ def load(rel: str):
     text = (ROOT / rel).read_text(encoding="utf-8")
     if rel.endswith(".toml"):
         if tomllib is None:
-            pytest.skip("tomllib needs Python 3.11+")
+            skip_unless_ci("reading TOML needs tomllib, Python 3.11+")
         return tomllib.loads(text)
     return json.loads(text)
 
@@ -201,7 +201,7 @@ def test_launcher_execs_the_server_from_a_prepared_venv_over_stdio(tmp_path):
 def npm_bin() -> Path:
     """Claude Code and the MCP inspector installed from npm into a cache directory (once)."""
     if not shutil.which("npm"):
-        pytest.skip("npm is not installed: cannot run Claude Code's validator or the MCP inspector")
+        skip_unless_ci("npm is not installed: cannot run Claude Code's validator or the MCP inspector")
     cache = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm-tools")
     bin_dir = cache / "node_modules" / ".bin"
     if not ((bin_dir / "claude").exists() and (bin_dir / "mcp-inspector").exists()):
@@ -213,12 +213,12 @@ def npm_bin() -> Path:
                 capture_output=True, text=True, timeout=300,
             )
         except subprocess.TimeoutExpired:
-            pytest.skip("npm registry did not answer within 300 s: cannot install Claude Code or the MCP inspector")
+            skip_unless_ci("npm registry did not answer within 300 s: cannot install Claude Code or the MCP inspector")
         if proc.returncode != 0:
             text = proc.stderr + proc.stdout
             unreachable = re.search(r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|network|offline).*", text, re.I)
             if unreachable:
-                pytest.skip(f"npm registry unreachable, cannot install Claude Code / the MCP inspector: {unreachable.group(0).strip()}")
+                skip_unless_ci(f"npm registry unreachable, cannot install Claude Code / the MCP inspector: {unreachable.group(0).strip()}")
             raise AssertionError(f"npm install failed:\n{text}")
     return bin_dir
 

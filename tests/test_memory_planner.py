@@ -106,7 +106,6 @@ def test_levers_ranked_and_smallest_set_fits():
 
 
 def test_levers_validate_through_the_recipe_validator():
-    pytest.importorskip("mcp_server.recipe.validate")
     plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-3B-Instruct", gpu="RTX 4090", use_vllm=True,
                                          dtype="bfloat16"))
     assert plan.levers and plan.recommended
@@ -160,10 +159,10 @@ def test_plan_from_emitted_run_directory(tmp_path, tiny_model):
 
 
 def test_emit_then_plan(workspace):
-    emit = pytest.importorskip("mcp_server.recipe.emit")
+    from mcp_server.recipe.emit import emit_grpo_config
     from mcp_server.recipe.models import GRPORecipeRequest
 
-    result = emit.emit_grpo_config(GRPORecipeRequest(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="A100"))
+    result = emit_grpo_config(GRPORecipeRequest(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="A100"))
     plan = plan_memory(MemoryPlanRequest(config_path=result.config_path, validate_levers=False))
     assert plan.gpu == "A100" and plan.model == "Qwen/Qwen2.5-1.5B-Instruct" and plan.fits
 

@@ -11,14 +11,21 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import skip_unless_ci
 
 from mcp_server.rewards import build_reward_funcs
 from mcp_server.rewards.sandbox import Limits, SandboxUnavailable, check_sandbox, run_many, run_python
 
-# The sandbox tests need bubblewrap itself; without it only the refusal test can run (and must pass).
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
-)
+
+@pytest.fixture()
+def bwrap() -> None:
+    if shutil.which("bwrap") is None:
+        skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
+
+
+# The sandbox tests need bubblewrap itself; without it only the refusal test can run (and must pass);
+# under CI a missing bubblewrap fails them.
+needs_bwrap = pytest.mark.usefixtures("bwrap")
 FAST = Limits(timeout_s=6.0, max_output_bytes=16 * 1024)  # generous: the CPU is shared with other suites
 GOOD = ("def add(a, b):\n    return a + b\n", "def test_add():\n    assert add(2, 3) == 5\n")
 
