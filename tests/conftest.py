@@ -46,12 +46,21 @@ def workspace(tmp_path, monkeypatch) -> Path:
     return ws
 
 
+def checkout_env(env: dict | None = None) -> dict:
+    """os.environ plus `env`, with this checkout first on PYTHONPATH: a child process imports the code under
+    test, not whatever `mcp_server` the interpreter's site-packages point at (another checkout's editable
+    install, an older wheel)."""
+    merged = {**os.environ, **(env or {})}
+    merged["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), merged.get("PYTHONPATH")]))
+    return merged
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600):
-    """Run the installed `llm-finetuning` console script; returns CompletedProcess (text)."""
-    exe = BIN / "llm-finetuning"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "mcp_server.cli"]
+    """Run this checkout's CLI (`python -m mcp_server.cli`, the code the in-process tests import; the installed
+    console script is tested once in test_cli.py); returns CompletedProcess (text)."""
     return subprocess.run(
-        cmd + list(args), cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "mcp_server.cli", *args], cwd=cwd, env=checkout_env(env), capture_output=True,
+        text=True, timeout=timeout,
     )
 
 

@@ -1,10 +1,16 @@
-"""The CLI as a whole: every command's help renders, and every MCP tool has a CLI command of the same name."""
+"""The CLI as a whole: every command's help renders, every MCP tool has a CLI command of the same name, the
+installed console script works, and the CLI tests run this checkout's code."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 
+import mcp_server
+from conftest import BIN, ROOT, checkout_env, run_cli
 from mcp_server.cli import build_parser
 
 
@@ -15,9 +21,33 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_every_command_help_renders():
-    build_parser().format_help()
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    summaries = {choice.dest: (choice.help or "").replace("%%", "%") for choice in action._choices_actions}
+    top = "".join(parser.format_help().split())  # argparse wraps lines (and at hyphens)
     for name, sub in _subcommands().items():
-        assert sub.format_help(), name
+        assert sub.format_help().startswith(f"usage: llm-finetuning {name} "), name
+        assert summaries.get(name) and "".join(summaries[name].split()) in top, f"{name} has no summary in --help"
+
+
+def test_installed_console_script_runs(tmp_path):
+    """The `llm-finetuning` entry point that `pip install` put beside this interpreter (the other CLI tests run
+    `python -m mcp_server.cli` from this checkout)."""
+    exe = BIN / "llm-finetuning"
+    assert exe.is_file(), f"no console script at {exe}: run `make venv` (pip install -e .)"
+    proc = subprocess.run([str(exe), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: llm-finetuning") and "list-runs" in proc.stdout
+
+
+def test_cli_tests_run_this_checkout(tmp_path):
+    """run_cli's children import the package under test, whichever checkout the interpreter was installed from."""
+    assert Path(mcp_server.__file__).resolve().is_relative_to(ROOT)
+    proc = subprocess.run([sys.executable, "-c", "import mcp_server.cli; print(mcp_server.cli.__file__)"], cwd=tmp_path,
+                          env=checkout_env(), capture_output=True, text=True, timeout=120)
+    assert Path(proc.stdout.strip()).resolve() == ROOT / "mcp_server" / "cli.py", proc.stderr
+    proc = run_cli("list-rewards", "--json", cwd=tmp_path)
+    assert proc.returncode == 0 and '"code_execution_reward"' in proc.stdout, proc.stderr
 
 
 def test_every_tool_is_also_a_cli_command():
