@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -282,13 +285,31 @@ def test_rubric_judge_refuses_same_family_and_hub_names(tiny_model):
         assert text in str(info.value)
 
 
-def test_rubric_judge_with_a_local_model_directory(tiny_model):
+def judge_that_says(tiny_model: Path, word: str, directory: Path) -> Path:
+    """A copy of the tiny model whose greedy reply is `word` by construction: its generation_config biases each
+    prefix of `word` + eos far above anything the untrained weights prefer (transformers' sequence_bias)."""
+    from transformers import AutoTokenizer
+
+    shutil.copytree(tiny_model, directory)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    ids = tokenizer(word, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    config_path = directory / "generation_config.json"
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    config["sequence_bias"] = [[ids[: i + 1], 1000.0 * (i + 1)] for i in range(len(ids))]
+    config_path.write_text(json.dumps(config))
+    return directory
+
+
+def test_rubric_judge_with_a_local_model_directory(tiny_model, tmp_path):
     # The tiny model is Qwen2-architecture: as a judge it is allowed only for a policy of another family.
-    spec = {"name": "rubric_judge", "params": {"rubric": "Says hello.", "judge": str(tiny_model),
-                                                "policy_model": "meta-llama/Llama-3.2-1B-Instruct"}}
-    (judged,) = build_reward_funcs([spec])
-    scores = judged(["hello", [{"role": "assistant", "content": "bye"}]])
-    assert len(scores) == 2 and set(scores) <= {0.0, 1.0}  # an untrained judge: whatever it says, binary
+    # Its greedy reply decides the score: a judge model that says PASS passes both, one that says FAIL neither.
+    completions = ["hello", [{"role": "assistant", "content": "bye"}]]
+    for word, expected in (("PASS", [1.0, 1.0]), ("FAIL", [0.0, 0.0])):
+        judge = judge_that_says(tiny_model, word, tmp_path / f"judge-says-{word}")
+        spec = {"name": "rubric_judge", "params": {"rubric": "Says hello.", "judge": str(judge),
+                                                    "policy_model": "meta-llama/Llama-3.2-1B-Instruct"}}
+        (judged,) = build_reward_funcs([spec])
+        assert judged(completions) == expected, word
 
 
 # ---------------------------------------------------------------- list_rewards (core, CLI, MCP)

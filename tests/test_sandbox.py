@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -209,20 +211,26 @@ def test_no_network_not_even_to_the_host():
 
 @needs_bwrap
 def test_host_processes_are_invisible_and_unkillable():
-    probe = (
-        "import os, signal\n"
-        f"host_pid = {os.getpid()}\n"
-        "visible = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
-        "assert host_pid not in visible or host_pid < 4, visible\n"
-        "assert len(visible) < 5, visible\n"
-        "try:\n"
-        "    os.kill(host_pid, signal.SIGKILL)\n"
-        "except (ProcessLookupError, PermissionError):\n"
-        "    pass\n"
-    )
-    result = run(probe, "")
-    assert result.passed, result.output
-    assert os.getpid()  # still here
+    host = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # the probe tries to kill it
+    try:
+        probe = (
+            "import os, signal\n"
+            f"host_pids = [{host.pid}, {os.getpid()}]\n"
+            "visible = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
+            "assert len(visible) < 5, visible\n"
+            "assert not set(host_pids) & set(visible), visible\n"
+            "for pid in host_pids:\n"
+            "    try:\n"
+            "        os.kill(pid, signal.SIGKILL)\n"
+            "    except (ProcessLookupError, PermissionError):\n"
+            "        pass\n"
+        )
+        result = run(probe, "")
+        assert result.passed, result.output
+        assert host.poll() is None  # the host process it tried to kill is still running
+    finally:
+        host.kill()
+        host.wait()
 
 
 # ---------------------------------------------------------------- the reward itself
