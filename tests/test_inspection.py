@@ -39,6 +39,15 @@ def _lines(path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
+def auto_engine() -> str:
+    """engine='auto' as documented: vLLM when it is installed and a GPU is visible, else transformers."""
+    import importlib.util
+
+    import torch
+
+    return "vllm" if importlib.util.find_spec("vllm") and torch.cuda.is_available() else "transformers"
+
+
 @pytest.fixture(scope="module")
 def chat_run(tmp_path_factory, tiny_model):
     """A run with 64 real samples (16 chat prompts x 4) of the tiny model on the tiny task."""
@@ -59,7 +68,7 @@ def test_sampling_chat_prompts_stores_trl_shaped_samples(chat_run, tiny_model):
 
     run_dir, result = chat_run
     assert (result.num_samples, result.num_prompts, result.n) == (64, 16, 4)
-    assert result.conversational and result.engine == "transformers"
+    assert result.conversational and result.engine == auto_engine()
     samples = _lines(run_dir / "inspection" / "samples.jsonl")
     assert len(samples) == 64
     assert [s["id"] for s in samples] == list(range(64))
@@ -87,7 +96,7 @@ def test_sampling_defaults_come_from_the_emitted_config(workspace, tiny_model):
     from mcp_server.recipe.models import GRPORecipeRequest
 
     emitted = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="emitted"))
-    result = sample_completions(SampleRequest(run=emitted.run_dir, max_new_tokens=8))
+    result = sample_completions(SampleRequest(run=emitted.run_dir, max_new_tokens=8, engine="transformers"))
     assert Path(result.model) == Path(tiny_model).resolve() and result.conversational
     assert result.n == 8 and result.num_samples == 64  # num_generations 8 -> 8 prompts
     train_rows = _lines(Path(emitted.run_dir) / "data" / "train.jsonl")
@@ -107,25 +116,27 @@ def test_sampling_is_reproducible_by_seed_from_a_parquet_file(workspace, tiny_mo
     pq.write_table(pa.Table.from_pylist([{"prompt": f"{a} + {a} =", "answer": str(2 * a)} for a in range(5)]), data)
     run_dir = new_run_dir("seeded")
     request = SampleRequest(run=run_dir.name, model=str(tiny_model), dataset=str(data), n=2, num_prompts=3, max_new_tokens=8)
-    first = sample_completions(request)
-    assert not first.conversational and first.dataset_rows == 5 and first.num_samples == 6
-    # Same samples again through the CLI, sampled in "another" training interpreter (LLM_FINETUNING_PYTHON).
+    args = ["sample-completions", run_dir.name, "--model", str(tiny_model), "--dataset", str(data), "--n", "2",
+            "--num-prompts", "3", "--max-new-tokens", "8"]
+    cpu = {"CUDA_VISIBLE_DEVICES": ""}  # reproducible on one device: both samplings on the CPU, on any machine
+    proc, first = run_cli_json(*args, env=cpu)
+    assert proc.returncode == 0, proc.stderr
+    assert not first["conversational"] and first["dataset_rows"] == 5 and first["num_samples"] == 6
+    # Same samples again, sampled in "another" training interpreter (LLM_FINETUNING_PYTHON).
     other_python = workspace / "train-python"
     other_python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     other_python.chmod(0o755)
-    proc, second = run_cli_json(
-        "sample-completions", run_dir.name, "--model", str(tiny_model), "--dataset", str(data),
-        "--n", "2", "--num-prompts", "3", "--max-new-tokens", "8", env={"LLM_FINETUNING_PYTHON": str(other_python)},
-    )
+    proc, second = run_cli_json(*args, env={**cpu, "LLM_FINETUNING_PYTHON": str(other_python)})
     assert proc.returncode == 0, proc.stderr
-    assert second["samples_sha256"] == first.samples_sha256
+    assert second["samples_sha256"] == first["samples_sha256"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_PYTHON", str(other_python))
         with pytest.raises(UserInputError) as err:  # the child's bad-input error comes back by field
             sample_completions(request.model_copy(update={"prompt_column": "question"}))
         assert err.value.field == "prompt_column"
-    third = sample_completions(request.model_copy(update={"seed": 1}))
-    assert third.samples_sha256 != first.samples_sha256
+    proc, third = run_cli_json(*args, "--seed", "1", env=cpu)
+    assert proc.returncode == 0, proc.stderr
+    assert third["samples_sha256"] != first["samples_sha256"]
 
 
 def test_sampling_bad_input_names_the_field(workspace, tiny_model):
@@ -260,7 +271,8 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
 
     # Plain-text prompts give plain-string completions.
     sampled = sample_completions(
-        SampleRequest(run=str(run_dir), model="tiny", dataset=str(data), n=4, num_prompts=16, max_new_tokens=12)
+        SampleRequest(run=str(run_dir), model="tiny", dataset=str(data), n=4, num_prompts=16, max_new_tokens=12,
+                      engine="transformers")
     )
     assert sampled.num_samples == 64 and not sampled.conversational
     samples = _lines(sampled.samples_path)
@@ -335,7 +347,7 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ben", agree_with_rest=True))
     assert check_inspection_gate(run_dir).passed
     sample_completions(SampleRequest(run=str(run_dir), model="tiny", dataset=str(data), n=4, num_prompts=16,
-                                     max_new_tokens=12, seed=7))
+                                     max_new_tokens=12, seed=7, engine="transformers"))
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and "samples.jsonl changed" in gate.reason
 

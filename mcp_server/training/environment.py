@@ -53,18 +53,20 @@ def training_python() -> str:
 
 
 PROBE_TTL_S = 300.0
-_probe_cache: dict[str, tuple[float, dict]] = {}
+_probe_cache: dict[tuple[str, str | None], tuple[float, dict]] = {}
 
 
 def _probe(python: str) -> dict:
     """The interpreter's packages and GPUs, cached for a few minutes in this process: a launch right after a
-    check does not pay for importing torch again (disk and memory are read fresh every time)."""
-    cached = _probe_cache.get(python)
+    check does not pay for importing torch again (disk and memory are read fresh every time). The GPUs it
+    sees depend on CUDA_VISIBLE_DEVICES, so that is part of the key."""
+    key = (python, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    cached = _probe_cache.get(key)
     if cached and time.monotonic() - cached[0] < PROBE_TTL_S:
         return cached[1]
     result = _run_probe(python)
     if "probe_error" not in result:
-        _probe_cache[python] = (time.monotonic(), result)
+        _probe_cache[key] = (time.monotonic(), result)
     return result
 
 
