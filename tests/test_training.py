@@ -1,15 +1,22 @@
 """Training tools through their public doors: check_environment, launch_training, training_status,
 stop_training, resume_training, list_runs. Real TRL, the real tiny model, a few real steps on CPU.
 
+The runs here are CPU runs (gpu="cpu"), so the tests that launch or judge them hide any GPU from the processes
+they start (the `cpu_only` fixture: CUDA_VISIBLE_DEVICES=""): the same outcomes hold on a GPU box. Whether
+vLLM is installed is read, not assumed.
+
 Every launch goes through the real gates: the run is emitted by the recipe, sampled, inspected and given a
 recorded verdict (success_threshold=0 so the untrained tiny model can pass the inspection's learnability check).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +29,36 @@ CONTRACT_KEYS = {"step", "loss", "lr", "mem_gb", "temp_c", "reward", "reward_std
                  "entropy", "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"}
 TINY_OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
                   "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}
+
+
+def installed(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@pytest.fixture()
+def cpu_only(monkeypatch):
+    """No GPU for the processes this test starts (training, CLI, the environment probe): a CPU machine, on any
+    machine."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+def isolated_git(monkeypatch, **identity: str) -> None:
+    """git as on a machine with no global or system config (nothing from this user's ~/.gitconfig), plus the
+    given GIT_AUTHOR_NAME=..., GIT_COMMITTER_EMAIL=... environment."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in ("AUTHOR_NAME", "AUTHOR_EMAIL", "COMMITTER_NAME", "COMMITTER_EMAIL"):
+        monkeypatch.delenv(f"GIT_{var}", raising=False)
+    monkeypatch.delenv("EMAIL", raising=False)
+    for var, value in identity.items():
+        monkeypatch.setenv(var, value)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +87,8 @@ def pass_inspection(run_dir: Path) -> None:
     from mcp_server.inspection.review import inspect_rewards
     from mcp_server.inspection.sampling import sample_completions
 
-    sample_completions(SampleRequest(run=str(run_dir), model="tiny", dataset="tiny", num_prompts=13, n=4, max_new_tokens=12))
+    sample_completions(SampleRequest(run=str(run_dir), model="tiny", dataset="tiny", num_prompts=13, n=4, max_new_tokens=12,
+                                     engine="transformers"))
     inspect_rewards(InspectRequest(run=str(run_dir), max_samples=52, success_threshold=0.0))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="test", agree_with_rest=True))
     assert check_inspection_gate(run_dir).passed
@@ -70,7 +108,18 @@ def wait_for(run_dir: Path, done, timeout: float = 420, poll: float = 1.0):
 
 
 # ---------------------------------------------------------------- check_environment
-def test_check_environment_tells_the_truth_about_this_cpu_machine(ws):
+def test_check_environment_counts_the_gpus_this_machine_has(tmp_path):
+    """As the machine is (GPUs visible or not): the report's GPUs are the ones torch sees in a fresh process."""
+    counted = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+                             capture_output=True, text=True, timeout=300, check=True)
+    proc, report = run_cli_json("check-environment", env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert len(report["gpus"]) == int(counted.stdout.strip())
+    assert any("no CUDA GPU" in w for w in report["warnings"]) == (not report["gpus"])
+    assert report["allows"].startswith("GPU runs on" if report["gpus"] else "CPU runs of small models only")
+
+
+def test_check_environment_tells_the_truth_about_a_cpu_machine(ws, cpu_only):
     proc, report = run_cli_json("check-environment", env={"LLM_FINETUNING_WORKSPACE": str(ws)})
     assert proc.returncode == 0, proc.stderr
     assert report["gpus"] == [] and report["verdict"] == "ready-with-warnings"
@@ -78,12 +127,12 @@ def test_check_environment_tells_the_truth_about_this_cpu_machine(ws):
     assert any("no CUDA GPU" in r for r in report["warnings"])
     import trl
 
-    assert report["packages"]["trl"] == trl.__version__ and report["packages"]["vllm"] is None
+    assert report["packages"]["trl"] == trl.__version__ and report["packages"]["vllm"] == installed("vllm")
     assert report["free_disk_gib"] > 0 and report["ram_gib"] > 0
     assert json.loads((ws / "env-report.json").read_text())["verdict"] == "ready-with-warnings"
 
 
-def test_check_environment_blocks_a_gpu_target_here(ws):
+def test_check_environment_blocks_a_gpu_target_here(ws, cpu_only):
     from mcp_server.training.environment import check_environment
     from mcp_server.training.models import EnvironmentRequest
 
@@ -94,18 +143,19 @@ def test_check_environment_blocks_a_gpu_target_here(ws):
     report = check_environment(EnvironmentRequest(run=str(run_dir)))
     assert report.verdict == "blocked" and report.target == "8x H100"
     assert any("no CUDA GPU" in b for b in report.blockers)
-    assert any("vllm is not installed" in b for b in report.blockers)
+    assert report.packages["vllm"] == installed("vllm")  # use_vllm: true blocks exactly when vLLM is absent
+    assert any("vllm is not installed" in b for b in report.blockers) == (report.packages["vllm"] is None)
     assert (run_dir / "env-report.json").exists()
     proc = run_cli("check-environment", "--run", "nowhere", env={"LLM_FINETUNING_WORKSPACE": str(ws)})
     assert proc.returncode == 2 and "run:" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------- gates
-def test_launch_refuses_naming_each_gate_and_how_to_clear_it(ws):
+def test_launch_refuses_naming_each_gate_and_how_to_clear_it(ws, cpu_only):
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest
 
-    run_dir = emit_run("gates", gpu="H100")  # valid for an H100, never inspected, and there is no GPU here
+    run_dir = emit_run("gates", gpu="H100")  # valid for an H100, never inspected, and no GPU is visible here
     result = launch_training(LaunchRequest(run=str(run_dir)))
     assert not result.launched and result.pid is None
     gates = {r.gate: r for r in result.refusals}
@@ -123,10 +173,12 @@ def test_launch_refuses_naming_each_gate_and_how_to_clear_it(ws):
     assert proc.returncode == 2 and "run:" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_committed_in_git(ws):
+def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_committed_in_git(ws, cpu_only, monkeypatch):
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest
 
+    isolated_git(monkeypatch, GIT_AUTHOR_NAME="Ana", GIT_AUTHOR_EMAIL="ana@example.org",
+                 GIT_COMMITTER_NAME="Ana", GIT_COMMITTER_EMAIL="ana@example.org")
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     run_dir = emit_run("crash")
     pass_inspection(run_dir)
@@ -142,6 +194,7 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     rel = (run_dir / "train" / "config.yaml").relative_to(ws)
     committed = subprocess.run(["git", "-C", str(ws), "show", f"{result.git_commit}:{rel}"], capture_output=True, text=True)
     assert committed.returncode == 0 and committed.stdout == (run_dir / "train" / "config.yaml").read_text()
+    assert git(ws, "log", "-1", "--format=%an <%ae> | %cn <%ce>", result.git_commit) == "Ana <ana@example.org> | Ana <ana@example.org>"
 
     status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
     assert status.state == "failed" and status.exit_code not in (None, 0)
@@ -152,7 +205,40 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     assert json.loads((run_dir / "run.json").read_text())["state"] == "failed"
 
 
-def test_a_second_launch_is_refused_while_running_and_stop_kills_a_run_that_cannot_stop_in_time(ws):
+def test_recipe_is_committed_even_where_git_has_no_identity(tmp_path, monkeypatch):
+    """No user.name/user.email anywhere (a fresh machine, a CI runner): git itself refuses to commit, the launch
+    records its files as llm-finetuning, keeping whatever part of an identity is configured."""
+    from mcp_server.training.launch import record_in_git
+
+    isolated_git(monkeypatch)
+    repo = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    staged_elsewhere = repo / "notes.txt"  # the person's own staged work stays out of the commit
+    staged_elsewhere.write_text("mine\n")
+    git(repo, "add", "notes.txt")
+    config = repo / "runs" / "r1" / "train" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("learning_rate: 1.0e-06\n")
+    refused = subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "x"], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=60)
+    assert refused.returncode != 0 and "identity" in refused.stderr  # the precondition: git alone cannot commit
+
+    commit = record_in_git(config.parent.parent, [config], "llm-finetuning: launch r1")
+    assert commit and commit == git(repo, "rev-parse", "HEAD")
+    assert git(repo, "log", "-1", "--format=%an <%ae> | %cn <%ce>") == (
+        "llm-finetuning <llm-finetuning@localhost> | llm-finetuning <llm-finetuning@localhost>")
+    assert git(repo, "show", "--name-only", "--format=", "HEAD") == "runs/r1/train/config.yaml"
+    assert git(repo, "diff", "--cached", "--name-only") == "notes.txt"
+    assert record_in_git(config.parent.parent, [config], "again") == commit  # unchanged: no new commit
+
+    git(repo, "config", "user.name", "Ana")  # half an identity: the name is kept
+    config.write_text("learning_rate: 2.0e-06\n")
+    second = record_in_git(config.parent.parent, [config], "llm-finetuning: launch r1 again")
+    assert second and second != commit
+    assert git(repo, "log", "-1", "--format=%an <%ae>") == "Ana <llm-finetuning@localhost>"
+
+
+def test_a_second_launch_is_refused_while_running_and_stop_kills_a_run_that_cannot_stop_in_time(ws, cpu_only):
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest, StopRequest
     from mcp_server.training.runstate import process_alive
@@ -171,7 +257,7 @@ def test_a_second_launch_is_refused_while_running_and_stop_kills_a_run_that_cann
 
 
 # ---------------------------------------------------------------- the whole cycle, on two processes
-def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws):
+def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_only):
     from mcp_server.training.launch import launch_training, resume_training
     from mcp_server.training.models import LaunchRequest, RunRequest, StopRequest
     from mcp_server.training.status import list_runs, stop_training
@@ -241,7 +327,7 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws):
 
 
 # ---------------------------------------------------------------- several GPUs, several nodes (files only)
-def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws):
+def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp_path):
     from accelerate.commands.config.config_args import load_config_from_file
 
     from mcp_server.training.launch import build_launch_plan, write_plan_files
@@ -266,9 +352,14 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws):
         assert serve < health < train and "CUDA_VISIBLE_DEVICES=7 " in script
         assert "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6" in script
 
-    # The script really starts `trl vllm-serve` first and waits for it: here vLLM is absent, so the server dies,
-    # the wait notices, and training never starts (exit code 97 recorded for training_status).
-    ran = subprocess.run(["bash", written["script"]], capture_output=True, text=True, timeout=300)
+    # The script really starts `trl vllm-serve` first and waits for it: here vLLM cannot be imported (a `vllm`
+    # package that refuses to import shadows any installed one), so the server dies, the wait notices, and
+    # training never starts (exit code 97 recorded for training_status).
+    shadow = tmp_path / "no-vllm"
+    (shadow / "vllm").mkdir(parents=True)
+    (shadow / "vllm" / "__init__.py").write_text("raise ImportError('vllm is made unavailable for this test')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
+    ran = subprocess.run(["bash", written["script"]], capture_output=True, text=True, timeout=300, env=env)
     assert ran.returncode == 97 and "vLLM server did not come up" in ran.stdout, ran.stdout + ran.stderr
     assert (run_dir / "train" / "logs" / "exit-code").read_text().strip() == "97"
     assert "vllm" in (run_dir / "train" / "logs" / "vllm-serve.log").read_text()
