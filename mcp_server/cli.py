@@ -1,19 +1,21 @@
 """CLI door (`llm-finetuning ...`): the same core calls as the MCP tools.
 
 `--json` prints the pydantic result for machines; without it, a short readable summary for people.
-Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input.
+Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
+(the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Callable
 
 from pydantic import BaseModel, ValidationError
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, describe_failure, validation_message
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -25,16 +27,11 @@ def _print(result: BaseModel, as_json: bool, human: Callable[[BaseModel], str] |
         print(human(result))
 
 
-def _problems(exc: ValidationError, what: str = "") -> str:
-    """Pydantic's errors as 'field: message; ...', each naming its field."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or what}: {e['msg']}" for e in exc.errors())
-
-
 def _parse_model(model_cls, data: dict, what: str):
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        raise UserInputError(what, _problems(exc, what)) from None
+        raise UserInputError(what, validation_message(exc, model_cls, what)) from None
 
 
 def _load_json_arg(value: str | None, field: str):
@@ -713,12 +710,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except UserInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (UserInputError, ValidationError, OSError) as exc:  # bad input, or a file the system refused
+        print(f"error: {describe_failure(exc)}", file=sys.stderr)
         return 2
-    except ValidationError as exc:
-        print(f"error: {_problems(exc)}", file=sys.stderr)
-        return 2
+    except Exception as exc:  # a bug: one line, the traceback only on request
+        if os.environ.get("LLM_FINETUNING_DEBUG"):
+            raise
+        print(f"error: {describe_failure(exc)} (set LLM_FINETUNING_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -18,10 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, read_text
 from mcp_server.inspection.data import check_prompt_column, load_rows
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, SampleRequest, SampleResult
 from mcp_server.inspection.paths import inspection_dir, meta_path, resolve_run_dir, samples_path
+from mcp_server.reporting import Report, silent
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
@@ -36,9 +37,9 @@ def read_run_config(run_dir: Path) -> dict:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_text(path, "run")) or {}
     except yaml.YAMLError as exc:
-        raise UserInputError(str(path), f"not valid YAML: {exc}") from None
+        raise UserInputError("run", f"{path} is not valid YAML: {exc}") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -211,7 +212,9 @@ def load_model(model_ref: str | Path):
     return model, tokenizer
 
 
-def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_size: int) -> list[list[dict]]:
+def _generate_transformers(
+    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent
+) -> list[list[dict]]:
     """Per prompt, `n` dicts {text, ids, finish_reason}. Prompts are batched (left padding) so that about
     `batch_size` sequences are generated per call."""
     import torch
@@ -262,6 +265,7 @@ def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_si
                         }
                     )
                 results.append(group)
+            report(len(results), len(texts), f"sampled {len(results)}/{len(texts)} prompts x {n}")
     del model
     if device == "cuda":
         _release_gpu()
@@ -312,14 +316,14 @@ def _release_gpu() -> None:
         torch.cuda.empty_cache()
 
 
-def sample_completions(request: SampleRequest) -> SampleResult:
+def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
     """Sample in the training interpreter (LLM_FINETUNING_PYTHON, default this one): its transformers,
     TRL defaults and vLLM are the ones training will use."""
     run_dir = resolve_run_dir(request.run)
     python = os.environ.get("LLM_FINETUNING_PYTHON")
     if python and os.path.realpath(python) != os.path.realpath(sys.executable):
         return _sample_in_interpreter(python, request.model_copy(update={"run": str(run_dir)}))
-    return _sample_here(request, run_dir)
+    return _sample_here(request, run_dir, report)
 
 
 def _sample_in_interpreter(python: str, request: SampleRequest) -> SampleResult:
@@ -343,7 +347,7 @@ def _sample_in_interpreter(python: str, request: SampleRequest) -> SampleResult:
     return SampleResult.model_validate_json(proc.stdout.strip().splitlines()[-1])
 
 
-def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
+def _sample_here(request: SampleRequest, run_dir: Path, report: Report = silent) -> SampleResult:
     config = read_run_config(run_dir)
     data = _data_settings(request, config)
     rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
@@ -355,6 +359,7 @@ def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
     engine = _choose_engine(request.engine)
+    report(0, k, f"loading {model_ref} to sample {k} of {len(rows)} prompts x {settings['n']} with {engine}")
 
     from transformers import AutoTokenizer
 
@@ -363,7 +368,7 @@ def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
     if engine == "vllm":
         groups = _generate_vllm(model_ref, texts, settings)
     else:
-        groups = _generate_transformers(model_ref, texts, settings, request.batch_size)
+        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report)
     seconds = time.perf_counter() - started
 
     lines, sample_id, truncated = [], 0, 0

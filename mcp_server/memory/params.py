@@ -14,12 +14,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server.inputs import Request
+
 from mcp_server.errors import UserInputError
 
 Family = Literal["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "phi3", "gpt_oss"]
 FAMILIES: tuple[str, ...] = Family.__args__  # type: ignore[attr-defined]
 
-class Architecture(BaseModel):
+class Architecture(Request):
     """The numbers of a decoder-only transformer that decide its size and memory."""
 
     family: Family = Field(description="Architecture family (config.json model_type): llama, mistral, qwen2, qwen3, "

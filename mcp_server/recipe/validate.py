@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, read_text
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import RULES, Context, finding
 from mcp_server.recipe.trl_fields import installed_trl, instantiate_grpo_config
@@ -21,7 +21,7 @@ def load_config_file(path: str | Path, field: str = "config_path") -> dict:
     if not path.is_file():
         raise UserInputError(field, f"no such file: {path}; give the run's YAML config (train/config.yaml)")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path, field))
     except yaml.YAMLError as exc:
         raise UserInputError(field, f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
