@@ -34,6 +34,15 @@ def _parse_model(model_cls, data: dict, what: str):
         raise UserInputError(what, validation_message(exc, model_cls, what)) from None
 
 
+def _progress(args):
+    """A long command's progress as lines on stderr, for a person at a terminal (never with --json or when piped)."""
+    from mcp_server.reporting import silent
+
+    if args.json or not sys.stderr.isatty():
+        return silent
+    return lambda done, total, message: print(f"  ... {message}", file=sys.stderr, flush=True)
+
+
 def _load_json_arg(value: str | None, field: str):
     """A JSON value given inline or as @file.json."""
     if value is None:
@@ -150,7 +159,7 @@ def cmd_sample_completions(args) -> int:
     fields = ("model", "dataset", "dataset_config", "dataset_split", "prompt_column", "num_prompts", "n",
               "temperature", "top_p", "top_k", "max_new_tokens", "seed", "engine", "batch_size")
     data = {"run": args.run, **{k: getattr(args, k) for k in fields if getattr(args, k) is not None}}
-    result = sample_completions(_parse_model(SampleRequest, data, "request"))
+    result = sample_completions(_parse_model(SampleRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_samples)
     return 0
 
@@ -179,7 +188,7 @@ def cmd_inspect_rewards(args) -> int:
         data["rewards"] = _load_json_arg(args.rewards, "--rewards")
     if args.success_threshold is not None:
         data["success_threshold"] = args.success_threshold
-    result = inspect_rewards(_parse_model(InspectRequest, data, "request"))
+    result = inspect_rewards(_parse_model(InspectRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_inspection)
     return 0 if result.grpo_can_learn else 1
 
@@ -437,7 +446,7 @@ def cmd_evaluate_model(args) -> int:
         data["graders"] = _load_json_arg(args.graders, "--graders")
     if args.limit:
         data["limit"] = args.limit
-    result = evaluate_model(_parse_model(EvaluateRequest, data, "request"))
+    result = evaluate_model(_parse_model(EvaluateRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_evaluation)
     return 0
 
@@ -453,7 +462,7 @@ def cmd_promote_checkpoint(args) -> int:
 
     data = {k: v for k, v in dict(run=args.run, checkpoint=args.checkpoint, goldens=args.goldens,
                                    drift_suite=args.drift_suite).items() if v is not None}
-    result = promote_checkpoint(_parse_model(PromoteRequest, data, "request"))
+    result = promote_checkpoint(_parse_model(PromoteRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_promotion)
     return 0 if result.verdict == "PROMOTE" else 1
 
@@ -475,7 +484,7 @@ def cmd_export_model(args) -> int:
     data = {"run": args.run, "allow_unpromoted": args.allow_unpromoted}
     if args.checkpoint:
         data["checkpoint"] = args.checkpoint
-    result = export_model(_parse_model(ExportRequest, data, "request"))
+    result = export_model(_parse_model(ExportRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_export)
     return 0 if result.smoke_identical else 1
 
