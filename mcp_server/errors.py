@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,17 +20,6 @@ class UserInputError(ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(f"{field}: {message}")
-
-
-def read_text(path: str | Path, field: str) -> str:
-    """A user's text file, or a UserInputError naming the field and the file (missing, a directory, unreadable,
-    not UTF-8 text, a name too long)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserInputError(field, f"{short(path)} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise UserInputError(field, f"cannot read {short(path)}: {exc.strerror or exc}") from None
 
 
 def short(value, limit: int = 200) -> str:

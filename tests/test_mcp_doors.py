@@ -218,3 +218,30 @@ def test_cli_bad_file_is_one_line_not_a_traceback(doors):
                                                 "(invalid start byte at byte 128)"]
     proc = run_cli("training-status", "z" * 5000, env=doors.env)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "at most 4096 characters" in proc.stderr
+
+
+def test_hand_edited_run_files_get_a_message_naming_the_file(tmp_path):
+    run = tmp_path / "runs" / "2026-01-01-edited"
+    (run / "train").mkdir(parents=True)
+    (run / "inspection").mkdir()
+    (run / "train" / "config.yaml").write_bytes(b"\xff\xfe learning_rate: 1")
+    (run / "train" / "request.json").write_text("[1, 2]")
+    (run / "train" / "rewards.json").write_text('[{"nme": "format_reward"}]')
+    samples = run / "inspection" / "samples.jsonl"
+    samples.write_text('{"prompt_index": 0, "completion": "x"}\n')
+
+    async def calls(client):
+        status = await client.call_tool("training_status", {"run": str(run)})
+        rewards = await client.call_tool("inspect_rewards", {"run": str(run)})
+        samples.write_text('{"prompt_index": 0, "completion": "x"}\n{oops\n')
+        return status, rewards, await client.call_tool("inspect_rewards", {"run": str(run)})
+
+    status, rewards, samples = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)}))
+    assert f"run: {run}/train/request.json must hold a mapping of fields in JSON, got list" in _error(status)
+    assert (f"rewards: {run}/train/rewards.json is not a list of reward specs {{name, params, weight}}: "
+            "unknown field 'nme' (did you mean 'name'?)") in _error(rewards)
+    assert f"run: {run}/inspection/samples.jsonl:2 is not JSON" in _error(samples)
+    (run / "train" / "request.json").write_text("{}")
+    proc = run_cli("training-status", str(run), env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        f"error: run: {run}/train/config.yaml is not UTF-8 text (invalid start byte at byte 0)"]

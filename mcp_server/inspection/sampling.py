@@ -18,11 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-from mcp_server.errors import UserInputError, read_text
+from mcp_server.errors import UserInputError
 from mcp_server.inspection.data import check_prompt_column, load_rows
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, SampleRequest, SampleResult
 from mcp_server.inspection.paths import inspection_dir, meta_path, resolve_run_dir, samples_path
 from mcp_server.reporting import Report, silent
+from mcp_server.userfiles import read_yaml
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
@@ -34,13 +35,7 @@ def read_run_config(run_dir: Path) -> dict:
     path = run_dir / "train" / "config.yaml"
     if not path.is_file():
         return {}
-    import yaml
-
-    try:
-        data = yaml.safe_load(read_text(path, "run")) or {}
-    except yaml.YAMLError as exc:
-        raise UserInputError("run", f"{path} is not valid YAML: {exc}") from None
-    return data if isinstance(data, dict) else {}
+    return read_yaml(path, "run")
 
 
 def resolve_model(model: str) -> str:
@@ -99,19 +94,22 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
             return value
         return config.get(key) if config.get(key) is not None else trl.get(key)
 
-    n = int(pick(request.n, "num_generations"))
-    settings = {
-        "n": n,
-        "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // n),
-        "temperature": float(pick(request.temperature, "temperature")),
-        "top_p": float(pick(request.top_p, "top_p")),
-        "top_k": int(pick(request.top_k, "top_k") or 0),
-        "min_p": pick(None, "min_p"),
-        "repetition_penalty": float(pick(None, "repetition_penalty") or 1.0),
-        "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length")),
-        "chat_template_kwargs": config.get("chat_template_kwargs") or {},
-        "seed": request.seed,
-    }
+    try:  # a hand-edited config.yaml may hold text where a number belongs
+        n = int(pick(request.n, "num_generations"))
+        settings = {
+            "n": n,
+            "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // n),
+            "temperature": float(pick(request.temperature, "temperature")),
+            "top_p": float(pick(request.top_p, "top_p")),
+            "top_k": int(pick(request.top_k, "top_k") or 0),
+            "min_p": pick(None, "min_p"),
+            "repetition_penalty": float(pick(None, "repetition_penalty") or 1.0),
+            "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length")),
+            "chat_template_kwargs": config.get("chat_template_kwargs") or {},
+            "seed": request.seed,
+        }
+    except (TypeError, ValueError) as exc:
+        raise UserInputError("run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}") from None
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings

@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from mcp_server.errors import UserInputError, read_text
+from mcp_server.errors import UserInputError
+from mcp_server.userfiles import read_text
 from mcp_server.memory.gpus import GPU, lookup_gpu
 from mcp_server.memory.models import (
     Lever,
