@@ -292,8 +292,6 @@ def load_local_architecture(path: str) -> Architecture | None:
             raise UserInputError("model", f"{p.parent} is a directory without config.json")
     elif not (p.is_file() and p.suffix == ".json"):
         return None
-    try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserInputError("model", f"cannot read {p}: {exc}") from None
-    return architecture_from_config(cfg, source=str(p))
+    from mcp_server.userfiles import read_json
+
+    return architecture_from_config(read_json(p, "model", dict), source=str(p))
