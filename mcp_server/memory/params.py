@@ -8,7 +8,6 @@ No torch import here: the planner runs where the MCP server runs.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
