@@ -245,3 +245,12 @@ def test_hand_edited_run_files_get_a_message_naming_the_file(tmp_path):
     proc = run_cli("training-status", str(run), env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
         f"error: run: {run}/train/config.yaml is not UTF-8 text (invalid start byte at byte 0)"]
+
+
+def test_an_unexpected_failure_reads_as_one_line_with_its_type_and_text():
+    from mcp_server.errors import describe_failure
+
+    assert describe_failure(KeyError("name")) == "unexpected KeyError: 'name'"
+    too_long = describe_failure(OSError(36, "File name too long", "x" * 1000))
+    assert too_long.endswith("... (1000 characters): File name too long") and len(too_long) < 300
+    assert len(describe_failure(RuntimeError("y" * 1_000_000))) < 2100
