@@ -144,7 +144,9 @@ def check_drift(
 
 # ---------------------------------------------------------------- the tool
 def _stage(report: Report, stage: str) -> Report:
-    """The report of one decoding stage (baseline, checkpoint, drift, rerun), its messages naming the stage."""
+    """The report of one decoding stage (baseline, checkpoint, drift, rerun), its messages naming the stage; made as
+    the stage begins, it reports the start (each stage counts from 0)."""
+    report(0, None, f"{stage}: starting")
     return lambda done, total, message: report(done, total, f"{stage}: {message}")
 
 
