@@ -1,19 +1,21 @@
 """CLI door (`llm-finetuning ...`): the same core calls as the MCP tools.
 
 `--json` prints the pydantic result for machines; without it, a short readable summary for people.
-Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input.
+Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
+(the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Callable
 
 from pydantic import BaseModel, ValidationError
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, describe_failure, validation_message
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -25,16 +27,20 @@ def _print(result: BaseModel, as_json: bool, human: Callable[[BaseModel], str] |
         print(human(result))
 
 
-def _problems(exc: ValidationError, what: str = "") -> str:
-    """Pydantic's errors as 'field: message; ...', each naming its field."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or what}: {e['msg']}" for e in exc.errors())
-
-
 def _parse_model(model_cls, data: dict, what: str):
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        raise UserInputError(what, _problems(exc, what)) from None
+        raise UserInputError(what, validation_message(exc, model_cls, what)) from None
+
+
+def _progress(args):
+    """A long command's progress as lines on stderr, for a person at a terminal (never with --json or when piped)."""
+    from mcp_server.reporting import silent
+
+    if args.json or not sys.stderr.isatty():
+        return silent
+    return lambda done, total, message: print(f"  ... {message}", file=sys.stderr, flush=True)
 
 
 def _load_json_arg(value: str | None, field: str):
@@ -153,7 +159,7 @@ def cmd_sample_completions(args) -> int:
     fields = ("model", "dataset", "dataset_config", "dataset_split", "prompt_column", "num_prompts", "n",
               "temperature", "top_p", "top_k", "max_new_tokens", "seed", "engine", "batch_size")
     data = {"run": args.run, **{k: getattr(args, k) for k in fields if getattr(args, k) is not None}}
-    result = sample_completions(_parse_model(SampleRequest, data, "request"))
+    result = sample_completions(_parse_model(SampleRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_samples)
     return 0
 
@@ -182,7 +188,7 @@ def cmd_inspect_rewards(args) -> int:
         data["rewards"] = _load_json_arg(args.rewards, "--rewards")
     if args.success_threshold is not None:
         data["success_threshold"] = args.success_threshold
-    result = inspect_rewards(_parse_model(InspectRequest, data, "request"))
+    result = inspect_rewards(_parse_model(InspectRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_inspection)
     return 0 if result.grpo_can_learn else 1
 
@@ -440,7 +446,7 @@ def cmd_evaluate_model(args) -> int:
         data["graders"] = _load_json_arg(args.graders, "--graders")
     if args.limit:
         data["limit"] = args.limit
-    result = evaluate_model(_parse_model(EvaluateRequest, data, "request"))
+    result = evaluate_model(_parse_model(EvaluateRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_evaluation)
     return 0
 
@@ -456,7 +462,7 @@ def cmd_promote_checkpoint(args) -> int:
 
     data = {k: v for k, v in dict(run=args.run, checkpoint=args.checkpoint, goldens=args.goldens,
                                    drift_suite=args.drift_suite).items() if v is not None}
-    result = promote_checkpoint(_parse_model(PromoteRequest, data, "request"))
+    result = promote_checkpoint(_parse_model(PromoteRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_promotion)
     return 0 if result.verdict == "PROMOTE" else 1
 
@@ -478,7 +484,7 @@ def cmd_export_model(args) -> int:
     data = {"run": args.run, "allow_unpromoted": args.allow_unpromoted}
     if args.checkpoint:
         data["checkpoint"] = args.checkpoint
-    result = export_model(_parse_model(ExportRequest, data, "request"))
+    result = export_model(_parse_model(ExportRequest, data, "request"), report=_progress(args))
     _print(result, args.json, _human_export)
     return 0 if result.smoke_identical else 1
 
@@ -713,12 +719,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except UserInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (UserInputError, ValidationError, OSError) as exc:  # bad input, or a file the system refused
+        print(f"error: {describe_failure(exc)}", file=sys.stderr)
         return 2
-    except ValidationError as exc:
-        print(f"error: {_problems(exc)}", file=sys.stderr)
-        return 2
+    except Exception as exc:  # a bug: one line, the traceback only on request
+        if os.environ.get("LLM_FINETUNING_DEBUG"):
+            raise
+        print(f"error: {describe_failure(exc)} (set LLM_FINETUNING_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -1,4 +1,13 @@
-"""The one error type the doors turn into a clear message (never a traceback)."""
+"""The one error type the doors turn into a clear message (never a traceback), and how a failure reads in one line."""
+
+from __future__ import annotations
+
+import difflib
+
+from pydantic import BaseModel, ValidationError
+
+# A message stays readable: a pasted file body or a huge value never floods the client.
+MAX_MESSAGE = 2000
 
 
 class UserInputError(ValueError):
@@ -11,3 +20,67 @@ class UserInputError(ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+def short(value, limit: int = 200) -> str:
+    """A value as shown in a message: cut to `limit` characters."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
+    """The (nested) request model that owns the field at `loc`, for listing what it accepts."""
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int):  # a list item: same model as the list's
+            continue
+        field = model.model_fields.get(str(part))
+        model = _first_model(field.annotation) if field else None
+    return model
+
+
+def _first_model(annotation) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        if found := _first_model(arg):
+            return found
+    return None
+
+
+def validation_message(exc: ValidationError, model: type[BaseModel] | None = None, what: str = "") -> str:
+    """Pydantic's errors as one line 'field: message; ...', each naming its field. Unknown fields are listed
+    with the closest accepted name and every accepted one (when the model is known)."""
+    parts: list[str] = []
+    unknown: dict[tuple, list[str]] = {}
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        if error["type"] == "extra_forbidden":
+            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
+        else:
+            parts.append(f"{'.'.join(map(str, loc)) or what}: {error['msg']}")
+    for owner_loc, names in unknown.items():
+        owner = _model_at(model, owner_loc)
+        accepted = list(owner.model_fields) if owner else []
+        where = ".".join(map(str, owner_loc))
+        text = f"unknown field{'s' if len(names) > 1 else ''} " + ", ".join(
+            f"'{short(name, 60)}'" + (f" (did you mean '{close[0]}'?)" if (close := difflib.get_close_matches(name, accepted, n=1)) else "")
+            for name in names
+        )
+        if accepted:
+            text += f"; accepted: {', '.join(accepted)}"
+        parts.insert(0, f"{where}: {text}" if where else text)
+    return short("; ".join(parts), MAX_MESSAGE)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for any failure a door reports: bad input as is; a file the system refused names the file; anything
+    else (a bug) keeps its type and text."""
+    if isinstance(exc, UserInputError):
+        return short(str(exc), MAX_MESSAGE)
+    if isinstance(exc, ValidationError):
+        return validation_message(exc)
+    if isinstance(exc, OSError) and exc.filename:
+        return short(f"{short(exc.filename)}: {exc.strerror or exc}", MAX_MESSAGE)
+    return short(f"unexpected {type(exc).__name__}: {exc}", MAX_MESSAGE)

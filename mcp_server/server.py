@@ -1,20 +1,33 @@
-"""MCP door: each tool parses its request, calls the core and returns the pydantic result.
+"""MCP door: each tool takes its request model's fields as flat arguments, calls the core and returns the pydantic
+result.
 
-Only light modules (pydantic models) are imported at start-up so the server lists its tools fast;
-torch, trl and transformers are imported inside the core functions that need them.
+One declaration per request: the pydantic request model is the tool's input schema (descriptions, defaults, enums,
+bounds; unknown fields refused) and is what the core receives. Only light modules (pydantic models) are imported at
+start-up so the server lists its tools fast; torch, trl and transformers are imported inside the core functions.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Annotated
+import inspect
+import json
+import logging
+import warnings
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import CallToolResult
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, describe_failure, validation_message
 
 # Request and result models only (pydantic, no torch/trl): they become the tools' schemas.
 from mcp_server.evaluation.models import (
@@ -25,7 +38,9 @@ from mcp_server.evaluation.models import (
     PromoteRequest,
     PromotionResult,
 )
+from mcp_server.inputs import NoArguments
 from mcp_server.inspection.models import (
+    GateRequest,
     GateResult,
     InspectRequest,
     InspectResult,
@@ -36,6 +51,7 @@ from mcp_server.inspection.models import (
 )
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
+from mcp_server.reporting import Report
 from mcp_server.rewards.models import RewardCatalog
 from mcp_server.training.diagnose import DiagnoseRequest, Diagnosis
 from mcp_server.training.models import (
@@ -51,29 +67,107 @@ from mcp_server.training.models import (
     TrainingStatus,
 )
 
-mcp = MCPServer(
-    "llm-finetuning",
-    instructions=(
-        "Fine-tune language models with GRPO / RLVR on Hugging Face TRL. Every number and check comes "
-        "from these tools: emit and validate configs, plan memory, inspect rewards, launch, monitor and "
-        "diagnose training, evaluate, promote and export."
-    ),
-)
+logger = logging.getLogger("llm-finetuning")
+# MCP logging is deprecated from protocol 2026-07-28 (clients opt in per request) but still how today's clients
+# show a server's messages; the SDK would warn on every call.
+warnings.filterwarnings("ignore", message="The logging capability is deprecated", category=MCPDeprecationWarning)
+
+TOOLS: list[Tool] = []
+
+
+class _RawArguments(ArgModelBase):
+    """Hands every argument to the tool as given. The SDK's argument model drops unknown names silently; the tool
+    validates against its request model instead, so an unknown or bad field gets one message naming it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+def _parse(model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
+    """The request, or a ToolError naming each bad field and, for an unknown one, what is accepted."""
+    data = dict(arguments)
+    for key, value in arguments.items():
+        field = model.model_fields.get(key)
+        # Some clients send a list or object as a JSON string (the SDK's own argument parsing allows it too).
+        if field is not None and field.annotation is not str and isinstance(value, str) and value[:1] in "[{":
+            try:
+                data[key] = json.loads(value)
+            except ValueError:
+                pass
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ToolError(validation_message(exc, model)) from None
+
+
+def _reporter(ctx: Context, token) -> Report:
+    """A `report` for the core (which runs in a worker thread): each call becomes an MCP log message and, when the
+    client asked for progress, a progress notification, both sent on the server's event loop.
+
+    A core reports stage by stage (each stage counting from 0), while MCP progress must only grow: a stage that
+    starts again from 0 continues from where the previous one ended, with the total unknown from then on."""
+    seen = {"offset": 0.0, "last": 0.0, "sent": -1.0}
+
+    async def notify(progress: float | None, total: float | None, message: str) -> None:
+        if progress is not None:
+            await ctx.report_progress(progress, total, message)
+        await ctx.log("info", message, logger_name="llm-finetuning")
+
+    def report(done: float, total: float | None, message: str) -> None:
+        if done < seen["last"]:
+            seen["offset"] += seen["last"]
+        seen["last"] = done
+        progress = seen["offset"] + done
+        fresh = progress > seen["sent"]
+        seen["sent"] = max(seen["sent"], progress)
+        try:
+            anyio.from_thread.run(
+                notify, progress if fresh else None, total if not seen["offset"] else None, message, token=token
+            )
+        except Exception as exc:  # a client gone away must not fail the work
+            logger.debug("progress not sent: %r", exc)
+
+    return report
 
 
 def tool():
-    """Register a tool. Bad input (UserInputError) reaches the client as a ToolError carrying its message,
-    which names the field; the SDK hides the text of any other exception, and the server keeps serving."""
+    """Register a tool whose flat arguments are the fields of the `request: Model` parameter (none without one).
+
+    It may also take `report: Report` (progress and log messages while it works). The core runs in a worker thread.
+    Every failure reaches the client as a tool error with one message: bad input names the field or file and what
+    is accepted; anything unexpected keeps its type and text (the traceback goes to the server's log)."""
 
     def register(fn):
-        @functools.wraps(fn)
-        def call(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except UserInputError as exc:
-                raise ToolError(str(exc)) from None
+        signature = inspect.signature(fn, eval_str=True)
+        params = signature.parameters
+        model = params["request"].annotation if "request" in params else NoArguments
 
-        mcp.tool()(call)
+        async def call(ctx: Context, **arguments: Any):
+            request = _parse(model, arguments)
+            kwargs: dict[str, Any] = {"request": request} if "request" in params else {}
+            if "report" in params:
+                kwargs["report"] = _reporter(ctx, anyio.lowlevel.current_token())
+            try:
+                return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            except (MCPError, ToolError):
+                raise
+            except Exception as exc:
+                if not isinstance(exc, (UserInputError, ValidationError, OSError)):
+                    logger.exception("tool %s failed unexpectedly", fn.__name__)
+                raise ToolError(describe_failure(exc)) from None
+
+        # The SDK builds the tool from this signature: the context only, and the declared result.
+        call.__signature__ = inspect.Signature(
+            [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)],
+            return_annotation=signature.return_annotation,
+        )
+        call.__annotations__ = {"ctx": Context, "return": signature.return_annotation}
+        registered = Tool.from_function(call, name=fn.__name__, description=fn.__doc__, structured_output=True)
+        registered.parameters = model.model_json_schema()
+        registered.fn_metadata.arg_model = _RawArguments
+        TOOLS.append(registered)
         return fn
 
     return register
@@ -102,22 +196,22 @@ def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
 
 
 @tool()
-def sample_completions(request: SampleRequest) -> SampleResult:
+def sample_completions(request: SampleRequest, report: Report) -> SampleResult:
     """Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
     default) and store them in <run>/inspection/samples.jsonl for reward inspection."""
     from mcp_server.inspection.sampling import sample_completions as core
 
-    return core(request)
+    return core(request, report=report)
 
 
 @tool()
-def inspect_rewards(request: InspectRequest) -> InspectResult:
+def inspect_rewards(request: InspectRequest, report: Report) -> InspectResult:
     """Score the stored samples (50-100) with the run's rewards; write inspection/review.md for a person to read.
     Returns score distributions, zero-variance groups, malformed / well-formed-but-wrong / truncated counts,
     likely mis-scored samples and the base success rate (zero: route to SFT first; GRPO cannot learn)."""
     from mcp_server.inspection.review import inspect_rewards as core
 
-    return core(request)
+    return core(request, report=report)
 
 
 @tool()
@@ -130,14 +224,12 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
 
 
 @tool()
-def check_inspection_gate(
-    run: Annotated[str, Field(description="Run directory (a path, or a name under runs/).")],
-) -> GateResult:
+def check_inspection_gate(request: GateRequest) -> GateResult:
     """Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
     (train/rewards.json and reward code) and samples. Says why not and how to clear it."""
     from mcp_server.inspection.gate import check_inspection_gate as core
 
-    return core(run)
+    return core(request.run)
 
 
 # ---------------------------------------------------------------- rewards (H1)
@@ -256,33 +348,44 @@ def list_runs() -> RunList:
 
 
 @tool()
-def evaluate_model(request: EvaluateRequest) -> EvaluationResult:
+def evaluate_model(request: EvaluateRequest, report: Report) -> EvaluationResult:
     """Greedy decoding (fixed seed) over a goldens file, graded pass/fail by the same verifiers as the rewards;
     pass rate with a 95% Wilson interval and per-item results. The first evaluation of a base model writes
     eval/baseline-<model>.json, which is never overwritten or loosened."""
     from mcp_server.evaluation.evaluate import evaluate_model as core
 
-    return core(request)
+    return core(request, report=report)
 
 
 @tool()
-def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
+def promote_checkpoint(request: PromoteRequest, report: Report) -> PromotionResult:
     """Judge a run's checkpoint: the same goldens (sha256), graders and decoding as the base model's baseline,
     plus a frozen drift suite under the drift budget (<= 1 point noise, 1-5 points rerun with other seeds,
     > 5 points hard fail). Writes promotion-report.md and promotion.json with PROMOTE or REJECT and evidence."""
     from mcp_server.evaluation.promote import promote_checkpoint as core
 
-    return core(request)
+    return core(request, report=report)
 
 
 @tool()
-def export_model(request: ExportRequest) -> ExportResult:
+def export_model(request: ExportRequest, report: Report) -> ExportResult:
     """Export a promoted run: merge LoRA adapters when present, save safetensors, tokenizer and a model card
     (base model, config hash, rewards, inspection and promotion verdicts) into <run>/export/, and check that
     greedy outputs on a few goldens are identical before and after."""
     from mcp_server.evaluation.export import export_model as core
 
-    return core(request)
+    return core(request, report=report)
+
+
+mcp = MCPServer(
+    "llm-finetuning",
+    instructions=(
+        "Fine-tune language models with GRPO / RLVR on Hugging Face TRL. Every number and check comes "
+        "from these tools: emit and validate configs, plan memory, inspect rewards, launch, monitor and "
+        "diagnose training, evaluate, promote and export."
+    ),
+    tools=TOOLS,
+)
 
 
 # ---------------------------------------------------------------- content (H3): /finetune prompt, references

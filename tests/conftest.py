@@ -72,13 +72,14 @@ def run_cli_json(*args: str, **kwargs):
         raise AssertionError(f"not JSON (rc={proc.returncode}):\nstdout={proc.stdout}\nstderr={proc.stderr}")
 
 
-async def call_mcp(calls, env: dict | None = None):
-    """Start `python -m mcp_server` over stdio with the SDK's client and run `calls(client)`."""
+async def call_mcp(calls, env: dict | None = None, **client_options):
+    """Start `python -m mcp_server` over stdio with the SDK's client and run `calls(client)`; `client_options` go to
+    the SDK's `Client` (e.g. `logging_callback` with `log_level`)."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "mcp_server"], cwd=str(ROOT), env={**os.environ, **(env or {})}
     )
-    async with Client(params) as client:
+    async with Client(params, **client_options) as client:
         return await calls(client)

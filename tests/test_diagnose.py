@@ -415,8 +415,8 @@ def test_cli_diagnose_run(runs, tmp_path):
 def test_mcp_diagnose_run(runs):
     async def calls(client):
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        result = await client.call_tool("diagnose_run", {"request": {"source": str(runs["constant"]), "validate_patches": False}})
-        missing = await client.call_tool("diagnose_run", {"request": {"source": "/no/such/run"}})
+        result = await client.call_tool("diagnose_run", {"source": str(runs["constant"]), "validate_patches": False})
+        missing = await client.call_tool("diagnose_run", {"source": "/no/such/run"})
         return tools["diagnose_run"], result, missing
 
     tool, result, missing = asyncio.run(call_mcp(calls))

@@ -236,8 +236,8 @@ def test_mcp_lists_and_calls_evaluate_model(workspace, tiny_model, small_task):
 
     async def calls(client):
         tools = {t.name for t in (await client.list_tools()).tools}
-        result = await client.call_tool("evaluate_model", {"request": {
-            "model": "tiny", "goldens": str(goldens), "max_new_tokens": 4, "limit": 2}})
+        result = await client.call_tool("evaluate_model", {
+            "model": "tiny", "goldens": str(goldens), "max_new_tokens": 4, "limit": 2})
         return tools, result
 
     tools, result = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))

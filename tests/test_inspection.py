@@ -389,10 +389,10 @@ def test_mcp_tools_over_stdio(workspace):
     async def calls(client):
         tools = {t.name for t in (await client.list_tools()).tools}
         gate_before = await client.call_tool("check_inspection_gate", {"run": str(run_dir)})
-        inspected = await client.call_tool("inspect_rewards", {"request": {"run": str(run_dir)}})
+        inspected = await client.call_tool("inspect_rewards", {"run": str(run_dir)})
         recorded = await client.call_tool(
             "record_inspection_verdict",
-            {"request": {"run": str(run_dir), "verdict": "pass", "reviewer": "ana", "agree_with_rest": True}},
+            {"run": str(run_dir), "verdict": "pass", "reviewer": "ana", "agree_with_rest": True},
         )
         return tools, gate_before, inspected, recorded
 

@@ -216,8 +216,8 @@ def test_mcp_plan_memory():
     async def calls(client):
         tools = await client.list_tools()
         assert "plan_memory" in {t.name for t in tools.tools}
-        return await client.call_tool("plan_memory", {"request": {"model": "qwen3-0.6b", "gpu": "T4",
-                                                                  "validate_levers": False}})
+        return await client.call_tool("plan_memory", {"model": "qwen3-0.6b", "gpu": "T4",
+                                                      "validate_levers": False})
 
     result = asyncio.run(call_mcp(calls))
     assert not result.is_error

@@ -40,14 +40,14 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
     async def calls(client):
         tools = {t.name: t for t in (await client.list_tools()).tools}
         schema = tools["emit_grpo_config"].input_schema
-        emitted = await client.call_tool("emit_grpo_config", {"request": {
-            "model": "Qwen/Qwen2.5-0.5B-Instruct", "variant": "dapo", "run_name": "mcp"}})
-        bad = await client.call_tool("validate_grpo_config", {"request": {"config": {"loss_type": "foo"}, "gpu": "H1000"}})
-        invalid = await client.call_tool("validate_grpo_config", {"request": {
-            "config": {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "loss_type": "foo", "reward_funcs": ["accuracy_reward"]}}})
-        broken = await client.call_tool("emit_grpo_config", {"request": {"model": "./no/such/dir"}})
-        after = await client.call_tool("validate_grpo_config", {"request": {
-            "config_path": emitted.structured_content["config_path"], "num_gpus": 2}})
+        emitted = await client.call_tool("emit_grpo_config", {
+            "model": "Qwen/Qwen2.5-0.5B-Instruct", "variant": "dapo", "run_name": "mcp"})
+        bad = await client.call_tool("validate_grpo_config", {"config": {"loss_type": "foo"}, "gpu": "H1000"})
+        invalid = await client.call_tool("validate_grpo_config", {
+            "config": {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "loss_type": "foo", "reward_funcs": ["accuracy_reward"]}})
+        broken = await client.call_tool("emit_grpo_config", {"model": "./no/such/dir"})
+        after = await client.call_tool("validate_grpo_config", {
+            "config_path": emitted.structured_content["config_path"], "num_gpus": 2})
         return schema, emitted, bad, invalid, broken, after
 
     schema, emitted, bad, invalid, broken, after = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))

@@ -311,7 +311,7 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
 
     async def calls(client):
         tools = {t.name for t in (await client.list_tools()).tools}
-        status = await client.call_tool("training_status", {"request": {"run": str(run_dir), "plot": True}})
+        status = await client.call_tool("training_status", {"run": str(run_dir), "plot": True})
         runs = await client.call_tool("list_runs", {})
         return tools, status, runs
 

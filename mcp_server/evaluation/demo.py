@@ -115,7 +115,7 @@ def _evaluate(console: Console, model: str, goldens: Path, label: str, settings:
         result = evaluate_model(
             EvaluateRequest(model=model, goldens=str(goldens), max_new_tokens=settings.eval_max_new_tokens,
                             baseline=baseline),
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
+            report=lambda done, total, message: bar.update(task, completed=done, total=total),
         )
     console.print(f"  {label}: [bold]{result.passed}/{result.n} = {result.pass_rate:.0%}[/] "
                   f"(95% CI {result.ci_low:.0%}-{result.ci_high:.0%})")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
+from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import runs_root, sha256_file, workspace_root
 
@@ -158,7 +159,7 @@ def grade(rows: list[dict], completions: list[str], graders: list[RewardSpec | d
 
 def evaluate_rows(
     model_ref, rows: list[dict], graders: list, max_new_tokens: int, batch_size: int = 64,
-    seed: int = 3407, temperature: float = 0.0, loaded=None, progress=None,
+    seed: int = 3407, temperature: float = 0.0, loaded=None, report: Report = silent,
 ) -> list[ItemResult]:
     """Decode and grade `rows`; `loaded` = (model, tokenizer) to reuse an already loaded model."""
     from mcp_server.evaluation.generate import generate, load_model, render_prompt
@@ -167,7 +168,7 @@ def evaluate_rows(
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(
         model, tokenizer, texts, max_new_tokens, batch_size=batch_size, temperature=temperature, seed=seed,
-        progress=progress,
+        report=report,
     )
     scores = grade(rows, completions, graders)
     return [
@@ -186,7 +187,7 @@ def summarise(items: list[ItemResult]) -> tuple[int, float, float, float]:
 
 
 # ---------------------------------------------------------------- the tool
-def evaluate_model(request: EvaluateRequest, loaded=None, progress=None) -> EvaluationResult:
+def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silent) -> EvaluationResult:
     from mcp_server.inspection.sampling import resolve_model
 
     model_ref = resolve_model(request.model)
@@ -195,9 +196,10 @@ def evaluate_model(request: EvaluateRequest, loaded=None, progress=None) -> Eval
     if request.limit:
         rows = rows[: request.limit]
     start = time.time()
+    report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens")
     items = evaluate_rows(
         model_ref, rows, request.graders, request.max_new_tokens, request.batch_size, request.seed,
-        loaded=loaded, progress=progress,
+        loaded=loaded, report=report,
     )
     passed, rate, low, high = summarise(items)
     result = EvaluationResult(

@@ -15,7 +15,10 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.models import ExportRequest, ExportResult
+from mcp_server.reporting import Report, silent
 from mcp_server.workspace import atomic_write_text, sha256_file
+
+STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
 
 def _read_json(path: Path):
@@ -89,7 +92,7 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
     return "\n".join(lines) + "\n"
 
 
-def export_model(request: ExportRequest) -> ExportResult:
+def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     from mcp_server.evaluation.promote import _load_any, run_paths
     from mcp_server.inspection.paths import resolve_run_dir
 
@@ -106,9 +109,11 @@ def export_model(request: ExportRequest) -> ExportResult:
         raise UserInputError("checkpoint", f"the promotion judged {promotion['checkpoint']}, not {ckpt}")
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
+    report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
     model, tokenizer = _load_any(ckpt)  # merged in memory when it is an adapter
     max_new_tokens = int(config.get("max_completion_length") or 64)
     prompts = _smoke_prompts(run_dir, promotion, request.smoke_items)
+    report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
 
     config_path = run_dir / "train" / "config.yaml"
@@ -126,16 +131,19 @@ def export_model(request: ExportRequest) -> ExportResult:
     export_dir = run_dir / "export"
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run_dir))
     try:
+        report(2, STAGES, "saving safetensors, tokenizer and model card")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         atomic_write_text(tmp / "README.md", model_card(run_dir, base, config_sha, rewards, reward_sha, inspection,
                                                        promotion, merged))
         from mcp_server.evaluation.generate import load_model
 
+        report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         if export_dir.exists():
             shutil.rmtree(export_dir)
         tmp.rename(export_dir)
+        report(STAGES, STAGES, f"exported to {export_dir}")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

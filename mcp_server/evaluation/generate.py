@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mcp_server.inspection.sampling import eos_ids, load_model, small_model_threads  # one loader for both
+from mcp_server.reporting import Report, silent
 
 __all__ = ["generate", "load_model", "render_prompt"]
 
@@ -18,11 +19,11 @@ def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -
 
 def generate(
     model, tokenizer, texts: list[str], max_new_tokens: int, batch_size: int = 64,
-    temperature: float = 0.0, seed: int = 3407, progress=None,
+    temperature: float = 0.0, seed: int = 3407, report: Report = silent,
 ) -> list[str]:
     """One completion per prompt text: greedy when temperature is 0, else sampled under `seed`.
 
-    `progress(done, total)` is called after each batch (the demo draws a bar with it)."""
+    `report(done, total, message)` is called after each batch (the demo draws a bar with it)."""
     import torch
     from transformers import set_seed
 
@@ -46,6 +47,5 @@ def generate(
             for ids in out[:, enc["input_ids"].shape[1] :].tolist():
                 stop = next((i for i, t in enumerate(ids) if t in eos), len(ids))
                 outputs.append(tokenizer.decode(ids[:stop], skip_special_tokens=True))
-            if progress:
-                progress(len(outputs), len(texts))
+            report(len(outputs), len(texts), f"decoded {len(outputs)}/{len(texts)} prompts")
     return outputs

@@ -9,18 +9,20 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server.inputs import PathText, Request
+
 from mcp_server.rewards.spec import RewardSpec
 
 DEFAULT_GRADERS = [RewardSpec(name="correctness_reward")]
 
 
 # ---------------------------------------------------------------- evaluate_model
-class EvaluateRequest(BaseModel):
-    model: str = Field(
+class EvaluateRequest(Request):
+    model: PathText = Field(
         description="Model to evaluate: a local model directory (a run's checkpoints/ or export/ too), 'tiny' for "
         "the embedded offline model, or a hub name (only when online)."
     )
-    goldens: str = Field(
+    goldens: PathText = Field(
         description="Goldens file: JSONL (or .json/.csv/.parquet) rows with a `prompt` column (text or chat "
         "messages) and the columns the graders read (e.g. `answer`). 'tiny' = the embedded task's held-out split."
     )
@@ -74,17 +76,17 @@ class EvaluationResult(BaseModel):
 
 
 # ---------------------------------------------------------------- promote_checkpoint
-class PromoteRequest(BaseModel):
-    run: str = Field(description="Run directory (a path, or a name under runs/) whose checkpoint is judged.")
-    checkpoint: str | None = Field(
+class PromoteRequest(Request):
+    run: PathText = Field(description="Run directory (a path, or a name under runs/) whose checkpoint is judged.")
+    checkpoint: PathText | None = Field(
         default=None, description="Checkpoint directory to judge. Default: the run's output_dir (<run>/checkpoints)."
     )
-    goldens: str | None = Field(
+    goldens: PathText | None = Field(
         default=None,
         description="Goldens file. Default: the one recorded in the base model's baseline (a baseline on other "
         "goldens is refused: the comparison would mean nothing).",
     )
-    drift_suite: str | None = Field(
+    drift_suite: PathText | None = Field(
         default=None,
         description="Frozen drift suite (JSONL rows with `prompt`, `answer` and optionally `grader`: 'format' or "
         "'correctness'). Default: the embedded suite for the tiny task family (mcp_server/evaluation/drift_tiny.jsonl).",
@@ -144,9 +146,9 @@ class PromotionResult(BaseModel):
 
 
 # ---------------------------------------------------------------- export_model
-class ExportRequest(BaseModel):
-    run: str = Field(description="Run directory (a path, or a name under runs/) to export.")
-    checkpoint: str | None = Field(
+class ExportRequest(Request):
+    run: PathText = Field(description="Run directory (a path, or a name under runs/) to export.")
+    checkpoint: PathText | None = Field(
         default=None, description="Checkpoint directory to export. Default: the run's output_dir (<run>/checkpoints)."
     )
     allow_unpromoted: bool = Field(

@@ -22,6 +22,7 @@ from mcp_server.evaluation.evaluate import (
     resolve_goldens, summarise, write_once,
 )
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
+from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
@@ -76,14 +77,16 @@ def _drift_rows(suite: Path) -> tuple[list[dict], list[list[RewardSpec]]]:
     return rows, graders
 
 
-def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407) -> float:
+def _drift_pass_rate(
+    model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407, report: Report = silent
+) -> float:
     """Pass rate on the drift suite; rows are graded by their own grader kind, decoded together."""
     from mcp_server.evaluation.evaluate import grade
     from mcp_server.evaluation.generate import generate, render_prompt
 
     model, tokenizer = loaded
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
-    completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed)
+    completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report)
     passed = 0
     for row, completion, specs in zip(rows, completions, graders):
         scores = grade([row], [completion], specs)[0]
@@ -91,13 +94,13 @@ def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, temperatu
     return passed / len(rows)
 
 
-def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens) -> float:
+def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent) -> float:
     """The base model's greedy drift pass rate, measured once per (model, suite) and frozen in eval/."""
     sha = sha256_file(suite)
     path = eval_dir() / f"drift-{model_key(base)}-{sha[:12]}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))["pass_rate"]
-    rate = _drift_pass_rate(base_ref, _load_any(base_ref), rows, graders, max_new_tokens)
+    rate = _drift_pass_rate(base_ref, _load_any(base_ref), rows, graders, max_new_tokens, report=report)
     write_once(path, json.dumps({"model": base, "suite": str(suite), "suite_sha256": sha, "pass_rate": rate,
                                  "max_new_tokens": max_new_tokens}, indent=2) + "\n")
     return rate
@@ -110,15 +113,17 @@ def judge_drift(base_rate: float, ckpt_rate: float) -> str:
     return "rerun" if drop <= HARD_FAIL_POINTS + 1e-9 else "hard_fail"
 
 
-def check_drift(request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int) -> DriftResult:
+def check_drift(
+    request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int, report: Report = silent
+) -> DriftResult:
     from mcp_server.evaluation.tiny_suite import drift_suite_path
 
     suite = Path(request.drift_suite).expanduser() if request.drift_suite else drift_suite_path()
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
     rows, graders = _drift_rows(suite)
-    base_rate = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens)
-    ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens)
+    base_rate = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens, _stage(report, "drift suite, base model"))
+    ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, report=_stage(report, "drift suite, checkpoint"))
     band = judge_drift(base_rate, ckpt_rate)
     result = DriftResult(
         suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
@@ -127,8 +132,10 @@ def check_drift(request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_n
     if band == "rerun":  # noise or real? sample both models under other seeds and look at the mean drop
         base_loaded = _load_any(base_ref)
         for seed in request.rerun_seeds:
-            b = _drift_pass_rate(None, base_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed)
-            c = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed)
+            b = _drift_pass_rate(None, base_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed,
+                                 _stage(report, f"drift rerun seed {seed}, base model"))
+            c = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed,
+                                 _stage(report, f"drift rerun seed {seed}, checkpoint"))
             result.rerun_drops[str(seed)] = round((b - c) * 100, 2)
         result.rerun_mean_drop = round(sum(result.rerun_drops.values()) / max(len(result.rerun_drops), 1), 2)
         result.ok = result.rerun_mean_drop <= NOISE_POINTS
@@ -136,7 +143,14 @@ def check_drift(request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_n
 
 
 # ---------------------------------------------------------------- the tool
-def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
+def _stage(report: Report, stage: str) -> Report:
+    """The report of one decoding stage (baseline, checkpoint, drift, rerun), its messages naming the stage; made as
+    the stage begins, it reports the start (each stage counts from 0)."""
+    report(0, None, f"{stage}: starting")
+    return lambda done, total, message: report(done, total, f"{stage}: {message}")
+
+
+def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
     from mcp_server.inspection.paths import resolve_run_dir
     from mcp_server.inspection.sampling import resolve_model
 
@@ -153,7 +167,8 @@ def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
                 "model first (evaluate_model) or pass goldens",
             )
         first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
-                                               max_new_tokens=int(config.get("max_completion_length") or 256)))
+                                               max_new_tokens=int(config.get("max_completion_length") or 256)),
+                               report=_stage(report, "baseline of the base model"))
         baseline = json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
     goldens = resolve_goldens(request.goldens) if request.goldens else Path(baseline["goldens"])
     if not goldens.is_file():
@@ -171,7 +186,8 @@ def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
     max_new_tokens = int(baseline["max_new_tokens"])
     rows = load_goldens(goldens)
     ckpt_loaded = _load_any(ckpt)
-    items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded)
+    items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
+                          report=_stage(report, "checkpoint on the goldens"))
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])
     improvement = round((rate - base_rate) * 100, 2)
@@ -186,7 +202,7 @@ def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
         ci_low = round((low - float(baseline["ci_high"])) * 100, 2)
         ci_high = round((high - float(baseline["ci_low"])) * 100, 2)
         how = "unpaired (the baseline has no per-item results)"
-    drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens)
+    drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens, report)
 
     reasons = []
     beats = ci_low > request.min_improvement_points

@@ -92,6 +92,9 @@ def check_prompt_column(rows: list[dict], column: str) -> bool:
     """Validate the prompt column and return whether the prompts are conversational."""
     if not rows:
         raise UserInputError("dataset", "the data set has no rows")
+    odd = next((i for i, row in enumerate(rows) if not isinstance(row, dict)), None)
+    if odd is not None:
+        raise UserInputError("dataset", f"row {odd} is a {type(rows[odd]).__name__}, not an object of columns")
     if column not in rows[0]:
         raise UserInputError("prompt_column", f"no column '{column}'; columns are: {', '.join(rows[0])}")
     first = is_conversational(rows[0][column])

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server.inputs import Name, Note, PathText, Request
+
 from mcp_server.rewards.spec import RewardSpec
 
 # How many samples a person reads before a run may train (the 50-100).
@@ -17,23 +19,23 @@ MAX_REVIEW_SAMPLES = 100
 
 
 # ---------------------------------------------------------------- sample_completions
-class SampleRequest(BaseModel):
-    run: str = Field(description="Run directory (a path, or a name under runs/) that gets inspection/samples.jsonl.")
-    model: str | None = Field(
+class SampleRequest(Request):
+    run: PathText = Field(description="Run directory (a path, or a name under runs/) that gets inspection/samples.jsonl.")
+    model: PathText | None = Field(
         default=None,
         description="Policy model: a local model directory, 'tiny' for the embedded offline model, or a hub name "
         "(only when online). Default: model_name_or_path from the run's train/config.yaml.",
     )
-    dataset: str | None = Field(
+    dataset: PathText | None = Field(
         default=None,
         description="Prompt data: a local .jsonl/.json/.csv/.parquet file or a directory of them, 'tiny' for the "
         "embedded arithmetic task, or a hub name (only when online). Default: dataset_name from train/config.yaml.",
     )
-    dataset_config: str | None = Field(default=None, description="Hub data set configuration name, if any.")
-    dataset_split: str | None = Field(
+    dataset_config: Name | None = Field(default=None, description="Hub data set configuration name, if any.")
+    dataset_split: Name | None = Field(
         default=None, description="Split to read (hub data sets, directories). Default: the config's, else 'train'."
     )
-    prompt_column: str | None = Field(
+    prompt_column: Name | None = Field(
         default=None,
         description="Column holding the prompt: plain text, or a list of chat messages. Default: the run's "
         "recipe (train/request.json), else 'prompt'.",
@@ -95,8 +97,8 @@ class SampleResult(BaseModel):
 
 
 # ---------------------------------------------------------------- inspect_rewards
-class InspectRequest(BaseModel):
-    run: str = Field(description="Run directory (a path, or a name under runs/) with inspection/samples.jsonl.")
+class InspectRequest(Request):
+    run: PathText = Field(description="Run directory (a path, or a name under runs/) with inspection/samples.jsonl.")
     rewards: list[RewardSpec] | None = Field(
         default=None,
         description="Reward specs to score with. Default: the run's train/rewards.json (the run's reward "
@@ -178,18 +180,18 @@ class InspectResult(BaseModel):
 
 
 # ---------------------------------------------------------------- record_inspection_verdict
-class SampleVerdict(BaseModel):
+class SampleVerdict(Request):
     id: int = Field(description="Sample id as shown in review.md ('Sample N').")
     agree: bool = Field(description="True when the reader agrees with the reward's scores for this sample.")
-    note: str = Field(default="", description="Why, especially on a disagreement.")
+    note: Note = Field(default="", description="Why, especially on a disagreement.")
 
 
-class VerdictRequest(BaseModel):
-    run: str = Field(description="Run directory (a path, or a name under runs/) with inspection/review.json.")
+class VerdictRequest(Request):
+    run: PathText = Field(description="Run directory (a path, or a name under runs/) with inspection/review.json.")
     verdict: Literal["pass", "fail"] = Field(
         description="The reader's overall verdict on the rewards. Record what the person decided; never invent it."
     )
-    reviewer: str = Field(min_length=1, description="Who read the review (a person's name or handle).")
+    reviewer: Name = Field(min_length=1, description="Who read the review (a person's name or handle).")
     sample_verdicts: list[SampleVerdict] = Field(
         default_factory=list, description="Per-sample agree/disagree with the reward's scores."
     )
@@ -198,7 +200,7 @@ class VerdictRequest(BaseModel):
         description="Count every reviewed sample not listed in sample_verdicts as 'agree'. A pass needs a verdict "
         "on every reviewed sample, given or by this flag.",
     )
-    note: str = Field(
+    note: Note = Field(
         default="", description="Overall note. Required for a pass that keeps disagreements: say why they are acceptable."
     )
 
@@ -218,6 +220,10 @@ class VerdictResult(BaseModel):
 
 
 # ---------------------------------------------------------------- check_inspection_gate
+class GateRequest(Request):
+    run: PathText = Field(description="Run directory (a path, or a name under runs/).")
+
+
 class GateResult(BaseModel):
     passed: bool = Field(description="True only with a passing verdict whose hashes match the current rewards and samples.")
     reason: str = Field(description="Why the gate is open or closed.")

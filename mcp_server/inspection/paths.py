@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.userfiles import read_reward_specs, read_text
 from mcp_server.workspace import WorkspaceError, resolve_run
 
 
@@ -44,9 +45,10 @@ def rewards_json_path(run_dir: Path) -> Path:
 
 
 def read_json(path: Path, what: str):
+    text = read_text(path, str(path))
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        return json.loads(text)
+    except ValueError as exc:
         raise UserInputError(str(path), f"cannot read {what}: {exc}") from None
 
 
@@ -54,7 +56,17 @@ def read_samples(run_dir: Path) -> list[dict]:
     path = samples_path(run_dir)
     if not path.is_file():
         raise UserInputError("run", f"{path} does not exist: run sample_completions first")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    samples = []
+    for number, line in enumerate(read_text(path, "run").splitlines(), 1):
+        try:
+            sample = json.loads(line) if line.strip() else None
+        except ValueError as exc:
+            raise UserInputError("run", f"{path}:{number} is not JSON ({exc}): run sample_completions again") from None
+        if sample is not None and not (isinstance(sample, dict) and {"prompt_index", "completion"} <= set(sample)):
+            raise UserInputError("run", f"{path}:{number} is not a sample written by sample_completions: run it again")
+        if sample is not None:
+            samples.append(sample)
+    return samples
 
 
 def read_run_rewards(run_dir: Path) -> list[dict]:
@@ -64,7 +76,4 @@ def read_run_rewards(run_dir: Path) -> list[dict]:
         raise UserInputError(
             "rewards", f"{path} does not exist: emit the run's config (emit_grpo_config) or pass rewards explicitly"
         )
-    specs = read_json(path, "the run's rewards")
-    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-        raise UserInputError(str(path), "expected a JSON list of {name, params, weight} objects")
-    return specs
+    return [spec.model_dump() for spec in read_reward_specs(path, "rewards")]

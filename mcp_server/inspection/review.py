@@ -34,6 +34,7 @@ from mcp_server.inspection.paths import (
     review_json_path,
     samples_path,
 )
+from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
@@ -84,7 +85,7 @@ def _select_groups(samples: list[dict], limit: int) -> list[dict]:
     return chosen
 
 
-def _score(funcs, specs, samples: list[dict]) -> list[list[float]]:
+def _score(funcs, specs, samples: list[dict], report: Report = silent) -> list[list[float]]:
     """scores[r][i]: reward r on sample i, NaN where the reward returned None."""
     columns: dict[str, list] = {}
     # As TRL: every column but the prompt/completion ones, repeated per completion.
@@ -115,6 +116,7 @@ def _score(funcs, specs, samples: list[dict]) -> list[list[float]]:
         if len(out) != len(samples):
             raise UserInputError(f"rewards[{i}]", f"{name} returned {len(out)} scores for {len(samples)} completions")
         scores.append([math.nan if v is None else float(v) for v in out])
+        report(i + 1, len(funcs), f"scored {len(samples)} samples with {name} ({i + 1}/{len(funcs)} rewards)")
     return scores
 
 
@@ -192,7 +194,7 @@ def success_rule_text(specs: list[RewardSpec], threshold: float | None) -> str:
     return "total reward > 0 (no task reward such as correctness_reward is configured)"
 
 
-def inspect_rewards(request: InspectRequest) -> InspectResult:
+def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
     from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 
     run_dir = resolve_run_dir(request.run)
@@ -225,7 +227,8 @@ def inspect_rewards(request: InspectRequest) -> InspectResult:
 
     names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
     weights = [s.weight for s in specs]
-    scores = _score(funcs, specs, samples)
+    report(0, len(funcs), f"scoring {len(samples)} samples with {len(funcs)} rewards")
+    scores = _score(funcs, specs, samples, report)
     totals = []
     for i in range(len(samples)):
         parts = [w * scores[r][i] for r, w in enumerate(weights) if not math.isnan(scores[r][i])]

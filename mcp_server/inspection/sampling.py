@@ -22,6 +22,8 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.data import check_prompt_column, load_rows
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, SampleRequest, SampleResult
 from mcp_server.inspection.paths import inspection_dir, meta_path, resolve_run_dir, samples_path
+from mcp_server.reporting import Report, silent
+from mcp_server.userfiles import read_yaml
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
@@ -33,13 +35,7 @@ def read_run_config(run_dir: Path) -> dict:
     path = run_dir / "train" / "config.yaml"
     if not path.is_file():
         return {}
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise UserInputError(str(path), f"not valid YAML: {exc}") from None
-    return data if isinstance(data, dict) else {}
+    return read_yaml(path, "run")
 
 
 def resolve_model(model: str) -> str:
@@ -98,19 +94,22 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
             return value
         return config.get(key) if config.get(key) is not None else trl.get(key)
 
-    n = int(pick(request.n, "num_generations"))
-    settings = {
-        "n": n,
-        "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // n),
-        "temperature": float(pick(request.temperature, "temperature")),
-        "top_p": float(pick(request.top_p, "top_p")),
-        "top_k": int(pick(request.top_k, "top_k") or 0),
-        "min_p": pick(None, "min_p"),
-        "repetition_penalty": float(pick(None, "repetition_penalty") or 1.0),
-        "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length")),
-        "chat_template_kwargs": config.get("chat_template_kwargs") or {},
-        "seed": request.seed,
-    }
+    try:  # a hand-edited config.yaml may hold text where a number belongs
+        n = int(pick(request.n, "num_generations"))
+        settings = {
+            "n": n,
+            "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // n),
+            "temperature": float(pick(request.temperature, "temperature")),
+            "top_p": float(pick(request.top_p, "top_p")),
+            "top_k": int(pick(request.top_k, "top_k") or 0),
+            "min_p": pick(None, "min_p"),
+            "repetition_penalty": float(pick(None, "repetition_penalty") or 1.0),
+            "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length")),
+            "chat_template_kwargs": config.get("chat_template_kwargs") or {},
+            "seed": request.seed,
+        }
+    except (TypeError, ValueError) as exc:
+        raise UserInputError("run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}") from None
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings
@@ -211,7 +210,9 @@ def load_model(model_ref: str | Path):
     return model, tokenizer
 
 
-def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_size: int) -> list[list[dict]]:
+def _generate_transformers(
+    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent
+) -> list[list[dict]]:
     """Per prompt, `n` dicts {text, ids, finish_reason}. Prompts are batched (left padding) so that about
     `batch_size` sequences are generated per call."""
     import torch
@@ -262,6 +263,7 @@ def _generate_transformers(model_ref, texts: list[str], settings: dict, batch_si
                         }
                     )
                 results.append(group)
+            report(len(results), len(texts), f"sampled {len(results)}/{len(texts)} prompts x {n}")
     del model
     if device == "cuda":
         _release_gpu()
@@ -312,14 +314,14 @@ def _release_gpu() -> None:
         torch.cuda.empty_cache()
 
 
-def sample_completions(request: SampleRequest) -> SampleResult:
+def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
     """Sample in the training interpreter (LLM_FINETUNING_PYTHON, default this one): its transformers,
     TRL defaults and vLLM are the ones training will use."""
     run_dir = resolve_run_dir(request.run)
     python = os.environ.get("LLM_FINETUNING_PYTHON")
     if python and os.path.realpath(python) != os.path.realpath(sys.executable):
         return _sample_in_interpreter(python, request.model_copy(update={"run": str(run_dir)}))
-    return _sample_here(request, run_dir)
+    return _sample_here(request, run_dir, report)
 
 
 def _sample_in_interpreter(python: str, request: SampleRequest) -> SampleResult:
@@ -343,7 +345,7 @@ def _sample_in_interpreter(python: str, request: SampleRequest) -> SampleResult:
     return SampleResult.model_validate_json(proc.stdout.strip().splitlines()[-1])
 
 
-def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
+def _sample_here(request: SampleRequest, run_dir: Path, report: Report = silent) -> SampleResult:
     config = read_run_config(run_dir)
     data = _data_settings(request, config)
     rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
@@ -355,6 +357,7 @@ def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
     engine = _choose_engine(request.engine)
+    report(0, k, f"loading {model_ref} to sample {k} of {len(rows)} prompts x {settings['n']} with {engine}")
 
     from transformers import AutoTokenizer
 
@@ -363,7 +366,7 @@ def _sample_here(request: SampleRequest, run_dir: Path) -> SampleResult:
     if engine == "vllm":
         groups = _generate_vllm(model_ref, texts, settings)
     else:
-        groups = _generate_transformers(model_ref, texts, settings, request.batch_size)
+        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report)
     seconds = time.perf_counter() - started
 
     lines, sample_id, truncated = [], 0, 0

@@ -6,14 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server.inputs import Name, PathText, Request
+
 from mcp_server.memory.params import Architecture, ParamCount
 
 Finetune = Literal["full", "lora", "qlora"]
 Status = Literal["fits", "tight", "does_not_fit"]
 
 
-class MemoryPlanRequest(BaseModel):
-    model: str | None = Field(
+class MemoryPlanRequest(Request):
+    model: PathText | None = Field(
         default=None,
         description="The policy model: a catalog name (e.g. 'Qwen/Qwen2.5-7B-Instruct' or 'qwen3-8b'), a local model "
         "directory or config.json, or 'tiny'. Default: model_name_or_path of the config.",
@@ -21,13 +23,13 @@ class MemoryPlanRequest(BaseModel):
     architecture: Architecture | None = Field(
         default=None, description="Explicit architecture numbers, for a model that is neither local nor in the catalog."
     )
-    config_path: str | None = Field(
+    config_path: PathText | None = Field(
         default=None,
         description="A GRPO config YAML (train/config.yaml from emit_grpo_config) or a run directory; the run's "
         "settings are read from it (and gpu/num_gpus from train/request.json beside it).",
     )
     config: dict[str, Any] | None = Field(default=None, description="The config as a dict of GRPOConfig/ModelConfig fields.")
-    gpu: str | None = Field(default=None, description="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark, ...).")
+    gpu: Name | None = Field(default=None, description="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark, ...).")
     gpu_memory_gib: float | None = Field(
         default=None, gt=0, le=4096, description="Raw GPU memory size in GiB, for a GPU not in the catalog (overrides gpu)."
     )
@@ -38,7 +40,7 @@ class MemoryPlanRequest(BaseModel):
     lora_r: int | None = Field(default=None, ge=1, le=4096, description="LoRA rank; default 16.")
     lora_target_modules: str | list[str] | None = Field(default=None, description="LoRA targets; default 'all-linear'.")
     lora_dropout: float | None = Field(default=None, ge=0, lt=1, description="LoRA dropout (TRL default 0.05); above 0 it copies each targeted layer's input.")
-    optim: str | None = Field(
+    optim: Name | None = Field(
         default=None,
         description="HF optimizer name: adamw_torch_fused (TRL default), adamw_torch, adamw_8bit, paged_adamw_8bit, "
         "paged_adamw_32bit, adafactor, sgd.",
@@ -68,7 +70,7 @@ class MemoryPlanRequest(BaseModel):
         description="Whether the training TRL computes log-probs in tiles without the full batch x length x vocab logits "
         "(recent TRL); default: detected from the installed TRL.",
     )
-    attn_implementation: str | None = Field(default=None, description="eager adds the length^2 attention scores; sdpa/flash do not.")
+    attn_implementation: Name | None = Field(default=None, description="eager adds the length^2 attention scores; sdpa/flash do not.")
     max_steps: int | None = Field(default=None, ge=1, description="Training steps, for the total time estimate.")
     validate_levers: bool = Field(
         default=True, description="Validate each lever's config change with validate_grpo_config (needs the recipe module)."

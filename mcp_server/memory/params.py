@@ -8,18 +8,19 @@ No torch import here: the planner runs where the MCP server runs.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from mcp_server.inputs import Request
 
 from mcp_server.errors import UserInputError
 
 Family = Literal["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "phi3", "gpt_oss"]
 FAMILIES: tuple[str, ...] = Family.__args__  # type: ignore[attr-defined]
 
-class Architecture(BaseModel):
+class Architecture(Request):
     """The numbers of a decoder-only transformer that decide its size and memory."""
 
     family: Family = Field(description="Architecture family (config.json model_type): llama, mistral, qwen2, qwen3, "
@@ -290,8 +291,6 @@ def load_local_architecture(path: str) -> Architecture | None:
             raise UserInputError("model", f"{p.parent} is a directory without config.json")
     elif not (p.is_file() and p.suffix == ".json"):
         return None
-    try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserInputError("model", f"cannot read {p}: {exc}") from None
-    return architecture_from_config(cfg, source=str(p))
+    from mcp_server.userfiles import read_json
+
+    return architecture_from_config(read_json(p, "model", dict), source=str(p))

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_server.errors import UserInputError
+from mcp_server.userfiles import read_text
 from mcp_server.memory.gpus import GPU, lookup_gpu
 from mcp_server.memory.models import (
     Lever,
@@ -113,8 +114,8 @@ def _read_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[str, 
         if not path.is_file():
             raise UserInputError("config_path", f"{request.config_path}: no such config (a YAML file or a run directory)")
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
+            loaded = yaml.safe_load(read_text(path, "config_path")) or {}
+        except yaml.YAMLError as exc:
             raise UserInputError("config_path", f"cannot read {path} as YAML: {exc}") from None
         if not isinstance(loaded, dict):
             raise UserInputError("config_path", f"{path} is not a mapping of config fields")
@@ -123,13 +124,13 @@ def _read_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[str, 
         if rewards_json.is_file():
             try:
                 recipe["_rewards"] = json.loads(rewards_json.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+            except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: planned without it
                 pass
         request_json = path.parent / "request.json"
         if request_json.is_file():
             try:
                 recipe.update(json.loads(request_json.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError):
+            except (OSError, ValueError):
                 pass
     if request.config:
         cfg.update(request.config)

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server.inputs import Name, Note, PathText, Request
+
 from mcp_server.rewards.spec import RewardSpec
 
 Severity = Literal["error", "warning", "info"]
@@ -35,29 +37,29 @@ def default_rewards() -> list[RewardSpec]:
     ]
 
 
-class GRPORecipeRequest(BaseModel):
-    model: str = Field(
+class GRPORecipeRequest(Request):
+    model: PathText = Field(
         description="The policy model: a hub name (e.g. 'Qwen/Qwen2.5-1.5B-Instruct') or a local model "
         "directory, or 'tiny' for the embedded offline default."
     )
-    dataset: str = Field(
+    dataset: PathText = Field(
         default="tiny",
         description="Prompt data set: a hub name, a local .jsonl/.json/.csv/.parquet file or directory, "
         "or 'tiny' for the embedded arithmetic task.",
     )
-    dataset_config: str | None = Field(default=None, description="Hub data set configuration name, if any.")
-    dataset_split: str = Field(default="train", description="Split to train on.")
-    prompt_column: str = Field(
+    dataset_config: Name | None = Field(default=None, description="Hub data set configuration name, if any.")
+    dataset_split: Name = Field(default="train", description="Split to train on.")
+    prompt_column: Name = Field(
         default="prompt", description="Column holding the prompt (plain text or a list of chat messages)."
     )
-    answer_column: str | None = Field(
+    answer_column: Name | None = Field(
         default="answer", description="Column holding the gold answer the correctness rewards read, if any."
     )
     rewards: list[RewardSpec] = Field(
         default_factory=default_rewards,
         description="Reward functions with parameters and weights. Default: format_reward + correctness_reward.",
     )
-    gpu: str = Field(
+    gpu: Name = Field(
         default="H100",
         description="Target GPU type, case-insensitive: H100, H200, B200, A100, A100-40GB, L40S, L4, A10G, "
         "RTX 4090, RTX 3090, T4, V100, DGX Spark, or 'cpu'.",
@@ -86,26 +88,26 @@ class GRPORecipeRequest(BaseModel):
         description="Any GRPOConfig fields to set explicitly (e.g. {'max_completion_length': 512}); they win "
         "over the recipe and are validated like the rest.",
     )
-    override_reason: str | None = Field(
+    override_reason: Note | None = Field(
         default=None,
         description="Why a rule is being overridden (required to use a non-GSPO variant on a mixture-of-experts model).",
     )
-    run_name: str | None = Field(
+    run_name: Name | None = Field(
         default=None, description="Slug for the run directory runs/<date>-<slug>/ (default: from the model name)."
     )
-    run_dir: str | None = Field(
+    run_dir: PathText | None = Field(
         default=None, description="An existing run directory to write into instead of creating one."
     )
 
 
-class ValidateRequest(BaseModel):
-    config_path: str | None = Field(
+class ValidateRequest(Request):
+    config_path: PathText | None = Field(
         default=None, description="Path to a YAML config (as `trl grpo --config` reads it)."
     )
     config: dict[str, Any] | None = Field(
         default=None, description="The config as a dict of fields, instead of a path."
     )
-    gpu: str | None = Field(
+    gpu: Name | None = Field(
         default=None, description="Target GPU type (H100, A100, T4, ...); default: the one recorded in the config, else H100."
     )
     num_gpus: int | None = Field(default=None, ge=1, description="Target GPU count; default 1.")

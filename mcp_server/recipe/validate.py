@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import RULES, Context, finding
 from mcp_server.recipe.trl_fields import installed_trl, instantiate_grpo_config
+from mcp_server.userfiles import read_json, read_reward_specs, read_yaml
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def load_config_file(path: str | Path, field: str = "config_path") -> dict:
     """A TrlParser YAML config as a dict; `field` names the input in errors."""
-    import yaml
-
     path = Path(path)
     if not path.is_file():
         raise UserInputError(field, f"no such file: {path}; give the run's YAML config (train/config.yaml)")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserInputError(field, f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserInputError(field, f"{path} must hold a YAML mapping of config fields, got {type(data).__name__}")
+    data = read_yaml(path, field)
     data.pop("env", None)  # TrlParser's environment block, not a field
     return data
 
@@ -35,8 +28,10 @@ def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
     if config_path is None:
         return {}, None
     folder = Path(config_path).parent
-    request = json.loads((folder / "request.json").read_text()) if (folder / "request.json").is_file() else {}
-    rewards = json.loads((folder / "rewards.json").read_text()) if (folder / "rewards.json").is_file() else None
+    request = read_json(folder / "request.json", "config_path", dict) if (folder / "request.json").is_file() else {}
+    rewards = None
+    if (folder / "rewards.json").is_file():
+        rewards = [spec.model_dump() for spec in read_reward_specs(folder / "rewards.json", "config_path")]
     return request, rewards
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, validation_message
 from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.spec import RewardSpec
@@ -185,8 +185,8 @@ def _as_spec(spec: Any, field: str) -> RewardSpec:
     try:
         return RewardSpec.model_validate(spec)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
-        raise UserInputError(field, f"not a reward spec {{name, params, weight}}: {problems}") from None
+        raise UserInputError(field, f"not a reward spec {{name, params, weight}}: "
+                             f"{validation_message(exc, RewardSpec, 'spec')}") from None
 
 
 def _build_one(spec: RewardSpec, field: str) -> Callable:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from mcp_server.inputs import Name, Request
 
 
-class RewardSpec(BaseModel):
-    name: str = Field(
+class RewardSpec(Request):
+    name: Name = Field(
         description="A reward registry name (see the `reward-functions` reference: format_reward, "
         "correctness_reward, math_reward, json_schema_reward, code_execution_reward, ...) or a dotted import "
         "path to a function in TRL's reward signature (e.g. 'my_pkg.rewards.my_reward')."

@@ -19,6 +19,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server.inputs import PathText, Request
+
 from mcp_server.training.metrics import LoadedRun, load_run
 
 Severity = Literal["error", "warning", "info"]
@@ -107,15 +109,15 @@ class Diagnosis(BaseModel):
     summary: str = Field(description="One line for people.")
 
 
-class DiagnoseRequest(BaseModel):
-    source: str = Field(
+class DiagnoseRequest(Request):
+    source: PathText = Field(
         description="What to diagnose: a run directory (or its name under runs/), a progress.jsonl, a TRL "
         "trainer_state.json, a CSV/JSONL export of logged metrics with TRL's names, or a stdout log."
     )
-    config_path: str | None = Field(
+    config_path: PathText | None = Field(
         default=None, description="The run's YAML config, when it is not the run directory's train/config.yaml."
     )
-    log_path: str | None = Field(
+    log_path: PathText | None = Field(
         default=None, description="The run's stdout/stderr log, when it is not the run directory's train/logs/stdout.log."
     )
     validate_patches: bool = Field(

@@ -116,20 +116,11 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 def read_run_target(run_dir: Path) -> tuple[dict, dict]:
     """The run's request (train/request.json) and config (train/config.yaml) as dicts; {} when missing."""
-    import yaml
+    from mcp_server.userfiles import read_json, read_yaml
 
-    request, config = {}, {}
     req_path, cfg_path = run_dir / "train" / "request.json", run_dir / "train" / "config.yaml"
-    if req_path.exists():
-        try:
-            request = json.loads(req_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise UserInputError(str(req_path), f"not valid JSON: {exc}") from None
-    if cfg_path.exists():
-        try:
-            config = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise UserInputError(str(cfg_path), f"not valid YAML: {exc}") from None
+    request = read_json(req_path, "run", dict) if req_path.exists() else {}
+    config = read_yaml(cfg_path, "run") if cfg_path.exists() else {}
     return request, config
 
 

@@ -9,14 +9,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server.inputs import PathText, Request
+
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
 RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped"]
 Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 
 
 # ---------------------------------------------------------------- environment
-class EnvironmentRequest(BaseModel):
-    run: str | None = Field(
+class EnvironmentRequest(Request):
+    run: PathText | None = Field(
         default=None,
         description="Run directory (or its name under runs/). The report is checked against the run's target "
         "(train/request.json, train/config.yaml) and written to <run>/env-report.json; without a run it is "
@@ -68,8 +70,8 @@ class GateRefusal(BaseModel):
     how_to_clear: str = Field(description="What to do so the gate passes.")
 
 
-class LaunchRequest(BaseModel):
-    run: str = Field(description="Run directory (or its name under runs/) written by emit_grpo_config.")
+class LaunchRequest(Request):
+    run: PathText = Field(description="Run directory (or its name under runs/) written by emit_grpo_config.")
     strategy: Strategy = Field(
         default="auto",
         description="Multi-GPU strategy, used with more than one process: ddp (plain data parallel), zero2, "
@@ -118,12 +120,12 @@ class LaunchResult(BaseModel):
     message: str = Field(default="", description="One-line summary for people.")
 
 
-class RunRequest(BaseModel):
-    run: str = Field(description="Run directory (or its name under runs/).")
+class RunRequest(Request):
+    run: PathText = Field(description="Run directory (or its name under runs/).")
 
 
-class StatusRequest(BaseModel):
-    run: str = Field(description="Run directory (or its name under runs/).")
+class StatusRequest(Request):
+    run: PathText = Field(description="Run directory (or its name under runs/).")
     plot: bool = Field(
         default=False,
         description="Also draw reward, reward_std, KL, entropy and completion length over steps into "
@@ -132,8 +134,8 @@ class StatusRequest(BaseModel):
     log_lines: int = Field(default=20, ge=0, le=500, description="How many last lines of stdout.log to include.")
 
 
-class StopRequest(BaseModel):
-    run: str = Field(description="Run directory (or its name under runs/).")
+class StopRequest(Request):
+    run: PathText = Field(description="Run directory (or its name under runs/).")
     timeout_s: float = Field(
         default=120.0,
         ge=0,
@@ -185,8 +187,8 @@ class StopResult(BaseModel):
     message: str = Field(default="", description="One-line summary for people.")
 
 
-class ListRunsRequest(BaseModel):
-    pass
+class ListRunsRequest(Request):
+    """list_runs takes no arguments."""
 
 
 class RunSummary(BaseModel):

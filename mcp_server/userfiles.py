@@ -1,0 +1,64 @@
+"""Reading files a person or an agent can hand us or edit (a config, a run's sidecar files): every way a read can
+fail (missing, a directory, unreadable, not UTF-8, not JSON/YAML, the wrong shape, a name too long) becomes a
+UserInputError that names the input and the file, never a bare exception."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mcp_server.errors import UserInputError, short
+
+
+def read_text(path: str | Path, field: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserInputError(field, f"{short(path)} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise UserInputError(field, f"cannot read {short(path)}: {exc.strerror or exc}") from None
+
+
+def read_json(path: str | Path, field: str, kind: type | None = None) -> Any:
+    """The file's JSON value; with `kind` (dict or list), refused unless it is one."""
+    text = read_text(path, field)
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UserInputError(field, f"{short(path)} is not valid JSON: {exc}") from None
+    return _of_kind(value, kind, path, field, "JSON")
+
+
+def read_yaml(path: str | Path, field: str, kind: type | None = dict) -> Any:
+    """The file's YAML value (an empty file reads as an empty mapping); by default it must be a mapping."""
+    import yaml
+
+    text = read_text(path, field)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UserInputError(field, f"{short(path)} is not valid YAML: {exc}") from None
+    return _of_kind({} if value is None and kind is dict else value, kind, path, field, "YAML")
+
+
+def _of_kind(value: Any, kind: type | None, path, field: str, language: str) -> Any:
+    if kind is not None and not isinstance(value, kind):
+        want = "a mapping of fields" if kind is dict else "a list"
+        raise UserInputError(field, f"{short(path)} must hold {want} in {language}, got {type(value).__name__}")
+    return value
+
+
+def read_reward_specs(path: str | Path, field: str) -> list:
+    """A rewards.json: a JSON list of reward specs {name, params, weight}, each checked like a request's."""
+    from pydantic import ValidationError
+
+    from mcp_server.errors import validation_message
+    from mcp_server.rewards.spec import RewardSpec
+
+    specs = read_json(path, field, list)
+    try:
+        return [RewardSpec.model_validate(spec) for spec in specs]
+    except ValidationError as exc:
+        raise UserInputError(field, f"{short(path)} is not a list of reward specs {{name, params, weight}}: "
+                             f"{validation_message(exc, RewardSpec)}") from None

@@ -1,0 +1,256 @@
+"""Every MCP tool over real stdio and every CLI command, at least once, on the tiny model; and the conventions of an
+MCP server: flat arguments, unknown fields refused by name, progress and log messages while long tools work, and
+one clear message (never a bare "Error executing tool", never a traceback) for bad files, huge strings, bad values.
+
+One MCP session drives a whole small lifecycle (module fixture), so the server starts once. The promotion run's
+checkpoint is the base model itself: identical greedy outputs by construction, so the verdict is REJECT on any CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from conftest import call_mcp, run_cli, run_cli_json
+from mcp_server.tiny import make_task, write_jsonl
+
+TINY_OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
+                  "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}
+MAX_NEW = 16
+
+
+def _run_with_base_as_checkpoint(ws: Path, tiny_model: Path) -> Path:
+    """A run directory as training leaves it, whose checkpoint is a copy of the base model."""
+    run = ws / "runs" / "2026-01-01-same"
+    (run / "train").mkdir(parents=True)
+    shutil.copytree(tiny_model, run / "checkpoints")
+    config = {"model_name_or_path": "tiny", "output_dir": str(run / "checkpoints"), "max_completion_length": MAX_NEW}
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "train" / "rewards.json").write_text(json.dumps([{"name": "correctness_reward", "params": {}, "weight": 1.0}]))
+    return run
+
+
+@pytest.fixture(scope="module")
+def doors(tmp_path_factory, tiny_model):
+    ws = tmp_path_factory.mktemp("doors-ws")
+    env = {"LLM_FINETUNING_WORKSPACE": str(ws)}
+    goldens = ws / "goldens.jsonl"
+    write_jsonl([{k: r[k] for k in ("prompt", "answer")} for r in make_task(n=8, max_operand=3)], goldens)
+    same = _run_with_base_as_checkpoint(ws, tiny_model)
+    binary = ws / "binary.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    progress: dict[str, list[tuple]] = {}
+    logs: list = []
+    called: list[str] = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    async def calls(client):
+        listed = [t.name for t in (await client.list_tools()).tools]
+
+        async def call(name, arguments, track=False):
+            called.append(name)
+
+            async def on_progress(done, total, message):
+                progress.setdefault(name, []).append((done, total, message))
+
+            return await client.call_tool(name, arguments, progress_callback=on_progress if track else None)
+
+        r = {"listed": listed}
+        r["emit"] = await call("emit_grpo_config", {"model": "tiny", "dataset": "tiny", "gpu": "cpu", "run_name": "doors",
+                                                    "overrides": TINY_OVERRIDES})
+        run = r["emit"].structured_content["run_dir"]
+        r["validate"] = await call("validate_grpo_config", {"config_path": r["emit"].structured_content["config_path"]})
+        r["plan"] = await call("plan_memory", {"config_path": run, "gpu": "T4", "prompt_length": 32, "validate_levers": False})
+        r["rewards"] = await call("list_rewards", {})
+        r["sample"] = await call("sample_completions", {"run": run, "model": "tiny", "dataset": "tiny", "num_prompts": 13,
+                                                        "n": 4, "max_new_tokens": 12, "batch_size": 16}, track=True)
+        r["inspect"] = await call("inspect_rewards", {"run": run, "max_samples": 52, "success_threshold": 0.0}, track=True)
+        r["verdict"] = await call("record_inspection_verdict", {"run": run, "verdict": "pass", "reviewer": "test",
+                                                                "agree_with_rest": True})
+        r["gate"] = await call("check_inspection_gate", {"run": run})
+        r["env"] = await call("check_environment", {"run": run})
+        r["launch"] = await call("launch_training", {"run": run})
+        # Stopped at once, while it still imports torch: killed before any step, so no checkpoint to resume from.
+        r["stop"] = await call("stop_training", {"run": run, "timeout_s": 0})
+        r["status"] = await call("training_status", {"run": run})
+        r["resume"] = await call("resume_training", {"run": run})
+        r["diagnose"] = await call("diagnose_run", {"source": run, "validate_patches": False})
+        r["runs"] = await call("list_runs", {})
+        r["evaluate"] = await call("evaluate_model", {"model": "tiny", "goldens": str(goldens), "max_new_tokens": MAX_NEW},
+                                   track=True)
+        r["promote"] = await call("promote_checkpoint", {"run": str(same)}, track=True)
+        r["export"] = await call("export_model", {"run": str(same), "allow_unpromoted": True}, track=True)
+        # Conventions: what a client gets wrong.
+        r["unknown"] = await client.call_tool("emit_grpo_config", {"model": "tiny", "gpuu": "H100"})
+        r["nested_unknown"] = await client.call_tool("emit_grpo_config", {
+            "model": "tiny", "rewards": [{"name": "format_reward", "wieght": 2}]})
+        r["wrapped"] = await client.call_tool("validate_grpo_config", {"request": {"config_path": str(binary)}})
+        r["no_args"] = await client.call_tool("list_runs", {"verbose": True})
+        r["binary"] = await client.call_tool("validate_grpo_config", {"config_path": str(binary)})
+        r["binary_plan"] = await client.call_tool("plan_memory", {"config_path": str(binary), "gpu": "T4"})
+        r["huge"] = await client.call_tool("diagnose_run", {"source": "x" * 1_000_000})
+        r["long_name"] = await client.call_tool("check_inspection_gate", {"run": "y" * 300})
+        r["wrong_type"] = await client.call_tool("plan_memory", {"model": "tiny", "gpu": "T4", "num_gpus": "two"})
+        r["negative"] = await client.call_tool("stop_training", {"run": run, "timeout_s": -1})
+        r["json_string"] = await client.call_tool("validate_grpo_config", {"config": '{"learning_rate": 1e-6}', "gpu": "T4"})
+        return r
+
+    results = asyncio.run(call_mcp(calls, env=env, logging_callback=on_log, log_level="info"))
+    return SimpleNamespace(ws=ws, env=env, run=Path(results["emit"].structured_content["run_dir"]), same=same,
+                           binary=binary, r=results, progress=progress, logs=logs, called=called)
+
+
+def _ok(result) -> dict:
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def _error(result) -> str:
+    assert result.is_error, result.structured_content
+    text = result.content[0].text
+    # One message that says what is wrong, never the SDK's bare prefix alone.
+    assert text.startswith("Error executing tool ") and len(text.split(": ", 1)[-1]) > 20, text
+    return text
+
+
+def test_every_tool_is_called_over_stdio_with_flat_arguments(doors):
+    assert set(doors.called) == set(doors.r["listed"]), set(doors.r["listed"]) - set(doors.called)
+    r = doors.r
+    assert _ok(r["emit"])["validation"]["valid"] and _ok(r["validate"])["valid"]
+    assert _ok(r["plan"])["status"] == "fits" and "format_reward" in {x["name"] for x in _ok(r["rewards"])["rewards"]}
+
+    sample = _ok(r["sample"])
+    assert (sample["num_prompts"], sample["n"], sample["num_samples"]) == (13, 4, 52)
+    assert len(Path(sample["samples_path"]).read_text().splitlines()) == 52
+    assert _ok(r["inspect"])["num_samples"] == 52 and _ok(r["verdict"])["gate"]["passed"] and _ok(r["gate"])["passed"]
+
+    env = _ok(r["env"])
+    assert env["verdict"] != "blocked", env["blockers"]
+    assert Path(env["report_path"]) == doors.run / "env-report.json"
+    assert json.loads(Path(env["report_path"]).read_text())["verdict"] == env["verdict"]
+
+    launch = _ok(r["launch"])
+    assert launch["launched"] and launch["pid"] and Path(launch["log_path"]).is_file()
+    stop = _ok(r["stop"])
+    assert stop["killed"] and not stop["graceful"] and stop["state"] == "stopped" and stop["checkpoint"] is None
+    assert _ok(r["status"])["state"] == "stopped"
+    resume = _ok(r["resume"])
+    assert not resume["launched"] and [x["gate"] for x in resume["refusals"]] == ["checkpoint"]
+    assert _ok(r["diagnose"])["source"] == str(doors.run)
+    assert {x["run"]: x["state"] for x in _ok(r["runs"])["runs"]}[doors.run.name] == "stopped"
+
+    evaluation = _ok(r["evaluate"])
+    assert evaluation["n"] == 8 and evaluation["baseline_written"]
+    promotion = _ok(r["promote"])
+    # The checkpoint is the base model: same greedy outputs on every golden, nothing gained, nothing lost.
+    assert promotion["verdict"] == "REJECT" and promotion["gained"] == promotion["lost"] == 0
+    assert promotion["checkpoint_pass_rate"] == evaluation["pass_rate"] and promotion["drift"]["drop_points"] == 0
+    export = _ok(r["export"])
+    assert export["smoke_identical"] and export["promotion_verdict"] == "REJECT" and "model.safetensors" in export["files"]
+    assert "not promoted" in Path(export["model_card"]).read_text()
+
+
+def test_long_tools_send_progress_and_log_messages_while_they_work(doors):
+    sampled = doors.progress["sample_completions"]
+    # One notification before generation and one per generate batch (16 sequences = 4 prompts x 4).
+    assert [p for p, _, _ in sampled] == [0, 4, 8, 12, 13] and {t for _, t, _ in sampled} == {13}
+    assert sampled[-1][2] == "sampled 13/13 prompts x 4"
+    for name in ("inspect_rewards", "evaluate_model", "promote_checkpoint", "export_model"):
+        seen = [p for p, _, _ in doors.progress[name]]
+        assert len(seen) >= 2 and seen == sorted(set(seen)), (name, doors.progress[name])  # MCP: progress only grows
+    assert any("checkpoint on the goldens" in m for _, _, m in doors.progress["promote_checkpoint"])
+    assert any("drift suite" in m for _, _, m in doors.progress["promote_checkpoint"])
+    messages = [log.data for log in doors.logs if log.logger == "llm-finetuning"]
+    assert "sampled 4/13 prompts x 4" in messages and any(m.startswith("exported to ") for m in messages)
+
+
+def test_unknown_fields_are_refused_naming_them_and_what_is_accepted(doors):
+    unknown = _error(doors.r["unknown"])
+    assert "unknown field 'gpuu' (did you mean 'gpu'?)" in unknown and "accepted: model, dataset" in unknown
+    nested = _error(doors.r["nested_unknown"])
+    assert "rewards.0: unknown field 'wieght' (did you mean 'weight'?); accepted: name, params, weight" in nested
+    # The old nested call shape is refused, not half-understood.
+    assert "unknown field 'request'" in _error(doors.r["wrapped"])
+    assert "unknown field 'verbose'" in _error(doors.r["no_args"])
+    assert not list((doors.ws / "runs").glob("*tiny*"))  # nothing was emitted by the refused calls
+
+
+def test_bad_files_huge_strings_and_bad_values_get_one_message_naming_the_field(doors):
+    binary = str(doors.binary)
+    assert f"config_path: {binary} is not UTF-8 text" in _error(doors.r["binary"])
+    assert f"config_path: {binary} is not UTF-8 text" in _error(doors.r["binary_plan"])
+    huge = _error(doors.r["huge"])
+    assert "source: String should have at most 4096 characters" in huge and len(huge) < 300
+    assert "yyyy" in _error(doors.r["long_name"]) and "File name too long" in doors.r["long_name"].content[0].text
+    assert "num_gpus: Input should be a valid integer" in _error(doors.r["wrong_type"])
+    assert "timeout_s: Input should be greater than or equal to 0" in _error(doors.r["negative"])
+    # A list or object sent as a JSON string (some clients do) is read as JSON, as the SDK does.
+    assert _ok(doors.r["json_string"])["target"]
+
+
+def test_every_cli_command_not_run_elsewhere(doors):
+    env = doors.env
+    proc, runs = run_cli_json("list-runs", env=env)
+    assert proc.returncode == 0 and {x["run"]: x["state"] for x in runs["runs"]}[doors.run.name] == "stopped"
+    proc, stop = run_cli_json("stop-training", str(doors.run), env=env)
+    assert proc.returncode == 0 and stop["state"] == "stopped" and "nothing to stop" in stop["message"]
+    proc, resume = run_cli_json("resume-training", str(doors.run), env=env)
+    assert proc.returncode == 1 and resume["refusals"][0]["gate"] == "checkpoint"
+
+    refused = run_cli("export-model", str(doors.same), env=env)
+    assert refused.returncode == 2 and "no PROMOTE verdict (REJECT)" in refused.stderr
+    proc, export = run_cli_json("export-model", str(doors.same), "--allow-unpromoted", env=env)
+    assert proc.returncode == 0 and export["smoke_identical"] and Path(export["export_dir"], "model.safetensors").is_file()
+
+
+def test_cli_bad_file_is_one_line_not_a_traceback(doors):
+    proc = run_cli("validate-config", str(doors.binary), env=doors.env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"error: config_path: {doors.binary} is not UTF-8 text "
+                                                "(invalid start byte at byte 128)"]
+    proc = run_cli("training-status", "z" * 5000, env=doors.env)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "at most 4096 characters" in proc.stderr
+
+
+def test_hand_edited_run_files_get_a_message_naming_the_file(tmp_path):
+    run = tmp_path / "runs" / "2026-01-01-edited"
+    (run / "train").mkdir(parents=True)
+    (run / "inspection").mkdir()
+    (run / "train" / "config.yaml").write_bytes(b"\xff\xfe learning_rate: 1")
+    (run / "train" / "request.json").write_text("[1, 2]")
+    (run / "train" / "rewards.json").write_text('[{"nme": "format_reward"}]')
+    samples = run / "inspection" / "samples.jsonl"
+    samples.write_text('{"prompt_index": 0, "completion": "x"}\n')
+
+    async def calls(client):
+        status = await client.call_tool("training_status", {"run": str(run)})
+        rewards = await client.call_tool("inspect_rewards", {"run": str(run)})
+        samples.write_text('{"prompt_index": 0, "completion": "x"}\n{oops\n')
+        return status, rewards, await client.call_tool("inspect_rewards", {"run": str(run)})
+
+    status, rewards, samples = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)}))
+    assert f"run: {run}/train/request.json must hold a mapping of fields in JSON, got list" in _error(status)
+    assert (f"rewards: {run}/train/rewards.json is not a list of reward specs {{name, params, weight}}: "
+            "unknown field 'nme' (did you mean 'name'?)") in _error(rewards)
+    assert f"run: {run}/inspection/samples.jsonl:2 is not JSON" in _error(samples)
+    (run / "train" / "request.json").write_text("{}")
+    proc = run_cli("training-status", str(run), env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        f"error: run: {run}/train/config.yaml is not UTF-8 text (invalid start byte at byte 0)"]
+
+
+def test_an_unexpected_failure_reads_as_one_line_with_its_type_and_text():
+    from mcp_server.errors import describe_failure
+
+    assert describe_failure(KeyError("name")) == "unexpected KeyError: 'name'"
+    too_long = describe_failure(OSError(36, "File name too long", "x" * 1000))
+    assert too_long.endswith("... (1000 characters): File name too long") and len(too_long) < 300
+    assert len(describe_failure(RuntimeError("y" * 1_000_000))) < 2100
