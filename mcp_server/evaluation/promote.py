@@ -23,6 +23,7 @@ from mcp_server.evaluation.evaluate import (
 )
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 NOISE_POINTS = 1.0
@@ -136,6 +137,7 @@ def check_drift(request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_n
 
 
 # ---------------------------------------------------------------- the tool
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest) -> PromotionResult:
     from mcp_server.inspection.paths import resolve_run_dir
     from mcp_server.inspection.sampling import resolve_model

@@ -69,6 +69,8 @@ def finding(code, field, severity, message, fix=None) -> Finding:
 def rule_known_keys(ctx: Context) -> list[Finding]:
     out = []
     known = ctx.trl["fields"]
+    if not known:
+        return out  # no training interpreter: validation says TRL's checks did not run
     for key in ctx.values:
         if key in known:
             if known[key].get("deprecated"):
@@ -224,7 +226,7 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
 
 
 def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
-    if "loss_type" in ctx.values:
+    if "loss_type" in ctx.values or not ctx.trl["fields"]:
         return []
     default = ctx.trl["fields"].get("loss_type", {}).get("default")
     return [finding("loss_type_implicit", "loss_type", "info",

@@ -32,6 +32,7 @@ from mcp_server.training.runstate import (
     run_dir_of,
     sync_run_json,
 )
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
 
 PLOTTED = (
@@ -82,6 +83,7 @@ def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
 
 
 # ---------------------------------------------------------------- plot
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     """reward, reward_std, KL, entropy and completion length over steps -> <run>/progress.png."""
     if not lines:
