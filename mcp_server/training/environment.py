@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.interpreter import no_training_python_message, training_python
+from mcp_server.interpreter import no_training_python_message, read_state, training_python
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
 from mcp_server.workspace import WorkspaceError, atomic_write_json, resolve_run, workspace_root
 from mcp_server.worker import in_training
@@ -79,7 +79,10 @@ def _probe(python: str | None) -> dict:
     """The interpreter's packages and GPUs, cached for a few minutes in this process: a launch right after a
     check does not pay for importing torch again (disk and memory are read fresh every time)."""
     if python is None:
-        return {"packages": {}, "gpus": [], "probe_error": no_training_python_message()}
+        message = no_training_python_message()
+        if read_state().get("status") == "running":
+            message += f"; prepare_environment is building one now (log: {read_state().get('log')}): call it again for its status"
+        return {"packages": {}, "gpus": [], "probe_error": message}
     cached = _probe_cache.get(python)
     if cached and time.monotonic() - cached[0] < PROBE_TTL_S:
         return cached[1]
