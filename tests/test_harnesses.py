@@ -151,12 +151,14 @@ def run_launcher(venv: Path, cwd: Path, **env):
 
 
 def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path):
-    proc = run_launcher(tmp_path / "venv", tmp_path, TORCH_SPEC="torch==2.13.0", TORCH_INDEX="")
+    proc = run_launcher(tmp_path / "venv", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""  # stdout is the MCP channel
     assert "first start" in proc.stderr and "later starts are instant" in proc.stderr
-    assert "no GPU found" in proc.stderr or "NVIDIA GPU found" in proc.stderr
-    assert "-m venv" in proc.stderr and "torch==2.13.0" in proc.stderr and f"-e {ROOT}" in proc.stderr
+    # The server's environment is light: the base dependencies, no torch, no install of the plugin itself.
+    assert "-m venv" in proc.stderr and "mcp>=2" in proc.stderr and "pydantic" in proc.stderr
+    plan = [line for line in proc.stderr.splitlines() if "would run" in line]
+    assert len(plan) == 2 and not any("torch" in line or " -e " in line for line in plan), plan
 
 
 def ready_venv(tmp_path: Path) -> Path:
