@@ -86,6 +86,7 @@ def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     """reward, reward_std, KL, entropy and completion length over steps -> <run>/progress.png."""
+    run_dir = Path(run_dir)  # a str when it came through the worker
     if not lines:
         return None
     import matplotlib
