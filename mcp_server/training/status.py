@@ -137,7 +137,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 
     health, note = health_flags(run_dir) if lines or state in ("failed",) else ([], "no metrics logged yet")
     tail = log_tail(run_dir, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
-    plot = plot_progress(run_dir, lines) if request.plot else None
+    plot = plot_progress(run_dir, lines) if request.plot and lines else None
     done = [str(p) for p in checkpoints(run_dir, config)]
 
     if state == "not_launched":
