@@ -196,3 +196,42 @@ def test_prepare_environment_builds_in_the_background_and_reports_its_status(lig
     proc = subprocess.run([sys.executable, "-m", "mcp_server.cli", "prepare-environment", "--json"],
                           capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert proc.returncode == 1 and json.loads(proc.stdout)["status"] == "failed"
+
+
+def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monkeypatch, workspace, tiny_model):
+    """The core API's side of the worker: another training interpreter (a wrapper around this Python, as a
+    person's own venv would be) gets one persistent process, a new one after it died, and its progress
+    reports reach the caller while the call runs."""
+    import psutil
+
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+    from mcp_server.worker import close_workers, in_training
+    from mcp_server.workspace import new_run_dir
+
+    other = tmp_path / "other-env" / "bin" / "python"
+    other.parent.mkdir(parents=True)
+    other.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    other.chmod(0o755)
+    monkeypatch.setenv("LLM_FINETUNING_PYTHON", str(other))
+    try:
+        first = in_training("os:getpid")
+        assert first != os.getpid() and in_training("os:getpid") == first  # one persistent process
+        os.kill(first, 9)
+        deadline = time.monotonic() + 30  # dead between calls: wait until the kernel says so
+        while psutil.Process(first).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = in_training("os:getpid")
+        assert second not in (first, os.getpid())  # started again on the next call
+        run_dir = new_run_dir("worker")
+        data = workspace / "d.jsonl"
+        data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(3)))
+        heard = []
+        result = sample_completions(SampleRequest(run=str(run_dir), model=str(tiny_model), dataset=str(data), n=2,
+                                                  num_prompts=2, max_new_tokens=4),
+                                    report=lambda done, total, message: heard.append((done, total, message)))
+        assert in_training("os:getpid") == second  # the sampling ran in the same worker
+        assert result.num_samples == 4
+        assert heard[0][:2] == (0, 4) and heard[-1][:2] == (4, 4) and "generated 4 completions" in heard[-1][2]
+    finally:
+        close_workers()

@@ -338,12 +338,15 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     from transformers import AutoTokenizer
 
     texts = _prompt_texts(AutoTokenizer.from_pretrained(model_ref), prompts, conversational, settings["chat_template_kwargs"])
+    total = k * settings["n"]
+    report(0, total, f"generating {k} prompts x {settings['n']} completions with {engine} ({model_ref})")
     started = time.perf_counter()
     if engine == "vllm":
         groups = _generate_vllm(model_ref, texts, settings)
     else:
         groups = _generate_transformers(model_ref, texts, settings, request.batch_size)
     seconds = time.perf_counter() - started
+    report(total, total, f"generated {total} completions in {seconds:.1f} s")
 
     lines, sample_id, truncated = [], 0, 0
     for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
