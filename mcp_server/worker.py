@@ -168,6 +168,11 @@ class Worker:
                     error = answer["error"]
                     if error["kind"] == "input":
                         raise UserInputError(error["field"], error["message"])
+                    if error["type"] in ("ModuleNotFoundError", "ImportError"):
+                        raise UserInputError("LLM_FINETUNING_PYTHON", (
+                            f"the training interpreter {self.python} cannot import what {target} needs: "
+                            f"{error['message']}. It needs torch, trl, transformers (the package's train extra) "
+                            f"and pydantic, pyyaml, jsonschema; install them there, or {HOW_TO_GET_ONE}"))
                     raise TrainingInterpreterError(f"{error['type']}: {error['message']} (in the training "
                                                    f"interpreter {self.python})\n{error['traceback']}")
 

@@ -235,3 +235,27 @@ def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monk
         assert heard[0][:2] == (0, 4) and heard[-1][:2] == (4, 4) and "generated 4 completions" in heard[-1][2]
     finally:
         close_workers()
+
+
+def test_a_training_interpreter_without_trl_is_named_with_what_it_lacks(light_venv, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    # A Python without TRL (the light environment itself, reached through another path).
+    wrong = tmp_path / "wrong-env" / "bin" / "python"
+    wrong.parent.mkdir(parents=True)
+    wrong.write_text(f'#!/bin/sh\nexec "{light_venv / "bin" / "python"}" "$@"\n')
+    wrong.chmod(0o755)
+    env = light_env(tmp_path, LLM_FINETUNING_VENV=str(light_venv), LLM_FINETUNING_WORKSPACE=str(project),
+                    LLM_FINETUNING_PYTHON=str(wrong))
+    config = {"model_name_or_path": "tiny", "learning_rate": 1e-6, "num_generations": 8,
+              "per_device_train_batch_size": 8, "reward_funcs": ["mcp_server.rewards.format_reward"]}
+
+    async def calls(client):
+        validated = await client.call_tool("validate_grpo_config", {"request": {"config": config}})
+        sampled = await client.call_tool("sample_completions", {"request": {"run": str(project), "model": "tiny", "dataset": "tiny"}})
+        return validated, sampled
+
+    validated, sampled = mcp_session(env, project, calls)
+    skipped = {f["code"]: f for f in validated.structured_content["findings"]}["trl_checks_skipped"]
+    assert str(wrong) in skipped["message"] and "trl" in skipped["message"]
+    assert sampled.is_error and str(wrong) in text_of(sampled) and "prepare_environment" in text_of(sampled)

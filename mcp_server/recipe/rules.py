@@ -164,8 +164,9 @@ def rule_batches(ctx: Context) -> list[Finding]:
             return out
     else:
         spg = spg if isinstance(spg, int) else ctx.get("gradient_accumulation_steps")
-        gbs = global_batch * spg
-    if g >= 2 and gbs % g:
+        # Without a training interpreter TRL's default is unknown (validation says TRL's checks did not run).
+        gbs = global_batch * spg if isinstance(spg, int) else None
+    if gbs is not None and g >= 2 and gbs % g:
         out.append(finding("generation_batch_not_divisible", "num_generations", "error",
                            f"the generation batch ({gbs} = {per_device} per device x {world} processes x "
                            f"{spg if spg else gbs // global_batch} steps) is not divisible by num_generations={g}: "
