@@ -259,3 +259,29 @@ def test_a_training_interpreter_without_trl_is_named_with_what_it_lacks(light_ve
     skipped = {f["code"]: f for f in validated.structured_content["findings"]}["trl_checks_skipped"]
     assert str(wrong) in skipped["message"] and "trl" in skipped["message"]
     assert sampled.is_error and str(wrong) in text_of(sampled) and "prepare_environment" in text_of(sampled)
+
+
+def test_vllm_window_comes_from_the_installed_trl_and_matches_the_vllm_extra(workspace):
+    import re
+
+    from mcp_server.training.environment import _judge, check_environment
+
+    report = check_environment()
+    low, high = report.vllm_window  # read from trl/import_utils.py of the training interpreter
+    extra = re.search(r'^vllm = \["vllm>=([0-9.]+),<([0-9.]+)"\]', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert extra, "pyproject.toml's vllm extra must be vllm>=LOW,<NEXT"
+    nxt = high.split(".")
+    nxt[-1] = str(int(nxt[-1]) + 1)
+    assert (extra.group(1), extra.group(2)) == (low, ".".join(nxt))
+    # The rule on constructed probes: inside the window nothing, outside a warning, a blocker when the run uses vLLM.
+    probe = {"packages": {"trl": "1.16.0", "vllm": low, "torch": "2", "transformers": "5", "accelerate": "1",
+                          "datasets": "4"}, "vllm_window": [low, high]}
+    assert not any("outside" in m for m in sum(_judge(probe, [], {}, {}, 100.0), []))
+    for vllm in (f"{high}.post1+cu129", high):
+        probe["packages"]["vllm"] = vllm
+        assert not any("outside" in m for m in sum(_judge(probe, [], {}, {}, 100.0), []))
+    probe["packages"]["vllm"] = "0.40.0"
+    blockers, warnings = _judge(probe, [], {}, {}, 100.0)
+    assert any("outside" in w and low in w for w in warnings) and not any("outside" in b for b in blockers)
+    blockers, _ = _judge(probe, [], {}, {"use_vllm": True}, 100.0)
+    assert any("0.40.0" in b and "outside" in b for b in blockers)

@@ -249,6 +249,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
         ram_available_gib=ram_free,
         free_disk_gib=free_disk,
         packages=probe.get("packages", {}),
+        vllm_window=probe.get("vllm_window"),
         target=target,
         report_path=str(report_path),
         checked_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -93,6 +93,11 @@ class EnvironmentReport(BaseModel):
         description="Installed versions of torch, trl, transformers, peft, accelerate, datasets, deepspeed, vllm "
         "in the training interpreter; null when absent.",
     )
+    vllm_window: list[str] | None = Field(
+        default=None,
+        description="[lowest, highest] vLLM version the training interpreter's TRL supports, read from its "
+        "trl/import_utils.py; a vLLM outside it is flagged (a blocker when the run's config uses vLLM).",
+    )
     target: str | None = Field(default=None, description="The run's target hardware, e.g. '8x H100' or 'cpu'.")
     report_path: str = Field(description="Where env-report.json was written.")
     checked_at: str = Field(description="UTC time of the check (ISO 8601).")
