@@ -97,6 +97,10 @@ def training_env(python: str, base: dict | None = None) -> dict:
     """Environment for a process of the training interpreter: this package importable from the plugin
     folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code)."""
     env = dict(os.environ if base is None else base)
+    # The launcher keeps the server's bytecode beside its environment; the training interpreter reads its own
+    # (a prefix would make it recompile torch and the rest).
+    if env.get("LLM_FINETUNING_SERVER_PYCACHE") and env.get("PYTHONPYCACHEPREFIX") == env["LLM_FINETUNING_SERVER_PYCACHE"]:
+        del env["PYTHONPYCACHEPREFIX"]
     if (PACKAGE_PARENT / "mcp_server").is_dir() and (PACKAGE_PARENT / "pyproject.toml").is_file():
         parts = [str(PACKAGE_PARENT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))

@@ -156,11 +156,14 @@ def ensure(venv: Path) -> None:
             lock.close()
 
 
-def server_env() -> dict:
+def server_env(venv: Path) -> dict:
     env = {**os.environ, "LLM_FINETUNING_PLUGIN_ROOT": str(ROOT)}
     # The package runs from the plugin folder: no install into the shared environment.
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")  # no __pycache__ left in the plugin folder
+    if not env.get("PYTHONPYCACHEPREFIX"):
+        # Bytecode goes beside the environment, not into the plugin folder (and is kept: later starts are fast).
+        # The training interpreter's processes drop this again (mcp_server.interpreter.training_env).
+        env["PYTHONPYCACHEPREFIX"] = env["LLM_FINETUNING_SERVER_PYCACHE"] = str(venv / "pycache")
     # Harnesses that can only express paths relative to the plugin (Codex: cwd ".") start us inside the
     # plugin root; runs belong in the person's project, which the inherited PWD still names.
     pwd = os.environ.get("PWD")
@@ -185,8 +188,8 @@ def main() -> None:
         return
     args = [python, "-m", "mcp_server", *sys.argv[1:]]
     if os.name == "nt":
-        sys.exit(subprocess.run(args, env=server_env()).returncode)
-    os.execve(python, args, server_env())
+        sys.exit(subprocess.run(args, env=server_env(venv)).returncode)
+    os.execve(python, args, server_env(venv))
 
 
 if __name__ == "__main__":
