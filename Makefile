@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
 # Both create .venv and install what they need. torch is installed first, so the package's own
-# `torch>=2.4` requirement is already met and pip never pulls a multi-GB CUDA build by accident:
+# `torch>=2.4` requirement (its `train` extra) is already met and pip never pulls a multi-GB CUDA build by accident:
 # without a GPU the CPU build (TORCH_CPU_SPEC; point TORCH_CPU_INDEX at PyTorch's CPU wheel index
 # where that build is not on a local wheel path), with a GPU the regular build (TORCH_GPU_SPEC).
 PYTHON ?= python3
@@ -30,7 +30,7 @@ else
 	@echo "No GPU found: installing the CPU build of torch ($(TORCH_CPU_SPEC))"
 	$(PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
 endif
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[train,test]"
 	touch $@
 
 venv: $(VENV)/.installed

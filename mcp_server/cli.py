@@ -558,6 +558,31 @@ def cmd_check_environment(args) -> int:
     return 1 if report.verdict == "blocked" else 0
 
 
+def _human_prepare(r) -> str:
+    lines = [f"{r.status.upper()}: {r.message}", f"  python: {r.python}", f"  log:    {r.log_path}"]
+    if r.status != "running" and r.log_tail:
+        lines += ["  last lines of the log:"] + [f"    {line}" for line in r.log_tail]
+    return "\n".join(lines)
+
+
+def cmd_prepare_environment(args) -> int:
+    import time
+
+    from mcp_server.training.models import PrepareRequest
+    from mcp_server.training.prepare import prepare_environment
+
+    request = PrepareRequest(path=args.path, torch_spec=args.torch_spec, torch_index=args.torch_index,
+                             restart=args.restart)
+    result = prepare_environment(request)
+    if args.wait and not args.json:
+        print(_human_prepare(result), flush=True)
+    while args.wait and result.status == "running":
+        time.sleep(5)
+        result = prepare_environment(PrepareRequest(path=args.path))
+    _print(result, args.json, _human_prepare)
+    return 1 if result.status == "failed" else 0
+
+
 def _human_launch(r) -> str:
     lines = [r.message]
     for ref in r.refusals:
@@ -644,6 +669,17 @@ def add_training_commands(sub) -> None:
     p.add_argument("--run", help="Judge against this run's target and write <run>/env-report.json.")
     p.add_argument("--json", action="store_true", help="Print the report as JSON.")
     p.set_defaults(handler=cmd_check_environment)
+
+    p = sub.add_parser("prepare-environment", help="Build a training environment (torch, TRL, transformers) in the "
+                       "background; run again for its status.")
+    p.add_argument("--path", help="Where to build it (default: <user data dir>/llm-finetuning/training-venv).")
+    p.add_argument("--torch-spec", help="The torch requirement (default: the CPU build torch==2.13.0 without an "
+                   "NVIDIA GPU, torch>=2.4 with one; TORCH_CPU_SPEC / TORCH_GPU_SPEC override).")
+    p.add_argument("--torch-index", help="Extra package index for torch (default: TORCH_CPU_INDEX without a GPU).")
+    p.add_argument("--restart", action="store_true", help="Build again even when ready or failed.")
+    p.add_argument("--wait", action="store_true", help="Wait until the build is ready or has failed.")
+    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    p.set_defaults(handler=cmd_prepare_environment)
 
     p = sub.add_parser("launch-training", help="Start a run's training (detached) once its gates pass.")
     p.add_argument("run", help="Run directory or its name under runs/.")

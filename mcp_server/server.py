@@ -59,6 +59,8 @@ from mcp_server.training.models import (
     EnvironmentRequest,
     LaunchRequest,
     LaunchResult,
+    PrepareRequest,
+    PrepareResult,
     RunList,
     RunRequest,
     StatusRequest,
@@ -284,6 +286,17 @@ def check_environment(request: EnvironmentRequest) -> EnvironmentReport:
     ready-with-warnings | blocked with reasons, judged against the run's target when a run is given.
     Writes env-report.json (in the run directory, else the workspace root)."""
     from mcp_server.training.environment import check_environment as core
+
+    return core(request)
+
+
+@tool()
+def prepare_environment(request: PrepareRequest) -> PrepareResult:
+    """Build a training environment (a venv with torch (the CPU build without an NVIDIA GPU), TRL, transformers
+    and the rest) in the background, for when there is none to point LLM_FINETUNING_PYTHON at. Returns at once
+    with the log to watch; call again for its status (running | ready | failed, with the log's tail). Once
+    ready, the server samples, validates with TRL, trains and evaluates with it."""
+    from mcp_server.training.prepare import prepare_environment as core
 
     return core(request)
 

@@ -1,64 +1,73 @@
 #!/usr/bin/env python3
-"""Start the llm-finetuning MCP server from the plugin root, preparing its environment on first use.
+"""Start the llm-finetuning MCP server, building its light Python environment on the first start.
 
-Every harness config starts this file with whatever `python3` it finds. Standard library only, so it
-runs before anything is installed. On the first start it creates a virtual environment, installs torch
-(the CPU build when there is no NVIDIA GPU) and this package into it, and says so on stderr; it then
-replaces itself with `python -m mcp_server` from that environment. Later starts find the environment
-ready (a marker holding the fingerprint of pyproject.toml) and exec at once.
+Every harness config starts this file with whatever `python3` it finds. Standard library only, so it runs
+before anything is installed. The server's own environment holds only what its doors need (the package's
+base dependencies: the MCP SDK, pydantic, jsonschema, pyyaml, psutil; no torch), so the first start takes
+seconds: `python -m venv --without-pip`, then this Python's pip installs into it. Training, sampling and
+TRL's checks run in the training interpreter instead (LLM_FINETUNING_PYTHON, or the environment the
+prepare_environment tool builds), never inside a server start.
+
+The environment lives in a per-user cache directory keyed by the requirement set and this Python, not by
+the plugin's path, so every copy of the plugin (Codex and Gemini copy the folder) shares one; its lock and
+install log sit beside it. Nothing is written into the plugin folder. The server runs with the plugin folder
+on PYTHONPATH, so no install of the package itself is needed. Later starts find the environment ready (a
+marker holding the fingerprint) and exec at once.
 
 stdout belongs to the MCP protocol: nothing here writes to it, and installer output goes to stderr.
 
 Environment variables:
-  LLM_FINETUNING_VENV     where the environment lives (default: <plugin root>/.venv, or a per-user cache
-                          directory when the plugin root is not writable)
-  TORCH_SPEC, TORCH_INDEX the torch requirement and an optional index URL (as in the Makefile)
+  LLM_FINETUNING_VENV     where the server's environment lives (default: <user cache>/llm-finetuning/server-<key>)
   LLM_FINETUNING_LAUNCH_DRY_RUN=1   print the plan to stderr and exit without installing or serving
 
-`python3 scripts/launch_server.py --prepare` sets the environment up ahead of time (useful where a
-harness gives a starting server only seconds before it gives up).
+`python3 scripts/launch_server.py --prepare` builds the environment ahead of time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = ".llm-finetuning-ready"
-DEFAULT_TORCH_SPEC = "torch==2.13.0"
-CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def say(message: str) -> None:
     print(f"llm-finetuning: {message}", file=sys.stderr, flush=True)
 
 
+def requirements() -> list[str]:
+    """The package's base dependencies, read from pyproject.toml (a regex: tomllib is 3.11+)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^dependencies\s*=\s*\[(.*?)\]", text, re.S | re.M)
+    if not block:
+        raise SystemExit("llm-finetuning: pyproject.toml has no [project] dependencies list")
+    return re.findall(r'"([^"]+)"', re.sub(r"#[^\n]*", "", block.group(1)))
+
+
 def fingerprint() -> str:
-    """Changes when the package's requirements change, so an upgrade reinstalls."""
-    data = (ROOT / "pyproject.toml").read_bytes()
-    return hashlib.sha256(data + str(ROOT).encode()).hexdigest()
+    """Changes with the requirement set and the Python that builds the environment, never with the
+    plugin's path, so copies of the plugin share one environment."""
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    data = "\n".join(sorted(requirements()) + [sys.version, base])
+    return hashlib.sha256(data.encode()).hexdigest()
 
 
-def _writable(path: Path) -> bool:
-    probe = path if path.exists() else path.parent
-    return os.access(probe, os.W_OK)
+def cache_dir() -> Path:
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "llm-finetuning"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-finetuning"
 
 
 def venv_dir() -> Path:
     if os.environ.get("LLM_FINETUNING_VENV"):
         return Path(os.environ["LLM_FINETUNING_VENV"]).expanduser().resolve()
-    local = ROOT / ".venv"
-    if _writable(local):
-        return local
-    # A read-only plugin cache: keep one environment per plugin root in the user's cache.
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "llm-finetuning" / f"venv-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+    return cache_dir() / f"server-py{sys.version_info[0]}{sys.version_info[1]}-{fingerprint()[:12]}"
 
 
 def venv_python(venv: Path) -> Path:
@@ -70,146 +79,91 @@ def is_ready(venv: Path) -> bool:
     return venv_python(venv).exists() and marker.exists() and marker.read_text().strip() == fingerprint()
 
 
-def has_nvidia_gpu() -> bool:
-    if not shutil.which("nvidia-smi"):
-        return False
+def _pip_can_target(python: str) -> bool:
+    """This Python's pip can install into another environment (`pip --python`, pip >= 22.3)."""
     try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
+        out = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return False
+    match = re.match(r"pip (\d+)\.(\d+)", out)
+    return bool(match) and (int(match.group(1)), int(match.group(2))) >= (22, 3)
 
 
-def _reachable(url: str, timeout: float = 3.0) -> bool:
-    import urllib.request
-
-    try:
-        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
-        return True
-    except Exception:
-        return False
-
-
-def torch_install_args(gpu: bool) -> list[str]:
-    """TORCH_INDEX wins. Without a GPU on Linux, PyPI's torch drags in CUDA libraries: use PyTorch's CPU
-    index when it answers, else the default index (a local mirror or wheelhouse may hold a CPU build)."""
-    args = [os.environ.get("TORCH_SPEC", DEFAULT_TORCH_SPEC)]
-    if os.environ.get("TORCH_INDEX"):
-        return args + ["--index-url", os.environ["TORCH_INDEX"]]
-    if not gpu and sys.platform.startswith("linux") and _reachable(CPU_TORCH_INDEX + "/"):
-        return args + ["--extra-index-url", CPU_TORCH_INDEX]
-    return args
-
-
-def install_plan(venv: Path, gpu: bool = False) -> list[list[str]]:
-    """The commands that prepare the environment, in order."""
-    py = str(venv_python(venv))
-    torch = [py, "-m", "pip", "install", "--quiet", *torch_install_args(gpu)]
-    plan = []
-    if not venv_python(venv).exists():
-        plan.append([sys.executable, "-m", "venv", str(venv)])
-    plan += [
-        [py, "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-        torch,
-        # Editable, so the server finds the plugin's references/ and commands/ beside the package.
-        [py, "-m", "pip", "install", "--quiet", "-e", str(ROOT)],
-    ]
-    return plan
+def install_plan(venv: Path) -> list[list[str]]:
+    """The commands that build the environment, in order. Fast path: a venv without pip, filled by this
+    Python's pip; else a venv with its own pip."""
+    py, reqs = str(venv_python(venv)), requirements()
+    # --no-compile: bytecode is written on first import instead (halves the install time).
+    quiet = ["--quiet", "--no-compile", "--disable-pip-version-check"]
+    if _pip_can_target(sys.executable):
+        return [[sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                [sys.executable, "-m", "pip", "--python", py, "install", *quiet, *reqs]]
+    return [[sys.executable, "-m", "venv", str(venv)], [py, "-m", "pip", "install", *quiet, *reqs]]
 
 
 def prepare(venv: Path) -> None:
-    gpu = has_nvidia_gpu()
-    say(
-        f"first start: preparing the server's Python environment in {venv} "
-        f"({'NVIDIA GPU found' if gpu else 'no GPU found: installing the CPU build of torch'}). "
-        "This takes a few minutes once; later starts are instant."
-    )
-    plan = install_plan(venv, gpu)
+    say(f"first start: building the server's light environment in {venv} (the MCP SDK, pydantic, jsonschema, "
+        "pyyaml; no torch). A few seconds once; later starts are instant.")
+    plan = install_plan(venv)
     if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
         for cmd in plan:
             say("would run: " + " ".join(cmd))
         return
+    if venv.exists():  # a half-built environment from an interrupted start
+        shutil.rmtree(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
-    for cmd in plan:
-        say("running: " + " ".join(cmd))
-        # Installer output goes to stderr: stdout is the MCP channel.
-        result = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr)
-        if result.returncode != 0:
-            say(f"setup failed (exit {result.returncode}) at: {' '.join(cmd)}")
-            say("fix the error above, or set LLM_FINETUNING_VENV to a prepared environment, then restart.")
-            sys.exit(result.returncode)
+    log = venv.parent / f"{venv.name}.install.log"
+    with open(log, "w", encoding="utf-8") as out:
+        for cmd in plan:
+            say("running: " + " ".join(cmd))
+            out.write("$ " + " ".join(cmd) + "\n")
+            out.flush()
+            result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if result.returncode != 0:
+                out.flush()
+                sys.stderr.write(log.read_text(encoding="utf-8", errors="replace")[-3000:])
+                say(f"setup failed (exit {result.returncode}); the log is {log}. Fix the error above, or set "
+                    "LLM_FINETUNING_VENV to an environment with this package's dependencies, then restart.")
+                sys.exit(result.returncode)
     (venv / MARKER).write_text(fingerprint() + "\n")
-    say("environment ready.")
+    say("server environment ready.")
 
 
 def _lock(venv: Path):
-    """Two harness windows starting at once must not install into the same environment together."""
+    """Two harness windows starting at once must not build the same environment together."""
     try:
         import fcntl
     except ImportError:  # Windows: no advisory lock; first starts rarely race there
         return None
     venv.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(venv.parent / f".{venv.name}.lock", "w")
+    handle = open(venv.parent / f"{venv.name}.lock", "w")
     fcntl.flock(handle, fcntl.LOCK_EX)
     return handle
 
 
-def prepare_locked(venv: Path) -> int:
-    """`--prepare`: set the environment up (once), holding the lock."""
+def ensure(venv: Path) -> None:
+    if is_ready(venv):
+        return
+    if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+        prepare(venv)
+        return
     lock = _lock(venv)
     try:
-        if is_ready(venv):
-            say(f"environment ready in {venv}")
-        else:
+        if not is_ready(venv):  # another start may have built it while we waited for the lock
             prepare(venv)
     finally:
         if lock:
             lock.close()
-    return 0
 
 
-def prepare_detached(venv: Path) -> None:
-    """Run `--prepare` in its own session, so a harness that gives up on a slow first start (and kills
-    us) does not kill the install half-way; the next start then finds it finished or waits for it."""
-    log = venv.parent / f"{venv.name}.install.log"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    start = log.stat().st_size if log.exists() else 0
-    with open(log, "ab") as out:
-        child = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--prepare"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-        )
-    # Mirror the installer's log to our stderr while waiting.
-    with open(log, "rb") as reader:
-        reader.seek(start)
-        while True:
-            chunk = reader.read()
-            if chunk:
-                sys.stderr.buffer.write(chunk)
-                sys.stderr.flush()
-            if child.poll() is not None:
-                sys.stderr.buffer.write(reader.read())
-                sys.stderr.flush()
-                break
-            time.sleep(0.5)
-    if child.returncode != 0:
-        sys.exit(child.returncode)
-
-
-def main() -> None:
-    dry_run = bool(os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"))
-    venv = venv_dir()
-    if sys.argv[1:2] == ["--prepare"]:
-        sys.exit(prepare_locked(venv))
-    if not is_ready(venv):
-        if dry_run:
-            prepare(venv)
-            return
-        prepare_detached(venv)
-    elif dry_run:
-        say(f"environment ready in {venv}; would exec: {venv_python(venv)} -m mcp_server")
-        return
-    python = str(venv_python(venv))
+def server_env(venv: Path) -> dict:
     env = {**os.environ, "LLM_FINETUNING_PLUGIN_ROOT": str(ROOT)}
+    # The package runs from the plugin folder: no install into the shared environment.
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    if not env.get("PYTHONPYCACHEPREFIX"):
+        # Bytecode goes beside the environment, not into the plugin folder (and is kept: later starts are fast).
+        # The training interpreter's processes drop this again (mcp_server.interpreter.training_env).
+        env["PYTHONPYCACHEPREFIX"] = env["LLM_FINETUNING_SERVER_PYCACHE"] = str(venv / "pycache")
     # Harnesses that can only express paths relative to the plugin (Codex: cwd ".") start us inside the
     # plugin root; runs belong in the person's project, which the inherited PWD still names.
     pwd = os.environ.get("PWD")
@@ -217,10 +171,25 @@ def main() -> None:
         if Path(pwd).is_dir() and Path(pwd).resolve() != ROOT:
             env["LLM_FINETUNING_WORKSPACE"] = pwd
             say(f"workspace: {pwd}")
+    return env
+
+
+def main() -> None:
+    venv = venv_dir()
+    if sys.argv[1:2] == ["--prepare"]:
+        ensure(venv)
+        say(f"server environment ready in {venv}")
+        return
+    ensure(venv)
+    python = str(venv_python(venv))
+    if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+        if is_ready(venv):
+            say(f"environment ready in {venv}; would exec: {python} -m mcp_server")
+        return
     args = [python, "-m", "mcp_server", *sys.argv[1:]]
     if os.name == "nt":
-        sys.exit(subprocess.run(args, env=env).returncode)
-    os.execve(python, args, env)
+        sys.exit(subprocess.run(args, env=server_env(venv)).returncode)
+    os.execve(python, args, server_env(venv))
 
 
 if __name__ == "__main__":

@@ -150,19 +150,15 @@ def run_launcher(venv: Path, cwd: Path, **env):
     )
 
 
-@pytest.mark.parametrize("gpu", [False, True])
-def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path, gpu):
-    fake = tmp_path / "bin" / "nvidia-smi"  # a GPU present or not, on any machine: nvidia-smi -L succeeds or fails
-    fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\nexit {0 if gpu else 1}\n")
-    fake.chmod(0o755)
-    proc = run_launcher(tmp_path / "venv", tmp_path, TORCH_SPEC="torch==2.13.0", TORCH_INDEX="",
-                        PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path):
+    proc = run_launcher(tmp_path / "venv", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""  # stdout is the MCP channel
     assert "first start" in proc.stderr and "later starts are instant" in proc.stderr
-    assert ("NVIDIA GPU found" in proc.stderr) == gpu and ("no GPU found" in proc.stderr) == (not gpu)
-    assert "-m venv" in proc.stderr and "torch==2.13.0" in proc.stderr and f"-e {ROOT}" in proc.stderr
+    # The server's environment is light: the base dependencies, no torch, no install of the plugin itself.
+    assert "-m venv" in proc.stderr and "mcp>=2" in proc.stderr and "pydantic" in proc.stderr
+    plan = [line for line in proc.stderr.splitlines() if "would run" in line]
+    assert len(plan) == 2 and not any("torch" in line or " -e " in line for line in plan), plan
 
 
 def ready_venv(tmp_path: Path) -> Path:

@@ -39,7 +39,8 @@ def _run_with_base_as_checkpoint(ws: Path, tiny_model: Path) -> Path:
 @pytest.fixture(scope="module")
 def doors(tmp_path_factory, tiny_model):
     ws = tmp_path_factory.mktemp("doors-ws")
-    env = {"LLM_FINETUNING_WORKSPACE": str(ws)}
+    # Per-user dirs under the test's workspace: prepare_environment records its build there.
+    env = {"LLM_FINETUNING_WORKSPACE": str(ws), "XDG_DATA_HOME": str(ws / "data"), "XDG_CACHE_HOME": str(ws / "cache")}
     goldens = ws / "goldens.jsonl"
     write_jsonl([{k: r[k] for k in ("prompt", "answer")} for r in make_task(n=8, max_operand=3)], goldens)
     same = _run_with_base_as_checkpoint(ws, tiny_model)
@@ -88,6 +89,9 @@ def doors(tmp_path_factory, tiny_model):
                                    track=True)
         r["promote"] = await call("promote_checkpoint", {"run": str(same)}, track=True)
         r["export"] = await call("export_model", {"run": str(same), "allow_unpromoted": True}, track=True)
+        # A build that cannot succeed (no such torch, no such index): it starts, then fails with its log.
+        r["prepare"] = await call("prepare_environment", {"path": str(ws / "training-venv"), "torch_spec": "torch==0.0.1.dev0",
+                                                          "torch_index": "file:///nonexistent"})
         # Conventions: what a client gets wrong.
         r["unknown"] = await client.call_tool("emit_grpo_config", {"model": "tiny", "gpuu": "H100"})
         r["nested_unknown"] = await client.call_tool("emit_grpo_config", {
@@ -106,6 +110,13 @@ def doors(tmp_path_factory, tiny_model):
     results = asyncio.run(call_mcp(calls, env=env, logging_callback=on_log, log_level="info"))
     return SimpleNamespace(ws=ws, env=env, run=Path(results["emit"].structured_content["run_dir"]), same=same,
                            binary=binary, r=results, progress=progress, logs=logs, called=called)
+
+
+def test_prepare_environment_starts_a_build_in_the_per_user_data_dir(doors):
+    started = _ok(doors.r["prepare"])
+    assert started["status"] in ("running", "failed") and not started["in_use"]
+    assert Path(started["venv"]) == doors.ws / "training-venv"
+    assert Path(started["log_path"]).is_relative_to(doors.ws / "data")
 
 
 def _ok(result) -> dict:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, atomic_write_text, new_run_dir, workspace_root
 
 
@@ -321,6 +322,7 @@ def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:
 
 
 # ---------------------------------------------------------------- the walk
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = False,
              settings: DemoSettings | None = None) -> DemoSummary:
     from mcp_server.evaluation.tiny_suite import tiny_split

@@ -15,6 +15,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import runs_root, sha256_file, workspace_root
 
 
@@ -187,6 +188,7 @@ def summarise(items: list[ItemResult]) -> tuple[int, float, float, float]:
 
 
 # ---------------------------------------------------------------- the tool
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silent) -> EvaluationResult:
     from mcp_server.inspection.sampling import resolve_model
 

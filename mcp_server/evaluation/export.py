@@ -16,6 +16,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.reporting import Report, silent
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_text, sha256_file
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
@@ -92,6 +93,7 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
     return "\n".join(lines) + "\n"
 
 
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     from mcp_server.evaluation.promote import _load_any, run_paths
     from mcp_server.inspection.paths import resolve_run_dir

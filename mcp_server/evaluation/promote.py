@@ -24,6 +24,7 @@ from mcp_server.evaluation.evaluate import (
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 NOISE_POINTS = 1.0
@@ -150,6 +151,7 @@ def _stage(report: Report, stage: str) -> Report:
     return lambda done, total, message: report(done, total, f"{stage}: {message}")
 
 
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
     from mcp_server.inspection.paths import resolve_run_dir
     from mcp_server.inspection.sampling import resolve_model

@@ -36,6 +36,7 @@ def load_rows(dataset: str, split: str = "train", config: str | None = None) -> 
 
 def read_file(path: Path) -> list[dict]:
     """Every row of a local .jsonl/.json/.csv/.parquet file; a malformed row is an error naming its line."""
+    path = Path(path)
     try:
         if path.suffix == ".jsonl":
             rows = []
@@ -58,8 +59,12 @@ def read_file(path: Path) -> list[dict]:
             with open(path, encoding="utf-8", newline="") as handle:
                 return list(csv.DictReader(handle))
         if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:  # the light server: the training interpreter has pyarrow (with datasets)
+                from mcp_server.worker import in_training
 
+                return in_training("mcp_server.inspection.data:read_file", str(path))
             return pq.read_table(path).to_pylist()
     except (OSError, ValueError) as exc:
         if isinstance(exc, UserInputError):

@@ -36,6 +36,7 @@ from mcp_server.inspection.paths import (
 )
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 # Rewards that say whether the task was done (the rest shape form: format, length).
@@ -194,6 +195,7 @@ def success_rule_text(specs: list[RewardSpec], threshold: float | None) -> str:
     return "total reward > 0 (no task reward such as correctness_reward is configured)"
 
 
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
     from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 

@@ -13,8 +13,6 @@ import datetime as _dt
 import json
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, SampleRequest, Samp
 from mcp_server.inspection.paths import inspection_dir, meta_path, resolve_run_dir, samples_path
 from mcp_server.reporting import Report, silent
 from mcp_server.userfiles import read_yaml
+from mcp_server.worker import in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
@@ -315,37 +314,16 @@ def _release_gpu() -> None:
 
 
 def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
-    """Sample in the training interpreter (LLM_FINETUNING_PYTHON, default this one): its transformers,
-    TRL defaults and vLLM are the ones training will use."""
+    """Sample in the training interpreter (mcp_server.worker): its transformers, TRL defaults and vLLM are
+    the ones training will use."""
     run_dir = resolve_run_dir(request.run)
-    python = os.environ.get("LLM_FINETUNING_PYTHON")
-    if python and os.path.realpath(python) != os.path.realpath(sys.executable):
-        return _sample_in_interpreter(python, request.model_copy(update={"run": str(run_dir)}))
-    return _sample_here(request, run_dir, report)
+    return in_training("mcp_server.inspection.sampling:sample_here", request.model_copy(update={"run": str(run_dir)}),
+                       report=report)
 
 
-def _sample_in_interpreter(python: str, request: SampleRequest) -> SampleResult:
-    env = {k: v for k, v in os.environ.items() if k != "LLM_FINETUNING_PYTHON"}
-    try:
-        proc = subprocess.run(
-            [python, "-m", "mcp_server.inspection.sampling", request.model_dump_json()],
-            capture_output=True, text=True, env=env,
-        )
-    except OSError as exc:
-        raise UserInputError("LLM_FINETUNING_PYTHON", f"cannot run {python}: {exc}") from None
-    if proc.returncode == 2 and proc.stderr.strip().startswith("{"):
-        error = json.loads(proc.stderr.strip().splitlines()[-1])
-        raise UserInputError(error["field"], error["message"])
-    if proc.returncode != 0:
-        raise UserInputError(
-            "LLM_FINETUNING_PYTHON",
-            f"sampling with {python} failed: {proc.stderr.strip()[-600:]}. Point it at a Python that has torch, "
-            "transformers, trl and this package installed.",
-        )
-    return SampleResult.model_validate_json(proc.stdout.strip().splitlines()[-1])
-
-
-def _sample_here(request: SampleRequest, run_dir: Path, report: Report = silent) -> SampleResult:
+def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
+    """sample_completions in this (the training) interpreter."""
+    run_dir = Path(request.run)
     config = read_run_config(run_dir)
     data = _data_settings(request, config)
     rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
@@ -368,6 +346,7 @@ def _sample_here(request: SampleRequest, run_dir: Path, report: Report = silent)
     else:
         groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report)
     seconds = time.perf_counter() - started
+    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s")
 
     lines, sample_id, truncated = [], 0, 0
     for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
@@ -441,11 +420,3 @@ def _sample_here(request: SampleRequest, run_dir: Path, report: Report = silent)
         next_step=next_step,
     )
 
-
-if __name__ == "__main__":  # the training interpreter's side of _sample_in_interpreter
-    try:
-        result = sample_completions(SampleRequest.model_validate_json(sys.argv[1]))
-    except UserInputError as exc:
-        print(json.dumps({"field": exc.field, "message": str(exc).split(": ", 1)[-1]}), file=sys.stderr)
-        sys.exit(2)
-    print(result.model_dump_json())

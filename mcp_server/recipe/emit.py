@@ -13,7 +13,7 @@ import yaml
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.model_info import is_moe, resolve_model
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
-from mcp_server.recipe.trl_fields import installed_trl, trl_defaults
+from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import resolve_target, validate_values
 from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS, choose_variant
 from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
@@ -99,7 +99,10 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     values = {**model_fields, **_dataset_fields(request, run_dir), **recipe}
     values.update(_trl_cli_rewards(request))
     values.update(request.overrides)
-    defaults = trl_defaults()
+    try:
+        defaults = trl_defaults()
+    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
+        defaults = {}
     # Recipe values are always written, so a later TRL with other defaults runs the same recipe; other values
     # only when they differ from the installed TRL's defaults.
     explicit = ALWAYS_WRITTEN | set(recipe) | (set(model_fields) - {"dtype"}) | set(request.overrides)
@@ -181,7 +184,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
                                  override_reason=request.override_reason, is_moe=moe)
 
     train = run_dir / "train"
-    trl_version = installed_trl()["trl_version"]
+    trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
     header = (
         f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"

@@ -69,6 +69,8 @@ def finding(code, field, severity, message, fix=None) -> Finding:
 def rule_known_keys(ctx: Context) -> list[Finding]:
     out = []
     known = ctx.trl["fields"]
+    if not known:
+        return out  # no training interpreter: validation says TRL's checks did not run
     for key in ctx.values:
         if key in known:
             if known[key].get("deprecated"):
@@ -162,8 +164,9 @@ def rule_batches(ctx: Context) -> list[Finding]:
             return out
     else:
         spg = spg if isinstance(spg, int) else ctx.get("gradient_accumulation_steps")
-        gbs = global_batch * spg
-    if g >= 2 and gbs % g:
+        # Without a training interpreter TRL's default is unknown (validation says TRL's checks did not run).
+        gbs = global_batch * spg if isinstance(spg, int) else None
+    if gbs is not None and g >= 2 and gbs % g:
         out.append(finding("generation_batch_not_divisible", "num_generations", "error",
                            f"the generation batch ({gbs} = {per_device} per device x {world} processes x "
                            f"{spg if spg else gbs // global_batch} steps) is not divisible by num_generations={g}: "
@@ -224,7 +227,7 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
 
 
 def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
-    if "loss_type" in ctx.values:
+    if "loss_type" in ctx.values or not ctx.trl["fields"]:
         return []
     default = ctx.trl["fields"].get("loss_type", {}).get("default")
     return [finding("loss_type_implicit", "loss_type", "info",
@@ -253,29 +256,43 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     if not names and not config_funcs and not ctx.values.get("reward_model_name_or_path"):
         return [finding("no_reward", "reward_funcs", "error", "no reward source: GRPO has nothing to optimise.",
                         "add reward_funcs (registry names or dotted paths) or a rewards.json beside the config")]
+    specs = [s if isinstance(s, dict) else s.model_dump() for s in (ctx.reward_specs or [])]
+    if ctx.trl["fields"]:
+        # Rewards import what training has (math-verify, transformers, the person's modules): resolve them in
+        # the training interpreter, which answered for TRL's fields above.
+        from mcp_server.worker import in_training
+
+        problems = in_training("mcp_server.recipe.rules:reward_problems", specs, config_funcs)
+    else:
+        problems = reward_problems(specs, config_funcs)
+    out = [finding("reward_unresolvable", field, "error", message, fix) for field, message, fix in problems]
+    weights = ctx.values.get("reward_weights")
+    count = len(ctx.reward_specs or config_funcs)
+    if weights is not None and count and len(weights) != count:
+        out.append(finding("reward_weights_mismatch", "reward_weights", "error",
+                           f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
+    return out
+
+
+def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
+    """(field, message, fix) for each reward that cannot be built or imported here."""
     out = []
-    if ctx.reward_specs:
+    if specs:
         from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 
-        for i, spec in enumerate(ctx.reward_specs):
+        for i, spec in enumerate(specs):
             try:
                 build_reward_funcs([spec])
             except Exception as exc:  # any failure to build is a finding, never a crash
-                out.append(finding("reward_unresolvable", f"rewards[{i}].name", "error", str(exc),
-                                   "use a registry name (list_rewards) or an importable dotted path"))
+                out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable dotted path"))
     trl_builtin = {"accuracy_reward", "reasoning_accuracy_reward", "think_format_reward", "get_soft_overlong_punishment"}
     for i, name in enumerate(config_funcs):
         if name in trl_builtin:
             continue
         error = _resolve_dotted(name)
         if error:
-            out.append(finding("reward_unresolvable", f"reward_funcs[{i}]", "error", error,
-                               f"use one of TRL's names ({', '.join(sorted(trl_builtin))}) or an importable dotted path"))
-    weights = ctx.values.get("reward_weights")
-    count = len(ctx.reward_specs or config_funcs)
-    if weights is not None and count and len(weights) != count:
-        out.append(finding("reward_weights_mismatch", "reward_weights", "error",
-                           f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
+            out.append((f"reward_funcs[{i}]", error,
+                        f"use one of TRL's names ({', '.join(sorted(trl_builtin))}) or an importable dotted path"))
     return out
 
 

@@ -1,19 +1,19 @@
 """What the installed TRL accepts: its config fields, defaults, help texts and choices.
 
-"The installed TRL" is the one that will train: when LLM_FINETUNING_PYTHON names another interpreter, the
-probe runs there (`python -m mcp_server.recipe.trl_fields`) and answers in JSON; otherwise in-process.
+"The installed TRL" is the one that will train: the probe and GRPOConfig run in the training interpreter
+(mcp_server.worker.in_training: in-process when that is this Python, else in its persistent worker). The
+fields are fetched once per interpreter and cached here, so later validations cost no round trip for them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from functools import lru_cache
+import threading
 
 from mcp_server.errors import UserInputError
+from mcp_server.interpreter import require_training_python
+from mcp_server.worker import in_training
 
 # Where each YAML key of `trl grpo --config` comes from (the four dataclasses TRL's grpo script parses).
 SECTIONS = ("GRPOScriptArguments", "GRPOConfig", "ModelConfig", "DatasetMixtureConfig")
@@ -28,11 +28,6 @@ KNOWN_CHOICES: dict[str, list[str]] = {
     "multi_objective_aggregation": ["sum_then_normalize", "normalize_then_sum"],
     "vllm_importance_sampling_mode": ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"],
 }
-
-
-def training_python() -> str:
-    """The interpreter that will train (LLM_FINETUNING_PYTHON), default: this one."""
-    return os.environ.get("LLM_FINETUNING_PYTHON") or sys.executable
 
 
 def _jsonable(value):
@@ -89,29 +84,31 @@ def probe_installed_trl() -> dict:
     return {"trl_version": trl.__version__, "fields": fields, "choices": choices}
 
 
-@lru_cache(maxsize=4)
-def _probe_cached(python: str) -> dict:
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        try:
-            return probe_installed_trl()
-        except ImportError as exc:
-            raise UserInputError("trl", f"TRL is not importable in {python}: {exc}. Install it: pip install trl") from None
-    proc = subprocess.run([python, "-m", "mcp_server.recipe.trl_fields"], capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise UserInputError(
-            "LLM_FINETUNING_PYTHON",
-            f"could not introspect TRL with {python}: {proc.stderr.strip()[-400:]}. "
-            "Point it at a Python that has trl and this package installed.",
-        )
-    return json.loads(proc.stdout)
+_cache: dict[str, dict] = {}
+_cache_lock = threading.Lock()
 
 
 def installed_trl() -> dict:
-    return _probe_cached(training_python())
+    """The training interpreter's TRL: {trl_version, fields, choices}. Without a training interpreter, a
+    UserInputError naming prepare_environment and LLM_FINETUNING_PYTHON."""
+    python = require_training_python()
+    with _cache_lock:
+        if python not in _cache:
+            try:
+                _cache[python] = in_training("mcp_server.recipe.trl_fields:probe_installed_trl")
+            except ImportError as exc:
+                raise UserInputError("trl", f"TRL is not importable in {python}: {exc}. Install it: pip install trl") from None
+        return _cache[python]
 
 
 def trl_defaults() -> dict:
     return {name: meta["default"] for name, meta in installed_trl()["fields"].items()}
+
+
+def grpo_config_error(values: dict, world_size: int) -> str | None:
+    """TRL's own verdict on the GRPOConfig part of `values` for the target world size, in the training
+    interpreter (see instantiate_grpo_config)."""
+    return in_training("mcp_server.recipe.trl_fields:instantiate_grpo_config", values, world_size)
 
 
 def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
@@ -139,7 +136,3 @@ def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
         except (ValueError, TypeError, AssertionError) as exc:
             return str(exc)
     return None
-
-
-if __name__ == "__main__":  # the probe, run in the training interpreter
-    print(json.dumps(probe_installed_trl()))

@@ -7,7 +7,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import RULES, Context, finding
-from mcp_server.recipe.trl_fields import installed_trl, instantiate_grpo_config
+from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
 from mcp_server.userfiles import read_json, read_reward_specs, read_yaml
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -47,8 +47,14 @@ def resolve_target(gpu_name: str, num_gpus: int):
 
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None) -> ValidationResult:
-    """Validate a dict of config fields for a target. The core of validate_grpo_config and of emission."""
-    trl = installed_trl()
+    """Validate a dict of config fields for a target. The core of validate_grpo_config and of emission.
+    Without a training interpreter every rule that needs no TRL still runs, and a finding says that TRL's
+    own checks did not run and how to get them."""
+    skipped = None
+    try:
+        trl = installed_trl()
+    except UserInputError as exc:
+        trl, skipped = {"trl_version": None, "fields": {}, "choices": {}}, exc
     try:
         gpu_obj, gpu_name = resolve_target(gpu, num_gpus)
     except UserInputError as exc:
@@ -61,9 +67,16 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe)
     findings = [f for rule in RULES for f in rule(ctx)]
-    if not any(f.severity == "error" for f in findings):
+    if skipped is not None:
+        findings.append(finding(
+            "trl_checks_skipped", skipped.field, "warning",
+            "TRL's own checks did not run (unknown or renamed fields, choices, GRPOConfig's validation): "
+            + str(skipped).removeprefix(f"{skipped.field}: "),
+            "run prepare_environment, or set LLM_FINETUNING_PYTHON to your training environment's Python, "
+            "then validate again"))
+    elif not any(f.severity == "error" for f in findings):
         grpo_keys = {k for k, meta in trl["fields"].items() if meta["owner"] == "GRPOConfig"}
-        error = instantiate_grpo_config({k: v for k, v in values.items() if k in grpo_keys}, ctx.training_processes)
+        error = grpo_config_error({k: v for k, v in values.items() if k in grpo_keys}, ctx.training_processes)
         if error:
             findings.append(finding("trl_rejected", None, "error", f"TRL's GRPOConfig rejects this config: {error}",
                                     "change the fields the message names"))

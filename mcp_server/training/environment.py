@@ -1,7 +1,8 @@
 """check_environment: what the training interpreter and this machine offer, and whether a run can start here.
 
-The probe runs in the training interpreter (`LLM_FINETUNING_PYTHON`, default the server's own), because that
-is the Python that will train: its torch, its CUDA, its TRL. The server itself never imports torch for this.
+The probe runs in the training interpreter (mcp_server.interpreter: LLM_FINETUNING_PYTHON, else the server's
+own when it has TRL, else the one prepare_environment built), because that is the Python that will train: its
+torch, its CUDA, its TRL. It goes through mcp_server.worker, so the server itself never imports torch for it.
 """
 
 from __future__ import annotations
@@ -10,77 +11,89 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.interpreter import no_training_python_message, read_state, training_python
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
 from mcp_server.workspace import WorkspaceError, atomic_write_json, resolve_run, workspace_root
+from mcp_server.worker import in_training
 
 PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "deepspeed", "vllm")
 REQUIRED = ("torch", "trl", "transformers", "accelerate", "datasets")
 MIN_FREE_DISK_GIB = 2.0
+# TRL states the vLLM versions it supports in trl/import_utils.py (TRL 1.16:
+# `Version("0.22.0") <= _vllm_base_version <= Version("0.31.0")`); read from the installed TRL, never assumed.
+VLLM_WINDOW = re.compile(r'Version\("([0-9][0-9.]*)"\)\s*<=\s*_vllm_base_version\s*<=\s*Version\("([0-9][0-9.]*)"\)')
 
-# Runs in the training interpreter; prints one JSON object. Only the standard library and torch.
-PROBE = r"""
-import json, importlib.metadata as md
-out = {"packages": {}, "gpus": [], "cuda_version": None, "torch_error": None}
-for name in %(packages)r:
+
+def vllm_window_of_trl() -> list[str] | None:
+    """[lowest, highest] vLLM version the installed TRL supports, read from its import_utils.py; None when
+    TRL is absent or states no window."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.origin:
+        return None
     try:
-        out["packages"][name] = md.version(name)
-    except md.PackageNotFoundError:
-        out["packages"][name] = None
-try:
-    import torch
-    if torch.cuda.is_available():
-        out["cuda_version"] = torch.version.cuda
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            out["gpus"].append({"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 2),
-                                "compute_capability": f"{p.major}.{p.minor}", "bf16": p.major >= 8})
-except Exception as exc:
-    out["torch_error"] = f"{type(exc).__name__}: {exc}"
-print(json.dumps(out))
-"""
+        source = (Path(spec.origin).parent / "import_utils.py").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = VLLM_WINDOW.search(source)
+    return [match.group(1), match.group(2)] if match else None
 
 
-def training_python() -> str:
-    """The interpreter that trains: LLM_FINETUNING_PYTHON, else the server's own."""
-    return os.environ.get("LLM_FINETUNING_PYTHON") or sys.executable
+def probe_interpreter() -> dict:
+    """Runs in the training interpreter: package versions, GPUs, CUDA, and TRL's vLLM window."""
+    import importlib.metadata as md
+
+    out = {"packages": {}, "gpus": [], "cuda_version": None, "torch_error": None, "vllm_window": vllm_window_of_trl()}
+    for name in PACKAGES:
+        try:
+            out["packages"][name] = md.version(name)
+        except md.PackageNotFoundError:
+            out["packages"][name] = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            out["cuda_version"] = torch.version.cuda
+            for i in range(torch.cuda.device_count()):
+                p = torch.cuda.get_device_properties(i)
+                out["gpus"].append({"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 2),
+                                    "compute_capability": f"{p.major}.{p.minor}", "bf16": p.major >= 8})
+    except Exception as exc:
+        out["torch_error"] = f"{type(exc).__name__}: {exc}"
+    return out
 
 
 PROBE_TTL_S = 300.0
 _probe_cache: dict[tuple[str, str | None], tuple[float, dict]] = {}
 
 
-def _probe(python: str) -> dict:
+def _probe(python: str | None) -> dict:
     """The interpreter's packages and GPUs, cached for a few minutes in this process: a launch right after a
     check does not pay for importing torch again (disk and memory are read fresh every time). The GPUs it
     sees depend on CUDA_VISIBLE_DEVICES, so that is part of the key."""
+    if python is None:
+        message = no_training_python_message()
+        if read_state().get("status") == "running":
+            message += f"; prepare_environment is building one now (log: {read_state().get('log')}): call it again for its status"
+        return {"packages": {}, "gpus": [], "probe_error": message}
     key = (python, os.environ.get("CUDA_VISIBLE_DEVICES"))
     cached = _probe_cache.get(key)
     if cached and time.monotonic() - cached[0] < PROBE_TTL_S:
         return cached[1]
-    result = _run_probe(python)
-    if "probe_error" not in result:
-        _probe_cache[key] = (time.monotonic(), result)
+    try:
+        result = in_training("mcp_server.training.environment:probe_interpreter")
+    except UserInputError as exc:
+        return {"packages": {}, "gpus": [], "probe_error": str(exc).removeprefix(f"{exc.field}: ")}
+    _probe_cache[key] = (time.monotonic(), result)
     return result
-
-
-def _run_probe(python: str) -> dict:
-    try:
-        proc = subprocess.run(
-            [python, "-c", PROBE % {"packages": PACKAGES}], capture_output=True, text=True, timeout=180
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"packages": {}, "gpus": [], "probe_error": f"could not run {python}: {exc}"}
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        return {"packages": {}, "gpus": [], "probe_error": f"{python} failed: {proc.stderr.strip()[-500:]}"}
 
 
 def _driver_version() -> str | None:
@@ -107,9 +120,11 @@ def _memory_gib() -> tuple[float | None, float | None]:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
+    """Release numbers only: "0.24.0+cu129" and "0.31.0.post1" compare as (0, 24, 0) and (0, 31, 0), as TRL's
+    base_version does."""
     parts = []
-    for piece in version.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
+    for piece in version.split("+")[0].split(".")[:3]:
+        digits = re.match(r"\d*", piece).group()
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
 
@@ -129,7 +144,7 @@ def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_d
     blockers, warnings = [], []
     pkgs = probe.get("packages", {})
     if probe.get("probe_error"):
-        blockers.append(probe["probe_error"] + " (set LLM_FINETUNING_PYTHON to a Python with torch and trl)")
+        blockers.append(probe["probe_error"])
     for name in REQUIRED:
         if pkgs and not pkgs.get(name):
             blockers.append(f"{name} is not installed in the training interpreter: pip install {name}")
@@ -170,6 +185,12 @@ def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_d
         blockers.append("the config sets use_vllm: true but vllm is not installed: pip install vllm, or set use_vllm: false")
     if (num_gpus > 1 or config.get("deepspeed")) and target_gpu.lower() != "cpu" and not pkgs.get("deepspeed"):
         warnings.append("deepspeed is not installed: ZeRO strategies are unavailable (ddp or fsdp still work)")
+    window = probe.get("vllm_window")
+    if pkgs.get("vllm") and window and not (
+            _version_tuple(window[0]) <= _version_tuple(pkgs["vllm"]) <= _version_tuple(window[1])):
+        problem = (f"vllm {pkgs['vllm']} is outside the versions TRL {pkgs.get('trl')} supports ({window[0]} to "
+                   f"{window[1]}, from trl/import_utils.py): pip install 'vllm>={window[0]},<={window[1]}'")
+        (blockers if config.get("use_vllm") else warnings).append(problem)
     if gpus and not pkgs.get("vllm"):
         warnings.append("vllm is not installed: generation uses transformers (slower); pip install vllm")
     return blockers, warnings
@@ -211,7 +232,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
         blockers=blockers,
         warnings=warnings,
         allows=allows,
-        python=python,
+        python=python or "none (run prepare_environment or set LLM_FINETUNING_PYTHON)",
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
         gpus=gpus,
         cuda_version=probe.get("cuda_version"),
@@ -221,6 +242,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
         ram_available_gib=ram_free,
         free_disk_gib=free_disk,
         packages=probe.get("packages", {}),
+        vllm_window=probe.get("vllm_window"),
         target=target,
         report_path=str(report_path),
         checked_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

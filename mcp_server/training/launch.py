@@ -24,7 +24,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mcp_server.training.environment import read_run_target, training_python
+from mcp_server.interpreter import require_training_python as training_python
+from mcp_server.interpreter import training_env
+from mcp_server.training.environment import read_run_target
 from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.runstate import (
     checkpoints,
@@ -382,7 +384,8 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         log.write(f"==== llm-finetuning {'resume from ' + resumed_from if resumed_from else 'launch'} at {stamp}\n".encode())
         log.flush()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # train.py imports this package: from the plugin folder when the training Python lacks it.
+        env = {**training_env(training_python()), "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
             ["bash", "train/launch.sh"], cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env,

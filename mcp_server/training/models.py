@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_server.inputs import PathText, Request
+from mcp_server.inputs import Name, PathText, Request
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
 RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped"]
@@ -17,6 +17,45 @@ Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 
 
 # ---------------------------------------------------------------- environment
+class PrepareRequest(Request):
+    path: PathText | None = Field(
+        default=None,
+        description="Where to build the training environment (a virtual environment). Default: "
+        "<user data dir>/llm-finetuning/training-venv (XDG_DATA_HOME, else ~/.local/share).",
+    )
+    torch_spec: Name | None = Field(
+        default=None,
+        description="The torch requirement. Default: without an NVIDIA GPU the CPU build (TORCH_CPU_SPEC, else "
+        "torch==2.13.0), with one the regular build (TORCH_GPU_SPEC, else torch>=2.4).",
+    )
+    torch_index: PathText | None = Field(
+        default=None,
+        description="Extra package index for torch, e.g. https://download.pytorch.org/whl/cpu (default: "
+        "TORCH_CPU_INDEX without a GPU, none with one).",
+    )
+    restart: bool = Field(
+        default=False, description="Build again even when a build is ready or has failed (never while one runs)."
+    )
+
+
+class PrepareResult(BaseModel):
+    status: Literal["running", "ready", "failed"] = Field(
+        description="running: building in the background (call again for its status); ready: the server now "
+        "trains with it; failed: see log_tail, fix, and call again with restart=true."
+    )
+    venv: str = Field(description="The environment's directory.")
+    python: str = Field(description="Its Python: the training interpreter once ready.")
+    log_path: str = Field(description="The build's log: watch it (tail -f) while it runs.")
+    log_tail: list[str] = Field(default_factory=list, description="The log's last lines.")
+    started_at: str | None = None
+    finished_at: str | None = None
+    in_use: bool = Field(
+        default=False,
+        description="The server trains with this environment now (LLM_FINETUNING_PYTHON, when set, wins).",
+    )
+    message: str
+
+
 class EnvironmentRequest(Request):
     run: PathText | None = Field(
         default=None,
@@ -55,6 +94,11 @@ class EnvironmentReport(BaseModel):
         default_factory=dict,
         description="Installed versions of torch, trl, transformers, peft, accelerate, datasets, deepspeed, vllm "
         "in the training interpreter; null when absent.",
+    )
+    vllm_window: list[str] | None = Field(
+        default=None,
+        description="[lowest, highest] vLLM version the training interpreter's TRL supports, read from its "
+        "trl/import_utils.py; a vLLM outside it is flagged (a blocker when the run's config uses vLLM).",
     )
     target: str | None = Field(default=None, description="The run's target hardware, e.g. '8x H100' or 'cpu'.")
     report_path: str = Field(description="Where env-report.json was written.")

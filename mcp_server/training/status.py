@@ -32,6 +32,7 @@ from mcp_server.training.runstate import (
     run_dir_of,
     sync_run_json,
 )
+from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
 
 PLOTTED = (
@@ -82,8 +83,10 @@ def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
 
 
 # ---------------------------------------------------------------- plot
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     """reward, reward_std, KL, entropy and completion length over steps -> <run>/progress.png."""
+    run_dir = Path(run_dir)  # a str when it came through the worker
     if not lines:
         return None
     import matplotlib
@@ -134,7 +137,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 
     health, note = health_flags(run_dir) if lines or state in ("failed",) else ([], "no metrics logged yet")
     tail = log_tail(run_dir, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
-    plot = plot_progress(run_dir, lines) if request.plot else None
+    plot = plot_progress(run_dir, lines) if request.plot and lines else None
     done = [str(p) for p in checkpoints(run_dir, config)]
 
     if state == "not_launched":

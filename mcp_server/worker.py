@@ -1,0 +1,258 @@
+"""Run work that needs torch, TRL or transformers in the training interpreter.
+
+`in_training("module:function", *args, report=report, **kwargs)` calls the function in this process when
+this Python is the training interpreter (mcp_server.interpreter), else in one persistent worker process
+(`python -m mcp_server.worker`) started on first need in the training interpreter. The worker stays up,
+so only its first call pays for importing TRL; one call runs at a time; a worker that died is started
+again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
+comes back as lines of their own while the call runs. Pydantic models travel as {"model", "data"}.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import importlib
+import inspect
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.interpreter import HOW_TO_GET_ONE, is_this_python, require_training_python, training_env
+from mcp_server.reporting import Report, silent
+
+WORKER_FLAG = "LLM_FINETUNING_WORKER"  # set in the worker: everything there runs in-process
+# Settings that follow each call into the worker (tests and harnesses may change them between calls).
+SYNCED_ENV_PREFIXES = ("LLM_FINETUNING_", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_DEVICES")
+
+
+class TrainingInterpreterError(RuntimeError):
+    """An unexpected exception in the training interpreter, with its type, message and where it came from."""
+
+
+def _resolve(target: str):
+    """`module:name` or `module:name.attribute` (a decorated function's `__wrapped__`)."""
+    module, _, name = target.partition(":")
+    value = importlib.import_module(module)
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _encode(value):
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        cls = type(value)
+        return {"model": f"{cls.__module__}:{cls.__qualname__}", "data": value.model_dump(mode="json")}
+    if isinstance(value, Path):
+        value = str(value)
+    return {"value": value}
+
+
+def _decode(item: dict):
+    if "model" in item:
+        return _resolve(item["model"]).model_validate(item["data"])
+    return item["value"]
+
+
+def _call_here(fn, args, kwargs, report: Report):
+    if "report" in inspect.signature(fn).parameters:
+        kwargs = {**kwargs, "report": report}
+    return fn(*args, **kwargs)
+
+
+def in_training(target: str, *args, report: Report = silent, **kwargs):
+    """Call `module:function` with these arguments in the training interpreter; see the module docstring.
+    Without a training interpreter: UserInputError naming prepare_environment and LLM_FINETUNING_PYTHON."""
+    if os.environ.get(WORKER_FLAG):
+        return _call_here(_resolve(target), args, kwargs, report)
+    python = require_training_python()
+    if is_this_python(python):
+        return _call_here(_resolve(target), args, kwargs, report)
+    return _worker_for(python).call(target, args, kwargs, report)
+
+
+def runs_in_training(fn):
+    """Decorator for a core function whose work needs torch, TRL or transformers: a call from a Python that
+    is not the training interpreter goes to the worker (its arguments and result must be JSON or pydantic;
+    a `report` keyword is relayed)."""
+    target = f"{fn.__module__}:{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        report = kwargs.pop("report", silent)
+        return in_training(target + ".__wrapped__", *args, report=report, **kwargs)
+
+    return call
+
+
+# ---------------------------------------------------------------- the server's side
+class Worker:
+    def __init__(self, python: str):
+        self.python = python
+        self.proc: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+        self.ids = itertools.count(1)
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=30)
+
+    def _start(self) -> None:
+        env = training_env(self.python)
+        env[WORKER_FLAG] = "1"
+        env["PYTHONUNBUFFERED"] = "1"
+        self.stderr_tail.clear()
+        try:
+            self.proc = subprocess.Popen(
+                [self.python, "-m", "mcp_server.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1, env=env,
+            )
+        except OSError as exc:
+            raise UserInputError("LLM_FINETUNING_PYTHON", f"cannot start the training interpreter {self.python}: "
+                                 f"{exc}; {HOW_TO_GET_ONE}") from None
+        threading.Thread(target=self._pump_stderr, args=(self.proc,), daemon=True).start()
+
+    def _pump_stderr(self, proc: subprocess.Popen) -> None:
+        """The worker's warnings and logs go to our stderr (the harness's log); the tail explains a death."""
+        for line in proc.stderr:
+            self.stderr_tail.append(line.rstrip("\n"))
+            sys.stderr.write(line)
+
+    def _died(self, target: str) -> UserInputError:
+        code = self.proc.wait()
+        self.proc = None
+        tail = "\n".join(self.stderr_tail)[-1500:]
+        return UserInputError(
+            "LLM_FINETUNING_PYTHON",
+            f"the training interpreter {self.python} exited (code {code}) during {target}: {tail or 'no output'}. "
+            f"It needs torch, trl and transformers; {HOW_TO_GET_ONE}",
+        )
+
+    def call(self, target: str, args: tuple, kwargs: dict, report: Report):
+        from mcp_server.workspace import workspace_root
+
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            call_id = next(self.ids)
+            env = {k: v for k, v in os.environ.items() if k.startswith(SYNCED_ENV_PREFIXES)}
+            env["LLM_FINETUNING_WORKSPACE"] = str(workspace_root())
+            env.pop("LLM_FINETUNING_PYTHON", None)
+            message = {"id": call_id, "target": target, "args": [_encode(a) for a in args],
+                       "kwargs": {k: _encode(v) for k, v in kwargs.items()}, "env": env, "cwd": os.getcwd()}
+            try:
+                self.proc.stdin.write(json.dumps(message) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                raise self._died(target) from None
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise self._died(target)
+                try:
+                    answer = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if answer.get("id") != call_id:
+                    continue
+                if "report" in answer:
+                    report(*answer["report"])
+                elif "result" in answer:
+                    return _decode(answer["result"])
+                else:
+                    error = answer["error"]
+                    if error["kind"] == "input":
+                        raise UserInputError(error["field"], error["message"])
+                    if error["type"] in ("ModuleNotFoundError", "ImportError"):
+                        raise UserInputError("LLM_FINETUNING_PYTHON", (
+                            f"the training interpreter {self.python} cannot import what {target} needs: "
+                            f"{error['message']}. It needs torch, trl, transformers (the package's train extra) "
+                            f"and pydantic, pyyaml, jsonschema; install them there, or {HOW_TO_GET_ONE}"))
+                    raise TrainingInterpreterError(f"{error['type']}: {error['message']} (in the training "
+                                                   f"interpreter {self.python})\n{error['traceback']}")
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()  # the worker ends at end of input
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+_workers: dict[str, Worker] = {}
+_workers_lock = threading.Lock()
+
+
+def _worker_for(python: str) -> Worker:
+    """The one worker, for the current training interpreter (another interpreter replaces it)."""
+    with _workers_lock:
+        for other in [p for p in _workers if p != python]:
+            _workers.pop(other).close()
+        if python not in _workers:
+            _workers[python] = Worker(python)
+        return _workers[python]
+
+
+def close_workers() -> None:
+    with _workers_lock:
+        for worker in _workers.values():
+            worker.close()
+        _workers.clear()
+
+
+# ---------------------------------------------------------------- the worker's side
+def _apply(env: dict, cwd: str) -> None:
+    for key in [k for k in os.environ if k.startswith(SYNCED_ENV_PREFIXES) and k not in env]:
+        if key not in (WORKER_FLAG, "LLM_FINETUNING_PYTHON"):
+            del os.environ[key]
+    os.environ.update(env)
+    if os.path.isdir(cwd):
+        os.chdir(cwd)
+
+
+def serve() -> None:
+    # stdout carries only the protocol: whatever the called code prints goes to stderr.
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    write_lock = threading.Lock()
+
+    def send(message: dict) -> None:
+        with write_lock:
+            channel.write(json.dumps(message, default=str) + "\n")
+            channel.flush()
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        call_id = request["id"]
+
+        def relay(done, total, message, _id=call_id):
+            send({"id": _id, "report": [done, total, message]})
+
+        try:
+            _apply(request.get("env", {}), request.get("cwd", os.getcwd()))
+            fn = _resolve(request["target"])
+            args = [_decode(a) for a in request["args"]]
+            kwargs = {k: _decode(v) for k, v in request["kwargs"].items()}
+            if "report" in inspect.signature(fn).parameters:
+                kwargs["report"] = relay
+            send({"id": call_id, "result": _encode(fn(*args, **kwargs))})
+        except UserInputError as exc:
+            send({"id": call_id, "error": {"kind": "input", "field": exc.field,
+                                           "message": str(exc).removeprefix(f"{exc.field}: ")}})
+        except Exception as exc:  # the server reports it; the worker keeps serving
+            send({"id": call_id, "error": {"kind": "exception", "type": type(exc).__name__, "message": str(exc),
+                                           "traceback": traceback.format_exc(limit=8)}})
+
+
+if __name__ == "__main__":
+    serve()
