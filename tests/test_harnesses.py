@@ -450,8 +450,11 @@ def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(p
     extensions = t.run(gemini, "extensions", "list")
     assert f"{root}/GEMINI.md" in extensions and re.search(r"MCP servers:\s+llm-finetuning", extensions), extensions
     assert {name for name in SKILLS if f"  {name}: " in extensions} == SKILLS, extensions
-    # `/finetune` is the server's prompt alone: a command file of the same name would rename both.
-    assert not list((root / "commands").glob("*.toml")) and (root / "agents").is_dir()
+    # `/finetune` is the server's prompt under its own name: a command file of the same name renamed both.
+    (t.home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    screen = tui_screen(gemini, t, t.project, "/finet", ready=r"1 MCP server", until=r"finetune \[MCP\]", repeat=False,
+                        GEMINI_API_KEY="offline-placeholder")
+    assert re.search(r"(?<![:.\w])finetune \[MCP\]", screen) and not re.search(r"llm-finetuning[:.]finetune", screen), screen[-3000:]
     assert t.workspaces() == {t.project}
 
 
@@ -480,9 +483,11 @@ def test_opencode_sees_server_agents_command_and_skills(plugin_copy, tmp_path):
     assert t.workspaces() == {plugin_copy, t.project}
 
 
-def copilot_env_screen(copilot: Path, t: Trial, cwd: Path, timeout: float = 60) -> str:
-    """Copilot CLI's interactive `/env` (servers with their state, skills, agents), driven through a pty.
-    Offline: a placeholder token gets past the login screen; the model is never called."""
+def tui_screen(exe: Path, t: Trial, cwd: Path, keys: str, ready: str, until: str, timeout: float = 60, repeat: bool = True,
+               **env) -> str:
+    """A harness's interactive UI in a pty: once `ready` shows, type `keys` (with `repeat`, again every 5 s) until `until`
+    shows or time runs out; returns the screen text seen. Offline: placeholder credentials get past the
+    login screens, and nothing here sends a message to a model."""
     import fcntl
     import pty
     import select
@@ -492,31 +497,35 @@ def copilot_env_screen(copilot: Path, t: Trial, cwd: Path, timeout: float = 60) 
     import time
 
     pid, fd = pty.fork()
-    if pid == 0:  # the child: Copilot in a terminal
+    if pid == 0:  # the child: the harness in a terminal
         os.chdir(cwd)
-        os.execve(str(copilot), [str(copilot)], {**t.env, "PWD": str(cwd), "COPILOT_GITHUB_TOKEN": "gho_offline_placeholder",
-                                                  "COLUMNS": "200", "LINES": "60", "TERM": "xterm-256color"})
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))  # a terminal big enough for /env
-    screen, deadline, asked = "", time.monotonic() + timeout, 0.0
+        os.execve(str(exe), [str(exe)], {**t.env, "PWD": str(cwd), "TERM": "xterm-256color", **env})
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))  # room for the lists
+    raw, screen, deadline, typed = b"", "", time.monotonic() + timeout, 0.0
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not re.search(until, screen):
             if select.select([fd], [], [], 0.3)[0]:
                 try:
-                    screen += ANSI.sub("", os.read(fd, 65536).decode(errors="replace"))
+                    raw += os.read(fd, 65536)
                 except OSError:
                     break
-            if re.search(r"llm-finetuning \((connected|failed)[^)]*\)", screen) and "Custom Agents" in screen:
-                break
-            if time.monotonic() - asked > 5 and "❯" in screen:  # ask again until the server has settled
-                for ch in "/env\r":
+                screen = ANSI.sub("", raw.decode(errors="replace"))  # whole, so no sequence is cut in two
+            if (repeat or not typed) and time.monotonic() - typed > 5 and re.search(ready, screen):
+                for ch in keys:
                     os.write(fd, ch.encode())
                     time.sleep(0.05)
-                asked = time.monotonic()
+                typed = time.monotonic()
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         os.close(fd)
     return screen
+
+
+def copilot_env_screen(copilot: Path, t: Trial, cwd: Path) -> str:
+    """Copilot CLI's `/env`: servers with their state, skills, agents."""
+    return tui_screen(copilot, t, cwd, "/env\r", ready="❯", until=r"llm-finetuning \((connected|failed)[^)]*\)[\s\S]*Custom Agents",
+                      COPILOT_GITHUB_TOKEN="gho_offline_placeholder")
 
 
 def test_copilot_cli_marketplace_install_connects_with_skills_and_command(plugin_copy, tmp_path):
@@ -532,7 +541,7 @@ def test_copilot_cli_marketplace_install_connects_with_skills_and_command(plugin
     (t.home / ".copilot").mkdir(exist_ok=True)
     (t.home / ".copilot" / "config.json").write_text(json.dumps({"trustedFolders": [str(t.project), str(plugin_copy)]}))
     screen = copilot_env_screen(copilot, t, t.project)
-    assert "llm-finetuning (connected, plugin)" in screen, screen[-3000:]
+    assert "llm-finetuning (connected, plugin)" in screen, screen[screen.rfind("MCP Servers"):][:3000]
     assert t.workspaces() == {t.project}
     # This folder opened as a project, without the plugin: Copilot reads a workspace's .mcp.json before its
     # .github/mcp.json, and a Claude-only ${CLAUDE_PLUGIN_ROOT} there stayed literal; there is none now.
