@@ -86,13 +86,32 @@ def test_versions_and_names_agree_everywhere():
     assert market["plugins"][0]["name"] == SOURCE["name"] and market["plugins"][0]["source"] == "./"
 
 
+# Cursor's published manifest schema (cursor/plugins, schemas/plugin.schema.json, commit 100d651), as its
+# constraints: no CLI runs Cursor offline, so this is what "keep its files to its schema" can check here.
+_STRINGS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+CURSOR_PLUGIN_SCHEMA = {
+    "type": "object", "required": ["name"], "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"},
+        **{k: {"type": "string"} for k in ("displayName", "description", "version", "publisher", "homepage", "repository",
+                                          "license", "logo", "category")},
+        "author": {"type": "object", "required": ["name"], "additionalProperties": False,
+                   "properties": {"name": {"type": "string", "minLength": 1}, "email": {"type": "string"}}},
+        "keywords": {"type": "array", "items": {"type": "string"}}, "tags": {"type": "array", "items": {"type": "string"}},
+        **{k: _STRINGS for k in ("commands", "agents", "skills", "rules")},
+        "hooks": {"oneOf": [{"type": "string"}, {"type": "object"}]}, "variables": {"type": "object"},
+        "mcpServers": {"oneOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}]},
+    },
+}
+
+
 def test_cursor_and_codex_manifests_use_their_documented_fields():
-    # The fields of Cursor's published plugin schema (additionalProperties: false).
-    cursor_fields = {"name", "displayName", "description", "version", "author", "publisher", "homepage", "repository",
-                     "license", "logo", "keywords", "category", "tags", "commands", "agents", "skills", "rules",
-                     "hooks", "variables", "mcpServers"}
+    import jsonschema
+
     cursor = load(".cursor-plugin/plugin.json")
-    assert set(cursor) <= cursor_fields and re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", cursor["name"])
+    jsonschema.validate(cursor, CURSOR_PLUGIN_SCHEMA)
+    servers = load(cursor["mcpServers"])["mcpServers"]
+    assert all(set(entry) <= {"command", "args", "env", "cwd", "type"} for entry in servers.values()), servers
     codex = load(".codex-plugin/plugin.json")
     for key in ("skills", "mcpServers"):  # Codex resolves these inside the plugin root, written with ./
         assert codex[key].startswith("./") and (ROOT / codex[key]).exists()
