@@ -259,10 +259,15 @@ def skip_or_fail(reason: str):
     pytest.skip(reason)
 
 
+_NPM_UNREACHABLE: list[str] = []  # once the registry did not answer, later installs skip at once
+
+
 def npm_install(package: str) -> Path:
     """`package` at its pinned version installed from npm into a cache directory keyed by that version
     (reused by later runs); returns its node_modules/.bin."""
     version = NPM_TOOLS[package]
+    if _NPM_UNREACHABLE:
+        skip_or_fail(f"cannot install {package}@{version}: {_NPM_UNREACHABLE[0]}")
     if not shutil.which("npm"):
         skip_or_fail(f"npm is not installed: cannot install {package}")
     base = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm")
@@ -277,11 +282,13 @@ def npm_install(package: str) -> Path:
                 capture_output=True, text=True, timeout=600,
             )
         except subprocess.TimeoutExpired:
+            _NPM_UNREACHABLE.append("the npm registry did not answer within 600 s")
             skip_or_fail(f"npm registry did not answer within 600 s: cannot install {package}@{version}")
         if proc.returncode != 0:
             text = proc.stderr + proc.stdout
             unreachable = re.search(r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|network|offline).*", text, re.I)
             if unreachable:
+                _NPM_UNREACHABLE.append(f"npm registry unreachable: {unreachable.group(0).strip()}")
                 skip_or_fail(f"npm registry unreachable, cannot install {package}@{version}: {unreachable.group(0).strip()}")
             raise AssertionError(f"npm install {package}@{version} failed:\n{text}")
         done.write_text(version + "\n")
