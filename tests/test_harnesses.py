@@ -407,7 +407,7 @@ class Trial:
 
     def workspaces(self) -> set[Path]:
         """Where each server started so far would write runs."""
-        return {Path(line) for line in self.log.read_text().split()} if self.log.exists() else set()
+        return {Path(line) for line in self.log.read_text().splitlines()} if self.log.exists() else set()
 
 
 def test_claude_code_marketplace_install_connects_on_the_first_check(plugin_copy, tmp_path):
