@@ -8,7 +8,6 @@ import functools
 import re
 from pathlib import Path
 
-import pytest
 import yaml
 
 from conftest import ROOT, call_mcp

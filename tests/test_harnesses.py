@@ -29,7 +29,15 @@ from mcp_server import manifests
 LAUNCHER = ROOT / "scripts" / "launch_server.py"
 SOURCE = json.loads((ROOT / "plugin.json").read_text(encoding="utf-8"))
 AGENT_NAMES = {p.stem for p in (ROOT / "agents").glob("*.md")}
-NPM_TOOLS = {"@anthropic-ai/claude-code": "2.1.197", "@modelcontextprotocol/inspector": "0.15.0"}
+# Exact versions tried (docs/harnesses.md says what each showed); bump them together with that page.
+NPM_TOOLS = {
+    "@anthropic-ai/claude-code": "2.1.197",
+    "@modelcontextprotocol/inspector": "0.15.0",
+    "@openai/codex": "0.171.0",
+    "@google/gemini-cli": "0.61.0",
+    "opencode-ai": "1.18.33",
+    "@github/copilot": "1.0.102",
+}
 
 
 def load(rel: str):
@@ -78,13 +86,32 @@ def test_versions_and_names_agree_everywhere():
     assert market["plugins"][0]["name"] == SOURCE["name"] and market["plugins"][0]["source"] == "./"
 
 
+# Cursor's published manifest schema (cursor/plugins, schemas/plugin.schema.json, commit 100d651), as its
+# constraints: no CLI runs Cursor offline, so this is what "keep its files to its schema" can check here.
+_STRINGS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+CURSOR_PLUGIN_SCHEMA = {
+    "type": "object", "required": ["name"], "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"},
+        **{k: {"type": "string"} for k in ("displayName", "description", "version", "publisher", "homepage", "repository",
+                                          "license", "logo", "category")},
+        "author": {"type": "object", "required": ["name"], "additionalProperties": False,
+                   "properties": {"name": {"type": "string", "minLength": 1}, "email": {"type": "string"}}},
+        "keywords": {"type": "array", "items": {"type": "string"}}, "tags": {"type": "array", "items": {"type": "string"}},
+        **{k: _STRINGS for k in ("commands", "agents", "skills", "rules")},
+        "hooks": {"oneOf": [{"type": "string"}, {"type": "object"}]}, "variables": {"type": "object"},
+        "mcpServers": {"oneOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}]},
+    },
+}
+
+
 def test_cursor_and_codex_manifests_use_their_documented_fields():
-    # The fields of Cursor's published plugin schema (additionalProperties: false).
-    cursor_fields = {"name", "displayName", "description", "version", "author", "publisher", "homepage", "repository",
-                     "license", "logo", "keywords", "category", "tags", "commands", "agents", "skills", "rules",
-                     "hooks", "variables", "mcpServers"}
+    import jsonschema
+
     cursor = load(".cursor-plugin/plugin.json")
-    assert set(cursor) <= cursor_fields and re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", cursor["name"])
+    jsonschema.validate(cursor, CURSOR_PLUGIN_SCHEMA)
+    servers = load(cursor["mcpServers"])["mcpServers"]
+    assert all(set(entry) <= {"command", "args", "env", "cwd", "type"} for entry in servers.values()), servers
     codex = load(".codex-plugin/plugin.json")
     for key in ("skills", "mcpServers"):  # Codex resolves these inside the plugin root, written with ./
         assert codex[key].startswith("./") and (ROOT / codex[key]).exists()
@@ -97,14 +124,15 @@ def server_entries() -> dict[str, tuple[dict, str]]:
     gemini = load("gemini-extension.json")["mcpServers"]["llm-finetuning"]
     opencode = load("opencode.json")["mcp"]["llm-finetuning"]
     return {
-        "claude-code": (load(".mcp.json")["mcpServers"]["llm-finetuning"], "${CLAUDE_PLUGIN_ROOT}"),
+        "claude-code": (load(".claude-plugin/plugin.json")["mcpServers"]["llm-finetuning"], "${CLAUDE_PLUGIN_ROOT}"),
         "cursor-plugin": (load("mcp.json")["mcpServers"]["llm-finetuning"], "${CURSOR_PLUGIN_ROOT}"),
         "cursor-project": (load(".cursor/mcp.json")["mcpServers"]["llm-finetuning"], "${workspaceFolder}"),
         "codex-plugin": (load(".codex-mcp.json")["mcpServers"]["llm-finetuning"], ""),
         "codex-project": (load(".codex/config.toml")["mcp_servers"]["llm-finetuning"], ""),
         "gemini": ({**gemini, "args": [a.replace("${/}", "/") for a in gemini["args"]]}, "${extensionPath}"),
         "opencode": ({"command": opencode["command"][0], "args": opencode["command"][1:]}, ""),
-        "copilot": (load(".vscode/mcp.json")["servers"]["llm-finetuning"], "${workspaceFolder}"),
+        "copilot-vscode": (load(".vscode/mcp.json")["servers"]["llm-finetuning"], "${workspaceFolder}"),
+        "copilot-cli": (load(".github/mcp.json")["mcpServers"]["llm-finetuning"], ""),
     }
 
 
@@ -121,12 +149,10 @@ def test_agent_names_in_every_harness_copy_of_the_command_exist_in_that_harness(
         "commands/finetune.md": AGENT_NAMES,  # Claude Code, Cursor: agents/ at the plugin root
         ".opencode/command/finetune.md": {p.stem for p in (ROOT / ".opencode/agent").glob("*.md")},
         ".github/prompts/finetune.prompt.md": {p.name.removesuffix(".agent.md") for p in (ROOT / ".github/agents").glob("*.agent.md")},
-        # Gemini runs no sub-agents: its copy tells the model to read agents/<name>.md, which must exist.
-        "commands/finetune.toml": AGENT_NAMES,
     }
     assert agents_of[".opencode/command/finetune.md"] == agents_of[".github/prompts/finetune.prompt.md"] == AGENT_NAMES
     for rel, agents in agents_of.items():
-        text = load(rel)["prompt"] if rel.endswith(".toml") else (ROOT / rel).read_text(encoding="utf-8")
+        text = (ROOT / rel).read_text(encoding="utf-8")
         named = set(re.findall(r"\b(llm-finetuning-[a-z]+(?:-[a-z]+)*)\b", text)) - {"llm-finetuning-architect.md"}
         assert named, rel
         assert named <= agents, f"{rel} names agents this harness lacks: {sorted(named - agents)}"
@@ -139,7 +165,36 @@ def test_harness_copies_have_valid_frontmatter_and_arguments():
         assert match and yaml.safe_load(match.group(1)).get("description"), path
     assert "$ARGUMENTS" in (ROOT / ".opencode/command/finetune.md").read_text()
     assert "${input:goal" in (ROOT / ".github/prompts/finetune.prompt.md").read_text()
-    assert "{{args}}" in load("commands/finetune.toml")["prompt"]
+
+
+def test_retired_harness_files_are_gone_and_nothing_clashes_with_the_finetune_prompt():
+    for rel in manifests.RETIRED:
+        assert not (ROOT / rel).exists(), f"{rel}: {manifests.RETIRED[rel]}"
+    # Gemini CLI renames both when a command file and an MCP prompt share a name: `/finetune` is the prompt.
+    assert not [p for p in (ROOT / "commands").iterdir() if p.stem == "finetune" and p.suffix == ".toml"]
+    # No harness file keeps a root variable that only one harness expands where another reads it too.
+    for rel in (".github/mcp.json", "opencode.json", ".codex-mcp.json", ".codex/config.toml"):
+        assert "${" not in (ROOT / rel).read_text(encoding="utf-8"), rel
+
+
+# The frontmatter Gemini CLI 0.61 accepts for an extension's agents/*.md (its localAgentSchema is strict:
+# an unknown key drops the agent with only a debug-log warning).
+GEMINI_AGENT_KEYS = {"kind", "name", "description", "display_name", "tools", "mcp_servers", "model", "temperature",
+                     "max_turns", "timeout_mins"}
+
+
+def test_agents_load_as_gemini_subagents():
+    for path in sorted((ROOT / "agents").glob("*.md")):
+        meta = yaml.safe_load(re.match(r"\A---\n(.*?)\n---\n", path.read_text(encoding="utf-8"), re.S).group(1))
+        assert set(meta) <= GEMINI_AGENT_KEYS, f"{path.name}: keys Gemini rejects: {sorted(set(meta) - GEMINI_AGENT_KEYS)}"
+        assert re.fullmatch(r"[a-z0-9_-]+", meta["name"]) and meta["name"] == path.stem and meta["description"]
+
+
+def test_codex_server_gets_the_project_and_time_to_start():
+    for entry in (load(".codex-mcp.json")["mcpServers"]["llm-finetuning"], load(".codex/config.toml")["mcp_servers"]["llm-finetuning"]):
+        # Codex strips the environment: without PWD the launcher cannot find the person's project.
+        assert {"PWD", "LLM_FINETUNING_VENV", "LLM_FINETUNING_WORKSPACE"} <= set(entry["env_vars"])
+        assert entry["startup_timeout_sec"] >= 60
 
 
 # ---------------------------------------------------------------- the launcher
@@ -199,30 +254,53 @@ def test_launcher_execs_the_server_from_a_prepared_venv_over_stdio(tmp_path):
 
 
 # ---------------------------------------------------------------- real external tools from npm
-@pytest.fixture(scope="module")
-def npm_bin() -> Path:
-    """Claude Code and the MCP inspector installed from npm into a cache directory (once)."""
+_NPM_UNREACHABLE: list[str] = []  # once the registry did not answer, later installs skip at once
+
+
+def npm_install(package: str) -> Path:
+    """`package` at its pinned version installed from npm into a cache directory keyed by that version
+    (reused by later runs); returns its node_modules/.bin."""
+    version = NPM_TOOLS[package]
+    if _NPM_UNREACHABLE:
+        skip_unless_ci(f"cannot install {package}@{version}: {_NPM_UNREACHABLE[0]}")
     if not shutil.which("npm"):
-        skip_unless_ci("npm is not installed: cannot run Claude Code's validator or the MCP inspector")
-    cache = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm-tools")
-    bin_dir = cache / "node_modules" / ".bin"
-    if not ((bin_dir / "claude").exists() and (bin_dir / "mcp-inspector").exists()):
-        cache.mkdir(parents=True, exist_ok=True)
-        specs = [f"{name}@{version}" for name, version in NPM_TOOLS.items()]
+        skip_unless_ci(f"npm is not installed: cannot install {package}")
+    base = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm")
+    prefix = base / f"{package.replace('/', '+')}@{version}"
+    done = prefix / ".installed"
+    if not done.exists():
+        shutil.rmtree(prefix, ignore_errors=True)  # a half-finished earlier install
+        prefix.mkdir(parents=True)
         try:
             proc = subprocess.run(
-                ["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund", *specs],
-                capture_output=True, text=True, timeout=300,
+                ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", f"{package}@{version}"],
+                capture_output=True, text=True, timeout=600,
             )
         except subprocess.TimeoutExpired:
-            skip_unless_ci("npm registry did not answer within 300 s: cannot install Claude Code or the MCP inspector")
+            _NPM_UNREACHABLE.append("the npm registry did not answer within 600 s")
+            skip_unless_ci(f"npm registry did not answer within 600 s: cannot install {package}@{version}")
         if proc.returncode != 0:
             text = proc.stderr + proc.stdout
             unreachable = re.search(r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|network|offline).*", text, re.I)
             if unreachable:
-                skip_unless_ci(f"npm registry unreachable, cannot install Claude Code / the MCP inspector: {unreachable.group(0).strip()}")
-            raise AssertionError(f"npm install failed:\n{text}")
-    return bin_dir
+                _NPM_UNREACHABLE.append(f"npm registry unreachable: {unreachable.group(0).strip()}")
+                skip_unless_ci(f"npm registry unreachable, cannot install {package}@{version}: {unreachable.group(0).strip()}")
+            raise AssertionError(f"npm install {package}@{version} failed:\n{text}")
+        done.write_text(version + "\n")
+    return prefix / "node_modules" / ".bin"
+
+
+@pytest.fixture(scope="module")
+def npm_bin() -> Path:
+    """Claude Code and the MCP inspector from npm; returns a folder holding both executables."""
+    links = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm") / "bin-claude-inspector"
+    links.mkdir(parents=True, exist_ok=True)
+    for package, exe in (("@anthropic-ai/claude-code", "claude"), ("@modelcontextprotocol/inspector", "mcp-inspector")):
+        target, link = npm_install(package) / exe, links / exe
+        if not (link.is_symlink() and os.readlink(link) == str(target)):
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+    return links
 
 
 @pytest.mark.parametrize("target", [".claude-plugin/plugin.json", ".claude-plugin/marketplace.json"])
@@ -252,3 +330,248 @@ def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bi
     assert not result.get("isError"), result
     names = {reward["name"] for reward in result["structuredContent"]["rewards"]}
     assert {"format_reward", "correctness_reward", "code_execution_reward"} <= names
+
+
+# ---------------------------------------------------------------- every harness, installed as its docs say, by its own CLI
+# Each trial uses a throwaway HOME, the plugin as a fresh clone would have it, and a separate project folder.
+# The launcher gets a prepared environment (LLM_FINETUNING_VENV) whose `python` first records the workspace
+# the server resolves (mcp_server.workspace.workspace_root, in the cwd and environment the harness gave it),
+# then runs this interpreter: so the first start is fast here, and where runs would land is observable.
+SKILLS = {p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md")}
+ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+@pytest.fixture(scope="module")
+def plugin_copy(tmp_path_factory) -> Path:
+    """The plugin's files as a clone has them (tracked and new files; no .venv, caches or runs)."""
+    if os.name == "nt":
+        pytest.skip("the harness trials drive POSIX shells and a pty")
+    dest = tmp_path_factory.mktemp("clone") / "llm-finetuning"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode == 0:
+        for rel in filter(None, listed.stdout.decode().split("\0")):
+            if (ROOT / rel).is_file():
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / rel, dest / rel)
+    else:  # not a git checkout (an unpacked archive)
+        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "runs", "eval"))
+    return dest
+
+
+class Trial:
+    """A throwaway HOME and project for one harness; `run` calls its CLI there."""
+
+    def __init__(self, tmp_path: Path):
+        self.home, self.project = tmp_path / "home", tmp_path / "project"
+        self.project.mkdir(parents=True)
+        self.home.mkdir()
+        self.tmp = tmp_path
+        self.log = tmp_path / "workspaces.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_FINETUNING_", "XDG_", "PYENV_"))}
+        # `python3` is an interpreter, not a shell script: a pyenv shim is a bash script, and bash resets PWD
+        # to its own directory, which loses the project where a harness starts the server elsewhere (Codex;
+        # docs/harnesses.md says so). The harnesses' own behaviour is what these trials check.
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "python3").symlink_to(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        self.env = {**env, "HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
+                    "XDG_DATA_HOME": str(self.home / ".local/share"), "XDG_CACHE_HOME": str(self.home / ".cache"),
+                    "XDG_STATE_HOME": str(self.home / ".local/state"), "NO_COLOR": "1"}
+
+    def prepare_server(self, plugin_root: Path) -> None:
+        """The prepared environment for the launcher at `plugin_root` (the copy this harness starts)."""
+        launcher = runpy.run_path(str(plugin_root / "scripts" / "launch_server.py"))
+        venv = self.tmp / f"venv-{len(list(self.tmp.glob('venv-*')))}"
+        (venv / "bin").mkdir(parents=True)
+        record = "from mcp_server.workspace import workspace_root; print(workspace_root())"
+        python = venv / "bin" / "python"
+        python.write_text(f"#!/bin/sh\n'{sys.executable}' -c '{record}' >> '{self.log}'\nexec '{sys.executable}' \"$@\"\n")
+        python.chmod(0o755)
+        (venv / launcher["MARKER"]).write_text(launcher["fingerprint"]() + "\n")
+        self.env["LLM_FINETUNING_VENV"] = str(venv)
+
+    def run(self, *cmd, cwd: Path | None = None, input: str | None = None, timeout: float = 120, json_out=False, **extra_env):
+        """The command's stdout+stderr without colours; with json_out, its stdout parsed as JSON."""
+        cwd = cwd or self.project
+        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, input=input, capture_output=True, text=True,
+                              timeout=timeout, env={**self.env, "PWD": str(cwd), **extra_env})  # PWD as a shell sets it
+        out = ANSI.sub("", proc.stdout + proc.stderr)
+        assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{out}"
+        return json.loads(proc.stdout) if json_out else out
+
+    def workspaces(self) -> set[Path]:
+        """Where each server started so far would write runs."""
+        return {Path(line) for line in self.log.read_text().splitlines()} if self.log.exists() else set()
+
+
+def test_claude_code_marketplace_install_connects_on_the_first_check(plugin_copy, tmp_path):
+    claude = npm_install("@anthropic-ai/claude-code") / "claude"
+    t = Trial(tmp_path)
+    t.prepare_server(plugin_copy)  # a local marketplace's plugin is started from that folder
+    t.run(claude, "plugin", "marketplace", "add", plugin_copy)
+    t.run(claude, "plugin", "install", "llm-finetuning@llm-finetuning")
+    listed = t.run(claude, "mcp", "list", timeout=180)
+    assert re.search(r"plugin:llm-finetuning:llm-finetuning: .*- ✔ Connected", listed), listed
+    assert t.workspaces() == {t.project}
+
+
+def codex_app_server(codex: Path, t: Trial, requests: list[tuple[str, dict]], timeout: float = 120) -> list[dict]:
+    """Codex's JSON-RPC app server (what its IDE clients use): initialize, then each request in order."""
+    proc = subprocess.Popen([str(codex), "app-server"], cwd=t.project, env={**t.env, "PWD": str(t.project)},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        results = []
+        for n, (method, params) in enumerate([("initialize", {"clientInfo": {"name": "tests", "version": "0"}}), *requests]):
+            proc.stdin.write(json.dumps({"id": n, "method": method, "params": params}) + "\n")
+            proc.stdin.flush()
+            if n == 0:
+                proc.stdin.write(json.dumps({"method": "initialized"}) + "\n")
+                proc.stdin.flush()
+            while True:  # notifications come between; readline ends when the server exits
+                line = proc.stdout.readline()
+                assert line, f"codex app-server exited before answering {method}"
+                message = json.loads(line)
+                if message.get("id") == n and ("result" in message or "error" in message):
+                    assert "error" not in message, message
+                    results.append(message["result"])
+                    break
+        return results[1:]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_codex_plugin_install_connects_lists_tools_and_skills_and_writes_in_the_project(plugin_copy, tmp_path):
+    codex = npm_install("@openai/codex") / "codex"
+    t = Trial(tmp_path)
+    t.run(codex, "plugin", "marketplace", "add", plugin_copy)
+    added = t.run(codex, "plugin", "add", "llm-finetuning@llm-finetuning")
+    root = Path(re.search(r"Installed plugin root: (\S+)", added).group(1))
+    assert root.is_relative_to(t.home / ".codex" / "plugins" / "cache"), added  # Codex copies the plugin
+    t.prepare_server(root)
+    (config,) = t.run(codex, "mcp", "list", "--json", json_out=True)
+    assert config["startup_timeout_sec"] >= 60 and "PWD" in config["transport"]["env_vars"], config
+    status, skills = codex_app_server(codex, t, [("mcpServerStatus/list", {}), ("skills/list", {"cwds": [str(t.project)]})])
+    (server,) = [s for s in status["data"] if s["name"] == "llm-finetuning"]
+    assert not server.get("toolsError") and {"emit_grpo_config", "list_runs"} <= set(server["tools"]), server
+    names = {s["name"] for s in skills["data"][0]["skills"] if s.get("pluginId") == "llm-finetuning@llm-finetuning"}
+    assert names == {f"llm-finetuning:{name}" for name in SKILLS}
+    assert t.workspaces() == {t.project}  # not the plugin cache Codex starts the server in
+
+
+def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(plugin_copy, tmp_path):
+    gemini = npm_install("@google/gemini-cli") / "gemini"
+    t = Trial(tmp_path)
+    t.run(gemini, "extensions", "install", plugin_copy, "--consent", input="y\n")
+    root = t.home / ".gemini" / "extensions" / "llm-finetuning"  # Gemini copies the extension
+    t.prepare_server(root)
+    listed = t.run(gemini, "mcp", "list", timeout=180)
+    assert re.search(r"✓ llm-finetuning \(from llm-finetuning\): .* - Connected", listed), listed
+    extensions = t.run(gemini, "extensions", "list")
+    assert f"{root}/GEMINI.md" in extensions and re.search(r"MCP servers:\s+llm-finetuning", extensions), extensions
+    assert {name for name in SKILLS if f"  {name}: " in extensions} == SKILLS, extensions
+    # `/finetune` is the server's prompt under its own name: a command file of the same name renamed both.
+    (t.home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    screen = tui_screen(gemini, t, t.project, "/finet", ready=r"1 MCP server", until=r"finetune \[MCP\]", repeat=False,
+                        GEMINI_API_KEY="offline-placeholder")
+    assert re.search(r"(?<![:.\w])finetune \[MCP\]", screen) and not re.search(r"llm-finetuning[:.]finetune", screen), screen[-3000:]
+    assert t.workspaces() == {t.project}
+
+
+def test_opencode_sees_server_agents_command_and_skills(plugin_copy, tmp_path):
+    opencode = npm_install("opencode-ai") / "opencode"
+    t = Trial(tmp_path)
+    # As the docs say: run opencode in the plugin folder ...
+    t.prepare_server(plugin_copy)
+    listed = t.run(opencode, "mcp", "list", cwd=plugin_copy, timeout=180)
+    assert re.search(r"✓ llm-finetuning\s+connected", listed), listed
+    config = t.run(opencode, "debug", "config", cwd=plugin_copy, json_out=True)
+    assert set(config["command"]) >= {"finetune"} and AGENT_NAMES <= set(config["agent"]), config.keys()
+    skills = t.run(opencode, "debug", "skill", cwd=plugin_copy, json_out=True)
+    assert SKILLS <= {s["name"] for s in skills}
+    assert t.workspaces() == {plugin_copy}
+    # ... or, for another project, the global config the docs show (absolute paths to this folder).
+    global_dir = t.home / ".config" / "opencode"
+    shutil.copytree(plugin_copy / ".opencode", global_dir, dirs_exist_ok=True)
+    local = load("opencode.json")
+    server = local["mcp"]["llm-finetuning"]
+    server["command"] = [server["command"][0], str(plugin_copy / server["command"][1])]
+    local["skills"]["paths"] = [str(plugin_copy / p) for p in local["skills"]["paths"]]
+    (global_dir / "opencode.json").write_text(json.dumps(local))
+    listed = t.run(opencode, "mcp", "list", timeout=180)
+    assert re.search(r"✓ llm-finetuning\s+connected", listed), listed
+    assert t.workspaces() == {plugin_copy, t.project}
+
+
+def tui_screen(exe: Path, t: Trial, cwd: Path, keys: str, ready: str, until: str, timeout: float = 60, repeat: bool = True,
+               **env) -> str:
+    """A harness's interactive UI in a pty: once `ready` shows, type `keys` (with `repeat`, again every 5 s) until `until`
+    shows or time runs out; returns the screen text seen. Offline: placeholder credentials get past the
+    login screens, and nothing here sends a message to a model."""
+    import fcntl
+    import pty
+    import select
+    import signal
+    import struct
+    import termios
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the harness in a terminal
+        os.chdir(cwd)
+        os.execve(str(exe), [str(exe)], {**t.env, "PWD": str(cwd), "TERM": "xterm-256color", **env})
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))  # room for the lists
+    raw, screen, deadline, typed = b"", "", time.monotonic() + timeout, 0.0
+    try:
+        while time.monotonic() < deadline and not re.search(until, screen):
+            if select.select([fd], [], [], 0.3)[0]:
+                try:
+                    raw += os.read(fd, 65536)
+                except OSError:
+                    break
+                screen = ANSI.sub("", raw.decode(errors="replace"))  # whole, so no sequence is cut in two
+            if (repeat or not typed) and time.monotonic() - typed > 5 and re.search(ready, screen):
+                for ch in keys:
+                    os.write(fd, ch.encode())
+                    time.sleep(0.05)
+                typed = time.monotonic()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return screen
+
+
+def copilot_env_screen(copilot: Path, t: Trial, cwd: Path) -> str:
+    """Copilot CLI's `/env`: servers with their state, skills, agents."""
+    return tui_screen(copilot, t, cwd, "/env\r", ready="❯", until=r"llm-finetuning \((connected|failed)[^)]*\)[\s\S]*Custom Agents",
+                      COPILOT_GITHUB_TOKEN="gho_offline_placeholder")
+
+
+def test_copilot_cli_marketplace_install_connects_with_skills_and_command(plugin_copy, tmp_path):
+    copilot = npm_install("@github/copilot") / "copilot"
+    t = Trial(tmp_path)
+    t.prepare_server(plugin_copy)  # a local marketplace's plugin is loaded live from that folder
+    t.run(copilot, "plugin", "marketplace", "add", plugin_copy)
+    installed = t.run(copilot, "plugin", "install", "llm-finetuning@llm-finetuning")
+    assert f"Installed {len(SKILLS)} skills" in installed, installed
+    skills = t.run(copilot, "skill", "list")
+    assert all(f"  {name} - " in skills for name in SKILLS) and "  finetune - " in skills, skills
+    # What a person answers at Copilot's "trust this folder?" prompt, written ahead.
+    (t.home / ".copilot").mkdir(exist_ok=True)
+    (t.home / ".copilot" / "config.json").write_text(json.dumps({"trustedFolders": [str(t.project), str(plugin_copy)]}))
+    screen = copilot_env_screen(copilot, t, t.project)
+    assert "llm-finetuning (connected, plugin)" in screen, screen[screen.rfind("MCP Servers"):][:3000]
+    assert t.workspaces() == {t.project}
+    # This folder opened as a project, without the plugin: Copilot reads a workspace's .mcp.json before its
+    # .github/mcp.json, and a Claude-only ${CLAUDE_PLUGIN_ROOT} there stayed literal; there is none now.
+    w = Trial(tmp_path / "as-project")
+    w.prepare_server(plugin_copy)
+    (w.home / ".copilot").mkdir()
+    (w.home / ".copilot" / "config.json").write_text(json.dumps({"trustedFolders": [str(plugin_copy)]}))
+    server = w.run(copilot, "mcp", "get", "llm-finetuning", cwd=plugin_copy)
+    assert "Source: Workspace" in server and ".github/mcp.json" in server, server
+    screen = copilot_env_screen(copilot, w, plugin_copy)
+    assert re.search(r"llm-finetuning \(connected", screen), screen[-3000:]
+    assert w.workspaces() == {plugin_copy}

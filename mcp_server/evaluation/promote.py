@@ -212,7 +212,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         f"goldens: {passed}/{len(items)} = {rate:.1%} (95% CI {low:.1%}-{high:.1%}) vs baseline {base_rate:.1%} "
         f"(CI {baseline['ci_low']:.1%}-{baseline['ci_high']:.1%}): {improvement:+.1f} points, 95% CI "
         f"{ci_low:+.1f} to {ci_high:+.1f} ({how}); "
-        + (f"better beyond noise" if beats else
+        + ("better beyond noise" if beats else
            f"NOT a clear improvement (the improvement's interval must lie above {request.min_improvement_points:g} points)")
     )
     drift_line = (

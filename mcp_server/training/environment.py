@@ -8,7 +8,6 @@ torch, its CUDA, its TRL. It goes through mcp_server.worker, so the server itsel
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import platform
 import re
