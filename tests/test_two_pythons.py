@@ -61,8 +61,13 @@ def light_venv(tmp_path_factory) -> Path:
 def test_first_start_from_a_plugin_copy_answers_and_leaves_the_copy_clean(tmp_path):
     # A copy of the plugin as Codex and Gemini make one, under git so that anything written shows.
     copy = tmp_path / "plugin"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".venv", "runs", "eval", "__pycache__",
-                                                               ".pytest_cache", "*.egg-info", "tmp"))
+    # What a clone holds: tracked files and new ones git does not ignore (never this checkout's caches or venv).
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
     subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
     subprocess.run(git + ["add", "-A"], cwd=copy, check=True)
@@ -232,7 +237,8 @@ def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monk
                                     report=lambda done, total, message: heard.append((done, total, message)))
         assert in_training("os:getpid") == second  # the sampling ran in the same worker
         assert result.num_samples == 4
-        assert heard[0][:2] == (0, 4) and heard[-1][:2] == (4, 4) and "generated 4 completions" in heard[-1][2]
+        # Progress counts prompts (2), from the start to the end of generation.
+        assert heard[0][:2] == (0, 2) and heard[-1][:2] == (2, 2) and "generated 4 completions" in heard[-1][2]
     finally:
         close_workers()
 
