@@ -37,7 +37,12 @@ def eval_dir() -> Path:
 
 
 def model_key(model: str) -> str:
-    """The name a model's baseline is filed under: 'tiny', a hub name, or a local path relative to the workspace."""
+    """The name a model's baseline is filed under: 'tiny-v<version>' (new tiny weights are a new model: an old
+    baseline must not be compared with them), a hub name, or a local path relative to the workspace."""
+    if model == "tiny":
+        from mcp_server.tiny import TINY_VERSION
+
+        return f"tiny-v{TINY_VERSION}"
     path = Path(model).expanduser()
     if model != "tiny" and path.exists():
         path = path.resolve()
