@@ -141,6 +141,9 @@ def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path, s
         per_device_train_batch_size=settings.sft_batch_size, lr_scheduler_type="constant", warmup_steps=0,
         logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, seed=0, disable_tqdm=True,
         dataset_num_proc=None,
+        # float32, as the GRPO phase: TRL's default bf16 autocast on CPU depends on the CPU's bf16 kernels (its
+        # attention fails outright without AVX512) and would give each CPU another warm-start.
+        bf16=False,
     )
 
     from mcp_server.evaluation.evaluate import evaluate_rows
