@@ -1,7 +1,9 @@
 """The embedded default: a tiny Qwen2-architecture model, its tokenizer and a small verifiable task.
 
-Everything here is built offline and deterministically, so tests and the demo never touch a hub.
-The model is cached on disk and rebuilt only when missing.
+Everything here is built offline and deterministically, so tests and the demo never touch a hub. The initial
+weights come from integers only (Python's Mersenne Twister, mapped to floats by exact arithmetic), never from
+torch's float RNG, whose kernels differ by CPU (AVX512, AVX2, default): the same bits on every machine, pinned
+by a hash in tests/test_tiny.py. The model is cached on disk and rebuilt only when missing.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-TINY_VERSION = "1"
+TINY_VERSION = "2"  # bump whenever the built bytes change: old caches are then never reused
+WEIGHT_SEED = 3407
+INIT_STD = 0.02  # Qwen2Config.initializer_range
 SYSTEM_PROMPT = (
     "Answer the arithmetic question. Think in <reasoning>...</reasoning>, "
     "then give only the number in <answer>...</answer>."
@@ -119,9 +123,69 @@ def _build_tokenizer():
     return fast
 
 
-def build_tiny_model(target: Path) -> Path:
-    """Build the model and tokenizer into `target` (deterministic: fixed seed, fixed corpus)."""
+def _normal_ish(rng: random.Random, count: int, std: float) -> list[float]:
+    """`count` draws of an Irwin-Hall(12) sum (mean 0, standard deviation `std`, within +-6 std), from 16-bit
+    integers: integer sums and one IEEE multiplication each, so every platform gives the same bits."""
+    scale = std / 65536  # the sum of 12 uniforms on [0, 1) has variance 1; 16-bit ints, centred, over 2**16
+    out = []
+    for _ in range(count):
+        bits = rng.getrandbits(192)  # 12 x 16 bits
+        total = sum((bits >> (16 * i)) & 0xFFFF for i in range(12))
+        out.append((total - 6 * 65536) * scale)
+    return out
+
+
+def init_weights(model, seed: int = WEIGHT_SEED) -> None:
+    """Replace every matrix (embeddings, projections) with platform-independent draws; vectors keep their
+    constant init (norms 1, biases 0), which no kernel can change. Parameters in name order."""
     import torch
+
+    rng = random.Random(seed)
+    with torch.no_grad():
+        for _, param in sorted(model.named_parameters(), key=lambda item: item[0]):
+            if param.dim() >= 2:
+                values = _normal_ish(rng, param.numel(), INIT_STD)
+                param.copy_(torch.tensor(values, dtype=torch.float64).reshape(param.shape))
+
+
+def state_sha256(model_dir: Path) -> str:
+    """sha256 over the saved weights' names, dtypes, shapes and little-endian bytes, in name order: the
+    content, independent of how safetensors lays out its header."""
+    import hashlib
+
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    digest = hashlib.sha256()
+    for name, array in sorted(load_file(str(Path(model_dir) / "model.safetensors")).items()):
+        array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+        digest.update(f"{name}|{array.dtype.str}|{list(array.shape)}\n".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def tokenizer_sha256(model_dir: Path) -> str:
+    """sha256 of what the tokenizer does (vocabulary, merges, special tokens, chat template), independent of
+    how a tokenizers release formats tokenizer.json."""
+    import hashlib
+
+    model_dir = Path(model_dir)
+    spec = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    template = config.get("chat_template")
+    if template is None and (model_dir / "chat_template.jinja").is_file():
+        template = (model_dir / "chat_template.jinja").read_text(encoding="utf-8")
+    content = {
+        "vocab": sorted(spec["model"]["vocab"].items()),
+        "merges": [" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]],
+        "added": sorted((t["id"], t["content"], t["special"]) for t in spec["added_tokens"]),
+        "eos": config.get("eos_token"), "pad": config.get("pad_token"), "chat_template": template,
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def build_tiny_model(target: Path) -> Path:
+    """Build the model and tokenizer into `target` (deterministic: integer-only weight draws, fixed corpus)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = _build_tokenizer()
@@ -131,8 +195,8 @@ def build_tiny_model(target: Path) -> Path:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    torch.manual_seed(3407)
     model = Qwen2ForCausalLM(config)
+    init_weights(model)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(target)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -15,6 +18,11 @@ import pytest
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Nothing the suite builds (the tiny model, warm-started models) is read from or left in ~/.cache: a cache
+# per session, set before anything builds and inherited by every child process (CLI, MCP server, training).
+_CACHE = tempfile.mkdtemp(prefix="llm-finetuning-test-cache-")
+os.environ["LLM_FINETUNING_CACHE"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -31,7 +39,7 @@ def skip_unless_ci(reason: str) -> NoReturn:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    """The embedded tiny model (built once, cached under LLM_FINETUNING_CACHE or ~/.cache)."""
+    """The embedded tiny model, built once per session into the session's cache (LLM_FINETUNING_CACHE)."""
     from mcp_server.tiny import ensure_tiny_model
 
     return ensure_tiny_model()

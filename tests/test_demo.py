@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 from conftest import run_cli
+from mcp_server.evaluation.evaluate import baseline_path
+from mcp_server.tiny import TINY_VERSION
 
 
 def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_model):
@@ -33,7 +35,7 @@ def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_
                 "export/model.safetensors", "export/README.md", "demo-summary.json"):
         assert (run / rel).is_file(), rel
     assert json.loads((run / "train/logs/outcome.json").read_text())["state"] == "succeeded"
-    assert (workspace / "eval" / "baseline-tiny.json").is_file()
+    assert baseline_path("tiny").is_file() and baseline_path("tiny").name == f"baseline-tiny-v{TINY_VERSION}.json"
     warm_baseline = json.loads(Path(summary["phases"][1]["artifacts"]["warm_start_baseline"]).read_text())
     report = (run / "promotion-report.md").read_text()
     assert warm_baseline["goldens_sha256"] in report and summary["verdict"] in report

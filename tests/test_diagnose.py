@@ -1,5 +1,9 @@
-"""diagnose_run on real runs: each failure is produced with real TRL GRPOTrainer + the progress callback on the
-tiny model (CPU), once per session, and the diagnosis must name it; a healthy run must not be flagged.
+"""diagnose_run. Its threshold rules are tested on constructed metric series (trainer_state.json files whose
+behaviour is known by construction, on both sides of each threshold), read by the real diagnose_run. Real runs
+(TRL GRPOTrainer + the progress callback on the tiny model, CPU, once per session) are asserted only on what
+does not depend on training luck or CPU kernels: the run completes, its metrics (with the names the rules
+read) are found in every source, findings that follow from the config or by construction (the learning rate,
+a NaN run, a constant reward, a 4-token completion limit) are named, and every code is a documented one.
 Environment failures (OOM, NCCL, imports) cannot happen on CPU: they use realistic log fixtures."""
 
 from __future__ import annotations
@@ -7,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import hashlib
+import inspect
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -19,7 +26,7 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.training.diagnose import CODES, diagnose, diagnose_run
+from mcp_server.training.diagnose import CODES, DiagnoseRequest, diagnose, diagnose_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -60,12 +67,6 @@ def constant_reward(completions, **kwargs):
     return [1.0] * len(completions)
 
 
-def jackpot_reward(completions, answer, trainer_state=None, **kwargs):
-    """closeness, but 1000x at step 4: a batch of extreme rewards (with scale_rewards=none) -> a gradient spike."""
-    scale = 1000.0 if trainer_state is not None and trainer_state.global_step == 4 else 1.0
-    return [scale * r for r in closeness_reward(completions, answer)]
-
-
 # Each run: rewards, steps, learning rate, and any other GRPOConfig fields.
 RUNS = {
     "healthy": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8),
@@ -74,8 +75,6 @@ RUNS = {
     "constant": dict(rewards=[constant_reward], max_steps=3, learning_rate=1e-5),
     "length": dict(rewards=[length_reward, correctness_reward], max_steps=8, learning_rate=3e-3, max_completion_length=32),
     "truncated": dict(rewards=[format_reward, closeness_reward], max_steps=3, learning_rate=1e-5, max_completion_length=4),
-    "spike": dict(rewards=[jackpot_reward], max_steps=6, learning_rate=1e-5, scale_rewards="none"),
-    "flat": dict(rewards=[format_reward, closeness_reward], max_steps=20, learning_rate=1e-6, beta=0.0),
 }
 COMMON = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=24, logging_steps=1, beta=0.04,
               loss_type="dapo", seed=0, bf16=False, use_vllm=False, gradient_checkpointing=False)
@@ -135,10 +134,19 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
 
 
 def cached_warm_model(tiny_model: Path) -> Path:
-    """The warm-started model, built once per machine beside the tiny model (same cache, same atomic rename)."""
-    from mcp_server.tiny import TINY_VERSION, cache_root
+    """The warm-started model, built once per cache beside the tiny model (same atomic rename), filed under the
+    hash of everything that makes it: the tiny model's weights and tokenizer, the code of warm_start and the
+    versions of the libraries that run it. A change to any of them builds a new one."""
+    import torch
+    import transformers
 
-    target = cache_root() / f"tiny-qwen2-v{TINY_VERSION}-diagnose-warm-v1"
+    from mcp_server.tiny import cache_root, state_sha256, tokenizer_sha256
+
+    key = hashlib.sha256(json.dumps({
+        "tiny": [state_sha256(tiny_model), tokenizer_sha256(tiny_model)], "code": inspect.getsource(warm_start),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+    }, sort_keys=True).encode()).hexdigest()[:16]
+    target = cache_root() / f"diagnose-warm-{key}"
     if not (target / "config.json").exists():
         tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=cache_root()))
         warm_start(tiny_model, tmp)
@@ -186,25 +194,47 @@ def assert_patches_validate(diagnosis):
             assert f.patch_valid is True, (f.code, f.patch, f.patch_problems)
 
 
-# ---------------------------------------------------------------- real runs
-def test_healthy_run_is_not_flagged(runs):
+# ---------------------------------------------------------------- real runs: only what is robust
+# Codes that follow from a run's config or can only come from a log: a short CPU run at a settled learning
+# rate never earns them, whatever its metrics do.
+CONFIG_OR_LOG_CODES = {"cuda_out_of_memory", "vllm_out_of_memory", "nccl_timeout", "import_error", "fp16_divergence",
+                       "lr_out_of_range", "moe_without_gspo"}
+# The metrics TRL's GRPOTrainer logs that the rules read (the constructed series below use the same names).
+RULE_METRICS = {"loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
+                "completions/mean_length", "completions/clipped_ratio", "completions/mean_terminated_length"}
+
+
+def assert_documented(diagnosis):
+    assert set(codes(diagnosis)) <= set(CODES), diagnosis.findings
+
+
+def test_healthy_run_completes_and_earns_no_config_finding(runs):
     d = diagnose(runs["healthy"])
-    assert d.healthy and problems(d) == [], d.findings
     assert d.source_kind == "run_dir" and d.steps_logged == 8 and d.last_step == 8
     assert d.config_path.endswith("train/config.yaml")
+    assert_documented(d)
+    assert not set(codes(d)) & (CONFIG_OR_LOG_CODES | {"nan_loss"}), d.findings
+    assert_patches_validate(d)
+
+
+def test_real_runs_log_every_metric_the_rules_read(runs):
+    from mcp_server.training.metrics import load_run
+
+    for name in ("healthy", "length", "constant"):
+        logged = load_run(runs[name]).metric_names()
+        assert RULE_METRICS <= logged, (name, RULE_METRICS - logged)
+    logged = load_run(runs["length"]).metric_names()
+    assert {"rewards/length_reward/mean", "rewards/correctness_reward/mean", "rewards/length_reward/std"} <= logged
 
 
 def test_huge_learning_rate(runs):
     d = diagnose(runs["huge_lr"])
-    assert not d.healthy
-    assert d.findings[0].code == "lr_out_of_range" and d.findings[0].severity == "error"  # the cause comes first
-    assert {"kl_explosion", "entropy_collapse", "completions_truncated"} <= set(codes(d))
+    assert not d.healthy and d.steps_logged == 4
+    # learning_rate=1.0 is 100000x the top of the range: an error whatever the run did, and the cause comes first.
+    assert d.findings[0].code == "lr_out_of_range" and d.findings[0].severity == "error"
     lr = by_code(d, "lr_out_of_range")
     assert lr.evidence[0].value == 1.0 and lr.patch["learning_rate"] <= 1e-5
-    kl = by_code(d, "kl_explosion")
-    assert any(e.metric == "kl" and isinstance(e.value, float) and e.value > 5 for e in kl.evidence)
-    # The run already used loss_type dapo: the DAPO patch adds only what it lacked (clip-higher, no KL, masking).
-    assert by_code(d, "entropy_collapse").patch == {"epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True}
+    assert_documented(d)
     assert_patches_validate(d)
 
 
@@ -212,7 +242,7 @@ def test_nan_run_names_nan_and_fp16_comes_first(runs, tmp_path):
     d = diagnose(runs["nan"])
     nan = by_code(d, "nan_loss")
     assert nan.severity == "error"
-    assert any(e.metric == "grad_norm" and e.value == "nan" for e in nan.evidence)
+    assert any(e.metric in ("loss", "grad_norm") and e.value in ("nan", "inf", "-inf") for e in nan.evidence)
     assert codes(d).index("lr_out_of_range") < codes(d).index("nan_loss")  # triage order: the lr before its symptom
     assert_patches_validate(d)
     # The same metrics from an fp16 run on a bf16 GPU: precision is the first suspect.
@@ -227,6 +257,7 @@ def test_nan_run_names_nan_and_fp16_comes_first(runs, tmp_path):
 
 
 def test_constant_reward_has_no_signal(runs):
+    """A reward that returns 1.0 for everything: zero spread in every group, by construction."""
     d = diagnose(runs["constant"])
     f = d.findings[0]
     assert f.code == "no_reward_signal" and f.severity == "error"
@@ -234,62 +265,188 @@ def test_constant_reward_has_no_signal(runs):
     assert {e.metric for e in f.evidence} >= {"frac_reward_zero_std", "reward_std"}
 
 
-def test_length_paying_reward(runs):
+def test_length_paying_reward_run_is_read(runs):
+    """Whether 8 steps at 3e-3 already show the length trend is training luck (the rule itself is tested on
+    constructed series below); the run's reward components and its out-of-range rate are robust."""
     d = diagnose(runs["length"])
-    assert {"length_reward_correlation", "possible_reward_hacking"} <= set(codes(d))
-    length = by_code(d, "length_reward_correlation")
-    assert length.patch["loss_type"] == "dr_grpo"
-    hacking = by_code(d, "possible_reward_hacking")
-    assert "length_reward" in hacking.explanation and "correctness_reward" in hacking.explanation
+    assert d.steps_logged == 8 and by_code(d, "lr_out_of_range").severity == "error"
+    assert_documented(d)
     assert_patches_validate(d)
 
 
 def test_tiny_max_completion_length(runs):
+    """Answers take about 20 tokens; a 4-token limit cuts (nearly) every completion, by construction."""
     d = diagnose(runs["truncated"])
     f = by_code(d, "completions_truncated")
-    assert f.severity == "error"
+    assert f.severity in ("warning", "error")
     assert f.patch == {"max_completion_length": 8, "mask_truncated_completions": True}
     assert any(e.metric == "completions/mean_terminated_length" for e in f.evidence)
     assert_patches_validate(d)
 
 
-def test_extreme_rewards_spike_the_gradient(runs):
-    d = diagnose(runs["spike"])
-    f = by_code(d, "grad_norm_spike")
-    spike = next(e for e in f.evidence if e.metric == "grad_norm")
-    assert spike.step == 5 and spike.value > 10  # the batch of step 4's rewards is logged as step 5
+# ---------------------------------------------------------------- threshold rules on constructed series
+# A run that is healthy by construction: steady gradients and entropy, a small KL, a rising reward with spread
+# in every group, completions that end well inside the limit. Each test changes one series around one
+# threshold and runs the real diagnose_run on the trainer_state.json it makes.
+SERIES_CONFIG = {"learning_rate": 1e-6, "beta": 0.04, "loss_type": "dapo", "num_generations": 4,
+                 "per_device_train_batch_size": 8, "max_completion_length": 24, "bf16": False, "use_vllm": False,
+                 "gradient_checkpointing": False, "use_cpu": True, "output_dir": "checkpoints"}
+
+
+def healthy_rows(n: int = 12) -> list[dict]:
+    return [{"loss": 0.05, "grad_norm": 0.5, "learning_rate": 1e-6, "reward": 0.5 + 0.01 * i, "reward_std": 0.3,
+             "frac_reward_zero_std": 0.1, "kl": 0.01, "entropy": 0.8, "completions/mean_length": 20.0 + i % 2,
+             "completions/clipped_ratio": 0.0, "completions/mean_terminated_length": 20.0 + i % 2,
+             "rewards/format_reward/mean": 0.9, "rewards/format_reward/std": 0.2,
+             "rewards/correctness_reward/mean": 0.3 + 0.01 * i, "rewards/correctness_reward/std": 0.4}
+            for i in range(n)]
+
+
+def with_series(rows: list[dict], metric: str, values) -> list[dict]:
+    return [{**row, metric: value} for row, value in zip(rows, values, strict=True)]
+
+
+def series_file(tmp_path: Path, rows: list[dict]) -> Path:
+    """A trainer_state.json as TRL writes it, logging `rows` at steps 1, 2, ..."""
+    path = tmp_path / "trainer_state.json"
+    history = [{**row, "step": i + 1, "epoch": round((i + 1) / len(rows), 4)} for i, row in enumerate(rows)]
+    path.write_text(json.dumps({"global_step": len(rows), "log_history": history}))  # NaN as TRL writes it
+    return path
+
+
+def diagnose_series(tmp_path: Path, rows: list[dict], validate: bool = False, **config):
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({**SERIES_CONFIG, **config}))
+    return diagnose_run(DiagnoseRequest(source=str(series_file(tmp_path, rows)), config_path=str(config_path),
+                                        validate_patches=validate))
+
+
+def test_constructed_healthy_series_is_not_flagged(tmp_path, tiny_model):
+    d = diagnose_series(tmp_path, healthy_rows(), validate=True, model_name_or_path=str(tiny_model))
+    assert d.healthy and d.findings == [] and d.steps_logged == 12 and d.source_kind == "trainer_state"
+
+
+@pytest.mark.parametrize("late, flagged", [(0.39, True), (0.32, True), (0.41, False), (0.8, False)])
+def test_entropy_collapse_threshold(tmp_path, tiny_model, late, flagged):
+    """Flagged when the last quarter's mean entropy is at most 0.4 x the first quarter's (1.0 here)."""
+    rows = with_series(healthy_rows(8), "entropy", [1.0, 1.0, 0.9, 0.8, 0.7, 0.6, late, late])
+    d = diagnose_series(tmp_path, rows, validate=flagged, model_name_or_path=str(tiny_model))
+    assert ("entropy_collapse" in codes(d)) is flagged
+    if flagged:  # the run used loss_type dapo: the DAPO patch adds only what it lacked
+        f = by_code(d, "entropy_collapse")
+        assert f.severity == "warning" and f.patch == {"epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True}
+        assert_patches_validate(d)
+
+
+@pytest.mark.parametrize("peak, severity", [(0.99, None), (1.0, "warning"), (4.9, "warning"), (5.0, "error"),
+                                            (math.nan, "error")])
+def test_kl_explosion_thresholds(tmp_path, peak, severity):
+    rows = with_series(healthy_rows(8), "kl", [0.01, 0.02, 0.05, 0.1, 0.2, 0.4, peak, peak])
+    d = diagnose_series(tmp_path, rows)
+    assert (by_code(d, "kl_explosion").severity if "kl_explosion" in codes(d) else None) == severity
+    if severity:
+        assert by_code(d, "kl_explosion").patch["beta"] == 0.08  # twice the run's beta
+
+
+@pytest.mark.parametrize("jump, severity", [(4.9, None), (5.1, "warning"), (60.0, "error")])
+def test_grad_norm_spike_thresholds(tmp_path, jump, severity):
+    """A spike is over 10x the running median of the grad_norms before it (0.5 here); over 100x is an error."""
+    d = diagnose_series(tmp_path, with_series(healthy_rows(8), "grad_norm", [0.5] * 4 + [jump] + [0.5] * 3))
+    found = by_code(d, "grad_norm_spike") if "grad_norm_spike" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    if found:
+        spike = next(e for e in found.evidence if e.metric == "grad_norm")
+        assert spike.step == 5 and spike.value == jump
+
+
+@pytest.mark.parametrize("values, severity", [
+    ([0.9] * 8, "error"),  # the mean share of zero-spread groups reaches 0.9
+    ([0.5] * 4 + [0.75] * 4, "warning"),  # the late half reaches 0.75
+    ([0.5] * 4 + [0.74] * 4, None),
+])
+def test_no_reward_signal_thresholds(tmp_path, values, severity):
+    d = diagnose_series(tmp_path, with_series(healthy_rows(8), "frac_reward_zero_std", values))
+    found = by_code(d, "no_reward_signal") if "no_reward_signal" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    if found:
+        assert found.patch == {"num_generations": 8, "steps_per_generation": 2}  # twice the completions per prompt
+
+
+@pytest.mark.parametrize("late, severity", [(0.49, None), (0.5, "warning"), (0.89, "warning"), (0.9, "error")])
+def test_completions_truncated_thresholds(tmp_path, late, severity):
+    d = diagnose_series(tmp_path, with_series(healthy_rows(8), "completions/clipped_ratio", [0.0] * 4 + [late] * 4))
+    found = by_code(d, "completions_truncated") if "completions_truncated" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    if found:
+        assert found.patch == {"max_completion_length": 48, "mask_truncated_completions": True}
+
+
+@pytest.mark.parametrize("steps, trend, flagged", [(20, 0.0, True), (19, 0.0, False), (20, 0.02, False)])
+def test_flat_reward_needs_twenty_points_and_no_trend(tmp_path, steps, trend, flagged):
+    """A reward that wobbles around 0.5 for 20 logged steps while groups vary is flat; 19 steps is too early
+    to say, and a steady rise is not flat."""
+    rows = with_series(healthy_rows(steps), "reward", [0.5 + trend * i + (0.01 if i % 2 else -0.01) for i in range(steps)])
+    d = diagnose_series(tmp_path, rows)
+    assert ("reward_flat" in codes(d)) is flagged
+    if flagged:
+        assert problems(d) == ["reward_flat"] and by_code(d, "reward_flat").patch == {"learning_rate": 2e-6}
+
+
+def test_length_reward_correlation_and_reward_hacking(tmp_path, tiny_model):
+    """Length and a length-paying reward climb together while correctness stays put: both findings."""
+    rows = healthy_rows(8)
+    rows = with_series(rows, "completions/mean_length", [10.0 + 2 * i for i in range(8)])
+    rows = with_series(rows, "reward", [0.2 + 0.1 * i for i in range(8)])
+    rows = with_series(rows, "rewards/length_reward/mean", [0.1 + 0.1 * i for i in range(8)])
+    rows = with_series(rows, "rewards/length_reward/std", [0.1] * 8)
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.3] * 8)
+    rows = [{k: v for k, v in r.items() if not k.startswith("rewards/format_reward")} for r in rows]
+    d = diagnose_series(tmp_path, rows, validate=True, model_name_or_path=str(tiny_model))
+    assert {"length_reward_correlation", "possible_reward_hacking"} <= set(codes(d))
+    assert by_code(d, "length_reward_correlation").patch["loss_type"] == "dr_grpo"
+    hacking = by_code(d, "possible_reward_hacking")
+    assert "length_reward" in hacking.explanation and "correctness_reward" in hacking.explanation
     assert_patches_validate(d)
+    # The same climb in length without a rising reward is not the length bias.
+    flat = with_series(rows, "reward", [0.5] * 8)
+    assert "length_reward_correlation" not in codes(diagnose_series(tmp_path, flat))
 
 
-def test_flat_reward(runs):
-    d = diagnose(runs["flat"])
-    assert problems(d) == ["reward_flat"], d.findings
-    assert by_code(d, "reward_flat").patch == {"learning_rate": 2e-6}
-    assert_patches_validate(d)
+def test_nan_and_huge_learning_rate_series(tmp_path):
+    rows = with_series(healthy_rows(6), "loss", [0.05, 0.05, 0.05, math.nan, math.nan, math.nan])
+    d = diagnose_series(tmp_path, rows, learning_rate=1.0)
+    assert codes(d)[:2] == ["lr_out_of_range", "nan_loss"] and by_code(d, "nan_loss").severity == "error"
+    assert [e.value for e in by_code(d, "nan_loss").evidence if e.metric == "loss"] == [0.05, "nan"]
+    from mcp_server.recipe.variants import BASE_RECIPE
+
+    assert by_code(d, "lr_out_of_range").patch == {"learning_rate": BASE_RECIPE["learning_rate"]}  # the recipe's rate
 
 
-def test_moe_model_without_gspo(runs, tmp_path):
+def test_moe_model_without_gspo(tmp_path):
     from transformers import Qwen3MoeConfig
 
     moe = tmp_path / "tiny-moe"
     Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, hidden_size=64, num_hidden_layers=2).save_pretrained(moe)
-    config = yaml.safe_load((runs["healthy"] / "train" / "config.yaml").read_text())
-    d = diagnose(runs["healthy"] / "train" / "logs" / "progress.jsonl", config={**config, "model_name_or_path": str(moe)})
+    d = diagnose_series(tmp_path, healthy_rows(), validate=True, model_name_or_path=str(moe))
     f = by_code(d, "moe_without_gspo")
     assert f.severity == "warning" and f.patch["importance_sampling_level"] == "sequence"
     assert f.patch["loss_type"] == "grpo"  # GSPO as emit_grpo_config writes it (the run used dapo)
     assert_patches_validate(d)
+    diverged = diagnose_series(tmp_path, with_series(healthy_rows(), "kl", [0.01] * 11 + [2.0]),
+                               model_name_or_path=str(moe))
+    assert by_code(diverged, "moe_without_gspo").severity == "error"
 
 
 # ---------------------------------------------------------------- other sources of the same runs
 def test_trainer_state_from_a_real_checkpoint(runs, tmp_path):
     healthy = diagnose(runs["healthy"] / "checkpoints" / "checkpoint-8" / "trainer_state.json")
-    assert healthy.source_kind == "trainer_state" and healthy.healthy and healthy.steps_logged == 8
+    assert healthy.source_kind == "trainer_state" and healthy.steps_logged == 8
+    assert_documented(healthy)
     assert healthy.config_path.endswith("train/config.yaml")  # found above the checkpoint
     # A lone trainer_state.json (a run this project did not launch): no config, patches checked on the default.
     lone = shutil.copy(runs["huge_lr"] / "checkpoints" / "checkpoint-4" / "trainer_state.json", tmp_path)
     broken = diagnose(lone)
-    assert {"lr_out_of_range", "kl_explosion", "entropy_collapse"} <= set(codes(broken))
+    assert broken.findings[0].code == "lr_out_of_range" and broken.steps_logged == 4  # the logged rate, no config
     assert broken.config_path is None and "default" in broken.patches_checked_against
     assert_patches_validate(broken)
     # A TRL output_dir with checkpoint-*/ and no progress log: the latest checkpoint's state is read.
@@ -311,7 +468,7 @@ def test_csv_export_with_trl_names(runs, tmp_path):
             writer.writerow(["" if row.get(n) is None else row.get(n) for n in names])
     d = diagnose(path)
     assert d.source_kind == "csv" and d.steps_logged == 8
-    assert {"length_reward_correlation", "possible_reward_hacking", "lr_out_of_range"} <= set(codes(d))
+    assert "lr_out_of_range" in codes(d)  # the logged 3e-3, with no config
     assert set(codes(d)) == set(codes(diagnose(runs["length"] / "train" / "logs" / "progress.jsonl", config={})))
 
 
@@ -366,9 +523,9 @@ def test_crash_log_beside_metrics(runs):
 def test_bare_stdout_log_of_a_real_run(runs):
     """Only the stdout of a run (the Trainer's printed metric dicts): still diagnosed from its metrics."""
     d = diagnose(runs["huge_lr"] / "train" / "logs" / "stdout.log")
-    assert d.source_kind == "log" and d.steps_logged == 4
-    assert {"lr_out_of_range", "kl_explosion", "entropy_collapse"} <= set(codes(d))
-    assert diagnose(runs["healthy"] / "train" / "logs" / "stdout.log").healthy
+    assert d.source_kind == "log" and d.steps_logged == 4 and "lr_out_of_range" in codes(d)
+    healthy = diagnose(runs["healthy"] / "train" / "logs" / "stdout.log")
+    assert healthy.steps_logged == 8 and not {"lr_out_of_range", "nan_loss"} & set(codes(healthy))
 
 
 # ---------------------------------------------------------------- bad input
@@ -404,7 +561,7 @@ def test_cli_diagnose_run(runs, tmp_path):
     proc, data = run_cli_json("diagnose-run", str(runs["truncated"]))
     truncated = next(f for f in data["findings"] if f["code"] == "completions_truncated")
     assert proc.returncode == 1 and truncated["patch_valid"] is True
-    proc, data = run_cli_json("diagnose-run", str(runs["healthy"]), "--no-validate")
+    proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, healthy_rows())), "--no-validate")
     assert proc.returncode == 0 and data["healthy"] is True
     proc = run_cli("diagnose-run", str(FIXTURES / "module_not_found.log"), "--no-validate")
     assert proc.returncode == 1 and "import_error" in proc.stdout and "line 6: ModuleNotFoundError" in proc.stdout
@@ -429,7 +586,8 @@ def test_mcp_diagnose_run(runs):
 
 def test_status_hook_accepts_a_bare_source(runs):
     """training_status calls diagnose_run with a run directory path."""
-    assert diagnose_run(str(runs["healthy"])).healthy
+    d = diagnose_run(str(runs["healthy"]))
+    assert d.source_kind == "run_dir" and d.steps_logged == 8
 
 
 def test_codes_are_documented():

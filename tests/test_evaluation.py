@@ -1,7 +1,9 @@
 """evaluate_model, promote_checkpoint and export_model: the rules, through the core API, the CLI and MCP.
 
-A real (tiny) model is made good at a handful of sums with a short TRL SFTTrainer run, so PROMOTE and REJECT
-are decided on real pass rates: the untrained tiny model is the worse model, the SFT one the better.
+The better and the worse checkpoint are known by construction, never by training luck: the better one is the
+tiny model trained with TRL's SFTTrainer until it has memorised the goldens' exact answers (checked before any
+test uses it; a fixture error otherwise), the worse one the untrained tiny model, which answers none of them
+(also checked). The real evaluation, promotion and export code then judges them.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.evaluation.evaluate import baseline_path, evaluate_model, paired_difference, wilson_interval
+from mcp_server.evaluation.evaluate import baseline_path, evaluate_model, wilson_interval
 from mcp_server.evaluation.export import export_model
 from mcp_server.evaluation.models import EvaluateRequest, ExportRequest, PromoteRequest
+from mcp_server.evaluation.paired import clopper_pearson, compare_paired, mcnemar_exact_p
 from mcp_server.evaluation.promote import judge_drift, promote_checkpoint
 from mcp_server.tiny import make_task, write_jsonl
 
@@ -35,12 +38,27 @@ def small_task(tmp_path_factory) -> tuple[Path, list[dict]]:
     return path, rows
 
 
+# The better checkpoint must pass at least this many of the 16 goldens: twice what the promotion rule needs
+# against a base that passes none (6 gained / 0 lost is the first split with exact McNemar p < 0.05).
+MEMORISED_AT_LEAST = 12
+
+
+def greedy_passes(model_dir_or_loaded, rows) -> int:
+    """Goldens passed, decoded and graded exactly as evaluate_model does it."""
+    from mcp_server.evaluation.evaluate import evaluate_rows
+
+    loaded = model_dir_or_loaded if isinstance(model_dir_or_loaded, tuple) else None
+    items = evaluate_rows(model_dir_or_loaded, rows, [{"name": "correctness_reward"}], MAX_NEW, loaded=loaded)
+    return sum(i.passed for i in items)
+
+
 @pytest.fixture(scope="module")
 def good_model(tiny_model, small_task, tmp_path_factory) -> Path:
-    """The tiny model after a short real SFT on the goldens' sums: it passes some of them."""
+    """The tiny model after real SFT on the goldens' own solutions until it answers them all (at most 600
+    steps); fails as a fixture error, naming the count, unless it passes at least MEMORISED_AT_LEAST."""
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
     _, rows = small_task
@@ -50,17 +68,43 @@ def good_model(tiny_model, small_task, tmp_path_factory) -> Path:
     data = Dataset.from_list(
         [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": r["solution"]}]} for r in rows]
     )
-    args = SFTConfig(output_dir=str(out), max_steps=60, learning_rate=3e-3, per_device_train_batch_size=16,
-                     lr_scheduler_type="constant", save_strategy="no", report_to=[], use_cpu=True, seed=0,
-                     disable_tqdm=True, logging_steps=100)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+
+    class UntilMemorised(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step % 25 == 0:
+                model.eval()
+                side = tokenizer.padding_side
+                if greedy_passes((model, tokenizer), rows) == len(rows):
+                    control.should_training_stop = True
+                tokenizer.padding_side = side
+                model.train()
+
+    args = SFTConfig(output_dir=str(out), max_steps=600, learning_rate=3e-3, per_device_train_batch_size=16,
+                     lr_scheduler_type="constant", save_strategy="no", report_to=[], use_cpu=True, seed=0,
+                     disable_tqdm=True, logging_steps=1000, bf16=False)  # TRL's default bf16 autocast needs AVX512 on CPU
     trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_model), args=args, train_dataset=data,
-                         processing_class=tokenizer)
-    trainer.train()
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(out)
-    torch.set_num_threads(threads)
+                         processing_class=tokenizer, callbacks=[UntilMemorised()])
+    try:
+        trainer.train()
+        trainer.save_model(str(out))
+        tokenizer.save_pretrained(out)
+    finally:
+        torch.set_num_threads(threads)
+    passed = greedy_passes(out, rows)
+    if passed < MEMORISED_AT_LEAST:
+        raise RuntimeError(f"fixture precondition: the memorising SFT passes {passed}/{len(rows)} goldens after "
+                           f"{trainer.state.global_step} steps, fewer than {MEMORISED_AT_LEAST}")
     return out
+
+
+@pytest.fixture(scope="module")
+def worse_model(tiny_model, small_task) -> Path:
+    """The untrained tiny model; checked to pass none of the goldens (fixture error otherwise)."""
+    passed = greedy_passes(tiny_model, small_task[1])
+    if passed:
+        raise RuntimeError(f"fixture precondition: the untrained tiny model passes {passed} goldens, expected 0")
+    return tiny_model
 
 
 def make_run(workspace: Path, name: str, base: Path | str, checkpoint: Path) -> Path:
@@ -83,18 +127,57 @@ def test_wilson_interval_is_honest_at_the_edges():
     assert wilson_interval(100, 100)[1] == 1.0
 
 
-def test_paired_difference_counts_only_disagreements():
-    base = [True] * 24 + [False] * 76
-    # 15 gained, 4 lost: +11 points, and the paired interval excludes zero...
-    better = [True] * 20 + [False] * 4 + [True] * 15 + [False] * 61
-    diff, low, high = paired_difference(base, better)
-    assert diff == 11.0 and 0 < low < diff < high
-    # ...while the same +11 from 30 gained, 19 lost is not distinguishable from noise.
-    noisy = [True] * 5 + [False] * 19 + [True] * 30 + [False] * 46
-    diff, low, high = paired_difference(base, noisy)
-    assert diff == 11.0 and low < 0 < high
+def paired(gained: int, lost: int, both: int = 0, neither: int = 0):
+    """Pass/fail lists of a base and a checkpoint with the given counts of each kind of golden."""
+    base = [False] * gained + [True] * lost + [True] * both + [False] * neither
+    ckpt = [True] * gained + [False] * lost + [True] * both + [False] * neither
+    return compare_paired(base, ckpt)
+
+
+# Exact two-sided McNemar p-values: g/0 is 2 * 2**-g; 6/1 is 2 * (C(7,6) + C(7,7)) / 2**7 = 0.125; the large
+# ones are scipy.stats.binomtest(g, g + l, 0.5).pvalue, with the Clopper-Pearson interval of g / (g + l).
+@pytest.mark.parametrize("gained, lost, p, promote", [
+    (0, 0, 1.0, False),
+    (4, 0, 0.125, False),  # the old paired Wald interval promoted this
+    (5, 0, 0.0625, False),
+    (6, 0, 0.03125, True),
+    (6, 1, 0.125, False),
+    (8, 1, 0.0390625, True),
+    (5, 5, 1.0, False),  # a tie
+    (0, 6, 0.03125, False),  # significantly worse is not better
+    (60, 40, 0.05688793364098089, False),
+    (200, 150, 0.008720036530555947, True),
+    (1000, 900, 0.023108845108901193, True),
+])
+def test_promotion_rule_is_the_exact_mcnemar_test(gained, lost, p, promote):
+    result = paired(gained, lost, both=3, neither=max(0, 16 - gained - lost - 3))
+    assert result.p_value == pytest.approx(p, rel=1e-9)
+    assert (result.low > 0) is promote  # the rule: the interval's lower end above 0 points
+    assert result.low <= result.difference <= result.high
+    assert result.difference == pytest.approx((gained - lost) / result.n * 100)
+
+
+def test_paired_interval_inverts_the_exact_test():
+    """Its lower end lies above 0 exactly when p < 0.05 (and its upper end below 0 exactly when p < 0.05 the
+    other way), for every split of up to 40 disagreements: verdict and interval never disagree."""
+    for d in range(41):
+        for gained in range(d + 1):
+            result = paired(gained, d - gained, neither=10)
+            assert (result.low > 0) == (gained > d - gained and result.p_value < 0.05), (gained, d - gained)
+            assert (result.high < 0) == (gained < d - gained and result.p_value < 0.05), (gained, d - gained)
+    none = paired(0, 0, both=5, neither=11)  # never disagreeing: nothing to tell them apart
+    assert (none.difference, none.low, none.high, none.p_value) == (0.0, 0.0, 0.0, 1.0)
     with pytest.raises(ValueError):
-        paired_difference(base, better[:10])
+        compare_paired([True, False], [True])
+
+
+def test_clopper_pearson_and_the_interval_match_known_values():
+    assert clopper_pearson(5, 10) == pytest.approx((0.18708602844739863, 0.8129139715526015), abs=1e-9)
+    assert clopper_pearson(0, 10) == pytest.approx((0.0, 0.3084971078187638), abs=1e-9)
+    # 60 gained, 40 lost of 100: scipy's exact interval of 0.6 is 0.4972-0.6967, i.e. -0.56 to +39.3 points.
+    result = paired(60, 40)
+    assert (result.low, result.high) == pytest.approx((-0.5581699, 39.3410462), abs=1e-4)
+    assert mcnemar_exact_p(3, 7) == mcnemar_exact_p(7, 3) == 0.34375
 
 
 @pytest.mark.parametrize(
@@ -149,15 +232,16 @@ def test_bad_goldens_name_the_field(workspace, tmp_path):
 
 
 # ---------------------------------------------------------------- promote_checkpoint
-def test_worse_checkpoint_is_rejected_with_evidence(workspace, tiny_model, good_model, small_task):
+def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good_model, small_task):
     goldens, _ = small_task
     base = evaluate_model(EvaluateRequest(model=str(good_model), goldens=str(goldens), max_new_tokens=MAX_NEW))
-    run = make_run(workspace, "worse", good_model, tiny_model)  # the "trained" checkpoint is the untrained model
+    run = make_run(workspace, "worse", good_model, worse_model)  # the "trained" checkpoint is the untrained model
     result = promote_checkpoint(PromoteRequest(run=str(run)))
     assert result.verdict == "REJECT"
     assert result.baseline_pass_rate == base.pass_rate and result.checkpoint_pass_rate == 0.0
     assert result.improvement_points < 0 and result.goldens_sha256 == base.goldens_sha256
-    assert result.lost == base.passed and result.gained == 0 and result.improvement_ci[1] < 0
+    assert result.lost == base.passed >= MEMORISED_AT_LEAST and result.gained == 0 and result.improvement_ci[1] < 0
+    assert result.p_value == pytest.approx(2 * 0.5 ** base.passed)  # exact McNemar: every disagreement one way
     report = (run / "promotion-report.md").read_text()
     assert "REJECT" in report and base.goldens_sha256 in report
     assert json.loads((run / "promotion.json").read_text())["verdict"] == "REJECT"
@@ -175,13 +259,14 @@ def test_changed_goldens_are_refused(workspace, tiny_model, good_model, small_ta
         promote_checkpoint(PromoteRequest(run=str(run), goldens=str(other)))
 
 
-def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, tiny_model, good_model, small_task):
+def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse_model, good_model, small_task):
     goldens, _ = small_task
     evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=MAX_NEW))  # baseline 0%
     run = make_run(workspace, "better", "tiny", good_model)
     result = promote_checkpoint(PromoteRequest(run=str(run)))
     assert result.verdict == "PROMOTE", result.reasons
-    assert result.improvement_ci[0] > 0 and result.gained > 0 and result.lost == 0 and result.drift.ok
+    assert result.improvement_ci[0] > 0 and result.gained >= MEMORISED_AT_LEAST and result.lost == 0
+    assert result.p_value < 0.05 and result.drift.ok
 
     exported = export_model(ExportRequest(run=str(run)))
     assert exported.smoke_identical and exported.promotion_verdict == "PROMOTE" and not exported.merged_lora

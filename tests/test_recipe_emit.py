@@ -13,6 +13,7 @@ import yaml
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.emit import emit_grpo_config
 from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.tiny import TINY_VERSION
 
 HUB_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a name only: nothing is downloaded
 
@@ -114,7 +115,7 @@ def test_config_yaml_is_accepted_by_trls_own_parser(workspace):
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
     script, training, model, data = parser.parse_args_and_config(
         ["--config", result.config_path], fail_with_unknown_args=True)
-    assert training.loss_type == "grpo" and model.model_name_or_path.endswith("tiny-qwen2-v1")
+    assert training.loss_type == "grpo" and model.model_name_or_path.endswith(f"tiny-qwen2-v{TINY_VERSION}")
     assert script.reward_funcs == ["mcp_server.rewards.format_reward", "mcp_server.rewards.correctness_reward"]
     assert data.datasets[0].path == "json"
 

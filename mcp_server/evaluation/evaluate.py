@@ -32,23 +32,6 @@ def wilson_interval(passed: int, n: int, z: float = 1.96) -> tuple[float, float]
     return low, high
 
 
-def paired_difference(base: list[bool], other: list[bool], z: float = 1.96) -> tuple[float, float, float]:
-    """(difference, low, high) of two pass rates measured on the same items, in percentage points.
-
-    Paired: only the items on which the two models disagree carry information, so this interval is the
-    right yardstick for "is the checkpoint better on these goldens" (two unpaired intervals overlap long after
-    the paired difference is clear). Wald interval of the mean per-item difference."""
-    n = len(base)
-    if n == 0 or n != len(other):
-        raise ValueError("paired comparison needs the same items on both sides")
-    gained = sum(1 for b, o in zip(base, other) if o and not b)
-    lost = sum(1 for b, o in zip(base, other) if b and not o)
-    diff = (gained - lost) / n
-    var = max((gained + lost) / n - diff * diff, 0.0) / n
-    half = z * math.sqrt(var)
-    return round(diff * 100, 2), round((diff - half) * 100, 2), round((diff + half) * 100, 2)
-
-
 # ---------------------------------------------------------------- files
 def eval_dir() -> Path:
     """`eval/` beside `runs/`: it outlives runs."""
@@ -56,7 +39,12 @@ def eval_dir() -> Path:
 
 
 def model_key(model: str) -> str:
-    """The name a model's baseline is filed under: 'tiny', a hub name, or a local path relative to the workspace."""
+    """The name a model's baseline is filed under: 'tiny-v<version>' (new tiny weights are a new model: an old
+    baseline must not be compared with them), a hub name, or a local path relative to the workspace."""
+    if model == "tiny":
+        from mcp_server.tiny import TINY_VERSION
+
+        return f"tiny-v{TINY_VERSION}"
     path = Path(model).expanduser()
     if model != "tiny" and path.exists():
         path = path.resolve()

@@ -100,7 +100,7 @@ class PromoteRequest(Request):
         default=0.0,
         ge=0,
         description="The lower end of the 95% interval of the improvement (paired, same goldens) must exceed this, "
-        "in percentage points. 0: the checkpoint must be better beyond noise.",
+        "in percentage points. 0: the checkpoint must be better beyond noise (exact McNemar p < 0.05).",
     )
 
 
@@ -135,8 +135,16 @@ class PromotionResult(BaseModel):
     checkpoint_ci: tuple[float, float] = Field(description="Checkpoint's 95% Wilson interval.")
     improvement_points: float = Field(description="checkpoint - baseline pass rate, in percentage points.")
     improvement_ci: tuple[float, float] = Field(
-        description="95% interval of the improvement in points, paired over the same goldens (items the two models "
-        "disagree on carry the evidence); from the two unpaired intervals when the baseline has no per-item results."
+        description="95% interval of the improvement in points. Paired over the same goldens: the exact "
+        "(Clopper-Pearson) interval of the share of gains among the goldens the two models disagree on, scaled by "
+        "the share of disagreements; it inverts the exact McNemar test (lower end above 0 exactly when p < 0.05) "
+        "and is 0 to 0 when they never disagree. From the two unpaired Wilson intervals when the baseline has no "
+        "per-item results."
+    )
+    p_value: float | None = Field(
+        default=None,
+        description="Two-sided exact conditional McNemar p-value of 'no difference' on the paired goldens (gained "
+        "vs lost as a fair coin); null when the baseline has no per-item results.",
     )
     gained: int = Field(default=0, description="Goldens the checkpoint passes and the base model failed.")
     lost: int = Field(default=0, description="Goldens the base model passed and the checkpoint fails.")

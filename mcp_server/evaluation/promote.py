@@ -3,8 +3,11 @@ frozen drift suite, decided by rule; writes promotion-report.md (for people) and
 
 Rules
 - Goldens: the checkpoint must beat the baseline beyond noise: the 95% interval of the improvement, paired over
-  the same goldens, lies above `min_improvement_points` (default 0). Same goldens (sha256), graders and
-  decoding as the baseline: the baseline decides how the comparison is made, never the request.
+  the same goldens, lies above `min_improvement_points` (default 0). The interval inverts the exact conditional
+  McNemar test on the goldens the two models disagree on (paired.py): at 0 points it lies above 0 exactly when
+  that test's two-sided p < 0.05, right at small counts (4 gained / 0 lost is p = 0.125: not enough; 6 / 0 is
+  p = 0.031). Same goldens (sha256), graders and decoding as the baseline: the baseline decides how the
+  comparison is made, never the request.
 - Drift budget on the frozen suite (drop = base - checkpoint, percentage points): <= 1 is noise; more than 1 and
   up to 5 is decided by rerunning with other seeds (sampled decoding, base and checkpoint alike): REJECT unless
   the mean drop over the reruns is within the 1-point noise; > 5 is a hard fail without rerun.
@@ -18,9 +21,10 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    eval_dir, evaluate_model, evaluate_rows, load_goldens, model_key, paired_difference, read_baseline,
-    resolve_goldens, summarise, write_once,
+    eval_dir, evaluate_model, evaluate_rows, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
+    write_once,
 )
+from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
@@ -195,14 +199,15 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     improvement = round((rate - base_rate) * 100, 2)
     base_items = [bool(i["passed"]) for i in baseline.get("items") or []]
     gained = lost = 0
+    p_value = None
     if len(base_items) == len(items):
-        _, ci_low, ci_high = paired_difference(base_items, [i.passed for i in items])
-        gained = sum(1 for b, i in zip(base_items, items) if i.passed and not b)
-        lost = sum(1 for b, i in zip(base_items, items) if b and not i.passed)
-        how = f"paired over {len(items)} goldens: {gained} gained, {lost} lost"
+        paired = compare_paired(base_items, [i.passed for i in items])
+        ci_low, ci_high, gained, lost, p_value = paired.low, paired.high, paired.gained, paired.lost, paired.p_value
+        how = (f"exact McNemar over {len(items)} paired goldens: {gained} gained, {lost} lost, "
+               f"two-sided p = {p_value:.3g}")
     else:  # no per-item baseline: the unpaired, more conservative yardstick
-        ci_low = round((low - float(baseline["ci_high"])) * 100, 2)
-        ci_high = round((high - float(baseline["ci_low"])) * 100, 2)
+        ci_low = (low - float(baseline["ci_high"])) * 100
+        ci_high = (high - float(baseline["ci_low"])) * 100
         how = "unpaired (the baseline has no per-item results)"
     drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens, report)
 
@@ -230,7 +235,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         goldens=str(goldens), goldens_sha256=sha, baseline_path=str(eval_dir() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
         baseline_pass_rate=base_rate, baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
         checkpoint_pass_rate=rate, checkpoint_ci=(low, high), improvement_points=improvement,
-        improvement_ci=(ci_low, ci_high), gained=gained, lost=lost, drift=drift,
+        improvement_ci=(ci_low, ci_high), p_value=p_value, gained=gained, lost=lost, drift=drift,
         report_path=str(run_dir / "promotion-report.md"), result_path=str(run_dir / "promotion.json"),
     )
     atomic_write_json(Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]})
@@ -267,8 +272,11 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         f"| checkpoint | {result.checkpoint_pass_rate:.1%} | {result.checkpoint_ci[0]:.1%} - {result.checkpoint_ci[1]:.1%} |",
         "",
         f"Improvement: {result.improvement_points:+.1f} points, 95% CI {result.improvement_ci[0]:+.1f} to "
-        f"{result.improvement_ci[1]:+.1f} (paired over the same goldens: {result.gained} gained, {result.lost} lost). "
-        "Rule: the improvement's interval must lie above 0 (or the requested minimum).",
+        f"{result.improvement_ci[1]:+.1f} "
+        + (f"(paired over the same goldens: {result.gained} gained, {result.lost} lost; exact McNemar two-sided "
+           f"p = {result.p_value:.3g}). " if result.p_value is not None else "(unpaired: the baseline has no per-item results). ")
+        + "Rule: the improvement's interval must lie above 0 (or the requested minimum); at 0 that is the exact "
+        "McNemar test on the disagreements at p < 0.05.",
         "",
         "## Drift (frozen suite)",
         "",
