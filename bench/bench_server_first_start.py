@@ -2,8 +2,10 @@
 
 1. First start: `scripts/launch_server.py` with LLM_FINETUNING_VENV pointing at a fresh directory, timed from
    the process start until `tools/list` is answered (it builds the light environment first). Beside it, the
-   MCP SDK's hello world (a one-tool MCPServer) started from a fresh venv built the same way (venv without
-   pip, then `pip --python ... install mcp`). Goal: ours within 10 s, and the ratio ours / hello world.
+   MCP SDK's hello world (a one-tool MCPServer) started from a fresh venv built the same way. Both ways the
+   launcher builds: with uv on PATH (uv venv + uv pip install; uv comes with the test extra) and with pip
+   alone (venv without pip, then `pip --python ... install`). Goal: ours within 10 s, and the ratio ours /
+   hello world.
 2. Warm calls over one MCP session: the first validate_grpo_config (TRL's import) and later validations and
    emissions, with the server being the training interpreter (in-process) and with the server in the light
    environment and LLM_FINETUNING_PYTHON = this (full) Python (the persistent worker). Goal: later calls < 0.05 s.
@@ -39,12 +41,23 @@ def hello(name: str) -> str:
 
 mcp.run("stdio")
 '''
-# Built the way the launcher builds its environment (see scripts/launch_server.py install_plan).
-HELLO_LAUNCH = (
-    'set -e; "$PY" -m venv --without-pip "$VENV"; '
-    '"$PY" -m pip --python "$VENV/bin/python" install --quiet --no-compile --disable-pip-version-check "mcp>=2" >&2; '
-    'exec "$VENV/bin/python" "$HELLO"'
-)
+# Built the way the launcher builds its environment (see scripts/launch_server.py install_plans).
+HELLO_LAUNCH = {
+    "pip": 'set -e; "$PY" -m venv --without-pip "$VENV"; '
+           '"$PY" -m pip --python "$VENV/bin/python" install --quiet --no-compile --disable-pip-version-check "mcp>=2" >&2; '
+           'exec "$VENV/bin/python" "$HELLO"',
+    "uv": 'set -e; uv venv --quiet --python "$PY" "$VENV" >&2; uv pip install --quiet --python "$VENV/bin/python" "mcp>=2" >&2; '
+          'exec "$VENV/bin/python" "$HELLO"',
+}
+UV = shutil.which("uv") or (str(Path(sys.executable).parent / "uv") if (Path(sys.executable).parent / "uv").exists() else None)
+
+
+def path_for(installer: str) -> str:
+    """PATH with uv first (installer 'uv'), or without any uv (installer 'pip')."""
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "uv").exists()]
+    if installer == "uv":
+        dirs.insert(0, str(Path(UV).parent))
+    return os.pathsep.join(dirs)
 
 
 async def time_to_list(command: str, args: list[str], env: dict, cwd: Path) -> tuple[float, int]:
@@ -58,13 +71,14 @@ async def time_to_list(command: str, args: list[str], env: dict, cwd: Path) -> t
         return time.perf_counter() - start, len(tools)
 
 
-def first_start(tmp: Path) -> tuple[float, int, float]:
+def first_start(tmp: Path, installer: str) -> tuple[float, int, float]:
     env = {k: v for k, v in os.environ.items() if k not in ("LLM_FINETUNING_PYTHON", "VIRTUAL_ENV")}
-    ours_env = {**env, "LLM_FINETUNING_VENV": str(tmp / "ours-venv"), "LLM_FINETUNING_WORKSPACE": str(tmp)}
+    env["PATH"] = path_for(installer)
+    ours_env = {**env, "LLM_FINETUNING_VENV": str(tmp / f"ours-{installer}"), "LLM_FINETUNING_WORKSPACE": str(tmp)}
     ours, n = asyncio.run(time_to_list(BASE_PYTHON, [str(LAUNCHER)], ours_env, tmp))
     (tmp / "hello.py").write_text(HELLO)
-    hello_env = {**env, "PY": BASE_PYTHON, "VENV": str(tmp / "hello-venv"), "HELLO": str(tmp / "hello.py")}
-    hello, _ = asyncio.run(time_to_list("bash", ["-c", HELLO_LAUNCH], hello_env, tmp))
+    hello_env = {**env, "PY": BASE_PYTHON, "VENV": str(tmp / f"hello-{installer}"), "HELLO": str(tmp / "hello.py")}
+    hello, _ = asyncio.run(time_to_list("bash", ["-c", HELLO_LAUNCH[installer]], hello_env, tmp))
     return ours, n, hello
 
 
@@ -104,17 +118,21 @@ def warm(tmp: Path, light_venv: Path) -> dict[str, dict]:
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-first-start-") as name:
         tmp = Path(name)
-        ours, n, hello = first_start(tmp)
         print("first start to tools/list on a fresh environment directory (builds it):")
-        print(f"  llm-finetuning ({n} tools):  {ours:6.2f} s   goal < 10 s: {'PASS' if ours < 10 else 'FAIL'}")
-        print(f"  MCP SDK hello world (1 tool, fresh venv built the same way): {hello:6.2f} s")
-        print(f"  ratio ours / hello world: {ours / hello:5.2f}x")
+        ok = True
+        for installer in ["uv", "pip"] if UV else ["pip"]:
+            ours, n, hello = first_start(tmp, installer)
+            print(f"  with {installer}: llm-finetuning ({n} tools) {ours:6.2f} s   goal < 10 s: "
+                  f"{'PASS' if ours < 10 else 'FAIL'}   MCP SDK hello world (1 tool, built the same way) "
+                  f"{hello:6.2f} s   ratio {ours / hello:5.2f}x")
+            ok = ok and ours < 10
+        if not UV:
+            print("  (uv not found: install it, e.g. pip install uv, to measure the launcher's uv path)")
         later = asyncio.run(time_to_list(BASE_PYTHON, [str(LAUNCHER)], {
-            **os.environ, "LLM_FINETUNING_VENV": str(tmp / "ours-venv"), "LLM_FINETUNING_WORKSPACE": str(tmp)}, tmp))[0]
+            **os.environ, "LLM_FINETUNING_VENV": str(tmp / "ours-pip"), "LLM_FINETUNING_WORKSPACE": str(tmp)}, tmp))[0]
         print(f"  llm-finetuning, second start (environment ready): {later:6.2f} s")
 
-        results = warm(tmp, tmp / "ours-venv")
-        ok = ours < 10
+        results = warm(tmp, tmp / "ours-pip")
         print("\nvalidate / emit over one MCP session (seconds):")
         for label, times in results.items():
             v, e = times["validate"], times["emit"]

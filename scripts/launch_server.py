@@ -4,7 +4,8 @@
 Every harness config starts this file with whatever `python3` it finds. Standard library only, so it runs
 before anything is installed. The server's own environment holds only what its doors need (the package's
 base dependencies: the MCP SDK, pydantic, jsonschema, pyyaml, psutil; no torch), so the first start takes
-seconds: `python -m venv --without-pip`, then this Python's pip installs into it. Training, sampling and
+seconds: `uv venv` + `uv pip install` when uv is on PATH (about 1 s), else `python -m venv --without-pip`
+and this Python's pip installing into it (7-8 s with wheels cached on a 2-core machine). Training, sampling and
 TRL's checks run in the training interpreter instead (LLM_FINETUNING_PYTHON, or the environment the
 prepare_environment tool builds), never inside a server start.
 
@@ -89,42 +90,70 @@ def _pip_can_target(python: str) -> bool:
     return bool(match) and (int(match.group(1)), int(match.group(2))) >= (22, 3)
 
 
-def install_plan(venv: Path) -> list[list[str]]:
-    """The commands that build the environment, in order. Fast path: a venv without pip, filled by this
-    Python's pip; else a venv with its own pip."""
+def install_plans(venv: Path) -> list[list[list[str]]]:
+    """Ways to build the environment, fastest first; each is a list of commands run in order, and a failing
+    way falls back to the next. uv, when on PATH, builds it in about a second (pip takes 7-8 s on a 2-core
+    machine with every wheel cached); uv does not read pip's configuration (a private index in pip.conf),
+    so pip stays the fallback. pip's fast path: a venv without pip, filled by this Python's pip."""
     py, reqs = str(venv_python(venv)), requirements()
+    plans = []
+    uv = shutil.which("uv")
+    if uv:
+        plans.append([[uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+                      [uv, "pip", "install", "--quiet", "--python", py, *reqs]])
     # --no-compile: bytecode is written on first import instead (halves the install time).
     quiet = ["--quiet", "--no-compile", "--disable-pip-version-check"]
     if _pip_can_target(sys.executable):
-        return [[sys.executable, "-m", "venv", "--without-pip", str(venv)],
-                [sys.executable, "-m", "pip", "--python", py, "install", *quiet, *reqs]]
-    return [[sys.executable, "-m", "venv", str(venv)], [py, "-m", "pip", "install", *quiet, *reqs]]
+        plans.append([[sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                      [sys.executable, "-m", "pip", "--python", py, "install", *quiet, *reqs]])
+    else:
+        plans.append([[sys.executable, "-m", "venv", str(venv)], [py, "-m", "pip", "install", *quiet, *reqs]])
+    return plans
+
+
+def _run_plan(plan: list[list[str]], venv: Path, out) -> int:
+    """Run one way from an empty directory; its exit code (0: built)."""
+    if venv.exists():  # a half-built environment from an interrupted start or a failed way
+        shutil.rmtree(venv)
+    for cmd in plan:
+        say("running: " + " ".join(cmd))
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        try:
+            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        except OSError as exc:
+            out.write(f"{exc}\n")
+            code = 127
+        if code != 0:
+            return code
+    return 0
 
 
 def prepare(venv: Path) -> None:
     say(f"first start: building the server's light environment in {venv} (the MCP SDK, pydantic, jsonschema, "
         "pyyaml; no torch). A few seconds once; later starts are instant.")
-    plan = install_plan(venv)
+    plans = install_plans(venv)
     if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
-        for cmd in plan:
+        for cmd in plans[0]:
             say("would run: " + " ".join(cmd))
+        for fallback in plans[1:]:
+            say("if that fails, would run: " + " && ".join(" ".join(cmd) for cmd in fallback))
         return
-    if venv.exists():  # a half-built environment from an interrupted start
-        shutil.rmtree(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log = venv.parent / f"{venv.name}.install.log"
     with open(log, "w", encoding="utf-8") as out:
-        for cmd in plan:
-            say("running: " + " ".join(cmd))
-            out.write("$ " + " ".join(cmd) + "\n")
+        for number, plan in enumerate(plans, 1):
+            code = _run_plan(plan, venv, out)
+            if code == 0:
+                break
+            if number < len(plans):
+                say(f"{plan[-1][0]} failed (exit {code}); falling back to the next installer (log: {log})")
+        else:
             out.flush()
-            result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            if result.returncode != 0:
-                out.flush()
-                sys.stderr.write(log.read_text(encoding="utf-8", errors="replace")[-3000:])
-                say(f"setup failed (exit {result.returncode}); the log is {log}. Fix the error above, or set "
-                    "LLM_FINETUNING_VENV to an environment with this package's dependencies, then restart.")
-                sys.exit(result.returncode)
+            sys.stderr.write(log.read_text(encoding="utf-8", errors="replace")[-3000:])
+            say(f"setup failed (exit {code}); the log is {log}. Fix the error above, or set "
+                "LLM_FINETUNING_VENV to an environment with this package's dependencies, then restart.")
+            sys.exit(code)
     (venv / MARKER).write_text(fingerprint() + "\n")
     say("server environment ready.")
 

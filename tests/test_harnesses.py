@@ -205,15 +205,30 @@ def run_launcher(venv: Path, cwd: Path, **env):
     )
 
 
-def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path):
-    proc = run_launcher(tmp_path / "venv", tmp_path)
+@pytest.mark.parametrize("with_uv", [False, True])
+def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path, with_uv):
+    # PATH without any uv, or with one first (a stand-in: the dry run only names it).
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if d and not (Path(d) / "uv").exists()]
+    if with_uv:
+        uv = tmp_path / "bin" / "uv"
+        uv.parent.mkdir()
+        uv.write_text("#!/bin/sh\nexit 0\n")
+        uv.chmod(0o755)
+        path.insert(0, str(uv.parent))
+    proc = run_launcher(tmp_path / "venv", tmp_path, PATH=os.pathsep.join(path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""  # stdout is the MCP channel
     assert "first start" in proc.stderr and "later starts are instant" in proc.stderr
     # The server's environment is light: the base dependencies, no torch, no install of the plugin itself.
-    assert "-m venv" in proc.stderr and "mcp>=2" in proc.stderr and "pydantic" in proc.stderr
-    plan = [line for line in proc.stderr.splitlines() if "would run" in line]
-    assert len(plan) == 2 and not any("torch" in line or " -e " in line for line in plan), plan
+    assert "mcp>=2" in proc.stderr and "pydantic" in proc.stderr
+    plan = [line for line in proc.stderr.splitlines() if "would run:" in line and "if that fails" not in line]
+    fallback = [line for line in proc.stderr.splitlines() if "if that fails, would run:" in line]
+    assert len(plan) == 2 and not any("torch" in line or " -e " in line for line in plan + fallback), plan
+    if with_uv:  # uv first, this Python's pip if uv fails
+        assert f"{uv} venv" in plan[0] and f"{uv} pip install" in plan[1], plan
+        assert len(fallback) == 1 and "-m venv --without-pip" in fallback[0] and "-m pip --python" in fallback[0]
+    else:
+        assert "-m venv" in plan[0] and "-m pip" in plan[1] and not fallback, plan
 
 
 def ready_venv(tmp_path: Path) -> Path:

@@ -52,9 +52,14 @@ def light_venv(tmp_path_factory) -> Path:
     """The server's light environment, built by the launcher as on a first start."""
     tmp = tmp_path_factory.mktemp("light")
     venv = tmp / "server-venv"
+    # uv (from the test extra, beside this Python) first on PATH: the launcher's fast way.
+    uv = Path(sys.executable).parent / "uv"
+    assert uv.is_file(), "uv comes with the test extra: pip install -e '.[train,test]'"
     proc = subprocess.run([sys.executable, str(LAUNCHER), "--prepare"], capture_output=True, text=True, timeout=600,
-                          env=light_env(tmp, LLM_FINETUNING_VENV=str(venv)))
+                          env=light_env(tmp, LLM_FINETUNING_VENV=str(venv), PATH=f"{uv.parent}{os.pathsep}{os.environ['PATH']}"))
     assert proc.returncode == 0, proc.stderr
+    log = (tmp / "server-venv.install.log").read_text()
+    assert f"$ {uv} pip install" in log and "-m pip" not in log and "falling back" not in proc.stderr, log
     return venv
 
 
@@ -74,7 +79,14 @@ def test_first_start_from_a_plugin_copy_answers_and_leaves_the_copy_clean(tmp_pa
     subprocess.run(git + ["commit", "-qm", "copy"], cwd=copy, check=True)
     project = tmp_path / "project"
     project.mkdir()
-    env = light_env(tmp_path)  # no LLM_FINETUNING_VENV: the per-user cache under XDG_CACHE_HOME
+    # A uv that fails (as one would without pip's private index): the launcher falls back to pip.
+    broken_uv = tmp_path / "bin" / "uv"
+    broken_uv.parent.mkdir()
+    broken_uv.write_text("#!/bin/sh\necho 'uv: cannot reach the index' >&2\nexit 2\n")
+    broken_uv.chmod(0o755)
+    path = os.pathsep.join([str(broken_uv.parent)] + [d for d in os.environ["PATH"].split(os.pathsep)
+                                                       if d and not (Path(d) / "uv").exists()])
+    env = light_env(tmp_path, PATH=path)  # no LLM_FINETUNING_VENV: the per-user cache under XDG_CACHE_HOME
 
     async def calls(client):
         tools = await client.list_tools()
@@ -87,6 +99,8 @@ def test_first_start_from_a_plugin_copy_answers_and_leaves_the_copy_clean(tmp_pa
     assert len(venvs) == 1 and (venvs[0] / ".llm-finetuning-ready").is_file(), built
     # Lock and log beside the environment, nothing in the plugin.
     assert {p.name for p in built} == {venvs[0].name, venvs[0].name + ".lock", venvs[0].name + ".install.log"}
+    log = (venvs[0].parent / (venvs[0].name + ".install.log")).read_text()
+    assert log.index(f"$ {broken_uv} venv") < log.index("cannot reach the index") < log.index("-m pip --python"), log
     status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=copy, capture_output=True, text=True)
     assert status.stdout == "", status.stdout
     # The light environment has no torch: the server's doors do not need it.
