@@ -193,14 +193,28 @@ def server_env(venv: Path) -> dict:
         # Bytecode goes beside the environment, not into the plugin folder (and is kept: later starts are fast).
         # The training interpreter's processes drop this again (mcp_server.interpreter.training_env).
         env["PYTHONPYCACHEPREFIX"] = env["LLM_FINETUNING_SERVER_PYCACHE"] = str(venv / "pycache")
-    # Harnesses that can only express paths relative to the plugin (Codex: cwd ".") start us inside the
-    # plugin root; runs belong in the person's project, which the inherited PWD still names.
-    pwd = os.environ.get("PWD")
-    if not env.get("LLM_FINETUNING_WORKSPACE") and Path.cwd().resolve() == ROOT and pwd:
-        if Path(pwd).is_dir() and Path(pwd).resolve() != ROOT:
-            env["LLM_FINETUNING_WORKSPACE"] = pwd
-            say(f"workspace: {pwd}")
+    if not env.get("LLM_FINETUNING_WORKSPACE") and Path.cwd().resolve() == ROOT:
+        project = project_dir()
+        if project:
+            env["LLM_FINETUNING_WORKSPACE"] = project
+            say(f"workspace: {project}")
     return env
+
+
+def project_dir() -> str | None:
+    """The person's project when a harness starts us inside the plugin root (Codex can only express paths
+    relative to the plugin: cwd "."), where runs do not belong. The inherited PWD names it, unless a shell
+    on the way reset PWD (a pyenv shim is a bash script); then the harness's own working directory, read
+    from /proc (Linux): every exec on the way keeps the harness as our parent."""
+    candidates = [os.environ.get("PWD")]
+    try:
+        candidates.append(os.readlink(f"/proc/{os.getppid()}/cwd"))
+    except OSError:  # not Linux, or not ours to read
+        pass
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir() and Path(candidate).resolve() != ROOT:
+            return candidate
+    return None
 
 
 def main() -> None:

@@ -383,12 +383,14 @@ class Trial:
         self.tmp = tmp_path
         self.log = tmp_path / "workspaces.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_FINETUNING_", "XDG_", "PYENV_"))}
-        # `python3` is an interpreter, not a shell script: a pyenv shim is a bash script, and bash resets PWD
-        # to its own directory, which loses the project where a harness starts the server elsewhere (Codex;
-        # docs/harnesses.md says so). The harnesses' own behaviour is what these trials check.
+        # `python3` is a bash script that execs the interpreter, as a pyenv shim is: bash resets an inherited
+        # PWD that is not its working directory, so where a harness starts the server inside the plugin (Codex)
+        # the launcher must find the project another way (the harness's own working directory).
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
-        (bin_dir / "python3").symlink_to(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+        python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+        (bin_dir / "python3").write_text(f"#!/bin/bash\nexec '{python}' \"$@\"\n")
+        (bin_dir / "python3").chmod(0o755)
         env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
         self.env = {**env, "HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
                     "XDG_DATA_HOME": str(self.home / ".local/share"), "XDG_CACHE_HOME": str(self.home / ".cache"),
