@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from mcp_server.training.runstate import process_alive
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, atomic_write_text, new_run_dir, workspace_root
 
@@ -254,7 +255,7 @@ def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict
     with console.progress() as bar:
         task = bar.add_task("GRPO training", total=settings.grpo_steps, info="")
         while True:
-            done = proc.poll() is not None if proc else not _alive(pid)
+            done = proc.poll() is not None if proc else not process_alive(pid, None)
             lines = progress.read_text().splitlines() if progress.is_file() else []
             if len(lines) > seen:
                 seen = len(lines)
@@ -270,25 +271,6 @@ def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict
         bar.update(task, completed=settings.grpo_steps if outcome_path.is_file() else bar.tasks[0].completed)
     outcome = json.loads(outcome_path.read_text()) if outcome_path.is_file() else {"state": "failed"}
     return {"how": how, "pid": pid, "outcome": outcome}
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
-        if waited == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.is_file() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
 def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:

@@ -23,6 +23,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.interpreter import PACKAGE_PARENT, data_dir, read_state, state_path, training_env, training_python
 from mcp_server.reporting import Report, silent
 from mcp_server.training.models import PrepareRequest, PrepareResult
+from mcp_server.training.runstate import process_alive
 from mcp_server.workspace import atomic_write_json
 
 DEFAULT_TORCH_CPU_SPEC = "torch==2.13.0"  # the Makefile's TORCH_CPU_SPEC
@@ -94,23 +95,6 @@ def build_plan(venv: Path, request: PrepareRequest, gpu: bool) -> list[tuple[str
     ]
 
 
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A finished child of this process stays a zombie until reaped: reap it, it is not running.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True  # not our child: alive
-
-
 def _running(state: dict) -> bool:
     """The build is under way: its process lives (or it has just been started and not yet recorded its pid)."""
     if state.get("status") != "running":
@@ -118,7 +102,7 @@ def _running(state: dict) -> bool:
     if state.get("pid") is None:
         started = _dt.datetime.fromisoformat(state.get("started_at", "1970-01-01T00:00:00+00:00"))
         return (_dt.datetime.now(_dt.timezone.utc) - started).total_seconds() < 30
-    return _alive(state["pid"])
+    return process_alive(state["pid"], None)
 
 
 def _tail(path: str | None) -> list[str]:
