@@ -93,6 +93,14 @@ def require_training_python() -> str:
     return python
 
 
+def package_path() -> str | None:
+    """The folder to put on PYTHONPATH so a training interpreter imports this package from the plugin folder
+    (None when the package is installed, not run from a plugin checkout or copy)."""
+    if (PACKAGE_PARENT / "mcp_server").is_dir() and (PACKAGE_PARENT / "pyproject.toml").is_file():
+        return str(PACKAGE_PARENT)
+    return None
+
+
 def training_env(python: str, base: dict | None = None) -> dict:
     """Environment for a process of the training interpreter: this package importable from the plugin
     folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code)."""
@@ -101,7 +109,7 @@ def training_env(python: str, base: dict | None = None) -> dict:
     # (a prefix would make it recompile torch and the rest).
     if env.get("LLM_FINETUNING_SERVER_PYCACHE") and env.get("PYTHONPYCACHEPREFIX") == env["LLM_FINETUNING_SERVER_PYCACHE"]:
         del env["PYTHONPYCACHEPREFIX"]
-    if (PACKAGE_PARENT / "mcp_server").is_dir() and (PACKAGE_PARENT / "pyproject.toml").is_file():
-        parts = [str(PACKAGE_PARENT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if package_path():
+        parts = [package_path()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     return env

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import call_mcp, run_cli, run_cli_json
+from conftest import ROOT, call_mcp, run_cli, run_cli_json
 
 CONTRACT_KEYS = {"step", "loss", "lr", "mem_gb", "temp_c", "reward", "reward_std", "frac_reward_zero_std", "kl",
                  "entropy", "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"}
@@ -373,6 +373,15 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     slurm = Path(result.slurm_script).read_text()
     assert "#SBATCH --nodes=2" in slurm and "vllm-serve" in slurm and "--machine_rank" in slurm
     assert subprocess.run(["bash", "-n", result.slurm_script]).returncode == 0
+    # Both scripts, run by hand or by sbatch, let a training Python without this package import it from the
+    # plugin folder (train.py imports its rewards and progress callback): the base interpreter has no package.
+    base_python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    bare_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    for script in (written["script"], result.slurm_script):
+        export = next(line for line in Path(script).read_text().splitlines() if line.startswith("export PYTHONPATH="))
+        where = subprocess.run(["bash", "-c", f'{export}; cd /; "$0" -c "import mcp_server; print(mcp_server.__file__)"',
+                                base_python], capture_output=True, text=True, env=bare_env)
+        assert where.stdout.strip() == str(ROOT / "mcp_server" / "__init__.py"), where.stderr
     loaded = load_config_from_file(result.accelerate_config)
     # 8 GPUs on 2 nodes: one node of 4 serves vLLM, the other trains with 4 processes
     assert loaded.num_machines == 1 and loaded.num_processes == 4 and str(loaded.distributed_type).endswith("DEEPSPEED")

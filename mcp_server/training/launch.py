@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.interpreter import require_training_python as training_python
-from mcp_server.interpreter import training_env
+from mcp_server.interpreter import package_path, training_env
 from mcp_server.training.environment import read_run_target
 from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.runstate import (
@@ -173,14 +173,22 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
                       script="\n".join(lines) + "\n", accelerate_config=accel, vllm=vllm, notes=notes)
 
 
+def _pythonpath_line() -> list[str]:
+    """train.py imports this package: a script run by hand or by sbatch finds it in the plugin folder when the
+    training interpreter does not have it installed (as the launcher's own environment does)."""
+    path = package_path()
+    return [f'export PYTHONPATH={shlex.quote(path)}"${{PYTHONPATH:+:$PYTHONPATH}}"'] if path else []
+
+
 def _script_header(run_dir: Path) -> str:
-    return (
-        "#!/usr/bin/env bash\n"
-        f"# Training launcher for run {run_dir.name}, written by llm-finetuning launch_training.\n"
-        "# Runs from the run directory wherever it is called from: bash train/launch.sh\n"
-        'cd "$(dirname "$0")/.." || exit 1\n'
-        "export PYTHONUNBUFFERED=1"
-    )
+    return "\n".join([
+        "#!/usr/bin/env bash",
+        f"# Training launcher for run {run_dir.name}, written by llm-finetuning launch_training.",
+        "# Runs from the run directory wherever it is called from: bash train/launch.sh",
+        'cd "$(dirname "$0")/.." || exit 1',
+        "export PYTHONUNBUFFERED=1",
+        *_pythonpath_line(),
+    ])
 
 
 def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_mode, vllm_gpus, extra) -> LaunchPlan:
@@ -212,6 +220,7 @@ def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_m
         "# Submit from the run directory: sbatch train/launch.slurm",
         "set -euo pipefail",
         f"cd {shlex.quote(str(run_dir))}",
+        *_pythonpath_line(),
         "NODES=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))",
         "MAIN_NODE=${NODES[0]}",
     ]
