@@ -401,9 +401,12 @@ class Trial:
         launcher = runpy.run_path(str(plugin_root / "scripts" / "launch_server.py"))
         venv = self.tmp / f"venv-{len(list(self.tmp.glob('venv-*')))}"
         (venv / "bin").mkdir(parents=True)
-        record = "from mcp_server.workspace import workspace_root; print(workspace_root())"
+        # Records the workspace the server will resolve (workspace.workspace_root: LLM_FINETUNING_WORKSPACE, else
+        # the working directory, resolved) in the shell itself: a second Python start before the server's own
+        # made the start slow enough under load for a harness's connect timeout.
         python = venv / "bin" / "python"
-        python.write_text(f"#!/bin/sh\n'{sys.executable}' -c '{record}' >> '{self.log}'\nexec '{sys.executable}' \"$@\"\n")
+        python.write_text(f"#!/bin/sh\nrealpath -m -- \"${{LLM_FINETUNING_WORKSPACE:-$(pwd -P)}}\" >> '{self.log}'\n"
+                          f"exec '{sys.executable}' \"$@\"\n")
         python.chmod(0o755)
         (venv / launcher["MARKER"]).write_text(launcher["fingerprint"]() + "\n")
         self.env["LLM_FINETUNING_VENV"] = str(venv)
