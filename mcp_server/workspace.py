@@ -24,6 +24,11 @@ def runs_root() -> Path:
     return workspace_root() / "runs"
 
 
+def eval_root() -> Path:
+    """`eval/` beside `runs/`: baselines, goldens and drift measurements outlive runs."""
+    return workspace_root() / "eval"
+
+
 def slugify(text: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     return slug[:48] or "run"
