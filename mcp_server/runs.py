@@ -42,10 +42,11 @@ directory"). Every module that reads or writes a run names its files through `Ru
       export/                         export         export_model's standalone model
 
 `eval/` (workspace.eval_root) sits beside `runs/`: baselines outlive runs.
-Every file is written atomically (workspace.atomic_write_*). Readers choose their policy for a missing file
-explicitly: `read_config`/`read_request` give {} (a run that is not emitted yet), `read_json_if_present` gives
-None (a file the training process may not have written yet); a file that exists but cannot be read is the
-caller's input error.
+Every file is written atomically (workspace.atomic_write_*). Readers say what a missing file means:
+`read_config`/`read_request` give {} (a run not emitted yet) and raise UserInputError('run') for a file that is
+there but unreadable (a person may have edited it); `read_json_if_present` gives None for a file another process
+writes (run.json, the log markers), missing or half-written alike; the inspection files are read by
+inspection.files, which refuses a missing one with the step that makes it.
 """
 
 from __future__ import annotations
@@ -56,8 +57,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.userfiles import read_json, read_yaml
-from mcp_server.workspace import WorkspaceError, runs_root
-from mcp_server.workspace import resolve_run as _find_run_dir
+from mcp_server.workspace import runs_root
 
 # The recipe's sidecars, beside its config.yaml wherever that config sits (a copied config keeps them).
 REQUEST_FILE = "request.json"
@@ -290,10 +290,14 @@ def read_json_if_present(path: Path):
 
 def resolve_run(run: str | Path) -> Run:
     """A run given as a name under runs/ or as a path; it must exist (UserInputError naming the known runs)."""
-    try:
-        return Run(_find_run_dir(run))
-    except WorkspaceError as exc:
-        raise UserInputError("run", str(exc).removeprefix("run: ")) from None
+    candidate = Path(run)
+    for path in (candidate, runs_root() / candidate):
+        if path.is_dir():
+            return Run(path.resolve())
+    known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
+    raise UserInputError(
+        "run", f"no run directory '{run}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
+    )
 
 
 def all_runs() -> list[Run]:

@@ -48,3 +48,12 @@ def _of_kind(value: Any, kind: type | None, path, field: str, language: str) -> 
         raise UserInputError(field, f"{short(path)} must hold {want} in {language}, got {type(value).__name__}")
     return value
 
+
+def load_config_file(path: str | Path, field: str = "config_path") -> dict:
+    """A TrlParser YAML config as a dict; `field` names the input in errors."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError(field, f"no such file: {path}; give the run's YAML config (train/config.yaml)")
+    data = read_yaml(path, field)
+    data.pop("env", None)  # TrlParser's environment block, not a field
+    return data

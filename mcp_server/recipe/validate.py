@@ -12,19 +12,9 @@ from mcp_server.recipe.rules import RULES, Context, finding
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import sidecars
-from mcp_server.userfiles import read_json, read_yaml
+from mcp_server.userfiles import load_config_file, read_json
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-
-def load_config_file(path: str | Path, field: str = "config_path") -> dict:
-    """A TrlParser YAML config as a dict; `field` names the input in errors."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserInputError(field, f"no such file: {path}; give the run's YAML config (train/config.yaml)")
-    data = read_yaml(path, field)
-    data.pop("env", None)  # TrlParser's environment block, not a field
-    return data
 
 
 def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:

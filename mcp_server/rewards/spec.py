@@ -1,6 +1,6 @@
 """How a config names a reward: a registry name or a dotted import path, its parameters and weight.
 
-Light on purpose (pydantic only): the MCP door imports it at start-up.
+Light on purpose (pydantic and yaml, no torch): the MCP door imports it at start-up.
 """
 
 from __future__ import annotations

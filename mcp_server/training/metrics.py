@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.recipe.validate import load_config_file
 from mcp_server.runs import Run, read_json_if_present, sidecars
+from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import runs_root, workspace_root
 
 ACCEPTED = (
