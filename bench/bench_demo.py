@@ -18,7 +18,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as ws:
         os.environ["LLM_FINETUNING_WORKSPACE"] = ws
         os.chdir(ws)
-        from mcp_server.evaluation.demo import run_demo
+        from mcp_server.demo import run_demo
 
         summary = run_demo()
     print("\nbench_demo")

@@ -98,7 +98,7 @@ def _human_emit(result) -> str:
 
 
 def cmd_emit_config(args) -> int:
-    from mcp_server.recipe.emit import emit_grpo_config
+    from mcp_server.emission.emit import emit_grpo_config
     from mcp_server.recipe.models import GRPORecipeRequest
 
     data = _load_json_arg(args.request, "request") or {}
@@ -490,7 +490,7 @@ def cmd_export_model(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from mcp_server.evaluation.demo import run_demo
+    from mcp_server.demo import run_demo
 
     summary = run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json)
     if args.json:

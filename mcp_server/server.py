@@ -180,7 +180,7 @@ def tool():
 def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     """Build a GRPO config for the installed TRL and the target hardware, validate it, and write
     train/config.yaml (for `trl grpo --config`), train/train.py and the request's JSON Schema into a run directory."""
-    from mcp_server.recipe.emit import emit_grpo_config as core
+    from mcp_server.emission.emit import emit_grpo_config as core
 
     return core(request)
 

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from mcp_server.errors import UserInputError, short
 
 
@@ -32,8 +34,6 @@ def read_json(path: str | Path, field: str, kind: type | None = None) -> Any:
 
 def read_yaml(path: str | Path, field: str, kind: type | None = dict) -> Any:
     """The file's YAML value (an empty file reads as an empty mapping); by default it must be a mapping."""
-    import yaml
-
     text = read_text(path, field)
     try:
         value = yaml.safe_load(text)
@@ -49,16 +49,11 @@ def _of_kind(value: Any, kind: type | None, path, field: str, language: str) -> 
     return value
 
 
-def read_reward_specs(path: str | Path, field: str) -> list:
-    """A rewards.json: a JSON list of reward specs {name, params, weight}, each checked like a request's."""
-    from pydantic import ValidationError
-
-    from mcp_server.errors import validation_message
-    from mcp_server.rewards.spec import RewardSpec
-
-    specs = read_json(path, field, list)
-    try:
-        return [RewardSpec.model_validate(spec) for spec in specs]
-    except ValidationError as exc:
-        raise UserInputError(field, f"{short(path)} is not a list of reward specs {{name, params, weight}}: "
-                             f"{validation_message(exc, RewardSpec)}") from None
+def load_config_file(path: str | Path, field: str = "config_path") -> dict:
+    """A TrlParser YAML config as a dict; `field` names the input in errors."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError(field, f"no such file: {path}; give the run's YAML config (train/config.yaml)")
+    data = read_yaml(path, field)
+    data.pop("env", None)  # TrlParser's environment block, not a field
+    return data

@@ -11,10 +11,6 @@ import tempfile
 from pathlib import Path
 
 
-class WorkspaceError(ValueError):
-    """A path or run name that the workspace will not accept."""
-
-
 def workspace_root() -> Path:
     """`LLM_FINETUNING_WORKSPACE` when set, else the current directory."""
     return Path(os.environ.get("LLM_FINETUNING_WORKSPACE") or os.getcwd()).resolve()
@@ -22,6 +18,11 @@ def workspace_root() -> Path:
 
 def runs_root() -> Path:
     return workspace_root() / "runs"
+
+
+def eval_root() -> Path:
+    """`eval/` beside `runs/`: baselines, goldens and drift measurements outlive runs."""
+    return workspace_root() / "eval"
 
 
 def slugify(text: str) -> str:
@@ -35,18 +36,6 @@ def new_run_dir(slug: str, date: _dt.date | None = None) -> Path:
     path = runs_root() / f"{date.isoformat()}-{slugify(slug)}"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def resolve_run(run: str | os.PathLike) -> Path:
-    """A run given as a name under `runs/` or as a path; it must exist."""
-    candidate = Path(run)
-    for path in (candidate, runs_root() / candidate):
-        if path.is_dir():
-            return path.resolve()
-    known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
-    raise WorkspaceError(
-        f"run: no run directory '{run}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
-    )
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

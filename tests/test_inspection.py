@@ -92,7 +92,7 @@ def test_sampling_chat_prompts_stores_trl_shaped_samples(chat_run, tiny_model):
 
 def test_sampling_defaults_come_from_the_emitted_config(workspace, tiny_model):
     """A run made by emit_grpo_config: model, data (a `datasets` entry), n and rewards come from the run."""
-    from mcp_server.recipe.emit import emit_grpo_config
+    from mcp_server.emission.emit import emit_grpo_config
     from mcp_server.recipe.models import GRPORecipeRequest
 
     emitted = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="emitted"))

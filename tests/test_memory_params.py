@@ -120,7 +120,7 @@ def test_explicit_architecture_rejects_impossible_numbers():
 def test_model_catalog_reference_lists_every_model_and_gpu():
     from pathlib import Path
 
-    from mcp_server.memory.gpus import list_gpus
+    from mcp_server.gpus import list_gpus
 
     text = (Path(__file__).resolve().parents[1] / "references" / "model-catalog.md").read_text(encoding="utf-8")
     missing = [name for name in CATALOG if f"`{name}`" not in text]

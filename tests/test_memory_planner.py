@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.gpus import list_gpus, lookup_gpu
+from mcp_server.gpus import list_gpus, lookup_gpu
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import CUDA_CONTEXT_GIB, plan_memory
 from conftest import call_mcp, run_cli, run_cli_json
@@ -159,7 +159,7 @@ def test_plan_from_emitted_run_directory(tmp_path, tiny_model):
 
 
 def test_emit_then_plan(workspace):
-    from mcp_server.recipe.emit import emit_grpo_config
+    from mcp_server.emission.emit import emit_grpo_config
     from mcp_server.recipe.models import GRPORecipeRequest
 
     result = emit_grpo_config(GRPORecipeRequest(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="A100"))

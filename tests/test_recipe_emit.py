@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from mcp_server.errors import UserInputError
-from mcp_server.recipe.emit import emit_grpo_config
+from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.tiny import TINY_VERSION
 

@@ -71,7 +71,7 @@ def ws(tmp_path_factory, tiny_model):
 
 
 def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, **overrides) -> Path:
-    from mcp_server.recipe.emit import emit_grpo_config
+    from mcp_server.emission.emit import emit_grpo_config
     from mcp_server.recipe.models import GRPORecipeRequest
 
     result = emit_grpo_config(GRPORecipeRequest(

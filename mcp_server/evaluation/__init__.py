@@ -1,1 +1,1 @@
-"""Baseline and checkpoint evaluation, the promotion verdict, export, and the end-to-end demo."""
+"""Baseline and checkpoint evaluation, the promotion verdict and export (the demo, a door, is mcp_server/demo.py)."""

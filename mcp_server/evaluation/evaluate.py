@@ -11,12 +11,18 @@ import re
 import time
 from pathlib import Path
 
+from mcp_server.dataset import load_rows
 from mcp_server.errors import UserInputError
+from mcp_server.evaluation.generate import generate, render_prompt
 from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
+from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
+from mcp_server.model_ref import TINY, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards import build_reward_funcs
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import runs_root, sha256_file, workspace_root
+from mcp_server.workspace import eval_root, runs_root, sha256_file, workspace_root
 
 
 # ---------------------------------------------------------------- statistics
@@ -33,20 +39,13 @@ def wilson_interval(passed: int, n: int, z: float = 1.96) -> tuple[float, float]
 
 
 # ---------------------------------------------------------------- files
-def eval_dir() -> Path:
-    """`eval/` beside `runs/`: it outlives runs."""
-    return workspace_root() / "eval"
-
-
 def model_key(model: str) -> str:
     """The name a model's baseline is filed under: 'tiny-v<version>' (new tiny weights are a new model: an old
     baseline must not be compared with them), a hub name, or a local path relative to the workspace."""
-    if model == "tiny":
-        from mcp_server.tiny import TINY_VERSION
-
+    if model == TINY:
         return f"tiny-v{TINY_VERSION}"
     path = Path(model).expanduser()
-    if model != "tiny" and path.exists():
+    if path.exists():
         path = path.resolve()
         try:
             model = str(path.relative_to(workspace_root()))
@@ -56,7 +55,7 @@ def model_key(model: str) -> str:
 
 
 def baseline_path(model: str) -> Path:
-    return eval_dir() / f"baseline-{model_key(model)}.json"
+    return eval_root() / f"baseline-{model_key(model)}.json"
 
 
 def read_baseline(model: str) -> dict | None:
@@ -99,11 +98,8 @@ def inside_a_run(model_path: str) -> bool:
 # ---------------------------------------------------------------- goldens
 def resolve_goldens(goldens: str) -> Path:
     """A goldens file path; 'tiny' writes the embedded task's held-out split to eval/goldens-tiny.jsonl once."""
-    if goldens == "tiny":
-        from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
-        from mcp_server.tiny import write_jsonl
-
-        path = eval_dir() / "goldens-tiny.jsonl"
+    if goldens == TINY:
+        path = eval_root() / "goldens-tiny.jsonl"
         if not path.is_file():
             write_jsonl(tiny_goldens_rows(), path)
         return path
@@ -114,8 +110,6 @@ def resolve_goldens(goldens: str) -> Path:
 
 
 def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
-    from mcp_server.inspection.data import load_rows
-
     try:
         rows = load_rows(str(path))
     except UserInputError as exc:
@@ -131,8 +125,6 @@ def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
 # ---------------------------------------------------------------- grading
 def grade(rows: list[dict], completions: list[str], graders: list[RewardSpec | dict]) -> list[dict[str, float]]:
     """Each grader's score per item, called the way TRL calls a reward (completions + every data set column)."""
-    from mcp_server.rewards import build_reward_funcs
-
     funcs = build_reward_funcs(graders)
     conversational = [not isinstance(r["prompt"], str) for r in rows]
     wrapped = [[{"role": "assistant", "content": c}] if conv else c for c, conv in zip(completions, conversational)]
@@ -151,8 +143,6 @@ def evaluate_rows(
     seed: int = 3407, temperature: float = 0.0, loaded=None, report: Report = silent,
 ) -> list[ItemResult]:
     """Decode and grade `rows`; `loaded` = (model, tokenizer) to reuse an already loaded model."""
-    from mcp_server.evaluation.generate import generate, load_model, render_prompt
-
     model, tokenizer = loaded or load_model(model_ref)
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(
@@ -178,9 +168,7 @@ def summarise(items: list[ItemResult]) -> tuple[int, float, float, float]:
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silent) -> EvaluationResult:
-    from mcp_server.inspection.sampling import resolve_model
-
-    model_ref = resolve_model(request.model)
+    model_ref = resolve_loadable(request.model)
     goldens_path = resolve_goldens(request.goldens)
     rows = load_goldens(goldens_path)
     if request.limit:

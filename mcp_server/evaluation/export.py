@@ -8,31 +8,26 @@ identical to the checkpoint's.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
+from mcp_server.evaluation.generate import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
+from mcp_server.model_ref import load_model
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards import reward_code_sha256
+from mcp_server.runs import read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_text, sha256_file
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def _smoke_prompts(run_dir: Path, promotion: dict | None, n: int) -> list:
     """Prompts for the smoke test: the promotion's goldens, else the run's data set, else the tiny goldens."""
-    from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
-
     goldens = (promotion or {}).get("goldens")
     path = Path(goldens) if goldens and Path(goldens).is_file() else None
     if path is None:
@@ -41,8 +36,6 @@ def _smoke_prompts(run_dir: Path, promotion: dict | None, n: int) -> list:
 
 
 def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
-    from mcp_server.evaluation.generate import generate, render_prompt
-
     return generate(model, tokenizer, [render_prompt(tokenizer, p) for p in prompts], max_new_tokens)
 
 
@@ -95,12 +88,11 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
-    from mcp_server.evaluation.promote import _load_any, run_paths
-    from mcp_server.inspection.paths import resolve_run_dir
-
-    run_dir = resolve_run_dir(request.run)
-    config, base, ckpt = run_paths(run_dir, request.checkpoint)
-    promotion = _read_json(run_dir / "promotion.json")
+    run = resolve_run(request.run)
+    run_dir = run.dir
+    config, base, ckpt = run.trained_model(request.checkpoint)
+    # What the card records (optional: a run without them is still exported, and the card says "unknown").
+    promotion = read_json_if_present(run.promotion)
     verdict = (promotion or {}).get("verdict")
     if verdict != "PROMOTE" and not request.allow_unpromoted:
         raise UserInputError(
@@ -112,25 +104,22 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
-    model, tokenizer = _load_any(ckpt)  # merged in memory when it is an adapter
+    model, tokenizer = load_model(ckpt)  # merged in memory when it is an adapter
     max_new_tokens = int(config.get("max_completion_length") or 64)
     prompts = _smoke_prompts(run_dir, promotion, request.smoke_items)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
 
-    config_path = run_dir / "train" / "config.yaml"
-    config_sha = sha256_file(config_path) if config_path.is_file() else None
-    rewards = _read_json(run_dir / "train" / "rewards.json") or []
+    config_sha = sha256_file(run.config) if run.config.is_file() else None
+    rewards = read_json_if_present(run.rewards) or []
     try:
-        from mcp_server.rewards import reward_code_sha256
-
         reward_sha = reward_code_sha256(rewards) if rewards else None
     except Exception:  # an unresolvable reward must not block the export; the card says unknown
         reward_sha = None
-    inspection = _read_json(run_dir / "inspection" / "verdict.json")
+    inspection = read_json_if_present(run.verdict)
 
     # Write into a temporary directory beside export/, then swap it in: nothing half-written.
-    export_dir = run_dir / "export"
+    export_dir = run.export
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run_dir))
     try:
         report(2, STAGES, "saving safetensors, tokenizer and model card")
@@ -138,8 +127,6 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         tokenizer.save_pretrained(tmp)
         atomic_write_text(tmp / "README.md", model_card(run_dir, base, config_sha, rewards, reward_sha, inspection,
                                                        promotion, merged))
-        from mcp_server.evaluation.generate import load_model
-
         report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         if export_dir.exists():

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from mcp_server.inspection.sampling import eos_ids, load_model, small_model_threads  # one loader for both
+from mcp_server.model_ref import eos_ids, small_model_threads
 from mcp_server.reporting import Report, silent
-
-__all__ = ["generate", "load_model", "render_prompt"]
 
 
 def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> str:

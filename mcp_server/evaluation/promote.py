@@ -21,53 +21,23 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    eval_dir, evaluate_model, evaluate_rows, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
+    evaluate_model, evaluate_rows, grade, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
     write_once,
 )
-from mcp_server.evaluation.paired import compare_paired
+from mcp_server.evaluation.generate import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
+from mcp_server.evaluation.paired import compare_paired
+from mcp_server.evaluation.tiny_suite import drift_suite_path
+from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.runs import resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file
 
 NOISE_POINTS = 1.0
 HARD_FAIL_POINTS = 5.0
 DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
-
-
-def run_paths(run_dir: Path, checkpoint: str | None) -> tuple[dict, str, Path]:
-    """(config, base model, checkpoint dir) of a run."""
-    from mcp_server.inspection.sampling import read_run_config
-
-    config = read_run_config(run_dir)
-    base = config.get("model_name_or_path")
-    if not base:
-        raise UserInputError("run", f"{run_dir}/train/config.yaml names no model_name_or_path: emit the config first")
-    ckpt = Path(checkpoint or config.get("output_dir") or run_dir / "checkpoints").expanduser()
-    if not ckpt.is_absolute() and not ckpt.exists():
-        ckpt = run_dir / ckpt
-    if not (ckpt / "config.json").is_file() and not (ckpt / "adapter_config.json").is_file():
-        raise UserInputError(
-            "checkpoint", f"{ckpt} holds no saved model (config.json or adapter_config.json): has training finished?"
-        )
-    return config, str(base), ckpt.resolve()
-
-
-def _load_any(ref):
-    """(model, tokenizer) for a hub name, a full checkpoint or a LoRA adapter directory (merged in memory)."""
-    from mcp_server.evaluation.generate import load_model
-
-    path = Path(str(ref))
-    if not path.is_dir():
-        return load_model(ref)
-    if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
-        from peft import AutoPeftModelForCausalLM
-        from transformers import AutoTokenizer
-
-        model = AutoPeftModelForCausalLM.from_pretrained(path).merge_and_unload().eval()
-        return model, AutoTokenizer.from_pretrained(path)
-    return load_model(path)
 
 
 # ---------------------------------------------------------------- drift
@@ -86,9 +56,6 @@ def _drift_pass_rate(
     model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407, report: Report = silent
 ) -> float:
     """Pass rate on the drift suite; rows are graded by their own grader kind, decoded together."""
-    from mcp_server.evaluation.evaluate import grade
-    from mcp_server.evaluation.generate import generate, render_prompt
-
     model, tokenizer = loaded
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report)
@@ -102,10 +69,10 @@ def _drift_pass_rate(
 def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent) -> float:
     """The base model's greedy drift pass rate, measured once per (model, suite) and frozen in eval/."""
     sha = sha256_file(suite)
-    path = eval_dir() / f"drift-{model_key(base)}-{sha[:12]}.json"
+    path = eval_root() / f"drift-{model_key(base)}-{sha[:12]}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))["pass_rate"]
-    rate = _drift_pass_rate(base_ref, _load_any(base_ref), rows, graders, max_new_tokens, report=report)
+    rate = _drift_pass_rate(base_ref, load_model(base_ref), rows, graders, max_new_tokens, report=report)
     write_once(path, json.dumps({"model": base, "suite": str(suite), "suite_sha256": sha, "pass_rate": rate,
                                  "max_new_tokens": max_new_tokens}, indent=2) + "\n")
     return rate
@@ -121,8 +88,6 @@ def judge_drift(base_rate: float, ckpt_rate: float) -> str:
 def check_drift(
     request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int, report: Report = silent
 ) -> DriftResult:
-    from mcp_server.evaluation.tiny_suite import drift_suite_path
-
     suite = Path(request.drift_suite).expanduser() if request.drift_suite else drift_suite_path()
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
@@ -135,7 +100,7 @@ def check_drift(
         drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band == "noise",
     )
     if band == "rerun":  # noise or real? sample both models under other seeds and look at the mean drop
-        base_loaded = _load_any(base_ref)
+        base_loaded = load_model(base_ref)
         for seed in request.rerun_seeds:
             b = _drift_pass_rate(None, base_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed,
                                  _stage(report, f"drift rerun seed {seed}, base model"))
@@ -157,19 +122,17 @@ def _stage(report: Report, stage: str) -> Report:
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
-    from mcp_server.inspection.paths import resolve_run_dir
-    from mcp_server.inspection.sampling import resolve_model
-
-    run_dir = resolve_run_dir(request.run)
-    config, base, ckpt = run_paths(run_dir, request.checkpoint)
-    base_ref = resolve_model(base)
+    run = resolve_run(request.run)
+    run_dir = run.dir
+    config, base, ckpt = run.trained_model(request.checkpoint)
+    base_ref = resolve_loadable(base)
 
     baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
     if baseline is None:
         if not request.goldens:
             raise UserInputError(
                 "goldens",
-                f"no baseline for the base model {base} in {eval_dir()} and no goldens given: evaluate the base "
+                f"no baseline for the base model {base} in {eval_root()} and no goldens given: evaluate the base "
                 "model first (evaluate_model) or pass goldens",
             )
         first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
@@ -191,7 +154,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
     rows = load_goldens(goldens)
-    ckpt_loaded = _load_any(ckpt)
+    ckpt_loaded = load_model(ckpt)
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
                           report=_stage(report, "checkpoint on the goldens"))
     passed, rate, low, high = summarise(items)
@@ -232,11 +195,11 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
 
     result = PromotionResult(
         run_dir=str(run_dir), checkpoint=str(ckpt), base_model=base, verdict=verdict, reasons=reasons,
-        goldens=str(goldens), goldens_sha256=sha, baseline_path=str(eval_dir() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
+        goldens=str(goldens), goldens_sha256=sha, baseline_path=str(eval_root() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
         baseline_pass_rate=base_rate, baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
         checkpoint_pass_rate=rate, checkpoint_ci=(low, high), improvement_points=improvement,
         improvement_ci=(ci_low, ci_high), p_value=p_value, gained=gained, lost=lost, drift=drift,
-        report_path=str(run_dir / "promotion-report.md"), result_path=str(run_dir / "promotion.json"),
+        report_path=str(run.promotion_report), result_path=str(run.promotion),
     )
     atomic_write_json(Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]})
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))

@@ -7,7 +7,11 @@ Drift suite: `drift_tiny.jsonl`, committed and never regenerated: problems the t
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+
+from mcp_server.tiny import make_example, split_task, write_jsonl
+from mcp_server.workspace import eval_root
 
 # The task the demo trains and evaluates on: sums of two operands 0..TINY_MAX_OPERAND.
 TINY_MAX_OPERAND = 19
@@ -16,8 +20,6 @@ DRIFT_SUITE = Path(__file__).with_name("drift_tiny.jsonl")
 
 
 def tiny_split(max_operand: int = TINY_MAX_OPERAND) -> tuple[list[dict], list[dict]]:
-    from mcp_server.tiny import split_task
-
     return split_task(max_operand=max_operand, ops=TINY_OPS)
 
 
@@ -28,10 +30,6 @@ def tiny_goldens_rows() -> list[dict]:
 
 def make_drift_rows() -> list[dict]:
     """How drift_tiny.jsonl was made (kept for the record; the file itself is frozen)."""
-    import random
-
-    from mcp_server.tiny import make_example
-
     rng = random.Random(20261129)
     rows = []
     for i in range(40):
@@ -50,10 +48,7 @@ def drift_suite_path() -> Path:
     come from a fixed seed) into eval/drift_tiny.jsonl."""
     if DRIFT_SUITE.is_file():
         return DRIFT_SUITE
-    from mcp_server.evaluation.evaluate import eval_dir
-    from mcp_server.tiny import write_jsonl
-
-    path = eval_dir() / DRIFT_SUITE.name
+    path = eval_root() / DRIFT_SUITE.name
     if not path.is_file():
         write_jsonl(make_drift_rows(), path)
     return path

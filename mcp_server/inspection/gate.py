@@ -13,33 +13,26 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
-from mcp_server.inspection.paths import (
-    read_json,
-    read_run_rewards,
-    resolve_run_dir,
-    review_json_path,
-    rewards_json_path,
-    samples_path,
-    verdict_path,
-)
+from mcp_server.inspection.files import read_run_rewards
+from mcp_server.rewards import reward_code_sha256
+from mcp_server.runs import Run, resolve_run
+from mcp_server.userfiles import read_json
 from mcp_server.workspace import atomic_write_json, sha256_file
 
 CLI = "llm-finetuning"
 
 
-def _read_review(run_dir: Path) -> dict:
-    path = review_json_path(run_dir)
+def _read_review(run: Run) -> dict:
+    path = run.review
     if not path.is_file():
         raise UserInputError("run", f"no review in {path.parent}: run inspect_rewards first, then read review.md")
-    return read_json(path, "the review summary")
+    return read_json(path, "run", dict)
 
 
-def _check_review_current(run_dir: Path, review: dict) -> None:
+def _check_review_current(run: Run, review: dict) -> None:
     """The review a verdict is about must describe today's samples and today's reward code."""
-    from mcp_server.rewards import reward_code_sha256
-
     result = review["result"]
-    if sha256_file(samples_path(run_dir)) != result["samples_sha256"]:
+    if sha256_file(run.samples) != result["samples_sha256"]:
         raise UserInputError("run", "samples.jsonl changed since the review: run inspect_rewards again and read the new review.md")
     if reward_code_sha256(result["rewards"]) != result["reward_code_sha256"]:
         raise UserInputError(
@@ -48,11 +41,12 @@ def _check_review_current(run_dir: Path, review: dict) -> None:
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
-    run_dir = resolve_run_dir(request.run)
-    review = _read_review(run_dir)
-    if not samples_path(run_dir).is_file():
-        raise UserInputError("run", f"{samples_path(run_dir)} is gone: run sample_completions and inspect_rewards again")
-    _check_review_current(run_dir, review)
+    run = resolve_run(request.run)
+    run_dir = run.dir
+    review = _read_review(run)
+    if not run.samples.is_file():
+        raise UserInputError("run", f"{run.samples} is gone: run sample_completions and inspect_rewards again")
+    _check_review_current(run, review)
     result = review["result"]
     reviewed = list(review["reviewed_ids"])
     known = set(reviewed)
@@ -110,7 +104,7 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         "disagree": disagree,
         "sample_verdicts": [given[sid] for sid in sorted(given)],
     }
-    path = atomic_write_json(verdict_path(run_dir), record)
+    path = atomic_write_json(run.verdict, record)
     return VerdictResult(
         run_dir=str(run_dir),
         verdict_path=str(path),
@@ -145,8 +139,9 @@ def check_inspection_gate(run: str | Path) -> GateResult:
     The training launcher calls this before it starts anything; a closed gate says why and how to open it.
     An unknown run raises UserInputError('run', ...); every other state is an answer, not an error.
     """
-    run_dir = resolve_run_dir(run)
-    verdict_file = verdict_path(run_dir)
+    run = resolve_run(run)
+    run_dir = run.dir
+    verdict_file = run.verdict
 
     def closed(reason: str, how: str) -> GateResult:
         return GateResult(
@@ -158,27 +153,27 @@ def check_inspection_gate(run: str | Path) -> GateResult:
         f"run inspect_rewards (CLI: {CLI} inspect-rewards {run_dir.name}), have a person read "
         "inspection/review.md, then record_inspection_verdict"
     )
-    if not rewards_json_path(run_dir).is_file():
+    if not run.rewards.is_file():
         return closed(
             "the run has no train/rewards.json (its reward definition)",
             "emit the run's config with emit_grpo_config (it writes train/rewards.json), then sample, inspect and record a verdict",
         )
-    if not samples_path(run_dir).is_file():
+    if not run.samples.is_file():
         return closed(
             "no samples: inspection/samples.jsonl does not exist",
             f"run sample_completions (CLI: {CLI} sample-completions {run_dir.name}), then " + inspect_again,
         )
-    review_file = review_json_path(run_dir)
+    review_file = run.review
     if not verdict_file.is_file() and review_file.is_file():
-        review = read_json(review_file, "the review summary")["result"]
-        if review.get("route") == "sft_first" and review.get("samples_sha256") == sha256_file(samples_path(run_dir)):
+        review = read_json(review_file, "run", dict)["result"]
+        if review.get("route") == "sft_first" and review.get("samples_sha256") == sha256_file(run.samples):
             return closed(
                 "the last review found no prompt with a single success: GRPO cannot learn yet",
                 "do SFT first (or use easier prompts or a stronger base model), then sample_completions and " + inspect_again,
             )
     if not verdict_file.is_file():
         return closed("no verdict recorded: nobody has signed off the rewards on sampled outputs", inspect_again)
-    verdict = read_json(verdict_file, "the inspection verdict")
+    verdict = read_json(verdict_file, "run", dict)
     who = f"{verdict.get('reviewer', '?')} at {verdict.get('recorded_at', '?')}"
     if verdict.get("verdict") != "pass":
         return closed(
@@ -190,12 +185,10 @@ def check_inspection_gate(run: str | Path) -> GateResult:
             "the base model never succeeded on the sampled prompts: GRPO cannot learn yet",
             "do SFT first (or use easier prompts or a stronger base model), then sample_completions and " + inspect_again,
         )
-    if sha256_file(samples_path(run_dir)) != verdict.get("samples_sha256"):
+    if sha256_file(run.samples) != verdict.get("samples_sha256"):
         return closed(f"samples.jsonl changed since the verdict ({who})", inspect_again)
     try:
-        from mcp_server.rewards import reward_code_sha256
-
-        current = reward_code_sha256(read_run_rewards(run_dir))
+        current = reward_code_sha256(read_run_rewards(run))
     except UserInputError as exc:
         return closed(f"train/rewards.json cannot be built: {exc}", "fix train/rewards.json, then " + inspect_again)
     if current != verdict.get("reward_code_sha256"):

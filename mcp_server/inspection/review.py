@@ -24,18 +24,12 @@ from mcp_server.inspection.models import (
     RewardDistribution,
     SuspectSample,
 )
-from mcp_server.inspection.paths import (
-    inspection_dir,
-    meta_path,
-    read_json,
-    read_run_rewards,
-    read_samples,
-    resolve_run_dir,
-    review_json_path,
-    samples_path,
-)
+from mcp_server.inspection.files import read_run_rewards, read_samples
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.runs import resolve_run
+from mcp_server.userfiles import read_json
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
@@ -197,17 +191,16 @@ def success_rule_text(specs: list[RewardSpec], threshold: float | None) -> str:
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
-    from mcp_server.rewards import build_reward_funcs, reward_code_sha256
-
-    run_dir = resolve_run_dir(request.run)
-    all_samples = read_samples(run_dir)
-    meta = read_json(meta_path(run_dir), "samples metadata") if meta_path(run_dir).is_file() else {}
+    run = resolve_run(request.run)
+    run_dir = run.dir
+    all_samples = read_samples(run)
+    meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
     if request.rewards is not None:
         specs, source = list(request.rewards), "request"
         if not specs:
             raise UserInputError("rewards", "an empty list: give at least one reward spec, or leave it out to use train/rewards.json")
     else:
-        specs = [RewardSpec.model_validate(s) for s in read_run_rewards(run_dir)]
+        specs = [RewardSpec.model_validate(s) for s in read_run_rewards(run)]
         source = "train/rewards.json"
     funcs = build_reward_funcs(specs)
     reward_hash = reward_code_sha256(specs)
@@ -220,7 +213,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         if data_rows is None or meta.get("num_prompts", 0) < data_rows:
             raise UserInputError(
                 "run",
-                f"only {len(samples)} samples in {samples_path(run_dir)}; a review needs {MIN_REVIEW_SAMPLES}-"
+                f"only {len(samples)} samples in {run.samples}; a review needs {MIN_REVIEW_SAMPLES}-"
                 f"{request.max_samples}. Run sample_completions with num_prompts >= {-(-MIN_REVIEW_SAMPLES // n)} (n={n}).",
             )
         warnings.append(f"only {len(samples)} samples: the data set has only {data_rows} prompts")
@@ -307,15 +300,15 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         )
     result = InspectResult(
         run_dir=str(run_dir),
-        review_md_path=str(run_dir / "inspection" / "review.md"),
-        review_jsonl_path=str(run_dir / "inspection" / "review.jsonl"),
+        review_md_path=str(run.review_md),
+        review_jsonl_path=str(run.review_jsonl),
         num_samples=len(rows),
         num_prompts=len(groups),
         samples_per_prompt=max(len(g) for g in groups),
         rewards=specs,
         rewards_source=source,
         reward_code_sha256=reward_hash,
-        samples_sha256=sha256_file(samples_path(run_dir)),
+        samples_sha256=sha256_file(run.samples),
         distributions=distributions,
         zero_variance_groups=zero_var,
         well_formed_but_wrong=wrong,
@@ -330,10 +323,9 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         warnings=warnings,
         next_step=next_step,
     )
-    out = inspection_dir(run_dir)
-    atomic_write_text(out / "review.jsonl", "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
-    atomic_write_text(out / "review.md", render_review(result, rows, meta, run_dir))
-    atomic_write_json(review_json_path(run_dir), {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows]})
+    atomic_write_text(run.review_jsonl, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
+    atomic_write_text(run.review_md, render_review(result, rows, meta, run_dir))
+    atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows]})
     return result
 
 

@@ -8,52 +8,28 @@ Generation: transformers `generate`, batched; vLLM when installed and a GPU is p
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import datetime as _dt
+import importlib.util
 import json
-import os
 import random
 import time
 from pathlib import Path
 
+from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.data import check_prompt_column, load_rows
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, SampleRequest, SampleResult
-from mcp_server.inspection.paths import inspection_dir, meta_path, resolve_run_dir, samples_path
+from mcp_server.model_ref import eos_ids, load_model, release_gpu, resolve_loadable, small_model_threads
 from mcp_server.reporting import Report, silent
-from mcp_server.userfiles import read_yaml
+from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
-SMALL_MODEL_PARAMS = 50_000_000
-
-
-def read_run_config(run_dir: Path) -> dict:
-    """train/config.yaml as a dict ({} when the run has none yet)."""
-    path = run_dir / "train" / "config.yaml"
-    if not path.is_file():
-        return {}
-    return read_yaml(path, "run")
-
-
-def resolve_model(model: str) -> str:
-    """The recipe's resolution ('tiny', a local model directory, or a hub name), for a model loaded here:
-    a hub name only when the hub can be reached."""
-    from mcp_server.recipe.model_info import resolve_model as resolve_reference
-
-    ref = resolve_reference(model)
-    if not Path(ref).is_dir() and os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise UserInputError(
-            "model", f"'{model}' is not a local model directory (and hub names need network); give a path or 'tiny'"
-        )
-    return ref
 
 
 def _trl_defaults() -> dict:
     """GRPOConfig's own defaults for the sampling fields: what training uses when the config is silent."""
-    import dataclasses
-
     try:
         from trl import GRPOConfig
 
@@ -135,22 +111,16 @@ def _prompt_column(request: SampleRequest, run_dir: Path) -> str:
     """The request's, else the one the run's recipe request named (train/request.json), else 'prompt'."""
     if request.prompt_column:
         return request.prompt_column
-    path = run_dir / "train" / "request.json"
-    if path.is_file():
-        try:
-            column = json.loads(path.read_text(encoding="utf-8")).get("prompt_column")
-        except (OSError, ValueError, AttributeError):
-            column = None
-        if isinstance(column, str) and column:
-            return column
-    return "prompt"
+    try:  # a recipe request that cannot be read names no column
+        column = Run(run_dir).read_request().get("prompt_column")
+    except UserInputError:
+        column = None
+    return column if isinstance(column, str) and column else "prompt"
 
 
 def _choose_engine(engine: str) -> str:
     if engine == "transformers":
         return engine
-    import importlib.util
-
     has_vllm = importlib.util.find_spec("vllm") is not None
     has_gpu = False
     if has_vllm:
@@ -171,42 +141,6 @@ def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_
         tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
         for p in prompts
     ]
-
-
-def eos_ids(tokenizer, generation_config) -> set[int]:
-    """Every token id that ends a completion: the generation config's and the tokenizer's."""
-    ids = generation_config.eos_token_id if generation_config is not None else None
-    ids = [ids] if isinstance(ids, int) else list(ids or [])
-    if tokenizer.eos_token_id is not None:
-        ids.append(tokenizer.eos_token_id)
-    return set(ids)
-
-
-@contextlib.contextmanager
-def small_model_threads(model):
-    """One CPU thread for a small model: its matmuls are too small to split, extra threads only add sync
-    cost, and on a busy machine OpenMP spin-waiting makes generation 10-20x slower than one thread."""
-    import torch
-
-    before = torch.get_num_threads()
-    if model.device.type == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def load_model(model_ref: str | Path):
-    """(model, tokenizer) in eval mode; bf16 on a GPU that has it, else float32."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_ref)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
-    return model, tokenizer
 
 
 def _generate_transformers(
@@ -265,7 +199,7 @@ def _generate_transformers(
             report(len(results), len(texts), f"sampled {len(results)}/{len(texts)} prompts x {n}")
     del model
     if device == "cuda":
-        _release_gpu()
+        release_gpu()
     return results
 
 
@@ -292,7 +226,7 @@ def _generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dic
         outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)
     finally:
         del llm
-        _release_gpu()
+        release_gpu()
     return [
         [
             {"text": c.text, "ids": list(c.token_ids), "finish_reason": "length" if c.finish_reason == "length" else "stop"}
@@ -302,34 +236,24 @@ def _generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dic
     ]
 
 
-def _release_gpu() -> None:
-    """The MCP server lives on after sampling: give the GPU memory back to training (call after `del`)."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
     """Sample in the training interpreter (mcp_server.worker): its transformers, TRL defaults and vLLM are
     the ones training will use."""
-    run_dir = resolve_run_dir(request.run)
+    run_dir = resolve_run(request.run).dir
     return in_training("mcp_server.inspection.sampling:sample_here", request.model_copy(update={"run": str(run_dir)}),
                        report=report)
 
 
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
     """sample_completions in this (the training) interpreter."""
-    run_dir = Path(request.run)
-    config = read_run_config(run_dir)
+    run = Run(Path(request.run))
+    run_dir = run.dir
+    config = run.read_config()
     data = _data_settings(request, config)
     rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
     prompt_column = _prompt_column(request, run_dir)
     conversational = check_prompt_column(rows, prompt_column)
-    model_ref = resolve_model(data["model"])
+    model_ref = resolve_loadable(data["model"])
     settings = {**data, **_generation_settings(request, config)}
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
@@ -370,8 +294,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
             lines.append(json.dumps(record, ensure_ascii=False, default=str))
             sample_id += 1
 
-    out_dir = inspection_dir(run_dir)
-    path = atomic_write_text(samples_path(run_dir), "\n".join(lines) + "\n")
+    path = atomic_write_text(run.samples, "\n".join(lines) + "\n")
     digest = sha256_file(path)
     generation = {
         k_: settings[k_] for k_ in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
@@ -389,11 +312,11 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         "samples_sha256": digest,
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    atomic_write_json(meta_path(run_dir), meta)
+    atomic_write_json(run.samples_meta, meta)
     # The old review described other completions, so it goes; an old verdict stays as a record, and its
     # samples hash no longer matches, so the gate says the samples changed.
-    for stale in ("review.md", "review.jsonl", "review.json"):
-        (out_dir / stale).unlink(missing_ok=True)
+    for stale in (run.review_md, run.review_jsonl, run.review):
+        stale.unlink(missing_ok=True)
 
     num = len(lines)
     if num < MIN_REVIEW_SAMPLES and k < len(rows):

@@ -1,4 +1,4 @@
-"""Memory planning for GRPO runs: GPU catalog, model architectures (exact parameter counts), the planner.
+"""Memory planning for GRPO runs: model architectures (exact parameter counts), the planner.
 
-`gpus` is import-light (no torch) because the config validator and the server import it at start-up.
+The GPU catalog it plans against is `mcp_server.gpus`, on the ground floor.
 """

@@ -17,8 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_server.errors import UserInputError
-from mcp_server.userfiles import read_text
-from mcp_server.memory.gpus import GPU, lookup_gpu
+from mcp_server.gpus import GPU, lookup_gpu, resolve_target
 from mcp_server.memory.models import (
     Lever,
     LeverSet,
@@ -30,8 +29,14 @@ from mcp_server.memory.models import (
     SizeClassAnchor,
     Validation,
 )
-from mcp_server.memory.models_catalog import lookup_model
+from mcp_server.memory.models_catalog import find_model, lookup_model
 from mcp_server.memory.params import Architecture, ParamCount, count_params, linear_modules, load_local_architecture, lora_trainable_params
+from mcp_server.model_ref import cached_config_path, expand_tiny
+from mcp_server.recipe.models import default_rewards
+from mcp_server.recipe.validate import validate_values
+from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.runs import Run, sidecars
+from mcp_server.userfiles import read_text
 
 GIB = 1024**3
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -110,7 +115,7 @@ def _read_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[str, 
 
         path = Path(request.config_path).expanduser()
         if path.is_dir():
-            path = path / "train" / "config.yaml" if (path / "train" / "config.yaml").exists() else path / "config.yaml"
+            path = Run(path).config if Run(path).config.exists() else path / "config.yaml"
         if not path.is_file():
             raise UserInputError("config_path", f"{request.config_path}: no such config (a YAML file or a run directory)")
         try:
@@ -120,13 +125,12 @@ def _read_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[str, 
         if not isinstance(loaded, dict):
             raise UserInputError("config_path", f"{path} is not a mapping of config fields")
         cfg.update(loaded)
-        rewards_json = path.parent / "rewards.json"
+        request_json, rewards_json = sidecars(path)
         if rewards_json.is_file():
             try:
                 recipe["_rewards"] = json.loads(rewards_json.read_text(encoding="utf-8"))
             except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: planned without it
                 pass
-        request_json = path.parent / "request.json"
         if request_json.is_file():
             try:
                 recipe.update(json.loads(request_json.read_text(encoding="utf-8")))
@@ -172,10 +176,6 @@ def _detect_fused_logits() -> bool:
 
 def recipe_defaults(target: "_Target") -> dict[str, Any]:
     """The recipe's memory-relevant defaults (what emit_grpo_config would write for this target)."""
-    try:
-        from mcp_server.recipe.variants import BASE_RECIPE
-    except ImportError:
-        return {}
     keys = ("use_vllm", "vllm_mode", "num_generations", "beta", "per_device_train_batch_size",
             "gradient_accumulation_steps")
     out = {k: BASE_RECIPE[k] for k in keys if k in BASE_RECIPE}
@@ -232,46 +232,40 @@ def resolve_settings(request: MemoryPlanRequest, cfg: dict[str, Any], target: "_
     return settings
 
 
-def resolve_model(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str, Architecture]:
+def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str, Architecture]:
+    """(model name, architecture): the request's numbers, else a local config.json (model_ref.expand_tiny for
+    'tiny'), the catalog, or a hub model's cached config.json (model_ref.cached_config_path)."""
     if request.architecture is not None:
         return request.model or "explicit", request.architecture
     name = request.model or cfg.get("model_name_or_path")
     if not name:
         raise UserInputError("model", "give a model (catalog name, local directory or config.json), a config with "
                              "model_name_or_path, or the architecture numbers")
-    if name == "tiny":
-        from mcp_server.tiny import ensure_tiny_model
-
-        name = str(ensure_tiny_model())
+    name = expand_tiny(name)
     local = load_local_architecture(name)
     if local is not None:
         return name, local
-    from mcp_server.memory.models_catalog import find_model
-
     found = find_model(name)
     if found is not None:
         return found
-    from mcp_server.recipe.model_info import cached_config_path
-
     cached = cached_config_path(name)  # a hub model downloaded before: its config.json, read offline
     if cached is not None:
         return name, load_local_architecture(cached)
     return lookup_model(name)  # raises with the closest catalog names
 
 
-def resolve_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[str, Any]) -> _Target:
+def plan_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[str, Any]) -> _Target:
+    """The GPUs planned for: the request's, else the run's recorded target; a bare memory size is accepted."""
     num_gpus = request.num_gpus or recipe.get("num_gpus") or cfg.get("num_gpus") or 1
     gpu_name = request.gpu or recipe.get("gpu") or cfg.get("gpu")
     if request.gpu_memory_gib:
         gpu = lookup_gpu(gpu_name) if gpu_name and str(gpu_name).lower() != "cpu" else None
         return _Target(gpu_name=gpu.name if gpu else f"{request.gpu_memory_gib:g} GiB GPU",
                        capacity_gib=request.gpu_memory_gib, num_gpus=int(num_gpus), gpu=gpu)
-    if not gpu_name:
-        gpu_name = "H100"
-    if str(gpu_name).lower() == "cpu":
+    gpu, name = resolve_target(str(gpu_name or "H100"))
+    if gpu is None:
         raise UserInputError("gpu", "memory planning is for GPUs; give a GPU type or gpu_memory_gib")
-    gpu = lookup_gpu(str(gpu_name))
-    return _Target(gpu_name=gpu.name, capacity_gib=gpu.memory_gib, num_gpus=int(num_gpus), gpu=gpu)
+    return _Target(gpu_name=name, capacity_gib=gpu.memory_gib, num_gpus=int(num_gpus), gpu=gpu)
 
 
 # --------------------------------------------------------------------------- the arithmetic
@@ -670,10 +664,6 @@ class _Validator:
         self.base_errors: set[str] = set()
         if not enabled:
             return
-        try:
-            from mcp_server.recipe.validate import validate_values
-        except ImportError:
-            return
         self.core = validate_values
         self.base_errors = set(self._errors({}) or [])
 
@@ -698,8 +688,6 @@ class _Validator:
 
 
 def _default_rewards():
-    from mcp_server.recipe.models import default_rewards
-
     return default_rewards()
 
 
@@ -834,8 +822,8 @@ def size_class_anchor(arch: Architecture, params: ParamCount, s: RunSettings) ->
 def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
     cfg, recipe = _read_config(request)
     recipe_rewards = recipe.get("_rewards")
-    model, arch = resolve_model(request, cfg)
-    target = resolve_target(request, recipe, cfg)
+    model, arch = resolve_architecture(request, cfg)
+    target = plan_target(request, recipe, cfg)
     s = resolve_settings(request, cfg, target)
     if s.finetune == "full" and recipe.get("finetune") in ("lora", "qlora") and request.finetune is None:
         s = s.model_copy(update={"finetune": recipe["finetune"]})

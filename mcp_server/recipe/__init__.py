@@ -1,1 +1,2 @@
-"""GRPO recipe -> validated TRL config: variants, TRL field introspection, rules, emission."""
+"""The GRPO recipe: variants, TRL field introspection, the config rules and validation (emission is one floor up,
+in `mcp_server.emission`)."""

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from mcp_server.recipe.models import Finding
+from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
+from mcp_server.worker import in_training
 
 # Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
 REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
@@ -33,7 +35,7 @@ LR_RANGE = {"full": (1e-7, 1e-5), "lora": (1e-6, 2e-4)}
 class Context:
     values: dict
     trl: dict
-    gpu: object | None  # a memory.gpus.GPU, or None for a CPU target
+    gpu: object | None  # a gpus.GPU, or None for a CPU target
     gpu_name: str
     num_gpus: int
     reward_specs: list | None = None
@@ -260,8 +262,6 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     if ctx.trl["fields"]:
         # Rewards import what training has (math-verify, transformers, the person's modules): resolve them in
         # the training interpreter, which answered for TRL's fields above.
-        from mcp_server.worker import in_training
-
         problems = in_training("mcp_server.recipe.rules:reward_problems", specs, config_funcs)
     else:
         problems = reward_problems(specs, config_funcs)
@@ -278,8 +278,6 @@ def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[st
     """(field, message, fix) for each reward that cannot be built or imported here."""
     out = []
     if specs:
-        from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
-
         for i, spec in enumerate(specs):
             try:
                 build_reward_funcs([spec])

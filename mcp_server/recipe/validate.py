@@ -5,44 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.gpus import resolve_target
+from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import RULES, Context, finding
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
-from mcp_server.userfiles import read_json, read_reward_specs, read_yaml
+from mcp_server.rewards.spec import read_reward_specs
+from mcp_server.runs import sidecars
+from mcp_server.userfiles import load_config_file, read_json
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-
-def load_config_file(path: str | Path, field: str = "config_path") -> dict:
-    """A TrlParser YAML config as a dict; `field` names the input in errors."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserInputError(field, f"no such file: {path}; give the run's YAML config (train/config.yaml)")
-    data = read_yaml(path, field)
-    data.pop("env", None)  # TrlParser's environment block, not a field
-    return data
 
 
 def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
     """train/request.json (the target and reasons) and train/rewards.json beside an emitted config."""
     if config_path is None:
         return {}, None
-    folder = Path(config_path).parent
-    request = read_json(folder / "request.json", "config_path", dict) if (folder / "request.json").is_file() else {}
+    request_path, rewards_path = sidecars(config_path)
+    request = read_json(request_path, "config_path", dict) if request_path.is_file() else {}
     rewards = None
-    if (folder / "rewards.json").is_file():
-        rewards = [spec.model_dump() for spec in read_reward_specs(folder / "rewards.json", "config_path")]
+    if rewards_path.is_file():
+        rewards = [spec.model_dump() for spec in read_reward_specs(rewards_path, "config_path")]
     return request, rewards
-
-
-def resolve_target(gpu_name: str, num_gpus: int):
-    """(GPU or None for CPU, canonical name). Unknown names raise UserInputError with the closest names."""
-    if gpu_name.strip().lower() == "cpu":
-        return None, "cpu"
-    from mcp_server.memory.gpus import lookup_gpu
-
-    gpu = lookup_gpu(gpu_name)
-    return gpu, gpu.name
 
 
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
@@ -56,13 +40,11 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     except UserInputError as exc:
         trl, skipped = {"trl_version": None, "fields": {}, "choices": {}}, exc
     try:
-        gpu_obj, gpu_name = resolve_target(gpu, num_gpus)
+        gpu_obj, gpu_name = resolve_target(gpu)
     except UserInputError as exc:
         return ValidationResult(valid=False, trl_version=trl["trl_version"], target=f"{num_gpus}x {gpu}",
                                 findings=[finding("unknown_gpu", "gpu", "error", str(exc), "use a name from the GPU catalog")])
     if is_moe is None and values.get("model_name_or_path"):
-        from mcp_server.recipe.model_info import is_moe as detect_moe
-
         is_moe = detect_moe(str(values["model_name_or_path"]))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe)

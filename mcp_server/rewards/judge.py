@@ -15,6 +15,7 @@ import re
 from typing import Callable
 
 from mcp_server.errors import UserInputError
+from mcp_server.rewards.dotted import import_dotted
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.text import completion_text, completion_texts
 
@@ -98,9 +99,7 @@ def _resolve_judge(judge) -> tuple[Callable[[str], object], str | None, str]:
             raise UserInputError("params.judge", f"'{judge}' is a directory without config.json: not a model directory")
         return functools.partial(_ask_local, os.path.abspath(judge)), model_family(judge), judge
     if isinstance(judge, str) and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", judge):
-        from mcp_server.rewards.registry import _import_dotted
-
-        return _import_dotted(judge, "params.judge"), None, judge
+        return import_dotted(judge, "params.judge"), None, judge
     raise UserInputError(
         "params.judge", f"expected a local model directory or a dotted path to a callable judge(text) -> 'PASS'/'FAIL', "
         f"got {judge!r} (hub names are not downloaded: download the judge first and give its directory)",

@@ -15,14 +15,13 @@ import hashlib
 import importlib
 import inspect
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from mcp_server.errors import UserInputError, validation_message
+from mcp_server.rewards.dotted import import_dotted
 from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.spec import RewardSpec
@@ -153,30 +152,6 @@ def _closest(name: str) -> str:
     return f"did you mean {', '.join(close)}? " if close else ""
 
 
-def _import_dotted(path: str, field: str) -> Callable:
-    """A function named by a dotted path, imported the way `trl grpo --reward_funcs` does (cwd on sys.path)."""
-    module_path, _, attr = path.rpartition(".")
-    try:
-        try:
-            module = importlib.import_module(module_path)
-        except ModuleNotFoundError:
-            if os.getcwd() in sys.path:
-                raise
-            sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_path)
-    except Exception as exc:  # any import failure is the user's path or module
-        raise UserInputError(field, f"cannot import module '{module_path}' for reward '{path}': {exc}") from None
-    func = getattr(module, attr, None)
-    if func is None:
-        public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        raise UserInputError(
-            field, f"module '{module_path}' has no '{attr}'; its callables: {', '.join(public[:20]) or 'none'}"
-        )
-    if not callable(func):
-        raise UserInputError(field, f"'{path}' is not callable; a reward takes (completions, **columns) -> list[float]")
-    return func
-
-
 def _as_spec(spec: Any, field: str) -> RewardSpec:
     if isinstance(spec, RewardSpec):
         return spec
@@ -217,7 +192,7 @@ def _build_one(spec: RewardSpec, field: str) -> Callable:
                 f"{field}.params",
                 f"params apply to registry rewards only; '{name}' is a dotted path to a ready reward function",
             )
-        return _import_dotted(name, f"{field}.name")
+        return import_dotted(name, f"{field}.name")
     raise UserInputError(
         f"{field}.name",
         f"unknown reward '{name}'; {_closest(name)}registry names: {', '.join(REGISTRY)}; "

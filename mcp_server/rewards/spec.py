@@ -1,15 +1,18 @@
 """How a config names a reward: a registry name or a dotted import path, its parameters and weight.
 
-Light on purpose (pydantic only): the MCP door imports it at start-up.
+Light on purpose (pydantic and yaml, no torch): the MCP door imports it at start-up.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
+from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.inputs import Name, Request
+from mcp_server.userfiles import read_json
 
 
 class RewardSpec(Request):
@@ -22,3 +25,13 @@ class RewardSpec(Request):
         default_factory=dict, description="Keyword parameters for the reward factory (registry rewards only)."
     )
     weight: float = Field(default=1.0, description="Weight of this reward in the sum (TRL `reward_weights`).")
+
+
+def read_reward_specs(path: str | Path, field: str) -> list[RewardSpec]:
+    """A rewards.json: a JSON list of reward specs {name, params, weight}, each checked like a request's."""
+    specs = read_json(path, field, list)
+    try:
+        return [RewardSpec.model_validate(spec) for spec in specs]
+    except ValidationError as exc:
+        raise UserInputError(field, f"{short(path)} is not a list of reward specs {{name, params, weight}}: "
+                             f"{validation_message(exc, RewardSpec)}") from None

@@ -213,7 +213,7 @@ class Ctx:
         if not name or str(name).lower() == "cpu":
             return None
         try:
-            from mcp_server.memory.gpus import lookup_gpu
+            from mcp_server.gpus import lookup_gpu
 
             return bool(lookup_gpu(str(name)).bf16)
         except Exception:
@@ -252,7 +252,7 @@ class Ctx:
         from mcp_server.recipe.variants import BASE_RECIPE
 
         if self.fine_tune_mode == "lora":
-            from mcp_server.recipe.emit import LORA_LEARNING_RATE
+            from mcp_server.emission.emit import LORA_LEARNING_RATE
 
             return LORA_LEARNING_RATE
         return BASE_RECIPE["learning_rate"]
@@ -691,7 +691,7 @@ def rule_moe(ctx: Ctx) -> list[DiagnosisFinding]:
     model = ctx.config.get("model_name_or_path")
     if not model:
         return []
-    from mcp_server.recipe.model_info import is_moe
+    from mcp_server.model_ref import is_moe
 
     if not is_moe(str(model)) or ctx.get("importance_sampling_level", "token") == "sequence":
         return []

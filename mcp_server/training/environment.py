@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.gpus import lookup_gpu
 from mcp_server.interpreter import no_training_python_message, read_state, training_python
+from mcp_server.runs import Run, resolve_run
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
-from mcp_server.workspace import WorkspaceError, atomic_write_json, resolve_run, workspace_root
 from mcp_server.worker import in_training
+from mcp_server.workspace import atomic_write_json, workspace_root
 
 PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "deepspeed", "vllm")
 REQUIRED = ("torch", "trl", "transformers", "accelerate", "datasets")
@@ -130,12 +132,8 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 def read_run_target(run_dir: Path) -> tuple[dict, dict]:
     """The run's request (train/request.json) and config (train/config.yaml) as dicts; {} when missing."""
-    from mcp_server.userfiles import read_json, read_yaml
-
-    req_path, cfg_path = run_dir / "train" / "request.json", run_dir / "train" / "config.yaml"
-    request = read_json(req_path, "run", dict) if req_path.exists() else {}
-    config = read_yaml(cfg_path, "run") if cfg_path.exists() else {}
-    return request, config
+    run = Run(run_dir)
+    return run.read_request(), run.read_config()
 
 
 def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_disk: float | None) -> tuple[list[str], list[str]]:
@@ -168,8 +166,6 @@ def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_d
             if len(gpus) < num_gpus:
                 blockers.append(f"the run targets {num_gpus} GPUs but {len(gpus)} are visible (CUDA_VISIBLE_DEVICES?)")
             try:
-                from mcp_server.memory.gpus import lookup_gpu
-
                 want = lookup_gpu(target_gpu).memory_gib
                 if min(g.memory_gib for g in gpus) < 0.9 * want:
                     warnings.append(
@@ -200,10 +196,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
     request = request or EnvironmentRequest()
     run_dir = None
     if request.run:
-        try:
-            run_dir = resolve_run(request.run)
-        except WorkspaceError as exc:
-            raise UserInputError("run", str(exc).removeprefix("run: ")) from None
+        run_dir = resolve_run(request.run).dir
     run_request, config = read_run_target(run_dir) if run_dir else ({}, {})
 
     python = training_python()
@@ -224,7 +217,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
     if run_request:
         target = "cpu" if str(run_request.get("gpu", "")).lower() == "cpu" else f"{run_request.get('num_gpus', 1)}x {run_request.get('gpu')}"
 
-    report_path = (run_dir or workspace_root()) / "env-report.json"
+    report_path = Run(run_dir).env_report if run_dir else workspace_root() / "env-report.json"
     report = EnvironmentReport(
         verdict=verdict,
         reasons=blockers + warnings,

@@ -16,6 +16,7 @@ Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the s
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.resources as resources
 import os
 import shlex
 import shutil
@@ -24,18 +25,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+import yaml
+
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.interpreter import package_path, training_env
-from mcp_server.training.environment import read_run_target
-from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
-from mcp_server.training.runstate import (
-    checkpoints,
-    derive_state,
-    logs_dir,
-    read_run_json,
-    run_dir_of,
-    write_run_json,
-)
+from mcp_server.recipe.models import ValidateRequest
+from mcp_server.recipe.validate import validate_config
+from mcp_server.runs import Run, resolve_run
+from mcp_server.training.environment import check_environment, read_run_target
+from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRequest, LaunchResult, RunRequest
+from mcp_server.training.runstate import checkpoints, derive_state, read_run_json, write_run_json
 from mcp_server.workspace import atomic_write_text, sha256_file
 
 TRAIN_ARGS = ["train/train.py", "--config", "train/config.yaml"]
@@ -65,10 +67,6 @@ def _mixed_precision(config: dict) -> str:
 
 def trl_accelerate_config(name: str) -> dict:
     """One of TRL's bundled accelerate configs (trl/accelerate_configs/<name>.yaml) as a dict."""
-    import importlib.resources as resources
-
-    import yaml
-
     source = resources.files("trl.accelerate_configs").joinpath(f"{name}.yaml")
     return yaml.safe_load(source.read_text(encoding="utf-8"))
 
@@ -96,8 +94,6 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
     server_mode = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and not cpu
     vllm_gpus = (request.vllm_server_gpus if request.vllm_server_gpus is not None else 1) if server_mode else 0
     if server_mode and vllm_gpus == 0:
-        from mcp_server.errors import UserInputError
-
         raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for the vLLM server")
 
     if nodes > 1:
@@ -108,8 +104,6 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
     else:
         processes = 1 if cpu else max(num_gpus - vllm_gpus, 1)
     if server_mode and processes + vllm_gpus > num_gpus:
-        from mcp_server.errors import UserInputError
-
         raise UserInputError(
             "vllm_server_gpus",
             f"{processes} training processes + {vllm_gpus} vLLM GPUs exceed the run's {num_gpus} GPUs: give the "
@@ -198,8 +192,6 @@ def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_m
     per_node = max(num_gpus // nodes, 1)
     train_nodes = nodes - 1 if server_mode else nodes
     if train_nodes < 1:
-        from mcp_server.errors import UserInputError
-
         raise UserInputError("num_nodes", "vLLM server mode over several nodes needs at least 2 nodes (one serves)")
     processes = per_node * train_nodes
     strategy = request.strategy if request.strategy not in ("auto", "single") else (
@@ -250,19 +242,17 @@ def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_m
 
 def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
     """train/launch.sh (or train/launch.slurm) and train/accelerate.yaml, as the plan says."""
-    import yaml
-
+    run = Run(run_dir)
     written = {}
-    train = run_dir / "train"
     if plan.accelerate_config is not None:
-        path = train / "accelerate.yaml"
+        path = run.accelerate
         atomic_write_text(path, "# From TRL's bundled accelerate configs, sized for this run by llm-finetuning.\n"
                           + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
         written["accelerate_config"] = str(path)
     if plan.slurm:
-        written["slurm"] = str(atomic_write_text(train / "launch.slurm", plan.slurm))
+        written["slurm"] = str(atomic_write_text(run.slurm_script, plan.slurm))
     else:
-        path = atomic_write_text(train / "launch.sh", plan.script)
+        path = atomic_write_text(run.launch_script, plan.script)
         path.chmod(0o755)
         written["script"] = str(path)
     return written
@@ -272,25 +262,18 @@ def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
 def check_gates(run_dir: Path, environment: bool = True) -> tuple[list[GateRefusal], dict]:
     """Every gate's answer (all of them, so one call tells everything to fix); the env report too.
     `environment=False` for a SLURM script: it runs on the cluster, not on this machine."""
-    from mcp_server.inspection.gate import check_inspection_gate
-    from mcp_server.training.environment import check_environment
-    from mcp_server.training.models import EnvironmentRequest
-
     refusals: list[GateRefusal] = []
     gate = check_inspection_gate(run_dir)
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
 
-    cfg_path = run_dir / "train" / "config.yaml"
+    cfg_path = Run(run_dir).config
     run_request, _ = read_run_target(run_dir)
-    if not cfg_path.exists() or not (run_dir / "train" / "train.py").exists():
+    if not cfg_path.exists() or not Run(run_dir).script.exists():
         refusals.append(GateRefusal(
             gate="config", message=f"{run_dir.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)"))
     else:
-        from mcp_server.recipe.models import ValidateRequest
-        from mcp_server.recipe.validate import validate_config
-
         result = validate_config(ValidateRequest(
             config_path=str(cfg_path), gpu=run_request.get("gpu"), num_gpus=run_request.get("num_gpus")))
         if not result.valid:
@@ -360,35 +343,33 @@ def record_in_git(run_dir: Path, files: list[Path], message: str) -> str | None:
 
 def _rotate_logs(run_dir: Path) -> None:
     """A fresh launch starts with empty logs; an earlier attempt's logs move to train/logs-attempt-<n>."""
-    logs = logs_dir(run_dir)
-    if logs.is_dir() and any(logs.iterdir()):
+    run = Run(run_dir)
+    if run.logs.is_dir() and any(run.logs.iterdir()):
         n = 1
-        while (run_dir / "train" / f"logs-attempt-{n}").exists():
+        while run.attempt_logs(n).exists():
             n += 1
-        logs.rename(run_dir / "train" / f"logs-attempt-{n}")
+        run.logs.rename(run.attempt_logs(n))
 
 
 def _clear_markers(run_dir: Path) -> None:
     """Before a resume: the last attempt's end markers would otherwise describe the new process."""
-    logs = logs_dir(run_dir)
-    for name in ("stop-request.json", "stopped.json", "outcome.json", "exit-code", "train-begin.json"):
-        (logs / name).unlink(missing_ok=True)
+    run = Run(run_dir)
+    for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.train_begin):
+        marker.unlink(missing_ok=True)
 
 
 def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict) -> LaunchResult:
     """Record the recipe, start train/launch.sh detached, write run.json."""
-    import psutil
-
-    config_path, script_path = run_dir / "train" / "config.yaml", run_dir / "train" / "train.py"
+    run = Run(run_dir)
+    config_path, script_path = run.config, run.script
     config_sha, script_sha = sha256_file(config_path), sha256_file(script_path)
-    recorded = [config_path, script_path] + [run_dir / "train" / n for n in ("rewards.json", "request.json", "launch.sh", "accelerate.yaml")]
+    recorded = [config_path, script_path, run.rewards, run.request, run.launch_script, run.accelerate]
     commit = record_in_git(run_dir, recorded, f"llm-finetuning: {'resume' if resumed_from else 'launch'} {run_dir.name} (config {config_sha[:12]})")
 
     previous = read_run_json(run_dir)
-    logs = logs_dir(run_dir)
-    logs.mkdir(parents=True, exist_ok=True)
+    run.logs.mkdir(parents=True, exist_ok=True)
     started_ts = time.time()
-    log_path = logs / "stdout.log"
+    log_path = run.stdout
     with open(log_path, "ab") as log:
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         log.write(f"==== llm-finetuning {'resume from ' + resumed_from if resumed_from else 'launch'} at {stamp}\n".encode())
@@ -447,7 +428,8 @@ def _refused(run_dir: Path, refusals: list[GateRefusal], state: str) -> LaunchRe
 
 def launch_training(request: LaunchRequest) -> LaunchResult:
     """Start a run after its gates pass: config valid, inspection verdict current, environment not blocked."""
-    run_dir = run_dir_of(request.run)
+    run = resolve_run(request.run)
+    run_dir = run.dir
     derived = derive_state(run_dir)
     if derived["alive"]:
         return _refused(run_dir, [GateRefusal(
@@ -467,12 +449,12 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
         return _refused(run_dir, refusals, derived["state"])
     if plan.slurm:
         written = write_plan_files(run_dir, plan)
-        commit = record_in_git(run_dir, [run_dir / "train" / n for n in ("config.yaml", "train.py", "launch.slurm", "accelerate.yaml")],
+        commit = record_in_git(run_dir, [run.config, run.script, run.slurm_script, run.accelerate],
                                f"llm-finetuning: SLURM script for {run_dir.name}")
         return LaunchResult(
             launched=False, run_dir=str(run_dir), state=derived["state"], command=plan.train_command,
-            config_sha256=sha256_file(run_dir / "train" / "config.yaml"),
-            train_script_sha256=sha256_file(run_dir / "train" / "train.py"), git_commit=commit,
+            config_sha256=sha256_file(run.config),
+            train_script_sha256=sha256_file(run.script), git_commit=commit,
             accelerate_config=written.get("accelerate_config"), slurm_script=written["slurm"], vllm_server=plan.vllm,
             message=f"{plan.num_nodes} nodes: wrote {written['slurm']}; submit it with `sbatch train/launch.slurm` from the run directory",
         )
@@ -483,7 +465,8 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
 
 def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
     """Continue from the latest checkpoint with the same config (same sha256 as at launch), or refuse."""
-    run_dir = run_dir_of(request.run)
+    run = resolve_run(request.run)
+    run_dir = run.dir
     derived = derive_state(run_dir)
     record = derived["record"]
     if isinstance(request, LaunchRequest):
@@ -501,7 +484,7 @@ def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
             gate="state", message=f"{run_dir.name} was never launched, so there is nothing to resume",
             how_to_clear="launch_training starts it")], derived["state"])
     refusals = []
-    config_path = run_dir / "train" / "config.yaml"
+    config_path = run.config
     if config_path.exists() and sha256_file(config_path) != record.get("config_sha256"):
         commit = record.get("git_commit")
         refusals.append(GateRefusal(

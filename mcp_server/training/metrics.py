@@ -1,6 +1,6 @@
 """Load logged training metrics from any source diagnose_run accepts, into one shape.
 
-Sources: a run directory, a progress.jsonl (DESIGN.md contract), a TRL/transformers trainer_state.json
+Sources: a run directory, a progress.jsonl (docs/architecture.md, "The run directory"), a TRL/transformers trainer_state.json
 (its log_history), or a CSV/JSONL export of logged metrics (W&B/TensorBoard style "train/..." prefixes are
 accepted). Every row becomes {"step": int, <TRL metric name>: float | None, ...}, sorted by step, one row per
 step (the last one logged wins, so a resumed run that re-logs steps reads correctly).
@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.runs import Run, read_json_if_present, sidecars
+from mcp_server.userfiles import load_config_file
+from mcp_server.workspace import runs_root, workspace_root
 
 ACCEPTED = (
     "a run directory (runs/<date>-<slug>/ or a TRL output_dir with checkpoint-*/), a progress.jsonl, "
@@ -65,8 +68,6 @@ class LoadedRun:
 # ---------------------------------------------------------------- locating files
 def resolve_path(value: str | Path, field_name: str) -> Path:
     """An existing path as given, else relative to the workspace root or runs/ (so a run name works)."""
-    from mcp_server.workspace import runs_root, workspace_root
-
     text = str(value).strip()
     if not text:
         raise UserInputError(field_name, f"empty path; give {ACCEPTED}")
@@ -84,11 +85,11 @@ def _latest_checkpoint_state(folder: Path) -> Path | None:
 
 def metrics_file_in(folder: Path) -> Path | None:
     """The metrics file of a directory: our progress log first, then TRL's trainer_state.json."""
-    candidates = [folder / "train" / "logs" / "progress.jsonl", folder / "progress.jsonl", folder / "trainer_state.json"]
+    candidates = [Run(folder).progress, folder / "progress.jsonl", folder / "trainer_state.json"]
     for path in candidates:
         if path.is_file():
             return path
-    for base in (folder, folder / "checkpoints"):
+    for base in (folder, Run(folder).checkpoints):
         if base.is_dir():
             state = _latest_checkpoint_state(base)
             if state:
@@ -229,8 +230,6 @@ def load_config(value: str | Path | dict | None) -> tuple[Path | None, dict | No
         return None, None
     if isinstance(value, dict):
         return None, dict(value)
-    from mcp_server.recipe.validate import load_config_file
-
     path = resolve_path(value, "config")
     return path, load_config_file(path, field="config")
 
@@ -247,13 +246,6 @@ def read_log(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _json_if_file(path: Path):
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def load_run(source: str | Path, config: str | Path | dict | None = None, log: str | Path | None = None) -> LoadedRun:
     """Find and read the metrics, config and log of `source` (see ACCEPTED)."""
     path = resolve_path(source, "source")
@@ -267,7 +259,7 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
         metrics_path = path
         # A file inside a run directory (train/logs/progress.jsonl): the run's config and log are its siblings.
         for parent in path.parents:
-            if (parent / "train" / "config.yaml").is_file():
+            if Run(parent).config.is_file():
                 run_dir = parent
                 break
     kind, rows = load_metrics(metrics_path) if metrics_path else ("log", [])
@@ -275,14 +267,14 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
         kind = "run_dir"
 
     config_path, config_values = load_config(config)
-    if config is None and run_dir is not None and (run_dir / "train" / "config.yaml").is_file():
-        config_path, config_values = load_config(run_dir / "train" / "config.yaml")
+    if config is None and run_dir is not None and Run(run_dir).config.is_file():
+        config_path, config_values = load_config(Run(run_dir).config)
 
     log_path = resolve_path(log, "log") if log is not None else None
     if log_path is not None and not log_path.is_file():
         raise UserInputError("log", f"{log_path} is not a file; give the run's stdout log (train/logs/stdout.log)")
-    if log_path is None and run_dir is not None and (run_dir / "train" / "logs" / "stdout.log").is_file():
-        log_path = run_dir / "train" / "logs" / "stdout.log"
+    if log_path is None and run_dir is not None and Run(run_dir).stdout.is_file():
+        log_path = Run(run_dir).stdout
 
     if metrics_path is None and log_path is None:
         raise UserInputError(
@@ -293,9 +285,11 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
     log_text = read_log(log_path) if log_path else None
     if metrics_path is None and log_text:
         rows = rows_from_log(log_text)
-    folder = config_path.parent if config_path else (run_dir / "train" if run_dir else None)
-    request = (_json_if_file(folder / "request.json") if folder else None) or {}
-    reward_specs = _json_if_file(folder / "rewards.json") if folder else None
+    # The recipe's sidecars: beside the config given, else the run's.
+    config_file = config_path or (Run(run_dir).config if run_dir else None)
+    request_path, rewards_path = sidecars(config_file) if config_file else (None, None)
+    request = (read_json_if_present(request_path) if request_path else None) or {}
+    reward_specs = read_json_if_present(rewards_path) if rewards_path else None
     return LoadedRun(
         kind=kind, metrics_path=metrics_path, rows=rows, run_dir=run_dir, config_path=config_path,
         config=config_values, log_path=log_path, log_text=log_text,

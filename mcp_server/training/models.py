@@ -210,7 +210,7 @@ class TrainingStatus(BaseModel):
     max_steps: int | None = Field(default=None, description="Total steps of the run when known (max_steps in the config or trainer_state).")
     steps_per_s: float | None = Field(default=None, description="Recent training speed from the progress log.")
     eta_s: float | None = Field(default=None, description="Estimated seconds to finish, when running and max_steps is known.")
-    latest: dict[str, Any] = Field(default_factory=dict, description="The latest progress line (DESIGN.md progress keys).")
+    latest: dict[str, Any] = Field(default_factory=dict, description="The latest progress line (keys: docs/architecture.md, \"The run directory\").")
     checkpoints: list[str] = Field(default_factory=list, description="Checkpoint directories saved so far, oldest first.")
     stop_requested: bool = Field(default=False, description="Whether stop_training was asked for this run.")
     health: list[HealthFlag] = Field(

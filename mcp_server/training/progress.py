@@ -1,4 +1,5 @@
-"""The progress callback: one JSON line per logged step in train/logs/progress.jsonl (DESIGN.md contract).
+"""The progress callback: one JSON line per logged step in train/logs/progress.jsonl (the run-directory contract:
+docs/architecture.md, "The run directory"; runs.Run names every file).
 
 Imported by train/train.py in the training interpreter, so it may import transformers at module level.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from mcp_server.runs import Run
 from mcp_server.workspace import atomic_write_json
 
 # Contract keys -> the TRL/transformers log names they are read from (first match wins).
@@ -36,26 +38,6 @@ PROGRESS_KEYS: dict[str, tuple[str, ...]] = {
     "clipped_ratio": ("completions/clipped_ratio",),
     "grad_norm": ("grad_norm",),
 }
-
-
-def logs_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "train" / "logs"
-
-
-def progress_path(run_dir: Path) -> Path:
-    return logs_dir(run_dir) / "progress.jsonl"
-
-
-def stop_request_path(run_dir: Path) -> Path:
-    return logs_dir(run_dir) / "stop-request.json"
-
-
-def stopped_path(run_dir: Path) -> Path:
-    return logs_dir(run_dir) / "stopped.json"
-
-
-def train_begin_path(run_dir: Path) -> Path:
-    return logs_dir(run_dir) / "train-begin.json"
 
 
 def _gpu_stats() -> tuple[float | None, float | None]:
@@ -95,9 +77,9 @@ class ProgressCallback(TrainerCallback):
 
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
-        self.path = progress_path(self.run_dir)
+        self.path = Run(self.run_dir).progress
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._stop_file = str(stop_request_path(self.run_dir))
+        self._stop_file = str(Run(self.run_dir).stop_request)
         self._last_time: float | None = None
         self._last_step = 0
 
@@ -106,7 +88,7 @@ class ProgressCallback(TrainerCallback):
         self._last_step = state.global_step
         if state.is_world_process_zero:
             atomic_write_json(
-                train_begin_path(self.run_dir),
+                Run(self.run_dir).train_begin,
                 {"max_steps": state.max_steps, "global_step": state.global_step, "world_size": args.world_size,
                  "pid": os.getpid(), "time": self._last_time, "output_dir": args.output_dir},
             )
@@ -117,14 +99,14 @@ class ProgressCallback(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
             if state.is_world_process_zero:
-                atomic_write_json(stopped_path(self.run_dir), {"step": state.global_step, "time": time.time()})
+                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time()})
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
         if "train_runtime" in logs:  # the end-of-training summary is not a step: it gets its own file
-            atomic_write_json(logs_dir(self.run_dir) / "train-summary.json", {"step": state.global_step, **logs})
+            atomic_write_json(Run(self.run_dir).train_summary, {"step": state.global_step, **logs})
             return
         now = time.time()
         steps = max(state.global_step - self._last_step, 1)
@@ -145,6 +127,6 @@ class ProgressCallback(TrainerCallback):
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
     """Record how training ended (train/logs/outcome.json), written atomically. A run that left its loop
     because stop_training asked is recorded as "stopped", whatever train.py says."""
-    if state == "succeeded" and stopped_path(Path(run_dir)).exists():
+    if state == "succeeded" and Run(Path(run_dir)).stopped.exists():
         state = "stopped"
-    return atomic_write_json(logs_dir(Path(run_dir)) / "outcome.json", {"state": state, "time": time.time(), **info})
+    return atomic_write_json(Run(Path(run_dir)).outcome, {"state": state, "time": time.time(), **info})

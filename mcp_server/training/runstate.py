@@ -13,52 +13,26 @@ import json
 import os
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
-from mcp_server.workspace import WorkspaceError, atomic_write_json, resolve_run, runs_root
+import psutil
+
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
 
 
-def run_dir_of(run: str) -> Path:
-    try:
-        return resolve_run(run)
-    except WorkspaceError as exc:
-        raise UserInputError("run", str(exc).removeprefix("run: ")) from None
-
-
-def logs_dir(run_dir: Path) -> Path:
-    return run_dir / "train" / "logs"
-
-
-def run_json_path(run_dir: Path) -> Path:
-    return run_dir / "run.json"
-
-
-def exit_code_path(run_dir: Path) -> Path:
-    return logs_dir(run_dir) / "exit-code"
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def read_run_json(run_dir: Path) -> dict | None:
-    return read_json(run_json_path(run_dir))
+    return read_json_if_present(Run(run_dir).run_json)
 
 
 def write_run_json(run_dir: Path, record: dict) -> None:
-    atomic_write_json(run_json_path(run_dir), record)
+    atomic_write_json(Run(run_dir).run_json, record)
 
 
 def process_alive(pid: int | None, create_time: float | None) -> bool:
     """Whether `pid` is still the process we started (same start time) and not a zombie."""
     if not pid:
         return False
-    import psutil
-
     try:
         proc = psutil.Process(pid)
         if create_time is not None and abs(proc.create_time() - create_time) > 1.0:
@@ -81,7 +55,7 @@ def _reap(pid: int) -> None:
 
 def read_progress(run_dir: Path) -> list[dict]:
     """Every progress line; a half-written last line (process killed mid-write) is skipped."""
-    path = logs_dir(run_dir) / "progress.jsonl"
+    path = Run(run_dir).progress
     lines = []
     try:
         with open(path, encoding="utf-8") as handle:
@@ -97,7 +71,7 @@ def read_progress(run_dir: Path) -> list[dict]:
 
 def last_progress(run_dir: Path) -> dict | None:
     """The last progress line, reading only the end of the file."""
-    path = logs_dir(run_dir) / "progress.jsonl"
+    path = Run(run_dir).progress
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -115,7 +89,7 @@ def last_progress(run_dir: Path) -> dict | None:
 
 def log_tail(run_dir: Path, lines: int) -> list[str]:
     """Last `lines` lines of train/logs/stdout.log, progress-bar carriage returns folded."""
-    path = logs_dir(run_dir) / "stdout.log"
+    path = Run(run_dir).stdout
     if lines <= 0 or not path.exists():
         return []
     with open(path, "rb") as handle:
@@ -128,14 +102,14 @@ def log_tail(run_dir: Path, lines: int) -> list[str]:
 
 def read_exit_code(run_dir: Path) -> int | None:
     try:
-        return int(exit_code_path(run_dir).read_text().strip())
+        return int(Run(run_dir).exit_code.read_text().strip())
     except (OSError, ValueError):
         return None
 
 
 def _newer(path: Path, since: float | None) -> dict | None:
     """The JSON file's content when it was written during the current launch."""
-    data = read_json(path)
+    data = read_json_if_present(path)
     if data is None:
         return None
     if since is not None and path.stat().st_mtime < since - 1:
@@ -145,27 +119,27 @@ def _newer(path: Path, since: float | None) -> dict | None:
 
 def derive_state(run_dir: Path) -> dict:
     """{state, alive, pid, exit_code, outcome, stop_requested, record} from the process and the files."""
+    run = Run(run_dir)
     record = read_run_json(run_dir)
-    logs = logs_dir(run_dir)
     if record is None:
-        outcome = read_json(logs / "outcome.json")  # trained by hand, without launch_training
+        outcome = read_json_if_present(run.outcome)  # trained by hand, without launch_training
         state = outcome.get("state", "succeeded") if outcome else "not_launched"
         return {"state": state, "alive": False, "pid": None, "exit_code": None, "outcome": outcome,
                 "stop_requested": False, "record": None}
     since = record.get("started_ts")
     pid = record.get("pid")
     alive = process_alive(pid, record.get("create_time"))
-    stop_requested = _newer(logs / "stop-request.json", since) is not None
-    outcome = _newer(logs / "outcome.json", since)
+    stop_requested = _newer(run.stop_request, since) is not None
+    outcome = _newer(run.outcome, since)
     exit_code = read_exit_code(run_dir) if not alive else None
     if alive:
-        begun = _newer(logs / "train-begin.json", since) is not None
+        begun = _newer(run.train_begin, since) is not None
         state = "running" if begun else "starting"
     elif outcome and outcome.get("state") in TERMINAL:
         state = outcome["state"]
         if state == "succeeded" and exit_code not in (None, 0):
             state = "failed"  # it saved the model, then crashed on the way out
-    elif stop_requested or _newer(logs / "stopped.json", since) is not None:
+    elif stop_requested or _newer(run.stopped, since) is not None:
         state = "stopped"
     else:
         state = "failed"
@@ -183,24 +157,12 @@ def sync_run_json(run_dir: Path, derived: dict) -> None:
         write_run_json(run_dir, record)
 
 
-def output_dir(run_dir: Path, config: dict) -> Path:
-    out = Path(str(config.get("output_dir") or "checkpoints"))
-    return out if out.is_absolute() else run_dir / out
-
-
 def checkpoints(run_dir: Path, config: dict) -> list[Path]:
     """checkpoint-N directories with a trainer_state.json (complete saves), by step."""
-    out = output_dir(run_dir, config)
+    out = Run(run_dir).output_dir(config)
     found = []
     for path in out.glob("checkpoint-*"):
         suffix = path.name.split("-", 1)[1]
         if suffix.isdigit() and (path / "trainer_state.json").exists():
             found.append((int(suffix), path))
     return [path for _, path in sorted(found)]
-
-
-def all_run_dirs() -> list[Path]:
-    root = runs_root()
-    if not root.is_dir():
-        return []
-    return sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name, reverse=True)

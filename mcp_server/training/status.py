@@ -19,17 +19,14 @@ from mcp_server.training.models import (
     StopResult,
     TrainingStatus,
 )
+from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
 from mcp_server.training.runstate import (
-    all_run_dirs,
     checkpoints,
     derive_state,
     last_progress,
     log_tail,
-    logs_dir,
     process_alive,
-    read_json,
     read_progress,
-    run_dir_of,
     sync_run_json,
 )
 from mcp_server.worker import runs_in_training
@@ -46,7 +43,7 @@ SPEED_WINDOW = 20  # progress lines used for steps/s
 
 
 def _max_steps(run_dir: Path, config: dict) -> int | None:
-    begin = read_json(logs_dir(run_dir) / "train-begin.json")
+    begin = read_json_if_present(Run(run_dir).train_begin)
     if begin and begin.get("max_steps") and begin["max_steps"] > 0:
         return int(begin["max_steps"])
     value = config.get("max_steps")
@@ -106,14 +103,14 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     axes[-1].set_xlabel("step")
     fig.suptitle(run_dir.name)
     fig.tight_layout()
-    path = atomic_save_figure(fig, run_dir / "progress.png", dpi=90)
+    path = atomic_save_figure(fig, Run(run_dir).progress_plot, dpi=90)
     plt.close(fig)
     return path
 
 
 # ---------------------------------------------------------------- training_status
 def training_status(request: StatusRequest) -> TrainingStatus:
-    run_dir = run_dir_of(request.run)
+    run_dir = resolve_run(request.run).dir
     derived = derive_state(run_dir)
     sync_run_json(run_dir, derived)
     record = derived["record"] or {}
@@ -179,7 +176,7 @@ def _kill_group(pgid: int, sig: int) -> None:
 def stop_training(request: StopRequest) -> StopResult:
     """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
     terminate its whole process group (vLLM server included), then kill it."""
-    run_dir = run_dir_of(request.run)
+    run_dir = resolve_run(request.run).dir
     derived = derive_state(run_dir)
     _, config = read_run_target(run_dir)
     if not derived["alive"]:
@@ -190,7 +187,7 @@ def stop_training(request: StopRequest) -> StopResult:
                           message=f"{run_dir.name} is not running (state {derived['state']}); nothing to stop")
     record = derived["record"]
     pid, create_time = record["pid"], record.get("create_time")
-    atomic_write_json(logs_dir(run_dir) / "stop-request.json", {
+    atomic_write_json(Run(run_dir).stop_request, {
         "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
     graceful = _wait_dead(pid, create_time, request.timeout_s)
     killed = False
@@ -204,7 +201,7 @@ def stop_training(request: StopRequest) -> StopResult:
     after = derive_state(run_dir)
     sync_run_json(run_dir, after)
     done = checkpoints(run_dir, config)
-    saved = (read_json(logs_dir(run_dir) / "stopped.json") or {}).get("step")
+    saved = (read_json_if_present(Run(run_dir).stopped) or {}).get("step")
     if graceful:
         message = f"{run_dir.name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
     else:
@@ -217,7 +214,7 @@ def stop_training(request: StopRequest) -> StopResult:
 # ---------------------------------------------------------------- list_runs
 def list_runs() -> RunList:
     runs = []
-    for run_dir in all_run_dirs():
+    for run_dir in (run.dir for run in all_runs()):
         derived = derive_state(run_dir)
         sync_run_json(run_dir, derived)
         try:

@@ -1,6 +1,7 @@
 """GPU catalog: memory, bf16 support, memory bandwidth and compute for the GPUs people train GRPO on.
 
-Kept free of torch: the config validator and the MCP server import it at start-up.
+Kept free of torch: the config validator and the MCP server import it at start-up. It sits on the ground floor
+(docs/architecture.md, "Floors"): the recipe's rules, the memory planner and the environment check all read it.
 `memory_gib` is what the CUDA runtime reports as total memory (what an OOM message calls "total capacity"),
 not the marketing GB figure, because that is the number a run actually has to fit in.
 """
@@ -138,3 +139,12 @@ def lookup_gpu(name: str, field: str = "gpu") -> GPU:
             "For another GPU give its memory size instead (gpu_memory_gib).",
         )
     return gpu.model_copy(deep=True)
+
+
+def resolve_target(gpu_name: str) -> tuple[GPU | None, str]:
+    """A training target: (None, 'cpu') for the CPU, else (the catalog GPU, its canonical name). Unknown names
+    raise UserInputError with the closest names."""
+    if gpu_name.strip().lower() == "cpu":
+        return None, "cpu"
+    gpu = lookup_gpu(gpu_name)
+    return gpu, gpu.name

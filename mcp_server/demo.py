@@ -8,18 +8,37 @@ GRPOTrainer through the emitted train/train.py) from the warm-start, judged agai
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
-import subprocess
-import sys
 import time
+import warnings
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from mcp_server.emission.emit import emit_grpo_config
+from mcp_server.evaluation.evaluate import evaluate_model, evaluate_rows
+from mcp_server.evaluation.export import export_model
+from mcp_server.evaluation.models import EvaluateRequest, ExportRequest, PromoteRequest
+from mcp_server.evaluation.promote import promote_checkpoint
+from mcp_server.evaluation.tiny_suite import tiny_split
+from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
+from mcp_server.inspection.review import inspect_rewards
+from mcp_server.inspection.sampling import sample_completions
+from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.runs import Run
+from mcp_server.tiny import ensure_tiny_model, write_jsonl
+from mcp_server.training.diagnose import DiagnoseRequest, diagnose_run
+from mcp_server.training.environment import check_environment
+from mcp_server.training.launch import launch_training
+from mcp_server.training.models import EnvironmentRequest, LaunchRequest
 from mcp_server.training.runstate import process_alive
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_save_figure, atomic_write_json, atomic_write_text, new_run_dir, workspace_root
+from mcp_server.workspace import (
+    atomic_save_figure, atomic_write_json, atomic_write_text, eval_root, new_run_dir, runs_root, slugify,
+)
 
 
 # ---------------------------------------------------------------- settings and summary
@@ -110,9 +129,6 @@ class Console:
 
 # ---------------------------------------------------------------- the phases
 def _evaluate(console: Console, model: str, goldens: Path, label: str, settings: DemoSettings, baseline: str):
-    from mcp_server.evaluation.evaluate import evaluate_model
-    from mcp_server.evaluation.models import EvaluateRequest
-
     with console.progress() as bar:
         task = bar.add_task(f"evaluating {label}", total=None, info="")
         result = evaluate_model(
@@ -148,8 +164,6 @@ def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path, s
         # attention fails outright without AVX512) and would give each CPU another warm-start.
         bf16=False,
     )
-
-    from mcp_server.evaluation.evaluate import evaluate_rows
 
     check_rows = rows[:100]  # training prompts: the goldens stay unseen until the end
     history: list[tuple[int, float]] = []
@@ -194,11 +208,6 @@ def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path, s
 
 def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings: DemoSettings) -> dict:
     """Phase 1's inspection rule: sample, score, and record the verdict (a person would read review.md)."""
-    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
-    from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
-    from mcp_server.inspection.review import inspect_rewards
-    from mcp_server.inspection.sampling import sample_completions
-
     sampled = sample_completions(SampleRequest(
         run=str(run_dir), model=str(model), dataset=str(data), n=settings.num_generations,
         num_prompts=-(-settings.inspection_samples // settings.num_generations), temperature=settings.temperature,
@@ -222,40 +231,27 @@ def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings:
 def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict:
     """Launch train/train.py through launch_training (gates: config, inspection, environment) and follow
     train/logs/progress.jsonl with a progress bar until the run ends."""
-    from mcp_server.training.progress import progress_path
-
+    run = Run(run_dir)
     env_threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the training process: one thread for a tiny model
     try:
-        from mcp_server.training.launch import launch_training
-        from mcp_server.training.models import LaunchRequest
-
         launched = launch_training(LaunchRequest(run=str(run_dir)))
-        if not launched.launched:
-            raise RuntimeError("launch refused: " + "; ".join(f"{r.gate}: {r.message}" for r in launched.refusals))
-        pid, how = launched.pid, "launch_training"
-        proc = None
-    except ImportError:  # the launcher is not in this build: run train.py the way it says to
-        log = run_dir / "train" / "logs" / "stdout.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(
-            [sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run_dir,
-            stdout=open(log, "w"), stderr=subprocess.STDOUT,
-        )
-        pid, how = proc.pid, "python train/train.py"
     finally:
         if env_threads is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_threads
+    if not launched.launched:
+        raise RuntimeError("launch refused: " + "; ".join(f"{r.gate}: {r.message}" for r in launched.refusals))
+    pid, how = launched.pid, "launch_training"
 
-    outcome_path = run_dir / "train" / "logs" / "outcome.json"
-    progress = progress_path(run_dir)
+    outcome_path = run.outcome
+    progress = run.progress
     seen = 0
     with console.progress() as bar:
         task = bar.add_task("GRPO training", total=settings.grpo_steps, info="")
         while True:
-            done = proc.poll() is not None if proc else not process_alive(pid, None)
+            done = not process_alive(pid, None)
             lines = progress.read_text().splitlines() if progress.is_file() else []
             if len(lines) > seen:
                 seen = len(lines)
@@ -264,8 +260,6 @@ def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict
                 bar.update(task, completed=last.get("step") or 0,
                            info=f"reward {reward:.2f}" if isinstance(reward, (int, float)) else "")
             if done or outcome_path.is_file():
-                if proc:
-                    proc.wait()
                 break
             time.sleep(0.5)
         bar.update(task, completed=settings.grpo_steps if outcome_path.is_file() else bar.tasks[0].completed)
@@ -275,9 +269,7 @@ def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict
 
 def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:
     """PNG of reward (and its std band) per logged step from progress.jsonl."""
-    from mcp_server.training.progress import progress_path
-
-    path = progress_path(run_dir)
+    path = Run(run_dir).progress
     if not path.is_file():
         return None
     points = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -311,9 +303,6 @@ def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = False,
              settings: DemoSettings | None = None) -> DemoSummary:
-    from mcp_server.evaluation.tiny_suite import tiny_split
-    from mcp_server.tiny import ensure_tiny_model, write_jsonl
-
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(var, "1")  # the demo never reaches a hub
@@ -321,7 +310,8 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     _quiet_libraries()
     console = Console(to_stderr=as_json)
     start = time.time()
-    run_dir = _fresh_run_dir(run_name or ("demo-quick" if quick else "demo"))
+    run = Run(_fresh_run_dir(run_name or ("demo-quick" if quick else "demo")))
+    run_dir = run.dir
     summary = DemoSummary(ok=False, quick=quick, run_dir=str(run_dir), seconds=0.0, baseline_pass_rate=0.0)
     console.print(f"[bold]llm-finetuning demo[/]: the seven phases of /finetune on the embedded tiny model "
                   f"({'quick walk' if quick else 'a few minutes on CPU'})\n  run directory: {run_dir}")
@@ -338,7 +328,7 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     console.phase(0, "eval harness and baseline")
     base = ensure_tiny_model()
     train_rows, held_rows = tiny_split(settings.max_operand)
-    goldens = workspace_root() / "eval" / f"goldens-demo-{settings.max_operand}.jsonl"
+    goldens = eval_root() / f"goldens-demo-{settings.max_operand}.jsonl"
     if not goldens.is_file():  # goldens are fixed once written: a baseline records their sha256
         write_jsonl([{k: r[k] for k in ("prompt", "question", "answer")} for r in held_rows], goldens)
     console.print(f"  task: sums of two numbers 0..{settings.max_operand}; {len(train_rows)} training prompts, "
@@ -353,15 +343,15 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     console.phase(1, "method choice, warm-start and reward inspection")
     console.print("  a programmatic check of success exists (exact-match sums) -> GRPO/RLVR; but the base model "
                   f"succeeds on {baseline.pass_rate:.0%}: GRPO cannot learn from zero reward, so SFT first.")
-    warm, sft_steps = _sft_warm_start(console, base, train_rows, run_dir / "warm-start", settings)
+    warm, sft_steps = _sft_warm_start(console, base, train_rows, run.warm_start, settings)
     sft = _evaluate(console, str(warm), goldens, "after SFT warm-start", settings, "write")
     summary.sft_pass_rate, summary.sft_ci = sft.pass_rate, (sft.ci_low, sft.ci_high)
-    data = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in train_rows], run_dir / "data" / "train.jsonl")
+    data = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in train_rows], run.train_data)
     rewards = [{"name": "format_reward", "params": {}, "weight": 1.0},
                {"name": "correctness_reward", "params": {}, "weight": 1.0}]
-    atomic_write_json(run_dir / "train" / "rewards.json", rewards)  # what the inspection scores with
+    atomic_write_json(run.rewards, rewards)  # what the inspection scores with
     inspection = _inspect(console, run_dir, warm, data, settings)
-    brief = atomic_write_text(run_dir / "training-brief.md", _brief(baseline, sft, sft_steps, inspection))
+    brief = atomic_write_text(run.brief, _brief(baseline, sft, sft_steps, inspection))
     phase_done("1 method + inspection", t0,
                f"SFT warm-start {sft.pass_rate:.0%}; inspection gate {'open' if inspection['gate_passed'] else 'CLOSED'}",
                warm_start=warm, warm_start_baseline=sft.baseline_path, samples=inspection["samples"],
@@ -377,9 +367,6 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     # Phase 3: environment
     t0 = time.time()
     console.phase(3, "environment")
-    from mcp_server.training.environment import check_environment
-    from mcp_server.training.models import EnvironmentRequest
-
     env = check_environment(EnvironmentRequest(run=str(run_dir)))
     console.print(f"  {env.verdict}: {env.allows}")
     for warning in env.warnings:
@@ -400,7 +387,7 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
         summary.problems.append(str(exc))
         return _finish(console, summary, start)
     state = training["outcome"].get("state")
-    plot = plot_reward_curve(run_dir, run_dir / "train" / "logs" / "reward-curve.png")
+    plot = plot_reward_curve(run_dir, run.reward_curve)
     summary.plot_path = str(plot) if plot else None
     diagnosis = _diagnose(run_dir)
     console.print(f"  training {state}; diagnosis: {diagnosis['line']}")
@@ -409,18 +396,14 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
                       "and this 100k-parameter model was trained from scratch minutes ago[/]")
     phase_done("4 training", t0, f"GRPO {state} ({training['how']}); {diagnosis['line']}",
                config=emitted.config_path, train_script=emitted.train_script_path,
-               progress=run_dir / "train" / "logs" / "progress.jsonl", stdout=run_dir / "train" / "logs" / "stdout.log",
-               checkpoint=run_dir / "checkpoints", reward_curve=plot)
+               progress=run.progress, stdout=run.stdout, checkpoint=run.checkpoints, reward_curve=plot)
     if state != "succeeded":
-        summary.problems.append(f"GRPO training ended '{state}': see {run_dir / 'train' / 'logs' / 'stdout.log'}")
+        summary.problems.append(f"GRPO training ended '{state}': see {run.stdout}")
         return _finish(console, summary, start)
 
     # Phase 5: checkpoint gate
     t0 = time.time()
     console.phase(5, "checkpoint gate")
-    from mcp_server.evaluation.models import PromoteRequest
-    from mcp_server.evaluation.promote import promote_checkpoint
-
     promotion = promote_checkpoint(PromoteRequest(run=str(run_dir)))
     summary.grpo_pass_rate, summary.grpo_ci = promotion.checkpoint_pass_rate, promotion.checkpoint_ci
     summary.verdict = promotion.verdict
@@ -438,9 +421,6 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     # Phase 6: export
     t0 = time.time()
     console.phase(6, "export")
-    from mcp_server.evaluation.export import export_model
-    from mcp_server.evaluation.models import ExportRequest
-
     exported = export_model(ExportRequest(run=str(run_dir), allow_unpromoted=quick or promotion.verdict != "PROMOTE"))
     console.print(f"  smoke test (greedy before/after on {exported.smoke_items} goldens): "
                   + ("identical" if exported.smoke_identical else "[red]DIFFERENT[/]"))
@@ -456,10 +436,6 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
 def _fresh_run_dir(slug: str) -> Path:
     """runs/<date>-<slug>/, or -2, -3, ... when it exists: a rerun never writes over an earlier run (whose
     warm-start baseline in eval/ is write-once)."""
-    import datetime as dt
-
-    from mcp_server.workspace import runs_root, slugify
-
     name, n = slugify(slug), 1
     while (runs_root() / f"{dt.date.today().isoformat()}-{name}{'' if n == 1 else f'-{n}'}").exists():
         n += 1
@@ -471,8 +447,6 @@ def _quiet_libraries() -> None:
     import datasets
     from transformers.utils import logging as hf_logging
 
-    import warnings
-
     warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecations are not the person's concern
     datasets.disable_progress_bars()
     hf_logging.disable_progress_bar()
@@ -481,9 +455,6 @@ def _quiet_libraries() -> None:
 
 def _emit(run_dir: Path, warm: Path, data: Path, rewards: list[dict], settings: DemoSettings):
     """emit_grpo_config for a CPU target with the tiny model's settings (what a person would pass as overrides)."""
-    from mcp_server.recipe.emit import emit_grpo_config
-    from mcp_server.recipe.models import GRPORecipeRequest
-
     return emit_grpo_config(GRPORecipeRequest(
         model=str(warm), dataset=str(data), answer_column="answer", rewards=rewards, gpu="cpu", run_dir=str(run_dir),
         overrides=dict(
@@ -499,10 +470,6 @@ def _emit(run_dir: Path, warm: Path, data: Path, rewards: list[dict], settings: 
 
 
 def _diagnose(run_dir: Path) -> dict:
-    try:
-        from mcp_server.training.diagnose import DiagnoseRequest, diagnose_run
-    except ImportError:
-        return {"line": "diagnose_run not available in this build", "healthy": None}
     try:
         result = diagnose_run(DiagnoseRequest(source=str(run_dir)))
     except Exception as exc:  # the diagnosis is advice; its failure must not sink the walk
@@ -534,14 +501,14 @@ def _data_files(run_dir: Path, data: Path, train_rows: list[dict], held_rows: li
     golden_questions = {r["question"] for r in held_rows}
     overlap = sum(r["question"] in golden_questions for r in train_rows)
     missing = sum(not r.get("answer") for r in train_rows)
-    card = atomic_write_text(run_dir / "data" / "data-card.md", f"""# Data card: demo
+    card = atomic_write_text(Run(run_dir).data_card, f"""# Data card: demo
 
 - Source: generated by mcp_server.tiny (split_task), deterministic; licence: same as this project.
 - Size: {len(train_rows)} training prompts; goldens: {len(held_rows)} held-out problems (eval/goldens-demo.jsonl).
 - Format: prompt-only chat messages (`prompt`) plus the gold answer (`answer`), read by correctness_reward.
 - Filtering: none needed; the split is disjoint by problem.
 """)
-    report = atomic_write_text(run_dir / "data" / "validation-report.md", f"""# Validation report: demo
+    report = atomic_write_text(Run(run_dir).validation_report, f"""# Validation report: demo
 
 - Rows: {len(train_rows)} ({data})
 - Empty prompts: 0; over-long prompts: 0
@@ -555,7 +522,7 @@ def _finish(console: Console, summary: DemoSummary, start: float) -> DemoSummary
     summary.seconds = round(time.time() - start, 1)
     summary.ok = not summary.problems and (summary.quick or summary.verdict == "PROMOTE")
     run_dir = Path(summary.run_dir)
-    atomic_write_json(run_dir / "demo-summary.json", summary.model_dump(mode="json"))
+    atomic_write_json(Run(run_dir).demo_summary, summary.model_dump(mode="json"))
 
     def pct(value):
         return "-" if value is None else f"{value:.0%}"
@@ -574,7 +541,7 @@ def _finish(console: Console, summary: DemoSummary, start: float) -> DemoSummary
     console.print(f"  time           {summary.seconds:.0f} s")
     if summary.plot_path:
         console.print(f"  reward curve   {summary.plot_path}")
-    console.print(f"  everything     {run_dir}  (summary: {run_dir / 'demo-summary.json'})")
+    console.print(f"  everything     {run_dir}  (summary: {Run(run_dir).demo_summary})")
     for problem in summary.problems:
         console.print(f"  [red]problem:[/] {problem}")
     console.print("[bold green]OK[/]" if summary.ok else "[bold red]NOT OK[/]")

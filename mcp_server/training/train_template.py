@@ -17,6 +17,7 @@ from trl.scripts.grpo import GRPOScriptArguments
 
 try:
     from mcp_server.rewards import build_reward_funcs
+    from mcp_server.runs import Run
     from mcp_server.training.progress import ProgressCallback, write_outcome
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
@@ -38,7 +39,7 @@ def main():
     if PROMPT_COLUMN != "prompt":
         dataset = dataset.rename_column(PROMPT_COLUMN, "prompt")
 
-    rewards = json.loads((RUN_DIR / "train" / "rewards.json").read_text())
+    rewards = json.loads(Run(RUN_DIR).rewards.read_text())
     trainer = GRPOTrainer(
         model=model_args.model_name_or_path,
         reward_funcs=build_reward_funcs(rewards),

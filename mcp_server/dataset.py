@@ -1,4 +1,6 @@
-"""Prompt rows for inspection: the embedded tiny task, local files, or (online only) a hub data set."""
+"""Reading a data set and checking its prompts, for every feature that reads one (emission checks the columns,
+inspection samples prompts, evaluation reads goldens): the embedded tiny task, local files, or (online only) a
+hub data set. docs/architecture.md, "Floors"."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import os
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.tiny import make_task
+from mcp_server.worker import in_training
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -15,8 +19,6 @@ LOCAL_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 def load_rows(dataset: str, split: str = "train", config: str | None = None) -> list[dict]:
     """All rows of `dataset` as dicts. 'tiny' is the whole embedded arithmetic pool (it is small)."""
     if dataset == "tiny":
-        from mcp_server.tiny import make_task
-
         return make_task(n=10**9)
     path = Path(dataset).expanduser()
     if path.is_dir():
@@ -62,9 +64,7 @@ def read_file(path: Path) -> list[dict]:
             try:
                 import pyarrow.parquet as pq
             except ImportError:  # the light server: the training interpreter has pyarrow (with datasets)
-                from mcp_server.worker import in_training
-
-                return in_training("mcp_server.inspection.data:read_file", str(path))
+                return in_training("mcp_server.dataset:read_file", str(path))
             return pq.read_table(path).to_pylist()
     except (OSError, ValueError) as exc:
         if isinstance(exc, UserInputError):

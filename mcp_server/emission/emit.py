@@ -1,7 +1,9 @@
 """emit_grpo_config: request -> recipe + variant + target -> validated files in a run directory.
 
 Writes train/config.yaml (TrlParser YAML, accepted by `trl grpo --config`), train/rewards.json, train/train.py,
-train/request.json and train/request.schema.json. Every file is written atomically.
+train/request.json and train/request.schema.json (runs.Run names them). Every file is written atomically.
+train/train.py is mcp_server/training/train_template.py with the run's name and prompt column filled in: the
+template lives with the training code it imports; emission only copies its text.
 """
 
 from __future__ import annotations
@@ -10,27 +12,33 @@ from pathlib import Path
 
 import yaml
 
+from mcp_server.dataset import check_prompt_column, read_file
 from mcp_server.errors import UserInputError
-from mcp_server.recipe.model_info import is_moe, resolve_model
+from mcp_server.gpus import resolve_target
+from mcp_server.memory.models import MemoryPlanRequest
+from mcp_server.memory.planner import plan_memory
+from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
+from mcp_server.recipe.rules import finding
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.validate import resolve_target, validate_values
+from mcp_server.recipe.validate import validate_values
 from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS, choose_variant
+from mcp_server.rewards.registry import REGISTRY
+from mcp_server.runs import Run
+from mcp_server.tiny import split_task, write_jsonl
 from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
 
 LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path"}
-TEMPLATE = Path(__file__).with_name("train_template.py")
+TEMPLATE = Path(__file__).parents[1] / "training" / "train_template.py"
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
 def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
     """TrlParser keys for the data: a local file becomes a `datasets` mixture entry, a hub name `dataset_name`."""
-    if request.dataset == "tiny":
-        from mcp_server.tiny import split_task, write_jsonl
-
+    if request.dataset == TINY:
         train_rows, _ = split_task()
-        path = write_jsonl(train_rows, run_dir / "data" / "train.jsonl")
+        path = write_jsonl(train_rows, Run(run_dir).train_data)
         return {"datasets": [{"path": "json", "data_files": str(path), "split": "train"}]}
     path = Path(request.dataset).expanduser()
     if path.exists():
@@ -52,8 +60,6 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
 def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
     """Read the whole local file the way inspection does: every row parses, prompts are text or chat
     messages, and the prompt (and answer) columns exist."""
-    from mcp_server.inspection.data import check_prompt_column, read_file
-
     rows = read_file(path)
     check_prompt_column(rows, request.prompt_column)
     if request.answer_column and request.answer_column not in rows[0]:
@@ -80,7 +86,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     model = resolve_model(request.model)
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
-    gpu, _ = resolve_target(request.gpu, request.num_gpus)
+    gpu, _ = resolve_target(request.gpu)
 
     recipe = dict(BASE_RECIPE)
     recipe.update(VARIANTS[variant])
@@ -93,7 +99,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         recipe["learning_rate"] = LORA_LEARNING_RATE
     if any(s.weight != 1.0 for s in request.rewards):
         recipe["reward_weights"] = [s.weight for s in request.rewards]
-    recipe["output_dir"] = str(run_dir / "checkpoints")
+    recipe["output_dir"] = str(Run(run_dir).checkpoints)
 
     model_fields = _model_fields(request, model, recipe["bf16"])
     values = {**model_fields, **_dataset_fields(request, run_dir), **recipe}
@@ -112,8 +118,6 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
 
 def _trl_cli_rewards(request: GRPORecipeRequest) -> dict:
     """`reward_funcs` for `trl grpo`: only when every reward is expressible as a dotted path with its defaults."""
-    from mcp_server.rewards.registry import REGISTRY
-
     paths = []
     for spec in request.rewards:
         if spec.name in REGISTRY:
@@ -130,13 +134,8 @@ def _trl_cli_rewards(request: GRPORecipeRequest) -> dict:
 
 def _memory_findings(config_path: Path, gpu_target: bool) -> list:
     """Will the emitted run fit the target GPU? A warning with the smallest set of levers when it does not."""
-    from mcp_server.recipe.rules import finding
-
     if not gpu_target:
         return []
-    from mcp_server.memory.models import MemoryPlanRequest
-    from mcp_server.memory.planner import plan_memory
-
     try:
         plan = plan_memory(MemoryPlanRequest(config_path=str(config_path), validate_levers=False))
     except UserInputError as exc:  # e.g. a hub model that is neither cached nor in the catalog
@@ -183,7 +182,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
                                  override_reason=request.override_reason, is_moe=moe)
 
-    train = run_dir / "train"
+    run = Run(run_dir)
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
     header = (
@@ -192,15 +191,15 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
-    config_path = atomic_write_text(train / "config.yaml", render_yaml(values, header))
-    atomic_write_json(train / "rewards.json", specs)
+    config_path = atomic_write_text(run.config, render_yaml(values, header))
+    atomic_write_json(run.rewards, specs)
     request_record = request.model_dump()
     request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)
-    atomic_write_json(train / "request.json", request_record)
-    schema_path = atomic_write_json(train / "request.schema.json", GRPORecipeRequest.model_json_schema())
+    atomic_write_json(run.request, request_record)
+    schema_path = atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
     validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU"))
     script = TEMPLATE.read_text().replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
-    script_path = atomic_write_text(train / "train.py", script)
+    script_path = atomic_write_text(run.script, script)
     return EmitResult(
         run_dir=str(run_dir),
         config_path=str(config_path),

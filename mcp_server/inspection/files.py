@@ -1,0 +1,38 @@
+"""Reading a run's inspection inputs: the samples sample_completions wrote and the run's reward definition.
+Where they live is runs.Run's job (docs/architecture.md, "The run directory")."""
+
+from __future__ import annotations
+
+import json
+
+from mcp_server.errors import UserInputError
+from mcp_server.rewards.spec import read_reward_specs
+from mcp_server.runs import Run
+from mcp_server.userfiles import read_text
+
+
+def read_samples(run: Run) -> list[dict]:
+    path = run.samples
+    if not path.is_file():
+        raise UserInputError("run", f"{path} does not exist: run sample_completions first")
+    samples = []
+    for number, line in enumerate(read_text(path, "run").splitlines(), 1):
+        try:
+            sample = json.loads(line) if line.strip() else None
+        except ValueError as exc:
+            raise UserInputError("run", f"{path}:{number} is not JSON ({exc}): run sample_completions again") from None
+        if sample is not None and not (isinstance(sample, dict) and {"prompt_index", "completion"} <= set(sample)):
+            raise UserInputError("run", f"{path}:{number} is not a sample written by sample_completions: run it again")
+        if sample is not None:
+            samples.append(sample)
+    return samples
+
+
+def read_run_rewards(run: Run) -> list[dict]:
+    """The run's reward definition (train/rewards.json: a list of RewardSpec dicts)."""
+    path = run.rewards
+    if not path.is_file():
+        raise UserInputError(
+            "rewards", f"{path} does not exist: emit the run's config (emit_grpo_config) or pass rewards explicitly"
+        )
+    return [spec.model_dump() for spec in read_reward_specs(path, "rewards")]

@@ -1,0 +1,309 @@
+"""A run directory and every file in it: the one place that knows the layout (docs/architecture.md, "The run
+directory"). Every module that reads or writes a run names its files through `Run`, never by joining strings.
+
+    runs/<YYYY-MM-DD>-<slug>/         Run.dir (workspace.new_run_dir makes it; resolve_run finds it)
+      training-brief.md               brief          what the run is for, in words
+      env-report.json                 env_report     check_environment's report for this run's target
+      run.json                        run_json       launch record: pid, start time, state (launch_training)
+      progress.png                    progress_plot  training_status's plot of the metrics
+      data/                           data           data files the run made itself:
+        train.jsonl                   train_data       the prompts (the tiny task, the demo)
+        data-card.md, validation-report.md   data_card, validation_report   the demo's data phase
+      warm-start/                     warm_start     the demo's SFT warm-start model
+      demo-summary.json               demo_summary   the demo's summary
+      train/                          train          emit_grpo_config's files:
+        config.yaml                   config           TrlParser YAML (`trl grpo --config` accepts it)
+        train.py                      script           the training script
+        rewards.json                  rewards          the reward specs [{name, params, weight}]
+        request.json                  request          the recipe request, target and variant chosen
+        request.schema.json           request_schema   the request's JSON schema
+        launch.sh / launch.slurm      launch_script, slurm_script   written by launch_training
+        accelerate.yaml               accelerate     several GPUs: TRL's bundled accelerate config
+        logs/                         logs           written by the training process:
+          progress.jsonl              progress         one line per logged step
+          stdout.log                  stdout           the training command's output
+          exit-code                   exit_code        written by launch.sh when the command ends
+          train-begin.json            train_begin      when training starts (max_steps, world size, pid)
+          stop-request.json           stop_request     stop_training asks the callback to stop
+          stopped.json                stopped          the callback stopped on request
+          outcome.json                outcome          how training ended
+          train-summary.json          train_summary    the Trainer's last logs (step, runtime)
+          reward-curve.png            reward_curve     the demo's plot
+        logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
+      inspection/                     inspection     sample_completions and inspect_rewards:
+        samples.jsonl                 samples          the completions, as TRL hands them to rewards
+        samples.meta.json             samples_meta     how they were sampled
+        review.md / review.jsonl      review_md, review_jsonl   what a person reads
+        review.json                   review           the last inspect_rewards result (verdict and gate read it)
+        verdict.json                  verdict          the person's verdict
+      checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
+      promotion-report.md             promotion_report
+      promotion.json                  promotion      promote_checkpoint's result
+      export/                         export         export_model's standalone model
+
+`eval/` (workspace.eval_root) sits beside `runs/`: baselines outlive runs.
+Every file is written atomically (workspace.atomic_write_*). Readers say what a missing file means:
+`read_config`/`read_request` give {} (a run not emitted yet) and raise UserInputError('run') for a file that is
+there but unreadable (a person may have edited it); `read_json_if_present` gives None for a file another process
+writes (run.json, the log markers), missing or half-written alike; the inspection files are read by
+inspection.files, which refuses a missing one with the step that makes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.userfiles import read_json, read_yaml
+from mcp_server.workspace import runs_root
+
+# The recipe's sidecars, beside its config.yaml wherever that config sits (a copied config keeps them).
+REQUEST_FILE = "request.json"
+REWARDS_FILE = "rewards.json"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory; its members are the paths of the layout contract (module docstring)."""
+
+    dir: Path
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    # ---------------------------------------------------------------- top level
+    @property
+    def brief(self) -> Path:
+        return self.dir / "training-brief.md"
+
+    @property
+    def env_report(self) -> Path:
+        return self.dir / "env-report.json"
+
+    @property
+    def run_json(self) -> Path:
+        return self.dir / "run.json"
+
+    @property
+    def progress_plot(self) -> Path:
+        return self.dir / "progress.png"
+
+    @property
+    def data(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def train_data(self) -> Path:
+        return self.data / "train.jsonl"
+
+    @property
+    def data_card(self) -> Path:
+        return self.data / "data-card.md"
+
+    @property
+    def validation_report(self) -> Path:
+        return self.data / "validation-report.md"
+
+    @property
+    def warm_start(self) -> Path:
+        return self.dir / "warm-start"
+
+    @property
+    def demo_summary(self) -> Path:
+        return self.dir / "demo-summary.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.dir / "checkpoints"
+
+    @property
+    def promotion_report(self) -> Path:
+        return self.dir / "promotion-report.md"
+
+    @property
+    def promotion(self) -> Path:
+        return self.dir / "promotion.json"
+
+    @property
+    def export(self) -> Path:
+        return self.dir / "export"
+
+    # ---------------------------------------------------------------- train/
+    @property
+    def train(self) -> Path:
+        return self.dir / "train"
+
+    @property
+    def config(self) -> Path:
+        return self.train / "config.yaml"
+
+    @property
+    def script(self) -> Path:
+        return self.train / "train.py"
+
+    @property
+    def rewards(self) -> Path:
+        return self.train / REWARDS_FILE
+
+    @property
+    def request(self) -> Path:
+        return self.train / REQUEST_FILE
+
+    @property
+    def request_schema(self) -> Path:
+        return self.train / "request.schema.json"
+
+    @property
+    def launch_script(self) -> Path:
+        return self.train / "launch.sh"
+
+    @property
+    def slurm_script(self) -> Path:
+        return self.train / "launch.slurm"
+
+    @property
+    def accelerate(self) -> Path:
+        return self.train / "accelerate.yaml"
+
+    # ---------------------------------------------------------------- train/logs/
+    @property
+    def logs(self) -> Path:
+        return self.train / "logs"
+
+    def attempt_logs(self, n: int) -> Path:
+        return self.train / f"logs-attempt-{n}"
+
+    @property
+    def progress(self) -> Path:
+        return self.logs / "progress.jsonl"
+
+    @property
+    def stdout(self) -> Path:
+        return self.logs / "stdout.log"
+
+    @property
+    def exit_code(self) -> Path:
+        return self.logs / "exit-code"
+
+    @property
+    def train_begin(self) -> Path:
+        return self.logs / "train-begin.json"
+
+    @property
+    def stop_request(self) -> Path:
+        return self.logs / "stop-request.json"
+
+    @property
+    def stopped(self) -> Path:
+        return self.logs / "stopped.json"
+
+    @property
+    def outcome(self) -> Path:
+        return self.logs / "outcome.json"
+
+    @property
+    def train_summary(self) -> Path:
+        return self.logs / "train-summary.json"
+
+    @property
+    def reward_curve(self) -> Path:
+        return self.logs / "reward-curve.png"
+
+    # ---------------------------------------------------------------- inspection/
+    @property
+    def inspection(self) -> Path:
+        return self.dir / "inspection"
+
+    @property
+    def samples(self) -> Path:
+        return self.inspection / "samples.jsonl"
+
+    @property
+    def samples_meta(self) -> Path:
+        return self.inspection / "samples.meta.json"
+
+    @property
+    def review(self) -> Path:
+        """The summary of the last inspect_rewards (the InspectResult), read by the verdict and the gate."""
+        return self.inspection / "review.json"
+
+    @property
+    def review_md(self) -> Path:
+        return self.inspection / "review.md"
+
+    @property
+    def review_jsonl(self) -> Path:
+        return self.inspection / "review.jsonl"
+
+    @property
+    def verdict(self) -> Path:
+        return self.inspection / "verdict.json"
+
+    # ---------------------------------------------------------------- reading
+    def output_dir(self, config: dict) -> Path:
+        """Where training saves: the config's output_dir (relative to the run), else checkpoints/."""
+        out = Path(str(config.get("output_dir") or "checkpoints"))
+        return out if out.is_absolute() else self.dir / out
+
+    def read_config(self) -> dict:
+        """train/config.yaml as a dict; {} when the run has none yet (not emitted)."""
+        return read_yaml(self.config, "run") if self.config.is_file() else {}
+
+    def read_request(self) -> dict:
+        """train/request.json (the recipe request and its target) as a dict; {} when the run has none."""
+        return read_json(self.request, "run", dict) if self.request.is_file() else {}
+
+    def trained_model(self, checkpoint: str | None = None) -> tuple[dict, str, Path]:
+        """(config, base model, checkpoint dir): the checkpoint given, else the config's output_dir. Refused
+        unless the config names its base model and the directory holds a saved model or LoRA adapter."""
+        config = self.read_config()
+        base = config.get("model_name_or_path")
+        if not base:
+            raise UserInputError("run", f"{self.config} names no model_name_or_path: emit the config first")
+        ckpt = Path(checkpoint or config.get("output_dir") or self.checkpoints).expanduser()
+        if not ckpt.is_absolute() and not ckpt.exists():
+            ckpt = self.dir / ckpt
+        if not (ckpt / "config.json").is_file() and not (ckpt / "adapter_config.json").is_file():
+            raise UserInputError(
+                "checkpoint", f"{ckpt} holds no saved model (config.json or adapter_config.json): has training finished?"
+            )
+        return config, str(base), ckpt.resolve()
+
+
+def sidecars(config_path: str | Path) -> tuple[Path, Path]:
+    """(request.json, rewards.json) beside a config file: a run's train/ files, or a config copied with them."""
+    folder = Path(config_path).parent
+    return folder / REQUEST_FILE, folder / REWARDS_FILE
+
+
+def read_json_if_present(path: Path):
+    """A JSON file another process writes (run.json, a log marker): None when missing, unreadable or half-written,
+    which for these files means 'not (yet) there'."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def resolve_run(run: str | Path) -> Run:
+    """A run given as a name under runs/ or as a path; it must exist (UserInputError naming the known runs)."""
+    candidate = Path(run)
+    for path in (candidate, runs_root() / candidate):
+        if path.is_dir():
+            return Run(path.resolve())
+    known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
+    raise UserInputError(
+        "run", f"no run directory '{run}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
+    )
+
+
+def all_runs() -> list[Run]:
+    """Every run under runs/, newest name first."""
+    root = runs_root()
+    if not root.is_dir():
+        return []
+    dirs = (p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return [Run(p) for p in sorted(dirs, key=lambda p: p.name, reverse=True)]

@@ -1,0 +1,161 @@
+"""The package's floors (docs/architecture.md, "Floors"): every import, at module top or inside a function, and
+every worker target named as a string ("module:function"), points to the same floor or one below; no two packages
+import each other, directly or around a loop. Read from the source (ast), so nothing is imported to check it."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
+
+# Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "workspace", "userfiles", "runs",
+                "tiny", "model_ref", "dataset", "gpus")),
+    ("rewards", ("rewards",)),
+    ("recipe", ("recipe",)),  # config rules and validation
+    ("memory", ("memory",)),
+    ("emission", ("emission",)),
+    ("inspection", ("inspection",)),
+    ("training", ("training",)),
+    ("evaluation", ("evaluation",)),
+    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content")),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def floor_of(module: str) -> int:
+    rest = module.removeprefix("mcp_server").lstrip(".")
+    if not rest:  # the package's own (empty) __init__
+        return 0
+    best, level = -1, None
+    for number, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if (rest == prefix or rest.startswith(prefix + ".")) and len(prefix) > best:
+                best, level = len(prefix), number
+    if level is None:
+        raise AssertionError(f"{module} is on no floor: add it to FLOORS in {Path(__file__).name}")
+    return level
+
+
+def package_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def worker_targets(tree: ast.AST) -> list[tuple[str, str, int]]:
+    """(module, function, line) for every 'mcp_server.x:function' string: what in_training(...) will import."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("mcp_server."):
+            module, colon, function = node.value.partition(":")
+            if colon and module.replace(".", "").replace("_", "").isalnum():
+                found.append((module, function, node.lineno))
+    return found
+
+
+def imports(path: Path, module: str) -> list[tuple[str, int]]:
+    """(imported mcp_server module, line) for every import in the file, top level and inside functions."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names if alias.name.startswith("mcp_server")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                anchor = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join(anchor + ([base] if base else []))
+            if not base.startswith("mcp_server"):
+                continue
+            for alias in node.names:  # `from mcp_server import x` may import a submodule
+                sub = f"{base}.{alias.name}"
+                found.append((sub if (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists()
+                              or (PACKAGE.parent / sub.replace(".", "/")).is_dir() else base, node.lineno))
+    found += [(target, line) for target, _, line in worker_targets(tree)]
+    return sorted(set(found), key=lambda item: item[1])
+
+
+@functools.cache
+def graph() -> dict[str, list[tuple[str, int]]]:
+    return {module_name(p): imports(p, module_name(p)) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_is_on_a_floor():
+    for module in graph():
+        floor_of(module)
+
+
+def test_no_arrow_points_up():
+    upward = []
+    for module, targets in graph().items():
+        for target, line in targets:
+            if floor_of(target) > floor_of(module):
+                upward.append(f"{module}:{line} imports {target} "
+                              f"({FLOORS[floor_of(module)][0]} -> {FLOORS[floor_of(target)][0]})")
+    assert not upward, "imports from a lower floor to a higher one:\n" + "\n".join(upward)
+
+
+def cycles_in(edges: dict[str, set[str]]) -> list[str]:
+    cycles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_cycle_between_packages():
+    edges: dict[str, set[str]] = {}
+    for module, targets in graph().items():
+        for target, _ in targets:
+            if package_of(target) != package_of(module):
+                edges.setdefault(package_of(module), set()).add(package_of(target))
+    cycles = cycles_in(edges)
+    assert not cycles, "packages that import each other:\n" + "\n".join(cycles)
+
+
+def test_no_cycle_between_modules():
+    edges = {module: {target for target, _ in targets if target != module} for module, targets in graph().items()}
+    cycles = cycles_in(edges)
+    assert not cycles, "modules that import each other:\n" + "\n".join(cycles)
+
+
+def test_worker_targets_exist():
+    """Every in_training("module:function") names a module that defines that function (moves must follow)."""
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for module, function, line in worker_targets(ast.parse(path.read_text(encoding="utf-8"))):
+            file = PACKAGE.parent / (module.replace(".", "/") + ".py")
+            if not file.is_file():
+                file = PACKAGE.parent / module.replace(".", "/") / "__init__.py"
+            top = function.split(".")[0]
+            defined = file.is_file() and any(
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == top
+                for node in ast.parse(file.read_text(encoding="utf-8")).body)
+            if not defined:
+                missing.append(f"{module_name(path)}:{line} names {module}:{function}, which does not exist")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_check_sees_an_upward_arrow(tmp_path):
+    """The walk is not vacuous: a function-level import of a higher floor is found."""
+    source = tmp_path / "probe.py"
+    source.write_text("def f():\n    from mcp_server.training.launch import launch_training\n")
+    assert ("mcp_server.training.launch", 2) in imports(source, "mcp_server.runs")
+    assert floor_of("mcp_server.training.launch") > floor_of("mcp_server.runs")
