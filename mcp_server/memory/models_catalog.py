@@ -108,10 +108,6 @@ for _hub_id in CATALOG:
     _BY_KEY.setdefault(_key(_hub_id), _hub_id)
 
 
-def catalog_names() -> list[str]:
-    return list(CATALOG)
-
-
 def closest_model_names(name: str, n: int = 3) -> list[str]:
     keys = difflib.get_close_matches(_key(name), list(_BY_KEY), n=n, cutoff=0.5)
     return [_BY_KEY[k] for k in keys]
