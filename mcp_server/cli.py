@@ -367,6 +367,8 @@ def _add_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
         p.add_argument("--request", help=cmd.whole_request)
     if cmd.request:
         model = _load(cmd.request)
+        if stale := (set(cmd.flags) | set(cmd.hide)) - set(model.model_fields):  # a field renamed in the model
+            raise ValueError(f"{cmd.name}: {model.__name__} has no field {', '.join(sorted(stale))}")
         fields = [_add_field(p, cmd, name, info) for name, info in model.model_fields.items() if name not in cmd.hide]
     if cmd.extra:
         cmd.extra(p)
