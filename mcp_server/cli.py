@@ -43,6 +43,8 @@ class Flag:
 
 @dataclass
 class Command:
+    """One command: its request model gives the flags, `core` does the work, `human` renders the result."""
+
     name: str
     help: str
     core: str  # "module:function", imported when the command runs (the core modules take ~1 s to import)
@@ -322,7 +324,9 @@ def _plain(annotation):
 def _takes_json(kind) -> bool:
     """A list, dict, model or union of several types: given as JSON on the command line."""
     origin = typing.get_origin(kind)
-    return origin in (list, dict, typing.Union) or (isinstance(kind, type) and issubclass(kind, BaseModel))
+    if origin in (list, dict, typing.Union, types.UnionType):
+        return True
+    return isinstance(kind, type) and issubclass(kind, BaseModel)
 
 
 def _add_field(p: argparse.ArgumentParser, cmd: Command, name: str, info) -> tuple[str, str, str]:
@@ -350,10 +354,10 @@ def _add_field(p: argparse.ArgumentParser, cmd: Command, name: str, info) -> tup
         if kind in (int, float):
             kw["type"] = kind
     if not flag.startswith("-"):  # positional
-        p.add_argument(name, **({"metavar": flag} if flag != name else {}), **kw, **spec.argparse)
+        p.add_argument(name, **({"metavar": flag} if flag != name else {}), **{**kw, **spec.argparse})
         return name, read, flag
     kw["dest"] = name
-    if spec.name and read in ("value", "json") and kw.get("action") is None:
+    if spec.name and "action" not in kw:  # a renamed flag shows its own name, not the field's
         kw["metavar"] = flag.lstrip("-").replace("-", "_").upper()
     if info.is_required() and not cmd.whole_request and "default" not in spec.argparse:
         kw["required"] = True
