@@ -1,5 +1,11 @@
 """CLI door (`llm-finetuning ...`): the same core calls as the MCP tools.
 
+Each command's flags come from its request model, the same pydantic model that is the MCP tool's schema: a field
+`max_new_tokens` is the flag `--max-new-tokens`, typed, defaulted, bounded and described by the field (a Literal
+gives the choices, a bool a switch, a list or dict takes JSON inline or as @file.json). COMMANDS below holds
+only what the command line adds: the positional argument, a flag named otherwise than its field, a shorter help
+line, fields left off the command line, and the human-readable summary.
+
 `--json` prints the pydantic result for machines; without it, a short readable summary for people.
 Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
 (the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback).
@@ -8,16 +14,55 @@ Exit code 0 on success (for validation: only when the config is valid), 1 on a f
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import os
 import sys
-from typing import Callable
+import time
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticUndefined
 
 from mcp_server.errors import UserInputError, describe_failure, validation_message
+from mcp_server.reporting import silent
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+class Flag:
+    """How one request field deviates on the command line: `name` ('--timeout' for timeout_s; a bare name such as
+    'path' makes it positional), a shorter `help`, `invert` (a true-by-default field as a '--no-...' switch), and
+    any other argparse keyword (default, metavar)."""
+
+    def __init__(self, name: str | None = None, help: str | None = None, *, invert: bool = False, **argparse: Any):
+        self.name, self.help, self.invert, self.argparse = name, help, invert, argparse
+
+
+@dataclass
+class Command:
+    """One command: its request model gives the flags, `core` does the work, `human` renders the result."""
+
+    name: str
+    help: str
+    core: str  # "module:function", imported when the command runs (the core modules take ~1 s to import)
+    human: Callable[[Any], str] | None = None  # the readable summary (None: always JSON)
+    ok: Callable[[Any], bool] = lambda result: True  # exit 0 when true, else 1
+    request: str | None = None  # "module:Model": the request model the flags come from
+    flags: dict[str, Flag] = field(default_factory=dict)  # deviations, by field name
+    hide: tuple[str, ...] = ()  # fields not offered on the command line
+    whole_request: str | None = None  # help of a --request flag taking the whole request as JSON (flags override it)
+    json_help: str = "Print the result as JSON."
+    extra: Callable[[argparse.ArgumentParser], None] | None = None  # flags that are no field
+    fold: Callable[[argparse.Namespace, dict], None] | None = None  # puts the extra flags into the request data
+    handler: Callable[[argparse.Namespace, Any], int] | None = None  # instead of core + print, for an odd command
+
+
+def _load(ref: str):
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _print(result: BaseModel, as_json: bool, human: Callable[[BaseModel], str] | None = None) -> None:
@@ -27,17 +72,8 @@ def _print(result: BaseModel, as_json: bool, human: Callable[[BaseModel], str] |
         print(human(result))
 
 
-def _parse_model(model_cls, data: dict, what: str):
-    try:
-        return model_cls.model_validate(data)
-    except ValidationError as exc:
-        raise UserInputError(what, validation_message(exc, model_cls, what)) from None
-
-
 def _progress(args):
     """A long command's progress as lines on stderr, for a person at a terminal (never with --json or when piped)."""
-    from mcp_server.reporting import silent
-
     if args.json or not sys.stderr.isatty():
         return silent
     return lambda done, total, message: print(f"  ... {message}", file=sys.stderr, flush=True)
@@ -56,6 +92,8 @@ def _load_json_arg(value: str | None, field: str):
         raise UserInputError(field, f"expected JSON (inline or @file.json): {exc}") from None
 
 
+
+# ---------------------------------------------------------------- human-readable summaries
 def _render_findings(findings) -> list[str]:
     icons = {"error": "ERROR  ", "warning": "WARN   ", "info": "INFO   "}
     lines = []
@@ -66,22 +104,11 @@ def _render_findings(findings) -> list[str]:
     return lines
 
 
-# ---------------------------------------------------------------- recipe (configs)
 def _human_validation(result) -> str:
     head = "VALID" if result.valid else "NOT VALID"
     lines = [f"{head} for {result.target} (TRL {result.trl_version})"]
     lines += _render_findings(result.findings) or ["  no findings"]
     return "\n".join(lines)
-
-
-def cmd_validate_config(args) -> int:
-    from mcp_server.recipe.models import ValidateRequest
-    from mcp_server.recipe.validate import validate_config
-
-    request = ValidateRequest(config_path=args.path, gpu=args.gpu, num_gpus=args.num_gpus)
-    result = validate_config(request)
-    _print(result, args.json, _human_validation)
-    return 0 if result.valid else 1
 
 
 def _human_emit(result) -> str:
@@ -97,34 +124,6 @@ def _human_emit(result) -> str:
     return "\n".join(lines)
 
 
-def cmd_emit_config(args) -> int:
-    from mcp_server.emission.emit import emit_grpo_config
-    from mcp_server.recipe.models import GRPORecipeRequest
-
-    data = _load_json_arg(args.request, "request") or {}
-    for key in ("model", "dataset", "gpu", "num_gpus", "finetune", "variant", "symptom", "run_name", "run_dir"):
-        value = getattr(args, key, None)
-        if value is not None:
-            data[key] = value
-    if args.override:
-        overrides = data.setdefault("overrides", {})
-        for item in args.override:
-            key, sep, raw = item.partition("=")
-            if not sep:
-                raise UserInputError("--override", f"expected KEY=VALUE, got '{item}'")
-            try:
-                overrides[key] = json.loads(raw)
-            except json.JSONDecodeError:
-                overrides[key] = raw
-    if args.rewards:
-        data["rewards"] = _load_json_arg(args.rewards, "--rewards")
-    request = _parse_model(GRPORecipeRequest, data, "request")
-    result = emit_grpo_config(request)
-    _print(result, args.json, _human_emit)
-    return 0 if result.validation.valid else 1
-
-
-# ---------------------------------------------------------------- inspection gate (H6)
 def _parse_ids(value: str | None, field: str) -> list[int]:
     """'3,17,20-25' -> [3, 17, 20, 21, 22, 23, 24, 25]."""
     ids: list[int] = []
@@ -152,18 +151,6 @@ def _human_samples(r) -> str:
     )
 
 
-def cmd_sample_completions(args) -> int:
-    from mcp_server.inspection.models import SampleRequest
-    from mcp_server.inspection.sampling import sample_completions
-
-    fields = ("model", "dataset", "dataset_config", "dataset_split", "prompt_column", "num_prompts", "n",
-              "temperature", "top_p", "top_k", "max_new_tokens", "seed", "engine", "batch_size")
-    data = {"run": args.run, **{k: getattr(args, k) for k in fields if getattr(args, k) is not None}}
-    result = sample_completions(_parse_model(SampleRequest, data, "request"), report=_progress(args))
-    _print(result, args.json, _human_samples)
-    return 0
-
-
 def _human_inspection(r) -> str:
     lines = [
         f"Reviewed {r.num_samples} samples ({r.num_prompts} prompts x {r.samples_per_prompt}); sheet: {r.review_md_path}",
@@ -179,104 +166,11 @@ def _human_inspection(r) -> str:
     return "\n".join(lines)
 
 
-def cmd_inspect_rewards(args) -> int:
-    from mcp_server.inspection.models import InspectRequest
-    from mcp_server.inspection.review import inspect_rewards
-
-    data = {"run": args.run, "max_samples": args.max_samples, "max_suspects": args.max_suspects}
-    if args.rewards:
-        data["rewards"] = _load_json_arg(args.rewards, "--rewards")
-    if args.success_threshold is not None:
-        data["success_threshold"] = args.success_threshold
-    result = inspect_rewards(_parse_model(InspectRequest, data, "request"), report=_progress(args))
-    _print(result, args.json, _human_inspection)
-    return 0 if result.grpo_can_learn else 1
-
-
 def _human_gate(g) -> str:
     head = "GATE OPEN" if g.passed else "GATE CLOSED"
     return f"{head}: {g.reason}" + (f"\n  to clear: {g.how_to_clear}" if g.how_to_clear else "")
 
 
-def cmd_record_inspection_verdict(args) -> int:
-    from mcp_server.inspection.gate import record_inspection_verdict
-    from mcp_server.inspection.models import VerdictRequest
-
-    verdicts = _load_json_arg(args.verdicts, "--verdicts") or []
-    if not isinstance(verdicts, list):
-        raise UserInputError("--verdicts", "expected a JSON list of {id, agree, note}")
-    verdicts += [{"id": i, "agree": True} for i in _parse_ids(args.agree, "--agree")]
-    verdicts += [{"id": i, "agree": False} for i in _parse_ids(args.disagree, "--disagree")]
-    data = {
-        "run": args.run, "verdict": args.verdict, "reviewer": args.reviewer, "sample_verdicts": verdicts,
-        "agree_with_rest": args.agree_rest, "note": args.note or "",
-    }
-    result = record_inspection_verdict(_parse_model(VerdictRequest, data, "request"))
-    _print(
-        result,
-        args.json,
-        lambda r: f"Recorded '{r.verdict}' by {r.reviewer} ({r.agree} agree, {r.disagree} disagree of {r.reviewed}) "
-        f"in {r.verdict_path}\n{_human_gate(r.gate)}",
-    )
-    return 0
-
-
-def cmd_check_inspection_gate(args) -> int:
-    from mcp_server.inspection.gate import check_inspection_gate
-
-    result = check_inspection_gate(args.run)
-    _print(result, args.json, _human_gate)
-    return 0 if result.passed else 1
-
-
-def add_inspection_commands(sub) -> None:
-    p = sub.add_parser("sample-completions", help="Sample n completions per prompt into <run>/inspection/samples.jsonl.")
-    p.add_argument("run", help="Run directory or name under runs/.")
-    p.add_argument("--model", help="Local model directory, 'tiny', or hub name (default: the run's config).")
-    p.add_argument("--dataset", help="Local .jsonl/.json/.csv/.parquet, directory, 'tiny' or hub name (default: config).")
-    p.add_argument("--dataset-config", help="Hub data set configuration.")
-    p.add_argument("--dataset-split", help="Split to read (default train).")
-    p.add_argument("--prompt-column", help="Prompt column (default prompt).")
-    p.add_argument("--num-prompts", type=int, help="Prompts to draw (default 64 // n).")
-    p.add_argument("--n", type=int, help="Completions per prompt (default: num_generations, else TRL's 8).")
-    p.add_argument("--temperature", type=float)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--top-k", type=int)
-    p.add_argument("--max-new-tokens", type=int, help="Default: max_completion_length from the config, else TRL's 512.")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--engine", choices=["auto", "transformers", "vllm"])
-    p.add_argument("--batch-size", type=int, help="Sequences per generate call (default 64).")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_sample_completions)
-
-    p = sub.add_parser("inspect-rewards", help="Score the samples with the run's rewards and write inspection/review.md.")
-    p.add_argument("run", help="Run directory or name under runs/.")
-    p.add_argument("--rewards", help="Reward specs as a JSON list (inline or @file.json); default train/rewards.json.")
-    p.add_argument("--max-samples", type=int, default=100, help="Review at most this many samples (50-100).")
-    p.add_argument("--success-threshold", type=float, help="Success = total reward >= this (default: task rewards > 0).")
-    p.add_argument("--max-suspects", type=int, default=10, help="Likely mis-scored samples to list.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_inspect_rewards)
-
-    p = sub.add_parser("record-inspection-verdict", help="Record a person's verdict on review.md (the gate's sign-off).")
-    p.add_argument("run", help="Run directory or name under runs/.")
-    p.add_argument("--verdict", required=True, choices=["pass", "fail"], help="Overall verdict on the rewards.")
-    p.add_argument("--reviewer", required=True, help="Who read the review.")
-    p.add_argument("--agree", help="Sample ids agreed with, e.g. '0-9,12'.")
-    p.add_argument("--disagree", help="Sample ids disagreed with, e.g. '3,17'.")
-    p.add_argument("--agree-rest", action="store_true", help="Agree with every reviewed sample not listed.")
-    p.add_argument("--verdicts", help="Per-sample verdicts as JSON [{id, agree, note}] (inline or @file.json).")
-    p.add_argument("--note", help="Overall note (required for a pass with disagreements).")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_record_inspection_verdict)
-
-    p = sub.add_parser("check-inspection-gate", help="Is the run cleared to train? Exit 0 only when the gate is open.")
-    p.add_argument("run", help="Run directory or name under runs/.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_check_inspection_gate)
-
-
-# ---------------------------------------------------------------- rewards (H1)
 def _human_rewards(catalog) -> str:
     lines = []
     for info in catalog.rewards:
@@ -290,20 +184,6 @@ def _human_rewards(catalog) -> str:
     return "\n".join(lines)
 
 
-def cmd_list_rewards(args) -> int:
-    from mcp_server.rewards.registry import list_rewards
-
-    _print(list_rewards(), args.json, _human_rewards)
-    return 0
-
-
-def add_rewards_commands(sub) -> None:
-    p = sub.add_parser("list-rewards", help="List the reward registry: names, what each scores, parameters.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_list_rewards)
-
-
-# ---------------------------------------------------------------- memory planner (H2)
 def _human_plan(plan) -> str:
     head = {"fits": "FITS", "tight": "FITS (TIGHT)", "does_not_fit": "DOES NOT FIT"}[plan.status]
     lines = [
@@ -334,62 +214,6 @@ def _human_plan(plan) -> str:
     return "\n".join(lines)
 
 
-def cmd_plan_memory(args) -> int:
-    from mcp_server.memory.models import MemoryPlanRequest
-    from mcp_server.memory.planner import plan_memory
-
-    data = _load_json_arg(args.request, "request") or {}
-    for key in ("model", "config_path", "gpu", "gpu_memory_gib", "num_gpus", "finetune", "lora_r", "optim", "dtype",
-                "beta", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-                "prompt_length", "max_completion_length", "vllm_mode", "vllm_gpu_memory_utilization",
-                "zero_stage", "max_steps"):
-        value = getattr(args, key, None)
-        if value is not None:
-            data[key] = value
-    for key in ("gradient_checkpointing", "use_vllm", "vllm_enable_sleep_mode", "use_liger_kernel"):
-        value = getattr(args, key, None)
-        if value is not None:
-            data[key] = value
-    if args.no_validate:
-        data["validate_levers"] = False
-    plan = plan_memory(_parse_model(MemoryPlanRequest, data, "request"))
-    _print(plan, args.json, _human_plan)
-    return 0 if plan.fits else 1
-
-
-def add_memory_commands(sub) -> None:
-    p = sub.add_parser("plan-memory", help="Will a GRPO run fit the GPU? Breakdown, levers, anchor, rollout speed. "
-                       "Exit 0 when it fits, 1 when not.")
-    p.add_argument("--request", help="The whole MemoryPlanRequest as JSON (inline or @file.json); flags override it.")
-    p.add_argument("--model", help="Catalog name (qwen2.5-7b, Qwen/Qwen3-8B...), local model dir or config.json, or 'tiny'.")
-    p.add_argument("--config", dest="config_path", help="A train/config.yaml (or run directory) from emit-config.")
-    p.add_argument("--gpu", help="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark...).")
-    p.add_argument("--gpu-memory-gib", type=float, help="Raw GPU memory in GiB, for a GPU not in the catalog.")
-    p.add_argument("--num-gpus", type=int, help="GPUs on the target.")
-    p.add_argument("--finetune", choices=["full", "lora", "qlora"])
-    p.add_argument("--lora-r", type=int)
-    p.add_argument("--optim", help="adamw_torch_fused, adamw_8bit, paged_adamw_8bit, adafactor...")
-    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"])
-    p.add_argument("--beta", type=float)
-    p.add_argument("--num-generations", type=int)
-    p.add_argument("--per-device-train-batch-size", type=int)
-    p.add_argument("--gradient-accumulation-steps", type=int)
-    p.add_argument("--prompt-length", type=int, help="Longest prompt in tokens.")
-    p.add_argument("--max-completion-length", type=int)
-    p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--use-vllm", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--vllm-mode", choices=["colocate", "server"])
-    p.add_argument("--vllm-gpu-memory-utilization", type=float)
-    p.add_argument("--vllm-enable-sleep-mode", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--use-liger-kernel", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
-    p.add_argument("--max-steps", type=int, help="Training steps, for the total time.")
-    p.add_argument("--no-validate", action="store_true", help="Skip validating each lever's config change.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_plan_memory)
-
-
-# ---------------------------------------------------------------- diagnosis (H5)
 def _human_diagnosis(d) -> str:
     icons = {"error": "ERROR  ", "warning": "WARN   ", "info": "INFO   "}
     lines = [f"{d.summary}", f"  source: {d.source} ({d.source_kind}, {d.steps_logged} logged steps)"]
@@ -404,27 +228,6 @@ def _human_diagnosis(d) -> str:
     return "\n".join(lines)
 
 
-def cmd_diagnose_run(args) -> int:
-    from mcp_server.training.diagnose import diagnose
-
-    result = diagnose(args.source, config=args.config, log=args.log, validate_patches=not args.no_validate)
-    _print(result, args.json, _human_diagnosis)
-    return 0 if result.healthy else 1
-
-
-def add_diagnosis_commands(sub) -> None:
-    p = sub.add_parser("diagnose-run", help="Diagnose a training run from its metrics (run dir, progress.jsonl, "
-                       "trainer_state.json, CSV/JSONL export) and log. Exit 0 when healthy, 1 with problems.")
-    p.add_argument("source", help="Run directory (or name under runs/), progress.jsonl, trainer_state.json, "
-                   ".csv/.jsonl metrics export, or a stdout log.")
-    p.add_argument("--config", help="The run's YAML config (default: <run>/train/config.yaml when present).")
-    p.add_argument("--log", help="The run's stdout log (default: <run>/train/logs/stdout.log when present).")
-    p.add_argument("--no-validate", action="store_true", help="Skip validating the patches (faster; no TRL import).")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_diagnose_run)
-
-
-# ---------------------------------------------------------------- evaluation, promotion, export, demo (H7)
 def _human_evaluation(result) -> str:
     lines = [
         f"{result.model}: {result.passed}/{result.n} passed = {result.pass_rate:.1%} "
@@ -437,34 +240,9 @@ def _human_evaluation(result) -> str:
     return "\n".join(lines)
 
 
-def cmd_evaluate_model(args) -> int:
-    from mcp_server.evaluation.evaluate import evaluate_model
-    from mcp_server.evaluation.models import EvaluateRequest
-
-    data = {"model": args.model, "goldens": args.goldens, "baseline": args.baseline, "max_new_tokens": args.max_new_tokens}
-    if args.graders:
-        data["graders"] = _load_json_arg(args.graders, "--graders")
-    if args.limit:
-        data["limit"] = args.limit
-    result = evaluate_model(_parse_model(EvaluateRequest, data, "request"), report=_progress(args))
-    _print(result, args.json, _human_evaluation)
-    return 0
-
-
 def _human_promotion(result) -> str:
     return "\n".join([f"{result.verdict}: {result.checkpoint}", *[f"  {r}" for r in result.reasons],
                       f"  report: {result.report_path}"])
-
-
-def cmd_promote_checkpoint(args) -> int:
-    from mcp_server.evaluation.models import PromoteRequest
-    from mcp_server.evaluation.promote import promote_checkpoint
-
-    data = {k: v for k, v in dict(run=args.run, checkpoint=args.checkpoint, goldens=args.goldens,
-                                   drift_suite=args.drift_suite).items() if v is not None}
-    result = promote_checkpoint(_parse_model(PromoteRequest, data, "request"), report=_progress(args))
-    _print(result, args.json, _human_promotion)
-    return 0 if result.verdict == "PROMOTE" else 1
 
 
 def _human_export(result) -> str:
@@ -477,67 +255,6 @@ def _human_export(result) -> str:
     ])
 
 
-def cmd_export_model(args) -> int:
-    from mcp_server.evaluation.export import export_model
-    from mcp_server.evaluation.models import ExportRequest
-
-    data = {"run": args.run, "allow_unpromoted": args.allow_unpromoted}
-    if args.checkpoint:
-        data["checkpoint"] = args.checkpoint
-    result = export_model(_parse_model(ExportRequest, data, "request"), report=_progress(args))
-    _print(result, args.json, _human_export)
-    return 0 if result.smoke_identical else 1
-
-
-def cmd_demo(args) -> int:
-    from mcp_server.demo import run_demo
-
-    summary = run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json)
-    if args.json:
-        print(summary.model_dump_json(indent=2))
-    return 0 if summary.ok else 1
-
-
-def add_evaluation_commands(sub) -> None:
-    p = sub.add_parser("evaluate-model", help="Greedy pass rate (95%% Wilson CI) of a model on goldens; the first "
-                       "evaluation of a base model writes eval/baseline-<model>.json (never overwritten).")
-    p.add_argument("model", help="Local model directory, 'tiny', or a hub name (online only).")
-    p.add_argument("--goldens", default="tiny", help="Goldens JSONL (prompt + answer columns), or 'tiny'.")
-    p.add_argument("--graders", help="Reward specs as a JSON list (inline or @file.json); default correctness_reward.")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="Completion length limit.")
-    p.add_argument("--limit", type=int, help="Only the first N goldens (never becomes a baseline).")
-    p.add_argument("--baseline", choices=["auto", "write", "never"], default="auto",
-                   help="auto: write the baseline for a base model; write: also for a model inside a run.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_evaluate_model)
-
-    p = sub.add_parser("promote-checkpoint", help="PROMOTE or REJECT a run's checkpoint against the baseline and "
-                       "the drift budget; writes promotion-report.md. Exit 0 only on PROMOTE.")
-    p.add_argument("run", help="Run directory or name under runs/.")
-    p.add_argument("--checkpoint", help="Checkpoint directory (default: the run's output_dir).")
-    p.add_argument("--goldens", help="Goldens file (default: the baseline's).")
-    p.add_argument("--drift-suite", help="Frozen drift suite JSONL (default: the embedded tiny suite).")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_promote_checkpoint)
-
-    p = sub.add_parser("export-model", help="Merge LoRA if any, save safetensors + tokenizer + model card into "
-                       "<run>/export/, smoke-test greedy outputs before/after.")
-    p.add_argument("run", help="Run directory or name under runs/.")
-    p.add_argument("--checkpoint", help="Checkpoint directory (default: the run's output_dir).")
-    p.add_argument("--allow-unpromoted", action="store_true", help="Export without a PROMOTE verdict.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_export_model)
-
-    p = sub.add_parser("demo", help="Walk all seven phases on the embedded tiny model: baseline, SFT warm-start, "
-                       "inspection, config, GRPO training, diagnosis, promotion, export (a few minutes on CPU).")
-    p.add_argument("--quick", action="store_true", help="A shortened walk (fewer steps): checks the plumbing, "
-                   "does not aim to improve the model.")
-    p.add_argument("--run-name", help="Slug for runs/<date>-<slug>/ (default: demo, or demo-quick with --quick).")
-    p.add_argument("--json", action="store_true", help="Print the summary as JSON at the end.")
-    p.set_defaults(handler=cmd_demo)
-
-
-# ---------------------------------------------------------------- training: environment, launch, status (H4)
 def _human_env(r) -> str:
     lines = [f"{r.verdict.upper()}: {r.allows}", f"  python: {r.python}"]
     for g in r.gpus:
@@ -549,38 +266,11 @@ def _human_env(r) -> str:
     return "\n".join(lines)
 
 
-def cmd_check_environment(args) -> int:
-    from mcp_server.training.environment import check_environment
-    from mcp_server.training.models import EnvironmentRequest
-
-    report = check_environment(EnvironmentRequest(run=args.run))
-    _print(report, args.json, _human_env)
-    return 1 if report.verdict == "blocked" else 0
-
-
 def _human_prepare(r) -> str:
     lines = [f"{r.status.upper()}: {r.message}", f"  python: {r.python}", f"  log:    {r.log_path}"]
     if r.status != "running" and r.log_tail:
         lines += ["  last lines of the log:"] + [f"    {line}" for line in r.log_tail]
     return "\n".join(lines)
-
-
-def cmd_prepare_environment(args) -> int:
-    import time
-
-    from mcp_server.training.models import PrepareRequest
-    from mcp_server.training.prepare import prepare_environment
-
-    request = PrepareRequest(path=args.path, torch_spec=args.torch_spec, torch_index=args.torch_index,
-                             restart=args.restart)
-    result = prepare_environment(request)
-    if args.wait and not args.json:
-        print(_human_prepare(result), flush=True)
-    while args.wait and result.status == "running":
-        time.sleep(5)
-        result = prepare_environment(PrepareRequest(path=args.path))
-    _print(result, args.json, _human_prepare)
-    return 1 if result.status == "failed" else 0
 
 
 def _human_launch(r) -> str:
@@ -592,26 +282,6 @@ def _human_launch(r) -> str:
     if r.slurm_script:
         lines.append(f"  SLURM script: {r.slurm_script}")
     return "\n".join(lines)
-
-
-def cmd_launch_training(args) -> int:
-    from mcp_server.training.launch import launch_training
-    from mcp_server.training.models import LaunchRequest
-
-    result = launch_training(_parse_model(LaunchRequest, {
-        "run": args.run, "strategy": args.strategy, "num_processes": args.num_processes,
-        "vllm_server_gpus": args.vllm_server_gpus, "num_nodes": args.num_nodes}, "request"))
-    _print(result, args.json, _human_launch)
-    return 0 if (result.launched or result.slurm_script) else 1
-
-
-def cmd_resume_training(args) -> int:
-    from mcp_server.training.launch import resume_training
-    from mcp_server.training.models import RunRequest
-
-    result = resume_training(RunRequest(run=args.run))
-    _print(result, args.json, _human_launch)
-    return 0 if result.launched else 1
 
 
 def _human_status(r) -> str:
@@ -633,23 +303,6 @@ def _human_status(r) -> str:
     return "\n".join(lines)
 
 
-def cmd_training_status(args) -> int:
-    from mcp_server.training.models import StatusRequest
-    from mcp_server.training.status import training_status
-
-    _print(training_status(StatusRequest(run=args.run, plot=args.plot, log_lines=args.log_lines)), args.json, _human_status)
-    return 0
-
-
-def cmd_stop_training(args) -> int:
-    from mcp_server.training.models import StopRequest
-    from mcp_server.training.status import stop_training
-
-    result = stop_training(_parse_model(StopRequest, {"run": args.run, "timeout_s": args.timeout}, "request"))
-    _print(result, args.json, lambda r: r.message)
-    return 0
-
-
 def _human_runs(r) -> str:
     if not r.runs:
         return f"no runs under {r.runs_root}"
@@ -657,104 +310,397 @@ def _human_runs(r) -> str:
                      for x in r.runs)
 
 
-def cmd_list_runs(args) -> int:
-    from mcp_server.training.status import list_runs
+# ---------------------------------------------------------------- flags from the request model
+def _plain(annotation):
+    """The field's type without None and Annotated constraints: `PathText | None` -> str."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
 
-    _print(list_runs(), args.json, _human_runs)
-    return 0
+
+def _takes_json(kind) -> bool:
+    """A list, dict, model or union of several types: given as JSON on the command line."""
+    origin = typing.get_origin(kind)
+    if origin in (list, dict, typing.Union, types.UnionType):
+        return True
+    return isinstance(kind, type) and issubclass(kind, BaseModel)
 
 
-def add_training_commands(sub) -> None:
-    p = sub.add_parser("check-environment", help="GPUs, CUDA, RAM, disk, package versions and a verdict; writes env-report.json.")
-    p.add_argument("--run", help="Judge against this run's target and write <run>/env-report.json.")
-    p.add_argument("--json", action="store_true", help="Print the report as JSON.")
-    p.set_defaults(handler=cmd_check_environment)
+def _add_field(p: argparse.ArgumentParser, cmd: Command, name: str, info) -> tuple[str, str, str]:
+    """Add one field's argument; returns (field, how its value is read: value|json|switch|invert, flag)."""
+    spec = cmd.flags.get(name, Flag())
+    flag = spec.name or "--" + name.replace("_", "-")
+    kind = _plain(info.annotation)
+    default = info.default if info.default is not PydanticUndefined and not cmd.whole_request else None
+    kw: dict[str, Any] = {"help": spec.help or (info.description or "").replace("%", "%%")}
+    read = "value"
+    if spec.invert:
+        kw["action"], read = "store_true", "invert"
+    elif kind is bool:
+        kw["action"] = argparse.BooleanOptionalAction if default is None else "store_true"
+        read = "value" if default is None else "switch"
+    elif typing.get_origin(kind) is typing.Literal:
+        choices = list(typing.get_args(kind))
+        kw.update(choices=choices, default=default)
+        if not isinstance(choices[0], str):
+            kw["type"] = type(choices[0])
+    elif _takes_json(kind):
+        read = "json"
+    else:
+        kw["default"] = default
+        if kind in (int, float):
+            kw["type"] = kind
+    if not flag.startswith("-"):  # positional
+        p.add_argument(name, **({"metavar": flag} if flag != name else {}), **{**kw, **spec.argparse})
+        return name, read, flag
+    kw["dest"] = name
+    if spec.name and "action" not in kw:  # a renamed flag shows its own name, not the field's
+        kw["metavar"] = flag.lstrip("-").replace("-", "_").upper()
+    if info.is_required() and not cmd.whole_request and "default" not in spec.argparse:
+        kw["required"] = True
+    p.add_argument(flag, **{**kw, **spec.argparse})
+    return name, read, flag
 
-    p = sub.add_parser("prepare-environment", help="Build a training environment (torch, TRL, transformers) in the "
-                       "background; run again for its status.")
-    p.add_argument("--path", help="Where to build it (default: <user data dir>/llm-finetuning/training-venv).")
-    p.add_argument("--torch-spec", help="The torch requirement (default: the CPU build torch==2.13.0 without an "
-                   "NVIDIA GPU, torch>=2.4 with one; TORCH_CPU_SPEC / TORCH_GPU_SPEC override).")
-    p.add_argument("--torch-index", help="Extra package index for torch (default: TORCH_CPU_INDEX without a GPU).")
-    p.add_argument("--restart", action="store_true", help="Build again even when ready or failed.")
+
+def _add_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
+    fields = []
+    if cmd.whole_request:
+        p.add_argument("--request", help=cmd.whole_request)
+    if cmd.request:
+        model = _load(cmd.request)
+        if stale := (set(cmd.flags) | set(cmd.hide)) - set(model.model_fields):  # a field renamed in the model
+            raise ValueError(f"{cmd.name}: {model.__name__} has no field {', '.join(sorted(stale))}")
+        fields = [_add_field(p, cmd, name, info) for name, info in model.model_fields.items() if name not in cmd.hide]
+    if cmd.extra:
+        cmd.extra(p)
+    p.add_argument("--json", action="store_true", help=cmd.json_help)
+    p.set_defaults(_command=cmd, _fields=fields)
+
+
+def _request(cmd: Command, args: argparse.Namespace):
+    """The request model from the flags: a flag not given leaves the field's default (or --request's value)."""
+    data = (_load_json_arg(args.request, "request") or {}) if cmd.whole_request else {}
+    for name, read, flag in args._fields:
+        value = getattr(args, name)
+        if value is None or (value is False and read in ("switch", "invert")):
+            continue
+        data[name] = False if read == "invert" else _load_json_arg(value, flag) if read == "json" else value
+    if cmd.fold:
+        cmd.fold(args, data)
+    model = _load(cmd.request)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UserInputError("request", validation_message(exc, model, "request")) from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    cmd: Command = args._command
+    request = _request(cmd, args) if cmd.request else None
+    if cmd.handler:
+        return cmd.handler(args, request)
+    core = _load(cmd.core)
+    kwargs = {"report": _progress(args)} if "report" in inspect.signature(core).parameters else {}
+    result = core(request, **kwargs) if request is not None else core(**kwargs)
+    _print(result, args.json, cmd.human)
+    return 0 if cmd.ok(result) else 1
+
+
+# ---------------------------------------------------------------- commands that add flags of their own
+def _add_overrides(p) -> None:
+    p.add_argument("--override", action="append", metavar="KEY=VALUE", help="Set a GRPOConfig field (repeatable).")
+
+
+def _fold_overrides(args, data: dict) -> None:
+    for item in args.override or []:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise UserInputError("--override", f"expected KEY=VALUE, got '{item}'")
+        try:
+            data.setdefault("overrides", {})[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            data["overrides"][key] = raw
+
+
+def _add_sample_ids(p) -> None:
+    p.add_argument("--agree", help="Sample ids agreed with, e.g. '0-9,12'.")
+    p.add_argument("--disagree", help="Sample ids disagreed with, e.g. '3,17'.")
+
+
+def _fold_sample_ids(args, data: dict) -> None:
+    verdicts = data.get("sample_verdicts") or []
+    if not isinstance(verdicts, list):
+        raise UserInputError("--verdicts", "expected a JSON list of {id, agree, note}")
+    verdicts += [{"id": i, "agree": True} for i in _parse_ids(args.agree, "--agree")]
+    verdicts += [{"id": i, "agree": False} for i in _parse_ids(args.disagree, "--disagree")]
+    data["sample_verdicts"] = verdicts
+
+
+def _check_gate(args, request) -> int:
+    result = _load("mcp_server.inspection.gate:check_inspection_gate")(request.run)
+    _print(result, args.json, _human_gate)
+    return 0 if result.passed else 1
+
+
+def _add_wait(p) -> None:
     p.add_argument("--wait", action="store_true", help="Wait until the build is ready or has failed.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_prepare_environment)
-
-    p = sub.add_parser("launch-training", help="Start a run's training (detached) once its gates pass.")
-    p.add_argument("run", help="Run directory or its name under runs/.")
-    p.add_argument("--strategy", default="auto", choices=["auto", "single", "ddp", "zero2", "zero3", "fsdp"])
-    p.add_argument("--num-processes", type=int, help="Training processes (default: from the run's target).")
-    p.add_argument("--vllm-server-gpus", type=int, help="GPUs for `trl vllm-serve` in vLLM server mode (default 1).")
-    p.add_argument("--num-nodes", type=int, default=1, help="Nodes; more than 1 writes a SLURM script.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_launch_training)
-
-    p = sub.add_parser("training-status", help="State, latest metrics, speed, ETA and health of a run.")
-    p.add_argument("run", help="Run directory or its name under runs/.")
-    p.add_argument("--plot", action="store_true", help="Also write <run>/progress.png.")
-    p.add_argument("--log-lines", type=int, default=20, help="Last lines of stdout.log to include.")
-    p.add_argument("--json", action="store_true", help="Print the status as JSON.")
-    p.set_defaults(handler=cmd_training_status)
-
-    p = sub.add_parser("stop-training", help="Stop a run gracefully (checkpoint saved), kill it after a timeout.")
-    p.add_argument("run", help="Run directory or its name under runs/.")
-    p.add_argument("--timeout", type=float, default=120.0, help="Seconds to wait before killing.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_stop_training)
-
-    p = sub.add_parser("resume-training", help="Continue a run from its latest checkpoint (same config hash).")
-    p.add_argument("run", help="Run directory or its name under runs/.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_resume_training)
-
-    p = sub.add_parser("list-runs", help="Every run under runs/ with its state.")
-    p.add_argument("--json", action="store_true", help="Print the list as JSON.")
-    p.set_defaults(handler=cmd_list_runs)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _prepare(args, request) -> int:
+    prepare_environment = _load("mcp_server.training.prepare:prepare_environment")
+    result = prepare_environment(request)
+    if args.wait and not args.json:
+        print(_human_prepare(result), flush=True)
+    while args.wait and result.status == "running":
+        time.sleep(5)
+        result = prepare_environment(type(request)(path=request.path))
+    _print(result, args.json, _human_prepare)
+    return 1 if result.status == "failed" else 0
+
+
+def _add_demo_flags(p) -> None:
+    p.add_argument("--quick", action="store_true", help="A shortened walk (fewer steps): checks the plumbing, "
+                   "does not aim to improve the model.")
+    p.add_argument("--run-name", help="Slug for runs/<date>-<slug>/ (default: demo, or demo-quick with --quick).")
+
+
+def _demo(args, request) -> int:
+    summary = _load("mcp_server.demo:run_demo")(quick=args.quick, run_name=args.run_name, as_json=args.json)
+    if args.json:
+        print(summary.model_dump_json(indent=2))
+    return 0 if summary.ok else 1
+
+
+# ---------------------------------------------------------------- the commands
+RECIPE, INSPECTION, MEMORY = "mcp_server.recipe.models:", "mcp_server.inspection.models:", "mcp_server.memory.models:"
+EVALUATION, TRAINING = "mcp_server.evaluation.models:", "mcp_server.training.models:"
+RUN = Flag("run", "Run directory or name under runs/.")
+RUN_ITS = Flag("run", "Run directory or its name under runs/.")
+CHECKPOINT = Flag(help="Checkpoint directory (default: the run's output_dir).")
+
+COMMANDS = [
+    Command(
+        "validate-config", "Validate a GRPO config YAML for the installed TRL and a target GPU.",
+        "mcp_server.recipe.validate:validate_config", _human_validation, lambda r: r.valid, RECIPE + "ValidateRequest",
+        hide=("config",), flags={
+            "config_path": Flag("path", "Path to the YAML config."),
+            "gpu": Flag(help="Target GPU type (H100, A100, T4, ...)."),
+            "num_gpus": Flag(help="Target GPU count."),
+        },
+    ),
+    Command(
+        "emit-config", "Emit a validated GRPO config and train.py into a run directory.",
+        "mcp_server.emission.emit:emit_grpo_config", _human_emit, lambda r: r.validation.valid,
+        RECIPE + "GRPORecipeRequest",
+        whole_request="The whole request as JSON (inline or @file.json); flags override it.",
+        hide=("dataset_config", "dataset_split", "prompt_column", "answer_column", "lora_r", "lora_alpha",
+              "lora_target_modules", "overrides", "override_reason"),
+        extra=_add_overrides, fold=_fold_overrides, flags={
+            "model": Flag(help="Hub name, local path, or 'tiny'."),
+            "dataset": Flag(help="Hub name, local file, or 'tiny'."),
+            "rewards": Flag(help="Reward specs as JSON list (inline or @file.json)."),
+            "gpu": Flag(help="Target GPU type."),
+            "num_gpus": Flag(help="Target GPU count."),
+            "run_name": Flag(help="Slug for runs/<date>-<slug>/."),
+            "run_dir": Flag(help="Existing run directory to write into."),
+        },
+    ),
+    Command(
+        "sample-completions", "Sample n completions per prompt into <run>/inspection/samples.jsonl.",
+        "mcp_server.inspection.sampling:sample_completions", _human_samples, request=INSPECTION + "SampleRequest",
+        flags={
+            "run": RUN,
+            "model": Flag(help="Local model directory, 'tiny', or hub name (default: the run's config)."),
+            "dataset": Flag(help="Local .jsonl/.json/.csv/.parquet, directory, 'tiny' or hub name (default: config)."),
+            "dataset_config": Flag(help="Hub data set configuration."),
+            "dataset_split": Flag(help="Split to read (default train)."),
+            "prompt_column": Flag(help="Prompt column (default prompt)."),
+            "num_prompts": Flag(help="Prompts to draw (default 64 // n)."),
+            "n": Flag(help="Completions per prompt (default: num_generations, else TRL's 8)."),
+            "max_new_tokens": Flag(help="Default: max_completion_length from the config, else TRL's 512."),
+            "batch_size": Flag(help="Sequences per generate call (default 64)."),
+        },
+    ),
+    Command(
+        "inspect-rewards", "Score the samples with the run's rewards and write inspection/review.md.",
+        "mcp_server.inspection.review:inspect_rewards", _human_inspection, lambda r: r.grpo_can_learn,
+        INSPECTION + "InspectRequest", flags={
+            "run": RUN,
+            "rewards": Flag(help="Reward specs as a JSON list (inline or @file.json); default train/rewards.json."),
+            "max_samples": Flag(help="Review at most this many samples (50-100)."),
+            "success_threshold": Flag(help="Success = total reward >= this (default: task rewards > 0)."),
+            "max_suspects": Flag(help="Likely mis-scored samples to list."),
+        },
+    ),
+    Command(
+        "record-inspection-verdict", "Record a person's verdict on review.md (the gate's sign-off).",
+        "mcp_server.inspection.gate:record_inspection_verdict",
+        lambda r: f"Recorded '{r.verdict}' by {r.reviewer} ({r.agree} agree, {r.disagree} disagree of {r.reviewed}) "
+        f"in {r.verdict_path}\n{_human_gate(r.gate)}",
+        request=INSPECTION + "VerdictRequest", extra=_add_sample_ids, fold=_fold_sample_ids, flags={
+            "run": RUN,
+            "verdict": Flag(help="Overall verdict on the rewards."),
+            "reviewer": Flag(help="Who read the review."),
+            "sample_verdicts": Flag("--verdicts", "Per-sample verdicts as JSON [{id, agree, note}] (inline or "
+                                    "@file.json)."),
+            "agree_with_rest": Flag("--agree-rest", "Agree with every reviewed sample not listed."),
+            "note": Flag(help="Overall note (required for a pass with disagreements)."),
+        },
+    ),
+    Command(
+        "check-inspection-gate", "Is the run cleared to train? Exit 0 only when the gate is open.",
+        "mcp_server.inspection.gate:check_inspection_gate", request=INSPECTION + "GateRequest", handler=_check_gate,
+        flags={"run": RUN},
+    ),
+    Command(
+        "list-rewards", "List the reward registry: names, what each scores, parameters.",
+        "mcp_server.rewards.registry:list_rewards", _human_rewards,
+    ),
+    Command(
+        "plan-memory", "Will a GRPO run fit the GPU? Breakdown, levers, anchor, rollout speed. Exit 0 when it fits, "
+        "1 when not.", "mcp_server.memory.planner:plan_memory", _human_plan, lambda r: r.fits,
+        MEMORY + "MemoryPlanRequest",
+        whole_request="The whole MemoryPlanRequest as JSON (inline or @file.json); flags override it.",
+        hide=("architecture", "config", "lora_target_modules", "lora_dropout", "steps_per_generation",
+              "vllm_tensor_parallel_size", "vllm_server_gpus", "fsdp", "fused_logits", "attn_implementation"),
+        flags={
+            "model": Flag(help="Catalog name (qwen2.5-7b, Qwen/Qwen3-8B...), local model dir or config.json, "
+                          "or 'tiny'."),
+            "config_path": Flag("--config", "A train/config.yaml (or run directory) from emit-config.",
+                                metavar="CONFIG_PATH"),
+            "gpu": Flag(help="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark...)."),
+            "gpu_memory_gib": Flag(help="Raw GPU memory in GiB, for a GPU not in the catalog."),
+            "num_gpus": Flag(help="GPUs on the target."),
+            "optim": Flag(help="adamw_torch_fused, adamw_8bit, paged_adamw_8bit, adafactor..."),
+            "prompt_length": Flag(help="Longest prompt in tokens."),
+            "max_steps": Flag(help="Training steps, for the total time."),
+            "validate_levers": Flag("--no-validate", "Skip validating each lever's config change.", invert=True),
+        },
+    ),
+    Command(
+        "evaluate-model", "Greedy pass rate (95%% Wilson CI) of a model on goldens; the first evaluation of a base "
+        "model writes eval/baseline-<model>.json (never overwritten).", "mcp_server.evaluation.evaluate:evaluate_model",
+        _human_evaluation, request=EVALUATION + "EvaluateRequest", hide=("seed", "batch_size"), flags={
+            "model": Flag("model", "Local model directory, 'tiny', or a hub name (online only)."),
+            "goldens": Flag(help="Goldens JSONL (prompt + answer columns), or 'tiny'.", default="tiny"),
+            "graders": Flag(help="Reward specs as a JSON list (inline or @file.json); default correctness_reward."),
+            "max_new_tokens": Flag(help="Completion length limit."),
+            "limit": Flag(help="Only the first N goldens (never becomes a baseline)."),
+            "baseline": Flag(help="auto: write the baseline for a base model; write: also for a model inside a run."),
+        },
+    ),
+    Command(
+        "promote-checkpoint", "PROMOTE or REJECT a run's checkpoint against the baseline and the drift budget; writes "
+        "promotion-report.md. Exit 0 only on PROMOTE.", "mcp_server.evaluation.promote:promote_checkpoint",
+        _human_promotion, lambda r: r.verdict == "PROMOTE", EVALUATION + "PromoteRequest",
+        hide=("rerun_seeds", "rerun_temperature", "min_improvement_points"), flags={
+            "run": RUN,
+            "checkpoint": CHECKPOINT,
+            "goldens": Flag(help="Goldens file (default: the baseline's)."),
+            "drift_suite": Flag(help="Frozen drift suite JSONL (default: the embedded tiny suite)."),
+        },
+    ),
+    Command(
+        "export-model", "Merge LoRA if any, save safetensors + tokenizer + model card into <run>/export/, smoke-test "
+        "greedy outputs before/after.", "mcp_server.evaluation.export:export_model", _human_export,
+        lambda r: r.smoke_identical, EVALUATION + "ExportRequest", hide=("smoke_items",), flags={
+            "run": RUN,
+            "checkpoint": CHECKPOINT,
+            "allow_unpromoted": Flag(help="Export without a PROMOTE verdict."),
+        },
+    ),
+    Command(
+        "demo", "Walk all seven phases on the embedded tiny model: baseline, SFT warm-start, inspection, config, GRPO "
+        "training, diagnosis, promotion, export (a few minutes on CPU).", "mcp_server.demo:run_demo",
+        json_help="Print the summary as JSON at the end.", extra=_add_demo_flags, handler=_demo,
+    ),
+    Command(
+        "diagnose-run", "Diagnose a training run from its metrics (run dir, progress.jsonl, trainer_state.json, "
+        "CSV/JSONL export) and log. Exit 0 when healthy, 1 with problems.", "mcp_server.training.diagnose:diagnose_run",
+        _human_diagnosis, lambda r: r.healthy, "mcp_server.training.diagnose:DiagnoseRequest", flags={
+            "source": Flag("source", "Run directory (or name under runs/), progress.jsonl, trainer_state.json, "
+                           ".csv/.jsonl metrics export, or a stdout log."),
+            "config_path": Flag("--config", "The run's YAML config (default: <run>/train/config.yaml when present)."),
+            "log_path": Flag("--log", "The run's stdout log (default: <run>/train/logs/stdout.log when present)."),
+            "validate_patches": Flag("--no-validate", "Skip validating the patches (faster; no TRL import).",
+                                     invert=True),
+        },
+    ),
+    Command(
+        "check-environment", "GPUs, CUDA, RAM, disk, package versions and a verdict; writes env-report.json.",
+        "mcp_server.training.environment:check_environment", _human_env, lambda r: r.verdict != "blocked",
+        TRAINING + "EnvironmentRequest", json_help="Print the report as JSON.",
+        flags={"run": Flag(help="Judge against this run's target and write <run>/env-report.json.")},
+    ),
+    Command(
+        "prepare-environment", "Build a training environment (torch, TRL, transformers) in the background; run "
+        "again for its status.", "mcp_server.training.prepare:prepare_environment", _human_prepare,
+        request=TRAINING + "PrepareRequest", extra=_add_wait, handler=_prepare, flags={
+            "path": Flag(help="Where to build it (default: <user data dir>/llm-finetuning/training-venv)."),
+            "torch_spec": Flag(help="The torch requirement (default: the CPU build torch==2.13.0 without an NVIDIA "
+                               "GPU, torch>=2.4 with one; TORCH_CPU_SPEC / TORCH_GPU_SPEC override)."),
+            "torch_index": Flag(help="Extra package index for torch (default: TORCH_CPU_INDEX without a GPU)."),
+            "restart": Flag(help="Build again even when ready or failed."),
+        },
+    ),
+    Command(
+        "launch-training", "Start a run's training (detached) once its gates pass.",
+        "mcp_server.training.launch:launch_training", _human_launch, lambda r: bool(r.launched or r.slurm_script),
+        TRAINING + "LaunchRequest", flags={
+            "run": RUN_ITS,
+            "num_processes": Flag(help="Training processes (default: from the run's target)."),
+            "vllm_server_gpus": Flag(help="GPUs for `trl vllm-serve` in vLLM server mode (default 1)."),
+            "num_nodes": Flag(help="Nodes; more than 1 writes a SLURM script."),
+        },
+    ),
+    Command(
+        "training-status", "State, latest metrics, speed, ETA and health of a run.",
+        "mcp_server.training.status:training_status", _human_status, request=TRAINING + "StatusRequest",
+        json_help="Print the status as JSON.", flags={
+            "run": RUN_ITS,
+            "plot": Flag(help="Also write <run>/progress.png."),
+            "log_lines": Flag(help="Last lines of stdout.log to include."),
+        },
+    ),
+    Command(
+        "stop-training", "Stop a run gracefully (checkpoint saved), kill it after a timeout.",
+        "mcp_server.training.status:stop_training", lambda r: r.message, request=TRAINING + "StopRequest",
+        flags={"run": RUN_ITS, "timeout_s": Flag("--timeout", "Seconds to wait before killing.")},
+    ),
+    Command(
+        "resume-training", "Continue a run from its latest checkpoint (same config hash).",
+        "mcp_server.training.launch:resume_training", _human_launch, lambda r: r.launched, TRAINING + "RunRequest",
+        flags={"run": RUN_ITS},
+    ),
+    Command(
+        "list-runs", "Every run under runs/ with its state.", "mcp_server.training.status:list_runs", _human_runs,
+        json_help="Print the list as JSON.",
+    ),
+]
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `only`, the flags of that command alone (what one run needs: the others' request
+    models are not imported)."""
     parser = argparse.ArgumentParser(prog="llm-finetuning", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("validate-config", help="Validate a GRPO config YAML for the installed TRL and a target GPU.")
-    p.add_argument("path", help="Path to the YAML config.")
-    p.add_argument("--gpu", help="Target GPU type (H100, A100, T4, ...).")
-    p.add_argument("--num-gpus", type=int, help="Target GPU count.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_validate_config)
-
-    p = sub.add_parser("emit-config", help="Emit a validated GRPO config and train.py into a run directory.")
-    p.add_argument("--request", help="The whole request as JSON (inline or @file.json); flags override it.")
-    p.add_argument("--model", help="Hub name, local path, or 'tiny'.")
-    p.add_argument("--dataset", help="Hub name, local file, or 'tiny'.")
-    p.add_argument("--gpu", help="Target GPU type.")
-    p.add_argument("--num-gpus", type=int, help="Target GPU count.")
-    p.add_argument("--finetune", choices=["full", "lora", "qlora"])
-    p.add_argument("--variant", choices=["grpo", "dapo", "dr_grpo", "gspo"])
-    p.add_argument("--symptom", choices=["entropy_collapse", "length_bias", "moe_instability", "truncated_completions"])
-    p.add_argument("--rewards", help="Reward specs as JSON list (inline or @file.json).")
-    p.add_argument("--override", action="append", metavar="KEY=VALUE", help="Set a GRPOConfig field (repeatable).")
-    p.add_argument("--run-name", help="Slug for runs/<date>-<slug>/.")
-    p.add_argument("--run-dir", help="Existing run directory to write into.")
-    p.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    p.set_defaults(handler=cmd_emit_config)
-
-    add_inspection_commands(sub)  # inspection gate (H6)
-    add_rewards_commands(sub)  # rewards (H1)
-    add_memory_commands(sub)  # memory planner (H2)
-    add_evaluation_commands(sub)  # evaluation, promotion, export, demo (H7)
-    add_diagnosis_commands(sub)  # diagnosis (H5)
-    add_training_commands(sub)  # training: environment, launch, status (H4)
-
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help)
+        if only in (None, cmd.name):
+            _add_arguments(p, cmd)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    names = {cmd.name for cmd in COMMANDS}
+    parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        return _run(args)
     except (UserInputError, ValidationError, OSError) as exc:  # bad input, or a file the system refused
         print(f"error: {describe_failure(exc)}", file=sys.stderr)
         return 2

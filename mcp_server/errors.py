@@ -28,6 +28,17 @@ def short(value, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def closest_names(name: str, accepted, n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The accepted names nearest a misspelt one, best first: the one "did you mean" lookup. `accepted` is a list of
+    names, or a dict from the form a name is compared in (lower-cased, an alias) to the name shown."""
+    shown = accepted if isinstance(accepted, dict) else {name: name for name in accepted}
+    out: list[str] = []
+    for key in difflib.get_close_matches(name, list(shown), n=max(1, len(shown)), cutoff=cutoff):
+        if shown[key] not in out:
+            out.append(shown[key])
+    return out[:n]
+
+
 def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
     """The (nested) request model that owns the field at `loc`, for listing what it accepts."""
     for part in loc:
@@ -65,7 +76,7 @@ def validation_message(exc: ValidationError, model: type[BaseModel] | None = Non
         accepted = list(owner.model_fields) if owner else []
         where = ".".join(map(str, owner_loc))
         text = f"unknown field{'s' if len(names) > 1 else ''} " + ", ".join(
-            f"'{short(name, 60)}'" + (f" (did you mean '{close[0]}'?)" if (close := difflib.get_close_matches(name, accepted, n=1)) else "")
+            f"'{short(name, 60)}'" + (f" (did you mean '{close[0]}'?)" if (close := closest_names(name, accepted, n=1)) else "")
             for name in names
         )
         if accepted:

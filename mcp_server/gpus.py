@@ -8,12 +8,11 @@ not the marketing GB figure, because that is the number a run actually has to fi
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from pydantic import BaseModel, Field
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, closest_names
 
 
 class GPU(BaseModel):
@@ -114,12 +113,7 @@ def gpu_names() -> list[str]:
 
 def closest_gpu_names(name: str, n: int = 3) -> list[str]:
     """Catalog names closest to a misspelt one (by canonical name and aliases)."""
-    keys = difflib.get_close_matches(_key(name), list(_BY_KEY), n=12, cutoff=0.4)
-    out: list[str] = []
-    for k in keys:
-        if _BY_KEY[k].name not in out:
-            out.append(_BY_KEY[k].name)
-    return out[:n]
+    return closest_names(_key(name), {key: gpu.name for key, gpu in _BY_KEY.items()}, n=n, cutoff=0.4)
 
 
 def lookup_gpu(name: str, field: str = "gpu") -> GPU:

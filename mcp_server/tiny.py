@@ -222,11 +222,3 @@ def ensure_tiny_model() -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
-
-
-def ensure_tiny_dataset(directory: Path, n: int = 64, seed: int = 0) -> Path:
-    """Write the tiny task as a prompt-only JSONL data set (`prompt`, `answer` columns)."""
-    path = Path(directory) / "tiny-arithmetic.jsonl"
-    if not path.exists():
-        write_jsonl(make_task(n=n, seed=seed), path)
-    return path

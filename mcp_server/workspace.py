@@ -70,10 +70,6 @@ def atomic_write_json(path: Path, data) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

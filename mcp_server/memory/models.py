@@ -10,7 +10,6 @@ from mcp_server.inputs import Name, PathText, Request
 
 from mcp_server.memory.params import Architecture, ParamCount
 
-Finetune = Literal["full", "lora", "qlora"]
 Status = Literal["fits", "tight", "does_not_fit"]
 
 

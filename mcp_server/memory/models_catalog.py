@@ -6,10 +6,9 @@ Names match case-insensitively, with or without the organisation prefix and an -
 
 from __future__ import annotations
 
-import difflib
 import re
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, closest_names
 from mcp_server.memory.params import Architecture
 
 # Vision tower + projector of Gemma 3 4B/12B/27B (SigLIP so400m, ~417M), loaded with the multimodal checkpoints.
@@ -108,13 +107,8 @@ for _hub_id in CATALOG:
     _BY_KEY.setdefault(_key(_hub_id), _hub_id)
 
 
-def catalog_names() -> list[str]:
-    return list(CATALOG)
-
-
 def closest_model_names(name: str, n: int = 3) -> list[str]:
-    keys = difflib.get_close_matches(_key(name), list(_BY_KEY), n=n, cutoff=0.5)
-    return [_BY_KEY[k] for k in keys]
+    return closest_names(_key(name), _BY_KEY, n=n, cutoff=0.5)
 
 
 def find_model(name: str) -> tuple[str, Architecture] | None:

@@ -5,11 +5,11 @@ Rules are about the target (GPU type and count), never about the machine the che
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from mcp_server.errors import closest_names
 from mcp_server.recipe.models import Finding
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
@@ -85,7 +85,7 @@ def rule_known_keys(ctx: Context) -> list[Finding]:
             out.append(finding("renamed_field" if new else "removed_field", key, "error",
                                f"'{key}' is not a field of TRL {ctx.trl['trl_version']}: {why}.", fix))
             continue
-        close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+        close = closest_names(key, list(known))
         out.append(finding("unknown_field", key, "error",
                            f"'{key}' is not a field of GRPOConfig, ModelConfig or the grpo script arguments in TRL "
                            f"{ctx.trl['trl_version']} (TRL's CLI would silently ignore it).",
@@ -125,7 +125,7 @@ def rule_choices(ctx: Context) -> list[Finding]:
         if key == "scale_rewards" and isinstance(value, bool):
             continue  # TRL maps True/False to "group"/"none"
         if value not in choices:
-            close = difflib.get_close_matches(str(value), choices, n=1)
+            close = closest_names(str(value), choices, n=1)
             out.append(finding("invalid_choice", key, "error",
                                f"{key}={value!r} is not one of TRL {ctx.trl['trl_version']}'s choices: {', '.join(choices)} "
                                "(TRL accepts it at config time and fails later, or silently does something else).",

@@ -9,7 +9,6 @@ registry name below or a dotted import path to a function in TRL's reward signat
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import hashlib
 import importlib
@@ -20,7 +19,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from mcp_server.errors import UserInputError, validation_message
+from mcp_server.errors import UserInputError, closest_names, validation_message
 from mcp_server.rewards.dotted import import_dotted
 from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
 from mcp_server.rewards.named import NamedReward
@@ -148,7 +147,7 @@ def _load_factory(name: str) -> Callable:
 
 
 def _closest(name: str) -> str:
-    close = difflib.get_close_matches(name, list(REGISTRY), n=3, cutoff=0.5)
+    close = closest_names(name, list(REGISTRY), cutoff=0.5)
     return f"did you mean {', '.join(close)}? " if close else ""
 
 

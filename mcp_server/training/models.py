@@ -231,10 +231,6 @@ class StopResult(BaseModel):
     message: str = Field(default="", description="One-line summary for people.")
 
 
-class ListRunsRequest(Request):
-    """list_runs takes no arguments."""
-
-
 class RunSummary(BaseModel):
     run: str = Field(description="Run directory name under runs/.")
     run_dir: str = Field(description="Absolute path.")
