@@ -36,6 +36,7 @@ endif
 venv: $(VENV)/.installed
 
 test: venv sysdeps
+	$(PY) -m ruff check mcp_server tests bench scripts
 	$(PY) -m pytest -q tests
 
 demo: venv sysdeps
