@@ -29,7 +29,7 @@ from mcp_server.memory.models import (
     SizeClassAnchor,
     Validation,
 )
-from mcp_server.memory.models_catalog import find_model, lookup_model
+from mcp_server.memory.lm_catalog import find_model, lookup_model
 from mcp_server.memory.params import Architecture, ParamCount, count_params, linear_modules, load_local_architecture, lora_trainable_params
 from mcp_server.model_ref import cached_config_path, expand_tiny
 from mcp_server.recipe.models import default_rewards
