@@ -52,7 +52,7 @@ def gpu_layout(settings: RunSettings, target: Target) -> Layout:
     training_gpus = target.num_gpus - server_gpus
     if training_gpus < 1:
         problems.append(f"vLLM server mode needs at least {server_gpus + 1} GPUs ({server_gpus} for the server, "
-                        "1 to train); there are {n_gpus}")
+                        f"1 to train); there are {target.num_gpus}")
         training_gpus = 1
     weight_bytes = DTYPE_BYTES[settings.dtype]
     return Layout(
