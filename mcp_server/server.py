@@ -53,8 +53,9 @@ from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
 from mcp_server.reporting import Report
 from mcp_server.rewards.models import RewardCatalog
-from mcp_server.training.diagnose import DiagnoseRequest, Diagnosis
 from mcp_server.training.models import (
+    DiagnoseRequest,
+    Diagnosis,
     EnvironmentReport,
     EnvironmentRequest,
     LaunchRequest,
