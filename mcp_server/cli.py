@@ -620,7 +620,7 @@ COMMANDS = [
     Command(
         "diagnose-run", "Diagnose a training run from its metrics (run dir, progress.jsonl, trainer_state.json, "
         "CSV/JSONL export) and log. Exit 0 when healthy, 1 with problems.", "mcp_server.training.diagnose:diagnose_run",
-        _human_diagnosis, lambda r: r.healthy, "mcp_server.training.diagnose:DiagnoseRequest", flags={
+        _human_diagnosis, lambda r: r.healthy, TRAINING + "DiagnoseRequest", flags={
             "source": Flag("source", "Run directory (or name under runs/), progress.jsonl, trainer_state.json, "
                            ".csv/.jsonl metrics export, or a stdout log."),
             "config_path": Flag("--config", "The run's YAML config (default: <run>/train/config.yaml when present)."),

@@ -53,8 +53,9 @@ from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
 from mcp_server.reporting import Report
 from mcp_server.rewards.models import RewardCatalog
-from mcp_server.training.diagnose import DiagnoseRequest, Diagnosis
 from mcp_server.training.models import (
+    DiagnoseRequest,
+    Diagnosis,
     EnvironmentReport,
     EnvironmentRequest,
     LaunchRequest,
@@ -194,7 +195,7 @@ def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
     return validate_config(request)
 
 
-# ---------------------------------------------------------------- inspection gate (H6)
+# ---------------------------------------------------------------- inspection gate
 
 
 @tool()
@@ -234,7 +235,7 @@ def check_inspection_gate(request: GateRequest) -> GateResult:
     return core(request.run)
 
 
-# ---------------------------------------------------------------- rewards (H1)
+# ---------------------------------------------------------------- rewards
 
 
 @tool()
@@ -247,7 +248,7 @@ def list_rewards() -> RewardCatalog:
     return core()
 
 
-# ---------------------------------------------------------------- memory planner (H2)
+# ---------------------------------------------------------------- memory planner
 
 
 @tool()
@@ -262,7 +263,7 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
     return core(request)
 
 
-# ---------------------------------------------------------------- diagnosis (H5)
+# ---------------------------------------------------------------- diagnosis
 
 
 @tool()
@@ -276,7 +277,7 @@ def diagnose_run(request: DiagnoseRequest) -> Diagnosis:
     return core(request)
 
 
-# ---------------------------------------------------------------- training: environment, launch, status (H4)
+# ---------------------------------------------------------------- training: environment, launch, status
 
 
 @tool()
@@ -357,7 +358,7 @@ def list_runs() -> RunList:
     return core()
 
 
-# ---------------------------------------------------------------- evaluation, promotion, export (H7)
+# ---------------------------------------------------------------- evaluation, promotion, export
 
 
 @tool()
@@ -401,7 +402,7 @@ mcp = MCPServer(
 )
 
 
-# ---------------------------------------------------------------- content (H3): /finetune prompt, references
+# ---------------------------------------------------------------- content: /finetune prompt, references
 def _register_content() -> None:
     """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness
     without plugin commands still gets the workflow and the reference pages."""

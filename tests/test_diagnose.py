@@ -26,7 +26,8 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.training.diagnose import CODES, DiagnoseRequest, diagnose, diagnose_run
+from mcp_server.training.diagnose import CODES, diagnose, diagnose_run
+from mcp_server.training.models import DiagnoseRequest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)

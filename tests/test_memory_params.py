@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.models_catalog import CATALOG, closest_model_names, lookup_model
+from mcp_server.memory.lm_catalog import CATALOG, closest_model_names, lookup_model
 from mcp_server.memory.params import (
     FAMILIES,
     Architecture,

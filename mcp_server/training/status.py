@@ -11,6 +11,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.training.environment import read_run_target
 from mcp_server.training.models import (
+    DiagnoseRequest,
     HealthFlag,
     RunList,
     RunSummary,
@@ -66,7 +67,7 @@ def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
     """The diagnosis rules (diagnose_run's core) on the run so far. A missing or failing diagnosis never
     breaks status: the note says why the flags are absent."""
     try:
-        from mcp_server.training.diagnose import DiagnoseRequest, diagnose_run
+        from mcp_server.training.diagnose import diagnose_run
     except ImportError:
         return [], "diagnosis rules not installed (mcp_server.training.diagnose): no health flags"
     try:

@@ -1,4 +1,4 @@
-"""Built-in catalog of popular open models: their architecture numbers (from each model's config.json).
+"""The language-model catalog: popular open models and their architecture numbers (from each model's config.json).
 
 Names match case-insensitively, with or without the organisation prefix and an -Instruct/-it suffix, so
 'Qwen/Qwen2.5-7B-Instruct', 'qwen2.5-7b' and 'Qwen2.5-7B' are the same entry. Unknown names get the closest ones.

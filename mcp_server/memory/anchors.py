@@ -1,0 +1,65 @@
+"""The size-class rules of thumb (~3B on 24 GB, ~32B on an H200, ~70B on a B200), recomputed by the planner for
+this model as a cross-check of its arithmetic."""
+
+from __future__ import annotations
+
+from mcp_server.gpus import lookup_gpu
+from mcp_server.memory.breakdown import compute_breakdown
+from mcp_server.memory.levers import just_enough_vllm
+from mcp_server.memory.models import SizeClassAnchor
+from mcp_server.memory.params import Architecture, ParamCount
+from mcp_server.memory.settings import RunSettings, Target
+
+# the anchors' scenario: one GPU, colocated vLLM, bf16, the run's lengths, 8 completions per micro-step
+_ANCHOR_RUN = {"use_vllm": True, "vllm_mode": "colocate", "zero_stage": 0, "fsdp": False,
+               "vllm_tensor_parallel_size": 1, "dtype": "bfloat16", "mixed_precision": True,
+               "per_device_train_batch_size": 8, "num_generations": 8, "gradient_accumulation_steps": 1,
+               "steps_per_generation": None, "beta": 0.0, "gradient_checkpointing": True,
+               "optim": "adamw_torch_fused"}
+
+
+def size_class_anchor(arch: Architecture, params: ParamCount, settings: RunSettings) -> SizeClassAnchor:
+    billions = params.total / 1e9
+
+    def peak_on(gpu_name: str, update: dict) -> tuple[float, float]:
+        """(peak GiB, capacity GiB) of the anchor's scenario with `update` on one GPU of this type."""
+        gpu = lookup_gpu(gpu_name)
+        target = Target(gpu_name=gpu.name, capacity_gib=gpu.memory_gib, num_gpus=1, gpu=gpu)
+        run = settings.model_copy(update={**_ANCHOR_RUN, **update})
+        run = run.model_copy(update={"vllm_gpu_memory_utilization": just_enough_vllm(arch, params, run,
+                                                                                     gpu.memory_gib)})
+        return compute_breakdown(arch, params, run, target).peak, gpu.memory_gib
+
+    if billions <= 3.5:
+        all3 = {"finetune": "full", "vllm_enable_sleep_mode": True, "optim": "adamw_8bit",
+                "gradient_checkpointing": True}
+        peak_all, capacity = peak_on("RTX 4090", all3)
+        drops = {name: peak_on("RTX 4090", {**all3, **undo})[0] for name, undo in (
+            ("sleep mode", {"vllm_enable_sleep_mode": False}), ("8-bit AdamW", {"optim": "adamw_torch_fused"}),
+            ("gradient checkpointing", {"gradient_checkpointing": False}))}
+        needed = [n for n, p in drops.items() if p > capacity]
+        check = (f"this model, full GRPO with colocated vLLM on a 24 GB GPU ({capacity:.1f} GiB): {peak_all:.1f} GiB "
+                 "with all three; without " + ", ".join(f"{n} {p:.1f}" for n, p in drops.items())
+                 + f"; needed here: {', '.join(needed) or 'none of them'}")
+        return SizeClassAnchor(size_class="small", statement="A small model (<= ~3B) fits a 24 GB GPU only with "
+                               "vLLM sleep mode + 8-bit AdamW + gradient checkpointing together.",
+                               planner_check=check, consistent=peak_all <= capacity)
+    if 25 <= billions <= 45:
+        lora = {"finetune": "lora", "vllm_enable_sleep_mode": True}
+        (p_h100, c_h100), (p_h200, c_h200) = peak_on("H100", lora), peak_on("H200", lora)
+        return SizeClassAnchor(size_class="large_32b", statement="~32B needs an H200-class GPU (141 GB) for "
+                               "single-GPU GRPO.",
+                               planner_check=f"LoRA + colocated vLLM with sleep mode: H100 {p_h100:.1f} of "
+                               f"{c_h100:.1f} GiB, H200 {p_h200:.1f} of {c_h200:.1f} GiB",
+                               consistent=p_h100 > c_h100 and p_h200 <= c_h200)
+    if 60 <= billions <= 80:
+        qlora = {"finetune": "qlora", "vllm_enable_sleep_mode": True, "gradient_checkpointing": True}
+        (p_h200, c_h200), (p_b200, c_b200) = peak_on("H200", qlora), peak_on("B200", qlora)
+        return SizeClassAnchor(size_class="xlarge_70b", statement="~70B needs a B200-class GPU (180 GB) for "
+                               "single-GPU GRPO, or several GPUs.",
+                               planner_check=f"QLoRA + colocated bf16 vLLM with sleep mode: H200 {p_h200:.1f} of "
+                               f"{c_h200:.1f} GiB, B200 {p_b200:.1f} of {c_b200:.1f} GiB",
+                               consistent=p_h200 > c_h200 and p_b200 <= c_b200)
+    size = "medium" if billions < 25 else ("huge" if billions > 80 else "large_32b")
+    return SizeClassAnchor(size_class=size, statement="No anchor for this size; between the ~3B, ~32B and ~70B "
+                           "anchors the plan's own arithmetic decides.", planner_check="n/a", consistent=None)

@@ -1,0 +1,253 @@
+"""One function per memory component of a GRPO run, in bytes per training GPU, each with a note on how it was
+computed. breakdown.py adds them up into the training and generation peaks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from mcp_server.memory.constants import (
+    ALLOCATOR_SLACK,
+    CUDA_CONTEXT_GIB,
+    DTYPE_BYTES,
+    EIGHT_BIT_OPTIMS,
+    GIB,
+    LOGITS_BYTES,
+    NF4_BYTES,
+    VLLM_RUNTIME_GIB,
+)
+from mcp_server.memory.models import ServerGPUPlan
+from mcp_server.memory.params import Architecture, ParamCount, linear_modules, lora_trainable_params
+from mcp_server.memory.settings import RunSettings, Target
+
+
+class Part(NamedTuple):
+    """A component's bytes and how they were computed."""
+
+    bytes: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the run spreads over the GPUs, and the byte widths every component uses."""
+
+    training_gpus: int
+    server_gpus: int  # GPUs running `trl vllm-serve` (server mode), not training
+    zero_stage: int  # the DeepSpeed ZeRO stage in effect (0 under FSDP, which shards without DeepSpeed)
+    fully_sharded: bool  # ZeRO-3 or FSDP: weights sharded over the training GPUs, layers gathered on use
+    weight_bytes: int  # per weight in the load dtype
+    activation_bytes: int  # per activation element (16-bit under mixed precision)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def weight_shards(self) -> int:
+        return self.training_gpus if self.fully_sharded else 1
+
+
+def gpu_layout(settings: RunSettings, target: Target) -> Layout:
+    problems = []
+    server_gpus = settings.vllm_server_gpus if settings.vllm_server else 0
+    training_gpus = target.num_gpus - server_gpus
+    if training_gpus < 1:
+        problems.append(f"vLLM server mode needs at least {server_gpus + 1} GPUs ({server_gpus} for the server, "
+                        f"1 to train); there are {target.num_gpus}")
+        training_gpus = 1
+    weight_bytes = DTYPE_BYTES[settings.dtype]
+    return Layout(
+        training_gpus=training_gpus, server_gpus=server_gpus,
+        zero_stage=settings.zero_stage if not settings.fsdp else 0,
+        fully_sharded=settings.zero_stage == 3 or settings.fsdp, weight_bytes=weight_bytes,
+        activation_bytes=2 if (settings.mixed_precision or weight_bytes == 2) else 4, problems=tuple(problems),
+    )
+
+
+# --------------------------------------------------------------------------- training state
+def trainable_params(arch: Architecture, params: ParamCount, settings: RunSettings) -> int:
+    """Parameters the optimizer updates: the LoRA adapters, or every parameter for a full fine-tune."""
+    if settings.peft:
+        return lora_trainable_params(arch, settings.lora_r, settings.lora_target_modules)
+    return params.total
+
+
+def _adapter_bytes(layout: Layout) -> int:
+    # PEFT upcasts adapters to fp32 (TRL keeps them in the load dtype under ZeRO-3)
+    return 4 if layout.zero_stage != 3 else layout.weight_bytes
+
+
+def weights(params: ParamCount, settings: RunSettings, layout: Layout, trainable: int) -> Part:
+    """The policy's weights (+ LoRA adapters), this GPU's shard under ZeRO-3/FSDP."""
+    total = params.total
+    if settings.finetune == "qlora":
+        base = params.linear * NF4_BYTES + (total - params.linear) * layout.weight_bytes
+        note = f"{params.linear/1e9:.2f}B linear weights in NF4 + the rest in {settings.dtype}"
+    elif layout.zero_stage >= 1 and not settings.peft:
+        base = total * 2  # DeepSpeed holds bf16 weights; the fp32 master copy sits in the optimizer state
+        note = "bf16 weights (DeepSpeed)"
+    else:
+        base = total * layout.weight_bytes
+        note = f"{total/1e9:.2f}B params in {settings.dtype}"
+    if settings.peft:
+        note += f" + {trainable/1e6:.1f}M LoRA params (r={settings.lora_r})"
+        return Part(base / layout.weight_shards + trainable * _adapter_bytes(layout), note)
+    return Part(base / layout.weight_shards, note)
+
+
+def gradients(settings: RunSettings, layout: Layout, trainable: int) -> float:
+    if settings.peft:
+        return trainable * _adapter_bytes(layout)
+    gradient_bytes = 2 if layout.zero_stage >= 1 else layout.weight_bytes
+    sharded_over = layout.training_gpus if (layout.zero_stage >= 2 or layout.weight_shards > 1) else 1
+    return trainable * gradient_bytes / sharded_over
+
+
+def optimizer_state(settings: RunSettings, layout: Layout, trainable: int) -> Part:
+    state_bytes = _adapter_bytes(layout) if settings.peft else layout.weight_bytes
+    optim = settings.optim.lower()
+    if optim in EIGHT_BIT_OPTIMS:
+        per_param, note = 2.0, "8-bit Adam: two 1-byte states"
+    elif optim.startswith("adafactor"):
+        per_param, note = 0.1 * state_bytes, "Adafactor: factored second moment"
+    elif optim.startswith("sgd"):
+        per_param, note = 0.0, "SGD without momentum"
+    elif "lion" in optim:
+        per_param, note = float(state_bytes), "Lion: one state"
+    else:
+        width = "fp32" if state_bytes == 4 else "16-bit"
+        per_param, note = 2.0 * state_bytes, f"AdamW: two states in the {width} param dtype"
+    if layout.zero_stage >= 1 and not settings.peft:
+        per_param = (per_param if optim in EIGHT_BIT_OPTIMS else 8.0) + 4.0  # fp32 master + states
+        note = (f"DeepSpeed ZeRO-{layout.zero_stage}: fp32 master weights + Adam states, sharded over "
+                f"{layout.training_gpus} GPUs")
+        state = trainable * per_param / layout.training_gpus
+    else:
+        state = trainable * per_param / layout.weight_shards
+    if "paged" in optim:
+        note += " (paged: can spill to CPU under pressure)"
+    return Part(state, note)
+
+
+def reference_model(params: ParamCount, settings: RunSettings, layout: Layout) -> Part:
+    """A frozen copy of the policy for the KL term, held only when beta != 0 and not under LoRA."""
+    if settings.beta != 0 and not settings.peft:
+        reference_bytes = 2 if layout.zero_stage >= 1 else layout.weight_bytes
+        sharded_over = layout.training_gpus if layout.fully_sharded else 1
+        return Part(params.total * reference_bytes / sharded_over, f"beta={settings.beta}: a frozen copy of the policy")
+    if settings.beta != 0:
+        return Part(0.0, "LoRA: the reference is the base with adapters disabled, no copy")
+    return Part(0.0)
+
+
+def gathered_layers(arch: Architecture, params: ParamCount, layout: Layout) -> float:
+    """ZeRO-3/FSDP: the layer gathered for compute and the one prefetched, in 16 bits."""
+    if layout.fully_sharded:
+        return 2 * (params.attention + params.mlp) / arch.num_hidden_layers * 2
+    return 0.0
+
+
+# --------------------------------------------------------------------------- one micro-batch
+def _activation_bytes_per_token_layer(arch: Architecture, settings: RunSettings, act: int) -> float:
+    """Bytes one token keeps for backward in one decoder layer (flash/sdpa attention)."""
+    h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    norms = (4 if arch.family in ("gemma2", "gemma3_text") else 2) * (4 * h + act * h)  # fp32 upcast + normed output
+    attention = act * (3 * q + 3 * kv) + 4 * arch.num_attention_heads  # q/k/v, rotated q/k, output, logsumexp
+    if arch.is_moe:
+        k, w = arch.num_experts_per_tok, arch.expert_width
+        mlp = act * k * (4 * w + h) + 4 * arch.num_experts  # per routed expert: gate, up, act, product, input copy
+    else:
+        mlp = act * 4 * arch.intermediate_size  # gate, up, activation, product
+    lora = 0.0
+    if settings.peft and settings.lora_dropout > 0:  # dropout makes a copy (and a mask) of each targeted module's input
+        modules = linear_modules(arch)
+        targets = settings.lora_target_modules
+        names = list(modules) if targets == "all-linear" else [
+            n for n in ([targets] if isinstance(targets, str) else targets) if n in modules]
+        lora = sum((act + 1) * modules[n][0] for n in names)
+    return norms + attention + mlp + lora
+
+
+def activations(arch: Architecture, settings: RunSettings, layout: Layout) -> Part:
+    """What one micro-batch keeps for backward."""
+    batch, seq_len, layers, hidden = (settings.per_device_train_batch_size, settings.seq_len,
+                                      arch.num_hidden_layers, arch.hidden_size)
+    act = layout.activation_bytes
+    tokens = batch * seq_len
+    per_layer = _activation_bytes_per_token_layer(arch, settings, act)
+    if settings.attn_implementation == "eager":
+        per_layer += arch.num_attention_heads * seq_len * (2 * act + 1)
+    if settings.gradient_checkpointing:
+        return Part(tokens * (layers * hidden * act + per_layer) + tokens * hidden * 4,
+                    f"checkpointed: {layers} layer inputs + one layer recomputed, {batch} x {seq_len} tokens")
+    return Part(tokens * (layers * per_layer) + tokens * hidden * 4, f"all layers kept, {batch} x {seq_len} tokens")
+
+
+def logits(arch: Architecture, settings: RunSettings) -> Part:
+    """The completion tokens' logits and what the loss keeps of them for backward."""
+    completion = settings.max_completion_length
+    if settings.fused_logits or settings.use_liger_kernel:
+        return Part(completion * arch.vocab_size * 6.0,  # one tile of a sequence at a time
+                    "chunked log-probs (fused LM head / Liger): one tile at a time")
+    batch = settings.per_device_train_batch_size
+    return Part(batch * completion * arch.vocab_size * LOGITS_BYTES,
+                f"full logits {batch} x {completion} x {arch.vocab_size} (~{LOGITS_BYTES} bytes each with backward)")
+
+
+# --------------------------------------------------------------------------- generation
+def generation_kv_cache(arch: Architecture, settings: RunSettings, layout: Layout) -> float:
+    """HF generate: the KV cache of one generation round's sequences, plus its fp32 logits and probabilities."""
+    sequences = settings.per_device_train_batch_size * settings.spg
+    kv_per_token = 2 * arch.num_hidden_layers * arch.kv_dim * layout.activation_bytes
+    return sequences * settings.seq_len * kv_per_token + sequences * arch.vocab_size * 4 * 2
+
+
+class ColocatedVLLM(NamedTuple):
+    total: float  # its whole share of the GPU (what it would need, when the share is too small)
+    weights: float
+    kv_cache: float
+    problem: str | None
+
+
+def colocated_vllm(params: ParamCount, settings: RunSettings, target: Target) -> ColocatedVLLM:
+    """vLLM inside the trainer: vllm_gpu_memory_utilization of the GPU, its bf16 weights and KV cache inside."""
+    total = settings.vllm_gpu_memory_utilization * target.capacity_gib * GIB
+    weights = params.total * 2 / settings.vllm_tensor_parallel_size
+    kv_cache = total - weights - VLLM_RUNTIME_GIB * GIB
+    if kv_cache > 0:
+        return ColocatedVLLM(total, weights, kv_cache, None)
+    problem = (f"vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization} gives vLLM "
+               f"{total/GIB:.1f} GiB, less than its {weights/GIB:.1f} GiB of weights + runtime")
+    # what it would need: vLLM refuses to start below
+    return ColocatedVLLM(weights + VLLM_RUNTIME_GIB * GIB, weights, 0.0, problem)
+
+
+def vllm_server(params: ParamCount, settings: RunSettings, layout: Layout,
+                target: Target) -> tuple[ServerGPUPlan, float, str | None]:
+    """`trl vllm-serve` on its own GPUs, sharding the weights over them (--tensor-parallel-size = server GPUs):
+    (the plan of a server GPU, its KV cache in bytes, the problem when the weights do not fit)."""
+    capacity = target.capacity_gib * GIB
+    share = settings.vllm_gpu_memory_utilization * capacity
+    weights = params.total * 2 / max(settings.vllm_tensor_parallel_size, layout.server_gpus)
+    kv_cache = share - weights - VLLM_RUNTIME_GIB * GIB
+    plan = ServerGPUPlan(gpus=layout.server_gpus, weights_gib=round(weights / GIB, 2),
+                         kv_cache_gib=round(max(kv_cache, 0) / GIB, 2), fits=kv_cache > 0)
+    problem = None
+    if kv_cache <= 0:
+        gpus_needed = math.ceil(params.total * 2 / (share - (VLLM_RUNTIME_GIB + 2) * GIB)) \
+            if share > (VLLM_RUNTIME_GIB + 2) * GIB else None
+        problem = (f"the vLLM server's {layout.server_gpus} GPU(s) cannot hold {params.total * 2 / GIB:.0f} GiB of "
+                   f"bf16 weights at vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization:g}"
+                   + (f": give `trl vllm-serve` at least {gpus_needed} GPUs (--tensor-parallel-size)"
+                      if gpus_needed else ""))
+    return plan, max(kv_cache, 0), problem
+
+
+# --------------------------------------------------------------------------- overhead
+def phase_peak_gib(allocated_once: float, allocated_per_step: float) -> float:
+    """A phase's peak in GiB: allocator slack only on what is allocated and freed every step (weights and optimizer
+    state are allocated once), plus the CUDA context."""
+    return (allocated_once + allocated_per_step * (1 + ALLOCATOR_SLACK)) / GIB + CUDA_CONTEXT_GIB
+
+
+OVERHEAD_NOTE = (f"CUDA context {CUDA_CONTEXT_GIB} GiB + {int(ALLOCATOR_SLACK * 100)}% allocator "
+                 "slack on per-step tensors")

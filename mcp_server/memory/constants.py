@@ -1,0 +1,17 @@
+"""The constants the memory arithmetic rests on; references/grpo-memory.md gives the source of each."""
+
+from __future__ import annotations
+
+GIB = 1024**3
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+NF4_BYTES = 4.127 / 8  # NF4 with double quantization: 4 bits + ~0.127 bits of quantization constants per weight
+# Full-logits GRPO loss (logits, logits/T, log-softmax kept for backward, its gradient) per element of
+# batch x completion x vocab: 46 GB for 16 x 2048 x 151936 measured in open-r1#615 -> ~9.2 bytes.
+LOGITS_BYTES = 9.2
+CUDA_CONTEXT_GIB = 0.8  # CUDA context, cuBLAS/NCCL workspaces: outside torch's allocator but on the GPU
+ALLOCATOR_SLACK = 0.05  # caching-allocator fragmentation on top of what is live
+VLLM_RUNTIME_GIB = 1.0  # vLLM activations, sampler and CUDA graphs inside its memory share
+VLLM_SLEEP_RESIDUAL_GIB = 0.5  # what a sleeping colocated vLLM still holds
+TIGHT_FRACTION = 0.10  # under 10% headroom counts as tight
+
+EIGHT_BIT_OPTIMS = {"adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "paged_lion_8bit", "lion_8bit", "ademamix_8bit"}

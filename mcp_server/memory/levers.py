@@ -1,0 +1,216 @@
+"""What to change when a run does not fit: the levers that apply, what each saves, and the cheapest set that fits,
+each validated through the recipe's config validator."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from mcp_server.errors import UserInputError
+from mcp_server.memory.breakdown import Breakdown, compute_breakdown
+from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
+from mcp_server.memory.models import Lever, LeverSet, Validation
+from mcp_server.memory.params import Architecture, ParamCount
+from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
+from mcp_server.recipe.models import default_rewards as recipe_default_rewards
+from mcp_server.recipe.validate import validate_values
+
+# How much a lever changes the run (speed, quality, setup). The recommended set is the one of least total cost
+# that fits: three free switches beat QLoRA. Ties go to fewer levers, then to the lower peak.
+LEVER_COST = {
+    "bf16_weights": 1, "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "right_size_vllm_memory": 1,
+    "gradient_checkpointing": 2, "vllm_tensor_parallel": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3,
+    "vllm_server_mode": 3, "lora": 5, "shorter_completions": 6, "qlora": 7,
+}
+# levers that cannot go together: two ways of fine-tuning, or two layouts of vLLM
+_EXCLUSIVE = ({"lora", "qlora"}, {"vllm_sleep_mode", "vllm_server_mode"})
+_VLLM_LAYOUTS = {"right_size_vllm_memory", "vllm_tensor_parallel", "vllm_server_mode"}
+_MAX_SET_SIZE = 6
+
+
+def just_enough_vllm(arch: Architecture, params: ParamCount, settings: RunSettings, capacity_gib: float,
+                     tp: int = 1) -> float:
+    """vllm_gpu_memory_utilization that holds the weights + runtime + one round's KV cache + 1 GiB."""
+    sequences = settings.per_device_train_batch_size * settings.spg
+    kv_need = sequences * settings.seq_len * 2 * arch.num_hidden_layers * arch.kv_dim * 2
+    need = (params.total * 2 / tp + (VLLM_RUNTIME_GIB + 1) * GIB + kv_need / tp) / (capacity_gib * GIB)
+    return min(0.95, math.ceil(need * 100) / 100)
+
+
+def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
+                     breakdown: Breakdown) -> list[tuple[str, str, dict]]:
+    """(name, description, config patch) of every lever that applies to this run."""
+    out: list[tuple[str, str, dict]] = []
+    if settings.colocated_vllm and not settings.vllm_enable_sleep_mode:
+        out.append(("vllm_sleep_mode", "vLLM releases its weights and KV cache while the policy trains "
+                    "(a few seconds per step to wake up).", {"vllm_enable_sleep_mode": True}))
+    if settings.colocated_vllm:
+        # just enough vLLM memory for its weights and this run's KV cache: less when it hoards, more when its
+        # weights do not even fit its share
+        util = just_enough_vllm(arch, params, settings, target.capacity_gib, settings.vllm_tensor_parallel_size)
+        if abs(util - settings.vllm_gpu_memory_utilization) >= 0.02:
+            out.append(("right_size_vllm_memory", f"Give vLLM {util:.2f} of each GPU (now "
+                        f"{settings.vllm_gpu_memory_utilization:g}): its weights, runtime and one generation "
+                        "round's KV cache.", {"vllm_gpu_memory_utilization": util}))
+        training_gpus = breakdown.training_gpus
+        if training_gpus >= 2 and settings.vllm_tensor_parallel_size < training_gpus:
+            sizes = [t for t in (2, 4, 8, 16, 32, 64)
+                     if t > settings.vllm_tensor_parallel_size and training_gpus % t == 0]
+            fitting = [t for t in sizes if params.total * 2 / t <= 0.25 * target.capacity_gib * GIB]
+            if sizes:
+                tp = fitting[0] if fitting else sizes[-1]
+                util_tp = just_enough_vllm(arch, params, settings, target.capacity_gib, tp)
+                out.append(("vllm_tensor_parallel", f"Shard the colocated vLLM over {tp} GPUs: each holds 1/{tp} of "
+                            "its weights and KV cache.", {"vllm_tensor_parallel_size": tp,
+                                                           "vllm_gpu_memory_utilization": util_tp}))
+    if settings.dtype == "float32" and not (target.gpu and not target.gpu.bf16):
+        out.append(("bf16_weights", "Load the weights in bfloat16 (TRL loads float32 by default): halves weights, "
+                    "gradients and optimizer state.", {"dtype": "bfloat16"}))
+    if settings.optim.lower() not in EIGHT_BIT_OPTIMS and not settings.optim.lower().startswith(("sgd", "adafactor")):
+        out.append(("adamw_8bit", "8-bit AdamW (bitsandbytes): optimizer state from 8 (or 16) to 2 bytes per "
+                    "trained parameter; quality is on par.", {"optim": "adamw_8bit"}))
+    if not settings.gradient_checkpointing:
+        out.append(("gradient_checkpointing", "Keep only layer inputs and recompute in backward (~30% slower "
+                    "training step).", {"gradient_checkpointing": True}))
+    if not (settings.fused_logits or settings.use_liger_kernel):
+        out.append(("chunked_loss", "Liger's chunked GRPO loss: never materialize batch x length x vocab logits.",
+                    {"use_liger_kernel": True}))
+    if settings.beta != 0 and not settings.peft:
+        out.append(("beta_zero", "beta=0 (TRL's default): no reference model in memory; no KL term.", {"beta": 0.0}))
+    if settings.finetune == "full":
+        out.append(("lora", "LoRA r=16 on all linear layers: no full gradients or optimizer state, reference "
+                    "by disabling adapters.", {"use_peft": True, "lora_r": 16, "lora_alpha": 32,
+                                               "lora_target_modules": "all-linear"}))
+    if settings.finetune != "qlora":
+        out.append(("qlora", "QLoRA: 4-bit NF4 base + LoRA r=16 (slower, slightly lossy base; vLLM cannot serve "
+                    "the 4-bit policy directly).", {"use_peft": True, "load_in_4bit": True, "lora_r": 16,
+                                                    "lora_alpha": 32, "lora_target_modules": "all-linear"}))
+    if settings.colocated_vllm and target.num_gpus >= 2:
+        out.append(("vllm_server_mode", "Move vLLM to its own GPU (`trl vllm-serve`); the others train.",
+                    {"vllm_mode": "server"}))
+    if settings.per_device_train_batch_size > 1 and settings.per_device_train_batch_size % 2 == 0:
+        patch = {"per_device_train_batch_size": settings.per_device_train_batch_size // 2,
+                 "gradient_accumulation_steps": settings.gradient_accumulation_steps * 2}
+        if settings.steps_per_generation:
+            patch["steps_per_generation"] = settings.steps_per_generation * 2
+        out.append(("smaller_micro_batch", "Half the completions per micro-step, twice the accumulation: same "
+                    "effective batch, smaller activations.", patch))
+    if settings.max_completion_length >= 256:
+        out.append(("shorter_completions", "Halve max_completion_length (changes the task: check truncation "
+                    "first).", {"max_completion_length": settings.max_completion_length // 2}))
+    if target.num_gpus >= 2 and settings.zero_stage != 3 and not settings.fsdp:
+        out.append(("zero3", "DeepSpeed ZeRO-3: shard weights, gradients and optimizer state over the GPUs.",
+                    {"deepspeed": {"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"},
+                                   "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"}}))
+    return out
+
+
+class LeverValidator:
+    """Validates the run's config with a lever's patch merged, through the recipe validator.
+
+    A lever is judged on the errors it adds: errors the run's config already has are reported once in the notes.
+    """
+
+    def __init__(self, config: dict[str, Any], rewards: list | None, target: Target, enabled: bool):
+        self.config, self.rewards, self.target, self.enabled = config, rewards, target, enabled
+        self.validate = None
+        self.base_errors: set[str] = set()
+        if not enabled:
+            return
+        self.validate = validate_values
+        self.base_errors = set(self._errors({}) or [])
+
+    def _errors(self, patch: dict[str, Any]) -> list[str] | None:
+        if self.validate is None:
+            return None
+        gpu = self.target.gpu.name if self.target.gpu else "H100"
+        try:
+            result = self.validate({**self.config, **patch}, gpu=gpu, num_gpus=self.target.num_gpus,
+                                   reward_specs=self.rewards)
+        except UserInputError as exc:
+            return [str(exc)]
+        return [f"{f.code}: {f.message}" for f in result.findings if f.severity == "error"]
+
+    def check(self, patch: dict[str, Any]) -> Validation | None:
+        if not self.enabled:
+            return None
+        errors = self._errors(patch)
+        if errors is None:
+            return Validation(valid=None, errors=["validator not available (mcp_server.recipe.validate)"])
+        new = [e for e in errors if e not in self.base_errors]
+        return Validation(valid=not new, errors=new)
+
+
+def default_rewards() -> list:
+    return recipe_default_rewards()
+
+
+def config_for_validation(config: dict[str, Any], model: str, settings: RunSettings) -> dict[str, Any]:
+    """A config to validate levers against: the run's own config, or one built from the plan's settings."""
+    if config:
+        return dict(config)
+    base = {
+        "model_name_or_path": model, "output_dir": "checkpoints", "bf16": True,
+        "per_device_train_batch_size": settings.per_device_train_batch_size,
+        "gradient_accumulation_steps": settings.gradient_accumulation_steps,
+        "num_generations": settings.num_generations,
+        "max_completion_length": settings.max_completion_length, "beta": settings.beta, "optim": settings.optim,
+        "gradient_checkpointing": settings.gradient_checkpointing, "use_vllm": settings.use_vllm,
+    }
+    if settings.use_vllm:
+        base.update(vllm_mode=settings.vllm_mode, vllm_gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+                    vllm_enable_sleep_mode=settings.vllm_enable_sleep_mode)
+    if settings.peft:
+        base.update(use_peft=True, lora_r=settings.lora_r, lora_target_modules=settings.lora_target_modules)
+        if settings.finetune == "qlora":
+            base["load_in_4bit"] = True
+    return base
+
+
+def _compatible(combo: tuple[str, ...]) -> bool:
+    return not any(pair <= set(combo) for pair in _EXCLUSIVE) and len(_VLLM_LAYOUTS.intersection(combo)) <= 1
+
+
+def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target, breakdown: Breakdown,
+                validator: LeverValidator) -> tuple[list[Lever], LeverSet | None]:
+    """The levers that save memory (or repair a broken layout), most saved first, and the cheapest set that fits."""
+    capacity = target.capacity_gib
+    levers: list[Lever] = []
+    for name, description, patch in candidate_levers(arch, params, settings, target, breakdown):
+        alone = compute_breakdown(arch, params, apply_config_patch(settings, patch), target)
+        lever = Lever(name=name, description=description, patch=patch, saves_gib=round(breakdown.peak - alone.peak, 2),
+                      peak_gib=round(alone.peak, 2), fits_alone=alone.peak <= capacity and not alone.problems)
+        # keep what saves memory, and what repairs a broken layout (e.g. a vLLM share too small for its weights)
+        if lever.saves_gib > 0.005 or len(alone.problems) < len(breakdown.problems):
+            levers.append(lever)
+    levers.sort(key=lambda lv: -lv.saves_gib)
+
+    # smallest set: fewest levers, then lowest cost, then lowest peak; prefer >=10% headroom, accept any fit
+    best: tuple | None = None
+    names = [lv.name for lv in levers]
+    by_name = {lv.name: lv for lv in levers}
+    for want_margin in (True, False):
+        for size in range(1, min(len(names), _MAX_SET_SIZE) + 1):
+            for combo in itertools.combinations(names, size):
+                if not _compatible(combo):
+                    continue
+                patch: dict[str, Any] = {}
+                for name in combo:
+                    patch.update(by_name[name].patch)
+                together = compute_breakdown(arch, params, apply_config_patch(settings, patch), target)
+                limit = capacity * (1 - TIGHT_FRACTION) if want_margin else capacity
+                if together.peak <= limit and not together.problems:
+                    key = (sum(LEVER_COST[n] for n in combo), len(combo), together.peak)
+                    if best is None or key < best[0]:
+                        best = (key, combo, patch, together.peak)
+        if best:
+            break
+    recommended = None
+    if best:
+        _, combo, patch, peak = best
+        recommended = LeverSet(levers=list(combo), patch=patch, peak_gib=round(peak, 2),
+                               headroom_gib=round(capacity - peak, 2), validation=validator.check(patch))
+    for lever in levers:
+        lever.validation = validator.check(lever.patch)
+    return levers, recommended

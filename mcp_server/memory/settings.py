@@ -1,0 +1,245 @@
+"""The planner's inputs: the run's config (a file, a run directory or a dict) and the request, read into the
+settings the arithmetic uses (RunSettings) and the GPUs it must fit on (Target)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from mcp_server.errors import UserInputError
+from mcp_server.gpus import GPU
+from mcp_server.memory.constants import DTYPE_BYTES
+from mcp_server.memory.models import MemoryPlanRequest
+from mcp_server.memory.params import Architecture
+from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.runs import Run, sidecars
+from mcp_server.userfiles import read_text
+
+
+class RunSettings(BaseModel):
+    """The resolved run: TRL defaults, then the config, then explicit request fields. Names follow TRL's config."""
+
+    finetune: str = "full"
+    lora_r: int = 16
+    lora_target_modules: str | list[str] = "all-linear"
+    lora_dropout: float = 0.05
+    optim: str = "adamw_torch_fused"
+    dtype: str = "float32"
+    mixed_precision: bool = True
+    gradient_checkpointing: bool = True
+    beta: float = 0.0
+    num_generations: int = 8
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: int | None = None
+    prompt_length: int = 512
+    max_completion_length: int = 512
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_enable_sleep_mode: bool = False
+    vllm_tensor_parallel_size: int = 1
+    vllm_server_gpus: int = 1
+    zero_stage: int = 0
+    fsdp: bool = False
+    use_liger_kernel: bool = False
+    fused_logits: bool = False
+    attn_implementation: str = "sdpa"
+    num_iterations: int = 1
+    max_steps: int | None = None
+
+    @property
+    def spg(self) -> int:
+        """Micro-steps one generation round feeds (steps_per_generation, TRL's default the accumulation steps)."""
+        return self.steps_per_generation or self.gradient_accumulation_steps
+
+    @property
+    def peft(self) -> bool:
+        return self.finetune in ("lora", "qlora")
+
+    @property
+    def seq_len(self) -> int:
+        return self.prompt_length + self.max_completion_length
+
+    @property
+    def colocated_vllm(self) -> bool:
+        return self.use_vllm and self.vllm_mode == "colocate"
+
+    @property
+    def vllm_server(self) -> bool:
+        return self.use_vllm and self.vllm_mode == "server"
+
+
+class Target(BaseModel):
+    """The GPUs the run must fit on."""
+
+    gpu_name: str
+    capacity_gib: float
+    num_gpus: int
+    gpu: GPU | None = Field(default=None)
+
+
+def read_plan_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(config fields, train/request.json fields) from config_path / config."""
+    config: dict[str, Any] = {}
+    recipe: dict[str, Any] = {}
+    if request.config_path:
+        import yaml
+
+        path = Path(request.config_path).expanduser()
+        if path.is_dir():
+            path = Run(path).config if Run(path).config.exists() else path / "config.yaml"
+        if not path.is_file():
+            raise UserInputError("config_path",
+                                 f"{request.config_path}: no such config (a YAML file or a run directory)")
+        try:
+            loaded = yaml.safe_load(read_text(path, "config_path")) or {}
+        except yaml.YAMLError as exc:
+            raise UserInputError("config_path", f"cannot read {path} as YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise UserInputError("config_path", f"{path} is not a mapping of config fields")
+        config.update(loaded)
+        request_json, rewards_json = sidecars(path)
+        if rewards_json.is_file():
+            try:
+                recipe["_rewards"] = json.loads(rewards_json.read_text(encoding="utf-8"))
+            except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: planned without it
+                pass
+        if request_json.is_file():
+            try:
+                recipe.update(json.loads(request_json.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                pass
+    if request.config:
+        config.update(request.config)
+    return config, recipe
+
+
+def zero_stage_of(deepspeed: Any) -> int:
+    """ZeRO stage from TrainingArguments.deepspeed (a dict or a path to a JSON file)."""
+    if not deepspeed:
+        return 0
+    ds_config = deepspeed
+    if isinstance(deepspeed, str):
+        try:
+            ds_config = json.loads(Path(deepspeed).expanduser().read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            name = Path(deepspeed).name
+            return 3 if "3" in name else 2 if "2" in name else 0
+    if isinstance(ds_config, dict):
+        stage = (ds_config.get("zero_optimization") or {}).get("stage", 0)
+        return int(stage) if str(stage).isdigit() else 0
+    return 0
+
+
+def detect_fused_logits() -> bool:
+    """Whether the installed TRL scores log-probs in tiles (add_fused_lm_head) instead of full logits.
+
+    Reads TRL's source text instead of importing it, so the server stays fast.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    utils = Path(list(spec.submodule_search_locations)[0]) / "trainer" / "utils.py"
+    try:
+        return "def add_fused_lm_head" in utils.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def recipe_defaults(target: Target) -> dict[str, Any]:
+    """The recipe's memory-relevant defaults (what emit_grpo_config would write for this target)."""
+    keys = ("use_vllm", "vllm_mode", "num_generations", "beta", "per_device_train_batch_size",
+            "gradient_accumulation_steps")
+    defaults = {k: BASE_RECIPE[k] for k in keys if k in BASE_RECIPE}
+    bf16 = target.gpu.bf16 if target.gpu else True
+    defaults["dtype"] = "bfloat16" if bf16 else "float32"
+    if target.num_gpus > 1 and defaults.get("use_vllm"):
+        defaults["vllm_mode"] = "server"  # the recipe gives vLLM its own GPU when there are several
+    return defaults
+
+
+# config fields read as they are into RunSettings
+_CONFIG_FIELDS = ("lora_r", "lora_target_modules", "lora_dropout", "optim", "gradient_checkpointing", "beta",
+                  "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+                  "steps_per_generation", "max_completion_length", "use_vllm", "vllm_mode",
+                  "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_tensor_parallel_size",
+                  "use_liger_kernel", "attn_implementation", "num_iterations", "max_steps")
+
+
+def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target: Target | None = None) -> RunSettings:
+    fields: dict[str, Any] = {}
+    # without a config, the recipe's defaults (over TRL's); with one, only what it says (over TRL's)
+    if not config and target is not None:
+        fields.update(recipe_defaults(target))
+    if config.get("use_peft"):
+        fields["finetune"] = "qlora" if config.get("load_in_4bit") else "lora"
+    for key in _CONFIG_FIELDS:
+        if config.get(key) is not None:
+            fields[key] = config[key]
+    if fields.get("max_steps") is not None and int(fields["max_steps"]) <= 0:
+        fields.pop("max_steps")
+    init = config.get("model_init_kwargs") or {}
+    if isinstance(init, str):  # the CLI form: a JSON string
+        try:
+            init = json.loads(init)
+        except json.JSONDecodeError:
+            raise UserInputError("model_init_kwargs", f"expected a mapping or a JSON object, got {init!r}") from None
+    dtype = config.get("dtype") or config.get("torch_dtype") or init.get("dtype") or init.get("torch_dtype")
+    if dtype and dtype != "auto":
+        fields["dtype"] = str(dtype).replace("torch.", "")
+    elif dtype == "auto":
+        fields["dtype"] = "bfloat16"  # checkpoints of the catalog models are stored in bf16
+    if config.get("max_prompt_length"):
+        fields["prompt_length"] = config["max_prompt_length"]
+    if config.get("bf16") is False and config.get("fp16") is not True:
+        fields["mixed_precision"] = False
+    fields["zero_stage"] = zero_stage_of(config.get("deepspeed"))
+    fields["fsdp"] = bool(config.get("fsdp"))
+    # explicit request fields win
+    explicit = request.model_dump(exclude_none=True)
+    for key in RunSettings.model_fields:
+        if key in explicit:
+            fields[key] = explicit[key]
+    if request.fused_logits is None:
+        fields["fused_logits"] = detect_fused_logits()
+    settings = RunSettings(**{k: v for k, v in fields.items() if v is not None})
+    if settings.dtype not in DTYPE_BYTES:
+        raise UserInputError("dtype", f"'{settings.dtype}' is not one of {', '.join(DTYPE_BYTES)}")
+    return settings
+
+
+def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target) -> None:
+    """The batch and length rules TRL enforces at start-up, raised as input errors before any arithmetic."""
+    server_gpus = settings.vllm_server_gpus if settings.vllm_server else 0
+    generation_batch = settings.per_device_train_batch_size * max(target.num_gpus - server_gpus, 1) * settings.spg
+    if settings.num_generations < 2:
+        raise UserInputError("num_generations", "GRPO needs at least 2 completions per prompt")
+    if generation_batch % settings.num_generations:
+        raise UserInputError(
+            "num_generations",
+            f"the generation batch (per_device_train_batch_size x training GPUs x steps_per_generation = "
+            f"{generation_batch}) must be divisible by num_generations={settings.num_generations}")
+    if arch.max_position_embeddings and settings.seq_len > arch.max_position_embeddings:
+        raise UserInputError(
+            "max_completion_length",
+            f"prompt {settings.prompt_length} + completion {settings.max_completion_length} tokens exceeds the "
+            f"model's {arch.max_position_embeddings}-token context")
+
+
+def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSettings:
+    """The settings with a lever's config patch (config field names) applied."""
+    update: dict[str, Any] = {}
+    for key, value in patch.items():
+        if key == "use_peft":
+            update["finetune"] = "qlora" if patch.get("load_in_4bit") else "lora"
+        elif key == "deepspeed":
+            update["zero_stage"] = zero_stage_of(value)
+        elif key in RunSettings.model_fields:
+            update[key] = value
+    return settings.model_copy(update=update)

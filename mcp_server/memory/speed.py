@@ -1,0 +1,86 @@
+"""How fast the run rolls out and trains: decode is bound by the GPU's memory bandwidth (or its FLOPs), training
+by its FLOPs."""
+
+from __future__ import annotations
+
+import math
+
+from mcp_server.memory.breakdown import Breakdown
+from mcp_server.memory.constants import GIB, NF4_BYTES
+from mcp_server.memory.models import RolloutSpeed
+from mcp_server.memory.params import Architecture, ParamCount
+from mcp_server.memory.settings import RunSettings, Target
+
+
+def estimate_speed(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
+                   breakdown: Breakdown) -> RolloutSpeed:
+    gpu = target.gpu
+    bandwidth = (gpu.sustained_bandwidth_gbs if gpu else 1000.0) * 1e9
+    flops = (gpu.bf16_tflops if gpu else 100.0) * 1e12
+    engine = "vllm" if settings.use_vllm else "transformers"
+    seq_len, completion = settings.seq_len, settings.max_completion_length
+    tp = settings.vllm_tensor_parallel_size if settings.use_vllm else 1
+    if settings.vllm_server:  # one server generates for every training GPU
+        sequences = settings.per_device_train_batch_size * breakdown.training_gpus * settings.spg
+    else:  # each GPU (or each tensor-parallel group of colocated vLLM) generates its own share
+        sequences = settings.per_device_train_batch_size * settings.spg * tp
+    kv_per_token = 2 * arch.num_hidden_layers * arch.kv_dim * 2
+    if settings.use_vllm:
+        concurrent = max(1, min(sequences, int(breakdown.vllm_kv_gib * GIB * tp / (seq_len * kv_per_token)))) \
+            if breakdown.vllm_kv_gib > 0 else 1
+    else:
+        concurrent = sequences
+    waves = math.ceil(sequences / concurrent)
+    # bytes read per decode step: the weights touched (MoE: the experts some token in the batch routes to) + the KV
+    if arch.is_moe:
+        routed_fraction = 1 - (1 - arch.num_experts_per_tok / arch.num_experts) ** concurrent
+        touched = params.total - params.experts * (1 - routed_fraction)
+    else:
+        touched = params.active
+    weight_bytes = touched * (NF4_BYTES if (settings.finetune == "qlora" and not settings.use_vllm) else 2) / tp
+    kv_bytes = concurrent * (settings.prompt_length + completion / 2) * kv_per_token
+    efficiency = 1.0 if settings.use_vllm else 0.5  # HF generate: no paged attention, no CUDA graphs
+    bandwidth_time = (weight_bytes + kv_bytes / tp) / (bandwidth * efficiency)  # each GPU reads its shard at once
+    compute_time = 2 * params.active * concurrent / (flops * tp * 0.5)
+    launch_overhead = 0.0005 if settings.use_vllm else arch.num_hidden_layers * 0.0002  # per decode step
+    decode_step = max(bandwidth_time, compute_time) + launch_overhead
+    prefill = 2 * params.active * sequences * settings.prompt_length / (flops * tp * 0.4)
+    rollout_s = waves * completion * decode_step + prefill
+    tokens_per_s = sequences * completion / rollout_s if rollout_s > 0 else 0.0
+    # training: forward + backward (+ recompute) on every micro-step, ~35% of peak bf16 FLOPs
+    flops_per_token = (4 if settings.peft else 6) * params.active + (
+        2 * params.active if settings.gradient_checkpointing else 0)
+    if settings.beta != 0:
+        flops_per_token += 2 * params.active
+    if settings.num_iterations > 1 or settings.spg > settings.gradient_accumulation_steps:
+        flops_per_token += 2 * params.active  # old log-probs
+    train_tokens = settings.per_device_train_batch_size * seq_len * settings.gradient_accumulation_steps
+    train_s = train_tokens * flops_per_token / (flops * 0.35)
+    step_s = rollout_s * (settings.gradient_accumulation_steps / settings.spg) + train_s
+    total_hours = step_s * settings.max_steps / 3600 if settings.max_steps else None
+    generation_share = rollout_s / step_s if step_s else 0
+    return RolloutSpeed(
+        engine=engine, bandwidth_gbs=bandwidth / 1e9, sequences_per_round=sequences, concurrent_sequences=concurrent,
+        decode_step_ms=round(decode_step * 1000, 3), rollout_tokens_per_s=round(tokens_per_s, 1),
+        rollout_s_per_step=round(rollout_s, 2), train_s_per_step=round(train_s, 2), step_s=round(step_s, 2),
+        total_hours=round(total_hours, 2) if total_hours is not None else None,
+        verdict=_verdict(step_s, total_hours, generation_share, settings, engine, target),
+    )
+
+
+def _verdict(step_s: float, total_hours: float | None, generation_share: float, settings: RunSettings,
+             engine: str, target: Target) -> str:
+    if step_s > 600:
+        verdict = f"slow: {step_s/60:.0f} min per step"
+    elif step_s > 120:
+        verdict = f"workable: {step_s/60:.1f} min per step"
+    else:
+        verdict = f"fast enough: {step_s:.0f} s per step"
+    if total_hours is not None:
+        verdict += f", {total_hours:.1f} h for {settings.max_steps} steps"
+    verdict += f"; generation is {generation_share:.0%} of the step"
+    if engine == "transformers" and generation_share > 0.5:
+        verdict += " (use_vllm=true would cut it several-fold)"
+    if target.gpu and target.gpu.name == "DGX Spark":
+        verdict += "; planned at 186 GB/s sustained, not the 273 GB/s spec"
+    return verdict
