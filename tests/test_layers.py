@@ -54,7 +54,7 @@ def worker_targets(tree: ast.AST) -> list[tuple[str, str, int]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("mcp_server."):
             module, colon, function = node.value.partition(":")
-            if colon and function and module.replace(".", "").replace("_", "").isalnum():
+            if colon and module.replace(".", "").replace("_", "").isalnum():
                 found.append((module, function, node.lineno))
     return found
 
