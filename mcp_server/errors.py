@@ -39,6 +39,11 @@ def closest_names(name: str, accepted, n: int = 3, cutoff: float = 0.6) -> list[
     return out[:n]
 
 
+def did_you_mean(close: list[str]) -> str:
+    """The sentence a message adds for the nearest names (closest_names): " Did you mean 'a', 'b'?", or ""."""
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
 def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
     """The (nested) request model that owns the field at `loc`, for listing what it accepts."""
     for part in loc:

@@ -12,7 +12,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from mcp_server.errors import UserInputError, closest_names
+from mcp_server.errors import UserInputError, closest_names, did_you_mean
 
 
 class GPU(BaseModel):
@@ -125,8 +125,7 @@ def lookup_gpu(name: str, field: str = "gpu") -> GPU:
         raise UserInputError(field, f"expected a GPU name, one of: {', '.join(gpu_names())}")
     gpu = _BY_KEY.get(_key(name))
     if gpu is None:
-        close = closest_gpu_names(name)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(closest_gpu_names(name))
         raise UserInputError(
             field,
             f"unknown GPU '{name}'.{hint} Known: {', '.join(gpu_names())}. "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.errors import UserInputError, closest_names
+from mcp_server.errors import UserInputError, closest_names, did_you_mean
 from mcp_server.memory.params import Architecture
 
 # Vision tower + projector of Gemma 3 4B/12B/27B (SigLIP so400m, ~417M), loaded with the multimodal checkpoints.
@@ -122,8 +122,7 @@ def find_model(name: str) -> tuple[str, Architecture] | None:
 def lookup_model(name: str, field: str = "model") -> tuple[str, Architecture]:
     found = find_model(name)
     if found is None:
-        close = closest_model_names(name)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(closest_model_names(name))
         raise UserInputError(
             field,
             f"'{name}' is neither a local model directory / config.json nor a catalog model.{hint} "
