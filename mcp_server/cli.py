@@ -337,6 +337,8 @@ def _add_field(p: argparse.ArgumentParser, cmd: Command, name: str, info) -> tup
     default = info.default if info.default is not PydanticUndefined and not cmd.whole_request else None
     kw: dict[str, Any] = {"help": spec.help or (info.description or "").replace("%", "%%")}
     read = "value"
+    if _takes_json(kind) and not spec.invert:
+        kw["help"] += " As JSON (inline or @file.json)."
     if spec.invert:
         kw["action"], read = "store_true", "invert"
     elif kind is bool:
@@ -477,19 +479,13 @@ def _demo(args, request) -> int:
 # ---------------------------------------------------------------- the commands
 RECIPE, INSPECTION, MEMORY = "mcp_server.recipe.models:", "mcp_server.inspection.models:", "mcp_server.memory.models:"
 EVALUATION, TRAINING = "mcp_server.evaluation.models:", "mcp_server.training.models:"
-RUN = Flag("run", "Run directory or name under runs/.")
-RUN_ITS = Flag("run", "Run directory or its name under runs/.")
-CHECKPOINT = Flag(help="Checkpoint directory (default: the run's output_dir).")
+RUN = Flag("run")
 
 COMMANDS = [
     Command(
         "validate-config", "Validate a GRPO config YAML for the installed TRL and a target GPU.",
         "mcp_server.recipe.validate:validate_config", _human_validation, lambda r: r.valid, RECIPE + "ValidateRequest",
-        hide=("config",), flags={
-            "config_path": Flag("path", "Path to the YAML config."),
-            "gpu": Flag(help="Target GPU type (H100, A100, T4, ...)."),
-            "num_gpus": Flag(help="Target GPU count."),
-        },
+        hide=("config",), flags={"config_path": Flag("path")},
     ),
     Command(
         "emit-config", "Emit a validated GRPO config and train.py into a run directory.",
@@ -498,42 +494,17 @@ COMMANDS = [
         whole_request="The whole request as JSON (inline or @file.json); flags override it.",
         hide=("dataset_config", "dataset_split", "prompt_column", "answer_column", "lora_r", "lora_alpha",
               "lora_target_modules", "overrides", "override_reason"),
-        extra=_add_overrides, fold=_fold_overrides, flags={
-            "model": Flag(help="Hub name, local path, or 'tiny'."),
-            "dataset": Flag(help="Hub name, local file, or 'tiny'."),
-            "rewards": Flag(help="Reward specs as JSON list (inline or @file.json)."),
-            "gpu": Flag(help="Target GPU type."),
-            "num_gpus": Flag(help="Target GPU count."),
-            "run_name": Flag(help="Slug for runs/<date>-<slug>/."),
-            "run_dir": Flag(help="Existing run directory to write into."),
-        },
+        extra=_add_overrides, fold=_fold_overrides,
     ),
     Command(
         "sample-completions", "Sample n completions per prompt into <run>/inspection/samples.jsonl.",
         "mcp_server.inspection.sampling:sample_completions", _human_samples, request=INSPECTION + "SampleRequest",
-        flags={
-            "run": RUN,
-            "model": Flag(help="Local model directory, 'tiny', or hub name (default: the run's config)."),
-            "dataset": Flag(help="Local .jsonl/.json/.csv/.parquet, directory, 'tiny' or hub name (default: config)."),
-            "dataset_config": Flag(help="Hub data set configuration."),
-            "dataset_split": Flag(help="Split to read (default train)."),
-            "prompt_column": Flag(help="Prompt column (default prompt)."),
-            "num_prompts": Flag(help="Prompts to draw (default 64 // n)."),
-            "n": Flag(help="Completions per prompt (default: num_generations, else TRL's 8)."),
-            "max_new_tokens": Flag(help="Default: max_completion_length from the config, else TRL's 512."),
-            "batch_size": Flag(help="Sequences per generate call (default 64)."),
-        },
+        flags={"run": RUN},
     ),
     Command(
         "inspect-rewards", "Score the samples with the run's rewards and write inspection/review.md.",
         "mcp_server.inspection.review:inspect_rewards", _human_inspection, lambda r: r.grpo_can_learn,
-        INSPECTION + "InspectRequest", flags={
-            "run": RUN,
-            "rewards": Flag(help="Reward specs as a JSON list (inline or @file.json); default train/rewards.json."),
-            "max_samples": Flag(help="Review at most this many samples (50-100)."),
-            "success_threshold": Flag(help="Success = total reward >= this (default: task rewards > 0)."),
-            "max_suspects": Flag(help="Likely mis-scored samples to list."),
-        },
+        INSPECTION + "InspectRequest", flags={"run": RUN},
     ),
     Command(
         "record-inspection-verdict", "Record a person's verdict on review.md (the gate's sign-off).",
@@ -542,12 +513,8 @@ COMMANDS = [
         f"in {r.verdict_path}\n{_human_gate(r.gate)}",
         request=INSPECTION + "VerdictRequest", extra=_add_sample_ids, fold=_fold_sample_ids, flags={
             "run": RUN,
-            "verdict": Flag(help="Overall verdict on the rewards."),
-            "reviewer": Flag(help="Who read the review."),
-            "sample_verdicts": Flag("--verdicts", "Per-sample verdicts as JSON [{id, agree, note}] (inline or "
-                                    "@file.json)."),
-            "agree_with_rest": Flag("--agree-rest", "Agree with every reviewed sample not listed."),
-            "note": Flag(help="Overall note (required for a pass with disagreements)."),
+            "sample_verdicts": Flag("--verdicts"),
+            "agree_with_rest": Flag("--agree-rest"),
         },
     ),
     Command(
@@ -567,16 +534,7 @@ COMMANDS = [
         hide=("architecture", "config", "lora_target_modules", "lora_dropout", "steps_per_generation",
               "vllm_tensor_parallel_size", "vllm_server_gpus", "fsdp", "fused_logits", "attn_implementation"),
         flags={
-            "model": Flag(help="Catalog name (qwen2.5-7b, Qwen/Qwen3-8B...), local model dir or config.json, "
-                          "or 'tiny'."),
-            "config_path": Flag("--config", "A train/config.yaml (or run directory) from emit-config.",
-                                metavar="CONFIG_PATH"),
-            "gpu": Flag(help="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark...)."),
-            "gpu_memory_gib": Flag(help="Raw GPU memory in GiB, for a GPU not in the catalog."),
-            "num_gpus": Flag(help="GPUs on the target."),
-            "optim": Flag(help="adamw_torch_fused, adamw_8bit, paged_adamw_8bit, adafactor..."),
-            "prompt_length": Flag(help="Longest prompt in tokens."),
-            "max_steps": Flag(help="Training steps, for the total time."),
+            "config_path": Flag("--config", metavar="CONFIG_PATH"),
             "validate_levers": Flag("--no-validate", "Skip validating each lever's config change.", invert=True),
         },
     ),
@@ -584,33 +542,20 @@ COMMANDS = [
         "evaluate-model", "Greedy pass rate (95%% Wilson CI) of a model on goldens; the first evaluation of a base "
         "model writes eval/baseline-<model>.json (never overwritten).", "mcp_server.evaluation.evaluate:evaluate_model",
         _human_evaluation, request=EVALUATION + "EvaluateRequest", hide=("seed", "batch_size"), flags={
-            "model": Flag("model", "Local model directory, 'tiny', or a hub name (online only)."),
-            "goldens": Flag(help="Goldens JSONL (prompt + answer columns), or 'tiny'.", default="tiny"),
-            "graders": Flag(help="Reward specs as a JSON list (inline or @file.json); default correctness_reward."),
-            "max_new_tokens": Flag(help="Completion length limit."),
-            "limit": Flag(help="Only the first N goldens (never becomes a baseline)."),
-            "baseline": Flag(help="auto: write the baseline for a base model; write: also for a model inside a run."),
+            "model": Flag("model"),
+            "goldens": Flag(default="tiny"),
         },
     ),
     Command(
         "promote-checkpoint", "PROMOTE or REJECT a run's checkpoint against the baseline and the drift budget; writes "
         "promotion-report.md. Exit 0 only on PROMOTE.", "mcp_server.evaluation.promote:promote_checkpoint",
         _human_promotion, lambda r: r.verdict == "PROMOTE", EVALUATION + "PromoteRequest",
-        hide=("rerun_seeds", "rerun_temperature", "min_improvement_points"), flags={
-            "run": RUN,
-            "checkpoint": CHECKPOINT,
-            "goldens": Flag(help="Goldens file (default: the baseline's)."),
-            "drift_suite": Flag(help="Frozen drift suite JSONL (default: the embedded tiny suite)."),
-        },
+        hide=("rerun_seeds", "rerun_temperature", "min_improvement_points"), flags={"run": RUN},
     ),
     Command(
         "export-model", "Merge LoRA if any, save safetensors + tokenizer + model card into <run>/export/, smoke-test "
         "greedy outputs before/after.", "mcp_server.evaluation.export:export_model", _human_export,
-        lambda r: r.smoke_identical, EVALUATION + "ExportRequest", hide=("smoke_items",), flags={
-            "run": RUN,
-            "checkpoint": CHECKPOINT,
-            "allow_unpromoted": Flag(help="Export without a PROMOTE verdict."),
-        },
+        lambda r: r.smoke_identical, EVALUATION + "ExportRequest", hide=("smoke_items",), flags={"run": RUN},
     ),
     Command(
         "demo", "Walk all seven phases on the embedded tiny model: baseline, SFT warm-start, inspection, config, GRPO "
@@ -621,10 +566,9 @@ COMMANDS = [
         "diagnose-run", "Diagnose a training run from its metrics (run dir, progress.jsonl, trainer_state.json, "
         "CSV/JSONL export) and log. Exit 0 when healthy, 1 with problems.", "mcp_server.training.diagnose:diagnose_run",
         _human_diagnosis, lambda r: r.healthy, TRAINING + "DiagnoseRequest", flags={
-            "source": Flag("source", "Run directory (or name under runs/), progress.jsonl, trainer_state.json, "
-                           ".csv/.jsonl metrics export, or a stdout log."),
-            "config_path": Flag("--config", "The run's YAML config (default: <run>/train/config.yaml when present)."),
-            "log_path": Flag("--log", "The run's stdout log (default: <run>/train/logs/stdout.log when present)."),
+            "source": Flag("source"),
+            "config_path": Flag("--config"),
+            "log_path": Flag("--log"),
             "validate_patches": Flag("--no-validate", "Skip validating the patches (faster; no TRL import).",
                                      invert=True),
         },
@@ -633,47 +577,31 @@ COMMANDS = [
         "check-environment", "GPUs, CUDA, RAM, disk, package versions and a verdict; writes env-report.json.",
         "mcp_server.training.environment:check_environment", _human_env, lambda r: r.verdict != "blocked",
         TRAINING + "EnvironmentRequest", json_help="Print the report as JSON.",
-        flags={"run": Flag(help="Judge against this run's target and write <run>/env-report.json.")},
     ),
     Command(
         "prepare-environment", "Build a training environment (torch, TRL, transformers) in the background; run "
         "again for its status.", "mcp_server.training.prepare:prepare_environment", _human_prepare,
-        request=TRAINING + "PrepareRequest", extra=_add_wait, handler=_prepare, flags={
-            "path": Flag(help="Where to build it (default: <user data dir>/llm-finetuning/training-venv)."),
-            "torch_spec": Flag(help="The torch requirement (default: the CPU build torch==2.13.0 without an NVIDIA "
-                               "GPU, torch>=2.4 with one; TORCH_CPU_SPEC / TORCH_GPU_SPEC override)."),
-            "torch_index": Flag(help="Extra package index for torch (default: TORCH_CPU_INDEX without a GPU)."),
-            "restart": Flag(help="Build again even when ready or failed."),
-        },
+        request=TRAINING + "PrepareRequest", extra=_add_wait, handler=_prepare,
     ),
     Command(
         "launch-training", "Start a run's training (detached) once its gates pass.",
         "mcp_server.training.launch:launch_training", _human_launch, lambda r: bool(r.launched or r.slurm_script),
-        TRAINING + "LaunchRequest", flags={
-            "run": RUN_ITS,
-            "num_processes": Flag(help="Training processes (default: from the run's target)."),
-            "vllm_server_gpus": Flag(help="GPUs for `trl vllm-serve` in vLLM server mode (default 1)."),
-            "num_nodes": Flag(help="Nodes; more than 1 writes a SLURM script."),
-        },
+        TRAINING + "LaunchRequest", flags={"run": RUN},
     ),
     Command(
         "training-status", "State, latest metrics, speed, ETA and health of a run.",
         "mcp_server.training.status:training_status", _human_status, request=TRAINING + "StatusRequest",
-        json_help="Print the status as JSON.", flags={
-            "run": RUN_ITS,
-            "plot": Flag(help="Also write <run>/progress.png."),
-            "log_lines": Flag(help="Last lines of stdout.log to include."),
-        },
+        json_help="Print the status as JSON.", flags={"run": RUN},
     ),
     Command(
         "stop-training", "Stop a run gracefully (checkpoint saved), kill it after a timeout.",
         "mcp_server.training.status:stop_training", lambda r: r.message, request=TRAINING + "StopRequest",
-        flags={"run": RUN_ITS, "timeout_s": Flag("--timeout", "Seconds to wait before killing.")},
+        flags={"run": RUN, "timeout_s": Flag("--timeout")},
     ),
     Command(
         "resume-training", "Continue a run from its latest checkpoint (same config hash).",
         "mcp_server.training.launch:resume_training", _human_launch, lambda r: r.launched, TRAINING + "RunRequest",
-        flags={"run": RUN_ITS},
+        flags={"run": RUN},
     ),
     Command(
         "list-runs", "Every run under runs/ with its state.", "mcp_server.training.status:list_runs", _human_runs,

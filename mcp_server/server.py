@@ -2,8 +2,8 @@
 result.
 
 One declaration per request: the pydantic request model is the tool's input schema (descriptions, defaults, enums,
-bounds; unknown fields refused) and is what the core receives. Only light modules (pydantic models) are imported at
-start-up so the server lists its tools fast; torch, trl and transformers are imported inside the core functions.
+bounds; unknown fields refused) and is what the core receives. The core modules are light at import (no torch, trl or
+transformers: those are imported where the work needs them), so the server lists its tools fast.
 """
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resources import FileResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
+from mcp_server.emission import emit
 from mcp_server.errors import UserInputError, describe_failure, validation_message
-
-# Request and result models only (pydantic, no torch/trl): they become the tools' schemas.
+from mcp_server.evaluation import evaluate, export, promote
 from mcp_server.evaluation.models import (
     EvaluateRequest,
     EvaluationResult,
@@ -39,6 +41,7 @@ from mcp_server.evaluation.models import (
     PromotionResult,
 )
 from mcp_server.inputs import NoArguments
+from mcp_server.inspection import gate, review, sampling
 from mcp_server.inspection.models import (
     GateRequest,
     GateResult,
@@ -49,10 +52,14 @@ from mcp_server.inspection.models import (
     VerdictRequest,
     VerdictResult,
 )
+from mcp_server.memory import planner
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
+from mcp_server.recipe import validate
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
 from mcp_server.reporting import Report
+from mcp_server.rewards import registry
 from mcp_server.rewards.models import RewardCatalog
+from mcp_server.training import diagnose, environment, launch, prepare, status
 from mcp_server.training.models import (
     DiagnoseRequest,
     Diagnosis,
@@ -181,18 +188,14 @@ def tool():
 def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     """Build a GRPO config for the installed TRL and the target hardware, validate it, and write
     train/config.yaml (for `trl grpo --config`), train/train.py and the request's JSON Schema into a run directory."""
-    from mcp_server.emission.emit import emit_grpo_config as core
-
-    return core(request)
+    return emit.emit_grpo_config(request)
 
 
 @tool()
 def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
     """Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
     GPU type and count. Returns findings {code, field, severity, message, fix}; valid only with no errors."""
-    from mcp_server.recipe.validate import validate_config
-
-    return validate_config(request)
+    return validate.validate_config(request)
 
 
 # ---------------------------------------------------------------- inspection gate
@@ -202,9 +205,7 @@ def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
 def sample_completions(request: SampleRequest, report: Report) -> SampleResult:
     """Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
     default) and store them in <run>/inspection/samples.jsonl for reward inspection."""
-    from mcp_server.inspection.sampling import sample_completions as core
-
-    return core(request, report=report)
+    return sampling.sample_completions(request, report=report)
 
 
 @tool()
@@ -212,27 +213,21 @@ def inspect_rewards(request: InspectRequest, report: Report) -> InspectResult:
     """Score the stored samples (50-100) with the run's rewards; write inspection/review.md for a person to read.
     Returns score distributions, zero-variance groups, malformed / well-formed-but-wrong / truncated counts,
     likely mis-scored samples and the base success rate (zero: route to SFT first; GRPO cannot learn)."""
-    from mcp_server.inspection.review import inspect_rewards as core
-
-    return core(request, report=report)
+    return review.inspect_rewards(request, report=report)
 
 
 @tool()
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     """Record the person's verdict on review.md (per-sample agree/disagree, pass/fail, who) in
     inspection/verdict.json with the hashes of the reward code and samples. Only record what the person said."""
-    from mcp_server.inspection.gate import record_inspection_verdict as core
-
-    return core(request)
+    return gate.record_inspection_verdict(request)
 
 
 @tool()
 def check_inspection_gate(request: GateRequest) -> GateResult:
     """Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
     (train/rewards.json and reward code) and samples. Says why not and how to clear it."""
-    from mcp_server.inspection.gate import check_inspection_gate as core
-
-    return core(request.run)
+    return gate.check_inspection_gate(request.run)
 
 
 # ---------------------------------------------------------------- rewards
@@ -243,9 +238,7 @@ def list_rewards() -> RewardCatalog:
     """The reward registry: each reward's name, what it scores, the data set columns it reads and its
     parameters with defaults. Name rewards in a recipe as {name, params, weight}; a dotted import path
     names your own reward function."""
-    from mcp_server.rewards.registry import list_rewards as core
-
-    return core()
+    return registry.list_rewards()
 
 
 # ---------------------------------------------------------------- memory planner
@@ -258,9 +251,7 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
     the levers ranked by GiB saved and the smallest set that fits, each as a validated config change; the
     size-class anchor as a cross-check; rollout speed from the GPU's memory bandwidth. Give a model (catalog
     name, local path) or a train/config.yaml from emit_grpo_config, and the GPU type and count."""
-    from mcp_server.memory.planner import plan_memory as core
-
-    return core(request)
+    return planner.plan_memory(request)
 
 
 # ---------------------------------------------------------------- diagnosis
@@ -272,9 +263,7 @@ def diagnose_run(request: DiagnoseRequest) -> Diagnosis:
     or a CSV/JSONL metrics export (plus the run's config and stdout log when known) and returns findings, most
     important first: {code, severity, evidence [{metric, step, value}], explanation, patch}. Each patch is a dict
     of config changes, validated against the run's config. Works for runs this project did not launch."""
-    from mcp_server.training.diagnose import diagnose_run as core
-
-    return core(request)
+    return diagnose.diagnose_run(request)
 
 
 # ---------------------------------------------------------------- training: environment, launch, status
@@ -286,9 +275,7 @@ def check_environment(request: EnvironmentRequest) -> EnvironmentReport:
     of torch/trl/transformers/peft/accelerate/vllm in the training interpreter, and a verdict ready |
     ready-with-warnings | blocked with reasons, judged against the run's target when a run is given.
     Writes env-report.json (in the run directory, else the workspace root)."""
-    from mcp_server.training.environment import check_environment as core
-
-    return core(request)
+    return environment.check_environment(request)
 
 
 @tool()
@@ -297,9 +284,7 @@ def prepare_environment(request: PrepareRequest) -> PrepareResult:
     and the rest) in the background, for when there is none to point LLM_FINETUNING_PYTHON at. Returns at once
     with the log to watch; call again for its status (running | ready | failed, with the log's tail). Once
     ready, the server samples, validates with TRL, trains and evaluates with it."""
-    from mcp_server.training.prepare import prepare_environment as core
-
-    return core(request)
+    return prepare.prepare_environment(request)
 
 
 @tool()
@@ -309,9 +294,7 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
     passing, and the environment is not blocked. Records config.yaml/train.py (git commit when in a repo, sha256
     in run.json). Several GPUs: accelerate with TRL's ZeRO/FSDP configs (+ `trl vllm-serve` in server mode);
     several nodes: writes a SLURM script."""
-    from mcp_server.training.launch import launch_training as core
-
-    return core(request)
+    return launch.launch_training(request)
 
 
 @tool()
@@ -319,25 +302,18 @@ def training_status(request: StatusRequest) -> Annotated[CallToolResult, Trainin
     """State of a run (starting | running | succeeded | failed | stopped), derived from its process and files,
     with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
     request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image)."""
-    from mcp.server.mcpserver import Image
-    from mcp_types import TextContent
-
-    from mcp_server.training.status import training_status as core
-
-    status = core(request)
-    content = [TextContent(type="text", text=status.model_dump_json(indent=2))]
-    if status.plot_path:
-        content.append(Image(path=status.plot_path).to_image_content())
-    return CallToolResult(content=content, structured_content=status.model_dump(mode="json"))
+    result = status.training_status(request)
+    content = [TextContent(type="text", text=result.model_dump_json(indent=2))]
+    if result.plot_path:
+        content.append(Image(path=result.plot_path).to_image_content())
+    return CallToolResult(content=content, structured_content=result.model_dump(mode="json"))
 
 
 @tool()
 def stop_training(request: StopRequest) -> StopResult:
     """Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
     process group is killed."""
-    from mcp_server.training.status import stop_training as core
-
-    return core(request)
+    return status.stop_training(request)
 
 
 @tool()
@@ -345,17 +321,13 @@ def resume_training(request: RunRequest) -> LaunchResult:
     """Continue a stopped or failed run from its latest checkpoint, with the same process layout. Refuses when
     train/config.yaml changed since launch (its sha256 in run.json), when there is no checkpoint, or when a gate
     (inspection, environment) is closed."""
-    from mcp_server.training.launch import resume_training as core
-
-    return core(request)
+    return launch.resume_training(request)
 
 
 @tool()
 def list_runs() -> RunList:
     """Every run under the workspace's runs/ with its state (derived from process and files), step and model."""
-    from mcp_server.training.status import list_runs as core
-
-    return core()
+    return status.list_runs()
 
 
 # ---------------------------------------------------------------- evaluation, promotion, export
@@ -366,9 +338,7 @@ def evaluate_model(request: EvaluateRequest, report: Report) -> EvaluationResult
     """Greedy decoding (fixed seed) over a goldens file, graded pass/fail by the same verifiers as the rewards;
     pass rate with a 95% Wilson interval and per-item results. The first evaluation of a base model writes
     eval/baseline-<model>.json, which is never overwritten or loosened."""
-    from mcp_server.evaluation.evaluate import evaluate_model as core
-
-    return core(request, report=report)
+    return evaluate.evaluate_model(request, report=report)
 
 
 @tool()
@@ -376,9 +346,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report) -> PromotionResu
     """Judge a run's checkpoint: the same goldens (sha256), graders and decoding as the base model's baseline,
     plus a frozen drift suite under the drift budget (<= 1 point noise, 1-5 points rerun with other seeds,
     > 5 points hard fail). Writes promotion-report.md and promotion.json with PROMOTE or REJECT and evidence."""
-    from mcp_server.evaluation.promote import promote_checkpoint as core
-
-    return core(request, report=report)
+    return promote.promote_checkpoint(request, report=report)
 
 
 @tool()
@@ -386,9 +354,7 @@ def export_model(request: ExportRequest, report: Report) -> ExportResult:
     """Export a promoted run: merge LoRA adapters when present, save safetensors, tokenizer and a model card
     (base model, config hash, rewards, inspection and promotion verdicts) into <run>/export/, and check that
     greedy outputs on a few goldens are identical before and after."""
-    from mcp_server.evaluation.export import export_model as core
-
-    return core(request, report=report)
+    return export.export_model(request, report=report)
 
 
 mcp = MCPServer(
@@ -406,10 +372,6 @@ mcp = MCPServer(
 def _register_content() -> None:
     """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness
     without plugin commands still gets the workflow and the reference pages."""
-    from mcp.server.mcpserver.resources import FileResource
-
-    from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
-
     @mcp.prompt(
         name="finetune",
         title="/finetune: seven gated phases from a goal to an exported checkpoint",

@@ -15,6 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from mcp_server.workspace import atomic_write_text
+
 TINY_VERSION = "2"  # bump whenever the built bytes change: old caches are then never reused
 WEIGHT_SEED = 3407
 INIT_STD = 0.02  # Qwen2Config.initializer_range
@@ -82,7 +84,6 @@ def split_task(max_operand: int = 9, ops: str = "+", held_out: float = 0.25, see
 
 
 def write_jsonl(rows: list[dict], path: Path) -> Path:
-    from mcp_server.workspace import atomic_write_text
 
     return atomic_write_text(Path(path), "".join(json.dumps(r) + "\n" for r in rows))
 

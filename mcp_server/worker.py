@@ -26,6 +26,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import HOW_TO_GET_ONE, is_this_python, require_training_python, training_env
 from mcp_server.reporting import Report, silent
+from mcp_server.workspace import workspace_root
 
 WORKER_FLAG = "LLM_FINETUNING_WORKER"  # set in the worker: everything there runs in-process
 # Settings that follow each call into the worker (tests and harnesses may change them between calls).
@@ -134,7 +135,6 @@ class Worker:
         )
 
     def call(self, target: str, args: tuple, kwargs: dict, report: Report):
-        from mcp_server.workspace import workspace_root
 
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:

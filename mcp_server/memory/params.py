@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from mcp_server.inputs import Request
 
 from mcp_server.errors import UserInputError
+from mcp_server.userfiles import read_json
 
 Family = Literal["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "phi3", "gpt_oss"]
 FAMILIES: tuple[str, ...] = Family.__args__  # type: ignore[attr-defined]
@@ -291,6 +292,5 @@ def load_local_architecture(path: str) -> Architecture | None:
             raise UserInputError("model", f"{p.parent} is a directory without config.json")
     elif not (p.is_file() and p.suffix == ".json"):
         return None
-    from mcp_server.userfiles import read_json
 
     return architecture_from_config(read_json(p, "model", dict), source=str(p))

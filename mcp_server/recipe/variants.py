@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mcp_server.errors import UserInputError
+
 # The seed recipe (values for one GPU; the emitter adapts vLLM mode, precision and LoRA to the target).
 BASE_RECIPE: dict = {
     "use_vllm": True,
@@ -41,7 +43,6 @@ def choose_variant(variant: str | None, symptom: str | None, moe: bool, override
     if variant and symptom:
         sym_variant, _ = SYMPTOM_TO_VARIANT[symptom]
         if sym_variant != variant:
-            from mcp_server.errors import UserInputError
 
             raise UserInputError(
                 "variant", f"'{variant}' contradicts symptom '{symptom}' (which calls for '{sym_variant}'); give one of them."
@@ -56,7 +57,6 @@ def choose_variant(variant: str | None, symptom: str | None, moe: bool, override
         chosen, reason = "grpo", "base recipe (no variant named and no symptom given)"
     if moe and chosen != "gspo":
         if not override_reason:
-            from mcp_server.errors import UserInputError
 
             raise UserInputError(
                 "variant", f"the model is a mixture-of-experts model, which gets GSPO; '{chosen}' needs "
