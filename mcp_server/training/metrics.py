@@ -11,6 +11,7 @@ Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -187,7 +188,7 @@ def read_progress_records(path: str | Path, *, exact_bytes: int | None = None, s
     global _last_read
     path = Path(path)
     if not path.is_file():  # a device or a pipe may never end
-        raise OSError(f"{path} is not a regular file")
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     stat = path.stat()
     exact = PROGRESS_EXACT_BYTES if exact_bytes is None else exact_bytes
     # training_status reads the log, then its health check (diagnose_run) reads it again: the second is free.
@@ -318,15 +319,18 @@ def load_metrics(path: Path) -> tuple[str, list[dict], int | None]:
     a sample when it is long (read_progress_records)."""
     suffix = path.suffix.lower()
     lines = None
-    if suffix == ".csv":
-        kind, records = "csv", _read_csv(path)
-    elif suffix == ".json":
-        kind, records = _read_json(path)
-    elif suffix in (".jsonl", ".ndjson", ""):
-        kind = "progress_jsonl" if path.name == "progress.jsonl" else "jsonl"
-        records, lines = _read_jsonl(path)
-    else:
-        raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
+    try:
+        if suffix == ".csv":
+            kind, records = "csv", _read_csv(path)
+        elif suffix == ".json":
+            kind, records = _read_json(path)
+        elif suffix in (".jsonl", ".ndjson", ""):
+            kind = "progress_jsonl" if path.name == "progress.jsonl" else "jsonl"
+            records, lines = _read_jsonl(path)
+        else:
+            raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
+    except OSError as exc:  # a file that refuses to be read (/proc/self/mem: EIO) is named, not a crash
+        raise UserInputError("source", f"cannot read {path}: {exc.strerror or exc}") from None
     rows = _rows_from_records(records, path)
     return kind, rows, lines
 
@@ -408,7 +412,10 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
             "trainer_state.json and checkpoint-*/trainer_state.json (also under checkpoints/), and "
             "train/logs/stdout.log. Give " + ACCEPTED + "."
         )
-    log_text = read_log(log_path) if log_path else None
+    try:
+        log_text = read_log(log_path) if log_path else None
+    except OSError as exc:
+        raise UserInputError("log", f"cannot read {log_path}: {exc.strerror or exc}") from None
     if metrics_path is None and log_text:
         rows = rows_from_log(log_text)
     # The recipe's sidecars: beside the config given, else the run's.
