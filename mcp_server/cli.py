@@ -423,10 +423,13 @@ def _fold_overrides(args, data: dict) -> None:
         key, sep, raw = item.partition("=")
         if not sep:
             raise UserInputError("--override", f"expected KEY=VALUE, got '{item}'")
+        overrides = data.setdefault("overrides", {})
+        if not isinstance(overrides, dict):  # --request gave overrides that are not a mapping
+            raise UserInputError("--override", "the request's overrides must be a JSON object of fields")
         try:
-            data.setdefault("overrides", {})[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            data["overrides"][key] = raw
+            overrides[key] = json.loads(raw)
+        except (ValueError, RecursionError):  # not JSON: the text itself
+            overrides[key] = raw
 
 
 def _add_sample_ids(p) -> None:

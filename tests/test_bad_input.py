@@ -81,6 +81,10 @@ def files(workspace, tmp_path, monkeypatch):
     (["emit-config", "--request", "@{bad}/utf16.json"], "utf16.json is not UTF-8 text"),
     (["emit-config", "--request", "@{bad}/deep.json"], "deep.json nests JSON too deeply to read"),
     (["emit-config", "--model", "tiny", "--dataset", "", "--gpu", "cpu"], "dataset: empty"),
+    (["emit-config", "--model", "tiny", "--dataset", "/dev/zero", "--gpu", "cpu"],
+     "dataset: /dev/zero is not a regular file or a directory"),
+    (["emit-config", "--request", '{"overrides": [1]}', "--override", "learning_rate=x"],
+     "--override: the request's overrides must be a JSON object of fields"),
     (["training-status", ""], "run: empty"),
     (["training-status", "."], "is not a run directory"),
     (["stop-training", "/"], "/ is not a run directory"),
@@ -88,7 +92,7 @@ def files(workspace, tmp_path, monkeypatch):
     (["diagnose-run", "/dev/zero"], "/dev/zero is not a regular file or a directory"),
     (["diagnose-run", "{bad}/deep.json"], "deep.json"),
 ], ids=lambda v: " ".join(v)[:40] if isinstance(v, list) else None)
-def test_observed_inputs_get_one_line_naming_what_is_wrong(files, capsys, argv, says):
+def test_observed_inputs_get_one_line_naming_what_is_wrong(files, capsys, tiny_model, argv, says):
     argv = [a.replace("{bad}", str(files)) for a in argv]
     line = one_line_error(*cli(capsys, *argv)[::2])
     assert says.replace("{bad}", str(files)) in line
@@ -156,6 +160,12 @@ def test_nan_infinite_and_non_positive_learning_rates_are_errors(files, tmp_path
     assert code == 1 and not result["valid"], err
     assert found["lr_invalid"]["severity"] == "error" and found["lr_invalid"]["field"] == "learning_rate"
     assert "not a positive finite number" in found["lr_invalid"]["message"]
+
+
+def test_an_override_that_is_not_json_is_kept_as_text(files, capsys):
+    code, out, err = cli(capsys, "emit-config", "--model", "/nonexistent/model", "--dataset", "tiny", "--gpu", "cpu",
+                         "--override", "learning_rate=nan", "--override", "beta=[")
+    assert "'/nonexistent/model' is not a model directory" in one_line_error(code, err)  # read, then refused
 
 
 def test_a_positive_learning_rate_is_not_refused(files, tmp_path, capsys):

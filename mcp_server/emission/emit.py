@@ -48,6 +48,9 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
                 raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
             _check_columns(path, request)
             return {"datasets": [{"path": fmt, "data_files": str(path.resolve()), "split": "train"}]}
+        if not path.is_dir():  # a device or a pipe: no data set, and reading it may never end
+            raise UserInputError("dataset", f"{request.dataset} is not a regular file or a directory; give a "
+                                 f"{', '.join(DATA_FORMATS)} file, a directory of them, a hub name or 'tiny'")
         return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}
     if request.dataset.startswith((".", "/", "~")):
         raise UserInputError("dataset", f"no such file or directory: {request.dataset}")
