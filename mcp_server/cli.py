@@ -30,6 +30,7 @@ from pydantic_core import PydanticUndefined
 
 from mcp_server.errors import UserInputError, describe_failure, validation_message
 from mcp_server.reporting import silent
+from mcp_server.userfiles import read_json
 
 
 class Flag:
@@ -80,17 +81,17 @@ def _progress(args):
 
 
 def _load_json_arg(value: str | None, field: str):
-    """A JSON value given inline or as @file.json."""
+    """A JSON value given inline or as @file.json (a file read like every hand-edited file: userfiles)."""
     if value is None:
         return None
+    if value.startswith("@"):
+        if not value[1:].strip():
+            raise UserInputError(field, "expected @file.json naming a file after the @")
+        return read_json(value[1:], field)
     try:
-        if value.startswith("@"):
-            with open(value[1:], encoding="utf-8") as handle:
-                return json.load(handle)
         return json.loads(value)
-    except (OSError, json.JSONDecodeError) as exc:
+    except ValueError as exc:
         raise UserInputError(field, f"expected JSON (inline or @file.json): {exc}") from None
-
 
 
 # ---------------------------------------------------------------- human-readable summaries
@@ -306,7 +307,8 @@ def _human_status(r) -> str:
 def _human_runs(r) -> str:
     if not r.runs:
         return f"no runs under {r.runs_root}"
-    return "\n".join(f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
+    return "\n".join(f"{x.run:40} {x.state:13} " + (x.error or "") if x.error else
+                     f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
                      for x in r.runs)
 
 
@@ -384,7 +386,9 @@ def _add_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
 
 def _request(cmd: Command, args: argparse.Namespace):
     """The request model from the flags: a flag not given leaves the field's default (or --request's value)."""
-    data = (_load_json_arg(args.request, "request") or {}) if cmd.whole_request else {}
+    data = (_load_json_arg(args.request, "--request") or {}) if cmd.whole_request else {}
+    if not isinstance(data, dict):
+        raise UserInputError("--request", f"expected a JSON object of the request's fields, got {type(data).__name__}")
     for name, read, flag in args._fields:
         value = getattr(args, name)
         if value is None or (value is False and read in ("switch", "invert")):
@@ -421,10 +425,13 @@ def _fold_overrides(args, data: dict) -> None:
         key, sep, raw = item.partition("=")
         if not sep:
             raise UserInputError("--override", f"expected KEY=VALUE, got '{item}'")
+        overrides = data.setdefault("overrides", {})
+        if not isinstance(overrides, dict):  # --request gave overrides that are not a mapping
+            raise UserInputError("--override", "the request's overrides must be a JSON object of fields")
         try:
-            data.setdefault("overrides", {})[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            data["overrides"][key] = raw
+            overrides[key] = json.loads(raw)
+        except (ValueError, RecursionError):  # not JSON: the text itself
+            overrides[key] = raw
 
 
 def _add_sample_ids(p) -> None:

@@ -22,6 +22,14 @@ class UserInputError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+def one_line(text: str) -> str:
+    """`text` as one line: a newline, a tab or any other control character a value carried into the message is
+    shown escaped (\\n, \\x1e), so a message stays one line whatever the input held."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def short(value, limit: int = 200) -> str:
     """A value as shown in a message: cut to `limit` characters."""
     text = str(value)
@@ -87,16 +95,16 @@ def validation_message(exc: ValidationError, model: type[BaseModel] | None = Non
         if accepted:
             text += f"; accepted: {', '.join(accepted)}"
         parts.insert(0, f"{where}: {text}" if where else text)
-    return short("; ".join(parts), MAX_MESSAGE)
+    return one_line(short("; ".join(parts), MAX_MESSAGE))
 
 
 def describe_failure(exc: BaseException) -> str:
     """One line for any failure a door reports: bad input as is; a file the system refused names the file; anything
     else (a bug) keeps its type and text."""
     if isinstance(exc, UserInputError):
-        return short(str(exc), MAX_MESSAGE)
+        return one_line(short(str(exc), MAX_MESSAGE))
     if isinstance(exc, ValidationError):
         return validation_message(exc)
     if isinstance(exc, OSError) and exc.filename:
-        return short(f"{short(exc.filename)}: {exc.strerror or exc}", MAX_MESSAGE)
-    return short(f"unexpected {type(exc).__name__}: {exc}", MAX_MESSAGE)
+        return one_line(short(f"{short(exc.filename)}: {exc.strerror or exc}", MAX_MESSAGE))
+    return one_line(short(f"unexpected {type(exc).__name__}: {exc}", MAX_MESSAGE))

@@ -55,9 +55,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, short
 from mcp_server.userfiles import read_json, read_yaml
-from mcp_server.workspace import runs_root
+from mcp_server.workspace import find_existing, runs_root
 
 # The recipe's sidecars, beside its config.yaml wherever that config sits (a copied config keeps them).
 REQUEST_FILE = "request.json"
@@ -279,24 +279,33 @@ def sidecars(config_path: str | Path) -> tuple[Path, Path]:
     return folder / REQUEST_FILE, folder / REWARDS_FILE
 
 
-def read_json_if_present(path: Path):
-    """A JSON file another process writes (run.json, a log marker): None when missing, unreadable or half-written,
-    which for these files means 'not (yet) there'."""
+def read_json_if_present(path: Path, kind: type = dict):
+    """A JSON file another process writes (run.json, a log marker): None when missing, unreadable, half-written or
+    not of `kind` (a JSON object by default), which for these files means 'not (yet) there'."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
+    return value if isinstance(value, kind) else None
+
+
+# What makes a directory outside runs/ a run (a copied or moved run): any of these, which only a run holds.
+RUN_MARKERS = ("train", "run.json", "inspection", "training-brief.md")
 
 
 def resolve_run(run: str | Path) -> Run:
-    """A run given as a name under runs/ or as a path; it must exist (UserInputError naming the known runs)."""
-    candidate = Path(run)
-    for path in (candidate, runs_root() / candidate):
-        if path.is_dir():
-            return Run(path.resolve())
+    """A run given as a name under runs/ or as a path (relative to the workspace, see workspace.find_existing); it
+    must exist, and a directory outside runs/ must hold a run (RUN_MARKERS), so a tool never writes a run's files
+    into an arbitrary directory such as the current one. UserInputError('run') names the known runs."""
+    path = find_existing(run) if str(run).strip() else None
+    if path is not None and path.is_dir():
+        if path.parent == runs_root().resolve() or any((path / marker).exists() for marker in RUN_MARKERS):
+            return Run(path)
+        raise UserInputError("run", f"{short(path)} is not a run directory (it holds none of {', '.join(RUN_MARKERS)}); "
+                             "give a run's name under runs/ or the path of a run emit_grpo_config made")
     known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
     raise UserInputError(
-        "run", f"no run directory '{run}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
+        "run", f"no run directory '{short(run)}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
     )
 
 

@@ -104,7 +104,7 @@ def _parse(model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
         if field is not None and field.annotation is not str and isinstance(value, str) and value[:1] in "[{":
             try:
                 data[key] = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON (or nested past what json reads): validated as given
                 pass
     try:
         return model.model_validate(data)
@@ -155,11 +155,11 @@ def tool():
         model = params["request"].annotation if "request" in params else NoArguments
 
         async def call(ctx: Context, **arguments: Any):
-            request = _parse(model, arguments)
-            kwargs: dict[str, Any] = {"request": request} if "request" in params else {}
-            if "report" in params:
-                kwargs["report"] = _reporter(ctx, anyio.lowlevel.current_token())
             try:
+                request = _parse(model, arguments)
+                kwargs: dict[str, Any] = {"request": request} if "request" in params else {}
+                if "report" in params:
+                    kwargs["report"] = _reporter(ctx, anyio.lowlevel.current_token())
                 return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
             except (MCPError, ToolError):
                 raise

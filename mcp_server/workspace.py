@@ -25,6 +25,24 @@ def eval_root() -> Path:
     return workspace_root() / "eval"
 
 
+def find_existing(text: str | Path) -> Path | None:
+    """An existing path a person or an agent named, resolved: an absolute path as is; a relative one under the
+    workspace root, then under runs/ (a run's name), then under the current directory (a CLI user's habit). The
+    workspace comes first so a relative path means the same through the MCP door, whose current directory is the
+    harness's, as on the command line. None when none exists; never the current directory for an empty string."""
+    raw = Path(str(text)).expanduser()
+    if not str(text).strip():
+        return None
+    candidates = [raw] if raw.is_absolute() else [workspace_root() / raw, runs_root() / raw, Path.cwd() / raw]
+    for path in candidates:
+        try:
+            if path.exists():
+                return path.resolve()
+        except OSError:  # a name too long for the file system: no such path
+            continue
+    return None
+
+
 def slugify(text: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     return slug[:48] or "run"

@@ -26,7 +26,7 @@ from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS, choose_variant
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
-from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
+from mcp_server.workspace import atomic_write_json, atomic_write_text, find_existing, new_run_dir, workspace_root
 
 LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path"}
@@ -48,6 +48,9 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
                 raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
             _check_columns(path, request)
             return {"datasets": [{"path": fmt, "data_files": str(path.resolve()), "split": "train"}]}
+        if not path.is_dir():  # a device or a pipe: no data set, and reading it may never end
+            raise UserInputError("dataset", f"{request.dataset} is not a regular file or a directory; give a "
+                                 f"{', '.join(DATA_FORMATS)} file, a directory of them, a hub name or 'tiny'")
         return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}
     if request.dataset.startswith((".", "/", "~")):
         raise UserInputError("dataset", f"no such file or directory: {request.dataset}")
@@ -174,9 +177,12 @@ def render_yaml(values: dict, header: str) -> str:
 
 
 def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
-    run_dir = Path(request.run_dir) if request.run_dir else new_run_dir(request.run_name or Path(request.model).name)
-    if request.run_dir and not run_dir.is_dir():
-        raise UserInputError("run_dir", f"no such directory: {request.run_dir}")
+    # A relative run_dir is resolved now (workspace first): the config records absolute paths, so training,
+    # which runs from the run directory, finds them whatever directory the emit ran from.
+    run_dir = find_existing(request.run_dir) if request.run_dir else new_run_dir(request.run_name or Path(request.model).name)
+    if request.run_dir and (run_dir is None or not run_dir.is_dir()):
+        raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
+                             "its runs/ and the current directory)")
     values, variant, reason, moe = build_config(request, run_dir)
     specs = [s.model_dump() for s in request.rewards]
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,

@@ -111,7 +111,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
 
     config_sha = sha256_file(run.config) if run.config.is_file() else None
-    rewards = read_json_if_present(run.rewards) or []
+    rewards = read_json_if_present(run.rewards, list) or []
     try:
         reward_sha = reward_code_sha256(rewards) if rewards else None
     except Exception:  # an unresolvable reward must not block the export; the card says unknown

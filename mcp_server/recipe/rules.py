@@ -5,6 +5,7 @@ Rules are about the target (GPU type and count), never about the machine the che
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -220,6 +221,13 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
         return []
     mode = "lora" if ctx.get("use_peft") or ctx.get("load_in_4bit") else "full"
     low, high = LR_RANGE[mode]
+    if not math.isfinite(lr) or lr <= 0:  # NaN/inf poison every weight at the first step; <= 0 never learns
+        return [finding("lr_invalid", "learning_rate", "error",
+                        f"learning_rate={lr:g} is not a positive finite number: "
+                        + ("a NaN or infinite rate turns every weight into NaN at the first step."
+                           if not math.isfinite(lr) else "a zero or negative rate does not train (or trains backwards)."),
+                        f"use a positive learning rate within {low:g}-{high:g} "
+                        f"(recipe: {'5e-7' if mode == 'full' else '1e-5'})")]
     if lr > high * 10 or lr < low / 10:
         return [finding("lr_out_of_range", "learning_rate", "warning",
                         f"learning_rate={lr:g} is far outside GRPO's settled range for {mode} fine-tuning "

@@ -124,10 +124,11 @@ def diagnose(source: str | Path, config: str | Path | dict | None = None, log: s
     checked = check_patches(ctx, findings) if validate_patches else None
     problems = [f for f in findings if f.severity != "info"]
     last_step = run.rows[-1]["step"] if run.rows else None
+    logged = run.lines_logged or len(run.rows)  # a long log's rows are a sample (metrics.read_progress_records)
     if problems:
         summary = f"{len(problems)} problem(s); first: {problems[0].code} ({problems[0].severity})"
     elif run.rows:
-        summary = f"healthy: no problems in {len(run.rows)} logged steps (to step {last_step})"
+        summary = f"healthy: no problems in {logged} logged steps (to step {last_step})"
     else:
         summary = "no problems found in the log (no metrics were logged)"
     return Diagnosis(
@@ -135,7 +136,7 @@ def diagnose(source: str | Path, config: str | Path | dict | None = None, log: s
         metrics_path=str(run.metrics_path) if run.metrics_path else None,
         config_path=str(run.config_path) if run.config_path else None,
         log_path=str(run.log_path) if run.log_path else None,
-        steps_logged=len(run.rows), last_step=last_step, healthy=not problems, findings=findings,
+        steps_logged=logged, last_step=last_step, healthy=not problems, findings=findings,
         patches_checked_against=checked, summary=summary,
     )
 

@@ -11,9 +11,10 @@ Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
@@ -56,6 +57,7 @@ class LoadedRun:
     log_text: str | None = None
     request: dict = field(default_factory=dict)  # train/request.json beside an emitted config (gpu, num_gpus, ...)
     reward_specs: list | None = None  # train/rewards.json
+    lines_logged: int | None = None  # lines of a long JSON-lines log, of which `rows` is a sample (else None)
 
     def series(self, name: str) -> list[tuple[int, float]]:
         """(step, value) for every row that logged `name` (NaN/inf kept: they are findings)."""
@@ -73,8 +75,10 @@ def resolve_path(value: str | Path, field_name: str) -> Path:
         raise UserInputError(field_name, f"empty path; give {ACCEPTED}")
     raw = Path(text).expanduser()
     for candidate in (raw, workspace_root() / raw, runs_root() / raw):
-        if candidate.exists():
+        if candidate.is_file() or candidate.is_dir():
             return candidate.resolve()
+        if candidate.exists():  # a device or a pipe: reading it may never end
+            raise UserInputError(field_name, f"{text} is not a regular file or a directory. Give {ACCEPTED}.")
     raise UserInputError(field_name, f"no such file or directory: {text}. Give {ACCEPTED}.")
 
 
@@ -151,21 +155,139 @@ def _rows_from_records(records: list, path: Path) -> list[dict]:
     return [rows[s] for s in sorted(rows)]
 
 
-def _read_jsonl(path: Path) -> list:
-    records = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(json.loads(line))  # Python's json reads the NaN/Infinity TRL writes
-            except json.JSONDecodeError as exc:
-                # A half-written last line of a live run is normal; anything else is a broken file.
-                if handle.readline() == "":
-                    break
-                raise UserInputError("source", f"{path}: line {number} is not JSON ({exc.msg})") from None
-    return records
+# ---------------------------------------------------------------- progress.jsonl, streamed
+PROGRESS_EXACT_BYTES = 8 << 20  # a log up to this size is read whole, every line parsed
+PROGRESS_SAMPLE = 2000  # a longer log: lines parsed at evenly spaced offsets over the whole file
+PROGRESS_TAIL = 500  # ... plus the latest lines, every one: status, speed and ETA read the end
+PROGRESS_NONFINITE = 500  # ... plus the lines holding NaN/Infinity: a divergence is a finding wherever it is
+PROGRESS_LINE_LIMIT = 1 << 20  # a longer line is no progress line: skipped
+_CHUNK = 8 << 20
+_last_read: tuple[tuple, "ProgressRecords"] | None = None  # the last log read, by path, size and mtime
+
+
+@dataclass
+class ProgressRecords:
+    """What read_progress_records kept of a JSON-lines log, in file order."""
+
+    records: list[dict]  # JSON objects, in file order
+    lines: int  # lines in the file
+    sampled: bool  # True when lines were left out (a long log): `records` is a sample
+    bad: list[str] = field(default_factory=list)  # where a line read is not a JSON object ("line 3"; first 20)
+    last_line_bad: bool = False  # the last line is not JSON: half-written by a live run
+
+
+def read_progress_records(path: str | Path, *, exact_bytes: int | None = None, sample: int = PROGRESS_SAMPLE,
+                          tail: int = PROGRESS_TAIL) -> ProgressRecords:
+    """The JSON-lines log at `path` (train/logs/progress.jsonl, or any metrics .jsonl) in bounded memory and time:
+    the one reader of progress logs (training_status, list_runs, diagnose_run).
+
+    A log up to `exact_bytes` (default PROGRESS_EXACT_BYTES) is read whole. A longer one (200 MB: hours of steps) is never loaded: one pass at C
+    speed counts its lines and picks out those holding a NaN or an infinity (up to PROGRESS_NONFINITE), then
+    `sample` lines are read at evenly spaced offsets and the last `tail` lines from the end. Only those are parsed,
+    so memory stays in the tens of MB and time near the disk's read time, whatever the size."""
+    global _last_read
+    path = Path(path)
+    if not path.is_file():  # a device or a pipe may never end
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    stat = path.stat()
+    exact = PROGRESS_EXACT_BYTES if exact_bytes is None else exact_bytes
+    # training_status reads the log, then its health check (diagnose_run) reads it again: the second is free.
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, exact, sample, tail)
+    if _last_read is not None and _last_read[0] == key:
+        return replace(_last_read[1], records=list(_last_read[1].records))
+    with open(path, "rb") as handle:
+        read = _read_whole(handle) if stat.st_size <= exact else _read_sampled(handle, stat.st_size, sample, tail)
+    _last_read = (key, read)
+    return replace(read, records=list(read.records))
+
+
+class _Parsed:
+    """Rows by their byte offset, and where lines were not JSON objects."""
+
+    def __init__(self):
+        self.rows: dict[int, dict] = {}
+        self.bad: list[str] = []
+
+    def add(self, offset: int, raw: bytes, where: str) -> bool:
+        if offset in self.rows:
+            return True
+        try:
+            value = json.loads(raw)  # Python's json reads the NaN/Infinity TRL writes
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict):
+            self.rows[offset] = value
+            return True
+        if len(self.bad) < 20 and where not in self.bad:
+            self.bad.append(where)
+        return False
+
+    def records(self) -> list[dict]:
+        return [self.rows[offset] for offset in sorted(self.rows)]
+
+
+def _read_whole(handle) -> ProgressRecords:
+    parsed, number, offset, last_ok = _Parsed(), 0, 0, True
+    for raw in handle:
+        number += 1
+        if raw.strip():
+            last_ok = parsed.add(offset, raw, f"line {number}")
+        offset += len(raw)
+    return ProgressRecords(records=parsed.records(), lines=number, sampled=False, bad=parsed.bad,
+                           last_line_bad=not last_ok)
+
+
+def _read_sampled(handle, size: int, sample: int, tail: int) -> ProgressRecords:
+    parsed, lines, base, carry, notable = _Parsed(), 0, 0, b"", 0
+    while chunk := handle.read(_CHUNK):  # count the lines; parse those holding NaN/Infinity
+        lines += chunk.count(b"\n")
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        for marker in (b"NaN", b"Infinity"):
+            at = data.find(marker, 0, cut)
+            while 0 <= at and notable < PROGRESS_NONFINITE:
+                start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at, cut)
+                notable += parsed.add(base + start, data[start:end], f"the line at byte {base + start}")
+                at = data.find(marker, end, cut)
+        carry, base = data[cut:], base + cut
+        if len(carry) > PROGRESS_LINE_LIMIT:  # an overlong line: no progress line, skipped
+            carry, base = b"", base + len(carry)
+    lines += bool(carry.strip())
+    for i in range(sample):  # the first whole line after each of `sample` evenly spaced offsets
+        handle.seek(i * size // sample)
+        if i:
+            handle.readline(PROGRESS_LINE_LIMIT)
+        offset, raw = handle.tell(), handle.readline(PROGRESS_LINE_LIMIT)
+        if raw.strip() and raw.endswith(b"\n"):  # the unfinished last line is the tail's to judge
+            parsed.add(offset, raw, f"the line at byte {offset}")
+    span = min(size, (size // max(lines, 1) + 1) * (tail + 1) * 2 + 65536)  # the last `tail` lines, and more
+    handle.seek(size - span)
+    data = handle.read(span)
+    offset = size - span
+    if span < size:  # the span's first line may be cut: start after it
+        cut = data.find(b"\n") + 1
+        data, offset = data[cut:], offset + cut
+    found = []
+    for raw in data.split(b"\n"):
+        if raw.strip():
+            found.append((offset, raw))
+        offset += len(raw) + 1
+    last_ok = True
+    for offset, raw in found[-tail:]:
+        last_ok = parsed.add(offset, raw, f"the line at byte {offset}")
+    return ProgressRecords(records=parsed.records(), lines=lines, sampled=True, bad=parsed.bad,
+                           last_line_bad=not last_ok)
+
+
+def _read_jsonl(path: Path) -> tuple[list, int]:
+    """(records, lines in the file when the records are a sample of a long log, else None) of a .jsonl metrics
+    file; a broken line other than the last is an error."""
+    read = read_progress_records(path)
+    broken = read.bad[:-1] if read.last_line_bad else read.bad
+    if broken:
+        raise UserInputError("source", f"{path}: {broken[0]} is not a JSON object of logged metrics; give "
+                             "one JSON object per line (a half-written last line of a live run is skipped)")
+    return read.records, read.lines if read.sampled else None
 
 
 def _read_json(path: Path) -> tuple[str, list]:
@@ -173,6 +295,8 @@ def _read_json(path: Path) -> tuple[str, list]:
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except json.JSONDecodeError as exc:
         raise UserInputError("source", f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # a 100k-deep list: json gives up before it ends
+        raise UserInputError("source", f"{path} nests JSON too deeply to be a metrics file") from None
     if isinstance(data, dict) and isinstance(data.get("log_history"), list):
         return "trainer_state", data["log_history"]
     if isinstance(data, list):
@@ -190,19 +314,25 @@ def _read_csv(path: Path) -> list:
         return list(reader)
 
 
-def load_metrics(path: Path) -> tuple[str, list[dict]]:
-    """(kind, rows) of one metrics file."""
+def load_metrics(path: Path) -> tuple[str, list[dict], int | None]:
+    """(kind, rows, lines logged) of one metrics file; lines logged is known for a JSON-lines log, whose rows are
+    a sample when it is long (read_progress_records)."""
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        kind, records = "csv", _read_csv(path)
-    elif suffix == ".json":
-        kind, records = _read_json(path)
-    elif suffix in (".jsonl", ".ndjson", ""):
-        kind, records = ("progress_jsonl" if path.name == "progress.jsonl" else "jsonl"), _read_jsonl(path)
-    else:
-        raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
+    lines = None
+    try:
+        if suffix == ".csv":
+            kind, records = "csv", _read_csv(path)
+        elif suffix == ".json":
+            kind, records = _read_json(path)
+        elif suffix in (".jsonl", ".ndjson", ""):
+            kind = "progress_jsonl" if path.name == "progress.jsonl" else "jsonl"
+            records, lines = _read_jsonl(path)
+        else:
+            raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
+    except OSError as exc:  # a file that refuses to be read (/proc/self/mem: EIO) is named, not a crash
+        raise UserInputError("source", f"cannot read {path}: {exc.strerror or exc}") from None
     rows = _rows_from_records(records, path)
-    return kind, rows
+    return kind, rows, lines
 
 
 def rows_from_log(text: str) -> list[dict]:
@@ -262,7 +392,7 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
             if Run(parent).config.is_file():
                 run_dir = parent
                 break
-    kind, rows = load_metrics(metrics_path) if metrics_path else ("log", [])
+    kind, rows, lines_logged = load_metrics(metrics_path) if metrics_path else ("log", [], None)
     if path.is_dir():
         kind = "run_dir"
 
@@ -282,16 +412,19 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
             "trainer_state.json and checkpoint-*/trainer_state.json (also under checkpoints/), and "
             "train/logs/stdout.log. Give " + ACCEPTED + "."
         )
-    log_text = read_log(log_path) if log_path else None
+    try:
+        log_text = read_log(log_path) if log_path else None
+    except OSError as exc:
+        raise UserInputError("log", f"cannot read {log_path}: {exc.strerror or exc}") from None
     if metrics_path is None and log_text:
         rows = rows_from_log(log_text)
     # The recipe's sidecars: beside the config given, else the run's.
     config_file = config_path or (Run(run_dir).config if run_dir else None)
     request_path, rewards_path = sidecars(config_file) if config_file else (None, None)
     request = (read_json_if_present(request_path) if request_path else None) or {}
-    reward_specs = read_json_if_present(rewards_path) if rewards_path else None
+    reward_specs = read_json_if_present(rewards_path, list) if rewards_path else None
     return LoadedRun(
-        kind=kind, metrics_path=metrics_path, rows=rows, run_dir=run_dir, config_path=config_path,
+        kind=kind, metrics_path=metrics_path, rows=rows, lines_logged=lines_logged, run_dir=run_dir, config_path=config_path,
         config=config_values, log_path=log_path, log_text=log_text,
         request=request if isinstance(request, dict) else {},
         reward_specs=reward_specs if isinstance(reward_specs, list) else None,

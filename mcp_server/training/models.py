@@ -13,6 +13,8 @@ from mcp_server.inputs import Name, PathText, Request
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
 RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped"]
+# list_runs only: a run whose files cannot be read (the summary's `error` says which and why).
+ListedState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unreadable"]
 Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 
 
@@ -234,7 +236,9 @@ class StopResult(BaseModel):
 class RunSummary(BaseModel):
     run: str = Field(description="Run directory name under runs/.")
     run_dir: str = Field(description="Absolute path.")
-    state: RunState = Field(description="State derived from the process and files.")
+    state: ListedState = Field(description="State derived from the process and files; unreadable when a file of "
+                               "the run cannot be read (see error).")
+    error: str | None = Field(default=None, description="Why the run is unreadable: the file and what is wrong.")
     step: int | None = Field(default=None, description="Latest logged step.")
     max_steps: int | None = Field(default=None, description="Total steps when known.")
     model: str | None = Field(default=None, description="Model of the run (train/request.json).")

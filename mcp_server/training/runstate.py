@@ -14,15 +14,48 @@ import os
 from pathlib import Path
 
 import psutil
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
+from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.metrics import read_progress_records
 from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
 
 
+class RunRecord(BaseModel):
+    """The fields of run.json this module acts on, checked before a pid is signalled or a time compared: a file a
+    person edited or damaged is an error naming it, never a crash or a signal to some other process."""
+
+    model_config = ConfigDict(extra="allow")
+
+    pid: int | None = Field(default=None, gt=0, lt=2**31)
+    pgid: int | None = Field(default=None, gt=0, lt=2**31)
+    create_time: FiniteFloat | None = None
+    started_ts: FiniteFloat | None = None
+    started_at: str | None = None
+    state: str | None = None
+    exit_code: int | None = None
+
+
 def read_run_json(run_dir: Path) -> dict | None:
-    return read_json_if_present(Run(run_dir).run_json)
+    """run.json (launch_training writes it atomically), None when there is none. One that is there but is not a
+    JSON object with well-typed fields raises UserInputError('run') naming the file."""
+    path = Run(run_dir).run_json
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        checked = RunRecord.model_validate(data, strict=True)
+    except (OSError, ValueError, RecursionError) as exc:
+        why = validation_message(exc) if isinstance(exc, ValidationError) else getattr(exc, "strerror", None) or exc
+        raise UserInputError("run", f"{short(path)} is not a launch record ({short(why)}); launch_training writes it "
+                             "(pid, create_time, started_ts, state): restore it, or remove it if no training "
+                             "process of this run is alive") from None
+    return {**data, **checked.model_dump(exclude_unset=True)}
 
 
 def write_run_json(run_dir: Path, record: dict) -> None:
@@ -54,24 +87,19 @@ def _reap(pid: int) -> None:
 
 
 def read_progress(run_dir: Path) -> list[dict]:
-    """Every progress line; a half-written last line (process killed mid-write) is skipped."""
-    path = Run(run_dir).progress
-    lines = []
+    """The progress lines (JSON objects; a half-written or damaged line is skipped); a long log is sampled in
+    bounded memory, its latest lines kept whole (metrics.read_progress_records)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            for raw in handle:
-                try:
-                    lines.append(json.loads(raw))
-                except json.JSONDecodeError:
-                    continue
-    except OSError:
-        pass
-    return lines
+        return read_progress_records(Run(run_dir).progress).records
+    except OSError:  # none yet, or not a file
+        return []
 
 
 def last_progress(run_dir: Path) -> dict | None:
     """The last progress line, reading only the end of the file."""
     path = Run(run_dir).progress
+    if not path.is_file():  # none yet; or a directory, a pipe: no progress readable
+        return None
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -81,9 +109,11 @@ def last_progress(run_dir: Path) -> dict | None:
         return None
     for raw in reversed(tail):
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
+            line = json.loads(raw)
+        except (ValueError, RecursionError):
             continue
+        if isinstance(line, dict):
+            return line
     return None
 
 
@@ -92,10 +122,15 @@ def log_tail(run_dir: Path, lines: int) -> list[str]:
     path = Run(run_dir).stdout
     if lines <= 0 or not path.exists():
         return []
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - 256 * 1024))
-        text = handle.read().decode("utf-8", errors="replace")
+    if not path.is_file():  # a directory or a pipe (which would block): say so where the log would be
+        return [f"(cannot read {path}: not a regular file)"]
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 256 * 1024))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError as exc:  # a directory, unreadable: say so where the log would be
+        return [f"(cannot read {path}: {exc.strerror or exc})"]
     out = [line.rsplit("\r", 1)[-1].rstrip() for line in text.splitlines()]
     return [line for line in out if line.strip()][-lines:]
 
@@ -123,7 +158,11 @@ def derive_state(run_dir: Path) -> dict:
     record = read_run_json(run_dir)
     if record is None:
         outcome = read_json_if_present(run.outcome)  # trained by hand, without launch_training
-        state = outcome.get("state", "succeeded") if outcome else "not_launched"
+        if outcome is None:
+            state = "not_launched"
+        else:  # an outcome.json without a state is a hand-made success marker; one with another state, a failure
+            state = outcome.get("state", "succeeded")
+            state = state if state in TERMINAL else "failed"
         return {"state": state, "alive": False, "pid": None, "exit_code": None, "outcome": outcome,
                 "stop_requested": False, "record": None}
     since = record.get("started_ts")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import signal
 import time
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import describe_failure
 from mcp_server.training.environment import read_run_target
 from mcp_server.training.models import (
     DiagnoseRequest,
@@ -43,23 +44,32 @@ PLOTTED = (
 SPEED_WINDOW = 20  # progress lines used for steps/s
 
 
+def _count(value) -> int | None:
+    """A step or step count read from a file: a non-negative int, else None (a hand-edited file may hold anything)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _seconds(value) -> float | None:
+    """A time or duration read from a file: a finite number, else None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
 def _max_steps(run_dir: Path, config: dict) -> int | None:
-    begin = read_json_if_present(Run(run_dir).train_begin)
-    if begin and begin.get("max_steps") and begin["max_steps"] > 0:
-        return int(begin["max_steps"])
-    value = config.get("max_steps")
-    return int(value) if isinstance(value, int) and value > 0 else None
+    begin = read_json_if_present(Run(run_dir).train_begin) or {}
+    if _count(begin.get("max_steps")):
+        return begin["max_steps"]
+    return _count(config.get("max_steps")) or None
 
 
 def _speed(lines: list[dict], since: float | None) -> float | None:
     """Steps per second over the latest lines of the current launch (a pause before a resume is not speed)."""
-    window = [l for l in lines if isinstance(l.get("step"), int) and isinstance(l.get("time"), (int, float))
+    window = [l for l in lines if _count(l.get("step")) is not None and _seconds(l.get("time")) is not None
               and (since is None or l["time"] >= since)][-SPEED_WINDOW:]
     if len(window) >= 2 and window[-1]["time"] > window[0]["time"] and window[-1]["step"] > window[0]["step"]:
         return (window[-1]["step"] - window[0]["step"]) / (window[-1]["time"] - window[0]["time"])
-    if window and window[-1].get("step_time"):
-        return 1.0 / window[-1]["step_time"]
-    return None
+    step_time = _seconds(window[-1].get("step_time")) if window else None
+    return 1.0 / step_time if step_time and step_time > 0 else None
 
 
 # ---------------------------------------------------------------- health (diagnosis hook)
@@ -120,7 +130,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     latest = lines[-1] if lines else {}
     state = derived["state"]
     max_steps = _max_steps(run_dir, config)
-    step = latest.get("step")
+    step = _count(latest.get("step"))
     speed = _speed(lines, record.get("started_ts")) if lines else None
     eta = (max(max_steps - step, 0) / speed) if (state == "running" and speed and max_steps and step is not None) else None
 
@@ -130,7 +140,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     elif derived["alive"]:
         elapsed = time.time() - started
     else:
-        end = (derived["outcome"] or {}).get("time") or latest.get("time") or started
+        end = _seconds((derived["outcome"] or {}).get("time")) or _seconds(latest.get("time")) or started
         elapsed = max(end - started, 0.0)
 
     health, note = health_flags(run_dir) if lines or state in ("failed",) else ([], "no metrics logged yet")
@@ -202,7 +212,7 @@ def stop_training(request: StopRequest) -> StopResult:
     after = derive_state(run_dir)
     sync_run_json(run_dir, after)
     done = checkpoints(run_dir, config)
-    saved = (read_json_if_present(Run(run_dir).stopped) or {}).get("step")
+    saved = _count((read_json_if_present(Run(run_dir).stopped) or {}).get("step"))
     if graceful:
         message = f"{run_dir.name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
     else:
@@ -214,18 +224,27 @@ def stop_training(request: StopRequest) -> StopResult:
 
 # ---------------------------------------------------------------- list_runs
 def list_runs() -> RunList:
+    """Every run under runs/. A run whose files cannot be read is listed as unreadable, with the file and why:
+    one damaged run never hides the others."""
     runs = []
     for run_dir in (run.dir for run in all_runs()):
-        derived = derive_state(run_dir)
-        sync_run_json(run_dir, derived)
         try:
-            request, config = read_run_target(run_dir)
-        except UserInputError:  # a broken file in one run must not hide the others
-            request, config = {}, {}
-        latest = last_progress(run_dir) or {}
-        runs.append(RunSummary(
-            run=run_dir.name, run_dir=str(run_dir), state=derived["state"], step=latest.get("step"),
-            max_steps=_max_steps(run_dir, config), model=request.get("model") or config.get("model_name_or_path"),
-            started_at=(derived["record"] or {}).get("started_at"),
-        ))
+            runs.append(_summary(run_dir))
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
+            runs.append(RunSummary(run=run_dir.name, run_dir=str(run_dir), state="unreadable",
+                                   error=describe_failure(exc)))
     return RunList(runs_root=str(runs_root()), runs=runs)
+
+
+def _summary(run_dir: Path) -> RunSummary:
+    derived = derive_state(run_dir)
+    sync_run_json(run_dir, derived)
+    request, config = read_run_target(run_dir)
+    latest = last_progress(run_dir) or {}
+    model = request.get("model") or config.get("model_name_or_path")
+    started = (derived["record"] or {}).get("started_at")
+    return RunSummary(
+        run=run_dir.name, run_dir=str(run_dir), state=derived["state"], step=_count(latest.get("step")),
+        max_steps=_max_steps(run_dir, config), model=model if isinstance(model, str) else None,
+        started_at=started if isinstance(started, str) else None,
+    )
