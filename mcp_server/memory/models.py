@@ -61,6 +61,17 @@ class MemoryPlanRequest(Request):
     vllm_enable_sleep_mode: bool | None = Field(default=None, description="Colocate: vLLM releases weights and KV cache while the policy trains.")
     vllm_tensor_parallel_size: int | None = Field(default=None, ge=1, le=64, description="vLLM tensor parallel size.")
     vllm_server_gpus: int | None = Field(default=None, ge=1, le=4096, description="Server mode: GPUs given to `trl vllm-serve` (default 1); the rest train.")
+    vllm_server_gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Server mode: the --gpu_memory_utilization `trl vllm-serve` is started with (its default 0.9; the "
+        "config's vllm_gpu_memory_utilization is for colocate mode only).")
+    strategy: Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"] | None = Field(
+        default=None, description="Multi-GPU strategy the launcher will use; auto (default): the config's deepspeed/fsdp, "
+        "else the plan picks the sharding that fits (ddp for LoRA, ZeRO-2 for a full fine-tune, ZeRO-3 when that does "
+        "not fit).")
+    trl_version: Name | None = Field(
+        default=None, description="The TRL release the run uses, when it is not the installed one (e.g. '0.17.0'): its "
+        "own defaults (beta, gradient checkpointing, prompt truncation, full logits) are planned.")
     zero_stage: Literal[0, 1, 2, 3] | None = Field(default=None, description="DeepSpeed ZeRO stage (0: none); default from the config's deepspeed.")
     fsdp: bool | None = Field(default=None, description="FSDP full sharding (default from the config's fsdp).")
     use_liger_kernel: bool | None = Field(default=None, description="Liger kernels (chunked loss: no full logits tensor).")
