@@ -101,8 +101,14 @@ def test_levers_ranked_and_smallest_set_fits():
     assert "qlora" not in rec.levers and "lora" not in rec.levers
     req = dict(model="Qwen/Qwen2.5-3B-Instruct", gpu="RTX 4090", use_vllm=True, gradient_checkpointing=False,
                dtype="float32", beta=0.0, gradient_accumulation_steps=1, validate_levers=False)
-    again = plan_memory(MemoryPlanRequest(**{**req, **rec.patch}))  # the patch names are the config's fields
+    # the patch names are the config's fields: request fields where they are one, the rest (deepspeed) as config
+    fields = MemoryPlanRequest.model_fields
+    again = plan_memory(MemoryPlanRequest(**{**req, **{k: v for k, v in rec.patch.items() if k in fields}},
+                                          config={k: v for k, v in rec.patch.items() if k not in fields} or None))
     assert again.fits and again.peak_gib == pytest.approx(rec.peak_gib, abs=0.01)
+    # a full fine-tune keeps fp32 master weights: bf16_weights is offered with its cost said, never as a free saving
+    bf16 = next(lv for lv in plan.levers if lv.name == "bf16_weights")
+    assert "no fp32 master weights" in bf16.description and "bf16_weights" not in rec.levers
 
 
 def test_levers_validate_through_the_recipe_validator():
@@ -236,7 +242,9 @@ def test_sharding_and_vllm_layout_levers():
     small = plan_memory(MemoryPlanRequest(model="Qwen/Qwen3-30B-A3B", gpu="H200", finetune="lora", use_vllm=True,
                                           dtype="bfloat16", validate_levers=False))
     assert not small.fits and any("less than its" in n for n in small.notes)
-    assert small.recommended and "right_size_vllm_memory" in small.recommended.levers
+    assert "right_size_vllm_memory" in {lv.name for lv in small.levers}
+    # the cheapest fix is generating without vLLM (no QLoRA needed)
+    assert small.recommended and small.recommended.levers == ["no_vllm"]
     # on 8 GPUs, a 72B colocated vLLM must be sharded with tensor parallelism; a one-GPU server cannot hold it
     server = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-72B-Instruct", gpu="H100", num_gpus=8,
                                            use_vllm=True, vllm_mode="server", validate_levers=False))

@@ -248,11 +248,16 @@ def colocated_vllm(params: ParamCount, settings: RunSettings, target: Target) ->
 
 def vllm_server(params: ParamCount, settings: RunSettings, layout: Layout,
                 target: Target) -> tuple[ServerGPUPlan, float, str | None]:
-    """`trl vllm-serve` on its own GPUs, sharding the weights over them (--tensor-parallel-size = server GPUs):
-    (the plan of a server GPU, its KV cache in bytes, the problem when the weights do not fit)."""
+    """`trl vllm-serve` as the launcher starts it on its own GPUs: --gpu_memory_utilization (vllm-serve's default
+    0.9, not the colocate-only config field), tensor parallel over its GPUs / data parallel size, each data-parallel
+    replica holding the whole weights: (the plan of a server GPU, its KV cache in bytes, the problem when the
+    weights do not fit)."""
     capacity = target.capacity_gib * GIB
-    share = settings.vllm_gpu_memory_utilization * capacity
-    weights = params.total * 2 / max(settings.vllm_tensor_parallel_size, layout.server_gpus)
+    util = settings.vllm_server_gpu_memory_utilization
+    share = util * capacity
+    dp = max(1, min(settings.vllm_server_data_parallel_size, layout.server_gpus))
+    tp = max(layout.server_gpus // dp, 1)
+    weights = params.total * 2 / tp
     kv_cache = share - weights - VLLM_RUNTIME_GIB * GIB
     plan = ServerGPUPlan(gpus=layout.server_gpus, weights_gib=round(weights / GIB, 2),
                          kv_cache_gib=round(max(kv_cache, 0) / GIB, 2), fits=kv_cache > 0)
@@ -260,8 +265,8 @@ def vllm_server(params: ParamCount, settings: RunSettings, layout: Layout,
     if kv_cache <= 0:
         gpus_needed = math.ceil(params.total * 2 / (share - (VLLM_RUNTIME_GIB + 2) * GIB)) \
             if share > (VLLM_RUNTIME_GIB + 2) * GIB else None
-        problem = (f"the vLLM server's {layout.server_gpus} GPU(s) cannot hold {params.total * 2 / GIB:.0f} GiB of "
-                   f"bf16 weights at vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization:g}"
+        problem = (f"the vLLM server's {layout.server_gpus} GPU(s) (tensor parallel {tp}) cannot hold "
+                   f"{params.total * 2 / GIB:.0f} GiB of bf16 weights at --gpu_memory_utilization {util:g}"
                    + (f": give `trl vllm-serve` at least {gpus_needed} GPUs (--tensor-parallel-size)"
                       if gpus_needed else ""))
     return plan, max(kv_cache, 0), problem

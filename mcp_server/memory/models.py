@@ -101,6 +101,24 @@ class ServerGPUPlan(BaseModel):
     fits: bool = Field(description="Whether the weights fit in vllm_gpu_memory_utilization of a server GPU.")
 
 
+class VllmServerLaunch(BaseModel):
+    gpus: int = Field(description="GPUs `trl vllm-serve` runs on (the last ones; the first ones train).")
+    tensor_parallel_size: int = Field(description="--tensor_parallel_size the server is started with.")
+    data_parallel_size: int = Field(description="--data_parallel_size the server is started with.")
+    gpu_memory_utilization: float = Field(description="--gpu_memory_utilization the server is started with.")
+
+
+class LaunchLayout(BaseModel):
+    strategy: Literal["single", "ddp", "zero1", "zero2", "zero3", "fsdp"] = Field(
+        description="How launch_training runs the trainer: one process, or accelerate with DDP, DeepSpeed ZeRO or FSDP.")
+    training_processes: int = Field(description="Training processes (GPUs that train).")
+    zero_stage: int = Field(description="DeepSpeed ZeRO stage of that strategy (0: none).")
+    offload_optimizer: bool = Field(default=False, description="DeepSpeed offloads the optimizer state to CPU.")
+    vllm_server: VllmServerLaunch | None = Field(default=None, description="The vLLM server, in server mode.")
+    fits: bool = Field(description="Whether the run fits with this layout; launch_training refuses when not.")
+    reason: str = Field(description="Why this layout: what fits, or why nothing does.")
+
+
 class Validation(BaseModel):
     valid: bool | None = Field(description="validate_grpo_config's verdict on the run config with this change; null when not checked.")
     errors: list[str] = Field(default_factory=list, description="Error findings, as 'code: message'.")
@@ -167,6 +185,15 @@ class MemoryPlan(BaseModel):
     status: Status = Field(description="fits (>= 10% headroom), tight (0-10%) or does_not_fit.")
     fits: bool = Field(description="peak_gib <= capacity_gib.")
     server: ServerGPUPlan | None = Field(default=None, description="The vLLM server GPUs, in server mode.")
+    launch: LaunchLayout = Field(description="The layout launch_training uses for this run (strategy, ZeRO stage, "
+                                 "vLLM server flags), planned so that it fits.")
+    peak_allocated_gib: float = Field(description="The peak as torch.cuda.max_memory_allocated reports it.")
+    peak_reserved_gib: float = Field(description="The peak as torch.cuda.max_memory_reserved reports it (+ the "
+                                     "caching allocator's slack).")
+    peak_nvidia_smi_gib: float = Field(description="The peak as nvidia-smi shows the process (+ CUDA context); "
+                                       "equals peak_gib, what must fit the GPU.")
+    assumptions: list[str] = Field(default_factory=list, description="The settings the plan assumed rather than "
+                                   "read from the config: TRL's defaults and what the installed TRL does.")
     levers: list[Lever] = Field(default_factory=list, description="Applicable levers, most GiB saved first (when it does not fit or is tight).")
     recommended: LeverSet | None = Field(default=None, description="The smallest set of levers that fits (with 10% headroom when possible), when the run does not fit or is tight.")
     anchor: SizeClassAnchor = Field(description="The size-class rule of thumb as a cross-check.")
