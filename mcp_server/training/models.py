@@ -107,7 +107,7 @@ class EnvironmentReport(BaseModel):
 
 # ---------------------------------------------------------------- launch / resume / stop
 class GateRefusal(BaseModel):
-    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash"] = Field(
+    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory"] = Field(
         description="The gate that refused."
     )
     message: str = Field(description="Why the gate refused.")
