@@ -14,6 +14,7 @@ from mcp_server.memory.constants import (
     EIGHT_BIT_OPTIMS,
     GIB,
     LOGITS_BYTES,
+    LOGITS_BYTES_FP32,
     NF4_BYTES,
     VLLM_RUNTIME_GIB,
 )
@@ -203,8 +204,8 @@ def logits(arch: Architecture, settings: RunSettings, layout: Layout) -> Part:
     if settings.use_liger_kernel:
         return Part(completion * arch.vocab_size * 6.0,  # one tile of a sequence at a time
                     "chunked log-probs (Liger): one tile at a time")
-    # measured 9.2 bytes per element with 16-bit logits (open-r1#615); fp32 logits (no autocast) twice that
-    per_element = LOGITS_BYTES * settings.logits_dtype_bytes / 2
+    # 9.2 bytes per element with 16-bit logits (open-r1#615); fp32 logits (no autocast) from TRL's fp32 path
+    per_element = LOGITS_BYTES if settings.logits_dtype_bytes == 2 else LOGITS_BYTES_FP32
     return Part(tokens * arch.vocab_size * per_element,
                 f"full logits {batch} x {completion} x {arch.vocab_size} in {8 * settings.logits_dtype_bytes}-bit "
                 f"(~{per_element:.1f} bytes each with the log-softmax and backward)")

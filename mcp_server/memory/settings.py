@@ -208,6 +208,9 @@ def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]
             "1.9 has no fused LM head)" + ("" if v <= LAST_CHECKED_TRL else "; releases after 1.9 are not checked, "
                                             "planned as full logits")]
     if v < (0, 19):
+        fields["mixed_precision"] = False
+        said.append(f"TRL {version}: bf16 defaults to False (TrainingArguments' default; True from 0.19): fp32 "
+                    "activations and logits unless the config sets bf16")
         fields["beta"] = 0.04
         said.append(f"TRL {version}: beta defaults to 0.04 (0.0 from 0.19): a reference model is loaded for a full "
                     "fine-tune")
@@ -272,6 +275,8 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
             init = json.loads(init)
         except json.JSONDecodeError:
             raise UserInputError("model_init_kwargs", f"expected a mapping or a JSON object, got {init!r}") from None
+    if init.get("attn_implementation") and not config.get("attn_implementation"):
+        fields["attn_implementation"] = init["attn_implementation"]
     dtype = config.get("dtype") or config.get("torch_dtype") or init.get("dtype") or init.get("torch_dtype")
     if dtype and dtype != "auto":
         fields["dtype"] = str(dtype).replace("torch.", "")
@@ -281,6 +286,8 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
         fields["prompt_length"] = config["max_prompt_length"]
     if config.get("bf16") is False and config.get("fp16") is not True:
         fields["mixed_precision"] = False
+    elif config.get("bf16") or config.get("fp16"):
+        fields["mixed_precision"] = True
     fields["zero_stage"] = zero_stage_of(config.get("deepspeed"))
     fields["offload_optimizer"] = offloads_optimizer(config.get("deepspeed"))
     fields["fsdp"] = bool(config.get("fsdp"))
