@@ -311,3 +311,38 @@ def test_hub_model_downloaded_before_is_read_from_the_cache(tmp_path, monkeypatc
     plan = plan_memory(MemoryPlanRequest(model="acme/tiny-chat", gpu="T4", prompt_length=32,
                                          max_completion_length=32, validate_levers=False))
     assert plan.model == "acme/tiny-chat" and plan.architecture.family == "qwen2"
+
+
+def test_older_trl_defaults_and_the_three_peaks_are_stated():
+    base = dict(model="qwen2.5-1.5b", gpu="H100", validate_levers=False, config={"max_completion_length": 512})
+    old = plan_memory(MemoryPlanRequest(**base, trl_version="0.17.0"))
+    assert old.run["beta"] == 0.04 and not old.run["gradient_checkpointing"] and not old.run["mixed_precision"]
+    assert not old.run["fused_logits"] and old.run["logits_dtype_bytes"] == 4
+    assert any("beta defaults to 0.04" in a for a in old.assumptions)
+    assert {c.name for c in old.breakdown} >= {"reference_model", "logits"}
+    new = plan_memory(MemoryPlanRequest(**base))
+    assert new.run["beta"] == 0.0 and new.run["gradient_checkpointing"] and new.run["fused_logits"]
+    assert any("float32" in a for a in new.assumptions) and new.peak_gib < old.peak_gib
+    for plan in (old, new):
+        assert plan.peak_allocated_gib < plan.peak_reserved_gib < plan.peak_nvidia_smi_gib == plan.peak_gib
+
+
+def test_shorter_completions_only_when_the_inspection_allows(tmp_path):
+    run = tmp_path / "runs" / "2026-01-01-x"
+    (run / "train").mkdir(parents=True)
+    (run / "inspection").mkdir()
+    (run / "train" / "config.yaml").write_text(
+        "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\nmax_completion_length: 2048\n"
+        "per_device_train_batch_size: 16\nnum_generations: 8\n", encoding="utf-8")
+    (run / "train" / "request.json").write_text(json.dumps({"gpu": "L4", "num_gpus": 1}), encoding="utf-8")
+
+    def levers(samples):
+        (run / "inspection" / "samples.jsonl").write_text(
+            "".join(json.dumps({"completion_ids": [1] * n, "truncated": t}) + "\n" for n, t in samples))
+        plan = plan_memory(MemoryPlanRequest(config_path=str(run), prompt_length=128, validate_levers=False))
+        assert not plan.fits
+        return {lv.name: lv for lv in plan.levers}
+
+    allowed = levers([(300, False), (410, False)])["shorter_completions"]
+    assert allowed.patch == {"max_completion_length": 576} and "none of the 2 inspection samples" in allowed.description
+    assert "shorter_completions" not in levers([(300, False), (2048, True)])  # truncated: the task needs the length
