@@ -55,7 +55,8 @@ def choose_layout(arch: Architecture, params: ParamCount, settings: RunSettings,
                   + (f" ({'; '.join(tried[:-1])} does not fit)" if len(tried) > 1 else ""))
     else:
         why = "; ".join(breakdown.problems) or f"peak {'; '.join(tried)} of {capacity} per GPU"
-        reason = f"no sharding fits ({why}): apply the plan's levers, or use more or bigger GPUs"
+        what = "it does not fit one GPU" if order == ["single"] else "no sharding fits"
+        reason = f"{what} ({why}): apply the plan's levers, or use more or bigger GPUs"
     layout = LaunchLayout(strategy=strategy, training_processes=training, zero_stage=run.zero_stage if
                           strategy != "fsdp" else 0, offload_optimizer=run.offload_optimizer and run.zero_stage > 0,
                           vllm_server=server_launch(run, server_gpus), fits=fits, reason=reason)
