@@ -101,3 +101,13 @@ def test_levers_validate_without_deepspeed_vllm_or_bitsandbytes():
     assert "cpu_offload_optimizer" in proc.stdout and "adamw_8bit" in proc.stdout and "INVALID" not in proc.stdout
     if importlib.util.find_spec("deepspeed") is None:
         assert "deepspeed is not installed here" in proc.stdout
+    # the offload lever applied to a config, validated (as the launch gate does): TRL's checks run, no crash
+    from mcp_server.recipe.validate import validate_values
+
+    offload = next(lv for lv in plan_memory(MemoryPlanRequest(model="qwen2.5-32b", gpu="H100", num_gpus=4,
+                                                              validate_levers=False)).levers
+                   if lv.name == "cpu_offload_optimizer")
+    result = validate_values({"model_name_or_path": "Qwen/Qwen2.5-32B-Instruct", "output_dir": "out",
+                              "reward_funcs": ["mcp_server.rewards.format_reward"], "loss_type": "grpo",
+                              **offload.patch}, "H100", 4)
+    assert result.valid, result.findings
