@@ -6,7 +6,7 @@ weights generate until max_completion_length (ids past the tokenizer are suppres
 the real ones. Each case runs two optimizer steps (the second sees the optimizer state) in its own process and
 prints measured vs planned peaks as JSON: torch.cuda.max_memory_allocated, max_memory_reserved, and the process as
 nvidia-smi shows it (reserved peak + what the driver holds beyond torch's pool, from torch.cuda.mem_get_info).
-No vLLM, no network. About a minute on one H200.
+No vLLM, no network. Under two minutes on one H200 (four cases of ~20 s and a TRL import each).
 
     python bench/gpu_memory.py            # on a GPU: one JSON object, per case measured / planned / error
     python bench/gpu_memory.py --smoke    # on CPU: the same code path with a small model, planned peaks only
@@ -36,10 +36,10 @@ CASES = {
     "full_bf16_ckpt": dict(model_init_kwargs={"dtype": "bfloat16"}, gradient_checkpointing=True),
     "full_fp32_no_ckpt": dict(gradient_checkpointing=False),  # TRL's default dtype: float32
     "full_bf16_beta": dict(model_init_kwargs={"dtype": "bfloat16"}, beta=0.04),
-    "lora_bf16_beta": dict(model_init_kwargs={"dtype": "bfloat16"}, use_peft=True, lora_r=16,
+    "lora_bf16_beta": dict(model_init_kwargs={"dtype": "bfloat16"}, use_peft=True, lora_r=16, lora_dropout=0.0,
                            lora_target_modules="all-linear", beta=0.04),
 }
-COMMON = dict(per_device_train_batch_size=16, num_generations=8, max_completion_length=384, learning_rate=1e-6)
+COMMON = dict(per_device_train_batch_size=32, num_generations=8, max_completion_length=512, learning_rate=1e-6)
 SMOKE_COMMON = dict(per_device_train_batch_size=4, num_generations=4, max_completion_length=8, learning_rate=1e-6)
 
 
@@ -81,7 +81,8 @@ def run_case(model_dir: Path, name: str, common: dict, smoke: bool) -> dict:
     from mcp_server.tiny import make_task
 
     fields = {**CASES[name], **common}
-    peft_fields = {k: fields.pop(k) for k in ("use_peft", "lora_r", "lora_target_modules") if k in fields}
+    peft_fields = {k: fields.pop(k) for k in ("use_peft", "lora_r", "lora_dropout", "lora_target_modules")
+                   if k in fields}
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
     args = GRPOConfig(output_dir=tempfile.mkdtemp(), max_steps=2, save_strategy="no", report_to=[], seed=0,
@@ -94,6 +95,7 @@ def run_case(model_dir: Path, name: str, common: dict, smoke: bool) -> dict:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=peft_fields["lora_r"], lora_alpha=2 * peft_fields["lora_r"],
+                                 lora_dropout=peft_fields["lora_dropout"],
                                  target_modules=peft_fields["lora_target_modules"], task_type="CAUSAL_LM")
     rows = make_task(64)
     trainer = GRPOTrainer(model=str(model_dir), reward_funcs=lambda completions, **kw: [0.0] * len(completions),
