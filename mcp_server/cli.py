@@ -112,7 +112,16 @@ def _human_validation(result) -> str:
     return "\n".join(lines)
 
 
+def _emit_fits(result) -> bool:
+    """Whether the emitted run fits its target: the memory finding emission adds (none on a CPU target)."""
+    return not any(f.code == "memory_does_not_fit" for f in result.validation.findings)
+
+
 def _human_emit(result) -> str:
+    verdict = _human_validation(result.validation)
+    if result.validation.valid and not _emit_fits(result):
+        # a config TRL accepts that will not fit the GPU is not VALID: its own verdict
+        verdict = "VALID BUT WILL NOT FIT" + verdict.removeprefix("VALID")
     lines = [
         f"Emitted GRPO config ({result.variant}: {result.variant_reason})",
         f"  run dir:   {result.run_dir}",
@@ -120,7 +129,7 @@ def _human_emit(result) -> str:
         f"  script:    {result.train_script_path}",
         f"  schema:    {result.schema_path}",
         f"  run with:  {result.launch_command}",
-        _human_validation(result.validation),
+        verdict,
     ]
     return "\n".join(lines)
 
@@ -192,7 +201,16 @@ def _human_plan(plan) -> str:
         f"  {plan.params.total/1e9:.2f}B params, {plan.trainable_params/1e6:.1f}M trained; "
         f"peak {plan.peak_gib:.1f} GiB in {plan.peak_phase}, headroom {plan.headroom_gib:+.1f} GiB",
     ]
+    lines.append(f"  peak as torch.cuda.max_memory_allocated {plan.peak_allocated_gib:.1f} GiB, max_memory_reserved "
+                 f"{plan.peak_reserved_gib:.1f} GiB, nvidia-smi {plan.peak_nvidia_smi_gib:.1f} GiB")
     lines += [f"    {c.name:<20} {c.gib:8.2f} GiB  {c.note}" for c in plan.breakdown]
+    launch = plan.launch
+    lines.append(f"  launch: {launch.strategy}, {launch.training_processes} training process(es)"
+                 + (f"; trl vllm-serve on {launch.vllm_server.gpus} GPU(s) (--tensor_parallel_size "
+                    f"{launch.vllm_server.tensor_parallel_size} --data_parallel_size "
+                    f"{launch.vllm_server.data_parallel_size} --gpu_memory_utilization "
+                    f"{launch.vllm_server.gpu_memory_utilization:g})" if launch.vllm_server else "")
+                 + f" - {launch.reason}")
     if plan.server:
         lines.append(f"  vLLM server: {plan.server.gpus} GPU(s), weights {plan.server.weights_gib} GiB, "
                      f"KV {plan.server.kv_cache_gib} GiB")
@@ -212,6 +230,7 @@ def _human_plan(plan) -> str:
     lines.append(f"  speed ({sp.engine}, {sp.bandwidth_gbs:.0f} GB/s): {sp.rollout_tokens_per_s:.0f} tok/s rollout, "
                  f"{sp.step_s:.0f} s/step; {sp.verdict}")
     lines += [f"  note: {n}" for n in plan.notes]
+    lines += [f"  assumed: {a}" for a in plan.assumptions]
     return "\n".join(lines)
 
 
@@ -496,7 +515,7 @@ COMMANDS = [
     ),
     Command(
         "emit-config", "Emit a validated GRPO config and train.py into a run directory.",
-        "mcp_server.emission.emit:emit_grpo_config", _human_emit, lambda r: r.validation.valid,
+        "mcp_server.emission.emit:emit_grpo_config", _human_emit, lambda r: r.validation.valid and _emit_fits(r),
         RECIPE + "GRPORecipeRequest",
         whole_request="The whole request as JSON (inline or @file.json); flags override it.",
         hide=("dataset_config", "dataset_split", "prompt_column", "answer_column", "lora_r", "lora_alpha",
@@ -534,8 +553,8 @@ COMMANDS = [
         "mcp_server.rewards.registry:list_rewards", _human_rewards,
     ),
     Command(
-        "plan-memory", "Will a GRPO run fit the GPU? Breakdown, levers, anchor, rollout speed. Exit 0 when it fits, "
-        "1 when not.", "mcp_server.memory.planner:plan_memory", _human_plan, lambda r: r.fits,
+        "plan-memory", "Will a GRPO run fit the GPU? Breakdown, levers, launch layout, anchor, rollout speed. Exit 0 "
+        "when it fits, 1 when not.", "mcp_server.memory.planner:plan_memory", _human_plan, lambda r: r.fits,
         MEMORY + "MemoryPlanRequest",
         whole_request="The whole MemoryPlanRequest as JSON (inline or @file.json); flags override it.",
         hide=("architecture", "config", "lora_target_modules", "lora_dropout", "steps_per_generation",

@@ -145,6 +145,8 @@ def _memory_findings(config_path: Path, gpu_target: bool) -> list:
         return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}",
                         "call plan_memory with the model's architecture numbers")]
     summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
+    if plan.launch.training_processes > 1:  # the sharding launch_training will use
+        summary += f" ({plan.launch.strategy} over {plan.launch.training_processes} training GPUs)"
     if plan.status == "fits":
         return [finding("memory_fits", None, "info", summary + f" ({plan.headroom_gib:.1f} GiB headroom).")]
     fix = "see plan_memory for the levers"

@@ -11,7 +11,8 @@ from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target
 
 # the anchors' scenario: one GPU, colocated vLLM, bf16, the run's lengths, 8 completions per micro-step
-_ANCHOR_RUN = {"use_vllm": True, "vllm_mode": "colocate", "zero_stage": 0, "fsdp": False,
+_ANCHOR_RUN = {"use_vllm": True, "vllm_mode": "colocate", "zero_stage": 0, "fsdp": False, "offload_optimizer": False,
+               "strategy": "single",
                "vllm_tensor_parallel_size": 1, "dtype": "bfloat16", "mixed_precision": True,
                "per_device_train_batch_size": 8, "num_generations": 8, "gradient_accumulation_steps": 1,
                "steps_per_generation": None, "beta": 0.0, "gradient_checkpointing": True,

@@ -19,7 +19,9 @@ class Breakdown(BaseModel):
     notes: dict[str, str]
     training_peak: float
     generation_peak: float
-    peak: float
+    peak: float  # nvidia-smi: what must fit the GPU
+    peak_allocated: float  # torch.cuda.max_memory_allocated at the peak phase
+    peak_reserved: float  # torch.cuda.max_memory_reserved at the peak phase
     peak_phase: str
     training_gpus: int
     trainable: int
@@ -40,7 +42,7 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     optimizer = components.optimizer_state(settings, layout, trainable)
     reference = components.reference_model(params, settings, layout)
     activations = components.activations(arch, settings, layout)
-    logits = components.logits(arch, settings)
+    logits = components.logits(arch, settings, layout)
     gathered = components.gathered_layers(arch, params, layout)
     for name, part in (("weights", weights), ("optimizer_state", optimizer), ("reference_model", reference),
                        ("activations", activations), ("logits", logits)):
@@ -82,11 +84,18 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
         # ZeRO-3/FSDP gathers the whole model for generate
         gathered_for_generate = (params.total * 2 - weights.bytes) if layout.fully_sharded else 0.0
         training_phase = (allocated_once, per_step)
-        generation_phase = (allocated_once + max(gathered_for_generate, 0.0), generation_kv_cache)
+        # after generate, the no-grad reference / old log-prob forwards (full logits in older TRL)
+        after_generate = max(generation_kv_cache, components.reference_logits(arch, settings))
+        if after_generate > generation_kv_cache:
+            notes["generation_kv_cache"] = "the no-grad reference/old log-prob forward's full logits after generate"
+            generation_kv_cache = after_generate
+        generation_phase = (allocated_once + max(gathered_for_generate, 0.0), after_generate)
 
-    training_peak = components.phase_peak_gib(*training_phase)
-    generation_peak = components.phase_peak_gib(*generation_phase)
+    training = components.phase_peak(*training_phase)
+    generation = components.phase_peak(*generation_phase)
+    training_peak, generation_peak = training.nvidia_smi, generation.nvidia_smi
     phase = "training" if training_peak >= generation_peak else "generation"
+    at_peak = training if phase == "training" else generation
     in_training = phase == "training"
     table = {
         "weights": weights.bytes / GIB,
@@ -122,7 +131,8 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     notes["framework_overhead"] = components.OVERHEAD_NOTE
     return Breakdown(
         components={k: round(v, 3) for k, v in table.items()}, notes=notes, training_peak=training_peak,
-        generation_peak=generation_peak, peak=max(training_peak, generation_peak), peak_phase=phase,
+        generation_peak=generation_peak, peak=max(training_peak, generation_peak), peak_allocated=at_peak.allocated,
+        peak_reserved=at_peak.reserved, peak_phase=phase,
         training_gpus=layout.training_gpus, trainable=trainable, vllm_kv_gib=vllm_kv_cache / GIB,
         vllm_weights_gib=vllm_weights / GIB, server=server, problems=problems,
     )

@@ -14,6 +14,7 @@ from mcp_server.memory.constants import (
     EIGHT_BIT_OPTIMS,
     GIB,
     LOGITS_BYTES,
+    LOGITS_BYTES_FP32,
     NF4_BYTES,
     VLLM_RUNTIME_GIB,
 )
@@ -116,6 +117,9 @@ def optimizer_state(settings: RunSettings, layout: Layout, trainable: int) -> Pa
     else:
         width = "fp32" if state_bytes == 4 else "16-bit"
         per_param, note = 2.0 * state_bytes, f"AdamW: two states in the {width} param dtype"
+    if settings.offload_optimizer and layout.zero_stage >= 1:
+        return Part(0.0, f"DeepSpeed ZeRO-{layout.zero_stage} offloads the optimizer state (and fp32 master weights) "
+                    "to CPU memory")
     if layout.zero_stage >= 1 and not settings.peft:
         per_param = (per_param if optim in EIGHT_BIT_OPTIMS else 8.0) + 4.0  # fp32 master + states
         note = (f"DeepSpeed ZeRO-{layout.zero_stage}: fp32 master weights + Adam states, sharded over "
@@ -182,21 +186,43 @@ def activations(arch: Architecture, settings: RunSettings, layout: Layout) -> Pa
     return Part(tokens * (layers * per_layer) + tokens * hidden * 4, f"all layers kept, {batch} x {seq_len} tokens")
 
 
-def logits(arch: Architecture, settings: RunSettings) -> Part:
+FUSED_TOKEN_TILE, FUSED_VOCAB_TILE = 4096, 32768  # trl/kernels/chunked_logprob.py: TOKEN_CHUNK_SIZE x chunk_size
+
+
+def logits(arch: Architecture, settings: RunSettings, layout: Layout) -> Part:
     """The completion tokens' logits and what the loss keeps of them for backward."""
-    completion = settings.max_completion_length
-    if settings.fused_logits or settings.use_liger_kernel:
+    completion, batch = settings.max_completion_length, settings.per_device_train_batch_size
+    tokens = batch * completion
+    if settings.fused_logits:
+        # TRL's fused LM head: one [4096 x 32768] tile in the compute dtype (forward and backward), the hidden
+        # states' gradient in fp32 and, when the LM head trains (full fine-tune), its gradient accumulated in fp32
+        tile = min(tokens, FUSED_TOKEN_TILE) * min(arch.vocab_size, FUSED_VOCAB_TILE) * layout.activation_bytes * 2
+        head_grad = 0 if settings.peft else arch.vocab_size * arch.hidden_size * 4 / layout.weight_shards
+        return Part(tile + tokens * arch.hidden_size * 4 + head_grad,
+                    "TRL's fused LM head: log-probs in [4096 x 32768] tiles, fp32 hidden-state gradient"
+                    + ("" if settings.peft else " and fp32 LM-head gradient"))
+    if settings.use_liger_kernel:
         return Part(completion * arch.vocab_size * 6.0,  # one tile of a sequence at a time
-                    "chunked log-probs (fused LM head / Liger): one tile at a time")
-    batch = settings.per_device_train_batch_size
-    return Part(batch * completion * arch.vocab_size * LOGITS_BYTES,
-                f"full logits {batch} x {completion} x {arch.vocab_size} (~{LOGITS_BYTES} bytes each with backward)")
+                    "chunked log-probs (Liger): one tile at a time")
+    # 9.2 bytes per element with 16-bit logits (open-r1#615); fp32 logits (no autocast) from TRL's fp32 path
+    per_element = LOGITS_BYTES if settings.logits_dtype_bytes == 2 else LOGITS_BYTES_FP32
+    return Part(tokens * arch.vocab_size * per_element,
+                f"full logits {batch} x {completion} x {arch.vocab_size} in {8 * settings.logits_dtype_bytes}-bit "
+                f"(~{per_element:.1f} bytes each with the log-softmax and backward)")
+
+
+def reference_logits(arch: Architecture, settings: RunSettings) -> float:
+    """Full logits of the no-grad forwards (reference / old log-probs) after generation, when not fused."""
+    if settings.fused_logits or settings.use_liger_kernel or (settings.beta == 0 and settings.num_iterations == 1):
+        return 0.0
+    return settings.per_device_train_batch_size * settings.max_completion_length * arch.vocab_size * \
+        settings.logits_dtype_bytes * 2  # the logits and their log-softmax, no backward
 
 
 # --------------------------------------------------------------------------- generation
 def generation_kv_cache(arch: Architecture, settings: RunSettings, layout: Layout) -> float:
     """HF generate: the KV cache of one generation round's sequences, plus its fp32 logits and probabilities."""
-    sequences = settings.per_device_train_batch_size * settings.spg
+    sequences = settings.per_device_train_batch_size * (1 if settings.generate_per_micro_step else settings.spg)
     kv_per_token = 2 * arch.num_hidden_layers * arch.kv_dim * layout.activation_bytes
     return sequences * settings.seq_len * kv_per_token + sequences * arch.vocab_size * 4 * 2
 
@@ -223,11 +249,16 @@ def colocated_vllm(params: ParamCount, settings: RunSettings, target: Target) ->
 
 def vllm_server(params: ParamCount, settings: RunSettings, layout: Layout,
                 target: Target) -> tuple[ServerGPUPlan, float, str | None]:
-    """`trl vllm-serve` on its own GPUs, sharding the weights over them (--tensor-parallel-size = server GPUs):
-    (the plan of a server GPU, its KV cache in bytes, the problem when the weights do not fit)."""
+    """`trl vllm-serve` as the launcher starts it on its own GPUs: --gpu_memory_utilization (vllm-serve's default
+    0.9, not the colocate-only config field), tensor parallel over its GPUs / data parallel size, each data-parallel
+    replica holding the whole weights: (the plan of a server GPU, its KV cache in bytes, the problem when the
+    weights do not fit)."""
     capacity = target.capacity_gib * GIB
-    share = settings.vllm_gpu_memory_utilization * capacity
-    weights = params.total * 2 / max(settings.vllm_tensor_parallel_size, layout.server_gpus)
+    util = settings.vllm_server_gpu_memory_utilization
+    share = util * capacity
+    dp = max(1, min(settings.vllm_server_data_parallel_size, layout.server_gpus))
+    tp = max(layout.server_gpus // dp, 1)
+    weights = params.total * 2 / tp
     kv_cache = share - weights - VLLM_RUNTIME_GIB * GIB
     plan = ServerGPUPlan(gpus=layout.server_gpus, weights_gib=round(weights / GIB, 2),
                          kv_cache_gib=round(max(kv_cache, 0) / GIB, 2), fits=kv_cache > 0)
@@ -235,18 +266,28 @@ def vllm_server(params: ParamCount, settings: RunSettings, layout: Layout,
     if kv_cache <= 0:
         gpus_needed = math.ceil(params.total * 2 / (share - (VLLM_RUNTIME_GIB + 2) * GIB)) \
             if share > (VLLM_RUNTIME_GIB + 2) * GIB else None
-        problem = (f"the vLLM server's {layout.server_gpus} GPU(s) cannot hold {params.total * 2 / GIB:.0f} GiB of "
-                   f"bf16 weights at vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization:g}"
+        problem = (f"the vLLM server's {layout.server_gpus} GPU(s) (tensor parallel {tp}) cannot hold "
+                   f"{params.total * 2 / GIB:.0f} GiB of bf16 weights at --gpu_memory_utilization {util:g}"
                    + (f": give `trl vllm-serve` at least {gpus_needed} GPUs (--tensor-parallel-size)"
                       if gpus_needed else ""))
     return plan, max(kv_cache, 0), problem
 
 
 # --------------------------------------------------------------------------- overhead
-def phase_peak_gib(allocated_once: float, allocated_per_step: float) -> float:
-    """A phase's peak in GiB: allocator slack only on what is allocated and freed every step (weights and optimizer
-    state are allocated once), plus the CUDA context."""
-    return (allocated_once + allocated_per_step * (1 + ALLOCATOR_SLACK)) / GIB + CUDA_CONTEXT_GIB
+class Peak(NamedTuple):
+    """One phase's peak in GiB, as each tool reports it."""
+
+    allocated: float  # torch.cuda.max_memory_allocated: live tensors
+    reserved: float  # torch.cuda.max_memory_reserved: + the caching allocator's slack on per-step tensors
+    nvidia_smi: float  # the process in nvidia-smi: + CUDA context, cuBLAS/NCCL workspaces
+
+
+def phase_peak(allocated_once: float, allocated_per_step: float) -> Peak:
+    """A phase's peak: allocator slack only on what is allocated and freed every step (weights and optimizer
+    state are allocated once), the CUDA context outside torch's allocator."""
+    allocated = (allocated_once + allocated_per_step) / GIB
+    reserved = (allocated_once + allocated_per_step * (1 + ALLOCATOR_SLACK)) / GIB
+    return Peak(allocated, reserved, reserved + CUDA_CONTEXT_GIB)
 
 
 OVERHEAD_NOTE = (f"CUDA context {CUDA_CONTEXT_GIB} GiB + {int(ALLOCATOR_SLACK * 100)}% allocator "

@@ -8,6 +8,9 @@ NF4_BYTES = 4.127 / 8  # NF4 with double quantization: 4 bits + ~0.127 bits of q
 # Full-logits GRPO loss (logits, logits/T, log-softmax kept for backward, its gradient) per element of
 # batch x completion x vocab: 46 GB for 16 x 2048 x 151936 measured in open-r1#615 -> ~9.2 bytes.
 LOGITS_BYTES = 9.2
+# fp32 logits (TRL < 0.19 defaults to no autocast): selective_log_softmax's fp32 path keeps logits/T for logsumexp's
+# backward (4 bytes), and backward holds its gradient and the gradient through the division (4 + 4).
+LOGITS_BYTES_FP32 = 12.0
 CUDA_CONTEXT_GIB = 0.8  # CUDA context, cuBLAS/NCCL workspaces: outside torch's allocator but on the GPU
 ALLOCATOR_SLACK = 0.05  # caching-allocator fragmentation on top of what is live
 VLLM_RUNTIME_GIB = 1.0  # vLLM activations, sampler and CUDA graphs inside its memory share

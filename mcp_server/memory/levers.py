@@ -3,9 +3,13 @@ each validated through the recipe's config validator."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import itertools
+import json
 import math
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
 from mcp_server.memory.breakdown import Breakdown, compute_breakdown
@@ -15,17 +19,23 @@ from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.validate import validate_values
+from mcp_server.runs import Run
 
 # How much a lever changes the run (speed, quality, setup). The recommended set is the one of least total cost
 # that fits: three free switches beat QLoRA. Ties go to fewer levers, then to the lower peak.
 LEVER_COST = {
     "bf16_weights": 1, "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "right_size_vllm_memory": 1,
     "gradient_checkpointing": 2, "vllm_tensor_parallel": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3,
-    "vllm_server_mode": 3, "lora": 5, "shorter_completions": 6, "qlora": 7,
+    "vllm_server_mode": 3, "cpu_offload_optimizer": 4, "no_vllm": 4, "lora": 5, "shorter_completions": 6,
+    "qlora": 7,
 }
+# bf16 weights in a full fine-tune drop the fp32 master copy: at RL learning rates (~1e-6) most updates are below
+# bf16's resolution (8 bits of mantissa: a step under ~1/256 of the weight rounds away). Costed above QLoRA.
+FULL_FT_BF16_COST = 8
 # levers that cannot go together: two ways of fine-tuning, or two layouts of vLLM
-_EXCLUSIVE = ({"lora", "qlora"}, {"vllm_sleep_mode", "vllm_server_mode"})
-_VLLM_LAYOUTS = {"right_size_vllm_memory", "vllm_tensor_parallel", "vllm_server_mode"}
+_EXCLUSIVE = ({"lora", "qlora"}, {"vllm_sleep_mode", "vllm_server_mode"}, {"no_vllm", "vllm_sleep_mode"},
+              {"zero3", "cpu_offload_optimizer"})
+_VLLM_LAYOUTS = {"right_size_vllm_memory", "vllm_tensor_parallel", "vllm_server_mode", "no_vllm"}
 _MAX_SET_SIZE = 6
 
 
@@ -38,10 +48,52 @@ def just_enough_vllm(arch: Architecture, params: ParamCount, settings: RunSettin
     return min(0.95, math.ceil(need * 100) / 100)
 
 
+class Inspected(NamedTuple):
+    """What the run's inspection samples say about completion lengths."""
+
+    samples: int
+    longest: int  # completion tokens of the longest sample
+    truncated: int  # samples cut at max_new_tokens
+
+
+def inspected_completion_length(config_path: str | None) -> Inspected | None:
+    """The completion lengths of the run's inspection samples (inspection/samples.jsonl), when there are any."""
+    if not config_path:
+        return None
+    path = Path(config_path).expanduser()
+    run = Run(path if path.is_dir() and not (path / "config.yaml").is_file() else path.parent.parent
+              if path.is_file() else path.parent)
+    if not run.samples.is_file():
+        return None
+    samples = longest = truncated = 0
+    try:
+        for line in run.samples.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            samples += 1
+            longest = max(longest, len(record.get("completion_ids") or []))
+            truncated += bool(record.get("truncated"))
+    except (OSError, ValueError):
+        return None
+    return Inspected(samples, longest, truncated) if samples else None
+
+
+def shorter_completion_length(settings: RunSettings, inspected: Inspected | None) -> int | None:
+    """A max_completion_length the inspection allows: none truncated, the longest sample + 25%, in steps of 64."""
+    if inspected is None or inspected.truncated or inspected.longest <= 0:
+        return None
+    length = math.ceil(inspected.longest * 1.25 / 64) * 64
+    return length if length < settings.max_completion_length else None
+
+
 def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
-                     breakdown: Breakdown) -> list[tuple[str, str, dict]]:
+                     breakdown: Breakdown, inspected: Inspected | None = None) -> list[tuple[str, str, dict]]:
     """(name, description, config patch) of every lever that applies to this run."""
     out: list[tuple[str, str, dict]] = []
+    if settings.use_vllm:
+        out.append(("no_vllm", "Generate with transformers instead of vLLM (use_vllm: false): no vLLM weights or "
+                    "KV cache on the GPU, several times slower rollouts.", {"use_vllm": False}))
     if settings.colocated_vllm and not settings.vllm_enable_sleep_mode:
         out.append(("vllm_sleep_mode", "vLLM releases its weights and KV cache while the policy trains "
                     "(a few seconds per step to wake up).", {"vllm_enable_sleep_mode": True}))
@@ -65,8 +117,14 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                             "its weights and KV cache.", {"vllm_tensor_parallel_size": tp,
                                                            "vllm_gpu_memory_utilization": util_tp}))
     if settings.dtype == "float32" and not (target.gpu and not target.gpu.bf16):
-        out.append(("bf16_weights", "Load the weights in bfloat16 (TRL loads float32 by default): halves weights, "
-                    "gradients and optimizer state.", {"dtype": "bfloat16"}))
+        if settings.peft:
+            out.append(("bf16_weights", "Load the frozen base in bfloat16 (TRL loads float32 by default): halves the "
+                        "base weights; the LoRA adapters stay fp32.", {"dtype": "bfloat16"}))
+        elif breakdown.training_gpus == 1 or settings.zero_stage == 0:
+            out.append(("bf16_weights", "Load the weights in bfloat16: halves weights, gradients and optimizer "
+                        "state, but a full fine-tune then has no fp32 master weights: at RL learning rates (~1e-6) "
+                        "most updates are below bf16's resolution (a step under ~1/256 of a weight rounds away) and "
+                        "training silently stalls. Prefer LoRA, 8-bit AdamW or sharding.", {"dtype": "bfloat16"}))
     if settings.optim.lower() not in EIGHT_BIT_OPTIMS and not settings.optim.lower().startswith(("sgd", "adafactor")):
         out.append(("adamw_8bit", "8-bit AdamW (bitsandbytes): optimizer state from 8 (or 16) to 2 bytes per "
                     "trained parameter; quality is on par.", {"optim": "adamw_8bit"}))
@@ -90,15 +148,28 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
         out.append(("vllm_server_mode", "Move vLLM to its own GPU (`trl vllm-serve`); the others train.",
                     {"vllm_mode": "server"}))
     if settings.per_device_train_batch_size > 1 and settings.per_device_train_batch_size % 2 == 0:
+        # same generation batch (per device x GPUs x steps_per_generation), so the same num_generations groups
         patch = {"per_device_train_batch_size": settings.per_device_train_batch_size // 2,
                  "gradient_accumulation_steps": settings.gradient_accumulation_steps * 2}
         if settings.steps_per_generation:
             patch["steps_per_generation"] = settings.steps_per_generation * 2
-        out.append(("smaller_micro_batch", "Half the completions per micro-step, twice the accumulation: same "
-                    "effective batch, smaller activations.", patch))
-    if settings.max_completion_length >= 256:
-        out.append(("shorter_completions", "Halve max_completion_length (changes the task: check truncation "
-                    "first).", {"max_completion_length": settings.max_completion_length // 2}))
+        out.append(("smaller_micro_batch", "Half the completions per micro-step, twice the accumulation: the same "
+                    f"generation batch and groups of num_generations={settings.num_generations}, smaller "
+                    "activations and logits.", patch))
+    shorter = shorter_completion_length(settings, inspected)
+    if shorter is not None and inspected is not None:
+        out.append(("shorter_completions", f"max_completion_length {settings.max_completion_length} -> {shorter}: "
+                    f"none of the {inspected.samples} inspection samples was truncated and the longest is "
+                    f"{inspected.longest} tokens.", {"max_completion_length": shorter}))
+    if target.gpu is not None and not settings.fsdp and not settings.offload_optimizer:
+        stage = max(settings.zero_stage, 2)
+        out.append(("cpu_offload_optimizer", f"DeepSpeed ZeRO-{stage} with the optimizer state (and fp32 master "
+                    "weights) in CPU memory: needs deepspeed and ~12 bytes of host RAM per trained parameter; "
+                    "optimizer steps run on the CPU (slower).",
+                    {"deepspeed": {"zero_optimization": {"stage": stage, "offload_optimizer": {"device": "cpu",
+                                                                                              "pin_memory": True}},
+                                   "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
+                                   "gradient_accumulation_steps": "auto"}}))
     if target.num_gpus >= 2 and settings.zero_stage != 3 and not settings.fsdp:
         out.append(("zero3", "DeepSpeed ZeRO-3: shard weights, gradients and optimizer state over the GPUs.",
                     {"deepspeed": {"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"},
@@ -116,6 +187,7 @@ class LeverValidator:
         self.config, self.rewards, self.target, self.enabled = config, rewards, target, enabled
         self.validate = None
         self.base_errors: set[str] = set()
+        self.notes: list[str] = []
         if not enabled:
             return
         self.validate = validate_values
@@ -125,11 +197,21 @@ class LeverValidator:
         if self.validate is None:
             return None
         gpu = self.target.gpu.name if self.target.gpu else "H100"
+        values = {**self.config, **patch}
+        if values.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+            # transformers cannot even parse a DeepSpeed config without the package: checked without it
+            values.pop("deepspeed")
+            note = ("deepspeed is not installed here: levers that set a DeepSpeed config were validated without "
+                    "it (pip install deepspeed on the training machine)")
+            if note not in self.notes:
+                self.notes.append(note)
         try:
-            result = self.validate({**self.config, **patch}, gpu=gpu, num_gpus=self.target.num_gpus,
-                                   reward_specs=self.rewards)
+            result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards)
         except UserInputError as exc:
             return [str(exc)]
+        except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing
+            self.notes.append(f"a lever could not be validated here: {exc}")
+            return []
         return [f"{f.code}: {f.message}" for f in result.findings if f.severity == "error"]
 
     def check(self, patch: dict[str, Any]) -> Validation | None:
@@ -173,11 +255,14 @@ def _compatible(combo: tuple[str, ...]) -> bool:
 
 
 def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target, breakdown: Breakdown,
-                validator: LeverValidator) -> tuple[list[Lever], LeverSet | None]:
+                validator: LeverValidator, inspected: Inspected | None = None) -> tuple[list[Lever], LeverSet | None]:
     """The levers that save memory (or repair a broken layout), most saved first, and the cheapest set that fits."""
     capacity = target.capacity_gib
     levers: list[Lever] = []
-    for name, description, patch in candidate_levers(arch, params, settings, target, breakdown):
+    costs = dict(LEVER_COST)
+    if not settings.peft:
+        costs["bf16_weights"] = FULL_FT_BF16_COST
+    for name, description, patch in candidate_levers(arch, params, settings, target, breakdown, inspected):
         alone = compute_breakdown(arch, params, apply_config_patch(settings, patch), target)
         lever = Lever(name=name, description=description, patch=patch, saves_gib=round(breakdown.peak - alone.peak, 2),
                       peak_gib=round(alone.peak, 2), fits_alone=alone.peak <= capacity and not alone.problems)
@@ -201,7 +286,7 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
                 together = compute_breakdown(arch, params, apply_config_patch(settings, patch), target)
                 limit = capacity * (1 - TIGHT_FRACTION) if want_margin else capacity
                 if together.peak <= limit and not together.problems:
-                    key = (sum(LEVER_COST[n] for n in combo), len(combo), together.peak)
+                    key = (sum(costs[n] for n in combo), len(combo), together.peak)
                     if best is None or key < best[0]:
                         best = (key, combo, patch, together.peak)
         if best:

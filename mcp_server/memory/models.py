@@ -61,6 +61,17 @@ class MemoryPlanRequest(Request):
     vllm_enable_sleep_mode: bool | None = Field(default=None, description="Colocate: vLLM releases weights and KV cache while the policy trains.")
     vllm_tensor_parallel_size: int | None = Field(default=None, ge=1, le=64, description="vLLM tensor parallel size.")
     vllm_server_gpus: int | None = Field(default=None, ge=1, le=4096, description="Server mode: GPUs given to `trl vllm-serve` (default 1); the rest train.")
+    vllm_server_gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Server mode: the --gpu_memory_utilization `trl vllm-serve` is started with (its default 0.9; the "
+        "config's vllm_gpu_memory_utilization is for colocate mode only).")
+    strategy: Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"] | None = Field(
+        default=None, description="Multi-GPU strategy the launcher will use; auto (default): the config's deepspeed/fsdp, "
+        "else the plan picks the sharding that fits (ddp for LoRA, ZeRO-2 for a full fine-tune, ZeRO-3 when that does "
+        "not fit).")
+    trl_version: Name | None = Field(
+        default=None, description="The TRL release the run uses, when it is not the installed one (e.g. '0.17.0'): its "
+        "own defaults (beta, gradient checkpointing, prompt truncation, full logits) are planned.")
     zero_stage: Literal[0, 1, 2, 3] | None = Field(default=None, description="DeepSpeed ZeRO stage (0: none); default from the config's deepspeed.")
     fsdp: bool | None = Field(default=None, description="FSDP full sharding (default from the config's fsdp).")
     use_liger_kernel: bool | None = Field(default=None, description="Liger kernels (chunked loss: no full logits tensor).")
@@ -88,6 +99,24 @@ class ServerGPUPlan(BaseModel):
     weights_gib: float = Field(description="vLLM weights per server GPU.")
     kv_cache_gib: float = Field(description="KV cache vLLM gets per server GPU.")
     fits: bool = Field(description="Whether the weights fit in vllm_gpu_memory_utilization of a server GPU.")
+
+
+class VllmServerLaunch(BaseModel):
+    gpus: int = Field(description="GPUs `trl vllm-serve` runs on (the last ones; the first ones train).")
+    tensor_parallel_size: int = Field(description="--tensor_parallel_size the server is started with.")
+    data_parallel_size: int = Field(description="--data_parallel_size the server is started with.")
+    gpu_memory_utilization: float = Field(description="--gpu_memory_utilization the server is started with.")
+
+
+class LaunchLayout(BaseModel):
+    strategy: Literal["single", "ddp", "zero1", "zero2", "zero3", "fsdp"] = Field(
+        description="How launch_training runs the trainer: one process, or accelerate with DDP, DeepSpeed ZeRO or FSDP.")
+    training_processes: int = Field(description="Training processes (GPUs that train).")
+    zero_stage: int = Field(description="DeepSpeed ZeRO stage of that strategy (0: none).")
+    offload_optimizer: bool = Field(default=False, description="DeepSpeed offloads the optimizer state to CPU.")
+    vllm_server: VllmServerLaunch | None = Field(default=None, description="The vLLM server, in server mode.")
+    fits: bool = Field(description="Whether the run fits with this layout; launch_training refuses when not.")
+    reason: str = Field(description="Why this layout: what fits, or why nothing does.")
 
 
 class Validation(BaseModel):
@@ -156,6 +185,15 @@ class MemoryPlan(BaseModel):
     status: Status = Field(description="fits (>= 10% headroom), tight (0-10%) or does_not_fit.")
     fits: bool = Field(description="peak_gib <= capacity_gib.")
     server: ServerGPUPlan | None = Field(default=None, description="The vLLM server GPUs, in server mode.")
+    launch: LaunchLayout = Field(description="The layout launch_training uses for this run (strategy, ZeRO stage, "
+                                 "vLLM server flags), planned so that it fits.")
+    peak_allocated_gib: float = Field(description="The peak as torch.cuda.max_memory_allocated reports it.")
+    peak_reserved_gib: float = Field(description="The peak as torch.cuda.max_memory_reserved reports it (+ the "
+                                     "caching allocator's slack).")
+    peak_nvidia_smi_gib: float = Field(description="The peak as nvidia-smi shows the process (+ CUDA context); "
+                                       "equals peak_gib, what must fit the GPU.")
+    assumptions: list[str] = Field(default_factory=list, description="The settings the plan assumed rather than "
+                                   "read from the config: TRL's defaults and what the installed TRL does.")
     levers: list[Lever] = Field(default_factory=list, description="Applicable levers, most GiB saved first (when it does not fit or is tight).")
     recommended: LeverSet | None = Field(default=None, description="The smallest set of levers that fits (with 10% headroom when possible), when the run does not fit or is tight.")
     anchor: SizeClassAnchor = Field(description="The size-class rule of thumb as a cross-check.")

@@ -13,13 +13,27 @@ from typing import Any
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import lookup_gpu, resolve_target
 from mcp_server.memory.anchors import size_class_anchor
-from mcp_server.memory.breakdown import compute_breakdown
 from mcp_server.memory.constants import CUDA_CONTEXT_GIB, TIGHT_FRACTION
-from mcp_server.memory.levers import LeverValidator, config_for_validation, default_rewards, rank_levers
+from mcp_server.memory.layout import choose_layout
+from mcp_server.memory.levers import (
+    LeverValidator,
+    config_for_validation,
+    default_rewards,
+    inspected_completion_length,
+    rank_levers,
+)
 from mcp_server.memory.lm_catalog import find_model, lookup_model
 from mcp_server.memory.models import Lever, MemoryComponent, MemoryPlan, MemoryPlanRequest
 from mcp_server.memory.params import Architecture, count_params, load_local_architecture
-from mcp_server.memory.settings import RunSettings, Target, check_run_numbers, read_plan_config, resolve_settings
+from mcp_server.memory.settings import (
+    RunSettings,
+    Target,
+    check_run_numbers,
+    installed_trl_version,
+    read_plan_config,
+    resolve_settings,
+    trl_version_defaults,
+)
 from mcp_server.memory.speed import estimate_speed
 from mcp_server.model_ref import cached_config_path, expand_tiny
 
@@ -71,7 +85,7 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
         settings = settings.model_copy(update={"finetune": recipe["finetune"]})
     params = count_params(arch)
     check_run_numbers(settings, arch, target)
-    breakdown = compute_breakdown(arch, params, settings, target)
+    settings, breakdown, launch = choose_layout(arch, params, settings, target)
     capacity = target.capacity_gib
     status = _status(breakdown.peak, capacity) if not breakdown.problems else "does_not_fit"
     levers: list[Lever] = []
@@ -81,10 +95,12 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
         rewards = recipe.get("_rewards") if config else [r.model_dump() for r in default_rewards()]
         validator = LeverValidator(config_for_validation(config, model, settings), rewards, target,
                                    request.validate_levers)
-        levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator)
+        inspection = inspected_completion_length(request.config_path)
+        levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator, inspection)
         if validator.base_errors:
             notes.append("the run's config is already invalid (" + "; ".join(sorted(validator.base_errors))
                          + "); levers are judged on the errors they add")
+        notes += validator.notes
     notes += _notes(arch, settings, target, config, request)
     if status != "fits" and recommended is None:
         notes.append("No combination of levers fits this GPU: use a bigger GPU class, more GPUs, or a smaller model.")
@@ -96,7 +112,10 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
         run=settings.model_dump(), breakdown=table, peak_phase=breakdown.peak_phase,
         training_peak_gib=round(breakdown.training_peak, 2), generation_peak_gib=round(breakdown.generation_peak, 2),
         peak_gib=round(breakdown.peak, 2), headroom_gib=round(capacity - breakdown.peak, 2), status=status,
-        fits=breakdown.peak <= capacity and not breakdown.problems, server=breakdown.server, levers=levers,
+        fits=breakdown.peak <= capacity and not breakdown.problems, server=breakdown.server, launch=launch,
+        peak_allocated_gib=round(breakdown.peak_allocated, 2), peak_reserved_gib=round(breakdown.peak_reserved, 2),
+        peak_nvidia_smi_gib=round(breakdown.peak, 2), assumptions=assumptions(settings, config, request),
+        levers=levers,
         recommended=recommended, anchor=size_class_anchor(arch, params, settings),
         speed=estimate_speed(arch, params, settings, target, breakdown), notes=notes,
     )
@@ -136,3 +155,39 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
         notes.append("paged optimizer: under pressure its state moves to CPU, so the real peak can be lower than "
                      "planned")
     return notes
+
+
+def assumptions(settings: RunSettings, config: dict[str, Any], request: MemoryPlanRequest) -> list[str]:
+    """What the plan assumed instead of reading it from the config: TRL's defaults and what its trainer does."""
+    given = {k for k, v in config.items() if v is not None} | set(request.model_dump(exclude_none=True))
+    version = settings.trl_version or installed_trl_version() or "not installed"
+    out = [f"TRL {version}" + (" (installed)" if not settings.trl_version else " (as given)")]
+    out += trl_version_defaults(settings.trl_version)[1]
+    if not ({"dtype", "torch_dtype", "model_init_kwargs"} & given):
+        out.append(f"weights loaded in {settings.dtype} (TRL loads float32 unless model_init_kwargs/dtype says "
+                   "otherwise)")
+    if settings.mixed_precision:
+        out.append("bf16 mixed precision (TRL's default bf16=True on GPUs that have it): activations 16-bit")
+    if settings.fused_logits:
+        out.append("log-probs through TRL's fused LM head (add_fused_lm_head in the installed TRL): no full logits")
+    elif not settings.use_liger_kernel:
+        out.append(f"full logits of the completion tokens in {8 * settings.logits_dtype_bytes}-bit, kept for the "
+                   "log-softmax backward")
+    if settings.beta != 0:
+        out.append(f"beta={settings.beta:g}: " + ("the reference is the base with adapters disabled (no copy)"
+                                                 if settings.peft else "a frozen reference model in the load dtype"))
+    else:
+        out.append("beta=0: no reference model")
+    if "gradient_checkpointing" not in given:
+        out.append(f"gradient_checkpointing={settings.gradient_checkpointing} (TRL's default)")
+    if not settings.use_vllm:
+        sequences = settings.per_device_train_batch_size * (1 if settings.generate_per_micro_step else settings.spg)
+        out.append(f"HF generate: {sequences} sequences per generation round per GPU (per_device_train_batch_size x "
+                   + ("1 in this TRL)" if settings.generate_per_micro_step else "steps_per_generation)"))
+    if settings.vllm_server:
+        out.append(f"`trl vllm-serve` on {settings.vllm_server_gpus} GPU(s) at --gpu_memory_utilization "
+                   f"{settings.vllm_server_gpu_memory_utilization:g} (vllm-serve's default 0.9 unless given; the "
+                   "config's vllm_gpu_memory_utilization is for colocate mode)")
+    if "prompt_length" not in given and not config.get("max_prompt_length"):
+        out.append(f"prompts of {settings.prompt_length} tokens (pass prompt_length: the longest prompt)")
+    return out

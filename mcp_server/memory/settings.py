@@ -43,10 +43,19 @@ class RunSettings(BaseModel):
     vllm_enable_sleep_mode: bool = False
     vllm_tensor_parallel_size: int = 1
     vllm_server_gpus: int = 1
+    # `trl vllm-serve` as the launcher starts it: its own --gpu_memory_utilization (0.9 by default; the config's
+    # vllm_gpu_memory_utilization is colocate-only), tensor parallel over its GPUs, data parallel 1
+    vllm_server_gpu_memory_utilization: float = 0.9
+    vllm_server_data_parallel_size: int = 1
     zero_stage: int = 0
+    offload_optimizer: bool = False  # DeepSpeed ZeRO-Offload: optimizer state (and fp32 master) in CPU memory
     fsdp: bool = False
+    strategy: str = "auto"  # the launcher's multi-GPU strategy; auto: the plan picks the sharding that fits
     use_liger_kernel: bool = False
     fused_logits: bool = False
+    logits_dtype_bytes: int = 2  # width of the full logits (old TRL): the autocast dtype, else the load dtype
+    trl_version: str | None = None  # the TRL the run uses (None: the installed one); older TRLs differ in defaults
+    generate_per_micro_step: bool = False  # TRL < 0.18: generation batch = one micro-step's completions
     attn_implementation: str = "sdpa"
     num_iterations: int = 1
     max_steps: int | None = None
@@ -135,6 +144,20 @@ def zero_stage_of(deepspeed: Any) -> int:
     return 0
 
 
+def offloads_optimizer(deepspeed: Any) -> bool:
+    """Whether a DeepSpeed config offloads the optimizer state to CPU (zero_optimization.offload_optimizer)."""
+    ds_config = deepspeed
+    if isinstance(deepspeed, str):
+        try:
+            ds_config = json.loads(Path(deepspeed).expanduser().read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return "offload" in Path(deepspeed).name
+    if not isinstance(ds_config, dict):
+        return False
+    offload = (ds_config.get("zero_optimization") or {}).get("offload_optimizer") or {}
+    return isinstance(offload, dict) and offload.get("device") in ("cpu", "nvme")
+
+
 def detect_fused_logits() -> bool:
     """Whether the installed TRL scores log-probs in tiles (add_fused_lm_head) instead of full logits.
 
@@ -150,6 +173,62 @@ def detect_fused_logits() -> bool:
         return "def add_fused_lm_head" in utils.read_text(encoding="utf-8")
     except OSError:
         return False
+
+
+def installed_trl_version() -> str | None:
+    """The installed TRL's version, from its package metadata (no import)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    parts = []
+    for piece in str(text or "").split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts) or (0,)
+
+
+# The last TRL release whose GRPO history was read for the defaults below (trl git tags v0.14.0 .. v1.9.0).
+LAST_CHECKED_TRL = (1, 9, 0)
+
+
+def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The memory-relevant defaults of a TRL release older than the installed one, read from TRL's history:
+    (RunSettings fields, what they assume). The installed TRL's own defaults are RunSettings' defaults."""
+    if version is None:
+        return {}, []
+    v = _version(version)
+    fields: dict[str, Any] = {"fused_logits": False}
+    said = [f"TRL {version}: the full batch x completion x vocab logits are materialized for the loss (TRL up to "
+            "1.9 has no fused LM head)" + ("" if v <= LAST_CHECKED_TRL else "; releases after 1.9 are not checked, "
+                                            "planned as full logits")]
+    if v < (0, 19):
+        fields["mixed_precision"] = False
+        said.append(f"TRL {version}: bf16 defaults to False (TrainingArguments' default; True from 0.19): fp32 "
+                    "activations and logits unless the config sets bf16")
+        fields["beta"] = 0.04
+        said.append(f"TRL {version}: beta defaults to 0.04 (0.0 from 0.19): a reference model is loaded for a full "
+                    "fine-tune")
+    if v < (0, 22):
+        fields["gradient_checkpointing"] = False
+        said.append(f"TRL {version}: gradient_checkpointing defaults to False (True from 0.22)")
+    if v < (1, 0):
+        fields["prompt_length"] = 512
+        said.append(f"TRL {version}: max_prompt_length defaults to 512 (prompts truncated; removed in 1.0)")
+    if v < (1, 10):
+        fields["max_completion_length"] = 256
+    if v < (0, 15):
+        fields["per_device_train_batch_size"] = 1
+    if v < (0, 18):
+        fields["generate_per_micro_step"] = True
+        said.append(f"TRL {version}: each micro-step generates its own batch (one round per effective batch from "
+                    "0.18)")
+    return fields, said
 
 
 def recipe_defaults(target: Target) -> dict[str, Any]:
@@ -174,6 +253,12 @@ _CONFIG_FIELDS = ("lora_r", "lora_target_modules", "lora_dropout", "optim", "gra
 
 def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target: Target | None = None) -> RunSettings:
     fields: dict[str, Any] = {}
+    # an older TRL's own defaults first (the installed TRL's are RunSettings' defaults)
+    installed = installed_trl_version()
+    version = request.trl_version if request.trl_version and request.trl_version != installed else None
+    fields.update(trl_version_defaults(version)[0])
+    if version:
+        fields["trl_version"] = version
     # without a config, the recipe's defaults (over TRL's); with one, only what it says (over TRL's)
     if not config and target is not None:
         fields.update(recipe_defaults(target))
@@ -190,6 +275,8 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
             init = json.loads(init)
         except json.JSONDecodeError:
             raise UserInputError("model_init_kwargs", f"expected a mapping or a JSON object, got {init!r}") from None
+    if init.get("attn_implementation") and not config.get("attn_implementation"):
+        fields["attn_implementation"] = init["attn_implementation"]
     dtype = config.get("dtype") or config.get("torch_dtype") or init.get("dtype") or init.get("torch_dtype")
     if dtype and dtype != "auto":
         fields["dtype"] = str(dtype).replace("torch.", "")
@@ -199,16 +286,31 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
         fields["prompt_length"] = config["max_prompt_length"]
     if config.get("bf16") is False and config.get("fp16") is not True:
         fields["mixed_precision"] = False
+    elif config.get("bf16") or config.get("fp16"):
+        fields["mixed_precision"] = True
     fields["zero_stage"] = zero_stage_of(config.get("deepspeed"))
+    fields["offload_optimizer"] = offloads_optimizer(config.get("deepspeed"))
     fields["fsdp"] = bool(config.get("fsdp"))
+    if fields["zero_stage"] or fields["fsdp"]:
+        fields["strategy"] = "fsdp" if fields["fsdp"] else f"zero{fields['zero_stage']}"
     # explicit request fields win
     explicit = request.model_dump(exclude_none=True)
     for key in RunSettings.model_fields:
-        if key in explicit:
+        if key in explicit and not (key == "strategy" and explicit[key] == "auto"):
             fields[key] = explicit[key]
-    if request.fused_logits is None:
+    if request.zero_stage is not None and not request.strategy:
+        fields["strategy"] = f"zero{request.zero_stage}" if request.zero_stage else "ddp"
+    if request.fsdp and not request.strategy:
+        fields["strategy"] = "fsdp"
+    if request.fused_logits is None and not version:
         fields["fused_logits"] = detect_fused_logits()
+    if request.strategy and request.strategy != "auto":  # the launcher's strategy, chosen by hand
+        fields.update(strategy=request.strategy, fsdp=request.strategy == "fsdp",
+                      zero_stage={"zero2": 2, "zero3": 3}.get(request.strategy, 0))
     settings = RunSettings(**{k: v for k, v in fields.items() if v is not None})
+    # the full logits come out of the LM head in the autocast dtype under mixed precision, else in the load dtype
+    logits_bytes = 2 if settings.mixed_precision else DTYPE_BYTES.get(settings.dtype, 4)
+    settings = settings.model_copy(update={"logits_dtype_bytes": logits_bytes})
     if settings.dtype not in DTYPE_BYTES:
         raise UserInputError("dtype", f"'{settings.dtype}' is not one of {', '.join(DTYPE_BYTES)}")
     return settings
@@ -240,6 +342,8 @@ def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSetti
             update["finetune"] = "qlora" if patch.get("load_in_4bit") else "lora"
         elif key == "deepspeed":
             update["zero_stage"] = zero_stage_of(value)
+            update["offload_optimizer"] = offloads_optimizer(value)
+            update["strategy"] = f"zero{update['zero_stage']}"
         elif key in RunSettings.model_fields:
             update[key] = value
     return settings.model_copy(update=update)

@@ -19,7 +19,9 @@ def estimate_speed(arch: Architecture, params: ParamCount, settings: RunSettings
     flops = (gpu.bf16_tflops if gpu else 100.0) * 1e12
     engine = "vllm" if settings.use_vllm else "transformers"
     seq_len, completion = settings.seq_len, settings.max_completion_length
-    tp = settings.vllm_tensor_parallel_size if settings.use_vllm else 1
+    tp = settings.vllm_tensor_parallel_size if settings.colocated_vllm else 1
+    if settings.vllm_server and breakdown.server is not None:  # `trl vllm-serve` shards over its GPUs
+        tp = max(breakdown.server.gpus // max(settings.vllm_server_data_parallel_size, 1), 1)
     if settings.vllm_server:  # one server generates for every training GPU
         sequences = settings.per_device_train_batch_size * breakdown.training_gpus * settings.spg
     else:  # each GPU (or each tensor-parallel group of colocated vLLM) generates its own share

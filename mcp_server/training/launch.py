@@ -32,6 +32,8 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.interpreter import package_path, training_env
+from mcp_server.memory.models import LaunchLayout, MemoryPlan, MemoryPlanRequest
+from mcp_server.memory.planner import plan_memory
 from mcp_server.recipe.models import ValidateRequest
 from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run, resolve_run
@@ -43,6 +45,7 @@ from mcp_server.workspace import atomic_write_text, sha256_file
 TRAIN_ARGS = ["train/train.py", "--config", "train/config.yaml"]
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
 TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu", "zero2": "zero2", "zero3": "zero3", "fsdp": "fsdp2"}
+VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise
 
 
 @dataclass
@@ -58,6 +61,7 @@ class LaunchPlan:
     vllm: dict | None = None
     slurm: str | None = None
     notes: list[str] = field(default_factory=list)
+    memory: LaunchLayout | None = None  # the memory plan's layout this launch follows (None: not planned)
 
 
 # ---------------------------------------------------------------- planning
@@ -71,14 +75,30 @@ def trl_accelerate_config(name: str) -> dict:
     return yaml.safe_load(source.read_text(encoding="utf-8"))
 
 
-def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, cpu: bool) -> str:
+def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, cpu: bool,
+                     layout: LaunchLayout | None = None) -> str:
     if request.strategy != "auto":
         return request.strategy
     if processes == 1:
         return "single"
+    if layout is not None and layout.strategy in TRL_ACCELERATE_CONFIGS:
+        return layout.strategy  # the sharding the memory plan found to fit
     if cpu or run_request.get("finetune") in ("lora", "qlora"):
         return "ddp"  # adapters are small: plain data parallel; DeepSpeed and 4-bit bases do not mix well
     return "zero2"
+
+
+def plan_launch_memory(run_dir: Path, request: LaunchRequest, num_gpus: int,
+                       vllm_gpus: int) -> tuple[MemoryPlan | None, str | None]:
+    """The run's memory plan for this launch (the same GPUs, vLLM server GPUs and strategy), or (None, why not)."""
+    try:
+        plan = plan_memory(MemoryPlanRequest(
+            config_path=str(run_dir), num_gpus=num_gpus, validate_levers=False,
+            vllm_server_gpus=vllm_gpus or None,
+            strategy=request.strategy if request.strategy not in ("auto", "single") else None))
+    except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
+        return None, f"memory not planned ({exc}): the launcher's default layout is used"
+    return plan, None
 
 
 def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchPlan:
@@ -103,17 +123,22 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
         processes = request.num_processes
     else:
         processes = 1 if cpu else max(num_gpus - vllm_gpus, 1)
+    memory, memory_note = (None, None) if cpu else plan_launch_memory(run_dir, request, processes + vllm_gpus,
+                                                                      vllm_gpus)
+    layout = memory.launch if memory else None
     if server_mode and processes + vllm_gpus > num_gpus:
         raise UserInputError(
             "vllm_server_gpus",
             f"{processes} training processes + {vllm_gpus} vLLM GPUs exceed the run's {num_gpus} GPUs: give the "
             "server fewer GPUs, or use vllm_mode: colocate",
         )
-    strategy = "single" if processes == 1 else _choose_strategy(request, run_request, processes, cpu)
+    strategy = "single" if processes == 1 else _choose_strategy(request, run_request, processes, cpu, layout)
     if strategy == "single":
         processes = 1
 
-    notes: list[str] = []
+    notes: list[str] = [memory_note] if memory_note else []
+    if layout is not None:
+        notes.append(f"memory plan: {layout.reason}")
     accel = None
     if strategy == "single":
         train_command = [python, *TRAIN_ARGS, *extra]
@@ -135,13 +160,20 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
         port = int(config.get("vllm_server_port") or 8000)
         train_ids = ",".join(str(i) for i in range(processes))
         vllm_ids = ",".join(str(i) for i in range(processes, processes + vllm_gpus))
+        server = layout.vllm_server if layout is not None and layout.vllm_server else None
+        tp = server.tensor_parallel_size if server else vllm_gpus
+        dp = server.data_parallel_size if server else 1
+        util = server.gpu_memory_utilization if server else VLLM_SERVE_GPU_MEMORY_UTILIZATION
         vllm = {"gpus": vllm_ids, "port": port, "url": f"http://127.0.0.1:{port}",
-                "log": "train/logs/vllm-serve.log", "tensor_parallel_size": vllm_gpus}
+                "log": "train/logs/vllm-serve.log", "tensor_parallel_size": tp, "data_parallel_size": dp,
+                "gpu_memory_utilization": util}
         model = str(config.get("model_name_or_path"))
         lines += [
-            "# vLLM server mode: `trl vllm-serve` on its own GPUs, started first and waited for.",
+            "# vLLM server mode: `trl vllm-serve` on its own GPUs, started first and waited for; its sizes are the",
+            "# memory plan's (plan_memory: launch.vllm_server).",
             f"CUDA_VISIBLE_DEVICES={vllm_ids} {py} -m trl.cli.main vllm-serve --model {shlex.quote(model)} "
-            f"--tensor_parallel_size {vllm_gpus} --port {port} > train/logs/vllm-serve.log 2>&1 &",
+            f"--tensor_parallel_size {tp} --data_parallel_size {dp} --gpu_memory_utilization {util:g} "
+            f"--port {port} > train/logs/vllm-serve.log 2>&1 &",
             "VLLM_PID=$!",
             f"echo \"waiting for the vLLM server on port {port} (pid $VLLM_PID)\"",
             f"deadline=$((SECONDS + {VLLM_HEALTH_TIMEOUT_S}))",
@@ -164,7 +196,8 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
         "exit $rc",
     ]
     return LaunchPlan(strategy=strategy, num_processes=processes, num_nodes=1, train_command=train_command,
-                      script="\n".join(lines) + "\n", accelerate_config=accel, vllm=vllm, notes=notes)
+                      script="\n".join(lines) + "\n", accelerate_config=accel, vllm=vllm, notes=notes,
+                      memory=layout)
 
 
 def _pythonpath_line() -> list[str]:
@@ -294,6 +327,15 @@ def check_gates(run_dir: Path, environment: bool = True) -> tuple[list[GateRefus
             how_to_clear=f"fix what {env.report_path} lists as blocking (or launch on the target machine), "
             "then check_environment until it is not blocked"))
     return refusals, env.model_dump(mode="json")
+
+
+def memory_refusals(plan: LaunchPlan) -> list[GateRefusal]:
+    """The memory plan's verdict on this layout: a run that will not fit is refused with the plan's reason."""
+    if plan.memory is None or plan.memory.fits:
+        return []
+    return [GateRefusal(gate="memory", message=f"the run will not fit: {plan.memory.reason}",
+                        how_to_clear="plan_memory on the run lists the levers and the smallest set that fits; apply it "
+                        "to train/config.yaml (or re-emit), or target more or bigger GPUs")]
 
 
 # ---------------------------------------------------------------- recording
@@ -445,6 +487,7 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
 
     plan = build_launch_plan(run_dir, request)  # bad launch options are input errors, before any gate
     refusals, env = check_gates(run_dir, environment=not plan.slurm)
+    refusals += memory_refusals(plan)
     if refusals:
         return _refused(run_dir, refusals, derived["state"])
     if plan.slurm:
@@ -506,6 +549,7 @@ def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
     latest = str(done[-1])
     plan = build_launch_plan(run_dir, launch, extra_args=["--resume_from_checkpoint", latest])
     gate_refusals, env = check_gates(run_dir)
+    gate_refusals += memory_refusals(plan)
     if gate_refusals:
         return _refused(run_dir, gate_refusals, derived["state"])
     _clear_markers(run_dir)

@@ -109,7 +109,7 @@ class EnvironmentReport(BaseModel):
 
 # ---------------------------------------------------------------- launch / resume / stop
 class GateRefusal(BaseModel):
-    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash"] = Field(
+    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory"] = Field(
         description="The gate that refused."
     )
     message: str = Field(description="Why the gate refused.")
@@ -121,8 +121,9 @@ class LaunchRequest(Request):
     strategy: Strategy = Field(
         default="auto",
         description="Multi-GPU strategy, used with more than one process: ddp (plain data parallel), zero2, "
-        "zero3 (DeepSpeed via TRL's bundled accelerate configs) or fsdp (FSDP2). auto: ddp for LoRA/QLoRA, "
-        "zero2 for a full fine-tune. single forces one process.",
+        "zero3 (DeepSpeed via TRL's bundled accelerate configs) or fsdp (FSDP2). auto: the memory plan's choice, "
+        "the least sharding that fits (ddp for LoRA/QLoRA, zero2 for a full fine-tune, zero3 when that does not "
+        "fit). single forces one process.",
     )
     num_processes: int | None = Field(
         default=None,
