@@ -1,0 +1,75 @@
+"""The code reward cannot be fooled by the code it grades: every reward hack in reward_hacks.py scores 0 and
+every honest control scores 1, because the verdict is decided in a tester process the solution cannot reach."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import skip_unless_ci
+from reward_hacks import ADD_TESTS, CONTROLS, HACKS
+
+from mcp_server.rewards import build_reward_funcs, sandbox
+from mcp_server.rewards.sandbox import Limits, run_many, run_python
+
+LIMITS = Limits(timeout_s=10.0)  # generous: the CPU is shared with other suites; no case here comes near it
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    """Every hack and control, run once as one parallel batch."""
+    if shutil.which("bwrap") is None:
+        skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
+    cases = {**HACKS, **CONTROLS}
+    assert len(cases) == len(HACKS) + len(CONTROLS)
+    return dict(zip(cases, run_many(list(cases.values()), LIMITS, workers=4), strict=True))
+
+
+@pytest.mark.parametrize("name", list(HACKS))
+def test_each_reward_hack_scores_zero(results, name):
+    result = results[name]
+    assert not result.passed, f"{name} passed: {result.output[-1000:]}"
+    assert not result.timed_out  # each fails on its merits, not by running out the clock
+
+
+@pytest.mark.parametrize("name", list(CONTROLS))
+def test_each_honest_control_scores_one(results, name):
+    result = results[name]
+    assert result.passed, f"{name}: {result.error}\n{result.output[-2000:]}"
+
+
+def test_the_issues_two_hacks_through_the_reward():
+    """The observations of issue 12, as completions through the TRL reward function: the frame-token hack and
+    an always-equal object score 0 beside a right and a wrong answer."""
+    if shutil.which("bwrap") is None:
+        skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
+    (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 10}}])
+    fence = "```python\n{}```"
+    completions = [fence.format(HACKS["frame_token_print_exit"][0]), fence.format(HACKS["always_equal_object"][0]),
+                   fence.format("def add(a, b):\n    return a + b\n"), fence.format("def add(a, b):\n    return a * b\n")]
+    assert reward(completions, tests=[ADD_TESTS] * 4) == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_failures_say_why():
+    """The run's error names the failing test and line, or what the solution did; tests can only hand the
+    solution data, and say so."""
+    if shutil.which("bwrap") is None:
+        skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
+    wrong = run_python("def add(a, b):\n    return a - b\n", ADD_TESTS, LIMITS)
+    assert wrong.error == "test_add (test line 2): AssertionError"
+    assert "assert add(2, 3) == 5" in wrong.output  # the traceback shows the test's own line
+    exits = run_python("import os\nos._exit(0)\n", ADD_TESTS, LIMITS).error
+    assert exits == "solution: the solution process exited or closed its pipe before the tests ran"
+    raised = run_python("def add(a, b):\n    raise KeyError(a)\n", ADD_TESTS, LIMITS)
+    assert raised.error == "test_add (test line 2): KeyError: '2'"
+    callback = run_python("def apply(f, x):\n    return f(x)\n", "assert apply(lambda v: v + 1, 1) == 2\n", LIMITS)
+    assert not callback.passed and "cannot pass a function to the solution: only data" in callback.error
+
+
+def test_the_harness_also_starts_from_source(monkeypatch):
+    """Where the sandbox's interpreter could not compile the harness ahead, it starts from source, alike."""
+    if shutil.which("bwrap") is None:
+        skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
+    monkeypatch.setattr(sandbox, "_harness_code", lambda interpreter: None)
+    assert run_python(*CONTROLS["class_with_state"], LIMITS).passed
+    assert not run_python(*HACKS["always_equal_object"], LIMITS).passed
