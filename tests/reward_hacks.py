@@ -281,7 +281,8 @@ CONTROLS: dict[str, tuple[str, str]] = {
         "    assert str(s) == 'Stack[1, 2, [3]]' and s.items == [1, 2, [3]]\n"
         "    assert s.pop() == [3] and s.pop() == 2\n"
         "    s.label = 'x'\n    assert s.label == 'x'\n"
-        "    t = Stack()\n    assert s is not t and s == s and s != t\n",
+        "    t = Stack()\n    assert s is not t and s == s and s != t\n"
+        "    assert isinstance(t, Stack) and not isinstance(3, Stack)\n",
     ),
     "objects_passed_back": (
         "class Node:\n    def __init__(self, value, next=None):\n        self.value, self.next = value, next\n\n"

@@ -197,6 +197,8 @@ def serve(requests: int, replies: int) -> None:
                 reply["value"] = dec(msg["value"]) in target
             elif op == "str":
                 reply["value"] = str(target)
+            elif op == "isinstance":
+                reply["value"] = isinstance(dec(msg["value"]), target)
             elif op == "iter":
                 reply["value"] = enc(iter(target))
             elif op == "next":
@@ -313,8 +315,8 @@ _CHANNEL: Channel | None = None
 
 
 class Remote:
-    """A handle on an object that lives in the solution process. Calls, attributes, items, len, iteration and
-    str ask the solution and get data back. Identity, equality, hashing, ordering and truth are the tester's
+    """A handle on an object that lives in the solution process. Calls, attributes, items, len, iteration,
+    str and isinstance against a solution class ask the solution and get data back. Identity, equality, hashing, ordering and truth are the tester's
     own: a solution object equals only itself, is always true and has no order, so its __eq__ cannot pass a test."""
 
     __slots__ = ("_rid", "_rtype")
@@ -366,6 +368,9 @@ class Remote:
 
     def __next__(self):
         return self._ask("next")
+
+    def __instancecheck__(self, obj) -> bool:  # isinstance(x, SolutionClass)
+        return self._ask("isinstance", value=_CHANNEL.data(obj)) is True
 
     def __str__(self) -> str:
         text = self._ask("str")
