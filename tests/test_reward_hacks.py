@@ -73,3 +73,58 @@ def test_the_harness_also_starts_from_source(monkeypatch):
     monkeypatch.setattr(sandbox, "_harness_code", lambda interpreter: None)
     assert run_python(*CONTROLS["class_with_state"], LIMITS).passed
     assert not run_python(*HACKS["always_equal_object"], LIMITS).passed
+
+
+DATA_TYPES = (type(None), bool, int, float, str, bytes, bytearray, list, tuple, dict, set, frozenset, complex)
+
+
+def _only_data(value, depth=0) -> bool:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return type(value) in DATA_TYPES and all(_only_data(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return type(value) is dict and all(_only_data(k) and _only_data(v) for k, v in value.items())
+    return type(value) in DATA_TYPES or type(value).__name__ in ("Fraction", "Decimal", "Handle")
+
+
+def test_what_the_tester_decodes_is_only_data():
+    """The tester's trust boundary: whatever JSON the solution process sends, decoding gives plain data (or a
+    handle) or an error, never an object with behaviour of the solution's making; and data round-trips."""
+    import json
+    import random
+
+    from mcp_server.rewards import harness
+
+    class Handle:
+        pass
+
+    rng = random.Random(12)
+    tags = ["tuple", "set", "frozenset", "dict", "bytes", "bytearray", "float", "complex", "fraction", "decimal",
+            "ref", "eval", "", None, 3]
+    leaves = [None, True, 0, -7, 2 ** 70, 1.5, "", "nan", "ab", "0g", [], {}]
+
+    def garbage(depth=0):
+        if depth > 4 or rng.random() < 0.3:
+            return rng.choice(leaves)
+        if rng.random() < 0.5:
+            return [garbage(depth + 1) for _ in range(rng.randrange(3))]
+        node = {"$": rng.choice(tags), "v": garbage(depth + 1)}
+        if rng.random() < 0.2:
+            node["v"] = [[garbage(depth + 1), garbage(depth + 1)] for _ in range(2)]
+        return node
+
+    decoded = refused = 0
+    for _ in range(3000):
+        node = json.loads(json.dumps(garbage()))
+        try:
+            value = harness.decode(node, lambda n: Handle())
+        except Exception:  # noqa: BLE001 - refusing is fine: the tester then fails the run
+            refused += 1
+            continue
+        decoded += 1
+        assert _only_data(value), (node, value)
+    assert decoded > 300 and refused > 300  # both sides of the boundary were exercised
+
+    sample = [None, True, 3, -0.5, float("inf"), "ü", b"\x00", bytearray(b"x"), (1, [2]), {(1, 2): {3}},
+              frozenset({"a"}), 1 + 2j, [[[]]], {"$": "tuple"}]
+    node = json.loads(json.dumps(harness.encode(sample, lambda v: 1 / 0), allow_nan=False))
+    assert harness.decode(node, lambda n: 1 / 0) == sample

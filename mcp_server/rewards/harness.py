@@ -1,7 +1,7 @@
 """The trusted harness inside the sandbox: a tester process that grades, and the solution process it forks.
 
-`sandbox.run_python` runs this file's source as `python -I -c <source> VERDICT_FD`, as the sandbox's pid 1
-(bwrap --as-pid-1). That process is the tester. It makes itself non-dumpable first (no one in the sandbox
+`sandbox.run_python` runs this file (its bytecode, compiled once by the same interpreter, else its source)
+as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1). That process is the tester. It makes itself non-dumpable first (no one in the sandbox
 can ptrace it or open its /proc/1/mem, fd, environ; as the namespace's init it also ignores every signal
 sent from inside), forks the solution process, and only then reads the payload (code, tests, limits) from
 stdin. The solution process runs the model-written code and then answers the tester's requests (call this,
@@ -283,7 +283,11 @@ class Channel:
             raise _exception(reply["raise"])
         if reply.get("stop") is True:
             raise StopIteration
-        for i, node in reply.get("after") or ():  # the call's changes to a mutable argument
+        after = reply.get("after") or []
+        if type(after) is not list or not all(type(p) is list and len(p) == 2 for p in after):
+            self.broken = "the solution process sent an answer that is not a reply"
+            raise SolutionGone(self.broken)
+        for i, node in after:  # the call's changes to a mutable argument
             local = args[i] if type(i) is int and 0 <= i < len(args) else None
             if type(local) in MUTABLE:
                 new = self.decode(node)
@@ -316,8 +320,9 @@ _CHANNEL: Channel | None = None
 
 class Remote:
     """A handle on an object that lives in the solution process. Calls, attributes, items, len, iteration,
-    str and isinstance against a solution class ask the solution and get data back. Identity, equality, hashing, ordering and truth are the tester's
-    own: a solution object equals only itself, is always true and has no order, so its __eq__ cannot pass a test."""
+    str and isinstance against a solution class ask the solution and get data back. Identity, equality,
+    hashing, ordering and truth are the tester's own: a solution object equals only itself, is always true
+    and has no order, so its __eq__ cannot pass a test."""
 
     __slots__ = ("_rid", "_rtype")
 
