@@ -464,8 +464,7 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
     except SolutionGone as exc:
         return False, f"solution: {exc} before the tests ran", 0
     if "raise" in reply:
-        exc = _exception(reply["raise"])
-        return False, f"solution: {type(exc).__name__}: {exc}"[:300], 0
+        return False, _where(_exception(reply["raise"]), "solution"), 0
     names = reply.get("names")
     if type(names) is not list or not all(type(p) is list and len(p) == 2 and type(p[0]) is str for p in names):
         return False, "solution: the solution process did not report its names", 0
