@@ -54,8 +54,12 @@ PROBLEMS = [
 
 def load_old(rev: str):
     """sandbox.py at `rev`, as a module of its own (it needs nothing but the standard library)."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:mcp_server/rewards/sandbox.py"],
-                            capture_output=True, text=True, check=True).stdout
+    proc = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:mcp_server/rewards/sandbox.py"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"cannot read the baseline sandbox at {rev} from git (a clone with history is needed): "
+                 f"{proc.stderr.strip()}")
+    source = proc.stdout
     path = Path(tempfile.mkdtemp(prefix="bench-old-sandbox-")) / "old_sandbox.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("old_sandbox", path)

@@ -69,8 +69,8 @@ HARNESS = (Path(__file__).parent / "harness.py").read_text()
 # Compiling the harness's source at every start was a tenth of a run: it is compiled once per interpreter, by
 # that interpreter (bytecode is version-specific), and started from its bytecode (optimize=2 drops only the
 # docstrings: the harness has no asserts, and the tests it compiles keep theirs).
-_COMPILE = ("import binascii, marshal, sys, zlib; sys.stdout.write(binascii.b2a_base64(zlib.compress(marshal.dumps("
-            "compile(sys.stdin.read(), 'harness.py', 'exec', optimize=2))), newline=False).decode())")
+_COMPILE = ("import binascii, marshal, sys, zlib; sys.stdout.buffer.write(binascii.b2a_base64(zlib.compress(marshal.dumps("
+            "compile(sys.stdin.buffer.read(), 'harness.py', 'exec', optimize=2))), newline=False))")
 _BOOT = "import binascii, marshal, sys, zlib; exec(marshal.loads(zlib.decompress(binascii.a2b_base64(sys.argv[2]))))"
 
 
@@ -78,9 +78,9 @@ _BOOT = "import binascii, marshal, sys, zlib; exec(marshal.loads(zlib.decompress
 def _harness_code(interpreter: str) -> str | None:
     """The harness's bytecode for this interpreter (marshal, zlib, base64); None if it could not compile it."""
     try:
-        return subprocess.run([interpreter, "-I", "-c", _COMPILE], input=HARNESS, capture_output=True, text=True,
-                              timeout=60, check=True, env={"PATH": "/usr/bin:/bin"}).stdout
-    except (OSError, subprocess.SubprocessError):
+        return subprocess.run([interpreter, "-I", "-c", _COMPILE], input=HARNESS.encode(), capture_output=True,
+                              timeout=60, check=True, env={"PATH": "/usr/bin:/bin"}).stdout.decode("ascii")
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return None
 
 
