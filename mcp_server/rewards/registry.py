@@ -89,6 +89,8 @@ REGISTRY: dict[str, dict[str, Any]] = {
         "it) passes its row's tests, run inside a bubblewrap sandbox (no network, read-only system, private /tmp, "
         "no host home/credentials/env, CPU/memory/process/output limits, wall-clock timeout), else 0.0. Tests are "
         "Python source: asserts and/or pytest-style test_* functions, with the solution's names in scope. "
+        "The tests run in a tester process the code cannot reach and call the solution with values that cross as "
+        "data, so frame tricks, exit codes, printed tokens and always-equal objects cannot fake a pass. "
         "Completions run in parallel; a crash, hang, fork bomb or output flood scores 0 for that one only. "
         "Refuses to run (SandboxUnavailable) where bubblewrap does not work: never on the host.",
         params={

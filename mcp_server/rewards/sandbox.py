@@ -10,8 +10,12 @@ bwrap exits only after reaping that init, and the init's exit completes only onc
 and reaped every process in its namespace. A run returns after that, and after the pidfd says the init
 is gone, so nothing outlives the run and no zombie is left behind.
 
+Inside, pid 1 is the harness's tester (harness.py, `--as-pid-1`): it forks the process that runs the
+solution and grades it from outside, values crossing as JSON. The verdict comes back on a pipe of its own
+that only the tester holds, so nothing the solution prints, returns or does to its process can pass a run.
+
 Without a working bwrap there is no execution: `SandboxUnavailable` says why and how to fix it.
-There is no fallback to the host.
+There is no fallback to the host (the sandbox's interpreter runs on the host only to compile the harness).
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import secrets
 import select
 import shutil
 import signal
@@ -29,6 +32,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 NOBODY = 65534
 
@@ -59,43 +63,31 @@ class RunResult:
     extra: dict = field(default_factory=dict)
 
 
-# The trusted harness, run inside the sandbox by the interpreter (`python -I -c RUNNER`). It reads one
-# JSON payload from stdin, lowers its own limits (RLIMIT_NPROC is set here, inside the new user
-# namespace, so it counts only this sandbox's processes), runs the solution as module `solution`, then
-# the tests with the solution's names in scope (as `from solution import *`), then every `test*`
-# function and every `Test*` class's `test*` methods in order (pytest's default collection).
-# A pass is reported as a per-run random token on the saved stdout: os._exit(0) or printing "PASS"
-# from the solution does not pass.
-RUNNER = r"""
-import json, os, resource, sys, types
-def _harness():
-    payload = json.loads(sys.stdin.read())
-    token, lim = payload.pop("token"), payload.pop("limits")
-    for name, value in (("RLIMIT_NPROC", lim["nproc"]), ("RLIMIT_AS", lim["as"]), ("RLIMIT_CPU", lim["cpu"]),
-                        ("RLIMIT_FSIZE", lim["fsize"]), ("RLIMIT_NOFILE", lim["nofile"]), ("RLIMIT_CORE", 0)):
-        resource.setrlimit(getattr(resource, name), (value, value))
-    write, fd, callable_, getattr_ = os.write, os.dup(1), callable, getattr
-    os.chdir("/tmp")
-    solution = types.ModuleType("solution")
-    solution.__file__ = "/tmp/solution.py"
-    sys.modules["solution"] = solution
-    exec(compile(payload["code"], "solution.py", "exec"), solution.__dict__)
-    scope = {"__name__": "test_solution", "__file__": "/tmp/test_solution.py"}
-    scope.update({k: v for k, v in solution.__dict__.items() if not k.startswith("_")})
-    exec(compile(payload["tests"], "test_solution.py", "exec"), scope)
-    tests = []
-    for name, obj in list(scope.items()):
-        if name.startswith("test") and callable_(obj) and not isinstance(obj, type):
-            tests.append(obj)
-        elif name.startswith("Test") and isinstance(obj, type) and "__init__" not in obj.__dict__:
-            instance = obj()
-            tests += [getattr_(instance, m) for m in obj.__dict__ if m.startswith("test") and callable_(getattr_(obj, m))]
-    for test in tests:
-        test()
-    sys.stdout.flush()
-    write(fd, ("\n" + token + " PASS\n").encode())
-_harness()
-"""
+# The trusted harness (harness.py, stdlib only), run by the sandbox's Python as its pid 1: the tester, which
+# forks the solution process and grades it from outside (see that module's docstring).
+HARNESS = (Path(__file__).parent / "harness.py").read_text()
+# Compiling the harness's source at every start was a tenth of a run: it is compiled once per interpreter, by
+# that interpreter (bytecode is version-specific), and started from its bytecode (optimize=2 drops only the
+# docstrings: the harness has no asserts, and the tests it compiles keep theirs).
+_COMPILE = ("import binascii, marshal, sys, zlib; sys.stdout.buffer.write(binascii.b2a_base64(zlib.compress(marshal.dumps("
+            "compile(sys.stdin.buffer.read(), 'harness.py', 'exec', optimize=2))), newline=False))")
+_BOOT = "import binascii, marshal, sys, zlib; exec(marshal.loads(zlib.decompress(binascii.a2b_base64(sys.argv[2]))))"
+
+
+@functools.lru_cache(maxsize=8)
+def _harness_code(interpreter: str) -> str | None:
+    """The harness's bytecode for this interpreter (marshal, zlib, base64); None if it could not compile it."""
+    try:
+        return subprocess.run([interpreter, "-I", "-c", _COMPILE], input=HARNESS.encode(), capture_output=True,
+                              timeout=60, check=True, env={"PATH": "/usr/bin:/bin"}).stdout.decode("ascii")
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return None
+
+
+def _harness_args(interpreter: str, verdict_fd: int) -> list[str]:
+    """What follows `python -I` to start the harness: from its bytecode, else from its source (slower to start)."""
+    code = _harness_code(interpreter)
+    return ["-c", HARNESS, str(verdict_fd)] if code is None else ["-c", _BOOT, str(verdict_fd), code]
 
 
 def _interpreter(python: str | None) -> str:
@@ -107,7 +99,7 @@ def _interpreter(python: str | None) -> str:
     raise SandboxUnavailable("no Python interpreter found to run inside the sandbox")
 
 
-def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int) -> list[str]:
+def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int, verdict_fd: int) -> list[str]:
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise SandboxUnavailable(
@@ -115,7 +107,7 @@ def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int) -> list[str]:
             "(there is no fallback to the host). Install it: `apt-get install bubblewrap` / "
             "`dnf install bubblewrap` / `pacman -S bubblewrap`."
         )
-    argv = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
+    argv = [bwrap, "--info-fd", str(info_fd), "--as-pid-1", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks or real dirs
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -130,7 +122,7 @@ def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int) -> list[str]:
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--hostname", "sandbox",
         "--remount-ro", "/",
-        interpreter, "-I", "-c", RUNNER,
+        interpreter, "-I", *_harness_args(interpreter, verdict_fd),
     ]
     return argv
 
@@ -193,10 +185,12 @@ def _wait_gone(init_fd: int | None) -> None:
 
 
 def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | None = None) -> RunResult:
-    """Run `code` then `tests` in a fresh sandbox; passed only when every test ran and none failed."""
-    token = secrets.token_hex(16)
+    """Run `code` then `tests` in a fresh sandbox; passed only when every test ran and none failed.
+
+    The verdict comes only from the tester process (harness.py) over its own pipe, which the solution
+    process never holds: nothing the solution prints, returns or does to its own process can pass a run."""
     payload = json.dumps({
-        "code": code, "tests": tests, "token": token,
+        "code": code, "tests": tests,
         "limits": {
             "nproc": limits.max_processes, "as": limits.memory_mb * 1024 * 1024,
             "cpu": max(1, int(limits.timeout_s + 0.999)), "fsize": limits.max_file_mb * 1024 * 1024,
@@ -205,21 +199,26 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
     }).encode()
     interpreter = _interpreter(python)
     info_r, info_w = os.pipe()  # bwrap writes {"child-pid": N} here: the sandbox's init, to kill on timeout
+    verdict_r, verdict_w = os.pipe()  # the tester's verdict, and nothing else
     try:
-        argv = _bwrap_argv(interpreter, limits, info_w)
+        argv = _bwrap_argv(interpreter, limits, info_w, verdict_w)
         start = time.monotonic()
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(info_w,),
-            start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, **_drop_root(),
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(info_w, verdict_w), start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"},
+            **_drop_root(),
         )
     except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
         os.close(info_r)
+        os.close(verdict_r)
         raise SandboxUnavailable(f"cannot start bubblewrap ({argv[0] if 'argv' in locals() else 'bwrap'}): {exc}") from None
     except BaseException:
         os.close(info_r)
+        os.close(verdict_r)
         raise
     finally:
         os.close(info_w)
+        os.close(verdict_w)
 
     def feed() -> None:
         try:
@@ -279,20 +278,40 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
         _wait_gone(init_fd)
         os.close(info_r)
         proc.stdout.close()
+        verdict = _read_verdict(verdict_r)  # every writer is gone by now: this reads to the end
     output = b"".join(chunks).decode("utf-8", "replace")
-    lines = output.rstrip("\n").splitlines()
-    passed = not (timed_out or flooded) and proc.returncode == 0 and bool(lines) and lines[-1] == f"{token} PASS"
+    passed = not (timed_out or flooded) and proc.returncode == 0 and verdict.get("passed") is True
     error = None
     if timed_out:
         error = f"timed out after {limits.timeout_s:g}s"
     elif flooded:
         error = f"output over {limits.max_output_bytes} bytes"
     elif not passed:
-        error = (lines[-1][:200] if lines else "") or f"exit code {proc.returncode}"
+        lines = output.rstrip("\n").splitlines()
+        error = str(verdict.get("error") or "")[:300] or (lines[-1][:200] if lines else "") or f"exit code {proc.returncode}"
     return RunResult(
-        passed=passed, returncode=proc.returncode, output=output.replace(token, "<token>")[-4000:],
-        timed_out=timed_out, output_exceeded=flooded, seconds=time.monotonic() - start, error=error,
+        passed=passed, returncode=proc.returncode, output=output[-4000:], timed_out=timed_out,
+        output_exceeded=flooded, seconds=time.monotonic() - start, error=error,
+        extra={"tests": verdict.get("tests")} if "tests" in verdict else {},
     )
+
+
+def _read_verdict(fd: int) -> dict:
+    """The tester's verdict object ({} when it wrote none: killed, or never started)."""
+    data = b""
+    os.set_blocking(fd, False)  # a writer that somehow survived must not hang the reward
+    try:
+        while len(data) < 65536 and (piece := os.read(fd, 65536)):
+            data += piece
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    try:
+        verdict = json.loads(data.decode())
+    except ValueError:
+        return {}
+    return verdict if isinstance(verdict, dict) else {}
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,0 +1,541 @@
+"""The trusted harness inside the sandbox: a tester process that grades, and the solution process it forks.
+
+`sandbox.run_python` runs this file (its bytecode, compiled once by the same interpreter, else its source)
+as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1). That process is the tester. It makes itself non-dumpable first (no one in the sandbox
+can ptrace it or open its /proc/1/mem, fd, environ; as the namespace's init it also ignores every signal
+sent from inside), forks the solution process, and only then reads the payload (code, tests, limits) from
+stdin. The solution process runs the model-written code and then answers the tester's requests (call this,
+read that attribute) over two pipes, one JSON line each way. Values cross as data (`encode`/`decode`): None,
+bool, int, float, str, bytes, bytearray, list, tuple, dict, set, frozenset, complex, Fraction, Decimal. Any
+other object stays in the solution process and the tester holds a `Remote` handle on it.
+
+The tests run in the tester. They see the solution's public names (builtins and standard-library module
+names stay the tester's own; `import solution` reaches all of them), and every comparison, truth test and
+the verdict happen in the tester on data: a solution object equals only itself and is always true. Only the
+tester holds the verdict fd; it writes one JSON object there: {"passed", "error", "tests"}.
+
+So nothing the solution does reaches the verdict: it cannot see the tests (they arrive after the fork), read
+the tester's frames or memory, patch its builtins or modules, return an object whose __eq__ lies, print a
+pass line, exit early (a solution that stops answering fails), or hook its exit.
+
+Stdlib only, and no import of this package: it runs under the sandbox's Python.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import types
+
+# decimal, fractions, traceback and linecache are imported only when needed: start-up time is
+# most of a run's cost.
+
+MAX_MESSAGE = 16 * 1024 * 1024  # one JSON line between the processes
+MAX_DEPTH = 256  # nesting of data that crosses
+PR_SET_DUMPABLE = 4
+MUTABLE = (list, dict, set, bytearray)  # arguments whose state after a call is copied back to the tester
+
+
+# ------------------------------------------------------------------ data that crosses
+def encode(value, ref, depth=0):
+    """`value` as JSON: plain data as itself or a tagged object; anything else as `ref(value)`. A subclass of
+    a data type crosses as its base type (a Counter as a dict, a namedtuple as a tuple, an IntEnum as an int)."""
+    if value is None or value is True or value is False:
+        return value
+    kind = type(value)
+    if kind is int or kind is str:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"data nested over {MAX_DEPTH} levels")
+    deeper = depth + 1
+    if kind is list:
+        return [encode(v, ref, deeper) for v in value]
+    if kind is tuple or kind is set or kind is frozenset:
+        return {"$": kind.__name__, "v": [encode(v, ref, deeper) for v in value]}
+    if kind is dict:
+        return {"$": "dict", "v": [[encode(k, ref, deeper), encode(v, ref, deeper)] for k, v in value.items()]}
+    if kind is bytes or kind is bytearray:
+        return {"$": kind.__name__, "v": value.hex()}
+    if kind is complex:
+        return {"$": "complex", "v": [repr(value.real), repr(value.imag)]}
+    if kind.__name__ == "Fraction" and kind is getattr(sys.modules.get("fractions"), "Fraction", None):
+        return {"$": "fraction", "v": [value.numerator, value.denominator]}
+    if kind.__name__ == "Decimal" and kind is getattr(sys.modules.get("decimal"), "Decimal", None):
+        return {"$": "decimal", "v": str(value)}
+    for base in (int, float, str, bytes, tuple, list, dict, set, frozenset):
+        if isinstance(value, base):
+            return encode(base(value), ref, depth)
+    return ref(value)
+
+
+def decode(node, deref, depth=0):
+    """The data a JSON value stands for; a {"$": "ref"} node through `deref`. Anything else is refused."""
+    kind = type(node)
+    if node is None or kind is bool or kind is int or kind is float or kind is str:
+        return node
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"data nested over {MAX_DEPTH} levels")
+    deeper = depth + 1
+    if kind is list:
+        return [decode(v, deref, deeper) for v in node]
+    if kind is not dict:
+        raise ValueError(f"not data: {kind.__name__}")
+    tag, value = node.get("$"), node.get("v")
+    if tag == "ref":
+        return deref(node)
+    if tag in ("tuple", "set", "frozenset") and type(value) is list:
+        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](decode(v, deref, deeper) for v in value)
+    if tag == "dict" and type(value) is list and all(type(p) is list and len(p) == 2 for p in value):
+        return {decode(k, deref, deeper): decode(v, deref, deeper) for k, v in value}
+    if tag in ("bytes", "bytearray") and type(value) is str:
+        return (bytes if tag == "bytes" else bytearray).fromhex(value)
+    if tag == "float" and value in ("nan", "inf", "-inf"):
+        return float(value)
+    if tag == "complex" and type(value) is list and len(value) == 2 and all(type(v) is str for v in value):
+        return complex(float(value[0]), float(value[1]))
+    if tag == "fraction" and type(value) is list and len(value) == 2 and all(type(v) is int for v in value):
+        import fractions
+
+        return fractions.Fraction(value[0], value[1])
+    if tag == "decimal" and type(value) is str:
+        import decimal
+
+        return decimal.Decimal(value)
+    raise ValueError(f"not data: {str(tag)[:40]}")
+
+
+# ------------------------------------------------------------------ the solution process
+def _set_limits(limits: dict) -> None:
+    for name, value in (("RLIMIT_NPROC", limits["nproc"]), ("RLIMIT_AS", limits["as"]), ("RLIMIT_CPU", limits["cpu"]),
+                        ("RLIMIT_FSIZE", limits["fsize"]), ("RLIMIT_NOFILE", limits["nofile"]), ("RLIMIT_CORE", 0)):
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def serve(requests: int, replies: int) -> None:
+    """Run the solution's code as module `solution`, send its public names, then answer requests until the
+    tester closes the pipe. Everything here is the solution's to break: it only ever hurts its own answers."""
+    inp, out = os.fdopen(requests, "rb"), os.fdopen(replies, "wb")
+    objects, ids = {}, {}
+
+    def ref(obj):
+        rid = ids.get(id(obj))
+        if rid is None:
+            rid = ids[id(obj)] = len(objects) + 1
+            objects[rid] = obj
+        return {"$": "ref", "id": rid, "t": type(obj).__name__[:80]}
+
+    def send(message) -> None:
+        out.write(json.dumps(message, allow_nan=False).encode() + b"\n")
+        out.flush()
+
+    def enc(value):
+        try:
+            return encode(value, ref)
+        except (ValueError, RecursionError):  # cyclic or too deep: it stays here
+            return ref(value)
+
+    def dec(node):
+        return decode(node, lambda n: objects[n["id"]])
+
+    def failure(exc: BaseException) -> dict:
+        try:
+            message = str(exc)[:2000]
+        except BaseException:  # noqa: BLE001 - the solution's own exception may fail to print
+            message = "<unprintable>"
+        return {"raise": [[c.__name__ for c in type(exc).__mro__][:20], message]}
+
+    load = json.loads(inp.readline())
+    os.chdir("/tmp")
+    _set_limits(load["limits"])
+    module = types.ModuleType("solution")
+    module.__file__ = "/tmp/solution.py"
+    sys.modules["solution"] = module
+    try:
+        exec(compile(load["code"], "solution.py", "exec"), module.__dict__)
+        send({"names": [[k, enc(v)] for k, v in list(module.__dict__.items()) if not k.startswith("_")]})
+    except BaseException as exc:  # noqa: BLE001 - a broken solution fails, it does not crash the harness
+        import traceback
+
+        traceback.print_exc()
+        send(failure(exc))
+        return
+    while True:
+        line = inp.readline()
+        if not line:
+            return
+        reply = {}
+        try:
+            msg = json.loads(line)
+            op, target = msg["op"], objects[msg["id"]]
+            if op == "call":
+                args, kw = dec(msg["args"]), dict(dec(msg["kw"]))
+                reply["value"] = enc(target(*args, **kw))
+                reply["after"] = [[i, enc(a)] for i, a in enumerate(args) if type(a) in MUTABLE]
+            elif op == "getattr":
+                reply["value"] = enc(getattr(target, msg["name"]))
+            elif op == "setattr":
+                setattr(target, msg["name"], dec(msg["value"]))
+            elif op == "delattr":
+                delattr(target, msg["name"])
+            elif op == "getitem":
+                reply["value"] = enc(target[dec(msg["key"])])
+            elif op == "setitem":
+                target[dec(msg["key"])] = dec(msg["value"])
+            elif op == "delitem":
+                del target[dec(msg["key"])]
+            elif op == "len":
+                reply["value"] = len(target)
+            elif op == "contains":
+                reply["value"] = dec(msg["value"]) in target
+            elif op == "str":
+                reply["value"] = str(target)
+            elif op == "isinstance":
+                reply["value"] = isinstance(dec(msg["value"]), target)
+            elif op == "iter":
+                reply["value"] = enc(iter(target))
+            elif op == "next":
+                try:
+                    reply["value"] = enc(next(target))
+                except StopIteration:
+                    reply = {"stop": True}
+            else:
+                raise ValueError(f"unknown request {op!r}")
+        except BaseException as exc:  # noqa: BLE001 - the solution's exception is an answer, not a crash
+            reply = failure(exc)
+        try:
+            send(reply)
+        except (ValueError, TypeError, RecursionError) as exc:  # not JSON after all (e.g. a str subclass's hooks)
+            send(failure(exc))
+
+
+# ------------------------------------------------------------------ the tester process
+class SolutionError(Exception):
+    """The solution raised an exception that is not a builtin one (its type name and message)."""
+
+
+class SolutionGone(BaseException):  # noqa: N818 - not an Exception: a test's `except Exception` cannot swallow it
+    """The solution process stopped answering or answered with something that is not data: the run fails."""
+
+
+class Channel:
+    def __init__(self, requests: int, replies: int) -> None:
+        self.out, self.inp = os.fdopen(requests, "wb"), os.fdopen(replies, "rb")
+        self.remotes: dict[int, Remote] = {}
+        self.broken: str | None = None
+
+    def remote(self, node: dict) -> Remote:
+        rid = node.get("id")
+        if type(rid) is not int:
+            raise ValueError("bad reference")
+        if rid not in self.remotes:
+            self.remotes[rid] = Remote(rid, str(node.get("t"))[:80])
+        return self.remotes[rid]
+
+    def data(self, value):
+        def ref(obj):
+            if type(obj) is Remote:
+                return {"$": "ref", "id": object.__getattribute__(obj, "_rid")}
+            raise TypeError(f"cannot pass a {type(obj).__name__} to the solution: only data (None, bool, int, "
+                            "float, str, bytes, list, tuple, dict, set, ...) and the solution's own objects cross")
+        return encode(value, ref)
+
+    def exchange(self, message: dict) -> dict:
+        """Send one request, read one reply. Any failure of the solution's side breaks the channel for good."""
+        if self.broken:
+            raise SolutionGone(self.broken)
+        try:
+            self.out.write(json.dumps(message, allow_nan=False).encode() + b"\n")
+            self.out.flush()
+            line = self.inp.readline(MAX_MESSAGE + 1)
+        except OSError as exc:
+            line, why = b"", f"closed its pipe ({exc})"
+        else:
+            why = "exited or closed its pipe" if not line else "sent an answer over 16 MB or cut short"
+        if line.endswith(b"\n"):
+            try:
+                reply = json.loads(line)
+            except (ValueError, RecursionError):
+                reply = None
+            if type(reply) is dict:
+                return reply
+            why = "sent an answer that is not a JSON object"
+        self.broken = f"the solution process {why}"[:300]
+        raise SolutionGone(self.broken)
+
+    def decode(self, node):
+        try:
+            return decode(node, self.remote)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unhashable key, Fraction(1, 0), a bad Decimal
+            self.broken = f"the solution answered with something that is not data ({exc})"[:300]
+            raise SolutionGone(self.broken) from None
+
+    def ask(self, message: dict, args: tuple = ()):
+        reply = self.exchange(message)
+        if "raise" in reply:
+            raise _exception(reply["raise"])
+        if reply.get("stop") is True:
+            raise StopIteration
+        after = reply.get("after") or []
+        if type(after) is not list or not all(type(p) is list and len(p) == 2 for p in after):
+            self.broken = "the solution process sent an answer that is not a reply"
+            raise SolutionGone(self.broken)
+        for i, node in after:  # the call's changes to a mutable argument
+            local = args[i] if type(i) is int and 0 <= i < len(args) else None
+            if type(local) in MUTABLE:
+                new = self.decode(node)
+                if type(new) is type(local):
+                    if type(local) in (dict, set):
+                        local.clear()
+                        local.update(new)
+                    else:
+                        local[:] = new
+        return self.decode(reply.get("value"))
+
+
+def _exception(raised) -> Exception:
+    """A builtin exception of the type the solution raised (or its nearest builtin base), else SolutionError."""
+    names, message = (raised if type(raised) is list and len(raised) == 2 else ([], "?"))
+    message = str(message)[:2000]
+    names = [n for n in names if type(n) is str] if type(names) is list else []
+    for name in names:
+        cls = getattr(builtins, name, None)
+        if isinstance(cls, type) and issubclass(cls, Exception) and cls is not Exception:
+            try:
+                return cls(message) if name == names[0] else cls(f"{names[0]}: {message}")
+            except Exception:  # noqa: BLE001, S112 - a builtin exception that wants other arguments
+                continue
+    return SolutionError(f"{names[0] if names else '?'}: {message}")
+
+
+_CHANNEL: Channel | None = None
+
+
+class Remote:
+    """A handle on an object that lives in the solution process. Calls, attributes, items, len, iteration,
+    str and isinstance against a solution class ask the solution and get data back. Identity, equality,
+    hashing, ordering and truth are the tester's own: a solution object equals only itself, is always true
+    and has no order, so its __eq__ cannot pass a test."""
+
+    __slots__ = ("_rid", "_rtype")
+
+    def __init__(self, rid: int, rtype: str) -> None:
+        object.__setattr__(self, "_rid", rid)
+        object.__setattr__(self, "_rtype", rtype)
+
+    def _ask(self, op: str, local_args: tuple = (), **fields):
+        return _CHANNEL.ask({"op": op, "id": object.__getattribute__(self, "_rid"), **fields}, local_args)
+
+    def __getattr__(self, name: str):
+        return self._ask("getattr", name=name)
+
+    def __setattr__(self, name: str, value) -> None:
+        self._ask("setattr", name=name, value=_CHANNEL.data(value))
+
+    def __delattr__(self, name: str) -> None:
+        self._ask("delattr", name=name)
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", args, args=_CHANNEL.data(list(args)), kw=_CHANNEL.data(list(kwargs.items())))
+
+    def __getitem__(self, key):
+        return self._ask("getitem", key=_CHANNEL.data(key))
+
+    def __setitem__(self, key, value) -> None:
+        self._ask("setitem", key=_CHANNEL.data(key), value=_CHANNEL.data(value))
+
+    def __delitem__(self, key) -> None:
+        self._ask("delitem", key=_CHANNEL.data(key))
+
+    def __len__(self) -> int:
+        return self._ask("len")
+
+    def __contains__(self, item) -> bool:
+        return self._ask("contains", value=_CHANNEL.data(item)) is True
+
+    def __iter__(self):
+        iterator = self._ask("iter")
+        if type(iterator) is not Remote:
+            yield from iterator
+            return
+        while True:
+            try:
+                yield iterator._ask("next")
+            except StopIteration:
+                return
+
+    def __next__(self):
+        return self._ask("next")
+
+    def __instancecheck__(self, obj) -> bool:  # isinstance(x, SolutionClass)
+        return self._ask("isinstance", value=_CHANNEL.data(obj)) is True
+
+    def __str__(self) -> str:
+        text = self._ask("str")
+        return text if type(text) is str else repr(self)
+
+    def __repr__(self) -> str:
+        return f"<solution {object.__getattribute__(self, '_rtype')} #{object.__getattribute__(self, '_rid')}>"
+
+    def __bool__(self) -> bool:
+        return True
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+
+def _test_scope(names: list, used: set) -> dict:
+    """The tests' globals: the solution's public names as `from solution import *` would give them, except
+    that builtins and standard-library module names stay the tester's own (a stdlib name the tests use
+    without importing it is the real module). `import solution` has all the public names. The names come
+    from the solution process, so they are checked here: public identifiers only, never `__builtins__`."""
+    module = types.ModuleType("solution")
+    module.__file__ = "/tmp/solution.py"
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    shared = []
+    scope = {"__name__": "test_solution", "__file__": "/tmp/test_solution.py", "__builtins__": builtins}
+    for name, value in names:
+        if not name.isidentifier() or name.startswith("_"):
+            continue
+        setattr(module, name, value)
+        if hasattr(builtins, name):
+            continue
+        if name in stdlib:
+            if name in used:  # imported only when the tests use it (an import can have side effects)
+                try:
+                    scope[name] = __import__(name)
+                except ImportError:
+                    pass
+            continue
+        scope[name] = value
+        shared.append(name)
+    module.__all__ = shared
+    sys.modules["solution"] = module
+    return scope
+
+
+def _identifiers(code: types.CodeType) -> set:
+    """Every global or attribute name the code and its nested functions and classes use."""
+    names = set()
+    stack = [code]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return names
+
+
+def _collect(scope: dict) -> list:
+    """pytest's default collection: `test*` functions, then the `test*` methods of `Test*` classes."""
+    tests = []
+    for name, obj in list(scope.items()):
+        if type(obj) is Remote:
+            continue
+        if name.startswith("test") and callable(obj) and not isinstance(obj, type):
+            tests.append((name, obj))
+        elif name.startswith("Test") and isinstance(obj, type) and "__init__" not in obj.__dict__:
+            instance = obj()
+            tests += [(f"{name}.{m}", getattr(instance, m)) for m in obj.__dict__
+                      if m.startswith("test") and callable(getattr(obj, m))]
+    return tests
+
+
+def _where(exc: BaseException, stage: str) -> str:
+    import traceback
+
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "test_solution.py"]
+    at = f" (test line {lines[-1]})" if lines else ""
+    message = str(exc)
+    return (f"{stage}{at}: {type(exc).__name__}" + (f": {message}" if message else ""))[:300]
+
+
+def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
+    """Load the solution, run the tests against it; (passed, why not, tests run)."""
+    try:
+        reply = channel.exchange({"code": payload["code"], "limits": payload["limits"]})
+    except SolutionGone as exc:
+        return False, f"solution: {exc} before the tests ran", 0
+    if "raise" in reply:
+        return False, _where(_exception(reply["raise"]), "solution"), 0
+    names = reply.get("names")
+    if type(names) is not list or not all(type(p) is list and len(p) == 2 and type(p[0]) is str for p in names):
+        return False, "solution: the solution process did not report its names", 0
+    try:
+        names = [(name, channel.decode(node)) for name, node in names]
+    except SolutionGone as exc:
+        return False, f"solution: {exc}", 0
+    tests = payload["tests"]
+    stage, count = "tests", 0
+    try:
+        code = compile(tests, "test_solution.py", "exec")
+        scope = _test_scope(names, _identifiers(code))
+        exec(code, scope)
+        for stage, test in _collect(scope):
+            test()
+            count += 1
+    except BaseException as exc:  # noqa: BLE001 - any failure of a test is a failed run
+        import linecache
+        import traceback
+
+        # The tests' source for the printed traceback (never a file: the solution could plant one).
+        linecache.cache["test_solution.py"] = (len(tests), None, tests.splitlines(True), "test_solution.py")
+        traceback.print_exc()
+        return False, channel.broken or _where(exc, stage), count
+    if channel.broken:  # a test swallowed the failure; the run still fails
+        return False, channel.broken, count
+    return True, None, count
+
+
+def main() -> None:
+    global _CHANNEL
+    verdict_fd = int(sys.argv[1])
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        os.write(verdict_fd, b'{"passed": false, "error": "cannot make the tester non-dumpable"}')
+        os._exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # pid 1 ignores signals it has no handler for
+    if hasattr(sys, "set_int_max_str_digits"):  # big ints cross as JSON numbers (e.g. factorial(2000))
+        sys.set_int_max_str_digits(0)
+    os.closerange(3, verdict_fd)  # e.g. bwrap's --info-fd: the solution gets nothing but its own pipes
+    os.closerange(verdict_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    requests_r, requests_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    if os.fork() == 0:  # the solution process: nothing of the tests or the verdict exists yet
+        try:
+            for fd in (verdict_fd, requests_w, replies_r):
+                os.close(fd)
+            os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
+            sys.stdout.reconfigure(line_buffering=True)
+            serve(requests_r, replies_w)
+        finally:
+            os._exit(0)
+    os.close(requests_r)
+    os.close(replies_w)
+    verdict = {"passed": False, "error": None, "tests": 0}
+    try:
+        payload = json.loads(sys.stdin.buffer.read())
+        _CHANNEL = Channel(requests_w, replies_r)
+        os.chdir("/tmp")
+        _set_limits(payload["limits"])
+        passed, error, count = grade(payload, _CHANNEL)
+        verdict.update(passed=passed, error=error, tests=count)
+    except BaseException as exc:  # noqa: BLE001 - whatever happens, the verdict is written (as a failure)
+        verdict["error"] = f"harness: {type(exc).__name__}: {exc}"[:300]
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os.write(verdict_fd, json.dumps(verdict).encode())
+            os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
