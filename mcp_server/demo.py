@@ -349,7 +349,8 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     data = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in train_rows], run.train_data)
     rewards = [{"name": "format_reward", "params": {}, "weight": 1.0},
                {"name": "correctness_reward", "params": {}, "weight": 1.0}]
-    atomic_write_json(run.rewards, rewards)  # what the inspection scores with
+    # The config comes first: the verdict vouches for the model, data and sampling settings it names.
+    emitted = _emit(run_dir, warm, data, rewards, settings)
     inspection = _inspect(console, run_dir, warm, data, settings)
     brief = atomic_write_text(run.brief, _brief(baseline, sft, sft_steps, inspection))
     phase_done("1 method + inspection", t0,
@@ -376,7 +377,6 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     # Phase 4: training
     t0 = time.time()
     console.phase(4, "training (GRPO from the warm-start)")
-    emitted = _emit(run_dir, warm, data, rewards, settings)
     console.print(f"  config {'valid' if emitted.validation.valid else 'NOT VALID'} for {emitted.validation.target} "
                   f"(TRL {emitted.validation.trl_version}); variant {emitted.variant}")
     for finding in emitted.validation.findings:
