@@ -111,7 +111,9 @@ def test_sampling_defaults_come_from_the_emitted_config(workspace, tiny_model):
     # num_generations 8 from the config; 64 prompts, enough for a base rate worth routing on.
     assert (result.n, result.num_prompts, result.num_samples) == (8, 64, 512)
     # A shorter limit than the config's is exploration: named, and these samples cannot back a verdict.
-    config_limit = yaml.safe_load(Path(emitted.config_path).read_text()).get("max_completion_length", 512)
+    emitted_config = yaml.safe_load(Path(emitted.config_path).read_text())
+    assert emitted_config["log_completions"] is True  # training's samples are read like the inspection's
+    config_limit = emitted_config.get("max_completion_length", 512)
     assert result.differs_from_config == [f"max_new_tokens: 8 (the config: {config_limit})"]
     assert result.lengths["truncated_share"] > 0.01 and result.lengths["suggested_max_completion_length"] is None
     assert "max_new_tokens=16" in result.lengths["advice"]
