@@ -250,3 +250,27 @@ def test_likely_misscored_list_is_precise_on_a_labelled_set(workspace, tiny_mode
     assert 0 not in flagged  # the demo's <reasoning>0 + 9 = 8</reasoning><answer>8</answer>, gold 9
     sheet = Path(result["review_md_path"]).read_text()
     assert "Sample 0 (prompt 0)" not in sheet.split("## Read these first")[1].split("## Samples")[0]
+
+
+# ---------------------------------------------------------------- lengths feed the config
+def test_length_advice_suggests_limits_with_the_truncation_they_imply():
+    from mcp_server.inspection.lengths import length_advice
+
+    lengths = list(range(1, 201))  # 200 completions of 1..200 tokens, none cut off at 256
+    advice = length_advice(lengths, [False] * 200, 256, prompt_lengths=[10, 70, 30])
+    assert advice["completion_tokens"] == {"p50": 100, "p90": 180, "p99": 198, "max": 200}
+    # The 99th percentile (198) rounded up to 256 cuts nothing; the longest prompt (70) + 256 -> 384.
+    assert (advice["suggested_max_completion_length"], advice["truncation_at_suggested"]) == (256, 0.0)
+    assert advice["suggested_vllm_max_model_length"] == 384
+    assert advice["config_patch"] == {"max_completion_length": 256, "log_completions": True,
+                                      "vllm_max_model_length": 384}
+    lengths = [10] * 95 + [150] * 5  # a long tail of 5%: the 99th percentile is 150 -> 192, cutting nothing
+    advice = length_advice(lengths, [False] * 100, 512, prompt_lengths=[])
+    assert advice["suggested_max_completion_length"] == 192 and advice["truncation_at_suggested"] == 0.0
+    lengths = [10] * 99 + [300]  # one outlier past the 99th percentile: the suggestion cuts it, and says so
+    advice = length_advice(lengths, [False] * 100, 512, prompt_lengths=[])
+    assert advice["suggested_max_completion_length"] == 64 and advice["truncation_at_suggested"] == 0.01
+    assert "cut off 1.0%" in advice["advice"]
+    # Two of 100 cut off at the sampling limit: the distribution is censored, nothing is suggested.
+    advice = length_advice([64] * 2 + [20] * 98, [True] * 2 + [False] * 98, 64, prompt_lengths=[5])
+    assert advice["suggested_max_completion_length"] is None and "max_new_tokens=128" in advice["advice"]

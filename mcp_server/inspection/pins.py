@@ -73,10 +73,17 @@ def data_pin(source: str, split: str | None = None, config_name: str | None = No
     return {"source": str(source), "config": config_name, "split": split}
 
 
-def _config_data(config: dict) -> list[dict]:
+def _at_run(value, run: Run) -> str:
+    """A relative local path in the config means what it means to training, which runs in the run directory."""
+    path = Path(str(value)).expanduser()
+    return str(run.dir / path) if not path.is_absolute() and (run.dir / path).exists() else str(value)
+
+
+def _config_data(config: dict, run: Run) -> list[dict]:
     """Every data source train/config.yaml trains on (dataset_name, or each `datasets` mixture entry)."""
     if config.get("dataset_name"):
-        return [data_pin(config["dataset_name"], config.get("dataset_train_split"), config.get("dataset_config"))]
+        return [data_pin(_at_run(config["dataset_name"], run), config.get("dataset_train_split"),
+                         config.get("dataset_config"))]
     pins = []
     for entry in config.get("datasets") or []:
         if not isinstance(entry, dict):
@@ -85,7 +92,8 @@ def _config_data(config: dict) -> list[dict]:
         files = entry.get("data_files")
         files = list(files.values()) if isinstance(files, dict) else files
         files = [files] if isinstance(files, str) else files or []
-        sources = [data_pin(f) for f in files] or [data_pin(str(entry.get("path")), entry.get("split"), entry.get("name"))]
+        sources = [data_pin(_at_run(f, run)) for f in files] or [
+            data_pin(_at_run(entry.get("path"), run), entry.get("split"), entry.get("name"))]
         pins.append({"path": entry.get("path"), "split": entry.get("split"), "columns": entry.get("columns"),
                      "sources": sources})
     return pins
@@ -101,8 +109,8 @@ def config_pins(run: Run) -> dict:
             "config, so emit it first (emit_grpo_config), then sample and inspect with it"
         )
     return {
-        "model": model_pin(str(config["model_name_or_path"]), config.get("model_revision")),
-        "data": _config_data(config),
+        "model": model_pin(_at_run(config["model_name_or_path"], run), config.get("model_revision")),
+        "data": _config_data(config, run),
         "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
         "reward_config": {k: config.get(k) for k in REWARD_CONFIG_KEYS},
     }
