@@ -366,7 +366,8 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
         "Read every sample and ask: would I give this completion these scores? Disagree where a reward "
         "pays for something wrong or misses something right. Then record the verdict: "
         "`record_inspection_verdict` (CLI: `llm-finetuning record-inspection-verdict RUN --verdict pass|fail "
-        "--reviewer NAME [--agree-rest] [--disagree IDS]`). Changing a reward afterwards voids the verdict.",
+        "--reviewer NAME [--agree-rest] [--disagree IDS]`). Changing the model, the data, the sampling settings, a "
+        "reward (or a module it imports) or train/train.py afterwards voids the verdict.",
         "",
         "## Summary",
         "",
@@ -400,7 +401,7 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
         f"- Malformed: {_fmt(result.malformed)}; well-formed but wrong: {_fmt(result.well_formed_but_wrong)}; "
         f"truncated: {result.truncated}",
     ]
-    lines += [f"- Warning: {w}" for w in result.warnings]
+    lines += [f"- Warning: {w}" for w in result.warnings if not w.startswith("these samples cannot back")]
     lines += [
         "",
         "| reward | weight | mean | std | min | max | zeros | None | zero-var groups | scores (value: count) |",
