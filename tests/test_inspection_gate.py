@@ -36,7 +36,8 @@ def scored(completions, **kwargs):
 '''
 
 
-def _hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]], golds: list[str]) -> Path:
+def _hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]], golds: list[str],
+                   rewards: list | None = None) -> Path:
     """A configured run (tiny model, a data file, format + correctness) with chosen completions as its samples,
     written the way sample_completions writes them from the run's config."""
     run_dir = new_run_dir(name)
@@ -45,7 +46,7 @@ def _hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str
     config = {"model_name_or_path": str(tiny_model), "num_generations": len(groups[0]),
               "datasets": [{"path": "json", "data_files": str(data), "split": "train"}]}
     atomic_write_text(run_dir / "train" / "config.yaml", yaml.safe_dump(config))
-    atomic_write_json(run_dir / "train" / "rewards.json", TASK_REWARDS)
+    atomic_write_json(run_dir / "train" / "rewards.json", rewards or TASK_REWARDS)
     lines, sid = [], 0
     for p, (group, gold) in enumerate(zip(groups, golds)):
         for k, text in enumerate(group):
@@ -226,18 +227,22 @@ LABELLED = [
 ]
 
 
-def test_likely_misscored_list_is_precise_on_a_labelled_set(workspace, tiny_model):
-    # 13 prompts x 4 (a review needs 50): the 20 labelled samples, then plainly right ones.
-    items = LABELLED + [("<reasoning>x</reasoning><answer>2</answer>", "2", False)] * (52 - len(LABELLED))
+def _labelled_run(workspace, tiny_model, name, labelled, filler, rewards=None) -> tuple[Path, list]:
+    """13 prompts x 4 (a review needs 50): the labelled samples, then `filler` (scored right); one gold each."""
+    items = labelled + [filler] * (52 - len(labelled))
     groups = [[text for text, _, _ in items[i: i + 4]] for i in range(0, 52, 4)]
-    golds_by_sample = [gold for _, gold, _ in items]
-    run_dir = _hand_made_run(workspace, tiny_model, "labelled", groups, ["?"] * 13)
+    run_dir = _hand_made_run(workspace, tiny_model, name, groups, ["?"] * 13, rewards)
     samples_file = run_dir / "inspection" / "samples.jsonl"
     samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
-    for sample, gold in zip(samples, golds_by_sample):  # one gold per sample (the columns are per row)
+    for sample, (_, gold, _) in zip(samples, items):  # one gold per sample (the columns are per row)
         sample["columns"]["answer"] = gold
     samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return run_dir, items
 
+
+def test_likely_misscored_list_is_precise_on_a_labelled_set(workspace, tiny_model):
+    run_dir, items = _labelled_run(workspace, tiny_model, "labelled", LABELLED,
+                                   ("<reasoning>x</reasoning><answer>2</answer>", "2", False))
     proc, result = run_cli_json("inspect-rewards", str(run_dir), "--max-suspects", "100")
     assert proc.returncode == 0, proc.stderr
     flagged = {s["id"] for s in result["likely_misscored"]}
@@ -250,6 +255,26 @@ def test_likely_misscored_list_is_precise_on_a_labelled_set(workspace, tiny_mode
     assert 0 not in flagged  # the demo's <reasoning>0 + 9 = 8</reasoning><answer>8</answer>, gold 9
     sheet = Path(result["review_md_path"]).read_text()
     assert "Sample 0 (prompt 0)" not in sheet.split("## Read these first")[1].split("## Samples")[0]
+
+
+# math_reward reading \boxed{} anywhere (tag null): equivalence is math-verify's; the list flags only numbers.
+LABELLED_MATH = [
+    ("so \\boxed{\\frac{1}{2}}", "0.5", False),  # paid, and right: 1/2 = 0.5 (the old rule: "gold does not appear")
+    ("0 + 9 = 8, so \\boxed{8}", "9", False),
+    ("\\boxed{\\sqrt{8}}", "$2\\sqrt{2}$", False),  # paid, and right: symbolic, not the list's to doubt
+    ("the answer is 7", "7", False),  # no \boxed{}: the rule of this reward
+    ("\\boxed{7}", "7", False),
+    ("\\boxed{The answer is 7}", "7", True),  # unpaid, though the box says 7
+]
+
+
+def test_likely_misscored_list_with_math_equivalence(workspace, tiny_model):
+    rewards = [{"name": "math_reward", "params": {"tag": None}}]
+    run_dir, items = _labelled_run(workspace, tiny_model, "math", LABELLED_MATH, ("\\boxed{2}", "2", False), rewards)
+    result = inspect_rewards(InspectRequest(run=str(run_dir), max_suspects=100))
+    scores = [r["scores"]["math_reward"] for r in map(json.loads, Path(result.review_jsonl_path).read_text().splitlines())]
+    assert scores[:6] == [2.0, 0.0, 2.0, 0.0, 2.0, 0.0]  # what math-verify pays (the labels assume it)
+    assert {s.id for s in result.likely_misscored} == {5}
 
 
 # ---------------------------------------------------------------- lengths feed the config

@@ -1,4 +1,4 @@
-"""The review's "Read these first: likely mis-scored" list: samples a reward plausibly scored wrongly.
+r"""The review's "Read these first: likely mis-scored" list: samples a reward plausibly scored wrongly.
 
 A person reads this list first, so it flags only disagreements about the answer itself, never a gold value
 that merely appears somewhere in the text (in `<reasoning>0 + 9 = 8</reasoning><answer>8</answer>` the 9 is
@@ -6,7 +6,8 @@ a restated operand, and 0 is the right score):
 - a verifier (correctness_reward, math_reward) scored 0, but a looser parse of the same answer (case,
   trailing punctuation, "The answer is 7", `$7$`, `\\boxed{7}`, 7.0, 1/2 = 0.5) matches the gold;
 - a verifier paid, but a stricter parse disagrees: no single answer block, or its text is not the gold
-  (as text or as a number);
+  (as text or as a number; for math_reward only where both are numbers: symbolic equivalence such as
+  2\sqrt{2} = \sqrt{8} is math-verify's to judge);
 - a format reward paid for malformed output: a missing, repeated, empty or nested block, or a completion cut
   off at the length limit;
 - a verifier paid on a completion cut off at the length limit; every reward returned None.
@@ -127,7 +128,9 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
             if score > 0:
                 if len(blocks) != 1:
                     reasons.append((3, f"{name} scored {score:g} with {len(blocks)} answers in {where}s"))
-                elif not strict_match(blocks[0], gold) and not loose_match(blocks[0], gold):
+                elif not strict_match(blocks[0], gold) and not loose_match(blocks[0], gold) and (
+                        verifier[0] != "math_reward" or _number(_strip(blocks[0])) is not None
+                        and _number(_strip(gold)) is not None):  # symbolic equivalence is math-verify's to judge
                     reasons.append((3, f"{name} scored {score:g} but {where} says {blocks[0][:60]!r}, not the gold "
                                        f"'{gold}'"))
                 if truncated:
