@@ -175,6 +175,9 @@ def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_w
     verdict_file.write_text(json.dumps(forged))
     gate = _gate(run_dir)
     assert not gate["passed"] and "judges 10 of the 64 reviewed samples" in gate["reason"]
+    verdict_file.write_bytes(b"\x00\xff not json")
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "cannot be read as a JSON object" in gate["reason"]
     verdict_file.write_text(real)
     assert check_inspection_gate(run_dir).passed
 

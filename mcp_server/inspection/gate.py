@@ -229,6 +229,14 @@ def _ranges(ids: list[int]) -> str:
     return ", ".join(parts) or "none"
 
 
+def _read_or_none(path: Path) -> dict | None:
+    """A JSON object file the gate judges: None when it is not one (the gate then stays closed, saying so)."""
+    try:
+        return read_json(path, "run", dict)
+    except UserInputError:
+        return None
+
+
 def check_inspection_gate(run: str | Path) -> GateResult:
     """Is this run cleared to train? Open only with a passing verdict on the current rewards and samples.
 
@@ -261,7 +269,7 @@ def check_inspection_gate(run: str | Path) -> GateResult:
         )
     review_file = run.review
     if not verdict_file.is_file() and review_file.is_file():
-        review = read_json(review_file, "run", dict)["result"]
+        review = (_read_or_none(review_file) or {}).get("result") or {}
         if review.get("route") == "sft_first" and review.get("samples_sha256") == sha256_file(run.samples):
             return closed(
                 "the last review found no prompt with a single success: GRPO cannot learn yet",
@@ -269,7 +277,9 @@ def check_inspection_gate(run: str | Path) -> GateResult:
             )
     if not verdict_file.is_file():
         return closed("no verdict recorded: nobody has signed off the rewards on sampled outputs", inspect_again)
-    raw = read_json(verdict_file, "run", dict)
+    raw = _read_or_none(verdict_file)
+    if raw is None:
+        return closed(f"{verdict_file} cannot be read as a JSON object: it is not a verdict", inspect_again)
     try:
         verdict = VerdictRecord.model_validate(raw)
     except ValidationError as exc:
@@ -295,7 +305,7 @@ def check_inspection_gate(run: str | Path) -> GateResult:
     if sha256_file(run.samples) != verdict.samples_sha256:
         return closed(f"samples.jsonl changed since the verdict ({who})", inspect_again)
     if not review_file.is_file() or sha256_file(review_file) != verdict.review_sha256:
-        now = read_json(review_file, "run", dict).get("result", {}) if review_file.is_file() else {}
+        now = (_read_or_none(review_file) or {}).get("result") or {}
         rule = now.get("success_rule")
         what = ("review.json is gone" if not review_file.is_file() else
                 f"the success rule changed ('{verdict.success_rule}' -> '{rule}')" if rule != verdict.success_rule
