@@ -158,6 +158,14 @@ def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_w
     config_file.write_text(config_text)
     assert check_inspection_gate(run_dir).passed
 
+    # Another success rule (a new review): not the review the person signed.
+    inspect_rewards(InspectRequest(run=str(run_dir), success_threshold=1.0))
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "the success rule changed ('total reward > 0" in gate["reason"]
+    assert "-> 'total reward >= 1')" in gate["reason"]
+    inspect_rewards(InspectRequest(run=str(run_dir)))  # the same review again, byte for byte
+    assert check_inspection_gate(run_dir).passed
+
     # A hand-made verdict.json with only the hashes and "pass" is not a verdict (CLI and MCP).
     verdict_file = run_dir / "inspection" / "verdict.json"
     real = verdict_file.read_text()
