@@ -233,7 +233,8 @@ def _write_samples(run_dir: Path, completions: list[list[str]], answers: list[st
 def _configured_run(name: str, tiny_model, workspace: Path, rows: int = 13) -> Path:
     """A run whose config names the tiny model and a data file of `rows` prompts, with format + correctness."""
     run_dir = new_run_dir(name)
-    data = workspace / f"{name}.jsonl"
+    data = run_dir / "data" / "train.jsonl"  # inside the run, as emit_grpo_config writes the tiny task
+    data.parent.mkdir(parents=True)
     data.write_text("".join(json.dumps({"prompt": f"Q{i}", "answer": "2"}) + "\n" for i in range(rows)))
     _configure(run_dir, tiny_model, data, num_generations=4)
     _write_rewards(run_dir, TASK_REWARDS)
@@ -397,6 +398,11 @@ def test_explicit_rewards_are_not_the_runs_rewards(workspace, tiny_model):
     assert record_inspection_verdict(
         VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True)
     ).gate.passed
+    # Moved (renamed) with its data inside, the run keeps what its verdict pinned.
+    moved = run_dir.rename(run_dir.with_name(run_dir.name + "-moved"))
+    (moved / "train" / "config.yaml").write_text(
+        (moved / "train" / "config.yaml").read_text().replace(str(run_dir), str(moved)))
+    assert check_inspection_gate(moved).passed, check_inspection_gate(moved).reason
 
 
 # ---------------------------------------------------------------- the doors: CLI errors and MCP over stdio

@@ -5,7 +5,7 @@ modules that code imports, plus the config's reward_weights/reward_funcs), train
 person read (which holds the success rule). `config_pins` reads the parts that train/config.yaml decides;
 `run_pins` adds the reward code and the script. `changes` names every part that differs between two pin sets.
 
-A local model directory is pinned by its resolved path and its files (content hash up to 64 MiB a file, size
+A local model directory is pinned by its resolved path (relative to the run when inside it) and its files (content hash up to 64 MiB a file, size
 and mtime above, so a 15 GB checkpoint is not re-read on every gate check); a hub model by id, revision and
 the commit the local cache resolves it to. Local data is pinned by content; a hub data set by name, config and
 split (the content cannot be read offline).
@@ -82,8 +82,8 @@ def _at_run(value, run: Run) -> str:
 def _config_data(config: dict, run: Run) -> list[dict]:
     """Every data source train/config.yaml trains on (dataset_name, or each `datasets` mixture entry)."""
     if config.get("dataset_name"):
-        return [data_pin(_at_run(config["dataset_name"], run), config.get("dataset_train_split"),
-                         config.get("dataset_config"))]
+        return [_inside(data_pin(_at_run(config["dataset_name"], run), config.get("dataset_train_split"),
+                                 config.get("dataset_config")), "source", run)]
     pins = []
     for entry in config.get("datasets") or []:
         if not isinstance(entry, dict):
@@ -94,9 +94,18 @@ def _config_data(config: dict, run: Run) -> list[dict]:
         files = [files] if isinstance(files, str) else files or []
         sources = [data_pin(_at_run(f, run)) for f in files] or [
             data_pin(_at_run(entry.get("path"), run), entry.get("split"), entry.get("name"))]
+        sources = [_inside(source, "source", run) for source in sources]
         pins.append({"path": entry.get("path"), "split": entry.get("split"), "columns": entry.get("columns"),
                      "sources": sources})
     return pins
+
+
+def _inside(pin: dict, key: str, run: Run) -> dict:
+    """A model or data path inside the run directory, pinned relative to it: a moved run keeps its pins."""
+    path = Path(str(pin.get(key)))
+    if path.is_absolute() and path.is_relative_to(run.dir.resolve()):
+        return {**pin, key: str(path.relative_to(run.dir.resolve()))}
+    return pin
 
 
 def config_pins(run: Run) -> dict:
@@ -109,7 +118,7 @@ def config_pins(run: Run) -> dict:
             "config, so emit it first (emit_grpo_config), then sample and inspect with it"
         )
     return {
-        "model": model_pin(_at_run(config["model_name_or_path"], run), config.get("model_revision")),
+        "model": _inside(model_pin(_at_run(config["model_name_or_path"], run), config.get("model_revision")), "model", run),
         "data": _config_data(config, run),
         "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
         "reward_config": {k: config.get(k) for k in REWARD_CONFIG_KEYS},
