@@ -156,6 +156,8 @@ def _human_samples(r) -> str:
             f"  model:     {r.model}",
             f"  samples:   {r.samples_path}",
             f"  truncated: {r.truncated}",
+            f"  lengths:   {r.lengths.get('advice', '')}",
+            *[f"  DIFFERS FROM THE CONFIG (no verdict on these): {d}" for d in r.differs_from_config],
             f"  next:      {r.next_step}",
         ]
     )
@@ -164,7 +166,8 @@ def _human_samples(r) -> str:
 def _human_inspection(r) -> str:
     lines = [
         f"Reviewed {r.num_samples} samples ({r.num_prompts} prompts x {r.samples_per_prompt}); sheet: {r.review_md_path}",
-        f"  base success rate: {r.base_success_rate:.0%} (success: {r.success_rule})",
+        f"  base success rate: {r.base_success_rate:.0%} of {r.rate_prompts} prompts (95% interval "
+        f"{r.base_success_interval[0]:.0%}-{r.base_success_interval[1]:.0%}; success: {r.success_rule})",
         f"  zero-variance groups: {r.zero_variance_groups}/{r.num_prompts}; malformed: {r.malformed}; "
         f"well-formed but wrong: {r.well_formed_but_wrong}; truncated: {r.truncated}",
     ]

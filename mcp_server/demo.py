@@ -66,12 +66,16 @@ class DemoSettings(BaseModel):
     temperature: float = Field(default=1.0, description="GRPO sampling temperature.")
     max_completion_length: int = Field(default=28, description="Completion length limit (answers take ~23 tokens).")
     eval_max_new_tokens: int = Field(default=28, description="Greedy evaluation length limit.")
-    inspection_samples: int = Field(default=64, description="Completions sampled for the inspection review (50-100).")
+    inspection_prompts: int | None = Field(
+        default=None, description="Prompts sampled for the inspection (the base rate counts them all; the sheet shows "
+        "50-100 samples). Default: sample_completions' own (64)."
+    )
 
 
 # The quick walk checks the plumbing in about two minutes: a smaller task the warm-start can reach quickly.
 QUICK = DemoSettings(max_operand=5, sft_max_steps=100, sft_check_every=20, sft_target=0.1, sft_batch_size=16,
-                     grpo_steps=4, grpo_learning_rate=1e-4, grpo_batch_size=16, num_generations=4)
+                     grpo_steps=4, grpo_learning_rate=1e-4, grpo_batch_size=16, num_generations=4,
+                     inspection_prompts=16)
 
 
 class Phase(BaseModel):
@@ -210,7 +214,7 @@ def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings:
     """Phase 1's inspection rule: sample, score, and record the verdict (a person would read review.md)."""
     sampled = sample_completions(SampleRequest(
         run=str(run_dir), model=str(model), dataset=str(data), n=settings.num_generations,
-        num_prompts=-(-settings.inspection_samples // settings.num_generations), temperature=settings.temperature,
+        num_prompts=settings.inspection_prompts, temperature=settings.temperature,
         max_new_tokens=settings.max_completion_length, seed=0,
     ))
     review = inspect_rewards(InspectRequest(run=str(run_dir)))
@@ -349,7 +353,8 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     data = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in train_rows], run.train_data)
     rewards = [{"name": "format_reward", "params": {}, "weight": 1.0},
                {"name": "correctness_reward", "params": {}, "weight": 1.0}]
-    atomic_write_json(run.rewards, rewards)  # what the inspection scores with
+    # The config comes first: the verdict vouches for the model, data and sampling settings it names.
+    emitted = _emit(run_dir, warm, data, rewards, settings)
     inspection = _inspect(console, run_dir, warm, data, settings)
     brief = atomic_write_text(run.brief, _brief(baseline, sft, sft_steps, inspection))
     phase_done("1 method + inspection", t0,
@@ -376,7 +381,6 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     # Phase 4: training
     t0 = time.time()
     console.phase(4, "training (GRPO from the warm-start)")
-    emitted = _emit(run_dir, warm, data, rewards, settings)
     console.print(f"  config {'valid' if emitted.validation.valid else 'NOT VALID'} for {emitted.validation.target} "
                   f"(TRL {emitted.validation.trl_version}); variant {emitted.variant}")
     for finding in emitted.validation.findings:

@@ -32,10 +32,10 @@ directory"). Every module that reads or writes a run names its files through `Ru
         logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
-        samples.meta.json             samples_meta     how they were sampled
+        samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
-        verdict.json                  verdict          the person's verdict
+        verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
       promotion-report.md             promotion_report
       promotion.json                  promotion      promote_checkpoint's result

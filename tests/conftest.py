@@ -26,6 +26,12 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# A dotted-path reward the untrained tiny model can earn (fixtures/rewards/fixture_rewards.py), importable here
+# and in every child process (CLI, MCP server, worker, training).
+FIXTURE_REWARDS = Path(__file__).resolve().parent / "fixtures" / "rewards"
+sys.path.insert(0, str(FIXTURE_REWARDS))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXTURE_REWARDS), os.environ.get("PYTHONPATH")]))
+ANY_TEXT_REWARDS = [{"name": "fixture_rewards.nonempty_reward", "params": {}, "weight": 1.0}]
 
 
 def skip_unless_ci(reason: str) -> NoReturn:

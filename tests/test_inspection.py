@@ -11,14 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, SampleRequest, SampleVerdict, VerdictRequest
+from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.review import inspect_rewards
 from mcp_server.inspection.sampling import sample_completions
-from mcp_server.workspace import atomic_write_json, new_run_dir
+from mcp_server.runs import Run
+from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
 
 TASK_REWARDS = [{"name": "format_reward"}, {"name": "correctness_reward"}]
 
@@ -33,6 +36,13 @@ def nonempty_reward(completions, **kwargs):
 
 def _write_rewards(run_dir: Path, specs: list) -> None:
     atomic_write_json(run_dir / "train" / "rewards.json", specs)
+
+
+def _configure(run_dir: Path, model, data: Path, **sampling) -> None:
+    """train/config.yaml as a person (or emit_grpo_config) writes it: the model, the data file, sampling settings."""
+    config = {"model_name_or_path": str(model),
+              "datasets": [{"path": "json", "data_files": str(data), "split": "train"}], **sampling}
+    atomic_write_text(run_dir / "train" / "config.yaml", yaml.safe_dump(config))
 
 
 def _lines(path) -> list[dict]:
@@ -98,14 +108,28 @@ def test_sampling_defaults_come_from_the_emitted_config(workspace, tiny_model):
     emitted = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="emitted"))
     result = sample_completions(SampleRequest(run=emitted.run_dir, max_new_tokens=8, engine="transformers"))
     assert Path(result.model) == Path(tiny_model).resolve() and result.conversational
-    assert result.n == 8 and result.num_samples == 64  # num_generations 8 -> 8 prompts
+    # num_generations 8 from the config; 64 prompts, enough for a base rate worth routing on.
+    assert (result.n, result.num_prompts, result.num_samples) == (8, 64, 512)
+    # A shorter limit than the config's is exploration: named, and these samples cannot back a verdict.
+    emitted_config = yaml.safe_load(Path(emitted.config_path).read_text())
+    assert emitted_config["log_completions"] is True  # training's samples are read like the inspection's
+    config_limit = emitted_config.get("max_completion_length", 512)
+    assert result.differs_from_config == [f"max_new_tokens: 8 (the config: {config_limit})"]
+    assert result.lengths["truncated_share"] > 0.01 and result.lengths["suggested_max_completion_length"] is None
+    assert "max_new_tokens=16" in result.lengths["advice"]
     train_rows = _lines(Path(emitted.run_dir) / "data" / "train.jsonl")
     assert result.dataset_rows == len(train_rows)
+    assert result.lengths["prompts_measured"] == len(train_rows)
     questions = {r["question"] for r in train_rows}
     assert all(s["columns"]["question"] in questions for s in _lines(result.samples_path))
     inspected = inspect_rewards(InspectRequest(run=emitted.run_dir))
     assert [s.name for s in inspected.rewards] == ["format_reward", "correctness_reward"]
     assert inspected.rewards_source == "train/rewards.json"
+    # The sheet shows 96 samples (12 whole groups of 8); the base rate counts all 64 prompts, with its interval.
+    assert inspected.num_samples == 96 and inspected.rate_prompts == 64
+    assert inspected.base_success_rate == 0 and inspected.base_success_interval == (0.0, 0.0566)
+    assert inspected.differs_from_config and "cannot back a verdict" in Path(inspected.review_md_path).read_text()
+    assert "of 64 prompts (95% interval 0%-6%)" in Path(inspected.review_md_path).read_text()
 
 
 def test_sampling_is_reproducible_by_seed_from_a_parquet_file(workspace, tiny_model):
@@ -200,10 +224,21 @@ def _write_samples(run_dir: Path, completions: list[list[str]], answers: list[st
     (run_dir / "inspection").mkdir(parents=True, exist_ok=True)
     (run_dir / "inspection" / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     n = len(completions[0])
-    atomic_write_json(
-        run_dir / "inspection" / "samples.meta.json",
-        {"dataset_rows": dataset_rows, "num_prompts": len(completions), "n": n},
-    )
+    meta = {"dataset_rows": dataset_rows, "num_prompts": len(completions), "n": n}
+    if (run_dir / "train" / "config.yaml").is_file():  # drawn as training would draw them, from this config
+        meta.update(differs_from_config=[], config_pins=config_pins(Run(run_dir)))
+    atomic_write_json(run_dir / "inspection" / "samples.meta.json", meta)
+
+
+def _configured_run(name: str, tiny_model, workspace: Path, rows: int = 13) -> Path:
+    """A run whose config names the tiny model and a data file of `rows` prompts, with format + correctness."""
+    run_dir = new_run_dir(name)
+    data = run_dir / "data" / "train.jsonl"  # inside the run, as emit_grpo_config writes the tiny task
+    data.parent.mkdir(parents=True)
+    data.write_text("".join(json.dumps({"prompt": f"Q{i}", "answer": "2"}) + "\n" for i in range(rows)))
+    _configure(run_dir, tiny_model, data, num_generations=4)
+    _write_rewards(run_dir, TASK_REWARDS)
+    return run_dir
 
 
 def test_summary_counts_and_likely_misscored_samples(workspace):
@@ -225,15 +260,15 @@ def test_summary_counts_and_likely_misscored_samples(workspace):
     total = result.distributions[-1]
     assert total.histogram == {"0": 2, "1": 46, "3": 4}
     assert list(total.histogram) == ["0", "1", "3"]
-    # Read first: the wordy right answer (gold inside <answer>, scored 0), then a full score on a
-    # truncated completion; the bare "7" (gold in the text, scored 0) ranks below them.
+    # Read first: the wordy right answer (its <answer> block says 7 once the wording is peeled off, scored 0),
+    # then a full score on a truncated completion. The bare "7" has no answer block: 0 is the reward's rule.
     first, second = result.likely_misscored
-    assert first.id == 49 and "inside an `<answer>` block" in first.reasons[0]
-    assert second.id == 0 and "cut off" in second.reasons[0]
+    assert first.id == 49 and "'The answer is 7' matches the gold '7'" in first.reasons[0]
+    assert second.id == 0 and any("cut off" in r for r in second.reasons)
     rows = {r["id"]: r for r in _lines(result.review_jsonl_path)}
-    assert "appears in the text but correctness_reward scored 0" in rows[2]["suspect_reasons"][0]
+    assert rows[2]["suspect_reasons"] == []
     assert rows[1]["suspect_reasons"] == [] and rows[1]["well_formed"] and not rows[1]["success"]
-    assert "Sample 49 (prompt 12): gold answer '7' appears inside" in Path(result.review_md_path).read_text()
+    assert "Sample 49 (prompt 12): correctness_reward scored 0 but the <answer> block" in Path(result.review_md_path).read_text()
 
 
 def test_fewer_than_50_samples_is_an_error_unless_the_data_has_fewer(workspace):
@@ -266,15 +301,13 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     data = workspace / "plain.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"Q: {a} + 1 = ? A:", "answer": str(a + 1)}) + "\n" for a in range(30)))
     run_dir = new_run_dir("plain")
-    specs = [{"name": "h6_user_rewards.nonempty_reward"}, {"name": "format_reward", "weight": 0.5}]
+    _configure(run_dir, tiny_model, data, num_generations=4, max_completion_length=12)
+    specs = [{"name": "h6_user_rewards.nonempty_reward"}, {"name": "h6_user_rewards.nonempty_reward", "weight": 0.5}]
     _write_rewards(run_dir, specs)
 
-    # Plain-text prompts give plain-string completions.
-    sampled = sample_completions(
-        SampleRequest(run=str(run_dir), model="tiny", dataset=str(data), n=4, num_prompts=16, max_new_tokens=12,
-                      engine="transformers")
-    )
-    assert sampled.num_samples == 64 and not sampled.conversational
+    # Plain-text prompts give plain-string completions; model, data, n and length come from the config.
+    sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=16, engine="transformers"))
+    assert sampled.num_samples == 64 and not sampled.conversational and sampled.differs_from_config == []
     samples = _lines(sampled.samples_path)
     assert all(isinstance(s["completion"], str) and isinstance(s["prompt"], str) for s in samples)
 
@@ -314,8 +347,8 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     proc, gate_json = run_cli_json("check-inspection-gate", str(run_dir))
     assert proc.returncode == 0 and gate_json["passed"] and gate_json["how_to_clear"] == ""
 
-    # A changed parameter or weight in rewards.json closes the gate; putting it back reopens it.
-    _write_rewards(run_dir, [specs[0], {"name": "format_reward", "weight": 0.5, "params": {"strict": False}}])
+    # A changed weight in rewards.json closes the gate; putting it back reopens it.
+    _write_rewards(run_dir, [specs[0], {**specs[1], "weight": 0.25}])
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and "reward changed" in gate.reason and "inspect_rewards" in gate.how_to_clear
     proc, gate_json = run_cli_json("check-inspection-gate", str(run_dir))
@@ -346,15 +379,13 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     # New samples void the verdict.
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ben", agree_with_rest=True))
     assert check_inspection_gate(run_dir).passed
-    sample_completions(SampleRequest(run=str(run_dir), model="tiny", dataset=str(data), n=4, num_prompts=16,
-                                     max_new_tokens=12, seed=7, engine="transformers"))
+    sample_completions(SampleRequest(run=str(run_dir), num_prompts=16, seed=7, engine="transformers"))
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and "samples.jsonl changed" in gate.reason
 
 
-def test_explicit_rewards_are_not_the_runs_rewards(workspace):
-    run_dir = new_run_dir("explicit")
-    _write_rewards(run_dir, TASK_REWARDS)
+def test_explicit_rewards_are_not_the_runs_rewards(workspace, tiny_model):
+    run_dir = _configured_run("explicit", tiny_model, workspace)
     right = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
     _write_samples(run_dir, [[right, "x", right, "y"]] * 13, ["2"] * 13, dataset_rows=13)
     result = inspect_rewards(InspectRequest(run=str(run_dir), rewards=[{"name": "correctness_reward"}]))
@@ -367,6 +398,11 @@ def test_explicit_rewards_are_not_the_runs_rewards(workspace):
     assert record_inspection_verdict(
         VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True)
     ).gate.passed
+    # Moved (renamed) with its data inside, the run keeps what its verdict pinned.
+    moved = run_dir.rename(run_dir.with_name(run_dir.name + "-moved"))
+    (moved / "train" / "config.yaml").write_text(
+        (moved / "train" / "config.yaml").read_text().replace(str(run_dir), str(moved)))
+    assert check_inspection_gate(moved).passed, check_inspection_gate(moved).reason
 
 
 # ---------------------------------------------------------------- the doors: CLI errors and MCP over stdio
@@ -380,9 +416,8 @@ def test_cli_bad_input_exits_2(workspace):
     assert proc.returncode == 2 and "sample_completions" in proc.stderr
 
 
-def test_mcp_tools_over_stdio(workspace):
-    run_dir = new_run_dir("mcp")
-    _write_rewards(run_dir, TASK_REWARDS)
+def test_mcp_tools_over_stdio(workspace, tiny_model):
+    run_dir = _configured_run("mcp", tiny_model, workspace, rows=50)
     right = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
     _write_samples(run_dir, [[right, "x", "y", "z"]] * 13, ["2"] * 13, dataset_rows=50)
 

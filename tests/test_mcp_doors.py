@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import call_mcp, run_cli, run_cli_json
+from conftest import ANY_TEXT_REWARDS, call_mcp, run_cli, run_cli_json
 from mcp_server.tiny import make_task, write_jsonl
 
 TINY_OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
@@ -66,14 +66,13 @@ def doors(tmp_path_factory, tiny_model):
 
         r = {"listed": listed}
         r["emit"] = await call("emit_grpo_config", {"model": "tiny", "dataset": "tiny", "gpu": "cpu", "run_name": "doors",
-                                                    "overrides": TINY_OVERRIDES})
+                                                    "rewards": ANY_TEXT_REWARDS, "overrides": TINY_OVERRIDES})
         run = r["emit"].structured_content["run_dir"]
         r["validate"] = await call("validate_grpo_config", {"config_path": r["emit"].structured_content["config_path"]})
         r["plan"] = await call("plan_memory", {"config_path": run, "gpu": "T4", "prompt_length": 32, "validate_levers": False})
         r["rewards"] = await call("list_rewards", {})
-        r["sample"] = await call("sample_completions", {"run": run, "model": "tiny", "dataset": "tiny", "num_prompts": 13,
-                                                        "n": 4, "max_new_tokens": 12, "batch_size": 16}, track=True)
-        r["inspect"] = await call("inspect_rewards", {"run": run, "max_samples": 52, "success_threshold": 0.0}, track=True)
+        r["sample"] = await call("sample_completions", {"run": run, "num_prompts": 13, "batch_size": 16}, track=True)
+        r["inspect"] = await call("inspect_rewards", {"run": run, "max_samples": 52}, track=True)
         r["verdict"] = await call("record_inspection_verdict", {"run": run, "verdict": "pass", "reviewer": "test",
                                                                 "agree_with_rest": True})
         r["gate"] = await call("check_inspection_gate", {"run": run})

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, call_mcp, run_cli, run_cli_json
+from conftest import ANY_TEXT_REWARDS, ROOT, call_mcp, run_cli, run_cli_json
 
 CONTRACT_KEYS = {"step", "loss", "lr", "mem_gb", "temp_c", "reward", "reward_std", "frac_reward_zero_std", "kl",
                  "entropy", "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"}
@@ -75,7 +75,7 @@ def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, **overrides) -> Pat
     from mcp_server.recipe.models import GRPORecipeRequest
 
     result = emit_grpo_config(GRPORecipeRequest(
-        model="tiny", dataset="tiny", gpu=gpu, num_gpus=num_gpus, run_name=name,
+        model="tiny", dataset="tiny", gpu=gpu, num_gpus=num_gpus, run_name=name, rewards=ANY_TEXT_REWARDS,
         overrides={**TINY_OVERRIDES, **overrides}))
     assert result.validation.valid, result.validation
     return Path(result.run_dir)
@@ -87,9 +87,10 @@ def pass_inspection(run_dir: Path) -> None:
     from mcp_server.inspection.review import inspect_rewards
     from mcp_server.inspection.sampling import sample_completions
 
-    sample_completions(SampleRequest(run=str(run_dir), model="tiny", dataset="tiny", num_prompts=13, n=4, max_new_tokens=12,
-                                     engine="transformers"))
-    inspect_rewards(InspectRequest(run=str(run_dir), max_samples=52, success_threshold=0.0))
+    # The run's own model, data and sampling settings (anything else cannot back a verdict), and a reward the
+    # untrained tiny model earns (ANY_TEXT_REWARDS), so the gate opens honestly.
+    sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine="transformers"))
+    inspect_rewards(InspectRequest(run=str(run_dir), max_samples=52))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="test", agree_with_rest=True))
     assert check_inspection_gate(run_dir).passed
 
@@ -182,7 +183,8 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     run_dir = emit_run("crash")
     pass_inspection(run_dir)
-    (run_dir / "data" / "train.jsonl").unlink()  # the data set vanishes after the gate: training will crash
+    config_file = run_dir / "train" / "config.yaml"  # a split the data does not have: training will crash
+    config_file.write_text(config_file.read_text() + "dataset_train_split: no-such-split\n")
     result = launch_training(LaunchRequest(run=str(run_dir)))
     assert result.launched, result.message
     record = json.loads((run_dir / "run.json").read_text())
@@ -198,7 +200,7 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
 
     status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
     assert status.state == "failed" and status.exit_code not in (None, 0)
-    assert any("train.jsonl" in line or "FileNotFoundError" in line for line in status.log_tail), status.log_tail
+    assert any("no-such-split" in line for line in status.log_tail), status.log_tail
     # Another process (a restarted server) derives the same state from the files.
     proc, out = run_cli_json("training-status", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(ws)})
     assert proc.returncode == 0 and out["state"] == "failed" and out["exit_code"] == status.exit_code

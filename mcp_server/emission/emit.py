@@ -28,6 +28,7 @@ from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
 from mcp_server.workspace import atomic_write_json, atomic_write_text, find_existing, new_run_dir, workspace_root
 
+LOGGED_COMPLETIONS = 8
 LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path"}
 TEMPLATE = Path(__file__).parents[1] / "training" / "train_template.py"
@@ -93,6 +94,10 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
 
     recipe = dict(BASE_RECIPE)
     recipe.update(VARIANTS[variant])
+    # Training's own samples, read as the inspection's were: a few (prompt, completion, rewards) rows printed
+    # and sent to the tracker every logging step (TRL's log_completions; max_completion_length comes from the
+    # inspection's length advice, sample_completions' `lengths.config_patch`).
+    recipe.update(log_completions=True, num_completions_to_print=LOGGED_COMPLETIONS)
     if gpu is None:  # CPU target: no vLLM, no mixed precision
         recipe.update(use_vllm=False, bf16=False, use_cpu=True)  # use_cpu: every torchrun rank joins one gloo world
     else:

@@ -1,19 +1,25 @@
 """The verdict a person records on the review, and the gate that the training launcher checks.
 
-A gate is a file with hashes: verdict.json records the sha256 of the reward code (the specs plus the source
-of every reward function they resolve to) and of samples.jsonl. The gate opens only for a passing verdict
-whose hashes still match the run's train/rewards.json and samples: edit a reward parameter, a weight or a
-line of reward code, or re-sample, and the gate closes until someone reads the new review.
+A verdict vouches for what was reviewed, and verdict.json pins all of it (inspection.pins): the model, the
+data, the sampling settings and reward weights of train/config.yaml, the reward code (specs, code, the local
+modules it imports), train/train.py, the samples and the review (which holds the success rule). The gate
+opens only for a passing verdict with its full record (reviewer, time, a verdict per reviewed sample) whose
+pins all still match; otherwise it says which part changed. A verdict needs samples drawn as training will
+draw them (samples.meta.json says how they differ from the config) and a config to vouch for.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.files import read_run_rewards
+from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
+from mcp_server.inspection.pins import changes, config_pins, run_pins
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, resolve_run
 from mcp_server.userfiles import read_json
@@ -38,6 +44,81 @@ def _check_review_current(run: Run, review: dict) -> None:
         raise UserInputError(
             "run", "the reward code or specs changed since the review: run inspect_rewards again and read the new review.md"
         )
+
+
+class _SampleVerdict(BaseModel):
+    id: int
+    agree: bool
+    note: str = ""
+
+
+class VerdictRecord(BaseModel):
+    """verdict.json as record_inspection_verdict writes it: anything less is not a verdict."""
+
+    model_config = ConfigDict(extra="allow")
+    verdict: Literal["pass", "fail"]
+    reviewer: str = Field(min_length=1)
+    recorded_at: _dt.datetime
+    note: str = ""
+    pins: dict
+    samples_sha256: str = Field(min_length=64, max_length=64)
+    review_sha256: str = Field(min_length=64, max_length=64)
+    success_rule: str
+    route: str
+    base_success_rate: float
+    reviewed_ids: list[int]
+    agree: int
+    disagree: int
+    sample_verdicts: list[_SampleVerdict]
+
+    @field_validator("reviewer")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("names nobody")
+        return value
+
+    def problem(self) -> str | None:
+        """Why the per-sample record does not add up (None: it does)."""
+        ids = [v.id for v in self.sample_verdicts]
+        if len(ids) != len(set(ids)):
+            return "a sample has two verdicts"
+        if set(ids) - set(self.reviewed_ids):
+            return "it judges samples that were not reviewed"
+        if self.verdict == "pass" and set(ids) != set(self.reviewed_ids):
+            return f"a pass judges {len(set(ids))} of the {len(self.reviewed_ids)} reviewed samples"
+        agree = sum(v.agree for v in self.sample_verdicts)
+        if (agree, len(ids) - agree) != (self.agree, self.disagree):
+            return "its agree/disagree counts do not match its per-sample verdicts"
+        return None
+
+
+def _meta(run: Run) -> dict:
+    return read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
+
+
+def _check_samples_back_a_pass(run: Run) -> dict:
+    """A pass needs samples drawn as training draws them, from today's config. Returns the config's pins."""
+    meta = _meta(run)
+    if not meta:
+        raise UserInputError("run", f"{run.samples_meta} is missing: nothing says how the samples were drawn; run "
+                             "sample_completions with the run's config, then inspect_rewards")
+    differs = meta.get("differs_from_config")
+    if differs is None or "config_pins" not in meta:
+        raise UserInputError("run", f"{run.samples_meta} does not say how the samples compare with the run's config "
+                             "(written by an older version?): sample again with sample_completions")
+    if differs:
+        raise UserInputError(
+            "run", "these samples cannot back a verdict: they differ from what training would sample ("
+            + "; ".join(differs) + "). Run sample_completions on the run without model/data/sampling overrides "
+            "(or change train/config.yaml to what you mean to train), then inspect_rewards again",
+        )
+    pins = config_pins(run)
+    moved = changes(meta.get("config_pins") or {}, pins)
+    if moved:
+        raise UserInputError("run", "train/config.yaml changed since the samples were drawn: " + "; ".join(moved)
+                             + ". Sample again with sample_completions, then inspect_rewards")
+    return pins
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
@@ -87,18 +168,33 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
                 "otherwise fix the reward and record 'fail'",
             )
 
+    if request.verdict == "pass":
+        _check_samples_back_a_pass(run)
+        pins = run_pins(run, result["reward_code_sha256"])
+    else:  # a failing verdict opens nothing: record what can be pinned
+        try:
+            pins = run_pins(run, result["reward_code_sha256"])
+        except UserInputError:
+            pins = {"reward_code": result["reward_code_sha256"]}
+
     recorded_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     record = {
         "verdict": request.verdict,
         "reviewer": request.reviewer,
         "recorded_at": recorded_at,
         "note": request.note,
+        "pins": pins,
         "reward_code_sha256": result["reward_code_sha256"],
         "samples_sha256": result["samples_sha256"],
+        "review_sha256": sha256_file(run.review),
+        "success_rule": result["success_rule"],
         "rewards": result["rewards"],
         "rewards_source": result["rewards_source"],
         "base_success_rate": result["base_success_rate"],
+        "base_success_interval": result.get("base_success_interval"),
+        "rate_prompts": result.get("rate_prompts"),
         "route": result["route"],
+        "reviewed_ids": reviewed,
         "reviewed": len(reviewed),
         "agree": agree,
         "disagree": disagree,
@@ -133,6 +229,14 @@ def _ranges(ids: list[int]) -> str:
     return ", ".join(parts) or "none"
 
 
+def _read_or_none(path: Path) -> dict | None:
+    """A JSON object file the gate judges: None when it is not one (the gate then stays closed, saying so)."""
+    try:
+        return read_json(path, "run", dict)
+    except UserInputError:
+        return None
+
+
 def check_inspection_gate(run: str | Path) -> GateResult:
     """Is this run cleared to train? Open only with a passing verdict on the current rewards and samples.
 
@@ -165,7 +269,7 @@ def check_inspection_gate(run: str | Path) -> GateResult:
         )
     review_file = run.review
     if not verdict_file.is_file() and review_file.is_file():
-        review = read_json(review_file, "run", dict)["result"]
+        review = (_read_or_none(review_file) or {}).get("result") or {}
         if review.get("route") == "sft_first" and review.get("samples_sha256") == sha256_file(run.samples):
             return closed(
                 "the last review found no prompt with a single success: GRPO cannot learn yet",
@@ -173,34 +277,56 @@ def check_inspection_gate(run: str | Path) -> GateResult:
             )
     if not verdict_file.is_file():
         return closed("no verdict recorded: nobody has signed off the rewards on sampled outputs", inspect_again)
-    verdict = read_json(verdict_file, "run", dict)
-    who = f"{verdict.get('reviewer', '?')} at {verdict.get('recorded_at', '?')}"
-    if verdict.get("verdict") != "pass":
+    raw = _read_or_none(verdict_file)
+    if raw is None:
+        return closed(f"{verdict_file} cannot be read as a JSON object: it is not a verdict", inspect_again)
+    try:
+        verdict = VerdictRecord.model_validate(raw)
+    except ValidationError as exc:
+        missing = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
         return closed(
-            f"the verdict is '{verdict.get('verdict')}' ({who})",
+            f"{verdict_file} is not a verdict: its record is incomplete or malformed ({', '.join(missing)}); a "
+            "verdict names its reviewer, its time and a verdict on every reviewed sample",
+            inspect_again,
+        )
+    if verdict.problem():
+        return closed(f"{verdict_file} is not a verdict: {verdict.problem()}", inspect_again)
+    who = f"{verdict.reviewer} at {verdict.recorded_at.isoformat()}"
+    if verdict.verdict != "pass":
+        return closed(
+            f"the verdict is '{verdict.verdict}' ({who})",
             "fix the reward (train/rewards.json or the reward code) where the reader disagreed, then " + inspect_again,
         )
-    if verdict.get("route") == "sft_first" or not verdict.get("base_success_rate"):
+    if verdict.route == "sft_first" or not verdict.base_success_rate:
         return closed(
             "the base model never succeeded on the sampled prompts: GRPO cannot learn yet",
             "do SFT first (or use easier prompts or a stronger base model), then sample_completions and " + inspect_again,
         )
-    if sha256_file(run.samples) != verdict.get("samples_sha256"):
+    if sha256_file(run.samples) != verdict.samples_sha256:
         return closed(f"samples.jsonl changed since the verdict ({who})", inspect_again)
+    if not review_file.is_file() or sha256_file(review_file) != verdict.review_sha256:
+        now = (_read_or_none(review_file) or {}).get("result") or {}
+        rule = now.get("success_rule")
+        what = ("review.json is gone" if not review_file.is_file() else
+                f"the success rule changed ('{verdict.success_rule}' -> '{rule}')" if rule != verdict.success_rule
+                else "review.json changed")
+        return closed(f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
     try:
-        current = reward_code_sha256(read_run_rewards(run))
+        current = run_pins(run, reward_code_sha256(read_run_rewards(run)))
     except UserInputError as exc:
-        return closed(f"train/rewards.json cannot be built: {exc}", "fix train/rewards.json, then " + inspect_again)
-    if current != verdict.get("reward_code_sha256"):
-        return closed(
-            f"the reward changed since the verdict ({who}): train/rewards.json (name, params, weight) or the "
-            "reward code no longer matches what was reviewed",
-            inspect_again,
+        return closed(f"what the verdict vouches for cannot be read now: {exc}", "fix it, then " + inspect_again)
+    moved = changes(verdict.pins, current)
+    if moved:
+        return GateResult(
+            passed=False, reason=f"changed since the verdict ({who}): " + "; ".join(moved),
+            how_to_clear="put back what changed, or (for another model, data set or sampling settings) run "
+            f"sample_completions (CLI: {CLI} sample-completions {run_dir.name}) again, then " + inspect_again,
+            run_dir=str(run_dir), verdict_path=str(verdict_file), changed=moved,
         )
     return GateResult(
         passed=True,
-        reason=f"passing verdict by {who} on the current rewards and samples "
-        f"({verdict.get('agree', 0)} agree, {verdict.get('disagree', 0)} disagree of {verdict.get('reviewed', 0)})",
+        reason=f"passing verdict by {who} on the current model, data, sampling settings, rewards, train.py and "
+        f"samples ({verdict.agree} agree, {verdict.disagree} disagree of {len(verdict.reviewed_ids)})",
         how_to_clear="",
         run_dir=str(run_dir),
         verdict_path=str(verdict_file),

@@ -16,6 +16,10 @@ from mcp_server.rewards.spec import RewardSpec
 # How many samples a person reads before a run may train (the issue's 50-100).
 MIN_REVIEW_SAMPLES = 50
 MAX_REVIEW_SAMPLES = 100
+# Prompts sampled by default to estimate the base success rate. With 8 prompts and 5% of prompts solvable, a
+# zero count (and a wrong "SFT first") comes 66% of the time; with 64, 4% (0.95**64), and a 0-of-64 count
+# bounds the rate below 5.7% (95% Wilson). The person still reads only the first 50-100 samples.
+RATE_PROMPTS = 64
 
 
 # ---------------------------------------------------------------- sample_completions
@@ -44,8 +48,9 @@ class SampleRequest(Request):
         default=None,
         ge=1,
         le=1000,
-        description="How many prompts to draw (at random, by seed). Default: enough for 64 samples "
-        "(64 // n, at least 1), so the review has 50-100 samples.",
+        description=f"How many prompts to draw (at random, by seed). Default: {RATE_PROMPTS} (or every prompt of a "
+        "smaller data set), enough for a base success rate worth routing on; the review sheet shows the first "
+        "50-100 samples, the rate uses them all.",
     )
     n: int | None = Field(
         default=None,
@@ -92,6 +97,15 @@ class SampleResult(BaseModel):
     generation: dict = Field(
         description="Sampling settings used (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed)."
     )
+    differs_from_config: list[str] = Field(
+        description="How these samples differ from what training would sample (model, data, prompt column, "
+        "sampling settings of train/config.yaml). Empty: they can back a verdict; otherwise they cannot."
+    )
+    lengths: dict = Field(
+        description="Completion-length percentiles (tokens), truncated share, and the suggested "
+        "max_completion_length / vllm_max_model_length with the truncation rate they imply; config_patch holds "
+        "them with log_completions: true."
+    )
     seconds: float = Field(description="Wall time of generation.")
     next_step: str = Field(description="What to do next.")
 
@@ -112,9 +126,10 @@ class InspectRequest(Request):
     )
     success_threshold: float | None = Field(
         default=None,
-        description="A sample counts as a success when its weighted total reward is >= this. Default: every "
-        "task reward (correctness, math, JSON schema, code execution, judge) scores > 0; with none configured, "
-        "the total is > 0.",
+        description="A sample counts as a success when its weighted total reward is >= this. Refused when it is "
+        "at or below the lowest total the rewards can give, or when a malformed completion (format reward 0) "
+        "could reach it. Default: every task reward (correctness, math, JSON schema, code execution, judge) and "
+        "every format reward scores > 0; with no task reward, the total is > 0.",
     )
     max_suspects: int = Field(default=10, ge=0, le=100, description="How many likely mis-scored samples to list.")
 
@@ -155,7 +170,7 @@ class InspectResult(BaseModel):
     samples_sha256: str = Field(description="Hash of samples.jsonl (the verdict records it).")
     distributions: list[RewardDistribution] = Field(description="Per reward, then 'total': score distribution.")
     zero_variance_groups: int = Field(
-        description="Prompt groups whose total reward has zero variance: GRPO learns nothing from them."
+        description="Reviewed prompt groups whose total reward has zero variance: GRPO learns nothing from them."
     )
     well_formed_but_wrong: int | None = Field(
         description="Samples the format reward accepts but the task rewards score 0 (None without both kinds)."
@@ -165,7 +180,19 @@ class InspectResult(BaseModel):
     likely_misscored: list[SuspectSample] = Field(description="Samples most likely scored wrongly: read these first.")
     success_rule: str = Field(description="What counted as a success.")
     base_success_rate: float = Field(
-        description="Share of prompts with at least one success among their k samples (pass@k on the base model)."
+        description="Share of prompts with at least one success among their k samples (pass@k on the base model), "
+        "over every sampled prompt (rate_prompts), not only the reviewed ones."
+    )
+    base_success_interval: tuple[float, float] = Field(
+        description="95% Wilson interval of base_success_rate over rate_prompts prompts."
+    )
+    rate_prompts: int = Field(description="Prompts the base success rate is estimated from (all sampled).")
+    lengths: dict | None = Field(
+        default=None, description="sample_completions' length advice (samples.meta.json), shown in the review."
+    )
+    differs_from_config: list[str] = Field(
+        default_factory=list,
+        description="How the samples differ from what training would sample; non-empty: no verdict can be recorded.",
     )
     mean_success_rate: float = Field(description="Share of all samples that succeed (pass@1).")
     grpo_can_learn: bool = Field(
@@ -225,11 +252,19 @@ class GateRequest(Request):
 
 
 class GateResult(BaseModel):
-    passed: bool = Field(description="True only with a passing verdict whose hashes match the current rewards and samples.")
+    passed: bool = Field(
+        description="True only with a complete passing verdict whose pins all match: model, data, sampling "
+        "settings, reward weights and code, train/train.py, samples and review."
+    )
     reason: str = Field(description="Why the gate is open or closed.")
     how_to_clear: str = Field(description="What to do to open it (empty when passed).")
     run_dir: str = Field(description="The run directory.")
     verdict_path: str | None = Field(default=None, description="inspection/verdict.json when it exists.")
+    changed: list[str] = Field(
+        default_factory=list,
+        description="What changed since the verdict, one line per pinned part (model, data set, sampling settings, "
+        "reward weights, reward code, train/train.py).",
+    )
 
 
 VerdictResult.model_rebuild()

@@ -19,12 +19,15 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
+    RATE_PROMPTS,
     InspectRequest,
     InspectResult,
     RewardDistribution,
     SuspectSample,
 )
 from mcp_server.inspection.files import read_run_rewards, read_samples
+from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
+from mcp_server.inspection.suspects import suspect_reasons
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
@@ -33,31 +36,8 @@ from mcp_server.userfiles import read_json
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
-# Rewards that say whether the task was done (the rest shape form: format, length).
-TASK_REWARDS = {"correctness_reward", "math_reward", "json_schema_reward", "code_execution_reward", "rubric_judge"}
-FORMAT_REWARDS = {"format_reward"}
 HIST_BINS = 12
-
-
-def _is_task_spec(spec: RewardSpec) -> bool:
-    if spec.name in TASK_REWARDS:
-        return True
-    wrapped = spec.params.get("reward") if spec.name == "length_penalty" else None
-    if isinstance(wrapped, dict):
-        return _is_task_spec(RewardSpec.model_validate(wrapped))
-    if isinstance(wrapped, str):
-        return wrapped in TASK_REWARDS
-    return False
-
-
-def _gold_column(specs: list[RewardSpec]) -> str:
-    for spec in specs:
-        params = spec.params
-        if spec.name == "length_penalty" and isinstance(params.get("reward"), dict):
-            params = params["reward"].get("params", {})
-        if isinstance(params.get("answer_column"), str):
-            return params["answer_column"]
-    return "answer"
+Z95 = 1.959964
 
 
 def completion_text(completion) -> str:
@@ -148,49 +128,27 @@ def _zero_variance(values: list[float]) -> bool:
     return len(values) > 1 and (not real or max(real) - min(real) < 1e-9)
 
 
-def _contains(text: str, needle: str) -> bool:
-    """`needle` as a whole token: '4' is in 'is 4.' but not in '14' or '4.5'."""
-    return re.search(rf"(?<![\w.]){re.escape(needle)}(?![\w]|\.\d)", text) is not None
+def wilson(successes: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion (sound at 0 of n, unlike the normal approximation)."""
+    if n == 0:
+        return 0.0, 1.0
+    p, z2 = successes / n, Z95 * Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
 
 
-def _suspect_reasons(text: str, gold, task_scores: dict[str, float], truncated: bool, total: float) -> list[tuple[int, str]]:
-    """(weight, reason) pairs: why this sample may be scored wrongly. Higher weight = read first."""
-    reasons = []
-    gold = None if gold is None else str(gold).strip()
-    for name, score in task_scores.items():
-        if gold and score == 0 and _contains(text, gold):
-            inside = any(_contains(body, gold) for body in re.findall(r"<answer>(.*?)</answer>", text, flags=re.DOTALL))
-            where = "inside an `<answer>` block" if inside else "in the text"
-            reasons.append((3 if inside else 1, f"gold answer '{gold}' appears {where} but {name} scored 0"))
-        if gold and score > 0 and not _contains(text, gold):
-            reasons.append((2, f"{name} scored {score:g} but the gold answer '{gold}' does not appear"))
-        if score > 0 and truncated:
-            reasons.append((2, f"{name} scored {score:g} on a completion cut off at the length limit"))
-    if math.isnan(total):
-        reasons.append((2, "every reward returned None: training would get no signal from it"))
-    return reasons
-
-
-def _success(spec_list, scores, i, total, threshold) -> bool:
-    if threshold is not None:
-        return not math.isnan(total) and total >= threshold
-    task = [r for r, spec in enumerate(spec_list) if _is_task_spec(spec)]
-    if task:
-        return all(scores[r][i] > 0 for r in task)  # NaN > 0 is False
-    return not math.isnan(total) and total > 0
-
-
-def success_rule_text(specs: list[RewardSpec], threshold: float | None) -> str:
-    if threshold is not None:
-        return f"total reward >= {threshold:g}"
-    task = [s.name for s in specs if _is_task_spec(s)]
-    if task:
-        return "every task reward scores > 0 (" + ", ".join(task) + ")"
-    return "total reward > 0 (no task reward such as correctness_reward is configured)"
+def _groups(samples: list[dict]) -> list[list[int]]:
+    order = list(dict.fromkeys(s["prompt_index"] for s in samples))
+    index: dict = {g: [] for g in order}
+    for i, s in enumerate(samples):
+        index[s["prompt_index"]].append(i)
+    return [index[g] for g in order]
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
+    """Score every sample (the base success rate uses them all); the sheet shows the first 50-100."""
     run = resolve_run(request.run)
     run_dir = run.dir
     all_samples = read_samples(run)
@@ -218,34 +176,38 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
             )
         warnings.append(f"only {len(samples)} samples: the data set has only {data_rows} prompts")
     if len(samples) < len(all_samples):
-        warnings.append(f"reviewing the first {len(samples)} of {len(all_samples)} samples (whole prompt groups)")
+        warnings.append(f"the sheet shows the first {len(samples)} of {len(all_samples)} samples (whole prompt "
+                        "groups); the base success rate counts them all")
 
     names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
     weights = [s.weight for s in specs]
-    report(0, len(funcs), f"scoring {len(samples)} samples with {len(funcs)} rewards")
-    scores = _score(funcs, specs, samples, report)
-    totals = []
-    for i in range(len(samples)):
-        parts = [w * scores[r][i] for r, w in enumerate(weights) if not math.isnan(scores[r][i])]
-        totals.append(sum(parts) if parts else math.nan)  # TRL: weighted nansum; all-None stays unscored
+    report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
+    all_scores = _score(funcs, specs, all_samples, report)
+    check_threshold(specs, all_scores, request.success_threshold)
+    all_totals = []
+    for i in range(len(all_samples)):
+        parts = [w * all_scores[r][i] for r, w in enumerate(weights) if not math.isnan(all_scores[r][i])]
+        all_totals.append(sum(parts) if parts else math.nan)  # TRL: weighted nansum; all-None stays unscored
+    all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
+                   for i in range(len(all_samples))]
+    # The sheet's samples: the first whole groups.
+    position = {id(s): i for i, s in enumerate(all_samples)}
+    shown = [position[id(s)] for s in samples]
+    scores = [[column[i] for i in shown] for column in all_scores]
+    totals, successes = [all_totals[i] for i in shown], [all_success[i] for i in shown]
 
-    group_ids = list(dict.fromkeys(s["prompt_index"] for s in samples))
-    groups = [[i for i, s in enumerate(samples) if s["prompt_index"] == g] for g in group_ids]
+    groups = _groups(samples)
     distributions = [_distribution(n_, w, scores[r], groups) for r, (n_, w) in enumerate(zip(names, weights))]
     distributions.append(_distribution("total", 1.0, totals, groups))
 
-    task_idx = [r for r, s in enumerate(specs) if _is_task_spec(s)]
-    format_idx = [r for r, s in enumerate(specs) if s.name in FORMAT_REWARDS]
-    gold_column = _gold_column(specs)
+    task_idx = [r for r, s in enumerate(specs) if is_task_spec(s)]
+    format_idx = [r for r, s in enumerate(specs) if is_format_spec(s)]
     rows, suspects = [], []
-    successes = []
     for i, s in enumerate(samples):
         text = completion_text(s["completion"])
-        success = _success(specs, scores, i, totals[i], request.success_threshold)
-        successes.append(success)
         well_formed = all(scores[r][i] > 0 for r in format_idx) if format_idx else None
-        task_scores = {names[r]: scores[r][i] for r in task_idx}
-        reasons = _suspect_reasons(text, s.get("columns", {}).get(gold_column), task_scores, s.get("truncated", False), totals[i])
+        reasons = suspect_reasons(text, s.get("columns", {}), specs, names, [scores[r][i] for r in range(len(specs))],
+                                  bool(s.get("truncated", False)), totals[i])
         if reasons:
             suspects.append((max(w for w, _ in reasons), s["id"], s["prompt_index"], [r for _, r in reasons], totals[i]))
         rows.append(
@@ -258,7 +220,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
                 "columns": s.get("columns", {}),
                 "scores": {names[r]: _json_float(scores[r][i]) for r in range(len(names))},
                 "total": _json_float(totals[i]),
-                "success": success,
+                "success": successes[i],
                 "well_formed": well_formed,
                 "truncated": s.get("truncated", False),
                 "finish_reason": s.get("finish_reason"),
@@ -271,8 +233,10 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         for _, sid, p, reasons, total in suspects[: request.max_suspects]
     ]
 
-    solved = [any(successes[i] for i in g) for g in groups]
-    base_rate = sum(solved) / len(groups)
+    rate_groups = _groups(all_samples)
+    solved = sum(any(all_success[i] for i in g) for g in rate_groups)
+    base_rate = solved / len(rate_groups)
+    interval = wilson(solved, len(rate_groups))
     well = [r["well_formed"] for r in rows]
     malformed = sum(w is False for w in well) if format_idx else None
     wrong = sum(w is True and not r["success"] for w, r in zip(well, rows)) if format_idx and task_idx else None
@@ -284,8 +248,21 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         )
     if not format_idx:
         warnings.append("no format_reward configured: malformed and well-formed-but-wrong counts are not computed")
+    rows_left = (meta.get("dataset_rows") or 0) > len(rate_groups)
+    if len(rate_groups) < RATE_PROMPTS and rows_left:
+        warnings.append(
+            f"the base success rate rests on {len(rate_groups)} prompts (95% interval {interval[0]:.0%}-"
+            f"{interval[1]:.0%}): sample at least {RATE_PROMPTS} prompts before routing on it"
+        )
+    differs = list(meta.get("differs_from_config") or [])
+    if not meta:
+        differs = ["samples.meta.json is missing: nothing says how these samples were drawn"]
+    if differs:
+        warnings.append("these samples cannot back a verdict, they differ from what training would sample: "
+                        + "; ".join(differs))
     can_learn = base_rate > 0
     zero_var = distributions[-1].zero_variance_groups
+    k = max(len(g) for g in rate_groups)
     if can_learn:
         next_step = (
             "A person reads inspection/review.md (start with the likely mis-scored samples), then records the verdict "
@@ -293,10 +270,11 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         )
     else:
         next_step = (
-            f"GRPO cannot learn yet: none of the {len(groups)} prompts got a single success in {len(groups[0])} samples, "
-            "so every group's advantage is zero. First check the likely mis-scored samples (a wrong reward also "
-            "gives zero); if the scores are right, do SFT first (or use easier prompts or a stronger base model), "
-            "then sample and inspect again. The gate stays closed until a prompt succeeds."
+            f"GRPO cannot learn yet: none of the {len(rate_groups)} prompts got a single success in {k} samples "
+            f"(95% interval of the rate {interval[0]:.0%}-{interval[1]:.0%}), so every group's advantage is zero. "
+            "First check the likely mis-scored samples (a wrong reward also gives zero); if the scores are right, "
+            "do SFT first (or use easier prompts or a stronger base model), then sample and inspect again. The "
+            "gate stays closed until a prompt succeeds."
         )
     result = InspectResult(
         run_dir=str(run_dir),
@@ -317,15 +295,20 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         likely_misscored=likely,
         success_rule=success_rule_text(specs, request.success_threshold),
         base_success_rate=base_rate,
-        mean_success_rate=sum(successes) / len(rows),
+        base_success_interval=interval,
+        rate_prompts=len(rate_groups),
+        mean_success_rate=sum(all_success) / len(all_samples),
         grpo_can_learn=can_learn,
         route="review" if can_learn else "sft_first",
+        lengths=meta.get("lengths"),
+        differs_from_config=differs,
         warnings=warnings,
         next_step=next_step,
     )
     atomic_write_text(run.review_jsonl, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
     atomic_write_text(run.review_md, render_review(result, rows, meta, run_dir))
-    atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows]})
+    atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
+                                   "success_threshold": request.success_threshold})
     return result
 
 
@@ -383,7 +366,8 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
         "Read every sample and ask: would I give this completion these scores? Disagree where a reward "
         "pays for something wrong or misses something right. Then record the verdict: "
         "`record_inspection_verdict` (CLI: `llm-finetuning record-inspection-verdict RUN --verdict pass|fail "
-        "--reviewer NAME [--agree-rest] [--disagree IDS]`). Changing a reward afterwards voids the verdict.",
+        "--reviewer NAME [--agree-rest] [--disagree IDS]`). Changing the model, the data, the sampling settings, a "
+        "reward (or a module it imports) or train/train.py afterwards voids the verdict.",
         "",
         "## Summary",
         "",
@@ -395,8 +379,21 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
         + ", ".join(f"`{s.name}` x{s.weight:g}" + (f" {s.params}" if s.params else "") for s in result.rewards),
         f"- Success: {result.success_rule}",
         f"- Base success rate (prompts with >= 1 success in {result.samples_per_prompt}): "
-        f"**{result.base_success_rate:.0%}**; per-sample success {result.mean_success_rate:.0%}",
+        f"**{result.base_success_rate:.0%}** of {result.rate_prompts} prompts (95% interval "
+        f"{result.base_success_interval[0]:.0%}-{result.base_success_interval[1]:.0%}); per-sample success "
+        f"{result.mean_success_rate:.0%}",
     ]
+    lengths = result.lengths or {}
+    if lengths.get("completion_tokens"):
+        tokens = lengths["completion_tokens"]
+        lines.append(
+            f"- Completion lengths (tokens, {lengths['completions']} completions): median {tokens['p50']}, p90 "
+            f"{tokens['p90']}, p99 {tokens['p99']}, max {tokens['max']}; {lengths['truncated_share']:.0%} cut off at "
+            f"{lengths['max_new_tokens']}. {lengths.get('advice', '')}"
+        )
+        lines.append(f"- Config patch from these samples: `{json.dumps(lengths.get('config_patch', {}))}`")
+    if result.differs_from_config:
+        lines.append("- **These samples cannot back a verdict**: " + "; ".join(result.differs_from_config))
     if not result.grpo_can_learn:
         lines.append(f"- **Route: SFT first.** {result.next_step}")
     lines += [
@@ -404,7 +401,7 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
         f"- Malformed: {_fmt(result.malformed)}; well-formed but wrong: {_fmt(result.well_formed_but_wrong)}; "
         f"truncated: {result.truncated}",
     ]
-    lines += [f"- Warning: {w}" for w in result.warnings]
+    lines += [f"- Warning: {w}" for w in result.warnings if not w.startswith("these samples cannot back")]
     lines += [
         "",
         "| reward | weight | mean | std | min | max | zeros | None | zero-var groups | scores (value: count) |",

@@ -4,6 +4,11 @@ Sampling uses the settings training will use (model, data, num_generations, temp
 max_completion_length from the run's train/config.yaml, else the installed TRL's GRPOConfig defaults), so
 what a person reads is what GRPO sees.
 Generation: transformers `generate`, batched; vLLM when installed and a GPU is present.
+
+samples.meta.json records what was sampled and how it differs from the run's config ("differs_from_config"):
+only samples drawn as training would draw them (the configured model, data, prompt column and sampling
+settings) can back a verdict (inspection.gate). It also holds the length advice: max_completion_length and
+vllm_max_model_length from the sampled lengths, with the truncation rate they imply.
 """
 
 from __future__ import annotations
@@ -18,14 +23,18 @@ from pathlib import Path
 
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, SampleRequest, SampleResult
+from mcp_server.inspection.lengths import length_advice
+from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
+from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.model_ref import eos_ids, load_model, release_gpu, resolve_loadable, small_model_threads
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
-DEFAULT_SAMPLES = 64  # inside the 50-100 a person is asked to read
+# Compared with the run's config: the settings that decide what a sample looks like.
+PROMPT_LENGTH_ROWS = 20_000
+COMPARED = ("n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "chat_template_kwargs")
 
 
 def _trl_defaults() -> dict:
@@ -73,7 +82,7 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
         n = int(pick(request.n, "num_generations"))
         settings = {
             "n": n,
-            "num_prompts": request.num_prompts or max(1, DEFAULT_SAMPLES // n),
+            "num_prompts": request.num_prompts or RATE_PROMPTS,
             "temperature": float(pick(request.temperature, "temperature")),
             "top_p": float(pick(request.top_p, "top_p")),
             "top_k": int(pick(request.top_k, "top_k") or 0),
@@ -105,6 +114,32 @@ def _dataset_from_config(config: dict) -> tuple[str | None, str | None]:
     if isinstance(files, dict):  # {split: file}
         files = files.get(entry.get("split") or "train") or next(iter(files.values()), None)
     return (str(files) if files else entry.get("path")), entry.get("split")
+
+
+def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
+    """How these samples differ from what training would sample (empty: they are training's samples)."""
+    if not config.get("model_name_or_path"):
+        return [f"the run has no {run.config} naming the model: nothing to compare with"]
+    plain = SampleRequest(run=str(run.dir))
+    try:
+        data = _data_settings(plain, config)
+        expected = {
+            "model": model_pin(data["model"], config.get("model_revision")),
+            "data": data_pin(data["dataset"], data["dataset_split"], data["dataset_config"]),
+            "prompt_column": _prompt_column(plain, run.dir),
+            **{k: v for k, v in _generation_settings(plain, config).items() if k in COMPARED},
+        }
+    except UserInputError as exc:
+        return [f"the run's config cannot be sampled as is: {exc}"]
+    return [f"{key}: {_brief(used.get(key))} (the config: {_brief(value)})"
+            for key, value in expected.items() if used.get(key) != value]
+
+
+def _brief(value) -> str:
+    if isinstance(value, dict) and ("model" in value or "source" in value):
+        value = value.get("model") or value.get("source")
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _prompt_column(request: SampleRequest, run_dir: Path) -> str:
@@ -141,6 +176,14 @@ def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_
         tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
         for p in prompts
     ]
+
+
+def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bool, settings: dict) -> list[int]:
+    """Prompt tokens (chat template applied) of the data set's prompts: all of them up to PROMPT_LENGTH_ROWS,
+    else that many drawn by seed (vLLM's context must hold the longest prompt plus the completion)."""
+    picked = rows if len(rows) <= PROMPT_LENGTH_ROWS else random.Random(settings["seed"]).sample(rows, PROMPT_LENGTH_ROWS)
+    texts = _prompt_texts(tokenizer, [r[column] for r in picked], conversational, settings["chat_template_kwargs"])
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
 def _generate_transformers(
@@ -263,7 +306,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     from transformers import AutoTokenizer
 
-    texts = _prompt_texts(AutoTokenizer.from_pretrained(model_ref), prompts, conversational, settings["chat_template_kwargs"])
+    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
     started = time.perf_counter()
     if engine == "vllm":
         groups = _generate_vllm(model_ref, texts, settings)
@@ -294,6 +338,22 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
             lines.append(json.dumps(record, ensure_ascii=False, default=str))
             sample_id += 1
 
+    used = {
+        "model": model_pin(model_ref, config.get("model_revision") if request.model is None else None),
+        "data": data_pin(settings["dataset"], settings["dataset_split"], settings["dataset_config"]),
+        "prompt_column": prompt_column,
+        **{k_: settings[k_] for k_ in COMPARED},
+    }
+    differs = _differs_from_config(run, config, used)
+    try:
+        pins = config_pins(run)
+    except UserInputError:
+        pins = None
+    lengths = length_advice(
+        [len(g["ids"]) for group in groups for g in group],
+        [g["finish_reason"] == "length" for group in groups for g in group],
+        settings["max_new_tokens"], _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings),
+    )
     path = atomic_write_text(run.samples, "\n".join(lines) + "\n")
     digest = sha256_file(path)
     generation = {
@@ -310,6 +370,10 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         "engine": engine,
         "generation": generation,
         "samples_sha256": digest,
+        "used": used,
+        "differs_from_config": differs,
+        "config_pins": pins,
+        "lengths": lengths,
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     atomic_write_json(run.samples_meta, meta)
@@ -326,6 +390,9 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         )
     else:
         next_step = "Run inspect_rewards on this run, then read inspection/review.md."
+    if differs:
+        next_step += (" These samples differ from what training would sample (" + "; ".join(differs) + "), so they "
+                      "cannot back a verdict: use them to explore, then sample with the run's config.")
     return SampleResult(
         run_dir=str(run_dir),
         samples_path=str(path),
@@ -339,6 +406,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         engine=engine,
         truncated=truncated,
         generation=generation,
+        differs_from_config=differs,
+        lengths=lengths,
         seconds=round(seconds, 3),
         next_step=next_step,
     )

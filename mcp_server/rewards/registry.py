@@ -23,6 +23,7 @@ from mcp_server.errors import UserInputError, closest_names, validation_message
 from mcp_server.rewards.dotted import import_dotted
 from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
 from mcp_server.rewards.named import NamedReward
+from mcp_server.rewards.sources import local_sources
 from mcp_server.rewards.spec import RewardSpec
 
 # name -> (factory "module:function", default dotted path or None, columns read, description, {param: (type, doc)})
@@ -247,8 +248,8 @@ def _source_of(func: Callable) -> str:
 def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
     """sha256 of the specs and of the source of every function they resolve to.
 
-    Registry rewards hash this package's source; dotted-path rewards hash their whole module (a helper
-    they call may live beside them). Changing a parameter, a weight, or a line of code changes the hash.
+    Registry rewards hash this package's source; dotted-path rewards hash their whole module and every local
+    module it imports (rewards.sources). Changing a parameter, a weight, or a line of code changes the hash.
     """
     digest = hashlib.sha256()
     parsed = [_as_spec(s, f"rewards[{i}]") for i, s in enumerate(specs)]
@@ -261,6 +262,9 @@ def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
     for spec, func in zip(parsed, funcs):
         if spec.name.strip() not in REGISTRY and not isinstance(func, NamedReward):
             digest.update(spec.name.encode() + b"\0" + _source_of(func).encode())
+            module = getattr(inspect.getmodule(inspect.unwrap(func)), "__name__", None)
+            for name, source in local_sources(module) if module else []:  # helpers it imports, followed through
+                digest.update(name.encode() + b"\0" + source)
     return digest.hexdigest()
 
 

@@ -1,0 +1,160 @@
+"""What an inspection verdict vouches for, as fingerprints ("pins") that the gate compares on every check.
+
+A verdict vouches for the model, the data, the sampling settings, the reward (its specs, code and the local
+modules that code imports, plus the config's reward_weights/reward_funcs), train/train.py and the review the
+person read (which holds the success rule). `config_pins` reads the parts that train/config.yaml decides;
+`run_pins` adds the reward code and the script. `changes` names every part that differs between two pin sets.
+
+A local model directory is pinned by its resolved path (relative to the run when inside it) and its files (content hash up to 64 MiB a file, size
+and mtime above, so a 15 GB checkpoint is not re-read on every gate check); a hub model by id, revision and
+the commit the local cache resolves it to. Local data is pinned by content; a hub data set by name, config and
+split (the content cannot be read offline).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.model_ref import cached_config_path, resolve_model
+from mcp_server.runs import Run
+from mcp_server.workspace import sha256_file
+
+# train/config.yaml's fields that decide what a sample looks like (TRL's GRPOConfig names).
+SAMPLING_KEYS = ("num_generations", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                 "max_completion_length", "chat_template_kwargs", "generation_kwargs")
+# Fields that change what the trainer does with the rewards' scores.
+REWARD_CONFIG_KEYS = ("reward_weights", "reward_funcs")
+HASHED_FILE_BYTES = 64 << 20
+PART_NAMES = {
+    "model": "the model", "data": "the data set", "sampling": "the sampling settings in train/config.yaml",
+    "reward_config": "reward_weights/reward_funcs in train/config.yaml",
+    "reward_code": "the reward",
+    "script": "train/train.py", "prompt_column": "the prompt column",
+}
+
+
+def _files_digest(root: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        stat = path.stat()
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        if stat.st_size <= HASHED_FILE_BYTES:
+            digest.update(sha256_file(path).encode())
+        else:  # a large weight file: size and mtime (rewriting it in place changes both or the mtime)
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def _tree(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts))
+
+
+def model_pin(model: str, revision: str | None = None) -> dict:
+    """The model as training would load it: a resolved local directory and its files, or a hub id + revision."""
+    ref = resolve_model(str(model))
+    path = Path(ref)
+    if path.is_dir():
+        return {"model": str(path.resolve()), "files_sha256": _files_digest(path, _tree(path))}
+    cached = cached_config_path(ref)  # .../snapshots/<commit>/config.json when downloaded before
+    commit = Path(cached).parent.name if cached and revision in (None, "main") else None
+    return {"model": ref, "revision": revision or "main", "commit": commit}
+
+
+def data_pin(source: str, split: str | None = None, config_name: str | None = None) -> dict:
+    """One data source: a local file or directory by content, else a hub name."""
+    path = Path(str(source)).expanduser()
+    if path.is_file():
+        return {"source": str(path.resolve()), "sha256": sha256_file(path)}
+    if path.is_dir():
+        return {"source": str(path.resolve()), "split": split, "sha256": _files_digest(path, _tree(path))}
+    return {"source": str(source), "config": config_name, "split": split}
+
+
+def _at_run(value, run: Run) -> str:
+    """A relative local path in the config means what it means to training, which runs in the run directory."""
+    path = Path(str(value)).expanduser()
+    return str(run.dir / path) if not path.is_absolute() and (run.dir / path).exists() else str(value)
+
+
+def _config_data(config: dict, run: Run) -> list[dict]:
+    """Every data source train/config.yaml trains on (dataset_name, or each `datasets` mixture entry)."""
+    if config.get("dataset_name"):
+        return [_inside(data_pin(_at_run(config["dataset_name"], run), config.get("dataset_train_split"),
+                                 config.get("dataset_config")), "source", run)]
+    pins = []
+    for entry in config.get("datasets") or []:
+        if not isinstance(entry, dict):
+            pins.append({"entry": repr(entry)})
+            continue
+        files = entry.get("data_files")
+        files = list(files.values()) if isinstance(files, dict) else files
+        files = [files] if isinstance(files, str) else files or []
+        sources = [data_pin(_at_run(f, run)) for f in files] or [
+            data_pin(_at_run(entry.get("path"), run), entry.get("split"), entry.get("name"))]
+        sources = [_inside(source, "source", run) for source in sources]
+        pins.append({"path": entry.get("path"), "split": entry.get("split"), "columns": entry.get("columns"),
+                     "sources": sources})
+    return pins
+
+
+def _inside(pin: dict, key: str, run: Run) -> dict:
+    """A model or data path inside the run directory, pinned relative to it: a moved run keeps its pins."""
+    path = Path(str(pin.get(key)))
+    if path.is_absolute() and path.is_relative_to(run.dir.resolve()):
+        return {**pin, key: str(path.relative_to(run.dir.resolve()))}
+    return pin
+
+
+def config_pins(run: Run) -> dict:
+    """What train/config.yaml decides: model, data, sampling settings, reward weights. A run without a config
+    has nothing to vouch for (UserInputError('run'))."""
+    config = run.read_config()
+    if not config.get("model_name_or_path"):
+        raise UserInputError(
+            "run", f"{run.config} does not exist or names no model_name_or_path: a verdict vouches for a training "
+            "config, so emit it first (emit_grpo_config), then sample and inspect with it"
+        )
+    return {
+        "model": _inside(model_pin(_at_run(config["model_name_or_path"], run), config.get("model_revision")), "model", run),
+        "data": _config_data(config, run),
+        "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
+        "reward_config": {k: config.get(k) for k in REWARD_CONFIG_KEYS},
+    }
+
+
+def run_pins(run: Run, reward_code_sha256: str) -> dict:
+    """config_pins plus the reward code hash (computed by the caller from train/rewards.json) and train/train.py."""
+    pins = config_pins(run)
+    pins["reward_code"] = reward_code_sha256
+    pins["script"] = sha256_file(run.script) if run.script.is_file() else None
+    return pins
+
+
+def _short(value) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def changes(old: dict, new: dict) -> list[str]:
+    """One line per pinned part that differs, naming it and (briefly) what it was and is."""
+    lines = []
+    for key in dict.fromkeys([*old, *new]):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        name = PART_NAMES.get(key, key)
+        if isinstance(before, dict) and isinstance(after, dict):
+            diffs = [f"{k}: {_short(before.get(k))} -> {_short(after.get(k))}" for k in dict.fromkeys([*before, *after])
+                     if before.get(k) != after.get(k)]
+            lines.append(f"{name} changed ({'; '.join(diffs)})")
+        elif key == "reward_code":
+            lines.append("the reward changed (a name, param or weight in train/rewards.json, its code, or a local "
+                         "module it imports)")
+        elif key == "script":
+            lines.append(f"{name} changed")
+        else:
+            lines.append(f"{name} changed ({_short(before)} -> {_short(after)})")
+    return lines

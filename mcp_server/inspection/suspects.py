@@ -1,0 +1,145 @@
+r"""The review's "Read these first: likely mis-scored" list: samples a reward plausibly scored wrongly.
+
+A person reads this list first, so it flags only disagreements about the answer itself, never a gold value
+that merely appears somewhere in the text (in `<reasoning>0 + 9 = 8</reasoning><answer>8</answer>` the 9 is
+a restated operand, and 0 is the right score):
+- a verifier (correctness_reward, math_reward) scored 0, but a looser parse of the same answer (case,
+  trailing punctuation, "The answer is 7", `$7$`, `\\boxed{7}`, 7.0, 1/2 = 0.5) matches the gold;
+- a verifier paid, but a stricter parse disagrees: no single answer block, or its text is not the gold
+  (as text or as a number; for math_reward only where both are numbers: symbolic equivalence such as
+  2\sqrt{2} = \sqrt{8} is math-verify's to judge);
+- a format reward paid for malformed output: a missing, repeated, empty or nested block, or a completion cut
+  off at the length limit;
+- a verifier paid on a completion cut off at the length limit; every reward returned None.
+tests/test_inspection.py measures the list's precision on a labelled sample set.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+from mcp_server.inspection.success import is_format_spec, wrapped_spec
+from mcp_server.rewards.spec import RewardSpec
+from mcp_server.rewards.text import tag_contents
+
+VERIFIERS = {"correctness_reward": "answer", "math_reward": "answer"}  # name -> default tag
+_LEAD = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\s*(?:is|:|=)\s*", re.I)
+_NUMBER = re.compile(r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?$")
+
+
+def verifier_of(spec: RewardSpec) -> tuple[str, str | None, str] | None:
+    """(name, tag, gold column) when the spec is (or wraps) an answer verifier."""
+    target = wrapped_spec(spec) or spec
+    if target.name not in VERIFIERS:
+        return None
+    tag = target.params.get("tag", VERIFIERS[target.name])
+    return target.name, tag, str(target.params.get("answer_column", "answer"))
+
+
+def answer_blocks(text: str, tag: str | None) -> list[str]:
+    """The answer as the verifier reads it: the `<tag>` bodies, or (tag None) the \\boxed{} contents."""
+    if tag:
+        return [b.strip() for b in tag_contents(text, tag)]
+    return [b.strip() for b in re.findall(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}", text)]
+
+
+def _number(text: str) -> Fraction | None:
+    text = text.replace(" ", "")
+    frac = re.fullmatch(r"\\d?frac\{([^{}]+)\}\{([^{}]+)\}", text) or re.fullmatch(r"([-+]?[\d.]+)/([\d.]+)", text)
+    if frac:
+        top, bottom = _number(frac.group(1)), _number(frac.group(2))
+        return top / bottom if top is not None and bottom else None
+    if text and _NUMBER.fullmatch(text) and any(c.isdigit() for c in text):
+        try:
+            return Fraction(text.replace(",", ""))
+        except (ValueError, ZeroDivisionError):
+            return None
+    return None
+
+
+def _strip(text: str) -> str:
+    text = " ".join(str(text).split())
+    for _ in range(3):  # peel wrappers: $...$, \boxed{...}, "The answer is ...", trailing punctuation
+        text = _LEAD.sub("", text).strip().rstrip(".,;!").strip()
+        text = re.sub(r"^\$+(.*?)\$+$", r"\1", text).strip()
+        text = re.sub(r"^\\boxed\{(.*)\}$", r"\1", text).strip()
+    return text
+
+
+def strict_match(answer: str, gold: str) -> bool:
+    """The answer is the gold: the same text (whitespace collapsed) or the same number."""
+    a, g = " ".join(answer.split()), " ".join(str(gold).split())
+    if a == g:
+        return True
+    na, ng = _number(a), _number(g)
+    return na is not None and na == ng
+
+
+def loose_match(answer: str, gold: str) -> bool:
+    """The answer says the gold once wrappers, case and trailing punctuation are peeled off."""
+    a, g = _strip(answer), _strip(str(gold))
+    if not a or not g:
+        return False
+    if a.lower() == g.lower():
+        return True
+    na, ng = _number(a), _number(g)
+    return na is not None and na == ng
+
+
+def format_problems(text: str, tags: list[str], truncated: bool) -> list[str]:
+    """Why a completion is not well-formed: a tag block missing or repeated, empty, nested in another, or the
+    completion cut off (text around the blocks is the format reward's own `strict` choice, so not judged)."""
+    problems = []
+    bodies = []
+    for tag in tags:
+        found = tag_contents(text, tag)
+        if len(found) != 1:
+            problems.append(f"{len(found)} <{tag}> blocks")
+            continue
+        bodies.append(found[0])
+        if not found[0].strip():
+            problems.append(f"an empty <{tag}> block")
+    if any(re.search(rf"</?{re.escape(t)}>", b) for b in bodies for t in tags):
+        problems.append("a block nested in another")
+    if truncated:
+        problems.append("cut off at the length limit")
+    return problems
+
+
+def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: list[str], scores: list[float],
+                    truncated: bool, total: float) -> list[tuple[int, str]]:
+    """(weight, reason) pairs for one sample; higher weight = read first. `scores[r]` is reward r's score."""
+    reasons = []
+    for spec, name, score in zip(specs, names, scores):
+        if math.isnan(score):
+            continue
+        verifier = verifier_of(spec)
+        if verifier is not None and columns.get(verifier[2]) is not None:
+            _, tag, column = verifier
+            gold = str(columns[column]).strip()
+            blocks = answer_blocks(text, tag)
+            where = f"the <{tag}> block" if tag else "the \\boxed{} answer"
+            if score <= 0 and len(blocks) == 1 and (strict_match(blocks[0], gold) or loose_match(blocks[0], gold)):
+                how = "as a number" if strict_match(blocks[0], gold) else "once its wording is peeled off"
+                reasons.append((3, f"{name} scored {score:g} but {where} {blocks[0][:60]!r} matches the gold "
+                                   f"'{gold}' {how}"))
+            if score > 0:
+                if len(blocks) != 1:
+                    reasons.append((3, f"{name} scored {score:g} with {len(blocks)} answers in {where}s"))
+                elif not strict_match(blocks[0], gold) and not loose_match(blocks[0], gold) and (
+                        verifier[0] != "math_reward" or _number(_strip(blocks[0])) is not None
+                        and _number(_strip(gold)) is not None):  # symbolic equivalence is math-verify's to judge
+                    reasons.append((3, f"{name} scored {score:g} but {where} says {blocks[0][:60]!r}, not the gold "
+                                       f"'{gold}'"))
+                if truncated:
+                    reasons.append((2, f"{name} scored {score:g} on a completion cut off at the length limit"))
+        if is_format_spec(spec) and score > 0:
+            tags = list(spec.params.get("tags") or ["reasoning", "answer"])
+            problems = format_problems(text, tags, truncated)
+            if problems:
+                reasons.append((2, f"{name} paid {score:g} for malformed output: {', '.join(problems)}"))
+    if math.isnan(total):
+        reasons.append((2, "every reward returned None: training would get no signal from it"))
+    return reasons

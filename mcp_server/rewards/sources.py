@@ -1,0 +1,71 @@
+"""The source a user reward runs: its module and every local module that module imports, followed through
+their own imports. "Local" means not part of the interpreter's installation (stdlib, site-packages): a helper
+beside the reward, a package in the project. Those can change a score without a line of the reward module
+changing, so the inspection gate's reward hash covers them (rewards.registry.reward_code_sha256)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import site
+import sysconfig
+from pathlib import Path
+
+
+def _installed_roots() -> list[Path]:
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return [Path(p).resolve() for p in paths if p]
+
+
+def _imported_names(tree: ast.AST, package: str | None) -> list[str]:
+    """Module names an import statement may load (a `from pkg import x` may load the submodule pkg.x)."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                names += [".".join(parts[: i + 1]) for i in range(len(parts))]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                try:
+                    base = importlib.util.resolve_name("." * node.level + base, package)
+                except (ImportError, ValueError):
+                    continue
+            if base:
+                names.append(base)
+                names += [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+    return names
+
+
+def _origin(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):  # not a module (an attribute), or a broken parent
+        return None
+    origin = getattr(spec, "origin", None) if spec else None
+    return Path(origin).resolve() if origin and origin.endswith(".py") else None
+
+
+def local_sources(module_name: str) -> list[tuple[str, bytes]]:
+    """(module name, source bytes) of the module and the local modules it imports, sorted by name."""
+    installed = _installed_roots()
+    found: dict[str, bytes] = {}
+    stack = [module_name]
+    while stack:
+        name = stack.pop()
+        if name in found:
+            continue
+        path = _origin(name)
+        if path is None or any(path.is_relative_to(root) for root in installed):
+            continue
+        source = path.read_bytes()
+        found[name] = source
+        is_package = path.name == "__init__.py"
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        stack += _imported_names(tree, name if is_package else name.rpartition(".")[0])
+    return sorted(found.items())

@@ -1,0 +1,312 @@
+"""Issue 12, "The gate pins everything it vouched for", and issue 13's precise "likely mis-scored" list, through
+the doors (CLI, MCP over stdio). Each observation of the issue is a step here that passed the gate before:
+a success threshold that every completion meets, samples from another model, a re-emitted config, an edited
+train.py, an edited helper module of the reward, a hand-made verdict.json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import call_mcp, run_cli, run_cli_json
+from mcp_server.emission.emit import emit_grpo_config
+from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.inspection.models import InspectRequest, SampleRequest
+from mcp_server.inspection.pins import config_pins
+from mcp_server.inspection.review import inspect_rewards
+from mcp_server.inspection.sampling import sample_completions
+from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.runs import Run
+from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
+
+TASK_REWARDS = [{"name": "format_reward"}, {"name": "correctness_reward"}]
+REWARD_MODULE = '''
+from pin_helper import VALUE
+
+
+def scored(completions, **kwargs):
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    return [VALUE if t.strip() else 0.0 for t in texts]
+'''
+
+
+def _hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]], golds: list[str],
+                   rewards: list | None = None) -> Path:
+    """A configured run (tiny model, a data file, format + correctness) with chosen completions as its samples,
+    written the way sample_completions writes them from the run's config."""
+    run_dir = new_run_dir(name)
+    data = workspace / f"{name}.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Q{i}", "answer": g}) + "\n" for i, g in enumerate(golds)))
+    config = {"model_name_or_path": str(tiny_model), "num_generations": len(groups[0]),
+              "datasets": [{"path": "json", "data_files": str(data), "split": "train"}]}
+    atomic_write_text(run_dir / "train" / "config.yaml", yaml.safe_dump(config))
+    atomic_write_json(run_dir / "train" / "rewards.json", rewards or TASK_REWARDS)
+    lines, sid = [], 0
+    for p, (group, gold) in enumerate(zip(groups, golds)):
+        for k, text in enumerate(group):
+            lines.append({"id": sid, "prompt_index": p, "sample_index": k, "row_index": p, "prompt": f"Q{p}",
+                          "completion": text, "completion_ids": [], "columns": {"answer": gold}, "truncated": False,
+                          "finish_reason": "stop"})
+            sid += 1
+    atomic_write_text(run_dir / "inspection" / "samples.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    atomic_write_json(run_dir / "inspection" / "samples.meta.json", {
+        "dataset_rows": len(golds), "num_prompts": len(golds), "n": len(groups[0]),
+        "differs_from_config": [], "config_pins": config_pins(Run(run_dir))})
+    return run_dir
+
+
+# ---------------------------------------------------------------- the success rule
+def test_a_success_threshold_that_cannot_fail_or_pays_malformed_output_is_refused(workspace, tiny_model):
+    right = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
+    malformed_right = "<answer>2</answer>"  # correctness pays 2, format 0
+    wrong = "<reasoning>1 + 1 = 3</reasoning><answer>3</answer>"
+    groups = [[right, wrong, wrong, wrong]] + [[malformed_right, wrong, "noise", wrong]] * 12
+    run_dir = _hand_made_run(workspace, tiny_model, "threshold", groups, ["2"] * 13)
+
+    # Observed: -1 turned a 0% base rate into 100%. Totals here run from 0 (noise) to 3 (right and well-formed).
+    proc = run_cli("inspect-rewards", str(run_dir), "--success-threshold", "-1", "--json")
+    assert proc.returncode == 2 and "success_threshold" in proc.stderr and "every completion" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (run_dir / "inspection" / "review.json").exists()
+    proc = run_cli("inspect-rewards", str(run_dir), "--success-threshold", "2", "--json")
+    assert proc.returncode == 2 and "counts malformed output as success" in proc.stderr and "above 2" in proc.stderr
+    proc = run_cli("inspect-rewards", str(run_dir), "--success-threshold", "4", "--json")
+    assert proc.returncode == 2 and "above the highest total" in proc.stderr
+    proc, strict = run_cli_json("inspect-rewards", str(run_dir), "--success-threshold", "3")
+    assert proc.returncode == 0 and strict["base_success_rate"] == pytest.approx(1 / 13)
+    # The default rule agrees: a right answer in a malformed completion is not a success.
+    proc, default = run_cli_json("inspect-rewards", str(run_dir))
+    assert proc.returncode == 0 and default["base_success_rate"] == pytest.approx(1 / 13)
+    assert default["success_rule"].startswith("every task and format reward scores > 0")
+
+    async def calls(client):
+        return await client.call_tool("inspect_rewards", {"run": str(run_dir), "success_threshold": -1})
+
+    refused = asyncio.run(call_mcp(calls))
+    assert refused.is_error and "success_threshold" in refused.content[0].text
+
+
+# ---------------------------------------------------------------- the pins
+@pytest.fixture()
+def reward_with_helper(tmp_path, monkeypatch):
+    """A dotted-path reward whose score comes from a helper module beside it."""
+    pkg = tmp_path / "user-rewards"
+    pkg.mkdir()
+    (pkg / "pin_rewards.py").write_text(REWARD_MODULE)
+    (pkg / "pin_helper.py").write_text("VALUE = 1.0\n")
+    monkeypatch.syspath_prepend(str(pkg))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pkg), os.environ.get("PYTHONPATH")])))
+    return pkg
+
+
+def _gate(run_dir: Path) -> dict:
+    proc, gate = run_cli_json("check-inspection-gate", str(run_dir))
+    assert proc.returncode == (0 if gate["passed"] else 1), proc.stderr
+    return gate
+
+
+def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_with_helper):
+    base = shutil.copytree(tiny_model, workspace / "base-model")  # the configured model (tiny is another one)
+    data = workspace / "sums.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Q: {a} + 1 = ? A:", "answer": str(a + 1)}) + "\n" for a in range(30)))
+    emitted = emit_grpo_config(GRPORecipeRequest(
+        model=str(base), dataset=str(data), gpu="cpu", run_name="pinned", rewards=[{"name": "pin_rewards.scored"}],
+        overrides={"num_generations": 4, "max_completion_length": 12}))
+    run_dir = Path(emitted.run_dir)
+
+    def sign_off():
+        sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=16, engine="transformers"))
+        assert sampled.differs_from_config == []
+        assert inspect_rewards(InspectRequest(run=str(run_dir))).grpo_can_learn
+        proc, recorded = run_cli_json("record-inspection-verdict", str(run_dir), "--verdict", "pass",
+                                      "--reviewer", "ana", "--agree-rest")
+        assert proc.returncode == 0 and recorded["gate"]["passed"], proc.stderr
+
+    sign_off()
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert verdict["pins"]["model"]["model"] == str(base.resolve()) and verdict["pins"]["data"][0]["sources"][0]["sha256"]
+    assert verdict["pins"]["sampling"]["num_generations"] == 4 and verdict["success_rule"]
+
+    # train/train.py edited (to a constant reward, say): closed, and says so; put back, open.
+    script = run_dir / "train" / "train.py"
+    original = script.read_text()
+    script.write_text(original.replace("reward_funcs=build_reward_funcs(rewards)", "reward_funcs=[lambda **k: [1.0]]"))
+    gate = _gate(run_dir)
+    assert not gate["passed"] and gate["changed"] == ["train/train.py changed"]
+    script.write_text(original)
+    assert check_inspection_gate(run_dir).passed
+
+    # A helper module the reward imports, edited: the reward changed.
+    helper = reward_with_helper / "pin_helper.py"
+    helper.write_text("VALUE = 0.5\n")
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "the reward changed" in gate["reason"]
+    helper.write_text("VALUE = 1.0\n")
+    assert check_inspection_gate(run_dir).passed
+
+    # A sampling setting in the config: named with its old and new value.
+    config_file = run_dir / "train" / "config.yaml"
+    config_text = config_file.read_text()
+    config_file.write_text(config_text + "temperature: 0.7\n")
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "sampling settings" in gate["reason"] and "temperature: null -> 0.7" in gate["reason"]
+    config_file.write_text(config_text)
+    assert check_inspection_gate(run_dir).passed
+
+    # Another success rule (a new review): not the review the person signed.
+    inspect_rewards(InspectRequest(run=str(run_dir), success_threshold=1.0))
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "the success rule changed ('total reward > 0" in gate["reason"]
+    assert "-> 'total reward >= 1')" in gate["reason"]
+    inspect_rewards(InspectRequest(run=str(run_dir)))  # the same review again, byte for byte
+    assert check_inspection_gate(run_dir).passed
+
+    # A hand-made verdict.json with only the hashes and "pass" is not a verdict (CLI and MCP).
+    verdict_file = run_dir / "inspection" / "verdict.json"
+    real = verdict_file.read_text()
+    verdict_file.write_text(json.dumps({"verdict": "pass", "samples_sha256": verdict["samples_sha256"],
+                                        "reward_code_sha256": verdict["reward_code_sha256"]}))
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "is not a verdict" in gate["reason"] and "reviewer" in gate["reason"]
+
+    async def calls(client):
+        return await client.call_tool("check_inspection_gate", {"run": str(run_dir)})
+
+    over_mcp = asyncio.run(call_mcp(calls)).structured_content
+    assert over_mcp["passed"] is False and "is not a verdict" in over_mcp["reason"]
+    forged = {**verdict, "sample_verdicts": verdict["sample_verdicts"][:10], "agree": 10}  # a pass on 10 of 64
+    verdict_file.write_text(json.dumps(forged))
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "judges 10 of the 64 reviewed samples" in gate["reason"]
+    verdict_file.write_bytes(b"\x00\xff not json")
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "cannot be read as a JSON object" in gate["reason"]
+    verdict_file.write_text(real)
+    assert check_inspection_gate(run_dir).passed
+
+    # Samples of another model cannot back a verdict, and re-sampling closed the gate.
+    sampled = sample_completions(SampleRequest(run=str(run_dir), model="tiny", num_prompts=16, engine="transformers"))
+    assert sampled.differs_from_config[0].startswith(f"model: {Path(tiny_model).resolve()} (the config: {base.resolve()})")
+    inspected = inspect_rewards(InspectRequest(run=str(run_dir)))
+    assert any("cannot back a verdict" in w for w in inspected.warnings)
+    proc = run_cli("record-inspection-verdict", str(run_dir), "--verdict", "pass", "--reviewer", "ana", "--agree-rest")
+    assert proc.returncode == 2 and "cannot back a verdict" in proc.stderr and "model:" in proc.stderr
+    assert not _gate(run_dir)["passed"]
+    sign_off()
+    assert check_inspection_gate(run_dir).passed
+
+    # emit-config into the gated run with another model and data set: closed, naming both.
+    # (emit-config --run-dir RUN --model tiny --dataset tiny, in-process: the CLI is the same core call)
+    emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_dir=str(run_dir),
+                                       rewards=[{"name": "pin_rewards.scored"}]))
+    gate = _gate(run_dir)
+    assert not gate["passed"] and "sample_completions" in gate["how_to_clear"]
+    assert any(c.startswith("the model changed") for c in gate["changed"])
+    assert any(c.startswith("the data set changed") for c in gate["changed"])
+    assert check_inspection_gate(run_dir).changed == gate["changed"]
+
+
+# ---------------------------------------------------------------- the "read these first" list
+# (completion, gold, mis-scored?) under format_reward + correctness_reward (exact match in one <answer> block).
+# Mis-scored: a reader would score it otherwise. The rest are scored as a reader would, whatever the text holds.
+LABELLED = [
+    ("<reasoning>0 + 9 = 8</reasoning><answer>8</answer>", "9", False),  # the 9 is the restated operand
+    ("<reasoning>3 + 4 = 7</reasoning><answer>8</answer>", "7", False),  # gold in the reasoning, wrong answer
+    ("<reasoning>3 + 4 = 7</reasoning><answer>7</answer>", "7", False),
+    ("<reasoning>2 + 5</reasoning><answer>17</answer>", "7", False),
+    ("<reasoning>x</reasoning><answer>7</answer><answer>8</answer>", "7", False),  # hedging
+    ("<reasoning>x</reasoning><answer>7 or 8</answer>", "7", False),
+    ("<reasoning>x</reasoning><answer>-7</answer>", "7", False),
+    ("7", "7", False),  # no answer block: the format is the task's rule
+    ("The answer is 7.", "7", False),
+    ("noise 7 noise", "7", False),
+    ("<reasoning>x</reasoning><answer>The answer is 7</answer>", "7", True),
+    ("<reasoning>x</reasoning><answer>7.</answer>", "7", True),
+    ("<reasoning>x</reasoning><answer>7.0</answer>", "7", True),
+    ("<reasoning>x</reasoning><answer>$7$</answer>", "7", True),
+    ("<reasoning>x</reasoning><answer>\\boxed{7}</answer>", "7", True),
+    ("<reasoning>x</reasoning><answer>0.5</answer>", "1/2", True),
+    ("<reasoning>x</reasoning><answer>paris</answer>", "Paris", True),
+    ("<reasoning></reasoning><answer>7</answer>", "7", True),  # format pays an empty reasoning block
+    ("<reasoning>x</reasoning><answer> </answer>", "7", True),  # format pays an empty answer
+    ("<reasoning><answer>7</answer></reasoning><answer>7</answer>", "7", False),  # format already pays 0
+]
+
+
+def _labelled_run(workspace, tiny_model, name, labelled, filler, rewards=None) -> tuple[Path, list]:
+    """13 prompts x 4 (a review needs 50): the labelled samples, then `filler` (scored right); one gold each."""
+    items = labelled + [filler] * (52 - len(labelled))
+    groups = [[text for text, _, _ in items[i: i + 4]] for i in range(0, 52, 4)]
+    run_dir = _hand_made_run(workspace, tiny_model, name, groups, ["?"] * 13, rewards)
+    samples_file = run_dir / "inspection" / "samples.jsonl"
+    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    for sample, (_, gold, _) in zip(samples, items):  # one gold per sample (the columns are per row)
+        sample["columns"]["answer"] = gold
+    samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return run_dir, items
+
+
+def test_likely_misscored_list_is_precise_on_a_labelled_set(workspace, tiny_model):
+    run_dir, items = _labelled_run(workspace, tiny_model, "labelled", LABELLED,
+                                   ("<reasoning>x</reasoning><answer>2</answer>", "2", False))
+    proc, result = run_cli_json("inspect-rewards", str(run_dir), "--max-suspects", "100")
+    assert proc.returncode == 0, proc.stderr
+    flagged = {s["id"] for s in result["likely_misscored"]}
+    truth = {i for i, (_, _, bad) in enumerate(items) if bad}
+    precision = len(flagged & truth) / len(flagged)
+    recall = len(flagged & truth) / len(truth)
+    print(f"likely mis-scored: precision {precision:.2f} ({len(flagged & truth)}/{len(flagged)}), "
+          f"recall {recall:.2f} on {len(items)} labelled samples")
+    assert precision >= 0.9 and recall >= 0.8, (sorted(flagged), sorted(truth))
+    assert 0 not in flagged  # the demo's <reasoning>0 + 9 = 8</reasoning><answer>8</answer>, gold 9
+    sheet = Path(result["review_md_path"]).read_text()
+    assert "Sample 0 (prompt 0)" not in sheet.split("## Read these first")[1].split("## Samples")[0]
+
+
+# math_reward reading \boxed{} anywhere (tag null): equivalence is math-verify's; the list flags only numbers.
+LABELLED_MATH = [
+    ("so \\boxed{\\frac{1}{2}}", "0.5", False),  # paid, and right: 1/2 = 0.5 (the old rule: "gold does not appear")
+    ("0 + 9 = 8, so \\boxed{8}", "9", False),
+    ("\\boxed{\\sqrt{8}}", "$2\\sqrt{2}$", False),  # paid, and right: symbolic, not the list's to doubt
+    ("the answer is 7", "7", False),  # no \boxed{}: the rule of this reward
+    ("\\boxed{7}", "7", False),
+    ("\\boxed{The answer is 7}", "7", True),  # unpaid, though the box says 7
+]
+
+
+def test_likely_misscored_list_with_math_equivalence(workspace, tiny_model):
+    rewards = [{"name": "math_reward", "params": {"tag": None}}]
+    run_dir, items = _labelled_run(workspace, tiny_model, "math", LABELLED_MATH, ("\\boxed{2}", "2", False), rewards)
+    result = inspect_rewards(InspectRequest(run=str(run_dir), max_suspects=100))
+    scores = [r["scores"]["math_reward"] for r in map(json.loads, Path(result.review_jsonl_path).read_text().splitlines())]
+    assert scores[:6] == [2.0, 0.0, 2.0, 0.0, 2.0, 0.0]  # what math-verify pays (the labels assume it)
+    assert {s.id for s in result.likely_misscored} == {5}
+
+
+# ---------------------------------------------------------------- lengths feed the config
+def test_length_advice_suggests_limits_with_the_truncation_they_imply():
+    from mcp_server.inspection.lengths import length_advice
+
+    lengths = list(range(1, 201))  # 200 completions of 1..200 tokens, none cut off at 256
+    advice = length_advice(lengths, [False] * 200, 256, prompt_lengths=[10, 70, 30])
+    assert advice["completion_tokens"] == {"p50": 100, "p90": 180, "p99": 198, "max": 200}
+    # The 99th percentile (198) rounded up to 256 cuts nothing; the longest prompt (70) + 256 -> 384.
+    assert (advice["suggested_max_completion_length"], advice["truncation_at_suggested"]) == (256, 0.0)
+    assert advice["suggested_vllm_max_model_length"] == 384
+    assert advice["config_patch"] == {"max_completion_length": 256, "log_completions": True,
+                                      "vllm_max_model_length": 384}
+    lengths = [10] * 95 + [150] * 5  # a long tail of 5%: the 99th percentile is 150 -> 192, cutting nothing
+    advice = length_advice(lengths, [False] * 100, 512, prompt_lengths=[])
+    assert advice["suggested_max_completion_length"] == 192 and advice["truncation_at_suggested"] == 0.0
+    lengths = [10] * 99 + [300]  # one outlier past the 99th percentile: the suggestion cuts it, and says so
+    advice = length_advice(lengths, [False] * 100, 512, prompt_lengths=[])
+    assert advice["suggested_max_completion_length"] == 64 and advice["truncation_at_suggested"] == 0.01
+    assert "cut off 1.0%" in advice["advice"]
+    # Two of 100 cut off at the sampling limit: the distribution is censored, nothing is suggested.
+    advice = length_advice([64] * 2 + [20] * 98, [True] * 2 + [False] * 98, 64, prompt_lengths=[5])
+    assert advice["suggested_max_completion_length"] is None and "max_new_tokens=128" in advice["advice"]
