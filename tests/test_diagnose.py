@@ -604,3 +604,23 @@ def test_oom_levers_without_a_plannable_model():
     d = diagnose(FIXTURES / "cuda_oom.log", config=config)
     assert d.findings[0].patch == {"vllm_enable_sleep_mode": True, "beta": 0.0}
     assert_patches_validate(d)
+
+
+def test_garbage_is_an_error_never_a_clean_bill(tmp_path):
+    """Issue 12: a binary CSV, an empty JSONL, `[]` and a 100k-deep JSON were 'healthy' (exit 0) or a RecursionError."""
+    (tmp_path / "binary.csv").write_bytes(b"loss,reward\n\x00\x01\x02,\xff\xfe\n")
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "deep.jsonl").write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
+    (tmp_path / "words.csv").write_text("loss,reward\nabc,def\n")
+    for name, words in [("binary.csv", "binary file"), ("empty.jsonl", "no logged training step"),
+                        ("list.json", "no logged training step"), ("deep.json", "nested too deeply"),
+                        ("deep.jsonl", "nested too deeply"), ("words.csv", "no logged training step")]:
+        with pytest.raises(UserInputError) as err:
+            diagnose(tmp_path / name, validate_patches=False)
+        assert err.value.field == "source" and words in str(err.value), (name, str(err.value))
+    proc = run_cli("diagnose-run", str(tmp_path / "deep.json"), "--no-validate")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: source:") and "Recursion" not in proc.stderr
+    proc = run_cli("diagnose-run", str(tmp_path / "list.json"), "--no-validate")
+    assert proc.returncode == 2 and "healthy" not in proc.stdout

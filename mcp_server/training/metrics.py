@@ -1,8 +1,9 @@
 """Load logged training metrics from any source diagnose_run accepts, into one shape.
 
 Sources: a run directory, a progress.jsonl (docs/architecture.md, "The run directory"), a TRL/transformers trainer_state.json
-(its log_history), or a CSV/JSONL export of logged metrics (W&B/TensorBoard style "train/..." prefixes are
-accepted). Every row becomes {"step": int, <TRL metric name>: float | None, ...}, sorted by step, one row per
+(its log_history), or a CSV/JSONL export of logged metrics: W&B (run.history() or a panel's "Export CSV", whose
+columns read "<run> - train/<metric>" with "__MIN"/"__MAX" companions) and Trackio (transformers' TrackioCallback
+logs the same "train/..." names with train/global_step). Every row becomes {"step": int, <TRL metric name>: float | None, ...}, sorted by step, one row per
 step (the last one logged wins, so a resumed run that re-logs steps reads correctly).
 
 Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
@@ -115,16 +116,29 @@ def to_number(value) -> float | None:
     return None
 
 
+def export_name(key: str) -> str | None:
+    """A column of an export under TRL's name: W&B panel exports prefix the run ("my-run - train/reward") and add
+    "__MIN"/"__MAX" companions (dropped: None); W&B and Trackio prefix "train/"."""
+    if key.endswith(("__MIN", "__MAX")):
+        return None
+    if " - " in key:
+        key = key.rsplit(" - ", 1)[1]
+    return key[len("train/"):] if key.startswith("train/") else key
+
+
 def normalize_row(raw: dict, index: int) -> dict | None:
     """One logged row under TRL's names, or None for summary/eval rows and rows without metrics."""
+    raw = {(export_name(k) if isinstance(k, str) and " - " in k else k): v for k, v in raw.items()}
     if any(k in raw for k in SUMMARY_KEYS):
         return None
     step = next((to_number(raw[k]) for k in STEP_KEYS if to_number(raw.get(k)) is not None), None)
     row: dict = {}
     for key, value in raw.items():
-        if key in STEP_KEYS or not isinstance(key, str):
+        if key is None or key in STEP_KEYS or not isinstance(key, str):
             continue
-        name = key[len("train/"):] if key.startswith("train/") else key
+        name = export_name(key)
+        if name is None:
+            continue
         if name.startswith(("eval_", "eval/", "test/")):
             continue
         name = ALIASES.get(name, name)
@@ -151,7 +165,30 @@ def _rows_from_records(records: list, path: Path) -> list[dict]:
     return [rows[s] for s in sorted(rows)]
 
 
+def _refuse_binary(path: Path) -> None:
+    """A binary file (a NUL byte in its first 8 KiB) is not a text export: say so instead of reading garbage."""
+    with open(path, "rb") as handle:
+        if b"\0" in handle.read(8192):
+            raise UserInputError("source", f"{path} is a binary file, not a text export of logged metrics. Give {ACCEPTED}.")
+
+
+def _loads(text: str, path: Path, where: str):
+    """json.loads with its failures as input errors. Python's json reads the NaN/Infinity TRL writes; a deeply
+    nested document exceeds the parser's recursion limit (RecursionError), which is bad input too."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise UserInputError("source", f"{path}: {where} is nested too deeply to be logged metrics") from None
+
+
+def read_progress_jsonl(path: Path) -> list:
+    """The records of a progress.jsonl (or any JSONL export). The one place diagnosis reads progress.jsonl, so a
+    bounded-memory streaming reader can replace it."""
+    return _read_jsonl(path)
+
+
 def _read_jsonl(path: Path) -> list:
+    _refuse_binary(path)
     records = []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
@@ -159,7 +196,7 @@ def _read_jsonl(path: Path) -> list:
             if not line:
                 continue
             try:
-                records.append(json.loads(line))  # Python's json reads the NaN/Infinity TRL writes
+                records.append(_loads(line, path, f"line {number}"))
             except json.JSONDecodeError as exc:
                 # A half-written last line of a live run is normal; anything else is a broken file.
                 if handle.readline() == "":
@@ -169,8 +206,9 @@ def _read_jsonl(path: Path) -> list:
 
 
 def _read_json(path: Path) -> tuple[str, list]:
+    _refuse_binary(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        data = _loads(path.read_text(encoding="utf-8", errors="replace"), path, "the document")
     except json.JSONDecodeError as exc:
         raise UserInputError("source", f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
     if isinstance(data, dict) and isinstance(data.get("log_history"), list):
@@ -183,25 +221,37 @@ def _read_json(path: Path) -> tuple[str, list]:
 
 
 def _read_csv(path: Path) -> list:
+    _refuse_binary(path)
     with open(path, encoding="utf-8", errors="replace", newline="") as handle:
         reader = csv.DictReader(handle)
-        if not reader.fieldnames:
-            raise UserInputError("source", f"{path}: empty CSV (expected a header row of metric names)")
-        return list(reader)
+        try:
+            if not reader.fieldnames:
+                raise UserInputError("source", f"{path}: empty CSV (expected a header row of metric names)")
+            return list(reader)
+        except csv.Error as exc:
+            raise UserInputError("source", f"{path}: not a readable CSV ({exc})") from None
 
 
-def load_metrics(path: Path) -> tuple[str, list[dict]]:
-    """(kind, rows) of one metrics file."""
+def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict]]:
+    """(kind, rows) of one metrics file. A file without a single logged training step is an error (diagnosing
+    nothing must not read as a healthy run), unless `allow_empty` (a run directory that has a log to read)."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
         kind, records = "csv", _read_csv(path)
     elif suffix == ".json":
         kind, records = _read_json(path)
     elif suffix in (".jsonl", ".ndjson", ""):
-        kind, records = ("progress_jsonl" if path.name == "progress.jsonl" else "jsonl"), _read_jsonl(path)
+        if path.name == "progress.jsonl":
+            kind, records = "progress_jsonl", read_progress_jsonl(path)
+        else:
+            kind, records = "jsonl", _read_jsonl(path)
     else:
         raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
     rows = _rows_from_records(records, path)
+    if not rows and not allow_empty:
+        raise UserInputError(
+            "source", f"{path} holds no logged training step (no row with a numeric metric such as loss, reward or "
+            f"grad_norm under TRL's names). Give {ACCEPTED}.")
     return kind, rows
 
 
@@ -262,7 +312,9 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
             if Run(parent).config.is_file():
                 run_dir = parent
                 break
-    kind, rows = load_metrics(metrics_path) if metrics_path else ("log", [])
+    # A run directory whose progress log is still empty (it crashed before its first step) is read from its log.
+    has_log = log is not None or (run_dir is not None and Run(run_dir).stdout.is_file())
+    kind, rows = load_metrics(metrics_path, allow_empty=path.is_dir() and has_log) if metrics_path else ("log", [])
     if path.is_dir():
         kind = "run_dir"
 
