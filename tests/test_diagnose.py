@@ -275,14 +275,18 @@ def test_length_paying_reward_run_is_read(runs):
     assert_patches_validate(d)
 
 
-def test_tiny_max_completion_length(runs):
-    """Answers take about 20 tokens; a 4-token limit cuts (nearly) every completion, by construction."""
+def test_real_run_never_terminating_completions_rank_before_no_signal(runs):
+    """Real run: answers take about 20 tokens and the limit is 4, so no completion ends, by construction. Issue 14:
+    this got no_reward_signal ("task too hard, SFT first") ranked ahead of the truncation causing it, and no
+    EOS / chat-template hint."""
     d = diagnose(runs["truncated"])
-    f = by_code(d, "completions_truncated")
-    assert f.severity in ("warning", "error")
-    assert f.patch == {"max_completion_length": 8, "mask_truncated_completions": True}
-    assert any(e.metric == "completions/mean_terminated_length" for e in f.evidence)
-    assert_patches_validate(d)
+    assert codes(d)[:2] == ["completions_never_terminate", "no_reward_signal"], d.findings
+    never, signal = d.findings[0], d.findings[1]
+    assert never.severity == "error" and never.patch == {} and "eos_token" in never.explanation
+    assert "chat template" in never.explanation and "enable_thinking" in never.explanation
+    assert {e.metric for e in never.evidence} >= {"completions/clipped_ratio", "completions/mean_terminated_length"}
+    assert signal.caused_by == "completions_never_terminate" and signal.patch == {} and "SFT" not in signal.explanation
+    assert "completions_truncated" not in codes(d)  # one finding for one cause, not a longer limit for a model that never stops
 
 
 # ---------------------------------------------------------------- threshold rules on constructed series
@@ -373,8 +377,9 @@ def test_no_reward_signal_thresholds(tmp_path, values, severity):
         assert found.patch == {"num_generations": 8, "steps_per_generation": 2}  # twice the completions per prompt
 
 
-@pytest.mark.parametrize("late, severity", [(0.49, None), (0.5, "warning"), (0.89, "warning"), (0.9, "error")])
+@pytest.mark.parametrize("late, severity", [(0.09, None), (0.1, "warning"), (0.49, "warning"), (0.5, "error")])
 def test_completions_truncated_thresholds(tmp_path, late, severity):
+    """Healthy is under 0.1 (references/trl-metrics.md); an error from 0.5."""
     d = diagnose_series(tmp_path, with_series(healthy_rows(8), "completions/clipped_ratio", [0.0] * 4 + [late] * 4))
     found = by_code(d, "completions_truncated") if "completions_truncated" in codes(d) else None
     assert (found.severity if found else None) == severity
@@ -559,9 +564,9 @@ def test_unreadable_sources_are_clear_errors(tmp_path, runs):
 
 # ---------------------------------------------------------------- the doors
 def test_cli_diagnose_run(runs, tmp_path):
-    proc, data = run_cli_json("diagnose-run", str(runs["truncated"]))
-    truncated = next(f for f in data["findings"] if f["code"] == "completions_truncated")
-    assert proc.returncode == 1 and truncated["patch_valid"] is True
+    proc, data = run_cli_json("diagnose-run", str(runs["huge_lr"]))
+    lr = next(f for f in data["findings"] if f["code"] == "lr_out_of_range")
+    assert proc.returncode == 1 and lr["patch_valid"] is True
     proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, healthy_rows())), "--no-validate")
     assert proc.returncode == 0 and data["healthy"] is True
     proc = run_cli("diagnose-run", str(FIXTURES / "module_not_found.log"), "--no-validate")

@@ -276,6 +276,11 @@ class DiagnosisFinding(BaseModel):
     patch_problems: list[str] = Field(
         default_factory=list, description="Validation errors of the patched config, when patch_valid is false."
     )
+    caused_by: str | None = Field(
+        default=None,
+        description="The code of another finding of this diagnosis that explains this one (fix that first); this "
+        "finding is ranked right after it.",
+    )
 
 
 class Diagnosis(BaseModel):
