@@ -68,6 +68,15 @@ def constant_reward(completions, **kwargs):
     return [1.0] * len(completions)
 
 
+def none_reward(completions, **kwargs):
+    """Applies to nothing: TRL logs its mean as NaN."""
+    return [None] * len(completions)
+
+
+def raising_reward(completions, **kwargs):
+    raise ValueError("could not parse the answer")
+
+
 # Each run: rewards, steps, learning rate, and any other GRPOConfig fields.
 RUNS = {
     "healthy": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8),
@@ -76,6 +85,8 @@ RUNS = {
     "constant": dict(rewards=[constant_reward], max_steps=3, learning_rate=1e-5),
     "length": dict(rewards=[length_reward, correctness_reward], max_steps=8, learning_rate=3e-3, max_completion_length=32),
     "truncated": dict(rewards=[format_reward, closeness_reward], max_steps=3, learning_rate=1e-5, max_completion_length=4),
+    "reward_none": dict(rewards=[format_reward, none_reward], max_steps=2, learning_rate=1e-5),
+    "reward_raises": dict(rewards=[format_reward, raising_reward], max_steps=2, learning_rate=1e-5),
 }
 COMMON = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=24, logging_steps=1, beta=0.04,
               loss_type="dapo", seed=0, bf16=False, use_vllm=False, gradient_checkpointing=False)
@@ -629,3 +640,194 @@ def test_garbage_is_an_error_never_a_clean_bill(tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith("error: source:") and "Recursion" not in proc.stderr
     proc = run_cli("diagnose-run", str(tmp_path / "list.json"), "--no-validate")
     assert proc.returncode == 2 and "healthy" not in proc.stdout
+
+
+
+# ---------------------------------------------------------------- issue 14: what it got wrong, and every new code
+def test_real_run_reward_returning_none_everywhere(runs):
+    d = diagnose(runs["reward_none"])
+    f = by_code(d, "reward_returns_none")
+    assert f.severity == "error" and "none_reward" in f.explanation and f.patch == {}
+    assert any(e.metric == "rewards/none_reward/mean" and e.value == "nan" for e in f.evidence)
+
+
+def test_real_run_reward_function_raising(runs):
+    d = diagnose(runs["reward_raises"])
+    assert d.findings[0].code == "reward_function_error" and d.findings[0].severity == "error"
+    f = d.findings[0]
+    assert "raising_reward" in f.explanation and "could not parse the answer" in f.explanation and f.patch == {}
+    assert all(e.metric == "log" for e in f.evidence)
+
+
+def divergence_rows() -> list[dict]:
+    """A real-looking vLLM divergence: the sampler's log-probs drift from the trainer's (difference up to 20, ratio up
+    to 31), clip_ratio reaches 0.32, entropy rises 0.6 -> 3.1, correctness falls."""
+    n = 12
+    rows = healthy_rows(n)
+    rows = with_series(rows, "sampling/sampling_logp_difference/mean", [0.02 + 0.08 * i for i in range(n)])
+    rows = with_series(rows, "sampling/sampling_logp_difference/max", [0.5 + 1.8 * i for i in range(n)])
+    rows = with_series(rows, "sampling/importance_sampling_ratio/min", [0.9 - 0.08 * i for i in range(n)])
+    rows = with_series(rows, "sampling/importance_sampling_ratio/mean", [1.0 + 0.12 * i for i in range(n)])
+    rows = with_series(rows, "sampling/importance_sampling_ratio/max", [1.2 + 2.7 * i for i in range(n)])
+    rows = with_series(rows, "clip_ratio/region_mean", [0.01 + 0.03 * i for i in range(n)])
+    rows = with_series(rows, "clip_ratio/low_mean", [0.005 + 0.015 * i for i in range(n)])
+    rows = with_series(rows, "clip_ratio/high_mean", [0.005 + 0.015 * i for i in range(n)])
+    rows = with_series(rows, "entropy", [0.6 + 0.23 * i for i in range(n)])
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.5 - 0.035 * i for i in range(n)])
+    rows = with_series(rows, "reward", [1.4 - 0.04 * i + (0.01 if i % 2 else -0.01) for i in range(n)])
+    return rows
+
+
+def test_exact_metrics_vllm_divergence_is_named_not_reward_flat(tmp_path):
+    """Issue 14: this got only reward_flat, with a patch doubling the learning rate."""
+    d = diagnose_series(tmp_path, divergence_rows(), use_vllm=True, num_iterations=2,
+                        vllm_importance_sampling_mode="token_truncate")
+    assert codes(d)[0] == "sampler_mismatch" and d.findings[0].severity == "error"
+    assert {"importance_ratio_blowup", "entropy_rising", "reward_falling"} <= set(codes(d)), codes(d)
+    assert "reward_flat" not in codes(d)
+    assert codes(d).index("importance_ratio_blowup") < codes(d).index("entropy_rising")  # mismatch before its effects
+    assert by_code(d, "importance_ratio_blowup").patch == {"num_iterations": 1}
+    assert by_code(d, "entropy_rising").severity == "error"
+    for f in d.findings:  # never a higher learning rate on a run whose correctness falls
+        assert f.patch.get("learning_rate", 0) <= SERIES_CONFIG["learning_rate"], f
+    mismatch = by_code(d, "sampler_mismatch")
+    assert {e.metric for e in mismatch.evidence} >= {"sampling/sampling_logp_difference/max",
+                                                     "sampling/importance_sampling_ratio/max"}
+
+
+@pytest.mark.parametrize("diff, ratio, severity", [
+    (0.09, 1.0, None), (0.1, 1.0, "warning"), (0.49, 1.0, "warning"), (0.5, 1.0, "error"),
+    (0.02, 0.79, "warning"), (0.02, 0.49, "error"), (0.02, 1.26, "warning"),
+])
+def test_exact_metrics_sampler_mismatch_thresholds(tmp_path, diff, ratio, severity):
+    rows = with_series(healthy_rows(8), "sampling/sampling_logp_difference/mean", [diff] * 8)
+    rows = with_series(rows, "sampling/sampling_logp_difference/max", [2.0] * 8)
+    rows = with_series(rows, "sampling/importance_sampling_ratio/mean", [ratio] * 8)
+    rows = with_series(rows, "sampling/importance_sampling_ratio/min", [0.0 if ratio < 1 else 0.9] * 8)
+    rows = with_series(rows, "sampling/importance_sampling_ratio/max", [2.5] * 8)
+    d = diagnose_series(tmp_path, rows, use_vllm=True)
+    found = by_code(d, "sampler_mismatch") if "sampler_mismatch" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    if found and ratio < 1:  # TRL's default sequence_mask zeroes what it drops
+        assert "dropped" in found.explanation
+
+
+@pytest.mark.parametrize("late, severity", [(0.19, None), (0.2, "warning"), (0.3, "error")])
+def test_exact_metrics_importance_ratio_blowup_thresholds(tmp_path, late, severity):
+    rows = with_series(healthy_rows(8), "clip_ratio/region_mean", [0.0] * 4 + [late] * 4)
+    d = diagnose_series(tmp_path, rows, num_iterations=1)
+    found = by_code(d, "importance_ratio_blowup") if "importance_ratio_blowup" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    if found:  # already on-policy: half the learning rate, never more
+        assert found.patch == {"learning_rate": 5e-7}
+
+
+@pytest.mark.parametrize("late, severity", [(1.45, None), (1.5, "warning"), (2.9, "warning"), (3.0, "error")])
+def test_exact_metrics_entropy_rising_thresholds(tmp_path, late, severity):
+    rows = with_series(healthy_rows(8), "entropy", [1.0, 1.0, 1.1, 1.2, 1.3, 1.4, late, late])
+    d = diagnose_series(tmp_path, rows)
+    found = by_code(d, "entropy_rising") if "entropy_rising" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    assert "entropy_collapse" not in codes(d)
+    if found:
+        assert found.patch.get("learning_rate", 0) < SERIES_CONFIG["learning_rate"]
+
+
+def test_exact_metrics_completion_length_collapse(tmp_path):
+    """Issue 14: a collapse 405 -> 18 tokens got reward_flat with a patch doubling the learning rate."""
+    lengths = [405, 380, 300, 210, 120, 60, 30, 22, 20, 18, 18, 18, 19, 18, 18, 18, 18, 18, 18, 18]
+    rows = with_series(healthy_rows(20), "completions/mean_length", lengths)
+    rows = with_series(rows, "completions/mean_terminated_length", lengths)
+    rows = with_series(rows, "reward", [0.5 + (0.01 if i % 2 else -0.01) for i in range(20)])
+    rows = with_series(rows, "rewards/format_reward/mean", [0.5 + 0.02 * i for i in range(20)])
+    d = diagnose_series(tmp_path, rows, max_completion_length=512)
+    f = by_code(d, "completion_length_collapse")
+    assert f.severity == "warning" and f.patch == {} and "format_reward" in f.explanation
+    assert all(f.patch.get("learning_rate", 0) <= SERIES_CONFIG["learning_rate"] for f in d.findings)
+    assert "reward_flat" not in codes(d) or by_code(d, "reward_flat").patch == {}
+    kept = with_series(rows, "completions/mean_length", [405 - 2 * i for i in range(20)])
+    assert "completion_length_collapse" not in codes(diagnose_series(tmp_path, kept, max_completion_length=512))
+
+
+def test_exact_metrics_truncation_rising_to_018_is_not_healthy(tmp_path):
+    """Issue 14: clipped_ratio rising 0.10 -> 0.18 was called healthy (the threshold was 0.5)."""
+    rows = with_series(healthy_rows(10), "completions/clipped_ratio", [0.10 + 0.009 * i for i in range(10)])
+    d = diagnose_series(tmp_path, rows)
+    f = by_code(d, "completions_truncated")
+    assert not d.healthy and f.severity == "warning" and "rising" in f.explanation
+
+
+@pytest.mark.parametrize("beta, kl, severity", [
+    (0.04, 0.3, None), (0.01, 0.24, None), (0.01, 0.3, "warning"), (0.01, 1.3, "error"), (0.001, 0.1, "warning"),
+])
+def test_exact_metrics_kl_bounds_scale_with_beta(tmp_path, beta, kl, severity):
+    """Issue 14: KL warned only at 1.0 nats/token whatever beta (far too late at beta 0.01)."""
+    rows = with_series(healthy_rows(8), "kl", [0.01, 0.02, 0.03, 0.05, 0.08, 0.1, kl, kl])
+    d = diagnose_series(tmp_path, rows, beta=beta)
+    found = by_code(d, "kl_explosion") if "kl_explosion" in codes(d) else None
+    assert (found.severity if found else None) == severity
+
+
+def test_exact_metrics_length_paying_reward_at_the_cap(tmp_path):
+    """Issue 14: a reward paying for length while completions pile up at the cap must be named as the length
+    correlation, with the truncation as its evidence and effect, not only as truncation or a flat signal."""
+    n, cap = 16, 256
+    lengths = [min(120 + 20 * i, cap - 1) for i in range(n)]
+    rows = with_series(healthy_rows(n), "completions/mean_length", lengths)
+    rows = with_series(rows, "completions/clipped_ratio", [min(0.02 + 0.07 * i, 0.95) for i in range(n)])
+    rows = with_series(rows, "rewards/length_reward/mean", [x / 256 for x in lengths])
+    rows = with_series(rows, "rewards/length_reward/std", [0.05] * n)
+    rows = with_series(rows, "reward", [0.4 + x / 256 for x in lengths])
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.3] * n)
+    rows = [{k: v for k, v in r.items() if not k.startswith("rewards/format_reward")} for r in rows]
+    d = diagnose_series(tmp_path, rows, max_completion_length=cap)
+    assert {"length_reward_correlation", "completions_truncated"} <= set(codes(d)), codes(d)
+    assert codes(d).index("length_reward_correlation") < codes(d).index("completions_truncated")
+    assert by_code(d, "completions_truncated").caused_by == "length_reward_correlation"
+    assert any(e.metric == "completions/clipped_ratio" for e in by_code(d, "length_reward_correlation").evidence)
+
+
+def test_exact_metrics_learning_rate_alone_is_a_note(tmp_path):
+    """Issue 14: a rate outside the settled range on a healthy run was a warning; the number alone is no symptom."""
+    d = diagnose_series(tmp_path, healthy_rows(), learning_rate=5e-5)
+    assert d.healthy and [(f.code, f.severity) for f in d.findings] == [("lr_out_of_range", "info")]
+    low = diagnose_series(tmp_path, healthy_rows(), learning_rate=1e-8)
+    assert low.healthy and by_code(low, "lr_out_of_range").severity == "info"
+    # Below the range on a run whose correctness falls: no patch raising it.
+    falling = with_series(healthy_rows(), "rewards/correctness_reward/mean", [0.6 - 0.04 * i for i in range(12)])
+    f = by_code(diagnose_series(tmp_path, falling, learning_rate=1e-8), "lr_out_of_range")
+    assert f.patch == {}
+
+
+def test_exact_metrics_reward_falling(tmp_path):
+    rows = with_series(healthy_rows(12), "reward", [0.9 - 0.03 * i for i in range(12)])
+    d = diagnose_series(tmp_path, rows)
+    f = by_code(d, "reward_falling")
+    assert f.severity == "warning" and f.patch == {} and "reward_flat" not in codes(d)
+    assert "reward_falling" not in codes(diagnose_series(tmp_path, healthy_rows(12)))
+
+
+@pytest.mark.parametrize("late, flagged", [(1.45, False), (1.5, True)])
+def test_exact_metrics_moe_router_instability(tmp_path, late, flagged):
+    rows = with_series(healthy_rows(8), "aux_loss", [1.0, 1.0, 1.1, 1.2, 1.3, 1.4, late, late])
+    d = diagnose_series(tmp_path, rows, importance_sampling_level="sequence")
+    assert ("moe_router_instability" in codes(d)) is flagged
+    if flagged:
+        assert by_code(d, "moe_router_instability").patch == {}  # already GSPO: no config change follows
+
+
+def test_exact_metrics_entropy_collapse_in_two_logs_is_an_error(tmp_path):
+    d = diagnose_series(tmp_path, with_series(healthy_rows(2), "entropy", [0.55, 0.001]))
+    f = by_code(d, "entropy_collapse")
+    assert f.severity == "error" and f.patch.get("learning_rate", 1) < SERIES_CONFIG["learning_rate"]
+
+
+def test_triage_order_is_read_from_the_reference():
+    from mcp_server.training.diagnose import triage_order
+
+    order = triage_order()
+    assert set(order) == set(CODES), set(CODES) ^ set(order)
+    triage = (Path(__file__).parents[1] / "references" / "failure-triage.md").read_text()
+    assert "packing" not in triage.split("## The order of triage", 1)[1].split("\n## ", 1)[0].replace("no packing", "")
+    assert order["sampler_mismatch"] < order["entropy_rising"] < order["no_reward_signal"]
+    assert order["completions_never_terminate"] < order["no_reward_signal"]

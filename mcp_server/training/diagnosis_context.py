@@ -202,6 +202,9 @@ class Ctx:
         entropy = self.ratio("entropy")
         if entropy and not ENTROPY_DROP * 1.5 < entropy[1] / entropy[0] < ENTROPY_RISE:
             reasons.append(f"entropy moves ({entropy[0]:.3g} -> {entropy[1]:.3g})")
+        length = self.ratio("completions/mean_length")
+        if length and length[1] <= LENGTH_COLLAPSE * length[0]:
+            reasons.append(f"completion length collapsed ({length[0]:.3g} -> {length[1]:.3g} tokens)")
         return reasons
 
     def lr_range(self) -> tuple[float, float]:

@@ -320,9 +320,17 @@ def rule_length(ctx: Ctx) -> list[DiagnosisFinding]:
                 Evidence(metric="reward", step=steps[0], value=rs[0]),
                 Evidence(metric="reward", step=steps[-1], value=rs[-1]),
                 Evidence(metric="correlation(reward, completions/mean_length)", value=round(corr, 3))]
+    clipped = ctx.finite_series("completions/clipped_ratio")
+    at_cap = bool(clipped) and ends([v for _, v in clipped], 0.5)[1] >= CLIPPED_WARN
+    if at_cap:  # completions piling up at the length cap: the truncation is this finding's effect
+        evidence += [Evidence(metric="completions/clipped_ratio", step=clipped[0][0], value=clipped[0][1]),
+                     Evidence(metric="completions/clipped_ratio", step=clipped[-1][0], value=clipped[-1][1])]
     patch = ctx.variant_patch("dr_grpo")
     tail = ("" if patch else " The run already uses Dr.GRPO: the reward itself pays for length; add a length_penalty "
             "to the reward and re-inspect.")
+    if at_cap:
+        tail += (" Completions now pile up at max_completion_length: a longer limit would only feed the same "
+                 "reward; fix what pays for length first.")
     return [finding("length_reward_correlation", "warning", evidence,
                     f"Completion length rose {l_early:.3g} -> {l_late:.3g} tokens together with the reward (correlation "
                     f"{corr:.2f}): the policy gains reward by growing longer. Dr.GRPO removes the loss's length "

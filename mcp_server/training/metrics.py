@@ -146,6 +146,8 @@ def normalize_row(raw: dict, index: int) -> dict | None:
         if name.startswith("rewards/") and name.count("/") == 1:
             name += "/mean"
         number = to_number(value)
+        if value is None and name.startswith("rewards/") and name.endswith("/mean"):
+            number = math.nan  # TRL logs a reward that returned None for every sample as null: logged, not a number
         if number is not None or name not in row:
             row[name] = number if number is not None else row.get(name)
     if not any(v is not None for v in row.values()):
