@@ -79,7 +79,8 @@ def raising_reward(completions, **kwargs):
 
 # Each run: rewards, steps, learning rate, and any other GRPOConfig fields.
 RUNS = {
-    "healthy": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8),
+    "healthy": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8,
+                    guard="stop"),  # the guard must never stop a healthy run
     "huge_lr": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1.0, save_steps=4),
     "nan": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1e8),
     "constant": dict(rewards=[constant_reward], max_steps=3, learning_rate=1e-5),
@@ -87,6 +88,11 @@ RUNS = {
     "truncated": dict(rewards=[format_reward, closeness_reward], max_steps=3, learning_rate=1e-5, max_completion_length=4),
     "reward_none": dict(rewards=[format_reward, none_reward], max_steps=2, learning_rate=1e-5),
     "reward_raises": dict(rewards=[format_reward, raising_reward], max_steps=2, learning_rate=1e-5),
+    # Guarded twins of the diverging runs: they must stop at the first logged step that shows the failure.
+    "guard_nan": dict(rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1e8, guard="stop",
+                      save_steps=100),
+    "guard_huge_lr": dict(rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1.0, guard="stop",
+                          save_steps=100),
 }
 COMMON = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=24, logging_steps=1, beta=0.04,
               loss_type="dapo", seed=0, bf16=False, use_vllm=False, gradient_checkpointing=False)
@@ -130,10 +136,12 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
     from mcp_server.tiny import make_task
     from mcp_server.training.progress import ProgressCallback
 
+    guard = fields.pop("guard", "warn")
     values = {**COMMON, **fields, "model_name_or_path": str(model), "output_dir": str(run_dir / "checkpoints")}
     (run_dir / "train" / "logs").mkdir(parents=True)
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(values))
-    (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(model), "gpu": "cpu", "num_gpus": 1}))
+    (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(model), "gpu": "cpu", "num_gpus": 1,
+                                                                "guard": guard}))
     args = {k: v for k, v in values.items() if k != "model_name_or_path"}
     args.update(report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="steps" if "save_steps" in args else "no")
     trainer = GRPOTrainer(model=str(model), reward_funcs=rewards, args=GRPOConfig(**args),
@@ -831,3 +839,55 @@ def test_triage_order_is_read_from_the_reference():
     assert "packing" not in triage.split("## The order of triage", 1)[1].split("\n## ", 1)[0].replace("no packing", "")
     assert order["sampler_mismatch"] < order["entropy_rising"] < order["no_reward_signal"]
     assert order["completions_never_terminate"] < order["no_reward_signal"]
+
+
+
+# ---------------------------------------------------------------- the live guard (real tiny runs)
+HARD = {"nan_loss", "kl_explosion", "entropy_collapse", "entropy_rising", "sampler_mismatch"}
+
+
+def onset(run_dir: Path, code: str) -> int | None:
+    """The first logged step at which diagnose_run, reading the progress log up to that step, finds `code` as an
+    error: the failure's onset, measured offline from the run's own log."""
+    lines = (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()
+    for n in range(1, len(lines) + 1):
+        (run_dir.parent / "prefix.jsonl").write_text("\n".join(lines[:n]) + "\n")
+        d = diagnose(run_dir.parent / "prefix.jsonl", config=run_dir / "train" / "config.yaml", validate_patches=False)
+        if any(f.code == code and f.severity == "error" for f in d.findings):
+            return json.loads(lines[n - 1])["step"]
+    return None
+
+
+@pytest.mark.parametrize("name, saves", [("guard_nan", False), ("guard_huge_lr", True)])
+def test_real_run_guard_stops_a_hard_failure_at_its_onset(runs, name, saves):
+    """guard: stop on the tiny model: learning rate 1e8 makes the loss non-finite, 1.0 breaks the policy (KL or
+    entropy beyond their error bounds), by construction. The guard stops at the logged step of onset (0 steps
+    after it with logging_steps=1), leaves guard.json with the finding and its patch, saves a checkpoint unless the
+    weights are non-finite, and the run is recorded as stopped."""
+    run_dir = runs[name]
+    stopped = json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())
+    guard = json.loads((run_dir / "train" / "logs" / "guard.json").read_text())
+    assert stopped["by"] == "guard" and stopped["code"] in HARD and guard["stopped"]["code"] == stopped["code"]
+    assert (stopped["code"] == "nan_loss") is (name == "guard_nan")
+    steps = [json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    assert steps[-1] == stopped["step"] < 6  # nothing trained after the stop
+    assert stopped["step"] - onset(run_dir, stopped["code"]) == 0
+    found = next(f for f in guard["findings"] if f["code"] == stopped["code"])
+    assert found["severity"] == "error" and found["patch"].get("learning_rate", 1) < 1e-4
+    assert (run_dir / "checkpoints" / f"checkpoint-{stopped['step']}").is_dir() is saves
+
+
+def test_real_run_guard_never_stops_the_healthy_run(runs):
+    logs = runs["healthy"] / "train" / "logs"
+    assert json.loads((runs["healthy"] / "train" / "request.json").read_text())["guard"] == "stop"
+    assert not (logs / "stopped.json").exists() and diagnose(runs["healthy"]).steps_logged == 8
+
+
+def test_training_status_shows_the_guard(runs, tmp_path, monkeypatch):
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    status = training_status(StatusRequest(run=str(runs["guard_huge_lr"]), log_lines=0))
+    assert status.guard == "stop" and status.guard_stop["code"] in HARD
+    assert any(f.code == status.guard_stop["code"] and f.severity == "error" for f in status.live_findings)
