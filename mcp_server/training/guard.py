@@ -23,6 +23,7 @@ from mcp_server.training.diagnosis_context import Ctx
 from mcp_server.training.metric_rules import rule_entropy, rule_kl, rule_nan
 from mcp_server.training.metrics import LoadedRun, normalize_row
 from mcp_server.training.stability_rules import rule_entropy_rising, rule_sampler_mismatch
+from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import atomic_write_json
 
 MODES = ("off", "warn", "stop")
@@ -38,6 +39,15 @@ def run_request(run_dir: Path) -> dict:
     except Exception:
         return {}
     return request if isinstance(request, dict) else {}
+
+
+def run_config(run_dir: Path) -> dict:
+    """train/config.yaml, {} when absent or unreadable (the guard then reads the GRPOConfig alone)."""
+    try:
+        config = load_config_file(Run(run_dir).config, field="config") if Run(run_dir).config.is_file() else {}
+    except Exception:
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def guard_mode(run_dir: Path) -> str:

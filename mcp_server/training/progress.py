@@ -27,7 +27,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from mcp_server.runs import Run
-from mcp_server.training.guard import LiveGuard, guard_mode, run_request
+from mcp_server.training.guard import LiveGuard, guard_mode, run_config, run_request
 from mcp_server.workspace import atomic_write_json
 
 # Contract keys -> the TRL/transformers log names they are read from (first match wins).
@@ -93,9 +93,11 @@ class ProgressCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self._last_time = time.time()
         self._last_step = state.global_step
-        if self.guard_mode != "off":  # the rules read the resolved GRPOConfig (beta, lr, vLLM settings)
-            config = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool, type(None)))}
-            self.guard = LiveGuard(self.run_dir, self.guard_mode, config, run_request(self.run_dir))
+        if self.guard_mode != "off":  # the rules read the resolved GRPOConfig (beta, lr, vLLM settings) over
+            # the run's config.yaml (which also holds the model's fields: use_peft, model_name_or_path)
+            resolved = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool, type(None)))}
+            self.guard = LiveGuard(self.run_dir, self.guard_mode, {**run_config(self.run_dir), **resolved},
+                                   run_request(self.run_dir))
         if state.is_world_process_zero:
             atomic_write_json(
                 Run(self.run_dir).train_begin,
