@@ -891,3 +891,41 @@ def test_training_status_shows_the_guard(runs, tmp_path, monkeypatch):
     status = training_status(StatusRequest(run=str(runs["guard_huge_lr"]), log_lines=0))
     assert status.guard == "stop" and status.guard_stop["code"] in HARD
     assert any(f.code == status.guard_stop["code"] and f.severity == "error" for f in status.live_findings)
+
+
+@pytest.mark.parametrize("lr", [5e-8, 1e-6, 1e-3])
+def test_exact_metrics_no_patch_raises_the_learning_rate_of_a_run_moving_away(tmp_path, lr):
+    """Whatever the rate (below, inside, above the range), no finding on a diverging run patches it upwards; KL
+    that starts at exactly 0 (policy == reference) still counts as growing."""
+    rows = divergence_rows()
+    rows = with_series(rows, "kl", [0.0] + [0.1 * i for i in range(1, 12)])
+    rows = with_series(rows, "grad_norm", [0.5] * 6 + [math.nan] + [0.5] * 5)
+    rows = with_series(rows, "clip_ratio/region_mean", [0.0] * 12)
+    rows = with_series(rows, "learning_rate", [lr] * 12)
+    d = diagnose_series(tmp_path, rows, learning_rate=lr, use_vllm=True)
+    assert {"nan_loss", "kl_explosion", "entropy_rising"} <= set(codes(d))
+    for f in d.findings:
+        assert f.patch.get("learning_rate", 0) <= lr, (f.code, f.patch)
+
+
+def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
+    """A user with only a W&B or Trackio export of the same run: a W&B panel's "Export CSV" ("<run> - train/<metric>"
+    columns with __MIN/__MAX companions, x axis "Step") and Trackio's logged rows (transformers' TrackioCallback:
+    "train/..." names and train/global_step) give the same findings as the run's own progress log."""
+    rows = [json.loads(line) for line in (runs["length"] / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    names = ["loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
+             "completions/mean_length", "completions/clipped_ratio", "completions/mean_terminated_length",
+             "rewards/length_reward/mean", "rewards/correctness_reward/mean"]
+    panel = tmp_path / "wandb_panel.csv"
+    with open(panel, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Step"] + [f"grpo-run - train/{n}{s}" for n in names for s in ("", "__MIN", "__MAX")])
+        for row in rows:
+            writer.writerow([row["step"]] + [row.get(n) if s == "" else -1e9 for n in names for s in ("", "__MIN", "__MAX")])
+    trackio = tmp_path / "trackio.jsonl"
+    trackio.write_text("".join(json.dumps({"train/global_step": r["step"], "timestamp": "2026-01-01T00:00:00",
+                                           **{f"train/{n}": r.get(n) for n in names}}) + "\n" for r in rows))
+    reference = diagnose(runs["length"] / "train" / "logs" / "progress.jsonl", config={}, validate_patches=False)
+    for export in (panel, trackio):
+        d = diagnose(export, validate_patches=False)
+        assert d.steps_logged == 8 and codes(d) == codes(reference), (export.name, codes(d), codes(reference))

@@ -196,9 +196,11 @@ class Ctx:
                                    if k.startswith("rewards/") and k.endswith("/mean") and CORRECTNESS_NAME.search(k)]:
             if significant_change(self.finite_series(name)) < 0:
                 reasons.append(f"{name} is falling")
-        kl = self.ratio("kl")
-        if kl and (kl[1] >= self.kl_bounds[0] or (kl[1] >= 3 * kl[0] and kl[1] >= 0.1 * self.kl_bounds[0])):
-            reasons.append(f"kl grows ({kl[0]:.3g} -> {kl[1]:.3g})")
+        kl = [v for _, v in self.finite_series("kl")]
+        if len(kl) >= 2:  # KL starts at exactly 0 (policy == reference): compare the late level, not a ratio
+            early, late = ends(kl, 0.25)
+            if late >= self.kl_bounds[0] or (late >= 3 * early and late >= 0.1 * self.kl_bounds[0]):
+                reasons.append(f"kl grows ({early:.3g} -> {late:.3g})")
         entropy = self.ratio("entropy")
         if entropy and not ENTROPY_DROP * 1.5 < entropy[1] / entropy[0] < ENTROPY_RISE:
             reasons.append(f"entropy moves ({entropy[0]:.3g} -> {entropy[1]:.3g})")
@@ -232,7 +234,9 @@ class Ctx:
         lr, _ = self.learning_rate
         if lr is not None:
             low, high = self.lr_range()
-            patch["learning_rate"] = self.recipe_lr() if lr > high else max(lr / 4, low)
+            lower = self.recipe_lr() if lr > high else max(lr / 4, low)
+            if lower < lr:  # never a higher rate on a diverging run (below the range already: leave it)
+                patch["learning_rate"] = lower
         grad_clip = self.config.get("max_grad_norm")
         if isinstance(grad_clip, (int, float)) and (grad_clip <= 0 or grad_clip > 1.0):
             patch["max_grad_norm"] = 1.0

@@ -188,9 +188,8 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
         patch["steps_per_generation"] = accumulation
         evidence.append(Evidence(metric="steps_per_generation (config)", value=per_generation))
     lr, _ = ctx.learning_rate
-    if not patch and lr is not None:
-        low, _ = ctx.lr_range()
-        patch["learning_rate"] = max(lr / 2, low)
+    if not patch and lr is not None and max(lr / 2, ctx.lr_range()[0]) < lr:
+        patch["learning_rate"] = max(lr / 2, ctx.lr_range()[0])
     return [finding("importance_ratio_blowup", "error" if late >= CLIP_RATIO_ERROR or top[1] >= 2 * CLIP_RATIO_ERROR
                     else "warning", evidence,
                     f"{late:.0%} of tokens had their policy ratio clipped recently (peak {top[1]:.0%} at step {top[0]}; "
@@ -205,8 +204,10 @@ def rule_entropy_rising(ctx: Ctx) -> list[DiagnosisFinding]:
     if not ends_:
         return []
     early, late = ends_
-    severe = late >= ENTROPY_RISE_ERROR * early and late - early >= ENTROPY_RISE_MIN
-    if not severe and (len(ctx.finite_series("entropy")) < 4 or not ctx.entropy_exploded()):
+    points = len(ctx.finite_series("entropy"))
+    # An error (a guard stop) needs three logs: one high first batch must not stop a healthy run.
+    severe = points >= 3 and late >= ENTROPY_RISE_ERROR * early and late - early >= ENTROPY_RISE_MIN
+    if not severe and (points < 4 or not ctx.entropy_exploded()):
         return []
     patch = ctx.divergence_patch()
     temperature = ctx.get("temperature", 1.0)
