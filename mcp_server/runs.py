@@ -25,7 +25,8 @@ directory"). Every module that reads or writes a run names its files through `Ru
           exit-code                   exit_code        written by launch.sh when the command ends
           train-begin.json            train_begin      when training starts (max_steps, world size, pid)
           stop-request.json           stop_request     stop_training asks the callback to stop
-          stopped.json                stopped          the callback stopped on request
+          stopped.json                stopped          the callback stopped on request (or its guard stopped)
+          guard.json                  guard            the live guard's findings (training_status shows them)
           outcome.json                outcome          how training ended
           train-summary.json          train_summary    the Trainer's last logs (step, runtime)
           reward-curve.png            reward_curve     the demo's plot
@@ -199,6 +200,10 @@ class Run:
     @property
     def stopped(self) -> Path:
         return self.logs / "stopped.json"
+
+    @property
+    def guard(self) -> Path:
+        return self.logs / "guard.json"
 
     @property
     def outcome(self) -> Path:

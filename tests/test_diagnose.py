@@ -68,14 +68,31 @@ def constant_reward(completions, **kwargs):
     return [1.0] * len(completions)
 
 
+def none_reward(completions, **kwargs):
+    """Applies to nothing: TRL logs its mean as NaN."""
+    return [None] * len(completions)
+
+
+def raising_reward(completions, **kwargs):
+    raise ValueError("could not parse the answer")
+
+
 # Each run: rewards, steps, learning rate, and any other GRPOConfig fields.
 RUNS = {
-    "healthy": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8),
+    "healthy": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8,
+                    guard="stop"),  # the guard must never stop a healthy run
     "huge_lr": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1.0, save_steps=4),
     "nan": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1e8),
     "constant": dict(rewards=[constant_reward], max_steps=3, learning_rate=1e-5),
     "length": dict(rewards=[length_reward, correctness_reward], max_steps=8, learning_rate=3e-3, max_completion_length=32),
     "truncated": dict(rewards=[format_reward, closeness_reward], max_steps=3, learning_rate=1e-5, max_completion_length=4),
+    "reward_none": dict(rewards=[format_reward, none_reward], max_steps=2, learning_rate=1e-5),
+    "reward_raises": dict(rewards=[format_reward, raising_reward], max_steps=2, learning_rate=1e-5),
+    # Guarded twins of the diverging runs: they must stop at the first logged step that shows the failure.
+    "guard_nan": dict(rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1e8, guard="stop",
+                      save_steps=100),
+    "guard_huge_lr": dict(rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1.0, guard="stop",
+                          save_steps=100),
 }
 COMMON = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=24, logging_steps=1, beta=0.04,
               loss_type="dapo", seed=0, bf16=False, use_vllm=False, gradient_checkpointing=False)
@@ -119,10 +136,12 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
     from mcp_server.tiny import make_task
     from mcp_server.training.progress import ProgressCallback
 
+    guard = fields.pop("guard", "warn")
     values = {**COMMON, **fields, "model_name_or_path": str(model), "output_dir": str(run_dir / "checkpoints")}
     (run_dir / "train" / "logs").mkdir(parents=True)
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(values))
-    (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(model), "gpu": "cpu", "num_gpus": 1}))
+    (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(model), "gpu": "cpu", "num_gpus": 1,
+                                                                "guard": guard}))
     args = {k: v for k, v in values.items() if k != "model_name_or_path"}
     args.update(report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="steps" if "save_steps" in args else "no")
     trainer = GRPOTrainer(model=str(model), reward_funcs=rewards, args=GRPOConfig(**args),
@@ -275,14 +294,18 @@ def test_length_paying_reward_run_is_read(runs):
     assert_patches_validate(d)
 
 
-def test_tiny_max_completion_length(runs):
-    """Answers take about 20 tokens; a 4-token limit cuts (nearly) every completion, by construction."""
+def test_real_run_never_terminating_completions_rank_before_no_signal(runs):
+    """Real run: answers take about 20 tokens and the limit is 4, so no completion ends, by construction. Issue 14:
+    this got no_reward_signal ("task too hard, SFT first") ranked ahead of the truncation causing it, and no
+    EOS / chat-template hint."""
     d = diagnose(runs["truncated"])
-    f = by_code(d, "completions_truncated")
-    assert f.severity in ("warning", "error")
-    assert f.patch == {"max_completion_length": 8, "mask_truncated_completions": True}
-    assert any(e.metric == "completions/mean_terminated_length" for e in f.evidence)
-    assert_patches_validate(d)
+    assert codes(d)[:2] == ["completions_never_terminate", "no_reward_signal"], d.findings
+    never, signal = d.findings[0], d.findings[1]
+    assert never.severity == "error" and never.patch == {} and "eos_token" in never.explanation
+    assert "chat template" in never.explanation and "enable_thinking" in never.explanation
+    assert {e.metric for e in never.evidence} >= {"completions/clipped_ratio", "completions/mean_terminated_length"}
+    assert signal.caused_by == "completions_never_terminate" and signal.patch == {} and "SFT" not in signal.explanation
+    assert "completions_truncated" not in codes(d)  # one finding for one cause, not a longer limit for a model that never stops
 
 
 # ---------------------------------------------------------------- threshold rules on constructed series
@@ -373,8 +396,9 @@ def test_no_reward_signal_thresholds(tmp_path, values, severity):
         assert found.patch == {"num_generations": 8, "steps_per_generation": 2}  # twice the completions per prompt
 
 
-@pytest.mark.parametrize("late, severity", [(0.49, None), (0.5, "warning"), (0.89, "warning"), (0.9, "error")])
+@pytest.mark.parametrize("late, severity", [(0.09, None), (0.1, "warning"), (0.49, "warning"), (0.5, "error")])
 def test_completions_truncated_thresholds(tmp_path, late, severity):
+    """Healthy is under 0.1 (references/trl-metrics.md); an error from 0.5."""
     d = diagnose_series(tmp_path, with_series(healthy_rows(8), "completions/clipped_ratio", [0.0] * 4 + [late] * 4))
     found = by_code(d, "completions_truncated") if "completions_truncated" in codes(d) else None
     assert (found.severity if found else None) == severity
@@ -560,9 +584,9 @@ def test_unreadable_sources_are_clear_errors(tmp_path, runs):
 
 # ---------------------------------------------------------------- the doors
 def test_cli_diagnose_run(runs, tmp_path):
-    proc, data = run_cli_json("diagnose-run", str(runs["truncated"]))
-    truncated = next(f for f in data["findings"] if f["code"] == "completions_truncated")
-    assert proc.returncode == 1 and truncated["patch_valid"] is True
+    proc, data = run_cli_json("diagnose-run", str(runs["huge_lr"]))
+    lr = next(f for f in data["findings"] if f["code"] == "lr_out_of_range")
+    assert proc.returncode == 1 and lr["patch_valid"] is True
     proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, healthy_rows())), "--no-validate")
     assert proc.returncode == 0 and data["healthy"] is True
     proc = run_cli("diagnose-run", str(FIXTURES / "module_not_found.log"), "--no-validate")
@@ -605,3 +629,304 @@ def test_oom_levers_without_a_plannable_model():
     d = diagnose(FIXTURES / "cuda_oom.log", config=config)
     assert d.findings[0].patch == {"vllm_enable_sleep_mode": True, "beta": 0.0}
     assert_patches_validate(d)
+
+
+def test_garbage_is_an_error_never_a_clean_bill(tmp_path):
+    """Issue 12: a binary CSV, an empty JSONL, `[]` and a 100k-deep JSON were 'healthy' (exit 0) or a RecursionError."""
+    (tmp_path / "binary.csv").write_bytes(b"loss,reward\n\x00\x01\x02,\xff\xfe\n")
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "deep.jsonl").write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
+    (tmp_path / "words.csv").write_text("loss,reward\nabc,def\n")
+    for name, words in [("binary.csv", "binary file"), ("empty.jsonl", "no logged training step"),
+                        ("list.json", "no logged training step"), ("deep.json", "nested too deeply"),
+                        ("deep.jsonl", "nested too deeply"), ("words.csv", "no logged training step")]:
+        with pytest.raises(UserInputError) as err:
+            diagnose(tmp_path / name, validate_patches=False)
+        assert err.value.field == "source" and words in str(err.value), (name, str(err.value))
+    proc = run_cli("diagnose-run", str(tmp_path / "deep.json"), "--no-validate")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: source:") and "Recursion" not in proc.stderr
+    proc = run_cli("diagnose-run", str(tmp_path / "list.json"), "--no-validate")
+    assert proc.returncode == 2 and "healthy" not in proc.stdout
+
+
+
+# ---------------------------------------------------------------- issue 14: what it got wrong, and every new code
+def test_real_run_reward_returning_none_everywhere(runs):
+    d = diagnose(runs["reward_none"])
+    f = by_code(d, "reward_returns_none")
+    assert f.severity == "error" and "none_reward" in f.explanation and f.patch == {}
+    assert any(e.metric == "rewards/none_reward/mean" and e.value == "nan" for e in f.evidence)
+
+
+def test_real_run_reward_function_raising(runs):
+    d = diagnose(runs["reward_raises"])
+    assert d.findings[0].code == "reward_function_error" and d.findings[0].severity == "error"
+    f = d.findings[0]
+    assert "raising_reward" in f.explanation and "could not parse the answer" in f.explanation and f.patch == {}
+    assert all(e.metric == "log" for e in f.evidence)
+
+
+def divergence_rows() -> list[dict]:
+    """A real-looking vLLM divergence: the sampler's log-probs drift from the trainer's (difference up to 20, ratio up
+    to 31), clip_ratio reaches 0.32, entropy rises 0.6 -> 3.1, correctness falls."""
+    n = 12
+    rows = healthy_rows(n)
+    rows = with_series(rows, "sampling/sampling_logp_difference/mean", [0.02 + 0.08 * i for i in range(n)])
+    rows = with_series(rows, "sampling/sampling_logp_difference/max", [0.5 + 1.8 * i for i in range(n)])
+    rows = with_series(rows, "sampling/importance_sampling_ratio/min", [0.9 - 0.08 * i for i in range(n)])
+    rows = with_series(rows, "sampling/importance_sampling_ratio/mean", [1.0 + 0.12 * i for i in range(n)])
+    rows = with_series(rows, "sampling/importance_sampling_ratio/max", [1.2 + 2.7 * i for i in range(n)])
+    rows = with_series(rows, "clip_ratio/region_mean", [0.01 + 0.03 * i for i in range(n)])
+    rows = with_series(rows, "clip_ratio/low_mean", [0.005 + 0.015 * i for i in range(n)])
+    rows = with_series(rows, "clip_ratio/high_mean", [0.005 + 0.015 * i for i in range(n)])
+    rows = with_series(rows, "entropy", [0.6 + 0.23 * i for i in range(n)])
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.5 - 0.035 * i for i in range(n)])
+    rows = with_series(rows, "reward", [1.4 - 0.04 * i + (0.01 if i % 2 else -0.01) for i in range(n)])
+    return rows
+
+
+def test_exact_metrics_vllm_divergence_is_named_not_reward_flat(tmp_path):
+    """Issue 14: this got only reward_flat, with a patch doubling the learning rate."""
+    d = diagnose_series(tmp_path, divergence_rows(), use_vllm=True, num_iterations=2,
+                        vllm_importance_sampling_mode="token_truncate")
+    assert codes(d)[0] == "sampler_mismatch" and d.findings[0].severity == "error"
+    assert {"importance_ratio_blowup", "entropy_rising", "reward_falling"} <= set(codes(d)), codes(d)
+    assert "reward_flat" not in codes(d)
+    assert codes(d).index("importance_ratio_blowup") < codes(d).index("entropy_rising")  # mismatch before its effects
+    assert by_code(d, "importance_ratio_blowup").patch == {"num_iterations": 1}
+    assert by_code(d, "entropy_rising").severity == "error"
+    for f in d.findings:  # never a higher learning rate on a run whose correctness falls
+        assert f.patch.get("learning_rate", 0) <= SERIES_CONFIG["learning_rate"], f
+    mismatch = by_code(d, "sampler_mismatch")
+    assert {e.metric for e in mismatch.evidence} >= {"sampling/sampling_logp_difference/max",
+                                                     "sampling/importance_sampling_ratio/max"}
+
+
+@pytest.mark.parametrize("diff, ratio, severity", [
+    (0.09, 1.0, None), (0.1, 1.0, "warning"), (0.49, 1.0, "warning"), (0.5, 1.0, "error"),
+    (0.02, 0.79, "warning"), (0.02, 0.49, "error"), (0.02, 1.26, "warning"),
+])
+def test_exact_metrics_sampler_mismatch_thresholds(tmp_path, diff, ratio, severity):
+    rows = with_series(healthy_rows(8), "sampling/sampling_logp_difference/mean", [diff] * 8)
+    rows = with_series(rows, "sampling/sampling_logp_difference/max", [2.0] * 8)
+    rows = with_series(rows, "sampling/importance_sampling_ratio/mean", [ratio] * 8)
+    rows = with_series(rows, "sampling/importance_sampling_ratio/min", [0.0 if ratio < 1 else 0.9] * 8)
+    rows = with_series(rows, "sampling/importance_sampling_ratio/max", [2.5] * 8)
+    d = diagnose_series(tmp_path, rows, use_vllm=True)
+    found = by_code(d, "sampler_mismatch") if "sampler_mismatch" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    if found and ratio < 1:  # TRL's default sequence_mask zeroes what it drops
+        assert "dropped" in found.explanation
+
+
+@pytest.mark.parametrize("late, severity", [(0.19, None), (0.2, "warning"), (0.3, "error")])
+def test_exact_metrics_importance_ratio_blowup_thresholds(tmp_path, late, severity):
+    rows = with_series(healthy_rows(8), "clip_ratio/region_mean", [0.0] * 4 + [late] * 4)
+    d = diagnose_series(tmp_path, rows, num_iterations=1)
+    found = by_code(d, "importance_ratio_blowup") if "importance_ratio_blowup" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    if found:  # already on-policy: half the learning rate, never more
+        assert found.patch == {"learning_rate": 5e-7}
+
+
+@pytest.mark.parametrize("late, severity", [(1.45, None), (1.5, "warning"), (2.9, "warning"), (3.0, "error")])
+def test_exact_metrics_entropy_rising_thresholds(tmp_path, late, severity):
+    rows = with_series(healthy_rows(8), "entropy", [1.0, 1.0, 1.1, 1.2, 1.3, 1.4, late, late])
+    d = diagnose_series(tmp_path, rows)
+    found = by_code(d, "entropy_rising") if "entropy_rising" in codes(d) else None
+    assert (found.severity if found else None) == severity
+    assert "entropy_collapse" not in codes(d)
+    if found:
+        assert found.patch.get("learning_rate", 0) < SERIES_CONFIG["learning_rate"]
+
+
+def test_exact_metrics_completion_length_collapse(tmp_path):
+    """Issue 14: a collapse 405 -> 18 tokens got reward_flat with a patch doubling the learning rate."""
+    lengths = [405, 380, 300, 210, 120, 60, 30, 22, 20, 18, 18, 18, 19, 18, 18, 18, 18, 18, 18, 18]
+    rows = with_series(healthy_rows(20), "completions/mean_length", lengths)
+    rows = with_series(rows, "completions/mean_terminated_length", lengths)
+    rows = with_series(rows, "reward", [0.5 + (0.01 if i % 2 else -0.01) for i in range(20)])
+    rows = with_series(rows, "rewards/format_reward/mean", [0.5 + 0.02 * i for i in range(20)])
+    d = diagnose_series(tmp_path, rows, max_completion_length=512)
+    f = by_code(d, "completion_length_collapse")
+    assert f.severity == "warning" and f.patch == {} and "format_reward" in f.explanation
+    assert all(f.patch.get("learning_rate", 0) <= SERIES_CONFIG["learning_rate"] for f in d.findings)
+    assert "reward_flat" not in codes(d) or by_code(d, "reward_flat").patch == {}
+    kept = with_series(rows, "completions/mean_length", [405 - 2 * i for i in range(20)])
+    assert "completion_length_collapse" not in codes(diagnose_series(tmp_path, kept, max_completion_length=512))
+
+
+def test_exact_metrics_truncation_rising_to_018_is_not_healthy(tmp_path):
+    """Issue 14: clipped_ratio rising 0.10 -> 0.18 was called healthy (the threshold was 0.5)."""
+    rows = with_series(healthy_rows(10), "completions/clipped_ratio", [0.10 + 0.009 * i for i in range(10)])
+    d = diagnose_series(tmp_path, rows)
+    f = by_code(d, "completions_truncated")
+    assert not d.healthy and f.severity == "warning" and "rising" in f.explanation
+
+
+@pytest.mark.parametrize("beta, kl, severity", [
+    (0.04, 0.3, None), (0.01, 0.24, None), (0.01, 0.3, "warning"), (0.01, 1.3, "error"), (0.001, 0.1, "warning"),
+])
+def test_exact_metrics_kl_bounds_scale_with_beta(tmp_path, beta, kl, severity):
+    """Issue 14: KL warned only at 1.0 nats/token whatever beta (far too late at beta 0.01)."""
+    rows = with_series(healthy_rows(8), "kl", [0.01, 0.02, 0.03, 0.05, 0.08, 0.1, kl, kl])
+    d = diagnose_series(tmp_path, rows, beta=beta)
+    found = by_code(d, "kl_explosion") if "kl_explosion" in codes(d) else None
+    assert (found.severity if found else None) == severity
+
+
+def test_exact_metrics_length_paying_reward_at_the_cap(tmp_path):
+    """Issue 14: a reward paying for length while completions pile up at the cap must be named as the length
+    correlation, with the truncation as its evidence and effect, not only as truncation or a flat signal."""
+    n, cap = 16, 256
+    lengths = [min(120 + 20 * i, cap - 1) for i in range(n)]
+    rows = with_series(healthy_rows(n), "completions/mean_length", lengths)
+    rows = with_series(rows, "completions/clipped_ratio", [min(0.02 + 0.07 * i, 0.95) for i in range(n)])
+    rows = with_series(rows, "rewards/length_reward/mean", [x / 256 for x in lengths])
+    rows = with_series(rows, "rewards/length_reward/std", [0.05] * n)
+    rows = with_series(rows, "reward", [0.4 + x / 256 for x in lengths])
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.3] * n)
+    rows = [{k: v for k, v in r.items() if not k.startswith("rewards/format_reward")} for r in rows]
+    d = diagnose_series(tmp_path, rows, max_completion_length=cap)
+    assert {"length_reward_correlation", "completions_truncated"} <= set(codes(d)), codes(d)
+    assert codes(d).index("length_reward_correlation") < codes(d).index("completions_truncated")
+    assert by_code(d, "completions_truncated").caused_by == "length_reward_correlation"
+    assert any(e.metric == "completions/clipped_ratio" for e in by_code(d, "length_reward_correlation").evidence)
+
+
+def test_exact_metrics_learning_rate_alone_is_a_note(tmp_path):
+    """Issue 14: a rate outside the settled range on a healthy run was a warning; the number alone is no symptom."""
+    d = diagnose_series(tmp_path, healthy_rows(), learning_rate=5e-5)
+    assert d.healthy and [(f.code, f.severity) for f in d.findings] == [("lr_out_of_range", "info")]
+    low = diagnose_series(tmp_path, healthy_rows(), learning_rate=1e-8)
+    assert low.healthy and by_code(low, "lr_out_of_range").severity == "info"
+    # Below the range on a run whose correctness falls: no patch raising it.
+    falling = with_series(healthy_rows(), "rewards/correctness_reward/mean", [0.6 - 0.04 * i for i in range(12)])
+    f = by_code(diagnose_series(tmp_path, falling, learning_rate=1e-8), "lr_out_of_range")
+    assert f.patch == {}
+
+
+def test_exact_metrics_reward_falling(tmp_path):
+    rows = with_series(healthy_rows(12), "reward", [0.9 - 0.03 * i for i in range(12)])
+    d = diagnose_series(tmp_path, rows)
+    f = by_code(d, "reward_falling")
+    assert f.severity == "warning" and f.patch == {} and "reward_flat" not in codes(d)
+    assert "reward_falling" not in codes(diagnose_series(tmp_path, healthy_rows(12)))
+
+
+@pytest.mark.parametrize("late, flagged", [(1.45, False), (1.5, True)])
+def test_exact_metrics_moe_router_instability(tmp_path, late, flagged):
+    rows = with_series(healthy_rows(8), "aux_loss", [1.0, 1.0, 1.1, 1.2, 1.3, 1.4, late, late])
+    d = diagnose_series(tmp_path, rows, importance_sampling_level="sequence")
+    assert ("moe_router_instability" in codes(d)) is flagged
+    if flagged:
+        assert by_code(d, "moe_router_instability").patch == {}  # already GSPO: no config change follows
+
+
+def test_exact_metrics_entropy_collapse_in_two_logs_is_an_error(tmp_path):
+    d = diagnose_series(tmp_path, with_series(healthy_rows(2), "entropy", [0.55, 0.001]))
+    f = by_code(d, "entropy_collapse")
+    assert f.severity == "error" and f.patch.get("learning_rate", 1) < SERIES_CONFIG["learning_rate"]
+
+
+def test_triage_order_is_read_from_the_reference():
+    from mcp_server.training.diagnose import triage_order
+
+    order = triage_order()
+    assert set(order) == set(CODES), set(CODES) ^ set(order)
+    triage = (Path(__file__).parents[1] / "references" / "failure-triage.md").read_text()
+    assert "packing" not in triage.split("## The order of triage", 1)[1].split("\n## ", 1)[0].replace("no packing", "")
+    assert order["sampler_mismatch"] < order["entropy_rising"] < order["no_reward_signal"]
+    assert order["completions_never_terminate"] < order["no_reward_signal"]
+
+
+
+# ---------------------------------------------------------------- the live guard (real tiny runs)
+HARD = {"nan_loss", "kl_explosion", "entropy_collapse", "entropy_rising", "sampler_mismatch"}
+
+
+def onset(run_dir: Path, code: str) -> int | None:
+    """The first logged step at which diagnose_run, reading the progress log up to that step, finds `code` as an
+    error: the failure's onset, measured offline from the run's own log."""
+    lines = (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()
+    for n in range(1, len(lines) + 1):
+        (run_dir.parent / "prefix.jsonl").write_text("\n".join(lines[:n]) + "\n")
+        d = diagnose(run_dir.parent / "prefix.jsonl", config=run_dir / "train" / "config.yaml", validate_patches=False)
+        if any(f.code == code and f.severity == "error" for f in d.findings):
+            return json.loads(lines[n - 1])["step"]
+    return None
+
+
+@pytest.mark.parametrize("name, saves", [("guard_nan", False), ("guard_huge_lr", True)])
+def test_real_run_guard_stops_a_hard_failure_at_its_onset(runs, name, saves):
+    """guard: stop on the tiny model: learning rate 1e8 makes the loss non-finite, 1.0 breaks the policy (KL or
+    entropy beyond their error bounds), by construction. The guard stops at the logged step of onset (0 steps
+    after it with logging_steps=1), leaves guard.json with the finding and its patch, saves a checkpoint unless the
+    weights are non-finite, and the run is recorded as stopped."""
+    run_dir = runs[name]
+    stopped = json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())
+    guard = json.loads((run_dir / "train" / "logs" / "guard.json").read_text())
+    assert stopped["by"] == "guard" and stopped["code"] in HARD and guard["stopped"]["code"] == stopped["code"]
+    assert (stopped["code"] == "nan_loss") is (name == "guard_nan")
+    steps = [json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    assert steps[-1] == stopped["step"] < 6  # nothing trained after the stop
+    assert stopped["step"] - onset(run_dir, stopped["code"]) == 0
+    found = next(f for f in guard["findings"] if f["code"] == stopped["code"])
+    assert found["severity"] == "error" and found["patch"].get("learning_rate", 1) < 1e-4
+    assert (run_dir / "checkpoints" / f"checkpoint-{stopped['step']}").is_dir() is saves
+
+
+def test_real_run_guard_never_stops_the_healthy_run(runs):
+    logs = runs["healthy"] / "train" / "logs"
+    assert json.loads((runs["healthy"] / "train" / "request.json").read_text())["guard"] == "stop"
+    assert not (logs / "stopped.json").exists() and diagnose(runs["healthy"]).steps_logged == 8
+
+
+def test_training_status_shows_the_guard(runs, tmp_path, monkeypatch):
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    status = training_status(StatusRequest(run=str(runs["guard_huge_lr"]), log_lines=0))
+    assert status.guard == "stop" and status.guard_stop["code"] in HARD
+    assert any(f.code == status.guard_stop["code"] and f.severity == "error" for f in status.live_findings)
+
+
+@pytest.mark.parametrize("lr", [5e-8, 1e-6, 1e-3])
+def test_exact_metrics_no_patch_raises_the_learning_rate_of_a_run_moving_away(tmp_path, lr):
+    """Whatever the rate (below, inside, above the range), no finding on a diverging run patches it upwards; KL
+    that starts at exactly 0 (policy == reference) still counts as growing."""
+    rows = divergence_rows()
+    rows = with_series(rows, "kl", [0.0] + [0.1 * i for i in range(1, 12)])
+    rows = with_series(rows, "grad_norm", [0.5] * 6 + [math.nan] + [0.5] * 5)
+    rows = with_series(rows, "clip_ratio/region_mean", [0.0] * 12)
+    rows = with_series(rows, "learning_rate", [lr] * 12)
+    d = diagnose_series(tmp_path, rows, learning_rate=lr, use_vllm=True)
+    assert {"nan_loss", "kl_explosion", "entropy_rising"} <= set(codes(d))
+    for f in d.findings:
+        assert f.patch.get("learning_rate", 0) <= lr, (f.code, f.patch)
+
+
+def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
+    """A user with only a W&B or Trackio export of the same run: a W&B panel's "Export CSV" ("<run> - train/<metric>"
+    columns with __MIN/__MAX companions, x axis "Step") and Trackio's logged rows (transformers' TrackioCallback:
+    "train/..." names and train/global_step) give the same findings as the run's own progress log."""
+    rows = [json.loads(line) for line in (runs["length"] / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    names = ["loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
+             "completions/mean_length", "completions/clipped_ratio", "completions/mean_terminated_length",
+             "rewards/length_reward/mean", "rewards/correctness_reward/mean"]
+    panel = tmp_path / "wandb_panel.csv"
+    with open(panel, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Step"] + [f"grpo-run - train/{n}{s}" for n in names for s in ("", "__MIN", "__MAX")])
+        for row in rows:
+            writer.writerow([row["step"]] + [row.get(n) if s == "" else -1e9 for n in names for s in ("", "__MIN", "__MAX")])
+    trackio = tmp_path / "trackio.jsonl"
+    trackio.write_text("".join(json.dumps({"train/global_step": r["step"], "timestamp": "2026-01-01T00:00:00",
+                                           **{f"train/{n}": r.get(n) for n in names}}) + "\n" for r in rows))
+    reference = diagnose(runs["length"] / "train" / "logs" / "progress.jsonl", config={}, validate_patches=False)
+    for export in (panel, trackio):
+        d = diagnose(export, validate_patches=False)
+        assert d.steps_logged == 8 and codes(d) == codes(reference), (export.name, codes(d), codes(reference))

@@ -42,6 +42,8 @@ def test_base_recipe_on_one_h100(workspace):
         assert (Path(result.run_dir) / "train" / name).is_file()
     schema = json.loads(Path(result.schema_path).read_text())
     assert all("description" in p for p in schema["properties"].values())
+    # The live guard's mode travels in request.json, where the progress callback reads it.
+    assert json.loads((Path(result.run_dir) / "train" / "request.json").read_text())["guard"] == "warn"
 
 
 def test_recipe_values_are_pinned_and_other_defaults_left_out(workspace):

@@ -92,6 +92,12 @@ class GRPORecipeRequest(Request):
         default=None,
         description="Why a rule is being overridden (required to use a non-GSPO variant on a mixture-of-experts model).",
     )
+    guard: Literal["off", "warn", "stop"] = Field(
+        default="warn",
+        description="The live guard in the progress callback: warn records hard failures (NaN loss, KL explosion, "
+        "entropy collapse or explosion, sampler mismatch) in train/logs/guard.json for training_status; stop also "
+        "saves a checkpoint and stops the run at the first one; off skips the check.",
+    )
     run_name: Name | None = Field(
         default=None, description="Slug for the run directory runs/<date>-<slug>/ (default: from the model name)."
     )

@@ -13,11 +13,25 @@ from mcp_server.training.models import DiagnosisFinding, Evidence, Severity
 # Thresholds (why each value: see the rule using it).
 SPIKE_FACTOR = 10.0
 SPIKE_FLOOR = 1.0
+# KL (nats/token) at the recipe's beta 0.04; kl_bounds scales them to the run's beta.
 KL_WARN, KL_ERROR = 1.0, 5.0
+KL_REF_BETA, KL_WARN_FLOOR = 0.04, 0.1
 ZERO_STD_ERROR, ZERO_STD_WARN = 0.9, 0.75
-CLIPPED_WARN, CLIPPED_ERROR = 0.5, 0.9
+# Share of completions cut at max_completion_length: healthy under 0.1 (references/trl-metrics.md).
+CLIPPED_WARN, CLIPPED_ERROR = 0.1, 0.5
+NEVER_TERMINATE = 0.95  # clipped share at which (with no terminated completion) nothing ends at all
 FLAT_MIN_POINTS = 20
-ENTROPY_DROP = 0.4
+ENTROPY_DROP = 0.4  # late/early entropy: collapse (warning)
+ENTROPY_COLLAPSE_ERROR = 0.1  # late/early: the policy is deterministic (error, a guard stop)
+ENTROPY_RISE, ENTROPY_RISE_ERROR, ENTROPY_RISE_MIN = 1.5, 3.0, 0.3  # late/early ratios, and a rise in nats
+LENGTH_COLLAPSE = 0.4  # late/early mean completion length
+# vLLM sampler vs trainer (sampling/* metrics): mean |log-prob difference| per token, and importance ratios.
+LOGP_DIFF_WARN, LOGP_DIFF_ERROR = 0.1, 0.5
+IS_RATIO_BAND, IS_RATIO_ERROR_BAND = (0.8, 1.25), (0.5, 2.0)
+IS_RATIO_MAX_WARN = 10.0
+# Share of tokens whose policy ratio hit the clip bounds (clip_ratio/region_mean).
+CLIP_RATIO_WARN, CLIP_RATIO_ERROR = 0.2, 0.3
+AUX_LOSS_RISE = 1.5  # late/early MoE router load-balancing loss
 LENGTH_CORR, LENGTH_RISE = 0.8, 1.15
 LOSS_ZERO = 0.01
 CORRECTNESS_NAME = re.compile(r"correct|accura|math|answer|exact|verif|equiv|pass|solution|test", re.I)
@@ -56,6 +70,25 @@ def slope(points: list[tuple[int, float]]) -> tuple[float, float]:
     residual = sum((y - my - b * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (len(points) - 2)
     return b, math.sqrt(residual / var)
 
+
+
+def kl_bounds(beta: float | None) -> tuple[float, float]:
+    """(warning, error) KL in nats/token for a run's beta: 1.0 and 5.0 at the recipe's 0.04, proportionally
+    lower for a weaker pull to the reference (beta 0.01: 0.25 and 1.25), never under 0.1 / 0.5. A small beta
+    restrains the policy less, so the same KL means it has run further on its own."""
+    if not beta or beta <= 0 or beta >= KL_REF_BETA:
+        return KL_WARN, KL_ERROR
+    warn = max(KL_WARN * beta / KL_REF_BETA, KL_WARN_FLOOR)
+    return warn, warn * KL_ERROR / KL_WARN
+
+
+def significant_change(points: list[tuple[int, float]]) -> float:
+    """The fitted change over the span when it is beyond two standard errors, else 0."""
+    if len(points) < 4:
+        return 0.0
+    span = points[-1][0] - points[0][0]
+    b, se = slope(points)
+    return b * span if abs(b) > 2 * se else 0.0
 
 
 class Ctx:
@@ -132,10 +165,49 @@ class Ctx:
         return out
 
     @property
+    def kl_bounds(self) -> tuple[float, float]:
+        return kl_bounds(float(self.get("beta", 0.0) or 0.0))
+
+    def ratio(self, name: str, fraction: float = 0.25) -> tuple[float, float] | None:
+        """(early, late) means of a positive series (first and last `fraction`), None when too short or zero."""
+        values = [v for _, v in self.finite_series(name)]
+        if len(values) < 2:
+            return None
+        early, late = ends(values, fraction)
+        return (early, late) if early > 0 else None
+
+    def entropy_exploded(self) -> bool:
+        ends_ = self.ratio("entropy")
+        return bool(ends_ and ends_[1] >= ENTROPY_RISE * ends_[0] and ends_[1] - ends_[0] >= ENTROPY_RISE_MIN)
+
+    @property
     def diverged(self) -> bool:
         kl = finite(v for _, v in self.series("kl"))
+        clip = finite(v for _, v in self.series("clip_ratio/region_mean"))
         return bool(self.first_nonfinite("loss") or self.first_nonfinite("grad_norm") or self.grad_spikes()
-                    or (kl and max(kl) >= KL_WARN))
+                    or (kl and max(kl) >= self.kl_bounds[0]) or self.entropy_exploded()
+                    or (clip and max(clip) >= CLIP_RATIO_ERROR))
+
+    def moving_away(self) -> list[str]:
+        """Why raising the learning rate would make this run worse: the reward falls, KL grows, entropy moves.
+        Empty when none of them does."""
+        reasons = []
+        for name in ["reward"] + [k for k in sorted(self.run.metric_names())
+                                   if k.startswith("rewards/") and k.endswith("/mean") and CORRECTNESS_NAME.search(k)]:
+            if significant_change(self.finite_series(name)) < 0:
+                reasons.append(f"{name} is falling")
+        kl = [v for _, v in self.finite_series("kl")]
+        if len(kl) >= 2:  # KL starts at exactly 0 (policy == reference): compare the late level, not a ratio
+            early, late = ends(kl, 0.25)
+            if late >= self.kl_bounds[0] or (late >= 3 * early and late >= 0.1 * self.kl_bounds[0]):
+                reasons.append(f"kl grows ({early:.3g} -> {late:.3g})")
+        entropy = self.ratio("entropy")
+        if entropy and not ENTROPY_DROP * 1.5 < entropy[1] / entropy[0] < ENTROPY_RISE:
+            reasons.append(f"entropy moves ({entropy[0]:.3g} -> {entropy[1]:.3g})")
+        length = self.ratio("completions/mean_length")
+        if length and length[1] <= LENGTH_COLLAPSE * length[0]:
+            reasons.append(f"completion length collapsed ({length[0]:.3g} -> {length[1]:.3g} tokens)")
+        return reasons
 
     def lr_range(self) -> tuple[float, float]:
         from mcp_server.recipe.rules import LR_RANGE
@@ -162,7 +234,9 @@ class Ctx:
         lr, _ = self.learning_rate
         if lr is not None:
             low, high = self.lr_range()
-            patch["learning_rate"] = self.recipe_lr() if lr > high else max(lr / 4, low)
+            lower = self.recipe_lr() if lr > high else max(lr / 4, low)
+            if lower < lr:  # never a higher rate on a diverging run (below the range already: leave it)
+                patch["learning_rate"] = lower
         grad_clip = self.config.get("max_grad_norm")
         if isinstance(grad_clip, (int, float)) and (grad_clip <= 0 or grad_clip > 1.0):
             patch["max_grad_norm"] = 1.0
@@ -179,3 +253,21 @@ class Ctx:
 
 def finding(code: str, severity: Severity, evidence: list[Evidence], explanation: str, patch: dict | None = None):
     return DiagnosisFinding(code=code, severity=severity, evidence=evidence, explanation=explanation, patch=patch or {})
+
+
+def first_last(ctx: Ctx, name: str) -> list[Evidence]:
+    points = ctx.series(name)
+    if not points:
+        return []
+    out = [Evidence(metric=name, step=points[0][0], value=shown(points[0][1]))]
+    if len(points) > 1:
+        out.append(Evidence(metric=name, step=points[-1][0], value=shown(points[-1][1])))
+    return out
+
+
+def peak(ctx: Ctx, name: str, lowest: bool = False) -> Evidence | None:
+    points = ctx.finite_series(name)
+    if not points:
+        return None
+    step, value = (min if lowest else max)(points, key=lambda p: p[1])
+    return Evidence(metric=name, step=step, value=value)

@@ -149,3 +149,37 @@ def import_patch(ctx: Ctx, missing: str) -> dict:
     if ("flash_attn" in missing or "flash-attn" in missing) and "flash" in str(ctx.config.get("attn_implementation", "")):
         return {"attn_implementation": "sdpa"}
     return {}
+
+
+# TRL calls every reward function from GRPOTrainer._calculate_rewards; an exception there ends the run.
+REWARD_FRAME = re.compile(r'File "[^"]+", line \d+, in _calculate_rewards')
+FRAME = re.compile(r'File "([^"]+)", line \d+, in (\w+)')
+EXCEPTION_LINE = re.compile(r"^\s*(?:\w+\.)*\w*(Error|Exception|Interrupt|Exit)\b.*$")
+TRL_ALL_NONE = "All reward functions returned None"
+
+
+def rule_reward_errors(ctx: Ctx) -> list[DiagnosisFinding]:
+    """A reward function that raised: the traceback runs through _calculate_rewards into the user's function."""
+    text = ctx.run.log_text
+    if not text or "_calculate_rewards" not in text:
+        return []
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if REWARD_FRAME.search(line)), None)
+    if start is None:
+        return []
+    func, end = None, None
+    for i in range(start + 1, min(len(lines), start + 400)):
+        frame = FRAME.search(lines[i])
+        if frame and "/trl/" not in frame.group(1) and "/torch/" not in frame.group(1) and func is None:
+            func = frame.group(2)
+        if not lines[i].startswith((" ", "\t")) and EXCEPTION_LINE.match(lines[i]):
+            end = i
+            break
+    if end is None:
+        return []
+    evidence = [log_line(start + 1, lines[start]), log_line(end + 1, lines[end])]
+    return [finding("reward_function_error", "error", evidence,
+                    f"The reward function {func or '(see the traceback)'} raised {lines[end].strip()[:200]!r} while "
+                    "scoring completions, which ends the run. A reward must return a float (or None for a sample it "
+                    "does not apply to) for any text, including empty, truncated or malformed completions: catch "
+                    "what it cannot parse. Check it with inspect_rewards on samples; no config change fixes it.")]

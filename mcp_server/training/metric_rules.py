@@ -11,16 +11,16 @@ from mcp_server.training.diagnosis_context import (
     CLIPPED_ERROR,
     CLIPPED_WARN,
     CORRECTNESS_NAME,
+    ENTROPY_COLLAPSE_ERROR,
     ENTROPY_DROP,
     FLAT_MIN_POINTS,
-    KL_ERROR,
-    KL_WARN,
     LENGTH_CORR,
     LENGTH_RISE,
     LOSS_ZERO,
     ZERO_STD_ERROR,
     ZERO_STD_WARN,
     Ctx,
+    significant_change,
     correlation,
     ends,
     finding,
@@ -30,6 +30,7 @@ from mcp_server.training.diagnosis_context import (
 )
 from mcp_server.training.log_rules import log_hits, log_line
 from mcp_server.training.models import DiagnosisFinding, Evidence
+from mcp_server.training.stability_rules import rule_never_terminate
 
 # ---------------------------------------------------------------- divergence, in the skill's order
 def rule_fp16(ctx: Ctx) -> list[DiagnosisFinding]:
@@ -52,6 +53,8 @@ def rule_fp16(ctx: Ctx) -> list[DiagnosisFinding]:
 
 
 def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
+    """A rate outside the settled range is a note on a healthy run (a small model or one trained from scratch may
+    need it), a warning when the run shows a symptom it explains, an error when the run diverged."""
     lr, evidence = ctx.learning_rate
     if lr is None:
         return []
@@ -60,17 +63,26 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
         return []
     mode = ctx.fine_tune_mode or "full or LoRA (the config is unknown)"
     recipe = ctx.recipe_lr()
+    away = ctx.moving_away()
     if lr > high:
-        severe = ctx.diverged or lr > 10 * high
-        what = "and the run diverged" if ctx.diverged else "far above it" if lr > 10 * high else "above it"
-        return [finding("lr_out_of_range", "error" if severe else "warning", [evidence],
-                        f"learning_rate={lr:g} is outside GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g}), "
+        severity = "error" if ctx.diverged else "warning" if away else "info"
+        what = ("and the run diverged" if ctx.diverged else f"and {'; '.join(away)}" if away else
+                "but the run's metrics are healthy: a note, not a symptom (a small model or training from scratch "
+                "can need it); lower it if a divergence finding appears")
+        return [finding("lr_out_of_range", severity, [evidence],
+                        f"learning_rate={lr:g} is above GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g}), "
                         f"{what}. RL updates at supervised rates destroy the policy; the patch sets the recipe's rate.",
                         {"learning_rate": recipe})]
-    return [finding("lr_out_of_range", "warning", [evidence],
-                    f"learning_rate={lr:g} is below GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g}): "
-                    "the reward will barely move. The patch sets the recipe's rate.",
-                    {"learning_rate": recipe})]
+    flat = significant_change(ctx.finite_series("reward")) <= 0 and len(ctx.finite_series("reward")) >= 4
+    if away:  # raising the rate on a run that is getting worse would make it worse
+        return [finding("lr_out_of_range", "info", [evidence],
+                        f"learning_rate={lr:g} is below GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g}), "
+                        f"but {'; '.join(away)}: raising it now would make that worse, so no patch. Look at the "
+                        "findings above first.")]
+    return [finding("lr_out_of_range", "warning" if flat else "info", [evidence],
+                    f"learning_rate={lr:g} is below GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g})"
+                    + (": the reward is not moving. " if flat else ": the reward still moves, so this is a note. ")
+                    + "The patch sets the recipe's rate.", {"learning_rate": recipe})]
 
 
 # A crash that only non-finite weights cause: sampling from NaN/inf probabilities.
@@ -119,20 +131,24 @@ def rule_kl(ctx: Ctx) -> list[DiagnosisFinding]:
         return []
     bad = next(((s, v) for s, v in kl if not math.isfinite(v)), None)
     top = max(((s, v) for s, v in kl if math.isfinite(v)), key=lambda p: p[1], default=None)
-    if not bad and (top is None or top[1] < KL_WARN):
+    warn, error = ctx.kl_bounds
+    if not bad and (top is None or top[1] < warn):
         return []
     first = kl[0]
     evidence = [Evidence(metric="kl", step=first[0], value=shown(first[1]))]
     peak = bad or top
     evidence.append(Evidence(metric="kl", step=peak[0], value=shown(peak[1])))
-    severe = bad is not None or peak[1] >= KL_ERROR
+    severe = bad is not None or peak[1] >= error
     patch = ctx.divergence_patch()
     beta = float(ctx.get("beta", 0.0) or 0.0)
     if 0 < beta < 0.1:  # a stronger pull to the reference, up to a still-trainable 0.1
         patch["beta"] = round(min(2 * beta, 0.1), 6)
+    evidence.append(Evidence(metric="beta" + (" (config)" if "beta" in ctx.config else ""), value=beta))
     return [finding("kl_explosion", "error" if severe else "warning", evidence,
-                    f"KL to the reference model rose to {shown(peak[1])} by step {peak[0]} (healthy runs stay well "
-                    "below 1): the policy is running away from the reference, often just before reward hacking. "
+                    f"KL to the reference model rose to {shown(peak[1])} by step {peak[0]}; at beta={beta:g} a warning "
+                    f"starts at {warn:.3g} and an error at {error:.3g} nats/token (the bounds scale with beta: a weaker "
+                    "pull to the reference lets the policy run further unchecked): the policy is running away from "
+                    "the reference, often just before reward hacking. "
                     "Lower the learning rate, raise beta, and look at recent completions (sample_completions).",
                     patch)]
 
@@ -158,6 +174,16 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
         return []
     rewards = finite(v for _, v in ctx.series("reward"))
     constant = bool(rewards) and max(rewards) - min(rewards) < 1e-9 and all(v <= 1e-6 for _, v in std)
+    clipped = [v for _, v in ctx.finite_series("completions/clipped_ratio")]
+    cause = ("completions_never_terminate" if rule_never_terminate(ctx) else
+             "completions_truncated" if clipped and ends(clipped, 0.5)[1] >= CLIPPED_ERROR else None)
+    if cause:
+        found = finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
+                        f"{share:.0%} of the groups had zero reward spread, because their completions are cut at "
+                        f"max_completion_length and all scored alike ({cause}, ranked above): fix that first. More "
+                        "generations or an easier task would not help.")
+        found.caused_by = cause
+        return [found]
     if constant:
         evidence.append(Evidence(metric="reward", step=ctx.series("reward")[-1][0], value=rewards[-1]))
         if rewards[0] == 0:
@@ -194,9 +220,11 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
     if not clipped:
         return []
     late = ends([v for _, v in clipped], 0.5)[1]
-    if late < CLIPPED_WARN:
+    # A warning needs a few logs (one cut completion of eight is 0.125); nothing ending at all has its own rule.
+    if late < CLIPPED_WARN or (late < CLIPPED_ERROR and len(clipped) < 4) or rule_never_terminate(ctx):
         return []
-    evidence = [Evidence(metric="completions/clipped_ratio", step=clipped[-1][0], value=clipped[-1][1])]
+    evidence = [Evidence(metric="completions/clipped_ratio", step=clipped[0][0], value=clipped[0][1]),
+                Evidence(metric="completions/clipped_ratio", step=clipped[-1][0], value=clipped[-1][1])]
     terminated = ctx.finite_series("completions/mean_terminated_length")
     if terminated:
         evidence.append(Evidence(metric="completions/mean_terminated_length", step=terminated[-1][0], value=terminated[-1][1]))
@@ -207,11 +235,13 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
     else:
         evidence.append(Evidence(metric="max_completion_length (config)", value=length))
     severe = late >= CLIPPED_ERROR
+    rising = significant_change(clipped) > 0
     return [finding("completions_truncated", "error" if severe else "warning", evidence,
-                    f"{late:.0%} of recent completions hit max_completion_length ({length}) before ending: answers are "
-                    "cut off and scored as wrong, and the loss learns from broken text. Raise max_completion_length "
-                    "(check memory with plan_memory) and mask truncated completions out of the loss (the DAPO fix), "
-                    "or ask for shorter reasoning in the prompt.",
+                    f"{late:.0%} of recent completions hit max_completion_length ({length}) before ending"
+                    + (" and the share is rising" if rising else "") + " (healthy is under 10%): answers are cut off "
+                    "and scored as wrong, and the loss learns from broken text. Raise max_completion_length (check "
+                    "memory with plan_memory) and mask truncated completions out of the loss (the DAPO fix), or ask "
+                    "for shorter reasoning in the prompt.",
                     {"max_completion_length": int(length) * 2, "mask_truncated_completions": True})]
 
 
@@ -226,32 +256,43 @@ def rule_flat(ctx: Ctx) -> list[DiagnosisFinding]:
     spread = statistics.fmean(std)
     # Flat: no significant upward trend (under two standard errors of the fitted change) and no sizeable one
     # either (a within-group std over the whole run).
-    if change >= 2 * noise or change >= spread:
-        return []
+    if change >= 2 * noise or change >= spread or change <= -2 * noise:
+        return []  # rising, or falling (reward_falling says so): not flat
     early, late = ends([v for _, v in reward])
     evidence = [Evidence(metric="reward", step=reward[0][0], value=reward[0][1]),
                 Evidence(metric="reward", step=reward[-1][0], value=reward[-1][1]),
                 Evidence(metric="reward_std (mean)", value=round(spread, 6))]
     lr, _ = ctx.learning_rate
     low, high = ctx.lr_range()
-    patch = {"learning_rate": min(2 * lr, high)} if lr and 2 * lr <= high else {}
+    away = ctx.moving_away()
+    patch = {"learning_rate": min(2 * lr, high)} if lr and 2 * lr <= high and not away else {}
+    caution = (f" Do not raise the learning rate: {'; '.join(away)}." if away else "")
     return [finding("reward_flat", "warning", evidence,
                     f"Over {span} steps the mean reward moved {change:+.3g} (first third {early:.3g}, last third "
                     f"{late:.3g}) although rewards vary within groups (mean reward_std {spread:.3g}). Check the "
                     "learning rate (too low?), whether a format reward drowns the task reward, and whether the model "
-                    "can improve at all (base success rate). Train longer only if the trend is positive.",
+                    "can improve at all (base success rate). Train longer only if the trend is positive." + caution,
                     patch)]
 
 
 # ---------------------------------------------------------------- variant symptoms and reward hacking
 def rule_entropy(ctx: Ctx) -> list[DiagnosisFinding]:
     entropy = ctx.finite_series("entropy")
-    if len(entropy) < 4:
+    if len(entropy) < 2:
         return []
     early, late = ends([v for _, v in entropy], 0.25)
-    if early <= 0 or late > ENTROPY_DROP * early:
+    severe = early > 0 and late <= ENTROPY_COLLAPSE_ERROR * early
+    if early <= 0 or late > ENTROPY_DROP * early or (len(entropy) < 4 and not severe):
         return []
-    patch = ctx.variant_patch("dapo")
+    patch = ctx.variant_patch("dapo") if not severe else ctx.divergence_patch()
+    if severe:
+        return [finding("entropy_collapse", "error",
+                        [Evidence(metric="entropy", step=entropy[0][0], value=entropy[0][1]),
+                         Evidence(metric="entropy", step=entropy[-1][0], value=entropy[-1][1])],
+                        f"Policy entropy fell from {early:.3g} to {late:.3g}: the policy has become deterministic, "
+                        "every sample of a group is the same, so nothing is left to learn. A fall this steep within "
+                        "a few logs is an update that broke the model, not slow convergence: lower the learning rate "
+                        "(the patch) and restart from a checkpoint saved before the fall.", patch)]
     return [finding("entropy_collapse", "warning",
                     [Evidence(metric="entropy", step=entropy[0][0], value=entropy[0][1]),
                      Evidence(metric="entropy", step=entropy[-1][0], value=entropy[-1][1])],
@@ -279,9 +320,17 @@ def rule_length(ctx: Ctx) -> list[DiagnosisFinding]:
                 Evidence(metric="reward", step=steps[0], value=rs[0]),
                 Evidence(metric="reward", step=steps[-1], value=rs[-1]),
                 Evidence(metric="correlation(reward, completions/mean_length)", value=round(corr, 3))]
+    clipped = ctx.finite_series("completions/clipped_ratio")
+    at_cap = bool(clipped) and ends([v for _, v in clipped], 0.5)[1] >= CLIPPED_WARN
+    if at_cap:  # completions piling up at the length cap: the truncation is this finding's effect
+        evidence += [Evidence(metric="completions/clipped_ratio", step=clipped[0][0], value=clipped[0][1]),
+                     Evidence(metric="completions/clipped_ratio", step=clipped[-1][0], value=clipped[-1][1])]
     patch = ctx.variant_patch("dr_grpo")
     tail = ("" if patch else " The run already uses Dr.GRPO: the reward itself pays for length; add a length_penalty "
             "to the reward and re-inspect.")
+    if at_cap:
+        tail += (" Completions now pile up at max_completion_length: a longer limit would only feed the same "
+                 "reward; fix what pays for length first.")
     return [finding("length_reward_correlation", "warning", evidence,
                     f"Completion length rose {l_early:.3g} -> {l_late:.3g} tokens together with the reward (correlation "
                     f"{corr:.2f}): the policy gains reward by growing longer. Dr.GRPO removes the loss's length "
@@ -347,7 +396,7 @@ def rule_hacking(ctx: Ctx) -> list[DiagnosisFinding]:
                              Evidence(metric=f"rewards/{cname}/mean", step=cpoints[-1][0], value=cpoints[-1][1])]
     kl = ctx.finite_series("kl")
     reward = ctx.finite_series("reward")
-    if kl and len(reward) >= 4 and max(v for _, v in kl) >= KL_WARN:
+    if kl and len(reward) >= 4 and max(v for _, v in kl) >= ctx.kl_bounds[0]:
         r_early, r_late = ends([v for _, v in reward])
         if r_late > r_early:
             peak = max(kl, key=lambda p: p[1])

@@ -1,8 +1,9 @@
 """Load logged training metrics from any source diagnose_run accepts, into one shape.
 
 Sources: a run directory, a progress.jsonl (docs/architecture.md, "The run directory"), a TRL/transformers trainer_state.json
-(its log_history), or a CSV/JSONL export of logged metrics (W&B/TensorBoard style "train/..." prefixes are
-accepted). Every row becomes {"step": int, <TRL metric name>: float | None, ...}, sorted by step, one row per
+(its log_history), or a CSV/JSONL export of logged metrics: W&B (run.history() or a panel's "Export CSV", whose
+columns read "<run> - train/<metric>" with "__MIN"/"__MAX" companions) and Trackio (transformers' TrackioCallback
+logs the same "train/..." names with train/global_step). Every row becomes {"step": int, <TRL metric name>: float | None, ...}, sorted by step, one row per
 step (the last one logged wins, so a resumed run that re-logs steps reads correctly).
 
 Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
@@ -119,16 +120,29 @@ def to_number(value) -> float | None:
     return None
 
 
+def export_name(key: str) -> str | None:
+    """A column of an export under TRL's name: W&B panel exports prefix the run ("my-run - train/reward") and add
+    "__MIN"/"__MAX" companions (dropped: None); W&B and Trackio prefix "train/"."""
+    if key.endswith(("__MIN", "__MAX")):
+        return None
+    if " - " in key:
+        key = key.rsplit(" - ", 1)[1]
+    return key[len("train/"):] if key.startswith("train/") else key
+
+
 def normalize_row(raw: dict, index: int) -> dict | None:
     """One logged row under TRL's names, or None for summary/eval rows and rows without metrics."""
+    raw = {(export_name(k) if isinstance(k, str) and " - " in k else k): v for k, v in raw.items()}
     if any(k in raw for k in SUMMARY_KEYS):
         return None
     step = next((to_number(raw[k]) for k in STEP_KEYS if to_number(raw.get(k)) is not None), None)
     row: dict = {}
     for key, value in raw.items():
-        if key in STEP_KEYS or not isinstance(key, str):
+        if key is None or key in STEP_KEYS or not isinstance(key, str):
             continue
-        name = key[len("train/"):] if key.startswith("train/") else key
+        name = export_name(key)
+        if name is None:
+            continue
         if name.startswith(("eval_", "eval/", "test/")):
             continue
         name = ALIASES.get(name, name)
@@ -136,6 +150,8 @@ def normalize_row(raw: dict, index: int) -> dict | None:
         if name.startswith("rewards/") and name.count("/") == 1:
             name += "/mean"
         number = to_number(value)
+        if value is None and name.startswith("rewards/") and name.endswith("/mean"):
+            number = math.nan  # TRL logs a reward that returned None for every sample as null: logged, not a number
         if number is not None or name not in row:
             row[name] = number if number is not None else row.get(name)
     if not any(v is not None for v in row.values()):
@@ -282,6 +298,7 @@ def _read_sampled(handle, size: int, sample: int, tail: int) -> ProgressRecords:
 def _read_jsonl(path: Path) -> tuple[list, int]:
     """(records, lines in the file when the records are a sample of a long log, else None) of a .jsonl metrics
     file; a broken line other than the last is an error."""
+    _refuse_binary(path)
     read = read_progress_records(path)
     broken = read.bad[:-1] if read.last_line_bad else read.bad
     if broken:
@@ -290,13 +307,28 @@ def _read_jsonl(path: Path) -> tuple[list, int]:
     return read.records, read.lines if read.sampled else None
 
 
-def _read_json(path: Path) -> tuple[str, list]:
+def _refuse_binary(path: Path) -> None:
+    """A binary file (a NUL byte in its first 8 KiB) is not a text export: say so instead of reading garbage."""
+    with open(path, "rb") as handle:
+        if b"\0" in handle.read(8192):
+            raise UserInputError("source", f"{path} is a binary file, not a text export of logged metrics. Give {ACCEPTED}.")
+
+
+def _loads(text: str, path: Path, where: str):
+    """json.loads with its failures as input errors. Python's json reads the NaN/Infinity TRL writes; a deeply
+    nested document exceeds the parser's recursion limit (RecursionError), which is bad input too."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        return json.loads(text)
+    except RecursionError:
+        raise UserInputError("source", f"{path}: {where} is nested too deeply to be logged metrics") from None
+
+
+def _read_json(path: Path) -> tuple[str, list]:
+    _refuse_binary(path)
+    try:
+        data = _loads(path.read_text(encoding="utf-8", errors="replace"), path, "the document")
     except json.JSONDecodeError as exc:
         raise UserInputError("source", f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:  # a 100k-deep list: json gives up before it ends
-        raise UserInputError("source", f"{path} nests JSON too deeply to be a metrics file") from None
     if isinstance(data, dict) and isinstance(data.get("log_history"), list):
         return "trainer_state", data["log_history"]
     if isinstance(data, list):
@@ -307,16 +339,22 @@ def _read_json(path: Path) -> tuple[str, list]:
 
 
 def _read_csv(path: Path) -> list:
+    _refuse_binary(path)
     with open(path, encoding="utf-8", errors="replace", newline="") as handle:
         reader = csv.DictReader(handle)
-        if not reader.fieldnames:
-            raise UserInputError("source", f"{path}: empty CSV (expected a header row of metric names)")
-        return list(reader)
+        try:
+            if not reader.fieldnames:
+                raise UserInputError("source", f"{path}: empty CSV (expected a header row of metric names)")
+            return list(reader)
+        except csv.Error as exc:
+            raise UserInputError("source", f"{path}: not a readable CSV ({exc})") from None
 
 
-def load_metrics(path: Path) -> tuple[str, list[dict], int | None]:
+def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict], int | None]:
     """(kind, rows, lines logged) of one metrics file; lines logged is known for a JSON-lines log, whose rows are
-    a sample when it is long (read_progress_records)."""
+    a sample when it is long (read_progress_records). A file without a single logged training step is an error
+    (diagnosing nothing must not read as a healthy run), unless `allow_empty` (a run directory that has a log to
+    read)."""
     suffix = path.suffix.lower()
     lines = None
     try:
@@ -332,6 +370,10 @@ def load_metrics(path: Path) -> tuple[str, list[dict], int | None]:
     except OSError as exc:  # a file that refuses to be read (/proc/self/mem: EIO) is named, not a crash
         raise UserInputError("source", f"cannot read {path}: {exc.strerror or exc}") from None
     rows = _rows_from_records(records, path)
+    if not rows and not allow_empty:
+        raise UserInputError(
+            "source", f"{path} holds no logged training step (no row with a numeric metric such as loss, reward or "
+            f"grad_norm under TRL's names). Give {ACCEPTED}.")
     return kind, rows, lines
 
 
@@ -392,7 +434,10 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
             if Run(parent).config.is_file():
                 run_dir = parent
                 break
-    kind, rows, lines_logged = load_metrics(metrics_path) if metrics_path else ("log", [], None)
+    # A run directory whose progress log is still empty (it crashed before its first step) is read from its log.
+    has_log = log is not None or (run_dir is not None and Run(run_dir).stdout.is_file())
+    kind, rows, lines_logged = (
+        load_metrics(metrics_path, allow_empty=path.is_dir() and has_log) if metrics_path else ("log", [], None))
     if path.is_dir():
         kind = "run_dir"
 

@@ -220,6 +220,18 @@ class TrainingStatus(BaseModel):
         default_factory=list, description="Health flags from the diagnosis rules (diagnose_run) on the metrics so far."
     )
     health_note: str | None = Field(default=None, description="Why health flags are missing, when they are.")
+    live_findings: list[HealthFlag] = Field(
+        default_factory=list,
+        description="The live guard's findings (train/logs/guard.json): the hard-failure rules the progress callback "
+        "ran on the latest logged steps.",
+    )
+    guard: str | None = Field(
+        default=None, description="The run's guard mode (train/request.json): off, warn (record) or stop."
+    )
+    guard_stop: dict[str, Any] | None = Field(
+        default=None,
+        description="When the guard stopped the run: {code, step, save} (save: whether a checkpoint was written).",
+    )
     log_tail: list[str] = Field(default_factory=list, description="Last lines of train/logs/stdout.log.")
     plot_path: str | None = Field(default=None, description="The PNG plot written, when asked for.")
     message: str = Field(default="", description="One-line summary for people.")
@@ -280,6 +292,11 @@ class DiagnosisFinding(BaseModel):
     )
     patch_problems: list[str] = Field(
         default_factory=list, description="Validation errors of the patched config, when patch_valid is false."
+    )
+    caused_by: str | None = Field(
+        default=None,
+        description="The code of another finding of this diagnosis that explains this one (fix that first); this "
+        "finding is ranked right after it.",
     )
 
 

@@ -11,6 +11,10 @@ whichever process (or a restarted server) asks:
 - train/logs/stop-request.json, written by stop_training: at the next step end every rank agrees to stop,
   the Trainer saves a checkpoint and leaves its loop; train/logs/stopped.json records it, and write_outcome
   then records the run as "stopped" rather than "succeeded".
+- the live guard (training/guard.py): on every log, the hard-failure diagnosis rules on the recent lines;
+  their findings go to train/logs/guard.json, and with `guard: stop` a hard failure stops the run at that
+  step (checkpoint saved, stopped.json says `"by": "guard"`). Every rank runs it on the same logged values
+  (TRL gathers them), so all ranks stop at the same step without a collective.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from mcp_server.runs import Run
+from mcp_server.training.guard import LiveGuard, guard_mode, run_config, run_request
 from mcp_server.workspace import atomic_write_json
 
 # Contract keys -> the TRL/transformers log names they are read from (first match wins).
@@ -75,8 +80,10 @@ class ProgressCallback(TrainerCallback):
     """Appends a progress line on every `on_log` of the main process; a line is flushed when written,
     so nothing logged is lost when the training process dies. Honours stop requests at step ends."""
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, guard: str | None = None):
         self.run_dir = Path(run_dir)
+        self.guard_mode = guard or guard_mode(self.run_dir)
+        self.guard: LiveGuard | None = None
         self.path = Run(self.run_dir).progress
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._stop_file = str(Run(self.run_dir).stop_request)
@@ -86,6 +93,11 @@ class ProgressCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self._last_time = time.time()
         self._last_step = state.global_step
+        if self.guard_mode != "off":  # the rules read the resolved GRPOConfig (beta, lr, vLLM settings) over
+            # the run's config.yaml (which also holds the model's fields: use_peft, model_name_or_path)
+            resolved = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool, type(None)))}
+            self.guard = LiveGuard(self.run_dir, self.guard_mode, {**run_config(self.run_dir), **resolved},
+                                   run_request(self.run_dir))
         if state.is_world_process_zero:
             atomic_write_json(
                 Run(self.run_dir).train_begin,
@@ -103,8 +115,25 @@ class ProgressCallback(TrainerCallback):
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "train_runtime" in logs:
+            return self._write_log(state, logs)
+        line = self._write_log(state, logs)
+        if self.guard is not None:
+            line = line or {"step": state.global_step, **logs}
+            decision = self.guard.check(line, write=state.is_world_process_zero)
+            if decision:
+                control.should_training_stop = True
+                control.should_save = decision["save"]
+                if state.is_world_process_zero:
+                    atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time(),
+                                                                  "by": "guard", "code": decision["code"],
+                                                                  "checkpoint_saved": decision["save"]})
+        return control
+
+    def _write_log(self, state, logs) -> dict | None:
+        """The progress line (rank 0 writes it); None on other ranks and for the end-of-training summary."""
         if not state.is_world_process_zero or not logs:
-            return
+            return None
         if "train_runtime" in logs:  # the end-of-training summary is not a step: it gets its own file
             atomic_write_json(Run(self.run_dir).train_summary, {"step": state.global_step, **logs})
             return
@@ -122,6 +151,7 @@ class ProgressCallback(TrainerCallback):
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line, default=float) + "\n")
             handle.flush()
+        return line
 
 
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:

@@ -22,6 +22,7 @@ from mcp_server.training.models import (
     TrainingStatus,
 )
 from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
+from mcp_server.training.guard import guard_mode, read_guard
 from mcp_server.training.runstate import (
     checkpoints,
     derive_state,
@@ -144,6 +145,11 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         elapsed = max(end - started, 0.0)
 
     health, note = health_flags(run_dir) if lines or state in ("failed",) else ([], "no metrics logged yet")
+    guarded = read_guard(run_dir) or {}
+    live = [HealthFlag(code=f.get("code", "?"), severity=f.get("severity", "error"),
+                       explanation=f.get("explanation", ""), patch=f.get("patch") or None)
+            for f in guarded.get("findings", []) if isinstance(f, dict)]
+    guard_stop = guarded.get("stopped") if isinstance(guarded.get("stopped"), dict) else None
     tail = log_tail(run_dir, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
     plot = plot_progress(run_dir, lines) if request.plot and lines else None
     done = [str(p) for p in checkpoints(run_dir, config)]
@@ -156,6 +162,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
         message = f"{run_dir.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
+    if guard_stop and state == "stopped":
+        message += (f"; stopped by the guard: {guard_stop.get('code')} at step {guard_stop.get('step')}"
+                    + (" (checkpoint saved)" if guard_stop.get("save") else " (no checkpoint: resume from an earlier one)")
+                    + "; apply the patch in train/logs/guard.json before resuming")
 
     return TrainingStatus(
         run_dir=str(run_dir), state=state, pid=derived["pid"], alive=derived["alive"], exit_code=derived["exit_code"],
@@ -163,6 +173,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         step=step, max_steps=max_steps, steps_per_s=round(speed, 5) if speed else None,
         eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
         stop_requested=derived["stop_requested"], health=health, health_note=note, log_tail=tail,
+        live_findings=live, guard=guard_mode(run_dir), guard_stop=guard_stop,
         plot_path=str(plot) if plot else None, message=message,
     )
 

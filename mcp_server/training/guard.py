@@ -1,0 +1,108 @@
+"""The live guard: the diagnosis rules for hard failures, run by the progress callback on every logged step.
+
+Modes (the run's train/request.json `guard`, set by emit_grpo_config): "warn" (the default) records the live
+findings in train/logs/guard.json; "stop" also stops the run at the first hard failure, after saving a checkpoint
+(not after a non-finite loss: the weights are non-finite too, and the previous checkpoint is the one to resume
+from); "off" skips the check. Hard failures are these rules' findings at error severity: the ones that only get
+worse with more steps.
+
+The rules are diagnose_run's own (the same thresholds, explanations and patches) on the last WINDOW logged
+rows, kept in memory: each check costs a fixed, small amount whatever the run's length (bench/bench_guard.py
+measures it against the step time). Patches are not validated here (that imports the validator); diagnose_run
+validates them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from pathlib import Path
+
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.diagnosis_context import Ctx
+from mcp_server.training.metric_rules import rule_entropy, rule_kl, rule_nan
+from mcp_server.training.metrics import LoadedRun, normalize_row
+from mcp_server.training.stability_rules import rule_entropy_rising, rule_sampler_mismatch
+from mcp_server.userfiles import load_config_file
+from mcp_server.workspace import atomic_write_json
+
+MODES = ("off", "warn", "stop")
+WINDOW = 64  # logged rows the live rules read
+HARD_RULES = (rule_nan, rule_kl, rule_entropy, rule_entropy_rising, rule_sampler_mismatch)
+NO_CHECKPOINT = {"nan_loss"}  # the weights after a non-finite update are not worth saving
+
+
+def run_request(run_dir: Path) -> dict:
+    """train/request.json, {} when absent or unreadable (a broken request must not stop training)."""
+    try:
+        request = read_json_if_present(Run(run_dir).request)
+    except Exception:
+        return {}
+    return request if isinstance(request, dict) else {}
+
+
+def run_config(run_dir: Path) -> dict:
+    """train/config.yaml, {} when absent or unreadable (the guard then reads the GRPOConfig alone)."""
+    try:
+        config = load_config_file(Run(run_dir).config, field="config") if Run(run_dir).config.is_file() else {}
+    except Exception:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def guard_mode(run_dir: Path) -> str:
+    """The run's guard mode from train/request.json; "warn" when absent or not one of MODES."""
+    mode = run_request(run_dir).get("guard")
+    return mode if mode in MODES else "warn"
+
+
+def read_guard(run_dir: Path) -> dict | None:
+    """train/logs/guard.json as the guard wrote it, None when absent or unreadable."""
+    try:
+        data = read_json_if_present(Run(run_dir).guard)
+    except Exception:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class LiveGuard:
+    def __init__(self, run_dir: Path, mode: str, config: dict, request: dict | None = None):
+        self.run_dir, self.mode = Path(run_dir), mode
+        self.config, self.request = config, request or {}
+        self.rows: deque[dict] = deque(maxlen=WINDOW)
+        self._last_codes: tuple = ()
+        self.stopped: dict | None = None
+
+    def observe(self, line: dict) -> list:
+        """Add one progress line; the hard-failure findings on the window (errors first)."""
+        row = normalize_row(line, len(self.rows))
+        if row is not None:
+            self.rows.append(row)
+        if not self.rows:
+            return []
+        run = LoadedRun(kind="live", metrics_path=None, rows=list(self.rows), run_dir=self.run_dir,
+                        config=self.config, request=self.request)
+        ctx = Ctx(run)
+        return sorted((f for rule in HARD_RULES for f in rule(ctx)), key=lambda f: f.severity != "error")
+
+    def check(self, line: dict, write: bool) -> dict | None:
+        """Run the rules on a new line; record the findings when they change (rank 0 writes). Returns the stop
+        decision {code, step, save} when mode is "stop" and a hard failure is found."""
+        if self.mode == "off" or self.stopped:
+            return None
+        findings = self.observe(line)
+        hard = [f for f in findings if f.severity == "error"]
+        step = line.get("step")
+        decision = None
+        if hard and self.mode == "stop":
+            decision = {"code": hard[0].code, "step": step, "time": time.time(),
+                        "save": not any(f.code in NO_CHECKPOINT for f in hard)}
+            self.stopped = decision
+        codes = tuple((f.code, f.severity) for f in findings)
+        if write and (codes != self._last_codes or decision):
+            self._last_codes = codes
+            atomic_write_json(Run(self.run_dir).guard, {
+                "mode": self.mode, "step": step, "time": time.time(), "stopped": decision,
+                "findings": [f.model_dump() for f in findings],
+            })
+        return decision
