@@ -229,8 +229,10 @@ class _Parsed:
             return True
         try:
             value = json.loads(raw)  # Python's json reads the NaN/Infinity TRL writes
-        except (ValueError, RecursionError):
+        except ValueError:
             value = None
+        except RecursionError:
+            value, where = None, f"{where} (nested too deeply)"
         if isinstance(value, dict):
             self.rows[offset] = value
             return True
@@ -300,7 +302,8 @@ def _read_jsonl(path: Path) -> tuple[list, int]:
     file; a broken line other than the last is an error."""
     _refuse_binary(path)
     read = read_progress_records(path)
-    broken = read.bad[:-1] if read.last_line_bad else read.bad
+    # A half-written last line of a live run is skipped, unless it is all there is.
+    broken = read.bad[:-1] if read.last_line_bad and read.records else read.bad
     if broken:
         raise UserInputError("source", f"{path}: {broken[0]} is not a JSON object of logged metrics; give "
                              "one JSON object per line (a half-written last line of a live run is skipped)")
