@@ -60,3 +60,16 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
     assert invalid.structured_content["valid"] is False
     assert broken.is_error and "model" in broken.content[0].text  # names the field, server keeps serving
     assert after.structured_content["valid"] and after.structured_content["target"] == "2x H100"
+
+
+def test_cli_validates_yaml_as_trl_reads_it(workspace):
+    # `learning_rate: 5e-7` is a string to PyYAML and a float to TRL's parser: VALID, as `trl grpo` would run it.
+    config = workspace / "config.yaml"
+    config.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nlearning_rate: 5e-7\nloss_type: grpo\n"
+                      "reward_funcs: [accuracy_reward]\nper_device_train_batch_size: 8\ngradient_accumulation_steps: 4\n")
+    proc, result = run_cli_json("validate-config", str(config), cwd=workspace)
+    assert proc.returncode == 0 and result["valid"], result
+    assert not [f for f in result["findings"] if f["field"] == "learning_rate"]
+    config.write_text(config.read_text().replace("5e-7", "1e-4"))
+    proc = run_cli("validate-config", str(config), cwd=workspace)
+    assert proc.returncode == 1 and "lr_out_of_range [learning_rate]" in proc.stdout

@@ -5,6 +5,7 @@ Rules are about the target (GPU type and count), never about the machine the che
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,8 +28,11 @@ REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
     "vllm_server_url": ("vllm_server_base_url", "renamed"),
 }
 
-# GRPO's settled learning-rate ranges (far outside -> warning), by fine-tuning mode.
+# GRPO's settled learning-rate ranges by fine-tuning mode: outside -> warning; LR_FAR_FACTOR or more outside
+# (supervised rates such as 5e-5 for a full fine-tune) -> error. Non-finite or non-positive rates are another rule's.
 LR_RANGE = {"full": (1e-7, 1e-5), "lora": (1e-6, 2e-4)}
+LR_FAR_FACTOR = 3.0
+RECIPE_LR = {"full": "5e-7", "lora": "1e-5"}
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Context:
     reward_specs: list | None = None
     override_reason: str | None = None
     is_moe: bool | None = None
+    parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
     findings: list[Finding] = field(default_factory=list)
 
     def get(self, key):
@@ -85,6 +90,16 @@ def rule_known_keys(ctx: Context) -> list[Finding]:
             out.append(finding("renamed_field" if new else "removed_field", key, "error",
                                f"'{key}' is not a field of TRL {ctx.trl['trl_version']}: {why}.", fix))
             continue
+        if key in ctx.trl.get("async_fields", ()):
+            out.append(finding(
+                "async_grpo_field", key, "error",
+                f"'{key}' is a field of TRL's experimental AsyncGRPOConfig, not of GRPOConfig: `trl grpo` and this run's "
+                "train.py run the synchronous GRPOTrainer and would ignore it. Async GRPO is another trainer "
+                "(trl.experimental.async_grpo.AsyncGRPOTrainer) with its own prerequisites: a vLLM server started "
+                "apart (`trl vllm-serve`, reached through vllm_server_base_url), rewards that pickle (module-level "
+                "functions), and no context or sequence parallelism.",
+                "remove it, or write an AsyncGRPOTrainer script of your own (this plugin does not emit one)"))
+            continue
         close = closest_names(key, list(known))
         out.append(finding("unknown_field", key, "error",
                            f"'{key}' is not a field of GRPOConfig, ModelConfig or the grpo script arguments in TRL "
@@ -110,7 +125,8 @@ def rule_value_types(ctx: Context) -> list[Finding]:
             continue
         if not ok:
             expected = "true/false" if isinstance(default, bool) or type_text == "bool" else "a number"
-            out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}.",
+            why = f" (TRL's parser: {ctx.parse_errors[key]})" if key in ctx.parse_errors else ""
+            out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}{why}.",
                                f"set {key} to {expected} (TRL default: {default!r})"))
     return out
 
@@ -214,18 +230,92 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     return out
 
 
+# Numeric fields TRL accepts at config time that cannot train: field -> (accepted interval, why outside cannot train).
+# Where TRL's help text states the interval ("Must be in (0, 1]", "between 0.0 and 1.0", "Range: [0.0-1.0]"),
+# TRL's wins. num_generations and learning_rate have their own rules.
+RANGES: dict[str, tuple[str, str]] = {
+    "max_completion_length": ("[1, inf)", "no completion token to score or train on"),
+    "per_device_train_batch_size": ("[1, inf)", "no sample per step"),
+    "gradient_accumulation_steps": ("[1, inf)", "no micro-batch per optimizer step"),
+    "steps_per_generation": ("[1, inf)", "no optimizer step per generation"),
+    "generation_batch_size": ("[1, inf)", "no completion per generation"),
+    "num_iterations": ("[1, inf)", "no update per generation batch"),
+    "temperature": ("(0, inf)", "the logits are divided by the temperature"),
+    "top_p": ("(0, 1]", "a probability mass"),
+    "top_k": ("[0, inf)", "a token count (0 turns top-k off)"),
+    "min_p": ("[0, 1]", "a probability"),
+    "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it"),
+    "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference"),
+    "epsilon": ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio"),
+    "epsilon_high": ("(0, inf)", "the upper clip bound is 1 + epsilon_high"),
+    "delta": ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)"),
+    "top_entropy_quantile": ("[0, 1]", "a quantile"),
+    "off_policy_mask_threshold": ("(0, inf)", "a KL threshold (TRL expects a positive value)"),
+    "vllm_gpu_memory_utilization": ("(0, 1]", "a fraction of the GPU's memory"),
+    "vllm_importance_sampling_clip_max": ("(0, inf)", "an upper bound on positive ratios"),
+    "vllm_importance_sampling_clip_min": ("[0, inf)", "a lower bound on positive ratios"),
+    "ref_model_mixup_alpha": ("[0, 1]", "a mixing weight"),
+    "ref_model_sync_steps": ("[1, inf)", "a step interval"),
+    "lora_r": ("[1, inf)", "the adapter's rank"),
+    "lora_alpha": ("(0, inf)", "the adapter's scale is lora_alpha / lora_r"),
+    "lora_dropout": ("[0, 1)", "a dropout probability (1 drops every input)"),
+    "weight_decay": ("[0, inf)", "a negative decay grows the weights"),
+    "max_grad_norm": ("[0, inf)", "a norm (0 turns clipping off)"),
+}
+_INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])])")
+_BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")
+
+
+def parse_interval(text: str) -> tuple[float, float, bool, bool] | None:
+    """(low, high, low_closed, high_closed) of the first interval written in `text`, e.g. '(0, 1]'."""
+    match = _INTERVAL.search(text)
+    if match:
+        return float(match[2]), float(match[3]), match[1] == "[", match[4] == "]"
+    match = _BETWEEN.search(text)
+    return (float(match[1]), float(match[2]), True, True) if match else None
+
+
+def _interval_text(low, high, low_closed, high_closed) -> str:
+    return f"{'[' if low_closed else '('}{low:g}, {high:g}{']' if high_closed else ')'}"
+
+
+def rule_ranges(ctx: Context) -> list[Finding]:
+    out = []
+    for key, (interval, why) in RANGES.items():
+        value = ctx.values.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ctx.parse_errors:
+            continue  # unset, null, or a wrong type (rule_value_types says so)
+        stated = parse_interval(ctx.trl["fields"].get(key, {}).get("help", ""))
+        low, high, low_closed, high_closed = stated or parse_interval(interval)
+        inside = (value > low or (low_closed and value == low)) and (value < high or (high_closed and value == high))
+        if not inside:
+            source = f"TRL {ctx.trl['trl_version']}'s help for {key}" if stated else "what can train"
+            accepted = _interval_text(low, high, low_closed, high_closed)
+            out.append(finding("out_of_range", key, "error",
+                               f"{key}={value!r} is outside {accepted} ({source}): {why}. TRL accepts it at config "
+                               "time; training fails or learns nothing.",
+                               f"set {key} within {accepted}"))
+    return out
+
+
 def rule_learning_rate(ctx: Context) -> list[Finding]:
+    import math
+
     lr = ctx.get("learning_rate")
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool):
+    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
         return []
     mode = "lora" if ctx.get("use_peft") or ctx.get("load_in_4bit") else "full"
     low, high = LR_RANGE[mode]
-    if lr > high * 10 or lr < low / 10:
-        return [finding("lr_out_of_range", "learning_rate", "warning",
-                        f"learning_rate={lr:g} is far outside GRPO's settled range for {mode} fine-tuning "
-                        f"({low:g}-{high:g}); RL updates at supervised learning rates diverge.",
-                        f"use a learning rate within {low:g}-{high:g} (recipe: {'5e-7' if mode == 'full' else '1e-5'})")]
-    return []
+    if low <= lr <= high:
+        return []
+    far = lr >= high * LR_FAR_FACTOR or lr <= low / LR_FAR_FACTOR
+    side = "above" if lr > high else "below"
+    effect = ("RL updates at supervised learning rates move the policy too far per step and collapse it"
+              if lr > high else "the policy barely moves and the reward stays flat")
+    return [finding("lr_out_of_range", "learning_rate", "error" if far else "warning",
+                    f"learning_rate={lr:g} is {'far ' if far else ''}{side} GRPO's settled range for {mode} "
+                    f"fine-tuning ({low:g}-{high:g}): {effect}.",
+                    f"use a learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})")]
 
 
 def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
@@ -247,6 +337,58 @@ def rule_moe(ctx: Context) -> list[Finding]:
                     "the model is a mixture-of-experts model: token-level importance ratios are unstable under expert "
                     "routing, which is what GSPO fixes.",
                     "use the gspo variant (importance_sampling_level: sequence), or give an override reason")]
+
+
+# ---------------------------------------------------------------- combinations the installed TRL accepts silently
+def _targets_lm_head(value) -> bool:
+    names = [value] if isinstance(value, str) else list(value or [])
+    return any("lm_head" in str(n) for n in names)
+
+
+def rule_combinations(ctx: Context) -> list[Finding]:
+    out = []
+    gen = ctx.get("generation_kwargs") if isinstance(ctx.get("generation_kwargs"), dict) else {}
+    top_p, top_k, min_p = (gen.get(k, ctx.get(k)) for k in ("top_p", "top_k", "min_p"))
+    truncated = [f"{k}={v}" for k, v, cut in (("top_p", top_p, isinstance(top_p, (int, float)) and top_p < 1),
+                                               ("top_k", top_k, isinstance(top_k, int) and top_k > 0),
+                                               ("min_p", min_p, isinstance(min_p, (int, float)) and min_p > 0)) if cut]
+    consumers = [k for k in ("vllm_importance_sampling_correction", "off_policy_mask_threshold") if ctx.get(k)]
+    if truncated and ctx.get("use_vllm") and consumers:
+        out.append(finding(
+            "truncated_sampling_biases_is", "top_p" if "top_p" in truncated[0] else truncated[0].split("=")[0], "warning",
+            f"{', '.join(truncated)} with vLLM and {' and '.join(consumers)}: vLLM returns log-probs renormalised over "
+            "the tokens the truncation kept, the trainer recomputes them over the full vocabulary, so every "
+            "importance ratio is scaled by the kept probability mass (top_k=20 keeps about 10%) and the correction "
+            "masks or shrinks updates that are not off-policy (TRL tracker #6789, #7269).",
+            "sample without truncation (top_p: 1.0, top_k: 0, min_p: null) for RL, or set "
+            "vllm_importance_sampling_correction: false and accept the uncorrected sampler/trainer mismatch"))
+    if ctx.get("log_completions_hub_repo") and not ctx.get("hub_private_repo"):
+        out.append(finding(
+            "completions_repo_public", "hub_private_repo", "warning",
+            f"log_completions_hub_repo={ctx.get('log_completions_hub_repo')!r} without hub_private_repo: TRL creates the "
+            "data set repository public (unless your organisation defaults to private), with every prompt and completion.",
+            "set hub_private_repo: true"))
+    if ctx.get("use_peft") and (_targets_lm_head(ctx.get("lora_target_modules"))
+                                or _targets_lm_head(ctx.get("lora_modules_to_save"))):
+        out.append(finding(
+            "peft_on_lm_head", "lora_target_modules", "error",
+            "a PEFT adapter on lm_head: GRPOTrainer computes log-probabilities from lm_head.weight directly (its fused "
+            "LM head), so it refuses the adapter when it starts (the adapter would never be trained).",
+            "remove lm_head from lora_target_modules and lora_modules_to_save"))
+    if ctx.get("use_liger_kernel"):
+        liger = ctx.get("liger_kernel_config") if isinstance(ctx.get("liger_kernel_config"), dict) else {}
+        if liger.get("fused_linear_cross_entropy"):
+            out.append(finding(
+                "liger_fused_ce_rejected", "liger_kernel_config", "error",
+                "liger_kernel_config.fused_linear_cross_entropy=true: GRPOTrainer refuses it when it starts (it replaces "
+                "the model's forward, which GRPO patches with its own fused LM head).",
+                "drop fused_linear_cross_entropy from liger_kernel_config"))
+        out.append(finding(
+            "liger_deprecated", "use_liger_kernel", "warning",
+            f"use_liger_kernel is deprecated for GRPO in TRL {ctx.trl['trl_version']} (removal in v2.0.0), and only "
+            "Liger's layer kernels apply: GRPO computes log-probs with its own chunked LM head.",
+            'use model_init_kwargs: {"use_kernels": true} (Hub kernels) instead'))
+    return out
 
 
 # ---------------------------------------------------------------- 5. rewards
@@ -327,6 +469,6 @@ def rule_model(ctx: Context) -> list[Finding]:
 
 
 RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_known_keys, rule_value_types, rule_choices, rule_batches, rule_hardware, rule_learning_rate,
-    rule_loss_type_explicit, rule_moe, rule_rewards, rule_model,
+    rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware, rule_learning_rate,
+    rule_loss_type_explicit, rule_moe, rule_combinations, rule_rewards, rule_model,
 ]
