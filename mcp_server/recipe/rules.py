@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from mcp_server.errors import closest_names
+from mcp_server.model_ref import ROUTER_NAMES
 from mcp_server.recipe.models import Finding
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
@@ -333,10 +334,14 @@ def rule_moe(ctx: Context) -> list[Finding]:
     if ctx.override_reason:
         return [finding("moe_without_gspo", "importance_sampling_level", "info",
                         f"mixture-of-experts model without GSPO, overridden: {ctx.override_reason}")]
-    return [finding("moe_without_gspo", "importance_sampling_level", "error",
-                    "the model is a mixture-of-experts model: token-level importance ratios are unstable under expert "
-                    "routing, which is what GSPO fixes.",
-                    "use the gspo variant (importance_sampling_level: sequence), or give an override reason")]
+    return [finding("moe_without_gspo", "importance_sampling_level", "warning",
+                    "the model is a mixture-of-experts model with token-level importance ratios: after an update the "
+                    "router can send a token to other experts, so per-token ratios swing and clip noisily. GSPO "
+                    "(sequence-level ratios) is the recipe's default for MoE; routing replay (replaying the sampler's "
+                    "expert choices in the trainer; not in TRL) or importance-sampling correction against the "
+                    "sampler's log-probs (vllm_importance_sampling_correction) are the alternatives.",
+                    "use the gspo variant (importance_sampling_level: sequence), or give an override reason naming "
+                    "the alternative you rely on")]
 
 
 # ---------------------------------------------------------------- combinations the installed TRL accepts silently
@@ -389,6 +394,23 @@ def rule_combinations(ctx: Context) -> list[Finding]:
             "Liger's layer kernels apply: GRPO computes log-probs with its own chunked LM head.",
             'use model_init_kwargs: {"use_kernels": true} (Hub kernels) instead'))
     return out
+
+
+def rule_moe_lora_router(ctx: Context) -> list[Finding]:
+    targets = ctx.get("lora_target_modules")
+    if not ctx.is_moe or not ctx.get("use_peft") or not targets:
+        return []
+    names = [targets] if isinstance(targets, str) else list(targets)
+    hits = [n for n in names if str(n).lower() == "all-linear" or str(n).rsplit(".", 1)[-1] in ROUTER_NAMES]
+    if not hits:
+        return []
+    return [finding("moe_lora_router", "lora_target_modules", "warning",
+                    f"lora_target_modules {hits[0]!r} on a mixture-of-experts model adapts the router (mlp.gate / "
+                    "router): PEFT's 'all-linear' takes every Linear but the head, and with transformers 5 also the "
+                    "router weight. A trained router shifts which experts each token reaches, which destabilises RL "
+                    "and breaks the load balance.",
+                    "list the projections instead, without gate/router (emit_grpo_config does this: e.g. q_proj, "
+                    "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)")]
 
 
 # ---------------------------------------------------------------- 5. rewards
@@ -470,5 +492,5 @@ def rule_model(ctx: Context) -> list[Finding]:
 
 RULES: list[Callable[[Context], list[Finding]]] = [
     rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware, rule_learning_rate,
-    rule_loss_type_explicit, rule_moe, rule_combinations, rule_rewards, rule_model,
+    rule_loss_type_explicit, rule_moe, rule_moe_lora_router, rule_combinations, rule_rewards, rule_model,
 ]
