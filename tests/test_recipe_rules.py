@@ -150,7 +150,7 @@ def test_yaml_numbers_are_judged_as_trls_parser_reads_them(tmp_path):
     ("max_completion_length", 0), ("temperature", 0.0), ("top_p", 1.5), ("top_p", 0.0), ("min_p", 1.2),
     ("top_k", -1), ("beta", -0.01), ("epsilon", 0.0), ("epsilon", 1.0), ("num_iterations", 0),
     ("gradient_accumulation_steps", 0), ("top_entropy_quantile", 1.5), ("off_policy_mask_threshold", -0.5),
-    ("vllm_gpu_memory_utilization", 1.2), ("lora_dropout", 1.0), ("delta", 0.5),
+    ("vllm_gpu_memory_utilization", 1.2), ("lora_dropout", 1.0),
 ])
 def test_numbers_trl_accepts_at_config_time_but_cannot_train(field, value):
     result = check({field: value})
@@ -165,6 +165,8 @@ def test_ranges_are_read_from_trls_help_where_it_states_one():
     assert "[0, 1]" in f.message and "help for min_p" in f.message  # TRL: "between 0.0 and 1.0"
     f = codes(check({"temperature": -1.0}))["out_of_range"]
     assert "(0, inf)" in f.message and "what can train" in f.message  # no interval in TRL's help: the table's
+    result = check({"delta": 0.5})  # TRL only recommends delta > 1 + epsilon: a warning
+    assert result.valid and codes(result)["out_of_range"].severity == "warning"
 
 
 @pytest.mark.parametrize("field,value", [("top_p", 1.0), ("top_k", 0), ("min_p", 0.05), ("beta", 0.0),

@@ -5,6 +5,7 @@ Rules are about the target (GPU type and count), never about the machine the che
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,37 +232,37 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     return out
 
 
-# Numeric fields TRL accepts at config time that cannot train: field -> (accepted interval, why outside cannot train).
+# Numeric fields TRL accepts at config time that cannot train: field -> (accepted interval, why, severity).
 # Where TRL's help text states the interval ("Must be in (0, 1]", "between 0.0 and 1.0", "Range: [0.0-1.0]"),
 # TRL's wins. num_generations and learning_rate have their own rules.
-RANGES: dict[str, tuple[str, str]] = {
-    "max_completion_length": ("[1, inf)", "no completion token to score or train on"),
-    "per_device_train_batch_size": ("[1, inf)", "no sample per step"),
-    "gradient_accumulation_steps": ("[1, inf)", "no micro-batch per optimizer step"),
-    "steps_per_generation": ("[1, inf)", "no optimizer step per generation"),
-    "generation_batch_size": ("[1, inf)", "no completion per generation"),
-    "num_iterations": ("[1, inf)", "no update per generation batch"),
-    "temperature": ("(0, inf)", "the logits are divided by the temperature"),
-    "top_p": ("(0, 1]", "a probability mass"),
-    "top_k": ("[0, inf)", "a token count (0 turns top-k off)"),
-    "min_p": ("[0, 1]", "a probability"),
-    "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it"),
-    "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference"),
-    "epsilon": ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio"),
-    "epsilon_high": ("(0, inf)", "the upper clip bound is 1 + epsilon_high"),
-    "delta": ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)"),
-    "top_entropy_quantile": ("[0, 1]", "a quantile"),
-    "off_policy_mask_threshold": ("(0, inf)", "a KL threshold (TRL expects a positive value)"),
-    "vllm_gpu_memory_utilization": ("(0, 1]", "a fraction of the GPU's memory"),
-    "vllm_importance_sampling_clip_max": ("(0, inf)", "an upper bound on positive ratios"),
-    "vllm_importance_sampling_clip_min": ("[0, inf)", "a lower bound on positive ratios"),
-    "ref_model_mixup_alpha": ("[0, 1]", "a mixing weight"),
-    "ref_model_sync_steps": ("[1, inf)", "a step interval"),
-    "lora_r": ("[1, inf)", "the adapter's rank"),
-    "lora_alpha": ("(0, inf)", "the adapter's scale is lora_alpha / lora_r"),
-    "lora_dropout": ("[0, 1)", "a dropout probability (1 drops every input)"),
-    "weight_decay": ("[0, inf)", "a negative decay grows the weights"),
-    "max_grad_norm": ("[0, inf)", "a norm (0 turns clipping off)"),
+RANGES: dict[str, tuple[str, str, str]] = {
+    "max_completion_length": ("[1, inf)", "no completion token to score or train on", "error"),
+    "per_device_train_batch_size": ("[1, inf)", "no sample per step", "error"),
+    "gradient_accumulation_steps": ("[1, inf)", "no micro-batch per optimizer step", "error"),
+    "steps_per_generation": ("[1, inf)", "no optimizer step per generation", "error"),
+    "generation_batch_size": ("[1, inf)", "no completion per generation", "error"),
+    "num_iterations": ("[1, inf)", "no update per generation batch", "error"),
+    "temperature": ("(0, inf)", "the logits are divided by the temperature", "error"),
+    "top_p": ("(0, 1]", "a probability mass", "error"),
+    "top_k": ("[0, inf)", "a token count (TRL: 0 turns top-k off; transformers' generate refuses a negative one)", "error"),
+    "min_p": ("[0, 1]", "a probability", "error"),
+    "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it", "error"),
+    "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference", "error"),
+    "epsilon": ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio", "error"),
+    "epsilon_high": ("(0, inf)", "the upper clip bound is 1 + epsilon_high", "error"),
+    "delta": ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)", "warning"),
+    "top_entropy_quantile": ("[0, 1]", "a quantile", "error"),
+    "off_policy_mask_threshold": ("(0, inf)", "a KL threshold (TRL expects a positive value)", "error"),
+    "vllm_gpu_memory_utilization": ("(0, 1]", "a fraction of the GPU's memory", "error"),
+    "vllm_importance_sampling_clip_max": ("(0, inf)", "an upper bound on positive ratios", "error"),
+    "vllm_importance_sampling_clip_min": ("[0, inf)", "a lower bound on positive ratios", "error"),
+    "ref_model_mixup_alpha": ("[0, 1]", "a mixing weight", "error"),
+    "ref_model_sync_steps": ("[1, inf)", "a step interval", "error"),
+    "lora_r": ("[1, inf)", "the adapter's rank", "error"),
+    "lora_alpha": ("(0, inf)", "the adapter's scale is lora_alpha / lora_r", "error"),
+    "lora_dropout": ("[0, 1)", "a dropout probability (1 drops every input)", "error"),
+    "weight_decay": ("[0, inf)", "a negative decay grows the weights", "error"),
+    "max_grad_norm": ("[0, inf)", "a norm (0 turns clipping off)", "error"),
 }
 _INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])])")
 _BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")
@@ -282,26 +283,26 @@ def _interval_text(low, high, low_closed, high_closed) -> str:
 
 def rule_ranges(ctx: Context) -> list[Finding]:
     out = []
-    for key, (interval, why) in RANGES.items():
+    for key, (interval, why, severity) in RANGES.items():
         value = ctx.values.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ctx.parse_errors:
             continue  # unset, null, or a wrong type (rule_value_types says so)
+        if not math.isfinite(value):
+            continue  # NaN and infinity are the input checks' to report
         stated = parse_interval(ctx.trl["fields"].get(key, {}).get("help", ""))
         low, high, low_closed, high_closed = stated or parse_interval(interval)
         inside = (value > low or (low_closed and value == low)) and (value < high or (high_closed and value == high))
         if not inside:
             source = f"TRL {ctx.trl['trl_version']}'s help for {key}" if stated else "what can train"
             accepted = _interval_text(low, high, low_closed, high_closed)
-            out.append(finding("out_of_range", key, "error",
+            out.append(finding("out_of_range", key, severity,
                                f"{key}={value!r} is outside {accepted} ({source}): {why}. TRL accepts it at config "
-                               "time; training fails or learns nothing.",
+                               "time" + ("; training fails or learns nothing." if severity == "error" else "."),
                                f"set {key} within {accepted}"))
     return out
 
 
 def rule_learning_rate(ctx: Context) -> list[Finding]:
-    import math
-
     lr = ctx.get("learning_rate")
     if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
         return []
