@@ -19,6 +19,7 @@ ELSEWHERE = {
     "list_tools": "the MCP SDK client",
     "grpo_trl_lora_qlora": "TRL's examples/notebooks (a notebook name)",
     "tools/list": "the MCP protocol's method",
+    "processed_logprobs": "vLLM's logprobs_mode, which TRL's vllm_generation.py requests",
 }
 
 
@@ -35,8 +36,11 @@ def trl_fields() -> set[str]:
 
     from mcp_server.recipe.rules import REMOVED_OR_RENAMED
 
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
     names = set(REMOVED_OR_RENAMED)  # documented as removed or renamed: the validator says so
-    for owner in (GRPOConfig, ModelConfig, DatasetMixtureConfig, GRPOScriptArguments, LoraConfig, ParallelismConfig):
+    for owner in (GRPOConfig, ModelConfig, DatasetMixtureConfig, GRPOScriptArguments, LoraConfig, ParallelismConfig,
+                  AsyncGRPOConfig):
         names |= {f.name for f in dataclasses.fields(owner)}
     return names
 
