@@ -19,9 +19,14 @@ from mcp_server.errors import UserInputError
 from mcp_server.tiny import ensure_tiny_model
 
 TINY = "tiny"
-# Config keys that only mixture-of-experts architectures carry (Qwen2/3-MoE, Mixtral, DeepSeek, gpt-oss, ...).
-_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
-_MOE_NAME = re.compile(r"(moe|mixtral|-a\d+(\.\d+)?b|gpt-oss|deepseek-v[23]|deepseek-r1$|qwen3-(30|235)b)", re.I)
+# Config keys that hold the number of routed experts, in every architecture transformers knows (Qwen-MoE, Mixtral,
+# Llama 4, GLM-4.5, DeepSeek/Kimi-K2, Granite MoE, gpt-oss, DBRX's ffn_config, Ernie, Aria, ...): tests/
+# test_moe_detection.py checks this list against every config class of the installed transformers.
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+# Only when no config.json is readable offline (a hub name never downloaded): what the name says. Structural marks
+# (moe, "-A3B"/"-a800m" active parameters, "-16E" expert count) and the families that ship only as MoE.
+_MOE_NAME = re.compile(r"(moe|mixtral|-a\d+(\.\d+)?[bm]\b|-\d+e\b|gpt-oss|deepseek-v[23]|deepseek-r1(?!-distill)|kimi-k2|llama-4|"
+                       r"glm-4\.[5-9]|dbrx|jamba|qwen3-(30|235)b)", re.I)
 SMALL_MODEL_PARAMS = 50_000_000
 
 
@@ -82,13 +87,69 @@ def model_config(model: str) -> dict | None:
     return json.loads(Path(cached).read_text()) if cached else None
 
 
+def moe_expert_count(config: dict, depth: int = 0) -> int:
+    """The largest routed-expert count in a config.json and its sub-configs (text_config, DBRX's ffn_config, ...);
+    0 for a dense model, or for a block whose MoE is switched off (Gemma 4's enable_moe_block: false)."""
+    if config.get("enable_moe_block") is False:
+        return 0
+    count = 0
+    for key, value in config.items():
+        if isinstance(value, dict) and depth < 3:
+            count = max(count, moe_expert_count(value, depth + 1))
+        elif key in EXPERT_COUNT_KEYS:
+            values = value if isinstance(value, list) else [value]  # per-layer counts in a few configs
+            count = max([count] + [v for v in values if isinstance(v, int) and not isinstance(v, bool)])
+    return count if count > 1 else 0
+
+
 def is_moe(model: str) -> bool:
-    """Whether the model is a mixture of experts: from its config when known, else from its name."""
+    """Whether the model is a mixture of experts: from its config's expert fields when the config is readable
+    offline, else from its name."""
     config = model_config(model)
     if config is not None:
-        text_config = config.get("text_config") or config
-        return any((text_config.get(k) or 0) for k in _MOE_KEYS)
+        return moe_expert_count(config) > 0
     return bool(_MOE_NAME.search(model))
+
+
+# Leaf names of MoE routers: never adapted (LoRA on the router changes which experts a token reaches).
+ROUTER_NAMES = ("gate", "router")
+
+
+def lora_targets_without_routers(model: str) -> list[str] | None:
+    """What PEFT's 'all-linear' adapts on this model, as leaf names, minus the MoE routers: every nn.Linear but the
+    output head, plus the expert projections PEFT maps onto transformers 5's fused expert tensors, minus a router
+    (a Linear named gate/router, or one with one output per expert). The model is built on the meta device from
+    its config (no weights, no download). None when the config is not readable offline. Training interpreter only."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config_dict = model_config(model)
+    if config_dict is None:
+        return None
+    experts = moe_expert_count(config_dict)
+    try:
+        config = AutoConfig.from_pretrained(model, local_files_only=True)
+        with torch.device("meta"):
+            built = AutoModelForCausalLM.from_config(config)
+    except Exception:  # custom code, an architecture this transformers lacks: the caller falls back
+        return None
+    head = built.get_output_embeddings()
+    names = set()
+    for name, module in built.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if not isinstance(module, torch.nn.Linear) or module is head:
+            continue
+        if leaf in ROUTER_NAMES or "router" in name.split(".") or (experts and module.out_features == experts):
+            continue
+        names.add(leaf)
+    try:  # the expert projections PEFT adapts through its transformers-5 mapping (never its router entry)
+        from peft.utils.transformers_weight_conversion import _MODEL_TO_CONVERSION_PATTERN, _MOE_TARGET_MODULE_MAPPING
+
+        mapping = _MOE_TARGET_MODULE_MAPPING.get(_MODEL_TO_CONVERSION_PATTERN.get(config.model_type, ""), {})
+        names |= {old for old in mapping if old not in ROUTER_NAMES}
+    except ImportError:
+        pass
+    return sorted(names)
 
 
 # ---------------------------------------------------------------- loading (training interpreter only)

@@ -48,9 +48,12 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
         broken = await client.call_tool("emit_grpo_config", {"model": "./no/such/dir"})
         after = await client.call_tool("validate_grpo_config", {
             "config_path": emitted.structured_content["config_path"], "num_gpus": 2})
-        return schema, emitted, bad, invalid, broken, after
+        as_trl_reads = await client.call_tool("validate_grpo_config", {"config": {  # strings TRL's parser converts
+            "model_name_or_path": "Qwen/Qwen2.5-0.5B", "reward_funcs": ["accuracy_reward"], "loss_type": "grpo",
+            "learning_rate": "5e-7", "top_p": "0.9", "max_completion_length": "0", "use_vllm": "true"}})
+        return schema, emitted, bad, invalid, broken, after, as_trl_reads
 
-    schema, emitted, bad, invalid, broken, after = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))
+    schema, emitted, bad, invalid, broken, after, as_trl_reads = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))
     request_schema = json.dumps(schema)
     assert "description" in request_schema and "num_gpus" in request_schema
     assert not emitted.is_error and emitted.structured_content["variant"] == "dapo"
@@ -60,3 +63,20 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
     assert invalid.structured_content["valid"] is False
     assert broken.is_error and "model" in broken.content[0].text  # names the field, server keeps serving
     assert after.structured_content["valid"] and after.structured_content["target"] == "2x H100"
+    found = {f["code"]: f for f in as_trl_reads.structured_content["findings"]}
+    assert "wrong_type" not in found and "lr_out_of_range" not in found  # "5e-7" is the float TRL trains with
+    assert found["out_of_range"]["field"] == "max_completion_length"  # "0" read as 0: nothing to generate
+    assert found["truncated_sampling_biases_is"]["severity"] == "warning"  # "0.9" and "true": top_p=0.9 with vLLM
+
+
+def test_cli_validates_yaml_as_trl_reads_it(workspace):
+    # `learning_rate: 5e-7` is a string to PyYAML and a float to TRL's parser: VALID, as `trl grpo` would run it.
+    config = workspace / "config.yaml"
+    config.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nlearning_rate: 5e-7\nloss_type: grpo\n"
+                      "reward_funcs: [accuracy_reward]\nper_device_train_batch_size: 8\ngradient_accumulation_steps: 4\n")
+    proc, result = run_cli_json("validate-config", str(config), cwd=workspace)
+    assert proc.returncode == 0 and result["valid"], result
+    assert not [f for f in result["findings"] if f["field"] == "learning_rate"]
+    config.write_text(config.read_text().replace("5e-7", "1e-4"))
+    proc = run_cli("validate-config", str(config), cwd=workspace)
+    assert proc.returncode == 1 and "lr_out_of_range [learning_rate]" in proc.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from mcp_server.recipe.models import ValidateRequest
 from mcp_server.recipe.validate import validate_config, validate_values
@@ -114,9 +115,106 @@ def test_vllm_on_a_cpu_target_is_an_error():
     assert "vllm_needs_gpu" in codes(check(gpu="cpu"))
 
 
-@pytest.mark.parametrize("lr,flagged", [(5e-7, False), (1e-5, False), (1e-3, True), (1e-10, True)])
-def test_learning_rate_far_outside_grpo_range_warns(lr, flagged):
-    assert ("lr_out_of_range" in codes(check({"learning_rate": lr}))) is flagged
+@pytest.mark.parametrize("lr,lora,severity", [
+    (5e-7, False, None), (1e-5, False, None), (2e-5, False, "warning"), (5e-5, False, "error"), (1e-4, False, "error"),
+    (5e-8, False, "warning"), (1e-10, False, "error"),
+    (1e-5, True, None), (2e-4, True, None), (5e-4, True, "warning"), (1e-3, True, "error"), (2e-7, True, "error"),
+])
+def test_learning_rate_warns_at_the_edge_of_the_settled_range_and_errs_far_outside(lr, lora, severity):
+    extra = {"use_peft": True, "lora_target_modules": ["q_proj", "v_proj"]} if lora else {}
+    result = check({"learning_rate": lr, **extra})
+    f = codes(result).get("lr_out_of_range")
+    assert (f.severity if f else None) == severity, result.findings
+    if f:
+        assert ("lora" if lora else "full") in f.message and "recipe:" in f.fix
+
+
+def test_yaml_numbers_are_judged_as_trls_parser_reads_them(tmp_path):
+    # PyYAML (YAML 1.1) reads 5e-7 and 3e-4 as strings; TRL's parser converts them with the field's type.
+    path = tmp_path / "config.yaml"
+    text = yaml.safe_dump({k: v for k, v in GOOD.items() if k != "learning_rate"})
+    path.write_text(text + "learning_rate: 5e-7\nepsilon: 3e-4\nnum_iterations: '2'\n")
+    assert isinstance(yaml.safe_load(path.read_text())["learning_rate"], str)
+    result = validate_config(ValidateRequest(config_path=str(path)))
+    assert result.valid and not [f for f in result.findings if f.severity != "info"], result.findings
+    # a string TRL cannot convert is still wrong, with TRL's own parse error
+    path.write_text(text + "learning_rate: fast\n")
+    f = codes(validate_config(ValidateRequest(config_path=str(path))))["wrong_type"]
+    assert f.field == "learning_rate" and "invalid float value" in f.message
+    # and the range rules see the converted value: 5e-5 for a full fine-tune is far too high
+    path.write_text(text + "learning_rate: 5e-5\n")
+    assert codes(validate_config(ValidateRequest(config_path=str(path))))["lr_out_of_range"].severity == "error"
+
+
+@pytest.mark.parametrize("field,value", [
+    ("max_completion_length", 0), ("temperature", 0.0), ("top_p", 1.5), ("top_p", 0.0), ("min_p", 1.2),
+    ("top_k", -1), ("beta", -0.01), ("epsilon", 0.0), ("epsilon", 1.0), ("num_iterations", 0),
+    ("gradient_accumulation_steps", 0), ("top_entropy_quantile", 1.5), ("off_policy_mask_threshold", -0.5),
+    ("vllm_gpu_memory_utilization", 1.2), ("lora_dropout", 1.0),
+])
+def test_numbers_trl_accepts_at_config_time_but_cannot_train(field, value):
+    result = check({field: value})
+    f = codes(result)["out_of_range"]
+    assert not result.valid and f.field == field and "within" in f.fix, result.findings
+
+
+def test_ranges_are_read_from_trls_help_where_it_states_one():
+    f = codes(check({"top_p": 1.5}))["out_of_range"]
+    assert "(0, 1]" in f.message and "help for top_p" in f.message  # TRL: "Must be in (0, 1]"
+    f = codes(check({"min_p": -0.1}))["out_of_range"]
+    assert "[0, 1]" in f.message and "help for min_p" in f.message  # TRL: "between 0.0 and 1.0"
+    f = codes(check({"temperature": -1.0}))["out_of_range"]
+    assert "(0, inf)" in f.message and "what can train" in f.message  # no interval in TRL's help: the table's
+    result = check({"delta": 0.5})  # TRL only recommends delta > 1 + epsilon: a warning
+    assert result.valid and codes(result)["out_of_range"].severity == "warning"
+
+
+@pytest.mark.parametrize("field,value", [("top_p", 1.0), ("top_k", 0), ("min_p", 0.05), ("beta", 0.0),
+                                         ("epsilon", 3e-4), ("temperature", 0.7), ("top_entropy_quantile", 0.2)])
+def test_in_range_values_pass(field, value):
+    assert "out_of_range" not in codes(check({field: value}))
+
+
+@pytest.mark.parametrize("overrides,flagged", [
+    ({"top_p": 0.9}, True), ({"top_k": 20}, True), ({"min_p": 0.05}, True),
+    ({"generation_kwargs": {"top_k": 50}}, True),
+    ({"top_p": 0.9, "vllm_importance_sampling_correction": False}, False),
+    ({"top_p": 0.9, "vllm_importance_sampling_correction": False, "off_policy_mask_threshold": 0.5}, True),
+    ({"top_p": 0.9, "use_vllm": False}, False), ({"top_p": 1.0, "top_k": 0}, False),
+])
+def test_truncated_sampling_with_vllm_importance_sampling_is_flagged(overrides, flagged):
+    f = codes(check(overrides)).get("truncated_sampling_biases_is")
+    assert bool(f) is flagged
+    if f:
+        assert "#6789" in f.message and "kept probability mass" in f.message
+
+
+def test_public_completions_repo_is_flagged():
+    f = codes(check({"log_completions": True, "log_completions_hub_repo": "me/completions"}))["completions_repo_public"]
+    assert f.severity == "warning" and f.field == "hub_private_repo"
+    assert "completions_repo_public" not in codes(check({"log_completions": True, "hub_private_repo": True,
+                                                           "log_completions_hub_repo": "me/completions"}))
+
+
+@pytest.mark.parametrize("overrides", [{"lora_target_modules": ["q_proj", "lm_head"]},
+                                       {"lora_target_modules": ["q_proj"], "lora_modules_to_save": ["lm_head"]}])
+def test_peft_on_lm_head_is_an_error(overrides):
+    result = check({"use_peft": True, "learning_rate": 1e-5, **overrides})
+    assert not result.valid and codes(result)["peft_on_lm_head"].severity == "error"
+
+
+def test_liger_options_grpo_rejects():
+    result = check({"use_liger_kernel": True, "liger_kernel_config": {"fused_linear_cross_entropy": True}})
+    assert not result.valid and "liger_fused_ce_rejected" in codes(result)
+    plain = check({"use_liger_kernel": True})
+    assert plain.valid and codes(plain)["liger_deprecated"].severity == "warning"
+
+
+def test_async_grpo_fields_name_the_other_trainer_and_its_prerequisites():
+    result = check({"max_staleness": 2})
+    f = codes(result)["async_grpo_field"]
+    assert not result.valid and f.field == "max_staleness" and "AsyncGRPOTrainer" in f.message
+    assert "vllm_server_base_url" in f.message and "unknown_field" not in codes(result)
 
 
 def test_no_reward_source_is_an_error():
@@ -153,7 +251,8 @@ def test_moe_model_without_gspo(tmp_path):
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"model_type": "qwen3_moe", "num_experts": 128}))
     result = check({"model_name_or_path": str(model)})
-    assert not result.valid and "moe_without_gspo" in codes(result)
+    f = codes(result)["moe_without_gspo"]
+    assert f.severity == "warning" and "routing replay" in f.message  # GSPO is the default, not the only way
     assert check({"model_name_or_path": str(model), "importance_sampling_level": "sequence"}).valid
     assert check({"model_name_or_path": str(model)}, override_reason="measured stable").valid
 

@@ -26,6 +26,7 @@ from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS, choose_variant
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
+from mcp_server.worker import in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, find_existing, new_run_dir, workspace_root
 
 LOGGED_COMPLETIONS = 8
@@ -110,6 +111,8 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     recipe["output_dir"] = str(Run(run_dir).checkpoints)
 
     model_fields = _model_fields(request, model, recipe["bf16"])
+    if moe and model_fields.get("lora_target_modules") == "all-linear":
+        model_fields["lora_target_modules"] = _moe_lora_targets(model)
     values = {**model_fields, **_dataset_fields(request, run_dir), **recipe}
     values.update(_trl_cli_rewards(request))
     values.update(request.overrides)
@@ -122,6 +125,21 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     explicit = ALWAYS_WRITTEN | set(recipe) | (set(model_fields) - {"dtype"}) | set(request.overrides)
     values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
     return values, variant, reason, moe
+
+
+# LoRA targets for a MoE model whose layers cannot be listed offline: the attention and MLP projections of the
+# Llama/Qwen/GLM/DeepSeek naming, never the router ('gate' / 'router'), which 'all-linear' would adapt.
+GENERIC_MOE_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _moe_lora_targets(model: str) -> list[str]:
+    """'all-linear' without the routers: listed from the model's layers (built on the meta device in the training
+    interpreter), else the generic projection names."""
+    try:
+        found = in_training("mcp_server.model_ref:lora_targets_without_routers", model)
+    except UserInputError:  # no training interpreter
+        found = None
+    return found or GENERIC_MOE_LORA_TARGETS
 
 
 def _trl_cli_rewards(request: GRPORecipeRequest) -> dict:

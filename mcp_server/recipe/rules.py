@@ -6,11 +6,13 @@ Rules are about the target (GPU type and count), never about the machine the che
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from mcp_server.errors import closest_names
+from mcp_server.model_ref import ROUTER_NAMES
 from mcp_server.recipe.models import Finding
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
@@ -28,8 +30,11 @@ REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
     "vllm_server_url": ("vllm_server_base_url", "renamed"),
 }
 
-# GRPO's settled learning-rate ranges (far outside -> warning), by fine-tuning mode.
+# GRPO's settled learning-rate ranges by fine-tuning mode: outside -> warning; LR_FAR_FACTOR or more outside
+# (supervised rates such as 5e-5 for a full fine-tune) -> error. Non-finite or non-positive rates: lr_invalid.
 LR_RANGE = {"full": (1e-7, 1e-5), "lora": (1e-6, 2e-4)}
+LR_FAR_FACTOR = 3.0
+RECIPE_LR = {"full": "5e-7", "lora": "1e-5"}
 
 
 @dataclass
@@ -42,6 +47,7 @@ class Context:
     reward_specs: list | None = None
     override_reason: str | None = None
     is_moe: bool | None = None
+    parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
     findings: list[Finding] = field(default_factory=list)
 
     def get(self, key):
@@ -86,6 +92,16 @@ def rule_known_keys(ctx: Context) -> list[Finding]:
             out.append(finding("renamed_field" if new else "removed_field", key, "error",
                                f"'{key}' is not a field of TRL {ctx.trl['trl_version']}: {why}.", fix))
             continue
+        if key in ctx.trl.get("async_fields", ()):
+            out.append(finding(
+                "async_grpo_field", key, "error",
+                f"'{key}' is a field of TRL's experimental AsyncGRPOConfig, not of GRPOConfig: `trl grpo` and this run's "
+                "train.py run the synchronous GRPOTrainer and would ignore it. Async GRPO is another trainer "
+                "(trl.experimental.async_grpo.AsyncGRPOTrainer) with its own prerequisites: a vLLM server started "
+                "apart (`trl vllm-serve`, reached through vllm_server_base_url), rewards that pickle (module-level "
+                "functions), and no context or sequence parallelism.",
+                "remove it, or write an AsyncGRPOTrainer script of your own (this plugin does not emit one)"))
+            continue
         close = closest_names(key, list(known))
         out.append(finding("unknown_field", key, "error",
                            f"'{key}' is not a field of GRPOConfig, ModelConfig or the grpo script arguments in TRL "
@@ -111,7 +127,8 @@ def rule_value_types(ctx: Context) -> list[Finding]:
             continue
         if not ok:
             expected = "true/false" if isinstance(default, bool) or type_text == "bool" else "a number"
-            out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}.",
+            why = f" (TRL's parser: {ctx.parse_errors[key]})" if key in ctx.parse_errors else ""
+            out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}{why}.",
                                f"set {key} to {expected} (TRL default: {default!r})"))
     return out
 
@@ -215,6 +232,79 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     return out
 
 
+# Numeric fields TRL accepts at config time that cannot train: field -> (accepted interval, why, severity).
+# Where TRL's help text states the interval ("Must be in (0, 1]", "between 0.0 and 1.0", "Range: [0.0-1.0]"),
+# TRL's wins. num_generations and learning_rate have their own rules.
+RANGES: dict[str, tuple[str, str, str]] = {
+    "max_completion_length": ("[1, inf)", "no completion token to score or train on", "error"),
+    "per_device_train_batch_size": ("[1, inf)", "no sample per step", "error"),
+    "gradient_accumulation_steps": ("[1, inf)", "no micro-batch per optimizer step", "error"),
+    "steps_per_generation": ("[1, inf)", "no optimizer step per generation", "error"),
+    "generation_batch_size": ("[1, inf)", "no completion per generation", "error"),
+    "num_iterations": ("[1, inf)", "no update per generation batch", "error"),
+    "temperature": ("(0, inf)", "the logits are divided by the temperature", "error"),
+    "top_p": ("(0, 1]", "a probability mass", "error"),
+    "top_k": ("[0, inf)", "a token count (TRL: 0 turns top-k off; transformers' generate refuses a negative one)", "error"),
+    "min_p": ("[0, 1]", "a probability", "error"),
+    "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it", "error"),
+    "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference", "error"),
+    "epsilon": ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio", "error"),
+    "epsilon_high": ("(0, inf)", "the upper clip bound is 1 + epsilon_high", "error"),
+    "delta": ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)", "warning"),
+    "top_entropy_quantile": ("[0, 1]", "a quantile", "error"),
+    "off_policy_mask_threshold": ("(0, inf)", "a KL threshold (TRL expects a positive value)", "error"),
+    "vllm_gpu_memory_utilization": ("(0, 1]", "a fraction of the GPU's memory", "error"),
+    "vllm_importance_sampling_clip_max": ("(0, inf)", "an upper bound on positive ratios", "error"),
+    "vllm_importance_sampling_clip_min": ("[0, inf)", "a lower bound on positive ratios", "error"),
+    "ref_model_mixup_alpha": ("[0, 1]", "a mixing weight", "error"),
+    "ref_model_sync_steps": ("[1, inf)", "a step interval", "error"),
+    "lora_r": ("[1, inf)", "the adapter's rank", "error"),
+    "lora_alpha": ("(0, inf)", "the adapter's scale is lora_alpha / lora_r", "error"),
+    "lora_dropout": ("[0, 1)", "a dropout probability (1 drops every input)", "error"),
+    "weight_decay": ("[0, inf)", "a negative decay grows the weights", "error"),
+    "max_grad_norm": ("[0, inf)", "a norm (0 turns clipping off)", "error"),
+}
+_INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])])")
+_BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")
+
+
+def parse_interval(text: str) -> tuple[float, float, bool, bool] | None:
+    """(low, high, low_closed, high_closed) of the first interval written in `text`, e.g. '(0, 1]'."""
+    match = _INTERVAL.search(text)
+    if match:
+        return float(match[2]), float(match[3]), match[1] == "[", match[4] == "]"
+    match = _BETWEEN.search(text)
+    return (float(match[1]), float(match[2]), True, True) if match else None
+
+
+def _interval_text(low, high, low_closed, high_closed) -> str:
+    return f"{'[' if low_closed else '('}{low:g}, {high:g}{']' if high_closed else ')'}"
+
+
+def rule_ranges(ctx: Context) -> list[Finding]:
+    out = []
+    for key, (interval, why, severity) in RANGES.items():
+        value = ctx.values.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ctx.parse_errors:
+            continue  # unset, null, or a wrong type (rule_value_types says so)
+        if not math.isfinite(value):
+            if key != "learning_rate":  # rule_learning_rate says why a NaN rate is fatal
+                out.append(finding("not_finite", key, "error", f"{key}={value!r} is not a finite number: TRL accepts "
+                                   "it at config time and the run computes NaN.", f"set {key} within {interval}"))
+            continue
+        stated = parse_interval(ctx.trl["fields"].get(key, {}).get("help", ""))
+        low, high, low_closed, high_closed = stated or parse_interval(interval)
+        inside = (value > low or (low_closed and value == low)) and (value < high or (high_closed and value == high))
+        if not inside:
+            source = f"TRL {ctx.trl['trl_version']}'s help for {key}" if stated else "what can train"
+            accepted = _interval_text(low, high, low_closed, high_closed)
+            out.append(finding("out_of_range", key, severity,
+                               f"{key}={value!r} is outside {accepted} ({source}): {why}. TRL accepts it at config "
+                               "time" + ("; training fails or learns nothing." if severity == "error" else "."),
+                               f"set {key} within {accepted}"))
+    return out
+
+
 def rule_learning_rate(ctx: Context) -> list[Finding]:
     lr = ctx.get("learning_rate")
     if not isinstance(lr, (int, float)) or isinstance(lr, bool):
@@ -226,14 +316,17 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
                         f"learning_rate={lr:g} is not a positive finite number: "
                         + ("a NaN or infinite rate turns every weight into NaN at the first step."
                            if not math.isfinite(lr) else "a zero or negative rate does not train (or trains backwards)."),
-                        f"use a positive learning rate within {low:g}-{high:g} "
-                        f"(recipe: {'5e-7' if mode == 'full' else '1e-5'})")]
-    if lr > high * 10 or lr < low / 10:
-        return [finding("lr_out_of_range", "learning_rate", "warning",
-                        f"learning_rate={lr:g} is far outside GRPO's settled range for {mode} fine-tuning "
-                        f"({low:g}-{high:g}); RL updates at supervised learning rates diverge.",
-                        f"use a learning rate within {low:g}-{high:g} (recipe: {'5e-7' if mode == 'full' else '1e-5'})")]
-    return []
+                        f"use a positive learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})")]
+    if low <= lr <= high:
+        return []
+    far = lr >= high * LR_FAR_FACTOR or lr <= low / LR_FAR_FACTOR
+    side = "above" if lr > high else "below"
+    effect = ("RL updates at supervised learning rates move the policy too far per step and collapse it"
+              if lr > high else "the policy barely moves and the reward stays flat")
+    return [finding("lr_out_of_range", "learning_rate", "error" if far else "warning",
+                    f"learning_rate={lr:g} is {'far ' if far else ''}{side} GRPO's settled range for {mode} "
+                    f"fine-tuning ({low:g}-{high:g}): {effect}.",
+                    f"use a learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})")]
 
 
 def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
@@ -251,10 +344,83 @@ def rule_moe(ctx: Context) -> list[Finding]:
     if ctx.override_reason:
         return [finding("moe_without_gspo", "importance_sampling_level", "info",
                         f"mixture-of-experts model without GSPO, overridden: {ctx.override_reason}")]
-    return [finding("moe_without_gspo", "importance_sampling_level", "error",
-                    "the model is a mixture-of-experts model: token-level importance ratios are unstable under expert "
-                    "routing, which is what GSPO fixes.",
-                    "use the gspo variant (importance_sampling_level: sequence), or give an override reason")]
+    return [finding("moe_without_gspo", "importance_sampling_level", "warning",
+                    "the model is a mixture-of-experts model with token-level importance ratios: after an update the "
+                    "router can send a token to other experts, so per-token ratios swing and clip noisily. GSPO "
+                    "(sequence-level ratios) is the recipe's default for MoE; routing replay (replaying the sampler's "
+                    "expert choices in the trainer; not in TRL) or importance-sampling correction against the "
+                    "sampler's log-probs (vllm_importance_sampling_correction) are the alternatives.",
+                    "use the gspo variant (importance_sampling_level: sequence), or give an override reason naming "
+                    "the alternative you rely on")]
+
+
+# ---------------------------------------------------------------- combinations the installed TRL accepts silently
+def _targets_lm_head(value) -> bool:
+    names = [value] if isinstance(value, str) else list(value or [])
+    return any("lm_head" in str(n) for n in names)
+
+
+def rule_combinations(ctx: Context) -> list[Finding]:
+    out = []
+    gen = ctx.get("generation_kwargs") if isinstance(ctx.get("generation_kwargs"), dict) else {}
+    top_p, top_k, min_p = (gen.get(k, ctx.get(k)) for k in ("top_p", "top_k", "min_p"))
+    truncated = [f"{k}={v}" for k, v, cut in (("top_p", top_p, isinstance(top_p, (int, float)) and top_p < 1),
+                                               ("top_k", top_k, isinstance(top_k, int) and top_k > 0),
+                                               ("min_p", min_p, isinstance(min_p, (int, float)) and min_p > 0)) if cut]
+    consumers = [k for k in ("vllm_importance_sampling_correction", "off_policy_mask_threshold") if ctx.get(k)]
+    if truncated and ctx.get("use_vllm") and consumers:
+        out.append(finding(
+            "truncated_sampling_biases_is", "top_p" if "top_p" in truncated[0] else truncated[0].split("=")[0], "warning",
+            f"{', '.join(truncated)} with vLLM and {' and '.join(consumers)}: vLLM returns log-probs renormalised over "
+            "the tokens the truncation kept, the trainer recomputes them over the full vocabulary, so every "
+            "importance ratio is scaled by the kept probability mass (top_k=20 keeps about 10%) and the correction "
+            "masks or shrinks updates that are not off-policy (TRL tracker #6789, #7269).",
+            "sample without truncation (top_p: 1.0, top_k: 0, min_p: null) for RL, or set "
+            "vllm_importance_sampling_correction: false and accept the uncorrected sampler/trainer mismatch"))
+    if ctx.get("log_completions_hub_repo") and not ctx.get("hub_private_repo"):
+        out.append(finding(
+            "completions_repo_public", "hub_private_repo", "warning",
+            f"log_completions_hub_repo={ctx.get('log_completions_hub_repo')!r} without hub_private_repo: TRL creates the "
+            "data set repository public (unless your organisation defaults to private), with every prompt and completion.",
+            "set hub_private_repo: true"))
+    if ctx.get("use_peft") and (_targets_lm_head(ctx.get("lora_target_modules"))
+                                or _targets_lm_head(ctx.get("lora_modules_to_save"))):
+        out.append(finding(
+            "peft_on_lm_head", "lora_target_modules", "error",
+            "a PEFT adapter on lm_head: GRPOTrainer computes log-probabilities from lm_head.weight directly (its fused "
+            "LM head), so it refuses the adapter when it starts (the adapter would never be trained).",
+            "remove lm_head from lora_target_modules and lora_modules_to_save"))
+    if ctx.get("use_liger_kernel"):
+        liger = ctx.get("liger_kernel_config") if isinstance(ctx.get("liger_kernel_config"), dict) else {}
+        if liger.get("fused_linear_cross_entropy"):
+            out.append(finding(
+                "liger_fused_ce_rejected", "liger_kernel_config", "error",
+                "liger_kernel_config.fused_linear_cross_entropy=true: GRPOTrainer refuses it when it starts (it replaces "
+                "the model's forward, which GRPO patches with its own fused LM head).",
+                "drop fused_linear_cross_entropy from liger_kernel_config"))
+        out.append(finding(
+            "liger_deprecated", "use_liger_kernel", "warning",
+            f"use_liger_kernel is deprecated for GRPO in TRL {ctx.trl['trl_version']} (removal in v2.0.0), and only "
+            "Liger's layer kernels apply: GRPO computes log-probs with its own chunked LM head.",
+            'use model_init_kwargs: {"use_kernels": true} (Hub kernels) instead'))
+    return out
+
+
+def rule_moe_lora_router(ctx: Context) -> list[Finding]:
+    targets = ctx.get("lora_target_modules")
+    if not ctx.is_moe or not ctx.get("use_peft") or not targets:
+        return []
+    names = [targets] if isinstance(targets, str) else list(targets)
+    hits = [n for n in names if str(n).lower() == "all-linear" or str(n).rsplit(".", 1)[-1] in ROUTER_NAMES]
+    if not hits:
+        return []
+    return [finding("moe_lora_router", "lora_target_modules", "warning",
+                    f"lora_target_modules {hits[0]!r} on a mixture-of-experts model adapts the router (mlp.gate / "
+                    "router): PEFT's 'all-linear' takes every Linear but the head, and with transformers 5 also the "
+                    "router weight. A trained router shifts which experts each token reaches, which destabilises RL "
+                    "and breaks the load balance.",
+                    "list the projections instead, without gate/router (emit_grpo_config does this: e.g. q_proj, "
+                    "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)")]
 
 
 # ---------------------------------------------------------------- 5. rewards
@@ -335,6 +501,6 @@ def rule_model(ctx: Context) -> list[Finding]:
 
 
 RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_known_keys, rule_value_types, rule_choices, rule_batches, rule_hardware, rule_learning_rate,
-    rule_loss_type_explicit, rule_moe, rule_rewards, rule_model,
+    rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware, rule_learning_rate,
+    rule_loss_type_explicit, rule_moe, rule_moe_lora_router, rule_combinations, rule_rewards, rule_model,
 ]

@@ -81,7 +81,21 @@ def probe_installed_trl() -> dict:
         if name in fields:
             parsed = _choices_from_help(name, fields[name]["help"])
             choices[name] = parsed if len(parsed) >= 2 else known
-    return {"trl_version": trl.__version__, "fields": fields, "choices": choices}
+    return {"trl_version": trl.__version__, "fields": fields, "choices": choices, "async_fields": _async_only_fields(fields)}
+
+
+def _async_only_fields(fields: dict) -> list[str]:
+    """Fields only the experimental AsyncGRPOConfig has (a config holding one was written for another trainer)."""
+    import dataclasses
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TRL warns that experimental APIs may change
+            from trl.experimental.async_grpo import AsyncGRPOConfig
+    except Exception:  # not shipped in this TRL, or its optional dependencies are missing
+        return []
+    return sorted(f.name for f in dataclasses.fields(AsyncGRPOConfig) if f.init and f.name not in fields)
 
 
 _cache: dict[str, dict] = {}
@@ -143,3 +157,29 @@ def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
         except (ValueError, TypeError, AssertionError) as exc:
             return str(exc)
     return None
+
+
+def parse_like_trl(values: dict) -> dict:
+    """The values `trl grpo --config` would end up with: TrlParser sets the YAML values as argparse defaults, and
+    argparse converts a string default with the field's type (PyYAML reads `5e-7` as the string '5e-7'; TRL
+    reads it as the float 5e-07). Returns {"values": converted, "errors": {key: TRL's parse error}}; a key that
+    fails keeps its raw value. Runs in the training interpreter."""
+    import argparse
+
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    errors: dict[str, str] = {}
+    while True:  # argparse stops at the first bad default: drop it and parse again (a fresh parser each time)
+        parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), exit_on_error=False)
+        parser.set_defaults_with_config(**{k: v for k, v in values.items() if k not in errors})
+        try:
+            namespace, _ = parser.parse_known_args([])
+            break
+        except argparse.ArgumentError as exc:
+            name = (exc.argument_name or "").split("/")[0].lstrip("-")
+            if not name or name in errors:
+                raise
+            errors[name] = str(exc)
+    converted = {k: (getattr(namespace, k) if hasattr(namespace, k) and k not in errors else v) for k, v in values.items()}
+    return {"values": {k: _jsonable(v) for k, v in converted.items()}, "errors": errors}

@@ -10,6 +10,7 @@ from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import RULES, Context, finding
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
+from mcp_server.worker import in_training
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import sidecars
 from mcp_server.userfiles import load_config_file, read_json
@@ -44,10 +45,15 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     except UserInputError as exc:
         return ValidationResult(valid=False, trl_version=trl["trl_version"], target=f"{num_gpus}x {gpu}",
                                 findings=[finding("unknown_gpu", "gpu", "error", str(exc), "use a name from the GPU catalog")])
+    parse_errors: dict = {}
+    if skipped is None:  # judge every field by the value TRL's parser would give it, not by PyYAML's reading
+        parsed = in_training("mcp_server.recipe.trl_fields:parse_like_trl", values)
+        values, parse_errors = parsed["values"], parsed["errors"]
     if is_moe is None and values.get("model_name_or_path"):
         is_moe = detect_moe(str(values["model_name_or_path"]))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
-                  reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe)
+                  reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
+                  parse_errors=parse_errors)
     findings = [f for rule in RULES for f in rule(ctx)]
     if skipped is not None:
         findings.append(finding(

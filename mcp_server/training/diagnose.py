@@ -182,12 +182,17 @@ def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
     from mcp_server.recipe.validate import validate_values
 
     base, kwargs, what = validation_base(ctx)
+    # An error the run's config already has, on a field this patch leaves alone, is another finding's to fix
+    # (a truncation patch on a run at learning_rate=1.0 is judged on what it changes).
+    before = {(x.code, x.field) for x in validate_values(dict(base), **kwargs).findings if x.severity == "error"}
     for f in findings:
         if not f.patch:
             continue
         result = validate_values({**base, **f.patch}, **kwargs)
-        f.patch_valid = result.valid
-        f.patch_problems = [f"{x.code} [{x.field}]: {x.message}" for x in result.findings if x.severity == "error"]
+        errors = [x for x in result.findings if x.severity == "error"
+                  and ((x.code, x.field) not in before or x.field in f.patch)]
+        f.patch_valid = not errors
+        f.patch_problems = [f"{x.code} [{x.field}]: {x.message}" for x in errors]
     return what
 
 

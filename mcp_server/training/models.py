@@ -287,7 +287,8 @@ class DiagnosisFinding(BaseModel):
     )
     patch_valid: bool | None = Field(
         default=None,
-        description="Whether the run's config with this patch merged validates (validate_grpo_config); null when "
+        description="Whether the run's config with this patch merged validates (validate_grpo_config), apart from "
+        "errors the run's config already had on fields the patch leaves alone (other findings fix those); null when "
         "the patch is empty or validation was not run.",
     )
     patch_problems: list[str] = Field(
