@@ -13,6 +13,7 @@ from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, V
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
+from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.validate import validate_values
 
@@ -64,9 +65,11 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                 out.append(("vllm_tensor_parallel", f"Shard the colocated vLLM over {tp} GPUs: each holds 1/{tp} of "
                             "its weights and KV cache.", {"vllm_tensor_parallel_size": tp,
                                                            "vllm_gpu_memory_utilization": util_tp}))
-    if settings.dtype == "float32" and not (target.gpu and not target.gpu.bf16):
-        out.append(("bf16_weights", "Load the weights in bfloat16 (TRL loads float32 by default): halves weights, "
-                    "gradients and optimizer state.", {"dtype": "bfloat16"}))
+    # recipe.precision: bf16 weights only under LoRA/QLoRA (a full fine-tune's AdamW steps round away in bf16)
+    if settings.dtype == "float32" and weights_dtype(settings.finetune, bf16=True) == "bfloat16" \
+            and not (target.gpu and not target.gpu.bf16):
+        out.append(("bf16_weights", "Load the frozen base in bfloat16 (TRL loads float32 by default): halves its "
+                    "memory; the adapters stay float32.", {"dtype": "bfloat16"}))
     if settings.optim.lower() not in EIGHT_BIT_OPTIMS and not settings.optim.lower().startswith(("sgd", "adafactor")):
         out.append(("adamw_8bit", "8-bit AdamW (bitsandbytes): optimizer state from 8 (or 16) to 2 bytes per "
                     "trained parameter; quality is on par.", {"optim": "adamw_8bit"}))
