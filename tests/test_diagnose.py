@@ -358,7 +358,8 @@ def test_entropy_collapse_threshold(tmp_path, tiny_model, late, flagged):
     assert ("entropy_collapse" in codes(d)) is flagged
     if flagged:  # the run used loss_type dapo: the DAPO patch adds only what it lacked
         f = by_code(d, "entropy_collapse")
-        assert f.severity == "warning" and f.patch == {"epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True}
+        assert f.severity == "warning" and f.patch == {"epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True,
+                                                       "steps_per_generation": 16}  # 16 mini-batches x GA 1
         assert_patches_validate(d)
 
 
@@ -527,8 +528,9 @@ def test_log_failures(log, code, tmp_path):
     assert_patches_validate(d)
     patch = d.findings[0].patch
     if code == "cuda_out_of_memory":  # plan_memory's smallest set of levers for the 79 GiB GPU the OOM names
-        # a float32 full fine-tune: bf16 weights would drop its fp32 master copy, so LoRA is the cheaper change
-        assert patch.get("use_peft") is True and "per_device_train_batch_size" not in patch
+        # a 7B full fine-tune keeps float32 master weights (recipe.precision): 16 bytes a weight cannot fit one
+        # 80 GB GPU, so the smallest fix is LoRA, never a smaller batch
+        assert patch["use_peft"] is True and "per_device_train_batch_size" not in patch
         assert patch == plan_memory(MemoryPlanRequest(config=config, gpu_memory_gib=79.19)).recommended.patch
     if log == "vllm_oom_startup.log":
         assert patch["vllm_gpu_memory_utilization"] < 0.3

@@ -8,6 +8,7 @@ template lives with the training code it imports; emission only copies its text.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -22,8 +23,12 @@ from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.rules import finding
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import validate_values
-from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS, choose_variant
+from mcp_server.recipe.precision import dtype_reason, weights_dtype
+from mcp_server.recipe.thinking import thinking_fields
+from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, VARIANT_WHY, VARIANTS, WHY,
+                                        choose_variant, off_policy_fields)
 from mcp_server.rewards.registry import REGISTRY
+from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
 from mcp_server.worker import in_training
@@ -31,7 +36,7 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text, find_exis
 
 LOGGED_COMPLETIONS = 8
 LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
-ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path"}
+ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 TEMPLATE = Path(__file__).parents[1] / "training" / "train_template.py"
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
@@ -72,8 +77,10 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
                              f"(columns: {', '.join(rows[0])})")
 
 
-def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> dict:
-    fields = {"model_name_or_path": model, "dtype": "bfloat16" if bf16 else "float32"}
+def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
+    """(values, why) of the model section: the weights' dtype follows recipe.precision."""
+    fields = {"model_name_or_path": model, "dtype": weights_dtype(request.finetune, bf16)}
+    why = {"model_name_or_path": "the policy model", "dtype": dtype_reason(request.finetune, bf16)}
     if request.finetune in ("lora", "qlora"):
         fields.update(
             use_peft=True,
@@ -81,50 +88,115 @@ def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> dict:
             lora_alpha=request.lora_alpha or 2 * request.lora_r,
             lora_target_modules=request.lora_target_modules,
         )
+        why.update(
+            use_peft="LoRA: float32 adapters on a frozen base",
+            lora_r="rank: 16-32 is the settled range for RL, whose updates are low-rank",
+            lora_alpha="alpha = 2 x rank, the usual scaling" if not request.lora_alpha else "as requested",
+            lora_target_modules="every linear layer: attention-only LoRA learns less in RL",
+        )
     if request.finetune == "qlora":
         fields.update(load_in_4bit=True, bnb_4bit_quant_type="nf4", use_bnb_nested_quant=True)
-    return fields
+        why.update(load_in_4bit="QLoRA: the frozen base in 4-bit", bnb_4bit_quant_type="NF4, QLoRA's data type",
+                   use_bnb_nested_quant="double quantisation: about 0.4 bits per weight less")
+    return fields, why
 
 
-def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool]:
-    """(config values, variant, reason, is_moe) for the request's target."""
+def _hardware(request: GRPORecipeRequest, gpu) -> tuple[dict, dict]:
+    """(values, why) that adapt the seed recipe to the target."""
+    if gpu is None:  # CPU target: no vLLM, no mixed precision
+        return ({"use_vllm": False, "bf16": False, "use_cpu": True},
+                {"use_vllm": "CPU target: vLLM needs a GPU; transformers generate samples",
+                 "bf16": "CPU target: float32 throughout",
+                 "use_cpu": "CPU target: every torchrun rank joins one gloo world"})
+    values, why = {"bf16": gpu.bf16}, {}
+    if not gpu.bf16:
+        why["bf16"] = (f"the {gpu.name} has no bf16: train in float32 (fp16's narrow range underflows GRPO's "
+                       "ratios and KL, and runs diverge silently)")
+    if request.num_gpus > 1:
+        values["vllm_mode"] = "server"
+        why["vllm_mode"] = (f"{request.num_gpus} GPUs: vLLM serves on its own GPU (`trl vllm-serve`), training "
+                            "runs on the rest")
+    else:
+        values["vllm_mode"] = "colocate"
+    return values, why
+
+
+def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool, dict, list]:
+    """(config values, variant, reason, is_moe, why per key, reward specs) for the request's target."""
     model = resolve_model(request.model)
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
     gpu, _ = resolve_target(request.gpu)
-
-    recipe = dict(BASE_RECIPE)
-    recipe.update(VARIANTS[variant])
-    # Training's own samples, read as the inspection's were: a few (prompt, completion, rewards) rows printed
-    # and sent to the tracker every logging step (TRL's log_completions; max_completion_length comes from the
-    # inspection's length advice, sample_completions' `lengths.config_patch`).
-    recipe.update(log_completions=True, num_completions_to_print=LOGGED_COMPLETIONS)
-    if gpu is None:  # CPU target: no vLLM, no mixed precision
-        recipe.update(use_vllm=False, bf16=False, use_cpu=True)  # use_cpu: every torchrun rank joins one gloo world
-    else:
-        recipe["bf16"] = gpu.bf16  # without bf16 train in fp32: fp16 diverges silently in RL
-        recipe["vllm_mode"] = "server" if request.num_gpus > 1 else "colocate"
-    if request.finetune != "full":
-        recipe["learning_rate"] = LORA_LEARNING_RATE
-    if any(s.weight != 1.0 for s in request.rewards):
-        recipe["reward_weights"] = [s.weight for s in request.rewards]
-    recipe["output_dir"] = str(Run(run_dir).checkpoints)
-
-    model_fields = _model_fields(request, model, recipe["bf16"])
-    if moe and model_fields.get("lora_target_modules") == "all-linear":
-        model_fields["lora_target_modules"] = _moe_lora_targets(model)
-    values = {**model_fields, **_dataset_fields(request, run_dir), **recipe}
-    values.update(_trl_cli_rewards(request))
-    values.update(request.overrides)
     try:
         defaults = trl_defaults()
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
+
+    recipe, why = dict(BASE_RECIPE), dict(WHY)
+    recipe.update(VARIANTS[variant])
+    why.update(VARIANT_WHY[variant])
+    # Training's own samples, read as the inspection's were (max_completion_length comes from the inspection's
+    # length advice, sample_completions' `lengths.config_patch`).
+    recipe.update(log_completions=True, num_completions_to_print=LOGGED_COMPLETIONS)
+    why.update(log_completions="print and log a few (prompt, completion, rewards) rows every logging step: read "
+               "training's samples as the inspection's were read",
+               num_completions_to_print=f"{LOGGED_COMPLETIONS} rows per logging step are enough to read")
+    hardware, hardware_why = _hardware(request, gpu)
+    recipe.update(hardware)
+    why.update(hardware_why)
+    if request.finetune != "full":
+        recipe["learning_rate"] = LORA_LEARNING_RATE
+        why["learning_rate"] = ("LoRA updates few weights: GRPO with LoRA settles near 1e-5, an order of magnitude "
+                                "above a full fine-tune")
+    thinking, thinking_why = thinking_fields(model, request.thinking)
+    if request.thinking and not thinking:
+        raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
+                             "leave thinking empty for it")
+    recipe.update(thinking)
+    why.update(thinking_why)
+    ga = request.overrides.get("gradient_accumulation_steps", recipe["gradient_accumulation_steps"])
+    if isinstance(ga, int) and not {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(request.overrides):
+        structure, structure_why = off_policy_fields(variant, ga)
+        recipe.update(structure)
+        why.update(structure_why)
+    specs = list(request.rewards)
+    if variant == "dapo" and not any(s.name == "soft_overlong_punishment" for s in specs):
+        length = request.overrides.get("max_completion_length", recipe.get("max_completion_length",
+                                                                           defaults.get("max_completion_length", 512)))
+        if isinstance(length, int) and length > 0:
+            recipe["max_completion_length"] = length
+            why["max_completion_length"] = why.get("max_completion_length", "TRL's default") + (
+                "; also L_max of DAPO's soft overlong punishment in train/rewards.json: change both together")
+            specs.append(RewardSpec(name="soft_overlong_punishment", params={
+                "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)}))
+    if any(s.weight != 1.0 for s in specs):
+        recipe["reward_weights"] = [s.weight for s in specs]
+        why["reward_weights"] = "the weights of the rewards in train/rewards.json, in order"
+    recipe["output_dir"] = str(Run(run_dir).checkpoints)
+    why["output_dir"] = "checkpoints go inside the run directory"
+
+    if request.finetune != "full" and recipe["bf16"]:
+        why["bf16"] = "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
+    model_fields, model_why = _model_fields(request, model, recipe["bf16"])
+    if moe and model_fields.get("lora_target_modules") == "all-linear":
+        model_fields["lora_target_modules"] = _moe_lora_targets(model)
+        model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
+    data_fields = _dataset_fields(request, run_dir)
+    why.update(model_why)
+    why.update({k: "the training prompts" for k in data_fields})
+    values = {**model_fields, **data_fields, **recipe}
+    cli_rewards = _trl_cli_rewards(specs)
+    values.update(cli_rewards)
+    why.update({k: "this run's rewards as import paths, so `trl grpo --config` runs them too" for k in cli_rewards})
+    for key, value in request.overrides.items():
+        if values.get(key, object()) != value or key not in why:
+            why[key] = "override: " + (request.override_reason or "set by the request's overrides")
+    values.update(request.overrides)
     # Recipe values are always written, so a later TRL with other defaults runs the same recipe; other values
     # only when they differ from the installed TRL's defaults.
-    explicit = ALWAYS_WRITTEN | set(recipe) | (set(model_fields) - {"dtype"}) | set(request.overrides)
+    explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides)
     values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
-    return values, variant, reason, moe
+    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs
 
 
 # LoRA targets for a MoE model whose layers cannot be listed offline: the attention and MLP projections of the
@@ -142,10 +214,10 @@ def _moe_lora_targets(model: str) -> list[str]:
     return found or GENERIC_MOE_LORA_TARGETS
 
 
-def _trl_cli_rewards(request: GRPORecipeRequest) -> dict:
+def _trl_cli_rewards(specs: list[RewardSpec]) -> dict:
     """`reward_funcs` for `trl grpo`: only when every reward is expressible as a dotted path with its defaults."""
     paths = []
-    for spec in request.rewards:
+    for spec in specs:
         if spec.name in REGISTRY:
             dotted = REGISTRY[spec.name].get("dotted_path")
             if spec.params or not dotted:
@@ -188,8 +260,10 @@ SECTIONS = (
 )
 
 
-def render_yaml(values: dict, header: str) -> str:
-    """YAML grouped by topic, with a header saying what it is and how to run it."""
+def render_yaml(values: dict, header: str, why: dict | None = None) -> str:
+    """YAML grouped by topic, with a header saying what it is and how to run it, and each value's reason as a
+    comment above it."""
+    why = why or {}
     groups: dict[str, dict] = {"model": {}, "data": {}, "rewards": {}, "grpo": {}}
     for key, value in values.items():
         name = next((n for n, _, pred in SECTIONS if pred(key)), "grpo")
@@ -197,7 +271,12 @@ def render_yaml(values: dict, header: str) -> str:
     parts = [header]
     for name, title in (("model", "model"), ("data", "data"), ("rewards", "rewards"), ("grpo", "GRPO / training")):
         if groups[name]:
-            parts.append(f"# --- {title}\n" + yaml.safe_dump(groups[name], sort_keys=False, default_flow_style=False))
+            lines = [f"# --- {title}"]
+            for key, value in groups[name].items():
+                if why.get(key):
+                    lines += textwrap.wrap(why[key], 116, initial_indent="# ", subsequent_indent="#   ")
+                lines.append(yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False).rstrip("\n"))
+            parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
 
 
@@ -208,21 +287,26 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     if request.run_dir and (run_dir is None or not run_dir.is_dir()):
         raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
                              "its runs/ and the current directory)")
-    values, variant, reason, moe = build_config(request, run_dir)
-    specs = [s.model_dump() for s in request.rewards]
+    values, variant, reason, moe, why, reward_specs = build_config(request, run_dir)
+    specs = [s.model_dump() for s in reward_specs]
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
                                  override_reason=request.override_reason, is_moe=moe)
 
     run = Run(run_dir)
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
+    names = ", ".join(s["name"] for s in specs)
+    if any(s["name"] == "soft_overlong_punishment" for s in specs):
+        names += " (soft_overlong_punishment: DAPO's length shaping, -1 at max_completion_length)"
     header = (
         f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
-        f"# Train with this run's rewards:  python train/train.py --config train/config.yaml\n"
+        "# Each value that differs from TRL's default says why above it.\n"
+        f"# Rewards (train/rewards.json): {names}.\n"
+        "# Train with this run's rewards:  python train/train.py --config train/config.yaml\n"
         + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
-    config_path = atomic_write_text(run.config, render_yaml(values, header))
+    config_path = atomic_write_text(run.config, render_yaml(values, header, why))
     atomic_write_json(run.rewards, specs)
     request_record = request.model_dump()
     request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)

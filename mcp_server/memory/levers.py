@@ -17,6 +17,7 @@ from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, V
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
+from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.validate import validate_values
 from mcp_server.runs import Run
@@ -29,9 +30,6 @@ LEVER_COST = {
     "vllm_server_mode": 3, "cpu_offload_optimizer": 4, "no_vllm": 4, "lora": 5, "shorter_completions": 6,
     "qlora": 7,
 }
-# bf16 weights in a full fine-tune drop the fp32 master copy: at RL learning rates (~1e-6) most updates are below
-# bf16's resolution (8 bits of mantissa: a step under ~1/256 of the weight rounds away). Costed above QLoRA.
-FULL_FT_BF16_COST = 8
 # levers that cannot go together: two ways of fine-tuning, or two layouts of vLLM
 _EXCLUSIVE = ({"lora", "qlora"}, {"vllm_sleep_mode", "vllm_server_mode"}, {"no_vllm", "vllm_sleep_mode"},
               {"zero3", "cpu_offload_optimizer"})
@@ -116,15 +114,11 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                 out.append(("vllm_tensor_parallel", f"Shard the colocated vLLM over {tp} GPUs: each holds 1/{tp} of "
                             "its weights and KV cache.", {"vllm_tensor_parallel_size": tp,
                                                            "vllm_gpu_memory_utilization": util_tp}))
-    if settings.dtype == "float32" and not (target.gpu and not target.gpu.bf16):
-        if settings.peft:
-            out.append(("bf16_weights", "Load the frozen base in bfloat16 (TRL loads float32 by default): halves the "
-                        "base weights; the LoRA adapters stay fp32.", {"dtype": "bfloat16"}))
-        elif breakdown.training_gpus == 1 or settings.zero_stage == 0:
-            out.append(("bf16_weights", "Load the weights in bfloat16: halves weights, gradients and optimizer "
-                        "state, but a full fine-tune then has no fp32 master weights: at RL learning rates (~1e-6) "
-                        "most updates are below bf16's resolution (a step under ~1/256 of a weight rounds away) and "
-                        "training silently stalls. Prefer LoRA, 8-bit AdamW or sharding.", {"dtype": "bfloat16"}))
+    # recipe.precision: bf16 weights only under LoRA/QLoRA (a full fine-tune's AdamW steps round away in bf16)
+    if settings.dtype == "float32" and weights_dtype(settings.finetune, bf16=True) == "bfloat16" \
+            and not (target.gpu and not target.gpu.bf16):
+        out.append(("bf16_weights", "Load the frozen base in bfloat16 (TRL loads float32 by default): halves its "
+                    "memory; the adapters stay float32.", {"dtype": "bfloat16"}))
     if settings.optim.lower() not in EIGHT_BIT_OPTIMS and not settings.optim.lower().startswith(("sgd", "adafactor")):
         out.append(("adamw_8bit", "8-bit AdamW (bitsandbytes): optimizer state from 8 (or 16) to 2 bytes per "
                     "trained parameter; quality is on par.", {"optim": "adamw_8bit"}))
@@ -260,8 +254,6 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
     capacity = target.capacity_gib
     levers: list[Lever] = []
     costs = dict(LEVER_COST)
-    if not settings.peft:
-        costs["bf16_weights"] = FULL_FT_BF16_COST
     for name, description, patch in candidate_levers(arch, params, settings, target, breakdown, inspected):
         alone = compute_breakdown(arch, params, apply_config_patch(settings, patch), target)
         lever = Lever(name=name, description=description, patch=patch, saves_gib=round(breakdown.peak - alone.peak, 2),

@@ -83,6 +83,11 @@ class GRPORecipeRequest(Request):
         description="The observed problem that calls for a variant: entropy_collapse -> dapo, length_bias -> "
         "dr_grpo, moe_instability -> gspo, truncated_completions -> dapo (masks truncated completions).",
     )
+    thinking: bool | None = Field(
+        default=None,
+        description="For a hybrid thinking model (Qwen3-style chat template with enable_thinking): true trains with "
+        "thinking on (max_completion_length 8192), false or empty with thinking off (1024). Other models: leave empty.",
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict,
         description="Any GRPOConfig fields to set explicitly (e.g. {'max_completion_length': 512}); they win "

@@ -14,6 +14,7 @@ from typing import Callable
 from mcp_server.errors import closest_names
 from mcp_server.model_ref import ROUTER_NAMES
 from mcp_server.recipe.models import Finding
+from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
 
@@ -329,13 +330,36 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
                     f"use a learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})")]
 
 
+def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
+    """Pure bf16 (or fp16) weights on a full fine-tune: no fp32 master copy, so RL-sized updates round away."""
+    init = ctx.get("model_init_kwargs") if isinstance(ctx.get("model_init_kwargs"), dict) else {}
+    dtype = str(init.get("dtype") or ctx.get("dtype") or "float32").replace("torch.", "")
+    if dtype not in ("bfloat16", "float16", "auto") or bf16_weights_allowed({**ctx.values, "deepspeed": ctx.get("deepspeed")}):
+        return []
+    try:
+        lr = float(ctx.get("learning_rate"))
+    except (TypeError, ValueError):
+        return []
+    if lr >= BF16_SWALLOW_LR:
+        return []
+    stored = "the checkpoint's dtype (bf16 for most LLMs)" if dtype == "auto" else dtype
+    return [finding("full_finetune_low_precision_weights", "dtype", "error",
+                    f"dtype={dtype} on a full fine-tune keeps the weights and AdamW state in {stored} with no float32 "
+                    f"master copy: bf16 has 8 significant bits, so an update below half a unit in the last place "
+                    f"({BF16_SWALLOW_LR:.1e} for a weight of {TYPICAL_WEIGHT}) is rounded away. AdamW moves a weight "
+                    f"by about the learning rate ({lr:g}) per step, so most weights never change while the loss "
+                    "curve looks normal.",
+                    "set dtype: float32 with bf16: true (float32 master weights, bf16 autocast), or train LoRA "
+                    "(use_peft: true) over a bf16 base, or use DeepSpeed ZeRO (it keeps float32 master weights)")]
+
+
 def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
     if "loss_type" in ctx.values or not ctx.trl["fields"]:
         return []
     default = ctx.trl["fields"].get("loss_type", {}).get("default")
     return [finding("loss_type_implicit", "loss_type", "info",
                     f"loss_type is not set, so TRL {ctx.trl['trl_version']} uses its default '{default}'.",
-                    "set loss_type explicitly ('grpo' for the base recipe)")]
+                    "set loss_type explicitly ('dapo' for the base recipe)")]
 
 
 def rule_moe(ctx: Context) -> list[Finding]:
@@ -502,5 +526,6 @@ def rule_model(ctx: Context) -> list[Finding]:
 
 RULES: list[Callable[[Context], list[Finding]]] = [
     rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware, rule_learning_rate,
-    rule_loss_type_explicit, rule_moe, rule_moe_lora_router, rule_combinations, rule_rewards, rule_model,
+    rule_full_finetune_precision, rule_loss_type_explicit, rule_moe, rule_moe_lora_router, rule_combinations,
+    rule_rewards, rule_model,
 ]

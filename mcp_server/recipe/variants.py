@@ -1,4 +1,10 @@
-"""The seed recipe and its loss variants, chosen only by name or by a stated symptom."""
+"""The seed recipe and its loss variants, chosen only by name or by a stated symptom.
+
+Every value carries the reason the emitted config.yaml prints beside it (WHY, VARIANT_WHY). A variant whose
+mechanism is a clip bound also sets the off-policy structure that lets the clip act (`off_policy_fields`):
+with one generation batch per optimizer step (TRL's default, steps_per_generation = gradient_accumulation_steps,
+num_iterations = 1) every update is on-policy, the importance ratio is exactly 1 and no clip bound is reached.
+"""
 
 from __future__ import annotations
 
@@ -16,19 +22,78 @@ BASE_RECIPE: dict = {
     "bf16": True,
     "logging_steps": 10,
     "seed": 3407,
-    # Current TRL defaults loss_type to "dapo": the base recipe is plain GRPO, said explicitly.
-    "loss_type": "grpo",
+    "loss_type": "dapo",
+}
+
+WHY: dict[str, str] = {
+    "use_vllm": "generation is most of a GRPO step; vLLM samples several times faster than transformers generate",
+    "vllm_mode": "one GPU: vLLM shares it with training (colocate)",
+    "num_generations": "group size: 8 completions per prompt; with fewer, most groups have one reward value and no advantage",
+    "learning_rate": "full fine-tune: GRPO's settled range is 1e-7 to 1e-6 (supervised rates such as 5e-5 diverge)",
+    "beta": "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it",
+    "per_device_train_batch_size": "8 completions per micro-batch: one prompt group",
+    "gradient_accumulation_steps": "4 micro-batches per optimizer step: 32 completions, 4 prompt groups per GPU",
+    "bf16": "bf16 autocast for the matmuls; the weights stay float32 (dtype), so small RL updates are not rounded away",
+    "logging_steps": "one progress line every 10 optimizer steps",
+    "seed": "the seed recipe's seed, so a rerun samples the same completions",
+    "loss_type": "token-level loss over the accumulated batch (DAPO's aggregation): no length bias. 'grpo' "
+                 "normalises per sequence, favouring short right and long wrong answers (TRL: not recommended); "
+                 "written out so a TRL upgrade cannot change it",
 }
 
 VARIANTS: dict[str, dict] = {
     "grpo": {},
-    # DAPO: clip-higher, no KL term, truncated completions masked out of the loss.
+    # DAPO: clip-higher, no KL term, truncated completions masked out of the loss (+ soft overlong punishment,
+    # a reward: see DAPO_LENGTH_SHAPING, and 16 mini-batches per rollout: see MINI_BATCHES_PER_GENERATION).
     "dapo": {"loss_type": "dapo", "epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True},
     # Dr.GRPO: constant normaliser and no std scaling, which removes the length and difficulty biases.
-    "dr_grpo": {"loss_type": "dr_grpo", "scale_rewards": "none"},
-    # GSPO: sequence-level importance ratios with the paper's (much tighter) clip range.
-    "gspo": {"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4, "beta": 0.0},
+    "dr_grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0},
+    # GSPO: sequence-level importance ratios with the paper's (much tighter) clip range, per-sequence loss.
+    "gspo": {"importance_sampling_level": "sequence", "loss_type": "grpo", "epsilon": 3e-4, "epsilon_high": 4e-4,
+             "beta": 0.0},
 }
+
+VARIANT_WHY: dict[str, dict[str, str]] = {
+    "grpo": {},
+    "dapo": {
+        "loss_type": "DAPO's token-level loss over the accumulated batch (no length bias)",
+        "epsilon_high": "DAPO clip-higher (paper sec. 4.1: 0.2 low, 0.28 high): low-probability tokens can still "
+                        "grow, which keeps entropy from collapsing",
+        "beta": "DAPO drops the KL term (paper sec. 2.3): no reference model",
+        "mask_truncated_completions": "DAPO overlong filtering: a truncated completion is not scored as wrong",
+        "num_generations": "group size 8 (the recipe's); the DAPO paper samples 16 per prompt: set "
+                           "num_generations: 16 in overrides to match it (the generation batch stays divisible)",
+    },
+    "dr_grpo": {
+        "loss_type": "Dr.GRPO: a constant normaliser (max_completion_length) instead of each sequence's length",
+        "scale_rewards": "Dr.GRPO: advantages are reward minus group mean, not divided by the group std (dividing "
+                         "up-weights near-solved and near-impossible prompts); this is what differs from the base "
+                         "in every step",
+        "beta": "Dr.GRPO's setting (TRL paper index): no KL term",
+    },
+    "gspo": {
+        "importance_sampling_level": "GSPO: one importance ratio per sequence (geometric mean of token ratios)",
+        "loss_type": "GSPO's per-sequence objective: TRL warns that token-summing losses weight sequences by length",
+        "epsilon": "GSPO paper (v2) sec. 5.1: sequence ratios stay near 1, so the clip range is 3e-4 / 4e-4",
+        "epsilon_high": "GSPO paper (v2) sec. 5.1",
+        "beta": "GSPO sets the KL term to zero",
+    },
+}
+
+# Off-policy structure: optimizer steps (mini-batches) per generation batch. The clip acts only on mini-batches
+# sampled before the last update; TRL's paper index: GSPO "only has an effect when training goes slightly
+# off-policy ... otherwise it is effectively equivalent to no modification". Dr.GRPO changes the normaliser and
+# the advantages, not the clip, so it acts on-policy and keeps one mini-batch per generation.
+MINI_BATCHES_PER_GENERATION: dict[str, tuple[int, str]] = {
+    "dapo": (16, "DAPO paper sec. 4.1: 512 prompts x 16 samples per rollout, mini-batches of 32 prompts: 16 updates "
+                 "per rollout. Mini-batches 2-16 are off-policy, which is where clip-higher acts"),
+    "gspo": (4, "GSPO paper (v2) sec. 5.1: each rollout batch is split into 4 mini-batches. Mini-batches 2-4 are "
+                "off-policy, which is where the sequence clip acts"),
+}
+
+# DAPO's length shaping: TRL's soft overlong punishment (trl.rewards.get_soft_overlong_punishment), with the
+# paper's cache fraction (L_cache 4096 of L_max 20480) applied to this config's max_completion_length.
+DAPO_SOFT_PUNISH_FRACTION = 0.2
 
 SYMPTOM_TO_VARIANT: dict[str, tuple[str, str]] = {
     "entropy_collapse": ("dapo", "entropy collapse: DAPO's clip-higher keeps low-probability tokens explorable"),
@@ -36,6 +101,26 @@ SYMPTOM_TO_VARIANT: dict[str, tuple[str, str]] = {
     "length_bias": ("dr_grpo", "length bias: Dr.GRPO removes the per-sequence length normalisation"),
     "moe_instability": ("gspo", "MoE instability: GSPO's sequence-level ratios are stable under expert routing"),
 }
+
+
+def off_policy_fields(variant: str, gradient_accumulation_steps: int) -> tuple[dict, dict]:
+    """(values, why) of the generation structure the variant's clip needs: steps_per_generation =
+    mini-batches per rollout x gradient_accumulation_steps, so each optimizer step takes one mini-batch."""
+    if variant not in MINI_BATCHES_PER_GENERATION:
+        return {}, {}
+    mini_batches, reason = MINI_BATCHES_PER_GENERATION[variant]
+    steps = mini_batches * gradient_accumulation_steps
+    why = (f"{mini_batches} optimizer steps per generation batch ({mini_batches} x gradient_accumulation_steps "
+           f"{gradient_accumulation_steps}). {reason}. With one step per generation the ratio is exactly 1 and "
+           "the clip never acts (num_iterations > 1 is the other way to go off-policy)")
+    return {"steps_per_generation": steps}, {"steps_per_generation": why}
+
+
+def variant_values(variant: str, gradient_accumulation_steps: int) -> dict:
+    """The values that make the variant what it is, as emit_grpo_config writes them (diagnosis patches use it)."""
+    values = {"loss_type": BASE_RECIPE["loss_type"], **VARIANTS[variant]}
+    values.update(off_policy_fields(variant, gradient_accumulation_steps)[0])
+    return values
 
 
 def choose_variant(variant: str | None, symptom: str | None, moe: bool, override_reason: str | None) -> tuple[str, str]:

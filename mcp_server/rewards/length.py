@@ -66,3 +66,16 @@ def make_length_penalty(reward: Callable, target_tokens: int = 256, max_tokens: 
     name = f"length_penalty_{getattr(reward, '__name__', 'reward')}"
     return NamedReward(name, score_length_penalty, reward=reward, target_tokens=target_tokens, max_tokens=max_tokens,
                        max_penalty=float(max_penalty), tokenizer=tokenizer)
+
+
+def make_soft_overlong_punishment(max_completion_len: int = 512, soft_punish_cache: int = 102) -> Callable:
+    """TRL's soft overlong punishment (DAPO eq. 13): 0 up to max - cache tokens, then falling linearly to -1 at
+    max_completion_len (trl.rewards.get_soft_overlong_punishment; it reads TRL's completion_ids)."""
+    for name, value in (("max_completion_len", max_completion_len), ("soft_punish_cache", soft_punish_cache)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise UserInputError(name, f"must be a non-negative integer of tokens, got {value!r}")
+    if soft_punish_cache > max_completion_len:
+        raise UserInputError("soft_punish_cache", f"{soft_punish_cache} exceeds max_completion_len {max_completion_len}")
+    from trl.rewards import get_soft_overlong_punishment
+
+    return get_soft_overlong_punishment(max_completion_len=max_completion_len, soft_punish_cache=soft_punish_cache)

@@ -123,6 +123,20 @@ REGISTRY: dict[str, dict[str, Any]] = {
         example={"name": "length_penalty", "params": {"reward": {"name": "correctness_reward"}, "target_tokens": 200,
                                                        "max_tokens": 512}, "weight": 1.0},
     ),
+    "soft_overlong_punishment": dict(
+        factory="mcp_server.rewards.length:make_soft_overlong_punishment",
+        dotted_path=None,
+        columns=["completion_ids"],
+        description="DAPO's soft overlong punishment, TRL's get_soft_overlong_punishment: 0 up to "
+        "max_completion_len - soft_punish_cache tokens, then falling linearly to -1 at max_completion_len. "
+        "Set max_completion_len to the config's max_completion_length (the DAPO variant does).",
+        params={
+            "max_completion_len": ("int", "L_max: the config's max_completion_length."),
+            "soft_punish_cache": ("int", "L_cache: tokens before L_max where the punishment ramps (DAPO: 4096 of 20480)."),
+        },
+        example={"name": "soft_overlong_punishment", "params": {"max_completion_len": 1024, "soft_punish_cache": 205},
+                 "weight": 1.0},
+    ),
     "rubric_judge": dict(
         factory="mcp_server.rewards.judge:make_rubric_judge",
         dotted_path=None,

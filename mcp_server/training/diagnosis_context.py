@@ -244,10 +244,14 @@ class Ctx:
 
     def variant_patch(self, variant: str) -> dict:
         """The variant as emit_grpo_config writes it (the base recipe's loss_type unless the variant sets its
-        own), less what the run already has."""
-        from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS
+        own, and the off-policy structure its clip needs), less what the run already has."""
+        from mcp_server.recipe.variants import variant_values
 
-        wanted = {"loss_type": BASE_RECIPE["loss_type"], **VARIANTS[variant]}
+        ga = self.config.get("gradient_accumulation_steps", 1)  # TRL's default is 1
+        wanted = variant_values(variant, ga if isinstance(ga, int) else 1)
+        own_structure = {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(self.config)
+        if own_structure:  # the run already goes off-policy its own way (and TRL rejects two of them together)
+            wanted.pop("steps_per_generation", None)
         return {k: v for k, v in wanted.items() if self.config.get(k) != v}
 
 

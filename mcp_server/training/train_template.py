@@ -26,10 +26,24 @@ RUN_DIR = Path(__file__).resolve().parents[1]
 PROMPT_COLUMN = "{{PROMPT_COLUMN}}"
 
 
-def main():
+def model_init_kwargs(model_args, training_args) -> dict:
+    """What `trl grpo` passes to from_pretrained: the model section's revision, attention and dtype, TRL's
+    trust_remote_code, and anything in model_init_kwargs (which wins)."""
+    kwargs = dict(
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+        attn_implementation=model_args.attn_implementation,
+        dtype=model_args.dtype,
+    )
+    kwargs.update(training_args.model_init_kwargs or {})
+    return kwargs
+
+
+def build_trainer(argv=None):
+    """The GRPOTrainer for the config named on the command line (`argv`, default sys.argv), not yet trained."""
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
-    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config()
-    training_args.model_init_kwargs = {"dtype": model_args.dtype, **(training_args.model_init_kwargs or {})}
+    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
+    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args)
 
     if dataset_args.datasets:
         dataset = get_dataset(dataset_args)[script_args.dataset_train_split]
@@ -40,7 +54,7 @@ def main():
         dataset = dataset.rename_column(PROMPT_COLUMN, "prompt")
 
     rewards = json.loads(Run(RUN_DIR).rewards.read_text())
-    trainer = GRPOTrainer(
+    return GRPOTrainer(
         model=model_args.model_name_or_path,
         reward_funcs=build_reward_funcs(rewards),
         args=training_args,
@@ -49,6 +63,11 @@ def main():
         quantization_config=get_quantization_config(model_args),
         callbacks=[ProgressCallback(RUN_DIR)],
     )
+
+
+def main():
+    trainer = build_trainer()
+    training_args = trainer.args
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:

@@ -1,0 +1,56 @@
+"""The one rule for weight precision: a full fine-tune keeps float32 master weights; bf16 weights only under LoRA.
+
+bfloat16 has 8 significant bits. An update smaller than half a unit in the last place of a weight is rounded
+away: for a weight of magnitude 0.02 (a typical initialiser scale) that is 2**-14 = 6.1e-5. AdamW moves each
+weight by about the learning rate per step, so at GRPO's full fine-tune rates (1e-7 to 1e-6) a model whose
+weights and optimizer state are bf16 (`dtype: bfloat16`, no fp32 master copy) barely changes while its loss curve
+looks normal. TRL loads in float32 unless told otherwise and `bf16: true` runs the matmuls under bf16 autocast:
+that is the emitted full fine-tune. DeepSpeed ZeRO with bf16 keeps its own fp32 master copy, so a bf16 load is
+safe there. LoRA/QLoRA train float32 adapters (PEFT upcasts them) over a frozen base, so the base may be bf16.
+
+The emitter (`weights_dtype`), the validator (`rules.rule_full_finetune_precision`) and the memory planner's
+bf16-weights lever all follow this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+TYPICAL_WEIGHT = 0.02  # Qwen2/Llama initializer_range: the magnitude of most weights of a trained LLM too
+BF16_MANTISSA_BITS = 8  # significant bits, the implicit one included
+
+
+def bf16_half_ulp(magnitude: float) -> float:
+    """Half a bf16 unit in the last place at `magnitude`: the smallest update that is not rounded away."""
+    return 2.0 ** (math.floor(math.log2(abs(magnitude))) - BF16_MANTISSA_BITS)
+
+
+# Learning rates below this leave a weight of TYPICAL_WEIGHT unchanged in pure bf16 (AdamW steps ~ lr).
+BF16_SWALLOW_LR = bf16_half_ulp(TYPICAL_WEIGHT)
+
+
+def is_full_finetune(values: dict) -> bool:
+    """No adapter: every weight is trained (and has AdamW state)."""
+    return not (values.get("use_peft") or values.get("load_in_4bit") or values.get("load_in_8bit"))
+
+
+def bf16_weights_allowed(values: dict) -> bool:
+    """Whether the weights may be loaded in bf16: under LoRA/QLoRA, or when DeepSpeed keeps fp32 master weights."""
+    return not is_full_finetune(values) or bool(values.get("deepspeed"))
+
+
+def weights_dtype(finetune: str, bf16: bool) -> str:
+    """The `dtype` to load the model in: float32 for a full fine-tune (fp32 master weights, bf16 autocast when
+    the GPU has it); bfloat16 for the frozen base of LoRA/QLoRA on a bf16 GPU."""
+    return "bfloat16" if bf16 and finetune in ("lora", "qlora") else "float32"
+
+
+def dtype_reason(finetune: str, bf16: bool) -> str:
+    """Why `weights_dtype` chose what it did, for the emitted config's comment."""
+    if finetune == "full":
+        return (f"full fine-tune: float32 master weights ({'bf16 autocast computes' if bf16 else 'fp32 throughout'}); "
+                f"pure bf16 weights round away AdamW steps below {BF16_SWALLOW_LR:.1e} at |w|={TYPICAL_WEIGHT}, "
+                "i.e. every GRPO learning rate")
+    if bf16:
+        return "LoRA: the frozen base in bf16 halves its memory; the adapters train in float32"
+    return "this GPU has no bf16: the frozen base in float32"
