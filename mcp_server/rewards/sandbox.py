@@ -45,7 +45,7 @@ class SandboxUnavailable(RuntimeError):
 class Limits:
     timeout_s: float = 10.0  # wall clock for the whole run, including interpreter start
     memory_mb: int = 512  # address space per process (RLIMIT_AS)
-    max_processes: int = 8  # processes + threads inside the sandbox's own user namespace (RLIMIT_NPROC)
+    max_processes: int = 8  # the solution's processes + threads (RLIMIT_NPROC in the sandbox's user namespace, +1: the tester)
     max_output_bytes: int = 64 * 1024  # stdout + stderr; more is a flood and scores 0
     max_file_mb: int = 16  # largest file written (RLIMIT_FSIZE); /tmp is capped at 4x this
     max_open_files: int = 64
@@ -192,7 +192,7 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
     payload = json.dumps({
         "code": code, "tests": tests,
         "limits": {
-            "nproc": limits.max_processes, "as": limits.memory_mb * 1024 * 1024,
+            "nproc": limits.max_processes + 1, "as": limits.memory_mb * 1024 * 1024,  # + the tester process
             "cpu": max(1, int(limits.timeout_s + 0.999)), "fsize": limits.max_file_mb * 1024 * 1024,
             "nofile": limits.max_open_files,
         },
