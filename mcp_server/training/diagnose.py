@@ -14,6 +14,7 @@ when patches are checked.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from pathlib import Path
@@ -182,12 +183,16 @@ def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
     from mcp_server.recipe.validate import validate_values
 
     base, kwargs, what = validation_base(ctx)
+    checked: dict[str, tuple[bool, list[str]]] = {}  # several findings often share a patch: validate it once
     for f in findings:
         if not f.patch:
             continue
-        result = validate_values({**base, **f.patch}, **kwargs)
-        f.patch_valid = result.valid
-        f.patch_problems = [f"{x.code} [{x.field}]: {x.message}" for x in result.findings if x.severity == "error"]
+        key = json.dumps(f.patch, sort_keys=True, default=str)
+        if key not in checked:
+            result = validate_values({**base, **f.patch}, **kwargs)
+            checked[key] = (result.valid, [f"{x.code} [{x.field}]: {x.message}" for x in result.findings
+                                           if x.severity == "error"])
+        f.patch_valid, f.patch_problems = checked[key][0], list(checked[key][1])
     return what
 
 
