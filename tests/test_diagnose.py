@@ -586,9 +586,13 @@ def test_unreadable_sources_are_clear_errors(tmp_path, runs):
 
 # ---------------------------------------------------------------- the doors
 def test_cli_diagnose_run(runs, tmp_path):
-    proc, data = run_cli_json("diagnose-run", str(runs["huge_lr"]))
-    lr = next(f for f in data["findings"] if f["code"] == "lr_out_of_range")
-    assert proc.returncode == 1 and lr["patch_valid"] is True
+    truncated = with_series(healthy_rows(8), "completions/clipped_ratio", [0.0] * 4 + [0.3] * 4)
+    proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, truncated)))  # one patch to validate
+    assert proc.returncode == 1 and [(f["code"], f["patch_valid"]) for f in data["findings"]] == [
+        ("completions_truncated", True)]
+    proc, data = run_cli_json("diagnose-run", str(runs["truncated"]))
+    assert proc.returncode == 1 and [f["code"] for f in data["findings"]][:2] == [
+        "completions_never_terminate", "no_reward_signal"]
     proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, healthy_rows())), "--no-validate")
     assert proc.returncode == 0 and data["healthy"] is True
     proc = run_cli("diagnose-run", str(FIXTURES / "module_not_found.log"), "--no-validate")

@@ -14,6 +14,7 @@ when patches are checked.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from pathlib import Path
@@ -185,11 +186,14 @@ def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
     # An error the run's config already has, on a field this patch leaves alone, is another finding's to fix
     # (a truncation patch on a run at learning_rate=1.0 is judged on what it changes).
     before = {(x.code, x.field) for x in validate_values(dict(base), **kwargs).findings if x.severity == "error"}
+    checked: dict[str, list] = {}  # several findings often share a patch: validate it once
     for f in findings:
         if not f.patch:
             continue
-        result = validate_values({**base, **f.patch}, **kwargs)
-        errors = [x for x in result.findings if x.severity == "error"
+        key = json.dumps(f.patch, sort_keys=True, default=str)
+        if key not in checked:
+            checked[key] = validate_values({**base, **f.patch}, **kwargs).findings
+        errors = [x for x in checked[key] if x.severity == "error"
                   and ((x.code, x.field) not in before or x.field in f.patch)]
         f.patch_valid = not errors
         f.patch_problems = [f"{x.code} [{x.field}]: {x.message}" for x in errors]

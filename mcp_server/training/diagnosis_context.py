@@ -166,7 +166,10 @@ class Ctx:
 
     @property
     def kl_bounds(self) -> tuple[float, float]:
-        return kl_bounds(float(self.get("beta", 0.0) or 0.0))
+        """The run's bounds; the recipe's (beta 0.04) when the config does not say (TRL's own default is not
+        looked up: it costs a TRL import, and a run that logs kl has a beta above 0 anyway)."""
+        beta = self.config.get("beta")
+        return kl_bounds(float(beta) if isinstance(beta, (int, float)) and not isinstance(beta, bool) else None)
 
     def ratio(self, name: str, fraction: float = 0.25) -> tuple[float, float] | None:
         """(early, late) means of a positive series (first and last `fraction`), None when too short or zero."""
