@@ -195,12 +195,12 @@ class ProgressRecords:
 def read_progress_records(path: str | Path, *, exact_bytes: int | None = None, sample: int = PROGRESS_SAMPLE,
                           tail: int = PROGRESS_TAIL) -> ProgressRecords:
     """The JSON-lines log at `path` (train/logs/progress.jsonl, or any metrics .jsonl) in bounded memory and time:
-    the one reader of progress logs (training_status, list_runs, diagnose_run).
+    the one reader of whole progress logs (training_status, diagnose_run).
 
-    A log up to `exact_bytes` (default PROGRESS_EXACT_BYTES) is read whole. A longer one (200 MB: hours of steps) is never loaded: one pass at C
-    speed counts its lines and picks out those holding a NaN or an infinity (up to PROGRESS_NONFINITE), then
-    `sample` lines are read at evenly spaced offsets and the last `tail` lines from the end. Only those are parsed,
-    so memory stays in the tens of MB and time near the disk's read time, whatever the size."""
+    A log up to `exact_bytes` (default PROGRESS_EXACT_BYTES) is read whole. A longer one (200 MB: hours of steps)
+    is never loaded: one pass at C speed counts its lines and picks out those holding a NaN or an infinity (up to
+    PROGRESS_NONFINITE), then `sample` lines are read at evenly spaced offsets and the last `tail` lines from the
+    end. Only those are parsed, so memory stays in the tens of MB and time near the disk's read time."""
     global _last_read
     path = Path(path)
     if not path.is_file():  # a device or a pipe may never end
