@@ -314,7 +314,7 @@ def test_rubric_judge_with_a_local_model_directory(tiny_model, tmp_path):
 
 # ---------------------------------------------------------------- list_rewards (core, CLI, MCP)
 REGISTRY_NAMES = {"format_reward", "correctness_reward", "math_reward", "json_schema_reward", "code_execution_reward",
-                  "length_penalty", "rubric_judge"}
+                  "length_penalty", "soft_overlong_punishment", "rubric_judge"}
 
 
 def test_list_rewards_core_and_every_example_builds():

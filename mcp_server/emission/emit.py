@@ -121,6 +121,26 @@ def _hardware(request: GRPORecipeRequest, gpu) -> tuple[dict, dict]:
     return values, why
 
 
+def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, defaults: dict,
+                         specs: list[RewardSpec]) -> list[RewardSpec]:
+    """DAPO's soft overlong punishment as an extra reward, its L_max pinned as max_completion_length (in place)."""
+    if any(s.name == "soft_overlong_punishment" for s in specs):
+        return []
+    length = request.overrides.get("max_completion_length",
+                                   recipe.get("max_completion_length", defaults.get("max_completion_length", 512)))
+    if not isinstance(length, int) or length <= 0:
+        return []  # validation reports the bad length
+    recipe["max_completion_length"] = length
+    source = ("override: " + (request.override_reason or "set by the request's overrides")
+              if "max_completion_length" in request.overrides else
+              why.get("max_completion_length", f"{length} tokens, TRL's default"))
+    why["max_completion_length"] = (source
+                                    + "; also L_max of DAPO's soft overlong punishment in train/rewards.json: "
+                                    "change both together")
+    return [RewardSpec(name="soft_overlong_punishment", params={
+        "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)})]
+
+
 def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool, dict, list]:
     """(config values, variant, reason, is_moe, why per key, reward specs) for the request's target."""
     model = resolve_model(request.model)
@@ -160,15 +180,8 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         recipe.update(structure)
         why.update(structure_why)
     specs = list(request.rewards)
-    if variant == "dapo" and not any(s.name == "soft_overlong_punishment" for s in specs):
-        length = request.overrides.get("max_completion_length", recipe.get("max_completion_length",
-                                                                           defaults.get("max_completion_length", 512)))
-        if isinstance(length, int) and length > 0:
-            recipe["max_completion_length"] = length
-            why["max_completion_length"] = why.get("max_completion_length", "TRL's default") + (
-                "; also L_max of DAPO's soft overlong punishment in train/rewards.json: change both together")
-            specs.append(RewardSpec(name="soft_overlong_punishment", params={
-                "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)}))
+    if variant == "dapo":
+        specs += _dapo_length_shaping(request, recipe, why, defaults, specs)
     if any(s.weight != 1.0 for s in specs):
         recipe["reward_weights"] = [s.weight for s in specs]
         why["reward_weights"] = "the weights of the rewards in train/rewards.json, in order"
