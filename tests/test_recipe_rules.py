@@ -129,6 +129,12 @@ def test_learning_rate_warns_at_the_edge_of_the_settled_range_and_errs_far_outsi
         assert ("lora" if lora else "full") in f.message and "recipe:" in f.fix
 
 
+def test_a_stated_reason_turns_a_far_learning_rate_into_a_warning():
+    # e.g. the demo's 100k-parameter model trained from scratch minutes ago learns only at a large rate
+    f = codes(check({"learning_rate": 1e-4}, override_reason="tiny model trained from scratch"))["lr_out_of_range"]
+    assert f.severity == "warning" and "tiny model trained from scratch" in f.message
+
+
 def test_yaml_numbers_are_judged_as_trls_parser_reads_them(tmp_path):
     # PyYAML (YAML 1.1) reads 5e-7 and 3e-4 as strings; TRL's parser converts them with the field's type.
     path = tmp_path / "config.yaml"

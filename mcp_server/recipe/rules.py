@@ -324,9 +324,10 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
     side = "above" if lr > high else "below"
     effect = ("RL updates at supervised learning rates move the policy too far per step and collapse it"
               if lr > high else "the policy barely moves and the reward stays flat")
-    return [finding("lr_out_of_range", "learning_rate", "error" if far else "warning",
+    overridden = f" Overridden: {ctx.override_reason}." if far and ctx.override_reason else ""
+    return [finding("lr_out_of_range", "learning_rate", "error" if far and not overridden else "warning",
                     f"learning_rate={lr:g} is {'far ' if far else ''}{side} GRPO's settled range for {mode} "
-                    f"fine-tuning ({low:g}-{high:g}): {effect}.",
+                    f"fine-tuning ({low:g}-{high:g}): {effect}.{overridden}",
                     f"use a learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})")]
 
 
