@@ -8,6 +8,9 @@ template lives with the training code it imports; emission only copies its text.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -26,7 +29,7 @@ from mcp_server.recipe.variants import BASE_RECIPE, VARIANTS, choose_variant
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
-from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
+from mcp_server.workspace import atomic_write_json, atomic_write_text, runs_root, unique_run_name
 
 LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path"}
@@ -38,8 +41,10 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
     """TrlParser keys for the data: a local file becomes a `datasets` mixture entry, a hub name `dataset_name`."""
     if request.dataset == TINY:
         train_rows, _ = split_task()
-        path = write_jsonl(train_rows, Run(run_dir).train_data)
-        return {"datasets": [{"path": "json", "data_files": str(path), "split": "train"}]}
+        run = Run(run_dir)
+        path = write_jsonl(train_rows, run.train_data)
+        # Relative to the run (train.py runs there): a moved or copied run reads its own copy.
+        return {"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]}
     path = Path(request.dataset).expanduser()
     if path.exists():
         if path.is_file():
@@ -99,7 +104,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         recipe["learning_rate"] = LORA_LEARNING_RATE
     if any(s.weight != 1.0 for s in request.rewards):
         recipe["reward_weights"] = [s.weight for s in request.rewards]
-    recipe["output_dir"] = str(Run(run_dir).checkpoints)
+    recipe["output_dir"] = str(Run(run_dir).checkpoints.relative_to(run_dir))  # relative: the run can move
 
     model_fields = _model_fields(request, model, recipe["bf16"])
     values = {**model_fields, **_dataset_fields(request, run_dir), **recipe}
@@ -174,15 +179,43 @@ def render_yaml(values: dict, header: str) -> str:
 
 
 def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
-    run_dir = Path(request.run_dir) if request.run_dir else new_run_dir(request.run_name or Path(request.model).name)
-    if request.run_dir and not run_dir.is_dir():
-        raise UserInputError("run_dir", f"no such directory: {request.run_dir}")
-    values, variant, reason, moe = build_config(request, run_dir)
+    """Into `run_dir` when given (refused when it holds anything launched), else into a new run directory
+    that appears only once every file is written: a failed emission leaves nothing behind."""
+    if request.run_dir:
+        run_dir = Path(request.run_dir)
+        if not run_dir.is_dir():
+            raise UserInputError("run_dir", f"no such directory: {request.run_dir}")
+        launched = Run(run_dir).launched_evidence()
+        if launched:
+            raise UserInputError(
+                "run_dir", f"{run_dir} holds a launched run ({', '.join(launched)}): emitting into it would rewrite "
+                "what was launched. Emit without run_dir for a new run, or resume_training to continue this one")
+        return _emit(request, run_dir, run_dir)
+    slug = request.run_name or Path(request.model).name
+    runs_root().mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".emit-", dir=runs_root()))  # hidden from all_runs
+    try:
+        while True:
+            final = runs_root() / unique_run_name(slug)
+            result = _emit(request, staging, final)
+            try:
+                os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
+                return result
+            except OSError:
+                if not final.exists():
+                    raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitResult:
+    """Write the run's files into `write_dir`; the result names them where they will be, under `run_dir`."""
+    values, variant, reason, moe = build_config(request, write_dir)
     specs = [s.model_dump() for s in request.rewards]
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
                                  override_reason=request.override_reason, is_moe=moe)
 
-    run = Run(run_dir)
+    run = Run(write_dir)
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
     header = (
@@ -196,15 +229,16 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     request_record = request.model_dump()
     request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)
     atomic_write_json(run.request, request_record)
-    schema_path = atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
+    atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
     validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU"))
     script = TEMPLATE.read_text().replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
-    script_path = atomic_write_text(run.script, script)
+    atomic_write_text(run.script, script)
+    final = Run(run_dir)
     return EmitResult(
         run_dir=str(run_dir),
-        config_path=str(config_path),
-        train_script_path=str(script_path),
-        schema_path=str(schema_path),
+        config_path=str(final.config),
+        train_script_path=str(final.script),
+        schema_path=str(final.request_schema),
         variant=variant,
         variant_reason=reason,
         config=values,
