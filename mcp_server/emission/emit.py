@@ -52,7 +52,10 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
             if fmt is None:
                 raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
             _check_columns(path, request)
-            return {"datasets": [{"path": fmt, "data_files": str(path.resolve()), "split": "train"}]}
+            data_file = path.resolve()
+            if data_file.is_relative_to(Path(run_dir).resolve()):  # the run's own data: relative, moves with it
+                data_file = data_file.relative_to(Path(run_dir).resolve())
+            return {"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}
         return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}
     if request.dataset.startswith((".", "/", "~")):
         raise UserInputError("dataset", f"no such file or directory: {request.dataset}")

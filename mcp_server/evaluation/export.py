@@ -93,10 +93,6 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     run_dir = run.dir
     config, base, ckpt = run.trained_model(request.checkpoint)
     # What the card records (optional: a run without them is still exported, and the card says "unknown").
-    if run.export.exists() and not request.archive_previous:
-        raise UserInputError(
-            "run", f"{run.export} holds an earlier export: nothing is overwritten. Set archive_previous "
-            "(CLI: --archive-previous) to move it to archive/ first, or export another run")
     promotion = read_json_if_present(run.promotion)
     promotion = promotion if isinstance(promotion, dict) else None
     # The promotion applies to the checkpoint it judged, by content, wherever the run now lives: a checkpoint
@@ -118,6 +114,11 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
             "run", f"{run_dir.name} has no PROMOTE verdict ({verdict or 'never judged'}): run promote_checkpoint "
             "first, or set allow_unpromoted to export anyway (the model card will say so)",
         )
+
+    if run.export.exists() and not request.archive_previous:
+        raise UserInputError(
+            "run", f"{run.export} holds an earlier export: nothing is overwritten. Set archive_previous "
+            "(CLI: --archive-previous) to move it to archive/ first, or export another run")
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
