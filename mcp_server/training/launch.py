@@ -486,6 +486,8 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     refusals, env = check_gates(run_dir, environment=not plan.slurm)
     if refusals:
         return _refused(run_dir, refusals, derived["state"])
+    if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
+        _archive_attempt(run, config)
     if plan.slurm:
         written = write_plan_files(run_dir, plan)
         commit = record_in_git(run_dir, [run.config, run.script, run.slurm_script, run.accelerate],
@@ -497,8 +499,6 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
             accelerate_config=written.get("accelerate_config"), slurm_script=written["slurm"], vllm_server=plan.vllm,
             message=f"{plan.num_nodes} nodes: wrote {written['slurm']}; submit it with `sbatch train/launch.slurm` from the run directory",
         )
-    if launched:
-        _archive_attempt(run, config)
     written = write_plan_files(run_dir, plan)
     return _start(run_dir, plan, written, None, env)
 

@@ -165,8 +165,8 @@ def _without_record(run: Run, note: str | None) -> dict:
     """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
     outcome = read_json_if_present(run.outcome)  # e.g. trained by hand, without launch_training
     exit_code = read_exit_code(run.dir)
-    if isinstance(outcome, dict) and outcome.get("state") in TERMINAL:
-        state = outcome["state"]
+    if isinstance(outcome, dict) and outcome.get("state", "succeeded") in TERMINAL:
+        state = outcome.get("state", "succeeded")
     elif read_json_if_present(run.stopped) is not None:
         state = "stopped"
     elif exit_code not in (None, 0):
@@ -189,9 +189,10 @@ def derive_state(run_dir: Path) -> dict:
     here = run.dir.resolve()
     note = None
     proc = verified_launcher(run_dir, record.get("pid"), record.get("create_time")) if record else None
-    # Look among the processes only where a launch may still be live: not for a run whose record says it
-    # ended, nor for one that was never launched (list_runs reads every run).
-    launched = record.get("state") not in TERMINAL if record else (run.run_json.exists() or run.stdout.exists())
+    # Look among the processes only where a launch may still be live (list_runs reads every run): a record
+    # that does not say it ended, or logs without the exit code launch.sh writes last.
+    launched = ((run.run_json.exists() and (record is None or record.get("state") not in TERMINAL))
+                or (run.stdout.exists() and not run.exit_code.exists()))
     if proc is None and launched:
         proc = find_launcher(run_dir)
         if proc is not None:  # a live launcher the record does not name: trust the process
