@@ -184,3 +184,19 @@ def test_resume_takes_the_same_lock(workspace):
         proc, out = run_cli_json("resume-training", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert proc.returncode == 1 and out["refusals"][0]["gate"] == "lock"
     assert f"pid {os.getpid()}" in out["refusals"][0]["message"]
+
+
+def test_a_copy_never_trains_into_the_original(workspace, tiny_model):
+    """A copied run whose config (as emitted before paths were relative) names the original's output_dir would
+    train into the original: refused, naming the fix."""
+    original = emit_run("original")
+    copy = workspace / "runs" / "copy-of-original"
+    shutil.copytree(original, copy)
+    config = copy / "train" / "config.yaml"
+    values = yaml.safe_load(config.read_text())
+    assert values["output_dir"] == "checkpoints"  # as emitted now: the copy trains into its own checkpoints/
+    config.write_text(config.read_text().replace("output_dir: checkpoints", f"output_dir: {original / 'checkpoints'}"))
+    proc, out = run_cli_json("launch-training", str(copy), env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert proc.returncode == 1 and out["refusals"][0]["gate"] == "config", out
+    assert "another run directory" in out["refusals"][0]["message"] and "output_dir: checkpoints" in out["message"]
+    assert not (copy / "run.json").exists() and not (original / "checkpoints").exists()
