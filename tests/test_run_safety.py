@@ -7,7 +7,6 @@ checkpoint before it), so every state it is asked about is known by construction
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import os
@@ -20,7 +19,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from conftest import call_mcp, checkout_env, run_cli, run_cli_json
+from conftest import checkout_env, run_cli, run_cli_json
 from test_training import emit_run, pass_inspection
 
 LAUNCHER = ["bash", "train/launch.sh"]
@@ -39,29 +38,31 @@ def launchers(run_dir: Path) -> list[psutil.Process]:
     return found
 
 
-def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves_nothing(workspace):
+def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves_nothing(workspace, tiny_model):
     """emit-config --run-name X on the same day overwrote X; unicode-only names all became `run`; a failed
-    emission left an empty run directory."""
+    emission (a bad model, a system file as data set) left an empty run directory. The emissions that succeed go
+    through the core API (it loads TRL once for the whole suite), the failing ones through the CLI."""
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
     today = dt.date.today().isoformat()
-    tiny = {"model": "tiny", "dataset": "tiny", "gpu": "cpu"}
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    for args, field in ((["--model", "./no/such/model", "--dataset", "tiny"], "model"),
+                        (["--model", "tiny", "--dataset", "/etc/passwd"], "dataset")):
+        proc = run_cli("emit-config", *args, "--gpu", "cpu", "--run-name", "x", env=env)
+        assert proc.returncode == 2 and f"error: {field}:" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (workspace / "runs").exists()  # nothing left behind, not even an empty runs/
 
-    async def calls(client):
-        first = await client.call_tool("emit_grpo_config", {**tiny, "run_name": "same"})
-        config = Path(first.structured_content["config_path"])
-        before = config.read_bytes()
-        emitted = [await client.call_tool("emit_grpo_config", {**tiny, "run_name": name})
-                   for name in ("same", "модель 训练", "🚀", "🚀")]
-        bad_model = await client.call_tool("emit_grpo_config", {**tiny, "model": "./no/such/model", "run_name": "x"})
-        system_file = await client.call_tool("emit_grpo_config", {**tiny, "dataset": "/etc/passwd", "run_name": "y"})
-        return first, config, before, emitted, bad_model, system_file
+    def emit(name: str):
+        return emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name=name))
 
-    first, config, before, emitted, bad_model, system_file = asyncio.run(call_mcp(calls))
-    assert not first.is_error and all(not e.is_error for e in emitted)
-    names = [Path(r.structured_content["run_dir"]).name for r in [first, *emitted]]
+    first = emit("same")
+    config = Path(first.config_path)
+    before = config.read_bytes()
+    emitted = [first, *(emit(name) for name in ("same", "модель 训练", "🚀", "🚀"))]
+    names = [Path(r.run_dir).name for r in emitted]
     assert names == [f"{today}-same", f"{today}-same-2", f"{today}-модель-训练", f"{today}-run", f"{today}-run-2"]
     assert config.read_bytes() == before  # the first run's config is untouched by the second emission
-    assert bad_model.is_error and "model" in bad_model.content[0].text
-    assert system_file.is_error and "dataset" in system_file.content[0].text
     assert sorted(p.name for p in (workspace / "runs").iterdir()) == sorted(names)  # nothing else, nothing hidden
 
     # Paths inside the run are relative to it: a copy trains on its own data into its own checkpoints.

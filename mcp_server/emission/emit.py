@@ -8,6 +8,7 @@ template lives with the training code it imports; emission only copies its text.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -195,6 +196,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
                 "what was launched. Emit without run_dir for a new run, or resume_training to continue this one")
         return _emit(request, run_dir, run_dir)
     slug = request.run_name or Path(request.model).name
+    made_root = not runs_root().exists()
     runs_root().mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".emit-", dir=runs_root()))  # hidden from all_runs
     try:
@@ -207,8 +209,12 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             except OSError:
                 if not final.exists():
                     raise
-    finally:
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if made_root:  # a first emission that failed leaves no empty runs/ either
+            with contextlib.suppress(OSError):
+                runs_root().rmdir()
+        raise
 
 
 def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitResult:
