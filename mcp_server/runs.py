@@ -39,8 +39,17 @@ directory"). Every module that reads or writes a run names its files through `Ru
         verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
       promotion-report.md             promotion_report
-      promotion.json                  promotion      promote_checkpoint's result
+      promotion.json                  promotion      promote_checkpoint's result (with the checkpoint's content hash)
       export/                         export         export_model's standalone model
+      archive/<kind>-<n>/             archive_slot   what an explicit archive flag moved aside (an earlier
+                                                     attempt, an earlier export): never deleted
+      .launch.lock                    lock           held (flock) by the process launching or resuming the run;
+                                                     it holds that process's pid
+
+Paths inside a run are relative to the run directory (output_dir: checkpoints, the run's own data:
+data/train.jsonl; Run.resolve reads them), so a run can be moved or copied. A run directory holding anything
+launched (launched_evidence) is never rewritten: emission into it, a fresh launch and an export over an export
+are refused with the way forward.
 
 `eval/` (workspace.eval_root) sits beside `runs/`: baselines outlive runs.
 Every file is written atomically (workspace.atomic_write_*). Readers say what a missing file means:
@@ -247,11 +256,46 @@ class Run:
     def verdict(self) -> Path:
         return self.inspection / "verdict.json"
 
+    @property
+    def lock(self) -> Path:
+        return self.dir / ".launch.lock"
+
+    @property
+    def archive(self) -> Path:
+        return self.dir / "archive"
+
+    def archive_slot(self, kind: str) -> Path:
+        """The next free archive/<kind>-<n>/ (not created)."""
+        n = 1
+        while (self.archive / f"{kind}-{n}").exists():
+            n += 1
+        return self.archive / f"{kind}-{n}"
+
     # ---------------------------------------------------------------- reading
+    def resolve(self, path: str | Path) -> Path:
+        """A path written in the run's files: relative ones are relative to the run directory."""
+        path = Path(path).expanduser()
+        return path if path.is_absolute() else self.dir / path
+
     def output_dir(self, config: dict) -> Path:
         """Where training saves: the config's output_dir (relative to the run), else checkpoints/."""
-        out = Path(str(config.get("output_dir") or "checkpoints"))
-        return out if out.is_absolute() else self.dir / out
+        return self.resolve(str(config.get("output_dir") or "checkpoints"))
+
+    def launched_evidence(self) -> list[str]:
+        """What shows the run was launched or produced something: a launch record, training logs, a saved model
+        or checkpoint, a promotion, an export. Empty for a run that was only emitted (and inspected)."""
+        found = [self.run_json.name] if self.run_json.exists() else []
+        found += [str(p.relative_to(self.dir)) for p in (self.logs, self.export, self.checkpoints)
+                  if p.is_dir() and any(p.iterdir())]
+        found += [str(p.relative_to(self.dir)) for p in sorted(self.train.glob("logs-attempt-*"))[:1]]
+        found += [self.promotion.name] if self.promotion.exists() else []
+        try:
+            out = self.output_dir(self.read_config())
+        except UserInputError:
+            out = self.checkpoints
+        if out != self.checkpoints and out.is_dir() and any(out.iterdir()):
+            found.append(str(out))
+        return found
 
     def read_config(self) -> dict:
         """train/config.yaml as a dict; {} when the run has none yet (not emitted)."""
@@ -268,9 +312,12 @@ class Run:
         base = config.get("model_name_or_path")
         if not base:
             raise UserInputError("run", f"{self.config} names no model_name_or_path: emit the config first")
-        ckpt = Path(checkpoint or config.get("output_dir") or self.checkpoints).expanduser()
-        if not ckpt.is_absolute() and not ckpt.exists():
-            ckpt = self.dir / ckpt
+        if checkpoint:  # as the person gave it: relative to where they are, else to the run
+            ckpt = Path(checkpoint).expanduser()
+            if not ckpt.is_absolute() and not ckpt.exists():
+                ckpt = self.dir / ckpt
+        else:
+            ckpt = self.output_dir(config)
         if not (ckpt / "config.json").is_file() and not (ckpt / "adapter_config.json").is_file():
             raise UserInputError(
                 "checkpoint", f"{ckpt} holds no saved model (config.json or adapter_config.json): has training finished?"

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import tempfile
+import unicodedata
 from pathlib import Path
 
 
@@ -44,16 +45,34 @@ def find_existing(text: str | Path) -> Path | None:
 
 
 def slugify(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return slug[:48] or "run"
+    """A readable directory name: letters and digits of any script kept (NFKC, lower case), the rest as '-'.
+    Only a name with no letter or digit at all (emoji, punctuation) becomes 'run'."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    slug = re.sub(r"[\W_]+", "-", text).strip("-")
+    return slug[:48].strip("-") or "run"
+
+
+def unique_run_name(slug: str, date: _dt.date | None = None) -> str:
+    """`<YYYY-MM-DD>-<slug>`, or `-2`, `-3`, ... when that directory exists: a new run never lands on an
+    earlier one."""
+    base = f"{(date or _dt.date.today()).isoformat()}-{slugify(slug)}"
+    name, n = base, 1
+    while (runs_root() / name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def new_run_dir(slug: str, date: _dt.date | None = None) -> Path:
-    """`runs/<YYYY-MM-DD>-<slug>/`, created if missing."""
-    date = date or _dt.date.today()
-    path = runs_root() / f"{date.isoformat()}-{slugify(slug)}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """A new, empty `runs/<YYYY-MM-DD>-<slug>[-n]/` (unique_run_name), created here."""
+    while True:
+        path = runs_root() / unique_run_name(slug, date)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:  # another process took the name between the check and the mkdir
+            continue
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
@@ -93,4 +112,24 @@ def sha256_file(path: Path) -> str:
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+# Not the model a folder holds: training state (optimizer, scheduler, RNG, trainer bookkeeping, DeepSpeed
+# shards) and the intermediate checkpoint-N/ folders an output_dir keeps beside its final model.
+NOT_THE_MODEL = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", "rng_state",
+                 "global_step", "zero_to_fp32.py", "latest", "checkpoint-", ".")
+
+
+def sha256_tree(folder: Path) -> str:
+    """sha256 of a saved model's content: every file's relative path and sha256, in order, except the
+    training state and intermediate checkpoints (NOT_THE_MODEL). Equal for a copy or a moved folder; any changed weight, config or
+    tokenizer file changes it."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder)
+        if rel.parts[0].startswith(NOT_THE_MODEL):
+            continue
+        digest.update(f"{rel.as_posix()}\0{sha256_file(path)}\n".encode())
     return digest.hexdigest()

@@ -112,7 +112,7 @@ def make_run(workspace: Path, name: str, base: Path | str, checkpoint: Path) -> 
     run = workspace / "runs" / f"2026-01-01-{name}"
     (run / "train").mkdir(parents=True)
     shutil.copytree(checkpoint, run / "checkpoints")
-    config = {"model_name_or_path": str(base), "output_dir": str(run / "checkpoints"), "max_completion_length": MAX_NEW}
+    config = {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_completion_length": MAX_NEW}
     (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
     (run / "train" / "rewards.json").write_text(json.dumps([{"name": "correctness_reward", "params": {}, "weight": 1.0}]))
     return run
@@ -279,6 +279,23 @@ def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse
     # The export is a standalone model with the checkpoint's behaviour.
     again = evaluate_model(EvaluateRequest(model=str(export_dir), goldens=str(goldens), max_new_tokens=MAX_NEW))
     assert again.pass_rate == result.checkpoint_pass_rate
+    assert exported.checkpoint_sha256 == result.checkpoint_sha256 and result.checkpoint_sha256 in card
+
+    # An export is never overwritten: refused, or (explicit flag) the earlier one is archived first.
+    with pytest.raises(UserInputError, match="holds an earlier export.*archive_previous"):
+        export_model(ExportRequest(run=str(run)))
+    weights = (export_dir / "model.safetensors").read_bytes()
+    # A moved run keeps its promotion: the checkpoint is known by content, not by path.
+    moved = run.rename(run.with_name(run.name + "-moved"))
+    second = export_model(ExportRequest(run=str(moved), archive_previous=True))
+    assert second.smoke_identical and Path(second.archived_previous) == moved / "archive" / "export-1"
+    assert (moved / "archive" / "export-1" / "model.safetensors").read_bytes() == weights
+
+    # A checkpoint retrained in place after the promotion is not the promoted one: no export.
+    shutil.copy(worse_model / "model.safetensors", moved / "checkpoints" / "model.safetensors")
+    with pytest.raises(UserInputError, match="not the checkpoint the promotion judged"):
+        export_model(ExportRequest(run=str(moved), archive_previous=True))
+    assert not (moved / "archive" / "export-2").exists()
 
 
 def test_export_refuses_an_unjudged_run_and_merges_lora(workspace, tiny_model, small_task):

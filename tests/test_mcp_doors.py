@@ -218,8 +218,10 @@ def test_every_cli_command_not_run_elsewhere(doors):
 
     refused = run_cli("export-model", str(doors.same), env=env)
     assert refused.returncode == 2 and "no PROMOTE verdict (REJECT)" in refused.stderr
-    proc, export = run_cli_json("export-model", str(doors.same), "--allow-unpromoted", env=env)
+    # The MCP session exported it already: nothing is overwritten unless the earlier export is archived first.
+    proc, export = run_cli_json("export-model", str(doors.same), "--allow-unpromoted", "--archive-previous", env=env)
     assert proc.returncode == 0 and export["smoke_identical"] and Path(export["export_dir"], "model.safetensors").is_file()
+    assert Path(export["archived_previous"], "model.safetensors").is_file()
 
 
 def test_cli_bad_file_is_one_line_not_a_traceback(doors):

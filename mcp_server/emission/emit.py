@@ -8,6 +8,10 @@ template lives with the training code it imports; emission only copies its text.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
 from mcp_server.worker import in_training
-from mcp_server.workspace import atomic_write_json, atomic_write_text, find_existing, new_run_dir, workspace_root
+from mcp_server.workspace import atomic_write_json, atomic_write_text, find_existing, runs_root, unique_run_name, workspace_root
 
 LOGGED_COMPLETIONS = 8
 LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
@@ -45,8 +49,10 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
     """TrlParser keys for the data: a local file becomes a `datasets` mixture entry, a hub name `dataset_name`."""
     if request.dataset == TINY:
         train_rows, _ = split_task()
-        path = write_jsonl(train_rows, Run(run_dir).train_data)
-        return {"datasets": [{"path": "json", "data_files": str(path), "split": "train"}]}
+        run = Run(run_dir)
+        path = write_jsonl(train_rows, run.train_data)
+        # Relative to the run (train.py runs there): a moved or copied run reads its own copy.
+        return {"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]}
     path = Path(request.dataset).expanduser()
     if path.exists():
         if path.is_file():
@@ -54,7 +60,10 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
             if fmt is None:
                 raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
             _check_columns(path, request)
-            return {"datasets": [{"path": fmt, "data_files": str(path.resolve()), "split": "train"}]}
+            data_file = path.resolve()
+            if data_file.is_relative_to(Path(run_dir).resolve()):  # the run's own data: relative, moves with it
+                data_file = data_file.relative_to(Path(run_dir).resolve())
+            return {"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}
         if not path.is_dir():  # a device or a pipe: no data set, and reading it may never end
             raise UserInputError("dataset", f"{request.dataset} is not a regular file or a directory; give a "
                                  f"{', '.join(DATA_FORMATS)} file, a directory of them, a hub name or 'tiny'")
@@ -185,8 +194,8 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     if any(s.weight != 1.0 for s in specs):
         recipe["reward_weights"] = [s.weight for s in specs]
         why["reward_weights"] = "the weights of the rewards in train/rewards.json, in order"
-    recipe["output_dir"] = str(Run(run_dir).checkpoints)
-    why["output_dir"] = "checkpoints go inside the run directory"
+    recipe["output_dir"] = str(Run(run_dir).checkpoints.relative_to(run_dir))  # relative: the run can move
+    why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
     if request.finetune != "full" and recipe["bf16"]:
         why["bf16"] = "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
@@ -294,18 +303,50 @@ def render_yaml(values: dict, header: str, why: dict | None = None) -> str:
 
 
 def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
-    # A relative run_dir is resolved now (workspace first): the config records absolute paths, so training,
-    # which runs from the run directory, finds them whatever directory the emit ran from.
-    run_dir = find_existing(request.run_dir) if request.run_dir else new_run_dir(request.run_name or Path(request.model).name)
-    if request.run_dir and (run_dir is None or not run_dir.is_dir()):
-        raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
-                             "its runs/ and the current directory)")
-    values, variant, reason, moe, why, reward_specs = build_config(request, run_dir)
+    """Into `run_dir` when given (refused when it holds anything launched), else into a new run directory
+    that appears only once every file is written: a failed emission leaves nothing behind."""
+    if request.run_dir:
+        # A relative run_dir is resolved now (workspace first), whatever directory the emit ran from.
+        run_dir = find_existing(request.run_dir)
+        if run_dir is None or not run_dir.is_dir():
+            raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
+                                 "its runs/ and the current directory)")
+        launched = Run(run_dir).launched_evidence()
+        if launched:
+            raise UserInputError(
+                "run_dir", f"{run_dir} holds a launched run ({', '.join(launched)}): emitting into it would rewrite "
+                "what was launched. Emit without run_dir for a new run, or resume_training to continue this one")
+        return _emit(request, run_dir, run_dir)
+    slug = request.run_name or Path(request.model).name
+    made_root = not runs_root().exists()
+    runs_root().mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".emit-", dir=runs_root()))  # hidden from all_runs
+    try:
+        while True:
+            final = runs_root() / unique_run_name(slug)
+            result = _emit(request, staging, final)
+            try:
+                os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
+                return result
+            except OSError:
+                if not final.exists():
+                    raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if made_root:  # a first emission that failed leaves no empty runs/ either
+            with contextlib.suppress(OSError):
+                runs_root().rmdir()
+        raise
+
+
+def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitResult:
+    """Write the run's files into `write_dir`; the result names them where they will be, under `run_dir`."""
+    values, variant, reason, moe, why, reward_specs = build_config(request, write_dir)
     specs = [s.model_dump() for s in reward_specs]
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
                                  override_reason=request.override_reason, is_moe=moe)
 
-    run = Run(run_dir)
+    run = Run(write_dir)
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
     names = ", ".join(s["name"] for s in specs)
@@ -324,15 +365,16 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     request_record = request.model_dump()
     request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)
     atomic_write_json(run.request, request_record)
-    schema_path = atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
+    atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
     validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU"))
     script = TEMPLATE.read_text().replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
-    script_path = atomic_write_text(run.script, script)
+    atomic_write_text(run.script, script)
+    final = Run(run_dir)
     return EmitResult(
         run_dir=str(run_dir),
-        config_path=str(config_path),
-        train_script_path=str(script_path),
-        schema_path=str(schema_path),
+        config_path=str(final.config),
+        train_script_path=str(final.script),
+        schema_path=str(final.request_schema),
         variant=variant,
         variant_reason=reason,
         config=values,

@@ -21,7 +21,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_text, sha256_file, sha256_tree
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
@@ -40,7 +40,7 @@ def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
 
 
 def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward_sha: str | None,
-               inspection: dict | None, promotion: dict | None, merged: bool) -> str:
+               inspection: dict | None, promotion: dict | None, merged: bool, ckpt_sha: str | None = None) -> str:
     verdict = (promotion or {}).get("verdict")
     inspection_line = "none recorded"
     if inspection:
@@ -69,6 +69,7 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
         "|---|---|",
         f"| Base model | `{base}` |",
         f"| Training config sha256 | `{config_sha or 'unknown'}` |",
+        f"| Checkpoint content sha256 | `{ckpt_sha or 'unknown'}` |",
         f"| Reward functions | {', '.join(reward_names) or 'unknown'} |",
         f"| Reward code sha256 | `{reward_sha or 'unknown'}` |",
         f"| Inspection verdict | {inspection_line} |",
@@ -93,14 +94,31 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     config, base, ckpt = run.trained_model(request.checkpoint)
     # What the card records (optional: a run without them is still exported, and the card says "unknown").
     promotion = read_json_if_present(run.promotion)
+    promotion = promotion if isinstance(promotion, dict) else None
+    # The promotion applies to the checkpoint it judged, by content, wherever the run now lives: a checkpoint
+    # retrained in place or another checkpoint is not promoted.
+    ckpt_sha = sha256_tree(ckpt)
+    judged = (promotion or {}).get("checkpoint_sha256")
+    mismatch = None
+    if promotion and judged != ckpt_sha:
+        mismatch = (f"{ckpt} (content sha256 {ckpt_sha[:12]}) is not the checkpoint the promotion judged ("
+                    + (f"{promotion.get('checkpoint')}, sha256 {judged[:12]}): it changed since, or is another one"
+                       if isinstance(judged, str) else "promotion.json records no content hash") + ")")
+        promotion = None  # its verdict is not this checkpoint's
     verdict = (promotion or {}).get("verdict")
     if verdict != "PROMOTE" and not request.allow_unpromoted:
+        if mismatch:
+            raise UserInputError("checkpoint", f"{mismatch}: run promote_checkpoint on it, or set allow_unpromoted "
+                                 "to export it unjudged (the model card will say so)")
         raise UserInputError(
             "run", f"{run_dir.name} has no PROMOTE verdict ({verdict or 'never judged'}): run promote_checkpoint "
             "first, or set allow_unpromoted to export anyway (the model card will say so)",
         )
-    if promotion and Path(promotion.get("checkpoint", ckpt)).resolve() != ckpt:
-        raise UserInputError("checkpoint", f"the promotion judged {promotion['checkpoint']}, not {ckpt}")
+
+    if run.export.exists() and not request.archive_previous:
+        raise UserInputError(
+            "run", f"{run.export} holds an earlier export: nothing is overwritten. Set archive_previous "
+            "(CLI: --archive-previous) to move it to archive/ first, or export another run")
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
@@ -126,11 +144,14 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         atomic_write_text(tmp / "README.md", model_card(run_dir, base, config_sha, rewards, reward_sha, inspection,
-                                                       promotion, merged))
+                                                       promotion, merged, ckpt_sha))
         report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
-        if export_dir.exists():
-            shutil.rmtree(export_dir)
+        archived = None
+        if export_dir.exists():  # archive_previous (checked above): moved aside, never deleted
+            archived = run.archive_slot("export")
+            archived.parent.mkdir(parents=True, exist_ok=True)
+            export_dir.rename(archived)
         tmp.rename(export_dir)
         report(STAGES, STAGES, f"exported to {export_dir}")
     except BaseException:
@@ -139,6 +160,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     return ExportResult(
         run_dir=str(run_dir), export_dir=str(export_dir), merged_lora=merged,
         files=sorted(p.name for p in export_dir.iterdir()), model_card=str(export_dir / "README.md"),
-        config_sha256=config_sha, promotion_verdict=verdict, smoke_identical=before == after,
+        config_sha256=config_sha, checkpoint_sha256=ckpt_sha, archived_previous=str(archived) if archived else None,
+        promotion_verdict=verdict, smoke_identical=before == after,
         smoke_items=len(prompts),
     )

@@ -123,6 +123,9 @@ class DriftResult(BaseModel):
 class PromotionResult(BaseModel):
     run_dir: str = Field(description="The run directory.")
     checkpoint: str = Field(description="The checkpoint judged.")
+    checkpoint_sha256: str | None = Field(
+        default=None, description="Content hash of the checkpoint judged (workspace.sha256_tree: weights, config, "
+        "tokenizer; not optimizer state): export_model exports only a checkpoint with this hash.")
     base_model: str = Field(description="The run's base model (model_name_or_path).")
     verdict: Literal["PROMOTE", "REJECT"] = Field(description="The decision.")
     reasons: list[str] = Field(description="Evidence for the verdict, one line each.")
@@ -164,6 +167,9 @@ class ExportRequest(Request):
         description="Export even without a PROMOTE verdict in promotion.json (the model card then says so).",
     )
     smoke_items: int = Field(default=4, ge=1, le=64, description="Goldens used by the before/after smoke test.")
+    archive_previous: bool = Field(
+        default=False, description="When <run>/export holds an earlier export, move it to <run>/archive/export-<n>/ "
+        "first. Without it an export over an export is refused (nothing is overwritten).")
 
 
 class ExportResult(BaseModel):
@@ -173,6 +179,9 @@ class ExportResult(BaseModel):
     files: list[str] = Field(description="Files written into export/.")
     model_card: str = Field(description="Path of the model card (export/README.md).")
     config_sha256: str | None = Field(description="sha256 of train/config.yaml.")
+    checkpoint_sha256: str = Field(description="Content hash of the checkpoint exported (workspace.sha256_tree); equal "
+                                   "to the promotion's when it was promoted.")
+    archived_previous: str | None = Field(default=None, description="Where an earlier export was moved, if any.")
     promotion_verdict: str | None = Field(description="PROMOTE / REJECT from promotion.json, or None when never judged.")
     smoke_identical: bool = Field(description="True when greedy outputs on the smoke goldens match before and after export.")
     smoke_items: int = Field(description="Goldens compared in the smoke test.")

@@ -33,7 +33,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file
+from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
 
 NOISE_POINTS = 1.0
 HARD_FAIL_POINTS = 5.0
@@ -154,6 +154,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
     rows = load_goldens(goldens)
+    ckpt_sha = sha256_tree(ckpt)  # before loading: what export_model will check it exports
     ckpt_loaded = load_model(ckpt)
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
                           report=_stage(report, "checkpoint on the goldens"))
@@ -194,7 +195,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     verdict = "PROMOTE" if beats and drift.ok else "REJECT"
 
     result = PromotionResult(
-        run_dir=str(run_dir), checkpoint=str(ckpt), base_model=base, verdict=verdict, reasons=reasons,
+        run_dir=str(run_dir), checkpoint=str(ckpt), checkpoint_sha256=ckpt_sha, base_model=base, verdict=verdict, reasons=reasons,
         goldens=str(goldens), goldens_sha256=sha, baseline_path=str(eval_root() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
         baseline_pass_rate=base_rate, baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
         checkpoint_pass_rate=rate, checkpoint_ci=(low, high), improvement_points=improvement,

@@ -50,12 +50,14 @@ def _trl_defaults() -> dict:
     return {k: defaults.get(k, v) if defaults.get(k, v) is not dataclasses.MISSING else v for k, v in fallback.items()}
 
 
-def _data_settings(request: SampleRequest, config: dict) -> dict:
+def _data_settings(request: SampleRequest, config: dict, run: Run | None = None) -> dict:
     """Model and data: the request's, else the run's config. Checked before anything heavy is imported."""
     dataset, split = request.dataset, request.dataset_split
     if dataset is None:
         dataset, config_split = _dataset_from_config(config)
         split = split or config_split
+        if run is not None and dataset and run.resolve(dataset).exists():  # the run's own data: relative to it
+            dataset = str(run.resolve(dataset))
     model = request.model or config.get("model_name_or_path")
     if model is None:
         raise UserInputError("model", "no model given and the run has no train/config.yaml naming one; give a path or 'tiny'")
@@ -292,7 +294,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     run = Run(Path(request.run))
     run_dir = run.dir
     config = run.read_config()
-    data = _data_settings(request, config)
+    data = _data_settings(request, config, run)
     rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
     prompt_column = _prompt_column(request, run_dir)
     conversational = check_prompt_column(rows, prompt_column)

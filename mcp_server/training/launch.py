@@ -39,8 +39,16 @@ from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.environment import check_environment, read_run_target
 from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRequest, LaunchResult, RunRequest
-from mcp_server.training.runstate import checkpoints, derive_state, read_run_json, write_run_json
-from mcp_server.workspace import atomic_write_text, sha256_file
+from mcp_server.training.runlock import RunLocked, run_lock
+from mcp_server.training.runstate import (
+    LAUNCHER,
+    checkpoints,
+    derive_state,
+    read_run_json,
+    verified_launcher,
+    write_run_json,
+)
+from mcp_server.workspace import atomic_write_text, runs_root, sha256_file
 
 TRAIN_ARGS = ["train/train.py", "--config", "train/config.yaml"]
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
@@ -383,16 +391,6 @@ def record_in_git(run_dir: Path, files: list[Path], message: str) -> str | None:
     return _git(["rev-parse", "HEAD"], run_dir).stdout.strip() or None
 
 
-def _rotate_logs(run_dir: Path) -> None:
-    """A fresh launch starts with empty logs; an earlier attempt's logs move to train/logs-attempt-<n>."""
-    run = Run(run_dir)
-    if run.logs.is_dir() and any(run.logs.iterdir()):
-        n = 1
-        while run.attempt_logs(n).exists():
-            n += 1
-        run.logs.rename(run.attempt_logs(n))
-
-
 def _clear_markers(run_dir: Path) -> None:
     """Before a resume: the last attempt's end markers would otherwise describe the new process."""
     run = Run(run_dir)
@@ -419,9 +417,14 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         # train.py imports this package: from the plugin folder when the training Python lacks it.
         env = {**training_env(training_python()), "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
-            ["bash", "train/launch.sh"], cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
+            LAUNCHER, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env,
         )
+    # Until bash has exec'd, the child still shows this Python's command line: wait, so the identity every
+    # later check verifies (pid, start time, `bash train/launch.sh`, this directory) is already true.
+    deadline = time.time() + 5
+    while verified_launcher(run_dir, proc.pid) is None and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
     try:
         create_time = psutil.Process(proc.pid).create_time()
     except psutil.NoSuchProcess:
@@ -432,7 +435,7 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         "pgid": proc.pid,  # new session: the launcher leads its own process group
         "create_time": create_time,
         "command": plan.train_command,
-        "launcher": ["bash", "train/launch.sh"],
+        "launcher": LAUNCHER,
         "cwd": str(run_dir),
         "python": training_python(),
         "started_at": _dt.datetime.fromtimestamp(started_ts, _dt.timezone.utc).isoformat(timespec="seconds"),
@@ -469,8 +472,37 @@ def _refused(run_dir: Path, refusals: list[GateRefusal], state: str) -> LaunchRe
 
 
 def launch_training(request: LaunchRequest) -> LaunchResult:
-    """Start a run after its gates pass: config valid, inspection verdict current, environment not blocked."""
+    """Start a run after its gates pass: config valid, inspection verdict current, environment not blocked.
+    One caller at a time per run (runlock); a run launched before is refused unless archive_previous."""
     run = resolve_run(request.run)
+    try:
+        with run_lock(run.dir, "launch"):
+            return _launch(run, request)
+    except RunLocked as exc:
+        return _locked(run.dir, exc)
+
+
+def _locked(run_dir: Path, exc: RunLocked) -> LaunchResult:
+    return _refused(run_dir, [GateRefusal(
+        gate="lock", message=str(exc),
+        how_to_clear=f"wait for that call (pid {exc.holder.get('pid', 'unknown')}) to finish, then training_status; "
+        "a second launch of one run is never started")], derive_state(run_dir)["state"])
+
+
+def _foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
+    """An absolute output_dir inside another run directory (a run copied with an old absolute path): training
+    would write into that run."""
+    out = run.output_dir(config).resolve()
+    here, root = run.dir.resolve(), runs_root().resolve()
+    if out.is_relative_to(root) and not out.is_relative_to(here):
+        return GateRefusal(
+            gate="config", message=f"output_dir {out} lies in another run directory, not in {run.dir.name}: "
+            "training would write into that run", how_to_clear="set output_dir: checkpoints in train/config.yaml "
+            "(relative paths are relative to the run directory)")
+    return None
+
+
+def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     run_dir = run.dir
     derived = derive_state(run_dir)
     if derived["alive"]:
@@ -478,18 +510,27 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
             gate="state", message=f"{run_dir.name} is already {derived['state']} (pid {derived['pid']})",
             how_to_clear="wait for it, or stop_training first")], derived["state"])
     _, config = read_run_target(run_dir)
-    done = checkpoints(run_dir, config)
-    if done:
+    launched = run.launched_evidence()
+    if launched and not request.archive_previous:
+        done = checkpoints(run_dir, config)
         return _refused(run_dir, [GateRefusal(
-            gate="state", message=f"{run_dir.name} already has checkpoints (latest {done[-1].name}); a fresh launch would train over them",
-            how_to_clear="resume_training to continue from the latest checkpoint, or emit a new run directory to start over")],
-            derived["state"])
+            gate="state", message=f"{run_dir.name} was launched before (state {derived['state']}; it holds "
+            f"{', '.join(launched)}): a fresh launch would train over it"
+            + (f" (latest checkpoint {done[-1].name})" if done else ""),
+            how_to_clear=("resume_training to continue from the latest checkpoint, " if done else "")
+            + "emit_grpo_config (without run_dir) for a new run, or launch again with archive_previous "
+            "(CLI: --archive-previous) to move this attempt to archive/ first")], derived["state"])
+    foreign = _foreign_output_dir(run, config)
+    if foreign:
+        return _refused(run_dir, [foreign], derived["state"])
 
     plan = build_launch_plan(run_dir, request)  # bad launch options are input errors, before any gate
     refusals, env = check_gates(run_dir, environment=not plan.slurm)
     refusals += memory_refusals(plan)
     if refusals:
         return _refused(run_dir, refusals, derived["state"])
+    if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
+        _archive_attempt(run, config)
     if plan.slurm:
         written = write_plan_files(run_dir, plan)
         commit = record_in_git(run_dir, [run.config, run.script, run.slurm_script, run.accelerate],
@@ -501,17 +542,42 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
             accelerate_config=written.get("accelerate_config"), slurm_script=written["slurm"], vllm_server=plan.vllm,
             message=f"{plan.num_nodes} nodes: wrote {written['slurm']}; submit it with `sbatch train/launch.slurm` from the run directory",
         )
-    _rotate_logs(run_dir)
     written = write_plan_files(run_dir, plan)
     return _start(run_dir, plan, written, None, env)
 
 
+def _archive_attempt(run: Run, config: dict) -> Path:
+    """Move what a launch left (record, logs, checkpoints, promotion, export, plot) to archive/attempt-<n>/."""
+    slot = run.archive_slot("attempt")
+    out = run.output_dir(config)
+    movable = [run.run_json, run.logs, *sorted(run.train.glob("logs-attempt-*")), run.promotion,
+               run.promotion_report, run.export, run.progress_plot]
+    if out.resolve().is_relative_to(run.dir.resolve()):
+        movable.append(out)
+    for path in movable:
+        if path.exists():
+            target = slot / path.relative_to(run.dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+    return slot
+
+
 def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
-    """Continue from the latest checkpoint with the same config (same sha256 as at launch), or refuse."""
+    """Continue from the latest checkpoint with the same config (same sha256 as at launch), or refuse.
+    One caller at a time per run (runlock)."""
     run = resolve_run(request.run)
+    try:
+        with run_lock(run.dir, "resume"):
+            return _resume(run, request)
+    except RunLocked as exc:
+        return _locked(run.dir, exc)
+
+
+def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     run_dir = run.dir
     derived = derive_state(run_dir)
-    record = derived["record"]
+    # A copied run continues from its own checkpoints under the launch record it was copied with.
+    record = derived["record"] or derived.get("copied_record")
     if isinstance(request, LaunchRequest):
         launch = request
     else:  # same layout as the launch it continues
@@ -523,6 +589,12 @@ def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
             gate="state", message=f"{run_dir.name} is still {derived['state']} (pid {derived['pid']})",
             how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it")], derived["state"])
     if record is None:
+        if derived.get("note"):  # launched once, but its record is gone: say what is known
+            return _refused(run_dir, [GateRefusal(
+                gate="state", message=f"{run_dir.name}: {derived['note']} Without the launch record the launched "
+                "config cannot be checked, so it is not resumed",
+                how_to_clear="restore run.json (from git or a backup), or launch_training with archive_previous to "
+                "start over")], derived["state"])
         return _refused(run_dir, [GateRefusal(
             gate="state", message=f"{run_dir.name} was never launched, so there is nothing to resume",
             how_to_clear="launch_training starts it")], derived["state"])
@@ -538,6 +610,9 @@ def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
                           "restore the launched config ")
             + "to resume, or emit a new run directory to train with the new one"))
     _, config = read_run_target(run_dir)
+    foreign = _foreign_output_dir(run, config)
+    if foreign:
+        refusals.append(foreign)
     done = checkpoints(run_dir, config)
     if not done:
         refusals.append(GateRefusal(

@@ -12,9 +12,9 @@ from pydantic import BaseModel, Field
 from mcp_server.inputs import Name, PathText, Request
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
-RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped"]
+RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unknown"]
 # list_runs only: a run whose files cannot be read (the summary's `error` says which and why).
-ListedState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unreadable"]
+ListedState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unknown", "unreadable"]
 Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 
 
@@ -109,7 +109,7 @@ class EnvironmentReport(BaseModel):
 
 # ---------------------------------------------------------------- launch / resume / stop
 class GateRefusal(BaseModel):
-    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory"] = Field(
+    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory", "lock"] = Field(
         description="The gate that refused."
     )
     message: str = Field(description="Why the gate refused.")
@@ -139,6 +139,12 @@ class LaunchRequest(Request):
     )
     num_nodes: int = Field(
         default=1, ge=1, description="Nodes. More than one: a SLURM script is written into train/ (not run here)."
+    )
+    archive_previous: bool = Field(
+        default=False,
+        description="Launch afresh a run that was launched before: its launch record, logs, checkpoints, promotion "
+        "and export move to <run>/archive/attempt-<n>/ first (nothing is deleted). Without it such a launch is "
+        "refused (resume_training continues a run; emit_grpo_config makes a new one).",
     )
 
 
@@ -201,8 +207,13 @@ class TrainingStatus(BaseModel):
     run_dir: str = Field(description="The run directory.")
     state: RunState = Field(
         description="not_launched, starting (process up, no step logged yet), running, succeeded, failed "
-        "(process gone without a success marker) or stopped (stopped on request). Derived from the process "
-        "and the files, so it survives a server restart."
+        "(process gone without a success marker), stopped (stopped on request) or unknown (run.json lost, no "
+        "live launcher, logs that do not say how it ended: see note). Derived from the verified process and the "
+        "files, so it survives a server restart and the loss of run.json."
+    )
+    note: str | None = Field(
+        default=None, description="What was not as expected and so what is known: run.json lost or naming another "
+        "process (state read from the live launcher), a copied run (a new run; the original's process is not its).",
     )
     pid: int | None = Field(default=None, description="Training process id, when launched.")
     alive: bool = Field(default=False, description="Whether the training process is running now.")

@@ -1,7 +1,12 @@
 """A run's state, derived from its process and its files, never from the server's memory.
 
-run.json (written atomically at launch) says which process to look at: pid plus its start time, so a
-recycled pid is not mistaken for the run. The rest comes from files the training process leaves behind:
+run.json (written atomically at launch) says which process to look at, but is never trusted alone: a process is
+this run's only when its identity is verified (verified_launcher): the pid's start time matches, it runs our
+launcher (`bash train/launch.sh`) and its working directory is this run directory. When run.json is missing,
+unreadable or names another process, the live launcher is found by that identity among the processes
+(find_launcher), so a live run stays visible and stoppable. A run.json written for another directory (the run
+was copied) describes the original, not this copy: the copy is a new run. The rest comes from files the
+training process leaves behind:
 train/logs/progress.jsonl (steps), outcome.json (success marker), stopped.json / stop-request.json (a stop on
 request) and exit-code (written by train/launch.sh when the training command ends). A server restart loses
 nothing, and a killed process reads as failed, with its exit code when there is one and the log's last lines.
@@ -22,6 +27,7 @@ from mcp_server.training.metrics import read_progress_records
 from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
+LAUNCHER = ["bash", "train/launch.sh"]  # how launch_training (and a person, by hand) starts a run
 
 
 class RunRecord(BaseModel):
@@ -56,6 +62,43 @@ def read_run_json(run_dir: Path) -> dict | None:
                              "(pid, create_time, started_ts, state): restore it, or remove it if no training "
                              "process of this run is alive") from None
     return {**data, **checked.model_dump(exclude_unset=True)}
+
+
+def verified_launcher(run_dir: Path, pid, create_time=None) -> psutil.Process | None:
+    """The process `pid` when it is this run's launcher, else None: alive (not a zombie), started at
+    `create_time` when one is given, running `bash train/launch.sh` with this run directory as its working
+    directory. Nothing is signalled on a pid that fails this check."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if isinstance(create_time, (int, float)) and abs(proc.create_time() - create_time) > 1.0:
+            return None  # the pid was recycled
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            _reap(pid)
+            return None
+        if proc.cmdline() != LAUNCHER or Path(proc.cwd()).resolve() != Path(run_dir).resolve():
+            return None
+        return proc
+    except (psutil.Error, OSError):
+        return None
+
+
+def find_launcher(run_dir: Path) -> psutil.Process | None:
+    """The live launcher of this run among all processes (for a run.json that is gone or wrong)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.info.get("cmdline") == LAUNCHER:
+            found = verified_launcher(run_dir, proc.pid)
+            if found is not None:
+                return found
+    return None
+
+
+def _record_dir(record: dict) -> Path | None:
+    try:
+        return Path(record["cwd"]).resolve() if isinstance(record.get("cwd"), str) else None
+    except (OSError, ValueError):
+        return None
 
 
 def write_run_json(run_dir: Path, record: dict) -> None:
@@ -152,22 +195,64 @@ def _newer(path: Path, since: float | None) -> dict | None:
     return data
 
 
+def _without_record(run: Run, note: str | None) -> dict:
+    """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
+    outcome = read_json_if_present(run.outcome)  # e.g. trained by hand, without launch_training
+    exit_code = read_exit_code(run.dir)
+    if isinstance(outcome, dict) and outcome.get("state", "succeeded") in TERMINAL:
+        state = outcome.get("state", "succeeded")
+    elif read_json_if_present(run.stopped) is not None:
+        state = "stopped"
+    elif exit_code not in (None, 0):
+        state = "failed"
+    elif run.stdout.exists() or exit_code is not None:
+        state = "unknown"
+        note = (note or "") + (" Its logs exist but say neither how it ended nor that it runs: see train/logs/.")
+    else:
+        state = "not_launched"
+    return {"state": state, "alive": False, "pid": None, "exit_code": exit_code,
+            "outcome": outcome if isinstance(outcome, dict) else None, "stop_requested": False, "record": None,
+            "note": note.strip() if note else None}
+
+
 def derive_state(run_dir: Path) -> dict:
-    """{state, alive, pid, exit_code, outcome, stop_requested, record} from the process and the files."""
+    """{state, alive, pid, exit_code, outcome, stop_requested, record, note} from the process and the files.
+    `note` says what was not as expected (run.json lost or wrong, a copied run) and so what is known."""
     run = Run(run_dir)
-    record = read_run_json(run_dir)
+    try:
+        record, damaged = read_run_json(run_dir), None
+    except UserInputError as exc:  # a damaged run.json: the live launcher, if any, still tells the state
+        record, damaged = None, exc
+    here = run.dir.resolve()
+    note = None
+    proc = verified_launcher(run_dir, record.get("pid"), record.get("create_time")) if record else None
+    # Look among the processes only where a launch may still be live (list_runs reads every run): a record
+    # that does not say it ended, or logs without the exit code launch.sh writes last.
+    launched = ((run.run_json.exists() and (record is None or record.get("state") not in TERMINAL))
+                or (run.stdout.exists() and not run.exit_code.exists()))
+    if proc is None and launched:
+        proc = find_launcher(run_dir)
+        if proc is not None:  # a live launcher the record does not name: trust the process
+            note = (f"run.json {'does not name' if record else 'is missing or unreadable; found'} the live launcher "
+                    f"(pid {proc.pid}, `bash train/launch.sh` in this directory); state read from that process "
+                    "and the logs")
+            record = {**(record or {}), "pid": proc.pid, "pgid": proc.pid, "create_time": proc.create_time(),
+                      "cwd": str(here), "launcher": LAUNCHER, "state": "running", "reconstructed": True,
+                      "started_ts": (record or {}).get("started_ts") or proc.create_time()}
     if record is None:
-        outcome = read_json_if_present(run.outcome)  # trained by hand, without launch_training
-        if outcome is None:
-            state = "not_launched"
-        else:  # an outcome.json without a state is a hand-made success marker; one with another state, a failure
-            state = outcome.get("state", "succeeded")
-            state = state if state in TERMINAL else "failed"
-        return {"state": state, "alive": False, "pid": None, "exit_code": None, "outcome": outcome,
-                "stop_requested": False, "record": None}
+        if damaged is not None:  # and no live launcher of this run: say which file is bad
+            raise damaged
+        lost = run.run_json.exists() or run.stdout.exists()
+        return _without_record(run, "run.json is missing or unreadable and no launcher of this run is alive." if lost
+                               else None)
+    origin = _record_dir(record)
+    if proc is None and origin is not None and origin != here and origin.exists():
+        return {**_without_record(run, f"run.json was written for {origin}: this directory is a copy of that run, "
+                                       "a new run with its own files; the original's process is not this run's."),
+                "copied_record": record}
     since = record.get("started_ts")
     pid = record.get("pid")
-    alive = process_alive(pid, record.get("create_time"))
+    alive = proc is not None
     stop_requested = _newer(run.stop_request, since) is not None
     outcome = _newer(run.outcome, since)
     exit_code = read_exit_code(run_dir) if not alive else None
@@ -183,14 +268,17 @@ def derive_state(run_dir: Path) -> dict:
     else:
         state = "failed"
     return {"state": state, "alive": alive, "pid": pid, "exit_code": exit_code, "outcome": outcome,
-            "stop_requested": stop_requested, "record": record}
+            "stop_requested": stop_requested, "record": record, "note": note}
 
 
 def sync_run_json(run_dir: Path, derived: dict) -> None:
     """Record a state change in run.json (so a plain reader of run.json sees it too)."""
     record = derived.get("record")
-    if record is not None and record.get("state") != derived["state"]:
-        record = {**record, "state": derived["state"]}
+    if record is not None and (record.get("state") != derived["state"] or record.get("reconstructed")):
+        # A reconstructed record restores a lost or wrong run.json, marked as read from the process.
+        record = {**{k: v for k, v in record.items() if k != "reconstructed"}, "state": derived["state"]}
+        if derived["record"].get("reconstructed"):
+            record["restored_from_process"] = True
         if derived["exit_code"] is not None:
             record["exit_code"] = derived["exit_code"]
         write_run_json(run_dir, record)

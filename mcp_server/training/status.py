@@ -9,6 +9,8 @@ import signal
 import time
 from pathlib import Path
 
+import psutil
+
 from mcp_server.errors import describe_failure
 from mcp_server.training.environment import read_run_target
 from mcp_server.training.models import (
@@ -28,9 +30,9 @@ from mcp_server.training.runstate import (
     derive_state,
     last_progress,
     log_tail,
-    process_alive,
     read_progress,
     sync_run_json,
+    verified_launcher,
 )
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
@@ -156,6 +158,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 
     if state == "not_launched":
         message = f"{run_dir.name} has not been launched (launch_training starts it)"
+    elif state == "unknown":
+        message = f"{run_dir.name}: state unknown"
     elif state == "failed":
         code = f"exit code {derived['exit_code']}" if derived["exit_code"] is not None else "no exit code recorded (killed?)"
         message = f"{run_dir.name} failed ({code}); last log line: {tail[-1] if tail else '(empty log)'}"
@@ -174,51 +178,62 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
         stop_requested=derived["stop_requested"], health=health, health_note=note, log_tail=tail,
         live_findings=live, guard=guard_mode(run_dir), guard_stop=guard_stop,
-        plot_path=str(plot) if plot else None, message=message,
+        plot_path=str(plot) if plot else None, note=derived.get("note"),
+        message=message + (f" ({derived['note']})" if derived.get("note") else ""),
     )
 
 
 # ---------------------------------------------------------------- stop_training
-def _wait_dead(pid: int, create_time: float | None, timeout: float) -> bool:
+def _wait_dead(run_dir: Path, pid: int, create_time: float | None, timeout: float) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if not process_alive(pid, create_time):
+        if verified_launcher(run_dir, pid, create_time) is None:
             return True
         time.sleep(0.5)
-    return not process_alive(pid, create_time)
+    return verified_launcher(run_dir, pid, create_time) is None
 
 
-def _kill_group(pgid: int, sig: int) -> None:
+def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: int) -> None:
+    """Signal the run's launcher and its process group (the trainer, its ranks, a vLLM server), only after
+    verifying, right now, that `pid` is this run's launcher (start time, command line, directory)."""
+    proc = verified_launcher(run_dir, pid, create_time)
+    if proc is None:
+        return
     try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
+        if os.getpgid(pid) == pid:  # it leads its own group (launch_training starts it in a new session)
+            os.killpg(pid, sig)
+        else:  # started some other way: the launcher alone
+            proc.send_signal(sig)
+    except (ProcessLookupError, PermissionError, psutil.Error):
         pass
 
 
 def stop_training(request: StopRequest) -> StopResult:
     """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
-    terminate its whole process group (vLLM server included), then kill it."""
+    terminate its whole process group (vLLM server included), then kill it. Only a process verified to be
+    this run's launcher is ever signalled, whatever run.json says."""
     run_dir = resolve_run(request.run).dir
     derived = derive_state(run_dir)
     _, config = read_run_target(run_dir)
+    note = f" ({derived['note']})" if derived.get("note") else ""
     if not derived["alive"]:
         sync_run_json(run_dir, derived)
         done = checkpoints(run_dir, config)
         return StopResult(run_dir=str(run_dir), state=derived["state"], graceful=False, killed=False,
                           checkpoint=str(done[-1]) if done else None,
-                          message=f"{run_dir.name} is not running (state {derived['state']}); nothing to stop")
+                          message=f"{run_dir.name} is not running (state {derived['state']}); nothing to stop{note}")
+    sync_run_json(run_dir, derived)  # a run.json lost or wrong is restored from the live launcher first
     record = derived["record"]
     pid, create_time = record["pid"], record.get("create_time")
     atomic_write_json(Run(run_dir).stop_request, {
         "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
-    graceful = _wait_dead(pid, create_time, request.timeout_s)
+    graceful = _wait_dead(run_dir, pid, create_time, request.timeout_s)
     killed = False
     if not graceful:
-        pgid = record.get("pgid", pid)
-        _kill_group(pgid, signal.SIGTERM)
-        if not _wait_dead(pid, create_time, 15):
-            _kill_group(pgid, signal.SIGKILL)
-            _wait_dead(pid, create_time, 5)
+        _signal_launcher(run_dir, pid, create_time, signal.SIGTERM)
+        if not _wait_dead(run_dir, pid, create_time, 15):
+            _signal_launcher(run_dir, pid, create_time, signal.SIGKILL)
+            _wait_dead(run_dir, pid, create_time, 5)
         killed = True
     after = derive_state(run_dir)
     sync_run_json(run_dir, after)
@@ -230,7 +245,7 @@ def stop_training(request: StopRequest) -> StopResult:
         message = (f"{run_dir.name} did not stop within {request.timeout_s:.0f} s and was killed; "
                    + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
     return StopResult(run_dir=str(run_dir), state=after["state"], graceful=graceful, killed=killed,
-                      checkpoint=str(done[-1]) if done else None, message=message)
+                      checkpoint=str(done[-1]) if done else None, message=message + note)
 
 
 # ---------------------------------------------------------------- list_runs

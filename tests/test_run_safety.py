@@ -1,0 +1,203 @@
+"""Issue 12, "Nothing is lost or overwritten" and "One run, one trainer; stop touches only our processes",
+through the CLI and MCP doors: every observation of the issue, replayed.
+
+The one real launch here trains a run that cannot end on its own during the test (max_steps far away, no
+checkpoint before it), so every state it is asked about is known by construction; it is stopped by kill.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from conftest import checkout_env, run_cli, run_cli_json
+from test_training import emit_run, pass_inspection
+
+LAUNCHER = ["bash", "train/launch.sh"]
+
+
+def launchers(run_dir: Path) -> list[psutil.Process]:
+    """Live `bash train/launch.sh` processes working in `run_dir`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.info["cmdline"] == LAUNCHER and Path(proc.cwd()).resolve() == run_dir.resolve() \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves_nothing(workspace, tiny_model):
+    """emit-config --run-name X on the same day overwrote X; unicode-only names all became `run`; a failed
+    emission (a bad model, a system file as data set) left an empty run directory. The emissions that succeed go
+    through the core API (it loads TRL once for the whole suite), the failing ones through the CLI."""
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    today = dt.date.today().isoformat()
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    for args, field in ((["--model", "./no/such/model", "--dataset", "tiny"], "model"),
+                        (["--model", "tiny", "--dataset", "/etc/passwd"], "dataset")):
+        proc = run_cli("emit-config", *args, "--gpu", "cpu", "--run-name", "x", env=env)
+        assert proc.returncode == 2 and f"error: {field}:" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (workspace / "runs").exists()  # nothing left behind, not even an empty runs/
+
+    def emit(name: str):
+        return emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name=name))
+
+    first = emit("same")
+    config = Path(first.config_path)
+    before = config.read_bytes()
+    emitted = [first, *(emit(name) for name in ("same", "модель 训练", "🚀", "🚀"))]
+    names = [Path(r.run_dir).name for r in emitted]
+    assert names == [f"{today}-same", f"{today}-same-2", f"{today}-модель-训练", f"{today}-run", f"{today}-run-2"]
+    assert config.read_bytes() == before  # the first run's config is untouched by the second emission
+    assert sorted(p.name for p in (workspace / "runs").iterdir()) == sorted(names)  # nothing else, nothing hidden
+
+    # Paths inside the run are relative to it: a copy trains on its own data into its own checkpoints.
+    values = yaml.safe_load(config.read_text())
+    assert values["output_dir"] == "checkpoints"
+    assert values["datasets"][0]["data_files"] == "data/train.jsonl" and (config.parents[1] / "data/train.jsonl").is_file()
+
+
+def test_stop_signals_only_a_process_verified_as_the_runs_launcher(workspace, tiny_model):
+    """stop-training on a run whose run.json was edited to name another process SIGKILLed that process's group."""
+    run_dir = emit_run("edited")
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        (run_dir / "run.json").write_text(json.dumps({
+            "state": "running", "pid": victim.pid, "pgid": victim.pid, "cwd": str(run_dir), "started_ts": time.time(),
+            "create_time": psutil.Process(victim.pid).create_time(), "launcher": LAUNCHER}))
+        proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert not stopped["killed"] and "nothing to stop" in stopped["message"]
+        time.sleep(0.5)
+        assert victim.poll() is None  # untouched
+        proc, status = run_cli_json("training-status", str(run_dir), env=env)
+        assert not status["alive"] and status["state"] != "running"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_one_trainer_per_run_stop_survives_a_lost_run_json_and_nothing_is_launched_over(workspace, tiny_model,
+                                                                                      monkeypatch):
+    """Two launch-training calls at once both started; a deleted or truncated run.json made a live run 'not
+    launched' and unstoppable; a copy stuck to the original; launch-training on a launched run trained over it."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+    from mcp_server.training.runlock import run_lock
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU run on any machine
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir = emit_run("one-trainer", max_steps=100000, save_steps=100000)  # never ends, no checkpoint, in the test
+    pass_inspection(run_dir)
+
+    # The lock: while a caller holds it (this test process), a launch is refused at once, naming its pid.
+    with run_lock(run_dir, "launch"):
+        proc, out = run_cli_json("launch-training", str(run_dir), env=env)
+    assert proc.returncode == 1 and not out["launched"] and out["refusals"][0]["gate"] == "lock"
+    assert f"pid {os.getpid()}" in out["refusals"][0]["message"] and not (run_dir / "run.json").exists()
+
+    # Two launches at the same moment (the CLI, and the core API in this process): one trainer; the other is
+    # refused, by the lock while the first checks its gates (naming that caller) or by the state gate once
+    # the first has started (naming its trainer).
+    cli = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "launch-training", str(run_dir), "--json"],
+                           env=checkout_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    here = launch_training(LaunchRequest(run=str(run_dir))).model_dump()
+    outs = [json.loads(cli.communicate(timeout=300)[0]), here]
+    try:
+        assert sorted(o["launched"] for o in outs) == [False, True], outs
+        winner = next(i for i, o in enumerate(outs) if o["launched"])
+        refusal = outs[1 - winner]["refusals"][0]
+        pid = outs[winner]["pid"]
+        caller = [cli.pid, os.getpid()][winner]
+        assert refusal["gate"] in ("lock", "state")
+        assert f"pid {caller if refusal['gate'] == 'lock' else pid}" in refusal["message"], refusal
+        assert [p.pid for p in launchers(run_dir)] == [pid]
+
+        # run.json truncated mid-run: the live launcher is found by its identity, and run.json restored.
+        (run_dir / "run.json").write_text('{"state": "running", "pid": ')
+        proc, status = run_cli_json("training-status", str(run_dir), env=env)
+        assert status["alive"] and status["pid"] == pid and status["state"] in ("starting", "running"), status
+        assert "run.json" in status["note"]
+        assert json.loads((run_dir / "run.json").read_text())["pid"] == pid
+
+        # A copy made while it runs is a new run: the original's process is not the copy's to report or stop.
+        copy = workspace / "runs" / "copy-of-one-trainer"
+        shutil.copytree(run_dir, copy)
+        proc, copied = run_cli_json("training-status", str(copy), env=env)
+        assert not copied["alive"] and copied["pid"] is None and "copy" in copied["note"]
+        proc, stop_copy = run_cli_json("stop-training", str(copy), "--timeout", "0", env=env)
+        assert not stop_copy["killed"] and [p.pid for p in launchers(run_dir)] == [pid]
+
+        # run.json deleted mid-run: still stoppable, by the verified launcher alone.
+        (run_dir / "run.json").unlink()
+        proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", env=env)
+        assert proc.returncode == 0 and stopped["killed"] and stopped["state"] == "stopped", stopped
+        assert launchers(run_dir) == []
+        assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"
+    finally:
+        for proc in launchers(run_dir):
+            os.killpg(proc.pid, 9)
+
+    # A launched run is never trained over: a fresh launch and an emission into it are refused with the way on.
+    config = (run_dir / "train" / "config.yaml").read_bytes()
+    proc, again = run_cli_json("launch-training", str(run_dir), env=env)
+    assert proc.returncode == 1 and not again["launched"] and again["refusals"][0]["gate"] == "state"
+    assert "archive_previous" in again["refusals"][0]["how_to_clear"] and "emit_grpo_config" in again["message"]
+    proc = run_cli("emit-config", "--run-dir", str(run_dir), "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu",
+                   env=env)
+    assert proc.returncode == 2 and "run_dir" in proc.stderr and "resume_training" in proc.stderr, proc.stderr
+    assert (run_dir / "train" / "config.yaml").read_bytes() == config
+
+    # The explicit flag archives the earlier attempt first (nothing deleted), then launches afresh.
+    fresh = launch_training(LaunchRequest(run=str(run_dir), archive_previous=True))
+    try:
+        assert fresh.launched, fresh.message
+        archived = run_dir / "archive" / "attempt-1"
+        assert json.loads((archived / "run.json").read_text())["pid"] == pid
+        assert (archived / "train" / "logs" / "stdout.log").is_file()
+    finally:
+        proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", env=env)
+    assert stopped["killed"] and launchers(run_dir) == []
+
+
+def test_resume_takes_the_same_lock(workspace):
+    """resume_training takes the same lock as launch_training (one trainer however it is started)."""
+    from mcp_server.training.runlock import run_lock
+
+    run_dir = workspace / "runs" / "locked"
+    (run_dir / "train").mkdir(parents=True)
+    with run_lock(run_dir, "launch"):
+        proc, out = run_cli_json("resume-training", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert proc.returncode == 1 and out["refusals"][0]["gate"] == "lock"
+    assert f"pid {os.getpid()}" in out["refusals"][0]["message"]
+
+
+def test_a_copy_never_trains_into_the_original(workspace, tiny_model):
+    """A copied run whose config (as emitted before paths were relative) names the original's output_dir would
+    train into the original: refused, naming the fix."""
+    original = emit_run("original")
+    copy = workspace / "runs" / "copy-of-original"
+    shutil.copytree(original, copy)
+    config = copy / "train" / "config.yaml"
+    values = yaml.safe_load(config.read_text())
+    assert values["output_dir"] == "checkpoints"  # as emitted now: the copy trains into its own checkpoints/
+    config.write_text(config.read_text().replace("output_dir: checkpoints", f"output_dir: {original / 'checkpoints'}"))
+    proc, out = run_cli_json("launch-training", str(copy), env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert proc.returncode == 1 and out["refusals"][0]["gate"] == "config", out
+    assert "another run directory" in out["refusals"][0]["message"] and "output_dir: checkpoints" in out["message"]
+    assert not (copy / "run.json").exists() and not (original / "checkpoints").exists()
