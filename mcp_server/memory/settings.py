@@ -14,6 +14,7 @@ from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import Architecture
+from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.variants import BASE_RECIPE
 from mcp_server.runs import Run, sidecars
 from mcp_server.userfiles import read_text
@@ -231,13 +232,13 @@ def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]
     return fields, said
 
 
-def recipe_defaults(target: Target) -> dict[str, Any]:
-    """The recipe's memory-relevant defaults (what emit_grpo_config would write for this target)."""
+def recipe_defaults(target: Target, finetune: str = "full") -> dict[str, Any]:
+    """The recipe's memory-relevant defaults (what emit_grpo_config would write for this target and mode)."""
     keys = ("use_vllm", "vllm_mode", "num_generations", "beta", "per_device_train_batch_size",
             "gradient_accumulation_steps")
     defaults = {k: BASE_RECIPE[k] for k in keys if k in BASE_RECIPE}
     bf16 = target.gpu.bf16 if target.gpu else True
-    defaults["dtype"] = "bfloat16" if bf16 else "float32"
+    defaults["dtype"] = weights_dtype(finetune, bf16)  # a full fine-tune keeps float32 master weights
     if target.num_gpus > 1 and defaults.get("use_vllm"):
         defaults["vllm_mode"] = "server"  # the recipe gives vLLM its own GPU when there are several
     return defaults
@@ -261,7 +262,7 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
         fields["trl_version"] = version
     # without a config, the recipe's defaults (over TRL's); with one, only what it says (over TRL's)
     if not config and target is not None:
-        fields.update(recipe_defaults(target))
+        fields.update(recipe_defaults(target, request.finetune or "full"))
     if config.get("use_peft"):
         fields["finetune"] = "qlora" if config.get("load_in_4bit") else "lora"
     for key in _CONFIG_FIELDS:
