@@ -41,6 +41,15 @@ TRL3456 = "https://github.com/huggingface/trl/issues/3456"
 TRL3456_CONFIG = dict(per_device_train_batch_size=4, num_generations=4, max_prompt_length=2048,
                       max_completion_length=1024)
 
+# Measured by this project on one H200 (torch 2.11+cu130, TRL 1.16.0, transformers 5.24.0), 2026-11-30, with
+# bench/gpu_grpo_peaks.py: GRPOTrainer (transformers generation, no vLLM) on Qwen2.5 shapes with random weights (memory
+# depends on shapes only), a word-level tokenizer of the full 151936 vocabulary, every completion at its cap.
+H200_RUN = "bench/gpu_grpo_peaks.py (this repository), one H200"
+H200_CONFIG = dict(per_device_train_batch_size=8, num_generations=8, gradient_accumulation_steps=1,
+                   max_completion_length=512, beta=0.0, gradient_checkpointing=True,
+                   model_init_kwargs={"dtype": "float32"}, bf16=True, use_vllm=False)
+H200_TRL = dict(trl_version="1.16.0", prompt_length=128)
+
 PUBLISHED = [
     # (id, source, model, gpu, config, run, measured GiB, kind, held_out)
     ("notebook qwen2-7b T4", NOTEBOOK, "Qwen/Qwen2-7B-Instruct", "T4", NOTEBOOK_CONFIG, NOTEBOOK_RUN, 9.2,
@@ -60,6 +69,22 @@ PUBLISHED = [
      9.5, "reserved", True),
     ("notebook qwen2-7b naive full A100-80", NOTEBOOK, "Qwen/Qwen2-7B-Instruct", "A100", NAIVE_CONFIG, NOTEBOOK_RUN,
      62.0, "reserved", False),
+    ("h200 qwen2.5-0.5b full", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200", H200_CONFIG, H200_TRL, 8.002,
+     "allocated", True),
+    ("h200 qwen2.5-0.5b full beta 0.04", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200", {**H200_CONFIG, "beta": 0.04},
+     H200_TRL, 9.830, "allocated", True),
+    ("h200 qwen2.5-0.5b full no ckpt c256", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200",
+     {**H200_CONFIG, "gradient_checkpointing": False, "max_completion_length": 256}, H200_TRL, 11.622, "allocated",
+     True),
+    ("h200 qwen2.5-1.5b full", H200_RUN, "Qwen/Qwen2.5-1.5B-Instruct", "H200", H200_CONFIG, H200_TRL, 24.050,
+     "allocated", True),
+    ("h200 qwen2.5-1.5b full (reserved)", H200_RUN, "Qwen/Qwen2.5-1.5B-Instruct", "H200", H200_CONFIG, H200_TRL,
+     28.531, "reserved", True),
+    ("h200 qwen2.5-0.5b full c64", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200",
+     {**H200_CONFIG, "max_completion_length": 64}, H200_TRL, 7.970, "allocated", True),
+    ("h200 qwen2.5-0.5b bf16 weights c64", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200",
+     {**H200_CONFIG, "max_completion_length": 64, "model_init_kwargs": {"dtype": "bfloat16"}}, H200_TRL, 4.027,
+     "allocated", True),
 ]
 # Peaks whose run's actual lengths are not published (only the maxima): the plan, at the maxima, is an upper bound.
 # The 1.7B run sat at 95% of the GPU, where the caching allocator gives memory back rather than fail.
