@@ -177,17 +177,17 @@ def test_a_positive_learning_rate_is_not_refused(files, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- paths
-def test_a_relative_run_dir_is_recorded_as_an_absolute_path(files, workspace, tmp_path, capsys, tiny_model):
+def test_a_relative_run_dir_is_the_one_named_and_its_paths_move_with_it(files, workspace, tmp_path, capsys, tiny_model):
     (Path.cwd() / "mine").mkdir()
     code, out, err = cli(capsys, "emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu",
                          "--run-dir", "mine", "--json")
     assert code == 0, err
     config = yaml.safe_load((Path.cwd() / "mine" / "train" / "config.yaml").read_text())
-    # Training runs from the run directory: every path it reads or writes is absolute, so none depends on where
-    # the emit ran.
-    assert config["output_dir"] == str(tmp_path / "here" / "mine" / "checkpoints")
-    assert Path(config["datasets"][0]["data_files"]).is_absolute()
-    assert Path(config["datasets"][0]["data_files"]).is_file()
+    # The run is the one named relative to where the command ran; training runs from the run directory, and the
+    # paths inside the run are relative to it, so none depends on where the emit ran (and the run can move).
+    assert json.loads(out)["run_dir"] == str(tmp_path / "here" / "mine")
+    assert config["output_dir"] == "checkpoints"
+    assert (tmp_path / "here" / "mine" / config["datasets"][0]["data_files"]).is_file()
     # A name relative to the workspace works from any directory.
     code, out, err = cli(capsys, "training-status", f"runs/{GOOD}", "--json")
     assert code == 0 and json.loads(out)["run_dir"] == str(workspace / "runs" / GOOD), err

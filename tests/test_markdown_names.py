@@ -63,6 +63,8 @@ def project_words() -> set[str]:
             words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", path.read_text()))
     import trl.experimental
 
+    for path in Path(trl.experimental.__file__).parent.parent.rglob("*.py"):  # TRL's own functions and classes
+        words |= set(re.findall(r"^\s*(?:def|class) ([A-Za-z_][A-Za-z0-9_]*)", path.read_text(), re.M))
     return words | {p.name for p in Path(trl.experimental.__file__).parent.iterdir()}  # trl.experimental.<module>
 
 

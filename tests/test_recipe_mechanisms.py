@@ -10,6 +10,7 @@ mini-batches where a clip is to be seen, and same-seed runs whose only differenc
 from __future__ import annotations
 
 import importlib.util
+import os
 import json
 import math
 import re
@@ -42,8 +43,15 @@ def emit(**kw):
     return emit_grpo_config(GRPORecipeRequest(**kw))
 
 
+@pytest.fixture(autouse=True)
+def _restore_cwd(monkeypatch):
+    monkeypatch.chdir(os.getcwd())  # trainer_for moves into the run directory; this moves back after the test
+
+
 def trainer_for(result, argv_extra=()):
-    """The emitted train/train.py, imported, builds the trainer from the emitted config (nothing mocked)."""
+    """The emitted train/train.py, imported, builds the trainer from the emitted config (nothing mocked), from
+    the run directory as launch.sh does (the config's paths are relative to it)."""
+    os.chdir(result.run_dir)
     path = Path(result.train_script_path)
     spec = importlib.util.spec_from_file_location(f"train_{path.parent.parent.name.replace('-', '_')}", path)
     module = importlib.util.module_from_spec(spec)

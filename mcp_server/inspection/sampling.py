@@ -124,7 +124,7 @@ def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
         return [f"the run has no {run.config} naming the model: nothing to compare with"]
     plain = SampleRequest(run=str(run.dir))
     try:
-        data = _data_settings(plain, config)
+        data = _data_settings(plain, config, run)
         expected = {
             "model": model_pin(data["model"], config.get("model_revision")),
             "data": data_pin(data["dataset"], data["dataset_split"], data["dataset_config"]),
