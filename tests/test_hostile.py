@@ -35,7 +35,7 @@ from mcp_server.cli import COMMANDS, build_parser, main
 SKIPPED_TOOLS = {"prepare_environment", "check_environment"}
 SKIPPED_COMMANDS = {"prepare-environment", "demo", "check-environment"}
 SLOW = {"launch_training": 4, "resume_training": 4, "launch-training": 3, "resume-training": 3}  # they validate
-DRAWS = 15
+DRAWS = 12
 BUG = re.compile(r"Traceback|unexpected [A-Z]\w*(Error|Exception)|Error executing tool \w+$")
 
 

@@ -160,6 +160,8 @@ def test_light_server_validates_and_samples_through_the_training_interpreter(lig
 def test_light_server_without_a_training_interpreter_says_how_to_get_one(light_venv, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
+    run = project / "runs" / "2026-01-01-light"  # a run directory (the workspace root is none)
+    run.mkdir(parents=True)
     env = light_env(tmp_path, LLM_FINETUNING_VENV=str(light_venv), LLM_FINETUNING_WORKSPACE=str(project))
     config = {"model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6, "num_generations": 8,
               "per_device_train_batch_size": 4, "reward_funcs": ["mcp_server.rewards.format_reward"],
@@ -167,7 +169,7 @@ def test_light_server_without_a_training_interpreter_says_how_to_get_one(light_v
 
     async def calls(client):
         validated = await client.call_tool("validate_grpo_config", {"config": config, "gpu": "H100"})
-        sampled = await client.call_tool("sample_completions", {"run": str(project), "model": "tiny", "dataset": "tiny"})
+        sampled = await client.call_tool("sample_completions", {"run": str(run), "model": "tiny", "dataset": "tiny"})
         checked = await client.call_tool("check_environment", {})
         return validated, sampled, checked
 
@@ -260,6 +262,8 @@ def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monk
 def test_a_training_interpreter_without_trl_is_named_with_what_it_lacks(light_venv, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
+    run = project / "runs" / "2026-01-01-light"  # a run directory (the workspace root is none)
+    run.mkdir(parents=True)
     # A Python without TRL (the light environment itself, reached through another path).
     wrong = tmp_path / "wrong-env" / "bin" / "python"
     wrong.parent.mkdir(parents=True)
@@ -272,7 +276,7 @@ def test_a_training_interpreter_without_trl_is_named_with_what_it_lacks(light_ve
 
     async def calls(client):
         validated = await client.call_tool("validate_grpo_config", {"config": config})
-        sampled = await client.call_tool("sample_completions", {"run": str(project), "model": "tiny", "dataset": "tiny"})
+        sampled = await client.call_tool("sample_completions", {"run": str(run), "model": "tiny", "dataset": "tiny"})
         return validated, sampled
 
     validated, sampled = mcp_session(env, project, calls)
