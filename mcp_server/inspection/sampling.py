@@ -32,8 +32,8 @@ from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
+PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all of a smaller data set)
 # Compared with the run's config: the settings that decide what a sample looks like.
-PROMPT_LENGTH_ROWS = 20_000
 COMPARED = ("n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "chat_template_kwargs")
 
 
@@ -139,7 +139,8 @@ def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
 
 def _brief(value) -> str:
     if isinstance(value, dict) and ("model" in value or "source" in value):
-        value = value.get("model") or value.get("source")
+        revision = value.get("revision") if value.get("revision") not in (None, "main") else None
+        value = (value.get("model") or value.get("source")) + (f"@{revision}" if revision else "")
     text = json.dumps(value, default=str) if not isinstance(value, str) else value
     return text if len(text) <= 120 else text[:117] + "..."
 
@@ -341,7 +342,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
             sample_id += 1
 
     used = {
-        "model": model_pin(model_ref, config.get("model_revision") if request.model is None else None),
+        "model": model_pin(model_ref),  # loaded at its default revision: a config pinning another one differs
         "data": data_pin(settings["dataset"], settings["dataset_split"], settings["dataset_config"]),
         "prompt_column": prompt_column,
         **{k_: settings[k_] for k_ in COMPARED},
