@@ -49,6 +49,10 @@ from mcp_server.training.stability_rules import (
     rule_sampler_mismatch,
 )
 from mcp_server.training.models import DiagnoseRequest, Diagnosis, DiagnosisFinding
+from mcp_server.recipe.models import default_rewards
+from mcp_server.recipe.validate import validate_values
+from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.tiny import tiny_model_dir
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
@@ -151,7 +155,6 @@ def link_causes(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
 # ---------------------------------------------------------------- patch validation
 def validation_base(ctx: Ctx) -> tuple[dict, dict, str]:
     """(config, validator keyword arguments, description) the patches are merged into."""
-    from mcp_server.recipe.models import default_rewards
 
     run = ctx.run
     request = run.request
@@ -164,8 +167,6 @@ def validation_base(ctx: Ctx) -> tuple[dict, dict, str]:
     if ctx.config:
         base, what = dict(ctx.config), f"the run's config ({run.config_path or 'given'})"
     else:
-        from mcp_server.recipe.variants import BASE_RECIPE
-        from mcp_server.tiny import tiny_model_dir
 
         base = dict(BASE_RECIPE, model_name_or_path=str(tiny_model_dir()))
         lr, _ = ctx.learning_rate
@@ -180,7 +181,6 @@ def validation_base(ctx: Ctx) -> tuple[dict, dict, str]:
 def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
     if not any(f.patch for f in findings):
         return None
-    from mcp_server.recipe.validate import validate_values
 
     base, kwargs, what = validation_base(ctx)
     # An error the run's config already has, on a field this patch leaves alone, is another finding's to fix

@@ -9,6 +9,12 @@ import statistics
 
 from mcp_server.training.metrics import LoadedRun
 from mcp_server.training.models import DiagnosisFinding, Evidence, Severity
+from mcp_server.emission.emit import LORA_LEARNING_RATE
+from mcp_server.gpus import lookup_gpu
+from mcp_server.recipe.rules import LR_RANGE
+from mcp_server.recipe.trl_fields import trl_defaults
+from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.recipe.variants import variant_values
 
 # Thresholds (why each value: see the rule using it).
 SPIKE_FACTOR = 10.0
@@ -105,7 +111,6 @@ class Ctx:
             return self.config[key]
         if self._defaults is None:
             try:
-                from mcp_server.recipe.trl_fields import trl_defaults
 
                 self._defaults = trl_defaults()
             except Exception:  # no TRL here: the rules still run on the metrics alone
@@ -143,7 +148,6 @@ class Ctx:
         if not name or str(name).lower() == "cpu":
             return None
         try:
-            from mcp_server.gpus import lookup_gpu
 
             return bool(lookup_gpu(str(name)).bf16)
         except Exception:
@@ -213,7 +217,6 @@ class Ctx:
         return reasons
 
     def lr_range(self) -> tuple[float, float]:
-        from mcp_server.recipe.rules import LR_RANGE
 
         mode = self.fine_tune_mode
         if mode is None:  # unknown: the union, so neither a full nor a LoRA run is flagged wrongly
@@ -221,10 +224,8 @@ class Ctx:
         return LR_RANGE[mode]
 
     def recipe_lr(self) -> float:
-        from mcp_server.recipe.variants import BASE_RECIPE
 
         if self.fine_tune_mode == "lora":
-            from mcp_server.emission.emit import LORA_LEARNING_RATE
 
             return LORA_LEARNING_RATE
         return BASE_RECIPE["learning_rate"]
@@ -248,7 +249,6 @@ class Ctx:
     def variant_patch(self, variant: str) -> dict:
         """The variant as emit_grpo_config writes it (the base recipe's loss_type unless the variant sets its
         own, and the off-policy structure its clip needs), less what the run already has."""
-        from mcp_server.recipe.variants import variant_values
 
         ga = self.config.get("gradient_accumulation_steps", 1)  # TRL's default is 1
         wanted = variant_values(variant, ga if isinstance(ga, int) else 1)

@@ -7,6 +7,8 @@ import re
 
 from mcp_server.training.diagnosis_context import Ctx, finding
 from mcp_server.training.models import DiagnosisFinding, Evidence
+from mcp_server.memory.models import MemoryPlanRequest
+from mcp_server.memory.planner import plan_memory
 
 LOG_PATTERNS: dict[str, re.Pattern] = {
     "cuda_out_of_memory": re.compile(
@@ -91,8 +93,6 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
         return None
     try:
-        from mcp_server.memory.models import MemoryPlanRequest
-        from mcp_server.memory.planner import plan_memory
 
         plan = plan_memory(MemoryPlanRequest(
             config=ctx.config, gpu=None if capacity else gpu, num_gpus=ctx.run.request.get("num_gpus"),

@@ -31,6 +31,7 @@ from mcp_server.training.diagnosis_context import (
 from mcp_server.training.log_rules import log_hits, log_line
 from mcp_server.training.models import DiagnosisFinding, Evidence
 from mcp_server.training.stability_rules import rule_never_terminate
+from mcp_server.model_ref import is_moe
 
 # ---------------------------------------------------------------- divergence, in the skill's order
 def rule_fp16(ctx: Ctx) -> list[DiagnosisFinding]:
@@ -343,7 +344,6 @@ def rule_moe(ctx: Ctx) -> list[DiagnosisFinding]:
     model = ctx.config.get("model_name_or_path")
     if not model:
         return []
-    from mcp_server.model_ref import is_moe
 
     if not is_moe(str(model)) or ctx.get("importance_sampling_level", "token") == "sequence":
         return []

@@ -36,6 +36,7 @@ from mcp_server.training.runstate import (
 )
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
+from mcp_server.training.diagnose import diagnose_run
 
 PLOTTED = (
     ("reward", "reward"),
@@ -79,10 +80,6 @@ def _speed(lines: list[dict], since: float | None) -> float | None:
 def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
     """The diagnosis rules (diagnose_run's core) on the run so far. A missing or failing diagnosis never
     breaks status: the note says why the flags are absent."""
-    try:
-        from mcp_server.training.diagnose import diagnose_run
-    except ImportError:
-        return [], "diagnosis rules not installed (mcp_server.training.diagnose): no health flags"
     try:
         # Patches are not validated here (that imports TRL); diagnose_run gives validated patches.
         result = diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False))
