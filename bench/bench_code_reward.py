@@ -40,7 +40,8 @@ PROBLEMS = [
     ("def test_primes():\n    assert [n for n in range(20) if is_prime(n)] == [2, 3, 5, 7, 11, 13, 17, 19]\n",
      "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n",
      ["def is_prime(n):\n    return n % 2 == 1\n", "def is_prime(n):\n    return n / 0\n"]),
-    ("class TestFizz:\n    def test_values(self):\n        assert [fizz(i) for i in (3, 5, 15, 7)] == ['Fizz', 'Buzz', 'FizzBuzz', '7']\n",
+    ("class TestFizz:\n    def test_values(self):\n        assert [fizz(i) for i in (3, 5, 15, 7)] == ['Fizz', 'Buzz', "
+     "'FizzBuzz', '7']\n",
      "def fizz(i):\n    return 'Fizz' * (i % 3 == 0) + 'Buzz' * (i % 5 == 0) or str(i)\n",
      ["def fizz(i):\n    return str(i)\n", "import sys\nsys.exit(3)\n"]),
     ("assert rev('abc') == 'cba'\nassert rev('') == ''\nassert rev([1, 2]) == [2, 1]\n",
@@ -117,7 +118,8 @@ def main() -> int:
         results = impl.run_many(cases, impl.Limits(), args.workers)
         hacks = [h for h, r in zip(HACKS, results) if r.passed]
         controls = sum(r.passed for r in results[len(HACKS):])
-        print(f"{name}: reward hacks passed {len(hacks)}/{len(HACKS)}, honest controls passed {controls}/{len(CONTROLS)}"
+        print(f"{name}: reward hacks passed {len(hacks)}/{len(HACKS)}, honest controls passed "
+              f"{controls}/{len(CONTROLS)}"
               + (f"  ({', '.join(hacks)})" if hacks else ""))
         if name == "new":
             ok = ok and not hacks and controls == len(CONTROLS)

@@ -26,9 +26,11 @@ def main() -> int:
     print(f"  after SFT         {summary.sft_pass_rate:6.1%}   95% CI {summary.sft_ci[0]:.1%}-{summary.sft_ci[1]:.1%}")
     if summary.grpo_pass_rate is not None:
         ratio = summary.grpo_pass_rate / summary.sft_pass_rate if summary.sft_pass_rate else float("inf")
-        print(f"  after GRPO        {summary.grpo_pass_rate:6.1%}   95% CI {summary.grpo_ci[0]:.1%}-{summary.grpo_ci[1]:.1%}"
+        print(f"  after GRPO        {summary.grpo_pass_rate:6.1%}   95% CI "
+              f"{summary.grpo_ci[0]:.1%}-{summary.grpo_ci[1]:.1%}"
               f"   ({ratio:.2f}x the warm-start)")
-    print(f"  improvement       {summary.improvement_points:+.1f} points, 95% CI {summary.improvement_ci[0]:+.1f} to {summary.improvement_ci[1]:+.1f} (paired)"
+    print(f"  improvement       {summary.improvement_points:+.1f} points, 95% CI {summary.improvement_ci[0]:+.1f} to "
+          f"{summary.improvement_ci[1]:+.1f} (paired)"
           f"; above the warm-start interval: {summary.above_sft_interval}")
     print(f"  verdict           {summary.verdict}")
     print(f"  wall time         {summary.seconds:.0f} s   (goal < 600 s on 2 CPU cores)")

@@ -130,7 +130,8 @@ def main() -> None:
     print(f"GRPO tiny model, {opts.steps} steps logged every step, {opts.pairs} pairs of runs")
     print(f"  median step without callback: {base_med * 1000:8.2f} ms")
     print(f"  median step with callback:    {cb_med * 1000:8.2f} ms")
-    print(f"  side-by-side ratio:           {cb_med / base_med:8.4f}  ({(cb_med / base_med - 1) * 100:+.2f}%, noise included)")
+    print(f"  side-by-side ratio:           {cb_med / base_med:8.4f}  ({(cb_med / base_med - 1) * 100:+.2f}%, noise "
+          "included)")
     print(f"  time inside the callback:     {per_call_ms:8.3f} ms per logged step")
     print(f"  direct overhead:              {direct * 100:8.3f}% of step time (goal < 2%)")
     print("PASS" if direct < 0.02 else "FAIL", "- callback overhead under 2% of step time")

@@ -61,21 +61,49 @@ def write_log(path: Path, megabytes: float) -> int:
             t += 2.0
             bad = burst > 0 and handle.tell() >= target / 2  # a NaN burst mid-run: diagnose must still see it
             burst -= bad
-            line = {"step": step, "epoch": step / 1000, "time": t, "loss": math.nan if bad else 0.01 * math.sin(step),
-                    "lr": 5e-7, "reward": 0.5 + 0.1 * math.sin(step / 50), "reward_std": 0.3,
-                    "frac_reward_zero_std": 0.1, "kl": 0.001, "entropy": 0.8, "completion_mean_length": 120.0,
-                    "clipped_ratio": 0.01, "grad_norm": 0.5, "step_time": 2.0, "mem_gb": None, "temp_c": None,
-                    **{f"rewards/reward_{i}/mean": 0.5 for i in range(8)}, **{f"rewards/reward_{i}/std": 0.2 for i in range(8)},
-                    **{f"completions/{k}": 100.0 for k in ("min_length", "max_length", "mean_terminated_length",
-                                                           "min_terminated_length", "max_terminated_length")}}
+            line = {
+                "step": step,
+                "epoch": step / 1000,
+                "time": t,
+                "loss": math.nan if bad else 0.01 * math.sin(step),
+                "lr": 5e-7,
+                "reward": 0.5 + 0.1 * math.sin(step / 50),
+                "reward_std": 0.3,
+                "frac_reward_zero_std": 0.1,
+                "kl": 0.001,
+                "entropy": 0.8,
+                "completion_mean_length": 120.0,
+                "clipped_ratio": 0.01,
+                "grad_norm": 0.5,
+                "step_time": 2.0,
+                "mem_gb": None,
+                "temp_c": None,
+                **{f"rewards/reward_{i}/mean": 0.5 for i in range(8)},
+                **{f"rewards/reward_{i}/std": 0.2 for i in range(8)},
+                **{
+                    f"completions/{k}": 100.0
+                    for k in (
+                        "min_length",
+                        "max_length",
+                        "mean_terminated_length",
+                        "min_terminated_length",
+                        "max_terminated_length",
+                    )
+                },
+            }
             handle.write(json.dumps(line) + "\n")
     return step
 
 
 def measure(name: str, path: Path, run: Path, workspace: Path) -> tuple[float, float, object]:
     env = {**os.environ, "LLM_FINETUNING_WORKSPACE": str(workspace), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(setup=MEASURE[name][0], code=MEASURE[name][1]), str(path), str(run)], env=env,
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.format(setup=MEASURE[name][0], code=MEASURE[name][1]), str(path), str(run)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode:
         raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
     seconds, rss_mb, n = proc.stdout.split()

@@ -49,7 +49,8 @@ def main() -> None:
             sampling.SMALL_MODEL_PARAMS = threshold
             times[name].append(sampling.sample_completions(req).seconds)
     median = {name: statistics.median(t) for name, t in times.items()}
-    print(f"sample_completions, 64 samples x 48 tokens, tiny model, CPU ({torch.get_num_threads()} torch threads by default)")
+    print(f"sample_completions, 64 samples x 48 tokens, tiny model, CPU ({torch.get_num_threads()} torch threads by "
+          "default)")
     for name, seconds in median.items():
         print(f"  {name:<12} {seconds:7.2f} s   (runs: {', '.join(f'{t:.2f}' for t in times[name])})")
     print(f"  speed-up vs per-prompt:  {median['per-prompt'] / median['ours']:.1f}x")

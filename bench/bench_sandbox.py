@@ -36,7 +36,8 @@ PROBLEMS = [
         ["def is_prime(n):\n    return n % 2 == 1\n", "def is_prime(n):\n    return n / 0\n"],
     ),
     (
-        "class TestFizz:\n    def test_values(self):\n        assert [fizz(i) for i in (3, 5, 15, 7)] == ['Fizz', 'Buzz', 'FizzBuzz', '7']\n",
+        "class TestFizz:\n    def test_values(self):\n        assert [fizz(i) for i in (3, 5, 15, 7)] == ['Fizz', "
+        "'Buzz', 'FizzBuzz', '7']\n",
         "def fizz(i):\n    return 'Fizz' * (i % 3 == 0) + 'Buzz' * (i % 5 == 0) or str(i)\n",
         ["def fizz(i):\n    return str(i)\n", "import sys\nsys.exit(3)\n"],
     ),
@@ -100,7 +101,9 @@ def main() -> int:
 
     n = len(completions)
     print(f"{'':34}{'wall s':>9}{'ms/completion':>15}{'passed':>8}")
-    print(f"{'pytest subprocess per completion':34}{baseline_s:9.2f}{1000 * baseline_s / n:15.1f}{int(sum(baseline)):8d}")
+    print(
+        f"{'pytest subprocess per completion':34}{baseline_s:9.2f}{1000 * baseline_s / n:15.1f}{int(sum(baseline)):8d}"
+    )
     print(f"{'code_execution_reward (sandbox)':34}{ours_s:9.2f}{1000 * ours_s / n:15.1f}{int(sum(ours)):8d}")
     print(f"{'  same, one sandbox at a time':34}{serial_s:9.2f}{1000 * serial_s / n:15.1f}{int(sum(serial)):8d}")
     ratio = baseline_s / ours_s

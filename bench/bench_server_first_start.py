@@ -44,12 +44,16 @@ mcp.run("stdio")
 # Built the way the launcher builds its environment (see scripts/launch_server.py install_plans).
 HELLO_LAUNCH = {
     "pip": 'set -e; "$PY" -m venv --without-pip "$VENV"; '
-           '"$PY" -m pip --python "$VENV/bin/python" install --quiet --no-compile --disable-pip-version-check "mcp>=2" >&2; '
+           '"$PY" -m pip --python "$VENV/bin/python" install --quiet --no-compile --disable-pip-version-check "mcp>=2" '
+           '>&2; '
            'exec "$VENV/bin/python" "$HELLO"',
-    "uv": 'set -e; uv venv --quiet --python "$PY" "$VENV" >&2; uv pip install --quiet --python "$VENV/bin/python" "mcp>=2" >&2; '
+    "uv": 'set -e; uv venv --quiet --python "$PY" "$VENV" >&2; uv pip install --quiet --python "$VENV/bin/python" '
+          '"mcp>=2" >&2; '
           'exec "$VENV/bin/python" "$HELLO"',
 }
-UV = shutil.which("uv") or (str(Path(sys.executable).parent / "uv") if (Path(sys.executable).parent / "uv").exists() else None)
+UV = shutil.which("uv") or (
+    str(Path(sys.executable).parent / "uv") if (Path(sys.executable).parent / "uv").exists() else None
+)
 
 
 def path_for(installer: str) -> str:
@@ -112,7 +116,10 @@ def warm(tmp: Path, light_venv: Path) -> dict[str, dict]:
     in_process = asyncio.run(warm_calls(sys.executable, ["-m", "mcp_server"], {**env, "PYTHONPATH": str(ROOT)}, tmp))
     worker_env = {**env, "LLM_FINETUNING_VENV": str(light_venv), "LLM_FINETUNING_PYTHON": sys.executable}
     worker = asyncio.run(warm_calls(BASE_PYTHON, [str(LAUNCHER)], worker_env, tmp))
-    return {"in-process (server = training Python)": in_process, "worker (light server + LLM_FINETUNING_PYTHON)": worker}
+    return {
+        "in-process (server = training Python)": in_process,
+        "worker (light server + LLM_FINETUNING_PYTHON)": worker,
+    }
 
 
 def main() -> int:

@@ -152,7 +152,8 @@ def _parse_ids(value: str | None, field: str) -> list[int]:
 def _human_samples(r) -> str:
     return "\n".join(
         [
-            f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in {r.seconds:.1f}s",
+            f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in "
+            f"{r.seconds:.1f}s",
             f"  model:     {r.model}",
             f"  samples:   {r.samples_path}",
             f"  truncated: {r.truncated}",
@@ -165,7 +166,8 @@ def _human_samples(r) -> str:
 
 def _human_inspection(r) -> str:
     lines = [
-        f"Reviewed {r.num_samples} samples ({r.num_prompts} prompts x {r.samples_per_prompt}); sheet: {r.review_md_path}",
+        f"Reviewed {r.num_samples} samples ({r.num_prompts} prompts x {r.samples_per_prompt}); sheet: "
+        f"{r.review_md_path}",
         f"  base success rate: {r.base_success_rate:.0%} of {r.rate_prompts} prompts (95% interval "
         f"{r.base_success_interval[0]:.0%}-{r.base_success_interval[1]:.0%}; success: {r.success_rule})",
         f"  zero-variance groups: {r.zero_variance_groups}/{r.num_prompts}; malformed: {r.malformed}; "
@@ -228,7 +230,9 @@ def _human_plan(plan) -> str:
         lines.append(f"  smallest set that fits: {', '.join(r.levers)} -> {r.peak_gib:.1f} GiB; set {r.patch}")
     lines.append(f"  anchor ({plan.anchor.size_class}): {plan.anchor.statement}")
     if plan.anchor.consistent is not None:
-        lines.append(f"    planner: {plan.anchor.planner_check} [{'agrees' if plan.anchor.consistent else 'DISAGREES'}]")
+        lines.append(
+            f"    planner: {plan.anchor.planner_check} [{'agrees' if plan.anchor.consistent else 'DISAGREES'}]"
+        )
     sp = plan.speed
     lines.append(f"  speed ({sp.engine}, {sp.bandwidth_gbs:.0f} GB/s): {sp.rollout_tokens_per_s:.0f} tok/s rollout, "
                  f"{sp.step_s:.0f} s/step; {sp.verdict}")
@@ -281,9 +285,12 @@ def _human_export(result) -> str:
 def _human_env(r) -> str:
     lines = [f"{r.verdict.upper()}: {r.allows}", f"  python: {r.python}"]
     for g in r.gpus:
-        lines.append(f"  GPU {g.index}: {g.name}, {g.memory_gib:.0f} GiB, cc {g.compute_capability}, bf16 {'yes' if g.bf16 else 'no'}")
+        lines.append(f"  GPU {g.index}: {g.name}, {g.memory_gib:.0f} GiB, cc {g.compute_capability}, bf16 "
+                     f"{'yes' if g.bf16 else 'no'}")
     lines.append("  packages: " + ", ".join(f"{k} {v or '-'}" for k, v in r.packages.items()))
-    lines.append(f"  RAM {r.ram_gib} GiB, free disk {r.free_disk_gib} GiB" + (f", target {r.target}" if r.target else ""))
+    lines.append(
+        f"  RAM {r.ram_gib} GiB, free disk {r.free_disk_gib} GiB" + (f", target {r.target}" if r.target else "")
+    )
     lines += [f"  BLOCKED  {b}" for b in r.blockers] + [f"  WARN     {w}" for w in r.warnings]
     lines.append(f"  report: {r.report_path}")
     return "\n".join(lines)
@@ -314,7 +321,9 @@ def _human_status(r) -> str:
     if shown:
         lines.append("  latest: " + ", ".join(shown))
     if r.steps_per_s:
-        lines.append(f"  speed: {r.steps_per_s:.3g} steps/s" + (f", ETA {r.eta_s / 60:.1f} min" if r.eta_s is not None else ""))
+        lines.append(
+            f"  speed: {r.steps_per_s:.3g} steps/s" + (f", ETA {r.eta_s / 60:.1f} min" if r.eta_s is not None else "")
+        )
     for flag in r.health:
         lines.append(f"  {flag.severity.upper():8}{flag.code}: {flag.explanation}")
     if r.health_note:
@@ -330,7 +339,8 @@ def _human_runs(r) -> str:
     if not r.runs:
         return f"no runs under {r.runs_root}"
     return "\n".join(f"{x.run:40} {x.state:13} " + (x.error or "") if x.error else
-                     f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
+                     f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  "
+                     f"{x.model or ''}"
                      for x in r.runs)
 
 

@@ -109,6 +109,7 @@ def check_prompt_column(rows: list[dict], column: str) -> bool:
             raise UserInputError("dataset", f"row {i}: prompt is not a list of chat messages like row 0")
         if not first and not isinstance(prompt, str):
             raise UserInputError(
-                "dataset", f"row {i}: prompt must be text or a list of {{role, content}} messages, got {type(prompt).__name__}"
+                "dataset", f"row {i}: prompt must be text or a list of {{role, content}} messages, got "
+                           f"{type(prompt).__name__}"
             )
     return first

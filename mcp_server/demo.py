@@ -57,7 +57,8 @@ class DemoSettings(BaseModel):
         description="SFT stops once greedy success on a sample of training prompts (never the goldens) reaches "
         "this: above zero so GRPO has a signal, far from saturated so GRPO has room.",
     )
-    sft_learning_rate: float = Field(default=3e-3, description="SFT learning rate (a 100k-parameter model from scratch).")
+    sft_learning_rate: float = Field(default=3e-3, description="SFT learning rate (a 100k-parameter model from "
+                                                               "scratch).")
     sft_batch_size: int = Field(default=32, description="SFT batch size.")
     grpo_steps: int = Field(default=200, description="GRPO optimizer steps.")
     grpo_learning_rate: float = Field(default=5e-4, description="GRPO peak learning rate (cosine decay to 0).")
@@ -224,7 +225,8 @@ def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings:
                   "The demo records the verdict on their behalf.")
     verdict = record_inspection_verdict(VerdictRequest(
         run=str(run_dir), verdict="pass", reviewer="llm-finetuning demo (automated, no person read the samples)",
-        agree_with_rest=True, note="demo: exact-match arithmetic; the format and correctness scores were not read by a person",
+        agree_with_rest=True, note="demo: exact-match arithmetic; the format and correctness scores were not read by a "
+                                   "person",
     ))
     gate = check_inspection_gate(str(run_dir))
     return {"samples": sampled.samples_path, "review": review.review_md_path, "verdict": verdict.verdict_path,
@@ -358,7 +360,8 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     inspection = _inspect(console, run_dir, warm, data, settings)
     brief = atomic_write_text(run.brief, _brief(baseline, sft, sft_steps, inspection))
     phase_done("1 method + inspection", t0,
-               f"SFT warm-start {sft.pass_rate:.0%}; inspection gate {'open' if inspection['gate_passed'] else 'CLOSED'}",
+               f"SFT warm-start {sft.pass_rate:.0%}; inspection gate "
+               f"{'open' if inspection['gate_passed'] else 'CLOSED'}",
                warm_start=warm, warm_start_baseline=sft.baseline_path, samples=inspection["samples"],
                review=inspection["review"], verdict=inspection["verdict"], brief=brief)
 
@@ -414,8 +417,10 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     summary.improvement_points, summary.improvement_ci = promotion.improvement_points, promotion.improvement_ci
     summary.beats_sft = promotion.improvement_ci[0] > 0
     summary.above_sft_interval = promotion.checkpoint_pass_rate > sft.ci_high
-    console.print(f"  after GRPO: [bold]{promotion.checkpoint_pass_rate:.0%}[/] (95% CI {promotion.checkpoint_ci[0]:.0%}-"
-                  f"{promotion.checkpoint_ci[1]:.0%}) vs warm-start {sft.pass_rate:.0%}: {promotion.improvement_points:+.0f} "
+    console.print(f"  after GRPO: [bold]{promotion.checkpoint_pass_rate:.0%}[/] (95% CI "
+                  f"{promotion.checkpoint_ci[0]:.0%}-"
+                  f"{promotion.checkpoint_ci[1]:.0%}) vs warm-start {sft.pass_rate:.0%}: "
+                  f"{promotion.improvement_points:+.0f} "
                   f"points (95% CI {promotion.improvement_ci[0]:+.0f} to {promotion.improvement_ci[1]:+.0f}, paired) "
                   f"-> [bold]{promotion.verdict}[/]")
     for reason in promotion.reasons:
@@ -487,7 +492,8 @@ def _brief(baseline, sft, sft_steps: int, inspection: dict) -> str:
     return f"""# Training brief: demo
 
 - Goal: the tiny model answers sums of two numbers reliably in the <reasoning>/<answer> format.
-- Baseline: {baseline.pass_rate:.0%} on {baseline.n} held-out goldens (95% CI {baseline.ci_low:.0%}-{baseline.ci_high:.0%}).
+- Baseline: {baseline.pass_rate:.0%} on {baseline.n} held-out goldens
+  (95% CI {baseline.ci_low:.0%}-{baseline.ci_high:.0%}).
 - Off-ramps: prompting and retrieval cannot teach a randomly initialised model arithmetic; a bigger model is
   outside the demo's scope (offline, CPU).
 - Method: GRPO/RLVR (a programmatic check of success exists). The base success rate is zero, so GRPO would
@@ -495,8 +501,8 @@ def _brief(baseline, sft, sft_steps: int, inspection: dict) -> str:
   training split's reference solutions), reaching {sft.pass_rate:.0%} (95% CI {sft.ci_low:.0%}-{sft.ci_high:.0%}).
   GRPO then starts from the warm-start, which is the baseline the checkpoint must beat.
 - Rewards: format_reward (1.0) + correctness_reward (2.0 when the answer is exact).
-- Inspection: base success rate of the warm-start on sampled prompts {inspection['base_success_rate']:.0%};
-  GRPO can learn: {inspection['grpo_can_learn']}. The verdict was recorded by the demo, not by a person.
+- Inspection: base success rate of the warm-start on sampled prompts {inspection["base_success_rate"]:.0%};
+  GRPO can learn: {inspection["grpo_can_learn"]}. The verdict was recorded by the demo, not by a person.
 - Model: the embedded tiny Qwen2 (~100k parameters); hardware: CPU.
 """
 
@@ -538,7 +544,8 @@ def _finish(console: Console, summary: DemoSummary, start: float) -> DemoSummary
     console.print(f"  after GRPO     {pct(summary.grpo_pass_rate)}" + (
         f"  (95% CI {pct(summary.grpo_ci[0])}-{pct(summary.grpo_ci[1])})" if summary.grpo_ci else ""))
     if summary.improvement_ci:
-        console.print(f"  improvement    {summary.improvement_points:+.0f} points (95% CI {summary.improvement_ci[0]:+.0f} to "
+        console.print(f"  improvement    {summary.improvement_points:+.0f} points (95% CI "
+                      f"{summary.improvement_ci[0]:+.0f} to "
                       f"{summary.improvement_ci[1]:+.0f}, paired over the same goldens)"
                       + ("; above the warm-start's own interval too" if summary.above_sft_interval else ""))
     console.print(f"  verdict        {summary.verdict or '-'}")

@@ -89,7 +89,8 @@ def validation_message(exc: ValidationError, model: type[BaseModel] | None = Non
         accepted = list(owner.model_fields) if owner else []
         where = ".".join(map(str, owner_loc))
         text = f"unknown field{'s' if len(names) > 1 else ''} " + ", ".join(
-            f"'{short(name, 60)}'" + (f" (did you mean '{close[0]}'?)" if (close := closest_names(name, accepted, n=1)) else "")
+            f"'{short(name, 60)}'"
+            + (f" (did you mean '{close[0]}'?)" if (close := closest_names(name, accepted, n=1)) else "")
             for name in names
         )
         if accepted:

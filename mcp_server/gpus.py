@@ -30,7 +30,9 @@ class GPU(BaseModel):
     unified_memory: bool = Field(
         default=False, description="True when CPU and GPU share one memory pool (DGX Spark): no CPU offload headroom."
     )
-    aliases: list[str] = Field(default_factory=list, description="Other names accepted for this GPU (case-insensitive).")
+    aliases: list[str] = Field(
+        default_factory=list, description="Other names accepted for this GPU (case-insensitive)."
+    )
 
 
 def _gpu(name, description, memory_gb, memory_gib, bandwidth, tflops, cc, aliases, sustained=None, bf16=None,

@@ -107,7 +107,10 @@ def training_env(python: str, base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
     # The launcher keeps the server's bytecode beside its environment; the training interpreter reads its own
     # (a prefix would make it recompile torch and the rest).
-    if env.get("LLM_FINETUNING_SERVER_PYCACHE") and env.get("PYTHONPYCACHEPREFIX") == env["LLM_FINETUNING_SERVER_PYCACHE"]:
+    if (
+        env.get("LLM_FINETUNING_SERVER_PYCACHE")
+        and env.get("PYTHONPYCACHEPREFIX") == env["LLM_FINETUNING_SERVER_PYCACHE"]
+    ):
         del env["PYTHONPYCACHEPREFIX"]
     if package_path():
         parts = [package_path()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

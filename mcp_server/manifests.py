@@ -156,14 +156,16 @@ def codex(source: dict, root: Path) -> dict[str, str]:
             "category": source.get("category", "development"),
         },
     }
-    toml = [f"# {GENERATED_NOTE}", "# Project-scoped Codex config for this folder; copy the table into ~/.codex/config.toml",
+    toml = [f"# {GENERATED_NOTE}", "# Project-scoped Codex config for this folder; copy the table into "
+                                   "~/.codex/config.toml",
             "# with an absolute path to use the server everywhere."]
     for name, entry in _servers(source, None, relative=True).items():
         toml.append(f'[mcp_servers."{name}"]')
         toml.append(f"command = {json.dumps(entry['command'])}")
         toml.append("args = [" + ", ".join(json.dumps(a) for a in entry["args"]) + "]")
         toml.append("env_vars = [" + ", ".join(json.dumps(v) for v in CODEX_ENV_VARS) + "]")
-        toml.append(f"startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_SEC}  # the first start builds the server's environment")
+        toml.append(f"startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_SEC}  # the first start builds the server's "
+                    "environment")
     return {
         ".codex-plugin/plugin.json": _json(plugin),
         ".codex-mcp.json": _json({"mcpServers": servers}),
@@ -188,9 +190,12 @@ def gemini(source: dict, root: Path) -> dict[str, str]:
         "mcpServers": {name: {**entry, "args": [_gemini_path(a) for a in entry.get("args", [])]}
                        for name, entry in source["mcpServers"].items()},
     }
-    agents = "\n".join(f"- `{name}` (`agents/{name}.md`): {meta.get('description', '')}" for name, meta, _ in _agents(root))
+    agents = "\n".join(
+        f"- `{name}` (`agents/{name}.md`): {meta.get('description', '')}" for name, meta, _ in _agents(root)
+    )
     skills = "\n".join(
-        f"- `skills/{p.parent.name}/SKILL.md`: {split_frontmatter(p.read_text(encoding='utf-8'))[0].get('description', '')}"
+        f"- `skills/{p.parent.name}/SKILL.md`: "
+        f"{split_frontmatter(p.read_text(encoding='utf-8'))[0].get('description', '')}"
         for p in sorted((root / "skills").glob("*/SKILL.md"))
     )
     context = f"""<!-- {GENERATED_NOTE} -->
@@ -300,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             print("run: python -m mcp_server.manifests", file=sys.stderr)
         return 1 if stale else 0
     changed = write(args.root)
-    print("\n".join(f"{'removed' if rel in RETIRED else 'wrote'} {rel}" for rel in changed) or "all harness files up to date")
+    print("\n".join(f"{'removed' if rel in RETIRED else 'wrote'} {rel}" for rel in changed) or "all harness files up "
+                                                                                               "to date")
     return 0
 
 

@@ -25,8 +25,11 @@ TINY = "tiny"
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 # Only when no config.json is readable offline (a hub name never downloaded): what the name says. Structural marks
 # (moe, "-A3B"/"-a800m" active parameters, "-16E" expert count) and the families that ship only as MoE.
-_MOE_NAME = re.compile(r"(moe|mixtral|-a\d+(\.\d+)?[bm]\b|-\d+e\b|gpt-oss|deepseek-v[23]|deepseek-r1(?!-distill)|kimi-k2|llama-4|"
-                       r"glm-4\.[5-9]|dbrx|jamba|qwen3-(30|235)b)", re.I)
+_MOE_NAME = re.compile(
+    r"(moe|mixtral|-a\d+(\.\d+)?[bm]\b|-\d+e\b|gpt-oss|deepseek-v[23]|deepseek-r1(?!-distill)|kimi-k2|llama-4|"
+    r"glm-4\.[5-9]|dbrx|jamba|qwen3-(30|235)b)",
+    re.I,
+)
 SMALL_MODEL_PARAMS = 50_000_000
 
 

@@ -320,7 +320,8 @@ class Run:
             ckpt = self.output_dir(config)
         if not (ckpt / "config.json").is_file() and not (ckpt / "adapter_config.json").is_file():
             raise UserInputError(
-                "checkpoint", f"{ckpt} holds no saved model (config.json or adapter_config.json): has training finished?"
+                "checkpoint", f"{ckpt} holds no saved model (config.json or adapter_config.json): has training "
+                              "finished?"
             )
         return config, str(base), ckpt.resolve()
 
@@ -353,7 +354,8 @@ def resolve_run(run: str | Path) -> Run:
     if path is not None and path.is_dir():
         if path.parent == runs_root().resolve() or any((path / marker).exists() for marker in RUN_MARKERS):
             return Run(path)
-        raise UserInputError("run", f"{short(path)} is not a run directory (it holds none of {', '.join(RUN_MARKERS)}); "
+        raise UserInputError("run", f"{short(path)} is not a run directory (it holds none of "
+                                    f"{', '.join(RUN_MARKERS)}); "
                              "give a run's name under runs/ or the path of a run emit_grpo_config made")
     known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
     raise UserInputError(

@@ -123,7 +123,8 @@ NOT_THE_MODEL = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training
 
 def sha256_tree(folder: Path) -> str:
     """sha256 of a saved model's content: every file's relative path and sha256, in order, except the
-    training state and intermediate checkpoints (NOT_THE_MODEL). Equal for a copy or a moved folder; any changed weight, config or
+    training state and intermediate checkpoints (NOT_THE_MODEL). Equal for a copy or a moved folder; any changed
+    weight, config or
     tokenizer file changes it."""
     folder = Path(folder)
     digest = hashlib.sha256()

@@ -12,7 +12,8 @@ from __future__ import annotations
 from textwrap import dedent
 
 ADD_TESTS = "def test_add():\n    assert add(2, 3) == 5\n    assert add(10, -4) == 6\n"
-MATH_TESTS = "import math\n\ndef test_add():\n    assert math.isclose(add(0.1, 0.2), 0.3)\n    assert math.isclose(add(1, 2), 3)\n"
+MATH_TESTS = ("import math\n\ndef test_add():\n    assert math.isclose(add(0.1, 0.2), 0.3)\n"
+              "    assert math.isclose(add(1, 2), 3)\n")
 
 # Steal the old harness's pass token from any frame (the calling frame, the main thread's stack, the failing
 # traceback) and print it as a pass line on every fd; also every verdict-looking line the new harness could use.
@@ -54,7 +55,8 @@ HACKS: dict[str, tuple[str, str]] = {
     "frame_walk_every_fd": (_STEAL + "_claim_pass()\n", ADD_TESTS),
     # The observation: an object whose __eq__ says yes to anything.
     "always_equal_object": (
-        "class Yes:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return False\n"
+        "class Yes:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return "
+        "False\n"
         "    __hash__ = object.__hash__\n\ndef add(a, b):\n    return Yes()\n",
         ADD_TESTS,
     ),
@@ -66,7 +68,8 @@ HACKS: dict[str, tuple[str, str]] = {
     "truth_that_alternates": (
         "class Flip:\n    n = 0\n    def __bool__(self):\n        Flip.n += 1\n        return Flip.n % 2 == 1\n\n"
         "def is_even(n):\n    return Flip()\n",
-        "def test_even():\n    assert is_even(4)\n    assert not is_even(3)\n    assert is_even(0)\n    assert not is_even(7)\n",
+        "def test_even():\n    assert is_even(4)\n    assert not is_even(3)\n    assert is_even(0)\n    assert not "
+        "is_even(7)\n",
     ),
     "os_exit_0_before_tests": ("import os\nos._exit(0)\n", ADD_TESTS),
     "sys_exit_0_before_tests": ("import sys\nsys.exit(0)\n", ADD_TESTS),
@@ -144,7 +147,8 @@ HACKS: dict[str, tuple[str, str]] = {
         "for fd in range(0, 256):\n"
         "    try:\n        os.write(fd, lines)\n    except OSError:\n        pass\n"
         "for pid in ('1', 'self'):\n"
-        "    try:\n        names = os.listdir(f'/proc/{pid}/fd')\n    except OSError:\n        names = [str(n) for n in range(64)]\n"
+        "    try:\n        names = os.listdir(f'/proc/{pid}/fd')\n    except OSError:\n        names = [str(n) for n "
+        "in range(64)]\n"
         "    for n in names:\n"
         "        try:\n            fd = os.open(f'/proc/{pid}/fd/{n}', os.O_WRONLY | os.O_NONBLOCK)\n"
         "            os.write(fd, lines)\n        except OSError:\n            pass\n" + WRONG_ADD,
@@ -182,7 +186,8 @@ HACKS: dict[str, tuple[str, str]] = {
         "    mem = open('/proc/1/mem', 'rb')\n"
         "    for line in open('/proc/1/maps'):\n"
         "        lo, hi = (int(x, 16) for x in line.split()[0].split('-'))\n"
-        "        try:\n            mem.seek(lo)\n            texts.append(mem.read(min(hi - lo, 1 << 24)).decode('latin-1'))\n"
+        "        try:\n            mem.seek(lo)\n            texts.append(mem.read(min(hi - lo, 1 << "
+        "24)).decode('latin-1'))\n"
         "        except (OSError, ValueError, OverflowError):\n            pass\n"
         "except OSError:\n"
         "    pass\n"
@@ -225,7 +230,8 @@ HACKS: dict[str, tuple[str, str]] = {
     "exits_after_its_first_answer": (
         "import os, threading\ncalls = []\n"
         "def add(a, b):\n    if calls:\n        os._exit(0)\n    calls.append(1)\n    return a + b\n",
-        "def test_add():\n    assert add(2, 3) == 5\n    try:\n        assert add(10, -4) == 6\n    except BaseException:\n"
+        "def test_add():\n    assert add(2, 3) == 5\n    try:\n        assert add(10, -4) == 6\n    except "
+        "BaseException:\n"
         "        pass\n",
     ),
 }
@@ -301,7 +307,8 @@ CONTROLS: dict[str, tuple[str, str]] = {
         "def root(x):\n    if x < 0:\n        raise NegativeError('negative')\n    return x ** 0.5\n\n"
         "def lookup(d, k):\n    return d[k]\n",
         "import unittest\n\n"
-        "def test_raises():\n    try:\n        root(-1)\n    except ValueError as exc:\n        assert 'negative' in str(exc)\n"
+        "def test_raises():\n    try:\n        root(-1)\n    except ValueError as exc:\n        assert 'negative' in "
+        "str(exc)\n"
         "    else:\n        raise AssertionError('no error')\n\n"
         "class TestLookup(unittest.TestCase):\n    def test_missing(self):\n        with self.assertRaises(KeyError):\n"
         "            lookup({}, 'k')\n        self.assertEqual(root(4), 2.0)\n",

@@ -110,8 +110,19 @@ DAMAGE = {
     "a negative pid": b'{"pid": -1, "pgid": 0, "started_ts": 1.0}',
     "a directory": None,
 }
-FILES = ("run_json", "outcome", "train_begin", "request", "config", "progress", "stdout", "stopped", "verdict", "review",
-         "samples")
+FILES = (
+    "run_json",
+    "outcome",
+    "train_begin",
+    "request",
+    "config",
+    "progress",
+    "stdout",
+    "stopped",
+    "verdict",
+    "review",
+    "samples",
+)
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))

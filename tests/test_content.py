@@ -19,7 +19,12 @@ REFERENCES = sorted((ROOT / "references").glob("*.md"))
 REQUIRED_SKILLS = {"finetuning-method-selection", "grpo-rlvr-training", "grpo-memory-planning", "eval-harness-first"}
 REQUIRED_AGENTS = {"llm-finetuning-architect", "llm-finetuning-training-engineer", "llm-finetuning-eval-engineer"}
 REQUIRED_REFERENCES = {
-    "reward-functions.md", "grpo-memory.md", "failure-triage.md", "trl-metrics.md", "trl-versions.md", "model-catalog.md",
+    "reward-functions.md",
+    "grpo-memory.md",
+    "failure-triage.md",
+    "trl-metrics.md",
+    "trl-versions.md",
+    "model-catalog.md",
 }
 # Issue 4's stable diagnosis codes: each needs its own entry in references/failure-triage.md.
 DIAGNOSIS_CODES = [
@@ -165,7 +170,9 @@ def test_every_server_tool_is_documented():
 
 
 # ---------------------------------------------------------------- links and paths
-PLUGIN_PATH = re.compile(r"`((?:references|agents|skills|commands|scripts|docs)/[A-Za-z0-9_./-]+\.(?:md|py|json|toml))`")
+PLUGIN_PATH = re.compile(
+    r"`((?:references|agents|skills|commands|scripts|docs)/[A-Za-z0-9_./-]+\.(?:md|py|json|toml))`"
+)
 
 
 def test_every_relative_link_and_plugin_path_resolves():

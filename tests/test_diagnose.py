@@ -56,7 +56,10 @@ def closeness_reward(completions, answer, **kwargs):
 
 
 def correctness_reward(completions, answer, **kwargs):
-    return [1.0 if (m := ANSWER.findall(_text(c))) and m[-1].strip() == gold else 0.0 for c, gold in zip(completions, answer)]
+    return [
+        1.0 if (m := ANSWER.findall(_text(c))) and m[-1].strip() == gold else 0.0
+        for c, gold in zip(completions, answer)
+    ]
 
 
 def length_reward(completions, **kwargs):
@@ -79,20 +82,27 @@ def raising_reward(completions, **kwargs):
 
 # Each run: rewards, steps, learning rate, and any other GRPOConfig fields.
 RUNS = {
-    "healthy": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8,
-                    guard="stop"),  # the guard must never stop a healthy run
+    "healthy": dict(
+        rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-5, save_steps=8, guard="stop"
+    ),  # the guard must never stop a healthy run
     "huge_lr": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1.0, save_steps=4),
     "nan": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1e8),
     "constant": dict(rewards=[constant_reward], max_steps=3, learning_rate=1e-5),
-    "length": dict(rewards=[length_reward, correctness_reward], max_steps=8, learning_rate=3e-3, max_completion_length=32),
-    "truncated": dict(rewards=[format_reward, closeness_reward], max_steps=3, learning_rate=1e-5, max_completion_length=4),
+    "length": dict(
+        rewards=[length_reward, correctness_reward], max_steps=8, learning_rate=3e-3, max_completion_length=32
+    ),
+    "truncated": dict(
+        rewards=[format_reward, closeness_reward], max_steps=3, learning_rate=1e-5, max_completion_length=4
+    ),
     "reward_none": dict(rewards=[format_reward, none_reward], max_steps=2, learning_rate=1e-5),
     "reward_raises": dict(rewards=[format_reward, raising_reward], max_steps=2, learning_rate=1e-5),
     # Guarded twins of the diverging runs: they must stop at the first logged step that shows the failure.
-    "guard_nan": dict(rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1e8, guard="stop",
-                      save_steps=100),
-    "guard_huge_lr": dict(rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1.0, guard="stop",
-                          save_steps=100),
+    "guard_nan": dict(
+        rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1e8, guard="stop", save_steps=100
+    ),
+    "guard_huge_lr": dict(
+        rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1.0, guard="stop", save_steps=100
+    ),
 }
 COMMON = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=24, logging_steps=1, beta=0.04,
               loss_type="dapo", seed=0, bf16=False, use_vllm=False, gradient_checkpointing=False)
@@ -143,7 +153,9 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
     (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(model), "gpu": "cpu", "num_gpus": 1,
                                                                 "guard": guard}))
     args = {k: v for k, v in values.items() if k != "model_name_or_path"}
-    args.update(report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="steps" if "save_steps" in args else "no")
+    args.update(
+        report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="steps" if "save_steps" in args else "no"
+    )
     trainer = GRPOTrainer(model=str(model), reward_funcs=rewards, args=GRPOConfig(**args),
                           train_dataset=Dataset.from_list(make_task(64)), callbacks=[ProgressCallback(run_dir)])
     with open(run_dir / "train" / "logs" / "stdout.log", "w") as log, contextlib.redirect_stdout(log):
@@ -305,7 +317,9 @@ def test_real_run_never_terminating_completions_rank_before_no_signal(runs):
     assert "chat template" in never.explanation and "enable_thinking" in never.explanation
     assert {e.metric for e in never.evidence} >= {"completions/clipped_ratio", "completions/mean_terminated_length"}
     assert signal.caused_by == "completions_never_terminate" and signal.patch == {} and "SFT" not in signal.explanation
-    assert "completions_truncated" not in codes(d)  # one finding for one cause, not a longer limit for a model that never stops
+    assert "completions_truncated" not in codes(
+        d
+    )  # one finding for one cause, not a longer limit for a model that never stops
 
 
 # ---------------------------------------------------------------- threshold rules on constructed series
@@ -358,8 +372,12 @@ def test_entropy_collapse_threshold(tmp_path, tiny_model, late, flagged):
     assert ("entropy_collapse" in codes(d)) is flagged
     if flagged:  # the run used loss_type dapo: the DAPO patch adds only what it lacked
         f = by_code(d, "entropy_collapse")
-        assert f.severity == "warning" and f.patch == {"epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True,
-                                                       "steps_per_generation": 16}  # 16 mini-batches x GA 1
+        assert f.severity == "warning" and f.patch == {
+            "epsilon_high": 0.28,
+            "beta": 0.0,
+            "mask_truncated_completions": True,
+            "steps_per_generation": 16,
+        }  # 16 mini-batches x GA 1
         assert_patches_validate(d)
 
 
@@ -411,7 +429,9 @@ def test_completions_truncated_thresholds(tmp_path, late, severity):
 def test_flat_reward_needs_twenty_points_and_no_trend(tmp_path, steps, trend, flagged):
     """A reward that wobbles around 0.5 for 20 logged steps while groups vary is flat; 19 steps is too early
     to say, and a steady rise is not flat."""
-    rows = with_series(healthy_rows(steps), "reward", [0.5 + trend * i + (0.01 if i % 2 else -0.01) for i in range(steps)])
+    rows = with_series(
+        healthy_rows(steps), "reward", [0.5 + trend * i + (0.01 if i % 2 else -0.01) for i in range(steps)]
+    )
     d = diagnose_series(tmp_path, rows)
     assert ("reward_flat" in codes(d)) is flagged
     if flagged:
@@ -482,7 +502,9 @@ def test_trainer_state_from_a_real_checkpoint(runs, tmp_path):
 
 
 def test_csv_export_with_trl_names(runs, tmp_path):
-    rows = [json.loads(line) for line in (runs["length"] / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (runs["length"] / "train" / "logs" / "progress.jsonl").read_text().splitlines()
+    ]
     names = ["step", "loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl",
              "entropy", "completions/mean_length", "completions/clipped_ratio", "completions/mean_terminated_length",
              "rewards/length_reward/mean", "rewards/correctness_reward/mean"]
@@ -876,7 +898,9 @@ def test_real_run_guard_stops_a_hard_failure_at_its_onset(runs, name, saves):
     guard = json.loads((run_dir / "train" / "logs" / "guard.json").read_text())
     assert stopped["by"] == "guard" and stopped["code"] in HARD and guard["stopped"]["code"] == stopped["code"]
     assert (stopped["code"] == "nan_loss") is (name == "guard_nan")
-    steps = [json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()
+    ]
     assert steps[-1] == stopped["step"] < 6  # nothing trained after the stop
     assert stopped["step"] - onset(run_dir, stopped["code"]) == 0
     found = next(f for f in guard["findings"] if f["code"] == stopped["code"])
@@ -919,7 +943,9 @@ def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
     """A user with only a W&B or Trackio export of the same run: a W&B panel's "Export CSV" ("<run> - train/<metric>"
     columns with __MIN/__MAX companions, x axis "Step") and Trackio's logged rows (transformers' TrackioCallback:
     "train/..." names and train/global_step) give the same findings as the run's own progress log."""
-    rows = [json.loads(line) for line in (runs["length"] / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (runs["length"] / "train" / "logs" / "progress.jsonl").read_text().splitlines()
+    ]
     names = ["loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
              "completions/mean_length", "completions/clipped_ratio", "completions/mean_terminated_length",
              "rewards/length_reward/mean", "rewards/correctness_reward/mean"]
@@ -928,7 +954,9 @@ def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
         writer = csv.writer(handle)
         writer.writerow(["Step"] + [f"grpo-run - train/{n}{s}" for n in names for s in ("", "__MIN", "__MAX")])
         for row in rows:
-            writer.writerow([row["step"]] + [row.get(n) if s == "" else -1e9 for n in names for s in ("", "__MIN", "__MAX")])
+            writer.writerow(
+                [row["step"]] + [row.get(n) if s == "" else -1e9 for n in names for s in ("", "__MIN", "__MAX")]
+            )
     trackio = tmp_path / "trackio.jsonl"
     trackio.write_text("".join(json.dumps({"train/global_step": r["step"], "timestamp": "2026-01-01T00:00:00",
                                            **{f"train/{n}": r.get(n) for n in names}}) + "\n" for r in rows))

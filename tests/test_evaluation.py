@@ -80,9 +80,20 @@ def good_model(tiny_model, small_task, tmp_path_factory) -> Path:
                 tokenizer.padding_side = side
                 model.train()
 
-    args = SFTConfig(output_dir=str(out), max_steps=600, learning_rate=3e-3, per_device_train_batch_size=16,
-                     lr_scheduler_type="constant", save_strategy="no", report_to=[], use_cpu=True, seed=0,
-                     disable_tqdm=True, logging_steps=1000, bf16=False)  # TRL's default bf16 autocast needs AVX512 on CPU
+    args = SFTConfig(
+        output_dir=str(out),
+        max_steps=600,
+        learning_rate=3e-3,
+        per_device_train_batch_size=16,
+        lr_scheduler_type="constant",
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+        logging_steps=1000,
+        bf16=False,
+    )  # TRL's default bf16 autocast needs AVX512 on CPU
     trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_model), args=args, train_dataset=data,
                          processing_class=tokenizer, callbacks=[UntilMemorised()])
     try:
@@ -114,7 +125,9 @@ def make_run(workspace: Path, name: str, base: Path | str, checkpoint: Path) -> 
     shutil.copytree(checkpoint, run / "checkpoints")
     config = {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_completion_length": MAX_NEW}
     (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
-    (run / "train" / "rewards.json").write_text(json.dumps([{"name": "correctness_reward", "params": {}, "weight": 1.0}]))
+    (run / "train" / "rewards.json").write_text(
+        json.dumps([{"name": "correctness_reward", "params": {}, "weight": 1.0}])
+    )
     return run
 
 

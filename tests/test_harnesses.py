@@ -79,7 +79,12 @@ def test_drift_is_detected_when_the_source_changes(tmp_path):
 def test_versions_and_names_agree_everywhere():
     pyproject = load("pyproject.toml")["project"]["version"]
     assert SOURCE["version"] == pyproject
-    for rel in (".claude-plugin/plugin.json", ".cursor-plugin/plugin.json", ".codex-plugin/plugin.json", "gemini-extension.json"):
+    for rel in (
+        ".claude-plugin/plugin.json",
+        ".cursor-plugin/plugin.json",
+        ".codex-plugin/plugin.json",
+        "gemini-extension.json",
+    ):
         data = load(rel)
         assert (data["name"], data["version"]) == (SOURCE["name"], SOURCE["version"]), rel
     market = load(".claude-plugin/marketplace.json")
@@ -90,16 +95,36 @@ def test_versions_and_names_agree_everywhere():
 # constraints: no CLI runs Cursor offline, so this is what "keep its files to its schema" can check here.
 _STRINGS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 CURSOR_PLUGIN_SCHEMA = {
-    "type": "object", "required": ["name"], "additionalProperties": False,
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
     "properties": {
         "name": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"},
-        **{k: {"type": "string"} for k in ("displayName", "description", "version", "publisher", "homepage", "repository",
-                                          "license", "logo", "category")},
-        "author": {"type": "object", "required": ["name"], "additionalProperties": False,
-                   "properties": {"name": {"type": "string", "minLength": 1}, "email": {"type": "string"}}},
-        "keywords": {"type": "array", "items": {"type": "string"}}, "tags": {"type": "array", "items": {"type": "string"}},
+        **{
+            k: {"type": "string"}
+            for k in (
+                "displayName",
+                "description",
+                "version",
+                "publisher",
+                "homepage",
+                "repository",
+                "license",
+                "logo",
+                "category",
+            )
+        },
+        "author": {
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": False,
+            "properties": {"name": {"type": "string", "minLength": 1}, "email": {"type": "string"}},
+        },
+        "keywords": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}},
         **{k: _STRINGS for k in ("commands", "agents", "skills", "rules")},
-        "hooks": {"oneOf": [{"type": "string"}, {"type": "object"}]}, "variables": {"type": "object"},
+        "hooks": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+        "variables": {"type": "object"},
         "mcpServers": {"oneOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}]},
     },
 }
@@ -148,7 +173,9 @@ def test_agent_names_in_every_harness_copy_of_the_command_exist_in_that_harness(
     agents_of = {
         "commands/finetune.md": AGENT_NAMES,  # Claude Code, Cursor: agents/ at the plugin root
         ".opencode/command/finetune.md": {p.stem for p in (ROOT / ".opencode/agent").glob("*.md")},
-        ".github/prompts/finetune.prompt.md": {p.name.removesuffix(".agent.md") for p in (ROOT / ".github/agents").glob("*.agent.md")},
+        ".github/prompts/finetune.prompt.md": {
+            p.name.removesuffix(".agent.md") for p in (ROOT / ".github/agents").glob("*.agent.md")
+        },
     }
     assert agents_of[".opencode/command/finetune.md"] == agents_of[".github/prompts/finetune.prompt.md"] == AGENT_NAMES
     for rel, agents in agents_of.items():
@@ -186,12 +213,17 @@ GEMINI_AGENT_KEYS = {"kind", "name", "description", "display_name", "tools", "mc
 def test_agents_load_as_gemini_subagents():
     for path in sorted((ROOT / "agents").glob("*.md")):
         meta = yaml.safe_load(re.match(r"\A---\n(.*?)\n---\n", path.read_text(encoding="utf-8"), re.S).group(1))
-        assert set(meta) <= GEMINI_AGENT_KEYS, f"{path.name}: keys Gemini rejects: {sorted(set(meta) - GEMINI_AGENT_KEYS)}"
+        assert set(meta) <= GEMINI_AGENT_KEYS, (
+            f"{path.name}: keys Gemini rejects: {sorted(set(meta) - GEMINI_AGENT_KEYS)}"
+        )
         assert re.fullmatch(r"[a-z0-9_-]+", meta["name"]) and meta["name"] == path.stem and meta["description"]
 
 
 def test_codex_server_gets_the_project_and_time_to_start():
-    for entry in (load(".codex-mcp.json")["mcpServers"]["llm-finetuning"], load(".codex/config.toml")["mcp_servers"]["llm-finetuning"]):
+    for entry in (
+        load(".codex-mcp.json")["mcpServers"]["llm-finetuning"],
+        load(".codex/config.toml")["mcp_servers"]["llm-finetuning"],
+    ):
         # Codex strips the environment: without PWD the launcher cannot find the person's project.
         assert {"PWD", "LLM_FINETUNING_VENV", "LLM_FINETUNING_WORKSPACE"} <= set(entry["env_vars"])
         assert entry["startup_timeout_sec"] >= 60
@@ -236,7 +268,8 @@ def ready_venv(tmp_path: Path) -> Path:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     site = next((venv / "lib").glob("python*/site-packages")) if os.name != "nt" else venv / "Lib/site-packages"
-    (site / "_llm_finetuning_test.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    (site / "_llm_finetuning_test.pth").write_text("import site; "
+                                                   f"site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
     launcher = runpy.run_path(str(LAUNCHER))  # its functions, without running main()
     (venv / launcher["MARKER"]).write_text(launcher["fingerprint"]() + "\n")
     return venv
@@ -296,10 +329,13 @@ def npm_install(package: str) -> Path:
             skip_unless_ci(f"npm registry did not answer within 600 s: cannot install {package}@{version}")
         if proc.returncode != 0:
             text = proc.stderr + proc.stdout
-            unreachable = re.search(r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|network|offline).*", text, re.I)
+            unreachable = re.search(
+                r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|network|offline).*", text, re.I
+            )
             if unreachable:
                 _NPM_UNREACHABLE.append(f"npm registry unreachable: {unreachable.group(0).strip()}")
-                skip_unless_ci(f"npm registry unreachable, cannot install {package}@{version}: {unreachable.group(0).strip()}")
+                skip_unless_ci(f"npm registry unreachable, cannot install {package}@{version}: "
+                               f"{unreachable.group(0).strip()}")
             raise AssertionError(f"npm install {package}@{version} failed:\n{text}")
         done.write_text(version + "\n")
     return prefix / "node_modules" / ".bin"
@@ -308,7 +344,10 @@ def npm_install(package: str) -> Path:
 @pytest.fixture(scope="module")
 def npm_bin() -> Path:
     """Claude Code and the MCP inspector from npm; returns a folder holding both executables."""
-    links = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm") / "bin-claude-inspector"
+    links = (
+        Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm")
+        / "bin-claude-inspector"
+    )
     links.mkdir(parents=True, exist_ok=True)
     for package, exe in (("@anthropic-ai/claude-code", "claude"), ("@modelcontextprotocol/inspector", "mcp-inspector")):
         target, link = npm_install(package) / exe, links / exe
@@ -338,7 +377,11 @@ def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bi
     assert {"emit_grpo_config", "validate_grpo_config"} <= names
     # Call a real tool (a light one: the suite is shared by 2 CPU cores; validate_grpo_config imports TRL).
     called = subprocess.run(
-        base + ["--method", "tools/call", "--tool-name", "list_rewards"], capture_output=True, text=True, timeout=180, env=env
+        base + ["--method", "tools/call", "--tool-name", "list_rewards"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
     )
     assert called.returncode == 0, called.stderr
     result = json.loads(called.stdout)
@@ -347,7 +390,8 @@ def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bi
     assert {"format_reward", "correctness_reward", "code_execution_reward"} <= names
 
 
-# ---------------------------------------------------------------- every harness, installed as its docs say, by its own CLI
+# ---------------------------------------------------------------- every harness, installed as its docs say, by its own
+# CLI
 # Each trial uses a throwaway HOME, the plugin as a fresh clone would have it, and a separate project folder.
 # The launcher gets a prepared environment (LLM_FINETUNING_VENV) whose `python` first records the workspace
 # the server resolves (mcp_server.workspace.workspace_root, in the cwd and environment the harness gave it),
@@ -411,7 +455,9 @@ class Trial:
         (venv / launcher["MARKER"]).write_text(launcher["fingerprint"]() + "\n")
         self.env["LLM_FINETUNING_VENV"] = str(venv)
 
-    def run(self, *cmd, cwd: Path | None = None, input: str | None = None, timeout: float = 120, json_out=False, **extra_env):
+    def run(
+        self, *cmd, cwd: Path | None = None, input: str | None = None, timeout: float = 120, json_out=False, **extra_env
+    ):
         """The command's stdout+stderr without colours; with json_out, its stdout parsed as JSON."""
         cwd = cwd or self.project
         proc = subprocess.run([str(c) for c in cmd], cwd=cwd, input=input, capture_output=True, text=True,
@@ -442,7 +488,9 @@ def codex_app_server(codex: Path, t: Trial, requests: list[tuple[str, dict]], ti
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         results = []
-        for n, (method, params) in enumerate([("initialize", {"clientInfo": {"name": "tests", "version": "0"}}), *requests]):
+        for n, (method, params) in enumerate(
+            [("initialize", {"clientInfo": {"name": "tests", "version": "0"}}), *requests]
+        ):
             proc.stdin.write(json.dumps({"id": n, "method": method, "params": params}) + "\n")
             proc.stdin.flush()
             if n == 0:
@@ -472,7 +520,9 @@ def test_codex_plugin_install_connects_lists_tools_and_skills_and_writes_in_the_
     t.prepare_server(root)
     (config,) = t.run(codex, "mcp", "list", "--json", json_out=True)
     assert config["startup_timeout_sec"] >= 60 and "PWD" in config["transport"]["env_vars"], config
-    status, skills = codex_app_server(codex, t, [("mcpServerStatus/list", {}), ("skills/list", {"cwds": [str(t.project)]})])
+    status, skills = codex_app_server(
+        codex, t, [("mcpServerStatus/list", {}), ("skills/list", {"cwds": [str(t.project)]})]
+    )
     (server,) = [s for s in status["data"] if s["name"] == "llm-finetuning"]
     assert not server.get("toolsError") and {"emit_grpo_config", "list_runs"} <= set(server["tools"]), server
     names = {s["name"] for s in skills["data"][0]["skills"] if s.get("pluginId") == "llm-finetuning@llm-finetuning"}
@@ -492,10 +542,14 @@ def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(p
     assert f"{root}/GEMINI.md" in extensions and re.search(r"MCP servers:\s+llm-finetuning", extensions), extensions
     assert {name for name in SKILLS if f"  {name}: " in extensions} == SKILLS, extensions
     # `/finetune` is the server's prompt under its own name: a command file of the same name renamed both.
-    (t.home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    (t.home / ".gemini" / "settings.json").write_text(
+        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
+    )
     screen = tui_screen(gemini, t, t.project, "/finet", ready=r"1 MCP server", until=r"finetune \[MCP\]", repeat=False,
                         GEMINI_API_KEY="offline-placeholder")
-    assert re.search(r"(?<![:.\w])finetune \[MCP\]", screen) and not re.search(r"llm-finetuning[:.]finetune", screen), screen[-3000:]
+    assert re.search(r"(?<![:.\w])finetune \[MCP\]", screen) and not re.search(r"llm-finetuning[:.]finetune", screen), (
+        screen[-3000:]
+    )
     assert t.workspaces() == {t.project}
 
 
@@ -524,9 +578,11 @@ def test_opencode_sees_server_agents_command_and_skills(plugin_copy, tmp_path):
     assert t.workspaces() == {plugin_copy, t.project}
 
 
-def tui_screen(exe: Path, t: Trial, cwd: Path, keys: str, ready: str, until: str, timeout: float = 60, repeat: bool = True,
-               **env) -> str:
-    """A harness's interactive UI in a pty: once `ready` shows, type `keys` (with `repeat`, again every 5 s) until `until`
+def tui_screen(
+    exe: Path, t: Trial, cwd: Path, keys: str, ready: str, until: str, timeout: float = 60, repeat: bool = True, **env
+) -> str:
+    """A harness's interactive UI in a pty: once `ready` shows, type `keys` (with `repeat`, again every 5 s) until
+    `until`
     shows or time runs out; returns the screen text seen. Offline: placeholder credentials get past the
     login screens, and nothing here sends a message to a model."""
     import fcntl
@@ -565,7 +621,8 @@ def tui_screen(exe: Path, t: Trial, cwd: Path, keys: str, ready: str, until: str
 
 def copilot_env_screen(copilot: Path, t: Trial, cwd: Path) -> str:
     """Copilot CLI's `/env`: servers with their state, skills, agents."""
-    return tui_screen(copilot, t, cwd, "/env\r", ready="❯", until=r"llm-finetuning \((connected|failed)[^)]*\)[\s\S]*Custom Agents",
+    return tui_screen(copilot, t, cwd, "/env\r", ready="❯", until=r"llm-finetuning "
+                                                                  r"\((connected|failed)[^)]*\)[\s\S]*Custom Agents",
                       COPILOT_GITHUB_TOKEN="gho_offline_placeholder")
 
 

@@ -159,7 +159,9 @@ def _typed(prop: dict, defs: dict, strings: list[str], depth: int = 0, name: str
     kind = prop.get("type")
     if kind == "string":
         runs = [x for x in strings if "2026-01-" in x]
-        return st.one_of(st.sampled_from(strings), _text(), *([st.sampled_from(runs)] * 2 if name in RUN_FIELDS else []))
+        return st.one_of(
+            st.sampled_from(strings), _text(), *([st.sampled_from(runs)] * 2 if name in RUN_FIELDS else [])
+        )
     if kind == "integer":
         low, high = prop.get("minimum", -(2**63)), prop.get("maximum", 2**63)
         return st.one_of(st.sampled_from(sorted({low, high, max(low, min(high, 0)), max(low, min(high, 1))})),
@@ -260,7 +262,12 @@ def _argv(command: str, strings: list[str]):
         lambda chosen: st.tuples(*[st.tuples(st.just(flag), values if takes else st.just(None))
                                    for flag, takes in chosen]))
     return st.tuples(st.lists(values, min_size=len(positional), max_size=len(positional)), opts).map(
-        lambda drawn: [command, *drawn[0], *[x for flag, v in drawn[1] for x in ((flag, v) if v is not None else (flag,))]])
+        lambda drawn: [
+            command,
+            *drawn[0],
+            *[x for flag, v in drawn[1] for x in ((flag, v) if v is not None else (flag,))],
+        ]
+    )
 
 
 @pytest.mark.timeout(600)

@@ -139,7 +139,9 @@ def test_sampling_is_reproducible_by_seed_from_a_parquet_file(workspace, tiny_mo
     data = workspace / "prompts.parquet"
     pq.write_table(pa.Table.from_pylist([{"prompt": f"{a} + {a} =", "answer": str(2 * a)} for a in range(5)]), data)
     run_dir = new_run_dir("seeded")
-    request = SampleRequest(run=run_dir.name, model=str(tiny_model), dataset=str(data), n=2, num_prompts=3, max_new_tokens=8)
+    request = SampleRequest(
+        run=run_dir.name, model=str(tiny_model), dataset=str(data), n=2, num_prompts=3, max_new_tokens=8
+    )
     args = ["sample-completions", run_dir.name, "--model", str(tiny_model), "--dataset", str(data), "--n", "2",
             "--num-prompts", "3", "--max-new-tokens", "8"]
     cpu = {"CUDA_VISIBLE_DEVICES": ""}  # reproducible on one device: both samplings on the CPU, on any machine
@@ -203,7 +205,9 @@ def test_inspect_real_chat_samples_routes_untrained_model_to_sft(chat_run):
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and "cannot learn" in gate.reason and "SFT" in gate.how_to_clear
     with pytest.raises(UserInputError) as err:
-        record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+        record_inspection_verdict(
+            VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True)
+        )
     assert err.value.field == "verdict"
 
 
@@ -268,7 +272,10 @@ def test_summary_counts_and_likely_misscored_samples(workspace):
     rows = {r["id"]: r for r in _lines(result.review_jsonl_path)}
     assert rows[2]["suspect_reasons"] == []
     assert rows[1]["suspect_reasons"] == [] and rows[1]["well_formed"] and not rows[1]["success"]
-    assert "Sample 49 (prompt 12): correctness_reward scored 0 but the <answer> block" in Path(result.review_md_path).read_text()
+    assert (
+        "Sample 49 (prompt 12): correctness_reward scored 0 but the <answer> block"
+        in Path(result.review_md_path).read_text()
+    )
 
 
 def test_fewer_than_50_samples_is_an_error_unless_the_data_has_fewer(workspace):
@@ -299,7 +306,9 @@ def user_reward(tmp_path, monkeypatch):
 
 def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(workspace, tiny_model, user_reward):
     data = workspace / "plain.jsonl"
-    data.write_text("".join(json.dumps({"prompt": f"Q: {a} + 1 = ? A:", "answer": str(a + 1)}) + "\n" for a in range(30)))
+    data.write_text(
+        "".join(json.dumps({"prompt": f"Q: {a} + 1 = ? A:", "answer": str(a + 1)}) + "\n" for a in range(30))
+    )
     run_dir = new_run_dir("plain")
     _configure(run_dir, tiny_model, data, num_generations=4, max_completion_length=12)
     specs = [{"name": "h6_user_rewards.nonempty_reward"}, {"name": "h6_user_rewards.nonempty_reward", "weight": 0.5}]
@@ -331,7 +340,9 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     assert err.value.field == "note"
     with pytest.raises(UserInputError) as err:
         record_inspection_verdict(
-            VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", sample_verdicts=[SampleVerdict(id=999, agree=True)])
+            VerdictRequest(
+                run=str(run_dir), verdict="pass", reviewer="ana", sample_verdicts=[SampleVerdict(id=999, agree=True)]
+            )
         )
     assert err.value.field == "sample_verdicts[0].id"
 
@@ -361,7 +372,9 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and "reward changed" in gate.reason
     with pytest.raises(UserInputError):  # the review is stale as well: no verdict on it
-        record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+        record_inspection_verdict(
+            VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True)
+        )
 
     # Re-inspect (plain completions again) and sign off: open again.
     result = inspect_rewards(InspectRequest(run=str(run_dir)))

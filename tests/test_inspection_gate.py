@@ -113,7 +113,9 @@ def _gate(run_dir: Path) -> dict:
 def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_with_helper):
     base = shutil.copytree(tiny_model, workspace / "base-model")  # the configured model (tiny is another one)
     data = workspace / "sums.jsonl"
-    data.write_text("".join(json.dumps({"prompt": f"Q: {a} + 1 = ? A:", "answer": str(a + 1)}) + "\n" for a in range(30)))
+    data.write_text(
+        "".join(json.dumps({"prompt": f"Q: {a} + 1 = ? A:", "answer": str(a + 1)}) + "\n" for a in range(30))
+    )
     emitted = emit_grpo_config(GRPORecipeRequest(
         model=str(base), dataset=str(data), gpu="cpu", run_name="pinned", rewards=[{"name": "pin_rewards.scored"}],
         overrides={"num_generations": 4, "max_completion_length": 12}))
@@ -129,7 +131,9 @@ def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_w
 
     sign_off()
     verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
-    assert verdict["pins"]["model"]["model"] == str(base.resolve()) and verdict["pins"]["data"][0]["sources"][0]["sha256"]
+    assert (
+        verdict["pins"]["model"]["model"] == str(base.resolve()) and verdict["pins"]["data"][0]["sources"][0]["sha256"]
+    )
     assert verdict["pins"]["sampling"]["num_generations"] == 4 and verdict["success_rule"]
 
     # train/train.py edited (to a constant reward, say): closed, and says so; put back, open.
@@ -191,7 +195,8 @@ def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_w
 
     # Samples of another model cannot back a verdict, and re-sampling closed the gate.
     sampled = sample_completions(SampleRequest(run=str(run_dir), model="tiny", num_prompts=16, engine="transformers"))
-    assert sampled.differs_from_config[0].startswith(f"model: {Path(tiny_model).resolve()} (the config: {base.resolve()})")
+    assert sampled.differs_from_config[0].startswith(f"model: {Path(tiny_model).resolve()} (the config: "
+                                                     f"{base.resolve()})")
     inspected = inspect_rewards(InspectRequest(run=str(run_dir)))
     assert any("cannot back a verdict" in w for w in inspected.warnings)
     proc = run_cli("record-inspection-verdict", str(run_dir), "--verdict", "pass", "--reviewer", "ana", "--agree-rest")
@@ -283,7 +288,9 @@ def test_likely_misscored_list_with_math_equivalence(workspace, tiny_model):
     rewards = [{"name": "math_reward", "params": {"tag": None}}]
     run_dir, items = _labelled_run(workspace, tiny_model, "math", LABELLED_MATH, ("\\boxed{2}", "2", False), rewards)
     result = inspect_rewards(InspectRequest(run=str(run_dir), max_suspects=100))
-    scores = [r["scores"]["math_reward"] for r in map(json.loads, Path(result.review_jsonl_path).read_text().splitlines())]
+    scores = [
+        r["scores"]["math_reward"] for r in map(json.loads, Path(result.review_jsonl_path).read_text().splitlines())
+    ]
     assert scores[:6] == [2.0, 0.0, 2.0, 0.0, 2.0, 0.0]  # what math-verify pays (the labels assume it)
     assert {s.id for s in result.likely_misscored} == {5}
 

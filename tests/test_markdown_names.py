@@ -94,7 +94,12 @@ def test_every_setting_the_markdown_writes_is_a_field(known):
             if not match or "==" in token:  # `torch==2.13.0` is a pin, not a setting
                 continue
             name = match[1]
-            if name not in fields and name not in reward_params and name not in ELSEWHERE and name not in request_fields:
+            if (
+                name not in fields
+                and name not in reward_params
+                and name not in ELSEWHERE
+                and name not in request_fields
+            ):
                 wrong.append(f"{path.relative_to(ROOT)}: `{token}`")
     assert not wrong, "settings naming no TRL/PEFT field, request field or reward parameter:\n" + "\n".join(wrong)
 
@@ -105,7 +110,13 @@ def test_every_metric_the_markdown_names_is_logged_by_trl(known):
     wrong = []
     for path in MARKDOWN:
         for token in backticked(path):
-            if "/" in token and token.split("/")[0] in prefixes and "." not in token and not token.endswith("/") and token not in ELSEWHERE:
+            if (
+                "/" in token
+                and token.split("/")[0] in prefixes
+                and "." not in token
+                and not token.endswith("/")
+                and token not in ELSEWHERE
+            ):
                 if not logged(token, metrics):
                     wrong.append(f"{path.relative_to(ROOT)}: `{token}`")
     assert not wrong, "metric names GRPOTrainer does not log:\n" + "\n".join(wrong)
@@ -117,7 +128,9 @@ def test_metric_reference_table_names_only_trl_metrics_and_progress_keys(known):
 
     progress = set(PROGRESS_KEYS) | {"step", "mem_gb", "temp_c", "step_time"}  # runs.py's progress.jsonl contract
 
-    table = [line for line in (ROOT / "references" / "trl-metrics.md").read_text().splitlines() if line.startswith("| `")]
+    table = [
+        line for line in (ROOT / "references" / "trl-metrics.md").read_text().splitlines() if line.startswith("| `")
+    ]
     assert len(table) > 15
     wrong = []
     for line in table:

@@ -32,7 +32,9 @@ def _run_with_base_as_checkpoint(ws: Path, tiny_model: Path) -> Path:
     shutil.copytree(tiny_model, run / "checkpoints")
     config = {"model_name_or_path": "tiny", "output_dir": str(run / "checkpoints"), "max_completion_length": MAX_NEW}
     (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
-    (run / "train" / "rewards.json").write_text(json.dumps([{"name": "correctness_reward", "params": {}, "weight": 1.0}]))
+    (run / "train" / "rewards.json").write_text(
+        json.dumps([{"name": "correctness_reward", "params": {}, "weight": 1.0}])
+    )
     return run
 
 
@@ -65,11 +67,22 @@ def doors(tmp_path_factory, tiny_model):
             return await client.call_tool(name, arguments, progress_callback=on_progress if track else None)
 
         r = {"listed": listed}
-        r["emit"] = await call("emit_grpo_config", {"model": "tiny", "dataset": "tiny", "gpu": "cpu", "run_name": "doors",
-                                                    "rewards": ANY_TEXT_REWARDS, "overrides": TINY_OVERRIDES})
+        r["emit"] = await call(
+            "emit_grpo_config",
+            {
+                "model": "tiny",
+                "dataset": "tiny",
+                "gpu": "cpu",
+                "run_name": "doors",
+                "rewards": ANY_TEXT_REWARDS,
+                "overrides": TINY_OVERRIDES,
+            },
+        )
         run = r["emit"].structured_content["run_dir"]
         r["validate"] = await call("validate_grpo_config", {"config_path": r["emit"].structured_content["config_path"]})
-        r["plan"] = await call("plan_memory", {"config_path": run, "gpu": "T4", "prompt_length": 32, "validate_levers": False})
+        r["plan"] = await call(
+            "plan_memory", {"config_path": run, "gpu": "T4", "prompt_length": 32, "validate_levers": False}
+        )
         r["rewards"] = await call("list_rewards", {})
         r["sample"] = await call("sample_completions", {"run": run, "num_prompts": 13, "batch_size": 16}, track=True)
         r["inspect"] = await call("inspect_rewards", {"run": run, "max_samples": 52}, track=True)
@@ -84,13 +97,20 @@ def doors(tmp_path_factory, tiny_model):
         r["resume"] = await call("resume_training", {"run": run})
         r["diagnose"] = await call("diagnose_run", {"source": run, "validate_patches": False})
         r["runs"] = await call("list_runs", {})
-        r["evaluate"] = await call("evaluate_model", {"model": "tiny", "goldens": str(goldens), "max_new_tokens": MAX_NEW},
-                                   track=True)
+        r["evaluate"] = await call(
+            "evaluate_model", {"model": "tiny", "goldens": str(goldens), "max_new_tokens": MAX_NEW}, track=True
+        )
         r["promote"] = await call("promote_checkpoint", {"run": str(same)}, track=True)
         r["export"] = await call("export_model", {"run": str(same), "allow_unpromoted": True}, track=True)
         # A build that cannot succeed (no such torch, no such index): it starts, then fails with its log.
-        r["prepare"] = await call("prepare_environment", {"path": str(ws / "training-venv"), "torch_spec": "torch==0.0.1.dev0",
-                                                          "torch_index": "file:///nonexistent"})
+        r["prepare"] = await call(
+            "prepare_environment",
+            {
+                "path": str(ws / "training-venv"),
+                "torch_spec": "torch==0.0.1.dev0",
+                "torch_index": "file:///nonexistent",
+            },
+        )
         # Conventions: what a client gets wrong.
         r["unknown"] = await client.call_tool("emit_grpo_config", {"model": "tiny", "gpuu": "H100"})
         r["nested_unknown"] = await client.call_tool("emit_grpo_config", {
@@ -103,7 +123,9 @@ def doors(tmp_path_factory, tiny_model):
         r["long_name"] = await client.call_tool("check_inspection_gate", {"run": "y" * 300})
         r["wrong_type"] = await client.call_tool("plan_memory", {"model": "tiny", "gpu": "T4", "num_gpus": "two"})
         r["negative"] = await client.call_tool("stop_training", {"run": run, "timeout_s": -1})
-        r["json_string"] = await client.call_tool("validate_grpo_config", {"config": '{"learning_rate": 1e-6}', "gpu": "T4"})
+        r["json_string"] = await client.call_tool(
+            "validate_grpo_config", {"config": '{"learning_rate": 1e-6}', "gpu": "T4"}
+        )
         return r
 
     results = asyncio.run(call_mcp(calls, env=env, logging_callback=on_log, log_level="info"))
@@ -164,7 +186,9 @@ def test_every_tool_is_called_over_stdio_with_flat_arguments(doors):
     assert promotion["verdict"] == "REJECT" and promotion["gained"] == promotion["lost"] == 0
     assert promotion["checkpoint_pass_rate"] == evaluation["pass_rate"] and promotion["drift"]["drop_points"] == 0
     export = _ok(r["export"])
-    assert export["smoke_identical"] and export["promotion_verdict"] == "REJECT" and "model.safetensors" in export["files"]
+    assert (
+        export["smoke_identical"] and export["promotion_verdict"] == "REJECT" and "model.safetensors" in export["files"]
+    )
     assert "not promoted" in Path(export["model_card"]).read_text()
 
 
@@ -200,7 +224,10 @@ def test_bad_files_huge_strings_and_bad_values_get_one_message_naming_the_field(
     huge = _error(doors.r["huge"])
     assert "source: String should have at most 4096 characters" in huge and len(huge) < 300
     long_name = _error(doors.r["long_name"])
-    assert "run: has a name of 300 bytes ('yyyy" in long_name and "no file or directory name is longer than 255" in long_name
+    assert (
+        "run: has a name of 300 bytes ('yyyy" in long_name
+        and "no file or directory name is longer than 255" in long_name
+    )
     assert "num_gpus: Input should be a valid integer" in _error(doors.r["wrong_type"])
     assert "timeout_s: Input should be greater than or equal to 0" in _error(doors.r["negative"])
     # A list or object sent as a JSON string (some clients do) is read as JSON, as the SDK does.
@@ -220,7 +247,9 @@ def test_every_cli_command_not_run_elsewhere(doors):
     assert refused.returncode == 2 and "no PROMOTE verdict (REJECT)" in refused.stderr
     # The MCP session exported it already: nothing is overwritten unless the earlier export is archived first.
     proc, export = run_cli_json("export-model", str(doors.same), "--allow-unpromoted", "--archive-previous", env=env)
-    assert proc.returncode == 0 and export["smoke_identical"] and Path(export["export_dir"], "model.safetensors").is_file()
+    assert (
+        proc.returncode == 0 and export["smoke_identical"] and Path(export["export_dir"], "model.safetensors").is_file()
+    )
     assert Path(export["archived_previous"], "model.safetensors").is_file()
 
 
@@ -230,7 +259,9 @@ def test_cli_bad_file_is_one_line_not_a_traceback(doors):
     assert proc.stderr.strip().splitlines() == [f"error: config_path: {doors.binary} is not UTF-8 text "
                                                 "(invalid start byte at byte 128)"]
     proc = run_cli("training-status", "z" * 5000, env=doors.env)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "at most 4096 characters" in proc.stderr
+    assert (
+        proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "at most 4096 characters" in proc.stderr
+    )
 
 
 def test_hand_edited_run_files_get_a_message_naming_the_file(tmp_path):

@@ -24,11 +24,20 @@ GIB = 1024**3
 # QLoRA r=32 on the seven projections (PEFT's LoraConfig, dropout 0), model_init_kwargs dtype float32 + sdpa, batch 8,
 # G=8, completion 256, paged 8-bit AdamW, Liger; NuminaMath-TIR prompts with its system prompt (~200 tokens).
 NOTEBOOK = "https://github.com/huggingface/trl/blob/main/examples/notebooks/grpo_trl_lora_qlora.ipynb"
-NOTEBOOK_CONFIG = dict(use_peft=True, load_in_4bit=True, lora_r=32, lora_alpha=32, lora_dropout=0.0,
-                       lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-                       model_init_kwargs={"dtype": "float32", "attn_implementation": "sdpa"},
-                       per_device_train_batch_size=8, max_completion_length=256, num_generations=8,
-                       optim="paged_adamw_8bit", use_liger_kernel=True)
+NOTEBOOK_CONFIG = dict(
+    use_peft=True,
+    load_in_4bit=True,
+    lora_r=32,
+    lora_alpha=32,
+    lora_dropout=0.0,
+    lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    model_init_kwargs={"dtype": "float32", "attn_implementation": "sdpa"},
+    per_device_train_batch_size=8,
+    max_completion_length=256,
+    num_generations=8,
+    optim="paged_adamw_8bit",
+    use_liger_kernel=True,
+)
 NOTEBOOK_RUN = dict(trl_version="0.26.0", prompt_length=200)
 # the same notebook's table, "Worst (naive FP16)": no LoRA, no quantization, no Liger, AdamW, no checkpointing, eager
 NAIVE_CONFIG = dict(model_init_kwargs={"dtype": "float16", "attn_implementation": "eager"}, optim="adamw_torch",

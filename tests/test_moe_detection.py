@@ -32,7 +32,9 @@ def transformers_expert_fields() -> dict[str, set[str]]:
     read from the installed transformers' configuration sources (instantiating 800+ configs takes a minute)."""
     import transformers
 
-    declared = re.compile(r"^\s+(\w*expert\w*)\s*:\s*[^=\n]+=|self\.(\w*expert\w*)\s*=|\"(\w*expert\w*)\"\s*:\s*\"", re.M)
+    declared = re.compile(
+        r"^\s+(\w*expert\w*)\s*:\s*[^=\n]+=|self\.(\w*expert\w*)\s*=|\"(\w*expert\w*)\"\s*:\s*\"", re.M
+    )
     fields: dict[str, set[str]] = {}
     for path in (Path(transformers.__file__).parent / "models").glob("*/configuration_*.py"):
         for match in declared.finditer(path.read_text()):

@@ -43,8 +43,16 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
         emitted = await client.call_tool("emit_grpo_config", {
             "model": "Qwen/Qwen2.5-0.5B-Instruct", "variant": "dapo", "run_name": "mcp"})
         bad = await client.call_tool("validate_grpo_config", {"config": {"loss_type": "foo"}, "gpu": "H1000"})
-        invalid = await client.call_tool("validate_grpo_config", {
-            "config": {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "loss_type": "foo", "reward_funcs": ["accuracy_reward"]}})
+        invalid = await client.call_tool(
+            "validate_grpo_config",
+            {
+                "config": {
+                    "model_name_or_path": "Qwen/Qwen2.5-0.5B",
+                    "loss_type": "foo",
+                    "reward_funcs": ["accuracy_reward"],
+                }
+            },
+        )
         broken = await client.call_tool("emit_grpo_config", {"model": "./no/such/dir"})
         after = await client.call_tool("validate_grpo_config", {
             "config_path": emitted.structured_content["config_path"], "num_gpus": 2})
@@ -53,7 +61,9 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
             "learning_rate": "5e-7", "top_p": "0.9", "max_completion_length": "0", "use_vllm": "true"}})
         return schema, emitted, bad, invalid, broken, after, as_trl_reads
 
-    schema, emitted, bad, invalid, broken, after, as_trl_reads = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))
+    schema, emitted, bad, invalid, broken, after, as_trl_reads = asyncio.run(
+        call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    )
     request_schema = json.dumps(schema)
     assert "description" in request_schema and "num_gpus" in request_schema
     assert not emitted.is_error and emitted.structured_content["variant"] == "dapo"
@@ -73,7 +83,8 @@ def test_cli_validates_yaml_as_trl_reads_it(workspace):
     # `learning_rate: 5e-7` is a string to PyYAML and a float to TRL's parser: VALID, as `trl grpo` would run it.
     config = workspace / "config.yaml"
     config.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nlearning_rate: 5e-7\nloss_type: grpo\n"
-                      "reward_funcs: [accuracy_reward]\nper_device_train_batch_size: 8\ngradient_accumulation_steps: 4\n")
+                      "reward_funcs: [accuracy_reward]\nper_device_train_batch_size: 8\ngradient_accumulation_steps: "
+                      "4\n")
     proc, result = run_cli_json("validate-config", str(config), cwd=workspace)
     assert proc.returncode == 0 and result["valid"], result
     assert not [f for f in result["findings"] if f["field"] == "learning_rate"]

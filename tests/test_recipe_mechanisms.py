@@ -26,7 +26,9 @@ from mcp_server.recipe.precision import BF16_SWALLOW_LR, bf16_half_ulp, bf16_wei
 from mcp_server.recipe.validate import validate_values
 
 # Rewards 0..3 inside every group of 4 (groups are contiguous in TRL's batch): every group has a spread.
-SPREAD_REWARD = "def spread_reward(completions, **kwargs):\n    return [float(i % 4) for i in range(len(completions))]\n"
+SPREAD_REWARD = (
+    "def spread_reward(completions, **kwargs):\n    return [float(i % 4) for i in range(len(completions))]\n"
+)
 TINY_RUN = {"per_device_train_batch_size": 4, "num_generations": 4, "gradient_accumulation_steps": 1,
             "max_completion_length": 8, "logging_steps": 1, "report_to": "none", "save_strategy": "no"}
 
@@ -115,7 +117,9 @@ def test_soft_overlong_punishment_is_trls(workspace):
                                    "params": {"max_completion_len": 100, "soft_punish_cache": 20}}])
     assert func(completions=["a"] * 3, completion_ids=[[1] * 80, [1] * 90, [1] * 101]) == [0.0, -0.5, -1.0]
     with pytest.raises(UserInputError, match="soft_punish_cache"):
-        build_reward_funcs([{"name": "soft_overlong_punishment", "params": {"max_completion_len": 10, "soft_punish_cache": 20}}])
+        build_reward_funcs(
+            [{"name": "soft_overlong_punishment", "params": {"max_completion_len": 10, "soft_punish_cache": 20}}]
+        )
 
 
 # ---------------------------------------------------------------- Dr.GRPO differs from the base where it acts
@@ -202,8 +206,14 @@ def test_hybrid_thinking_models_get_the_switch_and_a_length_for_the_mode(workspa
     local = tmp_path / "hybrid"
     local.mkdir()
     (local / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
-    (local / "tokenizer_config.json").write_text(json.dumps(
-        {"chat_template": "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% endif %}"}))
+    (local / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "chat_template": "{% if enable_thinking is defined and enable_thinking is false %}"
+                "<think></think>{% endif %}"
+            }
+        )
+    )
     assert emit(model=str(local), run_name="local").config["chat_template_kwargs"] == {"enable_thinking": False}
     with pytest.raises(UserInputError, match="^thinking"):
         emit(model="tiny", gpu="cpu", thinking=True, run_name="nothink")

@@ -45,8 +45,12 @@ def test_the_issues_two_hacks_through_the_reward():
         skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
     (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 10}}])
     fence = "```python\n{}```"
-    completions = [fence.format(HACKS["frame_token_print_exit"][0]), fence.format(HACKS["always_equal_object"][0]),
-                   fence.format("def add(a, b):\n    return a + b\n"), fence.format("def add(a, b):\n    return a * b\n")]
+    completions = [
+        fence.format(HACKS["frame_token_print_exit"][0]),
+        fence.format(HACKS["always_equal_object"][0]),
+        fence.format("def add(a, b):\n    return a + b\n"),
+        fence.format("def add(a, b):\n    return a * b\n"),
+    ]
     assert reward(completions, tests=[ADD_TESTS] * 4) == [0.0, 0.0, 1.0, 0.0]
 
 

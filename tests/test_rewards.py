@@ -55,7 +55,12 @@ def test_format_tags_and_strictness_configurable():
 
 def test_correctness_params():
     (c,) = build_reward_funcs(
-        [{"name": "correctness_reward", "params": {"answer_column": "gold", "tag": "final", "value": 1.0, "ignore_case": True}}]
+        [
+            {
+                "name": "correctness_reward",
+                "params": {"answer_column": "gold", "tag": "final", "value": 1.0, "ignore_case": True},
+            }
+        ]
     )
     assert c(["<final> Paris </final>", "<final>Lyon</final>", "Paris"], gold=["paris"] * 3) == [1.0, 0.0, 0.0]
     with pytest.raises(UserInputError, match="no column 'gold'"):
@@ -98,7 +103,8 @@ def test_registry_errors_name_the_field(specs, field, text):
 
 
 def test_user_reward_by_dotted_path(tmp_path, monkeypatch):
-    (tmp_path / "my_rewards.py").write_text("def short(completions, **kw):\n    return [1.0 if len(str(c)) < 5 else 0.0 for c in completions]\n")
+    (tmp_path / "my_rewards.py").write_text("def short(completions, **kw):\n    return [1.0 if len(str(c)) < 5 else "
+                                            "0.0 for c in completions]\n")
     monkeypatch.chdir(tmp_path)  # trl grpo puts the working directory on sys.path; so do we
     (f,) = build_reward_funcs([{"name": "my_rewards.short"}])
     assert f(["abc", "abcdefgh"]) == [1.0, 0.0]
@@ -123,11 +129,21 @@ def test_reward_code_hash_follows_specs_and_code(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- math_reward
 @pytest.mark.parametrize(
     "completions",
-    both_formats(["<answer>0.5</answer>", "<answer>1/2</answer>", "<answer>\\frac{1}{2}</answer>", "<answer>0.3</answer>",
-                  "the answer is \\boxed{0.5}", "<answer>0.5</answer><answer>7</answer>"]),
+    both_formats(
+        [
+            "<answer>0.5</answer>",
+            "<answer>1/2</answer>",
+            "<answer>\\frac{1}{2}</answer>",
+            "<answer>0.3</answer>",
+            "the answer is \\boxed{0.5}",
+            "<answer>0.5</answer><answer>7</answer>",
+        ]
+    ),
 )
 def test_math_reward_equivalence_in_both_formats(completions):
-    (math_tag, math_boxed) = build_reward_funcs(["math_reward", {"name": "math_reward", "params": {"tag": None, "value": 1.0}}])
+    (math_tag, math_boxed) = build_reward_funcs(
+        ["math_reward", {"name": "math_reward", "params": {"tag": None, "value": 1.0}}]
+    )
     gold = ["\\frac{1}{2}"] * len(completions)
     assert math_tag(completions, answer=gold) == [2.0, 2.0, 2.0, 0.0, 0.0, 0.0]
     assert math_boxed(completions, answer=gold)[4] == 1.0  # TRL's LaTeX extraction over the whole text
@@ -140,7 +156,11 @@ def test_math_reward_unparseable_gold_scores_zero_not_none():
 
 
 # ---------------------------------------------------------------- json_schema_reward
-PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name"],
+}
 NUMBERS = {"type": "array", "items": {"type": "number"}}
 
 
@@ -216,7 +236,12 @@ def test_length_penalty_counts_tokens_with_the_tokenizer(tiny_model):
     n_tokens = len(tok(text, add_special_tokens=False)["input_ids"])
     n_words = len(text.split())
     assert n_tokens > n_words + 3
-    params = {"reward": {"name": "correctness_reward"}, "target_tokens": n_words, "max_tokens": n_tokens, "max_penalty": 1.0}
+    params = {
+        "reward": {"name": "correctness_reward"},
+        "target_tokens": n_words,
+        "max_tokens": n_tokens,
+        "max_penalty": 1.0,
+    }
     (by_words,) = build_reward_funcs([{"name": "length_penalty", "params": params}])
     (by_tokens,) = build_reward_funcs([{"name": "length_penalty", "params": {**params, "tokenizer": str(tiny_model)}}])
     assert by_words([text], answer=["5"]) == [2.0]
@@ -229,7 +254,10 @@ def test_length_penalty_counts_tokens_with_the_tokenizer(tiny_model):
     [
         ({}, "rewards[0].params.reward"),
         ({"reward": {"name": "corectness_reward"}}, "rewards[0].params.reward.name"),
-        ({"reward": {"name": "correctness_reward"}, "target_tokens": 100, "max_tokens": 50}, "rewards[0].params.max_tokens"),
+        (
+            {"reward": {"name": "correctness_reward"}, "target_tokens": 100, "max_tokens": 50},
+            "rewards[0].params.max_tokens",
+        ),
         ({"reward": {"name": "correctness_reward"}, "max_penalty": -1}, "rewards[0].params.max_penalty"),
         ({"reward": {"params": {}}}, "rewards[0].params.reward"),
         ({"reward": {"name": "correctness_reward", "params": {"colum": "a"}}}, "rewards[0].params.reward.params"),
@@ -259,7 +287,14 @@ def test_rubric_judge_callable_in_both_formats(completions):
 def test_rubric_judge_is_binary_only():
     from mcp_server.rewards.judge import parse_verdict
 
-    assert [parse_verdict(r) for r in ("PASS", "fail.", "Verdict: pass", True, 1, 0)] == [True, False, True, True, True, False]
+    assert [parse_verdict(r) for r in ("PASS", "fail.", "Verdict: pass", True, 1, 0)] == [
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
     assert [parse_verdict(r) for r in ("7/10", 0.7, "maybe", None, 8)] == [None] * 5
     replies = iter(["7/10", "PASS", "score: 1.0"])
     (judged,) = build_reward_funcs([{"name": "rubric_judge", "params": {
@@ -274,7 +309,11 @@ def test_rubric_judge_refuses_same_family_and_hub_names(tiny_model):
         ({**base, "judge": strict_judge, "judge_family": "Qwen"}, "rewards[0].params.judge", "model family"),
         ({**base, "judge": "meta-llama/Llama-3.1-8B-Instruct"}, "rewards[0].params.judge", "not downloaded"),
         ({**base, "judge": strict_judge}, "rewards[0].params.judge_family", "set judge_family"),
-        ({**base, "judge": strict_judge, "judge_family": "llama", "policy_model": "my-model"}, "rewards[0].params.policy_family", ""),
+        (
+            {**base, "judge": strict_judge, "judge_family": "llama", "policy_model": "my-model"},
+            "rewards[0].params.policy_family",
+            "",
+        ),
         ({**base, "judge": strict_judge, "judge_family": "llama", "rubric": " "}, "rewards[0].params.rubric", ""),
         ({**base, "judge": "no_such_mod_q.judge", "judge_family": "llama"}, "rewards[0].params.judge", "cannot import"),
     ]
@@ -373,8 +412,16 @@ def test_rewards_drive_a_real_grpo_step(tiny_model, tmp_path):
         return [0.0] * len(completions)
 
     config = GRPOConfig(
-        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=4, max_completion_length=8,
-        report_to=[], logging_steps=1, save_strategy="no", use_cpu=True, bf16=False,
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
     )
     trainer = GRPOTrainer(model=str(tiny_model), reward_funcs=build_reward_funcs(specs) + [spy], args=config,
                           train_dataset=Dataset.from_list(make_task(n=8)))

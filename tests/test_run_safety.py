@@ -50,7 +50,9 @@ def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves
     for args, field in ((["--model", "./no/such/model", "--dataset", "tiny"], "model"),
                         (["--model", "tiny", "--dataset", "/etc/passwd"], "dataset")):
         proc = run_cli("emit-config", *args, "--gpu", "cpu", "--run-name", "x", env=env)
-        assert proc.returncode == 2 and f"error: {field}:" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and f"error: {field}:" in proc.stderr and "Traceback" not in proc.stderr, (
+            proc.stderr
+        )
     assert not (workspace / "runs").exists()  # nothing left behind, not even an empty runs/
 
     def emit(name: str):
@@ -68,7 +70,9 @@ def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves
     # Paths inside the run are relative to it: a copy trains on its own data into its own checkpoints.
     values = yaml.safe_load(config.read_text())
     assert values["output_dir"] == "checkpoints"
-    assert values["datasets"][0]["data_files"] == "data/train.jsonl" and (config.parents[1] / "data/train.jsonl").is_file()
+    assert (
+        values["datasets"][0]["data_files"] == "data/train.jsonl" and (config.parents[1] / "data/train.jsonl").is_file()
+    )
 
 
 def test_stop_signals_only_a_process_verified_as_the_runs_launcher(workspace, tiny_model):

@@ -110,7 +110,8 @@ def test_background_processes_die_with_the_sandbox():
     marker = f"marker-{uuid.uuid4().hex}"
     code = (
         "import subprocess, sys\n"
-        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'], start_new_session=True)\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'], "
+        "start_new_session=True)\n"
         "import os\nif os.fork() == 0:\n    os.setsid()\n"
         f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'])\n"
         "import time\ntime.sleep(0.5)\n"

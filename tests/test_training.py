@@ -194,9 +194,14 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     assert record["config_sha256"] == sha256_file(run_dir / "train" / "config.yaml") == result.config_sha256
     assert record["train_script_sha256"] == sha256_file(run_dir / "train" / "train.py")
     rel = (run_dir / "train" / "config.yaml").relative_to(ws)
-    committed = subprocess.run(["git", "-C", str(ws), "show", f"{result.git_commit}:{rel}"], capture_output=True, text=True)
+    committed = subprocess.run(
+        ["git", "-C", str(ws), "show", f"{result.git_commit}:{rel}"], capture_output=True, text=True
+    )
     assert committed.returncode == 0 and committed.stdout == (run_dir / "train" / "config.yaml").read_text()
-    assert git(ws, "log", "-1", "--format=%an <%ae> | %cn <%ce>", result.git_commit) == "Ana <ana@example.org> | Ana <ana@example.org>"
+    assert (
+        git(ws, "log", "-1", "--format=%an <%ae> | %cn <%ce>", result.git_commit)
+        == "Ana <ana@example.org> | Ana <ana@example.org>"
+    )
 
     status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
     assert status.state == "failed" and status.exit_code not in (None, 0)
@@ -321,7 +326,14 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     import asyncio
 
     tools, status, runs = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(ws)}))
-    assert {"check_environment", "launch_training", "training_status", "stop_training", "resume_training", "list_runs"} <= tools
+    assert {
+        "check_environment",
+        "launch_training",
+        "training_status",
+        "stop_training",
+        "resume_training",
+        "list_runs",
+    } <= tools
     assert status.structured_content["state"] == "succeeded"
     images = [c for c in status.content if getattr(c, "type", None) == "image"]
     assert images and images[0].mime_type == "image/png"
@@ -340,7 +352,12 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     config = yaml.safe_load((run_dir / "train" / "config.yaml").read_text())
     assert config.get("use_vllm") and config.get("vllm_mode") == "server"
 
-    expected = {"zero2": ("DEEPSPEED", 2), "zero3": ("DEEPSPEED", 3), "fsdp": ("FSDP", None), "ddp": ("MULTI_GPU", None)}
+    expected = {
+        "zero2": ("DEEPSPEED", 2),
+        "zero3": ("DEEPSPEED", 3),
+        "fsdp": ("FSDP", None),
+        "ddp": ("MULTI_GPU", None),
+    }
     for strategy, (dist_type, stage) in expected.items():
         plan = build_launch_plan(run_dir, LaunchRequest(run=str(run_dir), strategy=strategy))
         written = write_plan_files(run_dir, plan)
@@ -351,7 +368,11 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
             assert loaded.deepspeed_config["zero_stage"] == stage
         script = Path(written["script"]).read_text()
         assert subprocess.run(["bash", "-n", written["script"]]).returncode == 0
-        serve, health, train = (script.index("vllm-serve"), script.index("/health"), script.index("accelerate.commands.launch"))
+        serve, health, train = (
+            script.index("vllm-serve"),
+            script.index("/health"),
+            script.index("accelerate.commands.launch"),
+        )
         assert serve < health < train and "CUDA_VISIBLE_DEVICES=7 " in script
         assert "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6" in script
 
@@ -383,8 +404,12 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     bare_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     for script in (written["script"], result.slurm_script):
         export = next(line for line in Path(script).read_text().splitlines() if line.startswith("export PYTHONPATH="))
-        where = subprocess.run(["bash", "-c", f'{export}; cd /; "$0" -c "import mcp_server; print(mcp_server.__file__)"',
-                                base_python], capture_output=True, text=True, env=bare_env)
+        where = subprocess.run(
+            ["bash", "-c", f'{export}; cd /; "$0" -c "import mcp_server; print(mcp_server.__file__)"', base_python],
+            capture_output=True,
+            text=True,
+            env=bare_env,
+        )
         assert where.stdout.strip() == str(ROOT / "mcp_server" / "__init__.py"), where.stderr
     loaded = load_config_from_file(result.accelerate_config)
     # 8 GPUs on 2 nodes: one node of 4 serves vLLM, the other trains with 4 processes

@@ -55,8 +55,13 @@ def light_venv(tmp_path_factory) -> Path:
     # uv (from the test extra, beside this Python) first on PATH: the launcher's fast way.
     uv = Path(sys.executable).parent / "uv"
     assert uv.is_file(), "uv comes with the test extra: pip install -e '.[train,test]'"
-    proc = subprocess.run([sys.executable, str(LAUNCHER), "--prepare"], capture_output=True, text=True, timeout=600,
-                          env=light_env(tmp, LLM_FINETUNING_VENV=str(venv), PATH=f"{uv.parent}{os.pathsep}{os.environ['PATH']}"))
+    proc = subprocess.run(
+        [sys.executable, str(LAUNCHER), "--prepare"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=light_env(tmp, LLM_FINETUNING_VENV=str(venv), PATH=f"{uv.parent}{os.pathsep}{os.environ['PATH']}"),
+    )
     assert proc.returncode == 0, proc.stderr
     log = (tmp / "server-venv.install.log").read_text()
     assert f"$ {uv} pip install" in log and "-m pip" not in log and "falling back" not in proc.stderr, log
@@ -129,10 +134,22 @@ def test_light_server_validates_and_samples_through_the_training_interpreter(lig
     async def calls(client):
         first = await client.call_tool("validate_grpo_config", {"config": config, "gpu": "H100"})
         fixed = {k: v for k, v in config.items() if k != "lossy_field"}
-        second = await client.call_tool("validate_grpo_config", {"config": {**fixed, "num_generations": 3}, "gpu": "H100"})
-        third = await client.call_tool("validate_grpo_config", {"config": {**fixed, "lr_scheduler_type": "zigzag"}, "gpu": "H100"})
-        emitted = await client.call_tool("emit_grpo_config", {
-            "model": str(tiny_model), "dataset": str(data), "gpu": "cpu", "run_name": "light", "rewards": [{"name": "format"}]})
+        second = await client.call_tool(
+            "validate_grpo_config", {"config": {**fixed, "num_generations": 3}, "gpu": "H100"}
+        )
+        third = await client.call_tool(
+            "validate_grpo_config", {"config": {**fixed, "lr_scheduler_type": "zigzag"}, "gpu": "H100"}
+        )
+        emitted = await client.call_tool(
+            "emit_grpo_config",
+            {
+                "model": str(tiny_model),
+                "dataset": str(data),
+                "gpu": "cpu",
+                "run_name": "light",
+                "rewards": [{"name": "format"}],
+            },
+        )
         run = emitted.structured_content["run_dir"]
         sampled = await client.call_tool("sample_completions", {
             "run": run, "n": 2, "num_prompts": 2, "max_new_tokens": 4})
@@ -180,7 +197,9 @@ def test_light_server_without_a_training_interpreter_says_how_to_get_one(light_v
     skipped = findings["trl_checks_skipped"]
     assert skipped["severity"] == "warning" and "prepare_environment" in skipped["fix"]
     assert "LLM_FINETUNING_PYTHON" in skipped["message"]
-    assert sampled.is_error and "prepare_environment" in text_of(sampled) and "LLM_FINETUNING_PYTHON" in text_of(sampled)
+    assert (
+        sampled.is_error and "prepare_environment" in text_of(sampled) and "LLM_FINETUNING_PYTHON" in text_of(sampled)
+    )
     report = checked.structured_content
     assert report["verdict"] == "blocked" and any("prepare_environment" in b for b in report["blockers"])
 

@@ -36,7 +36,14 @@ from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
 from mcp_server.worker import in_training
-from mcp_server.workspace import atomic_write_json, atomic_write_text, find_existing, runs_root, unique_run_name, workspace_root
+from mcp_server.workspace import (
+    atomic_write_json,
+    atomic_write_text,
+    find_existing,
+    runs_root,
+    unique_run_name,
+    workspace_root,
+)
 
 LOGGED_COMPLETIONS = 8
 LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
@@ -184,7 +191,9 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     recipe.update(thinking)
     why.update(thinking_why)
     ga = request.overrides.get("gradient_accumulation_steps", recipe["gradient_accumulation_steps"])
-    if isinstance(ga, int) and not {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(request.overrides):
+    if isinstance(ga, int) and not {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(
+        request.overrides
+    ):
         structure, structure_why = off_policy_fields(variant, ga)
         recipe.update(structure)
         why.update(structure_why)
@@ -198,7 +207,9 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
     if request.finetune != "full" and recipe["bf16"]:
-        why["bf16"] = "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
+        why["bf16"] = (
+            "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
+        )
     model_fields, model_why = _model_fields(request, model, recipe["bf16"])
     if moe and model_fields.get("lora_target_modules") == "all-linear":
         model_fields["lora_target_modules"] = _moe_lora_targets(model)
@@ -270,13 +281,19 @@ def _memory_findings(config_path: Path, gpu_target: bool) -> list:
     if plan.recommended:
         fix = (f"apply {', '.join(plan.recommended.levers)} (peak {plan.recommended.peak_gib:.1f} GiB): "
                f"set {plan.recommended.patch}")
-    severity, code = ("warning", "memory_does_not_fit") if plan.status == "does_not_fit" else ("warning", "memory_tight")
+    severity, code = (
+        ("warning", "memory_does_not_fit") if plan.status == "does_not_fit" else ("warning", "memory_tight")
+    )
     return [finding(code, None, severity, summary + ("; it does not fit." if code == "memory_does_not_fit" else
                                                      "; under 10% headroom."), fix)]
 
 
 SECTIONS = (
-    ("model", ("GRPOScriptArguments", "ModelConfig"), lambda k: k.startswith(("model", "dtype", "lora", "use_peft", "load_in", "bnb"))),
+    (
+        "model",
+        ("GRPOScriptArguments", "ModelConfig"),
+        lambda k: k.startswith(("model", "dtype", "lora", "use_peft", "load_in", "bnb")),
+    ),
     ("data", ("GRPOScriptArguments", "DatasetMixtureConfig"), lambda k: k.startswith("dataset")),
     ("rewards", (), lambda k: k.startswith("reward")),
 )

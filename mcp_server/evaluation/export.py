@@ -77,7 +77,8 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
     ]
     if promotion:
         lines += [
-            f"| Goldens pass rate | {promotion['checkpoint_pass_rate']:.1%} (baseline {promotion['baseline_pass_rate']:.1%}) |",
+            f"| Goldens pass rate | {promotion['checkpoint_pass_rate']:.1%} (baseline "
+            f"{promotion['baseline_pass_rate']:.1%}) |",
             f"| Goldens sha256 | `{promotion['goldens_sha256']}` |",
         ]
         lines += ["", "## Promotion evidence", "", *[f"- {r}" for r in promotion.get("reasons", [])]]

@@ -29,7 +29,9 @@ def generate(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     eos = eos_ids(tokenizer, model.generation_config)
-    sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
+    sampling = (
+        dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
+    )
     set_seed(seed)
     outputs: list[str] = []
     with small_model_threads(model), torch.inference_mode():

@@ -89,7 +89,8 @@ class PromoteRequest(Request):
     drift_suite: PathText | None = Field(
         default=None,
         description="Frozen drift suite (JSONL rows with `prompt`, `answer` and optionally `grader`: 'format' or "
-        "'correctness'). Default: the embedded suite for the tiny task family (mcp_server/evaluation/drift_tiny.jsonl).",
+        "'correctness'). Default: the embedded suite for the tiny task family "
+        "(mcp_server/evaluation/drift_tiny.jsonl).",
     )
     rerun_seeds: list[int] = Field(
         default_factory=lambda: [1, 2, 3],
@@ -109,7 +110,8 @@ class DriftResult(BaseModel):
     suite_sha256: str = Field(description="sha256 of the drift suite file.")
     base_pass_rate: float = Field(description="Base model's pass rate on the drift suite (greedy).")
     checkpoint_pass_rate: float = Field(description="Checkpoint's pass rate on the drift suite (greedy).")
-    drop_points: float = Field(description="base - checkpoint in percentage points (positive = the checkpoint lost ground).")
+    drop_points: float = Field(description="base - checkpoint in percentage points (positive = the checkpoint lost "
+                                           "ground).")
     band: Literal["noise", "rerun", "hard_fail"] = Field(
         description="Drift budget band: <= 1 point noise, 1-5 points rerun with other seeds, > 5 points hard fail."
     )
@@ -182,6 +184,9 @@ class ExportResult(BaseModel):
     checkpoint_sha256: str = Field(description="Content hash of the checkpoint exported (workspace.sha256_tree); equal "
                                    "to the promotion's when it was promoted.")
     archived_previous: str | None = Field(default=None, description="Where an earlier export was moved, if any.")
-    promotion_verdict: str | None = Field(description="PROMOTE / REJECT from promotion.json, or None when never judged.")
-    smoke_identical: bool = Field(description="True when greedy outputs on the smoke goldens match before and after export.")
+    promotion_verdict: str | None = Field(
+        description="PROMOTE / REJECT from promotion.json, or None when never judged."
+    )
+    smoke_identical: bool = Field(description="True when greedy outputs on the smoke goldens match before and after "
+                                              "export.")
     smoke_items: int = Field(description="Goldens compared in the smoke test.")

@@ -92,8 +92,10 @@ def check_drift(
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
     rows, graders = _drift_rows(suite)
-    base_rate = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens, _stage(report, "drift suite, base model"))
-    ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, report=_stage(report, "drift suite, checkpoint"))
+    base_rate = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens, _stage(report, "drift suite, base "
+                                                                                                 "model"))
+    ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, report=_stage(report, "drift suite, "
+                                                                                                         "checkpoint"))
     band = judge_drift(base_rate, ckpt_rate)
     result = DriftResult(
         suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
@@ -182,27 +184,46 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         f"(CI {baseline['ci_low']:.1%}-{baseline['ci_high']:.1%}): {improvement:+.1f} points, 95% CI "
         f"{ci_low:+.1f} to {ci_high:+.1f} ({how}); "
         + ("better beyond noise" if beats else
-           f"NOT a clear improvement (the improvement's interval must lie above {request.min_improvement_points:g} points)")
+           f"NOT a clear improvement (the improvement's interval must lie above {request.min_improvement_points:g} "
+           "points)")
     )
     drift_line = (
         f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
         f"{drift.drop_points:+.1f} points ({drift.band})"
     )
     if drift.band == "rerun":
-        drift_line += f"; rerun with seeds {list(drift.rerun_drops)}: drops {list(drift.rerun_drops.values())}, mean {drift.rerun_mean_drop:+.1f}"
+        drift_line += (f"; rerun with seeds {list(drift.rerun_drops)}: drops {list(drift.rerun_drops.values())}, "
+                       f"mean {drift.rerun_mean_drop:+.1f}")
     drift_line += " -> within budget" if drift.ok else " -> OVER the drift budget"
     reasons.append(drift_line)
     verdict = "PROMOTE" if beats and drift.ok else "REJECT"
 
     result = PromotionResult(
-        run_dir=str(run_dir), checkpoint=str(ckpt), checkpoint_sha256=ckpt_sha, base_model=base, verdict=verdict, reasons=reasons,
-        goldens=str(goldens), goldens_sha256=sha, baseline_path=str(eval_root() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
-        baseline_pass_rate=base_rate, baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
-        checkpoint_pass_rate=rate, checkpoint_ci=(low, high), improvement_points=improvement,
-        improvement_ci=(ci_low, ci_high), p_value=p_value, gained=gained, lost=lost, drift=drift,
-        report_path=str(run.promotion_report), result_path=str(run.promotion),
+        run_dir=str(run_dir),
+        checkpoint=str(ckpt),
+        checkpoint_sha256=ckpt_sha,
+        base_model=base,
+        verdict=verdict,
+        reasons=reasons,
+        goldens=str(goldens),
+        goldens_sha256=sha,
+        baseline_path=str(eval_root() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
+        baseline_pass_rate=base_rate,
+        baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
+        checkpoint_pass_rate=rate,
+        checkpoint_ci=(low, high),
+        improvement_points=improvement,
+        improvement_ci=(ci_low, ci_high),
+        p_value=p_value,
+        gained=gained,
+        lost=lost,
+        drift=drift,
+        report_path=str(run.promotion_report),
+        result_path=str(run.promotion),
     )
-    atomic_write_json(Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]})
+    atomic_write_json(
+        Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]}
+    )
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
 
@@ -232,20 +253,24 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "",
         "| model | pass rate | 95% Wilson CI |",
         "|---|---|---|",
-        f"| base (baseline) | {result.baseline_pass_rate:.1%} | {result.baseline_ci[0]:.1%} - {result.baseline_ci[1]:.1%} |",
-        f"| checkpoint | {result.checkpoint_pass_rate:.1%} | {result.checkpoint_ci[0]:.1%} - {result.checkpoint_ci[1]:.1%} |",
+        f"| base (baseline) | {result.baseline_pass_rate:.1%} | {result.baseline_ci[0]:.1%} - "
+        f"{result.baseline_ci[1]:.1%} |",
+        f"| checkpoint | {result.checkpoint_pass_rate:.1%} | {result.checkpoint_ci[0]:.1%} - "
+        f"{result.checkpoint_ci[1]:.1%} |",
         "",
         f"Improvement: {result.improvement_points:+.1f} points, 95% CI {result.improvement_ci[0]:+.1f} to "
         f"{result.improvement_ci[1]:+.1f} "
         + (f"(paired over the same goldens: {result.gained} gained, {result.lost} lost; exact McNemar two-sided "
-           f"p = {result.p_value:.3g}). " if result.p_value is not None else "(unpaired: the baseline has no per-item results). ")
+           f"p = {result.p_value:.3g}). " if result.p_value is not None else "(unpaired: the baseline has no per-item "
+                                                                             "results). ")
         + "Rule: the improvement's interval must lie above 0 (or the requested minimum); at 0 that is the exact "
         "McNemar test on the disagreements at p < 0.05.",
         "",
         "## Drift (frozen suite)",
         "",
         f"- Suite: `{d.suite}` (sha256 `{d.suite_sha256}`)",
-        f"- Base {d.base_pass_rate:.1%}, checkpoint {d.checkpoint_pass_rate:.1%}: drop {d.drop_points:+.1f} points, band "
+        f"- Base {d.base_pass_rate:.1%}, checkpoint {d.checkpoint_pass_rate:.1%}: drop {d.drop_points:+.1f} points, "
+        "band "
         f"**{d.band}**",
         "- Budget: <= 1 point is noise; 1-5 points: rerun with other seeds; > 5 points: hard fail.",
     ]

@@ -39,10 +39,12 @@ def _check_review_current(run: Run, review: dict) -> None:
     """The review a verdict is about must describe today's samples and today's reward code."""
     result = review["result"]
     if sha256_file(run.samples) != result["samples_sha256"]:
-        raise UserInputError("run", "samples.jsonl changed since the review: run inspect_rewards again and read the new review.md")
+        raise UserInputError("run", "samples.jsonl changed since the review: run inspect_rewards again and read the "
+                                    "new review.md")
     if reward_code_sha256(result["rewards"]) != result["reward_code_sha256"]:
         raise UserInputError(
-            "run", "the reward code or specs changed since the review: run inspect_rewards again and read the new review.md"
+            "run", "the reward code or specs changed since the review: run inspect_rewards again and read the new "
+                   "review.md"
         )
 
 
@@ -260,7 +262,8 @@ def check_inspection_gate(run: str | Path) -> GateResult:
     if not run.rewards.is_file():
         return closed(
             "the run has no train/rewards.json (its reward definition)",
-            "emit the run's config with emit_grpo_config (it writes train/rewards.json), then sample, inspect and record a verdict",
+            "emit the run's config with emit_grpo_config (it writes train/rewards.json), then sample, inspect and "
+            "record a verdict",
         )
     if not run.samples.is_file():
         return closed(
@@ -273,7 +276,8 @@ def check_inspection_gate(run: str | Path) -> GateResult:
         if review.get("route") == "sft_first" and review.get("samples_sha256") == sha256_file(run.samples):
             return closed(
                 "the last review found no prompt with a single success: GRPO cannot learn yet",
-                "do SFT first (or use easier prompts or a stronger base model), then sample_completions and " + inspect_again,
+                "do SFT first (or use easier prompts or a stronger base model), then sample_completions and "
+                + inspect_again,
             )
     if not verdict_file.is_file():
         return closed("no verdict recorded: nobody has signed off the rewards on sampled outputs", inspect_again)
@@ -300,7 +304,8 @@ def check_inspection_gate(run: str | Path) -> GateResult:
     if verdict.route == "sft_first" or not verdict.base_success_rate:
         return closed(
             "the base model never succeeded on the sampled prompts: GRPO cannot learn yet",
-            "do SFT first (or use easier prompts or a stronger base model), then sample_completions and " + inspect_again,
+            "do SFT first (or use easier prompts or a stronger base model), then sample_completions and "
+            + inspect_again,
         )
     if sha256_file(run.samples) != verdict.samples_sha256:
         return closed(f"samples.jsonl changed since the verdict ({who})", inspect_again)

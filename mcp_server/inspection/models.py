@@ -24,7 +24,8 @@ RATE_PROMPTS = 64
 
 # ---------------------------------------------------------------- sample_completions
 class SampleRequest(Request):
-    run: PathText = Field(description="Run directory (a path, or a name under runs/) that gets inspection/samples.jsonl.")
+    run: PathText = Field(description="Run directory (a path, or a name under runs/) that gets "
+                                      "inspection/samples.jsonl.")
     model: PathText | None = Field(
         default=None,
         description="Policy model: a local model directory, 'tiny' for the embedded offline model, or a hub name "
@@ -62,8 +63,10 @@ class SampleRequest(Request):
     temperature: float | None = Field(
         default=None, ge=0.0, description="Sampling temperature. Default: the run's config, else TRL's default (1.0)."
     )
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling. Default: config, else TRL's (1.0).")
-    top_k: int | None = Field(default=None, ge=0, description="Top-k sampling, 0 = off. Default: config, else TRL's (0).")
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling. Default: config, else "
+                                                                          "TRL's (1.0).")
+    top_k: int | None = Field(default=None, ge=0, description="Top-k sampling, 0 = off. Default: config, else TRL's "
+                                                              "(0).")
     max_new_tokens: int | None = Field(
         default=None,
         ge=1,
@@ -95,7 +98,8 @@ class SampleResult(BaseModel):
     engine: str = Field(description="'transformers' or 'vllm'.")
     truncated: int = Field(description="Completions cut off at max_new_tokens (finish reason 'length').")
     generation: dict = Field(
-        description="Sampling settings used (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed)."
+        description="Sampling settings used (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, "
+                    "seed)."
     )
     differs_from_config: list[str] = Field(
         description="How these samples differ from what training would sample (model, data, prompt column, "
@@ -147,7 +151,8 @@ class RewardDistribution(BaseModel):
         description="Count per distinct score (rounded to 3 places), in order; with more than 12 distinct scores, "
         "counts per equal-width range 'low..high'."
     )
-    zero_variance_groups: int = Field(description="Prompt groups in which this reward gives every sample the same score.")
+    zero_variance_groups: int = Field(description="Prompt groups in which this reward gives every sample the same "
+                                                  "score.")
 
 
 class SuspectSample(BaseModel):
@@ -228,7 +233,8 @@ class VerdictRequest(Request):
         "on every reviewed sample, given or by this flag.",
     )
     note: Note = Field(
-        default="", description="Overall note. Required for a pass that keeps disagreements: say why they are acceptable."
+        default="", description="Overall note. Required for a pass that keeps disagreements: say why they are "
+                                "acceptable."
     )
 
 

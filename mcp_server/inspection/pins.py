@@ -5,7 +5,8 @@ modules that code imports, plus the config's reward_weights/reward_funcs), train
 person read (which holds the success rule). `config_pins` reads the parts that train/config.yaml decides;
 `run_pins` adds the reward code and the script. `changes` names every part that differs between two pin sets.
 
-A local model directory is pinned by its resolved path (relative to the run when inside it) and its files (content hash up to 64 MiB a file, size
+A local model directory is pinned by its resolved path (relative to the run when inside it) and its files
+(content hash up to 64 MiB a file, size
 and mtime above, so a 15 GB checkpoint is not re-read on every gate check); a hub model by id, revision and
 the commit the local cache resolves it to. Local data is pinned by content; a hub data set by name, config and
 split (the content cannot be read offline).
@@ -49,7 +50,9 @@ def _files_digest(root: Path, files: list[Path]) -> str:
 
 
 def _tree(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts))
+    return sorted(
+        p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts)
+    )
 
 
 def model_pin(model: str, revision: str | None = None) -> dict:
@@ -118,7 +121,9 @@ def config_pins(run: Run) -> dict:
             "config, so emit it first (emit_grpo_config), then sample and inspect with it"
         )
     return {
-        "model": _inside(model_pin(_at_run(config["model_name_or_path"], run), config.get("model_revision")), "model", run),
+        "model": _inside(
+            model_pin(_at_run(config["model_name_or_path"], run), config.get("model_revision")), "model", run
+        ),
         "data": _config_data(config, run),
         "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
         "reward_config": {k: config.get(k) for k in REWARD_CONFIG_KEYS},

@@ -64,7 +64,16 @@ def _score(funcs, specs, samples: list[dict], report: Report = silent) -> list[l
     """scores[r][i]: reward r on sample i, NaN where the reward returned None."""
     columns: dict[str, list] = {}
     # As TRL: every column but the prompt/completion ones, repeated per completion.
-    reserved = {"prompt", "completion", "completion_ids", "prompts", "completions", "trainer_state", "log_extra", "log_metric"}
+    reserved = {
+        "prompt",
+        "completion",
+        "completion_ids",
+        "prompts",
+        "completions",
+        "trainer_state",
+        "log_extra",
+        "log_metric",
+    }
     keys = [k for k in dict.fromkeys(k for s in samples for k in s.get("columns", {})) if k not in reserved]
     for key in keys:
         columns[key] = [s.get("columns", {}).get(key) for s in samples]
@@ -156,7 +165,8 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     if request.rewards is not None:
         specs, source = list(request.rewards), "request"
         if not specs:
-            raise UserInputError("rewards", "an empty list: give at least one reward spec, or leave it out to use train/rewards.json")
+            raise UserInputError("rewards", "an empty list: give at least one reward spec, or leave it out to use "
+                                            "train/rewards.json")
     else:
         specs = [RewardSpec.model_validate(s) for s in read_run_rewards(run)]
         source = "train/rewards.json"
@@ -172,7 +182,8 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
             raise UserInputError(
                 "run",
                 f"only {len(samples)} samples in {run.samples}; a review needs {MIN_REVIEW_SAMPLES}-"
-                f"{request.max_samples}. Run sample_completions with num_prompts >= {-(-MIN_REVIEW_SAMPLES // n)} (n={n}).",
+                f"{request.max_samples}. Run sample_completions with num_prompts >= {-(-MIN_REVIEW_SAMPLES // n)} "
+                f"(n={n}).",
             )
         warnings.append(f"only {len(samples)} samples: the data set has only {data_rows} prompts")
     if len(samples) < len(all_samples):
@@ -209,7 +220,9 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         reasons = suspect_reasons(text, s.get("columns", {}), specs, names, [scores[r][i] for r in range(len(specs))],
                                   bool(s.get("truncated", False)), totals[i])
         if reasons:
-            suspects.append((max(w for w, _ in reasons), s["id"], s["prompt_index"], [r for _, r in reasons], totals[i]))
+            suspects.append(
+                (max(w for w, _ in reasons), s["id"], s["prompt_index"], [r for _, r in reasons], totals[i])
+            )
         rows.append(
             {
                 "id": s["id"],
@@ -415,7 +428,9 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
         )
     lines += ["", "## Read these first: likely mis-scored", ""]
     if result.likely_misscored:
-        lines += [f"- Sample {s.id} (prompt {s.prompt_index}): " + "; ".join(s.reasons) for s in result.likely_misscored]
+        lines += [
+            f"- Sample {s.id} (prompt {s.prompt_index}): " + "; ".join(s.reasons) for s in result.likely_misscored
+        ]
     else:
         lines.append("- none flagged (still read the samples: the checks are heuristics)")
     lines += ["", "## Samples", ""]
@@ -429,7 +444,11 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: 
                     "Data: " + "; ".join(f"`{k}` = {_code(_readable(str(v))[:200])}" for k, v in r["columns"].items()),
                     "",
                 ]
-        flags = [f for f, on in (("SUCCESS", r["success"]), ("TRUNCATED", r["truncated"]), ("CHECK", r["id"] in suspect_ids)) if on]
+        flags = [
+            f
+            for f, on in (("SUCCESS", r["success"]), ("TRUNCATED", r["truncated"]), ("CHECK", r["id"] in suspect_ids))
+            if on
+        ]
         lines += [
             f"#### Sample {r['id']} (prompt {r['prompt_index']}, #{r['sample_index']}): total {_fmt(r['total'])}"
             + (f" [{', '.join(flags)}]" if flags else ""),

@@ -34,7 +34,16 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_fi
 
 PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all of a smaller data set)
 # Compared with the run's config: the settings that decide what a sample looks like.
-COMPARED = ("n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "chat_template_kwargs")
+COMPARED = (
+    "n",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "max_new_tokens",
+    "chat_template_kwargs",
+)
 
 
 def _trl_defaults() -> dict:
@@ -60,7 +69,8 @@ def _data_settings(request: SampleRequest, config: dict, run: Run | None = None)
             dataset = str(run.resolve(dataset))
     model = request.model or config.get("model_name_or_path")
     if model is None:
-        raise UserInputError("model", "no model given and the run has no train/config.yaml naming one; give a path or 'tiny'")
+        raise UserInputError("model", "no model given and the run has no train/config.yaml naming one; give a path or "
+                                      "'tiny'")
     if dataset is None:
         raise UserInputError("dataset", "no data set given and the run's config names none; give a file or 'tiny'")
     return {
@@ -95,7 +105,9 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
             "seed": request.seed,
         }
     except (TypeError, ValueError) as exc:
-        raise UserInputError("run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}") from None
+        raise UserInputError(
+            "run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}"
+        ) from None
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings
@@ -184,7 +196,9 @@ def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_
 def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bool, settings: dict) -> list[int]:
     """Prompt tokens (chat template applied) of the data set's prompts: all of them up to PROMPT_LENGTH_ROWS,
     else that many drawn by seed (vLLM's context must hold the longest prompt plus the completion)."""
-    picked = rows if len(rows) <= PROMPT_LENGTH_ROWS else random.Random(settings["seed"]).sample(rows, PROMPT_LENGTH_ROWS)
+    picked = (
+        rows if len(rows) <= PROMPT_LENGTH_ROWS else random.Random(settings["seed"]).sample(rows, PROMPT_LENGTH_ROWS)
+    )
     texts = _prompt_texts(tokenizer, [r[column] for r in picked], conversational, settings["chat_template_kwargs"])
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
@@ -275,7 +289,11 @@ def _generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dic
         release_gpu()
     return [
         [
-            {"text": c.text, "ids": list(c.token_ids), "finish_reason": "length" if c.finish_reason == "length" else "stop"}
+            {
+                "text": c.text,
+                "ids": list(c.token_ids),
+                "finish_reason": "length" if c.finish_reason == "length" else "stop",
+            }
             for c in out.outputs
         ]
         for out in outputs
@@ -360,7 +378,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     path = atomic_write_text(run.samples, "\n".join(lines) + "\n")
     digest = sha256_file(path)
     generation = {
-        k_: settings[k_] for k_ in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
+        k_: settings[k_]
+        for k_ in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
     }
     meta = {
         "model": str(model_ref),

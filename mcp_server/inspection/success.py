@@ -109,7 +109,9 @@ def check_threshold(specs: list[RewardSpec], scores: list[list[float]], threshol
             )
 
 
-def is_success(specs: list[RewardSpec], scores: list[list[float]], i: int, total: float, threshold: float | None) -> bool:
+def is_success(
+    specs: list[RewardSpec], scores: list[list[float]], i: int, total: float, threshold: float | None
+) -> bool:
     if threshold is not None:
         return not math.isnan(total) and total >= threshold
     required = [r for r, spec in enumerate(specs) if is_task_spec(spec) or is_format_spec(spec)]

@@ -27,18 +27,22 @@ class MemoryPlanRequest(Request):
         description="A GRPO config YAML (train/config.yaml from emit_grpo_config) or a run directory; the run's "
         "settings are read from it (and gpu/num_gpus from train/request.json beside it).",
     )
-    config: dict[str, Any] | None = Field(default=None, description="The config as a dict of GRPOConfig/ModelConfig fields.")
+    config: dict[str, Any] | None = Field(default=None, description="The config as a dict of GRPOConfig/ModelConfig "
+                                                                    "fields.")
     gpu: Name | None = Field(default=None, description="Target GPU type (H100, A100-40GB, RTX 4090, DGX Spark, ...).")
     gpu_memory_gib: float | None = Field(
-        default=None, gt=0, le=4096, description="Raw GPU memory size in GiB, for a GPU not in the catalog (overrides gpu)."
+        default=None, gt=0, le=4096, description="Raw GPU memory size in GiB, for a GPU not in the catalog (overrides "
+                                                 "gpu)."
     )
     num_gpus: int | None = Field(default=None, ge=1, le=4096, description="GPUs on the target (all nodes); default 1.")
     finetune: Literal["full", "lora", "qlora"] | None = Field(
-        default=None, description="full, lora or qlora (4-bit base + LoRA); default from the config (use_peft, load_in_4bit), else full."
+        default=None, description="full, lora or qlora (4-bit base + LoRA); default from the config (use_peft, "
+                                  "load_in_4bit), else full."
     )
     lora_r: int | None = Field(default=None, ge=1, le=4096, description="LoRA rank; default 16.")
     lora_target_modules: str | list[str] | None = Field(default=None, description="LoRA targets; default 'all-linear'.")
-    lora_dropout: float | None = Field(default=None, ge=0, lt=1, description="LoRA dropout (TRL default 0.05); above 0 it copies each targeted layer's input.")
+    lora_dropout: float | None = Field(default=None, ge=0, lt=1, description="LoRA dropout (TRL default 0.05); above 0 "
+                                                                             "it copies each targeted layer's input.")
     optim: Name | None = Field(
         default=None,
         description="HF optimizer name: adamw_torch_fused (TRL default), adamw_torch, adamw_8bit, paged_adamw_8bit, "
@@ -47,43 +51,64 @@ class MemoryPlanRequest(Request):
     dtype: Literal["bfloat16", "float16", "float32"] | None = Field(
         default=None, description="Dtype the weights are loaded in (ModelConfig dtype); TRL's default is float32."
     )
-    gradient_checkpointing: bool | None = Field(default=None, description="Recompute activations in backward (TRL default: true).")
-    beta: float | None = Field(default=None, ge=0, description="KL coefficient; a reference model is held only when beta != 0 (TRL default 0).")
+    gradient_checkpointing: bool | None = Field(default=None, description="Recompute activations in backward (TRL "
+                                                                          "default: true).")
+    beta: float | None = Field(default=None, ge=0, description="KL coefficient; a reference model is held only when "
+                                                               "beta != 0 (TRL default 0).")
     num_generations: int | None = Field(default=None, ge=1, le=4096, description="Completions per prompt (G).")
-    per_device_train_batch_size: int | None = Field(default=None, ge=1, le=65536, description="Completions per GPU per micro-step.")
-    gradient_accumulation_steps: int | None = Field(default=None, ge=1, le=65536, description="Micro-steps per optimizer step.")
-    steps_per_generation: int | None = Field(default=None, ge=1, le=65536, description="Micro-steps one generation round feeds; default gradient_accumulation_steps.")
-    prompt_length: int | None = Field(default=None, ge=1, le=2_000_000, description="Longest prompt in tokens; default the config's max_prompt_length, else 512.")
-    max_completion_length: int | None = Field(default=None, ge=1, le=2_000_000, description="Longest completion in tokens (TRL default 512).")
+    per_device_train_batch_size: int | None = Field(default=None, ge=1, le=65536, description="Completions per GPU per "
+                                                                                              "micro-step.")
+    gradient_accumulation_steps: int | None = Field(default=None, ge=1, le=65536, description="Micro-steps per "
+                                                                                              "optimizer step.")
+    steps_per_generation: int | None = Field(default=None, ge=1, le=65536, description="Micro-steps one generation "
+                                                                                       "round feeds; default "
+                                                                                       "gradient_accumulation_steps.")
+    prompt_length: int | None = Field(default=None, ge=1, le=2_000_000, description="Longest prompt in tokens; default "
+                                                                                    "the config's max_prompt_length, "
+                                                                                    "else 512.")
+    max_completion_length: int | None = Field(default=None, ge=1, le=2_000_000, description="Longest completion in "
+                                                                                            "tokens (TRL default 512).")
     use_vllm: bool | None = Field(default=None, description="Generate with vLLM (default false, as in TRL).")
-    vllm_mode: Literal["colocate", "server"] | None = Field(default=None, description="vLLM inside the trainer (colocate) or on other GPUs (server).")
-    vllm_gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1, description="Fraction of each GPU vLLM takes (TRL default 0.3).")
-    vllm_enable_sleep_mode: bool | None = Field(default=None, description="Colocate: vLLM releases weights and KV cache while the policy trains.")
+    vllm_mode: Literal["colocate", "server"] | None = Field(default=None, description="vLLM inside the trainer "
+                                                                                      "(colocate) or on other GPUs "
+                                                                                      "(server).")
+    vllm_gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1, description="Fraction of each GPU vLLM "
+                                                                                            "takes (TRL default 0.3).")
+    vllm_enable_sleep_mode: bool | None = Field(default=None, description="Colocate: vLLM releases weights and KV "
+                                                                          "cache while the policy trains.")
     vllm_tensor_parallel_size: int | None = Field(default=None, ge=1, le=64, description="vLLM tensor parallel size.")
-    vllm_server_gpus: int | None = Field(default=None, ge=1, le=4096, description="Server mode: GPUs given to `trl vllm-serve` (default 1); the rest train.")
+    vllm_server_gpus: int | None = Field(default=None, ge=1, le=4096, description="Server mode: GPUs given to `trl "
+                                                                                  "vllm-serve` (default 1); the rest "
+                                                                                  "train.")
     vllm_server_gpu_memory_utilization: float | None = Field(
         default=None, gt=0, le=1,
         description="Server mode: the --gpu_memory_utilization `trl vllm-serve` is started with (its default 0.9; the "
         "config's vllm_gpu_memory_utilization is for colocate mode only).")
     strategy: Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"] | None = Field(
-        default=None, description="Multi-GPU strategy the launcher will use; auto (default): the config's deepspeed/fsdp, "
+        default=None, description="Multi-GPU strategy the launcher will use; auto (default): the config's "
+                                  "deepspeed/fsdp, "
         "else the plan picks the sharding that fits (ddp for LoRA, ZeRO-2 for a full fine-tune, ZeRO-3 when that does "
         "not fit).")
     trl_version: Name | None = Field(
         default=None, description="The TRL release the run uses, when it is not the installed one (e.g. '0.17.0'): its "
         "own defaults (beta, gradient checkpointing, prompt truncation, full logits) are planned.")
-    zero_stage: Literal[0, 1, 2, 3] | None = Field(default=None, description="DeepSpeed ZeRO stage (0: none); default from the config's deepspeed.")
+    zero_stage: Literal[0, 1, 2, 3] | None = Field(default=None, description="DeepSpeed ZeRO stage (0: none); default "
+                                                                             "from the config's deepspeed.")
     fsdp: bool | None = Field(default=None, description="FSDP full sharding (default from the config's fsdp).")
-    use_liger_kernel: bool | None = Field(default=None, description="Liger kernels (chunked loss: no full logits tensor).")
+    use_liger_kernel: bool | None = Field(default=None, description="Liger kernels (chunked loss: no full logits "
+                                                                    "tensor).")
     fused_logits: bool | None = Field(
         default=None,
-        description="Whether the training TRL computes log-probs in tiles without the full batch x length x vocab logits "
+        description="Whether the training TRL computes log-probs in tiles without the full batch x length x vocab "
+                    "logits "
         "(recent TRL); default: detected from the installed TRL.",
     )
-    attn_implementation: Name | None = Field(default=None, description="eager adds the length^2 attention scores; sdpa/flash do not.")
+    attn_implementation: Name | None = Field(default=None, description="eager adds the length^2 attention scores; "
+                                                                       "sdpa/flash do not.")
     max_steps: int | None = Field(default=None, ge=1, description="Training steps, for the total time estimate.")
     validate_levers: bool = Field(
-        default=True, description="Validate each lever's config change with validate_grpo_config (needs the recipe module)."
+        default=True, description="Validate each lever's config change with validate_grpo_config (needs the recipe "
+                                  "module)."
     )
 
 
@@ -110,7 +135,8 @@ class VllmServerLaunch(BaseModel):
 
 class LaunchLayout(BaseModel):
     strategy: Literal["single", "ddp", "zero1", "zero2", "zero3", "fsdp"] = Field(
-        description="How launch_training runs the trainer: one process, or accelerate with DDP, DeepSpeed ZeRO or FSDP.")
+        description="How launch_training runs the trainer: one process, or accelerate with DDP, DeepSpeed ZeRO or FSDP."
+    )
     training_processes: int = Field(description="Training processes (GPUs that train).")
     zero_stage: int = Field(description="DeepSpeed ZeRO stage of that strategy (0: none).")
     offload_optimizer: bool = Field(default=False, description="DeepSpeed offloads the optimizer state to CPU.")
@@ -120,13 +146,16 @@ class LaunchLayout(BaseModel):
 
 
 class Validation(BaseModel):
-    valid: bool | None = Field(description="validate_grpo_config's verdict on the run config with this change; null when not checked.")
+    valid: bool | None = Field(description="validate_grpo_config's verdict on the run config with this change; null "
+                                           "when not checked.")
     errors: list[str] = Field(default_factory=list, description="Error findings, as 'code: message'.")
 
 
 class Lever(BaseModel):
-    name: str = Field(description="Stable lever id: bf16_weights, vllm_sleep_mode, adamw_8bit, gradient_checkpointing, lora, qlora, "
-                      "beta_zero, vllm_server_mode, right_size_vllm_memory, vllm_tensor_parallel, shorter_completions, smaller_micro_batch, "
+    name: str = Field(description="Stable lever id: bf16_weights, vllm_sleep_mode, adamw_8bit, gradient_checkpointing, "
+                                  "lora, qlora, "
+                      "beta_zero, vllm_server_mode, right_size_vllm_memory, vllm_tensor_parallel, shorter_completions, "
+                      "smaller_micro_batch, "
                       "chunked_loss, zero3.")
     description: str = Field(description="What it changes and what it costs.")
     patch: dict[str, Any] = Field(description="Config fields to set (merge into the run's config).")
@@ -146,20 +175,24 @@ class LeverSet(BaseModel):
 
 
 class SizeClassAnchor(BaseModel):
-    size_class: Literal["small", "medium", "large_32b", "xlarge_70b", "huge"] = Field(description="Size class by total parameters.")
+    size_class: Literal["small", "medium", "large_32b", "xlarge_70b", "huge"] = Field(description="Size class by total "
+                                                                                                  "parameters.")
     statement: str = Field(description="The rule of thumb for this class (from the grpo-memory-planning skill).")
     planner_check: str = Field(description="What the planner computes for the same scenario.")
-    consistent: bool | None = Field(description="Whether the planner agrees with the anchor; null when no anchor applies.")
+    consistent: bool | None = Field(description="Whether the planner agrees with the anchor; null when no anchor "
+                                                "applies.")
 
 
 class RolloutSpeed(BaseModel):
     engine: Literal["vllm", "transformers"] = Field(description="What generates the completions.")
     bandwidth_gbs: float = Field(description="Sustained memory bandwidth planned with (GB/s per GPU).")
-    sequences_per_round: int = Field(description="Completions one generation round produces per generating GPU (or server).")
+    sequences_per_round: int = Field(description="Completions one generation round produces per generating GPU (or "
+                                                 "server).")
     concurrent_sequences: int = Field(description="Completions decoded at once (bounded by the KV cache).")
     decode_step_ms: float = Field(description="Time of one decode step of the batch (bandwidth- or compute-bound).")
     rollout_tokens_per_s: float = Field(description="Completion tokens per second per generating GPU/server.")
-    rollout_s_per_step: float = Field(description="Seconds of generation per optimizer step (completions at full length).")
+    rollout_s_per_step: float = Field(description="Seconds of generation per optimizer step (completions at full "
+                                                  "length).")
     train_s_per_step: float = Field(description="Seconds of forward/backward per optimizer step.")
     step_s: float = Field(description="Seconds per optimizer step (generation + training).")
     total_hours: float | None = Field(default=None, description="Hours for max_steps steps, when max_steps is known.")
@@ -194,8 +227,11 @@ class MemoryPlan(BaseModel):
                                        "equals peak_gib, what must fit the GPU.")
     assumptions: list[str] = Field(default_factory=list, description="The settings the plan assumed rather than "
                                    "read from the config: TRL's defaults and what the installed TRL does.")
-    levers: list[Lever] = Field(default_factory=list, description="Applicable levers, most GiB saved first (when it does not fit or is tight).")
-    recommended: LeverSet | None = Field(default=None, description="The smallest set of levers that fits (with 10% headroom when possible), when the run does not fit or is tight.")
+    levers: list[Lever] = Field(default_factory=list, description="Applicable levers, most GiB saved first (when it "
+                                                                  "does not fit or is tight).")
+    recommended: LeverSet | None = Field(default=None, description="The smallest set of levers that fits (with 10% "
+                                                                   "headroom when possible), when the run does not fit "
+                                                                   "or is tight.")
     anchor: SizeClassAnchor = Field(description="The size-class rule of thumb as a cross-check.")
     speed: RolloutSpeed = Field(description="Rollout and step time estimate from the GPU's memory bandwidth.")
     notes: list[str] = Field(default_factory=list, description="Assumptions and warnings.")

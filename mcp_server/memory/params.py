@@ -90,7 +90,8 @@ class ParamCount(BaseModel):
     norms: int = Field(description="Layer norm parameters (per-layer and final).")
     experts: int = Field(description="Routed expert parameters (0 for a dense model).")
     active: int = Field(description="Parameters used per token (all but the unrouted experts).")
-    linear: int = Field(description="Parameters in nn.Linear layers other than the LM head (what 4-bit QLoRA quantizes).")
+    linear: int = Field(description="Parameters in nn.Linear layers other than the LM head (what 4-bit QLoRA "
+                                    "quantizes).")
 
 
 def _attention_bias(arch: Architecture) -> tuple[bool, bool]:

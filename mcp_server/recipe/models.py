@@ -95,7 +95,8 @@ class GRPORecipeRequest(Request):
     )
     override_reason: Note | None = Field(
         default=None,
-        description="Why a rule is being overridden (required to use a non-GSPO variant on a mixture-of-experts model).",
+        description="Why a rule is being overridden (required to use a non-GSPO variant on a mixture-of-experts "
+        "model).",
     )
     guard: Literal["off", "warn", "stop"] = Field(
         default="warn",
@@ -119,7 +120,8 @@ class ValidateRequest(Request):
         default=None, description="The config as a dict of fields, instead of a path."
     )
     gpu: Name | None = Field(
-        default=None, description="Target GPU type (H100, A100, T4, ...); default: the one recorded in the config, else H100."
+        default=None, description="Target GPU type (H100, A100, T4, ...); default: the one recorded in the config, "
+                                  "else H100."
     )
     num_gpus: int | None = Field(default=None, ge=1, description="Target GPU count; default 1.")
 
@@ -127,7 +129,9 @@ class ValidateRequest(Request):
 class EmitResult(BaseModel):
     run_dir: str = Field(description="The run directory written into.")
     config_path: str = Field(description="train/config.yaml, accepted by `trl grpo --config`.")
-    train_script_path: str = Field(description="train/train.py, which runs the same config with this project's rewards.")
+    train_script_path: str = Field(
+        description="train/train.py, which runs the same config with this project's rewards."
+    )
     schema_path: str = Field(description="JSON Schema of the request model.")
     variant: Variant = Field(description="The loss variant chosen.")
     variant_reason: str = Field(description="Why this variant (name, symptom, or MoE rule).")

@@ -20,11 +20,17 @@ from mcp_server.worker import in_training
 
 # Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
 REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
-    "max_prompt_length": (None, "removed from GRPOConfig in TRL 0.28: prompts are no longer truncated; filter or "
-                          "truncate long prompts in the data set instead"),
+    "max_prompt_length": (
+        None,
+        "removed from GRPOConfig in TRL 0.28: prompts are no longer truncated; filter or "
+        "truncate long prompts in the data set instead",
+    ),
     "vllm_guided_decoding_regex": ("vllm_structured_outputs_regex", "renamed in TRL 0.25"),
     "wandb_log_unique_prompts": ("log_unique_prompts", "renamed when logging became backend-neutral"),
-    "vllm_device": (None, "removed: use vllm_mode='colocate' (same GPUs) or 'server' (`trl vllm-serve` on its own GPUs)"),
+    "vllm_device": (
+        None,
+        "removed: use vllm_mode='colocate' (same GPUs) or 'server' (`trl vllm-serve` on its own GPUs)",
+    ),
     "torch_dtype": ("dtype", "renamed in transformers 4.56 / TRL ModelConfig"),
     "evaluation_strategy": ("eval_strategy", "renamed in transformers 4.46"),
     "use_vllm_server": ("vllm_mode", "replaced by vllm_mode='server'"),
@@ -60,8 +66,12 @@ class Context:
 
     @property
     def vllm_server_local(self) -> bool:
-        return bool(self.get("use_vllm")) and self.get("vllm_mode") == "server" and not self.get("vllm_server_base_url") \
+        return (
+            bool(self.get("use_vllm"))
+            and self.get("vllm_mode") == "server"
+            and not self.get("vllm_server_base_url")
             and self.get("vllm_server_host") in ("0.0.0.0", "127.0.0.1", "localhost", None)
+        )
 
     @property
     def training_processes(self) -> int:
@@ -84,7 +94,8 @@ def rule_known_keys(ctx: Context) -> list[Finding]:
     for key in ctx.values:
         if key in known:
             if known[key].get("deprecated"):
-                out.append(finding("deprecated_field", key, "warning", f"'{key}' is deprecated in TRL {ctx.trl['trl_version']}.",
+                out.append(finding("deprecated_field", key, "warning", f"'{key}' is deprecated in TRL "
+                                                                       f"{ctx.trl['trl_version']}.",
                                    known[key]["help"][:200]))
             continue
         if key in REMOVED_OR_RENAMED:
@@ -96,7 +107,8 @@ def rule_known_keys(ctx: Context) -> list[Finding]:
         if key in ctx.trl.get("async_fields", ()):
             out.append(finding(
                 "async_grpo_field", key, "error",
-                f"'{key}' is a field of TRL's experimental AsyncGRPOConfig, not of GRPOConfig: `trl grpo` and this run's "
+                f"'{key}' is a field of TRL's experimental AsyncGRPOConfig, not of GRPOConfig: `trl grpo` and this "
+                "run's "
                 "train.py run the synchronous GRPOTrainer and would ignore it. Async GRPO is another trainer "
                 "(trl.experimental.async_grpo.AsyncGRPOTrainer) with its own prerequisites: a vLLM server started "
                 "apart (`trl vllm-serve`, reached through vllm_server_base_url), rewards that pickle (module-level "
@@ -146,7 +158,8 @@ def rule_choices(ctx: Context) -> list[Finding]:
         if value not in choices:
             close = closest_names(str(value), choices, n=1)
             out.append(finding("invalid_choice", key, "error",
-                               f"{key}={value!r} is not one of TRL {ctx.trl['trl_version']}'s choices: {', '.join(choices)} "
+                               f"{key}={value!r} is not one of TRL {ctx.trl['trl_version']}'s choices: "
+                               f"{', '.join(choices)} "
                                "(TRL accepts it at config time and fails later, or silently does something else).",
                                f"use {close[0]!r}" if close else f"use one of {', '.join(choices)}"))
     return out
@@ -162,13 +175,20 @@ def rule_batches(ctx: Context) -> list[Finding]:
     if not all(isinstance(v, int) for v in (g, per_device)):
         return out  # wrong_type already says so
     if g < 2:
-        out.append(finding("num_generations_too_small", "num_generations", "error",
-                           f"num_generations={g}: GRPO needs at least 2 completions per prompt to compute an advantage.",
-                           "set num_generations to 8 (the recipe's floor)"))
+        out.append(
+            finding(
+                "num_generations_too_small",
+                "num_generations",
+                "error",
+                f"num_generations={g}: GRPO needs at least 2 completions per prompt to compute an advantage.",
+                "set num_generations to 8 (the recipe's floor)",
+            )
+        )
     elif g < 8:
         out.append(finding("num_generations_below_floor", "num_generations", "warning",
                            f"num_generations={g} is below the recipe's floor of 8: with few completions per group most "
-                           "groups have identical rewards (zero std), so they carry no advantage and the signal is noisy.",
+                           "groups have identical rewards (zero std), so they carry no advantage and the signal is "
+                           "noisy.",
                            "set num_generations to 8 or more"))
     if gbs is not None and spg is not None:
         out.append(finding("generation_batch_conflict", "generation_batch_size", "error",
@@ -198,9 +218,15 @@ def rule_batches(ctx: Context) -> list[Finding]:
         eval_g = ctx.get("num_generations_eval") or g
         eval_bs = ctx.get("per_device_eval_batch_size")
         if isinstance(eval_bs, int) and (eval_bs * world) % eval_g:
-            out.append(finding("eval_batch_not_divisible", "per_device_eval_batch_size", "error",
-                               f"the global eval batch {eval_bs} x {world} is not divisible by {eval_g} generations.",
-                               f"use a per_device_eval_batch_size whose product with {world} is a multiple of {eval_g}"))
+            out.append(
+                finding(
+                    "eval_batch_not_divisible",
+                    "per_device_eval_batch_size",
+                    "error",
+                    f"the global eval batch {eval_bs} x {world} is not divisible by {eval_g} generations.",
+                    f"use a per_device_eval_batch_size whose product with {world} is a multiple of {eval_g}",
+                )
+            )
     return out
 
 
@@ -210,20 +236,31 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     bf16, fp16 = bool(ctx.get("bf16")), bool(ctx.get("fp16"))
     if ctx.gpu is None:  # CPU target
         if ctx.get("use_vllm"):
-            out.append(finding("vllm_needs_gpu", "use_vllm", "error", "use_vllm=true on a CPU target: vLLM needs a GPU.",
-                               "set use_vllm: false (generation falls back to transformers generate)"))
+            out.append(
+                finding(
+                    "vllm_needs_gpu",
+                    "use_vllm",
+                    "error",
+                    "use_vllm=true on a CPU target: vLLM needs a GPU.",
+                    "set use_vllm: false (generation falls back to transformers generate)",
+                )
+            )
         if bf16 or fp16:
             out.append(finding("mixed_precision_on_cpu", "bf16" if bf16 else "fp16", "warning",
-                               "mixed precision on a CPU target is slow or unsupported.", "set bf16: false and fp16: false"))
+                               "mixed precision on a CPU target is slow or unsupported.", "set bf16: false and fp16: "
+                                                                                          "false"))
         return out
     if bf16 and not ctx.gpu.bf16:
         out.append(finding("bf16_unsupported", "bf16", "error",
-                           f"bf16=true but the {ctx.gpu.name} has no bfloat16 support (compute capability {ctx.gpu.compute_capability}).",
-                           "set bf16: false and train in fp32 (fp16 is not a safe substitute: GRPO's small policy-ratio "
+                           f"bf16=true but the {ctx.gpu.name} has no bfloat16 support (compute capability "
+                           f"{ctx.gpu.compute_capability}).",
+                           "set bf16: false and train in fp32 (fp16 is not a safe substitute: GRPO's small "
+                           "policy-ratio "
                            "and KL terms underflow in fp16 and runs diverge silently), or use an Ampere-or-newer GPU"))
     if fp16 and ctx.gpu.bf16:
         out.append(finding("fp16_where_bf16_possible", "fp16", "warning",
-                           f"fp16 on a {ctx.gpu.name}, which supports bf16: fp16's narrow range makes GRPO diverge silently.",
+                           f"fp16 on a {ctx.gpu.name}, which supports bf16: fp16's narrow range makes GRPO diverge "
+                           "silently.",
                            "set fp16: false and bf16: true"))
     if ctx.get("use_vllm") and ctx.get("vllm_mode") == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
         out.append(finding("vllm_server_needs_gpu", "vllm_mode", "error",
@@ -245,7 +282,11 @@ RANGES: dict[str, tuple[str, str, str]] = {
     "num_iterations": ("[1, inf)", "no update per generation batch", "error"),
     "temperature": ("(0, inf)", "the logits are divided by the temperature", "error"),
     "top_p": ("(0, 1]", "a probability mass", "error"),
-    "top_k": ("[0, inf)", "a token count (TRL: 0 turns top-k off; transformers' generate refuses a negative one)", "error"),
+    "top_k": (
+        "[0, inf)",
+        "a token count (TRL: 0 turns top-k off; transformers' generate refuses a negative one)",
+        "error",
+    ),
     "min_p": ("[0, 1]", "a probability", "error"),
     "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it", "error"),
     "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference", "error"),
@@ -313,11 +354,20 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
     mode = "lora" if ctx.get("use_peft") or ctx.get("load_in_4bit") else "full"
     low, high = LR_RANGE[mode]
     if not math.isfinite(lr) or lr <= 0:  # NaN/inf poison every weight at the first step; <= 0 never learns
-        return [finding("lr_invalid", "learning_rate", "error",
-                        f"learning_rate={lr:g} is not a positive finite number: "
-                        + ("a NaN or infinite rate turns every weight into NaN at the first step."
-                           if not math.isfinite(lr) else "a zero or negative rate does not train (or trains backwards)."),
-                        f"use a positive learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})")]
+        return [
+            finding(
+                "lr_invalid",
+                "learning_rate",
+                "error",
+                f"learning_rate={lr:g} is not a positive finite number: "
+                + (
+                    "a NaN or infinite rate turns every weight into NaN at the first step."
+                    if not math.isfinite(lr)
+                    else "a zero or negative rate does not train (or trains backwards)."
+                ),
+                f"use a positive learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})",
+            )
+        ]
     if low <= lr <= high:
         return []
     far = lr >= high * LR_FAR_FACTOR or lr <= low / LR_FAR_FACTOR
@@ -335,7 +385,9 @@ def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
     """Pure bf16 (or fp16) weights on a full fine-tune: no fp32 master copy, so RL-sized updates round away."""
     init = ctx.get("model_init_kwargs") if isinstance(ctx.get("model_init_kwargs"), dict) else {}
     dtype = str(init.get("dtype") or ctx.get("dtype") or "float32").replace("torch.", "")
-    if dtype not in ("bfloat16", "float16", "auto") or bf16_weights_allowed({**ctx.values, "deepspeed": ctx.get("deepspeed")}):
+    if dtype not in ("bfloat16", "float16", "auto") or bf16_weights_allowed(
+        {**ctx.values, "deepspeed": ctx.get("deepspeed")}
+    ):
         return []
     try:
         lr = float(ctx.get("learning_rate"))
@@ -394,19 +446,27 @@ def rule_combinations(ctx: Context) -> list[Finding]:
                                                ("min_p", min_p, isinstance(min_p, (int, float)) and min_p > 0)) if cut]
     consumers = [k for k in ("vllm_importance_sampling_correction", "off_policy_mask_threshold") if ctx.get(k)]
     if truncated and ctx.get("use_vllm") and consumers:
-        out.append(finding(
-            "truncated_sampling_biases_is", "top_p" if "top_p" in truncated[0] else truncated[0].split("=")[0], "warning",
-            f"{', '.join(truncated)} with vLLM and {' and '.join(consumers)}: vLLM returns log-probs renormalised over "
-            "the tokens the truncation kept, the trainer recomputes them over the full vocabulary, so every "
-            "importance ratio is scaled by the kept probability mass (top_k=20 keeps about 10%) and the correction "
-            "masks or shrinks updates that are not off-policy (TRL tracker #6789, #7269).",
-            "sample without truncation (top_p: 1.0, top_k: 0, min_p: null) for RL, or set "
-            "vllm_importance_sampling_correction: false and accept the uncorrected sampler/trainer mismatch"))
+        out.append(
+            finding(
+                "truncated_sampling_biases_is",
+                "top_p" if "top_p" in truncated[0] else truncated[0].split("=")[0],
+                "warning",
+                f"{', '.join(truncated)} with vLLM and {' and '.join(consumers)}: vLLM returns log-probs "
+                "renormalised over "
+                "the tokens the truncation kept, the trainer recomputes them over the full vocabulary, so every "
+                "importance ratio is scaled by the kept probability mass (top_k=20 keeps about 10%) and the correction "
+                "masks or shrinks updates that are not off-policy (TRL tracker #6789, #7269).",
+                "sample without truncation (top_p: 1.0, top_k: 0, min_p: null) for RL, or set "
+                "vllm_importance_sampling_correction: false and accept the uncorrected sampler/trainer mismatch",
+            )
+        )
     if ctx.get("log_completions_hub_repo") and not ctx.get("hub_private_repo"):
         out.append(finding(
             "completions_repo_public", "hub_private_repo", "warning",
-            f"log_completions_hub_repo={ctx.get('log_completions_hub_repo')!r} without hub_private_repo: TRL creates the "
-            "data set repository public (unless your organisation defaults to private), with every prompt and completion.",
+            f"log_completions_hub_repo={ctx.get('log_completions_hub_repo')!r} without hub_private_repo: TRL creates "
+            "the "
+            "data set repository public (unless your organisation defaults to private), with every prompt and "
+            "completion.",
             "set hub_private_repo: true"))
     if ctx.get("use_peft") and (_targets_lm_head(ctx.get("lora_target_modules"))
                                 or _targets_lm_head(ctx.get("lora_modules_to_save"))):
@@ -420,7 +480,8 @@ def rule_combinations(ctx: Context) -> list[Finding]:
         if liger.get("fused_linear_cross_entropy"):
             out.append(finding(
                 "liger_fused_ce_rejected", "liger_kernel_config", "error",
-                "liger_kernel_config.fused_linear_cross_entropy=true: GRPOTrainer refuses it when it starts (it replaces "
+                "liger_kernel_config.fused_linear_cross_entropy=true: GRPOTrainer refuses it when it starts (it "
+                "replaces "
                 "the model's forward, which GRPO patches with its own fused LM head).",
                 "drop fused_linear_cross_entropy from liger_kernel_config"))
         out.append(finding(
@@ -481,8 +542,14 @@ def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[st
             try:
                 build_reward_funcs([spec])
             except Exception as exc:  # any failure to build is a finding, never a crash
-                out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable dotted path"))
-    trl_builtin = {"accuracy_reward", "reasoning_accuracy_reward", "think_format_reward", "get_soft_overlong_punishment"}
+                out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable "
+                                                            "dotted path"))
+    trl_builtin = {
+        "accuracy_reward",
+        "reasoning_accuracy_reward",
+        "think_format_reward",
+        "get_soft_overlong_punishment",
+    }
     for i, name in enumerate(config_funcs):
         if name in trl_builtin:
             continue

@@ -81,7 +81,12 @@ def probe_installed_trl() -> dict:
         if name in fields:
             parsed = _choices_from_help(name, fields[name]["help"])
             choices[name] = parsed if len(parsed) >= 2 else known
-    return {"trl_version": trl.__version__, "fields": fields, "choices": choices, "async_fields": _async_only_fields(fields)}
+    return {
+        "trl_version": trl.__version__,
+        "fields": fields,
+        "choices": choices,
+        "async_fields": _async_only_fields(fields),
+    }
 
 
 def _async_only_fields(fields: dict) -> list[str]:
@@ -111,7 +116,9 @@ def installed_trl() -> dict:
             try:
                 _cache[python] = in_training("mcp_server.recipe.trl_fields:probe_installed_trl")
             except ImportError as exc:
-                raise UserInputError("trl", f"TRL is not importable in {python}: {exc}. Install it: pip install trl") from None
+                raise UserInputError(
+                    "trl", f"TRL is not importable in {python}: {exc}. Install it: pip install trl"
+                ) from None
         return _cache[python]
 
 
@@ -181,5 +188,7 @@ def parse_like_trl(values: dict) -> dict:
             if not name or name in errors:
                 raise
             errors[name] = str(exc)
-    converted = {k: (getattr(namespace, k) if hasattr(namespace, k) and k not in errors else v) for k, v in values.items()}
+    converted = {
+        k: (getattr(namespace, k) if hasattr(namespace, k) and k not in errors else v) for k, v in values.items()
+    }
     return {"values": {k: _jsonable(v) for k, v in converted.items()}, "errors": errors}

@@ -44,7 +44,8 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
         gpu_obj, gpu_name = resolve_target(gpu)
     except UserInputError as exc:
         return ValidationResult(valid=False, trl_version=trl["trl_version"], target=f"{num_gpus}x {gpu}",
-                                findings=[finding("unknown_gpu", "gpu", "error", str(exc), "use a name from the GPU catalog")])
+                                findings=[finding("unknown_gpu", "gpu", "error", str(exc), "use a name from the GPU "
+                                                                                           "catalog")])
     parse_errors: dict = {}
     if skipped is None:  # judge every field by the value TRL's parser would give it, not by PyYAML's reading
         parsed = in_training("mcp_server.recipe.trl_fields:parse_like_trl", values)

@@ -28,7 +28,8 @@ BASE_RECIPE: dict = {
 WHY: dict[str, str] = {
     "use_vllm": "generation is most of a GRPO step; vLLM samples several times faster than transformers generate",
     "vllm_mode": "one GPU: vLLM shares it with training (colocate)",
-    "num_generations": "group size: 8 completions per prompt; with fewer, most groups have one reward value and no advantage",
+    "num_generations": "group size: 8 completions per prompt; with fewer, most groups have one reward value and no "
+                       "advantage",
     "learning_rate": "full fine-tune: GRPO's settled range is 1e-7 to 1e-6 (supervised rates such as 5e-5 diverge)",
     "beta": "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it",
     "per_device_train_batch_size": "8 completions per micro-batch: one prompt group",
@@ -130,7 +131,8 @@ def choose_variant(variant: str | None, symptom: str | None, moe: bool, override
         if sym_variant != variant:
 
             raise UserInputError(
-                "variant", f"'{variant}' contradicts symptom '{symptom}' (which calls for '{sym_variant}'); give one of them."
+                "variant", f"'{variant}' contradicts symptom '{symptom}' (which calls for '{sym_variant}'); give one "
+                           "of them."
             )
     if variant:
         chosen, reason = variant, f"named: {variant}"

@@ -17,7 +17,9 @@ DEFAULT_TAGS = ("reasoning", "answer")
 
 def _check_tags(tags, field: str) -> tuple[str, ...]:
     if isinstance(tags, str) or not isinstance(tags, (list, tuple)) or not tags:
-        raise UserInputError(field, f"expected a non-empty list of tag names like ['reasoning', 'answer'], got {tags!r}")
+        raise UserInputError(
+            field, f"expected a non-empty list of tag names like ['reasoning', 'answer'], got {tags!r}"
+        )
     for tag in tags:
         if not isinstance(tag, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", tag):
             raise UserInputError(field, f"tag names are plain words like 'answer', got {tag!r}")
@@ -64,7 +66,9 @@ def score_correctness(
     scores = []
     for text, gold in zip(texts, golds, strict=True):
         answer = single_tag(text, tag)
-        right = answer is not None and gold is not None and _normalise(answer, ignore_case) == _normalise(gold, ignore_case)
+        right = (
+            answer is not None and gold is not None and _normalise(answer, ignore_case) == _normalise(gold, ignore_case)
+        )
         scores.append(value if right else 0.0)
     return scores
 

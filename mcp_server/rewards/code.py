@@ -31,7 +31,8 @@ def _tests_text(value, i: int) -> str:
         return value
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return "\n".join(value)  # e.g. MBPP's list of assert lines
-    raise UserInputError("params.tests_column", f"row {i}: tests must be Python source (a string or a list of lines), got {type(value).__name__}")
+    raise UserInputError("params.tests_column", f"row {i}: tests must be Python source (a string or a list of lines), "
+                                                f"got {type(value).__name__}")
 
 
 def score_code(completions: list, columns: dict, tests_column: str = "tests", code_tag: str | None = None,

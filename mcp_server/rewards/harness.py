@@ -1,7 +1,8 @@
 """The trusted harness inside the sandbox: a tester process that grades, and the solution process it forks.
 
 `sandbox.run_python` runs this file (its bytecode, compiled once by the same interpreter, else its source)
-as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1). That process is the tester. It makes itself non-dumpable first (no one in the sandbox
+as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1). That process is the tester. It
+makes itself non-dumpable first (no one in the sandbox
 can ptrace it or open its /proc/1/mem, fd, environ; as the namespace's init it also ignores every signal
 sent from inside), forks the solution process, and only then reads the payload (code, tests, limits) from
 stdin. The solution process runs the model-written code and then answers the tester's requests (call this,

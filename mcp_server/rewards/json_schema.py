@@ -41,7 +41,8 @@ def schemas_for_batch(schema, n: int, where: str) -> list[dict]:
         return [_schema_from(schema, where)] * n
     if isinstance(schema, (list, tuple)):
         if len(schema) != n:
-            raise UserInputError(where, f"got {len(schema)} schemas for {n} completions: give one per completion or one dict for all")
+            raise UserInputError(where, f"got {len(schema)} schemas for {n} completions: give one per completion or "
+                                        "one dict for all")
         return [_schema_from(s, f"{where}[{i}]") for i, s in enumerate(schema)]
     raise UserInputError(where, f"expected a schema dict, a JSON string or a list of them, got {type(schema).__name__}")
 
@@ -85,7 +86,8 @@ def make_json_schema_reward(schema: dict | list | None = None, schema_column: st
     if schema is not None:
         if isinstance(schema, (list, tuple)):
             raise UserInputError(
-                "params.schema", "one fixed schema (a dict) in params; per-example schemas come from a column (params.schema_column)"
+                "params.schema", "one fixed schema (a dict) in params; per-example schemas come from a column "
+                                 "(params.schema_column)"
             )
         schema = _schema_from(schema, "params.schema")
     if tag is not None and (not isinstance(tag, str) or not tag.isidentifier()):

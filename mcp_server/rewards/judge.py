@@ -75,7 +75,9 @@ def _local_judge(path: str) -> Callable[[str], str]:
 
     def judge(prompt: str) -> str:
         if tokenizer.chat_template:
-            text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
         else:
             text = prompt
         inputs = tokenizer(text, return_tensors="pt", add_special_tokens=False)
@@ -101,7 +103,8 @@ def _resolve_judge(judge) -> tuple[Callable[[str], object], str | None, str]:
     if isinstance(judge, str) and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", judge):
         return import_dotted(judge, "params.judge"), None, judge
     raise UserInputError(
-        "params.judge", f"expected a local model directory or a dotted path to a callable judge(text) -> 'PASS'/'FAIL', "
+        "params.judge", "expected a local model directory or a dotted path to a callable judge(text) -> "
+                        "'PASS'/'FAIL', "
         f"got {judge!r} (hub names are not downloaded: download the judge first and give its directory)",
     )
 
@@ -113,7 +116,9 @@ def score_judge(completions: list, columns: dict, rubric: str = "", judge: Calla
     for i, text in enumerate(completion_texts(completions)):
         question = ""
         if isinstance(prompts, (list, tuple)) and len(prompts) == len(completions):
-            question = f"Question:\n{completion_text(prompts[i]) if not isinstance(prompts[i], str) else prompts[i]}\n\n"
+            question = (
+                f"Question:\n{completion_text(prompts[i]) if not isinstance(prompts[i], str) else prompts[i]}\n\n"
+            )
         verdict = parse_verdict(judge(JUDGE_PROMPT.format(rubric=rubric, question=question, response=text)))
         scores.append(pass_value if verdict else 0.0)  # FAIL and unclear replies both score 0
     return scores
@@ -125,17 +130,21 @@ def make_rubric_judge(rubric: str, judge, policy_model: str, judge_family: str |
     if not isinstance(rubric, str) or not rubric.strip():
         raise UserInputError("params.rubric", "expected the rubric text: what a passing response must do")
     if not isinstance(policy_model, str) or not policy_model:
-        raise UserInputError("params.policy_model", "name the policy model (hub name or path) so the judge's family can be checked")
+        raise UserInputError("params.policy_model", "name the policy model (hub name or path) so the judge's family "
+                                                    "can be checked")
     call, found_family, described = _resolve_judge(judge)
     judge_fam = (judge_family or found_family or "").lower() or None
     policy_fam = (policy_family or model_family(policy_model) or "").lower() or None
     if judge_fam is None:
-        raise UserInputError("params.judge_family", f"cannot tell the judge's model family from {described!r}: set judge_family (e.g. 'llama')")
+        raise UserInputError("params.judge_family", f"cannot tell the judge's model family from {described!r}: set "
+                                                    "judge_family (e.g. 'llama')")
     if policy_fam is None:
-        raise UserInputError("params.policy_family", f"cannot tell the policy's model family from {policy_model!r}: set policy_family")
+        raise UserInputError("params.policy_family", f"cannot tell the policy's model family from {policy_model!r}: "
+                                                     "set policy_family")
     if judge_fam == policy_fam:
         raise UserInputError(
-            "params.judge", f"the judge ({described}) is of the policy's model family ('{policy_fam}'): a model grades its "
+            "params.judge", f"the judge ({described}) is of the policy's model family ('{policy_fam}'): a model grades "
+                            "its "
             "own family's outputs leniently and the policy learns to please it. Use a judge of another family.",
         )
     if isinstance(pass_value, bool) or not isinstance(pass_value, (int, float)) or pass_value <= 0:

@@ -58,7 +58,8 @@ def make_length_penalty(reward: Callable, target_tokens: int = 256, max_tokens: 
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise UserInputError(f"params.{name}", f"expected a whole number of tokens >= 0, got {v!r}")
     if max_tokens <= target_tokens:
-        raise UserInputError("params.max_tokens", f"must be larger than target_tokens ({target_tokens}), got {max_tokens}")
+        raise UserInputError("params.max_tokens", f"must be larger than target_tokens ({target_tokens}), got "
+                                                  f"{max_tokens}")
     if isinstance(max_penalty, bool) or not isinstance(max_penalty, (int, float)) or max_penalty < 0:
         raise UserInputError("params.max_penalty", f"expected a number >= 0, got {max_penalty!r}")
     if tokenizer is not None and not isinstance(tokenizer, str):
@@ -75,7 +76,9 @@ def make_soft_overlong_punishment(max_completion_len: int = 512, soft_punish_cac
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise UserInputError(name, f"must be a non-negative integer of tokens, got {value!r}")
     if soft_punish_cache > max_completion_len:
-        raise UserInputError("soft_punish_cache", f"{soft_punish_cache} exceeds max_completion_len {max_completion_len}")
+        raise UserInputError(
+            "soft_punish_cache", f"{soft_punish_cache} exceeds max_completion_len {max_completion_len}"
+        )
     from trl.rewards import get_soft_overlong_punishment
 
     return get_soft_overlong_punishment(max_completion_len=max_completion_len, soft_punish_cache=soft_punish_cache)

@@ -10,7 +10,9 @@ from pydantic import BaseModel, Field
 class RewardParam(BaseModel):
     name: str = Field(description="Parameter name, as written in a RewardSpec's `params`.")
     type: str = Field(description="Accepted type, e.g. 'str', 'list[str]', 'float', 'dict | list[dict]'.")
-    default: Any = Field(default=None, description="Value used when the parameter is left out (null: required or none).")
+    default: Any = Field(
+        default=None, description="Value used when the parameter is left out (null: required or none)."
+    )
     required: bool = Field(default=False, description="True when the reward cannot be built without it.")
     description: str = Field(description="What the parameter does.")
 

@@ -37,7 +37,10 @@ REGISTRY: dict[str, dict[str, Any]] = {
         "<reasoning>...</reasoning><answer>...</answer>), each exactly once, else 0.0.",
         params={
             "tags": ("list[str]", "Tag names in the order they must appear."),
-            "strict": ("bool", "True: nothing but whitespace outside the blocks; False: the blocks may sit inside other text."),
+            "strict": (
+                "bool",
+                "True: nothing but whitespace outside the blocks; False: the blocks may sit inside other text.",
+            ),
         },
     ),
     "correctness_reward": dict(
@@ -63,7 +66,10 @@ REGISTRY: dict[str, dict[str, Any]] = {
         "tag block is the answer; with tag null, LaTeX (\\boxed{} or $...$) anywhere in the completion.",
         params={
             "answer_column": ("str", "Data set column holding the gold answer (LaTeX or plain)."),
-            "tag": ("str | null", "Tag whose body is the answer; null reads \\boxed{}/$...$ from the whole completion."),
+            "tag": (
+                "str | null",
+                "Tag whose body is the answer; null reads \\boxed{}/$...$ from the whole completion.",
+            ),
             "value": ("float", "Reward for an equivalent answer."),
         },
     ),
@@ -75,12 +81,19 @@ REGISTRY: dict[str, dict[str, Any]] = {
         "parses as JSON and validates against its JSON Schema, else 0.0. One schema for the batch (params.schema) "
         "or one per example (a data set column of schemas, best stored as JSON strings).",
         params={
-            "schema": ("dict | null", "One JSON Schema for every example; null: read per-example schemas from schema_column."),
+            "schema": (
+                "dict | null",
+                "One JSON Schema for every example; null: read per-example schemas from schema_column.",
+            ),
             "schema_column": ("str", "Data set column with one schema per example (dict or JSON string)."),
             "tag": ("str | null", "Tag whose body is the JSON; null: last ```json block, else the whole completion."),
             "value": ("float", "Reward for valid JSON."),
         },
-        example={"name": "json_schema_reward", "params": {"schema": {"type": "object", "required": ["name"]}}, "weight": 1.0},
+        example={
+            "name": "json_schema_reward",
+            "params": {"schema": {"type": "object", "required": ["name"]}},
+            "weight": 1.0,
+        },
     ),
     "code_execution_reward": dict(
         factory="mcp_server.rewards.code:make_code_execution_reward",
@@ -96,7 +109,10 @@ REGISTRY: dict[str, dict[str, Any]] = {
         "Refuses to run (SandboxUnavailable) where bubblewrap does not work: never on the host.",
         params={
             "tests_column": ("str", "Data set column with each row's test code (a string, or a list of lines)."),
-            "code_tag": ("str | null", "Tag whose body is the code; null: last fenced block, else the whole completion."),
+            "code_tag": (
+                "str | null",
+                "Tag whose body is the code; null: last fenced block, else the whole completion.",
+            ),
             "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
             "memory_mb": ("int", "Address-space limit per process, MiB."),
             "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
@@ -120,8 +136,11 @@ REGISTRY: dict[str, dict[str, Any]] = {
             "max_penalty": ("float", "Largest penalty subtracted."),
             "tokenizer": ("str | null", "Tokenizer path (the policy model's directory) for exact token counts."),
         },
-        example={"name": "length_penalty", "params": {"reward": {"name": "correctness_reward"}, "target_tokens": 200,
-                                                       "max_tokens": 512}, "weight": 1.0},
+        example={
+            "name": "length_penalty",
+            "params": {"reward": {"name": "correctness_reward"}, "target_tokens": 200, "max_tokens": 512},
+            "weight": 1.0,
+        },
     ),
     "soft_overlong_punishment": dict(
         factory="mcp_server.rewards.length:make_soft_overlong_punishment",
@@ -132,10 +151,16 @@ REGISTRY: dict[str, dict[str, Any]] = {
         "Set max_completion_len to the config's max_completion_length (the DAPO variant does).",
         params={
             "max_completion_len": ("int", "L_max: the config's max_completion_length."),
-            "soft_punish_cache": ("int", "L_cache: tokens before L_max where the punishment ramps (DAPO: 4096 of 20480)."),
+            "soft_punish_cache": (
+                "int",
+                "L_cache: tokens before L_max where the punishment ramps (DAPO: 4096 of 20480).",
+            ),
         },
-        example={"name": "soft_overlong_punishment", "params": {"max_completion_len": 1024, "soft_punish_cache": 205},
-                 "weight": 1.0},
+        example={
+            "name": "soft_overlong_punishment",
+            "params": {"max_completion_len": 1024, "soft_punish_cache": 205},
+            "weight": 1.0,
+        },
     ),
     "rubric_judge": dict(
         factory="mcp_server.rewards.judge:make_rubric_judge",
@@ -147,13 +172,23 @@ REGISTRY: dict[str, dict[str, Any]] = {
         params={
             "rubric": ("str", "What a passing response must do."),
             "judge": ("str", "Local judge model directory, or dotted path to a callable judge(text) -> 'PASS'/'FAIL'."),
-            "policy_model": ("str", "The policy being trained (hub name or path): its family must differ from the judge's."),
+            "policy_model": (
+                "str",
+                "The policy being trained (hub name or path): its family must differ from the judge's.",
+            ),
             "judge_family": ("str | null", "The judge's model family when it cannot be read from a model directory."),
             "policy_family": ("str | null", "The policy's family when its name does not tell it."),
             "pass_value": ("float", "Reward for PASS."),
         },
-        example={"name": "rubric_judge", "params": {"rubric": "Cites a source for every claim.", "judge":
-                 "/models/Llama-3.1-8B-Instruct", "policy_model": "Qwen/Qwen2.5-1.5B-Instruct"}, "weight": 1.0},
+        example={
+            "name": "rubric_judge",
+            "params": {
+                "rubric": "Cites a source for every claim.",
+                "judge": "/models/Llama-3.1-8B-Instruct",
+                "policy_model": "Qwen/Qwen2.5-1.5B-Instruct",
+            },
+            "weight": 1.0,
+        },
     ),
 }
 
@@ -188,13 +223,17 @@ def _build_one(spec: RewardSpec, field: str) -> Callable:
         entry = REGISTRY[name]
         if entry.get("wraps"):  # a wrapper's `reward` param is itself a spec: build it first
             if "reward" not in params:
-                raise UserInputError(f"{field}.params.reward", "required: the reward spec to wrap, e.g. {'name': 'correctness_reward'}")
-            params["reward"] = _build_one(_as_spec(params["reward"], f"{field}.params.reward"), f"{field}.params.reward")
+                raise UserInputError(f"{field}.params.reward", "required: the reward spec to wrap, e.g. {'name': "
+                                                               "'correctness_reward'}")
+            params["reward"] = _build_one(
+                _as_spec(params["reward"], f"{field}.params.reward"), f"{field}.params.reward"
+            )
         accepted = list(inspect.signature(factory).parameters)
         unknown = [p for p in params if p not in accepted]
         if unknown:
             raise UserInputError(
-                f"{field}.params", f"{name} has no parameter {', '.join(map(repr, unknown))}; accepted: {', '.join(accepted)}"
+                f"{field}.params", f"{name} has no parameter {', '.join(map(repr, unknown))}; accepted: "
+                                   f"{', '.join(accepted)}"
             )
         try:
             return factory(**params)

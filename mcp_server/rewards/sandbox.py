@@ -45,7 +45,9 @@ class SandboxUnavailable(RuntimeError):
 class Limits:
     timeout_s: float = 10.0  # wall clock for the whole run, including interpreter start
     memory_mb: int = 512  # address space per process (RLIMIT_AS)
-    max_processes: int = 8  # the solution's processes + threads (RLIMIT_NPROC in the sandbox's user namespace, +1: the tester)
+    max_processes: int = (
+        8  # the solution's processes + threads (RLIMIT_NPROC in the sandbox's user namespace, +1: the tester)
+    )
     max_output_bytes: int = 64 * 1024  # stdout + stderr; more is a flood and scores 0
     max_file_mb: int = 16  # largest file written (RLIMIT_FSIZE); /tmp is capped at 4x this
     max_open_files: int = 64
@@ -69,7 +71,8 @@ HARNESS = (Path(__file__).parent / "harness.py").read_text()
 # Compiling the harness's source at every start was a tenth of a run: it is compiled once per interpreter, by
 # that interpreter (bytecode is version-specific), and started from its bytecode (optimize=2 drops only the
 # docstrings: the harness has no asserts, and the tests it compiles keep theirs).
-_COMPILE = ("import binascii, marshal, sys, zlib; sys.stdout.buffer.write(binascii.b2a_base64(zlib.compress(marshal.dumps("
+_COMPILE = ("import binascii, marshal, sys, zlib; "
+            "sys.stdout.buffer.write(binascii.b2a_base64(zlib.compress(marshal.dumps("
             "compile(sys.stdin.buffer.read(), 'harness.py', 'exec', optimize=2))), newline=False))")
 _BOOT = "import binascii, marshal, sys, zlib; exec(marshal.loads(zlib.decompress(binascii.a2b_base64(sys.argv[2]))))"
 
@@ -107,7 +110,20 @@ def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int, verdict_fd: int)
             "(there is no fallback to the host). Install it: `apt-get install bubblewrap` / "
             "`dnf install bubblewrap` / `pacman -S bubblewrap`."
         )
-    argv = [bwrap, "--info-fd", str(info_fd), "--as-pid-1", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
+    argv = [
+        bwrap,
+        "--info-fd",
+        str(info_fd),
+        "--as-pid-1",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks or real dirs
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -211,7 +227,9 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
     except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
         os.close(info_r)
         os.close(verdict_r)
-        raise SandboxUnavailable(f"cannot start bubblewrap ({argv[0] if 'argv' in locals() else 'bwrap'}): {exc}") from None
+        raise SandboxUnavailable(
+            f"cannot start bubblewrap ({argv[0] if 'argv' in locals() else 'bwrap'}): {exc}"
+        ) from None
     except BaseException:
         os.close(info_r)
         os.close(verdict_r)
@@ -288,7 +306,11 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
         error = f"output over {limits.max_output_bytes} bytes"
     elif not passed:
         lines = output.rstrip("\n").splitlines()
-        error = str(verdict.get("error") or "")[:300] or (lines[-1][:200] if lines else "") or f"exit code {proc.returncode}"
+        error = (
+            str(verdict.get("error") or "")[:300]
+            or (lines[-1][:200] if lines else "")
+            or f"exit code {proc.returncode}"
+        )
     return RunResult(
         passed=passed, returncode=proc.returncode, output=output[-4000:], timed_out=timed_out,
         output_exceeded=flooded, seconds=time.monotonic() - start, error=error,

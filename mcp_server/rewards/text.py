@@ -56,7 +56,11 @@ def single_tag(text: str, tag: str) -> str | None:
 def column(columns: dict, name: str, n: int, param: str) -> list:
     """The dataset column `name` (one value per completion), or a clear error naming the parameter."""
     if name not in columns:
-        available = sorted(k for k in columns if k not in ("prompts", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"))
+        available = sorted(
+            k
+            for k in columns
+            if k not in ("prompts", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
+        )
         raise UserInputError(
             param,
             f"the data set has no column '{name}' (columns passed to the reward: {', '.join(available) or 'none'}); "

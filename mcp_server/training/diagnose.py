@@ -65,7 +65,8 @@ CODES: dict[str, str] = {
     "import_error": "a package the run needs is missing or broken (ImportError / ModuleNotFoundError)",
     "reward_function_error": "a reward function raised an exception (traceback in the log)",
     "reward_returns_none": "a reward function returned None for every completion (its logged mean is NaN)",
-    "completions_never_terminate": "every completion hits max_completion_length and none ends (EOS, chat template, thinking)",
+    "completions_never_terminate": "every completion hits max_completion_length and none ends (EOS, chat template, "
+                                   "thinking)",
     "completions_truncated": "completions hit max_completion_length (clipped_ratio over 0.1)",
     "completion_length_collapse": "mean completion length fell to under 0.4x its start",
     "sampler_mismatch": "vLLM's log-probs differ from the trainer's (sampling/* metrics)",

@@ -128,7 +128,11 @@ class Ctx:
     def fine_tune_mode(self) -> str | None:
         if not self.config:
             return None
-        return "lora" if self.config.get("use_peft") or self.config.get("load_in_4bit") or self.config.get("load_in_8bit") else "full"
+        return (
+            "lora"
+            if self.config.get("use_peft") or self.config.get("load_in_4bit") or self.config.get("load_in_8bit")
+            else "full"
+        )
 
     @property
     def learning_rate(self) -> tuple[float | None, Evidence | None]:

@@ -83,7 +83,8 @@ def _probe(python: str | None) -> dict:
     if python is None:
         message = no_training_python_message()
         if read_state().get("status") == "running":
-            message += f"; prepare_environment is building one now (log: {read_state().get('log')}): call it again for its status"
+            message += (f"; prepare_environment is building one now (log: {read_state().get('log')}): call it again "
+                        "for its status")
         return {"packages": {}, "gpus": [], "probe_error": message}
     key = (python, os.environ.get("CUDA_VISIBLE_DEVICES"))
     cached = _probe_cache.get(key)
@@ -136,7 +137,9 @@ def read_run_target(run_dir: Path) -> tuple[dict, dict]:
     return run.read_request(), run.read_config()
 
 
-def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_disk: float | None) -> tuple[list[str], list[str]]:
+def _judge(
+    probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_disk: float | None
+) -> tuple[list[str], list[str]]:
     """Blockers and warnings for this machine (and the run's target, when a run is given)."""
     blockers, warnings = [], []
     pkgs = probe.get("packages", {})
@@ -153,7 +156,8 @@ def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_d
         blockers.append(f"only {free_disk:.1f} GiB free disk where the run writes; checkpoints need more")
 
     if not gpus:
-        warnings.append("no CUDA GPU: CPU runs of small models only (minutes per step for anything over ~100M parameters)")
+        warnings.append("no CUDA GPU: CPU runs of small models only (minutes per step for anything over ~100M "
+                        "parameters)")
     target_gpu = str(request.get("gpu") or "").strip()
     num_gpus = int(request.get("num_gpus") or 1)
     if request and target_gpu.lower() != "cpu":
@@ -175,9 +179,11 @@ def _judge(probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_d
             except Exception:  # catalog absent or GPU unknown: nothing to compare
                 pass
     if config.get("bf16") and gpus and not all(g.bf16 for g in gpus):
-        blockers.append("the config uses bf16 but a GPU here lacks bf16 (compute capability < 8.0): set bf16: false, fp16: true")
+        blockers.append("the config uses bf16 but a GPU here lacks bf16 (compute capability < 8.0): set bf16: false, "
+                        "fp16: true")
     if config.get("use_vllm") and not pkgs.get("vllm"):
-        blockers.append("the config sets use_vllm: true but vllm is not installed: pip install vllm, or set use_vllm: false")
+        blockers.append("the config sets use_vllm: true but vllm is not installed: pip install vllm, or set use_vllm: "
+                        "false")
     if (num_gpus > 1 or config.get("deepspeed")) and target_gpu.lower() != "cpu" and not pkgs.get("deepspeed"):
         warnings.append("deepspeed is not installed: ZeRO strategies are unavailable (ddp or fsdp still work)")
     window = probe.get("vllm_window")
@@ -215,7 +221,11 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
         allows = "CPU runs of small models only (the embedded tiny model, or models of a few million parameters)"
     target = None
     if run_request:
-        target = "cpu" if str(run_request.get("gpu", "")).lower() == "cpu" else f"{run_request.get('num_gpus', 1)}x {run_request.get('gpu')}"
+        target = (
+            "cpu"
+            if str(run_request.get("gpu", "")).lower() == "cpu"
+            else f"{run_request.get('num_gpus', 1)}x {run_request.get('gpu')}"
+        )
 
     report_path = Run(run_dir).env_report if run_dir else workspace_root() / "env-report.json"
     report = EnvironmentReport(

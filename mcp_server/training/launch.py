@@ -122,7 +122,8 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
     server_mode = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and not cpu
     vllm_gpus = (request.vllm_server_gpus if request.vllm_server_gpus is not None else 1) if server_mode else 0
     if server_mode and vllm_gpus == 0:
-        raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for the vLLM server")
+        raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for "
+                                                 "the vLLM server")
 
     if nodes > 1:
         return _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_mode, vllm_gpus, extra)
@@ -152,11 +153,28 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
         train_command = [python, *TRAIN_ARGS, *extra]
     elif cpu:
         notes.append("CPU: DDP over gloo with torchrun (accelerate launch --cpu starts one process without MPI)")
-        train_command = [python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), *TRAIN_ARGS, *extra]
+        train_command = [
+            python,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(processes),
+            *TRAIN_ARGS,
+            *extra,
+        ]
     else:
         accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[strategy])
         accel.update(num_processes=processes, num_machines=1, machine_rank=0, mixed_precision=_mixed_precision(config))
-        train_command = [python, "-m", "accelerate.commands.launch", "--config_file", "train/accelerate.yaml", *TRAIN_ARGS, *extra]
+        train_command = [
+            python,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            "train/accelerate.yaml",
+            *TRAIN_ARGS,
+            *extra,
+        ]
 
     vllm = None
     lines = [_script_header(run_dir), "LOGS=train/logs", 'mkdir -p "$LOGS"', "VLLM_PID="]
@@ -185,10 +203,13 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
             "VLLM_PID=$!",
             f"echo \"waiting for the vLLM server on port {port} (pid $VLLM_PID)\"",
             f"deadline=$((SECONDS + {VLLM_HEALTH_TIMEOUT_S}))",
-            f"until {py} -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)\" 2>/dev/null; do",
+            f"until {py} -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', "
+            "timeout=5)\" 2>/dev/null; do",
             "  if ! kill -0 \"$VLLM_PID\" 2>/dev/null || [ $SECONDS -ge $deadline ]; then",
-            "    echo \"vLLM server did not come up: see train/logs/vllm-serve.log\"; tail -n 30 train/logs/vllm-serve.log",
-            "    kill \"$VLLM_PID\" 2>/dev/null; rc=97; echo $rc > \"$LOGS/.exit-code.tmp\" && mv \"$LOGS/.exit-code.tmp\" \"$LOGS/exit-code\"; exit $rc",
+            "    echo \"vLLM server did not come up: see train/logs/vllm-serve.log\"; tail -n 30 "
+            "train/logs/vllm-serve.log",
+            "    kill \"$VLLM_PID\" 2>/dev/null; rc=97; echo $rc > \"$LOGS/.exit-code.tmp\" && mv "
+            "\"$LOGS/.exit-code.tmp\" \"$LOGS/exit-code\"; exit $rc",
             "  fi",
             "  sleep 5",
             "done",
@@ -404,7 +425,8 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
     config_path, script_path = run.config, run.script
     config_sha, script_sha = sha256_file(config_path), sha256_file(script_path)
     recorded = [config_path, script_path, run.rewards, run.request, run.launch_script, run.accelerate]
-    commit = record_in_git(run_dir, recorded, f"llm-finetuning: {'resume' if resumed_from else 'launch'} {run_dir.name} (config {config_sha[:12]})")
+    commit = record_in_git(run_dir, recorded, f"llm-finetuning: {'resume' if resumed_from else 'launch'} "
+                                              f"{run_dir.name} (config {config_sha[:12]})")
 
     previous = read_run_json(run_dir)
     run.logs.mkdir(parents=True, exist_ok=True)
@@ -412,7 +434,9 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
     log_path = run.stdout
     with open(log_path, "ab") as log:
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        log.write(f"==== llm-finetuning {'resume from ' + resumed_from if resumed_from else 'launch'} at {stamp}\n".encode())
+        log.write(
+            f"==== llm-finetuning {'resume from ' + resumed_from if resumed_from else 'launch'} at {stamp}\n".encode()
+        )
         log.flush()
         # train.py imports this package: from the plugin folder when the training Python lacks it.
         env = {**training_env(training_python()), "PYTHONUNBUFFERED": "1"}
@@ -540,7 +564,8 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
             config_sha256=sha256_file(run.config),
             train_script_sha256=sha256_file(run.script), git_commit=commit,
             accelerate_config=written.get("accelerate_config"), slurm_script=written["slurm"], vllm_server=plan.vllm,
-            message=f"{plan.num_nodes} nodes: wrote {written['slurm']}; submit it with `sbatch train/launch.slurm` from the run directory",
+            message=f"{plan.num_nodes} nodes: wrote {written['slurm']}; submit it with `sbatch train/launch.slurm` "
+                    "from the run directory",
         )
     written = write_plan_files(run_dir, plan)
     return _start(run_dir, plan, written, None, env)
@@ -585,9 +610,17 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
         launch = LaunchRequest(run=request.run, num_processes=previous.get("num_processes"),
                                strategy=previous.get("strategy") or "auto")
     if derived["alive"]:
-        return _refused(run_dir, [GateRefusal(
-            gate="state", message=f"{run_dir.name} is still {derived['state']} (pid {derived['pid']})",
-            how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it")], derived["state"])
+        return _refused(
+            run_dir,
+            [
+                GateRefusal(
+                    gate="state",
+                    message=f"{run_dir.name} is still {derived['state']} (pid {derived['pid']})",
+                    how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it",
+                )
+            ],
+            derived["state"],
+        )
     if record is None:
         if derived.get("note"):  # launched once, but its record is gone: say what is known
             return _refused(run_dir, [GateRefusal(
@@ -617,7 +650,8 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     if not done:
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from",
-            how_to_clear="launch_training starts it from the beginning (set save_steps so a later stop leaves a checkpoint)"))
+            how_to_clear="launch_training starts it from the beginning (set save_steps so a later stop leaves a "
+                         "checkpoint)"))
     if refusals:
         return _refused(run_dir, refusals, derived["state"])
 

@@ -146,7 +146,9 @@ def import_patch(ctx: Ctx, missing: str) -> dict:
     missing = missing.lower()
     if "vllm" in missing and ctx.get("use_vllm"):
         return {"use_vllm": False}
-    if ("flash_attn" in missing or "flash-attn" in missing) and "flash" in str(ctx.config.get("attn_implementation", "")):
+    if ("flash_attn" in missing or "flash-attn" in missing) and "flash" in str(
+        ctx.config.get("attn_implementation", "")
+    ):
         return {"attn_implementation": "sdpa"}
     return {}
 

@@ -43,7 +43,11 @@ def rule_fp16(ctx: Ctx) -> list[DiagnosisFinding]:
     if ctx.diverged:
         bad = ctx.first_nonfinite("loss") or ctx.first_nonfinite("grad_norm")
         if bad:
-            evidence.append(Evidence(metric="loss" if ctx.first_nonfinite("loss") else "grad_norm", step=bad[0], value=shown(bad[1])))
+            evidence.append(
+                Evidence(
+                    metric="loss" if ctx.first_nonfinite("loss") else "grad_norm", step=bad[0], value=shown(bad[1])
+                )
+            )
         return [finding("fp16_divergence", "error", evidence,
                         f"The run trained in fp16 and diverged; {where}. fp16's narrow range overflows/underflows "
                         "GRPO's ratio and KL terms. Fix precision first, then re-check the learning rate.",
@@ -71,13 +75,15 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
                 "but the run's metrics are healthy: a note, not a symptom (a small model or training from scratch "
                 "can need it); lower it if a divergence finding appears")
         return [finding("lr_out_of_range", severity, [evidence],
-                        f"learning_rate={lr:g} is above GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g}), "
+                        f"learning_rate={lr:g} is above GRPO's settled range for {mode} fine-tuning "
+                        f"({low:g}-{high:g}), "
                         f"{what}. RL updates at supervised rates destroy the policy; the patch sets the recipe's rate.",
                         {"learning_rate": recipe})]
     flat = significant_change(ctx.finite_series("reward")) <= 0 and len(ctx.finite_series("reward")) >= 4
     if away:  # raising the rate on a run that is getting worse would make it worse
         return [finding("lr_out_of_range", "info", [evidence],
-                        f"learning_rate={lr:g} is below GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g}), "
+                        f"learning_rate={lr:g} is below GRPO's settled range for {mode} fine-tuning "
+                        f"({low:g}-{high:g}), "
                         f"but {'; '.join(away)}: raising it now would make that worse, so no patch. Look at the "
                         "findings above first.")]
     return [finding("lr_out_of_range", "warning" if flat else "info", [evidence],
@@ -87,7 +93,9 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
 
 
 # A crash that only non-finite weights cause: sampling from NaN/inf probabilities.
-NONFINITE_LOG = re.compile(r"probability tensor contains either `?inf`?, `?nan`? or element < 0|loss is nan|Loss is NaN", re.I)
+NONFINITE_LOG = re.compile(
+    r"probability tensor contains either `?inf`?, `?nan`? or element < 0|loss is nan|Loss is NaN", re.I
+)
 
 
 def rule_nan(ctx: Ctx) -> list[DiagnosisFinding]:
@@ -147,7 +155,8 @@ def rule_kl(ctx: Ctx) -> list[DiagnosisFinding]:
     evidence.append(Evidence(metric="beta" + (" (config)" if "beta" in ctx.config else ""), value=beta))
     return [finding("kl_explosion", "error" if severe else "warning", evidence,
                     f"KL to the reference model rose to {shown(peak[1])} by step {peak[0]}; at beta={beta:g} a warning "
-                    f"starts at {warn:.3g} and an error at {error:.3g} nats/token (the bounds scale with beta: a weaker "
+                    f"starts at {warn:.3g} and an error at {error:.3g} nats/token (the bounds scale with beta: a "
+                    "weaker "
                     "pull to the reference lets the policy run further unchecked): the policy is running away from "
                     "the reference, often just before reward hacking. "
                     "Lower the learning rate, raise beta, and look at recent completions (sample_completions).",
@@ -228,7 +237,9 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
                 Evidence(metric="completions/clipped_ratio", step=clipped[-1][0], value=clipped[-1][1])]
     terminated = ctx.finite_series("completions/mean_terminated_length")
     if terminated:
-        evidence.append(Evidence(metric="completions/mean_terminated_length", step=terminated[-1][0], value=terminated[-1][1]))
+        evidence.append(
+            Evidence(metric="completions/mean_terminated_length", step=terminated[-1][0], value=terminated[-1][1])
+        )
     length = ctx.config.get("max_completion_length")
     if length is None:
         observed = finite(v for _, v in ctx.series("completions/max_length"))
@@ -297,10 +308,12 @@ def rule_entropy(ctx: Ctx) -> list[DiagnosisFinding]:
     return [finding("entropy_collapse", "warning",
                     [Evidence(metric="entropy", step=entropy[0][0], value=entropy[0][1]),
                      Evidence(metric="entropy", step=entropy[-1][0], value=entropy[-1][1])],
-                    f"Policy entropy fell from {early:.3g} to {late:.3g}: samples become near-identical and exploration "
+                    f"Policy entropy fell from {early:.3g} to {late:.3g}: samples become near-identical and "
+                    "exploration "
                     "stops. The DAPO variant's clip-higher (epsilon_high 0.28) keeps low-probability tokens explorable "
                     "(emit_grpo_config with symptom=entropy_collapse)."
-                    + ("" if patch else " The run already uses DAPO's settings: lower the learning rate or raise temperature."),
+                    + ("" if patch else " The run already uses DAPO's settings: lower the learning rate or raise "
+                                        "temperature."),
                     patch)]
 
 
@@ -333,7 +346,8 @@ def rule_length(ctx: Ctx) -> list[DiagnosisFinding]:
         tail += (" Completions now pile up at max_completion_length: a longer limit would only feed the same "
                  "reward; fix what pays for length first.")
     return [finding("length_reward_correlation", "warning", evidence,
-                    f"Completion length rose {l_early:.3g} -> {l_late:.3g} tokens together with the reward (correlation "
+                    f"Completion length rose {l_early:.3g} -> {l_late:.3g} tokens together with the reward "
+                    "(correlation "
                     f"{corr:.2f}): the policy gains reward by growing longer. Dr.GRPO removes the loss's length "
                     "normalisation bias (emit_grpo_config with symptom=length_bias); check that no reward pays for "
                     "length itself." + tail,
@@ -348,15 +362,19 @@ def rule_moe(ctx: Ctx) -> list[DiagnosisFinding]:
     if not is_moe(str(model)) or ctx.get("importance_sampling_level", "token") == "sequence":
         return []
     reason = ctx.run.request.get("override_reason")
-    evidence = [Evidence(metric="model_name_or_path (config)", value=str(model)),
-                Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level", "token")))]
+    evidence = [
+        Evidence(metric="model_name_or_path (config)", value=str(model)),
+        Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level", "token"))),
+    ]
     if reason:
-        return [finding("moe_without_gspo", "info", evidence, f"Mixture-of-experts model without GSPO, overridden: {reason}")]
+        return [finding("moe_without_gspo", "info", evidence, "Mixture-of-experts model without GSPO, overridden: "
+                                                              f"{reason}")]
     return [finding("moe_without_gspo", "error" if ctx.diverged else "warning", evidence,
                     "The policy is a mixture-of-experts model trained with token-level importance ratios: expert "
                     "routing changes between generation and training make those ratios noisy"
                     + (", and this run diverged" if ctx.diverged else "")
-                    + ". GSPO's sequence-level ratios are stable under routing (emit_grpo_config with symptom=moe_instability).",
+                    + ". GSPO's sequence-level ratios are stable under routing (emit_grpo_config with "
+                      "symptom=moe_instability).",
                     ctx.variant_patch("gspo"))]
 
 

@@ -1,9 +1,11 @@
 """Load logged training metrics from any source diagnose_run accepts, into one shape.
 
-Sources: a run directory, a progress.jsonl (docs/architecture.md, "The run directory"), a TRL/transformers trainer_state.json
+Sources: a run directory, a progress.jsonl (docs/architecture.md, "The run directory"), a TRL/transformers
+trainer_state.json
 (its log_history), or a CSV/JSONL export of logged metrics: W&B (run.history() or a panel's "Export CSV", whose
 columns read "<run> - train/<metric>" with "__MIN"/"__MAX" companions) and Trackio (transformers' TrackioCallback
-logs the same "train/..." names with train/global_step). Every row becomes {"step": int, <TRL metric name>: float | None, ...}, sorted by step, one row per
+logs the same "train/..." names with train/global_step). Every row becomes {"step": int, <TRL metric name>:
+float | None, ...}, sorted by step, one row per
 step (the last one logged wins, so a resumed run that re-logs steps reads correctly).
 
 Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
@@ -314,7 +316,8 @@ def _refuse_binary(path: Path) -> None:
     """A binary file (a NUL byte in its first 8 KiB) is not a text export: say so instead of reading garbage."""
     with open(path, "rb") as handle:
         if b"\0" in handle.read(8192):
-            raise UserInputError("source", f"{path} is a binary file, not a text export of logged metrics. Give {ACCEPTED}.")
+            raise UserInputError("source", f"{path} is a binary file, not a text export of logged metrics. Give "
+                                           f"{ACCEPTED}.")
 
 
 def _loads(text: str, path: Path, where: str):
@@ -472,8 +475,15 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
     request = (read_json_if_present(request_path) if request_path else None) or {}
     reward_specs = read_json_if_present(rewards_path, list) if rewards_path else None
     return LoadedRun(
-        kind=kind, metrics_path=metrics_path, rows=rows, lines_logged=lines_logged, run_dir=run_dir, config_path=config_path,
-        config=config_values, log_path=log_path, log_text=log_text,
+        kind=kind,
+        metrics_path=metrics_path,
+        rows=rows,
+        lines_logged=lines_logged,
+        run_dir=run_dir,
+        config_path=config_path,
+        config=config_values,
+        log_path=log_path,
+        log_text=log_text,
         request=request if isinstance(request, dict) else {},
         reward_specs=reward_specs if isinstance(reward_specs, list) else None,
     )

@@ -86,7 +86,9 @@ class EnvironmentReport(BaseModel):
     python: str = Field(description="The training interpreter probed (LLM_FINETUNING_PYTHON, else the server's).")
     platform: str = Field(description="Operating system and machine.")
     gpus: list[GPUInfo] = Field(default_factory=list, description="Visible CUDA GPUs; empty on a CPU machine.")
-    cuda_version: str | None = Field(default=None, description="CUDA version torch was built with, when CUDA is usable.")
+    cuda_version: str | None = Field(
+        default=None, description="CUDA version torch was built with, when CUDA is usable."
+    )
     driver_version: str | None = Field(default=None, description="NVIDIA driver version (nvidia-smi), when present.")
     cpu_count: int | None = Field(default=None, description="Logical CPU cores.")
     ram_gib: float | None = Field(default=None, description="Total system memory in GiB.")
@@ -109,8 +111,8 @@ class EnvironmentReport(BaseModel):
 
 # ---------------------------------------------------------------- launch / resume / stop
 class GateRefusal(BaseModel):
-    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory", "lock"] = Field(
-        description="The gate that refused."
+    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory", "lock"] = (
+        Field(description="The gate that refused.")
     )
     message: str = Field(description="Why the gate refused.")
     how_to_clear: str = Field(description="What to do so the gate passes.")
@@ -156,15 +158,18 @@ class LaunchResult(BaseModel):
         default_factory=list, description="Gates that refused, each with how to clear it (empty when launched)."
     )
     state: str = Field(description="The run's state after this call.")
-    pid: int | None = Field(default=None, description="Process id of the detached training process (its session leader).")
+    pid: int | None = Field(default=None, description="Process id of the detached training process (its session "
+                                                      "leader).")
     command: list[str] = Field(default_factory=list, description="The training command as run (argv).")
     config_sha256: str | None = Field(default=None, description="sha256 of train/config.yaml as launched.")
     train_script_sha256: str | None = Field(default=None, description="sha256 of train/train.py as launched.")
     git_commit: str | None = Field(
-        default=None, description="Commit recording train/config.yaml and train/train.py when the workspace is a git repo."
+        default=None, description="Commit recording train/config.yaml and train/train.py when the workspace is a git "
+                                  "repo."
     )
     log_path: str | None = Field(default=None, description="train/logs/stdout.log (stdout and stderr of training).")
-    accelerate_config: str | None = Field(default=None, description="The accelerate config written for multi-process runs.")
+    accelerate_config: str | None = Field(default=None, description="The accelerate config written for multi-process "
+                                                                    "runs.")
     vllm_server: dict[str, Any] | None = Field(
         default=None, description="The vLLM server started for server mode: pid, url, gpus, log."
     )
@@ -217,15 +222,20 @@ class TrainingStatus(BaseModel):
     )
     pid: int | None = Field(default=None, description="Training process id, when launched.")
     alive: bool = Field(default=False, description="Whether the training process is running now.")
-    exit_code: int | None = Field(default=None, description="Exit code of the training command, when it has ended and it was recorded.")
+    exit_code: int | None = Field(default=None, description="Exit code of the training command, when it has ended and "
+                                                            "it was recorded.")
     started_at: str | None = Field(default=None, description="UTC start time (ISO 8601).")
     elapsed_s: float | None = Field(default=None, description="Seconds since start (until the end when finished).")
     step: int | None = Field(default=None, description="Latest logged optimizer step.")
-    max_steps: int | None = Field(default=None, description="Total steps of the run when known (max_steps in the config or trainer_state).")
+    max_steps: int | None = Field(default=None, description="Total steps of the run when known (max_steps in the "
+                                                            "config or trainer_state).")
     steps_per_s: float | None = Field(default=None, description="Recent training speed from the progress log.")
-    eta_s: float | None = Field(default=None, description="Estimated seconds to finish, when running and max_steps is known.")
-    latest: dict[str, Any] = Field(default_factory=dict, description="The latest progress line (keys: docs/architecture.md, \"The run directory\").")
-    checkpoints: list[str] = Field(default_factory=list, description="Checkpoint directories saved so far, oldest first.")
+    eta_s: float | None = Field(default=None, description="Estimated seconds to finish, when running and max_steps is "
+                                                          "known.")
+    latest: dict[str, Any] = Field(default_factory=dict, description="The latest progress line (keys: "
+                                                                     "docs/architecture.md, \"The run directory\").")
+    checkpoints: list[str] = Field(default_factory=list, description="Checkpoint directories saved so far, oldest "
+                                                                     "first.")
     stop_requested: bool = Field(default=False, description="Whether stop_training was asked for this run.")
     health: list[HealthFlag] = Field(
         default_factory=list, description="Health flags from the diagnosis rules (diagnose_run) on the metrics so far."
@@ -279,8 +289,10 @@ Severity = Literal["error", "warning", "info"]
 
 
 class Evidence(BaseModel):
-    metric: str = Field(description="TRL metric name (e.g. 'kl', 'completions/clipped_ratio'), a config field, or 'log'.")
-    step: int | None = Field(default=None, description="Optimizer step of the value; null for config values and log lines.")
+    metric: str = Field(description="TRL metric name (e.g. 'kl', 'completions/clipped_ratio'), a config field, or "
+                                    "'log'.")
+    step: int | None = Field(default=None, description="Optimizer step of the value; null for config values and log "
+                                                       "lines.")
     value: float | int | str | bool | None = Field(
         description="The value seen: a number ('nan'/'inf' as text), a config value, or the log line."
     )
@@ -289,7 +301,8 @@ class Evidence(BaseModel):
 class DiagnosisFinding(BaseModel):
     code: str = Field(description="Stable snake_case code (see references/failure-triage.md).")
     severity: Severity = Field(description="error (the run is broken or wasting compute), warning, or info.")
-    evidence: list[Evidence] = Field(default_factory=list, description="The metric values, config fields or log lines behind it.")
+    evidence: list[Evidence] = Field(default_factory=list, description="The metric values, config fields or log lines "
+                                                                       "behind it.")
     explanation: str = Field(description="What the evidence means and what to do, in a few sentences.")
     patch: dict[str, Any] = Field(
         default_factory=dict,
@@ -339,7 +352,8 @@ class DiagnoseRequest(Request):
         default=None, description="The run's YAML config, when it is not the run directory's train/config.yaml."
     )
     log_path: PathText | None = Field(
-        default=None, description="The run's stdout/stderr log, when it is not the run directory's train/logs/stdout.log."
+        default=None, description="The run's stdout/stderr log, when it is not the run directory's "
+                                  "train/logs/stdout.log."
     )
     validate_patches: bool = Field(
         default=True, description="Check every patch with the config validator (imports TRL; a few seconds)."

@@ -88,10 +88,14 @@ def build_plan(venv: Path, request: PrepareRequest, gpu: bool) -> list[tuple[str
     return [
         (f"creating the virtual environment {venv}", [base, "-m", "venv", str(venv)]),
         (f"installing {spec} ({'NVIDIA GPU found' if gpu else 'no NVIDIA GPU: the CPU build'})", torch),
-        ("installing TRL, transformers and the rest (the package's train extra)",
-         [py, "-m", "pip", "install", *package_requirements("train")]),
-        ("checking that torch, trl and transformers import", [py, "-c", "import torch, trl, transformers; "
-                                                             "print('torch', torch.__version__, 'trl', trl.__version__)"]),
+        (
+            "installing TRL, transformers and the rest (the package's train extra)",
+            [py, "-m", "pip", "install", *package_requirements("train")],
+        ),
+        (
+            "checking that torch, trl and transformers import",
+            [py, "-c", "import torch, trl, transformers; print('torch', torch.__version__, 'trl', trl.__version__)"],
+        ),
     ]
 
 

@@ -54,15 +54,20 @@ def rule_never_terminate(ctx: Ctx) -> list[DiagnosisFinding]:
         return []
     length = ctx.config.get("max_completion_length") or ctx.get("max_completion_length", 512)
     ended_before = [(s, v) for s, v in sorted(terminated.items()) if v > 0 and s < late[0][0]]
-    evidence = [Evidence(metric="completions/clipped_ratio", step=late[0][0], value=late[0][1]),
-                Evidence(metric="completions/clipped_ratio", step=late[-1][0], value=late[-1][1]),
-                Evidence(metric="completions/mean_terminated_length", step=late[-1][0], value=terminated[late[-1][0]]),
-                Evidence(metric="max_completion_length" + (" (config)" if "max_completion_length" in ctx.config else ""),
-                         value=length)]
+    evidence = [
+        Evidence(metric="completions/clipped_ratio", step=late[0][0], value=late[0][1]),
+        Evidence(metric="completions/clipped_ratio", step=late[-1][0], value=late[-1][1]),
+        Evidence(metric="completions/mean_terminated_length", step=late[-1][0], value=terminated[late[-1][0]]),
+        Evidence(
+            metric="max_completion_length" + (" (config)" if "max_completion_length" in ctx.config else ""),
+            value=length,
+        ),
+    ]
     if ended_before:
         evidence.append(Evidence(metric="completions/mean_terminated_length", step=ended_before[-1][0],
                                  value=ended_before[-1][1]))
-        why = (f"Completions ended on their own until step {ended_before[-1][0]} ({ended_before[-1][1]:.3g} tokens) and "
+        why = (f"Completions ended on their own until step {ended_before[-1][0]} ({ended_before[-1][1]:.3g} tokens) "
+               "and "
                "none has since: the policy stopped emitting its end-of-sequence token, which is a symptom of the "
                "update breaking the model (see the findings ranked above), not of the limit.")
     else:
@@ -141,9 +146,17 @@ def rule_sampler_mismatch(ctx: Ctx) -> list[DiagnosisFinding]:
     if not reasons:
         return []
     mode = ctx.get("vllm_importance_sampling_mode", "sequence_mask")
-    evidence = [e for e in (Evidence(metric=LOGP_MEAN + " (late mean)", value=round(diff, 6)) if diff is not None else None,
-                            diff_max, Evidence(metric=IS_MEAN + " (late mean)", value=round(ratio, 6)) if ratio is not None
-                            else None, ratio_max, ratio_min) if e is not None]
+    evidence = [
+        e
+        for e in (
+            Evidence(metric=LOGP_MEAN + " (late mean)", value=round(diff, 6)) if diff is not None else None,
+            diff_max,
+            Evidence(metric=IS_MEAN + " (late mean)", value=round(ratio, 6)) if ratio is not None else None,
+            ratio_max,
+            ratio_min,
+        )
+        if e is not None
+    ]
     dropped = ""
     if str(mode).endswith("_mask") and ratio_min is not None and ratio_min.value == 0:
         dropped = (f" The correction ({mode}) zeroes what falls outside its bounds, so sequences were dropped from the "
@@ -153,15 +166,28 @@ def rule_sampler_mismatch(ctx: Ctx) -> list[DiagnosisFinding]:
         patch["vllm_importance_sampling_correction"] = True
     if ctx.config.get("fp16") and ctx.gpu_has_bf16 is not False:
         patch.update(fp16=False, bf16=True)
-    return [finding("sampler_mismatch", "error" if severe else "warning", evidence,
-                    "vLLM samples from a different distribution than the model being trained: " + "; ".join(reasons)
-                    + "." + dropped + " Updates computed on these samples are off-policy by an unknown amount, and "
-                    "this is the first suspect when entropy rises or the reward falls. Check that vLLM and training "
-                    "use the same dtype (bf16 both), that the vLLM version is inside TRL's window "
-                    "(check_environment), that weights are synced every step (LoRA merged before the sync), and "
-                    "the same chat template and sampling settings on both sides."
-                    + (" The patch turns TRL's importance-sampling correction back on." if "vllm_importance_sampling_correction"
-                       in patch else ""), patch)]
+    return [
+        finding(
+            "sampler_mismatch",
+            "error" if severe else "warning",
+            evidence,
+            "vLLM samples from a different distribution than the model being trained: "
+            + "; ".join(reasons)
+            + "."
+            + dropped
+            + " Updates computed on these samples are off-policy by an unknown amount, and "
+            "this is the first suspect when entropy rises or the reward falls. Check that vLLM and training "
+            "use the same dtype (bf16 both), that the vLLM version is inside TRL's window "
+            "(check_environment), that weights are synced every step (LoRA merged before the sync), and "
+            "the same chat template and sampling settings on both sides."
+            + (
+                " The patch turns TRL's importance-sampling correction back on."
+                if "vllm_importance_sampling_correction" in patch
+                else ""
+            ),
+            patch,
+        )
+    ]
 
 
 def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
@@ -192,7 +218,8 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
         patch["learning_rate"] = max(lr / 2, ctx.lr_range()[0])
     return [finding("importance_ratio_blowup", "error" if late >= CLIP_RATIO_ERROR or top[1] >= 2 * CLIP_RATIO_ERROR
                     else "warning", evidence,
-                    f"{late:.0%} of tokens had their policy ratio clipped recently (peak {top[1]:.0%} at step {top[0]}; "
+                    f"{late:.0%} of tokens had their policy ratio clipped recently (peak {top[1]:.0%} at step "
+                    f"{top[0]}; "
                     "healthy is under 20%): each generation is reused for updates that move the policy far from the "
                     "one that sampled it, and the clip discards their gradient. The patch makes the updates more "
                     "on-policy (one update per generation) or, already on-policy, halves the learning rate.", patch)]

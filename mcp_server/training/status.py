@@ -104,7 +104,9 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
 
     fig, axes = plt.subplots(len(PLOTTED), 1, figsize=(7, 2.0 * len(PLOTTED)), sharex=True)
     for ax, (key, label) in zip(axes, PLOTTED):
-        points = [(l["step"], l[key]) for l in lines if isinstance(l.get(key), (int, float)) and l.get("step") is not None]
+        points = [
+            (l["step"], l[key]) for l in lines if isinstance(l.get(key), (int, float)) and l.get("step") is not None
+        ]
         if points:
             ax.plot(*zip(*points), marker="." if len(points) < 50 else None, linewidth=1.2)
         else:
@@ -132,7 +134,11 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     max_steps = _max_steps(run_dir, config)
     step = _count(latest.get("step"))
     speed = _speed(lines, record.get("started_ts")) if lines else None
-    eta = (max(max_steps - step, 0) / speed) if (state == "running" and speed and max_steps and step is not None) else None
+    eta = (
+        (max(max_steps - step, 0) / speed)
+        if (state == "running" and speed and max_steps and step is not None)
+        else None
+    )
 
     started = record.get("started_ts")
     if started is None:
@@ -158,14 +164,19 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     elif state == "unknown":
         message = f"{run_dir.name}: state unknown"
     elif state == "failed":
-        code = f"exit code {derived['exit_code']}" if derived["exit_code"] is not None else "no exit code recorded (killed?)"
+        code = (
+            f"exit code {derived['exit_code']}"
+            if derived["exit_code"] is not None
+            else "no exit code recorded (killed?)"
+        )
         message = f"{run_dir.name} failed ({code}); last log line: {tail[-1] if tail else '(empty log)'}"
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
         message = f"{run_dir.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
     if guard_stop and state == "stopped":
         message += (f"; stopped by the guard: {guard_stop.get('code')} at step {guard_stop.get('step')}"
-                    + (" (checkpoint saved)" if guard_stop.get("save") else " (no checkpoint: resume from an earlier one)")
+                    + (" (checkpoint saved)" if guard_stop.get("save") else " (no checkpoint: resume from an earlier "
+                                                                            "one)")
                     + "; apply the patch in train/logs/guard.json before resuming")
 
     return TrainingStatus(
