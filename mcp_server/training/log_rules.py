@@ -50,10 +50,10 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
     if cuda:
         out.append(finding(
             "cuda_out_of_memory", "error", [log_line(*cuda[0])],
-            "Training ran out of GPU memory. Apply the memory levers before touching the batch (shrinking "
-            "per_device_train_batch_size changes how many completions form each group). The patch is plan_memory's "
-            "smallest set of levers that fits when the config and the GPU are known, else the first levers that "
-            "are not on yet.",
+            "Training ran out of GPU memory. The patch is plan_memory's smallest set of levers that fits when the "
+            "config and the GPU are known, else the first levers that are not on yet. Halving "
+            "per_device_train_batch_size while doubling gradient_accumulation_steps keeps the groups "
+            "(num_generations) and the generation batch unchanged.",
             memory_patch(ctx, cuda[0][1])))
     vllm_hits = hits["vllm_out_of_memory"] + vllm_via_torch
     if vllm_hits:
