@@ -59,6 +59,38 @@ H200_CONFIG = dict(per_device_train_batch_size=8, num_generations=8, gradient_ac
                    model_init_kwargs={"dtype": "float32"}, bf16=True, use_vllm=False)
 H200_TRL = dict(trl_version="1.16.0", prompt_length=128)
 
+# jsboige/CoursIA, "VRAM wall probe" (PRs #15634, #15640, #15643, 2026-09/10): the committed script
+# MyIA.AI.Notebooks/GenAI/PostTraining/_measurements/vram_wall_probe.py and its JSONL results (torch 2.12/2.13, TRL
+# 1.12). QLoRA (nf4, double quant, bf16 compute; the rest in the checkpoint's bf16), LoRA r=8 alpha 16 dropout 0.05 on
+# the seven projections, batch 8, accumulation 4, beta 0, bf16, gradient checkpointing, no vLLM; ~12-token prompts
+# ("Solve: 12 + 30 = ?") and a constant reward, so completions run to the cap. torch.cuda.max_memory_allocated after 3
+# steps. GPUs: RTX 3070 Laptop (8 GB), RTX 3080 Ti Laptop (16 GB), RTX 4090.
+COURSIA = "https://github.com/jsboige/CoursIA (MyIA.AI.Notebooks/GenAI/PostTraining/_measurements)"
+COURSIA_CONFIG = dict(use_peft=True, load_in_4bit=True, lora_r=8, lora_alpha=16, lora_dropout=0.05,
+                      lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                           "down_proj"],
+                      beta=0.0, per_device_train_batch_size=8, gradient_accumulation_steps=4, num_generations=8,
+                      bf16=True, gradient_checkpointing=True, model_init_kwargs={"dtype": "bfloat16"})
+COURSIA_RUN = dict(trl_version="1.12.0", prompt_length=12)
+# trl PR #5759 (closed; its issue #5697 has the run): the quickstart, Qwen2.5-0.5B full fine-tune with all TRL
+# defaults (~1.4: float32, bf16, batch 8, G=8, checkpointing, no vLLM) and max_completion_length 1024 on one
+# A100-80GB, "peak memory usage of ~32 GB" (read as nvidia-smi GB) over a five-day run.
+# unslothai/unsloth, branch transformers-continuous-batching-qwen3, scripts/benchmarks/qwen3_grpo_naive.py (commit
+# 8dfa076, 2026-04-20: "naive TRL (HF generate) ... peak 15 GB"): plain TRL GRPOTrainer (max_prompt_length is passed,
+# so TRL < 1.0: 0.29), Qwen3-4B-Base in bf16 with sdpa, PEFT LoRA r=32 alpha 64 on the seven projections (PEFT's
+# dropout 0), batch 2, G=2, accumulation 1, adamw_8bit, checkpointing, no vLLM, one B200; prompts up to their p90
+# (~200 tokens, not printed) and completions up to 2048 - that; torch.cuda.max_memory_allocated / 1024**3.
+UNSLOTH_NAIVE = "https://github.com/unslothai/unsloth/blob/transformers-continuous-batching-qwen3/scripts/benchmarks"
+# TRL's OpenEnv Wordle notebooks (examples/notebooks/openenv_wordle_grpo.ipynb and the later removed
+# openenv_wordle_grpo_qlora.ipynb, outputs in git history): Qwen3-1.7B full fine-tune / Qwen2.5-0.5B QLoRA with
+# colocated vLLM on one A100-40GB, batch 1, accumulation 64, G=2, gradient checkpointing; each prints
+# torch.cuda.max_memory_reserved after training. Multi-turn episodes: the first run's six 8-token turns are appended
+# to the ~1.3k-token prompt (up to ~8k tokens); the second (TRL 0.27.1) caps the whole episode at 1024 completion
+# tokens after a ~1.3k-token prompt.
+WORDLE = "https://github.com/huggingface/trl/blob/main/examples/notebooks/openenv_wordle_grpo.ipynb"
+WORDLE_CONFIG = dict(per_device_train_batch_size=1, gradient_accumulation_steps=64, num_generations=2,
+                     use_vllm=True, vllm_mode="colocate", gradient_checkpointing=True)
+
 PUBLISHED = [
     # (id, source, model, gpu, config, run, measured GiB, kind, held_out)
     ("notebook qwen2-7b T4", NOTEBOOK, "Qwen/Qwen2-7B-Instruct", "T4", NOTEBOOK_CONFIG, NOTEBOOK_RUN, 9.2,
@@ -76,24 +108,69 @@ PUBLISHED = [
      5.7, "reserved", False),
     ("notebook llama-3.1-8b T4", NOTEBOOK, "meta-llama/Llama-3.1-8B-Instruct", "T4", NOTEBOOK_CONFIG, NOTEBOOK_RUN,
      9.5, "reserved", True),
-    ("notebook qwen2-7b naive full A100-80", NOTEBOOK, "Qwen/Qwen2-7B-Instruct", "A100", NAIVE_CONFIG, NOTEBOOK_RUN,
-     62.0, "reserved", False),
     ("h200 qwen2.5-0.5b full", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200", H200_CONFIG, H200_TRL, 8.002,
-     "allocated", True),
+     "allocated", False),
     ("h200 qwen2.5-0.5b full beta 0.04", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200", {**H200_CONFIG, "beta": 0.04},
-     H200_TRL, 9.830, "allocated", True),
+     H200_TRL, 9.830, "allocated", False),
     ("h200 qwen2.5-0.5b full no ckpt c256", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200",
      {**H200_CONFIG, "gradient_checkpointing": False, "max_completion_length": 256}, H200_TRL, 11.622, "allocated",
-     True),
+     False),
     ("h200 qwen2.5-1.5b full", H200_RUN, "Qwen/Qwen2.5-1.5B-Instruct", "H200", H200_CONFIG, H200_TRL, 24.050,
-     "allocated", True),
+     "allocated", False),
     ("h200 qwen2.5-1.5b full (reserved)", H200_RUN, "Qwen/Qwen2.5-1.5B-Instruct", "H200", H200_CONFIG, H200_TRL,
-     28.531, "reserved", True),
+     28.531, "reserved", False),
     ("h200 qwen2.5-0.5b full c64", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200",
-     {**H200_CONFIG, "max_completion_length": 64}, H200_TRL, 7.970, "allocated", True),
+     {**H200_CONFIG, "max_completion_length": 64}, H200_TRL, 7.970, "allocated", False),
     ("h200 qwen2.5-0.5b bf16 weights c64", H200_RUN, "Qwen/Qwen2.5-0.5B-Instruct", "H200",
      {**H200_CONFIG, "max_completion_length": 64, "model_init_kwargs": {"dtype": "bfloat16"}}, H200_TRL, 4.027,
-     "allocated", True),
+     "allocated", False),
+    ("coursia qwen3-1.7b qlora c96 3070", COURSIA, "Qwen/Qwen3-1.7B", 8.0,
+     {**COURSIA_CONFIG, "max_completion_length": 96}, COURSIA_RUN, 2.744, "allocated", False),
+    ("coursia qwen3-4b qlora c96 3070", COURSIA, "Qwen/Qwen3-4B", 8.0,
+     {**COURSIA_CONFIG, "max_completion_length": 96}, COURSIA_RUN, 4.096, "allocated", False),
+    ("coursia qwen3-8b qlora c96 3070", COURSIA, "Qwen/Qwen3-8B", 8.0,
+     {**COURSIA_CONFIG, "max_completion_length": 96}, COURSIA_RUN, 7.406, "allocated", False),
+    ("coursia qwen3-8b qlora c96 3080ti", COURSIA, "Qwen/Qwen3-8B", 16.0,
+     {**COURSIA_CONFIG, "max_completion_length": 96}, COURSIA_RUN, 7.85, "allocated", False),
+    ("coursia qwen3-8b qlora c160 3080ti", COURSIA, "Qwen/Qwen3-8B", 16.0,
+     {**COURSIA_CONFIG, "max_completion_length": 160}, COURSIA_RUN, 9.155, "allocated", False),
+    ("coursia qwen3-8b qlora c288 3080ti", COURSIA, "Qwen/Qwen3-8B", 16.0,
+     {**COURSIA_CONFIG, "max_completion_length": 288}, COURSIA_RUN, 11.773, "allocated", False),
+    ("coursia qwen3-14b qlora c96 4090", COURSIA, "Qwen/Qwen3-14B", "RTX 4090",
+     {**COURSIA_CONFIG, "max_completion_length": 96}, COURSIA_RUN, 11.638, "allocated", False),
+    ("coursia qwen3-14b qlora c160 4090", COURSIA, "Qwen/Qwen3-14B", "RTX 4090",
+     {**COURSIA_CONFIG, "max_completion_length": 160}, COURSIA_RUN, 13.001, "allocated", False),
+    ("coursia qwen3-14b qlora c288 4090", COURSIA, "Qwen/Qwen3-14B", "RTX 4090",
+     {**COURSIA_CONFIG, "max_completion_length": 288}, COURSIA_RUN, 15.73, "allocated", False),
+    ("wordle qwen3-1.7b full vllm 0.1 A100-40", WORDLE, "Qwen/Qwen3-1.7B", "A100-40GB",
+     {**WORDLE_CONFIG, "max_completion_length": 48, "vllm_gpu_memory_utilization": 0.1},
+     dict(trl_version="0.26.0", prompt_length=8000), 36.68, "reserved", True),
+    ("wordle qwen3-1.7b full vllm 0.15 A100-40", WORDLE, "Qwen/Qwen3-1.7B", "A100-40GB",
+     {**WORDLE_CONFIG, "max_completion_length": 1024, "vllm_gpu_memory_utilization": 0.15, "optim": "adamw_torch",
+      "model_init_kwargs": {"dtype": "float32"}}, dict(trl_version="0.27.1", prompt_length=1300), 38.139, "reserved",
+     True),
+    ("wordle qwen2.5-0.5b qlora vllm 0.1 A100-40", WORDLE, "Qwen/Qwen2.5-0.5B-Instruct", "A100-40GB",
+     {**WORDLE_CONFIG, "max_completion_length": 48, "vllm_gpu_memory_utilization": 0.1, "use_peft": True,
+      "load_in_4bit": True, "lora_r": 32, "lora_alpha": 32,
+      "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]},
+     dict(trl_version="0.26.0", prompt_length=8000), 6.387, "reserved", True),
+    ("unsloth bench qwen3-4b lora bf16 plain trl B200", UNSLOTH_NAIVE, "Qwen/Qwen3-4B", "B200",
+     dict(use_peft=True, lora_r=32, lora_alpha=64, lora_dropout=0.0,
+          lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+          per_device_train_batch_size=2, num_generations=2, gradient_accumulation_steps=1, optim="adamw_8bit",
+          bf16=True, max_completion_length=2048 - 201, model_init_kwargs={"dtype": "bfloat16"}),
+     dict(trl_version="0.29.1", prompt_length=201), 15.0, "allocated", True),
+    ("trl#5759 quickstart qwen2.5-0.5b full c1024 A100-80", "https://github.com/huggingface/trl/pull/5759",
+     "Qwen/Qwen2.5-0.5B-Instruct", "A100", {"max_completion_length": 1024}, dict(trl_version="1.4.0",
+                                                                                prompt_length=200),
+     32e9 / GIB, "nvidia_smi", True),
+]
+# The notebook's "Worst (naive FP16)" row: no gradient checkpointing, so activations of the actual lengths are most
+# of the peak, and the run's lengths are not published (completions end at EOS; the plan holds all at 256), nor is
+# its mixed-precision setting.
+LOOSE = [
+    ("notebook qwen2-7b naive full A100-80", NOTEBOOK, "Qwen/Qwen2-7B-Instruct", "A100", NAIVE_CONFIG, NOTEBOOK_RUN,
+     62.0, "reserved", False),
 ]
 # Peaks whose run's actual lengths are not published (only the maxima): the plan, at the maxima, is an upper bound.
 # The 1.7B run sat at 95% of the GPU, where the caching allocator gives memory back rather than fail.
@@ -106,20 +183,30 @@ PUBLISHED_BOUNDS = [
 PEAK_FIELD = {"allocated": "peak_allocated_gib", "reserved": "peak_reserved_gib", "nvidia_smi": "peak_nvidia_smi_gib"}
 
 
+def _plan_point(model, gpu, config, run):
+    target = dict(gpu_memory_gib=gpu) if isinstance(gpu, float) else dict(gpu=gpu)
+    return plan_memory(MemoryPlanRequest(model=model, config=config, validate_levers=False, **target, **run))
+
+
+def _score(point):
+    name, _, model, gpu, config, run, measured, kind, held_out = point
+    planned = getattr(_plan_point(model, gpu, config, run), PEAK_FIELD[kind])
+    return name + (" (held out)" if held_out else ""), planned, measured, (planned - measured) / measured
+
+
 def test_accuracy_against_published_measurements(capsys):
     import statistics
 
-    rows = []
-    for name, _, model, gpu, config, run, measured, kind, held_out in PUBLISHED:
-        plan = plan_memory(MemoryPlanRequest(model=model, gpu=gpu, config=config, validate_levers=False, **run))
-        planned = getattr(plan, PEAK_FIELD[kind])
-        rows.append((name + (" (held out)" if held_out else ""), planned, measured, (planned - measured) / measured))
-    # open-r1#615: the full-logits GRPO loss at batch 16 x 2048 completion tokens x 151936 vocab costs 46 GB,
-    # which a fused kernel saves entirely: the planner's logits component for that run (TRL 0.15, bf16).
-    plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-7B-Instruct", gpu="H200", trl_version="0.15.0",
-                                         prompt_length=256, validate_levers=False,
+    rows = [_score(point) for point in PUBLISHED]
+    # open-r1#615: the full-logits GRPO loss at batch 16 x 2048 completion tokens x 151936 vocab costs 46 GB per
+    # H200, which a fused kernel saves entirely: the planner's logits component for that run (TRL 0.16 in open-r1,
+    # whose recipes train bf16 weights under DeepSpeed ZeRO: no accelerate autocast, so the logits stay bf16).
+    plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-7B-Instruct", gpu="H200", num_gpus=8,
+                                         trl_version="0.16.0", prompt_length=256, validate_levers=False,
                                          config=dict(per_device_train_batch_size=16, num_generations=8,
-                                                     max_completion_length=2048, bf16=True)))
+                                                     max_completion_length=2048, bf16=True,
+                                                     model_init_kwargs={"dtype": "bfloat16"},
+                                                     deepspeed={"zero_optimization": {"stage": 2}})))
     logits = next(c.gib for c in plan.breakdown if c.name == "logits")
     rows.append(("open-r1#615 logits component", logits, 46e9 / GIB, (logits - 46e9 / GIB) / (46e9 / GIB)))
     errors = [abs(err) for *_, err in rows]
@@ -128,9 +215,11 @@ def test_accuracy_against_published_measurements(capsys):
         for name, planned, measured, err in rows:
             print(f"  {name:<44} {planned:7.2f}   {measured:7.2f}   {err:+6.1%}")
         print(f"  {len(rows)} points: median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}")
+        for name, planned, measured, err in map(_score, LOOSE):
+            print(f"  loose: {name:<37} {planned:7.2f}   {measured:7.2f}   {err:+6.1%}")
     bounds = []
     for name, _, model, gpu, config, run, measured, kind, held_out in PUBLISHED_BOUNDS:
-        plan = plan_memory(MemoryPlanRequest(model=model, gpu=gpu, config=config, validate_levers=False, **run))
+        plan = _plan_point(model, gpu, config, run)
         bounds.append((name, getattr(plan, PEAK_FIELD[kind]), measured))
     with capsys.disabled():
         for name, planned, measured in bounds:
@@ -139,6 +228,35 @@ def test_accuracy_against_published_measurements(capsys):
         assert abs(err) <= 0.20, f"{name}: {err:+.1%}"
     for name, planned, measured in bounds:
         assert planned >= measured, name
+
+
+# max_memory_reserved of the runs above that print it beside max_memory_allocated: the 15 pairs the allocator slack
+# (memory.constants.ALLOCATOR_SLACK) was fitted on. Not counted as more points: the same runs.
+RESERVED_OF = {
+    "coursia qwen3-1.7b qlora c96 3070": 3.102, "coursia qwen3-4b qlora c96 3070": 5.0,
+    "coursia qwen3-8b qlora c96 3070": 8.172, "coursia qwen3-8b qlora c96 3080ti": 8.6,
+    "coursia qwen3-8b qlora c160 3080ti": 10.189, "coursia qwen3-8b qlora c288 3080ti": 13.658,
+    "coursia qwen3-14b qlora c96 4090": 12.512, "coursia qwen3-14b qlora c160 4090": 14.158,
+    "coursia qwen3-14b qlora c288 4090": 17.508, "h200 qwen2.5-0.5b full": 8.740,
+    "h200 qwen2.5-0.5b full beta 0.04": 10.570, "h200 qwen2.5-0.5b full no ckpt c256": 12.270,
+    "h200 qwen2.5-1.5b full": 28.531, "h200 qwen2.5-0.5b full c64": 8.950,
+    "h200 qwen2.5-0.5b bf16 weights c64": 4.550,
+}
+
+
+def test_reserved_follows_allocated_as_the_published_pairs_do():
+    import statistics
+
+    points = {p[0]: p for p in PUBLISHED}
+    errors = {}
+    for name, reserved in RESERVED_OF.items():
+        _, _, model, gpu, config, run, *_ = points[name]
+        plan = _plan_point(model, gpu, config, run)
+        assert plan.peak_allocated_gib < plan.peak_reserved_gib < plan.peak_nvidia_smi_gib
+        errors[name] = (plan.peak_reserved_gib - reserved) / reserved
+    assert len(errors) == 15
+    assert abs(statistics.median(errors.values())) <= 0.05, errors
+    assert all(abs(e) <= 0.20 for e in errors.values()), errors
 
 
 def test_notebook_oom_point_is_predicted():
@@ -169,7 +287,9 @@ def test_levers_ranked_and_smallest_set_fits():
     saves = [lv.saves_gib for lv in plan.levers]
     assert saves == sorted(saves, reverse=True) and all(s > 0 for s in saves)
     names = {lv.name for lv in plan.levers}
-    assert {"adamw_8bit", "vllm_sleep_mode", "gradient_checkpointing", "lora", "qlora"} <= names
+    # LoRA alone is no lever here: without checkpointing, TRL's lora_dropout (0.05) copies every projection's
+    # input, more than the optimizer state it drops; QLoRA's 4-bit base still saves
+    assert {"adamw_8bit", "vllm_sleep_mode", "gradient_checkpointing", "qlora"} <= names
     assert "bf16_weights" not in names  # a full fine-tune keeps float32 master weights (recipe.precision)
     rec = plan.recommended
     assert rec is not None and rec.peak_gib <= plan.capacity_gib * 0.9

@@ -51,10 +51,15 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
 
     # gradients live with activations when accumulating; with one micro-step they replace them layer by layer
     gradients_beside_activations = settings.gradient_accumulation_steps > 1 or settings.peft
+    temporary = components.gradient_temporary(arch, params, settings, layout)
+    casts = components.autocast_weight_copies(arch, params, settings, layout)
+    # mid-backward (activations, logits, the weights' 16-bit copies) or its end (all gradients + the last fresh one)
+    forward_backward = activations.bytes + logits.bytes + casts.bytes
+    end_of_backward = gradients + temporary.bytes
     if gradients_beside_activations:
-        per_step = gradients + activations.bytes + logits.bytes
+        per_step = gradients + max(forward_backward, temporary.bytes)
     else:
-        per_step = max(gradients, activations.bytes + logits.bytes)
+        per_step = max(end_of_backward, forward_backward)
     allocated_once = weights.bytes + reference.bytes + optimizer.bytes + gathered
 
     # the two phases, each as (allocated once, allocated per step)
@@ -104,6 +109,8 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
         "reference_model": reference.bytes / GIB,
         "activations": (activations.bytes if in_training else 0.0) / GIB,
         "logits": (logits.bytes if in_training else 0.0) / GIB,
+        "autocast_weight_copies": (casts.bytes if in_training else 0.0) / GIB,
+        "gradient_temporary": 0.0,
         "generation_kv_cache": (generation_kv_cache if not in_training else 0.0) / GIB,
         "vllm_weights": 0.0,
         "vllm_kv_cache": 0.0,
@@ -114,9 +121,16 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     if settings.gradient_accumulation_steps > 1 and not settings.peft:
         notes["gradients"] = (f"held across {settings.gradient_accumulation_steps} accumulation micro-steps, "
                               "beside the activations")
-    if in_training and not gradients_beside_activations and gradients > activations.bytes + logits.bytes:
-        table["activations"] = table["logits"] = 0.0
-        notes["gradients"] = "one micro-step: the full gradients outgrow the activations they replace"
+    for name, part in (("autocast_weight_copies", casts), ("gradient_temporary", temporary)):
+        if part.note:
+            notes[name] = part.note
+    at_end_of_backward = end_of_backward > forward_backward if not gradients_beside_activations else \
+        temporary.bytes > forward_backward
+    if in_training and at_end_of_backward:
+        table["activations"] = table["logits"] = table["autocast_weight_copies"] = 0.0
+        table["gradient_temporary"] = temporary.bytes / GIB
+        if not gradients_beside_activations:
+            notes["gradients"] = "one micro-step: the full gradients outgrow the activations they replace"
     elif in_training and not gradients_beside_activations:
         table["gradients"] = 0.0
         notes["gradients"] = "one micro-step: gradients fill in as activations are freed (peak is the activations)"

@@ -219,6 +219,28 @@ def reference_logits(arch: Architecture, settings: RunSettings) -> float:
         settings.logits_dtype_bytes * 2  # the logits and their log-softmax, no backward
 
 
+def gradient_temporary(arch: Architecture, params: ParamCount, settings: RunSettings, layout: Layout) -> Part:
+    """A full fine-tune's largest fresh gradient, alive beside the one it is added to: autograd adds a parameter's
+    new gradient into an existing `.grad` out of place. That happens at the embedding of a tied model (the LM head's
+    gradient is there first) and, with accumulation, at every parameter from the second micro-step; the embedding
+    is the largest."""
+    if settings.peft or not (arch.tie_word_embeddings or settings.gradient_accumulation_steps > 1):
+        return Part(0.0)
+    gradient_bytes = 2 if layout.zero_stage >= 1 else layout.weight_bytes
+    return Part(params.embedding * gradient_bytes, "the embedding's fresh gradient beside the accumulated one")
+
+
+def autocast_weight_copies(arch: Architecture, params: ParamCount, settings: RunSettings, layout: Layout) -> Part:
+    """fp32 weights under bf16 autocast: each matmul casts its weight to 16 bits and autograd keeps the copy for
+    backward: the LM head's always, every layer's without gradient checkpointing (with it, one layer's at a time)."""
+    if not (settings.mixed_precision and layout.weight_bytes == 4) or settings.finetune == "qlora":
+        return Part(0.0)
+    head = params.embedding if arch.tie_word_embeddings else params.lm_head
+    layers = params.linear if not settings.gradient_checkpointing else params.linear / arch.num_hidden_layers
+    return Part((head + layers) * 2 / layout.weight_shards, "16-bit copies of the fp32 weights autocast casts and "
+                "autograd keeps for backward")
+
+
 # --------------------------------------------------------------------------- generation
 def generation_kv_cache(arch: Architecture, settings: RunSettings, layout: Layout) -> float:
     """HF generate: the KV cache of one generation round's sequences, plus its fp32 logits and probabilities."""

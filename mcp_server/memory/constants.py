@@ -12,7 +12,9 @@ LOGITS_BYTES = 9.2
 # backward (4 bytes), and backward holds its gradient and the gradient through the division (4 + 4).
 LOGITS_BYTES_FP32 = 12.0
 CUDA_CONTEXT_GIB = 0.8  # CUDA context, cuBLAS/NCCL workspaces: outside torch's allocator but on the GPU
-ALLOCATOR_SLACK = 0.05  # caching-allocator fragmentation on top of what is live
+# caching-allocator slack on the per-step tensors (max_memory_reserved - max_memory_allocated): fitted on the 15
+# published runs that print both (jsboige/CoursIA QLoRA probes, this project's H200 runs; references/grpo-memory.md)
+ALLOCATOR_SLACK = 0.35
 VLLM_RUNTIME_GIB = 1.0  # vLLM activations, sampler and CUDA graphs inside its memory share
 VLLM_SLEEP_RESIDUAL_GIB = 0.5  # what a sleeping colocated vLLM still holds
 TIGHT_FRACTION = 0.10  # under 10% headroom counts as tight

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
@@ -54,7 +54,6 @@ class RunSettings(BaseModel):
     strategy: str = "auto"  # the launcher's multi-GPU strategy; auto: the plan picks the sharding that fits
     use_liger_kernel: bool = False
     fused_logits: bool = False
-    logits_dtype_bytes: int = 2  # width of the full logits (old TRL): the autocast dtype, else the load dtype
     trl_version: str | None = None  # the TRL the run uses (None: the installed one); older TRLs differ in defaults
     generate_per_micro_step: bool = False  # TRL < 0.18: generation batch = one micro-step's completions
     attn_implementation: str = "sdpa"
@@ -69,6 +68,16 @@ class RunSettings(BaseModel):
     @property
     def peft(self) -> bool:
         return self.finetune in ("lora", "qlora")
+
+    @computed_field
+    @property
+    def logits_dtype_bytes(self) -> int:
+        """Width of the full logits: accelerate's bf16 autocast hands the model's outputs back in fp32
+        (convert_outputs_to_fp32 in Accelerator.prepare_model); DeepSpeed's bf16 engine, which runs without it, and
+        runs without mixed precision give them in the weights' dtype."""
+        if self.mixed_precision and self.zero_stage == 0:
+            return 4
+        return 2 if self.mixed_precision else DTYPE_BYTES.get(self.dtype, 4)
 
     @property
     def seq_len(self) -> int:
@@ -194,8 +203,10 @@ def _version(text: str | None) -> tuple[int, ...]:
     return tuple(parts) or (0,)
 
 
-# The last TRL release whose GRPO history was read for the defaults below (trl git tags v0.14.0 .. v1.9.0).
-LAST_CHECKED_TRL = (1, 9, 0)
+# The last TRL release whose GRPO history was read for the defaults below (trl git tags v0.14.0 .. v1.9.0, the
+# PyPI wheels 1.10.0 .. 1.16.0): the fused LM head (trl.trainer.utils.add_fused_lm_head) arrived in 1.15.0.
+LAST_CHECKED_TRL = (1, 16, 0)
+FUSED_LM_HEAD_SINCE = (1, 15, 0)
 
 
 def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]]:
@@ -204,10 +215,13 @@ def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]
     if version is None:
         return {}, []
     v = _version(version)
-    fields: dict[str, Any] = {"fused_logits": False}
-    said = [f"TRL {version}: the full batch x completion x vocab logits are materialized for the loss (TRL up to "
-            "1.9 has no fused LM head)" + ("" if v <= LAST_CHECKED_TRL else "; releases after 1.9 are not checked, "
-                                            "planned as full logits")]
+    fields: dict[str, Any] = {"fused_logits": FUSED_LM_HEAD_SINCE <= v <= LAST_CHECKED_TRL}
+    if fields["fused_logits"]:
+        said = [f"TRL {version}: log-probs are scored through the fused LM head (from 1.15), no full logits"]
+    else:
+        said = [f"TRL {version}: the full batch x completion x vocab logits are materialized for the loss"
+                + (" (no fused LM head before 1.15)" if v <= LAST_CHECKED_TRL else "; releases after 1.16 are not "
+                   "checked, planned as full logits")]
     if v < (0, 19):
         fields["mixed_precision"] = False
         said.append(f"TRL {version}: bf16 defaults to False (TrainingArguments' default; True from 0.19): fp32 "
@@ -309,9 +323,6 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
         fields.update(strategy=request.strategy, fsdp=request.strategy == "fsdp",
                       zero_stage={"zero2": 2, "zero3": 3}.get(request.strategy, 0))
     settings = RunSettings(**{k: v for k, v in fields.items() if v is not None})
-    # the full logits come out of the LM head in the autocast dtype under mixed precision, else in the load dtype
-    logits_bytes = 2 if settings.mixed_precision else DTYPE_BYTES.get(settings.dtype, 4)
-    settings = settings.model_copy(update={"logits_dtype_bytes": logits_bytes})
     if settings.dtype not in DTYPE_BYTES:
         raise UserInputError("dtype", f"'{settings.dtype}' is not one of {', '.join(DTYPE_BYTES)}")
     return settings
