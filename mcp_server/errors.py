@@ -83,7 +83,8 @@ def validation_message(exc: ValidationError, model: type[BaseModel] | None = Non
         if error["type"] == "extra_forbidden":
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
         else:
-            parts.append(f"{'.'.join(map(str, loc)) or what}: {error['msg']}")
+            message = error["msg"].removeprefix("Value error, ")  # a validator's own sentence, as written
+            parts.append(f"{'.'.join(map(str, loc)) or what}: {message}")
     for owner_loc, names in unknown.items():
         owner = _model_at(model, owner_loc)
         accepted = list(owner.model_fields) if owner else []

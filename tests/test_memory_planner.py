@@ -383,6 +383,9 @@ def test_bad_input_names_the_closest():
     assert err.value.field == "max_completion_length"
     with pytest.raises(UserInputError):
         plan_memory(MemoryPlanRequest(config_path="/nonexistent/config.yaml"))
+    # a release that is not a number would silently plan the oldest TRL's defaults
+    out = run_cli("plan-memory", "--model", "qwen3-8b", "--gpu", "H100", "--trl-version", "latest")
+    assert out.returncode != 0 and "trl_version: 'latest' is not a TRL release number" in out.stderr + out.stdout
 
 
 def test_raw_memory_size_and_server_mode():

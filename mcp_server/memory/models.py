@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from mcp_server.inputs import Name, PathText, Request
 
@@ -92,6 +93,13 @@ class MemoryPlanRequest(Request):
     trl_version: Name | None = Field(
         default=None, description="The TRL release the run uses, when it is not the installed one (e.g. '0.17.0'): its "
         "own defaults (beta, gradient checkpointing, prompt truncation, full logits) are planned.")
+
+    @field_validator("trl_version")
+    @classmethod
+    def _release_number(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"v?\d+\.\d+(\.\d+)?([.+-]?[A-Za-z0-9.]+)?", value.strip()):
+            raise ValueError(f"{value!r} is not a TRL release number; give one like '0.17.0' or '1.16.0'")
+        return value.strip() if value else value
     zero_stage: Literal[0, 1, 2, 3] | None = Field(default=None, description="DeepSpeed ZeRO stage (0: none); default "
                                                                              "from the config's deepspeed.")
     fsdp: bool | None = Field(default=None, description="FSDP full sharding (default from the config's fsdp).")

@@ -171,8 +171,10 @@ def assumptions(settings: RunSettings, config: dict[str, Any], request: MemoryPl
     if settings.fused_logits:
         out.append("log-probs through TRL's fused LM head (add_fused_lm_head in the installed TRL): no full logits")
     elif not settings.use_liger_kernel:
-        out.append(f"full logits of the completion tokens in {8 * settings.logits_dtype_bytes}-bit, kept for the "
-                   "log-softmax backward")
+        why = (" (accelerate's bf16 autocast returns the model's outputs in fp32)"
+               if settings.mixed_precision and settings.logits_dtype_bytes == 4 else "")
+        out.append(f"full logits of the completion tokens in {8 * settings.logits_dtype_bytes}-bit{why}, kept for "
+                   "the log-softmax backward")
     if settings.beta != 0:
         out.append(f"beta={settings.beta:g}: " + ("the reference is the base with adapters disabled (no copy)"
                                                  if settings.peft else "a frozen reference model in the load dtype"))
