@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -257,6 +259,30 @@ def test_reserved_follows_allocated_as_the_published_pairs_do():
     assert len(errors) == 15
     assert abs(statistics.median(errors.values())) <= 0.05, errors
     assert all(abs(e) <= 0.20 for e in errors.values()), errors
+
+
+ACCELERATE_FORWARD = """
+import sys, torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.bfloat16)
+model = Accelerator(mixed_precision="bf16", cpu=True).prepare(model)
+print(model(input_ids=torch.tensor([[1, 2, 3]])).logits.dtype)
+"""
+
+
+def test_logits_are_planned_fp32_because_accelerate_returns_them_so(tiny_model):
+    # the installed accelerate: bf16 weights under its bf16 autocast still hand back fp32 logits (in a subprocess:
+    # an Accelerator is process-wide state)
+    out = subprocess.run([sys.executable, "-c", ACCELERATE_FORWARD, str(tiny_model)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "torch.float32", out.stderr[-2000:]
+    config = {"bf16": True, "model_init_kwargs": {"dtype": "bfloat16"}}
+    older = dict(model=str(tiny_model), gpu="H100", trl_version="1.12.0", prompt_length=64, max_completion_length=64,
+                 validate_levers=False)
+    assert plan_memory(MemoryPlanRequest(**older, config=config)).run["logits_dtype_bytes"] == 4
+    deepspeed = {**config, "deepspeed": {"zero_optimization": {"stage": 2}}}  # DeepSpeed's engine: no autocast
+    assert plan_memory(MemoryPlanRequest(**older, num_gpus=2, config=deepspeed)).run["logits_dtype_bytes"] == 2
 
 
 def test_notebook_oom_point_is_predicted():
