@@ -231,14 +231,16 @@ def gradient_temporary(arch: Architecture, params: ParamCount, settings: RunSett
 
 
 def autocast_weight_copies(arch: Architecture, params: ParamCount, settings: RunSettings, layout: Layout) -> Part:
-    """fp32 weights under bf16 autocast: each matmul casts its weight to 16 bits and autograd keeps the copy for
-    backward: the LM head's always, every layer's without gradient checkpointing (with it, one layer's at a time)."""
-    if not (settings.mixed_precision and layout.weight_bytes == 4) or settings.finetune == "qlora":
+    """fp32 weights under accelerate's bf16 autocast: each matmul casts its weight to 16 bits and autograd keeps the
+    copy for backward: the LM head's always, every layer's without gradient checkpointing (with it, one layer's at a
+    time). DeepSpeed and FSDP hold or gather 16-bit weights themselves; QLoRA's base is 4-bit."""
+    sharded = layout.zero_stage >= 1 or settings.fsdp
+    if not (settings.mixed_precision and layout.weight_bytes == 4) or settings.finetune == "qlora" or sharded:
         return Part(0.0)
     head = params.embedding if arch.tie_word_embeddings else params.lm_head
     layers = params.linear if not settings.gradient_checkpointing else params.linear / arch.num_hidden_layers
-    return Part((head + layers) * 2 / layout.weight_shards, "16-bit copies of the fp32 weights autocast casts and "
-                "autograd keeps for backward")
+    return Part((head + layers) * 2, "16-bit copies of the fp32 weights autocast casts and autograd keeps for "
+                "backward")
 
 
 # --------------------------------------------------------------------------- generation
