@@ -285,6 +285,25 @@ def test_logits_are_planned_fp32_because_accelerate_returns_them_so(tiny_model):
     assert plan_memory(MemoryPlanRequest(**older, num_gpus=2, config=deepspeed)).run["logits_dtype_bytes"] == 2
 
 
+def test_lora_under_zero3_with_vllm_gathers_the_whole_model_for_the_weight_sync():
+    # trl PR #3133: a 72B LoRA run under ZeRO-3 on 8 A100s with a 4-GPU vLLM server ran out of memory syncing weights:
+    # TRL merges the adapters with every parameter gathered at once (trl/generation/vllm_generation.py)
+    run = dict(finetune="lora", dtype="bfloat16", use_vllm=True, vllm_mode="server", vllm_server_gpus=4,
+               strategy="zero3", prompt_length=512, max_completion_length=512, validate_levers=False)
+    big = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-72B-Instruct", gpu="A100", num_gpus=12, **run))
+    parts = {c.name: c.gib for c in big.breakdown}
+    full_bf16 = big.params.total * 2 / GIB
+    assert big.status == "does_not_fit" and big.peak_phase == "generation"
+    assert parts["gathered_for_weight_sync"] + parts["weights"] == pytest.approx(full_bf16, rel=0.05)
+    assert parts["gathered_for_weight_sync"] > big.capacity_gib
+    small = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-7B-Instruct", gpu="A100", num_gpus=12, **run))
+    assert small.fits
+    # a full fine-tune sends one gathered parameter at a time: no whole-model gather
+    full = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-7B-Instruct", gpu="A100", num_gpus=12,
+                                         **{**run, "finetune": "full"}))
+    assert "gathered_for_weight_sync" not in {c.name for c in full.breakdown}
+
+
 def test_notebook_oom_point_is_predicted():
     # The notebook marks Qwen3-14B (4-bit) with this config as OOM on the 14.7 GiB T4.
     plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen3-14B", gpu="T4", config=NOTEBOOK_CONFIG,

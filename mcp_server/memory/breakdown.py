@@ -61,6 +61,7 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     else:
         per_step = max(end_of_backward, forward_backward)
     allocated_once = weights.bytes + reference.bytes + optimizer.bytes + gathered
+    sync_gather = components.peft_sync_gather(params, settings, layout, weights)
 
     # the two phases, each as (allocated once, allocated per step)
     vllm_weights = vllm_kv_cache = 0.0
@@ -77,13 +78,15 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
                                   "of the GPU, preallocated by vLLM")
         vllm_in_training = VLLM_SLEEP_RESIDUAL_GIB * GIB if settings.vllm_enable_sleep_mode else vllm.total
         training_phase = (allocated_once + vllm_in_training, per_step)
-        generation_phase = (allocated_once + vllm.total, 0.0)
+        # the weight sync wakes only vLLM's weights (sleep mode), then generation holds its whole share
+        vllm_at_sync = vllm.weights + VLLM_SLEEP_RESIDUAL_GIB * GIB if settings.vllm_enable_sleep_mode else vllm.total
+        generation_phase = (allocated_once + max(vllm.total, vllm_at_sync + sync_gather.bytes), 0.0)
     elif settings.vllm_server:
         server, vllm_kv_cache, problem = components.vllm_server(params, settings, layout, target)
         if problem:
             problems.append(problem)
         training_phase = (allocated_once, per_step)
-        generation_phase = (allocated_once, 0.0)
+        generation_phase = (allocated_once + sync_gather.bytes, 0.0)
     else:
         generation_kv_cache = components.generation_kv_cache(arch, settings, layout)
         # ZeRO-3/FSDP gathers the whole model for generate
@@ -112,6 +115,7 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
         "autocast_weight_copies": (casts.bytes if in_training else 0.0) / GIB,
         "gradient_temporary": 0.0,
         "generation_kv_cache": (generation_kv_cache if not in_training else 0.0) / GIB,
+        "gathered_for_weight_sync": 0.0,
         "vllm_weights": 0.0,
         "vllm_kv_cache": 0.0,
     }
@@ -134,7 +138,18 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     elif in_training and not gradients_beside_activations:
         table["gradients"] = 0.0
         notes["gradients"] = "one micro-step: gradients fill in as activations are freed (peak is the activations)"
-    if settings.colocated_vllm:
+    at_sync = not in_training and sync_gather.bytes > 0 and (
+        not settings.colocated_vllm or vllm_at_sync + sync_gather.bytes > vllm.total)
+    if at_sync:
+        table["gathered_for_weight_sync"] = sync_gather.bytes / GIB
+        notes["gathered_for_weight_sync"] = sync_gather.note
+    if settings.colocated_vllm and at_sync:
+        table["vllm_weights"] = vllm_at_sync / GIB
+        notes["vllm_weights"] = "woken for the weight sync; the KV cache still asleep" \
+            if settings.vllm_enable_sleep_mode else notes["vllm_weights"]
+        if not settings.vllm_enable_sleep_mode:
+            table["vllm_weights"], table["vllm_kv_cache"] = vllm_weights / GIB, max(vllm_kv_cache, 0) / GIB
+    elif settings.colocated_vllm:
         if not in_training or not settings.vllm_enable_sleep_mode:
             table["vllm_weights"], table["vllm_kv_cache"] = vllm_weights / GIB, max(vllm_kv_cache, 0) / GIB
         else:

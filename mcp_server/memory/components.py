@@ -243,6 +243,16 @@ def autocast_weight_copies(arch: Architecture, params: ParamCount, settings: Run
                 "backward")
 
 
+def peft_sync_gather(params: ParamCount, settings: RunSettings, layout: Layout, weights: Part) -> Part:
+    """LoRA under DeepSpeed ZeRO-3 with vLLM: to merge the adapters before sending the weights to vLLM, TRL gathers
+    every parameter at once on every training GPU (trl/generation/vllm_generation.py, _iter_named_params); full
+    fine-tunes and FSDP gather one parameter or module at a time."""
+    if not (settings.peft and layout.zero_stage == 3 and (settings.colocated_vllm or settings.vllm_server)):
+        return Part(0.0)
+    return Part(weights.bytes * (layout.weight_shards - 1), "LoRA under ZeRO-3: the whole model gathered to merge the "
+                "adapters for the vLLM weight sync")
+
+
 # --------------------------------------------------------------------------- generation
 def generation_kv_cache(arch: Architecture, settings: RunSettings, layout: Layout) -> float:
     """HF generate: the KV cache of one generation round's sequences, plus its fp32 logits and probabilities."""

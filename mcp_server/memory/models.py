@@ -122,8 +122,8 @@ class MemoryPlanRequest(Request):
 
 class MemoryComponent(BaseModel):
     name: str = Field(description="weights, gradients, optimizer_state, reference_model, activations, logits, "
-                      "autocast_weight_copies, gradient_temporary, generation_kv_cache, vllm_weights, vllm_kv_cache "
-                      "or framework_overhead.")
+                      "autocast_weight_copies, gradient_temporary, generation_kv_cache, gathered_for_weight_sync, "
+                      "vllm_weights, vllm_kv_cache or framework_overhead.")
     gib: float = Field(description="GiB on each training GPU at the peak phase.")
     note: str = Field(default="", description="How it was computed.")
 
