@@ -529,6 +529,18 @@ def test_older_trl_defaults_and_the_three_peaks_are_stated():
         assert plan.peak_allocated_gib < plan.peak_reserved_gib < plan.peak_nvidia_smi_gib == plan.peak_gib
 
 
+def test_liger_lever_only_for_the_trl_releases_that_have_its_grpo_loss():
+    # LigerFusedLinearGRPOLoss is in GRPOTrainer from TRL 0.17 to 1.14; 1.15 replaced it with the fused LM head
+    def levers(version):
+        plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen3-8B", gpu="RTX 4090", finetune="qlora",
+                                             trl_version=version, validate_levers=False))
+        assert not plan.fits
+        return {lv.name for lv in plan.levers}
+
+    assert "chunked_loss" in levers("0.17.0") and "chunked_loss" in levers("1.14.0")
+    assert "chunked_loss" not in levers("0.16.0") | levers("1.15.0") | levers(None)
+
+
 def test_shorter_completions_only_when_the_inspection_allows(tmp_path):
     run = tmp_path / "runs" / "2026-01-01-x"
     (run / "train").mkdir(parents=True)

@@ -209,6 +209,18 @@ LAST_CHECKED_TRL = (1, 16, 0)
 FUSED_LM_HEAD_SINCE = (1, 15, 0)
 
 
+LIGER_GRPO_LOSS = ((0, 17, 0), (1, 15, 0))  # LigerFusedLinearGRPOLoss in GRPOTrainer: from 0.17, gone in 1.15
+
+
+def has_liger_grpo_loss(settings: RunSettings) -> bool:
+    """Whether the run's TRL can score GRPO through Liger's chunked loss (use_liger_kernel); the installed 1.16 uses
+    its fused LM head instead."""
+    if settings.trl_version is None:
+        return False
+    first, gone = LIGER_GRPO_LOSS
+    return first <= _version(settings.trl_version) < gone
+
+
 def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]]:
     """The memory-relevant defaults of a TRL release older than the installed one, read from TRL's history:
     (RunSettings fields, what they assume). The installed TRL's own defaults are RunSettings' defaults."""
