@@ -535,10 +535,13 @@ def test_liger_lever_only_for_the_trl_releases_that_have_its_grpo_loss():
         plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen3-8B", gpu="RTX 4090", finetune="qlora",
                                              trl_version=version, validate_levers=False))
         assert not plan.fits
-        return {lv.name for lv in plan.levers}
+        return {lv.name: lv for lv in plan.levers}
 
     assert "chunked_loss" in levers("0.17.0") and "chunked_loss" in levers("1.14.0")
-    assert "chunked_loss" not in levers("0.16.0") | levers("1.15.0") | levers(None)
+    assert "chunked_loss" not in {**levers("0.16.0"), **levers("1.15.0"), **levers(None)}
+    # the field's name in each release: use_liger_loss before 0.25
+    assert levers("0.17.0")["chunked_loss"].patch == {"use_liger_loss": True}
+    assert levers("0.26.0")["chunked_loss"].patch == {"use_liger_kernel": True}
 
 
 def test_shorter_completions_only_when_the_inspection_allows(tmp_path):

@@ -16,7 +16,7 @@ from mcp_server.memory.breakdown import Breakdown, compute_breakdown
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, apply_config_patch, has_liger_grpo_loss
+from mcp_server.memory.settings import RunSettings, Target, apply_config_patch, has_liger_grpo_loss, liger_field
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.validate import validate_values
@@ -127,7 +127,7 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                     "training step).", {"gradient_checkpointing": True}))
     if not (settings.fused_logits or settings.use_liger_kernel) and has_liger_grpo_loss(settings):
         out.append(("chunked_loss", "Liger's chunked GRPO loss: never materialize batch x length x vocab logits.",
-                    {"use_liger_kernel": True}))
+                    {liger_field(settings): True}))
     if settings.beta != 0 and not settings.peft:
         out.append(("beta_zero", "beta=0 (TRL's default): no reference model in memory; no KL term.", {"beta": 0.0}))
     if settings.finetune == "full":

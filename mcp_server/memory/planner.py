@@ -148,6 +148,9 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
         notes.append("MoE experts are fused 3-D tensors in transformers 5: bitsandbytes leaves them unquantized")
     if settings.finetune == "qlora" and settings.use_vllm:
         notes.append("vLLM serves the merged bf16 policy: its weights are planned at 2 bytes per parameter")
+    if settings.trl_version:
+        notes.append(f"the levers are checked by the installed TRL's rules, not TRL {settings.trl_version}'s: a field "
+                     "only that release has (use_liger_loss before 0.25) shows as unknown")
     if arch.extra_params:
         notes.append(f"{arch.extra_params/1e6:.0f}M parameters outside the text decoder (vision tower) are loaded "
                      "and counted")

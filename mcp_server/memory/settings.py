@@ -210,6 +210,12 @@ FUSED_LM_HEAD_SINCE = (1, 15, 0)
 
 
 LIGER_GRPO_LOSS = ((0, 17, 0), (1, 15, 0))  # LigerFusedLinearGRPOLoss in GRPOTrainer: from 0.17, gone in 1.15
+LIGER_FIELD_RENAMED = (0, 25, 0)  # GRPOConfig.use_liger_loss before 0.25, use_liger_kernel from 0.25
+
+
+def liger_field(settings: RunSettings) -> str:
+    """The GRPOConfig field that turns on Liger's GRPO loss in the run's TRL."""
+    return "use_liger_loss" if _version(settings.trl_version) < LIGER_FIELD_RENAMED else "use_liger_kernel"
 
 
 def has_liger_grpo_loss(settings: RunSettings) -> bool:
@@ -294,6 +300,8 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
     for key in _CONFIG_FIELDS:
         if config.get(key) is not None:
             fields[key] = config[key]
+    if config.get("use_liger_loss") and not config.get("use_liger_kernel"):  # its name in TRL 0.17 to 0.24
+        fields["use_liger_kernel"] = True
     if fields.get("max_steps") is not None and int(fields["max_steps"]) <= 0:
         fields.pop("max_steps")
     init = config.get("model_init_kwargs") or {}
@@ -368,6 +376,8 @@ def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSetti
             update["zero_stage"] = zero_stage_of(value)
             update["offload_optimizer"] = offloads_optimizer(value)
             update["strategy"] = f"zero{update['zero_stage']}"
+        elif key == "use_liger_loss":
+            update["use_liger_kernel"] = value
         elif key in RunSettings.model_fields:
             update[key] = value
     return settings.model_copy(update=update)
