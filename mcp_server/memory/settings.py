@@ -215,7 +215,8 @@ LIGER_FIELD_RENAMED = (0, 25, 0)  # GRPOConfig.use_liger_loss before 0.25, use_l
 
 def liger_field(settings: RunSettings) -> str:
     """The GRPOConfig field that turns on Liger's GRPO loss in the run's TRL."""
-    return "use_liger_loss" if _version(settings.trl_version) < LIGER_FIELD_RENAMED else "use_liger_kernel"
+    old = settings.trl_version is not None and _version(settings.trl_version) < LIGER_FIELD_RENAMED
+    return "use_liger_loss" if old else "use_liger_kernel"
 
 
 def has_liger_grpo_loss(settings: RunSettings) -> bool:
