@@ -143,12 +143,9 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     if at_sync:
         table["gathered_for_weight_sync"] = sync_gather.bytes / GIB
         notes["gathered_for_weight_sync"] = sync_gather.note
-    if settings.colocated_vllm and at_sync:
+    if settings.colocated_vllm and at_sync and settings.vllm_enable_sleep_mode:
         table["vllm_weights"] = vllm_at_sync / GIB
-        notes["vllm_weights"] = "woken for the weight sync; the KV cache still asleep" \
-            if settings.vllm_enable_sleep_mode else notes["vllm_weights"]
-        if not settings.vllm_enable_sleep_mode:
-            table["vllm_weights"], table["vllm_kv_cache"] = vllm_weights / GIB, max(vllm_kv_cache, 0) / GIB
+        notes["vllm_weights"] = "woken for the weight sync; the KV cache still asleep"
     elif settings.colocated_vllm:
         if not in_training or not settings.vllm_enable_sleep_mode:
             table["vllm_weights"], table["vllm_kv_cache"] = vllm_weights / GIB, max(vllm_kv_cache, 0) / GIB
