@@ -297,17 +297,14 @@ def rule_entropy(ctx: Ctx) -> list[DiagnosisFinding]:
     if early <= 0 or late > ENTROPY_DROP * early or (len(entropy) < 4 and not severe):
         return []
     patch = ctx.variant_patch("dapo") if not severe else ctx.divergence_patch()
+    evidence = [Evidence(metric="entropy", step=step, value=value) for step, value in (entropy[0], entropy[-1])]
     if severe:
-        return [finding("entropy_collapse", "error",
-                        [Evidence(metric="entropy", step=entropy[0][0], value=entropy[0][1]),
-                         Evidence(metric="entropy", step=entropy[-1][0], value=entropy[-1][1])],
+        return [finding("entropy_collapse", "error", evidence,
                         f"Policy entropy fell from {early:.3g} to {late:.3g}: the policy has become deterministic, "
                         "every sample of a group is the same, so nothing is left to learn. A fall this steep within "
                         "a few logs is an update that broke the model, not slow convergence: lower the learning rate "
                         "(the patch) and restart from a checkpoint saved before the fall.", patch)]
-    return [finding("entropy_collapse", "warning",
-                    [Evidence(metric="entropy", step=entropy[0][0], value=entropy[0][1]),
-                     Evidence(metric="entropy", step=entropy[-1][0], value=entropy[-1][1])],
+    return [finding("entropy_collapse", "warning", evidence,
                     f"Policy entropy fell from {early:.3g} to {late:.3g}: samples become near-identical and "
                     "exploration "
                     "stops. The DAPO variant's clip-higher (epsilon_high 0.28) keeps low-probability tokens explorable "
