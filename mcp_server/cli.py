@@ -149,6 +149,14 @@ def _parse_ids(value: str | None, field: str) -> list[int]:
     return ids
 
 
+def _human_trajectories(r) -> str:
+    calls = ", ".join(f"{n} {status}" for status, n in r.tool_calls.items()) or "none"
+    return "\n".join([f"Rolled out {r.num_trajectories} trajectories through TRL's tool loop in {r.seconds:.1f}s",
+                      f"  trajectories: {r.trajectories_path}", f"  tool calls:   {calls}",
+                      *[f"  {c.severity.upper()} {c.code} ({c.count}): {c.message}" for c in r.codes],
+                      f"  next:         {r.next_step}"])
+
+
 def _human_samples(r) -> str:
     return "\n".join(
         [
@@ -539,6 +547,13 @@ COMMANDS = [
         "sample-completions", "Sample n completions per prompt into <run>/inspection/samples.jsonl.",
         "mcp_server.inspection.sampling:sample_completions", _human_samples, request=INSPECTION + "SampleRequest",
         flags={"run": RUN},
+    ),
+    Command(
+        "sample-trajectories", "Agentic runs: roll out a batch through TRL's tool loop into "
+        "<run>/inspection/trajectories.jsonl and name what is wrong.",
+        "mcp_server.inspection.trajectories:sample_trajectories", _human_trajectories,
+        lambda r: not any(c.severity == "error" for c in r.codes),
+        "mcp_server.inspection.trajectory_models:TrajectoryRequest", flags={"run": RUN},
     ),
     Command(
         "inspect-rewards", "Score the samples with the run's rewards and write inspection/review.md.",

@@ -41,7 +41,7 @@ from mcp_server.evaluation.models import (
     PromotionResult,
 )
 from mcp_server.inputs import NoArguments
-from mcp_server.inspection import gate, review, sampling
+from mcp_server.inspection import gate, review, sampling, trajectories
 from mcp_server.inspection.models import (
     GateRequest,
     GateResult,
@@ -52,6 +52,7 @@ from mcp_server.inspection.models import (
     VerdictRequest,
     VerdictResult,
 )
+from mcp_server.inspection.trajectory_models import TrajectoryRequest, TrajectoryResult
 from mcp_server.memory import planner
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
 from mcp_server.recipe import validate
@@ -206,6 +207,15 @@ def sample_completions(request: SampleRequest, report: Report) -> SampleResult:
     """Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
     default) and store them in <run>/inspection/samples.jsonl for reward inspection."""
     return sampling.sample_completions(request, report=report)
+
+
+@tool()
+def sample_trajectories(request: TrajectoryRequest, report: Report) -> TrajectoryResult:
+    """Agentic runs: roll out a batch through TRL's own tool loop with the run's trainer (model, template,
+    environment, tools, budget) into <run>/inspection/trajectories.jsonl, and name what is wrong by code with
+    counts (unparsed calls, tool failures, results dropped by the budget, turn cap, mask, group starts, replay,
+    state kept across reset, rewards for unseen results)."""
+    return trajectories.sample_trajectories(request, report=report)
 
 
 @tool()

@@ -48,6 +48,7 @@ from mcp_server.training.stability_rules import (
     rule_reward_none,
     rule_sampler_mismatch,
 )
+from mcp_server.training.tool_rules import rule_tool_calls, rule_tool_failures
 from mcp_server.training.models import DiagnoseRequest, Diagnosis, DiagnosisFinding
 from mcp_server.recipe.models import default_rewards
 from mcp_server.recipe.validate import validate_values
@@ -86,13 +87,16 @@ CODES: dict[str, str] = {
     "length_reward_correlation": "completion length rises with the reward (-> Dr.GRPO)",
     "possible_reward_hacking": "one reward component climbs while correctness (or KL) says otherwise",
     "loss_near_zero_expected": "GRPO loss near zero at the start: normal, not a bug (info)",
+    "tool_calls_collapsing": "an agentic run's tool calls per rollout fell to under a quarter of their start",
+    "tool_failures_rising": "an agentic run's share of failing tool calls rose past half",
 }
 
 RULES: list[Callable[[Ctx], list[DiagnosisFinding]]] = [
     rule_environment, rule_reward_errors, rule_reward_none, rule_never_terminate, rule_truncated,
     rule_length_collapse, rule_sampler_mismatch, rule_importance_ratio, rule_moe_router, rule_moe, rule_fp16,
     rule_learning_rate, rule_entropy_rising, rule_entropy, rule_grad_spike, rule_nan, rule_kl, rule_no_signal,
-    rule_reward_falling, rule_flat, rule_length, rule_hacking, rule_loss_near_zero,
+    rule_reward_falling, rule_flat, rule_length, rule_hacking, rule_loss_near_zero, rule_tool_calls,
+    rule_tool_failures,
 ]
 
 TRIAGE_FILE = Path("references") / "failure-triage.md"

@@ -23,12 +23,14 @@ from mcp_server.training.diagnosis_context import Ctx
 from mcp_server.training.metric_rules import rule_entropy, rule_kl, rule_nan
 from mcp_server.training.metrics import LoadedRun, normalize_row
 from mcp_server.training.stability_rules import rule_entropy_rising, rule_sampler_mismatch
+from mcp_server.training.tool_rules import rule_tool_calls, rule_tool_failures
 from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import atomic_write_json
 
 MODES = ("off", "warn", "stop")
 WINDOW = 64  # logged rows the live rules read
-HARD_RULES = (rule_nan, rule_kl, rule_entropy, rule_entropy_rising, rule_sampler_mismatch)
+HARD_RULES = (rule_nan, rule_kl, rule_entropy, rule_entropy_rising, rule_sampler_mismatch, rule_tool_calls,
+              rule_tool_failures)
 NO_CHECKPOINT = {"nan_loss"}  # the weights after a non-finite update are not worth saving
 
 
