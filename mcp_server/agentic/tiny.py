@@ -87,6 +87,18 @@ class StickyVaultEnv(VaultEnv):
             self.opened = []
 
 
+class VerboseVaultEnv(VaultEnv):
+    """Defect with a small budget: the code comes inside a long report, longer than the budget left after the call."""
+
+    def open_vault(self, number: int) -> str:
+        """Open a vault and read the code inside.
+
+        Args:
+            number: The vault's number.
+        """
+        return "The vault opens onto a long corridor of shelves. " * 4 + vault_code(int(number))
+
+
 class HangingVaultEnv(VaultEnv):
     """Defect: the tool never returns (stands in for a stuck sandbox or service)."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.inspection.trajectory_models import TrajectoryCode, TrajectoryRequest, TrajectoryResult
 from mcp_server.inspection.trajectory_review import call_statuses, review
+from mcp_server.model_ref import small_model_threads
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
@@ -119,25 +120,24 @@ def _rollout(trainer, inputs: list[dict]) -> tuple[dict, dict]:
     return output, seen
 
 
-def sample_here(request: TrajectoryRequest, report: Report = silent) -> TrajectoryResult:
-    """sample_trajectories in this (the training) interpreter."""
+def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> dict:
+    """One batch of the run's training through TRL's loop: its records, codes and what TRL logged."""
     from transformers import set_seed
 
     from mcp_server.inspection.trajectory_probes import probe_environments
 
-    run = Run(Path(request.run))
-    started = time.perf_counter()
     report(0, 3, "building the run's trainer (train/train.py)")
     with tempfile.TemporaryDirectory(prefix="trajectories-") as scratch:
         trainer = _build_trainer(run, scratch)
         dataset = trainer.train_dataset
-        k = min(request.num_prompts, len(dataset))
-        picks = sorted(random.Random(request.seed).sample(range(len(dataset)), k))
+        k = min(num_prompts, len(dataset))
+        picks = sorted(random.Random(seed).sample(range(len(dataset)), k))
         group = trainer.num_generations
         inputs = [dict(dataset[i]) for i in picks for _ in range(group)]
-        set_seed(request.seed)
+        set_seed(seed)
         report(1, 3, f"rolling out {k} prompts x {group} through TRL's tool loop")
-        output, seen = _rollout(trainer, inputs)
+        with small_model_threads(trainer.model):
+            output, seen = _rollout(trainer, inputs)
     names = [getattr(t, "__name__", "") for t in trainer.tools]
     ids_rows, masks = output["completion_ids"].tolist(), output["completion_mask"].tolist()
     tool_masks = output["tool_mask"].tolist() if "tool_mask" in output else [[1] * len(r) for r in ids_rows]
@@ -145,29 +145,49 @@ def sample_here(request: TrajectoryRequest, report: Report = silent) -> Trajecto
     for i, row in enumerate(inputs):
         length = sum(masks[i])
         rewards = {name: seen["rewards"][i][j] for j, name in enumerate(trainer.reward_func_names)}
-        records.append(_record(trainer, i, row, seen["prompts"][i], seen["completions"][i], ids_rows[i][:length],
-                               tool_masks[i][:length], rewards, names))
-        records[-1]["group"] = i // group
-        records[-1]["advantage"] = float(output["advantages"][i])
+        records.append({**_record(trainer, i, row, seen["prompts"][i], seen["completions"][i], ids_rows[i][:length],
+                                  tool_masks[i][:length], rewards, names),
+                        "group": i // group, "row_index": picks[i // group],
+                        "advantage": float(output["advantages"][i])})
     report(2, 3, "probing the environments (replay, reset)")
     probes = probe_environments(trainer, inputs, records, group) if trainer.environment_factories else {}
-    codes = review(records, probes, trainer.max_tool_calling_iterations)
-    lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
-    path = atomic_write_text(run.trajectories, lines)
     metrics = {k_: v[-1] for k_, v in trainer._metrics["train"].items() if k_.startswith("tools/")}
+    eos = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
+    for record in records:
+        record["truncated"] = not record["completion_ids"] or record["completion_ids"][-1] not in eos
+    return {"records": records, "probes": probes, "metrics": metrics, "num_prompts": k, "group": group,
+            "codes": review(records, probes, trainer.max_tool_calling_iterations), "dataset_rows": len(dataset)}
+
+
+def write_trajectories(run: Run, batch: dict, seed: int) -> tuple[Path, dict]:
+    """inspection/trajectories.jsonl and its .meta.json; (path, tool calls by status)."""
+    records = batch["records"]
+    path = atomic_write_text(run.trajectories,
+                             "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
     statuses: dict[str, int] = {}
     for record in records:
         for call in record["calls"]:
             statuses[call["status"]] = statuses.get(call["status"], 0) + 1
     atomic_write_json(run.trajectories.with_suffix(".meta.json"),
-                      {"num_prompts": k, "num_generations": group, "seed": request.seed, "tool_calls": statuses,
-                       "codes": [c.model_dump() for c in codes], "probes": probes, "trl_metrics": metrics})
-    errors = [c for c in codes if c.severity == "error"]
-    next_step = ("Read inspection/trajectories.jsonl; fix what the codes name, then sample again." if errors else
-                 "Trajectories are clean: inspect the rewards (sample_completions on this run writes them from "
-                 "these rollouts), then record the verdict.")
-    return TrajectoryResult(run_dir=str(run.dir), trajectories_path=str(path), num_trajectories=len(records),
-                            tool_calls=statuses, codes=codes, trl_metrics=metrics,
+                      {"num_prompts": batch["num_prompts"], "num_generations": batch["group"], "seed": seed,
+                       "tool_calls": statuses, "codes": [c.model_dump() for c in batch["codes"]],
+                       "probes": batch["probes"], "trl_metrics": batch["metrics"]})
+    return path, statuses
+
+
+def sample_here(request: TrajectoryRequest, report: Report = silent) -> TrajectoryResult:
+    """sample_trajectories in this (the training) interpreter."""
+    run = Run(Path(request.run))
+    started = time.perf_counter()
+    batch = rollout(run, request.num_prompts, request.seed, report)
+    path, statuses = write_trajectories(run, batch, request.seed)
+    codes = batch["codes"]
+    next_step = ("Read inspection/trajectories.jsonl; fix what the codes name, then sample again."
+                 if any(c.severity == "error" for c in codes) else
+                 "Trajectories are clean: sample_completions on this run draws the reviewed samples from the same "
+                 "loop; then inspect_rewards and record the verdict.")
+    return TrajectoryResult(run_dir=str(run.dir), trajectories_path=str(path), num_trajectories=len(batch["records"]),
+                            tool_calls=statuses, codes=codes, trl_metrics=batch["metrics"],
                             seconds=round(time.perf_counter() - started, 3), next_step=next_step)
 
 
