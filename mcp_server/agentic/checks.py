@@ -104,7 +104,9 @@ def _placeholder_arguments(fn) -> dict:
 
 
 def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
-    limit = values.get("max_completion_length") or 256
+    from trl import GRPOConfig
+
+    limit = values.get("max_completion_length") or GRPOConfig.__dataclass_fields__["max_completion_length"].default
     found = []
     if values.get("max_tool_calling_iterations") is None:
         found.append(_finding("agentic_unlimited_turns", "max_tool_calling_iterations", "warning",

@@ -155,6 +155,8 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
     eos = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
     for record in records:
         record["truncated"] = not record["completion_ids"] or record["completion_ids"][-1] not in eos
+        if record["truncated"] and trainer.mask_truncated_completions and not record["loss_tokens"]:
+            record["mask_is_tool_results"] = True  # mask_truncated_completions masks the whole rollout, by design
     return {"records": records, "probes": probes, "metrics": metrics, "num_prompts": k, "group": group,
             "codes": review(records, probes, trainer.max_tool_calling_iterations), "dataset_rows": len(dataset)}
 
