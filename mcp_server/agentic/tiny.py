@@ -21,13 +21,13 @@ from pathlib import Path
 from mcp_server.model_ref import small_model_threads
 from mcp_server.tiny import cache_root, init_weights, write_jsonl
 
-AGENTIC_VERSION = "2"
+AGENTIC_VERSION = "4"
 SYSTEM_PROMPT = "Find the code. Call open_vault, then give only the code in <answer>...</answer>."
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MODEL_ARCH = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True)
 VOCAB = 320
-SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 300, 16, 3e-3, 0
+SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 150, 16, 3e-3, 0  # the call format (and the broken tag) at T=1
 
 
 def vault_code(number: int) -> str:
@@ -119,11 +119,11 @@ def make_row(number: int, broken: bool = False) -> dict:
             "answer": vault_code(number)}
 
 
-def split_rows(count: int = 500, held_out: float = 0.2, broken: bool = False) -> tuple[list[dict], list[dict]]:
-    """Train and held-out vault questions, disjoint by number."""
+def split_rows(count: int = 500, broken: bool = False) -> tuple[list[dict], list[dict]]:
+    """Train and held-out vault questions, disjoint by number: every fifth number is held out (the same digits
+    in the same places as the training numbers; only the codes are new)."""
     rows = [make_row(n, broken) for n in range(count)]
-    cut = int(count * (1 - held_out))
-    return rows[:cut], rows[cut:]
+    return [r for n, r in enumerate(rows) if n % 5 != 4], [r for n, r in enumerate(rows) if n % 5 == 4]
 
 
 def write_rows(rows: list[dict], path: Path) -> Path:
