@@ -603,8 +603,9 @@ COMMANDS = [
     ),
     Command(
         "diagnose-run", "Diagnose a training run from its metrics (run dir, progress.jsonl, trainer_state.json, "
-        "CSV/JSONL export) and log. Exit 0 when healthy, 1 with problems.", "mcp_server.training.diagnose:diagnose_run",
-        _human_diagnosis, lambda r: r.healthy, TRAINING + "DiagnoseRequest", flags={
+        "CSV/JSONL export) and log. Exit 0 when healthy, 1 with problems.",
+        "mcp_server.diagnosis.diagnose:diagnose_run",
+        _human_diagnosis, lambda r: r.healthy, "mcp_server.diagnosis.models:DiagnoseRequest", flags={
             "source": Flag("source"),
             "config_path": Flag("--config"),
             "log_path": Flag("--log"),

@@ -59,10 +59,10 @@ from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequ
 from mcp_server.reporting import Report
 from mcp_server.rewards import registry
 from mcp_server.rewards.models import RewardCatalog
-from mcp_server.training import diagnose, environment, launch, prepare, status
+from mcp_server.diagnosis import diagnose
+from mcp_server.diagnosis.models import DiagnoseRequest, Diagnosis
+from mcp_server.training import environment, launch, prepare, status
 from mcp_server.training.models import (
-    DiagnoseRequest,
-    Diagnosis,
     EnvironmentReport,
     EnvironmentRequest,
     LaunchRequest,

@@ -26,8 +26,8 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.training.diagnose import CODES, diagnose, diagnose_run
-from mcp_server.training.models import DiagnoseRequest
+from mcp_server.diagnosis.diagnose import CODES, diagnose, diagnose_run
+from mcp_server.diagnosis.models import DiagnoseRequest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -250,7 +250,7 @@ def test_healthy_run_completes_and_earns_no_config_finding(runs):
 
 
 def test_real_runs_log_every_metric_the_rules_read(runs):
-    from mcp_server.training.metrics import load_run
+    from mcp_server.diagnosis.metrics import load_run
 
     for name in ("healthy", "length", "constant"):
         logged = load_run(runs[name]).metric_names()
@@ -284,7 +284,10 @@ def test_nan_run_names_nan_and_fp16_comes_first(runs, tmp_path):
     d16 = diagnose(runs["nan"], config=tmp_path / "config.yaml")
     assert d16.findings[0].code == "fp16_divergence" and d16.findings[0].severity == "error"
     assert d16.findings[0].patch == {"fp16": False, "bf16": True}
-    assert "bf16" in by_code(d16, "nan_loss").patch
+    # The NaN is an effect: it names its root cause and carries no patch of its own; the rate also fits.
+    nan16 = by_code(d16, "nan_loss")
+    assert nan16.caused_by == "fp16_divergence" and nan16.patch == {} and "lr_out_of_range" in nan16.other_causes
+    assert "lr_out_of_range" in d16.findings[0].other_causes and d16.findings[0].read_samples_at == nan16.onset
     assert_patches_validate(d16)
 
 
@@ -449,13 +452,34 @@ def test_length_reward_correlation_and_reward_hacking(tmp_path, tiny_model):
     rows = [{k: v for k, v in r.items() if not k.startswith("rewards/format_reward")} for r in rows]
     d = diagnose_series(tmp_path, rows, validate=True, model_name_or_path=str(tiny_model))
     assert {"length_reward_correlation", "possible_reward_hacking"} <= set(codes(d))
-    assert by_code(d, "length_reward_correlation").patch["loss_type"] == "dr_grpo"
+    assert by_code(d, "length_reward_correlation").patch == {}  # the dapo loss has no length bias: fix the reward
+    grpo = diagnose_series(tmp_path, rows, validate=True, model_name_or_path=str(tiny_model), loss_type="grpo")
+    assert by_code(grpo, "length_reward_correlation").patch["loss_type"] == "dr_grpo"
     hacking = by_code(d, "possible_reward_hacking")
     assert "length_reward" in hacking.explanation and "correctness_reward" in hacking.explanation
     assert_patches_validate(d)
     # The same climb in length without a rising reward is not the length bias.
-    flat = with_series(rows, "reward", [0.5] * 8)
+    flat = with_series(with_series(rows, "reward", [0.5] * 8), "rewards/length_reward/mean", [0.5] * 8)
     assert "length_reward_correlation" not in codes(diagnose_series(tmp_path, flat))
+
+
+def test_exact_metrics_reasoning_longer_is_not_length_bias(tmp_path):
+    """Issue 20: an R1-like run, whose completions grow while correctness rises (TRL 1.16's rewards/<name>/mean),
+    got length_reward_correlation with a Dr.GRPO patch even on a dapo config. Learning to reason longer is not a
+    finding; the same growth paid by a length reward with correctness flat is, with no config patch on dapo."""
+    n = 12
+    lengths = [40.0 + 8 * i for i in range(n)]
+    rows = with_series(healthy_rows(n), "completions/mean_length", lengths)
+    rows = with_series(rows, "completions/mean_terminated_length", lengths)
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.2 + 0.05 * i for i in range(n)])
+    rows = with_series(rows, "reward", [1.1 + 0.05 * i for i in range(n)])
+    healthy = diagnose_series(tmp_path, rows, max_completion_length=256)
+    assert healthy.healthy, healthy.findings
+    paid = with_series(rows, "rewards/correctness_reward/mean", [0.3] * n)
+    paid = with_series(paid, "rewards/format_reward/mean", [x / 200 for x in lengths])
+    d = diagnose_series(tmp_path, paid, max_completion_length=256)
+    f = by_code(d, "length_reward_correlation")
+    assert f.patch == {} and "rewards/format_reward/mean" in f.explanation and "correctness" in f.explanation
 
 
 def test_nan_and_huge_learning_rate_series(tmp_path):
@@ -669,7 +693,7 @@ def test_garbage_is_an_error_never_a_clean_bill(tmp_path):
     (tmp_path / "words.csv").write_text("loss,reward\nabc,def\n")
     for name, words in [("binary.csv", "binary file"), ("empty.jsonl", "no logged training step"),
                         ("list.json", "no logged training step"), ("deep.json", "nested too deeply"),
-                        ("deep.jsonl", "nested too deeply"), ("words.csv", "no logged training step")]:
+                        ("deep.jsonl", "nested too deeply"), ("words.csv", "metric 'loss' is a str 'abc'")]:
         with pytest.raises(UserInputError) as err:
             diagnose(tmp_path / name, validate_patches=False)
         assert err.value.field == "source" and words in str(err.value), (name, str(err.value))
@@ -722,7 +746,12 @@ def test_exact_metrics_vllm_divergence_is_named_not_reward_flat(tmp_path):
     assert codes(d)[0] == "sampler_mismatch" and d.findings[0].severity == "error"
     assert {"importance_ratio_blowup", "entropy_rising", "reward_falling"} <= set(codes(d)), codes(d)
     assert "reward_flat" not in codes(d)
-    assert codes(d).index("importance_ratio_blowup") < codes(d).index("entropy_rising")  # mismatch before its effects
+    # The mismatch shows first (step 2) and explains entropy; the clipping (num_iterations 2) appears later, after
+    # the entropy rise it cannot have caused, and fits the falling reward too: both say so.
+    entropy, mismatch = by_code(d, "entropy_rising"), by_code(d, "sampler_mismatch")
+    assert entropy.caused_by == "sampler_mismatch" and entropy.patch == {} and entropy.onset > mismatch.onset
+    assert "importance_ratio_blowup" in mismatch.other_causes
+    assert "read the samples at step" in mismatch.explanation.lower()
     assert by_code(d, "importance_ratio_blowup").patch == {"num_iterations": 1}
     assert by_code(d, "entropy_rising").severity == "error"
     for f in d.findings:  # never a higher learning rate on a run whose correctness falls
@@ -859,15 +888,26 @@ def test_exact_metrics_entropy_collapse_in_two_logs_is_an_error(tmp_path):
     assert f.severity == "error" and f.patch.get("learning_rate", 1) < SERIES_CONFIG["learning_rate"]
 
 
-def test_triage_order_is_read_from_the_reference():
-    from mcp_server.training.diagnose import triage_order
+def test_triage_order_is_data_and_the_markdown_follows_it():
+    """One triage order, declared in diagnosis/registry.py: references/failure-triage.md writes it out exactly
+    (the numbered list is the registry's triage_markdown()), and the GRPO skill, the training-engineer agent and
+    /finetune cite its families in the same order, with no packing step."""
+    from mcp_server.diagnosis.registry import FAMILIES, REGISTRY, TRIAGE_ORDER, triage_markdown
 
-    order = triage_order()
-    assert set(order) == set(CODES), set(CODES) ^ set(order)
-    triage = (Path(__file__).parents[1] / "references" / "failure-triage.md").read_text()
-    assert "packing" not in triage.split("## The order of triage", 1)[1].split("\n## ", 1)[0].replace("no packing", "")
-    assert order["sampler_mismatch"] < order["entropy_rising"] < order["no_reward_signal"]
-    assert order["completions_never_terminate"] < order["no_reward_signal"]
+    assert set(TRIAGE_ORDER) == set(CODES) == set(REGISTRY)
+    assert TRIAGE_ORDER["sampler_mismatch"] < TRIAGE_ORDER["entropy_rising"] < TRIAGE_ORDER["no_reward_signal"]
+    assert TRIAGE_ORDER["completions_never_terminate"] < TRIAGE_ORDER["no_reward_signal"]
+    root = Path(__file__).parents[1]
+    triage = (root / "references" / "failure-triage.md").read_text()
+    section = triage.split("## The order of triage", 1)[1].split("\n## ", 1)[0]
+    assert triage_markdown() in section, "regenerate the list from mcp_server.diagnosis.registry.triage_markdown()"
+    headings = [heading for _, heading in FAMILIES]
+    for path in ("skills/grpo-rlvr-training/SKILL.md", "agents/llm-finetuning-training-engineer.md",
+                 "commands/finetune.md", "references/failure-triage.md"):
+        text = (root / path).read_text()
+        assert "packing" not in text.lower().replace("no packing", ""), path
+        found = [text.find(f"**{h}**") for h in headings]
+        assert -1 not in found and found == sorted(found), (path, dict(zip(headings, found)))
 
 
 

@@ -309,8 +309,8 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     record = json.loads((run_dir / "run.json").read_text())
     assert record["state"] == "succeeded" and record["history"][-1]["state"] == "stopped"
     # Health flags are the diagnosis rules' findings on the same metrics.
-    from mcp_server.training.diagnose import diagnose_run
-    from mcp_server.training.models import DiagnoseRequest
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.diagnosis.models import DiagnoseRequest
 
     expected = [f.code for f in diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False)).findings]
     assert [f.code for f in done.health] == expected and (expected or done.health_note)

@@ -105,21 +105,50 @@ def metrics_file_in(folder: Path) -> Path | None:
 
 
 # ---------------------------------------------------------------- parsing values and rows
+# TRL computes its metrics in float32 tensors: a logged value beyond float32's range is an overflow, read as an
+# infinity (a divergence finding), never as a number the rules' sums and fits would overflow on.
+FLOAT32_MAX = 3.4028234663852886e38
+# Metric names the rules read, and the prefixes of TRL's metric families: a value of another type there (a list,
+# an object, a word) is bad input, named, never skipped into a clean bill.
+METRIC_NAMES = {"loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl",
+                "entropy", "aux_loss"}
+METRIC_PREFIXES = ("rewards/", "completions/", "clip_ratio/", "sampling/")
+
+
 def to_number(value) -> float | None:
-    """A logged value as a float; None when missing or not numeric ('nan'/'inf' stay non-finite floats)."""
+    """A logged value as a float; None when missing or not numeric ('nan'/'inf' stay non-finite floats). A value
+    beyond float32's range (1e308, a 4000-digit integer) is an infinity of its sign."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
     if isinstance(value, str):
         text = value.strip()
         if not text or text.lower() in ("none", "null"):
             return None
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
             return None
+    if isinstance(value, int):
+        if abs(value) <= FLOAT32_MAX:
+            return float(value)
+        return math.inf if value > 0 else -math.inf
+    if isinstance(value, float):
+        return value if not math.isfinite(value) or abs(value) <= FLOAT32_MAX else math.copysign(math.inf, value)
     return None
+
+
+def is_metric(name: str) -> bool:
+    return name in METRIC_NAMES or name.startswith(METRIC_PREFIXES)
+
+
+def wrong_type(value) -> str | None:
+    """What is wrong with a metric's value, None when it is a number, a numeric text, NaN/inf or null."""
+    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None
+    if isinstance(value, str) and (to_number(value) is not None or value.strip().lower() in ("", "none", "null")):
+        return None
+    shown = repr(value)
+    return f"{type(value).__name__} {shown[:40] + ('...' if len(shown) > 40 else '')}"
 
 
 def export_name(key: str) -> str | None:
@@ -132,8 +161,10 @@ def export_name(key: str) -> str | None:
     return key[len("train/"):] if key.startswith("train/") else key
 
 
-def normalize_row(raw: dict, index: int) -> dict | None:
-    """One logged row under TRL's names, or None for summary/eval rows and rows without metrics."""
+def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
+    """One logged row under TRL's names, or None for summary/eval rows and rows without metrics. `strict`: a metric
+    whose value is not a number (a list, an object, a word) is a UserInputError naming it (the live guard is not
+    strict: it must never stop training over a log line)."""
     raw = {(export_name(k) if isinstance(k, str) and " - " in k else k): v for k, v in raw.items()}
     if any(k in raw for k in SUMMARY_KEYS):
         return None
@@ -151,6 +182,9 @@ def normalize_row(raw: dict, index: int) -> dict | None:
         # TRL < 0.17 logged rewards/<func> without the /mean suffix.
         if name.startswith("rewards/") and name.count("/") == 1:
             name += "/mean"
+        if strict and is_metric(name) and (problem := wrong_type(value)):
+            raise UserInputError("source", f"row {index + 1}: metric '{name}' is a {problem}; a logged metric is a "
+                                           "number (NaN and Infinity allowed) or null")
         number = to_number(value)
         if value is None and name.startswith("rewards/") and name.endswith("/mean"):
             number = math.nan  # TRL logs a reward that returned None for every sample as null: logged, not a number
@@ -167,7 +201,10 @@ def _rows_from_records(records: list, path: Path) -> list[dict]:
     for i, record in enumerate(records):
         if not isinstance(record, dict):
             raise UserInputError("source", f"{path}: expected objects of logged metrics, found {type(record).__name__}")
-        row = normalize_row(record, i)
+        try:
+            row = normalize_row(record, i, strict=True)
+        except UserInputError as exc:
+            raise UserInputError("source", f"{path}: {str(exc).removeprefix('source: ')}") from None
         if row is not None:
             rows[row["step"]] = {**rows.get(row["step"], {}), **{k: v for k, v in row.items() if v is not None}}
     return [rows[s] for s in sorted(rows)]
