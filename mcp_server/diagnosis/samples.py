@@ -7,6 +7,7 @@ import math
 import re
 
 from mcp_server.diagnosis.context import (
+    ZERO_STD_WARN,
     CLIPPED_ERROR,
     CLIPPED_WARN,
     Ctx,
@@ -140,7 +141,11 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
     evidence.append(Evidence(metric=f"max_completion_length ({how})", value=length))
     severe = late >= CLIPPED_ERROR
     rising = significant_change(clipped) > 0
-    away = ctx.moving_away() + (["most groups have no reward spread"] if ctx.signal_gone() else [])
+    # A signal lost before the cut began is another cause's effect; one lost with the cut is this finding's.
+    first_cut = next((s for s, v in clipped if v >= CLIPPED_WARN), None)
+    first_dead = next((s for s, v in ctx.finite_series("frac_reward_zero_std") if v >= ZERO_STD_WARN), None)
+    dead_before = ctx.signal_gone() and first_dead is not None and first_cut is not None and first_dead < first_cut
+    away = ctx.moving_away() + (["most groups lost their reward spread before the cut began"] if dead_before else [])
     overlong = ctx.overlong_punishment()
     patch: dict = {}
     if away or ctx.diverged:

@@ -27,7 +27,7 @@ from mcp_server.workspace import atomic_write_json
 
 MODES = ("off", "warn", "stop")
 WINDOW = 64  # logged rows the live rules read
-NO_CHECKPOINT = {"nan_loss"}  # the weights after a non-finite update are not worth saving
+NO_CHECKPOINT = {"nan_loss", "no_steps_trained"}  # non-finite weights are not worth saving; 0 steps have none to save
 
 
 def run_request(run_dir: Path) -> dict:
