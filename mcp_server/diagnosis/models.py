@@ -76,7 +76,8 @@ class Diagnosis(BaseModel):
     last_step: int | None = Field(default=None, description="The latest logged optimizer step.")
     healthy: bool = Field(description="True when no finding is an error or a warning.")
     findings: list[DiagnosisFinding] = Field(
-        default_factory=list, description="Most important first: errors before warnings before info, then triage order."
+        default_factory=list, description="Root cause first: problems before notes; root causes by onset, then the "
+        "triage order, each followed by its effects (caused_by)."
     )
     patches_checked_against: str | None = Field(
         default=None, description="The config the patches were merged into and validated against."
