@@ -293,9 +293,22 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     refused = resume_training(RunRequest(run=str(run_dir)))
     assert not refused.launched and refused.refusals[0].gate == "config_hash"
     config.write_text(original)
-    resumed = resume_training(RunRequest(run=str(run_dir)))
-    assert resumed.launched and resumed.resumed_from == stopped.checkpoint
+    # Issue 20: the documented way on is resuming with a diagnosis patch: validated (a bad one is refused and
+    # nothing is written), the verdict's pins moved for exactly what it changes (max_completion_length is a
+    # sampling pin; the learning rate none), recorded in run.json.
+    launched = yaml.safe_load(original)
+    bad = resume_training(RunRequest(run=str(run_dir), patch={"num_generations": 3}))
+    assert not bad.launched and bad.refusals[0].gate == "config" and config.read_text() == original
+    assert "num_generations" in bad.refusals[0].message
+    patch = {"learning_rate": launched["learning_rate"] / 2,
+             "max_completion_length": launched["max_completion_length"] + 8}
+    resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert resumed.launched and resumed.resumed_from == stopped.checkpoint, resumed.message
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
+    assert yaml.safe_load(config.read_text()) == {**launched, **patch}
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert verdict["pin_updates"][-1]["patch"] == patch and verdict["pin_updates"][-1]["pins"] == ["sampling"]
+    assert json.loads((run_dir / "run.json").read_text())["resume_patch"] == patch
 
     seen = set()
     done = wait_for(run_dir, lambda s: seen.add(s.state) or s.state not in ("starting", "running"), poll=0.5)

@@ -180,6 +180,13 @@ class LaunchResult(BaseModel):
 
 class RunRequest(Request):
     run: PathText = Field(description="Run directory (or its name under runs/).")
+    patch: dict[str, Any] | None = Field(
+        default=None,
+        description="resume_training only: config changes to resume with (after a guard stop, the root-cause "
+        "finding's patch from diagnose_run or train/logs/guard.json). Validated against the launched config; the "
+        "inspection verdict's pins move for exactly what it changes; after a guard stop the run resumes from the "
+        "last checkpoint saved before the stop's step.",
+    )
 
 
 class StatusRequest(Request):

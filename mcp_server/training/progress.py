@@ -165,28 +165,33 @@ class ProgressCallback(TrainerCallback):
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
     """Record how training ended (train/logs/outcome.json), written atomically. A run that left its loop
     because stop_training or the guard asked is recorded as "stopped", whatever train.py says; one that took no
-    optimizer step, or whose guard's last findings say its signal is lost, as "failed": never "succeeded"."""
+    optimizer step, or that the guard stopped because its signal was lost, as "failed": never "succeeded". With
+    `guard: warn` a lost signal leaves the state but is named in `warnings`."""
     run = Run(Path(run_dir))
     if state == "succeeded":
-        failure = _silent_failure(run, info.get("global_step"))
+        failure, warnings = _silent_failure(run, info.get("global_step"))
         if failure:
             state, info = "failed", {**info, "error": failure}
         elif run.stopped.exists():
             state = "stopped"
+        if warnings:
+            info = {**info, "warnings": warnings}
     return atomic_write_json(run.outcome, {"state": state, "time": time.time(), **info})
 
 
-def _silent_failure(run: Run, global_step) -> str | None:
-    """Why a run that ended normally did not succeed: 0 steps trained, or a lost signal (the guard's findings)."""
+def _silent_failure(run: Run, global_step) -> tuple[str | None, list[str]]:
+    """(why a run that ended normally did not succeed, warnings): 0 steps trained, or a lost signal the guard
+    stopped on (with `guard: warn`, a lost signal in its last findings is a warning)."""
     try:
         begin = json.loads(run.train_begin.read_text())
     except (OSError, ValueError):
         begin = None
     if isinstance(begin, dict) and isinstance(global_step, int) and global_step <= begin.get("global_step", -1):
-        return f"trained 0 steps (ended at step {global_step}, where it began): see train/logs/guard.json"
+        return f"trained 0 steps (ended at step {global_step}, where it began): see train/logs/guard.json", []
     guard = read_guard(run.dir) or {}
-    hard = [f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict)
-            and f.get("severity") == "error" and f.get("code") in ("signal_lost", "no_steps_trained")]
-    if hard:
-        return f"{hard[0]}: the run learned nothing (train/logs/guard.json)"
-    return None
+    stopped = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
+    if stopped.get("code") == "signal_lost":
+        return f"signal_lost at step {stopped.get('step')}: the run learned nothing (train/logs/guard.json)", []
+    lost = [f for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("code") == "signal_lost"
+            and f.get("severity") == "error"]
+    return None, [f"signal_lost: {lost[0].get('explanation', '')}"] if lost else []

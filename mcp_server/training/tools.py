@@ -151,8 +151,10 @@ TOOLS = [
         "resume_training", resume_training, LaunchResult, request=RunRequest,
         description="""Continue a stopped or failed run from its latest checkpoint, with the same process layout. Refuses when
     train/config.yaml changed since launch (its sha256 in run.json), when there is no checkpoint, or when a gate
-    (inspection, environment) is closed.""",  # noqa: E501 (the text MCP clients list, as it was)
-        cli=Command("Continue a run from its latest checkpoint (same config hash).", human_launch,
+    (inspection, environment) is closed. With `patch` (the root-cause finding's patch after a guard stop) it
+    validates the patched config, writes it, moves the inspection verdict's pins for exactly what it changes, and
+    resumes from the last checkpoint before the guard's stop.""",  # noqa: E501 (the text MCP clients list)
+        cli=Command("Continue a run from its latest checkpoint (same config hash, or --patch).", human_launch,
                     lambda r: r.launched, flags={"run": RUN}),
     ),
     ToolSpec(
