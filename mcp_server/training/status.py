@@ -37,7 +37,7 @@ from mcp_server.training.runstate import (
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
 from mcp_server.diagnosis.diagnose import diagnose_run
-from mcp_server.diagnosis.metrics import FLOAT32_MAX
+from mcp_server.diagnosis.values import FLOAT32_MAX
 
 PLOTTED = (
     ("reward", "reward"),
