@@ -1168,6 +1168,11 @@ def test_exact_metrics_dapo_entropy_rising_with_overlong_punishment(tmp_path):
     f = by_code(diagnose_series(tmp_path, cut, max_completion_length=512, mask_truncated_completions=False),
                 "completions_truncated")
     assert f.patch == {"mask_truncated_completions": True} and "soft overlong punishment" in f.explanation
+    # Without the punishment, already masked (DAPO's health range): the cut costs compute, it teaches no broken text.
+    (tmp_path / "plain").mkdir()
+    masked = by_code(diagnose_series(tmp_path / "plain", cut, max_completion_length=512,
+                                     mask_truncated_completions=True), "completions_truncated")
+    assert masked.patch == {"max_completion_length": 1024} and "masked out of the loss" in masked.explanation
 
 
 @pytest.mark.parametrize("late, severity", [(0.2, None), (0.39, None), (0.4, "warning"), (0.6, "error")])

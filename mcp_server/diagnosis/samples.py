@@ -163,10 +163,16 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
         fix = ("Raise max_completion_length (check memory with plan_memory) and mask truncated completions out of "
                "the loss (the DAPO fix), or ask for shorter reasoning in the prompt.")
         patch = {"max_completion_length": int(length) * 2, "mask_truncated_completions": True}
+    masked = ctx.get("mask_truncated_completions", False) is True
+    if masked:
+        patch.pop("mask_truncated_completions", None)
+    harm = ("they are masked out of the loss (DAPO), so they teach nothing and each costs a full-length "
+            "generation" if masked else "answers are cut off and scored as wrong, and the loss learns from broken "
+            "text")
     return [finding("completions_truncated", "error" if severe else "warning", evidence,
                     f"{late:.0%} of recent completions hit {ctx.limit_text()} before ending"
-                    + (" and the share is rising" if rising else "") + " (healthy is under 10%): answers are cut off "
-                    "and scored as wrong, and the loss learns from broken text. " + fix, patch)]
+                    + (" and the share is rising" if rising else "") + f" (healthy is under 10%): {harm}. " + fix,
+                    patch)]
 
 
 def rule_length_collapse(ctx: Ctx) -> list[DiagnosisFinding]:
