@@ -302,6 +302,15 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     assert "num_generations" in bad.refusals[0].message
     patch = {"learning_rate": launched["learning_rate"] / 2,
              "max_completion_length": launched["max_completion_length"] + 8}
+    # Had the guard stopped it there, checkpoint-1 would hold the failure: a patched resume needs an earlier one.
+    marker = run_dir / "train" / "logs" / "stopped.json"
+    kept = marker.read_text()
+    marker.write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising"}))
+    early = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert not early.launched and early.refusals[0].gate == "checkpoint" and config.read_text() == original
+    refusal = early.refusals[0]
+    assert "guard stopped at step 1" in refusal.message and "archive_previous" in refusal.how_to_clear
+    marker.write_text(kept)
     resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
     assert resumed.launched and resumed.resumed_from == stopped.checkpoint, resumed.message
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
