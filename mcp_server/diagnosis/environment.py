@@ -12,9 +12,7 @@ from mcp_server.diagnosis.context import (
     log_line,
 )
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
-from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.runs import Run, read_json_if_present
-from mcp_server.memory.planner import plan_memory
 
 
 LOG_PATTERNS: dict[str, re.Pattern] = {
@@ -90,8 +88,11 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     gpu = ctx.run.request.get("gpu")
     if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
         return None
-    try:
+    # Here, not at the top: the guard imports these rules in the trainer process, which never plans memory.
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
 
+    try:
         plan = plan_memory(MemoryPlanRequest(
             config=ctx.config, gpu=None if capacity else gpu, num_gpus=ctx.run.request.get("num_gpus"),
             gpu_memory_gib=float(capacity.group(1)) if capacity else None))
