@@ -102,7 +102,9 @@ REGISTRY: dict[str, dict[str, Any]] = {
         description="1.0 when the completion's Python code (its tag block, else its last ```python block, else all of "
         "it) passes its row's tests, run inside a bubblewrap sandbox (no network, read-only system, private /tmp, "
         "no host home/credentials/env, CPU/memory/process/output limits, wall-clock timeout), else 0.0. Tests are "
-        "Python source: asserts and/or pytest-style test_* functions, with the solution's names in scope. "
+        "Python source: asserts, pytest-style test_* functions or Test classes, unittest.TestCase classes, or "
+        "HumanEval's check(candidate) (called with the row's entry point), with the solution's names in scope; "
+        "tests that run nothing fail, as pytest's 'no tests ran'. "
         "The tests run in a tester process the code cannot reach and call the solution with values that cross as "
         "data, so frame tricks, exit codes, printed tokens and always-equal objects cannot fake a pass. "
         "Completions run in parallel; a crash, hang, fork bomb or output flood scores 0 for that one only. "
@@ -119,6 +121,8 @@ REGISTRY: dict[str, dict[str, Any]] = {
             "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),
             "workers": ("int | null", "Sandboxes run at once; null: 2x the CPU count, at most 16."),
             "python": ("str | null", "Interpreter to run inside; null: /usr/bin/python3 (stdlib-only tests)."),
+            "entry_point_column": ("str | null", "Column naming the function HumanEval-style check(candidate) "
+                                   "tests are called with (used when the data set has it)."),
         },
     ),
     "length_penalty": dict(
