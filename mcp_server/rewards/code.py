@@ -58,19 +58,20 @@ def score_code(completions: list, columns: dict, tests_column: str = "tests", co
 def make_code_execution_reward(
     tests_column: str = "tests", code_tag: str | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
     max_processes: int = 8, max_output_bytes: int = 65536, workers: int | None = None, python: str | None = None,
-    entry_point_column: str | None = "entry_point",
+    entry_point_column: str | None = "entry_point", cpu_s: float = 1.0,
 ) -> NamedReward:
     """1.0 when the completion's code passes its row's tests in the sandbox, else 0.0 (tests that run nothing
     fail). HumanEval-style tests (`def check(candidate)`) are called with the function named in the row's
     `entry_point_column`, when the data set has it."""
     for name, value, low in (("timeout_s", timeout_s, 0.1), ("memory_mb", memory_mb, 32),
-                             ("max_processes", max_processes, 2), ("max_output_bytes", max_output_bytes, 1024)):
+                             ("max_processes", max_processes, 2), ("max_output_bytes", max_output_bytes, 1024),
+                             ("cpu_s", cpu_s, 0.1)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
             raise UserInputError(f"params.{name}", f"expected a number >= {low}, got {value!r}")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise UserInputError("params.workers", f"expected a positive integer or null, got {workers!r}")
     limits = Limits(timeout_s=float(timeout_s), memory_mb=int(memory_mb), max_processes=int(max_processes),
-                    max_output_bytes=int(max_output_bytes))
+                    max_output_bytes=int(max_output_bytes), cpu_s=float(cpu_s))
     return NamedReward("code_execution_reward", score_code, tests_column=tests_column, code_tag=code_tag,
                        limits=limits, workers=workers, python=python, entry_point_column=entry_point_column)
 

@@ -156,6 +156,9 @@ def serve(requests: int, replies: int) -> None:
     load = json.loads(inp.readline())
     os.chdir("/tmp")
     _set_limits(load["limits"])
+    # The solution's CPU budget, below the wall-clock timeout: a busy loop dies of SIGPROF (whose default action
+    # ends the process) after cpu_s seconds of CPU, so it holds a core no longer than that.
+    signal.setitimer(signal.ITIMER_PROF, float(load["limits"].get("cpu_s") or 0))
     module = types.ModuleType("solution")
     module.__file__ = "/tmp/solution.py"
     sys.modules["solution"] = module
@@ -227,10 +230,29 @@ class SolutionGone(BaseException):  # noqa: N818 - not an Exception: a test's `e
 
 
 class Channel:
-    def __init__(self, requests: int, replies: int) -> None:
+    def __init__(self, requests: int, replies: int, pid: int = 0, cpu_s: float = 0.0) -> None:
         self.out, self.inp = os.fdopen(requests, "wb"), os.fdopen(replies, "rb")
         self.remotes: dict[int, Remote] = {}
         self.broken: str | None = None
+        self.pid, self.cpu_s = pid, cpu_s
+
+    def _ended(self) -> str:
+        """How the solution process ended, once its pipe closed (it may take a moment to become a zombie)."""
+        import time
+
+        for _ in range(20):
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except (ChildProcessError, OSError):
+                break
+            if pid:
+                if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF:
+                    return f"used its {self.cpu_s:g} s of CPU time"
+                if os.WIFSIGNALED(status):
+                    return f"was killed by signal {os.WTERMSIG(status)}"
+                break
+            time.sleep(0.01)
+        return "exited or closed its pipe"
 
     def remote(self, node: dict) -> Remote:
         rid = node.get("id")
@@ -259,7 +281,7 @@ class Channel:
         except OSError as exc:
             line, why = b"", f"closed its pipe ({exc})"
         else:
-            why = "exited or closed its pipe" if not line else "sent an answer over 16 MB or cut short"
+            why = self._ended() if not line else "sent an answer over 16 MB or cut short"
         if line.endswith(b"\n"):
             try:
                 reply = json.loads(line)
@@ -579,7 +601,8 @@ def main() -> None:
     os.closerange(verdict_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     requests_r, requests_w = os.pipe()
     replies_r, replies_w = os.pipe()
-    if os.fork() == 0:  # the solution process: nothing of the tests or the verdict exists yet
+    solution_pid = os.fork()
+    if solution_pid == 0:  # the solution process: nothing of the tests or the verdict exists yet
         try:
             for fd in (verdict_fd, requests_w, replies_r):
                 os.close(fd)
@@ -593,7 +616,7 @@ def main() -> None:
     verdict = {"passed": False, "error": None, "tests": 0}
     try:
         payload = json.loads(sys.stdin.buffer.read())
-        _CHANNEL = Channel(requests_w, replies_r)
+        _CHANNEL = Channel(requests_w, replies_r, solution_pid, float(payload["limits"].get("cpu_s") or 0))
         os.chdir("/tmp")
         _set_limits(payload["limits"])
         passed, error, count = grade(payload, _CHANNEL)

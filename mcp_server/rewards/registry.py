@@ -116,10 +116,13 @@ REGISTRY: dict[str, dict[str, Any]] = {
                 "Tag whose body is the code; null: last fenced block, else the whole completion.",
             ),
             "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
+            "cpu_s": ("float", "CPU seconds the solution's process may use (at most timeout_s): a busy loop stops "
+                      "here, not at the timeout."),
             "memory_mb": ("int", "Address-space limit per process, MiB."),
             "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
             "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),
-            "workers": ("int | null", "Sandboxes run at once; null: 2x the CPU count, at most 16."),
+            "workers": ("int | null", "Sandboxes run at once; null: 4x the CPU count, at most 16 (a run still going "
+                        "after 1 s gives its slot to the next)."),
             "python": ("str | null", "Interpreter to run inside; null: /usr/bin/python3 (stdlib-only tests)."),
             "entry_point_column": ("str | null", "Column naming the function HumanEval-style check(candidate) "
                                    "tests are called with (used when the data set has it)."),

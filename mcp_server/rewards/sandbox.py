@@ -32,9 +32,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 NOBODY = 65534
+SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
+WAITING = 4  # sandboxes alive at once, as a multiple of the workers running at once
 
 
 class SandboxUnavailable(RuntimeError):
@@ -51,6 +54,9 @@ class Limits:
     max_output_bytes: int = 64 * 1024  # stdout + stderr; more is a flood and scores 0
     max_file_mb: int = 16  # largest file written (RLIMIT_FSIZE); /tmp is capped at 4x this
     max_open_files: int = 64
+    # CPU seconds the solution's process may use (0: up to the timeout). A busy loop is stopped after this, not
+    # after the wall-clock timeout, so it holds a core only that long (its children: RLIMIT_CPU at the timeout).
+    cpu_s: float = 1.0
 
 
 @dataclass
@@ -231,7 +237,7 @@ def _wait_gone(init_fd: int | None) -> None:
 
 
 def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | None = None,
-               entry_point: str | None = None) -> RunResult:
+               entry_point: str | None = None, slow: Callable[[], None] | None = None) -> RunResult:
     """Run `code` then `tests` in a fresh sandbox; passed only when a test or an assert ran and none failed
     (tests that run nothing fail, as pytest's "no tests ran"). `entry_point`: the solution's function that
     HumanEval-style tests (`def check(candidate)`, never called) are called with.
@@ -243,7 +249,7 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
         "limits": {
             "nproc": limits.max_processes + 1, "as": limits.memory_mb * 1024 * 1024,  # + the tester process
             "cpu": max(1, int(limits.timeout_s + 0.999)), "fsize": limits.max_file_mb * 1024 * 1024,
-            "nofile": limits.max_open_files,
+            "nofile": limits.max_open_files, "cpu_s": min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0,
         },
     }).encode()
     interpreter = _interpreter(python)
@@ -289,11 +295,14 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
         poller.register(fd, selectors.EVENT_READ)
     try:
         while out in watch:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 timed_out = True
                 break
-            ready = [key.fd for key, _ in poller.select(min(left, 0.5))]
+            if slow is not None and now - start >= SLOW_S:  # a waiting run: its slot goes to the next job
+                slow, _ = None, slow()
+            ready = [key.fd for key, _ in poller.select(min(left, 0.5 if slow is None else SLOW_S / 4))]
             if info_r in ready:
                 piece = os.read(info_r, 4096)
                 info += piece
@@ -404,15 +413,28 @@ def run_many(jobs: list[tuple], limits: Limits = Limits(), workers: int | None =
     A sandbox's crash, hang or flood stays its own: it scores as not passed, the others carry on.
     """
     check_sandbox(python)
-    workers = workers or min(16, max(2, 2 * (os.cpu_count() or 2)))  # runs mostly wait on process start
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda job: _safe_run(job, limits, python), jobs))
+    workers = workers or min(16, max(2, 4 * (os.cpu_count() or 2)))  # runs mostly wait on process start
+    # `workers` runs at a time, and a run still going after SLOW_S (a hang, or a sleep) gives its slot to the next
+    # job while it waits out its own limits: a hang costs its own slot, not the batch. At most WAITING x workers
+    # sandboxes exist at once.
+    active = threading.BoundedSemaphore(workers)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), WAITING * workers))) as pool:
+        return list(pool.map(lambda job: _safe_run(job, limits, python, active), jobs))
 
 
-def _safe_run(job: tuple, limits: Limits, python: str | None) -> RunResult:
+def _safe_run(job: tuple, limits: Limits, python: str | None, active: threading.BoundedSemaphore) -> RunResult:
+    held = [active.acquire()]
+
+    def release() -> None:  # once: when the run turns out slow, or when it ends (same thread)
+        if held:
+            held.pop()
+            active.release()
+
     try:
-        return run_python(job[0], job[1], limits, python, job[2] if len(job) > 2 else None)
+        return run_python(job[0], job[1], limits, python, job[2] if len(job) > 2 else None, slow=release)
     except SandboxUnavailable:
         raise
     except Exception as exc:  # e.g. out of file descriptors: this job fails, the batch goes on
         return RunResult(passed=False, returncode=None, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        release()
