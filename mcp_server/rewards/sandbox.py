@@ -37,7 +37,7 @@ from pathlib import Path
 
 NOBODY = 65534
 SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
-WAITING = 4  # sandboxes alive at once, as a multiple of the workers running at once
+WAITING = 2  # sandboxes alive at once, as a multiple of the workers running at once
 
 
 class SandboxUnavailable(RuntimeError):
@@ -159,10 +159,11 @@ def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int, verdict_fd: int)
         prefix = _interpreter_prefix(interpreter)
         argv += ["--ro-bind", prefix, prefix]
     tmp_bytes = max(1, limits.max_file_mb) * 4 * 1024 * 1024
+    shm_bytes = max(1, limits.max_file_mb) * 1024 * 1024  # POSIX semaphores and small shared buffers only
     argv += [
-        # /dev: bwrap's minimal device tree, read-only, with a /dev/shm as small as /tmp (else shared memory
-        # is an uncapped tmpfs the solution could fill with host memory).
-        "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        # /dev: bwrap's minimal device tree, read-only, with a small /dev/shm (else shared memory is an uncapped
+        # tmpfs the solution could fill with host memory).
+        "--proc", "/proc", "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
         "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--hostname", "sandbox",
