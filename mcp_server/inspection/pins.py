@@ -178,11 +178,15 @@ def train_files_pin(run: Run) -> dict:
     train = run.script.parent
     if not train.is_dir():
         return {}
+    # checkpoints written by training, when output_dir is a directory inside train/ (not train/ itself)
+    output = run.output_dir(run.read_config()).resolve()
+    if output == train.resolve() or not output.is_relative_to(train.resolve()):
+        output = None
     pinned = {}
     for path in sorted(train.rglob("*")):
         parts = path.relative_to(train).parts
         if any(parts[0] == d or (d.endswith("-") and parts[0].startswith(d)) for d in TRAIN_DIRS_UNPINNED) or any(
-                p == "__pycache__" for p in parts):
+                p == "__pycache__" for p in parts) or (output and path.resolve().is_relative_to(output)):
             continue
         if len(parts) == 1 and parts[0] in TRAIN_FILES_UNPINNED:
             continue
