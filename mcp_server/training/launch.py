@@ -30,6 +30,7 @@ import yaml
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.interpreter import package_path, training_env
 from mcp_server.memory.models import LaunchLayout, MemoryPlan, MemoryPlanRequest
@@ -442,6 +443,10 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         log.flush()
         # train.py imports this package: from the plugin folder when the training Python lacks it.
         env = {**training_env(training_python()), "PYTHONUNBUFFERED": "1"}
+        # What the verdict reviewed: the training process refuses to train other reward code (inspection.trained).
+        reward_sha = verdict_reward_sha256(run)
+        env.pop(REWARD_SHA_ENV, None)
+        env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
         proc = subprocess.Popen(
             LAUNCHER, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env,
@@ -468,6 +473,7 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         "started_ts": started_ts,
         "config_sha256": config_sha,
         "train_script_sha256": script_sha,
+        "reward_code_sha256": reward_sha,
         "git_commit": commit,
         "strategy": plan.strategy,
         "num_processes": plan.num_processes,
