@@ -147,7 +147,7 @@ def test_a_run_without_an_environment_has_no_trajectories(workspace, tiny_model)
     ("tools/failure_frequency", [0.0, 0.1, 0.2, 0.6, 0.8, 0.9], "tool_failures_rising", 4),  # 0.6 > 0.5
 ])
 def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric, values, code, onset):
-    from mcp_server.training.diagnose import diagnose
+    from mcp_server.diagnosis.diagnose import diagnose
     from mcp_server.training.guard import LiveGuard
 
     rows = [{"step": i + 1, "loss": 0.01, "reward": 1.0, "reward_std": 0.5, metric: v} for i, v in enumerate(values)]

@@ -9,16 +9,23 @@ are checked from the tokenizer before the model loads.
     python train/train.py --config train/config.yaml
 """
 
-import json
+import os
 import sys
-from pathlib import Path
 
-from trl import GRPOTrainer
+# train/ is sys.path[0] when this script runs: a train/datasets.py or train/mcp_server/ would shadow the code the
+# inspection verdict reviewed. It leaves the path before anything is imported (os and sys are already loaded).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from trl import GRPOTrainer  # noqa: E402
 
 try:
     from mcp_server.agentic.checks import check_agentic
     from mcp_server.agentic.spec import AgenticRecord, load
-    from mcp_server.rewards import build_reward_funcs
+    from mcp_server.inspection.trained import reviewed_reward_funcs
     from mcp_server.runs import Run
     from mcp_server.training.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
 except ImportError:
@@ -40,9 +47,8 @@ def build_trainer(argv=None):
         sys.exit("\n".join(f"{f['field']}: {f['message']}" for f in errors))
     environment_factory, tools = load(AgenticRecord(**record))
     dataset = train_dataset(script_args, dataset_args, PROMPT_COLUMN)
-    rewards = json.loads(Run(RUN_DIR).rewards.read_text())
-    return GRPOTrainer(reward_funcs=build_reward_funcs(rewards), tools=tools or None,
-                       environment_factory=environment_factory,
+    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)  # exits when the code is not what the verdict reviewed
+    return GRPOTrainer(reward_funcs=reward_funcs, tools=tools or None, environment_factory=environment_factory,
                        **trainer_kwargs(RUN_DIR, training_args, model_args, dataset))
 
 

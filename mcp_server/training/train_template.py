@@ -6,15 +6,20 @@ train/rewards.json and writes one progress line per logged step to train/logs/pr
     python train/train.py --config train/config.yaml
 """
 
-import json
+import os
 import sys
-from pathlib import Path
 
-from trl import GRPOTrainer
+# train/ is sys.path[0] when this script runs: a train/datasets.py or train/mcp_server/ would shadow the code the
+# inspection verdict reviewed. It leaves the path before anything is imported (os and sys are already loaded).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
+
+from pathlib import Path  # noqa: E402
+
+from trl import GRPOTrainer  # noqa: E402
 
 try:
-    from mcp_server.rewards import build_reward_funcs
-    from mcp_server.runs import Run
+    from mcp_server.inspection.trained import reviewed_reward_funcs
     from mcp_server.training.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
@@ -27,9 +32,8 @@ def build_trainer(argv=None):
     """The GRPOTrainer for the config named on the command line (`argv`, default sys.argv), not yet trained."""
     script_args, training_args, model_args, dataset_args = parse_config(argv)
     dataset = train_dataset(script_args, dataset_args, PROMPT_COLUMN)
-    rewards = json.loads(Run(RUN_DIR).rewards.read_text())
-    return GRPOTrainer(reward_funcs=build_reward_funcs(rewards),
-                       **trainer_kwargs(RUN_DIR, training_args, model_args, dataset))
+    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)  # exits when the code is not what the verdict reviewed
+    return GRPOTrainer(reward_funcs=reward_funcs, **trainer_kwargs(RUN_DIR, training_args, model_args, dataset))
 
 
 def main():

@@ -1,11 +1,11 @@
-"""Diagnosis rules for agentic runs, from TRL's only tool metrics (tools/call_frequency: calls per rollout;
+"""Family 'samples', agentic runs: rules on TRL's only tool metrics (tools/call_frequency: calls per rollout;
 tools/failure_frequency: failed calls per call). Both are hard failures the live guard stops on: a policy that
 stops calling its tool, or whose calls mostly fail, learns from trajectories that no longer use the tool."""
 
 from __future__ import annotations
 
-from mcp_server.training.diagnosis_context import Ctx, ends, finding
-from mcp_server.training.models import DiagnosisFinding, Evidence
+from mcp_server.diagnosis.context import Ctx, ends, finding
+from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
 
 CALLS_FALL = 0.25  # the late call frequency under this share of the early one: collapsing
 MIN_EARLY_CALLS = 0.2  # calls per rollout at the start for a collapse to mean anything
