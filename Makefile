@@ -11,7 +11,7 @@ TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_CPU_INDEX ?=
 TORCH_GPU_SPEC ?= torch>=2.4
 
-.PHONY: venv sysdeps test demo bench clean manifests
+.PHONY: venv sysdeps test demo demo-agentic bench clean manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
 sysdeps:
@@ -41,6 +41,9 @@ test: venv sysdeps
 
 demo: venv sysdeps
 	$(VENV)/bin/llm-finetuning demo
+
+demo-agentic: venv sysdeps
+	$(PY) -m mcp_server.demo_agentic
 
 bench: venv
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done

@@ -23,7 +23,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("diagnosis", ("diagnosis",)),  # diagnose_run's rules, registry and triage; the guard reads them
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content", "tools")),
+    ("doors", ("cli", "server", "__main__", "demo", "demo_agentic", "manifests", "content", "tools")),
 ]
 
 

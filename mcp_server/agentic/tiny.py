@@ -192,7 +192,7 @@ def build_tokenizer(corpus: list[str]):
     return fast
 
 
-def _sft(model, tokenizer, texts: list[tuple[str, int]]) -> None:
+def _sft(model, tokenizer, texts: list[tuple[str, int]], steps: int, lr: float) -> None:
     """Supervised warm start on the completions (the prompt's tokens carry no loss)."""
     import torch
 
@@ -201,17 +201,17 @@ def _sft(model, tokenizer, texts: list[tuple[str, int]]) -> None:
         ids = tokenizer(text)["input_ids"]
         prompt = len(tokenizer(text[:prompt_chars])["input_ids"])
         rows.append((ids, prompt))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=SFT_LR)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = random.Random(SFT_SEED)
     model.train()
     with small_model_threads(model):
-        _steps(model, tokenizer, rows, optimizer, rng)
+        _steps(model, tokenizer, rows, optimizer, rng, steps)
 
 
-def _steps(model, tokenizer, rows, optimizer, rng) -> None:
+def _steps(model, tokenizer, rows, optimizer, rng, steps: int) -> None:
     import torch
 
-    for _ in range(SFT_STEPS):
+    for _ in range(steps):
         batch = rng.sample(rows, SFT_BATCH)
         width = max(len(ids) for ids, _ in batch)
         ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r, _ in batch])
@@ -224,7 +224,7 @@ def _steps(model, tokenizer, rows, optimizer, rng) -> None:
         optimizer.zero_grad()
 
 
-def build_warm_start(target: Path) -> Path:
+def build_warm_start(target: Path, steps: int = SFT_STEPS, lr: float = SFT_LR) -> Path:
     """Tokenizer, model and SFT warm start into `target`."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -237,7 +237,7 @@ def build_warm_start(target: Path) -> Path:
     model = Qwen2ForCausalLM(config)
     init_weights(model)
     torch.manual_seed(SFT_SEED)
-    _sft(model, tokenizer, texts)
+    _sft(model, tokenizer, texts, steps, lr)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(target)
