@@ -43,8 +43,9 @@ def _restore_cwd(monkeypatch):
 def emit(workspace, model, environment="VaultEnv", broken=False, overrides=None, **kw):
     data = write_rows(split_rows(40, broken=broken)[0], workspace / ("safe.jsonl" if broken else "vault.jsonl"))
     kw.setdefault("rewards", CORRECT)
+    kw.setdefault("gpu", "cpu")
     return emit_grpo_config(GRPORecipeRequest(
-        model=str(model), dataset=str(data), gpu="cpu", run_name="agentic",
+        model=str(model), dataset=str(data), run_name="agentic",
         environment=ENV + environment if environment else None, overrides={**SMALL, **(overrides or {})}, **kw))
 
 
@@ -195,3 +196,13 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     assert status.state == "succeeded", status.log_tail
     logged = [json.loads(line) for line in run.progress.read_text().splitlines()]
     assert logged and all(line["tools/call_frequency"] > 0 for line in logged)
+
+
+def test_the_memory_plan_counts_the_tool_schema_in_the_prompt(workspace, agentic_model):
+    from mcp_server.agentic.checks import schema_tokens
+
+    result = emit(workspace, agentic_model, gpu="H100", overrides={"max_completion_length": 64})
+    record = json.loads(Run(Path(result.run_dir)).agentic.read_text())
+    schema = schema_tokens(record, str(agentic_model))
+    plan = next(f for f in result.validation.findings if f.code.startswith("memory_"))
+    assert schema > 0 and f"prompts of {512 + schema} tokens: {schema} of them the tool schema" in plan.message, plan

@@ -174,3 +174,19 @@ def describe(record: dict) -> dict:
     if factory is not None:
         names += public_methods(factory)
     return {"tools": names, "source_root": str(Path(spec.source_root))}
+
+
+def schema_tokens(record: dict, model: str, revision: str | None = None) -> int:
+    """Tokens the tool schema adds to every prompt (the template's tool block), for the memory plan."""
+    from transformers import AutoTokenizer
+
+    factory, tools = load(AgenticRecord(**record))
+    if factory is not None:
+        instance = factory()
+        tools = [*tools, *(getattr(instance, name) for name in public_methods(type(instance)))]
+    tokenizer = AutoTokenizer.from_pretrained(str(model), revision=revision)
+    user = [{"role": "user", "content": "x"}]
+    with_tools = tokenizer.apply_chat_template(user, tools=tools, add_generation_prompt=True, tokenize=True,
+                                               return_dict=False)
+    plain = tokenizer.apply_chat_template(user, add_generation_prompt=True, tokenize=True, return_dict=False)
+    return max(0, len(with_tools) - len(plain))

@@ -7,7 +7,10 @@ from pathlib import Path
 
 from mcp_server.agentic.spec import AgenticRecord, find_root
 from mcp_server.errors import UserInputError
+from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.userfiles import load_config_file
+from mcp_server.worker import in_training
 from mcp_server.workspace import workspace_root
 
 TOOL_TURNS = 4  # tool-calling turns per rollout: TRL's default is unlimited
@@ -46,3 +49,18 @@ def agentic_fields(record: AgenticRecord | None) -> tuple[dict, dict]:
     return ({"max_tool_calling_iterations": TOOL_TURNS},
             {"max_tool_calling_iterations": f"at most {TOOL_TURNS} tool-calling turns per rollout (TRL's default has "
                                             "no limit): every turn and tool result shares max_completion_length"})
+
+
+def agentic_prompt_tokens(config_path: Path, agentic: dict | None) -> tuple[int, int | None]:
+    """(tokens of the tool schema, the prompt length the memory plan should assume) for an agentic run; (0, None):
+    not agentic, or the schema cannot be rendered here (validation names why)."""
+    if not agentic:
+        return 0, None
+    config = load_config_file(str(config_path))
+    try:
+        schema = in_training("mcp_server.agentic.checks:schema_tokens", agentic, config.get("model_name_or_path"),
+                             config.get("model_revision"))
+    except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken template
+        return 0, None
+    base = config.get("max_prompt_length") or RunSettings.model_fields["prompt_length"].default
+    return schema, base + schema

@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 
 from mcp_server.dataset import check_prompt_column, read_file
-from mcp_server.emission.agentic import TRAINER_TEMPLATES, agentic_fields, agentic_record, trainer_name
+from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agentic_prompt_tokens, agentic_record,
+                                         trainer_name)
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.memory.models import MemoryPlanRequest
@@ -268,16 +269,22 @@ def _trl_cli_rewards(specs: list[RewardSpec]) -> dict:
     return {"reward_funcs": paths}
 
 
-def _memory_findings(config_path: Path, gpu_target: bool) -> list:
-    """Will the emitted run fit the target GPU? A warning with the smallest set of levers when it does not."""
+def _memory_findings(config_path: Path, gpu_target: bool, agentic: dict | None = None) -> list:
+    """Will the emitted run fit the target GPU? A warning with the smallest set of levers when it does not. An
+    agentic run's prompts carry the tool schema: the plan counts it on top of the assumed prompt length."""
     if not gpu_target:
         return []
+    schema, prompt_length = agentic_prompt_tokens(config_path, agentic)
     try:
-        plan = plan_memory(MemoryPlanRequest(config_path=str(config_path), validate_levers=False))
+        plan = plan_memory(MemoryPlanRequest(config_path=str(config_path), validate_levers=False,
+                                             prompt_length=prompt_length))
     except UserInputError as exc:  # e.g. a hub model that is neither cached nor in the catalog
-        return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}",
+        note = f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)" if schema else ""
+        return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}{note}",
                         "call plan_memory with the model's architecture numbers")]
     summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
+    if schema:
+        summary += f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)"
     if plan.launch.training_processes > 1:  # the sharding launch_training will use
         summary += f" ({plan.launch.strategy} over {plan.launch.training_processes} training GPUs)"
     if plan.status == "fits":
@@ -393,7 +400,8 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     if agentic:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
-    validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU"))
+    validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU",
+                                                agentic=agentic.model_dump() if agentic else None))
     template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
     script = template.replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)
