@@ -110,11 +110,24 @@ def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(w
 
 def test_environment_init_that_raises_is_one_line(workspace, agentic_model, monkeypatch):
     (workspace / "broken_env.py").write_text(textwrap.dedent("""
+        import random
+
         class Env:
             def __init__(self):
                 raise OSError("no sandbox")
             def reset(self, **row):
                 return None
+
+        class OwnData:
+            def reset(self):
+                self.target = random.randrange(100)
+            def guess(self, number: int) -> str:
+                \"\"\"Guess the number.
+
+                Args:
+                    number: The guess.
+                \"\"\"
+                return "higher" if number < self.target else "lower"
     """))
     monkeypatch.chdir(workspace)
     result = emit_grpo_config(
@@ -122,6 +135,10 @@ def test_environment_init_that_raises_is_one_line(workspace, agentic_model, monk
                           rewards=CORRECT, gpu="cpu", environment="broken_env:Env", overrides=SMALL))
     finding = next(f for f in result.validation.findings if f.code == "agentic_environment_init_failed")
     assert finding.message == "broken_env:Env() raised OSError: no sandbox"
+    own = emit_grpo_config(GRPORecipeRequest(model=str(agentic_model), dataset=str(workspace / "d.jsonl"),
+                                             rewards=CORRECT, gpu="cpu", environment="broken_env:OwnData",
+                                             overrides=SMALL))
+    assert "agentic_reset_ignores_row" in {f.code for f in own.validation.findings}
 
 
 def test_editing_the_environment_module_changes_the_pin_and_names_the_file(workspace, agentic_model, monkeypatch):

@@ -128,6 +128,23 @@ def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
     return found
 
 
+def _reset_findings(instance, name: str, values: dict) -> list[dict]:
+    """A reset that cannot read the row samples its own task (or none): with G > 1 the members of one group would
+    start from different tasks, and GRPO compares them as answers to one prompt."""
+    try:
+        params = inspect.signature(instance.reset).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    reads_row = any(p.kind in (p.VAR_KEYWORD, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+    group = values.get("num_generations") or 8
+    if reads_row or group <= 1:
+        return []
+    return [_finding("agentic_reset_ignores_row", "environment", "warning",
+                     f"{name}.reset takes no row: if it draws its own task, the {group} members of a group start "
+                     "from different tasks and their advantages compare unrelated answers",
+                     "take the row (reset(self, **row)) and derive the task, and any randomness, from it")]
+
+
 def check_agentic(record: dict, values: dict) -> list[dict]:
     """Every start-up requirement for the run's environment/tools with the config `values`, as findings."""
     from transformers import AutoTokenizer
@@ -150,6 +167,7 @@ def check_agentic(record: dict, values: dict) -> list[dict]:
             return [*found, _finding("agentic_environment_init_failed", "environment", "error",
                                      f"{spec.environment}() raised {type(exc).__name__}: {one_line(short(exc))}")]
         methods = [getattr(instance, name) for name in public_methods(type(instance))]
+        found += _reset_findings(instance, spec.environment, values)
         found += _tool_findings(methods, "environment")
         if not methods:
             found.append(_finding("agentic_no_tools", "environment", "error",
