@@ -34,7 +34,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
         logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
-        trajectories.jsonl            trajectories     an agentic run's rollouts from TRL's tool loop (+ .meta.json)
+        trajectories.jsonl            trajectories     an agentic run's rollouts via TRL's tool loop (+ .md, .meta.json)
         samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)

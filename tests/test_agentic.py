@@ -70,6 +70,8 @@ def test_trajectories_mask_exactly_the_tool_results(workspace, agentic_model):
     executed = [c for r in rows for c in r["calls"] if c["status"] == "executed"]
     assert executed and result.tool_calls["executed"] == len(executed)
     assert "mask_not_tool_results" not in codes_of(result)
+    sheet = run.trajectories.with_suffix(".md").read_text()
+    assert sheet.startswith("# Trajectory review") and "- **call** `open_vault(" in sheet
     for row in rows:
         results = [m["content"] for m in row["completion"] if m["role"] == "tool"]
         assert len(row["masked_text"]) == len(results)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.inspection.trajectory_models import TrajectoryCode, TrajectoryRequest, TrajectoryResult
-from mcp_server.inspection.trajectory_review import call_statuses, review
+from mcp_server.inspection.trajectory_review import call_statuses, render_sheet, review
 from mcp_server.model_ref import small_model_threads
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
@@ -162,7 +162,8 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
 
 
 def write_trajectories(run: Run, batch: dict, seed: int) -> tuple[Path, dict]:
-    """inspection/trajectories.jsonl and its .meta.json; (path, tool calls by status)."""
+    """inspection/trajectories.jsonl, the sheet a person reads (trajectories.md) and the .meta.json; (path, tool
+    calls by status)."""
     records = batch["records"]
     path = atomic_write_text(run.trajectories,
                              "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
@@ -170,6 +171,7 @@ def write_trajectories(run: Run, batch: dict, seed: int) -> tuple[Path, dict]:
     for record in records:
         for call in record["calls"]:
             statuses[call["status"]] = statuses.get(call["status"], 0) + 1
+    atomic_write_text(run.trajectories.with_suffix(".md"), render_sheet(records, batch["codes"]))
     atomic_write_json(run.trajectories.with_suffix(".meta.json"),
                       {"num_prompts": batch["num_prompts"], "num_generations": batch["group"], "seed": seed,
                        "tool_calls": statuses, "codes": [c.model_dump() for c in batch["codes"]],
@@ -184,7 +186,7 @@ def sample_here(request: TrajectoryRequest, report: Report = silent) -> Trajecto
     batch = rollout(run, request.num_prompts, request.seed, report)
     path, statuses = write_trajectories(run, batch, request.seed)
     codes = batch["codes"]
-    next_step = ("Read inspection/trajectories.jsonl; fix what the codes name, then sample again."
+    next_step = ("Read inspection/trajectories.md; fix what the codes name, then sample again."
                  if any(c.severity == "error" for c in codes) else
                  "Trajectories are clean: sample_completions on this run draws the reviewed samples from the same "
                  "loop; then inspect_rewards and record the verdict.")

@@ -13,6 +13,7 @@ Each tool call of a trajectory gets a status from its messages as TRL built them
 from __future__ import annotations
 
 import ast
+import json
 import re
 
 from mcp_server.inspection.trajectory_models import TrajectoryCode
@@ -154,3 +155,40 @@ def review(records: list[dict], probes: dict, turn_cap: int) -> list[TrajectoryC
     codes = [*_call_codes(records), *_reward_codes(records), *_mask_codes(records), *_group_codes(records),
              *_probe_codes(probes)]
     return sorted(codes, key=lambda c: c.severity != "error")
+
+
+SHEET_TRAJECTORIES = 24
+
+
+def _turn_lines(record: dict) -> list[str]:
+    lines = []
+    for message in record["completion"]:
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls"):
+            for call in message["tool_calls"]:
+                function = call.get("function", call)
+                lines.append(f"- **call** `{function.get('name')}({json.dumps(function.get('arguments'))})`")
+        elif role == "assistant":
+            lines.append(f"- **assistant** {json.dumps(message.get('content') or '')[:300]}")
+        else:
+            lines.append(f"- **{role}** (masked from the loss) {json.dumps(str(message.get('content')))[:300]}")
+    return lines
+
+
+def render_sheet(records: list[dict], codes: list[TrajectoryCode]) -> str:
+    """inspection/trajectories.md: the codes, then the first trajectories turn by turn with each call's status,
+    the rewards, and what the loss sees and masks."""
+    out = ["# Trajectory review", "", "| code | severity | count | what |", "|---|---|---|---|"]
+    out += [f"| `{c.code}` | {c.severity} | {c.count} | {c.message.replace('|', '/')[:300]} |" for c in codes]
+    if not codes:
+        out.append("| (none) | | | every call parsed and returned, masks are the tool results, resets agree |")
+    for record in records[:SHEET_TRAJECTORIES]:
+        statuses = ", ".join(c["status"] + (f" ({c.get('reason') or c.get('error')})" if c["status"] in
+                                            ("dropped", "failed") else "") for c in record["calls"]) or "no call"
+        out += ["", f"## Trajectory {record['id']} (group {record['group']})",
+                f"rewards {json.dumps(record['rewards'])}; calls: {statuses}; the loss sees {record['loss_tokens']} "
+                f"tokens and masks {record['masked_tokens']} (exactly the tool results: "
+                f"{'yes' if record['mask_is_tool_results'] else 'NO'})", "", *_turn_lines(record)]
+    if len(records) > SHEET_TRAJECTORIES:
+        out += ["", f"({len(records) - SHEET_TRAJECTORIES} more in trajectories.jsonl)"]
+    return "\n".join(out) + "\n"

@@ -66,7 +66,7 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
     if len(records) < MIN_REVIEW_SAMPLES:
         next_step = f"Only {len(records)} samples: inspect_rewards needs at least {MIN_REVIEW_SAMPLES}. " + next_step
     if errors:
-        next_step = ("The trajectories show " + ", ".join(errors) + ": read inspection/trajectories.jsonl "
+        next_step = ("The trajectories show " + ", ".join(errors) + ": read inspection/trajectories.md "
                      "(sample_trajectories names each) before inspecting rewards. " + next_step)
     return SampleResult(
         run_dir=str(run.dir), samples_path=str(path), samples_sha256=digest, num_samples=len(records),
