@@ -8,7 +8,8 @@ line, fields left off the command line, and the human-readable summary.
 
 `--json` prints the pydantic result for machines; without it, a short readable summary for people.
 Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
-(the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback).
+(the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback),
+141 when the reader of the output went away (`| head`), quietly.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
-from mcp_server.errors import UserInputError, describe_failure, validation_message
+from mcp_server.errors import UserInputError, describe_failure, one_line, validation_message
 from mcp_server.reporting import silent
 from mcp_server.userfiles import read_json
 
@@ -69,8 +70,8 @@ def _load(ref: str):
 def _print(result: BaseModel, as_json: bool, human: Callable[[BaseModel], str] | None = None) -> None:
     if as_json or human is None:
         print(result.model_dump_json(indent=2))
-    else:
-        print(human(result))
+    else:  # a terminal escape or carriage return a name or log line carried is shown escaped, never acted on
+        print("\n".join(one_line(line) for line in human(result).split("\n")))
 
 
 def _progress(args):
@@ -338,9 +339,9 @@ def _human_status(r) -> str:
 def _human_runs(r) -> str:
     if not r.runs:
         return f"no runs under {r.runs_root}"
-    return "\n".join(f"{x.run:40} {x.state:13} " + (x.error or "") if x.error else
-                     f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  "
-                     f"{x.model or ''}"
+    return "\n".join(f"{one_line(x.run):40} {x.state:13} " + (x.error or "") if x.error else
+                     f"{one_line(x.run):40} {x.state:13} "
+                     f"step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
                      for x in r.runs)
 
 
@@ -661,13 +662,27 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _reader_gone() -> int:
+    """The output's reader closed it (`llm-finetuning ... | head`): stop quietly, as a command killed by SIGPIPE
+    would (exit 141), with what is left unwritten sent nowhere instead of a traceback at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (an in-process caller's buffer)
+        pass
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     names = {cmd.name for cmd in COMMANDS}
     parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")
     args = parser.parse_args(argv)
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()  # here, so a reader that went away (`| head`) is met below, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except (UserInputError, ValidationError, OSError) as exc:  # bad input, or a file the system refused
         print(f"error: {describe_failure(exc)}", file=sys.stderr)
         return 2

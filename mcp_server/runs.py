@@ -271,6 +271,21 @@ class Run:
             n += 1
         return self.archive / f"{kind}-{n}"
 
+    def inside(self, path: Path) -> Path:
+        """`path` (a file of this run to be written) when the folder it lands in is inside the run directory;
+        UserInputError('run') when a symbolic link on the way leads elsewhere (runs/R/inspection -> ~/): a run's
+        files are written inside the run, never through a link into another place."""
+        folder = Path(path).parent
+        try:
+            real, home = folder.resolve(), self.dir.resolve()
+        except (OSError, RuntimeError):  # a link loop
+            real, home = None, None
+        if real is None or not real.is_relative_to(home):
+            link = next((p for p in [folder, *folder.parents] if p.is_symlink()), folder)
+            raise UserInputError("run", f"{short(link)} leads outside the run directory (to {short(real or '?')}): "
+                                        "a run's files are written inside it; replace the link with a directory")
+        return path
+
     # ---------------------------------------------------------------- reading
     def resolve(self, path: str | Path) -> Path:
         """A path written in the run's files: relative ones are relative to the run directory."""
@@ -357,7 +372,7 @@ def resolve_run(run: str | Path) -> Run:
         raise UserInputError("run", f"{short(path)} is not a run directory (it holds none of "
                                     f"{', '.join(RUN_MARKERS)}); "
                              "give a run's name under runs/ or the path of a run emit_grpo_config made")
-    known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
+    known = sorted(r.name for r in all_runs())  # not the hidden staging directories of an emission under way
     raise UserInputError(
         "run", f"no run directory '{short(run)}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
     )

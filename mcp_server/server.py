@@ -12,13 +12,13 @@ import functools
 import inspect
 import json
 import logging
+import threading
 import warnings
 from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resources import FileResource
@@ -40,6 +40,8 @@ from mcp_server.evaluation.models import (
     PromoteRequest,
     PromotionResult,
 )
+from mcp_server import jsonrpc
+from mcp_server.calls import run_cancellable, stop_point
 from mcp_server.inputs import NoArguments
 from mcp_server.inspection import gate, review, sampling
 from mcp_server.inspection.models import (
@@ -112,7 +114,7 @@ def _parse(model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
         raise ToolError(validation_message(exc, model)) from None
 
 
-def _reporter(ctx: Context, token) -> Report:
+def _reporter(ctx: Context, token, stop: threading.Event) -> Report:
     """A `report` for the core (which runs in a worker thread): each call becomes an MCP log message and, when the
     client asked for progress, a progress notification, both sent on the server's event loop.
 
@@ -126,6 +128,7 @@ def _reporter(ctx: Context, token) -> Report:
         await ctx.log("info", message, logger_name="llm-finetuning")
 
     def report(done: float, total: float | None, message: str) -> None:
+        stop_point(stop)  # a cancelled call stops here
         if done < seen["last"]:
             seen["offset"] += seen["last"]
         seen["last"] = done
@@ -155,12 +158,13 @@ def tool():
         model = params["request"].annotation if "request" in params else NoArguments
 
         async def call(ctx: Context, **arguments: Any):
+            stop = threading.Event()
             try:
                 request = _parse(model, arguments)
                 kwargs: dict[str, Any] = {"request": request} if "request" in params else {}
                 if "report" in params:
-                    kwargs["report"] = _reporter(ctx, anyio.lowlevel.current_token())
-                return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+                    kwargs["report"] = _reporter(ctx, anyio.lowlevel.current_token(), stop)
+                return await run_cancellable(functools.partial(fn, **kwargs), stop)
             except (MCPError, ToolError):
                 raise
             except Exception as exc:
@@ -399,7 +403,7 @@ _register_content()
 
 
 def main() -> None:
-    mcp.run("stdio")
+    anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
 
 
 if __name__ == "__main__":

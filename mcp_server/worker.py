@@ -69,6 +69,12 @@ def _call_here(fn, args, kwargs, report: Report):
     return fn(*args, **kwargs)
 
 
+# One call at a time in this process too, as in the worker: concurrent calls (an MCP client's parallel tool calls
+# run in threads) raced transformers' lazy imports and each other's model loading (meta tensors), and a late
+# call's files could replace a newer call's.
+_HERE = threading.RLock()
+
+
 def in_training(target: str, *args, report: Report = silent, **kwargs):
     """Call `module:function` with these arguments in the training interpreter; see the module docstring.
     Without a training interpreter: UserInputError naming prepare_environment and LLM_FINETUNING_PYTHON."""
@@ -76,7 +82,8 @@ def in_training(target: str, *args, report: Report = silent, **kwargs):
         return _call_here(_resolve(target), args, kwargs, report)
     python = require_training_python()
     if is_this_python(python):
-        return _call_here(_resolve(target), args, kwargs, report)
+        with _HERE:
+            return _call_here(_resolve(target), args, kwargs, report)
     return _worker_for(python).call(target, args, kwargs, report)
 
 

@@ -78,8 +78,40 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     )
 
 
-def run_cli_json(*args: str, **kwargs):
-    proc = run_cli(*args, "--json", **kwargs)
+def cli_here(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """This checkout's CLI called in this process (`cli.main`), for tests where the process boundary is not what
+    is tested: the same parser, core and exit codes as `run_cli` without a Python start-up and the core's imports
+    (a second or more per call). `env` is set for the call and restored after."""
+    import contextlib
+    import io
+
+    from mcp_server import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {key: os.environ.get(key) for key in (env or {})}
+    here = Path.cwd()
+    try:
+        os.environ.update(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse's refusals
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        os.chdir(here)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return subprocess.CompletedProcess(["llm-finetuning", *args], code, out.getvalue(), err.getvalue())
+
+
+def run_cli_json(*args: str, here: bool = False, **kwargs):
+    """The CLI with --json, its output parsed; `here` calls it in this process (cli_here)."""
+    proc = (cli_here if here else run_cli)(*args, "--json", **kwargs)
     try:
         return proc, json.loads(proc.stdout)
     except json.JSONDecodeError:

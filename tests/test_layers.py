@@ -21,7 +21,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("inspection", ("inspection",)),
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content")),
+    ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "manifests", "content")),
 ]
 
 

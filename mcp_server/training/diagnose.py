@@ -63,6 +63,7 @@ CODES: dict[str, str] = {
     "vllm_out_of_memory": "vLLM could not allocate its weights or KV cache",
     "nccl_timeout": "a distributed collective timed out (NCCL watchdog)",
     "import_error": "a package the run needs is missing or broken (ImportError / ModuleNotFoundError)",
+    "disk_full": "a write was refused for lack of disk space or quota (a checkpoint save crashed)",
     "reward_function_error": "a reward function raised an exception (traceback in the log)",
     "reward_returns_none": "a reward function returned None for every completion (its logged mean is NaN)",
     "completions_never_terminate": "every completion hits max_completion_length and none ends (EOS, chat template, "

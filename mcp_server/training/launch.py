@@ -42,6 +42,7 @@ from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRe
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.runstate import (
     LAUNCHER,
+    RUN_MARK,
     checkpoints,
     derive_state,
     read_run_json,
@@ -242,6 +243,8 @@ def _script_header(run_dir: Path) -> str:
         f"# Training launcher for run {run_dir.name}, written by llm-finetuning launch_training.",
         "# Runs from the run directory wherever it is called from: bash train/launch.sh",
         'cd "$(dirname "$0")/.." || exit 1',
+        "# Every process of the run carries its directory: training_status finds a trainer that outlived this script.",
+        f'export {RUN_MARK}="$(pwd -P)"',
         "export PYTHONUNBUFFERED=1",
         *_pythonpath_line(),
     ])
