@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
 from mcp_server.errors import UserInputError, describe_failure, one_line, validation_message
+from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import silent
 from mcp_server.userfiles import read_json
 
@@ -673,6 +674,7 @@ def _reader_gone() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_caches_private()
     argv = sys.argv[1:] if argv is None else argv
     names = {cmd.name for cmd in COMMANDS}
     parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")

@@ -10,10 +10,13 @@ With none of these, the tools that need one say so and name prepare_environment 
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -101,10 +104,38 @@ def package_path() -> str | None:
     return None
 
 
+# Where libraries would write under the home directory otherwise (an arrow copy of the data under
+# ~/.cache/huggingface/datasets, matplotlib's config and font cache under ~/.config/matplotlib): a folder of this
+# process instead (keep_caches_private), or the run's cache/ for training (train/launch.sh). A value the
+# person set is kept.
+PRIVATE_CACHES = {"HF_DATASETS_CACHE": "datasets", "MPLCONFIGDIR": "matplotlib"}
+SCRATCH = "LLM_FINETUNING_SCRATCH"  # this process's scratch folder, when keep_caches_private made one
+
+
+def keep_caches_private() -> None:
+    """Point the caches a library writes under the home directory (PRIVATE_CACHES) to a temporary folder of this
+    process, removed at exit, unless the person set them (HF_HOME counts for the data sets cache). The doors and
+    the worker call it first, before anything imports datasets or matplotlib."""
+    if os.environ.get(SCRATCH):
+        return
+    unset = [key for key in PRIVATE_CACHES
+             if not os.environ.get(key) and not (key == "HF_DATASETS_CACHE" and os.environ.get("HF_HOME"))]
+    if unset:
+        scratch = tempfile.mkdtemp(prefix="llm-finetuning-scratch-")
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        os.environ[SCRATCH] = scratch
+        os.environ.update({key: os.path.join(scratch, PRIVATE_CACHES[key]) for key in unset})
+
+
 def training_env(python: str, base: dict | None = None) -> dict:
     """Environment for a process of the training interpreter: this package importable from the plugin
-    folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code)."""
+    folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code). This
+    process's scratch caches stay its own: a child makes its own (keep_caches_private, train/launch.sh)."""
     env = dict(os.environ if base is None else base)
+    scratch = env.pop(SCRATCH, None)
+    for key in PRIVATE_CACHES:
+        if scratch and env.get(key, "").startswith(scratch):
+            del env[key]
     # The launcher keeps the server's bytecode beside its environment; the training interpreter reads its own
     # (a prefix would make it recompile torch and the rest).
     if (

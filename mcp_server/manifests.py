@@ -46,6 +46,11 @@ CODEX_ENV_VARS = [
 # Codex's default handshake timeout is 30 s; a first start builds the server's light environment in seconds, but a
 # cold pip cache on a slow network can take longer.
 CODEX_STARTUP_TIMEOUT_SEC = 120
+# Gemini CLI's `mcp list` gave a server 5 s unless its entry sets `timeout`, and OpenCode's requests default to 5 s:
+# a first start that builds the environment with pip (no uv) takes 8-10 s on a 2-core machine, so the first
+# check said Disconnected. Both read `timeout` in milliseconds, Gemini also as the limit of a tool call (its own
+# default there is 10 min, kept: sampling and evaluation run for minutes).
+FIRST_START_TIMEOUT_MS = 600_000
 
 
 def load_source(root: Path) -> dict:
@@ -187,7 +192,8 @@ def gemini(source: dict, root: Path) -> dict[str, str]:
         "version": source["version"],
         "description": source["description"],
         "contextFileName": "GEMINI.md",
-        "mcpServers": {name: {**entry, "args": [_gemini_path(a) for a in entry.get("args", [])]}
+        "mcpServers": {name: {**entry, "args": [_gemini_path(a) for a in entry.get("args", [])],
+                              "timeout": FIRST_START_TIMEOUT_MS}
                        for name, entry in source["mcpServers"].items()},
     }
     agents = "\n".join(
@@ -219,7 +225,8 @@ References: the `references/` folder, also served as MCP resources `llm-finetuni
 def opencode(source: dict, root: Path) -> dict[str, str]:
     mcp = {}
     for name, entry in _servers(source, None, relative=True).items():
-        mcp[name] = {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True}
+        mcp[name] = {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True,
+                     "timeout": FIRST_START_TIMEOUT_MS}
     # Skills: OpenCode scans only .opencode/skill(s)/ and ~/.claude, ~/.agents by itself.
     config = {"$schema": "https://opencode.ai/config.json", "mcp": mcp, "skills": {"paths": ["skills"]}}
     files = {"opencode.json": _json(config)}

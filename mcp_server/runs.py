@@ -37,6 +37,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
         verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
+      cache/                                         what libraries cache while training (an arrow copy of the
+                                                     data, matplotlib's): train/launch.sh points them here, not
+                                                     under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
       promotion-report.md             promotion_report
       promotion.json                  promotion      promote_checkpoint's result (with the checkpoint's content hash)

@@ -43,6 +43,7 @@ from mcp_server.evaluation.models import (
 from mcp_server import jsonrpc
 from mcp_server.calls import run_cancellable, stop_point
 from mcp_server.inputs import NoArguments
+from mcp_server.interpreter import keep_caches_private
 from mcp_server.inspection import gate, review, sampling
 from mcp_server.inspection.models import (
     GateRequest,
@@ -403,6 +404,7 @@ _register_content()
 
 
 def main() -> None:
+    keep_caches_private()
     anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
 
 

@@ -245,6 +245,9 @@ def _script_header(run_dir: Path) -> str:
         'cd "$(dirname "$0")/.." || exit 1',
         "# Every process of the run carries its directory: training_status finds a trainer that outlived this script.",
         f'export {RUN_MARK}="$(pwd -P)"',
+        "# Caches a library would write under your home (an arrow copy of the data, matplotlib's) stay in the run.",
+        '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
+        'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
         "export PYTHONUNBUFFERED=1",
         *_pythonpath_line(),
     ])
