@@ -46,10 +46,10 @@ CODEX_ENV_VARS = [
 # Codex's default handshake timeout is 30 s; a first start builds the server's light environment in seconds, but a
 # cold pip cache on a slow network can take longer.
 CODEX_STARTUP_TIMEOUT_SEC = 120
-# Gemini CLI's `mcp list` gave a server 5 s unless its entry sets `timeout`, and OpenCode's requests default to 5 s:
-# a first start that builds the environment with pip (no uv) takes 8-10 s on a 2-core machine, so the first
-# check said Disconnected. Both read `timeout` in milliseconds, Gemini also as the limit of a tool call (its own
-# default there is 10 min, kept: sampling and evaluation run for minutes).
+# Gemini CLI's `mcp list` gave a server 5 s unless its entry sets `timeout`: a first start that builds the environment
+# with pip (no uv) takes 8-10 s on a 2-core machine, so the first check said Disconnected. Gemini reads `timeout`
+# in milliseconds, also as the limit of a tool call (its own default there is 10 min, kept: sampling and evaluation
+# run for minutes). (OpenCode 1.18's `mcp list` waited for a server starting 16 s late without one.)
 FIRST_START_TIMEOUT_MS = 600_000
 
 
@@ -225,8 +225,7 @@ References: the `references/` folder, also served as MCP resources `llm-finetuni
 def opencode(source: dict, root: Path) -> dict[str, str]:
     mcp = {}
     for name, entry in _servers(source, None, relative=True).items():
-        mcp[name] = {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True,
-                     "timeout": FIRST_START_TIMEOUT_MS}
+        mcp[name] = {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True}
     # Skills: OpenCode scans only .opencode/skill(s)/ and ~/.claude, ~/.agents by itself.
     config = {"$schema": "https://opencode.ai/config.json", "mcp": mcp, "skills": {"paths": ["skills"]}}
     files = {"opencode.json": _json(config)}

@@ -69,9 +69,14 @@ def checkout_env(env: dict | None = None) -> dict:
     return merged
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600):
-    """Run this checkout's CLI (`python -m mcp_server.cli`, the code the in-process tests import; the installed
-    console script is tested once in test_cli.py); returns CompletedProcess (text)."""
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600,
+            process: bool = False):
+    """This checkout's CLI; returns CompletedProcess (text). In this process (cli_here: the same parser, core and
+    exit codes, without a Python start-up and the core's imports each time) unless `process`, for a test of what
+    the process boundary does: `python -m mcp_server.cli`, the code the in-process tests import (the installed
+    console script is tested once in test_cli.py)."""
+    if not process:
+        return cli_here(*args, env=env, cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "mcp_server.cli", *args], cwd=cwd, env=checkout_env(env), capture_output=True,
         text=True, timeout=timeout,

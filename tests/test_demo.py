@@ -23,7 +23,7 @@ def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_
     for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HF_HOME", "HF_DATASETS_CACHE", "MPLCONFIGDIR",
                 "LLM_FINETUNING_SCRATCH"):
         monkeypatch.delenv(var, raising=False)
-    proc = run_cli("demo", "--quick", "--json", cwd=workspace, timeout=900,
+    proc = run_cli("demo", "--quick", "--json", cwd=workspace, timeout=900, process=True,
                    env={"LLM_FINETUNING_WORKSPACE": str(workspace), "HOME": str(home)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []

@@ -582,7 +582,7 @@ def test_opencode_sees_server_agents_command_and_skills(plugin_copy, tmp_path):
     opencode = npm_install("opencode-ai") / "opencode"
     t = Trial(tmp_path)
     # As the docs say: run opencode in the plugin folder ...
-    t.prepare_server(plugin_copy, first_start_s=PIP_FIRST_START_S)
+    t.prepare_server(plugin_copy)
     listed = t.run(opencode, "mcp", "list", cwd=plugin_copy, timeout=180)
     assert re.search(r"✓ llm-finetuning\s+connected", listed), listed
     config = t.run(opencode, "debug", "config", cwd=plugin_copy, json_out=True)
