@@ -236,13 +236,15 @@ def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: in
 
 
 def _signal_run(run_dir: Path, pid: int | None, create_time: float | None, sig: int) -> None:
-    """The verified launcher's group, then every process still carrying this run's mark (launch.sh exports it;
-    a trainer whose launcher was killed keeps it)."""
+    """The verified launcher's group, then every other process still carrying this run's mark (launch.sh exports
+    it; a trainer whose launcher was killed keeps it), each signalled once."""
+    group = pid if verified_launcher(run_dir, pid, create_time) is not None else None
     _signal_launcher(run_dir, pid, create_time, sig)
     for proc in run_processes(run_dir):
         try:
-            proc.send_signal(sig)
-        except psutil.Error:
+            if group is None or os.getpgid(proc.pid) != group:
+                proc.send_signal(sig)
+        except (psutil.Error, OSError):
             pass
 
 
