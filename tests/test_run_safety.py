@@ -195,12 +195,24 @@ def test_one_trainer_per_run_stop_survives_a_lost_run_json_and_nothing_is_launch
 
 
 def kill_launcher_keeping_trainer(pid: int, run_dir: Path) -> psutil.Process:
-    """SIGKILL the launcher alone once it has started the trainer (its child); the trainer lives on, orphaned."""
+    """SIGKILL the launcher alone once it has started the trainer (its child running train/train.py; the script's
+    `$(...)` subshells come and go before it); the trainer lives on, orphaned."""
     launcher = psutil.Process(pid)
-    deadline = time.time() + 30
-    while not launcher.children() and time.time() < deadline:
+
+    def trainers() -> list[psutil.Process]:
+        found = []
+        for child in launcher.children():
+            try:
+                if "train/train.py" in child.cmdline():
+                    found.append(child)
+            except psutil.Error:
+                continue
+        return found
+
+    deadline = time.time() + 60
+    while not trainers() and time.time() < deadline:
         time.sleep(0.05)
-    children = launcher.children()
+    children = trainers()
     assert len(children) == 1, (launcher.status(), (run_dir / "train" / "logs" / "stdout.log").read_text()[-3000:])
     [trainer] = children
     os.kill(pid, 9)
