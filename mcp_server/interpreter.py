@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.tiny import cache_root
 
 # The folder that holds the `mcp_server` package: put on PYTHONPATH of a training interpreter that does not
 # have this package installed (a plugin checkout or copy; an installed package finds itself).
@@ -105,26 +106,26 @@ def package_path() -> str | None:
 
 
 # Where libraries would write under the home directory otherwise (an arrow copy of the data under
-# ~/.cache/huggingface/datasets, matplotlib's config and font cache under ~/.config/matplotlib): a folder of this
-# process instead (keep_caches_private), or the run's cache/ for training (train/launch.sh). A value the
-# person set is kept.
-PRIVATE_CACHES = {"HF_DATASETS_CACHE": "datasets", "MPLCONFIGDIR": "matplotlib"}
+# ~/.cache/huggingface/datasets, matplotlib's config and font cache under ~/.config/matplotlib): the data sets
+# cache in a folder of this process, removed at exit (it holds a copy of the person's data), matplotlib's beside
+# the tiny model in this package's per-user cache (kept: its font cache takes seconds to build); for training,
+# the run's cache/ (train/launch.sh). A value the person set is kept.
+PRIVATE_CACHES = ("HF_DATASETS_CACHE", "MPLCONFIGDIR")
 SCRATCH = "LLM_FINETUNING_SCRATCH"  # this process's scratch folder, when keep_caches_private made one
 
 
 def keep_caches_private() -> None:
-    """Point the caches a library writes under the home directory (PRIVATE_CACHES) to a temporary folder of this
-    process, removed at exit, unless the person set them (HF_HOME counts for the data sets cache). The doors and
-    the worker call it first, before anything imports datasets or matplotlib."""
-    if os.environ.get(SCRATCH):
+    """Point the caches a library writes under the home directory (PRIVATE_CACHES) away from it, unless the person
+    set them (HF_HOME counts for the data sets cache). The doors and the worker call it first, before anything
+    imports datasets or matplotlib."""
+    if not os.environ.get("MPLCONFIGDIR"):
+        os.environ["MPLCONFIGDIR"] = str(cache_root() / "matplotlib")
+    if os.environ.get(SCRATCH) or os.environ.get("HF_DATASETS_CACHE") or os.environ.get("HF_HOME"):
         return
-    unset = [key for key in PRIVATE_CACHES
-             if not os.environ.get(key) and not (key == "HF_DATASETS_CACHE" and os.environ.get("HF_HOME"))]
-    if unset:
-        scratch = tempfile.mkdtemp(prefix="llm-finetuning-scratch-")
-        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-        os.environ[SCRATCH] = scratch
-        os.environ.update({key: os.path.join(scratch, PRIVATE_CACHES[key]) for key in unset})
+    scratch = tempfile.mkdtemp(prefix="llm-finetuning-scratch-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    os.environ[SCRATCH] = scratch
+    os.environ["HF_DATASETS_CACHE"] = os.path.join(scratch, "datasets")
 
 
 def training_env(python: str, base: dict | None = None) -> dict:
