@@ -1,0 +1,149 @@
+"""The SLURM launcher on a real cluster: slurmctld and two slurmd (n1, n2) on this machine (tests/slurm_cluster.py),
+the embedded tiny model's GRPO across both nodes on CPU (torchrun over gloo, one rank per node).
+
+Submit, watch (pending -> running -> completed, progress read while it runs), stop with a checkpoint and
+resume, a node killed mid-run, a job cancelled by hand, a run.json edited to name another job, and the
+scheduler's refusals as one line before anything is submitted. The cluster starts once for the module; its start
+time is printed (pytest -s) and written to <tmp>/cluster-start.txt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import skip_unless_ci
+from slurm_cluster import missing_binaries, start_cluster
+
+HELD = [{"name": "fixture_rewards.held_reward", "params": {}, "weight": 1.0}]
+OVERRIDES = {"max_steps": 3, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8,
+             "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.geteuid() != 0:
+        skip_unless_ci("the test cluster's slurmd runs as root (it starts job steps as their user)")
+    missing = missing_binaries()
+    if missing:
+        skip_unless_ci(f"no SLURM test cluster: {', '.join(missing)} not installed (make sysdeps installs "
+                       "slurm-wlm and munge)")
+    root = Path(tempfile_root(tmp_path_factory))
+    try:
+        cl = start_cluster(root)
+    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+        skip_unless_ci(f"the SLURM daemons did not start: {exc}")
+    (root / "cluster-start.txt").write_text(f"{cl.start_s:.2f}\n")
+    print(f"\nSLURM test cluster started in {cl.start_s:.2f} s")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", str(cl.conf))
+        yield cl
+    cl.stop()
+
+
+def tempfile_root(factory) -> Path:
+    """A short path: munge's socket path must stay under 108 characters."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="slurm-", dir="/tmp"))
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory, tiny_model):
+    root = tmp_path_factory.mktemp("slurm-ws")
+    hold = root / "hold"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        mp.setenv("LLM_FINETUNING_TEST_HOLD", str(hold))  # jobs inherit it (sbatch exports the environment)
+        yield root
+
+
+def emit(name: str, gpu: str = "cpu", num_gpus: int = 1, rewards=HELD) -> Path:
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    result = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu=gpu, num_gpus=num_gpus,
+                                                run_name=name, rewards=rewards, overrides=OVERRIDES))
+    assert result.validation.valid, result.validation
+    return Path(result.run_dir)
+
+
+def inspected(name: str) -> Path:
+    from test_training import pass_inspection
+
+    run_dir = emit(name)
+    pass_inspection(run_dir)
+    return run_dir
+
+
+def status(run_dir: Path):
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    return training_status(StatusRequest(run=str(run_dir)))
+
+
+def wait_for(run_dir: Path, done, timeout: float = 150, poll: float = 0.5):
+    deadline = time.time() + timeout
+    seen = []
+    while time.time() < deadline:
+        now = status(run_dir)
+        seen.append(now.state)
+        if done(now):
+            return now, seen
+        if not now.alive and now.state != "pending" and len(seen) > 1:
+            raise AssertionError(f"ended as {now.state} before the awaited state: {now.model_dump_json(indent=1)}")
+        time.sleep(poll)
+    raise AssertionError(f"timed out; states seen {sorted(set(seen))}; last: {now.model_dump_json(indent=1)}")
+
+
+def launch(run_dir: Path, **options):
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    return launch_training(LaunchRequest(run=str(run_dir), num_nodes=2, **options))
+
+
+def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(cluster, ws):
+    run_dir = inspected("two-nodes")
+    hold = Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
+    hold.touch()  # the run holds after its first step until the file goes
+    blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
+    blocker_id = blocker.stdout.strip()
+
+    result = launch(run_dir)
+    assert result.launched and result.job_id and result.state == "pending", result.message
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["backend"] == "slurm" and record["job_id"] == result.job_id
+    assert record["slurm"]["nodes"] == 2 and record["slurm"]["command"][:2] == ["sbatch", "--parsable"]
+    script = (run_dir / "train" / "launch.slurm").read_text()
+    assert "--kill-on-bad-exit=1" in script and "#SBATCH --requeue" in script and "node-$SLURMD_NODENAME.log" in script
+
+    pending, _ = wait_for(run_dir, lambda s: s.state == "pending" and s.job.get("reason") not in (None, "None"))
+    assert pending.job["reason"] in ("Resources", "Priority"), pending.job  # the blocker holds both nodes
+    assert "pending" in pending.message and pending.job["reason"] in pending.message
+
+    cluster.run("scancel", blocker_id)
+    running, _ = wait_for(run_dir, lambda s: s.state == "running" and s.step == 1)
+    assert sorted(running.job["nodes"]) == ["n1", "n2"] and running.alive
+    assert running.latest["step"] == 1 and isinstance(running.latest["reward"], float)
+    from mcp_server.training.status import list_runs
+
+    assert {r.run: r.state for r in list_runs().runs}[run_dir.name] == "running"
+    hold.unlink()
+    done, _ = wait_for(run_dir, lambda s: not s.alive)
+    assert done.state == "succeeded" and done.exit_code == 0, done.message + "\n" + "\n".join(done.log_tail)
+    assert done.job["scheduler_state"] == "COMPLETED" and done.step == 3
+    begin = json.loads((run_dir / "train" / "logs" / "train-begin.json").read_text())
+    assert begin["world_size"] == 2  # one gloo group over the two nodes
+    logs = run_dir / "train" / "logs"
+    assert (logs / "node-n1.log").exists() and (logs / "node-n2.log").exists()
+    assert {(logs / f"node-{n}.exit").read_text().strip() for n in ("n1", "n2")} == {"0"}
+    assert (logs / "exit-code").read_text().strip() == "0"
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
