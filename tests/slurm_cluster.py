@@ -30,6 +30,23 @@ def _binary(name: str) -> str:
     return shutil.which(name) or str(Path("/usr/sbin", name))
 
 
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _read(pid: int, name: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:
+        return b""
+
+
+def _ppid(pid: int) -> int:
+    stat_line = _read(pid, "stat").decode(errors="replace")
+    fields = stat_line.rsplit(")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+
+
 def _pid(path: Path, timeout: float = 10) -> int:
     """The pid a daemon writes once it has forked (a moment after its start command returns)."""
     deadline = time.time() + timeout
@@ -77,21 +94,25 @@ class Cluster:
         self.pids[f"slurmd-{node}"] = _pid(self.root / f"slurmd-{node}.pid")
 
     def kill_node(self, node: str) -> None:
-        """A node crash: its slurmd and every process of a job step on it (SLURMD_NODENAME=<node>) killed."""
-        pid = self.pids.pop(f"slurmd-{node}")
-        os.kill(pid, signal.SIGKILL)
-        for proc_dir in Path("/proc").iterdir():
-            if not proc_dir.name.isdigit():
-                continue
+        """A node crash: its slurmd, the step daemons of its job steps and their processes, all SIGKILLed."""
+        os.kill(self.pids.pop(f"slurmd-{node}"), signal.SIGKILL)
+        victims = set()
+        for pid in _pids():
+            if f"SLURMD_NODENAME={node}".encode() in _read(pid, "environ").split(b"\0"):
+                victims.add(pid)
+                parent = pid
+                while parent > 1 and _read(parent, "comm").strip() != b"slurmstepd":
+                    parent = _ppid(parent)
+                if parent > 1:
+                    victims.add(parent)
+        for pid in victims:
             try:
-                environ = (proc_dir / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if f"SLURMD_NODENAME={node}".encode() in environ:
-                try:
-                    os.kill(int(proc_dir.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def node_state(self, node: str) -> str:
+        return self.run("sinfo", "-h", "-n", node, "-o", "%t", check=False).stdout.strip()
 
     def wait_idle(self, nodes=NODES, timeout: float = 60) -> None:
         deadline = time.time() + timeout

@@ -110,14 +110,28 @@ def launch(run_dir: Path, **options):
     return launch_training(LaunchRequest(run=str(run_dir), num_nodes=2, **options))
 
 
-def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(cluster, ws):
-    run_dir = inspected("two-nodes")
+@pytest.fixture(scope="module")
+def run_dir(ws):
+    """One emitted and inspected run; each test launches it afresh (archive_previous), so the inspection is paid
+    once."""
+    return inspected("two-nodes")
+
+
+def hold() -> Path:
+    return Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
+
+
+def wait_running_at_step_1(run_dir: Path):
+    return wait_for(run_dir, lambda s: s.state == "running" and s.step == 1)[0]
+
+
+def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(cluster, run_dir):
     hold = Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
     hold.touch()  # the run holds after its first step until the file goes
     blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
     blocker_id = blocker.stdout.strip()
 
-    result = launch(run_dir)
+    result = launch(run_dir, archive_previous=True)
     assert result.launched and result.job_id and result.state == "pending", result.message
     record = json.loads((run_dir / "run.json").read_text())
     assert record["backend"] == "slurm" and record["job_id"] == result.job_id
@@ -130,7 +144,7 @@ def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(clu
     assert "pending" in pending.message and pending.job["reason"] in pending.message
 
     cluster.run("scancel", blocker_id)
-    running, _ = wait_for(run_dir, lambda s: s.state == "running" and s.step == 1)
+    running = wait_running_at_step_1(run_dir)
     assert sorted(running.job["nodes"]) == ["n1", "n2"] and running.alive
     assert running.latest["step"] == 1 and isinstance(running.latest["reward"], float)
     from mcp_server.training.status import list_runs
@@ -147,3 +161,93 @@ def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(clu
     assert {(logs / f"node-{n}.exit").read_text().strip() for n in ("n1", "n2")} == {"0"}
     assert (logs / "exit-code").read_text().strip() == "0"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
+
+
+def test_stop_saves_a_checkpoint_and_resume_completes_on_the_cluster(cluster, run_dir):
+    import threading
+
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest, StopRequest
+    from mcp_server.training.status import stop_training
+
+    hold().touch()
+    result = launch(run_dir, archive_previous=True)
+    assert result.launched, result.message
+    wait_running_at_step_1(run_dir)  # both ranks now wait in step 2's reward until the hold goes
+
+    stop_file = run_dir / "train" / "logs" / "stop-request.json"
+
+    def release_once_asked():  # the stop is asked while step 2 runs: it ends step 2 with a checkpoint
+        while not stop_file.exists():
+            time.sleep(0.1)
+        hold().unlink()
+
+    releaser = threading.Thread(target=release_once_asked, daemon=True)
+    releaser.start()
+    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=120))
+    releaser.join(5)
+    assert stopped.graceful and not stopped.killed and stopped.state == "stopped", stopped.message
+    assert Path(stopped.checkpoint).name == "checkpoint-2" and "job" in stopped.message
+    assert json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"] == 2
+    assert status(run_dir).job["scheduler_state"] == "COMPLETED"  # the job ended by itself after the save
+
+    resumed = resume_training(RunRequest(run=str(run_dir)))
+    assert resumed.launched and resumed.job_id and resumed.job_id != result.job_id, resumed.message
+    assert resumed.resumed_from == stopped.checkpoint
+    done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
+    assert done.state == "succeeded" and done.step == 3, done.message
+    steps = [json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").open()]
+    assert steps == [1, 2, 3]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["history"][-1]["state"] == "stopped" and record["history"][-1]["job_id"] == result.job_id
+
+
+def test_a_killed_node_reads_as_failed_on_that_node_and_the_run_resumes(cluster, run_dir):
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    hold().touch()
+    result = launch(run_dir, archive_previous=True, requeue=False)
+    assert result.launched, result.message
+    wait_running_at_step_1(run_dir)
+    assert (run_dir / "checkpoints" / "checkpoint-1" / "trainer_state.json").exists()
+    cluster.kill_node("n2")  # slurmd, its step daemon and its rank: the node is gone
+    # n1's rank still waits in the held reward: the job ends by the scheduler's node failure, not by a rank
+    failed, _ = wait_for(run_dir, lambda s: not s.alive, timeout=90)
+    hold().unlink()
+    assert failed.state == "failed" and failed.job["failed_nodes"] == ["n2"], failed.message
+    assert "n2" in failed.message and failed.job["scheduler_state"] in ("NODE_FAIL", "FAILED")
+
+    cluster.start_node("n2")
+    cluster.wait_idle()
+    resumed = resume_training(RunRequest(run=str(run_dir)))
+    assert resumed.launched and resumed.resumed_from.endswith("checkpoint-1"), resumed.message
+    done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
+    assert done.state == "succeeded" and done.step == 3, done.message
+
+
+def test_a_job_cancelled_by_hand_reads_as_cancelled_and_a_foreign_job_is_never_touched(cluster, run_dir):
+    from mcp_server.training.models import StopRequest
+    from mcp_server.training.status import stop_training
+
+    hold().touch()
+    result = launch(run_dir, archive_previous=True)
+    wait_running_at_step_1(run_dir)
+    cluster.run("scancel", result.job_id)
+    cancelled, _ = wait_for(run_dir, lambda s: not s.alive)
+    assert cancelled.state == "cancelled" and cancelled.job["scheduler_state"] == "CANCELLED", cancelled.message
+    hold().unlink()
+
+    # run.json edited to name another job: that job is neither reported as this run's nor stopped
+    foreign = cluster.run("sbatch", "--parsable", "--job-name=someone-else", "--wrap=sleep 600").stdout.strip()
+    record_path = run_dir / "run.json"
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "job_id": foreign, "state": "running"}))
+    seen = status(run_dir)
+    assert f"job {foreign}" in seen.note and "not this run's" in seen.note and seen.job is None
+    assert not seen.alive
+    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=5))
+    assert not stopped.killed and "nothing to stop" in stopped.message
+    still = cluster.run("squeue", "-h", "-j", foreign, "-o", "%T").stdout.strip()
+    assert still in ("RUNNING", "PENDING"), still
+    cluster.run("scancel", foreign)

@@ -262,7 +262,7 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
     layout = layout_for(run_dir, run_request, config, nodes=request.num_nodes, processes=request.num_processes,
                         strategy=request.strategy, server_mode=server_mode, python=training_python(),
                         pythonpath=package_path(), partition=request.partition, account=request.account,
-                        time_limit=request.time_limit, resume_from=resume_from)
+                        time_limit=request.time_limit, resume_from=resume_from, requeue=request.requeue)
     accel = None
     if not layout.cpu:
         accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[layout.strategy])
@@ -613,7 +613,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
                                strategy=previous.get("strategy") or "auto", num_nodes=sub.get("nodes") or 1,
                                launcher="slurm" if previous.get("backend") == "slurm" else "local",
                                partition=sub.get("partition"), account=sub.get("account"),
-                               time_limit=sub.get("time_limit"))
+                               time_limit=sub.get("time_limit"), requeue=sub.get("requeue", True))
         if previous.get("backend") == "slurm" and (previous.get("num_processes") or 0) > 1:
             launch.num_processes = max(previous["num_processes"] // max(sub.get("nodes") or 1, 1), 1)
     if derived["alive"]:

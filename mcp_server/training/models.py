@@ -158,6 +158,10 @@ class LaunchRequest(Request):
     time_limit: SlurmWord | None = Field(
         default=None, description="SLURM time limit (e.g. 2:00:00 or 1-00:00:00); USR1 is sent 120 s before it so "
         "the run saves a checkpoint, and a requeued job resumes from it.")
+    requeue: bool = Field(
+        default=True, description="SLURM: --requeue, so a job preempted or hit by a node failure is requeued and "
+        "resumes from its latest checkpoint by itself. false: such a job ends as failed (resume_training continues "
+        "it).")
     submit: bool = Field(
         default=True, description="SLURM: submit the job. false: only write train/launch.slurm (for a cluster this "
         "machine cannot reach).",

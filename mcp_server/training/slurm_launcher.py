@@ -29,7 +29,8 @@ STOP_GRACE_S = 30  # after scancel: how long the scheduler gets to end the job
 
 def layout_for(run_dir: Path, run_request: dict, config: dict, *, nodes: int, processes: int | None,
                strategy: str, server_mode: bool, python: str, pythonpath: str | None, partition: str | None,
-               account: str | None, time_limit: str | None, resume_from: str | None) -> SlurmLayout:
+               account: str | None, time_limit: str | None, resume_from: str | None,
+               requeue: bool = True) -> SlurmLayout:
     """The typed layout of a SLURM job for this run (keyword arguments only: each names what it is)."""
     if any(ch.isspace() for ch in str(run_dir)):
         raise UserInputError("run", f"{run_dir} holds whitespace, which #SBATCH lines cannot carry: move the "
@@ -47,7 +48,7 @@ def layout_for(run_dir: Path, run_request: dict, config: dict, *, nodes: int, pr
         python=python, nodes=nodes, train_nodes=train_nodes, gpus_per_node=per_node,
         processes_per_node=(processes or 1) if cpu else per_node, strategy=strategy,
         output_dir=str(config.get("output_dir") or "checkpoints"), pythonpath=pythonpath, partition=partition,
-        account=account, time_limit=time_limit, resume_from=resume_from,
+        account=account, time_limit=time_limit, resume_from=resume_from, requeue=requeue,
         vllm_port=int(config.get("vllm_server_port") or 8000) if server_mode else None)
 
 
@@ -68,7 +69,7 @@ def submit(run: Run, layout: SlurmLayout, record: dict) -> dict:
     now = time.time()
     submission = {"job_id": job_id, "partition": layout.partition, "account": layout.account,
                   "nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "time_limit": layout.time_limit,
-                  "comment": layout.comment, "job_name": layout.job_name,
+                  "requeue": layout.requeue, "comment": layout.comment, "job_name": layout.job_name,
                   "command": ["sbatch", "--parsable", str(run.slurm_script)],
                   "script_sha256": sha256_file(run.slurm_script)}
     record = {**record, "backend": "slurm", "state": "pending", "pid": None, "job_id": job_id, "slurm": submission,
@@ -175,8 +176,8 @@ def slurm_state(run: Run, record: dict) -> dict:
             "stopped" if stopped else "failed")
         if state == "succeeded" and exit_code not in (None, 0):
             state = "failed"
-    elif scheduler_state == "CANCELLED":
-        state = "stopped" if stopped else "cancelled"
+    elif scheduler_state == "CANCELLED":  # stopped only when stop_training asked; scancel by hand: cancelled
+        state = "stopped" if stop_requested else "cancelled"
     elif scheduler_state in STATE_OF:
         state = STATE_OF[scheduler_state]
     elif scheduler_state in FAILED:
@@ -237,7 +238,8 @@ def stop_job(run: Run, derived: dict, timeout_s: float) -> tuple[bool, bool, str
     if job.state in PENDING:  # nothing runs yet: no checkpoint to ask for
         slurm.cancel(job.job_id)
         return False, True, note or f"job {job.job_id} was still pending: cancelled"
-    slurm.cancel(job.job_id, signal="USR1")
+    if _newer(run.train_begin, record.get("started_ts")) is not None:  # the trainer catches USR1 from then on
+        slurm.cancel(job.job_id, signal="USR1")
     if _wait_ended(run, record, timeout_s):
         return True, False, note or ""
     again, _ = own_job(run, record)

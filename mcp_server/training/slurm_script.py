@@ -55,6 +55,7 @@ class SlurmLayout:
     time_limit: str | None = None
     vllm_port: int | None = None  # vLLM server mode
     resume_from: str | None = None  # resume_training's checkpoint
+    requeue: bool = True  # --requeue: a preempted or node-failed job is requeued and resumes by itself
     extra_sbatch: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -68,7 +69,8 @@ class SlurmLayout:
     def sbatch_options(self) -> list[str]:
         """The scheduler options, as `#SBATCH` lines and as `sbatch --test-only` checks them."""
         options = [f"--job-name={self.job_name}", f"--comment={self.comment}", f"--chdir={self.run_dir}",
-                   f"--nodes={self.nodes}", "--ntasks-per-node=1", "--exclusive", "--requeue",
+                   f"--nodes={self.nodes}", "--ntasks-per-node=1", "--exclusive",
+                   "--requeue" if self.requeue else "--no-requeue",
                    f"--signal=USR1@{WARN_BEFORE_LIMIT_S}", f"--output={self.run_dir}/train/logs/stdout.log",
                    "--open-mode=append"]
         if self.gpus_per_node:
@@ -125,6 +127,7 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str]) -> str
              f"# GRPO run {layout.job_name} on SLURM, written and submitted by llm-finetuning launch_training.",
              "# By hand, from the run directory: sbatch train/launch.slurm",
              f"cd {shlex.quote(layout.run_dir)} || exit 1",
+             "trap '' USR1  # USR1 is for the trainers (a checkpoint, then a stop): this shell lives on",
              "export PYTHONUNBUFFERED=1"]
     if layout.pythonpath:
         lines.append(f'export PYTHONPATH={shlex.quote(layout.pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
