@@ -625,7 +625,10 @@ COMMANDS = [
     Command(
         "launch-training", "Start a run's training (detached) once its gates pass.",
         "mcp_server.training.launch:launch_training", _human_launch, lambda r: bool(r.launched or r.slurm_script),
-        TRAINING + "LaunchRequest", flags={"run": RUN},
+        TRAINING + "LaunchRequest", flags={
+            "run": RUN, "requeue": Flag("--no-requeue", "SLURM: a preempted or node-failed job is not requeued.",
+                                        invert=True),
+            "submit": Flag("--no-submit", "SLURM: only write train/launch.slurm.", invert=True)},
     ),
     Command(
         "training-status", "State, latest metrics, speed, ETA and health of a run.",

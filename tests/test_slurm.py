@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import skip_unless_ci
+from conftest import run_cli, skip_unless_ci
 from slurm_cluster import missing_binaries, start_cluster
 
 HELD = [{"name": "fixture_rewards.held_reward", "params": {}, "weight": 1.0}]
-OVERRIDES = {"max_steps": 3, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8,
+OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8,
              "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}
 
 
@@ -121,8 +121,37 @@ def hold() -> Path:
     return Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
 
 
-def wait_running_at_step_1(run_dir: Path):
-    return wait_for(run_dir, lambda s: s.state == "running" and s.step == 1)[0]
+def wait_running_at_step(run_dir: Path, step: int):
+    return wait_for(run_dir, lambda s: s.state == "running" and s.step == step)[0]
+
+
+def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws, tmp_path):
+    from mcp_server.errors import UserInputError
+
+    cpu_run = emit("refusals")
+    gpu_run = emit("gpu-layout", gpu="H100", num_gpus=6)  # 3 GPUs per node; the nodes have 2 each
+    # No scheduler on PATH (through the CLI door): one line, exit 2, before any gate
+    proc = run_cli("launch-training", str(cpu_run), "--num-nodes", "2", env={"PATH": str(tmp_path)})
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "launcher: no SLURM scheduler on PATH" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("launch-training", str(cpu_run), "--num-nodes", "2", "--partition", "nope")
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: partition: "), proc.stderr
+    assert "debug (2 nodes" in proc.stderr and proc.stderr.strip().count("\n") == 0
+    with pytest.raises(UserInputError) as too_many:
+        launch(gpu_run)
+    assert too_many.value.field == "num_gpus / num_nodes" and "debug" in str(too_many.value)
+    for run in (cpu_run, gpu_run):  # nothing written, nothing submitted
+        assert not (run / "run.json").exists() and not (run / "train" / "launch.slurm").exists()
+    assert cluster.run("squeue", "-h", "-o", "%j").stdout.split() == []
+
+    # A layout the partition has (2 GPUs on each of 2 nodes) passes the same check (sbatch --test-only)
+    from mcp_server.training.launch import build_launch_plan
+    from mcp_server.training.models import LaunchRequest
+    from mcp_server.training.slurm_launcher import preflight
+
+    plan = build_launch_plan(emit("gpu-fits", gpu="H100", num_gpus=4), LaunchRequest(run="x", num_nodes=2))
+    assert "#SBATCH --gres=gpu:2" in plan.slurm and "#SBATCH --nodes=2" in plan.slurm
+    preflight(plan.slurm)  # raises on a refusal
 
 
 def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(cluster, run_dir):
@@ -144,7 +173,7 @@ def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(clu
     assert "pending" in pending.message and pending.job["reason"] in pending.message
 
     cluster.run("scancel", blocker_id)
-    running = wait_running_at_step_1(run_dir)
+    running = wait_running_at_step(run_dir, 1)
     assert sorted(running.job["nodes"]) == ["n1", "n2"] and running.alive
     assert running.latest["step"] == 1 and isinstance(running.latest["reward"], float)
     from mcp_server.training.status import list_runs
@@ -153,7 +182,7 @@ def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(clu
     hold.unlink()
     done, _ = wait_for(run_dir, lambda s: not s.alive)
     assert done.state == "succeeded" and done.exit_code == 0, done.message + "\n" + "\n".join(done.log_tail)
-    assert done.job["scheduler_state"] == "COMPLETED" and done.step == 3
+    assert done.job["scheduler_state"] == "COMPLETED" and done.step == 4
     begin = json.loads((run_dir / "train" / "logs" / "train-begin.json").read_text())
     assert begin["world_size"] == 2  # one gloo group over the two nodes
     logs = run_dir / "train" / "logs"
@@ -163,7 +192,9 @@ def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(clu
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
 
 
-def test_stop_saves_a_checkpoint_and_resume_completes_on_the_cluster(cluster, run_dir):
+def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_and_resume_completes(cluster, run_dir):
+    """One run through three jobs: stopped by stop_training at step 2 (checkpoint), resumed, its node n2 killed at
+    step 3 (reported failed on n2), resumed again to the end."""
     import threading
 
     from mcp_server.training.launch import resume_training
@@ -171,13 +202,12 @@ def test_stop_saves_a_checkpoint_and_resume_completes_on_the_cluster(cluster, ru
     from mcp_server.training.status import stop_training
 
     hold().touch()
-    result = launch(run_dir, archive_previous=True)
-    assert result.launched, result.message
-    wait_running_at_step_1(run_dir)  # both ranks now wait in step 2's reward until the hold goes
-
+    first = launch(run_dir, archive_previous=True, requeue=False)
+    assert first.launched and "#SBATCH --no-requeue" in (run_dir / "train" / "launch.slurm").read_text()
+    wait_running_at_step(run_dir, 1)  # both ranks now wait in step 2's reward until the hold goes
     stop_file = run_dir / "train" / "logs" / "stop-request.json"
 
-    def release_once_asked():  # the stop is asked while step 2 runs: it ends step 2 with a checkpoint
+    def release_once_asked():  # the stop is asked while step 2 runs: step 2 ends with a checkpoint
         while not stop_file.exists():
             time.sleep(0.1)
         hold().unlink()
@@ -187,67 +217,56 @@ def test_stop_saves_a_checkpoint_and_resume_completes_on_the_cluster(cluster, ru
     stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=120))
     releaser.join(5)
     assert stopped.graceful and not stopped.killed and stopped.state == "stopped", stopped.message
-    assert Path(stopped.checkpoint).name == "checkpoint-2" and "job" in stopped.message
+    assert Path(stopped.checkpoint).name == "checkpoint-2" and f"job {first.job_id}" in stopped.message
     assert json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"] == 2
     assert status(run_dir).job["scheduler_state"] == "COMPLETED"  # the job ended by itself after the save
 
-    resumed = resume_training(RunRequest(run=str(run_dir)))
-    assert resumed.launched and resumed.job_id and resumed.job_id != result.job_id, resumed.message
-    assert resumed.resumed_from == stopped.checkpoint
-    done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
-    assert done.state == "succeeded" and done.step == 3, done.message
-    steps = [json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").open()]
-    assert steps == [1, 2, 3]
-    record = json.loads((run_dir / "run.json").read_text())
-    assert record["history"][-1]["state"] == "stopped" and record["history"][-1]["job_id"] == result.job_id
-
-
-def test_a_killed_node_reads_as_failed_on_that_node_and_the_run_resumes(cluster, run_dir):
-    from mcp_server.training.launch import resume_training
-    from mcp_server.training.models import RunRequest
-
     hold().touch()
-    result = launch(run_dir, archive_previous=True, requeue=False)
-    assert result.launched, result.message
-    wait_running_at_step_1(run_dir)
-    assert (run_dir / "checkpoints" / "checkpoint-1" / "trainer_state.json").exists()
+    second = resume_training(RunRequest(run=str(run_dir)))
+    assert second.launched and second.job_id != first.job_id and second.resumed_from == stopped.checkpoint
+    wait_running_at_step(run_dir, 3)  # step 3 done (checkpoint-3), step 4 held
     cluster.kill_node("n2")  # slurmd, its step daemon and its rank: the node is gone
     # n1's rank still waits in the held reward: the job ends by the scheduler's node failure, not by a rank
-    failed, _ = wait_for(run_dir, lambda s: not s.alive, timeout=90)
+    wait_for(run_dir, lambda s: not s.alive, timeout=90)
+    deadline = time.time() + 60
+    while not cluster.node_state("n2").startswith("down") and time.time() < deadline:
+        time.sleep(0.5)  # the scheduler holds the node down once it stops answering (SlurmdTimeout)
+    failed = status(run_dir)
     hold().unlink()
     assert failed.state == "failed" and failed.job["failed_nodes"] == ["n2"], failed.message
-    assert "n2" in failed.message and failed.job["scheduler_state"] in ("NODE_FAIL", "FAILED")
+    assert "node n2" in failed.message and failed.job["scheduler_state"] in ("NODE_FAIL", "FAILED")
 
     cluster.start_node("n2")
     cluster.wait_idle()
-    resumed = resume_training(RunRequest(run=str(run_dir)))
-    assert resumed.launched and resumed.resumed_from.endswith("checkpoint-1"), resumed.message
+    third = resume_training(RunRequest(run=str(run_dir)))
+    assert third.launched and Path(third.resumed_from).name == "checkpoint-3", third.message
     done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
-    assert done.state == "succeeded" and done.step == 3, done.message
+    assert done.state == "succeeded" and done.step == 4, done.message
+    steps = [json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").open()]
+    assert steps == [1, 2, 3, 4]
+    history = json.loads((run_dir / "run.json").read_text())["history"]
+    assert [(h["job_id"], h["state"]) for h in history[-2:]] == [(first.job_id, "stopped"), (second.job_id, "failed")]
 
 
 def test_a_job_cancelled_by_hand_reads_as_cancelled_and_a_foreign_job_is_never_touched(cluster, run_dir):
     from mcp_server.training.models import StopRequest
     from mcp_server.training.status import stop_training
 
-    hold().touch()
+    blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
     result = launch(run_dir, archive_previous=True)
-    wait_running_at_step_1(run_dir)
-    cluster.run("scancel", result.job_id)
+    assert result.launched and status(run_dir).state == "pending"
+    cluster.run("scancel", result.job_id)  # by hand, not through stop_training
     cancelled, _ = wait_for(run_dir, lambda s: not s.alive)
     assert cancelled.state == "cancelled" and cancelled.job["scheduler_state"] == "CANCELLED", cancelled.message
-    hold().unlink()
 
-    # run.json edited to name another job: that job is neither reported as this run's nor stopped
-    foreign = cluster.run("sbatch", "--parsable", "--job-name=someone-else", "--wrap=sleep 600").stdout.strip()
+    # run.json edited to name another job (the blocker): it is neither reported as this run's nor stopped
+    foreign = blocker.stdout.strip()
     record_path = run_dir / "run.json"
     record = json.loads(record_path.read_text())
     record_path.write_text(json.dumps({**record, "job_id": foreign, "state": "running"}))
     seen = status(run_dir)
-    assert f"job {foreign}" in seen.note and "not this run's" in seen.note and seen.job is None
-    assert not seen.alive
+    assert f"job {foreign}" in seen.note and "not this run's" in seen.note and seen.job is None and not seen.alive
     stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=5))
     assert not stopped.killed and "nothing to stop" in stopped.message
-    still = cluster.run("squeue", "-h", "-j", foreign, "-o", "%T").stdout.strip()
-    assert still in ("RUNNING", "PENDING"), still
+    assert cluster.run("squeue", "-h", "-j", foreign, "-o", "%T").stdout.strip() in ("PENDING", "RUNNING")
     cluster.run("scancel", foreign)
