@@ -293,13 +293,14 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
     naming the gate and how to clear it, unless the config validates, the inspection verdict is current and
     passing, and the environment is not blocked. Records config.yaml/train.py (git commit when in a repo, sha256
     in run.json). Several GPUs: accelerate with TRL's ZeRO/FSDP configs (+ `trl vllm-serve` in server mode);
-    several nodes: writes a SLURM script."""
+    several nodes: submits a SLURM job (checked with sbatch --test-only; the job id goes to run.json)."""
     return launch.launch_training(request)
 
 
 @tool()
 def training_status(request: StatusRequest) -> Annotated[CallToolResult, TrainingStatus]:
-    """State of a run (starting | running | succeeded | failed | stopped), derived from its process and files,
+    """State of a run (starting | running | succeeded | failed | stopped; a SLURM job also pending | cancelled |
+    timed_out | preempted, with the scheduler's reason and nodes), derived from its process (or job) and files,
     with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
     request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image)."""
     result = status.training_status(request)
@@ -312,7 +313,7 @@ def training_status(request: StatusRequest) -> Annotated[CallToolResult, Trainin
 @tool()
 def stop_training(request: StopRequest) -> StopResult:
     """Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
-    process group is killed."""
+    process group is killed (a SLURM run: its own job is asked for the checkpoint, then cancelled)."""
     return status.stop_training(request)
 
 

@@ -3,7 +3,9 @@
 Every launch writes train/launch.sh, a short readable script that runs the whole thing from the run directory
 (vLLM server first when the config asks for server mode, then training) and records the exit code; the
 server starts it in a new session with stdout/stderr to train/logs/stdout.log and returns at once. A person can
-run the same script by hand. Several nodes: train/launch.slurm is written instead, for `sbatch` (not run here).
+run the same script by hand. Several nodes (or launcher=slurm): train/launch.slurm is written, checked with
+`sbatch --test-only` and submitted; the SLURM launcher (slurm_launcher.py, docs/slurm.md) records the job in
+run.json and answers for its status and stop.
 
 Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python):
 - one process (one GPU or CPU):      python train/train.py --config train/config.yaml

@@ -238,8 +238,9 @@ class TrainingStatus(BaseModel):
     state: RunState = Field(
         description="not_launched, starting (process up, no step logged yet), running, succeeded, failed "
         "(process gone without a success marker), stopped (stopped on request) or unknown (run.json lost, no "
-        "live launcher, logs that do not say how it ended: see note). Derived from the verified process and the "
-        "files, so it survives a server restart and the loss of run.json."
+        "live launcher, logs that do not say how it ended: see note); a SLURM job also pending (see job.reason), "
+        "cancelled (scancel from outside), timed_out or preempted. Derived from the verified process (or the "
+        "run's own job) and the files, so it survives a server restart and the loss of run.json."
     )
     note: str | None = Field(
         default=None, description="What was not as expected and so what is known: run.json lost or naming another "
