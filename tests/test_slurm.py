@@ -117,6 +117,23 @@ def run_dir(ws):
     return inspected("two-nodes")
 
 
+def wait_ranks_gone(run_dir: Path, timeout: float = 60) -> None:
+    """Until no training process of the run is left: the test cluster tracks processes by parentage
+    (proctrack/linuxproc, no cgroups here), so a rank whose torchrun died first outlives its step for a while."""
+    import psutil
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        left = []
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            if "train/train.py" in (proc.info.get("cmdline") or []) and proc.info.get("cwd") == str(run_dir):
+                left.append(proc.pid)
+        if not left:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"training processes of {run_dir.name} still alive after {timeout:.0f} s: {left}")
+
+
 def hold() -> Path:
     return Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
 
@@ -154,7 +171,7 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     preflight(plan.slurm)  # raises on a refusal
 
 
-def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(cluster, run_dir):
+def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir):
     hold = Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
     hold.touch()  # the run holds after its first step until the file goes
     blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
@@ -179,10 +196,20 @@ def test_a_two_node_run_is_pending_then_running_with_progress_then_completed(clu
     from mcp_server.training.status import list_runs
 
     assert {r.run: r.state for r in list_runs().runs}[run_dir.name] == "running"
+
+    # Requeued by the scheduler (as a preemption does): the job starts again and resumes from checkpoint-1 by itself
+    cluster.run("scontrol", "requeue", result.job_id)
+    requeued, _ = wait_for(run_dir, lambda s: s.state == "pending")
+    assert requeued.job["restarts"] == 1, requeued.job
+    wait_ranks_gone(run_dir)  # the first start's ranks (SLURM holds the restart back 2 minutes meanwhile)
     hold.unlink()
-    done, _ = wait_for(run_dir, lambda s: not s.alive)
+    cluster.run("scontrol", "update", f"JobId={result.job_id}", "StartTime=now")  # skip SLURM's requeue delay
+    done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
     assert done.state == "succeeded" and done.exit_code == 0, done.message + "\n" + "\n".join(done.log_tail)
-    assert done.job["scheduler_state"] == "COMPLETED" and done.step == 4
+    assert done.job["scheduler_state"] == "COMPLETED" and done.step == 4 and done.job["restarts"] == 1
+    steps = [json.loads(line)["step"] for line in (run_dir / "train" / "logs" / "progress.jsonl").open()]
+    assert steps == [1, 2, 3, 4]  # steps 2-4 continue from checkpoint-1
+    assert "resuming from checkpoints/checkpoint-1" in (run_dir / "train" / "logs" / "stdout.log").read_text()
     begin = json.loads((run_dir / "train" / "logs" / "train-begin.json").read_text())
     assert begin["world_size"] == 2  # one gloo group over the two nodes
     logs = run_dir / "train" / "logs"
@@ -236,6 +263,7 @@ def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_an
     assert failed.state == "failed" and failed.job["failed_nodes"] == ["n2"], failed.message
     assert "node n2" in failed.message and failed.job["scheduler_state"] in ("NODE_FAIL", "FAILED")
 
+    wait_ranks_gone(run_dir)  # n1's orphaned rank fails at its next collective once the hold is gone
     cluster.start_node("n2")
     cluster.wait_idle()
     third = resume_training(RunRequest(run=str(run_dir)))
