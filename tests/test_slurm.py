@@ -90,12 +90,14 @@ def status(run_dir: Path):
 
 
 def wait_for(run_dir: Path, done, timeout: float = 150, poll: float = 0.5):
-    deadline = time.time() + timeout
+    start = time.time()
+    deadline = start + timeout
     seen = []
     while time.time() < deadline:
         now = status(run_dir)
         seen.append(now.state)
         if done(now):
+            print(f"  [{time.strftime('%H:%M:%S')}] {now.state} step {now.step} after {time.time() - start:.1f} s")
             return now, seen
         if not now.alive and now.state != "pending" and len(seen) > 1:
             raise AssertionError(f"ended as {now.state} before the awaited state: {now.model_dump_json(indent=1)}")
@@ -117,11 +119,14 @@ def run_dir(ws):
     return inspected("two-nodes")
 
 
-def wait_ranks_gone(run_dir: Path, timeout: float = 60) -> None:
-    """Until no training process of the run is left: the test cluster tracks processes by parentage
-    (proctrack/linuxproc, no cgroups here), so a rank whose torchrun died first outlives its step for a while."""
+def end_held_ranks(run_dir: Path, timeout: float = 60) -> None:
+    """End the ranks a finished job left waiting in the held reward, and the hold: the test cluster tracks
+    processes by parentage (proctrack/linuxproc, no cgroups here), so a rank whose torchrun died first outlives its
+    step (torchrun gives its workers 30 s after a SIGTERM)."""
     import psutil
 
+    abort = Path(f"{hold()}.abort")
+    abort.touch()
     deadline = time.time() + timeout
     while time.time() < deadline:
         left = []
@@ -129,6 +134,8 @@ def wait_ranks_gone(run_dir: Path, timeout: float = 60) -> None:
             if "train/train.py" in (proc.info.get("cmdline") or []) and proc.info.get("cwd") == str(run_dir):
                 left.append(proc.pid)
         if not left:
+            abort.unlink()
+            hold().unlink(missing_ok=True)
             return
         time.sleep(0.3)
     raise AssertionError(f"training processes of {run_dir.name} still alive after {timeout:.0f} s: {left}")
@@ -201,8 +208,7 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     cluster.run("scontrol", "requeue", result.job_id)
     requeued, _ = wait_for(run_dir, lambda s: s.state == "pending")
     assert requeued.job["restarts"] == 1, requeued.job
-    wait_ranks_gone(run_dir)  # the first start's ranks (SLURM holds the restart back 2 minutes meanwhile)
-    hold.unlink()
+    end_held_ranks(run_dir)  # the first start's ranks (SLURM holds the restart back 2 minutes meanwhile)
     cluster.run("scontrol", "update", f"JobId={result.job_id}", "StartTime=now")  # skip SLURM's requeue delay
     done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
     assert done.state == "succeeded" and done.exit_code == 0, done.message + "\n" + "\n".join(done.log_tail)
@@ -259,11 +265,10 @@ def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_an
     while not cluster.node_state("n2").startswith("down") and time.time() < deadline:
         time.sleep(0.5)  # the scheduler holds the node down once it stops answering (SlurmdTimeout)
     failed = status(run_dir)
-    hold().unlink()
+    end_held_ranks(run_dir)  # n1's rank, still held
     assert failed.state == "failed" and failed.job["failed_nodes"] == ["n2"], failed.message
     assert "node n2" in failed.message and failed.job["scheduler_state"] in ("NODE_FAIL", "FAILED")
 
-    wait_ranks_gone(run_dir)  # n1's orphaned rank fails at its next collective once the hold is gone
     cluster.start_node("n2")
     cluster.wait_idle()
     third = resume_training(RunRequest(run=str(run_dir)))
