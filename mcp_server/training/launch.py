@@ -32,6 +32,7 @@ import yaml
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.interpreter import package_path, training_env
 from mcp_server.memory.models import LaunchLayout, MemoryPlan, MemoryPlanRequest
@@ -41,6 +42,7 @@ from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.environment import check_environment, read_run_target
 from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRequest, LaunchResult, RunRequest
+from mcp_server.training.resume_patch import apply_patch, last_good_checkpoint
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.slurm_launcher import describe as describe_job
 from mcp_server.training.slurm_launcher import layout_for, preflight
@@ -402,7 +404,8 @@ def _history(previous: dict | None) -> list:
             if previous else [])
 
 
-def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resumed_from: str | None) -> LaunchResult:
+def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resumed_from: str | None,
+            patch: dict | None = None) -> LaunchResult:
     """The SLURM launcher's start: sbatch the written script and record the job in run.json."""
     config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
     record = submit_job(run, plan.slurm_layout, {
@@ -410,7 +413,7 @@ def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resum
         "train_script_sha256": script_sha, "git_commit": commit, "strategy": plan.strategy,
         "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
         "accelerate_config": written.get("accelerate_config"), "vllm_server": plan.vllm,
-        "resumed_from": resumed_from, "history": _history(read_run_json(run.dir))})
+        "resumed_from": resumed_from, "resume_patch": patch, "history": _history(read_run_json(run.dir))})
     return LaunchResult(
         launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command, config_sha256=config_sha,
         train_script_sha256=script_sha, git_commit=commit, log_path=str(run.stdout),
@@ -419,7 +422,8 @@ def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resum
         message=f"{'resumed' if resumed_from else 'started'} {run.dir.name}: {describe_job(record)}")
 
 
-def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict) -> LaunchResult:
+def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict,
+           patch: dict | None = None) -> LaunchResult:
     """Record the recipe, start train/launch.sh detached, write run.json."""
     run = Run(run_dir)
     config_path, script_path = run.config, run.script
@@ -440,6 +444,10 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         log.flush()
         # train.py imports this package: from the plugin folder when the training Python lacks it.
         env = {**training_env(training_python()), "PYTHONUNBUFFERED": "1"}
+        # What the verdict reviewed: the training process refuses to train other reward code (inspection.trained).
+        reward_sha = verdict_reward_sha256(run)
+        env.pop(REWARD_SHA_ENV, None)
+        env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
         proc = subprocess.Popen(
             LAUNCHER, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env,
@@ -466,12 +474,14 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         "started_ts": started_ts,
         "config_sha256": config_sha,
         "train_script_sha256": script_sha,
+        "reward_code_sha256": reward_sha,
         "git_commit": commit,
         "strategy": plan.strategy,
         "num_processes": plan.num_processes,
         "accelerate_config": written.get("accelerate_config"),
         "vllm_server": plan.vllm,
         "resumed_from": resumed_from,
+        "resume_patch": patch,
         "env_verdict": env_report.get("verdict"),
         "history": _history(previous),
     }
@@ -656,26 +666,41 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     if foreign:
         refusals.append(foreign)
     done = checkpoints(run_dir, config)
-    if not done:
+    patch = getattr(request, "patch", None)
+    latest_path, why = last_good_checkpoint(run_dir, done) if patch else (done[-1] if done else None, None)
+    if latest_path is None:
         refusals.append(GateRefusal(
-            gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from",
-            how_to_clear="launch_training starts it from the beginning (set save_steps so a later stop leaves a "
-                         "checkpoint)"))
+            gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"
+            + (f" ({why}, and none was saved before it)" if why else ""),
+            how_to_clear="launch_training with archive_previous starts it from the beginning (with the patch merged "
+                         "into train/config.yaml); set save_steps so a later stop leaves a checkpoint"))
     if refusals:
         return _refused(run_dir, refusals, derived["state"])
+    undo = None
+    if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
+        refusals, undo = apply_patch(run, config, patch)
+        if refusals:
+            return _refused(run_dir, refusals, derived["state"])
 
-    latest = str(done[-1])
+    latest = str(latest_path)
     plan = build_launch_plan(run_dir, launch, extra_args=["--resume_from_checkpoint", latest])
     if plan.slurm:
-        preflight(plan.slurm)
+        try:
+            preflight(plan.slurm)
+        except UserInputError:
+            if undo:
+                undo()  # the patched config goes back: nothing half-done stays
+            raise
     gate_refusals, env = check_gates(run_dir, environment=not plan.slurm)
     gate_refusals += memory_refusals(plan)
     if gate_refusals:
+        if undo:
+            undo()
         return _refused(run_dir, gate_refusals, derived["state"])
     _clear_markers(run_dir)
     written = write_plan_files(run_dir, plan)
     if plan.slurm:
         commit = record_in_git(run_dir, [run.config, run.script, run.slurm_script, run.accelerate],
                                f"llm-finetuning: resume {run_dir.name} on SLURM")
-        return _submit(run, plan, written, commit, latest)
-    return _start(run_dir, plan, written, latest, env)
+        return _submit(run, plan, written, commit, latest, patch=patch)
+    return _start(run_dir, plan, written, latest, env, patch=patch)
