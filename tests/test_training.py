@@ -298,9 +298,31 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     refused = resume_training(RunRequest(run=str(run_dir)))
     assert not refused.launched and refused.refusals[0].gate == "config_hash"
     config.write_text(original)
-    resumed = resume_training(RunRequest(run=str(run_dir)))
-    assert resumed.launched and resumed.resumed_from == stopped.checkpoint
+    # Issue 20: the documented way on is resuming with a diagnosis patch: validated (a bad one is refused and
+    # nothing is written), the verdict's pins moved for exactly what it changes (max_completion_length is a
+    # sampling pin; the learning rate none), recorded in run.json.
+    launched = yaml.safe_load(original)
+    bad = resume_training(RunRequest(run=str(run_dir), patch={"num_generations": 3}))
+    assert not bad.launched and bad.refusals[0].gate == "config" and config.read_text() == original
+    assert "num_generations" in bad.refusals[0].message
+    patch = {"learning_rate": launched["learning_rate"] / 2,
+             "max_completion_length": launched["max_completion_length"] + 8}
+    # Had the guard stopped it there, checkpoint-1 would hold the failure: a patched resume needs an earlier one.
+    marker = run_dir / "train" / "logs" / "stopped.json"
+    kept = marker.read_text()
+    marker.write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising"}))
+    early = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert not early.launched and early.refusals[0].gate == "checkpoint" and config.read_text() == original
+    refusal = early.refusals[0]
+    assert "guard stopped at step 1" in refusal.message and "archive_previous" in refusal.how_to_clear
+    marker.write_text(kept)
+    resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert resumed.launched and resumed.resumed_from == stopped.checkpoint, resumed.message
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
+    assert yaml.safe_load(config.read_text()) == {**launched, **patch}
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert verdict["pin_updates"][-1]["patch"] == patch and verdict["pin_updates"][-1]["pins"] == ["sampling"]
+    assert json.loads((run_dir / "run.json").read_text())["resume_patch"] == patch
 
     seen = set()
     done = wait_for(run_dir, lambda s: seen.add(s.state) or s.state not in ("starting", "running"), poll=0.5)
@@ -314,8 +336,8 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     record = json.loads((run_dir / "run.json").read_text())
     assert record["state"] == "succeeded" and record["history"][-1]["state"] == "stopped"
     # Health flags are the diagnosis rules' findings on the same metrics.
-    from mcp_server.training.diagnose import diagnose_run
-    from mcp_server.training.models import DiagnoseRequest
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.diagnosis.models import DiagnoseRequest
 
     expected = [f.code for f in diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False)).findings]
     assert [f.code for f in done.health] == expected and (expected or done.health_note)

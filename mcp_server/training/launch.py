@@ -40,6 +40,7 @@ from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.environment import check_environment, read_run_target
 from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRequest, LaunchResult, RunRequest
+from mcp_server.training.resume_patch import apply_patch, last_good_checkpoint
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.runstate import (
     LAUNCHER,
@@ -420,7 +421,8 @@ def _clear_markers(run_dir: Path) -> None:
         marker.unlink(missing_ok=True)
 
 
-def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict) -> LaunchResult:
+def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict,
+           patch: dict | None = None) -> LaunchResult:
     """Record the recipe, start train/launch.sh detached, write run.json."""
     run = Run(run_dir)
     config_path, script_path = run.config, run.script
@@ -478,6 +480,7 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         "accelerate_config": written.get("accelerate_config"),
         "vllm_server": plan.vllm,
         "resumed_from": resumed_from,
+        "resume_patch": patch,
         "env_verdict": env_report.get("verdict"),
         "history": ((previous or {}).get("history", []) + [{k: v for k, v in previous.items() if k != "history"}])
         if previous else [],
@@ -653,20 +656,30 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     if foreign:
         refusals.append(foreign)
     done = checkpoints(run_dir, config)
-    if not done:
+    patch = getattr(request, "patch", None)
+    latest_path, why = last_good_checkpoint(run_dir, done) if patch else (done[-1] if done else None, None)
+    if latest_path is None:
         refusals.append(GateRefusal(
-            gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from",
-            how_to_clear="launch_training starts it from the beginning (set save_steps so a later stop leaves a "
-                         "checkpoint)"))
+            gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"
+            + (f" ({why}, and none was saved before it)" if why else ""),
+            how_to_clear="launch_training with archive_previous starts it from the beginning (with the patch merged "
+                         "into train/config.yaml); set save_steps so a later stop leaves a checkpoint"))
     if refusals:
         return _refused(run_dir, refusals, derived["state"])
+    undo = None
+    if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
+        refusals, undo = apply_patch(run, config, patch)
+        if refusals:
+            return _refused(run_dir, refusals, derived["state"])
 
-    latest = str(done[-1])
+    latest = str(latest_path)
     plan = build_launch_plan(run_dir, launch, extra_args=["--resume_from_checkpoint", latest])
     gate_refusals, env = check_gates(run_dir)
     gate_refusals += memory_refusals(plan)
     if gate_refusals:
+        if undo:
+            undo()
         return _refused(run_dir, gate_refusals, derived["state"])
     _clear_markers(run_dir)
     written = write_plan_files(run_dir, plan)
-    return _start(run_dir, plan, written, latest, env)
+    return _start(run_dir, plan, written, latest, env, patch=patch)

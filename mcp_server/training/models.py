@@ -180,6 +180,13 @@ class LaunchResult(BaseModel):
 
 class RunRequest(Request):
     run: PathText = Field(description="Run directory (or its name under runs/).")
+    patch: dict[str, Any] | None = Field(
+        default=None,
+        description="resume_training only: config changes to resume with (after a guard stop, the root-cause "
+        "finding's patch from diagnose_run or train/logs/guard.json). Validated against the launched config; the "
+        "inspection verdict's pins move for exactly what it changes; after a guard stop the run resumes from the "
+        "last checkpoint saved before the stop's step.",
+    )
 
 
 class StatusRequest(Request):
@@ -282,79 +289,3 @@ class RunSummary(BaseModel):
 class RunList(BaseModel):
     runs_root: str = Field(description="The runs/ directory listed.")
     runs: list[RunSummary] = Field(default_factory=list, description="Every run, newest first.")
-
-
-# ---------------------------------------------------------------- diagnosis
-Severity = Literal["error", "warning", "info"]
-
-
-class Evidence(BaseModel):
-    metric: str = Field(description="TRL metric name (e.g. 'kl', 'completions/clipped_ratio'), a config field, or "
-                                    "'log'.")
-    step: int | None = Field(default=None, description="Optimizer step of the value; null for config values and log "
-                                                       "lines.")
-    value: float | int | str | bool | None = Field(
-        description="The value seen: a number ('nan'/'inf' as text), a config value, or the log line."
-    )
-
-
-class DiagnosisFinding(BaseModel):
-    code: str = Field(description="Stable snake_case code (see references/failure-triage.md).")
-    severity: Severity = Field(description="error (the run is broken or wasting compute), warning, or info.")
-    evidence: list[Evidence] = Field(default_factory=list, description="The metric values, config fields or log lines "
-                                                                       "behind it.")
-    explanation: str = Field(description="What the evidence means and what to do, in a few sentences.")
-    patch: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Config changes that address it, to merge into the run's config; empty when no config change "
-        "fixes it (the explanation says what does).",
-    )
-    patch_valid: bool | None = Field(
-        default=None,
-        description="Whether the run's config with this patch merged validates (validate_grpo_config), apart from "
-        "errors the run's config already had on fields the patch leaves alone (other findings fix those); null when "
-        "the patch is empty or validation was not run.",
-    )
-    patch_problems: list[str] = Field(
-        default_factory=list, description="Validation errors of the patched config, when patch_valid is false."
-    )
-    caused_by: str | None = Field(
-        default=None,
-        description="The code of another finding of this diagnosis that explains this one (fix that first); this "
-        "finding is ranked right after it.",
-    )
-
-
-class Diagnosis(BaseModel):
-    source: str = Field(description="The source diagnosed, as resolved.")
-    source_kind: str = Field(description="run_dir, progress_jsonl, trainer_state, csv, jsonl or log.")
-    metrics_path: str | None = Field(default=None, description="The metrics file read.")
-    config_path: str | None = Field(default=None, description="The run config read, when one was found or given.")
-    log_path: str | None = Field(default=None, description="The stdout log read, when one was found or given.")
-    steps_logged: int = Field(description="Number of logged training steps read.")
-    last_step: int | None = Field(default=None, description="The latest logged optimizer step.")
-    healthy: bool = Field(description="True when no finding is an error or a warning.")
-    findings: list[DiagnosisFinding] = Field(
-        default_factory=list, description="Most important first: errors before warnings before info, then triage order."
-    )
-    patches_checked_against: str | None = Field(
-        default=None, description="The config the patches were merged into and validated against."
-    )
-    summary: str = Field(description="One line for people.")
-
-
-class DiagnoseRequest(Request):
-    source: PathText = Field(
-        description="What to diagnose: a run directory (or its name under runs/), a progress.jsonl, a TRL "
-        "trainer_state.json, a CSV/JSONL export of logged metrics with TRL's names, or a stdout log."
-    )
-    config_path: PathText | None = Field(
-        default=None, description="The run's YAML config, when it is not the run directory's train/config.yaml."
-    )
-    log_path: PathText | None = Field(
-        default=None, description="The run's stdout/stderr log, when it is not the run directory's "
-                                  "train/logs/stdout.log."
-    )
-    validate_patches: bool = Field(
-        default=True, description="Check every patch with the config validator (imports TRL; a few seconds)."
-    )

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.runs import Run, read_json_if_present
-from mcp_server.training.metrics import read_progress_records
+from mcp_server.diagnosis.metrics import read_progress_records
 from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")

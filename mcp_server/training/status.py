@@ -13,8 +13,8 @@ import psutil
 
 from mcp_server.errors import describe_failure
 from mcp_server.training.environment import read_run_target
+from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import (
-    DiagnoseRequest,
     HealthFlag,
     RunList,
     RunSummary,
@@ -36,7 +36,8 @@ from mcp_server.training.runstate import (
 )
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
-from mcp_server.training.diagnose import diagnose_run
+from mcp_server.diagnosis.diagnose import diagnose_run
+from mcp_server.diagnosis.values import FLOAT32_MAX
 
 PLOTTED = (
     ("reward", "reward"),
@@ -91,6 +92,13 @@ def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
 
 
 # ---------------------------------------------------------------- plot
+def plottable(value) -> bool:
+    """A number matplotlib can place on an axis: finite and within float32's range (TRL's metrics are float32;
+    1e308 would overflow the axis limits)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= FLOAT32_MAX
+            and math.isfinite(value))
+
+
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     """reward, reward_std, KL, entropy and completion length over steps -> <run>/progress.png."""
@@ -104,9 +112,7 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
 
     fig, axes = plt.subplots(len(PLOTTED), 1, figsize=(7, 2.0 * len(PLOTTED)), sharex=True)
     for ax, (key, label) in zip(axes, PLOTTED):
-        points = [
-            (l["step"], l[key]) for l in lines if isinstance(l.get(key), (int, float)) and l.get("step") is not None
-        ]
+        points = [(l["step"], l[key]) for l in lines if plottable(l.get(key)) and plottable(l.get("step"))]
         if points:
             ax.plot(*zip(*points), marker="." if len(points) < 50 else None, linewidth=1.2)
         else:
