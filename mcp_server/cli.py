@@ -661,8 +661,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# The light checks this CLI makes in the training interpreter: a warm per-user worker answers them
+# (mcp_server.worker_daemon), so a repeated call does not import TRL again. Work that loads models or
+# imports the person's code (sampling, rewards, training, evaluation) stays in this call's own process.
+DAEMON_TARGETS = frozenset(f"mcp_server.recipe.trl_fields:{name}" for name in (
+    "probe_installed_trl", "parse_like_trl", "instantiate_grpo_config"))
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    from mcp_server import worker
+
+    before, worker.daemon_targets = worker.daemon_targets, DAEMON_TARGETS
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    finally:
+        worker.daemon_targets = before
+
+
+def _main(argv: list[str]) -> int:
     names = {cmd.name for cmd in COMMANDS}
     parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")
     args = parser.parse_args(argv)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
 from mcp_server.emission import emit
 from mcp_server.errors import UserInputError, describe_failure, validation_message
+from mcp_server import warm_up
 from mcp_server.evaluation import evaluate, export, promote
 from mcp_server.evaluation.models import (
     EvaluateRequest,
@@ -399,6 +400,7 @@ _register_content()
 
 
 def main() -> None:
+    warm_up.start()  # TRL's import in the training interpreter, in the background
     mcp.run("stdio")
 
 
