@@ -71,13 +71,13 @@ def daemon_key(python: str) -> str:
     for path in sorted(PACKAGE.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
-    return digest.hexdigest()[:20]
+    return digest.hexdigest()[:16]
 
 
 def socket_path(python: str) -> Path | None:
     folder = runtime_dir()
     path = folder / f"worker-{daemon_key(python)}.sock" if folder else None
-    return path if path and len(str(path)) < 100 else None  # a unix socket's path is at most ~104 bytes
+    return path if path and len(os.fsencode(path)) < 104 else None  # a unix socket's path: at most ~104 bytes
 
 
 # ---------------------------------------------------------------- the caller's side
@@ -140,9 +140,10 @@ def _start(python: str, path: Path) -> socket.socket | None:
     while time.monotonic() < deadline:
         if path.exists():
             conn = _connect(path)
-            if conn is not None or proc.poll() is not None:
+            if conn is not None:
                 return conn
-        elif proc.poll() is not None:  # it could not start: it removed what it wrote
+        if proc.poll() is not None:  # it could not start (a daemon that ran removes what it wrote)
+            path.with_suffix(".log").unlink(missing_ok=True)
             return None
         time.sleep(0.05)
     return None
