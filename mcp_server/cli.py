@@ -666,16 +666,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 # imports the person's code (sampling, rewards, training, evaluation) stays in this call's own process.
 DAEMON_TARGETS = frozenset(f"mcp_server.recipe.trl_fields:{name}" for name in (
     "probe_installed_trl", "parse_like_trl", "instantiate_grpo_config"))
+DAEMON_WARM_UP = "mcp_server.recipe.trl_fields:warm_trl"  # what the daemon does before its first caller
+
+
+def _route(python: str, target: str, args: tuple, kwargs: dict, report) -> tuple[bool, object]:
+    if target not in DAEMON_TARGETS:
+        return False, None
+    from mcp_server import worker_daemon
+
+    return worker_daemon.call(python, target, args, kwargs, report, warm_up=DAEMON_WARM_UP)
 
 
 def main(argv: list[str] | None = None) -> int:
     from mcp_server import worker
 
-    before, worker.daemon_targets = worker.daemon_targets, DAEMON_TARGETS
+    before, worker.route = worker.route, _route
     try:
         return _main(sys.argv[1:] if argv is None else argv)
     finally:
-        worker.daemon_targets = before
+        worker.route = before
 
 
 def _main(argv: list[str]) -> int:

@@ -31,9 +31,9 @@ from mcp_server.workspace import workspace_root
 WORKER_FLAG = "LLM_FINETUNING_WORKER"  # set in the worker: everything there runs in-process
 # Settings that follow each call into the worker (tests and harnesses may change them between calls).
 SYNCED_ENV_PREFIXES = ("LLM_FINETUNING_", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_DEVICES")
-# The targets a process sends to the per-user worker daemon (mcp_server.worker_daemon) instead: the CLI sets
-# these (its light checks); empty elsewhere.
-daemon_targets: frozenset[str] = frozenset()
+# Where a process sends some calls instead: route(python, target, args, kwargs, report) -> (handled, result).
+# The CLI sets it (its light checks go to the per-user warm worker, mcp_server.worker_daemon); None elsewhere.
+route = None
 
 
 class TrainingInterpreterError(RuntimeError):
@@ -83,11 +83,9 @@ def in_training(target: str, *args, report: Report = silent, **kwargs):
     if os.environ.get(WORKER_FLAG):
         return _call_here(_resolve(target), args, kwargs, report)
     python = require_training_python()
-    if daemon_targets and target in daemon_targets:  # the CLI: a light check goes to the warm per-user worker
-        from mcp_server import worker_daemon
-
-        found, result = worker_daemon.call(python, target, args, kwargs, report)
-        if found:
+    if route is not None:
+        handled, result = route(python, target, args, kwargs, report)
+        if handled:
             return result
     if is_this_python(python):
         return _call_here(_resolve(target), args, kwargs, report)

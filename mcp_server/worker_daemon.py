@@ -1,8 +1,8 @@
 """The CLI's warm worker: one per-user daemon of the training interpreter, on a unix socket.
 
 Every CLI call is a new process, and importing TRL costs it seconds. The light checks the CLI makes in the
-training interpreter (TRL's fields, its argument parser, a GRPOConfig: cli.DAEMON_TARGETS, handed to
-mcp_server.worker) go instead to a daemon the first such call starts; later calls find TRL imported there.
+training interpreter (TRL's fields, its argument parser, a GRPOConfig: cli.DAEMON_TARGETS, routed by
+mcp_server.worker.route) go instead to a daemon the first such call starts; later calls find TRL imported there.
 
 One daemon per user, training interpreter, version of this package's code and PYTHONPATH: all four are in the
 socket's name (<runtime dir>/llm-finetuning/worker-<key>.sock, the runtime dir being XDG_RUNTIME_DIR or a private
@@ -13,7 +13,7 @@ daemon died is removed by the next caller; when a daemon cannot start (no TRL th
 leaves nothing behind and the caller does the work as it would without one (in its own process or its own
 worker), with that path's messages. LLM_FINETUNING_CLI_WORKER=0 turns the daemon off.
 
-    python -m mcp_server.worker_daemon SOCKET    (started by the CLI; not meant to be run by hand)
+    python -m mcp_server.worker_daemon SOCKET [WARM_UP]    (started by the CLI; not meant to be run by hand)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import training_env
 from mcp_server.reporting import Report
-from mcp_server.worker import WORKER_FLAG, handle, receive, request_message
+from mcp_server.worker import WORKER_FLAG, _resolve, handle, receive, request_message
 
 PACKAGE = Path(__file__).resolve().parent
 IDLE_S = 600.0
@@ -81,13 +81,15 @@ def socket_path(python: str) -> Path | None:
 
 
 # ---------------------------------------------------------------- the caller's side
-def call(python: str, target: str, args: tuple, kwargs: dict, report: Report) -> tuple[bool, object]:
-    """(True, result) from the daemon for `python`, started when none runs; (False, None) when there is none
-    to be had (the caller then does the work itself). Errors of the call itself are raised as the worker's."""
+def call(python: str, target: str, args: tuple, kwargs: dict, report: Report,
+         warm_up: str | None = None) -> tuple[bool, object]:
+    """(True, result) from the daemon for `python`, started when none runs (it calls `warm_up`, a
+    "module:function", before its first caller); (False, None) when there is none to be had (the caller then
+    does the work itself). Errors of the call itself are raised as the worker's."""
     path = socket_path(python) if enabled() else None
     if path is None:
         return False, None
-    conn = _connect(path) or _start(python, path)
+    conn = _connect(path) or _start(python, path, warm_up)
     if conn is None:
         return False, None
     with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
@@ -123,14 +125,15 @@ def _connect(path: Path) -> socket.socket | None:
     return conn
 
 
-def _start(python: str, path: Path) -> socket.socket | None:
+def _start(python: str, path: Path, warm_up: str | None) -> socket.socket | None:
     """Start the daemon, detached (it outlives this process), and connect once its socket is up."""
     env = training_env(python)
     env[WORKER_FLAG] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     try:
         with open(path.with_suffix(".log"), "w", encoding="utf-8") as log:
-            proc = subprocess.Popen([python, "-m", "mcp_server.worker_daemon", str(path)], stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen([python, "-m", "mcp_server.worker_daemon", str(path), *filter(None, [warm_up])],
+                                    stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=log, cwd=path.parent, env=env,
                                     start_new_session=True)
     except OSError:
@@ -150,13 +153,6 @@ def _start(python: str, path: Path) -> socket.socket | None:
 
 
 # ---------------------------------------------------------------- the daemon's side
-def warm() -> None:
-    """What the light checks need, imported and built before the first caller is served."""
-    from mcp_server.recipe.trl_fields import warm_trl
-
-    warm_trl()
-
-
 def _serve_connection(conn: socket.socket, key: str, idle: float) -> None:
     conn.settimeout(idle)  # a caller that hangs does not hold the daemon forever
     with conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
@@ -176,7 +172,7 @@ def _serve_connection(conn: socket.socket, key: str, idle: float) -> None:
             return
 
 
-def serve(path: Path) -> None:
+def serve(path: Path, warm_up: str | None = None) -> None:
     key, idle = path.stem.removeprefix("worker-"), idle_seconds()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: still remove the socket and log
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -186,7 +182,8 @@ def serve(path: Path) -> None:
     mine = path.stat().st_ino
     try:
         server.listen(16)
-        warm()
+        if warm_up:  # what the light checks need, imported and built before the first caller is served
+            _resolve(warm_up)()
         server.settimeout(idle)
         while True:
             try:
@@ -207,4 +204,4 @@ def serve(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]))
+    serve(Path(sys.argv[1]), *sys.argv[2:3])

@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "workspace", "userfiles", "runs",
-                "tiny", "model_ref", "dataset", "gpus")),
+    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_daemon", "workspace", "userfiles",
+                "runs", "tiny", "model_ref", "dataset", "gpus")),
     ("rewards", ("rewards",)),
     ("recipe", ("recipe",)),  # config rules and validation
     ("memory", ("memory",)),
@@ -21,7 +21,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("inspection", ("inspection",)),
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content")),
+    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content", "warm_up")),
 ]
 
 
