@@ -234,12 +234,29 @@ def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings:
             "base_success_rate": review.base_success_rate}
 
 
+MAX_TRAINING_THREADS = 4  # measured on 2 cores only; a 100k-parameter model's matmuls split little further
+
+
+def training_threads() -> int:
+    """Threads for the demo's GRPO training process: the cores this process may use, at most
+    MAX_TRAINING_THREADS (LLM_FINETUNING_DEMO_THREADS overrides). On 2 cores, two threads took the GRPO phase
+    to 0.72x the time of one with the same lift (bench/bench_demo.py compares them)."""
+    chosen = os.environ.get("LLM_FINETUNING_DEMO_THREADS", "").strip()
+    if chosen.isdigit() and int(chosen) > 0:
+        return int(chosen)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_TRAINING_THREADS))
+
+
 def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict:
     """Launch train/train.py through launch_training (gates: config, inspection, environment) and follow
     train/logs/progress.jsonl with a progress bar until the run ends."""
     run = Run(run_dir)
     env_threads = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the training process: one thread for a tiny model
+    os.environ["OMP_NUM_THREADS"] = str(training_threads())  # inherited by the training process
     try:
         launched = launch_training(LaunchRequest(run=str(run_dir)))
     finally:
