@@ -3,11 +3,12 @@
 `start()` (called by the server as it starts) returns at once; a background thread then asks the training
 interpreter to import TRL and build what validations use (recipe.trl_fields.warm_trl), and caches TRL's field
 table here. With the training interpreter in its own worker (the light server), the worker process is started and
-warmed; with this Python training (a full install), the import runs in this process once the server has
-answered its first requests (LLM_FINETUNING_WARM_UP_DELAY_S, default 0.5 s, so the import does not slow the
-client's `initialize` and `tools/list`). A first validation that comes before the warm-up ends waits for it
-rather than starting again. Without a training interpreter it does nothing; LLM_FINETUNING_WARM_UP=0 turns it
-off. A failure is logged at debug level only: the call that needs TRL reports it.
+warmed; with this Python training (a full install), the import runs in this process. Either begins once the
+server has answered the client's first requests (LLM_FINETUNING_WARM_UP_DELAY_S, default 0.5 s: the import holds
+this process's GIL, or a core of a small machine, and would slow `initialize` and `tools/list`). A first
+validation that comes before the warm-up ends waits for it rather than starting again. Without a training
+interpreter it does nothing; LLM_FINETUNING_WARM_UP=0 turns it off. A failure is logged at debug level only:
+the call that needs TRL reports it.
 """
 
 from __future__ import annotations
@@ -39,16 +40,14 @@ def _delay() -> float:
 
 
 def _warm() -> None:
-    from mcp_server.interpreter import is_this_python, training_python
+    from mcp_server.interpreter import training_python
     from mcp_server.recipe.trl_fields import installed_trl
     from mcp_server.worker import in_training
 
     try:
-        python = training_python()
-        if python is None:
+        if training_python() is None:
             return
-        if is_this_python(python):
-            time.sleep(_delay())  # the import holds this process's GIL: let the client's first requests through
+        time.sleep(_delay())  # let the client's first requests through
         in_training("mcp_server.recipe.trl_fields:warm_trl")
         installed_trl()  # the field table, cached in this process
     except Exception as exc:  # the first call that needs TRL says what is wrong
