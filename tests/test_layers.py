@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_daemon", "workspace", "userfiles",
-                "runs", "tiny", "model_ref", "dataset", "gpus")),
+                "runs", "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation")),
     ("rewards", ("rewards",)),
     ("recipe", ("recipe",)),  # config rules and validation
     ("memory", ("memory",)),
@@ -21,7 +21,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("inspection", ("inspection",)),
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content", "warm_up")),
+    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content", "tools", "warm_up")),
 ]
 
 
@@ -145,12 +145,9 @@ def test_worker_targets_exist():
             if not file.is_file():
                 file = PACKAGE.parent / module.replace(".", "/") / "__init__.py"
             top = function.split(".")[0]
-            if not top:  # a module prefix the names are appended to (cli.py's model tables): the module must exist
-                defined = file.is_file()
-            else:
-                defined = file.is_file() and any(
-                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == top
-                    for node in ast.parse(file.read_text(encoding="utf-8")).body)
+            defined = file.is_file() and any(
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == top
+                for node in ast.parse(file.read_text(encoding="utf-8")).body)
             if not defined:
                 missing.append(f"{module_name(path)}:{line} names {module}:{function}, which does not exist")
     assert not missing, "\n".join(missing)

@@ -31,6 +31,7 @@ from mcp_server.recipe.precision import dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
 from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, VARIANT_WHY, VARIANTS, WHY,
                                         choose_variant, off_policy_fields)
+from mcp_server.recipe.variants import LORA_LEARNING_RATE
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
@@ -46,7 +47,6 @@ from mcp_server.workspace import (
 )
 
 LOGGED_COMPLETIONS = 8
-LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 TEMPLATE = Path(__file__).parents[1] / "training" / "train_template.py"
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}

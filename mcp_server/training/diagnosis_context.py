@@ -9,11 +9,10 @@ import statistics
 
 from mcp_server.training.metrics import LoadedRun
 from mcp_server.training.models import DiagnosisFinding, Evidence, Severity
-from mcp_server.emission.emit import LORA_LEARNING_RATE
 from mcp_server.gpus import lookup_gpu
 from mcp_server.recipe.rules import LR_RANGE
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.recipe.variants import BASE_RECIPE, LORA_LEARNING_RATE
 from mcp_server.recipe.variants import variant_values
 
 # Thresholds (why each value: see the rule using it).

@@ -7,8 +7,6 @@ import re
 
 from mcp_server.training.diagnosis_context import Ctx, finding
 from mcp_server.training.models import DiagnosisFinding, Evidence
-from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory
 
 LOG_PATTERNS: dict[str, re.Pattern] = {
     "cuda_out_of_memory": re.compile(
@@ -92,8 +90,11 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     gpu = ctx.run.request.get("gpu")
     if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
         return None
-    try:
+    # Here, not at the top: the guard imports these rules in the trainer process, which never plans memory.
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
 
+    try:
         plan = plan_memory(MemoryPlanRequest(
             config=ctx.config, gpu=None if capacity else gpu, num_gpus=ctx.run.request.get("num_gpus"),
             gpu_memory_gib=float(capacity.group(1)) if capacity else None))
