@@ -169,8 +169,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 # The light checks this CLI makes in the training interpreter: a warm per-user worker answers them
 # (mcp_server.worker_daemon), so a repeated call does not import TRL again. Work that loads models or
 # imports the person's code (sampling, rewards, training, evaluation) stays in this call's own process.
-DAEMON_TARGETS = frozenset(f"mcp_server.recipe.trl_fields:{name}" for name in (
-    "probe_installed_trl", "parse_like_trl", "instantiate_grpo_config"))
+DAEMON_TARGETS = frozenset({"mcp_server.recipe.trl_fields:probe_installed_trl",
+                            "mcp_server.recipe.trl_fields:parse_like_trl",
+                            "mcp_server.recipe.trl_fields:instantiate_grpo_config"})
 DAEMON_WARM_UP = "mcp_server.recipe.trl_fields:warm_trl"  # what the daemon does before its first caller
 
 
