@@ -1,7 +1,7 @@
 """Server start with PYTHONDONTWRITEBYTECODE=1 (common in containers) against the start with bytecode.
 
-The launcher builds the light environment in a fresh folder (uv when on PATH, as a first start does; it compiles
-the environment's and this package's bytecode into the server's cache as it builds). Then, interleaved, median of
+The launcher builds the light environment in a fresh folder (uv when on PATH, as a first start does; it writes the
+bytecode of what the server imports at start into the server's cache as it builds). Then, interleaved, median of
 `--repeats`, each timed from the launcher's start until `tools/list` is answered (the SDK's client over stdio):
 - the start with bytecode (the baseline);
 - the start with PYTHONDONTWRITEBYTECODE=1;
@@ -72,7 +72,7 @@ def main() -> int:
                 asyncio.run(time_to_list(str(venv / "bin" / "python"), ["-m", "mcp_server"], before, tmp)))
     medians = {label: statistics.median(times) for label, times in arms.items()}
     base = medians["with bytecode (baseline)"]
-    print(f"light environment built by the launcher in {built:.1f} s (bytecode compiled as it builds)")
+    print(f"light environment built by the launcher in {built:.1f} s (bytecode written as it builds)")
     print(f"server start to tools/list, median of {repeats}:")
     for label, seconds in medians.items():
         line = f"  {label:55} {seconds:6.2f} s   {seconds / base:5.2f}x"

@@ -6,6 +6,8 @@ this Python is the training interpreter (mcp_server.interpreter), else in one pe
 so only its first call pays for importing TRL; one call runs at a time; a worker that died is started
 again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
 comes back as lines of their own while the call runs. Pydantic models travel as {"model", "data"}.
+A process may send some calls elsewhere first (`route`: the CLI's light checks go to its per-user warm worker,
+mcp_server.worker_daemon, which speaks the same lines over a unix socket).
 """
 
 from __future__ import annotations
