@@ -64,12 +64,14 @@ def hooks_per_step(guard: str, steps: int, workdir: Path) -> tuple[float, float]
 def measured_step(steps: int, workdir: Path) -> float:
     import torch
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from transformers import PrinterCallback, TrainerCallback
+    from transformers.utils import logging as hf_logging
     from trl import GRPOConfig, GRPOTrainer
 
     from mcp_server.tiny import ensure_tiny_model, make_task
 
     torch.set_num_threads(1)
+    hf_logging.set_verbosity_error()
 
     class StepTimer(TrainerCallback):
         def __init__(self):
@@ -90,6 +92,7 @@ def measured_step(steps: int, workdir: Path) -> float:
     timer = StepTimer()
     trainer = GRPOTrainer(model=str(ensure_tiny_model()), reward_funcs=[reward_len], args=config,
                           train_dataset=Dataset.from_list(make_task(64)), callbacks=[timer])
+    trainer.remove_callback(PrinterCallback)  # no dict per logged step
     trainer.train()
     return statistics.median(timer.times[1:] or timer.times)
 
