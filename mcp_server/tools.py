@@ -7,6 +7,7 @@ Adding a tool touches its package only: a ToolSpec in that package's TOOLS. A ne
 from __future__ import annotations
 
 from mcp_server.demo import DemoSummary, run_demo
+from mcp_server.diagnosis import tools as diagnosis
 from mcp_server.emission import tools as emission
 from mcp_server.evaluation import tools as evaluation
 from mcp_server.inspection import tools as inspection
@@ -40,7 +41,7 @@ DEMO = ToolSpec(
 )
 
 TOOLS: list[ToolSpec] = [
-    *emission.TOOLS, *recipe.TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS, *training.TOOLS,
+    *emission.TOOLS, *recipe.TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS, *diagnosis.TOOLS, *training.TOOLS,
     *evaluation.TOOLS, DEMO,
 ]
 MCP_TOOLS = [spec for spec in TOOLS if spec.description is not None]

@@ -19,6 +19,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("memory", ("memory",)),
     ("emission", ("emission",)),
     ("inspection", ("inspection",)),
+    ("diagnosis", ("diagnosis",)),  # diagnose_run's rules, registry and triage; the guard reads them
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
     ("doors", ("cli", "server", "__main__", "demo", "manifests", "content", "tools", "warm_up")),

@@ -1,18 +1,14 @@
-"""The training package's tools: diagnosis, the environment (check and build), launch, status, stop, resume and
+"""The training package's tools: the environment (check and build), launch, status, stop, resume and
 the run list, with their readable summaries."""
 
 from __future__ import annotations
 
-import json
 import time
 
 from mcp_server.toolspec import RUN, Command, Flag, ToolSpec, print_result
-from mcp_server.training.diagnose import diagnose_run
 from mcp_server.training.environment import check_environment
 from mcp_server.training.launch import launch_training, resume_training
 from mcp_server.training.models import (
-    DiagnoseRequest,
-    Diagnosis,
     EnvironmentReport,
     EnvironmentRequest,
     LaunchRequest,
@@ -28,20 +24,6 @@ from mcp_server.training.models import (
 )
 from mcp_server.training.prepare import prepare_environment
 from mcp_server.training.status import list_runs, stop_training, training_status
-
-
-def human_diagnosis(d: Diagnosis) -> str:
-    icons = {"error": "ERROR  ", "warning": "WARN   ", "info": "INFO   "}
-    lines = [f"{d.summary}", f"  source: {d.source} ({d.source_kind}, {d.steps_logged} logged steps)"]
-    for f in d.findings:
-        lines.append(f"  {icons[f.severity]}{f.code}: {f.explanation}")
-        for e in f.evidence[:4]:
-            where = f" @ step {e.step}" if e.step is not None else ""
-            lines.append(f"         {e.metric}{where} = {e.value}")
-        if f.patch:
-            checked = {True: "validates", False: "does NOT validate", None: "not checked"}[f.patch_valid]
-            lines.append(f"         patch ({checked}): {json.dumps(f.patch)}")
-    return "\n".join(lines)
 
 
 def human_env(r: EnvironmentReport) -> str:
@@ -123,23 +105,6 @@ def human_runs(r: RunList) -> str:
 
 TOOLS = [
     ToolSpec(
-        "diagnose_run", diagnose_run, Diagnosis, request=DiagnoseRequest,
-        description="""Why is this training run going wrong? Reads a run directory, a progress.jsonl, a TRL trainer_state.json
-    or a CSV/JSONL metrics export (plus the run's config and stdout log when known) and returns findings, most
-    important first: {code, severity, evidence [{metric, step, value}], explanation, patch}. Each patch is a dict
-    of config changes, validated against the run's config. Works for runs this project did not launch.""",  # noqa: E501 (the text MCP clients list, as it was)
-        cli=Command(
-            "Diagnose a training run from its metrics (run dir, progress.jsonl, trainer_state.json, CSV/JSONL export) "
-            "and log. Exit 0 when healthy, 1 with problems.", human_diagnosis, lambda r: r.healthy, flags={
-                "source": Flag("source"),
-                "config_path": Flag("--config"),
-                "log_path": Flag("--log"),
-                "validate_patches": Flag("--no-validate", "Skip validating the patches (faster; no TRL import).",
-                                         invert=True),
-            },
-        ),
-    ),
-    ToolSpec(
         "check_environment", check_environment, EnvironmentReport, request=EnvironmentRequest,
         description="""What can train here? GPUs (name, memory, compute capability, bf16), CUDA/driver, RAM, free disk, versions
     of torch/trl/transformers/peft/accelerate/vllm in the training interpreter, and a verdict ready |
@@ -163,22 +128,27 @@ TOOLS = [
     naming the gate and how to clear it, unless the config validates, the inspection verdict is current and
     passing, and the environment is not blocked. Records config.yaml/train.py (git commit when in a repo, sha256
     in run.json). Several GPUs: accelerate with TRL's ZeRO/FSDP configs (+ `trl vllm-serve` in server mode);
-    several nodes: writes a SLURM script.""",  # noqa: E501 (the text MCP clients list, as it was)
+    several nodes: submits a SLURM job (checked with sbatch --test-only; the job id goes to run.json).""",  # noqa: E501 (the text MCP clients list)
         cli=Command("Start a run's training (detached) once its gates pass.", human_launch,
-                    lambda r: bool(r.launched or r.slurm_script), flags={"run": RUN}),
+                    lambda r: bool(r.launched or r.slurm_script), flags={
+                        "run": RUN,
+                        "requeue": Flag("--no-requeue", "SLURM: a preempted or node-failed job is not requeued.",
+                                        invert=True),
+                        "submit": Flag("--no-submit", "SLURM: only write train/launch.slurm.", invert=True)}),
     ),
     ToolSpec(
         "training_status", training_status, TrainingStatus, request=StatusRequest, image="plot_path",
-        description="""State of a run (starting | running | succeeded | failed | stopped), derived from its process and files,
+        description="""State of a run (starting | running | succeeded | failed | stopped; a SLURM job also pending | cancelled |
+    timed_out | preempted, with the scheduler's reason and nodes), derived from its process (or job) and files,
     with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
-    request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image).""",  # noqa: E501 (the text MCP clients list, as it was)
+    request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image).""",  # noqa: E501 (the text MCP clients list)
         cli=Command("State, latest metrics, speed, ETA and health of a run.", human_status,
                     json_help="Print the status as JSON.", flags={"run": RUN}),
     ),
     ToolSpec(
         "stop_training", stop_training, StopResult, request=StopRequest,
         description="""Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
-    process group is killed.""",  # noqa: E501 (the text MCP clients list, as it was)
+    process group is killed (a SLURM run: its own job is asked for the checkpoint, then cancelled).""",  # noqa: E501 (the text MCP clients list)
         cli=Command("Stop a run gracefully (checkpoint saved), kill it after a timeout.", lambda r: r.message,
                     flags={"run": RUN, "timeout_s": Flag("--timeout")}),
     ),
@@ -186,8 +156,10 @@ TOOLS = [
         "resume_training", resume_training, LaunchResult, request=RunRequest,
         description="""Continue a stopped or failed run from its latest checkpoint, with the same process layout. Refuses when
     train/config.yaml changed since launch (its sha256 in run.json), when there is no checkpoint, or when a gate
-    (inspection, environment) is closed.""",  # noqa: E501 (the text MCP clients list, as it was)
-        cli=Command("Continue a run from its latest checkpoint (same config hash).", human_launch,
+    (inspection, environment) is closed. With `patch` (the root-cause finding's patch after a guard stop) it
+    validates the patched config, writes it, moves the inspection verdict's pins for exactly what it changes, and
+    resumes from the last checkpoint before the guard's stop.""",  # noqa: E501 (the text MCP clients list)
+        cli=Command("Continue a run from its latest checkpoint (same config hash, or --patch).", human_launch,
                     lambda r: r.launched, flags={"run": RUN}),
     ),
     ToolSpec(
