@@ -6,6 +6,8 @@
    another Python (LLM_FINETUNING_PYTHON, a wrapper around this one: the persistent worker). Each with the
    background warm-up (the default) and without it (LLM_FINETUNING_WARM_UP=0, as before).
    Goals: first validate within 2x a warm one; `initialize` + `tools/list` no slower than without the warm-up.
+   (The SDK's client validates each tool's first result against its output schema: jsonschema is imported here
+   beforehand, as a harness that has called any tool has it; building the tool's validator stays in the figure.)
 2. CLI: `llm-finetuning validate-config` run again and again, with the per-user warm worker (the default: the
    first call starts it, later ones reuse it) and without it (LLM_FINETUNING_CLI_WORKER=0: every call imports
    TRL). Goal: a repeated call does not pay the import again (ratio with / without).
@@ -31,6 +33,7 @@ CONFIG = {"model_name_or_path": "tiny", "learning_rate": 1e-6, "num_generations"
 
 
 async def session(env: dict, cwd: Path, wait_s: float = 5.0, warm_calls: int = 4) -> dict:
+    import jsonschema  # noqa: F401  the client checks a tool's result with it: its import is the client's own cost
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
