@@ -178,9 +178,35 @@ def _reader_gone() -> int:
     return 141
 
 
+# The light checks this CLI makes in the training interpreter: a warm per-user worker answers them
+# (mcp_server.worker_daemon), so a repeated call does not import TRL again. Work that loads models or
+# imports the person's code (sampling, rewards, training, evaluation) stays in this call's own process.
+DAEMON_TARGETS = frozenset({"mcp_server.recipe.trl_fields:probe_installed_trl",
+                            "mcp_server.recipe.trl_fields:parse_like_trl",
+                            "mcp_server.recipe.trl_fields:instantiate_grpo_config"})
+DAEMON_WARM_UP = "mcp_server.recipe.trl_fields:warm_trl"  # what the daemon does before its first caller
+
+
+def _route(python: str, target: str, args: tuple, kwargs: dict, report) -> tuple[bool, object]:
+    if target not in DAEMON_TARGETS:
+        return False, None
+    from mcp_server import worker_daemon
+
+    return worker_daemon.call(python, target, args, kwargs, report, warm_up=DAEMON_WARM_UP)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from mcp_server import worker
+
+    before, worker.route = worker.route, _route
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    finally:
+        worker.route = before
+
+
+def _main(argv: list[str]) -> int:
     keep_caches_private()
-    argv = sys.argv[1:] if argv is None else argv
     names = {spec.command for spec in TOOLS}
     parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")
     args = parser.parse_args(argv)

@@ -55,11 +55,12 @@ def own_python_has_trl() -> bool:
 def is_this_python(python: str) -> bool:
     """Same interpreter as this process? Compared by its bin directory (a venv's python is a symlink to the
     base interpreter, so resolving the file itself would make every venv of one Python look the same)."""
-    def where(path: str) -> tuple[str, str]:
-        absolute = os.path.abspath(path)
-        return os.path.realpath(os.path.dirname(absolute)), os.path.realpath(absolute)
+    return _where(os.path.abspath(python)) == _where(os.path.abspath(sys.executable))
 
-    return where(python) == where(sys.executable)
+
+@lru_cache(maxsize=16)  # every call into the training interpreter asks: resolving links costs ~0.1 ms a path
+def _where(absolute: str) -> tuple[str, str]:
+    return os.path.realpath(os.path.dirname(absolute)), os.path.realpath(absolute)
 
 
 def prepared_python() -> str | None:

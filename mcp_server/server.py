@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mcp_server import warm_up
 from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
 from mcp_server.errors import UserInputError, describe_failure, validation_message
 from mcp_server import jsonrpc
@@ -193,6 +194,7 @@ _register_content()
 
 def main() -> None:
     keep_caches_private()
+    warm_up.start()  # TRL's import in the training interpreter, in the background
     anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
 
 

@@ -168,8 +168,42 @@ def prepare(venv: Path) -> None:
             say(f"setup failed (exit {code}); the log is {log}. Fix the error above, or set "
                 "LLM_FINETUNING_VENV to an environment with this package's dependencies, then restart.")
             sys.exit(code)
+    compile_bytecode(venv)
     (venv / MARKER).write_text(fingerprint() + "\n")
     say("server environment ready.")
+
+
+def pycache(venv: Path) -> Path:
+    """Where the server's bytecode lives (PYTHONPYCACHEPREFIX, set by server_env when the person has none)."""
+    return Path(os.environ.get("PYTHONPYCACHEPREFIX") or venv / "pycache")
+
+
+def compile_bytecode(venv: Path) -> None:
+    """Write the bytecode of everything the server imports at start into its cache once, as the environment is
+    built (by importing the server module with bytecode writing on: the start that follows reads it, so this
+    costs the first start little): a start with PYTHONDONTWRITEBYTECODE=1 (common in containers) then reads
+    bytecode instead of compiling the MCP SDK and the rest every time (2x the start time). Best effort."""
+    path = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYTHONPYCACHEPREFIX": str(pycache(venv))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    code = subprocess.run([str(venv_python(venv)), "-c", "import mcp_server.server"], env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    if code:
+        say(f"writing the server's bytecode failed (exit {code}); it compiles as it imports")
+
+
+def refresh_package_bytecode(venv: Path) -> None:
+    """With PYTHONDONTWRITEBYTECODE=1 the server never writes bytecode: bring this package's (the plugin may
+    have changed since the environment was built) up to date in its cache. A few ms when nothing changed."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or venv_python(venv).resolve() != Path(sys.executable).resolve():
+        return  # bytecode is written as the server imports; or another Python would need its own
+    import compileall
+
+    sys.pycache_prefix = str(pycache(venv))
+    try:
+        compileall.compile_dir(str(ROOT / "mcp_server"), quiet=2)
+    except OSError:
+        pass
 
 
 def _lock(venv: Path):
@@ -243,6 +277,7 @@ def main() -> None:
         if is_ready(venv):
             say(f"environment ready in {venv}; would exec: {python} -m mcp_server")
         return
+    refresh_package_bytecode(venv)
     args = [python, "-m", "mcp_server", *sys.argv[1:]]
     if os.name == "nt":
         sys.exit(subprocess.run(args, env=server_env(venv)).returncode)

@@ -18,6 +18,11 @@ import pytest
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No warm workers unless a test asks: each CLI call does its own work (no daemon outlives the suite) and a
+# server imports TRL only when a call needs it (hundreds of short sessions would each pay the import in the
+# background). tests/test_warm_workers.py turns both on where it checks them.
+os.environ.setdefault("LLM_FINETUNING_CLI_WORKER", "0")
+os.environ.setdefault("LLM_FINETUNING_WARM_UP", "0")
 # Nothing the suite builds (the tiny model, warm-started models) is read from or left in ~/.cache: a cache
 # per session, set before anything builds and inherited by every child process (CLI, MCP server, training).
 _CACHE = tempfile.mkdtemp(prefix="llm-finetuning-test-cache-")
