@@ -183,8 +183,10 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     run_dir = emit_run("crash")
     pass_inspection(run_dir)
-    config_file = run_dir / "train" / "config.yaml"  # a split the data does not have: training will crash
-    config_file.write_text(config_file.read_text() + "dataset_train_split: no-such-split\n")
+    # A checkpoint that does not exist (a field the verdict does not pin: it cannot change what is sampled or
+    # scored): training will crash.
+    config_file = run_dir / "train" / "config.yaml"
+    config_file.write_text(config_file.read_text() + "resume_from_checkpoint: no-such-checkpoint\n")
     result = launch_training(LaunchRequest(run=str(run_dir)))
     assert result.launched, result.message
     record = json.loads((run_dir / "run.json").read_text())
@@ -193,6 +195,9 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
 
     assert record["config_sha256"] == sha256_file(run_dir / "train" / "config.yaml") == result.config_sha256
     assert record["train_script_sha256"] == sha256_file(run_dir / "train" / "train.py")
+    # What trains is what was reviewed: the verdict's reward-code hash, recorded and handed to the trainer.
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert record["reward_code_sha256"] == verdict["pins"]["reward_code"]
     rel = (run_dir / "train" / "config.yaml").relative_to(ws)
     committed = subprocess.run(
         ["git", "-C", str(ws), "show", f"{result.git_commit}:{rel}"], capture_output=True, text=True
@@ -205,7 +210,7 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
 
     status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
     assert status.state == "failed" and status.exit_code not in (None, 0)
-    assert any("no-such-split" in line for line in status.log_tail), status.log_tail
+    assert any("no-such-checkpoint" in line for line in status.log_tail), status.log_tail
     # Another process (a restarted server) derives the same state from the files.
     proc, out = run_cli_json("training-status", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(ws)})
     assert proc.returncode == 0 and out["state"] == "failed" and out["exit_code"] == status.exit_code
@@ -411,11 +416,12 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     assert "vllm" in (run_dir / "train" / "logs" / "vllm-serve.log").read_text()
 
     # Two nodes: a SLURM script (the last node serves vLLM), the environment of this laptop is not its gate.
+    # (Submitted and run on a real test cluster: tests/test_slurm.py.)
     from mcp_server.training.launch import launch_training
 
     pass_inspection(run_dir)
     shutil.rmtree(run_dir / "train" / "logs")  # the hand-run above launched it: a launched run is not relaunched
-    result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2))
+    result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2, submit=False))  # written, not submitted
     assert not result.launched and result.slurm_script and not result.refusals, result.message
     slurm = Path(result.slurm_script).read_text()
     assert "#SBATCH --nodes=2" in slurm and "vllm-serve" in slurm and "--machine_rank" in slurm
