@@ -186,6 +186,9 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
 
     result = launch(run_dir, archive_previous=True)
     assert result.launched and result.job_id and result.state == "pending", result.message
+    again = launch(run_dir)  # queued already: a second launch is refused, naming the job
+    assert not again.launched and again.refusals[0].gate == "state"
+    assert f"SLURM job {result.job_id}" in again.refusals[0].message
     record = json.loads((run_dir / "run.json").read_text())
     assert record["backend"] == "slurm" and record["job_id"] == result.job_id
     assert record["slurm"]["nodes"] == 2 and record["slurm"]["command"][:2] == ["sbatch", "--parsable"]

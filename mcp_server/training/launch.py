@@ -398,6 +398,12 @@ def _clear_markers(run_dir: Path) -> None:
         marker.unlink(missing_ok=True)
 
 
+def _what_runs(derived: dict) -> str:
+    """The live process or SLURM job of a run, in words."""
+    job = (derived.get("job") or {}).get("job_id")
+    return f"SLURM job {job}" if job else f"pid {derived['pid']}"
+
+
 def _history(previous: dict | None) -> list:
     """run.json's history: every earlier launch record, oldest first."""
     return ((previous or {}).get("history", []) + [{k: v for k, v in previous.items() if k != "history"}]
@@ -540,7 +546,7 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     derived = derive_state(run_dir)
     if derived["alive"]:
         return _refused(run_dir, [GateRefusal(
-            gate="state", message=f"{run_dir.name} is already {derived['state']} (pid {derived['pid']})",
+            gate="state", message=f"{run_dir.name} is already {derived['state']} ({_what_runs(derived)})",
             how_to_clear="wait for it, or stop_training first")], derived["state"])
     _, config = read_run_target(run_dir)
     launched = run.launched_evidence()
@@ -634,7 +640,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
             [
                 GateRefusal(
                     gate="state",
-                    message=f"{run_dir.name} is still {derived['state']} (pid {derived['pid']})",
+                    message=f"{run_dir.name} is still {derived['state']} ({_what_runs(derived)})",
                     how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it",
                 )
             ],
