@@ -224,6 +224,10 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     logs = run_dir / "train" / "logs"
     assert (logs / "node-n1.log").exists() and (logs / "node-n2.log").exists()
     assert {(logs / f"node-{n}.exit").read_text().strip() for n in ("n1", "n2")} == {"0"}
+    for node in ("n1", "n2"):  # each node's trainer said what it runs on, from inside the job
+        env = json.loads((logs / f"env-{node}.json").read_text())
+        assert env["node"] == node and env["job_id"] == result.job_id and env["packages"]["torch"]
+    assert sorted(done.job["node_env"]) == [str(logs / "env-n1.json"), str(logs / "env-n2.json")]
     assert (logs / "exit-code").read_text().strip() == "0"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
 
