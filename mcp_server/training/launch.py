@@ -17,6 +17,7 @@ Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the s
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib.resources as resources
 import os
@@ -267,6 +268,14 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
                         strategy=request.strategy, server_mode=server_mode, python=training_python(),
                         pythonpath=package_path(), partition=request.partition, account=request.account,
                         time_limit=request.time_limit, resume_from=resume_from, requeue=request.requeue)
+    memory, notes = None, []
+    if not layout.cpu:  # the memory plan for the GPUs of every node (vLLM's node included): per-GPU peak, fits
+        vllm_gpus = layout.gpus_per_node if layout.vllm_port else 0
+        plan, note = plan_launch_memory(run_dir, request, layout.processes + vllm_gpus, vllm_gpus)
+        memory = plan.launch if plan else None
+        notes = [note] if note else [f"memory plan: {memory.reason}"]
+        if memory is not None and request.strategy == "auto" and memory.strategy in TRL_ACCELERATE_CONFIGS:
+            layout = dataclasses.replace(layout, strategy=memory.strategy)  # the least sharding that fits
     accel = None
     if not layout.cpu:
         accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[layout.strategy])
@@ -278,7 +287,7 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
     launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
     return LaunchPlan(strategy=layout.strategy, num_processes=layout.processes, num_nodes=layout.nodes,
                       train_command=["srun", launcher, *TRAIN_ARGS, *extra], script="", accelerate_config=accel,
-                      vllm=vllm, slurm=script, slurm_layout=layout)
+                      vllm=vllm, slurm=script, slurm_layout=layout, memory=memory, notes=notes)
 
 
 def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
