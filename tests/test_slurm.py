@@ -176,6 +176,16 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     plan = build_launch_plan(emit("gpu-fits", gpu="H100", num_gpus=4), LaunchRequest(run="x", num_nodes=2))
     assert "#SBATCH --gres=gpu:2" in plan.slurm and "#SBATCH --nodes=2" in plan.slurm
     preflight(plan.slurm)  # raises on a refusal
+    # ... and the memory plan covers all the job's GPUs: a model that fits none of the layouts is refused by the
+    # memory gate before submission, whatever the scheduler would accept
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    big = Path(emit_grpo_config(GRPORecipeRequest(model="Qwen/Qwen3-30B-A3B", dataset="tiny", gpu="H100", num_gpus=4,
+                                                  run_name="too-big")).run_dir)
+    refused = launch(big)
+    assert not refused.launched and "memory" in [r.gate for r in refused.refusals], refused.message
+    assert not (big / "run.json").exists() and cluster.run("squeue", "-h", "-o", "%j").stdout.split() == []
 
 
 def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir):
