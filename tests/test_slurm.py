@@ -188,7 +188,8 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     assert not (big / "run.json").exists() and cluster.run("squeue", "-h", "-o", "%j").stdout.split() == []
 
 
-def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir):
+def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir,
+                                                                                                  tmp_path):
     hold = Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
     hold.touch()  # the run holds after its first step until the file goes
     blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
@@ -240,6 +241,10 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     assert sorted(done.job["node_env"]) == [str(logs / "env-n1.json"), str(logs / "env-n2.json")]
     assert (logs / "exit-code").read_text().strip() == "0"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
+    with pytest.MonkeyPatch.context() as mp:  # where the scheduler cannot be asked, run.json's last view answers
+        mp.setenv("PATH", str(tmp_path))
+        offline = status(run_dir)
+    assert offline.state == "succeeded" and "no SLURM commands on PATH" in offline.note
 
 
 def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_and_resume_completes(cluster, run_dir):

@@ -96,6 +96,9 @@ def own_job(run: Run, record: dict) -> tuple[slurm.Job | None, str | None]:
     """(this run's job as the scheduler knows it, or None; a note when run.json named a job that is not this run's
     or none at all)."""
     job_id = str(record.get("job_id") or "")
+    if not slurm.available():
+        return None, ("no SLURM commands on PATH here (scontrol not found): the job cannot be asked, so the state "
+                      "is read from run.json and the run's files")
     found = slurm.job(job_id) if job_id else None
     if found is not None:
         why = owns(found, run, record)
@@ -158,8 +161,8 @@ def slurm_state(run: Run, record: dict) -> dict:
     outcome = _newer(run.outcome, since)
     exit_code = _exit_code(run)
     known = record.get("job") if isinstance(record.get("job"), dict) else {}
-    if job is None:
-        scheduler_state = known.get("scheduler_state") if not note else None
+    if job is None:  # a run.json naming a foreign job: what it recorded of that job is not this run's
+        scheduler_state = known.get("scheduler_state") if not note or not slurm.available() else None
         view = dict(known) if scheduler_state else None
     else:
         scheduler_state = job.state
