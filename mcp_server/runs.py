@@ -23,6 +23,8 @@ directory"). Every module that reads or writes a run names its files through `Ru
           progress.jsonl              progress         one line per logged step
           stdout.log                  stdout           the training command's output
           exit-code                   exit_code        written by launch.sh when the command ends
+          node-<node>.log / .exit     node_log(n), node_exit(n)   a SLURM job: each node's output and exit code
+          env-<node>.json             node_env(n)      a SLURM job: the node's packages and GPUs, seen by its trainer
           train-begin.json            train_begin      when training starts (max_steps, world size, pid)
           stop-request.json           stop_request     stop_training asks the callback to stop
           stopped.json                stopped          the callback stopped on request (or its guard stopped)
@@ -200,6 +202,15 @@ class Run:
     @property
     def exit_code(self) -> Path:
         return self.logs / "exit-code"
+
+    def node_log(self, node: str) -> Path:
+        return self.logs / f"node-{node}.log"
+
+    def node_exit(self, node: str) -> Path:
+        return self.logs / f"node-{node}.exit"
+
+    def node_env(self, node: str) -> Path:
+        return self.logs / f"env-{node}.json"
 
     @property
     def train_begin(self) -> Path:

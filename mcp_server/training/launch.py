@@ -17,6 +17,7 @@ Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the s
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib.resources as resources
 import os
@@ -273,6 +274,14 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
                         strategy=request.strategy, server_mode=server_mode, python=training_python(),
                         pythonpath=package_path(), partition=request.partition, account=request.account,
                         time_limit=request.time_limit, resume_from=resume_from, requeue=request.requeue)
+    memory, notes = None, []
+    if not layout.cpu:  # the memory plan for the GPUs of every node (vLLM's node included): per-GPU peak, fits
+        vllm_gpus = layout.gpus_per_node if layout.vllm_port else 0
+        plan, note = plan_launch_memory(run_dir, request, layout.processes + vllm_gpus, vllm_gpus)
+        memory = plan.launch if plan else None
+        notes = [note] if note else [f"memory plan: {memory.reason}"]
+        if memory is not None and request.strategy == "auto" and memory.strategy in TRL_ACCELERATE_CONFIGS:
+            layout = dataclasses.replace(layout, strategy=memory.strategy)  # the least sharding that fits
     accel = None
     if not layout.cpu:
         accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[layout.strategy])
@@ -284,7 +293,7 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
     launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
     return LaunchPlan(strategy=layout.strategy, num_processes=layout.processes, num_nodes=layout.nodes,
                       train_command=["srun", launcher, *TRAIN_ARGS, *extra], script="", accelerate_config=accel,
-                      vllm=vllm, slurm=script, slurm_layout=layout)
+                      vllm=vllm, slurm=script, slurm_layout=layout, memory=memory, notes=notes)
 
 
 def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
@@ -402,6 +411,12 @@ def _clear_markers(run_dir: Path) -> None:
     run = Run(run_dir)
     for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.train_begin):
         marker.unlink(missing_ok=True)
+
+
+def _what_runs(derived: dict) -> str:
+    """The live process or SLURM job of a run, in words."""
+    job = (derived.get("job") or {}).get("job_id")
+    return f"SLURM job {job}" if job else f"pid {derived['pid']}"
 
 
 def _history(previous: dict | None) -> list:
@@ -546,7 +561,7 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     derived = derive_state(run_dir)
     if derived["alive"]:
         return _refused(run_dir, [GateRefusal(
-            gate="state", message=f"{run_dir.name} is already {derived['state']} (pid {derived['pid']})",
+            gate="state", message=f"{run_dir.name} is already {derived['state']} ({_what_runs(derived)})",
             how_to_clear="wait for it, or stop_training first")], derived["state"])
     _, config = read_run_target(run_dir)
     launched = run.launched_evidence()
@@ -640,7 +655,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
             [
                 GateRefusal(
                     gate="state",
-                    message=f"{run_dir.name} is still {derived['state']} (pid {derived['pid']})",
+                    message=f"{run_dir.name} is still {derived['state']} ({_what_runs(derived)})",
                     how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it",
                 )
             ],
