@@ -1142,6 +1142,8 @@ def test_exact_metrics_reward_flat_reads_batch_std_not_group_spread(tmp_path):
     d = diagnose_series(tmp_path, rows)
     assert "reward_flat" not in codes(d) and by_code(d, "no_reward_signal").severity == "error"
     assert all("learning_rate" not in f.patch for f in d.findings)
+    low = diagnose_series(tmp_path, with_series(rows, "learning_rate", [5e-8] * n), learning_rate=5e-8)
+    assert "lr_out_of_range" in codes(low) and all("learning_rate" not in f.patch for f in low.findings), low.findings
     spread = diagnose_series(tmp_path, with_series(rows, "frac_reward_zero_std", [0.1] * n))
     assert "reward_flat" in codes(spread) and "batch-wide" in by_code(spread, "reward_flat").explanation
 

@@ -158,6 +158,8 @@ def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
     if ctx.run.run_dir is None:
         return []
     run = Run(ctx.run.run_dir)
+    if not run.train_summary.is_file():  # training has not ended (the guard asks at every log: one stat)
+        return []
     try:
         begin, summary = read_json_if_present(run.train_begin), read_json_if_present(run.train_summary)
     except Exception:
