@@ -431,8 +431,8 @@ def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resum
     config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
     record = submit_job(run, plan.slurm_layout, {
         "command": plan.train_command, "python": training_python(), "config_sha256": config_sha,
-        "train_script_sha256": script_sha, "git_commit": commit, "strategy": plan.strategy,
-        "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
+        "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run), "git_commit": commit,
+        "strategy": plan.strategy, "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
         "accelerate_config": written.get("accelerate_config"), "vllm_server": plan.vllm,
         "resumed_from": resumed_from, "resume_patch": patch, "history": _history(read_run_json(run.dir))})
     return LaunchResult(
