@@ -17,6 +17,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
         rewards.json                  rewards          the reward specs [{name, params, weight}]
         request.json                  request          the recipe request, target and variant chosen
         request.schema.json           request_schema   the request's JSON schema
+        agentic.json                  agentic          an agentic run's environment and tools (agentic.spec)
         launch.sh / launch.slurm      launch_script, slurm_script   written by launch_training
         accelerate.yaml               accelerate     several GPUs: TRL's bundled accelerate config
         logs/                         logs           written by the training process:
@@ -35,6 +36,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
         logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
+        trajectories.jsonl            trajectories     an agentic run's rollouts from TRL's tool loop (+ .meta.json)
         samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
@@ -172,6 +174,10 @@ class Run:
         return self.train / "request.schema.json"
 
     @property
+    def agentic(self) -> Path:
+        return self.train / "agentic.json"
+
+    @property
     def launch_script(self) -> Path:
         return self.train / "launch.sh"
 
@@ -244,6 +250,10 @@ class Run:
     @property
     def inspection(self) -> Path:
         return self.dir / "inspection"
+
+    @property
+    def trajectories(self) -> Path:
+        return self.inspection / "trajectories.jsonl"
 
     @property
     def samples(self) -> Path:

@@ -15,6 +15,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_daemon", "workspace", "userfiles",
                 "runs", "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation")),
     ("rewards", ("rewards",)),
+    ("agentic", ("agentic",)),  # environments and tools for agentic GRPO (TRL environment_factory, tools)
     ("recipe", ("recipe",)),  # config rules and validation
     ("memory", ("memory",)),
     ("emission", ("emission",)),

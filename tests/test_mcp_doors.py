@@ -86,6 +86,8 @@ def doors(tmp_path_factory, tiny_model):
         )
         r["rewards"] = await call("list_rewards", {})
         r["sample"] = await call("sample_completions", {"run": run, "num_prompts": 13, "batch_size": 16}, track=True)
+        # A single-turn run has no trajectories: refused in one line (tests/test_agentic.py rolls agentic ones out).
+        r["trajectories"] = await call("sample_trajectories", {"run": run})
         r["inspect"] = await call("inspect_rewards", {"run": run, "max_samples": 52}, track=True)
         r["verdict"] = await call("record_inspection_verdict", {"run": run, "verdict": "pass", "reviewer": "test",
                                                                 "agree_with_rest": True})
@@ -168,6 +170,7 @@ def test_every_tool_is_called_over_stdio_with_flat_arguments(doors):
     sample = _ok(r["sample"])
     assert (sample["num_prompts"], sample["n"], sample["num_samples"]) == (13, 4, 52)
     assert len(Path(sample["samples_path"]).read_text().splitlines()) == 52
+    assert "has no train/agentic.json: emit the run with an environment or tools" in _error(r["trajectories"])
     assert _ok(r["inspect"])["num_samples"] == 52 and _ok(r["verdict"])["gate"]["passed"] and _ok(r["gate"])["passed"]
 
     env = _ok(r["env"])

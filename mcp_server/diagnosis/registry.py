@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from mcp_server.diagnosis.agentic import rule_tool_calls, rule_tool_failures
 from mcp_server.diagnosis.divergence import (
     rule_entropy,
     rule_entropy_rising,
@@ -97,6 +98,10 @@ RULES: list[Rule] = [
     Rule(rule_length_collapse, (Code("completion_length_collapse", "samples", "mean completion length fell to "
                                      "under 0.4x its start", (W,), "metrics",
                                      causes=("no_reward_signal", "signal_lost", "reward_falling")),)),
+    Rule(rule_tool_calls, (Code("tool_calls_collapsing", "samples", "an agentic run's tool calls per rollout fell "
+                                "to under a quarter of their start", (E,), "metrics", guard=True),)),
+    Rule(rule_tool_failures, (Code("tool_failures_rising", "samples", "an agentic run's share of failing tool "
+                                   "calls rose past half", (E,), "metrics", guard=True),)),
     Rule(rule_sampler_mismatch, (Code("sampler_mismatch", "sampler", "vLLM's log-probs differ from the trainer's "
                                       "(sampling/* metrics)", (E, W), "metrics", guard=True,
                                       # not the policy ratio: TRL's clip_ratio compares the trainer to itself

@@ -238,6 +238,10 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
     """sample_completions in this (the training) interpreter."""
     run = Run(Path(request.run))
+    if run.agentic.is_file():  # the samples come from TRL's tool loop with the run's own trainer
+        from mcp_server.inspection.trajectory_samples import sample_agentic
+
+        return sample_agentic(run, request, report)
     run_dir = run.dir
     config = run.read_config()
     data = _data_settings(request, config, run)
