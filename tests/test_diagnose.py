@@ -250,8 +250,8 @@ def assert_patches_validate(diagnosis):
 # ---------------------------------------------------------------- real runs: only what is robust
 # Codes that follow from a run's config or can only come from a log: a short CPU run at a settled learning
 # rate never earns them, whatever its metrics do.
-CONFIG_OR_LOG_CODES = {"cuda_out_of_memory", "vllm_out_of_memory", "nccl_timeout", "import_error", "fp16_divergence",
-                       "lr_out_of_range", "moe_without_gspo"}
+CONFIG_OR_LOG_CODES = {"cuda_out_of_memory", "vllm_out_of_memory", "nccl_timeout", "import_error", "disk_full",
+                       "fp16_divergence", "lr_out_of_range", "moe_without_gspo"}
 # The metrics TRL's GRPOTrainer logs that the rules read (the constructed series below use the same names).
 RULE_METRICS = {"loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
                 "completions/mean_length", "completions/clipped_ratio", "completions/mean_terminated_length"}
@@ -1142,6 +1142,8 @@ def test_exact_metrics_reward_flat_reads_batch_std_not_group_spread(tmp_path):
     d = diagnose_series(tmp_path, rows)
     assert "reward_flat" not in codes(d) and by_code(d, "no_reward_signal").severity == "error"
     assert all("learning_rate" not in f.patch for f in d.findings)
+    low = diagnose_series(tmp_path, with_series(rows, "learning_rate", [5e-8] * n), learning_rate=5e-8)
+    assert "lr_out_of_range" in codes(low) and all("learning_rate" not in f.patch for f in low.findings), low.findings
     spread = diagnose_series(tmp_path, with_series(rows, "frac_reward_zero_std", [0.1] * n))
     assert "reward_flat" in codes(spread) and "batch-wide" in by_code(spread, "reward_flat").explanation
 

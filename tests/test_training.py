@@ -416,11 +416,12 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     assert "vllm" in (run_dir / "train" / "logs" / "vllm-serve.log").read_text()
 
     # Two nodes: a SLURM script (the last node serves vLLM), the environment of this laptop is not its gate.
+    # (Submitted and run on a real test cluster: tests/test_slurm.py.)
     from mcp_server.training.launch import launch_training
 
     pass_inspection(run_dir)
     shutil.rmtree(run_dir / "train" / "logs")  # the hand-run above launched it: a launched run is not relaunched
-    result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2))
+    result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2, submit=False))  # written, not submitted
     assert not result.launched and result.slurm_script and not result.refusals, result.message
     slurm = Path(result.slurm_script).read_text()
     assert "#SBATCH --nodes=2" in slurm and "vllm-serve" in slurm and "--machine_rank" in slurm

@@ -27,10 +27,33 @@ __all__ = ["CODES", "TRIAGE_ORDER", "diagnose", "diagnose_run"]
 
 
 def findings_of(ctx: Ctx) -> list[DiagnosisFinding]:
-    """Every rule's findings, linked cause to effect and ranked cause first."""
+    """Every rule's findings, linked cause to effect, their patches judged against the run, ranked cause first."""
     findings = [f for rule in RULES for f in rule.check(ctx)]
     link(ctx, findings)
+    judge_patches(ctx, findings)
     return rank(findings)
+
+
+def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
+    """The rule every patch obeys, whatever rule wrote it: never a higher learning rate or longer completions on a
+    run moving away (reward falling, KL or entropy running, length collapsed) or diverging, and never a higher rate
+    on a run whose groups have lost their spread. Such a change is dropped, and the finding says why."""
+    away = ctx.moving_away() + (["the run diverges"] if ctx.diverged else [])
+    lr, _ = ctx.learning_rate
+    limit = ctx.config.get("max_completion_length")
+    for f in findings:
+        dropped = []
+        if lr is not None and isinstance(f.patch.get("learning_rate"), (int, float)) and f.patch["learning_rate"] > lr \
+                and (away or ctx.signal_gone()):
+            dropped.append("learning_rate")
+        if away and isinstance(limit, int) and isinstance(f.patch.get("max_completion_length"), int) \
+                and f.patch["max_completion_length"] > limit:
+            dropped.append("max_completion_length")
+        for key in dropped:
+            f.patch.pop(key)
+        if dropped:
+            why = "; ".join(away) or "most groups have no reward spread"
+            f.explanation += f" Not patched: {', '.join(dropped)} would grow on a run where {why}."
 
 
 # ---------------------------------------------------------------- patch validation

@@ -74,6 +74,8 @@ RULES: list[Rule] = [
     Rule(rule_environment, (
         Code("import_error", "environment", "a package the run needs is missing or broken (ImportError / "
              "ModuleNotFoundError)", (E,), "log"),
+        Code("disk_full", "environment", "a write was refused for lack of disk space or quota (a checkpoint save "
+             "crashed)", (E,), "log"),
         Code("cuda_out_of_memory", "environment", "the training process ran out of GPU memory (torch "
              "OutOfMemoryError in the log)", (E,), "log"),
         Code("vllm_out_of_memory", "environment", "vLLM could not allocate its weights or KV cache", (E,), "log"),

@@ -5,16 +5,22 @@ Every field has a description: it becomes the MCP tool schema an agent reads.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
 from mcp_server.inputs import Name, PathText, Request
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
-RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unknown"]
+# pending, cancelled, timed_out, preempted: a SLURM job's states (training/slurm_launcher.py).
+RunState = Literal["not_launched", "pending", "starting", "running", "succeeded", "failed", "stopped", "cancelled",
+                   "timed_out", "preempted", "unknown"]
 # list_runs only: a run whose files cannot be read (the summary's `error` says which and why).
-ListedState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unknown", "unreadable"]
+ListedState = Literal["not_launched", "pending", "starting", "running", "succeeded", "failed", "stopped", "cancelled",
+                      "timed_out", "preempted", "unknown", "unreadable"]
+Launcher = Literal["auto", "local", "slurm"]
+# A partition, account or time limit goes into an #SBATCH line: one word of these characters.
+SlurmWord = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:,+-]{1,128}$")]
 Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 
 
@@ -140,7 +146,25 @@ class LaunchRequest(Request):
         "It is started first on its own GPUs and waited for (health check) before training starts.",
     )
     num_nodes: int = Field(
-        default=1, ge=1, description="Nodes. More than one: a SLURM script is written into train/ (not run here)."
+        default=1, ge=1, description="Nodes. More than one: a SLURM job (train/launch.slurm, submitted with sbatch)."
+    )
+    launcher: Launcher = Field(
+        default="auto",
+        description="local: a detached process on this machine; slurm: a job submitted with sbatch (checked with "
+        "`sbatch --test-only` first; the job id goes to run.json); auto: slurm for more than one node, else local.",
+    )
+    partition: SlurmWord | None = Field(default=None, description="SLURM partition (default: the cluster's default).")
+    account: SlurmWord | None = Field(default=None, description="SLURM account to charge (default: yours).")
+    time_limit: SlurmWord | None = Field(
+        default=None, description="SLURM time limit (e.g. 2:00:00 or 1-00:00:00); USR1 is sent 120 s before it so "
+        "the run saves a checkpoint, and a requeued job resumes from it.")
+    requeue: bool = Field(
+        default=True, description="SLURM: --requeue, so a job preempted or hit by a node failure is requeued and "
+        "resumes from its latest checkpoint by itself. false: such a job ends as failed (resume_training continues "
+        "it).")
+    submit: bool = Field(
+        default=True, description="SLURM: submit the job. false: only write train/launch.slurm (for a cluster this "
+        "machine cannot reach).",
     )
     archive_previous: bool = Field(
         default=False,
@@ -151,8 +175,8 @@ class LaunchRequest(Request):
 
 
 class LaunchResult(BaseModel):
-    launched: bool = Field(description="True when a training process was started here (False for a SLURM script, "
-                           "which is written for `sbatch`, not run).")
+    launched: bool = Field(description="True when a training process was started here or a SLURM job submitted "
+                           "(False for a SLURM script written with submit=false).")
     run_dir: str = Field(description="The run directory.")
     refusals: list[GateRefusal] = Field(
         default_factory=list, description="Gates that refused, each with how to clear it (empty when launched)."
@@ -174,6 +198,7 @@ class LaunchResult(BaseModel):
         default=None, description="The vLLM server started for server mode: pid, url, gpus, log."
     )
     slurm_script: str | None = Field(default=None, description="The SLURM script written for multi-node runs.")
+    job_id: str | None = Field(default=None, description="The SLURM job id, when submitted.")
     resumed_from: str | None = Field(default=None, description="The checkpoint a resumed run starts from.")
     message: str = Field(default="", description="One-line summary for people.")
 
@@ -220,8 +245,9 @@ class TrainingStatus(BaseModel):
     state: RunState = Field(
         description="not_launched, starting (process up, no step logged yet), running, succeeded, failed "
         "(process gone without a success marker), stopped (stopped on request) or unknown (run.json lost, no "
-        "live launcher, logs that do not say how it ended: see note). Derived from the verified process and the "
-        "files, so it survives a server restart and the loss of run.json."
+        "live launcher, logs that do not say how it ended: see note); a SLURM job also pending (see job.reason), "
+        "cancelled (scancel from outside), timed_out or preempted. Derived from the verified process (or the "
+        "run's own job) and the files, so it survives a server restart and the loss of run.json."
     )
     note: str | None = Field(
         default=None, description="What was not as expected and so what is known: run.json lost or naming another "
@@ -261,6 +287,9 @@ class TrainingStatus(BaseModel):
         description="When the guard stopped the run: {code, step, save} (save: whether a checkpoint was written).",
     )
     log_tail: list[str] = Field(default_factory=list, description="Last lines of train/logs/stdout.log.")
+    job: dict[str, Any] | None = Field(
+        default=None, description="A SLURM run's job as the scheduler reports it: job_id, scheduler_state, reason "
+        "(why pending), nodes, exit_code, failed_nodes, restarts, node_env (each node's env-<node>.json).")
     plot_path: str | None = Field(default=None, description="The PNG plot written, when asked for.")
     message: str = Field(default="", description="One-line summary for people.")
 

@@ -6,11 +6,15 @@ Imported by train/train.py in the training interpreter, so it may import transfo
 It also carries the run's two other conversations with the outside world, both through files so they work
 whichever process (or a restarted server) asks:
 - train/logs/train-begin.json: max_steps, world size and pid when training starts (for status and ETA);
+- train/logs/env-<node>.json (a SLURM job): what each node's trainer runs on, from inside the job;
 - train/logs/train-summary.json: the Trainer's end-of-training summary (train_runtime, train_loss, ...),
   kept out of progress.jsonl because it is not a step;
 - train/logs/stop-request.json, written by stop_training: at the next step end every rank agrees to stop,
   the Trainer saves a checkpoint and leaves its loop; train/logs/stopped.json records it, and write_outcome
   then records the run as "stopped" rather than "succeeded".
+- a signal: SIGUSR1 (and SIGTERM inside a SLURM job, where the scheduler sends it before a preemption or a
+  cancel) is a stop request too: the next step end saves a checkpoint and stops, stopped.json says `"by":
+  "signal"`. SLURM's --signal=USR1@<s> before the time limit, and stop_training's USR1 to a job, arrive here.
 - the live guard (training/guard.py): on every log, the hard-failure diagnosis rules on the recent lines;
   their findings go to train/logs/guard.json, and with `guard: stop` a hard failure stops the run at that
   step (checkpoint saved, stopped.json says `"by": "guard"`). Every rank runs it on the same logged values
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -89,6 +94,22 @@ class ProgressCallback(TrainerCallback):
         self._stop_file = str(Run(self.run_dir).stop_request)
         self._last_time: float | None = None
         self._last_step = 0
+        self._signalled: str | None = None
+        self._catch_signals()
+
+    def _catch_signals(self) -> None:
+        """SIGUSR1 (and SIGTERM in a SLURM job) become a stop request at the next step end (checkpoint saved)."""
+        wanted = [signal.SIGUSR1] if hasattr(signal, "SIGUSR1") else []
+        if os.environ.get("SLURM_JOB_ID"):
+            wanted.append(signal.SIGTERM)
+        for sig in wanted:
+            try:
+                signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):  # not the main thread: the stop-request file still works
+                pass
+
+    def _on_signal(self, signum, frame) -> None:
+        self._signalled = signal.Signals(signum).name
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._last_time = time.time()
@@ -98,6 +119,9 @@ class ProgressCallback(TrainerCallback):
             resolved = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool, type(None)))}
             self.guard = LiveGuard(self.run_dir, self.guard_mode, {**run_config(self.run_dir), **resolved},
                                    run_request(self.run_dir))
+        node = os.environ.get("SLURMD_NODENAME")
+        if node and args.local_process_index == 0:  # a SLURM job: each node says what it runs on
+            write_node_env(self.run_dir, node)
         if state.is_world_process_zero:
             atomic_write_json(
                 Run(self.run_dir).train_begin,
@@ -107,11 +131,13 @@ class ProgressCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         # One stat() per step; an all-reduce of one number only when running distributed.
-        if _all_ranks_agree(os.path.exists(self._stop_file), args.device):
+        asked = os.path.exists(self._stop_file)
+        if _all_ranks_agree(asked or self._signalled is not None, args.device):
             control.should_save = True
             control.should_training_stop = True
             if state.is_world_process_zero:
-                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time()})
+                by = {} if asked or self._signalled is None else {"by": "signal", "signal": self._signalled}
+                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time(), **by})
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -160,6 +186,18 @@ class ProgressCallback(TrainerCallback):
             handle.write(json.dumps(line, default=float) + "\n")
             handle.flush()
         return line
+
+
+def write_node_env(run_dir: str | Path, node: str) -> Path:
+    """train/logs/env-<node>.json: the packages, GPUs and CUDA this node's trainer sees (check_environment's probe,
+    from inside the job), its host and CPUs."""
+    import socket
+
+    from mcp_server.training.environment import probe_interpreter
+
+    report = {"node": node, "host": socket.gethostname(), "job_id": os.environ.get("SLURM_JOB_ID"),
+              "cpu_count": os.cpu_count(), "time": time.time(), **probe_interpreter()}
+    return atomic_write_json(Run(Path(run_dir)).node_env(node), report)
 
 
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from mcp_server.errors import describe_failure
+from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.training.environment import read_run_target
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import (
@@ -25,12 +25,14 @@ from mcp_server.training.models import (
 )
 from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
 from mcp_server.training.guard import guard_mode, read_guard
+from mcp_server.training.slurm_launcher import job_message, stop_job
 from mcp_server.training.runstate import (
     checkpoints,
     derive_state,
     last_progress,
     log_tail,
     read_progress,
+    run_processes,
     sync_run_json,
     verified_launcher,
 )
@@ -122,9 +124,22 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     axes[-1].set_xlabel("step")
     fig.suptitle(run_dir.name)
     fig.tight_layout()
-    path = atomic_save_figure(fig, Run(run_dir).progress_plot, dpi=90)
-    plt.close(fig)
-    return path
+    try:
+        return atomic_save_figure(fig, Run(run_dir).progress_plot, dpi=90)
+    except OSError as exc:  # crosses the worker as an input error: the status still answers (_plot)
+        raise UserInputError("plot", f"progress.png could not be written ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)
+
+
+def _plot(run_dir: Path, lines: list[dict], derived: dict) -> Path | None:
+    """The plot, or None with the reason in derived['note'] when the disk refuses it (full, read-only)."""
+    try:
+        return plot_progress(run_dir, lines)
+    except UserInputError as exc:
+        why = str(exc).removeprefix("plot: ")
+        derived["note"] = f"{derived['note']}; {why}" if derived.get("note") else why
+        return None
 
 
 # ---------------------------------------------------------------- training_status
@@ -162,7 +177,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
             for f in guarded.get("findings", []) if isinstance(f, dict)]
     guard_stop = guarded.get("stopped") if isinstance(guarded.get("stopped"), dict) else None
     tail = log_tail(run_dir, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
-    plot = plot_progress(run_dir, lines) if request.plot and lines else None
+    plot = _plot(run_dir, lines, derived) if request.plot and lines else None
     done = [str(p) for p in checkpoints(run_dir, config)]
 
     if state == "not_launched":
@@ -179,6 +194,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
         message = f"{run_dir.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
+    message += job_message(derived)
     if guard_stop and state == "stopped":
         message += (f"; stopped by the guard: {guard_stop.get('code')} at step {guard_stop.get('step')}"
                     + (" (checkpoint saved)" if guard_stop.get("save") else " (no checkpoint: resume from an earlier "
@@ -192,19 +208,24 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
         stop_requested=derived["stop_requested"], health=health, health_note=note, log_tail=tail,
         live_findings=live, guard=guard_mode(run_dir), guard_stop=guard_stop,
-        plot_path=str(plot) if plot else None, note=derived.get("note"),
+        plot_path=str(plot) if plot else None, note=derived.get("note"), job=derived.get("job"),
         message=message + (f" ({derived['note']})" if derived.get("note") else ""),
     )
 
 
 # ---------------------------------------------------------------- stop_training
-def _wait_dead(run_dir: Path, pid: int, create_time: float | None, timeout: float) -> bool:
+def _all_gone(run_dir: Path, pid: int | None, create_time: float | None) -> bool:
+    """Neither the verified launcher nor any other process of the run (a trainer that outlived it) lives."""
+    return verified_launcher(run_dir, pid, create_time) is None and not run_processes(run_dir)
+
+
+def _wait_dead(run_dir: Path, pid: int | None, create_time: float | None, timeout: float) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if verified_launcher(run_dir, pid, create_time) is None:
+        if _all_gone(run_dir, pid, create_time):
             return True
         time.sleep(0.5)
-    return verified_launcher(run_dir, pid, create_time) is None
+    return _all_gone(run_dir, pid, create_time)
 
 
 def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: int) -> None:
@@ -220,6 +241,19 @@ def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: in
             proc.send_signal(sig)
     except (ProcessLookupError, PermissionError, psutil.Error):
         pass
+
+
+def _signal_run(run_dir: Path, pid: int | None, create_time: float | None, sig: int) -> None:
+    """The verified launcher's group, then every other process still carrying this run's mark (launch.sh exports
+    it; a trainer whose launcher was killed keeps it), each signalled once."""
+    group = pid if verified_launcher(run_dir, pid, create_time) is not None else None
+    _signal_launcher(run_dir, pid, create_time, sig)
+    for proc in run_processes(run_dir):
+        try:
+            if group is None or os.getpgid(proc.pid) != group:
+                proc.send_signal(sig)
+        except (psutil.Error, OSError):
+            pass
 
 
 def stop_training(request: StopRequest) -> StopResult:
@@ -238,15 +272,21 @@ def stop_training(request: StopRequest) -> StopResult:
                           message=f"{run_dir.name} is not running (state {derived['state']}); nothing to stop{note}")
     sync_run_json(run_dir, derived)  # a run.json lost or wrong is restored from the live launcher first
     record = derived["record"]
-    pid, create_time = record["pid"], record.get("create_time")
-    atomic_write_json(Run(run_dir).stop_request, {
-        "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
-    graceful = _wait_dead(run_dir, pid, create_time, request.timeout_s)
+    if record.get("backend") == "slurm":
+        return _stop_slurm(run_dir, derived, request, config)
+    pid, create_time = record.get("pid"), record.get("create_time")
+    try:
+        atomic_write_json(Run(run_dir).stop_request, {
+            "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
+        asked = True
+    except OSError:  # a full disk: the request cannot be written, so the run is stopped by signal at once
+        asked = False
+    graceful = asked and _wait_dead(run_dir, pid, create_time, request.timeout_s)
     killed = False
     if not graceful:
-        _signal_launcher(run_dir, pid, create_time, signal.SIGTERM)
+        _signal_run(run_dir, pid, create_time, signal.SIGTERM)
         if not _wait_dead(run_dir, pid, create_time, 15):
-            _signal_launcher(run_dir, pid, create_time, signal.SIGKILL)
+            _signal_run(run_dir, pid, create_time, signal.SIGKILL)
             _wait_dead(run_dir, pid, create_time, 5)
         killed = True
     after = derive_state(run_dir)
@@ -260,6 +300,27 @@ def stop_training(request: StopRequest) -> StopResult:
                    + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
     return StopResult(run_dir=str(run_dir), state=after["state"], graceful=graceful, killed=killed,
                       checkpoint=str(done[-1]) if done else None, message=message + note)
+
+
+def _stop_slurm(run_dir: Path, derived: dict, request: StopRequest, config: dict) -> StopResult:
+    """A SLURM run: its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
+    graceful, cancelled, why = stop_job(Run(run_dir), derived, request.timeout_s)
+    after = derive_state(run_dir)
+    sync_run_json(run_dir, after)
+    done = checkpoints(run_dir, config)
+    saved = _count((read_json_if_present(Run(run_dir).stopped) or {}).get("step"))
+    job = (after.get("job") or {}).get("job_id") or derived["record"].get("job_id")
+    if graceful:
+        message = f"{run_dir.name} (job {job}) stopped at step {saved} with a checkpoint saved; resume_training " \
+                  "continues it"
+    else:
+        message = (f"{run_dir.name} (job {job}) was cancelled" + (f" after {request.timeout_s:.0f} s" if saved is None
+                                                                    else "")
+                   + "; " + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
+    if after["alive"]:
+        message = f"{run_dir.name} (job {job}) is still {after['state']} after the stop: check squeue"
+    return StopResult(run_dir=str(run_dir), state=after["state"], graceful=graceful, killed=cancelled,
+                      checkpoint=str(done[-1]) if done else None, message=message + (f" ({why})" if why else ""))
 
 
 # ---------------------------------------------------------------- list_runs

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from mcp_server.errors import one_line
 from mcp_server.toolspec import RUN, Command, Flag, ToolSpec, print_result
 from mcp_server.training.environment import check_environment
 from mcp_server.training.launch import launch_training, resume_training
@@ -97,9 +98,9 @@ def human_status(r: TrainingStatus) -> str:
 def human_runs(r: RunList) -> str:
     if not r.runs:
         return f"no runs under {r.runs_root}"
-    return "\n".join(f"{x.run:40} {x.state:13} " + (x.error or "") if x.error else
-                     f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  "
-                     f"{x.model or ''}"
+    return "\n".join(f"{one_line(x.run):40} {x.state:13} " + (x.error or "") if x.error else
+                     f"{one_line(x.run):40} {x.state:13} "
+                     f"step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
                      for x in r.runs)
 
 
@@ -128,22 +129,27 @@ TOOLS = [
     naming the gate and how to clear it, unless the config validates, the inspection verdict is current and
     passing, and the environment is not blocked. Records config.yaml/train.py (git commit when in a repo, sha256
     in run.json). Several GPUs: accelerate with TRL's ZeRO/FSDP configs (+ `trl vllm-serve` in server mode);
-    several nodes: writes a SLURM script.""",  # noqa: E501 (the text MCP clients list, as it was)
+    several nodes: submits a SLURM job (checked with sbatch --test-only; the job id goes to run.json).""",  # noqa: E501 (the text MCP clients list)
         cli=Command("Start a run's training (detached) once its gates pass.", human_launch,
-                    lambda r: bool(r.launched or r.slurm_script), flags={"run": RUN}),
+                    lambda r: bool(r.launched or r.slurm_script), flags={
+                        "run": RUN,
+                        "requeue": Flag("--no-requeue", "SLURM: a preempted or node-failed job is not requeued.",
+                                        invert=True),
+                        "submit": Flag("--no-submit", "SLURM: only write train/launch.slurm.", invert=True)}),
     ),
     ToolSpec(
         "training_status", training_status, TrainingStatus, request=StatusRequest, image="plot_path",
-        description="""State of a run (starting | running | succeeded | failed | stopped), derived from its process and files,
+        description="""State of a run (starting | running | succeeded | failed | stopped; a SLURM job also pending | cancelled |
+    timed_out | preempted, with the scheduler's reason and nodes), derived from its process (or job) and files,
     with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
-    request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image).""",  # noqa: E501 (the text MCP clients list, as it was)
+    request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image).""",  # noqa: E501 (the text MCP clients list)
         cli=Command("State, latest metrics, speed, ETA and health of a run.", human_status,
                     json_help="Print the status as JSON.", flags={"run": RUN}),
     ),
     ToolSpec(
         "stop_training", stop_training, StopResult, request=StopRequest,
         description="""Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
-    process group is killed.""",  # noqa: E501 (the text MCP clients list, as it was)
+    process group is killed (a SLURM run: its own job is asked for the checkpoint, then cancelled).""",  # noqa: E501 (the text MCP clients list)
         cli=Command("Stop a run gracefully (checkpoint saved), kill it after a timeout.", lambda r: r.message,
                     flags={"run": RUN, "timeout_s": Flag("--timeout")}),
     ),
