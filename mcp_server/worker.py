@@ -26,7 +26,15 @@ import traceback
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.interpreter import HOW_TO_GET_ONE, is_this_python, require_training_python, training_env
+from mcp_server.interpreter import (
+    HOW_TO_GET_ONE,
+    PRIVATE_CACHES,
+    SCRATCH,
+    is_this_python,
+    keep_caches_private,
+    require_training_python,
+    training_env,
+)
 from mcp_server.reporting import Report, silent
 from mcp_server.workspace import workspace_root
 
@@ -79,6 +87,12 @@ def _call_here(fn, args, kwargs, report: Report):
     return fn(*args, **kwargs)
 
 
+# One call at a time in this process too, as in the worker: concurrent calls (an MCP client's parallel tool calls
+# run in threads) raced transformers' lazy imports and each other's model loading (meta tensors), and a late
+# call's files could replace a newer call's.
+_HERE = threading.RLock()
+
+
 def in_training(target: str, *args, report: Report = silent, **kwargs):
     """Call `module:function` with these arguments in the training interpreter; see the module docstring.
     Without a training interpreter: UserInputError naming prepare_environment and LLM_FINETUNING_PYTHON."""
@@ -90,7 +104,8 @@ def in_training(target: str, *args, report: Report = silent, **kwargs):
         if handled:
             return result
     if is_this_python(python):
-        return _call_here(_resolve(target), args, kwargs, report)
+        with _HERE:
+            return _call_here(_resolve(target), args, kwargs, report)
     return _worker_for(python).call(target, args, kwargs, report)
 
 
@@ -261,15 +276,17 @@ def close_workers() -> None:
 
 # ---------------------------------------------------------------- the worker's side
 def _apply(env: dict, cwd: str) -> None:
+    own = (WORKER_FLAG, "LLM_FINETUNING_PYTHON", SCRATCH, *PRIVATE_CACHES)  # the worker's, never the caller's
     for key in [k for k in os.environ if k.startswith(SYNCED_ENV_PREFIXES) and k not in env]:
-        if key not in (WORKER_FLAG, "LLM_FINETUNING_PYTHON"):
+        if key not in own:
             del os.environ[key]
-    os.environ.update(env)
+    os.environ.update({k: v for k, v in env.items() if k not in own})
     if os.path.isdir(cwd):
         os.chdir(cwd)
 
 
 def serve() -> None:
+    keep_caches_private()
     # stdout carries only the protocol: whatever the called code prints goes to stderr.
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)

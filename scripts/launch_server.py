@@ -111,9 +111,19 @@ def install_plans(venv: Path) -> list[list[list[str]]]:
     return plans
 
 
-def _run_plan(plan: list[list[str]], venv: Path, out) -> int:
-    """Run one way from an empty directory; its exit code (0: built)."""
-    if venv.exists():  # a half-built environment from an interrupted start or a failed way
+def _resumable(venv: Path) -> bool:
+    """An interrupted start (a harness that gave up and killed it) left an environment with its Python: the next
+    start finishes that one (the install skips what is already there) instead of beginning again from nothing."""
+    return venv_python(venv).exists() and not is_ready(venv)
+
+
+def _run_plan(plan: list[list[str]], venv: Path, out, resume: bool = False) -> int:
+    """Run one way, from an empty directory or, with `resume`, its install alone over the half-built
+    environment; its exit code (0: built)."""
+    if resume:
+        say(f"resuming the environment an interrupted start left in {venv}")
+        plan = plan[1:]  # the venv is there: only the install
+    elif venv.exists():  # a half-built environment a resume could not finish, or a failed way
         shutil.rmtree(venv)
     for cmd in plan:
         say("running: " + " ".join(cmd))
@@ -134,6 +144,8 @@ def prepare(venv: Path) -> None:
         "pyyaml; no torch). A few seconds once; later starts are instant.")
     plans = install_plans(venv)
     if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+        if _resumable(venv):
+            say(f"would resume the half-built environment in {venv}: " + " ".join(plans[0][-1]))
         for cmd in plans[0]:
             say("would run: " + " ".join(cmd))
         for fallback in plans[1:]:
@@ -143,7 +155,9 @@ def prepare(venv: Path) -> None:
     log = venv.parent / f"{venv.name}.install.log"
     with open(log, "w", encoding="utf-8") as out:
         for number, plan in enumerate(plans, 1):
-            code = _run_plan(plan, venv, out)
+            code = _run_plan(plan, venv, out, resume=True) if _resumable(venv) else 1
+            if code != 0:
+                code = _run_plan(plan, venv, out)
             if code == 0:
                 break
             if number < len(plans):
