@@ -51,6 +51,7 @@ from mcp_server.training.slurm_launcher import submit as submit_job
 from mcp_server.training.slurm_script import SlurmLayout, render_sbatch
 from mcp_server.training.runstate import (
     LAUNCHER,
+    RUN_MARK,
     checkpoints,
     derive_state,
     read_run_json,
@@ -254,6 +255,11 @@ def _script_header(run_dir: Path) -> str:
         f"# Training launcher for run {run_dir.name}, written by llm-finetuning launch_training.",
         "# Runs from the run directory wherever it is called from: bash train/launch.sh",
         'cd "$(dirname "$0")/.." || exit 1',
+        "# Every process of the run carries its directory: training_status finds a trainer that outlived this script.",
+        f'export {RUN_MARK}="$(pwd -P)"',
+        "# Caches a library would write under your home (an arrow copy of the data, matplotlib's) stay in the run.",
+        '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
+        'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
         "export PYTHONUNBUFFERED=1",
         *_pythonpath_line(),
     ])
@@ -425,8 +431,8 @@ def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resum
     config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
     record = submit_job(run, plan.slurm_layout, {
         "command": plan.train_command, "python": training_python(), "config_sha256": config_sha,
-        "train_script_sha256": script_sha, "git_commit": commit, "strategy": plan.strategy,
-        "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
+        "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run), "git_commit": commit,
+        "strategy": plan.strategy, "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
         "accelerate_config": written.get("accelerate_config"), "vllm_server": plan.vllm,
         "resumed_from": resumed_from, "resume_patch": patch, "history": _history(read_run_json(run.dir))})
     return LaunchResult(
