@@ -106,22 +106,15 @@ def _render_findings(findings) -> list[str]:
 
 
 def _human_validation(result) -> str:
-    head = "VALID" if result.valid else "NOT VALID"
+    errors = {f.code for f in result.findings if f.severity == "error"}
+    # a config TRL accepts that will not fit the GPU: its own verdict
+    head = "VALID" if result.valid else "VALID BUT WILL NOT FIT" if errors == {"memory_does_not_fit"} else "NOT VALID"
     lines = [f"{head} for {result.target} (TRL {result.trl_version})"]
     lines += _render_findings(result.findings) or ["  no findings"]
     return "\n".join(lines)
 
 
-def _emit_fits(result) -> bool:
-    """Whether the emitted run fits its target: the memory finding emission adds (none on a CPU target)."""
-    return not any(f.code == "memory_does_not_fit" for f in result.validation.findings)
-
-
 def _human_emit(result) -> str:
-    verdict = _human_validation(result.validation)
-    if result.validation.valid and not _emit_fits(result):
-        # a config TRL accepts that will not fit the GPU is not VALID: its own verdict
-        verdict = "VALID BUT WILL NOT FIT" + verdict.removeprefix("VALID")
     lines = [
         f"Emitted GRPO config ({result.variant}: {result.variant_reason})",
         f"  run dir:   {result.run_dir}",
@@ -129,7 +122,7 @@ def _human_emit(result) -> str:
         f"  script:    {result.train_script_path}",
         f"  schema:    {result.schema_path}",
         f"  run with:  {result.launch_command}",
-        verdict,
+        _human_validation(result.validation),
     ]
     return "\n".join(lines)
 
@@ -523,12 +516,12 @@ RUN = Flag("run")
 COMMANDS = [
     Command(
         "validate-config", "Validate a GRPO config YAML for the installed TRL and a target GPU.",
-        "mcp_server.recipe.validate:validate_config", _human_validation, lambda r: r.valid, RECIPE + "ValidateRequest",
+        "mcp_server.memory.verdict:validate_config", _human_validation, lambda r: r.valid, RECIPE + "ValidateRequest",
         hide=("config",), flags={"config_path": Flag("path")},
     ),
     Command(
         "emit-config", "Emit a validated GRPO config and train.py into a run directory.",
-        "mcp_server.emission.emit:emit_grpo_config", _human_emit, lambda r: r.validation.valid and _emit_fits(r),
+        "mcp_server.emission.emit:emit_grpo_config", _human_emit, lambda r: r.validation.valid,
         RECIPE + "GRPORecipeRequest",
         whole_request="The whole request as JSON (inline or @file.json); flags override it.",
         hide=("dataset_config", "dataset_split", "prompt_column", "answer_column", "lora_r", "lora_alpha",

@@ -54,7 +54,7 @@ from mcp_server.inspection.models import (
 )
 from mcp_server.memory import planner
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
-from mcp_server.recipe import validate
+from mcp_server.memory import verdict
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
 from mcp_server.reporting import Report
 from mcp_server.rewards import registry
@@ -195,7 +195,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
 def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
     """Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
     GPU type and count. Returns findings {code, field, severity, message, fix}; valid only with no errors."""
-    return validate.validate_config(request)
+    return verdict.validate_config(request)
 
 
 # ---------------------------------------------------------------- inspection gate

@@ -72,7 +72,11 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
     assert "unknown_gpu" in json.dumps(bad.structured_content)
     assert invalid.structured_content["valid"] is False
     assert broken.is_error and "model" in broken.content[0].text  # names the field, server keeps serving
-    assert after.structured_content["valid"] and after.structured_content["target"] == "2x H100"
+    # DAPO's 16 mini-batches per rollout on 2 colocated GPUs: 1024 completions, 128 prompts per generation batch;
+    # the tiny task's 75 training prompts make no whole chunk, so TRL's sampler yields 0 steps
+    assert after.structured_content["target"] == "2x H100" and not after.structured_content["valid"]
+    assert [f["code"] for f in after.structured_content["findings"] if f["severity"] == "error"] == [
+        "dataset_smaller_than_generation_batch"]
     found = {f["code"]: f for f in as_trl_reads.structured_content["findings"]}
     assert "wrong_type" not in found and "lr_out_of_range" not in found  # "5e-7" is the float TRL trains with
     assert found["out_of_range"]["field"] == "max_completion_length"  # "0" read as 0: nothing to generate

@@ -20,11 +20,9 @@ import yaml
 from mcp_server.dataset import check_prompt_column, read_file
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
-from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory
+from mcp_server.memory.verdict import with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
-from mcp_server.recipe.rules import finding
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import validate_values
 from mcp_server.recipe.precision import dtype_reason, weights_dtype
@@ -263,31 +261,6 @@ def _trl_cli_rewards(specs: list[RewardSpec]) -> dict:
     return {"reward_funcs": paths}
 
 
-def _memory_findings(config_path: Path, gpu_target: bool) -> list:
-    """Will the emitted run fit the target GPU? A warning with the smallest set of levers when it does not."""
-    if not gpu_target:
-        return []
-    try:
-        plan = plan_memory(MemoryPlanRequest(config_path=str(config_path), validate_levers=False))
-    except UserInputError as exc:  # e.g. a hub model that is neither cached nor in the catalog
-        return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}",
-                        "call plan_memory with the model's architecture numbers")]
-    summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
-    if plan.launch.training_processes > 1:  # the sharding launch_training will use
-        summary += f" ({plan.launch.strategy} over {plan.launch.training_processes} training GPUs)"
-    if plan.status == "fits":
-        return [finding("memory_fits", None, "info", summary + f" ({plan.headroom_gib:.1f} GiB headroom).")]
-    fix = "see plan_memory for the levers"
-    if plan.recommended:
-        fix = (f"apply {', '.join(plan.recommended.levers)} (peak {plan.recommended.peak_gib:.1f} GiB): "
-               f"set {plan.recommended.patch}")
-    severity, code = (
-        ("warning", "memory_does_not_fit") if plan.status == "does_not_fit" else ("warning", "memory_tight")
-    )
-    return [finding(code, None, severity, summary + ("; it does not fit." if code == "memory_does_not_fit" else
-                                                     "; under 10% headroom."), fix)]
-
-
 SECTIONS = (
     (
         "model",
@@ -361,7 +334,7 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     values, variant, reason, moe, why, reward_specs = build_config(request, write_dir)
     specs = [s.model_dump() for s in reward_specs]
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
-                                 override_reason=request.override_reason, is_moe=moe)
+                                 override_reason=request.override_reason, is_moe=moe, base_dir=write_dir)
 
     run = Run(write_dir)
     trl_version = validation.trl_version or "unknown: no training interpreter"
@@ -377,13 +350,13 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
         + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
-    config_path = atomic_write_text(run.config, render_yaml(values, header, why))
+    atomic_write_text(run.config, render_yaml(values, header, why))
     atomic_write_json(run.rewards, specs)
     request_record = request.model_dump()
     request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)
     atomic_write_json(run.request, request_record)
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
-    validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU"))
+    validation = with_target(validation, values, request.gpu, request.num_gpus)
     script = TEMPLATE.read_text().replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)
     final = Run(run_dir)

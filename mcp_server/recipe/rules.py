@@ -55,6 +55,7 @@ class Context:
     override_reason: str | None = None
     is_moe: bool | None = None
     parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
+    base_dir: Path | None = None  # where relative data_files resolve (the run directory of an emitted config)
     findings: list[Finding] = field(default_factory=list)
 
     def get(self, key):
