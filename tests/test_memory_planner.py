@@ -486,8 +486,12 @@ def test_sharding_and_vllm_layout_levers():
                                           dtype="bfloat16", validate_levers=False))
     assert not small.fits and any("less than its" in n for n in small.notes)
     assert "right_size_vllm_memory" in {lv.name for lv in small.levers}
-    # the cheapest fix is generating without vLLM (no QLoRA needed)
-    assert small.recommended and small.recommended.levers == ["no_vllm"]
+    # the fix keeps vLLM (dropping it makes every rollout several times slower): a right-sized share, asleep while
+    # the policy trains, with 10% headroom on the H200
+    chosen = small.recommended
+    assert chosen and "no_vllm" not in chosen.levers and chosen.patch["vllm_enable_sleep_mode"] is True
+    assert {"vllm_sleep_mode", "right_size_vllm_memory"} <= set(chosen.levers)
+    assert chosen.peak_gib <= 0.9 * small.capacity_gib
     # on 8 GPUs, a 72B colocated vLLM must be sharded with tensor parallelism; a one-GPU server cannot hold it
     server = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-72B-Instruct", gpu="H100", num_gpus=8,
                                            use_vllm=True, vllm_mode="server", validate_levers=False))
@@ -532,7 +536,8 @@ def test_older_trl_defaults_and_the_three_peaks_are_stated():
 def test_liger_lever_only_for_the_trl_releases_that_have_its_grpo_loss():
     # LigerFusedLinearGRPOLoss is in GRPOTrainer from TRL 0.17 to 1.14; 1.15 replaced it with the fused LM head
     def levers(version):
-        plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen3-8B", gpu="RTX 4090", finetune="qlora",
+        # 14B: QLoRA with its colocated vLLM in 4-bit (as TRL starts it) does not fit 24 GB in any release
+        plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen3-14B", gpu="RTX 4090", finetune="qlora",
                                              trl_version=version, validate_levers=False))
         assert not plan.fits
         return {lv.name: lv for lv in plan.levers}

@@ -20,12 +20,15 @@ import yaml
 from mcp_server.dataset import check_prompt_column, read_file
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
+from mcp_server.emission.batch import schedule, size_batch
+from mcp_server.emission.fit import fit_to_target, launch_text, model_size_b
 from mcp_server.memory.verdict import with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
+from mcp_server.recipe.learning_rate import recipe_rate
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import validate_values
-from mcp_server.recipe.precision import dtype_reason, weights_dtype
+from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
 from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, VARIANT_WHY, VARIANTS, WHY,
                                         choose_variant, off_policy_fields)
@@ -44,10 +47,19 @@ from mcp_server.workspace import (
 )
 
 LOGGED_COMPLETIONS = 8
-LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
+LORA_LEARNING_RATE = recipe_rate("lora", None)[0]  # the LoRA recipe's rate at the common size (diagnosis reads it)
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 TEMPLATE = Path(__file__).parents[1] / "training" / "train_template.py"
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+PROMPT_COUNTS: dict[str, int] = {}  # rows of the local data files read while emitting, by resolved path
+
+
+def _prompt_count(request: GRPORecipeRequest) -> int | None:
+    """The training prompts of the request's data set when known offline: the tiny task's or a local file's."""
+    if request.dataset == TINY:
+        return len(split_task()[0])
+    path = Path(request.dataset).expanduser()
+    return PROMPT_COUNTS.get(str(path.resolve())) if path.is_file() else None
 
 
 def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
@@ -85,6 +97,7 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
     """Read the whole local file the way inspection does: every row parses, prompts are text or chat
     messages, and the prompt (and answer) columns exist."""
     rows = read_file(path)
+    PROMPT_COUNTS[str(path.resolve())] = len(rows)
     check_prompt_column(rows, request.prompt_column)
     if request.answer_column and request.answer_column not in rows[0]:
         raise UserInputError("answer_column", f"column '{request.answer_column}' is not in {path} "
@@ -124,8 +137,9 @@ def _hardware(request: GRPORecipeRequest, gpu) -> tuple[dict, dict]:
                  "use_cpu": "CPU target: every torchrun rank joins one gloo world"})
     values, why = {"bf16": gpu.bf16}, {}
     if not gpu.bf16:
-        why["bf16"] = (f"the {gpu.name} has no bf16: train in float32 (fp16's narrow range underflows GRPO's "
-                       "ratios and KL, and runs diverge silently)")
+        values["fp16"] = True
+        why["bf16"] = f"the {gpu.name} has no bf16"
+        why["fp16"] = FP16_REASON
     if request.num_gpus > 1:
         values["vllm_mode"] = "server"
         why["vllm_mode"] = (f"{request.num_gpus} GPUs: vLLM serves on its own GPU (`trl vllm-serve`), training "
@@ -155,8 +169,9 @@ def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, de
         "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)})]
 
 
-def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool, dict, list]:
-    """(config values, variant, reason, is_moe, why per key, reward specs) for the request's target."""
+def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool, dict, list, object]:
+    """(config values, variant, reason, is_moe, why per key, reward specs, memory plan or None) for the request's
+    target."""
     model = resolve_model(request.model)
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
@@ -178,10 +193,8 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     hardware, hardware_why = _hardware(request, gpu)
     recipe.update(hardware)
     why.update(hardware_why)
-    if request.finetune != "full":
-        recipe["learning_rate"] = LORA_LEARNING_RATE
-        why["learning_rate"] = ("LoRA updates few weights: GRPO with LoRA settles near 1e-5, an order of magnitude "
-                                "above a full fine-tune")
+    recipe["learning_rate"], why["learning_rate"] = recipe_rate("full" if request.finetune == "full" else "lora",
+                                                                model_size_b(model))
     thinking, thinking_why = thinking_fields(model, request.thinking)
     if request.thinking and not thinking:
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
@@ -204,6 +217,11 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     recipe["output_dir"] = str(Run(run_dir).checkpoints.relative_to(run_dir))  # relative: the run can move
     why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
+    if request.finetune != "full" and recipe.get("beta"):
+        # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
+        # policy with its adapter disabled
+        why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
+                       "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
     if request.finetune != "full" and recipe["bf16"]:
         why["bf16"] = (
             "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
@@ -223,11 +241,19 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         if values.get(key, object()) != value or key not in why:
             why[key] = "override: " + (request.override_reason or "set by the request's overrides")
     values.update(request.overrides)
+    fitted = set(values)
+    plan = None
+    if gpu is not None:  # the recipe fitted to the GPU by the memory plan (its levers, each value saying why)
+        plan = fit_to_target(values, why, request.gpu, request.num_gpus, set(request.overrides))
+    prompts = _prompt_count(request)
+    size_batch(values, why, plan, request, prompts, variant)
+    schedule(values, why, prompts, plan.launch.training_processes if plan else 1, request.overrides)
+    fitted = {k for k in values if k not in fitted or k in why and why[k].startswith("memory plan")}
     # Recipe values are always written, so a later TRL with other defaults runs the same recipe; other values
     # only when they differ from the installed TRL's defaults.
-    explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides)
+    explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides) | fitted
     values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
-    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs
+    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs, plan
 
 
 # LoRA targets for a MoE model whose layers cannot be listed offline: the attention and MLP projections of the
@@ -331,7 +357,8 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
 
 def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitResult:
     """Write the run's files into `write_dir`; the result names them where they will be, under `run_dir`."""
-    values, variant, reason, moe, why, reward_specs = build_config(request, write_dir)
+    values, variant, reason, moe, why, reward_specs, plan = build_config(request, write_dir)
+    command, how = launch_text(plan, run_dir)
     specs = [s.model_dump() for s in reward_specs]
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
                                  override_reason=request.override_reason, is_moe=moe, base_dir=write_dir)
@@ -346,7 +373,7 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
         f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
         "# Each value that differs from TRL's default says why above it.\n"
         f"# Rewards (train/rewards.json): {names}.\n"
-        "# Train with this run's rewards:  python train/train.py --config train/config.yaml\n"
+        f"# Train with this run's rewards:  {how}\n"
         + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
@@ -369,5 +396,5 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
         variant_reason=reason,
         config=values,
         validation=validation,
-        launch_command=f"cd {run_dir} && python train/train.py --config train/config.yaml",
+        launch_command=command,
     )

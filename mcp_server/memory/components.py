@@ -268,10 +268,22 @@ class ColocatedVLLM(NamedTuple):
     problem: str | None
 
 
+def colocated_vllm_weight_bytes(params: ParamCount, settings: RunSettings) -> float:
+    """The colocated vLLM's weights on one GPU. TRL 1.16 starts it with quantization="bitsandbytes" when the policy
+    has 4-bit layers (trl/generation/vllm_generation.py): vLLM quantizes the same linear layers in flight (NF4), the
+    embeddings and LM head stay bf16. Otherwise bf16 weights. Both over vllm_tensor_parallel_size."""
+    if settings.finetune == "qlora":
+        weights = params.linear * NF4_BYTES + (params.total - params.linear) * 2
+    else:
+        weights = params.total * 2
+    return weights / settings.vllm_tensor_parallel_size
+
+
 def colocated_vllm(params: ParamCount, settings: RunSettings, target: Target) -> ColocatedVLLM:
-    """vLLM inside the trainer: vllm_gpu_memory_utilization of the GPU, its bf16 weights and KV cache inside."""
+    """vLLM inside the trainer: vllm_gpu_memory_utilization of the GPU, its weights (bf16, or NF4 under QLoRA) and KV
+    cache inside."""
     total = settings.vllm_gpu_memory_utilization * target.capacity_gib * GIB
-    weights = params.total * 2 / settings.vllm_tensor_parallel_size
+    weights = colocated_vllm_weight_bytes(params, settings)
     kv_cache = total - weights - VLLM_RUNTIME_GIB * GIB
     if kv_cache > 0:
         return ColocatedVLLM(total, weights, kv_cache, None)

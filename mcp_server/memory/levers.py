@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
 from mcp_server.memory.breakdown import Breakdown, compute_breakdown
+from mcp_server.memory.components import colocated_vllm, colocated_vllm_weight_bytes
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
@@ -38,12 +39,29 @@ _MAX_SET_SIZE = 6
 
 
 def just_enough_vllm(arch: Architecture, params: ParamCount, settings: RunSettings, capacity_gib: float,
-                     tp: int = 1) -> float:
-    """vllm_gpu_memory_utilization that holds the weights + runtime + one round's KV cache + 1 GiB."""
-    sequences = settings.per_device_train_batch_size * settings.spg
+                     tp: int = 1, sequences: int | None = None) -> float:
+    """vllm_gpu_memory_utilization that holds the weights + runtime + 1 GiB + the KV cache of `sequences` at once
+    (default: the whole generation round's)."""
+    sequences = sequences or settings.per_device_train_batch_size * settings.spg
     kv_need = sequences * settings.seq_len * 2 * arch.num_hidden_layers * arch.kv_dim * 2
-    need = (params.total * 2 / tp + (VLLM_RUNTIME_GIB + 1) * GIB + kv_need / tp) / (capacity_gib * GIB)
+    weights = colocated_vllm_weight_bytes(params, settings.model_copy(update={"vllm_tensor_parallel_size": tp}))
+    need = (weights + (VLLM_RUNTIME_GIB + 1) * GIB + kv_need / tp) / (capacity_gib * GIB)
     return min(0.95, math.ceil(need * 100) / 100)
+
+
+def vllm_share_that_fits(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
+                         breakdown: Breakdown) -> float:
+    """The colocated vLLM share for this GPU: the whole round's KV cache when that leaves 10% headroom, else the
+    largest share that does (vLLM batches the round through a smaller cache, slower), never below one group's KV
+    cache (num_generations sequences)."""
+    tp = settings.vllm_tensor_parallel_size
+    full = just_enough_vllm(arch, params, settings, target.capacity_gib, tp)
+    floor = just_enough_vllm(arch, params, settings, target.capacity_gib, tp, sequences=settings.num_generations)
+    now = colocated_vllm(params, settings, target).total / GIB
+    # the generation phase holds the trainer's state and the whole vLLM share: the room left for the share
+    room = target.capacity_gib * (1 - TIGHT_FRACTION) - (breakdown.generation_peak - now)
+    fitting = math.floor(room / target.capacity_gib * 100) / 100
+    return full if fitting >= full else max(floor, min(fitting, full))
 
 
 class Inspected(NamedTuple):
@@ -98,11 +116,14 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
     if settings.colocated_vllm:
         # just enough vLLM memory for its weights and this run's KV cache: less when it hoards, more when its
         # weights do not even fit its share
-        util = just_enough_vllm(arch, params, settings, target.capacity_gib, settings.vllm_tensor_parallel_size)
+        util = vllm_share_that_fits(arch, params, settings, target, breakdown)
+        full = just_enough_vllm(arch, params, settings, target.capacity_gib, settings.vllm_tensor_parallel_size)
         if abs(util - settings.vllm_gpu_memory_utilization) >= 0.02:
+            kv = ("one generation round's KV cache" if util >= full else
+                  "a KV cache for part of the round (vLLM batches the rest through it: slower rollouts)")
             out.append(("right_size_vllm_memory", f"Give vLLM {util:.2f} of each GPU (now "
-                        f"{settings.vllm_gpu_memory_utilization:g}): its weights, runtime and one generation "
-                        "round's KV cache.", {"vllm_gpu_memory_utilization": util}))
+                        f"{settings.vllm_gpu_memory_utilization:g}): its weights, runtime and {kv}.",
+                        {"vllm_gpu_memory_utilization": util}))
         training_gpus = breakdown.training_gpus
         if training_gpus >= 2 and settings.vllm_tensor_parallel_size < training_gpus:
             sizes = [t for t in (2, 4, 8, 16, 32, 64)
@@ -135,9 +156,10 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                     "by disabling adapters.", {"use_peft": True, "lora_r": 16, "lora_alpha": 32,
                                                "lora_target_modules": "all-linear"}))
     if settings.finetune != "qlora":
-        out.append(("qlora", "QLoRA: 4-bit NF4 base + LoRA r=16 (slower, slightly lossy base; vLLM cannot serve "
-                    "the 4-bit policy directly).", {"use_peft": True, "load_in_4bit": True, "lora_r": 16,
-                                                    "lora_alpha": 32, "lora_target_modules": "all-linear"}))
+        out.append(("qlora", "QLoRA: 4-bit NF4 base + LoRA r=16 (slower, slightly lossy base; a colocated vLLM "
+                    "is started 4-bit too, a vLLM server is not).",
+                    {"use_peft": True, "load_in_4bit": True, "lora_r": 16, "lora_alpha": 32,
+                     "lora_target_modules": "all-linear"}))
     if settings.colocated_vllm and target.num_gpus >= 2:
         out.append(("vllm_server_mode", "Move vLLM to its own GPU (`trl vllm-serve`); the others train.",
                     {"vllm_mode": "server"}))
@@ -263,14 +285,15 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
             levers.append(lever)
     levers.sort(key=lambda lv: -lv.saves_gib)
 
-    # smallest set: fewest levers, then lowest cost, then lowest peak; prefer >=10% headroom, accept any fit
+    # cheapest set, then fewest levers, then lowest peak. Keeping vLLM comes first (dropping it makes every rollout
+    # several times slower), then 10% headroom: a tight fit with vLLM beats a roomy one without it.
     best: tuple | None = None
     names = [lv.name for lv in levers]
     by_name = {lv.name: lv for lv in levers}
-    for want_margin in (True, False):
+    for keep_vllm, want_margin in ((True, True), (True, False), (False, True), (False, False)):
         for size in range(1, min(len(names), _MAX_SET_SIZE) + 1):
             for combo in itertools.combinations(names, size):
-                if not _compatible(combo):
+                if not _compatible(combo) or (keep_vllm and "no_vllm" in combo):
                     continue
                 patch: dict[str, Any] = {}
                 for name in combo:

@@ -9,13 +9,14 @@ num_iterations = 1) every update is on-policy, the importance ratio is exactly 1
 from __future__ import annotations
 
 from mcp_server.errors import UserInputError
+from mcp_server.recipe.learning_rate import recipe_rate
 
 # The seed recipe (values for one GPU; the emitter adapts vLLM mode, precision and LoRA to the target).
 BASE_RECIPE: dict = {
     "use_vllm": True,
     "vllm_mode": "colocate",
     "num_generations": 8,
-    "learning_rate": 5e-7,
+    "learning_rate": recipe_rate("full", None)[0],  # emission sets it by the model's size (recipe.learning_rate)
     "beta": 0.01,
     "per_device_train_batch_size": 8,
     "gradient_accumulation_steps": 4,
@@ -30,7 +31,7 @@ WHY: dict[str, str] = {
     "vllm_mode": "one GPU: vLLM shares it with training (colocate)",
     "num_generations": "group size: 8 completions per prompt; with fewer, most groups have one reward value and no "
                        "advantage",
-    "learning_rate": "full fine-tune: GRPO's settled range is 1e-7 to 1e-6 (supervised rates such as 5e-5 diverge)",
+    "learning_rate": recipe_rate("full", None)[1],
     "beta": "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it",
     "per_device_train_batch_size": "8 completions per micro-batch: one prompt group",
     "gradient_accumulation_steps": "4 micro-batches per optimizer step: 32 completions, 4 prompt groups per GPU",

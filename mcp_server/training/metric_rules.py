@@ -267,7 +267,7 @@ def rule_flat(ctx: Ctx) -> list[DiagnosisFinding]:
     change, noise = b * span, se * span
     spread = statistics.fmean(std)
     # Flat: no significant upward trend (under two standard errors of the fitted change) and no sizeable one
-    # either (a within-group std over the whole run).
+    # either (the batch's reward std, averaged over the run).
     if change >= 2 * noise or change >= spread or change <= -2 * noise:
         return []  # rising, or falling (reward_falling says so): not flat
     early, late = ends([v for _, v in reward])
@@ -281,7 +281,7 @@ def rule_flat(ctx: Ctx) -> list[DiagnosisFinding]:
     caution = (f" Do not raise the learning rate: {'; '.join(away)}." if away else "")
     return [finding("reward_flat", "warning", evidence,
                     f"Over {span} steps the mean reward moved {change:+.3g} (first third {early:.3g}, last third "
-                    f"{late:.3g}) although rewards vary within groups (mean reward_std {spread:.3g}). Check the "
+                    f"{late:.3g}) although rewards vary across the batch (mean reward_std {spread:.3g}). Check the "
                     "learning rate (too low?), whether a format reward drowns the task reward, and whether the model "
                     "can improve at all (base success rate). Train longer only if the trend is positive." + caution,
                     patch)]
