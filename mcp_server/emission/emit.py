@@ -30,8 +30,8 @@ from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import validate_values
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
-from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, VARIANT_WHY, VARIANTS, WHY,
-                                        choose_variant, off_policy_fields)
+from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, VARIANT_WHY,
+                                        VARIANTS, WHY, choose_variant, off_policy_fields)
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
@@ -93,15 +93,37 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
     return fields
 
 
+# Columns a registry reward reads -> the parameter that renames it (TRL passes the others itself).
+COLUMN_PARAMS = {"answer": "answer_column", "tests": "tests_column", "schema": "schema_column"}
+
+
+def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
+    """{data set column: the reward that reads it} for the request's registry rewards: only what they read is
+    required (a code reward reads `tests`, never `answer`)."""
+    needed = {}
+    for spec in request.rewards:
+        entry = REGISTRY.get(spec.name)
+        for column in (entry or {}).get("columns", []):
+            if column not in COLUMN_PARAMS or (column == "schema" and "schema" in spec.params):
+                continue  # TRL's own inputs (prompts, completion_ids), or a schema given as a parameter
+            default = request.answer_column if column == "answer" else column
+            name = spec.params.get(COLUMN_PARAMS[column], default)
+            if name:
+                needed[name] = spec.name
+    return needed
+
+
 def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
     """Read the whole local file the way inspection does: every row parses, prompts are text or chat
-    messages, and the prompt (and answer) columns exist."""
+    messages, and the prompt column and the columns the rewards read exist."""
     rows = read_file(path)
     PROMPT_COUNTS[str(path.resolve())] = len(rows)
     check_prompt_column(rows, request.prompt_column)
-    if request.answer_column and request.answer_column not in rows[0]:
-        raise UserInputError("answer_column", f"column '{request.answer_column}' is not in {path} "
-                             f"(columns: {', '.join(rows[0])})")
+    for column, reward in reward_columns(request).items():
+        if column not in rows[0]:
+            field = "answer_column" if column == request.answer_column else "rewards"
+            raise UserInputError(field, f"column '{column}', which {reward} reads, is not in {path} "
+                                 f"(columns: {', '.join(rows[0])})")
 
 
 def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
@@ -208,6 +230,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         structure, structure_why = off_policy_fields(variant, ga)
         recipe.update(structure)
         why.update(structure_why)
+    recipe.update(_report_to(request, why))
     specs = list(request.rewards)
     if variant == "dapo":
         specs += _dapo_length_shaping(request, recipe, why, defaults, specs)
@@ -254,6 +277,30 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides) | fitted
     values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
     return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs, plan
+
+
+REPORT_TO_WHY = {
+    "trackio": "trackio: a local dashboard (`trackio show`), logged under ~/.cache/huggingface/trackio",
+    "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine (`wandb sync` uploads later)",
+    "tensorboard": "tensorboard: event files under the checkpoints folder (`tensorboard --logdir checkpoints`)",
+}
+
+
+def _report_to(request: GRPORecipeRequest, why: dict) -> dict:
+    """report_to as the person chose (TRL's default 'none': only this project's progress file), kept off the
+    network where the integration allows it."""
+    if not request.report_to:
+        return {}
+    chosen = list(dict.fromkeys(request.report_to))
+    values: dict = {"report_to": chosen}
+    why["report_to"] = ("also log to " + "; ".join(REPORT_TO_WHY[name] for name in chosen)
+                        + " (each needs its package in the training environment)")
+    if "trackio" in chosen:
+        values.update(project=request.run_name or Path(request.model).name, trackio_static_space_id=False)
+        why["project"] = "the trackio project this run logs under"
+        why["trackio_static_space_id"] = ("false: no Space on the Hub, no sync or freeze after training "
+                                          "(trackio_space_id is unset, so logs stay local)")
+    return values
 
 
 # LoRA targets for a MoE model whose layers cannot be listed offline: the attention and MLP projections of the
@@ -369,9 +416,12 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     names = ", ".join(s["name"] for s in specs)
     if any(s["name"] == "soft_overlong_punishment" for s in specs):
         names += " (soft_overlong_punishment: DAPO's length shaping, -1 at max_completion_length)"
+    note = ("".join(f"# {line}\n" for line in textwrap.wrap(DYNAMIC_SAMPLING_NOTE, 114))
+            if variant == "dapo" else "")
     header = (
         f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
-        "# Each value that differs from TRL's default says why above it.\n"
+        + note
+        + "# Each value that differs from TRL's default says why above it.\n"
         f"# Rewards (train/rewards.json): {names}.\n"
         f"# Train with this run's rewards:  {how}\n"
         + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
