@@ -108,3 +108,16 @@ def test_a_data_set_smaller_than_one_generation_batch_trains_zero_steps(tmp_path
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows * 2))
     assert "dataset_smaller_than_generation_batch" not in codes(
         validate_config(ValidateRequest(config_path=str(tmp_path / "config.yaml"))))
+
+
+def test_a_colocated_vllm_whose_cache_cannot_hold_one_context_would_not_start():
+    # TRL passes vllm_max_model_length (None: the model's 131072-token context) to vLLM, which starts only when
+    # its KV cache holds one sequence of it: 16 GiB for Llama-3.1-8B, far more than 0.4 of an A10G leaves
+    qlora = {"model_name_or_path": "meta-llama/Llama-3.1-8B-Instruct", "use_peft": True, "load_in_4bit": True,
+             "dtype": "bfloat16", "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.4,
+             "vllm_enable_sleep_mode": True}
+    result = validate(qlora, gpu="A10G")
+    f = codes(result)["memory_does_not_fit"]
+    assert not result.valid and "131072" in f.message and "refuses to start" in f.message
+    assert "vllm_max_model_length" in f.fix
+    assert validate({**qlora, "vllm_max_model_length": 1024}, gpu="A10G").valid

@@ -34,6 +34,13 @@ def _fits(values: dict, gpu: str, num_gpus: int) -> bool:
     return plan is not None and plan.status == "fits"
 
 
+def _with_accumulation(values: dict, per_device: int, ga: int, mini_batches: int) -> dict:
+    grown = {**values, "per_device_train_batch_size": per_device, "gradient_accumulation_steps": ga}
+    if "steps_per_generation" in values:
+        grown["steps_per_generation"] = mini_batches * ga
+    return grown
+
+
 def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompts: int | None, variant: str) -> None:
     """Grow the micro-batch into the memory the plan found and the accumulation up to PROMPTS_PER_STEP prompts per
     optimizer step (in place), within the data set."""
@@ -52,6 +59,13 @@ def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompt
     ga = max(1, math.ceil(completions / (per_device * world)))
     while (per_device * world * ga) % g:
         ga += 1
+    # more accumulation means a longer generation round (transformers' generate holds its KV cache at once)
+    start_ga = values["gradient_accumulation_steps"]
+    while ga > start_ga and not _fits(_with_accumulation(values, per_device, ga, mini_batches), request.gpu,
+                                      request.num_gpus):
+        ga -= 1
+        while ga > start_ga and (per_device * world * ga) % g:
+            ga -= 1
     step_prompts = per_device * world * ga // g
     values.update(per_device_train_batch_size=per_device, gradient_accumulation_steps=ga)
     grown = (f"; {per_device} fit{'s' if per_device == start else ' (grown from ' + str(start) + ')'} with 10% "

@@ -68,7 +68,7 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     generation_kv_cache = 0.0
     server = None
     if settings.colocated_vllm:
-        vllm = components.colocated_vllm(params, settings, target)
+        vllm = components.colocated_vllm(params, settings, target, arch)
         vllm_weights, vllm_kv_cache = vllm.weights, vllm.kv_cache
         if vllm.problem:
             problems.append(vllm.problem)
