@@ -144,4 +144,5 @@ class EmitResult(BaseModel):
     variant_reason: str = Field(description="Why this variant (name, symptom, or MoE rule).")
     config: dict[str, Any] = Field(description="The emitted config fields.")
     validation: ValidationResult = Field(description="Validation of the emitted config for the target.")
-    launch_command: str = Field(description="How to run it by hand.")
+    launch_command: str = Field(description="How to start it as the memory plan lays it out: train.py itself on one "
+                                "GPU, launch_training (accelerate, DeepSpeed, `trl vllm-serve`) on several.")
