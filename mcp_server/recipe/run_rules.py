@@ -55,8 +55,9 @@ def generation_batch(ctx: Context) -> int | None:
 
 def on_policy(ctx: Context) -> bool | None:
     """TRL 1.16 (grpo_trainer.py, _generate_and_score_completions): with generate_every = steps_per_generation x
-    num_iterations dividing gradient_accumulation_steps every micro-batch is scored by the weights that sampled it,
-    old_per_token_logps equals per_token_logps and the importance ratio is exactly 1."""
+    num_iterations dividing gradient_accumulation_steps every micro-batch is scored by the weights that sampled it:
+    old_per_token_logps is per_token_logps.detach() (or recomputed by the same weights for vLLM's importance-sampling
+    correction) and the importance ratio is 1."""
     spg, iterations, ga = _steps_per_generation(ctx), ctx.get("num_iterations"), ctx.get("gradient_accumulation_steps")
     if not all(isinstance(v, int) and v > 0 for v in (spg, iterations, ga)):
         return None
@@ -90,7 +91,8 @@ def rule_clip_structure(ctx: Context) -> list[Finding]:
             f"{', '.join(clip_keys)} set, but each generation batch feeds one optimizer step (steps_per_generation "
             f"{_steps_per_generation(ctx)} x num_iterations {ctx.get('num_iterations')} divides "
             f"gradient_accumulation_steps {ctx.get('gradient_accumulation_steps')}): every update is on-policy, the "
-            "importance ratio is exactly 1 and no clip bound is ever reached, so the setting has no effect.",
+            "importance ratio is 1 (exactly, or up to dropout noise where TRL recomputes the old log-probs for "
+            "vLLM's importance-sampling correction) and no clip bound is reached, so the setting has no effect.",
             "go off-policy so the clip acts: steps_per_generation = k x gradient_accumulation_steps (k mini-batches "
             "per rollout; DAPO: 16, GSPO: 4), or num_iterations > 1; or drop the clip settings"))
     eps = ctx.get("epsilon")
