@@ -14,12 +14,20 @@ TORCH_GPU_SPEC ?= torch>=2.4
 .PHONY: venv sysdeps test demo bench clean manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
+# slurm-wlm and munge: the SLURM client commands the SLURM launcher uses, and the daemons tests/test_slurm.py
+# starts as a two-node test cluster on this machine.
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "Installing bubblewrap (sandbox for model-written code)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else echo "warning: bwrap not found; install bubblewrap (e.g. sudo apt-get install bubblewrap) to run code rewards"; fi; }
+	@{ command -v sbatch >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1 && command -v munged >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing slurm-wlm and munge (SLURM launcher; the tests' two-node cluster)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      slurm-wlm munge >/dev/null; \
+	  else echo "warning: SLURM not found; install slurm-wlm and munge (e.g. sudo apt-get install slurm-wlm munge) to test the SLURM launcher"; fi; }
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

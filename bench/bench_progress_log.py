@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MEASURE = {
     "baseline": ("import json", "rows = [json.loads(l) for l in open(PATH, encoding='utf-8') if l.strip()]\n"
                                 "N = len(rows)"),
-    "read_progress_records": ("from mcp_server.training.metrics import read_progress_records",
+    "read_progress_records": ("from mcp_server.diagnosis.metrics import read_progress_records",
                               "N = len(read_progress_records(PATH).records)"),
-    "diagnose_run": ("from mcp_server.training.diagnose import diagnose_run\n"
-                     "from mcp_server.training.models import DiagnoseRequest",
+    "diagnose_run": ("from mcp_server.diagnosis.diagnose import diagnose_run\n"
+                     "from mcp_server.diagnosis.models import DiagnoseRequest",
                      "d = diagnose_run(DiagnoseRequest(source=RUN, validate_patches=False))\n"
                      "N = d.steps_logged; assert 'nan_loss' in {f.code for f in d.findings}, d.summary"),
     "training_status": ("from mcp_server.training.status import training_status\n"

@@ -27,6 +27,7 @@ def main() -> None:
 
     import torch
 
+    from mcp_server import model_ref
     from mcp_server.inspection import sampling
     from mcp_server.inspection.models import SampleRequest
     from mcp_server.tiny import ensure_tiny_model
@@ -38,15 +39,15 @@ def main() -> None:
     run = str(new_run_dir("bench"))
     request = SampleRequest(run=run, model="tiny", dataset="tiny", n=4, num_prompts=16, max_new_tokens=48)
     arms = {
-        "ours": (request, sampling.SMALL_MODEL_PARAMS),
-        "per-prompt": (request.model_copy(update={"batch_size": 4}), sampling.SMALL_MODEL_PARAMS),
+        "ours": (request, model_ref.SMALL_MODEL_PARAMS),
+        "per-prompt": (request.model_copy(update={"batch_size": 4}), model_ref.SMALL_MODEL_PARAMS),
         "all-threads": (request, 0),  # threshold 0: the one-thread rule never applies
     }
     sampling.sample_completions(request)  # warm-up: imports, model load, caches
     times: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(args.repeats):
         for name, (req, threshold) in arms.items():
-            sampling.SMALL_MODEL_PARAMS = threshold
+            model_ref.SMALL_MODEL_PARAMS = threshold  # read by generation's small_model_threads
             times[name].append(sampling.sample_completions(req).seconds)
     median = {name: statistics.median(t) for name, t in times.items()}
     print(f"sample_completions, 64 samples x 48 tokens, tiny model, CPU ({torch.get_num_threads()} torch threads by "

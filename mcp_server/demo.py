@@ -30,10 +30,11 @@ from mcp_server.inspection.sampling import sample_completions
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.tiny import ensure_tiny_model, write_jsonl
-from mcp_server.training.diagnose import diagnose_run
+from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.training.environment import check_environment
 from mcp_server.training.launch import launch_training
-from mcp_server.training.models import DiagnoseRequest, EnvironmentRequest, LaunchRequest
+from mcp_server.diagnosis.models import DiagnoseRequest
+from mcp_server.training.models import EnvironmentRequest, LaunchRequest
 from mcp_server.training.runstate import process_alive
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import (

@@ -1,5 +1,5 @@
-"""MCP door: each tool takes its request model's fields as flat arguments, calls the core and returns the pydantic
-result.
+"""MCP door: one tool per registered tool (`mcp_server.tools.TOOLS`, each package's `tools.py`); each takes its
+request model's fields as flat arguments, calls the core and returns the pydantic result.
 
 One declaration per request: the pydantic request model is the tool's input schema (descriptions, defaults, enums,
 bounds; unknown fields refused) and is what the core receives. The core modules are light at import (no torch, trl or
@@ -29,60 +29,16 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
-from mcp_server.emission import emit
 from mcp_server.errors import UserInputError, describe_failure, validation_message
-from mcp_server.evaluation import evaluate, export, promote
-from mcp_server.evaluation.models import (
-    EvaluateRequest,
-    EvaluationResult,
-    ExportRequest,
-    ExportResult,
-    PromoteRequest,
-    PromotionResult,
-)
 from mcp_server.inputs import NoArguments
-from mcp_server.inspection import gate, review, sampling
-from mcp_server.inspection.models import (
-    GateRequest,
-    GateResult,
-    InspectRequest,
-    InspectResult,
-    SampleRequest,
-    SampleResult,
-    VerdictRequest,
-    VerdictResult,
-)
-from mcp_server.memory import planner
-from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
-from mcp_server.memory import verdict
-from mcp_server.recipe.models import EmitResult, GRPORecipeRequest, ValidateRequest, ValidationResult
 from mcp_server.reporting import Report
-from mcp_server.rewards import registry
-from mcp_server.rewards.models import RewardCatalog
-from mcp_server.training import diagnose, environment, launch, prepare, status
-from mcp_server.training.models import (
-    DiagnoseRequest,
-    Diagnosis,
-    EnvironmentReport,
-    EnvironmentRequest,
-    LaunchRequest,
-    LaunchResult,
-    PrepareRequest,
-    PrepareResult,
-    RunList,
-    RunRequest,
-    StatusRequest,
-    StopRequest,
-    StopResult,
-    TrainingStatus,
-)
+from mcp_server.tools import MCP_TOOLS
+from mcp_server.toolspec import ToolSpec
 
 logger = logging.getLogger("llm-finetuning")
 # MCP logging is deprecated from protocol 2026-07-28 (clients opt in per request) but still how today's clients
 # show a server's messages; the SDK would warn on every call.
 warnings.filterwarnings("ignore", message="The logging capability is deprecated", category=MCPDeprecationWarning)
-
-TOOLS: list[Tool] = []
 
 
 class _RawArguments(ArgModelBase):
@@ -142,220 +98,52 @@ def _reporter(ctx: Context, token) -> Report:
     return report
 
 
-def tool():
-    """Register a tool whose flat arguments are the fields of the `request: Model` parameter (none without one).
+def _tool(spec: ToolSpec) -> Tool:
+    """The MCP tool of one registered tool: its flat arguments are the fields of the request model (none without
+    one), validated here so a bad field gets one message naming it. A core that takes `report` gets progress and
+    log messages while it works; the core runs in a worker thread. Every failure reaches the client as a tool error
+    with one message: bad input names the field or file and what is accepted; anything unexpected keeps its type
+    and text (the traceback goes to the server's log)."""
+    model = spec.request or NoArguments
+    reports = "report" in inspect.signature(spec.core).parameters
 
-    It may also take `report: Report` (progress and log messages while it works). The core runs in a worker thread.
-    Every failure reaches the client as a tool error with one message: bad input names the field or file and what
-    is accepted; anything unexpected keeps its type and text (the traceback goes to the server's log)."""
+    def work(request: BaseModel, kwargs: dict[str, Any]):
+        result = spec.core(request, **kwargs) if spec.request else spec.core(**kwargs)
+        return _with_image(result, getattr(result, spec.image)) if spec.image else result
 
-    def register(fn):
-        signature = inspect.signature(fn, eval_str=True)
-        params = signature.parameters
-        model = params["request"].annotation if "request" in params else NoArguments
+    async def call(ctx: Context, **arguments: Any):
+        try:
+            request = _parse(model, arguments)
+            kwargs: dict[str, Any] = {"report": _reporter(ctx, anyio.lowlevel.current_token())} if reports else {}
+            return await anyio.to_thread.run_sync(functools.partial(work, request, kwargs))
+        except (MCPError, ToolError):
+            raise
+        except Exception as exc:
+            if not isinstance(exc, (UserInputError, ValidationError, OSError)):
+                logger.exception("tool %s failed unexpectedly", spec.name)
+            raise ToolError(describe_failure(exc)) from None
 
-        async def call(ctx: Context, **arguments: Any):
-            try:
-                request = _parse(model, arguments)
-                kwargs: dict[str, Any] = {"request": request} if "request" in params else {}
-                if "report" in params:
-                    kwargs["report"] = _reporter(ctx, anyio.lowlevel.current_token())
-                return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
-            except (MCPError, ToolError):
-                raise
-            except Exception as exc:
-                if not isinstance(exc, (UserInputError, ValidationError, OSError)):
-                    logger.exception("tool %s failed unexpectedly", fn.__name__)
-                raise ToolError(describe_failure(exc)) from None
-
-        # The SDK builds the tool from this signature: the context only, and the declared result.
-        call.__signature__ = inspect.Signature(
-            [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)],
-            return_annotation=signature.return_annotation,
-        )
-        call.__annotations__ = {"ctx": Context, "return": signature.return_annotation}
-        registered = Tool.from_function(call, name=fn.__name__, description=fn.__doc__, structured_output=True)
-        registered.parameters = model.model_json_schema()
-        registered.fn_metadata.arg_model = _RawArguments
-        TOOLS.append(registered)
-        return fn
-
-    return register
+    # The SDK builds the tool from this signature: the context only, and the declared result.
+    returns = Annotated[CallToolResult, spec.result] if spec.image else spec.result
+    call.__signature__ = inspect.Signature(
+        [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)], return_annotation=returns
+    )
+    call.__annotations__ = {"ctx": Context, "return": returns}
+    tool = Tool.from_function(call, name=spec.name, description=spec.description, structured_output=True)
+    tool.parameters = model.model_json_schema()
+    tool.fn_metadata.arg_model = _RawArguments
+    return tool
 
 
-# ---------------------------------------------------------------- recipe (configs)
-@tool()
-def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
-    """Build a GRPO config for the installed TRL and the target hardware, validate it, and write
-    train/config.yaml (for `trl grpo --config`), train/train.py and the request's JSON Schema into a run directory."""
-    return emit.emit_grpo_config(request)
-
-
-@tool()
-def validate_grpo_config(request: ValidateRequest) -> ValidationResult:
-    """Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
-    GPU type and count. Returns findings {code, field, severity, message, fix}; valid only with no errors."""
-    return verdict.validate_config(request)
-
-
-# ---------------------------------------------------------------- inspection gate
-
-
-@tool()
-def sample_completions(request: SampleRequest, report: Report) -> SampleResult:
-    """Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
-    default) and store them in <run>/inspection/samples.jsonl for reward inspection."""
-    return sampling.sample_completions(request, report=report)
-
-
-@tool()
-def inspect_rewards(request: InspectRequest, report: Report) -> InspectResult:
-    """Score the stored samples (50-100) with the run's rewards; write inspection/review.md for a person to read.
-    Returns score distributions, zero-variance groups, malformed / well-formed-but-wrong / truncated counts,
-    likely mis-scored samples and the base success rate (zero: route to SFT first; GRPO cannot learn)."""
-    return review.inspect_rewards(request, report=report)
-
-
-@tool()
-def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
-    """Record the person's verdict on review.md (per-sample agree/disagree, pass/fail, who) in
-    inspection/verdict.json with the hashes of the reward code and samples. Only record what the person said."""
-    return gate.record_inspection_verdict(request)
-
-
-@tool()
-def check_inspection_gate(request: GateRequest) -> GateResult:
-    """Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
-    (train/rewards.json and reward code) and samples. Says why not and how to clear it."""
-    return gate.check_inspection_gate(request.run)
-
-
-# ---------------------------------------------------------------- rewards
-
-
-@tool()
-def list_rewards() -> RewardCatalog:
-    """The reward registry: each reward's name, what it scores, the data set columns it reads and its
-    parameters with defaults. Name rewards in a recipe as {name, params, weight}; a dotted import path
-    names your own reward function."""
-    return registry.list_rewards()
-
-
-# ---------------------------------------------------------------- memory planner
-
-
-@tool()
-def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
-    """Will this GRPO run fit? Per-GPU GiB breakdown (weights, gradients, optimizer state, reference model,
-    activations, logits, vLLM weights and KV cache, overhead), the peak and headroom; when it does not fit,
-    the levers ranked by GiB saved and the smallest set that fits, each as a validated config change; the
-    size-class anchor as a cross-check; rollout speed from the GPU's memory bandwidth. Give a model (catalog
-    name, local path) or a train/config.yaml from emit_grpo_config, and the GPU type and count."""
-    return planner.plan_memory(request)
-
-
-# ---------------------------------------------------------------- diagnosis
-
-
-@tool()
-def diagnose_run(request: DiagnoseRequest) -> Diagnosis:
-    """Why is this training run going wrong? Reads a run directory, a progress.jsonl, a TRL trainer_state.json
-    or a CSV/JSONL metrics export (plus the run's config and stdout log when known) and returns findings, most
-    important first: {code, severity, evidence [{metric, step, value}], explanation, patch}. Each patch is a dict
-    of config changes, validated against the run's config. Works for runs this project did not launch."""
-    return diagnose.diagnose_run(request)
-
-
-# ---------------------------------------------------------------- training: environment, launch, status
-
-
-@tool()
-def check_environment(request: EnvironmentRequest) -> EnvironmentReport:
-    """What can train here? GPUs (name, memory, compute capability, bf16), CUDA/driver, RAM, free disk, versions
-    of torch/trl/transformers/peft/accelerate/vllm in the training interpreter, and a verdict ready |
-    ready-with-warnings | blocked with reasons, judged against the run's target when a run is given.
-    Writes env-report.json (in the run directory, else the workspace root)."""
-    return environment.check_environment(request)
-
-
-@tool()
-def prepare_environment(request: PrepareRequest) -> PrepareResult:
-    """Build a training environment (a venv with torch (the CPU build without an NVIDIA GPU), TRL, transformers
-    and the rest) in the background, for when there is none to point LLM_FINETUNING_PYTHON at. Returns at once
-    with the log to watch; call again for its status (running | ready | failed, with the log's tail). Once
-    ready, the server samples, validates with TRL, trains and evaluates with it."""
-    return prepare.prepare_environment(request)
-
-
-@tool()
-def launch_training(request: LaunchRequest) -> LaunchResult:
-    """Start a run's training as a detached process (it outlives this server) and return at once. Refuses,
-    naming the gate and how to clear it, unless the config validates, the inspection verdict is current and
-    passing, and the environment is not blocked. Records config.yaml/train.py (git commit when in a repo, sha256
-    in run.json). Several GPUs: accelerate with TRL's ZeRO/FSDP configs (+ `trl vllm-serve` in server mode);
-    several nodes: writes a SLURM script."""
-    return launch.launch_training(request)
-
-
-@tool()
-def training_status(request: StatusRequest) -> Annotated[CallToolResult, TrainingStatus]:
-    """State of a run (starting | running | succeeded | failed | stopped), derived from its process and files,
-    with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
-    request a PNG plot of reward, reward_std, KL, entropy and completion length (returned as an image)."""
-    result = status.training_status(request)
+def _with_image(result: BaseModel, png: str | None) -> CallToolResult:
+    """The result as text and structured content, plus the PNG it names as an image (training_status's plot)."""
     content = [TextContent(type="text", text=result.model_dump_json(indent=2))]
-    if result.plot_path:
-        content.append(Image(path=result.plot_path).to_image_content())
+    if png:
+        content.append(Image(path=png).to_image_content())
     return CallToolResult(content=content, structured_content=result.model_dump(mode="json"))
 
 
-@tool()
-def stop_training(request: StopRequest) -> StopResult:
-    """Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
-    process group is killed."""
-    return status.stop_training(request)
-
-
-@tool()
-def resume_training(request: RunRequest) -> LaunchResult:
-    """Continue a stopped or failed run from its latest checkpoint, with the same process layout. Refuses when
-    train/config.yaml changed since launch (its sha256 in run.json), when there is no checkpoint, or when a gate
-    (inspection, environment) is closed."""
-    return launch.resume_training(request)
-
-
-@tool()
-def list_runs() -> RunList:
-    """Every run under the workspace's runs/ with its state (derived from process and files), step and model."""
-    return status.list_runs()
-
-
-# ---------------------------------------------------------------- evaluation, promotion, export
-
-
-@tool()
-def evaluate_model(request: EvaluateRequest, report: Report) -> EvaluationResult:
-    """Greedy decoding (fixed seed) over a goldens file, graded pass/fail by the same verifiers as the rewards;
-    pass rate with a 95% Wilson interval and per-item results. The first evaluation of a base model writes
-    eval/baseline-<model>.json, which is never overwritten or loosened."""
-    return evaluate.evaluate_model(request, report=report)
-
-
-@tool()
-def promote_checkpoint(request: PromoteRequest, report: Report) -> PromotionResult:
-    """Judge a run's checkpoint: the same goldens (sha256), graders and decoding as the base model's baseline,
-    plus a frozen drift suite under the drift budget (<= 1 point noise, 1-5 points rerun with other seeds,
-    > 5 points hard fail). Writes promotion-report.md and promotion.json with PROMOTE or REJECT and evidence."""
-    return promote.promote_checkpoint(request, report=report)
-
-
-@tool()
-def export_model(request: ExportRequest, report: Report) -> ExportResult:
-    """Export a promoted run: merge LoRA adapters when present, save safetensors, tokenizer and a model card
-    (base model, config hash, rewards, inspection and promotion verdicts) into <run>/export/, and check that
-    greedy outputs on a few goldens are identical before and after."""
-    return export.export_model(request, report=report)
-
+TOOLS: list[Tool] = [_tool(spec) for spec in MCP_TOOLS]
 
 mcp = MCPServer(
     "llm-finetuning",

@@ -204,7 +204,7 @@ def test_skills_and_agents_only_name_real_skills_and_agents():
 def test_failure_triage_covers_every_diagnosis_code():
     text = (ROOT / "references" / "failure-triage.md").read_text(encoding="utf-8")
     headings = set(re.findall(r"^### `([a-z0-9_]+)`", text, re.M))
-    from mcp_server.training.diagnose import CODES
+    from mcp_server.diagnosis.diagnose import CODES
 
     codes = set(DIAGNOSIS_CODES) | set(CODES)  # the diagnosis module's own list and this test's
     missing = sorted(codes - headings)

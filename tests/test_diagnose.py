@@ -17,6 +17,7 @@ import json
 import math
 import re
 import shutil
+import statistics
 import tempfile
 import traceback
 from pathlib import Path
@@ -26,8 +27,9 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.training.diagnose import CODES, diagnose, diagnose_run
-from mcp_server.training.models import DiagnoseRequest
+from mcp_server.diagnosis.diagnose import CODES, diagnose, diagnose_run
+from mcp_server.diagnosis.registry import GUARD_CODES
+from mcp_server.diagnosis.models import DiagnoseRequest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -103,6 +105,21 @@ RUNS = {
     "guard_huge_lr": dict(
         rewards=[format_reward, closeness_reward], max_steps=6, learning_rate=1.0, guard="stop", save_steps=100
     ),
+    # Issue 20: the rates an expert tries first on a diverging run, unguarded (diagnosis) and guarded at DAPO's
+    # beta 0 (where a dead signal leaves grad_norm exactly 0); a reward that ignores the text (signal lost by
+    # construction); a data set smaller than one generation batch (0 steps by construction); a limit two tokens
+    # under the warm start's answers (cut by construction) and its patched replay (in the test).
+    "lr_1e-2": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-2),
+    "lr_3e-3": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=3e-3),
+    "guard_lr_1e-2": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=1e-2, beta=0.0,
+                          guard="stop", save_steps=100),
+    "guard_lr_3e-3": dict(rewards=[format_reward, closeness_reward], max_steps=8, learning_rate=3e-3, beta=0.0,
+                          guard="stop", save_steps=100),
+    "guard_lost_signal": dict(rewards=[constant_reward], max_steps=8, learning_rate=1e-5, guard="stop",
+                              save_steps=100),
+    "zero_steps": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1e-5, guard="stop",
+                       steps_per_generation=16, prompts=8),
+    "cut": dict(rewards=[format_reward, closeness_reward], max_steps=4, learning_rate=1e-5, max_completion_length=18),
 }
 COMMON = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=24, logging_steps=1, beta=0.04,
               loss_type="dapo", seed=0, bf16=False, use_vllm=False, gradient_checkpointing=False)
@@ -144,9 +161,10 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from mcp_server.tiny import make_task
-    from mcp_server.training.progress import ProgressCallback
+    from mcp_server.training.progress import ProgressCallback, write_outcome
 
     guard = fields.pop("guard", "warn")
+    prompts = fields.pop("prompts", 64)
     values = {**COMMON, **fields, "model_name_or_path": str(model), "output_dir": str(run_dir / "checkpoints")}
     (run_dir / "train" / "logs").mkdir(parents=True)
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(values))
@@ -157,12 +175,15 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
         report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="steps" if "save_steps" in args else "no"
     )
     trainer = GRPOTrainer(model=str(model), reward_funcs=rewards, args=GRPOConfig(**args),
-                          train_dataset=Dataset.from_list(make_task(64)), callbacks=[ProgressCallback(run_dir)])
+                          train_dataset=Dataset.from_list(make_task(prompts)), callbacks=[ProgressCallback(run_dir)])
     with open(run_dir / "train" / "logs" / "stdout.log", "w") as log, contextlib.redirect_stdout(log):
         try:
             trainer.train()  # prints the Trainer's metric dicts, as train.py's stdout.log shows them
         except Exception:  # a diverged run may crash (NaN weights cannot be sampled from): logged, as train.py would
             log.write(traceback.format_exc())
+            write_outcome(run_dir, "failed", global_step=trainer.state.global_step)
+        else:  # what train.py records when train() returns
+            write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step)
 
 
 def cached_warm_model(tiny_model: Path) -> Path:
@@ -250,7 +271,7 @@ def test_healthy_run_completes_and_earns_no_config_finding(runs):
 
 
 def test_real_runs_log_every_metric_the_rules_read(runs):
-    from mcp_server.training.metrics import load_run
+    from mcp_server.diagnosis.metrics import load_run
 
     for name in ("healthy", "length", "constant"):
         logged = load_run(runs[name]).metric_names()
@@ -284,7 +305,10 @@ def test_nan_run_names_nan_and_fp16_comes_first(runs, tmp_path):
     d16 = diagnose(runs["nan"], config=tmp_path / "config.yaml")
     assert d16.findings[0].code == "fp16_divergence" and d16.findings[0].severity == "error"
     assert d16.findings[0].patch == {"fp16": False, "bf16": True}
-    assert "bf16" in by_code(d16, "nan_loss").patch
+    # The NaN is an effect: it names its root cause and carries no patch of its own; the rate also fits.
+    nan16 = by_code(d16, "nan_loss")
+    assert nan16.caused_by == "fp16_divergence" and nan16.patch == {} and "lr_out_of_range" in nan16.other_causes
+    assert "lr_out_of_range" in d16.findings[0].other_causes and d16.findings[0].read_samples_at == nan16.onset
     assert_patches_validate(d16)
 
 
@@ -449,13 +473,34 @@ def test_length_reward_correlation_and_reward_hacking(tmp_path, tiny_model):
     rows = [{k: v for k, v in r.items() if not k.startswith("rewards/format_reward")} for r in rows]
     d = diagnose_series(tmp_path, rows, validate=True, model_name_or_path=str(tiny_model))
     assert {"length_reward_correlation", "possible_reward_hacking"} <= set(codes(d))
-    assert by_code(d, "length_reward_correlation").patch["loss_type"] == "dr_grpo"
+    assert by_code(d, "length_reward_correlation").patch == {}  # the dapo loss has no length bias: fix the reward
+    grpo = diagnose_series(tmp_path, rows, validate=True, model_name_or_path=str(tiny_model), loss_type="grpo")
+    assert by_code(grpo, "length_reward_correlation").patch["loss_type"] == "dr_grpo"
     hacking = by_code(d, "possible_reward_hacking")
     assert "length_reward" in hacking.explanation and "correctness_reward" in hacking.explanation
     assert_patches_validate(d)
     # The same climb in length without a rising reward is not the length bias.
-    flat = with_series(rows, "reward", [0.5] * 8)
+    flat = with_series(with_series(rows, "reward", [0.5] * 8), "rewards/length_reward/mean", [0.5] * 8)
     assert "length_reward_correlation" not in codes(diagnose_series(tmp_path, flat))
+
+
+def test_exact_metrics_reasoning_longer_is_not_length_bias(tmp_path):
+    """Issue 20: an R1-like run, whose completions grow while correctness rises (TRL 1.16's rewards/<name>/mean),
+    got length_reward_correlation with a Dr.GRPO patch even on a dapo config. Learning to reason longer is not a
+    finding; the same growth paid by a length reward with correctness flat is, with no config patch on dapo."""
+    n = 12
+    lengths = [40.0 + 8 * i for i in range(n)]
+    rows = with_series(healthy_rows(n), "completions/mean_length", lengths)
+    rows = with_series(rows, "completions/mean_terminated_length", lengths)
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.2 + 0.05 * i for i in range(n)])
+    rows = with_series(rows, "reward", [1.1 + 0.05 * i for i in range(n)])
+    healthy = diagnose_series(tmp_path, rows, max_completion_length=256)
+    assert healthy.healthy, healthy.findings
+    paid = with_series(rows, "rewards/correctness_reward/mean", [0.3] * n)
+    paid = with_series(paid, "rewards/format_reward/mean", [x / 200 for x in lengths])
+    d = diagnose_series(tmp_path, paid, max_completion_length=256)
+    f = by_code(d, "length_reward_correlation")
+    assert f.patch == {} and "rewards/format_reward/mean" in f.explanation and "correctness" in f.explanation
 
 
 def test_nan_and_huge_learning_rate_series(tmp_path):
@@ -669,7 +714,7 @@ def test_garbage_is_an_error_never_a_clean_bill(tmp_path):
     (tmp_path / "words.csv").write_text("loss,reward\nabc,def\n")
     for name, words in [("binary.csv", "binary file"), ("empty.jsonl", "no logged training step"),
                         ("list.json", "no logged training step"), ("deep.json", "nested too deeply"),
-                        ("deep.jsonl", "nested too deeply"), ("words.csv", "no logged training step")]:
+                        ("deep.jsonl", "nested too deeply"), ("words.csv", "metric 'loss' is a str 'abc'")]:
         with pytest.raises(UserInputError) as err:
             diagnose(tmp_path / name, validate_patches=False)
         assert err.value.field == "source" and words in str(err.value), (name, str(err.value))
@@ -722,7 +767,12 @@ def test_exact_metrics_vllm_divergence_is_named_not_reward_flat(tmp_path):
     assert codes(d)[0] == "sampler_mismatch" and d.findings[0].severity == "error"
     assert {"importance_ratio_blowup", "entropy_rising", "reward_falling"} <= set(codes(d)), codes(d)
     assert "reward_flat" not in codes(d)
-    assert codes(d).index("importance_ratio_blowup") < codes(d).index("entropy_rising")  # mismatch before its effects
+    # The mismatch shows first (step 2) and explains entropy; the clipping (num_iterations 2) appears later, after
+    # the entropy rise it cannot have caused, and fits the falling reward too: both say so.
+    entropy, mismatch = by_code(d, "entropy_rising"), by_code(d, "sampler_mismatch")
+    assert entropy.caused_by == "sampler_mismatch" and entropy.patch == {} and entropy.onset > mismatch.onset
+    assert "importance_ratio_blowup" in mismatch.other_causes
+    assert "read the samples at step" in mismatch.explanation.lower()
     assert by_code(d, "importance_ratio_blowup").patch == {"num_iterations": 1}
     assert by_code(d, "entropy_rising").severity == "error"
     for f in d.findings:  # never a higher learning rate on a run whose correctness falls
@@ -859,15 +909,26 @@ def test_exact_metrics_entropy_collapse_in_two_logs_is_an_error(tmp_path):
     assert f.severity == "error" and f.patch.get("learning_rate", 1) < SERIES_CONFIG["learning_rate"]
 
 
-def test_triage_order_is_read_from_the_reference():
-    from mcp_server.training.diagnose import triage_order
+def test_triage_order_is_data_and_the_markdown_follows_it():
+    """One triage order, declared in diagnosis/registry.py: references/failure-triage.md writes it out exactly
+    (the numbered list is the registry's triage_markdown()), and the GRPO skill, the training-engineer agent and
+    /finetune cite its families in the same order, with no packing step."""
+    from mcp_server.diagnosis.registry import FAMILIES, REGISTRY, TRIAGE_ORDER, triage_markdown
 
-    order = triage_order()
-    assert set(order) == set(CODES), set(CODES) ^ set(order)
-    triage = (Path(__file__).parents[1] / "references" / "failure-triage.md").read_text()
-    assert "packing" not in triage.split("## The order of triage", 1)[1].split("\n## ", 1)[0].replace("no packing", "")
-    assert order["sampler_mismatch"] < order["entropy_rising"] < order["no_reward_signal"]
-    assert order["completions_never_terminate"] < order["no_reward_signal"]
+    assert set(TRIAGE_ORDER) == set(CODES) == set(REGISTRY)
+    assert TRIAGE_ORDER["sampler_mismatch"] < TRIAGE_ORDER["entropy_rising"] < TRIAGE_ORDER["no_reward_signal"]
+    assert TRIAGE_ORDER["completions_never_terminate"] < TRIAGE_ORDER["no_reward_signal"]
+    root = Path(__file__).parents[1]
+    triage = (root / "references" / "failure-triage.md").read_text()
+    section = triage.split("## The order of triage", 1)[1].split("\n## ", 1)[0]
+    assert triage_markdown() in section, "regenerate the list from mcp_server.diagnosis.registry.triage_markdown()"
+    headings = [heading for _, heading in FAMILIES]
+    for path in ("skills/grpo-rlvr-training/SKILL.md", "agents/llm-finetuning-training-engineer.md",
+                 "commands/finetune.md", "references/failure-triage.md"):
+        text = (root / path).read_text()
+        assert "packing" not in text.lower().replace("no packing", ""), path
+        found = [text.find(f"**{h}**") for h in headings]
+        assert -1 not in found and found == sorted(found), (path, dict(zip(headings, found)))
 
 
 
@@ -964,3 +1025,206 @@ def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
     for export in (panel, trackio):
         d = diagnose(export, validate_patches=False)
         assert d.steps_logged == 8 and codes(d) == codes(reference), (export.name, codes(d), codes(reference))
+
+
+# ---------------------------------------------------------------- issue 20: the cause first, patches that never hurt
+def test_real_run_divergence_leads_with_its_cause(runs):
+    """Real runs at 1e-2 and 3e-3 (2000x and 600x the recipe's rate): the truncation, entropy and zero-spread
+    findings were ranked above the learning rate, with a patch lengthening completions and masking the gibberish.
+    The rate is the first finding; every effect names it and carries no patch; nothing lengthens completions or
+    raises the rate; the root names the samples to read."""
+    for name, lr in (("lr_1e-2", 1e-2), ("lr_3e-3", 3e-3)):
+        d = diagnose(runs[name])
+        root = d.findings[0]
+        assert (root.code, root.severity, root.caused_by) == ("lr_out_of_range", "error", None), (name, d.findings)
+        assert root.patch == {"learning_rate": 5e-7} and root.read_samples_at == 2, (name, root)
+        effects = [f for f in d.findings[1:] if f.severity != "info"]
+        assert {"completions_truncated", "kl_explosion"} & set(codes(d)), (name, codes(d))
+        for f in effects:
+            assert f.caused_by == "lr_out_of_range" and f.patch == {} and f.onset >= 2, (name, f)
+        for f in d.findings:
+            assert f.patch.get("learning_rate", 0) <= lr and "max_completion_length" not in f.patch, (name, f)
+        assert_patches_validate(d)
+
+
+def test_real_run_patch_replay_learning_rate_and_truncation(runs, tmp_path):
+    """Patch replay: the root cause's patch, applied to the same config, warm start and seed, improves what it
+    targets. The rate (1e-2 -> 5e-7): KL and zero-spread groups stay near their start. The cut (limit 18, two
+    tokens under the warm start's answers, by construction): doubled with masking, completions end again."""
+    import torch
+
+    model = cached_warm_model_of(runs)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, metric in (("lr_1e-2", "kl"), ("cut", "completions/clipped_ratio")):
+            before = diagnose(runs[name])
+            patch = before.findings[0].patch
+            assert before.findings[0].patch_valid and patch, (name, before.findings[0])
+            config = yaml.safe_load((runs[name] / "train" / "config.yaml").read_text())
+            spec = dict(RUNS[name])
+            fields = {k: v for k, v in config.items() if k not in ("model_name_or_path", "output_dir")}
+            fields.update(patch)
+            train_run(model, tmp_path / name, spec["rewards"], **fields)
+            after = diagnose(tmp_path / name)
+            assert after.healthy, (name, after.findings)
+            old = [v for _, v in load_series(runs[name], metric)]
+            new = [v for _, v in load_series(tmp_path / name, metric)]
+            assert max(new) < max(old) and statistics.fmean(new) < statistics.fmean(old), (name, old, new)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def cached_warm_model_of(runs) -> Path:
+    return Path(yaml.safe_load((runs["healthy"] / "train" / "config.yaml").read_text())["model_name_or_path"])
+
+
+def load_series(run_dir: Path, metric: str) -> list[tuple[int, float]]:
+    from mcp_server.diagnosis.metrics import load_run
+
+    return load_run(run_dir).series(metric)
+
+
+@pytest.mark.parametrize("name, code", [("guard_lr_1e-2", None), ("guard_lr_3e-3", None),
+                                        ("guard_lost_signal", "signal_lost")])
+def test_real_run_guard_stops_a_silent_death(runs, name, code):
+    """guard: stop at DAPO's beta 0. At 1e-2 and 3e-3 the first post-update logs show reward 0, every group at zero
+    spread and grad_norm 0; a constant reward has no spread from the start. The guard stops at the logged step
+    of onset of what it stops on, and the outcome is never "succeeded" (3e-3 used to run 37 logs to "succeeded")."""
+    run_dir = runs[name]
+    logs = run_dir / "train" / "logs"
+    stopped = json.loads((logs / "stopped.json").read_text())
+    assert stopped["by"] == "guard" and stopped["code"] in GUARD_CODES and stopped["code"] == (code or stopped["code"])
+    steps = [json.loads(line)["step"] for line in (logs / "progress.jsonl").read_text().splitlines()]
+    assert steps[-1] == stopped["step"] < 8 and stopped["step"] - onset(run_dir, stopped["code"]) == 0
+    dead = next(step for step, line in zip(steps, (logs / "progress.jsonl").read_text().splitlines())
+                if json.loads(line)["frac_reward_zero_std"] == 1.0 and step > steps[0])  # after the first update
+    assert stopped["step"] - dead <= 1, (dead, stopped)  # at most one log after every group lost its spread
+    outcome = json.loads((logs / "outcome.json").read_text())
+    assert outcome["state"] in ("failed", "stopped") and outcome["state"] != "succeeded"
+    assert json.loads((runs["healthy"] / "train" / "logs" / "outcome.json").read_text())["state"] == "succeeded"
+
+
+def test_real_run_zero_steps_is_a_failure(runs):
+    """A DAPO-shaped run (16 mini-batches per generation) on 8 prompts: the generation batch needs 32, TRL's sampler
+    yields none and the Trainer ends at step 0, by construction. It was recorded "succeeded"."""
+    logs = runs["zero_steps"] / "train" / "logs"
+    outcome = json.loads((logs / "outcome.json").read_text())
+    assert outcome["state"] == "failed" and "0 steps" in outcome["error"]
+    guard = json.loads((logs / "guard.json").read_text())
+    assert guard["stopped"]["code"] == "no_steps_trained" and guard["stopped"]["save"] is False
+    d = diagnose(runs["zero_steps"])
+    assert d.findings[0].code == "no_steps_trained" and d.findings[0].severity == "error" and not d.healthy
+
+
+def test_exact_metrics_lost_signal_rule_and_guard_codes(tmp_path):
+    """signal_lost: two logs after the first with every group at zero spread and grad_norm 0, or reward NaN; not
+    one such log, not zero spread with a gradient (a KL term still trains)."""
+    rows = healthy_rows(6)
+    dead = with_series(rows, "frac_reward_zero_std", [0.1, 0.1, 0.1, 0.1, 1.0, 1.0])
+    dead = with_series(dead, "grad_norm", [0.5, 0.5, 0.5, 0.5, 0.0, 0.0])
+    assert by_code(diagnose_series(tmp_path, dead), "signal_lost").severity == "error"
+    one = with_series(dead, "frac_reward_zero_std", [0.1, 0.1, 0.1, 0.1, 0.1, 1.0])
+    assert "signal_lost" not in codes(diagnose_series(tmp_path, one))
+    moving = with_series(dead, "grad_norm", [0.5] * 6)
+    assert "signal_lost" not in codes(diagnose_series(tmp_path, moving))
+    nan = with_series(rows, "reward", [0.5, 0.5, 0.5, 0.5, math.nan, math.nan])
+    assert "signal_lost" in codes(diagnose_series(tmp_path, nan))
+    assert {"signal_lost", "no_steps_trained", "nan_loss", "entropy_rising"} <= GUARD_CODES
+
+
+def test_exact_metrics_reward_flat_reads_batch_std_not_group_spread(tmp_path):
+    """TRL's reward_std is nanstd over the whole batch: every group uniform but groups differing gives it > 0. That
+    was read as spread within groups: reward_flat, with a patch doubling the learning rate."""
+    n = 24
+    rows = with_series(healthy_rows(n), "reward", [0.5 + (0.01 if i % 2 else -0.01) for i in range(n)])
+    rows = with_series(rows, "frac_reward_zero_std", [1.0] * n)
+    d = diagnose_series(tmp_path, rows)
+    assert "reward_flat" not in codes(d) and by_code(d, "no_reward_signal").severity == "error"
+    assert all("learning_rate" not in f.patch for f in d.findings)
+    low = diagnose_series(tmp_path, with_series(rows, "learning_rate", [5e-8] * n), learning_rate=5e-8)
+    assert "lr_out_of_range" in codes(low) and all("learning_rate" not in f.patch for f in low.findings), low.findings
+    spread = diagnose_series(tmp_path, with_series(rows, "frac_reward_zero_std", [0.1] * n))
+    assert "reward_flat" in codes(spread) and "batch-wide" in by_code(spread, "reward_flat").explanation
+
+
+def test_exact_metrics_dapo_entropy_rising_with_overlong_punishment(tmp_path):
+    """Entropy rising into gibberish on a DAPO config with the soft overlong punishment pinned at the limit in
+    train/rewards.json: completions_truncated came first with a patch to 1024 tokens, past the punishment's
+    max_completion_len (every completion beyond 512 would score -1). Entropy is named, the truncation is its
+    effect, and no patch lengthens completions."""
+    n = 12
+    rows = with_series(healthy_rows(n), "entropy", [0.6 + 0.3 * i for i in range(n)])
+    rows = with_series(rows, "completions/clipped_ratio", [0.0] * 3 + [0.2 + 0.07 * i for i in range(n - 3)])
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.5 - 0.03 * i for i in range(n)])
+    (tmp_path / "rewards.json").write_text(json.dumps([
+        {"name": "format_reward", "params": {}, "weight": 1.0},
+        {"name": "soft_overlong_punishment", "params": {"max_completion_len": 512, "soft_punish_cache": 102},
+         "weight": 1.0}]))
+    d = diagnose_series(tmp_path, rows, max_completion_length=512, loss_type="dapo", beta=0.0, epsilon_high=0.28,
+                        mask_truncated_completions=True)
+    assert codes(d)[0] == "entropy_rising" and by_code(d, "completions_truncated").caused_by == "entropy_rising"
+    assert all("max_completion_length" not in f.patch for f in d.findings), d.findings
+    # A healthy DAPO run cut at its limit: the patch keeps the punishment consistent, so it does not lengthen.
+    cut = with_series(healthy_rows(n), "completions/clipped_ratio", [0.3] * n)
+    f = by_code(diagnose_series(tmp_path, cut, max_completion_length=512, mask_truncated_completions=False),
+                "completions_truncated")
+    assert f.patch == {"mask_truncated_completions": True} and "soft overlong punishment" in f.explanation
+    # Without the punishment, already masked (DAPO's health range): the cut costs compute, it teaches no broken text.
+    (tmp_path / "plain").mkdir()
+    masked = by_code(diagnose_series(tmp_path / "plain", cut, max_completion_length=512,
+                                     mask_truncated_completions=True), "completions_truncated")
+    assert masked.patch == {"max_completion_length": 1024} and "masked out of the loss" in masked.explanation
+
+
+@pytest.mark.parametrize("late, severity", [(0.2, None), (0.39, None), (0.4, "warning"), (0.6, "error")])
+def test_exact_metrics_gspo_clip_ranges_and_its_mechanism(tmp_path, late, severity):
+    """GSPO clips far more than GRPO (its paper): 20% was importance_ratio_blowup with a patch setting
+    steps_per_generation to the accumulation, which switches GSPO's clip off. GSPO's own bounds, and a patch that
+    keeps two mini-batches per generation."""
+    rows = with_series(healthy_rows(8), "clip_ratio/region_mean", [late] * 8)
+    d = diagnose_series(tmp_path, rows, importance_sampling_level="sequence", loss_type="grpo", epsilon=3e-4,
+                        epsilon_high=4e-4, beta=0.0, gradient_accumulation_steps=2, steps_per_generation=8)
+    found = next((f for f in d.findings if f.code == "importance_ratio_blowup"), None)
+    assert (found.severity if found else None) == severity
+    if found:
+        assert found.patch == {"steps_per_generation": 4}, found.patch
+
+
+def test_exact_metrics_assumed_limit_is_said_to_be_assumed(tmp_path):
+    """A lone trainer_state.json: the finding said completions were "cut at max_completion_length (512)" when 512
+    is TRL's default, not the run's value."""
+    rows = [{k: v for k, v in r.items() if k != "completions/max_length"}
+            for r in with_series(healthy_rows(8), "completions/clipped_ratio", [0.3] * 8)]
+    d = diagnose(series_file(tmp_path, rows), validate_patches=False)
+    f = by_code(d, "completions_truncated")
+    assert "assuming TRL's default 512" in f.explanation and "no config was found" in f.explanation
+    assert any(e.metric == "max_completion_length (assumed)" for e in f.evidence)
+    measured = diagnose_series(tmp_path, with_series(healthy_rows(8), "completions/clipped_ratio", [0.3] * 8))
+    assert "max_completion_length (24)" in by_code(measured, "completions_truncated").explanation
+
+
+def test_hostile_numbers_and_types(tmp_path, workspace):
+    """Issue 25: 1e308 and 4000-digit integers gave OverflowError; strings and lists were read as healthy;
+    training-status --plot on 1e308 gave ValueError. Values beyond float32's range (TRL's metrics are float32) read
+    as infinities (a divergence finding); a metric of another type is named."""
+    big = [{"step": i + 1, "loss": 1e308, "reward": 1e308 * (-1) ** i, "grad_norm": 1e308, "reward_std": 1e308,
+            "entropy": 1e308, "kl": 1e308, "completions/mean_length": 1e308} for i in range(12)]
+    digits = [{"step": i + 1, "loss": 0.1, "reward": int("9" * 4000), "grad_norm": 0.5} for i in range(12)]
+    (tmp_path / "big.jsonl").write_text("".join(json.dumps(r) + "\n" for r in big))
+    (tmp_path / "digits.jsonl").write_text("".join(json.dumps(r) + "\n" for r in digits))
+    for name in ("big.jsonl", "digits.jsonl"):
+        d = diagnose(tmp_path / name, validate_patches=False)
+        assert not d.healthy and "nan_loss" in codes(d) if name == "big.jsonl" else not d.healthy, d.findings
+    for value, kind in (("abc", "str"), ([0.5], "list"), ({"a": 1}, "dict")):
+        rows = [{"step": i + 1, "loss": 0.1, "reward": value, "grad_norm": 0.5} for i in range(4)]
+        (tmp_path / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        with pytest.raises(UserInputError) as err:
+            diagnose(tmp_path / "bad.jsonl", validate_patches=False)
+        assert err.value.field == "source" and f"metric 'reward' is a {kind}" in str(err.value)
+    run = workspace / "runs" / "2026-01-01-big"
+    (run / "train" / "logs").mkdir(parents=True)
+    (run / "train" / "logs" / "progress.jsonl").write_text("".join(json.dumps({**r, "lr": 1e-6}) + "\n" for r in big))
+    proc = run_cli("training-status", str(run), "--plot", env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert "ValueError" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
+    assert (run / "progress.png").is_file()

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, checkout_env
-from mcp_server.cli import COMMANDS, build_parser, main
+from mcp_server.cli import build_parser, main
+from mcp_server.tools import TOOLS
 
 # prepare_environment builds a virtualenv, demo trains for minutes; check_environment probes the training
 # interpreter (a subprocess importing torch, seconds) and takes only `run`, read by the same resolve_run as every
@@ -276,7 +277,7 @@ def test_no_command_line_gives_a_traceback(arena, monkeypatch, capsys):
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(arena.cwd)
     strings = _strings(arena)
-    commands = [c.name for c in COMMANDS if c.name not in SKIPPED_COMMANDS]
+    commands = [s.command for s in TOOLS if s.command not in SKIPPED_COMMANDS]
     for command in commands:
 
         @hostile_settings(SLOW.get(command, DRAWS))

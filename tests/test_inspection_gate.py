@@ -139,7 +139,8 @@ def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_w
     # train/train.py edited (to a constant reward, say): closed, and says so; put back, open.
     script = run_dir / "train" / "train.py"
     original = script.read_text()
-    script.write_text(original.replace("reward_funcs=build_reward_funcs(rewards)", "reward_funcs=[lambda **k: [1.0]]"))
+    assert "reward_funcs=reward_funcs," in original
+    script.write_text(original.replace("reward_funcs=reward_funcs,", "reward_funcs=[lambda **k: [1.0]],"))
     gate = _gate(run_dir)
     assert not gate["passed"] and gate["changed"] == ["train/train.py changed"]
     script.write_text(original)

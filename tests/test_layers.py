@@ -13,15 +13,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "workspace", "userfiles", "runs",
-                "tiny", "model_ref", "dataset", "gpus")),
+                "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation")),
     ("rewards", ("rewards",)),
     ("recipe", ("recipe",)),  # config rules and validation
     ("memory", ("memory",)),
     ("emission", ("emission",)),
     ("inspection", ("inspection",)),
+    ("diagnosis", ("diagnosis",)),  # diagnose_run's rules, registry and triage; the guard reads them
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content")),
+    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content", "tools")),
 ]
 
 
@@ -145,12 +146,9 @@ def test_worker_targets_exist():
             if not file.is_file():
                 file = PACKAGE.parent / module.replace(".", "/") / "__init__.py"
             top = function.split(".")[0]
-            if not top:  # a module prefix the names are appended to (cli.py's model tables): the module must exist
-                defined = file.is_file()
-            else:
-                defined = file.is_file() and any(
-                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == top
-                    for node in ast.parse(file.read_text(encoding="utf-8")).body)
+            defined = file.is_file() and any(
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == top
+                for node in ast.parse(file.read_text(encoding="utf-8")).body)
             if not defined:
                 missing.append(f"{module_name(path)}:{line} names {module}:{function}, which does not exist")
     assert not missing, "\n".join(missing)

@@ -37,7 +37,8 @@ def test_base_recipe_on_one_h100(workspace):
     # 0.5B full fine-tune: the published GRPO rate of the 1.5B-32B recipes (recipe.learning_rate), constant after a
     # short warm-up, for 3 epochs of the tiny task's 75 prompts
     assert config["learning_rate"] == 1e-6 and config["beta"] == 0.01 and config["seed"] == 3407
-    assert config["lr_scheduler_type"] == "constant_with_warmup" and 1 <= config["warmup_steps"] <= 20
+    assert config["lr_scheduler_type"] == "constant_with_warmup"
+    assert config.get("warmup_steps", 0) == min(20, round(0.05 * config["max_steps"]))  # none on a 6-step run
     # 32 prompts of 8 per optimizer step (DAPO's mini-batch), the micro-batch grown into the H100's free memory
     per_device, ga = config["per_device_train_batch_size"], config["gradient_accumulation_steps"]
     assert config["num_generations"] == 8 and per_device * ga == 32 * 8 and per_device > 8

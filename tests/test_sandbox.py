@@ -30,6 +30,7 @@ def bwrap() -> None:
 needs_bwrap = pytest.mark.usefixtures("bwrap")
 FAST = Limits(timeout_s=6.0, max_output_bytes=16 * 1024)  # generous: the CPU is shared with other suites
 GOOD = ("def add(a, b):\n    return a + b\n", "def test_add():\n    assert add(2, 3) == 5\n")
+PROBE_RAN = "assert True\n"  # a probe's own asserts decide; tests that run nothing would fail the run
 
 
 def run(code: str, tests: str = "", limits: Limits = FAST):
@@ -90,7 +91,9 @@ def test_a_batch_of_attacks_leaves_the_good_completions_unharmed():
     assert [name for name, r in attack_result.items() if r.passed] == []  # every attack scores 0 ...
     assert all(r.passed for r in results[::2])  # ... and every good completion beside them still passes
     assert attack_result["output_flood"].output_exceeded and attack_result["stderr_flood"].output_exceeded
-    assert attack_result["sleep_forever"].timed_out and attack_result["infinite_loop"].timed_out
+    assert attack_result["sleep_forever"].timed_out
+    loop = attack_result["infinite_loop"]  # stopped by its CPU budget, or by the clock on a loaded machine
+    assert loop.timed_out or "CPU time" in loop.error, loop.error
 
 
 def _host_processes_with(marker: str) -> list[int]:
@@ -138,7 +141,7 @@ def test_no_host_environment_variables(monkeypatch):
         "        except PermissionError:\n"
         "            pass\n"
     )
-    result = run(probe, "")
+    result = run(probe, PROBE_RAN)
     assert result.passed, result.output
 
 
@@ -153,7 +156,7 @@ def test_no_host_home_credentials_or_files(tmp_path):
         f"             '/home', '/etc/shadow', '/etc/passwd', {str(Path.cwd())!r}]:\n"
         "    assert not os.path.exists(path) or os.listdir(path) == [], path\n"
     )
-    result = run(probe, "")
+    result = run(probe, PROBE_RAN)
     assert result.passed, result.output
 
 
@@ -174,7 +177,8 @@ def test_system_is_read_only_and_tmp_is_private(tmp_path):
             "open('/tmp/mine', 'w').write('ok')\n"
             "assert open('/tmp/mine').read() == 'ok'\n"
         )
-        first, second = run_many([(probe, ""), ("import os\nassert not os.path.exists('/tmp/mine')", "")], FAST)
+        first, second = run_many([(probe, PROBE_RAN), ("import os\nassert not os.path.exists('/tmp/mine')", PROBE_RAN)],
+                                 FAST)
         assert first.passed, first.output
         assert second.passed, second.output  # one sandbox's /tmp is not the next one's
         assert not Path("/usr/evil").exists() and not Path("/evil").exists()
@@ -204,7 +208,7 @@ def test_no_network_not_even_to_the_host():
             "except socket.gaierror:\n"
             "    pass\n" % port
         )
-        result = run(probe, "")
+        result = run(probe, PROBE_RAN)
         assert result.passed, result.output
     finally:
         server.close()
@@ -226,7 +230,7 @@ def test_host_processes_are_invisible_and_unkillable():
             "    except (ProcessLookupError, PermissionError):\n"
             "        pass\n"
         )
-        result = run(probe, "")
+        result = run(probe, PROBE_RAN)
         assert result.passed, result.output
         assert host.poll() is None  # the host process it tried to kill is still running
     finally:
@@ -289,3 +293,120 @@ def test_refuses_without_bubblewrap_and_never_runs_on_the_host(tmp_path, monkeyp
         if fake_dir:
             shutil.rmtree(fake_dir, ignore_errors=True)
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------- issue 25: the second round of hostile probes
+@needs_bwrap
+def test_a_stop_iteration_from_the_solution_fails_the_run():
+    """It ended the tests' own `map` early: `all(map(f, xs))` saw no item and passed."""
+    raises = "def f(*args):\n    raise StopIteration\n"
+    for tests in ("assert all(map(f, [1, 2, 3]))\n", "assert not any(map(f, [1, 2]))\n",
+                  "import itertools\nassert all(itertools.starmap(f, [(1, 2)]))\n",
+                  "def test_all():\n    assert all(map(f, range(5)))\n"):
+        result = run(raises, tests)
+        assert not result.passed and "StopIteration" in result.error, (tests, result.error)
+    # The end of the solution's own iterator is still an end, not an error.
+    assert run("def gen(n):\n    yield from range(n)\n", "assert list(gen(3)) == [0, 1, 2]\n").passed
+
+
+TESTS_THAT_RUN_NOTHING = {
+    "testcase_not_named_test": "import unittest\nclass Cases(unittest.TestCase):\n    def test_one(self):\n"
+                               "        self.assertEqual(add(1, 1), 3)\n",
+    "human_eval_check_never_called": "def check(candidate):\n    assert candidate(1, 1) == 3\n",
+    "test_class_with_init": "class TestAdd:\n    def __init__(self):\n        pass\n    def test_one(self):\n"
+                            "        assert add(1, 1) == 3\n",
+    "no_test_at_all": "x = add(1, 1)\n",
+    "empty": "",
+}
+
+
+@needs_bwrap
+def test_tests_that_run_nothing_fail_and_human_eval_checks_get_the_entry_point():
+    results = run_many([(GOOD[0], tests) for tests in TESTS_THAT_RUN_NOTHING.values()], FAST, workers=4)
+    passed = [name for name, r in zip(TESTS_THAT_RUN_NOTHING, results) if r.passed]
+    assert passed == []
+    # The unittest case is run (as pytest would), whatever its class is called: it fails on its own assert.
+    assert "AssertionError" in results[0].error and "3" in results[0].error
+    for name in ("test_class_with_init", "no_test_at_all", "empty"):
+        assert dict(zip(TESTS_THAT_RUN_NOTHING, results))[name].error.startswith("no tests ran"), name
+    # Passing unittest cases (setUp included) and a HumanEval row through the reward, its entry_point column.
+    case = ("import unittest\nclass Cases(unittest.TestCase):\n    def setUp(self):\n        self.want = 2\n"
+            "    def test_one(self):\n        self.assertEqual(add(1, 1), self.want)\n")
+    assert run(GOOD[0], case).passed
+    (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 6}}])
+    check = "METADATA = {}\n\n\ndef check(candidate):\n    assert candidate(2, 3) == 5\n"
+    wrong = "def add(a, b):\n    return a * b\n"
+    scores = reward([GOOD[0], wrong, GOOD[0], GOOD[0]], tests=[check] * 4, entry_point=["add", "add", "plus", None])
+    assert scores == [1.0, 0.0, 0.0, 0.0]  # right; wrong; no function `plus`; no entry point: nothing ran
+
+
+@needs_bwrap
+def test_dev_is_read_only_and_shared_memory_is_capped():
+    """/dev/shm was an uncapped tmpfs (256 MiB in 0.6 s, host memory) and /dev writable."""
+    probe = (
+        "import os\n"
+        "written = 0\n"
+        "try:\n"
+        "    for i in range(32):\n"  # 8 MiB files (under the file-size limit), up to 256 MiB
+        "        with open(f'/dev/shm/block{i}', 'wb') as f:\n"
+        "            f.write(b'0' * (8 << 20))\n"
+        "        written += 8\n"
+        "except OSError:\n"
+        "    pass\n"
+        "assert written <= 16, written\n"
+        "for path in ['/dev/evil', '/dev/null.d']:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    raise AssertionError('wrote ' + path)\n"
+        "open('/dev/null', 'w').write('devices still work')\n"
+    )
+    result = run(probe, PROBE_RAN)
+    assert result.passed, result.output + str(result.error)
+
+
+@needs_bwrap
+def test_descriptors_above_1024_in_the_host_do_not_zero_every_score():
+    """select() cannot watch a descriptor >= 1024: with 1100 open in the host every score was silently 0."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1300:
+        skip_unless_ci(f"the hard limit on open files here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1300), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert max(held) >= 1024
+        (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 6}}])
+        assert reward([FENCED_GOOD, FENCED_BAD], tests=[GOOD[1]] * 2) == [1.0, 0.0]
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@needs_bwrap
+def test_an_interpreter_directly_under_a_top_level_directory_does_not_expose_the_host():
+    """python='/srv/python3' made the sandbox `--ro-bind / /`: the whole host readable."""
+    if not os.access("/", os.W_OK):
+        skip_unless_ci("needs a directory of its own under / (run as root)")
+    top = Path(f"/lf-sandbox-{uuid.uuid4().hex[:8]}")
+    top.mkdir()
+    try:
+        python = top / "python3"
+        shutil.copy2(os.path.realpath("/usr/bin/python3"), python)
+        probe = ("import os\nfor path in ['/etc/passwd', '/root', '/home', '/var', '/srv']:\n"
+                 "    assert not os.path.exists(path) or os.listdir(path) == [], path\n")
+        result = run_python(probe, PROBE_RAN, FAST, python=str(python))
+        assert result.passed, result.output + str(result.error)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@needs_bwrap
+def test_a_busy_loop_is_stopped_by_its_cpu_budget_not_the_timeout():
+    """Issue 26: eight infinite loops held their slots and cores until the wall clock ran out."""
+    result = run("def add(a, b):\n    while True:\n        pass\n", GOOD[1], Limits(timeout_s=60, cpu_s=0.5))
+    assert not result.passed and not result.timed_out and "used its 0.5 s of CPU time" in result.error, result.error
+    assert run(*GOOD, Limits(timeout_s=60, cpu_s=0.5)).passed  # an honest solution is far below it

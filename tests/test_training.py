@@ -183,8 +183,10 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     run_dir = emit_run("crash")
     pass_inspection(run_dir)
-    config_file = run_dir / "train" / "config.yaml"  # a split the data does not have: training will crash
-    config_file.write_text(config_file.read_text() + "dataset_train_split: no-such-split\n")
+    # A checkpoint that does not exist (a field the verdict does not pin: it cannot change what is sampled or
+    # scored): training will crash.
+    config_file = run_dir / "train" / "config.yaml"
+    config_file.write_text(config_file.read_text() + "resume_from_checkpoint: no-such-checkpoint\n")
     result = launch_training(LaunchRequest(run=str(run_dir)))
     assert result.launched, result.message
     record = json.loads((run_dir / "run.json").read_text())
@@ -193,6 +195,9 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
 
     assert record["config_sha256"] == sha256_file(run_dir / "train" / "config.yaml") == result.config_sha256
     assert record["train_script_sha256"] == sha256_file(run_dir / "train" / "train.py")
+    # What trains is what was reviewed: the verdict's reward-code hash, recorded and handed to the trainer.
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert record["reward_code_sha256"] == verdict["pins"]["reward_code"]
     rel = (run_dir / "train" / "config.yaml").relative_to(ws)
     committed = subprocess.run(
         ["git", "-C", str(ws), "show", f"{result.git_commit}:{rel}"], capture_output=True, text=True
@@ -205,7 +210,7 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
 
     status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"))
     assert status.state == "failed" and status.exit_code not in (None, 0)
-    assert any("no-such-split" in line for line in status.log_tail), status.log_tail
+    assert any("no-such-checkpoint" in line for line in status.log_tail), status.log_tail
     # Another process (a restarted server) derives the same state from the files.
     proc, out = run_cli_json("training-status", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(ws)})
     assert proc.returncode == 0 and out["state"] == "failed" and out["exit_code"] == status.exit_code
@@ -293,9 +298,31 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     refused = resume_training(RunRequest(run=str(run_dir)))
     assert not refused.launched and refused.refusals[0].gate == "config_hash"
     config.write_text(original)
-    resumed = resume_training(RunRequest(run=str(run_dir)))
-    assert resumed.launched and resumed.resumed_from == stopped.checkpoint
+    # Issue 20: the documented way on is resuming with a diagnosis patch: validated (a bad one is refused and
+    # nothing is written), the verdict's pins moved for exactly what it changes (max_completion_length is a
+    # sampling pin; the learning rate none), recorded in run.json.
+    launched = yaml.safe_load(original)
+    bad = resume_training(RunRequest(run=str(run_dir), patch={"num_generations": 3}))
+    assert not bad.launched and bad.refusals[0].gate == "config" and config.read_text() == original
+    assert "num_generations" in bad.refusals[0].message
+    patch = {"learning_rate": launched["learning_rate"] / 2,
+             "max_completion_length": launched["max_completion_length"] + 8}
+    # Had the guard stopped it there, checkpoint-1 would hold the failure: a patched resume needs an earlier one.
+    marker = run_dir / "train" / "logs" / "stopped.json"
+    kept = marker.read_text()
+    marker.write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising"}))
+    early = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert not early.launched and early.refusals[0].gate == "checkpoint" and config.read_text() == original
+    refusal = early.refusals[0]
+    assert "guard stopped at step 1" in refusal.message and "archive_previous" in refusal.how_to_clear
+    marker.write_text(kept)
+    resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert resumed.launched and resumed.resumed_from == stopped.checkpoint, resumed.message
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
+    assert yaml.safe_load(config.read_text()) == {**launched, **patch}
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert verdict["pin_updates"][-1]["patch"] == patch and verdict["pin_updates"][-1]["pins"] == ["sampling"]
+    assert json.loads((run_dir / "run.json").read_text())["resume_patch"] == patch
 
     seen = set()
     done = wait_for(run_dir, lambda s: seen.add(s.state) or s.state not in ("starting", "running"), poll=0.5)
@@ -309,8 +336,8 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     record = json.loads((run_dir / "run.json").read_text())
     assert record["state"] == "succeeded" and record["history"][-1]["state"] == "stopped"
     # Health flags are the diagnosis rules' findings on the same metrics.
-    from mcp_server.training.diagnose import diagnose_run
-    from mcp_server.training.models import DiagnoseRequest
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.diagnosis.models import DiagnoseRequest
 
     expected = [f.code for f in diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False)).findings]
     assert [f.code for f in done.health] == expected and (expected or done.health_note)
@@ -389,11 +416,12 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     assert "vllm" in (run_dir / "train" / "logs" / "vllm-serve.log").read_text()
 
     # Two nodes: a SLURM script (the last node serves vLLM), the environment of this laptop is not its gate.
+    # (Submitted and run on a real test cluster: tests/test_slurm.py.)
     from mcp_server.training.launch import launch_training
 
     pass_inspection(run_dir)
     shutil.rmtree(run_dir / "train" / "logs")  # the hand-run above launched it: a launched run is not relaunched
-    result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2))
+    result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2, submit=False))  # written, not submitted
     assert not result.launched and result.slurm_script and not result.refusals, result.message
     slurm = Path(result.slurm_script).read_text()
     assert "#SBATCH --nodes=2" in slurm and "vllm-serve" in slurm and "--machine_rank" in slurm

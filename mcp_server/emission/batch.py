@@ -22,7 +22,7 @@ from mcp_server.recipe.variants import off_policy_fields
 
 PROMPTS_PER_STEP = 32  # DAPO sec. 4.1: 512 prompts per rollout in mini-batches of 32 prompts
 MAX_PER_DEVICE = 32  # completions per micro-batch: past this the step is long and the gain small
-WARMUP_FRACTION = 0.05  # of the run's optimizer steps, at least 1, at most WARMUP_MAX
+WARMUP_FRACTION = 0.05  # of the run's optimizer steps (none under 10 steps), at most WARMUP_MAX
 WARMUP_MAX = 20  # DAPO warms up over 20 rollout steps
 EPOCHS = 3  # TRL's num_train_epochs default, stated as max_steps when the data set's size is known
 BATCH_KEYS = {"per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
@@ -101,9 +101,11 @@ def schedule(values: dict, why: dict, prompts: int | None, world: int, overrides
         why["max_steps"] = (f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer "
                             "steps; raise it for a longer run (the constant rate does not depend on it)")
     if "warmup_steps" not in overrides:
-        warmup = min(WARMUP_MAX, max(1, round(WARMUP_FRACTION * steps))) if steps and steps > 0 else WARMUP_MAX // 2
-        values["warmup_steps"] = warmup
-        why["warmup_steps"] = (f"{warmup} optimizer steps of linear warm-up ("
-                               + (f"5% of {steps}" if steps else "the data set's size is unknown here")
-                               + f", at most DAPO's {WARMUP_MAX}): Adam's first steps are full-size on a cold "
-                               "second-moment estimate")
+        # constant_with_warmup starts at 0: a 1-step warm-up on a short run would waste its first update
+        warmup = min(WARMUP_MAX, round(WARMUP_FRACTION * steps)) if steps and steps > 0 else WARMUP_MAX // 2
+        if warmup:  # else TRL's default 0
+            values["warmup_steps"] = warmup
+            why["warmup_steps"] = (f"{warmup} optimizer steps of linear warm-up ("
+                                   + (f"5% of {steps}" if steps else "the data set's size is unknown here")
+                                   + f", at most DAPO's {WARMUP_MAX}): Adam's first steps are full-size on a cold "
+                                   "second-moment estimate")

@@ -47,7 +47,6 @@ from mcp_server.workspace import (
 )
 
 LOGGED_COMPLETIONS = 8
-LORA_LEARNING_RATE = recipe_rate("lora", None)[0]  # the LoRA recipe's rate at the common size (diagnosis reads it)
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 TEMPLATE = Path(__file__).parents[1] / "training" / "train_template.py"
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mcp_server.dataset import load_rows
 from mcp_server.errors import UserInputError
-from mcp_server.evaluation.generate import generate, render_prompt
+from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server.model_ref import TINY, load_model, resolve_loadable

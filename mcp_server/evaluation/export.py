@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
-from mcp_server.evaluation.generate import generate, render_prompt
+from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.model_ref import load_model
 from mcp_server.reporting import Report, silent

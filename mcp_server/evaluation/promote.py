@@ -24,7 +24,7 @@ from mcp_server.evaluation.evaluate import (
     evaluate_model, evaluate_rows, grade, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
     write_once,
 )
-from mcp_server.evaluation.generate import generate, render_prompt
+from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.tiny_suite import drift_suite_path

@@ -11,6 +11,7 @@ draw them (samples.meta.json says how they differ from the config) and a config 
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,25 @@ from mcp_server.userfiles import read_json
 from mcp_server.workspace import atomic_write_json, sha256_file
 
 CLI = "llm-finetuning"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MIN_PASS_NOTE_WORDS = 4  # a pass that keeps disagreements says why in a sentence, not "fine"
+
+
+def printable(text: str) -> str:
+    """A name as it may be printed: control characters (terminal escape codes, newlines) as \\xNN."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def pass_problem(agree: int, disagree: int, note: str) -> str | None:
+    """Why a pass with these per-sample verdicts is not one (None: it can be). A reader who disagrees with most
+    of the scores has failed the reward, whatever the note; fewer disagreements need a note that says why."""
+    if disagree and disagree >= agree:
+        return (f"a pass that disagrees with {disagree} of the {agree + disagree} scores is a fail: the reward "
+                "scores most samples wrongly")
+    if disagree and len(note.split()) < MIN_PASS_NOTE_WORDS:
+        return (f"a pass with {disagree} disagreement(s) needs a note saying why they are acceptable (a sentence of "
+                f"at least {MIN_PASS_NOTE_WORDS} words, not {note.strip()!r})")
+    return None
 
 
 def _read_review(run: Run) -> dict:
@@ -78,10 +98,14 @@ class VerdictRecord(BaseModel):
     def _named(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("names nobody")
+        if _CONTROL.search(value):
+            raise ValueError("holds control characters")
         return value
 
     def problem(self) -> str | None:
         """Why the per-sample record does not add up (None: it does)."""
+        if self.verdict == "pass" and pass_problem(self.agree, self.disagree, self.note):
+            return pass_problem(self.agree, self.disagree, self.note)
         ids = [v.id for v in self.sample_verdicts]
         if len(ids) != len(set(ids)):
             return "a sample has two verdicts"
@@ -124,6 +148,11 @@ def _check_samples_back_a_pass(run: Run) -> dict:
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
+    if not request.reviewer.strip():
+        raise UserInputError("reviewer", "names nobody: give the name or handle of the person who read the review")
+    if _CONTROL.search(request.reviewer):
+        raise UserInputError("reviewer", f"holds control characters ({printable(request.reviewer)!r}): give a plain "
+                                         "name or handle")
     run = resolve_run(request.run)
     run_dir = run.dir
     review = _read_review(run)
@@ -163,12 +192,10 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
                 f"a pass needs a verdict on every reviewed sample; missing {len(missing)}: {_ranges(missing)}. "
                 "List them, or set agree_with_rest (CLI --agree-rest) to agree with every sample not listed.",
             )
-        if disagree and not request.note.strip():
-            raise UserInputError(
-                "note",
-                f"a pass with {disagree} disagreement(s) needs a note saying why they are acceptable; "
-                "otherwise fix the reward and record 'fail'",
-            )
+        problem = pass_problem(agree, disagree, request.note)
+        if problem:
+            raise UserInputError("note" if disagree < agree else "verdict",
+                                 f"{problem}; otherwise fix the reward and record 'fail'")
 
     if request.verdict == "pass":
         _check_samples_back_a_pass(run)
@@ -239,6 +266,28 @@ def _read_or_none(path: Path) -> dict | None:
         return None
 
 
+def _differs_from_review(verdict: VerdictRecord, review: dict) -> str | None:
+    """What a verdict says about the review that the review itself does not (a verdict written by hand with the
+    right hashes but its own route, base rate or sample ids); None when they agree."""
+    result = review.get("result") if isinstance(review.get("result"), dict) else {}
+    expected = {
+        "route": result.get("route"), "base_success_rate": result.get("base_success_rate"),
+        "success_rule": result.get("success_rule"), "samples_sha256": result.get("samples_sha256"),
+        "reviewed_ids": review.get("reviewed_ids"),
+    }
+    for key, value in expected.items():
+        if getattr(verdict, key) != value:
+            return f"its {key} is {_brief(getattr(verdict, key))} but the review's is {_brief(value)}"
+    if verdict.pins.get("reward_code") != result.get("reward_code_sha256"):
+        return "its reward-code hash is not the reviewed reward's"
+    return None
+
+
+def _brief(value) -> str:
+    text = printable(repr(value))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_inspection_gate(run: str | Path) -> GateResult:
     """Is this run cleared to train? Open only with a passing verdict on the current rewards and samples.
 
@@ -295,7 +344,7 @@ def check_inspection_gate(run: str | Path) -> GateResult:
         )
     if verdict.problem():
         return closed(f"{verdict_file} is not a verdict: {verdict.problem()}", inspect_again)
-    who = f"{verdict.reviewer} at {verdict.recorded_at.isoformat()}"
+    who = f"{printable(verdict.reviewer)} at {verdict.recorded_at.isoformat()}"
     if verdict.verdict != "pass":
         return closed(
             f"the verdict is '{verdict.verdict}' ({who})",
@@ -316,6 +365,9 @@ def check_inspection_gate(run: str | Path) -> GateResult:
                 f"the success rule changed ('{verdict.success_rule}' -> '{rule}')" if rule != verdict.success_rule
                 else "review.json changed")
         return closed(f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
+    mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {})
+    if mismatch:
+        return closed(f"{verdict_file} is not a verdict on this review ({who}): {mismatch}", inspect_again)
     try:
         current = run_pins(run, reward_code_sha256(read_run_rewards(run)))
     except UserInputError as exc:

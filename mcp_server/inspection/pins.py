@@ -5,6 +5,19 @@ modules that code imports, plus the config's reward_weights/reward_funcs), train
 person read (which holds the success rule). `config_pins` reads the parts that train/config.yaml decides;
 `run_pins` adds the reward code and the script. `changes` names every part that differs between two pin sets.
 
+Everything else in train/config.yaml is pinned too ("config"), except CONFIG_UNPINNED: fields that cannot change
+what is sampled or how it is scored (where checkpoints and logs go, how often, the optimizer and its schedule, how
+long training runs, how a batch is laid out over devices, steps and memory). Every file under train/ that
+no other pin covers is pinned by name and content ("train_files"): train.py runs with train/ first on sys.path,
+so a train/mcp_server/ or train/datasets.py would shadow what was reviewed (train.py also drops train/ from its
+path; the pin covers scripts emitted before that). The files a launch writes there (launch.sh, launch.slurm,
+accelerate.yaml, logs/) are not pinned: they are the launch's, written after the gate.
+
+What cannot be pinned, and so is not: environment variables a reward reads, a module a reward loads by a name it
+computes (`importlib.import_module(f"...{x}")`: only imports written out are followed), anything a reward fetches
+over the network (a judge endpoint), a hub data set's content (pinned by name, config and split), and the
+installed packages (TRL, transformers). A reviewer who relies on those says so in the verdict's note.
+
 A local model directory is pinned by its resolved path (relative to the run when inside it) and its files
 (content hash up to 64 MiB a file, size
 and mtime above, so a 15 GB checkpoint is not re-read on every gate check); a hub model by id, revision and
@@ -28,12 +41,39 @@ SAMPLING_KEYS = ("num_generations", "temperature", "top_p", "top_k", "min_p", "r
                  "max_completion_length", "chat_template_kwargs", "generation_kwargs")
 # Fields that change what the trainer does with the rewards' scores.
 REWARD_CONFIG_KEYS = ("reward_weights", "reward_funcs")
+# train/config.yaml's fields that cannot change what is sampled or scored, so a verdict does not pin them.
+# Anything not listed here (and not a sampling, reward, model or data field, pinned above) is pinned as "config".
+CONFIG_UNPINNED = frozenset({
+    # where and how often things are written
+    "output_dir", "overwrite_output_dir", "logging_dir", "logging_steps", "logging_strategy", "logging_first_step",
+    "logging_nan_inf_filter", "log_level", "log_level_replica", "log_on_each_node", "log_completions",
+    "num_completions_to_print", "wandb_log_unique_prompts", "report_to", "run_name", "disable_tqdm",
+    "save_steps", "save_strategy", "save_total_limit", "save_only_model", "save_safetensors", "save_on_each_node",
+    "push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push",
+    "resume_from_checkpoint",
+    # the optimizer, its schedule and how long it runs
+    "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps", "weight_decay",
+    "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim", "optim_args", "num_train_epochs",
+    "max_steps",
+    # how a batch is laid out in memory and time (the same samples, the same scores)
+    "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation", "gradient_checkpointing",
+    "gradient_checkpointing_kwargs", "use_liger_kernel", "use_liger_loss", "deepspeed", "fsdp", "fsdp_config",
+    "ds3_gather_for_generation", "torch_empty_cache_steps", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode",
+    "vllm_tensor_parallel_size", "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers",
+})
+# The config fields the model and data pins already cover (by what they resolve to).
+MODEL_DATA_KEYS = ("model_name_or_path", "model_revision", "dataset_name", "dataset_config", "datasets")
+# Files under train/ that other pins cover, or that a launch writes after the gate.
+TRAIN_FILES_UNPINNED = ("config.yaml", "train.py", "rewards.json", "request.json", "request.schema.json",
+                        "launch.sh", "launch.slurm", "accelerate.yaml")
+TRAIN_DIRS_UNPINNED = ("logs", "logs-attempt-", "__pycache__")
 HASHED_FILE_BYTES = 64 << 20
 PART_NAMES = {
     "model": "the model", "data": "the data set", "sampling": "the sampling settings in train/config.yaml",
     "reward_config": "reward_weights/reward_funcs in train/config.yaml",
     "reward_code": "the reward",
     "script": "train/train.py", "prompt_column": "the prompt column",
+    "config": "other fields of train/config.yaml", "train_files": "files under train/ beside train.py",
 }
 
 
@@ -127,7 +167,36 @@ def config_pins(run: Run) -> dict:
         "data": _config_data(config, run),
         "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
         "reward_config": {k: config.get(k) for k in REWARD_CONFIG_KEYS},
+        "config": {k: config[k] for k in sorted(config) if k not in CONFIG_UNPINNED
+                   and k not in SAMPLING_KEYS + REWARD_CONFIG_KEYS + MODEL_DATA_KEYS},
     }
+
+
+def train_files_pin(run: Run) -> dict:
+    """Every file under train/ that no other pin covers, by name and content (a file named there could be
+    imported by train.py: train/ is its sys.path[0]). {} when there is none."""
+    train = run.script.parent
+    if not train.is_dir():
+        return {}
+    # checkpoints written by training, when output_dir is a directory inside train/ (not train/ itself)
+    output = run.output_dir(run.read_config()).resolve()
+    if output == train.resolve() or not output.is_relative_to(train.resolve()):
+        output = None
+    pinned = {}
+    for path in sorted(train.rglob("*")):
+        parts = path.relative_to(train).parts
+        if any(parts[0] == d or (d.endswith("-") and parts[0].startswith(d)) for d in TRAIN_DIRS_UNPINNED) or any(
+                p == "__pycache__" for p in parts) or (output and path.resolve().is_relative_to(output)):
+            continue
+        if len(parts) == 1 and parts[0] in TRAIN_FILES_UNPINNED:
+            continue
+        name = "/".join(parts)
+        if path.is_dir():  # a directory alone is a namespace package: `import train/<name>` works without files
+            pinned[name + "/"] = "directory"
+        elif path.is_file():
+            pinned[name] = sha256_file(path) if path.stat().st_size <= HASHED_FILE_BYTES else \
+                f"{path.stat().st_size}:{path.stat().st_mtime_ns}"
+    return pinned
 
 
 def run_pins(run: Run, reward_code_sha256: str) -> dict:
@@ -135,6 +204,7 @@ def run_pins(run: Run, reward_code_sha256: str) -> dict:
     pins = config_pins(run)
     pins["reward_code"] = reward_code_sha256
     pins["script"] = sha256_file(run.script) if run.script.is_file() else None
+    pins["train_files"] = train_files_pin(run)
     return pins
 
 

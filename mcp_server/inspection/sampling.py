@@ -26,7 +26,8 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
-from mcp_server.model_ref import eos_ids, load_model, release_gpu, resolve_loadable, small_model_threads
+from mcp_server.generation import generate_completions, generate_vllm, render_prompt
+from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
@@ -187,10 +188,7 @@ def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_
         return list(prompts)
     if not getattr(tokenizer, "chat_template", None):
         raise UserInputError("model", "chat prompts need a tokenizer with a chat template; this one has none")
-    return [
-        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
-        for p in prompts
-    ]
+    return [render_prompt(tokenizer, p, chat_template_kwargs) for p in prompts]
 
 
 def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bool, settings: dict) -> list[int]:
@@ -206,98 +204,25 @@ def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bo
 def _generate_transformers(
     model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent
 ) -> list[list[dict]]:
-    """Per prompt, `n` dicts {text, ids, finish_reason}. Prompts are batched (left padding) so that about
-    `batch_size` sequences are generated per call."""
-    import torch
-    from transformers import set_seed
-
+    """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call."""
     model, tokenizer = load_model(model_ref)
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    device = model.device.type
-    eos = eos_ids(tokenizer, model.generation_config)
     n = settings["n"]
-    do_sample = settings["temperature"] > 0
-    sampling = {}
-    if do_sample:
-        sampling = dict(temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"])
+    options: dict = {"do_sample": settings["temperature"] > 0}
+    if options["do_sample"]:
+        options.update(temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"])
         if settings["min_p"] is not None:
-            sampling["min_p"] = settings["min_p"]
+            options["min_p"] = settings["min_p"]
     if settings["repetition_penalty"] != 1.0:
-        sampling["repetition_penalty"] = settings["repetition_penalty"]
-    set_seed(settings["seed"])
-    prompts_per_call = max(1, batch_size // n)
-    results: list[list[dict]] = []
-    with small_model_threads(model), torch.inference_mode():
-        for start in range(0, len(texts), prompts_per_call):
-            chunk = texts[start : start + prompts_per_call]
-            # Like TRL: the chat template already holds the special tokens, so none are added here.
-            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-            out = model.generate(
-                **enc,
-                do_sample=do_sample,
-                num_return_sequences=n,
-                max_new_tokens=settings["max_new_tokens"],
-                pad_token_id=tokenizer.pad_token_id,
-                **sampling,
-            )
-            generated = out[:, enc["input_ids"].shape[1] :].tolist()
-            for p in range(len(chunk)):
-                group = []
-                for ids in generated[p * n : (p + 1) * n]:
-                    stop = next((i for i, t in enumerate(ids) if t in eos), None)
-                    kept = ids[: stop + 1] if stop is not None else ids
-                    group.append(
-                        {
-                            "text": tokenizer.decode(kept, skip_special_tokens=True),
-                            "ids": kept,
-                            "finish_reason": "stop" if stop is not None else "length",
-                        }
-                    )
-                results.append(group)
-            report(len(results), len(texts), f"sampled {len(results)}/{len(texts)} prompts x {n}")
+        options["repetition_penalty"] = settings["repetition_penalty"]
+    results = generate_completions(
+        model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
+        seed=settings["seed"], report=report, message=f"sampled {{done}}/{{total}} prompts x {n}",
+    )
+    device = model.device.type
     del model
     if device == "cuda":
         release_gpu()
     return results
-
-
-def _generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict]]:
-    """The same with vLLM (GPU only). Prompts go in as token ids so both engines see the same tokens."""
-    from transformers import AutoTokenizer
-    from vllm import LLM, SamplingParams
-
-    tokenizer = AutoTokenizer.from_pretrained(model_ref)
-    prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
-    llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.5)
-    params = SamplingParams(
-        n=settings["n"],
-        temperature=settings["temperature"],
-        top_p=settings["top_p"],
-        top_k=settings["top_k"] if settings["top_k"] > 0 else -1,  # vLLM: -1 = off
-        min_p=settings["min_p"] or 0.0,
-        repetition_penalty=settings["repetition_penalty"],
-        max_tokens=settings["max_new_tokens"],
-        seed=settings["seed"],
-    )
-    try:
-        outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)
-    finally:
-        del llm
-        release_gpu()
-    return [
-        [
-            {
-                "text": c.text,
-                "ids": list(c.token_ids),
-                "finish_reason": "length" if c.finish_reason == "length" else "stop",
-            }
-            for c in out.outputs
-        ]
-        for out in outputs
-    ]
 
 
 def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
@@ -331,7 +256,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
     started = time.perf_counter()
     if engine == "vllm":
-        groups = _generate_vllm(model_ref, texts, settings)
+        groups = generate_vllm(model_ref, texts, settings)
     else:
         groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report)
     seconds = time.perf_counter() - started

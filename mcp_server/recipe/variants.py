@@ -25,6 +25,7 @@ BASE_RECIPE: dict = {
     "seed": 3407,
     "loss_type": "dapo",
 }
+LORA_LEARNING_RATE = recipe_rate("lora", None)[0]  # the LoRA recipe's rate at the common size (recipe.learning_rate)
 
 WHY: dict[str, str] = {
     "use_vllm": "generation is most of a GRPO step; vLLM samples several times faster than transformers generate",

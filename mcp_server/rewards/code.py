@@ -35,29 +35,45 @@ def _tests_text(value, i: int) -> str:
                                                 f"got {type(value).__name__}")
 
 
+def _entry_points(columns: dict, name: str | None, n: int) -> list:
+    """The row's entry point (HumanEval's `entry_point`: the function its `check(candidate)` is called with), when
+    the data set has that column; else None for every row."""
+    if not name or name not in columns:
+        return [None] * n
+    values = column(columns, name, n, "params.entry_point_column")
+    return [v if isinstance(v, str) and v else None for v in values]
+
+
 def score_code(completions: list, columns: dict, tests_column: str = "tests", code_tag: str | None = None,
-               limits: Limits = Limits(), workers: int | None = None, python: str | None = None) -> list[float]:
+               limits: Limits = Limits(), workers: int | None = None, python: str | None = None,
+               entry_point_column: str | None = "entry_point") -> list[float]:
     texts = completion_texts(completions)
     tests = column(columns, tests_column, len(texts), "params.tests_column")
-    jobs = [(extract_code(t, code_tag), _tests_text(v, i)) for i, (t, v) in enumerate(zip(texts, tests, strict=True))]
+    entries = _entry_points(columns, entry_point_column, len(texts))
+    jobs = [(extract_code(t, code_tag), _tests_text(v, i), e)
+            for i, (t, v, e) in enumerate(zip(texts, tests, entries, strict=True))]
     return [1.0 if r.passed else 0.0 for r in run_many(jobs, limits, workers, python)]
 
 
 def make_code_execution_reward(
     tests_column: str = "tests", code_tag: str | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
     max_processes: int = 8, max_output_bytes: int = 65536, workers: int | None = None, python: str | None = None,
+    entry_point_column: str | None = "entry_point", cpu_s: float = 1.0,
 ) -> NamedReward:
-    """1.0 when the completion's code passes its row's tests in the sandbox, else 0.0."""
+    """1.0 when the completion's code passes its row's tests in the sandbox, else 0.0 (tests that run nothing
+    fail). HumanEval-style tests (`def check(candidate)`) are called with the function named in the row's
+    `entry_point_column`, when the data set has it."""
     for name, value, low in (("timeout_s", timeout_s, 0.1), ("memory_mb", memory_mb, 32),
-                             ("max_processes", max_processes, 2), ("max_output_bytes", max_output_bytes, 1024)):
+                             ("max_processes", max_processes, 2), ("max_output_bytes", max_output_bytes, 1024),
+                             ("cpu_s", cpu_s, 0.1)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
             raise UserInputError(f"params.{name}", f"expected a number >= {low}, got {value!r}")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise UserInputError("params.workers", f"expected a positive integer or null, got {workers!r}")
     limits = Limits(timeout_s=float(timeout_s), memory_mb=int(memory_mb), max_processes=int(max_processes),
-                    max_output_bytes=int(max_output_bytes))
+                    max_output_bytes=int(max_output_bytes), cpu_s=float(cpu_s))
     return NamedReward("code_execution_reward", score_code, tests_column=tests_column, code_tag=code_tag,
-                       limits=limits, workers=workers, python=python)
+                       limits=limits, workers=workers, python=python, entry_point_column=entry_point_column)
 
 
 code_execution_reward = make_code_execution_reward()

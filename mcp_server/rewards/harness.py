@@ -156,6 +156,9 @@ def serve(requests: int, replies: int) -> None:
     load = json.loads(inp.readline())
     os.chdir("/tmp")
     _set_limits(load["limits"])
+    # The solution's CPU budget, below the wall-clock timeout: a busy loop dies of SIGPROF (whose default action
+    # ends the process) after cpu_s seconds of CPU, so it holds a core no longer than that.
+    signal.setitimer(signal.ITIMER_PROF, float(load["limits"].get("cpu_s") or 0))
     module = types.ModuleType("solution")
     module.__file__ = "/tmp/solution.py"
     sys.modules["solution"] = module
@@ -227,10 +230,29 @@ class SolutionGone(BaseException):  # noqa: N818 - not an Exception: a test's `e
 
 
 class Channel:
-    def __init__(self, requests: int, replies: int) -> None:
+    def __init__(self, requests: int, replies: int, pid: int = 0, cpu_s: float = 0.0) -> None:
         self.out, self.inp = os.fdopen(requests, "wb"), os.fdopen(replies, "rb")
         self.remotes: dict[int, Remote] = {}
         self.broken: str | None = None
+        self.pid, self.cpu_s = pid, cpu_s
+
+    def _ended(self) -> str:
+        """How the solution process ended, once its pipe closed (it may take a moment to become a zombie)."""
+        import time
+
+        for _ in range(20):
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except (ChildProcessError, OSError):
+                break
+            if pid:
+                if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF:
+                    return f"used its {self.cpu_s:g} s of CPU time"
+                if os.WIFSIGNALED(status):
+                    return f"was killed by signal {os.WTERMSIG(status)}"
+                break
+            time.sleep(0.01)
+        return "exited or closed its pipe"
 
     def remote(self, node: dict) -> Remote:
         rid = node.get("id")
@@ -259,7 +281,7 @@ class Channel:
         except OSError as exc:
             line, why = b"", f"closed its pipe ({exc})"
         else:
-            why = "exited or closed its pipe" if not line else "sent an answer over 16 MB or cut short"
+            why = self._ended() if not line else "sent an answer over 16 MB or cut short"
         if line.endswith(b"\n"):
             try:
                 reply = json.loads(line)
@@ -283,6 +305,9 @@ class Channel:
         if "raise" in reply:
             raise _exception(reply["raise"])
         if reply.get("stop") is True:
+            if message.get("op") != "next":  # only the end of an iteration the tests asked for
+                self.broken = "the solution process sent an answer that is not a reply"
+                raise SolutionGone(self.broken)
             raise StopIteration
         after = reply.get("after") or []
         if type(after) is not list or not all(type(p) is list and len(p) == 2 for p in after):
@@ -306,6 +331,10 @@ def _exception(raised) -> Exception:
     names, message = (raised if type(raised) is list and len(raised) == 2 else ([], "?"))
     message = str(message)[:2000]
     names = [n for n in names if type(n) is str] if type(names) is list else []
+    if names and names[0] in ("StopIteration", "StopAsyncIteration"):
+        # As PEP 479 does for generators: a StopIteration out of a call would end the test's own loop
+        # (`all(map(f, xs))` would stop at the first item and pass), so it is an error here.
+        return RuntimeError(f"the solution raised {names[0]}" + (f": {message}" if message else ""))
     for name in names:
         cls = getattr(builtins, name, None)
         if isinstance(cls, type) and issubclass(cls, Exception) and cls is not Exception:
@@ -434,19 +463,73 @@ def _identifiers(code: types.CodeType) -> set:
     return names
 
 
+ASSERT_HOOK = "__harness_assert__"  # called before each assert statement of the tests (ends with __: never mangled)
+SKIPPED = object()  # what a skipped unittest case returns: it ran nothing
+
+
+def _count_asserts(tests: str, hits: list) -> types.CodeType:
+    """The tests compiled so that every `assert` they execute (at top level, in a test, in HumanEval's `check`)
+    first appends to `hits`: a test file that ends without running any test and without one assert ran
+    nothing, and fails (pytest says "no tests ran")."""
+    import ast
+
+    class Counter(ast.NodeTransformer):
+        def visit_Assert(self, node):  # noqa: N802 - ast's visitor naming
+            hit = ast.Expr(ast.Call(ast.Name(ASSERT_HOOK, ast.Load()), [], []))
+            return [ast.copy_location(hit, node), node]
+
+    tree = ast.fix_missing_locations(Counter().visit(ast.parse(tests, "test_solution.py")))
+    del hits[:]
+    return compile(tree, "test_solution.py", "exec")
+
+
+def _run_case(cls: type, method: str):
+    """One unittest.TestCase method, as unittest runs it (setUp, the test, tearDown); a failure or error is
+    raised as an AssertionError carrying unittest's traceback, a skip returns SKIPPED."""
+    import unittest
+
+    result = unittest.TestResult()
+    cls(method).run(result)
+    problems = result.errors + result.failures
+    if problems:
+        raise AssertionError(problems[0][1][-1500:])
+    if result.unexpectedSuccesses:
+        raise AssertionError(f"{method}: unexpected success of an expected failure")
+    return SKIPPED if result.skipped else None
+
+
 def _collect(scope: dict) -> list:
-    """pytest's default collection: `test*` functions, then the `test*` methods of `Test*` classes."""
+    """pytest's default collection: `test*` functions, every unittest.TestCase subclass (whatever its name) and
+    the `test*` methods of other `Test*` classes without an `__init__` (pytest skips those)."""
+    case = getattr(sys.modules.get("unittest"), "TestCase", None)
     tests = []
     for name, obj in list(scope.items()):
         if type(obj) is Remote:
             continue
-        if name.startswith("test") and callable(obj) and not isinstance(obj, type):
+        if case is not None and isinstance(obj, type) and issubclass(obj, case):
+            import functools
+            import unittest
+
+            tests += [(f"{name}.{m}", functools.partial(_run_case, obj, m))
+                      for m in unittest.TestLoader().getTestCaseNames(obj)]
+        elif name.startswith("test") and callable(obj) and not isinstance(obj, type):
             tests.append((name, obj))
         elif name.startswith("Test") and isinstance(obj, type) and "__init__" not in obj.__dict__:
             instance = obj()
             tests += [(f"{name}.{m}", getattr(instance, m)) for m in obj.__dict__
                       if m.startswith("test") and callable(getattr(obj, m))]
     return tests
+
+
+def _human_eval_check(scope: dict, names: dict, entry_point: str | None):
+    """HumanEval's form, `def check(candidate): assert ...` and no call: check(the entry point) as HumanEval's
+    own runner does. None when this is not that form (no entry point given, or no `check` in the tests)."""
+    check = scope.get("check")
+    if not entry_point or type(check) is not types.FunctionType or check.__globals__ is not scope:
+        return None
+    if entry_point not in names:
+        raise NameError(f"the solution defines no {entry_point!r} (the row's entry point)")
+    return lambda: check(names[entry_point])
 
 
 def _where(exc: BaseException, stage: str) -> str:
@@ -474,13 +557,19 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
     except SolutionGone as exc:
         return False, f"solution: {exc}", 0
     tests = payload["tests"]
-    stage, count = "tests", 0
+    stage, count, hits = "tests", 0, []
     try:
-        code = compile(tests, "test_solution.py", "exec")
+        code = _count_asserts(tests, hits)
         scope = _test_scope(names, _identifiers(code))
+        scope[ASSERT_HOOK] = lambda: hits.append(1)
         exec(code, scope)
         for stage, test in _collect(scope):
-            test()
+            if test() is not SKIPPED:
+                count += 1
+        check = None if count or hits else _human_eval_check(scope, dict(names), payload.get("entry_point"))
+        if check is not None:
+            stage = "check(candidate)"
+            check()
             count += 1
     except BaseException as exc:  # noqa: BLE001 - any failure of a test is a failed run
         import linecache
@@ -492,6 +581,10 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
         return False, channel.broken or _where(exc, stage), count
     if channel.broken:  # a test swallowed the failure; the run still fails
         return False, channel.broken, count
+    if not count and not hits:
+        return False, ("no tests ran: the tests define no test function, Test class or TestCase, run no assert"
+                       + (", and no entry point was given to call their check(candidate) with"
+                          if "check" in scope else "")), 0
     return True, None, count
 
 
@@ -508,7 +601,8 @@ def main() -> None:
     os.closerange(verdict_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     requests_r, requests_w = os.pipe()
     replies_r, replies_w = os.pipe()
-    if os.fork() == 0:  # the solution process: nothing of the tests or the verdict exists yet
+    solution_pid = os.fork()
+    if solution_pid == 0:  # the solution process: nothing of the tests or the verdict exists yet
         try:
             for fd in (verdict_fd, requests_w, replies_r):
                 os.close(fd)
@@ -522,7 +616,7 @@ def main() -> None:
     verdict = {"passed": False, "error": None, "tests": 0}
     try:
         payload = json.loads(sys.stdin.buffer.read())
-        _CHANNEL = Channel(requests_w, replies_r)
+        _CHANNEL = Channel(requests_w, replies_r, solution_pid, float(payload["limits"].get("cpu_s") or 0))
         os.chdir("/tmp")
         _set_limits(payload["limits"])
         passed, error, count = grade(payload, _CHANNEL)

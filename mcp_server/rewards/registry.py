@@ -102,7 +102,9 @@ REGISTRY: dict[str, dict[str, Any]] = {
         description="1.0 when the completion's Python code (its tag block, else its last ```python block, else all of "
         "it) passes its row's tests, run inside a bubblewrap sandbox (no network, read-only system, private /tmp, "
         "no host home/credentials/env, CPU/memory/process/output limits, wall-clock timeout), else 0.0. Tests are "
-        "Python source: asserts and/or pytest-style test_* functions, with the solution's names in scope. "
+        "Python source: asserts, pytest-style test_* functions or Test classes, unittest.TestCase classes, or "
+        "HumanEval's check(candidate) (called with the row's entry point), with the solution's names in scope; "
+        "tests that run nothing fail, as pytest's 'no tests ran'. "
         "The tests run in a tester process the code cannot reach and call the solution with values that cross as "
         "data, so frame tricks, exit codes, printed tokens and always-equal objects cannot fake a pass. "
         "Completions run in parallel; a crash, hang, fork bomb or output flood scores 0 for that one only. "
@@ -114,11 +116,16 @@ REGISTRY: dict[str, dict[str, Any]] = {
                 "Tag whose body is the code; null: last fenced block, else the whole completion.",
             ),
             "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
+            "cpu_s": ("float", "CPU seconds the solution's process may use (at most timeout_s): a busy loop stops "
+                      "here, not at the timeout."),
             "memory_mb": ("int", "Address-space limit per process, MiB."),
             "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
             "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),
-            "workers": ("int | null", "Sandboxes run at once; null: 2x the CPU count, at most 16."),
+            "workers": ("int | null", "Sandboxes run at once; null: 4x the CPU count, at most 16 (a run still going "
+                        "after 1 s gives its slot to the next)."),
             "python": ("str | null", "Interpreter to run inside; null: /usr/bin/python3 (stdlib-only tests)."),
+            "entry_point_column": ("str | null", "Column naming the function HumanEval-style check(candidate) "
+                                   "tests are called with (used when the data set has it)."),
         },
     ),
     "length_penalty": dict(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-import select
+import selectors
 import shutil
 import signal
 import subprocess
@@ -32,9 +32,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 NOBODY = 65534
+SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
+WAITING = 2  # sandboxes alive at once, as a multiple of the workers running at once
 
 
 class SandboxUnavailable(RuntimeError):
@@ -51,6 +54,9 @@ class Limits:
     max_output_bytes: int = 64 * 1024  # stdout + stderr; more is a flood and scores 0
     max_file_mb: int = 16  # largest file written (RLIMIT_FSIZE); /tmp is capped at 4x this
     max_open_files: int = 64
+    # CPU seconds the solution's process may use (0: up to the timeout). A busy loop is stopped after this, not
+    # after the wall-clock timeout, so it holds a core only that long (its children: RLIMIT_CPU at the timeout).
+    cpu_s: float = 1.0
 
 
 @dataclass
@@ -102,6 +108,26 @@ def _interpreter(python: str | None) -> str:
     raise SandboxUnavailable("no Python interpreter found to run inside the sandbox")
 
 
+# Host directories never bound into the sandbox whole, even when an interpreter lies directly in them.
+UNBINDABLE = frozenset({"/", "/etc", "/home", "/root", "/var", "/run", "/tmp", "/proc", "/sys", "/dev", "/boot",
+                        "/mnt", "/media"})
+
+
+def _interpreter_prefix(interpreter: str) -> str:
+    """The directory bound read-only for an interpreter outside /usr: its installation prefix
+    (/opt/python3.12 for /opt/python3.12/bin/python3), or its own directory when that prefix would be "/"
+    (/srv/python3). Never "/" or a host directory of secrets: such an interpreter is refused."""
+    prefix = os.path.dirname(os.path.dirname(interpreter))
+    if prefix == "/":
+        prefix = os.path.dirname(interpreter)
+    if prefix in UNBINDABLE:
+        raise SandboxUnavailable(
+            f"the sandbox's Python {interpreter} lies directly in {prefix}, which would expose that whole host "
+            "directory to model-written code: install it under a directory of its own (e.g. /opt/python3/bin)"
+        )
+    return prefix
+
+
 def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int, verdict_fd: int) -> list[str]:
     bwrap = shutil.which("bwrap")
     if not bwrap:
@@ -129,12 +155,16 @@ def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int, verdict_fd: int)
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    prefix = os.path.dirname(os.path.dirname(interpreter))  # e.g. /opt/python3.12 for /opt/python3.12/bin/python
     if not interpreter.startswith("/usr/"):
+        prefix = _interpreter_prefix(interpreter)
         argv += ["--ro-bind", prefix, prefix]
     tmp_bytes = max(1, limits.max_file_mb) * 4 * 1024 * 1024
+    shm_bytes = max(1, limits.max_file_mb) * 1024 * 1024  # POSIX semaphores and small shared buffers only
     argv += [
-        "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
+        # /dev: bwrap's minimal device tree, read-only, with a small /dev/shm (else shared memory is an uncapped
+        # tmpfs the solution could fill with host memory).
+        "--proc", "/proc", "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--hostname", "sandbox",
         "--remount-ro", "/",
@@ -184,6 +214,13 @@ def _kill(proc: subprocess.Popen, init_pid: int | None, init_fd: int | None) -> 
         pass
 
 
+def _readable(fd: int, timeout: float | None) -> bool:
+    """Is `fd` readable within `timeout` seconds (None: wait)? poll(), which takes any descriptor number."""
+    with selectors.DefaultSelector() as one:
+        one.register(fd, selectors.EVENT_READ)
+        return bool(one.select(timeout))
+
+
 def _wait_gone(init_fd: int | None) -> None:
     """Return once the sandbox's init has exited, i.e. once the kernel has killed and reaped everything in its
     namespace (a pidfd turns readable when its process has exited). Called after bwrap is gone: whatever is
@@ -195,22 +232,25 @@ def _wait_gone(init_fd: int | None) -> None:
             signal.pidfd_send_signal(init_fd, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        select.select([init_fd], [], [])
+        _readable(init_fd, None)
     finally:
         os.close(init_fd)
 
 
-def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | None = None) -> RunResult:
-    """Run `code` then `tests` in a fresh sandbox; passed only when every test ran and none failed.
+def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | None = None,
+               entry_point: str | None = None, slow: Callable[[], None] | None = None) -> RunResult:
+    """Run `code` then `tests` in a fresh sandbox; passed only when a test or an assert ran and none failed
+    (tests that run nothing fail, as pytest's "no tests ran"). `entry_point`: the solution's function that
+    HumanEval-style tests (`def check(candidate)`, never called) are called with.
 
     The verdict comes only from the tester process (harness.py) over its own pipe, which the solution
     process never holds: nothing the solution prints, returns or does to its own process can pass a run."""
     payload = json.dumps({
-        "code": code, "tests": tests,
+        "code": code, "tests": tests, "entry_point": entry_point,
         "limits": {
             "nproc": limits.max_processes + 1, "as": limits.memory_mb * 1024 * 1024,  # + the tester process
             "cpu": max(1, int(limits.timeout_s + 0.999)), "fsize": limits.max_file_mb * 1024 * 1024,
-            "nofile": limits.max_open_files,
+            "nofile": limits.max_open_files, "cpu_s": min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0,
         },
     }).encode()
     interpreter = _interpreter(python)
@@ -251,18 +291,25 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
     deadline = start + limits.timeout_s
     out = proc.stdout.fileno()
     watch = [out, info_r]
+    poller = selectors.DefaultSelector()  # epoll/poll: select() cannot watch descriptors >= 1024
+    for fd in watch:
+        poller.register(fd, selectors.EVENT_READ)
     try:
         while out in watch:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select(watch, [], [], min(left, 0.5))
+            if slow is not None and now - start >= SLOW_S:  # a waiting run: its slot goes to the next job
+                slow, _ = None, slow()
+            ready = [key.fd for key, _ in poller.select(min(left, 0.5 if slow is None else SLOW_S / 4))]
             if info_r in ready:
                 piece = os.read(info_r, 4096)
                 info += piece
                 if not piece:
                     watch.remove(info_r)
+                    poller.unregister(info_r)
                 if init_pid is None:
                     init_pid, init_fd = _sandbox_init(info, proc)
             if out not in ready:
@@ -276,7 +323,8 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
                 break
             chunks.append(chunk)
     finally:
-        if (timed_out or flooded) and init_pid is None and info_r in watch and select.select([info_r], [], [], 0)[0]:
+        poller.close()
+        if (timed_out or flooded) and init_pid is None and info_r in watch and _readable(info_r, 0):
             info += os.read(info_r, 4096)  # bwrap may have said who the init is since the last look
             init_pid, init_fd = _sandbox_init(info, proc)
         if timed_out or flooded:
@@ -359,22 +407,35 @@ def check_sandbox(python: str | None = None) -> str:
     return version or "bwrap"
 
 
-def run_many(jobs: list[tuple[str, str]], limits: Limits = Limits(), workers: int | None = None,
+def run_many(jobs: list[tuple], limits: Limits = Limits(), workers: int | None = None,
              python: str | None = None) -> list[RunResult]:
-    """Run (code, tests) pairs in parallel, one sandbox each; results in input order.
+    """Run (code, tests) or (code, tests, entry_point) jobs in parallel, one sandbox each; results in input order.
 
     A sandbox's crash, hang or flood stays its own: it scores as not passed, the others carry on.
     """
     check_sandbox(python)
-    workers = workers or min(16, max(2, 2 * (os.cpu_count() or 2)))  # runs mostly wait on process start
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda job: _safe_run(job, limits, python), jobs))
+    workers = workers or min(16, max(2, 4 * (os.cpu_count() or 2)))  # runs mostly wait on process start
+    # `workers` runs at a time, and a run still going after SLOW_S (a hang, or a sleep) gives its slot to the next
+    # job while it waits out its own limits: a hang costs its own slot, not the batch. At most WAITING x workers
+    # sandboxes exist at once.
+    active = threading.BoundedSemaphore(workers)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), WAITING * workers))) as pool:
+        return list(pool.map(lambda job: _safe_run(job, limits, python, active), jobs))
 
 
-def _safe_run(job: tuple[str, str], limits: Limits, python: str | None) -> RunResult:
+def _safe_run(job: tuple, limits: Limits, python: str | None, active: threading.BoundedSemaphore) -> RunResult:
+    held = [active.acquire()]
+
+    def release() -> None:  # once: when the run turns out slow, or when it ends (same thread)
+        if held:
+            held.pop()
+            active.release()
+
     try:
-        return run_python(job[0], job[1], limits, python)
+        return run_python(job[0], job[1], limits, python, job[2] if len(job) > 2 else None, slow=release)
     except SandboxUnavailable:
         raise
     except Exception as exc:  # e.g. out of file descriptors: this job fails, the batch goes on
         return RunResult(passed=False, returncode=None, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        release()

@@ -3,8 +3,8 @@
 Modes (the run's train/request.json `guard`, set by emit_grpo_config): "warn" (the default) records the live
 findings in train/logs/guard.json; "stop" also stops the run at the first hard failure, after saving a checkpoint
 (not after a non-finite loss: the weights are non-finite too, and the previous checkpoint is the one to resume
-from); "off" skips the check. Hard failures are these rules' findings at error severity: the ones that only get
-worse with more steps.
+from); "off" skips the check. Hard failures are the findings of the codes diagnosis/registry.py marks `guard`, at
+error severity: the ones that only get worse with more steps (a lost signal among them).
 
 The rules are diagnose_run's own (the same thresholds, explanations and patches) on the last WINDOW logged
 rows, kept in memory: each check costs a fixed, small amount whatever the run's length (bench/bench_guard.py
@@ -19,17 +19,15 @@ from collections import deque
 from pathlib import Path
 
 from mcp_server.runs import Run, read_json_if_present
-from mcp_server.training.diagnosis_context import Ctx
-from mcp_server.training.metric_rules import rule_entropy, rule_kl, rule_nan
-from mcp_server.training.metrics import LoadedRun, normalize_row
-from mcp_server.training.stability_rules import rule_entropy_rising, rule_sampler_mismatch
+from mcp_server.diagnosis.context import Ctx
+from mcp_server.diagnosis.metrics import LoadedRun, normalize_row
+from mcp_server.diagnosis.registry import GUARD_CODES, GUARD_RULES
 from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import atomic_write_json
 
 MODES = ("off", "warn", "stop")
 WINDOW = 64  # logged rows the live rules read
-HARD_RULES = (rule_nan, rule_kl, rule_entropy, rule_entropy_rising, rule_sampler_mismatch)
-NO_CHECKPOINT = {"nan_loss"}  # the weights after a non-finite update are not worth saving
+NO_CHECKPOINT = {"nan_loss", "no_steps_trained"}  # non-finite weights are not worth saving; 0 steps have none to save
 
 
 def run_request(run_dir: Path) -> dict:
@@ -78,12 +76,11 @@ class LiveGuard:
         row = normalize_row(line, len(self.rows))
         if row is not None:
             self.rows.append(row)
-        if not self.rows:
-            return []
         run = LoadedRun(kind="live", metrics_path=None, rows=list(self.rows), run_dir=self.run_dir,
                         config=self.config, request=self.request)
         ctx = Ctx(run)
-        return sorted((f for rule in HARD_RULES for f in rule(ctx)), key=lambda f: f.severity != "error")
+        found = [f for rule in GUARD_RULES for f in rule(ctx) if f.code in GUARD_CODES]
+        return sorted(found, key=lambda f: f.severity != "error")
 
     def check(self, line: dict, write: bool) -> dict | None:
         """Run the rules on a new line; record the findings when they change (rank 0 writes). Returns the stop

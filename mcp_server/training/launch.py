@@ -3,7 +3,9 @@
 Every launch writes train/launch.sh, a short readable script that runs the whole thing from the run directory
 (vLLM server first when the config asks for server mode, then training) and records the exit code; the
 server starts it in a new session with stdout/stderr to train/logs/stdout.log and returns at once. A person can
-run the same script by hand. Several nodes: train/launch.slurm is written instead, for `sbatch` (not run here).
+run the same script by hand. Several nodes (or launcher=slurm): train/launch.slurm is written, checked with
+`sbatch --test-only` and submitted; the SLURM launcher (slurm_launcher.py, docs/slurm.md) records the job in
+run.json and answers for its status and stop.
 
 Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python):
 - one process (one GPU or CPU):      python train/train.py --config train/config.yaml
@@ -30,6 +32,7 @@ import yaml
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.interpreter import package_path, training_env
 from mcp_server.memory.models import LaunchLayout, MemoryPlan, MemoryPlanRequest
@@ -39,7 +42,12 @@ from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.environment import check_environment, read_run_target
 from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRequest, LaunchResult, RunRequest
+from mcp_server.training.resume_patch import apply_patch, last_good_checkpoint
 from mcp_server.training.runlock import RunLocked, run_lock
+from mcp_server.training.slurm_launcher import describe as describe_job
+from mcp_server.training.slurm_launcher import layout_for, preflight
+from mcp_server.training.slurm_launcher import submit as submit_job
+from mcp_server.training.slurm_script import SlurmLayout, render_sbatch
 from mcp_server.training.runstate import (
     LAUNCHER,
     checkpoints,
@@ -70,6 +78,7 @@ class LaunchPlan:
     slurm: str | None = None
     notes: list[str] = field(default_factory=list)
     memory: LaunchLayout | None = None  # the memory plan's layout this launch follows (None: not planned)
+    slurm_layout: SlurmLayout | None = None  # a SLURM job's layout (nodes, GPUs per node, partition, ...)
 
 
 # ---------------------------------------------------------------- planning
@@ -125,8 +134,10 @@ def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[st
         raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for "
                                                  "the vLLM server")
 
+    if request.launcher == "slurm" or (request.launcher == "auto" and nodes > 1):
+        return _slurm_plan(run_dir, request, run_request, config, server_mode, extra)
     if nodes > 1:
-        return _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_mode, vllm_gpus, extra)
+        raise UserInputError("launcher", "launcher=local runs on one machine: num_nodes 1, or launcher slurm")
 
     if request.num_processes is not None:
         processes = request.num_processes
@@ -247,59 +258,27 @@ def _script_header(run_dir: Path) -> str:
     ])
 
 
-def _slurm_plan(run_dir, request, run_request, config, num_gpus, nodes, server_mode, vllm_gpus, extra) -> LaunchPlan:
-    """Several nodes: an sbatch script. With vLLM server mode the last node serves, the others train
-    (the open-r1 layout)."""
-    py = shlex.quote(training_python())
-    per_node = max(num_gpus // nodes, 1)
-    train_nodes = nodes - 1 if server_mode else nodes
-    if train_nodes < 1:
-        raise UserInputError("num_nodes", "vLLM server mode over several nodes needs at least 2 nodes (one serves)")
-    processes = per_node * train_nodes
-    strategy = request.strategy if request.strategy not in ("auto", "single") else (
-        "ddp" if run_request.get("finetune") in ("lora", "qlora") else "zero3")
-    accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[strategy])
-    accel.update(num_processes=processes, num_machines=train_nodes, mixed_precision=_mixed_precision(config))
-    model = shlex.quote(str(config.get("model_name_or_path")))
-    port = int(config.get("vllm_server_port") or 8000)
-    lines = [
-        "#!/usr/bin/env bash",
-        f"#SBATCH --job-name={run_dir.name}",
-        f"#SBATCH --nodes={nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gres=gpu:{per_node}",
-        "#SBATCH --exclusive",
-        f"#SBATCH --output={run_dir}/train/logs/slurm-%j.log",
-        f"# Multi-node GRPO run {run_dir.name}, written by llm-finetuning launch_training (not submitted).",
-        "# Submit from the run directory: sbatch train/launch.slurm",
-        "set -euo pipefail",
-        f"cd {shlex.quote(str(run_dir))}",
-        *_pythonpath_line(),
-        "NODES=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))",
-        "MAIN_NODE=${NODES[0]}",
-    ]
-    vllm = None
-    extra_cfg = ""
-    if server_mode:
-        vllm = {"node": "last", "gpus": per_node, "port": port, "tensor_parallel_size": per_node}
-        lines += [
-            f"VLLM_NODE=${{NODES[{nodes - 1}]}}",
-            f"TRAIN_NODES=$(IFS=,; echo \"${{NODES[*]:0:{train_nodes}}}\")",
-            f"srun --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m trl.cli.main vllm-serve --model {model} "
-            f"--tensor_parallel_size {per_node} --port {port} --host 0.0.0.0 > train/logs/vllm-serve.log 2>&1 &",
-            f"until curl -sf \"http://$VLLM_NODE:{port}/health\" > /dev/null; do sleep 10; done",
-        ]
-        extra_cfg = f" --vllm_server_host $VLLM_NODE --vllm_server_port {port}"
-    else:
-        lines.append("TRAIN_NODES=$SLURM_JOB_NODELIST")
-    launch = (
-        f"{py} -m accelerate.commands.launch --config_file train/accelerate.yaml --num_machines {train_nodes} "
-        f"--num_processes {processes} --main_process_ip $MAIN_NODE --main_process_port 29500 "
-        f"--machine_rank \\$SLURM_PROCID --rdzv_backend c10d {' '.join(TRAIN_ARGS)}{extra_cfg} {shlex.join(extra)}"
-    ).rstrip()
-    lines.append(f"srun --nodes={train_nodes} --ntasks={train_nodes} --nodelist=\"$TRAIN_NODES\" bash -c \"{launch}\"")
-    return LaunchPlan(strategy=strategy, num_processes=processes, num_nodes=nodes, train_command=[launch],
-                      script="", accelerate_config=accel, vllm=vllm, slurm="\n".join(lines) + "\n")
+def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config: dict, server_mode: bool,
+                extra: list[str]) -> LaunchPlan:
+    """A SLURM job (slurm_launcher.layout_for, slurm_script.render_sbatch): with vLLM server mode the last node
+    serves, the others train (the open-r1 layout); a CPU target trains on every node with torchrun over gloo."""
+    resume_from = extra[1] if extra[:1] == ["--resume_from_checkpoint"] else None
+    layout = layout_for(run_dir, run_request, config, nodes=request.num_nodes, processes=request.num_processes,
+                        strategy=request.strategy, server_mode=server_mode, python=training_python(),
+                        pythonpath=package_path(), partition=request.partition, account=request.account,
+                        time_limit=request.time_limit, resume_from=resume_from, requeue=request.requeue)
+    accel = None
+    if not layout.cpu:
+        accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[layout.strategy])
+        accel.update(num_processes=layout.processes, num_machines=layout.train_nodes,
+                     mixed_precision=_mixed_precision(config))
+    vllm = {"node": "last", "gpus": layout.gpus_per_node, "port": layout.vllm_port,
+            "tensor_parallel_size": layout.gpus_per_node} if layout.vllm_port else None
+    script = render_sbatch(layout, str(config.get("model_name_or_path")), extra[2:] if resume_from else extra)
+    launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
+    return LaunchPlan(strategy=layout.strategy, num_processes=layout.processes, num_nodes=layout.nodes,
+                      train_command=["srun", launcher, *TRAIN_ARGS, *extra], script="", accelerate_config=accel,
+                      vllm=vllm, slurm=script, slurm_layout=layout)
 
 
 def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
@@ -419,7 +398,32 @@ def _clear_markers(run_dir: Path) -> None:
         marker.unlink(missing_ok=True)
 
 
-def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict) -> LaunchResult:
+def _history(previous: dict | None) -> list:
+    """run.json's history: every earlier launch record, oldest first."""
+    return ((previous or {}).get("history", []) + [{k: v for k, v in previous.items() if k != "history"}]
+            if previous else [])
+
+
+def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resumed_from: str | None,
+            patch: dict | None = None) -> LaunchResult:
+    """The SLURM launcher's start: sbatch the written script and record the job in run.json."""
+    config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
+    record = submit_job(run, plan.slurm_layout, {
+        "command": plan.train_command, "python": training_python(), "config_sha256": config_sha,
+        "train_script_sha256": script_sha, "git_commit": commit, "strategy": plan.strategy,
+        "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
+        "accelerate_config": written.get("accelerate_config"), "vllm_server": plan.vllm,
+        "resumed_from": resumed_from, "resume_patch": patch, "history": _history(read_run_json(run.dir))})
+    return LaunchResult(
+        launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command, config_sha256=config_sha,
+        train_script_sha256=script_sha, git_commit=commit, log_path=str(run.stdout),
+        accelerate_config=written.get("accelerate_config"), vllm_server=plan.vllm, slurm_script=written["slurm"],
+        job_id=record["job_id"], resumed_from=resumed_from,
+        message=f"{'resumed' if resumed_from else 'started'} {run.dir.name}: {describe_job(record)}")
+
+
+def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | None, env_report: dict,
+           patch: dict | None = None) -> LaunchResult:
     """Record the recipe, start train/launch.sh detached, write run.json."""
     run = Run(run_dir)
     config_path, script_path = run.config, run.script
@@ -440,6 +444,10 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         log.flush()
         # train.py imports this package: from the plugin folder when the training Python lacks it.
         env = {**training_env(training_python()), "PYTHONUNBUFFERED": "1"}
+        # What the verdict reviewed: the training process refuses to train other reward code (inspection.trained).
+        reward_sha = verdict_reward_sha256(run)
+        env.pop(REWARD_SHA_ENV, None)
+        env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
         proc = subprocess.Popen(
             LAUNCHER, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env,
@@ -466,15 +474,16 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         "started_ts": started_ts,
         "config_sha256": config_sha,
         "train_script_sha256": script_sha,
+        "reward_code_sha256": reward_sha,
         "git_commit": commit,
         "strategy": plan.strategy,
         "num_processes": plan.num_processes,
         "accelerate_config": written.get("accelerate_config"),
         "vllm_server": plan.vllm,
         "resumed_from": resumed_from,
+        "resume_patch": patch,
         "env_verdict": env_report.get("verdict"),
-        "history": ((previous or {}).get("history", []) + [{k: v for k, v in previous.items() if k != "history"}])
-        if previous else [],
+        "history": _history(previous),
     }
     write_run_json(run_dir, record)
     return LaunchResult(
@@ -549,6 +558,8 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
         return _refused(run_dir, [foreign], derived["state"])
 
     plan = build_launch_plan(run_dir, request)  # bad launch options are input errors, before any gate
+    if plan.slurm and request.submit:
+        preflight(plan.slurm)  # the scheduler is there and would take the job: else one line, nothing written
     refusals, env = check_gates(run_dir, environment=not plan.slurm)
     refusals += memory_refusals(plan)
     if refusals:
@@ -559,13 +570,15 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
         written = write_plan_files(run_dir, plan)
         commit = record_in_git(run_dir, [run.config, run.script, run.slurm_script, run.accelerate],
                                f"llm-finetuning: SLURM script for {run_dir.name}")
+        if request.submit:
+            return _submit(run, plan, written, commit, None)
         return LaunchResult(
             launched=False, run_dir=str(run_dir), state=derived["state"], command=plan.train_command,
             config_sha256=sha256_file(run.config),
             train_script_sha256=sha256_file(run.script), git_commit=commit,
             accelerate_config=written.get("accelerate_config"), slurm_script=written["slurm"], vllm_server=plan.vllm,
-            message=f"{plan.num_nodes} nodes: wrote {written['slurm']}; submit it with `sbatch train/launch.slurm` "
-                    "from the run directory",
+            message=f"{plan.num_nodes} node(s): wrote {written['slurm']} (not submitted); submit it with `sbatch "
+                    "train/launch.slurm` from the run directory",
         )
     written = write_plan_files(run_dir, plan)
     return _start(run_dir, plan, written, None, env)
@@ -607,8 +620,14 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
         launch = request
     else:  # same layout as the launch it continues
         previous = record or {}
+        sub = previous.get("slurm") if isinstance(previous.get("slurm"), dict) else {}
         launch = LaunchRequest(run=request.run, num_processes=previous.get("num_processes"),
-                               strategy=previous.get("strategy") or "auto")
+                               strategy=previous.get("strategy") or "auto", num_nodes=sub.get("nodes") or 1,
+                               launcher="slurm" if previous.get("backend") == "slurm" else "local",
+                               partition=sub.get("partition"), account=sub.get("account"),
+                               time_limit=sub.get("time_limit"), requeue=sub.get("requeue", True))
+        if previous.get("backend") == "slurm" and (previous.get("num_processes") or 0) > 1:
+            launch.num_processes = max(previous["num_processes"] // max(sub.get("nodes") or 1, 1), 1)
     if derived["alive"]:
         return _refused(
             run_dir,
@@ -647,20 +666,41 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     if foreign:
         refusals.append(foreign)
     done = checkpoints(run_dir, config)
-    if not done:
+    patch = getattr(request, "patch", None)
+    latest_path, why = last_good_checkpoint(run_dir, done) if patch else (done[-1] if done else None, None)
+    if latest_path is None:
         refusals.append(GateRefusal(
-            gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from",
-            how_to_clear="launch_training starts it from the beginning (set save_steps so a later stop leaves a "
-                         "checkpoint)"))
+            gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"
+            + (f" ({why}, and none was saved before it)" if why else ""),
+            how_to_clear="launch_training with archive_previous starts it from the beginning (with the patch merged "
+                         "into train/config.yaml); set save_steps so a later stop leaves a checkpoint"))
     if refusals:
         return _refused(run_dir, refusals, derived["state"])
+    undo = None
+    if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
+        refusals, undo = apply_patch(run, config, patch)
+        if refusals:
+            return _refused(run_dir, refusals, derived["state"])
 
-    latest = str(done[-1])
+    latest = str(latest_path)
     plan = build_launch_plan(run_dir, launch, extra_args=["--resume_from_checkpoint", latest])
-    gate_refusals, env = check_gates(run_dir)
+    if plan.slurm:
+        try:
+            preflight(plan.slurm)
+        except UserInputError:
+            if undo:
+                undo()  # the patched config goes back: nothing half-done stays
+            raise
+    gate_refusals, env = check_gates(run_dir, environment=not plan.slurm)
     gate_refusals += memory_refusals(plan)
     if gate_refusals:
+        if undo:
+            undo()
         return _refused(run_dir, gate_refusals, derived["state"])
     _clear_markers(run_dir)
     written = write_plan_files(run_dir, plan)
-    return _start(run_dir, plan, written, latest, env)
+    if plan.slurm:
+        commit = record_in_git(run_dir, [run.config, run.script, run.slurm_script, run.accelerate],
+                               f"llm-finetuning: resume {run_dir.name} on SLURM")
+        return _submit(run, plan, written, commit, latest, patch=patch)
+    return _start(run_dir, plan, written, latest, env, patch=patch)

@@ -5,16 +5,22 @@ Every field has a description: it becomes the MCP tool schema an agent reads.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
 from mcp_server.inputs import Name, PathText, Request
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
-RunState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unknown"]
+# pending, cancelled, timed_out, preempted: a SLURM job's states (training/slurm_launcher.py).
+RunState = Literal["not_launched", "pending", "starting", "running", "succeeded", "failed", "stopped", "cancelled",
+                   "timed_out", "preempted", "unknown"]
 # list_runs only: a run whose files cannot be read (the summary's `error` says which and why).
-ListedState = Literal["not_launched", "starting", "running", "succeeded", "failed", "stopped", "unknown", "unreadable"]
+ListedState = Literal["not_launched", "pending", "starting", "running", "succeeded", "failed", "stopped", "cancelled",
+                      "timed_out", "preempted", "unknown", "unreadable"]
+Launcher = Literal["auto", "local", "slurm"]
+# A partition, account or time limit goes into an #SBATCH line: one word of these characters.
+SlurmWord = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:,+-]{1,128}$")]
 Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 
 
@@ -140,7 +146,25 @@ class LaunchRequest(Request):
         "It is started first on its own GPUs and waited for (health check) before training starts.",
     )
     num_nodes: int = Field(
-        default=1, ge=1, description="Nodes. More than one: a SLURM script is written into train/ (not run here)."
+        default=1, ge=1, description="Nodes. More than one: a SLURM job (train/launch.slurm, submitted with sbatch)."
+    )
+    launcher: Launcher = Field(
+        default="auto",
+        description="local: a detached process on this machine; slurm: a job submitted with sbatch (checked with "
+        "`sbatch --test-only` first; the job id goes to run.json); auto: slurm for more than one node, else local.",
+    )
+    partition: SlurmWord | None = Field(default=None, description="SLURM partition (default: the cluster's default).")
+    account: SlurmWord | None = Field(default=None, description="SLURM account to charge (default: yours).")
+    time_limit: SlurmWord | None = Field(
+        default=None, description="SLURM time limit (e.g. 2:00:00 or 1-00:00:00); USR1 is sent 120 s before it so "
+        "the run saves a checkpoint, and a requeued job resumes from it.")
+    requeue: bool = Field(
+        default=True, description="SLURM: --requeue, so a job preempted or hit by a node failure is requeued and "
+        "resumes from its latest checkpoint by itself. false: such a job ends as failed (resume_training continues "
+        "it).")
+    submit: bool = Field(
+        default=True, description="SLURM: submit the job. false: only write train/launch.slurm (for a cluster this "
+        "machine cannot reach).",
     )
     archive_previous: bool = Field(
         default=False,
@@ -151,8 +175,8 @@ class LaunchRequest(Request):
 
 
 class LaunchResult(BaseModel):
-    launched: bool = Field(description="True when a training process was started here (False for a SLURM script, "
-                           "which is written for `sbatch`, not run).")
+    launched: bool = Field(description="True when a training process was started here or a SLURM job submitted "
+                           "(False for a SLURM script written with submit=false).")
     run_dir: str = Field(description="The run directory.")
     refusals: list[GateRefusal] = Field(
         default_factory=list, description="Gates that refused, each with how to clear it (empty when launched)."
@@ -174,12 +198,20 @@ class LaunchResult(BaseModel):
         default=None, description="The vLLM server started for server mode: pid, url, gpus, log."
     )
     slurm_script: str | None = Field(default=None, description="The SLURM script written for multi-node runs.")
+    job_id: str | None = Field(default=None, description="The SLURM job id, when submitted.")
     resumed_from: str | None = Field(default=None, description="The checkpoint a resumed run starts from.")
     message: str = Field(default="", description="One-line summary for people.")
 
 
 class RunRequest(Request):
     run: PathText = Field(description="Run directory (or its name under runs/).")
+    patch: dict[str, Any] | None = Field(
+        default=None,
+        description="resume_training only: config changes to resume with (after a guard stop, the root-cause "
+        "finding's patch from diagnose_run or train/logs/guard.json). Validated against the launched config; the "
+        "inspection verdict's pins move for exactly what it changes; after a guard stop the run resumes from the "
+        "last checkpoint saved before the stop's step.",
+    )
 
 
 class StatusRequest(Request):
@@ -213,8 +245,9 @@ class TrainingStatus(BaseModel):
     state: RunState = Field(
         description="not_launched, starting (process up, no step logged yet), running, succeeded, failed "
         "(process gone without a success marker), stopped (stopped on request) or unknown (run.json lost, no "
-        "live launcher, logs that do not say how it ended: see note). Derived from the verified process and the "
-        "files, so it survives a server restart and the loss of run.json."
+        "live launcher, logs that do not say how it ended: see note); a SLURM job also pending (see job.reason), "
+        "cancelled (scancel from outside), timed_out or preempted. Derived from the verified process (or the "
+        "run's own job) and the files, so it survives a server restart and the loss of run.json."
     )
     note: str | None = Field(
         default=None, description="What was not as expected and so what is known: run.json lost or naming another "
@@ -254,6 +287,9 @@ class TrainingStatus(BaseModel):
         description="When the guard stopped the run: {code, step, save} (save: whether a checkpoint was written).",
     )
     log_tail: list[str] = Field(default_factory=list, description="Last lines of train/logs/stdout.log.")
+    job: dict[str, Any] | None = Field(
+        default=None, description="A SLURM run's job as the scheduler reports it: job_id, scheduler_state, reason "
+        "(why pending), nodes, exit_code, failed_nodes, restarts.")
     plot_path: str | None = Field(default=None, description="The PNG plot written, when asked for.")
     message: str = Field(default="", description="One-line summary for people.")
 
@@ -282,79 +318,3 @@ class RunSummary(BaseModel):
 class RunList(BaseModel):
     runs_root: str = Field(description="The runs/ directory listed.")
     runs: list[RunSummary] = Field(default_factory=list, description="Every run, newest first.")
-
-
-# ---------------------------------------------------------------- diagnosis
-Severity = Literal["error", "warning", "info"]
-
-
-class Evidence(BaseModel):
-    metric: str = Field(description="TRL metric name (e.g. 'kl', 'completions/clipped_ratio'), a config field, or "
-                                    "'log'.")
-    step: int | None = Field(default=None, description="Optimizer step of the value; null for config values and log "
-                                                       "lines.")
-    value: float | int | str | bool | None = Field(
-        description="The value seen: a number ('nan'/'inf' as text), a config value, or the log line."
-    )
-
-
-class DiagnosisFinding(BaseModel):
-    code: str = Field(description="Stable snake_case code (see references/failure-triage.md).")
-    severity: Severity = Field(description="error (the run is broken or wasting compute), warning, or info.")
-    evidence: list[Evidence] = Field(default_factory=list, description="The metric values, config fields or log lines "
-                                                                       "behind it.")
-    explanation: str = Field(description="What the evidence means and what to do, in a few sentences.")
-    patch: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Config changes that address it, to merge into the run's config; empty when no config change "
-        "fixes it (the explanation says what does).",
-    )
-    patch_valid: bool | None = Field(
-        default=None,
-        description="Whether the run's config with this patch merged validates (validate_grpo_config), apart from "
-        "errors the run's config already had on fields the patch leaves alone (other findings fix those); null when "
-        "the patch is empty or validation was not run.",
-    )
-    patch_problems: list[str] = Field(
-        default_factory=list, description="Validation errors of the patched config, when patch_valid is false."
-    )
-    caused_by: str | None = Field(
-        default=None,
-        description="The code of another finding of this diagnosis that explains this one (fix that first); this "
-        "finding is ranked right after it.",
-    )
-
-
-class Diagnosis(BaseModel):
-    source: str = Field(description="The source diagnosed, as resolved.")
-    source_kind: str = Field(description="run_dir, progress_jsonl, trainer_state, csv, jsonl or log.")
-    metrics_path: str | None = Field(default=None, description="The metrics file read.")
-    config_path: str | None = Field(default=None, description="The run config read, when one was found or given.")
-    log_path: str | None = Field(default=None, description="The stdout log read, when one was found or given.")
-    steps_logged: int = Field(description="Number of logged training steps read.")
-    last_step: int | None = Field(default=None, description="The latest logged optimizer step.")
-    healthy: bool = Field(description="True when no finding is an error or a warning.")
-    findings: list[DiagnosisFinding] = Field(
-        default_factory=list, description="Most important first: errors before warnings before info, then triage order."
-    )
-    patches_checked_against: str | None = Field(
-        default=None, description="The config the patches were merged into and validated against."
-    )
-    summary: str = Field(description="One line for people.")
-
-
-class DiagnoseRequest(Request):
-    source: PathText = Field(
-        description="What to diagnose: a run directory (or its name under runs/), a progress.jsonl, a TRL "
-        "trainer_state.json, a CSV/JSONL export of logged metrics with TRL's names, or a stdout log."
-    )
-    config_path: PathText | None = Field(
-        default=None, description="The run's YAML config, when it is not the run directory's train/config.yaml."
-    )
-    log_path: PathText | None = Field(
-        default=None, description="The run's stdout/stderr log, when it is not the run directory's "
-                                  "train/logs/stdout.log."
-    )
-    validate_patches: bool = Field(
-        default=True, description="Check every patch with the config validator (imports TRL; a few seconds)."
-    )

@@ -11,6 +11,9 @@ whichever process (or a restarted server) asks:
 - train/logs/stop-request.json, written by stop_training: at the next step end every rank agrees to stop,
   the Trainer saves a checkpoint and leaves its loop; train/logs/stopped.json records it, and write_outcome
   then records the run as "stopped" rather than "succeeded".
+- a signal: SIGUSR1 (and SIGTERM inside a SLURM job, where the scheduler sends it before a preemption or a
+  cancel) is a stop request too: the next step end saves a checkpoint and stops, stopped.json says `"by":
+  "signal"`. SLURM's --signal=USR1@<s> before the time limit, and stop_training's USR1 to a job, arrive here.
 - the live guard (training/guard.py): on every log, the hard-failure diagnosis rules on the recent lines;
   their findings go to train/logs/guard.json, and with `guard: stop` a hard failure stops the run at that
   step (checkpoint saved, stopped.json says `"by": "guard"`). Every rank runs it on the same logged values
@@ -21,13 +24,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
 from transformers import TrainerCallback
 
 from mcp_server.runs import Run
-from mcp_server.training.guard import LiveGuard, guard_mode, run_config, run_request
+from mcp_server.training.guard import LiveGuard, guard_mode, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json
 
 # Contract keys -> the TRL/transformers log names they are read from (first match wins).
@@ -89,6 +93,22 @@ class ProgressCallback(TrainerCallback):
         self._stop_file = str(Run(self.run_dir).stop_request)
         self._last_time: float | None = None
         self._last_step = 0
+        self._signalled: str | None = None
+        self._catch_signals()
+
+    def _catch_signals(self) -> None:
+        """SIGUSR1 (and SIGTERM in a SLURM job) become a stop request at the next step end (checkpoint saved)."""
+        wanted = [signal.SIGUSR1] if hasattr(signal, "SIGUSR1") else []
+        if os.environ.get("SLURM_JOB_ID"):
+            wanted.append(signal.SIGTERM)
+        for sig in wanted:
+            try:
+                signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):  # not the main thread: the stop-request file still works
+                pass
+
+    def _on_signal(self, signum, frame) -> None:
+        self._signalled = signal.Signals(signum).name
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._last_time = time.time()
@@ -107,11 +127,13 @@ class ProgressCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         # One stat() per step; an all-reduce of one number only when running distributed.
-        if _all_ranks_agree(os.path.exists(self._stop_file), args.device):
+        asked = os.path.exists(self._stop_file)
+        if _all_ranks_agree(asked or self._signalled is not None, args.device):
             control.should_save = True
             control.should_training_stop = True
             if state.is_world_process_zero:
-                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time()})
+                by = {} if asked or self._signalled is None else {"by": "signal", "signal": self._signalled}
+                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time(), **by})
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -119,16 +141,24 @@ class ProgressCallback(TrainerCallback):
             return self._write_log(state, logs)
         line = self._write_log(state, logs)
         if self.guard is not None:
-            line = line or {"step": state.global_step, **logs}
-            decision = self.guard.check(line, write=state.is_world_process_zero)
-            if decision:
-                control.should_training_stop = True
-                control.should_save = decision["save"]
-                if state.is_world_process_zero:
-                    atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time(),
-                                                                  "by": "guard", "code": decision["code"],
-                                                                  "checkpoint_saved": decision["save"]})
+            self._guard(state, control, line or {"step": state.global_step, **logs})
         return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """The guard's last look, once the summary is written: a run that trained 0 steps is a hard failure."""
+        if self.guard is not None:
+            self._guard(state, control, {"step": state.global_step})
+        return control
+
+    def _guard(self, state, control, line: dict) -> None:
+        decision = self.guard.check(line, write=state.is_world_process_zero)
+        if decision:
+            control.should_training_stop = True
+            control.should_save = decision["save"]
+            if state.is_world_process_zero:
+                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time(),
+                                                              "by": "guard", "code": decision["code"],
+                                                              "checkpoint_saved": decision["save"]})
 
     def _write_log(self, state, logs) -> dict | None:
         """The progress line (rank 0 writes it); None on other ranks and for the end-of-training summary."""
@@ -156,7 +186,34 @@ class ProgressCallback(TrainerCallback):
 
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
     """Record how training ended (train/logs/outcome.json), written atomically. A run that left its loop
-    because stop_training asked is recorded as "stopped", whatever train.py says."""
-    if state == "succeeded" and Run(Path(run_dir)).stopped.exists():
-        state = "stopped"
-    return atomic_write_json(Run(Path(run_dir)).outcome, {"state": state, "time": time.time(), **info})
+    because stop_training or the guard asked is recorded as "stopped", whatever train.py says; one that took no
+    optimizer step, or that the guard stopped because its signal was lost, as "failed": never "succeeded". With
+    `guard: warn` a lost signal leaves the state but is named in `warnings`."""
+    run = Run(Path(run_dir))
+    if state == "succeeded":
+        failure, warnings = _silent_failure(run, info.get("global_step"))
+        if failure:
+            state, info = "failed", {**info, "error": failure}
+        elif run.stopped.exists():
+            state = "stopped"
+        if warnings:
+            info = {**info, "warnings": warnings}
+    return atomic_write_json(run.outcome, {"state": state, "time": time.time(), **info})
+
+
+def _silent_failure(run: Run, global_step) -> tuple[str | None, list[str]]:
+    """(why a run that ended normally did not succeed, warnings): 0 steps trained, or a lost signal the guard
+    stopped on (with `guard: warn`, a lost signal in its last findings is a warning)."""
+    try:
+        begin = json.loads(run.train_begin.read_text())
+    except (OSError, ValueError):
+        begin = None
+    if isinstance(begin, dict) and isinstance(global_step, int) and global_step <= begin.get("global_step", -1):
+        return f"trained 0 steps (ended at step {global_step}, where it began): see train/logs/guard.json", []
+    guard = read_guard(run.dir) or {}
+    stopped = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
+    if stopped.get("code") == "signal_lost":
+        return f"signal_lost at step {stopped.get('step')}: the run learned nothing (train/logs/guard.json)", []
+    lost = [f for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("code") == "signal_lost"
+            and f.get("severity") == "error"]
+    return None, [f"signal_lost: {lost[0].get('explanation', '')}"] if lost else []

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.runs import Run, read_json_if_present
-from mcp_server.training.metrics import read_progress_records
+from mcp_server.diagnosis.metrics import read_progress_records
+from mcp_server.training.slurm_launcher import slurm_state
 from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -223,6 +224,8 @@ def derive_state(run_dir: Path) -> dict:
         record, damaged = read_run_json(run_dir), None
     except UserInputError as exc:  # a damaged run.json: the live launcher, if any, still tells the state
         record, damaged = None, exc
+    if record is not None and record.get("backend") == "slurm":  # the SLURM launcher: the scheduler's word
+        return slurm_state(run, record)
     here = run.dir.resolve()
     note = None
     proc = verified_launcher(run_dir, record.get("pid"), record.get("create_time")) if record else None
@@ -281,6 +284,8 @@ def sync_run_json(run_dir: Path, derived: dict) -> None:
             record["restored_from_process"] = True
         if derived["exit_code"] is not None:
             record["exit_code"] = derived["exit_code"]
+        if derived.get("job"):
+            record["job"] = derived["job"]
         write_run_json(run_dir, record)
 
 

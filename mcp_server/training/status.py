@@ -13,8 +13,8 @@ import psutil
 
 from mcp_server.errors import describe_failure
 from mcp_server.training.environment import read_run_target
+from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import (
-    DiagnoseRequest,
     HealthFlag,
     RunList,
     RunSummary,
@@ -25,6 +25,7 @@ from mcp_server.training.models import (
 )
 from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
 from mcp_server.training.guard import guard_mode, read_guard
+from mcp_server.training.slurm_launcher import job_message, stop_job
 from mcp_server.training.runstate import (
     checkpoints,
     derive_state,
@@ -36,7 +37,8 @@ from mcp_server.training.runstate import (
 )
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
-from mcp_server.training.diagnose import diagnose_run
+from mcp_server.diagnosis.diagnose import diagnose_run
+from mcp_server.diagnosis.values import FLOAT32_MAX
 
 PLOTTED = (
     ("reward", "reward"),
@@ -91,6 +93,13 @@ def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
 
 
 # ---------------------------------------------------------------- plot
+def plottable(value) -> bool:
+    """A number matplotlib can place on an axis: finite and within float32's range (TRL's metrics are float32;
+    1e308 would overflow the axis limits)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= FLOAT32_MAX
+            and math.isfinite(value))
+
+
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     """reward, reward_std, KL, entropy and completion length over steps -> <run>/progress.png."""
@@ -104,9 +113,7 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
 
     fig, axes = plt.subplots(len(PLOTTED), 1, figsize=(7, 2.0 * len(PLOTTED)), sharex=True)
     for ax, (key, label) in zip(axes, PLOTTED):
-        points = [
-            (l["step"], l[key]) for l in lines if isinstance(l.get(key), (int, float)) and l.get("step") is not None
-        ]
+        points = [(l["step"], l[key]) for l in lines if plottable(l.get(key)) and plottable(l.get("step"))]
         if points:
             ax.plot(*zip(*points), marker="." if len(points) < 50 else None, linewidth=1.2)
         else:
@@ -173,6 +180,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
         message = f"{run_dir.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
+    message += job_message(derived)
     if guard_stop and state == "stopped":
         message += (f"; stopped by the guard: {guard_stop.get('code')} at step {guard_stop.get('step')}"
                     + (" (checkpoint saved)" if guard_stop.get("save") else " (no checkpoint: resume from an earlier "
@@ -186,7 +194,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
         stop_requested=derived["stop_requested"], health=health, health_note=note, log_tail=tail,
         live_findings=live, guard=guard_mode(run_dir), guard_stop=guard_stop,
-        plot_path=str(plot) if plot else None, note=derived.get("note"),
+        plot_path=str(plot) if plot else None, note=derived.get("note"), job=derived.get("job"),
         message=message + (f" ({derived['note']})" if derived.get("note") else ""),
     )
 
@@ -232,6 +240,8 @@ def stop_training(request: StopRequest) -> StopResult:
                           message=f"{run_dir.name} is not running (state {derived['state']}); nothing to stop{note}")
     sync_run_json(run_dir, derived)  # a run.json lost or wrong is restored from the live launcher first
     record = derived["record"]
+    if record.get("backend") == "slurm":
+        return _stop_slurm(run_dir, derived, request, config)
     pid, create_time = record["pid"], record.get("create_time")
     atomic_write_json(Run(run_dir).stop_request, {
         "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
@@ -254,6 +264,27 @@ def stop_training(request: StopRequest) -> StopResult:
                    + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
     return StopResult(run_dir=str(run_dir), state=after["state"], graceful=graceful, killed=killed,
                       checkpoint=str(done[-1]) if done else None, message=message + note)
+
+
+def _stop_slurm(run_dir: Path, derived: dict, request: StopRequest, config: dict) -> StopResult:
+    """A SLURM run: its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
+    graceful, cancelled, why = stop_job(Run(run_dir), derived, request.timeout_s)
+    after = derive_state(run_dir)
+    sync_run_json(run_dir, after)
+    done = checkpoints(run_dir, config)
+    saved = _count((read_json_if_present(Run(run_dir).stopped) or {}).get("step"))
+    job = (after.get("job") or {}).get("job_id") or derived["record"].get("job_id")
+    if graceful:
+        message = f"{run_dir.name} (job {job}) stopped at step {saved} with a checkpoint saved; resume_training " \
+                  "continues it"
+    else:
+        message = (f"{run_dir.name} (job {job}) was cancelled" + (f" after {request.timeout_s:.0f} s" if saved is None
+                                                                    else "")
+                   + "; " + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
+    if after["alive"]:
+        message = f"{run_dir.name} (job {job}) is still {after['state']} after the stop: check squeue"
+    return StopResult(run_dir=str(run_dir), state=after["state"], graceful=graceful, killed=cancelled,
+                      checkpoint=str(done[-1]) if done else None, message=message + (f" ({why})" if why else ""))
 
 
 # ---------------------------------------------------------------- list_runs

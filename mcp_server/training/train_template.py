@@ -6,18 +6,23 @@ train/rewards.json and writes one progress line per logged step to train/logs/pr
     python train/train.py --config train/config.yaml
 """
 
-import json
+import os
 import sys
-from pathlib import Path
 
-from datasets import load_dataset
-from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_dataset, get_peft_config
-from trl import get_quantization_config
-from trl.scripts.grpo import GRPOScriptArguments
+# train/ is sys.path[0] when this script runs: a train/datasets.py or train/mcp_server/ would shadow the code the
+# inspection verdict reviewed. It leaves the path before anything is imported (os and sys are already loaded).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
+
+from pathlib import Path  # noqa: E402
+
+from datasets import load_dataset  # noqa: E402
+from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_dataset  # noqa: E402
+from trl import get_peft_config, get_quantization_config  # noqa: E402
+from trl.scripts.grpo import GRPOScriptArguments  # noqa: E402
 
 try:
-    from mcp_server.rewards import build_reward_funcs
-    from mcp_server.runs import Run
+    from mcp_server.inspection.trained import reviewed_reward_funcs
     from mcp_server.training.progress import ProgressCallback, write_outcome
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
@@ -53,10 +58,10 @@ def build_trainer(argv=None):
     if PROMPT_COLUMN != "prompt":
         dataset = dataset.rename_column(PROMPT_COLUMN, "prompt")
 
-    rewards = json.loads(Run(RUN_DIR).rewards.read_text())
+    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)  # exits when the code is not what the verdict reviewed
     return GRPOTrainer(
         model=model_args.model_name_or_path,
-        reward_funcs=build_reward_funcs(rewards),
+        reward_funcs=reward_funcs,
         args=training_args,
         train_dataset=dataset,
         peft_config=get_peft_config(model_args),

@@ -7,13 +7,12 @@ import math
 import re
 import statistics
 
-from mcp_server.training.metrics import LoadedRun
-from mcp_server.training.models import DiagnosisFinding, Evidence, Severity
-from mcp_server.emission.emit import LORA_LEARNING_RATE
+from mcp_server.diagnosis.metrics import LoadedRun
+from mcp_server.diagnosis.models import DiagnosisFinding, Evidence, Severity
 from mcp_server.gpus import lookup_gpu
 from mcp_server.recipe.rules import LR_RANGE
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.recipe.variants import BASE_RECIPE, LORA_LEARNING_RATE
 from mcp_server.recipe.variants import variant_values
 
 # Thresholds (why each value: see the rule using it).
@@ -23,6 +22,7 @@ SPIKE_FLOOR = 1.0
 KL_WARN, KL_ERROR = 1.0, 5.0
 KL_REF_BETA, KL_WARN_FLOOR = 0.04, 0.1
 ZERO_STD_ERROR, ZERO_STD_WARN = 0.9, 0.75
+SIGNAL_LOST_LOGS = 2  # logs in a row with no spread and no gradient (after the first) that make a lost signal
 # Share of completions cut at max_completion_length: healthy under 0.1 (references/trl-metrics.md).
 CLIPPED_WARN, CLIPPED_ERROR = 0.1, 0.5
 NEVER_TERMINATE = 0.95  # clipped share at which (with no terminated completion) nothing ends at all
@@ -37,6 +37,9 @@ IS_RATIO_BAND, IS_RATIO_ERROR_BAND = (0.8, 1.25), (0.5, 2.0)
 IS_RATIO_MAX_WARN = 10.0
 # Share of tokens whose policy ratio hit the clip bounds (clip_ratio/region_mean).
 CLIP_RATIO_WARN, CLIP_RATIO_ERROR = 0.2, 0.3
+# GSPO clips whole sequences at a 3e-4 range: its paper reports far more clipping than GRPO's (about 15% of
+# tokens), so 20% is normal there; its bounds are higher.
+GSPO_CLIP_WARN, GSPO_CLIP_ERROR = 0.4, 0.6
 AUX_LOSS_RISE = 1.5  # late/early MoE router load-balancing loss
 LENGTH_CORR, LENGTH_RISE = 0.8, 1.15
 LOSS_ZERO = 0.01
@@ -118,6 +121,39 @@ class Ctx:
         value = self._defaults.get(key)
         return fallback if value is None else value
 
+    def completion_limit(self) -> tuple[int, str]:
+        """max_completion_length and how it is known: "config", "observed" (the longest completion logged), or
+        "assumed" (TRL's default: no config was found beside the metrics)."""
+        value = self.config.get("max_completion_length")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, "config"
+        observed = finite(v for _, v in self.series("completions/max_length"))
+        if observed:
+            return int(max(observed)), "observed"
+        return int(self.get("max_completion_length", 512)), "assumed"
+
+    def limit_text(self) -> str:
+        """The limit as a finding states it: measured, or said to be assumed."""
+        value, how = self.completion_limit()
+        if how == "config":
+            return f"max_completion_length ({value})"
+        if how == "observed":
+            return f"max_completion_length ({value}, the longest completion logged: no config was found)"
+        return (f"max_completion_length (assuming TRL's default {value}: no config was found beside the file; pass "
+                "config for the run's value)")
+
+    def overlong_punishment(self) -> dict | None:
+        """DAPO's soft overlong punishment of train/rewards.json (its params), None when the run has none."""
+        for spec in self.run.reward_specs or []:
+            if isinstance(spec, dict) and spec.get("name") == "soft_overlong_punishment":
+                return spec.get("params") or {}
+        return None
+
+    def signal_gone(self) -> bool:
+        """Most groups have no reward spread late in the run: nothing left to learn from."""
+        zero = [v for _, v in self.finite_series("frac_reward_zero_std")]
+        return bool(zero) and ends(zero, 0.5)[1] >= ZERO_STD_WARN
+
     def series(self, name: str) -> list[tuple[int, float]]:
         return self.run.series(name)
 
@@ -197,7 +233,14 @@ class Ctx:
         clip = finite(v for _, v in self.series("clip_ratio/region_mean"))
         return bool(self.first_nonfinite("loss") or self.first_nonfinite("grad_norm") or self.grad_spikes()
                     or (kl and max(kl) >= self.kl_bounds[0]) or self.entropy_exploded()
-                    or (clip and max(clip) >= CLIP_RATIO_ERROR))
+                    or (clip and max(clip) >= self.clip_bounds[1]))
+
+    @property
+    def clip_bounds(self) -> tuple[float, float]:
+        """(warning, error) share of clipped tokens: GRPO's, or GSPO's (sequence-level ratios) higher ones."""
+        if self.get("importance_sampling_level", "token") == "sequence":
+            return GSPO_CLIP_WARN, GSPO_CLIP_ERROR
+        return CLIP_RATIO_WARN, CLIP_RATIO_ERROR
 
     def moving_away(self) -> list[str]:
         """Why raising the learning rate would make this run worse: the reward falls, KL grows, entropy moves.
@@ -282,3 +325,21 @@ def peak(ctx: Ctx, name: str, lowest: bool = False) -> Evidence | None:
         return None
     step, value = (min if lowest else max)(points, key=lambda p: p[1])
     return Evidence(metric=name, step=step, value=value)
+
+
+# ---------------------------------------------------------------- shared by several families
+def log_hits(text: str, pattern: re.Pattern) -> list[tuple[int, str]]:
+    lines = text.splitlines()
+    return [(i + 1, line.strip()) for i, line in enumerate(lines) if pattern.search(line)]
+
+
+def log_line(number: int, line: str) -> Evidence:
+    return Evidence(metric="log", value=f"line {number}: {line[:300]}")
+
+
+TRL_ALL_NONE = "All reward functions returned None"
+
+
+def late_mean(ctx: Ctx, name: str) -> float | None:
+    values = [v for _, v in ctx.finite_series(name)]
+    return ends(values, 0.5)[1] if values else None

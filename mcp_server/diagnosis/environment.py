@@ -1,14 +1,19 @@
-"""Diagnosis rules that read the run's stdout log: environment failures (out of memory, NCCL timeouts, missing
-packages) and the config patches that address them."""
+"""Family 'environment': the run never really trained. Rules that read the stdout log (out of memory, NCCL
+timeouts, missing packages) and the config patches that address them."""
 
 from __future__ import annotations
 
 import re
 
-from mcp_server.training.diagnosis_context import Ctx, finding
-from mcp_server.training.models import DiagnosisFinding, Evidence
-from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory
+from mcp_server.diagnosis.context import (
+    Ctx,
+    finding,
+    log_hits,
+    log_line,
+)
+from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
+from mcp_server.runs import Run, read_json_if_present
+
 
 LOG_PATTERNS: dict[str, re.Pattern] = {
     "cuda_out_of_memory": re.compile(
@@ -24,19 +29,10 @@ LOG_PATTERNS: dict[str, re.Pattern] = {
 }
 
 
-def log_hits(text: str, pattern: re.Pattern) -> list[tuple[int, str]]:
-    lines = text.splitlines()
-    return [(i + 1, line.strip()) for i, line in enumerate(lines) if pattern.search(line)]
-
-
 def _in_vllm_traceback(text: str, line_number: int) -> bool:
     """A torch OOM raised inside vLLM's own frames is vLLM's allocation failing, not training's."""
     lines = text.splitlines()[max(0, line_number - 80):line_number]
     return any("/vllm/" in line or "vllm." in line and "File" in line for line in lines)
-
-
-def log_line(number: int, line: str) -> Evidence:
-    return Evidence(metric="log", value=f"line {number}: {line[:300]}")
 
 
 def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
@@ -92,8 +88,11 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     gpu = ctx.run.request.get("gpu")
     if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
         return None
-    try:
+    # Here, not at the top: the guard imports these rules in the trainer process, which never plans memory.
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
 
+    try:
         plan = plan_memory(MemoryPlanRequest(
             config=ctx.config, gpu=None if capacity else gpu, num_gpus=ctx.run.request.get("num_gpus"),
             gpu_memory_gib=float(capacity.group(1)) if capacity else None))
@@ -153,35 +152,33 @@ def import_patch(ctx: Ctx, missing: str) -> dict:
     return {}
 
 
-# TRL calls every reward function from GRPOTrainer._calculate_rewards; an exception there ends the run.
-REWARD_FRAME = re.compile(r'File "[^"]+", line \d+, in _calculate_rewards')
-FRAME = re.compile(r'File "([^"]+)", line \d+, in (\w+)')
-EXCEPTION_LINE = re.compile(r"^\s*(?:\w+\.)*\w*(Error|Exception|Interrupt|Exit)\b.*$")
-TRL_ALL_NONE = "All reward functions returned None"
-
-
-def rule_reward_errors(ctx: Ctx) -> list[DiagnosisFinding]:
-    """A reward function that raised: the traceback runs through _calculate_rewards into the user's function."""
-    text = ctx.run.log_text
-    if not text or "_calculate_rewards" not in text:
+def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
+    """The trainer finished without a single optimizer step (train-summary.json at the step it began from): most
+    often a data set smaller than one generation batch (TRL's sampler yields no batch)."""
+    if ctx.run.run_dir is None:
         return []
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if REWARD_FRAME.search(line)), None)
-    if start is None:
+    run = Run(ctx.run.run_dir)
+    if not run.train_summary.is_file():  # training has not ended (the guard asks at every log: one stat)
         return []
-    func, end = None, None
-    for i in range(start + 1, min(len(lines), start + 400)):
-        frame = FRAME.search(lines[i])
-        if frame and "/trl/" not in frame.group(1) and "/torch/" not in frame.group(1) and func is None:
-            func = frame.group(2)
-        if not lines[i].startswith((" ", "\t")) and EXCEPTION_LINE.match(lines[i]):
-            end = i
-            break
-    if end is None:
+    try:
+        begin, summary = read_json_if_present(run.train_begin), read_json_if_present(run.train_summary)
+    except Exception:
         return []
-    evidence = [log_line(start + 1, lines[start]), log_line(end + 1, lines[end])]
-    return [finding("reward_function_error", "error", evidence,
-                    f"The reward function {func or '(see the traceback)'} raised {lines[end].strip()[:200]!r} while "
-                    "scoring completions, which ends the run. A reward must return a float (or None for a sample it "
-                    "does not apply to) for any text, including empty, truncated or malformed completions: catch "
-                    "what it cannot parse. Check it with inspect_rewards on samples; no config change fixes it.")]
+    if not isinstance(begin, dict) or not isinstance(summary, dict):
+        return []
+    start, end = begin.get("global_step"), summary.get("step")
+    if not isinstance(start, int) or not isinstance(end, int) or end > start:
+        return []
+    if run.train_summary.stat().st_mtime < run.train_begin.stat().st_mtime:
+        return []  # the summary of an earlier launch: this one (a resume) has not ended yet
+    batch = ctx.get("generation_batch_size") or (
+        int(ctx.get("per_device_train_batch_size", 8) or 8) * int(ctx.get("steps_per_generation") or
+                                                                    ctx.get("gradient_accumulation_steps", 1) or 1))
+    evidence = [Evidence(metric="train-summary step", value=end), Evidence(metric="train-begin step", value=start),
+                Evidence(metric="generation batch (completions)", value=batch)]
+    return [finding("no_steps_trained", "error", evidence,
+                    f"Training ended at step {end}, where it began: not one optimizer step was taken, so nothing was "
+                    f"learned. The usual cause is a data set with fewer prompts than one generation batch needs "
+                    f"({batch} completions / num_generations prompts; TRL's sampler then yields no batch), or "
+                    "max_steps no higher than the checkpoint resumed from. Use more prompts or a smaller "
+                    "steps_per_generation / per_device_train_batch_size; no run has succeeded.")]

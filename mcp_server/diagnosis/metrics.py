@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, read_json_if_present, sidecars
 from mcp_server.userfiles import load_config_file
@@ -105,23 +106,6 @@ def metrics_file_in(folder: Path) -> Path | None:
 
 
 # ---------------------------------------------------------------- parsing values and rows
-def to_number(value) -> float | None:
-    """A logged value as a float; None when missing or not numeric ('nan'/'inf' stay non-finite floats)."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if not text or text.lower() in ("none", "null"):
-            return None
-        try:
-            return float(text)
-        except ValueError:
-            return None
-    return None
-
-
 def export_name(key: str) -> str | None:
     """A column of an export under TRL's name: W&B panel exports prefix the run ("my-run - train/reward") and add
     "__MIN"/"__MAX" companions (dropped: None); W&B and Trackio prefix "train/"."""
@@ -132,8 +116,10 @@ def export_name(key: str) -> str | None:
     return key[len("train/"):] if key.startswith("train/") else key
 
 
-def normalize_row(raw: dict, index: int) -> dict | None:
-    """One logged row under TRL's names, or None for summary/eval rows and rows without metrics."""
+def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
+    """One logged row under TRL's names, or None for summary/eval rows and rows without metrics. `strict`: a metric
+    whose value is not a number (a list, an object, a word) is a UserInputError naming it (the live guard is not
+    strict: it must never stop training over a log line)."""
     raw = {(export_name(k) if isinstance(k, str) and " - " in k else k): v for k, v in raw.items()}
     if any(k in raw for k in SUMMARY_KEYS):
         return None
@@ -151,6 +137,9 @@ def normalize_row(raw: dict, index: int) -> dict | None:
         # TRL < 0.17 logged rewards/<func> without the /mean suffix.
         if name.startswith("rewards/") and name.count("/") == 1:
             name += "/mean"
+        if strict and is_metric(name) and (problem := wrong_type(value)):
+            raise UserInputError("source", f"row {index + 1}: metric '{name}' is a {problem}; a logged metric is a "
+                                           "number (NaN and Infinity allowed) or null")
         number = to_number(value)
         if value is None and name.startswith("rewards/") and name.endswith("/mean"):
             number = math.nan  # TRL logs a reward that returned None for every sample as null: logged, not a number
@@ -167,7 +156,10 @@ def _rows_from_records(records: list, path: Path) -> list[dict]:
     for i, record in enumerate(records):
         if not isinstance(record, dict):
             raise UserInputError("source", f"{path}: expected objects of logged metrics, found {type(record).__name__}")
-        row = normalize_row(record, i)
+        try:
+            row = normalize_row(record, i, strict=True)
+        except UserInputError as exc:
+            raise UserInputError("source", f"{path}: {str(exc).removeprefix('source: ')}") from None
         if row is not None:
             rows[row["step"]] = {**rows.get(row["step"], {}), **{k: v for k, v in row.items() if v is not None}}
     return [rows[s] for s in sorted(rows)]

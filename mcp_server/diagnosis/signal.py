@@ -1,0 +1,181 @@
+"""Family 'signal': whether the GRPO advantage carries anything (zero-spread groups, a lost signal, a falling or
+flat reward)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from mcp_server.diagnosis.context import (
+    SIGNAL_LOST_LOGS,
+    shown,
+    CLIPPED_ERROR,
+    CORRECTNESS_NAME,
+    Ctx,
+    FLAT_MIN_POINTS,
+    ZERO_STD_ERROR,
+    ZERO_STD_WARN,
+    ends,
+    finding,
+    finite,
+    first_last,
+    significant_change,
+    slope,
+)
+from mcp_server.diagnosis.samples import rule_never_terminate
+from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
+
+
+def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
+    frac = ctx.finite_series("frac_reward_zero_std")
+    std = ctx.finite_series("reward_std")
+    if frac:
+        share = statistics.fmean(v for _, v in frac)
+        late = ends([v for _, v in frac], 0.5)[1]
+        evidence = [Evidence(metric="frac_reward_zero_std", step=frac[0][0], value=frac[0][1]),
+                    Evidence(metric="frac_reward_zero_std", step=frac[-1][0], value=frac[-1][1])]
+    elif std:
+        share = sum(v <= 1e-6 for _, v in std) / len(std)
+        late = share
+        evidence = []
+    else:
+        return []
+    if std:
+        evidence.append(Evidence(metric="reward_std", step=std[-1][0], value=std[-1][1]))
+    if share < ZERO_STD_ERROR and late < ZERO_STD_WARN:
+        return []
+    rewards = finite(v for _, v in ctx.series("reward"))
+    constant = bool(rewards) and max(rewards) - min(rewards) < 1e-9 and all(v <= 1e-6 for _, v in std)
+    clipped = [v for _, v in ctx.finite_series("completions/clipped_ratio")]
+    cause = ("completions_never_terminate" if rule_never_terminate(ctx) else
+             "completions_truncated" if clipped and ends(clipped, 0.5)[1] >= CLIPPED_ERROR else None)
+    if cause:
+        found = finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
+                        f"{share:.0%} of the groups had zero reward spread, because their completions are cut at "
+                        f"max_completion_length and all scored alike ({cause}, ranked above): fix that first. More "
+                        "generations or an easier task would not help.")
+        found.caused_by = cause
+        return [found]
+    if constant:
+        evidence.append(Evidence(metric="reward", step=ctx.series("reward")[-1][0], value=rewards[-1]))
+        if rewards[0] == 0:
+            why = ("Every completion scores 0: the task is too hard for the model, or the reward never matches "
+                   "(a format the model does not produce). Check the base success rate from the inspection; SFT "
+                   "first when it is zero. The patch samples more completions per prompt to find rare successes.")
+        else:
+            why = (f"The reward is constant ({rewards[0]:g}) for every completion: the reward function ignores the "
+                   "completion (broken, or the task is already solved). No config change helps: fix the reward and "
+                   "re-run the inspection gate.")
+    else:
+        why = ("Most groups give all their completions the same reward, so their advantage is zero and they "
+               "teach nothing. Raise num_generations (the patch doubles it, keeping the prompts per batch), raise "
+               "temperature, or make the reward graded (partial credit).")
+    patch = {} if constant and rewards[0] != 0 else more_generations_patch(ctx)
+    return [finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
+                    f"{share:.0%} of the groups had zero reward spread. " + why, patch)]
+
+
+def more_generations_patch(ctx: Ctx) -> dict:
+    """Twice the completions per prompt, the same prompts per batch: the generation batch doubles with it."""
+    g = int(ctx.get("num_generations", 8))
+    patch: dict = {"num_generations": 2 * g}
+    if ctx.config.get("generation_batch_size"):
+        patch["generation_batch_size"] = 2 * int(ctx.config["generation_batch_size"])
+    else:
+        steps = ctx.config.get("steps_per_generation") or ctx.get("gradient_accumulation_steps", 1)
+        patch["steps_per_generation"] = 2 * int(steps)
+    return patch
+
+
+def rule_reward_falling(ctx: Ctx) -> list[DiagnosisFinding]:
+    names = ["reward"] + [k for k in sorted(ctx.run.metric_names())
+                          if k.startswith("rewards/") and k.endswith("/mean") and CORRECTNESS_NAME.search(k)]
+    falling = []
+    for name in names:
+        points = ctx.finite_series(name)
+        change = significant_change(points)
+        spread = [v for _, v in ctx.finite_series("reward_std" if name == "reward" else name[:-5] + "/std")]
+        scale = max(sum(spread) / len(spread) / 2 if spread else 0.0, 0.05 * abs(points[0][1]) if points else 0.0, 1e-6)
+        if change < 0 and -change >= scale:
+            falling.append((name, change))
+    if not falling:
+        return []
+    evidence = [e for name, _ in falling for e in first_last(ctx, name)]
+    what = ", ".join(f"{n} {c:+.3g}" for n, c in falling)
+    return [finding("reward_falling", "warning", evidence,
+                    f"The reward is falling ({what} over the run): the policy is getting worse at the task. Read the "
+                    "latest samples first, then the findings ranked above (mismatch, entropy, learning rate). Do not "
+                    "raise the learning rate or train longer; no config change is justified by the fall alone.")]
+
+
+def rule_flat(ctx: Ctx) -> list[DiagnosisFinding]:
+    reward = ctx.finite_series("reward")
+    std = finite(v for _, v in ctx.series("reward_std"))
+    if len(reward) < FLAT_MIN_POINTS or not std or statistics.fmean(std) <= 1e-6:
+        return []  # too early to call it flat, or no signal at all (no_reward_signal says so)
+    # reward_std is TRL's spread over the whole batch (grpo_trainer: nanstd(rewards)): it is above 0 when groups
+    # differ from each other even if every group is uniform. frac_reward_zero_std says whether groups have spread.
+    zero = [v for _, v in ctx.finite_series("frac_reward_zero_std")]
+    if zero and ends(zero, 0.5)[1] >= ZERO_STD_WARN:
+        return []  # the groups have no spread: no_reward_signal, not a flat reward
+    span = reward[-1][0] - reward[0][0]
+    b, se = slope(reward)
+    change, noise = b * span, se * span
+    spread = statistics.fmean(std)
+    # Flat: no significant upward trend (under two standard errors of the fitted change) and no sizeable one
+    # either (the batch's reward std, averaged over the run).
+    if change >= 2 * noise or change >= spread or change <= -2 * noise:
+        return []  # rising, or falling (reward_falling says so): not flat
+    early, late = ends([v for _, v in reward])
+    evidence = [Evidence(metric="reward", step=reward[0][0], value=reward[0][1]),
+                Evidence(metric="reward", step=reward[-1][0], value=reward[-1][1]),
+                Evidence(metric="reward_std (mean)", value=round(spread, 6))]
+    lr, _ = ctx.learning_rate
+    low, high = ctx.lr_range()
+    away = ctx.moving_away()
+    patch = {"learning_rate": min(2 * lr, high)} if lr and 2 * lr <= high and not away and not ctx.diverged else {}
+    caution = (f" Do not raise the learning rate: {'; '.join(away)}." if away else "")
+    return [finding("reward_flat", "warning", evidence,
+                    f"Over {span} steps the mean reward moved {change:+.3g} (first third {early:.3g}, last third "
+                    f"{late:.3g}) although rewards vary (mean reward_std {spread:.3g}, TRL's batch-wide spread"
+                    + (f"; {1 - statistics.fmean(zero):.0%} of groups have spread" if zero else "") + "). Check the "
+                    "learning rate (too low?), whether a format reward drowns the task reward, and whether the model "
+                    "can improve at all (base success rate). Train longer only if the trend is positive." + caution,
+                    patch)]
+
+
+def _zero_update(row: dict) -> bool:
+    """A log whose every group had zero reward spread and whose update had no gradient."""
+    frac, std, grad = row.get("frac_reward_zero_std"), row.get("reward_std"), row.get("grad_norm")
+    spread_gone = (frac is not None and frac >= 1 - 1e-9) or (frac is None and std is not None and std <= 1e-9)
+    return spread_gone and grad is not None and abs(grad) <= 1e-12
+
+
+def _no_reward(row: dict) -> bool:
+    """A log whose reward is missing or NaN: no reward function scored anything."""
+    reward = row.get("reward")
+    return "reward" in row and (reward is None or not math.isfinite(reward))
+
+
+def rule_signal_lost(ctx: Ctx) -> list[DiagnosisFinding]:
+    """The run is learning nothing: SIGNAL_LOST_LOGS logs in a row after the first (which precedes the first
+    update) with every group at zero spread and grad_norm 0, or no reward at all. A guard stop: every further step
+    is wasted compute."""
+    rows = ctx.run.rows[1:]
+    tail = rows[-SIGNAL_LOST_LOGS:]
+    if len(tail) < SIGNAL_LOST_LOGS:
+        return []
+    if all(_no_reward(r) for r in tail):
+        why, metrics = "no reward function scored any completion (reward NaN)", ("reward",)
+    elif all(_zero_update(r) for r in tail):
+        why, metrics = ("every group had zero reward spread and the update had no gradient (grad_norm 0)",
+                        ("frac_reward_zero_std", "reward_std", "grad_norm", "reward"))
+    else:
+        return []
+    evidence = [Evidence(metric=m, step=r["step"], value=shown(r[m])) for r in (tail[0], tail[-1]) for m in metrics
+                if r.get(m) is not None]
+    return [finding("signal_lost", "error", evidence,
+                    f"For the last {len(tail)} logs (steps {tail[0]['step']}-{tail[-1]['step']}) {why}: the run "
+                    "learns nothing and every further step is wasted. Read the samples at the first of these steps; "
+                    "the cause ranked above (a broken update, completions cut or never ending, a reward that "
+                    "returns None) is what to fix. No config change follows from the lost signal alone.")]

@@ -1,0 +1,114 @@
+"""Generation, one module for reward inspection (`inspection.sampling`) and evaluation (`evaluation.evaluate`,
+`promote`, `export`): the prompt rendered as TRL renders it, batched transformers `generate` (greedy or sampled,
+`n` completions per prompt) and vLLM (GPU only).
+
+On the ground floor so both stand on it; torch, transformers and vLLM are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from mcp_server.model_ref import eos_ids, release_gpu, small_model_threads
+from mcp_server.reporting import Report, silent
+
+
+def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> str:
+    """Chat messages through the chat template (with the generation prompt), plain text as is: what TRL does."""
+    if isinstance(prompt, str):
+        return prompt
+    return tokenizer.apply_chat_template(
+        prompt, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
+    )
+
+
+def generate_completions(
+    model, tokenizer, texts: list[str], max_new_tokens: int, *, n: int = 1, batch_size: int = 64,
+    options: dict | None = None, seed: int = 3407, drop_stop: bool = False, report: Report = silent,
+    message: str = "decoded {done}/{total} prompts",
+) -> list[list[dict]]:
+    """Per prompt text, `n` dicts {text, ids, finish_reason}: ids end at the first stop token (kept in ids; in
+    text unless `drop_stop`), finish_reason is 'stop' or 'length'. Prompts are batched (left padding) so that about
+    `batch_size` sequences are generated per call. `options`: generate() keywords; without do_sample, greedy (the
+    model's own sampling defaults silenced). After each batch, `report` with `message` (formatted with done, total)."""
+    import torch
+    from transformers import set_seed
+
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    eos = eos_ids(tokenizer, model.generation_config)
+    options = dict(options or {})
+    if not options.get("do_sample"):  # greedy: generation_config may carry sampling defaults
+        options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    set_seed(seed)
+    prompts_per_call = max(1, batch_size // n)
+    results: list[list[dict]] = []
+    with small_model_threads(model), torch.inference_mode():
+        for start in range(0, len(texts), prompts_per_call):
+            chunk = texts[start : start + prompts_per_call]
+            # Like TRL: the chat template already holds the special tokens, so none are added here.
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            out = model.generate(**enc, num_return_sequences=n, max_new_tokens=max_new_tokens,
+                                 pad_token_id=tokenizer.pad_token_id, **options)
+            generated = out[:, enc["input_ids"].shape[1] :].tolist()
+            for p in range(len(chunk)):
+                results.append([_completion(tokenizer, ids, eos, drop_stop) for ids in generated[p * n : (p + 1) * n]])
+            report(len(results), len(texts), message.format(done=len(results), total=len(texts)))
+    return results
+
+
+def _completion(tokenizer, ids: list[int], eos: set[int], drop_stop: bool) -> dict:
+    stop = next((i for i, t in enumerate(ids) if t in eos), None)
+    kept = ids[: stop + 1] if stop is not None else ids
+    shown = kept[:-1] if drop_stop and stop is not None else kept
+    return {"text": tokenizer.decode(shown, skip_special_tokens=True), "ids": kept,
+            "finish_reason": "stop" if stop is not None else "length"}
+
+
+def generate(
+    model, tokenizer, texts: list[str], max_new_tokens: int, batch_size: int = 64,
+    temperature: float = 0.0, seed: int = 3407, report: Report = silent,
+) -> list[str]:
+    """One completion per prompt text, up to its stop token: greedy when temperature is 0, else sampled under `seed`
+    (top_k and top_p off). `report(done, total, message)` is called after each batch (the demo draws a bar with it)."""
+    options = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else None
+    groups = generate_completions(model, tokenizer, texts, max_new_tokens, batch_size=batch_size, options=options,
+                                  seed=seed, drop_stop=True, report=report)
+    return [group[0]["text"] for group in groups]
+
+
+def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict]]:
+    """The same dicts with vLLM (GPU only). Prompts go in as token ids so both engines see the same tokens.
+    `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed."""
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
+    llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.5)
+    params = SamplingParams(
+        n=settings["n"],
+        temperature=settings["temperature"],
+        top_p=settings["top_p"],
+        top_k=settings["top_k"] if settings["top_k"] > 0 else -1,  # vLLM: -1 = off
+        min_p=settings["min_p"] or 0.0,
+        repetition_penalty=settings["repetition_penalty"],
+        max_tokens=settings["max_new_tokens"],
+        seed=settings["seed"],
+    )
+    try:
+        outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)
+    finally:
+        del llm
+        release_gpu()
+    return [
+        [
+            {
+                "text": c.text,
+                "ids": list(c.token_ids),
+                "finish_reason": "length" if c.finish_reason == "length" else "stop",
+            }
+            for c in out.outputs
+        ]
+        for out in outputs
+    ]

@@ -1,0 +1,47 @@
+"""Every tool, in the order the doors list them: each feature package's `tools.py` (its request and result
+models, core, MCP description, command-line specifics and readable summary), plus the CLI's `demo`.
+
+Adding a tool touches its package only: a ToolSpec in that package's TOOLS. A new package's list is added here.
+"""
+
+from __future__ import annotations
+
+from mcp_server.demo import DemoSummary, run_demo
+from mcp_server.diagnosis import tools as diagnosis
+from mcp_server.emission import tools as emission
+from mcp_server.evaluation import tools as evaluation
+from mcp_server.inspection import tools as inspection
+from mcp_server.memory import tools as memory
+from mcp_server.recipe import tools as recipe
+from mcp_server.rewards import tools as rewards
+from mcp_server.toolspec import Command, ToolSpec
+from mcp_server.training import tools as training
+
+
+def _add_demo_flags(p) -> None:
+    p.add_argument("--quick", action="store_true", help="A shortened walk (fewer steps): checks the plumbing, "
+                   "does not aim to improve the model.")
+    p.add_argument("--run-name", help="Slug for runs/<date>-<slug>/ (default: demo, or demo-quick with --quick).")
+
+
+def _demo(args, request) -> int:
+    summary = run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json)
+    if args.json:
+        print(summary.model_dump_json(indent=2))
+    return 0 if summary.ok else 1
+
+
+DEMO = ToolSpec(
+    "demo", run_demo, DemoSummary,
+    cli=Command(
+        "Walk all seven phases on the embedded tiny model: baseline, SFT warm-start, inspection, config, GRPO "
+        "training, diagnosis, promotion, export (a few minutes on CPU).",
+        json_help="Print the summary as JSON at the end.", extra=_add_demo_flags, handler=_demo,
+    ),
+)
+
+TOOLS: list[ToolSpec] = [
+    *emission.TOOLS, *recipe.TOOLS, *memory.VALIDATION_TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS,
+    *diagnosis.TOOLS, *training.TOOLS, *evaluation.TOOLS, DEMO,
+]
+MCP_TOOLS = [spec for spec in TOOLS if spec.description is not None]

@@ -1,0 +1,76 @@
+"""What one tool is, declared once beside its package's models (`<package>/tools.py`): the request and result models,
+the core function (imported by name), the MCP description, and what the command line adds (`Command`: the command's
+name and summary, a positional argument, renamed or hidden fields, the human-readable summary, the exit code).
+
+The doors (`server.py`, `cli.py`) loop over `mcp_server.tools.TOOLS`, the packages' lists in order; neither names a
+tool. Light on purpose (stdlib + pydantic): a package's tools.py imports it, and the doors import every tools.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+
+class Flag:
+    """How one request field deviates on the command line: `name` ('--timeout' for timeout_s; a bare name such as
+    'path' makes it positional), a shorter `help`, `invert` (a true-by-default field as a '--no-...' switch), and
+    any other argparse keyword (default, metavar)."""
+
+    def __init__(self, name: str | None = None, help: str | None = None, *, invert: bool = False, **argparse: Any):
+        self.name, self.help, self.invert, self.argparse = name, help, invert, argparse
+
+
+RUN = Flag("run")  # the run as the positional argument, as most commands take it
+
+
+def always(result: Any) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Command:
+    """What the command line adds to a tool. Its flags come from the request model (cli.py); here only how they
+    deviate, the summary, the readable rendering and the exit code."""
+
+    help: str  # the one-line summary in `llm-finetuning --help`
+    human: Callable[[Any], str] | None = None  # the readable summary (None: always JSON)
+    ok: Callable[[Any], bool] = always  # exit 0 when true, else 1
+    name: str | None = None  # the command, when it is not the tool's name with dashes
+    flags: dict[str, Flag] = field(default_factory=dict)  # deviations, by field name
+    hide: tuple[str, ...] = ()  # fields not offered on the command line
+    whole_request: str | None = None  # help of a --request flag taking the whole request as JSON (flags override it)
+    json_help: str = "Print the result as JSON."
+    extra: Callable[[argparse.ArgumentParser], None] | None = None  # flags that are no field
+    fold: Callable[[argparse.Namespace, dict], None] | None = None  # puts the extra flags into the request data
+    handler: Callable[[argparse.Namespace, Any], int] | None = None  # instead of core + print, for an odd command
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool. `core(request)` (or `core()` without a request model) returns a `result`; a core that takes
+    `report` gets progress reporting from both doors. `description` is the MCP tool's description (None: a command
+    of the CLI only). `image` names a result field holding a PNG path the MCP door also returns as an image."""
+
+    name: str
+    core: Callable[..., Any]
+    result: type[BaseModel]
+    cli: Command
+    request: type[BaseModel] | None = None
+    description: str | None = None
+    image: str | None = None
+
+    @property
+    def command(self) -> str:
+        return self.cli.name or self.name.replace("_", "-")
+
+
+def print_result(result: BaseModel, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
+    """The CLI's output: the pydantic result as JSON for machines, else the readable summary."""
+    if as_json or human is None:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(human(result))

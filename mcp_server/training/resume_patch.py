@@ -1,0 +1,91 @@
+"""resume_training with a patch: the way on after a guard stop (or any diagnosis) without starting over.
+
+The patch (the root-cause finding's, from diagnose_run or train/logs/guard.json) is merged into the launched
+train/config.yaml and validated first; a patch that does not validate is refused and nothing is written. Then
+the config is written, and the inspection verdict's pins move for exactly the pins the patch changes (a longer
+max_completion_length changes the sampling pin, a learning rate none): everything else the verdict vouches for
+must still match, so the gate still refuses any other change. The run record keeps the patch (run.json
+`resume_patch`). After a guard stop the checkpoint resumed from is the last one saved before the stop's step:
+the one saved at the stop already holds the failure.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from mcp_server.inspection.pins import config_pins
+from mcp_server.recipe.validate import validate_values
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.guard import run_request
+from mcp_server.training.models import GateRefusal
+from mcp_server.workspace import atomic_write_json, atomic_write_text
+
+
+def patch_problems(run: Run, config: dict, patch: dict) -> list[str]:
+    """Validation errors of the patched config that the patch causes or leaves on a field it sets."""
+    request = run_request(run.dir)
+    rewards = read_json_if_present(run.rewards, list) if run.rewards.is_file() else None
+    kwargs = {"gpu": request.get("gpu") or ("cpu" if config.get("use_cpu") else "H100"),
+              "num_gpus": request.get("num_gpus") or 1, "override_reason": request.get("override_reason"),
+              "reward_specs": rewards}
+    before = {(x.code, x.field) for x in validate_values(dict(config), **kwargs).findings if x.severity == "error"}
+    after = validate_values({**config, **patch}, **kwargs).findings
+    return [f"{x.code} [{x.field}]: {x.message}" for x in after if x.severity == "error"
+            and ((x.code, x.field) not in before or x.field in patch)]
+
+
+def apply_patch(run: Run, config: dict, patch: dict) -> tuple[list[GateRefusal], Callable[[], None]]:
+    """Validate, write the patched config and move the verdict's pins for what it changes. Returns (refusals,
+    undo): refusals (nothing written) when the patch is not a mapping of fields or does not validate; undo puts
+    the launched config and the verdict back when a later gate refuses the resume."""
+    if not isinstance(patch, dict) or not all(isinstance(k, str) for k in patch):
+        return [GateRefusal(gate="config", message="patch must be a JSON object of GRPOConfig fields",
+                            how_to_clear="pass the patch of diagnose_run's root-cause finding as it stands")], _nothing
+    problems = patch_problems(run, config, patch)
+    if problems:
+        return [GateRefusal(gate="config", message="the patched config does not validate: " + "; ".join(problems),
+                            how_to_clear="use the root-cause finding's patch (patch_valid true), or fix the "
+                                         "fields")], _nothing
+    saved = {path: path.read_text(encoding="utf-8") for path in (run.config, run.verdict) if path.is_file()}
+
+    def undo() -> None:
+        for path, text in saved.items():
+            atomic_write_text(path, text)
+
+    _write(run, config, patch)
+    return [], undo
+
+
+def _nothing() -> None:
+    return None
+
+
+def _write(run: Run, config: dict, patch: dict) -> None:
+    verdict = read_json_if_present(run.verdict)
+    before = config_pins(run) if isinstance(verdict, dict) else None
+    atomic_write_text(run.config, yaml.safe_dump({**config, **patch}, sort_keys=False))
+    if before is not None:
+        after = config_pins(run)
+        pins = verdict.get("pins") if isinstance(verdict.get("pins"), dict) else {}
+        moved = [k for k in after if after[k] != before.get(k) and pins.get(k) == before.get(k)]
+        if moved:
+            pins.update({k: after[k] for k in moved})
+            updates = verdict.get("pin_updates") if isinstance(verdict.get("pin_updates"), list) else []
+            verdict["pin_updates"] = updates + [{"patch": patch, "pins": moved, "time": time.time(),
+                                                 "by": "resume_training"}]
+            atomic_write_json(run.verdict, verdict)
+
+
+def last_good_checkpoint(run_dir: Path, done: list[Path]) -> tuple[Path | None, str | None]:
+    """(checkpoint, why) to resume a patched run from: after a guard stop the last one before its step."""
+    stopped = read_json_if_present(Run(run_dir).stopped)
+    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(stopped.get("step"), int)):
+        return (done[-1] if done else None), None
+    before = [p for p in done if int(p.name.split("-")[-1]) < stopped["step"]]
+    why = (f"the guard stopped at step {stopped['step']} ({stopped.get('code')}): the checkpoint saved there holds "
+           "the failure")
+    return (before[-1] if before else None), why

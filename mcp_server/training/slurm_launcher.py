@@ -1,0 +1,258 @@
+"""The SLURM launcher: a run's plan turned into a job (submit), the job read back as the run's state (status),
+and the job ended (stop). The local launcher's counterparts live in launch.py / runstate.py / status.py.
+
+run.json of a SLURM run holds `"backend": "slurm"`, the job id and the submission (partition, nodes, the
+sbatch command, the ownership token written as the job's --comment). A job is this run's only when the
+scheduler says its name is the run's name, its working directory is the run directory and its comment is the
+recorded token: a run.json edited to name another job id is caught, that job is neither reported nor touched,
+and the run's own job is looked up by name among the queued ones.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import uuid
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training import slurm
+from mcp_server.training.slurm_script import SlurmLayout
+from mcp_server.workspace import atomic_write_json, sha256_file
+
+PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
+FAILED = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
+STATE_OF = {"TIMEOUT": "timed_out", "PREEMPTED": "preempted"}
+STOP_GRACE_S = 30  # after scancel: how long the scheduler gets to end the job
+
+
+def layout_for(run_dir: Path, run_request: dict, config: dict, *, nodes: int, processes: int | None,
+               strategy: str, server_mode: bool, python: str, pythonpath: str | None, partition: str | None,
+               account: str | None, time_limit: str | None, resume_from: str | None,
+               requeue: bool = True) -> SlurmLayout:
+    """The typed layout of a SLURM job for this run (keyword arguments only: each names what it is)."""
+    if any(ch.isspace() for ch in str(run_dir)):
+        raise UserInputError("run", f"{run_dir} holds whitespace, which #SBATCH lines cannot carry: move the "
+                             "workspace (LLM_FINETUNING_WORKSPACE) to a path without spaces for SLURM runs")
+    cpu = str(run_request.get("gpu") or "H100").lower() == "cpu"
+    num_gpus = int(run_request.get("num_gpus") or 1)
+    per_node = 0 if cpu else max(num_gpus // nodes, 1)
+    train_nodes = nodes - 1 if server_mode else nodes
+    if train_nodes < 1:
+        raise UserInputError("num_nodes", "vLLM server mode over several nodes needs at least 2 nodes (one serves)")
+    if strategy in ("auto", "single"):
+        strategy = "ddp" if cpu or run_request.get("finetune") in ("lora", "qlora") else "zero3"
+    return SlurmLayout(
+        run_dir=str(run_dir), job_name=run_dir.name, comment=f"llm-finetuning:{uuid.uuid4().hex[:16]}",
+        python=python, nodes=nodes, train_nodes=train_nodes, gpus_per_node=per_node,
+        processes_per_node=(processes or 1) if cpu else per_node, strategy=strategy,
+        output_dir=str(config.get("output_dir") or "checkpoints"), pythonpath=pythonpath, partition=partition,
+        account=account, time_limit=time_limit, resume_from=resume_from, requeue=requeue,
+        vllm_port=int(config.get("vllm_server_port") or 8000) if server_mode else None)
+
+
+def preflight(script: str) -> None:
+    """Before anything is written or submitted: the scheduler is there and `sbatch --test-only` takes the script;
+    else UserInputError naming the field to change (partition, account, num_gpus / num_nodes, launcher)."""
+    slurm.require_scheduler()
+    refusal = slurm.check_submission(script)
+    if refusal:
+        field, _, message = refusal.partition(": ")
+        raise UserInputError(field, message)
+
+
+def submit(run: Run, layout: SlurmLayout, record: dict) -> dict:
+    """Submit train/launch.slurm; the launch record (run.json) with the job and the submission, written."""
+    run.logs.mkdir(parents=True, exist_ok=True)  # the job's --output goes there
+    job_id = slurm.submit(str(run.slurm_script))
+    now = time.time()
+    submission = {"job_id": job_id, "partition": layout.partition, "account": layout.account,
+                  "nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "time_limit": layout.time_limit,
+                  "requeue": layout.requeue, "comment": layout.comment, "job_name": layout.job_name,
+                  "command": ["sbatch", "--parsable", str(run.slurm_script)],
+                  "script_sha256": sha256_file(run.slurm_script)}
+    record = {**record, "backend": "slurm", "state": "pending", "pid": None, "job_id": job_id, "slurm": submission,
+              "cwd": str(run.dir), "started_ts": now,
+              "started_at": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(timespec="seconds")}
+    atomic_write_json(run.run_json, record)
+    return record
+
+
+# ---------------------------------------------------------------- status
+def owns(job: slurm.Job, run: Run, record: dict) -> str | None:
+    """None when `job` is this run's job; else why not (in words)."""
+    token = (record.get("slurm") or {}).get("comment") if isinstance(record.get("slurm"), dict) else None
+    try:
+        same_dir = bool(job.work_dir) and Path(job.work_dir).resolve() == run.dir.resolve()
+    except (OSError, ValueError):
+        same_dir = False
+    if job.name == run.dir.name and same_dir and token and job.comment == token:
+        return None
+    return f"its name is {job.name!r}, its directory {job.work_dir or '?'}, its comment {job.comment or '(none)'!r}"
+
+
+def own_job(run: Run, record: dict) -> tuple[slurm.Job | None, str | None]:
+    """(this run's job as the scheduler knows it, or None; a note when run.json named a job that is not this run's
+    or none at all)."""
+    job_id = str(record.get("job_id") or "")
+    found = slurm.job(job_id) if job_id else None
+    if found is not None:
+        why = owns(found, run, record)
+        if why is None:
+            return found, None
+        note = (f"run.json names job {job_id}, which is not this run's ({why}): that job is neither reported nor "
+                "touched")
+    else:
+        note = None if job_id else "run.json names no job id"
+    if note is None:
+        return None, None  # the scheduler forgot the job (it ended long ago): the files and run.json tell
+    for other in slurm.jobs_named(run.dir.name):
+        candidate = slurm.job(other)
+        if candidate is not None and owns(candidate, run, record) is None:
+            return candidate, f"{note}; this run's own job is {other}"
+    return None, note
+
+
+def _newer(path: Path, since) -> dict | None:
+    data = read_json_if_present(path)
+    if data is None or (isinstance(since, (int, float)) and path.stat().st_mtime < since - 1):
+        return None
+    return data if isinstance(data, dict) else {}
+
+
+def _node_exits(run: Run) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for path in run.logs.glob("node-*.exit"):
+        text = path.read_text(errors="replace").strip() if path.is_file() else ""
+        out[path.name[5:-5]] = int(text) if text.lstrip("-").isdigit() else None
+    return out
+
+
+def failed_nodes(run: Run, job: slurm.Job) -> list[str]:
+    """The nodes a failed job failed on: those the scheduler holds down, else those whose launcher exited non-zero,
+    else those that never reported an exit."""
+    down = slurm.down_nodes(job.nodes)
+    if down:
+        return down
+    exits = _node_exits(run)
+    bad = [n for n, rc in exits.items() if rc not in (0, None)]
+    return bad or [n for n in job.nodes if n not in exits]
+
+
+def _exit_code(run: Run) -> int | None:
+    try:
+        return int(run.exit_code.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def slurm_state(run: Run, record: dict) -> dict:
+    """derive_state for a SLURM run: the scheduler's word on the job, with the run's files (progress, markers)."""
+    job, note = own_job(run, record)
+    since = record.get("started_ts")
+    stop_requested = _newer(run.stop_request, since) is not None
+    stopped = stop_requested or _newer(run.stopped, since) is not None
+    outcome = _newer(run.outcome, since)
+    exit_code = _exit_code(run)
+    known = record.get("job") if isinstance(record.get("job"), dict) else {}
+    if job is None:
+        scheduler_state = known.get("scheduler_state") if not note else None
+        view = dict(known) if scheduler_state else None
+    else:
+        scheduler_state = job.state
+        view = {"job_id": job.job_id, "scheduler_state": job.state, "reason": job.reason, "nodes": job.nodes,
+                "partition": job.partition, "exit_code": job.exit_code, "restarts": job.restarts,
+                "source": job.source, "failed_nodes": []}
+        if job.state in FAILED:
+            view["failed_nodes"] = failed_nodes(run, job)
+    alive = scheduler_state in slurm.ACTIVE
+    if scheduler_state in PENDING:
+        state = "pending"
+    elif alive:
+        state = "running" if _newer(run.train_begin, since) is not None else "starting"
+    elif scheduler_state == "COMPLETED" or (scheduler_state is None and (outcome or exit_code is not None)):
+        state = (outcome or {}).get("state") if (outcome or {}).get("state") in ("succeeded", "stopped") else (
+            "stopped" if stopped else "failed")
+        if state == "succeeded" and exit_code not in (None, 0):
+            state = "failed"
+    elif scheduler_state == "CANCELLED":  # stopped only when stop_training asked; scancel by hand: cancelled
+        state = "stopped" if stop_requested else "cancelled"
+    elif scheduler_state in STATE_OF:
+        state = STATE_OF[scheduler_state]
+    elif scheduler_state in FAILED:
+        state = "failed"
+    else:
+        state, note = "unknown", note or (f"the scheduler no longer knows job {record.get('job_id')} and the logs "
+                                          "do not say how it ended (accounting off?)")
+    if exit_code is None and view and view.get("exit_code") is not None and not alive:
+        exit_code = view["exit_code"]
+    if view is not None and view != known:
+        record = {**record, "job": view}
+        if job is not None and str(job.job_id) != str(record.get("job_id")):
+            record = {**record, "job_id": job.job_id, "reconstructed": True}
+    return {"state": state, "alive": alive, "pid": None, "exit_code": exit_code if not alive else None,
+            "outcome": outcome, "stop_requested": stop_requested, "record": record, "note": note, "job": view}
+
+
+def job_message(derived: dict) -> str:
+    """What the scheduler adds to training_status's message: why pending, on which nodes, where it failed."""
+    view = derived.get("job") or {}
+    if not view:
+        return ""
+    state, job_id = derived["state"], view.get("job_id")
+    if state == "pending":
+        return f" (job {job_id} pending: {view.get('reason') or 'no reason given'})"
+    if state in ("running", "starting"):
+        return f" (job {job_id} on {','.join(view.get('nodes') or []) or '?'})"
+    if state == "failed":
+        nodes = ",".join(view.get("failed_nodes") or []) or "?"
+        return f" (job {job_id} {view.get('scheduler_state')} on node {nodes}; see train/logs/node-<node>.log)"
+    if state in ("cancelled", "timed_out", "preempted"):
+        return f" (job {job_id} {view.get('scheduler_state')} by the scheduler or by hand, not by stop_training)"
+    return f" (job {job_id} {view.get('scheduler_state')})"
+
+
+# ---------------------------------------------------------------- stop
+def _wait_ended(run: Run, record: dict, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while True:
+        job, _ = own_job(run, record)
+        if job is None or not job.active:
+            return True
+        if time.time() >= deadline:
+            return False
+        time.sleep(1.0)
+
+
+def stop_job(run: Run, derived: dict, timeout_s: float) -> tuple[bool, bool, str]:
+    """Ask this run's job for a checkpoint (stop-request file + USR1 to its steps, which the trainer turns into a
+    save at the next step end), wait for the job to end; scancel it after `timeout_s`. Only a job verified to be
+    this run's (owns) is signalled. (graceful, cancelled, note)."""
+    record = derived["record"]
+    job, note = own_job(run, record)
+    if job is None or not job.active:
+        return False, False, note or "the job is not active"
+    atomic_write_json(run.stop_request, {"requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
+        timespec="seconds"), "time": time.time(), "job_id": job.job_id})
+    if job.state in PENDING:  # nothing runs yet: no checkpoint to ask for
+        slurm.cancel(job.job_id)
+        return False, True, note or f"job {job.job_id} was still pending: cancelled"
+    if _newer(run.train_begin, record.get("started_ts")) is not None:  # the trainer catches USR1 from then on
+        slurm.cancel(job.job_id, signal="USR1")
+    if _wait_ended(run, record, timeout_s):
+        return True, False, note or ""
+    again, _ = own_job(run, record)
+    if again is not None and again.active:
+        slurm.cancel(again.job_id)
+        _wait_ended(run, record, STOP_GRACE_S)
+    return False, True, note or ""
+
+
+def describe(record: dict) -> str:
+    """One line of a SLURM launch for a LaunchResult message."""
+    sub = record.get("slurm") or {}
+    return (f"submitted job {record.get('job_id')} ({sub.get('nodes')} node(s)"
+            + (f", partition {sub['partition']}" if sub.get("partition") else "")
+            + (f", {sub['gpus_per_node']} GPU(s) per node" if sub.get("gpus_per_node") else ", CPU")
+            + "); follow it with training_status")
