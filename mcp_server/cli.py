@@ -9,7 +9,8 @@ command line, the human-readable summary and the exit code.
 
 `--json` prints the pydantic result for machines; without it, a short readable summary for people.
 Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
-(the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback).
+(the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback),
+141 when the reader of the output went away (`| head`), quietly.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
 from mcp_server.errors import UserInputError, describe_failure, validation_message
+from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import silent
 from mcp_server.tools import TOOLS
 from mcp_server.toolspec import Command, Flag, ToolSpec, print_result
@@ -166,13 +168,54 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _reader_gone() -> int:
+    """The output's reader closed it (`llm-finetuning ... | head`): stop quietly, as a command killed by SIGPIPE
+    would (exit 141), with what is left unwritten sent nowhere instead of a traceback at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (an in-process caller's buffer)
+        pass
+    return 141
+
+
+# The light checks this CLI makes in the training interpreter: a warm per-user worker answers them
+# (mcp_server.worker_daemon), so a repeated call does not import TRL again. Work that loads models or
+# imports the person's code (sampling, rewards, training, evaluation) stays in this call's own process.
+DAEMON_TARGETS = frozenset({"mcp_server.recipe.trl_fields:probe_installed_trl",
+                            "mcp_server.recipe.trl_fields:parse_like_trl",
+                            "mcp_server.recipe.trl_fields:instantiate_grpo_config"})
+DAEMON_WARM_UP = "mcp_server.recipe.trl_fields:warm_trl"  # what the daemon does before its first caller
+
+
+def _route(python: str, target: str, args: tuple, kwargs: dict, report) -> tuple[bool, object]:
+    if target not in DAEMON_TARGETS:
+        return False, None
+    from mcp_server import worker_daemon
+
+    return worker_daemon.call(python, target, args, kwargs, report, warm_up=DAEMON_WARM_UP)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    from mcp_server import worker
+
+    before, worker.route = worker.route, _route
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    finally:
+        worker.route = before
+
+
+def _main(argv: list[str]) -> int:
+    keep_caches_private()
     names = {spec.command for spec in TOOLS}
     parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")
     args = parser.parse_args(argv)
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()  # here, so a reader that went away (`| head`) is met below, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except (UserInputError, ValidationError, OSError) as exc:  # bad input, or a file the system refused
         print(f"error: {describe_failure(exc)}", file=sys.stderr)
         return 2

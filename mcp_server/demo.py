@@ -235,19 +235,47 @@ def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings:
             "base_success_rate": review.base_success_rate}
 
 
+MAX_TRAINING_THREADS = 4  # measured on 2 cores only; a 100k-parameter model's matmuls split little further
+
+
+def training_threads() -> int:
+    """Threads for the demo's GRPO training process: the cores this process may use, at most
+    MAX_TRAINING_THREADS (LLM_FINETUNING_DEMO_THREADS overrides; bench/bench_demo.py compares with one)."""
+    chosen = os.environ.get("LLM_FINETUNING_DEMO_THREADS", "").strip()
+    if chosen.isdigit() and int(chosen) > 0:
+        return int(chosen)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_TRAINING_THREADS))
+
+
+def _thread_settings() -> dict[str, str]:
+    """OMP settings for the training process. With more than one thread, idle OpenMP threads sleep instead of
+    spinning (OMP_WAIT_POLICY=PASSIVE, unless set): on a 2-core machine at load 10, two spinning threads made a
+    demo GRPO step 6-9x slower than one thread; two passive ones took 1.14x (one thread 1.82 s, two 2.08 s)."""
+    threads = training_threads()
+    settings = {"OMP_NUM_THREADS": str(threads)}
+    if threads > 1 and "OMP_WAIT_POLICY" not in os.environ:
+        settings["OMP_WAIT_POLICY"] = "PASSIVE"
+    return settings
+
+
 def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict:
     """Launch train/train.py through launch_training (gates: config, inspection, environment) and follow
     train/logs/progress.jsonl with a progress bar until the run ends."""
     run = Run(run_dir)
-    env_threads = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the training process: one thread for a tiny model
+    settings_before = {key: os.environ.get(key) for key in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    os.environ.update(_thread_settings())  # inherited by the training process
     try:
         launched = launch_training(LaunchRequest(run=str(run_dir)))
     finally:
-        if env_threads is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = env_threads
+        for key, value in settings_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     if not launched.launched:
         raise RuntimeError("launch refused: " + "; ".join(f"{r.gate}: {r.message}" for r in launched.refusals))
     pid, how = launched.pid, "launch_training"

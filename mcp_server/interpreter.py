@@ -10,14 +10,18 @@ With none of these, the tools that need one say so and name prepare_environment 
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.tiny import cache_root
 
 # The folder that holds the `mcp_server` package: put on PYTHONPATH of a training interpreter that does not
 # have this package installed (a plugin checkout or copy; an installed package finds itself).
@@ -51,11 +55,12 @@ def own_python_has_trl() -> bool:
 def is_this_python(python: str) -> bool:
     """Same interpreter as this process? Compared by its bin directory (a venv's python is a symlink to the
     base interpreter, so resolving the file itself would make every venv of one Python look the same)."""
-    def where(path: str) -> tuple[str, str]:
-        absolute = os.path.abspath(path)
-        return os.path.realpath(os.path.dirname(absolute)), os.path.realpath(absolute)
+    return _where(os.path.abspath(python)) == _where(os.path.abspath(sys.executable))
 
-    return where(python) == where(sys.executable)
+
+@lru_cache(maxsize=16)  # every call into the training interpreter asks: resolving links costs ~0.1 ms a path
+def _where(absolute: str) -> tuple[str, str]:
+    return os.path.realpath(os.path.dirname(absolute)), os.path.realpath(absolute)
 
 
 def prepared_python() -> str | None:
@@ -101,10 +106,38 @@ def package_path() -> str | None:
     return None
 
 
+# Where libraries would write under the home directory otherwise (an arrow copy of the data under
+# ~/.cache/huggingface/datasets, matplotlib's config and font cache under ~/.config/matplotlib): the data sets
+# cache in a folder of this process, removed at exit (it holds a copy of the person's data), matplotlib's beside
+# the tiny model in this package's per-user cache (kept: its font cache takes seconds to build); for training,
+# the run's cache/ (train/launch.sh). A value the person set is kept.
+PRIVATE_CACHES = ("HF_DATASETS_CACHE", "MPLCONFIGDIR")
+SCRATCH = "LLM_FINETUNING_SCRATCH"  # this process's scratch folder, when keep_caches_private made one
+
+
+def keep_caches_private() -> None:
+    """Point the caches a library writes under the home directory (PRIVATE_CACHES) away from it, unless the person
+    set them (HF_HOME counts for the data sets cache). The doors and the worker call it first, before anything
+    imports datasets or matplotlib."""
+    if not os.environ.get("MPLCONFIGDIR"):
+        os.environ["MPLCONFIGDIR"] = str(cache_root() / "matplotlib")
+    if os.environ.get(SCRATCH) or os.environ.get("HF_DATASETS_CACHE") or os.environ.get("HF_HOME"):
+        return
+    scratch = tempfile.mkdtemp(prefix="llm-finetuning-scratch-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    os.environ[SCRATCH] = scratch
+    os.environ["HF_DATASETS_CACHE"] = os.path.join(scratch, "datasets")
+
+
 def training_env(python: str, base: dict | None = None) -> dict:
     """Environment for a process of the training interpreter: this package importable from the plugin
-    folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code)."""
+    folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code). This
+    process's scratch caches stay its own: a child makes its own (keep_caches_private, train/launch.sh)."""
     env = dict(os.environ if base is None else base)
+    scratch = env.pop(SCRATCH, None)
+    for key in PRIVATE_CACHES:
+        if scratch and env.get(key, "").startswith(scratch):
+            del env[key]
     # The launcher keeps the server's bytecode beside its environment; the training interpreter reads its own
     # (a prefix would make it recompile torch and the rest).
     if (

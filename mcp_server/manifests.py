@@ -46,6 +46,11 @@ CODEX_ENV_VARS = [
 # Codex's default handshake timeout is 30 s; a first start builds the server's light environment in seconds, but a
 # cold pip cache on a slow network can take longer.
 CODEX_STARTUP_TIMEOUT_SEC = 120
+# Gemini CLI's `mcp list` gave a server 5 s unless its entry sets `timeout`: a first start that builds the environment
+# with pip (no uv) takes 8-10 s on a 2-core machine, so the first check said Disconnected. Gemini reads `timeout`
+# in milliseconds, also as the limit of a tool call (its own default there is 10 min, kept: sampling and evaluation
+# run for minutes). (OpenCode 1.18's `mcp list` waited for a server starting 16 s late without one.)
+FIRST_START_TIMEOUT_MS = 600_000
 
 
 def load_source(root: Path) -> dict:
@@ -187,7 +192,8 @@ def gemini(source: dict, root: Path) -> dict[str, str]:
         "version": source["version"],
         "description": source["description"],
         "contextFileName": "GEMINI.md",
-        "mcpServers": {name: {**entry, "args": [_gemini_path(a) for a in entry.get("args", [])]}
+        "mcpServers": {name: {**entry, "args": [_gemini_path(a) for a in entry.get("args", [])],
+                              "timeout": FIRST_START_TIMEOUT_MS}
                        for name, entry in source["mcpServers"].items()},
     }
     agents = "\n".join(

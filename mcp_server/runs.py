@@ -17,12 +17,15 @@ directory"). Every module that reads or writes a run names its files through `Ru
         rewards.json                  rewards          the reward specs [{name, params, weight}]
         request.json                  request          the recipe request, target and variant chosen
         request.schema.json           request_schema   the request's JSON schema
+        agentic.json                  agentic          an agentic run's environment and tools (agentic.spec)
         launch.sh / launch.slurm      launch_script, slurm_script   written by launch_training
         accelerate.yaml               accelerate     several GPUs: TRL's bundled accelerate config
         logs/                         logs           written by the training process:
           progress.jsonl              progress         one line per logged step
           stdout.log                  stdout           the training command's output
           exit-code                   exit_code        written by launch.sh when the command ends
+          node-<node>.log / .exit     node_log(n), node_exit(n)   a SLURM job: each node's output and exit code
+          env-<node>.json             node_env(n)      a SLURM job: the node's packages and GPUs, seen by its trainer
           train-begin.json            train_begin      when training starts (max_steps, world size, pid)
           stop-request.json           stop_request     stop_training asks the callback to stop
           stopped.json                stopped          the callback stopped on request (or its guard stopped)
@@ -33,10 +36,14 @@ directory"). Every module that reads or writes a run names its files through `Ru
         logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
+        trajectories.jsonl            trajectories     an agentic run's rollouts from TRL's tool loop (+ .meta.json)
         samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
         verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
+      cache/                                         what libraries cache while training (an arrow copy of the
+                                                     data, matplotlib's): train/launch.sh points them here, not
+                                                     under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
       promotion-report.md             promotion_report
       promotion.json                  promotion      promote_checkpoint's result (with the checkpoint's content hash)
@@ -167,6 +174,10 @@ class Run:
         return self.train / "request.schema.json"
 
     @property
+    def agentic(self) -> Path:
+        return self.train / "agentic.json"
+
+    @property
     def launch_script(self) -> Path:
         return self.train / "launch.sh"
 
@@ -197,6 +208,15 @@ class Run:
     @property
     def exit_code(self) -> Path:
         return self.logs / "exit-code"
+
+    def node_log(self, node: str) -> Path:
+        return self.logs / f"node-{node}.log"
+
+    def node_exit(self, node: str) -> Path:
+        return self.logs / f"node-{node}.exit"
+
+    def node_env(self, node: str) -> Path:
+        return self.logs / f"env-{node}.json"
 
     @property
     def train_begin(self) -> Path:
@@ -230,6 +250,10 @@ class Run:
     @property
     def inspection(self) -> Path:
         return self.dir / "inspection"
+
+    @property
+    def trajectories(self) -> Path:
+        return self.inspection / "trajectories.jsonl"
 
     @property
     def samples(self) -> Path:
@@ -270,6 +294,21 @@ class Run:
         while (self.archive / f"{kind}-{n}").exists():
             n += 1
         return self.archive / f"{kind}-{n}"
+
+    def inside(self, path: Path) -> Path:
+        """`path` (a file of this run to be written) when the folder it lands in is inside the run directory;
+        UserInputError('run') when a symbolic link on the way leads elsewhere (runs/R/inspection -> ~/): a run's
+        files are written inside the run, never through a link into another place."""
+        folder = Path(path).parent
+        try:
+            real, home = folder.resolve(), self.dir.resolve()
+        except (OSError, RuntimeError):  # a link loop
+            real, home = None, None
+        if real is None or not real.is_relative_to(home):
+            link = next((p for p in [folder, *folder.parents] if p.is_symlink()), folder)
+            raise UserInputError("run", f"{short(link)} leads outside the run directory (to {short(real or '?')}): "
+                                        "a run's files are written inside it; replace the link with a directory")
+        return path
 
     # ---------------------------------------------------------------- reading
     def resolve(self, path: str | Path) -> Path:
@@ -357,7 +396,7 @@ def resolve_run(run: str | Path) -> Run:
         raise UserInputError("run", f"{short(path)} is not a run directory (it holds none of "
                                     f"{', '.join(RUN_MARKERS)}); "
                              "give a run's name under runs/ or the path of a run emit_grpo_config made")
-    known = sorted(p.name for p in runs_root().glob("*") if p.is_dir()) if runs_root().is_dir() else []
+    known = sorted(r.name for r in all_runs())  # not the hidden staging directories of an emission under way
     raise UserInputError(
         "run", f"no run directory '{short(run)}' (looked in {runs_root()}); known runs: {', '.join(known) or 'none'}"
     )

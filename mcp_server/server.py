@@ -12,13 +12,13 @@ import functools
 import inspect
 import json
 import logging
+import threading
 import warnings
 from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resources import FileResource
@@ -28,9 +28,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mcp_server import warm_up
 from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
 from mcp_server.errors import UserInputError, describe_failure, validation_message
+from mcp_server import jsonrpc
+from mcp_server.calls import run_cancellable, stop_point
 from mcp_server.inputs import NoArguments
+from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import Report
 from mcp_server.tools import MCP_TOOLS
 from mcp_server.toolspec import ToolSpec
@@ -68,7 +72,7 @@ def _parse(model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
         raise ToolError(validation_message(exc, model)) from None
 
 
-def _reporter(ctx: Context, token) -> Report:
+def _reporter(ctx: Context, token, stop: threading.Event) -> Report:
     """A `report` for the core (which runs in a worker thread): each call becomes an MCP log message and, when the
     client asked for progress, a progress notification, both sent on the server's event loop.
 
@@ -82,6 +86,7 @@ def _reporter(ctx: Context, token) -> Report:
         await ctx.log("info", message, logger_name="llm-finetuning")
 
     def report(done: float, total: float | None, message: str) -> None:
+        stop_point(stop)  # a cancelled call stops here
         if done < seen["last"]:
             seen["offset"] += seen["last"]
         seen["last"] = done
@@ -112,10 +117,11 @@ def _tool(spec: ToolSpec) -> Tool:
         return _with_image(result, getattr(result, spec.image)) if spec.image else result
 
     async def call(ctx: Context, **arguments: Any):
+        stop = threading.Event()  # set when the client cancels: the work stops at its next progress report
         try:
             request = _parse(model, arguments)
-            kwargs: dict[str, Any] = {"report": _reporter(ctx, anyio.lowlevel.current_token())} if reports else {}
-            return await anyio.to_thread.run_sync(functools.partial(work, request, kwargs))
+            kwargs: dict[str, Any] = {"report": _reporter(ctx, anyio.lowlevel.current_token(), stop)} if reports else {}
+            return await run_cancellable(functools.partial(work, request, kwargs), stop)
         except (MCPError, ToolError):
             raise
         except Exception as exc:
@@ -187,7 +193,9 @@ _register_content()
 
 
 def main() -> None:
-    mcp.run("stdio")
+    keep_caches_private()
+    warm_up.start()  # TRL's import in the training interpreter, in the background
+    anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
 
 
 if __name__ == "__main__":

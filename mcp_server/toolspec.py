@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
+from mcp_server.errors import one_line
+
 
 class Flag:
     """How one request field deviates on the command line: `name` ('--timeout' for timeout_s; a bare name such as
@@ -72,5 +74,5 @@ def print_result(result: BaseModel, as_json: bool, human: Callable[[Any], str] |
     """The CLI's output: the pydantic result as JSON for machines, else the readable summary."""
     if as_json or human is None:
         print(result.model_dump_json(indent=2))
-    else:
-        print(human(result))
+    else:  # a terminal escape or carriage return a name or log line carried is shown escaped, never acted on
+        print("\n".join(one_line(line) for line in human(result).split("\n")))

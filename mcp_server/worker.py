@@ -6,6 +6,8 @@ this Python is the training interpreter (mcp_server.interpreter), else in one pe
 so only its first call pays for importing TRL; one call runs at a time; a worker that died is started
 again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
 comes back as lines of their own while the call runs. Pydantic models travel as {"model", "data"}.
+A process may send some calls elsewhere first (`route`: the CLI's light checks go to its per-user warm worker,
+mcp_server.worker_daemon, which speaks the same lines over a unix socket).
 """
 
 from __future__ import annotations
@@ -24,13 +26,24 @@ import traceback
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.interpreter import HOW_TO_GET_ONE, is_this_python, require_training_python, training_env
+from mcp_server.interpreter import (
+    HOW_TO_GET_ONE,
+    PRIVATE_CACHES,
+    SCRATCH,
+    is_this_python,
+    keep_caches_private,
+    require_training_python,
+    training_env,
+)
 from mcp_server.reporting import Report, silent
 from mcp_server.workspace import workspace_root
 
 WORKER_FLAG = "LLM_FINETUNING_WORKER"  # set in the worker: everything there runs in-process
 # Settings that follow each call into the worker (tests and harnesses may change them between calls).
 SYNCED_ENV_PREFIXES = ("LLM_FINETUNING_", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_DEVICES")
+# Where a process sends some calls instead: route(python, target, args, kwargs, report) -> (handled, result).
+# The CLI sets it (its light checks go to the per-user warm worker, mcp_server.worker_daemon); None elsewhere.
+route = None
 
 
 class TrainingInterpreterError(RuntimeError):
@@ -63,10 +76,21 @@ def _decode(item: dict):
     return item["value"]
 
 
+@functools.lru_cache(maxsize=256)  # asked on every call (a validation makes several): inspect is ~0.1 ms
+def _takes_report(fn) -> bool:
+    return "report" in inspect.signature(fn).parameters
+
+
 def _call_here(fn, args, kwargs, report: Report):
-    if "report" in inspect.signature(fn).parameters:
+    if _takes_report(fn):
         kwargs = {**kwargs, "report": report}
     return fn(*args, **kwargs)
+
+
+# One call at a time in this process too, as in the worker: concurrent calls (an MCP client's parallel tool calls
+# run in threads) raced transformers' lazy imports and each other's model loading (meta tensors), and a late
+# call's files could replace a newer call's.
+_HERE = threading.RLock()
 
 
 def in_training(target: str, *args, report: Report = silent, **kwargs):
@@ -75,8 +99,13 @@ def in_training(target: str, *args, report: Report = silent, **kwargs):
     if os.environ.get(WORKER_FLAG):
         return _call_here(_resolve(target), args, kwargs, report)
     python = require_training_python()
+    if route is not None:
+        handled, result = route(python, target, args, kwargs, report)
+        if handled:
+            return result
     if is_this_python(python):
-        return _call_here(_resolve(target), args, kwargs, report)
+        with _HERE:
+            return _call_here(_resolve(target), args, kwargs, report)
     return _worker_for(python).call(target, args, kwargs, report)
 
 
@@ -92,6 +121,72 @@ def runs_in_training(fn):
         return in_training(target + ".__wrapped__", *args, report=report, **kwargs)
 
     return call
+
+
+# ---------------------------------------------------------------- the protocol, both directions
+def request_message(call_id: int, target: str, args: tuple, kwargs: dict) -> dict:
+    """One call: the target, its arguments, and the caller's settings and working directory."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(SYNCED_ENV_PREFIXES)}
+    env["LLM_FINETUNING_WORKSPACE"] = str(workspace_root())
+    env.pop("LLM_FINETUNING_PYTHON", None)
+    return {"id": call_id, "target": target, "args": [_encode(a) for a in args],
+            "kwargs": {k: _encode(v) for k, v in kwargs.items()}, "env": env, "cwd": os.getcwd()}
+
+
+def receive(readline, call_id: int, target: str, report: Report, python: str, died):
+    """Read answer lines until this call's result (returned) or error (raised); `died()` makes the exception
+    for a worker whose output ended."""
+    while True:
+        line = readline()
+        if not line:
+            raise died()
+        try:
+            answer = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if answer.get("id") != call_id:
+            continue
+        if "report" in answer:
+            report(*answer["report"])
+        elif "result" in answer:
+            return _decode(answer["result"])
+        else:
+            raise _error(answer["error"], target, python)
+
+
+def _error(error: dict, target: str, python: str) -> Exception:
+    if error["kind"] == "input":
+        return UserInputError(error["field"], error["message"])
+    if error["type"] in ("ModuleNotFoundError", "ImportError"):
+        return UserInputError("LLM_FINETUNING_PYTHON", (
+            f"the training interpreter {python} cannot import what {target} needs: "
+            f"{error['message']}. It needs torch, trl, transformers (the package's train extra) "
+            f"and pydantic, pyyaml, jsonschema; install them there, or {HOW_TO_GET_ONE}"))
+    return TrainingInterpreterError(f"{error['type']}: {error['message']} (in the training "
+                                    f"interpreter {python})\n{error['traceback']}")
+
+
+def handle(request: dict, send) -> None:
+    """Run one request here (the worker's side) and send its progress and its answer."""
+    call_id = request["id"]
+
+    def relay(done, total, message):
+        send({"id": call_id, "report": [done, total, message]})
+
+    try:
+        _apply(request.get("env", {}), request.get("cwd", os.getcwd()))
+        fn = _resolve(request["target"])
+        args = [_decode(a) for a in request["args"]]
+        kwargs = {k: _decode(v) for k, v in request["kwargs"].items()}
+        if _takes_report(fn):
+            kwargs["report"] = relay
+        send({"id": call_id, "result": _encode(fn(*args, **kwargs))})
+    except UserInputError as exc:
+        send({"id": call_id, "error": {"kind": "input", "field": exc.field,
+                                       "message": str(exc).removeprefix(f"{exc.field}: ")}})
+    except Exception as exc:  # the caller reports it; the worker keeps serving
+        send({"id": call_id, "error": {"kind": "exception", "type": type(exc).__name__, "message": str(exc),
+                                       "traceback": traceback.format_exc(limit=8)}})
 
 
 # ---------------------------------------------------------------- the server's side
@@ -135,46 +230,17 @@ class Worker:
         )
 
     def call(self, target: str, args: tuple, kwargs: dict, report: Report):
-
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
             call_id = next(self.ids)
-            env = {k: v for k, v in os.environ.items() if k.startswith(SYNCED_ENV_PREFIXES)}
-            env["LLM_FINETUNING_WORKSPACE"] = str(workspace_root())
-            env.pop("LLM_FINETUNING_PYTHON", None)
-            message = {"id": call_id, "target": target, "args": [_encode(a) for a in args],
-                       "kwargs": {k: _encode(v) for k, v in kwargs.items()}, "env": env, "cwd": os.getcwd()}
             try:
-                self.proc.stdin.write(json.dumps(message) + "\n")
+                self.proc.stdin.write(json.dumps(request_message(call_id, target, args, kwargs)) + "\n")
                 self.proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 raise self._died(target) from None
-            while True:
-                line = self.proc.stdout.readline()
-                if not line:
-                    raise self._died(target)
-                try:
-                    answer = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if answer.get("id") != call_id:
-                    continue
-                if "report" in answer:
-                    report(*answer["report"])
-                elif "result" in answer:
-                    return _decode(answer["result"])
-                else:
-                    error = answer["error"]
-                    if error["kind"] == "input":
-                        raise UserInputError(error["field"], error["message"])
-                    if error["type"] in ("ModuleNotFoundError", "ImportError"):
-                        raise UserInputError("LLM_FINETUNING_PYTHON", (
-                            f"the training interpreter {self.python} cannot import what {target} needs: "
-                            f"{error['message']}. It needs torch, trl, transformers (the package's train extra) "
-                            f"and pydantic, pyyaml, jsonschema; install them there, or {HOW_TO_GET_ONE}"))
-                    raise TrainingInterpreterError(f"{error['type']}: {error['message']} (in the training "
-                                                   f"interpreter {self.python})\n{error['traceback']}")
+            return receive(self.proc.stdout.readline, call_id, target, report, self.python,
+                           lambda: self._died(target))
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -210,15 +276,17 @@ def close_workers() -> None:
 
 # ---------------------------------------------------------------- the worker's side
 def _apply(env: dict, cwd: str) -> None:
+    own = (WORKER_FLAG, "LLM_FINETUNING_PYTHON", SCRATCH, *PRIVATE_CACHES)  # the worker's, never the caller's
     for key in [k for k in os.environ if k.startswith(SYNCED_ENV_PREFIXES) and k not in env]:
-        if key not in (WORKER_FLAG, "LLM_FINETUNING_PYTHON"):
+        if key not in own:
             del os.environ[key]
-    os.environ.update(env)
+    os.environ.update({k: v for k, v in env.items() if k not in own})
     if os.path.isdir(cwd):
         os.chdir(cwd)
 
 
 def serve() -> None:
+    keep_caches_private()
     # stdout carries only the protocol: whatever the called code prints goes to stderr.
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
@@ -230,28 +298,8 @@ def serve() -> None:
             channel.flush()
 
     for line in sys.stdin:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        call_id = request["id"]
-
-        def relay(done, total, message, _id=call_id):
-            send({"id": _id, "report": [done, total, message]})
-
-        try:
-            _apply(request.get("env", {}), request.get("cwd", os.getcwd()))
-            fn = _resolve(request["target"])
-            args = [_decode(a) for a in request["args"]]
-            kwargs = {k: _decode(v) for k, v in request["kwargs"].items()}
-            if "report" in inspect.signature(fn).parameters:
-                kwargs["report"] = relay
-            send({"id": call_id, "result": _encode(fn(*args, **kwargs))})
-        except UserInputError as exc:
-            send({"id": call_id, "error": {"kind": "input", "field": exc.field,
-                                           "message": str(exc).removeprefix(f"{exc.field}: ")}})
-        except Exception as exc:  # the server reports it; the worker keeps serving
-            send({"id": call_id, "error": {"kind": "exception", "type": type(exc).__name__, "message": str(exc),
-                                           "traceback": traceback.format_exc(limit=8)}})
+        if line.strip():
+            handle(json.loads(line), send)
 
 
 if __name__ == "__main__":

@@ -52,12 +52,24 @@ def slugify(text: str) -> str:
     return slug[:48].strip("-") or "run"
 
 
+# Cyrillic and Greek letters drawn like Latin ones (after NFKC and lower case): a run named with one of them looks
+# exactly like a run named in Latin letters.
+LOOKALIKES = str.maketrans("аеіјкорсухѕһԁԛԝӏүαορικνυχγ", "aeijkopcyxshdqwlyaopikvuxy")
+
+
+def skeleton(name: str) -> str:
+    """What a name looks like: NFKC, lower case, look-alike Cyrillic/Greek letters read as the Latin ones."""
+    return unicodedata.normalize("NFKC", name).lower().translate(LOOKALIKES)
+
+
 def unique_run_name(slug: str, date: _dt.date | None = None) -> str:
-    """`<YYYY-MM-DD>-<slug>`, or `-2`, `-3`, ... when that directory exists: a new run never lands on an
-    earlier one."""
+    """`<YYYY-MM-DD>-<slug>`, or `-2`, `-3`, ... when a run of that name, or of a name that looks the same (a
+    Cyrillic `е` for a Latin `e`), exists: a new run never lands on an earlier one, nor looks like one."""
     base = f"{(date or _dt.date.today()).isoformat()}-{slugify(slug)}"
+    root = runs_root()
+    taken = {skeleton(p.name) for p in root.iterdir()} if root.is_dir() else set()
     name, n = base, 1
-    while (runs_root() / name).exists():
+    while (root / name).exists() or skeleton(name) in taken:
         n += 1
         name = f"{base}-{n}"
     return name

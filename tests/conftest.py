@@ -18,6 +18,11 @@ import pytest
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No warm workers unless a test asks: each CLI call does its own work (no daemon outlives the suite) and a
+# server imports TRL only when a call needs it (hundreds of short sessions would each pay the import in the
+# background). tests/test_warm_workers.py turns both on where it checks them.
+os.environ.setdefault("LLM_FINETUNING_CLI_WORKER", "0")
+os.environ.setdefault("LLM_FINETUNING_WARM_UP", "0")
 # Nothing the suite builds (the tiny model, warm-started models) is read from or left in ~/.cache: a cache
 # per session, set before anything builds and inherited by every child process (CLI, MCP server, training).
 _CACHE = tempfile.mkdtemp(prefix="llm-finetuning-test-cache-")
@@ -69,17 +74,54 @@ def checkout_env(env: dict | None = None) -> dict:
     return merged
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600):
-    """Run this checkout's CLI (`python -m mcp_server.cli`, the code the in-process tests import; the installed
-    console script is tested once in test_cli.py); returns CompletedProcess (text)."""
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600,
+            process: bool = False):
+    """This checkout's CLI; returns CompletedProcess (text). In this process (cli_here: the same parser, core and
+    exit codes, without a Python start-up and the core's imports each time) unless `process`, for a test of what
+    the process boundary does: `python -m mcp_server.cli`, the code the in-process tests import (the installed
+    console script is tested once in test_cli.py)."""
+    if not process:
+        return cli_here(*args, env=env, cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "mcp_server.cli", *args], cwd=cwd, env=checkout_env(env), capture_output=True,
         text=True, timeout=timeout,
     )
 
 
-def run_cli_json(*args: str, **kwargs):
-    proc = run_cli(*args, "--json", **kwargs)
+def cli_here(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """This checkout's CLI called in this process (`cli.main`), for tests where the process boundary is not what
+    is tested: the same parser, core and exit codes as `run_cli` without a Python start-up and the core's imports
+    (a second or more per call). `env` is set for the call and restored after."""
+    import contextlib
+    import io
+
+    from mcp_server import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {key: os.environ.get(key) for key in (env or {})}
+    here = Path.cwd()
+    try:
+        os.environ.update(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse's refusals
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        os.chdir(here)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return subprocess.CompletedProcess(["llm-finetuning", *args], code, out.getvalue(), err.getvalue())
+
+
+def run_cli_json(*args: str, here: bool = False, **kwargs):
+    """The CLI with --json, its output parsed; `here` calls it in this process (cli_here)."""
+    proc = (cli_here if here else run_cli)(*args, "--json", **kwargs)
     try:
         return proc, json.loads(proc.stdout)
     except json.JSONDecodeError:

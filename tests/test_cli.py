@@ -46,7 +46,7 @@ def test_cli_tests_run_this_checkout(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "import mcp_server.cli; print(mcp_server.cli.__file__)"], cwd=tmp_path,
                           env=checkout_env(), capture_output=True, text=True, timeout=120)
     assert Path(proc.stdout.strip()).resolve() == ROOT / "mcp_server" / "cli.py", proc.stderr
-    proc = run_cli("list-rewards", "--json", cwd=tmp_path)
+    proc = run_cli("list-rewards", "--json", cwd=tmp_path, process=True)
     assert proc.returncode == 0 and '"code_execution_reward"' in proc.stdout, proc.stderr
 
 

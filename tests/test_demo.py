@@ -15,10 +15,18 @@ from mcp_server.evaluation.evaluate import baseline_path
 from mcp_server.tiny import TINY_VERSION
 
 
-def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_model):
-    proc = run_cli("demo", "--quick", "--json", cwd=workspace, env={"LLM_FINETUNING_WORKSPACE": str(workspace)},
-                   timeout=900)
+def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_model, tmp_path, monkeypatch):
+    # Nothing is written under the home directory (an arrow copy of the data under ~/.cache/huggingface/datasets,
+    # ~/.config/matplotlib were): the whole lifecycle runs with an empty home of its own.
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HF_HOME", "HF_DATASETS_CACHE", "MPLCONFIGDIR",
+                "LLM_FINETUNING_SCRATCH"):
+        monkeypatch.delenv(var, raising=False)
+    proc = run_cli("demo", "--quick", "--json", cwd=workspace, timeout=900, process=True,
+                   env={"LLM_FINETUNING_WORKSPACE": str(workspace), "HOME": str(home)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
     summary = json.loads(proc.stdout)
     run = Path(summary["run_dir"])
     assert run.parent == workspace / "runs" and run.name.endswith("-demo-quick")

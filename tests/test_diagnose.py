@@ -250,8 +250,8 @@ def assert_patches_validate(diagnosis):
 # ---------------------------------------------------------------- real runs: only what is robust
 # Codes that follow from a run's config or can only come from a log: a short CPU run at a settled learning
 # rate never earns them, whatever its metrics do.
-CONFIG_OR_LOG_CODES = {"cuda_out_of_memory", "vllm_out_of_memory", "nccl_timeout", "import_error", "fp16_divergence",
-                       "lr_out_of_range", "moe_without_gspo"}
+CONFIG_OR_LOG_CODES = {"cuda_out_of_memory", "vllm_out_of_memory", "nccl_timeout", "import_error", "disk_full",
+                       "fp16_divergence", "lr_out_of_range", "moe_without_gspo"}
 # The metrics TRL's GRPOTrainer logs that the rules read (the constructed series below use the same names).
 RULE_METRICS = {"loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
                 "completions/mean_length", "completions/clipped_ratio", "completions/mean_terminated_length"}

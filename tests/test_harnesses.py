@@ -263,6 +263,27 @@ def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path, with_uv):
         assert "-m venv" in plan[0] and "-m pip" in plan[1] and not fallback, plan
 
 
+def test_a_first_start_killed_mid_build_is_finished_by_the_next_start(tmp_path):
+    """A start the harness killed mid-build began again from nothing next time (and timed out again). The next
+    start finishes the half-built environment: only the install runs (uv here: a stand-in that records its
+    commands), and what the killed start had installed stays."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    installed = venv / "installed-by-the-killed-start.txt"
+    installed.write_text("kept\n")
+    uv, calls = tmp_path / "bin" / "uv", tmp_path / "uv-calls.log"
+    uv.parent.mkdir()
+    uv.write_text(f"#!/bin/sh\necho \"$1 $2\" >> '{calls}'\nexit 0\n")
+    uv.chmod(0o755)
+    proc = subprocess.run(
+        [sys.executable, str(LAUNCHER), "--prepare"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LLM_FINETUNING_VENV": str(venv), "PATH": f"{uv.parent}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 0 and "resuming" in proc.stderr, proc.stderr
+    assert calls.read_text().splitlines() == ["pip install"] and installed.read_text() == "kept\n"
+    launcher = runpy.run_path(str(LAUNCHER))
+    assert launcher["is_ready"](venv)
+
+
 def ready_venv(tmp_path: Path) -> Path:
     """A venv the launcher considers prepared: built without pip, seeing this environment's packages."""
     venv = tmp_path / "venv"
@@ -397,6 +418,7 @@ def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bi
 # the server resolves (mcp_server.workspace.workspace_root, in the cwd and environment the harness gave it),
 # then runs this interpreter: so the first start is fast here, and where runs would land is observable.
 SKILLS = {p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md")}
+PIP_FIRST_START_S = 8  # a first start without uv: pip builds the light environment (README, "Two Pythons")
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
@@ -440,8 +462,10 @@ class Trial:
                     "XDG_DATA_HOME": str(self.home / ".local/share"), "XDG_CACHE_HOME": str(self.home / ".cache"),
                     "XDG_STATE_HOME": str(self.home / ".local/state"), "NO_COLOR": "1"}
 
-    def prepare_server(self, plugin_root: Path) -> None:
-        """The prepared environment for the launcher at `plugin_root` (the copy this harness starts)."""
+    def prepare_server(self, plugin_root: Path, first_start_s: float = 0) -> None:
+        """The prepared environment for the launcher at `plugin_root` (the copy this harness starts). With
+        `first_start_s`, the server answers that much later, as a first start that builds the environment with
+        pip does (8-10 s on a 2-core machine): the harness must still say Connected on its first check."""
         launcher = runpy.run_path(str(plugin_root / "scripts" / "launch_server.py"))
         venv = self.tmp / f"venv-{len(list(self.tmp.glob('venv-*')))}"
         (venv / "bin").mkdir(parents=True)
@@ -450,7 +474,8 @@ class Trial:
         # made the start slow enough under load for a harness's connect timeout.
         python = venv / "bin" / "python"
         python.write_text(f"#!/bin/sh\nrealpath -m -- \"${{LLM_FINETUNING_WORKSPACE:-$(pwd -P)}}\" >> '{self.log}'\n"
-                          f"exec '{sys.executable}' \"$@\"\n")
+                          + (f"sleep {first_start_s}\n" if first_start_s else "")
+                          + f"exec '{sys.executable}' \"$@\"\n")
         python.chmod(0o755)
         (venv / launcher["MARKER"]).write_text(launcher["fingerprint"]() + "\n")
         self.env["LLM_FINETUNING_VENV"] = str(venv)
@@ -535,7 +560,7 @@ def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(p
     t = Trial(tmp_path)
     t.run(gemini, "extensions", "install", plugin_copy, "--consent", input="y\n")
     root = t.home / ".gemini" / "extensions" / "llm-finetuning"  # Gemini copies the extension
-    t.prepare_server(root)
+    t.prepare_server(root, first_start_s=PIP_FIRST_START_S)  # `mcp list` gave up after 5 s: Disconnected
     listed = t.run(gemini, "mcp", "list", timeout=180)
     assert re.search(r"✓ llm-finetuning \(from llm-finetuning\): .* - Connected", listed), listed
     extensions = t.run(gemini, "extensions", "list")

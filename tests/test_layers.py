@@ -12,9 +12,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "workspace", "userfiles", "runs",
-                "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation")),
+    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_daemon", "workspace", "userfiles",
+                "runs", "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation")),
     ("rewards", ("rewards",)),
+    ("agentic", ("agentic",)),  # environments and tools for agentic GRPO (TRL environment_factory, tools)
     ("recipe", ("recipe",)),  # config rules and validation
     ("memory", ("memory",)),
     ("emission", ("emission",)),
@@ -22,7 +23,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("diagnosis", ("diagnosis",)),  # diagnose_run's rules, registry and triage; the guard reads them
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "__main__", "demo", "manifests", "content", "tools")),
+    ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "manifests", "content", "tools", "warm_up")),
 ]
 
 

@@ -48,6 +48,7 @@ def doors(tmp_path_factory, tiny_model):
     same = _run_with_base_as_checkpoint(ws, tiny_model)
     binary = ws / "binary.yaml"
     binary.write_bytes(bytes(range(256)) * 4)
+    edited, edited_samples = _hand_edited_run(tmp_path_factory.mktemp("edited-ws"))
     progress: dict[str, list[tuple]] = {}
     logs: list = []
     called: list[str] = []
@@ -85,6 +86,8 @@ def doors(tmp_path_factory, tiny_model):
         )
         r["rewards"] = await call("list_rewards", {})
         r["sample"] = await call("sample_completions", {"run": run, "num_prompts": 13, "batch_size": 16}, track=True)
+        # A single-turn run has no trajectories: refused in one line (tests/test_agentic.py rolls agentic ones out).
+        r["trajectories"] = await call("sample_trajectories", {"run": run})
         r["inspect"] = await call("inspect_rewards", {"run": run, "max_samples": 52}, track=True)
         r["verdict"] = await call("record_inspection_verdict", {"run": run, "verdict": "pass", "reviewer": "test",
                                                                 "agree_with_rest": True})
@@ -126,11 +129,16 @@ def doors(tmp_path_factory, tiny_model):
         r["json_string"] = await client.call_tool(
             "validate_grpo_config", {"config": '{"learning_rate": 1e-6}', "gpu": "T4"}
         )
+        # Hand-edited run files (test_hand_edited_run_files_get_a_message_naming_the_file), in this one session.
+        r["edited_status"] = await client.call_tool("training_status", {"run": str(edited)})
+        r["edited_rewards"] = await client.call_tool("inspect_rewards", {"run": str(edited)})
+        edited_samples.write_text('{"prompt_index": 0, "completion": "x"}\n{oops\n')
+        r["edited_samples"] = await client.call_tool("inspect_rewards", {"run": str(edited)})
         return r
 
     results = asyncio.run(call_mcp(calls, env=env, logging_callback=on_log, log_level="info"))
     return SimpleNamespace(ws=ws, env=env, run=Path(results["emit"].structured_content["run_dir"]), same=same,
-                           binary=binary, r=results, progress=progress, logs=logs, called=called)
+                           binary=binary, r=results, progress=progress, logs=logs, called=called, edited=edited)
 
 
 def test_prepare_environment_starts_a_build_in_the_per_user_data_dir(doors):
@@ -162,6 +170,7 @@ def test_every_tool_is_called_over_stdio_with_flat_arguments(doors):
     sample = _ok(r["sample"])
     assert (sample["num_prompts"], sample["n"], sample["num_samples"]) == (13, 4, 52)
     assert len(Path(sample["samples_path"]).read_text().splitlines()) == 52
+    assert "has no train/agentic.json: emit the run with an environment or tools" in _error(r["trajectories"])
     assert _ok(r["inspect"])["num_samples"] == 52 and _ok(r["verdict"])["gate"]["passed"] and _ok(r["gate"])["passed"]
 
     env = _ok(r["env"])
@@ -264,8 +273,9 @@ def test_cli_bad_file_is_one_line_not_a_traceback(doors):
     )
 
 
-def test_hand_edited_run_files_get_a_message_naming_the_file(tmp_path):
-    run = tmp_path / "runs" / "2026-01-01-edited"
+def _hand_edited_run(root: Path) -> tuple[Path, Path]:
+    """A run whose files a person edited badly: config not UTF-8, request a list, a misspelt reward field."""
+    run = root / "runs" / "2026-01-01-edited"
     (run / "train").mkdir(parents=True)
     (run / "inspection").mkdir()
     (run / "train" / "config.yaml").write_bytes(b"\xff\xfe learning_rate: 1")
@@ -273,20 +283,18 @@ def test_hand_edited_run_files_get_a_message_naming_the_file(tmp_path):
     (run / "train" / "rewards.json").write_text('[{"nme": "format_reward"}]')
     samples = run / "inspection" / "samples.jsonl"
     samples.write_text('{"prompt_index": 0, "completion": "x"}\n')
+    return run, samples
 
-    async def calls(client):
-        status = await client.call_tool("training_status", {"run": str(run)})
-        rewards = await client.call_tool("inspect_rewards", {"run": str(run)})
-        samples.write_text('{"prompt_index": 0, "completion": "x"}\n{oops\n')
-        return status, rewards, await client.call_tool("inspect_rewards", {"run": str(run)})
 
-    status, rewards, samples = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)}))
+def test_hand_edited_run_files_get_a_message_naming_the_file(doors):
+    run = doors.edited
+    status, rewards, samples = (doors.r[k] for k in ("edited_status", "edited_rewards", "edited_samples"))
     assert f"run: {run}/train/request.json must hold a mapping of fields in JSON, got list" in _error(status)
     assert (f"rewards: {run}/train/rewards.json is not a list of reward specs {{name, params, weight}}: "
             "unknown field 'nme' (did you mean 'name'?)") in _error(rewards)
     assert f"run: {run}/inspection/samples.jsonl:2 is not JSON" in _error(samples)
     (run / "train" / "request.json").write_text("{}")
-    proc = run_cli("training-status", str(run), env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    proc = run_cli("training-status", str(run), env={"LLM_FINETUNING_WORKSPACE": str(run.parents[1])})
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
         f"error: run: {run}/train/config.yaml is not UTF-8 text (invalid start byte at byte 0)"]
 

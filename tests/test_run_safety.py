@@ -61,9 +61,11 @@ def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves
     first = emit("same")
     config = Path(first.config_path)
     before = config.read_bytes()
-    emitted = [first, *(emit(name) for name in ("same", "модель 训练", "🚀", "🚀"))]
+    # "ѕаmе" is Cyrillic s, a and e: it made a second run that looked exactly like "same"; it is numbered instead.
+    emitted = [first, *(emit(name) for name in ("same", "модель 训练", "🚀", "🚀", "ѕаmе"))]
     names = [Path(r.run_dir).name for r in emitted]
-    assert names == [f"{today}-same", f"{today}-same-2", f"{today}-модель-训练", f"{today}-run", f"{today}-run-2"]
+    assert names == [f"{today}-same", f"{today}-same-2", f"{today}-модель-训练", f"{today}-run", f"{today}-run-2",
+                     f"{today}-ѕаmе-3"]
     assert config.read_bytes() == before  # the first run's config is untouched by the second emission
     assert sorted(p.name for p in (workspace / "runs").iterdir()) == sorted(names)  # nothing else, nothing hidden
 
@@ -174,9 +176,48 @@ def test_one_trainer_per_run_stop_survives_a_lost_run_json_and_nothing_is_launch
         archived = run_dir / "archive" / "attempt-1"
         assert json.loads((archived / "run.json").read_text())["pid"] == pid
         assert (archived / "train" / "logs" / "stdout.log").is_file()
+        trainer = kill_launcher_keeping_trainer(fresh.pid, run_dir)
+        # `kill -9` of `bash train/launch.sh` left the trainer running under pid 1: status said failed and a
+        # resume started a second trainer. The trainer is the run's process: the run is alive while it lives.
+        proc, status = run_cli_json("training-status", str(run_dir), env=env)
+        assert status["alive"] and status["state"] in ("starting", "running"), status
+        assert str(trainer.pid) in status["note"] and "launcher" in status["note"], status["note"]
+        for door in ("resume-training", "launch-training"):
+            proc, again = run_cli_json(door, str(run_dir), *(["--archive-previous"] if door[0] == "l" else []),
+                                       env=env)
+            assert proc.returncode == 1 and again["refusals"][0]["gate"] == "state", again
+        assert trainer.is_running() and launchers(run_dir) == []
     finally:
         proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", env=env)
-    assert stopped["killed"] and launchers(run_dir) == []
+    assert stopped["killed"] and launchers(run_dir) == [], stopped
+    assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"
+
+
+def kill_launcher_keeping_trainer(pid: int, run_dir: Path) -> psutil.Process:
+    """SIGKILL the launcher alone once it has started the trainer (its child running train/train.py; the script's
+    `$(...)` subshells come and go before it); the trainer lives on, orphaned."""
+    launcher = psutil.Process(pid)
+
+    def trainers() -> list[psutil.Process]:
+        found = []
+        for child in launcher.children():
+            try:
+                if "train/train.py" in child.cmdline():
+                    found.append(child)
+            except psutil.Error:
+                continue
+        return found
+
+    deadline = time.time() + 60
+    while not trainers() and time.time() < deadline:
+        time.sleep(0.05)
+    children = trainers()
+    assert len(children) == 1, (launcher.status(), (run_dir / "train" / "logs" / "stdout.log").read_text()[-3000:])
+    [trainer] = children
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)  # this process started it (launch_training in-process): reap it
+    return trainer
 
 
 def test_resume_takes_the_same_lock(workspace):

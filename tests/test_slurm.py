@@ -176,9 +176,20 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     plan = build_launch_plan(emit("gpu-fits", gpu="H100", num_gpus=4), LaunchRequest(run="x", num_nodes=2))
     assert "#SBATCH --gres=gpu:2" in plan.slurm and "#SBATCH --nodes=2" in plan.slurm
     preflight(plan.slurm)  # raises on a refusal
+    # ... and the memory plan covers all the job's GPUs: a model that fits none of the layouts is refused by the
+    # memory gate before submission, whatever the scheduler would accept
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    big = Path(emit_grpo_config(GRPORecipeRequest(model="Qwen/Qwen3-30B-A3B", dataset="tiny", gpu="H100", num_gpus=4,
+                                                  run_name="too-big")).run_dir)
+    refused = launch(big)
+    assert not refused.launched and "memory" in [r.gate for r in refused.refusals], refused.message
+    assert not (big / "run.json").exists() and cluster.run("squeue", "-h", "-o", "%j").stdout.split() == []
 
 
-def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir):
+def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir,
+                                                                                                  tmp_path):
     hold = Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
     hold.touch()  # the run holds after its first step until the file goes
     blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
@@ -186,6 +197,9 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
 
     result = launch(run_dir, archive_previous=True)
     assert result.launched and result.job_id and result.state == "pending", result.message
+    again = launch(run_dir)  # queued already: a second launch is refused, naming the job
+    assert not again.launched and again.refusals[0].gate == "state"
+    assert f"SLURM job {result.job_id}" in again.refusals[0].message
     record = json.loads((run_dir / "run.json").read_text())
     assert record["backend"] == "slurm" and record["job_id"] == result.job_id
     assert record["slurm"]["nodes"] == 2 and record["slurm"]["command"][:2] == ["sbatch", "--parsable"]
@@ -221,8 +235,16 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     logs = run_dir / "train" / "logs"
     assert (logs / "node-n1.log").exists() and (logs / "node-n2.log").exists()
     assert {(logs / f"node-{n}.exit").read_text().strip() for n in ("n1", "n2")} == {"0"}
+    for node in ("n1", "n2"):  # each node's trainer said what it runs on, from inside the job
+        env = json.loads((logs / f"env-{node}.json").read_text())
+        assert env["node"] == node and env["job_id"] == result.job_id and env["packages"]["torch"]
+    assert sorted(done.job["node_env"]) == [str(logs / "env-n1.json"), str(logs / "env-n2.json")]
     assert (logs / "exit-code").read_text().strip() == "0"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
+    with pytest.MonkeyPatch.context() as mp:  # where the scheduler cannot be asked, run.json's last view answers
+        mp.setenv("PATH", str(tmp_path))
+        offline = status(run_dir)
+    assert offline.state == "succeeded" and "no SLURM commands on PATH" in offline.note
 
 
 def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_and_resume_completes(cluster, run_dir):

@@ -204,6 +204,25 @@ def test_light_server_without_a_training_interpreter_says_how_to_get_one(light_v
     assert report["verdict"] == "blocked" and any("prepare_environment" in b for b in report["blockers"])
 
 
+def test_light_environment_is_compiled_for_starts_that_write_no_bytecode(light_venv, tmp_path):
+    """The launcher compiles the environment and this package into the server's bytecode cache as it builds, and
+    brings the package's up to date at a start with PYTHONDONTWRITEBYTECODE=1 (which writes nothing else)."""
+    cache = light_venv / "pycache"
+    ours = [p for p in cache.rglob("server.cpython-*.pyc") if p.parent.name == "mcp_server"]
+    sdk = list(cache.rglob("mcp/server/mcpserver/server.cpython-*.pyc"))
+    assert len(ours) == 1 and len(sdk) == 1, (ours, sdk)
+    ours[0].unlink()  # as if the plugin changed since the environment was built
+    sdk_written = sdk[0].stat().st_mtime_ns
+    env = light_env(tmp_path, LLM_FINETUNING_VENV=str(light_venv), LLM_FINETUNING_WORKSPACE=str(tmp_path),
+                    PYTHONDONTWRITEBYTECODE="1")
+
+    async def calls(client):
+        return {t.name for t in (await client.list_tools()).tools}
+
+    assert "validate_grpo_config" in mcp_session(env, tmp_path, calls)
+    assert ours[0].is_file() and sdk[0].stat().st_mtime_ns == sdk_written
+
+
 def test_prepare_environment_builds_in_the_background_and_reports_its_status(light_venv, tmp_path):
     """A real build that fails fast (a torch that does not exist) shows the whole cycle: running at once,
     then failed with the log's tail, then a restart; the state lives in the per-user data directory."""

@@ -26,6 +26,9 @@ LOG_PATTERNS: dict[str, re.Pattern] = {
         r"Watchdog caught collective operation timeout|ProcessGroupNCCL.{0,200}Timeout\(ms\)|"
         r"NCCL.{0,80}(timed out|timeout)|collective operation timeout", re.I),
     "import_error": re.compile(r"^\s*(?:\w+\.)*(ModuleNotFoundError|ImportError): .+$", re.M),
+    # A write the disk refused: Python's and Rust's (safetensors) ENOSPC / EDQUOT / EFBIG, torch.save's writer.
+    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|\[Errno (28|122|27)\]|StorageFull|"
+                            r"PytorchStreamWriter failed writing file"),
 }
 
 
@@ -78,6 +81,13 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
             "(LLM_FINETUNING_PYTHON; check_environment lists the versions) or turn off the option that needs it. "
             "No config change installs a package; the patch only removes an optional dependency.",
             import_patch(ctx, name or line)))
+    if hits["disk_full"]:
+        out.append(finding(
+            "disk_full", "error", [log_line(*hits["disk_full"][0])],
+            "A write was refused for lack of disk space (or quota): usually a checkpoint save, which ends the run "
+            "and may leave that checkpoint incomplete. Free space where output_dir is (check_environment shows the "
+            "free disk); the patch keeps only the latest checkpoint. Resume from the last complete checkpoint.",
+            {} if ctx.config.get("save_total_limit") == 1 else {"save_total_limit": 1}))
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from mcp_server.diagnosis.agentic import rule_tool_calls, rule_tool_failures
 from mcp_server.diagnosis.divergence import (
     rule_entropy,
     rule_entropy_rising,
@@ -73,6 +74,8 @@ RULES: list[Rule] = [
     Rule(rule_environment, (
         Code("import_error", "environment", "a package the run needs is missing or broken (ImportError / "
              "ModuleNotFoundError)", (E,), "log"),
+        Code("disk_full", "environment", "a write was refused for lack of disk space or quota (a checkpoint save "
+             "crashed)", (E,), "log"),
         Code("cuda_out_of_memory", "environment", "the training process ran out of GPU memory (torch "
              "OutOfMemoryError in the log)", (E,), "log"),
         Code("vllm_out_of_memory", "environment", "vLLM could not allocate its weights or KV cache", (E,), "log"),
@@ -95,6 +98,10 @@ RULES: list[Rule] = [
     Rule(rule_length_collapse, (Code("completion_length_collapse", "samples", "mean completion length fell to "
                                      "under 0.4x its start", (W,), "metrics",
                                      causes=("no_reward_signal", "signal_lost", "reward_falling")),)),
+    Rule(rule_tool_calls, (Code("tool_calls_collapsing", "samples", "an agentic run's tool calls per rollout fell "
+                                "to under a quarter of their start", (E,), "metrics", guard=True),)),
+    Rule(rule_tool_failures, (Code("tool_failures_rising", "samples", "an agentic run's share of failing tool "
+                                   "calls rose past half", (E,), "metrics", guard=True),)),
     Rule(rule_sampler_mismatch, (Code("sampler_mismatch", "sampler", "vLLM's log-probs differ from the trainer's "
                                       "(sampling/* metrics)", (E, W), "metrics", guard=True,
                                       # not the policy ratio: TRL's clip_ratio compares the trainer to itself

@@ -2,8 +2,10 @@
 
 Writes train/config.yaml (TrlParser YAML, accepted by `trl grpo --config`), train/rewards.json, train/train.py,
 train/request.json and train/request.schema.json (runs.Run names them). Every file is written atomically.
-train/train.py is mcp_server/training/train_template.py with the run's name and prompt column filled in: the
-template lives with the training code it imports; emission only copies its text.
+train/train.py is the run's trainer template (emission.agentic.TRAINER_TEMPLATES: training/train_template.py, or
+training/train_agentic_template.py for a run with an environment or tools, which also gets train/agentic.json)
+with the run's name and prompt column filled in: the template lives with the training code it imports;
+emission only copies its text.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from mcp_server.dataset import check_prompt_column, read_file
+from mcp_server.emission.agentic import TRAINER_TEMPLATES, agentic_fields, agentic_record, trainer_name
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.emission.batch import schedule, size_batch
@@ -48,7 +51,6 @@ from mcp_server.workspace import (
 
 LOGGED_COMPLETIONS = 8
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
-TEMPLATE = Path(__file__).parents[1] / "training" / "train_template.py"
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 PROMPT_COUNTS: dict[str, int] = {}  # rows of the local data files read while emitting, by resolved path
 
@@ -211,6 +213,9 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     why.update(log_completions="print and log a few (prompt, completion, rewards) rows every logging step: read "
                "training's samples as the inspection's were read",
                num_completions_to_print=f"{LOGGED_COMPLETIONS} rows per logging step are enough to read")
+    tool_fields, tool_why = agentic_fields(agentic_record(request))
+    recipe.update(tool_fields)
+    why.update(tool_why)
     hardware, hardware_why = _hardware(request, gpu)
     recipe.update(hardware)
     why.update(hardware_why)
@@ -406,8 +411,10 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     values, variant, reason, moe, why, reward_specs, plan = build_config(request, write_dir)
     command, how = launch_text(plan, run_dir)
     specs = [s.model_dump() for s in reward_specs]
+    agentic = agentic_record(request)
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
-                                 override_reason=request.override_reason, is_moe=moe, base_dir=write_dir)
+                                 override_reason=request.override_reason, is_moe=moe, base_dir=write_dir,
+                                 agentic=agentic.model_dump() if agentic else None)
 
     run = Run(write_dir)
     trl_version = validation.trl_version or "unknown: no training interpreter"
@@ -429,11 +436,15 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     atomic_write_text(run.config, render_yaml(values, header, why))
     atomic_write_json(run.rewards, specs)
     request_record = request.model_dump()
-    request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe)
+    request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe,
+                          trainer=trainer_name(agentic))
     atomic_write_json(run.request, request_record)
+    if agentic:
+        atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
     validation = with_target(validation, values, request.gpu, request.num_gpus)
-    script = TEMPLATE.read_text().replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
+    template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
+    script = template.replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)
     final = Run(run_dir)
     return EmitResult(

@@ -229,7 +229,7 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         "disagree": disagree,
         "sample_verdicts": [given[sid] for sid in sorted(given)],
     }
-    path = atomic_write_json(run.verdict, record)
+    path = atomic_write_json(run.inside(run.verdict), record)
     return VerdictResult(
         run_dir=str(run_dir),
         verdict_path=str(path),

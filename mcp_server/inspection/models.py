@@ -223,7 +223,8 @@ class VerdictRequest(Request):
     verdict: Literal["pass", "fail"] = Field(
         description="The reader's overall verdict on the rewards. Record what the person decided; never invent it."
     )
-    reviewer: Name = Field(min_length=1, description="Who read the review (a person's name or handle).")
+    reviewer: Name = Field(min_length=1, description="Who read the review (a person's name or handle; not blank, no "
+                           "control characters).")
     sample_verdicts: list[SampleVerdict] = Field(
         default_factory=list, description="Per-sample agree/disagree with the reward's scores."
     )
@@ -233,8 +234,9 @@ class VerdictRequest(Request):
         "on every reviewed sample, given or by this flag.",
     )
     note: Note = Field(
-        default="", description="Overall note. Required for a pass that keeps disagreements: say why they are "
-                                "acceptable."
+        default="", description="Overall note. Required for a pass that keeps disagreements: say in a sentence "
+                                "(4 words or more) why they are acceptable. A pass disagreeing with half the scores "
+                                "or more is refused: record 'fail'."
     )
 
 

@@ -31,6 +31,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from mcp_server.agentic.sources import agentic_pin
 from mcp_server.errors import UserInputError
 from mcp_server.model_ref import cached_config_path, resolve_model
 from mcp_server.runs import Run
@@ -73,6 +74,7 @@ PART_NAMES = {
     "reward_config": "reward_weights/reward_funcs in train/config.yaml",
     "reward_code": "the reward",
     "script": "train/train.py", "prompt_column": "the prompt column",
+    "agentic": "the environment and tools (train/agentic.json, their source files, the turn limit)",
     "config": "other fields of train/config.yaml", "train_files": "files under train/ beside train.py",
 }
 
@@ -204,6 +206,9 @@ def run_pins(run: Run, reward_code_sha256: str) -> dict:
     pins = config_pins(run)
     pins["reward_code"] = reward_code_sha256
     pins["script"] = sha256_file(run.script) if run.script.is_file() else None
+    agentic = agentic_pin(run)
+    if agentic is not None:
+        pins["agentic"] = agentic
     pins["train_files"] = train_files_pin(run)
     return pins
 

@@ -318,7 +318,8 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         warnings=warnings,
         next_step=next_step,
     )
-    atomic_write_text(run.review_jsonl, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
+    rows_text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+    atomic_write_text(run.inside(run.review_jsonl), rows_text)
     atomic_write_text(run.review_md, render_review(result, rows, meta, run_dir))
     atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
                                    "success_threshold": request.success_threshold})

@@ -228,7 +228,9 @@ def _generate_transformers(
 def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
     """Sample in the training interpreter (mcp_server.worker): its transformers, TRL defaults and vLLM are
     the ones training will use."""
-    run_dir = resolve_run(request.run).dir
+    run = resolve_run(request.run)
+    run.inside(run.samples)  # before any work: nothing is written through a link out of the run
+    run_dir = run.dir
     return in_training("mcp_server.inspection.sampling:sample_here", request.model_copy(update={"run": str(run_dir)}),
                        report=report)
 
@@ -236,6 +238,10 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
     """sample_completions in this (the training) interpreter."""
     run = Run(Path(request.run))
+    if run.agentic.is_file():  # the samples come from TRL's tool loop with the run's own trainer
+        from mcp_server.inspection.trajectory_samples import sample_agentic
+
+        return sample_agentic(run, request, report)
     run_dir = run.dir
     config = run.read_config()
     data = _data_settings(request, config, run)
@@ -300,7 +306,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         [g["finish_reason"] == "length" for group in groups for g in group],
         settings["max_new_tokens"], _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings),
     )
-    path = atomic_write_text(run.samples, "\n".join(lines) + "\n")
+    path = atomic_write_text(run.inside(run.samples), "\n".join(lines) + "\n")
     digest = sha256_file(path)
     generation = {
         k_: settings[k_]
@@ -323,7 +329,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         "lengths": lengths,
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    atomic_write_json(run.samples_meta, meta)
+    atomic_write_json(run.inside(run.samples_meta), meta)
     # The old review described other completions, so it goes; an old verdict stays as a record, and its
     # samples hash no longer matches, so the gate says the samples changed.
     for stale in (run.review_md, run.review_jsonl, run.review):

@@ -17,6 +17,8 @@ from mcp_server.inspection.models import (
 )
 from mcp_server.inspection.review import inspect_rewards
 from mcp_server.inspection.sampling import sample_completions
+from mcp_server.inspection.trajectories import sample_trajectories
+from mcp_server.inspection.trajectory_models import TrajectoryRequest, TrajectoryResult
 from mcp_server.toolspec import RUN, Command, Flag, ToolSpec
 
 
@@ -33,6 +35,14 @@ def human_samples(r: SampleResult) -> str:
             f"  next:      {r.next_step}",
         ]
     )
+
+
+def human_trajectories(r: TrajectoryResult) -> str:
+    calls = ", ".join(f"{n} {status}" for status, n in r.tool_calls.items()) or "none"
+    return "\n".join([f"Rolled out {r.num_trajectories} trajectories through TRL's tool loop in {r.seconds:.1f}s",
+                      f"  trajectories: {r.trajectories_path}", f"  tool calls:   {calls}",
+                      *[f"  {c.severity.upper()} {c.code} ({c.count}): {c.message}" for c in r.codes],
+                      f"  next:         {r.next_step}"])
 
 
 def human_inspection(r: InspectResult) -> str:
@@ -103,6 +113,16 @@ TOOLS = [
     default) and store them in <run>/inspection/samples.jsonl for reward inspection.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command("Sample n completions per prompt into <run>/inspection/samples.jsonl.", human_samples,
                     flags={"run": RUN}),
+    ),
+    ToolSpec(
+        "sample_trajectories", sample_trajectories, TrajectoryResult, request=TrajectoryRequest,
+        description="""Agentic runs: roll out a batch through TRL's own tool loop with the run's trainer (model, template,
+    environment, tools, budget) into <run>/inspection/trajectories.jsonl, and name what is wrong by code with
+    counts (unparsed calls, tool failures, results dropped by the budget, turn cap, mask, group starts, replay,
+    state kept across reset, rewards for unseen results).""",  # noqa: E501 (the text MCP clients list)
+        cli=Command("Agentic runs: roll out a batch through TRL's tool loop into <run>/inspection/trajectories.jsonl "
+                    "and name what is wrong.", human_trajectories,
+                    lambda r: not any(c.severity == "error" for c in r.codes), flags={"run": RUN}),
     ),
     ToolSpec(
         "inspect_rewards", inspect_rewards, InspectResult, request=InspectRequest,

@@ -303,25 +303,34 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
             levers.append(lever)
     levers.sort(key=lambda lv: -lv.saves_gib)
 
-    # cheapest set, then fewest levers, then lowest peak. Keeping vLLM comes first (dropping it makes every rollout
-    # several times slower), then 10% headroom: a tight fit with vLLM beats a roomy one without it.
     best: tuple | None = None
     names = [lv.name for lv in levers]
     by_name = {lv.name: lv for lv in levers}
+    # Every compatible set, cheapest first (a stable sort keeps the first-found order among equals): the first
+    # cost that fits ends the search, so most sets need no breakdown. Keeping vLLM comes first (dropping it makes
+    # every rollout several times slower), then 10% headroom: a tight fit with vLLM beats a roomy one without it.
+    combos = [combo for size in range(1, min(len(names), _MAX_SET_SIZE) + 1)
+              for combo in itertools.combinations(names, size) if _compatible(combo)]
+    combos.sort(key=lambda combo: (sum(costs[n] for n in combo), len(combo)))
+    tried: dict[tuple[str, ...], tuple[Breakdown, dict]] = {}  # later passes reuse the earlier ones' breakdowns
     for keep_vllm, want_margin in ((True, True), (True, False), (False, True), (False, False)):
-        for size in range(1, min(len(names), _MAX_SET_SIZE) + 1):
-            for combo in itertools.combinations(names, size):
-                if not _compatible(combo) or (keep_vllm and "no_vllm" in combo):
-                    continue
+        limit = capacity * (1 - TIGHT_FRACTION) if want_margin else capacity
+        for combo in combos:
+            if keep_vllm and "no_vllm" in combo:
+                continue
+            cost = sum(costs[n] for n in combo)
+            if best is not None and (cost, len(combo)) > best[0][:2]:
+                break  # no later set can beat the best found
+            if combo not in tried:
                 patch: dict[str, Any] = {}
                 for name in combo:
                     patch.update(by_name[name].patch)
-                together = compute_breakdown(arch, params, apply_config_patch(settings, patch), target)
-                limit = capacity * (1 - TIGHT_FRACTION) if want_margin else capacity
-                if together.peak <= limit and not together.problems:
-                    key = (sum(costs[n] for n in combo), len(combo), together.peak)
-                    if best is None or key < best[0]:
-                        best = (key, combo, patch, together.peak)
+                tried[combo] = compute_breakdown(arch, params, apply_config_patch(settings, patch), target), patch
+            together, patch = tried[combo]
+            if together.peak <= limit and not together.problems:
+                key = (cost, len(combo), together.peak)
+                if best is None or key < best[0]:
+                    best = (key, combo, patch, together.peak)
         if best:
             break
     recommended = None

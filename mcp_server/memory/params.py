@@ -78,6 +78,8 @@ class Architecture(Request):
 
     @property
     def num_sparse_layers(self) -> int:
+        if not self.is_moe:  # asked for every breakdown a plan tries: no walk over the layers of a dense model
+            return 0
         return sum(self.is_sparse_layer(i) for i in range(self.num_hidden_layers))
 
 

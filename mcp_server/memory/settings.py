@@ -3,6 +3,7 @@ settings the arithmetic uses (RunSettings) and the GPUs it must fit on (Target).
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,7 @@ def detect_fused_logits() -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=1)  # read once per process: each plan asks (a metadata read is ~1 ms)
 def installed_trl_version() -> str | None:
     """The installed TRL's version, from its package metadata (no import)."""
     import importlib.metadata

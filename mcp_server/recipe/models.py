@@ -105,6 +105,22 @@ class GRPORecipeRequest(Request):
         "local, `wandb sync` later), tensorboard (event files under the checkpoints folder). Each needs its package "
         "in the training environment. Default: none.",
     )
+    environment: Name | None = Field(
+        default=None,
+        description="Agentic GRPO: the environment class as a dotted path ('package.module:Class'), importable from "
+        "the workspace or the current directory. TRL's environment_factory contract: reset(**row) before each "
+        "rollout, public typed and documented methods as tools, optional get_reward() as a reward column.",
+    )
+    tools: list[Name] = Field(
+        default_factory=list,
+        description="Agentic GRPO: standalone tool functions as dotted paths ('package.module:function'), typed "
+        "and documented (their schema goes into the prompt).",
+    )
+    tool_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="Agentic GRPO: a call to the environment (constructor, reset) or a tool that runs longer is "
+        "cut off and recorded as a failure of that trajectory.",
+    )
     guard: Literal["off", "warn", "stop"] = Field(
         default="warn",
         description="The live guard in the progress callback: warn records hard failures (NaN loss, KL explosion, "

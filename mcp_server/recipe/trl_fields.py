@@ -7,6 +7,7 @@ fields are fetched once per interpreter and cached here, so later validations co
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -49,6 +50,7 @@ def _choices_from_help(name: str, help_text: str) -> list[str]:
     return [v for v in dict.fromkeys(found) if v in known or "_" not in v or name == "loss_type"]
 
 
+@functools.lru_cache(maxsize=1)  # the installed TRL does not change under a running interpreter
 def probe_installed_trl() -> dict:
     """Introspect the installed TRL: version, every config key with owner, default, type and help."""
     import dataclasses
@@ -166,6 +168,20 @@ def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _trl_parser():
+    """TRL's parser for `trl grpo` (about 235 fields: building it costs most of a validation), built once per
+    interpreter, with each argument's pristine default and required flag to restore before every use."""
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), exit_on_error=False)
+    return parser, [(action, action.default, action.required) for action in parser._actions]
+
+
+_parser_lock = threading.Lock()  # set_defaults_with_config changes the shared parser: one use at a time
+
+
 def parse_like_trl(values: dict) -> dict:
     """The values `trl grpo --config` would end up with: TrlParser sets the YAML values as argparse defaults, and
     argparse converts a string default with the field's type (PyYAML reads `5e-7` as the string '5e-7'; TRL
@@ -173,22 +189,30 @@ def parse_like_trl(values: dict) -> dict:
     fails keeps its raw value. Runs in the training interpreter."""
     import argparse
 
-    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
-    from trl.scripts.grpo import GRPOScriptArguments
-
+    parser, pristine = _trl_parser()
     errors: dict[str, str] = {}
-    while True:  # argparse stops at the first bad default: drop it and parse again (a fresh parser each time)
-        parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), exit_on_error=False)
-        parser.set_defaults_with_config(**{k: v for k, v in values.items() if k not in errors})
-        try:
-            namespace, _ = parser.parse_known_args([])
-            break
-        except argparse.ArgumentError as exc:
-            name = (exc.argument_name or "").split("/")[0].lstrip("-")
-            if not name or name in errors:
-                raise
-            errors[name] = str(exc)
+    with _parser_lock:
+        while True:  # argparse stops at the first bad default: drop it and parse again
+            for action, default, required in pristine:  # as built: no earlier call's defaults
+                action.default, action.required = default, required
+            parser.set_defaults_with_config(**{k: v for k, v in values.items() if k not in errors})
+            try:
+                namespace, _ = parser.parse_known_args([])
+                break
+            except argparse.ArgumentError as exc:
+                name = (exc.argument_name or "").split("/")[0].lstrip("-")
+                if not name or name in errors:
+                    raise
+                errors[name] = str(exc)
     converted = {
         k: (getattr(namespace, k) if hasattr(namespace, k) and k not in errors else v) for k, v in values.items()
     }
     return {"values": {k: _jsonable(v) for k, v in converted.items()}, "errors": errors}
+
+
+def warm_trl() -> None:
+    """Import TRL and build what validations use (its fields, its parser, a GRPOConfig), so the first
+    validation costs what later ones do. The server's and the CLI's warm workers call it at start."""
+    probe_installed_trl()
+    parse_like_trl({})
+    instantiate_grpo_config({}, 1)

@@ -17,6 +17,7 @@ Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the s
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib.resources as resources
 import os
@@ -50,6 +51,7 @@ from mcp_server.training.slurm_launcher import submit as submit_job
 from mcp_server.training.slurm_script import SlurmLayout, render_sbatch
 from mcp_server.training.runstate import (
     LAUNCHER,
+    RUN_MARK,
     checkpoints,
     derive_state,
     read_run_json,
@@ -253,6 +255,11 @@ def _script_header(run_dir: Path) -> str:
         f"# Training launcher for run {run_dir.name}, written by llm-finetuning launch_training.",
         "# Runs from the run directory wherever it is called from: bash train/launch.sh",
         'cd "$(dirname "$0")/.." || exit 1',
+        "# Every process of the run carries its directory: training_status finds a trainer that outlived this script.",
+        f'export {RUN_MARK}="$(pwd -P)"',
+        "# Caches a library would write under your home (an arrow copy of the data, matplotlib's) stay in the run.",
+        '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
+        'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
         "export PYTHONUNBUFFERED=1",
         *_pythonpath_line(),
     ])
@@ -267,6 +274,14 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
                         strategy=request.strategy, server_mode=server_mode, python=training_python(),
                         pythonpath=package_path(), partition=request.partition, account=request.account,
                         time_limit=request.time_limit, resume_from=resume_from, requeue=request.requeue)
+    memory, notes = None, []
+    if not layout.cpu:  # the memory plan for the GPUs of every node (vLLM's node included): per-GPU peak, fits
+        vllm_gpus = layout.gpus_per_node if layout.vllm_port else 0
+        plan, note = plan_launch_memory(run_dir, request, layout.processes + vllm_gpus, vllm_gpus)
+        memory = plan.launch if plan else None
+        notes = [note] if note else [f"memory plan: {memory.reason}"]
+        if memory is not None and request.strategy == "auto" and memory.strategy in TRL_ACCELERATE_CONFIGS:
+            layout = dataclasses.replace(layout, strategy=memory.strategy)  # the least sharding that fits
     accel = None
     if not layout.cpu:
         accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[layout.strategy])
@@ -278,7 +293,7 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
     launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
     return LaunchPlan(strategy=layout.strategy, num_processes=layout.processes, num_nodes=layout.nodes,
                       train_command=["srun", launcher, *TRAIN_ARGS, *extra], script="", accelerate_config=accel,
-                      vllm=vllm, slurm=script, slurm_layout=layout)
+                      vllm=vllm, slurm=script, slurm_layout=layout, memory=memory, notes=notes)
 
 
 def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
@@ -398,6 +413,12 @@ def _clear_markers(run_dir: Path) -> None:
         marker.unlink(missing_ok=True)
 
 
+def _what_runs(derived: dict) -> str:
+    """The live process or SLURM job of a run, in words."""
+    job = (derived.get("job") or {}).get("job_id")
+    return f"SLURM job {job}" if job else f"pid {derived['pid']}"
+
+
 def _history(previous: dict | None) -> list:
     """run.json's history: every earlier launch record, oldest first."""
     return ((previous or {}).get("history", []) + [{k: v for k, v in previous.items() if k != "history"}]
@@ -410,8 +431,8 @@ def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resum
     config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
     record = submit_job(run, plan.slurm_layout, {
         "command": plan.train_command, "python": training_python(), "config_sha256": config_sha,
-        "train_script_sha256": script_sha, "git_commit": commit, "strategy": plan.strategy,
-        "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
+        "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run), "git_commit": commit,
+        "strategy": plan.strategy, "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
         "accelerate_config": written.get("accelerate_config"), "vllm_server": plan.vllm,
         "resumed_from": resumed_from, "resume_patch": patch, "history": _history(read_run_json(run.dir))})
     return LaunchResult(
@@ -540,7 +561,7 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     derived = derive_state(run_dir)
     if derived["alive"]:
         return _refused(run_dir, [GateRefusal(
-            gate="state", message=f"{run_dir.name} is already {derived['state']} (pid {derived['pid']})",
+            gate="state", message=f"{run_dir.name} is already {derived['state']} ({_what_runs(derived)})",
             how_to_clear="wait for it, or stop_training first")], derived["state"])
     _, config = read_run_target(run_dir)
     launched = run.launched_evidence()
@@ -634,7 +655,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
             [
                 GateRefusal(
                     gate="state",
-                    message=f"{run_dir.name} is still {derived['state']} (pid {derived['pid']})",
+                    message=f"{run_dir.name} is still {derived['state']} ({_what_runs(derived)})",
                     how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it",
                 )
             ],

@@ -289,7 +289,7 @@ class TrainingStatus(BaseModel):
     log_tail: list[str] = Field(default_factory=list, description="Last lines of train/logs/stdout.log.")
     job: dict[str, Any] | None = Field(
         default=None, description="A SLURM run's job as the scheduler reports it: job_id, scheduler_state, reason "
-        "(why pending), nodes, exit_code, failed_nodes, restarts.")
+        "(why pending), nodes, exit_code, failed_nodes, restarts, node_env (each node's env-<node>.json).")
     plot_path: str | None = Field(default=None, description="The PNG plot written, when asked for.")
     message: str = Field(default="", description="One-line summary for people.")
 

@@ -6,6 +6,7 @@ Imported by train/train.py in the training interpreter, so it may import transfo
 It also carries the run's two other conversations with the outside world, both through files so they work
 whichever process (or a restarted server) asks:
 - train/logs/train-begin.json: max_steps, world size and pid when training starts (for status and ETA);
+- train/logs/env-<node>.json (a SLURM job): what each node's trainer runs on, from inside the job;
 - train/logs/train-summary.json: the Trainer's end-of-training summary (train_runtime, train_loss, ...),
   kept out of progress.jsonl because it is not a step;
 - train/logs/stop-request.json, written by stop_training: at the next step end every rank agrees to stop,
@@ -118,6 +119,9 @@ class ProgressCallback(TrainerCallback):
             resolved = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool, type(None)))}
             self.guard = LiveGuard(self.run_dir, self.guard_mode, {**run_config(self.run_dir), **resolved},
                                    run_request(self.run_dir))
+        node = os.environ.get("SLURMD_NODENAME")
+        if node and args.local_process_index == 0:  # a SLURM job: each node says what it runs on
+            write_node_env(self.run_dir, node)
         if state.is_world_process_zero:
             atomic_write_json(
                 Run(self.run_dir).train_begin,
@@ -182,6 +186,18 @@ class ProgressCallback(TrainerCallback):
             handle.write(json.dumps(line, default=float) + "\n")
             handle.flush()
         return line
+
+
+def write_node_env(run_dir: str | Path, node: str) -> Path:
+    """train/logs/env-<node>.json: the packages, GPUs and CUDA this node's trainer sees (check_environment's probe,
+    from inside the job), its host and CPUs."""
+    import socket
+
+    from mcp_server.training.environment import probe_interpreter
+
+    report = {"node": node, "host": socket.gethostname(), "job_id": os.environ.get("SLURM_JOB_ID"),
+              "cpu_count": os.cpu_count(), "time": time.time(), **probe_interpreter()}
+    return atomic_write_json(Run(Path(run_dir)).node_env(node), report)
 
 
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:

@@ -29,6 +29,9 @@ from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
 LAUNCHER = ["bash", "train/launch.sh"]  # how launch_training (and a person, by hand) starts a run
+# train/launch.sh exports the run directory (physical path) under this name: every process of the run (the trainer,
+# its ranks, a vLLM server) inherits it, so a trainer whose launcher was killed is still found (run_processes).
+RUN_MARK = "LLM_FINETUNING_RUN_DIR"
 
 
 class RunRecord(BaseModel):
@@ -93,6 +96,21 @@ def find_launcher(run_dir: Path) -> psutil.Process | None:
             if found is not None:
                 return found
     return None
+
+
+def run_processes(run_dir: Path) -> list[psutil.Process]:
+    """Every live process of this run: those whose environment carries RUN_MARK with this run directory (launch.sh
+    exports it, children inherit it). Finds a trainer that outlived a killed launcher, and each rank."""
+    here = str(Path(run_dir).resolve())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(RUN_MARK) == here \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
 
 
 def _record_dir(record: dict) -> Path | None:
@@ -242,6 +260,16 @@ def derive_state(run_dir: Path) -> dict:
             record = {**(record or {}), "pid": proc.pid, "pgid": proc.pid, "create_time": proc.create_time(),
                       "cwd": str(here), "launcher": LAUNCHER, "state": "running", "reconstructed": True,
                       "started_ts": (record or {}).get("started_ts") or proc.create_time()}
+    # The launcher is gone (killed, or it never was ours) but processes of the run live on: the run is alive until
+    # they end, so nothing is started over them and stop_training still reaches them.
+    orphans = run_processes(run_dir) if proc is None and launched else []
+    if orphans:
+        pids = [p.pid for p in orphans]
+        note = (f"its launcher{' (pid ' + str(record.get('pid')) + ')' if record and record.get('pid') else ''} is "
+                f"gone but {len(pids)} process{'es' if len(pids) > 1 else ''} of this run still run (pid "
+                f"{', '.join(map(str, pids))}): the run is alive until they end; stop_training stops them")
+        record = record or {"cwd": str(here), "state": "running", "reconstructed": True,
+                            "started_ts": min(p.create_time() for p in orphans)}
     if record is None:
         if damaged is not None:  # and no live launcher of this run: say which file is bad
             raise damaged
@@ -249,13 +277,13 @@ def derive_state(run_dir: Path) -> dict:
         return _without_record(run, "run.json is missing or unreadable and no launcher of this run is alive." if lost
                                else None)
     origin = _record_dir(record)
-    if proc is None and origin is not None and origin != here and origin.exists():
+    if proc is None and not orphans and origin is not None and origin != here and origin.exists():
         return {**_without_record(run, f"run.json was written for {origin}: this directory is a copy of that run, "
                                        "a new run with its own files; the original's process is not this run's."),
                 "copied_record": record}
     since = record.get("started_ts")
     pid = record.get("pid")
-    alive = proc is not None
+    alive = proc is not None or bool(orphans)
     stop_requested = _newer(run.stop_request, since) is not None
     outcome = _newer(run.outcome, since)
     exit_code = read_exit_code(run_dir) if not alive else None
@@ -271,11 +299,12 @@ def derive_state(run_dir: Path) -> dict:
     else:
         state = "failed"
     return {"state": state, "alive": alive, "pid": pid, "exit_code": exit_code, "outcome": outcome,
-            "stop_requested": stop_requested, "record": record, "note": note}
+            "stop_requested": stop_requested, "record": record, "note": note, "orphans": [p.pid for p in orphans]}
 
 
 def sync_run_json(run_dir: Path, derived: dict) -> None:
-    """Record a state change in run.json (so a plain reader of run.json sees it too)."""
+    """Record a state change in run.json (so a plain reader of run.json sees it too). A write the disk refuses
+    is said in derived['note'], never an error: reading a run's state must work on a full disk."""
     record = derived.get("record")
     if record is not None and (record.get("state") != derived["state"] or record.get("reconstructed")):
         # A reconstructed record restores a lost or wrong run.json, marked as read from the process.
@@ -286,7 +315,11 @@ def sync_run_json(run_dir: Path, derived: dict) -> None:
             record["exit_code"] = derived["exit_code"]
         if derived.get("job"):
             record["job"] = derived["job"]
-        write_run_json(run_dir, record)
+        try:
+            write_run_json(run_dir, record)
+        except OSError as exc:  # a full disk, a read-only mount: the state is still known, only not recorded
+            why = f"run.json could not be rewritten ({exc.strerror or exc}): the state above is derived, not recorded"
+            derived["note"] = f"{derived['note']}; {why}" if derived.get("note") else why
 
 
 def checkpoints(run_dir: Path, config: dict) -> list[Path]:

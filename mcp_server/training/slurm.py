@@ -62,6 +62,11 @@ def first_error(proc: subprocess.CompletedProcess) -> str:
     return one_line(short((errors or lines or [f"exit code {proc.returncode}"])[-1], 300))
 
 
+def available() -> bool:
+    """Whether the scheduler can be asked here (scontrol on PATH)."""
+    return shutil.which("scontrol") is not None
+
+
 def require_scheduler() -> None:
     """UserInputError('launcher') when the SLURM client commands are not on PATH."""
     missing = [c for c in ("sbatch", "squeue", "scontrol", "scancel") if shutil.which(c) is None]

@@ -96,6 +96,9 @@ def own_job(run: Run, record: dict) -> tuple[slurm.Job | None, str | None]:
     """(this run's job as the scheduler knows it, or None; a note when run.json named a job that is not this run's
     or none at all)."""
     job_id = str(record.get("job_id") or "")
+    if not slurm.available():
+        return None, ("no SLURM commands on PATH here (scontrol not found): the job cannot be asked, so the state "
+                      "is read from run.json and the run's files")
     found = slurm.job(job_id) if job_id else None
     if found is not None:
         why = owns(found, run, record)
@@ -121,11 +124,13 @@ def _newer(path: Path, since) -> dict | None:
     return data if isinstance(data, dict) else {}
 
 
-def _node_exits(run: Run) -> dict[str, int | None]:
+def _node_exits(run: Run, nodes: list[str]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
-    for path in run.logs.glob("node-*.exit"):
-        text = path.read_text(errors="replace").strip() if path.is_file() else ""
-        out[path.name[5:-5]] = int(text) if text.lstrip("-").isdigit() else None
+    for node in nodes:
+        path = run.node_exit(node)
+        if path.is_file():
+            text = path.read_text(errors="replace").strip()
+            out[node] = int(text) if text.lstrip("-").isdigit() else None
     return out
 
 
@@ -135,7 +140,7 @@ def failed_nodes(run: Run, job: slurm.Job) -> list[str]:
     down = slurm.down_nodes(job.nodes)
     if down:
         return down
-    exits = _node_exits(run)
+    exits = _node_exits(run, job.nodes)
     bad = [n for n, rc in exits.items() if rc not in (0, None)]
     return bad or [n for n in job.nodes if n not in exits]
 
@@ -156,14 +161,15 @@ def slurm_state(run: Run, record: dict) -> dict:
     outcome = _newer(run.outcome, since)
     exit_code = _exit_code(run)
     known = record.get("job") if isinstance(record.get("job"), dict) else {}
-    if job is None:
-        scheduler_state = known.get("scheduler_state") if not note else None
+    if job is None:  # a run.json naming a foreign job: what it recorded of that job is not this run's
+        scheduler_state = known.get("scheduler_state") if not note or not slurm.available() else None
         view = dict(known) if scheduler_state else None
     else:
         scheduler_state = job.state
         view = {"job_id": job.job_id, "scheduler_state": job.state, "reason": job.reason, "nodes": job.nodes,
                 "partition": job.partition, "exit_code": job.exit_code, "restarts": job.restarts,
-                "source": job.source, "failed_nodes": []}
+                "source": job.source, "failed_nodes": [],
+                "node_env": [str(run.node_env(n)) for n in job.nodes if run.node_env(n).is_file()]}
         if job.state in FAILED:
             view["failed_nodes"] = failed_nodes(run, job)
     alive = scheduler_state in slurm.ACTIVE

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from mcp_server.errors import describe_failure
+from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.training.environment import read_run_target
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import (
@@ -32,6 +32,7 @@ from mcp_server.training.runstate import (
     last_progress,
     log_tail,
     read_progress,
+    run_processes,
     sync_run_json,
     verified_launcher,
 )
@@ -123,9 +124,22 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
     axes[-1].set_xlabel("step")
     fig.suptitle(run_dir.name)
     fig.tight_layout()
-    path = atomic_save_figure(fig, Run(run_dir).progress_plot, dpi=90)
-    plt.close(fig)
-    return path
+    try:
+        return atomic_save_figure(fig, Run(run_dir).progress_plot, dpi=90)
+    except OSError as exc:  # crosses the worker as an input error: the status still answers (_plot)
+        raise UserInputError("plot", f"progress.png could not be written ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)
+
+
+def _plot(run_dir: Path, lines: list[dict], derived: dict) -> Path | None:
+    """The plot, or None with the reason in derived['note'] when the disk refuses it (full, read-only)."""
+    try:
+        return plot_progress(run_dir, lines)
+    except UserInputError as exc:
+        why = str(exc).removeprefix("plot: ")
+        derived["note"] = f"{derived['note']}; {why}" if derived.get("note") else why
+        return None
 
 
 # ---------------------------------------------------------------- training_status
@@ -163,7 +177,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
             for f in guarded.get("findings", []) if isinstance(f, dict)]
     guard_stop = guarded.get("stopped") if isinstance(guarded.get("stopped"), dict) else None
     tail = log_tail(run_dir, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
-    plot = plot_progress(run_dir, lines) if request.plot and lines else None
+    plot = _plot(run_dir, lines, derived) if request.plot and lines else None
     done = [str(p) for p in checkpoints(run_dir, config)]
 
     if state == "not_launched":
@@ -200,13 +214,18 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 
 
 # ---------------------------------------------------------------- stop_training
-def _wait_dead(run_dir: Path, pid: int, create_time: float | None, timeout: float) -> bool:
+def _all_gone(run_dir: Path, pid: int | None, create_time: float | None) -> bool:
+    """Neither the verified launcher nor any other process of the run (a trainer that outlived it) lives."""
+    return verified_launcher(run_dir, pid, create_time) is None and not run_processes(run_dir)
+
+
+def _wait_dead(run_dir: Path, pid: int | None, create_time: float | None, timeout: float) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if verified_launcher(run_dir, pid, create_time) is None:
+        if _all_gone(run_dir, pid, create_time):
             return True
         time.sleep(0.5)
-    return verified_launcher(run_dir, pid, create_time) is None
+    return _all_gone(run_dir, pid, create_time)
 
 
 def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: int) -> None:
@@ -222,6 +241,19 @@ def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: in
             proc.send_signal(sig)
     except (ProcessLookupError, PermissionError, psutil.Error):
         pass
+
+
+def _signal_run(run_dir: Path, pid: int | None, create_time: float | None, sig: int) -> None:
+    """The verified launcher's group, then every other process still carrying this run's mark (launch.sh exports
+    it; a trainer whose launcher was killed keeps it), each signalled once."""
+    group = pid if verified_launcher(run_dir, pid, create_time) is not None else None
+    _signal_launcher(run_dir, pid, create_time, sig)
+    for proc in run_processes(run_dir):
+        try:
+            if group is None or os.getpgid(proc.pid) != group:
+                proc.send_signal(sig)
+        except (psutil.Error, OSError):
+            pass
 
 
 def stop_training(request: StopRequest) -> StopResult:
@@ -242,15 +274,19 @@ def stop_training(request: StopRequest) -> StopResult:
     record = derived["record"]
     if record.get("backend") == "slurm":
         return _stop_slurm(run_dir, derived, request, config)
-    pid, create_time = record["pid"], record.get("create_time")
-    atomic_write_json(Run(run_dir).stop_request, {
-        "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
-    graceful = _wait_dead(run_dir, pid, create_time, request.timeout_s)
+    pid, create_time = record.get("pid"), record.get("create_time")
+    try:
+        atomic_write_json(Run(run_dir).stop_request, {
+            "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
+        asked = True
+    except OSError:  # a full disk: the request cannot be written, so the run is stopped by signal at once
+        asked = False
+    graceful = asked and _wait_dead(run_dir, pid, create_time, request.timeout_s)
     killed = False
     if not graceful:
-        _signal_launcher(run_dir, pid, create_time, signal.SIGTERM)
+        _signal_run(run_dir, pid, create_time, signal.SIGTERM)
         if not _wait_dead(run_dir, pid, create_time, 15):
-            _signal_launcher(run_dir, pid, create_time, signal.SIGKILL)
+            _signal_run(run_dir, pid, create_time, signal.SIGKILL)
             _wait_dead(run_dir, pid, create_time, 5)
         killed = True
     after = derive_state(run_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from mcp_server.errors import one_line
 from mcp_server.toolspec import RUN, Command, Flag, ToolSpec, print_result
 from mcp_server.training.environment import check_environment
 from mcp_server.training.launch import launch_training, resume_training
@@ -97,9 +98,9 @@ def human_status(r: TrainingStatus) -> str:
 def human_runs(r: RunList) -> str:
     if not r.runs:
         return f"no runs under {r.runs_root}"
-    return "\n".join(f"{x.run:40} {x.state:13} " + (x.error or "") if x.error else
-                     f"{x.run:40} {x.state:13} step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  "
-                     f"{x.model or ''}"
+    return "\n".join(f"{one_line(x.run):40} {x.state:13} " + (x.error or "") if x.error else
+                     f"{one_line(x.run):40} {x.state:13} "
+                     f"step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
                      for x in r.runs)
 
 

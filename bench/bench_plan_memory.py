@@ -1,0 +1,95 @@
+"""plan_memory for a model that does not fit, against a hello-world tool call, over MCP (goal: within 10x).
+
+A model that does not fit is the planner's slow case: it ranks about ten levers and validates each one's config
+change with the recipe validator (TRL's parser and GRPOConfig in the training interpreter). Both servers are
+started over stdio with the SDK's client and called `--calls` times after a warm-up call; medians:
+- the MCP SDK's hello world (a one-tool MCPServer, same Python): the baseline;
+- llm-finetuning's plan_memory for Qwen/Qwen2.5-7B on one T4 (does not fit) and for Qwen/Qwen2.5-0.5B on an
+  H100 (fits: no levers).
+Beside it, in this process: TRL's argument parser as validations now use it (built once, reused) against
+building it for each parse (before).
+
+    .venv/bin/python bench/bench_plan_memory.py [--calls 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HELLO = ["-c", "from mcp.server.mcpserver import MCPServer\nmcp = MCPServer('hello')\n\n@mcp.tool()\n"
+         "def hello(name: str) -> str:\n    return 'hello ' + name\n\nmcp.run('stdio')"]
+NOT_FIT = {"model": "Qwen/Qwen2.5-7B", "gpu": "T4"}
+FITS = {"model": "Qwen/Qwen2.5-0.5B", "gpu": "H100"}
+
+
+async def timed_calls(args: list[str], env: dict, calls: list[tuple[str, dict]], n: int) -> list[float]:
+    """Median seconds of each (tool, arguments), after one untimed call of each."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT), env=env)
+    async with Client(params) as client:
+        times: list[list[float]] = [[] for _ in calls]
+        for round_ in range(n + 1):
+            for i, (tool, arguments) in enumerate(calls):
+                t0 = time.perf_counter()
+                result = await client.call_tool(tool, arguments)
+                if round_:
+                    times[i].append(time.perf_counter() - t0)
+                assert not result.is_error, result
+    return [statistics.median(t) for t in times]
+
+
+def parser_cost(n: int) -> tuple[float, float]:
+    """(seconds per parse reusing the parser, seconds per parse building it first) in this process."""
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    from mcp_server.recipe.trl_fields import parse_like_trl
+
+    values = {"learning_rate": "5e-7", "num_generations": 8, "beta": 0.0}
+    parse_like_trl(values)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        parse_like_trl(values)
+    reused = (time.perf_counter() - t0) / n
+    t0 = time.perf_counter()
+    for _ in range(n):
+        parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), exit_on_error=False)
+        parser.set_defaults_with_config(**values)
+        parser.parse_known_args([])
+    return reused, (time.perf_counter() - t0) / n
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=15)
+    n = parser.parse_args().calls
+    with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "LLM_FINETUNING_WORKSPACE": tmp}
+        env.pop("LLM_FINETUNING_PYTHON", None)
+        (hello,) = asyncio.run(timed_calls(HELLO, env, [("hello", {"name": "x"})], n))
+        not_fit, fits = asyncio.run(timed_calls(["-m", "mcp_server"], env,
+                                                [("plan_memory", NOT_FIT), ("plan_memory", FITS)], n))
+    reused, rebuilt = parser_cost(20)
+    ratio = not_fit / hello
+    print(f"over MCP, median of {n} calls (ms):")
+    print(f"  hello-world tool call (MCP SDK, 1 tool)          {hello * 1e3:7.1f}")
+    print(f"  plan_memory, does not fit (7B on 1x T4)          {not_fit * 1e3:7.1f}   {ratio:5.1f}x hello world   "
+          f"goal <= 10x: {'PASS' if ratio <= 10 else 'FAIL'}")
+    print(f"  plan_memory, fits (0.5B on 1x H100)              {fits * 1e3:7.1f}   {fits / hello:5.1f}x hello world")
+    print(f"TRL's parser per validation (ms): reused {reused * 1e3:.2f}, built each time (before) {rebuilt * 1e3:.2f}"
+          f"   ratio {rebuilt / reused:.0f}x")
+    return 0 if ratio <= 10 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

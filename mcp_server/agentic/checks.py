@@ -1,0 +1,176 @@
+"""TRL 1.16's start-up requirements for tools and environments, checked before any model loads.
+
+GRPOTrainer checks them only after loading the model (grpo_trainer.py: transformers >= 5.0 for tools, >= 5.2 for
+`environment_factory`, jmespath below transformers 5.13, a chat template that renders a tool-calling
+conversation, a response parser for that template (`add_response_schema`), a `reset` on the environment). Here
+each is one finding naming what to install or change, read from the tokenizer alone; plus what TRL does not
+check: tools typed and documented (transformers' `get_json_schema`), a budget that holds one round trip, a
+turn limit, an environment that samples its own data.
+Runs in the training interpreter (imports transformers and TRL).
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from mcp_server.agentic.spec import AgenticRecord, load, public_methods
+from mcp_server.errors import UserInputError, one_line, short
+
+
+def _finding(code: str, field: str | None, severity: str, message: str, fix: str | None = None) -> dict:
+    return {"code": code, "field": field, "severity": severity, "message": message, "fix": fix}
+
+
+def _versions(record: AgenticRecord) -> list[dict]:
+    import transformers
+    from packaging.version import Version
+
+    from trl.chat_template_utils import _SUPPORTS_RESPONSE_TEMPLATE
+    from trl.import_utils import is_jmespath_available
+
+    have = Version(transformers.__version__)
+    found = []
+    need = Version("5.2.0") if record.environment else Version("5.0.0")
+    if have < need:
+        what = "environment_factory" if record.environment else "tools"
+        found.append(_finding("agentic_transformers_too_old", "environment" if record.environment else "tools",
+                              "error", f"TRL's {what} needs transformers >= {need}; installed {have}",
+                              f"pip install 'transformers>={need}'"))
+    if not _SUPPORTS_RESPONSE_TEMPLATE and not is_jmespath_available():
+        found.append(_finding("agentic_jmespath_missing", "tools", "error",
+                              f"transformers {have} (< 5.13) parses tool calls with jmespath, which is not installed",
+                              "pip install jmespath (or transformers >= 5.13)"))
+    return found
+
+
+def template_findings(tokenizer) -> list[dict]:
+    """Is the chat template one TRL can render tool calls with and parse them from?"""
+    from trl.chat_template_utils import (add_response_schema, is_chat_template_prefix_preserving,
+                                         supports_tool_calling)
+
+    if not supports_tool_calling(tokenizer):
+        return [_finding("agentic_template_no_tools", "model_name_or_path", "error",
+                         "the model's chat template cannot render a tool-calling conversation (user -> assistant "
+                         "with tool_calls -> tool)", "use a model whose template TRL knows (Qwen2.5/Qwen3, Llama "
+                         "3.1/3.2, GLM-4 MoE, GPT-OSS, ...) or set its chat template to one of trl/chat_templates")]
+    has_parser = any(getattr(tokenizer, a, None) is not None for a in ("response_template", "response_schema"))
+    if not has_parser:
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:
+            return [_finding("agentic_template_unparsed", "model_name_or_path", "error",
+                             "TRL cannot parse tool calls from this chat template (add_response_schema does not "
+                             "recognise it): every tool call would be read as plain text",
+                             "use a template from trl/chat_templates (e.g. qwen2_5.jinja) or set the tokenizer's "
+                             "response_template")]
+    if not is_chat_template_prefix_preserving(tokenizer):
+        return [_finding("agentic_template_replaced", "model_name_or_path", "info",
+                         "the chat template is not prefix-preserving: TRL trains with its training copy of it "
+                         "(get_training_chat_template)")]
+    return []
+
+
+def _tool_findings(fns: list, where: str) -> list[dict]:
+    from transformers.utils import get_json_schema
+
+    found = []
+    for fn in fns:
+        try:
+            get_json_schema(fn)
+        except Exception as exc:  # noqa: BLE001 - transformers raises its own parsing errors
+            found.append(_finding("agentic_tool_undescribed", where, "error",
+                                  f"tool {fn.__name__}: {one_line(short(exc))}",
+                                  "give every argument a type hint and the docstring an Args: line for each"))
+    return found
+
+
+def round_trip_tokens(tokenizer, name: str, arguments: dict) -> tuple[int, int]:
+    """(tokens of one assistant turn that calls `name`, tokens TRL appends for an empty result of it)."""
+    call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    user = [{"role": "user", "content": "x"}]
+    turn = [*user, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    prompt = tokenizer.apply_chat_template(user, add_generation_prompt=True, tokenize=True, return_dict=False)
+    with_call = tokenizer.apply_chat_template(turn, tokenize=True, return_dict=False)
+    with_result = tokenizer.apply_chat_template([*turn, {"role": "tool", "name": name, "content": ""}],
+                                                add_generation_prompt=True, tokenize=True, return_dict=False)
+    return len(with_call) - len(prompt), len(with_result) - len(with_call)
+
+
+def _placeholder_arguments(fn) -> dict:
+    values = {int: 0, float: 0.0, bool: False}
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"]
+    return {p.name: values.get(p.annotation, "") for p in params}
+
+
+def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
+    from trl import GRPOConfig
+
+    limit = values.get("max_completion_length") or GRPOConfig.__dataclass_fields__["max_completion_length"].default
+    found = []
+    if values.get("max_tool_calling_iterations") is None:
+        found.append(_finding("agentic_unlimited_turns", "max_tool_calling_iterations", "warning",
+                              "TRL's default is no limit on tool-calling turns: a model that keeps calling runs "
+                              "until the completion budget is spent", "set max_tool_calling_iterations (e.g. 4)"))
+    worst = None
+    for fn in tools:
+        call, result = round_trip_tokens(tokenizer, fn.__name__, _placeholder_arguments(fn))
+        if worst is None or call + result > sum(worst[1:]):
+            worst = (fn.__name__, call, result)
+    if worst and worst[1] + worst[2] + 1 > limit:
+        name, call, result = worst
+        found.append(_finding(
+            "agentic_budget_below_round_trip", "max_completion_length", "error",
+            f"max_completion_length {limit} cannot hold one round trip: a call to {name} is {call} tokens, an empty "
+            f"result adds {result}, and the answer after it at least 1 ({call + result + 1} > {limit}); TRL drops "
+            "a result that does not fit, silently", f"set max_completion_length to at least {call + result + 1} "
+            "plus the longest tool result and answer"))
+    return found
+
+
+def check_agentic(record: dict, values: dict) -> list[dict]:
+    """Every start-up requirement for the run's environment/tools with the config `values`, as findings."""
+    from transformers import AutoTokenizer
+
+    spec = AgenticRecord(**record)
+    found = _versions(spec)
+    try:
+        factory, tools = load(spec)
+    except UserInputError as exc:
+        return [*found, _finding("agentic_import_failed", exc.field, "error", str(exc).removeprefix(f"{exc.field}: "))]
+    methods = []
+    if factory is not None:
+        if not callable(getattr(factory, "reset", None)):
+            found.append(_finding("agentic_no_reset", "environment", "error",
+                                  f"{spec.environment} has no reset(**row): TRL resets each pooled instance with the "
+                                  "data set row before every rollout", "define reset(self, **row)"))
+        try:
+            instance = factory()
+        except Exception as exc:  # noqa: BLE001 - the user's constructor
+            return [*found, _finding("agentic_environment_init_failed", "environment", "error",
+                                     f"{spec.environment}() raised {type(exc).__name__}: {one_line(short(exc))}")]
+        methods = [getattr(instance, name) for name in public_methods(type(instance))]
+        found += _tool_findings(methods, "environment")
+        if not methods:
+            found.append(_finding("agentic_no_tools", "environment", "error",
+                                  f"{spec.environment} has no public method for the model to call"))
+    found += _tool_findings(tools, "tools")
+    if any(f["severity"] == "error" for f in found):
+        return found
+    model = values.get("model_name_or_path")
+    if model:
+        tokenizer = AutoTokenizer.from_pretrained(str(model), revision=values.get("model_revision"))
+        found += template_findings(tokenizer)
+        if not any(f["severity"] == "error" for f in found):
+            found += _budget_findings(tokenizer, [*tools, *methods], values)
+    return found
+
+
+def describe(record: dict) -> dict:
+    """The tool names and the modules the record's code comes from (for the run's record and the gate)."""
+    spec = AgenticRecord(**record)
+    factory, tools = load(spec)
+    names = [fn.__name__ for fn in tools]
+    if factory is not None:
+        names += public_methods(factory)
+    return {"tools": names, "source_root": str(Path(spec.source_root))}

@@ -1,0 +1,196 @@
+"""sample_trajectories: the rollouts an agentic run's training would produce, through TRL's own tool loop.
+
+The run's train/train.py builds the GRPOTrainer exactly as training will (model, chat template, environment,
+tools, max_completion_length, max_tool_calling_iterations); one batch of `num_prompts` rows x num_generations
+goes through `GRPOTrainer._generate_and_score_completions`, the method each training step calls. Nothing is
+trained. Each rollout is written to inspection/trajectories.jsonl with its turns, the tokens the loss sees and
+those it masks, each tool call's status and each reward; the environments are then probed (a fresh replay of
+the same calls, a pooled instance reset again) and `trajectory_review.review` names what is wrong by code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from mcp_server.errors import UserInputError, one_line, short
+from mcp_server.inspection.trajectory_models import TrajectoryCode, TrajectoryRequest, TrajectoryResult
+from mcp_server.inspection.trajectory_review import call_statuses, review
+from mcp_server.model_ref import small_model_threads
+from mcp_server.reporting import Report, silent
+from mcp_server.runs import Run, resolve_run
+from mcp_server.worker import in_training
+from mcp_server.workspace import atomic_write_json, atomic_write_text
+
+
+def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> TrajectoryResult:
+    """In the training interpreter, where TRL runs."""
+    run = resolve_run(request.run)
+    if not run.agentic.is_file():
+        raise UserInputError("run", f"{run.dir} has no train/agentic.json: emit the run with an environment or tools "
+                                    "(emit_grpo_config environment=... / tools=...), or use sample_completions")
+    return in_training("mcp_server.inspection.trajectories:sample_here",
+                       request.model_copy(update={"run": str(run.dir)}), report=report)
+
+
+def _build_trainer(run: Run, output_dir: str):
+    """The run's own GRPOTrainer from its train/train.py, writing nothing into the run."""
+    spec = importlib.util.spec_from_file_location(f"llm_finetuning_train_{abs(hash(str(run.dir)))}", run.script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    argv = ["--config", str(run.config), "--output_dir", output_dir, "--report_to", "none",
+            "--log_completions", "false"]
+    try:
+        with contextlib.chdir(run.dir):
+            return module.build_trainer(argv)
+    except SystemExit as exc:  # train.py's requirement check: one line per unmet requirement
+        raise UserInputError("run", one_line(str(exc.code))) from None
+
+
+def _segments(ids: list[int], mask: list[int]) -> tuple[list[list[int]], list[list[int]]]:
+    """(runs of ids the loss sees, runs it masks), each in order."""
+    seen, masked, last = [], [], None
+    for token, bit in zip(ids, mask, strict=True):
+        target = seen if bit else masked
+        if last is not bit:
+            target.append([])
+            last = bit
+        target[-1].append(token)
+    return seen, masked
+
+
+def _tool_groups(messages: list[dict]) -> list[list[dict]]:
+    """The consecutive tool messages after each assistant turn (what TRL appends as one tool suffix)."""
+    groups, current = [], []
+    for message in messages:
+        if message.get("role") == "tool":
+            current.append(message)
+        elif current:
+            groups.append(current)
+            current = []
+    return groups + ([current] if current else [])
+
+
+def _record(trainer, index: int, row: dict, prompt, completion: list, ids: list[int], mask: list[int],
+            rewards: dict, names: list[str]) -> dict:
+    tok = trainer._tokenizer
+    seen, masked = _segments(ids, mask)
+    expected = [trainer._get_tool_suffix_ids(group) for group in _tool_groups(completion)]
+    return {
+        "id": index,
+        "row": {k: v for k, v in row.items() if k != "prompt"},
+        "prompt": prompt,
+        "completion": completion,
+        "turns": sum(m.get("role") == "assistant" for m in completion),
+        "calls": call_statuses(completion, names, trainer.max_tool_calling_iterations),
+        "loss_tokens": sum(mask),
+        "masked_tokens": len(mask) - sum(mask),
+        "loss_text": [tok.decode(s) for s in seen],
+        "masked_text": [tok.decode(s) for s in masked],
+        "mask_is_tool_results": masked == expected,
+        "rewards": rewards,
+        "completion_ids": ids,
+        "tool_mask": mask,
+    }
+
+
+def _rollout(trainer, inputs: list[dict]) -> tuple[dict, dict]:
+    """One training batch through TRL's generation and scoring; (its output, what the reward functions saw)."""
+    seen: dict = {}
+    original = trainer._calculate_rewards
+
+    def capture(inputs_, prompts, completions, completion_ids_list):
+        rewards = original(inputs_, prompts, completions, completion_ids_list)
+        seen.update(prompts=prompts, completions=completions, rewards=rewards.tolist())
+        return rewards
+
+    trainer._calculate_rewards = capture
+    trainer.model.train()
+    try:
+        output = trainer._generate_and_score_completions(inputs)
+    except Exception as exc:  # noqa: BLE001 - an environment's reset, a reward: one line naming it
+        raise UserInputError("run", f"the rollout failed: {type(exc).__name__}: {one_line(short(exc))}") from None
+    finally:
+        trainer._calculate_rewards = original
+    return output, seen
+
+
+def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> dict:
+    """One batch of the run's training through TRL's loop: its records, codes and what TRL logged."""
+    from transformers import set_seed
+
+    from mcp_server.inspection.trajectory_probes import probe_environments
+
+    report(0, 3, "building the run's trainer (train/train.py)")
+    with tempfile.TemporaryDirectory(prefix="trajectories-") as scratch:
+        trainer = _build_trainer(run, scratch)
+        dataset = trainer.train_dataset
+        k = min(num_prompts, len(dataset))
+        picks = sorted(random.Random(seed).sample(range(len(dataset)), k))
+        group = trainer.num_generations
+        inputs = [dict(dataset[i]) for i in picks for _ in range(group)]
+        set_seed(seed)
+        report(1, 3, f"rolling out {k} prompts x {group} through TRL's tool loop")
+        with small_model_threads(trainer.model):
+            output, seen = _rollout(trainer, inputs)
+    names = [getattr(t, "__name__", "") for t in trainer.tools]
+    ids_rows, masks = output["completion_ids"].tolist(), output["completion_mask"].tolist()
+    tool_masks = output["tool_mask"].tolist() if "tool_mask" in output else [[1] * len(r) for r in ids_rows]
+    records = []
+    for i, row in enumerate(inputs):
+        length = sum(masks[i])
+        rewards = {name: seen["rewards"][i][j] for j, name in enumerate(trainer.reward_func_names)}
+        records.append({**_record(trainer, i, row, seen["prompts"][i], seen["completions"][i], ids_rows[i][:length],
+                                  tool_masks[i][:length], rewards, names),
+                        "group": i // group, "row_index": picks[i // group],
+                        "advantage": float(output["advantages"][i])})
+    report(2, 3, "probing the environments (replay, reset)")
+    probes = probe_environments(trainer, inputs, records, group) if trainer.environment_factories else {}
+    metrics = {k_: v[-1] for k_, v in trainer._metrics["train"].items() if k_.startswith("tools/")}
+    eos = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
+    for record in records:
+        record["truncated"] = not record["completion_ids"] or record["completion_ids"][-1] not in eos
+        if record["truncated"] and trainer.mask_truncated_completions and not record["loss_tokens"]:
+            record["mask_is_tool_results"] = True  # mask_truncated_completions masks the whole rollout, by design
+    return {"records": records, "probes": probes, "metrics": metrics, "num_prompts": k, "group": group,
+            "codes": review(records, probes, trainer.max_tool_calling_iterations), "dataset_rows": len(dataset)}
+
+
+def write_trajectories(run: Run, batch: dict, seed: int) -> tuple[Path, dict]:
+    """inspection/trajectories.jsonl and its .meta.json; (path, tool calls by status)."""
+    records = batch["records"]
+    path = atomic_write_text(run.trajectories,
+                             "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
+    statuses: dict[str, int] = {}
+    for record in records:
+        for call in record["calls"]:
+            statuses[call["status"]] = statuses.get(call["status"], 0) + 1
+    atomic_write_json(run.trajectories.with_suffix(".meta.json"),
+                      {"num_prompts": batch["num_prompts"], "num_generations": batch["group"], "seed": seed,
+                       "tool_calls": statuses, "codes": [c.model_dump() for c in batch["codes"]],
+                       "probes": batch["probes"], "trl_metrics": batch["metrics"]})
+    return path, statuses
+
+
+def sample_here(request: TrajectoryRequest, report: Report = silent) -> TrajectoryResult:
+    """sample_trajectories in this (the training) interpreter."""
+    run = Run(Path(request.run))
+    started = time.perf_counter()
+    batch = rollout(run, request.num_prompts, request.seed, report)
+    path, statuses = write_trajectories(run, batch, request.seed)
+    codes = batch["codes"]
+    next_step = ("Read inspection/trajectories.jsonl; fix what the codes name, then sample again."
+                 if any(c.severity == "error" for c in codes) else
+                 "Trajectories are clean: sample_completions on this run draws the reviewed samples from the same "
+                 "loop; then inspect_rewards and record the verdict.")
+    return TrajectoryResult(run_dir=str(run.dir), trajectories_path=str(path), num_trajectories=len(batch["records"]),
+                            tool_calls=statuses, codes=codes, trl_metrics=batch["metrics"],
+                            seconds=round(time.perf_counter() - started, 3), next_step=next_step)
+
+
+__all__ = ["TrajectoryCode", "sample_trajectories", "sample_here"]

@@ -1,0 +1,95 @@
+"""The stdio transport with JSON-RPC error replies: a line the MCP SDK cannot read as a message (not JSON, nested
+past what a parser reads, no `method`, `jsonrpc` other than "2.0") gets the reply JSON-RPC 2.0 prescribes
+(-32700 Parse error, -32600 Invalid Request, with the request's id when it can be read, else null), where the
+SDK's own transport drops it silently and leaves the client waiting.
+
+Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
+the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import anyio
+import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from mcp_server.errors import one_line, short
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+
+def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error for a line that is no valid message."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if any(e.get("type") == "json_invalid" for e in errors) or not errors:
+        why = errors[0]["msg"] if errors else str(exc)
+        return _error(None, PARSE_ERROR, f"Parse error: {one_line(short(why))}")
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        data = None
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        request_id = None
+    if not isinstance(data, dict):
+        why = f"expected a JSON object (one message per line), got {type(data).__name__}"
+    elif data.get("jsonrpc") != "2.0":
+        why = f'"jsonrpc" must be "2.0", got {short(json.dumps(data.get("jsonrpc")), 40)}'
+    elif not ({"method", "result", "error"} & data.keys()):
+        why = 'no "method" (a request or notification names one)'
+    else:
+        first = errors[0]
+        why = f"{'.'.join(str(p) for p in first.get('loc', ())) or 'message'}: {first.get('msg')}"
+    return _error(request_id, INVALID_REQUEST, f"Invalid Request: {one_line(short(why))}")
+
+
+def _error(request_id, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+
+
+class _CheckedLines:
+    """The wire's lines for the SDK's reader: valid messages pass; a bad one is answered on `write` and skipped."""
+
+    def __init__(self, lines, ready: anyio.Event, write: dict):
+        self.lines, self.ready, self.write = lines.__aiter__(), ready, write
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> str:
+        await self.ready.wait()
+        while True:
+            line = await self.lines.__anext__()  # StopAsyncIteration at EOF ends the SDK's reader
+            if not line.strip():
+                continue
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                return line
+            except Exception as exc:  # noqa: BLE001 - whatever the SDK would refuse gets its error reply
+                await self.write["stream"].send(SessionMessage(error_reply(line, exc)))
+
+
+def _wire_stdin():
+    """The wire's stdin as text lines; fd 0 then reads the null device, so no child process takes protocol bytes
+    (as the SDK's transport does for the stdin it opens itself)."""
+    wire = os.dup(sys.stdin.fileno())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, sys.stdin.fileno())
+    os.close(null)
+    return anyio.wrap_file(open(wire, encoding="utf-8", errors="replace", closefd=True))
+
+
+async def serve_stdio(server) -> None:
+    """Run an MCPServer over stdio (its `run("stdio")`), with error replies for bad lines."""
+    ready, write = anyio.Event(), {}
+    async with stdio_server(stdin=_CheckedLines(_wire_stdin(), ready, write)) as (read_stream, write_stream):
+        write["stream"] = write_stream
+        ready.set()
+        lowlevel = server._lowlevel_server
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -1,0 +1,60 @@
+"""GRPO training for run {{RUN}}, emitted by llm-finetuning (trainer: GRPO with tools and environments).
+
+Runs train/config.yaml with this run's rewards (train/rewards.json) and the environment and tools named in
+train/agentic.json, passed to GRPOTrainer as `environment_factory` and `tools` (`trl grpo` accepts only
+reward_funcs). Every environment and tool call runs under the recorded timeout. TRL's start-up requirements
+(transformers release, a chat template it can parse tool calls from, `reset`, typed and documented tools)
+are checked from the tokenizer before the model loads.
+
+    python train/train.py --config train/config.yaml
+"""
+
+import os
+import sys
+
+# train/ is sys.path[0] when this script runs: a train/datasets.py or train/mcp_server/ would shadow the code the
+# inspection verdict reviewed. It leaves the path before anything is imported (os and sys are already loaded).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from trl import GRPOTrainer  # noqa: E402
+
+try:
+    from mcp_server.agentic.checks import check_agentic
+    from mcp_server.agentic.spec import AgenticRecord, load
+    from mcp_server.inspection.trained import reviewed_reward_funcs
+    from mcp_server.runs import Run
+    from mcp_server.training.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
+except ImportError:
+    sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
+
+RUN_DIR = Path(__file__).resolve().parents[1]
+PROMPT_COLUMN = "{{PROMPT_COLUMN}}"
+
+
+def build_trainer(argv=None):
+    """The GRPOTrainer for the config named on the command line (`argv`, default sys.argv), not yet trained."""
+    script_args, training_args, model_args, dataset_args = parse_config(argv)
+    record = json.loads(Run(RUN_DIR).agentic.read_text())
+    values = {"model_name_or_path": model_args.model_name_or_path, "model_revision": model_args.model_revision,
+              "max_completion_length": training_args.max_completion_length,
+              "max_tool_calling_iterations": training_args.max_tool_calling_iterations}
+    errors = [f for f in check_agentic(record, values) if f["severity"] == "error"]
+    if errors:
+        sys.exit("\n".join(f"{f['field']}: {f['message']}" for f in errors))
+    environment_factory, tools = load(AgenticRecord(**record))
+    dataset = train_dataset(script_args, dataset_args, PROMPT_COLUMN)
+    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)  # exits when the code is not what the verdict reviewed
+    return GRPOTrainer(reward_funcs=reward_funcs, tools=tools or None, environment_factory=environment_factory,
+                       **trainer_kwargs(RUN_DIR, training_args, model_args, dataset))
+
+
+def main():
+    train_and_save(build_trainer(), RUN_DIR)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Agentic GRPO: emission and validation of an environment / tools, trajectories through TRL's own tool loop,
+the inspection codes for defects built on purpose, the gate's pin of the environment's source.
+
+The model is the embedded agentic warm start (mcp_server.agentic.tiny: TRL's Qwen2.5 template, SFT to call
+`open_vault` on vault questions and to write a broken `<tol>` tag on safe questions), built once per session.
+"""
+
+from __future__ import annotations
+
+import os
+import json
+import time
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mcp_server.agentic.tiny import ensure_agentic_model, split_rows, write_rows
+from mcp_server.emission.emit import emit_grpo_config
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.pins import changes, run_pins
+from mcp_server.inspection.trajectories import sample_trajectories
+from mcp_server.inspection.trajectory_models import TrajectoryRequest
+from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.runs import Run
+
+ENV = "mcp_server.agentic.tiny:"
+CORRECT = [{"name": "correctness_reward", "params": {}, "weight": 1.0}]
+SMALL = {"num_generations": 4, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
+         "max_completion_length": 128, "temperature": 0.3, "max_steps": 2, "logging_steps": 1}
+
+
+@pytest.fixture(scope="session")
+def agentic_model():
+    return ensure_agentic_model()
+
+
+@pytest.fixture(autouse=True)
+def _restore_cwd(monkeypatch):
+    monkeypatch.chdir(os.getcwd())
+
+
+def emit(workspace, model, environment="VaultEnv", broken=False, overrides=None, **kw):
+    data = write_rows(split_rows(40, broken=broken)[0], workspace / ("safe.jsonl" if broken else "vault.jsonl"))
+    kw.setdefault("rewards", CORRECT)
+    return emit_grpo_config(GRPORecipeRequest(
+        model=str(model), dataset=str(data), gpu="cpu", run_name="agentic",
+        environment=ENV + environment if environment else None, overrides={**SMALL, **(overrides or {})}, **kw))
+
+
+def codes_of(result) -> dict[str, int]:
+    return {c.code: c.count for c in result.codes}
+
+
+def test_emission_records_the_environment_and_writes_the_tool_trainer(workspace, agentic_model):
+    result = emit(workspace, agentic_model)
+    run = Run(Path(result.run_dir))
+    assert result.validation.valid, result.validation.findings
+    assert result.config["max_tool_calling_iterations"] == 4
+    record = json.loads(run.agentic.read_text())
+    assert record["environment"] == ENV + "VaultEnv" and os.path.isabs(record["source_root"])
+    assert "environment_factory=environment_factory" in run.script.read_text()
+
+
+def test_trajectories_mask_exactly_the_tool_results(workspace, agentic_model):
+    run = Run(Path(emit(workspace, agentic_model).run_dir))
+    result = sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=2))
+    rows = [json.loads(line) for line in run.trajectories.read_text().splitlines()]
+    executed = [c for r in rows for c in r["calls"] if c["status"] == "executed"]
+    assert executed and result.tool_calls["executed"] == len(executed)
+    assert "mask_not_tool_results" not in codes_of(result)
+    for row in rows:
+        results = [m["content"] for m in row["completion"] if m["role"] == "tool"]
+        assert len(row["masked_text"]) == len(results)
+        for text, content in zip(row["masked_text"], results, strict=True):
+            assert f"<tool_response>\n{content}\n</tool_response>" in text  # the masked span is the result ...
+            assert "<tool_call>" not in text and "<answer>" not in text  # ... and nothing the model wrote
+        assert row["masked_tokens"] + row["loss_tokens"] == len(row["completion_ids"])
+
+
+@pytest.mark.parametrize("environment, overrides, broken, code", [
+    ("VerboseVaultEnv", {"max_completion_length": 40}, False, "tool_result_dropped"),
+    ("VaultEnv", {}, True, "tool_call_unparsed"),
+    ("RaisingVaultEnv", {}, False, "tool_failed"),
+    ("UnseededVaultEnv", {}, False, "group_start_differs"),
+    ("StickyVaultEnv", {}, False, "environment_keeps_state"),
+])
+def test_constructed_defects_are_named_with_counts(workspace, agentic_model, environment, overrides, broken, code):
+    run = Run(Path(emit(workspace, agentic_model, environment, broken, overrides).run_dir))
+    found = codes_of(sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=1)))
+    assert found.get(code, 0) >= 1, found
+
+
+def test_a_hanging_tool_is_cut_off_by_the_timeout(workspace, agentic_model):
+    run = Run(Path(emit(workspace, agentic_model, "HangingVaultEnv", tool_timeout_s=0.5).run_dir))
+    result = sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=1))
+    failed = [c for c in result.codes if c.code == "tool_failed"]
+    assert failed and "did not return within 0.5 s" in failed[0].message
+
+
+def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(workspace, agentic_model,
+                                                                               tiny_model):
+    result = emit(workspace, tiny_model)
+    assert {f.code for f in result.validation.findings} & {"agentic_template_no_tools", "agentic_template_unparsed"}
+    small = emit(workspace, agentic_model, overrides={"max_completion_length": 12})
+    finding = next(f for f in small.validation.findings if f.code == "agentic_budget_below_round_trip")
+    assert "max_completion_length 12" in finding.message and "open_vault" in finding.message
+
+
+def test_environment_init_that_raises_is_one_line(workspace, agentic_model, monkeypatch):
+    (workspace / "broken_env.py").write_text(textwrap.dedent("""
+        class Env:
+            def __init__(self):
+                raise OSError("no sandbox")
+            def reset(self, **row):
+                return None
+    """))
+    monkeypatch.chdir(workspace)
+    result = emit_grpo_config(
+        GRPORecipeRequest(model=str(agentic_model), dataset=str(write_rows(split_rows(8)[0], workspace / "d.jsonl")),
+                          rewards=CORRECT, gpu="cpu", environment="broken_env:Env", overrides=SMALL))
+    finding = next(f for f in result.validation.findings if f.code == "agentic_environment_init_failed")
+    assert finding.message == "broken_env:Env() raised OSError: no sandbox"
+
+
+def test_editing_the_environment_module_changes_the_pin_and_names_the_file(workspace, agentic_model, monkeypatch):
+    (workspace / "my_env.py").write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")
+    monkeypatch.chdir(workspace)
+    result = emit_grpo_config(GRPORecipeRequest(
+        model=str(agentic_model), dataset=str(write_rows(split_rows(8)[0], workspace / "d.jsonl")), rewards=CORRECT,
+        gpu="cpu", environment="my_env:Env", overrides=SMALL))
+    run = Run(Path(result.run_dir))
+    before = run_pins(run, "x")
+    (workspace / "my_env.py").write_text("from mcp_server.agentic.tiny import StickyVaultEnv as Env\n")
+    lines = changes(before, run_pins(run, "x"))
+    assert len(lines) == 1 and "my_env.py" in lines[0], lines
+
+
+def test_a_run_without_an_environment_has_no_trajectories(workspace, tiny_model):
+    run = emit_grpo_config(GRPORecipeRequest(model=str(tiny_model), gpu="cpu")).run_dir
+    with pytest.raises(UserInputError, match="no train/agentic.json"):
+        sample_trajectories(TrajectoryRequest(run=run))
+
+
+@pytest.mark.parametrize("metric, values, code, onset", [
+    ("tools/call_frequency", [1.0, 1.0, 0.9, 0.5, 0.1, 0.0], "tool_calls_collapsing", 5),  # 0.1 < 1.0 / 4
+    ("tools/failure_frequency", [0.0, 0.1, 0.2, 0.6, 0.8, 0.9], "tool_failures_rising", 4),  # 0.6 > 0.5
+])
+def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric, values, code, onset):
+    from mcp_server.diagnosis.diagnose import diagnose
+    from mcp_server.training.guard import LiveGuard
+
+    rows = [{"step": i + 1, "loss": 0.01, "reward": 1.0, "reward_std": 0.5, metric: v} for i, v in enumerate(values)]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert code in {f.code for f in diagnose(path, validate_patches=False).findings}
+    guard = LiveGuard(tmp_path, "stop", config={})
+    decisions = [guard.check(row, write=False) for row in rows]
+    stop = next(d for d in decisions if d)
+    assert stop["code"] == code and stop["step"] == onset
+    healthy = LiveGuard(tmp_path, "stop", config={})
+    assert not any(healthy.check({**row, metric: values[0]}, write=False) for row in rows)
+
+
+def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monkeypatch):
+    """emit -> validate -> sample (TRL's tool loop) -> inspect -> verdict -> launch: a real multi-turn GRPO run."""
+    from conftest import ANY_TEXT_REWARDS
+    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+    from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
+    from mcp_server.inspection.review import inspect_rewards
+    from mcp_server.inspection.sampling import sample_completions
+    from mcp_server.recipe.models import ValidateRequest
+    from mcp_server.recipe.validate import validate_config
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    result = emit(workspace, agentic_model, rewards=ANY_TEXT_REWARDS)
+    run = Run(Path(result.run_dir))
+    assert validate_config(ValidateRequest(config_path=str(run.config))).valid
+    sample = sample_completions(SampleRequest(run=str(run.dir), num_prompts=13))
+    assert sample.engine == "trl-tool-loop" and sample.num_samples == 52 and not sample.differs_from_config
+    first = json.loads(run.samples.read_text().splitlines()[0])
+    assert [m["role"] for m in first["completion"]][:2] == ["assistant", "tool"]  # as TRL hands them to rewards
+    inspect_rewards(InspectRequest(run=str(run.dir), max_samples=52))
+    record_inspection_verdict(VerdictRequest(run=str(run.dir), verdict="pass", reviewer="test", agree_with_rest=True))
+    assert check_inspection_gate(run.dir).passed
+    launched = launch_training(LaunchRequest(run=str(run.dir)))
+    assert launched.launched, launched.message
+    deadline = time.time() + 420
+    while (status := training_status(StatusRequest(run=str(run.dir)))).state in ("starting", "running"):
+        assert time.time() < deadline, status
+        time.sleep(1)
+    assert status.state == "succeeded", status.log_tail
+    logged = [json.loads(line) for line in run.progress.read_text().splitlines()]
+    assert logged and all(line["tools/call_frequency"] > 0 for line in logged)

@@ -1,0 +1,169 @@
+"""Issue 25, "Runs" and "The MCP server" (the CLI's share): a full disk, hostile run names, a symlinked
+inspection folder, hidden staging directories, `| head`, and the two halves of a launcher's identity, each
+replayed through the CLI (in this process where the process boundary is not what is tested) or the core API.
+
+Every run here is built by hand (a run directory holds nothing more than its files), so no test trains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from conftest import checkout_env, cli_here, run_cli_json
+
+# What a checkpoint save on a full disk leaves in the log (torch.save's writer, then the OSError under it).
+FULL_DISK_LOG = """\
+{'loss': 0.0, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epoch': 0.1}
+Saving model checkpoint to checkpoints/checkpoint-20
+Traceback (most recent call last):
+  File "train/train.py", line 80, in <module>
+    main()
+RuntimeError: [enforce fail at inline_container.cc:626] . unexpected pos 4352 vs 4240
+OSError: [Errno 28] No space left on device: 'checkpoints/checkpoint-20/optimizer.pt'
+"""
+
+
+def dead_pid() -> tuple[int, float]:
+    """A pid and start time of a process that has exited (a launcher that is gone)."""
+    proc = subprocess.Popen(["true"])
+    started = psutil.Process(proc.pid).create_time() if proc.poll() is None else time.time()
+    proc.wait()
+    return proc.pid, started
+
+
+def hand_run(workspace: Path, name: str, **record) -> Path:
+    """runs/<name>/ with a train/ folder and, given fields, a run.json."""
+    run_dir = workspace / "runs" / name
+    (run_dir / "train" / "logs").mkdir(parents=True)
+    if record:
+        (run_dir / "run.json").write_text(json.dumps({"cwd": str(run_dir), **record}))
+    return run_dir
+
+
+@contextlib.contextmanager
+def no_room_to_write():
+    """Every write that would grow a file fails (EFBIG), as on a full disk; reads still work."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_full_disk_is_read_not_crashed_on_and_diagnosed(workspace):
+    """On a full disk a checkpoint save crashed the run; training_status failed with OSError (it rewrites
+    run.json), list_runs called the run unreadable and diagnose_run said healthy."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    pid, started = dead_pid()
+    run_dir = hand_run(workspace, "full", state="running", pid=pid, create_time=started, started_ts=started)
+    (run_dir / "train" / "logs" / "stdout.log").write_text(FULL_DISK_LOG)
+    (run_dir / "train" / "logs" / "progress.jsonl").write_text(
+        "".join(json.dumps({"step": s, "reward": 0.5, "reward_std": 0.2, "loss": 0.0}) + "\n" for s in (10, 20)))
+    record = (run_dir / "run.json").read_bytes()
+    with no_room_to_write():
+        status = cli_here("training-status", "full", "--json", env=env)
+        listed = cli_here("list-runs", "--json", env=env)
+        plotted = cli_here("training-status", "full", "--plot", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    out = json.loads(status.stdout)
+    assert out["state"] == "failed" and "run.json could not be rewritten" in out["note"], out
+    assert "No space left on device" in "\n".join(out["log_tail"])
+    [row] = json.loads(listed.stdout)["runs"]
+    assert row["state"] == "failed" and not row["error"], row
+    assert plotted.returncode == 0 and "progress.png could not be written" in json.loads(plotted.stdout)["note"]
+    assert (run_dir / "run.json").read_bytes() == record and not (run_dir / "progress.png").exists()
+
+    diagnosis = cli_here("diagnose-run", "full", "--json", env=env)
+    codes = [f["code"] for f in json.loads(diagnosis.stdout)["findings"]]
+    assert diagnosis.returncode == 1 and codes[0] == "disk_full", (codes, diagnosis.stderr)
+    # With room again, the state is recorded.
+    assert cli_here("training-status", "full", env=env).returncode == 0
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "failed"
+
+
+def test_run_names_never_act_on_the_terminal_and_staging_folders_are_no_runs(workspace):
+    """A run named with escape codes and a newline was printed raw by list_runs (one forged a row "succeeded");
+    hidden `.emit-*` staging folders were named as known runs."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    hand_run(workspace, "\x1b[2K\rplain\n2026-01-01-forged                    succeeded")
+    hand_run(workspace, "ordinary")
+    (workspace / "runs" / ".emit-abc123").mkdir()
+    listed = cli_here("list-runs", env=env)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 2 and "\x1b" not in listed.stdout and "\r" not in listed.stdout, lines
+    assert any("\\x1b[2K\\rplain\\n2026-01-01-forged" in line for line in lines), lines
+    missing = cli_here("training-status", "no-such-run", env=env)
+    assert missing.returncode == 2 and "known runs:" in missing.stderr and ".emit-" not in missing.stderr
+    assert "ordinary" in missing.stderr
+
+
+def test_sample_completions_never_writes_through_a_symlinked_inspection_folder(workspace, tmp_path, tiny_model):
+    """runs/R/inspection as a symbolic link made sample_completions overwrite files outside the workspace."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "samples.jsonl").write_text("precious\n")
+    run_dir = hand_run(workspace, "linked")
+    (run_dir / "inspection").symlink_to(elsewhere)
+    proc = cli_here("sample-completions", "linked", "--model", "tiny", "--dataset", "tiny", "--n", "2",
+                    "--num-prompts", "2", "--max-new-tokens", "4", env=env)
+    assert proc.returncode == 2 and "error: run:" in proc.stderr and "inspection" in proc.stderr, proc.stderr
+    assert "leads outside the run" in proc.stderr
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["samples.jsonl"]
+    assert (elsewhere / "samples.jsonl").read_text() == "precious\n"
+
+
+def test_a_reader_that_goes_away_ends_the_cli_quietly(workspace):
+    """`llm-finetuning ... | head` ended in a BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "list-rewards", "--json"],
+                            env=checkout_env({"LLM_FINETUNING_WORKSPACE": str(workspace)}),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err
+
+
+def test_a_process_is_the_runs_launcher_only_by_its_command_line_and_its_start_time(workspace):
+    """Dropping either check of a launcher's identity survived the suite. A process working in the run directory
+    with the recorded pid and start time, but not `bash train/launch.sh`, is neither reported nor stopped; and a
+    real `bash train/launch.sh` whose start time differs from the record is not the recorded process."""
+    from mcp_server.training.runstate import verified_launcher
+
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir = hand_run(workspace, "identity")
+    (run_dir / "train" / "launch.sh").write_text("sleep 120\n")
+    stranger = subprocess.Popen(["sleep", "120"], cwd=run_dir, start_new_session=True)
+    launcher = None
+    try:
+        born = psutil.Process(stranger.pid).create_time()
+        (run_dir / "run.json").write_text(json.dumps({
+            "state": "running", "pid": stranger.pid, "pgid": stranger.pid, "create_time": born,
+            "started_ts": born, "cwd": str(run_dir)}))
+        proc, stopped = run_cli_json("stop-training", "identity", "--timeout", "0", here=True, env=env)
+        assert proc.returncode == 0 and not stopped["killed"] and stranger.poll() is None, stopped
+        proc, status = run_cli_json("training-status", "identity", here=True, env=env)
+        assert not status["alive"] and status["state"] == "failed", status
+        assert verified_launcher(run_dir, stranger.pid, born) is None  # not our command line
+
+        launcher = subprocess.Popen(["bash", "train/launch.sh"], cwd=run_dir, start_new_session=True)
+        deadline = time.time() + 10
+        while verified_launcher(run_dir, launcher.pid) is None and time.time() < deadline:
+            time.sleep(0.01)
+        started = psutil.Process(launcher.pid).create_time()
+        assert verified_launcher(run_dir, launcher.pid, started).pid == launcher.pid
+        assert verified_launcher(run_dir, launcher.pid, started - 30) is None  # the pid was recycled
+    finally:
+        for child in (stranger, launcher):
+            if child is not None:
+                child.kill()
+                child.wait()

@@ -1,0 +1,192 @@
+"""The warm workers, through the real doors: the MCP server warms its training interpreter at start, and the CLI's
+light checks go to one per-user daemon that later calls reuse, ends when idle and leaves nothing behind.
+The time they save is measured in bench/bench_warm_worker.py and bench/bench_diagnose_cli.py, never here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import ROOT, checkout_env
+
+WAIT_S = 600  # a generous bound for a loaded machine: the checks wait for a state, they never time it
+
+
+def wait_for(condition, what: str):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"never happened: {what}")
+
+
+def wrapper_python(folder: Path, body: str | None = None) -> Path:
+    """Another training interpreter (as a person's own venv would be): a script that runs this Python."""
+    python = folder / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(body or f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    return python
+
+
+def workers_of(workspace: Path) -> list[psutil.Process]:
+    """Worker processes (stdio worker or daemon) whose calls ran for this workspace, or that were started here."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "mcp_server.worker" not in cmdline:
+            continue
+        try:
+            if str(workspace) in proc.environ().get("LLM_FINETUNING_WORKSPACE", ""):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def test_server_warms_its_worker_before_any_call(tmp_path):
+    """A light server (its training interpreter another Python) starts that interpreter's worker at start and
+    has it import TRL while no call has come; the first validation is then answered by that same process."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    other = wrapper_python(tmp_path / "other-env")
+    env = checkout_env({"LLM_FINETUNING_WARM_UP": "1", "LLM_FINETUNING_PYTHON": str(other),
+                        "LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server"], cwd=str(ROOT), env=env)
+
+    def warmed() -> psutil.Process | None:
+        for proc in workers_of(tmp_path):  # TRL, torch and transformers loaded: hundreds of MB
+            if proc.memory_info().rss > 300e6:
+                return proc
+        return None
+
+    async def session():
+        async with Client(params) as client:
+            tools = await client.list_tools()
+            worker = wait_for(warmed, "a worker that imported TRL")
+            result = await client.call_tool("validate_grpo_config", {"config": {
+                "model_name_or_path": "Qwen/Qwen2.5-0.5B", "reward_funcs": ["accuracy_reward"],
+                "learning_rate": 1e-6, "num_generations": 4, "per_device_train_batch_size": 4}, "gpu": "H100"})
+            return tools, worker, result, workers_of(tmp_path)
+
+    tools, worker, result, after = asyncio.run(session())
+    assert "validate_grpo_config" in {t.name for t in tools.tools}
+    assert not result.is_error and result.structured_content["valid"], result
+    assert [p.pid for p in after] == [worker.pid]  # the warmed worker answered: no second one
+
+
+def _hello(path: Path) -> dict:
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(path))
+        conn.sendall(b'{"hello": 1}\n')
+        return json.loads(conn.makefile().readline())
+
+
+def _cli(args: list[str], env: dict, cwd: Path, importtime: bool = False) -> subprocess.CompletedProcess:
+    flags = ["-X", "importtime"] if importtime else []
+    return subprocess.run([sys.executable, *flags, "-m", "mcp_server.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=WAIT_S)
+
+
+def _imported_trl(stderr: str) -> bool:
+    return any(line.rstrip().endswith("| trl") for line in stderr.splitlines() if line.startswith("import time:"))
+
+
+def _progress_log(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    rows = [{"step": s, "loss": math.nan if 20 <= s < 24 else 0.01, "lr": 5e-7, "reward": 0.5, "reward_std": 0.3,
+             "kl": 0.001, "entropy": 0.8, "grad_norm": 0.5, "completion_mean_length": 120.0}
+            for s in range(1, 41)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def short_runtime_dir(tmp_path: Path) -> Path:
+    """A runtime folder with a short path (a unix socket's path is at most ~104 bytes; pytest's are long)."""
+    runtime = Path(tempfile.mkdtemp(prefix="rt-"))
+    (tmp_path / "runtime").symlink_to(runtime)  # for the record only
+    return runtime
+
+
+def test_cli_checks_go_to_one_warm_worker_that_ends_when_idle(tmp_path):
+    runtime = short_runtime_dir(tmp_path)
+    env = checkout_env({"LLM_FINETUNING_CLI_WORKER": "1", "XDG_RUNTIME_DIR": str(runtime),
+                        "LLM_FINETUNING_WORKER_IDLE_S": "600", "LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    env.pop("LLM_FINETUNING_PYTHON", None)
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nreward_funcs: [accuracy_reward]\nlearning_rate: 5e-7\n"
+                    "num_generations: 4\nper_device_train_batch_size: 4\n")
+    # TRL's parser reads "0" as 0 and cannot read "many" as an int: judged by what its parser makes of them.
+    bad.write_text(good.read_text() + "max_completion_length: '0'\nnum_iterations: many\n")
+
+    first = _cli(["validate-config", str(bad), "--json"], env, tmp_path)
+    sockets = list((runtime / "llm-finetuning").glob("worker-*.sock"))
+    assert len(sockets) == 1, (first.stderr, sockets)
+    daemon = _hello(sockets[0])["pid"]
+    assert daemon != os.getpid() and psutil.pid_exists(daemon)
+    # The same verdict as without the worker, field by field.
+    alone = _cli(["validate-config", str(bad), "--json"], {**env, "LLM_FINETUNING_CLI_WORKER": "0"}, tmp_path)
+    assert first.returncode == alone.returncode == 1, first.stdout + first.stderr
+    assert json.loads(first.stdout) == json.loads(alone.stdout)
+    found = {(f["code"], f["field"]) for f in json.loads(first.stdout)["findings"]}
+    assert ("out_of_range", "max_completion_length") in found and any(f == "num_iterations" for _, f in found)
+
+    # A repeated call reuses the daemon, and the CLI's own process never imports TRL; the parser the bad config
+    # went through keeps none of its values.
+    again = _cli(["validate-config", str(good), "--json"], env, tmp_path, importtime=True)
+    assert again.returncode == 0 and json.loads(again.stdout)["valid"], again.stdout
+    assert not _imported_trl(again.stderr) and _hello(sockets[0])["pid"] == daemon
+
+    # diagnose-run validates its patches through it too.
+    run = tmp_path / "runs" / "2026-01-01-nan"
+    _progress_log(run / "train" / "logs" / "progress.jsonl")
+    diagnosed = _cli(["diagnose-run", str(run), "--json"], env, tmp_path, importtime=True)
+    patched = [f for f in json.loads(diagnosed.stdout)["findings"] if f["patch"]]
+    assert patched and all(f["patch_valid"] is not None for f in patched), diagnosed.stdout
+    assert not _imported_trl(diagnosed.stderr) and _hello(sockets[0])["pid"] == daemon
+
+    # A daemon killed outright leaves a dead socket: the next call replaces it (with a short idle time).
+    os.kill(daemon, signal.SIGKILL)
+    wait_for(lambda: not psutil.pid_exists(daemon) or psutil.Process(daemon).status() == psutil.STATUS_ZOMBIE,
+             "the killed daemon gone")
+    third = _cli(["validate-config", str(good), "--json"], {**env, "LLM_FINETUNING_WORKER_IDLE_S": "3"}, tmp_path)
+    assert third.returncode == 0, third.stderr
+    replacement = _hello(sockets[0])["pid"]
+    assert replacement != daemon
+
+    # Idle: it ends by itself and removes its socket and log.
+    wait_for(lambda: not psutil.pid_exists(replacement), "the idle daemon ending")
+    assert list((runtime / "llm-finetuning").iterdir()) == []
+    shutil.rmtree(runtime)
+
+
+def test_a_worker_that_cannot_start_leaves_nothing_and_the_verdict_says_why(tmp_path):
+    runtime = short_runtime_dir(tmp_path)
+    broken = wrapper_python(tmp_path / "broken-env", "#!/bin/sh\necho 'no such environment' >&2\nexit 3\n")
+    env = checkout_env({"LLM_FINETUNING_CLI_WORKER": "1", "XDG_RUNTIME_DIR": str(runtime),
+                        "LLM_FINETUNING_PYTHON": str(broken), "LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    config = tmp_path / "config.yaml"
+    config.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nreward_funcs: [accuracy_reward]\n")
+    proc = _cli(["validate-config", str(config), "--json"], env, tmp_path)
+    # The rules that need no TRL ran; the finding says TRL's did not, and why.
+    skipped = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "trl_checks_skipped"]
+    assert skipped and "exited (code 3)" in skipped[0]["message"]
+    alone = _cli(["validate-config", str(config), "--json"], {**env, "LLM_FINETUNING_CLI_WORKER": "0"}, tmp_path)
+    assert [(f["code"], f["field"]) for f in json.loads(alone.stdout)["findings"]] == [
+        (f["code"], f["field"]) for f in json.loads(proc.stdout)["findings"]]
+    assert list((runtime / "llm-finetuning").iterdir()) == []
+    shutil.rmtree(runtime)
