@@ -27,6 +27,10 @@ def memory_findings(values: dict, gpu: str, num_gpus: int) -> list[Finding]:
             return []
         return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}",
                         "call plan_memory with the model's architecture numbers")]
+    except ValueError as exc:  # a value the planner cannot read (the rules above name it): no plan, no crash
+        first = str(exc).splitlines()[0]
+        return [finding("memory_not_planned", None, "info", f"memory not planned: {first}",
+                        "fix the fields the errors above name, then validate again")]
     summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
     if plan.launch.training_processes > 1:  # the sharding launch_training will use
         summary += f" ({plan.launch.strategy} over {plan.launch.training_processes} training GPUs)"
