@@ -47,6 +47,10 @@ def test_qlora_on_an_a10g_keeps_a_4bit_colocated_vllm(workspace):
     result = emit(model="meta-llama/Llama-3.1-8B-Instruct", gpu="A10G", finetune="qlora", run_name="a10g")
     config = config_of(result)
     assert result.validation.valid and config["use_vllm"] is True, result.validation.findings
+    # vLLM's context bounded to the run's (unset it is Llama's 131072 tokens, whose KV cache vLLM wants before it
+    # starts), and its share grown from TRL's 0.3 into the memory the plan found, for a round's KV cache
+    assert config["vllm_max_model_length"] == 1024 and config["vllm_gpu_memory_utilization"] > 0.3
+    assert "memory plan for 1x A10G" in comment_above(result, "vllm_gpu_memory_utilization")
     plan = plan_memory(MemoryPlanRequest(config_path=result.run_dir, validate_levers=False))
     assert plan.fits and any("NF4" in note for note in plan.notes)
     qlora_vllm = plan_memory(MemoryPlanRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", finetune="qlora",

@@ -24,7 +24,7 @@ from mcp_server.emission.agentic import TRAINER_TEMPLATES, agentic_fields, agent
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.emission.batch import schedule, size_batch
-from mcp_server.emission.fit import fit_to_target, launch_text, model_size_b
+from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.recipe.learning_rate import recipe_rate
@@ -274,6 +274,8 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         plan = fit_to_target(values, why, request.gpu, request.num_gpus, set(request.overrides))
     prompts = _prompt_count(request)
     size_batch(values, why, plan, request, prompts, variant)
+    if gpu is not None:
+        plan = grow_vllm_share(values, why, plan_for(values, request.gpu, request.num_gpus), request)
     schedule(values, why, prompts, plan.launch.training_processes if plan else 1, request.overrides)
     fitted = {k for k in values if k not in fitted or k in why and why[k].startswith("memory plan")}
     # Recipe values are always written, so a later TRL with other defaults runs the same recipe; other values

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
+from mcp_server.memory.levers import just_enough_vllm
 from mcp_server.memory.params import count_params
+from mcp_server.memory.settings import RunSettings
 from mcp_server.memory.planner import plan_memory, resolve_architecture
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
@@ -75,3 +77,31 @@ def model_size_b(model: str) -> float | None:
     except UserInputError:
         return None
     return count_params(arch).total / 1e9
+
+
+def grow_vllm_share(values: dict, why: dict, plan: MemoryPlan | None, request) -> MemoryPlan | None:
+    """A colocated vLLM whose share leaves KV cache for only part of a generation round batches it slowly: grow the
+    share toward one that holds the whole round (levers.just_enough_vllm), as far as the plan still fits with 10%
+    headroom (in place)."""
+    if (plan is None or plan.status != "fits" or not values.get("use_vllm") or values.get("vllm_mode") != "colocate"
+            or "vllm_gpu_memory_utilization" in request.overrides):
+        return plan
+    settings = RunSettings(**{k: v for k, v in plan.run.items() if k in RunSettings.model_fields})
+    now = settings.vllm_gpu_memory_utilization
+    full = just_enough_vllm(plan.architecture, plan.params, settings, plan.capacity_gib,
+                            settings.vllm_tensor_parallel_size)
+    share, grown = full, None
+    while share > now + 0.02:
+        grown = plan_for({**values, "vllm_gpu_memory_utilization": share}, request.gpu, request.num_gpus)
+        if grown is not None and grown.status == "fits":
+            break
+        share, grown = round(share - 0.05, 2), None
+    if grown is None:
+        return plan
+    values["vllm_gpu_memory_utilization"] = share
+    held = "the whole generation round's" if share >= full else "more of the generation round's"
+    why["vllm_gpu_memory_utilization"] = (
+        f"memory plan for {request.num_gpus}x {plan.gpu}: {share:.2f} of the GPU (TRL's default 0.3 leaves vLLM's KV "
+        f"cache room for only part of a generation round, which it then batches slowly): its weights and {held} KV "
+        f"cache, with 10% headroom (peak {grown.peak_gib:.1f} of {grown.capacity_gib:.1f} GiB)")
+    return grown
