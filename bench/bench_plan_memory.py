@@ -2,7 +2,8 @@
 
 A model that does not fit is the planner's slow case: it ranks about ten levers and validates each one's config
 change with the recipe validator (TRL's parser and GRPOConfig in the training interpreter). Both servers are
-started over stdio with the SDK's client and called `--calls` times after a warm-up call; medians:
+started over stdio with the SDK's client, side by side, and called in turn `--calls` times after a warm-up call;
+medians:
 - the MCP SDK's hello world (a one-tool MCPServer, same Python): the baseline;
 - llm-finetuning's plan_memory for Qwen/Qwen2.5-7B on one T4 (does not fit) and for Qwen/Qwen2.5-0.5B on an
   H100 (fits: no levers).
@@ -30,16 +31,21 @@ NOT_FIT = {"model": "Qwen/Qwen2.5-7B", "gpu": "T4"}
 FITS = {"model": "Qwen/Qwen2.5-0.5B", "gpu": "H100"}
 
 
-async def timed_calls(args: list[str], env: dict, calls: list[tuple[str, dict]], n: int) -> list[float]:
-    """Median seconds of each (tool, arguments), after one untimed call of each."""
+async def timed_calls(servers: list[tuple[list[str], list[tuple[str, dict]]]], env: dict, n: int) -> list[float]:
+    """Median seconds of each (tool, arguments) of each server, after one untimed call of each. The servers run
+    side by side and their calls alternate, so load on the machine hits them alike."""
+    import contextlib
+
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT), env=env)
-    async with Client(params) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Client(StdioServerParameters(
+            command=sys.executable, args=args, cwd=str(ROOT), env=env))) for args, _ in servers]
+        calls = [(client, tool, arguments) for client, (_, tools) in zip(clients, servers) for tool, arguments in tools]
         times: list[list[float]] = [[] for _ in calls]
         for round_ in range(n + 1):
-            for i, (tool, arguments) in enumerate(calls):
+            for i, (client, tool, arguments) in enumerate(calls):
                 t0 = time.perf_counter()
                 result = await client.call_tool(tool, arguments)
                 if round_:
@@ -76,9 +82,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "LLM_FINETUNING_WORKSPACE": tmp}
         env.pop("LLM_FINETUNING_PYTHON", None)
-        (hello,) = asyncio.run(timed_calls(HELLO, env, [("hello", {"name": "x"})], n))
-        not_fit, fits = asyncio.run(timed_calls(["-m", "mcp_server"], env,
-                                                [("plan_memory", NOT_FIT), ("plan_memory", FITS)], n))
+        hello, not_fit, fits = asyncio.run(timed_calls(
+            [(HELLO, [("hello", {"name": "x"})]), (["-m", "mcp_server"], [("plan_memory", NOT_FIT),
+                                                                          ("plan_memory", FITS)])], env, n))
     reused, rebuilt = parser_cost(20)
     ratio = not_fit / hello
     print(f"over MCP, median of {n} calls (ms):")

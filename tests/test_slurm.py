@@ -192,7 +192,8 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
                                                                                                   tmp_path):
     hold = Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
     hold.touch()  # the run holds after its first step until the file goes
-    blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
+    blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--output=/dev/null",
+                          "--wrap=sleep 600")
     blocker_id = blocker.stdout.strip()
 
     result = launch(run_dir, archive_previous=True)
@@ -307,7 +308,8 @@ def test_a_job_cancelled_by_hand_reads_as_cancelled_and_a_foreign_job_is_never_t
     from mcp_server.training.models import StopRequest
     from mcp_server.training.status import stop_training
 
-    blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--wrap=sleep 600")
+    blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--output=/dev/null",
+                          "--wrap=sleep 600")
     result = launch(run_dir, archive_previous=True)
     assert result.launched and status(run_dir).state == "pending"
     cluster.run("scancel", result.job_id)  # by hand, not through stop_training
