@@ -41,7 +41,7 @@ DEMO = ToolSpec(
 )
 
 TOOLS: list[ToolSpec] = [
-    *emission.TOOLS, *recipe.TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS, *diagnosis.TOOLS, *training.TOOLS,
-    *evaluation.TOOLS, DEMO,
+    *emission.TOOLS, *recipe.TOOLS, *memory.VALIDATION_TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS,
+    *diagnosis.TOOLS, *training.TOOLS, *evaluation.TOOLS, DEMO,
 ]
 MCP_TOOLS = [spec for spec in TOOLS if spec.description is not None]

@@ -69,22 +69,33 @@ def test_moe_full_and_lora_on_8_h100_and_1_5b_server_mode_launch_as_planned(work
     assert any("vllm-serve" in a and "0.9" in a for a in small.assumptions)
 
 
-def test_7b_qlora_on_t4_is_refused_with_vllm_and_launches_without(workspace):
-    run_dir = _emit("t4", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora")
+def test_7b_qlora_on_t4_keeps_a_4bit_vllm_and_a_run_that_cannot_fit_is_refused(workspace):
+    # TRL starts the colocated vLLM with quantization="bitsandbytes" under QLoRA: emission keeps vLLM, asleep while
+    # training, in a share sized by the plan, and the run fits the T4
+    emitted = _emit("t4", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora")
+    plan = _assert_agree(emitted)
+    config = yaml.safe_load((emitted / "train/config.yaml").read_text())
+    assert plan.fits and config["use_vllm"] is True and config["vllm_enable_sleep_mode"] is True
+    assert any(c.name == "vllm_weights" and "NF4" in c.note for c in plan.breakdown) or plan.peak_phase == "training"
+    # vLLM pinned at 0.95 of the card by an override: the plan's levers are not applied over it, and the run that
+    # cannot fit is refused by the launcher with the plan's reason
+    run_dir = _emit("t4-pinned", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
+                    overrides={"use_vllm": True, "vllm_gpu_memory_utilization": 0.95})
     plan = _assert_agree(run_dir)
-    assert not plan.fits and not plan.launch.fits and plan.recommended and "no_vllm" in plan.recommended.levers
-    # launch_training refuses with the plan's reason (beside the other gates this laptop does not pass)
+    assert not plan.fits and not plan.launch.fits and plan.recommended
     result = launch_training(LaunchRequest(run=str(run_dir)))
     memory = [r for r in result.refusals if r.gate == "memory"]
     assert not result.launched and memory and plan.launch.reason in memory[0].message
     # the CLI never calls it VALID with an exit code 0: "valid but will not fit" is its own verdict
     proc = run_cli("emit-config", "--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "tiny", "--gpu", "T4",
-                   "--finetune", "qlora", "--run-name", "t4-cli", env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+                   "--finetune", "qlora", "--run-name", "t4-cli", "--override", "vllm_gpu_memory_utilization=0.95",
+                   "--override", "use_vllm=true",
+                   env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert proc.returncode == 1 and "VALID BUT WILL NOT FIT for 1x T4" in proc.stdout, proc.stdout + proc.stderr
     assert not re.search(r"^VALID for", proc.stdout, re.M)
     # the recommended levers applied: it fits, on one process, as the launcher runs it
     fixed = _assert_agree(_emit("t4-fixed", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
-                                overrides=plan.recommended.patch))
+                                overrides={"use_vllm": True, **plan.recommended.patch}))
     assert fixed.fits and fixed.launch.strategy == "single" and fixed.launch.fits
 
 

@@ -18,8 +18,12 @@ def test_cli_emit_then_validate_for_other_targets(workspace):
     config = result["config_path"]
     assert yaml.safe_load(Path(config).read_text())["vllm_mode"] == "server"
 
+    proc, ok = run_cli_json("validate-config", config, "--gpu", "a100", "--num-gpus", "4", cwd=workspace)
+    assert proc.returncode == 0 and ok["valid"] and ok["target"] == "4x A100"
+    # on 8 GPUs the same micro-batches make a generation batch larger than the tiny task's 75 prompts: 0 steps
     proc, ok = run_cli_json("validate-config", config, "--gpu", "a100", "--num-gpus", "8", cwd=workspace)
-    assert proc.returncode == 0 and ok["valid"] and ok["target"] == "8x A100"
+    assert proc.returncode == 1 and ok["target"] == "8x A100"
+    assert [f["code"] for f in ok["findings"] if f["severity"] == "error"] == ["dataset_smaller_than_generation_batch"]
 
     proc = run_cli("validate-config", config, "--gpu", "V100", "--num-gpus", "4", cwd=workspace)
     assert proc.returncode == 1 and "NOT VALID for 4x V100" in proc.stdout
@@ -55,7 +59,7 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
         )
         broken = await client.call_tool("emit_grpo_config", {"model": "./no/such/dir"})
         after = await client.call_tool("validate_grpo_config", {
-            "config_path": emitted.structured_content["config_path"], "num_gpus": 2})
+            "config_path": emitted.structured_content["config_path"], "num_gpus": 4})
         as_trl_reads = await client.call_tool("validate_grpo_config", {"config": {  # strings TRL's parser converts
             "model_name_or_path": "Qwen/Qwen2.5-0.5B", "reward_funcs": ["accuracy_reward"], "loss_type": "grpo",
             "learning_rate": "5e-7", "top_p": "0.9", "max_completion_length": "0", "use_vllm": "true"}})
@@ -72,7 +76,11 @@ def test_mcp_emit_and_validate_over_stdio(workspace):
     assert "unknown_gpu" in json.dumps(bad.structured_content)
     assert invalid.structured_content["valid"] is False
     assert broken.is_error and "model" in broken.content[0].text  # names the field, server keeps serving
-    assert after.structured_content["valid"] and after.structured_content["target"] == "2x H100"
+    # DAPO's 16 mini-batches per rollout, sized for one GPU (32 prompts), on 4 colocated GPUs: 128 prompts per
+    # generation batch; the tiny task's 75 training prompts make no whole chunk, so TRL's sampler yields 0 steps
+    assert after.structured_content["target"] == "4x H100" and not after.structured_content["valid"]
+    assert [f["code"] for f in after.structured_content["findings"] if f["severity"] == "error"] == [
+        "dataset_smaller_than_generation_batch"]
     found = {f["code"]: f for f in as_trl_reads.structured_content["findings"]}
     assert "wrong_type" not in found and "lr_out_of_range" not in found  # "5e-7" is the float TRL trains with
     assert found["out_of_range"]["field"] == "max_completion_length"  # "0" read as 0: nothing to generate

@@ -94,15 +94,16 @@ def test_eval_batch_rule():
     assert "eval_batch_not_divisible" in codes(result)
 
 
-def test_bf16_on_t4_is_an_error_whose_fix_names_fp16_divergence():
+def test_bf16_on_t4_is_an_error_whose_fix_is_fp16_mixed_precision():
     result = check(gpu="t4")
     f = codes(result)["bf16_unsupported"]
-    assert not result.valid and "fp16" in f.fix and "diverge" in f.fix
+    assert not result.valid and "fp16: true" in f.fix and "2510.26788" in f.fix
+    assert "bf16_unsupported" not in codes(check({"bf16": False, "fp16": True}, gpu="t4"))
 
 
-def test_fp16_where_bf16_possible_warns():
+def test_fp16_where_bf16_possible_is_noted_with_the_sampler_caveat():
     f = codes(check({"bf16": False, "fp16": True}))["fp16_where_bf16_possible"]
-    assert f.severity == "warning"
+    assert f.severity == "info" and "vLLM" in f.message
 
 
 def test_vllm_server_mode_needs_a_gpu_for_the_server():

@@ -146,8 +146,8 @@ def rule_moe_router(ctx: Ctx) -> list[DiagnosisFinding]:
                     f"The router's load-balancing loss rose from {ends_[0]:.3g} to {ends_[1]:.3g}: experts are "
                     "being chosen more and more unevenly, so a token's expert (and its log-prob) changes between "
                     "generation and update. "
-                    + ("The run already uses sequence-level ratios (GSPO): raise router_aux_loss_coef in "
-                       "model_init_kwargs or lower the learning rate." if sequence else
+                    + ("The run already uses sequence-level ratios (GSPO): raise router_aux_loss_coef (a "
+                       "GRPOConfig field in TRL 1.16) or lower the learning rate." if sequence else
                        "GSPO's sequence-level ratios tolerate routing changes (emit_grpo_config with "
                        "symptom=moe_instability); the patch switches to it."), patch)]
 

@@ -123,7 +123,7 @@ def rule_flat(ctx: Ctx) -> list[DiagnosisFinding]:
     change, noise = b * span, se * span
     spread = statistics.fmean(std)
     # Flat: no significant upward trend (under two standard errors of the fitted change) and no sizeable one
-    # either (a within-group std over the whole run).
+    # either (the batch's reward std, averaged over the run).
     if change >= 2 * noise or change >= spread or change <= -2 * noise:
         return []  # rising, or falling (reward_falling says so): not flat
     early, late = ends([v for _, v in reward])

@@ -24,18 +24,18 @@ from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agen
                                          trainer_name)
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
-from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory
+from mcp_server.emission.batch import schedule, size_batch
+from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
+from mcp_server.memory.verdict import with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
+from mcp_server.recipe.learning_rate import recipe_rate
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
-from mcp_server.recipe.rules import finding
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import validate_values
-from mcp_server.recipe.precision import dtype_reason, weights_dtype
+from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
-from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, VARIANT_WHY, VARIANTS, WHY,
-                                        choose_variant, off_policy_fields)
-from mcp_server.recipe.variants import LORA_LEARNING_RATE
+from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, VARIANT_WHY,
+                                        VARIANTS, WHY, choose_variant, off_policy_fields)
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
@@ -53,6 +53,15 @@ from mcp_server.workspace import (
 LOGGED_COMPLETIONS = 8
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+PROMPT_COUNTS: dict[str, int] = {}  # rows of the local data files read while emitting, by resolved path
+
+
+def _prompt_count(request: GRPORecipeRequest) -> int | None:
+    """The training prompts of the request's data set when known offline: the tiny task's or a local file's."""
+    if request.dataset == TINY:
+        return len(split_task()[0])
+    path = Path(request.dataset).expanduser()
+    return PROMPT_COUNTS.get(str(path.resolve())) if path.is_file() else None
 
 
 def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
@@ -86,14 +95,37 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
     return fields
 
 
+# Columns a registry reward reads -> the parameter that renames it (TRL passes the others itself).
+COLUMN_PARAMS = {"answer": "answer_column", "tests": "tests_column", "schema": "schema_column"}
+
+
+def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
+    """{data set column: the reward that reads it} for the request's registry rewards: only what they read is
+    required (a code reward reads `tests`, never `answer`)."""
+    needed = {}
+    for spec in request.rewards:
+        entry = REGISTRY.get(spec.name)
+        for column in (entry or {}).get("columns", []):
+            if column not in COLUMN_PARAMS or (column == "schema" and "schema" in spec.params):
+                continue  # TRL's own inputs (prompts, completion_ids), or a schema given as a parameter
+            default = request.answer_column if column == "answer" else column
+            name = spec.params.get(COLUMN_PARAMS[column], default)
+            if name:
+                needed[name] = spec.name
+    return needed
+
+
 def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
     """Read the whole local file the way inspection does: every row parses, prompts are text or chat
-    messages, and the prompt (and answer) columns exist."""
+    messages, and the prompt column and the columns the rewards read exist."""
     rows = read_file(path)
+    PROMPT_COUNTS[str(path.resolve())] = len(rows)
     check_prompt_column(rows, request.prompt_column)
-    if request.answer_column and request.answer_column not in rows[0]:
-        raise UserInputError("answer_column", f"column '{request.answer_column}' is not in {path} "
-                             f"(columns: {', '.join(rows[0])})")
+    for column, reward in reward_columns(request).items():
+        if column not in rows[0]:
+            field = "answer_column" if column == request.answer_column else "rewards"
+            raise UserInputError(field, f"column '{column}', which {reward} reads, is not in {path} "
+                                 f"(columns: {', '.join(rows[0])})")
 
 
 def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
@@ -129,8 +161,9 @@ def _hardware(request: GRPORecipeRequest, gpu) -> tuple[dict, dict]:
                  "use_cpu": "CPU target: every torchrun rank joins one gloo world"})
     values, why = {"bf16": gpu.bf16}, {}
     if not gpu.bf16:
-        why["bf16"] = (f"the {gpu.name} has no bf16: train in float32 (fp16's narrow range underflows GRPO's "
-                       "ratios and KL, and runs diverge silently)")
+        values["fp16"] = True
+        why["bf16"] = f"the {gpu.name} has no bf16"
+        why["fp16"] = FP16_REASON
     if request.num_gpus > 1:
         values["vllm_mode"] = "server"
         why["vllm_mode"] = (f"{request.num_gpus} GPUs: vLLM serves on its own GPU (`trl vllm-serve`), training "
@@ -160,8 +193,9 @@ def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, de
         "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)})]
 
 
-def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool, dict, list]:
-    """(config values, variant, reason, is_moe, why per key, reward specs) for the request's target."""
+def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool, dict, list, object]:
+    """(config values, variant, reason, is_moe, why per key, reward specs, memory plan or None) for the request's
+    target."""
     model = resolve_model(request.model)
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
@@ -186,10 +220,8 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     hardware, hardware_why = _hardware(request, gpu)
     recipe.update(hardware)
     why.update(hardware_why)
-    if request.finetune != "full":
-        recipe["learning_rate"] = LORA_LEARNING_RATE
-        why["learning_rate"] = ("LoRA updates few weights: GRPO with LoRA settles near 1e-5, an order of magnitude "
-                                "above a full fine-tune")
+    recipe["learning_rate"], why["learning_rate"] = recipe_rate("full" if request.finetune == "full" else "lora",
+                                                                model_size_b(model))
     thinking, thinking_why = thinking_fields(model, request.thinking)
     if request.thinking and not thinking:
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
@@ -203,6 +235,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         structure, structure_why = off_policy_fields(variant, ga)
         recipe.update(structure)
         why.update(structure_why)
+    recipe.update(_report_to(request, why))
     specs = list(request.rewards)
     if variant == "dapo":
         specs += _dapo_length_shaping(request, recipe, why, defaults, specs)
@@ -212,6 +245,11 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     recipe["output_dir"] = str(Run(run_dir).checkpoints.relative_to(run_dir))  # relative: the run can move
     why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
+    if request.finetune != "full" and recipe.get("beta"):
+        # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
+        # policy with its adapter disabled
+        why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
+                       "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
     if request.finetune != "full" and recipe["bf16"]:
         why["bf16"] = (
             "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
@@ -231,11 +269,45 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
         if values.get(key, object()) != value or key not in why:
             why[key] = "override: " + (request.override_reason or "set by the request's overrides")
     values.update(request.overrides)
+    fitted = set(values)
+    plan = None
+    if gpu is not None:  # the recipe fitted to the GPU by the memory plan (its levers, each value saying why)
+        plan = fit_to_target(values, why, request.gpu, request.num_gpus, set(request.overrides))
+    prompts = _prompt_count(request)
+    size_batch(values, why, plan, request, prompts, variant)
+    if gpu is not None:
+        plan = grow_vllm_share(values, why, plan_for(values, request.gpu, request.num_gpus), request)
+    schedule(values, why, prompts, plan.launch.training_processes if plan else 1, request.overrides)
+    fitted = {k for k in values if k not in fitted or k in why and why[k].startswith("memory plan")}
     # Recipe values are always written, so a later TRL with other defaults runs the same recipe; other values
     # only when they differ from the installed TRL's defaults.
-    explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides)
+    explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides) | fitted
     values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
-    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs
+    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs, plan
+
+
+REPORT_TO_WHY = {
+    "trackio": "trackio: a local dashboard (`trackio show`), logged under ~/.cache/huggingface/trackio",
+    "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine (`wandb sync` uploads later)",
+    "tensorboard": "tensorboard: event files under the checkpoints folder (`tensorboard --logdir checkpoints`)",
+}
+
+
+def _report_to(request: GRPORecipeRequest, why: dict) -> dict:
+    """report_to as the person chose (TRL's default 'none': only this project's progress file), kept off the
+    network where the integration allows it."""
+    if not request.report_to:
+        return {}
+    chosen = list(dict.fromkeys(request.report_to))
+    values: dict = {"report_to": chosen}
+    why["report_to"] = ("also log to " + "; ".join(REPORT_TO_WHY[name] for name in chosen)
+                        + " (each needs its package in the training environment)")
+    if "trackio" in chosen:
+        values.update(project=request.run_name or Path(request.model).name, trackio_static_space_id=False)
+        why["project"] = "the trackio project this run logs under"
+        why["trackio_static_space_id"] = ("false: no Space on the Hub, no sync or freeze after training "
+                                          "(trackio_space_id is unset, so logs stay local)")
+    return values
 
 
 # LoRA targets for a MoE model whose layers cannot be listed offline: the attention and MLP projections of the
@@ -267,37 +339,6 @@ def _trl_cli_rewards(specs: list[RewardSpec]) -> dict:
         else:
             return {}
     return {"reward_funcs": paths}
-
-
-def _memory_findings(config_path: Path, gpu_target: bool, agentic: dict | None = None) -> list:
-    """Will the emitted run fit the target GPU? A warning with the smallest set of levers when it does not. An
-    agentic run's prompts carry the tool schema: the plan counts it on top of the assumed prompt length."""
-    if not gpu_target:
-        return []
-    schema, prompt_length = agentic_prompt_tokens(config_path, agentic)
-    try:
-        plan = plan_memory(MemoryPlanRequest(config_path=str(config_path), validate_levers=False,
-                                             prompt_length=prompt_length))
-    except UserInputError as exc:  # e.g. a hub model that is neither cached nor in the catalog
-        note = f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)" if schema else ""
-        return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}{note}",
-                        "call plan_memory with the model's architecture numbers")]
-    summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
-    if schema:
-        summary += f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)"
-    if plan.launch.training_processes > 1:  # the sharding launch_training will use
-        summary += f" ({plan.launch.strategy} over {plan.launch.training_processes} training GPUs)"
-    if plan.status == "fits":
-        return [finding("memory_fits", None, "info", summary + f" ({plan.headroom_gib:.1f} GiB headroom).")]
-    fix = "see plan_memory for the levers"
-    if plan.recommended:
-        fix = (f"apply {', '.join(plan.recommended.levers)} (peak {plan.recommended.peak_gib:.1f} GiB): "
-               f"set {plan.recommended.patch}")
-    severity, code = (
-        ("warning", "memory_does_not_fit") if plan.status == "does_not_fit" else ("warning", "memory_tight")
-    )
-    return [finding(code, None, severity, summary + ("; it does not fit." if code == "memory_does_not_fit" else
-                                                     "; under 10% headroom."), fix)]
 
 
 SECTIONS = (
@@ -370,11 +411,12 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
 
 def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitResult:
     """Write the run's files into `write_dir`; the result names them where they will be, under `run_dir`."""
-    values, variant, reason, moe, why, reward_specs = build_config(request, write_dir)
+    values, variant, reason, moe, why, reward_specs, plan = build_config(request, write_dir)
+    command, how = launch_text(plan, run_dir)
     specs = [s.model_dump() for s in reward_specs]
     agentic = agentic_record(request)
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
-                                 override_reason=request.override_reason, is_moe=moe,
+                                 override_reason=request.override_reason, is_moe=moe, base_dir=write_dir,
                                  agentic=agentic.model_dump() if agentic else None)
 
     run = Run(write_dir)
@@ -383,15 +425,18 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     names = ", ".join(s["name"] for s in specs)
     if any(s["name"] == "soft_overlong_punishment" for s in specs):
         names += " (soft_overlong_punishment: DAPO's length shaping, -1 at max_completion_length)"
+    note = ("".join(f"# {line}\n" for line in textwrap.wrap(DYNAMIC_SAMPLING_NOTE, 114))
+            if variant == "dapo" else "")
     header = (
         f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
-        "# Each value that differs from TRL's default says why above it.\n"
+        + note
+        + "# Each value that differs from TRL's default says why above it.\n"
         f"# Rewards (train/rewards.json): {names}.\n"
-        "# Train with this run's rewards:  python train/train.py --config train/config.yaml\n"
+        f"# Train with this run's rewards:  {how}\n"
         + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
-    config_path = atomic_write_text(run.config, render_yaml(values, header, why))
+    atomic_write_text(run.config, render_yaml(values, header, why))
     atomic_write_json(run.rewards, specs)
     request_record = request.model_dump()
     request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe,
@@ -400,8 +445,8 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     if agentic:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
-    validation.findings.extend(_memory_findings(config_path, gpu_target=validation.target != "CPU",
-                                                agentic=agentic.model_dump() if agentic else None))
+    validation = with_target(validation, values, request.gpu, request.num_gpus,
+                              agentic_prompt_tokens(run.config, agentic.model_dump() if agentic else None))
     template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
     script = template.replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)
@@ -415,5 +460,5 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
         variant_reason=reason,
         config=values,
         validation=validation,
-        launch_command=f"cd {run_dir} && python train/train.py --config train/config.yaml",
+        launch_command=command,
     )

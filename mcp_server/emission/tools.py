@@ -17,10 +17,7 @@ def fits(result: EmitResult) -> bool:
 
 
 def human_emit(result: EmitResult) -> str:
-    verdict = human_validation(result.validation)
-    if result.validation.valid and not fits(result):
-        # a config TRL accepts that will not fit the GPU is not VALID: its own verdict
-        verdict = "VALID BUT WILL NOT FIT" + verdict.removeprefix("VALID")
+    verdict = human_validation(result.validation)  # VALID BUT WILL NOT FIT when memory is the only error
     lines = [
         f"Emitted GRPO config ({result.variant}: {result.variant_reason})",
         f"  run dir:   {result.run_dir}",

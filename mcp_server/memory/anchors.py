@@ -1,5 +1,5 @@
-"""The size-class rules of thumb (~3B on 24 GB, ~32B on an H200, ~70B on a B200), recomputed by the planner for
-this model as a cross-check of its arithmetic."""
+"""The size-class rules of thumb (~3B full on 24 GB, ~32B on an H200, ~70B QLoRA on an H200), recomputed by the
+planner for this model as a cross-check of its arithmetic."""
 
 from __future__ import annotations
 
@@ -39,12 +39,15 @@ def size_class_anchor(arch: Architecture, params: ParamCount, settings: RunSetti
             ("sleep mode", {"vllm_enable_sleep_mode": False}), ("8-bit AdamW", {"optim": "adamw_torch_fused"}),
             ("gradient checkpointing", {"gradient_checkpointing": False}))}
         needed = [n for n, p in drops.items() if p > capacity]
+        lora, _ = peak_on("RTX 4090", {"finetune": "lora", "vllm_enable_sleep_mode": False})
         check = (f"this model, full GRPO with colocated vLLM on a 24 GB GPU ({capacity:.1f} GiB): {peak_all:.1f} GiB "
                  "with all three; without " + ", ".join(f"{n} {p:.1f}" for n, p in drops.items())
-                 + f"; needed here: {', '.join(needed) or 'none of them'}")
-        return SizeClassAnchor(size_class="small", statement="A small model (<= ~3B) fits a 24 GB GPU only with "
-                               "vLLM sleep mode + 8-bit AdamW + gradient checkpointing together.",
-                               planner_check=check, consistent=peak_all <= capacity)
+                 + f"; needed here: {', '.join(needed) or 'none of them'}; LoRA without sleep mode or 8-bit AdamW: "
+                 f"{lora:.1f} GiB")
+        return SizeClassAnchor(size_class="small", statement="A small model (<= ~3B) fits a 24 GB GPU as a full "
+                               "fine-tune only with vLLM sleep mode + 8-bit AdamW + gradient checkpointing together; "
+                               "as LoRA it fits without sleep mode or 8-bit AdamW.",
+                               planner_check=check, consistent=peak_all <= capacity and lora <= capacity)
     if 25 <= billions <= 45:
         lora = {"finetune": "lora", "vllm_enable_sleep_mode": True}
         (p_h100, c_h100), (p_h200, c_h200) = peak_on("H100", lora), peak_on("H200", lora)
@@ -55,12 +58,15 @@ def size_class_anchor(arch: Architecture, params: ParamCount, settings: RunSetti
                                consistent=p_h100 > c_h100 and p_h200 <= c_h200)
     if 60 <= billions <= 80:
         qlora = {"finetune": "qlora", "vllm_enable_sleep_mode": True, "gradient_checkpointing": True}
-        (p_h200, c_h200), (p_b200, c_b200) = peak_on("H200", qlora), peak_on("B200", qlora)
-        return SizeClassAnchor(size_class="xlarge_70b", statement="~70B needs a B200-class GPU (180 GB) for "
-                               "single-GPU GRPO, or several GPUs.",
-                               planner_check=f"QLoRA + colocated bf16 vLLM with sleep mode: H200 {p_h200:.1f} of "
-                               f"{c_h200:.1f} GiB, B200 {p_b200:.1f} of {c_b200:.1f} GiB",
-                               consistent=p_h200 > c_h200 and p_b200 <= c_b200)
+        lora = {**qlora, "finetune": "lora"}
+        (p_h200, c_h200), (p_b200, c_b200) = peak_on("H200", qlora), peak_on("B200", lora)
+        return SizeClassAnchor(size_class="xlarge_70b", statement="~70B fits one GPU only as QLoRA (an H200 holds "
+                               "it: TRL starts the colocated vLLM 4-bit too); LoRA over a bf16 base needs several "
+                               "GPUs, even B200s.",
+                               planner_check=f"QLoRA + colocated 4-bit vLLM with sleep mode: H200 {p_h200:.1f} of "
+                               f"{c_h200:.1f} GiB; LoRA + bf16 vLLM with sleep mode: B200 {p_b200:.1f} of "
+                               f"{c_b200:.1f} GiB",
+                               consistent=p_h200 <= c_h200 and p_b200 > c_b200)
     size = "medium" if billions < 25 else ("huge" if billions > 80 else "large_32b")
     return SizeClassAnchor(size_class=size, statement="No anchor for this size; between the ~3B, ~32B and ~70B "
                            "anchors the plan's own arithmetic decides.", planner_check="n/a", consistent=None)

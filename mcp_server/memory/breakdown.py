@@ -68,11 +68,12 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     generation_kv_cache = 0.0
     server = None
     if settings.colocated_vllm:
-        vllm = components.colocated_vllm(params, settings, target)
+        vllm = components.colocated_vllm(params, settings, target, arch)
         vllm_weights, vllm_kv_cache = vllm.weights, vllm.kv_cache
         if vllm.problem:
             problems.append(vllm.problem)
-        notes["vllm_weights"] = (f"bf16 weights / tensor parallel {settings.vllm_tensor_parallel_size}; its "
+        kind = "NF4 (bitsandbytes, as TRL starts it under QLoRA)" if settings.finetune == "qlora" else "bf16"
+        notes["vllm_weights"] = (f"{kind} weights / tensor parallel {settings.vllm_tensor_parallel_size}; its "
                                  f"{VLLM_RUNTIME_GIB:g} GiB runtime is in the overhead")
         notes["vllm_kv_cache"] = (f"the rest of vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization:g} "
                                   "of the GPU, preallocated by vLLM")

@@ -268,17 +268,51 @@ class ColocatedVLLM(NamedTuple):
     problem: str | None
 
 
-def colocated_vllm(params: ParamCount, settings: RunSettings, target: Target) -> ColocatedVLLM:
-    """vLLM inside the trainer: vllm_gpu_memory_utilization of the GPU, its bf16 weights and KV cache inside."""
+def colocated_vllm_weight_bytes(params: ParamCount, settings: RunSettings) -> float:
+    """The colocated vLLM's weights on one GPU. TRL 1.16 starts it with quantization="bitsandbytes" when the policy
+    has 4-bit layers (trl/generation/vllm_generation.py): vLLM quantizes the same linear layers in flight (NF4), the
+    embeddings and LM head stay bf16. Otherwise bf16 weights. Both over vllm_tensor_parallel_size."""
+    if settings.finetune == "qlora":
+        weights = params.linear * NF4_BYTES + (params.total - params.linear) * 2
+    else:
+        weights = params.total * 2
+    return weights / settings.vllm_tensor_parallel_size
+
+
+def vllm_max_model_len(arch: Architecture, settings: RunSettings) -> int:
+    """The context vLLM is started with: vllm_max_model_length, else (TRL passes None) the model's own context."""
+    return settings.vllm_max_model_length or arch.max_position_embeddings or settings.seq_len
+
+
+def one_sequence_kv_bytes(arch: Architecture, settings: RunSettings) -> float:
+    """KV cache of one sequence of vLLM's max_model_len on one GPU (bf16 keys and values)."""
+    per_token = 2 * arch.num_hidden_layers * arch.kv_dim * 2 / settings.vllm_tensor_parallel_size
+    return per_token * vllm_max_model_len(arch, settings)
+
+
+def colocated_vllm(params: ParamCount, settings: RunSettings, target: Target,
+                   arch: Architecture | None = None) -> ColocatedVLLM:
+    """vLLM inside the trainer: vllm_gpu_memory_utilization of the GPU, its weights (bf16, or NF4 under QLoRA) and KV
+    cache inside. vLLM refuses to start unless its KV cache holds one sequence of max_model_len tokens (vLLM V1,
+    vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory): with vllm_max_model_length unset that is the
+    model's whole context."""
     total = settings.vllm_gpu_memory_utilization * target.capacity_gib * GIB
-    weights = params.total * 2 / settings.vllm_tensor_parallel_size
+    weights = colocated_vllm_weight_bytes(params, settings)
     kv_cache = total - weights - VLLM_RUNTIME_GIB * GIB
-    if kv_cache > 0:
+    need = one_sequence_kv_bytes(arch, settings) if arch is not None else 0.0
+    if kv_cache > 0 and kv_cache >= need:
         return ColocatedVLLM(total, weights, kv_cache, None)
+    if kv_cache > 0:
+        length = vllm_max_model_len(arch, settings)
+        unset = "" if settings.vllm_max_model_length else " (vllm_max_model_length unset: the model's context)"
+        problem = (f"vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization} leaves vLLM {kv_cache/GIB:.1f} "
+                   f"GiB of KV cache, less than the {need/GIB:.1f} GiB one sequence of max_model_len {length} tokens "
+                   f"needs{unset}: vLLM refuses to start")
+        return ColocatedVLLM(weights + VLLM_RUNTIME_GIB * GIB + need, weights, kv_cache, problem)
     problem = (f"vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization} gives vLLM "
                f"{total/GIB:.1f} GiB, less than its {weights/GIB:.1f} GiB of weights + runtime")
     # what it would need: vLLM refuses to start below
-    return ColocatedVLLM(weights + VLLM_RUNTIME_GIB * GIB, weights, 0.0, problem)
+    return ColocatedVLLM(weights + VLLM_RUNTIME_GIB * GIB + need, weights, 0.0, problem)
 
 
 def vllm_server(params: ParamCount, settings: RunSettings, layout: Layout,

@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
 from mcp_server.memory.breakdown import Breakdown, compute_breakdown
+from mcp_server.memory.components import (colocated_vllm, colocated_vllm_weight_bytes, one_sequence_kv_bytes,
+                                           vllm_max_model_len)
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
@@ -26,6 +28,7 @@ from mcp_server.runs import Run
 # that fits: three free switches beat QLoRA. Ties go to fewer levers, then to the lower peak.
 LEVER_COST = {
     "bf16_weights": 1, "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "right_size_vllm_memory": 1,
+    "short_vllm_context": 1,
     "gradient_checkpointing": 2, "vllm_tensor_parallel": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3,
     "vllm_server_mode": 3, "cpu_offload_optimizer": 4, "no_vllm": 4, "lora": 5, "shorter_completions": 6,
     "qlora": 7,
@@ -38,12 +41,30 @@ _MAX_SET_SIZE = 6
 
 
 def just_enough_vllm(arch: Architecture, params: ParamCount, settings: RunSettings, capacity_gib: float,
-                     tp: int = 1) -> float:
-    """vllm_gpu_memory_utilization that holds the weights + runtime + one round's KV cache + 1 GiB."""
-    sequences = settings.per_device_train_batch_size * settings.spg
-    kv_need = sequences * settings.seq_len * 2 * arch.num_hidden_layers * arch.kv_dim * 2
-    need = (params.total * 2 / tp + (VLLM_RUNTIME_GIB + 1) * GIB + kv_need / tp) / (capacity_gib * GIB)
+                     tp: int = 1, sequences: int | None = None) -> float:
+    """vllm_gpu_memory_utilization that holds the weights + runtime + 1 GiB + the KV cache of `sequences` at once
+    (default: the whole generation round's)."""
+    sequences = sequences or settings.per_device_train_batch_size * settings.spg
+    kv_need = max(sequences * settings.seq_len * 2 * arch.num_hidden_layers * arch.kv_dim * 2,
+                  one_sequence_kv_bytes(arch, settings.model_copy(update={"vllm_tensor_parallel_size": 1})))
+    weights = colocated_vllm_weight_bytes(params, settings.model_copy(update={"vllm_tensor_parallel_size": tp}))
+    need = (weights + (VLLM_RUNTIME_GIB + 1) * GIB + kv_need / tp) / (capacity_gib * GIB)
     return min(0.95, math.ceil(need * 100) / 100)
+
+
+def vllm_share_that_fits(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
+                         breakdown: Breakdown) -> float:
+    """The colocated vLLM share for this GPU: the whole round's KV cache when that leaves 10% headroom, else the
+    largest share that does (vLLM batches the round through a smaller cache, slower), never below one group's KV
+    cache (num_generations sequences)."""
+    tp = settings.vllm_tensor_parallel_size
+    full = just_enough_vllm(arch, params, settings, target.capacity_gib, tp)
+    floor = just_enough_vllm(arch, params, settings, target.capacity_gib, tp, sequences=settings.num_generations)
+    now = colocated_vllm(params, settings, target, arch).total / GIB
+    # the generation phase holds the trainer's state and the whole vLLM share: the room left for the share
+    room = target.capacity_gib * (1 - TIGHT_FRACTION) - (breakdown.generation_peak - now)
+    fitting = math.floor(room / target.capacity_gib * 100) / 100
+    return full if fitting >= full else max(floor, min(fitting, full))
 
 
 class Inspected(NamedTuple):
@@ -95,14 +116,32 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
     if settings.colocated_vllm and not settings.vllm_enable_sleep_mode:
         out.append(("vllm_sleep_mode", "vLLM releases its weights and KV cache while the policy trains "
                     "(a few seconds per step to wake up).", {"vllm_enable_sleep_mode": True}))
+    short = vllm_max_model_len(arch, settings) > settings.seq_len
+    if settings.colocated_vllm and short:
+        # TRL starts vLLM with max_model_len = vllm_max_model_length, else the model's whole context, and vLLM wants
+        # KV cache for one sequence of it before it starts
+        out.append(("short_vllm_context", f"vllm_max_model_length {settings.seq_len} (prompt {settings.prompt_length} "
+                    f"+ completion {settings.max_completion_length} tokens) instead of "
+                    f"{vllm_max_model_len(arch, settings)}: vLLM starts only when its KV cache holds one sequence of "
+                    "its context. TRL does not truncate prompts: a longer prompt than planned is refused by vLLM.",
+                    {"vllm_max_model_length": settings.seq_len}))
     if settings.colocated_vllm:
         # just enough vLLM memory for its weights and this run's KV cache: less when it hoards, more when its
         # weights do not even fit its share
-        util = just_enough_vllm(arch, params, settings, target.capacity_gib, settings.vllm_tensor_parallel_size)
+        # sized for the run's own context when short_vllm_context is offered (the two go together)
+        sized = settings.model_copy(update={"vllm_max_model_length": settings.seq_len}) if short else settings
+        util = vllm_share_that_fits(arch, params, sized, target, breakdown)
+        full = just_enough_vllm(arch, params, sized, target.capacity_gib, settings.vllm_tensor_parallel_size)
         if abs(util - settings.vllm_gpu_memory_utilization) >= 0.02:
+            kv = ("one generation round's KV cache" if util >= full else
+                  "a KV cache for part of the round (vLLM batches the rest through it: slower rollouts)")
+            patch = {"vllm_gpu_memory_utilization": util}
+            if short:  # the share is sized for the run's own context, so it sets it too
+                patch["vllm_max_model_length"] = settings.seq_len
             out.append(("right_size_vllm_memory", f"Give vLLM {util:.2f} of each GPU (now "
-                        f"{settings.vllm_gpu_memory_utilization:g}): its weights, runtime and one generation "
-                        "round's KV cache.", {"vllm_gpu_memory_utilization": util}))
+                        f"{settings.vllm_gpu_memory_utilization:g}): its weights, runtime and {kv}"
+                        + (f", with vllm_max_model_length {settings.seq_len} (prompt + completion)" if short else "")
+                        + ".", patch))
         training_gpus = breakdown.training_gpus
         if training_gpus >= 2 and settings.vllm_tensor_parallel_size < training_gpus:
             sizes = [t for t in (2, 4, 8, 16, 32, 64)
@@ -135,9 +174,10 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                     "by disabling adapters.", {"use_peft": True, "lora_r": 16, "lora_alpha": 32,
                                                "lora_target_modules": "all-linear"}))
     if settings.finetune != "qlora":
-        out.append(("qlora", "QLoRA: 4-bit NF4 base + LoRA r=16 (slower, slightly lossy base; vLLM cannot serve "
-                    "the 4-bit policy directly).", {"use_peft": True, "load_in_4bit": True, "lora_r": 16,
-                                                    "lora_alpha": 32, "lora_target_modules": "all-linear"}))
+        out.append(("qlora", "QLoRA: 4-bit NF4 base + LoRA r=16 (slower, slightly lossy base; a colocated vLLM "
+                    "is started 4-bit too, a vLLM server is not).",
+                    {"use_peft": True, "load_in_4bit": True, "lora_r": 16, "lora_alpha": 32,
+                     "lora_target_modules": "all-linear"}))
     if settings.colocated_vllm and target.num_gpus >= 2:
         out.append(("vllm_server_mode", "Move vLLM to its own GPU (`trl vllm-serve`); the others train.",
                     {"vllm_mode": "server"}))
@@ -263,19 +303,21 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
             levers.append(lever)
     levers.sort(key=lambda lv: -lv.saves_gib)
 
-    # smallest set: fewest levers, then lowest cost, then lowest peak; prefer >=10% headroom, accept any fit
     best: tuple | None = None
     names = [lv.name for lv in levers]
     by_name = {lv.name: lv for lv in levers}
     # Every compatible set, cheapest first (a stable sort keeps the first-found order among equals): the first
-    # cost that fits ends the search, so most sets need no breakdown.
+    # cost that fits ends the search, so most sets need no breakdown. Keeping vLLM comes first (dropping it makes
+    # every rollout several times slower), then 10% headroom: a tight fit with vLLM beats a roomy one without it.
     combos = [combo for size in range(1, min(len(names), _MAX_SET_SIZE) + 1)
               for combo in itertools.combinations(names, size) if _compatible(combo)]
     combos.sort(key=lambda combo: (sum(costs[n] for n in combo), len(combo)))
-    tried: dict[tuple[str, ...], tuple[Breakdown, dict]] = {}  # the second pass (any fit) reuses the first's
-    for want_margin in (True, False):
+    tried: dict[tuple[str, ...], tuple[Breakdown, dict]] = {}  # later passes reuse the earlier ones' breakdowns
+    for keep_vllm, want_margin in ((True, True), (True, False), (False, True), (False, False)):
         limit = capacity * (1 - TIGHT_FRACTION) if want_margin else capacity
         for combo in combos:
+            if keep_vllm and "no_vllm" in combo:
+                continue
             cost = sum(costs[n] for n in combo)
             if best is not None and (cost, len(combo)) > best[0][:2]:
                 break  # no later set can beat the best found

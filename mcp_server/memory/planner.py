@@ -146,8 +146,11 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
         notes.append("unified memory: the OS and CPU processes share the same pool; keep extra headroom")
     if arch.is_moe and settings.finetune == "qlora":
         notes.append("MoE experts are fused 3-D tensors in transformers 5: bitsandbytes leaves them unquantized")
-    if settings.finetune == "qlora" and settings.use_vllm:
-        notes.append("vLLM serves the merged bf16 policy: its weights are planned at 2 bytes per parameter")
+    if settings.finetune == "qlora" and settings.colocated_vllm:
+        notes.append("colocated vLLM under QLoRA: TRL starts it with quantization='bitsandbytes' (the policy has "
+                     "4-bit layers), so its linear weights are planned in NF4 like the policy's")
+    elif settings.finetune == "qlora" and settings.vllm_server:
+        notes.append("`trl vllm-serve` loads the model unquantized: its weights are planned at 2 bytes per parameter")
     if settings.trl_version:
         notes.append(f"the levers are checked by the installed TRL's rules, not TRL {settings.trl_version}'s: a field "
                      "only that release has (use_liger_loss before 0.25) shows as unknown")

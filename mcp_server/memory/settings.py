@@ -44,6 +44,7 @@ class RunSettings(BaseModel):
     vllm_gpu_memory_utilization: float = 0.3
     vllm_enable_sleep_mode: bool = False
     vllm_tensor_parallel_size: int = 1
+    vllm_max_model_length: int | None = None  # vLLM's context; None: the model's own (TRL passes it through)
     vllm_server_gpus: int = 1
     # `trl vllm-serve` as the launcher starts it: its own --gpu_memory_utilization (0.9 by default; the config's
     # vllm_gpu_memory_utilization is colocate-only), tensor parallel over its GPUs, data parallel 1
@@ -284,6 +285,7 @@ _CONFIG_FIELDS = ("lora_r", "lora_target_modules", "lora_dropout", "optim", "gra
                   "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
                   "steps_per_generation", "max_completion_length", "use_vllm", "vllm_mode",
                   "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_tensor_parallel_size",
+                  "vllm_max_model_length",
                   "use_liger_kernel", "attn_implementation", "num_iterations", "max_steps")
 
 

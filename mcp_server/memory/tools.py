@@ -1,9 +1,13 @@
-"""The memory planner's tool: `plan_memory` and its readable plan."""
+"""The memory planner's tools: `plan_memory` and its readable plan, and `validate_grpo_config` (validation for a
+target includes the memory plan: memory.verdict)."""
 
 from __future__ import annotations
 
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory
+from mcp_server.memory.verdict import validate_config
+from mcp_server.recipe.models import ValidateRequest, ValidationResult
+from mcp_server.recipe.tools import human_validation
 from mcp_server.toolspec import Command, Flag, ToolSpec
 
 
@@ -75,6 +79,22 @@ TOOLS = [
                 "config_path": Flag("--config", metavar="CONFIG_PATH"),
                 "validate_levers": Flag("--no-validate", "Skip validating each lever's config change.", invert=True),
             },
+        ),
+    ),
+]
+
+
+# Listed where the recipe's tools are (mcp_server/tools.py), under the name it always had.
+VALIDATION_TOOLS = [
+    ToolSpec(
+        "validate_grpo_config", validate_config, ValidationResult, request=ValidateRequest,
+        description="""Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
+    GPU type and count, the model's context and the memory plan included: what crashes at start-up, runs out of memory or
+    trains without effect. Returns findings {code, field, severity, message, fix}; valid only with no errors.""",  # noqa: E501 (the text MCP clients list)
+        cli=Command(
+            "Validate a GRPO config YAML for the installed TRL and a target GPU (memory plan included).",
+            human_validation, lambda r: r.valid, name="validate-config", hide=("config",),
+            flags={"config_path": Flag("path")},
         ),
     ),
 ]

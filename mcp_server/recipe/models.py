@@ -98,6 +98,13 @@ class GRPORecipeRequest(Request):
         description="Why a rule is being overridden (required to use a non-GSPO variant on a mixture-of-experts "
         "model).",
     )
+    report_to: list[Literal["trackio", "wandb", "tensorboard"]] = Field(
+        default_factory=list,
+        description="Where training also logs, beside this project's own progress file (train/logs/progress.jsonl): "
+        "trackio (a local dashboard, `trackio show`; kept off the Hub), wandb (set WANDB_MODE=offline to keep it "
+        "local, `wandb sync` later), tensorboard (event files under the checkpoints folder). Each needs its package "
+        "in the training environment. Default: none.",
+    )
     environment: Name | None = Field(
         default=None,
         description="Agentic GRPO: the environment class as a dotted path ('package.module:Class'), importable from "
@@ -153,4 +160,5 @@ class EmitResult(BaseModel):
     variant_reason: str = Field(description="Why this variant (name, symptom, or MoE rule).")
     config: dict[str, Any] = Field(description="The emitted config fields.")
     validation: ValidationResult = Field(description="Validation of the emitted config for the target.")
-    launch_command: str = Field(description="How to run it by hand.")
+    launch_command: str = Field(description="How to start it as the memory plan lays it out: train.py itself on one "
+                                "GPU, launch_training (accelerate, DeepSpeed, `trl vllm-serve`) on several.")

@@ -13,6 +13,7 @@ from typing import Callable
 
 from mcp_server.errors import closest_names
 from mcp_server.model_ref import ROUTER_NAMES
+from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
@@ -37,11 +38,8 @@ REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
     "vllm_server_url": ("vllm_server_base_url", "renamed"),
 }
 
-# GRPO's settled learning-rate ranges by fine-tuning mode: outside -> warning; LR_FAR_FACTOR or more outside
-# (supervised rates such as 5e-5 for a full fine-tune) -> error. Non-finite or non-positive rates: lr_invalid.
-LR_RANGE = {"full": (1e-7, 1e-5), "lora": (1e-6, 2e-4)}
-LR_FAR_FACTOR = 3.0
-RECIPE_LR = {"full": "5e-7", "lora": "1e-5"}
+# GRPO's settled learning-rate ranges by fine-tuning mode, written once in recipe.learning_rate: outside -> warning;
+# LR_FAR_FACTOR or more outside (supervised rates such as 5e-5 for a full fine-tune) -> error.
 
 
 @dataclass
@@ -55,6 +53,7 @@ class Context:
     override_reason: str | None = None
     is_moe: bool | None = None
     parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
+    base_dir: Path | None = None  # where relative data_files resolve (the run directory of an emitted config)
     findings: list[Finding] = field(default_factory=list)
 
     def get(self, key):
@@ -254,14 +253,15 @@ def rule_hardware(ctx: Context) -> list[Finding]:
         out.append(finding("bf16_unsupported", "bf16", "error",
                            f"bf16=true but the {ctx.gpu.name} has no bfloat16 support (compute capability "
                            f"{ctx.gpu.compute_capability}).",
-                           "set bf16: false and train in fp32 (fp16 is not a safe substitute: GRPO's small "
-                           "policy-ratio "
-                           "and KL terms underflow in fp16 and runs diverge silently), or use an Ampere-or-newer GPU"))
+                           "set bf16: false and fp16: true (fp16 autocast with loss scaling over float32 master "
+                           "weights; arXiv 2510.26788 finds fp16 more stable than bf16 for RL fine-tuning), or use "
+                           "an Ampere-or-newer GPU"))
     if fp16 and ctx.gpu.bf16:
-        out.append(finding("fp16_where_bf16_possible", "fp16", "warning",
-                           f"fp16 on a {ctx.gpu.name}, which supports bf16: fp16's narrow range makes GRPO diverge "
-                           "silently.",
-                           "set fp16: false and bf16: true"))
+        out.append(finding("fp16_where_bf16_possible", "fp16", "info",
+                           f"fp16 on a {ctx.gpu.name}, which supports bf16: workable with loss scaling (arXiv "
+                           "2510.26788 finds fp16 more stable for RL fine-tuning), but the colocated vLLM samples in "
+                           "the checkpoint's dtype (bf16 for most models), so the sampler/trainer mismatch it removes "
+                           "remains.", "bf16: true is the usual choice here; keep fp16 only on purpose"))
     if ctx.get("use_vllm") and ctx.get("vllm_mode") == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
         out.append(finding("vllm_server_needs_gpu", "vllm_mode", "error",
                            f"vllm_mode='server' with {ctx.num_gpus} GPU leaves no GPU for the vLLM server "
@@ -365,7 +365,7 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
                     if not math.isfinite(lr)
                     else "a zero or negative rate does not train (or trains backwards)."
                 ),
-                f"use a positive learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})",
+                f"use a positive learning rate within {low:g}-{high:g} (recipe: {recipe_text(mode)})",
             )
         ]
     if low <= lr <= high:
@@ -378,7 +378,7 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
     return [finding("lr_out_of_range", "learning_rate", "error" if far and not overridden else "warning",
                     f"learning_rate={lr:g} is {'far ' if far else ''}{side} GRPO's settled range for {mode} "
                     f"fine-tuning ({low:g}-{high:g}): {effect}.{overridden}",
-                    f"use a learning rate within {low:g}-{high:g} (recipe: {RECIPE_LR[mode]})")]
+                    f"use a learning rate within {low:g}-{high:g} (recipe: {recipe_text(mode)})")]
 
 
 def rule_full_finetune_precision(ctx: Context) -> list[Finding]:

@@ -1,10 +1,10 @@
-"""The recipe's tool: `validate_grpo_config` (its readable summary and the findings renderer emission reuses)."""
+"""The readable summary of `validate_grpo_config` and the findings renderer emission reuses (the tool itself is
+registered in memory/tools.py)."""
 
 from __future__ import annotations
 
-from mcp_server.recipe.models import ValidateRequest, ValidationResult
-from mcp_server.recipe.validate import validate_config
-from mcp_server.toolspec import Command, Flag, ToolSpec
+from mcp_server.recipe.models import ValidationResult
+from mcp_server.toolspec import ToolSpec
 
 
 def render_findings(findings) -> list[str]:
@@ -18,20 +18,14 @@ def render_findings(findings) -> list[str]:
 
 
 def human_validation(result: ValidationResult) -> str:
-    head = "VALID" if result.valid else "NOT VALID"
+    errors = {f.code for f in result.findings if f.severity == "error"}
+    # a config TRL accepts that will not fit the GPU: its own verdict
+    head = "VALID" if result.valid else "VALID BUT WILL NOT FIT" if errors == {"memory_does_not_fit"} else "NOT VALID"
     lines = [f"{head} for {result.target} (TRL {result.trl_version})"]
     lines += render_findings(result.findings) or ["  no findings"]
     return "\n".join(lines)
 
 
-TOOLS = [
-    ToolSpec(
-        "validate_grpo_config", validate_config, ValidationResult, request=ValidateRequest,
-        description="""Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
-    GPU type and count. Returns findings {code, field, severity, message, fix}; valid only with no errors.""",  # noqa: E501 (the text MCP clients list, as it was)
-        cli=Command(
-            "Validate a GRPO config YAML for the installed TRL and a target GPU.", human_validation,
-            lambda r: r.valid, name="validate-config", hide=("config",), flags={"config_path": Flag("path")},
-        ),
-    ),
-]
+# validate_grpo_config is registered by memory/tools.py: validation for a target includes the memory plan, which
+# lives a floor above the recipe (memory.verdict.validate_config).
+TOOLS: list[ToolSpec] = []

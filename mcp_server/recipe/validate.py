@@ -9,6 +9,7 @@ from mcp_server.gpus import resolve_target
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import RULES, Context, finding
+from mcp_server.recipe.run_rules import RUN_RULES
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
 from mcp_server.worker import in_training
 from mcp_server.rewards.spec import read_reward_specs
@@ -32,7 +33,7 @@ def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
 
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None,
-                    agentic: dict | None = None) -> ValidationResult:
+                    base_dir: Path | None = None, agentic: dict | None = None) -> ValidationResult:
     """Validate a dict of config fields for a target. The core of validate_grpo_config and of emission.
     Without a training interpreter every rule that needs no TRL still runs, and a finding says that TRL's
     own checks did not run and how to get them."""
@@ -55,8 +56,8 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
         is_moe = detect_moe(str(values["model_name_or_path"]))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
-                  parse_errors=parse_errors)
-    findings = [f for rule in RULES for f in rule(ctx)]
+                  parse_errors=parse_errors, base_dir=base_dir)
+    findings = [f for rule in RULES + RUN_RULES for f in rule(ctx)]
     if agentic and skipped is None:  # TRL's tool-loop requirements, from the tokenizer, before any model loads
         findings += [Finding(**f) for f in in_training("mcp_server.agentic.checks:check_agentic", agentic, values)]
     if skipped is not None:
@@ -78,19 +79,34 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
                             trl_version=trl["trl_version"], target=target)
 
 
-def validate_config(request: ValidateRequest) -> ValidationResult:
-    """Validate a config given as a YAML path or a dict, for the requested (or recorded) target."""
+def read_request_values(request: ValidateRequest) -> tuple[dict, dict]:
+    """(config values, validate_values' other arguments) for a request: a YAML path or a dict, for the requested
+    target, else the one recorded beside the config (train/request.json), else 1x H100."""
     if (request.config_path is None) == (request.config is None):
         raise UserInputError("config_path", "give exactly one of config_path (a YAML file) or config (a dict)")
     values = load_config_file(request.config_path) if request.config_path else dict(request.config)
     recorded, reward_specs = _sidecars(Path(request.config_path) if request.config_path else None)
     agentic_path = Path(request.config_path).parent / "agentic.json" if request.config_path else None
     agentic = read_json(agentic_path, "config_path", dict) if agentic_path and agentic_path.is_file() else None
-    return validate_values(
-        values,
-        gpu=request.gpu or recorded.get("gpu") or "H100",
-        num_gpus=request.num_gpus or recorded.get("num_gpus") or 1,
-        reward_specs=reward_specs,
-        override_reason=recorded.get("override_reason"),
-        agentic=agentic,
-    )
+    return values, {
+        "gpu": request.gpu or recorded.get("gpu") or "H100",
+        "num_gpus": request.num_gpus or recorded.get("num_gpus") or 1,
+        "reward_specs": reward_specs,
+        "override_reason": recorded.get("override_reason"),
+        "base_dir": _run_dir_of(Path(request.config_path)) if request.config_path else None,
+        "agentic": agentic,
+    }
+
+
+def validate_config(request: ValidateRequest) -> ValidationResult:
+    """Validate a config given as a YAML path or a dict, for the requested (or recorded) target, by the recipe's
+    rules and TRL's checks (memory.verdict adds the memory plan for the target)."""
+    values, kwargs = read_request_values(request)
+    return validate_values(values, **kwargs)
+
+
+def _run_dir_of(config_path: Path) -> Path:
+    """Where the config's relative data_files resolve: the run directory of train/config.yaml (train.py runs
+    there), else the config's own folder."""
+    folder = config_path.expanduser().resolve().parent
+    return folder.parent if folder.name == "train" else folder

@@ -9,13 +9,14 @@ num_iterations = 1) every update is on-policy, the importance ratio is exactly 1
 from __future__ import annotations
 
 from mcp_server.errors import UserInputError
+from mcp_server.recipe.learning_rate import recipe_rate
 
 # The seed recipe (values for one GPU; the emitter adapts vLLM mode, precision and LoRA to the target).
 BASE_RECIPE: dict = {
     "use_vllm": True,
     "vllm_mode": "colocate",
     "num_generations": 8,
-    "learning_rate": 5e-7,
+    "learning_rate": recipe_rate("full", None)[0],  # emission sets it by the model's size (recipe.learning_rate)
     "beta": 0.01,
     "per_device_train_batch_size": 8,
     "gradient_accumulation_steps": 4,
@@ -24,14 +25,14 @@ BASE_RECIPE: dict = {
     "seed": 3407,
     "loss_type": "dapo",
 }
-LORA_LEARNING_RATE = 1e-5  # LoRA updates few weights: GRPO with LoRA settles an order of magnitude above full FT
+LORA_LEARNING_RATE = recipe_rate("lora", None)[0]  # the LoRA recipe's rate at the common size (recipe.learning_rate)
 
 WHY: dict[str, str] = {
     "use_vllm": "generation is most of a GRPO step; vLLM samples several times faster than transformers generate",
     "vllm_mode": "one GPU: vLLM shares it with training (colocate)",
     "num_generations": "group size: 8 completions per prompt; with fewer, most groups have one reward value and no "
                        "advantage",
-    "learning_rate": "full fine-tune: GRPO's settled range is 1e-7 to 1e-6 (supervised rates such as 5e-5 diverge)",
+    "learning_rate": recipe_rate("full", None)[1],
     "beta": "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it",
     "per_device_train_batch_size": "8 completions per micro-batch: one prompt group",
     "gradient_accumulation_steps": "4 micro-batches per optimizer step: 32 completions, 4 prompt groups per GPU",
@@ -92,6 +93,16 @@ MINI_BATCHES_PER_GENERATION: dict[str, tuple[int, str]] = {
     "gspo": (4, "GSPO paper (v2) sec. 5.1: each rollout batch is split into 4 mini-batches. Mini-batches 2-4 are "
                 "off-policy, which is where the sequence clip acts"),
 }
+
+# DAPO's dynamic sampling (sec. 3.2: over-sample, drop the groups whose rewards are all equal, refill the batch) has no
+# counterpart in TRL 1.16: GRPOConfig and GRPOTrainer have no such option; zero-spread groups stay in the batch with
+# advantage 0 (TRL logs their share as frac_reward_zero_std). Emission says so and offers the closest substitute.
+DYNAMIC_SAMPLING_NOTE = (
+    "DAPO's dynamic sampling (drop groups whose rewards are all equal and refill the batch) is not in TRL 1.16: those "
+    "groups stay in each batch with advantage 0, so the effective batch shrinks as prompts become always-solved "
+    "(watch frac_reward_zero_std). Closest substitute: before training, drop the prompts the base model always or "
+    "never solves (sample_completions on the whole data set, several completions per prompt); it costs one sampling "
+    "pass over the data and filters once for the whole run, where DAPO re-filters every batch")
 
 # DAPO's length shaping: TRL's soft overlong punishment (trl.rewards.get_soft_overlong_punishment), with the
 # paper's cache fraction (L_cache 4096 of L_max 20480) applied to this config's max_completion_length.

@@ -8,6 +8,7 @@ torch, its CUDA, its TRL. It goes through mcp_server.worker, so the server itsel
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import platform
 import re
@@ -197,6 +198,35 @@ def _judge(
     return blockers, warnings
 
 
+SANDBOXED_REWARDS = {"code_execution_reward", "mcp_server.rewards.code_execution_reward"}
+
+
+def sandbox_blockers(run_dir: Path | None, config: dict) -> list[str]:
+    """A run whose reward executes model-written code needs a working bubblewrap on this machine: prove it with a
+    trivial sandboxed run (rewards.sandbox.check_sandbox), or block with bwrap's own error and the fix."""
+    from mcp_server.rewards.sandbox import SandboxUnavailable, check_sandbox
+
+    specs = []
+    if run_dir is not None and Run(run_dir).rewards.is_file():
+        try:
+            specs = json.loads(Run(run_dir).rewards.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            specs = []
+    names = {(s.get("name") if isinstance(s, dict) else s): s for s in specs if isinstance(s, (dict, str))}
+    funcs = config.get("reward_funcs") or []
+    sandboxed = [n for n in [*names, *([funcs] if isinstance(funcs, str) else funcs)] if n in SANDBOXED_REWARDS]
+    if not sandboxed:
+        return []
+    spec = names.get("code_execution_reward")
+    python = (spec.get("params") or {}).get("python") if isinstance(spec, dict) else None
+    try:
+        check_sandbox(python)
+    except SandboxUnavailable as exc:
+        return [f"the reward {sandboxed[0]} runs model-written code in a bubblewrap sandbox, which does not work "
+                f"here: {exc}"]
+    return []
+
+
 def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentReport:
     """Probe the training interpreter and this machine, judge them against the run's target, write env-report.json."""
     request = request or EnvironmentRequest()
@@ -212,6 +242,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
     free_disk = round(shutil.disk_usage(where).free / 2**30, 2) if where.exists() else None
     ram, ram_free = _memory_gib()
     blockers, warnings = _judge(probe, gpus, run_request, config, free_disk)
+    blockers += sandbox_blockers(run_dir, config)
     verdict = "blocked" if blockers else ("ready-with-warnings" if warnings else "ready")
 
     if gpus:

@@ -1,0 +1,111 @@
+"""Prompts per optimizer step and the learning-rate schedule of an emitted config, sized by the memory plan and the
+data set.
+
+Prompts per step: DAPO's mini-batch is 32 prompts per optimizer step (paper sec. 4.1); the seed recipe's 8 x 4
+completions are only 4 prompts of 8. The emitter grows per_device_train_batch_size while the plan still fits with
+10% headroom (larger micro-batches use the memory the plan found and speed the step), then the accumulation steps
+up to 32 prompts, never past what the data set affords (at least two generation batches per epoch: TRL's sampler
+drops an incomplete one).
+
+Schedule: TRL's default is linear decay to 0 over num_train_epochs 3 with no warm-up, so the last updates are
+nearly zero and the first ones use full Adam steps on a cold second-moment estimate. Published GRPO recipes train
+at a constant rate after a short warm-up (DAPO: 20 rollout steps; DeepSeekMath and Dr.GRPO: constant).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mcp_server.emission.fit import plan_for
+from mcp_server.memory.models import MemoryPlan
+from mcp_server.recipe.variants import off_policy_fields
+
+PROMPTS_PER_STEP = 32  # DAPO sec. 4.1: 512 prompts per rollout in mini-batches of 32 prompts
+MAX_PER_DEVICE = 32  # completions per micro-batch: past this the step is long and the gain small
+WARMUP_FRACTION = 0.05  # of the run's optimizer steps (none under 10 steps), at most WARMUP_MAX
+WARMUP_MAX = 20  # DAPO warms up over 20 rollout steps
+EPOCHS = 3  # TRL's num_train_epochs default, stated as max_steps when the data set's size is known
+BATCH_KEYS = {"per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
+              "generation_batch_size", "num_generations"}
+
+
+def _fits(values: dict, gpu: str, num_gpus: int) -> bool:
+    plan = plan_for(values, gpu, num_gpus)
+    return plan is not None and plan.status == "fits"
+
+
+def _with_accumulation(values: dict, per_device: int, ga: int, mini_batches: int) -> dict:
+    grown = {**values, "per_device_train_batch_size": per_device, "gradient_accumulation_steps": ga}
+    if "steps_per_generation" in values:
+        grown["steps_per_generation"] = mini_batches * ga
+    return grown
+
+
+def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompts: int | None, variant: str) -> None:
+    """Grow the micro-batch into the memory the plan found and the accumulation up to PROMPTS_PER_STEP prompts per
+    optimizer step (in place), within the data set."""
+    if plan is None or plan.status != "fits" or BATCH_KEYS & set(request.overrides):
+        return
+    g, world = values["num_generations"], max(plan.launch.training_processes, 1)
+    mini_batches = values.get("steps_per_generation", 1) // values["gradient_accumulation_steps"] or 1
+    target = PROMPTS_PER_STEP
+    if prompts:  # at least two generation batches (mini_batches optimizer steps each) per epoch
+        target = max(1, min(target, prompts // (2 * mini_batches)))
+    completions = target * g
+    per_device, start = values["per_device_train_batch_size"], values["per_device_train_batch_size"]
+    while (per_device * 2 <= MAX_PER_DEVICE and per_device * 2 * world <= completions
+           and _fits({**values, "per_device_train_batch_size": per_device * 2}, request.gpu, request.num_gpus)):
+        per_device *= 2
+    ga = max(1, math.ceil(completions / (per_device * world)))
+    while (per_device * world * ga) % g:
+        ga += 1
+    # more accumulation means a longer generation round (transformers' generate holds its KV cache at once)
+    start_ga = values["gradient_accumulation_steps"]
+    while ga > start_ga and not _fits(_with_accumulation(values, per_device, ga, mini_batches), request.gpu,
+                                      request.num_gpus):
+        ga -= 1
+        while ga > start_ga and (per_device * world * ga) % g:
+            ga -= 1
+    step_prompts = per_device * world * ga // g
+    values.update(per_device_train_batch_size=per_device, gradient_accumulation_steps=ga)
+    grown = (f"; {per_device} fit{'s' if per_device == start else ' (grown from ' + str(start) + ')'} with 10% "
+             f"headroom on the {plan.gpu} (memory plan)")
+    why["per_device_train_batch_size"] = f"{per_device} completions per micro-batch per GPU{grown}"
+    why["gradient_accumulation_steps"] = (
+        f"{ga} micro-batches x {per_device} x {world} GPU(s) = {per_device * world * ga} completions: {step_prompts} "
+        f"prompts of {g} per optimizer step (DAPO's mini-batch is {PROMPTS_PER_STEP} prompts"
+        + (f"; this data set's {prompts} prompts aim at {target}, two generation batches per epoch)" if prompts
+           and target < PROMPTS_PER_STEP else ")"))
+    if "steps_per_generation" in values:  # the variant's mini-batches per rollout, over the new accumulation
+        structure, structure_why = off_policy_fields(variant, ga)
+        values.update(structure)
+        why.update(structure_why)
+
+
+def schedule(values: dict, why: dict, prompts: int | None, world: int, overrides: dict) -> None:
+    """A constant rate after a short linear warm-up, and max_steps when the data set's size is known (in place)."""
+    if not {"lr_scheduler_type", "warmup_steps", "max_steps"} & set(overrides):
+        values["lr_scheduler_type"] = "constant_with_warmup"
+        why["lr_scheduler_type"] = (
+            "constant after warm-up, as DAPO, DeepSeekMath and Dr.GRPO train; TRL's default linear decay to 0 over "
+            "3 epochs shrinks the last updates to nothing")
+    ga = values.get("gradient_accumulation_steps", 1)
+    spg = values.get("steps_per_generation", ga)
+    rollout_prompts = values.get("per_device_train_batch_size", 1) * world * spg // values.get("num_generations", 8)
+    steps = overrides.get("max_steps") if isinstance(overrides.get("max_steps"), int) else None
+    if steps is None and prompts and isinstance(spg, int) and isinstance(ga, int) and rollout_prompts > 0:
+        # whole generation batches per epoch (TRL's sampler drops the rest) x the optimizer steps each one feeds
+        steps = EPOCHS * (prompts // rollout_prompts) * max(spg // ga, 1) * values.get("num_iterations", 1)
+    if steps and steps > 0 and "max_steps" not in overrides:
+        values["max_steps"] = steps
+        why["max_steps"] = (f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer "
+                            "steps; raise it for a longer run (the constant rate does not depend on it)")
+    if "warmup_steps" not in overrides:
+        # constant_with_warmup starts at 0: a 1-step warm-up on a short run would waste its first update
+        warmup = min(WARMUP_MAX, round(WARMUP_FRACTION * steps)) if steps and steps > 0 else WARMUP_MAX // 2
+        if warmup:  # else TRL's default 0
+            values["warmup_steps"] = warmup
+            why["warmup_steps"] = (f"{warmup} optimizer steps of linear warm-up ("
+                                   + (f"5% of {steps}" if steps else "the data set's size is unknown here")
+                                   + f", at most DAPO's {WARMUP_MAX}): Adam's first steps are full-size on a cold "
+                                   "second-moment estimate")

@@ -1,0 +1,107 @@
+"""The emitted config fitted to its target by the memory plan: when the recipe does not fit the GPU (or leaves under
+10% headroom), the plan's recommended levers are applied and each changed value says why. A set that changes the
+fine-tuning mode (LoRA, QLoRA) is the person's choice, never applied: validation then says plainly it does not fit."""
+
+from __future__ import annotations
+
+from mcp_server.errors import UserInputError
+from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
+from mcp_server.memory.levers import just_enough_vllm
+from mcp_server.memory.params import count_params
+from mcp_server.memory.settings import RunSettings
+from mcp_server.memory.planner import plan_memory, resolve_architecture
+
+NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
+
+
+def plan_for(values: dict, gpu: str, num_gpus: int) -> MemoryPlan | None:
+    """The memory plan of the values on the target, or None when it cannot be planned offline."""
+    try:
+        return plan_memory(MemoryPlanRequest(config=values, gpu=gpu, num_gpus=num_gpus, validate_levers=False))
+    except UserInputError:
+        return None
+
+
+def fit_to_target(values: dict, why: dict, gpu: str, num_gpus: int, overridden: set[str]) -> MemoryPlan | None:
+    """Apply the plan's recommended levers to `values` (in place) when the run does not fit or is tight; return the
+    plan the values now have."""
+    plan = plan_for(values, gpu, num_gpus)
+    for _ in range(2):  # a set that only just fits may leave a cheaper lever that restores the 10% headroom
+        if plan is None or plan.status == "fits" or plan.recommended is None:
+            return plan
+        applied = _apply(plan, values, why, num_gpus, overridden)
+        if not applied:
+            return plan
+        plan = plan_for(values, gpu, num_gpus)
+    return plan
+
+
+def _apply(plan: MemoryPlan, values: dict, why: dict, num_gpus: int, overridden: set[str]) -> bool:
+    chosen = plan.recommended
+    if NOT_APPLIED & set(chosen.levers) or overridden & set(chosen.patch):
+        return False
+    described = {lever.name: lever.description for lever in plan.levers}
+    before = f"{plan.peak_gib:.1f}"
+    for name in chosen.levers:
+        lever_patch = next((lv.patch for lv in plan.levers if lv.name == name), {})
+        for key in lever_patch:
+            why[key] = (f"memory plan for {num_gpus}x {plan.gpu}: {described.get(name, name)} Without the levers "
+                        f"{', '.join(chosen.levers)} the planned peak is {before} GiB of {plan.capacity_gib:.1f}, with "
+                        f"them {chosen.peak_gib:.1f} GiB")
+    values.update(chosen.patch)
+    return True
+
+
+def launch_text(plan: MemoryPlan | None, run_dir) -> tuple[str, str]:
+    """(the command, the config header's line) that start the run as the plan lays it out: one process runs train.py
+    itself; several GPUs go through launch_training, which writes train/launch.sh (accelerate with the plan's
+    sharding, and `trl vllm-serve` on its own GPUs in server mode)."""
+    single = f"cd {run_dir} && python train/train.py --config train/config.yaml"
+    if plan is None or plan.launch.training_processes <= 1 and plan.launch.vllm_server is None:
+        return single, "python train/train.py --config train/config.yaml"
+    launch = plan.launch
+    layout = {"ddp": "DDP", "fsdp": "FSDP"}.get(launch.strategy, f"DeepSpeed ZeRO-{launch.zero_stage}")
+    how = f"accelerate launch, {layout} over {launch.training_processes} training GPU(s)"
+    if launch.vllm_server:
+        server = launch.vllm_server
+        how += (f", `trl vllm-serve` on {server.gpus} GPU(s) (tensor parallel {server.tensor_parallel_size}, "
+                f"--gpu_memory_utilization {server.gpu_memory_utilization:g})")
+    line = f"llm-finetuning launch-training {run_dir}  # {how}; it writes train/launch.sh, which also runs by hand"
+    return line, f"llm-finetuning launch-training <this run>  ({how}; not `python train/train.py`: one process)"
+
+
+def model_size_b(model: str) -> float | None:
+    """The model's parameters in billions (local config.json, the catalog or the hub cache), None when unknown."""
+    try:
+        _, arch = resolve_architecture(MemoryPlanRequest(model=model, validate_levers=False), {})
+    except UserInputError:
+        return None
+    return count_params(arch).total / 1e9
+
+
+def grow_vllm_share(values: dict, why: dict, plan: MemoryPlan | None, request) -> MemoryPlan | None:
+    """A colocated vLLM whose share leaves KV cache for only part of a generation round batches it slowly: grow the
+    share toward one that holds the whole round (levers.just_enough_vllm), as far as the plan still fits with 10%
+    headroom (in place)."""
+    if (plan is None or plan.status != "fits" or not values.get("use_vllm") or values.get("vllm_mode") != "colocate"
+            or "vllm_gpu_memory_utilization" in request.overrides):
+        return plan
+    settings = RunSettings(**{k: v for k, v in plan.run.items() if k in RunSettings.model_fields})
+    now = settings.vllm_gpu_memory_utilization
+    full = just_enough_vllm(plan.architecture, plan.params, settings, plan.capacity_gib,
+                            settings.vllm_tensor_parallel_size)
+    share, grown = full, None
+    while share > now + 0.02:
+        grown = plan_for({**values, "vllm_gpu_memory_utilization": share}, request.gpu, request.num_gpus)
+        if grown is not None and grown.status == "fits":
+            break
+        share, grown = round(share - 0.05, 2), None
+    if grown is None:
+        return plan
+    values["vllm_gpu_memory_utilization"] = share
+    held = "the whole generation round's" if share >= full else "more of the generation round's"
+    why["vllm_gpu_memory_utilization"] = (
+        f"memory plan for {request.num_gpus}x {plan.gpu}: {share:.2f} of the GPU (TRL's default 0.3 leaves vLLM's KV "
+        f"cache room for only part of a generation round, which it then batches slowly): its weights and {held} KV "
+        f"cache, with 10% headroom (peak {grown.peak_gib:.1f} of {grown.capacity_gib:.1f} GiB)")
+    return grown

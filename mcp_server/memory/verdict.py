@@ -1,0 +1,104 @@
+"""Validation for a target, memory included: the recipe's rules (recipe.validate) plus what only the planner knows,
+the model's architecture. A config that needs more memory than the GPU has, or completions longer than the
+model's context, is not valid for that target.
+
+validate_grpo_config (the MCP tool and `validate-config`) and emit_grpo_config answer through here; the lever
+checks inside the planner and the launcher's validation gate (which plans memory itself, for the layout it
+launches) use recipe.validate directly.
+"""
+
+from __future__ import annotations
+
+from mcp_server.errors import UserInputError
+from mcp_server.memory.models import MemoryPlanRequest
+from mcp_server.memory.planner import plan_memory, resolve_architecture
+from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
+from mcp_server.recipe.rules import finding
+from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
+
+
+def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None)
+                    ) -> list[Finding]:
+    """The planner's verdict for the config on the target: an error when the peak exceeds the GPU (the run runs out
+    of memory at its first step), a warning under 10% headroom, else an info line with the peak. `prompt`: (tokens
+    of an agentic run's tool schema, the prompt length to plan with it), (0, None) for the planner's default."""
+    schema, prompt_length = prompt
+    lengths = {"prompt_length": prompt_length} if prompt_length else {}
+    try:
+        plan = plan_memory(MemoryPlanRequest(config=values, gpu=gpu, num_gpus=num_gpus, validate_levers=False,
+                                             **lengths))
+    except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
+        if exc.field == "max_completion_length":  # prompt + completion past the context: context_findings says so
+            return []
+        return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}",
+                        "call plan_memory with the model's architecture numbers")]
+    except ValueError as exc:  # a value the planner cannot read (the rules above name it): no plan, no crash
+        first = str(exc).splitlines()[0]
+        return [finding("memory_not_planned", None, "info", f"memory not planned: {first}",
+                        "fix the fields the errors above name, then validate again")]
+    summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
+    if schema:
+        summary += f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)"
+    if plan.launch.training_processes > 1:  # the sharding launch_training will use
+        summary += f" ({plan.launch.strategy} over {plan.launch.training_processes} training GPUs)"
+    if plan.status == "fits":
+        return [finding("memory_fits", None, "info", summary + f" ({plan.headroom_gib:.1f} GiB headroom).")]
+    fix = "see plan_memory for the levers"
+    if plan.recommended:
+        fix = (f"apply {', '.join(plan.recommended.levers)} (peak {plan.recommended.peak_gib:.1f} GiB): "
+               f"set {plan.recommended.patch}")
+    elif plan.status == "does_not_fit":
+        fix = "no combination of levers fits: this GPU is too small for the model; use a bigger GPU or more of them"
+    if plan.status == "does_not_fit":
+        problems = f" ({'; '.join(plan.notes[:1])})" if plan.notes and not plan.fits else ""
+        return [finding("memory_does_not_fit", None, "error",
+                        summary + f"; it does not fit{problems}: the run runs out of memory at its first step.", fix)]
+    return [finding("memory_tight", None, "warning", summary + "; under 10% headroom.", fix)]
+
+
+def context_findings(values: dict) -> list[Finding]:
+    """max_completion_length against the model's context (max_position_embeddings), from the catalog or config.json."""
+    length = values.get("max_completion_length")
+    if not isinstance(length, int) or isinstance(length, bool) or not values.get("model_name_or_path"):
+        return []
+    try:
+        model, arch = resolve_architecture(MemoryPlanRequest(validate_levers=False), values)
+    except UserInputError:
+        return []  # unknown offline: the memory verdict says the model was not planned
+    context = arch.max_position_embeddings
+    if not context or length < context:
+        return []
+    return [finding(
+        "completion_beyond_context", "max_completion_length", "error",
+        f"max_completion_length={length} is not below {model}'s {context}-token context (max_position_embeddings), "
+        "which holds the prompt too: completions are cut at the context, and positions past it are ones the model "
+        "never saw.", f"set max_completion_length below {context} minus the longest prompt, or use a long-context "
+        "model")]
+
+
+def target_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None)
+                    ) -> list[Finding]:
+    """What the architecture decides for a GPU target (nothing for a CPU target)."""
+    out = context_findings(values)
+    if str(gpu).strip().lower() != "cpu":
+        out += memory_findings(values, gpu, num_gpus, prompt)
+    return out
+
+
+def with_target(result: ValidationResult, values: dict, gpu: str, num_gpus: int,
+                prompt: tuple[int, int | None] = (0, None)) -> ValidationResult:
+    """The recipe's validation with the target's findings added, errors first."""
+    findings = result.findings + target_findings(values, gpu, num_gpus, prompt)
+    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    return result.model_copy(update={"findings": findings,
+                                     "valid": not any(f.severity == "error" for f in findings)})
+
+
+def validate_config(request: ValidateRequest) -> ValidationResult:
+    """validate_grpo_config: the recipe's rules and TRL's checks, then the model's context and the memory plan for
+    the target."""
+    values, kwargs = read_request_values(request)
+    result = validate_values(values, **kwargs)
+    if any(f.code == "unknown_gpu" for f in result.findings):
+        return result
+    return with_target(result, values, kwargs["gpu"], kwargs["num_gpus"])
