@@ -23,10 +23,10 @@ VLLM = {"use_vllm": True}
 REQUESTS: dict[str, dict] = {
     "7b_full_t4_validated": {"model": "Qwen/Qwen2.5-7B", "gpu": "T4"},
     "05b_fits_h100": {"model": "Qwen/Qwen2.5-0.5B", "gpu": "H100", "validate_levers": False},
-    "7b_lora_colocate_a10g_validated": {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": "A10G", "finetune": "lora",
-                                        **VLLM},
+    "7b_lora_colocate_a10g": {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": "A10G", "finetune": "lora", **VLLM},
     "8b_qlora_colocate_a10g": {"model": "Qwen/Qwen3-8B", "gpu": "A10G", "finetune": "qlora", **VLLM},
-    "8b_full_colocate_h100": {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "beta": 0.04, **VLLM},
+    "8b_full_colocate_h100_validated": {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "beta": 0.04,
+                                        **VLLM},
     "32b_lora_colocate_h100": {"model": "Qwen/Qwen2.5-32B-Instruct", "gpu": "H100", "finetune": "lora",
                                "vllm_enable_sleep_mode": True, **VLLM},
     "70b_qlora_h200": {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H200", "finetune": "qlora", **VLLM},
