@@ -89,6 +89,7 @@ class Cluster:
         return path.read_text(errors="replace")[-3000:] if path.exists() else f"({path} absent)"
 
     def start_node(self, node: str) -> None:
+        (self.root / f"slurmd-{node}.pid").unlink(missing_ok=True)  # a killed slurmd leaves its pid behind
         subprocess.run([_binary("slurmd"), "-f", str(self.conf), "-N", node], env=self.env(), check=True,
                        timeout=30)
         self.pids[f"slurmd-{node}"] = _pid(self.root / f"slurmd-{node}.pid")
@@ -129,13 +130,16 @@ class Cluster:
         if jobs:
             self.run("scancel", *jobs, check=False)
             time.sleep(1)
-        for name, pid in list(self.pids.items()):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # what SIGTERM leaves after 5 s is killed
+            for pid in self.pids.values():
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.time() + 5
+            while time.time() < deadline and any(Path(f"/proc/{pid}").exists() for pid in self.pids.values()):
+                time.sleep(0.1)
         self.pids.clear()
-        time.sleep(0.5)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
