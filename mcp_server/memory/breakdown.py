@@ -5,6 +5,8 @@ plus the CUDA context and allocator slack (see references/grpo-memory.md)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import BaseModel
 
 from mcp_server.memory import components
@@ -31,7 +33,24 @@ class Breakdown(BaseModel):
     problems: list[str] = []
 
 
+class Fit(NamedTuple):
+    """What the lever search needs of a breakdown: the peak (nvidia-smi GiB) and the layout's problems."""
+
+    peak: float
+    problems: list[str]
+
+
 def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> Breakdown:
+    return _compute(arch, params, settings, target, with_table=True)
+
+
+def compute_fit(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> Fit:
+    """compute_breakdown's peak and problems alone, without the table (the lever search tries ~100 sets a plan)."""
+    return _compute(arch, params, settings, target, with_table=False)
+
+
+def _compute(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
+             with_table: bool) -> Breakdown | Fit:
     layout = components.gpu_layout(settings, target)
     problems = list(layout.problems)
     notes: dict[str, str] = {}
@@ -103,6 +122,8 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     training = components.phase_peak(*training_phase)
     generation = components.phase_peak(*generation_phase)
     training_peak, generation_peak = training.nvidia_smi, generation.nvidia_smi
+    if not with_table:
+        return Fit(max(training_peak, generation_peak), problems)
     phase = "training" if training_peak >= generation_peak else "generation"
     at_peak = training if phase == "training" else generation
     in_training = phase == "training"

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import itertools
 import json
 import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.breakdown import Breakdown, compute_breakdown
+from mcp_server.memory.breakdown import Breakdown, Fit, compute_fit
 from mcp_server.memory.components import (colocated_vllm, colocated_vllm_weight_bytes, one_sequence_kv_bytes,
                                            vllm_max_model_len)
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
@@ -222,6 +221,7 @@ class LeverValidator:
         self.validate = None
         self.base_errors: set[str] = set()
         self.notes: list[str] = []
+        self.checked: dict[str, Validation] = {}  # by patch: the recommended set is often one lever's patch
         if not enabled:
             return
         self.validate = validate_values
@@ -244,18 +244,25 @@ class LeverValidator:
         except UserInputError as exc:
             return [str(exc)]
         except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing
-            self.notes.append(f"a lever could not be validated here: {exc}")
+            self.notes.append(f"a lever could not be validated here: {exc}")  # (check() keeps this text)
             return []
         return [f"{f.code}: {f.message}" for f in result.findings if f.severity == "error"]
 
     def check(self, patch: dict[str, Any]) -> Validation | None:
         if not self.enabled:
             return None
+        key = json.dumps(patch, sort_keys=True, default=str)
+        if key in self.checked:
+            return self.checked[key].model_copy(deep=True)
+        notes = len(self.notes)
         errors = self._errors(patch)
         if errors is None:
             return Validation(valid=None, errors=["validator not available (mcp_server.recipe.validate)"])
         new = [e for e in errors if e not in self.base_errors]
-        return Validation(valid=not new, errors=new)
+        validation = Validation(valid=not new, errors=new)
+        if not any(note.startswith("a lever could not be validated") for note in self.notes[notes:]):
+            self.checked[key] = validation  # (a failed import is noted at each check, as before)
+        return validation.model_copy(deep=True)
 
 
 def default_rewards() -> list:
@@ -288,14 +295,35 @@ def _compatible(combo: tuple[str, ...]) -> bool:
     return not any(pair <= set(combo) for pair in _EXCLUSIVE) and len(_VLLM_LAYOUTS.intersection(combo)) <= 1
 
 
+def compatible_sets(names: list[str], max_size: int) -> list[tuple[str, ...]]:
+    """The sets of `names` that _compatible accepts, up to max_size, in itertools.combinations order (by size, then
+    by position). Both of its rules are about pairs, so a set is extended only by names that clash with none of its
+    own: the sets that clash are never built."""
+    clash = {a: {b for b in names if b != a and not _compatible((a, b))} for a in names}
+    out: list[tuple[str, ...]] = []
+
+    def extend(combo: tuple[str, ...], start: int) -> None:
+        for i in range(start, len(names)):
+            if not clash[names[i]].intersection(combo):
+                out.append(combo + (names[i],))
+                if len(combo) + 1 < max_size:
+                    extend(out[-1], i + 1)
+
+    extend((), 0)
+    out.sort(key=len)  # each size's sets come in position order already
+    return out
+
+
 def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target, breakdown: Breakdown,
                 validator: LeverValidator, inspected: Inspected | None = None) -> tuple[list[Lever], LeverSet | None]:
     """The levers that save memory (or repair a broken layout), most saved first, and the cheapest set that fits."""
     capacity = target.capacity_gib
     levers: list[Lever] = []
     costs = dict(LEVER_COST)
+    tried: dict[tuple[str, ...], tuple[Fit, dict]] = {}  # each set's fit, computed once for both passes
     for name, description, patch in candidate_levers(arch, params, settings, target, breakdown, inspected):
-        alone = compute_breakdown(arch, params, apply_config_patch(settings, patch), target)
+        alone = compute_fit(arch, params, apply_config_patch(settings, patch), target)
+        tried[(name,)] = alone, dict(patch)  # the set of this lever alone: the same settings, the same fit
         lever = Lever(name=name, description=description, patch=patch, saves_gib=round(breakdown.peak - alone.peak, 2),
                       peak_gib=round(alone.peak, 2), fits_alone=alone.peak <= capacity and not alone.problems)
         # keep what saves memory, and what repairs a broken layout (e.g. a vLLM share too small for its weights)
@@ -304,31 +332,28 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
     levers.sort(key=lambda lv: -lv.saves_gib)
 
     best: tuple | None = None
-    names = [lv.name for lv in levers]
     by_name = {lv.name: lv for lv in levers}
     # Every compatible set, cheapest first (a stable sort keeps the first-found order among equals): the first
     # cost that fits ends the search, so most sets need no breakdown. Keeping vLLM comes first (dropping it makes
     # every rollout several times slower), then 10% headroom: a tight fit with vLLM beats a roomy one without it.
-    combos = [combo for size in range(1, min(len(names), _MAX_SET_SIZE) + 1)
-              for combo in itertools.combinations(names, size) if _compatible(combo)]
-    combos.sort(key=lambda combo: (sum(costs[n] for n in combo), len(combo)))
-    tried: dict[tuple[str, ...], tuple[Breakdown, dict]] = {}  # later passes reuse the earlier ones' breakdowns
+    combos = [(sum(costs[n] for n in combo), len(combo), combo)
+              for combo in compatible_sets([lv.name for lv in levers], _MAX_SET_SIZE)]
+    combos.sort(key=lambda entry: entry[:2])
     for keep_vllm, want_margin in ((True, True), (True, False), (False, True), (False, False)):
         limit = capacity * (1 - TIGHT_FRACTION) if want_margin else capacity
-        for combo in combos:
+        for cost, size, combo in combos:
             if keep_vllm and "no_vllm" in combo:
                 continue
-            cost = sum(costs[n] for n in combo)
-            if best is not None and (cost, len(combo)) > best[0][:2]:
+            if best is not None and (cost, size) > best[0][:2]:
                 break  # no later set can beat the best found
             if combo not in tried:
                 patch: dict[str, Any] = {}
                 for name in combo:
                     patch.update(by_name[name].patch)
-                tried[combo] = compute_breakdown(arch, params, apply_config_patch(settings, patch), target), patch
+                tried[combo] = compute_fit(arch, params, apply_config_patch(settings, patch), target), patch
             together, patch = tried[combo]
             if together.peak <= limit and not together.problems:
-                key = (cost, len(combo), together.peak)
+                key = (cost, size, together.peak)
                 if best is None or key < best[0]:
                     best = (key, combo, patch, together.peak)
         if best:

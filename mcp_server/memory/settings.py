@@ -170,6 +170,7 @@ def offloads_optimizer(deepspeed: Any) -> bool:
     return isinstance(offload, dict) and offload.get("device") in ("cpu", "nvme")
 
 
+@functools.lru_cache(maxsize=1)  # read once per process, like installed_trl_version (an 80 kB read per plan)
 def detect_fused_logits() -> bool:
     """Whether the installed TRL scores log-probs in tiles (add_fused_lm_head) instead of full logits.
 
