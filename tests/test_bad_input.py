@@ -208,7 +208,7 @@ def test_a_relative_run_dir_is_the_one_named_and_its_paths_move_with_it(files, w
 def test_a_long_progress_log_is_read_in_bounded_memory_by_status_and_diagnosis(files, workspace, monkeypatch, capsys):
     """A log past PROGRESS_EXACT_BYTES is sampled: every line counted, the latest lines and a NaN in the middle
     kept, the rest parsed only at evenly spaced offsets. The threshold is lowered so a 1 MB log is 'long'."""
-    from mcp_server.training import metrics
+    from mcp_server.diagnosis import metrics
 
     run = Run(workspace / "runs" / GOOD)
     run.logs.mkdir(parents=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from conftest import ROOT
 
 LAUNCHER = ROOT / "scripts" / "launch_server.py"
 

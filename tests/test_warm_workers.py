@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import ROOT, checkout_env
+from conftest import ROOT, checkout_env
 
 WAIT_S = 600  # a generous bound for a loaded machine: the checks wait for a state, they never time it
 
