@@ -44,9 +44,11 @@ def emit(workspace, model, environment="VaultEnv", broken=False, overrides=None,
     data = write_rows(split_rows(40, broken=broken)[0], workspace / ("safe.jsonl" if broken else "vault.jsonl"))
     kw.setdefault("rewards", CORRECT)
     kw.setdefault("gpu", "cpu")
+    if environment and ":" not in environment:
+        environment = ENV + environment
     return emit_grpo_config(GRPORecipeRequest(
         model=str(model), dataset=str(data), run_name="agentic",
-        environment=ENV + environment if environment else None, overrides={**SMALL, **(overrides or {})}, **kw))
+        environment=environment or None, overrides={**SMALL, **(overrides or {})}, **kw))
 
 
 def codes_of(result) -> dict[str, int]:
@@ -183,7 +185,8 @@ def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric
 
 
 def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monkeypatch):
-    """emit -> validate -> sample (TRL's tool loop) -> inspect -> verdict -> launch: a real multi-turn GRPO run."""
+    """emit -> validate -> sample (TRL's tool loop) -> inspect -> verdict -> launch: a real multi-turn GRPO run. Editing
+    the environment module after the verdict closes the gate naming the file; restoring it opens the gate again."""
     from conftest import ANY_TEXT_REWARDS
     from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
     from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
@@ -196,7 +199,10 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     from mcp_server.training.status import training_status
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    result = emit(workspace, agentic_model, rewards=ANY_TEXT_REWARDS)
+    monkeypatch.chdir(workspace)  # the environment is the user's module in the workspace: the gate pins its file
+    env_file = workspace / "vault_env.py"
+    env_file.write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")
+    result = emit(workspace, agentic_model, environment="vault_env:Env", rewards=ANY_TEXT_REWARDS)
     run = Run(Path(result.run_dir))
     assert validate_config(ValidateRequest(config_path=str(run.config))).valid
     sample = sample_completions(SampleRequest(run=str(run.dir), num_prompts=13))
@@ -205,6 +211,12 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     assert [m["role"] for m in first["completion"]][:2] == ["assistant", "tool"]  # as TRL hands them to rewards
     inspect_rewards(InspectRequest(run=str(run.dir), max_samples=52))
     record_inspection_verdict(VerdictRequest(run=str(run.dir), verdict="pass", reviewer="test", agree_with_rest=True))
+    assert check_inspection_gate(run.dir).passed
+    env_file.write_text("from mcp_server.agentic.tiny import StickyVaultEnv as Env\n")  # edited after the verdict
+    closed = check_inspection_gate(run.dir)
+    assert not closed.passed and "vault_env.py" in closed.reason, closed
+    assert not launch_training(LaunchRequest(run=str(run.dir))).launched
+    env_file.write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")  # restored: the gate opens again
     assert check_inspection_gate(run.dir).passed
     launched = launch_training(LaunchRequest(run=str(run.dir)))
     assert launched.launched, launched.message

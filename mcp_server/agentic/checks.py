@@ -12,9 +12,10 @@ Runs in the training interpreter (imports transformers and TRL).
 from __future__ import annotations
 
 import inspect
+import pickle
 from pathlib import Path
 
-from mcp_server.agentic.spec import AgenticRecord, load, public_methods
+from mcp_server.agentic.spec import AgenticRecord, load, public_methods, resolve
 from mcp_server.errors import UserInputError, one_line, short
 
 
@@ -145,6 +146,29 @@ def _reset_findings(instance, name: str, values: dict) -> list[dict]:
                      "take the row (reset(self, **row)) and derive the task, and any randomness, from it")]
 
 
+def _pickle_findings(spec: AgenticRecord, values: dict) -> list[dict]:
+    """An async run (a config holding an AsyncGRPOConfig field): TRL's AsyncRolloutWorker pickles
+    `environment_factory` and `tools` into a spawned child (async_rollout_worker.py, `pickle.dumps(loop_kwargs)`).
+    The user's raw class and functions are checked, not this plugin's timed wrappers."""
+    from mcp_server.recipe.trl_fields import _async_only_fields
+
+    keys = sorted(set(values) & set(_async_only_fields({})))
+    if not keys:
+        return []
+    root, found = Path(spec.source_root), []
+    for field, path in [*([("environment", spec.environment)] if spec.environment else []),
+                        *((f"tools[{i}]", t) for i, t in enumerate(spec.tools))]:
+        try:
+            pickle.dumps(resolve(path, root, field))
+        except Exception as exc:  # noqa: BLE001 - pickle raises PicklingError, AttributeError or TypeError
+            found.append(_finding(
+                "agentic_not_picklable", field, "error",
+                f"{path} cannot be pickled ({type(exc).__name__}: {one_line(short(exc))}), and this async run "
+                f"({', '.join(keys)}) sends it to TRL's spawned rollout worker",
+                "define it at module level (not in a function, not a lambda or closure)"))
+    return found
+
+
 def check_agentic(record: dict, values: dict) -> list[dict]:
     """Every start-up requirement for the run's environment/tools with the config `values`, as findings."""
     from transformers import AutoTokenizer
@@ -173,6 +197,7 @@ def check_agentic(record: dict, values: dict) -> list[dict]:
             found.append(_finding("agentic_no_tools", "environment", "error",
                                   f"{spec.environment} has no public method for the model to call"))
     found += _tool_findings(tools, "tools")
+    found += _pickle_findings(spec, values)
     if any(f["severity"] == "error" for f in found):
         return found
     model = values.get("model_name_or_path")
