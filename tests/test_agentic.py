@@ -237,3 +237,32 @@ def test_the_memory_plan_counts_the_tool_schema_in_the_prompt(workspace, agentic
     schema = schema_tokens(record, str(agentic_model))
     plan = next(f for f in result.validation.findings if f.code.startswith("memory_"))
     assert schema > 0 and f"prompts of {512 + schema} tokens: {schema} of them the tool schema" in plan.message, plan
+
+
+def test_an_async_run_with_an_unpicklable_environment_is_an_error(workspace, agentic_model, monkeypatch):
+    """TRL's AsyncRolloutWorker pickles environment_factory and tools into a spawned child: a class defined in a
+    function cannot be pickled, and an async run (a config with an AsyncGRPOConfig field) says so by name."""
+    (workspace / "local_env.py").write_text(textwrap.dedent("""
+        from mcp_server.agentic.tiny import VaultEnv
+
+        def make():
+            class Env(VaultEnv):
+                pass
+            return Env
+
+        Env = make()
+    """))
+    monkeypatch.chdir(workspace)
+    data = str(write_rows(split_rows(8)[0], workspace / "d.jsonl"))
+
+    def findings(environment, overrides):
+        return {f.code: f for f in emit_grpo_config(GRPORecipeRequest(
+            model=str(agentic_model), dataset=data, rewards=CORRECT, gpu="cpu", environment=environment,
+            overrides={**SMALL, **overrides})).validation.findings}
+
+    found = findings("local_env:Env", {"max_staleness": 2})
+    assert "local_env:Env cannot be pickled" in found["agentic_not_picklable"].message
+    assert "max_staleness" in found["agentic_not_picklable"].message
+    sync = findings("local_env:Env", {})
+    assert "agentic_not_picklable" not in sync  # a synchronous run never pickles it
+    assert "agentic_not_picklable" not in findings(ENV + "VaultEnv", {"max_staleness": 2})

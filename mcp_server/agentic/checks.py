@@ -150,9 +150,14 @@ def _pickle_findings(spec: AgenticRecord, values: dict) -> list[dict]:
     """An async run (a config holding an AsyncGRPOConfig field): TRL's AsyncRolloutWorker pickles
     `environment_factory` and `tools` into a spawned child (async_rollout_worker.py, `pickle.dumps(loop_kwargs)`).
     The user's raw class and functions are checked, not this plugin's timed wrappers."""
+    import dataclasses
+
+    from trl import GRPOConfig, ModelConfig
+
     from mcp_server.recipe.trl_fields import _async_only_fields
 
-    keys = sorted(set(values) & set(_async_only_fields({})))
+    known = {f.name: None for config in (GRPOConfig, ModelConfig) for f in dataclasses.fields(config)}
+    keys = sorted(set(values) & set(_async_only_fields(known)))
     if not keys:
         return []
     root, found = Path(spec.source_root), []
