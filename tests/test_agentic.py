@@ -266,3 +266,27 @@ def test_an_async_run_with_an_unpicklable_environment_is_an_error(workspace, age
     sync = findings("local_env:Env", {})
     assert "agentic_not_picklable" not in sync  # a synchronous run never pickles it
     assert "agentic_not_picklable" not in findings(ENV + "VaultEnv", {"max_staleness": 2})
+
+
+def test_a_reset_that_raises_names_the_data_set_row(workspace, agentic_model, monkeypatch):
+    """TRL calls reset outside any try (a raising reset stops the training batch), so sampling fails as training
+    would, in one line naming the row; a raising tool is TRL's {'error': ...} against that trajectory (tool_failed
+    in test_constructed_defects_are_named_with_counts)."""
+    (workspace / "row_env.py").write_text(textwrap.dedent("""
+        from mcp_server.agentic.tiny import VaultEnv, vault_code
+
+        class Env(VaultEnv):
+            def reset(self, **row):
+                if row["answer"] == vault_code(3):
+                    raise KeyError("vault 3 is not in the registry")
+                return super().reset(**row)
+    """))
+    monkeypatch.chdir(workspace)
+    result = emit_grpo_config(GRPORecipeRequest(
+        model=str(agentic_model), dataset=str(write_rows(split_rows(8)[0], workspace / "d.jsonl")), rewards=CORRECT,
+        gpu="cpu", environment="row_env:Env", overrides=SMALL))
+    with pytest.raises(UserInputError) as raised:
+        sample_trajectories(TrajectoryRequest(run=result.run_dir, num_prompts=7))  # every row of the 7
+    message = str(raised.value)
+    assert "\n" not in message and "reset on data set row 3: KeyError" in message, message
+    assert "vault 3 is not in the registry" in message

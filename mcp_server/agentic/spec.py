@@ -133,7 +133,24 @@ def timed_environment(cls, timeout_s: float):
     members = {name: timed(getattr(cls, name), timeout_s, f"{cls.__name__}.{name}") for name in names}
     timed_init = timed(cls.__init__, timeout_s, f"{cls.__name__}()")
     members["__init__"] = lambda self, *a, **k: timed_init(self, *a, **k)
+    if "reset" in members:
+        members["reset"] = _naming_the_row(members["reset"])
     return type(cls.__name__, (cls,), {**members, "__module__": cls.__module__, "__doc__": cls.__doc__})
+
+
+def _naming_the_row(reset):
+    """`reset` whose exception carries the row it was given (`reset_row`, a note for the training log): TRL calls
+    reset outside any try, so a raising reset fails the whole batch; the row is what the user needs to find."""
+    @functools.wraps(reset)
+    def call(self, *args, **row):
+        try:
+            return reset(self, *args, **row)
+        except Exception as exc:
+            exc.reset_row = row
+            exc.add_note(f"raised by reset on the data set row {short(row)}")
+            raise
+
+    return call
 
 
 def load(record: AgenticRecord) -> tuple[object | None, list]:

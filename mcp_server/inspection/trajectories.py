@@ -99,8 +99,10 @@ def _record(trainer, index: int, row: dict, prompt, completion: list, ids: list[
     }
 
 
-def _rollout(trainer, inputs: list[dict]) -> tuple[dict, dict]:
-    """One training batch through TRL's generation and scoring; (its output, what the reward functions saw)."""
+def _rollout(trainer, inputs: list[dict], row_of: list[int]) -> tuple[dict, dict]:
+    """One training batch through TRL's generation and scoring; (its output, what the reward functions saw).
+    TRL raises out of the batch when an environment's reset raises (training would stop there too): the one line
+    names the data set row (`row_of[i]` is input i's row)."""
     seen: dict = {}
     original = trainer._calculate_rewards
 
@@ -114,7 +116,11 @@ def _rollout(trainer, inputs: list[dict]) -> tuple[dict, dict]:
     try:
         output = trainer._generate_and_score_completions(inputs)
     except Exception as exc:  # noqa: BLE001 - an environment's reset, a reward: one line naming it
-        raise UserInputError("run", f"the rollout failed: {type(exc).__name__}: {one_line(short(exc))}") from None
+        row = getattr(exc, "reset_row", None)
+        where = next((f" in the environment's reset on data set row {row_of[i]}" for i, given in enumerate(inputs)
+                      if given == row), "")
+        raise UserInputError("run", f"the rollout failed{where}: {type(exc).__name__}: {one_line(short(exc))}"
+                             ) from None
     finally:
         trainer._calculate_rewards = original
     return output, seen
@@ -137,7 +143,7 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
         set_seed(seed)
         report(1, 3, f"rolling out {k} prompts x {group} through TRL's tool loop")
         with small_model_threads(trainer.model):
-            output, seen = _rollout(trainer, inputs)
+            output, seen = _rollout(trainer, inputs, [picks[i // group] for i in range(len(inputs))])
     names = [getattr(t, "__name__", "") for t in trainer.tools]
     ids_rows, masks = output["completion_ids"].tolist(), output["completion_mask"].tolist()
     tool_masks = output["tool_mask"].tolist() if "tool_mask" in output else [[1] * len(r) for r in ids_rows]
