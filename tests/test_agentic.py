@@ -1,5 +1,5 @@
 """Agentic GRPO: emission and validation of an environment / tools, trajectories through TRL's own tool loop,
-the inspection codes for defects built on purpose, the gate's pin of the environment's source.
+the inspection codes for defects built on purpose, the gate closed by an edit of the environment's module.
 
 The model is the embedded agentic warm start (mcp_server.agentic.tiny: TRL's Qwen2.5 template, SFT to call
 `open_vault` on vault questions and to write a broken `<tol>` tag on safe questions), built once per session.
@@ -18,7 +18,6 @@ import pytest
 from mcp_server.agentic.tiny import ensure_agentic_model, split_rows, write_rows
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.pins import changes, run_pins
 from mcp_server.inspection.trajectories import sample_trajectories
 from mcp_server.inspection.trajectory_models import TrajectoryRequest
 from mcp_server.recipe.models import GRPORecipeRequest
@@ -143,19 +142,6 @@ def test_environment_init_that_raises_is_one_line(workspace, agentic_model, monk
                                              rewards=CORRECT, gpu="cpu", environment="broken_env:OwnData",
                                              overrides=SMALL))
     assert "agentic_reset_ignores_row" in {f.code for f in own.validation.findings}
-
-
-def test_editing_the_environment_module_changes_the_pin_and_names_the_file(workspace, agentic_model, monkeypatch):
-    (workspace / "my_env.py").write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")
-    monkeypatch.chdir(workspace)
-    result = emit_grpo_config(GRPORecipeRequest(
-        model=str(agentic_model), dataset=str(write_rows(split_rows(8)[0], workspace / "d.jsonl")), rewards=CORRECT,
-        gpu="cpu", environment="my_env:Env", overrides=SMALL))
-    run = Run(Path(result.run_dir))
-    before = run_pins(run, "x")
-    (workspace / "my_env.py").write_text("from mcp_server.agentic.tiny import StickyVaultEnv as Env\n")
-    lines = changes(before, run_pins(run, "x"))
-    assert len(lines) == 1 and "my_env.py" in lines[0], lines
 
 
 def test_a_run_without_an_environment_has_no_trajectories(workspace, tiny_model):

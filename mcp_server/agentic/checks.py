@@ -151,13 +151,18 @@ def _pickle_findings(spec: AgenticRecord, values: dict) -> list[dict]:
     `environment_factory` and `tools` into a spawned child (async_rollout_worker.py, `pickle.dumps(loop_kwargs)`).
     The user's raw class and functions are checked, not this plugin's timed wrappers."""
     import dataclasses
+    import warnings
 
     from trl import GRPOConfig, ModelConfig
 
-    from mcp_server.recipe.trl_fields import _async_only_fields
-
-    known = {f.name: None for config in (GRPOConfig, ModelConfig) for f in dataclasses.fields(config)}
-    keys = sorted(set(values) & set(_async_only_fields(known)))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TRL warns that experimental APIs may change
+            from trl.experimental.async_grpo import AsyncGRPOConfig
+    except Exception:  # noqa: BLE001 - not shipped in this TRL, or its optional dependencies are missing
+        return []
+    known = {f.name for config in (GRPOConfig, ModelConfig) for f in dataclasses.fields(config)}
+    keys = sorted(set(values) & {f.name for f in dataclasses.fields(AsyncGRPOConfig) if f.init} - known)
     if not keys:
         return []
     root, found = Path(spec.source_root), []
