@@ -91,8 +91,13 @@ def test_trajectories_mask_exactly_the_tool_results(workspace, agentic_model):
 ])
 def test_constructed_defects_are_named_with_counts(workspace, agentic_model, environment, overrides, broken, code):
     run = Run(Path(emit(workspace, agentic_model, environment, broken, overrides).run_dir))
-    found = codes_of(sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=1)))
+    result = sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=1))
+    found = codes_of(result)
     assert found.get(code, 0) >= 1, found
+    if code == "tool_failed":  # TRL's {'error': ...}, recorded against the trajectory whose call raised
+        assert "'vault jammed'" in next(c.message for c in result.codes if c.code == code)
+        failed = [json.loads(line) for line in run.trajectories.read_text().splitlines()]
+        assert any("vault jammed" in json.dumps(t) for t in failed)
 
 
 def test_a_hanging_tool_is_cut_off_by_the_timeout(workspace, agentic_model):
