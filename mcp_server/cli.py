@@ -2,7 +2,8 @@
 
 Each command's flags come from its request model, the same pydantic model that is the MCP tool's schema: a field
 `max_new_tokens` is the flag `--max-new-tokens`, typed, defaulted, bounded and described by the field (a Literal
-gives the choices, a bool a switch, a list or dict takes JSON inline or as @file.json). The commands are the registered
+gives the choices, a bool a switch, a list of choices one name or a comma list, any other list or dict JSON inline or
+as @file.json). The commands are the registered
 tools (`mcp_server.tools.TOOLS`); each tool's `Command` (in its package's tools.py) holds only what the command line
 adds: the positional argument, a flag named otherwise than its field, a shorter help line, fields left off the
 command line, the human-readable summary and the exit code.
@@ -67,6 +68,25 @@ def _plain(annotation):
     return annotation
 
 
+def _names(kind) -> list | None:
+    """The accepted names of a list-of-choices field (`list[Literal[...]]`), else None."""
+    if typing.get_origin(kind) is list and (args := typing.get_args(kind)):
+        if typing.get_origin(args[0]) is typing.Literal:
+            return list(typing.get_args(args[0]))
+    return None
+
+
+def _read_names(value: str, flag: str, accepted: list) -> list:
+    """A list of choices as one name, a comma list or JSON (inline or @file.json)."""
+    if value.lstrip().startswith(("[", "@")):
+        return _load_json_arg(value, flag)
+    names = [x.strip() for x in value.split(",") if x.strip()]
+    if bad := [x for x in names if x not in accepted]:
+        raise UserInputError(flag, f"unknown {', '.join(map(repr, bad))}: accepted {', '.join(accepted)} "
+                             "(one name or a comma list)")
+    return names
+
+
 def _takes_json(kind) -> bool:
     """A list, dict, model or union of several types: given as JSON on the command line."""
     origin = typing.get_origin(kind)
@@ -83,7 +103,9 @@ def _add_field(p: argparse.ArgumentParser, cmd: Command, name: str, info) -> tup
     default = info.default if info.default is not PydanticUndefined and not cmd.whole_request else None
     kw: dict[str, Any] = {"help": spec.help or (info.description or "").replace("%", "%%")}
     read = "value"
-    if _takes_json(kind) and not spec.invert:
+    if _names(kind) and not spec.invert:
+        kw["help"] += f" One name or a comma list of: {', '.join(_names(kind))}."
+    elif _takes_json(kind) and not spec.invert:
         kw["help"] += " As JSON (inline or @file.json)."
     if spec.invert:
         kw["action"], read = "store_true", "invert"
@@ -95,6 +117,8 @@ def _add_field(p: argparse.ArgumentParser, cmd: Command, name: str, info) -> tup
         kw.update(choices=choices, default=default)
         if not isinstance(choices[0], str):
             kw["type"] = type(choices[0])
+    elif _names(kind):
+        read = "names"
     elif _takes_json(kind):
         read = "json"
     else:
@@ -137,6 +161,8 @@ def _request(spec: ToolSpec, args: argparse.Namespace):
         value = getattr(args, name)
         if value is None or (value is False and read in ("switch", "invert")):
             continue
+        if read == "names":
+            value = _read_names(value, flag, _names(_plain(spec.request.model_fields[name].annotation)))
         data[name] = False if read == "invert" else _load_json_arg(value, flag) if read == "json" else value
     if cmd.fold:
         cmd.fold(args, data)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import cli_here, run_cli_json
 
 from mcp_server.errors import UserInputError
 from mcp_server.emission.emit import emit_grpo_config
@@ -186,3 +188,37 @@ def test_emission_says_when_the_run_will_not_fit_and_what_fixes_it(workspace):
     assert validate_values(patched, "RTX 4090", 1).valid
     roomy = emit(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="H200", run_name="fit2")
     assert any(f.code == "memory_fits" for f in roomy.validation.findings)
+
+
+def test_report_to_tensorboard_logs_the_reward_inside_the_run(workspace, tiny_model):
+    """`--report-to tensorboard` through the CLI, then a real 2-step run: TRL's TensorBoardCallback writes event
+    files under the run's checkpoints folder (output_dir/runs/<time>_<host>), holding the logged reward."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    overrides = {"max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4,
+                 "gradient_accumulation_steps": 1, "max_completion_length": 8, "logging_steps": 1,
+                 "save_strategy": "no"}
+    flags = [arg for key, value in overrides.items() for arg in ("--override", f"{key}={value}")]
+    proc, out = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu",
+                             "--run-name", "tb", "--report-to", "tensorboard", *flags, here=True)
+    assert proc.returncode == 0, proc.stderr
+    run = Path(out["run_dir"])
+    assert yaml.safe_load((run / "train/config.yaml").read_text())["report_to"] == ["tensorboard"]
+    env = {k: v for k, v in os.environ.items() if k != "TENSORBOARD_LOGGING_DIR"}
+    train = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert train.returncode == 0, train.stderr[-3000:]
+    events = list((run / "checkpoints" / "runs").glob("*/events.out.tfevents.*"))
+    assert len(events) == 1, sorted(p.relative_to(run) for p in run.rglob("*tfevents*"))
+    scalars = EventAccumulator(str(events[0].parent)).Reload()
+    assert [e.step for e in scalars.Scalars("train/reward")] == [1, 2]
+
+
+def test_report_to_on_the_cli_takes_a_name_or_a_comma_list(workspace):
+    proc, out = run_cli_json("emit-config", "--model", HUB_MODEL, "--dataset", "tiny", "--run-name", "both",
+                             "--report-to", "tensorboard,trackio", here=True)
+    assert proc.returncode == 0, proc.stderr
+    assert yaml.safe_load(Path(out["config_path"]).read_text())["report_to"] == ["tensorboard", "trackio"]
+    bad = cli_here("emit-config", "--model", HUB_MODEL, "--dataset", "tiny", "--report-to", "tensorboard,mlflow")
+    assert bad.returncode != 0 and "--report-to" in bad.stderr and "'mlflow'" in bad.stderr
+    assert "trackio, wandb, tensorboard" in bad.stderr and "Traceback" not in bad.stderr

@@ -173,7 +173,8 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     from mcp_server.training.models import LaunchRequest
     from mcp_server.training.slurm_launcher import preflight
 
-    plan = build_launch_plan(emit("gpu-fits", gpu="H100", num_gpus=4), LaunchRequest(run="x", num_nodes=2))
+    gpu_fits = emit("gpu-fits", gpu="H100", num_gpus=4)
+    plan = build_launch_plan(gpu_fits, LaunchRequest(run="x", num_nodes=2))
     assert "#SBATCH --gres=gpu:2" in plan.slurm and "#SBATCH --nodes=2" in plan.slurm
     preflight(plan.slurm)  # raises on a refusal
     # ... and the memory plan covers all the job's GPUs: a model that fits none of the layouts is refused by the
@@ -186,6 +187,24 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     refused = launch(big)
     assert not refused.launched and "memory" in [r.gate for r in refused.refusals], refused.message
     assert not (big / "run.json").exists() and cluster.run("squeue", "-h", "-o", "%j").stdout.split() == []
+
+    # Submitted, the GPU job records the memory plan per node in run.json and training_status names the nodes it
+    # landed on next to it (the job cannot train here: the placeholder GPUs are files; it is cancelled once seen)
+    from test_training import pass_inspection
+
+    pass_inspection(gpu_fits)
+    submitted = launch(gpu_fits)
+    assert submitted.launched, submitted.message
+    rows = json.loads((gpu_fits / "run.json").read_text())["slurm"]["plan_per_node"]
+    assert [r["gpus"] for r in rows] == [2, 2] and all(r["peak_gib_per_gpu"] for r in rows), rows
+    seen, _ = wait_for(gpu_fits, lambda s: bool((s.job or {}).get("plan_per_node")), timeout=60)
+    cluster.run("scancel", submitted.job_id)
+    assert [r["node"] for r in seen.job["plan_per_node"]] == seen.job["nodes"] == ["n1", "n2"], seen.job
+    assert "planned per node: n1: train, 2 GPU(s), planned peak" in seen.message, seen.message
+    deadline = time.time() + 60
+    while cluster.run("squeue", "-h", "-o", "%i").stdout.split() and time.time() < deadline:
+        time.sleep(0.5)
+    assert cluster.run("squeue", "-h", "-o", "%i").stdout.split() == []
 
 
 def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir,

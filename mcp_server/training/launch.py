@@ -40,7 +40,7 @@ from mcp_server.memory.models import LaunchLayout, MemoryPlan, MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory
 from mcp_server.recipe.models import ValidateRequest
 from mcp_server.recipe.validate import validate_config
-from mcp_server.runs import Run, resolve_run
+from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.environment import check_environment, read_run_target
 from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.resume_patch import apply_patch, last_good_checkpoint
@@ -48,6 +48,7 @@ from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.slurm_launcher import describe as describe_job
 from mcp_server.training.slurm_launcher import layout_for, preflight
 from mcp_server.training.slurm_launcher import submit as submit_job
+from mcp_server.training.slurm_plan import comment_block, node_table
 from mcp_server.training.slurm_script import SlurmLayout, render_sbatch
 from mcp_server.training.runstate import (
     LAUNCHER,
@@ -81,6 +82,7 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
     memory: LaunchLayout | None = None  # the memory plan's layout this launch follows (None: not planned)
     slurm_layout: SlurmLayout | None = None  # a SLURM job's layout (nodes, GPUs per node, partition, ...)
+    node_plan: list[dict] | None = None  # a SLURM GPU job: memory and speed per node (slurm_plan.node_table)
 
 
 # ---------------------------------------------------------------- planning
@@ -109,10 +111,15 @@ def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, 
 
 def plan_launch_memory(run_dir: Path, request: LaunchRequest, num_gpus: int,
                        vllm_gpus: int) -> tuple[MemoryPlan | None, str | None]:
-    """The run's memory plan for this launch (the same GPUs, vLLM server GPUs and strategy), or (None, why not)."""
+    """The run's memory plan for this launch (the same GPUs, vLLM server GPUs and strategy), or (None, why not).
+    Prompts are planned at the longest one the inspection measured (samples.meta.json; the launch gate needs an
+    inspection), else at the planner's default."""
+    meta = read_json_if_present(Run(run_dir).samples_meta)
+    lengths = meta.get("lengths") if isinstance(meta, dict) and isinstance(meta.get("lengths"), dict) else {}
+    prompt = lengths.get("prompt_tokens_max") if isinstance(lengths.get("prompt_tokens_max"), int) else None
     try:
         plan = plan_memory(MemoryPlanRequest(
-            config_path=str(run_dir), num_gpus=num_gpus, validate_levers=False,
+            config_path=str(run_dir), num_gpus=num_gpus, validate_levers=False, prompt_length=prompt or None,
             vllm_server_gpus=vllm_gpus or None,
             strategy=request.strategy if request.strategy not in ("auto", "single") else None))
     except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
@@ -274,7 +281,7 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
                         strategy=request.strategy, server_mode=server_mode, python=training_python(),
                         pythonpath=package_path(), partition=request.partition, account=request.account,
                         time_limit=request.time_limit, resume_from=resume_from, requeue=request.requeue)
-    memory, notes = None, []
+    memory, notes, plan = None, [], None
     if not layout.cpu:  # the memory plan for the GPUs of every node (vLLM's node included): per-GPU peak, fits
         vllm_gpus = layout.gpus_per_node if layout.vllm_port else 0
         plan, note = plan_launch_memory(run_dir, request, layout.processes + vllm_gpus, vllm_gpus)
@@ -289,11 +296,14 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
                      mixed_precision=_mixed_precision(config))
     vllm = {"node": "last", "gpus": layout.gpus_per_node, "port": layout.vllm_port,
             "tensor_parallel_size": layout.gpus_per_node} if layout.vllm_port else None
-    script = render_sbatch(layout, str(config.get("model_name_or_path")), extra[2:] if resume_from else extra)
+    rows = node_table(plan, layout) if plan is not None else None
+    head = comment_block(rows, plan) if rows else None
+    script = render_sbatch(layout, str(config.get("model_name_or_path")), extra[2:] if resume_from else extra, head)
     launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
     return LaunchPlan(strategy=layout.strategy, num_processes=layout.processes, num_nodes=layout.nodes,
                       train_command=["srun", launcher, *TRAIN_ARGS, *extra], script="", accelerate_config=accel,
-                      vllm=vllm, slurm=script, slurm_layout=layout, memory=memory, notes=notes)
+                      vllm=vllm, slurm=script, slurm_layout=layout, memory=memory, notes=notes,
+                      node_plan=rows)
 
 
 def write_plan_files(run_dir: Path, plan: LaunchPlan) -> dict:
@@ -429,7 +439,7 @@ def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resum
             patch: dict | None = None) -> LaunchResult:
     """The SLURM launcher's start: sbatch the written script and record the job in run.json."""
     config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
-    record = submit_job(run, plan.slurm_layout, {
+    record = submit_job(run, plan.slurm_layout, plan.node_plan, {
         "command": plan.train_command, "python": training_python(), "config_sha256": config_sha,
         "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run), "git_commit": commit,
         "strategy": plan.strategy, "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,

@@ -289,7 +289,9 @@ class TrainingStatus(BaseModel):
     log_tail: list[str] = Field(default_factory=list, description="Last lines of train/logs/stdout.log.")
     job: dict[str, Any] | None = Field(
         default=None, description="A SLURM run's job as the scheduler reports it: job_id, scheduler_state, reason "
-        "(why pending), nodes, exit_code, failed_nodes, restarts, node_env (each node's env-<node>.json).")
+        "(why pending), nodes, exit_code, failed_nodes, restarts, node_env (each node's env-<node>.json), "
+        "plan_per_node (a GPU job: the memory plan's rows - role, gpus, peak_gib_per_gpu, capacity_gib, "
+        "rollout_tokens_per_s - each with the node it landed on).")
     plot_path: str | None = Field(default=None, description="The PNG plot written, when asked for.")
     message: str = Field(default="", description="One-line summary for people.")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training import slurm
+from mcp_server.training.slurm_plan import beside_scheduler
 from mcp_server.training.slurm_script import SlurmLayout
 from mcp_server.workspace import atomic_write_json, sha256_file
 
@@ -62,8 +63,9 @@ def preflight(script: str) -> None:
         raise UserInputError(field, message)
 
 
-def submit(run: Run, layout: SlurmLayout, record: dict) -> dict:
-    """Submit train/launch.slurm; the launch record (run.json) with the job and the submission, written."""
+def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: dict) -> dict:
+    """Submit train/launch.slurm; the launch record (run.json) with the job and the submission (and, for a GPU
+    job, the memory plan per node: slurm_plan.node_table), written."""
     run.logs.mkdir(parents=True, exist_ok=True)  # the job's --output goes there
     job_id = slurm.submit(str(run.slurm_script))
     now = time.time()
@@ -71,7 +73,7 @@ def submit(run: Run, layout: SlurmLayout, record: dict) -> dict:
                   "nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "time_limit": layout.time_limit,
                   "requeue": layout.requeue, "comment": layout.comment, "job_name": layout.job_name,
                   "command": ["sbatch", "--parsable", str(run.slurm_script)],
-                  "script_sha256": sha256_file(run.slurm_script)}
+                  "script_sha256": sha256_file(run.slurm_script), "plan_per_node": node_plan}
     record = {**record, "backend": "slurm", "state": "pending", "pid": None, "job_id": job_id, "slurm": submission,
               "cwd": str(run.dir), "started_ts": now,
               "started_at": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(timespec="seconds")}
@@ -172,6 +174,10 @@ def slurm_state(run: Run, record: dict) -> dict:
                 "node_env": [str(run.node_env(n)) for n in job.nodes if run.node_env(n).is_file()]}
         if job.state in FAILED:
             view["failed_nodes"] = failed_nodes(run, job)
+        sub = record.get("slurm") if isinstance(record.get("slurm"), dict) else {}
+        if sub.get("plan_per_node") and job.nodes:  # the memory plan next to the nodes the job landed on
+            view["plan_per_node"] = [{**row, "node": job.nodes[row["index"]] if row["index"] < len(job.nodes)
+                                      else None} for row in sub["plan_per_node"]]
     alive = scheduler_state in slurm.ACTIVE
     if scheduler_state in PENDING:
         state = "pending"
@@ -209,11 +215,15 @@ def job_message(derived: dict) -> str:
     state, job_id = derived["state"], view.get("job_id")
     if state == "pending":
         return f" (job {job_id} pending: {view.get('reason') or 'no reason given'})"
+    sub = (derived.get("record") or {}).get("slurm")
+    planned = beside_scheduler((sub.get("plan_per_node") if isinstance(sub, dict) else None) or [],
+                               view.get("nodes") or [])
     if state in ("running", "starting"):
-        return f" (job {job_id} on {','.join(view.get('nodes') or []) or '?'})"
+        return f" (job {job_id} on {','.join(view.get('nodes') or []) or '?'}{planned})"
     if state == "failed":
         nodes = ",".join(view.get("failed_nodes") or []) or "?"
-        return f" (job {job_id} {view.get('scheduler_state')} on node {nodes}; see train/logs/node-<node>.log)"
+        return (f" (job {job_id} {view.get('scheduler_state')} on node {nodes}; see train/logs/node-<node>.log"
+                f"{planned})")
     if state in ("cancelled", "timed_out", "preempted"):
         return f" (job {job_id} {view.get('scheduler_state')} by the scheduler or by hand, not by stop_training)"
     return f" (job {job_id} {view.get('scheduler_state')})"

@@ -118,12 +118,12 @@ def _vllm_lines(layout: SlurmLayout, py: str, model: str) -> list[str]:
     ]
 
 
-def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str]) -> str:
-    """The whole sbatch script for `layout`."""
+def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: list[str] | None = None) -> str:
+    """The whole sbatch script for `layout`; `head`: comment lines at its top (the memory plan per node)."""
     py = shlex.quote(layout.python)
     out = shlex.quote(layout.output_dir)
     resume = ["--resume_from_checkpoint", layout.resume_from] if layout.resume_from else []
-    lines = ["#!/usr/bin/env bash", *[f"#SBATCH {o}" for o in layout.sbatch_options()],
+    lines = ["#!/usr/bin/env bash", *(head or []), *[f"#SBATCH {o}" for o in layout.sbatch_options()],
              f"# GRPO run {layout.job_name} on SLURM, written and submitted by llm-finetuning launch_training.",
              "# By hand, from the run directory: sbatch train/launch.slurm",
              f"cd {shlex.quote(layout.run_dir)} || exit 1",
