@@ -1033,11 +1033,13 @@ def test_real_run_divergence_leads_with_its_cause(runs):
     findings were ranked above the learning rate, with a patch lengthening completions and masking the gibberish.
     The rate is the first finding; every effect names it and carries no patch; nothing lengthens completions or
     raises the rate; the root names the samples to read."""
+    from mcp_server.recipe.variants import BASE_RECIPE
+
     for name, lr in (("lr_1e-2", 1e-2), ("lr_3e-3", 3e-3)):
         d = diagnose(runs[name])
         root = d.findings[0]
         assert (root.code, root.severity, root.caused_by) == ("lr_out_of_range", "error", None), (name, d.findings)
-        assert root.patch == {"learning_rate": 5e-7} and root.read_samples_at == 2, (name, root)
+        assert root.patch == {"learning_rate": BASE_RECIPE["learning_rate"]} and root.read_samples_at == 2, (name, root)
         effects = [f for f in d.findings[1:] if f.severity != "info"]
         assert {"completions_truncated", "kl_explosion"} & set(codes(d)), (name, codes(d))
         for f in effects:

@@ -271,9 +271,7 @@ class Ctx:
         return LR_RANGE[mode]
 
     def recipe_lr(self) -> float:
-
         if self.fine_tune_mode == "lora":
-
             return LORA_LEARNING_RATE
         return BASE_RECIPE["learning_rate"]
 

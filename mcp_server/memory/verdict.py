@@ -17,8 +17,8 @@ from mcp_server.recipe.rules import finding
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
 
 
-def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None)
-                    ) -> list[Finding]:
+def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None),
+                    context_reported: bool = False) -> list[Finding]:
     """The planner's verdict for the config on the target: an error when the peak exceeds the GPU (the run runs out
     of memory at its first step), a warning under 10% headroom, else an info line with the peak. `prompt`: (tokens
     of an agentic run's tool schema, the prompt length to plan with it), (0, None) for the planner's default."""
@@ -28,10 +28,11 @@ def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, in
         plan = plan_memory(MemoryPlanRequest(config=values, gpu=gpu, num_gpus=num_gpus, validate_levers=False,
                                              **lengths))
     except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
-        if exc.field == "max_completion_length":  # prompt + completion past the context: context_findings says so
+        if exc.field == "max_completion_length" and context_reported:  # completion past the context: said already
             return []
-        return [finding("memory_not_planned", "model_name_or_path", "info", f"memory not planned: {exc}",
-                        "call plan_memory with the model's architecture numbers")]
+        note = f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)" if schema else ""
+        return [finding("memory_not_planned", exc.field or "model_name_or_path", "info",
+                        f"memory not planned: {exc}{note}", "call plan_memory with the model's architecture numbers")]
     except ValueError as exc:  # a value the planner cannot read (the rules above name it): no plan, no crash
         first = str(exc).splitlines()[0]
         return [finding("memory_not_planned", None, "info", f"memory not planned: {first}",
@@ -81,7 +82,7 @@ def target_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, in
     """What the architecture decides for a GPU target (nothing for a CPU target)."""
     out = context_findings(values)
     if str(gpu).strip().lower() != "cpu":
-        out += memory_findings(values, gpu, num_gpus, prompt)
+        out += memory_findings(values, gpu, num_gpus, prompt, context_reported=bool(out))
     return out
 
 
