@@ -200,10 +200,24 @@ def build_tiny_model(target: Path) -> Path:
     init_weights(model)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
+    save_quietly(model, tokenizer, target)
     (target / "tiny-task.json").write_text(json.dumps({"system_prompt": SYSTEM_PROMPT, "version": TINY_VERSION}))
     return target
+
+
+def save_quietly(model, tokenizer, target: Path) -> None:
+    """Save a built model without transformers' "Writing model shards" bar: a first build happens inside a
+    command whose error, if any, must stay one line."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(target)
+        tokenizer.save_pretrained(target)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def ensure_tiny_model() -> Path:

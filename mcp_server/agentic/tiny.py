@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from mcp_server.model_ref import small_model_threads
-from mcp_server.tiny import cache_root, init_weights, write_jsonl
+from mcp_server.tiny import cache_root, init_weights, save_quietly, write_jsonl
 
 AGENTIC_VERSION = "4"
 SYSTEM_PROMPT = "Find the code. Call open_vault, then give only the code in <answer>...</answer>."
@@ -240,8 +240,7 @@ def build_warm_start(target: Path, steps: int = SFT_STEPS, lr: float = SFT_LR) -
     _sft(model, tokenizer, texts, steps, lr)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
+    save_quietly(model, tokenizer, target)
     return target
 
 
