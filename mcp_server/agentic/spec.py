@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from mcp_server.errors import UserInputError, one_line, short
-from mcp_server.rewards.sources import _installed_roots
+from mcp_server.rewards.sources import local_sources
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -44,18 +44,20 @@ def split_path(text: str, field: str) -> tuple[str, str]:
 
 
 def _fresh_import(module: str, root: Path):
-    """Import `module` with `root` first on sys.path, dropping cached modules loaded from under `root`."""
+    """Import `module` with `root` first on sys.path, dropping the cached copies of it and of the local modules it
+    imports (so an edit is seen). Only those: other modules loaded from under `root` belong to whoever loaded
+    them (a test session's conftest, a reward's helpers)."""
     root = root.resolve()
-    installed = _installed_roots()
-    for name, mod in list(sys.modules.items()):
-        file = getattr(mod, "__file__", None)
-        if not file or name.split(".")[0] in ("mcp_server", "__main__"):
-            continue
-        path = Path(file).resolve()
-        if path.is_relative_to(root) and not any(path.is_relative_to(r) for r in installed):
-            del sys.modules[name]
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    try:
+        stale = [name for name, _ in local_sources(module)] or [module]
+    except Exception:  # noqa: BLE001 - a broken parent package: the import below names the error
+        stale = [module]
+    for name in stale:
+        if name.split(".")[0] not in ("mcp_server", "__main__"):
+            sys.modules.pop(name, None)
     importlib.invalidate_caches()
     return importlib.import_module(module)
 
