@@ -193,7 +193,10 @@ def slurm_state(run: Run, record: dict) -> dict:
     elif scheduler_state in STATE_OF:
         state = STATE_OF[scheduler_state]
     elif scheduler_state in FAILED:
-        state = "failed"
+        # A stop the trainer carried out (its outcome says stopped, after stop_training asked) can end the job
+        # FAILED: a rank that leaves the rendezvous after the save exits non-zero. The stop is what happened.
+        asked_and_done = stop_requested and (outcome or {}).get("state") == "stopped"
+        state = "stopped" if asked_and_done and scheduler_state == "FAILED" else "failed"
     else:
         state, note = "unknown", note or (f"the scheduler no longer knows job {record.get('job_id')} and the logs "
                                           "do not say how it ended (accounting off?)")
