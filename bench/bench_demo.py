@@ -20,11 +20,11 @@ import tempfile
 
 
 def run(threads: str | None):
-    """The demo's summary, with its GRPO training on `threads` threads (None: the demo's own choice)."""
+    """The demo's summary, with its GRPO training on `threads` threads (None: all the cores it has, at most 4)."""
     from mcp_server.demo import run_demo, training_threads
 
     if threads is None:
-        os.environ.pop("LLM_FINETUNING_DEMO_THREADS", None)
+        os.environ["LLM_FINETUNING_DEMO_THREADS"] = "cores"
     else:
         os.environ["LLM_FINETUNING_DEMO_THREADS"] = threads
     used = training_threads()
