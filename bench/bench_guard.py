@@ -84,7 +84,7 @@ def main() -> None:
 
     step = statistics.median(timer.times[1:] or timer.times)  # the first step pays for warm-up
     lines = [json.loads(line) for line in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
-    full = LiveGuard(run_dir, "warn", progress.guard.config, {})
+    full = LiveGuard(progress.run, "warn", progress.guard.config, {})
     for i in range(WINDOW):  # fill the window with the run's own lines
         full.observe({**lines[i % len(lines)], "step": i + 1})
     t0, repeats = time.perf_counter(), 50

@@ -123,7 +123,7 @@ def diagnose(source: str | Path, config: str | Path | dict | None = None, log: s
     else:
         summary = "no problems found in the log (no metrics were logged)"
     return Diagnosis(
-        source=str(run.run_dir or run.metrics_path or run.log_path), source_kind=run.kind,
+        source=str(run.home.dir if run.home else run.metrics_path or run.log_path), source_kind=run.kind,
         metrics_path=str(run.metrics_path) if run.metrics_path else None,
         config_path=str(run.config_path) if run.config_path else None,
         log_path=str(run.log_path) if run.log_path else None,
