@@ -428,7 +428,7 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
     else:
         metrics_path = path
         # A file inside a run directory (train/logs/progress.jsonl): the run's config and log are its siblings.
-        home = next((Run(parent) for parent in path.parents if Run(parent).config.is_file()), None)
+        home = next((run for run in map(Run, path.parents) if run.config.is_file()), None)
     # A run directory whose progress log is still empty (it crashed before its first step) is read from its log.
     has_log = log is not None or (home is not None and home.stdout.is_file())
     kind, rows, lines_logged = (
