@@ -91,13 +91,13 @@ def _latest_checkpoint_state(folder: Path) -> Path | None:
     return max(states, key=lambda p: int(p.parent.name.split("-")[-1])) if states else None
 
 
-def metrics_file_in(folder: Run) -> Path | None:
+def metrics_file_in(run: Run) -> Path | None:
     """The metrics file of a directory: our progress log first, then TRL's trainer_state.json."""
-    candidates = [folder.progress, folder.dir / "progress.jsonl", folder.dir / "trainer_state.json"]
+    candidates = [run.progress, run.dir / "progress.jsonl", run.dir / "trainer_state.json"]
     for path in candidates:
         if path.is_file():
             return path
-    for base in (folder.dir, folder.checkpoints):
+    for base in (run.dir, run.checkpoints):
         if base.is_dir():
             state = _latest_checkpoint_state(base)
             if state:
