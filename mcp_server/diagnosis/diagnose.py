@@ -21,6 +21,7 @@ from mcp_server.diagnosis.triage import link, rank
 from mcp_server.recipe.models import default_rewards
 from mcp_server.recipe.validate import validate_values
 from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.runs import Run
 from mcp_server.tiny import tiny_model_dir
 
 __all__ = ["CODES", "TRIAGE_ORDER", "diagnose", "diagnose_run"]
@@ -105,7 +106,7 @@ def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
 
 
 # ---------------------------------------------------------------- the core
-def diagnose(source: str | Path, config: str | Path | dict | None = None, log: str | Path | None = None,
+def diagnose(source: Run | str | Path, config: str | Path | dict | None = None, log: str | Path | None = None,
              validate_patches: bool = True) -> Diagnosis:
     """Diagnose a run from its metrics (and config and log when known). Raises UserInputError for a source,
     config or log that cannot be read."""

@@ -416,9 +416,10 @@ def read_log(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def load_run(source: str | Path, config: str | Path | dict | None = None, log: str | Path | None = None) -> LoadedRun:
-    """Find and read the metrics, config and log of `source` (see ACCEPTED)."""
-    path = resolve_path(source, "source")
+def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
+             log: str | Path | None = None) -> LoadedRun:
+    """Find and read the metrics, config and log of `source`: a run, or a path as a person gives it (see ACCEPTED)."""
+    path = source.dir.resolve() if isinstance(source, Run) else resolve_path(source, "source")
     home = None
     if path.is_dir():
         home = Run(path)

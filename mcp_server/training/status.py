@@ -13,7 +13,6 @@ import psutil
 
 from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.training.environment import read_run_target
-from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import (
     HealthFlag,
     RunList,
@@ -39,7 +38,7 @@ from mcp_server.training.runstate import (
 )
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
-from mcp_server.diagnosis.diagnose import diagnose_run
+from mcp_server.diagnosis.diagnose import diagnose
 from mcp_server.diagnosis.values import FLOAT32_MAX
 
 PLOTTED = (
@@ -86,7 +85,7 @@ def health_flags(run: Run) -> tuple[list[HealthFlag], str | None]:
     breaks status: the note says why the flags are absent."""
     try:
         # Patches are not validated here (that imports TRL); diagnose_run gives validated patches.
-        result = diagnose_run(DiagnoseRequest(source=str(run.dir), validate_patches=False))
+        result = diagnose(run, validate_patches=False)
     except Exception as exc:  # a diagnosis bug must not hide the run's state
         return [], f"diagnosis failed: {type(exc).__name__}: {exc}"
     flags = [HealthFlag(code=f.code, severity=f.severity, explanation=f.explanation, patch=f.patch or None)
