@@ -19,14 +19,14 @@ from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.model_ref import load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
-from mcp_server.runs import read_json_if_present, resolve_run
+from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_text, sha256_file, sha256_tree
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
 
-def _smoke_prompts(run_dir: Path, promotion: dict | None, n: int) -> list:
+def _smoke_prompts(promotion: dict | None, n: int) -> list:
     """Prompts for the smoke test: the promotion's goldens, else the run's data set, else the tiny goldens."""
     goldens = (promotion or {}).get("goldens")
     path = Path(goldens) if goldens and Path(goldens).is_file() else None
@@ -39,7 +39,7 @@ def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
     return generate(model, tokenizer, [render_prompt(tokenizer, p) for p in prompts], max_new_tokens)
 
 
-def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward_sha: str | None,
+def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha: str | None,
                inspection: dict | None, promotion: dict | None, merged: bool, ckpt_sha: str | None = None) -> str:
     verdict = (promotion or {}).get("verdict")
     inspection_line = "none recorded"
@@ -60,7 +60,7 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
         "tags: [grpo, trl, rlvr, llm-finetuning]",
         "---",
         "",
-        f"# {run_dir.name}",
+        f"# {run.name}",
         "",
         f"GRPO fine-tune of `{base}` made with llm-finetuning (TRL GRPOTrainer)"
         + (", LoRA adapters merged into the base weights." if merged else "."),
@@ -125,7 +125,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
     model, tokenizer = load_model(ckpt)  # merged in memory when it is an adapter
     max_new_tokens = int(config.get("max_completion_length") or 64)
-    prompts = _smoke_prompts(run_dir, promotion, request.smoke_items)
+    prompts = _smoke_prompts(promotion, request.smoke_items)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
 
@@ -144,7 +144,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         report(2, STAGES, "saving safetensors, tokenizer and model card")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        atomic_write_text(tmp / "README.md", model_card(run_dir, base, config_sha, rewards, reward_sha, inspection,
+        atomic_write_text(tmp / "README.md", model_card(run, base, config_sha, rewards, reward_sha, inspection,
                                                        promotion, merged, ckpt_sha))
         report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
