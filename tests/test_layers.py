@@ -24,7 +24,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
     ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_agentic", "manifests", "content", "tools",
-               "warm_up")),
+               "warm_up", "cli_flags")),
 ]
 
 
