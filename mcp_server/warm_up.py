@@ -1,15 +1,19 @@
 """The server's warm start: TRL is imported in the training interpreter while the client is still getting ready.
 
-`start()` (called by the server as it starts) returns at once; a background thread then asks the training
-interpreter to import TRL and build what validations use (recipe.trl_fields.warm_trl), caches TRL's field
-table here, and runs one validation (the rules' own imports, here and in the worker). With the
-training interpreter in its own worker (the light server), the worker process is started and warmed; with this
-Python training (a full install), the import runs in this process. Either begins once the server has answered
-the client's first requests (LLM_FINETUNING_WARM_UP_DELAY_S, default 0.5 s: the import holds this process's
-GIL, or a core of a small machine, and would slow `initialize` and `tools/list`). A first validation that comes
-before the warm-up ends waits for it rather than starting again. Without a training interpreter it does
-nothing; LLM_FINETUNING_WARM_UP=0 turns it off. A failure is logged at debug level only: the call that needs
-TRL reports it.
+`start()` (called by `python -m mcp_server` before it imports the server, and by the server as it starts: the
+second call is a no-op) returns at once; a background thread then has the training interpreter import TRL and
+build what validations use (recipe.trl_fields.warm_trl), caches TRL's field table here, and runs one validation
+(the rules' own imports, here and in the worker).
+
+When the training interpreter is another Python (the light server), its worker process is started at once: the
+import runs in that process and holds nothing of this one, so it overlaps this process's own start. When this
+Python trains (a full install), the import runs in this process and holds its GIL (or a core of a small
+machine): it begins once the server has answered `tools/list` (`tools_listed`, called by the server), or at the
+latest LLM_FINETUNING_WARM_UP_DELAY_S (default 0.5 s) after the server began serving for a client that never
+lists its tools, so `initialize` and `tools/list` are not slowed. The server-side part of the warm-up (the field
+table, the validation's imports) waits the same way in both cases. A first validation that comes before the
+warm-up ends waits for it rather than starting again. Without a training interpreter it does nothing;
+LLM_FINETUNING_WARM_UP=0 turns it off. A failure is logged at debug level only: the call that needs TRL reports it.
 """
 
 from __future__ import annotations
@@ -22,15 +26,38 @@ import time
 logger = logging.getLogger("llm-finetuning")
 OFF = ("0", "false", "no", "off")
 IN_PROCESS_DELAY_S = 0.5
+LISTED_GRACE_S = 0.05  # after tools/list is answered: its reply is written before this process's import begins
+WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
+
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+_serving = threading.Event()  # the server reads its input: the client's requests are being answered
+_listed = threading.Event()  # the server answered tools/list
 
 
 def start() -> threading.Thread | None:
-    """Warm the training interpreter in the background; the thread, or None when turned off."""
+    """Warm the training interpreter in the background (once per process); the thread, or None when turned off."""
+    global _thread
     if os.environ.get("LLM_FINETUNING_WARM_UP", "1").lower() in OFF:
         return None
-    thread = threading.Thread(target=_warm, name="llm-finetuning-warm-up", daemon=True)
-    thread.start()
-    return thread
+    from mcp_server import worker  # imported here, not in the thread: it would contend with the server's imports
+
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_warm, args=(worker.in_training,), name="llm-finetuning-warm-up",
+                                       daemon=True)
+            _thread.start()
+        return _thread
+
+
+def serving() -> None:
+    """The server reads its client's requests from now on (the fallback delay counts from here)."""
+    _serving.set()
+
+
+def tools_listed() -> None:
+    """The server answered tools/list: work that holds this process may begin."""
+    _listed.set()
 
 
 def _delay() -> float:
@@ -40,17 +67,29 @@ def _delay() -> float:
         return IN_PROCESS_DELAY_S
 
 
-def _warm() -> None:
-    from mcp_server.interpreter import training_python
-    from mcp_server.recipe.trl_fields import installed_trl
-    from mcp_server.recipe.validate import validate_values
-    from mcp_server.worker import in_training
+def _client_served() -> None:
+    """Wait until the client's first requests are answered: tools/list, or the delay after serving began."""
+    _serving.wait()
+    if _listed.wait(timeout=_delay()):
+        time.sleep(LISTED_GRACE_S)
+
+
+def _warm(in_training) -> None:
+    from mcp_server.interpreter import is_this_python, training_python
 
     try:
-        if training_python() is None:
+        python = training_python()
+        if python is None:
             return
-        time.sleep(_delay())  # let the client's first requests through
-        in_training("mcp_server.recipe.trl_fields:warm_trl")
+        here = is_this_python(python)
+        if not here:  # the worker imports TRL in its own process: at once, beside this process's own start
+            in_training(WARM_TRL)
+        _client_served()
+        if here:
+            in_training(WARM_TRL)
+        from mcp_server.recipe.trl_fields import installed_trl
+        from mcp_server.recipe.validate import validate_values
+
         installed_trl()  # the field table, cached in this process
         # One validation: what the rules import, here and in the worker (rewards, the local HF cache lookup of a
         # hub model's config: never the network).
