@@ -202,8 +202,7 @@ _register_content()
 
 def main() -> None:
     keep_caches_private()
-    warm_up.start()  # TRL's import in the training interpreter, in the background (python -m started it already)
-    warm_up.serving()
+    warm_up.start()  # TRL's import in the training interpreter, in the background, once tools/list is answered
     anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
 
 

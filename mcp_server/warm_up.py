@@ -1,19 +1,18 @@
 """The server's warm start: TRL is imported in the training interpreter while the client is still getting ready.
 
-`start()` (called by `python -m mcp_server` before it imports the server, and by the server as it starts: the
-second call is a no-op) returns at once; a background thread then has the training interpreter import TRL and
-build what validations use (recipe.trl_fields.warm_trl), caches TRL's field table here, and runs one validation
-(the rules' own imports, here and in the worker).
+`start()` (called by the server as it starts) returns at once; a background thread then has the training
+interpreter import TRL and build what validations use (recipe.trl_fields.warm_trl), caches TRL's field table here,
+and runs one validation through validate_grpo_config's core (the rules' and the memory verdict's imports, here and
+in the worker). With the training interpreter in its own worker (the light server), the worker process is started
+and warmed; with this Python training (a full install), the import runs in this process.
 
-When the training interpreter is another Python (the light server), its worker process is started at once: the
-import runs in that process and holds nothing of this one, so it overlaps this process's own start. When this
-Python trains (a full install), the import runs in this process and holds its GIL (or a core of a small
-machine): it begins once the server has answered `tools/list` (`tools_listed`, called by the server), or at the
-latest LLM_FINETUNING_WARM_UP_DELAY_S (default 0.5 s) after the server began serving for a client that never
-lists its tools, so `initialize` and `tools/list` are not slowed. The server-side part of the warm-up (the field
-table, the validation's imports) waits the same way in both cases. A first validation that comes before the
-warm-up ends waits for it rather than starting again. Without a training interpreter it does nothing;
-LLM_FINETUNING_WARM_UP=0 turns it off. A failure is logged at debug level only: the call that needs TRL reports it.
+Either begins once the server has answered `tools/list` (`tools_listed`, called by the server), or at the latest
+LLM_FINETUNING_WARM_UP_DELAY_S (default 0.5 s) after `start`, for a client that never lists its tools: the import
+holds this process's GIL or, for the worker, a share of the CPU (on a loaded 2-core machine a worker started with
+the server doubled its time to `tools/list`), so `initialize` and `tools/list` come first.
+A first validation that comes before the warm-up ends waits for it rather than starting again. Without a training
+interpreter it does nothing; LLM_FINETUNING_WARM_UP=0 turns it off. A failure is logged at debug level only: the
+call that needs TRL reports it.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
 
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
-_serving = threading.Event()  # the server reads its input: the client's requests are being answered
 _listed = threading.Event()  # the server answered tools/list
 
 
@@ -40,7 +38,7 @@ def start() -> threading.Thread | None:
     global _thread
     if os.environ.get("LLM_FINETUNING_WARM_UP", "1").lower() in OFF:
         return None
-    from mcp_server import worker  # imported here, not in the thread: it would contend with the server's imports
+    from mcp_server import worker
 
     with _lock:
         if _thread is None:
@@ -48,11 +46,6 @@ def start() -> threading.Thread | None:
                                        daemon=True)
             _thread.start()
         return _thread
-
-
-def serving() -> None:
-    """The server reads its client's requests from now on (the fallback delay counts from here)."""
-    _serving.set()
 
 
 def tools_listed() -> None:
@@ -68,32 +61,29 @@ def _delay() -> float:
 
 
 def _client_served() -> None:
-    """Wait until the client's first requests are answered: tools/list, or the delay after serving began."""
-    _serving.wait()
+    """Wait until the client's first requests are answered: tools/list, or the delay after the start."""
     if _listed.wait(timeout=_delay()):
         time.sleep(LISTED_GRACE_S)
 
 
 def _warm(in_training) -> None:
-    from mcp_server.interpreter import is_this_python, training_python
+    from mcp_server.interpreter import training_python
 
     try:
         python = training_python()
         if python is None:
             return
-        here = is_this_python(python)
-        if not here:  # the worker imports TRL in its own process: at once, beside this process's own start
-            in_training(WARM_TRL)
         _client_served()
-        if here:
-            in_training(WARM_TRL)
+        in_training(WARM_TRL)
+        from mcp_server.memory.verdict import validate_config  # validate_grpo_config's core (the doors import it
+        from mcp_server.recipe.models import ValidateRequest  # on the first call: mcp_server.tools)
         from mcp_server.recipe.trl_fields import installed_trl
-        from mcp_server.recipe.validate import validate_values
 
         installed_trl()  # the field table, cached in this process
-        # One validation: what the rules import, here and in the worker (rewards, the local HF cache lookup of a
-        # hub model's config: never the network).
-        validate_values({"model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
-                         "reward_funcs": ["mcp_server.rewards.format_reward"]}, gpu="H100")
+        # One validation through the tool's core: what the rules and the memory verdict import, here and in the
+        # worker (rewards, the local HF cache lookup of a hub model's config: never the network).
+        validate_config(ValidateRequest(config={
+            "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
+            "reward_funcs": ["mcp_server.rewards.format_reward"]}, gpu="H100")).model_dump_json()
     except Exception as exc:  # the first call that needs TRL says what is wrong
         logger.debug("warm-up of the training interpreter failed: %r", exc)
