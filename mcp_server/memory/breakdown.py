@@ -13,7 +13,7 @@ from mcp_server.memory import components
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target
+from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
 
 
 class Breakdown(BaseModel):
@@ -98,6 +98,35 @@ def compute_fit(arch: Architecture, params: ParamCount, settings: RunSettings, t
     hundred sets a plan)."""
     phases = _phases(arch, params, settings, target, _parts(arch, params, settings, target))
     return Fit(max(phases.training.nvidia_smi, phases.generation.nvidia_smi), phases.problems)
+
+
+# The settings only the colocated vLLM's share reads (components.colocated_vllm, in _phases): the training side's
+# components (_parts) never read them.
+VLLM_SHARE_FIELDS = frozenset({"vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_max_model_length",
+                               "vllm_tensor_parallel_size"})
+
+
+class FitCache:
+    """compute_fit for many config patches of one run (the lever search tries a few hundred sets): each distinct
+    patch is fitted once, and patches that differ only in VLLM_SHARE_FIELDS share the training side's components."""
+
+    def __init__(self, arch: Architecture, params: ParamCount, settings: RunSettings, target: Target):
+        self.arch, self.params, self.settings, self.target = arch, params, settings, target
+        self._fits: dict[str, Fit] = {}
+        self._parts: dict[str, _Parts] = {}
+
+    def fit(self, patch: dict) -> Fit:
+        key = repr(patch)  # a set's patch merges its levers' in one order: equal sets give equal text
+        fit = self._fits.get(key)
+        if fit is None:
+            settings = apply_config_patch(self.settings, patch)
+            training_key = repr([item for item in patch.items() if item[0] not in VLLM_SHARE_FIELDS])
+            parts = self._parts.get(training_key)
+            if parts is None:
+                parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
+            phases = _phases(self.arch, self.params, settings, self.target, parts)
+            fit = self._fits[key] = Fit(max(phases.training.nvidia_smi, phases.generation.nvidia_smi), phases.problems)
+        return fit
 
 
 def _parts(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> _Parts:

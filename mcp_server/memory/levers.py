@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.breakdown import Breakdown, Fit, compute_fit
+from mcp_server.memory.breakdown import Breakdown, Fit, FitCache
 from mcp_server.memory.components import (colocated_vllm, colocated_vllm_weight_bytes, one_sequence_kv_bytes,
                                            vllm_max_model_len)
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, apply_config_patch, has_liger_grpo_loss, liger_field
+from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
@@ -348,10 +348,10 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
     capacity = target.capacity_gib
     levers: list[Lever] = []
     costs = dict(LEVER_COST)
-    tried: dict[tuple[str, ...], tuple[Fit, dict]] = {}  # each set's fit, computed once for both passes
-    fits: dict[str, Fit] = {}  # by merged patch
+    tried: dict[tuple[str, ...], tuple[Fit, dict]] = {}  # each set's fit and patch, for all the passes
+    fits = FitCache(arch, params, settings, target)  # sets whose patches merge alike share one fit
     for name, description, patch in candidate_levers(arch, params, settings, target, breakdown, inspected):
-        alone = compute_fit(arch, params, apply_config_patch(settings, patch), target)
+        alone = fits.fit(patch)
         tried[(name,)] = alone, dict(patch)  # the set of this lever alone: the same settings, the same fit
         lever = Lever(name=name, description=description, patch=patch, saves_gib=round(breakdown.peak - alone.peak, 2),
                       peak_gib=round(alone.peak, 2), fits_alone=alone.peak <= capacity and not alone.problems)
@@ -379,12 +379,7 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
                 patch: dict[str, Any] = {}
                 for name in combo:
                     patch.update(by_name[name].patch)
-                # sets whose patches merge to the same config (a lever that adds nothing to another's patch) share
-                # one fit: about one set in five
-                key = json.dumps(patch, sort_keys=True, default=str)
-                if key not in fits:
-                    fits[key] = compute_fit(arch, params, apply_config_patch(settings, patch), target)
-                tried[combo] = fits[key], patch
+                tried[combo] = fits.fit(patch), patch
             together, patch = tried[combo]
             if together.peak <= limit and not together.problems:
                 key = (cost, size, together.peak)
