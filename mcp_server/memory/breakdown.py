@@ -116,11 +116,12 @@ class FitCache:
         self._parts: dict[str, _Parts] = {}
 
     def fit(self, patch: dict) -> Fit:
-        key = repr(patch)  # a set's patch merges its levers' in one order: equal sets give equal text
+        items = sorted(patch.items())  # sets whose levers merge to the same patch in another order: one fit
+        key = repr(items)
         fit = self._fits.get(key)
         if fit is None:
             settings = apply_config_patch(self.settings, patch)
-            training_key = repr([item for item in patch.items() if item[0] not in VLLM_SHARE_FIELDS])
+            training_key = repr([item for item in items if item[0] not in VLLM_SHARE_FIELDS])
             parts = self._parts.get(training_key)
             if parts is None:
                 parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
