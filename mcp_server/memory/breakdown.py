@@ -93,13 +93,6 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
     )
 
 
-def compute_fit(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> Fit:
-    """compute_breakdown's peak and problems alone, without the table and its notes (the lever search tries a few
-    hundred sets a plan)."""
-    phases = _phases(arch, params, settings, target, _parts(arch, params, settings, target))
-    return Fit(max(phases.training.nvidia_smi, phases.generation.nvidia_smi), phases.problems)
-
-
 # The settings only the colocated vLLM's share reads (components.colocated_vllm, in _phases): the training side's
 # components (_parts) never read them.
 VLLM_SHARE_FIELDS = frozenset({"vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_max_model_length",
@@ -107,8 +100,9 @@ VLLM_SHARE_FIELDS = frozenset({"vllm_gpu_memory_utilization", "vllm_enable_sleep
 
 
 class FitCache:
-    """compute_fit for many config patches of one run (the lever search tries a few hundred sets): each distinct
-    patch is fitted once, and patches that differ only in VLLM_SHARE_FIELDS share the training side's components."""
+    """compute_breakdown's peak and problems alone (no table, no notes) for many config patches of one run (the lever
+    search tries a few hundred sets): each distinct patch is fitted once, and patches that differ only in
+    VLLM_SHARE_FIELDS share the training side's components."""
 
     def __init__(self, arch: Architecture, params: ParamCount, settings: RunSettings, target: Target):
         self.arch, self.params, self.settings, self.target = arch, params, settings, target
