@@ -15,8 +15,6 @@ PENDING = {
     "demo.py",
     "emission/emit.py",
     "recipe/rules.py",
-    "memory/breakdown.py",
-    "memory/levers.py",
 }
 
 
