@@ -328,6 +328,9 @@ def test_emission_sizes_max_completion_length_for_the_turns_and_results(workspac
     assert verbose.config["max_completion_length"] == 96
     assert warned.message.startswith("max_completion_length 96 holds 0 of the 4 tool-calling turns"), warned.message
     assert "a probe call open_vault(number=0) returned" in warned.message
+    code = emit(workspace, agentic_model, None, tools=["mcp_server.agentic.sandboxed:execute_python"])
+    sized = next(f for f in code.validation.findings if f.code == "agentic_budget_below_turns")  # 128 < 4 x 512+
+    assert "a result of 512 declared by execute_python.max_result_tokens" in sized.message, sized.message
 
 
 def test_an_async_run_with_an_unpicklable_environment_is_an_error(workspace, agentic_model, monkeypatch):
