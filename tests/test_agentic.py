@@ -101,6 +101,9 @@ def test_constructed_defects_are_named_with_counts(workspace, agentic_model, env
         assert calls and all(c["status"] == "dropped" and c["reason"] == "budget" for c in calls), calls
         assert found[code] == sum(any(c["status"] == "dropped" for c in r["calls"]) for r in rows)
         assert all(len(r["completion_ids"]) <= 96 and r["masked_tokens"] == 0 for r in rows)
+        message = next(c.message for c in result.codes if c.code == code)
+        written = max(len(r["completion_ids"]) for r in rows if any(c["status"] == "dropped" for c in r["calls"]))
+        assert "of max_completion_length 96 tokens" in message and f"not fit in the {96 - written}" in message, message
     if code == "tool_failed":  # TRL's {'error': ...}, recorded against the trajectory whose call raised
         assert "'vault jammed'" in next(c.message for c in result.codes if c.code == code)
         failed = [json.loads(line) for line in run.trajectories.read_text().splitlines()]

@@ -165,7 +165,8 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
         if record["truncated"] and trainer.mask_truncated_completions and not record["loss_tokens"]:
             record["mask_is_tool_results"] = True  # mask_truncated_completions masks the whole rollout, by design
     return {"records": records, "probes": probes, "metrics": metrics, "num_prompts": k, "group": group,
-            "codes": review(records, probes, trainer.max_tool_calling_iterations), "dataset_rows": len(dataset)}
+            "codes": review(records, probes, trainer.max_tool_calling_iterations, trainer.max_completion_length),
+            "dataset_rows": len(dataset)}
 
 
 def write_trajectories(run: Run, batch: dict, seed: int) -> tuple[Path, dict]:
