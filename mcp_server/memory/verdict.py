@@ -12,9 +12,9 @@ from __future__ import annotations
 from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory, resolve_architecture
+from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import finding
-from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
 from mcp_server.worker import in_training
 
