@@ -16,6 +16,7 @@ from mcp_server.model_ref import ROUTER_NAMES
 from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
+from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
 
@@ -534,6 +535,7 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     return out
 
 
+@scoped  # the lever search asks once per validation of one run's rewards
 def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
     """(field, message, fix) for each reward that cannot be built or imported here."""
     out = []
