@@ -106,22 +106,32 @@ class FitCache:
 
     def __init__(self, arch: Architecture, params: ParamCount, settings: RunSettings, target: Target):
         self.arch, self.params, self.settings, self.target = arch, params, settings, target
-        self._fits: dict[str, Fit] = {}
-        self._parts: dict[str, _Parts] = {}
+        self._fits: dict[tuple, Fit] = {}
+        self._parts: dict[tuple, _Parts] = {}
 
     def fit(self, patch: dict) -> Fit:
-        items = sorted(patch.items())  # sets whose levers merge to the same patch in another order: one fit
-        key = repr(items)
-        fit = self._fits.get(key)
+        # sets whose levers merge to the same patch in another order: one fit
+        items = tuple(sorted((key, _value_key(value)) for key, value in patch.items()))
+        fit = self._fits.get(items)
         if fit is None:
             settings = apply_config_patch(self.settings, patch)
-            training_key = repr([item for item in items if item[0] not in VLLM_SHARE_FIELDS])
+            training_key = tuple(item for item in items if item[0] not in VLLM_SHARE_FIELDS)
             parts = self._parts.get(training_key)
             if parts is None:
                 parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
             phases = _phases(self.arch, self.params, settings, self.target, parts)
-            fit = self._fits[key] = Fit(max(phases.training.nvidia_smi, phases.generation.nvidia_smi), phases.problems)
+            peak = max(phases.training.nvidia_smi, phases.generation.nvidia_smi)
+            fit = self._fits[items] = Fit(peak, phases.problems)
         return fit
+
+
+_PLAIN = frozenset({bool, int, float, str, type(None)})
+
+
+def _value_key(value) -> tuple:
+    """A patch value as a hashable key: its type and itself (True and 1 stay apart), a dict or list by its repr."""
+    kind = type(value)
+    return (kind, value) if kind in _PLAIN else (kind, repr(value))
 
 
 def _parts(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> _Parts:
