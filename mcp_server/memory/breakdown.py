@@ -13,7 +13,7 @@ from mcp_server.memory import components
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
+from mcp_server.memory.settings import RunSettings, Target, settings_update
 
 
 class Breakdown(BaseModel):
@@ -110,11 +110,12 @@ class FitCache:
         self._parts: dict[tuple, _Parts] = {}
 
     def fit(self, patch: dict) -> Fit:
-        # sets whose levers merge to the same patch in another order: one fit
-        items = tuple(sorted((key, _value_key(value)) for key, value in patch.items()))
+        # keyed by the settings the patch sets: sets whose levers merge alike (in any order) share one fit
+        update = settings_update(patch)
+        items = _settings_key(update)
         fit = self._fits.get(items)
         if fit is None:
-            settings = apply_config_patch(self.settings, patch)
+            settings = self.settings.model_copy(update=update)
             training_key = tuple(item for item in items if item[0] not in VLLM_SHARE_FIELDS)
             parts = self._parts.get(training_key)
             if parts is None:
@@ -125,13 +126,15 @@ class FitCache:
         return fit
 
 
-_PLAIN = frozenset({bool, int, float, str, type(None)})
-
-
-def _value_key(value) -> tuple:
-    """A patch value as a hashable key: its type and itself (True and 1 stay apart), a dict or list by its repr."""
-    kind = type(value)
-    return (kind, value) if kind in _PLAIN else (kind, repr(value))
+def _settings_key(update: dict) -> tuple:
+    """Settings fields as a hashable key: (name, type, value) sorted by name (True and 1 stay apart); an
+    unhashable value (a list) by its repr."""
+    items = tuple(sorted((name, type(value), value) for name, value in update.items()))
+    try:
+        hash(items)
+    except TypeError:
+        items = tuple((name, kind, repr(value)) for name, kind, value in items)
+    return items
 
 
 def _parts(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> _Parts:
