@@ -31,7 +31,12 @@ KNOWN_CHOICES: dict[str, list[str]] = {
 }
 
 
+_PLAIN = (str, int, float, bool, type(None))  # what json.dumps always takes (NaN and infinities included)
+
+
 def _jsonable(value):
+    if type(value) in _PLAIN:  # most config values: no trial dump
+        return value
     try:
         json.dumps(value)
         return value
