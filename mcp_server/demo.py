@@ -64,6 +64,11 @@ class DemoSettings(BaseModel):
     grpo_steps: int = Field(default=200, description="GRPO optimizer steps.")
     grpo_learning_rate: float = Field(default=5e-4, description="GRPO peak learning rate (cosine decay to 0).")
     grpo_batch_size: int = Field(default=128, description="Completions per GRPO step (prompts x num_generations).")
+    grpo_gradient_checkpointing: bool = Field(
+        default=False, description="TRL's default (True) recomputes each layer's forward in the backward: for a "
+        "100k-parameter model no memory to save, only time (the same losses step for step without it).")
+    grpo_seed: int | None = Field(default=None, description="GRPO's seed (sampling and data order); None: the "
+                                                            "recipe's (3407).")
     num_generations: int = Field(default=8, description="GRPO group size.")
     temperature: float = Field(default=1.0, description="GRPO sampling temperature.")
     max_completion_length: int = Field(default=28, description="Completion length limit (answers take ~23 tokens).")
@@ -497,17 +502,21 @@ def _quiet_libraries() -> None:
 
 def _emit(run_dir: Path, warm: Path, data: Path, rewards: list[dict], settings: DemoSettings):
     """emit_grpo_config for a CPU target with the tiny model's settings (what a person would pass as overrides)."""
+    overrides = dict(
+        max_steps=settings.grpo_steps, learning_rate=settings.grpo_learning_rate,
+        per_device_train_batch_size=settings.grpo_batch_size, gradient_accumulation_steps=1,
+        num_generations=settings.num_generations, temperature=settings.temperature,
+        max_completion_length=settings.max_completion_length, beta=0.0, lr_scheduler_type="cosine",
+        warmup_steps=0, logging_steps=max(1, settings.grpo_steps // 20), save_strategy="no", report_to="none",
+        use_cpu=True, disable_tqdm=True, gradient_checkpointing=settings.grpo_gradient_checkpointing,
+    )
+    if settings.grpo_seed is not None:
+        overrides["seed"] = settings.grpo_seed
     return emit_grpo_config(GRPORecipeRequest(
         model=str(warm), dataset=str(data), answer_column="answer", rewards=rewards, gpu="cpu", run_dir=str(run_dir),
-        overrides=dict(
-            max_steps=settings.grpo_steps, learning_rate=settings.grpo_learning_rate,
-            per_device_train_batch_size=settings.grpo_batch_size, gradient_accumulation_steps=1,
-            num_generations=settings.num_generations, temperature=settings.temperature,
-            max_completion_length=settings.max_completion_length, beta=0.0, lr_scheduler_type="cosine",
-            warmup_steps=0, logging_steps=max(1, settings.grpo_steps // 20), save_strategy="no", report_to="none",
-            use_cpu=True, disable_tqdm=True,
-        ),
-        override_reason="tiny 100k-parameter model trained from scratch on CPU: a large learning rate and no KL term",
+        overrides=overrides,
+        override_reason="tiny 100k-parameter model trained from scratch on CPU: a large learning rate, no KL term, "
+                        "nothing to recompute",
     ))
 
 
