@@ -4,7 +4,7 @@ faster is its GRPO phase than with the GRPO settings it had before?
 Runs `llm-finetuning demo` (all seven phases) in a temporary workspace and prints the figures side by side:
 base model, after the SFT warm-start (the baseline GRPO must beat), after GRPO, the paired lift, and the wall
 time. Then, as the baseline measured in the same run, the demo again with its GRPO settings as they were before
-(OLD_GRPO: 128 completions per step, TRL's gradient checkpointing): the GRPO phase's time ratio and both lifts.
+(OLD_GRPO: 200 steps of a 200-step cosine, TRL's gradient checkpointing): the GRPO phase's time ratio and both lifts.
 Goals: GRPO's pass rate above the warm-start's 95% interval (a PROMOTE), in under 10 minutes on 2 CPU cores;
 the GRPO phase at most 0.75x the old settings', with the same lift (both PROMOTE).
 Both runs use the demo's training threads (one unless LLM_FINETUNING_DEMO_THREADS says otherwise); --seed runs
@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 # The demo's GRPO settings before issue 26 (everything else as shipped).
-OLD_GRPO = {"grpo_batch_size": 128, "grpo_gradient_checkpointing": True}
+OLD_GRPO = {"grpo_steps": 200, "grpo_cosine_steps": None, "grpo_batch_size": 128, "grpo_gradient_checkpointing": True}
 
 
 def run(seed: int | None, old: bool = False):
@@ -44,7 +44,8 @@ def grpo_seconds(summary) -> float:
 def report(summary, settings, label: str) -> None:
     from mcp_server.demo import training_threads
 
-    print(f"\nbench_demo ({label}: {settings.grpo_batch_size} completions per step, gradient checkpointing "
+    print(f"\nbench_demo ({label}: {settings.grpo_steps} steps of {settings.grpo_batch_size} completions, cosine "
+          f"over {settings.grpo_cosine_steps or settings.grpo_steps}, gradient checkpointing "
           f"{'on' if settings.grpo_gradient_checkpointing else 'off'}, seed {settings.grpo_seed or 'recipe'}, "
           f"{training_threads()} thread(s))")
     print(f"  base model        {summary.baseline_pass_rate:6.1%}")
