@@ -26,7 +26,8 @@ OLD_GRPO = {"grpo_steps": 200, "grpo_cosine_steps": None, "grpo_batch_size": 128
 
 def run(seed: int | None, old: bool = False):
     """The demo's summary with the shipped GRPO settings (or OLD_GRPO), GRPO seeded with `seed`."""
-    from mcp_server.demo import DemoSettings, run_demo
+    from mcp_server.demo import run_demo
+    from mcp_server.demo_models import DemoSettings
 
     settings = DemoSettings(grpo_seed=seed, **(OLD_GRPO if old else {}))
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as ws:
