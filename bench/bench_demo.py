@@ -6,8 +6,8 @@ base model, after the SFT warm-start (the baseline GRPO must beat), after GRPO, 
 time. As the baseline measured in the same run, the demo with its GRPO settings as they were before (OLD_GRPO:
 200 steps of a 200-step cosine, TRL's gradient checkpointing) runs side by side with it, each in a process of its
 own, so both see the same load (run one after the other, a load change between them moved the ratio from 0.69x to
-1.06x); the old run's last minute or so runs alone, so the ratio errs towards 1 (0.59x and 0.77x in two
-runs). It prints the GRPO phase's time ratio and both lifts.
+1.06x); the old run's last minute or so runs alone, so the ratio errs towards 1 (0.59x, 0.72x and 0.77x in
+three runs). It prints the GRPO phase's time ratio and both lifts.
 Goals: GRPO's pass rate above the warm-start's 95% interval (a PROMOTE), in under 10 minutes on 2 CPU cores;
 the GRPO phase at most 0.75x the old settings', with the same lift (both PROMOTE).
 Both runs use the demo's training threads (one unless LLM_FINETUNING_DEMO_THREADS says otherwise); --seed runs
