@@ -21,6 +21,7 @@ from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss,
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
+from mcp_server.recipe.scoped import one_scope
 from mcp_server.recipe.validate import validate_values
 from mcp_server.runs import Run
 
@@ -246,6 +247,7 @@ class LeverValidator:
         self.base_errors: set[str] = set()
         self.notes: list[str] = []
         self.checked: dict[str, Validation] = {}  # by patch: the recommended set is often one lever's patch
+        self.lookups: dict = {}  # the model's template and the rewards, looked up once for all the checks
         if not enabled:
             return
         self.validate = validate_values
@@ -267,8 +269,9 @@ class LeverValidator:
             if note not in self.notes:
                 self.notes.append(note)
         try:
-            result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
-                                   is_moe=self.is_moe)
+            with one_scope(self.lookups):
+                result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
+                                       is_moe=self.is_moe)
         except UserInputError as exc:
             return [str(exc)]
         except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing

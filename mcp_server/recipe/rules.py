@@ -5,6 +5,7 @@ Rules are about the target (GPU type and count), never about the machine the che
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from mcp_server.model_ref import ROUTER_NAMES
 from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
+from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
 
@@ -310,6 +312,7 @@ _INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])
 _BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")
 
 
+@functools.lru_cache(maxsize=256)  # the same help texts at each validation (a dozen per lever search)
 def parse_interval(text: str) -> tuple[float, float, bool, bool] | None:
     """(low, high, low_closed, high_closed) of the first interval written in `text`, e.g. '(0, 1]'."""
     match = _INTERVAL.search(text)
@@ -534,6 +537,7 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     return out
 
 
+@scoped  # the lever search asks once per validation of one run's rewards
 def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
     """(field, message, fix) for each reward that cannot be built or imported here."""
     out = []
