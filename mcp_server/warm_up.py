@@ -45,12 +45,13 @@ def _warm() -> None:
     from mcp_server.recipe.trl_fields import installed_trl
     from mcp_server.recipe.validate import validate_values
     from mcp_server.worker import in_training
+    from mcp_server.worker_targets import WARM_TRL
 
     try:
         if training_python() is None:
             return
         time.sleep(_delay())  # let the client's first requests through
-        in_training("mcp_server.recipe.trl_fields:warm_trl")
+        in_training(WARM_TRL)
         installed_trl()  # the field table, cached in this process
         # One validation: what the rules import, here and in the worker (rewards, the local HF cache lookup of a
         # hub model's config: never the network).

@@ -11,6 +11,7 @@ from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.userfiles import load_config_file
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import SCHEMA_TOKENS
 from mcp_server.workspace import workspace_root
 
 TOOL_TURNS = 4  # tool-calling turns per rollout: TRL's default is unlimited
@@ -58,7 +59,7 @@ def agentic_prompt_tokens(config_path: Path, agentic: dict | None) -> tuple[int,
         return 0, None
     config = load_config_file(str(config_path))
     try:
-        schema = in_training("mcp_server.agentic.checks:schema_tokens", agentic, config.get("model_name_or_path"),
+        schema = in_training(SCHEMA_TOKENS, agentic, config.get("model_name_or_path"),
                              config.get("model_revision"))
     except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken template
         return 0, None

@@ -41,6 +41,7 @@ from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import LORA_TARGETS_WITHOUT_ROUTERS
 from mcp_server.workspace import (
     atomic_write_json,
     atomic_write_text,
@@ -319,7 +320,7 @@ def _moe_lora_targets(model: str) -> list[str]:
     """'all-linear' without the routers: listed from the model's layers (built on the meta device in the training
     interpreter), else the generic projection names."""
     try:
-        found = in_training("mcp_server.model_ref:lora_targets_without_routers", model)
+        found = in_training(LORA_TARGETS_WITHOUT_ROUTERS, model)
     except UserInputError:  # no training interpreter
         found = None
     return found or GENERIC_MOE_LORA_TARGETS

@@ -18,6 +18,7 @@ from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import REWARD_PROBLEMS
 
 # Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
 REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
@@ -522,7 +523,7 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     if ctx.trl["fields"]:
         # Rewards import what training has (math-verify, transformers, the person's modules): resolve them in
         # the training interpreter, which answered for TRL's fields above.
-        problems = in_training("mcp_server.recipe.rules:reward_problems", specs, config_funcs)
+        problems = in_training(REWARD_PROBLEMS, specs, config_funcs)
     else:
         problems = reward_problems(specs, config_funcs)
     out = [finding("reward_unresolvable", field, "error", message, fix) for field, message, fix in problems]
