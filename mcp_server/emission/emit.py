@@ -28,14 +28,13 @@ from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
-from mcp_server.recipe.learning_rate import recipe_rate
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import validate_values
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
-from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, VARIANT_WHY,
-                                        VARIANTS, WHY, choose_variant, off_policy_fields)
+from mcp_server.recipe.variants import (DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, choose_variant,
+                                        off_policy_fields, recipe_values)
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
@@ -51,7 +50,6 @@ from mcp_server.workspace import (
     workspace_root,
 )
 
-LOGGED_COMPLETIONS = 8
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 PROMPT_COUNTS: dict[str, int] = {}  # rows of the local data files read while emitting, by resolved path
@@ -129,8 +127,27 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
                                  f"(columns: {', '.join(rows[0])})")
 
 
-def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
-    """(values, why) of the model section: the weights' dtype follows recipe.precision."""
+def _model_fields(request: GRPORecipeRequest, model: str, moe: bool, recipe: dict, why: dict) -> tuple[dict, dict]:
+    """(values, why) of the model section: the weights' dtype follows recipe.precision; under LoRA the recipe's
+    beta and bf16 say what they cost there (in `why`), and a MoE model's routers are left out of LoRA's targets."""
+    if request.finetune != "full" and recipe.get("beta"):
+        # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
+        # policy with its adapter disabled
+        why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
+                       "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
+    if request.finetune != "full" and recipe["bf16"]:
+        why["bf16"] = (
+            "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
+        )
+    fields, model_why = _model_section(request, model, recipe["bf16"])
+    if moe and fields.get("lora_target_modules") == "all-linear":
+        fields["lora_target_modules"] = _moe_lora_targets(model)
+        model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
+    return fields, model_why
+
+
+def _model_section(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
+    """(values, why) of the model section as the request asks: the weights' dtype, LoRA or QLoRA."""
     fields = {"model_name_or_path": model, "dtype": weights_dtype(request.finetune, bf16)}
     why = {"model_name_or_path": "the policy model", "dtype": dtype_reason(request.finetune, bf16)}
     if request.finetune in ("lora", "qlora"):
@@ -206,23 +223,13 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
 
-    recipe, why = dict(BASE_RECIPE), dict(WHY)
-    recipe.update(VARIANTS[variant])
-    why.update(VARIANT_WHY[variant])
-    # Training's own samples, read as the inspection's were (max_completion_length comes from the inspection's
-    # length advice, sample_completions' `lengths.config_patch`).
-    recipe.update(log_completions=True, num_completions_to_print=LOGGED_COMPLETIONS)
-    why.update(log_completions="print and log a few (prompt, completion, rewards) rows every logging step: read "
-               "training's samples as the inspection's were read",
-               num_completions_to_print=f"{LOGGED_COMPLETIONS} rows per logging step are enough to read")
+    recipe, why = recipe_values(variant, request.finetune, model_size_b(model))
     tool_fields, tool_why = agentic_fields(agentic_record(request))
     recipe.update(tool_fields)
     why.update(tool_why)
     hardware, hardware_why = _hardware(request, gpu)
     recipe.update(hardware)
     why.update(hardware_why)
-    recipe["learning_rate"], why["learning_rate"] = recipe_rate("full" if request.finetune == "full" else "lora",
-                                                                model_size_b(model))
     thinking, thinking_why = thinking_fields(model, request.thinking)
     if request.thinking and not thinking:
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
@@ -246,19 +253,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     recipe["output_dir"] = str(Run(run_dir).checkpoints.relative_to(run_dir))  # relative: the run can move
     why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
-    if request.finetune != "full" and recipe.get("beta"):
-        # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
-        # policy with its adapter disabled
-        why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
-                       "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
-    if request.finetune != "full" and recipe["bf16"]:
-        why["bf16"] = (
-            "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
-        )
-    model_fields, model_why = _model_fields(request, model, recipe["bf16"])
-    if moe and model_fields.get("lora_target_modules") == "all-linear":
-        model_fields["lora_target_modules"] = _moe_lora_targets(model)
-        model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
+    model_fields, model_why = _model_fields(request, model, moe, recipe, why)
     data_fields = _dataset_fields(request, run_dir)
     why.update(model_why)
     why.update({k: "the training prompts" for k in data_fields})

@@ -13,7 +13,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory, resolve_architecture
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
-from mcp_server.recipe.rules import finding
+from mcp_server.recipe.context import finding
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
 
 

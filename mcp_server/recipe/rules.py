@@ -1,4 +1,7 @@
-"""Validation rules as data: each rule takes the context and returns findings {code, field, severity, message, fix}.
+"""Validation rules as data: each rule takes the context (recipe.context) and returns findings {code, field,
+severity, message, fix}. RULES is their order. This module holds the rules about the run as a whole (batches for the
+target world size, hardware, learning rate, precision, MoE, combinations, the model); each value against TRL's
+fields is in recipe.field_rules, the rewards in recipe.reward_rules.
 
 Rules are about the target (GPU type and count), never about the machine the check runs on.
 """
@@ -6,163 +9,19 @@ Rules are about the target (GPU type and count), never about the machine the che
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mcp_server.errors import closest_names
 from mcp_server.model_ref import ROUTER_NAMES
+from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.field_rules import rule_choices, rule_known_keys, rule_ranges, rule_value_types
 from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
-from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
-from mcp_server.worker import in_training
-from mcp_server.worker_targets import REWARD_PROBLEMS
-
-# Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
-REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
-    "max_prompt_length": (
-        None,
-        "removed from GRPOConfig in TRL 0.28: prompts are no longer truncated; filter or "
-        "truncate long prompts in the data set instead",
-    ),
-    "vllm_guided_decoding_regex": ("vllm_structured_outputs_regex", "renamed in TRL 0.25"),
-    "wandb_log_unique_prompts": ("log_unique_prompts", "renamed when logging became backend-neutral"),
-    "vllm_device": (
-        None,
-        "removed: use vllm_mode='colocate' (same GPUs) or 'server' (`trl vllm-serve` on its own GPUs)",
-    ),
-    "torch_dtype": ("dtype", "renamed in transformers 4.56 / TRL ModelConfig"),
-    "evaluation_strategy": ("eval_strategy", "renamed in transformers 4.46"),
-    "use_vllm_server": ("vllm_mode", "replaced by vllm_mode='server'"),
-    "vllm_server_url": ("vllm_server_base_url", "renamed"),
-}
+from mcp_server.recipe.reward_rules import rule_rewards
 
 # GRPO's settled learning-rate ranges by fine-tuning mode, written once in recipe.learning_rate: outside -> warning;
 # LR_FAR_FACTOR or more outside (supervised rates such as 5e-5 for a full fine-tune) -> error.
-
-
-@dataclass
-class Context:
-    values: dict
-    trl: dict
-    gpu: object | None  # a gpus.GPU, or None for a CPU target
-    gpu_name: str
-    num_gpus: int
-    reward_specs: list | None = None
-    override_reason: str | None = None
-    is_moe: bool | None = None
-    parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
-    base_dir: Path | None = None  # where relative data_files resolve (the run directory of an emitted config)
-    findings: list[Finding] = field(default_factory=list)
-
-    def get(self, key):
-        """The effective value: the config's, else the installed TRL default."""
-        if key in self.values:
-            return self.values[key]
-        meta = self.trl["fields"].get(key)
-        return meta["default"] if meta else None
-
-    @property
-    def vllm_server_local(self) -> bool:
-        return (
-            bool(self.get("use_vllm"))
-            and self.get("vllm_mode") == "server"
-            and not self.get("vllm_server_base_url")
-            and self.get("vllm_server_host") in ("0.0.0.0", "127.0.0.1", "localhost", None)
-        )
-
-    @property
-    def training_processes(self) -> int:
-        """World size of training on the target: a local vLLM server takes one GPU for itself."""
-        if self.gpu is None:
-            return 1
-        return max(self.num_gpus - (1 if self.vllm_server_local else 0), 1)
-
-
-def finding(code, field, severity, message, fix=None) -> Finding:
-    return Finding(code=code, field=field, severity=severity, message=message, fix=fix)
-
-
-# ---------------------------------------------------------------- 1. keys
-def rule_known_keys(ctx: Context) -> list[Finding]:
-    out = []
-    known = ctx.trl["fields"]
-    if not known:
-        return out  # no training interpreter: validation says TRL's checks did not run
-    for key in ctx.values:
-        if key in known:
-            if known[key].get("deprecated"):
-                out.append(finding("deprecated_field", key, "warning", f"'{key}' is deprecated in TRL "
-                                                                       f"{ctx.trl['trl_version']}.",
-                                   known[key]["help"][:200]))
-            continue
-        if key in REMOVED_OR_RENAMED:
-            new, why = REMOVED_OR_RENAMED[key]
-            fix = f"use '{new}' instead" if new and new in known else why
-            out.append(finding("renamed_field" if new else "removed_field", key, "error",
-                               f"'{key}' is not a field of TRL {ctx.trl['trl_version']}: {why}.", fix))
-            continue
-        if key in ctx.trl.get("async_fields", ()):
-            out.append(finding(
-                "async_grpo_field", key, "error",
-                f"'{key}' is a field of TRL's experimental AsyncGRPOConfig, not of GRPOConfig: `trl grpo` and this "
-                "run's "
-                "train.py run the synchronous GRPOTrainer and would ignore it. Async GRPO is another trainer "
-                "(trl.experimental.async_grpo.AsyncGRPOTrainer) with its own prerequisites: a vLLM server started "
-                "apart (`trl vllm-serve`, reached through vllm_server_base_url), rewards that pickle (module-level "
-                "functions), and no context or sequence parallelism.",
-                "remove it, or write an AsyncGRPOTrainer script of your own (this plugin does not emit one)"))
-            continue
-        close = closest_names(key, list(known))
-        out.append(finding("unknown_field", key, "error",
-                           f"'{key}' is not a field of GRPOConfig, ModelConfig or the grpo script arguments in TRL "
-                           f"{ctx.trl['trl_version']} (TRL's CLI would silently ignore it).",
-                           f"did you mean {', '.join(repr(c) for c in close)}?" if close else "remove it"))
-    return out
-
-
-def rule_value_types(ctx: Context) -> list[Finding]:
-    out = []
-    for key, value in ctx.values.items():
-        meta = ctx.trl["fields"].get(key)
-        if meta is None or value is None:
-            continue
-        default, type_text = meta["default"], meta["type"]
-        if isinstance(default, bool) or type_text == "bool":
-            ok = isinstance(value, bool)
-        elif isinstance(default, float) or type_text in ("float", "float | None"):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif isinstance(default, int) or type_text in ("int", "int | None"):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            continue
-        if not ok:
-            expected = "true/false" if isinstance(default, bool) or type_text == "bool" else "a number"
-            why = f" (TRL's parser: {ctx.parse_errors[key]})" if key in ctx.parse_errors else ""
-            out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}{why}.",
-                               f"set {key} to {expected} (TRL default: {default!r})"))
-    return out
-
-
-# ---------------------------------------------------------------- 2. enumerated values
-def rule_choices(ctx: Context) -> list[Finding]:
-    out = []
-    for key, choices in ctx.trl["choices"].items():
-        if key not in ctx.values:
-            continue
-        value = ctx.values[key]
-        if key == "scale_rewards" and isinstance(value, bool):
-            continue  # TRL maps True/False to "group"/"none"
-        if value not in choices:
-            close = closest_names(str(value), choices, n=1)
-            out.append(finding("invalid_choice", key, "error",
-                               f"{key}={value!r} is not one of TRL {ctx.trl['trl_version']}'s choices: "
-                               f"{', '.join(choices)} "
-                               "(TRL accepts it at config time and fails later, or silently does something else).",
-                               f"use {close[0]!r}" if close else f"use one of {', '.join(choices)}"))
-    return out
 
 
 # ---------------------------------------------------------------- 3. batch rules for the target world size
@@ -268,83 +127,6 @@ def rule_hardware(ctx: Context) -> list[Finding]:
                            f"vllm_mode='server' with {ctx.num_gpus} GPU leaves no GPU for the vLLM server "
                            "(`trl vllm-serve` runs on its own GPUs).",
                            "use vllm_mode: colocate on one GPU, or target 2+ GPUs"))
-    return out
-
-
-# Numeric fields TRL accepts at config time that cannot train: field -> (accepted interval, why, severity).
-# Where TRL's help text states the interval ("Must be in (0, 1]", "between 0.0 and 1.0", "Range: [0.0-1.0]"),
-# TRL's wins. num_generations and learning_rate have their own rules.
-RANGES: dict[str, tuple[str, str, str]] = {
-    "max_completion_length": ("[1, inf)", "no completion token to score or train on", "error"),
-    "per_device_train_batch_size": ("[1, inf)", "no sample per step", "error"),
-    "gradient_accumulation_steps": ("[1, inf)", "no micro-batch per optimizer step", "error"),
-    "steps_per_generation": ("[1, inf)", "no optimizer step per generation", "error"),
-    "generation_batch_size": ("[1, inf)", "no completion per generation", "error"),
-    "num_iterations": ("[1, inf)", "no update per generation batch", "error"),
-    "temperature": ("(0, inf)", "the logits are divided by the temperature", "error"),
-    "top_p": ("(0, 1]", "a probability mass", "error"),
-    "top_k": (
-        "[0, inf)",
-        "a token count (TRL: 0 turns top-k off; transformers' generate refuses a negative one)",
-        "error",
-    ),
-    "min_p": ("[0, 1]", "a probability", "error"),
-    "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it", "error"),
-    "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference", "error"),
-    "epsilon": ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio", "error"),
-    "epsilon_high": ("(0, inf)", "the upper clip bound is 1 + epsilon_high", "error"),
-    "delta": ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)", "warning"),
-    "top_entropy_quantile": ("[0, 1]", "a quantile", "error"),
-    "off_policy_mask_threshold": ("(0, inf)", "a KL threshold (TRL expects a positive value)", "error"),
-    "vllm_gpu_memory_utilization": ("(0, 1]", "a fraction of the GPU's memory", "error"),
-    "vllm_importance_sampling_clip_max": ("(0, inf)", "an upper bound on positive ratios", "error"),
-    "vllm_importance_sampling_clip_min": ("[0, inf)", "a lower bound on positive ratios", "error"),
-    "ref_model_mixup_alpha": ("[0, 1]", "a mixing weight", "error"),
-    "ref_model_sync_steps": ("[1, inf)", "a step interval", "error"),
-    "lora_r": ("[1, inf)", "the adapter's rank", "error"),
-    "lora_alpha": ("(0, inf)", "the adapter's scale is lora_alpha / lora_r", "error"),
-    "lora_dropout": ("[0, 1)", "a dropout probability (1 drops every input)", "error"),
-    "weight_decay": ("[0, inf)", "a negative decay grows the weights", "error"),
-    "max_grad_norm": ("[0, inf)", "a norm (0 turns clipping off)", "error"),
-}
-_INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])])")
-_BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")
-
-
-def parse_interval(text: str) -> tuple[float, float, bool, bool] | None:
-    """(low, high, low_closed, high_closed) of the first interval written in `text`, e.g. '(0, 1]'."""
-    match = _INTERVAL.search(text)
-    if match:
-        return float(match[2]), float(match[3]), match[1] == "[", match[4] == "]"
-    match = _BETWEEN.search(text)
-    return (float(match[1]), float(match[2]), True, True) if match else None
-
-
-def _interval_text(low, high, low_closed, high_closed) -> str:
-    return f"{'[' if low_closed else '('}{low:g}, {high:g}{']' if high_closed else ')'}"
-
-
-def rule_ranges(ctx: Context) -> list[Finding]:
-    out = []
-    for key, (interval, why, severity) in RANGES.items():
-        value = ctx.values.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ctx.parse_errors:
-            continue  # unset, null, or a wrong type (rule_value_types says so)
-        if not math.isfinite(value):
-            if key != "learning_rate":  # rule_learning_rate says why a NaN rate is fatal
-                out.append(finding("not_finite", key, "error", f"{key}={value!r} is not a finite number: TRL accepts "
-                                   "it at config time and the run computes NaN.", f"set {key} within {interval}"))
-            continue
-        stated = parse_interval(ctx.trl["fields"].get(key, {}).get("help", ""))
-        low, high, low_closed, high_closed = stated or parse_interval(interval)
-        inside = (value > low or (low_closed and value == low)) and (value < high or (high_closed and value == high))
-        if not inside:
-            source = f"TRL {ctx.trl['trl_version']}'s help for {key}" if stated else "what can train"
-            accepted = _interval_text(low, high, low_closed, high_closed)
-            out.append(finding("out_of_range", key, severity,
-                               f"{key}={value!r} is outside {accepted} ({source}): {why}. TRL accepts it at config "
-                               "time" + ("; training fails or learns nothing." if severity == "error" else "."),
-                               f"set {key} within {accepted}"))
     return out
 
 
@@ -508,76 +290,6 @@ def rule_moe_lora_router(ctx: Context) -> list[Finding]:
                     "and breaks the load balance.",
                     "list the projections instead, without gate/router (emit_grpo_config does this: e.g. q_proj, "
                     "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)")]
-
-
-# ---------------------------------------------------------------- 5. rewards
-def rule_rewards(ctx: Context) -> list[Finding]:
-    names = [s["name"] if isinstance(s, dict) else s.name for s in (ctx.reward_specs or [])]
-    config_funcs = ctx.values.get("reward_funcs") or []
-    if isinstance(config_funcs, str):
-        config_funcs = [config_funcs]
-    if not names and not config_funcs and not ctx.values.get("reward_model_name_or_path"):
-        return [finding("no_reward", "reward_funcs", "error", "no reward source: GRPO has nothing to optimise.",
-                        "add reward_funcs (registry names or dotted paths) or a rewards.json beside the config")]
-    specs = [s if isinstance(s, dict) else s.model_dump() for s in (ctx.reward_specs or [])]
-    if ctx.trl["fields"]:
-        # Rewards import what training has (math-verify, transformers, the person's modules): resolve them in
-        # the training interpreter, which answered for TRL's fields above.
-        problems = in_training(REWARD_PROBLEMS, specs, config_funcs)
-    else:
-        problems = reward_problems(specs, config_funcs)
-    out = [finding("reward_unresolvable", field, "error", message, fix) for field, message, fix in problems]
-    weights = ctx.values.get("reward_weights")
-    count = len(ctx.reward_specs or config_funcs)
-    if weights is not None and count and len(weights) != count:
-        out.append(finding("reward_weights_mismatch", "reward_weights", "error",
-                           f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
-    return out
-
-
-def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
-    """(field, message, fix) for each reward that cannot be built or imported here."""
-    out = []
-    if specs:
-        for i, spec in enumerate(specs):
-            try:
-                build_reward_funcs([spec])
-            except Exception as exc:  # any failure to build is a finding, never a crash
-                out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable "
-                                                            "dotted path"))
-    trl_builtin = {
-        "accuracy_reward",
-        "reasoning_accuracy_reward",
-        "think_format_reward",
-        "get_soft_overlong_punishment",
-    }
-    for i, name in enumerate(config_funcs):
-        if name in trl_builtin:
-            continue
-        error = _resolve_dotted(name)
-        if error:
-            out.append((f"reward_funcs[{i}]", error,
-                        f"use one of TRL's names ({', '.join(sorted(trl_builtin))}) or an importable dotted path"))
-    return out
-
-
-def _resolve_dotted(name: str) -> str | None:
-    import importlib
-    import sys
-
-    if "." not in name:
-        return f"'{name}' is neither a TRL reward name nor a dotted import path"
-    module_name, attr = name.rsplit(".", 1)
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        return f"cannot import '{module_name}' for reward '{name}': {exc}"
-    finally:
-        sys.path.pop(0)
-    if not callable(getattr(module, attr, None)):
-        return f"'{module_name}' has no callable '{attr}'"
-    return None
 
 
 def rule_model(ctx: Context) -> list[Finding]:

@@ -12,7 +12,7 @@ from typing import Callable
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
-from mcp_server.recipe.rules import Context, finding
+from mcp_server.recipe.context import Context, finding
 from mcp_server.recipe.thinking import COMPLETION_LENGTH, is_hybrid_thinking
 
 # Below this sampling temperature the completions of a group are nearly identical: every reward in the group is the
