@@ -9,6 +9,7 @@ from mcp_server.agentic.spec import AgenticRecord, find_root
 from mcp_server.errors import UserInputError
 from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.userfiles import load_config_file
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SCHEMA_TOKENS
@@ -59,8 +60,8 @@ def agentic_prompt_tokens(config_path: Path, agentic: dict | None) -> tuple[int,
         return 0, None
     config = load_config_file(str(config_path))
     try:
-        schema = in_training(SCHEMA_TOKENS, agentic, config.get("model_name_or_path"),
-                             config.get("model_revision"))
+        given = GRPOView.given(config)
+        schema = in_training(SCHEMA_TOKENS, agentic, given.model_name_or_path, given.model_revision)
     except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken template
         return 0, None
     base = config.get("max_prompt_length") or RunSettings.model_fields["prompt_length"].default

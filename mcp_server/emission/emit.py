@@ -28,6 +28,7 @@ from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import validate_values
@@ -130,17 +131,18 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
 def _model_fields(request: GRPORecipeRequest, model: str, moe: bool, recipe: dict, why: dict) -> tuple[dict, dict]:
     """(values, why) of the model section: the weights' dtype follows recipe.precision; under LoRA the recipe's
     beta and bf16 say what they cost there (in `why`), and a MoE model's routers are left out of LoRA's targets."""
-    if request.finetune != "full" and recipe.get("beta"):
+    view = GRPOView(recipe)
+    if request.finetune != "full" and view.beta:
         # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
         # policy with its adapter disabled
         why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
                        "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
-    if request.finetune != "full" and recipe["bf16"]:
+    if request.finetune != "full" and view.bf16:
         why["bf16"] = (
             "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
         )
-    fields, model_why = _model_section(request, model, recipe["bf16"])
-    if moe and fields.get("lora_target_modules") == "all-linear":
+    fields, model_why = _model_section(request, model, view.bf16)
+    if moe and GRPOView.given(fields).lora_target_modules == "all-linear":
         fields["lora_target_modules"] = _moe_lora_targets(model)
         model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
     return fields, model_why
@@ -196,8 +198,8 @@ def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, de
     """DAPO's soft overlong punishment as an extra reward, its L_max pinned as max_completion_length (in place)."""
     if any(s.name == "soft_overlong_punishment" for s in specs):
         return []
-    length = request.overrides.get("max_completion_length",
-                                   recipe.get("max_completion_length", defaults.get("max_completion_length", 512)))
+    # the request's, else the recipe's, else the installed TRL's default (else the generated TRL's)
+    length = GRPOView({**recipe, **request.overrides}, {**GRPOView.DEFAULTS, **defaults}).max_completion_length
     if not isinstance(length, int) or length <= 0:
         return []  # validation reports the bad length
     recipe["max_completion_length"] = length
@@ -236,7 +238,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
                              "leave thinking empty for it")
     recipe.update(thinking)
     why.update(thinking_why)
-    ga = request.overrides.get("gradient_accumulation_steps", recipe["gradient_accumulation_steps"])
+    ga = GRPOView({**recipe, **request.overrides}).gradient_accumulation_steps
     if isinstance(ga, int) and not {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(
         request.overrides
     ):

@@ -14,6 +14,7 @@ from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory, resolve_architecture
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.context import finding
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
 
 
@@ -59,8 +60,9 @@ def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, in
 
 def context_findings(values: dict) -> list[Finding]:
     """max_completion_length against the model's context (max_position_embeddings), from the catalog or config.json."""
-    length = values.get("max_completion_length")
-    if not isinstance(length, int) or isinstance(length, bool) or not values.get("model_name_or_path"):
+    given = GRPOView.given(values)
+    length = given.max_completion_length
+    if not isinstance(length, int) or isinstance(length, bool) or not given.model_name_or_path:
         return []
     try:
         model, arch = resolve_architecture(MemoryPlanRequest(validate_levers=False), values)

@@ -6,9 +6,11 @@ Rules are about the target (GPU type and count), never about the machine the che
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.models import Finding
 
 
@@ -27,19 +29,29 @@ class Context:
     findings: list[Finding] = field(default_factory=list)
 
     def get(self, key):
-        """The effective value: the config's, else the installed TRL default."""
+        """The effective value: the config's, else the installed TRL default (a key of another TRL included)."""
         if key in self.values:
             return self.values[key]
         meta = self.trl["fields"].get(key)
         return meta["default"] if meta else None
 
+    @functools.cached_property
+    def config(self) -> GRPOView:
+        """The config by field: its value, else the installed TRL's default (None when no TRL answered)."""
+        return GRPOView(self.values, {name: meta["default"] for name, meta in self.trl["fields"].items()})
+
+    @functools.cached_property
+    def given(self) -> GRPOView:
+        """The config by field, only what it says: an unset field is None."""
+        return GRPOView.given(self.values)
+
     @property
     def vllm_server_local(self) -> bool:
         return (
-            bool(self.get("use_vllm"))
-            and self.get("vllm_mode") == "server"
-            and not self.get("vllm_server_base_url")
-            and self.get("vllm_server_host") in ("0.0.0.0", "127.0.0.1", "localhost", None)
+            bool(self.config.use_vllm)
+            and self.config.vllm_mode == "server"
+            and not self.config.vllm_server_base_url
+            and self.config.vllm_server_host in ("0.0.0.0", "127.0.0.1", "localhost", None)
         )
 
     @property

@@ -14,10 +14,10 @@ from mcp_server.worker_targets import REWARD_PROBLEMS
 
 def rule_rewards(ctx: Context) -> list[Finding]:
     names = [s["name"] if isinstance(s, dict) else s.name for s in (ctx.reward_specs or [])]
-    config_funcs = ctx.values.get("reward_funcs") or []
+    config_funcs = ctx.given.reward_funcs or []
     if isinstance(config_funcs, str):
         config_funcs = [config_funcs]
-    if not names and not config_funcs and not ctx.values.get("reward_model_name_or_path"):
+    if not names and not config_funcs and not ctx.given.reward_model_name_or_path:
         return [finding("no_reward", "reward_funcs", "error", "no reward source: GRPO has nothing to optimise.",
                         "add reward_funcs (registry names or dotted paths) or a rewards.json beside the config")]
     specs = [s if isinstance(s, dict) else s.model_dump() for s in (ctx.reward_specs or [])]
@@ -28,7 +28,7 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     else:
         problems = reward_problems(specs, config_funcs)
     out = [finding("reward_unresolvable", field, "error", message, fix) for field, message, fix in problems]
-    weights = ctx.values.get("reward_weights")
+    weights = ctx.given.reward_weights
     count = len(ctx.reward_specs or config_funcs)
     if weights is not None and count and len(weights) != count:
         out.append(finding("reward_weights_mismatch", "reward_weights", "error",

@@ -28,9 +28,9 @@ from mcp_server.recipe.reward_rules import rule_rewards
 def rule_batches(ctx: Context) -> list[Finding]:
     out = []
     world = ctx.training_processes
-    g = ctx.get("num_generations")
-    per_device = ctx.get("per_device_train_batch_size")
-    gbs, spg = ctx.values.get("generation_batch_size"), ctx.values.get("steps_per_generation")
+    g = ctx.config.num_generations
+    per_device = ctx.config.per_device_train_batch_size
+    gbs, spg = ctx.given.generation_batch_size, ctx.given.steps_per_generation
     if not all(isinstance(v, int) for v in (g, per_device)):
         return out  # wrong_type already says so
     if g < 2:
@@ -63,7 +63,7 @@ def rule_batches(ctx: Context) -> list[Finding]:
                                f"use a multiple of {global_batch}"))
             return out
     else:
-        spg = spg if isinstance(spg, int) else ctx.get("gradient_accumulation_steps")
+        spg = spg if isinstance(spg, int) else ctx.config.gradient_accumulation_steps
         # Without a training interpreter TRL's default is unknown (validation says TRL's checks did not run).
         gbs = global_batch * spg if isinstance(spg, int) else None
     if gbs is not None and g >= 2 and gbs % g:
@@ -73,9 +73,9 @@ def rule_batches(ctx: Context) -> list[Finding]:
                            "every prompt group must be complete.",
                            f"choose num_generations dividing {gbs}, or per_device_train_batch_size / "
                            "gradient_accumulation_steps so the product is a multiple of num_generations"))
-    if ctx.get("eval_strategy") not in (None, "no"):  # transformers turns do_eval on with an eval strategy
-        eval_g = ctx.get("num_generations_eval") or g
-        eval_bs = ctx.get("per_device_eval_batch_size")
+    if ctx.config.eval_strategy not in (None, "no"):  # transformers turns do_eval on with an eval strategy
+        eval_g = ctx.config.num_generations_eval or g
+        eval_bs = ctx.config.per_device_eval_batch_size
         if isinstance(eval_bs, int) and (eval_bs * world) % eval_g:
             out.append(
                 finding(
@@ -92,9 +92,9 @@ def rule_batches(ctx: Context) -> list[Finding]:
 # ---------------------------------------------------------------- 4. target hardware
 def rule_hardware(ctx: Context) -> list[Finding]:
     out = []
-    bf16, fp16 = bool(ctx.get("bf16")), bool(ctx.get("fp16"))
+    bf16, fp16 = bool(ctx.config.bf16), bool(ctx.config.fp16)
     if ctx.gpu is None:  # CPU target
-        if ctx.get("use_vllm"):
+        if ctx.config.use_vllm:
             out.append(
                 finding(
                     "vllm_needs_gpu",
@@ -122,7 +122,7 @@ def rule_hardware(ctx: Context) -> list[Finding]:
                            "2510.26788 finds fp16 more stable for RL fine-tuning), but the colocated vLLM samples in "
                            "the checkpoint's dtype (bf16 for most models), so the sampler/trainer mismatch it removes "
                            "remains.", "bf16: true is the usual choice here; keep fp16 only on purpose"))
-    if ctx.get("use_vllm") and ctx.get("vllm_mode") == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
+    if ctx.config.use_vllm and ctx.config.vllm_mode == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
         out.append(finding("vllm_server_needs_gpu", "vllm_mode", "error",
                            f"vllm_mode='server' with {ctx.num_gpus} GPU leaves no GPU for the vLLM server "
                            "(`trl vllm-serve` runs on its own GPUs).",
@@ -131,10 +131,10 @@ def rule_hardware(ctx: Context) -> list[Finding]:
 
 
 def rule_learning_rate(ctx: Context) -> list[Finding]:
-    lr = ctx.get("learning_rate")
+    lr = ctx.config.learning_rate
     if not isinstance(lr, (int, float)) or isinstance(lr, bool):
         return []
-    mode = "lora" if ctx.get("use_peft") or ctx.get("load_in_4bit") else "full"
+    mode = "lora" if ctx.config.use_peft or ctx.config.load_in_4bit else "full"
     low, high = LR_RANGE[mode]
     if not math.isfinite(lr) or lr <= 0:  # NaN/inf poison every weight at the first step; <= 0 never learns
         return [
@@ -166,14 +166,14 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
 
 def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
     """Pure bf16 (or fp16) weights on a full fine-tune: no fp32 master copy, so RL-sized updates round away."""
-    init = ctx.get("model_init_kwargs") if isinstance(ctx.get("model_init_kwargs"), dict) else {}
-    dtype = str(init.get("dtype") or ctx.get("dtype") or "float32").replace("torch.", "")
+    init = ctx.config.model_init_kwargs if isinstance(ctx.config.model_init_kwargs, dict) else {}
+    dtype = str(init.get("dtype") or ctx.config.dtype or "float32").replace("torch.", "")
     if dtype not in ("bfloat16", "float16", "auto") or bf16_weights_allowed(
-        {**ctx.values, "deepspeed": ctx.get("deepspeed")}
+        {**ctx.values, "deepspeed": ctx.config.deepspeed}
     ):
         return []
     try:
-        lr = float(ctx.get("learning_rate"))
+        lr = float(ctx.config.learning_rate)
     except (TypeError, ValueError):
         return []
     if lr >= BF16_SWALLOW_LR:
@@ -199,7 +199,7 @@ def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
 
 
 def rule_moe(ctx: Context) -> list[Finding]:
-    if not ctx.is_moe or ctx.get("importance_sampling_level") == "sequence":
+    if not ctx.is_moe or ctx.config.importance_sampling_level == "sequence":
         return []
     if ctx.override_reason:
         return [finding("moe_without_gspo", "importance_sampling_level", "info",
@@ -222,13 +222,14 @@ def _targets_lm_head(value) -> bool:
 
 def rule_combinations(ctx: Context) -> list[Finding]:
     out = []
-    gen = ctx.get("generation_kwargs") if isinstance(ctx.get("generation_kwargs"), dict) else {}
-    top_p, top_k, min_p = (gen.get(k, ctx.get(k)) for k in ("top_p", "top_k", "min_p"))
+    gen = ctx.config.generation_kwargs if isinstance(ctx.config.generation_kwargs, dict) else {}
+    top_p, top_k, min_p = (gen.get(k, getattr(ctx.config, k)) for k in ("top_p", "top_k", "min_p"))
     truncated = [f"{k}={v}" for k, v, cut in (("top_p", top_p, isinstance(top_p, (int, float)) and top_p < 1),
                                                ("top_k", top_k, isinstance(top_k, int) and top_k > 0),
                                                ("min_p", min_p, isinstance(min_p, (int, float)) and min_p > 0)) if cut]
-    consumers = [k for k in ("vllm_importance_sampling_correction", "off_policy_mask_threshold") if ctx.get(k)]
-    if truncated and ctx.get("use_vllm") and consumers:
+    consumers = [k for k in ("vllm_importance_sampling_correction", "off_policy_mask_threshold")
+                 if getattr(ctx.config, k)]
+    if truncated and ctx.config.use_vllm and consumers:
         out.append(
             finding(
                 "truncated_sampling_biases_is",
@@ -243,23 +244,23 @@ def rule_combinations(ctx: Context) -> list[Finding]:
                 "vllm_importance_sampling_correction: false and accept the uncorrected sampler/trainer mismatch",
             )
         )
-    if ctx.get("log_completions_hub_repo") and not ctx.get("hub_private_repo"):
+    if ctx.config.log_completions_hub_repo and not ctx.config.hub_private_repo:
         out.append(finding(
             "completions_repo_public", "hub_private_repo", "warning",
-            f"log_completions_hub_repo={ctx.get('log_completions_hub_repo')!r} without hub_private_repo: TRL creates "
+            f"log_completions_hub_repo={ctx.config.log_completions_hub_repo!r} without hub_private_repo: TRL creates "
             "the "
             "data set repository public (unless your organisation defaults to private), with every prompt and "
             "completion.",
             "set hub_private_repo: true"))
-    if ctx.get("use_peft") and (_targets_lm_head(ctx.get("lora_target_modules"))
-                                or _targets_lm_head(ctx.get("lora_modules_to_save"))):
+    if ctx.config.use_peft and (_targets_lm_head(ctx.config.lora_target_modules)
+                                or _targets_lm_head(ctx.config.lora_modules_to_save)):
         out.append(finding(
             "peft_on_lm_head", "lora_target_modules", "error",
             "a PEFT adapter on lm_head: GRPOTrainer computes log-probabilities from lm_head.weight directly (its fused "
             "LM head), so it refuses the adapter when it starts (the adapter would never be trained).",
             "remove lm_head from lora_target_modules and lora_modules_to_save"))
-    if ctx.get("use_liger_kernel"):
-        liger = ctx.get("liger_kernel_config") if isinstance(ctx.get("liger_kernel_config"), dict) else {}
+    if ctx.config.use_liger_kernel:
+        liger = ctx.config.liger_kernel_config if isinstance(ctx.config.liger_kernel_config, dict) else {}
         if liger.get("fused_linear_cross_entropy"):
             out.append(finding(
                 "liger_fused_ce_rejected", "liger_kernel_config", "error",
@@ -276,8 +277,8 @@ def rule_combinations(ctx: Context) -> list[Finding]:
 
 
 def rule_moe_lora_router(ctx: Context) -> list[Finding]:
-    targets = ctx.get("lora_target_modules")
-    if not ctx.is_moe or not ctx.get("use_peft") or not targets:
+    targets = ctx.config.lora_target_modules
+    if not ctx.is_moe or not ctx.config.use_peft or not targets:
         return []
     names = [targets] if isinstance(targets, str) else list(targets)
     hits = [n for n in names if str(n).lower() == "all-linear" or str(n).rsplit(".", 1)[-1] in ROUTER_NAMES]
@@ -293,7 +294,7 @@ def rule_moe_lora_router(ctx: Context) -> list[Finding]:
 
 
 def rule_model(ctx: Context) -> list[Finding]:
-    model = ctx.values.get("model_name_or_path")
+    model = ctx.given.model_name_or_path
     if not model:
         return [finding("no_model", "model_name_or_path", "error", "no model_name_or_path.",
                         "set model_name_or_path to a hub name or a local model directory")]

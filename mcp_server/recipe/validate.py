@@ -9,6 +9,7 @@ from mcp_server.gpus import resolve_target
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.rules import RULES
 from mcp_server.recipe.run_rules import RUN_RULES
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
@@ -54,8 +55,9 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     if skipped is None:  # judge every field by the value TRL's parser would give it, not by PyYAML's reading
         parsed = in_training(PARSE_LIKE_TRL, values)
         values, parse_errors = parsed["values"], parsed["errors"]
-    if is_moe is None and values.get("model_name_or_path"):
-        is_moe = detect_moe(str(values["model_name_or_path"]))
+    model = GRPOView.given(values).model_name_or_path
+    if is_moe is None and model:
+        is_moe = detect_moe(str(model))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
                   parse_errors=parse_errors, base_dir=base_dir)
