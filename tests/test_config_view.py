@@ -36,3 +36,12 @@ def test_the_view_imports_no_trl():
             "print([m for m in ('trl', 'torch', 'transformers') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_every_recipe_value_is_a_field_of_this_trl():
+    from mcp_server.recipe.variants import SEED, TRAINING_SAMPLES, VARIANTS, recipe_values
+
+    keys = set(SEED) | set(TRAINING_SAMPLES) | {k for values in VARIANTS.values() for k in values}
+    assert keys <= set(GRPOView.DEFAULTS), keys - set(GRPOView.DEFAULTS)
+    values, why = recipe_values("dapo", "lora", 70.0)
+    assert set(values) == set(why) and values["learning_rate"] == 5e-6  # the rate by size, written once
