@@ -28,13 +28,6 @@ class Context:
     base_dir: Path | None = None  # where relative data_files resolve (the run directory of an emitted config)
     findings: list[Finding] = field(default_factory=list)
 
-    def get(self, key):
-        """The effective value: the config's, else the installed TRL default (a key of another TRL included)."""
-        if key in self.values:
-            return self.values[key]
-        meta = self.trl["fields"].get(key)
-        return meta["default"] if meta else None
-
     @functools.cached_property
     def config(self) -> GRPOView:
         """The config by field: its value, else the installed TRL's default (None when no TRL answered)."""
