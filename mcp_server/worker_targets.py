@@ -2,8 +2,9 @@
 
 `mcp_server.worker.in_training(target, ...)` imports "module:function" in the training interpreter: the caller's
 process may lack torch, TRL or transformers, so it names the function instead of importing it. These strings are
-the only such names in the package; callers import the constant (`from mcp_server.worker_targets import NAME`),
-and tests/test_layers.py reads each use as an import of the named module from the caller's floor.
+all that in_training is called with (tests/test_layers.py refuses a string written at a call); callers import the
+constant (`from mcp_server.worker_targets import NAME`), and test_layers reads each use as an import of the named
+module from the caller's floor.
 (Functions decorated with `worker.runs_in_training` are imported by name and need no entry here.)
 """
 
