@@ -41,6 +41,7 @@ from mcp_server.memory.planner import plan_memory
 from mcp_server.recipe.models import ValidateRequest
 from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run, read_json_if_present, resolve_run
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import check_environment, read_run_target
 from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.resume_patch import apply_patch, last_good_checkpoint
@@ -129,7 +130,7 @@ def plan_launch_memory(run_dir: Path, request: LaunchRequest, num_gpus: int,
 
 def build_launch_plan(run_dir: Path, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchPlan:
     """Decide launcher, process counts and GPU split for the run's target (train/request.json)."""
-    run_request, config = read_run_target(run_dir)
+    run_request, config = read_run_target(Run(run_dir))
     python = training_python()
     py = shlex.quote(python)  # for the script's own lines; argv lists hold the plain path
     extra = [str(a) for a in (extra_args or [])]
@@ -277,7 +278,7 @@ def _slurm_plan(run_dir: Path, request: LaunchRequest, run_request: dict, config
     """A SLURM job (slurm_launcher.layout_for, slurm_script.render_sbatch): with vLLM server mode the last node
     serves, the others train (the open-r1 layout); a CPU target trains on every node with torchrun over gloo."""
     resume_from = extra[1] if extra[:1] == ["--resume_from_checkpoint"] else None
-    layout = layout_for(run_dir, run_request, config, nodes=request.num_nodes, processes=request.num_processes,
+    layout = layout_for(Run(run_dir), run_request, config, nodes=request.num_nodes, processes=request.num_processes,
                         strategy=request.strategy, server_mode=server_mode, python=training_python(),
                         pythonpath=package_path(), partition=request.partition, account=request.account,
                         time_limit=request.time_limit, resume_from=resume_from, requeue=request.requeue)
@@ -334,7 +335,7 @@ def check_gates(run_dir: Path, environment: bool = True) -> tuple[list[GateRefus
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
 
     cfg_path = Run(run_dir).config
-    run_request, _ = read_run_target(run_dir)
+    run_request, _ = read_run_target(Run(run_dir))
     if not cfg_path.exists() or not Run(run_dir).script.exists():
         refusals.append(GateRefusal(
             gate="config", message=f"{run_dir.name} has no train/config.yaml and train/train.py",
@@ -423,10 +424,10 @@ def _clear_markers(run_dir: Path) -> None:
         marker.unlink(missing_ok=True)
 
 
-def _what_runs(derived: dict) -> str:
+def _what_runs(derived: DerivedState) -> str:
     """The live process or SLURM job of a run, in words."""
-    job = (derived.get("job") or {}).get("job_id")
-    return f"SLURM job {job}" if job else f"pid {derived['pid']}"
+    job = derived.job_id
+    return f"SLURM job {job}" if job else f"pid {derived.pid}"
 
 
 def _history(previous: dict | None) -> list:
@@ -444,7 +445,7 @@ def _submit(run: Run, plan: LaunchPlan, written: dict, commit: str | None, resum
         "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run), "git_commit": commit,
         "strategy": plan.strategy, "num_processes": plan.num_processes, "num_nodes": plan.num_nodes,
         "accelerate_config": written.get("accelerate_config"), "vllm_server": plan.vllm,
-        "resumed_from": resumed_from, "resume_patch": patch, "history": _history(read_run_json(run.dir))})
+        "resumed_from": resumed_from, "resume_patch": patch, "history": _history(read_run_json(run))})
     return LaunchResult(
         launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command, config_sha256=config_sha,
         train_script_sha256=script_sha, git_commit=commit, log_path=str(run.stdout),
@@ -463,7 +464,7 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
     commit = record_in_git(run_dir, recorded, f"llm-finetuning: {'resume' if resumed_from else 'launch'} "
                                               f"{run_dir.name} (config {config_sha[:12]})")
 
-    previous = read_run_json(run_dir)
+    previous = read_run_json(run)
     run.logs.mkdir(parents=True, exist_ok=True)
     started_ts = time.time()
     log_path = run.stdout
@@ -486,7 +487,7 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
     # Until bash has exec'd, the child still shows this Python's command line: wait, so the identity every
     # later check verifies (pid, start time, `bash train/launch.sh`, this directory) is already true.
     deadline = time.time() + 5
-    while verified_launcher(run_dir, proc.pid) is None and proc.poll() is None and time.time() < deadline:
+    while verified_launcher(run, proc.pid) is None and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
     try:
         create_time = psutil.Process(proc.pid).create_time()
@@ -516,7 +517,7 @@ def _start(run_dir: Path, plan: LaunchPlan, written: dict, resumed_from: str | N
         "env_verdict": env_report.get("verdict"),
         "history": _history(previous),
     }
-    write_run_json(run_dir, record)
+    write_run_json(run, record)
     return LaunchResult(
         launched=True, run_dir=str(run_dir), state="starting", pid=proc.pid, command=plan.train_command,
         config_sha256=config_sha, train_script_sha256=script_sha, git_commit=commit, log_path=str(log_path),
@@ -540,7 +541,7 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
     One caller at a time per run (runlock); a run launched before is refused unless archive_previous."""
     run = resolve_run(request.run)
     try:
-        with run_lock(run.dir, "launch"):
+        with run_lock(run, "launch"):
             return _launch(run, request)
     except RunLocked as exc:
         return _locked(run.dir, exc)
@@ -550,7 +551,7 @@ def _locked(run_dir: Path, exc: RunLocked) -> LaunchResult:
     return _refused(run_dir, [GateRefusal(
         gate="lock", message=str(exc),
         how_to_clear=f"wait for that call (pid {exc.holder.get('pid', 'unknown')}) to finish, then training_status; "
-        "a second launch of one run is never started")], derive_state(run_dir)["state"])
+        "a second launch of one run is never started")], derive_state(exc.run).state)
 
 
 def _foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
@@ -568,25 +569,25 @@ def _foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
 
 def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     run_dir = run.dir
-    derived = derive_state(run_dir)
-    if derived["alive"]:
+    derived = derive_state(run)
+    if derived.alive:
         return _refused(run_dir, [GateRefusal(
-            gate="state", message=f"{run_dir.name} is already {derived['state']} ({_what_runs(derived)})",
-            how_to_clear="wait for it, or stop_training first")], derived["state"])
-    _, config = read_run_target(run_dir)
+            gate="state", message=f"{run_dir.name} is already {derived.state} ({_what_runs(derived)})",
+            how_to_clear="wait for it, or stop_training first")], derived.state)
+    _, config = read_run_target(run)
     launched = run.launched_evidence()
     if launched and not request.archive_previous:
-        done = checkpoints(run_dir, config)
+        done = checkpoints(run, config)
         return _refused(run_dir, [GateRefusal(
-            gate="state", message=f"{run_dir.name} was launched before (state {derived['state']}; it holds "
+            gate="state", message=f"{run_dir.name} was launched before (state {derived.state}; it holds "
             f"{', '.join(launched)}): a fresh launch would train over it"
             + (f" (latest checkpoint {done[-1].name})" if done else ""),
             how_to_clear=("resume_training to continue from the latest checkpoint, " if done else "")
             + "emit_grpo_config (without run_dir) for a new run, or launch again with archive_previous "
-            "(CLI: --archive-previous) to move this attempt to archive/ first")], derived["state"])
+            "(CLI: --archive-previous) to move this attempt to archive/ first")], derived.state)
     foreign = _foreign_output_dir(run, config)
     if foreign:
-        return _refused(run_dir, [foreign], derived["state"])
+        return _refused(run_dir, [foreign], derived.state)
 
     plan = build_launch_plan(run_dir, request)  # bad launch options are input errors, before any gate
     if plan.slurm and request.submit:
@@ -594,7 +595,7 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     refusals, env = check_gates(run_dir, environment=not plan.slurm)
     refusals += memory_refusals(plan)
     if refusals:
-        return _refused(run_dir, refusals, derived["state"])
+        return _refused(run_dir, refusals, derived.state)
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
     if plan.slurm:
@@ -604,7 +605,7 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
         if request.submit:
             return _submit(run, plan, written, commit, None)
         return LaunchResult(
-            launched=False, run_dir=str(run_dir), state=derived["state"], command=plan.train_command,
+            launched=False, run_dir=str(run_dir), state=derived.state, command=plan.train_command,
             config_sha256=sha256_file(run.config),
             train_script_sha256=sha256_file(run.script), git_commit=commit,
             accelerate_config=written.get("accelerate_config"), slurm_script=written["slurm"], vllm_server=plan.vllm,
@@ -636,7 +637,7 @@ def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
     One caller at a time per run (runlock)."""
     run = resolve_run(request.run)
     try:
-        with run_lock(run.dir, "resume"):
+        with run_lock(run, "resume"):
             return _resume(run, request)
     except RunLocked as exc:
         return _locked(run.dir, exc)
@@ -644,9 +645,9 @@ def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
 
 def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     run_dir = run.dir
-    derived = derive_state(run_dir)
+    derived = derive_state(run)
     # A copied run continues from its own checkpoints under the launch record it was copied with.
-    record = derived["record"] or derived.get("copied_record")
+    record = derived.record or derived.copied_record
     if isinstance(request, LaunchRequest):
         launch = request
     else:  # same layout as the launch it continues
@@ -659,28 +660,28 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
                                time_limit=sub.get("time_limit"), requeue=sub.get("requeue", True))
         if previous.get("backend") == "slurm" and (previous.get("num_processes") or 0) > 1:
             launch.num_processes = max(previous["num_processes"] // max(sub.get("nodes") or 1, 1), 1)
-    if derived["alive"]:
+    if derived.alive:
         return _refused(
             run_dir,
             [
                 GateRefusal(
                     gate="state",
-                    message=f"{run_dir.name} is still {derived['state']} ({_what_runs(derived)})",
+                    message=f"{run_dir.name} is still {derived.state} ({_what_runs(derived)})",
                     how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it",
                 )
             ],
-            derived["state"],
+            derived.state,
         )
     if record is None:
-        if derived.get("note"):  # launched once, but its record is gone: say what is known
+        if derived.note:  # launched once, but its record is gone: say what is known
             return _refused(run_dir, [GateRefusal(
-                gate="state", message=f"{run_dir.name}: {derived['note']} Without the launch record the launched "
+                gate="state", message=f"{run_dir.name}: {derived.note} Without the launch record the launched "
                 "config cannot be checked, so it is not resumed",
                 how_to_clear="restore run.json (from git or a backup), or launch_training with archive_previous to "
-                "start over")], derived["state"])
+                "start over")], derived.state)
         return _refused(run_dir, [GateRefusal(
             gate="state", message=f"{run_dir.name} was never launched, so there is nothing to resume",
-            how_to_clear="launch_training starts it")], derived["state"])
+            how_to_clear="launch_training starts it")], derived.state)
     refusals = []
     config_path = run.config
     if config_path.exists() and sha256_file(config_path) != record.get("config_sha256"):
@@ -692,13 +693,13 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
             how_to_clear=(f"restore the launched config (git show {commit}:<run>/train/config.yaml) " if commit else
                           "restore the launched config ")
             + "to resume, or emit a new run directory to train with the new one"))
-    _, config = read_run_target(run_dir)
+    _, config = read_run_target(run)
     foreign = _foreign_output_dir(run, config)
     if foreign:
         refusals.append(foreign)
-    done = checkpoints(run_dir, config)
+    done = checkpoints(run, config)
     patch = getattr(request, "patch", None)
-    latest_path, why = last_good_checkpoint(run_dir, done) if patch else (done[-1] if done else None, None)
+    latest_path, why = last_good_checkpoint(run, done) if patch else (done[-1] if done else None, None)
     if latest_path is None:
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"
@@ -706,12 +707,12 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
             how_to_clear="launch_training with archive_previous starts it from the beginning (with the patch merged "
                          "into train/config.yaml); set save_steps so a later stop leaves a checkpoint"))
     if refusals:
-        return _refused(run_dir, refusals, derived["state"])
+        return _refused(run_dir, refusals, derived.state)
     undo = None
     if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
         refusals, undo = apply_patch(run, config, patch)
         if refusals:
-            return _refused(run_dir, refusals, derived["state"])
+            return _refused(run_dir, refusals, derived.state)
 
     latest = str(latest_path)
     plan = build_launch_plan(run_dir, launch, extra_args=["--resume_from_checkpoint", latest])
@@ -727,7 +728,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     if gate_refusals:
         if undo:
             undo()
-        return _refused(run_dir, gate_refusals, derived["state"])
+        return _refused(run_dir, gate_refusals, derived.state)
     _clear_markers(run_dir)
     written = write_plan_files(run_dir, plan)
     if plan.slurm:
