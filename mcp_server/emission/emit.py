@@ -290,9 +290,9 @@ def _size_for_turns(request: GRPORecipeRequest, recipe: dict, why: dict, default
                     ) -> dict | None:
     """An agentic run's max_completion_length sized for its tool-calling turns (in `recipe`, before DAPO pins its
     L_max to it); the finding that says the value and why (or that an override holds fewer turns)."""
-    turns = request.overrides.get("max_tool_calling_iterations", recipe.get("max_tool_calling_iterations"))
-    base = recipe.get("max_completion_length", defaults.get("max_completion_length", 512))
-    value, reason, found = completion_budget(cost, turns, base, request.overrides.get("max_completion_length"))
+    turns = GRPOView.given({**recipe, **request.overrides}).max_tool_calling_iterations
+    base = GRPOView(recipe, {**GRPOView.DEFAULTS, **defaults}).max_completion_length  # the recipe's, else TRL's
+    value, reason, found = completion_budget(cost, turns, base, GRPOView.given(request.overrides).max_completion_length)
     if value is not None:
         recipe["max_completion_length"] = value
         why["max_completion_length"] = reason
