@@ -22,6 +22,7 @@ from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
+from mcp_server.recipe.scoped import one_scope
 from mcp_server.recipe.validate import validate_values
 from mcp_server.runs import Run
 
@@ -247,6 +248,7 @@ class LeverValidator:
         self.base_errors: set[str] = set()
         self.notes: list[str] = []
         self.checked: dict[str, Validation] = {}  # by patch: the recommended set is often one lever's patch
+        self.lookups: dict = {}  # the model's template and the rewards, looked up once for all the checks
         if not enabled:
             return
         self.validate = validate_values
@@ -268,8 +270,9 @@ class LeverValidator:
             if note not in self.notes:
                 self.notes.append(note)
         try:
-            result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
-                                   is_moe=self.is_moe)
+            with one_scope(self.lookups):
+                result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
+                                       is_moe=self.is_moe)
         except UserInputError as exc:
             return [str(exc)]
         except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing

@@ -376,6 +376,11 @@ def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target)
 
 def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSettings:
     """The settings with a lever's config patch (config field names) applied."""
+    return settings.model_copy(update=settings_update(patch))
+
+
+def settings_update(patch: dict[str, Any]) -> dict[str, Any]:
+    """A lever's config patch (config field names) as the RunSettings fields it sets."""
     update: dict[str, Any] = {}
     for key, value in patch.items():
         if key == "use_peft":
@@ -388,7 +393,7 @@ def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSetti
             update["use_liger_kernel"] = value
         elif key in _SETTINGS_FIELDS:
             update[key] = value
-    return settings.model_copy(update=update)
+    return update
 
 
 _SETTINGS_FIELDS = frozenset(RunSettings.model_fields)  # asked for each key of a few hundred patches a plan

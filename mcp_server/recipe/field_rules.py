@@ -3,6 +3,7 @@ misspelt), value types, enumerated choices and numeric ranges."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -150,6 +151,7 @@ _INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])
 _BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")
 
 
+@functools.lru_cache(maxsize=256)  # the same help texts at each validation (a dozen per lever search)
 def parse_interval(text: str) -> tuple[float, float, bool, bool] | None:
     """(low, high, low_closed, high_closed) of the first interval written in `text`, e.g. '(0, 1]'."""
     match = _INTERVAL.search(text)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mcp_server.recipe.context import Context, finding
 from mcp_server.recipe.models import Finding
+from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import REWARD_PROBLEMS
@@ -36,6 +37,7 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     return out
 
 
+@scoped  # the lever search asks once per validation of one run's rewards
 def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
     """(field, message, fix) for each reward that cannot be built or imported here."""
     out = []
