@@ -13,8 +13,6 @@ DOORS = ("cli.py", "server.py")
 PENDING = {
     "training/launch.py",
     "demo.py",
-    "emission/emit.py",
-    "recipe/rules.py",
 }
 
 

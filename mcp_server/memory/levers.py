@@ -19,6 +19,7 @@ from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field
 from mcp_server.model_ref import is_moe as detect_moe
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.scoped import one_scope
@@ -261,7 +262,7 @@ class LeverValidator:
             return None
         gpu = self.target.gpu.name if self.target.gpu else "H100"
         values = {**self.config, **patch}
-        if values.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+        if GRPOView.given(values).deepspeed and importlib.util.find_spec("deepspeed") is None:
             # transformers cannot even parse a DeepSpeed config without the package: checked without it
             values.pop("deepspeed")
             note = ("deepspeed is not installed here: levers that set a DeepSpeed config were validated without "

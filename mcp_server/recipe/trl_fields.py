@@ -15,6 +15,7 @@ import threading
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import INSTANTIATE_GRPO_CONFIG, PROBE_INSTALLED_TRL
 
 # Where each YAML key of `trl grpo --config` comes from (the four dataclasses TRL's grpo script parses).
 SECTIONS = ("GRPOScriptArguments", "GRPOConfig", "ModelConfig", "DatasetMixtureConfig")
@@ -185,7 +186,7 @@ def installed_trl() -> dict:
     with _cache_lock:
         if python not in _cache:
             try:
-                _cache[python] = in_training("mcp_server.recipe.trl_fields:probe_installed_trl")
+                _cache[python] = in_training(PROBE_INSTALLED_TRL)
             except ImportError as exc:
                 raise UserInputError(
                     "trl", f"TRL is not importable in {python}: {exc}. Install it: pip install trl"
@@ -200,7 +201,7 @@ def trl_defaults() -> dict:
 def grpo_config_error(values: dict, world_size: int) -> str | None:
     """TRL's own verdict on the GRPOConfig part of `values` for the target world size, in the training
     interpreter (see instantiate_grpo_config)."""
-    return in_training("mcp_server.recipe.trl_fields:instantiate_grpo_config", values, world_size)
+    return in_training(INSTANTIATE_GRPO_CONFIG, values, world_size)
 
 
 def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
