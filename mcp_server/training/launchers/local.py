@@ -123,12 +123,12 @@ class LocalLauncher:
             asked = True
         except OSError:  # a full disk: the request cannot be written, so the run is stopped by signal at once
             asked = False
-        graceful = asked and _wait_dead(run.dir, pid, create_time, timeout_s)
+        graceful = asked and _wait_dead(run, pid, create_time, timeout_s)
         if not graceful:
-            _signal_run(run.dir, pid, create_time, signal.SIGTERM)
-            if not _wait_dead(run.dir, pid, create_time, TERM_GRACE_S):
-                _signal_run(run.dir, pid, create_time, signal.SIGKILL)
-                _wait_dead(run.dir, pid, create_time, 5)
+            _signal_run(run, pid, create_time, signal.SIGTERM)
+            if not _wait_dead(run, pid, create_time, TERM_GRACE_S):
+                _signal_run(run, pid, create_time, signal.SIGKILL)
+                _wait_dead(run, pid, create_time, 5)
         after = derive_state(run.dir)
         sync_run_json(run.dir, after)
         done = checkpoints(run.dir, config)
@@ -177,24 +177,24 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
 
 
 # ---------------------------------------------------------------- stop
-def _all_gone(run_dir: Path, pid: int | None, create_time: float | None) -> bool:
+def _all_gone(run: Run, pid: int | None, create_time: float | None) -> bool:
     """Neither the verified launcher nor any other process of the run (a trainer that outlived it) lives."""
-    return verified_launcher(run_dir, pid, create_time) is None and not run_processes(run_dir)
+    return verified_launcher(run.dir, pid, create_time) is None and not run_processes(run.dir)
 
 
-def _wait_dead(run_dir: Path, pid: int | None, create_time: float | None, timeout: float) -> bool:
+def _wait_dead(run: Run, pid: int | None, create_time: float | None, timeout: float) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if _all_gone(run_dir, pid, create_time):
+        if _all_gone(run, pid, create_time):
             return True
         time.sleep(0.5)
-    return _all_gone(run_dir, pid, create_time)
+    return _all_gone(run, pid, create_time)
 
 
-def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: int) -> None:
+def _signal_launcher(run: Run, pid: int, create_time: float | None, sig: int) -> None:
     """Signal the run's launcher and its process group (the trainer, its ranks, a vLLM server), only after
     verifying, right now, that `pid` is this run's launcher (start time, command line, directory)."""
-    proc = verified_launcher(run_dir, pid, create_time)
+    proc = verified_launcher(run.dir, pid, create_time)
     if proc is None:
         return
     try:
@@ -206,12 +206,12 @@ def _signal_launcher(run_dir: Path, pid: int, create_time: float | None, sig: in
         pass
 
 
-def _signal_run(run_dir: Path, pid: int | None, create_time: float | None, sig: int) -> None:
+def _signal_run(run: Run, pid: int | None, create_time: float | None, sig: int) -> None:
     """The verified launcher's group, then every other process still carrying this run's mark (launch.sh exports
     it; a trainer whose launcher was killed keeps it), each signalled once."""
-    group = pid if verified_launcher(run_dir, pid, create_time) is not None else None
-    _signal_launcher(run_dir, pid, create_time, sig)
-    for proc in run_processes(run_dir):
+    group = pid if verified_launcher(run.dir, pid, create_time) is not None else None
+    _signal_launcher(run, pid, create_time, sig)
+    for proc in run_processes(run.dir):
         try:
             if group is None or os.getpgid(proc.pid) != group:
                 proc.send_signal(sig)
