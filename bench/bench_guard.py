@@ -31,8 +31,8 @@ def main() -> None:
 
     import torch
     from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from step_timing import reward_len, step_timer, tiny_grpo_config
+    from trl import GRPOTrainer
 
     from mcp_server.tiny import ensure_tiny_model, make_task
     from mcp_server.training.guard import WINDOW, LiveGuard
@@ -40,24 +40,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
 
-    class StepTimer(TrainerCallback):
-        def __init__(self):
-            self.times, self._t0 = [], None
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            now = time.perf_counter()
-            if self._t0 is not None:
-                self.times.append(now - self._t0)
-            self._t0 = now
-
-    def reward_len(completions, **kwargs):
-        return [float(len(str(c))) / 100.0 for c in completions]
-
     run_dir = Path(tempfile.mkdtemp(prefix="bench-guard-"))
-    args = GRPOConfig(output_dir=str(run_dir / "checkpoints"), max_steps=steps, per_device_train_batch_size=4,
-                      num_generations=4, max_completion_length=16, learning_rate=1e-5, logging_steps=1, beta=0.04,
-                      save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, bf16=False, seed=0)
-    progress, timer = ProgressCallback(run_dir, guard="warn"), StepTimer()
+    args = tiny_grpo_config(run_dir / "checkpoints", steps)
+    progress, timer = ProgressCallback(run_dir, guard="warn"), step_timer()
     trainer = GRPOTrainer(model=str(ensure_tiny_model()), reward_funcs=[reward_len], args=args,
                           train_dataset=Dataset.from_list(make_task(64)), callbacks=[timer, progress])
     spent: list[float] = []
@@ -84,7 +69,7 @@ def main() -> None:
 
     step = statistics.median(timer.times[1:] or timer.times)  # the first step pays for warm-up
     lines = [json.loads(line) for line in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
-    full = LiveGuard(run_dir, "warn", progress.guard.config, {})
+    full = LiveGuard(progress.run, "warn", progress.guard.config, {})
     for i in range(WINDOW):  # fill the window with the run's own lines
         full.observe({**lines[i % len(lines)], "step": i + 1})
     t0, repeats = time.perf_counter(), 50

@@ -21,26 +21,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _step_timer():
-    from transformers import TrainerCallback
-
-    class StepTimer(TrainerCallback):
-        """Wall time of each whole step (one step begin to the next, so logging and every callback are
-        inside it), present in both arms."""
-
-        def __init__(self):
-            self.times: list[float] = []
-            self._t0 = None
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            now = time.perf_counter()
-            if self._t0 is not None:
-                self.times.append(now - self._t0)
-            self._t0 = now
-
-    return StepTimer()
-
-
 def _timed(callback):
     """Wrap the callback's hooks to add up the time spent inside them."""
     callback.spent = 0.0
@@ -60,13 +40,11 @@ def _timed(callback):
 
 def run_once(with_callback: bool, steps: int, workdir: Path) -> dict:
     from datasets import Dataset
+    from step_timing import reward_len, step_timer
     from trl import GRPOConfig, GRPOTrainer
 
     from mcp_server.tiny import ensure_tiny_model, make_task
     from mcp_server.training.progress import ProgressCallback
-
-    def reward_len(completions, **kwargs):
-        return [float(len(str(c))) / 100.0 for c in completions]
 
     run_dir = Path(tempfile.mkdtemp(dir=workdir))
     args = GRPOConfig(
@@ -83,7 +61,7 @@ def run_once(with_callback: bool, steps: int, workdir: Path) -> dict:
         seed=0,
         disable_tqdm=True,
     )
-    timer = _step_timer()
+    timer = step_timer()
     callbacks = [timer]
     progress = None
     if with_callback:

@@ -64,33 +64,19 @@ def hooks_per_step(guard: str, steps: int, workdir: Path) -> tuple[float, float]
 def measured_step(steps: int, workdir: Path) -> float:
     import torch
     from datasets import Dataset
-    from transformers import PrinterCallback, TrainerCallback
+    from step_timing import reward_len, step_timer, tiny_grpo_config
+    from transformers import PrinterCallback
     from transformers.utils import logging as hf_logging
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from mcp_server.tiny import ensure_tiny_model, make_task
 
     torch.set_num_threads(1)
     hf_logging.set_verbosity_error()
 
-    class StepTimer(TrainerCallback):
-        def __init__(self):
-            self.times, self._t0 = [], None
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            now = time.perf_counter()
-            if self._t0 is not None:
-                self.times.append(now - self._t0)
-            self._t0 = now
-
-    def reward_len(completions, **kwargs):
-        return [float(len(str(c))) / 100.0 for c in completions]
-
-    config = GRPOConfig(output_dir=str(workdir / "grpo"), max_steps=steps, per_device_train_batch_size=4,
-                        num_generations=4, max_completion_length=16, learning_rate=1e-5, logging_steps=1, beta=0.04,
-                        save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, bf16=False, seed=0)
-    timer = StepTimer()
-    trainer = GRPOTrainer(model=str(ensure_tiny_model()), reward_funcs=[reward_len], args=config,
+    timer = step_timer()
+    trainer = GRPOTrainer(model=str(ensure_tiny_model()), reward_funcs=[reward_len],
+                          args=tiny_grpo_config(workdir / "grpo", steps),
                           train_dataset=Dataset.from_list(make_task(64)), callbacks=[timer])
     trainer.remove_callback(PrinterCallback)  # no dict per logged step
     trainer.train()

@@ -151,7 +151,15 @@ def _with_image(result: BaseModel, png: str | None) -> CallToolResult:
 
 TOOLS: list[Tool] = [_tool(spec) for spec in MCP_TOOLS]
 
-mcp = MCPServer(
+class _Server(MCPServer):
+    async def list_tools(self):
+        """The SDK's tools/list; the warm-up may hold this process from now on (warm_up.tools_listed)."""
+        tools = await super().list_tools()
+        warm_up.tools_listed()
+        return tools
+
+
+mcp = _Server(
     "llm-finetuning",
     instructions=(
         "Fine-tune language models with GRPO / RLVR on Hugging Face TRL. Every number and check comes "
@@ -194,7 +202,7 @@ _register_content()
 
 def main() -> None:
     keep_caches_private()
-    warm_up.start()  # TRL's import in the training interpreter, in the background
+    warm_up.start()  # TRL's import in the training interpreter, in the background, once tools/list is answered
     anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
 
 

@@ -14,6 +14,7 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from mcp_server.workspace import atomic_write_text
 
@@ -220,15 +221,15 @@ def save_quietly(model, tokenizer, target: Path) -> None:
             hf_logging.enable_progress_bar()
 
 
-def ensure_tiny_model() -> Path:
-    """Path of the cached tiny model, building it once (into a temp dir renamed into place)."""
-    target = tiny_model_dir()
+def build_once(target: Path, build: Callable[[Path], None], prefix: str) -> Path:
+    """`target`, built by `build(directory)` the first time (its config.json marks it built): into a temporary
+    directory beside it (named `prefix`...) that is renamed into place, so a half-built model is never seen."""
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     try:
-        build_tiny_model(tmp)
+        build(tmp)
         try:
             tmp.rename(target)
         except OSError:  # another process won the race: its copy is identical
@@ -237,3 +238,8 @@ def ensure_tiny_model() -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def ensure_tiny_model() -> Path:
+    """Path of the cached tiny model, building it once (into a temp dir renamed into place)."""
+    return build_once(tiny_model_dir(), build_tiny_model, ".tiny-")

@@ -6,7 +6,7 @@ Adding a tool touches its package only: a ToolSpec in that package's TOOLS. A ne
 
 from __future__ import annotations
 
-from mcp_server.demo import DemoSummary, run_demo
+from mcp_server.demo_models import DemoSummary
 from mcp_server.diagnosis import tools as diagnosis
 from mcp_server.emission import tools as emission
 from mcp_server.evaluation import tools as evaluation
@@ -18,6 +18,12 @@ from mcp_server.toolspec import Command, ToolSpec
 from mcp_server.training import tools as training
 
 
+def _run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = False) -> DemoSummary:
+    from mcp_server.demo import run_demo
+
+    return run_demo(quick=quick, run_name=run_name, as_json=as_json)
+
+
 def _add_demo_flags(p) -> None:
     p.add_argument("--quick", action="store_true", help="A shortened walk (fewer steps): checks the plumbing, "
                    "does not aim to improve the model.")
@@ -25,6 +31,8 @@ def _add_demo_flags(p) -> None:
 
 
 def _demo(args, request) -> int:
+    from mcp_server.demo import run_demo  # the walk's imports (every core) only when it runs
+
     summary = run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json)
     if args.json:
         print(summary.model_dump_json(indent=2))
@@ -32,7 +40,7 @@ def _demo(args, request) -> int:
 
 
 DEMO = ToolSpec(
-    "demo", run_demo, DemoSummary,
+    "demo", _run_demo, DemoSummary,
     cli=Command(
         "Walk all seven phases on the embedded tiny model: baseline, SFT warm-start, inspection, config, GRPO "
         "training, diagnosis, promotion, export (a few minutes on CPU).",

@@ -1,15 +1,18 @@
 """The server's warm start: TRL is imported in the training interpreter while the client is still getting ready.
 
-`start()` (called by the server as it starts) returns at once; a background thread then asks the training
-interpreter to import TRL and build what validations use (recipe.trl_fields.warm_trl), caches TRL's field
-table here, and runs one validation (the rules' own imports, here and in the worker). With the
-training interpreter in its own worker (the light server), the worker process is started and warmed; with this
-Python training (a full install), the import runs in this process. Either begins once the server has answered
-the client's first requests (LLM_FINETUNING_WARM_UP_DELAY_S, default 0.5 s: the import holds this process's
-GIL, or a core of a small machine, and would slow `initialize` and `tools/list`). A first validation that comes
-before the warm-up ends waits for it rather than starting again. Without a training interpreter it does
-nothing; LLM_FINETUNING_WARM_UP=0 turns it off. A failure is logged at debug level only: the call that needs
-TRL reports it.
+`start()` (called by the server as it starts) returns at once; a background thread then has the training
+interpreter import TRL and build what validations use (recipe.trl_fields.warm_trl), caches TRL's field table here,
+and runs one validation through validate_grpo_config's core (the rules' and the memory verdict's imports, here and
+in the worker). With the training interpreter in its own worker (the light server), the worker process is started
+and warmed; with this Python training (a full install), the import runs in this process.
+
+Either begins once the server has answered `tools/list` (`tools_listed`, called by the server), or at the latest
+LLM_FINETUNING_WARM_UP_DELAY_S (default 0.5 s) after `start`, for a client that never lists its tools: the import
+holds this process's GIL or, for the worker, a share of the CPU (on a loaded 2-core machine a worker started with
+the server doubled its time to `tools/list`), so `initialize` and `tools/list` come first.
+A first validation that comes before the warm-up ends waits for it rather than starting again. Without a training
+interpreter it does nothing; LLM_FINETUNING_WARM_UP=0 turns it off. A failure is logged at debug level only: the
+call that needs TRL reports it.
 """
 
 from __future__ import annotations
@@ -22,15 +25,32 @@ import time
 logger = logging.getLogger("llm-finetuning")
 OFF = ("0", "false", "no", "off")
 IN_PROCESS_DELAY_S = 0.5
+LISTED_GRACE_S = 0.05  # after tools/list is answered: its reply is written before this process's import begins
+WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
+
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+_listed = threading.Event()  # the server answered tools/list
 
 
 def start() -> threading.Thread | None:
-    """Warm the training interpreter in the background; the thread, or None when turned off."""
+    """Warm the training interpreter in the background (once per process); the thread, or None when turned off."""
+    global _thread
     if os.environ.get("LLM_FINETUNING_WARM_UP", "1").lower() in OFF:
         return None
-    thread = threading.Thread(target=_warm, name="llm-finetuning-warm-up", daemon=True)
-    thread.start()
-    return thread
+    from mcp_server import worker
+
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_warm, args=(worker.in_training,), name="llm-finetuning-warm-up",
+                                       daemon=True)
+            _thread.start()
+        return _thread
+
+
+def tools_listed() -> None:
+    """The server answered tools/list: work that holds this process may begin."""
+    _listed.set()
 
 
 def _delay() -> float:
@@ -40,21 +60,30 @@ def _delay() -> float:
         return IN_PROCESS_DELAY_S
 
 
-def _warm() -> None:
+def _client_served() -> None:
+    """Wait until the client's first requests are answered: tools/list, or the delay after the start."""
+    if _listed.wait(timeout=_delay()):
+        time.sleep(LISTED_GRACE_S)
+
+
+def _warm(in_training) -> None:
     from mcp_server.interpreter import training_python
-    from mcp_server.recipe.trl_fields import installed_trl
-    from mcp_server.recipe.validate import validate_values
-    from mcp_server.worker import in_training
 
     try:
-        if training_python() is None:
+        python = training_python()
+        if python is None:
             return
-        time.sleep(_delay())  # let the client's first requests through
-        in_training("mcp_server.recipe.trl_fields:warm_trl")
+        _client_served()
+        in_training(WARM_TRL)
+        from mcp_server.memory.verdict import validate_config  # validate_grpo_config's core (the doors import it
+        from mcp_server.recipe.models import ValidateRequest  # on the first call: mcp_server.tools)
+        from mcp_server.recipe.trl_fields import installed_trl
+
         installed_trl()  # the field table, cached in this process
-        # One validation: what the rules import, here and in the worker (rewards, the local HF cache lookup of a
-        # hub model's config: never the network).
-        validate_values({"model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
-                         "reward_funcs": ["mcp_server.rewards.format_reward"]}, gpu="H100")
+        # One validation through the tool's core: what the rules and the memory verdict import, here and in the
+        # worker (rewards, the local HF cache lookup of a hub model's config: never the network).
+        validate_config(ValidateRequest(config={
+            "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
+            "reward_funcs": ["mcp_server.rewards.format_reward"]}, gpu="H100")).model_dump_json()
     except Exception as exc:  # the first call that needs TRL says what is wrong
         logger.debug("warm-up of the training interpreter failed: %r", exc)

@@ -5,7 +5,8 @@ this Python is the training interpreter (mcp_server.interpreter), else in one pe
 (`python -m mcp_server.worker`) started on first need in the training interpreter. The worker stays up,
 so only its first call pays for importing TRL; one call runs at a time; a worker that died is started
 again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
-comes back as lines of their own while the call runs. Pydantic models travel as {"model", "data"}.
+comes back as lines of their own while the call runs. Pydantic models travel as {"model", "data"}, a run
+(runs.Run) as {"run": its directory}.
 A process may send some calls elsewhere first (`route`: the CLI's light checks go to its per-user warm worker,
 mcp_server.worker_daemon, which speaks the same lines over a unix socket).
 """
@@ -36,6 +37,7 @@ from mcp_server.interpreter import (
     training_env,
 )
 from mcp_server.reporting import Report, silent
+from mcp_server.runs import Run
 from mcp_server.workspace import workspace_root
 
 WORKER_FLAG = "LLM_FINETUNING_WORKER"  # set in the worker: everything there runs in-process
@@ -65,6 +67,8 @@ def _encode(value):
     if isinstance(value, BaseModel):
         cls = type(value)
         return {"model": f"{cls.__module__}:{cls.__qualname__}", "data": value.model_dump(mode="json")}
+    if isinstance(value, Run):
+        return {"run": str(value.dir)}
     if isinstance(value, Path):
         value = str(value)
     return {"value": value}
@@ -73,6 +77,8 @@ def _encode(value):
 def _decode(item: dict):
     if "model" in item:
         return _resolve(item["model"]).model_validate(item["data"])
+    if "run" in item:
+        return Run(Path(item["run"]))
     return item["value"]
 
 

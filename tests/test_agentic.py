@@ -167,11 +167,11 @@ def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert code in {f.code for f in diagnose(path, validate_patches=False).findings}
-    guard = LiveGuard(tmp_path, "stop", config={})
+    guard = LiveGuard(Run(tmp_path), "stop", config={})
     decisions = [guard.check(row, write=False) for row in rows]
     stop = next(d for d in decisions if d)
     assert stop["code"] == code and stop["step"] == onset
-    healthy = LiveGuard(tmp_path, "stop", config={})
+    healthy = LiveGuard(Run(tmp_path), "stop", config={})
     assert not any(healthy.check({**row, metric: values[0]}, write=False) for row in rows)
 
 

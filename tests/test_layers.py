@@ -23,9 +23,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("diagnosis", ("diagnosis",)),  # diagnose_run's rules, registry and triage; the guard reads them
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_agentic", "demo_report", "manifests",
-               "content", "tools",
-               "warm_up")),
+    ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_models", "demo_report", "demo_agentic",
+               "manifests", "content", "tools", "warm_up", "cli_flags")),
 ]
 
 

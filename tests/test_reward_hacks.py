@@ -9,7 +9,7 @@ import pytest
 from conftest import skip_unless_ci
 from reward_hacks import ADD_TESTS, CONTROLS, HACKS
 
-from mcp_server.rewards import build_reward_funcs, sandbox
+from mcp_server.rewards import build_reward_funcs, sandbox_command
 from mcp_server.rewards.sandbox import Limits, run_many, run_python
 
 LIMITS = Limits(timeout_s=10.0)  # generous: the CPU is shared with other suites; no case here comes near it
@@ -74,7 +74,7 @@ def test_the_harness_also_starts_from_source(monkeypatch):
     """Where the sandbox's interpreter could not compile the harness ahead, it starts from source, alike."""
     if shutil.which("bwrap") is None:
         skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
-    monkeypatch.setattr(sandbox, "_harness_code", lambda interpreter: None)
+    monkeypatch.setattr(sandbox_command, "_harness_code", lambda interpreter: None)
     assert run_python(*CONTROLS["class_with_state"], LIMITS).passed
     assert not run_python(*HACKS["always_equal_object"], LIMITS).passed
 

@@ -137,6 +137,7 @@ def test_a_process_is_the_runs_launcher_only_by_its_command_line_and_its_start_t
     """Dropping either check of a launcher's identity survived the suite. A process working in the run directory
     with the recorded pid and start time, but not `bash train/launch.sh`, is neither reported nor stopped; and a
     real `bash train/launch.sh` whose start time differs from the record is not the recorded process."""
+    from mcp_server.runs import Run
     from mcp_server.training.runstate import verified_launcher
 
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
@@ -153,15 +154,15 @@ def test_a_process_is_the_runs_launcher_only_by_its_command_line_and_its_start_t
         assert proc.returncode == 0 and not stopped["killed"] and stranger.poll() is None, stopped
         proc, status = run_cli_json("training-status", "identity", here=True, env=env)
         assert not status["alive"] and status["state"] == "failed", status
-        assert verified_launcher(run_dir, stranger.pid, born) is None  # not our command line
+        assert verified_launcher(Run(run_dir), stranger.pid, born) is None  # not our command line
 
         launcher = subprocess.Popen(["bash", "train/launch.sh"], cwd=run_dir, start_new_session=True)
         deadline = time.time() + 10
-        while verified_launcher(run_dir, launcher.pid) is None and time.time() < deadline:
+        while verified_launcher(Run(run_dir), launcher.pid) is None and time.time() < deadline:
             time.sleep(0.01)
         started = psutil.Process(launcher.pid).create_time()
-        assert verified_launcher(run_dir, launcher.pid, started).pid == launcher.pid
-        assert verified_launcher(run_dir, launcher.pid, started - 30) is None  # the pid was recycled
+        assert verified_launcher(Run(run_dir), launcher.pid, started).pid == launcher.pid
+        assert verified_launcher(Run(run_dir), launcher.pid, started - 30) is None  # the pid was recycled
     finally:
         for child in (stranger, launcher):
             if child is not None:

@@ -21,6 +21,7 @@ import yaml
 
 from conftest import checkout_env, run_cli, run_cli_json
 from test_training import emit_run, pass_inspection
+from mcp_server.runs import Run
 
 LAUNCHER = ["bash", "train/launch.sh"]
 
@@ -112,7 +113,7 @@ def test_one_trainer_per_run_stop_survives_a_lost_run_json_and_nothing_is_launch
     pass_inspection(run_dir)
 
     # The lock: while a caller holds it (this test process), a launch is refused at once, naming its pid.
-    with run_lock(run_dir, "launch"):
+    with run_lock(Run(run_dir), "launch"):
         proc, out = run_cli_json("launch-training", str(run_dir), env=env)
     assert proc.returncode == 1 and not out["launched"] and out["refusals"][0]["gate"] == "lock"
     assert f"pid {os.getpid()}" in out["refusals"][0]["message"] and not (run_dir / "run.json").exists()
@@ -226,7 +227,7 @@ def test_resume_takes_the_same_lock(workspace):
 
     run_dir = workspace / "runs" / "locked"
     (run_dir / "train").mkdir(parents=True)
-    with run_lock(run_dir, "launch"):
+    with run_lock(Run(run_dir), "launch"):
         proc, out = run_cli_json("resume-training", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert proc.returncode == 1 and out["refusals"][0]["gate"] == "lock"
     assert f"pid {os.getpid()}" in out["refusals"][0]["message"]

@@ -265,6 +265,8 @@ def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monk
 
     from mcp_server.inspection.models import SampleRequest
     from mcp_server.inspection.sampling import sample_completions
+    from mcp_server.runs import Run
+    from mcp_server.training.status import plot_progress
     from mcp_server.worker import close_workers, in_training
     from mcp_server.workspace import new_run_dir
 
@@ -293,6 +295,10 @@ def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monk
         assert result.num_samples == 4
         # Progress counts prompts (2), from the start to the end of generation.
         assert heard[0][:2] == (0, 2) and heard[-1][:2] == (2, 2) and "generated 4 completions" in heard[-1][2]
+        # A Run crosses the worker as a Run: the plot lands in that run's progress.png.
+        plot = plot_progress(Run(run_dir), [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.75}])
+        assert in_training("os:getpid") == second and Path(plot) == Run(run_dir).progress_plot
+        assert Run(run_dir).progress_plot.stat().st_size > 0
     finally:
         close_workers()
 

@@ -13,13 +13,11 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from mcp_server.model_ref import small_model_threads
-from mcp_server.tiny import cache_root, init_weights, save_quietly, write_jsonl
+from mcp_server.tiny import build_once, cache_root, init_weights, save_quietly, write_jsonl
 
 AGENTIC_VERSION = "4"
 SYSTEM_PROMPT = "Find the code. Call open_vault, then give only the code in <answer>...</answer>."
@@ -246,18 +244,4 @@ def build_warm_start(target: Path, steps: int = SFT_STEPS, lr: float = SFT_LR) -
 
 def ensure_agentic_model() -> Path:
     """Path of the cached agentic warm start, built once (into a temp dir renamed into place)."""
-    target = cache_root() / f"tiny-agentic-v{AGENTIC_VERSION}"
-    if (target / "config.json").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".agentic-", dir=target.parent))
-    try:
-        build_warm_start(tmp)
-        try:
-            tmp.rename(target)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    return build_once(cache_root() / f"tiny-agentic-v{AGENTIC_VERSION}", build_warm_start, ".agentic-")

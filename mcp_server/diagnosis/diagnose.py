@@ -21,6 +21,7 @@ from mcp_server.diagnosis.triage import link, rank
 from mcp_server.recipe.models import default_rewards
 from mcp_server.recipe.validate import validate_values
 from mcp_server.recipe.variants import BASE_RECIPE
+from mcp_server.runs import Run
 from mcp_server.tiny import tiny_model_dir
 
 __all__ = ["CODES", "TRIAGE_ORDER", "diagnose", "diagnose_run"]
@@ -105,7 +106,7 @@ def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
 
 
 # ---------------------------------------------------------------- the core
-def diagnose(source: str | Path, config: str | Path | dict | None = None, log: str | Path | None = None,
+def diagnose(source: Run | str | Path, config: str | Path | dict | None = None, log: str | Path | None = None,
              validate_patches: bool = True) -> Diagnosis:
     """Diagnose a run from its metrics (and config and log when known). Raises UserInputError for a source,
     config or log that cannot be read."""
@@ -123,7 +124,7 @@ def diagnose(source: str | Path, config: str | Path | dict | None = None, log: s
     else:
         summary = "no problems found in the log (no metrics were logged)"
     return Diagnosis(
-        source=str(run.run_dir or run.metrics_path or run.log_path), source_kind=run.kind,
+        source=str(run.home.dir if run.home else run.metrics_path or run.log_path), source_kind=run.kind,
         metrics_path=str(run.metrics_path) if run.metrics_path else None,
         config_path=str(run.config_path) if run.config_path else None,
         log_path=str(run.log_path) if run.log_path else None,

@@ -12,7 +12,7 @@ from mcp_server.diagnosis.context import (
     log_line,
 )
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.runs import read_json_if_present
 
 
 LOG_PATTERNS: dict[str, re.Pattern] = {
@@ -165,9 +165,9 @@ def import_patch(ctx: Ctx, missing: str) -> dict:
 def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
     """The trainer finished without a single optimizer step (train-summary.json at the step it began from): most
     often a data set smaller than one generation batch (TRL's sampler yields no batch)."""
-    if ctx.run.run_dir is None:
+    run = ctx.run.home
+    if run is None:
         return []
-    run = Run(ctx.run.run_dir)
     if not run.train_summary.is_file():  # training has not ended (the guard asks at every log: one stat)
         return []
     try:

@@ -54,7 +54,7 @@ class LoadedRun:
     kind: str  # run_dir | progress_jsonl | trainer_state | csv | jsonl | log
     metrics_path: Path | None
     rows: list[dict]
-    run_dir: Path | None = None
+    home: Run | None = None  # the run directory the files belong to; None for a file on its own
     config_path: Path | None = None
     config: dict | None = None
     log_path: Path | None = None
@@ -91,13 +91,13 @@ def _latest_checkpoint_state(folder: Path) -> Path | None:
     return max(states, key=lambda p: int(p.parent.name.split("-")[-1])) if states else None
 
 
-def metrics_file_in(folder: Path) -> Path | None:
+def metrics_file_in(run: Run) -> Path | None:
     """The metrics file of a directory: our progress log first, then TRL's trainer_state.json."""
-    candidates = [Run(folder).progress, folder / "progress.jsonl", folder / "trainer_state.json"]
+    candidates = [run.progress, run.dir / "progress.jsonl", run.dir / "trainer_state.json"]
     for path in candidates:
         if path.is_file():
             return path
-    for base in (folder, Run(folder).checkpoints):
+    for base in (run.dir, run.checkpoints):
         if base.is_dir():
             state = _latest_checkpoint_state(base)
             if state:
@@ -416,38 +416,36 @@ def read_log(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def load_run(source: str | Path, config: str | Path | dict | None = None, log: str | Path | None = None) -> LoadedRun:
-    """Find and read the metrics, config and log of `source` (see ACCEPTED)."""
-    path = resolve_path(source, "source")
-    run_dir = None
+def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
+             log: str | Path | None = None) -> LoadedRun:
+    """Find and read the metrics, config and log of `source`: a run, or a path as a person gives it (see ACCEPTED)."""
+    path = source.dir.resolve() if isinstance(source, Run) else resolve_path(source, "source")
+    home = None
     if path.is_dir():
-        run_dir = path
-        metrics_path = metrics_file_in(path)
+        home = Run(path)
+        metrics_path = metrics_file_in(home)
     elif path.suffix.lower() in LOG_SUFFIXES:  # a bare stdout log: only the environment rules apply
         metrics_path, log = None, log or path
     else:
         metrics_path = path
         # A file inside a run directory (train/logs/progress.jsonl): the run's config and log are its siblings.
-        for parent in path.parents:
-            if Run(parent).config.is_file():
-                run_dir = parent
-                break
+        home = next((run for run in map(Run, path.parents) if run.config.is_file()), None)
     # A run directory whose progress log is still empty (it crashed before its first step) is read from its log.
-    has_log = log is not None or (run_dir is not None and Run(run_dir).stdout.is_file())
+    has_log = log is not None or (home is not None and home.stdout.is_file())
     kind, rows, lines_logged = (
         load_metrics(metrics_path, allow_empty=path.is_dir() and has_log) if metrics_path else ("log", [], None))
     if path.is_dir():
         kind = "run_dir"
 
     config_path, config_values = load_config(config)
-    if config is None and run_dir is not None and Run(run_dir).config.is_file():
-        config_path, config_values = load_config(Run(run_dir).config)
+    if config is None and home is not None and home.config.is_file():
+        config_path, config_values = load_config(home.config)
 
     log_path = resolve_path(log, "log") if log is not None else None
     if log_path is not None and not log_path.is_file():
         raise UserInputError("log", f"{log_path} is not a file; give the run's stdout log (train/logs/stdout.log)")
-    if log_path is None and run_dir is not None and Run(run_dir).stdout.is_file():
-        log_path = Run(run_dir).stdout
+    if log_path is None and home is not None and home.stdout.is_file():
+        log_path = home.stdout
 
     if metrics_path is None and log_path is None:
         raise UserInputError(
@@ -462,7 +460,7 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
     if metrics_path is None and log_text:
         rows = rows_from_log(log_text)
     # The recipe's sidecars: beside the config given, else the run's.
-    config_file = config_path or (Run(run_dir).config if run_dir else None)
+    config_file = config_path or (home.config if home else None)
     request_path, rewards_path = sidecars(config_file) if config_file else (None, None)
     request = (read_json_if_present(request_path) if request_path else None) or {}
     reward_specs = read_json_if_present(rewards_path, list) if rewards_path else None
@@ -471,7 +469,7 @@ def load_run(source: str | Path, config: str | Path | dict | None = None, log: s
         metrics_path=metrics_path,
         rows=rows,
         lines_logged=lines_logged,
-        run_dir=run_dir,
+        home=home,
         config_path=config_path,
         config=config_values,
         log_path=log_path,

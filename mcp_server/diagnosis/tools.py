@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 
-from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.diagnosis.models import DiagnoseRequest, Diagnosis
 from mcp_server.toolspec import Command, Flag, ToolSpec
+
+
+# The core is imported on the first call, not with the registry: the doors start without the cores' imports.
+def diagnose_run(request: DiagnoseRequest | str) -> Diagnosis:
+    from mcp_server.diagnosis.diagnose import diagnose_run
+
+    return diagnose_run(request)
 
 
 def human_diagnosis(d: Diagnosis) -> str:

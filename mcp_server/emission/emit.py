@@ -64,11 +64,10 @@ def _prompt_count(request: GRPORecipeRequest) -> int | None:
     return PROMPT_COUNTS.get(str(path.resolve())) if path.is_file() else None
 
 
-def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
+def _dataset_fields(request: GRPORecipeRequest, run: Run) -> dict:
     """TrlParser keys for the data: a local file becomes a `datasets` mixture entry, a hub name `dataset_name`."""
     if request.dataset == TINY:
         train_rows, _ = split_task()
-        run = Run(run_dir)
         path = write_jsonl(train_rows, run.train_data)
         # Relative to the run (train.py runs there): a moved or copied run reads its own copy.
         return {"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]}
@@ -80,8 +79,8 @@ def _dataset_fields(request: GRPORecipeRequest, run_dir: Path) -> dict:
                 raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
             _check_columns(path, request)
             data_file = path.resolve()
-            if data_file.is_relative_to(Path(run_dir).resolve()):  # the run's own data: relative, moves with it
-                data_file = data_file.relative_to(Path(run_dir).resolve())
+            if data_file.is_relative_to(run.dir.resolve()):  # the run's own data: relative, moves with it
+                data_file = data_file.relative_to(run.dir.resolve())
             return {"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}
         if not path.is_dir():  # a device or a pipe: no data set, and reading it may never end
             raise UserInputError("dataset", f"{request.dataset} is not a regular file or a directory; give a "
@@ -193,7 +192,7 @@ def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, de
         "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)})]
 
 
-def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, str, bool, dict, list, object]:
+def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, bool, dict, list, object]:
     """(config values, variant, reason, is_moe, why per key, reward specs, memory plan or None) for the request's
     target."""
     model = resolve_model(request.model)
@@ -242,7 +241,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     if any(s.weight != 1.0 for s in specs):
         recipe["reward_weights"] = [s.weight for s in specs]
         why["reward_weights"] = "the weights of the rewards in train/rewards.json, in order"
-    recipe["output_dir"] = str(Run(run_dir).checkpoints.relative_to(run_dir))  # relative: the run can move
+    recipe["output_dir"] = str(run.checkpoints.relative_to(run.dir))  # relative: the run can move
     why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
     if request.finetune != "full" and recipe.get("beta"):
@@ -258,7 +257,7 @@ def build_config(request: GRPORecipeRequest, run_dir: Path) -> tuple[dict, str, 
     if moe and model_fields.get("lora_target_modules") == "all-linear":
         model_fields["lora_target_modules"] = _moe_lora_targets(model)
         model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
-    data_fields = _dataset_fields(request, run_dir)
+    data_fields = _dataset_fields(request, run)
     why.update(model_why)
     why.update({k: "the training prompts" for k in data_fields})
     values = {**model_fields, **data_fields, **recipe}
@@ -381,12 +380,13 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         if run_dir is None or not run_dir.is_dir():
             raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
                                  "its runs/ and the current directory)")
-        launched = Run(run_dir).launched_evidence()
+        run = Run(run_dir)
+        launched = run.launched_evidence()
         if launched:
             raise UserInputError(
                 "run_dir", f"{run_dir} holds a launched run ({', '.join(launched)}): emitting into it would rewrite "
                 "what was launched. Emit without run_dir for a new run, or resume_training to continue this one")
-        return _emit(request, run_dir, run_dir)
+        return _emit(request, run, run)
     slug = request.run_name or Path(request.model).name
     made_root = not runs_root().exists()
     runs_root().mkdir(parents=True, exist_ok=True)
@@ -394,7 +394,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     try:
         while True:
             final = runs_root() / unique_run_name(slug)
-            result = _emit(request, staging, final)
+            result = _emit(request, Run(staging), Run(final))
             try:
                 os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
                 return result
@@ -409,17 +409,17 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         raise
 
 
-def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitResult:
-    """Write the run's files into `write_dir`; the result names them where they will be, under `run_dir`."""
-    values, variant, reason, moe, why, reward_specs, plan = build_config(request, write_dir)
-    command, how = launch_text(plan, run_dir)
+def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
+    """Write the run's files into `run` (a staging directory, or the run itself); the result names them where
+    they will be, in `final`."""
+    values, variant, reason, moe, why, reward_specs, plan = build_config(request, run)
+    command, how = launch_text(plan, final.dir)
     specs = [s.model_dump() for s in reward_specs]
     agentic = agentic_record(request)
     validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
-                                 override_reason=request.override_reason, is_moe=moe, base_dir=write_dir,
+                                 override_reason=request.override_reason, is_moe=moe, base_dir=run.dir,
                                  agentic=agentic.model_dump() if agentic else None)
 
-    run = Run(write_dir)
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
     names = ", ".join(s["name"] for s in specs)
@@ -448,11 +448,10 @@ def _emit(request: GRPORecipeRequest, write_dir: Path, run_dir: Path) -> EmitRes
     validation = with_target(validation, values, request.gpu, request.num_gpus,
                               agentic_prompt_tokens(run.config, agentic.model_dump() if agentic else None))
     template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
-    script = template.replace("{{RUN}}", run_dir.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
+    script = template.replace("{{RUN}}", final.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)
-    final = Run(run_dir)
     return EmitResult(
-        run_dir=str(run_dir),
+        run_dir=str(final.dir),
         config_path=str(final.config),
         train_script_path=str(final.script),
         schema_path=str(final.request_schema),

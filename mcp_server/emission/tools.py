@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 
-from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.tools import human_validation
 from mcp_server.toolspec import Command, ToolSpec
+
+
+# The core is imported on the first call, not with the registry: the doors start without the cores' imports.
+def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
+    from mcp_server.emission.emit import emit_grpo_config
+
+    return emit_grpo_config(request)
 
 
 def fits(result: EmitResult) -> bool:

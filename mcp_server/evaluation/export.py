@@ -19,15 +19,15 @@ from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.model_ref import load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
-from mcp_server.runs import read_json_if_present, resolve_run
+from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_text, sha256_file, sha256_tree
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
 
-def _smoke_prompts(run_dir: Path, promotion: dict | None, n: int) -> list:
-    """Prompts for the smoke test: the promotion's goldens, else the run's data set, else the tiny goldens."""
+def _smoke_prompts(promotion: dict | None, n: int) -> list:
+    """Prompts for the smoke test: the promotion's goldens, else the tiny goldens."""
     goldens = (promotion or {}).get("goldens")
     path = Path(goldens) if goldens and Path(goldens).is_file() else None
     if path is None:
@@ -39,7 +39,7 @@ def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
     return generate(model, tokenizer, [render_prompt(tokenizer, p) for p in prompts], max_new_tokens)
 
 
-def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward_sha: str | None,
+def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha: str | None,
                inspection: dict | None, promotion: dict | None, merged: bool, ckpt_sha: str | None = None) -> str:
     verdict = (promotion or {}).get("verdict")
     inspection_line = "none recorded"
@@ -60,7 +60,7 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
         "tags: [grpo, trl, rlvr, llm-finetuning]",
         "---",
         "",
-        f"# {run_dir.name}",
+        f"# {run.name}",
         "",
         f"GRPO fine-tune of `{base}` made with llm-finetuning (TRL GRPOTrainer)"
         + (", LoRA adapters merged into the base weights." if merged else "."),
@@ -91,7 +91,6 @@ def model_card(run_dir: Path, base: str, config_sha: str | None, rewards, reward
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
-    run_dir = run.dir
     config, base, ckpt = run.trained_model(request.checkpoint)
     # What the card records (optional: a run without them is still exported, and the card says "unknown").
     promotion = read_json_if_present(run.promotion)
@@ -112,7 +111,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
             raise UserInputError("checkpoint", f"{mismatch}: run promote_checkpoint on it, or set allow_unpromoted "
                                  "to export it unjudged (the model card will say so)")
         raise UserInputError(
-            "run", f"{run_dir.name} has no PROMOTE verdict ({verdict or 'never judged'}): run promote_checkpoint "
+            "run", f"{run.name} has no PROMOTE verdict ({verdict or 'never judged'}): run promote_checkpoint "
             "first, or set allow_unpromoted to export anyway (the model card will say so)",
         )
 
@@ -125,7 +124,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
     model, tokenizer = load_model(ckpt)  # merged in memory when it is an adapter
     max_new_tokens = int(config.get("max_completion_length") or 64)
-    prompts = _smoke_prompts(run_dir, promotion, request.smoke_items)
+    prompts = _smoke_prompts(promotion, request.smoke_items)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
 
@@ -139,12 +138,12 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
 
     # Write into a temporary directory beside export/, then swap it in: nothing half-written.
     export_dir = run.export
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run_dir))
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run.dir))
     try:
         report(2, STAGES, "saving safetensors, tokenizer and model card")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        atomic_write_text(tmp / "README.md", model_card(run_dir, base, config_sha, rewards, reward_sha, inspection,
+        atomic_write_text(tmp / "README.md", model_card(run, base, config_sha, rewards, reward_sha, inspection,
                                                        promotion, merged, ckpt_sha))
         report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
@@ -159,7 +158,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ExportResult(
-        run_dir=str(run_dir), export_dir=str(export_dir), merged_lora=merged,
+        run_dir=str(run.dir), export_dir=str(export_dir), merged_lora=merged,
         files=sorted(p.name for p in export_dir.iterdir()), model_card=str(export_dir / "README.md"),
         config_sha256=config_sha, checkpoint_sha256=ckpt_sha, archived_previous=str(archived) if archived else None,
         promotion_verdict=verdict, smoke_identical=before == after,

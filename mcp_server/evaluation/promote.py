@@ -125,32 +125,10 @@ def _stage(report: Report, stage: str) -> Report:
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
     run = resolve_run(request.run)
-    run_dir = run.dir
     config, base, ckpt = run.trained_model(request.checkpoint)
     base_ref = resolve_loadable(base)
-
-    baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
-    if baseline is None:
-        if not request.goldens:
-            raise UserInputError(
-                "goldens",
-                f"no baseline for the base model {base} in {eval_root()} and no goldens given: evaluate the base "
-                "model first (evaluate_model) or pass goldens",
-            )
-        first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
-                                               max_new_tokens=int(config.get("max_completion_length") or 256)),
-                               report=_stage(report, "baseline of the base model"))
-        baseline = json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
-    goldens = resolve_goldens(request.goldens) if request.goldens else Path(baseline["goldens"])
-    if not goldens.is_file():
-        raise UserInputError("goldens", f"the baseline's goldens file {goldens} is gone; restore it (sha256 "
-                             f"{baseline['goldens_sha256']}) or re-baseline under another model name")
-    sha = sha256_file(goldens)
-    if sha != baseline["goldens_sha256"]:
-        raise UserInputError(
-            "goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured on "
-            f"({baseline['goldens']}, sha256 {baseline['goldens_sha256'][:12]}): the comparison would mean nothing",
-        )
+    baseline = _baseline(request, config, base, base_ref, report)
+    goldens, sha = _baseline_goldens(request, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
@@ -163,47 +141,25 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])
     improvement = round((rate - base_rate) * 100, 2)
-    base_items = [bool(i["passed"]) for i in baseline.get("items") or []]
-    gained = lost = 0
-    p_value = None
-    if len(base_items) == len(items):
-        paired = compare_paired(base_items, [i.passed for i in items])
-        ci_low, ci_high, gained, lost, p_value = paired.low, paired.high, paired.gained, paired.lost, paired.p_value
-        how = (f"exact McNemar over {len(items)} paired goldens: {gained} gained, {lost} lost, "
-               f"two-sided p = {p_value:.3g}")
-    else:  # no per-item baseline: the unpaired, more conservative yardstick
-        ci_low = (low - float(baseline["ci_high"])) * 100
-        ci_high = (high - float(baseline["ci_low"])) * 100
-        how = "unpaired (the baseline has no per-item results)"
+    ci_low, ci_high, gained, lost, p_value, how = _improvement_interval(baseline, items, low, high)
     drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens, report)
 
-    reasons = []
     beats = ci_low > request.min_improvement_points
-    reasons.append(
+    reasons = [
         f"goldens: {passed}/{len(items)} = {rate:.1%} (95% CI {low:.1%}-{high:.1%}) vs baseline {base_rate:.1%} "
         f"(CI {baseline['ci_low']:.1%}-{baseline['ci_high']:.1%}): {improvement:+.1f} points, 95% CI "
         f"{ci_low:+.1f} to {ci_high:+.1f} ({how}); "
         + ("better beyond noise" if beats else
            f"NOT a clear improvement (the improvement's interval must lie above {request.min_improvement_points:g} "
-           "points)")
-    )
-    drift_line = (
-        f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
-        f"{drift.drop_points:+.1f} points ({drift.band})"
-    )
-    if drift.band == "rerun":
-        drift_line += (f"; rerun with seeds {list(drift.rerun_drops)}: drops {list(drift.rerun_drops.values())}, "
-                       f"mean {drift.rerun_mean_drop:+.1f}")
-    drift_line += " -> within budget" if drift.ok else " -> OVER the drift budget"
-    reasons.append(drift_line)
-    verdict = "PROMOTE" if beats and drift.ok else "REJECT"
-
+           "points)"),
+        _drift_reason(drift),
+    ]
     result = PromotionResult(
-        run_dir=str(run_dir),
+        run_dir=str(run.dir),
         checkpoint=str(ckpt),
         checkpoint_sha256=ckpt_sha,
         base_model=base,
-        verdict=verdict,
+        verdict="PROMOTE" if beats and drift.ok else "REJECT",
         reasons=reasons,
         goldens=str(goldens),
         goldens_sha256=sha,
@@ -226,6 +182,63 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     )
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
+
+
+def _baseline(request: PromoteRequest, config: dict, base: str, base_ref, report: Report) -> dict:
+    """The base model's baseline from eval/; measured now on the request's goldens when there is none yet."""
+    baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
+    if baseline is not None:
+        return baseline
+    if not request.goldens:
+        raise UserInputError(
+            "goldens",
+            f"no baseline for the base model {base} in {eval_root()} and no goldens given: evaluate the base "
+            "model first (evaluate_model) or pass goldens",
+        )
+    first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
+                                           max_new_tokens=int(config.get("max_completion_length") or 256)),
+                           report=_stage(report, "baseline of the base model"))
+    return json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
+
+
+def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:
+    """The goldens file (the request's, else the baseline's) and its sha256, which must be the baseline's."""
+    goldens = resolve_goldens(request.goldens) if request.goldens else Path(baseline["goldens"])
+    if not goldens.is_file():
+        raise UserInputError("goldens", f"the baseline's goldens file {goldens} is gone; restore it (sha256 "
+                             f"{baseline['goldens_sha256']}) or re-baseline under another model name")
+    sha = sha256_file(goldens)
+    if sha != baseline["goldens_sha256"]:
+        raise UserInputError(
+            "goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured on "
+            f"({baseline['goldens']}, sha256 {baseline['goldens_sha256'][:12]}): the comparison would mean nothing",
+        )
+    return goldens, sha
+
+
+def _improvement_interval(baseline: dict, items: list, low: float, high: float) -> tuple:
+    """(ci_low, ci_high, gained, lost, p_value, how) of the improvement in points: paired over the same goldens
+    (exact McNemar) when the baseline kept its per-item results, else unpaired (more conservative)."""
+    base_items = [bool(i["passed"]) for i in baseline.get("items") or []]
+    if len(base_items) == len(items):
+        paired = compare_paired(base_items, [i.passed for i in items])
+        how = (f"exact McNemar over {len(items)} paired goldens: {paired.gained} gained, {paired.lost} lost, "
+               f"two-sided p = {paired.p_value:.3g}")
+        return paired.low, paired.high, paired.gained, paired.lost, paired.p_value, how
+    ci_low = (low - float(baseline["ci_high"])) * 100
+    ci_high = (high - float(baseline["ci_low"])) * 100
+    return ci_low, ci_high, 0, 0, None, "unpaired (the baseline has no per-item results)"
+
+
+def _drift_reason(drift: DriftResult) -> str:
+    line = (
+        f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
+        f"{drift.drop_points:+.1f} points ({drift.band})"
+    )
+    if drift.band == "rerun":
+        line += (f"; rerun with seeds {list(drift.rerun_drops)}: drops {list(drift.rerun_drops.values())}, "
+                 f"mean {drift.rerun_mean_drop:+.1f}")
+    return line + (" -> within budget" if drift.ok else " -> OVER the drift budget")
 
 
 def render_report(result: PromotionResult, items, graders, max_new_tokens: int) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from mcp_server.evaluation.evaluate import evaluate_model
-from mcp_server.evaluation.export import export_model
 from mcp_server.evaluation.models import (
     EvaluateRequest,
     EvaluationResult,
@@ -12,8 +10,27 @@ from mcp_server.evaluation.models import (
     PromoteRequest,
     PromotionResult,
 )
-from mcp_server.evaluation.promote import promote_checkpoint
+from mcp_server.reporting import Report, silent
 from mcp_server.toolspec import RUN, Command, Flag, ToolSpec
+
+
+# The core is imported on the first call, not with the registry: the doors start without the cores' imports.
+def evaluate_model(request: EvaluateRequest, report: Report = silent) -> EvaluationResult:
+    from mcp_server.evaluation.evaluate import evaluate_model
+
+    return evaluate_model(request, report=report)
+
+
+def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    return promote_checkpoint(request, report=report)
+
+
+def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
+    from mcp_server.evaluation.export import export_model
+
+    return export_model(request, report=report)
 
 
 def human_evaluation(result: EvaluationResult) -> str:

@@ -148,21 +148,55 @@ def _check_samples_back_a_pass(run: Run) -> dict:
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
-    if not request.reviewer.strip():
-        raise UserInputError("reviewer", "names nobody: give the name or handle of the person who read the review")
-    if _CONTROL.search(request.reviewer):
-        raise UserInputError("reviewer", f"holds control characters ({printable(request.reviewer)!r}): give a plain "
-                                         "name or handle")
+    _check_reviewer(request.reviewer)
     run = resolve_run(request.run)
-    run_dir = run.dir
     review = _read_review(run)
     if not run.samples.is_file():
         raise UserInputError("run", f"{run.samples} is gone: run sample_completions and inspect_rewards again")
     _check_review_current(run, review)
     result = review["result"]
     reviewed = list(review["reviewed_ids"])
-    known = set(reviewed)
+    given = _sample_verdicts(request, reviewed)
+    agree = sum(v["agree"] for v in given.values())
+    disagree = len(given) - agree
+    if request.verdict == "pass":
+        _check_pass(request, result["route"], reviewed, given)
+        _check_samples_back_a_pass(run)
+        pins = run_pins(run, result["reward_code_sha256"])
+    else:  # a failing verdict opens nothing: record what can be pinned
+        try:
+            pins = run_pins(run, result["reward_code_sha256"])
+        except UserInputError:
+            pins = {"reward_code": result["reward_code_sha256"]}
+    record = _verdict_record(request, run, result, reviewed, given, pins)
+    path = atomic_write_json(run.inside(run.verdict), record)
+    return VerdictResult(
+        run_dir=str(run.dir),
+        verdict_path=str(path),
+        verdict=request.verdict,
+        reviewer=request.reviewer,
+        recorded_at=record["recorded_at"],
+        agree=agree,
+        disagree=disagree,
+        reviewed=len(reviewed),
+        reward_code_sha256=record["reward_code_sha256"],
+        samples_sha256=record["samples_sha256"],
+        gate=check_inspection_gate(run),
+    )
 
+
+def _check_reviewer(reviewer: str) -> None:
+    if not reviewer.strip():
+        raise UserInputError("reviewer", "names nobody: give the name or handle of the person who read the review")
+    if _CONTROL.search(reviewer):
+        raise UserInputError("reviewer", f"holds control characters ({printable(reviewer)!r}): give a plain "
+                                         "name or handle")
+
+
+def _sample_verdicts(request: VerdictRequest, reviewed: list[int]) -> dict[int, dict]:
+    """The person's verdict on each reviewed sample, by id (with agree_with_rest: agreeing with every one not
+    listed). A sample that was not reviewed, or listed twice, is refused."""
+    known = set(reviewed)
     given: dict[int, dict] = {}
     for i, sv in enumerate(request.sample_verdicts):
         if sv.id not in known:
@@ -175,42 +209,40 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     if request.agree_with_rest:
         for sid in reviewed:
             given.setdefault(sid, {"id": sid, "agree": True, "note": "agreed with the rest"})
+    return given
+
+
+def _check_pass(request: VerdictRequest, route: str, reviewed: list[int], given: dict[int, dict]) -> None:
+    """A pass needs a route GRPO can learn from, a verdict on every reviewed sample, and agreement with most."""
+    if route == "sft_first":
+        raise UserInputError(
+            "verdict",
+            "the review found no prompt with a single success, so GRPO cannot learn from these prompts: do SFT "
+            "first (or use easier prompts), then sample and inspect again. A pass cannot be recorded.",
+        )
+    missing = [sid for sid in reviewed if sid not in given]
+    if missing:
+        raise UserInputError(
+            "sample_verdicts",
+            f"a pass needs a verdict on every reviewed sample; missing {len(missing)}: {_ranges(missing)}. "
+            "List them, or set agree_with_rest (CLI --agree-rest) to agree with every sample not listed.",
+        )
     agree = sum(v["agree"] for v in given.values())
     disagree = len(given) - agree
+    problem = pass_problem(agree, disagree, request.note)
+    if problem:
+        raise UserInputError("note" if disagree < agree else "verdict",
+                             f"{problem}; otherwise fix the reward and record 'fail'")
 
-    if request.verdict == "pass":
-        if result["route"] == "sft_first":
-            raise UserInputError(
-                "verdict",
-                "the review found no prompt with a single success, so GRPO cannot learn from these prompts: do SFT "
-                "first (or use easier prompts), then sample and inspect again. A pass cannot be recorded.",
-            )
-        missing = [sid for sid in reviewed if sid not in given]
-        if missing:
-            raise UserInputError(
-                "sample_verdicts",
-                f"a pass needs a verdict on every reviewed sample; missing {len(missing)}: {_ranges(missing)}. "
-                "List them, or set agree_with_rest (CLI --agree-rest) to agree with every sample not listed.",
-            )
-        problem = pass_problem(agree, disagree, request.note)
-        if problem:
-            raise UserInputError("note" if disagree < agree else "verdict",
-                                 f"{problem}; otherwise fix the reward and record 'fail'")
 
-    if request.verdict == "pass":
-        _check_samples_back_a_pass(run)
-        pins = run_pins(run, result["reward_code_sha256"])
-    else:  # a failing verdict opens nothing: record what can be pinned
-        try:
-            pins = run_pins(run, result["reward_code_sha256"])
-        except UserInputError:
-            pins = {"reward_code": result["reward_code_sha256"]}
-
-    recorded_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    record = {
+def _verdict_record(request: VerdictRequest, run: Run, result: dict, reviewed: list[int], given: dict[int, dict],
+                    pins: dict) -> dict:
+    """verdict.json: the verdict, who and when, what it pins, and the review it signs (VerdictRecord reads it)."""
+    agree = sum(v["agree"] for v in given.values())
+    return {
         "verdict": request.verdict,
         "reviewer": request.reviewer,
-        "recorded_at": recorded_at,
+        "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "note": request.note,
         "pins": pins,
         "reward_code_sha256": result["reward_code_sha256"],
@@ -226,23 +258,9 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         "reviewed_ids": reviewed,
         "reviewed": len(reviewed),
         "agree": agree,
-        "disagree": disagree,
+        "disagree": len(given) - agree,
         "sample_verdicts": [given[sid] for sid in sorted(given)],
     }
-    path = atomic_write_json(run.inside(run.verdict), record)
-    return VerdictResult(
-        run_dir=str(run_dir),
-        verdict_path=str(path),
-        verdict=request.verdict,
-        reviewer=request.reviewer,
-        recorded_at=recorded_at,
-        agree=agree,
-        disagree=disagree,
-        reviewed=len(reviewed),
-        reward_code_sha256=record["reward_code_sha256"],
-        samples_sha256=record["samples_sha256"],
-        gate=check_inspection_gate(run_dir),
-    )
 
 
 def _ranges(ids: list[int]) -> str:
@@ -288,103 +306,127 @@ def _brief(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def check_inspection_gate(run: str | Path) -> GateResult:
+def check_inspection_gate(run: Run | str | Path) -> GateResult:
     """Is this run cleared to train? Open only with a passing verdict on the current rewards and samples.
 
     The training launcher calls this before it starts anything; a closed gate says why and how to open it.
     An unknown run raises UserInputError('run', ...); every other state is an answer, not an error.
     """
-    run = resolve_run(run)
-    run_dir = run.dir
-    verdict_file = run.verdict
+    run = run if isinstance(run, Run) else resolve_run(run)
+    early = _before_a_verdict(run)
+    if early is not None:
+        return early
+    verdict = _read_verdict_record(run)
+    return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)
 
-    def closed(reason: str, how: str) -> GateResult:
-        return GateResult(
-            passed=False, reason=reason, how_to_clear=how, run_dir=str(run_dir),
-            verdict_path=str(verdict_file) if verdict_file.is_file() else None,
-        )
 
-    inspect_again = (
-        f"run inspect_rewards (CLI: {CLI} inspect-rewards {run_dir.name}), have a person read "
-        "inspection/review.md, then record_inspection_verdict"
+def _closed(run: Run, reason: str, how: str) -> GateResult:
+    return GateResult(
+        passed=False, reason=reason, how_to_clear=how, run_dir=str(run.dir),
+        verdict_path=str(run.verdict) if run.verdict.is_file() else None,
     )
+
+
+def _inspect_again(run: Run) -> str:
+    return (f"run inspect_rewards (CLI: {CLI} inspect-rewards {run.dir.name}), have a person read "
+            "inspection/review.md, then record_inspection_verdict")
+
+
+def _before_a_verdict(run: Run) -> GateResult | None:
+    """The closed gate of a run not yet as far as a verdict (no rewards, no samples, a review that routes to
+    SFT first, no verdict); None when there is a verdict file to judge."""
     if not run.rewards.is_file():
-        return closed(
-            "the run has no train/rewards.json (its reward definition)",
+        return _closed(
+            run, "the run has no train/rewards.json (its reward definition)",
             "emit the run's config with emit_grpo_config (it writes train/rewards.json), then sample, inspect and "
             "record a verdict",
         )
     if not run.samples.is_file():
-        return closed(
-            "no samples: inspection/samples.jsonl does not exist",
-            f"run sample_completions (CLI: {CLI} sample-completions {run_dir.name}), then " + inspect_again,
+        return _closed(
+            run, "no samples: inspection/samples.jsonl does not exist",
+            f"run sample_completions (CLI: {CLI} sample-completions {run.dir.name}), then " + _inspect_again(run),
         )
-    review_file = run.review
-    if not verdict_file.is_file() and review_file.is_file():
-        review = (_read_or_none(review_file) or {}).get("result") or {}
+    if run.verdict.is_file():
+        return None
+    if run.review.is_file():
+        review = (_read_or_none(run.review) or {}).get("result") or {}
         if review.get("route") == "sft_first" and review.get("samples_sha256") == sha256_file(run.samples):
-            return closed(
-                "the last review found no prompt with a single success: GRPO cannot learn yet",
+            return _closed(
+                run, "the last review found no prompt with a single success: GRPO cannot learn yet",
                 "do SFT first (or use easier prompts or a stronger base model), then sample_completions and "
-                + inspect_again,
+                + _inspect_again(run),
             )
-    if not verdict_file.is_file():
-        return closed("no verdict recorded: nobody has signed off the rewards on sampled outputs", inspect_again)
+    return _closed(run, "no verdict recorded: nobody has signed off the rewards on sampled outputs",
+                   _inspect_again(run))
+
+
+def _read_verdict_record(run: Run) -> VerdictRecord | GateResult:
+    """verdict.json as a complete, consistent record; else the closed gate saying why it is not a verdict."""
+    verdict_file = run.verdict
     raw = _read_or_none(verdict_file)
     if raw is None:
-        return closed(f"{verdict_file} cannot be read as a JSON object: it is not a verdict", inspect_again)
+        return _closed(run, f"{verdict_file} cannot be read as a JSON object: it is not a verdict",
+                       _inspect_again(run))
     try:
         verdict = VerdictRecord.model_validate(raw)
     except ValidationError as exc:
         missing = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
-        return closed(
-            f"{verdict_file} is not a verdict: its record is incomplete or malformed ({', '.join(missing)}); a "
+        return _closed(
+            run, f"{verdict_file} is not a verdict: its record is incomplete or malformed ({', '.join(missing)}); a "
             "verdict names its reviewer, its time and a verdict on every reviewed sample",
-            inspect_again,
+            _inspect_again(run),
         )
     if verdict.problem():
-        return closed(f"{verdict_file} is not a verdict: {verdict.problem()}", inspect_again)
+        return _closed(run, f"{verdict_file} is not a verdict: {verdict.problem()}", _inspect_again(run))
+    return verdict
+
+
+def _verdict_holds(run: Run, verdict: VerdictRecord) -> GateResult:
+    """The gate for a well-formed verdict: open when it passes and the review, the samples and everything it
+    pins are still what it signed."""
     who = f"{printable(verdict.reviewer)} at {verdict.recorded_at.isoformat()}"
+    inspect_again = _inspect_again(run)
     if verdict.verdict != "pass":
-        return closed(
-            f"the verdict is '{verdict.verdict}' ({who})",
+        return _closed(
+            run, f"the verdict is '{verdict.verdict}' ({who})",
             "fix the reward (train/rewards.json or the reward code) where the reader disagreed, then " + inspect_again,
         )
     if verdict.route == "sft_first" or not verdict.base_success_rate:
-        return closed(
-            "the base model never succeeded on the sampled prompts: GRPO cannot learn yet",
+        return _closed(
+            run, "the base model never succeeded on the sampled prompts: GRPO cannot learn yet",
             "do SFT first (or use easier prompts or a stronger base model), then sample_completions and "
             + inspect_again,
         )
     if sha256_file(run.samples) != verdict.samples_sha256:
-        return closed(f"samples.jsonl changed since the verdict ({who})", inspect_again)
+        return _closed(run, f"samples.jsonl changed since the verdict ({who})", inspect_again)
+    review_file = run.review
     if not review_file.is_file() or sha256_file(review_file) != verdict.review_sha256:
         now = (_read_or_none(review_file) or {}).get("result") or {}
         rule = now.get("success_rule")
         what = ("review.json is gone" if not review_file.is_file() else
                 f"the success rule changed ('{verdict.success_rule}' -> '{rule}')" if rule != verdict.success_rule
                 else "review.json changed")
-        return closed(f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
+        return _closed(run, f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
     mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {})
     if mismatch:
-        return closed(f"{verdict_file} is not a verdict on this review ({who}): {mismatch}", inspect_again)
+        return _closed(run, f"{run.verdict} is not a verdict on this review ({who}): {mismatch}", inspect_again)
     try:
         current = run_pins(run, reward_code_sha256(read_run_rewards(run)))
     except UserInputError as exc:
-        return closed(f"what the verdict vouches for cannot be read now: {exc}", "fix it, then " + inspect_again)
+        return _closed(run, f"what the verdict vouches for cannot be read now: {exc}", "fix it, then " + inspect_again)
     moved = changes(verdict.pins, current)
     if moved:
         return GateResult(
             passed=False, reason=f"changed since the verdict ({who}): " + "; ".join(moved),
             how_to_clear="put back what changed, or (for another model, data set or sampling settings) run "
-            f"sample_completions (CLI: {CLI} sample-completions {run_dir.name}) again, then " + inspect_again,
-            run_dir=str(run_dir), verdict_path=str(verdict_file), changed=moved,
+            f"sample_completions (CLI: {CLI} sample-completions {run.dir.name}) again, then " + inspect_again,
+            run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,
         )
     return GateResult(
         passed=True,
         reason=f"passing verdict by {who} on the current model, data, sampling settings, rewards, train.py and "
         f"samples ({verdict.agree} agree, {verdict.disagree} disagree of {len(verdict.reviewed_ids)})",
         how_to_clear="",
-        run_dir=str(run_dir),
-        verdict_path=str(verdict_file),
+        run_dir=str(run.dir),
+        verdict_path=str(run.verdict),
     )

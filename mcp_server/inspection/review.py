@@ -11,10 +11,8 @@ import asyncio
 import inspect
 import json
 import math
-import re
 import statistics
 from collections import Counter
-from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import (
@@ -26,12 +24,13 @@ from mcp_server.inspection.models import (
     SuspectSample,
 )
 from mcp_server.inspection.files import read_run_rewards, read_samples
+from mcp_server.inspection.review_sheet import render_review
 from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
 from mcp_server.inspection.suspects import suspect_reasons
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
-from mcp_server.runs import resolve_run
+from mcp_server.runs import Run, resolve_run
 from mcp_server.userfiles import read_json
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
@@ -159,46 +158,19 @@ def _groups(samples: list[dict]) -> list[list[int]]:
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
     """Score every sample (the base success rate uses them all); the sheet shows the first 50-100."""
     run = resolve_run(request.run)
-    run_dir = run.dir
     all_samples = read_samples(run)
     meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
-    if request.rewards is not None:
-        specs, source = list(request.rewards), "request"
-        if not specs:
-            raise UserInputError("rewards", "an empty list: give at least one reward spec, or leave it out to use "
-                                            "train/rewards.json")
-    else:
-        specs = [RewardSpec.model_validate(s) for s in read_run_rewards(run)]
-        source = "train/rewards.json"
+    specs, source = _review_specs(request, run)
     funcs = build_reward_funcs(specs)
     reward_hash = reward_code_sha256(specs)
-
-    samples = _select_groups(all_samples, request.max_samples)
-    warnings = []
-    if len(samples) < MIN_REVIEW_SAMPLES:
-        data_rows = meta.get("dataset_rows")
-        n = meta.get("n") or max(1, len(samples))
-        if data_rows is None or meta.get("num_prompts", 0) < data_rows:
-            raise UserInputError(
-                "run",
-                f"only {len(samples)} samples in {run.samples}; a review needs {MIN_REVIEW_SAMPLES}-"
-                f"{request.max_samples}. Run sample_completions with num_prompts >= {-(-MIN_REVIEW_SAMPLES // n)} "
-                f"(n={n}).",
-            )
-        warnings.append(f"only {len(samples)} samples: the data set has only {data_rows} prompts")
-    if len(samples) < len(all_samples):
-        warnings.append(f"the sheet shows the first {len(samples)} of {len(all_samples)} samples (whole prompt "
-                        "groups); the base success rate counts them all")
+    samples, warnings = _sheet_samples(all_samples, request.max_samples, meta, run)
 
     names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
     weights = [s.weight for s in specs]
     report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
     all_scores = _score(funcs, specs, all_samples, report)
     check_threshold(specs, all_scores, request.success_threshold)
-    all_totals = []
-    for i in range(len(all_samples)):
-        parts = [w * all_scores[r][i] for r, w in enumerate(weights) if not math.isnan(all_scores[r][i])]
-        all_totals.append(sum(parts) if parts else math.nan)  # TRL: weighted nansum; all-None stays unscored
+    all_totals = [_total(weights, [column[i] for column in all_scores]) for i in range(len(all_samples))]
     all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
                    for i in range(len(all_samples))]
     # The sheet's samples: the first whole groups.
@@ -210,13 +182,104 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     groups = _groups(samples)
     distributions = [_distribution(n_, w, scores[r], groups) for r, (n_, w) in enumerate(zip(names, weights))]
     distributions.append(_distribution("total", 1.0, totals, groups))
+    rows, likely = _sheet_rows(samples, specs, names, scores, totals, successes, request.max_suspects)
 
+    rate_groups = _groups(all_samples)
+    solved = sum(any(all_success[i] for i in g) for g in rate_groups)
+    base_rate = solved / len(rate_groups)
+    interval = wilson(solved, len(rate_groups))
+    format_idx = [r for r, s in enumerate(specs) if is_format_spec(s)]
     task_idx = [r for r, s in enumerate(specs) if is_task_spec(s)]
+    well = [r["well_formed"] for r in rows]
+    malformed = sum(w is False for w in well) if format_idx else None
+    wrong = sum(w is True and not r["success"] for w, r in zip(well, rows)) if format_idx and task_idx else None
+    truncated = sum(bool(r["truncated"]) for r in rows)
+    differs = list(meta.get("differs_from_config") or [])
+    if not meta:
+        differs = ["samples.meta.json is missing: nothing says how these samples were drawn"]
+    warnings += _sheet_warnings(len(rows), truncated, bool(format_idx), len(rate_groups), interval, meta, differs)
+    can_learn = base_rate > 0
+    result = InspectResult(
+        run_dir=str(run.dir),
+        review_md_path=str(run.review_md),
+        review_jsonl_path=str(run.review_jsonl),
+        num_samples=len(rows),
+        num_prompts=len(groups),
+        samples_per_prompt=max(len(g) for g in groups),
+        rewards=specs,
+        rewards_source=source,
+        reward_code_sha256=reward_hash,
+        samples_sha256=sha256_file(run.samples),
+        distributions=distributions,
+        zero_variance_groups=distributions[-1].zero_variance_groups,
+        well_formed_but_wrong=wrong,
+        malformed=malformed,
+        truncated=truncated,
+        likely_misscored=likely,
+        success_rule=success_rule_text(specs, request.success_threshold),
+        base_success_rate=base_rate,
+        base_success_interval=interval,
+        rate_prompts=len(rate_groups),
+        mean_success_rate=sum(all_success) / len(all_samples),
+        grpo_can_learn=can_learn,
+        route="review" if can_learn else "sft_first",
+        lengths=meta.get("lengths"),
+        differs_from_config=differs,
+        warnings=warnings,
+        next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval),
+    )
+    _write_review(run, result, rows, meta, request.success_threshold)
+    return result
+
+
+def _review_specs(request: InspectRequest, run: Run) -> tuple[list[RewardSpec], str]:
+    """The rewards to review with (the request's, else the run's train/rewards.json) and where they came from."""
+    if request.rewards is None:
+        return [RewardSpec.model_validate(s) for s in read_run_rewards(run)], "train/rewards.json"
+    specs = list(request.rewards)
+    if not specs:
+        raise UserInputError("rewards", "an empty list: give at least one reward spec, or leave it out to use "
+                                        "train/rewards.json")
+    return specs, "request"
+
+
+def _sheet_samples(all_samples: list[dict], max_samples: int, meta: dict, run: Run) -> tuple[list[dict], list[str]]:
+    """The samples the sheet shows (whole prompt groups, up to `max_samples`) and what to warn about them; too few
+    to review is refused unless the data set has no more prompts."""
+    samples = _select_groups(all_samples, max_samples)
+    warnings = []
+    if len(samples) < MIN_REVIEW_SAMPLES:
+        data_rows = meta.get("dataset_rows")
+        n = meta.get("n") or max(1, len(samples))
+        if data_rows is None or meta.get("num_prompts", 0) < data_rows:
+            raise UserInputError(
+                "run",
+                f"only {len(samples)} samples in {run.samples}; a review needs {MIN_REVIEW_SAMPLES}-"
+                f"{max_samples}. Run sample_completions with num_prompts >= {-(-MIN_REVIEW_SAMPLES // n)} "
+                f"(n={n}).",
+            )
+        warnings.append(f"only {len(samples)} samples: the data set has only {data_rows} prompts")
+    if len(samples) < len(all_samples):
+        warnings.append(f"the sheet shows the first {len(samples)} of {len(all_samples)} samples (whole prompt "
+                        "groups); the base success rate counts them all")
+    return samples, warnings
+
+
+def _total(weights: list[float], scores: list[float]) -> float:
+    """One sample's total as TRL computes it: the weighted nansum; all-None stays unscored (NaN)."""
+    parts = [w * v for w, v in zip(weights, scores) if not math.isnan(v)]
+    return sum(parts) if parts else math.nan
+
+
+def _sheet_rows(samples: list[dict], specs: list[RewardSpec], names: list[str], scores: list[list[float]],
+                totals: list[float], successes: list[bool],
+                max_suspects: int) -> tuple[list[dict], list[SuspectSample]]:
+    """review.jsonl's rows (one per shown sample, with its scores and flags) and the likely mis-scored samples,
+    most suspect first."""
     format_idx = [r for r, s in enumerate(specs) if is_format_spec(s)]
     rows, suspects = [], []
     for i, s in enumerate(samples):
         text = completion_text(s["completion"])
-        well_formed = all(scores[r][i] > 0 for r in format_idx) if format_idx else None
         reasons = suspect_reasons(text, s.get("columns", {}), specs, names, [scores[r][i] for r in range(len(specs))],
                                   bool(s.get("truncated", False)), totals[i])
         if reasons:
@@ -234,7 +297,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
                 "scores": {names[r]: _json_float(scores[r][i]) for r in range(len(names))},
                 "total": _json_float(totals[i]),
                 "success": successes[i],
-                "well_formed": well_formed,
+                "well_formed": all(scores[r][i] > 0 for r in format_idx) if format_idx else None,
                 "truncated": s.get("truncated", False),
                 "finish_reason": s.get("finish_reason"),
                 "suspect_reasons": [r for _, r in reasons],
@@ -243,87 +306,59 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     suspects.sort(key=lambda x: (-x[0], x[1]))
     likely = [
         SuspectSample(id=sid, prompt_index=p, reasons=reasons, total=_json_float(total) or 0.0)
-        for _, sid, p, reasons, total in suspects[: request.max_suspects]
+        for _, sid, p, reasons, total in suspects[:max_suspects]
     ]
+    return rows, likely
 
-    rate_groups = _groups(all_samples)
-    solved = sum(any(all_success[i] for i in g) for g in rate_groups)
-    base_rate = solved / len(rate_groups)
-    interval = wilson(solved, len(rate_groups))
-    well = [r["well_formed"] for r in rows]
-    malformed = sum(w is False for w in well) if format_idx else None
-    wrong = sum(w is True and not r["success"] for w, r in zip(well, rows)) if format_idx and task_idx else None
-    truncated = sum(bool(r["truncated"]) for r in rows)
-    if truncated > len(rows) // 4:
+
+def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: int, interval: tuple[float, float],
+                    meta: dict, differs: list[str]) -> list[str]:
+    """What the reader should know before trusting the sheet: truncation, what is not counted, a base rate on
+    too few prompts, samples that differ from what training would draw."""
+    warnings = []
+    if truncated > shown // 4:
         warnings.append(
-            f"{truncated} of {len(rows)} completions hit the length limit: raise max_completion_length or expect "
+            f"{truncated} of {shown} completions hit the length limit: raise max_completion_length or expect "
             "truncated completions in training too"
         )
-    if not format_idx:
+    if not has_format:
         warnings.append("no format_reward configured: malformed and well-formed-but-wrong counts are not computed")
-    rows_left = (meta.get("dataset_rows") or 0) > len(rate_groups)
-    if len(rate_groups) < RATE_PROMPTS and rows_left:
+    rows_left = (meta.get("dataset_rows") or 0) > rate_prompts
+    if rate_prompts < RATE_PROMPTS and rows_left:
         warnings.append(
-            f"the base success rate rests on {len(rate_groups)} prompts (95% interval {interval[0]:.0%}-"
+            f"the base success rate rests on {rate_prompts} prompts (95% interval {interval[0]:.0%}-"
             f"{interval[1]:.0%}): sample at least {RATE_PROMPTS} prompts before routing on it"
         )
-    differs = list(meta.get("differs_from_config") or [])
-    if not meta:
-        differs = ["samples.meta.json is missing: nothing says how these samples were drawn"]
     if differs:
         warnings.append("these samples cannot back a verdict, they differ from what training would sample: "
                         + "; ".join(differs))
-    can_learn = base_rate > 0
-    zero_var = distributions[-1].zero_variance_groups
-    k = max(len(g) for g in rate_groups)
+    return warnings
+
+
+def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float, float]) -> str:
     if can_learn:
-        next_step = (
+        return (
             "A person reads inspection/review.md (start with the likely mis-scored samples), then records the verdict "
             "with record_inspection_verdict (per-sample agree/disagree, pass/fail, who)."
         )
-    else:
-        next_step = (
-            f"GRPO cannot learn yet: none of the {len(rate_groups)} prompts got a single success in {k} samples "
-            f"(95% interval of the rate {interval[0]:.0%}-{interval[1]:.0%}), so every group's advantage is zero. "
-            "First check the likely mis-scored samples (a wrong reward also gives zero); if the scores are right, "
-            "do SFT first (or use easier prompts or a stronger base model), then sample and inspect again. The "
-            "gate stays closed until a prompt succeeds."
-        )
-    result = InspectResult(
-        run_dir=str(run_dir),
-        review_md_path=str(run.review_md),
-        review_jsonl_path=str(run.review_jsonl),
-        num_samples=len(rows),
-        num_prompts=len(groups),
-        samples_per_prompt=max(len(g) for g in groups),
-        rewards=specs,
-        rewards_source=source,
-        reward_code_sha256=reward_hash,
-        samples_sha256=sha256_file(run.samples),
-        distributions=distributions,
-        zero_variance_groups=zero_var,
-        well_formed_but_wrong=wrong,
-        malformed=malformed,
-        truncated=truncated,
-        likely_misscored=likely,
-        success_rule=success_rule_text(specs, request.success_threshold),
-        base_success_rate=base_rate,
-        base_success_interval=interval,
-        rate_prompts=len(rate_groups),
-        mean_success_rate=sum(all_success) / len(all_samples),
-        grpo_can_learn=can_learn,
-        route="review" if can_learn else "sft_first",
-        lengths=meta.get("lengths"),
-        differs_from_config=differs,
-        warnings=warnings,
-        next_step=next_step,
+    return (
+        f"GRPO cannot learn yet: none of the {rate_prompts} prompts got a single success in {k} samples "
+        f"(95% interval of the rate {interval[0]:.0%}-{interval[1]:.0%}), so every group's advantage is zero. "
+        "First check the likely mis-scored samples (a wrong reward also gives zero); if the scores are right, "
+        "do SFT first (or use easier prompts or a stronger base model), then sample and inspect again. The "
+        "gate stays closed until a prompt succeeds."
     )
+
+
+def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
+                  success_threshold: float | None) -> None:
+    """review.jsonl (the rows), review.md (the sheet a person reads) and review.json (the result the verdict and
+    the gate read)."""
     rows_text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
     atomic_write_text(run.inside(run.review_jsonl), rows_text)
-    atomic_write_text(run.review_md, render_review(result, rows, meta, run_dir))
+    atomic_write_text(run.review_md, render_review(result, rows, meta, run))
     atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
-                                   "success_threshold": request.success_threshold})
-    return result
+                                   "success_threshold": success_threshold})
 
 
 def _unique_names(names: list[str]) -> list[str]:
@@ -337,130 +372,3 @@ def _unique_names(names: list[str]) -> list[str]:
 
 def _json_float(value: float):
     return None if math.isnan(value) else round(value, 6)
-
-
-# ---------------------------------------------------------------- the sheet a person reads
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def _readable(text: str) -> str:
-    """Control characters shown as \\xNN so the sheet renders (and the reader sees they are there)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def _fence(text: str) -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}text\n{_readable(text)}\n{ticks}"
-
-
-def _code(text: str) -> str:
-    """An inline code span (so tags like <answer> show instead of vanishing as HTML)."""
-    text = " ".join(text.split())
-    return f"`` {text} ``" if "`" in text else f"`{text}`"
-
-
-def _prompt_block(prompt) -> str:
-    if isinstance(prompt, list):
-        return "\n\n".join(f"**{m.get('role', '?')}:**\n{_fence(str(m.get('content', '')))}" for m in prompt)
-    return _fence(str(prompt))
-
-
-def _fmt(value) -> str:
-    return "None" if value is None else f"{value:g}"
-
-
-def render_review(result: InspectResult, rows: list[dict], meta: dict, run_dir: Path) -> str:
-    names = [d.name for d in result.distributions if d.name != "total"]
-    suspect_ids = {s.id for s in result.likely_misscored}
-    lines = [
-        f"# Reward review: {run_dir.name}",
-        "",
-        "Read every sample and ask: would I give this completion these scores? Disagree where a reward "
-        "pays for something wrong or misses something right. Then record the verdict: "
-        "`record_inspection_verdict` (CLI: `llm-finetuning record-inspection-verdict RUN --verdict pass|fail "
-        "--reviewer NAME [--agree-rest] [--disagree IDS]`). Changing the model, the data, the sampling settings, a "
-        "reward (or a module it imports) or train/train.py afterwards voids the verdict.",
-        "",
-        "## Summary",
-        "",
-        f"- Samples: {result.num_samples} ({result.num_prompts} prompts x {result.samples_per_prompt})"
-        + (f", model `{meta['model']}`" if meta.get("model") else "")
-        + (f", engine {meta['engine']}" if meta.get("engine") else "")
-        + "".join(f", {k} {v}" for k, v in (meta.get("generation") or {}).items() if v is not None),
-        f"- Rewards ({result.rewards_source}): "
-        + ", ".join(f"`{s.name}` x{s.weight:g}" + (f" {s.params}" if s.params else "") for s in result.rewards),
-        f"- Success: {result.success_rule}",
-        f"- Base success rate (prompts with >= 1 success in {result.samples_per_prompt}): "
-        f"**{result.base_success_rate:.0%}** of {result.rate_prompts} prompts (95% interval "
-        f"{result.base_success_interval[0]:.0%}-{result.base_success_interval[1]:.0%}); per-sample success "
-        f"{result.mean_success_rate:.0%}",
-    ]
-    lengths = result.lengths or {}
-    if lengths.get("completion_tokens"):
-        tokens = lengths["completion_tokens"]
-        lines.append(
-            f"- Completion lengths (tokens, {lengths['completions']} completions): median {tokens['p50']}, p90 "
-            f"{tokens['p90']}, p99 {tokens['p99']}, max {tokens['max']}; {lengths['truncated_share']:.0%} cut off at "
-            f"{lengths['max_new_tokens']}. {lengths.get('advice', '')}"
-        )
-        lines.append(f"- Config patch from these samples: `{json.dumps(lengths.get('config_patch', {}))}`")
-    if result.differs_from_config:
-        lines.append("- **These samples cannot back a verdict**: " + "; ".join(result.differs_from_config))
-    if not result.grpo_can_learn:
-        lines.append(f"- **Route: SFT first.** {result.next_step}")
-    lines += [
-        f"- Zero-variance groups (total): {result.zero_variance_groups} of {result.num_prompts} (no learning signal)",
-        f"- Malformed: {_fmt(result.malformed)}; well-formed but wrong: {_fmt(result.well_formed_but_wrong)}; "
-        f"truncated: {result.truncated}",
-    ]
-    lines += [f"- Warning: {w}" for w in result.warnings if not w.startswith("these samples cannot back")]
-    lines += [
-        "",
-        "| reward | weight | mean | std | min | max | zeros | None | zero-var groups | scores (value: count) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for d in result.distributions:
-        hist = ", ".join(f"{k}: {v}" for k, v in d.histogram.items())
-        lines.append(
-            f"| {d.name} | {d.weight:g} | {_fmt(d.mean)} | {_fmt(d.std)} | {_fmt(d.min)} | {_fmt(d.max)} | "
-            f"{d.zero_share:.0%} | {d.none_count} | {d.zero_variance_groups} | {hist} |"
-        )
-    lines += ["", "## Read these first: likely mis-scored", ""]
-    if result.likely_misscored:
-        lines += [
-            f"- Sample {s.id} (prompt {s.prompt_index}): " + "; ".join(s.reasons) for s in result.likely_misscored
-        ]
-    else:
-        lines.append("- none flagged (still read the samples: the checks are heuristics)")
-    lines += ["", "## Samples", ""]
-    current = None
-    for r in rows:
-        if r["prompt_index"] != current:
-            current = r["prompt_index"]
-            lines += [f"### Prompt {current}", "", _prompt_block(r["prompt"]), ""]
-            if r["columns"]:
-                lines += [
-                    "Data: " + "; ".join(f"`{k}` = {_code(_readable(str(v))[:200])}" for k, v in r["columns"].items()),
-                    "",
-                ]
-        flags = [
-            f
-            for f, on in (("SUCCESS", r["success"]), ("TRUNCATED", r["truncated"]), ("CHECK", r["id"] in suspect_ids))
-            if on
-        ]
-        lines += [
-            f"#### Sample {r['id']} (prompt {r['prompt_index']}, #{r['sample_index']}): total {_fmt(r['total'])}"
-            + (f" [{', '.join(flags)}]" if flags else ""),
-            "",
-            _fence(r["completion"]),
-            "",
-            "| " + " | ".join(names + ["total"]) + " |",
-            "|" + "---|" * (len(names) + 1),
-            "| " + " | ".join(_fmt(r["scores"][n]) for n in names) + f" | {_fmt(r['total'])} |",
-            "",
-        ]
-        if r["suspect_reasons"]:
-            lines += ["Check: " + "; ".join(r["suspect_reasons"]), ""]
-    return "\n".join(lines) + "\n"

@@ -141,7 +141,7 @@ def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
         expected = {
             "model": model_pin(data["model"], config.get("model_revision")),
             "data": data_pin(data["dataset"], data["dataset_split"], data["dataset_config"]),
-            "prompt_column": _prompt_column(plain, run.dir),
+            "prompt_column": _prompt_column(plain, run),
             **{k: v for k, v in _generation_settings(plain, config).items() if k in COMPARED},
         }
     except UserInputError as exc:
@@ -158,12 +158,12 @@ def _brief(value) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _prompt_column(request: SampleRequest, run_dir: Path) -> str:
+def _prompt_column(request: SampleRequest, run: Run) -> str:
     """The request's, else the one the run's recipe request named (train/request.json), else 'prompt'."""
     if request.prompt_column:
         return request.prompt_column
     try:  # a recipe request that cannot be read names no column
-        column = Run(run_dir).read_request().get("prompt_column")
+        column = run.read_request().get("prompt_column")
     except UserInputError:
         column = None
     return column if isinstance(column, str) and column else "prompt"
@@ -230,8 +230,7 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
     the ones training will use."""
     run = resolve_run(request.run)
     run.inside(run.samples)  # before any work: nothing is written through a link out of the run
-    run_dir = run.dir
-    return in_training("mcp_server.inspection.sampling:sample_here", request.model_copy(update={"run": str(run_dir)}),
+    return in_training("mcp_server.inspection.sampling:sample_here", request.model_copy(update={"run": str(run.dir)}),
                        report=report)
 
 
@@ -242,11 +241,10 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         from mcp_server.inspection.trajectory_samples import sample_agentic
 
         return sample_agentic(run, request, report)
-    run_dir = run.dir
     config = run.read_config()
     data = _data_settings(request, config, run)
     rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
-    prompt_column = _prompt_column(request, run_dir)
+    prompt_column = _prompt_column(request, run)
     conversational = check_prompt_column(rows, prompt_column)
     model_ref = resolve_loadable(data["model"])
     settings = {**data, **_generation_settings(request, config)}
@@ -268,11 +266,43 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     seconds = time.perf_counter() - started
     report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s")
 
-    lines, sample_id, truncated = [], 0, 0
+    records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
+    path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
+    meta = _samples_meta(run, config, rows, prompt_column, conversational, model_ref, settings, engine, groups,
+                         _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path))
+    atomic_write_json(run.inside(run.samples_meta), meta)
+    # The old review described other completions, so it goes; an old verdict stays as a record, and its
+    # samples hash no longer matches, so the gate says the samples changed.
+    for stale in (run.review_md, run.review_jsonl, run.review):
+        stale.unlink(missing_ok=True)
+    return SampleResult(
+        run_dir=str(run.dir),
+        samples_path=str(path),
+        samples_sha256=meta["samples_sha256"],
+        num_samples=len(records),
+        num_prompts=k,
+        n=settings["n"],
+        dataset_rows=len(rows),
+        conversational=conversational,
+        model=str(model_ref),
+        engine=engine,
+        truncated=sum(g["finish_reason"] == "length" for group in groups for g in group),
+        generation=meta["generation"],
+        differs_from_config=meta["differs_from_config"],
+        lengths=meta["lengths"],
+        seconds=round(seconds, 3),
+        next_step=_next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"]),
+    )
+
+
+def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],
+                    prompt_column: str, conversational: bool) -> list[str]:
+    """samples.jsonl's lines (without their newlines): each completion with its prompt and the row's other
+    columns, as TRL hands them to reward functions."""
+    lines, sample_id = [], 0
     for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
         columns = {key: value for key, value in rows[row_index].items() if key != prompt_column}
         for s, gen in enumerate(group):
-            truncated += gen["finish_reason"] == "length"
             # The completion is stored exactly as TRL hands it to reward functions.
             completion = [{"role": "assistant", "content": gen["text"]}] if conversational else gen["text"]
             record = {
@@ -289,79 +319,57 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
             }
             lines.append(json.dumps(record, ensure_ascii=False, default=str))
             sample_id += 1
+    return lines
 
+
+def _samples_meta(run: Run, config: dict, rows: list[dict], prompt_column: str, conversational: bool, model_ref,
+                  settings: dict, engine: str, groups: list[list[dict]], prompt_lengths: list[int],
+                  digest: str) -> dict:
+    """samples.meta.json: what was sampled and how, how that differs from the run's config (and the config's pins
+    then), and the length advice from the sampled lengths."""
     used = {
         "model": model_pin(model_ref),  # loaded at its default revision: a config pinning another one differs
         "data": data_pin(settings["dataset"], settings["dataset_split"], settings["dataset_config"]),
         "prompt_column": prompt_column,
-        **{k_: settings[k_] for k_ in COMPARED},
+        **{k: settings[k] for k in COMPARED},
     }
-    differs = _differs_from_config(run, config, used)
     try:
         pins = config_pins(run)
     except UserInputError:
         pins = None
-    lengths = length_advice(
-        [len(g["ids"]) for group in groups for g in group],
-        [g["finish_reason"] == "length" for group in groups for g in group],
-        settings["max_new_tokens"], _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings),
-    )
-    path = atomic_write_text(run.inside(run.samples), "\n".join(lines) + "\n")
-    digest = sha256_file(path)
-    generation = {
-        k_: settings[k_]
-        for k_ in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
-    }
-    meta = {
+    return {
         "model": str(model_ref),
         "dataset": settings["dataset"],
         "dataset_rows": len(rows),
         "prompt_column": prompt_column,
-        "num_prompts": k,
+        "num_prompts": len(groups),
         "n": settings["n"],
         "conversational": conversational,
         "engine": engine,
-        "generation": generation,
+        "generation": {k: settings[k] for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                                                "max_new_tokens", "seed")},
         "samples_sha256": digest,
         "used": used,
-        "differs_from_config": differs,
+        "differs_from_config": _differs_from_config(run, config, used),
         "config_pins": pins,
-        "lengths": lengths,
+        "lengths": length_advice(
+            [len(g["ids"]) for group in groups for g in group],
+            [g["finish_reason"] == "length" for group in groups for g in group],
+            settings["max_new_tokens"], prompt_lengths,
+        ),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    atomic_write_json(run.inside(run.samples_meta), meta)
-    # The old review described other completions, so it goes; an old verdict stays as a record, and its
-    # samples hash no longer matches, so the gate says the samples changed.
-    for stale in (run.review_md, run.review_jsonl, run.review):
-        stale.unlink(missing_ok=True)
 
-    num = len(lines)
-    if num < MIN_REVIEW_SAMPLES and k < len(rows):
+
+def _next_step(num: int, k: int, dataset_rows: int, n: int, differs: list[str]) -> str:
+    if num < MIN_REVIEW_SAMPLES and k < dataset_rows:
         next_step = (
             f"Only {num} samples: inspect_rewards needs at least {MIN_REVIEW_SAMPLES}. Sample again with "
-            f"num_prompts >= {-(-MIN_REVIEW_SAMPLES // settings['n'])}."
+            f"num_prompts >= {-(-MIN_REVIEW_SAMPLES // n)}."
         )
     else:
         next_step = "Run inspect_rewards on this run, then read inspection/review.md."
     if differs:
         next_step += (" These samples differ from what training would sample (" + "; ".join(differs) + "), so they "
                       "cannot back a verdict: use them to explore, then sample with the run's config.")
-    return SampleResult(
-        run_dir=str(run_dir),
-        samples_path=str(path),
-        samples_sha256=digest,
-        num_samples=num,
-        num_prompts=k,
-        n=settings["n"],
-        dataset_rows=len(rows),
-        conversational=conversational,
-        model=str(model_ref),
-        engine=engine,
-        truncated=truncated,
-        generation=generation,
-        differs_from_config=differs,
-        lengths=lengths,
-        seconds=round(seconds, 3),
-        next_step=next_step,
-    )
-
+    return next_step

@@ -4,7 +4,6 @@ summaries and the `--agree` / `--disagree` sample-id flags."""
 from __future__ import annotations
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import (
     GateRequest,
     GateResult,
@@ -15,11 +14,34 @@ from mcp_server.inspection.models import (
     VerdictRequest,
     VerdictResult,
 )
-from mcp_server.inspection.review import inspect_rewards
-from mcp_server.inspection.sampling import sample_completions
-from mcp_server.inspection.trajectories import sample_trajectories
 from mcp_server.inspection.trajectory_models import TrajectoryRequest, TrajectoryResult
+from mcp_server.reporting import Report, silent
 from mcp_server.toolspec import RUN, Command, Flag, ToolSpec
+
+
+# The core is imported on the first call, not with the registry: the doors start without the cores' imports.
+def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
+    from mcp_server.inspection.sampling import sample_completions
+
+    return sample_completions(request, report=report)
+
+
+def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> TrajectoryResult:
+    from mcp_server.inspection.trajectories import sample_trajectories
+
+    return sample_trajectories(request, report=report)
+
+
+def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
+    from mcp_server.inspection.review import inspect_rewards
+
+    return inspect_rewards(request, report=report)
+
+
+def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
+    from mcp_server.inspection.gate import record_inspection_verdict
+
+    return record_inspection_verdict(request)
 
 
 def human_samples(r: SampleResult) -> str:
@@ -103,6 +125,8 @@ def _fold_sample_ids(args, data: dict) -> None:
 
 def check_gate(request: GateRequest) -> GateResult:
     """The gate of the request's run (the core takes the run itself: launch and resume call it too)."""
+    from mcp_server.inspection.gate import check_inspection_gate
+
     return check_inspection_gate(request.run)
 
 

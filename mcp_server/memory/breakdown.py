@@ -13,7 +13,7 @@ from mcp_server.memory import components
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target
+from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
 
 
 class Breakdown(BaseModel):
@@ -40,21 +40,92 @@ class Fit(NamedTuple):
     problems: list[str]
 
 
+class _Parts(NamedTuple):
+    """The components of one run and what each training step holds at once."""
+
+    layout: components.Layout
+    trainable: int
+    weights: components.Part
+    gradients: float
+    optimizer: components.Part
+    reference: components.Part
+    activations: components.Part
+    logits: components.Part
+    gathered: float
+    temporary: components.Part
+    casts: components.Part
+    sync_gather: components.Part
+    beside: bool  # gradients live beside the activations (accumulating, or LoRA)
+    forward_backward: float  # mid-backward: activations, logits, the weights' 16-bit copies
+    end_of_backward: float  # all gradients + the last fresh one
+    per_step: float
+    allocated_once: float
+
+
+class _Phases(NamedTuple):
+    """The two phases' peaks and what the vLLM layout (or HF generate) adds to them."""
+
+    training: components.Peak
+    generation: components.Peak
+    problems: list[str]
+    vllm: components.ColocatedVLLM | None = None
+    vllm_at_sync: float = 0.0
+    server: ServerGPUPlan | None = None
+    vllm_kv_cache: float = 0.0
+    generation_kv_cache: float = 0.0
+    reference_logits_after_generate: bool = False
+
+
 def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> Breakdown:
-    return _compute(arch, params, settings, target, with_table=True)
+    parts = _parts(arch, params, settings, target)
+    phases = _phases(arch, params, settings, target, parts)
+    training_peak, generation_peak = phases.training.nvidia_smi, phases.generation.nvidia_smi
+    in_training = training_peak >= generation_peak
+    at_peak = phases.training if in_training else phases.generation
+    table, notes = _table(settings, parts, phases, in_training)
+    vllm_weights = phases.vllm.weights if phases.vllm else 0.0
+    return Breakdown(
+        components={k: round(v, 3) for k, v in table.items()}, notes=notes, training_peak=training_peak,
+        generation_peak=generation_peak, peak=max(training_peak, generation_peak), peak_allocated=at_peak.allocated,
+        peak_reserved=at_peak.reserved, peak_phase="training" if in_training else "generation",
+        training_gpus=parts.layout.training_gpus, trainable=parts.trainable, vllm_kv_gib=phases.vllm_kv_cache / GIB,
+        vllm_weights_gib=vllm_weights / GIB, server=phases.server, problems=phases.problems,
+    )
 
 
-def compute_fit(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> Fit:
-    """compute_breakdown's peak and problems alone, without the table (the lever search tries ~100 sets a plan)."""
-    return _compute(arch, params, settings, target, with_table=False)
+# The settings only the colocated vLLM's share reads (components.colocated_vllm, in _phases): the training side's
+# components (_parts) never read them.
+VLLM_SHARE_FIELDS = frozenset({"vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_max_model_length",
+                               "vllm_tensor_parallel_size"})
 
 
-def _compute(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
-             with_table: bool) -> Breakdown | Fit:
+class FitCache:
+    """compute_breakdown's peak and problems alone (no table, no notes) for many config patches of one run (the lever
+    search tries a few hundred sets): each distinct patch is fitted once, and patches that differ only in
+    VLLM_SHARE_FIELDS share the training side's components."""
+
+    def __init__(self, arch: Architecture, params: ParamCount, settings: RunSettings, target: Target):
+        self.arch, self.params, self.settings, self.target = arch, params, settings, target
+        self._fits: dict[str, Fit] = {}
+        self._parts: dict[str, _Parts] = {}
+
+    def fit(self, patch: dict) -> Fit:
+        items = sorted(patch.items())  # sets whose levers merge to the same patch in another order: one fit
+        key = repr(items)
+        fit = self._fits.get(key)
+        if fit is None:
+            settings = apply_config_patch(self.settings, patch)
+            training_key = repr([item for item in items if item[0] not in VLLM_SHARE_FIELDS])
+            parts = self._parts.get(training_key)
+            if parts is None:
+                parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
+            phases = _phases(self.arch, self.params, settings, self.target, parts)
+            fit = self._fits[key] = Fit(max(phases.training.nvidia_smi, phases.generation.nvidia_smi), phases.problems)
+        return fit
+
+
+def _parts(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> _Parts:
     layout = components.gpu_layout(settings, target)
-    problems = list(layout.problems)
-    notes: dict[str, str] = {}
-
     trainable = components.trainable_params(arch, params, settings)
     weights = components.weights(params, settings, layout, trainable)
     gradients = components.gradients(settings, layout, trainable)
@@ -63,124 +134,125 @@ def _compute(arch: Architecture, params: ParamCount, settings: RunSettings, targ
     activations = components.activations(arch, settings, layout)
     logits = components.logits(arch, settings, layout)
     gathered = components.gathered_layers(arch, params, layout)
-    for name, part in (("weights", weights), ("optimizer_state", optimizer), ("reference_model", reference),
-                       ("activations", activations), ("logits", logits)):
-        if part.note:
-            notes[name] = part.note
-
     # gradients live with activations when accumulating; with one micro-step they replace them layer by layer
-    gradients_beside_activations = settings.gradient_accumulation_steps > 1 or settings.peft
+    beside = settings.gradient_accumulation_steps > 1 or settings.peft
     temporary = components.gradient_temporary(arch, params, settings, layout)
     casts = components.autocast_weight_copies(arch, params, settings, layout)
-    # mid-backward (activations, logits, the weights' 16-bit copies) or its end (all gradients + the last fresh one)
     forward_backward = activations.bytes + logits.bytes + casts.bytes
     end_of_backward = gradients + temporary.bytes
-    if gradients_beside_activations:
-        per_step = gradients + max(forward_backward, temporary.bytes)
-    else:
-        per_step = max(end_of_backward, forward_backward)
-    allocated_once = weights.bytes + reference.bytes + optimizer.bytes + gathered
-    sync_gather = components.peft_sync_gather(params, settings, layout, weights)
+    per_step = gradients + max(forward_backward, temporary.bytes) if beside else max(end_of_backward, forward_backward)
+    return _Parts(
+        layout, trainable, weights, gradients, optimizer, reference, activations, logits, gathered, temporary, casts,
+        components.peft_sync_gather(params, settings, layout, weights), beside, forward_backward, end_of_backward,
+        per_step, allocated_once=weights.bytes + reference.bytes + optimizer.bytes + gathered,
+    )
 
-    # the two phases, each as (allocated once, allocated per step)
-    vllm_weights = vllm_kv_cache = 0.0
-    generation_kv_cache = 0.0
-    server = None
+
+def _phases(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target, parts: _Parts) -> _Phases:
+    """Each phase as (allocated once, allocated per step), by where generation runs: a colocated vLLM, a vLLM
+    server on its own GPUs, or HF generate on the training GPUs."""
+    problems = list(parts.layout.problems)
+    once, per_step, sync = parts.allocated_once, parts.per_step, parts.sync_gather.bytes
     if settings.colocated_vllm:
         vllm = components.colocated_vllm(params, settings, target, arch)
-        vllm_weights, vllm_kv_cache = vllm.weights, vllm.kv_cache
         if vllm.problem:
             problems.append(vllm.problem)
-        kind = "NF4 (bitsandbytes, as TRL starts it under QLoRA)" if settings.finetune == "qlora" else "bf16"
-        notes["vllm_weights"] = (f"{kind} weights / tensor parallel {settings.vllm_tensor_parallel_size}; its "
-                                 f"{VLLM_RUNTIME_GIB:g} GiB runtime is in the overhead")
-        notes["vllm_kv_cache"] = (f"the rest of vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization:g} "
-                                  "of the GPU, preallocated by vLLM")
-        vllm_in_training = VLLM_SLEEP_RESIDUAL_GIB * GIB if settings.vllm_enable_sleep_mode else vllm.total
-        training_phase = (allocated_once + vllm_in_training, per_step)
+        sleeping = VLLM_SLEEP_RESIDUAL_GIB * GIB
+        vllm_in_training = sleeping if settings.vllm_enable_sleep_mode else vllm.total
         # the weight sync wakes only vLLM's weights (sleep mode), then generation holds its whole share
-        vllm_at_sync = vllm.weights + VLLM_SLEEP_RESIDUAL_GIB * GIB if settings.vllm_enable_sleep_mode else vllm.total
-        generation_phase = (allocated_once + max(vllm.total, vllm_at_sync + sync_gather.bytes), 0.0)
-    elif settings.vllm_server:
-        server, vllm_kv_cache, problem = components.vllm_server(params, settings, layout, target)
+        at_sync = vllm.weights + sleeping if settings.vllm_enable_sleep_mode else vllm.total
+        return _Phases(components.phase_peak(once + vllm_in_training, per_step),
+                       components.phase_peak(once + max(vllm.total, at_sync + sync), 0.0), problems,
+                       vllm=vllm, vllm_at_sync=at_sync, vllm_kv_cache=vllm.kv_cache)
+    if settings.vllm_server:
+        server, kv_cache, problem = components.vllm_server(params, settings, parts.layout, target)
         if problem:
             problems.append(problem)
-        training_phase = (allocated_once, per_step)
-        generation_phase = (allocated_once + sync_gather.bytes, 0.0)
-    else:
-        generation_kv_cache = components.generation_kv_cache(arch, settings, layout)
-        # ZeRO-3/FSDP gathers the whole model for generate
-        gathered_for_generate = (params.total * 2 - weights.bytes) if layout.fully_sharded else 0.0
-        training_phase = (allocated_once, per_step)
-        # after generate, the no-grad reference / old log-prob forwards (full logits in older TRL)
-        after_generate = max(generation_kv_cache, components.reference_logits(arch, settings))
-        if after_generate > generation_kv_cache:
-            notes["generation_kv_cache"] = "the no-grad reference/old log-prob forward's full logits after generate"
-            generation_kv_cache = after_generate
-        generation_phase = (allocated_once + max(gathered_for_generate, 0.0), after_generate)
+        return _Phases(components.phase_peak(once, per_step), components.phase_peak(once + sync, 0.0), problems,
+                       server=server, vllm_kv_cache=kv_cache)
+    kv_cache = components.generation_kv_cache(arch, settings, parts.layout)
+    # ZeRO-3/FSDP gathers the whole model for generate
+    gathered_for_generate = (params.total * 2 - parts.weights.bytes) if parts.layout.fully_sharded else 0.0
+    # after generate, the no-grad reference / old log-prob forwards (full logits in older TRL)
+    after_generate = max(kv_cache, components.reference_logits(arch, settings))
+    return _Phases(components.phase_peak(once, per_step),
+                   components.phase_peak(once + max(gathered_for_generate, 0.0), after_generate), problems,
+                   generation_kv_cache=after_generate, reference_logits_after_generate=after_generate > kv_cache)
 
-    training = components.phase_peak(*training_phase)
-    generation = components.phase_peak(*generation_phase)
-    training_peak, generation_peak = training.nvidia_smi, generation.nvidia_smi
-    if not with_table:
-        return Fit(max(training_peak, generation_peak), problems)
-    phase = "training" if training_peak >= generation_peak else "generation"
-    at_peak = training if phase == "training" else generation
-    in_training = phase == "training"
+
+def _table(settings: RunSettings, parts: _Parts, phases: _Phases, in_training: bool) -> tuple[dict, dict]:
+    """GiB per component at the peak phase, and how each was computed."""
+    notes = {name: part.note for name, part in (
+        ("weights", parts.weights), ("optimizer_state", parts.optimizer), ("reference_model", parts.reference),
+        ("activations", parts.activations), ("logits", parts.logits)) if part.note}
+    if phases.reference_logits_after_generate:
+        notes["generation_kv_cache"] = "the no-grad reference/old log-prob forward's full logits after generate"
+    def training(value: float) -> float:  # held at the training peak only
+        return value / GIB if in_training else 0.0
+
     table = {
-        "weights": weights.bytes / GIB,
-        "gradients": (gradients if in_training else 0.0) / GIB,
-        "optimizer_state": optimizer.bytes / GIB,
-        "reference_model": reference.bytes / GIB,
-        "activations": (activations.bytes if in_training else 0.0) / GIB,
-        "logits": (logits.bytes if in_training else 0.0) / GIB,
-        "autocast_weight_copies": (casts.bytes if in_training else 0.0) / GIB,
-        "gradient_temporary": 0.0,
-        "generation_kv_cache": (generation_kv_cache if not in_training else 0.0) / GIB,
-        "gathered_for_weight_sync": 0.0,
-        "vllm_weights": 0.0,
-        "vllm_kv_cache": 0.0,
+        "weights": parts.weights.bytes / GIB, "gradients": training(parts.gradients),
+        "optimizer_state": parts.optimizer.bytes / GIB, "reference_model": parts.reference.bytes / GIB,
+        "activations": training(parts.activations.bytes), "logits": training(parts.logits.bytes),
+        "autocast_weight_copies": training(parts.casts.bytes), "gradient_temporary": 0.0,
+        "generation_kv_cache": 0.0 if in_training else phases.generation_kv_cache / GIB,
+        "gathered_for_weight_sync": 0.0, "vllm_weights": 0.0, "vllm_kv_cache": 0.0,
     }
-    if layout.fully_sharded:
-        table["weights"] += gathered / GIB
-        notes["weights"] += f"; sharded over {layout.training_gpus} GPUs + gathered layers"
+    if parts.layout.fully_sharded:
+        table["weights"] += parts.gathered / GIB
+        notes["weights"] += f"; sharded over {parts.layout.training_gpus} GPUs + gathered layers"
     if settings.gradient_accumulation_steps > 1 and not settings.peft:
         notes["gradients"] = (f"held across {settings.gradient_accumulation_steps} accumulation micro-steps, "
                               "beside the activations")
-    for name, part in (("autocast_weight_copies", casts), ("gradient_temporary", temporary)):
+    for name, part in (("autocast_weight_copies", parts.casts), ("gradient_temporary", parts.temporary)):
         if part.note:
             notes[name] = part.note
-    at_end_of_backward = end_of_backward > forward_backward if not gradients_beside_activations else \
-        temporary.bytes > forward_backward
-    if in_training and at_end_of_backward:
+    _backward_rows(table, notes, parts, in_training)
+    _vllm_rows(table, notes, settings, parts, phases, in_training)
+    # what is left to the phase's peak: CUDA context, allocator slack, vLLM's runtime, gathered ZeRO-3 layers
+    peak = phases.training.nvidia_smi if in_training else phases.generation.nvidia_smi
+    table["framework_overhead"] = peak - sum(table.values())
+    notes["framework_overhead"] = components.OVERHEAD_NOTE
+    return table, notes
+
+
+def _backward_rows(table: dict, notes: dict, parts: _Parts, in_training: bool) -> None:
+    """At the training peak: mid-backward (activations, logits, casts) or its end (gradients + the fresh one)."""
+    if not in_training:
+        return
+    beside, temporary = parts.beside, parts.temporary.bytes
+    at_end = temporary > parts.forward_backward if beside else parts.end_of_backward > parts.forward_backward
+    if at_end:
         table["activations"] = table["logits"] = table["autocast_weight_copies"] = 0.0
-        table["gradient_temporary"] = temporary.bytes / GIB
-        if not gradients_beside_activations:
+        table["gradient_temporary"] = temporary / GIB
+        if not beside:
             notes["gradients"] = "one micro-step: the full gradients outgrow the activations they replace"
-    elif in_training and not gradients_beside_activations:
+    elif not beside:
         table["gradients"] = 0.0
         notes["gradients"] = "one micro-step: gradients fill in as activations are freed (peak is the activations)"
-    at_sync = not in_training and sync_gather.bytes > 0 and (
-        not settings.colocated_vllm or vllm_at_sync + sync_gather.bytes > vllm.total)
+
+
+def _vllm_rows(table: dict, notes: dict, settings: RunSettings, parts: _Parts, phases: _Phases,
+               in_training: bool) -> None:
+    """The weight sync's gathered layers and the colocated vLLM's weights and KV cache at the peak phase."""
+    vllm, sync = phases.vllm, parts.sync_gather
+    at_sync = not in_training and sync.bytes > 0 and (
+        vllm is None or phases.vllm_at_sync + sync.bytes > vllm.total)
     if at_sync:
-        table["gathered_for_weight_sync"] = sync_gather.bytes / GIB
-        notes["gathered_for_weight_sync"] = sync_gather.note
-    if settings.colocated_vllm and at_sync and settings.vllm_enable_sleep_mode:
-        table["vllm_weights"] = vllm_at_sync / GIB
+        table["gathered_for_weight_sync"] = sync.bytes / GIB
+        notes["gathered_for_weight_sync"] = sync.note
+    if vllm is None:
+        return
+    kind = "NF4 (bitsandbytes, as TRL starts it under QLoRA)" if settings.finetune == "qlora" else "bf16"
+    notes["vllm_weights"] = (f"{kind} weights / tensor parallel {settings.vllm_tensor_parallel_size}; its "
+                             f"{VLLM_RUNTIME_GIB:g} GiB runtime is in the overhead")
+    notes["vllm_kv_cache"] = (f"the rest of vllm_gpu_memory_utilization={settings.vllm_gpu_memory_utilization:g} "
+                              "of the GPU, preallocated by vLLM")
+    if at_sync and settings.vllm_enable_sleep_mode:
+        table["vllm_weights"] = phases.vllm_at_sync / GIB
         notes["vllm_weights"] = "woken for the weight sync; the KV cache still asleep"
-    elif settings.colocated_vllm:
-        if not in_training or not settings.vllm_enable_sleep_mode:
-            table["vllm_weights"], table["vllm_kv_cache"] = vllm_weights / GIB, max(vllm_kv_cache, 0) / GIB
-        else:
-            table["vllm_weights"] = VLLM_SLEEP_RESIDUAL_GIB
-            notes["vllm_weights"] = "sleeping: weights offloaded and KV cache released while training"
-    # what is left to the phase's peak: CUDA context, allocator slack, vLLM's runtime, gathered ZeRO-3 layers
-    table["framework_overhead"] = (training_peak if in_training else generation_peak) - sum(table.values())
-    notes["framework_overhead"] = components.OVERHEAD_NOTE
-    return Breakdown(
-        components={k: round(v, 3) for k, v in table.items()}, notes=notes, training_peak=training_peak,
-        generation_peak=generation_peak, peak=max(training_peak, generation_peak), peak_allocated=at_peak.allocated,
-        peak_reserved=at_peak.reserved, peak_phase=phase,
-        training_gpus=layout.training_gpus, trainable=trainable, vllm_kv_gib=vllm_kv_cache / GIB,
-        vllm_weights_gib=vllm_weights / GIB, server=server, problems=problems,
-    )
+    elif not in_training or not settings.vllm_enable_sleep_mode:
+        table["vllm_weights"], table["vllm_kv_cache"] = vllm.weights / GIB, max(vllm.kv_cache, 0) / GIB
+    else:
+        table["vllm_weights"] = VLLM_SLEEP_RESIDUAL_GIB
+        notes["vllm_weights"] = "sleeping: weights offloaded and KV cache released while training"

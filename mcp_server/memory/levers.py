@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.breakdown import Breakdown, Fit, compute_fit
+from mcp_server.memory.breakdown import Breakdown, Fit, FitCache
 from mcp_server.memory.components import (colocated_vllm, colocated_vllm_weight_bytes, one_sequence_kv_bytes,
                                            vllm_max_model_len)
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, apply_config_patch, has_liger_grpo_loss, liger_field
+from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field
+from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.validate import validate_values
@@ -107,7 +108,15 @@ def shorter_completion_length(settings: RunSettings, inspected: Inspected | None
 
 def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
                      breakdown: Breakdown, inspected: Inspected | None = None) -> list[tuple[str, str, dict]]:
-    """(name, description, config patch) of every lever that applies to this run."""
+    """(name, description, config patch) of every lever that applies to this run, in a fixed order (the search
+    breaks ties by it): the colocated vLLM's, then the training state's, then where the work runs."""
+    return [*_vllm_levers(arch, params, settings, target, breakdown), *_training_levers(settings, target),
+            *_placement_levers(settings, target, inspected)]
+
+
+def _vllm_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
+                 breakdown: Breakdown) -> list[tuple[str, str, dict]]:
+    """Generate without vLLM, or shrink the colocated vLLM: sleep mode, its context, its share, its sharding."""
     out: list[tuple[str, str, dict]] = []
     if settings.use_vllm:
         out.append(("no_vllm", "Generate with transformers instead of vLLM (use_vllm: false): no vLLM weights or "
@@ -152,6 +161,13 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                 out.append(("vllm_tensor_parallel", f"Shard the colocated vLLM over {tp} GPUs: each holds 1/{tp} of "
                             "its weights and KV cache.", {"vllm_tensor_parallel_size": tp,
                                                            "vllm_gpu_memory_utilization": util_tp}))
+    return out
+
+
+def _training_levers(settings: RunSettings, target: Target) -> list[tuple[str, str, dict]]:
+    """Smaller training state: bf16 frozen weights, 8-bit optimizer, checkpointing, chunked loss, no reference,
+    LoRA or QLoRA."""
+    out: list[tuple[str, str, dict]] = []
     # recipe.precision: bf16 weights only under LoRA/QLoRA (a full fine-tune's AdamW steps round away in bf16)
     if settings.dtype == "float32" and weights_dtype(settings.finetune, bf16=True) == "bfloat16" \
             and not (target.gpu and not target.gpu.bf16):
@@ -177,6 +193,14 @@ def candidate_levers(arch: Architecture, params: ParamCount, settings: RunSettin
                     "is started 4-bit too, a vLLM server is not).",
                     {"use_peft": True, "load_in_4bit": True, "lora_r": 16, "lora_alpha": 32,
                      "lora_target_modules": "all-linear"}))
+    return out
+
+
+def _placement_levers(settings: RunSettings, target: Target,
+                      inspected: Inspected | None) -> list[tuple[str, str, dict]]:
+    """Where the work runs and how much of it at once: vLLM on its own GPU, smaller micro-batches, shorter
+    completions (when the inspection allows), the optimizer on the CPU, ZeRO-3 sharding."""
+    out: list[tuple[str, str, dict]] = []
     if settings.colocated_vllm and target.num_gpus >= 2:
         out.append(("vllm_server_mode", "Move vLLM to its own GPU (`trl vllm-serve`); the others train.",
                     {"vllm_mode": "server"}))
@@ -225,6 +249,9 @@ class LeverValidator:
         if not enabled:
             return
         self.validate = validate_values
+        # the model's files do not change with a lever's patch: whether it is a mixture of experts is read once
+        model = config.get("model_name_or_path")
+        self.is_moe = detect_moe(str(model)) if model else None
         self.base_errors = set(self._errors({}) or [])
 
     def _errors(self, patch: dict[str, Any]) -> list[str] | None:
@@ -240,7 +267,8 @@ class LeverValidator:
             if note not in self.notes:
                 self.notes.append(note)
         try:
-            result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards)
+            result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
+                                   is_moe=self.is_moe)
         except UserInputError as exc:
             return [str(exc)]
         except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing
@@ -320,9 +348,10 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
     capacity = target.capacity_gib
     levers: list[Lever] = []
     costs = dict(LEVER_COST)
-    tried: dict[tuple[str, ...], tuple[Fit, dict]] = {}  # each set's fit, computed once for both passes
+    tried: dict[tuple[str, ...], tuple[Fit, dict]] = {}  # each set's fit and patch, for all the passes
+    fits = FitCache(arch, params, settings, target)  # sets whose patches merge alike share one fit
     for name, description, patch in candidate_levers(arch, params, settings, target, breakdown, inspected):
-        alone = compute_fit(arch, params, apply_config_patch(settings, patch), target)
+        alone = fits.fit(patch)
         tried[(name,)] = alone, dict(patch)  # the set of this lever alone: the same settings, the same fit
         lever = Lever(name=name, description=description, patch=patch, saves_gib=round(breakdown.peak - alone.peak, 2),
                       peak_gib=round(alone.peak, 2), fits_alone=alone.peak <= capacity and not alone.problems)
@@ -350,7 +379,7 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
                 patch: dict[str, Any] = {}
                 for name in combo:
                     patch.update(by_name[name].patch)
-                tried[combo] = compute_fit(arch, params, apply_config_patch(settings, patch), target), patch
+                tried[combo] = fits.fit(patch), patch
             together, patch = tried[combo]
             if together.peak <= limit and not together.problems:
                 key = (cost, size, together.peak)

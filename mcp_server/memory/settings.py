@@ -384,6 +384,9 @@ def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSetti
             update["strategy"] = f"zero{update['zero_stage']}"
         elif key == "use_liger_loss":
             update["use_liger_kernel"] = value
-        elif key in RunSettings.model_fields:
+        elif key in _SETTINGS_FIELDS:
             update[key] = value
     return settings.model_copy(update=update)
+
+
+_SETTINGS_FIELDS = frozenset(RunSettings.model_fields)  # asked for each key of a few hundred patches a plan

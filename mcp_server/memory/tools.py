@@ -4,11 +4,22 @@ target includes the memory plan: memory.verdict)."""
 from __future__ import annotations
 
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory
-from mcp_server.memory.verdict import validate_config
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.tools import human_validation
 from mcp_server.toolspec import Command, Flag, ToolSpec
+
+
+# The core is imported on the first call, not with the registry: the doors start without the cores' imports.
+def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
+    from mcp_server.memory.planner import plan_memory
+
+    return plan_memory(request)
+
+
+def validate_config(request: ValidateRequest) -> ValidationResult:
+    from mcp_server.memory.verdict import validate_config
+
+    return validate_config(request)
 
 
 def _human_launch(plan: MemoryPlan) -> str:

@@ -52,7 +52,71 @@ def _choices_from_help(name: str, help_text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=1)  # the installed TRL does not change under a running interpreter
 def probe_installed_trl() -> dict:
-    """Introspect the installed TRL: version, every config key with owner, default, type and help."""
+    """Introspect the installed TRL: version, every config key with owner, default, type and help. Kept on disk
+    per install (`_probe_cache_path`): a later process reads it instead of importing TRL's experimental trainer
+    and walking ~300 dataclass fields (about 2 s of a warm-up on a loaded 2-core machine)."""
+    path = _probe_cache_path()
+    if path is not None:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+    text = json.dumps(_probe(), default=str)  # read back as the worker's answer and the cached file are
+    if path is not None:
+        _write_quietly(path, text)
+    return json.loads(text)
+
+
+def _probe_cache_path():
+    """The probe's file for this interpreter and these installed TRL and transformers, named by a hash of their
+    versions, the modification times of the files that declare the probed config classes (an edited editable
+    install counts) and of this module; None when TRL is not installed here."""
+    import hashlib
+    import importlib.metadata
+    import importlib.util
+    import os
+    import sys
+    from pathlib import Path
+
+    from mcp_server.tiny import cache_root
+
+    try:
+        trl_dir = Path(importlib.util.find_spec("trl").submodule_search_locations[0])
+        transformers_dir = Path(importlib.util.find_spec("transformers").submodule_search_locations[0])
+        parts = [sys.executable, importlib.metadata.version("trl"), importlib.metadata.version("transformers")]
+    except (AttributeError, TypeError, IndexError, ImportError, ValueError, importlib.metadata.PackageNotFoundError):
+        return None
+    files = [__file__, transformers_dir / "training_args.py", *(trl_dir / name for name in (
+        "trainer/grpo_config.py", "trainer/base_config.py", "trainer/model_config.py", "scripts/grpo.py",
+        "scripts/utils.py", "experimental/async_grpo/async_grpo_config.py"))]
+    for file in files:
+        try:
+            parts.append(f"{file}:{os.stat(file).st_mtime_ns}")
+        except OSError:
+            parts.append(f"{file}:-")
+    key = hashlib.sha256("\n".join(map(str, parts)).encode()).hexdigest()[:20]
+    return cache_root() / "trl-fields" / f"{key}.json"
+
+
+def _write_quietly(path, text: str) -> None:
+    """Write whole or not at all (a temporary file renamed into place); an unwritable cache is no error."""
+    import os
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass
+
+
+def _probe() -> dict:
     import dataclasses
 
     import trl

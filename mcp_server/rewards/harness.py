@@ -1,14 +1,16 @@
 """The trusted harness inside the sandbox: a tester process that grades, and the solution process it forks.
 
 `sandbox.run_python` runs this file (its bytecode, compiled once by the same interpreter, else its source)
-as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1). That process is the tester. It
+as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1), after installing its two
+helper modules by their own names: harness_wire.py (what crosses between the processes) and
+harness_solution.py (the solution process's side). That process is the tester. It
 makes itself non-dumpable first (no one in the sandbox
 can ptrace it or open its /proc/1/mem, fd, environ; as the namespace's init it also ignores every signal
 sent from inside), forks the solution process, and only then reads the payload (code, tests, limits) from
 stdin. The solution process runs the model-written code and then answers the tester's requests (call this,
 read that attribute) over two pipes, one JSON line each way. Values cross as data (`encode`/`decode`): None,
 bool, int, float, str, bytes, bytearray, list, tuple, dict, set, frozenset, complex, Fraction, Decimal. Any
-other object stays in the solution process and the tester holds a `Remote` handle on it.
+other object stays in the solution process and the tester holds a `Remote` handle on it (harness_wire.py).
 
 The tests run in the tester. They see the solution's public names (builtins and standard-library module
 names stay the tester's own; `import solution` reaches all of them), and every comparison, truth test and
@@ -19,7 +21,7 @@ So nothing the solution does reaches the verdict: it cannot see the tests (they 
 the tester's frames or memory, patch its builtins or modules, return an object whose __eq__ lies, print a
 pass line, exit early (a solution that stops answering fails), or hook its exit.
 
-Stdlib only, and no import of this package: it runs under the sandbox's Python.
+Stdlib only, and no import of this package but its own two helpers: it runs under the sandbox's Python.
 """
 
 from __future__ import annotations
@@ -27,197 +29,22 @@ from __future__ import annotations
 import builtins
 import ctypes
 import json
-import math
 import os
 import resource
 import signal
 import sys
 import types
 
-# decimal, fractions, traceback and linecache are imported only when needed: start-up time is
-# most of a run's cost.
+try:  # on the host, as part of the package
+    from .harness_solution import serve
+    from .harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
+except ImportError:  # in the sandbox, where sandbox.py installs the harness's modules by their own names
+    from harness_solution import serve
+    from harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
 
-MAX_MESSAGE = 16 * 1024 * 1024  # one JSON line between the processes
-MAX_DEPTH = 256  # nesting of data that crosses
+# traceback and linecache are imported only when needed: start-up time is most of a run's cost.
+
 PR_SET_DUMPABLE = 4
-MUTABLE = (list, dict, set, bytearray)  # arguments whose state after a call is copied back to the tester
-
-
-# ------------------------------------------------------------------ data that crosses
-def encode(value, ref, depth=0):
-    """`value` as JSON: plain data as itself or a tagged object; anything else as `ref(value)`. A subclass of
-    a data type crosses as its base type (a Counter as a dict, a namedtuple as a tuple, an IntEnum as an int)."""
-    if value is None or value is True or value is False:
-        return value
-    kind = type(value)
-    if kind is int or kind is str:
-        return value
-    if kind is float:
-        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
-    if depth >= MAX_DEPTH:
-        raise ValueError(f"data nested over {MAX_DEPTH} levels")
-    deeper = depth + 1
-    if kind is list:
-        return [encode(v, ref, deeper) for v in value]
-    if kind is tuple or kind is set or kind is frozenset:
-        return {"$": kind.__name__, "v": [encode(v, ref, deeper) for v in value]}
-    if kind is dict:
-        return {"$": "dict", "v": [[encode(k, ref, deeper), encode(v, ref, deeper)] for k, v in value.items()]}
-    if kind is bytes or kind is bytearray:
-        return {"$": kind.__name__, "v": value.hex()}
-    if kind is complex:
-        return {"$": "complex", "v": [repr(value.real), repr(value.imag)]}
-    if kind.__name__ == "Fraction" and kind is getattr(sys.modules.get("fractions"), "Fraction", None):
-        return {"$": "fraction", "v": [value.numerator, value.denominator]}
-    if kind.__name__ == "Decimal" and kind is getattr(sys.modules.get("decimal"), "Decimal", None):
-        return {"$": "decimal", "v": str(value)}
-    for base in (int, float, str, bytes, tuple, list, dict, set, frozenset):
-        if isinstance(value, base):
-            return encode(base(value), ref, depth)
-    return ref(value)
-
-
-def decode(node, deref, depth=0):
-    """The data a JSON value stands for; a {"$": "ref"} node through `deref`. Anything else is refused."""
-    kind = type(node)
-    if node is None or kind is bool or kind is int or kind is float or kind is str:
-        return node
-    if depth >= MAX_DEPTH:
-        raise ValueError(f"data nested over {MAX_DEPTH} levels")
-    deeper = depth + 1
-    if kind is list:
-        return [decode(v, deref, deeper) for v in node]
-    if kind is not dict:
-        raise ValueError(f"not data: {kind.__name__}")
-    tag, value = node.get("$"), node.get("v")
-    if tag == "ref":
-        return deref(node)
-    if tag in ("tuple", "set", "frozenset") and type(value) is list:
-        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](decode(v, deref, deeper) for v in value)
-    if tag == "dict" and type(value) is list and all(type(p) is list and len(p) == 2 for p in value):
-        return {decode(k, deref, deeper): decode(v, deref, deeper) for k, v in value}
-    if tag in ("bytes", "bytearray") and type(value) is str:
-        return (bytes if tag == "bytes" else bytearray).fromhex(value)
-    if tag == "float" and value in ("nan", "inf", "-inf"):
-        return float(value)
-    if tag == "complex" and type(value) is list and len(value) == 2 and all(type(v) is str for v in value):
-        return complex(float(value[0]), float(value[1]))
-    if tag == "fraction" and type(value) is list and len(value) == 2 and all(type(v) is int for v in value):
-        import fractions
-
-        return fractions.Fraction(value[0], value[1])
-    if tag == "decimal" and type(value) is str:
-        import decimal
-
-        return decimal.Decimal(value)
-    raise ValueError(f"not data: {str(tag)[:40]}")
-
-
-# ------------------------------------------------------------------ the solution process
-def _set_limits(limits: dict) -> None:
-    for name, value in (("RLIMIT_NPROC", limits["nproc"]), ("RLIMIT_AS", limits["as"]), ("RLIMIT_CPU", limits["cpu"]),
-                        ("RLIMIT_FSIZE", limits["fsize"]), ("RLIMIT_NOFILE", limits["nofile"]), ("RLIMIT_CORE", 0)):
-        resource.setrlimit(getattr(resource, name), (value, value))
-
-
-def serve(requests: int, replies: int) -> None:
-    """Run the solution's code as module `solution`, send its public names, then answer requests until the
-    tester closes the pipe. Everything here is the solution's to break: it only ever hurts its own answers."""
-    inp, out = os.fdopen(requests, "rb"), os.fdopen(replies, "wb")
-    objects, ids = {}, {}
-
-    def ref(obj):
-        rid = ids.get(id(obj))
-        if rid is None:
-            rid = ids[id(obj)] = len(objects) + 1
-            objects[rid] = obj
-        return {"$": "ref", "id": rid, "t": type(obj).__name__[:80]}
-
-    def send(message) -> None:
-        out.write(json.dumps(message, allow_nan=False).encode() + b"\n")
-        out.flush()
-
-    def enc(value):
-        try:
-            return encode(value, ref)
-        except (ValueError, RecursionError):  # cyclic or too deep: it stays here
-            return ref(value)
-
-    def dec(node):
-        return decode(node, lambda n: objects[n["id"]])
-
-    def failure(exc: BaseException) -> dict:
-        try:
-            message = str(exc)[:2000]
-        except BaseException:  # noqa: BLE001 - the solution's own exception may fail to print
-            message = "<unprintable>"
-        return {"raise": [[c.__name__ for c in type(exc).__mro__][:20], message]}
-
-    load = json.loads(inp.readline())
-    os.chdir("/tmp")
-    _set_limits(load["limits"])
-    # The solution's CPU budget, below the wall-clock timeout: a busy loop dies of SIGPROF (whose default action
-    # ends the process) after cpu_s seconds of CPU, so it holds a core no longer than that.
-    signal.setitimer(signal.ITIMER_PROF, float(load["limits"].get("cpu_s") or 0))
-    module = types.ModuleType("solution")
-    module.__file__ = "/tmp/solution.py"
-    sys.modules["solution"] = module
-    try:
-        exec(compile(load["code"], "solution.py", "exec"), module.__dict__)
-        send({"names": [[k, enc(v)] for k, v in list(module.__dict__.items()) if not k.startswith("_")]})
-    except BaseException as exc:  # noqa: BLE001 - a broken solution fails, it does not crash the harness
-        import traceback
-
-        traceback.print_exc()
-        send(failure(exc))
-        return
-    while True:
-        line = inp.readline()
-        if not line:
-            return
-        reply = {}
-        try:
-            msg = json.loads(line)
-            op, target = msg["op"], objects[msg["id"]]
-            if op == "call":
-                args, kw = dec(msg["args"]), dict(dec(msg["kw"]))
-                reply["value"] = enc(target(*args, **kw))
-                reply["after"] = [[i, enc(a)] for i, a in enumerate(args) if type(a) in MUTABLE]
-            elif op == "getattr":
-                reply["value"] = enc(getattr(target, msg["name"]))
-            elif op == "setattr":
-                setattr(target, msg["name"], dec(msg["value"]))
-            elif op == "delattr":
-                delattr(target, msg["name"])
-            elif op == "getitem":
-                reply["value"] = enc(target[dec(msg["key"])])
-            elif op == "setitem":
-                target[dec(msg["key"])] = dec(msg["value"])
-            elif op == "delitem":
-                del target[dec(msg["key"])]
-            elif op == "len":
-                reply["value"] = len(target)
-            elif op == "contains":
-                reply["value"] = dec(msg["value"]) in target
-            elif op == "str":
-                reply["value"] = str(target)
-            elif op == "isinstance":
-                reply["value"] = isinstance(dec(msg["value"]), target)
-            elif op == "iter":
-                reply["value"] = enc(iter(target))
-            elif op == "next":
-                try:
-                    reply["value"] = enc(next(target))
-                except StopIteration:
-                    reply = {"stop": True}
-            else:
-                raise ValueError(f"unknown request {op!r}")
-        except BaseException as exc:  # noqa: BLE001 - the solution's exception is an answer, not a crash
-            reply = failure(exc)
-        try:
-            send(reply)
-        except (ValueError, TypeError, RecursionError) as exc:  # not JSON after all (e.g. a str subclass's hooks)
-            send(failure(exc))
 
 
 # ------------------------------------------------------------------ the tester process
@@ -618,7 +445,7 @@ def main() -> None:
         payload = json.loads(sys.stdin.buffer.read())
         _CHANNEL = Channel(requests_w, replies_r, solution_pid, float(payload["limits"].get("cpu_s") or 0))
         os.chdir("/tmp")
-        _set_limits(payload["limits"])
+        set_limits(payload["limits"])
         passed, error, count = grade(payload, _CHANNEL)
         verdict.update(passed=passed, error=error, tests=count)
     except BaseException as exc:  # noqa: BLE001 - whatever happens, the verdict is written (as a failure)

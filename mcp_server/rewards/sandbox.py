@@ -13,6 +13,7 @@ is gone, so nothing outlives the run and no zombie is left behind.
 Inside, pid 1 is the harness's tester (harness.py, `--as-pid-1`): it forks the process that runs the
 solution and grades it from outside, values crossing as JSON. The verdict comes back on a pipe of its own
 that only the tester holds, so nothing the solution prints, returns or does to its process can pass a run.
+bwrap's command line, the interpreter inside and how the harness is shipped in: sandbox_command.py.
 
 Without a working bwrap there is no execution: `SandboxUnavailable` says why and how to fix it.
 There is no fallback to the host (the sandbox's interpreter runs on the host only to compile the harness).
@@ -27,21 +28,16 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
-from pathlib import Path
 
-NOBODY = 65534
+from mcp_server.rewards.sandbox_command import SandboxUnavailable, bwrap_argv, drop_root, interpreter_for
+
 SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
 WAITING = 2  # sandboxes alive at once, as a multiple of the workers running at once
-
-
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or cannot create its namespaces here: nothing model-written will run."""
 
 
 @dataclass(frozen=True)
@@ -69,114 +65,6 @@ class RunResult:
     seconds: float = 0.0
     error: str | None = None  # why it did not pass, in a few words
     extra: dict = field(default_factory=dict)
-
-
-# The trusted harness (harness.py, stdlib only), run by the sandbox's Python as its pid 1: the tester, which
-# forks the solution process and grades it from outside (see that module's docstring).
-HARNESS = (Path(__file__).parent / "harness.py").read_text()
-# Compiling the harness's source at every start was a tenth of a run: it is compiled once per interpreter, by
-# that interpreter (bytecode is version-specific), and started from its bytecode (optimize=2 drops only the
-# docstrings: the harness has no asserts, and the tests it compiles keep theirs).
-_COMPILE = ("import binascii, marshal, sys, zlib; "
-            "sys.stdout.buffer.write(binascii.b2a_base64(zlib.compress(marshal.dumps("
-            "compile(sys.stdin.buffer.read(), 'harness.py', 'exec', optimize=2))), newline=False))")
-_BOOT = "import binascii, marshal, sys, zlib; exec(marshal.loads(zlib.decompress(binascii.a2b_base64(sys.argv[2]))))"
-
-
-@functools.lru_cache(maxsize=8)
-def _harness_code(interpreter: str) -> str | None:
-    """The harness's bytecode for this interpreter (marshal, zlib, base64); None if it could not compile it."""
-    try:
-        return subprocess.run([interpreter, "-I", "-c", _COMPILE], input=HARNESS.encode(), capture_output=True,
-                              timeout=60, check=True, env={"PATH": "/usr/bin:/bin"}).stdout.decode("ascii")
-    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
-        return None
-
-
-def _harness_args(interpreter: str, verdict_fd: int) -> list[str]:
-    """What follows `python -I` to start the harness: from its bytecode, else from its source (slower to start)."""
-    code = _harness_code(interpreter)
-    return ["-c", HARNESS, str(verdict_fd)] if code is None else ["-c", _BOOT, str(verdict_fd), code]
-
-
-def _interpreter(python: str | None) -> str:
-    """The Python to run inside: `python` if given, else the system /usr/bin/python3 (readable by anyone,
-    under the read-only /usr), else this interpreter's base executable."""
-    for candidate in (python, "/usr/bin/python3", getattr(sys, "_base_executable", None), sys.executable):
-        if candidate and os.path.exists(candidate):
-            return os.path.realpath(candidate)
-    raise SandboxUnavailable("no Python interpreter found to run inside the sandbox")
-
-
-# Host directories never bound into the sandbox whole, even when an interpreter lies directly in them.
-UNBINDABLE = frozenset({"/", "/etc", "/home", "/root", "/var", "/run", "/tmp", "/proc", "/sys", "/dev", "/boot",
-                        "/mnt", "/media"})
-
-
-def _interpreter_prefix(interpreter: str) -> str:
-    """The directory bound read-only for an interpreter outside /usr: its installation prefix
-    (/opt/python3.12 for /opt/python3.12/bin/python3), or its own directory when that prefix would be "/"
-    (/srv/python3). Never "/" or a host directory of secrets: such an interpreter is refused."""
-    prefix = os.path.dirname(os.path.dirname(interpreter))
-    if prefix == "/":
-        prefix = os.path.dirname(interpreter)
-    if prefix in UNBINDABLE:
-        raise SandboxUnavailable(
-            f"the sandbox's Python {interpreter} lies directly in {prefix}, which would expose that whole host "
-            "directory to model-written code: install it under a directory of its own (e.g. /opt/python3/bin)"
-        )
-    return prefix
-
-
-def _bwrap_argv(interpreter: str, limits: Limits, info_fd: int, verdict_fd: int) -> list[str]:
-    bwrap = shutil.which("bwrap")
-    if not bwrap:
-        raise SandboxUnavailable(
-            "bubblewrap (`bwrap`) is not installed, so model-written code will not be executed "
-            "(there is no fallback to the host). Install it: `apt-get install bubblewrap` / "
-            "`dnf install bubblewrap` / `pacman -S bubblewrap`."
-        )
-    argv = [
-        bwrap,
-        "--info-fd",
-        str(info_fd),
-        "--as-pid-1",
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks or real dirs
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    if not interpreter.startswith("/usr/"):
-        prefix = _interpreter_prefix(interpreter)
-        argv += ["--ro-bind", prefix, prefix]
-    tmp_bytes = max(1, limits.max_file_mb) * 4 * 1024 * 1024
-    shm_bytes = max(1, limits.max_file_mb) * 1024 * 1024  # POSIX semaphores and small shared buffers only
-    argv += [
-        # /dev: bwrap's minimal device tree, read-only, with a small /dev/shm (else shared memory is an uncapped
-        # tmpfs the solution could fill with host memory).
-        "--proc", "/proc", "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-        "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
-        "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp",
-        "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--hostname", "sandbox",
-        "--remount-ro", "/",
-        interpreter, "-I", *_harness_args(interpreter, verdict_fd),
-    ]
-    return argv
-
-
-def _drop_root() -> dict:
-    # Root is exempt from RLIMIT_NPROC even inside a user namespace (the kernel checks the host uid),
-    # so a fork bomb would be unbounded: when we are root, the sandbox runs as nobody.
-    return {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
 
 
 def _sandbox_init(info: bytes, proc: subprocess.Popen) -> tuple[int | None, int | None]:
@@ -245,7 +133,20 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
 
     The verdict comes only from the tester process (harness.py) over its own pipe, which the solution
     process never holds: nothing the solution prints, returns or does to its own process can pass a run."""
-    payload = json.dumps({
+    payload = _payload(code, tests, entry_point, limits)
+    box = _start(interpreter_for(python), limits)
+    threading.Thread(target=_feed, args=(box.proc, payload), daemon=True).start()
+    try:
+        _collect(box, limits.max_output_bytes, slow)
+    finally:
+        _end(box)
+        verdict = _read_verdict(box.verdict_r)  # every writer is gone by now: this reads to the end
+    return _result(box, verdict, limits)
+
+
+def _payload(code: str, tests: str, entry_point: str | None, limits: Limits) -> bytes:
+    """What the tester reads from its stdin: the solution, the tests and the limits each process sets."""
+    return json.dumps({
         "code": code, "tests": tests, "entry_point": entry_point,
         "limits": {
             "nproc": limits.max_processes + 1, "as": limits.memory_mb * 1024 * 1024,  # + the tester process
@@ -253,16 +154,46 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
             "nofile": limits.max_open_files, "cpu_s": min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0,
         },
     }).encode()
-    interpreter = _interpreter(python)
-    info_r, info_w = os.pipe()  # bwrap writes {"child-pid": N} here: the sandbox's init, to kill on timeout
-    verdict_r, verdict_w = os.pipe()  # the tester's verdict, and nothing else
+
+
+@dataclass
+class _Sandbox:
+    """One running sandbox: bwrap, its output so far, who its init is, and how it ended."""
+
+    proc: subprocess.Popen
+    info_r: int  # bwrap writes {"child-pid": N} here: the sandbox's init, to kill on timeout
+    verdict_r: int  # the tester's verdict, and nothing else
+    start: float
+    deadline: float
+    info: bytes = b""
+    info_open: bool = True  # bwrap has not closed its --info-fd yet
+    init_pid: int | None = None
+    init_fd: int | None = None
+    chunks: list[bytes] = field(default_factory=list)
+    timed_out: bool = False
+    flooded: bool = False
+
+    def read_info(self) -> None:
+        """Read what bwrap says on its --info-fd; learn the init's pid (and a pidfd on it) once it is complete."""
+        piece = os.read(self.info_r, 4096)
+        self.info += piece
+        if not piece:
+            self.info_open = False
+        if self.init_pid is None:
+            self.init_pid, self.init_fd = _sandbox_init(self.info, self.proc)
+
+
+def _start(interpreter: str, limits: Limits) -> _Sandbox:
+    """Start bwrap with the harness as the sandbox's init; SandboxUnavailable when bwrap cannot be started."""
+    info_r, info_w = os.pipe()
+    verdict_r, verdict_w = os.pipe()
     try:
-        argv = _bwrap_argv(interpreter, limits, info_w, verdict_w)
+        argv = bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w)
         start = time.monotonic()
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(info_w, verdict_w), start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"},
-            **_drop_root(),
+            **drop_root(),
         )
     except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
         os.close(info_r)
@@ -277,75 +208,81 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
     finally:
         os.close(info_w)
         os.close(verdict_w)
+    return _Sandbox(proc, info_r, verdict_r, start, start + limits.timeout_s)
 
-    def feed() -> None:
-        try:
-            proc.stdin.write(payload)
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
 
-    threading.Thread(target=feed, daemon=True).start()
-    chunks, size, timed_out, flooded = [], 0, False, False
-    info, init_pid, init_fd = b"", None, None
-    deadline = start + limits.timeout_s
-    out = proc.stdout.fileno()
-    watch = [out, info_r]
-    poller = selectors.DefaultSelector()  # epoll/poll: select() cannot watch descriptors >= 1024
-    for fd in watch:
-        poller.register(fd, selectors.EVENT_READ)
+def _feed(proc: subprocess.Popen, payload: bytes) -> None:
     try:
-        while out in watch:
+        proc.stdin.write(payload)
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _collect(box: _Sandbox, max_output_bytes: int, slow: Callable[[], None] | None) -> None:
+    """Read the sandbox's output until it ends, floods (over `max_output_bytes`) or runs past its deadline; call
+    `slow` once when it is still going after SLOW_S."""
+    out = box.proc.stdout.fileno()
+    poller = selectors.DefaultSelector()  # epoll/poll: select() cannot watch descriptors >= 1024
+    for fd in (out, box.info_r):
+        poller.register(fd, selectors.EVENT_READ)
+    size = 0
+    try:
+        while True:
             now = time.monotonic()
-            left = deadline - now
+            left = box.deadline - now
             if left <= 0:
-                timed_out = True
-                break
-            if slow is not None and now - start >= SLOW_S:  # a waiting run: its slot goes to the next job
+                box.timed_out = True
+                return
+            if slow is not None and now - box.start >= SLOW_S:  # a waiting run: its slot goes to the next job
                 slow, _ = None, slow()
             ready = [key.fd for key, _ in poller.select(min(left, 0.5 if slow is None else SLOW_S / 4))]
-            if info_r in ready:
-                piece = os.read(info_r, 4096)
-                info += piece
-                if not piece:
-                    watch.remove(info_r)
-                    poller.unregister(info_r)
-                if init_pid is None:
-                    init_pid, init_fd = _sandbox_init(info, proc)
+            if box.info_r in ready:
+                box.read_info()
+                if not box.info_open:
+                    poller.unregister(box.info_r)
             if out not in ready:
                 continue
             chunk = os.read(out, 65536)
             if not chunk:
-                break
+                return
             size += len(chunk)
-            if size > limits.max_output_bytes:
-                flooded = True
-                break
-            chunks.append(chunk)
+            if size > max_output_bytes:
+                box.flooded = True
+                return
+            box.chunks.append(chunk)
     finally:
         poller.close()
-        if (timed_out or flooded) and init_pid is None and info_r in watch and _readable(info_r, 0):
-            info += os.read(info_r, 4096)  # bwrap may have said who the init is since the last look
-            init_pid, init_fd = _sandbox_init(info, proc)
-        if timed_out or flooded:
-            _kill(proc, init_pid, init_fd)
+
+
+def _end(box: _Sandbox) -> None:
+    """Kill the sandbox if it timed out or flooded; return once bwrap and everything inside it are gone."""
+    proc = box.proc
+    if (box.timed_out or box.flooded) and box.init_pid is None and box.info_open and _readable(box.info_r, 0):
+        box.read_info()  # bwrap may have said who the init is since the last look
+    if box.timed_out or box.flooded:
+        _kill(proc, box.init_pid, box.init_fd)
+    try:
+        # bwrap exits once it has reaped its child, the namespace init, and that init's exit completes only
+        # after the kernel has killed and reaped every process in the namespace.
+        proc.wait(timeout=max(2.0, box.deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        box.timed_out = True
+        _kill(proc, box.init_pid, box.init_fd)
         try:
-            # bwrap exits once it has reaped its child, the namespace init, and that init's exit completes only
-            # after the kernel has killed and reaped every process in the namespace.
-            proc.wait(timeout=max(2.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill(proc, init_pid, init_fd)
-            try:
-                proc.wait(timeout=5.0)
-            except subprocess.TimeoutExpired:  # bwrap itself stuck: kill it, the init is waited on below
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        _wait_gone(init_fd)
-        os.close(info_r)
-        proc.stdout.close()
-        verdict = _read_verdict(verdict_r)  # every writer is gone by now: this reads to the end
-    output = b"".join(chunks).decode("utf-8", "replace")
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:  # bwrap itself stuck: kill it, the init is waited on below
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    _wait_gone(box.init_fd)
+    os.close(box.info_r)
+    proc.stdout.close()
+
+
+def _result(box: _Sandbox, verdict: dict, limits: Limits) -> RunResult:
+    """The run's result: passed only when it ended in time, within its output cap, and the tester said so."""
+    proc, timed_out, flooded = box.proc, box.timed_out, box.flooded
+    output = b"".join(box.chunks).decode("utf-8", "replace")
     passed = not (timed_out or flooded) and proc.returncode == 0 and verdict.get("passed") is True
     error = None
     if timed_out:
@@ -361,7 +298,7 @@ def run_python(code: str, tests: str, limits: Limits = Limits(), python: str | N
         )
     return RunResult(
         passed=passed, returncode=proc.returncode, output=output[-4000:], timed_out=timed_out,
-        output_exceeded=flooded, seconds=time.monotonic() - start, error=error,
+        output_exceeded=flooded, seconds=time.monotonic() - box.start, error=error,
         extra={"tests": verdict.get("tests")} if "tests" in verdict else {},
     )
 

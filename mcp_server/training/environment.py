@@ -132,9 +132,8 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def read_run_target(run_dir: Path) -> tuple[dict, dict]:
+def read_run_target(run: Run) -> tuple[dict, dict]:
     """The run's request (train/request.json) and config (train/config.yaml) as dicts; {} when missing."""
-    run = Run(run_dir)
     return run.read_request(), run.read_config()
 
 
@@ -201,15 +200,15 @@ def _judge(
 SANDBOXED_REWARDS = {"code_execution_reward", "mcp_server.rewards.code_execution_reward"}
 
 
-def sandbox_blockers(run_dir: Path | None, config: dict) -> list[str]:
+def sandbox_blockers(run: Run | None, config: dict) -> list[str]:
     """A run whose reward executes model-written code needs a working bubblewrap on this machine: prove it with a
     trivial sandboxed run (rewards.sandbox.check_sandbox), or block with bwrap's own error and the fix."""
     from mcp_server.rewards.sandbox import SandboxUnavailable, check_sandbox
 
     specs = []
-    if run_dir is not None and Run(run_dir).rewards.is_file():
+    if run is not None and run.rewards.is_file():
         try:
-            specs = json.loads(Run(run_dir).rewards.read_text(encoding="utf-8"))
+            specs = json.loads(run.rewards.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             specs = []
     names = {(s.get("name") if isinstance(s, dict) else s): s for s in specs if isinstance(s, (dict, str))}
@@ -230,19 +229,17 @@ def sandbox_blockers(run_dir: Path | None, config: dict) -> list[str]:
 def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentReport:
     """Probe the training interpreter and this machine, judge them against the run's target, write env-report.json."""
     request = request or EnvironmentRequest()
-    run_dir = None
-    if request.run:
-        run_dir = resolve_run(request.run).dir
-    run_request, config = read_run_target(run_dir) if run_dir else ({}, {})
+    run = resolve_run(request.run) if request.run else None
+    run_request, config = read_run_target(run) if run else ({}, {})
 
     python = training_python()
     probe = _probe(python)
     gpus = [GPUInfo(**g) for g in probe.get("gpus", [])]
-    where = run_dir or workspace_root()
+    where = run.dir if run else workspace_root()
     free_disk = round(shutil.disk_usage(where).free / 2**30, 2) if where.exists() else None
     ram, ram_free = _memory_gib()
     blockers, warnings = _judge(probe, gpus, run_request, config, free_disk)
-    blockers += sandbox_blockers(run_dir, config)
+    blockers += sandbox_blockers(run, config)
     verdict = "blocked" if blockers else ("ready-with-warnings" if warnings else "ready")
 
     if gpus:
@@ -258,7 +255,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
             else f"{run_request.get('num_gpus', 1)}x {run_request.get('gpu')}"
         )
 
-    report_path = Run(run_dir).env_report if run_dir else workspace_root() / "env-report.json"
+    report_path = run.env_report if run else workspace_root() / "env-report.json"
     report = EnvironmentReport(
         verdict=verdict,
         reasons=blockers + warnings,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from pathlib import Path
 
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.diagnosis.context import Ctx
@@ -30,42 +29,42 @@ WINDOW = 64  # logged rows the live rules read
 NO_CHECKPOINT = {"nan_loss", "no_steps_trained"}  # non-finite weights are not worth saving; 0 steps have none to save
 
 
-def run_request(run_dir: Path) -> dict:
+def run_request(run: Run) -> dict:
     """train/request.json, {} when absent or unreadable (a broken request must not stop training)."""
     try:
-        request = read_json_if_present(Run(run_dir).request)
+        request = read_json_if_present(run.request)
     except Exception:
         return {}
     return request if isinstance(request, dict) else {}
 
 
-def run_config(run_dir: Path) -> dict:
+def run_config(run: Run) -> dict:
     """train/config.yaml, {} when absent or unreadable (the guard then reads the GRPOConfig alone)."""
     try:
-        config = load_config_file(Run(run_dir).config, field="config") if Run(run_dir).config.is_file() else {}
+        config = load_config_file(run.config, field="config") if run.config.is_file() else {}
     except Exception:
         return {}
     return config if isinstance(config, dict) else {}
 
 
-def guard_mode(run_dir: Path) -> str:
+def guard_mode(run: Run) -> str:
     """The run's guard mode from train/request.json; "warn" when absent or not one of MODES."""
-    mode = run_request(run_dir).get("guard")
+    mode = run_request(run).get("guard")
     return mode if mode in MODES else "warn"
 
 
-def read_guard(run_dir: Path) -> dict | None:
+def read_guard(run: Run) -> dict | None:
     """train/logs/guard.json as the guard wrote it, None when absent or unreadable."""
     try:
-        data = read_json_if_present(Run(run_dir).guard)
+        data = read_json_if_present(run.guard)
     except Exception:
         return None
     return data if isinstance(data, dict) else None
 
 
 class LiveGuard:
-    def __init__(self, run_dir: Path, mode: str, config: dict, request: dict | None = None):
-        self.run_dir, self.mode = Path(run_dir), mode
+    def __init__(self, run: Run, mode: str, config: dict, request: dict | None = None):
+        self.run, self.mode = run, mode
         self.config, self.request = config, request or {}
         self.rows: deque[dict] = deque(maxlen=WINDOW)
         self._last_codes: tuple = ()
@@ -76,9 +75,9 @@ class LiveGuard:
         row = normalize_row(line, len(self.rows))
         if row is not None:
             self.rows.append(row)
-        run = LoadedRun(kind="live", metrics_path=None, rows=list(self.rows), run_dir=self.run_dir,
+        loaded = LoadedRun(kind="live", metrics_path=None, rows=list(self.rows), home=self.run,
                         config=self.config, request=self.request)
-        ctx = Ctx(run)
+        ctx = Ctx(loaded)
         found = [f for rule in GUARD_RULES for f in rule(ctx) if f.code in GUARD_CODES]
         return sorted(found, key=lambda f: f.severity != "error")
 
@@ -98,7 +97,7 @@ class LiveGuard:
         codes = tuple((f.code, f.severity) for f in findings)
         if write and (codes != self._last_codes or decision):
             self._last_codes = codes
-            atomic_write_json(Run(self.run_dir).guard, {
+            atomic_write_json(self.run.guard, {
                 "mode": self.mode, "step": step, "time": time.time(), "stopped": decision,
                 "findings": [f.model_dump() for f in findings],
             })

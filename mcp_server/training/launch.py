@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, resolve_run
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import read_run_target
 from mcp_server.training.launch_gates import (
     check_gates,
@@ -55,7 +56,7 @@ def _go(run: Run, launcher: Launcher, plan: LaunchPlan, resumed_from: str | None
     """Write the plan's files, commit the recipe, start: the same three steps for every launcher."""
     written = launcher.write(run, plan)
     commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, resumed=bool(resumed_from)))
-    return launcher.start(run, plan, written, Start(commit=commit, previous=read_run_json(run.dir),
+    return launcher.start(run, plan, written, Start(commit=commit, previous=read_run_json(run),
                                                     resumed_from=resumed_from, **start))
 
 
@@ -65,35 +66,35 @@ def launch_training(request: LaunchRequest) -> LaunchResult:
     One caller at a time per run (runlock); a run launched before is refused unless archive_previous."""
     run = resolve_run(request.run)
     try:
-        with run_lock(run.dir, "launch"):
+        with run_lock(run, "launch"):
             return _launch(run, request)
     except RunLocked as exc:
         return locked(run, exc)
 
 
-def _launch_state_refusal(run: Run, derived: dict, config: dict, launched: list[str],
+def _launch_state_refusal(run: Run, derived: DerivedState, config: dict, launched: list[str],
                           request: LaunchRequest) -> LaunchResult | None:
     """A run launched before (without archive_previous) or an output_dir in another run: refused."""
     if launched and not request.archive_previous:
-        done = checkpoints(run.dir, config)
+        done = checkpoints(run, config)
         return refused(run, [GateRefusal(
-            gate="state", message=f"{run.name} was launched before (state {derived['state']}; it holds "
+            gate="state", message=f"{run.name} was launched before (state {derived.state}; it holds "
             f"{', '.join(launched)}): a fresh launch would train over it"
             + (f" (latest checkpoint {done[-1].name})" if done else ""),
             how_to_clear=("resume_training to continue from the latest checkpoint, " if done else "")
             + "emit_grpo_config (without run_dir) for a new run, or launch again with archive_previous "
-            "(CLI: --archive-previous) to move this attempt to archive/ first")], derived["state"])
+            "(CLI: --archive-previous) to move this attempt to archive/ first")], derived.state)
     foreign = foreign_output_dir(run, config)
-    return refused(run, [foreign], derived["state"]) if foreign else None
+    return refused(run, [foreign], derived.state) if foreign else None
 
 
 def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
-    derived = derive_state(run.dir)
-    if derived["alive"]:
+    derived = derive_state(run)
+    if derived.alive:
         return refused(run, [GateRefusal(
-            gate="state", message=f"{run.name} is already {derived['state']} ({what_runs(derived)})",
-            how_to_clear="wait for it, or stop_training first")], derived["state"])
-    _, config = read_run_target(run.dir)
+            gate="state", message=f"{run.name} is already {derived.state} ({what_runs(derived)})",
+            how_to_clear="wait for it, or stop_training first")], derived.state)
+    _, config = read_run_target(run)
     launched = run.launched_evidence()
     refusal = _launch_state_refusal(run, derived, config, launched, request)
     if refusal:
@@ -104,11 +105,11 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     refusals, env = check_gates(run, environment=launcher.checks_environment)
     refusals += memory_refusals(plan)
     if refusals:
-        return refused(run, refusals, derived["state"])
+        return refused(run, refusals, derived.state)
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
     return _go(run, launcher, plan, env_verdict=env.get("verdict"), submit=request.submit,
-               state_before=derived["state"])
+               state_before=derived.state)
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:
@@ -133,30 +134,30 @@ def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
     One caller at a time per run (runlock)."""
     run = resolve_run(request.run)
     try:
-        with run_lock(run.dir, "resume"):
+        with run_lock(run, "resume"):
             return _resume(run, request)
     except RunLocked as exc:
         return locked(run, exc)
 
 
-def _resume_state_refusal(run: Run, derived: dict, record: dict | None) -> LaunchResult | None:
+def _resume_state_refusal(run: Run, derived: DerivedState, record: dict | None) -> LaunchResult | None:
     """A live run, or one never launched (or whose launch record is gone): nothing to resume."""
-    if derived["alive"]:
+    if derived.alive:
         return refused(run, [GateRefusal(
-            gate="state", message=f"{run.name} is still {derived['state']} ({what_runs(derived)})",
+            gate="state", message=f"{run.name} is still {derived.state} ({what_runs(derived)})",
             how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it",
-        )], derived["state"])
+        )], derived.state)
     if record is not None:
         return None
-    if derived.get("note"):  # launched once, but its record is gone: say what is known
+    if derived.note:  # launched once, but its record is gone: say what is known
         return refused(run, [GateRefusal(
-            gate="state", message=f"{run.name}: {derived['note']} Without the launch record the launched "
+            gate="state", message=f"{run.name}: {derived.note} Without the launch record the launched "
             "config cannot be checked, so it is not resumed",
             how_to_clear="restore run.json (from git or a backup), or launch_training with archive_previous to "
-            "start over")], derived["state"])
+            "start over")], derived.state)
     return refused(run, [GateRefusal(
         gate="state", message=f"{run.name} was never launched, so there is nothing to resume",
-        how_to_clear="launch_training starts it")], derived["state"])
+        how_to_clear="launch_training starts it")], derived.state)
 
 
 def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -> tuple[list[GateRefusal],
@@ -176,8 +177,8 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
     foreign = foreign_output_dir(run, config)
     if foreign:
         refusals.append(foreign)
-    done = checkpoints(run.dir, config)
-    latest, why = last_good_checkpoint(run.dir, done) if patch else (done[-1] if done else None, None)
+    done = checkpoints(run, config)
+    latest, why = last_good_checkpoint(run, done) if patch else (done[-1] if done else None, None)
     if latest is None:
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"
@@ -188,25 +189,25 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
 
 
 def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
-    derived = derive_state(run.dir)
+    derived = derive_state(run)
     # A copied run continues from its own checkpoints under the launch record it was copied with.
-    record = derived["record"] or derived.get("copied_record")
+    record = derived.record or derived.copied_record
     # same layout as the launch it continues, unless the request says otherwise
     launch = request if isinstance(request, LaunchRequest) else launcher_of(record).relaunch(record or {},
                                                                                                request.run)
     refusal = _resume_state_refusal(run, derived, record)
     if refusal:
         return refusal
-    _, config = read_run_target(run.dir)
+    _, config = read_run_target(run)
     patch = getattr(request, "patch", None)
     refusals, latest = _resume_refusals(run, record, config, patch)
     if refusals:
-        return refused(run, refusals, derived["state"])
+        return refused(run, refusals, derived.state)
     undo = None
     if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
         refusals, undo = apply_patch(run, config, patch)
         if refusals:
-            return refused(run, refusals, derived["state"])
+            return refused(run, refusals, derived.state)
     plan = build_launch_plan(run, launch, extra_args=["--resume_from_checkpoint", str(latest)])
     launcher = LAUNCHERS[plan.launcher]
     try:
@@ -220,7 +221,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     if gate_refusals:
         if undo:
             undo()
-        return refused(run, gate_refusals, derived["state"])
+        return refused(run, gate_refusals, derived.state)
     _clear_markers(run)
     return _go(run, launcher, plan, resumed_from=str(latest), patch=patch, env_verdict=env.get("verdict"))
 

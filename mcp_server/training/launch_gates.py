@@ -8,6 +8,7 @@ from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.recipe.models import ValidateRequest
 from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import check_environment, read_run_target
 from mcp_server.training.launchers import LaunchPlan
 from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchResult
@@ -20,7 +21,7 @@ def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], 
     """Every gate's answer (all of them, so one call tells everything to fix); the env report too.
     `environment=False` for a run that trains elsewhere (a SLURM job): this machine's environment is no gate."""
     refusals: list[GateRefusal] = []
-    gate = check_inspection_gate(run.dir)
+    gate = check_inspection_gate(run)
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
     refusals += _config_refusals(run)
@@ -36,7 +37,7 @@ def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], 
 
 
 def _config_refusals(run: Run) -> list[GateRefusal]:
-    run_request, _ = read_run_target(run.dir)
+    run_request, _ = read_run_target(run)
     if not run.config.exists() or not run.script.exists():
         return [GateRefusal(
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
@@ -76,10 +77,10 @@ def foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
     return None
 
 
-def what_runs(derived: dict) -> str:
+def what_runs(derived: DerivedState) -> str:
     """The live process or SLURM job of a run, in words."""
-    job = (derived.get("job") or {}).get("job_id")
-    return f"SLURM job {job}" if job else f"pid {derived['pid']}"
+    job = derived.job_id
+    return f"SLURM job {job}" if job else f"pid {derived.pid}"
 
 
 def refused(run: Run, refusals: list[GateRefusal], state: str) -> LaunchResult:
@@ -94,4 +95,4 @@ def locked(run: Run, exc: RunLocked) -> LaunchResult:
     return refused(run, [GateRefusal(
         gate="lock", message=str(exc),
         how_to_clear=f"wait for that call (pid {exc.holder.get('pid', 'unknown')}) to finish, then training_status; "
-        "a second launch of one run is never started")], derive_state(run.dir)["state"])
+        "a second launch of one run is never started")], derive_state(run).state)

@@ -86,12 +86,12 @@ class ProgressCallback(TrainerCallback):
     so nothing logged is lost when the training process dies. Honours stop requests at step ends."""
 
     def __init__(self, run_dir: str | Path, guard: str | None = None):
-        self.run_dir = Path(run_dir)
-        self.guard_mode = guard or guard_mode(self.run_dir)
+        self.run = Run(Path(run_dir))  # the emitted train.py's door: it passes the run directory's path
+        self.guard_mode = guard or guard_mode(self.run)
         self.guard: LiveGuard | None = None
-        self.path = Run(self.run_dir).progress
+        self.path = self.run.progress
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._stop_file = str(Run(self.run_dir).stop_request)
+        self._stop_file = str(self.run.stop_request)
         self._last_time: float | None = None
         self._last_step = 0
         self._signalled: str | None = None
@@ -117,14 +117,14 @@ class ProgressCallback(TrainerCallback):
         if self.guard_mode != "off":  # the rules read the resolved GRPOConfig (beta, lr, vLLM settings) over
             # the run's config.yaml (which also holds the model's fields: use_peft, model_name_or_path)
             resolved = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool, type(None)))}
-            self.guard = LiveGuard(self.run_dir, self.guard_mode, {**run_config(self.run_dir), **resolved},
-                                   run_request(self.run_dir))
+            self.guard = LiveGuard(self.run, self.guard_mode, {**run_config(self.run), **resolved},
+                                   run_request(self.run))
         node = os.environ.get("SLURMD_NODENAME")
         if node and args.local_process_index == 0:  # a SLURM job: each node says what it runs on
-            write_node_env(self.run_dir, node)
+            write_node_env(self.run, node)
         if state.is_world_process_zero:
             atomic_write_json(
-                Run(self.run_dir).train_begin,
+                self.run.train_begin,
                 {"max_steps": state.max_steps, "global_step": state.global_step, "world_size": args.world_size,
                  "pid": os.getpid(), "time": self._last_time, "output_dir": args.output_dir},
             )
@@ -137,7 +137,7 @@ class ProgressCallback(TrainerCallback):
             control.should_training_stop = True
             if state.is_world_process_zero:
                 by = {} if asked or self._signalled is None else {"by": "signal", "signal": self._signalled}
-                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time(), **by})
+                atomic_write_json(self.run.stopped, {"step": state.global_step, "time": time.time(), **by})
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -160,16 +160,15 @@ class ProgressCallback(TrainerCallback):
             control.should_training_stop = True
             control.should_save = decision["save"]
             if state.is_world_process_zero:
-                atomic_write_json(Run(self.run_dir).stopped, {"step": state.global_step, "time": time.time(),
-                                                              "by": "guard", "code": decision["code"],
-                                                              "checkpoint_saved": decision["save"]})
+                atomic_write_json(self.run.stopped, {"step": state.global_step, "time": time.time(), "by": "guard",
+                                                     "code": decision["code"], "checkpoint_saved": decision["save"]})
 
     def _write_log(self, state, logs) -> dict | None:
         """The progress line (rank 0 writes it); None on other ranks and for the end-of-training summary."""
         if not state.is_world_process_zero or not logs:
             return None
         if "train_runtime" in logs:  # the end-of-training summary is not a step: it gets its own file
-            atomic_write_json(Run(self.run_dir).train_summary, {"step": state.global_step, **logs})
+            atomic_write_json(self.run.train_summary, {"step": state.global_step, **logs})
             return
         now = time.time()
         steps = max(state.global_step - self._last_step, 1)
@@ -188,7 +187,7 @@ class ProgressCallback(TrainerCallback):
         return line
 
 
-def write_node_env(run_dir: str | Path, node: str) -> Path:
+def write_node_env(run: Run, node: str) -> Path:
     """train/logs/env-<node>.json: the packages, GPUs and CUDA this node's trainer sees (check_environment's probe,
     from inside the job), its host and CPUs."""
     import socket
@@ -197,14 +196,15 @@ def write_node_env(run_dir: str | Path, node: str) -> Path:
 
     report = {"node": node, "host": socket.gethostname(), "job_id": os.environ.get("SLURM_JOB_ID"),
               "cpu_count": os.cpu_count(), "time": time.time(), **probe_interpreter()}
-    return atomic_write_json(Run(Path(run_dir)).node_env(node), report)
+    return atomic_write_json(run.node_env(node), report)
 
 
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
     """Record how training ended (train/logs/outcome.json), written atomically. A run that left its loop
     because stop_training or the guard asked is recorded as "stopped", whatever train.py says; one that took no
     optimizer step, or that the guard stopped because its signal was lost, as "failed": never "succeeded". With
-    `guard: warn` a lost signal leaves the state but is named in `warnings`."""
+    `guard: warn` a lost signal leaves the state but is named in `warnings` (the emitted train.py's door: it passes
+    the run directory's path)."""
     run = Run(Path(run_dir))
     if state == "succeeded":
         failure, warnings = _silent_failure(run, info.get("global_step"))
@@ -226,7 +226,7 @@ def _silent_failure(run: Run, global_step) -> tuple[str | None, list[str]]:
         begin = None
     if isinstance(begin, dict) and isinstance(global_step, int) and global_step <= begin.get("global_step", -1):
         return f"trained 0 steps (ended at step {global_step}, where it began): see train/logs/guard.json", []
-    guard = read_guard(run.dir) or {}
+    guard = read_guard(run) or {}
     stopped = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     if stopped.get("code") == "signal_lost":
         return f"signal_lost at step {stopped.get('step')}: the run learned nothing (train/logs/guard.json)", []

@@ -27,7 +27,7 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 def patch_problems(run: Run, config: dict, patch: dict) -> list[str]:
     """Validation errors of the patched config that the patch causes or leaves on a field it sets."""
-    request = run_request(run.dir)
+    request = run_request(run)
     rewards = read_json_if_present(run.rewards, list) if run.rewards.is_file() else None
     kwargs = {"gpu": request.get("gpu") or ("cpu" if config.get("use_cpu") else "H100"),
               "num_gpus": request.get("num_gpus") or 1, "override_reason": request.get("override_reason"),
@@ -80,9 +80,9 @@ def _write(run: Run, config: dict, patch: dict) -> None:
             atomic_write_json(run.verdict, verdict)
 
 
-def last_good_checkpoint(run_dir: Path, done: list[Path]) -> tuple[Path | None, str | None]:
+def last_good_checkpoint(run: Run, done: list[Path]) -> tuple[Path | None, str | None]:
     """(checkpoint, why) to resume a patched run from: after a guard stop the last one before its step."""
-    stopped = read_json_if_present(Run(run_dir).stopped)
+    stopped = read_json_if_present(run.stopped)
     if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(stopped.get("step"), int)):
         return (done[-1] if done else None), None
     before = [p for p in done if int(p.name.split("-")[-1]) < stopped["step"]]

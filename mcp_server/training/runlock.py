@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from mcp_server.runs import Run
 
@@ -24,24 +23,24 @@ from mcp_server.runs import Run
 class RunLocked(Exception):
     """Another process is launching or resuming the run; `holder` is what it wrote into the lock file."""
 
-    def __init__(self, run_dir: Path, holder: dict):
-        self.run_dir, self.holder = run_dir, holder
+    def __init__(self, run: Run, holder: dict):
+        self.run, self.holder = run, holder
         pid = holder.get("pid", "unknown")
         since = holder.get("since")
-        super().__init__(f"{run_dir.name} is being launched or resumed by another process (pid {pid}"
+        super().__init__(f"{run.name} is being launched or resumed by another process (pid {pid}"
                          + (f", since {since}" if since else "") + ")")
 
 
 @contextmanager
-def run_lock(run_dir: Path, action: str) -> Iterator[None]:
+def run_lock(run: Run, action: str) -> Iterator[None]:
     """Hold the run's launch lock for the block, or raise RunLocked naming the holder's pid."""
-    path = Run(run_dir).lock
+    path = run.lock
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunLocked(Path(run_dir), _holder(fd)) from None
+            raise RunLocked(run, _holder(fd)) from None
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": stamp, "action": action}).encode(), 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.diagnosis.metrics import read_progress_records
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.slurm_launcher import slurm_state
 from mcp_server.workspace import atomic_write_json
 
@@ -49,10 +51,10 @@ class RunRecord(BaseModel):
     exit_code: int | None = None
 
 
-def read_run_json(run_dir: Path) -> dict | None:
+def read_run_json(run: Run) -> dict | None:
     """run.json (launch_training writes it atomically), None when there is none. One that is there but is not a
     JSON object with well-typed fields raises UserInputError('run') naming the file."""
-    path = Run(run_dir).run_json
+    path = run.run_json
     if not path.exists():
         return None
     try:
@@ -68,7 +70,7 @@ def read_run_json(run_dir: Path) -> dict | None:
     return {**data, **checked.model_dump(exclude_unset=True)}
 
 
-def verified_launcher(run_dir: Path, pid, create_time=None) -> psutil.Process | None:
+def verified_launcher(run: Run, pid, create_time=None) -> psutil.Process | None:
     """The process `pid` when it is this run's launcher, else None: alive (not a zombie), started at
     `create_time` when one is given, running `bash train/launch.sh` with this run directory as its working
     directory. Nothing is signalled on a pid that fails this check."""
@@ -81,27 +83,27 @@ def verified_launcher(run_dir: Path, pid, create_time=None) -> psutil.Process | 
         if proc.status() == psutil.STATUS_ZOMBIE:
             _reap(pid)
             return None
-        if proc.cmdline() != LAUNCHER or Path(proc.cwd()).resolve() != Path(run_dir).resolve():
+        if proc.cmdline() != LAUNCHER or Path(proc.cwd()).resolve() != run.dir.resolve():
             return None
         return proc
     except (psutil.Error, OSError):
         return None
 
 
-def find_launcher(run_dir: Path) -> psutil.Process | None:
+def find_launcher(run: Run) -> psutil.Process | None:
     """The live launcher of this run among all processes (for a run.json that is gone or wrong)."""
     for proc in psutil.process_iter(["cmdline"]):
         if proc.info.get("cmdline") == LAUNCHER:
-            found = verified_launcher(run_dir, proc.pid)
+            found = verified_launcher(run, proc.pid)
             if found is not None:
                 return found
     return None
 
 
-def run_processes(run_dir: Path) -> list[psutil.Process]:
+def run_processes(run: Run) -> list[psutil.Process]:
     """Every live process of this run: those whose environment carries RUN_MARK with this run directory (launch.sh
     exports it, children inherit it). Finds a trainer that outlived a killed launcher, and each rank."""
-    here = str(Path(run_dir).resolve())
+    here = str(run.dir.resolve())
     found = []
     for proc in psutil.process_iter():
         try:
@@ -120,8 +122,8 @@ def _record_dir(record: dict) -> Path | None:
         return None
 
 
-def write_run_json(run_dir: Path, record: dict) -> None:
-    atomic_write_json(Run(run_dir).run_json, record)
+def write_run_json(run: Run, record: dict) -> None:
+    atomic_write_json(run.run_json, record)
 
 
 def process_alive(pid: int | None, create_time: float | None) -> bool:
@@ -148,18 +150,18 @@ def _reap(pid: int) -> None:
         pass
 
 
-def read_progress(run_dir: Path) -> list[dict]:
+def read_progress(run: Run) -> list[dict]:
     """The progress lines (JSON objects; a half-written or damaged line is skipped); a long log is sampled in
     bounded memory, its latest lines kept whole (metrics.read_progress_records)."""
     try:
-        return read_progress_records(Run(run_dir).progress).records
+        return read_progress_records(run.progress).records
     except OSError:  # none yet, or not a file
         return []
 
 
-def last_progress(run_dir: Path) -> dict | None:
+def last_progress(run: Run) -> dict | None:
     """The last progress line, reading only the end of the file."""
-    path = Run(run_dir).progress
+    path = run.progress
     if not path.is_file():  # none yet; or a directory, a pipe: no progress readable
         return None
     try:
@@ -179,9 +181,9 @@ def last_progress(run_dir: Path) -> dict | None:
     return None
 
 
-def log_tail(run_dir: Path, lines: int) -> list[str]:
+def log_tail(run: Run, lines: int) -> list[str]:
     """Last `lines` lines of train/logs/stdout.log, progress-bar carriage returns folded."""
-    path = Run(run_dir).stdout
+    path = run.stdout
     if lines <= 0 or not path.exists():
         return []
     if not path.is_file():  # a directory or a pipe (which would block): say so where the log would be
@@ -197,9 +199,9 @@ def log_tail(run_dir: Path, lines: int) -> list[str]:
     return [line for line in out if line.strip()][-lines:]
 
 
-def read_exit_code(run_dir: Path) -> int | None:
+def read_exit_code(run: Run) -> int | None:
     try:
-        return int(Run(run_dir).exit_code.read_text().strip())
+        return int(run.exit_code.read_text().strip())
     except (OSError, ValueError):
         return None
 
@@ -214,10 +216,10 @@ def _newer(path: Path, since: float | None) -> dict | None:
     return data
 
 
-def _without_record(run: Run, note: str | None) -> dict:
+def _without_record(run: Run, note: str | None) -> DerivedState:
     """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
     outcome = read_json_if_present(run.outcome)  # e.g. trained by hand, without launch_training
-    exit_code = read_exit_code(run.dir)
+    exit_code = read_exit_code(run)
     if isinstance(outcome, dict) and outcome.get("state", "succeeded") in TERMINAL:
         state = outcome.get("state", "succeeded")
     elif read_json_if_present(run.stopped) is not None:
@@ -229,30 +231,28 @@ def _without_record(run: Run, note: str | None) -> dict:
         note = (note or "") + (" Its logs exist but say neither how it ended nor that it runs: see train/logs/.")
     else:
         state = "not_launched"
-    return {"state": state, "alive": False, "pid": None, "exit_code": exit_code,
-            "outcome": outcome if isinstance(outcome, dict) else None, "stop_requested": False, "record": None,
-            "note": note.strip() if note else None}
+    return DerivedState(state=state, alive=False, exit_code=exit_code,
+                        outcome=outcome if isinstance(outcome, dict) else None, note=note.strip() if note else None)
 
 
-def derive_state(run_dir: Path) -> dict:
-    """{state, alive, pid, exit_code, outcome, stop_requested, record, note} from the process and the files.
-    `note` says what was not as expected (run.json lost or wrong, a copied run) and so what is known."""
-    run = Run(run_dir)
+def derive_state(run: Run) -> DerivedState:
+    """The run's state from its process and its files. `note` says what was not as expected (run.json lost or
+    wrong, a copied run) and so what is known."""
     try:
-        record, damaged = read_run_json(run_dir), None
+        record, damaged = read_run_json(run), None
     except UserInputError as exc:  # a damaged run.json: the live launcher, if any, still tells the state
         record, damaged = None, exc
     if record is not None and record.get("backend") == "slurm":  # the SLURM launcher: the scheduler's word
         return slurm_state(run, record)
     here = run.dir.resolve()
     note = None
-    proc = verified_launcher(run_dir, record.get("pid"), record.get("create_time")) if record else None
+    proc = verified_launcher(run, record.get("pid"), record.get("create_time")) if record else None
     # Look among the processes only where a launch may still be live (list_runs reads every run): a record
     # that does not say it ended, or logs without the exit code launch.sh writes last.
     launched = ((run.run_json.exists() and (record is None or record.get("state") not in TERMINAL))
                 or (run.stdout.exists() and not run.exit_code.exists()))
     if proc is None and launched:
-        proc = find_launcher(run_dir)
+        proc = find_launcher(run)
         if proc is not None:  # a live launcher the record does not name: trust the process
             note = (f"run.json {'does not name' if record else 'is missing or unreadable; found'} the live launcher "
                     f"(pid {proc.pid}, `bash train/launch.sh` in this directory); state read from that process "
@@ -262,7 +262,7 @@ def derive_state(run_dir: Path) -> dict:
                       "started_ts": (record or {}).get("started_ts") or proc.create_time()}
     # The launcher is gone (killed, or it never was ours) but processes of the run live on: the run is alive until
     # they end, so nothing is started over them and stop_training still reaches them.
-    orphans = run_processes(run_dir) if proc is None and launched else []
+    orphans = run_processes(run) if proc is None and launched else []
     if orphans:
         pids = [p.pid for p in orphans]
         note = (f"its launcher{' (pid ' + str(record.get('pid')) + ')' if record and record.get('pid') else ''} is "
@@ -278,15 +278,14 @@ def derive_state(run_dir: Path) -> dict:
                                else None)
     origin = _record_dir(record)
     if proc is None and not orphans and origin is not None and origin != here and origin.exists():
-        return {**_without_record(run, f"run.json was written for {origin}: this directory is a copy of that run, "
-                                       "a new run with its own files; the original's process is not this run's."),
-                "copied_record": record}
+        copy = _without_record(run, f"run.json was written for {origin}: this directory is a copy of that run, "
+                                    "a new run with its own files; the original's process is not this run's.")
+        return replace(copy, copied_record=record)
     since = record.get("started_ts")
-    pid = record.get("pid")
     alive = proc is not None or bool(orphans)
     stop_requested = _newer(run.stop_request, since) is not None
     outcome = _newer(run.outcome, since)
-    exit_code = read_exit_code(run_dir) if not alive else None
+    exit_code = read_exit_code(run) if not alive else None
     if alive:
         begun = _newer(run.train_begin, since) is not None
         state = "running" if begun else "starting"
@@ -298,33 +297,35 @@ def derive_state(run_dir: Path) -> dict:
         state = "stopped"
     else:
         state = "failed"
-    return {"state": state, "alive": alive, "pid": pid, "exit_code": exit_code, "outcome": outcome,
-            "stop_requested": stop_requested, "record": record, "note": note, "orphans": [p.pid for p in orphans]}
+    return DerivedState(state=state, alive=alive, pid=record.get("pid"), exit_code=exit_code, outcome=outcome,
+                        stop_requested=stop_requested, record=record, note=note,
+                        orphans=tuple(p.pid for p in orphans))
 
 
-def sync_run_json(run_dir: Path, derived: dict) -> None:
-    """Record a state change in run.json (so a plain reader of run.json sees it too). A write the disk refuses
-    is said in derived['note'], never an error: reading a run's state must work on a full disk."""
-    record = derived.get("record")
-    if record is not None and (record.get("state") != derived["state"] or record.get("reconstructed")):
+def sync_run_json(run: Run, derived: DerivedState) -> DerivedState:
+    """Record a state change in run.json (so a plain reader of run.json sees it too); the state, with a note when
+    the disk refuses the write, never an error: reading a run's state must work on a full disk."""
+    record = derived.record
+    if record is not None and (record.get("state") != derived.state or record.get("reconstructed")):
         # A reconstructed record restores a lost or wrong run.json, marked as read from the process.
-        record = {**{k: v for k, v in record.items() if k != "reconstructed"}, "state": derived["state"]}
-        if derived["record"].get("reconstructed"):
+        record = {**{k: v for k, v in record.items() if k != "reconstructed"}, "state": derived.state}
+        if derived.record.get("reconstructed"):
             record["restored_from_process"] = True
-        if derived["exit_code"] is not None:
-            record["exit_code"] = derived["exit_code"]
-        if derived.get("job"):
-            record["job"] = derived["job"]
+        if derived.exit_code is not None:
+            record["exit_code"] = derived.exit_code
+        if derived.job:
+            record["job"] = derived.job
         try:
-            write_run_json(run_dir, record)
+            write_run_json(run, record)
         except OSError as exc:  # a full disk, a read-only mount: the state is still known, only not recorded
-            why = f"run.json could not be rewritten ({exc.strerror or exc}): the state above is derived, not recorded"
-            derived["note"] = f"{derived['note']}; {why}" if derived.get("note") else why
+            return derived.noted(f"run.json could not be rewritten ({exc.strerror or exc}): the state above is "
+                                 "derived, not recorded")
+    return derived
 
 
-def checkpoints(run_dir: Path, config: dict) -> list[Path]:
+def checkpoints(run: Run, config: dict) -> list[Path]:
     """checkpoint-N directories with a trainer_state.json (complete saves), by step."""
-    out = Run(run_dir).output_dir(config)
+    out = run.output_dir(config)
     found = []
     for path in out.glob("checkpoint-*"):
         suffix = path.name.split("-", 1)[1]

@@ -19,6 +19,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training import slurm
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.slurm_plan import beside_scheduler
 from mcp_server.training.slurm_script import SlurmLayout
 from mcp_server.workspace import atomic_write_json, sha256_file
@@ -29,13 +30,13 @@ STATE_OF = {"TIMEOUT": "timed_out", "PREEMPTED": "preempted"}
 STOP_GRACE_S = 30  # after scancel: how long the scheduler gets to end the job
 
 
-def layout_for(run_dir: Path, run_request: dict, config: dict, *, nodes: int, processes: int | None,
+def layout_for(run: Run, run_request: dict, config: dict, *, nodes: int, processes: int | None,
                strategy: str, server_mode: bool, python: str, pythonpath: str | None, partition: str | None,
                account: str | None, time_limit: str | None, resume_from: str | None,
                requeue: bool = True) -> SlurmLayout:
     """The typed layout of a SLURM job for this run (keyword arguments only: each names what it is)."""
-    if any(ch.isspace() for ch in str(run_dir)):
-        raise UserInputError("run", f"{run_dir} holds whitespace, which #SBATCH lines cannot carry: move the "
+    if any(ch.isspace() for ch in str(run.dir)):
+        raise UserInputError("run", f"{run.dir} holds whitespace, which #SBATCH lines cannot carry: move the "
                              "workspace (LLM_FINETUNING_WORKSPACE) to a path without spaces for SLURM runs")
     cpu = str(run_request.get("gpu") or "H100").lower() == "cpu"
     num_gpus = int(run_request.get("num_gpus") or 1)
@@ -46,7 +47,7 @@ def layout_for(run_dir: Path, run_request: dict, config: dict, *, nodes: int, pr
     if strategy in ("auto", "single"):
         strategy = "ddp" if cpu or run_request.get("finetune") in ("lora", "qlora") else "zero3"
     return SlurmLayout(
-        run_dir=str(run_dir), job_name=run_dir.name, comment=f"llm-finetuning:{uuid.uuid4().hex[:16]}",
+        run_dir=str(run.dir), job_name=run.name, comment=f"llm-finetuning:{uuid.uuid4().hex[:16]}",
         python=python, nodes=nodes, train_nodes=train_nodes, gpus_per_node=per_node,
         processes_per_node=(processes or 1) if cpu else per_node, strategy=strategy,
         output_dir=str(config.get("output_dir") or "checkpoints"), pythonpath=pythonpath, partition=partition,
@@ -155,7 +156,7 @@ def _exit_code(run: Run) -> int | None:
         return None
 
 
-def slurm_state(run: Run, record: dict) -> dict:
+def slurm_state(run: Run, record: dict) -> DerivedState:
     """derive_state for a SLURM run: the scheduler's word on the job, with the run's files (progress, markers)."""
     job, note = own_job(run, record)
     since = record.get("started_ts")
@@ -207,19 +208,19 @@ def slurm_state(run: Run, record: dict) -> dict:
         record = {**record, "job": view}
         if job is not None and str(job.job_id) != str(record.get("job_id")):
             record = {**record, "job_id": job.job_id, "reconstructed": True}
-    return {"state": state, "alive": alive, "pid": None, "exit_code": exit_code if not alive else None,
-            "outcome": outcome, "stop_requested": stop_requested, "record": record, "note": note, "job": view}
+    return DerivedState(state=state, alive=alive, exit_code=exit_code if not alive else None, outcome=outcome,
+                        stop_requested=stop_requested, record=record, note=note, job=view)
 
 
-def job_message(derived: dict) -> str:
+def job_message(derived: DerivedState) -> str:
     """What the scheduler adds to training_status's message: why pending, on which nodes, where it failed."""
-    view = derived.get("job") or {}
+    view = derived.job or {}
     if not view:
         return ""
-    state, job_id = derived["state"], view.get("job_id")
+    state, job_id = derived.state, view.get("job_id")
     if state == "pending":
         return f" (job {job_id} pending: {view.get('reason') or 'no reason given'})"
-    sub = (derived.get("record") or {}).get("slurm")
+    sub = (derived.record or {}).get("slurm")
     planned = beside_scheduler((sub.get("plan_per_node") if isinstance(sub, dict) else None) or [],
                                view.get("nodes") or [])
     if state in ("running", "starting"):
@@ -245,11 +246,11 @@ def _wait_ended(run: Run, record: dict, timeout: float) -> bool:
         time.sleep(1.0)
 
 
-def stop_job(run: Run, derived: dict, timeout_s: float) -> tuple[bool, bool, str]:
+def stop_job(run: Run, derived: DerivedState, timeout_s: float) -> tuple[bool, bool, str]:
     """Ask this run's job for a checkpoint (stop-request file + USR1 to its steps, which the trainer turns into a
     save at the next step end), wait for the job to end; scancel it after `timeout_s`. Only a job verified to be
     this run's (owns) is signalled. (graceful, cancelled, note)."""
-    record = derived["record"]
+    record = derived.record or {}
     job, note = own_job(run, record)
     if job is None or not job.active:
         return False, False, note or "the job is not active"

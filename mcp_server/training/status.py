@@ -9,7 +9,6 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.training.environment import read_run_target
-from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import (
     HealthFlag,
     RunList,
@@ -20,6 +19,7 @@ from mcp_server.training.models import (
     TrainingStatus,
 )
 from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.slurm_launcher import job_message
@@ -33,7 +33,7 @@ from mcp_server.training.runstate import (
 )
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, runs_root
-from mcp_server.diagnosis.diagnose import diagnose_run
+from mcp_server.diagnosis.diagnose import diagnose
 from mcp_server.diagnosis.values import FLOAT32_MAX
 
 PLOTTED = (
@@ -57,8 +57,8 @@ def _seconds(value) -> float | None:
     return float(value) if ok else None
 
 
-def _max_steps(run_dir: Path, config: dict) -> int | None:
-    begin = read_json_if_present(Run(run_dir).train_begin) or {}
+def _max_steps(run: Run, config: dict) -> int | None:
+    begin = read_json_if_present(run.train_begin) or {}
     if _count(begin.get("max_steps")):
         return begin["max_steps"]
     return _count(config.get("max_steps")) or None
@@ -75,12 +75,12 @@ def _speed(lines: list[dict], since: float | None) -> float | None:
 
 
 # ---------------------------------------------------------------- health (diagnosis hook)
-def health_flags(run_dir: Path) -> tuple[list[HealthFlag], str | None]:
+def health_flags(run: Run) -> tuple[list[HealthFlag], str | None]:
     """The diagnosis rules (diagnose_run's core) on the run so far. A missing or failing diagnosis never
     breaks status: the note says why the flags are absent."""
     try:
         # Patches are not validated here (that imports TRL); diagnose_run gives validated patches.
-        result = diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False))
+        result = diagnose(run, validate_patches=False)
     except Exception as exc:  # a diagnosis bug must not hide the run's state
         return [], f"diagnosis failed: {type(exc).__name__}: {exc}"
     flags = [HealthFlag(code=f.code, severity=f.severity, explanation=f.explanation, patch=f.patch or None)
@@ -97,9 +97,8 @@ def plottable(value) -> bool:
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
-def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
+def plot_progress(run: Run, lines: list[dict]) -> Path | None:
     """reward, reward_std, KL, entropy and completion length over steps -> <run>/progress.png."""
-    run_dir = Path(run_dir)  # a str when it came through the worker
     if not lines:
         return None
     import matplotlib
@@ -117,37 +116,34 @@ def plot_progress(run_dir: Path, lines: list[dict]) -> Path | None:
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
-    fig.suptitle(run_dir.name)
+    fig.suptitle(run.name)
     fig.tight_layout()
     try:
-        return atomic_save_figure(fig, Run(run_dir).progress_plot, dpi=90)
+        return atomic_save_figure(fig, run.progress_plot, dpi=90)
     except OSError as exc:  # crosses the worker as an input error: the status still answers (_plot)
         raise UserInputError("plot", f"progress.png could not be written ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
 
 
-def _plot(run_dir: Path, lines: list[dict], derived: dict) -> Path | None:
-    """The plot, or None with the reason in derived['note'] when the disk refuses it (full, read-only)."""
+def _plot(run: Run, lines: list[dict], derived: DerivedState) -> tuple[Path | None, DerivedState]:
+    """(the plot, the state), or (None, the state noting why) when the disk refuses it (full, read-only)."""
     try:
-        return plot_progress(run_dir, lines)
+        return plot_progress(run, lines), derived
     except UserInputError as exc:
-        why = str(exc).removeprefix("plot: ")
-        derived["note"] = f"{derived['note']}; {why}" if derived.get("note") else why
-        return None
+        return None, derived.noted(str(exc).removeprefix("plot: "))
 
 
 # ---------------------------------------------------------------- training_status
 def training_status(request: StatusRequest) -> TrainingStatus:
-    run_dir = resolve_run(request.run).dir
-    derived = derive_state(run_dir)
-    sync_run_json(run_dir, derived)
-    record = derived["record"] or {}
-    _, config = read_run_target(run_dir)
-    lines = read_progress(run_dir)
+    run = resolve_run(request.run)
+    derived = sync_run_json(run, derive_state(run))
+    record = derived.record or {}
+    _, config = read_run_target(run)
+    lines = read_progress(run)
     latest = lines[-1] if lines else {}
-    state = derived["state"]
-    max_steps = _max_steps(run_dir, config)
+    state = derived.state
+    max_steps = _max_steps(run, config)
     step = _count(latest.get("step"))
     speed = _speed(lines, record.get("started_ts")) if lines else None
     eta = (
@@ -159,36 +155,32 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     started = record.get("started_ts")
     if started is None:
         elapsed = None
-    elif derived["alive"]:
+    elif derived.alive:
         elapsed = time.time() - started
     else:
-        end = _seconds((derived["outcome"] or {}).get("time")) or _seconds(latest.get("time")) or started
+        end = _seconds((derived.outcome or {}).get("time")) or _seconds(latest.get("time")) or started
         elapsed = max(end - started, 0.0)
 
-    health, note = health_flags(run_dir) if lines or state in ("failed",) else ([], "no metrics logged yet")
-    guarded = read_guard(run_dir) or {}
+    health, note = health_flags(run) if lines or state in ("failed",) else ([], "no metrics logged yet")
+    guarded = read_guard(run) or {}
     live = [HealthFlag(code=f.get("code", "?"), severity=f.get("severity", "error"),
                        explanation=f.get("explanation", ""), patch=f.get("patch") or None)
             for f in guarded.get("findings", []) if isinstance(f, dict)]
     guard_stop = guarded.get("stopped") if isinstance(guarded.get("stopped"), dict) else None
-    tail = log_tail(run_dir, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
-    plot = _plot(run_dir, lines, derived) if request.plot and lines else None
-    done = [str(p) for p in checkpoints(run_dir, config)]
+    tail = log_tail(run, request.log_lines if state not in ("failed",) else max(request.log_lines, 20))
+    plot, derived = _plot(run, lines, derived) if request.plot and lines else (None, derived)
+    done = [str(p) for p in checkpoints(run, config)]
 
     if state == "not_launched":
-        message = f"{run_dir.name} has not been launched (launch_training starts it)"
+        message = f"{run.name} has not been launched (launch_training starts it)"
     elif state == "unknown":
-        message = f"{run_dir.name}: state unknown"
+        message = f"{run.name}: state unknown"
     elif state == "failed":
-        code = (
-            f"exit code {derived['exit_code']}"
-            if derived["exit_code"] is not None
-            else "no exit code recorded (killed?)"
-        )
-        message = f"{run_dir.name} failed ({code}); last log line: {tail[-1] if tail else '(empty log)'}"
+        code = f"exit code {derived.exit_code}" if derived.exit_code is not None else "no exit code recorded (killed?)"
+        message = f"{run.name} failed ({code}); last log line: {tail[-1] if tail else '(empty log)'}"
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
-        message = f"{run_dir.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
+        message = f"{run.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
     message += job_message(derived)
     if guard_stop and state == "stopped":
         message += (f"; stopped by the guard: {guard_stop.get('code')} at step {guard_stop.get('step')}"
@@ -197,14 +189,14 @@ def training_status(request: StatusRequest) -> TrainingStatus:
                     + "; apply the patch in train/logs/guard.json before resuming")
 
     return TrainingStatus(
-        run_dir=str(run_dir), state=state, pid=derived["pid"], alive=derived["alive"], exit_code=derived["exit_code"],
+        run_dir=str(run.dir), state=state, pid=derived.pid, alive=derived.alive, exit_code=derived.exit_code,
         started_at=record.get("started_at"), elapsed_s=round(elapsed, 1) if elapsed is not None else None,
         step=step, max_steps=max_steps, steps_per_s=round(speed, 5) if speed else None,
         eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
-        stop_requested=derived["stop_requested"], health=health, health_note=note, log_tail=tail,
-        live_findings=live, guard=guard_mode(run_dir), guard_stop=guard_stop,
-        plot_path=str(plot) if plot else None, note=derived.get("note"), job=derived.get("job"),
-        message=message + (f" ({derived['note']})" if derived.get("note") else ""),
+        stop_requested=derived.stop_requested, health=health, health_note=note, log_tail=tail,
+        live_findings=live, guard=guard_mode(run), guard_stop=guard_stop,
+        plot_path=str(plot) if plot else None, note=derived.note, job=derived.job,
+        message=message + (f" ({derived.note})" if derived.note else ""),
     )
 
 
@@ -213,18 +205,18 @@ def stop_training(request: StopRequest) -> StopResult:
     """Stop a live run through the launcher that started it (launchers.launcher_of): it asks the run for a
     checkpoint at its next step end, and ends it after `timeout_s` (local: the verified process group; SLURM: the
     run's own job)."""
-    run_dir = resolve_run(request.run).dir
-    derived = derive_state(run_dir)
-    _, config = read_run_target(run_dir)
-    note = f" ({derived['note']})" if derived.get("note") else ""
-    if not derived["alive"]:
-        sync_run_json(run_dir, derived)
-        done = checkpoints(run_dir, config)
-        return StopResult(run_dir=str(run_dir), state=derived["state"], graceful=False, killed=False,
+    run = resolve_run(request.run)
+    derived = derive_state(run)
+    _, config = read_run_target(run)
+    note = f" ({derived.note})" if derived.note else ""
+    if not derived.alive:
+        sync_run_json(run, derived)
+        done = checkpoints(run, config)
+        return StopResult(run_dir=str(run.dir), state=derived.state, graceful=False, killed=False,
                           checkpoint=str(done[-1]) if done else None,
-                          message=f"{run_dir.name} is not running (state {derived['state']}); nothing to stop{note}")
-    sync_run_json(run_dir, derived)  # a run.json lost or wrong is restored from the live launcher first
-    return launcher_of(derived["record"]).stop(Run(run_dir), derived, request.timeout_s, config, note)
+                          message=f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
+    sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
+    return launcher_of(derived.record).stop(run, derived, request.timeout_s, config, note)
 
 
 # ---------------------------------------------------------------- list_runs
@@ -232,24 +224,23 @@ def list_runs() -> RunList:
     """Every run under runs/. A run whose files cannot be read is listed as unreadable, with the file and why:
     one damaged run never hides the others."""
     runs = []
-    for run_dir in (run.dir for run in all_runs()):
+    for run in all_runs():
         try:
-            runs.append(_summary(run_dir))
+            runs.append(_summary(run))
         except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
-            runs.append(RunSummary(run=run_dir.name, run_dir=str(run_dir), state="unreadable",
+            runs.append(RunSummary(run=run.name, run_dir=str(run.dir), state="unreadable",
                                    error=describe_failure(exc)))
     return RunList(runs_root=str(runs_root()), runs=runs)
 
 
-def _summary(run_dir: Path) -> RunSummary:
-    derived = derive_state(run_dir)
-    sync_run_json(run_dir, derived)
-    request, config = read_run_target(run_dir)
-    latest = last_progress(run_dir) or {}
+def _summary(run: Run) -> RunSummary:
+    derived = sync_run_json(run, derive_state(run))
+    request, config = read_run_target(run)
+    latest = last_progress(run) or {}
     model = request.get("model") or config.get("model_name_or_path")
-    started = (derived["record"] or {}).get("started_at")
+    started = (derived.record or {}).get("started_at")
     return RunSummary(
-        run=run_dir.name, run_dir=str(run_dir), state=derived["state"], step=_count(latest.get("step")),
-        max_steps=_max_steps(run_dir, config), model=model if isinstance(model, str) else None,
+        run=run.name, run_dir=str(run.dir), state=derived.state, step=_count(latest.get("step")),
+        max_steps=_max_steps(run, config), model=model if isinstance(model, str) else None,
         started_at=started if isinstance(started, str) else None,
     )

@@ -7,8 +7,6 @@ import time
 
 from mcp_server.errors import one_line
 from mcp_server.toolspec import RUN, Command, Flag, ToolSpec, print_result
-from mcp_server.training.environment import check_environment
-from mcp_server.training.launch import launch_training, resume_training
 from mcp_server.training.models import (
     EnvironmentReport,
     EnvironmentRequest,
@@ -23,8 +21,50 @@ from mcp_server.training.models import (
     StopResult,
     TrainingStatus,
 )
-from mcp_server.training.prepare import prepare_environment
-from mcp_server.training.status import list_runs, stop_training, training_status
+from mcp_server.reporting import Report, silent
+
+
+# The core is imported on the first call, not with the registry: the doors start without the cores' imports.
+def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentReport:
+    from mcp_server.training.environment import check_environment
+
+    return check_environment(request)
+
+
+def prepare_environment(request: PrepareRequest | None = None, report: Report = silent) -> PrepareResult:
+    from mcp_server.training.prepare import prepare_environment
+
+    return prepare_environment(request, report=report)
+
+
+def launch_training(request: LaunchRequest) -> LaunchResult:
+    from mcp_server.training.launch import launch_training
+
+    return launch_training(request)
+
+
+def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
+    from mcp_server.training.launch import resume_training
+
+    return resume_training(request)
+
+
+def training_status(request: StatusRequest) -> TrainingStatus:
+    from mcp_server.training.status import training_status
+
+    return training_status(request)
+
+
+def stop_training(request: StopRequest) -> StopResult:
+    from mcp_server.training.status import stop_training
+
+    return stop_training(request)
+
+
+def list_runs() -> RunList:
+    from mcp_server.training.status import list_runs
+
+    return list_runs()
 
 
 def human_env(r: EnvironmentReport) -> str:

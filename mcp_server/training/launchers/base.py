@@ -21,6 +21,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.runs import Run
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import read_run_target
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
@@ -75,7 +76,7 @@ class LaunchTarget:
 
 def read_target(run: Run, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchTarget:
     """The launch target of `run`; a vLLM server mode given no GPU is an input error."""
-    run_request, config = read_run_target(run.dir)
+    run_request, config = read_run_target(run)
     target = LaunchTarget(run=run, request=request, run_request=run_request, config=config,
                           python=training_python(), extra=tuple(str(a) for a in (extra_args or [])))
     if target.server_mode and target.vllm_gpus == 0:
@@ -137,7 +138,7 @@ class Launcher(Protocol):
 
     def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult: ...
 
-    def stop(self, run: Run, derived: dict, timeout_s: float, config: dict, note: str) -> StopResult:
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Stop the live run (`derived`: runstate.derive_state); `note`: what its state reading noted, said."""
 
     def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:

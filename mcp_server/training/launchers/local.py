@@ -21,6 +21,7 @@ import psutil
 from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
 from mcp_server.interpreter import training_env
 from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import TRAIN_ARGS, LaunchPlan, LaunchTarget, Start, history, write_accelerate
 from mcp_server.training.launchers.shell import render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
@@ -90,7 +91,7 @@ class LocalLauncher:
             create_time = psutil.Process(proc.pid).create_time()
         except psutil.NoSuchProcess:
             create_time = None
-        write_run_json(run.dir, {
+        write_run_json(run, {
             "state": "starting", "pid": proc.pid,
             "pgid": proc.pid,  # new session: the launcher leads its own process group
             "create_time": create_time, "command": plan.train_command, "launcher": LAUNCHER, "cwd": str(run.dir),
@@ -110,11 +111,11 @@ class LocalLauncher:
             message=f"{'resumed' if resumed else 'started'} {run.name} (pid {proc.pid}, {plan.strategy}, "
             f"{plan.num_processes} process{'es' if plan.num_processes > 1 else ''}); follow it with training_status")
 
-    def stop(self, run: Run, derived: dict, timeout_s: float, config: dict, note: str) -> StopResult:
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
         terminate its whole process group (vLLM server included), then kill it. Only a process verified to be
         this run's launcher, or one carrying this run's mark, is ever signalled."""
-        record = derived["record"]
+        record = derived.record
         pid, create_time = record.get("pid"), record.get("create_time")
         try:
             atomic_write_json(run.stop_request, {
@@ -129,9 +130,8 @@ class LocalLauncher:
             if not _wait_dead(run, pid, create_time, TERM_GRACE_S):
                 _signal_run(run, pid, create_time, signal.SIGKILL)
                 _wait_dead(run, pid, create_time, 5)
-        after = derive_state(run.dir)
-        sync_run_json(run.dir, after)
-        done = checkpoints(run.dir, config)
+        after = sync_run_json(run, derive_state(run))
+        done = checkpoints(run, config)
         saved = (read_json_if_present(run.stopped) or {}).get("step")
         saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
         if graceful:
@@ -139,7 +139,7 @@ class LocalLauncher:
         else:
             message = (f"{run.name} did not stop within {timeout_s:.0f} s and was killed; "
                        + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
-        return StopResult(run_dir=str(run.dir), state=after["state"], graceful=graceful, killed=not graceful,
+        return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=not graceful,
                           checkpoint=str(done[-1]) if done else None, message=message + note)
 
     def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
@@ -171,7 +171,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
         proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 5
-    while verified_launcher(run.dir, proc.pid) is None and proc.poll() is None and time.time() < deadline:
+    while verified_launcher(run, proc.pid) is None and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
     return proc, reward_sha
 
@@ -179,7 +179,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
 # ---------------------------------------------------------------- stop
 def _all_gone(run: Run, pid: int | None, create_time: float | None) -> bool:
     """Neither the verified launcher nor any other process of the run (a trainer that outlived it) lives."""
-    return verified_launcher(run.dir, pid, create_time) is None and not run_processes(run.dir)
+    return verified_launcher(run, pid, create_time) is None and not run_processes(run)
 
 
 def _wait_dead(run: Run, pid: int | None, create_time: float | None, timeout: float) -> bool:
@@ -194,7 +194,7 @@ def _wait_dead(run: Run, pid: int | None, create_time: float | None, timeout: fl
 def _signal_launcher(run: Run, pid: int, create_time: float | None, sig: int) -> None:
     """Signal the run's launcher and its process group (the trainer, its ranks, a vLLM server), only after
     verifying, right now, that `pid` is this run's launcher (start time, command line, directory)."""
-    proc = verified_launcher(run.dir, pid, create_time)
+    proc = verified_launcher(run, pid, create_time)
     if proc is None:
         return
     try:
@@ -209,9 +209,9 @@ def _signal_launcher(run: Run, pid: int, create_time: float | None, sig: int) ->
 def _signal_run(run: Run, pid: int | None, create_time: float | None, sig: int) -> None:
     """The verified launcher's group, then every other process still carrying this run's mark (launch.sh exports
     it; a trainer whose launcher was killed keeps it), each signalled once."""
-    group = pid if verified_launcher(run.dir, pid, create_time) is not None else None
+    group = pid if verified_launcher(run, pid, create_time) is not None else None
     _signal_launcher(run, pid, create_time, sig)
-    for proc in run_processes(run.dir):
+    for proc in run_processes(run):
         try:
             if group is None or os.getpgid(proc.pid) != group:
                 proc.send_signal(sig)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mcp_server.interpreter import package_path
 from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
     TRAIN_ARGS,
     TRL_ACCELERATE_CONFIGS,
@@ -43,7 +44,7 @@ class SlurmLauncher:
         """With vLLM server mode the last node serves, the others train (the open-r1 layout); a CPU target trains
         on every node with torchrun over gloo."""
         request, config = target.request, target.config
-        layout = layout_for(target.run.dir, target.run_request, config, nodes=request.num_nodes,
+        layout = layout_for(target.run, target.run_request, config, nodes=request.num_nodes,
                             processes=request.num_processes, strategy=request.strategy,
                             server_mode=target.server_mode, python=target.python, pythonpath=package_path(),
                             partition=request.partition, account=request.account, time_limit=request.time_limit,
@@ -112,15 +113,14 @@ class SlurmLauncher:
             slurm_script=written["slurm"], job_id=record["job_id"], resumed_from=start.resumed_from,
             message=f"{'resumed' if start.resumed_from else 'started'} {run.name}: {describe(record)}")
 
-    def stop(self, run: Run, derived: dict, timeout_s: float, config: dict, note: str) -> StopResult:
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
         graceful, cancelled, why = stop_job(run, derived, timeout_s)
-        after = derive_state(run.dir)
-        sync_run_json(run.dir, after)
-        done = checkpoints(run.dir, config)
+        after = sync_run_json(run, derive_state(run))
+        done = checkpoints(run, config)
         saved = (read_json_if_present(run.stopped) or {}).get("step")
         saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
-        job = (after.get("job") or {}).get("job_id") or derived["record"].get("job_id")
+        job = after.job_id or derived.record.get("job_id")
         if graceful:
             message = f"{run.name} (job {job}) stopped at step {saved} with a checkpoint saved; resume_training " \
                       "continues it"
@@ -128,9 +128,9 @@ class SlurmLauncher:
             message = (f"{run.name} (job {job}) was cancelled" + (f" after {timeout_s:.0f} s" if saved is None
                                                                    else "")
                        + "; " + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
-        if after["alive"]:
-            message = f"{run.name} (job {job}) is still {after['state']} after the stop: check squeue"
-        return StopResult(run_dir=str(run.dir), state=after["state"], graceful=graceful, killed=cancelled,
+        if after.alive:
+            message = f"{run.name} (job {job}) is still {after.state} after the stop: check squeue"
+        return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=cancelled,
                           checkpoint=str(done[-1]) if done else None, message=message + (f" ({why})" if why else ""))
 
     def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:

@@ -1,0 +1,144 @@
+"""The command that starts a sandbox (see sandbox.py): bwrap's arguments (namespaces, read-only mounts, a
+private capped /tmp, no environment), the Python that runs inside, and the harness it boots as its pid 1, shipped
+as bytecode compiled once per interpreter (else as source)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+NOBODY = 65534
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create its namespaces here: nothing model-written will run."""
+
+
+# The trusted harness (harness.py, stdlib only), run by the sandbox's Python as its pid 1: the tester, which
+# forks the solution process and grades it from outside (see that module's docstring). Its helper modules are
+# installed first, under their own names, in this order; harness.py itself runs last, as __main__.
+HARNESS_MODULES = ("harness_wire", "harness_solution", "harness")
+HARNESS = [(name, (Path(__file__).parent / f"{name}.py").read_text()) for name in HARNESS_MODULES]
+# Compiling the harness's source at every start was a tenth of a run: it is compiled once per interpreter, by
+# that interpreter (bytecode is version-specific), and started from its bytecode (optimize=2 drops only the
+# docstrings: the harness has no asserts, and the tests it compiles keep theirs).
+_COMPILE = ("import binascii, json, marshal, sys, zlib; "
+            "sys.stdout.buffer.write(binascii.b2a_base64(zlib.compress(marshal.dumps("
+            "[(n, compile(s, n + '.py', 'exec', optimize=2)) for n, s in json.loads(sys.stdin.buffer.read())]"
+            ")), newline=False))")
+# Installs every module but the last in sys.modules, then runs the last (the tester) as __main__. `{modules}`:
+# an expression giving [(name, code object), ...] from sys.argv[2].
+_BOOT = ("import binascii, json, marshal, sys, types, zlib\n"
+         "*_helpers, (_, _main) = {modules}\n"
+         "for _name, _code in _helpers:\n"
+         "    _module = sys.modules[_name] = types.ModuleType(_name)\n"
+         "    exec(_code, _module.__dict__)\n"
+         "exec(_main)\n")
+_FROM_BYTECODE = _BOOT.format(modules="marshal.loads(zlib.decompress(binascii.a2b_base64(sys.argv[2])))")
+_FROM_SOURCE = _BOOT.format(modules="[(n, compile(s, n + '.py', 'exec')) for n, s in json.loads(sys.argv[2])]")
+
+
+@functools.lru_cache(maxsize=8)
+def _harness_code(interpreter: str) -> str | None:
+    """The harness's bytecode for this interpreter (marshal, zlib, base64); None if it could not compile it."""
+    try:
+        return subprocess.run([interpreter, "-I", "-c", _COMPILE], input=json.dumps(HARNESS).encode(),
+                              capture_output=True, timeout=60, check=True,
+                              env={"PATH": "/usr/bin:/bin"}).stdout.decode("ascii")
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return None
+
+
+def _harness_args(interpreter: str, verdict_fd: int) -> list[str]:
+    """What follows `python -I` to start the harness: from its bytecode, else from its source (slower to start)."""
+    code = _harness_code(interpreter)
+    if code is None:
+        return ["-c", _FROM_SOURCE, str(verdict_fd), json.dumps(HARNESS)]
+    return ["-c", _FROM_BYTECODE, str(verdict_fd), code]
+
+
+def interpreter_for(python: str | None) -> str:
+    """The Python to run inside: `python` if given, else the system /usr/bin/python3 (readable by anyone,
+    under the read-only /usr), else this interpreter's base executable."""
+    for candidate in (python, "/usr/bin/python3", getattr(sys, "_base_executable", None), sys.executable):
+        if candidate and os.path.exists(candidate):
+            return os.path.realpath(candidate)
+    raise SandboxUnavailable("no Python interpreter found to run inside the sandbox")
+
+
+# Host directories never bound into the sandbox whole, even when an interpreter lies directly in them.
+UNBINDABLE = frozenset({"/", "/etc", "/home", "/root", "/var", "/run", "/tmp", "/proc", "/sys", "/dev", "/boot",
+                        "/mnt", "/media"})
+
+
+def _interpreter_prefix(interpreter: str) -> str:
+    """The directory bound read-only for an interpreter outside /usr: its installation prefix
+    (/opt/python3.12 for /opt/python3.12/bin/python3), or its own directory when that prefix would be "/"
+    (/srv/python3). Never "/" or a host directory of secrets: such an interpreter is refused."""
+    prefix = os.path.dirname(os.path.dirname(interpreter))
+    if prefix == "/":
+        prefix = os.path.dirname(interpreter)
+    if prefix in UNBINDABLE:
+        raise SandboxUnavailable(
+            f"the sandbox's Python {interpreter} lies directly in {prefix}, which would expose that whole host "
+            "directory to model-written code: install it under a directory of its own (e.g. /opt/python3/bin)"
+        )
+    return prefix
+
+
+def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int) -> list[str]:
+    """bwrap's command line: a fresh sandbox (/tmp capped at 4x `max_file_mb`) whose init is the harness's tester,
+    run by `interpreter`, with bwrap's --info-fd on `info_fd` and the verdict pipe on `verdict_fd`."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        raise SandboxUnavailable(
+            "bubblewrap (`bwrap`) is not installed, so model-written code will not be executed "
+            "(there is no fallback to the host). Install it: `apt-get install bubblewrap` / "
+            "`dnf install bubblewrap` / `pacman -S bubblewrap`."
+        )
+    argv = [
+        bwrap,
+        "--info-fd",
+        str(info_fd),
+        "--as-pid-1",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks or real dirs
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    if not interpreter.startswith("/usr/"):
+        prefix = _interpreter_prefix(interpreter)
+        argv += ["--ro-bind", prefix, prefix]
+    tmp_bytes = max(1, max_file_mb) * 4 * 1024 * 1024
+    shm_bytes = max(1, max_file_mb) * 1024 * 1024  # POSIX semaphores and small shared buffers only
+    argv += [
+        # /dev: bwrap's minimal device tree, read-only, with a small /dev/shm (else shared memory is an uncapped
+        # tmpfs the solution could fill with host memory).
+        "--proc", "/proc", "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
+        "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+        "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--hostname", "sandbox",
+        "--remount-ro", "/",
+        interpreter, "-I", *_harness_args(interpreter, verdict_fd),
+    ]
+    return argv
+
+
+def drop_root() -> dict:
+    # Root is exempt from RLIMIT_NPROC even inside a user namespace (the kernel checks the host uid),
+    # so a fork bomb would be unbounded: when we are root, the sandbox runs as nobody.
+    return {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
