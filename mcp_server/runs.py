@@ -32,6 +32,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
           guard.json                  guard            the live guard's findings (training_status shows them)
           outcome.json                outcome          how training ended
           train-summary.json          train_summary    the Trainer's last logs (step, runtime)
+          tool-batch.jsonl            tool_batch       an agentic run's first trained batch: ids and tool_mask
           reward-curve.png            reward_curve     the demo's plot
         logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
       inspection/                     inspection     sample_completions and inspect_rewards:
@@ -200,6 +201,10 @@ class Run:
     @property
     def progress(self) -> Path:
         return self.logs / "progress.jsonl"
+
+    @property
+    def tool_batch(self) -> Path:
+        return self.logs / "tool-batch.jsonl"
 
     @property
     def stdout(self) -> Path:

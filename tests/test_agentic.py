@@ -47,7 +47,8 @@ def emit(workspace, model, environment="VaultEnv", broken=False, overrides=None,
         environment = ENV + environment
     return emit_grpo_config(GRPORecipeRequest(
         model=str(model), dataset=str(data), run_name="agentic",
-        environment=environment or None, overrides={**SMALL, **(overrides or {})}, **kw))
+        environment=environment or None, **kw,
+        overrides={k: v for k, v in {**SMALL, **(overrides or {})}.items() if v is not None}))  # None: unset
 
 
 def codes_of(result) -> dict[str, int]:
@@ -83,7 +84,7 @@ def test_trajectories_mask_exactly_the_tool_results(workspace, agentic_model):
 
 
 @pytest.mark.parametrize("environment, overrides, broken, code", [
-    ("VerboseVaultEnv", {"max_completion_length": 40}, False, "tool_result_dropped"),
+    ("VerboseVaultEnv", {"max_completion_length": 96}, False, "tool_result_dropped"),
     ("VaultEnv", {}, True, "tool_call_unparsed"),
     ("RaisingVaultEnv", {}, False, "tool_failed"),
     ("UnseededVaultEnv", {}, False, "group_start_differs"),
@@ -94,6 +95,15 @@ def test_constructed_defects_are_named_with_counts(workspace, agentic_model, env
     result = sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=1))
     found = codes_of(result)
     assert found.get(code, 0) >= 1, found
+    if code == "tool_result_dropped":  # a call of ~10 tokens and a result of ~160 cannot fit in 96: every call drops
+        rows = [json.loads(line) for line in run.trajectories.read_text().splitlines()]
+        calls = [c for r in rows for c in r["calls"] if c["status"] != "unparsed"]
+        assert calls and all(c["status"] == "dropped" and c["reason"] == "budget" for c in calls), calls
+        assert found[code] == sum(any(c["status"] == "dropped" for c in r["calls"]) for r in rows)
+        assert all(len(r["completion_ids"]) <= 96 and r["masked_tokens"] == 0 for r in rows)
+        message = next(c.message for c in result.codes if c.code == code)
+        written = max(len(r["completion_ids"]) for r in rows if any(c["status"] == "dropped" for c in r["calls"]))
+        assert "of max_completion_length 96 tokens" in message and f"not fit in the {96 - written}" in message, message
     if code == "tool_failed":  # TRL's {'error': ...}, recorded against the trajectory whose call raised
         assert "'vault jammed'" in next(c.message for c in result.codes if c.code == code)
         failed = [json.loads(line) for line in run.trajectories.read_text().splitlines()]
@@ -179,6 +189,7 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     """emit -> validate -> sample (TRL's tool loop) -> inspect -> verdict -> launch: a real multi-turn GRPO run. Editing
     the environment module after the verdict closes the gate naming the file; restoring it opens the gate again."""
     from conftest import ANY_TEXT_REWARDS
+    from mcp_server.agentic.checks import schema_tokens
     from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
     from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
     from mcp_server.inspection.review import inspect_rewards
@@ -198,6 +209,8 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     assert validate_config(ValidateRequest(config_path=str(run.config))).valid
     sample = sample_completions(SampleRequest(run=str(run.dir), num_prompts=13))
     assert sample.engine == "trl-tool-loop" and sample.num_samples == 52 and not sample.differs_from_config
+    schema = schema_tokens(json.loads(run.agentic.read_text()), str(agentic_model))  # the launch's memory plan reads:
+    assert json.loads(run.samples_meta.read_text())["lengths"]["prompt_tokens_max"] > schema  # the schema counted
     first = json.loads(run.samples.read_text().splitlines()[0])
     assert [m["role"] for m in first["completion"]][:2] == ["assistant", "tool"]  # as TRL hands them to rewards
     inspect_rewards(InspectRequest(run=str(run.dir), max_samples=52))
@@ -218,16 +231,109 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     assert status.state == "succeeded", status.log_tail
     logged = [json.loads(line) for line in run.progress.read_text().splitlines()]
     assert logged and all(line["tools/call_frequency"] > 0 for line in logged)
+    assert_masked_tokens_are_the_tool_results(run, agentic_model)
+
+
+def assert_masked_tokens_are_the_tool_results(run: Run, model: Path) -> None:
+    """The batch the run trained on first (train/logs/tool-batch.jsonl, written by train.py): each run of tokens
+    TRL's tool_mask hides from the loss decodes exactly to the result of the call just before it, wrapped as the
+    Qwen2.5 template renders a tool message, and nothing else is hidden."""
+    import re
+
+    from transformers import AutoTokenizer
+
+    from mcp_server.agentic.tiny import vault_code
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    rows = [json.loads(line) for line in run.tool_batch.read_text().splitlines()]
+    assert len(rows) == SMALL["per_device_train_batch_size"] and all(r["step"] == 0 for r in rows)
+    checked = 0
+    for row in rows:
+        ids, mask = row["completion_ids"], row["tool_mask"]
+        assert row["loss_mask"] == mask  # nothing truncated in this batch: the loss sees exactly the unmasked tokens
+        spans, start = [], None
+        for i, bit in enumerate([*mask, 1]):
+            if not bit and start is None:
+                start = i
+            elif bit and start is not None:
+                spans.append((start, i))
+                start = None
+        for begin, end in spans:
+            called = re.findall(r'"number":\s*(\d+)', tokenizer.decode(ids[:begin]))
+            assert called, tokenizer.decode(ids)
+            expected = (f"\n<|im_start|>user\n<tool_response>\n{vault_code(int(called[-1]))}\n</tool_response>"
+                        "<|im_end|>\n<|im_start|>assistant\n")
+            assert tokenizer.decode(ids[begin:end]) == expected
+            checked += 1
+    assert checked >= 1, rows
 
 
 def test_the_memory_plan_counts_the_tool_schema_in_the_prompt(workspace, agentic_model):
+    """At emission and in validate_grpo_config of the emitted run (the GPU target recorded beside it)."""
     from mcp_server.agentic.checks import schema_tokens
+    from mcp_server.memory.verdict import validate_config
+    from mcp_server.recipe.models import ValidateRequest
 
     result = emit(workspace, agentic_model, gpu="H100", overrides={"max_completion_length": 64})
-    record = json.loads(Run(Path(result.run_dir)).agentic.read_text())
-    schema = schema_tokens(record, str(agentic_model))
-    plan = next(f for f in result.validation.findings if f.code.startswith("memory_"))
-    assert schema > 0 and f"prompts of {512 + schema} tokens: {schema} of them the tool schema" in plan.message, plan
+    run = Run(Path(result.run_dir))
+    schema = schema_tokens(json.loads(run.agentic.read_text()), str(agentic_model))
+    validated = validate_config(ValidateRequest(config_path=str(run.config)))
+    for findings in (result.validation.findings, validated.findings):
+        plan = next(f for f in findings if f.code.startswith("memory_"))
+        assert schema > 0 and f"prompts of {512 + schema} tokens: {schema} of them the tool schema" in plan.message
+
+
+SIZED_ENV = textwrap.dedent("""
+    from mcp_server.agentic.tiny import VaultEnv
+
+    class Small(VaultEnv):
+        def open_vault(self, number: int) -> str:
+            \"\"\"Open a vault and read the code inside.
+
+            Args:
+                number: The vault's number.
+            \"\"\"
+            return super().open_vault(number)
+        open_vault.max_result_tokens = 100
+
+    class Large(Small):
+        def open_vault(self, number: int) -> str:
+            \"\"\"Open a vault and read the code inside.
+
+            Args:
+                number: The vault's number.
+            \"\"\"
+            return super().open_vault(number)
+        open_vault.max_result_tokens = 300
+""")
+
+
+def test_emission_sizes_max_completion_length_for_the_turns_and_results(workspace, agentic_model, monkeypatch):
+    """Unset, max_completion_length is the model's own text (TRL's 512) + max_tool_calling_iterations (4) turns, each a
+    call and a result measured with the run's tokenizer: a tool declaring 200 more result tokens costs exactly 800
+    more. An override wins and is checked: 96 holds none of the 4 turns of a ~160-token result (measured by a probe
+    call), a warning naming the numbers."""
+    (workspace / "sized_env.py").write_text(SIZED_ENV)
+    monkeypatch.chdir(workspace)
+    small, large = (emit(workspace, agentic_model, f"sized_env:{name}", overrides={"max_completion_length": None})
+                    for name in ("Small", "Large"))
+    budgets = [next(f for f in r.validation.findings if f.code == "agentic_completion_budget") for r in (small, large)]
+    sizes = [r.config["max_completion_length"] for r in (small, large)]
+    assert sizes[1] - sizes[0] == 4 * 200 and sizes[0] > 512 + 4 * 100, sizes
+    for size, finding in zip(sizes, budgets, strict=True):
+        assert finding.message.startswith(f"max_completion_length {size} = 512 tokens for the model's own text + 4 "
+                                          "tool-calling turns x "), finding.message
+        assert "declared by open_vault.max_result_tokens" in finding.message
+    assert "4 tool-calling turns x" in Run(Path(small.run_dir)).config.read_text()  # the config says why too
+    verbose = emit(workspace, agentic_model, "mcp_server.agentic.tiny:VerboseVaultEnv",
+                   overrides={"max_completion_length": 96})
+    warned = next(f for f in verbose.validation.findings if f.code == "agentic_budget_below_turns")
+    assert verbose.config["max_completion_length"] == 96
+    assert warned.message.startswith("max_completion_length 96 holds 0 of the 4 tool-calling turns"), warned.message
+    assert "a probe call open_vault(number=0) returned" in warned.message
+    code = emit(workspace, agentic_model, None, tools=["mcp_server.agentic.sandboxed:execute_python"])
+    sized = next(f for f in code.validation.findings if f.code == "agentic_budget_below_turns")  # 128 < 4 x 512+
+    assert "a result of 512 declared by execute_python.max_result_tokens" in sized.message, sized.message
 
 
 def test_an_async_run_with_an_unpicklable_environment_is_an_error(workspace, agentic_model, monkeypatch):

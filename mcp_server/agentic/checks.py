@@ -98,9 +98,14 @@ def round_trip_tokens(tokenizer, name: str, arguments: dict) -> tuple[int, int]:
     return len(with_call) - len(prompt), len(with_result) - len(with_call)
 
 
-def _placeholder_arguments(fn) -> dict:
+def placeholder_arguments(fn) -> dict:
+    """An argument for each parameter: 0, 0.0 or False by its type hint, else ""."""
     values = {int: 0, float: 0.0, bool: False}
-    params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"]
+    try:
+        signature = inspect.signature(fn, eval_str=True)  # hints written as strings (from __future__ annotations)
+    except Exception:  # noqa: BLE001 - a hint that names something not importable here
+        signature = inspect.signature(fn)
+    params = [p for p in signature.parameters.values() if p.name != "self"]
     return {p.name: values.get(p.annotation, "") for p in params}
 
 
@@ -115,7 +120,7 @@ def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
                               "until the completion budget is spent", "set max_tool_calling_iterations (e.g. 4)"))
     worst = None
     for fn in tools:
-        call, result = round_trip_tokens(tokenizer, fn.__name__, _placeholder_arguments(fn))
+        call, result = round_trip_tokens(tokenizer, fn.__name__, placeholder_arguments(fn))
         if worst is None or call + result > sum(worst[1:]):
             worst = (fn.__name__, call, result)
     if worst and worst[1] + worst[2] + 1 > limit:

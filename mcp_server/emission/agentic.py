@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_server.agentic.budget import describe_turn
 from mcp_server.agentic.spec import AgenticRecord, find_root
+from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
-from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import GRPORecipeRequest
-from mcp_server.userfiles import load_config_file
 from mcp_server.worker import in_training
 from mcp_server.workspace import workspace_root
 
@@ -51,16 +51,54 @@ def agentic_fields(record: AgenticRecord | None) -> tuple[dict, dict]:
                                             "no limit): every turn and tool result shares max_completion_length"})
 
 
-def agentic_prompt_tokens(config_path: Path, agentic: dict | None) -> tuple[int, int | None]:
-    """(tokens of the tool schema, the prompt length the memory plan should assume) for an agentic run; (0, None):
-    not agentic, or the schema cannot be rendered here (validation names why)."""
-    if not agentic:
-        return 0, None
-    config = load_config_file(str(config_path))
+def turn_cost(request: GRPORecipeRequest, record: AgenticRecord | None, model: str) -> dict | None:
+    """The costliest tool-calling turn of the run's tools (agentic.budget.turn_cost: call, result wrapper and result,
+    measured with the model's tokenizer in the training interpreter); None for a single-turn run or where it
+    cannot be measured (validation names why)."""
+    if record is None:
+        return None
     try:
-        schema = in_training("mcp_server.agentic.checks:schema_tokens", agentic, config.get("model_name_or_path"),
-                             config.get("model_revision"))
-    except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken template
-        return 0, None
-    base = config.get("max_prompt_length") or RunSettings.model_fields["prompt_length"].default
-    return schema, base + schema
+        return in_training("mcp_server.agentic.budget:turn_cost", record.model_dump(), model, None,
+                           _first_rows(request)) or None
+    except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken environment
+        return None
+
+
+def _first_rows(request: GRPORecipeRequest) -> list[dict]:
+    """The local data set's first row as TRL hands it to reset (its prompt column named 'prompt'); [] otherwise."""
+    path = Path(request.dataset).expanduser()
+    try:
+        rows = read_file(path)[:1] if path.is_file() else []
+    except (UserInputError, OSError, ValueError):
+        return []
+    return [{("prompt" if k == request.prompt_column else k): v for k, v in row.items()} for row in rows]
+
+
+def completion_budget(cost: dict | None, turns, base: int, given) -> tuple[int | None, str | None, dict | None]:
+    """(max_completion_length to emit or None, why, the finding that says so) for `turns` tool-calling turns of
+    `cost` tokens each; `base` is the model's own text (the recipe's or TRL's length); `given` the request's
+    override, which wins and is only checked."""
+    if not cost or not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
+        return None, None, None
+    needed = turns * cost["tokens"]
+    turn = describe_turn(cost)
+    if given is None:
+        value = base + needed
+        why = (f"{base} tokens for the model's own text + {turns} tool-calling turns x {turn}: TRL's one budget "
+               "holds every turn and tool result, and drops a result that would pass it, silently")
+        return value, why, {"code": "agentic_completion_budget", "field": "max_completion_length",
+                            "severity": "info", "message": f"max_completion_length {value} = {why}", "fix": None}
+    if not isinstance(given, int) or isinstance(given, bool):
+        return None, None, None  # validation names the bad value
+    if given > needed:
+        return None, None, {"code": "agentic_completion_budget", "field": "max_completion_length",
+                            "severity": "info", "message": f"max_completion_length {given} (the override) holds the "
+                            f"{turns} tool-calling turns of {turn} ({needed}) and {given - needed} tokens more"}
+    held = max(0, (given - 1) // cost["tokens"])
+    return None, None, {
+        "code": "agentic_budget_below_turns", "field": "max_completion_length", "severity": "warning",
+        "message": f"max_completion_length {given} holds {held} of the {turns} tool-calling turns of {turn}: "
+                   f"{turns} turns need {needed} tokens and the answer after them; TRL drops a tool result that "
+                   "would pass the budget, silently (the trajectory ends on its call)",
+        "fix": f"set max_completion_length to at least {needed} plus the answer (leave it unset and emission sizes "
+               f"it), or max_tool_calling_iterations to {held or 1} with shorter results"}

@@ -20,18 +20,18 @@ from pathlib import Path
 import yaml
 
 from mcp_server.dataset import check_prompt_column, read_file
-from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agentic_prompt_tokens, agentic_record,
-                                         trainer_name)
+from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agentic_record, completion_budget,
+                                         trainer_name, turn_cost)
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
-from mcp_server.memory.verdict import with_target
+from mcp_server.memory.verdict import agentic_prompt_tokens, with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.recipe.learning_rate import recipe_rate
-from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
+from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.validate import validate_values
+from mcp_server.recipe.validate import SEVERITY_ORDER, validate_values
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
 from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, VARIANT_WHY,
@@ -192,9 +192,10 @@ def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, de
         "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)})]
 
 
-def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, bool, dict, list, object]:
-    """(config values, variant, reason, is_moe, why per key, reward specs, memory plan or None) for the request's
-    target."""
+def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, bool, dict, list, object,
+                                                               dict | None]:
+    """(config values, variant, reason, is_moe, why per key, reward specs, memory plan or None, the agentic
+    completion budget's finding or None) for the request's target."""
     model = resolve_model(request.model)
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
@@ -213,7 +214,8 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     why.update(log_completions="print and log a few (prompt, completion, rewards) rows every logging step: read "
                "training's samples as the inspection's were read",
                num_completions_to_print=f"{LOGGED_COMPLETIONS} rows per logging step are enough to read")
-    tool_fields, tool_why = agentic_fields(agentic_record(request))
+    record = agentic_record(request)
+    tool_fields, tool_why = agentic_fields(record)
     recipe.update(tool_fields)
     why.update(tool_why)
     hardware, hardware_why = _hardware(request, gpu)
@@ -235,6 +237,7 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
         recipe.update(structure)
         why.update(structure_why)
     recipe.update(_report_to(request, why))
+    budget = _size_for_turns(request, recipe, why, defaults, turn_cost(request, record, model))
     specs = list(request.rewards)
     if variant == "dapo":
         specs += _dapo_length_shaping(request, recipe, why, defaults, specs)
@@ -282,7 +285,20 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     # only when they differ from the installed TRL's defaults.
     explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides) | fitted
     values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
-    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs, plan
+    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs, plan, budget
+
+
+def _size_for_turns(request: GRPORecipeRequest, recipe: dict, why: dict, defaults: dict, cost: dict | None
+                    ) -> dict | None:
+    """An agentic run's max_completion_length sized for its tool-calling turns (in `recipe`, before DAPO pins its
+    L_max to it); the finding that says the value and why (or that an override holds fewer turns)."""
+    turns = request.overrides.get("max_tool_calling_iterations", recipe.get("max_tool_calling_iterations"))
+    base = recipe.get("max_completion_length", defaults.get("max_completion_length", 512))
+    value, reason, found = completion_budget(cost, turns, base, request.overrides.get("max_completion_length"))
+    if value is not None:
+        recipe["max_completion_length"] = value
+        why["max_completion_length"] = reason
+    return found
 
 
 REPORT_TO_WHY = {
@@ -412,7 +428,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
 def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     """Write the run's files into `run` (a staging directory, or the run itself); the result names them where
     they will be, in `final`."""
-    values, variant, reason, moe, why, reward_specs, plan = build_config(request, run)
+    values, variant, reason, moe, why, reward_specs, plan, budget = build_config(request, run)
     command, how = launch_text(plan, final.dir)
     specs = [s.model_dump() for s in reward_specs]
     agentic = agentic_record(request)
@@ -446,7 +462,10 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
     validation = with_target(validation, values, request.gpu, request.num_gpus,
-                              agentic_prompt_tokens(run.config, agentic.model_dump() if agentic else None))
+                              agentic_prompt_tokens(values, agentic.model_dump() if agentic else None))
+    if budget:  # the agentic completion budget: the emitted value and why, or an override that holds fewer turns
+        findings = sorted([*validation.findings, Finding(**budget)], key=lambda f: SEVERITY_ORDER[f.severity])
+        validation = validation.model_copy(update={"findings": findings})
     template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
     script = template.replace("{{RUN}}", final.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)

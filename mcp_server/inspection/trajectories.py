@@ -146,6 +146,7 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
             output, seen = _rollout(trainer, inputs, [picks[i // group] for i in range(len(inputs))])
     names = [getattr(t, "__name__", "") for t in trainer.tools]
     ids_rows, masks = output["completion_ids"].tolist(), output["completion_mask"].tolist()
+    prompt_tokens = output["prompt_mask"].sum(dim=1).tolist()  # as the model saw it: the tool schema included
     tool_masks = output["tool_mask"].tolist() if "tool_mask" in output else [[1] * len(r) for r in ids_rows]
     records = []
     for i, row in enumerate(inputs):
@@ -153,7 +154,7 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
         rewards = {name: seen["rewards"][i][j] for j, name in enumerate(trainer.reward_func_names)}
         records.append({**_record(trainer, i, row, seen["prompts"][i], seen["completions"][i], ids_rows[i][:length],
                                   tool_masks[i][:length], rewards, names),
-                        "group": i // group, "row_index": picks[i // group],
+                        "group": i // group, "row_index": picks[i // group], "prompt_tokens": int(prompt_tokens[i]),
                         "advantage": float(output["advantages"][i])})
     report(2, 3, "probing the environments (replay, reset)")
     probes = probe_environments(trainer, inputs, records, group) if trainer.environment_factories else {}
@@ -164,7 +165,8 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
         if record["truncated"] and trainer.mask_truncated_completions and not record["loss_tokens"]:
             record["mask_is_tool_results"] = True  # mask_truncated_completions masks the whole rollout, by design
     return {"records": records, "probes": probes, "metrics": metrics, "num_prompts": k, "group": group,
-            "codes": review(records, probes, trainer.max_tool_calling_iterations), "dataset_rows": len(dataset)}
+            "codes": review(records, probes, trainer.max_tool_calling_iterations, trainer.max_completion_length),
+            "dataset_rows": len(dataset)}
 
 
 def write_trajectories(run: Run, batch: dict, seed: int) -> tuple[Path, dict]:

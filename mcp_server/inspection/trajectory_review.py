@@ -73,7 +73,19 @@ def _code(code: str, severity: str, count: int, message: str) -> TrajectoryCode:
     return TrajectoryCode(code=code, severity=severity, count=count, message=message)
 
 
-def _call_codes(records: list[dict]) -> list[TrajectoryCode]:
+def _dropped_detail(records: list[dict], budget: int | None) -> str:
+    """The numbers behind dropped results: how many tokens each trajectory had written when its result was rolled
+    back, and so how few were left for the result and its wrapper."""
+    if not budget:
+        return ""
+    used = sorted(len(r["completion_ids"]) for r in records if any(c.get("reason") == "budget" for c in r["calls"]))
+    spans = f"{used[0]}" if used[0] == used[-1] else f"{used[0]}-{used[-1]}"
+    left = f"{budget - used[-1]}" if used[0] == used[-1] else f"{budget - used[-1]}-{budget - used[0]}"
+    return (f" (they had written {spans} of max_completion_length {budget} tokens: the result and its wrapper did "
+            f"not fit in the {left} left)")
+
+
+def _call_codes(records: list[dict], budget: int | None = None) -> list[TrajectoryCode]:
     codes = []
     unparsed = [r["id"] for r in records if any(c["status"] == "unparsed" for c in r["calls"])]
     if unparsed:
@@ -97,9 +109,10 @@ def _call_codes(records: list[dict]) -> list[TrajectoryCode]:
         hit = [r["id"] for r in records if any(c.get("reason") == reason for c in r["calls"])]
         if hit:
             calls = sum(c.get("reason") == reason for r in records for c in r["calls"])
+            detail = _dropped_detail(records, budget) if reason == "budget" else ""
             codes.append(_code(code, "error" if reason == "budget" else "warning", len(hit),
-                               f"{len(hit)} of {len(records)} trajectories end on {calls} tool calls with no result: "
-                               f"{why}"))
+                               f"{len(hit)} of {len(records)} trajectories end on {calls} tool calls with no result"
+                               f"{detail}: {why}"))
     return codes
 
 
@@ -150,9 +163,9 @@ def _probe_codes(probes: dict) -> list[TrajectoryCode]:
     return codes
 
 
-def review(records: list[dict], probes: dict, turn_cap: int) -> list[TrajectoryCode]:
-    """Every code the trajectories and probes show, errors first."""
-    codes = [*_call_codes(records), *_reward_codes(records), *_mask_codes(records), *_group_codes(records),
+def review(records: list[dict], probes: dict, turn_cap: int, budget: int | None = None) -> list[TrajectoryCode]:
+    """Every code the trajectories and probes show, errors first (`budget`: max_completion_length)."""
+    codes = [*_call_codes(records, budget), *_reward_codes(records), *_mask_codes(records), *_group_codes(records),
              *_probe_codes(probes)]
     return sorted(codes, key=lambda c: c.severity != "error")
 

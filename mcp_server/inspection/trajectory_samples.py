@@ -49,7 +49,7 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
     digest = sha256_file(path)
     limit = config.get("max_completion_length") or 256
     lengths = length_advice([r["loss_tokens"] + r["masked_tokens"] for r in records],
-                            [r["truncated"] for r in records], limit, [])
+                            [r["truncated"] for r in records], limit, [r["prompt_tokens"] for r in records])
     generation = {"temperature": config.get("temperature"), "top_p": config.get("top_p"),
                   "top_k": config.get("top_k"), "max_new_tokens": limit, "seed": request.seed}
     atomic_write_json(run.samples_meta, {

@@ -12,9 +12,26 @@ from __future__ import annotations
 from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory, resolve_architecture
+from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.rules import finding
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
+from mcp_server.worker import in_training
+
+
+def agentic_prompt_tokens(values: dict, agentic: dict | None) -> tuple[int, int | None]:
+    """(tokens of the tool schema, the prompt length the memory plan should assume) for an agentic run (the chat
+    template renders the tools' schema into every prompt: agentic.checks.schema_tokens, measured with the model's
+    tokenizer); (0, None): not agentic, or the schema cannot be rendered here (validation names why)."""
+    if not agentic:
+        return 0, None
+    try:
+        schema = in_training("mcp_server.agentic.checks:schema_tokens", agentic, values.get("model_name_or_path"),
+                             values.get("model_revision"))
+    except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken template
+        return 0, None
+    base = values.get("max_prompt_length") or RunSettings.model_fields["prompt_length"].default
+    return schema, base + schema
 
 
 def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None),
@@ -102,4 +119,5 @@ def validate_config(request: ValidateRequest) -> ValidationResult:
     result = validate_values(values, **kwargs)
     if any(f.code == "unknown_gpu" for f in result.findings):
         return result
-    return with_target(result, values, kwargs["gpu"], kwargs["num_gpus"])
+    return with_target(result, values, kwargs["gpu"], kwargs["num_gpus"],
+                       agentic_prompt_tokens(values, kwargs.get("agentic")))

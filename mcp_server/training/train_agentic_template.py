@@ -28,6 +28,7 @@ try:
     from mcp_server.inspection.trained import reviewed_reward_funcs
     from mcp_server.runs import Run
     from mcp_server.training.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
+    from mcp_server.training.tool_batch import log_first_batch
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
 
@@ -53,7 +54,9 @@ def build_trainer(argv=None):
 
 
 def main():
-    train_and_save(build_trainer(), RUN_DIR)
+    trainer = build_trainer()
+    log_first_batch(trainer, RUN_DIR)  # train/logs/tool-batch.jsonl: the first batch's ids and tool_mask
+    train_and_save(trainer, RUN_DIR)
 
 
 if __name__ == "__main__":
