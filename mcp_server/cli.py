@@ -29,6 +29,7 @@ from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import silent
 from mcp_server.tools import TOOLS
 from mcp_server.toolspec import ToolSpec, print_result
+from mcp_server.worker_targets import DAEMON_TARGETS, DAEMON_WARM_UP
 
 
 def _progress(args):
@@ -69,15 +70,6 @@ def _reader_gone() -> int:
     except (OSError, ValueError, AttributeError):  # not a real file (an in-process caller's buffer)
         pass
     return 141
-
-
-# The light checks this CLI makes in the training interpreter: a warm per-user worker answers them
-# (mcp_server.worker_daemon), so a repeated call does not import TRL again. Work that loads models or
-# imports the person's code (sampling, rewards, training, evaluation) stays in this call's own process.
-DAEMON_TARGETS = frozenset({"mcp_server.recipe.trl_fields:probe_installed_trl",
-                            "mcp_server.recipe.trl_fields:parse_like_trl",
-                            "mcp_server.recipe.trl_fields:instantiate_grpo_config"})
-DAEMON_WARM_UP = "mcp_server.recipe.trl_fields:warm_trl"  # what the daemon does before its first caller
 
 
 def _route(python: str, target: str, args: tuple, kwargs: dict, report) -> tuple[bool, object]:

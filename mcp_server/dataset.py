@@ -12,6 +12,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.tiny import make_task
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import READ_FILE
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -64,7 +65,7 @@ def read_file(path: Path) -> list[dict]:
             try:
                 import pyarrow.parquet as pq
             except ImportError:  # the light server: the training interpreter has pyarrow (with datasets)
-                return in_training("mcp_server.dataset:read_file", str(path))
+                return in_training(READ_FILE, str(path))
             return pq.read_table(path).to_pylist()
     except (OSError, ValueError) as exc:
         if isinstance(exc, UserInputError):

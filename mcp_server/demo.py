@@ -382,17 +382,24 @@ def _quiet_libraries() -> None:
 
 def _emit(run_dir: Path, warm: Path, data: Path, rewards: list[dict], settings: DemoSettings):
     """emit_grpo_config for a CPU target with the tiny model's settings (what a person would pass as overrides)."""
+    overrides = dict(
+        max_steps=settings.grpo_steps, learning_rate=settings.grpo_learning_rate,
+        per_device_train_batch_size=settings.grpo_batch_size, gradient_accumulation_steps=1,
+        num_generations=settings.num_generations, temperature=settings.temperature,
+        max_completion_length=settings.max_completion_length, beta=0.0, lr_scheduler_type="cosine",
+        warmup_steps=0, logging_steps=max(1, settings.grpo_steps // 20), save_strategy="no", report_to="none",
+        use_cpu=True, disable_tqdm=True, gradient_checkpointing=settings.grpo_gradient_checkpointing,
+    )
+    if settings.grpo_seed is not None:
+        overrides["seed"] = settings.grpo_seed
+    if settings.grpo_cosine_steps and settings.grpo_cosine_steps != settings.grpo_steps:
+        # transformers' cosine: lr = peak * (1 + cos(2 pi num_cycles * step / max_steps)) / 2
+        overrides["lr_scheduler_kwargs"] = {"num_cycles": 0.5 * settings.grpo_steps / settings.grpo_cosine_steps}
     return emit_grpo_config(GRPORecipeRequest(
         model=str(warm), dataset=str(data), answer_column="answer", rewards=rewards, gpu="cpu", run_dir=str(run_dir),
-        overrides=dict(
-            max_steps=settings.grpo_steps, learning_rate=settings.grpo_learning_rate,
-            per_device_train_batch_size=settings.grpo_batch_size, gradient_accumulation_steps=1,
-            num_generations=settings.num_generations, temperature=settings.temperature,
-            max_completion_length=settings.max_completion_length, beta=0.0, lr_scheduler_type="cosine",
-            warmup_steps=0, logging_steps=max(1, settings.grpo_steps // 20), save_strategy="no", report_to="none",
-            use_cpu=True, disable_tqdm=True,
-        ),
-        override_reason="tiny 100k-parameter model trained from scratch on CPU: a large learning rate and no KL term",
+        overrides=overrides,
+        override_reason="tiny 100k-parameter model trained from scratch on CPU: a large learning rate, no KL term, "
+                        "nothing to recompute",
     ))
 
 

@@ -22,11 +22,12 @@ import os
 import threading
 import time
 
+from mcp_server.worker_targets import WARM_TRL
+
 logger = logging.getLogger("llm-finetuning")
 OFF = ("0", "false", "no", "off")
 IN_PROCESS_DELAY_S = 0.5
 LISTED_GRACE_S = 0.05  # after tools/list is answered: its reply is written before this process's import begins
-WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
 
 _thread: threading.Thread | None = None
 _lock = threading.Lock()

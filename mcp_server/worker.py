@@ -1,10 +1,10 @@
 """Run work that needs torch, TRL or transformers in the training interpreter.
 
-`in_training("module:function", *args, report=report, **kwargs)` calls the function in this process when
-this Python is the training interpreter (mcp_server.interpreter), else in one persistent worker process
-(`python -m mcp_server.worker`) started on first need in the training interpreter. The worker stays up,
-so only its first call pays for importing TRL; one call runs at a time; a worker that died is started
-again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
+`in_training(target, *args, report=report, **kwargs)` (a "module:function" declared in mcp_server.worker_targets)
+calls the function in this process when this Python is the training interpreter (mcp_server.interpreter), else in
+one persistent worker process (`python -m mcp_server.worker`) started on first need in the training interpreter.
+The worker stays up, so only its first call pays for importing TRL; one call runs at a time; a worker that died is
+started again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
 comes back as lines of their own while the call runs. Pydantic models travel as {"model", "data"}, a run
 (runs.Run) as {"run": its directory}.
 A process may send some calls elsewhere first (`route`: the CLI's light checks go to its per-user warm worker,

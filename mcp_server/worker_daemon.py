@@ -1,7 +1,7 @@
 """The CLI's warm worker: one per-user daemon of the training interpreter, on a unix socket.
 
 Every CLI call is a new process, and importing TRL costs it seconds. The light checks the CLI makes in the
-training interpreter (TRL's fields, its argument parser, a GRPOConfig: cli.DAEMON_TARGETS, routed by
+training interpreter (TRL's fields, its argument parser, a GRPOConfig: worker_targets.DAEMON_TARGETS, routed by
 mcp_server.worker.route) go instead to a daemon the first such call starts; later calls find TRL imported there.
 
 One daemon per user, training interpreter, version of this package's code and PYTHONPATH: all four are in the

@@ -225,7 +225,7 @@ def test_trl_versions_matches_the_installed_trl():
     for claim in ('`"dapo"`', "`0.0`", '`"colocate"`', '`"group"`', "`512`", "`max_prompt_length`"):
         assert claim in text
     # Every removal or rename the validator reports is explained on the page, with its replacement.
-    from mcp_server.recipe.rules import REMOVED_OR_RENAMED
+    from mcp_server.recipe.field_rules import REMOVED_OR_RENAMED
 
     for old, (new, _why) in REMOVED_OR_RENAMED.items():
         assert f"`{old}`" in text, f"trl-versions.md does not explain {old}"

@@ -43,6 +43,8 @@ def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_
                 "export/model.safetensors", "export/README.md", "demo-summary.json"):
         assert (run / rel).is_file(), rel
     assert json.loads((run / "train/logs/outcome.json").read_text())["state"] == "succeeded"
+    # No recomputation in the backward on a 100k-parameter model (TRL's default turns it on).
+    assert "\ngradient_checkpointing: false\n" in (run / "train/config.yaml").read_text()
     assert baseline_path("tiny").is_file() and baseline_path("tiny").name == f"baseline-tiny-v{TINY_VERSION}.json"
     warm_baseline = json.loads(Path(summary["phases"][1]["artifacts"]["warm_start_baseline"]).read_text())
     report = (run / "promotion-report.md").read_text()

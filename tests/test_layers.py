@@ -1,6 +1,7 @@
 """The package's floors (docs/architecture.md, "Floors"): every import, at module top or inside a function, and
-every worker target named as a string ("module:function"), points to the same floor or one below; no two packages
-import each other, directly or around a loop. Read from the source (ast), so nothing is imported to check it."""
+every worker target named as a string ("module:function", declared in mcp_server/worker_targets.py and counted
+where a module imports it), points to the same floor or one below; no two packages import each other, directly or
+around a loop. Read from the source (ast), so nothing is imported to check it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_daemon", "workspace", "userfiles",
-                "runs", "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation")),
+    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_targets", "worker_daemon",
+                "workspace", "userfiles", "runs", "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation")),
     ("rewards", ("rewards",)),
     ("agentic", ("agentic",)),  # environments and tools for agentic GRPO (TRL environment_factory, tools)
     ("recipe", ("recipe",)),  # config rules and validation
@@ -51,6 +52,9 @@ def package_of(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+TABLE = PACKAGE / "worker_targets.py"  # the one table of worker targets
+
+
 def worker_targets(tree: ast.AST) -> list[tuple[str, str, int]]:
     """(module, function, line) for every 'mcp_server.x:function' string: what in_training(...) will import."""
     found = []
@@ -60,6 +64,20 @@ def worker_targets(tree: ast.AST) -> list[tuple[str, str, int]]:
             if colon and module.replace(".", "").replace("_", "").isalnum():
                 found.append((module, function, node.lineno))
     return found
+
+
+@functools.cache
+def table() -> dict[str, list[tuple[str, str]]]:
+    """{name in worker_targets: [(module, function)]}: a name bound to other names (a set of them) expands."""
+    named: dict[str, list[tuple[str, str]]] = {}
+    for node in ast.parse(TABLE.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            found = [(module, function) for module, function, _ in worker_targets(node.value)]
+            for ref in ast.walk(node.value):
+                if isinstance(ref, ast.Name) and ref.id in named:
+                    found += named[ref.id]
+            named[node.targets[0].id] = found
+    return named
 
 
 def imports(path: Path, module: str) -> list[tuple[str, int]]:
@@ -77,11 +95,14 @@ def imports(path: Path, module: str) -> list[tuple[str, int]]:
                 base = ".".join(anchor + ([base] if base else []))
             if not base.startswith("mcp_server"):
                 continue
+            if base == "mcp_server.worker_targets":  # a declared target: an import of the module it names
+                found += [(target, node.lineno) for alias in node.names for target, _ in table().get(alias.name, [])]
             for alias in node.names:  # `from mcp_server import x` may import a submodule
                 sub = f"{base}.{alias.name}"
                 found.append((sub if (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists()
                               or (PACKAGE.parent / sub.replace(".", "/")).is_dir() else base, node.lineno))
-    found += [(target, line) for target, _, line in worker_targets(tree)]
+    if path != TABLE:  # the table's own strings count where they are used
+        found += [(target, line) for target, _, line in worker_targets(tree)]
     return sorted(set(found), key=lambda item: item[1])
 
 
@@ -139,6 +160,23 @@ def test_no_cycle_between_modules():
     assert not cycles, "modules that import each other:\n" + "\n".join(cycles)
 
 
+def test_worker_calls_name_a_declared_target():
+    """in_training(...) takes a name from worker_targets, never a string written at the call, and every declared
+    target is used (the table stays the list of what crosses to the worker)."""
+    literal, used = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "in_training"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                literal.append(f"{module_name(path)}:{node.lineno} calls in_training({node.args[0].value!r})")
+            if isinstance(node, ast.ImportFrom) and node.module == "mcp_server.worker_targets":
+                used |= {alias.name for alias in node.names}
+    assert not literal, "declare these targets in mcp_server/worker_targets.py:\n" + "\n".join(literal)
+    unused = {name for name in table() if not any(set(table()[name]) <= set(table()[u]) for u in used)}
+    assert not unused, f"worker_targets declares targets nothing calls: {sorted(unused)}"
+
+
 def test_worker_targets_exist():
     """Every in_training("module:function") names a module that defines that function (moves must follow)."""
     missing = []
@@ -159,6 +197,8 @@ def test_worker_targets_exist():
 def test_the_check_sees_an_upward_arrow(tmp_path):
     """The walk is not vacuous: a function-level import of a higher floor is found."""
     source = tmp_path / "probe.py"
-    source.write_text("def f():\n    from mcp_server.training.launch import launch_training\n")
+    source.write_text("def f():\n    from mcp_server.training.launch import launch_training\n"
+                      "    from mcp_server.worker_targets import PROBE_INTERPRETER\n")
     assert ("mcp_server.training.launch", 2) in imports(source, "mcp_server.runs")
+    assert ("mcp_server.training.environment", 3) in imports(source, "mcp_server.runs")  # a worker target's module
     assert floor_of("mcp_server.training.launch") > floor_of("mcp_server.runs")

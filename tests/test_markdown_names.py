@@ -34,7 +34,7 @@ def trl_fields() -> set[str]:
     from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig
     from trl.scripts.grpo import GRPOScriptArguments
 
-    from mcp_server.recipe.rules import REMOVED_OR_RENAMED
+    from mcp_server.recipe.field_rules import REMOVED_OR_RENAMED
 
     from trl.experimental.async_grpo import AsyncGRPOConfig
 

@@ -153,6 +153,30 @@ def test_yaml_numbers_are_judged_as_trls_parser_reads_them(tmp_path):
     assert codes(validate_config(ValidateRequest(config_path=str(path))))["lr_out_of_range"].severity == "error"
 
 
+def test_each_field_is_read_as_trls_own_parser_reads_the_whole_config():
+    # validations parse only the config's fields (the lever search validates a dozen configs a plan): the values
+    # must be the ones TrlParser gives when it parses the whole config, and a bad field TRL's own error
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    from mcp_server.recipe.trl_fields import parse_like_trl
+
+    good = {"learning_rate": "5e-7", "epsilon": "3e-4", "num_iterations": "2", "bf16": "false", "beta": 0.0,
+            "use_vllm": "true", "lora_target_modules": ["q_proj"], "report_to": "none", "not_a_field": "1",
+            "num_generations": 8, "max_completion_length": None}
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), exit_on_error=False)
+    parser.set_defaults_with_config(**good)
+    whole = vars(parser.parse_known_args([])[0])
+    parsed = parse_like_trl(good)
+    assert parsed["errors"] == {}
+    assert parsed["values"] == {k: whole.get(k, v) for k, v in good.items()}
+    assert parsed["values"]["learning_rate"] == 5e-7 and parsed["values"]["bf16"] is False
+    bad = parse_like_trl({**good, "learning_rate": "fast", "num_iterations": "two"})
+    assert set(bad["errors"]) == {"learning_rate", "num_iterations"}
+    assert "invalid float value: 'fast'" in bad["errors"]["learning_rate"]
+    assert bad["values"]["learning_rate"] == "fast" and bad["values"]["epsilon"] == 3e-4
+
+
 @pytest.mark.parametrize("field,value", [
     ("max_completion_length", 0), ("temperature", 0.0), ("top_p", 1.5), ("top_p", 0.0), ("min_p", 1.2),
     ("top_k", -1), ("beta", -0.01), ("epsilon", 0.0), ("epsilon", 1.0), ("num_iterations", 0),

@@ -11,6 +11,7 @@ from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import TURN_COST
 from mcp_server.workspace import workspace_root
 
 TOOL_TURNS = 4  # tool-calling turns per rollout: TRL's default is unlimited
@@ -58,8 +59,7 @@ def turn_cost(request: GRPORecipeRequest, record: AgenticRecord | None, model: s
     if record is None:
         return None
     try:
-        return in_training("mcp_server.agentic.budget:turn_cost", record.model_dump(), model, None,
-                           _first_rows(request)) or None
+        return in_training(TURN_COST, record.model_dump(), model, None, _first_rows(request)) or None
     except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken environment
         return None
 

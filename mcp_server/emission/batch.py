@@ -18,6 +18,7 @@ import math
 
 from mcp_server.emission.fit import plan_for
 from mcp_server.memory.models import MemoryPlan
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.variants import off_policy_fields
 
 PROMPTS_PER_STEP = 32  # DAPO sec. 4.1: 512 prompts per rollout in mini-batches of 32 prompts
@@ -46,13 +47,14 @@ def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompt
     optimizer step (in place), within the data set."""
     if plan is None or plan.status != "fits" or BATCH_KEYS & set(request.overrides):
         return
-    g, world = values["num_generations"], max(plan.launch.training_processes, 1)
-    mini_batches = values.get("steps_per_generation", 1) // values["gradient_accumulation_steps"] or 1
+    view = GRPOView(values)
+    g, world = view.num_generations, max(plan.launch.training_processes, 1)
+    mini_batches = values.get("steps_per_generation", 1) // view.gradient_accumulation_steps or 1
     target = PROMPTS_PER_STEP
     if prompts:  # at least two generation batches (mini_batches optimizer steps each) per epoch
         target = max(1, min(target, prompts // (2 * mini_batches)))
     completions = target * g
-    per_device, start = values["per_device_train_batch_size"], values["per_device_train_batch_size"]
+    per_device = start = view.per_device_train_batch_size
     while (per_device * 2 <= MAX_PER_DEVICE and per_device * 2 * world <= completions
            and _fits({**values, "per_device_train_batch_size": per_device * 2}, request.gpu, request.num_gpus)):
         per_device *= 2
@@ -60,7 +62,7 @@ def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompt
     while (per_device * world * ga) % g:
         ga += 1
     # more accumulation means a longer generation round (transformers' generate holds its KV cache at once)
-    start_ga = values["gradient_accumulation_steps"]
+    start_ga = view.gradient_accumulation_steps
     while ga > start_ga and not _fits(_with_accumulation(values, per_device, ga, mini_batches), request.gpu,
                                       request.num_gpus):
         ga -= 1
@@ -89,13 +91,15 @@ def schedule(values: dict, why: dict, prompts: int | None, world: int, overrides
         why["lr_scheduler_type"] = (
             "constant after warm-up, as DAPO, DeepSeekMath and Dr.GRPO train; TRL's default linear decay to 0 over "
             "3 epochs shrinks the last updates to nothing")
-    ga = values.get("gradient_accumulation_steps", 1)
-    spg = values.get("steps_per_generation", ga)
-    rollout_prompts = values.get("per_device_train_batch_size", 1) * world * spg // values.get("num_generations", 8)
-    steps = overrides.get("max_steps") if isinstance(overrides.get("max_steps"), int) else None
+    view = GRPOView(values)
+    ga = view.gradient_accumulation_steps
+    spg = values.get("steps_per_generation", ga)  # TRL's None means: gradient_accumulation_steps
+    rollout_prompts = view.per_device_train_batch_size * world * spg // view.num_generations
+    asked = GRPOView.given(overrides).max_steps
+    steps = asked if isinstance(asked, int) else None
     if steps is None and prompts and isinstance(spg, int) and isinstance(ga, int) and rollout_prompts > 0:
         # whole generation batches per epoch (TRL's sampler drops the rest) x the optimizer steps each one feeds
-        steps = EPOCHS * (prompts // rollout_prompts) * max(spg // ga, 1) * values.get("num_iterations", 1)
+        steps = EPOCHS * (prompts // rollout_prompts) * max(spg // ga, 1) * view.num_iterations
     if steps and steps > 0 and "max_steps" not in overrides:
         values["max_steps"] = steps
         why["max_steps"] = (f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer "

@@ -28,19 +28,20 @@ from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import agentic_prompt_tokens, with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
-from mcp_server.recipe.learning_rate import recipe_rate
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import SEVERITY_ORDER, validate_values
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
-from mcp_server.recipe.variants import (BASE_RECIPE, DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, VARIANT_WHY,
-                                        VARIANTS, WHY, choose_variant, off_policy_fields)
+from mcp_server.recipe.variants import (DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, choose_variant,
+                                        off_policy_fields, recipe_values)
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import LORA_TARGETS_WITHOUT_ROUTERS
 from mcp_server.workspace import (
     atomic_write_json,
     atomic_write_text,
@@ -50,7 +51,6 @@ from mcp_server.workspace import (
     workspace_root,
 )
 
-LOGGED_COMPLETIONS = 8
 ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 PROMPT_COUNTS: dict[str, int] = {}  # rows of the local data files read while emitting, by resolved path
@@ -127,8 +127,28 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
                                  f"(columns: {', '.join(rows[0])})")
 
 
-def _model_fields(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
-    """(values, why) of the model section: the weights' dtype follows recipe.precision."""
+def _model_fields(request: GRPORecipeRequest, model: str, moe: bool, recipe: dict, why: dict) -> tuple[dict, dict]:
+    """(values, why) of the model section: the weights' dtype follows recipe.precision; under LoRA the recipe's
+    beta and bf16 say what they cost there (in `why`), and a MoE model's routers are left out of LoRA's targets."""
+    view = GRPOView(recipe)
+    if request.finetune != "full" and view.beta:
+        # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
+        # policy with its adapter disabled
+        why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
+                       "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
+    if request.finetune != "full" and view.bf16:
+        why["bf16"] = (
+            "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
+        )
+    fields, model_why = _model_section(request, model, view.bf16)
+    if moe and GRPOView.given(fields).lora_target_modules == "all-linear":
+        fields["lora_target_modules"] = _moe_lora_targets(model)
+        model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
+    return fields, model_why
+
+
+def _model_section(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
+    """(values, why) of the model section as the request asks: the weights' dtype, LoRA or QLoRA."""
     fields = {"model_name_or_path": model, "dtype": weights_dtype(request.finetune, bf16)}
     why = {"model_name_or_path": "the policy model", "dtype": dtype_reason(request.finetune, bf16)}
     if request.finetune in ("lora", "qlora"):
@@ -177,8 +197,8 @@ def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, de
     """DAPO's soft overlong punishment as an extra reward, its L_max pinned as max_completion_length (in place)."""
     if any(s.name == "soft_overlong_punishment" for s in specs):
         return []
-    length = request.overrides.get("max_completion_length",
-                                   recipe.get("max_completion_length", defaults.get("max_completion_length", 512)))
+    # the request's, else the recipe's, else the installed TRL's default (else the generated TRL's)
+    length = GRPOView({**recipe, **request.overrides}, {**GRPOView.DEFAULTS, **defaults}).max_completion_length
     if not isinstance(length, int) or length <= 0:
         return []  # validation reports the bad length
     recipe["max_completion_length"] = length
@@ -205,15 +225,7 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
 
-    recipe, why = dict(BASE_RECIPE), dict(WHY)
-    recipe.update(VARIANTS[variant])
-    why.update(VARIANT_WHY[variant])
-    # Training's own samples, read as the inspection's were (max_completion_length comes from the inspection's
-    # length advice, sample_completions' `lengths.config_patch`).
-    recipe.update(log_completions=True, num_completions_to_print=LOGGED_COMPLETIONS)
-    why.update(log_completions="print and log a few (prompt, completion, rewards) rows every logging step: read "
-               "training's samples as the inspection's were read",
-               num_completions_to_print=f"{LOGGED_COMPLETIONS} rows per logging step are enough to read")
+    recipe, why = recipe_values(variant, request.finetune, model_size_b(model))
     record = agentic_record(request)
     tool_fields, tool_why = agentic_fields(record)
     recipe.update(tool_fields)
@@ -221,15 +233,13 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     hardware, hardware_why = _hardware(request, gpu)
     recipe.update(hardware)
     why.update(hardware_why)
-    recipe["learning_rate"], why["learning_rate"] = recipe_rate("full" if request.finetune == "full" else "lora",
-                                                                model_size_b(model))
     thinking, thinking_why = thinking_fields(model, request.thinking)
     if request.thinking and not thinking:
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
                              "leave thinking empty for it")
     recipe.update(thinking)
     why.update(thinking_why)
-    ga = request.overrides.get("gradient_accumulation_steps", recipe["gradient_accumulation_steps"])
+    ga = GRPOView({**recipe, **request.overrides}).gradient_accumulation_steps
     if isinstance(ga, int) and not {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(
         request.overrides
     ):
@@ -247,19 +257,7 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     recipe["output_dir"] = str(run.checkpoints.relative_to(run.dir))  # relative: the run can move
     why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
-    if request.finetune != "full" and recipe.get("beta"):
-        # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
-        # policy with its adapter disabled
-        why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
-                       "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
-    if request.finetune != "full" and recipe["bf16"]:
-        why["bf16"] = (
-            "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
-        )
-    model_fields, model_why = _model_fields(request, model, recipe["bf16"])
-    if moe and model_fields.get("lora_target_modules") == "all-linear":
-        model_fields["lora_target_modules"] = _moe_lora_targets(model)
-        model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
+    model_fields, model_why = _model_fields(request, model, moe, recipe, why)
     data_fields = _dataset_fields(request, run)
     why.update(model_why)
     why.update({k: "the training prompts" for k in data_fields})
@@ -292,9 +290,9 @@ def _size_for_turns(request: GRPORecipeRequest, recipe: dict, why: dict, default
                     ) -> dict | None:
     """An agentic run's max_completion_length sized for its tool-calling turns (in `recipe`, before DAPO pins its
     L_max to it); the finding that says the value and why (or that an override holds fewer turns)."""
-    turns = request.overrides.get("max_tool_calling_iterations", recipe.get("max_tool_calling_iterations"))
-    base = recipe.get("max_completion_length", defaults.get("max_completion_length", 512))
-    value, reason, found = completion_budget(cost, turns, base, request.overrides.get("max_completion_length"))
+    turns = GRPOView.given({**recipe, **request.overrides}).max_tool_calling_iterations
+    base = GRPOView(recipe, {**GRPOView.DEFAULTS, **defaults}).max_completion_length  # the recipe's, else TRL's
+    value, reason, found = completion_budget(cost, turns, base, GRPOView.given(request.overrides).max_completion_length)
     if value is not None:
         recipe["max_completion_length"] = value
         why["max_completion_length"] = reason
@@ -334,7 +332,7 @@ def _moe_lora_targets(model: str) -> list[str]:
     """'all-linear' without the routers: listed from the model's layers (built on the meta device in the training
     interpreter), else the generic projection names."""
     try:
-        found = in_training("mcp_server.model_ref:lora_targets_without_routers", model)
+        found = in_training(LORA_TARGETS_WITHOUT_ROUTERS, model)
     except UserInputError:  # no training interpreter
         found = None
     return found or GENERIC_MOE_LORA_TARGETS

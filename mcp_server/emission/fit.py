@@ -10,6 +10,7 @@ from mcp_server.memory.levers import just_enough_vllm
 from mcp_server.memory.params import count_params
 from mcp_server.memory.settings import RunSettings
 from mcp_server.memory.planner import plan_memory, resolve_architecture
+from mcp_server.recipe.grpo_fields import GRPOView
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
 
@@ -83,7 +84,8 @@ def grow_vllm_share(values: dict, why: dict, plan: MemoryPlan | None, request) -
     """A colocated vLLM whose share leaves KV cache for only part of a generation round batches it slowly: grow the
     share toward one that holds the whole round (levers.just_enough_vllm), as far as the plan still fits with 10%
     headroom (in place)."""
-    if (plan is None or plan.status != "fits" or not values.get("use_vllm") or values.get("vllm_mode") != "colocate"
+    given = GRPOView.given(values)
+    if (plan is None or plan.status != "fits" or not given.use_vllm or given.vllm_mode != "colocate"
             or "vllm_gpu_memory_utilization" in request.overrides):
         return plan
     settings = RunSettings(**{k: v for k, v in plan.run.items() if k in RunSettings.model_fields})

@@ -31,6 +31,7 @@ from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import SAMPLE_COMPLETIONS
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all of a smaller data set)
@@ -230,7 +231,7 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
     the ones training will use."""
     run = resolve_run(request.run)
     run.inside(run.samples)  # before any work: nothing is written through a link out of the run
-    return in_training("mcp_server.inspection.sampling:sample_here", request.model_copy(update={"run": str(run.dir)}),
+    return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}),
                        report=report)
 
 

@@ -25,6 +25,7 @@ from mcp_server.model_ref import small_model_threads
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import SAMPLE_TRAJECTORIES
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 
@@ -34,7 +35,7 @@ def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> 
     if not run.agentic.is_file():
         raise UserInputError("run", f"{run.dir} has no train/agentic.json: emit the run with an environment or tools "
                                     "(emit_grpo_config environment=... / tools=...), or use sample_completions")
-    return in_training("mcp_server.inspection.trajectories:sample_here",
+    return in_training(SAMPLE_TRAJECTORIES,
                        request.model_copy(update={"run": str(run.dir)}), report=report)
 
 

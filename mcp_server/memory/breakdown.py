@@ -13,7 +13,7 @@ from mcp_server.memory import components
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, apply_config_patch
+from mcp_server.memory.settings import RunSettings, Target, settings_update
 
 
 class Breakdown(BaseModel):
@@ -106,22 +106,35 @@ class FitCache:
 
     def __init__(self, arch: Architecture, params: ParamCount, settings: RunSettings, target: Target):
         self.arch, self.params, self.settings, self.target = arch, params, settings, target
-        self._fits: dict[str, Fit] = {}
-        self._parts: dict[str, _Parts] = {}
+        self._fits: dict[tuple, Fit] = {}
+        self._parts: dict[tuple, _Parts] = {}
 
     def fit(self, patch: dict) -> Fit:
-        items = sorted(patch.items())  # sets whose levers merge to the same patch in another order: one fit
-        key = repr(items)
-        fit = self._fits.get(key)
+        # keyed by the settings the patch sets: sets whose levers merge alike (in any order) share one fit
+        update = settings_update(patch)
+        items = _settings_key(update)
+        fit = self._fits.get(items)
         if fit is None:
-            settings = apply_config_patch(self.settings, patch)
-            training_key = repr([item for item in items if item[0] not in VLLM_SHARE_FIELDS])
+            settings = self.settings.model_copy(update=update)
+            training_key = tuple(item for item in items if item[0] not in VLLM_SHARE_FIELDS)
             parts = self._parts.get(training_key)
             if parts is None:
                 parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
             phases = _phases(self.arch, self.params, settings, self.target, parts)
-            fit = self._fits[key] = Fit(max(phases.training.nvidia_smi, phases.generation.nvidia_smi), phases.problems)
+            peak = max(phases.training.nvidia_smi, phases.generation.nvidia_smi)
+            fit = self._fits[items] = Fit(peak, phases.problems)
         return fit
+
+
+def _settings_key(update: dict) -> tuple:
+    """Settings fields as a hashable key: (name, type, value) sorted by name (True and 1 stay apart); an
+    unhashable value (a list) by its repr."""
+    items = tuple(sorted((name, type(value), value) for name, value in update.items()))
+    try:
+        hash(items)
+    except TypeError:
+        items = tuple((name, kind, repr(value)) for name, kind, value in items)
+    return items
 
 
 def _parts(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> _Parts:

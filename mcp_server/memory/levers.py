@@ -19,8 +19,10 @@ from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field
 from mcp_server.model_ref import is_moe as detect_moe
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
+from mcp_server.recipe.scoped import one_scope
 from mcp_server.recipe.validate import validate_values
 from mcp_server.runs import Run
 
@@ -246,6 +248,7 @@ class LeverValidator:
         self.base_errors: set[str] = set()
         self.notes: list[str] = []
         self.checked: dict[str, Validation] = {}  # by patch: the recommended set is often one lever's patch
+        self.lookups: dict = {}  # the model's template and the rewards, looked up once for all the checks
         if not enabled:
             return
         self.validate = validate_values
@@ -259,7 +262,7 @@ class LeverValidator:
             return None
         gpu = self.target.gpu.name if self.target.gpu else "H100"
         values = {**self.config, **patch}
-        if values.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+        if GRPOView.given(values).deepspeed and importlib.util.find_spec("deepspeed") is None:
             # transformers cannot even parse a DeepSpeed config without the package: checked without it
             values.pop("deepspeed")
             note = ("deepspeed is not installed here: levers that set a DeepSpeed config were validated without "
@@ -267,8 +270,9 @@ class LeverValidator:
             if note not in self.notes:
                 self.notes.append(note)
         try:
-            result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
-                                   is_moe=self.is_moe)
+            with one_scope(self.lookups):
+                result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
+                                       is_moe=self.is_moe)
         except UserInputError as exc:
             return [str(exc)]
         except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing

@@ -36,6 +36,7 @@ from mcp_server.memory.settings import (
 )
 from mcp_server.memory.speed import estimate_speed
 from mcp_server.model_ref import cached_config_path, expand_tiny
+from mcp_server.recipe.grpo_fields import GRPOView
 
 __all__ = ["CUDA_CONTEXT_GIB", "plan_memory"]  # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
 
@@ -45,7 +46,7 @@ def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tup
     'tiny'), the catalog, or a hub model's cached config.json (model_ref.cached_config_path)."""
     if request.architecture is not None:
         return request.model or "explicit", request.architecture
-    name = request.model or cfg.get("model_name_or_path")
+    name = request.model or GRPOView.given(cfg).model_name_or_path
     if not name:
         raise UserInputError("model", "give a model (catalog name, local directory or config.json), a config with "
                              "model_name_or_path, or the architecture numbers")
@@ -137,7 +138,7 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
     if not config and request.prompt_length is None:
         notes.append(f"prompt length assumed {settings.prompt_length} tokens (TRL does not truncate prompts; "
                      "pass prompt_length)")
-    if settings.dtype == "float32" and (not config.get("dtype") and request.dtype is None):
+    if settings.dtype == "float32" and (not GRPOView.given(config).dtype and request.dtype is None):
         notes.append("weights planned in float32: TRL loads in float32 unless dtype is set (dtype: bfloat16 halves "
                      "weights, gradients and optimizer state)")
     if target.gpu and not target.gpu.bf16 and settings.dtype == "bfloat16":

@@ -16,6 +16,7 @@ from mcp_server.memory.constants import DTYPE_BYTES
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import Architecture
 from mcp_server.recipe.precision import weights_dtype
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.variants import BASE_RECIPE
 from mcp_server.runs import Run, sidecars
 from mcp_server.userfiles import read_text
@@ -301,37 +302,38 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
     # without a config, the recipe's defaults (over TRL's); with one, only what it says (over TRL's)
     if not config and target is not None:
         fields.update(recipe_defaults(target, request.finetune or "full"))
-    if config.get("use_peft"):
-        fields["finetune"] = "qlora" if config.get("load_in_4bit") else "lora"
+    given = GRPOView.given(config)  # only what the config says
+    if given.use_peft:
+        fields["finetune"] = "qlora" if given.load_in_4bit else "lora"
     for key in _CONFIG_FIELDS:
-        if config.get(key) is not None:
-            fields[key] = config[key]
-    if config.get("use_liger_loss") and not config.get("use_liger_kernel"):  # its name in TRL 0.17 to 0.24
+        if getattr(given, key) is not None:
+            fields[key] = getattr(given, key)
+    if config.get("use_liger_loss") and not given.use_liger_kernel:  # its name in TRL 0.17 to 0.24
         fields["use_liger_kernel"] = True
     if fields.get("max_steps") is not None and int(fields["max_steps"]) <= 0:
         fields.pop("max_steps")
-    init = config.get("model_init_kwargs") or {}
+    init = given.model_init_kwargs or {}
     if isinstance(init, str):  # the CLI form: a JSON string
         try:
             init = json.loads(init)
         except json.JSONDecodeError:
             raise UserInputError("model_init_kwargs", f"expected a mapping or a JSON object, got {init!r}") from None
-    if init.get("attn_implementation") and not config.get("attn_implementation"):
+    if init.get("attn_implementation") and not given.attn_implementation:
         fields["attn_implementation"] = init["attn_implementation"]
-    dtype = config.get("dtype") or config.get("torch_dtype") or init.get("dtype") or init.get("torch_dtype")
+    dtype = given.dtype or config.get("torch_dtype") or init.get("dtype") or init.get("torch_dtype")
     if dtype and dtype != "auto":
         fields["dtype"] = str(dtype).replace("torch.", "")
     elif dtype == "auto":
         fields["dtype"] = "bfloat16"  # checkpoints of the catalog models are stored in bf16
     if config.get("max_prompt_length"):
         fields["prompt_length"] = config["max_prompt_length"]
-    if config.get("bf16") is False and config.get("fp16") is not True:
+    if given.bf16 is False and given.fp16 is not True:
         fields["mixed_precision"] = False
-    elif config.get("bf16") or config.get("fp16"):
+    elif given.bf16 or given.fp16:
         fields["mixed_precision"] = True
-    fields["zero_stage"] = zero_stage_of(config.get("deepspeed"))
-    fields["offload_optimizer"] = offloads_optimizer(config.get("deepspeed"))
-    fields["fsdp"] = bool(config.get("fsdp"))
+    fields["zero_stage"] = zero_stage_of(given.deepspeed)
+    fields["offload_optimizer"] = offloads_optimizer(given.deepspeed)
+    fields["fsdp"] = bool(given.fsdp)
     if fields["zero_stage"] or fields["fsdp"]:
         fields["strategy"] = "fsdp" if fields["fsdp"] else f"zero{fields['zero_stage']}"
     # explicit request fields win
@@ -374,6 +376,11 @@ def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target)
 
 def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSettings:
     """The settings with a lever's config patch (config field names) applied."""
+    return settings.model_copy(update=settings_update(patch))
+
+
+def settings_update(patch: dict[str, Any]) -> dict[str, Any]:
+    """A lever's config patch (config field names) as the RunSettings fields it sets."""
     update: dict[str, Any] = {}
     for key, value in patch.items():
         if key == "use_peft":
@@ -386,7 +393,7 @@ def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSetti
             update["use_liger_kernel"] = value
         elif key in _SETTINGS_FIELDS:
             update[key] = value
-    return settings.model_copy(update=update)
+    return update
 
 
 _SETTINGS_FIELDS = frozenset(RunSettings.model_fields)  # asked for each key of a few hundred patches a plan

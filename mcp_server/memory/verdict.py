@@ -14,9 +14,11 @@ from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory, resolve_architecture
 from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
-from mcp_server.recipe.rules import finding
+from mcp_server.recipe.context import finding
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import SCHEMA_TOKENS
 
 
 def agentic_prompt_tokens(values: dict, agentic: dict | None) -> tuple[int, int | None]:
@@ -26,8 +28,8 @@ def agentic_prompt_tokens(values: dict, agentic: dict | None) -> tuple[int, int 
     if not agentic:
         return 0, None
     try:
-        schema = in_training("mcp_server.agentic.checks:schema_tokens", agentic, values.get("model_name_or_path"),
-                             values.get("model_revision"))
+        given = GRPOView.given(values)
+        schema = in_training(SCHEMA_TOKENS, agentic, given.model_name_or_path, given.model_revision)
     except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken template
         return 0, None
     base = values.get("max_prompt_length") or RunSettings.model_fields["prompt_length"].default
@@ -76,8 +78,9 @@ def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, in
 
 def context_findings(values: dict) -> list[Finding]:
     """max_completion_length against the model's context (max_position_embeddings), from the catalog or config.json."""
-    length = values.get("max_completion_length")
-    if not isinstance(length, int) or isinstance(length, bool) or not values.get("model_name_or_path"):
+    given = GRPOView.given(values)
+    length = given.max_completion_length
+    if not isinstance(length, int) or isinstance(length, bool) or not given.model_name_or_path:
         return []
     try:
         model, arch = resolve_architecture(MemoryPlanRequest(validate_levers=False), values)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+from mcp_server.recipe.grpo_fields import GRPOView
+
 TYPICAL_WEIGHT = 0.02  # Qwen2/Llama initializer_range: the magnitude of most weights of a trained LLM too
 BF16_MANTISSA_BITS = 8  # significant bits, the implicit one included
 
@@ -31,12 +33,13 @@ BF16_SWALLOW_LR = bf16_half_ulp(TYPICAL_WEIGHT)
 
 def is_full_finetune(values: dict) -> bool:
     """No adapter: every weight is trained (and has AdamW state)."""
-    return not (values.get("use_peft") or values.get("load_in_4bit") or values.get("load_in_8bit"))
+    given = GRPOView.given(values)
+    return not (given.use_peft or given.load_in_4bit or given.load_in_8bit)
 
 
 def bf16_weights_allowed(values: dict) -> bool:
     """Whether the weights may be loaded in bf16: under LoRA/QLoRA, or when DeepSpeed keeps fp32 master weights."""
-    return not is_full_finetune(values) or bool(values.get("deepspeed"))
+    return not is_full_finetune(values) or bool(GRPOView.given(values).deepspeed)
 
 
 def weights_dtype(finetune: str, bf16: bool) -> str:

@@ -1,4 +1,7 @@
-"""Validation rules as data: each rule takes the context and returns findings {code, field, severity, message, fix}.
+"""Validation rules as data: each rule takes the context (recipe.context) and returns findings {code, field,
+severity, message, fix}. RULES is their order. This module holds the rules about the run as a whole (batches for the
+target world size, hardware, learning rate, precision, MoE, combinations, the model); each value against TRL's
+fields is in recipe.field_rules, the rewards in recipe.reward_rules.
 
 Rules are about the target (GPU type and count), never about the machine the check runs on.
 """
@@ -6,171 +9,28 @@ Rules are about the target (GPU type and count), never about the machine the che
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mcp_server.errors import closest_names
 from mcp_server.model_ref import ROUTER_NAMES
+from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.field_rules import rule_choices, rule_known_keys, rule_ranges, rule_value_types
 from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
-from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
-from mcp_server.worker import in_training
-
-# Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
-REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
-    "max_prompt_length": (
-        None,
-        "removed from GRPOConfig in TRL 0.28: prompts are no longer truncated; filter or "
-        "truncate long prompts in the data set instead",
-    ),
-    "vllm_guided_decoding_regex": ("vllm_structured_outputs_regex", "renamed in TRL 0.25"),
-    "wandb_log_unique_prompts": ("log_unique_prompts", "renamed when logging became backend-neutral"),
-    "vllm_device": (
-        None,
-        "removed: use vllm_mode='colocate' (same GPUs) or 'server' (`trl vllm-serve` on its own GPUs)",
-    ),
-    "torch_dtype": ("dtype", "renamed in transformers 4.56 / TRL ModelConfig"),
-    "evaluation_strategy": ("eval_strategy", "renamed in transformers 4.46"),
-    "use_vllm_server": ("vllm_mode", "replaced by vllm_mode='server'"),
-    "vllm_server_url": ("vllm_server_base_url", "renamed"),
-}
+from mcp_server.recipe.reward_rules import rule_rewards
 
 # GRPO's settled learning-rate ranges by fine-tuning mode, written once in recipe.learning_rate: outside -> warning;
 # LR_FAR_FACTOR or more outside (supervised rates such as 5e-5 for a full fine-tune) -> error.
-
-
-@dataclass
-class Context:
-    values: dict
-    trl: dict
-    gpu: object | None  # a gpus.GPU, or None for a CPU target
-    gpu_name: str
-    num_gpus: int
-    reward_specs: list | None = None
-    override_reason: str | None = None
-    is_moe: bool | None = None
-    parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
-    base_dir: Path | None = None  # where relative data_files resolve (the run directory of an emitted config)
-    findings: list[Finding] = field(default_factory=list)
-
-    def get(self, key):
-        """The effective value: the config's, else the installed TRL default."""
-        if key in self.values:
-            return self.values[key]
-        meta = self.trl["fields"].get(key)
-        return meta["default"] if meta else None
-
-    @property
-    def vllm_server_local(self) -> bool:
-        return (
-            bool(self.get("use_vllm"))
-            and self.get("vllm_mode") == "server"
-            and not self.get("vllm_server_base_url")
-            and self.get("vllm_server_host") in ("0.0.0.0", "127.0.0.1", "localhost", None)
-        )
-
-    @property
-    def training_processes(self) -> int:
-        """World size of training on the target: a local vLLM server takes one GPU for itself."""
-        if self.gpu is None:
-            return 1
-        return max(self.num_gpus - (1 if self.vllm_server_local else 0), 1)
-
-
-def finding(code, field, severity, message, fix=None) -> Finding:
-    return Finding(code=code, field=field, severity=severity, message=message, fix=fix)
-
-
-# ---------------------------------------------------------------- 1. keys
-def rule_known_keys(ctx: Context) -> list[Finding]:
-    out = []
-    known = ctx.trl["fields"]
-    if not known:
-        return out  # no training interpreter: validation says TRL's checks did not run
-    for key in ctx.values:
-        if key in known:
-            if known[key].get("deprecated"):
-                out.append(finding("deprecated_field", key, "warning", f"'{key}' is deprecated in TRL "
-                                                                       f"{ctx.trl['trl_version']}.",
-                                   known[key]["help"][:200]))
-            continue
-        if key in REMOVED_OR_RENAMED:
-            new, why = REMOVED_OR_RENAMED[key]
-            fix = f"use '{new}' instead" if new and new in known else why
-            out.append(finding("renamed_field" if new else "removed_field", key, "error",
-                               f"'{key}' is not a field of TRL {ctx.trl['trl_version']}: {why}.", fix))
-            continue
-        if key in ctx.trl.get("async_fields", ()):
-            out.append(finding(
-                "async_grpo_field", key, "error",
-                f"'{key}' is a field of TRL's experimental AsyncGRPOConfig, not of GRPOConfig: `trl grpo` and this "
-                "run's "
-                "train.py run the synchronous GRPOTrainer and would ignore it. Async GRPO is another trainer "
-                "(trl.experimental.async_grpo.AsyncGRPOTrainer) with its own prerequisites: a vLLM server started "
-                "apart (`trl vllm-serve`, reached through vllm_server_base_url), rewards that pickle (module-level "
-                "functions), and no context or sequence parallelism.",
-                "remove it, or write an AsyncGRPOTrainer script of your own (this plugin does not emit one)"))
-            continue
-        close = closest_names(key, list(known))
-        out.append(finding("unknown_field", key, "error",
-                           f"'{key}' is not a field of GRPOConfig, ModelConfig or the grpo script arguments in TRL "
-                           f"{ctx.trl['trl_version']} (TRL's CLI would silently ignore it).",
-                           f"did you mean {', '.join(repr(c) for c in close)}?" if close else "remove it"))
-    return out
-
-
-def rule_value_types(ctx: Context) -> list[Finding]:
-    out = []
-    for key, value in ctx.values.items():
-        meta = ctx.trl["fields"].get(key)
-        if meta is None or value is None:
-            continue
-        default, type_text = meta["default"], meta["type"]
-        if isinstance(default, bool) or type_text == "bool":
-            ok = isinstance(value, bool)
-        elif isinstance(default, float) or type_text in ("float", "float | None"):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif isinstance(default, int) or type_text in ("int", "int | None"):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            continue
-        if not ok:
-            expected = "true/false" if isinstance(default, bool) or type_text == "bool" else "a number"
-            why = f" (TRL's parser: {ctx.parse_errors[key]})" if key in ctx.parse_errors else ""
-            out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}{why}.",
-                               f"set {key} to {expected} (TRL default: {default!r})"))
-    return out
-
-
-# ---------------------------------------------------------------- 2. enumerated values
-def rule_choices(ctx: Context) -> list[Finding]:
-    out = []
-    for key, choices in ctx.trl["choices"].items():
-        if key not in ctx.values:
-            continue
-        value = ctx.values[key]
-        if key == "scale_rewards" and isinstance(value, bool):
-            continue  # TRL maps True/False to "group"/"none"
-        if value not in choices:
-            close = closest_names(str(value), choices, n=1)
-            out.append(finding("invalid_choice", key, "error",
-                               f"{key}={value!r} is not one of TRL {ctx.trl['trl_version']}'s choices: "
-                               f"{', '.join(choices)} "
-                               "(TRL accepts it at config time and fails later, or silently does something else).",
-                               f"use {close[0]!r}" if close else f"use one of {', '.join(choices)}"))
-    return out
 
 
 # ---------------------------------------------------------------- 3. batch rules for the target world size
 def rule_batches(ctx: Context) -> list[Finding]:
     out = []
     world = ctx.training_processes
-    g = ctx.get("num_generations")
-    per_device = ctx.get("per_device_train_batch_size")
-    gbs, spg = ctx.values.get("generation_batch_size"), ctx.values.get("steps_per_generation")
+    g = ctx.config.num_generations
+    per_device = ctx.config.per_device_train_batch_size
+    gbs, spg = ctx.given.generation_batch_size, ctx.given.steps_per_generation
     if not all(isinstance(v, int) for v in (g, per_device)):
         return out  # wrong_type already says so
     if g < 2:
@@ -203,7 +63,7 @@ def rule_batches(ctx: Context) -> list[Finding]:
                                f"use a multiple of {global_batch}"))
             return out
     else:
-        spg = spg if isinstance(spg, int) else ctx.get("gradient_accumulation_steps")
+        spg = spg if isinstance(spg, int) else ctx.config.gradient_accumulation_steps
         # Without a training interpreter TRL's default is unknown (validation says TRL's checks did not run).
         gbs = global_batch * spg if isinstance(spg, int) else None
     if gbs is not None and g >= 2 and gbs % g:
@@ -213,9 +73,9 @@ def rule_batches(ctx: Context) -> list[Finding]:
                            "every prompt group must be complete.",
                            f"choose num_generations dividing {gbs}, or per_device_train_batch_size / "
                            "gradient_accumulation_steps so the product is a multiple of num_generations"))
-    if ctx.get("eval_strategy") not in (None, "no"):  # transformers turns do_eval on with an eval strategy
-        eval_g = ctx.get("num_generations_eval") or g
-        eval_bs = ctx.get("per_device_eval_batch_size")
+    if ctx.config.eval_strategy not in (None, "no"):  # transformers turns do_eval on with an eval strategy
+        eval_g = ctx.config.num_generations_eval or g
+        eval_bs = ctx.config.per_device_eval_batch_size
         if isinstance(eval_bs, int) and (eval_bs * world) % eval_g:
             out.append(
                 finding(
@@ -232,9 +92,9 @@ def rule_batches(ctx: Context) -> list[Finding]:
 # ---------------------------------------------------------------- 4. target hardware
 def rule_hardware(ctx: Context) -> list[Finding]:
     out = []
-    bf16, fp16 = bool(ctx.get("bf16")), bool(ctx.get("fp16"))
+    bf16, fp16 = bool(ctx.config.bf16), bool(ctx.config.fp16)
     if ctx.gpu is None:  # CPU target
-        if ctx.get("use_vllm"):
+        if ctx.config.use_vllm:
             out.append(
                 finding(
                     "vllm_needs_gpu",
@@ -262,7 +122,7 @@ def rule_hardware(ctx: Context) -> list[Finding]:
                            "2510.26788 finds fp16 more stable for RL fine-tuning), but the colocated vLLM samples in "
                            "the checkpoint's dtype (bf16 for most models), so the sampler/trainer mismatch it removes "
                            "remains.", "bf16: true is the usual choice here; keep fp16 only on purpose"))
-    if ctx.get("use_vllm") and ctx.get("vllm_mode") == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
+    if ctx.config.use_vllm and ctx.config.vllm_mode == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
         out.append(finding("vllm_server_needs_gpu", "vllm_mode", "error",
                            f"vllm_mode='server' with {ctx.num_gpus} GPU leaves no GPU for the vLLM server "
                            "(`trl vllm-serve` runs on its own GPUs).",
@@ -270,88 +130,11 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     return out
 
 
-# Numeric fields TRL accepts at config time that cannot train: field -> (accepted interval, why, severity).
-# Where TRL's help text states the interval ("Must be in (0, 1]", "between 0.0 and 1.0", "Range: [0.0-1.0]"),
-# TRL's wins. num_generations and learning_rate have their own rules.
-RANGES: dict[str, tuple[str, str, str]] = {
-    "max_completion_length": ("[1, inf)", "no completion token to score or train on", "error"),
-    "per_device_train_batch_size": ("[1, inf)", "no sample per step", "error"),
-    "gradient_accumulation_steps": ("[1, inf)", "no micro-batch per optimizer step", "error"),
-    "steps_per_generation": ("[1, inf)", "no optimizer step per generation", "error"),
-    "generation_batch_size": ("[1, inf)", "no completion per generation", "error"),
-    "num_iterations": ("[1, inf)", "no update per generation batch", "error"),
-    "temperature": ("(0, inf)", "the logits are divided by the temperature", "error"),
-    "top_p": ("(0, 1]", "a probability mass", "error"),
-    "top_k": (
-        "[0, inf)",
-        "a token count (TRL: 0 turns top-k off; transformers' generate refuses a negative one)",
-        "error",
-    ),
-    "min_p": ("[0, 1]", "a probability", "error"),
-    "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it", "error"),
-    "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference", "error"),
-    "epsilon": ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio", "error"),
-    "epsilon_high": ("(0, inf)", "the upper clip bound is 1 + epsilon_high", "error"),
-    "delta": ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)", "warning"),
-    "top_entropy_quantile": ("[0, 1]", "a quantile", "error"),
-    "off_policy_mask_threshold": ("(0, inf)", "a KL threshold (TRL expects a positive value)", "error"),
-    "vllm_gpu_memory_utilization": ("(0, 1]", "a fraction of the GPU's memory", "error"),
-    "vllm_importance_sampling_clip_max": ("(0, inf)", "an upper bound on positive ratios", "error"),
-    "vllm_importance_sampling_clip_min": ("[0, inf)", "a lower bound on positive ratios", "error"),
-    "ref_model_mixup_alpha": ("[0, 1]", "a mixing weight", "error"),
-    "ref_model_sync_steps": ("[1, inf)", "a step interval", "error"),
-    "lora_r": ("[1, inf)", "the adapter's rank", "error"),
-    "lora_alpha": ("(0, inf)", "the adapter's scale is lora_alpha / lora_r", "error"),
-    "lora_dropout": ("[0, 1)", "a dropout probability (1 drops every input)", "error"),
-    "weight_decay": ("[0, inf)", "a negative decay grows the weights", "error"),
-    "max_grad_norm": ("[0, inf)", "a norm (0 turns clipping off)", "error"),
-}
-_INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])])")
-_BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")
-
-
-def parse_interval(text: str) -> tuple[float, float, bool, bool] | None:
-    """(low, high, low_closed, high_closed) of the first interval written in `text`, e.g. '(0, 1]'."""
-    match = _INTERVAL.search(text)
-    if match:
-        return float(match[2]), float(match[3]), match[1] == "[", match[4] == "]"
-    match = _BETWEEN.search(text)
-    return (float(match[1]), float(match[2]), True, True) if match else None
-
-
-def _interval_text(low, high, low_closed, high_closed) -> str:
-    return f"{'[' if low_closed else '('}{low:g}, {high:g}{']' if high_closed else ')'}"
-
-
-def rule_ranges(ctx: Context) -> list[Finding]:
-    out = []
-    for key, (interval, why, severity) in RANGES.items():
-        value = ctx.values.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ctx.parse_errors:
-            continue  # unset, null, or a wrong type (rule_value_types says so)
-        if not math.isfinite(value):
-            if key != "learning_rate":  # rule_learning_rate says why a NaN rate is fatal
-                out.append(finding("not_finite", key, "error", f"{key}={value!r} is not a finite number: TRL accepts "
-                                   "it at config time and the run computes NaN.", f"set {key} within {interval}"))
-            continue
-        stated = parse_interval(ctx.trl["fields"].get(key, {}).get("help", ""))
-        low, high, low_closed, high_closed = stated or parse_interval(interval)
-        inside = (value > low or (low_closed and value == low)) and (value < high or (high_closed and value == high))
-        if not inside:
-            source = f"TRL {ctx.trl['trl_version']}'s help for {key}" if stated else "what can train"
-            accepted = _interval_text(low, high, low_closed, high_closed)
-            out.append(finding("out_of_range", key, severity,
-                               f"{key}={value!r} is outside {accepted} ({source}): {why}. TRL accepts it at config "
-                               "time" + ("; training fails or learns nothing." if severity == "error" else "."),
-                               f"set {key} within {accepted}"))
-    return out
-
-
 def rule_learning_rate(ctx: Context) -> list[Finding]:
-    lr = ctx.get("learning_rate")
+    lr = ctx.config.learning_rate
     if not isinstance(lr, (int, float)) or isinstance(lr, bool):
         return []
-    mode = "lora" if ctx.get("use_peft") or ctx.get("load_in_4bit") else "full"
+    mode = "lora" if ctx.config.use_peft or ctx.config.load_in_4bit else "full"
     low, high = LR_RANGE[mode]
     if not math.isfinite(lr) or lr <= 0:  # NaN/inf poison every weight at the first step; <= 0 never learns
         return [
@@ -383,14 +166,14 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
 
 def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
     """Pure bf16 (or fp16) weights on a full fine-tune: no fp32 master copy, so RL-sized updates round away."""
-    init = ctx.get("model_init_kwargs") if isinstance(ctx.get("model_init_kwargs"), dict) else {}
-    dtype = str(init.get("dtype") or ctx.get("dtype") or "float32").replace("torch.", "")
+    init = ctx.config.model_init_kwargs if isinstance(ctx.config.model_init_kwargs, dict) else {}
+    dtype = str(init.get("dtype") or ctx.config.dtype or "float32").replace("torch.", "")
     if dtype not in ("bfloat16", "float16", "auto") or bf16_weights_allowed(
-        {**ctx.values, "deepspeed": ctx.get("deepspeed")}
+        {**ctx.values, "deepspeed": ctx.config.deepspeed}
     ):
         return []
     try:
-        lr = float(ctx.get("learning_rate"))
+        lr = float(ctx.config.learning_rate)
     except (TypeError, ValueError):
         return []
     if lr >= BF16_SWALLOW_LR:
@@ -416,7 +199,7 @@ def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
 
 
 def rule_moe(ctx: Context) -> list[Finding]:
-    if not ctx.is_moe or ctx.get("importance_sampling_level") == "sequence":
+    if not ctx.is_moe or ctx.config.importance_sampling_level == "sequence":
         return []
     if ctx.override_reason:
         return [finding("moe_without_gspo", "importance_sampling_level", "info",
@@ -439,13 +222,14 @@ def _targets_lm_head(value) -> bool:
 
 def rule_combinations(ctx: Context) -> list[Finding]:
     out = []
-    gen = ctx.get("generation_kwargs") if isinstance(ctx.get("generation_kwargs"), dict) else {}
-    top_p, top_k, min_p = (gen.get(k, ctx.get(k)) for k in ("top_p", "top_k", "min_p"))
+    gen = ctx.config.generation_kwargs if isinstance(ctx.config.generation_kwargs, dict) else {}
+    top_p, top_k, min_p = (gen.get(k, getattr(ctx.config, k)) for k in ("top_p", "top_k", "min_p"))
     truncated = [f"{k}={v}" for k, v, cut in (("top_p", top_p, isinstance(top_p, (int, float)) and top_p < 1),
                                                ("top_k", top_k, isinstance(top_k, int) and top_k > 0),
                                                ("min_p", min_p, isinstance(min_p, (int, float)) and min_p > 0)) if cut]
-    consumers = [k for k in ("vllm_importance_sampling_correction", "off_policy_mask_threshold") if ctx.get(k)]
-    if truncated and ctx.get("use_vllm") and consumers:
+    consumers = [k for k in ("vllm_importance_sampling_correction", "off_policy_mask_threshold")
+                 if getattr(ctx.config, k)]
+    if truncated and ctx.config.use_vllm and consumers:
         out.append(
             finding(
                 "truncated_sampling_biases_is",
@@ -460,23 +244,23 @@ def rule_combinations(ctx: Context) -> list[Finding]:
                 "vllm_importance_sampling_correction: false and accept the uncorrected sampler/trainer mismatch",
             )
         )
-    if ctx.get("log_completions_hub_repo") and not ctx.get("hub_private_repo"):
+    if ctx.config.log_completions_hub_repo and not ctx.config.hub_private_repo:
         out.append(finding(
             "completions_repo_public", "hub_private_repo", "warning",
-            f"log_completions_hub_repo={ctx.get('log_completions_hub_repo')!r} without hub_private_repo: TRL creates "
+            f"log_completions_hub_repo={ctx.config.log_completions_hub_repo!r} without hub_private_repo: TRL creates "
             "the "
             "data set repository public (unless your organisation defaults to private), with every prompt and "
             "completion.",
             "set hub_private_repo: true"))
-    if ctx.get("use_peft") and (_targets_lm_head(ctx.get("lora_target_modules"))
-                                or _targets_lm_head(ctx.get("lora_modules_to_save"))):
+    if ctx.config.use_peft and (_targets_lm_head(ctx.config.lora_target_modules)
+                                or _targets_lm_head(ctx.config.lora_modules_to_save)):
         out.append(finding(
             "peft_on_lm_head", "lora_target_modules", "error",
             "a PEFT adapter on lm_head: GRPOTrainer computes log-probabilities from lm_head.weight directly (its fused "
             "LM head), so it refuses the adapter when it starts (the adapter would never be trained).",
             "remove lm_head from lora_target_modules and lora_modules_to_save"))
-    if ctx.get("use_liger_kernel"):
-        liger = ctx.get("liger_kernel_config") if isinstance(ctx.get("liger_kernel_config"), dict) else {}
+    if ctx.config.use_liger_kernel:
+        liger = ctx.config.liger_kernel_config if isinstance(ctx.config.liger_kernel_config, dict) else {}
         if liger.get("fused_linear_cross_entropy"):
             out.append(finding(
                 "liger_fused_ce_rejected", "liger_kernel_config", "error",
@@ -493,8 +277,8 @@ def rule_combinations(ctx: Context) -> list[Finding]:
 
 
 def rule_moe_lora_router(ctx: Context) -> list[Finding]:
-    targets = ctx.get("lora_target_modules")
-    if not ctx.is_moe or not ctx.get("use_peft") or not targets:
+    targets = ctx.config.lora_target_modules
+    if not ctx.is_moe or not ctx.config.use_peft or not targets:
         return []
     names = [targets] if isinstance(targets, str) else list(targets)
     hits = [n for n in names if str(n).lower() == "all-linear" or str(n).rsplit(".", 1)[-1] in ROUTER_NAMES]
@@ -509,78 +293,8 @@ def rule_moe_lora_router(ctx: Context) -> list[Finding]:
                     "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)")]
 
 
-# ---------------------------------------------------------------- 5. rewards
-def rule_rewards(ctx: Context) -> list[Finding]:
-    names = [s["name"] if isinstance(s, dict) else s.name for s in (ctx.reward_specs or [])]
-    config_funcs = ctx.values.get("reward_funcs") or []
-    if isinstance(config_funcs, str):
-        config_funcs = [config_funcs]
-    if not names and not config_funcs and not ctx.values.get("reward_model_name_or_path"):
-        return [finding("no_reward", "reward_funcs", "error", "no reward source: GRPO has nothing to optimise.",
-                        "add reward_funcs (registry names or dotted paths) or a rewards.json beside the config")]
-    specs = [s if isinstance(s, dict) else s.model_dump() for s in (ctx.reward_specs or [])]
-    if ctx.trl["fields"]:
-        # Rewards import what training has (math-verify, transformers, the person's modules): resolve them in
-        # the training interpreter, which answered for TRL's fields above.
-        problems = in_training("mcp_server.recipe.rules:reward_problems", specs, config_funcs)
-    else:
-        problems = reward_problems(specs, config_funcs)
-    out = [finding("reward_unresolvable", field, "error", message, fix) for field, message, fix in problems]
-    weights = ctx.values.get("reward_weights")
-    count = len(ctx.reward_specs or config_funcs)
-    if weights is not None and count and len(weights) != count:
-        out.append(finding("reward_weights_mismatch", "reward_weights", "error",
-                           f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
-    return out
-
-
-def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
-    """(field, message, fix) for each reward that cannot be built or imported here."""
-    out = []
-    if specs:
-        for i, spec in enumerate(specs):
-            try:
-                build_reward_funcs([spec])
-            except Exception as exc:  # any failure to build is a finding, never a crash
-                out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable "
-                                                            "dotted path"))
-    trl_builtin = {
-        "accuracy_reward",
-        "reasoning_accuracy_reward",
-        "think_format_reward",
-        "get_soft_overlong_punishment",
-    }
-    for i, name in enumerate(config_funcs):
-        if name in trl_builtin:
-            continue
-        error = _resolve_dotted(name)
-        if error:
-            out.append((f"reward_funcs[{i}]", error,
-                        f"use one of TRL's names ({', '.join(sorted(trl_builtin))}) or an importable dotted path"))
-    return out
-
-
-def _resolve_dotted(name: str) -> str | None:
-    import importlib
-    import sys
-
-    if "." not in name:
-        return f"'{name}' is neither a TRL reward name nor a dotted import path"
-    module_name, attr = name.rsplit(".", 1)
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        return f"cannot import '{module_name}' for reward '{name}': {exc}"
-    finally:
-        sys.path.pop(0)
-    if not callable(getattr(module, attr, None)):
-        return f"'{module_name}' has no callable '{attr}'"
-    return None
-
-
 def rule_model(ctx: Context) -> list[Finding]:
-    model = ctx.values.get("model_name_or_path")
+    model = ctx.given.model_name_or_path
     if not model:
         return [finding("no_model", "model_name_or_path", "error", "no model_name_or_path.",
                         "set model_name_or_path to a hub name or a local model directory")]

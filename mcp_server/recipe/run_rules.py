@@ -12,7 +12,7 @@ from typing import Callable
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
-from mcp_server.recipe.rules import Context, finding
+from mcp_server.recipe.context import Context, finding
 from mcp_server.recipe.thinking import COMPLETION_LENGTH, is_hybrid_thinking
 
 # Below this sampling temperature the completions of a group are nearly identical: every reward in the group is the
@@ -33,8 +33,8 @@ COUNT_LIMIT_BYTES = 64 * 2**20
 def _steps_per_generation(ctx: Context) -> int | None:
     """steps_per_generation as GRPOConfig resolves it: the field, else generation_batch_size / global batch, else
     gradient_accumulation_steps."""
-    spg, gbs = ctx.values.get("steps_per_generation"), ctx.values.get("generation_batch_size")
-    per_device, ga = ctx.get("per_device_train_batch_size"), ctx.get("gradient_accumulation_steps")
+    spg, gbs = ctx.given.steps_per_generation, ctx.given.generation_batch_size
+    per_device, ga = ctx.config.per_device_train_batch_size, ctx.config.gradient_accumulation_steps
     if isinstance(spg, int):
         return spg
     if isinstance(gbs, int) and isinstance(per_device, int) and per_device > 0:
@@ -44,10 +44,10 @@ def _steps_per_generation(ctx: Context) -> int | None:
 
 def generation_batch(ctx: Context) -> int | None:
     """Completions per generation round over all processes (GRPOConfig.generation_batch_size)."""
-    gbs = ctx.values.get("generation_batch_size")
+    gbs = ctx.given.generation_batch_size
     if isinstance(gbs, int):
         return gbs
-    per_device, spg = ctx.get("per_device_train_batch_size"), _steps_per_generation(ctx)
+    per_device, spg = ctx.config.per_device_train_batch_size, _steps_per_generation(ctx)
     if isinstance(per_device, int) and isinstance(spg, int):
         return per_device * ctx.training_processes * spg
     return None
@@ -58,21 +58,21 @@ def on_policy(ctx: Context) -> bool | None:
     num_iterations dividing gradient_accumulation_steps every micro-batch is scored by the weights that sampled it:
     old_per_token_logps is per_token_logps.detach() (or recomputed by the same weights for vLLM's importance-sampling
     correction) and the importance ratio is 1."""
-    spg, iterations, ga = _steps_per_generation(ctx), ctx.get("num_iterations"), ctx.get("gradient_accumulation_steps")
+    spg, iterations, ga = _steps_per_generation(ctx), ctx.config.num_iterations, ctx.config.gradient_accumulation_steps
     if not all(isinstance(v, int) and v > 0 for v in (spg, iterations, ga)):
         return None
     return ga % (spg * iterations) == 0
 
 
 def rule_sync_ref_model(ctx: Context) -> list[Finding]:
-    if not ctx.get("sync_ref_model"):
+    if not ctx.config.sync_ref_model:
         return []
-    if ctx.get("use_peft"):
+    if ctx.config.use_peft:
         return [finding("sync_ref_model_with_peft", "sync_ref_model", "error",
                         "sync_ref_model=true with PEFT: GRPOTrainer raises NotImplementedError when it starts (under "
                         "PEFT the reference is the base with the adapter disabled; there is no reference model to "
                         "sync).", "set sync_ref_model: false, or train a full fine-tune")]
-    if ctx.get("beta") == 0:
+    if ctx.config.beta == 0:
         return [finding("sync_ref_model_without_beta", "sync_ref_model", "error",
                         "sync_ref_model=true with beta=0: GRPOTrainer raises ValueError when it starts (no reference "
                         "model is created, so there is nothing to sync).", "set sync_ref_model: false, or beta > 0")]
@@ -84,25 +84,25 @@ def rule_clip_structure(ctx: Context) -> list[Finding]:
     out = []
     defaults = {k: (ctx.trl["fields"].get(k) or {}).get("default") for k in ("epsilon", "epsilon_high", "delta")}
     clip_keys = [k for k in defaults if ctx.values.get(k) is not None and ctx.values[k] != defaults[k]]
-    loss = ctx.get("loss_type")
+    loss = ctx.config.loss_type
     if clip_keys and on_policy(ctx) and loss not in ("sapo", "vespo"):
         out.append(finding(
             "clip_on_policy", clip_keys[-1] if "epsilon_high" not in clip_keys else "epsilon_high", "warning",
             f"{', '.join(clip_keys)} set, but each generation batch feeds one optimizer step (steps_per_generation "
-            f"{_steps_per_generation(ctx)} x num_iterations {ctx.get('num_iterations')} divides "
-            f"gradient_accumulation_steps {ctx.get('gradient_accumulation_steps')}): every update is on-policy, the "
+            f"{_steps_per_generation(ctx)} x num_iterations {ctx.config.num_iterations} divides "
+            f"gradient_accumulation_steps {ctx.config.gradient_accumulation_steps}): every update is on-policy, the "
             "importance ratio is 1 (exactly, or up to dropout noise where TRL recomputes the old log-probs for "
             "vLLM's importance-sampling correction) and no clip bound is reached, so the setting has no effect.",
             "go off-policy so the clip acts: steps_per_generation = k x gradient_accumulation_steps (k mini-batches "
             "per rollout; DAPO: 16, GSPO: 4), or num_iterations > 1; or drop the clip settings"))
-    eps = ctx.get("epsilon")
+    eps = ctx.config.epsilon
     if isinstance(eps, (int, float)) and eps > LOOSE_EPSILON and on_policy(ctx) is False:
         out.append(finding(
             "epsilon_too_loose", "epsilon", "warning",
             f"epsilon={eps:g} off-policy: the lower clip bound 1 - epsilon = {1 - eps:.2g} leaves negative-advantage "
             "tokens almost unclipped, so reused samples can push their probability to zero in a few updates.",
             "keep epsilon near 0.2 (PPO, GRPO and DAPO's lower bound); widen only epsilon_high"))
-    delta, high = ctx.get("delta"), ctx.get("epsilon_high")
+    delta, high = ctx.config.delta, ctx.config.epsilon_high
     high = high if isinstance(high, (int, float)) else eps
     if (isinstance(delta, (int, float)) and isinstance(high, (int, float)) and loss != "cispo"
             and delta <= 1 + high):
@@ -116,7 +116,7 @@ def rule_clip_structure(ctx: Context) -> list[Finding]:
 
 def rule_loss_level(ctx: Context) -> list[Finding]:
     """The combinations TRL 1.16 only warns about in the trainer's log when the run starts."""
-    level, loss = ctx.get("importance_sampling_level"), ctx.get("loss_type")
+    level, loss = ctx.config.importance_sampling_level, ctx.config.loss_type
     if level == "sequence" and loss in TOKEN_SUMMING_LOSSES:
         return [finding(
             "sequence_ratio_with_token_loss", "loss_type", "warning",
@@ -136,15 +136,15 @@ def rule_loss_level(ctx: Context) -> list[Finding]:
 
 def rule_sampling_spread(ctx: Context) -> list[Finding]:
     out = []
-    temperature = ctx.get("temperature")
+    temperature = ctx.config.temperature
     if isinstance(temperature, (int, float)) and 0 < temperature < LOW_TEMPERATURE:
         out.append(finding(
             "temperature_too_low", "temperature", "warning",
             f"temperature={temperature:g}: the completions of a group are nearly identical, so their rewards are "
             "equal, the group's std is 0 and its advantage is 0: most steps learn nothing (frac_reward_zero_std near "
             "1).", "sample at temperature 1.0 (TRL's default, DAPO's setting); 0.7 at the lowest"))
-    length = ctx.get("max_completion_length")
-    if ctx.get("mask_truncated_completions") and isinstance(length, int) and 0 < length < SHORT_MASKED_LENGTH:
+    length = ctx.config.max_completion_length
+    if ctx.config.mask_truncated_completions and isinstance(length, int) and 0 < length < SHORT_MASKED_LENGTH:
         out.append(finding(
             "masked_short_budget", "max_completion_length", "warning",
             f"mask_truncated_completions with max_completion_length={length}: nearly every completion is cut at "
@@ -157,19 +157,19 @@ def rule_completion_budget(ctx: Context) -> list[Finding]:
     """max_completion_length against vLLM's context and a hybrid thinking model's traces (the model's own context
     needs its architecture: the memory verdict checks it)."""
     out = []
-    length = ctx.get("max_completion_length")
+    length = ctx.config.max_completion_length
     if not isinstance(length, int) or length <= 0:
         return out
-    vllm_len = ctx.get("vllm_max_model_length")
-    if ctx.get("use_vllm") and isinstance(vllm_len, int) and length >= vllm_len:
+    vllm_len = ctx.config.vllm_max_model_length
+    if ctx.config.use_vllm and isinstance(vllm_len, int) and length >= vllm_len:
         out.append(finding(
             "completion_beyond_vllm_context", "vllm_max_model_length", "error",
             f"max_completion_length={length} with vllm_max_model_length={vllm_len}: vLLM's context holds the prompt "
             "and the completion, so completions are capped below max_completion_length without a word.",
             f"set vllm_max_model_length to at least the longest prompt + {length}, or leave it unset (the model's "
             "context)"))
-    model = ctx.values.get("model_name_or_path")
-    kwargs = ctx.get("chat_template_kwargs") if isinstance(ctx.get("chat_template_kwargs"), dict) else {}
+    model = ctx.given.model_name_or_path
+    kwargs = ctx.config.chat_template_kwargs if isinstance(ctx.config.chat_template_kwargs, dict) else {}
     if (model and kwargs.get("enable_thinking") is not False and length < THINKING_FLOOR
             and is_hybrid_thinking(str(model))):
         out.append(finding(
@@ -184,7 +184,7 @@ def rule_completion_budget(ctx: Context) -> list[Finding]:
 
 def rule_overlong_punishment(ctx: Context) -> list[Finding]:
     """DAPO's soft overlong punishment is computed against its own L_max: it must be max_completion_length."""
-    length = ctx.get("max_completion_length")
+    length = ctx.config.max_completion_length
     out = []
     for i, spec in enumerate(ctx.reward_specs or []):
         spec = spec if isinstance(spec, dict) else spec.model_dump()
@@ -202,7 +202,7 @@ def rule_overlong_punishment(ctx: Context) -> list[Finding]:
 
 
 def rule_server_memory_field(ctx: Context) -> list[Finding]:
-    if ctx.get("use_vllm") and ctx.get("vllm_mode") == "server" and "vllm_gpu_memory_utilization" in ctx.values:
+    if ctx.config.use_vllm and ctx.config.vllm_mode == "server" and "vllm_gpu_memory_utilization" in ctx.values:
         return [finding(
             "vllm_memory_ignored_in_server_mode", "vllm_gpu_memory_utilization", "warning",
             "vllm_gpu_memory_utilization applies to vllm_mode=colocate only (TRL's help; the server branch of "
@@ -213,7 +213,7 @@ def rule_server_memory_field(ctx: Context) -> list[Finding]:
 
 
 def _data_files(ctx: Context) -> list[Path]:
-    entries = ctx.values.get("datasets")
+    entries = ctx.given.datasets
     if not isinstance(entries, list):
         return []
     files = []
@@ -232,7 +232,7 @@ def _data_files(ctx: Context) -> list[Path]:
 def rule_dataset_size(ctx: Context) -> list[Finding]:
     """TRL's RepeatSampler yields only whole chunks of generation_batch_size / num_generations prompts and drops the
     rest (trl/trainer/utils.py): fewer prompts than one chunk train 0 steps."""
-    files, g, batch = _data_files(ctx), ctx.get("num_generations"), generation_batch(ctx)
+    files, g, batch = _data_files(ctx), ctx.config.num_generations, generation_batch(ctx)
     if not files or not isinstance(g, int) or g < 1 or not isinstance(batch, int) or batch % g:
         return []
     if any(f.stat().st_size > COUNT_LIMIT_BYTES for f in files):

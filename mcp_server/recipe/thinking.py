@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from mcp_server.model_ref import cached_config_path
+from mcp_server.recipe.scoped import scoped
 
 # Hybrid families whose template takes enable_thinking. Qwen3's 2507 releases are single-mode (Instruct never
 # thinks, Thinking always does), so they take no switch.
@@ -45,6 +46,7 @@ def _template_text(model: str) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+@scoped  # the lever search asks once per validation of one model
 def is_hybrid_thinking(model: str) -> bool:
     """Whether the model's chat template switches thinking with `enable_thinking`."""
     template = _template_text(model)

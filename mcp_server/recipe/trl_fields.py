@@ -15,6 +15,7 @@ import threading
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import INSTANTIATE_GRPO_CONFIG, PROBE_INSTALLED_TRL
 
 # Where each YAML key of `trl grpo --config` comes from (the four dataclasses TRL's grpo script parses).
 SECTIONS = ("GRPOScriptArguments", "GRPOConfig", "ModelConfig", "DatasetMixtureConfig")
@@ -31,7 +32,12 @@ KNOWN_CHOICES: dict[str, list[str]] = {
 }
 
 
+_PLAIN = (str, int, float, bool, type(None))  # what json.dumps always takes (NaN and infinities included)
+
+
 def _jsonable(value):
+    if type(value) in _PLAIN:  # most config values: no trial dump
+        return value
     try:
         json.dumps(value)
         return value
@@ -180,7 +186,7 @@ def installed_trl() -> dict:
     with _cache_lock:
         if python not in _cache:
             try:
-                _cache[python] = in_training("mcp_server.recipe.trl_fields:probe_installed_trl")
+                _cache[python] = in_training(PROBE_INSTALLED_TRL)
             except ImportError as exc:
                 raise UserInputError(
                     "trl", f"TRL is not importable in {python}: {exc}. Install it: pip install trl"
@@ -195,7 +201,7 @@ def trl_defaults() -> dict:
 def grpo_config_error(values: dict, world_size: int) -> str | None:
     """TRL's own verdict on the GRPOConfig part of `values` for the target world size, in the training
     interpreter (see instantiate_grpo_config)."""
-    return in_training("mcp_server.recipe.trl_fields:instantiate_grpo_config", values, world_size)
+    return in_training(INSTANTIATE_GRPO_CONFIG, values, world_size)
 
 
 def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
@@ -235,42 +241,41 @@ def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
 @functools.lru_cache(maxsize=1)
 def _trl_parser():
     """TRL's parser for `trl grpo` (about 235 fields: building it costs most of a validation), built once per
-    interpreter, with each argument's pristine default and required flag to restore before every use."""
+    interpreter, and the action that sets each field (the first one of its dest, as argparse converts it)."""
     from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
     from trl.scripts.grpo import GRPOScriptArguments
 
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), exit_on_error=False)
-    return parser, [(action, action.default, action.required) for action in parser._actions]
-
-
-_parser_lock = threading.Lock()  # set_defaults_with_config changes the shared parser: one use at a time
+    actions: dict = {}
+    for action in parser._actions:
+        actions.setdefault(action.dest, action)
+    return parser, actions
 
 
 def parse_like_trl(values: dict) -> dict:
     """The values `trl grpo --config` would end up with: TrlParser sets the YAML values as argparse defaults, and
     argparse converts a string default with the field's type (PyYAML reads `5e-7` as the string '5e-7'; TRL
     reads it as the float 5e-07). Returns {"values": converted, "errors": {key: TRL's parse error}}; a key that
-    fails keeps its raw value. Runs in the training interpreter."""
+    fails keeps its raw value. Runs in the training interpreter.
+
+    Each field is converted on its own, as argparse does for a default it was given (`_get_value` on a string,
+    nothing on any other value), so a validation costs the fields it has, not the parser's ~235 (the lever
+    search validates a dozen configs a plan)."""
     import argparse
 
-    parser, pristine = _trl_parser()
+    parser, actions = _trl_parser()
+    converted: dict = {}
     errors: dict[str, str] = {}
-    with _parser_lock:
-        while True:  # argparse stops at the first bad default: drop it and parse again
-            for action, default, required in pristine:  # as built: no earlier call's defaults
-                action.default, action.required = default, required
-            parser.set_defaults_with_config(**{k: v for k, v in values.items() if k not in errors})
-            try:
-                namespace, _ = parser.parse_known_args([])
-                break
-            except argparse.ArgumentError as exc:
-                name = (exc.argument_name or "").split("/")[0].lstrip("-")
-                if not name or name in errors:
-                    raise
-                errors[name] = str(exc)
-    converted = {
-        k: (getattr(namespace, k) if hasattr(namespace, k) and k not in errors else v) for k, v in values.items()
-    }
+    for key, value in values.items():
+        action = actions.get(key)
+        if action is None or not isinstance(value, str):
+            converted[key] = value
+            continue
+        try:
+            converted[key] = parser._get_value(action, value)
+        except argparse.ArgumentError as exc:
+            errors[key] = str(exc)
+            converted[key] = value
     return {"values": {k: _jsonable(v) for k, v in converted.items()}, "errors": errors}
 
 

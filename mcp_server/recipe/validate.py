@@ -8,10 +8,13 @@ from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
-from mcp_server.recipe.rules import RULES, Context, finding
+from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.recipe.rules import RULES
 from mcp_server.recipe.run_rules import RUN_RULES
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import CHECK_AGENTIC, PARSE_LIKE_TRL
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import sidecars
 from mcp_server.userfiles import load_config_file, read_json
@@ -50,16 +53,17 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
                                                                                            "catalog")])
     parse_errors: dict = {}
     if skipped is None:  # judge every field by the value TRL's parser would give it, not by PyYAML's reading
-        parsed = in_training("mcp_server.recipe.trl_fields:parse_like_trl", values)
+        parsed = in_training(PARSE_LIKE_TRL, values)
         values, parse_errors = parsed["values"], parsed["errors"]
-    if is_moe is None and values.get("model_name_or_path"):
-        is_moe = detect_moe(str(values["model_name_or_path"]))
+    model = GRPOView.given(values).model_name_or_path
+    if is_moe is None and model:
+        is_moe = detect_moe(str(model))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
                   parse_errors=parse_errors, base_dir=base_dir)
     findings = [f for rule in RULES + RUN_RULES for f in rule(ctx)]
     if agentic and skipped is None:  # TRL's tool-loop requirements, from the tokenizer, before any model loads
-        findings += [Finding(**f) for f in in_training("mcp_server.agentic.checks:check_agentic", agentic, values)]
+        findings += [Finding(**f) for f in in_training(CHECK_AGENTIC, agentic, values)]
     if skipped is not None:
         findings.append(finding(
             "trl_checks_skipped", skipped.field, "warning",

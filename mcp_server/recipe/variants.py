@@ -11,38 +11,53 @@ from __future__ import annotations
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.learning_rate import recipe_rate
 
-# The seed recipe (values for one GPU; the emitter adapts vLLM mode, precision and LoRA to the target).
-BASE_RECIPE: dict = {
-    "use_vllm": True,
-    "vllm_mode": "colocate",
-    "num_generations": 8,
-    "learning_rate": recipe_rate("full", None)[0],  # emission sets it by the model's size (recipe.learning_rate)
-    "beta": 0.01,
-    "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 4,
-    "bf16": True,
-    "logging_steps": 10,
-    "seed": 3407,
-    "loss_type": "dapo",
+# The seed recipe for one GPU, each value with the reason config.yaml prints above it: the one place its values are
+# written (the emitter adapts vLLM mode, precision and LoRA to the target). The learning rate is the one value that
+# depends on the model: recipe.learning_rate's rate for the fine-tuning mode and size (RATE_BY_SIZE marks its place).
+RATE_BY_SIZE = "recipe.learning_rate"
+SEED: dict[str, tuple[object, str]] = {
+    "use_vllm": (True, "generation is most of a GRPO step; vLLM samples several times faster than transformers "
+                       "generate"),
+    "vllm_mode": ("colocate", "one GPU: vLLM shares it with training (colocate)"),
+    "num_generations": (8, "group size: 8 completions per prompt; with fewer, most groups have one reward value and "
+                           "no advantage"),
+    "learning_rate": (RATE_BY_SIZE, ""),
+    "beta": (0.01, "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it"),
+    "per_device_train_batch_size": (8, "8 completions per micro-batch: one prompt group"),
+    "gradient_accumulation_steps": (4, "4 micro-batches per optimizer step: 32 completions, 4 prompt groups per "
+                                       "GPU"),
+    "bf16": (True, "bf16 autocast for the matmuls; the weights stay float32 (dtype), so small RL updates are not "
+                   "rounded away"),
+    "logging_steps": (10, "one progress line every 10 optimizer steps"),
+    "seed": (3407, "the seed recipe's seed, so a rerun samples the same completions"),
+    "loss_type": ("dapo", "token-level loss over the accumulated batch (DAPO's aggregation): no length bias. 'grpo' "
+                          "normalises per sequence, favouring short right and long wrong answers (TRL: not "
+                          "recommended); written out so a TRL upgrade cannot change it"),
 }
-LORA_LEARNING_RATE = recipe_rate("lora", None)[0]  # the LoRA recipe's rate at the common size (recipe.learning_rate)
+# Training's own samples, read as the inspection's were (max_completion_length comes from the inspection's length
+# advice, sample_completions' `lengths.config_patch`).
+LOGGED_COMPLETIONS = 8
+TRAINING_SAMPLES: dict[str, tuple[object, str]] = {
+    "log_completions": (True, "print and log a few (prompt, completion, rewards) rows every logging step: read "
+                              "training's samples as the inspection's were read"),
+    "num_completions_to_print": (LOGGED_COMPLETIONS, f"{LOGGED_COMPLETIONS} rows per logging step are enough to "
+                                                     "read"),
+}
 
-WHY: dict[str, str] = {
-    "use_vllm": "generation is most of a GRPO step; vLLM samples several times faster than transformers generate",
-    "vllm_mode": "one GPU: vLLM shares it with training (colocate)",
-    "num_generations": "group size: 8 completions per prompt; with fewer, most groups have one reward value and no "
-                       "advantage",
-    "learning_rate": recipe_rate("full", None)[1],
-    "beta": "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it",
-    "per_device_train_batch_size": "8 completions per micro-batch: one prompt group",
-    "gradient_accumulation_steps": "4 micro-batches per optimizer step: 32 completions, 4 prompt groups per GPU",
-    "bf16": "bf16 autocast for the matmuls; the weights stay float32 (dtype), so small RL updates are not rounded away",
-    "logging_steps": "one progress line every 10 optimizer steps",
-    "seed": "the seed recipe's seed, so a rerun samples the same completions",
-    "loss_type": "token-level loss over the accumulated batch (DAPO's aggregation): no length bias. 'grpo' "
-                 "normalises per sequence, favouring short right and long wrong answers (TRL: not recommended); "
-                 "written out so a TRL upgrade cannot change it",
-}
+
+def seed_recipe(finetune: str = "full", params_b: float | None = None) -> tuple[dict, dict]:
+    """(values, why) of the seed recipe for a fine-tuning mode ('full', 'lora', 'qlora') and a model size in billions
+    (None: unknown offline)."""
+    values, why = {}, {}
+    for key, (value, reason) in SEED.items():
+        if value is RATE_BY_SIZE:
+            value, reason = recipe_rate("full" if finetune == "full" else "lora", params_b)
+        values[key], why[key] = value, reason
+    return values, why
+
+
+BASE_RECIPE, WHY = seed_recipe()
+LORA_LEARNING_RATE = seed_recipe("lora")[0]["learning_rate"]  # the LoRA recipe's rate at the common size
 
 VARIANTS: dict[str, dict] = {
     "grpo": {},
@@ -127,6 +142,17 @@ def off_policy_fields(variant: str, gradient_accumulation_steps: int) -> tuple[d
            f"{gradient_accumulation_steps}). {reason}. With one step per generation the ratio is exactly 1 and "
            "the clip never acts (num_iterations > 1 is the other way to go off-policy)")
     return {"steps_per_generation": steps}, {"steps_per_generation": why}
+
+
+def recipe_values(variant: str, finetune: str = "full", params_b: float | None = None) -> tuple[dict, dict]:
+    """(values, why) the recipe writes for a variant, fine-tuning mode and model size: the seed recipe, the
+    variant's values and training's logged samples (the emitter then adapts them to the target and the request)."""
+    values, why = seed_recipe(finetune, params_b)
+    values.update(VARIANTS[variant])
+    why.update(VARIANT_WHY[variant])
+    for key, (value, reason) in TRAINING_SAMPLES.items():
+        values[key], why[key] = value, reason
+    return values, why
 
 
 def variant_values(variant: str, gradient_accumulation_steps: int) -> dict:

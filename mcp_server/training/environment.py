@@ -23,6 +23,7 @@ from mcp_server.interpreter import no_training_python_message, read_state, train
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
 from mcp_server.worker import in_training
+from mcp_server.worker_targets import PROBE_INTERPRETER
 from mcp_server.workspace import atomic_write_json, workspace_root
 
 PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "deepspeed", "vllm")
@@ -92,7 +93,7 @@ def _probe(python: str | None) -> dict:
     if cached and time.monotonic() - cached[0] < PROBE_TTL_S:
         return cached[1]
     try:
-        result = in_training("mcp_server.training.environment:probe_interpreter")
+        result = in_training(PROBE_INTERPRETER)
     except UserInputError as exc:
         return {"packages": {}, "gpus": [], "probe_error": str(exc).removeprefix(f"{exc.field}: ")}
     _probe_cache[key] = (time.monotonic(), result)

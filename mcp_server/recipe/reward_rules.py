@@ -1,0 +1,83 @@
+"""Validation of the rewards: a reward source exists, each reward builds or imports where training runs, and the
+weights match them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.models import Finding
+from mcp_server.recipe.scoped import scoped
+from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
+from mcp_server.worker import in_training
+from mcp_server.worker_targets import REWARD_PROBLEMS
+
+
+def rule_rewards(ctx: Context) -> list[Finding]:
+    names = [s["name"] if isinstance(s, dict) else s.name for s in (ctx.reward_specs or [])]
+    config_funcs = ctx.given.reward_funcs or []
+    if isinstance(config_funcs, str):
+        config_funcs = [config_funcs]
+    if not names and not config_funcs and not ctx.given.reward_model_name_or_path:
+        return [finding("no_reward", "reward_funcs", "error", "no reward source: GRPO has nothing to optimise.",
+                        "add reward_funcs (registry names or dotted paths) or a rewards.json beside the config")]
+    specs = [s if isinstance(s, dict) else s.model_dump() for s in (ctx.reward_specs or [])]
+    if ctx.trl["fields"]:
+        # Rewards import what training has (math-verify, transformers, the person's modules): resolve them in
+        # the training interpreter, which answered for TRL's fields above.
+        problems = in_training(REWARD_PROBLEMS, specs, config_funcs)
+    else:
+        problems = reward_problems(specs, config_funcs)
+    out = [finding("reward_unresolvable", field, "error", message, fix) for field, message, fix in problems]
+    weights = ctx.given.reward_weights
+    count = len(ctx.reward_specs or config_funcs)
+    if weights is not None and count and len(weights) != count:
+        out.append(finding("reward_weights_mismatch", "reward_weights", "error",
+                           f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
+    return out
+
+
+@scoped  # the lever search asks once per validation of one run's rewards
+def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
+    """(field, message, fix) for each reward that cannot be built or imported here."""
+    out = []
+    if specs:
+        for i, spec in enumerate(specs):
+            try:
+                build_reward_funcs([spec])
+            except Exception as exc:  # any failure to build is a finding, never a crash
+                out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable "
+                                                            "dotted path"))
+    trl_builtin = {
+        "accuracy_reward",
+        "reasoning_accuracy_reward",
+        "think_format_reward",
+        "get_soft_overlong_punishment",
+    }
+    for i, name in enumerate(config_funcs):
+        if name in trl_builtin:
+            continue
+        error = _resolve_dotted(name)
+        if error:
+            out.append((f"reward_funcs[{i}]", error,
+                        f"use one of TRL's names ({', '.join(sorted(trl_builtin))}) or an importable dotted path"))
+    return out
+
+
+def _resolve_dotted(name: str) -> str | None:
+    import importlib
+    import sys
+
+    if "." not in name:
+        return f"'{name}' is neither a TRL reward name nor a dotted import path"
+    module_name, attr = name.rsplit(".", 1)
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        return f"cannot import '{module_name}' for reward '{name}': {exc}"
+    finally:
+        sys.path.pop(0)
+    if not callable(getattr(module, attr, None)):
+        return f"'{module_name}' has no callable '{attr}'"
+    return None

@@ -1,0 +1,30 @@
+"""Every function called across the worker boundary by name, declared once.
+
+`mcp_server.worker.in_training(target, ...)` imports "module:function" in the training interpreter: the caller's
+process may lack torch, TRL or transformers, so it names the function instead of importing it. These strings are
+all that in_training is called with (tests/test_layers.py refuses a string written at a call); callers import the
+constant (`from mcp_server.worker_targets import NAME`), and test_layers reads each use as an import of the named
+module from the caller's floor.
+(Functions decorated with `worker.runs_in_training` are imported by name and need no entry here.)
+"""
+
+from __future__ import annotations
+
+READ_FILE = "mcp_server.dataset:read_file"  # a parquet file where pyarrow is missing (the light server)
+LORA_TARGETS_WITHOUT_ROUTERS = "mcp_server.model_ref:lora_targets_without_routers"
+SCHEMA_TOKENS = "mcp_server.agentic.checks:schema_tokens"
+CHECK_AGENTIC = "mcp_server.agentic.checks:check_agentic"
+TURN_COST = "mcp_server.agentic.budget:turn_cost"  # an agentic run's costliest tool-calling turn
+PROBE_INSTALLED_TRL = "mcp_server.recipe.trl_fields:probe_installed_trl"
+PARSE_LIKE_TRL = "mcp_server.recipe.trl_fields:parse_like_trl"
+INSTANTIATE_GRPO_CONFIG = "mcp_server.recipe.trl_fields:instantiate_grpo_config"
+WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
+REWARD_PROBLEMS = "mcp_server.recipe.reward_rules:reward_problems"
+SAMPLE_COMPLETIONS = "mcp_server.inspection.sampling:sample_here"
+SAMPLE_TRAJECTORIES = "mcp_server.inspection.trajectories:sample_here"
+PROBE_INTERPRETER = "mcp_server.training.environment:probe_interpreter"
+
+# The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
+# import TRL again; work that loads models or imports the person's code stays in the call's own process.
+DAEMON_TARGETS = frozenset({PROBE_INSTALLED_TRL, PARSE_LIKE_TRL, INSTANTIATE_GRPO_CONFIG})
+DAEMON_WARM_UP = WARM_TRL  # what the daemon does before its first caller
