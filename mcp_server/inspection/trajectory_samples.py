@@ -15,6 +15,7 @@ from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.trajectories import rollout, write_trajectories
+from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
@@ -47,7 +48,7 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
     records, group, config = batch["records"], batch["group"], run.read_config()
     path = atomic_write_text(run.samples, "\n".join(_sample_lines(records, group)) + "\n")
     digest = sha256_file(path)
-    limit = config.get("max_completion_length") or 256
+    limit = GRPOView(config).max_completion_length  # what the rollout used: TRL's default when unset
     lengths = length_advice([r["loss_tokens"] + r["masked_tokens"] for r in records],
                             [r["truncated"] for r in records], limit, [r["prompt_tokens"] for r in records])
     generation = {"temperature": config.get("temperature"), "top_p": config.get("top_p"),
