@@ -13,6 +13,7 @@ import json
 import os
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.emission.emit import emit_grpo_config
@@ -28,41 +29,19 @@ from mcp_server.inspection.sampling import sample_completions
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.tiny import ensure_tiny_model, write_jsonl
+from mcp_server.demo_report import Console, plot_reward_curve, print_summary, training_brief, write_data_files
 from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.training.environment import check_environment
 from mcp_server.training.launch import launch_training
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import EnvironmentRequest, LaunchRequest
 from mcp_server.training.runstate import process_alive
+from mcp_server.training.sft_warm_start import WarmStartSettings, sft_warm_start
 from mcp_server.worker import runs_in_training
 from mcp_server.demo_models import QUICK, DemoSettings, DemoSummary, Phase
 from mcp_server.workspace import (
-    atomic_save_figure, atomic_write_json, atomic_write_text, eval_root, new_run_dir, runs_root, slugify,
+    atomic_write_json, atomic_write_text, eval_root, new_run_dir, runs_root, slugify,
 )
-
-
-# ---------------------------------------------------------------- console
-class Console:
-    """rich: progress bars on a terminal, plain lines otherwise; on stderr with --json (stdout is the JSON)."""
-
-    def __init__(self, to_stderr: bool):
-        from rich.console import Console as RichConsole
-
-        self.rich = RichConsole(stderr=to_stderr, highlight=False)
-
-    def print(self, *args, **kwargs):
-        self.rich.print(*args, soft_wrap=True, **kwargs)  # paths stay whole, whatever the width
-
-    def phase(self, number: int | str, title: str):
-        self.rich.rule(f"[bold]Phase {number}: {title}")
-
-    def progress(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        return Progress(
-            TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(), console=self.rich, transient=False,
-        )
 
 
 # ---------------------------------------------------------------- the phases
@@ -79,69 +58,27 @@ def _evaluate(console: Console, model: str, goldens: Path, label: str, settings:
     return result
 
 
-def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path, settings: DemoSettings) -> Path:
-    """TRL SFTTrainer on the training split's reference solutions (prompt-completion, loss on the completion)."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
-    from transformers.utils import logging as hf_logging
-    from trl import SFTConfig, SFTTrainer
+def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path,
+                    settings: DemoSettings) -> tuple[Path, int]:
+    """The trainer seam's SFT warm start (training/sft_warm_start.py) on the training split's reference solutions,
+    checked on training prompts (the goldens stay unseen until the end) with the demo's greedy evaluation."""
+    check_rows = rows[:100]
 
-    hf_logging.set_verbosity_error()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a 100k-parameter model: one thread beats two (no sync cost, no spin-waiting)
-    data = Dataset.from_list(
-        [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": r["solution"]}]} for r in rows]
-    )
-    config = SFTConfig(
-        output_dir=str(out), max_steps=settings.sft_max_steps, learning_rate=settings.sft_learning_rate,
-        per_device_train_batch_size=settings.sft_batch_size, lr_scheduler_type="constant", warmup_steps=0,
-        logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, seed=0, disable_tqdm=True,
-        dataset_num_proc=None,
-        # float32, as the GRPO phase: TRL's default bf16 autocast on CPU depends on the CPU's bf16 kernels (its
-        # attention fails outright without AVX512) and would give each CPU another warm-start.
-        bf16=False,
-    )
+    def success_rate(model, tokenizer) -> float:
+        items = evaluate_rows(None, check_rows, [{"name": "correctness_reward"}], settings.eval_max_new_tokens,
+                              loaded=(model, tokenizer))
+        return sum(i.passed for i in items) / len(items)
 
-    check_rows = rows[:100]  # training prompts: the goldens stay unseen until the end
-    history: list[tuple[int, float]] = []
+    warm_settings = WarmStartSettings(max_steps=settings.sft_max_steps, check_every=settings.sft_check_every,
+                                      target=settings.sft_target, learning_rate=settings.sft_learning_rate,
+                                      batch_size=settings.sft_batch_size)
     with console.progress() as bar:
         task = bar.add_task("SFT warm-start", total=settings.sft_max_steps, info="")
-
-        class Bar(TrainerCallback):
-            def on_step_end(self, args, state, control, model=None, **kwargs):
-                bar.update(task, completed=state.global_step)
-                if state.global_step % settings.sft_check_every == 0:
-                    model.eval()
-                    side = tokenizer.padding_side
-                    items = evaluate_rows(None, check_rows, [{"name": "correctness_reward"}],
-                                          settings.eval_max_new_tokens, loaded=(model, tokenizer))
-                    tokenizer.padding_side = side
-                    model.train()
-                    rate = sum(i.passed for i in items) / len(items)
-                    history.append((state.global_step, rate))
-                    bar.update(task, info=f"train success {rate:.0%}")
-                    if rate >= settings.sft_target:  # enough signal for GRPO, far from saturated
-                        control.should_training_stop = True
-                        bar.update(task, total=state.global_step)
-
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                pass
-
-        tokenizer = AutoTokenizer.from_pretrained(base)
-        trainer = SFTTrainer(
-            model=AutoModelForCausalLM.from_pretrained(base), args=config, train_dataset=data,
-            processing_class=tokenizer, callbacks=[Bar()],
-        )
-        trainer.remove_callback(PrinterCallback)  # the bar shows the loss; no dict per log line
-        trainer.train()
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(out)
-    torch.set_num_threads(threads)
-    steps, rate = history[-1] if history else (settings.sft_max_steps, None)
-    console.print(f"  SFT stopped after {steps} steps: greedy success on 100 training prompts "
-                  + (f"{rate:.0%}" if rate is not None else "not checked"))
-    return out, steps
+        warm = sft_warm_start(base, rows, out, warm_settings, success_rate, lambda done, total, message: bar.update(
+            task, completed=done, total=total, **({"info": message} if message else {})))
+    console.print(f"  SFT stopped after {warm.steps} steps: greedy success on 100 training prompts "
+                  + (f"{warm.success_rate:.0%}" if warm.success_rate is not None else "not checked"))
+    return warm.model_dir, warm.steps
 
 
 def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings: DemoSettings) -> dict:
@@ -238,39 +175,29 @@ def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict
     return {"how": how, "pid": pid, "outcome": outcome}
 
 
-def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:
-    """PNG of reward (and its std band) per logged step from progress.jsonl."""
-    path = Run(run_dir).progress
-    if not path.is_file():
-        return None
-    points = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    points = [p for p in points if isinstance(p.get("reward"), (int, float))]
-    if not points:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [p["step"] for p in points]
-    reward = [p["reward"] for p in points]
-    std = [p.get("reward_std") or 0.0 for p in points]
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    ax.plot(steps, reward, marker="o", label="mean reward (format + correctness)")
-    ax.fill_between(steps, [r - s for r, s in zip(reward, std)], [r + s for r, s in zip(reward, std)], alpha=0.2,
-                    label="reward std")
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("reward")
-    ax.set_title("GRPO on the tiny arithmetic task")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    atomic_save_figure(fig, out)
-    plt.close(fig)
-    return out
-
-
 # ---------------------------------------------------------------- the walk
+@dataclass
+class _Walk:
+    """What the phases share: the console, the summary they fill in, the run, the settings."""
+
+    console: Console
+    summary: DemoSummary
+    run: Run
+    settings: DemoSettings
+    quick: bool
+    start: float
+
+    def phase_done(self, name: str, t0: float, outcome: str, **artifacts):
+        self.summary.phases.append(Phase(name=name, seconds=round(time.time() - t0, 1), outcome=outcome,
+                                         artifacts={k: str(v) for k, v in artifacts.items() if v}))
+        for what, path in artifacts.items():
+            if path:
+                self.console.print(f"  [dim]{what}:[/] {path}")
+
+    def finish(self) -> DemoSummary:
+        return _finish(self.console, self.summary, self.start)
+
+
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = False,
              settings: DemoSettings | None = None) -> DemoSummary:
@@ -282,19 +209,24 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     console = Console(to_stderr=as_json)
     start = time.time()
     run = Run(_fresh_run_dir(run_name or ("demo-quick" if quick else "demo")))
-    run_dir = run.dir
-    summary = DemoSummary(ok=False, quick=quick, run_dir=str(run_dir), seconds=0.0, baseline_pass_rate=0.0)
+    summary = DemoSummary(ok=False, quick=quick, run_dir=str(run.dir), seconds=0.0, baseline_pass_rate=0.0)
     console.print(f"[bold]llm-finetuning demo[/]: the seven phases of /finetune on the embedded tiny model "
-                  f"({'quick walk' if quick else 'a few minutes on CPU'})\n  run directory: {run_dir}")
+                  f"({'quick walk' if quick else 'a few minutes on CPU'})\n  run directory: {run.dir}")
+    walk = _Walk(console=console, summary=summary, run=run, settings=settings, quick=quick, start=start)
+    base, train_rows, held_rows, goldens, baseline = _phase_baseline(walk)
+    sft, data, emitted = _phase_method(walk, base, train_rows, goldens, baseline)
+    _phase_data(walk, data, train_rows, held_rows)
+    _phase_environment(walk)
+    if not _phase_training(walk, emitted):
+        return walk.finish()
+    promotion = _phase_gate(walk, sft)
+    _phase_export(walk, promotion)
+    return walk.finish()
 
-    def phase_done(name: str, t0: float, outcome: str, **artifacts):
-        summary.phases.append(Phase(name=name, seconds=round(time.time() - t0, 1), outcome=outcome,
-                                    artifacts={k: str(v) for k, v in artifacts.items() if v}))
-        for what, path in artifacts.items():
-            if path:
-                console.print(f"  [dim]{what}:[/] {path}")
 
-    # Phase 0: goldens and baseline
+def _phase_baseline(walk: _Walk):
+    """Phase 0: goldens and baseline."""
+    console, settings = walk.console, walk.settings
     t0 = time.time()
     console.phase(0, "eval harness and baseline")
     base = ensure_tiny_model()
@@ -305,11 +237,15 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     console.print(f"  task: sums of two numbers 0..{settings.max_operand}; {len(train_rows)} training prompts, "
                   f"{len(held_rows)} held-out goldens (disjoint)")
     baseline = _evaluate(console, "tiny", goldens, "base model", settings, "auto")
-    summary.baseline_pass_rate = baseline.pass_rate
-    phase_done("0 baseline", t0, f"base model {baseline.pass_rate:.0%} on {baseline.n} goldens",
-               goldens=goldens, baseline=baseline.baseline_path)
+    walk.summary.baseline_pass_rate = baseline.pass_rate
+    walk.phase_done("0 baseline", t0, f"base model {baseline.pass_rate:.0%} on {baseline.n} goldens",
+                    goldens=goldens, baseline=baseline.baseline_path)
+    return base, train_rows, held_rows, goldens, baseline
 
-    # Phase 1: method choice; zero success routes to an SFT warm-start first, then the inspection rule
+
+def _phase_method(walk: _Walk, base: Path, train_rows: list[dict], goldens: Path, baseline):
+    """Phase 1: method choice; zero success routes to an SFT warm-start first, then the inspection rule."""
+    console, settings, run, summary = walk.console, walk.settings, walk.run, walk.summary
     t0 = time.time()
     console.phase(1, "method choice, warm-start and reward inspection")
     console.print("  a programmatic check of success exists (exact-match sums) -> GRPO/RLVR; but the base model "
@@ -321,32 +257,41 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     rewards = [{"name": "format_reward", "params": {}, "weight": 1.0},
                {"name": "correctness_reward", "params": {}, "weight": 1.0}]
     # The config comes first: the verdict vouches for the model, data and sampling settings it names.
-    emitted = _emit(run_dir, warm, data, rewards, settings)
-    inspection = _inspect(console, run_dir, warm, data, settings)
-    brief = atomic_write_text(run.brief, _brief(baseline, sft, sft_steps, inspection))
-    phase_done("1 method + inspection", t0,
-               f"SFT warm-start {sft.pass_rate:.0%}; inspection gate "
-               f"{'open' if inspection['gate_passed'] else 'CLOSED'}",
-               warm_start=warm, warm_start_baseline=sft.baseline_path, samples=inspection["samples"],
-               review=inspection["review"], verdict=inspection["verdict"], brief=brief)
+    emitted = _emit(run.dir, warm, data, rewards, settings)
+    inspection = _inspect(console, run.dir, warm, data, settings)
+    brief = atomic_write_text(run.brief, training_brief(baseline, sft, sft_steps, inspection))
+    walk.phase_done("1 method + inspection", t0,
+                    f"SFT warm-start {sft.pass_rate:.0%}; inspection gate "
+                    f"{'open' if inspection['gate_passed'] else 'CLOSED'}",
+                    warm_start=warm, warm_start_baseline=sft.baseline_path, samples=inspection["samples"],
+                    review=inspection["review"], verdict=inspection["verdict"], brief=brief)
+    return sft, data, emitted
 
-    # Phase 2: data
+
+def _phase_data(walk: _Walk, data: Path, train_rows: list[dict], held_rows: list[dict]) -> None:
+    """Phase 2: data."""
     t0 = time.time()
-    console.phase(2, "data")
-    card, report = _data_files(run_dir, data, train_rows, held_rows)
-    phase_done("2 data", t0, f"{len(train_rows)} prompt-only rows, 0 overlap with the goldens",
-               data=data, data_card=card, validation_report=report)
+    walk.console.phase(2, "data")
+    card, report = write_data_files(walk.run.dir, data, train_rows, held_rows)
+    walk.phase_done("2 data", t0, f"{len(train_rows)} prompt-only rows, 0 overlap with the goldens",
+                    data=data, data_card=card, validation_report=report)
 
-    # Phase 3: environment
+
+def _phase_environment(walk: _Walk) -> None:
+    """Phase 3: environment."""
+    console = walk.console
     t0 = time.time()
     console.phase(3, "environment")
-    env = check_environment(EnvironmentRequest(run=str(run_dir)))
+    env = check_environment(EnvironmentRequest(run=str(walk.run.dir)))
     console.print(f"  {env.verdict}: {env.allows}")
     for warning in env.warnings:
         console.print(f"  [yellow]warning:[/] {warning}")
-    phase_done("3 environment", t0, env.verdict, env_report=env.report_path)
+    walk.phase_done("3 environment", t0, env.verdict, env_report=env.report_path)
 
-    # Phase 4: training
+
+def _phase_training(walk: _Walk, emitted) -> bool:
+    """Phase 4: GRPO from the warm-start through launch_training; False when it did not succeed."""
+    console, run, summary = walk.console, walk.run, walk.summary
     t0 = time.time()
     console.phase(4, "training (GRPO from the warm-start)")
     console.print(f"  config {'valid' if emitted.validation.valid else 'NOT VALID'} for {emitted.validation.target} "
@@ -354,29 +299,33 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
     for finding in emitted.validation.findings:
         console.print(f"  [dim]{finding.severity} {finding.code}: {finding.message}[/]")
     try:
-        training = _train_grpo(console, run_dir, settings)
+        training = _train_grpo(console, run.dir, walk.settings)
     except RuntimeError as exc:  # a gate refused the launch: say which, as a real run would
         summary.problems.append(str(exc))
-        return _finish(console, summary, start)
+        return False
     state = training["outcome"].get("state")
-    plot = plot_reward_curve(run_dir, run.reward_curve)
+    plot = plot_reward_curve(run.dir, run.reward_curve)
     summary.plot_path = str(plot) if plot else None
-    diagnosis = _diagnose(run_dir)
+    diagnosis = _diagnose(run.dir)
     console.print(f"  training {state}; diagnosis: {diagnosis['line']}")
     if "lr_out_of_range" in diagnosis["line"]:
         console.print("  [dim]the learning-rate finding is expected here: GRPO's settled range is for pretrained LLMs, "
                       "and this 100k-parameter model was trained from scratch minutes ago[/]")
-    phase_done("4 training", t0, f"GRPO {state} ({training['how']}); {diagnosis['line']}",
-               config=emitted.config_path, train_script=emitted.train_script_path,
-               progress=run.progress, stdout=run.stdout, checkpoint=run.checkpoints, reward_curve=plot)
+    walk.phase_done("4 training", t0, f"GRPO {state} ({training['how']}); {diagnosis['line']}",
+                    config=emitted.config_path, train_script=emitted.train_script_path,
+                    progress=run.progress, stdout=run.stdout, checkpoint=run.checkpoints, reward_curve=plot)
     if state != "succeeded":
         summary.problems.append(f"GRPO training ended '{state}': see {run.stdout}")
-        return _finish(console, summary, start)
+        return False
+    return True
 
-    # Phase 5: checkpoint gate
+
+def _phase_gate(walk: _Walk, sft):
+    """Phase 5: checkpoint gate."""
+    console, summary = walk.console, walk.summary
     t0 = time.time()
     console.phase(5, "checkpoint gate")
-    promotion = promote_checkpoint(PromoteRequest(run=str(run_dir)))
+    promotion = promote_checkpoint(PromoteRequest(run=str(walk.run.dir)))
     summary.grpo_pass_rate, summary.grpo_ci = promotion.checkpoint_pass_rate, promotion.checkpoint_ci
     summary.verdict = promotion.verdict
     summary.improvement_points, summary.improvement_ci = promotion.improvement_points, promotion.improvement_ci
@@ -390,21 +339,25 @@ def run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = F
                   f"-> [bold]{promotion.verdict}[/]")
     for reason in promotion.reasons:
         console.print(f"  {reason}")
-    phase_done("5 checkpoint gate", t0, promotion.verdict, promotion_report=promotion.report_path)
+    walk.phase_done("5 checkpoint gate", t0, promotion.verdict, promotion_report=promotion.report_path)
+    return promotion
 
-    # Phase 6: export
+
+def _phase_export(walk: _Walk, promotion) -> None:
+    """Phase 6: export."""
+    console, summary, quick = walk.console, walk.summary, walk.quick
     t0 = time.time()
     console.phase(6, "export")
-    exported = export_model(ExportRequest(run=str(run_dir), allow_unpromoted=quick or promotion.verdict != "PROMOTE"))
+    exported = export_model(ExportRequest(run=str(walk.run.dir),
+                                          allow_unpromoted=quick or promotion.verdict != "PROMOTE"))
     console.print(f"  smoke test (greedy before/after on {exported.smoke_items} goldens): "
                   + ("identical" if exported.smoke_identical else "[red]DIFFERENT[/]"))
-    phase_done("6 export", t0, "exported" + ("" if exported.smoke_identical else " (smoke test FAILED)"),
-               export=exported.export_dir, model_card=exported.model_card)
+    walk.phase_done("6 export", t0, "exported" + ("" if exported.smoke_identical else " (smoke test FAILED)"),
+                    export=exported.export_dir, model_card=exported.model_card)
     if not exported.smoke_identical:
         summary.problems.append("export smoke test: outputs differ before and after export")
     if not quick and not (summary.beats_sft and promotion.verdict == "PROMOTE"):
         summary.problems.append("GRPO did not beat the warm-start beyond the 95% interval of the improvement")
-    return _finish(console, summary, start)
 
 
 def _fresh_run_dir(slug: str) -> Path:
@@ -460,72 +413,9 @@ def _diagnose(run_dir: Path) -> dict:
     return {"line": line, "healthy": result.healthy}
 
 
-def _brief(baseline, sft, sft_steps: int, inspection: dict) -> str:
-    return f"""# Training brief: demo
-
-- Goal: the tiny model answers sums of two numbers reliably in the <reasoning>/<answer> format.
-- Baseline: {baseline.pass_rate:.0%} on {baseline.n} held-out goldens
-  (95% CI {baseline.ci_low:.0%}-{baseline.ci_high:.0%}).
-- Off-ramps: prompting and retrieval cannot teach a randomly initialised model arithmetic; a bigger model is
-  outside the demo's scope (offline, CPU).
-- Method: GRPO/RLVR (a programmatic check of success exists). The base success rate is zero, so GRPO would
-  see zero reward everywhere: an SFT warm-start first ({sft_steps} steps of TRL SFTTrainer on the
-  training split's reference solutions), reaching {sft.pass_rate:.0%} (95% CI {sft.ci_low:.0%}-{sft.ci_high:.0%}).
-  GRPO then starts from the warm-start, which is the baseline the checkpoint must beat.
-- Rewards: format_reward (1.0) + correctness_reward (2.0 when the answer is exact).
-- Inspection: base success rate of the warm-start on sampled prompts {inspection["base_success_rate"]:.0%};
-  GRPO can learn: {inspection["grpo_can_learn"]}. The verdict was recorded by the demo, not by a person.
-- Model: the embedded tiny Qwen2 (~100k parameters); hardware: CPU.
-"""
-
-
-def _data_files(run_dir: Path, data: Path, train_rows: list[dict], held_rows: list[dict]) -> tuple[Path, Path]:
-    golden_questions = {r["question"] for r in held_rows}
-    overlap = sum(r["question"] in golden_questions for r in train_rows)
-    missing = sum(not r.get("answer") for r in train_rows)
-    card = atomic_write_text(Run(run_dir).data_card, f"""# Data card: demo
-
-- Source: generated by mcp_server.tiny (split_task), deterministic; licence: same as this project.
-- Size: {len(train_rows)} training prompts; goldens: {len(held_rows)} held-out problems (eval/goldens-demo.jsonl).
-- Format: prompt-only chat messages (`prompt`) plus the gold answer (`answer`), read by correctness_reward.
-- Filtering: none needed; the split is disjoint by problem.
-""")
-    report = atomic_write_text(Run(run_dir).validation_report, f"""# Validation report: demo
-
-- Rows: {len(train_rows)} ({data})
-- Empty prompts: 0; over-long prompts: 0
-- Rows missing the `answer` column (read by correctness_reward): {missing}
-- Overlap with the goldens (exact question match): {overlap}
-""")
-    return card, report
-
-
 def _finish(console: Console, summary: DemoSummary, start: float) -> DemoSummary:
     summary.seconds = round(time.time() - start, 1)
     summary.ok = not summary.problems and (summary.quick or summary.verdict == "PROMOTE")
-    run_dir = Path(summary.run_dir)
-    atomic_write_json(Run(run_dir).demo_summary, summary.model_dump(mode="json"))
-
-    def pct(value):
-        return "-" if value is None else f"{value:.0%}"
-
-    console.rich.rule("[bold]Summary")
-    console.print(f"  base model     {pct(summary.baseline_pass_rate)}")
-    console.print(f"  after SFT      {pct(summary.sft_pass_rate)}" + (
-        f"  (95% CI {pct(summary.sft_ci[0])}-{pct(summary.sft_ci[1])})" if summary.sft_ci else ""))
-    console.print(f"  after GRPO     {pct(summary.grpo_pass_rate)}" + (
-        f"  (95% CI {pct(summary.grpo_ci[0])}-{pct(summary.grpo_ci[1])})" if summary.grpo_ci else ""))
-    if summary.improvement_ci:
-        console.print(f"  improvement    {summary.improvement_points:+.0f} points (95% CI "
-                      f"{summary.improvement_ci[0]:+.0f} to "
-                      f"{summary.improvement_ci[1]:+.0f}, paired over the same goldens)"
-                      + ("; above the warm-start's own interval too" if summary.above_sft_interval else ""))
-    console.print(f"  verdict        {summary.verdict or '-'}")
-    console.print(f"  time           {summary.seconds:.0f} s")
-    if summary.plot_path:
-        console.print(f"  reward curve   {summary.plot_path}")
-    console.print(f"  everything     {run_dir}  (summary: {Run(run_dir).demo_summary})")
-    for problem in summary.problems:
-        console.print(f"  [red]problem:[/] {problem}")
-    console.print("[bold green]OK[/]" if summary.ok else "[bold red]NOT OK[/]")
+    atomic_write_json(Run(Path(summary.run_dir)).demo_summary, summary.model_dump(mode="json"))
+    print_summary(console, summary)
     return summary

@@ -24,8 +24,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("diagnosis", ("diagnosis",)),  # diagnose_run's rules, registry and triage; the guard reads them
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_models", "demo_agentic", "manifests",
-               "content", "tools", "warm_up", "cli_flags")),
+    ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_models", "demo_report", "demo_agentic",
+               "manifests", "content", "tools", "warm_up", "cli_flags")),
 ]
 
 

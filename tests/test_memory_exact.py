@@ -13,6 +13,7 @@ from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory
 from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, write_plan_files
 from mcp_server.training.models import LaunchRequest
 
@@ -51,8 +52,8 @@ def test_a_vllm_server_on_two_gpus_is_tensor_parallel_over_both(workspace):
                                                  num_gpus=8, run_name="tp2",
                                                  overrides={"use_vllm": True, "vllm_mode": "server"}))
     run_dir = Path(emitted.run_dir)
-    launch = build_launch_plan(run_dir, LaunchRequest(run=str(run_dir), vllm_server_gpus=2))
-    script = Path(write_plan_files(run_dir, launch)["script"]).read_text()
+    launch = build_launch_plan(Run(run_dir), LaunchRequest(run=str(run_dir), vllm_server_gpus=2))
+    script = Path(write_plan_files(Run(run_dir), launch)["script"]).read_text()
     serve = next(line for line in script.splitlines() if "vllm-serve --model" in line)
     assert "--tensor_parallel_size 2 " in serve and "--data_parallel_size 1 " in serve, serve
     assert len(re.search(r"CUDA_VISIBLE_DEVICES=([\d,]+) ", serve).group(1).split(",")) == 2

@@ -13,6 +13,7 @@ from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory
 from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, launch_training, write_plan_files
 from mcp_server.training.models import LaunchRequest
 from conftest import run_cli
@@ -25,7 +26,7 @@ def _emit(name: str, **request) -> Path:
 
 def _launch_files(run_dir: Path) -> tuple[dict | None, str]:
     """What launch_training writes for this run (the same two calls): train/accelerate.yaml and train/launch.sh."""
-    written = write_plan_files(run_dir, build_launch_plan(run_dir, LaunchRequest(run=str(run_dir))))
+    written = write_plan_files(Run(run_dir), build_launch_plan(Run(run_dir), LaunchRequest(run=str(run_dir))))
     accel = yaml.safe_load(Path(written["accelerate_config"]).read_text()) if "accelerate_config" in written else None
     return accel, Path(written["script"]).read_text()
 

@@ -169,14 +169,15 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     assert cluster.run("squeue", "-h", "-o", "%j").stdout.split() == []
 
     # A layout the partition has (2 GPUs on each of 2 nodes) passes the same check (sbatch --test-only)
+    from mcp_server.runs import Run
     from mcp_server.training.launch import build_launch_plan
     from mcp_server.training.models import LaunchRequest
     from mcp_server.training.slurm_launcher import preflight
 
     gpu_fits = emit("gpu-fits", gpu="H100", num_gpus=4)
-    plan = build_launch_plan(gpu_fits, LaunchRequest(run="x", num_nodes=2))
-    assert "#SBATCH --gres=gpu:2" in plan.slurm and "#SBATCH --nodes=2" in plan.slurm
-    preflight(plan.slurm)  # raises on a refusal
+    plan = build_launch_plan(Run(gpu_fits), LaunchRequest(run="x", num_nodes=2))
+    assert plan.launcher == "slurm" and "#SBATCH --gres=gpu:2" in plan.script and "#SBATCH --nodes=2" in plan.script
+    preflight(plan.script)  # raises on a refusal
     # ... and the memory plan covers all the job's GPUs: a model that fits none of the layouts is refused by the
     # memory gate before submission, whatever the scheduler would accept
     from mcp_server.emission.emit import emit_grpo_config

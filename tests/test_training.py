@@ -220,7 +220,8 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
 def test_recipe_is_committed_even_where_git_has_no_identity(tmp_path, monkeypatch):
     """No user.name/user.email anywhere (a fresh machine, a CI runner): git itself refuses to commit, the launch
     records its files as llm-finetuning, keeping whatever part of an identity is configured."""
-    from mcp_server.training.launch import record_in_git
+    from mcp_server.runs import Run
+    from mcp_server.training.recording import record_in_git
 
     isolated_git(monkeypatch)
     repo = tmp_path / "project"
@@ -235,17 +236,17 @@ def test_recipe_is_committed_even_where_git_has_no_identity(tmp_path, monkeypatc
                              stdin=subprocess.DEVNULL, timeout=60)
     assert refused.returncode != 0 and "identity" in refused.stderr  # the precondition: git alone cannot commit
 
-    commit = record_in_git(config.parent.parent, [config], "llm-finetuning: launch r1")
+    commit = record_in_git(Run(config.parent.parent), [config], "llm-finetuning: launch r1")
     assert commit and commit == git(repo, "rev-parse", "HEAD")
     assert git(repo, "log", "-1", "--format=%an <%ae> | %cn <%ce>") == (
         "llm-finetuning <llm-finetuning@localhost> | llm-finetuning <llm-finetuning@localhost>")
     assert git(repo, "show", "--name-only", "--format=", "HEAD") == "runs/r1/train/config.yaml"
     assert git(repo, "diff", "--cached", "--name-only") == "notes.txt"
-    assert record_in_git(config.parent.parent, [config], "again") == commit  # unchanged: no new commit
+    assert record_in_git(Run(config.parent.parent), [config], "again") == commit  # unchanged: no new commit
 
     git(repo, "config", "user.name", "Ana")  # half an identity: the name is kept
     config.write_text("learning_rate: 2.0e-06\n")
-    second = record_in_git(config.parent.parent, [config], "llm-finetuning: launch r1 again")
+    second = record_in_git(Run(config.parent.parent), [config], "llm-finetuning: launch r1 again")
     assert second and second != commit
     assert git(repo, "log", "-1", "--format=%an <%ae>") == "Ana <llm-finetuning@localhost>"
 
@@ -372,6 +373,7 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
 def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp_path):
     from accelerate.commands.config.config_args import load_config_from_file
 
+    from mcp_server.runs import Run
     from mcp_server.training.launch import build_launch_plan, write_plan_files
     from mcp_server.training.models import LaunchRequest
 
@@ -386,8 +388,8 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
         "ddp": ("MULTI_GPU", None),
     }
     for strategy, (dist_type, stage) in expected.items():
-        plan = build_launch_plan(run_dir, LaunchRequest(run=str(run_dir), strategy=strategy))
-        written = write_plan_files(run_dir, plan)
+        plan = build_launch_plan(Run(run_dir), LaunchRequest(run=str(run_dir), strategy=strategy))
+        written = write_plan_files(Run(run_dir), plan)
         loaded = load_config_from_file(written["accelerate_config"])
         assert str(loaded.distributed_type).endswith(dist_type)
         assert loaded.num_processes == 7 and loaded.mixed_precision == "bf16"  # 8 GPUs: 7 train, 1 serves vLLM

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import os
-import signal
 import time
 from pathlib import Path
 
-import psutil
 
 from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.training.environment import read_run_target
@@ -25,19 +21,18 @@ from mcp_server.training.models import (
 from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.guard import guard_mode, read_guard
-from mcp_server.training.slurm_launcher import job_message, stop_job
+from mcp_server.training.launchers import launcher_of
+from mcp_server.training.slurm_launcher import job_message
 from mcp_server.training.runstate import (
     checkpoints,
     derive_state,
     last_progress,
     log_tail,
     read_progress,
-    run_processes,
     sync_run_json,
-    verified_launcher,
 )
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_save_figure, atomic_write_json, runs_root
+from mcp_server.workspace import atomic_save_figure, runs_root
 from mcp_server.diagnosis.diagnose import diagnose
 from mcp_server.diagnosis.values import FLOAT32_MAX
 
@@ -206,52 +201,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 
 
 # ---------------------------------------------------------------- stop_training
-def _all_gone(run: Run, pid: int | None, create_time: float | None) -> bool:
-    """Neither the verified launcher nor any other process of the run (a trainer that outlived it) lives."""
-    return verified_launcher(run, pid, create_time) is None and not run_processes(run)
-
-
-def _wait_dead(run: Run, pid: int | None, create_time: float | None, timeout: float) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if _all_gone(run, pid, create_time):
-            return True
-        time.sleep(0.5)
-    return _all_gone(run, pid, create_time)
-
-
-def _signal_launcher(run: Run, pid: int, create_time: float | None, sig: int) -> None:
-    """Signal the run's launcher and its process group (the trainer, its ranks, a vLLM server), only after
-    verifying, right now, that `pid` is this run's launcher (start time, command line, directory)."""
-    proc = verified_launcher(run, pid, create_time)
-    if proc is None:
-        return
-    try:
-        if os.getpgid(pid) == pid:  # it leads its own group (launch_training starts it in a new session)
-            os.killpg(pid, sig)
-        else:  # started some other way: the launcher alone
-            proc.send_signal(sig)
-    except (ProcessLookupError, PermissionError, psutil.Error):
-        pass
-
-
-def _signal_run(run: Run, pid: int | None, create_time: float | None, sig: int) -> None:
-    """The verified launcher's group, then every other process still carrying this run's mark (launch.sh exports
-    it; a trainer whose launcher was killed keeps it), each signalled once."""
-    group = pid if verified_launcher(run, pid, create_time) is not None else None
-    _signal_launcher(run, pid, create_time, sig)
-    for proc in run_processes(run):
-        try:
-            if group is None or os.getpgid(proc.pid) != group:
-                proc.send_signal(sig)
-        except (psutil.Error, OSError):
-            pass
-
-
 def stop_training(request: StopRequest) -> StopResult:
-    """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
-    terminate its whole process group (vLLM server included), then kill it. Only a process verified to be
-    this run's launcher is ever signalled, whatever run.json says."""
+    """Stop a live run through the launcher that started it (launchers.launcher_of): it asks the run for a
+    checkpoint at its next step end, and ends it after `timeout_s` (local: the verified process group; SLURM: the
+    run's own job)."""
     run = resolve_run(request.run)
     derived = derive_state(run)
     _, config = read_run_target(run)
@@ -263,54 +216,7 @@ def stop_training(request: StopRequest) -> StopResult:
                           checkpoint=str(done[-1]) if done else None,
                           message=f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
-    record = derived.record
-    if record.get("backend") == "slurm":
-        return _stop_slurm(run, derived, request, config)
-    pid, create_time = record.get("pid"), record.get("create_time")
-    try:
-        atomic_write_json(run.stop_request, {
-            "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time()})
-        asked = True
-    except OSError:  # a full disk: the request cannot be written, so the run is stopped by signal at once
-        asked = False
-    graceful = asked and _wait_dead(run, pid, create_time, request.timeout_s)
-    killed = False
-    if not graceful:
-        _signal_run(run, pid, create_time, signal.SIGTERM)
-        if not _wait_dead(run, pid, create_time, 15):
-            _signal_run(run, pid, create_time, signal.SIGKILL)
-            _wait_dead(run, pid, create_time, 5)
-        killed = True
-    after = sync_run_json(run, derive_state(run))
-    done = checkpoints(run, config)
-    saved = _count((read_json_if_present(run.stopped) or {}).get("step"))
-    if graceful:
-        message = f"{run.name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
-    else:
-        message = (f"{run.name} did not stop within {request.timeout_s:.0f} s and was killed; "
-                   + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
-    return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=killed,
-                      checkpoint=str(done[-1]) if done else None, message=message + note)
-
-
-def _stop_slurm(run: Run, derived: DerivedState, request: StopRequest, config: dict) -> StopResult:
-    """A SLURM run: its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
-    graceful, cancelled, why = stop_job(run, derived, request.timeout_s)
-    after = sync_run_json(run, derive_state(run))
-    done = checkpoints(run, config)
-    saved = _count((read_json_if_present(run.stopped) or {}).get("step"))
-    job = after.job_id or derived.record.get("job_id")
-    if graceful:
-        message = f"{run.name} (job {job}) stopped at step {saved} with a checkpoint saved; resume_training " \
-                  "continues it"
-    else:
-        message = (f"{run.name} (job {job}) was cancelled" + (f" after {request.timeout_s:.0f} s" if saved is None
-                                                                else "")
-                   + "; " + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
-    if after.alive:
-        message = f"{run.name} (job {job}) is still {after.state} after the stop: check squeue"
-    return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=cancelled,
-                      checkpoint=str(done[-1]) if done else None, message=message + (f" ({why})" if why else ""))
+    return launcher_of(derived.record).stop(run, derived, request.timeout_s, config, note)
 
 
 # ---------------------------------------------------------------- list_runs

@@ -1,0 +1,98 @@
+"""The gates every launch and resume passes, whatever the launcher: the inspection verdict, a valid config, this
+machine's environment (when the run trains here), the memory plan's fit, the run's state and its own output
+directory. Each refusal names the gate, what is wrong and how to clear it; a call answers all of them at once."""
+
+from __future__ import annotations
+
+from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.recipe.models import ValidateRequest
+from mcp_server.recipe.validate import validate_config
+from mcp_server.runs import Run
+from mcp_server.training.derived import DerivedState
+from mcp_server.training.environment import check_environment, read_run_target
+from mcp_server.training.launchers import LaunchPlan
+from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchResult
+from mcp_server.training.runlock import RunLocked
+from mcp_server.training.runstate import derive_state
+from mcp_server.workspace import runs_root
+
+
+def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], dict]:
+    """Every gate's answer (all of them, so one call tells everything to fix); the env report too.
+    `environment=False` for a run that trains elsewhere (a SLURM job): this machine's environment is no gate."""
+    refusals: list[GateRefusal] = []
+    gate = check_inspection_gate(run)
+    if not gate.passed:
+        refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
+    refusals += _config_refusals(run)
+    if not environment:
+        return refusals, {}
+    env = check_environment(EnvironmentRequest(run=str(run.dir)))
+    if env.verdict == "blocked":
+        refusals.append(GateRefusal(
+            gate="environment", message="this machine cannot run it: " + "; ".join(env.blockers),
+            how_to_clear=f"fix what {env.report_path} lists as blocking (or launch on the target machine), "
+            "then check_environment until it is not blocked"))
+    return refusals, env.model_dump(mode="json")
+
+
+def _config_refusals(run: Run) -> list[GateRefusal]:
+    run_request, _ = read_run_target(run)
+    if not run.config.exists() or not run.script.exists():
+        return [GateRefusal(
+            gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
+            how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
+    result = validate_config(ValidateRequest(
+        config_path=str(run.config), gpu=run_request.get("gpu"), num_gpus=run_request.get("num_gpus")))
+    if result.valid:
+        return []
+    errors = [f for f in result.findings if f.severity == "error"]
+    return [GateRefusal(
+        gate="config",
+        message=f"train/config.yaml does not validate for {result.target}: "
+        + "; ".join(f"{f.code} [{f.field}]: {f.message}" for f in errors),
+        how_to_clear="apply the fixes: " + "; ".join(f.fix or f.code for f in errors)
+        + " (edit train/config.yaml or re-emit it), until validate_grpo_config says valid")]
+
+
+def memory_refusals(plan: LaunchPlan) -> list[GateRefusal]:
+    """The memory plan's verdict on this layout: a run that will not fit is refused with the plan's reason."""
+    if plan.memory is None or plan.memory.fits:
+        return []
+    return [GateRefusal(gate="memory", message=f"the run will not fit: {plan.memory.reason}",
+                        how_to_clear="plan_memory on the run lists the levers and the smallest set that fits; apply it "
+                        "to train/config.yaml (or re-emit), or target more or bigger GPUs")]
+
+
+def foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
+    """An absolute output_dir inside another run directory (a run copied with an old absolute path): training
+    would write into that run."""
+    out = run.output_dir(config).resolve()
+    here, root = run.dir.resolve(), runs_root().resolve()
+    if out.is_relative_to(root) and not out.is_relative_to(here):
+        return GateRefusal(
+            gate="config", message=f"output_dir {out} lies in another run directory, not in {run.dir.name}: "
+            "training would write into that run", how_to_clear="set output_dir: checkpoints in train/config.yaml "
+            "(relative paths are relative to the run directory)")
+    return None
+
+
+def what_runs(derived: DerivedState) -> str:
+    """The live process or SLURM job of a run, in words."""
+    job = derived.job_id
+    return f"SLURM job {job}" if job else f"pid {derived.pid}"
+
+
+def refused(run: Run, refusals: list[GateRefusal], state: str) -> LaunchResult:
+    return LaunchResult(
+        launched=False, run_dir=str(run.dir), refusals=refusals, state=state,
+        message="refused by " + ", ".join(r.gate for r in refusals) + " gate(s): " + " | ".join(
+            f"{r.gate}: {r.how_to_clear}" for r in refusals),
+    )
+
+
+def locked(run: Run, exc: RunLocked) -> LaunchResult:
+    return refused(run, [GateRefusal(
+        gate="lock", message=str(exc),
+        how_to_clear=f"wait for that call (pid {exc.holder.get('pid', 'unknown')}) to finish, then training_status; "
+        "a second launch of one run is never started")], derive_state(run).state)

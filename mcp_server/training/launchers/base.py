@@ -1,0 +1,170 @@
+"""The launcher seam: one typed launch plan, one launcher per backend.
+
+A launch reads its target once (`LaunchTarget`: the run, the request, the run's target and config), the first
+launcher in `launchers.ORDER` that accepts it plans it (`LaunchPlan`: the commands, the files, the choices made),
+and the same launcher turns the plan into files (`write`), starts it (`start`), stops it (`stop`) and reads back
+the request that launches it again with the same layout (`relaunch`, for resume_training). The gates, the lock
+and the run's git record are the launch tools' own (training/launch.py), the same for every backend.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources as resources
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import yaml
+
+from mcp_server.errors import UserInputError
+from mcp_server.interpreter import require_training_python as training_python
+from mcp_server.memory.models import LaunchLayout
+from mcp_server.runs import Run
+from mcp_server.training.derived import DerivedState
+from mcp_server.training.environment import read_run_target
+from mcp_server.training.launchers.machine import MachineLayout, machine_layout
+from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
+from mcp_server.training.slurm_script import SlurmLayout
+from mcp_server.workspace import atomic_write_text
+
+TRAIN_ARGS = ["train/train.py", "--config", "train/config.yaml"]
+TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu", "zero2": "zero2", "zero3": "zero3", "fsdp": "fsdp2"}
+RESUME_FLAG = "--resume_from_checkpoint"
+
+
+@dataclass(frozen=True)
+class LaunchTarget:
+    """What every launcher plans from, read once: the run, the launch request, the run's target
+    (train/request.json) and config, the training interpreter and the training script's extra arguments."""
+
+    run: Run
+    request: LaunchRequest
+    run_request: dict
+    config: dict
+    python: str
+    extra: tuple[str, ...] = ()
+
+    @property
+    def cpu(self) -> bool:
+        return str(self.run_request.get("gpu") or "H100").lower() == "cpu"
+
+    @property
+    def num_gpus(self) -> int:
+        return int(self.run_request.get("num_gpus") or 1)
+
+    @property
+    def server_mode(self) -> bool:
+        """vLLM server mode: a `trl vllm-serve` process on GPUs of its own (never on a CPU target)."""
+        return bool(self.config.get("use_vllm")) and self.config.get("vllm_mode") == "server" and not self.cpu
+
+    @property
+    def vllm_gpus(self) -> int:
+        if not self.server_mode:
+            return 0
+        return self.request.vllm_server_gpus if self.request.vllm_server_gpus is not None else 1
+
+    @property
+    def resume_from(self) -> str | None:
+        return self.extra[1] if self.extra[:1] == (RESUME_FLAG,) else None
+
+    @functools.cached_property
+    def machine(self) -> MachineLayout:
+        """The layout on this one machine (processes, strategy, memory plan), planned on first use."""
+        return machine_layout(self)
+
+
+def read_target(run: Run, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchTarget:
+    """The launch target of `run`; a vLLM server mode given no GPU is an input error."""
+    run_request, config = read_run_target(run)
+    target = LaunchTarget(run=run, request=request, run_request=run_request, config=config,
+                          python=training_python(), extra=tuple(str(a) for a in (extra_args or [])))
+    if target.server_mode and target.vllm_gpus == 0:
+        raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for "
+                                                 "the vLLM server")
+    return target
+
+
+@dataclass
+class LaunchPlan:
+    """What will run, before anything runs: the launcher, the commands, the script to write, the choices made."""
+
+    launcher: str  # the backend's name in launchers.LAUNCHERS
+    strategy: str
+    num_processes: int
+    num_nodes: int
+    train_command: list[str]
+    script: str  # train/launch.sh (local, accelerate) or train/launch.slurm (slurm)
+    accelerate_config: dict | None = None
+    vllm: dict | None = None
+    notes: list[str] = field(default_factory=list)
+    memory: LaunchLayout | None = None  # the memory plan's layout this launch follows (None: not planned)
+    slurm_layout: SlurmLayout | None = None  # a SLURM job's layout (nodes, GPUs per node, partition, ...)
+    node_plan: list[dict] | None = None  # a SLURM GPU job: memory and speed per node (slurm_plan.node_table)
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a start records beside the plan: the git commit of the recipe, what it resumes, the env verdict."""
+
+    commit: str | None
+    previous: dict | None = None  # run.json before this launch (its history)
+    resumed_from: str | None = None
+    patch: dict | None = None
+    env_verdict: str | None = None
+    submit: bool = True  # SLURM: false only writes the script
+    state_before: str = "not_launched"  # the run's state when the call began (said when nothing starts)
+
+
+class Launcher(Protocol):
+    """One backend. Adding one: a module in this package with a class like these, listed in launchers.ORDER."""
+
+    name: str
+    checks_environment: bool  # this machine's environment gates the launch (false: it runs elsewhere)
+
+    def accepts(self, target: LaunchTarget) -> bool: ...
+
+    def plan(self, target: LaunchTarget) -> LaunchPlan: ...
+
+    def check(self, plan: LaunchPlan, submit: bool) -> None:
+        """Before anything is written: UserInputError when the backend would refuse the plan."""
+
+    def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]: ...
+
+    def recorded(self, run: Run) -> list[Path]:
+        """The files committed to git before the start."""
+
+    def commit_message(self, run: Run, resumed: bool) -> str: ...
+
+    def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult: ...
+
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
+        """Stop the live run (`derived`: runstate.derive_state); `note`: what its state reading noted, said."""
+
+    def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
+        """The request that launches the run again with the layout its launch record holds."""
+
+
+def trl_accelerate_config(name: str) -> dict:
+    """One of TRL's bundled accelerate configs (trl/accelerate_configs/<name>.yaml) as a dict."""
+    source = resources.files("trl.accelerate_configs").joinpath(f"{name}.yaml")
+    return yaml.safe_load(source.read_text(encoding="utf-8"))
+
+
+def mixed_precision(config: dict) -> str:
+    return "bf16" if config.get("bf16") else ("fp16" if config.get("fp16") else "no")
+
+
+def write_accelerate(run: Run, plan: LaunchPlan) -> dict[str, str]:
+    """train/accelerate.yaml when the plan has an accelerate config."""
+    if plan.accelerate_config is None:
+        return {}
+    path = atomic_write_text(run.accelerate, "# From TRL's bundled accelerate configs, sized for this run by "
+                             "llm-finetuning.\n" + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
+    return {"accelerate_config": str(path)}
+
+
+def history(previous: dict | None) -> list:
+    """run.json's history: every earlier launch record, oldest first."""
+    return ((previous or {}).get("history", []) + [{k: v for k, v in previous.items() if k != "history"}]
+            if previous else [])

@@ -1,0 +1,219 @@
+"""The local launcher: one detached process on this machine (one GPU or CPU), or several CPU processes with
+torchrun (DDP over gloo; `accelerate launch --cpu` starts only one process without MPI).
+
+It writes train/launch.sh (shell.py) and starts it in a new session, stdout/stderr to train/logs/stdout.log,
+and returns at once; run.json records the process's identity. Its state is read from that process and the
+run's files (runstate.derive_state); stop asks the trainer for a checkpoint, then signals the process group.
+The accelerate launcher (accelerate.py) shares everything but the plan.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
+from mcp_server.interpreter import training_env
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.derived import DerivedState
+from mcp_server.training.launchers.base import TRAIN_ARGS, LaunchPlan, LaunchTarget, Start, history, write_accelerate
+from mcp_server.training.launchers.shell import render_launch_sh, vllm_server
+from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
+from mcp_server.training.runstate import (
+    LAUNCHER,
+    checkpoints,
+    derive_state,
+    run_processes,
+    sync_run_json,
+    verified_launcher,
+    write_run_json,
+)
+from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+
+TERM_GRACE_S = 15  # after SIGTERM: how long the run's processes get before SIGKILL
+
+
+class LocalLauncher:
+    name = "local"
+    checks_environment = True
+
+    def accepts(self, target: LaunchTarget) -> bool:
+        return target.request.num_nodes == 1  # one machine: one process, or CPU processes
+
+    def plan(self, target: LaunchTarget) -> LaunchPlan:
+        machine = target.machine
+        notes = list(machine.notes)
+        if machine.strategy == "single":
+            command = [target.python, *TRAIN_ARGS, *target.extra]
+        else:
+            notes.append("CPU: DDP over gloo with torchrun (accelerate launch --cpu starts one process without MPI)")
+            command = [target.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                       str(machine.processes), *TRAIN_ARGS, *target.extra]
+        return self._plan(target, command, notes)
+
+    def _plan(self, target: LaunchTarget, command: list[str], notes: list[str],
+              accelerate_config: dict | None = None) -> LaunchPlan:
+        machine = target.machine
+        server = vllm_server(target, machine.processes, machine.memory)
+        script = render_launch_sh(target.run.name, target.python, command, target.cpu, server)
+        return LaunchPlan(launcher=self.name, strategy=machine.strategy, num_processes=machine.processes,
+                          num_nodes=1, train_command=command, script=script, accelerate_config=accelerate_config,
+                          vllm=server.record() if server else None, notes=notes, memory=machine.memory)
+
+    def check(self, plan: LaunchPlan, submit: bool) -> None:
+        return None  # this machine's gates (environment, memory) are the launch tools'
+
+    def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
+        written = write_accelerate(run, plan)
+        path = atomic_write_text_exec(run.launch_script, plan.script)
+        return {**written, "script": str(path)}
+
+    def recorded(self, run: Run) -> list[Path]:
+        return [run.config, run.script, run.rewards, run.request, run.launch_script, run.accelerate]
+
+    def commit_message(self, run: Run, resumed: bool) -> str:
+        return (f"llm-finetuning: {'resume' if resumed else 'launch'} {run.name} "
+                f"(config {sha256_file(run.config)[:12]})")
+
+    def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult:
+        """Start train/launch.sh detached and write run.json."""
+        config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
+        python = plan.train_command[0]
+        started_ts = time.time()
+        proc, reward_sha = _spawn(run, python, start.resumed_from)
+        try:
+            create_time = psutil.Process(proc.pid).create_time()
+        except psutil.NoSuchProcess:
+            create_time = None
+        write_run_json(run, {
+            "state": "starting", "pid": proc.pid,
+            "pgid": proc.pid,  # new session: the launcher leads its own process group
+            "create_time": create_time, "command": plan.train_command, "launcher": LAUNCHER, "cwd": str(run.dir),
+            "python": python,
+            "started_at": _dt.datetime.fromtimestamp(started_ts, _dt.timezone.utc).isoformat(timespec="seconds"),
+            "started_ts": started_ts, "config_sha256": config_sha, "train_script_sha256": script_sha,
+            "reward_code_sha256": reward_sha, "git_commit": start.commit, "strategy": plan.strategy,
+            "num_processes": plan.num_processes, "accelerate_config": written.get("accelerate_config"),
+            "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
+            "env_verdict": start.env_verdict, "history": history(start.previous)})
+        resumed = start.resumed_from
+        return LaunchResult(
+            launched=True, run_dir=str(run.dir), state="starting", pid=proc.pid, command=plan.train_command,
+            config_sha256=config_sha, train_script_sha256=script_sha, git_commit=start.commit,
+            log_path=str(run.stdout), accelerate_config=written.get("accelerate_config"), vllm_server=plan.vllm,
+            resumed_from=resumed,
+            message=f"{'resumed' if resumed else 'started'} {run.name} (pid {proc.pid}, {plan.strategy}, "
+            f"{plan.num_processes} process{'es' if plan.num_processes > 1 else ''}); follow it with training_status")
+
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
+        """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
+        terminate its whole process group (vLLM server included), then kill it. Only a process verified to be
+        this run's launcher, or one carrying this run's mark, is ever signalled."""
+        record = derived.record
+        pid, create_time = record.get("pid"), record.get("create_time")
+        try:
+            atomic_write_json(run.stop_request, {
+                "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "time": time.time()})
+            asked = True
+        except OSError:  # a full disk: the request cannot be written, so the run is stopped by signal at once
+            asked = False
+        graceful = asked and _wait_dead(run, pid, create_time, timeout_s)
+        if not graceful:
+            _signal_run(run, pid, create_time, signal.SIGTERM)
+            if not _wait_dead(run, pid, create_time, TERM_GRACE_S):
+                _signal_run(run, pid, create_time, signal.SIGKILL)
+                _wait_dead(run, pid, create_time, 5)
+        after = sync_run_json(run, derive_state(run))
+        done = checkpoints(run, config)
+        saved = (read_json_if_present(run.stopped) or {}).get("step")
+        saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
+        if graceful:
+            message = f"{run.name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
+        else:
+            message = (f"{run.name} did not stop within {timeout_s:.0f} s and was killed; "
+                       + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
+        return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=not graceful,
+                          checkpoint=str(done[-1]) if done else None, message=message + note)
+
+    def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
+        return LaunchRequest(run=run_ref, num_processes=record.get("num_processes"),
+                             strategy=record.get("strategy") or "auto", num_nodes=1, launcher="local")
+
+
+def atomic_write_text_exec(path: Path, text: str) -> Path:
+    written = atomic_write_text(path, text)
+    written.chmod(0o755)
+    return written
+
+
+def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.Popen, str | None]:
+    """`bash train/launch.sh` in a new session, its output appended to train/logs/stdout.log; returned once bash
+    has exec'd, so the identity every later check verifies (pid, start time, command line, directory) is true."""
+    run.logs.mkdir(parents=True, exist_ok=True)
+    with open(run.stdout, "ab") as log:
+        stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        log.write(f"==== llm-finetuning {'resume from ' + resumed_from if resumed_from else 'launch'} at {stamp}\n"
+                  .encode())
+        log.flush()
+        # train.py imports this package: from the plugin folder when the training Python lacks it.
+        env = {**training_env(python), "PYTHONUNBUFFERED": "1"}
+        # What the verdict reviewed: the training process refuses to train other reward code (inspection.trained).
+        reward_sha = verdict_reward_sha256(run)
+        env.pop(REWARD_SHA_ENV, None)
+        env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
+        proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+    deadline = time.time() + 5
+    while verified_launcher(run, proc.pid) is None and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    return proc, reward_sha
+
+
+# ---------------------------------------------------------------- stop
+def _all_gone(run: Run, pid: int | None, create_time: float | None) -> bool:
+    """Neither the verified launcher nor any other process of the run (a trainer that outlived it) lives."""
+    return verified_launcher(run, pid, create_time) is None and not run_processes(run)
+
+
+def _wait_dead(run: Run, pid: int | None, create_time: float | None, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if _all_gone(run, pid, create_time):
+            return True
+        time.sleep(0.5)
+    return _all_gone(run, pid, create_time)
+
+
+def _signal_launcher(run: Run, pid: int, create_time: float | None, sig: int) -> None:
+    """Signal the run's launcher and its process group (the trainer, its ranks, a vLLM server), only after
+    verifying, right now, that `pid` is this run's launcher (start time, command line, directory)."""
+    proc = verified_launcher(run, pid, create_time)
+    if proc is None:
+        return
+    try:
+        if os.getpgid(pid) == pid:  # it leads its own group (launch_training starts it in a new session)
+            os.killpg(pid, sig)
+        else:  # started some other way: the launcher alone
+            proc.send_signal(sig)
+    except (ProcessLookupError, PermissionError, psutil.Error):
+        pass
+
+
+def _signal_run(run: Run, pid: int | None, create_time: float | None, sig: int) -> None:
+    """The verified launcher's group, then every other process still carrying this run's mark (launch.sh exports
+    it; a trainer whose launcher was killed keeps it), each signalled once."""
+    group = pid if verified_launcher(run, pid, create_time) is not None else None
+    _signal_launcher(run, pid, create_time, sig)
+    for proc in run_processes(run):
+        try:
+            if group is None or os.getpgid(proc.pid) != group:
+                proc.send_signal(sig)
+        except (psutil.Error, OSError):
+            pass

@@ -1,0 +1,78 @@
+"""The layout of a launch on one machine: how many training processes, which strategy (single, ddp, DeepSpeed
+ZeRO, FSDP) and the memory plan it follows. The local and accelerate launchers plan from it; the SLURM launcher
+plans its own per node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcp_server.errors import UserInputError
+from mcp_server.memory.models import LaunchLayout, MemoryPlan, MemoryPlanRequest
+from mcp_server.memory.planner import plan_memory
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.models import LaunchRequest
+
+SHARDINGS = ("ddp", "zero2", "zero3", "fsdp")  # the strategies TRL ships an accelerate config for
+
+
+@dataclass(frozen=True)
+class MachineLayout:
+    processes: int
+    strategy: str  # single | ddp | zero2 | zero3 | fsdp
+    memory: LaunchLayout | None  # the memory plan's layout (None: not planned)
+    notes: tuple[str, ...] = ()
+
+
+def plan_launch_memory(run: Run, request: LaunchRequest, num_gpus: int,
+                       vllm_gpus: int) -> tuple[MemoryPlan | None, str | None]:
+    """The run's memory plan for this launch (the same GPUs, vLLM server GPUs and strategy), or (None, why not).
+    Prompts are planned at the longest one the inspection measured (samples.meta.json; the launch gate needs an
+    inspection), else at the planner's default."""
+    meta = read_json_if_present(run.samples_meta)
+    lengths = meta.get("lengths") if isinstance(meta, dict) and isinstance(meta.get("lengths"), dict) else {}
+    prompt = lengths.get("prompt_tokens_max") if isinstance(lengths.get("prompt_tokens_max"), int) else None
+    try:
+        plan = plan_memory(MemoryPlanRequest(
+            config_path=str(run.dir), num_gpus=num_gpus, validate_levers=False, prompt_length=prompt or None,
+            vllm_server_gpus=vllm_gpus or None,
+            strategy=request.strategy if request.strategy not in ("auto", "single") else None))
+    except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
+        return None, f"memory not planned ({exc}): the launcher's default layout is used"
+    return plan, None
+
+
+def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, cpu: bool,
+                     layout: LaunchLayout | None) -> str:
+    if request.strategy != "auto":
+        return request.strategy
+    if processes == 1:
+        return "single"
+    if layout is not None and layout.strategy in SHARDINGS:
+        return layout.strategy  # the sharding the memory plan found to fit
+    if cpu or run_request.get("finetune") in ("lora", "qlora"):
+        return "ddp"  # adapters are small: plain data parallel; DeepSpeed and 4-bit bases do not mix well
+    return "zero2"
+
+
+def machine_layout(target) -> MachineLayout:
+    """Processes, strategy and memory plan of `target` (a launchers.base.LaunchTarget) on one machine."""
+    request, cpu, vllm_gpus = target.request, target.cpu, target.vllm_gpus
+    if request.num_processes is not None:
+        processes = request.num_processes
+    else:
+        processes = 1 if cpu else max(target.num_gpus - vllm_gpus, 1)
+    memory, memory_note = (None, None) if cpu else plan_launch_memory(target.run, request, processes + vllm_gpus,
+                                                                      vllm_gpus)
+    layout = memory.launch if memory else None
+    if target.server_mode and processes + vllm_gpus > target.num_gpus:
+        raise UserInputError(
+            "vllm_server_gpus",
+            f"{processes} training processes + {vllm_gpus} vLLM GPUs exceed the run's {target.num_gpus} GPUs: give "
+            "the server fewer GPUs, or use vllm_mode: colocate",
+        )
+    strategy = "single" if processes == 1 else _choose_strategy(request, target.run_request, processes, cpu, layout)
+    notes = [memory_note] if memory_note else []
+    if layout is not None:
+        notes.append(f"memory plan: {layout.reason}")
+    return MachineLayout(processes=1 if strategy == "single" else processes, strategy=strategy, memory=layout,
+                         notes=tuple(notes))

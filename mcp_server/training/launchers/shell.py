@@ -1,0 +1,120 @@
+"""train/launch.sh, the script the local and accelerate launchers start: a typed description in, one readable
+bash script out. It runs from the run directory wherever it is called from (a person can run it by hand), starts
+the vLLM server first when the config asks for server mode and waits for it, runs the training command and
+records its exit code in train/logs/exit-code."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from mcp_server.interpreter import package_path
+from mcp_server.training.runstate import RUN_MARK
+
+VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
+VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise
+VLLM_DOWN_EXIT = 97  # the exit code for "the vLLM server did not come up" (as train/launch.slurm)
+
+HEADER = """\
+#!/usr/bin/env bash
+# Training launcher for run {name}, written by llm-finetuning launch_training.
+# Runs from the run directory wherever it is called from: bash train/launch.sh
+cd "$(dirname "$0")/.." || exit 1
+# Every process of the run carries its directory: training_status finds a trainer that outlived this script.
+export {mark}="$(pwd -P)"
+# Caches a library would write under your home (an arrow copy of the data, matplotlib's) stay in the run.
+[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"
+export MPLCONFIGDIR="${{MPLCONFIGDIR:-$PWD/cache/matplotlib}}"
+export PYTHONUNBUFFERED=1
+{pythonpath}LOGS=train/logs
+mkdir -p "$LOGS"
+VLLM_PID=
+"""
+# train.py imports this package: a script run by hand finds it in the plugin folder when the training interpreter
+# does not have it installed (as the launcher's own environment does).
+PYTHONPATH_LINE = 'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+# transformers puts a run on the CPU (and torchrun ranks in a gloo group) only when told: without this, each
+# torchrun rank would train alone as a world of one.
+CPU_LINE = "export ACCELERATE_USE_CPU=1\n"
+RECORD_EXIT = 'echo $rc > "$LOGS/.exit-code.tmp" && mv "$LOGS/.exit-code.tmp" "$LOGS/exit-code"'
+VLLM_SERVE = """\
+# vLLM server mode: `trl vllm-serve` on its own GPUs, started first and waited for; its sizes are the
+# memory plan's (plan_memory: launch.vllm_server).
+CUDA_VISIBLE_DEVICES={gpus} {py} -m trl.cli.main vllm-serve --model {model} --tensor_parallel_size {tp} \
+--data_parallel_size {dp} --gpu_memory_utilization {util:g} --port {port} > {log} 2>&1 &
+VLLM_PID=$!
+echo "waiting for the vLLM server on port {port} (pid $VLLM_PID)"
+deadline=$((SECONDS + {timeout}))
+until {py} -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)" \
+2>/dev/null; do
+  if ! kill -0 "$VLLM_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+    echo "vLLM server did not come up: see {log}"; tail -n 30 {log}
+    kill "$VLLM_PID" 2>/dev/null; rc={down}; {record} exit $rc
+  fi
+  sleep 5
+done
+echo "vLLM server is up"
+export CUDA_VISIBLE_DEVICES={train_gpus}
+"""
+TRAIN = """\
+# Training; the exit code is recorded for training_status.
+{command}
+rc=$?
+[ -n "$VLLM_PID" ] && kill "$VLLM_PID" 2>/dev/null
+{record}
+exit $rc
+"""
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """The `trl vllm-serve` process of server mode: its GPUs (after the training processes' GPUs) and sizes."""
+
+    model: str
+    port: int
+    first_gpu: int  # the training processes use GPUs 0..first_gpu-1
+    gpus: int
+    tensor_parallel_size: int
+    data_parallel_size: int
+    gpu_memory_utilization: float
+    log: str = "train/logs/vllm-serve.log"
+
+    @property
+    def gpu_ids(self) -> str:
+        return ",".join(str(i) for i in range(self.first_gpu, self.first_gpu + self.gpus))
+
+    def record(self) -> dict:
+        """What run.json and the launch result say of the server."""
+        return {"gpus": self.gpu_ids, "port": self.port, "url": f"http://127.0.0.1:{self.port}", "log": self.log,
+                "tensor_parallel_size": self.tensor_parallel_size, "data_parallel_size": self.data_parallel_size,
+                "gpu_memory_utilization": self.gpu_memory_utilization}
+
+
+def vllm_server(target, processes: int, layout) -> VllmServer | None:
+    """Server mode's vLLM server for `target` (a LaunchTarget) beside `processes` training processes, sized by the
+    memory plan's layout when there is one; None when the config does not use server mode."""
+    if not target.server_mode:
+        return None
+    server = layout.vllm_server if layout is not None and layout.vllm_server else None
+    return VllmServer(
+        model=str(target.config.get("model_name_or_path")), port=int(target.config.get("vllm_server_port") or 8000),
+        first_gpu=processes, gpus=target.vllm_gpus,
+        tensor_parallel_size=server.tensor_parallel_size if server else target.vllm_gpus,
+        data_parallel_size=server.data_parallel_size if server else 1,
+        gpu_memory_utilization=server.gpu_memory_utilization if server else VLLM_SERVE_GPU_MEMORY_UTILIZATION)
+
+
+def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, server: VllmServer | None) -> str:
+    """The text of train/launch.sh."""
+    path = package_path()
+    text = HEADER.format(name=run_name, mark=RUN_MARK,
+                         pythonpath=PYTHONPATH_LINE.format(path=shlex.quote(path)) if path else "")
+    if cpu:
+        text += CPU_LINE
+    if server is not None:
+        text += VLLM_SERVE.format(
+            gpus=server.gpu_ids, py=shlex.quote(python), model=shlex.quote(server.model),
+            tp=server.tensor_parallel_size, dp=server.data_parallel_size, util=server.gpu_memory_utilization,
+            port=server.port, log=server.log, timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT,
+            record=RECORD_EXIT + ";", train_gpus=",".join(str(i) for i in range(server.first_gpu)))
+    return text + TRAIN.format(command=shlex.join(command), record=RECORD_EXIT)

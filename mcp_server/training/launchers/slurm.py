@@ -1,0 +1,144 @@
+"""The SLURM launcher on the seam: a job for one or more nodes (train/launch.slurm), checked with
+`sbatch --test-only`, submitted with sbatch, read back from the scheduler and stopped through it. The job's
+layout and script are slurm_script.py's, the memory plan per node slurm_plan.py's, the scheduler's commands
+slurm.py's and the record, status and stop slurm_launcher.py's (docs/slurm.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from mcp_server.interpreter import package_path
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.derived import DerivedState
+from mcp_server.training.launchers.base import (
+    TRAIN_ARGS,
+    TRL_ACCELERATE_CONFIGS,
+    LaunchPlan,
+    LaunchTarget,
+    Start,
+    history,
+    mixed_precision,
+    trl_accelerate_config,
+    write_accelerate,
+)
+from mcp_server.training.launchers.machine import plan_launch_memory
+from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
+from mcp_server.training.runstate import checkpoints, derive_state, sync_run_json
+from mcp_server.training.slurm_launcher import describe, layout_for, preflight, stop_job, submit
+from mcp_server.training.slurm_plan import comment_block, node_table
+from mcp_server.training.slurm_script import render_sbatch
+from mcp_server.inspection.trained import verdict_reward_sha256
+from mcp_server.workspace import atomic_write_text, sha256_file
+
+
+class SlurmLauncher:
+    name = "slurm"
+    checks_environment = False  # the job runs on the cluster's nodes, not on this machine
+
+    def accepts(self, target: LaunchTarget) -> bool:
+        launcher = target.request.launcher
+        return launcher == "slurm" or (launcher == "auto" and target.request.num_nodes > 1)
+
+    def plan(self, target: LaunchTarget) -> LaunchPlan:
+        """With vLLM server mode the last node serves, the others train (the open-r1 layout); a CPU target trains
+        on every node with torchrun over gloo."""
+        request, config = target.request, target.config
+        layout = layout_for(target.run, target.run_request, config, nodes=request.num_nodes,
+                            processes=request.num_processes, strategy=request.strategy,
+                            server_mode=target.server_mode, python=target.python, pythonpath=package_path(),
+                            partition=request.partition, account=request.account, time_limit=request.time_limit,
+                            resume_from=target.resume_from, requeue=request.requeue)
+        memory, notes, plan = None, [], None
+        if not layout.cpu:  # the memory plan for the GPUs of every node (vLLM's node included): per-GPU peak, fits
+            vllm_gpus = layout.gpus_per_node if layout.vllm_port else 0
+            plan, note = plan_launch_memory(target.run, request, layout.processes + vllm_gpus, vllm_gpus)
+            memory = plan.launch if plan else None
+            notes = [note] if note else [f"memory plan: {memory.reason}"]
+            if memory is not None and request.strategy == "auto" and memory.strategy in TRL_ACCELERATE_CONFIGS:
+                layout = dataclasses.replace(layout, strategy=memory.strategy)  # the least sharding that fits
+        accel = None
+        if not layout.cpu:
+            accel = trl_accelerate_config(TRL_ACCELERATE_CONFIGS[layout.strategy])
+            accel.update(num_processes=layout.processes, num_machines=layout.train_nodes,
+                         mixed_precision=mixed_precision(config))
+        vllm = {"node": "last", "gpus": layout.gpus_per_node, "port": layout.vllm_port,
+                "tensor_parallel_size": layout.gpus_per_node} if layout.vllm_port else None
+        rows = node_table(plan, layout) if plan is not None else None
+        head = comment_block(rows, plan) if rows else None
+        extra = list(target.extra)
+        script = render_sbatch(layout, str(config.get("model_name_or_path")), extra[2:] if target.resume_from
+                               else extra, head)
+        launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
+        return LaunchPlan(launcher=self.name, strategy=layout.strategy, num_processes=layout.processes,
+                          num_nodes=layout.nodes, train_command=["srun", launcher, *TRAIN_ARGS, *extra], script=script,
+                          accelerate_config=accel, vllm=vllm, slurm_layout=layout, memory=memory, notes=notes,
+                          node_plan=rows)
+
+    def check(self, plan: LaunchPlan, submit: bool) -> None:
+        if submit:
+            preflight(plan.script)  # the scheduler is there and would take the job: else one line, nothing written
+
+    def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
+        return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, plan.script))}
+
+    def recorded(self, run: Run) -> list[Path]:
+        return [run.config, run.script, run.slurm_script, run.accelerate]
+
+    def commit_message(self, run: Run, resumed: bool) -> str:
+        return f"llm-finetuning: {'resume ' + run.name + ' on SLURM' if resumed else 'SLURM script for ' + run.name}"
+
+    def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult:
+        """sbatch the written script and record the job in run.json (submit=false: the script only)."""
+        config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
+        if not start.submit:
+            return LaunchResult(
+                launched=False, run_dir=str(run.dir), state=start.state_before,
+                command=plan.train_command, config_sha256=config_sha, train_script_sha256=script_sha,
+                git_commit=start.commit, accelerate_config=written.get("accelerate_config"),
+                slurm_script=written["slurm"], vllm_server=plan.vllm,
+                message=f"{plan.num_nodes} node(s): wrote {written['slurm']} (not submitted); submit it with `sbatch "
+                        "train/launch.slurm` from the run directory")
+        record = submit(run, plan.slurm_layout, plan.node_plan, {
+            "command": plan.train_command, "python": plan.slurm_layout.python, "config_sha256": config_sha,
+            "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run),
+            "git_commit": start.commit, "strategy": plan.strategy, "num_processes": plan.num_processes,
+            "num_nodes": plan.num_nodes, "accelerate_config": written.get("accelerate_config"),
+            "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
+            "history": history(start.previous)})
+        return LaunchResult(
+            launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command,
+            config_sha256=config_sha, train_script_sha256=script_sha, git_commit=start.commit,
+            log_path=str(run.stdout), accelerate_config=written.get("accelerate_config"), vllm_server=plan.vllm,
+            slurm_script=written["slurm"], job_id=record["job_id"], resumed_from=start.resumed_from,
+            message=f"{'resumed' if start.resumed_from else 'started'} {run.name}: {describe(record)}")
+
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
+        """Its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
+        graceful, cancelled, why = stop_job(run, derived, timeout_s)
+        after = sync_run_json(run, derive_state(run))
+        done = checkpoints(run, config)
+        saved = (read_json_if_present(run.stopped) or {}).get("step")
+        saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
+        job = after.job_id or derived.record.get("job_id")
+        if graceful:
+            message = f"{run.name} (job {job}) stopped at step {saved} with a checkpoint saved; resume_training " \
+                      "continues it"
+        else:
+            message = (f"{run.name} (job {job}) was cancelled" + (f" after {timeout_s:.0f} s" if saved is None
+                                                                   else "")
+                       + "; " + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
+        if after.alive:
+            message = f"{run.name} (job {job}) is still {after.state} after the stop: check squeue"
+        return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=cancelled,
+                          checkpoint=str(done[-1]) if done else None, message=message + (f" ({why})" if why else ""))
+
+    def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
+        sub = record.get("slurm") if isinstance(record.get("slurm"), dict) else {}
+        request = LaunchRequest(run=run_ref, num_processes=record.get("num_processes"),
+                                strategy=record.get("strategy") or "auto", num_nodes=sub.get("nodes") or 1,
+                                launcher="slurm", partition=sub.get("partition"), account=sub.get("account"),
+                                time_limit=sub.get("time_limit"), requeue=sub.get("requeue", True))
+        if (record.get("num_processes") or 0) > 1:  # the record holds the job's total: the request, per node
+            request.num_processes = max(record["num_processes"] // max(sub.get("nodes") or 1, 1), 1)
+        return request

@@ -1,0 +1,59 @@
+"""The launcher seam (training/launchers/): each case of a launch goes to its launcher, which plans it, writes its
+files and, for resume_training, reads its own launch record back into the same layout. Files only: nothing
+starts here (test_training.py starts, stops and resumes local runs; test_slurm.py SLURM jobs)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from mcp_server.emission.emit import emit_grpo_config
+from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.runs import Run
+from mcp_server.training.launch import build_launch_plan, write_plan_files
+from mcp_server.training.launchers import LAUNCHERS, ORDER, launcher_of
+from mcp_server.training.models import LaunchRequest
+
+
+def _emit(name: str, **request) -> Run:
+    return Run(Path(emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", run_name=name,
+                                                       **request)).run_dir))
+
+
+def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_model):
+    cpu, gpus = _emit("cpu", gpu="cpu"), _emit("gpus", gpu="H100", num_gpus=8)
+    cases = [  # (run, request, launcher, strategy, processes, files written)
+        (cpu, {}, "local", "single", 1, {"script"}),
+        (cpu, {"num_processes": 2}, "local", "ddp", 2, {"script"}),
+        (gpus, {"strategy": "zero3"}, "accelerate", "zero3", 7, {"script", "accelerate_config"}),
+        (gpus, {"num_nodes": 2}, "slurm", "zero3", 4, {"slurm", "accelerate_config"}),  # the last node serves vLLM
+    ]
+    for run, options, name, strategy, processes, files in cases:
+        plan = build_launch_plan(run, LaunchRequest(run=str(run.dir), **options), ["--resume_from_checkpoint", "c"])
+        assert (plan.launcher, plan.strategy, plan.num_processes) == (name, strategy, processes), (options, plan)
+        assert plan.train_command[-2:] == ["--resume_from_checkpoint", "c"]
+        written = write_plan_files(run, plan)
+        assert set(written) == files, (options, written)
+        script = Path(written.get("script") or written["slurm"])
+        assert script.read_text() == plan.script and subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        if "accelerate_config" in written:
+            assert yaml.safe_load(Path(written["accelerate_config"]).read_text())["num_processes"] == processes
+    torchrun = build_launch_plan(cpu, LaunchRequest(run=str(cpu.dir), num_processes=2)).train_command
+    assert torchrun[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in torchrun
+
+
+def test_a_launch_record_names_the_launcher_that_relaunches_it_with_the_same_layout():
+    assert [launcher.name for launcher in ORDER] == ["slurm", "accelerate", "local"] and set(LAUNCHERS) == {
+        "slurm", "accelerate", "local"}
+    local = launcher_of({"pid": 1, "strategy": "zero2", "num_processes": 7})
+    assert local.name == "local" and launcher_of(None) is local
+    again = local.relaunch({"strategy": "zero2", "num_processes": 7}, "r")
+    assert (again.launcher, again.strategy, again.num_processes, again.num_nodes) == ("local", "zero2", 7, 1)
+    job = {"backend": "slurm", "strategy": "zero3", "num_processes": 16,
+           "slurm": {"nodes": 2, "partition": "gpu", "account": "a", "time_limit": "1:00:00", "requeue": False}}
+    slurm = launcher_of(job)
+    again = slurm.relaunch(job, "r")  # the record holds the job's processes; the request, those of one node
+    assert slurm.name == "slurm" and (again.launcher, again.num_nodes, again.num_processes) == ("slurm", 2, 8)
+    assert (again.partition, again.account, again.time_limit, again.requeue) == ("gpu", "a", "1:00:00", False)
