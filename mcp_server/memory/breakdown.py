@@ -13,7 +13,7 @@ from mcp_server.memory import components
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, settings_update
+from mcp_server.memory.settings import RunSettings, Target, settings_update, with_update
 
 
 class Breakdown(BaseModel):
@@ -115,8 +115,8 @@ class FitCache:
         items = _settings_key(update)
         fit = self._fits.get(items)
         if fit is None:
-            settings = self.settings.model_copy(update=update)
-            training_key = tuple(item for item in items if item[0] not in VLLM_SHARE_FIELDS)
+            settings = with_update(self.settings, update)
+            training_key = items - self._vllm_items(items)
             parts = self._parts.get(training_key)
             if parts is None:
                 parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
@@ -125,16 +125,19 @@ class FitCache:
             fit = self._fits[items] = Fit(peak, phases.problems)
         return fit
 
+    @staticmethod
+    def _vllm_items(items: frozenset) -> frozenset:
+        return frozenset([item for item in items if item[0] in VLLM_SHARE_FIELDS])
 
-def _settings_key(update: dict) -> tuple:
-    """Settings fields as a hashable key: (name, type, value) sorted by name (True and 1 stay apart); an
-    unhashable value (a list) by its repr."""
-    items = tuple(sorted((name, type(value), value) for name, value in update.items()))
+
+def _settings_key(update: dict) -> frozenset:
+    """Settings fields as a hashable key: the set of (name, type, value) (True and 1 stay apart); an unhashable
+    value (a list) by its repr. A frozenset hashes its items once and keeps its hash (the search looks a key up
+    once or twice)."""
     try:
-        hash(items)
+        return frozenset([(name, type(value), value) for name, value in update.items()])
     except TypeError:
-        items = tuple((name, kind, repr(value)) for name, kind, value in items)
-    return items
+        return frozenset([(name, type(value), repr(value)) for name, value in update.items()])
 
 
 def _parts(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> _Parts:

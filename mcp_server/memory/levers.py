@@ -285,7 +285,7 @@ class LeverValidator:
             return None
         key = json.dumps(patch, sort_keys=True, default=str)
         if key in self.checked:
-            return self.checked[key].model_copy(deep=True)
+            return _copy(self.checked[key])
         notes = len(self.notes)
         errors = self._errors(patch)
         if errors is None:
@@ -294,7 +294,12 @@ class LeverValidator:
         validation = Validation(valid=not new, errors=new)
         if not any(note.startswith("a lever could not be validated") for note in self.notes[notes:]):
             self.checked[key] = validation  # (a failed import is noted at each check, as before)
-        return validation.model_copy(deep=True)
+        return _copy(validation)
+
+
+def _copy(validation: Validation) -> Validation:
+    """A deep copy of a validation (a new errors list) without pydantic's generic deepcopy: a dozen a plan."""
+    return Validation(valid=validation.valid, errors=list(validation.errors))
 
 
 def default_rewards() -> list:
