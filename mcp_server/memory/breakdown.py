@@ -116,7 +116,8 @@ class FitCache:
         fit = self._fits.get(items)
         if fit is None:
             settings = with_update(self.settings, update)
-            training_key = items - self._vllm_items(items)
+            training_key = items if VLLM_SHARE_FIELDS.isdisjoint(update) else frozenset(
+                [item for item in items if item[0] not in VLLM_SHARE_FIELDS])
             parts = self._parts.get(training_key)
             if parts is None:
                 parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
@@ -124,10 +125,6 @@ class FitCache:
             peak = max(phases.training.nvidia_smi, phases.generation.nvidia_smi)
             fit = self._fits[items] = Fit(peak, phases.problems)
         return fit
-
-    @staticmethod
-    def _vllm_items(items: frozenset) -> frozenset:
-        return frozenset([item for item in items if item[0] in VLLM_SHARE_FIELDS])
 
 
 def _settings_key(update: dict) -> frozenset:
