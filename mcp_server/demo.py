@@ -35,7 +35,7 @@ from mcp_server.training.environment import check_environment
 from mcp_server.training.launch import launch_training
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.training.models import EnvironmentRequest, LaunchRequest
-from mcp_server.training.runstate import process_alive
+from mcp_server.training.processes import process_alive
 from mcp_server.training.sft_warm_start import WarmStartSettings, sft_warm_start
 from mcp_server.worker import runs_in_training
 from mcp_server.demo_models import QUICK, DemoSettings, DemoSummary, Phase

@@ -13,8 +13,12 @@ from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, write_plan_files
+from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers import LAUNCHERS, ORDER, launcher_of
-from mcp_server.training.models import LaunchRequest
+from mcp_server.training.models import LaunchRequest, StatusRequest
+from mcp_server.training.runrecord import write_run_json
+from mcp_server.training.runstate import derive_state
+from mcp_server.training.status import training_status
 
 
 def _emit(name: str, **request) -> Run:
@@ -57,3 +61,24 @@ def test_a_launch_record_names_the_launcher_that_relaunches_it_with_the_same_lay
     again = slurm.relaunch(job, "r")  # the record holds the job's processes; the request, those of one node
     assert slurm.name == "slurm" and (again.launcher, again.num_nodes, again.num_processes) == ("slurm", 2, 8)
     assert (again.partition, again.account, again.time_limit, again.requeue) == ("gpu", "a", "1:00:00", False)
+
+
+class _Queue:
+    """A scheduler-backed launcher as a new module would add it: its `state` is the scheduler's word."""
+
+    name = "queue"
+
+    def state(self, run: Run, record: dict | None) -> DerivedState:
+        return DerivedState(state="pending", alive=True, record=record, job={"job_id": record["job_id"]})
+
+
+def test_a_runs_state_is_read_by_the_launcher_its_record_names(workspace, tiny_model, monkeypatch):
+    run = _emit("queued", gpu="cpu")
+    write_run_json(run, {"backend": "queue", "job_id": "7", "state": "pending", "started_ts": 1.0})
+    # no launcher of that name: this machine's launcher reads it, and no process of the run lives
+    assert training_status(StatusRequest(run=str(run.dir))).state == "failed"
+    write_run_json(run, {"backend": "queue", "job_id": "7", "state": "pending", "started_ts": 1.0})
+    monkeypatch.setitem(LAUNCHERS, "queue", _Queue())
+    status = training_status(StatusRequest(run=str(run.dir)))
+    assert (status.state, status.alive) == ("pending", True)
+    assert derive_state(run).job_id == "7"

@@ -138,7 +138,7 @@ def test_a_process_is_the_runs_launcher_only_by_its_command_line_and_its_start_t
     with the recorded pid and start time, but not `bash train/launch.sh`, is neither reported nor stopped; and a
     real `bash train/launch.sh` whose start time differs from the record is not the recorded process."""
     from mcp_server.runs import Run
-    from mcp_server.training.runstate import verified_launcher
+    from mcp_server.training.processes import verified_launcher
 
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
     run_dir = hand_run(workspace, "identity")

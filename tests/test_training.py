@@ -254,7 +254,7 @@ def test_recipe_is_committed_even_where_git_has_no_identity(tmp_path, monkeypatc
 def test_a_second_launch_is_refused_while_running_and_stop_kills_a_run_that_cannot_stop_in_time(ws, cpu_only):
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest, StopRequest
-    from mcp_server.training.runstate import process_alive
+    from mcp_server.training.processes import process_alive
     from mcp_server.training.status import stop_training
 
     run_dir = emit_run("hard-stop")

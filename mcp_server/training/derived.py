@@ -1,6 +1,7 @@
-"""A run's state as derive_state (runstate.py) and slurm_state (slurm_launcher.py) read it from the process, the
-scheduler and the run's files: a frozen value, never the server's memory. training_status, stop_training,
-list_runs and the launch gates read its fields; sync_run_json records it in run.json."""
+"""A run's state as each launcher's `state` (launchers/process_state.py, slurm_launcher.slurm_state) reads it,
+through derive_state (runstate.py), from the process, the scheduler and the run's files: a frozen value, never
+the server's memory. training_status, stop_training, list_runs and the launch gates read its fields;
+sync_run_json records it in run.json."""
 
 from __future__ import annotations
 

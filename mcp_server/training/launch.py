@@ -37,7 +37,8 @@ from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult,
 from mcp_server.training.recording import record_in_git
 from mcp_server.training.resume_patch import apply_patch, last_good_checkpoint
 from mcp_server.training.runlock import RunLocked, run_lock
-from mcp_server.training.runstate import checkpoints, derive_state, read_run_json
+from mcp_server.training.runrecord import checkpoints, read_run_json
+from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import sha256_file
 
 

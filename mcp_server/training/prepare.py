@@ -23,7 +23,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.interpreter import PACKAGE_PARENT, data_dir, read_state, state_path, training_env, training_python
 from mcp_server.reporting import Report, silent
 from mcp_server.training.models import PrepareRequest, PrepareResult
-from mcp_server.training.runstate import process_alive
+from mcp_server.training.processes import process_alive
 from mcp_server.workspace import atomic_write_json
 
 DEFAULT_TORCH_CPU_SPEC = "torch==2.13.0"  # the Makefile's TORCH_CPU_SPEC

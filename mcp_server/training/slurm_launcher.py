@@ -1,6 +1,6 @@
 """The SLURM launcher: a run's plan turned into a job (submit), the job read back as the run's state (status),
 and the job ended (stop). launchers/slurm.py puts them on the launcher seam; the local launcher's counterparts
-live in launchers/local.py and runstate.py.
+live in launchers/local.py and launchers/process_state.py.
 
 run.json of a SLURM run holds `"backend": "slurm"`, the job id and the submission (partition, nodes, the
 sbatch command, the ownership token written as the job's --comment). A job is this run's only when the

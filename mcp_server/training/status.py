@@ -23,14 +23,8 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.slurm_launcher import job_message
-from mcp_server.training.runstate import (
-    checkpoints,
-    derive_state,
-    last_progress,
-    log_tail,
-    read_progress,
-    sync_run_json,
-)
+from mcp_server.training.runrecord import checkpoints, sync_run_json
+from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, runs_root
 from mcp_server.diagnosis.diagnose import diagnose

@@ -2,9 +2,10 @@
 
 A launch reads its target once (`LaunchTarget`: the run, the request, the run's target and config), the first
 launcher in `launchers.ORDER` that accepts it plans it (`LaunchPlan`: the commands, the files, the choices made),
-and the same launcher turns the plan into files (`write`), starts it (`start`), stops it (`stop`) and reads back
-the request that launches it again with the same layout (`relaunch`, for resume_training). The gates, the lock
-and the run's git record are the launch tools' own (training/launch.py), the same for every backend.
+and the same launcher turns the plan into files (`write`), starts it (`start`), reads its live state (`state`:
+the process, or a scheduler's job), stops it (`stop`) and reads back the request that launches it again with the
+same layout (`relaunch`, for resume_training). The gates, the lock and the run's git record are the launch tools'
+own (training/launch.py), the same for every backend.
 """
 
 from __future__ import annotations
@@ -137,6 +138,10 @@ class Launcher(Protocol):
     def commit_message(self, run: Run, resumed: bool) -> str: ...
 
     def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult: ...
+
+    def state(self, run: Run, record: dict | None) -> DerivedState:
+        """The run's live state as this backend knows it (`record`: its run.json, None when missing or damaged):
+        the process on this machine, a scheduler's job. runstate.derive_state asks the launcher of the record."""
 
     def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Stop the live run (`derived`: runstate.derive_state); `note`: what its state reading noted, said."""

@@ -3,7 +3,7 @@ torchrun (DDP over gloo; `accelerate launch --cpu` starts only one process witho
 
 It writes train/launch.sh (shell.py) and starts it in a new session, stdout/stderr to train/logs/stdout.log,
 and returns at once; run.json records the process's identity. Its state is read from that process and the
-run's files (runstate.derive_state); stop asks the trainer for a checkpoint, then signals the process group.
+run's files (process_state.py); stop asks the trainer for a checkpoint, then signals the process group.
 The accelerate launcher (accelerate.py) shares everything but the plan.
 """
 
@@ -25,15 +25,9 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import TRAIN_ARGS, LaunchPlan, LaunchTarget, Start, history, write_accelerate
 from mcp_server.training.launchers.shell import render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
-from mcp_server.training.runstate import (
-    LAUNCHER,
-    checkpoints,
-    derive_state,
-    run_processes,
-    sync_run_json,
-    verified_launcher,
-    write_run_json,
-)
+from mcp_server.training.launchers.process_state import process_state
+from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
+from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json, write_run_json
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 TERM_GRACE_S = 15  # after SIGTERM: how long the run's processes get before SIGKILL
@@ -111,6 +105,10 @@ class LocalLauncher:
             message=f"{'resumed' if resumed else 'started'} {run.name} (pid {proc.pid}, {plan.strategy}, "
             f"{plan.num_processes} process{'es' if plan.num_processes > 1 else ''}); follow it with training_status")
 
+    def state(self, run: Run, record: dict | None) -> DerivedState:
+        """The verified process and the run's files (process_state.py)."""
+        return process_state(run, record)
+
     def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
         terminate its whole process group (vLLM server included), then kill it. Only a process verified to be
@@ -130,7 +128,7 @@ class LocalLauncher:
             if not _wait_dead(run, pid, create_time, TERM_GRACE_S):
                 _signal_run(run, pid, create_time, signal.SIGKILL)
                 _wait_dead(run, pid, create_time, 5)
-        after = sync_run_json(run, derive_state(run))
+        after = sync_run_json(run, derive_with(run, self.state))
         done = checkpoints(run, config)
         saved = (read_json_if_present(run.stopped) or {}).get("step")
         saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass
 
 from mcp_server.interpreter import package_path
-from mcp_server.training.runstate import RUN_MARK
+from mcp_server.training.processes import RUN_MARK
 
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
 VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise

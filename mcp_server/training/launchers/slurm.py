@@ -24,8 +24,8 @@ from mcp_server.training.launchers.base import (
 )
 from mcp_server.training.launchers.machine import plan_launch_memory
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
-from mcp_server.training.runstate import checkpoints, derive_state, sync_run_json
-from mcp_server.training.slurm_launcher import describe, layout_for, preflight, stop_job, submit
+from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json
+from mcp_server.training.slurm_launcher import describe, layout_for, preflight, slurm_state, stop_job, submit
 from mcp_server.training.slurm_plan import comment_block, node_table
 from mcp_server.training.slurm_script import render_sbatch
 from mcp_server.inspection.trained import verdict_reward_sha256
@@ -113,10 +113,14 @@ class SlurmLauncher:
             slurm_script=written["slurm"], job_id=record["job_id"], resumed_from=start.resumed_from,
             message=f"{'resumed' if start.resumed_from else 'started'} {run.name}: {describe(record)}")
 
+    def state(self, run: Run, record: dict | None) -> DerivedState:
+        """The scheduler's word on the run's own job, with the run's files (slurm_launcher.slurm_state)."""
+        return slurm_state(run, record or {})
+
     def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
         graceful, cancelled, why = stop_job(run, derived, timeout_s)
-        after = sync_run_json(run, derive_state(run))
+        after = sync_run_json(run, derive_with(run, self.state))
         done = checkpoints(run, config)
         saved = (read_json_if_present(run.stopped) or {}).get("step")
         saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None

@@ -1,0 +1,112 @@
+"""The state of a run on this machine (the local and accelerate launchers): from its verified process and the
+files the training process leaves behind: train/logs/progress.jsonl (steps), outcome.json (success marker),
+stopped.json / stop-request.json (a stop on request) and exit-code (written by train/launch.sh when the training
+command ends). When run.json is missing, unreadable or names another process, the live launcher is found by its
+identity (processes.find_launcher), so a live run stays visible and stoppable. A run.json written for another
+directory (the run was copied) describes the original, not this copy: the copy is a new run. A killed process
+reads as failed, with its exit code when there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.derived import DerivedState
+from mcp_server.training.processes import LAUNCHER, find_launcher, run_processes, verified_launcher
+from mcp_server.training.runrecord import TERMINAL, read_exit_code
+
+def _record_dir(record: dict) -> Path | None:
+    try:
+        return Path(record["cwd"]).resolve() if isinstance(record.get("cwd"), str) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _newer(path: Path, since: float | None) -> dict | None:
+    """The JSON file's content when it was written during the current launch."""
+    data = read_json_if_present(path)
+    if data is None:
+        return None
+    if since is not None and path.stat().st_mtime < since - 1:
+        return None
+    return data
+
+
+def _without_record(run: Run, note: str | None) -> DerivedState:
+    """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
+    outcome = read_json_if_present(run.outcome)  # e.g. trained by hand, without launch_training
+    exit_code = read_exit_code(run)
+    if isinstance(outcome, dict) and outcome.get("state", "succeeded") in TERMINAL:
+        state = outcome.get("state", "succeeded")
+    elif read_json_if_present(run.stopped) is not None:
+        state = "stopped"
+    elif exit_code not in (None, 0):
+        state = "failed"
+    elif run.stdout.exists() or exit_code is not None:
+        state = "unknown"
+        note = (note or "") + (" Its logs exist but say neither how it ended nor that it runs: see train/logs/.")
+    else:
+        state = "not_launched"
+    return DerivedState(state=state, alive=False, exit_code=exit_code,
+                        outcome=outcome if isinstance(outcome, dict) else None, note=note.strip() if note else None)
+
+
+def process_state(run: Run, record: dict | None) -> DerivedState:
+    """The run's state from its process and its files (`record`: run.json, None when missing or damaged). `note`
+    says what was not as expected (run.json lost or wrong, a copied run) and so what is known."""
+    here = run.dir.resolve()
+    note = None
+    proc = verified_launcher(run, record.get("pid"), record.get("create_time")) if record else None
+    # Look among the processes only where a launch may still be live (list_runs reads every run): a record
+    # that does not say it ended, or logs without the exit code launch.sh writes last.
+    launched = ((run.run_json.exists() and (record is None or record.get("state") not in TERMINAL))
+                or (run.stdout.exists() and not run.exit_code.exists()))
+    if proc is None and launched:
+        proc = find_launcher(run)
+        if proc is not None:  # a live launcher the record does not name: trust the process
+            note = (f"run.json {'does not name' if record else 'is missing or unreadable; found'} the live launcher "
+                    f"(pid {proc.pid}, `bash train/launch.sh` in this directory); state read from that process "
+                    "and the logs")
+            record = {**(record or {}), "pid": proc.pid, "pgid": proc.pid, "create_time": proc.create_time(),
+                      "cwd": str(here), "launcher": LAUNCHER, "state": "running", "reconstructed": True,
+                      "started_ts": (record or {}).get("started_ts") or proc.create_time()}
+    # The launcher is gone (killed, or it never was ours) but processes of the run live on: the run is alive until
+    # they end, so nothing is started over them and stop_training still reaches them.
+    orphans = run_processes(run) if proc is None and launched else []
+    if orphans:
+        pids = [p.pid for p in orphans]
+        note = (f"its launcher{' (pid ' + str(record.get('pid')) + ')' if record and record.get('pid') else ''} is "
+                f"gone but {len(pids)} process{'es' if len(pids) > 1 else ''} of this run still run (pid "
+                f"{', '.join(map(str, pids))}): the run is alive until they end; stop_training stops them")
+        record = record or {"cwd": str(here), "state": "running", "reconstructed": True,
+                            "started_ts": min(p.create_time() for p in orphans)}
+    if record is None:  # (a damaged run.json is raised by runrecord.derive_with: no live launcher of this run)
+        lost = run.run_json.exists() or run.stdout.exists()
+        return _without_record(run, "run.json is missing or unreadable and no launcher of this run is alive." if lost
+                               else None)
+    origin = _record_dir(record)
+    if proc is None and not orphans and origin is not None and origin != here and origin.exists():
+        copy = _without_record(run, f"run.json was written for {origin}: this directory is a copy of that run, "
+                                    "a new run with its own files; the original's process is not this run's.")
+        return replace(copy, copied_record=record)
+    since = record.get("started_ts")
+    alive = proc is not None or bool(orphans)
+    stop_requested = _newer(run.stop_request, since) is not None
+    outcome = _newer(run.outcome, since)
+    exit_code = read_exit_code(run) if not alive else None
+    if alive:
+        begun = _newer(run.train_begin, since) is not None
+        state = "running" if begun else "starting"
+    elif outcome and outcome.get("state") in TERMINAL:
+        state = outcome["state"]
+        if state == "succeeded" and exit_code not in (None, 0):
+            state = "failed"  # it saved the model, then crashed on the way out
+    elif stop_requested or _newer(run.stopped, since) is not None:
+        state = "stopped"
+    else:
+        state = "failed"
+    return DerivedState(state=state, alive=alive, pid=record.get("pid"), exit_code=exit_code, outcome=outcome,
+                        stop_requested=stop_requested, record=record, note=note,
+                        orphans=tuple(p.pid for p in orphans))

@@ -1,0 +1,92 @@
+"""A run's processes on this machine, told by identity, never by pid alone (below runstate and the launchers).
+
+run.json says which process to look at, but a process is this run's only when its identity is verified
+(verified_launcher): the pid's start time matches, it runs our launcher (`bash train/launch.sh`) and its working
+directory is this run directory. find_launcher finds that launcher among the processes when run.json is missing,
+unreadable or names another process; run_processes finds every process carrying the run's mark (a trainer that
+outlived a killed launcher, each rank).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+from mcp_server.runs import Run
+
+LAUNCHER = ["bash", "train/launch.sh"]  # how launch_training (and a person, by hand) starts a run
+# train/launch.sh exports the run directory (physical path) under this name: every process of the run (the trainer,
+# its ranks, a vLLM server) inherits it, so a trainer whose launcher was killed is still found (run_processes).
+RUN_MARK = "LLM_FINETUNING_RUN_DIR"
+
+
+def verified_launcher(run: Run, pid, create_time=None) -> psutil.Process | None:
+    """The process `pid` when it is this run's launcher, else None: alive (not a zombie), started at
+    `create_time` when one is given, running `bash train/launch.sh` with this run directory as its working
+    directory. Nothing is signalled on a pid that fails this check."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if isinstance(create_time, (int, float)) and abs(proc.create_time() - create_time) > 1.0:
+            return None  # the pid was recycled
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            _reap(pid)
+            return None
+        if proc.cmdline() != LAUNCHER or Path(proc.cwd()).resolve() != run.dir.resolve():
+            return None
+        return proc
+    except (psutil.Error, OSError):
+        return None
+
+
+def find_launcher(run: Run) -> psutil.Process | None:
+    """The live launcher of this run among all processes (for a run.json that is gone or wrong)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.info.get("cmdline") == LAUNCHER:
+            found = verified_launcher(run, proc.pid)
+            if found is not None:
+                return found
+    return None
+
+
+def run_processes(run: Run) -> list[psutil.Process]:
+    """Every live process of this run: those whose environment carries RUN_MARK with this run directory (launch.sh
+    exports it, children inherit it). Finds a trainer that outlived a killed launcher, and each rank."""
+    here = str(run.dir.resolve())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(RUN_MARK) == here \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+
+def process_alive(pid: int | None, create_time: float | None) -> bool:
+    """Whether `pid` is still the process we started (same start time) and not a zombie."""
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if create_time is not None and abs(proc.create_time() - create_time) > 1.0:
+            return False  # the pid was recycled
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            _reap(pid)
+            return False
+        return True
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _reap(pid: int) -> None:
+    """Collect an exited child of this server so it does not linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass

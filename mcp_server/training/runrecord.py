@@ -1,0 +1,108 @@
+"""A run's launch record (run.json) and what every launcher's state reading shares: the record checked before a
+pid is signalled, the state change written back, the exit code launch.sh leaves and the complete checkpoints.
+Below runstate and the launchers (launchers/), which both read and write it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
+
+from mcp_server.errors import UserInputError, short, validation_message
+from mcp_server.runs import Run
+from mcp_server.training.derived import DerivedState
+from mcp_server.workspace import atomic_write_json
+
+TERMINAL = ("succeeded", "failed", "stopped")
+
+
+class RunRecord(BaseModel):
+    """The fields of run.json this module acts on, checked before a pid is signalled or a time compared: a file a
+    person edited or damaged is an error naming it, never a crash or a signal to some other process."""
+
+    model_config = ConfigDict(extra="allow")
+
+    pid: int | None = Field(default=None, gt=0, lt=2**31)
+    pgid: int | None = Field(default=None, gt=0, lt=2**31)
+    create_time: FiniteFloat | None = None
+    started_ts: FiniteFloat | None = None
+    started_at: str | None = None
+    state: str | None = None
+    exit_code: int | None = None
+
+
+def read_run_json(run: Run) -> dict | None:
+    """run.json (launch_training writes it atomically), None when there is none. One that is there but is not a
+    JSON object with well-typed fields raises UserInputError('run') naming the file."""
+    path = run.run_json
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        checked = RunRecord.model_validate(data, strict=True)
+    except (OSError, ValueError, RecursionError) as exc:
+        why = validation_message(exc) if isinstance(exc, ValidationError) else getattr(exc, "strerror", None) or exc
+        raise UserInputError("run", f"{short(path)} is not a launch record ({short(why)}); launch_training writes it "
+                             "(pid, create_time, started_ts, state): restore it, or remove it if no training "
+                             "process of this run is alive") from None
+    return {**data, **checked.model_dump(exclude_unset=True)}
+
+
+def write_run_json(run: Run, record: dict) -> None:
+    atomic_write_json(run.run_json, record)
+
+
+def read_exit_code(run: Run) -> int | None:
+    try:
+        return int(run.exit_code.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def derive_with(run: Run, state: Callable[[Run, dict | None], DerivedState]) -> DerivedState:
+    """`state(run, record)` read on run.json's record (None: there is none, or it is damaged). A damaged run.json is
+    raised, naming the file, only when the reading found no live process of the run either (no record to act on)."""
+    try:
+        record, damaged = read_run_json(run), None
+    except UserInputError as exc:  # a damaged run.json: the live launcher, if any, still tells the state
+        record, damaged = None, exc
+    derived = state(run, record)
+    if damaged is not None and derived.record is None:
+        raise damaged
+    return derived
+
+
+def sync_run_json(run: Run, derived: DerivedState) -> DerivedState:
+    """Record a state change in run.json (so a plain reader of run.json sees it too); the state, with a note when
+    the disk refuses the write, never an error: reading a run's state must work on a full disk."""
+    record = derived.record
+    if record is not None and (record.get("state") != derived.state or record.get("reconstructed")):
+        # A reconstructed record restores a lost or wrong run.json, marked as read from the process.
+        record = {**{k: v for k, v in record.items() if k != "reconstructed"}, "state": derived.state}
+        if derived.record.get("reconstructed"):
+            record["restored_from_process"] = True
+        if derived.exit_code is not None:
+            record["exit_code"] = derived.exit_code
+        if derived.job:
+            record["job"] = derived.job
+        try:
+            write_run_json(run, record)
+        except OSError as exc:  # a full disk, a read-only mount: the state is still known, only not recorded
+            return derived.noted(f"run.json could not be rewritten ({exc.strerror or exc}): the state above is "
+                                 "derived, not recorded")
+    return derived
+
+
+def checkpoints(run: Run, config: dict) -> list[Path]:
+    """checkpoint-N directories with a trainer_state.json (complete saves), by step."""
+    out = run.output_dir(config)
+    found = []
+    for path in out.glob("checkpoint-*"):
+        suffix = path.name.split("-", 1)[1]
+        if suffix.isdigit() and (path / "trainer_state.json").exists():
+            found.append((int(suffix), path))
+    return [path for _, path in sorted(found)]
