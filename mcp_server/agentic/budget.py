@@ -12,7 +12,7 @@ Runs in the training interpreter (imports transformers).
 
 from __future__ import annotations
 
-from mcp_server.agentic.checks import placeholder_arguments, round_trip_tokens
+from mcp_server.agentic.checks import placeholder_arguments, round_trip_tokens, with_result_tokens
 from mcp_server.agentic.spec import AgenticRecord, load, public_methods
 from mcp_server.errors import one_line, short
 
@@ -22,14 +22,7 @@ MIN_RESULT_TOKENS = 16  # a probe's result is doubled, and never counted below t
 
 def result_tokens(tokenizer, name: str, content: str) -> int:
     """Tokens `content` adds to the tool message TRL appends (the wrapper itself not counted)."""
-    def suffix(text: str) -> int:
-        call = {"type": "function", "function": {"name": name, "arguments": {}}}
-        messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [call]},
-                    {"role": "tool", "name": name, "content": text}]
-        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                 return_dict=False))
-
-    return max(0, suffix(content) - suffix(""))
+    return max(0, with_result_tokens(tokenizer, name, {}, content) - with_result_tokens(tokenizer, name, {}, ""))
 
 
 def _result_size(tokenizer, fn, probe: str | None) -> tuple[int, str]:

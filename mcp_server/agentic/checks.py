@@ -86,16 +86,24 @@ def _tool_findings(fns: list, where: str) -> list[dict]:
     return found
 
 
+def _call_turn(name: str, arguments: dict) -> list[dict]:
+    """A user message and the assistant turn that calls `name` with `arguments`."""
+    call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    return [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+
+
+def with_result_tokens(tokenizer, name: str, arguments: dict, content: str) -> int:
+    """Tokens of a call turn followed by the tool message holding `content`, up to the next assistant turn."""
+    messages = [*_call_turn(name, arguments), {"role": "tool", "name": name, "content": content}]
+    return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
+
+
 def round_trip_tokens(tokenizer, name: str, arguments: dict) -> tuple[int, int]:
     """(tokens of one assistant turn that calls `name`, tokens TRL appends for an empty result of it)."""
-    call = {"type": "function", "function": {"name": name, "arguments": arguments}}
-    user = [{"role": "user", "content": "x"}]
-    turn = [*user, {"role": "assistant", "content": "", "tool_calls": [call]}]
-    prompt = tokenizer.apply_chat_template(user, add_generation_prompt=True, tokenize=True, return_dict=False)
+    turn = _call_turn(name, arguments)
+    prompt = tokenizer.apply_chat_template(turn[:1], add_generation_prompt=True, tokenize=True, return_dict=False)
     with_call = tokenizer.apply_chat_template(turn, tokenize=True, return_dict=False)
-    with_result = tokenizer.apply_chat_template([*turn, {"role": "tool", "name": name, "content": ""}],
-                                                add_generation_prompt=True, tokenize=True, return_dict=False)
-    return len(with_call) - len(prompt), len(with_result) - len(with_call)
+    return len(with_call) - len(prompt), with_result_tokens(tokenizer, name, arguments, "") - len(with_call)
 
 
 def placeholder_arguments(fn) -> dict:
