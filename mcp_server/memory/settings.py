@@ -374,11 +374,6 @@ def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target)
             f"model's {arch.max_position_embeddings}-token context")
 
 
-def apply_config_patch(settings: RunSettings, patch: dict[str, Any]) -> RunSettings:
-    """The settings with a lever's config patch (config field names) applied."""
-    return settings.model_copy(update=settings_update(patch))
-
-
 def with_update(settings: RunSettings, update: dict[str, Any]) -> RunSettings:
     """settings.model_copy(update=update) without pydantic's generic copy (its five copy.copy calls): the lever
     search makes a few hundred a plan. RunSettings keeps its fields in __dict__ alone (no extras, no private

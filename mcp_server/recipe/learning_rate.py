@@ -40,11 +40,6 @@ def recipe_rate(mode: str, params_b: float | None) -> tuple[float, str]:
                   f"{source}); the settled LoRA range is {low:g} to {high:g}")
 
 
-def range_text(mode: str) -> str:
-    low, high = LR_RANGE["full" if mode == "full" else "lora"]
-    return f"{low:g}-{high:g}"
-
-
 def recipe_text(mode: str) -> str:
     """The recipe's rates by size as one phrase, e.g. '1e-06 up to 40B, 5e-07 above'."""
     factor = 1 if mode == "full" else LORA_FACTOR
