@@ -52,7 +52,7 @@ class DemoSettings(BaseModel):
 
 # The quick walk checks the plumbing in about two minutes: a smaller task the warm-start can reach quickly.
 QUICK = DemoSettings(max_operand=5, sft_max_steps=100, sft_check_every=20, sft_target=0.1, sft_batch_size=16,
-                     grpo_steps=4, grpo_cosine_steps=None, grpo_learning_rate=1e-4, grpo_batch_size=16,
+                     grpo_steps=4, grpo_cosine_steps=8, grpo_learning_rate=1e-4, grpo_batch_size=16,
                      num_generations=4, inspection_prompts=16)
 
 

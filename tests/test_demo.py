@@ -8,6 +8,7 @@ measured by bench/bench_demo.py, which takes minutes.)
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from conftest import run_cli
@@ -45,6 +46,13 @@ def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_
     assert json.loads((run / "train/logs/outcome.json").read_text())["state"] == "succeeded"
     # No recomputation in the backward on a 100k-parameter model (TRL's default turns it on).
     assert "\ngradient_checkpointing: false\n" in (run / "train/config.yaml").read_text()
+    # GRPO stops part-way down a longer cosine (the quick walk: 4 of 8 steps, as the demo runs 150 of 200): the
+    # logged rate at step k is transformers' cosine over 8 steps, not the one over 4 that would reach 0 at step 4.
+    logged = [json.loads(line) for line in (run / "train/logs/progress.jsonl").read_text().splitlines()]
+    rates = {r["step"]: r["lr"] for r in logged if r.get("lr") is not None}
+    assert sorted(rates) == [1, 2, 3, 4]
+    for step, lr in rates.items():
+        assert math.isclose(lr, 1e-4 * (1 + math.cos(math.pi * (step - 1) / 8)) / 2, rel_tol=1e-6), (step, lr)
     assert baseline_path("tiny").is_file() and baseline_path("tiny").name == f"baseline-tiny-v{TINY_VERSION}.json"
     warm_baseline = json.loads(Path(summary["phases"][1]["artifacts"]["warm_start_baseline"]).read_text())
     report = (run / "promotion-report.md").read_text()
