@@ -26,6 +26,8 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import CallToolResult, TextContent
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mcp_server import warm_up
@@ -170,6 +172,28 @@ mcp = _Server(
 )
 
 
+# A validation the warm-up rehearses (warm_up.start): a catalog model, never the person's (theirs is read when asked).
+REHEARSAL = ("validate_grpo_config", {"config": {"model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct",
+                                                 "learning_rate": 1e-6,
+                                                 "reward_funcs": ["mcp_server.rewards.format_reward"]},
+                                      "gpu": "H100"})
+
+
+def rehearse_first_call() -> CallToolResult:
+    """One validation through the door a client's call takes, in this thread's own event loop: the SDK's tool call
+    (the arguments read, the core run in a worker thread, TRL's checks in the training interpreter, the result
+    model validated and dumped), then the result shaped as the SDK's runner shapes a tools/call answer for each
+    protocol version. What a first call builds or runs for the first time (the SDK's and pydantic's lazily built
+    validators, the rules' and the memory verdict's imports, here and in the worker) is then built and run; no
+    answer is kept."""
+    name, arguments = REHEARSAL
+    result = anyio.run(mcp.call_tool, name, arguments)
+    wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for version in KNOWN_PROTOCOL_VERSIONS:
+        serialize_server_result("tools/call", version, wire)
+    return result
+
+
 # ---------------------------------------------------------------- content: /finetune prompt, references
 def _register_content() -> None:
     """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness
@@ -202,7 +226,9 @@ _register_content()
 
 def main() -> None:
     keep_caches_private()
-    warm_up.start()  # TRL's import in the training interpreter, in the background, once tools/list is answered
+    # TRL's import in the training interpreter and a rehearsed first validation, in the background, once
+    # tools/list is answered
+    warm_up.start(rehearse_first_call)
     anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
 
 

@@ -1,10 +1,12 @@
 """The server's warm start: TRL is imported in the training interpreter while the client is still getting ready.
 
-`start()` (called by the server as it starts) returns at once; a background thread then has the training
-interpreter import TRL and build what validations use (recipe.trl_fields.warm_trl), caches TRL's field table here,
-and runs one validation through validate_grpo_config's core (the rules' and the memory verdict's imports, here and
-in the worker). With the training interpreter in its own worker (the light server), the worker process is started
-and warmed; with this Python training (a full install), the import runs in this process.
+`start(rehearse)` (called by the server as it starts) returns at once; a background thread then has the training
+interpreter import TRL and build what validations use (recipe.trl_fields.warm_trl), then calls `rehearse()`: the
+server's rehearsal of a first validation through its own door (the SDK's tool call, the core, the result model's
+validation and dump, the response's shaping), so what a first call would build or run for the first time, here
+and in the worker, is built and run before anyone waits. With the training interpreter in its own worker (the light
+server), the worker process is started and warmed; with this Python training (a full install), the import runs in
+this process.
 
 Either begins once the server has answered `tools/list` (`tools_listed`, called by the server), or at the latest
 LLM_FINETUNING_WARM_UP_DELAY_S (default 0.5 s) after `start`, for a client that never lists its tools: the import
@@ -21,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from mcp_server.worker_targets import WARM_TRL
 
@@ -34,8 +37,9 @@ _lock = threading.Lock()
 _listed = threading.Event()  # the server answered tools/list
 
 
-def start() -> threading.Thread | None:
-    """Warm the training interpreter in the background (once per process); the thread, or None when turned off."""
+def start(rehearse: Callable[[], object]) -> threading.Thread | None:
+    """Warm the training interpreter, then call `rehearse()`, in the background (once per process); the thread, or
+    None when turned off."""
     global _thread
     if os.environ.get("LLM_FINETUNING_WARM_UP", "1").lower() in OFF:
         return None
@@ -43,7 +47,7 @@ def start() -> threading.Thread | None:
 
     with _lock:
         if _thread is None:
-            _thread = threading.Thread(target=_warm, args=(worker.in_training,), name="llm-finetuning-warm-up",
+            _thread = threading.Thread(target=_warm, args=(worker.in_training, rehearse), name="llm-finetuning-warm-up",
                                        daemon=True)
             _thread.start()
         return _thread
@@ -67,7 +71,7 @@ def _client_served() -> None:
         time.sleep(LISTED_GRACE_S)
 
 
-def _warm(in_training) -> None:
+def _warm(in_training, rehearse: Callable[[], object]) -> None:
     from mcp_server.interpreter import training_python
 
     try:
@@ -76,15 +80,6 @@ def _warm(in_training) -> None:
             return
         _client_served()
         in_training(WARM_TRL)
-        from mcp_server.memory.verdict import validate_config  # validate_grpo_config's core (the doors import it
-        from mcp_server.recipe.models import ValidateRequest  # on the first call: mcp_server.tools)
-        from mcp_server.recipe.trl_fields import installed_trl
-
-        installed_trl()  # the field table, cached in this process
-        # One validation through the tool's core: what the rules and the memory verdict import, here and in the
-        # worker (rewards, the local HF cache lookup of a hub model's config: never the network).
-        validate_config(ValidateRequest(config={
-            "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
-            "reward_funcs": ["mcp_server.rewards.format_reward"]}, gpu="H100")).model_dump_json()
+        rehearse()
     except Exception as exc:  # the first call that needs TRL says what is wrong
         logger.debug("warm-up of the training interpreter failed: %r", exc)

@@ -90,6 +90,21 @@ def test_server_warms_its_worker_before_any_call(tmp_path):
     assert [p.pid for p in after] == [worker.pid]  # the warmed worker answered: no second one
 
 
+def test_the_warm_up_rehearses_a_validation_through_the_door(workspace):
+    """The warm-up's rehearsal runs validate_grpo_config as a client's call does (the SDK's tool call, the result
+    model validated and dumped, the answer shaped for each protocol version) and gets the tool's own answer: a break
+    here would otherwise go unseen, since the warm-up only logs its failures at debug level."""
+    from mcp_server.memory.verdict import validate_config
+    from mcp_server.recipe.models import ValidateRequest
+    from mcp_server.server import REHEARSAL, rehearse_first_call
+
+    result = rehearse_first_call()
+    assert not result.is_error, result.content
+    direct = validate_config(ValidateRequest(**REHEARSAL[1])).model_dump(mode="json")
+    assert result.structured_content == direct and direct["valid"]
+    assert json.loads(result.content[0].text) == direct
+
+
 def _hello(path: Path) -> dict:
     with socket.socket(socket.AF_UNIX) as conn:
         conn.connect(str(path))
