@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from mcp_server.memory.breakdown import COLOCATED_VLLM_FIELDS, FitCache
+from mcp_server.memory.constants import TIGHT_FRACTION
+from mcp_server.memory.levers import VllmFloors, candidate_levers, compatible_sets
 from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory
+from mcp_server.memory.planner import PlannedRun, plan_memory, planned_run
+from mcp_server.memory.settings import RunSettings
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "plan_memory_results.json"
 VLLM = {"use_vllm": True}
@@ -64,6 +68,59 @@ def test_plans_unchanged_by_the_search():
         if got != recorded[name]:
             diff = sorted(k for k in got.keys() | recorded[name].keys() if got.get(k) != recorded[name].get(k))
             pytest.fail(f"{name}: plan_memory's answer changed in {diff}")
+
+
+def _lever_sets(run: PlannedRun) -> tuple[dict[str, dict], list[tuple[dict, tuple[str, ...]]]]:
+    """Every lever that applies to the run, by name, and every compatible set of them with its merged patch."""
+    patches = {name: patch for name, _, patch in
+               candidate_levers(run.arch, run.params, run.settings, run.target, run.breakdown)}
+    sets = []
+    for combo in compatible_sets(list(patches), len(patches)):
+        merged: dict = {}
+        for name in combo:
+            merged.update(patches[name])
+        sets.append((merged, combo))
+    return patches, sets
+
+
+def test_the_vllm_floor_is_under_every_lever_set():
+    """The search skips a lever set whose colocated vLLM alone is over the limit or cannot start, without its
+    breakdown (levers.VllmFloors): that keeps the answer only if, for every set, the floor is at most the set's peak
+    and the floor's problem is the set's problem. Checked on every compatible set of every run above."""
+    checked, binding = 0, 0
+    for name, fields in REQUESTS.items():
+        run = planned_run(MemoryPlanRequest(**{"validate_levers": False, **fields}))
+        patches, sets = _lever_sets(run)
+        fits = FitCache(run.arch, run.params, run.settings, run.target)
+        floors = VllmFloors(fits, patches)
+        for patch, combo in sets:
+            fit, floor = fits.fit(patch), floors.of(combo)
+            assert floor.peak <= fit.peak, (name, combo, floor, fit)
+            assert set(floor.problems) <= set(fit.problems), (name, combo, floor, fit)
+            checked += 1
+            binding += bool(floor.problems) or floor.peak > run.target.capacity_gib * (1 - TIGHT_FRACTION)
+    assert checked > 1000 and binding > 100, (checked, binding)  # the floor decides for many sets here
+
+
+def test_the_vllm_floor_reads_only_its_fields():
+    """VllmFloors shares one floor among the sets that agree on the levers that set COLOCATED_VLLM_FIELDS: the
+    floor must read no other setting. The settings here record every field read while the floor is computed."""
+    read: set[str] = set()
+
+    class Recording(RunSettings):
+        def __getattribute__(self, name):
+            if name in RunSettings.model_fields:
+                read.add(name)
+            return super().__getattribute__(name)
+
+    for name in ("7b_full_t4_validated", "8b_qlora_colocate_a10g", "32b_lora_colocate_h100", "moe_30b_full_8xh100",
+                 "7b_server_4xa10g", "9b_lora_tight_h100"):
+        run = planned_run(MemoryPlanRequest(**{"validate_levers": False, **REQUESTS[name]}))
+        fits = FitCache(run.arch, run.params, Recording.model_construct(**run.settings.__dict__), run.target)
+        for patch, _ in _lever_sets(run)[1]:
+            fits.floor(patch)
+    assert {"vllm_gpu_memory_utilization", "finetune", "vllm_max_model_length"} <= read  # it did read
+    assert read <= COLOCATED_VLLM_FIELDS, sorted(read - COLOCATED_VLLM_FIELDS)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:

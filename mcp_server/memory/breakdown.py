@@ -99,6 +99,13 @@ VLLM_SHARE_FIELDS = frozenset({"vllm_gpu_memory_utilization", "vllm_enable_sleep
                                "vllm_tensor_parallel_size"})
 
 
+# The settings FitCache.floor reads (settings.colocated_vllm and components.colocated_vllm); test_memory_search
+# records the fields it reads.
+COLOCATED_VLLM_FIELDS = frozenset({"use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "finetune",
+                                   "vllm_tensor_parallel_size", "vllm_max_model_length", "prompt_length",
+                                   "max_completion_length"})
+
+
 class FitCache:
     """compute_breakdown's peak and problems alone (no table, no notes) for many config patches of one run (the lever
     search tries a few hundred sets): each distinct patch is fitted once, and patches that differ only in
@@ -125,6 +132,18 @@ class FitCache:
             peak = max(phases.training.nvidia_smi, phases.generation.nvidia_smi)
             fit = self._fits[items] = Fit(peak, phases.problems)
         return fit
+
+
+    def floor(self, patch: dict) -> Fit:
+        """A floor under fit(patch) from the colocated vLLM's share alone. The generation phase holds the whole
+        share on top of what training allocates once (_phases), so the peak is at least the share plus the CUDA
+        context, and a share that cannot start is a problem of the fit too. It reads only COLOCATED_VLLM_FIELDS of
+        the settings. Without a colocated vLLM: no floor (0 GiB, no problems)."""
+        settings = with_update(self.settings, settings_update(patch))
+        if not settings.colocated_vllm:
+            return Fit(0.0, [])
+        vllm = components.colocated_vllm(self.params, settings, self.target, self.arch)
+        return Fit(components.phase_peak(vllm.total, 0.0).nvidia_smi, [vllm.problem] if vllm.problem else [])
 
 
 def _settings_key(update: dict) -> frozenset:

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.breakdown import Breakdown, Fit, FitCache
+from mcp_server.memory.breakdown import COLOCATED_VLLM_FIELDS, Breakdown, Fit, FitCache
 from mcp_server.memory.components import (colocated_vllm, colocated_vllm_weight_bytes, one_sequence_kv_bytes,
                                            vllm_max_model_len)
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field
+from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field, settings_update
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.precision import weights_dtype
@@ -351,6 +351,30 @@ def compatible_sets(names: list[str], max_size: int) -> list[tuple[str, ...]]:
     return out
 
 
+class VllmFloors:
+    """FitCache.floor for each lever set, computed once per set of the levers that move the colocated vLLM's share
+    (a set's other levers never set a field the floor reads, so they cannot change it): a set whose floor is over the
+    limit, or whose vLLM cannot start, fails without a breakdown. On a GPU too small for a colocated vLLM that is
+    nearly every set that keeps it."""
+
+    def __init__(self, fits: FitCache, patches: dict[str, dict[str, Any]]):
+        self.fits, self.patches = fits, patches  # each lever's patch, by name
+        # load_in_4bit turns another lever's use_peft into QLoRA (settings_update): a lever that sets it counts too
+        self.moving = {name for name, patch in patches.items() if "load_in_4bit" in patch
+                       or not COLOCATED_VLLM_FIELDS.isdisjoint(settings_update(patch))}
+        self.floors: dict[tuple[str, ...], Fit] = {}
+
+    def of(self, combo: tuple[str, ...]) -> Fit:
+        key = tuple(name for name in combo if name in self.moving)
+        floor = self.floors.get(key)
+        if floor is None:
+            patch: dict[str, Any] = {}
+            for name in key:  # merged in the set's order, as the set's own patch is
+                patch.update(self.patches[name])
+            floor = self.floors[key] = self.fits.floor(patch)
+        return floor
+
+
 def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target, breakdown: Breakdown,
                 validator: LeverValidator, inspected: Inspected | None = None) -> tuple[list[Lever], LeverSet | None]:
     """The levers that save memory (or repair a broken layout), most saved first, and the cheapest set that fits."""
@@ -374,16 +398,19 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
     # Every compatible set, cheapest first (a stable sort keeps the first-found order among equals): the first
     # cost that fits ends the search, so most sets need no breakdown. Keeping vLLM comes first (dropping it makes
     # every rollout several times slower), then 10% headroom: a tight fit with vLLM beats a roomy one without it.
-    combos = [(sum(costs[n] for n in combo), len(combo), combo)
+    floors = VllmFloors(fits, {lv.name: lv.patch for lv in levers})
+    combos = [(sum(costs[n] for n in combo), len(combo), combo, "no_vllm" in combo, floors.of(combo))
               for combo in compatible_sets([lv.name for lv in levers], _MAX_SET_SIZE)]
     combos.sort(key=lambda entry: entry[:2])
     for keep_vllm, want_margin in ((True, True), (True, False), (False, True), (False, False)):
         limit = capacity * (1 - TIGHT_FRACTION) if want_margin else capacity
-        for cost, size, combo in combos:
-            if keep_vllm and "no_vllm" in combo:
+        for cost, size, combo, drops_vllm, floor in combos:
+            if keep_vllm and drops_vllm:
                 continue
             if best is not None and (cost, size) > best[0][:2]:
                 break  # no later set can beat the best found
+            if floor.problems or floor.peak > limit:
+                continue  # its colocated vLLM alone does not fit or cannot start: no breakdown needed
             if combo not in tried:
                 patch: dict[str, Any] = {}
                 for name in combo:

@@ -8,7 +8,7 @@ See references/grpo-memory.md for every term and its source.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import lookup_gpu, resolve_target
@@ -23,8 +23,9 @@ from mcp_server.memory.levers import (
     rank_levers,
 )
 from mcp_server.memory.lm_catalog import find_model, lookup_model
-from mcp_server.memory.models import Lever, MemoryComponent, MemoryPlan, MemoryPlanRequest
-from mcp_server.memory.params import Architecture, count_params, load_local_architecture
+from mcp_server.memory.breakdown import Breakdown
+from mcp_server.memory.models import LaunchLayout, Lever, MemoryComponent, MemoryPlan, MemoryPlanRequest
+from mcp_server.memory.params import Architecture, ParamCount, count_params, load_local_architecture
 from mcp_server.memory.settings import (
     RunSettings,
     Target,
@@ -77,7 +78,21 @@ def plan_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[st
     return Target(gpu_name=name, capacity_gib=gpu.memory_gib, num_gpus=int(num_gpus), gpu=gpu)
 
 
-def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
+class PlannedRun(NamedTuple):
+    """A request read into what the plan is computed from: the run's layout chosen and its breakdown."""
+
+    config: dict[str, Any]
+    recipe: dict[str, Any]
+    model: str
+    arch: Architecture
+    params: ParamCount
+    target: Target
+    settings: RunSettings
+    breakdown: Breakdown
+    launch: LaunchLayout
+
+
+def planned_run(request: MemoryPlanRequest) -> PlannedRun:
     config, recipe = read_plan_config(request)
     model, arch = resolve_architecture(request, config)
     target = plan_target(request, recipe, config)
@@ -87,6 +102,11 @@ def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
     params = count_params(arch)
     check_run_numbers(settings, arch, target)
     settings, breakdown, launch = choose_layout(arch, params, settings, target)
+    return PlannedRun(config, recipe, model, arch, params, target, settings, breakdown, launch)
+
+
+def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
+    config, recipe, model, arch, params, target, settings, breakdown, launch = planned_run(request)
     capacity = target.capacity_gib
     status = _status(breakdown.peak, capacity) if not breakdown.problems else "does_not_fit"
     levers: list[Lever] = []

@@ -378,7 +378,7 @@ def with_update(settings: RunSettings, update: dict[str, Any]) -> RunSettings:
     """settings.model_copy(update=update) without pydantic's generic copy (its five copy.copy calls): the lever
     search makes a few hundred a plan. RunSettings keeps its fields in __dict__ alone (no extras, no private
     attributes), as model_copy's own copy does."""
-    copied = object.__new__(RunSettings)
+    copied = object.__new__(type(settings))
     object.__setattr__(copied, "__dict__", {**settings.__dict__, **update})
     object.__setattr__(copied, "__pydantic_fields_set__", settings.__pydantic_fields_set__ | update.keys())
     object.__setattr__(copied, "__pydantic_extra__", None)
