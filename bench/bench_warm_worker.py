@@ -63,26 +63,30 @@ async def client_warmed_elsewhere() -> None:
         await client.call_tool("hello", {"name": "bench"})
 
 
-async def session(env: dict, cwd: Path, wait_s: float = 5.0, warm_calls: int = 4, idle_again: bool = False) -> dict:
-    """The first validation `wait_s` after the start, then `warm_calls` back to back (their median: "warm"); with
-    `idle_again`, one more after as long an idle as the first call had ("warm after idle": what idling alone costs a
-    warm server and client)."""
+VALIDATE = ("validate_grpo_config", {"config": CONFIG, "gpu": "H100"})
+
+
+async def session(env: dict, cwd: Path, wait_s: float = 5.0, warm_calls: int = 4, idle_again: bool = False,
+                  server: list[str] | None = None, call_args: tuple[str, dict] = VALIDATE) -> dict:
+    """The first call (a validation) `wait_s` after the start, then `warm_calls` back to back (their median:
+    "warm"); with `idle_again`, one more after as long an idle as the first call had ("warm after idle": what idling
+    alone costs a warm server and client). `server`: another server's arguments (the SDK's hello world)."""
     import jsonschema  # noqa: F401  the client checks a tool's result with it: its import is the client's own cost
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
     async def call() -> float:
         t0 = time.perf_counter()
-        result = await client.call_tool("validate_grpo_config", {"config": CONFIG, "gpu": "H100"})
+        result = await client.call_tool(*call_args)
         assert not result.is_error, result
         return time.perf_counter() - t0
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server"], cwd=str(cwd), env=env)
+    params = StdioServerParameters(command=sys.executable, args=server or ["-m", "mcp_server"], cwd=str(cwd), env=env)
     start = time.perf_counter()
     async with Client(params) as client:
         await client.list_tools()
         listed = time.perf_counter() - start
-        client_first_use(client.session, "validate_grpo_config")
+        client_first_use(client.session, call_args[0])
         idle = max(0.0, wait_s - (time.perf_counter() - start))
         await asyncio.sleep(idle)
         times = [await call() for _ in range(1 + warm_calls)]
@@ -125,7 +129,20 @@ def mcp_part(tmp: Path, repeats: int, wait_s: float) -> bool:
         print(f"    without (before): initialize+tools/list {off['list']:5.2f} s   first validate {off['first']:6.3f} s"
               f"   warm {off['warm']:6.3f} s   first/warm {off['first'] / off['warm']:5.1f}x")
         print(f"    tools/list with / without warm-up: {on['list'] / off['list']:4.2f}x")
+    floor = idle_floor(base, tmp, repeats, wait_s)
+    print(f"  the SDK's hello world, the same way: a warm call after as long an idle {floor:4.2f}x its warm call "
+          "(what idling costs any server and client on this machine)")
     return ok
+
+
+def idle_floor(env: dict, cwd: Path, repeats: int, wait_s: float) -> float:
+    """A hello-world call after as long an idle as the first validation had, over its back-to-back warm call
+    (median of `repeats` sessions): the cost of idling alone, with no warm-up to do."""
+    from bench_server_startup import HELLO
+
+    runs = [asyncio.run(session(env, cwd, wait_s, idle_again=True, server=HELLO, call_args=("hello", {"name": "x"})))
+            for _ in range(repeats)]
+    return statistics.median(r["after_idle"] / r["warm"] for r in runs)
 
 
 def cli_part(tmp: Path, repeats: int) -> None:
