@@ -58,7 +58,7 @@ def score_code(completions: list, columns: dict, tests_column: str = "tests", co
 def make_code_execution_reward(
     tests_column: str = "tests", code_tag: str | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
     max_processes: int = 8, max_output_bytes: int = 65536, workers: int | None = None, python: str | None = None,
-    entry_point_column: str | None = "entry_point", cpu_s: float = 1.0,
+    entry_point_column: str | None = "entry_point", cpu_s: float = Limits.cpu_s,
 ) -> NamedReward:
     """1.0 when the completion's code passes its row's tests in the sandbox, else 0.0 (tests that run nothing
     fail). HumanEval-style tests (`def check(candidate)`) are called with the function named in the row's

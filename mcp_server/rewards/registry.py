@@ -116,8 +116,9 @@ REGISTRY: dict[str, dict[str, Any]] = {
                 "Tag whose body is the code; null: last fenced block, else the whole completion.",
             ),
             "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
-            "cpu_s": ("float", "CPU seconds the solution's process may use (at most timeout_s): a busy loop stops "
-                      "here, not at the timeout."),
+            "cpu_s": ("float", "CPU seconds the solution's process may use, its imports included (at most "
+                      "timeout_s; default 0.5): a busy loop stops here, not at the timeout. Raise it for heavy tests "
+                      "or a `python` with slow-importing libraries."),
             "memory_mb": ("int", "Address-space limit per process, MiB."),
             "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
             "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),

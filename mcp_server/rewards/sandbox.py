@@ -50,9 +50,13 @@ class Limits:
     max_output_bytes: int = 64 * 1024  # stdout + stderr; more is a flood and scores 0
     max_file_mb: int = 16  # largest file written (RLIMIT_FSIZE); /tmp is capped at 4x this
     max_open_files: int = 64
-    # CPU seconds the solution's process may use (0: up to the timeout). A busy loop is stopped after this, not
-    # after the wall-clock timeout, so it holds a core only that long (its children: RLIMIT_CPU at the timeout).
-    cpu_s: float = 1.0
+    # CPU seconds the solution's process may use, its imports included (0: up to the timeout). A busy loop is
+    # stopped after this, not after the wall-clock timeout, so it holds a core only that long (its children:
+    # RLIMIT_CPU at the timeout). Function-level solutions and their tests use a few ms: bench_code_hangs' 56
+    # honest completions get the same verdicts at 0.1 s; at 1 s, its 8 busy loops held both cores for 4 of the
+    # batch's 4.9 s. Heavier tasks (big inputs, a `python` whose libraries take long to import: pandas ~0.36 s)
+    # raise it.
+    cpu_s: float = 0.5
 
 
 @dataclass
