@@ -15,7 +15,7 @@ import pytest
 
 from mcp_server.memory.breakdown import COLOCATED_VLLM_FIELDS, FitCache
 from mcp_server.memory.constants import TIGHT_FRACTION
-from mcp_server.memory.levers import VllmFloors, candidate_levers, compatible_sets
+from mcp_server.memory.levers import VllmFloors, candidate_levers, compatible_sets, merged_patch
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import PlannedRun, plan_memory, planned_run
 from mcp_server.memory.settings import RunSettings
@@ -74,12 +74,7 @@ def _lever_sets(run: PlannedRun) -> tuple[dict[str, dict], list[tuple[dict, tupl
     """Every lever that applies to the run, by name, and every compatible set of them with its merged patch."""
     patches = {name: patch for name, _, patch in
                candidate_levers(run.arch, run.params, run.settings, run.target, run.breakdown)}
-    sets = []
-    for combo in compatible_sets(list(patches), len(patches)):
-        merged: dict = {}
-        for name in combo:
-            merged.update(patches[name])
-        sets.append((merged, combo))
+    sets = [(merged_patch(patches, combo), combo) for combo in compatible_sets(list(patches), len(patches))]
     return patches, sets
 
 

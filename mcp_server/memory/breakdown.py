@@ -133,7 +133,6 @@ class FitCache:
             fit = self._fits[items] = Fit(peak, phases.problems)
         return fit
 
-
     def floor(self, patch: dict) -> Fit:
         """A floor under fit(patch) from the colocated vLLM's share alone. The generation phase holds the whole
         share on top of what training allocates once (_phases), so the peak is at least the share plus the CUDA

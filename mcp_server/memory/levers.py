@@ -8,6 +8,7 @@ import importlib.util
 import json
 import math
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
@@ -351,6 +352,14 @@ def compatible_sets(names: list[str], max_size: int) -> list[tuple[str, ...]]:
     return out
 
 
+def merged_patch(patches: dict[str, dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
+    """The named levers' patches merged in the set's order (a later lever's value wins), as the set applies them."""
+    merged: dict[str, Any] = {}
+    for name in names:
+        merged.update(patches[name])
+    return merged
+
+
 class VllmFloors:
     """FitCache.floor for each lever set, computed once per set of the levers that move the colocated vLLM's share
     (a set's other levers never set a field the floor reads, so they cannot change it): a set whose floor is over the
@@ -368,10 +377,7 @@ class VllmFloors:
         key = tuple(name for name in combo if name in self.moving)
         floor = self.floors.get(key)
         if floor is None:
-            patch: dict[str, Any] = {}
-            for name in key:  # merged in the set's order, as the set's own patch is
-                patch.update(self.patches[name])
-            floor = self.floors[key] = self.fits.floor(patch)
+            floor = self.floors[key] = self.fits.floor(merged_patch(self.patches, key))
         return floor
 
 
@@ -394,11 +400,11 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
     levers.sort(key=lambda lv: -lv.saves_gib)
 
     best: tuple | None = None
-    by_name = {lv.name: lv for lv in levers}
+    patches = {lv.name: lv.patch for lv in levers}
     # Every compatible set, cheapest first (a stable sort keeps the first-found order among equals): the first
     # cost that fits ends the search, so most sets need no breakdown. Keeping vLLM comes first (dropping it makes
     # every rollout several times slower), then 10% headroom: a tight fit with vLLM beats a roomy one without it.
-    floors = VllmFloors(fits, {lv.name: lv.patch for lv in levers})
+    floors = VllmFloors(fits, patches)
     combos = [(sum(costs[n] for n in combo), len(combo), combo, "no_vllm" in combo, floors.of(combo))
               for combo in compatible_sets([lv.name for lv in levers], _MAX_SET_SIZE)]
     combos.sort(key=lambda entry: entry[:2])
@@ -412,9 +418,7 @@ def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, t
             if floor.problems or floor.peak > limit:
                 continue  # its colocated vLLM alone does not fit or cannot start: no breakdown needed
             if combo not in tried:
-                patch: dict[str, Any] = {}
-                for name in combo:
-                    patch.update(by_name[name].patch)
+                patch = merged_patch(patches, combo)
                 tried[combo] = fits.fit(patch), patch
             together, patch = tried[combo]
             if together.peak <= limit and not together.problems:

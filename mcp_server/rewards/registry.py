@@ -117,7 +117,7 @@ REGISTRY: dict[str, dict[str, Any]] = {
             ),
             "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
             "cpu_s": ("float", "CPU seconds the solution's process may use, its imports included (at most "
-                      "timeout_s; default 0.5): a busy loop stops here, not at the timeout. Raise it for heavy tests "
+                      "timeout_s): a busy loop stops here, not at the timeout. Raise it for heavy tests "
                       "or a `python` with slow-importing libraries."),
             "memory_mb": ("int", "Address-space limit per process, MiB."),
             "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
