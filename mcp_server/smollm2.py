@@ -15,8 +15,10 @@ says so (QUANTISED_NOTE).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import io
 import json
 import os
 from pathlib import Path
@@ -94,11 +96,15 @@ def convert(target: Path) -> None:
     if importlib.util.find_spec("gguf") is None:
         raise UserInputError("model", f"'{NAME}' needs the gguf package to read the wheel's file: {INSTALL}")
     shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # "de-quantizing GGUF tensors" bars: the caller's error must stay one line
+    hf_logging.disable_progress_bar()
+    # transformers' GGUF reader draws its own tqdm bar ("de-quantizing GGUF tensors") on stderr whatever the
+    # setting above: a first build happens inside a command whose output, and error if any, must stay readable.
+    held = io.StringIO()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
-                                                      local_files_only=True)
+        with contextlib.redirect_stderr(held):
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+            loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                          local_files_only=True)
     finally:
         if shown:
             hf_logging.enable_progress_bar()

@@ -89,7 +89,8 @@ CATALOG: dict[str, Architecture] = {
 
 # Context length (max_position_embeddings of each config.json), by hub-id prefix; the first match wins.
 _CONTEXT = [
-    ("HuggingFaceTB/SmolLM2", 8192), ("Qwen/Qwen2.5-Math", 4096), ("Qwen/Qwen2", 32768), ("Qwen/Qwen3", 40960), ("meta-llama/", 131072),
+    ("HuggingFaceTB/SmolLM2", 8192),
+    ("Qwen/Qwen2.5-Math", 4096), ("Qwen/Qwen2", 32768), ("Qwen/Qwen3", 40960), ("meta-llama/", 131072),
     ("google/gemma-2", 8192), ("google/gemma-3-1b", 32768), ("google/gemma-3", 131072),
     ("mistralai/Mistral-7B", 32768), ("mistralai/Mistral-Nemo", 1024000), ("mistralai/Mistral-Small", 32768),
     ("microsoft/phi-4", 16384), ("microsoft/", 131072), ("openai/", 131072), ("deepseek-ai/", 131072),
