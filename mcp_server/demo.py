@@ -45,12 +45,14 @@ from mcp_server.workspace import (
 
 
 # ---------------------------------------------------------------- the phases
-def _evaluate(console: Console, model: str, goldens: Path, label: str, settings: DemoSettings, baseline: str):
+def _evaluate(console: Console, model: str, goldens: Path, label: str, settings: DemoSettings, baseline: str,
+              graders: list[dict] | None = None):
+    """evaluate_model with a bar; `graders` None: evaluate_model's default verifiers."""
     with console.progress() as bar:
         task = bar.add_task(f"evaluating {label}", total=None, info="")
         result = evaluate_model(
             EvaluateRequest(model=model, goldens=str(goldens), max_new_tokens=settings.eval_max_new_tokens,
-                            baseline=baseline),
+                            baseline=baseline, **({"graders": graders} if graders else {})),
             report=lambda done, total, message: bar.update(task, completed=done, total=total),
         )
     console.print(f"  {label}: [bold]{result.passed}/{result.n} = {result.pass_rate:.0%}[/] "
@@ -327,7 +329,7 @@ def _phase_gate(walk: _Walk, sft):
     console.phase(5, "checkpoint gate")
     promotion = promote_checkpoint(PromoteRequest(run=str(walk.run.dir)))
     summary.grpo_pass_rate, summary.grpo_ci = promotion.checkpoint_pass_rate, promotion.checkpoint_ci
-    summary.verdict = promotion.verdict
+    summary.verdict, summary.p_value = promotion.verdict, promotion.p_value
     summary.improvement_points, summary.improvement_ci = promotion.improvement_points, promotion.improvement_ci
     summary.beats_sft = promotion.improvement_ci[0] > 0
     summary.above_sft_interval = promotion.checkpoint_pass_rate > sft.ci_high
@@ -357,7 +359,7 @@ def _phase_export(walk: _Walk, promotion) -> None:
     if not exported.smoke_identical:
         summary.problems.append("export smoke test: outputs differ before and after export")
     if not quick and not (summary.beats_sft and promotion.verdict == "PROMOTE"):
-        summary.problems.append("GRPO did not beat the warm-start beyond the 95% interval of the improvement")
+        summary.problems.append("GRPO did not beat its starting model beyond the 95% interval of the improvement")
 
 
 def _fresh_run_dir(slug: str) -> Path:

@@ -24,7 +24,7 @@ def make_example(a: int, b: int) -> dict:
     return {"prompt": [{"role": "user", "content": question}], "question": question, "answer": str(a + b)}
 
 
-def split_task(max_operand: int = 19, held_out: float = 0.25, seed: int = 0) -> tuple[list[dict], list[dict]]:
+def split_task(max_operand: int = 9, held_out: float = 0.5, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """(training rows, held-out goldens) over every pair 0..max_operand, disjoint by problem."""
     pool = [(a, b) for a in range(max_operand + 1) for b in range(max_operand + 1)]
     random.Random(seed).shuffle(pool)
