@@ -136,8 +136,9 @@ def rule_cispo_cap(ctx: Context) -> list[Finding]:
         "set epsilon_high: 5.0 (TRL's recommendation for cispo, ScaleRL's epsilon_max)")]
 
 
-# GSPO's clip range (arXiv 2507.18071, its experiments: 3e-4 low, 4e-4 high) is for a sequence ratio, the geometric mean of
-# the token ratios: it stays within a fraction of a percent of 1, so a token-scale bound (PPO's 0.2) never clips.
+# GSPO's clip range (arXiv 2507.18071, its experiments: 3e-4 low, 4e-4 high) is for a sequence ratio, the geometric
+# mean of the token ratios: it stays within a fraction of a percent of 1, so a token-scale bound (PPO's 0.2) never
+# clips.
 SEQUENCE_CLIP_SCALE = 0.01
 CLIPPED_LOSSES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
 
