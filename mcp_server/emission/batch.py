@@ -18,7 +18,7 @@ import math
 
 from mcp_server.emission.fit import plan_for
 from mcp_server.memory.models import MemoryPlan
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.keep_rules import KEEP_FROM_STEPS, MIN_LOGGED_ROWS
 from mcp_server.recipe.variants import off_policy_fields
 

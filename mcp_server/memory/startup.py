@@ -15,7 +15,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import resolve_architecture
 from mcp_server.recipe.context import finding
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import Finding
 
 
