@@ -55,7 +55,8 @@ def test_the_stand_in_answers_every_device_query_transformers_asks():
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id.startswith("is_torch_") and node.func.id.endswith("_available")}
     assert called and called <= set(target_answers("9.0")), sorted(called - set(target_answers("9.0")))
-    assert target_answers("7.5")["is_torch_tf32_available"] is False and target_answers("8.0")["is_torch_tf32_available"]
+    assert target_answers("7.5")["is_torch_tf32_available"] is False
+    assert target_answers("8.0")["is_torch_tf32_available"]
     assert target_answers(None)["is_torch_bf16_gpu_available"] is False
 
 

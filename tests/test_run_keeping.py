@@ -1,0 +1,114 @@
+"""What an expert's second reading of the recipe found (issue 34), each through validate_grpo_config's core API or
+emit_grpo_config: memory planned for every model with a config (a known family too) and a loud warning for one
+without; the settings that lose a run's work or its record; the emitter's logging and checkpoints for the run's
+length; and two judgments of TRL's loss semantics (CISPO's weight cap, GSPO's clip scale)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mcp_server.errors import UserInputError
+from mcp_server.memory.verdict import validate_config
+from mcp_server.recipe.models import GRPORecipeRequest, ValidateRequest
+from mcp_server.recipe.variants import BASE_RECIPE
+
+GOOD = dict(BASE_RECIPE, model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct",
+            reward_funcs=["mcp_server.rewards.format_reward", "mcp_server.rewards.correctness_reward"])
+REWARDS = [{"name": "format_reward"}, {"name": "correctness_reward"}]
+
+
+def validate(overrides=None, gpu="H100", num_gpus=1):
+    return validate_config(ValidateRequest(config={**GOOD, **(overrides or {})}, gpu=gpu, num_gpus=num_gpus))
+
+
+def codes(result) -> dict:
+    return {f.code: f for f in result.findings}
+
+
+# ---------------------------------------------------------------- memory for every model with a config
+def test_a_known_family_is_planned_from_its_architecture_not_passed_silently():
+    """Qwen2.5-Coder-1.5B-Instruct (not in the catalog, no config here) as the emitter used to write it for 2x A10G:
+    a float32 full fine-tune with a float32 reference and no offload. It was VALID with memory not planned."""
+    coder = {"model_name_or_path": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "vllm_mode": "server"}
+    found = codes(validate(coder, gpu="A10G", num_gpus=2))
+    assert "memory_does_not_fit" in found, sorted(found)
+    assert "architecture assumed from Qwen/Qwen2.5-1.5B-Instruct" in found["memory_does_not_fit"].message
+
+
+def test_a_model_without_any_config_is_a_loud_warning_and_is_not_emitted(workspace):
+    from mcp_server.emission.emit import emit_grpo_config
+
+    found = codes(validate({"model_name_or_path": "someone/secret-model"}))
+    assert found["memory_not_planned"].severity == "warning"
+    assert "assumes the run fits 1x H100 unchecked" in found["memory_not_planned"].message
+    with pytest.raises(UserInputError) as refused:
+        emit_grpo_config(GRPORecipeRequest(model="someone/secret-model", dataset="tiny", rewards=REWARDS))
+    assert refused.value.field == "model" and "cannot plan memory" in str(refused.value)
+    assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
+
+
+def test_the_emitter_lays_a_family_model_out_as_the_catalog_architecture(workspace):
+    from mcp_server.emission.emit import emit_grpo_config
+
+    result = emit_grpo_config(GRPORecipeRequest(model="Qwen/Qwen2.5-Coder-1.5B-Instruct", dataset="tiny",
+                                                gpu="A10G", num_gpus=2, rewards=REWARDS))
+    zero = (result.config.get("deepspeed") or {}).get("zero_optimization", {})
+    assert zero.get("stage") == 2 and zero.get("offload_optimizer", {}).get("device") == "cpu", result.config
+    assert result.validation.valid and "memory_fits" in codes(result.validation)
+
+
+# ---------------------------------------------------------------- settings that lose the run
+KEEPING = [
+    ("save_steps past max_steps", {"max_steps": 300, "save_steps": 500}, {"max_steps": 300, "save_steps": 30},
+     "checkpoint_after_run", "warning"),
+    ("save_strategy no on a long run", {"max_steps": 300, "save_strategy": "no"},
+     {"max_steps": 300, "save_steps": 30}, "no_checkpoints", "warning"),
+    ("save_only_model on a run meant to resume", {"max_steps": 300, "save_steps": 30, "save_only_model": True,
+                                                  "resume_from_checkpoint": "checkpoints/checkpoint-90"},
+     {"max_steps": 300, "save_steps": 30, "resume_from_checkpoint": "checkpoints/checkpoint-90"},
+     "checkpoints_cannot_resume", "error"),
+    ("logging_steps past max_steps", {"max_steps": 30, "logging_steps": 50}, {"max_steps": 30, "logging_steps": 1},
+     "too_few_logged_rows", "error"),
+    ("2 logged rows on a 25-step run", {"max_steps": 25, "logging_steps": 10}, {"max_steps": 25, "logging_steps": 1},
+     "too_few_logged_rows", "warning"),
+    ("warm-up longer than the run", {"max_steps": 30, "warmup_steps": 40}, {"max_steps": 30, "warmup_steps": 2},
+     "warmup_longer_than_run", "warning"),
+    ("cispo with DAPO's epsilon_high", {"loss_type": "cispo", "epsilon_high": 0.28},
+     {"loss_type": "cispo", "epsilon_high": 5.0}, "cispo_cap_below_one", "warning"),
+    ("GSPO with token-scale clip bounds", {"importance_sampling_level": "sequence", "loss_type": "grpo",
+                                           "steps_per_generation": 16, "epsilon": 0.2, "epsilon_high": 0.28},
+     {"importance_sampling_level": "sequence", "loss_type": "grpo", "steps_per_generation": 16, "epsilon": 3e-4,
+      "epsilon_high": 4e-4}, "sequence_clip_token_scale", "warning"),
+]
+
+
+@pytest.mark.parametrize("name,bad,fixed,code,severity", KEEPING, ids=[k[0] for k in KEEPING])
+def test_settings_that_lose_the_run_or_misread_the_loss_are_flagged(name, bad, fixed, code, severity):
+    found = codes(validate(bad))
+    assert code in found and found[code].severity == severity, (name, sorted(found))
+    assert code not in codes(validate(fixed)), name
+
+
+def test_cispo_epsilon_high_is_not_called_inert_on_policy():
+    """TRL 1.16: clamp(coef_1, max=epsilon_high) caps the weight itself, so on-policy it scales every token."""
+    found = codes(validate({"loss_type": "cispo", "epsilon_high": 0.28}))
+    assert "clip_on_policy" not in found and "scaled by 0.28" in found["cispo_cap_below_one"].message
+
+
+def test_the_emitter_logs_and_saves_for_the_run_length(workspace, tmp_path):
+    """1500 steps: a row every 10 steps and 10 checkpoints; the tiny task's 6 steps: every step, no extra saves."""
+    from mcp_server.emission.emit import emit_grpo_config
+
+    data = tmp_path / "big.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"{i} + 1 =", "answer": str(i + 1)}) + "\n" for i in range(2000)))
+    long = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset=str(data), gpu="cpu", rewards=REWARDS)).config
+    steps = long["max_steps"]
+    assert steps >= 100 and steps // long["logging_steps"] >= 20 and long["logging_steps"] <= 10, long
+    assert long["save_strategy"] == "steps" and long["save_steps"] <= -(-steps // 10) and long["save_total_limit"]
+    short = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", rewards=REWARDS)).config
+    assert short["max_steps"] < 100 and short["logging_steps"] == 1
+    for config in (long, short):
+        assert not [f for f in validate_config(ValidateRequest(config=config, gpu="cpu")).findings
+                    if f.code in ("too_few_logged_rows", "checkpoint_after_run", "no_checkpoints")]
