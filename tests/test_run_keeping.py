@@ -45,7 +45,8 @@ def test_a_model_without_any_config_is_a_loud_warning_and_is_not_emitted(workspa
     assert "assumes the run fits 1x H100 unchecked" in found["memory_not_planned"].message
     with pytest.raises(UserInputError) as refused:
         emit_grpo_config(GRPORecipeRequest(model="someone/secret-model", dataset="tiny", rewards=REWARDS))
-    assert refused.value.field == "model" and "cannot plan memory" in str(refused.value)
+    assert refused.value.field == "model" and "cannot plan memory for 'someone/secret-model' on 1x H100" in str(
+        refused.value)
     assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
 
 
@@ -112,3 +113,28 @@ def test_the_emitter_logs_and_saves_for_the_run_length(workspace, tmp_path):
     for config in (long, short):
         assert not [f for f in validate_config(ValidateRequest(config=config, gpu="cpu")).findings
                     if f.code in ("too_few_logged_rows", "checkpoint_after_run", "no_checkpoints")]
+
+
+# ---------------------------------------------------------------- texts that quote the planner
+def test_the_small_model_anchor_in_the_memory_reference_is_the_planners():
+    """references/grpo-memory.md quotes the <= 3B anchor's figures; they are what plan_memory computes, and the
+    memory skill no longer says a full fine-tune of ~3B fits 24 GB with the recipe's float32 weights."""
+    import re
+    from pathlib import Path
+
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    root = Path(__file__).resolve().parents[1]
+    text = " ".join((root / "references" / "grpo-memory.md").read_text().split())
+    quoted = re.search(r"For Qwen2\.5-3B with bf16 weights the planner finds all three levers needed \(([\d.]+) GiB "
+                       r"with them; ([\d.]+) / ([\d.]+) / ([\d.]+) without .*?\), ([\d.]+) GiB with all three over "
+                       r"the recipe's float32 master weights .*?, and ([\d.]+) GiB as LoRA", text)
+    assert quoted, "the anchor sentence moved: keep it quoting the planner"
+    check = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-3B-Instruct", gpu="RTX 4090",
+                                          validate_levers=False)).anchor.planner_check
+    planned = re.findall(r"(\d+\.\d) GiB|(?:mode|AdamW|checkpointing) (\d+\.\d)", check)
+    numbers = [a or b for a, b in planned][1:]  # (the capacity), with all three, without each, float32, LoRA
+    assert list(quoted.groups()) == numbers, (quoted.groups(), check)
+    skill = (root / "skills" / "grpo-memory-planning" / "SKILL.md").read_text()
+    assert f"{numbers[-2]} GiB with all three" in " ".join(skill.split())

@@ -225,14 +225,8 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
 
-    size_b = model_size_b(model)
-    if gpu is not None and size_b is None:  # never a layout the memory plan has not checked
-        raise UserInputError("model", f"cannot plan memory for '{request.model}' on {request.num_gpus}x {request.gpu}: "
-                             "it is not a local model directory, its config.json is not in the HF cache, and no "
-                             "catalog model shares its family and size, so the layout (full fine-tune, float32 "
-                             "master weights, offload or not, the GPUs' sharding) would be written unchecked. Give a "
-                             "local directory, download its config.json once (`hf download <model> config.json`), "
-                             "or use a catalog name (references/model-catalog.md)")
+    # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
+    size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
     recipe, why = recipe_values(variant, request.finetune, size_b)
     record = agentic_record(request)
     tool_fields, tool_why = agentic_fields(record)
