@@ -82,6 +82,16 @@ KEEPING = [
                                            "steps_per_generation": 16, "epsilon": 0.2, "epsilon_high": 0.28},
      {"importance_sampling_level": "sequence", "loss_type": "grpo", "steps_per_generation": 16, "epsilon": 3e-4,
       "epsilon_high": 4e-4}, "sequence_clip_token_scale", "warning"),
+    ("a sampler-correction mask without ratio 1", {"vllm_importance_sampling_clip_min": 0.5,
+                                                   "vllm_importance_sampling_clip_max": 0.9},
+     {"vllm_importance_sampling_clip_min": 0.5}, "sampler_correction_excludes_one", "error"),
+    ("a sampler-correction truncation below 1", {"vllm_importance_sampling_mode": "token_truncate",
+                                                 "vllm_importance_sampling_clip_max": 0.8},
+     {"vllm_importance_sampling_mode": "token_truncate"}, "sampler_correction_excludes_one", "warning"),
+    ("Dr.GRPO keeping std scaling", {"loss_type": "dr_grpo"}, {"loss_type": "dr_grpo", "scale_rewards": "none"},
+     "dr_grpo_with_std_scaling", "warning"),
+    ("every reward weight 0", {"reward_weights": [0, 0]}, {"reward_weights": [0, 1]}, "reward_weights_all_zero",
+     "error"),
 ]
 
 
@@ -138,3 +148,16 @@ def test_the_small_model_anchor_in_the_memory_reference_is_the_planners():
     assert list(quoted.groups()) == numbers, (quoted.groups(), check)
     skill = (root / "skills" / "grpo-memory-planning" / "SKILL.md").read_text()
     assert f"{numbers[-2]} GiB with all three" in " ".join(skill.split())
+
+
+def test_the_kl_bounds_the_triage_quotes_are_the_diagnosis_bounds():
+    """references/failure-triage.md: 1.0 / 5.0 at beta 0.04, 0.25 / 1.25 at the recipe's 0.01 (it said 'the
+    recipe's 0.04'; the recipe's beta is 0.01)."""
+    from pathlib import Path
+
+    from mcp_server.diagnosis.context import kl_bounds
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "references" / "failure-triage.md").read_text().split())
+    assert BASE_RECIPE["beta"] == 0.01 and "for the recipe's 0.04" not in text
+    assert kl_bounds(0.04) == (1.0, 5.0) and "a warning at 1.0 and an error at 5.0 nats/token at beta 0.04" in text
+    assert kl_bounds(0.01) == (0.25, 1.25) and "(0.25 and 1.25 at the recipe's 0.01" in text

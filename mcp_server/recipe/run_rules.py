@@ -159,6 +159,47 @@ def rule_sequence_clip_scale(ctx: Context) -> list[Finding]:
         "use GSPO's sequence-scale bounds: epsilon: 3e-4, epsilon_high: 4e-4 (the GSPO paper's)")]
 
 
+def rule_sampler_correction_bounds(ctx: Context) -> list[Finding]:
+    """vLLM's importance-sampling correction (grpo_trainer.py): the sampler/trainer ratio is about 1 when both
+    agree, and `*_truncate` clamps it to [clip_min, clip_max], `*_mask` drops what falls outside. A range without 1
+    pins every weight at a bound (truncate) or drops every sample (mask)."""
+    cfg = ctx.config
+    if not cfg.use_vllm or not cfg.vllm_importance_sampling_correction:
+        return []
+    low, high = cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max
+    numbers = [v for v in (low, high) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) < sum(v is not None for v in (low, high)):
+        return []  # a wrong type: rule_value_types says so
+    outside = (high is not None and high < 1) or (low is not None and low > 1)
+    if not outside:
+        return []
+    mode = str(cfg.vllm_importance_sampling_mode)
+    masks = mode.endswith("_mask")
+    return [finding(
+        "sampler_correction_excludes_one", "vllm_importance_sampling_clip_max" if high is not None and high < 1
+        else "vllm_importance_sampling_clip_min", "error" if masks else "warning",
+        f"vllm_importance_sampling_mode={mode} with bounds [{low}, {high}], which exclude 1, the ratio of a sampler "
+        "and a trainer that agree: " + ("every token or sequence falls outside and is masked out of the loss, so "
+                                        "nothing trains." if masks else "every weight is pinned at the bound, "
+                                        "which scales the whole gradient and corrects nothing."),
+        "keep vllm_importance_sampling_clip_min below 1 and vllm_importance_sampling_clip_max above it (TRL's "
+        "default: no minimum, maximum 3.0)")]
+
+
+def rule_dr_grpo_scaling(ctx: Context) -> list[Finding]:
+    """TRL's help for scale_rewards: 'The Dr. GRPO paper recommends not scaling rewards, as scaling by the standard
+    deviation introduces a question-level difficulty bias.' dr_grpo with TRL's default 'group' keeps that bias."""
+    scale = ctx.config.scale_rewards
+    scale = {True: "group", False: "none"}.get(scale, scale) if isinstance(scale, bool) else scale
+    if ctx.config.loss_type != "dr_grpo" or scale in ("none", None):
+        return []
+    return [finding(
+        "dr_grpo_with_std_scaling", "scale_rewards", "warning",
+        f"loss_type=dr_grpo with scale_rewards={scale!r}: Dr.GRPO is two changes, the constant normaliser and no "
+        "std scaling of the advantages; dividing by each group's std keeps the difficulty bias the paper removes "
+        "(TRL's help for scale_rewards).", "set scale_rewards: none (the dr_grpo variant does)")]
+
+
 def rule_loss_level(ctx: Context) -> list[Finding]:
     """The combinations TRL 1.16 only warns about in the trainer's log when the run starts."""
     level, loss = ctx.config.importance_sampling_level, ctx.config.loss_type
@@ -313,6 +354,7 @@ def rule_dataset_size(ctx: Context) -> list[Finding]:
 
 
 RUN_RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_sync_ref_model, rule_clip_structure, rule_cispo_cap, rule_sequence_clip_scale, rule_loss_level,
+    rule_sync_ref_model, rule_clip_structure, rule_cispo_cap, rule_sequence_clip_scale, rule_sampler_correction_bounds,
+    rule_dr_grpo_scaling, rule_loss_level,
     rule_sampling_spread, rule_completion_budget, rule_overlong_punishment, rule_server_memory_field, rule_dataset_size,
 ]
