@@ -171,7 +171,7 @@ def rule_sampler_correction_bounds(ctx: Context) -> list[Finding]:
     if len(numbers) < sum(v is not None for v in (low, high)):
         return []  # a wrong type: rule_value_types says so
     outside = (high is not None and high < 1) or (low is not None and low > 1)
-    if not outside:
+    if not outside or (low is not None and high is not None and low >= high):  # TRL's GRPOConfig rejects that
         return []
     mode = str(cfg.vllm_importance_sampling_mode)
     masks = mode.endswith("_mask")
