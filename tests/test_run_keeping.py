@@ -161,3 +161,30 @@ def test_the_kl_bounds_the_triage_quotes_are_the_diagnosis_bounds():
     assert BASE_RECIPE["beta"] == 0.01 and "for the recipe's 0.04" not in text
     assert kl_bounds(0.04) == (1.0, 5.0) and "a warning at 1.0 and an error at 5.0 nats/token at beta 0.04" in text
     assert kl_bounds(0.01) == (0.25, 1.25) and "(0.25 and 1.25 at the recipe's 0.01" in text
+
+
+@pytest.mark.parametrize("model_type,experts", [("mixtral", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+                                                ("glm4_moe", {"n_routed_experts": 32, "num_experts_per_tok": 2,
+                                                              "moe_intermediate_size": 16, "num_hidden_layers": 8,
+                                                              "first_k_dense_replace": 1, "n_shared_experts": 1})])
+def test_a_config_of_another_family_is_planned_from_its_numbers(tmp_path, model_type, experts):
+    """A complete config.json of a model_type the planner has no exact layout for is planned (was: refused as 'not
+    a supported architecture family', so the emitter could not lay it out): its count is within 10% of the model
+    transformers builds from it, and the plan says which layout it assumed."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    config = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+              "max_position_embeddings": 4096, **experts}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    plan = plan_memory(MemoryPlanRequest(model=str(tmp_path), gpu="H100", validate_levers=False))
+    assert plan.architecture.num_experts in (4, 32) and any("not a family the planner counts exactly" in n
+                                                        for n in plan.notes), plan.notes
+    with torch.device("meta"):
+        built = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tmp_path))
+    actual = sum(p.numel() for p in built.parameters())
+    assert abs(plan.params.total - actual) / actual < 0.10, (plan.params.total, actual)

@@ -25,7 +25,8 @@ from mcp_server.memory.levers import (
 from mcp_server.memory.lm_catalog import find_family, find_model, lookup_model
 from mcp_server.memory.breakdown import Breakdown
 from mcp_server.memory.models import LaunchLayout, Lever, MemoryComponent, MemoryPlan, MemoryPlanRequest
-from mcp_server.memory.params import Architecture, ParamCount, count_params, load_local_architecture
+from mcp_server.memory.params import (Architecture, ParamCount, count_params, generic_layout_note,
+                                      load_local_architecture)
 from mcp_server.memory.settings import (
     RunSettings,
     Target,
@@ -36,7 +37,7 @@ from mcp_server.memory.settings import (
     trl_version_defaults,
 )
 from mcp_server.memory.speed import estimate_speed
-from mcp_server.model_ref import cached_config_path, expand_tiny
+from mcp_server.model_ref import cached_config_path, expand_tiny, model_config
 from mcp_server.config.grpo_fields import GRPOView
 
 __all__ = ["CUDA_CONTEXT_GIB", "plan_memory"]  # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
@@ -174,9 +175,17 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
            request: MemoryPlanRequest) -> list[str]:
     """The plan's assumptions and warnings."""
     notes = []
-    assumed = family_assumption(request.model or GRPOView.given(config).model_name_or_path or "")
-    if assumed and request.architecture is None:
+    name = request.model or GRPOView.given(config).model_name_or_path or ""
+    assumed = family_assumption(name) if request.architecture is None else None
+    if assumed:
         notes.append(assumed)
+    try:
+        local = model_config(expand_tiny(name)) if name and request.architecture is None else None
+    except (OSError, ValueError):
+        local = None  # an unreadable config.json: resolve_architecture said so already
+    generic = generic_layout_note(local) if isinstance(local, dict) else None
+    if generic:
+        notes.append(generic)
     if not config:
         notes.append("no config given: the recipe's defaults (vLLM, 8 completions per device and per prompt, "
                      "4 accumulation steps, beta 0.01, bf16 where the GPU has it) under the fields you set")
