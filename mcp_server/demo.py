@@ -329,6 +329,7 @@ def _phase_gate(walk: _Walk, sft):
     summary.grpo_pass_rate, summary.grpo_ci = promotion.checkpoint_pass_rate, promotion.checkpoint_ci
     summary.verdict = promotion.verdict
     summary.improvement_points, summary.improvement_ci = promotion.improvement_points, promotion.improvement_ci
+    summary.p_value = promotion.p_value
     summary.beats_sft = promotion.improvement_ci[0] > 0
     summary.above_sft_interval = promotion.checkpoint_pass_rate > sft.ci_high
     console.print(f"  after GRPO: [bold]{promotion.checkpoint_pass_rate:.0%}[/] (95% CI "

@@ -76,6 +76,7 @@ class DemoSummary(BaseModel):
     improvement_points: float | None = Field(default=None, description="GRPO - warm-start on the goldens, in points.")
     improvement_ci: tuple[float, float] | None = Field(
         default=None, description="95% interval of that improvement, paired over the same goldens.")
+    p_value: float | None = Field(default=None, description="Exact paired (McNemar) p-value of the improvement.")
     beats_sft: bool = Field(default=False, description="The improvement's 95% interval lies above zero.")
     above_sft_interval: bool = Field(
         default=False, description="GRPO's pass rate also lies above the warm-start's own (unpaired) 95% interval.")
