@@ -1163,7 +1163,8 @@ def test_exact_metrics_dapo_entropy_rising_with_overlong_punishment(tmp_path):
     max_completion_len (every completion beyond 512 would score -1). Entropy is named, the truncation is its
     effect, and no patch lengthens completions."""
     n = 12
-    rows = with_series(healthy_rows(n), "entropy", [0.6 + 0.3 * i for i in range(n)])
+    rows = [{k: v for k, v in r.items() if k != "kl"} for r in healthy_rows(n)]  # beta 0: TRL logs no kl
+    rows = with_series(rows, "entropy", [0.6 + 0.3 * i for i in range(n)])
     rows = with_series(rows, "completions/clipped_ratio", [0.0] * 3 + [0.2 + 0.07 * i for i in range(n - 3)])
     rows = with_series(rows, "rewards/correctness_reward/mean", [0.5 - 0.03 * i for i in range(n)])
     (tmp_path / "rewards.json").write_text(json.dumps([
