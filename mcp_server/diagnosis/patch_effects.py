@@ -29,12 +29,12 @@ def _int(value, fallback: int) -> int:
 def structure(ctx: Ctx, values: dict) -> Structure:
     """The generation structure of the run's config with `values` over it (TRL's defaults where unset)."""
 
-    def get(key: str, fallback: int) -> int:
-        return _int(values[key], fallback) if key in values else _int(ctx.get(key, fallback), fallback)
+    def get(key: str) -> int:  # the patch's value, else the run's, else TRL's default (Ctx.get); 1 if unusable
+        return _int(values[key], 1) if key in values else _int(ctx.get(key), 1)
 
     processes = _int(ctx.run.request.get("num_gpus"), 1)
-    per_device, accumulation = get("per_device_train_batch_size", 8), get("gradient_accumulation_steps", 1)
-    generations, iterations = get("num_generations", 8), get("num_iterations", 1)
+    per_device, accumulation = get("per_device_train_batch_size"), get("gradient_accumulation_steps")
+    generations, iterations = get("num_generations"), get("num_iterations")
     batch = values.get("generation_batch_size", ctx.config.get("generation_batch_size"))
     per_generation = values.get("steps_per_generation", ctx.config.get("steps_per_generation"))
     if "steps_per_generation" in values:
@@ -78,19 +78,19 @@ def patch_changes(ctx: Ctx, patch: dict) -> list[str]:
     if before.completions_per_generation != after.completions_per_generation:
         out.append(f"completions per generation batch {before.completions_per_generation} -> "
                    f"{after.completions_per_generation} (generation time and the reward's calls scale with it)")
-    length_before, length_after = _number(ctx.get("max_completion_length", 256)), _number(
+    length_before, length_after = _number(ctx.get("max_completion_length")), _number(
         patch.get("max_completion_length"))
     if length_after and length_before and length_after > length_before:
         out.append(f"completions up to {length_after / length_before:g}x longer: activation memory and generation "
                    "time per step grow with them (check plan_memory)")
-    beta_before, beta_after = _number(ctx.get("beta", 0.0)) or 0.0, _number(patch.get("beta"))
+    beta_before, beta_after = _number(ctx.get("beta")) or 0.0, _number(patch.get("beta"))
     if beta_after is not None and beta_before == 0 < beta_after:
         out.append("beta above 0 loads a reference model: one more copy of the weights in memory, one more "
                    "forward pass per step")
     lr_before, lr_after = ctx.learning_rate[0], _number(patch.get("learning_rate"))
     if lr_before and lr_after and lr_after < lr_before:
         out.append(f"updates {lr_before / lr_after:.3g}x smaller: the run needs more steps to learn as much")
-    if patch.get("mask_truncated_completions") is True and not ctx.get("mask_truncated_completions", False):
+    if patch.get("mask_truncated_completions") is True and not ctx.get("mask_truncated_completions"):
         out.append("truncated completions leave the loss: fewer tokens train per step, and a run that is all "
                    "truncated trains on nothing")
     if "loss_type" in patch and patch["loss_type"] != ctx.get("loss_type"):

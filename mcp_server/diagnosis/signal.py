@@ -81,8 +81,8 @@ def more_generations_patch(ctx: Ctx) -> dict:
     gradient accumulation (each micro-batch keeps its size, so memory does not grow; a step takes about twice as
     long), and twice any generation structure the config sets, so an on-policy run stays on-policy (doubling the
     generation batch alone made it off-policy). patch_effects states what it changes."""
-    g = int(ctx.get("num_generations", 8))
-    accumulation = ctx.get("gradient_accumulation_steps", 1)
+    g = int(ctx.get("num_generations"))
+    accumulation = ctx.get("gradient_accumulation_steps")
     patch: dict = {"num_generations": 2 * g,
                    "gradient_accumulation_steps": 2 * (accumulation if isinstance(accumulation, int) else 1)}
     for key in ("generation_batch_size", "steps_per_generation"):
