@@ -49,7 +49,8 @@ def promote_far_rate(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
     rate = next((f for f in findings if f.code == "lr_out_of_range" and f.severity == "info"), None)
     if rate is None:
         return
-    explained = [f.code for f in findings if f.severity != "info" and f.code in REGISTRY["lr_out_of_range"].causes]
+    explained = [f.code for f in findings if f.severity != "info" and f.code != "reward_flat"  # a low rate's
+                 and f.code in REGISTRY["lr_out_of_range"].causes]
     if explained:
         rate.severity = "warning"
         rate.explanation += (f" It is far above the range, and the run shows {', '.join(sorted(set(explained)))}, "
