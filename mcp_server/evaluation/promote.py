@@ -21,8 +21,8 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    evaluate_model, evaluate_rows, grade, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
-    write_once,
+    evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline, resolve_goldens,
+    summarise, write_once,
 )
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
@@ -62,7 +62,7 @@ def _drift_pass_rate(
     passed = 0
     for row, completion, specs in zip(rows, completions, graders):
         scores = grade([row], [completion], specs)[0]
-        passed += all(v > 0 for v in scores.values())
+        passed += item_passed(scores)
     return passed / len(rows)
 
 
@@ -83,6 +83,13 @@ def judge_drift(base_rate: float, ckpt_rate: float) -> str:
     if drop <= NOISE_POINTS + 1e-9:
         return "noise"
     return "rerun" if drop <= HARD_FAIL_POINTS + 1e-9 else "hard_fail"
+
+
+def judge_rerun(drops: dict[str, float]) -> tuple[float, bool]:
+    """(mean drop in points, whether it is noise) of the sampled reruns: only a mean drop within the noise
+    budget (1 point) passes; anything above is a real drop, however far below the hard-fail line."""
+    mean = round(sum(drops.values()) / max(len(drops), 1), 2)
+    return mean, mean <= NOISE_POINTS + 1e-9
 
 
 def check_drift(
@@ -109,8 +116,7 @@ def check_drift(
             c = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed,
                                  _stage(report, f"drift rerun seed {seed}, checkpoint"))
             result.rerun_drops[str(seed)] = round((b - c) * 100, 2)
-        result.rerun_mean_drop = round(sum(result.rerun_drops.values()) / max(len(result.rerun_drops), 1), 2)
-        result.ok = result.rerun_mean_drop <= NOISE_POINTS
+        result.rerun_mean_drop, result.ok = judge_rerun(result.rerun_drops)
     return result
 
 

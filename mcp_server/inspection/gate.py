@@ -66,6 +66,18 @@ def _check_review_current(run: Run, review: dict) -> None:
             "run", "the reward code or specs changed since the review: run inspect_rewards again and read the new "
                    "review.md"
         )
+    edited = _sheet_edited(run, review)
+    if edited:
+        raise UserInputError("run", f"{edited}: run inspect_rewards again and read the new review.md")
+
+
+def _sheet_edited(run: Run, review: dict) -> str | None:
+    """Whether review.md (the sheet the person reads) or review.jsonl is not what inspect_rewards wrote with this
+    review (a sheet edited by hand backs nothing); None when both are."""
+    for path, key in ((run.review_md, "review_md_sha256"), (run.review_jsonl, "review_jsonl_sha256")):
+        if not path.is_file() or sha256_file(path) != review.get(key):
+            return f"{path.name} is not the sheet inspect_rewards wrote with this review"
+    return None
 
 
 class _SampleVerdict(BaseModel):
@@ -139,6 +151,9 @@ def _check_samples_back_a_pass(run: Run) -> dict:
             + "; ".join(differs) + "). Run sample_completions on the run without model/data/sampling overrides "
             "(or change train/config.yaml to what you mean to train), then inspect_rewards again",
         )
+    if run.script.is_file() and not isinstance(meta.get("trained"), dict):
+        raise UserInputError("run", f"{run.samples_meta} does not say what train/train.py's loader read for these "
+                             "samples (written by an older version, or edited): sample again with sample_completions")
     pins = config_pins(run)
     moved = changes(meta.get("config_pins") or {}, pins)
     if moved:
@@ -407,7 +422,8 @@ def _verdict_holds(run: Run, verdict: VerdictRecord) -> GateResult:
                 f"the success rule changed ('{verdict.success_rule}' -> '{rule}')" if rule != verdict.success_rule
                 else "review.json changed")
         return _closed(run, f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
-    mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {})
+    mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {}) or _sheet_edited(
+        run, _read_or_none(review_file) or {})
     if mismatch:
         return _closed(run, f"{run.verdict} is not a verdict on this review ({who}): {mismatch}", inspect_again)
     try:
