@@ -21,8 +21,8 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline, resolve_goldens,
-    summarise, write_once,
+    baseline_path, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
+    resolve_goldens, summarise, write_once,
 )
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
@@ -31,7 +31,8 @@ from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
-from mcp_server.runs import resolve_run
+from mcp_server.runs import Run, read_json_if_present, resolve_run
+from mcp_server.training.runrecord import read_run_json
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
 
@@ -133,7 +134,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     run = resolve_run(request.run)
     config, base, ckpt = run.trained_model(request.checkpoint)
     base_ref = resolve_loadable(base)
-    baseline = _baseline(request, config, base, base_ref, report)
+    baseline = _baseline(run, request, config, base, base_ref, report)
     goldens, sha = _baseline_goldens(request, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
@@ -183,17 +184,37 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         report_path=str(run.promotion_report),
         result_path=str(run.promotion),
     )
-    atomic_write_json(
-        Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]}
-    )
+    atomic_write_json(Path(result.result_path), {
+        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],
+        "baseline_sha256": sha256_file(Path(result.baseline_path))})  # the next promotion refuses it edited
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
 
 
-def _baseline(request: PromoteRequest, config: dict, base: str, base_ref, report: Report) -> dict:
+def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
+    """A baseline is written once and read-only: one whose hash is not what the run recorded at launch (run.json
+    "baselines") or at its last promotion (promotion.json), or whose pass rate is not its own items' count, was
+    edited, and decides nothing."""
+    sha = sha256_file(path)
+    earlier = read_json_if_present(run.promotion)
+    earlier = earlier if isinstance(earlier, dict) and Path(str(earlier.get("baseline_path"))).name == path.name else {}
+    recorded = ((read_run_json(run) or {}).get("baselines") or {}).get(path.name) or earlier.get("baseline_sha256")
+    if recorded and recorded != sha:
+        raise UserInputError("baseline", f"{path} (sha256 {sha[:12]}) is not the baseline this run recorded "
+                             f"(sha256 {recorded[:12]}): it was edited since. Restore it; a baseline is never edited")
+    items = baseline.get("items") or []
+    passed = sum(bool(i.get("passed")) for i in items if isinstance(i, dict))
+    if items and (baseline.get("passed") != passed or abs(float(baseline.get("pass_rate", -1)) - passed / len(items))
+                  > 1e-9):
+        raise UserInputError("baseline", f"{path} says {baseline.get('passed')} passed ({baseline.get('pass_rate')}) "
+                             f"but its items hold {passed} of {len(items)}: it was edited. Restore it")
+
+
+def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref, report: Report) -> dict:
     """The base model's baseline from eval/; measured now on the request's goldens when there is none yet."""
     baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
     if baseline is not None:
+        _check_baseline(run, baseline_path(str(base_ref) if base != "tiny" else "tiny"), baseline)
         return baseline
     if not request.goldens:
         raise UserInputError(

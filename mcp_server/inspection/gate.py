@@ -135,8 +135,27 @@ def _meta(run: Run) -> dict:
     return read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
 
 
+def weights_differ(run: Run) -> str | None:
+    """Whether train/config.yaml's reward_weights (what TRL trains with) are not train/rewards.json's weights (what
+    the review scored with); None when they are one (or the config sets none: the trainer takes rewards.json's)."""
+    configured = run.read_config().get("reward_weights")
+    try:
+        reviewed = [float(spec.get("weight", 1.0)) for spec in read_run_rewards(run)]
+    except UserInputError as exc:
+        return str(exc)
+    if configured is None or (isinstance(configured, list) and [float(w) if isinstance(w, (int, float)) else w
+                                                                 for w in configured] == reviewed):
+        return None
+    return (f"train/config.yaml's reward_weights {configured} are not train/rewards.json's weights {reviewed}: the "
+            "review scored with rewards.json's, TRL would train with the config's; make them one (re-emit, or edit "
+            "one to match the other)")
+
+
 def _check_samples_back_a_pass(run: Run) -> dict:
     """A pass needs samples drawn as training draws them, from today's config. Returns the config's pins."""
+    differ = weights_differ(run)
+    if differ:
+        raise UserInputError("run", differ)
     meta = _meta(run)
     if not meta:
         raise UserInputError("run", f"{run.samples_meta} is missing: nothing says how the samples were drawn; run "
@@ -423,7 +442,7 @@ def _verdict_holds(run: Run, verdict: VerdictRecord) -> GateResult:
                 else "review.json changed")
         return _closed(run, f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
     mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {}) or _sheet_edited(
-        run, _read_or_none(review_file) or {})
+        run, _read_or_none(review_file) or {}) or weights_differ(run)
     if mismatch:
         return _closed(run, f"{run.verdict} is not a verdict on this review ({who}): {mismatch}", inspect_again)
     try:
