@@ -17,7 +17,7 @@ from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, Sampl
 from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.training_inputs import load_training_inputs
 from mcp_server.inspection.trajectories import rollout, write_trajectories
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
