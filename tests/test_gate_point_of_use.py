@@ -288,3 +288,21 @@ def test_files_swapped_right_after_launch_are_never_trained(workspace, monkeypat
     assert status.state == "failed" and "refusing to train" in log and "rows_sha256" in log, status.log_tail
     assert not (run_dir / "train" / "logs" / "progress.jsonl").exists() or not (
         run_dir / "train" / "logs" / "progress.jsonl").read_text().strip()
+
+
+def test_a_large_data_file_is_pinned_by_content(workspace, tmp_path):
+    """A file over 64 MiB in a data directory was pinned by size and mtime: rewritten in place with both kept,
+    the gate stayed open. Data is pinned by content whatever its size (model weights keep size and mtime)."""
+    from mcp_server.inspection.pins import data_pin
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    big = folder / "train.jsonl"
+    with open(big, "wb") as handle:
+        handle.truncate(65 << 20)  # sparse: 65 MiB of zeros
+    before, stat = data_pin(str(folder)), big.stat()
+    with open(big, "r+b") as handle:
+        handle.seek(40 << 20)
+        handle.write(b"x")
+    os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert big.stat().st_size == stat.st_size and data_pin(str(folder)) != before

@@ -106,7 +106,7 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
         print("llm-finetuning: no inspection verdict pins what this run trains on (not started by "
               "launch_training): its data and settings were not reviewed", file=sys.stderr, flush=True)
         return now
-    expected = verdict["pins"].get("trained")
+    expected = _patched(verdict["pins"].get("trained"), verdict)
     if not isinstance(expected, dict):
         differs = ["the verdict pins nothing of what trains (its samples were not drawn through the trainer's "
                    "loader): sample_completions on the run, inspect_rewards and a new verdict"]
@@ -123,6 +123,18 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
               "new verdict, then launch again.", file=sys.stderr, flush=True)
         raise InputsChanged(3)
     return now
+
+
+def _patched(trained, verdict: dict):
+    """The verdict's "trained" pin with the settings a resume after a guard stop patched (its pin_updates)."""
+    if not isinstance(trained, dict) or not isinstance(trained.get("settings"), dict):
+        return trained
+    settings = dict(trained["settings"])
+    for update in verdict.get("pin_updates") or []:
+        patch = update.get("patch") if isinstance(update, dict) else None
+        if isinstance(patch, dict):
+            settings.update({k: json.loads(_canonical(v)) for k, v in patch.items() if k in settings})
+    return {**trained, "settings": settings}
 
 
 def _brief(value) -> str:

@@ -12,14 +12,13 @@ saved before the stop's step: the one saved at the stop already holds the failur
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
-from mcp_server.inspection.pins import SAMPLING_KEYS, config_pins
+from mcp_server.inspection.pins import config_pins
 from mcp_server.recipe.validate import validate_values
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.guard import run_request
@@ -86,11 +85,7 @@ def _write(run: Run, config: dict, patch: dict) -> None:
         pins = verdict.get("pins") if isinstance(verdict.get("pins"), dict) else {}
         moved = [k for k in after if k not in FIXED_PINS and after[k] != before.get(k) and pins.get(k) == before.get(k)]
         if moved:
-            pins.update({k: after[k] for k in moved})
-            trained = pins.get("trained")
-            if isinstance(trained, dict) and isinstance(trained.get("settings"), dict):  # the trainer's own check
-                trained["settings"].update({k: json.loads(json.dumps(v, default=str)) for k, v in patch.items()
-                                            if k in trained["settings"] or k in SAMPLING_KEYS})
+            pins.update({k: after[k] for k in moved})  # the trainer applies pin_updates to its "trained" pin
             updates = verdict.get("pin_updates") if isinstance(verdict.get("pin_updates"), list) else []
             verdict["pin_updates"] = updates + [{"patch": patch, "pins": moved, "time": time.time(),
                                                  "by": "resume_training"}]
