@@ -206,8 +206,9 @@ def test_lifecycle_on_the_real_model(workspace, smollm2_dir, monkeypatch):
     assert config["model_name_or_path"] == str(smollm2_dir) and config["use_peft"] is True
     run_dir = Path(emitted.run_dir)
 
-    sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=3, engine="transformers"))
-    assert sampled.num_samples == 12
+    # 13 prompts x 4: the fewest a review takes (50)
+    sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine="transformers"))
+    assert sampled.num_samples == 52
     review = inspect_rewards(InspectRequest(run=str(run_dir)))
     samples = [json.loads(line) for line in Path(sampled.samples_path).read_text().splitlines()]
     sheet = Path(review.review_md_path).read_text()
