@@ -53,7 +53,7 @@ class SmolDemoSettings(BaseModel):
     max_completion_length: int = Field(default=12, description="Completion budget in tokens, sampling and "
                                        "evaluation alike: '13 + 5 = 18' takes 8.")
     grpo_steps: int = Field(default=10, description="GRPO optimizer steps.")
-    grpo_learning_rate: float = Field(default=5e-4, description="GRPO learning rate (constant).")
+    grpo_learning_rate: float = Field(default=5e-4, description="GRPO peak learning rate (linear decay to 0).")
     num_generations: int = Field(default=8, description="GRPO group size (the recipe's).")
     temperature: float = Field(default=1.0, description="Sampling temperature (TRL's default).")
     inspection_prompts: int = Field(default=8, description="Prompts sampled for the inspection (x group size).")
@@ -72,6 +72,8 @@ def changed_settings(settings: SmolDemoSettings) -> dict[str, tuple[object, str]
                           "nothing in 10 steps; 5e-4 is above the settled LoRA range (diagnose_run says so), "
                           "acceptable for a 10-step rehearsal, not for a real run"),
         "warmup_steps": (0, "the recipe's 5% warm-up of 225 steps (11) would be the whole run"),
+        "lr_scheduler_type": ("linear", "TRL's default decay to 0 instead of the recipe's constant rate: at a "
+                              "rehearsal's high rate only the first steps are full-size (the run README reports)"),
         "max_completion_length": (settings.max_completion_length, "the task's answers take under 12 tokens; "
                                   "TRL's 512 would spend the CPU on preambles"),
         "gradient_checkpointing": (False, "TRL's default recomputes each layer in the backward to save memory a "

@@ -124,6 +124,16 @@ def convert(target: Path) -> None:
         "build_version": BUILD_VERSION, "note": QUANTISED_NOTE}, indent=2))
 
 
+def weights_note(model_dir: str | Path) -> str | None:
+    """QUANTISED_NOTE when `model_dir` is a converted smollm2 directory (its smollm2.json says so), else None: what
+    a model card or report on results from it must say."""
+    record = Path(str(model_dir)) / "smollm2.json"
+    try:
+        return json.loads(record.read_text()).get("note") if record.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def build_here() -> str:
     """The converted model's directory, converting it once (atomically: a temporary directory renamed into
     place) in this Python, which must have torch and transformers."""
