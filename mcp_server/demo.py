@@ -344,7 +344,7 @@ def _phase_gate(walk: _Walk, sft):
     summary.above_sft_interval = promotion.checkpoint_pass_rate > sft.ci_high
     console.print(f"  after GRPO: [bold]{promotion.checkpoint_pass_rate:.0%}[/] (95% CI "
                   f"{promotion.checkpoint_ci[0]:.0%}-"
-                  f"{promotion.checkpoint_ci[1]:.0%}) vs warm-start {sft.pass_rate:.0%}: "
+                  f"{promotion.checkpoint_ci[1]:.0%}) vs {start_label(summary)} {sft.pass_rate:.0%}: "
                   f"{promotion.improvement_points:+.0f} "
                   f"points (95% CI {promotion.improvement_ci[0]:+.0f} to {promotion.improvement_ci[1]:+.0f}, paired) "
                   f"-> [bold]{promotion.verdict}[/]")
@@ -355,6 +355,11 @@ def _phase_gate(walk: _Walk, sft):
         console.print(f"  [{'dim' if walk.kernels.holds else 'yellow'}]{summary.kernel_note}[/]")
     walk.phase_done("5 checkpoint gate", t0, promotion.verdict, promotion_report=promotion.report_path)
     return promotion
+
+
+def start_label(summary: DemoSummary) -> str:
+    """What GRPO started from: the SFT warm-start, or the base model where the walk needed none."""
+    return "warm-start" if summary.sft_pass_rate is not None else "base model"
 
 
 def _phase_export(walk: _Walk, promotion) -> None:

@@ -133,7 +133,8 @@ def print_summary(console: Console, summary) -> None:
         console.print(f"  improvement    {summary.improvement_points:+.0f} points (95% CI "
                       f"{summary.improvement_ci[0]:+.0f} to "
                       f"{summary.improvement_ci[1]:+.0f}, paired over the same goldens)"
-                      + ("; above the warm-start's own interval too" if summary.above_sft_interval else ""))
+                      + (f"; above the {'warm-start' if summary.sft_pass_rate is not None else 'base model'}'s own "
+                         "interval too" if summary.above_sft_interval else ""))
     console.print(f"  verdict        {summary.verdict or '-'}")
     if summary.kernel_note:
         console.print(f"  on other CPUs  {summary.kernel_note}")

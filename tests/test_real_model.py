@@ -230,7 +230,7 @@ def test_lifecycle_on_the_real_model(workspace, smollm2_dir, monkeypatch):
     assert [s["step"] for s in steps if "reward" in s] == [1, 2]
 
     diagnosis = diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False))
-    assert diagnosis.steps_read == 2
+    assert diagnosis.steps_logged == 2 and diagnosis.last_step == 2
 
     exported = export_model(ExportRequest(run=str(run_dir), allow_unpromoted=True, smoke_items=2))
     assert exported.merged_lora and exported.smoke_identical
