@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's doors, whatever mcp_server the interpreter's site-packages holds
 FIXTURES = ROOT / "tests" / "fixtures" / "doors"
 ORDER = "order"  # order.json: the doors' listing order (no tool is named so)
 WIDTH = "120"  # argparse wraps help at $COLUMNS: fixed so the dump does not depend on the terminal
@@ -48,7 +49,6 @@ def _action(action: argparse.Action) -> dict:
 
 def _cli() -> tuple[list[str], dict]:
     os.environ["COLUMNS"] = WIDTH
-    sys.path.insert(0, str(ROOT))
     from mcp_server.cli import build_parser
 
     parser = build_parser()

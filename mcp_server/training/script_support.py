@@ -15,6 +15,7 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser, get_da
 from trl import get_quantization_config
 from trl.scripts.grpo import GRPOScriptArguments
 
+from mcp_server.training.tracker_dirs import make_tracker_dirs
 from mcp_server.training.progress import ProgressCallback, write_outcome
 
 
@@ -54,6 +55,7 @@ def train_dataset(script_args, dataset_args, prompt_column: str):
 def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
     """The GRPOTrainer arguments every trainer shares: the model, config, data, PEFT/quantisation and the
     progress callback (which carries the live guard)."""
+    make_tracker_dirs(run_dir, training_args.report_to)
     return dict(
         model=model_args.model_name_or_path,
         args=training_args,
