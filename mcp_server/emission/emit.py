@@ -28,7 +28,7 @@ from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import agentic_prompt_tokens, with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import SEVERITY_ORDER, validate_values
@@ -225,7 +225,9 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
 
-    recipe, why = recipe_values(variant, request.finetune, model_size_b(model))
+    # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
+    size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
+    recipe, why = recipe_values(variant, request.finetune, size_b)
     record = agentic_record(request)
     tool_fields, tool_why = agentic_fields(record)
     recipe.update(tool_fields)
