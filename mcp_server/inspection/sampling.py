@@ -116,8 +116,9 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
     extra = dict(config.get("generation_kwargs") or {})
     for key, field in (("max_new_tokens", "max_new_tokens"), ("max_tokens", "max_new_tokens"),
                        *((k, k) for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"))):
-        if key in extra and getattr(request, field, None) is None:
-            settings[field] = extra.pop(key)
+        if key in extra:  # a request's own value (exploring) still wins over the config's
+            value = extra.pop(key)
+            settings[field] = value if getattr(request, field, None) is None else settings[field]
     settings["generation_kwargs"] = extra
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
