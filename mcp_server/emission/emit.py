@@ -21,7 +21,7 @@ import yaml
 
 from mcp_server.dataset import check_prompt_column, read_file
 from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agentic_record, completion_budget,
-                                         trainer_name, turn_cost)
+                                         refuse_unparsed_template, trainer_name, turn_cost)
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.emission.batch import schedule, size_batch
@@ -235,6 +235,7 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
 
     recipe, why = recipe_values(variant, request.finetune, model_size_b(model))
     record = agentic_record(request)
+    refuse_unparsed_template(record, model)
     tool_fields, tool_why = agentic_fields(record)
     recipe.update(tool_fields)
     why.update(tool_why)
