@@ -41,7 +41,7 @@ WARM_MAX_STEPS, WARM_LR, WARM_CHECK_ROWS = 400, 2e-3, 60
 # vaults), on another not at all in 400 steps (0%). So the demo ships it as data, built once by
 # scripts/build_agentic_warm_start.py and pinned by the hash of its weights; only GRPO runs on the user's CPU.
 SHIPPED_WARM_START = Path(__file__).resolve().parent / "agentic" / "warm_start"
-WARM_START_SHA256 = "PENDING"
+WARM_START_SHA256 = "e0b2eb3ffff0f0db6b2741004034039819f7164387e8537dbeca62bae68ef1d7"
 WARM_EVERY, WARM_FAR, WARM_NEAR = 2, 10, 0.3
 # The call format learned, the argument copied half the time: room to learn, and enough sampled successes for
 # GRPO's groups. At a 25% low end the build stopped at 32% (21 of 100 held out, greedy) and TRL's sampled rollouts
