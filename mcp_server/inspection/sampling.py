@@ -31,6 +31,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
+from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
@@ -229,6 +230,18 @@ def _prompt_column(request: SampleRequest, run: Run) -> str:
     return column if isinstance(column, str) and column else "prompt"
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def _choose_engine(engine: str) -> str:
     if engine == "transformers":
         return engine
@@ -262,9 +275,11 @@ def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bo
 
 
 def _generate_transformers(
-    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent
+    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent, progress=None,
+    on_batch=None,
 ) -> list[list[dict]]:
-    """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call."""
+    """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call;
+    `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
     model, tokenizer = load_model(model_ref)
     n = settings["n"]
     options: dict = {"do_sample": settings["temperature"] > 0}
@@ -277,7 +292,9 @@ def _generate_transformers(
     options.update(settings.get("generation_kwargs") or {})
     results = generate_completions(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
-        seed=settings["seed"], report=report, message=f"sampled {{done}}/{{total}} prompts x {n}",
+        seed=settings["seed"], report=report if progress is None else silent,
+        message=f"sampled {{done}}/{{total}} prompts x {n}",
+        on_batch=on_batch, on_step=progress.step if progress else None,
     )
     device = model.device.type
     del model
@@ -306,26 +323,46 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache, contextlib.chdir(run.dir):
         rows, prompt_column, model_ref, settings, compared, trained = _sampled_inputs(run, request, config, cache)
     conversational = check_prompt_column(rows, prompt_column)
+    engine = _choose_engine(request.engine)
+    on_gpu = engine == "vllm" or _has_cuda()
+    if request.num_prompts is None:  # fewer on a CPU, so a rehearsal there finishes in minutes (sampling_plan)
+        settings["num_prompts"] = default_num_prompts(on_gpu)
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
-    engine = _choose_engine(request.engine)
-    report(0, k, f"loading {model_ref} to sample {k} of {len(rows)} prompts x {settings['n']} with {engine}")
+    plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
+                         _threads(), *model_size(model_ref))
+    report(0, k, f"plan: {plan['text']}; loading {model_ref} ({len(rows)} prompts in the data set)")
 
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
+    partial = run.inside(run.samples_partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.unlink(missing_ok=True)
+    progress = Progress(report, plan)
+
+    def keep(start: int, new_groups: list[list[dict]]) -> None:  # a stopped run keeps every finished call's samples
+        end = start + len(new_groups)
+        lines = _sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
+                                conversational, first=start)
+        with partial.open("a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        progress.batch(end)
+
     started = time.perf_counter()
     if engine == "vllm":
         groups = generate_vllm(model_ref, texts, settings)
     else:
-        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report)
+        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report, progress, keep)
     seconds = time.perf_counter() - started
-    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s")
+    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
+                 f"{plan['estimated_seconds_at_most']} s)")
 
     records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
+    partial.unlink(missing_ok=True)
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
@@ -350,16 +387,17 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         differs_from_config=meta["differs_from_config"],
         lengths=meta["lengths"],
         seconds=round(seconds, 3),
+        plan=plan,
         next_step=_next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"]),
     )
 
 
 def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],
-                    prompt_column: str, conversational: bool) -> list[str]:
+                    prompt_column: str, conversational: bool, first: int = 0) -> list[str]:
     """samples.jsonl's lines (without their newlines): each completion with its prompt and the row's other
-    columns, as TRL hands them to reward functions."""
-    lines, sample_id = [], 0
-    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
+    columns, as TRL hands them to reward functions. `first`: the index of the first prompt (a partial write)."""
+    lines, sample_id = [], first * (len(groups[0]) if groups else 0)  # every prompt has n completions
+    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups), start=first):
         columns = {key: value for key, value in rows[row_index].items() if key != prompt_column}
         for s, gen in enumerate(group):
             # The completion is stored exactly as TRL hands it to reward functions.
