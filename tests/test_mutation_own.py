@@ -72,8 +72,9 @@ def test_every_field_that_changes_the_objective_is_pinned(workspace, tiny_model)
     config_file = run_dir / "train" / "config.yaml"
     original = yaml.safe_load(config_file.read_text())
     before = config_pins(Run(run_dir))
-    for field, value in {"beta": 0.3, "epsilon": 0.1, "loss_type": "grpo", "scale_rewards": "none",
-                         "num_iterations": 2, "importance_sampling_level": "sequence", "mask_truncated_completions": True,
-                         "top_entropy_quantile": 0.2}.items():
+    objective = {"beta": 0.3, "epsilon": 0.1, "loss_type": "grpo", "scale_rewards": "none", "num_iterations": 2,
+                 "importance_sampling_level": "sequence", "mask_truncated_completions": True,
+                 "top_entropy_quantile": 0.2}
+    for field, value in objective.items():
         config_file.write_text(yaml.safe_dump({**original, field: value}))
         assert any(field in line for line in changes(before, config_pins(Run(run_dir)))), field
