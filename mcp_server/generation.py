@@ -103,7 +103,7 @@ def generate(
 
 def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict]]:
     """The same dicts with vLLM (GPU only). Prompts go in as token ids so both engines see the same tokens.
-    `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed."""
+    `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed, generation_kwargs."""
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
 
@@ -120,6 +120,7 @@ def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict
         repetition_penalty=settings["repetition_penalty"],
         max_tokens=settings["max_new_tokens"],
         seed=settings["seed"],
+        **(settings.get("generation_kwargs") or {}),  # the config's generation_kwargs, as TRL passes them to vLLM
     )
     try:
         outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)

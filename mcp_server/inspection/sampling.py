@@ -1,8 +1,11 @@
 """sample_completions: draw prompts, generate `n` completions each, store inspection/samples.jsonl.
 
 Sampling uses the settings training will use (model, data, num_generations, temperature, top_p, top_k,
-max_completion_length from the run's train/config.yaml, else the installed TRL's GRPOConfig defaults), so
-what a person reads is what GRPO sees.
+max_completion_length, generation_kwargs from the run's train/config.yaml, else the installed TRL's GRPOConfig
+defaults), so what a person reads is what GRPO sees. A run with its train/train.py is read through that script's
+own loader (inspection.training_inputs: its rows, its prompt column, TRL's resolved settings, the model resolved
+in the run directory), and samples.meta.json's "trained" records what that loader read, for the verdict to pin
+and the trainer to compare with its own.
 Generation: transformers `generate`, batched; vLLM when installed and a GPU is present.
 
 samples.meta.json records what was sampled and how it differs from the run's config ("differs_from_config"):
@@ -117,8 +120,9 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
     extra = dict(config.get("generation_kwargs") or {})
     for key, field in (("max_new_tokens", "max_new_tokens"), ("max_tokens", "max_new_tokens"),
                        *((k, k) for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"))):
-        if key in extra and getattr(request, field, None) is None:
-            settings[field] = extra.pop(key)
+        if key in extra:  # a request's own value (exploring) still wins over the config's
+            value = extra.pop(key)
+            settings[field] = value if getattr(request, field, None) is None else settings[field]
     settings["generation_kwargs"] = extra
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
