@@ -25,6 +25,7 @@ from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agen
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.emission.batch import schedule, size_batch
+from mcp_server.emission.lengths import completion_length
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import agentic_prompt_tokens, with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
@@ -259,6 +260,8 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
         why.update(structure_why)
     recipe.update(_report_to(request, why))
     budget = _size_for_turns(request, recipe, why, defaults, turn_cost(request, record, model))
+    trl_length = GRPOView({}, {**GRPOView.DEFAULTS, **defaults}).max_completion_length  # the installed TRL's
+    completion_length(recipe, why, request.overrides, trl_length, gpu is None, run, model)
     specs = list(request.rewards)
     if variant == "dapo":
         specs += _dapo_length_shaping(request, recipe, why, defaults, specs)
