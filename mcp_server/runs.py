@@ -49,6 +49,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
+      trackers/                       trackers       what report_to's trackers write, unless their own variables
+        trackio/, wandb/, mlruns/                      say elsewhere (TRACKIO_DIR, WANDB_DIR, MLFLOW_TRACKING_URI;
+                                                       tensorboard writes under checkpoints/runs/)
       promotion-report.md             promotion_report
       promotion.json                  promotion      promote_checkpoint's result (with the checkpoint's content hash)
       export/                         export         export_model's standalone model
@@ -139,6 +142,10 @@ class Run:
     @property
     def checkpoints(self) -> Path:
         return self.dir / "checkpoints"
+
+    @property
+    def trackers(self) -> Path:
+        return self.dir / "trackers"
 
     @property
     def promotion_report(self) -> Path:

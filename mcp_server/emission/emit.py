@@ -313,9 +313,13 @@ def _size_for_turns(request: GRPORecipeRequest, recipe: dict, why: dict, default
     return found
 
 
-REPORT_TO_WHY = {
-    "trackio": "trackio: a local dashboard (`trackio show`), logged under ~/.cache/huggingface/trackio",
-    "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine (`wandb sync` uploads later)",
+REPORT_TO_WHY = {  # where each writes: training.script_support.keep_trackers_in_run
+    "trackio": "trackio: a local dashboard, logged under trackers/trackio (`TRACKIO_DIR=trackers/trackio trackio "
+               "show`)",
+    "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine, logged under trackers/wandb (`wandb sync` "
+             "uploads later)",
+    "mlflow": "mlflow: a local SQLite store, trackers/mlflow.db (`mlflow ui --backend-store-uri "
+              "sqlite:///trackers/mlflow.db`)",
     "tensorboard": "tensorboard: event files under the checkpoints folder (`tensorboard --logdir checkpoints`)",
 }
 
