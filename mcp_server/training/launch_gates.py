@@ -5,8 +5,7 @@ directory. Each refusal names the gate, what is wrong and how to clear it; a cal
 from __future__ import annotations
 
 from mcp_server.inspection.gate import check_inspection_gate
-from mcp_server.recipe.models import ValidateRequest
-from mcp_server.recipe.validate import validate_config
+from mcp_server.memory.verdict import validate_file
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import check_environment, read_run_target
@@ -42,8 +41,8 @@ def _config_refusals(run: Run) -> list[GateRefusal]:
         return [GateRefusal(
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
-    result = validate_config(ValidateRequest(
-        config_path=str(run.config), gpu=run_request.get("gpu"), num_gpus=run_request.get("num_gpus")))
+    # The one validation entry point, the memory plan left to memory_refusals: it plans the layout launched.
+    result = validate_file(run.config, run_request.get("gpu"), run_request.get("num_gpus"), memory=False)
     if result.valid:
         return []
     errors = [f for f in result.findings if f.severity == "error"]
