@@ -136,7 +136,8 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
     lines += [
         "LOGS=train/logs",
         'mkdir -p "$LOGS"',
-        'record_exit() { echo "$1" > "$LOGS/.exit-code.tmp" && mv "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
+        'record_exit() { rm -f "$LOGS/.exit-code.tmp"; (set -C; echo "$1" > "$LOGS/.exit-code.tmp") && '
+        'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
         'exit "$1"; }',
         'echo "==== llm-finetuning job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0}, '
         'at $(date -u +%FT%TZ)"',
