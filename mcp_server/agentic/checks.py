@@ -15,6 +15,7 @@ import inspect
 import pickle
 from pathlib import Path
 
+from mcp_server.config import trl_default
 from mcp_server.agentic.spec import AgenticRecord, load, public_methods, resolve
 from mcp_server.errors import UserInputError, one_line, short
 
@@ -118,9 +119,7 @@ def placeholder_arguments(fn) -> dict:
 
 
 def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
-    from trl import GRPOConfig
-
-    limit = values.get("max_completion_length") or GRPOConfig.__dataclass_fields__["max_completion_length"].default
+    limit = values.get("max_completion_length") or trl_default("max_completion_length")
     found = []
     if values.get("max_tool_calling_iterations") is None:
         found.append(_finding("agentic_unlimited_turns", "max_tool_calling_iterations", "warning",

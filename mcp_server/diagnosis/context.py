@@ -7,6 +7,7 @@ import math
 import re
 import statistics
 
+from mcp_server.config import GRPOView
 from mcp_server.diagnosis.metrics import LoadedRun
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence, Severity
 from mcp_server.gpus import lookup_gpu
@@ -109,15 +110,15 @@ class Ctx:
         self._defaults: dict | None = None
 
     def get(self, key: str, fallback=None):
-        """The config's value, else the installed TRL's default, else `fallback`."""
+        """The config's value, else the installed TRL's default (the generated table's when no training
+        interpreter answers: config.GRPOView), else `fallback`."""
         if key in self.config:
             return self.config[key]
         if self._defaults is None:
             try:
-
                 self._defaults = trl_defaults()
-            except Exception:  # no TRL here: the rules still run on the metrics alone
-                self._defaults = {}
+            except Exception:  # no TRL here: the rules still run on the metrics and the generated defaults
+                self._defaults = dict(GRPOView.DEFAULTS)
         value = self._defaults.get(key)
         return fallback if value is None else value
 
@@ -130,7 +131,7 @@ class Ctx:
         observed = finite(v for _, v in self.series("completions/max_length"))
         if observed:
             return int(max(observed)), "observed"
-        return int(self.get("max_completion_length", 512)), "assumed"
+        return int(self.get("max_completion_length")), "assumed"
 
     def limit_text(self) -> str:
         """The limit as a finding states it: measured, or said to be assumed."""
@@ -238,7 +239,7 @@ class Ctx:
     @property
     def clip_bounds(self) -> tuple[float, float]:
         """(warning, error) share of clipped tokens: GRPO's, or GSPO's (sequence-level ratios) higher ones."""
-        if self.get("importance_sampling_level", "token") == "sequence":
+        if self.get("importance_sampling_level") == "sequence":
             return GSPO_CLIP_WARN, GSPO_CLIP_ERROR
         return CLIP_RATIO_WARN, CLIP_RATIO_ERROR
 

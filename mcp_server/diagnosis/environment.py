@@ -64,7 +64,7 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
             "to `trl vllm-serve` instead.",
             vllm_patch(ctx, vllm_hits[0][1])))
     if hits["nccl_timeout"]:
-        timeout = ctx.get("ddp_timeout", 1800)
+        timeout = ctx.get("ddp_timeout")
         out.append(finding(
             "nccl_timeout", "error", [log_line(*hits["nccl_timeout"][0])],
             "A distributed collective timed out: one rank was stuck (often in generation or waiting for a vLLM "
@@ -124,7 +124,7 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
         levers.append({"gradient_checkpointing": True})
     if (ctx.get("beta", 0.0) or 0) > 0:
         levers.append({"beta": 0.0})  # no reference model in memory
-    length = ctx.get("max_completion_length", 512)
+    length = ctx.get("max_completion_length")
     if isinstance(length, int) and length > 256:
         levers.append({"max_completion_length": length // 2})
     patch: dict = {}
@@ -136,13 +136,13 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
 def vllm_patch(ctx: Ctx, line: str) -> dict:
     if not ctx.get("use_vllm") or ctx.get("vllm_mode") != "colocate":
         return {}
-    share = float(ctx.get("vllm_gpu_memory_utilization", 0.3))
+    share = float(ctx.get("vllm_gpu_memory_utilization"))
     patch: dict = {}
     if "less than desired" in line:  # training already holds the memory vLLM asked for
         patch["vllm_gpu_memory_utilization"] = round(max(0.1, share - 0.1), 2)
     else:  # the cache does not fit: ask for less context, and a little more memory
         patch["vllm_gpu_memory_utilization"] = round(min(0.9, share + 0.1), 2)
-        length = ctx.get("max_completion_length", 512)
+        length = ctx.get("max_completion_length")
         if isinstance(length, int) and not ctx.get("vllm_max_model_length"):
             patch["vllm_max_model_length"] = length + 1024  # completion + a generous prompt budget
     if not ctx.get("vllm_enable_sleep_mode"):
@@ -182,7 +182,7 @@ def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
     if run.train_summary.stat().st_mtime < run.train_begin.stat().st_mtime:
         return []  # the summary of an earlier launch: this one (a resume) has not ended yet
     batch = ctx.get("generation_batch_size") or (
-        int(ctx.get("per_device_train_batch_size", 8) or 8) * int(ctx.get("steps_per_generation") or
+        int(ctx.get("per_device_train_batch_size") or 8) * int(ctx.get("steps_per_generation") or
                                                                     ctx.get("gradient_accumulation_steps", 1) or 1))
     evidence = [Evidence(metric="train-summary step", value=end), Evidence(metric="train-begin step", value=start),
                 Evidence(metric="generation batch (completions)", value=batch)]

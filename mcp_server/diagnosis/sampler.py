@@ -44,7 +44,7 @@ def rule_sampler_mismatch(ctx: Ctx) -> list[DiagnosisFinding]:
         reasons.append(f"an importance-sampling ratio reached {ratio_max.value:.3g}")
     if not reasons:
         return []
-    mode = ctx.get("vllm_importance_sampling_mode", "sequence_mask")
+    mode = ctx.get("vllm_importance_sampling_mode")
     evidence = [
         e
         for e in (
@@ -105,8 +105,8 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
     evidence = [Evidence(metric="clip_ratio/region_mean (late mean)", value=round(late, 6)),
                 Evidence(metric="clip_ratio/region_mean", step=top[0], value=top[1])]
     evidence += [e for e in (peak(ctx, "clip_ratio/high_mean"), peak(ctx, "clip_ratio/low_mean")) if e]
-    sequence = ctx.get("importance_sampling_level", "token") == "sequence"
-    clip_higher = float(ctx.get("epsilon_high", 0.0) or 0.0) > float(ctx.get("epsilon", 0.2) or 0.2)
+    sequence = ctx.get("importance_sampling_level") == "sequence"
+    clip_higher = float(ctx.get("epsilon_high", 0.0) or 0.0) > float(ctx.get("epsilon") or 0.2)
     off_policy_variant = "GSPO" if sequence else "DAPO's clip-higher" if clip_higher else None
     iterations = int(ctx.get("num_iterations", 1) or 1)
     accumulation = int(ctx.get("gradient_accumulation_steps", 1) or 1)
@@ -140,7 +140,7 @@ def rule_moe_router(ctx: Ctx) -> list[DiagnosisFinding]:
     ends_ = ctx.ratio("aux_loss")
     if not ends_ or len(ctx.finite_series("aux_loss")) < 4 or ends_[1] < AUX_LOSS_RISE * ends_[0]:
         return []
-    sequence = ctx.get("importance_sampling_level", "token") == "sequence"
+    sequence = ctx.get("importance_sampling_level") == "sequence"
     patch = {} if sequence else ctx.variant_patch("gspo")
     return [finding("moe_router_instability", "warning", first_last(ctx, "aux_loss"),
                     f"The router's load-balancing loss rose from {ends_[0]:.3g} to {ends_[1]:.3g}: experts are "
@@ -157,12 +157,12 @@ def rule_moe(ctx: Ctx) -> list[DiagnosisFinding]:
     if not model:
         return []
 
-    if not is_moe(str(model)) or ctx.get("importance_sampling_level", "token") == "sequence":
+    if not is_moe(str(model)) or ctx.get("importance_sampling_level") == "sequence":
         return []
     reason = ctx.run.request.get("override_reason")
     evidence = [
         Evidence(metric="model_name_or_path (config)", value=str(model)),
-        Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level", "token"))),
+        Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level"))),
     ]
     if reason:
         return [finding("moe_without_gspo", "info", evidence, "Mixture-of-experts model without GSPO, overridden: "

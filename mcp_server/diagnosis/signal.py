@@ -77,7 +77,7 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
 
 def more_generations_patch(ctx: Ctx) -> dict:
     """Twice the completions per prompt, the same prompts per batch: the generation batch doubles with it."""
-    g = int(ctx.get("num_generations", 8))
+    g = int(ctx.get("num_generations"))
     patch: dict = {"num_generations": 2 * g}
     if ctx.config.get("generation_batch_size"):
         patch["generation_batch_size"] = 2 * int(ctx.config["generation_batch_size"])

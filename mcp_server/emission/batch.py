@@ -18,7 +18,7 @@ import math
 
 from mcp_server.emission.fit import plan_for
 from mcp_server.memory.models import MemoryPlan
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.variants import off_policy_fields
 
 PROMPTS_PER_STEP = 32  # DAPO sec. 4.1: 512 prompts per rollout in mini-batches of 32 prompts

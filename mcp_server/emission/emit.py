@@ -28,7 +28,7 @@ from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import agentic_prompt_tokens, with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import SEVERITY_ORDER, validate_values

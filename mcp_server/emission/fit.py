@@ -10,7 +10,7 @@ from mcp_server.memory.levers import just_enough_vllm
 from mcp_server.memory.params import count_params
 from mcp_server.memory.settings import RunSettings
 from mcp_server.memory.planner import plan_memory, resolve_architecture
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
 

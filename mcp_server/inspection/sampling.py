@@ -13,7 +13,6 @@ vllm_max_model_length from the sampled lengths, with the truncation rate they im
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import importlib.util
 import json
@@ -21,6 +20,7 @@ import random
 import time
 from pathlib import Path
 
+from mcp_server.config import trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.lengths import length_advice
@@ -49,16 +49,14 @@ COMPARED = (
 
 
 def _trl_defaults() -> dict:
-    """GRPOConfig's own defaults for the sampling fields: what training uses when the config is silent."""
+    """TRL's defaults for the sampling fields: what training uses when the config is silent. Sampling runs in the
+    training interpreter: with TRL imported, config.trl_default answers from the installed TRL's own dataclasses."""
     try:
-        from trl import GRPOConfig
-
-        defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
-    except ImportError:  # no TRL in this interpreter: TRL 1.x's values
-        defaults = {}
-    fallback = {"num_generations": 8, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 512,
-                "min_p": None, "repetition_penalty": 1.0}
-    return {k: defaults.get(k, v) if defaults.get(k, v) is not dataclasses.MISSING else v for k, v in fallback.items()}
+        import trl  # noqa: F401
+    except ImportError:  # no TRL in this interpreter: the generated table's (the TRL this package was checked on)
+        pass
+    return {k: trl_default(k) for k in ("num_generations", "temperature", "top_p", "top_k", "max_completion_length",
+                                        "min_p", "repetition_penalty")}
 
 
 def _data_settings(request: SampleRequest, config: dict, run: Run | None = None) -> dict:

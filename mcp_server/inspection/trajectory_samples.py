@@ -15,7 +15,7 @@ from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.trajectories import rollout, write_trajectories
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file

@@ -37,7 +37,7 @@ from mcp_server.memory.settings import (
 )
 from mcp_server.memory.speed import estimate_speed
 from mcp_server.model_ref import cached_config_path, expand_tiny
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 
 __all__ = ["CUDA_CONTEXT_GIB", "plan_memory"]  # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
 

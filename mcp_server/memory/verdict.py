@@ -15,7 +15,7 @@ from mcp_server.memory.planner import plan_memory, resolve_architecture
 from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.context import finding
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SCHEMA_TOKENS

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 
 TYPICAL_WEIGHT = 0.02  # Qwen2/Llama initializer_range: the magnitude of most weights of a trained LLM too
 BF16_MANTISSA_BITS = 8  # significant bits, the implicit one included

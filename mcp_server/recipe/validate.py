@@ -9,7 +9,7 @@ from mcp_server.gpus import resolve_target
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.context import Context, finding
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.rules import RULES
 from mcp_server.recipe.run_rules import RUN_RULES
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
