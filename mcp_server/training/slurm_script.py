@@ -128,6 +128,9 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
              "# By hand, from the run directory: sbatch train/launch.slurm",
              f"cd {shlex.quote(layout.run_dir)} || exit 1",
              "trap '' USR1  # USR1 is for the trainers (a checkpoint, then a stop): this shell lives on",
+             "# Caches a library would write under your home (an arrow copy of the data) stay in the run.",
+             '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
+             'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
              "export PYTHONUNBUFFERED=1"]
     if layout.pythonpath:
         lines.append(f'export PYTHONPATH={shlex.quote(layout.pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
