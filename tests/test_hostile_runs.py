@@ -216,3 +216,23 @@ def test_a_run_named_with_a_newline_is_never_run_or_printed_raw(workspace, tiny_
         out = cli_here(*door, env=env)
         assert "PWNED" in out.stdout and all("touch PWNED" not in line or "\\n" in line
                                              for line in out.stdout.splitlines()), out.stdout
+
+
+def test_launch_sh_never_writes_the_exit_code_through_a_link(tmp_path):
+    """.exit-code.tmp planted as a link to an outside file: train/launch.sh truncated that file to the exit code.
+    The script as the launcher renders it, run by bash, with a training command that fails at once."""
+    from mcp_server.training.launchers.shell import render_launch_sh
+
+    run_dir = tmp_path / "run"
+    logs = run_dir / "train" / "logs"
+    logs.mkdir(parents=True)
+    script = run_dir / "train" / "launch.sh"
+    script.write_text(render_launch_sh("run", "/bin/false", ["/bin/false"], cpu=True, server=None))
+    outside = tmp_path / "precious"
+    outside.write_text("precious\n")
+    (logs / ".exit-code.tmp").symlink_to(outside)
+    (logs / "exit-code").symlink_to(outside)
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert outside.read_text() == "precious\n"
+    assert not (logs / "exit-code").is_symlink() and (logs / "exit-code").read_text() == "1\n"
