@@ -185,7 +185,7 @@ def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric
     assert not any(healthy.check({**row, metric: values[0]}, write=False) for row in rows)
 
 
-def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monkeypatch):
+def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monkeypatch, capsys):
     """emit -> validate -> sample (TRL's tool loop) -> inspect -> verdict -> launch: a real multi-turn GRPO run. Editing
     the environment module after the verdict closes the gate naming the file; restoring it opens the gate again."""
     from conftest import ANY_TEXT_REWARDS
@@ -220,6 +220,11 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     closed = check_inspection_gate(run.dir)
     assert not closed.passed and "vault_env.py" in closed.reason, closed
     assert not launch_training(LaunchRequest(run=str(run.dir))).launched
+    # Issue 33: the agentic trainer re-checks the environment's code itself (an edit after the launch's gate).
+    from test_gate_point_of_use import _build
+
+    _, refusal = _build(run.dir, capsys)
+    assert "refusing to train" in refusal and "environment or tools" in refusal
     env_file.write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")  # restored: the gate opens again
     assert check_inspection_gate(run.dir).passed
     launched = launch_training(LaunchRequest(run=str(run.dir)))

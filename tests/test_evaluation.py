@@ -262,6 +262,18 @@ def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good
     # The baseline the comparison used is untouched.
     assert json.loads(Path(base.baseline_path).read_text())["pass_rate"] == base.pass_rate
 
+    # Issue 33: the read-only baseline hand-edited (chmod, then edit) to a 0% base turned this REJECT into a
+    # PROMOTE. The promotion recorded its hash, and the edited items no longer add up to the edited rate.
+    path = Path(base.baseline_path)
+    os.chmod(path, 0o644)
+    forged = json.loads(path.read_text())
+    path.write_text(json.dumps({**forged, "passed": 0, "pass_rate": 0.0}))
+    with pytest.raises(UserInputError, match="edited"):
+        promote_checkpoint(PromoteRequest(run=str(run)))
+    (run / "promotion.json").unlink()  # no earlier promotion to compare with: its own items give it away
+    with pytest.raises(UserInputError, match="its items hold"):
+        promote_checkpoint(PromoteRequest(run=str(run)))
+
 
 def test_changed_goldens_are_refused(workspace, tiny_model, good_model, small_task, tmp_path):
     goldens, rows = small_task

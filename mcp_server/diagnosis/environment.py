@@ -192,3 +192,25 @@ def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
                     f"({batch} completions / num_generations prompts; TRL's sampler then yields no batch), or "
                     "max_steps no higher than the checkpoint resumed from. Use more prompts or a smaller "
                     "steps_per_generation / per_device_train_batch_size; no run has succeeded.")]
+
+
+def rule_config_not_the_runs(ctx: Ctx) -> list[DiagnosisFinding]:
+    """The metrics log `kl` while the config read says beta 0. TRL 1.16 computes and logs kl only when beta != 0
+    (trl/trainer/grpo_trainer.py: `if self.beta != 0.0: self._metrics[mode]["kl"].append(...)`), so the run
+    trained with another config than the one read: every finding that reads the config may be wrong."""
+    if not ctx.config:
+        return []
+    beta = ctx.get("beta")
+    kl = ctx.finite_series("kl")
+    if not kl or not isinstance(beta, (int, float)) or beta != 0:
+        return []
+    how = "beta: 0" if "beta" in ctx.config else "no beta (TRL's default, 0)"
+    where = str(ctx.run.config_path) if ctx.run.config_path else "the config given"
+    return [finding("config_not_the_runs", "warning", [
+        Evidence(metric="beta (config)" if "beta" in ctx.config else "beta (TRL default)", value=beta),
+        Evidence(metric="kl", step=kl[0][0], value=kl[0][1]), Evidence(metric="kl", step=kl[-1][0], value=kl[-1][1])],
+        f"The metrics log kl ({len(kl)} logs), but the config read ({where}) has {how}. TRL 1.16 computes and logs "
+        "kl only when beta is not 0 (grpo_trainer.py), so this run trained with another config: a later edit, "
+        "another run's file, or a launcher that overrode it. Every finding that reads the config (learning rate, "
+        "beta, clip bounds, generation structure) and every patch's check may be wrong: pass the config the run "
+        "was launched with (config_path, or the checkpoint's saved training arguments) and diagnose again.")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mcp_server.diagnosis.context import (
     AUX_LOSS_RISE,
+    CLIP_SEQUENCE_MAX,
     Ctx,
     IS_RATIO_BAND,
     IS_RATIO_ERROR_BAND,
@@ -105,6 +106,16 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
     evidence = [Evidence(metric="clip_ratio/region_mean (late mean)", value=round(late, 6)),
                 Evidence(metric="clip_ratio/region_mean", step=top[0], value=top[1])]
     evidence += [e for e in (peak(ctx, "clip_ratio/high_mean"), peak(ctx, "clip_ratio/low_mean")) if e]
+    # TRL's clip_ratio/high_max is the largest per-sequence share of high-clipped tokens (grpo_trainer.py:
+    # nanmax over the gathered masked_seq_mean): at 1.0 some sequence had every token clipped.
+    whole = peak(ctx, "clip_ratio/high_max")
+    whole_text = ""
+    if whole is not None and whole.value >= CLIP_SEQUENCE_MAX:
+        evidence.append(whole)
+        whole_text = (f" clip_ratio/high_max reached {whole.value:.2g} at step {whole.step}: at least one sequence had "
+                      f"{whole.value:.0%} of its tokens clipped at the high bound, so none of its gradient counted.")
+    beta = ctx.get("beta")
+    unanchored = (" With beta 0 nothing else holds the policy near the one that sampled." if beta == 0 else "")
     sequence = ctx.get("importance_sampling_level") == "sequence"
     clip_higher = float(ctx.get("epsilon_high", 0.0) or 0.0) > float(ctx.get("epsilon") or 0.2)
     off_policy_variant = "GSPO" if sequence else "DAPO's clip-higher" if clip_higher else None
@@ -131,8 +142,9 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
                     f"{top[0]}; healthy is under {warn:.0%}" + (" for GSPO, whose tight sequence clip acts far more "
                                                                  "often than GRPO's" if sequence else "") + "): "
                     "each generation is reused for updates that move the policy far from the one that sampled it, "
-                    "and the clip discards their gradient. The patch makes the updates less off-policy or, already "
-                    "as on-policy as the variant allows, halves the learning rate." + keeps, patch)]
+                    "and the clip discards their gradient." + whole_text + unanchored + " The patch makes the updates "
+                    "less off-policy or, already as on-policy as the variant allows, halves the learning rate." + keeps,
+                    patch)]
 
 
 def rule_moe_router(ctx: Ctx) -> list[DiagnosisFinding]:

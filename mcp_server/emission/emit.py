@@ -225,7 +225,9 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
 
-    recipe, why = recipe_values(variant, request.finetune, model_size_b(model))
+    # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
+    size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
+    recipe, why = recipe_values(variant, request.finetune, size_b)
     record = agentic_record(request)
     tool_fields, tool_why = agentic_fields(record)
     recipe.update(tool_fields)

@@ -13,10 +13,12 @@ vllm_max_model_length from the sampled lengths, with the truncation rate they im
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib.util
 import json
 import random
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
+from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.reporting import Report, silent
@@ -45,6 +48,7 @@ COMPARED = (
     "repetition_penalty",
     "max_new_tokens",
     "chat_template_kwargs",
+    "generation_kwargs",
 )
 
 
@@ -108,6 +112,13 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
         raise UserInputError(
             "run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}"
         ) from None
+    # TRL updates its generation settings with generation_kwargs (GRPOTrainer), so they win here too.
+    extra = dict(config.get("generation_kwargs") or {})
+    for key, field in (("max_new_tokens", "max_new_tokens"), ("max_tokens", "max_new_tokens"),
+                       *((k, k) for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"))):
+        if key in extra and getattr(request, field, None) is None:
+            settings[field] = extra.pop(key)
+    settings["generation_kwargs"] = extra
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings
@@ -147,6 +158,52 @@ def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
         return [f"the run's config cannot be sampled as is: {exc}"]
     return [f"{key}: {_brief(used.get(key))} (the config: {_brief(value)})"
             for key, value in expected.items() if used.get(key) != value]
+
+
+def _from_the_trainers_loader(run: Run, request: SampleRequest, config: dict) -> bool:
+    """Whether these samples read the data as the run's train/train.py will: no data or column override."""
+    return bool(config.get("model_name_or_path")) and run.script.is_file() and request.dataset is None and \
+        request.dataset_config is None and request.dataset_split is None and \
+        request.prompt_column in (None, prompt_column(run))
+
+
+def _sampled_inputs(run: Run, request: SampleRequest, config: dict, cache: str) -> tuple:
+    """(rows, their prompt column, the model to load, the settings, {used, differs}, the trained fingerprint or
+    None). A run with its train/train.py is sampled from what that script's loader reads and TRL resolves
+    (inspection.training_inputs: every data file, its prompt column, generation_kwargs): the same code, so what
+    is reviewed is what trains. Called in the run directory, where training resolves its paths."""
+    if not _from_the_trainers_loader(run, request, config):
+        data = _data_settings(request, config, run)
+        rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
+        column = _prompt_column(request, run)
+        model_ref = resolve_loadable(data["model"])
+        settings = {**data, **_generation_settings(request, config)}
+        used = {"model": model_pin(model_ref),  # loaded at its default revision: a config pinning another differs
+                "data": data_pin(settings["dataset"], settings["dataset_split"], settings["dataset_config"]),
+                "prompt_column": column, **{k: settings[k] for k in COMPARED}}
+        differs = _differs_from_config(run, config, used)
+        if run.script.is_file() and not differs:
+            differs = ["the data was not read through train/train.py's loader (a dataset, split or prompt_column "
+                       "was given): sample without them"]
+        return rows, column, model_ref, settings, {"used": used, "differs": differs}, None
+    loaded = load_training_inputs(run, cache)
+    trained = loaded["fingerprint"]
+    resolved = {**config, **trained["settings"]}  # the values TRL resolved, its defaults filled in
+    rows = loaded["dataset"].to_list()
+    model = request.model or config["model_name_or_path"]
+    model_ref = resolve_loadable(model)
+    data = {"model": model, "dataset": f"train/config.yaml's data ({len(rows)} rows as train/train.py loads them)",
+            "dataset_config": None, "dataset_split": "train"}
+    settings = {**data, **_generation_settings(request, resolved)}
+    plain = _generation_settings(SampleRequest(run=str(run.dir)), resolved)
+    revision = None if request.model else loaded["model_args"].model_revision
+    used = {"model": trained_model(model, revision, run),
+            "data": {"rows": trained["rows"], "rows_sha256": trained["rows_sha256"]},
+            "prompt_column": trained["prompt_column"], **{k: settings[k] for k in COMPARED}}
+    expected = {"model": trained["model"], **{k: plain[k] for k in COMPARED}}
+    differs = [f"{key}: {_brief(used.get(key))} (the config: {_brief(value)})" for key, value in expected.items()
+               if used.get(key) != value]
+    return rows, "prompt", model_ref, settings, {"used": used, "differs": differs}, trained
 
 
 def _brief(value) -> str:
@@ -213,6 +270,7 @@ def _generate_transformers(
             options["min_p"] = settings["min_p"]
     if settings["repetition_penalty"] != 1.0:
         options["repetition_penalty"] = settings["repetition_penalty"]
+    options.update(settings.get("generation_kwargs") or {})
     results = generate_completions(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
         seed=settings["seed"], report=report, message=f"sampled {{done}}/{{total}} prompts x {n}",
@@ -241,12 +299,9 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
         return sample_agentic(run, request, report)
     config = run.read_config()
-    data = _data_settings(request, config, run)
-    rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
-    prompt_column = _prompt_column(request, run)
+    with tempfile.TemporaryDirectory(prefix="datasets-") as cache, contextlib.chdir(run.dir):
+        rows, prompt_column, model_ref, settings, compared, trained = _sampled_inputs(run, request, config, cache)
     conversational = check_prompt_column(rows, prompt_column)
-    model_ref = resolve_loadable(data["model"])
-    settings = {**data, **_generation_settings(request, config)}
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
@@ -267,8 +322,9 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
-    meta = _samples_meta(run, config, rows, prompt_column, conversational, model_ref, settings, engine, groups,
-                         _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path))
+    meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
+                         _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
+                         compared, trained)
     atomic_write_json(run.inside(run.samples_meta), meta)
     # The old review described other completions, so it goes; an old verdict stays as a record, and its
     # samples hash no longer matches, so the gate says the samples changed.
@@ -321,17 +377,13 @@ def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, gro
     return lines
 
 
-def _samples_meta(run: Run, config: dict, rows: list[dict], prompt_column: str, conversational: bool, model_ref,
+def _samples_meta(run: Run, rows: list[dict], prompt_column: str, conversational: bool, model_ref,
                   settings: dict, engine: str, groups: list[list[dict]], prompt_lengths: list[int],
-                  digest: str) -> dict:
+                  digest: str, compared: dict, trained: dict | None) -> dict:
     """samples.meta.json: what was sampled and how, how that differs from the run's config (and the config's pins
-    then), and the length advice from the sampled lengths."""
-    used = {
-        "model": model_pin(model_ref),  # loaded at its default revision: a config pinning another one differs
-        "data": data_pin(settings["dataset"], settings["dataset_split"], settings["dataset_config"]),
-        "prompt_column": prompt_column,
-        **{k: settings[k] for k in COMPARED},
-    }
+    then), what training would read of it when these are training's samples ("trained"), and the length advice
+    from the sampled lengths."""
+    used, differs = compared["used"], compared["differs"]
     try:
         pins = config_pins(run)
     except UserInputError:
@@ -340,7 +392,7 @@ def _samples_meta(run: Run, config: dict, rows: list[dict], prompt_column: str, 
         "model": str(model_ref),
         "dataset": settings["dataset"],
         "dataset_rows": len(rows),
-        "prompt_column": prompt_column,
+        "prompt_column": used["prompt_column"],
         "num_prompts": len(groups),
         "n": settings["n"],
         "conversational": conversational,
@@ -349,8 +401,9 @@ def _samples_meta(run: Run, config: dict, rows: list[dict], prompt_column: str, 
                                                 "max_new_tokens", "seed")},
         "samples_sha256": digest,
         "used": used,
-        "differs_from_config": _differs_from_config(run, config, used),
+        "differs_from_config": differs,
         "config_pins": pins,
+        "trained": None if differs else trained,
         "lengths": length_advice(
             [len(g["ids"]) for group in groups for g in group],
             [g["finish_reason"] == "length" for group in groups for g in group],
