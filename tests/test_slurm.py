@@ -270,7 +270,9 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     assert sorted(done.job["node_env"]) == [str(logs / "env-n1.json"), str(logs / "env-n2.json")]
     assert (logs / "exit-code").read_text().strip() == "0"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
-    assert not scratch.exists() and (run_dir / "cache" / "datasets").is_dir()  # the data's copy stayed in the run
+    # the data's copy was made in the run's own cache/ (a rank killed by the requeue leaves its copy there), never
+    # in the server's scratch
+    assert not scratch.exists() and (run_dir / "cache").is_dir()
     with pytest.MonkeyPatch.context() as mp:  # where the scheduler cannot be asked, run.json's last view answers
         mp.setenv("PATH", str(tmp_path))
         offline = status(run_dir)
