@@ -76,7 +76,8 @@ def run_cell(demo: str, kernel: str, seed: int, logs: Path) -> dict:
 def row_text(cell: dict) -> str:
     if cell.get("p_value") is None:
         return f"  {cell['kernel']:8} {cell['seed']:>5}   failed: {'; '.join(cell.get('problems') or [])}"
-    warm = f"  (warm-start check {cell['warm_start_check']:.0%})" if "warm_start_check" in cell else ""
+    warm = (f"  (warm-start check {cell['warm_start_check']:.0%})" if cell.get("warm_start_check") is not None
+            else "")
     return (f"  {cell['kernel']:8} {cell['seed']:>5}   {cell['base']:6.0%} -> {cell['trained']:4.0%}   "
             f"{cell['lift']:+5.0f}   {cell['p_value']:8.2g}   {'yes' if cell['p_value'] < GOAL_P else 'NO ':3}   "
             f"{cell['seconds']:6.0f}{warm}")

@@ -7,7 +7,8 @@ from pydantic import BaseModel, Field
 
 
 class DemoSettings(BaseModel):
-    """Found by a sweep on a 2-core CPU (bench/bench_demo.py prints the figures). GRPO learning rates of 2e-3 and
+    """Found by a sweep on a 2-core CPU on one CPU kernel set (others give other lifts: TINY_KERNELS;
+    bench/bench_demo.py prints the figures). GRPO learning rates of 2e-3 and
     above wreck the warm-start within 20 steps (Adam turns noisy RL gradients into full-size steps); 2e-4 learns
     too slowly; 5e-4 with cosine decay and 16 prompts x 8 completions per step takes the float32 warm-start (350
     SFT steps) from 17% to 32% of held-out sums in 200 steps: +15 points, 22 goldens gained and 7 lost, exact
@@ -94,7 +95,7 @@ def cpu_capability() -> str:
         return os.environ.get("ATEN_CPU_CAPABILITY", "unknown")
 
 
-# Filled from bench/bench_kernels.py's table (README, "make demo"); rerun it after changing a demo's recipe.
+# Filled from bench/bench_kernels.py's table (docs/development.md, "The demo"); rerun it after changing a demo's recipe.
 TINY_KERNELS = KernelBench(runs=3, meets=1, lift_low=2, lift_high=14,
                            measured="issue 32's native-seed runs on an AMD EPYC, before this bench")
 AGENTIC_KERNELS = KernelBench(runs=3, meets=2, lift_low=-5, lift_high=69,

@@ -82,7 +82,6 @@ def changed_settings(settings: SmolDemoSettings) -> dict[str, tuple[object, str]
         "save_strategy": ("no", "one save at the end, the checkpoint the gate judges"),
         "report_to": ("none", "the demo reads train/logs/progress.jsonl itself"),
         "disable_tqdm": (True, "the demo draws its own progress bar"),
-        "dtype": ("float32", "CPU: float32 throughout (the recipe's LoRA dtype is for a GPU)"),
     }
 
 

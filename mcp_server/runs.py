@@ -37,6 +37,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
         logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
+        samples.partial.jsonl         samples_partial  sampling in progress: each finished generate call's lines,
+                                                       appended (kept when a sampling run is stopped; removed when
+                                                       samples.jsonl is written; never read by the gate)
         trajectories.jsonl            trajectories     an agentic run's rollouts via TRL's tool loop (+ .md, .meta.json)
         samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
@@ -46,6 +49,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
+      trackers/                       trackers       what report_to's trackers write, unless their own variables
+        trackio/, wandb/, mlruns/                      say elsewhere (TRACKIO_DIR, WANDB_DIR, MLFLOW_TRACKING_URI;
+                                                       tensorboard writes under checkpoints/runs/)
       promotion-report.md             promotion_report
       promotion.json                  promotion      promote_checkpoint's result (with the checkpoint's content hash)
       export/                         export         export_model's standalone model
@@ -73,7 +79,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.errors import UserInputError, short
+from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_json, read_yaml
 from mcp_server.workspace import find_existing, runs_root
 
@@ -90,7 +96,10 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self.dir.name
+        """The run's name as every message shows it: its directory's name, control characters escaped (\\n,
+        \\x1b), so a copied or unpacked run named with a newline cannot forge a line or act on a terminal or in a
+        script. The directory itself is `dir`."""
+        return one_line(self.dir.name)
 
     # ---------------------------------------------------------------- top level
     @property
@@ -136,6 +145,10 @@ class Run:
     @property
     def checkpoints(self) -> Path:
         return self.dir / "checkpoints"
+
+    @property
+    def trackers(self) -> Path:
+        return self.dir / "trackers"
 
     @property
     def promotion_report(self) -> Path:
@@ -263,6 +276,10 @@ class Run:
     @property
     def samples(self) -> Path:
         return self.inspection / "samples.jsonl"
+
+    @property
+    def samples_partial(self) -> Path:
+        return self.inspection / "samples.partial.jsonl"
 
     @property
     def samples_meta(self) -> Path:

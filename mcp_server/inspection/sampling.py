@@ -1,8 +1,11 @@
 """sample_completions: draw prompts, generate `n` completions each, store inspection/samples.jsonl.
 
 Sampling uses the settings training will use (model, data, num_generations, temperature, top_p, top_k,
-max_completion_length from the run's train/config.yaml, else the installed TRL's GRPOConfig defaults), so
-what a person reads is what GRPO sees.
+max_completion_length, generation_kwargs from the run's train/config.yaml, else the installed TRL's GRPOConfig
+defaults), so what a person reads is what GRPO sees. A run with its train/train.py is read through that script's
+own loader (inspection.training_inputs: its rows, its prompt column, TRL's resolved settings, the model resolved
+in the run directory), and samples.meta.json's "trained" records what that loader read, for the verdict to pin
+and the trainer to compare with its own.
 Generation: transformers `generate`, batched; vLLM when installed and a GPU is present.
 
 samples.meta.json records what was sampled and how it differs from the run's config ("differs_from_config"):
@@ -25,9 +28,10 @@ from pathlib import Path
 from mcp_server.config import trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.lengths import length_advice
+from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
+from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
@@ -116,8 +120,9 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
     extra = dict(config.get("generation_kwargs") or {})
     for key, field in (("max_new_tokens", "max_new_tokens"), ("max_tokens", "max_new_tokens"),
                        *((k, k) for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"))):
-        if key in extra and getattr(request, field, None) is None:
-            settings[field] = extra.pop(key)
+        if key in extra:  # a request's own value (exploring) still wins over the config's
+            value = extra.pop(key)
+            settings[field] = value if getattr(request, field, None) is None else settings[field]
     settings["generation_kwargs"] = extra
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
@@ -225,6 +230,18 @@ def _prompt_column(request: SampleRequest, run: Run) -> str:
     return column if isinstance(column, str) and column else "prompt"
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def _choose_engine(engine: str) -> str:
     if engine == "transformers":
         return engine
@@ -258,9 +275,11 @@ def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bo
 
 
 def _generate_transformers(
-    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent
+    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent, progress=None,
+    on_batch=None,
 ) -> list[list[dict]]:
-    """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call."""
+    """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call;
+    `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
     model, tokenizer = load_model(model_ref)
     n = settings["n"]
     options: dict = {"do_sample": settings["temperature"] > 0}
@@ -273,7 +292,9 @@ def _generate_transformers(
     options.update(settings.get("generation_kwargs") or {})
     results = generate_completions(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
-        seed=settings["seed"], report=report, message=f"sampled {{done}}/{{total}} prompts x {n}",
+        seed=settings["seed"], report=report if progress is None else silent,
+        message=f"sampled {{done}}/{{total}} prompts x {n}",
+        on_batch=on_batch, on_step=progress.step if progress else None,
     )
     device = model.device.type
     del model
@@ -302,29 +323,40 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache, contextlib.chdir(run.dir):
         rows, prompt_column, model_ref, settings, compared, trained = _sampled_inputs(run, request, config, cache)
     conversational = check_prompt_column(rows, prompt_column)
+    engine = _choose_engine(request.engine)
+    on_gpu = engine == "vllm" or _has_cuda()
+    if request.num_prompts is None:  # fewer on a CPU, so a rehearsal there finishes in minutes (sampling_plan)
+        settings["num_prompts"] = default_num_prompts(on_gpu)
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
-    engine = _choose_engine(request.engine)
-    report(0, k, f"loading {model_ref} to sample {k} of {len(rows)} prompts x {settings['n']} with {engine}")
+    plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
+                         _threads(), *model_size(model_ref))
+    report(0, k, f"plan: {plan['text']}; loading {model_ref} ({len(rows)} prompts in the data set)")
 
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
+    progress = Progress(report, plan)
+    partial = run.inside(run.samples_partial)
+    keep = _keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
     if engine == "vllm":
         groups = generate_vllm(model_ref, texts, settings)
     else:
-        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report)
+        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report, progress, keep)
     seconds = time.perf_counter() - started
-    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s")
+    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
+                 f"{plan['estimated_seconds_at_most']} s)")
 
     records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
+    partial.unlink(missing_ok=True)
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
+    meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
     atomic_write_json(run.inside(run.samples_meta), meta)
     # The old review described other completions, so it goes; an old verdict stays as a record, and its
     # samples hash no longer matches, so the gate says the samples changed.
@@ -346,16 +378,37 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         differs_from_config=meta["differs_from_config"],
         lengths=meta["lengths"],
         seconds=round(seconds, 3),
-        next_step=_next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"]),
+        plan=plan,
+        next_step=" ".join(filter(None, [meta["lengths"]["offer"],  # the length offer first: it changes the config
+                                         _next_step(len(records), k, len(rows), settings["n"],
+                                                    meta["differs_from_config"])])),
     )
 
 
+def _keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
+            prompt_column: str, conversational: bool):
+    """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
+    stopped run keeps them), then its progress line."""
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.unlink(missing_ok=True)
+
+    def keep(start: int, new_groups: list[list[dict]]) -> None:
+        end = start + len(new_groups)
+        lines = _sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
+                                conversational, first=start)
+        with partial.open("a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        progress.batch(end)
+
+    return keep
+
+
 def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],
-                    prompt_column: str, conversational: bool) -> list[str]:
+                    prompt_column: str, conversational: bool, first: int = 0) -> list[str]:
     """samples.jsonl's lines (without their newlines): each completion with its prompt and the row's other
-    columns, as TRL hands them to reward functions."""
-    lines, sample_id = [], 0
-    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
+    columns, as TRL hands them to reward functions. `first`: the index of the first prompt (a partial write)."""
+    lines, sample_id = [], first * (len(groups[0]) if groups else 0)  # every prompt has n completions
+    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups), start=first):
         columns = {key: value for key, value in rows[row_index].items() if key != prompt_column}
         for s, gen in enumerate(group):
             # The completion is stored exactly as TRL hands it to reward functions.

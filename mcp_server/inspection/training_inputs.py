@@ -22,6 +22,7 @@ import json
 import re
 from pathlib import Path
 
+from mcp_server.errors import UserInputError
 from mcp_server.inspection.pins import CONFIG_UNPINNED, SAMPLING_KEYS, model_pin
 from mcp_server.runs import Run
 
@@ -130,8 +131,12 @@ def load_training_inputs(run: Run, cache_dir: str | Path, argv: list[str] | None
         try:
             script_args, training_args, model_args, dataset_args = parse_config(argv)
         except ValueError:  # bf16/fp16 this machine lacks
-            script_args, training_args, model_args, dataset_args = parse_config(
-                [*argv, "--bf16", "false", "--fp16", "false"])
+            try:
+                script_args, training_args, model_args, dataset_args = parse_config(
+                    [*argv, "--bf16", "false", "--fp16", "false"])
+            except ValueError as exc:
+                raise UserInputError("run", f"{run.config} does not parse here as TRL parses it for training: "
+                                     f"{exc}") from None
         dataset = train_dataset(script_args, dataset_args, column, cache_dir)
     return {"dataset": dataset, "training_args": training_args, "model_args": model_args,
             "fingerprint": fingerprint(run, dataset, config, column, script_args, training_args, model_args)}

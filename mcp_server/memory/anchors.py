@@ -48,10 +48,10 @@ def size_class_anchor(arch: Architecture, params: ParamCount, settings: RunSetti
         return SizeClassAnchor(size_class="small", statement="A small model (<= ~3B) fits a 24 GB GPU as a full "
                                "fine-tune only with bf16 weights (dtype: bfloat16, which the recipe allows for a full "
                                "fine-tune only under DeepSpeed) plus vLLM sleep mode + 8-bit AdamW + gradient "
-                               "checkpointing together; with the recipe's float32 master weights it does not; as "
-                               "LoRA it fits without sleep mode or 8-bit AdamW.",
-                               planner_check=check,
-                               consistent=peak_all <= capacity < fp32 and lora <= capacity)
+                               "checkpointing together; the recipe's float32 master weights need more (a ~3B then "
+                               "does not fit: planner_check has this model's figure); as LoRA it fits without sleep "
+                               "mode or 8-bit AdamW.",
+                               planner_check=check, consistent=peak_all <= capacity and lora <= capacity)
     if 25 <= billions <= 45:
         lora = {"finetune": "lora", "vllm_enable_sleep_mode": True}
         (p_h100, c_h100), (p_h200, c_h200) = peak_on("H100", lora), peak_on("H200", lora)

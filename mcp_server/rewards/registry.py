@@ -50,10 +50,13 @@ REGISTRY: dict[str, dict[str, Any]] = {
         columns=["answer"],
         description="`value` (2.0) when the single <answer> block equals the gold answer column exactly "
         "(whitespace collapsed), else 0.0. Several <answer> blocks score 0 (no hedging). 2.0 against format's "
-        "1.0 keeps malformed (0), well-formed-but-wrong (1) and right (3) apart in the total.",
+        "1.0 keeps malformed (0), well-formed-but-wrong (1) and right (3) apart in the total. With tag null, a "
+        "plain-text reply is scored by its final stated answer ('1 + 5 = 6 as we start' -> 6, '7 + 7 = **8**' -> "
+        "8, 'The answer is 17.' -> 17; several numbers and no statement -> no answer), as a number or as text.",
         params={
             "answer_column": ("str", "Data set column holding the gold answer."),
-            "tag": ("str", "Tag whose body is the model's answer."),
+            "tag": ("str | null", "Tag whose body is the model's answer; null reads the final stated answer of "
+                                  "the whole completion."),
             "value": ("float", "Reward for a right answer."),
             "ignore_case": ("bool", "Compare case-insensitively."),
         },
@@ -117,10 +120,11 @@ REGISTRY: dict[str, dict[str, Any]] = {
                 "Tag whose body is the code; null: last fenced block, else the whole completion.",
             ),
             "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
-            "cpu_s": ("float", "CPU seconds the solution's process may use, its imports included (at most "
-                      "timeout_s): a busy loop stops here, not at the timeout. Raise it for heavy tests "
+            "cpu_s": ("float", "CPU seconds the solution's processes may use together, its imports included (at "
+                      "most timeout_s): a busy loop stops here, not at the timeout. Raise it for heavy tests "
                       "or a `python` with slow-importing libraries."),
-            "memory_mb": ("int", "Address-space limit per process, MiB."),
+            "memory_mb": ("int", "Memory of the whole sandbox, MiB: each process's address space, and the resident "
+                          "memory of all its processes together (a forked child shares it)."),
             "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
             "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),
             "workers": ("int | null", "Sandboxes run at once; null: 4x the CPU count, at most 16 (a run still going "
