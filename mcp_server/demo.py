@@ -13,7 +13,7 @@ import json
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.emission.emit import emit_grpo_config
@@ -198,7 +198,7 @@ class _Walk:
 
     # What bench/bench_kernels.py measured of this demo's lift across CPU kernel sets (None: not measured, so a
     # REJECT is this walk's failure)
-    kernels: KernelBench | None = TINY_KERNELS
+    kernels: KernelBench | None = field(default_factory=lambda: TINY_KERNELS)
 
     @property
     def lift_holds(self) -> bool:

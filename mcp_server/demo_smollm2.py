@@ -73,9 +73,10 @@ def changed_settings(settings: SmolDemoSettings) -> dict[str, tuple[object, str]
                           "acceptable for a 10-step rehearsal, not for a real run"),
         "warmup_steps": (0, "the recipe's 5% warm-up of 225 steps (11) would be the whole run"),
         "lr_scheduler_type": ("linear", "TRL's default decay to 0 instead of the recipe's constant rate: at a "
-                              "rehearsal's high rate only the first steps are full-size (the run docs/guide.md reports)"),
+                              "rehearsal's high rate only the first steps are full-size (docs/guide.md: the "
+                              "measured run)"),
         "max_completion_length": (settings.max_completion_length, "the task's answers take under 12 tokens; "
-                                  "TRL's 512 would spend the CPU on preambles"),
+                                  "the recipe's unmeasured CPU budget (128) would spend the CPU on preambles"),
         "gradient_checkpointing": (False, "TRL's default recomputes each layer in the backward to save memory a "
                                    "135M LoRA run on CPU does not need: only time"),
         "logging_steps": (1, "every step's reward in the log and on the progress bar (10 steps in all)"),
