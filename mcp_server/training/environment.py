@@ -228,9 +228,14 @@ def sandbox_blockers(run: Run | None, config: dict) -> list[str]:
 
 
 def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentReport:
-    """Probe the training interpreter and this machine, judge them against the run's target, write env-report.json."""
+    """The tool: its request's run resolved, then environment_report."""
     request = request or EnvironmentRequest()
-    run = resolve_run(request.run) if request.run else None
+    return environment_report(resolve_run(request.run) if request.run else None)
+
+
+def environment_report(run: Run | None) -> EnvironmentReport:
+    """Probe the training interpreter and this machine, judge them against the run's target (none: the machine
+    alone), write env-report.json. What the launch gate calls."""
     run_request, config = read_run_target(run) if run else ({}, {})
 
     python = training_python()

@@ -8,9 +8,9 @@ from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.memory.verdict import validate_file
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.environment import check_environment, read_run_target
+from mcp_server.training.environment import environment_report, read_run_target
 from mcp_server.training.launchers import LaunchPlan
-from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchResult
+from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import RunLocked
 from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import runs_root
@@ -26,7 +26,7 @@ def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], 
     refusals += _config_refusals(run)
     if not environment:
         return refusals, {}
-    env = check_environment(EnvironmentRequest(run=str(run.dir)))
+    env = environment_report(run)
     if env.verdict == "blocked":
         refusals.append(GateRefusal(
             gate="environment", message="this machine cannot run it: " + "; ".join(env.blockers),
