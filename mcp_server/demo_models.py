@@ -98,9 +98,8 @@ def cpu_capability() -> str:
 # Filled from bench/bench_kernels.py's table (README, "make demo"); rerun it after changing a demo's recipe.
 TINY_KERNELS = KernelBench(runs=9, meets=0, lift_low=-1, lift_high=14,
                            measured="AMD EPYC, 2 shared cores at load 3-13, 2026-12-01")
-AGENTIC_KERNELS = KernelBench(runs=3, meets=0, lift_low=-1, lift_high=-1,
-                              measured="AMD EPYC, 2 shared cores at load 10-13, 2026-12-01; before the shipped "
-                                       "warm start, 2 of 3 runs failed to build one")
+AGENTIC_KERNELS = KernelBench(runs=9, meets=9, lift_low=26, lift_high=29,
+                              measured="AMD EPYC, 2 shared cores at load 8-12, 2026-12-02, the shipped warm start")
 
 
 class Phase(BaseModel):
