@@ -95,7 +95,7 @@ def cpu_capability() -> str:
         return os.environ.get("ATEN_CPU_CAPABILITY", "unknown")
 
 
-# Filled from bench/bench_kernels.py's table (README, "make demo"); rerun it after changing a demo's recipe.
+# Filled from bench/bench_kernels.py's table (docs/development.md, "The demo"); rerun it after changing a demo's recipe.
 TINY_KERNELS = KernelBench(runs=9, meets=0, lift_low=-1, lift_high=14,
                            measured="AMD EPYC, 2 shared cores at load 3-13, 2026-12-01")
 AGENTIC_KERNELS = KernelBench(runs=9, meets=9, lift_low=26, lift_high=29,

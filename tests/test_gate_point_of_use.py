@@ -214,14 +214,17 @@ def test_the_trainer_refuses_forged_samples_and_what_changed_after_the_gate(work
     assert "refusing to train" in refusal and "generation_kwargs" in refusal
     config.write_text(text)
 
-    # Fabricated samples, consistently reviewed and passed: their prompts are no rows of the data.
+    # Fabricated samples, consistently reviewed and passed: their prompts (or the columns the rewards read) are
+    # not rows of the data.
     samples = run_dir / "inspection" / "samples.jsonl"
     lines = [json.loads(line) for line in samples.read_text().splitlines()]
-    samples.write_text("".join(json.dumps({**s, "prompt": "Say anything."}) + "\n" for s in lines))
-    inspect_rewards(InspectRequest(run=str(run_dir)))
-    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
-    _, refusal = _build(run_dir, capsys)
-    assert "refusing to train" in refusal and "not rows of the data that trains" in refusal
+    for forged in ({"prompt": "Say anything."}, {"columns": {"other": "say 0", "answer": "999"}}):
+        samples.write_text("".join(json.dumps({**s, **forged}) + "\n" for s in lines))
+        inspect_rewards(InspectRequest(run=str(run_dir)))
+        record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                 agree_with_rest=True))
+        _, refusal = _build(run_dir, capsys)
+        assert "refusing to train" in refusal and "not rows of the data that trains" in refusal, forged
 
 
 def test_forged_reviews_and_exploration_meta_back_nothing(workspace):

@@ -28,7 +28,7 @@ from pathlib import Path
 from mcp_server.config import trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.lengths import length_advice
+from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
@@ -338,19 +338,9 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
-    partial = run.inside(run.samples_partial)
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    partial.unlink(missing_ok=True)
     progress = Progress(report, plan)
-
-    def keep(start: int, new_groups: list[list[dict]]) -> None:  # a stopped run keeps every finished call's samples
-        end = start + len(new_groups)
-        lines = _sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
-                                conversational, first=start)
-        with partial.open("a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        progress.batch(end)
-
+    partial = run.inside(run.samples_partial)
+    keep = _keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
     if engine == "vllm":
         groups = generate_vllm(model_ref, texts, settings)
@@ -366,6 +356,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
+    meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
     atomic_write_json(run.inside(run.samples_meta), meta)
     # The old review described other completions, so it goes; an old verdict stays as a record, and its
     # samples hash no longer matches, so the gate says the samples changed.
@@ -388,8 +379,28 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         lengths=meta["lengths"],
         seconds=round(seconds, 3),
         plan=plan,
-        next_step=_next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"]),
+        next_step=" ".join(filter(None, [meta["lengths"]["offer"],  # the length offer first: it changes the config
+                                         _next_step(len(records), k, len(rows), settings["n"],
+                                                    meta["differs_from_config"])])),
     )
+
+
+def _keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
+            prompt_column: str, conversational: bool):
+    """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
+    stopped run keeps them), then its progress line."""
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.unlink(missing_ok=True)
+
+    def keep(start: int, new_groups: list[list[dict]]) -> None:
+        end = start + len(new_groups)
+        lines = _sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
+                                conversational, first=start)
+        with partial.open("a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        progress.batch(end)
+
+    return keep
 
 
 def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],

@@ -223,6 +223,20 @@ def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
                     "set loss_type explicitly ('dapo' for the base recipe)")]
 
 
+def rule_completion_length_explicit(ctx: Context) -> list[Finding]:
+    """TRL's default completion length is sized for no task (issue 31: 512 tokens for a "reply with the number
+    only" task on a CPU); emit_grpo_config always writes one and says where it came from."""
+    if "max_completion_length" in ctx.values:
+        return []
+    default = ctx.config.max_completion_length
+    return [finding("max_completion_length_implicit", "max_completion_length", "info",
+                    f"max_completion_length is not set, so TRL's default {default} tokens applies, sized for no task: "
+                    "every sampling pass and step generates up to that many tokens per completion (a short answer "
+                    "needs a fraction of them, a long reasoning chain may need more and be cut off).",
+                    "set it from sample_completions' length advice (`lengths.suggested_max_completion_length`: "
+                    "the 99th percentile of the sampled lengths, rounded up to a multiple of 64)")]
+
+
 def rule_moe(ctx: Context) -> list[Finding]:
     if not ctx.is_moe or ctx.config.importance_sampling_level == "sequence":
         return []
@@ -333,6 +347,7 @@ def rule_model(ctx: Context) -> list[Finding]:
 
 RULES: list[Callable[[Context], list[Finding]]] = [
     rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware,
-    rule_cpu_target_coherence, rule_learning_rate, rule_full_finetune_precision, rule_loss_type_explicit, rule_moe,
+    rule_cpu_target_coherence, rule_learning_rate, rule_full_finetune_precision, rule_loss_type_explicit,
+    rule_completion_length_explicit, rule_moe,
     rule_moe_lora_router, rule_combinations, rule_rewards, rule_model,
 ]
