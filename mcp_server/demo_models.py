@@ -112,6 +112,8 @@ class Phase(BaseModel):
 class DemoSummary(BaseModel):
     ok: bool = Field(description="True when every phase ran and (outside quick mode) GRPO beat the warm-start.")
     quick: bool = Field(description="True for the shortened walk.")
+    model: str = Field(default="tiny", description="The model walked: 'tiny', or 'smollm2-135m' (a real pretrained "
+                       "model; its figures are the Q4_1 GGUF's, not the original bf16 checkpoint's).")
     run_dir: str = Field(description="runs/<date>-demo/.")
     seconds: float = Field(description="Total wall time.")
     baseline_pass_rate: float = Field(description="Tiny base model on the held-out goldens.")
@@ -123,7 +125,8 @@ class DemoSummary(BaseModel):
     improvement_ci: tuple[float, float] | None = Field(
         default=None, description="95% interval of that improvement, paired over the same goldens.")
     p_value: float | None = Field(default=None, description="Exact paired (McNemar) p-value of the improvement.")
-    beats_sft: bool = Field(default=False, description="The improvement's 95% interval lies above zero.")
+    beats_sft: bool = Field(default=False, description="The improvement's 95% interval lies above zero (over the "
+                            "warm-start, or the base model where there is none).")
     above_sft_interval: bool = Field(
         default=False, description="GRPO's pass rate also lies above the warm-start's own (unpaired) 95% interval.")
     verdict: str | None = Field(default=None, description="promote_checkpoint's verdict.")

@@ -120,6 +120,10 @@ def print_summary(console: Console, summary) -> None:
         return "-" if value is None else f"{value:.0%}"
 
     console.rich.rule("[bold]Summary")
+    if summary.model != "tiny":  # a real model's figures say which weights they are (smollm2.QUANTISED_NOTE)
+        from mcp_server.smollm2 import QUANTISED_NOTE
+
+        console.print(f"  model          {QUANTISED_NOTE}")
     console.print(f"  base model     {pct(summary.baseline_pass_rate)}")
     console.print(f"  after SFT      {pct(summary.sft_pass_rate)}" + (
         f"  (95% CI {pct(summary.sft_ci[0])}-{pct(summary.sft_ci[1])})" if summary.sft_ci else ""))
@@ -129,7 +133,8 @@ def print_summary(console: Console, summary) -> None:
         console.print(f"  improvement    {summary.improvement_points:+.0f} points (95% CI "
                       f"{summary.improvement_ci[0]:+.0f} to "
                       f"{summary.improvement_ci[1]:+.0f}, paired over the same goldens)"
-                      + ("; above the warm-start's own interval too" if summary.above_sft_interval else ""))
+                      + (f"; above the {'warm-start' if summary.sft_pass_rate is not None else 'base model'}'s own "
+                         "interval too" if summary.above_sft_interval else ""))
     console.print(f"  verdict        {summary.verdict or '-'}")
     if summary.kernel_note:
         console.print(f"  on other CPUs  {summary.kernel_note}")

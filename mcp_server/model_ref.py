@@ -1,6 +1,7 @@
 """What a model reference means, and loading one (docs/architecture.md, "Floors").
 
-A reference is 'tiny' (the embedded offline model), a local directory saved with save_pretrained (a LoRA adapter
+A reference is a built-in name ('tiny', the embedded offline model; 'smollm2-135m', a real pretrained model
+from a PyPI wheel, mcp_server/smollm2.py), a local directory saved with save_pretrained (a LoRA adapter
 directory too, for loading), or a hub name (org/name). What can be known without downloading (its config.json,
 whether it is a mixture of experts) is read from the directory or the local HF cache, never the network.
 torch, transformers and peft are imported inside the functions that load: the server's light environment has
@@ -15,10 +16,14 @@ import os
 import re
 from pathlib import Path
 
+from mcp_server import smollm2
 from mcp_server.errors import UserInputError
 from mcp_server.tiny import ensure_tiny_model
 
 TINY = "tiny"
+SMOLLM2 = smollm2.NAME
+# The names every tool takes for a model built offline on first use: name -> its builder (returns the directory).
+BUILT_IN = {TINY: ensure_tiny_model, SMOLLM2: smollm2.ensure_smollm2_model}
 # Config keys that hold the number of routed experts, in every architecture transformers knows (Qwen-MoE, Mixtral,
 # Llama 4, GLM-4.5, DeepSeek/Kimi-K2, Granite MoE, gpt-oss, DBRX's ffn_config, Ernie, Aria, ...): tests/
 # test_moe_detection.py checks this list against every config class of the installed transformers.
@@ -34,22 +39,24 @@ SMALL_MODEL_PARAMS = 50_000_000
 
 
 # ---------------------------------------------------------------- what a name means
-def expand_tiny(model: str) -> str:
-    """'tiny' -> the embedded model's directory (written on first use); anything else unchanged."""
-    return str(ensure_tiny_model()) if model == TINY else model
+def expand_built_in(model: str) -> str:
+    """A built-in name ('tiny', 'smollm2-135m') -> its directory (built on first use); anything else unchanged."""
+    build = BUILT_IN.get(model)
+    return str(build()) if build else model
 
 
 def resolve_model(model: str) -> str:
-    """'tiny' -> the embedded model's directory; a local path must exist; anything else is a hub name."""
-    if model == TINY:
-        return expand_tiny(model)
+    """A built-in name -> its directory; a local path must exist; anything else is a hub name."""
+    if model in BUILT_IN:
+        return expand_built_in(model)
     path = Path(model).expanduser()
     looks_local = model.startswith((".", "/", "~")) or path.exists()
     if looks_local:
         if not (path / "config.json").is_file():
             raise UserInputError(
                 "model", f"'{model}' is not a model directory (no config.json there). Give a local directory "
-                "saved with save_pretrained, a hub name such as 'Qwen/Qwen2.5-1.5B-Instruct', or 'tiny'."
+                "saved with save_pretrained, a hub name such as 'Qwen/Qwen2.5-1.5B-Instruct', 'tiny' or "
+                f"'{SMOLLM2}'."
             )
         return str(path.resolve())
     if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", model):
@@ -62,7 +69,8 @@ def resolve_loadable(model: str) -> str:
     ref = resolve_model(model)
     if not Path(ref).is_dir() and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UserInputError(
-            "model", f"'{model}' is not a local model directory (and hub names need network); give a path or 'tiny'"
+            "model", f"'{model}' is not a local model directory (and hub names need network); give a path, "
+            f"'tiny' or '{SMOLLM2}'"
         )
     return ref
 

@@ -7,6 +7,7 @@ Adding a tool touches its package only: a ToolSpec in that package's TOOLS. A ne
 from __future__ import annotations
 
 import os
+import sys
 
 from mcp_server.demo_models import DemoSummary
 from mcp_server.diagnosis import tools as diagnosis
@@ -20,7 +21,12 @@ from mcp_server.toolspec import Command, ToolSpec
 from mcp_server.training import tools as training
 
 
-def _run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = False) -> DemoSummary:
+def _run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = False,
+              model: str = "tiny") -> DemoSummary:
+    if model == "smollm2-135m":
+        from mcp_server.demo_smollm2 import run_smollm2_demo
+
+        return run_smollm2_demo(run_name=run_name, as_json=as_json)
     from mcp_server.demo import run_demo
 
     return run_demo(quick=quick, run_name=run_name, as_json=as_json)
@@ -29,13 +35,20 @@ def _run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = 
 def _add_demo_flags(p) -> None:
     p.add_argument("--quick", action="store_true", help="A shortened walk (fewer steps): checks the plumbing, "
                    "does not aim to improve the model.")
-    p.add_argument("--run-name", help="Slug for runs/<date>-<slug>/ (default: demo, or demo-quick with --quick).")
+    p.add_argument("--run-name", help="Slug for runs/<date>-<slug>/ (default: demo, demo-quick with --quick, "
+                   "demo-smollm2 with --model smollm2-135m).")
+    p.add_argument("--model", choices=["tiny", "smollm2-135m"], default="tiny",
+                   help="tiny: the embedded model (SFT warm start, then GRPO); smollm2-135m: SmolLM2-135M-Instruct "
+                   "from a PyPI wheel, GRPO with LoRA from the base model (about 20 minutes on 2 cores; --quick does "
+                   "not apply).")
 
 
 def _demo(args, request) -> int:
-    from mcp_server.demo import run_demo  # the walk's imports (every core) only when it runs
-
-    summary = run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json)
+    if args.model == "smollm2-135m" and args.quick:
+        print("error: --quick applies to the tiny demo only", file=sys.stderr)
+        return 2
+    # the walk's imports (every core) only when it runs
+    summary = _run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json, model=args.model)
     if args.json:
         print(summary.model_dump_json(indent=2))
     return 0 if summary.ok else 1
@@ -44,8 +57,9 @@ def _demo(args, request) -> int:
 DEMO = ToolSpec(
     "demo", _run_demo, DemoSummary,
     cli=Command(
-        "Walk all seven phases on the embedded tiny model: baseline, SFT warm-start, inspection, config, GRPO "
-        "training, diagnosis, promotion, export (a few minutes on CPU).",
+        "Walk all seven phases on the embedded tiny model (or, with --model smollm2-135m, a real pretrained "
+        "one): baseline, SFT warm-start, inspection, config, GRPO training, diagnosis, promotion, export (a few "
+        "minutes on CPU).",
         json_help="Print the summary as JSON at the end.", extra=_add_demo_flags, handler=_demo,
     ),
 )

@@ -24,6 +24,7 @@ REWARD_PROBLEMS = "mcp_server.recipe.reward_rules:reward_problems"
 SAMPLE_COMPLETIONS = "mcp_server.inspection.sampling:sample_here"
 SAMPLE_TRAJECTORIES = "mcp_server.inspection.trajectories:sample_here"
 PROBE_INTERPRETER = "mcp_server.training.environment:probe_interpreter"
+BUILD_SMOLLM2 = "mcp_server.smollm2:build_here"  # the real model's one-time conversion (torch, transformers, gguf)
 
 # The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
 # import TRL again; work that loads models or imports the person's code stays in the call's own process.

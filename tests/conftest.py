@@ -28,6 +28,11 @@ os.environ.setdefault("LLM_FINETUNING_WARM_UP", "0")
 _CACHE = tempfile.mkdtemp(prefix="llm-finetuning-test-cache-")
 os.environ["LLM_FINETUNING_CACHE"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+# The one exception: the real model `smollm2-135m` (mcp_server/smollm2.py), a 517 MB float32 conversion that takes
+# about a minute, is built once per machine, in the system's temporary directory (never ~/.cache), keyed by the
+# wheel's pinned sha256 and built atomically, so a session reuses an earlier one's and never sees half of one.
+os.environ.setdefault("LLM_FINETUNING_MODEL_CACHE",
+                      str(Path(tempfile.gettempdir()) / f"llm-finetuning-test-models-{os.getuid()}"))
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

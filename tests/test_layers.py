@@ -14,7 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_targets", "worker_daemon",
-                "workspace", "userfiles", "runs", "tiny", "model_ref", "dataset", "gpus", "toolspec", "generation",
+                "workspace", "userfiles", "runs", "tiny", "smollm2", "smollm2_task", "model_ref", "dataset", "gpus",
+                "toolspec", "generation",
                 "config")),  # config: the GRPO config's one home (its typed view and TRL's defaults)
     ("rewards", ("rewards",)),
     ("agentic", ("agentic",)),  # environments and tools for agentic GRPO (TRL environment_factory, tools)
@@ -26,7 +27,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
     ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_models", "demo_report", "demo_agentic",
-               "manifests", "content", "tools", "warm_up", "cli_flags")),
+               "demo_smollm2", "manifests", "content", "tools", "warm_up", "cli_flags")),
 ]
 
 

@@ -29,6 +29,16 @@ def yaml_of(result):
     return yaml.safe_load(Path(result.config_path).read_text())
 
 
+def test_overriding_the_length_or_the_warm_up_keeps_the_constant_rate(workspace):
+    """max_steps or warmup_steps in overrides once dropped the recipe's constant_with_warmup, so TRL's linear decay
+    to 0 ran unannounced (found on the real-model demo: its logged rate fell 5e-4, 4.5e-4, 4e-4, ...)."""
+    for name, overrides in (("steps", {"max_steps": 10}), ("warm", {"warmup_steps": 0})):
+        config = yaml_of(emit(run_name=name, gpu="cpu", overrides=overrides))
+        assert config["lr_scheduler_type"] == "constant_with_warmup", name
+    assert yaml_of(emit(run_name="own", gpu="cpu", overrides={"lr_scheduler_type": "cosine"}))[
+        "lr_scheduler_type"] == "cosine"
+
+
 def test_base_recipe_on_one_h100(workspace):
     result = emit(run_name="base")
     config = yaml_of(result)

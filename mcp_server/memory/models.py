@@ -18,7 +18,7 @@ class MemoryPlanRequest(Request):
     model: PathText | None = Field(
         default=None,
         description="The policy model: a catalog name (e.g. 'Qwen/Qwen2.5-7B-Instruct' or 'qwen3-8b'), a local model "
-        "directory or config.json, or 'tiny'. Default: model_name_or_path of the config.",
+        "directory or config.json, 'tiny' or 'smollm2-135m'. Default: model_name_or_path of the config.",
     )
     architecture: Architecture | None = Field(
         default=None, description="Explicit architecture numbers, for a model that is neither local nor in the catalog."

