@@ -3,7 +3,7 @@ the walk itself, mcp_server.demo)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class DemoSettings(BaseModel):
@@ -61,6 +61,9 @@ class KernelBench(BaseModel):
     """What bench/bench_kernels.py measured for a demo: its held-out lift under each CPU kernel set x GRPO seed.
     The goal (issue 32) is exact paired p < 0.01 in all 9 runs; a demo that misses it says so beside its verdict,
     because its verdict on one CPU is then that CPU's luck, not a property of the method."""
+
+    # Frozen (so hashable): a measured table is a constant, and a dataclass takes it as a field's default.
+    model_config = ConfigDict(frozen=True)
 
     runs: int = Field(description="Runs measured (kernel sets x seeds).")
     meets: int = Field(description="Runs whose lift had exact paired p < 0.01.")
