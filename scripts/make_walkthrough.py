@@ -71,6 +71,9 @@ STEPS = [
          [r"^Exported", r"^  (files|model card|smoke test)"]),
 ]
 TERMINAL = {"succeeded", "failed", "stopped", "crashed"}
+# The emitted config's values shown (each with the reason above it): none depends on the machine, so an emitter
+# change to one of them fails the walk's test as the examples' test does.
+CONFIG_KEYS = ("num_generations", "learning_rate", "beta", "max_steps")
 
 
 # ---------------------------------------------------------------- the workspace
@@ -157,6 +160,18 @@ def excerpt(step: Step, output: str) -> list[str]:
             for line in output.splitlines() if any(re.search(p, line) for p in step.keep)]
 
 
+def config_excerpt(config: str) -> list[str]:
+    """CONFIG_KEYS' lines of the emitted config.yaml, each with the comment lines above it."""
+    lines, shown = config.splitlines(), []
+    for i, line in enumerate(lines):
+        if line.split(":")[0] in CONFIG_KEYS:
+            start = i
+            while start > 0 and lines[start - 1].startswith("#") and not lines[start - 1].startswith("# ---"):
+                start -= 1
+            shown += lines[start:i + 1]
+    return shown
+
+
 def shown_command(step: Step) -> str:
     words = []
     for word in step.argv:
@@ -192,6 +207,8 @@ def walk() -> dict[str, str]:
                                    f"{done.stdout}\n{done.stderr[-3000:]}")
             if step.key == "emit":
                 run = next(p.relative_to(workspace).as_posix() for p in (workspace / "runs").iterdir())
+                config = (workspace / run / "train" / "config.yaml").read_text(encoding="utf-8")
+                blocks["config"] = "```yaml\n" + "\n".join(config_excerpt(config)) + "\n```"
             lines = excerpt(step, redact(done.stdout, workspace, run))
             if not lines:
                 raise RuntimeError(f"`{step.key}` printed none of the lines the doc shows:\n{done.stdout}")
