@@ -79,7 +79,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.errors import UserInputError, short
+from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_json, read_yaml
 from mcp_server.workspace import find_existing, runs_root
 
@@ -96,7 +96,10 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self.dir.name
+        """The run's name as every message shows it: its directory's name, control characters escaped (\\n,
+        \\x1b), so a copied or unpacked run named with a newline cannot forge a line or act on a terminal or in a
+        script. The directory itself is `dir`."""
+        return one_line(self.dir.name)
 
     # ---------------------------------------------------------------- top level
     @property
