@@ -35,6 +35,13 @@ def test_the_comparison_sees_a_changed_line_and_not_the_cpus_numbers():
     assert make_walkthrough.differences({k: v for k, v in shown.items() if k != "export"}, text) == [
         f"step 'export' in {make_walkthrough.DOC.name} is no step of the walk"]
 
+    from mcp_server.demo_models import QUICK
+    from mcp_server.evaluation.tiny_suite import tiny_split
+
+    train_rows, held_rows = tiny_split(QUICK.max_operand)
+    assert f"{len(train_rows)} training rows" in text and f"{len(held_rows)} goldens" in text
+    assert f"0 to {QUICK.max_operand}:" in text and f"goldens-demo-{QUICK.max_operand}.jsonl" in text
+
     line = "  base success rate: {} of 16 prompts (95% interval {}-{}; took {}s)"
     one = make_walkthrough.redact_numbers(line.format("62%", "31%", "86%", "0.5"), luck=False)
     other = make_walkthrough.redact_numbers(line.format("50%", "28%", "72%", "12.25"), luck=False)
