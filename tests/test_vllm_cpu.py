@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import ANY_TEXT_REWARDS, ROOT, run_cli_json, skip_unless_ci
+
+# A reward whose values differ within a group, so that each step moves the weights the next one samples from.
+REWARDS = ANY_TEXT_REWARDS + [{"name": "fixture_rewards.distinct_chars_reward", "params": {}, "weight": 1.0}]
 
 VLLM_PYTHON = Path(os.environ.get("LLM_FINETUNING_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
 # Two steps of 4 completions; a large learning rate so that the policy visibly moves between the steps (the second
@@ -60,7 +64,7 @@ def emit(name: str, model: str, **overrides) -> Path:
     from mcp_server.recipe.models import GRPORecipeRequest
 
     result = emit_grpo_config(GRPORecipeRequest(
-        model=model, dataset="tiny", gpu="cpu", run_name=name, rewards=ANY_TEXT_REWARDS,
+        model=model, dataset="tiny", gpu="cpu", run_name=name, rewards=REWARDS,
         overrides={**VLLM_OVERRIDES, **overrides},
         override_reason="a test: the policy must move between its two steps, so that a stale vLLM would show"))
     assert result.validation.valid, result.validation
@@ -123,7 +127,9 @@ def test_colocate_run_syncs_weights_into_vllm_and_samples_like_the_trainer(ws):
     steps = train(run_dir)
     assert_synced_generation(steps)
     log = (run_dir / "train" / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
-    assert "max_seq_len=128" in log  # vllm_max_model_length reached the engine TRL started
+    # vllm_max_model_length reached the engine TRL started, whose KV cache holds at least one such sequence
+    said = re.search(r"llm-finetuning: colocated vLLM on the CPU: max_model_len=(\d+), KV cache (\d+) tokens", log)
+    assert said and int(said[1]) == 128 and int(said[2]) >= 128, log[-3000:]
 
 
 def test_server_mode_runs_trl_vllm_serve_beside_the_trainer_and_syncs_weights(ws):
@@ -134,8 +140,9 @@ def test_server_mode_runs_trl_vllm_serve_beside_the_trainer_and_syncs_weights(ws
     assert_synced_generation(steps)
     script = (run_dir / "train" / "launch.sh").read_text()
     assert "--host 127.0.0.1" in script and "--max_model_len 128" in script
-    serve_log = (run_dir / "train" / "logs" / "vllm-serve.log").read_text(errors="replace")
-    assert "max_seq_len=128" in serve_log and "llm_finetuning_load_weights" not in serve_log.split("Traceback")[-1]
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
+    said = re.search(r"llm-finetuning: vLLM server on the CPU: max_model_len=(\d+), KV cache (\d+) tokens", log)
+    assert said and int(said[1]) == 128, log[-3000:]  # vllm_max_model_length reached `trl vllm-serve`
 
 
 def test_a_vllm_share_that_cannot_hold_one_sequence_is_refused_before_start(ws):

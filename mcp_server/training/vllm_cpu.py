@@ -63,9 +63,16 @@ class CpuWeightSync:
 
 
 def _colocate_sync(generation) -> None:
-    runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
+    engine = generation.llm.llm_engine
+    runner = engine.model_executor.driver_worker.model_runner
     reload_into(runner, generation._iter_named_params())
     generation.llm.reset_prefix_cache()
+    if not getattr(generation, "_llm_finetuning_said", False):  # once: what the engine TRL started holds
+        generation._llm_finetuning_said = True
+        cache = engine.vllm_config.cache_config
+        print(f"llm-finetuning: colocated vLLM on the CPU: max_model_len={engine.model_config.max_model_len}, KV cache "
+              f"{(cache.num_gpu_blocks or 0) * cache.block_size} tokens; weights synced through vLLM's reload",
+              flush=True)
 
 
 def _server_sync(generation, sync_dir: str) -> None:
@@ -89,6 +96,14 @@ def _server_sync(generation, sync_dir: str) -> None:
     finally:
         os.unlink(path)
     client.reset_prefix_cache()
+    if not getattr(generation, "_llm_finetuning_said", False):  # once: what the server holds
+        generation._llm_finetuning_said = True
+        info = client.get_server_info()
+        cache = info.get("cache_config") or {}
+        print(f"llm-finetuning: vLLM server on the CPU: max_model_len="
+              f"{(info.get('model_config') or {}).get('max_model_len')}, KV cache "
+              f"{(cache.get('num_gpu_blocks') or 0) * (cache.get('block_size') or 0)} tokens; weights synced through "
+              "vLLM's reload", flush=True)
 
 
 def install(sync_dir: str) -> bool:
