@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mcp_server.agentic.evaluate import tool_use_success
 from mcp_server.agentic.tiny import build_warm_start, split_rows, write_rows
+from mcp_server.demo_models import AGENTIC_KERNELS
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
@@ -28,7 +29,24 @@ from mcp_server.training.launch import launch_training
 from mcp_server.training.models import LaunchRequest
 from mcp_server.workspace import atomic_write_json
 
-WARM_STEPS, WARM_LR = 250, 2e-3  # the call format learned, the argument copied about half the time: room to learn
+# The warm start is built to a stated success range, checked by the build: SFT runs until greedy tool-use success
+# on WARM_CHECK_ROWS training vaults kept out of the SFT rows (never the held-out ones: they judge GRPO) reaches
+# WARM_RANGE's low end, and the build fails loudly past its high end. A fixed step count gave 19% on one CPU kernel
+# set and 85% on another (issue 32): the same 250 steps, another warm start, another demo. Checked on vaults the
+# SFT saw, 33% came with 5% held out (the codes remembered, not the copy learned). The copy is learned abruptly
+# (under 25% to 74% within 10 steps once), so the check runs every WARM_EVERY steps once success passes WARM_NEAR,
+# every WARM_FAR steps before.
+WARM_MAX_STEPS, WARM_LR, WARM_CHECK_ROWS = 400, 2e-3, 60
+# Even built to its range the warm start is the machine's: on one kernel set the copy was learned (58% of the check
+# vaults), on another not at all in 400 steps (0%). So the demo ships it as data, built once by
+# scripts/build_agentic_warm_start.py and pinned by the hash of its weights; only GRPO runs on the user's CPU.
+SHIPPED_WARM_START = Path(__file__).resolve().parent / "agentic" / "warm_start"
+WARM_START_SHA256 = "e0b2eb3ffff0f0db6b2741004034039819f7164387e8537dbeca62bae68ef1d7"
+WARM_EVERY, WARM_FAR, WARM_NEAR = 2, 10, 0.3
+# The call format learned, the argument copied half the time: room to learn, and enough sampled successes for
+# GRPO's groups. At a 25% low end the build stopped at 32% (21 of 100 held out, greedy) and TRL's sampled rollouts
+# at temperature 1 solved none of 13 prompts: the inspection rule refused GRPO (nothing to learn from).
+WARM_RANGE = (0.5, 0.9)
 GRPO = {"max_steps": 40, "learning_rate": 5e-4, "per_device_train_batch_size": 32, "gradient_accumulation_steps": 1,
         "num_generations": 8, "temperature": 1.0, "max_completion_length": 48, "beta": 0.0,
         "lr_scheduler_type": "cosine", "logging_steps": 5, "save_strategy": "no"}
@@ -63,21 +81,69 @@ def _train(run: Run) -> dict:
     return json.loads(run.outcome.read_text())
 
 
-def run_agentic_demo(workspace: Path | None = None) -> dict:
+def _ranged_warm_start(target: Path, check_rows: list[dict]) -> tuple[Path, float]:
+    """The SFT warm start, stopped once its success on `check_rows` reaches WARM_RANGE's low end; SystemExit when
+    it ends outside WARM_RANGE (the demo's premise, room to learn from a working start, would not hold)."""
+    rates: list[tuple[int, float]] = []  # (SFT step, success on check_rows)
+    steps = [0]
+
+    def reached(model, tokenizer) -> bool:
+        steps[0] += WARM_EVERY
+        near = bool(rates) and rates[-1][1] >= WARM_NEAR
+        if not near and steps[0] % WARM_FAR:
+            return False
+        solved = tool_use_success(None, check_rows, loaded=(model, tokenizer))
+        rates.append((steps[0], sum(solved) / len(solved)))
+        return rates[-1][1] >= WARM_RANGE[0]
+
+    numbers = frozenset(int(r["prompt"][1]["content"].rsplit(" ", 1)[1].rstrip("?")) for r in check_rows)
+    build_warm_start(target, WARM_MAX_STEPS, WARM_LR, stop=reached, every=WARM_EVERY, exclude=numbers)
+    low, high = WARM_RANGE
+    step, rate = rates[-1] if rates else (WARM_MAX_STEPS, 0.0)
+    if not low <= rate <= high:
+        raise SystemExit(f"warm start outside its range: {rate:.0%} of {len(check_rows)} training vaults after "
+                         f"{step} SFT steps (range {low:.0%}-{high:.0%}; checks: "
+                         + ", ".join(f"{s}: {r:.0%}" for s, r in rates[-4:]) + ")")
+    return target, rate
+
+
+def shipped_warm_start(target: Path) -> Path:
+    """The shipped warm start, its weights checked against WARM_START_SHA256, copied to `target`."""
+    import shutil
+
+    from mcp_server.tiny import state_sha256
+
+    if not (SHIPPED_WARM_START / "model.safetensors").is_file():
+        raise SystemExit(f"the shipped warm start is missing: {SHIPPED_WARM_START} "
+                         "(scripts/build_agentic_warm_start.py builds it)")
+    found = state_sha256(SHIPPED_WARM_START)
+    if found != WARM_START_SHA256:
+        raise SystemExit(f"the shipped warm start's weights are not the pinned ones: sha256 {found}, pinned "
+                         f"{WARM_START_SHA256} (mcp_server/demo_agentic.py)")
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(SHIPPED_WARM_START, target)
+    return target
+
+
+def run_agentic_demo(workspace: Path | None = None, seed: int | None = None) -> dict:
     start = time.perf_counter()
     root = Path(workspace or os.environ.get("LLM_FINETUNING_WORKSPACE") or Path.cwd())
     os.environ["LLM_FINETUNING_WORKSPACE"] = str(root)
     train_rows, held_rows = split_rows()
     data = write_rows(train_rows, root / "agentic-demo-train.jsonl")
-    _say(f"1. warm start: {WARM_STEPS} SFT steps on {len(train_rows)} vaults (the call format, TRL's Qwen2.5 template)")
-    warm = build_warm_start(Path(root) / "agentic-demo-warm-start", WARM_STEPS, WARM_LR)
+    _say(f"1. warm start: the shipped SFT warm start (the call format, TRL's Qwen2.5 template; built to "
+         f"{WARM_RANGE[0]:.0%}-{WARM_RANGE[1]:.0%} success on {WARM_CHECK_ROWS} training vaults kept out of its "
+         "rows), its weights checked against their pinned sha256")
+    warm = shipped_warm_start(Path(root) / "agentic-demo-warm-start")
     base = tool_use_success(warm, held_rows)
+    warm_rate = None
     _say(f"   held-out tool-use success {sum(base)}/{len(base)}")
     _say("2. emit and validate the GRPO run with the environment (mcp_server.agentic.tiny:VaultEnv)")
     result = emit_grpo_config(GRPORecipeRequest(
         model=str(warm), dataset=str(data), gpu="cpu", run_name="agentic-demo",
         environment="mcp_server.agentic.tiny:VaultEnv",
-        rewards=[{"name": "correctness_reward", "params": {}, "weight": 1.0}], overrides=GRPO,
+        rewards=[{"name": "correctness_reward", "params": {}, "weight": 1.0}],
+        overrides={**GRPO, **({} if seed is None else {"seed": seed})},
         override_reason="demo: a 100k-parameter model from scratch learns at rates far above an LLM's"))
     errors = [f.message for f in result.validation.findings if f.severity == "error"]
     if errors:
@@ -89,15 +155,20 @@ def run_agentic_demo(workspace: Path | None = None) -> dict:
     outcome = _train(run)
     trained = tool_use_success(run.checkpoints, held_rows)
     paired = compare_paired(base, trained)
-    summary = {"held_out": len(held_rows), "base": sum(base), "trained": sum(trained), "gained": paired.gained,
+    summary = {"held_out": len(held_rows), "warm_start_check": warm_rate, "seed": seed, "base": sum(base),
+               "trained": sum(trained), "gained": paired.gained,
                "lost": paired.lost, "p_value": paired.p_value, "outcome": outcome.get("state"),
                "seconds": round(time.perf_counter() - start, 1), "run": str(run.dir)}
     atomic_write_json(run.dir / "agentic-demo-summary.json", summary)
     _say(f"5. held-out tool-use success {summary['base']} -> {summary['trained']} of {len(held_rows)} (gained "
          f"{paired.gained}, lost {paired.lost}; exact paired p = {paired.p_value:.2g}); {summary['seconds']} s")
+    _say("   " + AGENTIC_KERNELS.note("agentic"))
     return summary
 
 
 if __name__ == "__main__":
-    summary = run_agentic_demo()
-    sys.exit(0 if summary["outcome"] == "succeeded" and summary["p_value"] < 0.01 else 1)
+    seed_arg = sys.argv[sys.argv.index("--seed") + 1] if "--seed" in sys.argv else None
+    summary = run_agentic_demo(seed=None if seed_arg is None else int(seed_arg))
+    # A lift that does not hold on every kernel set measured is this CPU's draw: only the walk itself can fail then.
+    lifted = summary["p_value"] < 0.01 and summary["trained"] > summary["base"]
+    sys.exit(0 if summary["outcome"] == "succeeded" and (lifted or not AGENTIC_KERNELS.holds) else 1)

@@ -131,6 +131,8 @@ def print_summary(console: Console, summary) -> None:
                       f"{summary.improvement_ci[1]:+.0f}, paired over the same goldens)"
                       + ("; above the warm-start's own interval too" if summary.above_sft_interval else ""))
     console.print(f"  verdict        {summary.verdict or '-'}")
+    if summary.kernel_note:
+        console.print(f"  on other CPUs  {summary.kernel_note}")
     console.print(f"  time           {summary.seconds:.0f} s")
     if summary.plot_path:
         console.print(f"  reward curve   {summary.plot_path}")

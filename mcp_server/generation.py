@@ -20,15 +20,37 @@ def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -
     )
 
 
+STEP_EVERY = 16  # decode steps between two `on_step` calls within one generate call
+
+
+def _step_watch(on_step, done_before: int):
+    """A stopping criterion that never stops: it calls `on_step(prompts done before this batch, decode step)` every
+    STEP_EVERY steps, so a long generate call is followed token by token."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class Watch(StoppingCriteria):
+        step = 0
+
+        def __call__(self, input_ids, scores, **kwargs):
+            self.step += 1
+            if self.step % STEP_EVERY == 0:
+                on_step(done_before, self.step)
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([Watch()])
+
+
 def generate_completions(
     model, tokenizer, texts: list[str], max_new_tokens: int, *, n: int = 1, batch_size: int = 64,
     options: dict | None = None, seed: int = 3407, drop_stop: bool = False, report: Report = silent,
-    message: str = "decoded {done}/{total} prompts",
+    message: str = "decoded {done}/{total} prompts", on_batch=None, on_step=None,
 ) -> list[list[dict]]:
     """Per prompt text, `n` dicts {text, ids, finish_reason}: ids end at the first stop token (kept in ids; in
     text unless `drop_stop`), finish_reason is 'stop' or 'length'. Prompts are batched (left padding) so that about
     `batch_size` sequences are generated per call. `options`: generate() keywords; without do_sample, greedy (the
-    model's own sampling defaults silenced). After each batch, `report` with `message` (formatted with done, total)."""
+    model's own sampling defaults silenced). After each batch, `report` with `message` (formatted with done, total)
+    and `on_batch(first prompt index, its groups)`; within one, `on_step(prompts done before it, decode step)`."""
     import torch
     from transformers import set_seed
 
@@ -47,11 +69,14 @@ def generate_completions(
             chunk = texts[start : start + prompts_per_call]
             # Like TRL: the chat template already holds the special tokens, so none are added here.
             enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            watch = {"stopping_criteria": _step_watch(on_step, start)} if on_step else {}
             out = model.generate(**enc, num_return_sequences=n, max_new_tokens=max_new_tokens,
-                                 pad_token_id=tokenizer.pad_token_id, **options)
+                                 pad_token_id=tokenizer.pad_token_id, **options, **watch)
             generated = out[:, enc["input_ids"].shape[1] :].tolist()
             for p in range(len(chunk)):
                 results.append([_completion(tokenizer, ids, eos, drop_stop) for ids in generated[p * n : (p + 1) * n]])
+            if on_batch:
+                on_batch(start, results[start:])
             report(len(results), len(texts), message.format(done=len(results), total=len(texts)))
     return results
 
@@ -78,7 +103,8 @@ def generate(
 
 def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict]]:
     """The same dicts with vLLM (a GPU, or vLLM's CPU build). Prompts go in as token ids so both engines see the same
-    tokens. `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed."""
+    tokens. `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed,
+    generation_kwargs."""
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
     from vllm.platforms import current_platform
@@ -101,6 +127,7 @@ def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict
         repetition_penalty=settings["repetition_penalty"],
         max_tokens=settings["max_new_tokens"],
         seed=settings["seed"],
+        **(settings.get("generation_kwargs") or {}),  # the config's generation_kwargs, as TRL passes them to vLLM
     )
     try:
         outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)

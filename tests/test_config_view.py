@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from mcp_server.recipe.config_view import GENERATED, render
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.trl_fields import installed_trl
 
 
@@ -32,7 +32,7 @@ def test_three_readings_of_one_config():
 
 
 def test_the_view_imports_no_trl():
-    code = ("import sys, mcp_server.recipe.grpo_fields; "
+    code = ("import sys, mcp_server.config.grpo_fields; "
             "print([m for m in ('trl', 'torch', 'transformers') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -436,7 +436,8 @@ def test_no_reward_signal_thresholds(tmp_path, values, severity):
     found = by_code(d, "no_reward_signal") if "no_reward_signal" in codes(d) else None
     assert (found.severity if found else None) == severity
     if found:
-        assert found.patch == {"num_generations": 8, "steps_per_generation": 2}  # twice the completions per prompt
+        # twice the completions per prompt and twice the accumulation: the same prompts per step, on-policy
+        assert found.patch == {"num_generations": 8, "gradient_accumulation_steps": 2}
 
 
 @pytest.mark.parametrize("late, severity", [(0.09, None), (0.1, "warning"), (0.49, "warning"), (0.5, "error")])
@@ -799,7 +800,7 @@ def test_exact_metrics_sampler_mismatch_thresholds(tmp_path, diff, ratio, severi
         assert "dropped" in found.explanation
 
 
-@pytest.mark.parametrize("late, severity", [(0.19, None), (0.2, "warning"), (0.3, "error")])
+@pytest.mark.parametrize("late, severity", [(0.14, None), (0.15, "warning"), (0.3, "error")])
 def test_exact_metrics_importance_ratio_blowup_thresholds(tmp_path, late, severity):
     rows = with_series(healthy_rows(8), "clip_ratio/region_mean", [0.0] * 4 + [late] * 4)
     d = diagnose_series(tmp_path, rows, num_iterations=1)
@@ -1030,22 +1031,28 @@ def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
 # ---------------------------------------------------------------- issue 20: the cause first, patches that never hurt
 def test_real_run_divergence_leads_with_its_cause(runs):
     """Real runs at 1e-2 and 3e-3 (2000x and 600x the recipe's rate): the truncation, entropy and zero-spread
-    findings were ranked above the learning rate, with a patch lengthening completions and masking the gibberish.
-    The rate is the first finding; every effect names it and carries no patch; nothing lengthens completions or
-    raises the rate; the root names the samples to read."""
+    findings were ranked above the learning rate, with a patch lengthening completions and masking the gibberish;
+    at 3e-3 on some CPUs the run had not diverged within 8 steps, so the rate was a note and a patch doubling
+    max_completion_length led. Asserted is what holds on every kernel set, diverged or not yet: the rate is the
+    first finding, every symptom it can cause names it and carries no patch, and no patch lengthens completions,
+    masks truncation or raises the rate."""
+    from mcp_server.diagnosis.registry import REGISTRY
     from mcp_server.recipe.variants import BASE_RECIPE
 
     for name, lr in (("lr_1e-2", 1e-2), ("lr_3e-3", 3e-3)):
         d = diagnose(runs[name])
         root = d.findings[0]
-        assert (root.code, root.severity, root.caused_by) == ("lr_out_of_range", "error", None), (name, d.findings)
-        assert root.patch == {"learning_rate": BASE_RECIPE["learning_rate"]} and root.read_samples_at == 2, (name, root)
+        assert (root.code, root.caused_by) == ("lr_out_of_range", None), (name, d.findings)
+        assert root.patch == {"learning_rate": BASE_RECIPE["learning_rate"]}, (name, root)
         effects = [f for f in d.findings[1:] if f.severity != "info"]
-        assert {"completions_truncated", "kl_explosion"} & set(codes(d)), (name, codes(d))
+        if effects:  # a symptom the rate explains makes the rate a problem, ranked first
+            assert root.severity in ("warning", "error"), (name, root)
         for f in effects:
-            assert f.caused_by == "lr_out_of_range" and f.patch == {} and f.onset >= 2, (name, f)
+            if f.code in REGISTRY["lr_out_of_range"].causes:
+                assert f.caused_by == "lr_out_of_range" and f.patch == {}, (name, f)
         for f in d.findings:
-            assert f.patch.get("learning_rate", 0) <= lr and "max_completion_length" not in f.patch, (name, f)
+            assert f.patch.get("learning_rate", 0) <= lr, (name, f)
+            assert "max_completion_length" not in f.patch and "mask_truncated_completions" not in f.patch, (name, f)
         assert_patches_validate(d)
 
 
@@ -1156,7 +1163,8 @@ def test_exact_metrics_dapo_entropy_rising_with_overlong_punishment(tmp_path):
     max_completion_len (every completion beyond 512 would score -1). Entropy is named, the truncation is its
     effect, and no patch lengthens completions."""
     n = 12
-    rows = with_series(healthy_rows(n), "entropy", [0.6 + 0.3 * i for i in range(n)])
+    rows = [{k: v for k, v in r.items() if k != "kl"} for r in healthy_rows(n)]  # beta 0: TRL logs no kl
+    rows = with_series(rows, "entropy", [0.6 + 0.3 * i for i in range(n)])
     rows = with_series(rows, "completions/clipped_ratio", [0.0] * 3 + [0.2 + 0.07 * i for i in range(n - 3)])
     rows = with_series(rows, "rewards/correctness_reward/mean", [0.5 - 0.03 * i for i in range(n)])
     (tmp_path / "rewards.json").write_text(json.dumps([

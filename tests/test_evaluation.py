@@ -262,6 +262,18 @@ def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good
     # The baseline the comparison used is untouched.
     assert json.loads(Path(base.baseline_path).read_text())["pass_rate"] == base.pass_rate
 
+    # Issue 33: the read-only baseline hand-edited (chmod, then edit) to a 0% base turned this REJECT into a
+    # PROMOTE. The promotion recorded its hash, and the edited items no longer add up to the edited rate.
+    path = Path(base.baseline_path)
+    os.chmod(path, 0o644)
+    forged = json.loads(path.read_text())
+    path.write_text(json.dumps({**forged, "passed": 0, "pass_rate": 0.0}))
+    with pytest.raises(UserInputError, match="edited"):
+        promote_checkpoint(PromoteRequest(run=str(run)))
+    (run / "promotion.json").unlink()  # no earlier promotion to compare with: its own items give it away
+    with pytest.raises(UserInputError, match="its items hold"):
+        promote_checkpoint(PromoteRequest(run=str(run)))
+
 
 def test_changed_goldens_are_refused(workspace, tiny_model, good_model, small_task, tmp_path):
     goldens, rows = small_task
@@ -359,3 +371,14 @@ def test_mcp_lists_and_calls_evaluate_model(workspace, tiny_model, small_task):
     tools, result = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))
     assert {"evaluate_model", "promote_checkpoint", "export_model"} <= tools
     assert not result.is_error and result.structured_content["n"] == 2
+
+
+def test_a_checkpoint_that_never_disagrees_with_its_base_is_not_promoted(workspace, tiny_model, small_task):
+    """Issue 33's own mutation audit: the improvement's interval is 0 to 0 points when the two models never
+    disagree, which is not above 0: the base model itself, promoted against its own baseline, is a REJECT."""
+    goldens, _ = small_task
+    evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=MAX_NEW))
+    run = make_run(workspace, "same", "tiny", tiny_model)
+    result = promote_checkpoint(PromoteRequest(run=str(run)))
+    assert result.gained == result.lost == 0 and result.improvement_ci == (0.0, 0.0)
+    assert result.verdict == "REJECT", result.reasons

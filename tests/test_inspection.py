@@ -106,9 +106,12 @@ def test_sampling_defaults_come_from_the_emitted_config(workspace, tiny_model):
     from mcp_server.recipe.models import GRPORecipeRequest
 
     emitted = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="emitted"))
-    result = sample_completions(SampleRequest(run=emitted.run_dir, max_new_tokens=8, engine="transformers"))
+    # 64 prompts, enough for a base rate worth routing on (the default on a GPU; on a CPU it is 16, so sampling
+    # there finishes in minutes: tests/test_sampling_plan.py)
+    result = sample_completions(SampleRequest(run=emitted.run_dir, max_new_tokens=8, num_prompts=64,
+                                              engine="transformers"))
     assert Path(result.model) == Path(tiny_model).resolve() and result.conversational
-    # num_generations 8 from the config; 64 prompts, enough for a base rate worth routing on.
+    # num_generations 8 from the config.
     assert (result.n, result.num_prompts, result.num_samples) == (8, 64, 512)
     # A shorter limit than the config's is exploration: named, and these samples cannot back a verdict.
     emitted_config = yaml.safe_load(Path(emitted.config_path).read_text())
@@ -276,6 +279,20 @@ def test_summary_counts_and_likely_misscored_samples(workspace):
         "Sample 49 (prompt 12): correctness_reward scored 0 but the <answer> block"
         in Path(result.review_md_path).read_text()
     )
+
+
+def test_completions_holding_unicode_line_separators_are_read_whole(workspace):
+    """sample_completions writes samples.jsonl with ensure_ascii=False; a sampled completion holding U+2028 or U+0085
+    (the tiny model at temperature 1 writes both) is one line of it, not two."""
+    run_dir = new_run_dir("separators")
+    _write_rewards(run_dir, TASK_REWARDS)
+    odd = "<reasoning>3 + 4\u2028= 7\x85</reasoning><answer>7</answer>"
+    _write_samples(run_dir, [[odd] * 4] * 13, ["7"] * 13, dataset_rows=13)
+    samples = run_dir / "inspection" / "samples.jsonl"
+    lines = [json.loads(x) for x in samples.read_text().split("\n") if x]
+    samples.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+    result = inspect_rewards(InspectRequest(run=str(run_dir)))
+    assert result.num_samples == 52 and result.base_success_rate == 1.0
 
 
 def test_fewer_than_50_samples_is_an_error_unless_the_data_has_fewer(workspace):

@@ -296,6 +296,48 @@ def test_likely_misscored_list_with_math_equivalence(workspace, tiny_model):
     assert {s.id for s in result.likely_misscored} == {5}
 
 
+# Real phrasing (issue 31, SmolLM2-135M-Instruct at temperature 1) under correctness_reward's exact <answer> match and
+# a user reward that takes the first number: each mis-score is flagged, each right score is not.
+FIRST_NUMBER_MODULE = '''
+import re
+
+
+def first_number(completions, answer, **kwargs):
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    found = [re.search(r"-?\\d+", t) for t in texts]
+    return [1.0 if m and m.group() == str(a) else 0.0 for m, a in zip(found, answer)]
+'''
+LABELLED_REAL = [
+    ("<answer>**8**</answer>", "8", True),  # exact match says 0; the block says 8
+    ("<answer>1 + 5 = 6</answer>", "6", True),  # its final stated answer is 6
+    ("<answer>The answer is 17.</answer>", "17", True),
+    ("<answer>7 + 7 = **8**</answer>", "14", False),  # wrong, and scored 0
+    ("<answer>12 or 13</answer>", "12", False),  # a hedge
+]
+LABELLED_FIRST_NUMBER = [
+    ("1 + 5 = 6 as we start in any context...", "6", True),  # the first number is 1
+    ("7 + 7 = **8**", "14", False),
+    ("The answer is 17.", "17", False),  # the first number is the answer: paid
+]
+
+
+def test_likely_misscored_list_reads_real_phrasing(workspace, tiny_model, tmp_path, monkeypatch):
+    rewards = [{"name": "correctness_reward"}]
+    run_dir, items = _labelled_run(workspace, tiny_model, "real", LABELLED_REAL,
+                                   ("<answer>2</answer>", "2", False), rewards)
+    flagged = {s.id for s in inspect_rewards(InspectRequest(run=str(run_dir), max_suspects=100)).likely_misscored}
+    assert flagged == {i for i, (_, _, bad) in enumerate(items) if bad}
+
+    (tmp_path / "first_rewards.py").write_text(FIRST_NUMBER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    run_dir, items = _labelled_run(workspace, tiny_model, "first", LABELLED_FIRST_NUMBER, ("2", "2", False),
+                                   [{"name": "first_rewards.first_number"}])
+    result = inspect_rewards(InspectRequest(run=str(run_dir), max_suspects=100))
+    assert {s.id for s in result.likely_misscored} == {0}
+    assert "final stated answer '6' is the gold '6'" in result.likely_misscored[0].reasons[0]
+
+
 # ---------------------------------------------------------------- lengths feed the config
 def test_length_advice_suggests_limits_with_the_truncation_they_imply():
     from mcp_server.inspection.lengths import length_advice

@@ -45,7 +45,7 @@ def test_base_recipe_on_one_h100(workspace):
     per_device, ga = config["per_device_train_batch_size"], config["gradient_accumulation_steps"]
     assert config["num_generations"] == 8 and per_device * ga == 32 * 8 and per_device > 8
     assert config["max_steps"] == 3 * (75 // 32)  # whole generation batches: TRL's sampler drops the rest
-    assert config["bf16"] is True and config["logging_steps"] == 10
+    assert config["bf16"] is True and config["logging_steps"] == 1  # every step of a run under 100 steps
     assert "memory plan" in Path(result.config_path).read_text()
     assert result.run_dir.startswith(str(workspace / "runs")) and Path(result.run_dir).name.endswith("-base")
     for name in ("config.yaml", "train.py", "rewards.json", "request.json", "request.schema.json"):
@@ -63,8 +63,9 @@ def test_recipe_values_are_pinned_and_other_defaults_left_out(workspace):
     defaults = trl_defaults()
     config = yaml_of(emit(run_name="defaults"))
     assert set(BASE_RECIPE) <= set(config)  # even num_generations=8, today's TRL default
+    # max_completion_length is written even at TRL's default, saying it is unmeasured (emission/lengths.py)
     redundant = [k for k, v in config.items() if k in defaults and defaults[k] == v
-                 and k not in set(BASE_RECIPE) | {"output_dir", "model_name_or_path", "dtype"}]
+                 and k not in set(BASE_RECIPE) | {"output_dir", "model_name_or_path", "dtype", "max_completion_length"}]
     assert redundant == []
 
 
@@ -108,7 +109,10 @@ def test_variants_by_name_or_symptom(workspace, kw, expect):
 def test_moe_model_gets_gspo_and_other_variants_need_a_reason(workspace, tmp_path):
     model = tmp_path / "moe"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps({"model_type": "qwen3_moe", "num_experts": 64}))
+    (model / "config.json").write_text(json.dumps({  # a small, complete MoE config: the emitter plans its memory
+        "model_type": "qwen3_moe", "num_experts": 64, "num_experts_per_tok": 4, "hidden_size": 256,
+        "intermediate_size": 512, "moe_intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 4096}))
     result = emit(model=str(model), run_name="moe")
     assert result.variant == "gspo" and yaml_of(result)["importance_sampling_level"] == "sequence"
     with pytest.raises(UserInputError, match="variant"):
@@ -160,7 +164,7 @@ def test_emitted_tiny_config_trains_for_real_on_cpu(workspace, tiny_model):
         "max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4, "gradient_accumulation_steps": 1,
         "max_completion_length": 16, "logging_steps": 1, "report_to": "none", "save_strategy": "no"})
     assert result.validation.valid, result.validation.findings
-    assert result.config["use_cpu"] is True and result.config["use_vllm"] is False
+    assert result.config["use_cpu"] is True and "use_vllm" not in result.config  # TRL's default false: no vLLM
     run = Path(result.run_dir)
     proc = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run,
                           capture_output=True, text=True, timeout=600)

@@ -205,7 +205,10 @@ def test_hybrid_thinking_models_get_the_switch_and_a_length_for_the_mode(workspa
     assert "chat_template_kwargs" not in emit(model="Qwen/Qwen3-4B-Instruct-2507", run_name="single").config
     local = tmp_path / "hybrid"
     local.mkdir()
-    (local / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    (local / "config.json").write_text(json.dumps({  # complete: the emitter plans a GPU target's memory
+        "model_type": "qwen3", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000,
+        "max_position_embeddings": 40960}))
     (local / "tokenizer_config.json").write_text(
         json.dumps(
             {

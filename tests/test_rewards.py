@@ -53,6 +53,37 @@ def test_format_tags_and_strictness_configurable():
     assert loose(texts) == [0.0, 1.0, 1.0]
 
 
+# Plain-text replies SmolLM2-135M-Instruct gave at temperature 1 (issue 31), and their golds: a reader scores each by
+# its final stated answer; a parser that takes the first number scores the first as 1.
+REAL_PHRASING = [
+    ("1 + 5 = 6 as we start in any context...", "6", True),
+    ("7 + 7 = **8**", "14", False),
+    ("7 + 7 = **8**", "8", True),
+    ("The answer is 17.", "17", True),
+    ("The answer is: **14**", "14", True),
+    ("The answer is 7 + 7 = 14", "14", True),
+    ("I think 12 or 13", "12", False),  # several numbers, none stated: a hedge, no answer
+    ("12", "12.0", True),
+    ("Sure! The answer is Paris.", "Paris", True),
+]
+
+
+@pytest.mark.parametrize("conversational", [False, True])
+def test_correctness_without_a_tag_reads_the_final_stated_answer(conversational):
+    (correct,) = build_reward_funcs([{"name": "correctness_reward", "params": {"tag": None}}])
+    texts = [t for t, _, _ in REAL_PHRASING]
+    completions = both_formats(texts)[1 if conversational else 0]
+    scores = correct(completions, answer=[g for _, g, _ in REAL_PHRASING])
+    assert scores == [2.0 if right else 0.0 for _, _, right in REAL_PHRASING], list(zip(texts, scores))
+
+
+def test_final_answer_of_real_phrasing():
+    from mcp_server.rewards.answers import final_answer
+
+    assert [final_answer(t) for t, _, _ in REAL_PHRASING[:4]] == ["6", "8", "8", "17"]
+    assert final_answer("so \\boxed{42}") == "42" and final_answer("noise") is None
+
+
 def test_correctness_params():
     (c,) = build_reward_funcs(
         [

@@ -308,6 +308,14 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     assert "num_generations" in bad.refusals[0].message
     patch = {"learning_rate": launched["learning_rate"] / 2,
              "max_completion_length": launched["max_completion_length"] + 8}
+    # Issue 33: a run the guard never stopped (this one was stopped by hand) moves no pin, so a patch of a
+    # sampling setting is refused by the inspection gate and nothing is written.
+    verdict_file = run_dir / "inspection" / "verdict.json"
+    signed = verdict_file.read_text()
+    by_hand = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert not by_hand.launched and [r.gate for r in by_hand.refusals] == ["inspection"], by_hand.message
+    assert "sampling" in by_hand.refusals[0].message
+    assert config.read_text() == original and verdict_file.read_text() == signed
     # Had the guard stopped it there, checkpoint-1 would hold the failure: a patched resume needs an earlier one.
     marker = run_dir / "train" / "logs" / "stopped.json"
     kept = marker.read_text()
@@ -316,7 +324,7 @@ def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_o
     assert not early.launched and early.refusals[0].gate == "checkpoint" and config.read_text() == original
     refusal = early.refusals[0]
     assert "guard stopped at step 1" in refusal.message and "archive_previous" in refusal.how_to_clear
-    marker.write_text(kept)
+    marker.write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising", "step": 2}))
     resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
     assert resumed.launched and resumed.resumed_from == stopped.checkpoint, resumed.message
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command

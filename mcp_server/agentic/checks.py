@@ -11,10 +11,13 @@ Runs in the training interpreter (imports transformers and TRL).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import pickle
+import types
 from pathlib import Path
 
+from mcp_server.config import trl_default
 from mcp_server.agentic.spec import AgenticRecord, load, public_methods, resolve
 from mcp_server.errors import UserInputError, one_line, short
 
@@ -45,6 +48,37 @@ def _versions(record: AgenticRecord) -> list[dict]:
     return found
 
 
+@functools.cache
+def parseable_templates() -> tuple[str, ...]:
+    """The chat templates the installed TRL parses tool calls from, by their file name in trl/chat_templates:
+    every `<name>_chat_template` of trl.chat_template_utils that its `add_response_schema` accepts, tried on a
+    stand-in holding only that template (so a TRL upgrade changes the list, never a copy kept here)."""
+    from trl import chat_template_utils
+
+    names = []
+    for attribute, template in vars(chat_template_utils).items():
+        if not attribute.endswith("_chat_template") or not isinstance(template, str):
+            continue
+        try:
+            chat_template_utils.add_response_schema(types.SimpleNamespace(chat_template=template))
+        except ValueError:  # unrecognised, or a parser the installed transformers cannot run
+            continue
+        names.append(attribute.removesuffix("_chat_template"))
+    return tuple(names)
+
+
+def supported_text() -> str:
+    """The parseable templates as one line for a finding or an error."""
+    import trl
+
+    return (f"TRL {trl.__version__} parses tool calls only from these chat templates (trl/chat_templates/<name>.jinja):"
+            f" {', '.join(parseable_templates())}")
+
+
+TEMPLATE_FIX = ("use a model trained on one of them (an instruct model of that family), or set the tokenizer's "
+                "response_template to a parser for this template (transformers' chat response parsing)")
+
+
 def template_findings(tokenizer) -> list[dict]:
     """Is the chat template one TRL can render tool calls with and parse them from?"""
     from trl.chat_template_utils import (add_response_schema, is_chat_template_prefix_preserving,
@@ -53,8 +87,8 @@ def template_findings(tokenizer) -> list[dict]:
     if not supports_tool_calling(tokenizer):
         return [_finding("agentic_template_no_tools", "model_name_or_path", "error",
                          "the model's chat template cannot render a tool-calling conversation (user -> assistant "
-                         "with tool_calls -> tool)", "use a model whose template TRL knows (Qwen2.5/Qwen3, Llama "
-                         "3.1/3.2, GLM-4 MoE, GPT-OSS, ...) or set its chat template to one of trl/chat_templates")]
+                         f"with tool_calls -> tool), so GRPOTrainer refuses it when it starts. {supported_text()}",
+                         TEMPLATE_FIX)]
     has_parser = any(getattr(tokenizer, a, None) is not None for a in ("response_template", "response_schema"))
     if not has_parser:
         try:
@@ -62,14 +96,20 @@ def template_findings(tokenizer) -> list[dict]:
         except ValueError:
             return [_finding("agentic_template_unparsed", "model_name_or_path", "error",
                              "TRL cannot parse tool calls from this chat template (add_response_schema does not "
-                             "recognise it): every tool call would be read as plain text",
-                             "use a template from trl/chat_templates (e.g. qwen2_5.jinja) or set the tokenizer's "
-                             "response_template")]
+                             f"recognise it): every tool call would be read as plain text. {supported_text()}",
+                             TEMPLATE_FIX)]
     if not is_chat_template_prefix_preserving(tokenizer):
         return [_finding("agentic_template_replaced", "model_name_or_path", "info",
                          "the chat template is not prefix-preserving: TRL trains with its training copy of it "
                          "(get_training_chat_template)")]
     return []
+
+
+def model_template_findings(model: str, revision: str | None = None) -> list[dict]:
+    """template_findings for a model by name, from its tokenizer alone (no weights load)."""
+    from transformers import AutoTokenizer
+
+    return template_findings(AutoTokenizer.from_pretrained(str(model), revision=revision))
 
 
 def _tool_findings(fns: list, where: str) -> list[dict]:
@@ -118,9 +158,7 @@ def placeholder_arguments(fn) -> dict:
 
 
 def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
-    from trl import GRPOConfig
-
-    limit = values.get("max_completion_length") or GRPOConfig.__dataclass_fields__["max_completion_length"].default
+    limit = values.get("max_completion_length") or trl_default("max_completion_length")
     found = []
     if values.get("max_tool_calling_iterations") is None:
         found.append(_finding("agentic_unlimited_turns", "max_tool_calling_iterations", "warning",

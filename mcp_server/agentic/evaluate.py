@@ -40,12 +40,16 @@ def _solves(model, tokenizer, row: dict) -> bool:
     return f"<answer>{row['answer']}</answer>" in _generate(model, tokenizer, messages, tools, 12)
 
 
-def tool_use_success(model_dir: str | Path, rows: list[dict]) -> list[bool]:
-    """Whether the model solves each row with the tool (greedy), in order."""
+def tool_use_success(model_dir: str | Path | None, rows: list[dict], loaded=None) -> list[bool]:
+    """Whether the model solves each row with the tool (greedy), in order; `loaded`: (model, tokenizer) in memory
+    instead of `model_dir`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
+    if loaded is not None:
+        model, tokenizer = loaded
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
     with torch.no_grad(), small_model_threads(model):
         return [_solves(model, tokenizer, row) for row in rows]

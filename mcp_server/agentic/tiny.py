@@ -139,8 +139,9 @@ def _conversation(row: dict, broken: bool) -> list[dict]:
             {"role": "tool", "name": "open_vault", "content": row["answer"]}, answer]
 
 
-def _texts(template: str) -> list[tuple[str, int]]:
-    """(rendered conversation, characters of its prompt) for the SFT corpus: vault and broken safe questions."""
+def _texts(template: str) -> list[tuple[str, int, int]]:
+    """(rendered conversation, characters of its prompt, vault number) for the SFT corpus: vault and broken safe
+    questions."""
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
@@ -153,7 +154,8 @@ def _texts(template: str) -> list[tuple[str, int]]:
             conv = _conversation(row, broken)
             prompt = plain.apply_chat_template(row["prompt"], tools=[tool], add_generation_prompt=True,
                                                tokenize=False)
-            out.append((plain.apply_chat_template(conv, tools=[tool], tokenize=False), len(prompt)))
+            number = int(row["prompt"][1]["content"].rsplit(" ", 1)[1].rstrip("?"))
+            out.append((plain.apply_chat_template(conv, tools=[tool], tokenize=False), len(prompt), number))
     return out
 
 
@@ -190,20 +192,33 @@ def build_tokenizer(corpus: list[str]):
     return fast
 
 
-def _sft(model, tokenizer, texts: list[tuple[str, int]], steps: int, lr: float) -> None:
-    """Supervised warm start on the completions (the prompt's tokens carry no loss)."""
+def _sft(model, tokenizer, texts: list[tuple[str, int, int]], steps: int, lr: float, stop=None,
+         every: int = 0) -> int:
+    """Supervised warm start on the completions (the prompt's tokens carry no loss). With `stop(model, tokenizer)`,
+    it is asked every `every` steps (the model in eval mode) and training ends when it says True. The steps run."""
     import torch
 
     rows = []
-    for text, prompt_chars in texts:
+    for text, prompt_chars, _ in texts:
         ids = tokenizer(text)["input_ids"]
         prompt = len(tokenizer(text[:prompt_chars])["input_ids"])
         rows.append((ids, prompt))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = random.Random(SFT_SEED)
     model.train()
+    done = 0
     with small_model_threads(model):
-        _steps(model, tokenizer, rows, optimizer, rng, steps)
+        while done < steps:
+            chunk = min(every or steps, steps - done)
+            _steps(model, tokenizer, rows, optimizer, rng, chunk)
+            done += chunk
+            if stop is not None:
+                model.eval()
+                stopped = stop(model, tokenizer)
+                model.train()
+                if stopped:
+                    break
+    return done
 
 
 def _steps(model, tokenizer, rows, optimizer, rng, steps: int) -> None:
@@ -222,20 +237,23 @@ def _steps(model, tokenizer, rows, optimizer, rng, steps: int) -> None:
         optimizer.zero_grad()
 
 
-def build_warm_start(target: Path, steps: int = SFT_STEPS, lr: float = SFT_LR) -> Path:
-    """Tokenizer, model and SFT warm start into `target`."""
+def build_warm_start(target: Path, steps: int = SFT_STEPS, lr: float = SFT_LR, stop=None, every: int = 0,
+                     exclude: frozenset[int] = frozenset()) -> Path:
+    """Tokenizer, model and SFT warm start into `target` (`stop`, `every`: see _sft). The vault numbers in
+    `exclude` stay out of the SFT rows (not the tokenizer's corpus): a check on them measures the copy learned, not
+    the codes remembered."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
     from trl.chat_template_utils import qwen2_5_chat_template
 
     texts = _texts(qwen2_5_chat_template)
-    tokenizer = build_tokenizer([t for t, _ in texts])
+    tokenizer = build_tokenizer([t for t, _, _ in texts])
     config = Qwen2Config(vocab_size=len(tokenizer), bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id, **MODEL_ARCH)
     model = Qwen2ForCausalLM(config)
     init_weights(model)
     torch.manual_seed(SFT_SEED)
-    _sft(model, tokenizer, texts, steps, lr)
+    _sft(model, tokenizer, [t for t in texts if t[2] not in exclude], steps, lr, stop, every)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     save_quietly(model, tokenizer, target)

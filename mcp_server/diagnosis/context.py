@@ -7,10 +7,11 @@ import math
 import re
 import statistics
 
+from mcp_server.config import GRPOView
 from mcp_server.diagnosis.metrics import LoadedRun
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence, Severity
 from mcp_server.gpus import lookup_gpu
-from mcp_server.recipe.rules import LR_RANGE
+from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.variants import BASE_RECIPE, LORA_LEARNING_RATE
 from mcp_server.recipe.variants import variant_values
@@ -35,8 +36,12 @@ LENGTH_COLLAPSE = 0.4  # late/early mean completion length
 LOGP_DIFF_WARN, LOGP_DIFF_ERROR = 0.1, 0.5
 IS_RATIO_BAND, IS_RATIO_ERROR_BAND = (0.8, 1.25), (0.5, 2.0)
 IS_RATIO_MAX_WARN = 10.0
-# Share of tokens whose policy ratio hit the clip bounds (clip_ratio/region_mean).
-CLIP_RATIO_WARN, CLIP_RATIO_ERROR = 0.2, 0.3
+# Share of tokens whose policy ratio hit the clip bounds (clip_ratio/region_mean). On-policy it is exactly 0 (the
+# ratio is 1); a run that reuses each generation (num_iterations 4) with 18-23% clipped in its second half and
+# whole sequences clipped (clip_ratio/high_max 1.0) was called healthy at a 0.2 threshold (issue 34): one token in
+# six or seven with its gradient discarded is already an update too large for the clip range.
+CLIP_RATIO_WARN, CLIP_RATIO_ERROR = 0.15, 0.3
+CLIP_SEQUENCE_MAX = 0.9  # clip_ratio/high_max (the largest per-sequence share): whole sequences clipped
 # GSPO clips whole sequences at a 3e-4 range: its paper reports far more clipping than GRPO's (about 15% of
 # tokens), so 20% is normal there; its bounds are higher.
 GSPO_CLIP_WARN, GSPO_CLIP_ERROR = 0.4, 0.6
@@ -109,15 +114,15 @@ class Ctx:
         self._defaults: dict | None = None
 
     def get(self, key: str, fallback=None):
-        """The config's value, else the installed TRL's default, else `fallback`."""
+        """The config's value, else the installed TRL's default (the generated table's when no training
+        interpreter answers: config.GRPOView), else `fallback`."""
         if key in self.config:
             return self.config[key]
         if self._defaults is None:
             try:
-
                 self._defaults = trl_defaults()
-            except Exception:  # no TRL here: the rules still run on the metrics alone
-                self._defaults = {}
+            except Exception:  # no TRL here: the rules still run on the metrics and the generated defaults
+                self._defaults = dict(GRPOView.DEFAULTS)
         value = self._defaults.get(key)
         return fallback if value is None else value
 
@@ -130,7 +135,7 @@ class Ctx:
         observed = finite(v for _, v in self.series("completions/max_length"))
         if observed:
             return int(max(observed)), "observed"
-        return int(self.get("max_completion_length", 512)), "assumed"
+        return int(self.get("max_completion_length")), "assumed"
 
     def limit_text(self) -> str:
         """The limit as a finding states it: measured, or said to be assumed."""
@@ -238,7 +243,7 @@ class Ctx:
     @property
     def clip_bounds(self) -> tuple[float, float]:
         """(warning, error) share of clipped tokens: GRPO's, or GSPO's (sequence-level ratios) higher ones."""
-        if self.get("importance_sampling_level", "token") == "sequence":
+        if self.get("importance_sampling_level") == "sequence":
             return GSPO_CLIP_WARN, GSPO_CLIP_ERROR
         return CLIP_RATIO_WARN, CLIP_RATIO_ERROR
 
@@ -269,6 +274,11 @@ class Ctx:
         if mode is None:  # unknown: the union, so neither a full nor a LoRA run is flagged wrongly
             return LR_RANGE["full"][0], LR_RANGE["lora"][1]
         return LR_RANGE[mode]
+
+    def rate_far_above(self) -> bool:
+        """The learning rate is LR_FAR_FACTOR or more above the settled range (the validator's error threshold)."""
+        lr, _ = self.learning_rate
+        return lr is not None and lr >= LR_FAR_FACTOR * self.lr_range()[1]
 
     def recipe_lr(self) -> float:
         if self.fine_tune_mode == "lora":

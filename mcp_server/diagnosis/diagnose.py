@@ -16,7 +16,8 @@ from pathlib import Path
 from mcp_server.diagnosis.context import Ctx
 from mcp_server.diagnosis.metrics import load_run
 from mcp_server.diagnosis.models import DiagnoseRequest, Diagnosis, DiagnosisFinding
-from mcp_server.diagnosis.registry import CODES, RULES, TRIAGE_ORDER
+from mcp_server.diagnosis.patch_effects import patch_changes
+from mcp_server.diagnosis.registry import CODES, REGISTRY, RULES, TRIAGE_ORDER
 from mcp_server.diagnosis.triage import link, rank
 from mcp_server.recipe.models import default_rewards
 from mcp_server.recipe.validate import validate_values
@@ -30,19 +31,53 @@ __all__ = ["CODES", "TRIAGE_ORDER", "diagnose", "diagnose_run"]
 def findings_of(ctx: Ctx) -> list[DiagnosisFinding]:
     """Every rule's findings, linked cause to effect, their patches judged against the run, ranked cause first."""
     findings = [f for rule in RULES for f in rule.check(ctx)]
+    promote_far_rate(ctx, findings)
     link(ctx, findings)
     judge_patches(ctx, findings)
+    for f in findings:
+        f.patch_changes = patch_changes(ctx, f.patch)
     return rank(findings)
+
+
+def promote_far_rate(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
+    """A learning rate far above the settled range (ctx.rate_far_above) is a note only while the run shows no
+    symptom it can cause; once one appears, whatever the trend so far, the rate is the likelier cause (a rate
+    thousands of times the recipe's breaks a policy within a few steps on one CPU and a few more on another), so
+    it becomes a warning and the linking ranks it first, its symptoms as its effects."""
+    if not ctx.rate_far_above():
+        return
+    rate = next((f for f in findings if f.code == "lr_out_of_range" and f.severity == "info"), None)
+    if rate is None:
+        return
+    explained = [f.code for f in findings if f.severity != "info" and f.code != "reward_flat"  # a low rate's
+                 and f.code in REGISTRY["lr_out_of_range"].causes]
+    if explained:
+        rate.severity = "warning"
+        rate.explanation += (f" It is far above the range, and the run shows {', '.join(sorted(set(explained)))}, "
+                             "which such a rate causes: treat the rate first, whatever the metrics look like so far.")
 
 
 def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
     """The rule every patch obeys, whatever rule wrote it: never a higher learning rate or longer completions on a
     run moving away (reward falling, KL or entropy running, length collapsed) or diverging, and never a higher rate
-    on a run whose groups have lost their spread. Such a change is dropped, and the finding says why."""
+    on a run whose groups have lost their spread; and while the learning rate is far above its range and untreated,
+    never longer completions or truncation masked out of the loss (a broken policy's rambling is the rate's
+    symptom: masking hides it from the loss, a longer limit feeds it). Such a change is dropped, and the finding
+    says why."""
     away = ctx.moving_away() + (["the run diverges"] if ctx.diverged else [])
     lr, _ = ctx.learning_rate
     limit = ctx.config.get("max_completion_length")
+    far = ctx.rate_far_above()
     for f in findings:
+        if far and f.code != "lr_out_of_range" and not _treats_rate(ctx, f.patch):
+            masked = [k for k in ("max_completion_length", "mask_truncated_completions") if k in f.patch
+                      and (k != "max_completion_length" or not isinstance(limit, int)
+                           or f.patch[k] > limit)]
+            for key in masked:
+                f.patch.pop(key)
+            if masked:
+                f.explanation += (f" Not patched: {', '.join(masked)}, while learning_rate={lr:g} (far above its "
+                                  "range) is untreated: fix the rate first, then re-check truncation.")
         dropped = []
         if lr is not None and isinstance(f.patch.get("learning_rate"), (int, float)) and f.patch["learning_rate"] > lr \
                 and (away or ctx.signal_gone()):
@@ -55,6 +90,12 @@ def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
         if dropped:
             why = "; ".join(away) or "most groups have no reward spread"
             f.explanation += f" Not patched: {', '.join(dropped)} would grow on a run where {why}."
+
+
+def _treats_rate(ctx: Ctx, patch: dict) -> bool:
+    """The patch brings the learning rate back inside its range."""
+    rate = patch.get("learning_rate")
+    return isinstance(rate, (int, float)) and rate <= ctx.lr_range()[1]
 
 
 # ---------------------------------------------------------------- patch validation
@@ -84,7 +125,7 @@ def validation_base(ctx: Ctx) -> tuple[dict, dict, str]:
 
 
 def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
-    if not any(f.patch for f in findings):
+    if not any(f.patch or f.add_rewards for f in findings):
         return None
 
     base, kwargs, what = validation_base(ctx)
@@ -93,11 +134,13 @@ def check_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> str | None:
     before = {(x.code, x.field) for x in validate_values(dict(base), **kwargs).findings if x.severity == "error"}
     checked: dict[str, list] = {}  # several findings often share a patch: validate it once
     for f in findings:
-        if not f.patch:
+        if not f.patch and not f.add_rewards:
             continue
-        key = json.dumps(f.patch, sort_keys=True, default=str)
+        key = json.dumps([f.patch, f.add_rewards], sort_keys=True, default=str)
         if key not in checked:
-            checked[key] = validate_values({**base, **f.patch}, **kwargs).findings
+            specs = kwargs["reward_specs"]
+            with_rewards = dict(kwargs, reward_specs=[*(specs or []), *f.add_rewards]) if f.add_rewards else kwargs
+            checked[key] = validate_values({**base, **f.patch}, **with_rewards).findings
         errors = [x for x in checked[key] if x.severity == "error"
                   and ((x.code, x.field) not in before or x.field in f.patch)]
         f.patch_valid = not errors

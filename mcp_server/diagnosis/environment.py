@@ -64,7 +64,7 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
             "to `trl vllm-serve` instead.",
             vllm_patch(ctx, vllm_hits[0][1])))
     if hits["nccl_timeout"]:
-        timeout = ctx.get("ddp_timeout", 1800)
+        timeout = ctx.get("ddp_timeout")
         out.append(finding(
             "nccl_timeout", "error", [log_line(*hits["nccl_timeout"][0])],
             "A distributed collective timed out: one rank was stuck (often in generation or waiting for a vLLM "
@@ -124,7 +124,7 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
         levers.append({"gradient_checkpointing": True})
     if (ctx.get("beta", 0.0) or 0) > 0:
         levers.append({"beta": 0.0})  # no reference model in memory
-    length = ctx.get("max_completion_length", 512)
+    length = ctx.get("max_completion_length")
     if isinstance(length, int) and length > 256:
         levers.append({"max_completion_length": length // 2})
     patch: dict = {}
@@ -136,13 +136,13 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
 def vllm_patch(ctx: Ctx, line: str) -> dict:
     if not ctx.get("use_vllm") or ctx.get("vllm_mode") != "colocate":
         return {}
-    share = float(ctx.get("vllm_gpu_memory_utilization", 0.3))
+    share = float(ctx.get("vllm_gpu_memory_utilization"))
     patch: dict = {}
     if "less than desired" in line:  # training already holds the memory vLLM asked for
         patch["vllm_gpu_memory_utilization"] = round(max(0.1, share - 0.1), 2)
     else:  # the cache does not fit: ask for less context, and a little more memory
         patch["vllm_gpu_memory_utilization"] = round(min(0.9, share + 0.1), 2)
-        length = ctx.get("max_completion_length", 512)
+        length = ctx.get("max_completion_length")
         if isinstance(length, int) and not ctx.get("vllm_max_model_length"):
             patch["vllm_max_model_length"] = length + 1024  # completion + a generous prompt budget
     if not ctx.get("vllm_enable_sleep_mode"):
@@ -182,7 +182,7 @@ def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
     if run.train_summary.stat().st_mtime < run.train_begin.stat().st_mtime:
         return []  # the summary of an earlier launch: this one (a resume) has not ended yet
     batch = ctx.get("generation_batch_size") or (
-        int(ctx.get("per_device_train_batch_size", 8) or 8) * int(ctx.get("steps_per_generation") or
+        int(ctx.get("per_device_train_batch_size") or 8) * int(ctx.get("steps_per_generation") or
                                                                     ctx.get("gradient_accumulation_steps", 1) or 1))
     evidence = [Evidence(metric="train-summary step", value=end), Evidence(metric="train-begin step", value=start),
                 Evidence(metric="generation batch (completions)", value=batch)]
@@ -192,3 +192,25 @@ def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
                     f"({batch} completions / num_generations prompts; TRL's sampler then yields no batch), or "
                     "max_steps no higher than the checkpoint resumed from. Use more prompts or a smaller "
                     "steps_per_generation / per_device_train_batch_size; no run has succeeded.")]
+
+
+def rule_config_not_the_runs(ctx: Ctx) -> list[DiagnosisFinding]:
+    """The metrics log `kl` while the config read says beta 0. TRL 1.16 computes and logs kl only when beta != 0
+    (trl/trainer/grpo_trainer.py: `if self.beta != 0.0: self._metrics[mode]["kl"].append(...)`), so the run
+    trained with another config than the one read: every finding that reads the config may be wrong."""
+    if not ctx.config:
+        return []
+    beta = ctx.get("beta")
+    kl = ctx.finite_series("kl")
+    if not kl or not isinstance(beta, (int, float)) or beta != 0:
+        return []
+    how = "beta: 0" if "beta" in ctx.config else "no beta (TRL's default, 0)"
+    where = str(ctx.run.config_path) if ctx.run.config_path else "the config given"
+    return [finding("config_not_the_runs", "warning", [
+        Evidence(metric="beta (config)" if "beta" in ctx.config else "beta (TRL default)", value=beta),
+        Evidence(metric="kl", step=kl[0][0], value=kl[0][1]), Evidence(metric="kl", step=kl[-1][0], value=kl[-1][1])],
+        f"The metrics log kl ({len(kl)} logs), but the config read ({where}) has {how}. TRL 1.16 computes and logs "
+        "kl only when beta is not 0 (grpo_trainer.py), so this run trained with another config: a later edit, "
+        "another run's file, or a launcher that overrode it. Every finding that reads the config (learning rate, "
+        "beta, clip bounds, generation structure) and every patch's check may be wrong: pass the config the run "
+        "was launched with (config_path, or the checkpoint's saved training arguments) and diagnose again.")]

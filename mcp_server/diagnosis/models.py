@@ -36,6 +36,16 @@ class DiagnosisFinding(BaseModel):
         description="Config changes that address it, to merge into the run's config; empty when no config change "
         "fixes it (the explanation says what does).",
     )
+    add_rewards: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Reward specs ({name, params, weight}) to add to the run's reward set (train/rewards.json, or "
+        "emit_grpo_config's rewards), validated with the patch; empty when the fix is no reward change.",
+    )
+    patch_changes: list[str] = Field(
+        default_factory=list,
+        description="What else the patch changes beside what it targets (on-policy -> off-policy, prompts per "
+        "optimizer step, completions per generation, memory, learning speed): read before applying it.",
+    )
     patch_valid: bool | None = Field(
         default=None,
         description="Whether the run's config with this patch merged validates (validate_grpo_config), apart from "

@@ -21,13 +21,14 @@ from mcp_server.diagnosis.divergence import (
     rule_learning_rate,
     rule_nan,
 )
-from mcp_server.diagnosis.environment import rule_environment, rule_no_steps
+from mcp_server.diagnosis.environment import rule_config_not_the_runs, rule_environment, rule_no_steps
 from mcp_server.diagnosis.sampler import rule_importance_ratio, rule_moe, rule_moe_router, rule_sampler_mismatch
 from mcp_server.diagnosis.samples import (
     rule_length_collapse,
     rule_never_terminate,
     rule_reward_errors,
     rule_reward_none,
+    rule_task_never_scores,
     rule_truncated,
 )
 from mcp_server.diagnosis.signal import rule_flat, rule_no_signal, rule_reward_falling, rule_signal_lost
@@ -81,6 +82,9 @@ RULES: list[Rule] = [
         Code("vllm_out_of_memory", "environment", "vLLM could not allocate its weights or KV cache", (E,), "log"),
         Code("nccl_timeout", "environment", "a distributed collective timed out (NCCL watchdog)", (E,), "log"),
     )),
+    Rule(rule_config_not_the_runs, (Code("config_not_the_runs", "environment", "the metrics contradict the config "
+                                         "read (kl logged with beta 0: TRL logs kl only when beta != 0): the run "
+                                         "trained with another config", (W,), "config"),)),
     Rule(rule_no_steps, (Code("no_steps_trained", "environment", "training ended without one optimizer step (a "
                               "data set smaller than one generation batch)", (E,), "log", guard=True),)),
     Rule(rule_reward_errors, (Code("reward_function_error", "samples", "a reward function raised an exception "
@@ -88,6 +92,10 @@ RULES: list[Rule] = [
     Rule(rule_reward_none, (Code("reward_returns_none", "samples", "a reward function returned None for every "
                                  "completion (its logged mean is NaN)", (E,), "metrics",
                                  causes=("no_reward_signal", "signal_lost", "reward_flat")),)),
+    Rule(rule_task_never_scores, (Code("task_never_scores", "samples", "the task's (correctness) reward is exactly "
+                                       "0 at every log from the first: base success 0 (SFT first) or a reward that "
+                                       "never matches (answer extraction, answer column)", (E,), "metrics",
+                                       causes=("no_reward_signal", "signal_lost", "reward_flat")),)),
     Rule(rule_never_terminate, (Code("completions_never_terminate", "samples", "every completion hits "
                                      "max_completion_length and none ends (EOS, chat template, thinking)", (E,),
                                      "metrics", causes=("no_reward_signal", "signal_lost", "reward_flat",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mcp_server.diagnosis.context import (
     AUX_LOSS_RISE,
+    CLIP_SEQUENCE_MAX,
     Ctx,
     IS_RATIO_BAND,
     IS_RATIO_ERROR_BAND,
@@ -44,7 +45,7 @@ def rule_sampler_mismatch(ctx: Ctx) -> list[DiagnosisFinding]:
         reasons.append(f"an importance-sampling ratio reached {ratio_max.value:.3g}")
     if not reasons:
         return []
-    mode = ctx.get("vllm_importance_sampling_mode", "sequence_mask")
+    mode = ctx.get("vllm_importance_sampling_mode")
     evidence = [
         e
         for e in (
@@ -105,8 +106,18 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
     evidence = [Evidence(metric="clip_ratio/region_mean (late mean)", value=round(late, 6)),
                 Evidence(metric="clip_ratio/region_mean", step=top[0], value=top[1])]
     evidence += [e for e in (peak(ctx, "clip_ratio/high_mean"), peak(ctx, "clip_ratio/low_mean")) if e]
-    sequence = ctx.get("importance_sampling_level", "token") == "sequence"
-    clip_higher = float(ctx.get("epsilon_high", 0.0) or 0.0) > float(ctx.get("epsilon", 0.2) or 0.2)
+    # TRL's clip_ratio/high_max is the largest per-sequence share of high-clipped tokens (grpo_trainer.py:
+    # nanmax over the gathered masked_seq_mean): at 1.0 some sequence had every token clipped.
+    whole = peak(ctx, "clip_ratio/high_max")
+    whole_text = ""
+    if whole is not None and whole.value >= CLIP_SEQUENCE_MAX:
+        evidence.append(whole)
+        whole_text = (f" clip_ratio/high_max reached {whole.value:.2g} at step {whole.step}: at least one sequence had "
+                      f"{whole.value:.0%} of its tokens clipped at the high bound, so none of its gradient counted.")
+    beta = ctx.get("beta")
+    unanchored = (" With beta 0 nothing else holds the policy near the one that sampled." if beta == 0 else "")
+    sequence = ctx.get("importance_sampling_level") == "sequence"
+    clip_higher = float(ctx.get("epsilon_high", 0.0) or 0.0) > float(ctx.get("epsilon") or 0.2)
     off_policy_variant = "GSPO" if sequence else "DAPO's clip-higher" if clip_higher else None
     iterations = int(ctx.get("num_iterations", 1) or 1)
     accumulation = int(ctx.get("gradient_accumulation_steps", 1) or 1)
@@ -131,8 +142,9 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
                     f"{top[0]}; healthy is under {warn:.0%}" + (" for GSPO, whose tight sequence clip acts far more "
                                                                  "often than GRPO's" if sequence else "") + "): "
                     "each generation is reused for updates that move the policy far from the one that sampled it, "
-                    "and the clip discards their gradient. The patch makes the updates less off-policy or, already "
-                    "as on-policy as the variant allows, halves the learning rate." + keeps, patch)]
+                    "and the clip discards their gradient." + whole_text + unanchored + " The patch makes the updates "
+                    "less off-policy or, already as on-policy as the variant allows, halves the learning rate." + keeps,
+                    patch)]
 
 
 def rule_moe_router(ctx: Ctx) -> list[DiagnosisFinding]:
@@ -140,7 +152,7 @@ def rule_moe_router(ctx: Ctx) -> list[DiagnosisFinding]:
     ends_ = ctx.ratio("aux_loss")
     if not ends_ or len(ctx.finite_series("aux_loss")) < 4 or ends_[1] < AUX_LOSS_RISE * ends_[0]:
         return []
-    sequence = ctx.get("importance_sampling_level", "token") == "sequence"
+    sequence = ctx.get("importance_sampling_level") == "sequence"
     patch = {} if sequence else ctx.variant_patch("gspo")
     return [finding("moe_router_instability", "warning", first_last(ctx, "aux_loss"),
                     f"The router's load-balancing loss rose from {ends_[0]:.3g} to {ends_[1]:.3g}: experts are "
@@ -157,12 +169,12 @@ def rule_moe(ctx: Ctx) -> list[DiagnosisFinding]:
     if not model:
         return []
 
-    if not is_moe(str(model)) or ctx.get("importance_sampling_level", "token") == "sequence":
+    if not is_moe(str(model)) or ctx.get("importance_sampling_level") == "sequence":
         return []
     reason = ctx.run.request.get("override_reason")
     evidence = [
         Evidence(metric="model_name_or_path (config)", value=str(model)),
-        Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level", "token"))),
+        Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level"))),
     ]
     if reason:
         return [finding("moe_without_gspo", "info", evidence, "Mixture-of-experts model without GSPO, overridden: "

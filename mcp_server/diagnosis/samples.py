@@ -7,6 +7,7 @@ import math
 import re
 
 from mcp_server.diagnosis.context import (
+    CORRECTNESS_NAME,
     ZERO_STD_WARN,
     CLIPPED_ERROR,
     CLIPPED_WARN,
@@ -19,9 +20,49 @@ from mcp_server.diagnosis.context import (
     first_last,
     log_hits,
     log_line,
+    late_mean,
     significant_change,
 )
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
+from mcp_server.recipe.variants import DAPO_SOFT_PUNISH_FRACTION
+
+NEVER_SCORES_LOGS = 2  # logs in a row, from the first, before "never scored" is a finding
+
+
+def rule_task_never_scores(ctx: Ctx) -> list[DiagnosisFinding]:
+    """The task's reward (a correctness-named component) is exactly 0 at every log from the first, and most groups
+    have no spread from the first log: no completion was ever judged right, so GRPO has nothing to reinforce. The
+    likely causes are the model's (base success 0: SFT first) or the reward's reading (answer extraction, answer
+    column), never a config: more generations or steps spend compute on a reward that never pays."""
+    task = sorted(k for k in ctx.run.metric_names() if k.startswith("rewards/") and k.endswith("/mean")
+                  and CORRECTNESS_NAME.search(k))
+    zero = ctx.finite_series("frac_reward_zero_std")
+    if not task or len(zero) < NEVER_SCORES_LOGS or zero[0][1] < ZERO_STD_WARN:
+        return []
+    never = [k for k in task if len(ctx.series(k)) >= NEVER_SCORES_LOGS
+             and all(math.isfinite(v) and v == 0 for _, v in ctx.series(k))]
+    if not never:
+        return []
+    others = [(k, late_mean(ctx, k)) for k in sorted(ctx.run.metric_names())
+              if k.startswith("rewards/") and k.endswith("/mean") and k not in task]
+    scoring = [(k, v) for k, v in others if v is not None and v > 0]
+    evidence = [e for k in never for e in first_last(ctx, k)]
+    evidence += [Evidence(metric=k + " (late mean)", value=round(v, 6)) for k, v in scoring]
+    evidence.append(Evidence(metric="frac_reward_zero_std", step=zero[0][0], value=zero[0][1]))
+    names = ", ".join(k[len("rewards/"):-len("/mean")] for k in never)
+    format_ok = (f" while {', '.join(k[len('rewards/'):-len('/mean')] for k, _ in scoring)} scores "
+                 f"({max(v for _, v in scoring):.0%} at best): the completions have the shape the rewards ask for, "
+                 "so the answer inside is what never matches" if scoring else "")
+    return [finding("task_never_scores", "error", evidence,
+                    f"{names} is exactly 0 at every one of the {len(ctx.series(never[0]))} logs, from the first"
+                    f"{format_ok}. No completion was ever judged right, so every group has the same task reward and "
+                    "GRPO has nothing to reinforce. The likely causes, in order: (1) the model cannot solve any "
+                    "prompt (base success 0): SFT on worked solutions first, until the base success rate is above "
+                    "zero (inspect_rewards reports it), then GRPO; (2) the reward never matches a right answer: its "
+                    "answer extraction reads another format than the model writes, or the answer column is wrong, "
+                    "empty or in another form (e.g. '#### 42' against '42'). Read a few samples beside their gold "
+                    "answers (sample_completions, then inspect_rewards) to tell them apart. No config change fixes "
+                    "either: more generations or steps spend compute on a reward that never pays.")]
 
 
 # TRL calls every reward function from GRPOTrainer._calculate_rewards; an exception there ends the run.
@@ -148,10 +189,30 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
     away = ctx.moving_away() + (["most groups lost their reward spread before the cut began"] if dead_before else [])
     overlong = ctx.overlong_punishment()
     patch: dict = {}
-    if away or ctx.diverged:
+    add_rewards: list[dict] = []
+    # Another finding explains the cut when the run diverges, its rate is far out of range, or its KL, entropy or
+    # length moves; a reward (or correctness) falling while more answers are cut is the cut's own effect.
+    cause_above = ctx.diverged or ctx.rate_far_above() or any(not r.endswith(" is falling") for r in away)
+    if away and cause_above:
         fix = (f"Do not lengthen completions now: {'; '.join(away) or 'the run diverges'}; a longer limit feeds a "
                "run that is breaking, and masking hides its broken text from the loss. Read the samples and fix "
                "the cause ranked above.")
+    elif away and overlong is None:
+        cache = max(1, round(int(length) * DAPO_SOFT_PUNISH_FRACTION))
+        fix = (f"Do not lengthen completions now ({'; '.join(away)}): the cut is the likely cause of the fall, as "
+               "completions grow into the limit and their answers are cut off and scored wrong. DAPO's soft "
+               "overlong punishment (trl.rewards.get_soft_overlong_punishment, DAPO eq. 13) teaches the policy to "
+               f"end inside the limit instead: 0 up to {int(length) - cache} tokens, falling linearly to -1 at "
+               f"{length}. add_rewards adds it to the run's rewards (L_cache {cache}, DAPO's 4096 of 20480); "
+               "re-emit with emit_grpo_config to apply it. Read the latest samples too: reasoning that loops "
+               "until the limit is the policy's, not the limit's.")
+        add_rewards = [{"name": "soft_overlong_punishment", "weight": 1.0,
+                        "params": {"max_completion_len": int(length), "soft_punish_cache": cache}}]
+    elif away:
+        fix = (f"Do not lengthen completions now ({'; '.join(away)}): the cut is the likely cause of the fall. The "
+               "run already has DAPO's soft overlong punishment, so the policy keeps growing into the limit "
+               "against it: read the latest samples (reasoning that loops, an answer that never comes) and ask for "
+               "shorter reasoning in the prompt, or raise the punishment's weight.")
     elif overlong is not None and overlong.get("max_completion_len", length) == length:
         fix = ("DAPO's soft overlong punishment in train/rewards.json is pinned at this limit (max_completion_len "
                f"{length}): raising max_completion_length alone would score every completion past {length} tokens "
@@ -169,10 +230,12 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
     harm = ("they are masked out of the loss (DAPO), so they teach nothing and each costs a full-length "
             "generation" if masked else "answers are cut off and scored as wrong, and the loss learns from broken "
             "text")
-    return [finding("completions_truncated", "error" if severe else "warning", evidence,
+    found = finding("completions_truncated", "error" if severe else "warning", evidence,
                     f"{late:.0%} of recent completions hit {ctx.limit_text()} before ending"
                     + (" and the share is rising" if rising else "") + f" (healthy is under 10%): {harm}. " + fix,
-                    patch)]
+                    patch)
+    found.add_rewards = add_rewards
+    return [found]
 
 
 def rule_length_collapse(ctx: Ctx) -> list[DiagnosisFinding]:

@@ -68,7 +68,8 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
                    "re-run the inspection gate.")
     else:
         why = ("Most groups give all their completions the same reward, so their advantage is zero and they "
-               "teach nothing. Raise num_generations (the patch doubles it, keeping the prompts per batch), raise "
+               "teach nothing. Raise num_generations (the patch doubles it, with twice the gradient accumulation: "
+               "the same prompts per optimizer step, still on-policy), raise "
                "temperature, or make the reward graded (partial credit).")
     patch = {} if constant and rewards[0] != 0 else more_generations_patch(ctx)
     return [finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
@@ -76,14 +77,17 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
 
 
 def more_generations_patch(ctx: Ctx) -> dict:
-    """Twice the completions per prompt, the same prompts per batch: the generation batch doubles with it."""
-    g = int(ctx.get("num_generations", 8))
-    patch: dict = {"num_generations": 2 * g}
-    if ctx.config.get("generation_batch_size"):
-        patch["generation_batch_size"] = 2 * int(ctx.config["generation_batch_size"])
-    else:
-        steps = ctx.config.get("steps_per_generation") or ctx.get("gradient_accumulation_steps", 1)
-        patch["steps_per_generation"] = 2 * int(steps)
+    """Twice the completions per prompt with the same prompts per optimizer step and the same policy lag: twice the
+    gradient accumulation (each micro-batch keeps its size, so memory does not grow; a step takes about twice as
+    long), and twice any generation structure the config sets, so an on-policy run stays on-policy (doubling the
+    generation batch alone made it off-policy). patch_effects states what it changes."""
+    g = int(ctx.get("num_generations"))
+    accumulation = ctx.get("gradient_accumulation_steps")
+    patch: dict = {"num_generations": 2 * g,
+                   "gradient_accumulation_steps": 2 * (accumulation if isinstance(accumulation, int) else 1)}
+    for key in ("generation_batch_size", "steps_per_generation"):
+        if isinstance(ctx.config.get(key), int):
+            patch[key] = 2 * ctx.config[key]
     return patch
 
 

@@ -88,10 +88,10 @@ def link(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
         ordered = sorted((by_code[c] for c in found), key=_key)
         f.caused_by = ordered[0].code
         f.other_causes = [c.code for c in ordered[1:]]
-        if f.patch:
+        if f.patch or f.add_rewards:
             f.explanation += (f" This is an effect of {f.caused_by} (ranked above): its patch is the fix, so this "
                               "finding carries none of its own.")
-            f.patch = {}
+            f.patch, f.add_rewards = {}, []
     for root in (f for f in problems if f.caused_by is None):
         effects = [f for f in problems if f.caused_by == root.code or root.code in f.other_causes]
         rivals = sorted({c for e in effects for c in [e.caused_by, *e.other_causes]} - {root.code, None})

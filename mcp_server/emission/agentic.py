@@ -11,7 +11,7 @@ from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.worker import in_training
-from mcp_server.worker_targets import TURN_COST
+from mcp_server.worker_targets import TEMPLATE_FINDINGS, TURN_COST
 from mcp_server.workspace import workspace_root
 
 TOOL_TURNS = 4  # tool-calling turns per rollout: TRL's default is unlimited
@@ -50,6 +50,22 @@ def agentic_fields(record: AgenticRecord | None) -> tuple[dict, dict]:
     return ({"max_tool_calling_iterations": TOOL_TURNS},
             {"max_tool_calling_iterations": f"at most {TOOL_TURNS} tool-calling turns per rollout (TRL's default has "
                                             "no limit): every turn and tool result shares max_completion_length"})
+
+
+def refuse_unparsed_template(record: AgenticRecord | None, model: str) -> None:
+    """An agentic run on a chat template TRL cannot render or parse tool calls with is refused before anything is
+    written or loaded (the tokenizer alone is read): its every tool call would fail at the trainer's start or be
+    read as text. Where the tokenizer cannot be read here (no training interpreter, a hub model offline),
+    validation names what it skipped."""
+    if record is None:
+        return
+    try:
+        found = in_training(TEMPLATE_FINDINGS, model, None)
+    except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model
+        return
+    errors = [f for f in found if f["severity"] == "error"]
+    if errors:
+        raise UserInputError("model", f"{model}: {errors[0]['message']}; {errors[0]['fix']}")
 
 
 def turn_cost(request: GRPORecipeRequest, record: AgenticRecord | None, model: str) -> dict | None:

@@ -18,7 +18,8 @@ import math
 
 from mcp_server.emission.fit import plan_for
 from mcp_server.memory.models import MemoryPlan
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.recipe.keep_rules import KEEP_FROM_STEPS, MIN_LOGGED_ROWS
 from mcp_server.recipe.variants import off_policy_fields
 
 PROMPTS_PER_STEP = 32  # DAPO sec. 4.1: 512 prompts per rollout in mini-batches of 32 prompts
@@ -26,6 +27,9 @@ MAX_PER_DEVICE = 32  # completions per micro-batch: past this the step is long a
 WARMUP_FRACTION = 0.05  # of the run's optimizer steps (none under 10 steps), at most WARMUP_MAX
 WARMUP_MAX = 20  # DAPO warms up over 20 rollout steps
 EPOCHS = 3  # TRL's num_train_epochs default, stated as max_steps when the data set's size is known
+EVERY_STEP_BELOW = 100  # runs shorter than this log every step
+CHECKPOINTS_PER_RUN = 10  # a crash or a preemption costs at most a tenth of the run
+KEPT_CHECKPOINTS = 3  # the guard's stop step and two before it (resume_training goes back past the stop step)
 BATCH_KEYS = {"per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
               "generation_batch_size", "num_generations"}
 
@@ -104,6 +108,7 @@ def schedule(values: dict, why: dict, prompts: int | None, world: int, overrides
         values["max_steps"] = steps
         why["max_steps"] = (f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer "
                             "steps; raise it for a longer run (the constant rate does not depend on it)")
+    keep_and_log(values, why, steps, overrides)
     if "warmup_steps" not in overrides:
         # constant_with_warmup starts at 0: a 1-step warm-up on a short run would waste its first update
         warmup = min(WARMUP_MAX, round(WARMUP_FRACTION * steps)) if steps and steps > 0 else WARMUP_MAX // 2
@@ -113,3 +118,27 @@ def schedule(values: dict, why: dict, prompts: int | None, world: int, overrides
                                    + (f"5% of {steps}" if steps else "the data set's size is unknown here")
                                    + f", at most DAPO's {WARMUP_MAX}): Adam's first steps are full-size on a cold "
                                    "second-moment estimate")
+
+
+def keep_and_log(values: dict, why: dict, steps: int | None, overrides: dict) -> None:
+    """logging_steps for at least MIN_LOGGED_ROWS rows (every step under EVERY_STEP_BELOW steps) and save_steps
+    for CHECKPOINTS_PER_RUN checkpoints, for the run's length when it is known (in place)."""
+    if "logging_steps" not in overrides and steps and steps > 0:
+        every = 1 if steps < EVERY_STEP_BELOW else min(10, steps // MIN_LOGGED_ROWS)
+        values["logging_steps"] = every
+        why["logging_steps"] = (f"one progress row every {every} optimizer step{'s' if every > 1 else ''}: "
+                                f"{steps // every} rows over the {steps} steps (the diagnosis calls a trend from "
+                                f"{MIN_LOGGED_ROWS}, and the live guard reads each row)")
+    if {"save_steps", "save_strategy"} & set(overrides):
+        return
+    if steps and steps < KEEP_FROM_STEPS:
+        return  # TRL's default saves at the last step; a short run is cheaper to rerun than to checkpoint often
+    every = max(1, math.ceil(steps / CHECKPOINTS_PER_RUN)) if steps else 100
+    values.update(save_strategy="steps", save_steps=every, save_total_limit=KEPT_CHECKPOINTS)
+    reason = (f"a checkpoint every {every} steps ({CHECKPOINTS_PER_RUN} over the run)" if steps else
+              f"a checkpoint every {every} steps (the run's length is unknown here)")
+    why["save_steps"] = (reason + ": a crash or a preemption costs at most that many, and resume_training continues "
+                         "from the last one with its optimizer state")
+    why["save_strategy"] = "checkpoints by step (save_steps)"
+    why["save_total_limit"] = (f"keep the last {KEPT_CHECKPOINTS}: a full fine-tune's checkpoint holds weights and "
+                               "AdamW state (16 bytes a parameter); resume after a guard stop goes back past its step")

@@ -21,14 +21,15 @@ import yaml
 
 from mcp_server.dataset import check_prompt_column, read_file
 from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agentic_record, completion_budget,
-                                         trainer_name, turn_cost)
+                                         refuse_unparsed_template, trainer_name, turn_cost)
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.emission.batch import schedule, size_batch
+from mcp_server.emission.lengths import completion_length
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import agentic_prompt_tokens, with_target
 from mcp_server.model_ref import TINY, is_moe, resolve_model
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import SEVERITY_ORDER, validate_values
@@ -127,7 +128,8 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
                                  f"(columns: {', '.join(rows[0])})")
 
 
-def _model_fields(request: GRPORecipeRequest, model: str, moe: bool, recipe: dict, why: dict) -> tuple[dict, dict]:
+def _model_fields(request: GRPORecipeRequest, model: str, moe: bool, recipe: dict, why: dict,
+                  cpu: bool) -> tuple[dict, dict]:
     """(values, why) of the model section: the weights' dtype follows recipe.precision; under LoRA the recipe's
     beta and bf16 say what they cost there (in `why`), and a MoE model's routers are left out of LoRA's targets."""
     view = GRPOView(recipe)
@@ -140,17 +142,17 @@ def _model_fields(request: GRPORecipeRequest, model: str, moe: bool, recipe: dic
         why["bf16"] = (
             "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
         )
-    fields, model_why = _model_section(request, model, view.bf16)
+    fields, model_why = _model_section(request, model, view.bf16, cpu)
     if moe and GRPOView.given(fields).lora_target_modules == "all-linear":
         fields["lora_target_modules"] = _moe_lora_targets(model)
         model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
     return fields, model_why
 
 
-def _model_section(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[dict, dict]:
+def _model_section(request: GRPORecipeRequest, model: str, bf16: bool, cpu: bool) -> tuple[dict, dict]:
     """(values, why) of the model section as the request asks: the weights' dtype, LoRA or QLoRA."""
-    fields = {"model_name_or_path": model, "dtype": weights_dtype(request.finetune, bf16)}
-    why = {"model_name_or_path": "the policy model", "dtype": dtype_reason(request.finetune, bf16)}
+    fields = {"model_name_or_path": model, "dtype": weights_dtype(request.finetune, bf16, cpu)}
+    why = {"model_name_or_path": "the policy model", "dtype": dtype_reason(request.finetune, bf16, cpu)}
     if request.finetune in ("lora", "qlora"):
         fields.update(
             use_peft=True,
@@ -171,12 +173,19 @@ def _model_section(request: GRPORecipeRequest, model: str, bf16: bool) -> tuple[
     return fields, why
 
 
-def _hardware(request: GRPORecipeRequest, gpu) -> tuple[dict, dict]:
-    """(values, why) that adapt the seed recipe to the target."""
+def is_vllm_field(key: str) -> bool:
+    return key == "use_vllm" or key.startswith("vllm_")
+
+
+def _hardware(request: GRPORecipeRequest, gpu, recipe: dict, why: dict) -> tuple[dict, dict]:
+    """(values, why) that adapt the seed recipe to the target. A CPU target drops the recipe's vLLM fields (in
+    place): TRL's default use_vllm false samples with transformers generate, and a vLLM layout would mean nothing."""
     if gpu is None:  # CPU target: no vLLM, no mixed precision
-        return ({"use_vllm": False, "bf16": False, "use_cpu": True},
-                {"use_vllm": "CPU target: vLLM needs a GPU; transformers generate samples",
-                 "bf16": "CPU target: float32 throughout",
+        for key in [k for k in recipe if is_vllm_field(k)]:
+            del recipe[key]
+            why.pop(key, None)
+        return ({"bf16": False, "use_cpu": True},
+                {"bf16": "CPU target: float32 throughout (no vLLM fields: transformers generate samples on a CPU)",
                  "use_cpu": "CPU target: every torchrun rank joins one gloo world"})
     values, why = {"bf16": gpu.bf16}, {}
     if not gpu.bf16:
@@ -225,12 +234,15 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
 
-    recipe, why = recipe_values(variant, request.finetune, model_size_b(model))
+    # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
+    size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
+    recipe, why = recipe_values(variant, request.finetune, size_b)
     record = agentic_record(request)
+    refuse_unparsed_template(record, model)
     tool_fields, tool_why = agentic_fields(record)
     recipe.update(tool_fields)
     why.update(tool_why)
-    hardware, hardware_why = _hardware(request, gpu)
+    hardware, hardware_why = _hardware(request, gpu, recipe, why)
     recipe.update(hardware)
     why.update(hardware_why)
     thinking, thinking_why = thinking_fields(model, request.thinking)
@@ -248,6 +260,8 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
         why.update(structure_why)
     recipe.update(_report_to(request, why))
     budget = _size_for_turns(request, recipe, why, defaults, turn_cost(request, record, model))
+    trl_length = GRPOView({}, {**GRPOView.DEFAULTS, **defaults}).max_completion_length  # the installed TRL's
+    completion_length(recipe, why, request.overrides, trl_length, gpu is None, run, model)
     specs = list(request.rewards)
     if variant == "dapo":
         specs += _dapo_length_shaping(request, recipe, why, defaults, specs)
@@ -257,7 +271,7 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
     recipe["output_dir"] = str(run.checkpoints.relative_to(run.dir))  # relative: the run can move
     why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
 
-    model_fields, model_why = _model_fields(request, model, moe, recipe, why)
+    model_fields, model_why = _model_fields(request, model, moe, recipe, why, gpu is None)
     data_fields = _dataset_fields(request, run)
     why.update(model_why)
     why.update({k: "the training prompts" for k in data_fields})

@@ -10,7 +10,7 @@ from mcp_server.memory.levers import just_enough_vllm
 from mcp_server.memory.params import count_params
 from mcp_server.memory.settings import RunSettings
 from mcp_server.memory.planner import plan_memory, resolve_architecture
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
 
@@ -71,12 +71,20 @@ def launch_text(plan: MemoryPlan | None, run_dir) -> tuple[str, str]:
     return line, f"llm-finetuning launch-training <this run>  ({how}; not `python train/train.py`: one process)"
 
 
-def model_size_b(model: str) -> float | None:
-    """The model's parameters in billions (local config.json, the catalog or the hub cache), None when unknown."""
+def model_size_b(model: str, target: str | None = None) -> float | None:
+    """The model's parameters in billions (local config.json, the catalog, the hub cache or a known family), None
+    when unknown. For a GPU `target` ('2x A10G') an unknown architecture is refused: the emitter never writes a
+    layout (precision, offload, sharding) the memory plan has not checked."""
     try:
         _, arch = resolve_architecture(MemoryPlanRequest(model=model, validate_levers=False), {})
-    except UserInputError:
-        return None
+    except UserInputError as exc:
+        if target is None:
+            return None
+        raise UserInputError("model", f"cannot plan memory for '{model}' on {target}, so its layout (full "
+                             "fine-tune, float32 master weights, offload or not, the GPUs' sharding) would be "
+                             f"written unchecked: {str(exc).removeprefix(f'{exc.field}: ')} Give a local directory "
+                             "with a complete config.json, download the config once (`hf download <model> "
+                             "config.json`), or use a catalog name (references/model-catalog.md)") from None
     return count_params(arch).total / 1e9
 
 

@@ -138,6 +138,11 @@ def grade(rows: list[dict], completions: list[str], graders: list[RewardSpec | d
     return scores
 
 
+def item_passed(scores: dict) -> bool:
+    """An item passes when it has grades and every grader scores it above 0 (one grader's 0 fails it)."""
+    return bool(scores) and all(v > 0 for v in scores.values())
+
+
 def evaluate_rows(
     model_ref, rows: list[dict], graders: list, max_new_tokens: int, batch_size: int = 64,
     seed: int = 3407, temperature: float = 0.0, loaded=None, report: Report = silent,
@@ -153,7 +158,7 @@ def evaluate_rows(
     return [
         ItemResult(
             index=i, prompt=text, answer=None if r.get("answer") is None else str(r.get("answer")),
-            completion=c, scores=s, passed=bool(s) and all(v > 0 for v in s.values()),
+            completion=c, scores=s, passed=item_passed(s),
         )
         for i, (r, text, c, s) in enumerate(zip(rows, texts, completions, scores))
     ]

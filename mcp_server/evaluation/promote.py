@@ -21,8 +21,8 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    evaluate_model, evaluate_rows, grade, load_goldens, model_key, read_baseline, resolve_goldens, summarise,
-    write_once,
+    baseline_path, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
+    resolve_goldens, summarise, write_once,
 )
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
@@ -31,7 +31,8 @@ from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
-from mcp_server.runs import resolve_run
+from mcp_server.runs import Run, read_json_if_present, resolve_run
+from mcp_server.training.runrecord import read_run_json
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
 
@@ -62,7 +63,7 @@ def _drift_pass_rate(
     passed = 0
     for row, completion, specs in zip(rows, completions, graders):
         scores = grade([row], [completion], specs)[0]
-        passed += all(v > 0 for v in scores.values())
+        passed += item_passed(scores)
     return passed / len(rows)
 
 
@@ -83,6 +84,13 @@ def judge_drift(base_rate: float, ckpt_rate: float) -> str:
     if drop <= NOISE_POINTS + 1e-9:
         return "noise"
     return "rerun" if drop <= HARD_FAIL_POINTS + 1e-9 else "hard_fail"
+
+
+def judge_rerun(drops: dict[str, float]) -> tuple[float, bool]:
+    """(mean drop in points, whether it is noise) of the sampled reruns: only a mean drop within the noise
+    budget (1 point) passes; anything above is a real drop, however far below the hard-fail line."""
+    mean = round(sum(drops.values()) / max(len(drops), 1), 2)
+    return mean, mean <= NOISE_POINTS + 1e-9
 
 
 def check_drift(
@@ -109,8 +117,7 @@ def check_drift(
             c = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed,
                                  _stage(report, f"drift rerun seed {seed}, checkpoint"))
             result.rerun_drops[str(seed)] = round((b - c) * 100, 2)
-        result.rerun_mean_drop = round(sum(result.rerun_drops.values()) / max(len(result.rerun_drops), 1), 2)
-        result.ok = result.rerun_mean_drop <= NOISE_POINTS
+        result.rerun_mean_drop, result.ok = judge_rerun(result.rerun_drops)
     return result
 
 
@@ -127,7 +134,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     run = resolve_run(request.run)
     config, base, ckpt = run.trained_model(request.checkpoint)
     base_ref = resolve_loadable(base)
-    baseline = _baseline(request, config, base, base_ref, report)
+    baseline = _baseline(run, request, config, base, base_ref, report)
     goldens, sha = _baseline_goldens(request, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
@@ -177,17 +184,37 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         report_path=str(run.promotion_report),
         result_path=str(run.promotion),
     )
-    atomic_write_json(
-        Path(result.result_path), {**result.model_dump(mode="json"), "items": [i.model_dump() for i in items]}
-    )
+    atomic_write_json(Path(result.result_path), {
+        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],
+        "baseline_sha256": sha256_file(Path(result.baseline_path))})  # the next promotion refuses it edited
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
 
 
-def _baseline(request: PromoteRequest, config: dict, base: str, base_ref, report: Report) -> dict:
+def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
+    """A baseline is written once and read-only: one whose hash is not what the run recorded at launch (run.json
+    "baselines") or at its last promotion (promotion.json), or whose pass rate is not its own items' count, was
+    edited, and decides nothing."""
+    sha = sha256_file(path)
+    earlier = read_json_if_present(run.promotion)
+    earlier = earlier if isinstance(earlier, dict) and Path(str(earlier.get("baseline_path"))).name == path.name else {}
+    recorded = ((read_run_json(run) or {}).get("baselines") or {}).get(path.name) or earlier.get("baseline_sha256")
+    if recorded and recorded != sha:
+        raise UserInputError("baseline", f"{path} (sha256 {sha[:12]}) is not the baseline this run recorded "
+                             f"(sha256 {recorded[:12]}): it was edited since. Restore it; a baseline is never edited")
+    items = baseline.get("items") or []
+    passed = sum(bool(i.get("passed")) for i in items if isinstance(i, dict))
+    if items and (baseline.get("passed") != passed or abs(float(baseline.get("pass_rate", -1)) - passed / len(items))
+                  > 1e-9):
+        raise UserInputError("baseline", f"{path} says {baseline.get('passed')} passed ({baseline.get('pass_rate')}) "
+                             f"but its items hold {passed} of {len(items)}: it was edited. Restore it")
+
+
+def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref, report: Report) -> dict:
     """The base model's baseline from eval/; measured now on the request's goldens when there is none yet."""
     baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
     if baseline is not None:
+        _check_baseline(run, baseline_path(str(base_ref) if base != "tiny" else "tiny"), baseline)
         return baseline
     if not request.goldens:
         raise UserInputError(

@@ -16,7 +16,9 @@ def read_samples(run: Run) -> list[dict]:
     if not path.is_file():
         raise UserInputError("run", f"{path} does not exist: run sample_completions first")
     samples = []
-    for number, line in enumerate(read_text(path, "run").splitlines(), 1):
+    # "\n" only: a completion may hold U+2028 or U+0085, which str.splitlines() also splits on (written raw:
+    # ensure_ascii=False), and a real model at temperature 1 writes them
+    for number, line in enumerate(read_text(path, "run").split("\n"), 1):
         try:
             sample = json.loads(line) if line.strip() else None
         except ValueError as exc:

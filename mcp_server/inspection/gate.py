@@ -66,6 +66,18 @@ def _check_review_current(run: Run, review: dict) -> None:
             "run", "the reward code or specs changed since the review: run inspect_rewards again and read the new "
                    "review.md"
         )
+    edited = _sheet_edited(run, review)
+    if edited:
+        raise UserInputError("run", f"{edited}: run inspect_rewards again and read the new review.md")
+
+
+def _sheet_edited(run: Run, review: dict) -> str | None:
+    """Whether review.md (the sheet the person reads) or review.jsonl is not what inspect_rewards wrote with this
+    review (a sheet edited by hand backs nothing); None when both are."""
+    for path, key in ((run.review_md, "review_md_sha256"), (run.review_jsonl, "review_jsonl_sha256")):
+        if not path.is_file() or sha256_file(path) != review.get(key):
+            return f"{path.name} is not the sheet inspect_rewards wrote with this review"
+    return None
 
 
 class _SampleVerdict(BaseModel):
@@ -123,8 +135,27 @@ def _meta(run: Run) -> dict:
     return read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
 
 
+def weights_differ(run: Run) -> str | None:
+    """Whether train/config.yaml's reward_weights (what TRL trains with) are not train/rewards.json's weights (what
+    the review scored with); None when they are one (or the config sets none: the trainer takes rewards.json's)."""
+    configured = run.read_config().get("reward_weights")
+    try:
+        reviewed = [float(spec.get("weight", 1.0)) for spec in read_run_rewards(run)]
+    except UserInputError as exc:
+        return str(exc)
+    if configured is None or (isinstance(configured, list) and [float(w) if isinstance(w, (int, float)) else w
+                                                                 for w in configured] == reviewed):
+        return None
+    return (f"train/config.yaml's reward_weights {configured} are not train/rewards.json's weights {reviewed}: the "
+            "review scored with rewards.json's, TRL would train with the config's; make them one (re-emit, or edit "
+            "one to match the other)")
+
+
 def _check_samples_back_a_pass(run: Run) -> dict:
     """A pass needs samples drawn as training draws them, from today's config. Returns the config's pins."""
+    differ = weights_differ(run)
+    if differ:
+        raise UserInputError("run", differ)
     meta = _meta(run)
     if not meta:
         raise UserInputError("run", f"{run.samples_meta} is missing: nothing says how the samples were drawn; run "
@@ -139,6 +170,9 @@ def _check_samples_back_a_pass(run: Run) -> dict:
             + "; ".join(differs) + "). Run sample_completions on the run without model/data/sampling overrides "
             "(or change train/config.yaml to what you mean to train), then inspect_rewards again",
         )
+    if run.script.is_file() and not isinstance(meta.get("trained"), dict):
+        raise UserInputError("run", f"{run.samples_meta} does not say what train/train.py's loader read for these "
+                             "samples (written by an older version, or edited): sample again with sample_completions")
     pins = config_pins(run)
     moved = changes(meta.get("config_pins") or {}, pins)
     if moved:
@@ -407,7 +441,8 @@ def _verdict_holds(run: Run, verdict: VerdictRecord) -> GateResult:
                 f"the success rule changed ('{verdict.success_rule}' -> '{rule}')" if rule != verdict.success_rule
                 else "review.json changed")
         return _closed(run, f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
-    mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {})
+    mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {}) or _sheet_edited(
+        run, _read_or_none(review_file) or {}) or weights_differ(run)
     if mismatch:
         return _closed(run, f"{run.verdict} is not a verdict on this review ({who}): {mismatch}", inspect_again)
     try:

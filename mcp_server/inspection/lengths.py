@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from mcp_server.config import GRPOView
+
 ROUND_TO = 64
 # More truncation than this at the sampling limit and the length distribution is cut off: no honest suggestion.
 CENSORED_SHARE = 0.01
@@ -68,4 +70,27 @@ def length_advice(lengths: list[int], truncated: list[bool], limit: int, prompt_
         + ". Set them (and log_completions: true) in the config; changing the sampling settings means sampling "
         "again before the verdict."
     )
+    return advice
+
+
+def for_config(advice: dict, config: dict) -> dict:
+    """The advice for this run's config: no vLLM length where the config does not sample with vLLM (a CPU
+    target), and the offer, said loudly, when the suggestion is not the config's max_completion_length (issue 31:
+    TRL's 512 left in place for a task whose answers take a few dozen tokens)."""
+    advice = dict(advice)
+    if not GRPOView(config).use_vllm:
+        advice["suggested_vllm_max_model_length"] = None
+        advice["config_patch"] = {k: v for k, v in advice["config_patch"].items() if k != "vllm_max_model_length"}
+    suggested = advice.get("suggested_max_completion_length")
+    configured = GRPOView(config).max_completion_length
+    advice["offer"] = None
+    if suggested is not None and suggested != configured:
+        given = "max_completion_length" in config
+        advice["offer"] = (
+            f"LENGTH: train/config.yaml's max_completion_length is {configured}"
+            + ("" if given else " (unset: TRL's default)")
+            + f"; these {advice['completions']} completions suggest {suggested} (99th percentile "
+            f"{advice['completion_tokens']['p99']} tokens, cutting {advice['truncation_at_suggested']:.1%}). Apply it: "
+            "emit_grpo_config again into this run (run_dir, the same request) takes it from these samples, or set "
+            f"max_completion_length: {suggested} in the config; then sample again at that limit.")
     return advice

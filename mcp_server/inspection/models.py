@@ -20,6 +20,9 @@ MAX_REVIEW_SAMPLES = 100
 # zero count (and a wrong "SFT first") comes 66% of the time; with 64, 4% (0.95**64), and a 0-of-64 count
 # bounds the rate below 5.7% (95% Wilson). The person still reads only the first 50-100 samples.
 RATE_PROMPTS = 64
+# On a CPU (inspection.sampling_plan): 16 prompts x 8 completions = 128 samples, over the review's 50, in minutes;
+# the base rate's interval is wider than with RATE_PROMPTS (the review says so) and num_prompts asks for more.
+CPU_PROMPTS = 16
 
 
 # ---------------------------------------------------------------- sample_completions
@@ -49,9 +52,10 @@ class SampleRequest(Request):
         default=None,
         ge=1,
         le=1000,
-        description=f"How many prompts to draw (at random, by seed). Default: {RATE_PROMPTS} (or every prompt of a "
-        "smaller data set), enough for a base success rate worth routing on; the review sheet shows the first "
-        "50-100 samples, the rate uses them all.",
+        description=f"How many prompts to draw (at random, by seed). Default: {RATE_PROMPTS} on a GPU, enough for a "
+        f"base success rate worth routing on; {CPU_PROMPTS} on a CPU, so sampling finishes in minutes (the review "
+        "then says the rate's interval is wide); every prompt of a smaller data set. The review sheet shows the "
+        "first 50-100 samples, the rate uses them all.",
     )
     n: int | None = Field(
         default=None,
@@ -111,6 +115,10 @@ class SampleResult(BaseModel):
         "them with log_completions: true."
     )
     seconds: float = Field(description="Wall time of generation.")
+    plan: dict = Field(default_factory=dict, description="What sampling planned before it started, sized for "
+                       "this machine: prompts, completions, max_new_tokens, the most tokens it could generate, the "
+                       "engine and device, and estimated_seconds_at_most (every completion running to the limit, on "
+                       "an idle machine), with the sentence the progress reported first.")
     next_step: str = Field(description="What to do next.")
 
 

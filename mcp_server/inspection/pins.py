@@ -76,6 +76,8 @@ PART_NAMES = {
     "script": "train/train.py", "prompt_column": "the prompt column",
     "agentic": "the environment and tools (train/agentic.json, their source files, the turn limit)",
     "config": "other fields of train/config.yaml", "train_files": "files under train/ beside train.py",
+    "trained": "what train/train.py's loader read for the samples (samples.meta.json 'trained')",
+    "samples_meta": "inspection/samples.meta.json (how the samples were drawn)",
 }
 
 
@@ -103,32 +105,63 @@ def model_pin(model: str, revision: str | None = None) -> dict:
     path = Path(ref)
     if path.is_dir():
         return {"model": str(path.resolve()), "files_sha256": _files_digest(path, _tree(path))}
+    return _hub_model_pin(ref, revision)
+
+
+def _hub_model_pin(ref: str, revision: str | None) -> dict:
     cached = cached_config_path(ref)  # .../snapshots/<commit>/config.json when downloaded before
     commit = Path(cached).parent.name if cached and revision in (None, "main") else None
     return {"model": ref, "revision": revision or "main", "commit": commit}
 
 
 def data_pin(source: str, split: str | None = None, config_name: str | None = None) -> dict:
-    """One data source: a local file or directory by content, else a hub name."""
+    """One data source: a local file or directory by content (every file in it, hidden ones and large ones
+    included: data is read whole, unlike model weights), else a hub name."""
     path = Path(str(source)).expanduser()
     if path.is_file():
         return {"source": str(path.resolve()), "sha256": sha256_file(path)}
     if path.is_dir():
-        return {"source": str(path.resolve()), "split": split, "sha256": _files_digest(path, _tree(path))}
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        digest = hashlib.sha256()
+        for file in files:
+            digest.update(str(file.relative_to(path)).encode() + b"\0" + sha256_file(file).encode())
+        return {"source": str(path.resolve()), "split": split, "sha256": digest.hexdigest()}
+    return _named_data_pin(source, split, config_name)
+
+
+def _named_data_pin(source, split, config_name) -> dict:
     return {"source": str(source), "config": config_name, "split": split}
 
 
-def _at_run(value, run: Run) -> str:
-    """A relative local path in the config means what it means to training, which runs in the run directory."""
+def _at_run(value, run: Run) -> str | None:
+    """A config path as training resolves it (it runs in the run directory): absolute, or inside the run; None
+    for a relative name the run directory does not hold, which training reads as a hub name (whatever the
+    server's own folder holds under that name)."""
     path = Path(str(value)).expanduser()
-    return str(run.dir / path) if not path.is_absolute() and (run.dir / path).exists() else str(value)
+    if path.is_absolute():
+        return str(path)
+    return str(run.dir / path) if (run.dir / path).exists() else None
+
+
+def _config_model_pin(value, revision, run: Run) -> dict:
+    if str(value) == "tiny":
+        return model_pin("tiny", revision)
+    local = _at_run(value, run)
+    return model_pin(local, revision) if local else _hub_model_pin(str(value), revision)
+
+
+def _config_data_pin(value, run: Run, split=None, config_name=None) -> dict:
+    if str(value) == "tiny":
+        return data_pin("tiny", split, config_name)
+    local = _at_run(value, run)
+    return data_pin(local, split, config_name) if local else _named_data_pin(value, split, config_name)
 
 
 def _config_data(config: dict, run: Run) -> list[dict]:
     """Every data source train/config.yaml trains on (dataset_name, or each `datasets` mixture entry)."""
     if config.get("dataset_name"):
-        return [_inside(data_pin(_at_run(config["dataset_name"], run), config.get("dataset_train_split"),
-                                 config.get("dataset_config")), "source", run)]
+        return [_inside(_config_data_pin(config["dataset_name"], run, config.get("dataset_train_split"),
+                                         config.get("dataset_config")), "source", run)]
     pins = []
     for entry in config.get("datasets") or []:
         if not isinstance(entry, dict):
@@ -137,8 +170,8 @@ def _config_data(config: dict, run: Run) -> list[dict]:
         files = entry.get("data_files")
         files = list(files.values()) if isinstance(files, dict) else files
         files = [files] if isinstance(files, str) else files or []
-        sources = [data_pin(_at_run(f, run)) for f in files] or [
-            data_pin(_at_run(entry.get("path"), run), entry.get("split"), entry.get("name"))]
+        sources = [_config_data_pin(f, run) for f in files] or [
+            _config_data_pin(entry.get("path"), run, entry.get("split"), entry.get("name"))]
         sources = [_inside(source, "source", run) for source in sources]
         pins.append({"path": entry.get("path"), "split": entry.get("split"), "columns": entry.get("columns"),
                      "sources": sources})
@@ -164,7 +197,7 @@ def config_pins(run: Run) -> dict:
         )
     return {
         "model": _inside(
-            model_pin(_at_run(config["model_name_or_path"], run), config.get("model_revision")), "model", run
+            _config_model_pin(config["model_name_or_path"], config.get("model_revision"), run), "model", run
         ),
         "data": _config_data(config, run),
         "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
@@ -210,7 +243,20 @@ def run_pins(run: Run, reward_code_sha256: str) -> dict:
     if agentic is not None:
         pins["agentic"] = agentic
     pins["train_files"] = train_files_pin(run)
+    # What sampling read through the trainer's loader (inspection.training_inputs), which the trainer compares
+    # with its own at the point of use, and the record of how the samples were drawn.
+    meta = run.samples_meta
+    pins["trained"] = (_json_or_none(meta) or {}).get("trained")
+    pins["samples_meta"] = sha256_file(meta) if meta.is_file() else None
     return pins
+
+
+def _json_or_none(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _short(value) -> str:

@@ -356,9 +356,12 @@ def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
     the gate read)."""
     rows_text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
     atomic_write_text(run.inside(run.review_jsonl), rows_text)
-    atomic_write_text(run.review_md, render_review(result, rows, meta, run))
+    sheet = atomic_write_text(run.review_md, render_review(result, rows, meta, run))
+    # The sheet the person reads and the rows it shows are bound to the review (and so to the verdict): an edited
+    # review.md or review.jsonl cannot back a verdict (inspection.gate).
     atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
-                                   "success_threshold": success_threshold})
+                                   "success_threshold": success_threshold, "review_md_sha256": sha256_file(sheet),
+                                   "review_jsonl_sha256": sha256_file(run.review_jsonl)})
 
 
 def _unique_names(names: list[str]) -> list[str]:

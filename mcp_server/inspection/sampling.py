@@ -1,8 +1,11 @@
 """sample_completions: draw prompts, generate `n` completions each, store inspection/samples.jsonl.
 
 Sampling uses the settings training will use (model, data, num_generations, temperature, top_p, top_k,
-max_completion_length from the run's train/config.yaml, else the installed TRL's GRPOConfig defaults), so
-what a person reads is what GRPO sees.
+max_completion_length, generation_kwargs from the run's train/config.yaml, else the installed TRL's GRPOConfig
+defaults), so what a person reads is what GRPO sees. A run with its train/train.py is read through that script's
+own loader (inspection.training_inputs: its rows, its prompt column, TRL's resolved settings, the model resolved
+in the run directory), and samples.meta.json's "trained" records what that loader read, for the verdict to pin
+and the trainer to compare with its own.
 Generation: transformers `generate`, batched; vLLM when installed and a GPU is present.
 
 samples.meta.json records what was sampled and how it differs from the run's config ("differs_from_config"):
@@ -13,19 +16,23 @@ vllm_max_model_length from the sampled lengths, with the truncation rate they im
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import datetime as _dt
 import importlib.util
 import json
 import random
+import tempfile
 import time
 from pathlib import Path
 
+from mcp_server.config import trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.lengths import length_advice
+from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
+from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
+from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.reporting import Report, silent
@@ -45,20 +52,19 @@ COMPARED = (
     "repetition_penalty",
     "max_new_tokens",
     "chat_template_kwargs",
+    "generation_kwargs",
 )
 
 
 def _trl_defaults() -> dict:
-    """GRPOConfig's own defaults for the sampling fields: what training uses when the config is silent."""
+    """TRL's defaults for the sampling fields: what training uses when the config is silent. Sampling runs in the
+    training interpreter: with TRL imported, config.trl_default answers from the installed TRL's own dataclasses."""
     try:
-        from trl import GRPOConfig
-
-        defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
-    except ImportError:  # no TRL in this interpreter: TRL 1.x's values
-        defaults = {}
-    fallback = {"num_generations": 8, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 512,
-                "min_p": None, "repetition_penalty": 1.0}
-    return {k: defaults.get(k, v) if defaults.get(k, v) is not dataclasses.MISSING else v for k, v in fallback.items()}
+        import trl  # noqa: F401
+    except ImportError:  # no TRL in this interpreter: the generated table's (the TRL this package was checked on)
+        pass
+    return {k: trl_default(k) for k in ("num_generations", "temperature", "top_p", "top_k", "max_completion_length",
+                                        "min_p", "repetition_penalty")}
 
 
 def _data_settings(request: SampleRequest, config: dict, run: Run | None = None) -> dict:
@@ -110,6 +116,14 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
         raise UserInputError(
             "run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}"
         ) from None
+    # TRL updates its generation settings with generation_kwargs (GRPOTrainer), so they win here too.
+    extra = dict(config.get("generation_kwargs") or {})
+    for key, field in (("max_new_tokens", "max_new_tokens"), ("max_tokens", "max_new_tokens"),
+                       *((k, k) for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"))):
+        if key in extra:  # a request's own value (exploring) still wins over the config's
+            value = extra.pop(key)
+            settings[field] = value if getattr(request, field, None) is None else settings[field]
+    settings["generation_kwargs"] = extra
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings
@@ -151,6 +165,52 @@ def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
             for key, value in expected.items() if used.get(key) != value]
 
 
+def _from_the_trainers_loader(run: Run, request: SampleRequest, config: dict) -> bool:
+    """Whether these samples read the data as the run's train/train.py will: no data or column override."""
+    return bool(config.get("model_name_or_path")) and run.script.is_file() and request.dataset is None and \
+        request.dataset_config is None and request.dataset_split is None and \
+        request.prompt_column in (None, prompt_column(run))
+
+
+def _sampled_inputs(run: Run, request: SampleRequest, config: dict, cache: str) -> tuple:
+    """(rows, their prompt column, the model to load, the settings, {used, differs}, the trained fingerprint or
+    None). A run with its train/train.py is sampled from what that script's loader reads and TRL resolves
+    (inspection.training_inputs: every data file, its prompt column, generation_kwargs): the same code, so what
+    is reviewed is what trains. Called in the run directory, where training resolves its paths."""
+    if not _from_the_trainers_loader(run, request, config):
+        data = _data_settings(request, config, run)
+        rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
+        column = _prompt_column(request, run)
+        model_ref = resolve_loadable(data["model"])
+        settings = {**data, **_generation_settings(request, config)}
+        used = {"model": model_pin(model_ref),  # loaded at its default revision: a config pinning another differs
+                "data": data_pin(settings["dataset"], settings["dataset_split"], settings["dataset_config"]),
+                "prompt_column": column, **{k: settings[k] for k in COMPARED}}
+        differs = _differs_from_config(run, config, used)
+        if run.script.is_file() and not differs:
+            differs = ["the data was not read through train/train.py's loader (a dataset, split or prompt_column "
+                       "was given): sample without them"]
+        return rows, column, model_ref, settings, {"used": used, "differs": differs}, None
+    loaded = load_training_inputs(run, cache)
+    trained = loaded["fingerprint"]
+    resolved = {**config, **trained["settings"]}  # the values TRL resolved, its defaults filled in
+    rows = loaded["dataset"].to_list()
+    model = request.model or config["model_name_or_path"]
+    model_ref = resolve_loadable(model)
+    data = {"model": model, "dataset": f"train/config.yaml's data ({len(rows)} rows as train/train.py loads them)",
+            "dataset_config": None, "dataset_split": "train"}
+    settings = {**data, **_generation_settings(request, resolved)}
+    plain = _generation_settings(SampleRequest(run=str(run.dir)), resolved)
+    revision = None if request.model else loaded["model_args"].model_revision
+    used = {"model": trained_model(model, revision, run),
+            "data": {"rows": trained["rows"], "rows_sha256": trained["rows_sha256"]},
+            "prompt_column": trained["prompt_column"], **{k: settings[k] for k in COMPARED}}
+    expected = {"model": trained["model"], **{k: plain[k] for k in COMPARED}}
+    differs = [f"{key}: {_brief(used.get(key))} (the config: {_brief(value)})" for key, value in expected.items()
+               if used.get(key) != value]
+    return rows, "prompt", model_ref, settings, {"used": used, "differs": differs}, trained
+
+
 def _brief(value) -> str:
     if isinstance(value, dict) and ("model" in value or "source" in value):
         revision = value.get("revision") if value.get("revision") not in (None, "main") else None
@@ -168,6 +228,18 @@ def _prompt_column(request: SampleRequest, run: Run) -> str:
     except UserInputError:
         column = None
     return column if isinstance(column, str) and column else "prompt"
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _choose_engine(engine: str) -> str:
@@ -210,9 +282,11 @@ def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bo
 
 
 def _generate_transformers(
-    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent
+    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent, progress=None,
+    on_batch=None,
 ) -> list[list[dict]]:
-    """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call."""
+    """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call;
+    `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
     model, tokenizer = load_model(model_ref)
     n = settings["n"]
     options: dict = {"do_sample": settings["temperature"] > 0}
@@ -222,9 +296,12 @@ def _generate_transformers(
             options["min_p"] = settings["min_p"]
     if settings["repetition_penalty"] != 1.0:
         options["repetition_penalty"] = settings["repetition_penalty"]
+    options.update(settings.get("generation_kwargs") or {})
     results = generate_completions(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
-        seed=settings["seed"], report=report, message=f"sampled {{done}}/{{total}} prompts x {n}",
+        seed=settings["seed"], report=report if progress is None else silent,
+        message=f"sampled {{done}}/{{total}} prompts x {n}",
+        on_batch=on_batch, on_step=progress.step if progress else None,
     )
     device = model.device.type
     del model
@@ -250,34 +327,43 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
         return sample_agentic(run, request, report)
     config = run.read_config()
-    data = _data_settings(request, config, run)
-    rows = load_rows(data["dataset"], data["dataset_split"], data["dataset_config"])
-    prompt_column = _prompt_column(request, run)
+    with tempfile.TemporaryDirectory(prefix="datasets-") as cache, contextlib.chdir(run.dir):
+        rows, prompt_column, model_ref, settings, compared, trained = _sampled_inputs(run, request, config, cache)
     conversational = check_prompt_column(rows, prompt_column)
-    model_ref = resolve_loadable(data["model"])
-    settings = {**data, **_generation_settings(request, config)}
+    engine = _choose_engine(request.engine)
+    on_gpu = engine == "vllm" or _has_cuda()
+    if request.num_prompts is None:  # fewer on a CPU, so a rehearsal there finishes in minutes (sampling_plan)
+        settings["num_prompts"] = default_num_prompts(on_gpu)
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
-    engine = _choose_engine(request.engine)
-    report(0, k, f"loading {model_ref} to sample {k} of {len(rows)} prompts x {settings['n']} with {engine}")
+    plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
+                         _threads(), *model_size(model_ref))
+    report(0, k, f"plan: {plan['text']}; loading {model_ref} ({len(rows)} prompts in the data set)")
 
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
+    progress = Progress(report, plan)
+    partial = run.inside(run.samples_partial)
+    keep = _keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
     if engine == "vllm":
         groups = generate_vllm(model_ref, texts, settings)
     else:
-        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report)
+        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report, progress, keep)
     seconds = time.perf_counter() - started
-    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s")
+    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
+                 f"{plan['estimated_seconds_at_most']} s)")
 
     records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
-    meta = _samples_meta(run, config, rows, prompt_column, conversational, model_ref, settings, engine, groups,
-                         _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path))
+    partial.unlink(missing_ok=True)
+    meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
+                         _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
+                         compared, trained)
+    meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
     atomic_write_json(run.inside(run.samples_meta), meta)
     # The old review described other completions, so it goes; an old verdict stays as a record, and its
     # samples hash no longer matches, so the gate says the samples changed.
@@ -299,16 +385,37 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         differs_from_config=meta["differs_from_config"],
         lengths=meta["lengths"],
         seconds=round(seconds, 3),
-        next_step=_next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"]),
+        plan=plan,
+        next_step=" ".join(filter(None, [meta["lengths"]["offer"],  # the length offer first: it changes the config
+                                         _next_step(len(records), k, len(rows), settings["n"],
+                                                    meta["differs_from_config"])])),
     )
 
 
+def _keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
+            prompt_column: str, conversational: bool):
+    """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
+    stopped run keeps them), then its progress line."""
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.unlink(missing_ok=True)
+
+    def keep(start: int, new_groups: list[list[dict]]) -> None:
+        end = start + len(new_groups)
+        lines = _sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
+                                conversational, first=start)
+        with partial.open("a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        progress.batch(end)
+
+    return keep
+
+
 def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],
-                    prompt_column: str, conversational: bool) -> list[str]:
+                    prompt_column: str, conversational: bool, first: int = 0) -> list[str]:
     """samples.jsonl's lines (without their newlines): each completion with its prompt and the row's other
-    columns, as TRL hands them to reward functions."""
-    lines, sample_id = [], 0
-    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups)):
+    columns, as TRL hands them to reward functions. `first`: the index of the first prompt (a partial write)."""
+    lines, sample_id = [], first * (len(groups[0]) if groups else 0)  # every prompt has n completions
+    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups), start=first):
         columns = {key: value for key, value in rows[row_index].items() if key != prompt_column}
         for s, gen in enumerate(group):
             # The completion is stored exactly as TRL hands it to reward functions.
@@ -330,17 +437,13 @@ def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, gro
     return lines
 
 
-def _samples_meta(run: Run, config: dict, rows: list[dict], prompt_column: str, conversational: bool, model_ref,
+def _samples_meta(run: Run, rows: list[dict], prompt_column: str, conversational: bool, model_ref,
                   settings: dict, engine: str, groups: list[list[dict]], prompt_lengths: list[int],
-                  digest: str) -> dict:
+                  digest: str, compared: dict, trained: dict | None) -> dict:
     """samples.meta.json: what was sampled and how, how that differs from the run's config (and the config's pins
-    then), and the length advice from the sampled lengths."""
-    used = {
-        "model": model_pin(model_ref),  # loaded at its default revision: a config pinning another one differs
-        "data": data_pin(settings["dataset"], settings["dataset_split"], settings["dataset_config"]),
-        "prompt_column": prompt_column,
-        **{k: settings[k] for k in COMPARED},
-    }
+    then), what training would read of it when these are training's samples ("trained"), and the length advice
+    from the sampled lengths."""
+    used, differs = compared["used"], compared["differs"]
     try:
         pins = config_pins(run)
     except UserInputError:
@@ -349,7 +452,7 @@ def _samples_meta(run: Run, config: dict, rows: list[dict], prompt_column: str, 
         "model": str(model_ref),
         "dataset": settings["dataset"],
         "dataset_rows": len(rows),
-        "prompt_column": prompt_column,
+        "prompt_column": used["prompt_column"],
         "num_prompts": len(groups),
         "n": settings["n"],
         "conversational": conversational,
@@ -358,8 +461,9 @@ def _samples_meta(run: Run, config: dict, rows: list[dict], prompt_column: str, 
                                                 "max_new_tokens", "seed")},
         "samples_sha256": digest,
         "used": used,
-        "differs_from_config": _differs_from_config(run, config, used),
+        "differs_from_config": differs,
         "config_pins": pins,
+        "trained": None if differs else trained,
         "lengths": length_advice(
             [len(g["ids"]) for group in groups for g in group],
             [g["finish_reason"] == "length" for group in groups for g in group],

@@ -10,7 +10,10 @@ a restated operand, and 0 is the right score):
   2\sqrt{2} = \sqrt{8} is math-verify's to judge);
 - a format reward paid for malformed output: a missing, repeated, empty or nested block, or a completion cut
   off at the length limit;
-- a verifier paid on a completion cut off at the length limit; every reward returned None.
+- a verifier paid on a completion cut off at the length limit; every reward returned None;
+- a reward of unknown rule (a dotted path) scored 0 where the completion's final stated answer is the gold
+  number (a parser that takes the first number scores "1 + 5 = 6 as we start" as 1: `rewards.answers`).
+The looser parse peels markdown emphasis (`**8**`) and reads the final stated answer of a block ("1 + 5 = 6").
 tests/test_inspection.py measures the list's precision on a labelled sample set.
 """
 
@@ -21,6 +24,8 @@ import re
 from fractions import Fraction
 
 from mcp_server.inspection.success import is_format_spec, wrapped_spec
+from mcp_server.rewards.answers import as_number, final_answer, plain, same_answer
+from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.rewards.text import tag_contents
 
@@ -38,10 +43,14 @@ def verifier_of(spec: RewardSpec) -> tuple[str, str | None, str] | None:
     return target.name, tag, str(target.params.get("answer_column", "answer"))
 
 
-def answer_blocks(text: str, tag: str | None) -> list[str]:
-    """The answer as the verifier reads it: the `<tag>` bodies, or (tag None) the \\boxed{} contents."""
+def answer_blocks(text: str, tag: str | None, verifier: str = "math_reward") -> list[str]:
+    """The answer as the verifier reads it: the `<tag>` bodies, or with tag None the \\boxed{} contents
+    (math_reward) or the final stated answer (correctness_reward)."""
     if tag:
         return [b.strip() for b in tag_contents(text, tag)]
+    if verifier == "correctness_reward":
+        answer = final_answer(text)
+        return [] if answer is None else [answer]
     return [b.strip() for b in re.findall(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}", text)]
 
 
@@ -60,7 +69,7 @@ def _number(text: str) -> Fraction | None:
 
 
 def _strip(text: str) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(plain(text).split())
     for _ in range(3):  # peel wrappers: $...$, \boxed{...}, "The answer is ...", trailing punctuation
         text = _LEAD.sub("", text).strip().rstrip(".,;!").strip()
         text = re.sub(r"^\$+(.*?)\$+$", r"\1", text).strip()
@@ -85,7 +94,10 @@ def loose_match(answer: str, gold: str) -> bool:
     if a.lower() == g.lower():
         return True
     na, ng = _number(a), _number(g)
-    return na is not None and na == ng
+    if na is not None:
+        return na == ng
+    stated = final_answer(answer)  # "1 + 5 = 6": the block's final stated number
+    return stated is not None and as_number(stated) is not None and same_answer(stated, g)
 
 
 def format_problems(text: str, tags: list[str], truncated: bool) -> list[str]:
@@ -119,8 +131,9 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
         if verifier is not None and columns.get(verifier[2]) is not None:
             _, tag, column = verifier
             gold = str(columns[column]).strip()
-            blocks = answer_blocks(text, tag)
-            where = f"the <{tag}> block" if tag else "the \\boxed{} answer"
+            blocks = answer_blocks(text, tag, verifier[0])
+            where = (f"the <{tag}> block" if tag else "the final stated answer" if verifier[0] == "correctness_reward"
+                     else "the \\boxed{} answer")
             if score <= 0 and len(blocks) == 1 and (strict_match(blocks[0], gold) or loose_match(blocks[0], gold)):
                 how = "as a number" if strict_match(blocks[0], gold) else "once its wording is peeled off"
                 reasons.append((3, f"{name} scored {score:g} but {where} {blocks[0][:60]!r} matches the gold "
@@ -135,6 +148,8 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
                                        f"'{gold}'"))
                 if truncated:
                     reasons.append((2, f"{name} scored {score:g} on a completion cut off at the length limit"))
+        if verifier is None and name not in REGISTRY and score <= 0:
+            reasons += _unknown_rule_reasons(text, columns, name, score)
         if is_format_spec(spec) and score > 0:
             tags = list(spec.params.get("tags") or ["reasoning", "answer"])
             problems = format_problems(text, tags, truncated)
@@ -143,3 +158,13 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
     if math.isnan(total):
         reasons.append((2, "every reward returned None: training would get no signal from it"))
     return reasons
+
+
+def _unknown_rule_reasons(text: str, columns: dict, name: str, score: float) -> list[tuple[int, str]]:
+    """A reward of unknown rule that scored 0 where the completion's final stated answer is the gold number."""
+    gold = columns.get("answer")
+    stated = final_answer(text)
+    if gold is None or stated is None or as_number(str(gold)) is None or not same_answer(stated, gold):
+        return []
+    return [(1, f"{name} scored {score:g} but the completion's final stated answer {stated!r} is the gold "
+                f"'{str(gold).strip()}' (a reward that takes the first number, or needs a format, scores it 0)")]

@@ -50,6 +50,7 @@ def human_samples(r: SampleResult) -> str:
             f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in "
             f"{r.seconds:.1f}s",
             f"  model:     {r.model}",
+            f"  plan:      {r.plan.get('text', '')}",
             f"  samples:   {r.samples_path}",
             f"  truncated: {r.truncated}",
             f"  lengths:   {r.lengths.get('advice', '')}",

@@ -1,4 +1,12 @@
-"""What trains is what was reviewed: the training process's own check of its reward code.
+"""What trains is what was reviewed: the training process's own check, at the point of use, of its inputs.
+
+`check_reviewed_inputs` runs after the trainer's loader has read the rows and TRL has parsed the config: the
+rows' content, the prompt column, the resolved settings (generation_kwargs, reward_weights) and the model as
+resolved in the run directory must be the verdict's "trained" pin (what sampling read through the same loader,
+inspection.training_inputs), every reviewed sample's prompt and columns must be a row of that data, and an
+agentic run's environment and tool code must be what the verdict pinned. Anything else exits (status 3) before
+the model loads, saying what differs: a file swapped after launch_training and put back later, a poisoned cache,
+another prompt column or generation setting cannot train unseen.
 
 launch_training passes the reward-code hash the verdict pinned (LLM_FINETUNING_REWARD_CODE_SHA256) to the
 training process and records it in run.json. train/train.py builds its rewards with `reviewed_reward_funcs`,
@@ -20,8 +28,16 @@ from pathlib import Path
 
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.runs import Run
+from mcp_server.workspace import sha256_file
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
+# Set while sample_completions builds an agentic run's trainer to sample with it: sampling is not training, so
+# the checks report and never refuse (the samples it draws get their own verdict).
+SAMPLING_ENV = "LLM_FINETUNING_SAMPLING"
+
+
+class InputsChanged(SystemExit):
+    """What this process would train on is not what the verdict reviewed."""
 
 
 class RewardCodeChanged(SystemExit):
@@ -34,15 +50,96 @@ def reviewed_reward_sha256(run: Run) -> str | None:
     return passed or verdict_reward_sha256(run)
 
 
-def verdict_reward_sha256(run: Run) -> str | None:
-    """The reward-code hash the run's verdict pinned (None: no readable verdict)."""
+def _verdict(run: Run) -> dict | None:
     try:
         verdict = json.loads(run.verdict.read_text())
     except (OSError, ValueError):
         return None
-    pins = verdict.get("pins") if isinstance(verdict, dict) else None
-    value = pins.get("reward_code") if isinstance(pins, dict) else None
+    return verdict if isinstance(verdict, dict) and isinstance(verdict.get("pins"), dict) else None
+
+
+def verdict_reward_sha256(run: Run) -> str | None:
+    """The reward-code hash the run's verdict pinned (None: no readable verdict)."""
+    value = (_verdict(run) or {"pins": {}})["pins"].get("reward_code")
     return value if isinstance(value, str) else None
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _samples_not_in(run: Run, dataset, verdict: dict) -> list[str]:
+    """The reviewed samples whose prompt or columns are not their row of the data that trains (a sample written
+    by hand, or drawn from other data), or that are not the samples the verdict signed."""
+    if sha256_file(run.samples) != verdict.get("samples_sha256"):
+        return ["inspection/samples.jsonl is not the samples the verdict signed"]
+    bad = []
+    for line in run.samples.read_text(encoding="utf-8").splitlines():
+        sample = json.loads(line) if line.strip() else None
+        if sample is None:
+            continue
+        index = sample.get("row_index")
+        row = dataset[index] if isinstance(index, int) and 0 <= index < len(dataset) else None
+        columns = {k: v for k, v in (row or {}).items() if k != "prompt"}
+        # An agentic sample's prompt is the one TRL's tool loop rendered (tools added): its columns say the row.
+        prompt_differs = row is not None and not run.agentic.is_file() and \
+            _canonical(row["prompt"]) != _canonical(sample.get("prompt"))
+        if row is None or prompt_differs or _canonical(columns) != _canonical(sample.get("columns")):
+            bad.append(str(sample.get("id")))
+    return [f"samples {', '.join(bad[:8])}{' ...' if len(bad) > 8 else ''} are not rows of the data that trains "
+            "(prompt or columns differ)"] if bad else []
+
+
+def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args, training_args,
+                          model_args) -> dict:
+    """The trainer's point-of-use check (see the module's doc); returns what it fingerprinted. Raises
+    InputsChanged (exit status 3, one line saying what differs) when it is not what the verdict reviewed."""
+    from mcp_server.agentic.sources import agentic_pin
+    from mcp_server.inspection.training_inputs import fingerprint
+
+    run = Run(Path(run_dir))
+    now = fingerprint(run, dataset, run.read_config(), column, script_args, training_args, model_args)
+    verdict = _verdict(run)
+    if os.environ.get(SAMPLING_ENV) == "1":
+        return now
+    if verdict is None:
+        print("llm-finetuning: no inspection verdict pins what this run trains on (not started by "
+              "launch_training): its data and settings were not reviewed", file=sys.stderr, flush=True)
+        return now
+    expected = _patched(verdict["pins"].get("trained"), verdict)
+    if not isinstance(expected, dict):
+        differs = ["the verdict pins nothing of what trains (its samples were not drawn through the trainer's "
+                   "loader): sample_completions on the run, inspect_rewards and a new verdict"]
+    else:
+        differs = [f"{key}: {_brief(now.get(key))} (reviewed: {_brief(expected.get(key))})"
+                   for key in dict.fromkeys([*expected, *now]) if _canonical(now.get(key)) !=
+                   _canonical(expected.get(key))]
+        differs += _samples_not_in(run, dataset, verdict)
+    if run.agentic.is_file() and _canonical(agentic_pin(run)) != _canonical(verdict["pins"].get("agentic")):
+        differs.append("the environment or tools (train/agentic.json or their source) changed")
+    if differs:
+        print("llm-finetuning: refusing to train: what this process would train on is not what the inspection "
+              "verdict reviewed: " + "; ".join(differs) + ". Put it back, or sample and inspect again and record a "
+              "new verdict, then launch again.", file=sys.stderr, flush=True)
+        raise InputsChanged(3)
+    return now
+
+
+def _patched(trained, verdict: dict):
+    """The verdict's "trained" pin with the settings a resume after a guard stop patched (its pin_updates)."""
+    if not isinstance(trained, dict) or not isinstance(trained.get("settings"), dict):
+        return trained
+    settings = dict(trained["settings"])
+    for update in verdict.get("pin_updates") or []:
+        patch = update.get("patch") if isinstance(update, dict) else None
+        if isinstance(patch, dict):
+            settings.update({k: json.loads(_canonical(v)) for k, v in patch.items() if k in settings})
+    return {**trained, "settings": settings}
+
+
+def _brief(value) -> str:
+    text = _canonical(value)
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
@@ -54,7 +151,7 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     before = reward_code_sha256(rewards)  # imports the reward modules, then reads their source
     funcs = build_reward_funcs(rewards)
     after = reward_code_sha256(rewards)
-    if expected is None:
+    if expected is None or os.environ.get(SAMPLING_ENV) == "1":
         print(f"llm-finetuning: the reward code ({after[:12]}) has no reviewed hash to check against (no verdict, "
               "not started by launch_training): its scores were not reviewed", file=sys.stderr, flush=True)
         return funcs, after

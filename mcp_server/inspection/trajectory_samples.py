@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import tempfile
 import time
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins
+from mcp_server.inspection.training_inputs import load_training_inputs
 from mcp_server.inspection.trajectories import rollout, write_trajectories
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
@@ -46,6 +48,8 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
     batch = rollout(run, num_prompts, request.seed, report)
     write_trajectories(run, batch, request.seed)
     records, group, config = batch["records"], batch["group"], run.read_config()
+    with tempfile.TemporaryDirectory(prefix="datasets-") as cache:  # what train/train.py's loader reads
+        trained = load_training_inputs(run, cache)["fingerprint"]
     path = atomic_write_text(run.samples, "\n".join(_sample_lines(records, group)) + "\n")
     digest = sha256_file(path)
     limit = GRPOView(config).max_completion_length  # what the rollout used: TRL's default when unset
@@ -57,7 +61,7 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
         "model": str(config.get("model_name_or_path")), "dataset_rows": batch["dataset_rows"],
         "num_prompts": batch["num_prompts"], "n": group, "conversational": True, "engine": "trl-tool-loop",
         "generation": generation, "samples_sha256": digest, "differs_from_config": [],
-        "config_pins": config_pins(run), "lengths": lengths, "agentic": True,
+        "config_pins": config_pins(run), "trained": trained, "lengths": lengths, "agentic": True,
         "trajectory_codes": [c.model_dump() for c in batch["codes"]],
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
     for stale in (run.review_md, run.review_jsonl, run.review):

@@ -1,5 +1,5 @@
-"""The size-class rules of thumb (~3B full on 24 GB, ~32B on an H200, ~70B QLoRA on an H200), recomputed by the
-planner for this model as a cross-check of its arithmetic."""
+"""The size-class rules of thumb (~3B full on 24 GB with bf16 weights, ~32B on an H200, ~70B QLoRA on an H200),
+recomputed by the planner for this model as a cross-check of its arithmetic."""
 
 from __future__ import annotations
 
@@ -40,13 +40,17 @@ def size_class_anchor(arch: Architecture, params: ParamCount, settings: RunSetti
             ("gradient checkpointing", {"gradient_checkpointing": False}))}
         needed = [n for n, p in drops.items() if p > capacity]
         lora, _ = peak_on("RTX 4090", {"finetune": "lora", "vllm_enable_sleep_mode": False})
-        check = (f"this model, full GRPO with colocated vLLM on a 24 GB GPU ({capacity:.1f} GiB): {peak_all:.1f} GiB "
-                 "with all three; without " + ", ".join(f"{n} {p:.1f}" for n, p in drops.items())
-                 + f"; needed here: {', '.join(needed) or 'none of them'}; LoRA without sleep mode or 8-bit AdamW: "
-                 f"{lora:.1f} GiB")
+        fp32, _ = peak_on("RTX 4090", {**all3, "dtype": "float32"})  # the recipe's float32 master weights
+        check = (f"this model, full GRPO with colocated vLLM on a 24 GB GPU ({capacity:.1f} GiB), bf16 weights: "
+                 f"{peak_all:.1f} GiB with all three; without " + ", ".join(f"{n} {p:.1f}" for n, p in drops.items())
+                 + f"; needed here: {', '.join(needed) or 'none of them'}; the recipe's float32 master weights with "
+                 f"all three: {fp32:.1f} GiB; LoRA without sleep mode or 8-bit AdamW: {lora:.1f} GiB")
         return SizeClassAnchor(size_class="small", statement="A small model (<= ~3B) fits a 24 GB GPU as a full "
-                               "fine-tune only with vLLM sleep mode + 8-bit AdamW + gradient checkpointing together; "
-                               "as LoRA it fits without sleep mode or 8-bit AdamW.",
+                               "fine-tune only with bf16 weights (dtype: bfloat16, which the recipe allows for a full "
+                               "fine-tune only under DeepSpeed) plus vLLM sleep mode + 8-bit AdamW + gradient "
+                               "checkpointing together; the recipe's float32 master weights need more (a ~3B then "
+                               "does not fit: planner_check has this model's figure); as LoRA it fits without sleep "
+                               "mode or 8-bit AdamW.",
                                planner_check=check, consistent=peak_all <= capacity and lora <= capacity)
     if 25 <= billions <= 45:
         lora = {"finetune": "lora", "vllm_enable_sleep_mode": True}

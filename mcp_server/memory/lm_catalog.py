@@ -119,6 +119,26 @@ def find_model(name: str) -> tuple[str, Architecture] | None:
     return hub_id, CATALOG[hub_id].model_copy(deep=True)
 
 
+_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)b(?![a-z0-9])")
+
+
+def find_family(name: str) -> tuple[str, Architecture] | None:
+    """(hub id, architecture) of the catalog model of the same family and size when `name` is not in the catalog:
+    'Qwen/Qwen2.5-Coder-1.5B-Instruct' -> Qwen/Qwen2.5-1.5B-Instruct (a fine-tune or a domain variant keeps its
+    base's config numbers). The family is the catalog name before its size ('qwen2.5-'), matched at the start of
+    the name; the first catalog entry wins, so a plain model comes before its -Math variant. None without a size."""
+    base = name.strip().lower().split("/")[-1]
+    size = _SIZE.search(base)
+    if size is None:
+        return None
+    for hub_id, arch in CATALOG.items():
+        entry = hub_id.lower().split("/")[-1]
+        entry_size = _SIZE.search(entry)
+        if entry_size and entry_size[1] == size[1] and base.startswith(entry[:entry_size.start()]):
+            return hub_id, arch.model_copy(deep=True)
+    return None
+
+
 def lookup_model(name: str, field: str = "model") -> tuple[str, Architecture]:
     found = find_model(name)
     if found is None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from mcp_server.inputs import Request
 
 from mcp_server.errors import UserInputError
+from mcp_server.model_ref import moe_expert_count
 from mcp_server.userfiles import read_json
 
 Family = Literal["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "phi3", "gpt_oss"]
@@ -242,6 +243,25 @@ _FAMILY_OF_TYPE = {
 }
 
 
+def generic_family(cfg: dict) -> str:
+    """The layout a config of another model_type (Mixtral, GLM-4.5, Llama 4, ...) is counted with: Qwen3-MoE's
+    (experts of moe_intermediate_size, q/k norms) when it has routed experts, else Llama's. Its attention, MLP and
+    experts come from its own numbers; shared experts, biases and dense layers between expert layers are not counted
+    exactly (the plan says so: generic_layout_note; tests/test_run_keeping.py checks the count within 10%)."""
+    return "qwen3_moe" if moe_expert_count(cfg) else "llama"
+
+
+def generic_layout_note(cfg: dict) -> str | None:
+    """The plan's note for a config counted with a generic layout, None for a family counted exactly."""
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    model_type = text.get("model_type") or (f"{cfg.get('model_type')}_text" if text is not cfg else None)
+    if model_type in _FAMILY_OF_TYPE or cfg.get("model_type") in _FAMILY_OF_TYPE:
+        return None
+    return (f"model_type '{cfg.get('model_type')}' is not a family the planner counts exactly: planned from its "
+            f"config's numbers with the {generic_family(text)} layout: shared experts, biases and dense layers "
+            "between expert layers are not counted exactly (within 10% on Mixtral- and GLM-4.5-shaped configs)")
+
+
 def architecture_from_config(cfg: dict, source: str = "config.json") -> Architecture:
     """An Architecture from a transformers config.json dict (multimodal configs: the text_config)."""
     model_type = cfg.get("model_type")
@@ -252,13 +272,7 @@ def architecture_from_config(cfg: dict, source: str = "config.json") -> Architec
         text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", text.get("tie_word_embeddings")))
         cfg = text
         model_type = text.get("model_type")
-    family = _FAMILY_OF_TYPE.get(model_type or "")
-    if family is None:
-        raise UserInputError(
-            source,
-            f"model_type '{model_type}' is not a supported architecture family; supported: "
-            f"{', '.join(sorted(set(_FAMILY_OF_TYPE)))}. Give the architecture numbers explicitly instead.",
-        )
+    family = _FAMILY_OF_TYPE.get(model_type or "") or generic_family(cfg)
     tie_default = family in ("gemma2", "gemma3_text")
     try:
         return Architecture(
@@ -274,7 +288,7 @@ def architecture_from_config(cfg: dict, source: str = "config.json") -> Architec
             if cfg.get("tie_word_embeddings") is not None else tie_default,
             attention_bias=cfg.get("attention_bias"),
             mlp_bias=bool(cfg.get("mlp_bias", False)),
-            num_experts=cfg.get("num_experts") or cfg.get("num_local_experts") or 0,
+            num_experts=cfg.get("num_experts") or cfg.get("num_local_experts") or moe_expert_count(cfg),
             num_experts_per_tok=cfg.get("num_experts_per_tok") or 0,
             moe_intermediate_size=cfg.get("moe_intermediate_size")
             or (cfg.get("intermediate_size") if family == "gpt_oss" else None),

@@ -22,10 +22,11 @@ from mcp_server.memory.levers import (
     inspected_completion_length,
     rank_levers,
 )
-from mcp_server.memory.lm_catalog import find_model, lookup_model
+from mcp_server.memory.lm_catalog import find_family, find_model, lookup_model
 from mcp_server.memory.breakdown import Breakdown
 from mcp_server.memory.models import LaunchLayout, Lever, MemoryComponent, MemoryPlan, MemoryPlanRequest
-from mcp_server.memory.params import Architecture, ParamCount, count_params, load_local_architecture
+from mcp_server.memory.params import (Architecture, ParamCount, count_params, generic_layout_note,
+                                      load_local_architecture)
 from mcp_server.memory.settings import (
     RunSettings,
     Target,
@@ -36,8 +37,8 @@ from mcp_server.memory.settings import (
     trl_version_defaults,
 )
 from mcp_server.memory.speed import estimate_speed
-from mcp_server.model_ref import cached_config_path, expand_tiny
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.model_ref import cached_config_path, expand_tiny, model_config
+from mcp_server.config.grpo_fields import GRPOView
 
 __all__ = ["CUDA_CONTEXT_GIB", "plan_memory"]  # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
 
@@ -61,7 +62,29 @@ def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tup
     cached = cached_config_path(name)  # a hub model downloaded before: its config.json, read offline
     if cached is not None:
         return name, load_local_architecture(cached)
+    family = find_family(name)  # a known family: its catalog model of the same size (the plan's notes say so)
+    if family is not None:
+        return name, family[1]
     return lookup_model(name)  # raises with the closest catalog names
+
+
+def family_assumption(name: str) -> str | None:
+    """The note of a plan whose architecture came from the catalog model of the same family (find_family)."""
+    if not name or load_local_architecture_quietly(name) or find_model(name) or cached_config_path(name):
+        return None
+    family = find_family(name)
+    if family is None:
+        return None
+    return (f"architecture assumed from {family[0]} (same family and size; {name} has no config.json here, "
+            "neither a local directory, the HF cache, nor the catalog): pass its config.json or architecture "
+            "numbers if it differs")
+
+
+def load_local_architecture_quietly(name: str) -> bool:
+    try:
+        return load_local_architecture(expand_tiny(name)) is not None
+    except (UserInputError, ValueError):
+        return True  # a local path (an unreadable one is reported where it is read)
 
 
 def plan_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[str, Any]) -> Target:
@@ -152,6 +175,17 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
            request: MemoryPlanRequest) -> list[str]:
     """The plan's assumptions and warnings."""
     notes = []
+    name = request.model or GRPOView.given(config).model_name_or_path or ""
+    assumed = family_assumption(name) if request.architecture is None else None
+    if assumed:
+        notes.append(assumed)
+    try:
+        local = model_config(expand_tiny(name)) if name and request.architecture is None else None
+    except (OSError, ValueError):
+        local = None  # an unreadable config.json: resolve_architecture said so already
+    generic = generic_layout_note(local) if isinstance(local, dict) else None
+    if generic:
+        notes.append(generic)
     if not config:
         notes.append("no config given: the recipe's defaults (vLLM, 8 completions per device and per prompt, "
                      "4 accumulation steps, beta 0.01, bf16 where the GPU has it) under the fields you set")

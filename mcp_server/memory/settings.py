@@ -10,13 +10,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
+from mcp_server.config import GRPOView, trl_default
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import Architecture
 from mcp_server.recipe.precision import weights_dtype
-from mcp_server.recipe.grpo_fields import GRPOView
 from mcp_server.recipe.variants import BASE_RECIPE
 from mcp_server.runs import Run, sidecars
 from mcp_server.userfiles import read_text
@@ -26,23 +26,23 @@ class RunSettings(BaseModel):
     """The resolved run: TRL defaults, then the config, then explicit request fields. Names follow TRL's config."""
 
     finetune: str = "full"
-    lora_r: int = 16
+    lora_r: int = trl_default("lora_r")
     lora_target_modules: str | list[str] = "all-linear"
-    lora_dropout: float = 0.05
-    optim: str = "adamw_torch_fused"
-    dtype: str = "float32"
+    lora_dropout: float = trl_default("lora_dropout")
+    optim: str = trl_default("optim")
+    dtype: str = trl_default("dtype")
     mixed_precision: bool = True
     gradient_checkpointing: bool = True
     beta: float = 0.0
-    num_generations: int = 8
-    per_device_train_batch_size: int = 8
+    num_generations: int = trl_default("num_generations")
+    per_device_train_batch_size: int = trl_default("per_device_train_batch_size")
     gradient_accumulation_steps: int = 1
     steps_per_generation: int | None = None
     prompt_length: int = 512
-    max_completion_length: int = 512
+    max_completion_length: int = trl_default("max_completion_length")
     use_vllm: bool = False
-    vllm_mode: str = "colocate"
-    vllm_gpu_memory_utilization: float = 0.3
+    vllm_mode: str = trl_default("vllm_mode")
+    vllm_gpu_memory_utilization: float = trl_default("vllm_gpu_memory_utilization")
     vllm_enable_sleep_mode: bool = False
     vllm_tensor_parallel_size: int = 1
     vllm_max_model_length: int | None = None  # vLLM's context; None: the model's own (TRL passes it through)

@@ -13,9 +13,10 @@ from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory, resolve_architecture
 from mcp_server.memory.settings import RunSettings
+from mcp_server.memory.startup import startup_findings
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.context import finding
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SCHEMA_TOKENS
@@ -50,13 +51,20 @@ def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, in
         if exc.field == "max_completion_length" and context_reported:  # completion past the context: said already
             return []
         note = f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)" if schema else ""
-        return [finding("memory_not_planned", exc.field or "model_name_or_path", "info",
-                        f"memory not planned: {exc}{note}", "call plan_memory with the model's architecture numbers")]
+        return [finding("memory_not_planned", exc.field or "model_name_or_path", "warning",
+                        f"memory NOT planned, so this verdict assumes the run fits {num_gpus}x {gpu} unchecked: "
+                        f"{exc}{note}. Nothing here knows its size: a full fine-tune in float32 with a float32 "
+                        "reference and no offload may need several times the GPU's memory.",
+                        "give the model's config.json (a local directory, or download it once: `hf download "
+                        "<model> config.json`), or call plan_memory with the architecture numbers")]
     except ValueError as exc:  # a value the planner cannot read (the rules above name it): no plan, no crash
         first = str(exc).splitlines()[0]
         return [finding("memory_not_planned", None, "info", f"memory not planned: {first}",
                         "fix the fields the errors above name, then validate again")]
     summary = f"planned peak {plan.peak_gib:.1f} GiB per GPU of {plan.capacity_gib:.1f} GiB on the {plan.gpu}"
+    assumed = next((n for n in plan.notes if n.startswith("architecture assumed from")), None)
+    if assumed:
+        summary += f" ({assumed})"
     if schema:
         summary += f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)"
     if plan.launch.training_processes > 1:  # the sharding launch_training will use
@@ -125,7 +133,7 @@ def cpu_vllm_findings(values: dict) -> list[Finding]:
 def target_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None)
                     ) -> list[Finding]:
     """What the architecture decides for the target: the memory plan on a GPU; vLLM's head sizes on a CPU."""
-    out = context_findings(values)
+    out = context_findings(values) + startup_findings(values)
     if str(gpu).strip().lower() != "cpu":
         out += memory_findings(values, gpu, num_gpus, prompt, context_reported=bool(out))
     else:

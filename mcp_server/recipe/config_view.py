@@ -1,70 +1,19 @@
-"""A typed, read-only view of a GRPO config dict, generated from TRL's fields.
-
-A config travels as the dict `trl grpo --config` reads (config.yaml's keys). `GRPOView(values)` reads it by
-attribute: `view.num_generations` is the dict's value, else TRL's default, typed as TRL declares the field (mapped to
-what YAML holds: an enum is its string). The fields, their types and defaults are generated from TRL's four config
-dataclasses (recipe.trl_fields.probe_installed_trl) into recipe/grpo_fields.py, checked in so that the server, which
-never imports TRL, reads them for free; tests/test_config_view.py fails when the installed TRL drifts from it
-(regenerate: `python -m mcp_server.recipe.config_view --write`).
-
-Three readings of the same dict:
-- `GRPOView(values)`: unset fields read as the generated TRL's defaults;
-- `GRPOView(values, defaults)`: unset fields read as these defaults (validation passes the installed TRL's, or none
-  when no training interpreter answered);
-- `GRPOView.given(values)`: only what the config says; unset fields read as None.
-A value is returned as the dict holds it: the annotation is what TRL accepts, and validation (recipe.rules) is what
-checks a value has it. Keys that are not fields of this TRL (removed or renamed ones) have no attribute; read them
-from the dict.
-"""
+"""Generates config/grpo_fields.py, the typed view's fields, from the installed TRL's four config dataclasses
+(recipe.trl_fields.probe_installed_trl). It lives on the recipe floor because the probe runs in the training
+interpreter (recipe.trl_fields); the view itself (config.view, config.grpo_fields) is on the ground floor, so that
+every floor reads a config and TRL's defaults through it. Regenerate: `python -m mcp_server.recipe.config_view
+--write` in the training interpreter; tests/test_config_view.py fails when the installed TRL drifts."""
 
 from __future__ import annotations
 
-import copy
 import re
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
 
-GENERATED = Path(__file__).with_name("grpo_fields.py")
+from mcp_server.config.view import ConfigView
 
+GENERATED = Path(__file__).resolve().parents[1] / "config" / "grpo_fields.py"
 
-def _field(name: str) -> property:
-    def read(self: ConfigView) -> Any:
-        if name in self._values:
-            return self._values[name]
-        return copy.copy(self._defaults.get(name))  # a list default is the caller's to change
-
-    return property(read, doc=f"the config's {name}, else the default")
-
-
-class ConfigView:
-    """Attribute access to a config dict; each annotated class attribute of a subclass is a field and its default."""
-
-    __slots__ = ("_values", "_defaults")
-    DEFAULTS: ClassVar[dict[str, Any]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        defaults = {}
-        for name, annotation in cls.__dict__.get("__annotations__", {}).items():
-            if "ClassVar" in str(annotation):
-                continue
-            defaults[name] = cls.__dict__.get(name)
-            setattr(cls, name, _field(name))
-        cls.DEFAULTS = defaults
-
-    def __init__(self, values: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> None:
-        self._values = values
-        self._defaults = self.DEFAULTS if defaults is None else defaults
-
-    @classmethod
-    def given(cls, values: Mapping[str, Any]):
-        """The view of only what `values` says: an unset field reads as None."""
-        return cls(values, {})
-
-
-# ---------------------------------------------------------------- generating grpo_fields.py
 # TRL's declared types, mapped to what a config dict read from YAML holds.
 _TYPE_NAMES = {
     "NoneType": "None",
@@ -97,13 +46,13 @@ def render(probe: dict) -> str:
         "",
         "from typing import Any, Literal, Union  # noqa: F401  (names the annotations use)",
         "",
-        "from mcp_server.recipe.config_view import ConfigView",
+        "from mcp_server.config.view import ConfigView",
         "",
         f'TRL_VERSION = "{probe["trl_version"]}"',
         "",
         "",
         "class GRPOView(ConfigView):",
-        '    """A GRPO config dict read by attribute; see recipe.config_view."""',
+        '    """A GRPO config dict read by attribute; see config.view."""',
         "",
         "    __slots__ = ()",
         "",

@@ -7,6 +7,8 @@ weights and optimizer state are bf16 (`dtype: bfloat16`, no fp32 master copy) ba
 looks normal. TRL loads in float32 unless told otherwise and `bf16: true` runs the matmuls under bf16 autocast:
 that is the emitted full fine-tune. DeepSpeed ZeRO with bf16 keeps its own fp32 master copy, so a bf16 load is
 safe there. LoRA/QLoRA train float32 adapters (PEFT upcasts them) over a frozen base, so the base may be bf16.
+A CPU target is float32 throughout, LoRA included: with `bf16: false` nothing autocasts, so an fp16 base would run
+every matmul in fp16 on the CPU (slow, and fp16's range without loss scaling) beside float32 adapters.
 
 The emitter (`weights_dtype`), the validator (`rules.rule_full_finetune_precision`) and the memory planner's
 bf16-weights lever all follow this module.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 
 TYPICAL_WEIGHT = 0.02  # Qwen2/Llama initializer_range: the magnitude of most weights of a trained LLM too
 BF16_MANTISSA_BITS = 8  # significant bits, the implicit one included
@@ -42,16 +44,22 @@ def bf16_weights_allowed(values: dict) -> bool:
     return not is_full_finetune(values) or bool(GRPOView.given(values).deepspeed)
 
 
-def weights_dtype(finetune: str, bf16: bool) -> str:
-    """The `dtype` to load the model in: float32 for a full fine-tune (fp32 master weights, bf16 or fp16 autocast);
-    for the frozen base of LoRA/QLoRA bfloat16, or float16 on a GPU without bf16."""
-    if finetune in ("lora", "qlora"):
+def weights_dtype(finetune: str, bf16: bool, cpu: bool = False) -> str:
+    """The `dtype` to load the model in: float32 on a CPU target and for a full fine-tune (fp32 master weights, bf16
+    or fp16 autocast); for the frozen base of LoRA/QLoRA on a GPU bfloat16, or float16 on a GPU without bf16."""
+    if finetune in ("lora", "qlora") and not cpu:
         return "bfloat16" if bf16 else "float16"
     return "float32"
 
 
-def dtype_reason(finetune: str, bf16: bool) -> str:
+CPU_DTYPE_REASON = ("CPU target: float32 throughout (the base too: with bf16 false nothing autocasts, and "
+                    "half-precision weights would run every matmul in fp16 or bf16 on the CPU)")
+
+
+def dtype_reason(finetune: str, bf16: bool, cpu: bool = False) -> str:
     """Why `weights_dtype` chose what it did, for the emitted config's comment."""
+    if cpu:
+        return CPU_DTYPE_REASON
     if finetune == "full":
         return (f"full fine-tune: float32 master weights ({'bf16' if bf16 else 'fp16'} autocast computes); pure bf16 "
                 f"weights round away AdamW steps below {BF16_SWALLOW_LR:.1e} at |w|={TYPICAL_WEIGHT}, i.e. every GRPO "

@@ -34,6 +34,13 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     if weights is not None and count and len(weights) != count:
         out.append(finding("reward_weights_mismatch", "reward_weights", "error",
                            f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
+    numbers = [w for w in weights or [] if isinstance(w, (int, float)) and not isinstance(w, bool)]
+    if weights and len(numbers) == len(weights) and not any(numbers):
+        # grpo_trainer.py: rewards = (rewards_per_func * reward_weights).nansum(dim=1): all zero, every advantage 0
+        out.append(finding("reward_weights_all_zero", "reward_weights", "error",
+                           "every reward weight is 0: TRL sums the weighted rewards, so every completion scores 0, "
+                           "every group has zero spread and no advantage: nothing trains.",
+                           "give the reward to optimise a positive weight"))
     return out
 
 

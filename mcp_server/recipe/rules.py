@@ -127,6 +127,31 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     return out
 
 
+def rule_cpu_target_coherence(ctx: Context) -> list[Finding]:
+    """A CPU target is float32 with no vLLM: half-precision weights or a vLLM layout written for one are incoherent
+    (emit_grpo_config writes neither for `--gpu cpu`)."""
+    if ctx.gpu is not None:
+        return []
+    out = []
+    init = ctx.given.model_init_kwargs if isinstance(ctx.given.model_init_kwargs, dict) else {}
+    dtype = str(init.get("dtype") or ctx.given.dtype or "float32").replace("torch.", "")
+    if dtype in ("float16", "bfloat16", "auto"):
+        stored = "the checkpoint's dtype (bf16 or fp16 for most LLMs)" if dtype == "auto" else dtype
+        out.append(finding("cpu_half_precision_weights", "dtype", "warning",
+                           f"dtype={dtype} on a CPU target loads the weights in {stored}: with bf16 false nothing "
+                           "autocasts, so every matmul runs in half precision on the CPU (slow, and fp16 without "
+                           "loss scaling), beside float32 LoRA adapters or optimizer state.",
+                           "set dtype: float32 (a CPU target is float32 throughout)"))
+    vllm_keys = [k for k in ctx.values if k.startswith("vllm_")]
+    if vllm_keys and not ctx.config.use_vllm:  # with use_vllm: true they act (vllm_on_cpu, docs/vllm-cpu.md)
+        out.append(finding("vllm_fields_on_cpu", vllm_keys[0], "warning",
+                           f"{', '.join(vllm_keys)} on a CPU target without use_vllm: true, so "
+                           f"{'these fields do' if len(vllm_keys) > 1 else 'this field does'} nothing here "
+                           "(transformers generate samples) while the config reads as a vLLM layout.",
+                           f"remove {', '.join(vllm_keys)}"))
+    return out
+
+
 def rule_learning_rate(ctx: Context) -> list[Finding]:
     lr = ctx.config.learning_rate
     if not isinstance(lr, (int, float)) or isinstance(lr, bool):
@@ -193,6 +218,20 @@ def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
     return [finding("loss_type_implicit", "loss_type", "info",
                     f"loss_type is not set, so TRL {ctx.trl['trl_version']} uses its default '{default}'.",
                     "set loss_type explicitly ('dapo' for the base recipe)")]
+
+
+def rule_completion_length_explicit(ctx: Context) -> list[Finding]:
+    """TRL's default completion length is sized for no task (issue 31: 512 tokens for a "reply with the number
+    only" task on a CPU); emit_grpo_config always writes one and says where it came from."""
+    if "max_completion_length" in ctx.values:
+        return []
+    default = ctx.config.max_completion_length
+    return [finding("max_completion_length_implicit", "max_completion_length", "info",
+                    f"max_completion_length is not set, so TRL's default {default} tokens applies, sized for no task: "
+                    "every sampling pass and step generates up to that many tokens per completion (a short answer "
+                    "needs a fraction of them, a long reasoning chain may need more and be cut off).",
+                    "set it from sample_completions' length advice (`lengths.suggested_max_completion_length`: "
+                    "the 99th percentile of the sampled lengths, rounded up to a multiple of 64)")]
 
 
 def rule_moe(ctx: Context) -> list[Finding]:
@@ -304,7 +343,8 @@ def rule_model(ctx: Context) -> list[Finding]:
 
 
 RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware, rule_learning_rate,
-    rule_full_finetune_precision, rule_loss_type_explicit, rule_moe, rule_moe_lora_router, rule_combinations,
-    rule_rewards, rule_model,
+    rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware,
+    rule_cpu_target_coherence, rule_learning_rate, rule_full_finetune_precision, rule_loss_type_explicit,
+    rule_completion_length_explicit, rule_moe,
+    rule_moe_lora_router, rule_combinations, rule_rewards, rule_model,
 ]

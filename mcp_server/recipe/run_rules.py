@@ -30,7 +30,7 @@ TOKEN_SUMMING_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")
 COUNT_LIMIT_BYTES = 64 * 2**20
 
 
-def _steps_per_generation(ctx: Context) -> int | None:
+def steps_per_generation(ctx: Context) -> int | None:
     """steps_per_generation as GRPOConfig resolves it: the field, else generation_batch_size / global batch, else
     gradient_accumulation_steps."""
     spg, gbs = ctx.given.steps_per_generation, ctx.given.generation_batch_size
@@ -47,7 +47,7 @@ def generation_batch(ctx: Context) -> int | None:
     gbs = ctx.given.generation_batch_size
     if isinstance(gbs, int):
         return gbs
-    per_device, spg = ctx.config.per_device_train_batch_size, _steps_per_generation(ctx)
+    per_device, spg = ctx.config.per_device_train_batch_size, steps_per_generation(ctx)
     if isinstance(per_device, int) and isinstance(spg, int):
         return per_device * ctx.training_processes * spg
     return None
@@ -58,7 +58,7 @@ def on_policy(ctx: Context) -> bool | None:
     num_iterations dividing gradient_accumulation_steps every micro-batch is scored by the weights that sampled it:
     old_per_token_logps is per_token_logps.detach() (or recomputed by the same weights for vLLM's importance-sampling
     correction) and the importance ratio is 1."""
-    spg, iterations, ga = _steps_per_generation(ctx), ctx.config.num_iterations, ctx.config.gradient_accumulation_steps
+    spg, iterations, ga = steps_per_generation(ctx), ctx.config.num_iterations, ctx.config.gradient_accumulation_steps
     if not all(isinstance(v, int) and v > 0 for v in (spg, iterations, ga)):
         return None
     return ga % (spg * iterations) == 0
@@ -85,11 +85,13 @@ def rule_clip_structure(ctx: Context) -> list[Finding]:
     defaults = {k: (ctx.trl["fields"].get(k) or {}).get("default") for k in ("epsilon", "epsilon_high", "delta")}
     clip_keys = [k for k in defaults if ctx.values.get(k) is not None and ctx.values[k] != defaults[k]]
     loss = ctx.config.loss_type
+    if loss == "cispo":  # epsilon_high is CISPO's weight cap, which acts on-policy too (rule_cispo_cap)
+        clip_keys = [k for k in clip_keys if k not in ("epsilon_high", "epsilon")]
     if clip_keys and on_policy(ctx) and loss not in ("sapo", "vespo"):
         out.append(finding(
             "clip_on_policy", clip_keys[-1] if "epsilon_high" not in clip_keys else "epsilon_high", "warning",
             f"{', '.join(clip_keys)} set, but each generation batch feeds one optimizer step (steps_per_generation "
-            f"{_steps_per_generation(ctx)} x num_iterations {ctx.config.num_iterations} divides "
+            f"{steps_per_generation(ctx)} x num_iterations {ctx.config.num_iterations} divides "
             f"gradient_accumulation_steps {ctx.config.gradient_accumulation_steps}): every update is on-policy, the "
             "importance ratio is 1 (exactly, or up to dropout noise where TRL recomputes the old log-probs for "
             "vLLM's importance-sampling correction) and no clip bound is reached, so the setting has no effect.",
@@ -112,6 +114,90 @@ def rule_clip_structure(ctx: Context) -> list[Finding]:
             "clip (grpo_trainer.py, two-sided clipping), so delta replaces the upper clip bound for positive "
             "advantages too (clip-higher undone).", f"set delta above {1 + high:g} (INTELLECT-2 uses 4)"))
     return out
+
+
+def rule_cispo_cap(ctx: Context) -> list[Finding]:
+    """CISPO's loss (grpo_trainer.py `_compute_loss`): `clamped_ratios = torch.clamp(coef_1,
+    max=self.epsilon_high).detach()`, with epsilon_high defaulting to epsilon. The cap is on the importance weight
+    itself, not on 1 + epsilon_high: below 1 it caps every on-policy token (ratio 1), scaling the whole gradient by
+    the cap and removing the importance correction. TRL's help recommends 5.0 (ScaleRL's epsilon_max)."""
+    if ctx.config.loss_type != "cispo":
+        return []
+    high = ctx.config.epsilon_high
+    cap = high if isinstance(high, (int, float)) else ctx.config.epsilon
+    if not isinstance(cap, (int, float)) or isinstance(cap, bool) or cap >= 1:
+        return []
+    source = "epsilon_high" if isinstance(high, (int, float)) else "epsilon (epsilon_high unset)"
+    return [finding(
+        "cispo_cap_below_one", "epsilon_high", "warning",
+        f"loss_type=cispo caps the importance weight itself at epsilon_high (clamp(ratio, max=epsilon_high)), and "
+        f"the cap is {cap:g} from {source}: every token's ratio is about 1, so every token is capped, the gradient "
+        f"is scaled by {cap:g} and the weight carries no importance correction, on-policy or off.",
+        "set epsilon_high: 5.0 (TRL's recommendation for cispo, ScaleRL's epsilon_max)")]
+
+
+# GSPO's clip range (arXiv 2507.18071, its experiments: 3e-4 low, 4e-4 high) is for a sequence ratio, the geometric
+# mean of the token ratios: it stays within a fraction of a percent of 1, so a token-scale bound (PPO's 0.2) never
+# clips.
+SEQUENCE_CLIP_SCALE = 0.01
+CLIPPED_LOSSES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
+
+
+def rule_sequence_clip_scale(ctx: Context) -> list[Finding]:
+    cfg = ctx.config
+    if (cfg.importance_sampling_level != "sequence" or cfg.loss_type not in CLIPPED_LOSSES
+            or on_policy(ctx) is not False):
+        return []
+    low, high = cfg.epsilon, cfg.epsilon_high if isinstance(cfg.epsilon_high, (int, float)) else cfg.epsilon
+    if not all(isinstance(v, (int, float)) for v in (low, high)) or min(low, high) < SEQUENCE_CLIP_SCALE:
+        return []
+    return [finding(
+        "sequence_clip_token_scale", "epsilon", "warning",
+        f"importance_sampling_level=sequence (GSPO) with clip bounds epsilon={low:g} / epsilon_high={high:g}: the "
+        "sequence ratio is the geometric mean of the token ratios and stays within a fraction of a percent of 1, so "
+        "token-scale bounds never clip and the reused samples are unconstrained.",
+        "use GSPO's sequence-scale bounds: epsilon: 3e-4, epsilon_high: 4e-4 (the GSPO paper's)")]
+
+
+def rule_sampler_correction_bounds(ctx: Context) -> list[Finding]:
+    """vLLM's importance-sampling correction (grpo_trainer.py): the sampler/trainer ratio is about 1 when both
+    agree, and `*_truncate` clamps it to [clip_min, clip_max], `*_mask` drops what falls outside. A range without 1
+    pins every weight at a bound (truncate) or drops every sample (mask)."""
+    cfg = ctx.config
+    if not cfg.use_vllm or not cfg.vllm_importance_sampling_correction:
+        return []
+    low, high = cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max
+    numbers = [v for v in (low, high) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) < sum(v is not None for v in (low, high)):
+        return []  # a wrong type: rule_value_types says so
+    outside = (high is not None and high < 1) or (low is not None and low > 1)
+    if not outside or (low is not None and high is not None and low >= high):  # TRL's GRPOConfig rejects that
+        return []
+    mode = str(cfg.vllm_importance_sampling_mode)
+    masks = mode.endswith("_mask")
+    return [finding(
+        "sampler_correction_excludes_one", "vllm_importance_sampling_clip_max" if high is not None and high < 1
+        else "vllm_importance_sampling_clip_min", "error" if masks else "warning",
+        f"vllm_importance_sampling_mode={mode} with bounds [{low}, {high}], which exclude 1, the ratio of a sampler "
+        "and a trainer that agree: " + ("every token or sequence falls outside and is masked out of the loss, so "
+                                        "nothing trains." if masks else "every weight is pinned at the bound, "
+                                        "which scales the whole gradient and corrects nothing."),
+        "keep vllm_importance_sampling_clip_min below 1 and vllm_importance_sampling_clip_max above it (TRL's "
+        "default: no minimum, maximum 3.0)")]
+
+
+def rule_dr_grpo_scaling(ctx: Context) -> list[Finding]:
+    """TRL's help for scale_rewards: 'The Dr. GRPO paper recommends not scaling rewards, as scaling by the standard
+    deviation introduces a question-level difficulty bias.' dr_grpo with TRL's default 'group' keeps that bias."""
+    scale = ctx.config.scale_rewards
+    scale = {True: "group", False: "none"}.get(scale, scale) if isinstance(scale, bool) else scale
+    if ctx.config.loss_type != "dr_grpo" or scale in ("none", None):
+        return []
+    return [finding(
+        "dr_grpo_with_std_scaling", "scale_rewards", "warning",
+        f"loss_type=dr_grpo with scale_rewards={scale!r}: Dr.GRPO is two changes, the constant normaliser and no "
+        "std scaling of the advantages; dividing by each group's std keeps the difficulty bias the paper removes "
+        "(TRL's help for scale_rewards).", "set scale_rewards: none (the dr_grpo variant does)")]
 
 
 def rule_loss_level(ctx: Context) -> list[Finding]:
@@ -229,18 +315,33 @@ def _data_files(ctx: Context) -> list[Path]:
     return files
 
 
+def data_prompts(ctx: Context) -> int | None:
+    """The prompts of the config's local data files (those found here, each under COUNT_LIMIT_BYTES), else None;
+    read once per validation (several rules ask)."""
+    if "_data_prompts" not in ctx.__dict__:
+        ctx.__dict__["_data_prompts"] = _count_prompts(ctx)
+    return ctx.__dict__["_data_prompts"]
+
+
+def _count_prompts(ctx: Context) -> int | None:
+    files = _data_files(ctx)
+    if not files or any(f.stat().st_size > COUNT_LIMIT_BYTES for f in files):
+        return None
+    try:
+        return sum(len(read_file(f)) for f in files)
+    except (UserInputError, OSError, ValueError):
+        return None  # an unreadable file is the trainer's (and the inspection's) to report
+
+
 def rule_dataset_size(ctx: Context) -> list[Finding]:
     """TRL's RepeatSampler yields only whole chunks of generation_batch_size / num_generations prompts and drops the
     rest (trl/trainer/utils.py): fewer prompts than one chunk train 0 steps."""
-    files, g, batch = _data_files(ctx), ctx.config.num_generations, generation_batch(ctx)
-    if not files or not isinstance(g, int) or g < 1 or not isinstance(batch, int) or batch % g:
+    g, batch = ctx.config.num_generations, generation_batch(ctx)
+    if not isinstance(g, int) or g < 1 or not isinstance(batch, int) or batch % g:
         return []
-    if any(f.stat().st_size > COUNT_LIMIT_BYTES for f in files):
+    prompts = data_prompts(ctx)
+    if prompts is None:
         return []
-    try:
-        prompts = sum(len(read_file(f)) for f in files)
-    except (UserInputError, OSError, ValueError):
-        return []  # an unreadable file is the trainer's (and the inspection's) to report
     chunk = batch // g
     if prompts >= chunk:
         return []
@@ -253,6 +354,7 @@ def rule_dataset_size(ctx: Context) -> list[Finding]:
 
 
 RUN_RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_sync_ref_model, rule_clip_structure, rule_loss_level, rule_sampling_spread, rule_completion_budget,
-    rule_overlong_punishment, rule_server_memory_field, rule_dataset_size,
+    rule_sync_ref_model, rule_clip_structure, rule_cispo_cap, rule_sequence_clip_scale, rule_sampler_correction_bounds,
+    rule_dr_grpo_scaling, rule_loss_level,
+    rule_sampling_spread, rule_completion_budget, rule_overlong_punishment, rule_server_memory_field, rule_dataset_size,
 ]

@@ -198,17 +198,42 @@ def trl_defaults() -> dict:
     return {name: meta["default"] for name, meta in installed_trl()["fields"].items()}
 
 
-def grpo_config_error(values: dict, world_size: int) -> str | None:
-    """TRL's own verdict on the GRPOConfig part of `values` for the target world size, in the training
-    interpreter (see instantiate_grpo_config)."""
-    return in_training(INSTANTIATE_GRPO_CONFIG, values, world_size)
+def grpo_config_error(values: dict, world_size: int, capability: str | None = "9.0") -> str | None:
+    """TRL's own verdict on the GRPOConfig part of `values` for the target world size and GPU (its CUDA compute
+    capability; None for a CPU target), in the training interpreter (see instantiate_grpo_config)."""
+    return in_training(INSTANTIATE_GRPO_CONFIG, values, world_size, capability)
 
 
-def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
-    """Build a real GRPOConfig from the GRPOConfig part of `values`, as if on the target: the local bf16/GPU
-    check is neutralised and `world_size` is the target's. Returns TRL's error message, or None when accepted."""
+# transformers' device queries, answered as the target would answer them. TrainingArguments.__post_init__ calls
+# these by name (is_torch_bf16_gpu_available: bf16 needs compute capability 8.0; is_torch_tf32_available: `.major
+# < 8` is False in transformers/utils/import_utils.py); an NVIDIA target is none of the other accelerators the
+# queries ask about (XLA, MPS, NPU, ...). tests/test_target_checks.py lists every is_torch_*_available the
+# installed __post_init__ calls and fails on one this table does not answer.
+def target_answers(capability: str | None) -> dict[str, bool]:
+    """{query name: the target's answer} for a compute capability ('8.6'), or None for a CPU target."""
+    major = int(str(capability).split(".")[0]) if capability else 0
+    return {
+        "is_torch_available": True,
+        "is_torch_cuda_available": capability is not None,
+        "is_torch_bf16_gpu_available": major >= 8,
+        "is_torch_tf32_available": major >= 8,
+        **{name: False for name in OTHER_ACCELERATORS},
+    }
+
+
+OTHER_ACCELERATORS = ("is_torch_hpu_available", "is_torch_mlu_available", "is_torch_mps_available",
+                      "is_torch_musa_available", "is_torch_neuron_available", "is_torch_neuroncore_available",
+                      "is_torch_npu_available", "is_torch_tpu_available", "is_torch_xla_available",
+                      "is_torch_xpu_available")
+
+
+def instantiate_grpo_config(values: dict, world_size: int, capability: str | None = "9.0") -> str | None:
+    """Build a real GRPOConfig from the GRPOConfig part of `values`, as if on the target: transformers' device
+    queries answer for the target's GPU (`target_answers`: a T4 rejects bf16 and tf32, an H100 accepts them, on
+    any host) and `world_size` is the target's. Returns TRL's error message, or None when accepted."""
     import tempfile
     import warnings
+    from contextlib import ExitStack
     from unittest import mock
 
     import transformers.training_args as targs
@@ -229,7 +254,12 @@ def instantiate_grpo_config(values: dict, world_size: int) -> str | None:
             # transformers cannot even parse a DeepSpeed config without the package (PackageNotFoundError):
             # the rest is checked; DeepSpeed itself checks its config on the training machine
             values.pop("deepspeed")
-    with mock.patch.object(targs, "is_torch_bf16_gpu_available", lambda *a, **k: True), warnings.catch_warnings():
+    with ExitStack() as stack, warnings.catch_warnings():
+        for name, answer in target_answers(capability).items():
+            if hasattr(targs, name):
+                stack.enter_context(mock.patch.object(targs, name, lambda *a, _answer=answer, **k: _answer))
+        # tf32 on the target: the host's torch flags stay as they are
+        stack.enter_context(mock.patch.object(targs, "enable_tf32", lambda *a, **k: None))
         warnings.simplefilter("ignore")
         try:
             TargetGRPOConfig(**values)

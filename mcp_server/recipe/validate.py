@@ -9,9 +9,11 @@ from mcp_server.gpus import resolve_target
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.context import Context, finding
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.rules import RULES
+from mcp_server.recipe.keep_rules import KEEP_RULES
 from mcp_server.recipe.run_rules import RUN_RULES
+from mcp_server.recipe.startup_rules import STARTUP_RULES
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import CHECK_AGENTIC, PARSE_LIKE_TRL
@@ -61,7 +63,7 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
                   parse_errors=parse_errors, base_dir=base_dir)
-    findings = [f for rule in RULES + RUN_RULES for f in rule(ctx)]
+    findings = [f for rule in RULES + RUN_RULES + STARTUP_RULES + KEEP_RULES for f in rule(ctx)]
     if agentic and skipped is None:  # TRL's tool-loop requirements, from the tokenizer, before any model loads
         findings += [Finding(**f) for f in in_training(CHECK_AGENTIC, agentic, values)]
     if skipped is not None:
@@ -73,7 +75,9 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
             "then validate again"))
     elif not any(f.severity == "error" for f in findings):
         grpo_keys = {k for k, meta in trl["fields"].items() if meta["owner"] == "GRPOConfig"}
-        error = grpo_config_error({k: v for k, v in values.items() if k in grpo_keys}, ctx.training_processes)
+        capability = None if gpu_obj is None else gpu_obj.compute_capability  # TRL's checks answer for the target
+        error = grpo_config_error({k: v for k, v in values.items() if k in grpo_keys}, ctx.training_processes,
+                                  capability)
         if error:
             findings.append(finding("trl_rejected", None, "error", f"TRL's GRPOConfig rejects this config: {error}",
                                     "change the fields the message names"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from mcp_server.errors import UserInputError
+from mcp_server.rewards.answers import final_answer, same_answer
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.text import column, completion_texts, single_tag
 
@@ -58,28 +59,32 @@ def _normalise(text: str, ignore_case: bool) -> str:
 
 
 def score_correctness(
-    completions: list, columns: dict, answer_column: str = "answer", tag: str = "answer",
+    completions: list, columns: dict, answer_column: str = "answer", tag: str | None = "answer",
     value: float = 2.0, ignore_case: bool = False,
 ) -> list[float]:
     texts = completion_texts(completions)
     golds = column(columns, answer_column, len(texts), "params.answer_column")
     scores = []
     for text, gold in zip(texts, golds, strict=True):
-        answer = single_tag(text, tag)
-        right = (
-            answer is not None and gold is not None and _normalise(answer, ignore_case) == _normalise(gold, ignore_case)
-        )
+        if tag is None:  # a plain-text reply: its final stated answer, the same number or text as the gold
+            right = same_answer(final_answer(text), gold, ignore_case)
+        else:
+            answer = single_tag(text, tag)
+            right = (answer is not None and gold is not None
+                     and _normalise(answer, ignore_case) == _normalise(gold, ignore_case))
         scores.append(value if right else 0.0)
     return scores
 
 
 def make_correctness_reward(
-    answer_column: str = "answer", tag: str = "answer", value: float = 2.0, ignore_case: bool = False
+    answer_column: str = "answer", tag: str | None = "answer", value: float = 2.0, ignore_case: bool = False
 ) -> NamedReward:
-    """`value` (2.0) when the one <answer> block equals the gold column exactly (whitespace collapsed), else 0.0."""
+    """`value` (2.0) when the one <answer> block equals the gold column exactly (whitespace collapsed), else 0.0.
+    tag null: the completion's final stated answer (rewards.answers.final_answer) is the gold's number or text."""
     if not isinstance(answer_column, str) or not answer_column:
         raise UserInputError("params.answer_column", f"expected a column name, got {answer_column!r}")
-    _check_tags([tag], "params.tag")
+    if tag is not None:
+        _check_tags([tag], "params.tag")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise UserInputError("params.value", f"expected a positive number, got {value!r}")
     return NamedReward(

@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,7 +24,7 @@ from mcp_server.errors import UserInputError, closest_names, validation_message
 from mcp_server.rewards.dotted import import_dotted
 from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
 from mcp_server.rewards.named import NamedReward
-from mcp_server.rewards.sources import local_sources
+from mcp_server.rewards.sources import installed_roots, local_sources
 from mcp_server.rewards.spec import RewardSpec
 
 # name -> (factory "module:function", default dotted path or None, columns read, description, {param: (type, doc)})
@@ -49,10 +50,13 @@ REGISTRY: dict[str, dict[str, Any]] = {
         columns=["answer"],
         description="`value` (2.0) when the single <answer> block equals the gold answer column exactly "
         "(whitespace collapsed), else 0.0. Several <answer> blocks score 0 (no hedging). 2.0 against format's "
-        "1.0 keeps malformed (0), well-formed-but-wrong (1) and right (3) apart in the total.",
+        "1.0 keeps malformed (0), well-formed-but-wrong (1) and right (3) apart in the total. With tag null, a "
+        "plain-text reply is scored by its final stated answer ('1 + 5 = 6 as we start' -> 6, '7 + 7 = **8**' -> "
+        "8, 'The answer is 17.' -> 17; several numbers and no statement -> no answer), as a number or as text.",
         params={
             "answer_column": ("str", "Data set column holding the gold answer."),
-            "tag": ("str", "Tag whose body is the model's answer."),
+            "tag": ("str | null", "Tag whose body is the model's answer; null reads the final stated answer of "
+                                  "the whole completion."),
             "value": ("float", "Reward for a right answer."),
             "ignore_case": ("bool", "Compare case-insensitively."),
         },
@@ -309,23 +313,91 @@ def _source_of(func: Callable) -> str:
 def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
     """sha256 of the specs and of the source of every function they resolve to.
 
-    Registry rewards hash this package's source; dotted-path rewards hash their whole module and every local
-    module it imports (rewards.sources). Changing a parameter, a weight, or a line of code changes the hash.
+    Registry rewards hash this package's source. Every other callable a reward reaches (a dotted-path reward, a
+    user module's NamedReward, the reward a length_penalty wraps, a rubric_judge's dotted judge), found by
+    walking the built functions, hashes its whole module and every local module it imports (rewards.sources,
+    relative imports included); a local directory or file a reward reads (a judge model, a tokenizer) hashes its
+    files. Changing a parameter, a weight, a line of code or a judge's weights changes the hash.
     """
     digest = hashlib.sha256()
     parsed = [_as_spec(s, f"rewards[{i}]") for i, s in enumerate(specs)]
     digest.update(json.dumps([s.model_dump() for s in parsed], sort_keys=True, default=repr).encode())
     funcs = build_reward_funcs(parsed)
-    # Registry names, and dotted paths to this library's own rewards (mcp_server.rewards.format_reward).
-    if any(s.name.strip() in REGISTRY or isinstance(f, NamedReward) for s, f in zip(parsed, funcs)):
+    callables, paths = _reached(funcs)
+    if any(s.name.strip() in REGISTRY for s in parsed) or any(_is_library(c) for c in callables):
         for path in _library_sources():
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    for spec, func in zip(parsed, funcs):
-        if spec.name.strip() not in REGISTRY and not isinstance(func, NamedReward):
-            digest.update(spec.name.encode() + b"\0" + _source_of(func).encode())
-            module = getattr(inspect.getmodule(inspect.unwrap(func)), "__name__", None)
-            for name, source in local_sources(module) if module else []:  # helpers it imports, followed through
-                digest.update(name.encode() + b"\0" + source)
+    for func in callables:
+        if _is_library(func) or _is_installed(func):  # installed packages are no part of a verdict (pins' doc)
+            continue
+        digest.update(_qualified(func).encode() + b"\0" + _source_of(func).encode())
+        module = getattr(inspect.getmodule(inspect.unwrap(func)), "__name__", None)
+        for name, source in local_sources(module) if module else []:  # helpers it imports, followed through
+            digest.update(name.encode() + b"\0" + source)
+    for path in sorted(paths):
+        digest.update(path.encode() + b"\0" + _path_digest(Path(path)).encode())
+    return digest.hexdigest()
+
+
+def _is_library(func: Callable) -> bool:
+    module = getattr(inspect.getmodule(inspect.unwrap(func)), "__name__", "") or ""
+    return module == "mcp_server.rewards" or module.startswith("mcp_server.rewards.")
+
+
+def _is_installed(func: Callable) -> bool:
+    module = inspect.getmodule(inspect.unwrap(func)) or inspect.getmodule(type(func))
+    origin = getattr(module, "__file__", None)
+    if not origin:
+        return module is not None and module.__name__ in sys.builtin_module_names
+    resolved = Path(origin).resolve()
+    return any(resolved.is_relative_to(root) for root in installed_roots())
+
+
+def _qualified(func: Callable) -> str:
+    target = inspect.unwrap(func)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', type(target).__name__)}"
+
+
+def _reached(funcs: list[Callable]) -> tuple[list[Callable], set[str]]:
+    """Every callable the reward functions reach (NamedReward scores and params, partials, wrapped rewards), in
+    order found, and every existing local path among their parameters."""
+    found: list[Callable] = []
+    paths: set[str] = set()
+    stack = list(reversed(funcs))
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, NamedReward):
+            stack += [item.score, *item.params.values()]
+        elif isinstance(item, functools.partial):
+            stack += [item.func, *item.args, *item.keywords.values()]
+        elif isinstance(item, (list, tuple)):
+            stack += list(item)
+        elif isinstance(item, dict):
+            stack += list(item.values())
+        elif isinstance(item, str):
+            if len(item) < 4096 and ("/" in item or "\\" in item) and Path(item).expanduser().exists():
+                paths.add(str(Path(item).expanduser().resolve()))
+        elif callable(item):
+            found.append(item)
+    return found, paths
+
+
+def _path_digest(path: Path) -> str:
+    """A local file's content, or a directory's files (name and content; size and mtime above 64 MiB, as model
+    pins do)."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        stat = file.stat()
+        digest.update(str(file.relative_to(path) if file != path else file.name).encode() + b"\0")
+        if stat.st_size <= 64 << 20:
+            digest.update(hashlib.sha256(file.read_bytes()).hexdigest().encode())
+        else:
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
     return digest.hexdigest()
 
 

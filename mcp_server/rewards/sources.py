@@ -12,7 +12,7 @@ import sysconfig
 from pathlib import Path
 
 
-def _installed_roots() -> list[Path]:
+def installed_roots() -> list[Path]:
     paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     paths |= set(site.getsitepackages()) | {site.getusersitepackages()}
     return [Path(p).resolve() for p in paths if p]
@@ -50,7 +50,7 @@ def _origin(name: str) -> Path | None:
 
 def local_sources(module_name: str) -> list[tuple[str, bytes]]:
     """(module name, source bytes) of the module and the local modules it imports, sorted by name."""
-    installed = _installed_roots()
+    installed = installed_roots()
     found: dict[str, bytes] = {}
     stack = [module_name]
     while stack:

@@ -8,7 +8,7 @@ import psutil
 
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
-from mcp_server.recipe.grpo_fields import GRPOView
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import ValidateRequest
 from mcp_server.recipe.validate import validate_config
 from mcp_server.runs import Run

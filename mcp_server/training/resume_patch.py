@@ -2,11 +2,12 @@
 
 The patch (the root-cause finding's, from diagnose_run or train/logs/guard.json) is merged into the launched
 train/config.yaml and validated first; a patch that does not validate is refused and nothing is written. Then
-the config is written, and the inspection verdict's pins move for exactly the pins the patch changes (a longer
-max_completion_length changes the sampling pin, a learning rate none): everything else the verdict vouches for
-must still match, so the gate still refuses any other change. The run record keeps the patch (run.json
-`resume_patch`). After a guard stop the checkpoint resumed from is the last one saved before the stop's step:
-the one saved at the stop already holds the failure.
+the config is written, and after a guard stop the inspection verdict's pins move for exactly the pins the patch
+changes (a longer max_completion_length changes the sampling pin, a learning rate none), never the model's or the
+data's: everything else the verdict vouches for must still match, so the gate still refuses any other change. A
+run that was never guard-stopped moves no pin: its patch may change only what the verdict does not pin. The run
+record keeps the patch (run.json `resume_patch`). After a guard stop the checkpoint resumed from is the last one
+saved before the stop's step: the one saved at the stop already holds the failure.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.guard import run_request
 from mcp_server.training.models import GateRefusal
 from mcp_server.workspace import atomic_write_json, atomic_write_text
+
+
+FIXED_PINS = ("model", "data")  # what no patch moves
 
 
 def patch_problems(run: Run, config: dict, patch: dict) -> list[str]:
@@ -64,16 +68,24 @@ def _nothing() -> None:
     return None
 
 
+def _guard_stopped(run: Run) -> bool:
+    stopped = read_json_if_present(run.stopped)
+    return isinstance(stopped, dict) and stopped.get("by") == "guard"
+
+
 def _write(run: Run, config: dict, patch: dict) -> None:
+    """Write the patched config; after a guard stop, move the verdict's pins the patch changes (never the model's
+    or the data's: a patch is a setting, and another data set needs its own review). A run never guard-stopped
+    moves nothing, so the gate refuses a patch of anything the verdict pins."""
     verdict = read_json_if_present(run.verdict)
-    before = config_pins(run) if isinstance(verdict, dict) else None
+    before = config_pins(run) if isinstance(verdict, dict) and _guard_stopped(run) else None
     atomic_write_text(run.config, yaml.safe_dump({**config, **patch}, sort_keys=False))
     if before is not None:
         after = config_pins(run)
         pins = verdict.get("pins") if isinstance(verdict.get("pins"), dict) else {}
-        moved = [k for k in after if after[k] != before.get(k) and pins.get(k) == before.get(k)]
+        moved = [k for k in after if k not in FIXED_PINS and after[k] != before.get(k) and pins.get(k) == before.get(k)]
         if moved:
-            pins.update({k: after[k] for k in moved})
+            pins.update({k: after[k] for k in moved})  # the trainer applies pin_updates to its "trained" pin
             updates = verdict.get("pin_updates") if isinstance(verdict.get("pin_updates"), list) else []
             verdict["pin_updates"] = updates + [{"patch": patch, "pins": moved, "time": time.time(),
                                                  "by": "resume_training"}]

@@ -8,47 +8,28 @@ Imported by train/train.py in the training interpreter.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
-from datasets import load_dataset
-from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser, get_dataset, get_peft_config
-from trl import get_quantization_config
-from trl.scripts.grpo import GRPOScriptArguments
+from trl import get_peft_config, get_quantization_config
 
+from mcp_server.inspection.training_inputs import parse_config  # noqa: F401 - the templates import it from here
+from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
 from mcp_server.training.progress import ProgressCallback, write_outcome
 
 
-def model_init_kwargs(model_args, training_args) -> dict:
-    """What `trl grpo` passes to from_pretrained: the model section's revision, attention and dtype, TRL's
-    trust_remote_code, and anything in model_init_kwargs (which wins)."""
-    kwargs = dict(
-        revision=model_args.model_revision,
-        trust_remote_code=training_args.trust_remote_code,
-        attn_implementation=model_args.attn_implementation,
-        dtype=model_args.dtype,
-    )
-    kwargs.update(training_args.model_init_kwargs or {})
-    return kwargs
-
-
-def parse_config(argv=None):
-    """(script_args, training_args, model_args, dataset_args) from the config named in `argv` (default sys.argv)."""
-    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
-    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
-    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args)
-    return script_args, training_args, model_args, dataset_args
-
-
-def train_dataset(script_args, dataset_args, prompt_column: str):
-    """The training split, its prompt column named 'prompt' as GRPOTrainer reads it."""
-    if dataset_args.datasets:
-        dataset = get_dataset(dataset_args)[script_args.dataset_train_split]
-    else:
-        dataset = load_dataset(script_args.dataset_name, name=script_args.dataset_config,
-                               split=script_args.dataset_train_split)
-    if prompt_column != "prompt":
-        dataset = dataset.rename_column(prompt_column, "prompt")
-    return dataset
+def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path | None = None):
+    """The training split, its prompt column named 'prompt' as GRPOTrainer reads it: the loader sampling reads
+    it with too (inspection.training_inputs), prepared in a fresh datasets cache under the run's cache/ (or the
+    system's temporary folder for a script emitted before) that is removed when the process ends."""
+    parent = Path(run_dir) / "cache" if run_dir is not None else None
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    cache = tempfile.mkdtemp(prefix="datasets-", dir=parent)
+    atexit.register(shutil.rmtree, cache, True)
+    return load_train_dataset(script_args, dataset_args, prompt_column, cache)
 
 
 def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:

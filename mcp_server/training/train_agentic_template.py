@@ -25,7 +25,7 @@ from trl import GRPOTrainer  # noqa: E402
 try:
     from mcp_server.agentic.checks import check_agentic
     from mcp_server.agentic.spec import AgenticRecord, load
-    from mcp_server.inspection.trained import reviewed_reward_funcs
+    from mcp_server.inspection.trained import check_reviewed_inputs, reviewed_reward_funcs
     from mcp_server.runs import Run
     from mcp_server.training.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
     from mcp_server.training.tool_batch import log_first_batch
@@ -47,8 +47,10 @@ def build_trainer(argv=None):
     if errors:
         sys.exit("\n".join(f"{f['field']}: {f['message']}" for f in errors))
     environment_factory, tools = load(AgenticRecord(**record))
-    dataset = train_dataset(script_args, dataset_args, PROMPT_COLUMN)
-    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)  # exits when the code is not what the verdict reviewed
+    dataset = train_dataset(script_args, dataset_args, PROMPT_COLUMN, RUN_DIR)
+    # Exits when the rows, prompt column, settings, model or reward code are not what the verdict reviewed.
+    check_reviewed_inputs(RUN_DIR, dataset, PROMPT_COLUMN, script_args, training_args, model_args)
+    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)
     return GRPOTrainer(reward_funcs=reward_funcs, tools=tools or None, environment_factory=environment_factory,
                        **trainer_kwargs(RUN_DIR, training_args, model_args, dataset))
 

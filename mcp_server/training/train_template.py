@@ -19,7 +19,7 @@ from pathlib import Path  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
 try:
-    from mcp_server.inspection.trained import reviewed_reward_funcs
+    from mcp_server.inspection.trained import check_reviewed_inputs, reviewed_reward_funcs
     from mcp_server.training.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
@@ -31,8 +31,10 @@ PROMPT_COLUMN = "{{PROMPT_COLUMN}}"
 def build_trainer(argv=None):
     """The GRPOTrainer for the config named on the command line (`argv`, default sys.argv), not yet trained."""
     script_args, training_args, model_args, dataset_args = parse_config(argv)
-    dataset = train_dataset(script_args, dataset_args, PROMPT_COLUMN)
-    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)  # exits when the code is not what the verdict reviewed
+    dataset = train_dataset(script_args, dataset_args, PROMPT_COLUMN, RUN_DIR)
+    # Exits when the rows, prompt column, settings, model or reward code are not what the verdict reviewed.
+    check_reviewed_inputs(RUN_DIR, dataset, PROMPT_COLUMN, script_args, training_args, model_args)
+    reward_funcs, _ = reviewed_reward_funcs(RUN_DIR)
     return GRPOTrainer(reward_funcs=reward_funcs, **trainer_kwargs(RUN_DIR, training_args, model_args, dataset))
 
 

@@ -28,7 +28,7 @@ from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.process_state import process_state
 from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
 from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json, write_run_json
-from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_json, atomic_write_text, baseline_hashes, sha256_file
 
 TERM_GRACE_S = 15  # after SIGTERM: how long the run's processes get before SIGKILL
 
@@ -95,7 +95,7 @@ class LocalLauncher:
             "reward_code_sha256": reward_sha, "git_commit": start.commit, "strategy": plan.strategy,
             "num_processes": plan.num_processes, "accelerate_config": written.get("accelerate_config"),
             "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
-            "env_verdict": start.env_verdict, "history": history(start.previous)})
+            "env_verdict": start.env_verdict, "history": history(start.previous), "baselines": baseline_hashes()})
         resumed = start.resumed_from
         return LaunchResult(
             launched=True, run_dir=str(run.dir), state="starting", pid=proc.pid, command=plan.train_command,

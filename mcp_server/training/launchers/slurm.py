@@ -29,7 +29,7 @@ from mcp_server.training.slurm_launcher import describe, layout_for, preflight, 
 from mcp_server.training.slurm_plan import comment_block, node_table
 from mcp_server.training.slurm_script import render_sbatch
 from mcp_server.inspection.trained import verdict_reward_sha256
-from mcp_server.workspace import atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_text, baseline_hashes, sha256_file
 
 
 class SlurmLauncher:
@@ -105,7 +105,7 @@ class SlurmLauncher:
             "git_commit": start.commit, "strategy": plan.strategy, "num_processes": plan.num_processes,
             "num_nodes": plan.num_nodes, "accelerate_config": written.get("accelerate_config"),
             "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
-            "history": history(start.previous)})
+            "history": history(start.previous), "baselines": baseline_hashes()})
         return LaunchResult(
             launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command,
             config_sha256=config_sha, train_script_sha256=script_sha, git_commit=start.commit,

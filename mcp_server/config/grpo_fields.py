@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union  # noqa: F401  (names the annotations use)
 
-from mcp_server.recipe.config_view import ConfigView
+from mcp_server.config.view import ConfigView
 
 TRL_VERSION = "1.16.0"
 
 
 class GRPOView(ConfigView):
-    """A GRPO config dict read by attribute; see recipe.config_view."""
+    """A GRPO config dict read by attribute; see config.view."""
 
     __slots__ = ()
 

@@ -1,0 +1,61 @@
+"""max_completion_length is never left at TRL's default silently: emission writes it with where it came from.
+
+Issue 31: a "reply with the number only" task on a CPU target was emitted without it, so TRL's 512 applied to
+every sampling pass and every step. The value, in order: the request's override, the agentic budget or the
+thinking mode (set before this runs), the run's own measurement (emitting again into a run whose
+inspection/samples.meta.json holds sample_completions' suggestion for the same model), else a placeholder by
+target (TRL's default on a GPU, a rehearsal's budget on a CPU), said to be unmeasured.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mcp_server.runs import Run
+
+CPU_COMPLETION_LENGTH = 128  # a CPU run is a rehearsal: each of its sampling passes and steps scales with this
+FIELD = "max_completion_length"
+
+
+def measured_length(run: Run, model: str) -> tuple[int, str] | None:
+    """(sample_completions' suggested max_completion_length, how it was measured) from the run's samples of this
+    model; None when there are none, they came from another model, or they suggest nothing (censored)."""
+    try:
+        meta = json.loads(run.samples_meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    lengths = meta.get("lengths") if isinstance(meta, dict) else None
+    suggested = lengths.get("suggested_max_completion_length") if isinstance(lengths, dict) else None
+    sampled = meta.get("model")
+    if not isinstance(suggested, int) or isinstance(suggested, bool) or suggested <= 0 or not isinstance(sampled, str):
+        return None
+    if Path(sampled).expanduser().resolve() != Path(model).expanduser().resolve() and sampled != model:
+        return None
+    p99 = (lengths.get("completion_tokens") or {}).get("p99")
+    cut = lengths.get("truncation_at_suggested")
+    how = (f"measured: sample_completions' suggestion from {lengths.get('completions')} sampled completions "
+           f"(inspection/samples.meta.json: 99th percentile {p99} tokens, rounded up to a multiple of 64"
+           + (f", cutting {cut:.1%} of them" if isinstance(cut, (int, float)) else "") + ")")
+    return suggested, how
+
+
+def completion_length(recipe: dict, why: dict, overrides: dict, trl_default: int, cpu: bool, run: Run,
+                      model: str) -> None:
+    """Set recipe's max_completion_length with its reason (in place) unless the request or the recipe set it."""
+    if FIELD in recipe or FIELD in overrides:
+        return
+    measured = measured_length(run, model)
+    if measured is not None:
+        recipe[FIELD], why[FIELD] = measured
+        return
+    then = ("not yet measured for this task: sample_completions measures the completions and suggests a value "
+            "(its `lengths`); emit again into this run (run_dir) to apply it, or set it here, then sample again")
+    if cpu:
+        recipe[FIELD] = CPU_COMPLETION_LENGTH
+        why[FIELD] = (f"CPU target: {CPU_COMPLETION_LENGTH} tokens, a rehearsal's budget (TRL's default "
+                      f"{trl_default} makes every sampling pass and step about {trl_default // CPU_COMPLETION_LENGTH}x "
+                      f"longer on a CPU); {then}")
+    else:
+        recipe[FIELD] = trl_default
+        why[FIELD] = f"{trl_default} tokens, TRL's default, {then}"

@@ -1,0 +1,119 @@
+"""sample_completions' plan, sized for the machine it samples on: before the model loads, how many completions and
+tokens it may generate and about how long that takes (from the model's size and the host: CPU threads or a GPU);
+while it runs, progress lines with the measured rate and the time left; and the default number of prompts, smaller
+on a CPU so that a rehearsal there finishes in minutes.
+
+Issue 31: 64 prompts x 8 completions of up to 512 tokens from a 135M model on 2 CPU cores printed nothing for 11
+minutes. The estimate below puts that at about an hour (8 generate calls of 64 sequences, 512 decode steps each).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.models import CPU_PROMPTS, MIN_REVIEW_SAMPLES, RATE_PROMPTS
+from mcp_server.memory.models import MemoryPlanRequest
+from mcp_server.memory.params import count_params
+from mcp_server.memory.planner import resolve_architecture
+from mcp_server.model_ref import SMALL_MODEL_PARAMS
+from mcp_server.reporting import Report
+
+# Effective fp32 throughput of one CPU core in batched decode. An idle x86 core with AVX2 FMA peaks near 100
+# GFLOP/s; transformers generate at a few dozen sequences reaches about a tenth of that. A busy machine is slower,
+# so the progress lines give the measured rate; the estimate is the plan's order of magnitude.
+CPU_FLOPS_PER_THREAD = 10e9
+GPU_FLOPS = 50e12  # transformers generate's bf16 matmuls on a data-centre GPU, far under peak (small batches)
+STEP_OVERHEAD_PER_LAYER_S = 2e-4  # Python and kernel launches per layer per decode step (memory.speed's figure)
+# generate's own work per decode step (logits processors, sampling, stopping checks): ~27 ms measured on the tiny
+# model (2 layers, 64 sequences) at load 10 on 2 cores, so about 10 ms on an idle core
+STEP_OVERHEAD_S = 0.01
+
+
+def default_num_prompts(on_gpu: bool) -> int:
+    return RATE_PROMPTS if on_gpu else CPU_PROMPTS
+
+
+def model_size(model) -> tuple[int | None, int | None]:
+    """(parameters, layers) from the model's config, offline (a local directory, 'tiny', the catalog); (None, None)
+    when unknown."""
+    try:
+        _, arch = resolve_architecture(MemoryPlanRequest(model=str(model), validate_levers=False), {})
+    except UserInputError:
+        return None, None
+    return count_params(arch).total, arch.num_hidden_layers
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"
+
+
+def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int, engine: str, on_gpu: bool,
+                  threads: int, params: int | None, layers: int | None) -> dict:
+    """What sampling will generate and an upper estimate of its time (every completion running to the limit)."""
+    per_call = max(1, batch_size // n)
+    calls = math.ceil(num_prompts / per_call)
+    sequences = min(per_call, num_prompts) * n
+    completions = num_prompts * n
+    if params is not None and params < SMALL_MODEL_PARAMS and not on_gpu:
+        threads = 1  # model_ref.small_model_threads: a small model generates on one thread
+    host = "a GPU" if on_gpu else f"{threads} CPU thread{'s' if threads != 1 else ''}"
+    seconds = None
+    if params is not None:
+        flops = GPU_FLOPS if on_gpu else CPU_FLOPS_PER_THREAD * threads
+        step = 2 * params * sequences / flops + (layers or 0) * STEP_OVERHEAD_PER_LAYER_S + STEP_OVERHEAD_S
+        seconds = calls * max_new_tokens * step
+    size = f"a {params / 1e6:,.1f}M-parameter model" if params is not None else "a model of unknown size"
+    text = (f"{num_prompts} prompts x {n} = {completions} completions of up to {max_new_tokens} tokens "
+            f"({completions * max_new_tokens:,} tokens at most) from {size} with {engine} on {host}")
+    if seconds is not None:
+        text += (f": about {_duration(seconds)} at most ({calls} generate call{'s' if calls != 1 else ''} of "
+                 f"{sequences} sequences, {max_new_tokens} decode steps each; an idle machine's estimate, the "
+                 "progress lines give the measured rate)")
+    if not on_gpu and completions > MIN_REVIEW_SAMPLES and (seconds or 0) > 600:
+        text += (f". Long for a CPU: fewer prompts (num_prompts {max(1, -(-MIN_REVIEW_SAMPLES // n))} gives the "
+                 "review's 50 samples) or a shorter max_completion_length in the config shrink it")
+    return {"num_prompts": num_prompts, "n": n, "completions": completions, "max_new_tokens": max_new_tokens,
+            "max_tokens": completions * max_new_tokens, "engine": engine, "device": "cuda" if on_gpu else "cpu",
+            "threads": threads, "params": params, "generate_calls": calls, "estimated_seconds_at_most":
+            None if seconds is None else round(seconds, 1), "text": text}
+
+
+class Progress:
+    """Progress lines for one sampling pass: prompts done (fractional within a generate call), the measured
+    decode rate and the time left at that rate."""
+
+    def __init__(self, report: Report, plan: dict):
+        self.report, self.plan = report, plan
+        self.first: tuple[float, float] | None = None  # (time, decode steps) at the first report: the rate
+        # is measured from there, after the model has loaded
+        self.total = plan["num_prompts"]
+        self.per_call = max(1, min(self.total, -(-self.total // plan["generate_calls"])))
+
+    def _left(self, done_steps: float) -> str:
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = (now, done_steps)
+            return ""
+        elapsed, steps = now - self.first[0], done_steps - self.first[1]
+        if steps <= 0 or elapsed <= 0:
+            return ""
+        left = (self.plan["generate_calls"] * self.plan["max_new_tokens"] - done_steps) * elapsed / steps
+        return f"; {steps / elapsed:.1f} decode steps/s, at most about {_duration(left)} left"
+
+    def step(self, done_before: int, step: int) -> None:
+        """Within a generate call: `step` decode steps of the call that starts at prompt `done_before`."""
+        steps_before = (done_before // self.per_call) * self.plan["max_new_tokens"]
+        fraction = min(step, self.plan["max_new_tokens"] - 1) / self.plan["max_new_tokens"]  # the batch's own
+        # report says "done": MCP progress only grows, so a step never reaches it
+        chunk = min(self.per_call, self.total - done_before)
+        self.report(done_before + fraction * chunk, self.total,
+                    f"sampling prompts {done_before + 1}-{done_before + chunk} of {self.total}: token {step} of up to "
+                    f"{self.plan['max_new_tokens']}" + self._left(steps_before + step))
+
+    def batch(self, done: int) -> None:
+        calls_done = -(-done // self.per_call)
+        self.report(done, self.total, f"sampled {done}/{self.total} prompts x {self.plan['n']}, written to "
+                    "inspection/samples.partial.jsonl" + self._left(calls_done * self.plan["max_new_tokens"]))

@@ -1,0 +1,142 @@
+"""What a run trains on, read the way its trainer reads it: one loader for train/train.py and for sampling.
+
+The trainer (training.script_support) and sample_completions both parse train/config.yaml with TRL's own parser
+(`trl grpo`'s dataclasses), load the rows with the same `load_dataset`/`get_dataset` call (every `datasets`
+entry, every data file, the directory globbing datasets does), rename the same prompt column (train.py's
+PROMPT_COLUMN, the one place it is written) and resolve the model in the run directory, where training runs.
+`fingerprint` is what a verdict vouches for of all that: the rows' content after loading, the prompt column,
+the resolved settings (generation_kwargs and reward_weights included) and the model as resolved. Sampling records
+it in samples.meta.json ("trained"), the verdict pins it, and the trainer compares its own
+(inspection.trained.check_reviewed_inputs) before it trains.
+
+The datasets cache cannot carry rows nobody reviewed: every load here goes through a fresh, empty cache folder (a
+poisoned cache under the run, restored data files around it, would otherwise train on cached rows). Heavy
+imports (TRL, datasets) happen inside the functions: the light server imports this module's names only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.pins import CONFIG_UNPINNED, SAMPLING_KEYS, model_pin
+from mcp_server.runs import Run
+
+PROMPT_LINE = re.compile(r'^PROMPT_COLUMN = "(?P<column>[^"\n]*)"$', re.MULTILINE)
+# Fields the settings fingerprint leaves out: the machine's precision switches (a config made for a GPU is sampled
+# where it parses; the gate pins them in the config file) and everything CONFIG_UNPINNED names.
+MACHINE_KEYS = frozenset({"bf16", "fp16", "tf32", "use_cpu", "bf16_full_eval", "fp16_full_eval"})
+ALWAYS_SETTINGS = (*SAMPLING_KEYS, "reward_weights", "max_prompt_length", "num_iterations", "beta", "loss_type")
+
+
+def prompt_column(run: Run) -> str:
+    """The column train/train.py renames to 'prompt' (its PROMPT_COLUMN), else 'prompt'."""
+    try:
+        found = PROMPT_LINE.search(run.script.read_text(encoding="utf-8"))
+    except OSError:
+        found = None
+    return found.group("column") if found and found.group("column") else "prompt"
+
+
+def parse_config(argv=None):
+    """(script_args, training_args, model_args, dataset_args) from the config named in `argv` (default sys.argv),
+    as `trl grpo` parses it, with model_init_kwargs filled in as `trl grpo` passes them to from_pretrained."""
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
+    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
+    kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
+                  attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)
+    kwargs.update(training_args.model_init_kwargs or {})
+    training_args.model_init_kwargs = kwargs
+    return script_args, training_args, model_args, dataset_args
+
+
+def train_dataset(script_args, dataset_args, column: str, cache_dir: str | Path):
+    """The training split, its prompt column named 'prompt' as GRPOTrainer reads it, prepared in `cache_dir` (a
+    fresh, empty folder the caller keeps while the rows are used: datasets maps its arrow files from there)."""
+    import datasets
+    from trl import get_dataset
+
+    before = datasets.config.HF_DATASETS_CACHE
+    datasets.config.HF_DATASETS_CACHE = Path(cache_dir)  # read at each load, so no earlier cache entry is used
+    try:
+        if dataset_args.datasets:
+            dataset = get_dataset(dataset_args)[script_args.dataset_train_split]
+        else:
+            dataset = datasets.load_dataset(script_args.dataset_name, name=script_args.dataset_config,
+                                            split=script_args.dataset_train_split)
+    finally:
+        datasets.config.HF_DATASETS_CACHE = before
+    if column != "prompt":
+        dataset = dataset.rename_column(column, "prompt")
+    return dataset
+
+
+def rows_sha256(dataset) -> str:
+    """sha256 of every row as loaded (column names and values, in order)."""
+    digest = hashlib.sha256(json.dumps(dataset.column_names).encode())
+    for batch in dataset.with_format(None).iter(batch_size=1024):
+        digest.update(json.dumps(batch, sort_keys=True, default=str, ensure_ascii=False).encode())
+    return digest.hexdigest()
+
+
+def resolved_settings(config: dict, *parsed) -> dict:
+    """The settings as TRL resolved them (defaults filled in): every sampling field, reward_weights, and each
+    field the config sets that a verdict pins; from the first parsed dataclass that has it."""
+    keys = sorted(set(ALWAYS_SETTINGS) | {k for k in config if k not in CONFIG_UNPINNED and k not in MACHINE_KEYS})
+    settings = {}
+    for key in keys:
+        holder = next((p for p in parsed if hasattr(p, key)), None)
+        if holder is not None and not key.startswith("dataset"):  # the rows' hash covers the data fields
+            settings[key] = json.loads(json.dumps(getattr(holder, key), sort_keys=True, default=str))
+    return settings
+
+
+def trained_model(name: str, revision: str | None, run: Run) -> dict:
+    """The model as the trainer (running in the run directory) resolves it: a local directory by its files
+    (its path relative to the run when inside it), else a hub id and revision."""
+    with contextlib.chdir(run.dir):
+        pin = model_pin(str(name), revision)
+    pin.pop("commit", None)  # which snapshot a machine's cache holds is the gate's to check, not the trainer's
+    path = Path(pin["model"])
+    if path.is_absolute() and path.is_relative_to(run.dir.resolve()):
+        pin["model"] = str(path.relative_to(run.dir.resolve()))
+    return pin
+
+
+def fingerprint(run: Run, dataset, config: dict, column: str, script_args, training_args, model_args) -> dict:
+    """What the verdict vouches for of what trains (samples.meta.json "trained", the verdict's pin)."""
+    return {
+        "rows": len(dataset), "rows_sha256": rows_sha256(dataset), "prompt_column": column,
+        "settings": resolved_settings(config, training_args, model_args, script_args),
+        "model": trained_model(model_args.model_name_or_path, model_args.model_revision, run),
+    }
+
+
+def load_training_inputs(run: Run, cache_dir: str | Path, argv: list[str] | None = None) -> dict:
+    """The run's training inputs read as train/train.py reads them, in the run directory: {dataset (prompt column
+    renamed 'prompt'), training_args, model_args, fingerprint}; the rows are prepared in `cache_dir` (fresh and
+    empty, kept while they are used). A config made for a GPU parses here with its precision switches off (they
+    are no part of the fingerprint)."""
+    config = run.read_config()
+    column = prompt_column(run)
+    argv = ["--config", str(run.config), *(argv or [])]
+    with contextlib.chdir(run.dir):
+        try:
+            script_args, training_args, model_args, dataset_args = parse_config(argv)
+        except ValueError:  # bf16/fp16 this machine lacks
+            try:
+                script_args, training_args, model_args, dataset_args = parse_config(
+                    [*argv, "--bf16", "false", "--fp16", "false"])
+            except ValueError as exc:
+                raise UserInputError("run", f"{run.config} does not parse here as TRL parses it for training: "
+                                     f"{exc}") from None
+        dataset = train_dataset(script_args, dataset_args, column, cache_dir)
+    return {"dataset": dataset, "training_args": training_args, "model_args": model_args,
+            "fingerprint": fingerprint(run, dataset, config, column, script_args, training_args, model_args)}

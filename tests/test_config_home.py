@@ -1,0 +1,72 @@
+"""The GRPO config's one home (mcp_server/config): TRL's default for a field is answered there and nowhere else.
+
+Read from the source (ast), so nothing is imported to check it: a module outside mcp_server/config that writes the
+installed TRL's default for a TRL field as a literal default (a class attribute `field: T = <default>`, or a
+`.get("field", <default>)`) holds a second copy that drifts when TRL moves. A recipe value that happens to equal
+TRL's default (a `"field": value` the recipe chooses, with its reason) is a choice, not a default, and is not read.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from mcp_server.config import trl_default
+from mcp_server.config.grpo_fields import GRPOView
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
+HOME = PACKAGE / "config"
+# Literal defaults that say nothing about TRL (None, False, True, 0, 1, "", an empty container): too common to be a
+# copy of TRL's table, and a field defaulting to one of them is not "TRL's number" written twice.
+TRIVIAL = (None, False, True, 0, 1, "", 0.0, 1.0)
+
+
+def _is_copy(name: str, node: ast.AST) -> bool:
+    if name not in GRPOView.DEFAULTS or not isinstance(node, ast.Constant):
+        return False
+    default = GRPOView.DEFAULTS[name]
+    if any(node.value == t and type(node.value) is type(t) for t in TRIVIAL):
+        return False
+    return type(node.value) is type(default) and node.value == default
+
+
+def literal_defaults(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if _is_copy(node.target.id, node.value):
+                found.append((node.lineno, node.target.id))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "get", "setdefault", "pop") and len(node.args) == 2 and isinstance(node.args[0], ast.Constant):
+            if isinstance(node.args[0].value, str) and _is_copy(node.args[0].value, node.args[1]):
+                found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def test_no_trl_default_written_outside_the_config_home():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if HOME in path.parents:
+            continue
+        for line, name in literal_defaults(ast.parse(path.read_text(encoding="utf-8"))):
+            offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line} {name}")
+    assert not offenders, ("TRL defaults written as literals (read mcp_server.config.trl_default instead):\n"
+                           + "\n".join(offenders))
+
+
+def test_the_scan_finds_a_copied_default():
+    """The scan is not vacuous: each of the two shapes, with TRL's own default, is found."""
+    value = trl_default("max_completion_length")
+    source = (f"class S:\n    max_completion_length: int = {value}\n"
+              f"x = config.get('max_completion_length', {value})\n")
+    assert [name for _, name in literal_defaults(ast.parse(source))] == ["max_completion_length"] * 2
+
+
+def test_trl_default_answers_from_the_generated_table_and_refuses_unknown_names():
+    assert trl_default("num_generations") == GRPOView.DEFAULTS["num_generations"]
+    try:
+        trl_default("max_prompt_lenght")
+    except KeyError as error:
+        assert "max_prompt_lenght" in str(error)
+    else:
+        raise AssertionError("an unknown field must raise")

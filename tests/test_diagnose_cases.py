@@ -1,0 +1,195 @@
+"""The diagnoses a second expert's trainer states found missed (issue 34: (c), (g), (h), kl with beta 0), a rate far
+outside its range leading its symptoms (issue 32), and every patch stating what else it changes. Each input is a
+trainer_state.json built by construction (no training, no luck), read through diagnose_run's doors: the core API,
+and the CLI for one."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from conftest import run_cli_json
+from mcp_server.diagnosis.diagnose import diagnose_run
+from mcp_server.diagnosis.models import DiagnoseRequest
+from mcp_server.recipe.variants import BASE_RECIPE
+from test_diagnose import SERIES_CONFIG, healthy_rows, series_file, with_series
+
+
+def diagnose_state(tmp_path, rows, validate=False, **config):
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({**SERIES_CONFIG, **config}))
+    return diagnose_run(DiagnoseRequest(source=str(series_file(tmp_path, rows)), config_path=str(config_path),
+                                        validate_patches=validate))
+
+
+def problems(d):
+    return [f for f in d.findings if f.severity != "info"]
+
+
+def by_code(d, code):
+    return next(f for f in d.findings if f.code == code)
+
+
+def lengthens_or_masks(f) -> bool:
+    return "max_completion_length" in f.patch or "mask_truncated_completions" in f.patch
+
+
+def truncation_rows(n: int = 8) -> list[dict]:
+    """Healthy, except completions cut more and more (0 -> 60%): nothing diverges, the reward still rises."""
+    return with_series(healthy_rows(n), "completions/clipped_ratio", [0.0, 0.0, 0.1, 0.2, 0.4, 0.5, 0.6, 0.6][:n])
+
+
+# ---------------------------------------------------------------- issue 32: a rate far outside its range
+def test_far_rate_leads_its_symptoms_and_nothing_lengthens_completions(tmp_path):
+    """3e-3 on a full fine-tune (300x the range's top) with completions cut more and more and nothing diverged
+    yet: the rate was an info note and completions_truncated led with a patch doubling max_completion_length
+    and masking truncation. The rate leads, the cut is its effect, and no patch lengthens or masks."""
+    d = diagnose_state(tmp_path, with_series(truncation_rows(), "learning_rate", [3e-3] * 8), learning_rate=3e-3)
+    first = problems(d)[0]
+    assert (first.code, first.severity, first.caused_by) == ("lr_out_of_range", "warning", None), d.findings
+    assert first.patch == {"learning_rate": BASE_RECIPE["learning_rate"]}
+    cut = by_code(d, "completions_truncated")
+    assert cut.caused_by == "lr_out_of_range" and cut.patch == {}
+    assert not any(lengthens_or_masks(f) for f in d.findings), [(f.code, f.patch) for f in d.findings]
+    assert any("smaller" in change for change in first.patch_changes), first.patch_changes
+
+
+def test_rate_in_range_keeps_the_truncation_patch(tmp_path):
+    """The twin: the same cut at the recipe's rate is the root, with its patch (the rule above is the rate's)."""
+    d = diagnose_state(tmp_path, truncation_rows())
+    first = problems(d)[0]
+    assert first.code == "completions_truncated" and first.patch == {"max_completion_length": 48,
+                                                                     "mask_truncated_completions": True}
+    assert any("longer" in c for c in first.patch_changes) and any("leave the loss" in c
+                                                                    for c in first.patch_changes)
+
+
+def test_far_rate_on_a_healthy_run_stays_a_note(tmp_path):
+    """No symptom: the far rate is a note (the demo's tiny model trains at such rates on purpose)."""
+    rows = with_series(healthy_rows(8), "learning_rate", [3e-3] * 8)
+    d = diagnose_state(tmp_path, rows, learning_rate=3e-3)
+    assert d.healthy and by_code(d, "lr_out_of_range").severity == "info"
+
+
+# ---------------------------------------------------------------- (c) correctness exactly 0 from step 1
+def never_scores_rows(n: int = 8) -> list[dict]:
+    rows = with_series(healthy_rows(n), "frac_reward_zero_std", [1.0] * n)
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.0] * n)
+    rows = with_series(rows, "rewards/correctness_reward/std", [0.0] * n)
+    rows = with_series(rows, "rewards/format_reward/mean", [0.99] * n)
+    rows = with_series(rows, "rewards/format_reward/std", [0.02] * n)
+    rows = with_series(rows, "reward", [0.99] * n)
+    return with_series(rows, "reward_std", [0.02] * n)
+
+
+def test_correctness_zero_from_the_start_leads_with_its_cause(tmp_path):
+    """Every group at zero spread from step 1, correctness exactly 0, format 99%: the tool patched num_generations
+    and steps_per_generation to 16 (making the run off-policy) and never named the cause. The cause leads (base
+    success 0: SFT first; or the answer extraction/column), no config patch follows."""
+    d = diagnose_state(tmp_path, never_scores_rows(), num_generations=8)
+    first = problems(d)[0]
+    assert (first.code, first.severity, first.caused_by) == ("task_never_scores", "error", None), d.findings
+    assert "SFT" in first.explanation and "answer column" in first.explanation and "format_reward" in \
+        first.explanation
+    assert first.patch == {} and first.add_rewards == []
+    effect = by_code(d, "no_reward_signal")
+    assert effect.caused_by == "task_never_scores" and effect.patch == {}
+    assert not any({"num_generations", "steps_per_generation"} & set(f.patch) for f in d.findings)
+
+
+def test_correctness_zero_through_the_cli(tmp_path):
+    """The same trainer state through the CLI door: the cause first, in the JSON an agent reads."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(SERIES_CONFIG))
+    proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, never_scores_rows())), "--config",
+                              str(config), "--no-validate")
+    assert proc.returncode == 1 and data["findings"][0]["code"] == "task_never_scores", data["findings"]
+
+
+def test_correctness_that_scored_once_is_not_never(tmp_path):
+    """The twin: one log with a success, so the task can score; the zero spread is no_reward_signal's."""
+    rows = never_scores_rows()
+    rows[3]["rewards/correctness_reward/mean"] = 0.01
+    d = diagnose_state(tmp_path, rows)
+    assert "task_never_scores" not in [f.code for f in d.findings]
+
+
+def test_more_generations_stays_on_policy_and_says_what_it_changes(tmp_path):
+    """Zero spread with a task that scores: the patch doubled num_generations and steps_per_generation, silently
+    making an on-policy run off-policy and halving its prompts per step. It doubles the accumulation with it
+    (the same prompts per optimizer step, still on-policy) and states what it changes."""
+    rows = with_series(healthy_rows(8), "frac_reward_zero_std", [0.9] * 8)
+    d = diagnose_state(tmp_path, rows)
+    found = by_code(d, "no_reward_signal")
+    assert found.patch == {"num_generations": 8, "gradient_accumulation_steps": 2}
+    assert found.patch_changes == ["completions per generation batch 8 -> 16 (generation time and the reward's "
+                                   "calls scale with it)"]
+
+
+# ---------------------------------------------------------------- (g) truncation rising, correctness falling
+def cut_and_falling_rows(n: int = 8) -> list[dict]:
+    rows = with_series(healthy_rows(n), "completions/clipped_ratio", [0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.92])
+    rows = with_series(rows, "rewards/correctness_reward/mean", [0.5, 0.45, 0.4, 0.33, 0.27, 0.2, 0.14, 0.1])
+    return with_series(rows, "reward", [1.4, 1.33, 1.27, 1.2, 1.12, 1.05, 0.98, 0.9])
+
+
+def test_truncation_with_correctness_falling_offers_soft_overlong_punishment(tmp_path, tiny_model):
+    """Truncation rising to 92% with correctness falling: the root said "fix the cause ranked above" with nothing
+    above it, and no patch. It offers DAPO's soft overlong punishment (TRL's get_soft_overlong_punishment) pinned at
+    the run's limit, validated with the run's config, and no dangling reference."""
+    d = diagnose_state(tmp_path, cut_and_falling_rows(), validate=True, model_name_or_path=str(tiny_model))
+    first = problems(d)[0]
+    assert (first.code, first.caused_by) == ("completions_truncated", None), d.findings
+    assert first.add_rewards == [{"name": "soft_overlong_punishment", "weight": 1.0,
+                                  "params": {"max_completion_len": 24, "soft_punish_cache": 5}}]
+    assert first.patch_valid is True, first.patch_problems
+    assert "ranked above" not in first.explanation and not lengthens_or_masks(first)
+    assert by_code(d, "reward_falling").caused_by == "completions_truncated"
+
+
+def test_truncation_on_a_diverging_run_points_at_its_cause(tmp_path):
+    """The twin: the same cut on a run whose KL runs away: the cut is the divergence's, no reward is added."""
+    rows = with_series(cut_and_falling_rows(), "kl", [0.01, 0.5, 1.5, 3.0, 6.0, 8.0, 9.0, 9.0])
+    d = diagnose_state(tmp_path, rows)
+    cut = by_code(d, "completions_truncated")
+    assert cut.add_rewards == [] and not lengthens_or_masks(cut)
+    assert problems(d)[0].code != "completions_truncated"
+
+
+# ---------------------------------------------------------------- (h) clipping under reuse; kl with beta 0
+def reuse_rows(n: int = 8) -> list[dict]:
+    rows = [{k: v for k, v in r.items() if k != "kl"} for r in healthy_rows(n)]  # beta 0: TRL logs no kl
+    rows = with_series(rows, "clip_ratio/region_mean", [0.04, 0.06, 0.08, 0.1, 0.18, 0.21, 0.23, 0.19])
+    rows = with_series(rows, "clip_ratio/high_mean", [0.02, 0.03, 0.04, 0.05, 0.1, 0.12, 0.13, 0.11])
+    return with_series(rows, "clip_ratio/high_max", [0.3, 0.5, 0.6, 0.8, 1.0, 1.0, 1.0, 1.0])
+
+
+def test_clipping_under_reuse_is_flagged(tmp_path):
+    """beta 0, num_iterations 4, 18-23% of tokens clipped in the second half, clip_ratio/high_max 1.0: called
+    healthy at a 0.2 threshold. Flagged; the patch makes the run on-policy and says so."""
+    d = diagnose_state(tmp_path, reuse_rows(), beta=0.0, num_iterations=4)
+    found = by_code(d, "importance_ratio_blowup")
+    assert found.severity == "warning" and found.patch == {"num_iterations": 1}
+    assert "high_max" in found.explanation and "beta 0" in found.explanation
+    assert any(c.startswith("makes the run on-policy") for c in found.patch_changes), found.patch_changes
+    assert "config_not_the_runs" not in [f.code for f in d.findings]
+
+
+def test_kl_logged_with_beta_zero_says_the_config_is_not_the_runs(tmp_path):
+    """TRL 1.16 logs kl only when beta != 0: a kl column with the config's beta 0 means the config read is not the
+    one the run trained with. It leads; the twin (beta 0.04, the same metrics) is healthy."""
+    d = diagnose_state(tmp_path, healthy_rows(8), beta=0.0)
+    first = problems(d)[0]
+    assert (first.code, first.severity) == ("config_not_the_runs", "warning") and "kl" in first.explanation
+    assert diagnose_state(tmp_path, healthy_rows(8), beta=0.04).healthy
+
+
+def test_every_patch_states_what_else_it_changes(tmp_path):
+    """Every finding with a patch states its side effects (or has none to state): on a run that reuses each
+    generation, its patches say they make it on-policy; JSON keeps them for an agent."""
+    rows = with_series(reuse_rows(), "frac_reward_zero_std", [0.95] * 8)
+    d = diagnose_state(tmp_path, rows, beta=0.0, num_iterations=4)
+    patched = [f for f in d.findings if f.patch]
+    assert patched and all(f.patch_changes for f in patched), [(f.code, f.patch, f.patch_changes) for f in patched]
+    assert json.loads(d.model_dump_json())["findings"][0]["patch_changes"] == d.findings[0].patch_changes

@@ -1,0 +1,100 @@
+"""sample_completions sized for the machine (issue 31: 64 prompts x 8 completions of up to 512 tokens on 2 CPU cores
+printed nothing for 11 minutes and had written nothing when stopped): a plan with tokens and time before it starts,
+progress on the CLI's stderr and through `report` while it runs, each generate call's samples kept as it ends, and
+fewer prompts by default on a CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, checkout_env
+
+from mcp_server.emission.emit import emit_grpo_config
+from mcp_server.inspection.models import CPU_PROMPTS, RATE_PROMPTS, SampleRequest
+from mcp_server.inspection.sampling import sample_completions
+from mcp_server.recipe.models import GRPORecipeRequest
+from mcp_server.runs import Run
+
+LIMIT = 24  # tokens per completion: the tiny task's answers take about 23
+
+
+@pytest.fixture()
+def cpu_run(workspace) -> Run:
+    result = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="plan",
+                                                overrides={"max_completion_length": LIMIT}))
+    return Run(Path(result.run_dir))
+
+
+def test_sampling_plans_for_this_machine_and_keeps_each_call(cpu_run):
+    import torch
+
+    seen = []
+    result = sample_completions(SampleRequest(run=str(cpu_run.dir), batch_size=8),
+                                report=lambda done, total, message: seen.append((done, total, message)))
+    k = RATE_PROMPTS if torch.cuda.is_available() else CPU_PROMPTS  # the tiny task has 75 prompts
+    assert result.num_prompts == k and result.n == 8
+    assert seen[0][2].startswith(f"plan: {k} prompts x 8 = {8 * k} completions of up to {LIMIT} tokens "
+                                 f"({8 * k * LIMIT:,} tokens at most) from a 0.1M-parameter model")
+    assert result.plan["max_tokens"] == 8 * k * LIMIT and result.plan["estimated_seconds_at_most"] > 0
+    written = [m for _, _, m in seen if m.startswith("sampled ")]
+    assert len(written) == k and "written to inspection/samples.partial.jsonl" in written[-1]  # 1 prompt a call
+    assert cpu_run.samples.is_file() and not cpu_run.samples_partial.exists()
+
+
+class Stopped(Exception):
+    pass
+
+
+def test_a_stopped_sampling_keeps_what_it_sampled(cpu_run):
+    def stop_after_two(done, total, message):
+        if message.startswith("sampled 2/"):
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        sample_completions(SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=8), report=stop_after_two)
+    kept = [json.loads(line) for line in cpu_run.samples_partial.read_text().split("\n") if line]
+    assert [s["id"] for s in kept] == list(range(16)) and [s["prompt_index"] for s in kept] == [0] * 8 + [1] * 8
+    assert all(isinstance(s["completion"], list) for s in kept) and not cpu_run.samples.exists()
+
+
+def test_a_long_generate_call_reports_its_decode_steps(tiny_model):
+    from mcp_server.generation import STEP_EVERY, generate_completions
+    from mcp_server.model_ref import load_model
+
+    model, tokenizer = load_model(str(tiny_model))
+    steps = []
+    length = 2 * STEP_EVERY + 1  # min_new_tokens: every sequence runs to the limit, whatever it samples
+    generate_completions(model, tokenizer, ["1 + 1 ="], length, options={"min_new_tokens": length},
+                         on_step=lambda done, step: steps.append((done, step)))
+    assert steps == [(0, STEP_EVERY), (0, 2 * STEP_EVERY)]
+
+
+def test_the_cli_prints_the_plan_and_progress_on_stderr_at_a_terminal(cpu_run):
+    import pty
+
+    master, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "sample-completions", str(cpu_run.dir),
+                             "--num-prompts", "2", "--batch-size", "8"], cwd=ROOT, env=checkout_env(),
+                            stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out = proc.communicate(timeout=600)[0].decode()
+    os.close(master)
+    err = b"".join(chunks).decode()
+    assert proc.returncode == 0, err[-3000:]
+    assert "... plan: 2 prompts x 8 = 16 completions of up to 24 tokens" in err
+    assert "... sampled 1/2 prompts x 8, written to" in err and "... sampled 2/2 prompts x 8" in err
+    assert "plan:      2 prompts x 8" in out
