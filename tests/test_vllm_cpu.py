@@ -164,3 +164,14 @@ def test_a_model_whose_heads_vllm_cpu_cannot_run_is_an_error_on_a_cpu_target(tin
                                                      "use_cpu": True, "bf16": False}, gpu="cpu"))
     f = next(f for f in result.findings if f.code == "vllm_cpu_head_size")
     assert not result.valid and "head_dim=16" in f.message
+
+
+def test_check_environment_reports_the_cpu_vllm_inside_trls_window(ws):
+    proc, report = run_cli_json("check-environment", here=True)
+    assert proc.returncode == 0, proc.stderr
+    version, window = report["packages"]["vllm"], report["vllm_window"]
+    def release(text):
+        return tuple(int(part) for part in text.split("+")[0].split(".")[:3])
+
+    assert version.endswith("+cpu") and release(window[0]) <= release(version) <= release(window[1]), report
+    assert not [w for w in report.get("warnings", []) + report.get("blockers", []) if "outside the versions" in w]
