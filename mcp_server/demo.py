@@ -83,10 +83,10 @@ def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path,
 
 def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings: DemoSettings) -> dict:
     """Phase 1's inspection rule: sample, score, and record the verdict (a person would read review.md)."""
+    # The run's own model, data and sampling settings (what train/train.py will read): samples drawn with any
+    # override cannot back a verdict (inspection's point-of-use rule), so the demo passes only how many to draw.
     sampled = sample_completions(SampleRequest(
-        run=str(run_dir), model=str(model), dataset=str(data), n=settings.num_generations,
-        num_prompts=settings.inspection_prompts, temperature=settings.temperature,
-        max_new_tokens=settings.max_completion_length, seed=0,
+        run=str(run_dir), n=settings.num_generations, num_prompts=settings.inspection_prompts, seed=0,
     ))
     review = inspect_rewards(InspectRequest(run=str(run_dir)))
     console.print(f"  {review.num_samples} samples scored: base success rate {review.base_success_rate:.0%} of prompts "

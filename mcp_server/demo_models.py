@@ -95,7 +95,7 @@ def cpu_capability() -> str:
         return os.environ.get("ATEN_CPU_CAPABILITY", "unknown")
 
 
-# Filled from bench/bench_kernels.py's table (README, "make demo"); rerun it after changing a demo's recipe.
+# Filled from bench/bench_kernels.py's table (docs/development.md, "The demo"); rerun it after changing a demo's recipe.
 TINY_KERNELS = KernelBench(runs=3, meets=1, lift_low=2, lift_high=14,
                            measured="issue 32's native-seed runs on an AMD EPYC, before this bench")
 AGENTIC_KERNELS = KernelBench(runs=3, meets=2, lift_low=-5, lift_high=69,

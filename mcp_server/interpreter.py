@@ -129,15 +129,22 @@ def keep_caches_private() -> None:
     os.environ["HF_DATASETS_CACHE"] = os.path.join(scratch, "datasets")
 
 
-def training_env(python: str, base: dict | None = None) -> dict:
-    """Environment for a process of the training interpreter: this package importable from the plugin
-    folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code). This
-    process's scratch caches stay its own: a child makes its own (keep_caches_private, train/launch.sh)."""
-    env = dict(os.environ if base is None else base)
+def without_scratch(env: dict) -> dict:
+    """`env` (changed in place) without this process's scratch caches (keep_caches_private): a process started
+    from it makes its own, or uses its run's cache/ (train/launch.sh, train/launch.slurm). A SLURM job given them
+    wrote its copy of the data into a folder this process removes at exit, re-created world-readable."""
     scratch = env.pop(SCRATCH, None)
     for key in PRIVATE_CACHES:
         if scratch and env.get(key, "").startswith(scratch):
             del env[key]
+    return env
+
+
+def training_env(python: str, base: dict | None = None) -> dict:
+    """Environment for a process of the training interpreter: this package importable from the plugin
+    folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code). This
+    process's scratch caches stay its own: a child makes its own (keep_caches_private, train/launch.sh)."""
+    env = without_scratch(dict(os.environ if base is None else base))
     # The launcher keeps the server's bytecode beside its environment; the training interpreter reads its own
     # (a prefix would make it recompile torch and the rest).
     if (

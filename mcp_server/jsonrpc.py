@@ -1,7 +1,8 @@
 """The stdio transport with JSON-RPC error replies: a line the MCP SDK cannot read as a message (not JSON, nested
 past what a parser reads, no `method`, `jsonrpc` other than "2.0") gets the reply JSON-RPC 2.0 prescribes
-(-32700 Parse error, -32600 Invalid Request, with the request's id when it can be read, else null), where the
-SDK's own transport drops it silently and leaves the client waiting.
+(-32700 Parse error, -32600 Invalid Request, -32602 Invalid params for text that is no Unicode, a lone surrogate;
+with the request's id when it can be read, else null), where the SDK's own transport drops it silently and leaves
+the client waiting. At the end of input, each request still running is answered before the session ends.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
 the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
@@ -21,15 +22,12 @@ from pydantic import ValidationError
 
 from mcp_server.errors import one_line, short
 
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 
 
 def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
     """The JSON-RPC error for a line that is no valid message."""
     errors = exc.errors() if isinstance(exc, ValidationError) else []
-    if any(e.get("type") == "json_invalid" for e in errors) or not errors:
-        why = errors[0]["msg"] if errors else str(exc)
-        return _error(None, PARSE_ERROR, f"Parse error: {one_line(short(why))}")
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -37,6 +35,12 @@ def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
     request_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         request_id = None
+    if any(e.get("type") == "json_invalid" for e in errors) or not errors:
+        why = errors[0]["msg"] if errors else str(exc)
+        if data is not None:  # JSON after all, but text the SDK's parser refuses (a lone surrogate, \ud800)
+            return _error(request_id, INVALID_PARAMS, f"Invalid params: {one_line(short(why))}: every string must be "
+                          "Unicode text (a lone surrogate escape such as \\ud800 is not)")
+        return _error(None, PARSE_ERROR, f"Parse error: {one_line(short(why))}")
     if not isinstance(data, dict):
         why = f"expected a JSON object (one message per line), got {type(data).__name__}"
     elif data.get("jsonrpc") != "2.0":
@@ -53,11 +57,58 @@ def _error(request_id, code: int, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
 
 
-class _CheckedLines:
-    """The wire's lines for the SDK's reader: valid messages pass; a bad one is answered on `write` and skipped."""
+class _Unanswered:
+    """The requests handed to the SDK and neither answered nor cancelled by the client yet. At the end of input
+    the SDK cancels every request still running and answers it "Connection closed", though its work (in a
+    thread) goes on and completes: a run emitted, a launch started, reported failed. So the end of input is
+    passed on only once each of them has its answer (a client closes its input to shut the server down, then
+    reads the answers still due)."""
 
-    def __init__(self, lines, ready: anyio.Event, write: dict):
-        self.lines, self.ready, self.write = lines.__aiter__(), ready, write
+    def __init__(self) -> None:
+        self.ids: set = set()
+        self.changed = anyio.Event()
+
+    def add(self, request_id) -> None:
+        self.ids.add(request_id)
+
+    def done(self, request_id) -> None:
+        self.ids.discard(request_id)
+        self.changed.set()
+
+    async def drained(self) -> None:
+        while self.ids:
+            self.changed = anyio.Event()
+            await self.changed.wait()
+
+
+class _Answering:
+    """The SDK's write stream, noting each answer it carries (the request it answers is no longer unanswered)."""
+
+    def __init__(self, stream, unanswered: _Unanswered):
+        self.stream, self.unanswered = stream, unanswered
+
+    async def send(self, item: SessionMessage) -> None:
+        await self.stream.send(item)
+        if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
+            self.unanswered.done(item.message.id)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+    async def __aenter__(self):
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        return await self.stream.__aexit__(*exc)
+
+
+class _CheckedLines:
+    """The wire's lines for the SDK's reader: valid messages pass; a bad one is answered on `write` and skipped.
+    The end of input waits for the requests still unanswered (_Unanswered)."""
+
+    def __init__(self, lines, ready: anyio.Event, write: dict, unanswered: _Unanswered):
+        self.lines, self.ready, self.write, self.unanswered = lines.__aiter__(), ready, write, unanswered
 
     def __aiter__(self):
         return self
@@ -65,14 +116,24 @@ class _CheckedLines:
     async def __anext__(self) -> str:
         await self.ready.wait()
         while True:
-            line = await self.lines.__anext__()  # StopAsyncIteration at EOF ends the SDK's reader
+            try:
+                line = await self.lines.__anext__()
+            except StopAsyncIteration:  # the end of input ends the SDK's reader, once every request is answered
+                await self.unanswered.drained()
+                raise
             if not line.strip():
                 continue
             try:
-                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                return line
+                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except Exception as exc:  # noqa: BLE001 - whatever the SDK would refuse gets its error reply
                 await self.write["stream"].send(SessionMessage(error_reply(line, exc)))
+                continue
+            if isinstance(message, types.JSONRPCRequest):
+                self.unanswered.add(message.id)
+            elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled" \
+                    and isinstance(message.params, dict):
+                self.unanswered.done(message.params.get("requestId"))  # a cancelled request is never answered
+            return line
 
 
 def _wire_stdin():
@@ -87,9 +148,10 @@ def _wire_stdin():
 
 async def serve_stdio(server) -> None:
     """Run an MCPServer over stdio (its `run("stdio")`), with error replies for bad lines."""
-    ready, write = anyio.Event(), {}
-    async with stdio_server(stdin=_CheckedLines(_wire_stdin(), ready, write)) as (read_stream, write_stream):
+    ready, write, unanswered = anyio.Event(), {}, _Unanswered()
+    lines = _CheckedLines(_wire_stdin(), ready, write, unanswered)
+    async with stdio_server(stdin=lines) as (read_stream, write_stream):
         write["stream"] = write_stream
         ready.set()
         lowlevel = server._lowlevel_server
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        await lowlevel.run(read_stream, _Answering(write_stream, unanswered), lowlevel.create_initialization_options())

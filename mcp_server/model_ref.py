@@ -4,7 +4,7 @@ A reference is 'tiny' (the embedded offline model), a local directory saved with
 directory too, for loading), or a hub name (org/name). What can be known without downloading (its config.json,
 whether it is a mixture of experts) is read from the directory or the local HF cache, never the network.
 torch, transformers and peft are imported inside the functions that load: the server's light environment has
-none of them (README, "Two Pythons").
+none of them (docs/guide.md, "The training interpreter").
 """
 
 from __future__ import annotations

@@ -49,6 +49,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
+      trackers/                       trackers       what report_to's trackers write, unless their own variables
+        trackio/, wandb/, mlruns/                      say elsewhere (TRACKIO_DIR, WANDB_DIR, MLFLOW_TRACKING_URI;
+                                                       tensorboard writes under checkpoints/runs/)
       promotion-report.md             promotion_report
       promotion.json                  promotion      promote_checkpoint's result (with the checkpoint's content hash)
       export/                         export         export_model's standalone model
@@ -76,7 +79,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.errors import UserInputError, short
+from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_json, read_yaml
 from mcp_server.workspace import find_existing, runs_root
 
@@ -93,7 +96,10 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self.dir.name
+        """The run's name as every message shows it: its directory's name, control characters escaped (\\n,
+        \\x1b), so a copied or unpacked run named with a newline cannot forge a line or act on a terminal or in a
+        script. The directory itself is `dir`."""
+        return one_line(self.dir.name)
 
     # ---------------------------------------------------------------- top level
     @property
@@ -139,6 +145,10 @@ class Run:
     @property
     def checkpoints(self) -> Path:
         return self.dir / "checkpoints"
+
+    @property
+    def trackers(self) -> Path:
+        return self.dir / "trackers"
 
     @property
     def promotion_report(self) -> Path:

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.resources import FileResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -137,7 +137,13 @@ def _tool(spec: ToolSpec) -> Tool:
         [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)], return_annotation=returns
     )
     call.__annotations__ = {"ctx": Context, "return": returns}
-    tool = Tool.from_function(call, name=spec.name, description=spec.description, structured_output=True)
+    effects = spec.effects
+    if effects is None:
+        raise TypeError(f"{spec.name} declares no effects (toolspec.Effects): an MCP tool says what a call changes")
+    hints = ToolAnnotations(read_only_hint=not effects.writes, destructive_hint=effects.destroys,
+                            idempotent_hint=effects.repeatable, open_world_hint=effects.open_world)
+    tool = Tool.from_function(call, name=spec.name, description=spec.description, structured_output=True,
+                              annotations=hints)
     tool.parameters = model.model_json_schema()
     tool.fn_metadata.arg_model = _RawArguments
     return tool

@@ -6,6 +6,8 @@ Adding a tool touches its package only: a ToolSpec in that package's TOOLS. A ne
 
 from __future__ import annotations
 
+import os
+
 from mcp_server.demo_models import DemoSummary
 from mcp_server.diagnosis import tools as diagnosis
 from mcp_server.emission import tools as emission
@@ -52,4 +54,14 @@ TOOLS: list[ToolSpec] = [
     *emission.TOOLS, *recipe.TOOLS, *memory.VALIDATION_TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS,
     *diagnosis.TOOLS, *training.TOOLS, *evaluation.TOOLS, DEMO,
 ]
-MCP_TOOLS = [spec for spec in TOOLS if spec.description is not None]
+
+
+def read_only() -> bool:
+    """The read-only server mode (`python -m mcp_server --read-only` sets it): only the tools that change nothing."""
+    return os.environ.get("LLM_FINETUNING_READ_ONLY", "").strip().lower() not in ("", "0", "false", "no")
+
+
+# What the MCP door lists: every tool with a description (the door refuses one without Effects), or in the read-only
+# mode only those whose Effects say they write nothing.
+MCP_TOOLS = [spec for spec in TOOLS if spec.description is not None
+             and not (read_only() and (spec.effects is None or spec.effects.writes))]

@@ -52,10 +52,29 @@ class Command:
 
 
 @dataclass(frozen=True)
+class Effects:
+    """What a call does to the world, declared with the tool: the MCP door publishes it as the tool's annotations
+    (readOnlyHint is `not writes`, destructiveHint `destroys`, idempotentHint `repeatable`, openWorldHint
+    `open_world`), and the read-only server mode (`--read-only`, LLM_FINETUNING_READ_ONLY=1) lists only the tools
+    that do not write."""
+
+    writes: bool  # creates or changes a file, a process or an environment a later call or person relies on
+    destroys: bool = False  # may overwrite, move, stop or kill what was there (False: it only adds)
+    repeatable: bool = False  # the same call again changes nothing more
+    open_world: bool = False  # may reach beyond this machine: a model hub, a package index, a SLURM cluster
+
+
+# Changes nothing. training_status and list_runs may record a run's derived state in its run.json (derived again from
+# the process and files on every call) and training_status draws progress.png on request: bookkeeping, no decision.
+READS = Effects(writes=False, repeatable=True)
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """One tool. `core(request)` (or `core()` without a request model) returns a `result`; a core that takes
     `report` gets progress reporting from both doors. `description` is the MCP tool's description (None: a command
-    of the CLI only). `image` names a result field holding a PNG path the MCP door also returns as an image."""
+    of the CLI only). `image` names a result field holding a PNG path the MCP door also returns as an image.
+    `effects` (required of an MCP tool) says what a call changes."""
 
     name: str
     core: Callable[..., Any]
@@ -64,6 +83,7 @@ class ToolSpec:
     request: type[BaseModel] | None = None
     description: str | None = None
     image: str | None = None
+    effects: Effects | None = None
 
     @property
     def command(self) -> str:

@@ -5,6 +5,7 @@ UserInputError that names the input and the file, never a bare exception."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,30 @@ def read_yaml(path: str | Path, field: str, kind: type | None = dict) -> Any:
     try:
         value = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
-        raise UserInputError(field, f"{short(path)} is not valid YAML: {exc}") from None
+        raise UserInputError(field, f"{short(path)} is not valid YAML: {yaml_problem(exc)}") from None
     except RecursionError:
         raise UserInputError(field, f"{short(path)} nests YAML too deeply to read") from None
     return _of_kind({} if value is None and kind is dict else value, kind, path, field, "YAML")
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong with a YAML text and where, without the text itself: PyYAML's message quotes the lines around
+    the problem, which for a file that is no config (a key file, /etc/shadow) would echo its content."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{getattr(exc, 'problem', None) or type(exc).__name__}{where}"
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+
+
+def require_yaml_name(path: Path, field: str) -> None:
+    """A config is a .yaml or .yml file, by its name and by what a link points at: anything else (a key, a password
+    file) is refused before a byte is read, so no finding can echo its content (its lines as unknown fields)."""
+    for name in (path, Path(os.path.realpath(path))):
+        if name.suffix.lower() not in CONFIG_SUFFIXES:
+            raise UserInputError(field, f"{short(path)} is not a YAML config (a .yaml or .yml file): give the run's "
+                                        "train/config.yaml or its run directory")
 
 
 def _of_kind(value: Any, kind: type | None, path, field: str, language: str) -> Any:
@@ -73,6 +94,7 @@ def load_config_file(path: str | Path, field: str = "config_path") -> dict:
     if not path.is_file():
         what = "no such file" if not path.exists() else "not a regular file"
         raise UserInputError(field, f"{what}: {short(path)}; give the run's YAML config (train/config.yaml)")
+    require_yaml_name(path, field)
     data = read_yaml(path, field)
     data.pop("env", None)  # TrlParser's environment block, not a field
     return data

@@ -113,6 +113,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
+def open_append_nofollow(path: Path):
+    """`path` opened for appending (binary), created if missing, never through a symbolic link: a link planted
+    where a log goes (train/logs/stdout.log -> a file elsewhere) is an OSError (ELOOP), not a write elsewhere."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "ab")
+
+
 def atomic_save_figure(fig, path: Path, **savefig_kwargs) -> Path:
     """A matplotlib figure as a PNG, written atomically like every other file."""
     import io

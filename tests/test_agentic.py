@@ -143,7 +143,7 @@ def _with_template(model: Path, template: str, where: Path) -> Path:
 def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(workspace, agentic_model, tmp_path):
     from mcp_server.agentic.checks import parseable_templates
     from mcp_server.recipe.models import ValidateRequest
-    from mcp_server.recipe.validate import validate_config
+    from mcp_server.recipe.validate import validate_recipe_rules
 
     smol = _with_template(agentic_model, SMOLLM2_TEMPLATE, tmp_path / "smol-template")
     supported = parseable_templates()  # from the installed TRL's add_response_schema
@@ -156,7 +156,7 @@ def test_unsupported_template_and_small_budget_are_errors_before_a_model_loads(w
     ok = emit(workspace, agentic_model)  # validation of a hand-edited config on the same template: an error
     config = Path(ok.config_path)
     config.write_text(config.read_text().replace(str(agentic_model), str(smol)))
-    result = validate_config(ValidateRequest(config_path=str(config)))
+    result = validate_recipe_rules(ValidateRequest(config_path=str(config)))
     finding = next(f for f in result.findings if f.code in ("agentic_template_no_tools", "agentic_template_unparsed"))
     assert not result.valid and finding.field == "model_name_or_path"
     assert all(name in finding.message for name in supported)
@@ -234,7 +234,7 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     from mcp_server.inspection.review import inspect_rewards
     from mcp_server.inspection.sampling import sample_completions
     from mcp_server.recipe.models import ValidateRequest
-    from mcp_server.recipe.validate import validate_config
+    from mcp_server.recipe.validate import validate_recipe_rules
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest, StatusRequest
     from mcp_server.training.status import training_status
@@ -245,7 +245,7 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     env_file.write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")
     result = emit(workspace, agentic_model, environment="vault_env:Env", rewards=ANY_TEXT_REWARDS)
     run = Run(Path(result.run_dir))
-    assert validate_config(ValidateRequest(config_path=str(run.config))).valid
+    assert validate_recipe_rules(ValidateRequest(config_path=str(run.config))).valid
     sample = sample_completions(SampleRequest(run=str(run.dir), num_prompts=13))
     assert sample.engine == "trl-tool-loop" and sample.num_samples == 52 and not sample.differs_from_config
     schema = schema_tokens(json.loads(run.agentic.read_text()), str(agentic_model))  # the launch's memory plan reads:

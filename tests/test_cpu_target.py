@@ -11,7 +11,7 @@ import yaml
 from conftest import run_cli_json
 
 from mcp_server.recipe.models import ValidateRequest
-from mcp_server.recipe.validate import validate_config
+from mcp_server.recipe.validate import validate_recipe_rules
 
 
 @pytest.mark.parametrize("finetune", ["lora", "full"])
@@ -42,7 +42,7 @@ def _hand_written(tmp_path, **values) -> Path:
 def test_a_hand_written_cpu_config_with_fp16_weights_and_a_vllm_layout_is_reported(tmp_path):
     path = _hand_written(tmp_path, dtype="float16", use_vllm=False, vllm_mode="colocate",
                          vllm_gpu_memory_utilization=0.3)
-    findings = {f.code: f for f in validate_config(ValidateRequest(config_path=str(path))).findings}
+    findings = {f.code: f for f in validate_recipe_rules(ValidateRequest(config_path=str(path))).findings}
     assert findings["cpu_half_precision_weights"].field == "dtype"
     assert "dtype: float32" in findings["cpu_half_precision_weights"].fix
     vllm = findings["vllm_fields_on_cpu"]
@@ -52,7 +52,8 @@ def test_a_hand_written_cpu_config_with_fp16_weights_and_a_vllm_layout_is_report
 
 def test_a_coherent_cpu_config_and_gpu_targets_are_not_reported(tmp_path):
     path = _hand_written(tmp_path, dtype="float32")
-    codes = {f.code for f in validate_config(ValidateRequest(config_path=str(path))).findings}
+    codes = {f.code for f in validate_recipe_rules(ValidateRequest(config_path=str(path))).findings}
     assert not codes & {"cpu_half_precision_weights", "vllm_fields_on_cpu"}
-    on_gpu = validate_config(ValidateRequest(config_path=str(path), gpu="T4"))  # a LoRA fp16 base on a T4 is right
+    on_gpu = validate_recipe_rules(ValidateRequest(config_path=str(path), gpu="T4"))
+    # a LoRA fp16 base on a T4 is right
     assert not {f.code for f in on_gpu.findings} & {"cpu_half_precision_weights", "vllm_fields_on_cpu"}

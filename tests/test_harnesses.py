@@ -418,7 +418,7 @@ def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bi
 # the server resolves (mcp_server.workspace.workspace_root, in the cwd and environment the harness gave it),
 # then runs this interpreter: so the first start is fast here, and where runs would land is observable.
 SKILLS = {p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md")}
-PIP_FIRST_START_S = 8  # a first start without uv: pip builds the light environment (README, "Two Pythons")
+PIP_FIRST_START_S = 8  # a first start without uv: pip builds the light environment (docs/development.md, "Two Pythons")
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 

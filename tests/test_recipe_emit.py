@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import cli_here, run_cli_json
+from conftest import checkout_env, cli_here, run_cli_json
 
 from mcp_server.errors import UserInputError
 from mcp_server.emission.emit import emit_grpo_config
@@ -167,7 +166,7 @@ def test_emitted_tiny_config_trains_for_real_on_cpu(workspace, tiny_model):
     assert result.config["use_cpu"] is True and "use_vllm" not in result.config  # TRL's default false: no vLLM
     run = Path(result.run_dir)
     proc = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=checkout_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(x) for x in (run / "train/logs/progress.jsonl").read_text().splitlines()]
     steps = [x for x in lines if "train_runtime" not in x]  # the end-of-training summary is not a step
@@ -208,7 +207,7 @@ def test_report_to_tensorboard_logs_the_reward_inside_the_run(workspace, tiny_mo
     assert proc.returncode == 0, proc.stderr
     run = Path(out["run_dir"])
     assert yaml.safe_load((run / "train/config.yaml").read_text())["report_to"] == ["tensorboard"]
-    env = {k: v for k, v in os.environ.items() if k != "TENSORBOARD_LOGGING_DIR"}
+    env = {k: v for k, v in checkout_env().items() if k != "TENSORBOARD_LOGGING_DIR"}
     train = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run, env=env,
                            capture_output=True, text=True, timeout=600)
     assert train.returncode == 0, train.stderr[-3000:]
@@ -223,6 +222,6 @@ def test_report_to_on_the_cli_takes_a_name_or_a_comma_list(workspace):
                              "--report-to", "tensorboard,trackio", here=True)
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(Path(out["config_path"]).read_text())["report_to"] == ["tensorboard", "trackio"]
-    bad = cli_here("emit-config", "--model", HUB_MODEL, "--dataset", "tiny", "--report-to", "tensorboard,mlflow")
-    assert bad.returncode != 0 and "--report-to" in bad.stderr and "'mlflow'" in bad.stderr
-    assert "trackio, wandb, tensorboard" in bad.stderr and "Traceback" not in bad.stderr
+    bad = cli_here("emit-config", "--model", HUB_MODEL, "--dataset", "tiny", "--report-to", "tensorboard,comet")
+    assert bad.returncode != 0 and "--report-to" in bad.stderr and "'comet'" in bad.stderr
+    assert "trackio, wandb, mlflow, tensorboard" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,4 +1,5 @@
-"""Every validation rule through the core API (validate_values / validate_config), for targets this CPU box lacks."""
+"""Every validation rule through the core API (validate_values, validate_recipe_rules), for targets this CPU box
+lacks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import yaml
 
 from mcp_server.recipe.models import ValidateRequest
-from mcp_server.recipe.validate import validate_config, validate_values
+from mcp_server.recipe.validate import validate_recipe_rules, validate_values
 from mcp_server.recipe.variants import BASE_RECIPE
 
 GOOD = dict(BASE_RECIPE, model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct",
@@ -144,15 +145,15 @@ def test_yaml_numbers_are_judged_as_trls_parser_reads_them(tmp_path):
     text = yaml.safe_dump({k: v for k, v in GOOD.items() if k != "learning_rate"})
     path.write_text(text + "learning_rate: 5e-7\nepsilon: 3e-4\nnum_iterations: '2'\n")
     assert isinstance(yaml.safe_load(path.read_text())["learning_rate"], str)
-    result = validate_config(ValidateRequest(config_path=str(path)))
+    result = validate_recipe_rules(ValidateRequest(config_path=str(path)))
     assert result.valid and not [f for f in result.findings if f.severity != "info"], result.findings
     # a string TRL cannot convert is still wrong, with TRL's own parse error
     path.write_text(text + "learning_rate: fast\n")
-    f = codes(validate_config(ValidateRequest(config_path=str(path))))["wrong_type"]
+    f = codes(validate_recipe_rules(ValidateRequest(config_path=str(path))))["wrong_type"]
     assert f.field == "learning_rate" and "invalid float value" in f.message
     # and the range rules see the converted value: 5e-5 for a full fine-tune is far too high
     path.write_text(text + "learning_rate: 5e-5\n")
-    assert codes(validate_config(ValidateRequest(config_path=str(path))))["lr_out_of_range"].severity == "error"
+    assert codes(validate_recipe_rules(ValidateRequest(config_path=str(path))))["lr_out_of_range"].severity == "error"
 
 
 def test_each_field_is_read_as_trls_own_parser_reads_the_whole_config():
@@ -301,9 +302,9 @@ def test_validate_config_reads_yaml_and_its_recorded_target(tmp_path):
     train.mkdir()
     (train / "config.yaml").write_text(yaml.safe_dump(dict(GOOD, bf16=True)))
     (train / "request.json").write_text(json.dumps({"gpu": "T4", "num_gpus": 1}))
-    recorded = validate_config(ValidateRequest(config_path=str(train / "config.yaml")))
+    recorded = validate_recipe_rules(ValidateRequest(config_path=str(train / "config.yaml")))
     assert not recorded.valid and "bf16_unsupported" in codes(recorded)
-    explicit = validate_config(ValidateRequest(config_path=str(train / "config.yaml"), gpu="A100"))
+    explicit = validate_recipe_rules(ValidateRequest(config_path=str(train / "config.yaml"), gpu="A100"))
     assert explicit.valid
 
 
@@ -313,4 +314,4 @@ def test_malformed_yaml_is_a_clear_error(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("learning_rate: [1e-6\n")
     with pytest.raises(UserInputError, match="config_path"):
-        validate_config(ValidateRequest(config_path=str(bad)))
+        validate_recipe_rules(ValidateRequest(config_path=str(bad)))

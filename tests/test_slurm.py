@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -216,7 +218,13 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
                           "--wrap=sleep 600")
     blocker_id = blocker.stdout.strip()
 
-    result = launch(run_dir, archive_previous=True)
+    # Launched as from the CLI, whose private datasets cache (a scratch folder it removes at exit) the job
+    # inherited: the job wrote a world-readable copy of the data into the system's temporary folder (issue 33).
+    scratch = Path(tempfile.gettempdir()) / f"llm-finetuning-scratch-{uuid.uuid4().hex[:8]}"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_SCRATCH", str(scratch))
+        mp.setenv("HF_DATASETS_CACHE", str(scratch / "datasets"))
+        result = launch(run_dir, archive_previous=True)
     assert result.launched and result.job_id and result.state == "pending", result.message
     again = launch(run_dir)  # queued already: a second launch is refused, naming the job
     assert not again.launched and again.refusals[0].gate == "state"
@@ -262,6 +270,9 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     assert sorted(done.job["node_env"]) == [str(logs / "env-n1.json"), str(logs / "env-n2.json")]
     assert (logs / "exit-code").read_text().strip() == "0"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
+    # the data's copy was made in the run's own cache/ (a rank killed by the requeue leaves its copy there), never
+    # in the server's scratch
+    assert not scratch.exists() and (run_dir / "cache").is_dir()
     with pytest.MonkeyPatch.context() as mp:  # where the scheduler cannot be asked, run.json's last view answers
         mp.setenv("PATH", str(tmp_path))
         offline = status(run_dir)

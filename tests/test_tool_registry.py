@@ -1,15 +1,17 @@
 """The tool registry (`mcp_server.tools.TOOLS`, each package's tools.py): every registered tool has its MCP door, its
-CLI command and its row in the README's tool table, and what the doors publish (every MCP tool schema over stdio,
-every command's --help and flags) is what tests/fixtures/doors.json holds."""
+CLI command and its row in the README's tool table, its annotations come from its declared Effects, the read-only
+server mode lists only the tools that write nothing, and what the doors publish (every MCP tool schema over stdio,
+every command's --help and flags) is what tests/fixtures/doors/ holds, one file per tool."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, call_mcp
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import dump_doors  # noqa: E402  (scripts/ is no package)
@@ -47,8 +49,61 @@ def test_every_registered_tool_has_a_door_a_command_and_a_readme_row():
 def test_doors_publish_what_the_fixture_holds():
     """Every MCP schema and every CLI flag as committed; after an intended change of a door, refresh the fixture
     with `python scripts/dump_doors.py --write` and review its diff."""
-    import json
-
-    diff = dump_doors.differences(json.loads(dump_doors.FIXTURE.read_text(encoding="utf-8")), dump_doors.dump())
+    diff = dump_doors.differences(dump_doors.load(), dump_doors.dump())
     assert not diff, "the doors changed (python scripts/dump_doors.py --write after an intended change):\n" + \
         "\n".join(diff[:80])
+
+
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _listed(env: dict | None = None, args: tuple[str, ...] = ()) -> list[dict]:
+    async def calls(client):
+        tools = (await client.list_tools()).tools
+        listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+        if args or env:  # the read-only server: a read-only tool answers, a writing one is not there
+            assert not (await client.call_tool("list_rewards", {})).is_error
+            refused = await client.call_tool("emit_grpo_config", {"model": "tiny", "dataset": "tiny"})
+            assert refused.is_error and "emit_grpo_config" in refused.content[0].text
+        return listed
+
+    if not args:
+        return asyncio.run(call_mcp(calls, env=env))
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    async def with_flag():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server", *args], cwd=str(ROOT),
+                                       env=dict(os.environ))
+        async with Client(params) as client:
+            return await calls(client)
+
+    return asyncio.run(with_flag())
+
+
+def test_tools_list_carries_every_tools_annotations_from_its_effects():
+    """Over stdio with the SDK's client: all four hints on every tool, as its Effects declare them; the tools that
+    act on the world are not read-only, the ones that only read are."""
+    specs = {spec.name: spec for spec in TOOLS if spec.description is not None}
+    listed = {t["name"]: t.get("annotations", {}) for t in _listed()}
+    assert set(listed) == set(specs)
+    for name, hints in listed.items():
+        effects = specs[name].effects
+        assert hints == {"readOnlyHint": not effects.writes, "destructiveHint": effects.destroys,
+                         "idempotentHint": effects.repeatable, "openWorldHint": effects.open_world}, name
+    for name in ("launch_training", "stop_training", "resume_training", "export_model", "record_inspection_verdict",
+                 "emit_grpo_config", "sample_completions", "check_environment", "prepare_environment"):
+        assert listed[name]["readOnlyHint"] is False, name
+    for name in ("plan_memory", "validate_grpo_config", "list_rewards", "diagnose_run", "training_status"):
+        assert listed[name]["readOnlyHint"] is True, name
+    assert listed["stop_training"]["destructiveHint"] and listed["prepare_environment"]["openWorldHint"]
+
+
+def test_read_only_mode_lists_only_the_tools_that_change_nothing():
+    """`python -m mcp_server --read-only` and LLM_FINETUNING_READ_ONLY=1: only tools whose Effects write nothing,
+    each read-only by its annotations; a writing tool cannot be called (it is not there)."""
+    expected = [spec.name for spec in TOOLS if spec.description is not None and not spec.effects.writes]
+    assert len(expected) >= 5
+    for listed in (_listed(args=("--read-only",)), _listed(env={"LLM_FINETUNING_READ_ONLY": "1"})):
+        assert [t["name"] for t in listed] == expected
+        assert all(t["annotations"]["readOnlyHint"] is True for t in listed)

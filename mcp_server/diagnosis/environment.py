@@ -99,16 +99,14 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
         return None
     # Here, not at the top: the guard imports these rules in the trainer process, which never plans memory.
-    from mcp_server.memory.models import MemoryPlanRequest
-    from mcp_server.memory.planner import plan_memory
+    from mcp_server.memory.planner import plan
 
     try:
-        plan = plan_memory(MemoryPlanRequest(
-            config=ctx.config, gpu=None if capacity else gpu, num_gpus=ctx.run.request.get("num_gpus"),
-            gpu_memory_gib=float(capacity.group(1)) if capacity else None))
+        memory = plan(ctx.config, None if capacity else gpu, ctx.run.request.get("num_gpus"),
+                      gpu_memory_gib=float(capacity.group(1)) if capacity else None, validate_levers=True)
     except Exception:  # an architecture or GPU the planner does not know: fall back to the fixed levers
         return None
-    return dict(plan.recommended.patch) if plan.recommended and plan.recommended.patch else None
+    return dict(memory.recommended.patch) if memory.recommended and memory.recommended.patch else None
 
 
 def memory_patch(ctx: Ctx, line: str = "") -> dict:

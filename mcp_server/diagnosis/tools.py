@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from mcp_server.diagnosis.models import DiagnoseRequest, Diagnosis
-from mcp_server.toolspec import Command, Flag, ToolSpec
+from mcp_server.toolspec import READS, Command, Flag, ToolSpec
 
 
 # The core is imported on the first call, not with the registry: the doors start without the cores' imports.
@@ -37,7 +37,7 @@ def human_diagnosis(d: Diagnosis) -> str:
 
 TOOLS = [
     ToolSpec(
-        "diagnose_run", diagnose_run, Diagnosis, request=DiagnoseRequest,
+        "diagnose_run", diagnose_run, Diagnosis, request=DiagnoseRequest, effects=READS,
         description="""Why is this training run going wrong? Reads a run directory, a progress.jsonl, a TRL trainer_state.json
     or a CSV/JSONL metrics export (plus the run's config and stdout log when known) and returns findings, root cause
     first: {code, severity, evidence [{metric, step, value}], explanation, patch, onset, caused_by, other_causes,

@@ -27,12 +27,12 @@ from mcp_server.gpus import resolve_target
 from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.lengths import completion_length
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
-from mcp_server.memory.verdict import agentic_prompt_tokens, with_target
+from mcp_server.memory.verdict import validate
 from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.validate import SEVERITY_ORDER, validate_values
+from mcp_server.recipe.validate import SEVERITY_ORDER
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
 from mcp_server.recipe.variants import (DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, choose_variant,
@@ -313,9 +313,13 @@ def _size_for_turns(request: GRPORecipeRequest, recipe: dict, why: dict, default
     return found
 
 
-REPORT_TO_WHY = {
-    "trackio": "trackio: a local dashboard (`trackio show`), logged under ~/.cache/huggingface/trackio",
-    "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine (`wandb sync` uploads later)",
+REPORT_TO_WHY = {  # where each writes: training.script_support.keep_trackers_in_run
+    "trackio": "trackio: a local dashboard, logged under trackers/trackio (`TRACKIO_DIR=trackers/trackio trackio "
+               "show`)",
+    "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine, logged under trackers/wandb (`wandb sync` "
+             "uploads later)",
+    "mlflow": "mlflow: a local SQLite store, trackers/mlflow.db (`mlflow ui --backend-store-uri "
+              "sqlite:///trackers/mlflow.db`)",
     "tensorboard": "tensorboard: event files under the checkpoints folder (`tensorboard --logdir checkpoints`)",
 }
 
@@ -444,9 +448,10 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     command, how = launch_text(plan, final.dir)
     specs = [s.model_dump() for s in reward_specs]
     agentic = agentic_record(request)
-    validation = validate_values(values, request.gpu, request.num_gpus, reward_specs=specs,
-                                 override_reason=request.override_reason, is_moe=moe, base_dir=run.dir,
-                                 agentic=agentic.model_dump() if agentic else None)
+    # the one validation entry point (memory.verdict.validate): rules, TRL's checks, architecture, memory plan
+    validation = validate(values, request.gpu, request.num_gpus, reward_specs=specs,
+                          override_reason=request.override_reason, is_moe=moe, base_dir=run.dir,
+                          agentic=agentic.model_dump() if agentic else None)
 
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
@@ -473,8 +478,6 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     if agentic:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
-    validation = with_target(validation, values, request.gpu, request.num_gpus,
-                              agentic_prompt_tokens(values, agentic.model_dump() if agentic else None))
     if budget:  # the agentic completion budget: the emitted value and why, or an override that holds fewer turns
         findings = sorted([*validation.findings, Finding(**budget)], key=lambda f: SEVERITY_ORDER[f.severity])
         validation = validation.model_copy(update={"findings": findings})

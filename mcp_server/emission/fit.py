@@ -5,11 +5,12 @@ fine-tuning mode (LoRA, QLoRA) is the person's choice, never applied: validation
 from __future__ import annotations
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
+from mcp_server.memory.models import MemoryPlan
 from mcp_server.memory.levers import just_enough_vllm
 from mcp_server.memory.params import count_params
 from mcp_server.memory.settings import RunSettings
-from mcp_server.memory.planner import plan_memory, resolve_architecture
+from mcp_server.memory import planner
+from mcp_server.memory.planner import architecture_of
 from mcp_server.config.grpo_fields import GRPOView
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
@@ -18,7 +19,7 @@ NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, no
 def plan_for(values: dict, gpu: str, num_gpus: int) -> MemoryPlan | None:
     """The memory plan of the values on the target, or None when it cannot be planned offline."""
     try:
-        return plan_memory(MemoryPlanRequest(config=values, gpu=gpu, num_gpus=num_gpus, validate_levers=False))
+        return planner.plan(values, gpu, num_gpus)
     except UserInputError:
         return None
 
@@ -76,7 +77,7 @@ def model_size_b(model: str, target: str | None = None) -> float | None:
     when unknown. For a GPU `target` ('2x A10G') an unknown architecture is refused: the emitter never writes a
     layout (precision, offload, sharding) the memory plan has not checked."""
     try:
-        _, arch = resolve_architecture(MemoryPlanRequest(model=model, validate_levers=False), {})
+        _, arch = architecture_of(model)
     except UserInputError as exc:
         if target is None:
             return None

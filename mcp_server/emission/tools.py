@@ -7,7 +7,7 @@ import json
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.tools import human_validation
-from mcp_server.toolspec import Command, ToolSpec
+from mcp_server.toolspec import Command, Effects, ToolSpec
 
 
 # The core is imported on the first call, not with the registry: the doors start without the cores' imports.
@@ -57,6 +57,7 @@ def _fold_overrides(args, data: dict) -> None:
 TOOLS = [
     ToolSpec(
         "emit_grpo_config", emit_grpo_config, EmitResult, request=GRPORecipeRequest,
+        effects=Effects(writes=True, destroys=True),
         description="""Build a GRPO config for the installed TRL and the target hardware, validate it, and write
     train/config.yaml (for `trl grpo --config`), train/train.py and the request's JSON Schema into a run directory.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command(

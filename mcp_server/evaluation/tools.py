@@ -11,7 +11,7 @@ from mcp_server.evaluation.models import (
     PromotionResult,
 )
 from mcp_server.reporting import Report, silent
-from mcp_server.toolspec import RUN, Command, Flag, ToolSpec
+from mcp_server.toolspec import RUN, Command, Effects, Flag, ToolSpec
 
 
 # The core is imported on the first call, not with the registry: the doors start without the cores' imports.
@@ -63,6 +63,7 @@ def human_export(result: ExportResult) -> str:
 TOOLS = [
     ToolSpec(
         "evaluate_model", evaluate_model, EvaluationResult, request=EvaluateRequest,
+        effects=Effects(writes=True, repeatable=True, open_world=True),
         description="""Greedy decoding (fixed seed) over a goldens file, graded pass/fail by the same verifiers as the rewards;
     pass rate with a 95% Wilson interval and per-item results. The first evaluation of a base model writes
     eval/baseline-<model>.json, which is never overwritten or loosened.""",  # noqa: E501 (the text MCP clients list, as it was)
@@ -74,6 +75,7 @@ TOOLS = [
     ),
     ToolSpec(
         "promote_checkpoint", promote_checkpoint, PromotionResult, request=PromoteRequest,
+        effects=Effects(writes=True, destroys=True, repeatable=True, open_world=True),
         description="""Judge a run's checkpoint: the same goldens (sha256), graders and decoding as the base model's baseline,
     plus a frozen drift suite under the drift budget (<= 1 point noise, 1-5 points rerun with other seeds,
     > 5 points hard fail). Writes promotion-report.md and promotion.json with PROMOTE or REJECT and evidence.""",  # noqa: E501 (the text MCP clients list, as it was)
@@ -85,6 +87,7 @@ TOOLS = [
     ),
     ToolSpec(
         "export_model", export_model, ExportResult, request=ExportRequest,
+        effects=Effects(writes=True, open_world=True),
         description="""Export a promoted run: merge LoRA adapters when present, save safetensors, tokenizer and a model card
     (base model, config hash, rewards, inspection and promotion verdicts) into <run>/export/, and check that
     greedy outputs on a few goldens are identical before and after.""",  # noqa: E501 (the text MCP clients list, as it was)

@@ -362,7 +362,7 @@ def _closed(run: Run, reason: str, how: str) -> GateResult:
 
 
 def _inspect_again(run: Run) -> str:
-    return (f"run inspect_rewards (CLI: {CLI} inspect-rewards {run.dir.name}), have a person read "
+    return (f"run inspect_rewards (CLI: {CLI} inspect-rewards {run.name}), have a person read "
             "inspection/review.md, then record_inspection_verdict")
 
 
@@ -378,7 +378,7 @@ def _before_a_verdict(run: Run) -> GateResult | None:
     if not run.samples.is_file():
         return _closed(
             run, "no samples: inspection/samples.jsonl does not exist",
-            f"run sample_completions (CLI: {CLI} sample-completions {run.dir.name}), then " + _inspect_again(run),
+            f"run sample_completions (CLI: {CLI} sample-completions {run.name}), then " + _inspect_again(run),
         )
     if run.verdict.is_file():
         return None
@@ -454,7 +454,7 @@ def _verdict_holds(run: Run, verdict: VerdictRecord) -> GateResult:
         return GateResult(
             passed=False, reason=f"changed since the verdict ({who}): " + "; ".join(moved),
             how_to_clear="put back what changed, or (for another model, data set or sampling settings) run "
-            f"sample_completions (CLI: {CLI} sample-completions {run.dir.name}) again, then " + inspect_again,
+            f"sample_completions (CLI: {CLI} sample-completions {run.name}) again, then " + inspect_again,
             run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,
         )
     return GateResult(

@@ -14,9 +14,8 @@ import time
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import CPU_PROMPTS, MIN_REVIEW_SAMPLES, RATE_PROMPTS
-from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import count_params
-from mcp_server.memory.planner import resolve_architecture
+from mcp_server.memory.planner import architecture_of
 from mcp_server.model_ref import SMALL_MODEL_PARAMS
 from mcp_server.reporting import Report
 
@@ -39,7 +38,7 @@ def model_size(model) -> tuple[int | None, int | None]:
     """(parameters, layers) from the model's config, offline (a local directory, 'tiny', the catalog); (None, None)
     when unknown."""
     try:
-        _, arch = resolve_architecture(MemoryPlanRequest(model=str(model), validate_levers=False), {})
+        _, arch = architecture_of(str(model))
     except UserInputError:
         return None, None
     return count_params(arch).total, arch.num_hidden_layers

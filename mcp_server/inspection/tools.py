@@ -16,7 +16,7 @@ from mcp_server.inspection.models import (
 )
 from mcp_server.inspection.trajectory_models import TrajectoryRequest, TrajectoryResult
 from mcp_server.reporting import Report, silent
-from mcp_server.toolspec import RUN, Command, Flag, ToolSpec
+from mcp_server.toolspec import READS, RUN, Command, Effects, Flag, ToolSpec
 
 
 # The core is imported on the first call, not with the registry: the doors start without the cores' imports.
@@ -134,6 +134,7 @@ def check_gate(request: GateRequest) -> GateResult:
 TOOLS = [
     ToolSpec(
         "sample_completions", sample_completions, SampleResult, request=SampleRequest,
+        effects=Effects(writes=True, destroys=True, open_world=True),
         description="""Generate n completions per prompt from the policy model (settings from the run's train/config.yaml by
     default) and store them in <run>/inspection/samples.jsonl for reward inspection.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command("Sample n completions per prompt into <run>/inspection/samples.jsonl.", human_samples,
@@ -141,6 +142,7 @@ TOOLS = [
     ),
     ToolSpec(
         "sample_trajectories", sample_trajectories, TrajectoryResult, request=TrajectoryRequest,
+        effects=Effects(writes=True, destroys=True, open_world=True),
         description="""Agentic runs: roll out a batch through TRL's own tool loop with the run's trainer (model, template,
     environment, tools, budget) into <run>/inspection/trajectories.jsonl, and name what is wrong by code with
     counts (unparsed calls, tool failures, results dropped by the budget, turn cap, mask, group starts, replay,
@@ -151,6 +153,7 @@ TOOLS = [
     ),
     ToolSpec(
         "inspect_rewards", inspect_rewards, InspectResult, request=InspectRequest,
+        effects=Effects(writes=True, repeatable=True),
         description="""Score the stored samples (50-100) with the run's rewards; write inspection/review.md for a person to read.
     Returns score distributions, zero-variance groups, malformed / well-formed-but-wrong / truncated counts,
     likely mis-scored samples and the base success rate (zero: route to SFT first; GRPO cannot learn).""",  # noqa: E501 (the text MCP clients list, as it was)
@@ -159,6 +162,7 @@ TOOLS = [
     ),
     ToolSpec(
         "record_inspection_verdict", record_inspection_verdict, VerdictResult, request=VerdictRequest,
+        effects=Effects(writes=True, destroys=True, repeatable=True),
         description="""Record the person's verdict on review.md (per-sample agree/disagree, pass/fail, who) in
     inspection/verdict.json with the hashes of the reward code and samples. Only record what the person said.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command(
@@ -168,7 +172,7 @@ TOOLS = [
         ),
     ),
     ToolSpec(
-        "check_inspection_gate", check_gate, GateResult, request=GateRequest,
+        "check_inspection_gate", check_gate, GateResult, request=GateRequest, effects=READS,
         description="""Is the run cleared to train? Passes only with a passing verdict whose hashes match the current rewards
     (train/rewards.json and reward code) and samples. Says why not and how to clear it.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command("Is the run cleared to train? Exit 0 only when the gate is open.", human_gate,

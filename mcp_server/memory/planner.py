@@ -40,15 +40,15 @@ from mcp_server.memory.speed import estimate_speed
 from mcp_server.model_ref import cached_config_path, expand_tiny, model_config
 from mcp_server.config.grpo_fields import GRPOView
 
-__all__ = ["CUDA_CONTEXT_GIB", "plan_memory"]  # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
+# CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
+__all__ = ["CUDA_CONTEXT_GIB", "architecture_of", "plan", "plan_memory"]
 
 
-def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str, Architecture]:
-    """(model name, architecture): the request's numbers, else a local config.json (model_ref.expand_tiny for
-    'tiny'), the catalog, or a hub model's cached config.json (model_ref.cached_config_path)."""
-    if request.architecture is not None:
-        return request.model or "explicit", request.architecture
-    name = request.model or GRPOView.given(cfg).model_name_or_path
+def architecture_of(model: str | None, config: dict[str, Any] | None = None) -> tuple[str, Architecture]:
+    """(model name, architecture) of `model`, else of the config's model_name_or_path: a local config.json
+    (model_ref.expand_tiny for 'tiny'), the catalog, or a hub model's cached config.json (model_ref.cached_config_path).
+    What cores call; the tool's request reads through resolve_architecture."""
+    name = model or GRPOView.given(config or {}).model_name_or_path
     if not name:
         raise UserInputError("model", "give a model (catalog name, local directory or config.json), a config with "
                              "model_name_or_path, or the architecture numbers")
@@ -66,6 +66,27 @@ def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tup
     if family is not None:
         return name, family[1]
     return lookup_model(name)  # raises with the closest catalog names
+
+
+def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str, Architecture]:
+    """(model name, architecture) of a plan_memory request: its architecture numbers, else architecture_of."""
+    if request.architecture is not None:
+        return request.model or "explicit", request.architecture
+    return architecture_of(request.model, cfg)
+
+
+def plan(config: dict[str, Any] | None = None, gpu: str | None = None, num_gpus: int | None = None, *,
+         config_path: str | None = None, gpu_memory_gib: float | None = None, prompt_length: int | None = None,
+         vllm_server_gpus: int | None = None, strategy: str | None = None,
+         validate_levers: bool = False) -> MemoryPlan:
+    """The memory plan of a config (a dict of fields, or the run at `config_path`) on a target: what the other
+    cores call, with plain arguments (plan_memory is the tool's door). None is 'not given': the run's recorded
+    target, else the planner's defaults. Levers are not re-validated one by one unless asked."""
+    given = {"config": config, "config_path": config_path, "gpu": gpu, "num_gpus": num_gpus,
+             "gpu_memory_gib": gpu_memory_gib, "prompt_length": prompt_length,
+             "vllm_server_gpus": vllm_server_gpus, "strategy": strategy}
+    return plan_memory(MemoryPlanRequest(validate_levers=validate_levers,
+                                         **{k: v for k, v in given.items() if v is not None}))
 
 
 def family_assumption(name: str) -> str | None:

@@ -19,7 +19,7 @@ from mcp_server.memory.params import Architecture
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.variants import BASE_RECIPE
 from mcp_server.runs import Run, sidecars
-from mcp_server.userfiles import read_text
+from mcp_server.userfiles import read_text, require_yaml_name, yaml_problem
 
 
 class RunSettings(BaseModel):
@@ -117,10 +117,11 @@ def read_plan_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[s
         if not path.is_file():
             raise UserInputError("config_path",
                                  f"{request.config_path}: no such config (a YAML file or a run directory)")
+        require_yaml_name(path, "config_path")
         try:
             loaded = yaml.safe_load(read_text(path, "config_path")) or {}
         except yaml.YAMLError as exc:
-            raise UserInputError("config_path", f"cannot read {path} as YAML: {exc}") from None
+            raise UserInputError("config_path", f"cannot read {path} as YAML: {yaml_problem(exc)}") from None
         if not isinstance(loaded, dict):
             raise UserInputError("config_path", f"{path} is not a mapping of config fields")
         config.update(loaded)

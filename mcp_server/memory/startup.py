@@ -12,8 +12,7 @@ The config-only part of the rehearsal is recipe.startup_rules.
 from __future__ import annotations
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import resolve_architecture
+from mcp_server.memory.planner import architecture_of
 from mcp_server.recipe.context import finding
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import Finding
@@ -24,7 +23,7 @@ def startup_findings(values: dict) -> list[Finding]:
     if not GRPOView.given(values).model_name_or_path:
         return []
     try:
-        model, arch = resolve_architecture(MemoryPlanRequest(validate_levers=False), values)
+        model, arch = architecture_of(None, values)
     except (UserInputError, ValueError):
         return []  # unknown offline: the memory verdict says what was assumed
     out = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from mcp_server.memory.models import MemoryPlan, MemoryPlanRequest
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.tools import human_validation
-from mcp_server.toolspec import Command, Flag, ToolSpec
+from mcp_server.toolspec import READS, Command, Flag, ToolSpec
 
 
 # The core is imported on the first call, not with the registry: the doors start without the cores' imports.
@@ -74,7 +74,7 @@ def human_plan(plan: MemoryPlan) -> str:
 
 TOOLS = [
     ToolSpec(
-        "plan_memory", plan_memory, MemoryPlan, request=MemoryPlanRequest,
+        "plan_memory", plan_memory, MemoryPlan, request=MemoryPlanRequest, effects=READS,
         description="""Will this GRPO run fit? Per-GPU GiB breakdown (weights, gradients, optimizer state, reference model,
     activations, logits, vLLM weights and KV cache, overhead), the peak and headroom; when it does not fit,
     the levers ranked by GiB saved and the smallest set that fits, each as a validated config change; the
@@ -98,7 +98,7 @@ TOOLS = [
 # Listed where the recipe's tools are (mcp_server/tools.py), under the name it always had.
 VALIDATION_TOOLS = [
     ToolSpec(
-        "validate_grpo_config", validate_config, ValidationResult, request=ValidateRequest,
+        "validate_grpo_config", validate_config, ValidationResult, request=ValidateRequest, effects=READS,
         description="""Validate a GRPO config (a YAML path or a dict of fields) against the installed TRL and the target
     GPU type and count, the model's context and the memory plan included: what crashes at start-up, runs out of memory or
     trains without effect. Returns findings {code, field, severity, message, fix}; valid only with no errors.""",  # noqa: E501 (the text MCP clients list)

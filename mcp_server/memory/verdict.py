@@ -2,22 +2,24 @@
 the model's architecture. A config that needs more memory than the GPU has, or completions longer than the
 model's context, is not valid for that target.
 
-validate_grpo_config (the MCP tool and `validate-config`) and emit_grpo_config answer through here; the lever
-checks inside the planner and the launcher's validation gate (which plans memory itself, for the layout it
-launches) use recipe.validate directly.
+`validate` is the one validation entry point: validate_grpo_config (the MCP tool and `validate-config`, through
+validate_config, which parses its request), emit_grpo_config and the launch gate (validate_file, without the memory
+plan: the launch plans memory itself, for the layout it launches) answer through it. Only the lever checks inside
+the planner, which judge one config change at a time, use recipe.validate.validate_values directly.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mcp_server.errors import UserInputError
-from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory, resolve_architecture
+from mcp_server.memory import planner
 from mcp_server.memory.settings import RunSettings
 from mcp_server.memory.startup import startup_findings
 from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
 from mcp_server.recipe.context import finding
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.recipe.validate import SEVERITY_ORDER, read_request_values, validate_values
+from mcp_server.recipe.validate import SEVERITY_ORDER, read_config, read_request_values, validate_values
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SCHEMA_TOKENS
 
@@ -45,8 +47,7 @@ def memory_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, in
     schema, prompt_length = prompt
     lengths = {"prompt_length": prompt_length} if prompt_length else {}
     try:
-        plan = plan_memory(MemoryPlanRequest(config=values, gpu=gpu, num_gpus=num_gpus, validate_levers=False,
-                                             **lengths))
+        plan = planner.plan(values, gpu, num_gpus, **lengths)
     except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
         if exc.field == "max_completion_length" and context_reported:  # completion past the context: said already
             return []
@@ -91,7 +92,7 @@ def context_findings(values: dict) -> list[Finding]:
     if not isinstance(length, int) or isinstance(length, bool) or not given.model_name_or_path:
         return []
     try:
-        model, arch = resolve_architecture(MemoryPlanRequest(validate_levers=False), values)
+        model, arch = planner.architecture_of(None, values)
     except UserInputError:
         return []  # unknown offline: the memory verdict says the model was not planned
     context = arch.max_position_embeddings
@@ -130,32 +131,51 @@ def cpu_vllm_findings(values: dict) -> list[Finding]:
         "hidden_size / num_attention_heads is one of those")]
 
 
-def target_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None)
-                    ) -> list[Finding]:
-    """What the architecture decides for the target: the memory plan on a GPU; vLLM's head sizes on a CPU."""
+def target_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None),
+                    memory: bool = True) -> list[Finding]:
+    """What the architecture decides: the model's context and start-up, and the memory plan on a GPU target
+    (`memory`); vLLM's head sizes on a CPU target."""
     out = context_findings(values) + startup_findings(values)
-    if str(gpu).strip().lower() != "cpu":
+    cpu = str(gpu).strip().lower() == "cpu"
+    if memory and not cpu:
         out += memory_findings(values, gpu, num_gpus, prompt, context_reported=bool(out))
-    else:
+    if cpu:
         out += cpu_vllm_findings(values)
     return out
 
 
 def with_target(result: ValidationResult, values: dict, gpu: str, num_gpus: int,
-                prompt: tuple[int, int | None] = (0, None)) -> ValidationResult:
+                prompt: tuple[int, int | None] = (0, None), memory: bool = True) -> ValidationResult:
     """The recipe's validation with the target's findings added, errors first."""
-    findings = result.findings + target_findings(values, gpu, num_gpus, prompt)
+    findings = result.findings + target_findings(values, gpu, num_gpus, prompt, memory)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return result.model_copy(update={"findings": findings,
                                      "valid": not any(f.severity == "error" for f in findings)})
 
 
-def validate_config(request: ValidateRequest) -> ValidationResult:
-    """validate_grpo_config: the recipe's rules and TRL's checks, then the model's context and the memory plan for
-    the target."""
-    values, kwargs = read_request_values(request)
-    result = validate_values(values, **kwargs)
+def validate(values: dict, gpu: str = "H100", num_gpus: int = 1, *, reward_specs: list | None = None,
+             override_reason: str | None = None, is_moe: bool | None = None, base_dir: Path | None = None,
+             agentic: dict | None = None, memory: bool = True) -> ValidationResult:
+    """The one validation entry point: the recipe's rules and TRL's checks (recipe.validate.validate_values), then
+    what the architecture decides (context, start-up) and, with `memory` on a GPU target, the memory plan's verdict
+    (an agentic run's prompts planned with its tool schema)."""
+    result = validate_values(values, gpu, num_gpus, reward_specs=reward_specs, override_reason=override_reason,
+                             is_moe=is_moe, base_dir=base_dir, agentic=agentic)
     if any(f.code == "unknown_gpu" for f in result.findings):
         return result
-    return with_target(result, values, kwargs["gpu"], kwargs["num_gpus"],
-                       agentic_prompt_tokens(values, kwargs.get("agentic")))
+    prompt = agentic_prompt_tokens(values, agentic) if memory else (0, None)
+    return with_target(result, values, gpu, num_gpus, prompt, memory)
+
+
+def validate_file(config_path: str | Path, gpu: str | None = None, num_gpus: int | None = None,
+                  memory: bool = True) -> ValidationResult:
+    """validate for a config file, with what is recorded beside it (the run's target unless given, its rewards,
+    override reason and agentic record)."""
+    values, kwargs = read_config(config_path, None, gpu, num_gpus)
+    return validate(values, **kwargs, memory=memory)
+
+
+def validate_config(request: ValidateRequest) -> ValidationResult:
+    """validate_grpo_config's request parsed, then validate."""
+    values, kwargs = read_request_values(request)
+    return validate(values, **kwargs)

@@ -98,11 +98,12 @@ class GRPORecipeRequest(Request):
         description="Why a rule is being overridden (required to use a non-GSPO variant on a mixture-of-experts "
         "model).",
     )
-    report_to: list[Literal["trackio", "wandb", "tensorboard"]] = Field(
+    report_to: list[Literal["trackio", "wandb", "mlflow", "tensorboard"]] = Field(
         default_factory=list,
         description="Where training also logs, beside this project's own progress file (train/logs/progress.jsonl): "
         "trackio (a local dashboard, `trackio show`; kept off the Hub), wandb (set WANDB_MODE=offline to keep it "
-        "local, `wandb sync` later), tensorboard (event files under the checkpoints folder). Each needs its package "
+        "local, `wandb sync` later), mlflow (a local SQLite store, `mlflow ui`), each under the run's trackers/ "
+        "folder; tensorboard (event files under the checkpoints folder). Each needs its package "
         "in the training environment. Default: none.",
     )
     environment: Name | None = Field(

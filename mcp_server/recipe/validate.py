@@ -1,4 +1,6 @@
-"""validate_grpo_config: every rule in rules.py, then a real GRPOConfig built as if on the target."""
+"""The recipe's part of validation: every rule in rules.py (and its siblings), then a real GRPOConfig built as if
+on the target. The one validation entry point, which adds what the architecture and the memory plan decide, is
+memory.verdict.validate (validate_grpo_config, emit_grpo_config and the launch gate all answer through it)."""
 
 from __future__ import annotations
 
@@ -87,28 +89,34 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
                             trl_version=trl["trl_version"], target=target)
 
 
-def read_request_values(request: ValidateRequest) -> tuple[dict, dict]:
-    """(config values, validate_values' other arguments) for a request: a YAML path or a dict, for the requested
-    target, else the one recorded beside the config (train/request.json), else 1x H100."""
-    if (request.config_path is None) == (request.config is None):
+def read_config(config_path: str | Path | None = None, config: dict | None = None, gpu: str | None = None,
+                num_gpus: int | None = None) -> tuple[dict, dict]:
+    """(config values, validate_values' other arguments) for a YAML path or a dict, for the given target, else the
+    one recorded beside the config (train/request.json), else 1x H100."""
+    if (config_path is None) == (config is None):
         raise UserInputError("config_path", "give exactly one of config_path (a YAML file) or config (a dict)")
-    values = load_config_file(request.config_path) if request.config_path else dict(request.config)
-    recorded, reward_specs = _sidecars(Path(request.config_path) if request.config_path else None)
-    agentic_path = Path(request.config_path).parent / "agentic.json" if request.config_path else None
+    values = load_config_file(str(config_path)) if config_path else dict(config)
+    recorded, reward_specs = _sidecars(Path(config_path) if config_path else None)
+    agentic_path = Path(config_path).parent / "agentic.json" if config_path else None
     agentic = read_json(agentic_path, "config_path", dict) if agentic_path and agentic_path.is_file() else None
     return values, {
-        "gpu": request.gpu or recorded.get("gpu") or "H100",
-        "num_gpus": request.num_gpus or recorded.get("num_gpus") or 1,
+        "gpu": gpu or recorded.get("gpu") or "H100",
+        "num_gpus": num_gpus or recorded.get("num_gpus") or 1,
         "reward_specs": reward_specs,
         "override_reason": recorded.get("override_reason"),
-        "base_dir": _run_dir_of(Path(request.config_path)) if request.config_path else None,
+        "base_dir": _run_dir_of(Path(config_path)) if config_path else None,
         "agentic": agentic,
     }
 
 
-def validate_config(request: ValidateRequest) -> ValidationResult:
-    """Validate a config given as a YAML path or a dict, for the requested (or recorded) target, by the recipe's
-    rules and TRL's checks (memory.verdict adds the memory plan for the target)."""
+def read_request_values(request: ValidateRequest) -> tuple[dict, dict]:
+    """read_config for a validate_grpo_config request."""
+    return read_config(request.config_path, request.config, request.gpu, request.num_gpus)
+
+
+def validate_recipe_rules(request: ValidateRequest) -> ValidationResult:
+    """The recipe's rules and TRL's checks only, for the requested (or recorded) target: no architecture, no memory
+    plan. Validation as the tools answer it is memory.verdict.validate."""
     values, kwargs = read_request_values(request)
     return validate_values(values, **kwargs)
 

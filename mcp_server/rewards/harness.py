@@ -37,9 +37,11 @@ import types
 
 try:  # on the host, as part of the package
     from .harness_solution import serve
+    from .harness_watch import Watch
     from .harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
 except ImportError:  # in the sandbox, where sandbox.py installs the harness's modules by their own names
     from harness_solution import serve
+    from harness_watch import Watch
     from harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
 
 # traceback and linecache are imported only when needed: start-up time is most of a run's cost.
@@ -310,13 +312,32 @@ def _count_asserts(tests: str, hits: list) -> types.CodeType:
     return compile(tree, "test_solution.py", "exec")
 
 
+NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)
+
+
+def _ran(name: str, value):
+    """A test's return value, once it is sure the test's body ran: an `async def` or generator test returns a
+    coroutine or generator without running a line of its body (pytest fails such a test too), so it fails."""
+    if isinstance(value, NEVER_RAN):
+        getattr(value, "close", lambda: None)()
+        raise AssertionError(f"{name} is an async def or a generator: calling it did not run its body (write the "
+                             "test as a plain def)")
+    return value
+
+
 def _run_case(cls: type, method: str):
     """One unittest.TestCase method, as unittest runs it (setUp, the test, tearDown); a failure or error is
-    raised as an AssertionError carrying unittest's traceback, a skip returns SKIPPED."""
+    raised as an AssertionError carrying unittest's traceback, a skip returns SKIPPED. A method whose body did
+    not run (async def outside IsolatedAsyncioTestCase, a generator) fails, where unittest only warns."""
     import unittest
 
+    class Checked(cls):
+        def _callTestMethod(self, test):  # noqa: N802 - unittest's name
+            call = getattr(self, "_callMaybeAsync", None)  # IsolatedAsyncioTestCase runs coroutines itself
+            _ran(f"{cls.__name__}.{method}", call(test) if call else test())
+
     result = unittest.TestResult()
-    cls(method).run(result)
+    Checked(method).run(result)
     problems = result.errors + result.failures
     if problems:
         raise AssertionError(problems[0][1][-1500:])
@@ -391,7 +412,7 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
         scope[ASSERT_HOOK] = lambda: hits.append(1)
         exec(code, scope)
         for stage, test in _collect(scope):
-            if test() is not SKIPPED:
+            if _ran(stage, test()) is not SKIPPED:
                 count += 1
         check = None if count or hits else _human_eval_check(scope, dict(names), payload.get("entry_point"))
         if check is not None:
@@ -443,10 +464,18 @@ def main() -> None:
     verdict = {"passed": False, "error": None, "tests": 0}
     try:
         payload = json.loads(sys.stdin.buffer.read())
-        _CHANNEL = Channel(requests_w, replies_r, solution_pid, float(payload["limits"].get("cpu_s") or 0))
+        limits = payload["limits"]
+        _CHANNEL = channel = Channel(requests_w, replies_r, solution_pid, float(limits.get("cpu_s") or 0))
+        # the whole sandbox's CPU and memory (harness_watch.py); started before the rlimits, as one of the tasks
+        # the process limit allows the tester
+        watch = Watch(channel.cpu_s, limits["as"], lambda why: setattr(channel, "broken", why))
+        watch.start()
         os.chdir("/tmp")
-        set_limits(payload["limits"])
-        passed, error, count = grade(payload, _CHANNEL)
+        set_limits(limits)
+        passed, error, count = grade(payload, channel)
+        watch.stop()
+        if watch.exceeded:  # over the budget, even where the tests had finished by then
+            passed, error = False, watch.exceeded
         verdict.update(passed=passed, error=error, tests=count)
     except BaseException as exc:  # noqa: BLE001 - whatever happens, the verdict is written (as a failure)
         verdict["error"] = f"harness: {type(exc).__name__}: {exc}"[:300]

@@ -120,10 +120,11 @@ REGISTRY: dict[str, dict[str, Any]] = {
                 "Tag whose body is the code; null: last fenced block, else the whole completion.",
             ),
             "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
-            "cpu_s": ("float", "CPU seconds the solution's process may use, its imports included (at most "
-                      "timeout_s): a busy loop stops here, not at the timeout. Raise it for heavy tests "
+            "cpu_s": ("float", "CPU seconds the solution's processes may use together, its imports included (at "
+                      "most timeout_s): a busy loop stops here, not at the timeout. Raise it for heavy tests "
                       "or a `python` with slow-importing libraries."),
-            "memory_mb": ("int", "Address-space limit per process, MiB."),
+            "memory_mb": ("int", "Memory of the whole sandbox, MiB: each process's address space, and the resident "
+                          "memory of all its processes together (a forked child shares it)."),
             "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
             "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),
             "workers": ("int | null", "Sandboxes run at once; null: 4x the CPU count, at most 16 (a run still going "

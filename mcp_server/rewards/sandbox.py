@@ -1,8 +1,12 @@
 """Run model-written Python inside bubblewrap, never on the host.
 
-Each run gets its own sandbox: new user, pid, network, ipc and uts namespaces (no network at all),
-the system mounted read-only, a private size-capped /tmp, no host home, credentials or environment
-variables, rlimits on CPU, memory, processes, files and open files, an output cap, and a wall-clock
+Each run gets its own sandbox: new user, pid, network, ipc and uts namespaces (no network at all, no
+namespace of its own inside: --disable-userns), the system mounted read-only, of the interpreter only its
+binary and its installation's lib folders, a private size-capped /tmp, no host home, credentials or
+environment variables, the host's /proc/meminfo, loadavg, stat, vmstat, swaps and uptime masked, a seccomp
+filter (seccomp.py: keyrings, ptrace, mounts, namespaces, bpf, ... refused; x86_64 only), rlimits on CPU,
+memory, processes, files and open files per process, one CPU budget and one memory cap for all its processes
+together (harness_watch.py: a forked child shares them), an output cap, and a wall-clock
 timeout that kills the whole sandbox: the sandbox's pid-namespace init (its host pid comes from
 bwrap's --info-fd; a pidfd on it is taken while bwrap, its only reaper, runs) is SIGKILLed, the kernel
 then kills everything left inside, setsid'd or not. bwrap itself is never killed while its init is known:
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from mcp_server.rewards.sandbox_command import SandboxUnavailable, bwrap_argv, drop_root, interpreter_for
+from mcp_server.rewards.seccomp import seccomp_program
 
 SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
 WAITING = 2  # sandboxes alive at once, as a multiple of the workers running at once
@@ -43,7 +48,9 @@ WAITING = 2  # sandboxes alive at once, as a multiple of the workers running at 
 @dataclass(frozen=True)
 class Limits:
     timeout_s: float = 10.0  # wall clock for the whole run, including interpreter start
-    memory_mb: int = 512  # address space per process (RLIMIT_AS)
+    # The whole sandbox's memory: each process's address space (RLIMIT_AS) and the resident memory of all its
+    # processes together (harness_watch.py), besides /tmp and /dev/shm (5x max_file_mb, tmpfs)
+    memory_mb: int = 512
     max_processes: int = (
         8  # the solution's processes + threads (RLIMIT_NPROC in the sandbox's user namespace, +1: the tester)
     )
@@ -153,7 +160,8 @@ def _payload(code: str, tests: str, entry_point: str | None, limits: Limits) -> 
     return json.dumps({
         "code": code, "tests": tests, "entry_point": entry_point,
         "limits": {
-            "nproc": limits.max_processes + 1, "as": limits.memory_mb * 1024 * 1024,  # + the tester process
+            # + the tester process and its watch thread (harness_watch.py)
+            "nproc": limits.max_processes + 2, "as": limits.memory_mb * 1024 * 1024,
             "cpu": max(1, int(limits.timeout_s + 0.999)), "fsize": limits.max_file_mb * 1024 * 1024,
             "nofile": limits.max_open_files, "cpu_s": min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0,
         },
@@ -191,13 +199,14 @@ def _start(interpreter: str, limits: Limits) -> _Sandbox:
     """Start bwrap with the harness as the sandbox's init; SandboxUnavailable when bwrap cannot be started."""
     info_r, info_w = os.pipe()
     verdict_r, verdict_w = os.pipe()
+    seccomp_fd = _seccomp_fd()
     try:
-        argv = bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w)
+        argv = bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd)
         start = time.monotonic()
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(info_w, verdict_w), start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"},
-            **drop_root(),
+            pass_fds=(info_w, verdict_w, *([seccomp_fd] if seccomp_fd is not None else [])),
+            start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, **drop_root(),
         )
     except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
         os.close(info_r)
@@ -210,9 +219,21 @@ def _start(interpreter: str, limits: Limits) -> _Sandbox:
         os.close(verdict_r)
         raise
     finally:
-        os.close(info_w)
-        os.close(verdict_w)
+        for fd in (info_w, verdict_w, seccomp_fd):
+            if fd is not None:
+                os.close(fd)
     return _Sandbox(proc, info_r, verdict_r, start, start + limits.timeout_s)
+
+
+def _seccomp_fd() -> int | None:
+    """A descriptor bwrap reads the seccomp filter from (seccomp.py), None where there is no filter."""
+    program = seccomp_program()
+    if program is None:
+        return None
+    fd = os.memfd_create("sandbox-seccomp", 0)  # not inherited but by pass_fds
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _feed(proc: subprocess.Popen, payload: bytes) -> None:
@@ -360,8 +381,20 @@ def run_many(jobs: list[tuple], limits: Limits = Limits(), workers: int | None =
     # job while it waits out its own limits: a hang costs its own slot, not the batch. At most WAITING x workers
     # sandboxes exist at once.
     active = threading.BoundedSemaphore(workers)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), WAITING * workers))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), WAITING * workers, batch_room(limits)))) as pool:
         return list(pool.map(lambda job: _safe_run(job, limits, python, active), jobs))
+
+
+def batch_room(limits: Limits) -> int:
+    """How many sandboxes may be alive at once so that a batch holds at most half the memory this machine has
+    available: each may hold memory_mb in its processes and 5x max_file_mb in /tmp and /dev/shm."""
+    try:
+        with open("/proc/meminfo") as handle:
+            available_kb = next(int(line.split()[1]) for line in handle if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 1 << 30  # not Linux-like: the per-sandbox caps alone
+    per_sandbox_kb = (limits.memory_mb + 5 * limits.max_file_mb) * 1024
+    return max(1, available_kb // 2 // per_sandbox_kb)
 
 
 def _safe_run(job: tuple, limits: Limits, python: str | None, active: threading.BoundedSemaphore) -> RunResult:

@@ -22,7 +22,7 @@ class SandboxUnavailable(RuntimeError):
 # The trusted harness (harness.py, stdlib only), run by the sandbox's Python as its pid 1: the tester, which
 # forks the solution process and grades it from outside (see that module's docstring). Its helper modules are
 # installed first, under their own names, in this order; harness.py itself runs last, as __main__.
-HARNESS_MODULES = ("harness_wire", "harness_solution", "harness")
+HARNESS_MODULES = ("harness_wire", "harness_solution", "harness_watch", "harness")
 HARNESS = [(name, (Path(__file__).parent / f"{name}.py").read_text()) for name in HARNESS_MODULES]
 # Compiling the harness's source at every start was a tenth of a run: it is compiled once per interpreter, by
 # that interpreter (bytecode is version-specific), and started from its bytecode (optimize=2 drops only the
@@ -76,24 +76,59 @@ UNBINDABLE = frozenset({"/", "/etc", "/home", "/root", "/var", "/run", "/tmp", "
                         "/mnt", "/media"})
 
 
-def _interpreter_prefix(interpreter: str) -> str:
-    """The directory bound read-only for an interpreter outside /usr: its installation prefix
-    (/opt/python3.12 for /opt/python3.12/bin/python3), or its own directory when that prefix would be "/"
-    (/srv/python3). Never "/" or a host directory of secrets: such an interpreter is refused."""
-    prefix = os.path.dirname(os.path.dirname(interpreter))
-    if prefix == "/":
-        prefix = os.path.dirname(interpreter)
-    if prefix in UNBINDABLE:
-        raise SandboxUnavailable(
-            f"the sandbox's Python {interpreter} lies directly in {prefix}, which would expose that whole host "
-            "directory to model-written code: install it under a directory of its own (e.g. /opt/python3/bin)"
-        )
-    return prefix
+# Where the interpreter finds its standard library (and the libraries its installation ships), as it says itself.
+_WHERE = ("import json, sys, sysconfig; p = sysconfig.get_paths(); "
+          "print(json.dumps([sys.base_prefix, p['stdlib'], p['platstdlib']]))")
 
 
-def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int) -> list[str]:
+@functools.lru_cache(maxsize=8)
+def interpreter_binds(interpreter: str) -> tuple[str, ...]:
+    """The host paths bound read-only for an interpreter outside /usr: the binary itself and its installation's
+    lib folders (prefix/lib, prefix/lib64: the standard library, its site-packages, the shared libraries it
+    ships), never the folder it lies in: for /home/u/bin/python3 that would be the whole home (~/.ssh with it).
+    An installation whose lib folder is a host directory of secrets, or "/", is refused."""
+    try:
+        prefix, *stdlib = json.loads(subprocess.run(
+            [interpreter, "-I", "-c", _WHERE], capture_output=True, timeout=60, check=True,
+            env={"PATH": "/usr/bin:/bin"}).stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SandboxUnavailable(f"the sandbox's Python {interpreter} does not run here ({exc})") from None
+    binds = [interpreter]
+    if not _under_usr(prefix):
+        libs = [os.path.join(prefix, lib) for lib in ("lib", "lib64")]
+        binds += [os.path.realpath(lib) for lib in libs if os.path.isdir(lib)]
+    binds += [os.path.realpath(d) for d in stdlib if os.path.isdir(d) and not _under_usr(os.path.realpath(d))
+              and not any(os.path.realpath(d).startswith(b + os.sep) for b in binds[1:])]
+    for path in binds[1:]:
+        if path in UNBINDABLE or os.path.dirname(path) == "/":  # a host directory, or a whole top-level one
+            raise SandboxUnavailable(
+                f"the sandbox's Python {interpreter} keeps its libraries in {path}, which would expose that host "
+                "directory to model-written code: install it under a directory of its own (e.g. /opt/python3)")
+    return tuple(dict.fromkeys(binds))
+
+
+def _under_usr(path: str) -> bool:
+    return path == "/usr" or path.startswith("/usr/")
+
+
+# The host's memory and load, which /proc shows every pid namespace: masked (bound over with an empty file).
+MASKED_PROC = ("/proc/meminfo", "/proc/loadavg", "/proc/stat", "/proc/vmstat", "/proc/swaps", "/proc/uptime")
+
+
+@functools.lru_cache(maxsize=4)
+def _bwrap_has(bwrap: str, flag: str) -> bool:
+    """Whether this bwrap knows `flag` (--disable-userns came with 0.8)."""
+    try:
+        return flag in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int,
+               seccomp_fd: int | None = None) -> list[str]:
     """bwrap's command line: a fresh sandbox (/tmp capped at 4x `max_file_mb`) whose init is the harness's tester,
-    run by `interpreter`, with bwrap's --info-fd on `info_fd` and the verdict pipe on `verdict_fd`."""
+    run by `interpreter`, with bwrap's --info-fd on `info_fd`, the verdict pipe on `verdict_fd` and the seccomp
+    filter (seccomp.py) read from `seccomp_fd`."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise SandboxUnavailable(
@@ -111,6 +146,8 @@ def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int
         "--new-session",
         "--cap-drop",
         "ALL",
+        *(["--unshare-user", "--disable-userns"] if _bwrap_has(bwrap, "--disable-userns") else []),  # none inside
+        *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
         "--ro-bind",
         "/usr",
         "/usr",
@@ -120,15 +157,17 @@ def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    if not interpreter.startswith("/usr/"):
-        prefix = _interpreter_prefix(interpreter)
-        argv += ["--ro-bind", prefix, prefix]
+    if not _under_usr(interpreter):
+        for path in interpreter_binds(interpreter):
+            argv += ["--ro-bind", path, path]
     tmp_bytes = max(1, max_file_mb) * 4 * 1024 * 1024
     shm_bytes = max(1, max_file_mb) * 1024 * 1024  # POSIX semaphores and small shared buffers only
     argv += [
         # /dev: bwrap's minimal device tree, read-only, with a small /dev/shm (else shared memory is an uncapped
         # tmpfs the solution could fill with host memory).
-        "--proc", "/proc", "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        "--proc", "/proc", *[arg for path in MASKED_PROC if os.path.exists(path)
+                             for arg in ("--ro-bind", "/dev/null", path)],
+        "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
         "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--hostname", "sandbox",

@@ -6,7 +6,7 @@ import json
 
 from mcp_server.rewards.models import RewardCatalog
 from mcp_server.rewards.registry import list_rewards
-from mcp_server.toolspec import Command, ToolSpec
+from mcp_server.toolspec import READS, Command, ToolSpec
 
 
 def human_rewards(catalog: RewardCatalog) -> str:
@@ -24,7 +24,7 @@ def human_rewards(catalog: RewardCatalog) -> str:
 
 TOOLS = [
     ToolSpec(
-        "list_rewards", list_rewards, RewardCatalog,
+        "list_rewards", list_rewards, RewardCatalog, effects=READS,
         description="""The reward registry: each reward's name, what it scores, the data set columns it reads and its
     parameters with defaults. Name rewards in a recipe as {name, params, weight}; a dotted import path
     names your own reward function.""",  # noqa: E501 (the text MCP clients list, as it was)

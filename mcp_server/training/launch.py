@@ -175,7 +175,10 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
             how_to_clear=(f"restore the launched config (git show {commit}:<run>/train/config.yaml) " if commit else
                           "restore the launched config ")
             + "to resume, or emit a new run directory to train with the new one"))
-    foreign = foreign_output_dir(run, config)
+    # The config training will write with: a patch's output_dir into another run would train over that run's
+    # checkpoints and its promoted, exported model.
+    patched = {**config, **patch} if isinstance(patch, dict) else config
+    foreign = foreign_output_dir(run, config) or foreign_output_dir(run, patched)
     if foreign:
         refusals.append(foreign)
     done = checkpoints(run, config)

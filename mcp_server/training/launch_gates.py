@@ -4,13 +4,14 @@ directory. Each refusal names the gate, what is wrong and how to clear it; a cal
 
 from __future__ import annotations
 
+import os
+
 import psutil
 
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
-from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.recipe.models import ValidateRequest
-from mcp_server.recipe.validate import validate_config
+from mcp_server.memory.verdict import validate_file
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import check_environment, read_run_target
@@ -25,7 +26,7 @@ from mcp_server.workspace import runs_root
 def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], dict]:
     """Every gate's answer (all of them, so one call tells everything to fix); the env report too.
     `environment=False` for a run that trains elsewhere (a SLURM job): this machine's environment is no gate."""
-    refusals: list[GateRefusal] = []
+    refusals: list[GateRefusal] = link_refusals(run)
     gate = check_inspection_gate(run)
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
@@ -42,14 +43,31 @@ def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], 
     return refusals, env.model_dump(mode="json")
 
 
+def link_refusals(run: Run) -> list[GateRefusal]:
+    """Symbolic links where the training writes (train/, train/logs/ or an entry in it): the logs, the exit code
+    and the progress would be written through them, into whatever file they point at (planted in a stopped run,
+    or unpacked with it). Refused, never followed: the writers open without following links as well."""
+    links = [p for p in (run.train, run.logs) if p.is_symlink()]
+    if run.logs.is_dir() and not links:
+        links += sorted(p for p in run.logs.iterdir() if p.is_symlink())
+    if not links:
+        return []
+    named = ", ".join(f"{p.relative_to(run.dir)} -> {os.readlink(p)}" for p in links[:5])
+    return [GateRefusal(
+        gate="logs", message=f"{run.name} has symbolic links where training writes its logs ({named}"
+        + (f", and {len(links) - 5} more" if len(links) > 5 else "") + "): training would write through them",
+        how_to_clear="remove the links (they are not the run's files: launch_training writes real ones), then "
+                     "launch or resume again")]
+
+
 def _config_refusals(run: Run) -> list[GateRefusal]:
     run_request, _ = read_run_target(run)
     if not run.config.exists() or not run.script.exists():
         return [GateRefusal(
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
-    result = validate_config(ValidateRequest(
-        config_path=str(run.config), gpu=run_request.get("gpu"), num_gpus=run_request.get("num_gpus")))
+    # The one validation entry point, the memory plan left to memory_refusals: it plans the layout launched.
+    result = validate_file(run.config, run_request.get("gpu"), run_request.get("num_gpus"), memory=False)
     if result.valid:
         return []
     errors = [f for f in result.findings if f.severity == "error"]
@@ -94,7 +112,7 @@ def foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
     here, root = run.dir.resolve(), runs_root().resolve()
     if out.is_relative_to(root) and not out.is_relative_to(here):
         return GateRefusal(
-            gate="config", message=f"output_dir {out} lies in another run directory, not in {run.dir.name}: "
+            gate="config", message=f"output_dir {out} lies in another run directory, not in {run.name}: "
             "training would write into that run", how_to_clear="set output_dir: checkpoints in train/config.yaml "
             "(relative paths are relative to the run directory)")
     return None

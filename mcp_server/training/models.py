@@ -117,7 +117,8 @@ class EnvironmentReport(BaseModel):
 
 # ---------------------------------------------------------------- launch / resume / stop
 class GateRefusal(BaseModel):
-    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory", "lock"] = (
+    gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory", "lock",
+                  "logs"] = (
         Field(description="The gate that refused.")
     )
     message: str = Field(description="Why the gate refused.")

@@ -52,20 +52,27 @@ def find_launcher(run: Run) -> psutil.Process | None:
     return None
 
 
-def run_processes(run: Run) -> list[psutil.Process]:
-    """Every live process of this run: those whose environment carries RUN_MARK with this run directory (launch.sh
-    exports it, children inherit it). Finds a trainer that outlived a killed launcher, and each rank."""
-    here = str(run.dir.resolve())
+def run_processes(run: Run, since: float | None = None) -> list[psutil.Process]:
+    """Every live process of this run: those whose environment carries RUN_MARK with exactly this run directory
+    (launch.sh exports it, children inherit it), run by this user, working in the run directory (launch.sh cds
+    there) and, given `since` (the launcher's recorded start time), started no earlier. Finds a trainer that
+    outlived a killed launcher, and each rank; a process of another user or session that merely carries the mark
+    in its environment is no process of the run and is never signalled."""
+    here = run.dir.resolve()
+    uid = os.getuid()
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.pid != os.getpid() and proc.environ().get(RUN_MARK) == here \
-                    and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
+            if proc.pid == os.getpid() or proc.uids().real != uid or proc.environ().get(RUN_MARK) != str(here):
+                continue
+            if proc.status() == psutil.STATUS_ZOMBIE or Path(proc.cwd()).resolve() != here:
+                continue
+            if isinstance(since, (int, float)) and proc.create_time() < since - 1.0:
+                continue
+            found.append(proc)
         except (psutil.Error, OSError):
             continue
     return found
-
 
 
 def process_alive(pid: int | None, create_time: float | None) -> bool:

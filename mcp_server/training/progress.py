@@ -33,7 +33,7 @@ from transformers import TrainerCallback
 
 from mcp_server.runs import Run
 from mcp_server.training.guard import LiveGuard, guard_mode, read_guard, run_config, run_request
-from mcp_server.workspace import atomic_write_json
+from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
 # Contract keys -> the TRL/transformers log names they are read from (first match wins).
 PROGRESS_KEYS: dict[str, tuple[str, ...]] = {
@@ -181,8 +181,8 @@ class ProgressCallback(TrainerCallback):
         line.update(mem_gb=mem_gb, temp_c=temp_c, step_time=round(step_time, 4) if step_time else None)
         for key, value in logs.items():  # every other metric under its TRL name
             line.setdefault(key, value)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line, default=float) + "\n")
+        with open_append_nofollow(self.path) as handle:  # a link planted here is refused, never written through
+            handle.write((json.dumps(line, default=float) + "\n").encode("utf-8"))
             handle.flush()
         return line
 

@@ -97,12 +97,33 @@ def sync_run_json(run: Run, derived: DerivedState) -> DerivedState:
     return derived
 
 
+# What transformers' Trainer resumes from (Trainer._load_from_checkpoint): one of these weight files, an FSDP state
+# folder, or adapter folders; DeepSpeed saves its own global_step* folder.
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                "pytorch_model.bin.index.json", "adapter_model.safetensors", "adapter_model.bin")
+
+
+def complete_checkpoint(path: Path) -> bool:
+    """A checkpoint folder a resume can load: trainer_state.json (the Trainer writes it last) and the weights. A
+    save cut short, or a folder holding only trainer_state.json, is not one."""
+    if not (path / "trainer_state.json").is_file():
+        return False
+    if any((path / name).is_file() for name in WEIGHT_FILES):
+        return True
+    try:
+        folders = [p for p in path.iterdir() if p.is_dir()]
+    except OSError:
+        return False
+    return any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name
+               or any((p / name).is_file() for name in WEIGHT_FILES) for p in folders)
+
+
 def checkpoints(run: Run, config: dict) -> list[Path]:
-    """checkpoint-N directories with a trainer_state.json (complete saves), by step."""
+    """Complete checkpoint-N directories (complete_checkpoint), by step number (checkpoint-9 before -10)."""
     out = run.output_dir(config)
     found = []
     for path in out.glob("checkpoint-*"):
         suffix = path.name.split("-", 1)[1]
-        if suffix.isdigit() and (path / "trainer_state.json").exists():
+        if suffix.isdigit() and complete_checkpoint(path):
             found.append((int(suffix), path))
     return [path for _, path in sorted(found)]

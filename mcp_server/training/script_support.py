@@ -17,6 +17,7 @@ from trl import get_peft_config, get_quantization_config
 
 from mcp_server.inspection.training_inputs import parse_config  # noqa: F401 - the templates import it from here
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
+from mcp_server.training.tracker_dirs import make_tracker_dirs
 from mcp_server.training.progress import ProgressCallback, write_outcome
 
 
@@ -36,6 +37,7 @@ def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
     """The GRPOTrainer arguments every trainer shares: the model, config, data, PEFT/quantisation and the
     progress callback (which carries the live guard). With vLLM's CPU build, TRL's weight sync to vLLM goes through
     vLLM's reload (training.vllm_cpu: TRL's own fails on a CPU)."""
+    make_tracker_dirs(run_dir, training_args.report_to)
     if training_args.use_vllm:
         from mcp_server.training import vllm_cpu
 

@@ -7,12 +7,14 @@ one (rc 127), so a scheduler that is absent or hangs is an answer, never a crash
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 
 from mcp_server.errors import UserInputError, one_line, short
+from mcp_server.interpreter import without_scratch
 
 TIMEOUT_S = 30
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
@@ -43,10 +45,13 @@ class Job:
 
 
 def _run(args: list[str], timeout: float = TIMEOUT_S, stdin: str | None = None) -> subprocess.CompletedProcess:
+    # sbatch hands the job this environment (--export=ALL): never this process's scratch caches (interpreter.py)
+    env = without_scratch(dict(os.environ))
     try:
         if stdin is not None:
-            return subprocess.run(args, capture_output=True, text=True, timeout=timeout, input=stdin)
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            return subprocess.run(args, capture_output=True, text=True, timeout=timeout, input=stdin, env=env)
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                              env=env)
     except FileNotFoundError:
         return subprocess.CompletedProcess(args, 127, "", f"{args[0]}: command not found")
     except subprocess.TimeoutExpired:

@@ -91,7 +91,7 @@ def owns(job: slurm.Job, run: Run, record: dict) -> str | None:
         same_dir = bool(job.work_dir) and Path(job.work_dir).resolve() == run.dir.resolve()
     except (OSError, ValueError):
         same_dir = False
-    if job.name == run.dir.name and same_dir and token and job.comment == token:
+    if job.name == run.name and same_dir and token and job.comment == token:
         return None
     return f"its name is {job.name!r}, its directory {job.work_dir or '?'}, its comment {job.comment or '(none)'!r}"
 
@@ -114,7 +114,7 @@ def own_job(run: Run, record: dict) -> tuple[slurm.Job | None, str | None]:
         note = None if job_id else "run.json names no job id"
     if note is None:
         return None, None  # the scheduler forgot the job (it ended long ago): the files and run.json tell
-    for other in slurm.jobs_named(run.dir.name):
+    for other in slurm.jobs_named(run.name):
         candidate = slurm.job(other)
         if candidate is not None and owns(candidate, run, record) is None:
             return candidate, f"{note}; this run's own job is {other}"

@@ -128,6 +128,9 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
              "# By hand, from the run directory: sbatch train/launch.slurm",
              f"cd {shlex.quote(layout.run_dir)} || exit 1",
              "trap '' USR1  # USR1 is for the trainers (a checkpoint, then a stop): this shell lives on",
+             "# Caches a library would write under your home (an arrow copy of the data) stay in the run.",
+             '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
+             'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
              "export PYTHONUNBUFFERED=1"]
     if layout.pythonpath:
         lines.append(f'export PYTHONPATH={shlex.quote(layout.pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
@@ -136,7 +139,8 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
     lines += [
         "LOGS=train/logs",
         'mkdir -p "$LOGS"',
-        'record_exit() { echo "$1" > "$LOGS/.exit-code.tmp" && mv "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
+        'record_exit() { rm -f "$LOGS/.exit-code.tmp"; (set -C; echo "$1" > "$LOGS/.exit-code.tmp") && '
+        'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
         'exit "$1"; }',
         'echo "==== llm-finetuning job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0}, '
         'at $(date -u +%FT%TZ)"',

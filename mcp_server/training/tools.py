@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from mcp_server.errors import one_line
-from mcp_server.toolspec import RUN, Command, Flag, ToolSpec, print_result
+from mcp_server.toolspec import READS, RUN, Command, Effects, Flag, ToolSpec, print_result
 from mcp_server.training.models import (
     EnvironmentReport,
     EnvironmentRequest,
@@ -147,6 +147,7 @@ def human_runs(r: RunList) -> str:
 TOOLS = [
     ToolSpec(
         "check_environment", check_environment, EnvironmentReport, request=EnvironmentRequest,
+        effects=Effects(writes=True, repeatable=True),
         description="""What can train here? GPUs (name, memory, compute capability, bf16), CUDA/driver, RAM, free disk, versions
     of torch/trl/transformers/peft/accelerate/vllm in the training interpreter, and a verdict ready |
     ready-with-warnings | blocked with reasons, judged against the run's target when a run is given.
@@ -156,6 +157,7 @@ TOOLS = [
     ),
     ToolSpec(
         "prepare_environment", prepare_environment, PrepareResult, request=PrepareRequest,
+        effects=Effects(writes=True, repeatable=True, open_world=True),
         description="""Build a training environment (a venv with torch (the CPU build without an NVIDIA GPU), TRL, transformers
     and the rest) in the background, for when there is none to point LLM_FINETUNING_PYTHON at. Returns at once
     with the log to watch; call again for its status (running | ready | failed, with the log's tail). Once
@@ -165,6 +167,7 @@ TOOLS = [
     ),
     ToolSpec(
         "launch_training", launch_training, LaunchResult, request=LaunchRequest,
+        effects=Effects(writes=True, open_world=True),
         description="""Start a run's training as a detached process (it outlives this server) and return at once. Refuses,
     naming the gate and how to clear it, unless the config validates, the inspection verdict is current and
     passing, and the environment is not blocked. Records config.yaml/train.py (git commit when in a repo, sha256
@@ -178,7 +181,7 @@ TOOLS = [
                         "submit": Flag("--no-submit", "SLURM: only write train/launch.slurm.", invert=True)}),
     ),
     ToolSpec(
-        "training_status", training_status, TrainingStatus, request=StatusRequest, image="plot_path",
+        "training_status", training_status, TrainingStatus, request=StatusRequest, image="plot_path", effects=READS,
         description="""State of a run (starting | running | succeeded | failed | stopped; a SLURM job also pending | cancelled |
     timed_out | preempted, with the scheduler's reason and nodes), derived from its process (or job) and files,
     with the latest metrics, steps/s, ETA, health flags from the diagnosis rules, the log's last lines, and on
@@ -188,6 +191,7 @@ TOOLS = [
     ),
     ToolSpec(
         "stop_training", stop_training, StopResult, request=StopRequest,
+        effects=Effects(writes=True, destroys=True, repeatable=True),
         description="""Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
     process group is killed (a SLURM run: its own job is asked for the checkpoint, then cancelled).""",  # noqa: E501 (the text MCP clients list)
         cli=Command("Stop a run gracefully (checkpoint saved), kill it after a timeout.", lambda r: r.message,
@@ -195,6 +199,7 @@ TOOLS = [
     ),
     ToolSpec(
         "resume_training", resume_training, LaunchResult, request=RunRequest,
+        effects=Effects(writes=True, destroys=True, open_world=True),
         description="""Continue a stopped or failed run from its latest checkpoint, with the same process layout. Refuses when
     train/config.yaml changed since launch (its sha256 in run.json), when there is no checkpoint, or when a gate
     (inspection, environment) is closed. With `patch` (the root-cause finding's patch after a guard stop) it
@@ -204,7 +209,7 @@ TOOLS = [
                     lambda r: r.launched, flags={"run": RUN}),
     ),
     ToolSpec(
-        "list_runs", list_runs, RunList,
+        "list_runs", list_runs, RunList, effects=READS,
         description="""Every run under the workspace's runs/ with its state (derived from process and files), step and model.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command("Every run under runs/ with its state.", human_runs, json_help="Print the list as JSON."),
     ),

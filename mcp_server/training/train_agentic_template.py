@@ -17,6 +17,12 @@ import sys
 _HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
 
+try:  # report_to's trackers write inside the run unless their variables say elsewhere; set before TRL imports them
+    from mcp_server.training.tracker_dirs import keep_trackers_in_run
+except ImportError:
+    sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
+keep_trackers_in_run(os.path.dirname(_HERE))
+
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 

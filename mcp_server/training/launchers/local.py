@@ -28,7 +28,13 @@ from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.process_state import process_state
 from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
 from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json, write_run_json
-from mcp_server.workspace import atomic_write_json, atomic_write_text, baseline_hashes, sha256_file
+from mcp_server.workspace import (
+    atomic_write_json,
+    atomic_write_text,
+    baseline_hashes,
+    open_append_nofollow,
+    sha256_file,
+)
 
 TERM_GRACE_S = 15  # after SIGTERM: how long the run's processes get before SIGKILL
 
@@ -155,7 +161,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
     """`bash train/launch.sh` in a new session, its output appended to train/logs/stdout.log; returned once bash
     has exec'd, so the identity every later check verifies (pid, start time, command line, directory) is true."""
     run.logs.mkdir(parents=True, exist_ok=True)
-    with open(run.stdout, "ab") as log:
+    with open_append_nofollow(run.stdout) as log:  # the link gate refused links here; none is followed
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         log.write(f"==== llm-finetuning {'resume from ' + resumed_from if resumed_from else 'launch'} at {stamp}\n"
                   .encode())
@@ -177,7 +183,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
 # ---------------------------------------------------------------- stop
 def _all_gone(run: Run, pid: int | None, create_time: float | None) -> bool:
     """Neither the verified launcher nor any other process of the run (a trainer that outlived it) lives."""
-    return verified_launcher(run, pid, create_time) is None and not run_processes(run)
+    return verified_launcher(run, pid, create_time) is None and not run_processes(run, create_time)
 
 
 def _wait_dead(run: Run, pid: int | None, create_time: float | None, timeout: float) -> bool:
@@ -209,7 +215,7 @@ def _signal_run(run: Run, pid: int | None, create_time: float | None, sig: int) 
     it; a trainer whose launcher was killed keeps it), each signalled once."""
     group = pid if verified_launcher(run, pid, create_time) is not None else None
     _signal_launcher(run, pid, create_time, sig)
-    for proc in run_processes(run):
+    for proc in run_processes(run, create_time):
         try:
             if group is None or os.getpgid(proc.pid) != group:
                 proc.send_signal(sig)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mcp_server.errors import UserInputError
-from mcp_server.memory.models import LaunchLayout, MemoryPlan, MemoryPlanRequest
-from mcp_server.memory.planner import plan_memory
+from mcp_server.memory import planner
+from mcp_server.memory.models import LaunchLayout, MemoryPlan
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import LaunchRequest
 
@@ -32,10 +32,9 @@ def plan_launch_memory(run: Run, request: LaunchRequest, num_gpus: int,
     lengths = meta.get("lengths") if isinstance(meta, dict) and isinstance(meta.get("lengths"), dict) else {}
     prompt = lengths.get("prompt_tokens_max") if isinstance(lengths.get("prompt_tokens_max"), int) else None
     try:
-        plan = plan_memory(MemoryPlanRequest(
-            config_path=str(run.dir), num_gpus=num_gpus, validate_levers=False, prompt_length=prompt or None,
-            vllm_server_gpus=vllm_gpus or None,
-            strategy=request.strategy if request.strategy not in ("auto", "single") else None))
+        plan = planner.plan(config_path=str(run.dir), num_gpus=num_gpus, prompt_length=prompt or None,
+                            vllm_server_gpus=vllm_gpus or None,
+                            strategy=request.strategy if request.strategy not in ("auto", "single") else None)
     except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
         return None, f"memory not planned ({exc}): the launcher's default layout is used"
     return plan, None

@@ -24,14 +24,12 @@ def _record_dir(record: dict) -> Path | None:
         return None
 
 
-def _newer(path: Path, since: float | None) -> dict | None:
-    """The JSON file's content when it was written during the current launch."""
-    data = read_json_if_present(path)
-    if data is None:
-        return None
-    if since is not None and path.stat().st_mtime < since - 1:
-        return None
-    return data
+def _marker(path: Path) -> dict | None:
+    """The JSON file's content: it was written during the current launch, since every launch starts without the
+    markers of an earlier one (a relaunch archives the logs, a resume clears them). Its time is not compared
+    with the launch's: a clock stepped back after the launch (NTP) would make the outcome of a run that succeeded
+    look older than its launch, and the run read failed."""
+    return read_json_if_present(path)
 
 
 def _without_record(run: Run, note: str | None) -> DerivedState:
@@ -74,7 +72,7 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
                       "started_ts": (record or {}).get("started_ts") or proc.create_time()}
     # The launcher is gone (killed, or it never was ours) but processes of the run live on: the run is alive until
     # they end, so nothing is started over them and stop_training still reaches them.
-    orphans = run_processes(run) if proc is None and launched else []
+    orphans = run_processes(run, (record or {}).get("create_time")) if proc is None and launched else []
     if orphans:
         pids = [p.pid for p in orphans]
         note = (f"its launcher{' (pid ' + str(record.get('pid')) + ')' if record and record.get('pid') else ''} is "
@@ -91,19 +89,18 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
         copy = _without_record(run, f"run.json was written for {origin}: this directory is a copy of that run, "
                                     "a new run with its own files; the original's process is not this run's.")
         return replace(copy, copied_record=record)
-    since = record.get("started_ts")
     alive = proc is not None or bool(orphans)
-    stop_requested = _newer(run.stop_request, since) is not None
-    outcome = _newer(run.outcome, since)
+    stop_requested = _marker(run.stop_request) is not None
+    outcome = _marker(run.outcome)
     exit_code = read_exit_code(run) if not alive else None
     if alive:
-        begun = _newer(run.train_begin, since) is not None
+        begun = _marker(run.train_begin) is not None
         state = "running" if begun else "starting"
     elif outcome and outcome.get("state") in TERMINAL:
         state = outcome["state"]
         if state == "succeeded" and exit_code not in (None, 0):
             state = "failed"  # it saved the model, then crashed on the way out
-    elif stop_requested or _newer(run.stopped, since) is not None:
+    elif stop_requested or _marker(run.stopped) is not None:
         state = "stopped"
     else:
         state = "failed"

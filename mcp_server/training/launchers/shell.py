@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from mcp_server.errors import one_line
 from mcp_server.interpreter import package_path
 from mcp_server.training.processes import RUN_MARK
 from mcp_server.training.vllm_cpu import WORKER_EXTENSION
@@ -40,7 +41,10 @@ PYTHONPATH_LINE = 'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
 # transformers puts a run on the CPU (and torchrun ranks in a gloo group) only when told: without this, each
 # torchrun rank would train alone as a world of one.
 CPU_LINE = "export ACCELERATE_USE_CPU=1\n"
-RECORD_EXIT = 'echo $rc > "$LOGS/.exit-code.tmp" && mv "$LOGS/.exit-code.tmp" "$LOGS/exit-code"'
+# The exit code is written to a fresh file (noclobber: O_EXCL, so never through a link planted there) and renamed
+# over exit-code itself (-T: never into a directory or a link to one).
+RECORD_EXIT = ('rm -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-code.tmp") && '
+               'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"')
 VLLM_SERVE = """\
 # vLLM server mode: `trl vllm-serve` on its own GPUs, started first and waited for; its sizes are the
 # memory plan's (plan_memory: launch.vllm_server).
@@ -142,7 +146,9 @@ def vllm_server(target, processes: int, layout) -> VllmServer | None:
 def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, server: VllmServer | None) -> str:
     """The text of train/launch.sh."""
     path = package_path()
-    text = HEADER.format(name=run_name, mark=RUN_MARK,
+    # The name goes on a comment line, escaped: a newline in a copied run's name would end the comment and run the
+    # rest as a command. Everything else written into the script is quoted (shlex) or fixed text.
+    text = HEADER.format(name=one_line(run_name), mark=RUN_MARK,
                          pythonpath=PYTHONPATH_LINE.format(path=shlex.quote(path)) if path else "")
     if cpu:
         text += CPU_LINE

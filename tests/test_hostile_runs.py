@@ -1,0 +1,238 @@
+"""Issue 33, "Data loss", "Runs, processes, server" and the run survivors of its mutation audit, replayed through
+the CLI (in this process where the process boundary is not what is tested) or the core API.
+
+The runs here are copies of one emitted and inspected run (a copy passes the inspection gate: its pins are
+contents) given a launch record by hand: a stopped run with the checkpoints each test needs. Nothing here trains:
+each door refuses before a trainer starts, and a test that sees one start (the bug) stops it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import cli_here, run_cli_json
+from test_run_doors import dead_pid, hand_run
+from test_training import emit_run, pass_inspection
+
+LAUNCHER = ["bash", "train/launch.sh"]
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory, tiny_model):
+    root = tmp_path_factory.mktemp("hostile-runs-ws")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        template = emit_run("template")
+        pass_inspection(template)
+        yield root, template
+
+
+def stopped_run(ws, name: str, steps: tuple[int, ...] = (1,), complete: bool = True) -> Path:
+    """A copy of the inspected template, stopped by stop_training after saving checkpoint-<step> for each step."""
+    root, template = ws
+    run_dir = root / "runs" / name
+    shutil.copytree(template, run_dir)
+    pid, started = dead_pid()
+    config = run_dir / "train" / "config.yaml"
+    (run_dir / "run.json").write_text(json.dumps({
+        "state": "stopped", "pid": pid, "pgid": pid, "create_time": started, "started_ts": started,
+        "cwd": str(run_dir), "launcher": LAUNCHER, "strategy": "single", "num_processes": 1,
+        "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest()}))
+    (run_dir / "train" / "logs").mkdir(exist_ok=True)
+    (run_dir / "train" / "logs" / "stopped.json").write_text(json.dumps({"step": max(steps), "by": "request"}))
+    (run_dir / "train" / "logs" / "stdout.log").write_text("==== llm-finetuning launch\n")
+    for step in steps:
+        save_checkpoint(run_dir / "checkpoints" / f"checkpoint-{step}", complete)
+    return run_dir
+
+
+def save_checkpoint(path: Path, complete: bool = True) -> None:
+    """A checkpoint as the Trainer leaves it: the weights, then trainer_state.json; a save cut short has no weights."""
+    path.mkdir(parents=True)
+    if complete:
+        (path / "model.safetensors").write_bytes(b"weights")
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": int(path.name.split("-")[1])}))
+
+
+def stop_any_trainer(run_dir: Path) -> None:
+    """A trainer the bug under test started: its group killed, so nothing outlives the test."""
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.info["cmdline"] == LAUNCHER and Path(proc.cwd()).resolve() == run_dir.resolve():
+                os.killpg(proc.pid, signal.SIGKILL)
+        except (psutil.Error, OSError):
+            continue
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_patch_never_moves_output_dir_into_another_run(ws):
+    """resume-training R --patch '{"output_dir": "../OTHER/checkpoints"}' wrote checkpoints into another run and
+    overwrote its promoted, exported model: the other-run check ran on the unpatched config."""
+    run_dir, other = stopped_run(ws, "patched"), stopped_run(ws, "other")
+    (other / "export").mkdir()
+    (other / "export" / "model.safetensors").write_bytes(b"the promoted model")
+    before, config = tree(other), (run_dir / "train" / "config.yaml").read_bytes()
+    try:
+        proc, out = run_cli_json("resume-training", str(run_dir), "--patch",
+                                 json.dumps({"output_dir": "../other/checkpoints", "learning_rate": 1e-6}), here=True)
+    finally:
+        stop_any_trainer(run_dir)
+    assert proc.returncode == 1 and not out["launched"], out
+    refusal = out["refusals"][0]
+    assert refusal["gate"] == "config" and "another run directory" in refusal["message"], out["refusals"]
+    assert tree(other) == before and (run_dir / "train" / "config.yaml").read_bytes() == config
+
+
+def test_links_planted_in_the_logs_of_a_stopped_run_are_refused_never_followed(ws, tmp_path):
+    """Links in train/logs/ of a stopped run were followed on resume: .exit-code.tmp -> an outside file truncated it
+    to "0"; progress.jsonl and stdout.log -> outside files got the training output appended."""
+    run_dir = stopped_run(ws, "linked-logs")
+    outside = {name: tmp_path / f"precious-{name}" for name in (".exit-code.tmp", "progress.jsonl", "stdout.log")}
+    logs = run_dir / "train" / "logs"
+    (logs / "stdout.log").unlink()
+    for name, target in outside.items():
+        target.write_text("precious\n")
+        (logs / name).symlink_to(target)
+    try:
+        proc, out = run_cli_json("resume-training", str(run_dir), here=True)
+    finally:
+        stop_any_trainer(run_dir)
+    assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["logs"], out
+    assert "symbolic link" in out["refusals"][0]["message"] and "stdout.log" in out["refusals"][0]["message"]
+    assert all(target.read_text() == "precious\n" for target in outside.values())
+    # train/logs itself a link to a folder elsewhere: refused the same way
+    for name in outside:
+        (logs / name).unlink()
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(logs, elsewhere)
+    logs.symlink_to(elsewhere)
+    proc, out = run_cli_json("resume-training", str(run_dir), here=True)
+    stop_any_trainer(run_dir)
+    assert proc.returncode == 1 and out["refusals"][0]["gate"] == "logs", out
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["stopped.json"]  # nothing written there
+
+
+def test_a_half_written_checkpoint_is_never_resumed_and_checkpoints_go_by_step(ws):
+    """Resume picked a half-written checkpoint (only trainer_state.json) and failed; checkpoints sorted by name
+    put checkpoint-9 after checkpoint-10 (mutation audit)."""
+    run_dir = stopped_run(ws, "half-written", steps=(2,), complete=False)
+    try:
+        proc, out = run_cli_json("resume-training", str(run_dir), here=True)
+    finally:
+        stop_any_trainer(run_dir)
+    assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["checkpoint"], out
+    save_checkpoint(run_dir / "checkpoints" / "checkpoint-1")
+    proc, status = run_cli_json("training-status", str(run_dir), here=True)
+    assert [Path(p).name for p in status["checkpoints"]] == ["checkpoint-1"], status["checkpoints"]
+
+    run_dir = stopped_run(ws, "nine-and-ten", steps=(9, 10, 11))
+    for name in ("model.safetensors",):
+        (run_dir / "checkpoints" / "checkpoint-11" / name).unlink()  # the save cut short
+    proc, status = run_cli_json("training-status", str(run_dir), here=True)
+    assert [Path(p).name for p in status["checkpoints"]] == ["checkpoint-9", "checkpoint-10"], status
+    proc, out = run_cli_json("launch-training", str(run_dir), here=True)
+    assert proc.returncode == 1 and "(latest checkpoint checkpoint-10)" in out["refusals"][0]["message"], out
+
+
+def test_a_clock_stepped_back_leaves_a_succeeded_run_succeeded(workspace):
+    """A clock step backwards after the launch made a run that succeeded read "failed": its outcome looked older
+    than its launch."""
+    pid, started = dead_pid()
+    run_dir = hand_run(workspace, "clock", state="running", pid=pid, create_time=started, launcher=LAUNCHER,
+                       started_ts=time.time() + 3600)  # launched an hour "later" than the clock reads now
+    (run_dir / "train" / "logs" / "outcome.json").write_text(json.dumps({"state": "succeeded"}))
+    (run_dir / "train" / "logs" / "exit-code").write_text("0\n")
+    proc, status = run_cli_json("training-status", str(run_dir), here=True,
+                                env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert status["state"] == "succeeded", status
+
+
+def mark_carrier(run_dir: Path, **options) -> subprocess.Popen:
+    """A process (its own session) whose environment carries the run mark of `run_dir`."""
+    env = {"PATH": os.environ["PATH"], "LLM_FINETUNING_RUN_DIR": str(run_dir.resolve())}
+    return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True, **options)
+
+
+def test_stop_never_signals_a_process_that_only_carries_the_runs_mark(workspace):
+    """stop-training killed a foreign process (another uid, its own session) because its environment carried
+    LLM_FINETUNING_RUN_DIR; a mark matched by prefix (mutation audit) made stopping `demo` signal `demo-2`."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    pid, started = dead_pid()
+    demo = hand_run(workspace, "demo", state="running", pid=pid, create_time=started, launcher=LAUNCHER,
+                    started_ts=started)
+    (demo / "train" / "logs" / "stdout.log").write_text("training\n")
+    demo2 = hand_run(workspace, "demo-2")
+    carriers = [mark_carrier(demo2, cwd=demo2)]  # the run next door, by prefix
+    if os.geteuid() == 0:  # another user's process, in its own session, carrying this run's own mark
+        carriers.append(mark_carrier(demo, cwd="/", user=65534, group=65534, extra_groups=[]))
+    carriers.append(mark_carrier(demo, cwd="/"))  # this user's shell that exported the mark, elsewhere
+    try:
+        proc, status = run_cli_json("training-status", "demo", here=True, env=env)
+        assert not status["alive"] and status["state"] == "failed", status
+        proc, stopped = run_cli_json("stop-training", "demo", "--timeout", "0", here=True, env=env)
+        assert proc.returncode == 0 and not stopped["killed"], stopped
+        time.sleep(0.3)
+        assert [c.poll() for c in carriers] == [None] * len(carriers)
+    finally:
+        for carrier in carriers:
+            carrier.kill()
+            carrier.wait()
+
+
+def test_a_run_named_with_a_newline_is_never_run_or_printed_raw(workspace, tiny_model):
+    """A run directory named $'evil\\ntouch PWNED\\n' got its second line executed by train/launch.sh (the name was
+    written raw into a comment line); launch and status printed the name raw (a forged line)."""
+    from mcp_server.training.launch import build_launch_plan, write_plan_files
+    from mcp_server.training.models import LaunchRequest
+    from mcp_server.runs import Run
+
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    source = emit_run("plain")
+    run_dir = source.parent / "evil\ntouch PWNED\n"
+    shutil.copytree(source, run_dir)
+    run = Run(run_dir)
+    written = write_plan_files(run, build_launch_plan(run, LaunchRequest(run=str(run_dir))))
+    script = Path(written["script"]).read_text()
+    assert [line for line in script.splitlines() if "PWNED" in line] == [
+        "# Training launcher for run evil\\ntouch PWNED\\n, written by llm-finetuning launch_training."]
+    # bash reads it as one comment: the script, traced without running its commands, has no `touch`
+    traced = subprocess.run(["bash", "-n", "-v", written["script"]], capture_output=True, text=True)
+    assert traced.returncode == 0 and "\ntouch PWNED" not in traced.stderr
+    for door in (("training-status", str(run_dir)), ("launch-training", str(run_dir))):
+        out = cli_here(*door, env=env)
+        assert "PWNED" in out.stdout and all("touch PWNED" not in line or "\\n" in line
+                                             for line in out.stdout.splitlines()), out.stdout
+
+
+def test_launch_sh_never_writes_the_exit_code_through_a_link(tmp_path):
+    """.exit-code.tmp planted as a link to an outside file: train/launch.sh truncated that file to the exit code.
+    The script as the launcher renders it, run by bash, with a training command that fails at once."""
+    from mcp_server.training.launchers.shell import render_launch_sh
+
+    run_dir = tmp_path / "run"
+    logs = run_dir / "train" / "logs"
+    logs.mkdir(parents=True)
+    script = run_dir / "train" / "launch.sh"
+    script.write_text(render_launch_sh("run", "/bin/false", ["/bin/false"], cpu=True, server=None))
+    outside = tmp_path / "precious"
+    outside.write_text("precious\n")
+    (logs / ".exit-code.tmp").symlink_to(outside)
+    (logs / "exit-code").symlink_to(outside)
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert outside.read_text() == "precious\n"
+    assert not (logs / "exit-code").is_symlink() and (logs / "exit-code").read_text() == "1\n"

@@ -1,0 +1,125 @@
+"""The README's first screen and the docs' commands: the first 40 lines hold an install line per harness, the data
+format as rows the default rewards score, and the whole command sequence; no README or doc line is over 120
+characters outside code blocks and tables; every `llm-finetuning` command the Markdown shows exists with the flags
+shown (each command's real `--help`), every `make` target is in the Makefile, and the README's config excerpt is
+what the emitter wrote in examples/."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+
+from conftest import ROOT
+
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "README.md"]
+HARNESSES = {"Claude Code": "claude plugin install", "Cursor": ".cursor/plugins", "Codex": "codex plugin add",
+             "Gemini CLI": "gemini extensions install", "OpenCode": "opencode", "Copilot": "copilot plugin install"}
+SEQUENCE = ["evaluate-model", "emit-config", "sample-completions", "inspect-rewards", "record-inspection-verdict",
+            "check-inspection-gate", "launch-training", "training-status", "diagnose-run", "promote-checkpoint",
+            "export-model"]
+COMMAND = re.compile(r"(?<![\w/.@:<-])llm-finetuning ([a-z][a-z-]*)((?:[ \t]+[^\s&|;#`]+)*)")
+
+
+def blocks(text: str) -> list[tuple[str, list[str]]]:
+    """(fence info, lines) of every fenced code block."""
+    found, lines, info = [], None, ""
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            if lines is None:
+                lines, info = [], line.strip()[3:]
+            else:
+                found.append((info, lines))
+                lines = None
+        elif lines is not None:
+            lines.append(line)
+    return found
+
+
+def prose_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) outside code blocks and tables."""
+    out, code = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            code = not code
+        elif not code and not line.lstrip().startswith("|"):
+            out.append((number, line))
+    return out
+
+
+def test_first_screen_has_install_data_and_the_whole_sequence():
+    first = "\n".join(README.read_text(encoding="utf-8").splitlines()[:40])
+    for harness, line in HARNESSES.items():
+        assert line in first, f"no install line for {harness} in the README's first 40 lines"
+    rows = [json.loads(line) for info, lines in blocks(first) if info == "json" for line in lines]
+    assert len(rows) == 2 and all(set(row) == {"prompt", "answer"} for row in rows)
+    shell = "\n".join(line for info, lines in blocks(first) if info == "bash" for line in lines)
+    positions = [shell.find(f"llm-finetuning {command} ") for command in SEQUENCE]
+    assert -1 not in positions and positions == sorted(positions), dict(zip(SEQUENCE, positions))
+    assert "/finetune" in first
+
+
+def test_the_data_example_is_what_the_default_rewards_score():
+    """A completion in the format the example's prompts ask for, with the row's answer, earns both default rewards;
+    the same completion with a wrong number earns the format reward only."""
+    from mcp_server.rewards import correctness_reward, format_reward
+
+    first = "\n".join(README.read_text(encoding="utf-8").splitlines()[:40])
+    rows = [json.loads(line) for info, lines in blocks(first) if info == "json" for line in lines]
+    for row in rows:
+        assert "<reasoning>" in row["prompt"] and "<answer>" in row["prompt"]
+        good = f"<reasoning>adding</reasoning><answer>{row['answer']}</answer>"
+        wrong = "<reasoning>adding</reasoning><answer>-1</answer>"
+        assert format_reward([good, wrong]) == [1.0, 1.0] or min(format_reward([good, wrong])) > 0
+        scores = correctness_reward([good, wrong], answer=[row["answer"]] * 2)
+        assert scores[0] > 0 and scores[1] == 0
+
+
+def test_no_markdown_line_over_120_characters_outside_code_and_tables():
+    over = [f"{path.relative_to(ROOT)}:{number} ({len(line)})" for path in DOCS
+            for number, line in prose_lines(path.read_text(encoding="utf-8")) if len(line) > 120]
+    assert not over, f"lines over 120 characters: {over}"
+
+
+def _help(command: str) -> str:
+    from mcp_server.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        main([command, "--help"])
+    return out.getvalue()
+
+
+def test_every_command_shown_exists_with_its_flags():
+    shown: dict[str, set[str]] = {}
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        code = [line for _, lines in blocks(text) for line in lines] + re.findall(r"`([^`\n]+)`", text)
+        for snippet in code:
+            if "\u2713" in snippet or "\u2714" in snippet:  # a harness's output quoted (a check mark), no command
+                continue
+            for command, args in COMMAND.findall(snippet):
+                shown.setdefault(command, set()).update(re.findall(r"(?<!\S)(--[a-z][a-z-]*)", args))
+    assert set(SEQUENCE) <= set(shown), set(SEQUENCE) - set(shown)
+    for command, flags in sorted(shown.items()):
+        usage = _help(command)
+        assert usage.startswith(f"usage: llm-finetuning {command}"), f"`llm-finetuning {command}` is no command"
+        missing = [flag for flag in flags if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", usage)]
+        assert not missing, f"`llm-finetuning {command}` has no {missing}"
+
+
+def test_every_make_target_shown_is_in_the_makefile():
+    targets = set(re.findall(r"(?m)^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(encoding="utf-8")))
+    shown = {t for path in DOCS for t in re.findall(r"`make ([a-z][a-z-]*)`", path.read_text(encoding="utf-8"))}
+    assert shown and shown <= targets, shown - targets
+
+
+def test_the_readme_config_excerpt_is_what_the_emitter_wrote():
+    text = README.read_text(encoding="utf-8")
+    link = re.search(r"\((examples/[^)]+/config\.yaml)\)", text)
+    assert link, "the README's excerpt names no example config"
+    excerpt = next(lines for info, lines in blocks(text) if info == "yaml")
+    emitted = (ROOT / link.group(1)).read_text(encoding="utf-8")
+    assert len(excerpt) >= 4 and "\n".join(excerpt) in emitted, "the excerpt is not a slice of the emitted config"
