@@ -10,9 +10,8 @@ a refusal here is one vLLM would make too.
 
 from __future__ import annotations
 
-from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import count_params
-from mcp_server.memory.planner import resolve_architecture
+from mcp_server.memory.planner import architecture_of
 
 GIB = 2**30
 # The smallest resident memory seen in a vLLM CPU process before weights: 0.68 GiB "consumed by non-kv usages" for
@@ -38,7 +37,7 @@ def cpu_vllm_problem(config: dict, share: float, total_bytes: int, available_byt
                 f"RAM, more than the {available_bytes / GIB:.2f} GiB available now: vLLM's CPU worker refuses to "
                 "start")
     try:
-        model, arch = resolve_architecture(MemoryPlanRequest(validate_levers=False), config)
+        model, arch = architecture_of(None, config)
     except Exception:  # noqa: BLE001 - a model this host cannot read: vLLM's own check still runs
         return None
     params = count_params(arch).total

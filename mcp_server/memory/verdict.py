@@ -118,7 +118,7 @@ def cpu_vllm_findings(values: dict) -> list[Finding]:
     if not given.use_vllm or not given.model_name_or_path:
         return []
     try:
-        model, arch = resolve_architecture(MemoryPlanRequest(validate_levers=False), values)
+        model, arch = planner.architecture_of(None, values)
     except UserInputError:
         return []
     if arch.hd in VLLM_CPU_HEAD_SIZES:
