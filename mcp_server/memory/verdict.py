@@ -106,13 +106,41 @@ def context_findings(values: dict) -> list[Finding]:
         "model")]
 
 
+# The head sizes vLLM's CPU attention backend runs (vLLM 0.31.0, vllm/v1/attention/backends/cpu_attn.py
+# get_supported_head_sizes); any other fails at the first generation: "Unsupported CPU attention configuration:
+# head_dim=16".
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+def cpu_vllm_findings(values: dict) -> list[Finding]:
+    """use_vllm on a CPU target: the model's head size must be one vLLM's CPU attention runs."""
+    given = GRPOView.given(values)
+    if not given.use_vllm or not given.model_name_or_path:
+        return []
+    try:
+        model, arch = planner.architecture_of(None, values)
+    except UserInputError:
+        return []
+    if arch.hd in VLLM_CPU_HEAD_SIZES:
+        return []
+    return [finding(
+        "vllm_cpu_head_size", "use_vllm", "error",
+        f"{model} has attention heads of {arch.hd} dimensions; vLLM's CPU attention runs only "
+        f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))} (its first generation fails: \"Unsupported CPU attention "
+        f"configuration: head_dim={arch.hd}\").", "set use_vllm: false on this CPU target, or use a model whose "
+        "hidden_size / num_attention_heads is one of those")]
+
+
 def target_findings(values: dict, gpu: str, num_gpus: int, prompt: tuple[int, int | None] = (0, None),
                     memory: bool = True) -> list[Finding]:
     """What the architecture decides: the model's context and start-up, and the memory plan on a GPU target
-    (`memory`; nothing for a CPU target)."""
+    (`memory`); vLLM's head sizes on a CPU target."""
     out = context_findings(values) + startup_findings(values)
-    if memory and str(gpu).strip().lower() != "cpu":
+    cpu = str(gpu).strip().lower() == "cpu"
+    if memory and not cpu:
         out += memory_findings(values, gpu, num_gpus, prompt, context_reported=bool(out))
+    if cpu:
+        out += cpu_vllm_findings(values)
     return out
 
 

