@@ -83,6 +83,9 @@ def files(workspace, tmp_path, monkeypatch):
     (["emit-config", "--model", "tiny", "--dataset", "", "--gpu", "cpu"], "dataset: empty"),
     (["emit-config", "--model", "tiny", "--dataset", "/dev/zero", "--gpu", "cpu"],
      "dataset: /dev/zero is not a regular file or a directory"),
+    # A file name that is not here was taken for a hub data set: VALID, and training failed at its first load.
+    (["emit-config", "--model", "tiny", "--dataset", "nope.jsonl", "--gpu", "cpu"],
+     "dataset: no such file: nope.jsonl"),
     (["emit-config", "--request", '{"overrides": [1]}', "--override", "learning_rate=x"],
      "--override: the request's overrides must be a JSON object of fields"),
     (["training-status", ""], "run: empty"),

@@ -89,6 +89,9 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> dict:
         return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}
     if request.dataset.startswith((".", "/", "~")):
         raise UserInputError("dataset", f"no such file or directory: {request.dataset}")
+    if path.suffix.lower() in DATA_FORMATS:  # names a data file that is not here: a typo, not a hub data set
+        raise UserInputError("dataset", f"no such file: {request.dataset} (relative to {Path.cwd()}); a hub data "
+                             "set is named owner/name, without a file suffix")
     fields = {"dataset_name": request.dataset, "dataset_train_split": request.dataset_split}
     if request.dataset_config:
         fields["dataset_config"] = request.dataset_config
