@@ -51,18 +51,6 @@ VLLM_SERVE = """\
 CUDA_VISIBLE_DEVICES={gpus} {py} -m trl.cli.main vllm-serve --model {model} --tensor_parallel_size {tp} \
 --data_parallel_size {dp} --gpu_memory_utilization {util:g} --port {port} > {log} 2>&1 &
 VLLM_PID=$!
-echo "waiting for the vLLM server on port {port} (pid $VLLM_PID)"
-deadline=$((SECONDS + {timeout}))
-until {py} -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)" \
-2>/dev/null; do
-  if ! kill -0 "$VLLM_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
-    echo "vLLM server did not come up: see {log}"; tail -n 30 {log}
-    kill "$VLLM_PID" 2>/dev/null; rc={down}; {record} exit $rc
-  fi
-  sleep 5
-done
-echo "vLLM server is up"
-export CUDA_VISIBLE_DEVICES={train_gpus}
 """
 # A CPU target: the server runs on this machine's CPU beside the trainer (vLLM's CPU build), listening on loopback
 # only; eager mode (torch.compile of the model would take minutes of the same cores); its worker gets the reload
@@ -85,6 +73,9 @@ until {py} -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{
   sleep 5
 done
 echo "vLLM server is up"
+"""
+VLLM_TRAIN_GPUS = """\
+export CUDA_VISIBLE_DEVICES={train_gpus}
 """
 TRAIN = """\
 # Training; the exit code is recorded for training_status.
@@ -157,12 +148,14 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
             py=shlex.quote(python), model=shlex.quote(server.model), port=server.port,
             util=server.gpu_memory_utilization, log=server.log, extension=WORKER_EXTENSION,
             max_len=f" --max_model_len {server.max_model_len}" if server.max_model_len else "")
-        text += VLLM_WAIT.format(py=shlex.quote(python), port=server.port, log=server.log,
-                                 timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT, record=RECORD_EXIT + ";")
     elif server is not None:
         text += VLLM_SERVE.format(
             gpus=server.gpu_ids, py=shlex.quote(python), model=shlex.quote(server.model),
             tp=server.tensor_parallel_size, dp=server.data_parallel_size, util=server.gpu_memory_utilization,
-            port=server.port, log=server.log, timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT,
-            record=RECORD_EXIT + ";", train_gpus=",".join(str(i) for i in range(server.first_gpu)))
+            port=server.port, log=server.log)
+    if server is not None:  # one wait for either server: its health, its process, its deadline
+        text += VLLM_WAIT.format(py=shlex.quote(python), port=server.port, log=server.log,
+                                 timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT, record=RECORD_EXIT + ";")
+    if server is not None and not server.cpu:  # the trainer keeps the GPUs before the server's
+        text += VLLM_TRAIN_GPUS.format(train_gpus=",".join(str(i) for i in range(server.first_gpu)))
     return text + TRAIN.format(command=shlex.join(command), record=RECORD_EXIT)
