@@ -299,11 +299,17 @@ def _phase_environment(walk: _Walk) -> None:
     walk.phase_done("3 environment", t0, env.verdict, env_report=env.report_path)
 
 
-def _phase_training(walk: _Walk, emitted) -> bool:
-    """Phase 4: GRPO from the warm-start through launch_training; False when it did not succeed."""
+# What the tiny model's learning-rate finding means (the real-model demo passes none: the finding is the rate's)
+TINY_LR_NOTE = ("the learning-rate finding is expected here: GRPO's settled range is for pretrained LLMs, and this "
+                "100k-parameter model was trained from scratch minutes ago")
+
+
+def _phase_training(walk: _Walk, emitted, heading: str = "training (GRPO from the warm-start)",
+                    lr_note: str | None = TINY_LR_NOTE) -> bool:
+    """Phase 4: GRPO through launch_training; False when it did not succeed."""
     console, run, summary = walk.console, walk.run, walk.summary
     t0 = time.time()
-    console.phase(4, "training (GRPO from the warm-start)")
+    console.phase(4, heading)
     console.print(f"  config {'valid' if emitted.validation.valid else 'NOT VALID'} for {emitted.validation.target} "
                   f"(TRL {emitted.validation.trl_version}); variant {emitted.variant}")
     for finding in emitted.validation.findings:
@@ -318,9 +324,8 @@ def _phase_training(walk: _Walk, emitted) -> bool:
     summary.plot_path = str(plot) if plot else None
     diagnosis = _diagnose(run.dir)
     console.print(f"  training {state}; diagnosis: {diagnosis['line']}")
-    if "lr_out_of_range" in diagnosis["line"]:
-        console.print("  [dim]the learning-rate finding is expected here: GRPO's settled range is for pretrained LLMs, "
-                      "and this 100k-parameter model was trained from scratch minutes ago[/]")
+    if lr_note and "lr_out_of_range" in diagnosis["line"]:
+        console.print(f"  [dim]{lr_note}[/]")
     walk.phase_done("4 training", t0, f"GRPO {state} ({training['how']}); {diagnosis['line']}",
                     config=emitted.config_path, train_script=emitted.train_script_path,
                     progress=run.progress, stdout=run.stdout, checkpoint=run.checkpoints, reward_curve=plot)

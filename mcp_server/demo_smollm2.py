@@ -23,11 +23,11 @@ from pydantic import BaseModel, Field
 
 from mcp_server import smollm2
 from mcp_server.demo import (
-    _diagnose, _evaluate, _finish, _fresh_run_dir, _phase_environment, _phase_export, _phase_gate, _quiet_libraries,
-    _train_grpo, _Walk,
+    _evaluate, _finish, _fresh_run_dir, _phase_environment, _phase_export, _phase_gate, _phase_training,
+    _quiet_libraries, _Walk,
 )
 from mcp_server.demo_models import DemoSummary
-from mcp_server.demo_report import Console, plot_reward_curve
+from mcp_server.demo_report import Console
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
@@ -196,33 +196,6 @@ def _phase_data(walk: _Walk, data: Path, train_rows: list[dict], held_rows: list
                     data=data, data_card=card, validation_report=report)
 
 
-def _phase_training(walk: _Walk, emitted) -> bool:
-    console, run, summary = walk.console, walk.run, walk.summary
-    t0 = time.time()
-    console.phase(4, "training (GRPO with LoRA from the base model)")
-    console.print(f"  config {'valid' if emitted.validation.valid else 'NOT VALID'} for {emitted.validation.target} "
-                  f"(TRL {emitted.validation.trl_version}); variant {emitted.variant}")
-    for finding in emitted.validation.findings:
-        console.print(f"  [dim]{finding.severity} {finding.code}: {finding.message}[/]")
-    try:
-        training = _train_grpo(console, run.dir, walk.settings)
-    except RuntimeError as exc:
-        summary.problems.append(str(exc))
-        return False
-    state = training["outcome"].get("state")
-    plot = plot_reward_curve(run.dir, run.reward_curve)
-    summary.plot_path = str(plot) if plot else None
-    diagnosis = _diagnose(run.dir)
-    console.print(f"  training {state}; diagnosis: {diagnosis['line']}")
-    walk.phase_done("4 training", t0, f"GRPO {state} ({training['how']}); {diagnosis['line']}",
-                    config=emitted.config_path, train_script=emitted.train_script_path,
-                    progress=run.progress, stdout=run.stdout, checkpoint=run.checkpoints, reward_curve=plot)
-    if state != "succeeded":
-        summary.problems.append(f"GRPO training ended '{state}': see {run.stdout}")
-        return False
-    return True
-
-
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def run_smollm2_demo(run_name: str | None = None, as_json: bool = False,
                      settings: SmolDemoSettings | None = None) -> DemoSummary:
@@ -244,7 +217,8 @@ def run_smollm2_demo(run_name: str | None = None, as_json: bool = False,
     data, emitted = _phase_method(walk, settings, base, train_rows, baseline)
     _phase_data(walk, data, train_rows, held_rows, goldens)
     _phase_environment(walk)
-    if not summary.problems and _phase_training(walk, emitted):
+    heading = "training (GRPO with LoRA from the base model)"
+    if not summary.problems and _phase_training(walk, emitted, heading, lr_note=None):
         promotion = _phase_gate(walk, baseline)
         _phase_export(walk, promotion)
     return _finish(console, summary, start, lift_holds=True)
