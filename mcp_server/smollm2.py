@@ -16,7 +16,6 @@ says so (QUANTISED_NOTE).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import io
 import json
@@ -26,6 +25,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.tiny import build_once, cache_root, save_quietly
 from mcp_server.worker_targets import BUILD_SMOLLM2
+from mcp_server.workspace import sha256_file
 
 NAME = "smollm2-135m"
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what the weights are (the memory catalog's entry); never fetched
@@ -67,18 +67,10 @@ def gguf_path() -> Path:
                                   f"{INSTALL}")
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def checked_gguf() -> Path:
     """The GGUF file, refused unless its sha256 is the pinned one (another wheel version is another model)."""
     path = gguf_path()
-    found = file_sha256(path)
+    found = sha256_file(path)
     if found != GGUF_SHA256:
         raise UserInputError("model", f"'{NAME}': {path} has sha256 {found[:16]}..., not the pinned "
                                       f"{GGUF_SHA256[:16]}... of {WHEEL}; reinstall it: {INSTALL}")
