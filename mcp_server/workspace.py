@@ -141,6 +141,25 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+# Above this, a file is pinned by size and mtime instead of content: hashing model weights at every gate check
+# would cost seconds per GB, and rewriting a weight file in place changes its mtime.
+WHOLE_FILE_BYTES = 64 << 20
+
+
+def files_digest(root: Path, files: list[Path], whole_up_to: int | None = WHOLE_FILE_BYTES) -> str:
+    """One sha256 over `files` (under `root`): each one's path relative to `root` and its content's sha256, or its
+    size and mtime when it is over `whole_up_to` bytes (None: every file by content)."""
+    digest = hashlib.sha256()
+    for path in files:
+        stat = path.stat()
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        if whole_up_to is None or stat.st_size <= whole_up_to:
+            digest.update(sha256_file(path).encode())
+        else:
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
 # Not the model a folder holds: training state (optimizer, scheduler, RNG, trainer bookkeeping, DeepSpeed
 # shards) and the intermediate checkpoint-N/ folders an output_dir keeps beside its final model.
 NOT_THE_MODEL = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", "rng_state",

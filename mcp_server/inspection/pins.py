@@ -27,7 +27,6 @@ split (the content cannot be read offline).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from mcp_server.agentic.sources import agentic_pin
 from mcp_server.errors import UserInputError
 from mcp_server.model_ref import cached_config_path, resolve_model
 from mcp_server.runs import Run
-from mcp_server.workspace import sha256_file
+from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, sha256_file
 
 # train/config.yaml's fields that decide what a sample looks like (TRL's GRPOConfig names).
 SAMPLING_KEYS = ("num_generations", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
@@ -68,7 +67,6 @@ MODEL_DATA_KEYS = ("model_name_or_path", "model_revision", "dataset_name", "data
 TRAIN_FILES_UNPINNED = ("config.yaml", "train.py", "rewards.json", "request.json", "request.schema.json",
                         "launch.sh", "launch.slurm", "accelerate.yaml")
 TRAIN_DIRS_UNPINNED = ("logs", "logs-attempt-", "__pycache__")
-HASHED_FILE_BYTES = 64 << 20
 PART_NAMES = {
     "model": "the model", "data": "the data set", "sampling": "the sampling settings in train/config.yaml",
     "reward_config": "reward_weights/reward_funcs in train/config.yaml",
@@ -79,18 +77,6 @@ PART_NAMES = {
     "trained": "what train/train.py's loader read for the samples (samples.meta.json 'trained')",
     "samples_meta": "inspection/samples.meta.json (how the samples were drawn)",
 }
-
-
-def _files_digest(root: Path, files: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in files:
-        stat = path.stat()
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        if stat.st_size <= HASHED_FILE_BYTES:
-            digest.update(sha256_file(path).encode())
-        else:  # a large weight file: size and mtime (rewriting it in place changes both or the mtime)
-            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()
 
 
 def _tree(path: Path) -> list[Path]:
@@ -104,7 +90,7 @@ def model_pin(model: str, revision: str | None = None) -> dict:
     ref = resolve_model(str(model))
     path = Path(ref)
     if path.is_dir():
-        return {"model": str(path.resolve()), "files_sha256": _files_digest(path, _tree(path))}
+        return {"model": str(path.resolve()), "files_sha256": files_digest(path, _tree(path))}
     return _hub_model_pin(ref, revision)
 
 
@@ -122,10 +108,7 @@ def data_pin(source: str, split: str | None = None, config_name: str | None = No
         return {"source": str(path.resolve()), "sha256": sha256_file(path)}
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file())
-        digest = hashlib.sha256()
-        for file in files:
-            digest.update(str(file.relative_to(path)).encode() + b"\0" + sha256_file(file).encode())
-        return {"source": str(path.resolve()), "split": split, "sha256": digest.hexdigest()}
+        return {"source": str(path.resolve()), "split": split, "sha256": files_digest(path, files, whole_up_to=None)}
     return _named_data_pin(source, split, config_name)
 
 
@@ -229,7 +212,7 @@ def train_files_pin(run: Run) -> dict:
         if path.is_dir():  # a directory alone is a namespace package: `import train/<name>` works without files
             pinned[name + "/"] = "directory"
         elif path.is_file():
-            pinned[name] = sha256_file(path) if path.stat().st_size <= HASHED_FILE_BYTES else \
+            pinned[name] = sha256_file(path) if path.stat().st_size <= WHOLE_FILE_BYTES else \
                 f"{path.stat().st_size}:{path.stat().st_mtime_ns}"
     return pinned
 

@@ -26,6 +26,7 @@ from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.sources import installed_roots, local_sources
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.workspace import files_digest
 
 # name -> (factory "module:function", default dotted path or None, columns read, description, {param: (type, doc)})
 # Factories are imported only when a reward is built, so listing the registry stays light.
@@ -389,17 +390,10 @@ def _reached(funcs: list[Callable]) -> tuple[list[Callable], set[str]]:
 
 def _path_digest(path: Path) -> str:
     """A local file's content, or a directory's files (name and content; size and mtime above 64 MiB, as model
-    pins do)."""
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for file in files:
-        stat = file.stat()
-        digest.update(str(file.relative_to(path) if file != path else file.name).encode() + b"\0")
-        if stat.st_size <= 64 << 20:
-            digest.update(hashlib.sha256(file.read_bytes()).hexdigest().encode())
-        else:
-            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()
+    pins do: workspace.files_digest)."""
+    if path.is_file():
+        return files_digest(path.parent, [path])
+    return files_digest(path, sorted(p for p in path.rglob("*") if p.is_file()))
 
 
 def list_rewards() -> RewardCatalog:
