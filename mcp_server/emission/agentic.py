@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mcp_server.agentic.budget import describe_turn
 from mcp_server.agentic.spec import AgenticRecord, find_root
+from mcp_server.config.recipe import Recipe, Setting
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import GRPORecipeRequest
@@ -43,13 +44,14 @@ def trainer_name(record: AgenticRecord | None) -> str:
     return "grpo" if record is None else "grpo_tools"
 
 
-def agentic_fields(record: AgenticRecord | None) -> tuple[dict, dict]:
+def agentic_fields(record: AgenticRecord | None) -> Recipe:
     """GRPOConfig values (and why) an agentic run needs beyond the recipe."""
     if record is None:
-        return {}, {}
-    return ({"max_tool_calling_iterations": TOOL_TURNS},
-            {"max_tool_calling_iterations": f"at most {TOOL_TURNS} tool-calling turns per rollout (TRL's default has "
-                                            "no limit): every turn and tool result shares max_completion_length"})
+        return Recipe()
+    return Recipe.of({"max_tool_calling_iterations": TOOL_TURNS},
+                     {"max_tool_calling_iterations": f"at most {TOOL_TURNS} tool-calling turns per rollout (TRL's "
+                                                     "default has no limit): every turn and tool result shares "
+                                                     "max_completion_length"}, "agentic")
 
 
 def refuse_unparsed_template(record: AgenticRecord | None, model: str) -> None:
@@ -90,30 +92,42 @@ def _first_rows(request: GRPORecipeRequest) -> list[dict]:
     return [{("prompt" if k == request.prompt_column else k): v for k, v in row.items()} for row in rows]
 
 
-def completion_budget(cost: dict | None, turns, base: int, given) -> tuple[int | None, str | None, dict | None]:
-    """(max_completion_length to emit or None, why, the finding that says so) for `turns` tool-calling turns of
-    `cost` tokens each; `base` is the model's own text (the recipe's or TRL's length); `given` the request's
-    override, which wins and is only checked."""
-    if not cost or not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
-        return None, None, None
+def _counted(cost: dict | None, turns) -> bool:
+    return bool(cost) and isinstance(turns, int) and not isinstance(turns, bool) and turns >= 1
+
+
+def _sized_reason(base: int, turns: int, cost: dict) -> str:
+    return (f"{base} tokens for the model's own text + {turns} tool-calling turns x {describe_turn(cost)}: TRL's one "
+            "budget holds every turn and tool result, and drops a result that would pass it, silently")
+
+
+def budget_length(cost: dict | None, turns, base: int) -> Setting | None:
+    """max_completion_length for `turns` tool-calling turns of `cost` tokens each over `base`, the model's own text
+    (the recipe's or TRL's length), with why; None for a single-turn run or one whose turns are not measured."""
+    if not _counted(cost, turns):
+        return None
+    return Setting(base + turns * cost["tokens"], _sized_reason(base, turns, cost), "agentic")
+
+
+def budget_finding(cost: dict | None, turns, length, sized: bool) -> dict | None:
+    """The finding that says how `length` (max_completion_length) holds `turns` tool-calling turns of `cost` tokens:
+    the value and why when emission sized it (`sized`), else whether the person's value holds them."""
+    if not _counted(cost, turns) or not isinstance(length, int) or isinstance(length, bool):
+        return None  # validation names a bad value
     needed = turns * cost["tokens"]
     turn = describe_turn(cost)
-    if given is None:
-        value = base + needed
-        why = (f"{base} tokens for the model's own text + {turns} tool-calling turns x {turn}: TRL's one budget "
-               "holds every turn and tool result, and drops a result that would pass it, silently")
-        return value, why, {"code": "agentic_completion_budget", "field": "max_completion_length",
-                            "severity": "info", "message": f"max_completion_length {value} = {why}", "fix": None}
-    if not isinstance(given, int) or isinstance(given, bool):
-        return None, None, None  # validation names the bad value
-    if given > needed:
-        return None, None, {"code": "agentic_completion_budget", "field": "max_completion_length",
-                            "severity": "info", "message": f"max_completion_length {given} (the override) holds the "
-                            f"{turns} tool-calling turns of {turn} ({needed}) and {given - needed} tokens more"}
-    held = max(0, (given - 1) // cost["tokens"])
-    return None, None, {
+    if sized:
+        return {"code": "agentic_completion_budget", "field": "max_completion_length", "severity": "info",
+                "message": f"max_completion_length {length} = {_sized_reason(length - needed, turns, cost)}",
+                "fix": None}
+    if length > needed:
+        return {"code": "agentic_completion_budget", "field": "max_completion_length",
+                "severity": "info", "message": f"max_completion_length {length} (the override) holds the "
+                f"{turns} tool-calling turns of {turn} ({needed}) and {length - needed} tokens more"}
+    held = max(0, (length - 1) // cost["tokens"])
+    return {
         "code": "agentic_budget_below_turns", "field": "max_completion_length", "severity": "warning",
-        "message": f"max_completion_length {given} holds {held} of the {turns} tool-calling turns of {turn}: "
+        "message": f"max_completion_length {length} holds {held} of the {turns} tool-calling turns of {turn}: "
                    f"{turns} turns need {needed} tokens and the answer after them; TRL drops a tool result that "
                    "would pass the budget, silently (the trajectory ends on its call)",
         "fix": f"set max_completion_length to at least {needed} plus the answer (leave it unset and emission sizes "

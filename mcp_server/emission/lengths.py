@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mcp_server.config.recipe import Recipe
 from mcp_server.runs import Run
 
 CPU_COMPLETION_LENGTH = 128  # a CPU run is a rehearsal: each of its sampling passes and steps scales with this
@@ -40,22 +41,18 @@ def measured_length(run: Run, model: str) -> tuple[int, str] | None:
     return suggested, how
 
 
-def completion_length(recipe: dict, why: dict, overrides: dict, trl_default: int, cpu: bool, run: Run,
-                      model: str) -> None:
-    """Set recipe's max_completion_length with its reason (in place) unless the request or the recipe set it."""
+def completion_length(recipe: Recipe, overrides: dict, trl_default: int, cpu: bool, run: Run, model: str) -> Recipe:
+    """The recipe with max_completion_length and its reason, unless the request or an earlier step set it."""
     if FIELD in recipe or FIELD in overrides:
-        return
+        return recipe
     measured = measured_length(run, model)
     if measured is not None:
-        recipe[FIELD], why[FIELD] = measured
-        return
+        return recipe.with_value(FIELD, measured[0], measured[1], "measured")
     then = ("not yet measured for this task: sample_completions measures the completions and suggests a value "
             "(its `lengths`); emit again into this run (run_dir) to apply it, or set it here, then sample again")
     if cpu:
-        recipe[FIELD] = CPU_COMPLETION_LENGTH
-        why[FIELD] = (f"CPU target: {CPU_COMPLETION_LENGTH} tokens, a rehearsal's budget (TRL's default "
-                      f"{trl_default} makes every sampling pass and step about {trl_default // CPU_COMPLETION_LENGTH}x "
-                      f"longer on a CPU); {then}")
-    else:
-        recipe[FIELD] = trl_default
-        why[FIELD] = f"{trl_default} tokens, TRL's default, {then}"
+        return recipe.with_value(
+            FIELD, CPU_COMPLETION_LENGTH, f"CPU target: {CPU_COMPLETION_LENGTH} tokens, a rehearsal's budget (TRL's "
+            f"default {trl_default} makes every sampling pass and step about {trl_default // CPU_COMPLETION_LENGTH}x "
+            f"longer on a CPU); {then}", "target")
+    return recipe.with_value(FIELD, trl_default, f"{trl_default} tokens, TRL's default, {then}", "trl_default")
