@@ -26,7 +26,7 @@ from mcp_server.config.recipe import Recipe
 from mcp_server.emission.agentic import agentic_fields, budget_length
 from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, plan_for
-from mcp_server.emission.lengths import completion_length
+from mcp_server.emission.lengths import FIELD as LENGTH, completion_length
 from mcp_server.memory.models import MemoryPlan
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
@@ -166,7 +166,7 @@ def turn_budget(recipe: Recipe, given: Given) -> Recipe:
     sized = budget_length(given.turn_cost, turns, base)
     if sized is None:
         return recipe
-    return recipe.with_value("max_completion_length", sized.value, sized.reason, sized.source)
+    return recipe.with_value(LENGTH, sized.value, sized.reason, sized.source)
 
 
 def length(recipe: Recipe, given: Given) -> Recipe:
@@ -185,10 +185,10 @@ def dapo_length_shaping(recipe: Recipe, given: Given) -> Recipe:
     if not isinstance(limit, int) or limit <= 0:
         return recipe  # validation reports the bad length
     source = ("override: " + (request.override_reason or "set by the request's overrides")
-              if "max_completion_length" in request.overrides else
-              recipe.setting("max_completion_length").reason if "max_completion_length" in recipe
+              if LENGTH in request.overrides else
+              recipe.setting(LENGTH).reason if LENGTH in recipe
               else f"{limit} tokens, TRL's default")
-    recipe = recipe.with_value("max_completion_length", limit, source + "; also L_max of DAPO's soft overlong "
+    recipe = recipe.with_value(LENGTH, limit, source + "; also L_max of DAPO's soft overlong "
                                "punishment in train/rewards.json: change both together", "recipe")
     return recipe.with_rewards([*recipe.rewards, RewardSpec(name="soft_overlong_punishment", params={
         "max_completion_len": limit, "soft_punish_cache": round(limit * DAPO_SOFT_PUNISH_FRACTION)})])

@@ -10,6 +10,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcp_server.config.batch import training_world
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import Finding
 
@@ -50,9 +51,7 @@ class Context:
     @property
     def training_processes(self) -> int:
         """World size of training on the target: a local vLLM server takes one GPU for itself."""
-        if self.gpu is None:
-            return 1
-        return max(self.num_gpus - (1 if self.vllm_server_local else 0), 1)
+        return training_world(self.num_gpus, 1 if self.vllm_server_local else 0, cpu=self.gpu is None)
 
 
 def finding(code, field, severity, message, fix=None) -> Finding:
