@@ -79,12 +79,11 @@ LENGTH = "max_completion_length"
 # the diagnosis' patches and the planner's levers (a patch names the field it changes), and the trainer template
 # (emitted byte for byte into every run).
 LENGTH_MODULES = {
-    "agentic/checks.py", "demo_agentic.py", "demo_smollm2.py", "diagnosis/context.py", "diagnosis/diagnose.py",
-    "diagnosis/environment.py", "diagnosis/patch_effects.py", "diagnosis/samples.py", "emission/agentic.py",
-    "emission/lengths.py",
-    "inspection/lengths.py", "inspection/pins.py", "inspection/sampling.py", "memory/breakdown.py",
-    "memory/levers.py", "memory/settings.py", "memory/verdict.py", "recipe/field_rules.py", "recipe/rules.py",
-    "recipe/run_rules.py", "recipe/thinking.py", "training/train_agentic_template.py",
+    "agentic/budget.py", "agentic/checks.py", "demo_agentic.py", "demo_smollm2.py", "diagnosis/context.py",
+    "diagnosis/diagnose.py", "diagnosis/environment.py", "diagnosis/patch_effects.py", "diagnosis/samples.py",
+    "emission/lengths.py", "inspection/lengths.py", "inspection/pins.py", "inspection/sampling.py",
+    "memory/breakdown.py", "memory/levers.py", "memory/settings.py", "memory/verdict.py", "recipe/field_rules.py",
+    "recipe/rules.py", "recipe/run_rules.py", "recipe/thinking.py", "training/train_agentic_template.py",
 }
 
 

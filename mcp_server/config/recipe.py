@@ -18,18 +18,15 @@ from typing import Any
 
 from mcp_server.config.grpo_fields import GRPOView
 
+# Where a value came from, as a reason names it: the seed recipe and its variant (recipe.variants); the target
+# hardware; the model and the fine-tuning mode; the run's environment and tools; a field of the request other than
+# overrides (report_to, thinking, rewards' weights); the data set; the rewards as import paths; TRL's default written
+# out so that it is seen; the run's measured samples; the request's overrides; the memory plan and the data set's
+# size; the run directory.
 SOURCES = {
-    "recipe": "the seed recipe and its variant (recipe.variants)",
-    "target": "the target hardware",
-    "model": "the model and the fine-tuning mode",
-    "agentic": "the run's environment and tools",
-    "request": "a field of the request other than overrides (report_to, thinking, rewards' weights)",
-    "data": "the data set the request names",
-    "rewards": "the request's rewards as import paths",
-    "trl_default": "TRL's default, written out so that it is seen",
-    "measured": "measured on this run's samples",
-    "override": "the request's overrides",
-    "plan": "the memory plan and the data set's size",
+    "recipe": "the recipe", "target": "the target", "model": "the model", "agentic": "the tool-calling turns",
+    "request": "the request", "data": "the data set", "rewards": "the rewards", "trl_default": "TRL's default",
+    "measured": "the run's measurement", "override": "an override", "plan": "the memory plan",
     "run": "the run directory",
 }
 COPIED = frozenset({"data", "rewards"})  # written only where they differ from the installed TRL's default

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from mcp_server.config.batch import generation_batch
+from mcp_server.config.batches import generation_batch
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.config.recipe import Recipe
 from mcp_server.emission.fit import Planner
@@ -66,15 +66,15 @@ def size_batch(recipe: Recipe, plan_of: Planner, request, prompts: int | None, v
            and _fits(plan_of, {**values, "per_device_train_batch_size": per_device * 2})):
         per_device *= 2
     ga = max(1, math.ceil(completions / (per_device * world)))
-    while generation_batch(per_device, world, ga) % g:
+    while (per_device * world * ga) % g:
         ga += 1
     # more accumulation means a longer generation round (transformers' generate holds its KV cache at once)
     start_ga = view.gradient_accumulation_steps
     while ga > start_ga and not _fits(plan_of, _with_accumulation(values, per_device, ga, mini_batches)):
         ga -= 1
-        while ga > start_ga and generation_batch(per_device, world, ga) % g:
+        while ga > start_ga and (per_device * world * ga) % g:
             ga -= 1
-    step_prompts = generation_batch(per_device, world, ga) // g
+    step_prompts = per_device * world * ga // g
     grown = (f"; {per_device} fit{'s' if per_device == start else ' (grown from ' + str(start) + ')'} with 10% "
              f"headroom on the {plan.gpu} (memory plan)")
     recipe = recipe.with_values(
@@ -101,7 +101,7 @@ def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -
     view = recipe.view()
     ga = view.gradient_accumulation_steps
     spg = recipe.get("steps_per_generation", ga)  # TRL's None means: gradient_accumulation_steps
-    rollout_prompts = generation_batch(view.per_device_train_batch_size, world, ga, spg) // view.num_generations
+    rollout_prompts = generation_batch(view.per_device_train_batch_size, world, spg) // view.num_generations
     asked = GRPOView.given(overrides).max_steps
     steps = asked if isinstance(asked, int) else None
     if steps is None and prompts and isinstance(spg, int) and isinstance(ga, int) and rollout_prompts > 0:

@@ -19,20 +19,18 @@ from pathlib import Path
 
 import yaml
 
-from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.dataset import check_prompt_column, read_file
-from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, budget_finding, refuse_unparsed_template,
-                                         trainer_name, turn_cost)
+from mcp_server.dataset import check_prompt_column, read_file, reset_rows
+from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refuse_unparsed_template, trainer_name,
+                                         turn_cost)
 from mcp_server.emission.fit import launch_text, model_size_b
 from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.memory.verdict import validate
 from mcp_server.model_ref import TINY, is_moe, resolve_model
-from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
+from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.thinking import is_hybrid_thinking
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.validate import SEVERITY_ORDER
 from mcp_server.recipe.variants import DYNAMIC_SAMPLING_NOTE, choose_variant
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.runs import Run
@@ -134,18 +132,10 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     if request.thinking and not is_hybrid_thinking(model):
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
                              "leave thinking empty for it")
-    cost = turn_cost(request, record, model)
     data, prompts = _dataset_fields(request, run)
+    cost = turn_cost(record, model, reset_rows(data, run.dir, request.prompt_column))
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
                  trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data, prompts=prompts)
-
-
-def _turn_budget_finding(given: Given, values: dict) -> Finding | None:
-    """The agentic completion budget: the emitted value and why, or whether an override holds the turns."""
-    found = budget_finding(given.turn_cost, GRPOView.given(values).max_tool_calling_iterations,
-                           GRPOView.given(values).max_completion_length,
-                           sized=GRPOView.given(given.request.overrides).max_completion_length is None)
-    return Finding(**found) if found else None
 
 
 SECTIONS = (
@@ -230,7 +220,7 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     # the one validation entry point (memory.verdict.validate): rules, TRL's checks, architecture, memory plan
     validation = validate(values, request.gpu, request.num_gpus, reward_specs=specs,
                           override_reason=request.override_reason, is_moe=moe, base_dir=run.dir,
-                          agentic=agentic.model_dump() if agentic else None)
+                          agentic=agentic.model_dump() if agentic else None, prompt_column=request.prompt_column)
 
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
@@ -257,10 +247,6 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     if agentic:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
-    budget = _turn_budget_finding(given, values)
-    if budget:  # the agentic completion budget: the emitted value and why, or an override that holds fewer turns
-        findings = sorted([*validation.findings, budget], key=lambda f: SEVERITY_ORDER[f.severity])
-        validation = validation.model_copy(update={"findings": findings})
     template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
     script = template.replace("{{RUN}}", final.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)

@@ -22,7 +22,7 @@ from typing import Any
 
 from mcp_server.agentic.spec import AgenticRecord
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.config.recipe import Recipe
+from mcp_server.config.recipe import SOURCES, Recipe
 from mcp_server.emission.agentic import agentic_fields, budget_length
 from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, plan_for
@@ -286,13 +286,19 @@ def trl_cli_rewards(recipe: Recipe, given: Given) -> Recipe:
 
 
 def overrides(recipe: Recipe, given: Given) -> Recipe:
-    """The request's overrides win over every value before them; one that changes a value says so in its reason."""
+    """The request's overrides win over every value before them; one that replaces a value says which, and from
+    where (`config.recipe.SOURCES`)."""
     request = given.request
     said = "override: " + (request.override_reason or "set by the request's overrides")
     for key, value in request.overrides.items():
         before = recipe.setting(key)
-        changes = before is None or before.value != value or not before.reason
-        recipe = recipe.with_value(key, value, said if changes else None, "override")
+        if before is not None and before.value != value:
+            reason = f"{said} (instead of {before.value!r} from {SOURCES[before.source]})"
+        elif before is None or not before.reason:
+            reason = said
+        else:
+            reason = None  # the value the recipe chose, with its reason
+        recipe = recipe.with_value(key, value, reason, "override")
     return recipe
 
 

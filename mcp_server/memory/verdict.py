@@ -155,12 +155,13 @@ def with_target(result: ValidationResult, values: dict, gpu: str, num_gpus: int,
 
 def validate(values: dict, gpu: str = "H100", num_gpus: int = 1, *, reward_specs: list | None = None,
              override_reason: str | None = None, is_moe: bool | None = None, base_dir: Path | None = None,
-             agentic: dict | None = None, memory: bool = True) -> ValidationResult:
+             agentic: dict | None = None, prompt_column: str | None = None, memory: bool = True
+             ) -> ValidationResult:
     """The one validation entry point: the recipe's rules and TRL's checks (recipe.validate.validate_values), then
     what the architecture decides (context, start-up) and, with `memory` on a GPU target, the memory plan's verdict
     (an agentic run's prompts planned with its tool schema)."""
     result = validate_values(values, gpu, num_gpus, reward_specs=reward_specs, override_reason=override_reason,
-                             is_moe=is_moe, base_dir=base_dir, agentic=agentic)
+                             is_moe=is_moe, base_dir=base_dir, agentic=agentic, prompt_column=prompt_column)
     if any(f.code == "unknown_gpu" for f in result.findings):
         return result
     prompt = agentic_prompt_tokens(values, agentic) if memory else (0, None)

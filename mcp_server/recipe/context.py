@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mcp_server.config.batch import training_world
+from mcp_server.config.batches import training_world
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import Finding
 

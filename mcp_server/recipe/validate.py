@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_server.dataset import reset_rows
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.model_ref import is_moe as detect_moe
@@ -18,7 +19,7 @@ from mcp_server.recipe.run_rules import RUN_RULES
 from mcp_server.recipe.startup_rules import STARTUP_RULES
 from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
 from mcp_server.worker import in_training
-from mcp_server.worker_targets import CHECK_AGENTIC, PARSE_LIKE_TRL
+from mcp_server.worker_targets import CHECK_AGENTIC, PARSE_LIKE_TRL, TURN_BUDGET
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import sidecars
 from mcp_server.userfiles import load_config_file, read_json
@@ -40,7 +41,8 @@ def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
 
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None,
-                    base_dir: Path | None = None, agentic: dict | None = None) -> ValidationResult:
+                    base_dir: Path | None = None, agentic: dict | None = None,
+                    prompt_column: str | None = None) -> ValidationResult:
     """Validate a dict of config fields for a target. The core of validate_grpo_config and of emission.
     Without a training interpreter every rule that needs no TRL still runs, and a finding says that TRL's
     own checks did not run and how to get them."""
@@ -68,6 +70,9 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     findings = [f for rule in RULES + RUN_RULES + STARTUP_RULES + KEEP_RULES for f in rule(ctx)]
     if agentic and skipped is None:  # TRL's tool-loop requirements, from the tokenizer, before any model loads
         findings += [Finding(**f) for f in in_training(CHECK_AGENTIC, agentic, values)]
+        # max_completion_length against the turns of the costliest tool (the environment reset with the first row)
+        rows = reset_rows(values, base_dir, prompt_column)
+        findings += [Finding(**f) for f in in_training(TURN_BUDGET, agentic, values, rows)]
     if skipped is not None:
         findings.append(finding(
             "trl_checks_skipped", skipped.field, "warning",
@@ -106,6 +111,7 @@ def read_config(config_path: str | Path | None = None, config: dict | None = Non
         "override_reason": recorded.get("override_reason"),
         "base_dir": _run_dir_of(Path(config_path)) if config_path else None,
         "agentic": agentic,
+        "prompt_column": recorded.get("prompt_column"),
     }
 
 
