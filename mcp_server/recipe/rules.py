@@ -1,7 +1,7 @@
 """Validation rules as data: each rule takes the context (recipe.context) and returns findings {code, field,
-severity, message, fix}. RULES is their order. This module holds the rules about the run as a whole (batches for the
-target world size, hardware, learning rate, precision, MoE, combinations, the model); each value against TRL's
-fields is in recipe.field_rules, the rewards in recipe.reward_rules.
+severity, message, fix}. This module is the topic "run": the run as a whole (batches for the target world size,
+hardware, learning rate, precision, MoE, combinations), its RULES in the order they report; each value against TRL's
+fields is in recipe.field_rules, the rewards in recipe.reward_rules, every topic's place in recipe.registry.
 
 Rules are about the target (GPU type and count), never about the machine the check runs on.
 """
@@ -9,16 +9,12 @@ Rules are about the target (GPU type and count), never about the machine the che
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Callable
 
 from mcp_server.model_ref import ROUTER_NAMES
-from mcp_server.recipe.context import Context, finding
-from mcp_server.recipe.field_rules import rule_choices, rule_known_keys, rule_ranges, rule_value_types
+from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
-from mcp_server.recipe.reward_rules import rule_rewards
 
 # GRPO's settled learning-rate ranges by fine-tuning mode, written once in recipe.learning_rate: outside -> warning;
 # LR_FAR_FACTOR or more outside (supervised rates such as 5e-5 for a full fine-tune) -> error.
@@ -329,22 +325,8 @@ def rule_moe_lora_router(ctx: Context) -> list[Finding]:
                     "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)")]
 
 
-def rule_model(ctx: Context) -> list[Finding]:
-    model = ctx.given.model_name_or_path
-    if not model:
-        return [finding("no_model", "model_name_or_path", "error", "no model_name_or_path.",
-                        "set model_name_or_path to a hub name or a local model directory")]
-    path = Path(str(model)).expanduser()
-    if str(model).startswith((".", "/", "~")) and not (path / "config.json").is_file():
-        return [finding("model_not_found", "model_name_or_path", "error",
-                        f"'{model}' is not a local model directory (no config.json).",
-                        "give an existing directory saved with save_pretrained, or a hub name")]
-    return []
-
-
-RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware,
-    rule_cpu_target_coherence, rule_learning_rate, rule_full_finetune_precision, rule_loss_type_explicit,
-    rule_completion_length_explicit, rule_moe,
-    rule_moe_lora_router, rule_combinations, rule_rewards, rule_model,
-]
+RULES = (
+    Rule(rule_batches), Rule(rule_hardware), Rule(rule_cpu_target_coherence), Rule(rule_learning_rate),
+    Rule(rule_full_finetune_precision), Rule(rule_loss_type_explicit, needs=("trl",)),
+    Rule(rule_completion_length_explicit), Rule(rule_moe), Rule(rule_moe_lora_router), Rule(rule_combinations),
+)
