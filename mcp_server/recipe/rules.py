@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
 from mcp_server.model_ref import ROUTER_NAMES
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
@@ -29,13 +30,14 @@ def rule_batches(ctx: Context) -> list[Finding]:
     gbs, spg = ctx.given.generation_batch_size, ctx.given.steps_per_generation
     if not all(isinstance(v, int) for v in (g, per_device)):
         return out  # wrong_type already says so
-    if g < 2:
+    if g < MIN_GENERATIONS:
         out.append(
             finding(
                 "num_generations_too_small",
                 "num_generations",
                 "error",
-                f"num_generations={g}: GRPO needs at least 2 completions per prompt to compute an advantage.",
+                f"num_generations={g}: GRPO needs at least {MIN_GENERATIONS} completions per prompt to compute an "
+                "advantage.",
                 "set num_generations to 8 (the recipe's floor)",
             )
         )
@@ -61,8 +63,8 @@ def rule_batches(ctx: Context) -> list[Finding]:
     else:
         spg = spg if isinstance(spg, int) else ctx.config.gradient_accumulation_steps
         # Without a training interpreter TRL's default is unknown (validation says TRL's checks did not run).
-        gbs = global_batch * spg if isinstance(spg, int) else None
-    if gbs is not None and g >= 2 and gbs % g:
+        gbs = generation_batch(per_device, world, spg) if isinstance(spg, int) else None
+    if gbs is not None and g >= MIN_GENERATIONS and not whole_groups(gbs, g):
         out.append(finding("generation_batch_not_divisible", "num_generations", "error",
                            f"the generation batch ({gbs} = {per_device} per device x {world} processes x "
                            f"{spg if spg else gbs // global_batch} steps) is not divisible by num_generations={g}: "

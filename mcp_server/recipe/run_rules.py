@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_server.config import batches
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
@@ -49,7 +50,7 @@ def generation_batch(ctx: Context) -> int | None:
         return gbs
     per_device, spg = ctx.config.per_device_train_batch_size, steps_per_generation(ctx)
     if isinstance(per_device, int) and isinstance(spg, int):
-        return per_device * ctx.training_processes * spg
+        return batches.generation_batch(per_device, ctx.training_processes, spg)
     return None
 
 
