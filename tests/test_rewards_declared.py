@@ -4,6 +4,7 @@ part is refused with what is missing."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import pytest
@@ -96,3 +97,16 @@ def test_a_declaration_lacking_a_part_is_refused_naming_it(doc, name, says):
     with pytest.raises(TypeError, match=re.escape(says)):
         declared(_factory(doc, name))
 
+
+
+def test_the_worked_example_in_the_docs_is_the_real_factory():
+    """docs/development.md "Adding a reward" shows math_reward's declaration: every line it shows is in the source."""
+    from conftest import ROOT
+
+    from mcp_server.rewards import math_equivalence
+
+    section = (ROOT / "docs" / "development.md").read_text(encoding="utf-8").split("## Adding a reward", 1)[1]
+    shown = section.split("```python\n", 1)[1].split("```", 1)[0]
+    source = set(inspect.getsource(math_equivalence).splitlines())
+    lines = [line for line in shown.splitlines() if line.strip() and line.strip() != "..."]
+    assert len(lines) > 10 and [line for line in lines if line not in source] == []

@@ -98,8 +98,7 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> dict:
     return fields
 
 
-# Columns a registry reward reads -> the parameter that renames it (TRL passes the others itself), as each reward's
-# factory declares them (its `Column` parameters: rewards.declared).
+# Columns a registry reward reads -> the parameter renaming it (its factory's `Column` ones; TRL passes the others).
 COLUMN_PARAMS = {column: param for reward in REGISTRY.values() for param, column in reward.column_params.items()}
 
 
