@@ -110,3 +110,16 @@ def test_the_worked_example_in_the_docs_is_the_real_factory():
     source = set(inspect.getsource(math_equivalence).splitlines())
     lines = [line for line in shown.splitlines() if line.strip() and line.strip() != "..."]
     assert len(lines) > 10 and [line for line in lines if line not in source] == []
+
+
+def test_the_reference_table_names_each_reward_and_the_columns_it_reads():
+    """references/reward-functions.md's registry table against what the factories declare."""
+    from conftest import ROOT
+
+    from mcp_server.rewards import REGISTRY
+
+    page = (ROOT / "references" / "reward-functions.md").read_text(encoding="utf-8")
+    table = page.split("## The registry", 1)[1].split("\n\n", 2)[1]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    reads = {re.fullmatch(r"`(\w+)`", name).group(1): re.findall(r"`(\w+)`", read) for name, _, read, *_ in rows}
+    assert reads == {name: reward.info.columns for name, reward in REGISTRY.items()}
