@@ -79,9 +79,14 @@ def test_default_rewards_are_attributes_of_the_package():
     assert harness.__name__ == "mcp_server.rewards.harness"
 
 
-def _factory(doc: str, name: str = "make_bad_reward"):
+def _factory(doc: str, name: str = "make_bad_reward", column: bool = False):
     def make(value: float = 1.0) -> NamedReward:
         return NamedReward("bad", score_probe)
+
+    def make_with_column(value: Column) -> NamedReward:
+        return NamedReward("bad", score_probe)
+
+    make = make_with_column if column else make
 
     make.__name__, make.__doc__ = name, doc
     return make
@@ -92,10 +97,11 @@ def _factory(doc: str, name: str = "make_bad_reward"):
     ("Scores.", "make_bad_reward", "['value']"),
     ("Scores.\n\nArgs:\n    value: A value.\n    other: Not a parameter.", "make_bad_reward", "['other']"),
     ("\n\nArgs:\n    value: A value.", "make_bad_reward", "says what the reward scores"),
+    ("Scores.\n\nArgs:\n    value: A column.", "make_bad_reward", "Column parameter value has no default"),
 ])
 def test_a_declaration_lacking_a_part_is_refused_naming_it(doc, name, says):
     with pytest.raises(TypeError, match=re.escape(says)):
-        declared(_factory(doc, name))
+        declared(_factory(doc, name, column="Column" in says))
 
 
 

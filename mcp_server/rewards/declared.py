@@ -86,6 +86,8 @@ def declared(factory: Callable[..., Callable]) -> Reward:
         params.append(RewardParam(name=pname, type=_shown(hint), default=None if required else _jsonable(
             parameter.default), required=required, description=docs[pname]))
         if hint == Column:
+            if required:
+                raise TypeError(f"{where}: Column parameter {pname} has no default (the column's usual name)")
             columns[pname] = parameter.default
         elif hint == WrappedReward:
             wrapped.append(pname)
