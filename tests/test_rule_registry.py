@@ -97,3 +97,17 @@ def test_planner_and_validator_share_one_batch_arithmetic(per_device, gpus, accu
         planned = exc.field != "num_generations"
     assert planned == (not refused), (found, planned)
     assert bool(refused) == (generations < 2 or (per_device * gpus * accumulation) % generations != 0)
+
+
+def test_the_worked_example_in_the_docs_is_the_real_rule():
+    """docs/development.md "Adding a validation rule" shows rule_vllm_cpu_head_size and its registration: every line
+    it shows is in the source."""
+    from conftest import ROOT
+
+    from mcp_server.recipe import architecture_rules
+
+    section = (ROOT / "docs" / "development.md").read_text(encoding="utf-8").split("## Adding a validation rule", 1)[1]
+    shown = section.split("```python\n", 1)[1].split("```", 1)[0]
+    source = set(inspect.getsource(architecture_rules).splitlines())
+    lines = [line for line in shown.splitlines() if line.strip() and line.strip() != "..."]
+    assert len(lines) > 10 and [line for line in lines if line not in source] == []

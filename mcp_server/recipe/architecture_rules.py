@@ -79,7 +79,7 @@ def rule_vllm_cpu_head_size(ctx: Context) -> list[Finding]:
     """use_vllm on a CPU target: the model's head size must be one vLLM's CPU attention runs."""
     if ctx.gpu is not None or not ctx.given.use_vllm:
         return []
-    model, arch = ctx.architecture
+    model, arch = ctx.architecture  # supplied by memory.verdict.validate: RULES declares the need
     if arch.hd in VLLM_CPU_HEAD_SIZES:
         return []
     return [finding(
