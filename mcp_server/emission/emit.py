@@ -82,8 +82,8 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> tuple[dict, int | N
     return fields, None
 
 
-# Columns a registry reward reads -> the parameter that renames it (TRL passes the others itself).
-COLUMN_PARAMS = {"answer": "answer_column", "tests": "tests_column", "schema": "schema_column"}
+# Columns a registry reward reads -> the parameter renaming it (its factory's `Column` ones; TRL passes the others).
+COLUMN_PARAMS = {column: param for reward in REGISTRY.values() for param, column in reward.column_params.items()}
 
 
 def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
@@ -92,7 +92,7 @@ def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
     needed = {}
     for spec in request.rewards:
         entry = REGISTRY.get(spec.name)
-        for column in (entry or {}).get("columns", []):
+        for column in entry.info.columns if entry else []:
             if column not in COLUMN_PARAMS or (column == "schema" and "schema" in spec.params):
                 continue  # TRL's own inputs (prompts, completion_ids), or a schema given as a parameter
             default = request.answer_column if column == "answer" else column

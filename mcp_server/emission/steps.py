@@ -273,7 +273,7 @@ def trl_cli_rewards(recipe: Recipe, given: Given) -> Recipe:
     paths = []
     for spec in recipe.rewards:
         if spec.name in REGISTRY:
-            dotted = REGISTRY[spec.name].get("dotted_path")
+            dotted = REGISTRY[spec.name].info.dotted_path
             if spec.params or not dotted:
                 return recipe
             paths.append(dotted)
