@@ -75,15 +75,16 @@ def test_trl_default_answers_from_the_generated_table_and_refuses_unknown_names(
 # ---------------------------------------------------------------- max_completion_length named in few modules
 LENGTH = "max_completion_length"
 # Issue 35's target is at most 5 modules. The modules below still spell the field as a literal; each new module is
-# refused here. Left for their owners: the validation rules and the verdict (recipe/*rules*.py, memory/verdict.py),
+# refused here. Left for their owners: the validation rules (recipe/*rules*.py, one topic each),
 # the diagnosis' patches and the planner's levers (a patch names the field it changes), and the trainer template
 # (emitted byte for byte into every run).
 LENGTH_MODULES = {
     "agentic/budget.py", "agentic/checks.py", "demo_agentic.py", "demo_smollm2.py", "diagnosis/context.py",
     "diagnosis/diagnose.py", "diagnosis/environment.py", "diagnosis/patch_effects.py", "diagnosis/samples.py",
     "emission/lengths.py", "inspection/lengths.py", "inspection/pins.py", "inspection/sampling.py",
-    "memory/breakdown.py", "memory/levers.py", "memory/settings.py", "memory/verdict.py", "recipe/field_rules.py",
-    "recipe/rules.py", "recipe/run_rules.py", "recipe/thinking.py", "training/train_agentic_template.py",
+    "memory/breakdown.py", "memory/levers.py", "memory/settings.py", "recipe/architecture_rules.py",
+    "recipe/field_rules.py", "recipe/memory_rules.py", "recipe/rules.py", "recipe/run_rules.py",
+    "recipe/thinking.py", "training/train_agentic_template.py",
 }
 
 

@@ -16,7 +16,6 @@ from mcp_server.recipe import registry
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.context import Context, finding
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.recipe.registry import SEVERITY_ORDER  # noqa: F401 - emission sorts its own finding with it
 from mcp_server.recipe.trl_fields import installed_trl
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import PARSE_LIKE_TRL
