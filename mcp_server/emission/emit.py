@@ -11,6 +11,7 @@ emission only copies its text.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -47,15 +48,20 @@ from mcp_server.workspace import (
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
-def _dataset_fields(request: GRPORecipeRequest, run: Run) -> tuple[dict, int | None]:
-    """TrlParser keys for the data (a local file becomes a `datasets` mixture entry, a hub name `dataset_name`) and
-    the training prompts when known offline (the tiny task's or a local file's)."""
+@dataclasses.dataclass(frozen=True)
+class DataSet:
+    fields: dict  # TrlParser keys: a local file a `datasets` mixture entry, a hub name `dataset_name`
+    prompts: int | None = None  # the training prompts when known offline (the tiny task's or a local file's)
+
+
+def _dataset_fields(request: GRPORecipeRequest, run: Run) -> DataSet:
+    """The request's data set as the config names it, its columns checked."""
     if request.dataset == TINY:
         train_rows, _ = split_task()
         path = write_jsonl(train_rows, run.train_data)
         # Relative to the run (train.py runs there): a moved or copied run reads its own copy.
-        return ({"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]},
-                len(train_rows))
+        return DataSet({"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]},
+                       len(train_rows))
     path = Path(request.dataset).expanduser()
     if path.exists():
         if path.is_file():
@@ -66,11 +72,11 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> tuple[dict, int | N
             data_file = path.resolve()
             if data_file.is_relative_to(run.dir.resolve()):  # the run's own data: relative, moves with it
                 data_file = data_file.relative_to(run.dir.resolve())
-            return {"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}, rows
+            return DataSet({"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}, rows)
         if not path.is_dir():  # a device or a pipe: no data set, and reading it may never end
             raise UserInputError("dataset", f"{request.dataset} is not a regular file or a directory; give a "
                                  f"{', '.join(DATA_FORMATS)} file, a directory of them, a hub name or 'tiny'")
-        return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}, None
+        return DataSet({"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]})
     if request.dataset.startswith((".", "/", "~")):
         raise UserInputError("dataset", f"no such file or directory: {request.dataset}")
     if path.suffix.lower() in DATA_FORMATS:  # names a data file that is not here: a typo, not a hub data set
@@ -79,7 +85,7 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> tuple[dict, int | N
     fields = {"dataset_name": request.dataset, "dataset_train_split": request.dataset_split}
     if request.dataset_config:
         fields["dataset_config"] = request.dataset_config
-    return fields, None
+    return DataSet(fields)
 
 
 # Columns a registry reward reads -> the parameter renaming it (its factory's `Column` ones; TRL passes the others).
@@ -132,10 +138,11 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     if request.thinking and not is_hybrid_thinking(model):
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
                              "leave thinking empty for it")
-    data, prompts = _dataset_fields(request, run)
-    cost = turn_cost(record, model, reset_rows(data, run.dir, request.prompt_column))
+    data = _dataset_fields(request, run)
+    cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
-                 trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data, prompts=prompts)
+                 trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,
+                 prompts=data.prompts)
 
 
 SECTIONS = (
