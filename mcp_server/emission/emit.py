@@ -31,6 +31,7 @@ from mcp_server.memory.verdict import validate
 from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
+from mcp_server.recipe.recorded import record
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.validate import SEVERITY_ORDER
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
@@ -474,10 +475,7 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     )
     atomic_write_text(run.config, render_yaml(values, header, why))
     atomic_write_json(run.rewards, specs)
-    request_record = request.model_dump()
-    request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe,
-                          trainer=trainer_name(agentic))
-    atomic_write_json(run.request, request_record)
+    atomic_write_json(run.request, record(request, variant_chosen=variant, is_moe=moe, trainer=trainer_name(agentic)))
     if agentic:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())

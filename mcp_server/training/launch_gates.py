@@ -67,7 +67,7 @@ def _config_refusals(run: Run) -> list[GateRefusal]:
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
     # The one validation entry point, the memory plan left to memory_refusals: it plans the layout launched.
-    result = validate_file(run.config, run_request.get("gpu"), run_request.get("num_gpus"), memory=False)
+    result = validate_file(run.config, run_request.gpu, run_request.num_gpus, memory=False)
     if result.valid:
         return []
     errors = [f for f in result.findings if f.severity == "error"]
@@ -83,7 +83,7 @@ def cpu_vllm_refusals(run: Run) -> list[GateRefusal]:
     """A CPU run with vLLM: refused when vLLM's share of this host's RAM cannot start it (memory.cpu_vllm), as vLLM
     would refuse a minute into the run."""
     run_request, config = read_run_target(run)
-    if str(run_request.get("gpu") or "").lower() != "cpu" or not config.get("use_vllm"):
+    if not run_request.cpu or not config.get("use_vllm"):
         return []
     colocated = (config.get("vllm_mode") or "colocate") == "colocate"
     share = GRPOView(config).vllm_gpu_memory_utilization if colocated else VLLM_CPU_MEMORY_SHARE

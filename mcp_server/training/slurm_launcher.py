@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training import slurm
 from mcp_server.training.derived import DerivedState
@@ -30,7 +31,7 @@ STATE_OF = {"TIMEOUT": "timed_out", "PREEMPTED": "preempted"}
 STOP_GRACE_S = 30  # after scancel: how long the scheduler gets to end the job
 
 
-def layout_for(run: Run, run_request: dict, config: dict, *, nodes: int, processes: int | None,
+def layout_for(run: Run, run_request: RecordedRequest, config: dict, *, nodes: int, processes: int | None,
                strategy: str, server_mode: bool, python: str, pythonpath: str | None, partition: str | None,
                account: str | None, time_limit: str | None, resume_from: str | None,
                requeue: bool = True) -> SlurmLayout:
@@ -38,14 +39,14 @@ def layout_for(run: Run, run_request: dict, config: dict, *, nodes: int, process
     if any(ch.isspace() for ch in str(run.dir)):
         raise UserInputError("run", f"{run.dir} holds whitespace, which #SBATCH lines cannot carry: move the "
                              "workspace (LLM_FINETUNING_WORKSPACE) to a path without spaces for SLURM runs")
-    cpu = str(run_request.get("gpu") or "H100").lower() == "cpu"
-    num_gpus = int(run_request.get("num_gpus") or 1)
+    cpu = run_request.cpu
+    num_gpus = run_request.num_gpus
     per_node = 0 if cpu else max(num_gpus // nodes, 1)
     train_nodes = nodes - 1 if server_mode else nodes
     if train_nodes < 1:
         raise UserInputError("num_nodes", "vLLM server mode over several nodes needs at least 2 nodes (one serves)")
     if strategy in ("auto", "single"):
-        strategy = "ddp" if cpu or run_request.get("finetune") in ("lora", "qlora") else "zero3"
+        strategy = "ddp" if cpu or run_request.finetune in ("lora", "qlora") else "zero3"
     return SlurmLayout(
         run_dir=str(run.dir), job_name=run.name, comment=f"llm-finetuning:{uuid.uuid4().hex[:16]}",
         python=python, nodes=nodes, train_nodes=train_nodes, gpus_per_node=per_node,

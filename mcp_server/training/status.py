@@ -231,7 +231,7 @@ def _summary(run: Run) -> RunSummary:
     derived = sync_run_json(run, derive_state(run))
     request, config = read_run_target(run)
     latest = last_progress(run) or {}
-    model = request.get("model") or config.get("model_name_or_path")
+    model = request.model or config.get("model_name_or_path")
     started = (derived.record or {}).get("started_at")
     return RunSummary(
         run=run.name, run_dir=str(run.dir), state=derived.state, step=_count(latest.get("step")),

@@ -21,6 +21,7 @@ import yaml
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
+from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import read_run_target
@@ -41,18 +42,18 @@ class LaunchTarget:
 
     run: Run
     request: LaunchRequest
-    run_request: dict
+    run_request: RecordedRequest
     config: dict
     python: str
     extra: tuple[str, ...] = ()
 
     @property
     def cpu(self) -> bool:
-        return str(self.run_request.get("gpu") or "H100").lower() == "cpu"
+        return self.run_request.cpu
 
     @property
     def num_gpus(self) -> int:
-        return int(self.run_request.get("num_gpus") or 1)
+        return self.run_request.num_gpus
 
     @property
     def server_mode(self) -> bool:
