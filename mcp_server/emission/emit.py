@@ -2,8 +2,8 @@
 
 Writes train/config.yaml (TrlParser YAML, accepted by `trl grpo --config`), train/rewards.json, train/train.py,
 train/request.json and train/request.schema.json (runs.Run names them). Every file is written atomically.
-train/train.py is the run's trainer template (emission.agentic.TRAINER_TEMPLATES: training/train_template.py, or
-training/train_agentic_template.py for a run with an environment or tools, which also gets train/agentic.json)
+train/train.py is the run's trainer template (emission.agentic.TRAINER_TEMPLATES: training/trainer/train_template.py, or
+training/trainer/train_agentic_template.py for a run with an environment or tools, which also gets train/agentic.json)
 with the run's name and prompt column filled in: the template lives with the training code it imports;
 emission only copies its text.
 """

@@ -16,7 +16,7 @@ from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import environment_report, read_run_target
 from mcp_server.training.launchers import LaunchPlan
-from mcp_server.training.launchers.shell import VLLM_CPU_MEMORY_SHARE
+from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import RunLocked
 from mcp_server.training.runstate import derive_state
@@ -119,9 +119,8 @@ def foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
 
 
 def what_runs(derived: DerivedState) -> str:
-    """The live process or SLURM job of a run, in words."""
-    job = derived.job_id
-    return f"SLURM job {job}" if job else f"pid {derived.pid}"
+    """The live run in words: its backend's (e.g. a SLURM job), else its process here."""
+    return derived.running_as or f"pid {derived.pid}"
 
 
 def refused(run: Run, refusals: list[GateRefusal], state: str) -> LaunchResult:
