@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from mcp_server.config import GRPOView, trl_default
-from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
+from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, training_world, whole_groups
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
@@ -95,6 +95,15 @@ class RunSettings(BaseModel):
     @property
     def vllm_server(self) -> bool:
         return self.use_vllm and self.vllm_mode == "server"
+
+    @property
+    def server_gpus(self) -> int:
+        """GPUs `trl vllm-serve` holds for itself (none unless vLLM runs in server mode)."""
+        return self.vllm_server_gpus if self.vllm_server else 0
+
+    def training_processes(self, num_gpus: int) -> int:
+        """Training processes on `num_gpus` GPUs: the rest after the vLLM server's (config.batches.training_world)."""
+        return training_world(num_gpus, self.server_gpus)
 
 
 class Target(BaseModel):
@@ -357,8 +366,7 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
 
 def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target) -> None:
     """The batch and length rules TRL enforces at start-up, raised as input errors before any arithmetic."""
-    server_gpus = settings.vllm_server_gpus if settings.vllm_server else 0
-    batch = generation_batch(settings.per_device_train_batch_size, max(target.num_gpus - server_gpus, 1),
+    batch = generation_batch(settings.per_device_train_batch_size, settings.training_processes(target.num_gpus),
                              settings.spg)
     if settings.num_generations < MIN_GENERATIONS:
         raise UserInputError("num_generations", f"GRPO needs at least {MIN_GENERATIONS} completions per prompt")

@@ -16,7 +16,6 @@ from mcp_server.recipe import registry
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.context import Context, finding
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.recipe.registry import SEVERITY_ORDER  # noqa: F401 - emission sorts its own finding with it
 from mcp_server.recipe.trl_fields import installed_trl
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import PARSE_LIKE_TRL
@@ -41,7 +40,7 @@ def _sidecars(config_path: Path | None) -> tuple[RecordedRequest, list | None]:
 
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None,
-                    base_dir: Path | None = None, agentic: dict | None = None,
+                    base_dir: Path | None = None, agentic: dict | None = None, prompt_column: str | None = None,
                     supply: dict[str, Callable[[], Any]] | None = None) -> ValidationResult:
     """Validate a dict of config fields for a target: every registered rule whose needs are met (`supply`: what the
     caller can give beyond the config, by need: "architecture", "memory_plan"; memory.verdict.validate gives both).
@@ -67,7 +66,8 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
         is_moe = detect_moe(str(model))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
-                  parse_errors=parse_errors, base_dir=base_dir, agentic=agentic, trl_missing=trl_missing,
+                  parse_errors=parse_errors, base_dir=base_dir, agentic=agentic, prompt_column=prompt_column,
+                  trl_missing=trl_missing,
                   supply=supply or {})
     findings, not_run = registry.run(ctx)
     target = "CPU" if gpu_obj is None else f"{num_gpus}x {gpu_name}"
@@ -91,6 +91,7 @@ def read_config(config_path: str | Path | None = None, config: dict | None = Non
         "override_reason": recorded.override_reason,
         "base_dir": _run_dir_of(Path(config_path)) if config_path else None,
         "agentic": agentic,
+        "prompt_column": recorded.get("prompt_column"),
     }
 
 
