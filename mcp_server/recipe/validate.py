@@ -91,7 +91,7 @@ def read_config(config_path: str | Path | None = None, config: dict | None = Non
         "override_reason": recorded.override_reason,
         "base_dir": _run_dir_of(Path(config_path)) if config_path else None,
         "agentic": agentic,
-        "prompt_column": recorded.get("prompt_column"),
+        "prompt_column": recorded.fields_given().get("prompt_column"),  # None: the record names none
     }
 
 
