@@ -84,7 +84,7 @@ LENGTH_MODULES = {
     "emission/lengths.py", "inspection/lengths.py", "inspection/pins.py", "inspection/sampling.py",
     "memory/breakdown.py", "memory/levers.py", "memory/settings.py", "recipe/architecture_rules.py",
     "recipe/field_rules.py", "recipe/memory_rules.py", "recipe/rules.py", "recipe/run_rules.py",
-    "recipe/thinking.py", "training/train_agentic_template.py",
+    "recipe/thinking.py", "training/trainer/train_agentic_template.py",
 }
 
 
