@@ -75,16 +75,19 @@ class KernelBench(BaseModel):
     lift_low: float = Field(description="Smallest lift measured, in points.")
     lift_high: float = Field(description="Largest lift measured, in points.")
     measured: str = Field(description="Where and when: machine, load, date.")
+    kernel_sets: str = Field(default="avx512, avx2 and default", description="The CPU kernel sets measured (a CPU "
+                             "runs only those it has: one without AVX512 measures avx2 and default).")
 
     @property
     def holds(self) -> bool:
-        return self.runs >= 9 and self.meets == self.runs
+        """Every run measured met the goal, on at least two kernel sets x 3 seeds."""
+        return self.runs >= 6 and self.meets == self.runs
 
     def note(self, demo: str) -> str:
         """The line the demo prints beside its verdict."""
         table = (f"bench/bench_kernels.py --demo {demo} measured a lift of {self.lift_low:+.0f} to "
-                 f"{self.lift_high:+.0f} points, p < 0.01 in {self.meets} of {self.runs} runs (CPU kernel sets x "
-                 f"GRPO seeds; {self.measured})")
+                 f"{self.lift_high:+.0f} points, p < 0.01 in {self.meets} of {self.runs} runs (CPU kernel sets "
+                 f"{self.kernel_sets} x GRPO seeds; {self.measured})")
         if self.holds:
             return f"The lift holds on every CPU kernel set measured: {table}."
         return (f"This demo's lift is NOT a property of the method on every CPU: {table}. The verdict below is "
@@ -104,8 +107,12 @@ def cpu_capability() -> str:
 
 
 # Filled from bench/bench_kernels.py's table (docs/development.md, "The demo"); rerun it after changing a demo's recipe.
-TINY_KERNELS = KernelBench(runs=9, meets=0, lift_low=-1, lift_high=14,
-                           measured="AMD EPYC, 2 shared cores at load 3-13, 2026-12-01")
+# The tiny demo from its shipped warm start (23% of 225 goldens): +5 to +10 points on every run, p 0.009-0.18. The
+# machine lacked AVX512, so avx512 was not measured. Before (warm start trained at run time, 100 goldens): -1 to +14,
+# p < 0.01 in 0 of 9.
+TINY_KERNELS = KernelBench(runs=6, meets=1, lift_low=5, lift_high=10, kernel_sets="avx2 and default",
+                           measured="AMD EPYC without AVX512, 2 shared cores at load 10-17, 2026-12-02, the shipped "
+                                    "warm start")
 AGENTIC_KERNELS = KernelBench(runs=9, meets=9, lift_low=26, lift_high=29,
                               measured="AMD EPYC, 2 shared cores at load 8-12, 2026-12-02, the shipped warm start")
 
