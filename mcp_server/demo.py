@@ -2,8 +2,9 @@
 
 Every phase calls the same core functions the MCP tools call and writes the same artifacts a real run writes,
 under runs/<date>-demo/ (eval/ beside runs/). The tiny model starts at zero success, so the demo takes the
-skill's route: a short SFT warm-start (TRL SFTTrainer) until the success rate is above zero, then GRPO (TRL
-GRPOTrainer through the emitted train/train.py) from the warm-start, judged against it on held-out goldens.
+skill's route: an SFT warm-start (TRL SFTTrainer; shipped as data, demo_warm_start.py, so that every CPU starts
+from the same weights; the quick walk trains its own), then GRPO (TRL GRPOTrainer through the emitted
+train/train.py) from the warm-start, judged against it on held-out goldens.
 """
 
 from __future__ import annotations
@@ -269,7 +270,8 @@ def _phase_baseline(walk: _Walk):
 
 
 def _phase_method(walk: _Walk, base: Path, train_rows: list[dict], goldens: Path, baseline):
-    """Phase 1: method choice; zero success routes to an SFT warm-start first, then the inspection rule."""
+    """Phase 1: method choice; zero success routes to an SFT warm-start first (shipped, or trained here), then the
+    inspection rule."""
     console, settings, run, summary = walk.console, walk.settings, walk.run, walk.summary
     t0 = time.time()
     console.phase(1, "method choice, warm-start and reward inspection")
