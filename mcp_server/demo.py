@@ -2,8 +2,9 @@
 
 Every phase calls the same core functions the MCP tools call and writes the same artifacts a real run writes,
 under runs/<date>-demo/ (eval/ beside runs/). The tiny model starts at zero success, so the demo takes the
-skill's route: a short SFT warm-start (TRL SFTTrainer) until the success rate is above zero, then GRPO (TRL
-GRPOTrainer through the emitted train/train.py) from the warm-start, judged against it on held-out goldens.
+skill's route: an SFT warm-start (TRL SFTTrainer; shipped as data, demo_warm_start.py, so that every CPU starts
+from the same weights; the quick walk trains its own), then GRPO (TRL GRPOTrainer through the emitted
+train/train.py) from the warm-start, judged against it on held-out goldens.
 """
 
 from __future__ import annotations
@@ -81,6 +82,21 @@ def _sft_warm_start(console: Console, base: Path, rows: list[dict], out: Path,
     console.print(f"  SFT stopped after {warm.steps} steps: greedy success on 100 training prompts "
                   + (f"{warm.success_rate:.0%}" if warm.success_rate is not None else "not checked"))
     return warm.model_dir, warm.steps
+
+
+def _shipped_warm_start(console: Console, out: Path, settings: DemoSettings) -> Path:
+    """The warm start shipped as data (demo_warm_start.py): the same weights on every CPU, checked by their hash."""
+    from mcp_server.demo_warm_start import WARM_CHECK_ROWS, WARM_MAX_OPERAND, WARM_RANGE, shipped_warm_start
+
+    if settings.max_operand != WARM_MAX_OPERAND:
+        raise SystemExit(f"the shipped warm start was built for max_operand {WARM_MAX_OPERAND}, not "
+                         f"{settings.max_operand}: use warm_start='sft' for another task")
+    warm = shipped_warm_start(out)
+    console.print(f"  the shipped SFT warm start (TRL SFTTrainer on the training split, built once by "
+                  f"scripts/build_tiny_warm_start.py to {WARM_RANGE[0]:.0%}-{WARM_RANGE[1]:.0%} greedy success on "
+                  f"{WARM_CHECK_ROWS} of its training prompts), its weights checked against their pinned sha256: "
+                  "trained at run time, each CPU kernel set made another warm start (issue 32)")
+    return warm
 
 
 def _inspect(console: Console, run_dir: Path, model: Path, data: Path, settings: DemoSettings) -> dict:
@@ -254,13 +270,17 @@ def _phase_baseline(walk: _Walk):
 
 
 def _phase_method(walk: _Walk, base: Path, train_rows: list[dict], goldens: Path, baseline):
-    """Phase 1: method choice; zero success routes to an SFT warm-start first, then the inspection rule."""
+    """Phase 1: method choice; zero success routes to an SFT warm-start first (shipped, or trained here), then the
+    inspection rule."""
     console, settings, run, summary = walk.console, walk.settings, walk.run, walk.summary
     t0 = time.time()
     console.phase(1, "method choice, warm-start and reward inspection")
     console.print("  a programmatic check of success exists (exact-match sums) -> GRPO/RLVR; but the base model "
                   f"succeeds on {baseline.pass_rate:.0%}: GRPO cannot learn from zero reward, so SFT first.")
-    warm, sft_steps = _sft_warm_start(console, base, train_rows, run.warm_start, settings)
+    if settings.warm_start == "shipped":
+        warm, sft_steps = _shipped_warm_start(console, run.warm_start, settings), None
+    else:
+        warm, sft_steps = _sft_warm_start(console, base, train_rows, run.warm_start, settings)
     sft = _evaluate(console, str(warm), goldens, "after SFT warm-start", settings, "write")
     summary.sft_pass_rate, summary.sft_ci = sft.pass_rate, (sft.ci_low, sft.ci_high)
     data = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in train_rows], run.train_data)

@@ -3,23 +3,28 @@ the walk itself, mcp_server.demo)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class DemoSettings(BaseModel):
-    """Found by a sweep on a 2-core CPU on one CPU kernel set (others give other lifts: TINY_KERNELS;
-    bench/bench_demo.py prints the figures). GRPO learning rates of 2e-3 and
-    above wreck the warm-start within 20 steps (Adam turns noisy RL gradients into full-size steps); 2e-4 learns
-    too slowly; 5e-4 with cosine decay and 16 prompts x 8 completions per step takes the float32 warm-start (350
-    SFT steps) from 17% to 32% of held-out sums in 200 steps: +15 points, 22 goldens gained and 7 lost, exact
-    McNemar p = 0.008, paired 95% CI +4 to +23 (measured with the integer-drawn tiny weights, tiny v2).
-    The GRPO phase then stops after 150 of the cosine's 200 steps: its last quarter carries 2.5% of the learning
-    rate's sum, and the run is the 200-step run's first 150 steps exactly (same losses, step for step). Held-out
-    lift with GRPO seeds 3407 / 1 / 2: +16 / +14 / +14 points (p 0.005 / 0.009 / 0.009), against +16 / +14 / +13
-    (p 0.005 / 0.013 / 0.019) after 200 steps; 96 or 64 completions per step instead fell to +4 and +6 at some
-    seeds."""
+    """The GRPO settings were found by a sweep on a 2-core CPU (sums 0..19, a warm start trained at run time):
+    GRPO learning rates of 2e-3 and above wreck the warm-start within 20 steps (Adam turns noisy RL gradients into
+    full-size steps); 2e-4 learns too slowly; 5e-4 with cosine decay and 16 prompts x 8 completions per step lifted
+    held-out success by +15 points in 200 steps; 96 or 64 completions per step instead fell to +4 and +6 at some
+    seeds. The GRPO phase stops after 150 of the cosine's 200 steps: its last quarter carries 2.5% of the learning
+    rate's sum, and the run is the 200-step run's first 150 steps exactly (same losses, step for step).
+    That lift was one CPU kernel set's (issue 32): the warm start trained at run time differed by kernel set, and
+    so did GRPO's lift over it (-1 to +14 points on 100 goldens). The demo now starts GRPO from a warm start
+    shipped as data (demo_warm_start.py) on sums 0..29, whose 225 goldens give the paired test its power; what
+    bench/bench_kernels.py measured of it is TINY_KERNELS."""
 
-    max_operand: int = Field(default=19, description="Sums of two numbers 0..max_operand (held-out quarter = goldens).")
+    max_operand: int = Field(default=29, description="Sums of two numbers 0..max_operand (held-out quarter = goldens).")
+    warm_start: Literal["shipped", "sft"] = Field(
+        default="shipped", description="'shipped': the warm start shipped as data for max_operand 29 (its weights' "
+        "sha256 checked; mcp_server/demo_warm_start.py), the same on every CPU; 'sft': train one with SFT at run "
+        "time (the sft_* settings), which is the CPU's own.")
     sft_max_steps: int = Field(default=800, description="SFT warm-start: at most this many optimizer steps.")
     sft_check_every: int = Field(default=50, description="SFT: check the success rate every this many steps.")
     sft_target: float = Field(
@@ -52,8 +57,8 @@ class DemoSettings(BaseModel):
 
 
 # The quick walk checks the plumbing in about two minutes: a smaller task the warm-start can reach quickly.
-QUICK = DemoSettings(max_operand=5, sft_max_steps=100, sft_check_every=20, sft_target=0.1, sft_batch_size=16,
-                     grpo_steps=4, grpo_cosine_steps=8, grpo_learning_rate=1e-4, grpo_batch_size=16,
+QUICK = DemoSettings(max_operand=5, warm_start="sft", sft_max_steps=100, sft_check_every=20, sft_target=0.1,
+                     sft_batch_size=16, grpo_steps=4, grpo_cosine_steps=8, grpo_learning_rate=1e-4, grpo_batch_size=16,
                      num_generations=4, inspection_prompts=16)
 
 
@@ -70,16 +75,19 @@ class KernelBench(BaseModel):
     lift_low: float = Field(description="Smallest lift measured, in points.")
     lift_high: float = Field(description="Largest lift measured, in points.")
     measured: str = Field(description="Where and when: machine, load, date.")
+    kernel_sets: str = Field(default="avx512, avx2 and default", description="The CPU kernel sets measured (a CPU "
+                             "runs only those it has: one without AVX512 measures avx2 and default).")
 
     @property
     def holds(self) -> bool:
-        return self.runs >= 9 and self.meets == self.runs
+        """Every run measured met the goal, on at least two kernel sets x 3 seeds."""
+        return self.runs >= 6 and self.meets == self.runs
 
     def note(self, demo: str) -> str:
         """The line the demo prints beside its verdict."""
         table = (f"bench/bench_kernels.py --demo {demo} measured a lift of {self.lift_low:+.0f} to "
-                 f"{self.lift_high:+.0f} points, p < 0.01 in {self.meets} of {self.runs} runs (CPU kernel sets x "
-                 f"GRPO seeds; {self.measured})")
+                 f"{self.lift_high:+.0f} points, p < 0.01 in {self.meets} of {self.runs} runs (CPU kernel sets "
+                 f"{self.kernel_sets} x GRPO seeds; {self.measured})")
         if self.holds:
             return f"The lift holds on every CPU kernel set measured: {table}."
         return (f"This demo's lift is NOT a property of the method on every CPU: {table}. The verdict below is "
@@ -99,8 +107,12 @@ def cpu_capability() -> str:
 
 
 # Filled from bench/bench_kernels.py's table (docs/development.md, "The demo"); rerun it after changing a demo's recipe.
-TINY_KERNELS = KernelBench(runs=9, meets=0, lift_low=-1, lift_high=14,
-                           measured="AMD EPYC, 2 shared cores at load 3-13, 2026-12-01")
+# The tiny demo from its shipped warm start (23% of 225 goldens): +5 to +10 points on every run, p 0.009-0.18. The
+# machine lacked AVX512, so avx512 was not measured. Before (warm start trained at run time, 100 goldens): -1 to +14,
+# p < 0.01 in 0 of 9.
+TINY_KERNELS = KernelBench(runs=6, meets=1, lift_low=5, lift_high=10, kernel_sets="avx2 and default",
+                           measured="AMD EPYC without AVX512, 2 shared cores at load 10-17, 2026-12-02, the shipped "
+                                    "warm start")
 AGENTIC_KERNELS = KernelBench(runs=9, meets=9, lift_low=26, lift_high=29,
                               measured="AMD EPYC, 2 shared cores at load 8-12, 2026-12-02, the shipped warm start")
 

@@ -70,7 +70,11 @@ def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:
 
 
 
-def training_brief(baseline, sft, sft_steps: int, inspection: dict) -> str:
+def training_brief(baseline, sft, sft_steps: int | None, inspection: dict) -> str:
+    """`sft_steps` None: the shipped warm start (mcp_server/demo_warm_start.py), not trained by this run."""
+    how = ("the shipped warm start, built once by scripts/build_tiny_warm_start.py with TRL SFTTrainer on the\n"
+           "  training split's reference solutions and pinned by its weights' sha256" if sft_steps is None else
+           f"{sft_steps} steps of TRL SFTTrainer on the\n  training split's reference solutions")
     return f"""# Training brief: demo
 
 - Goal: the tiny model answers sums of two numbers reliably in the <reasoning>/<answer> format.
@@ -79,8 +83,8 @@ def training_brief(baseline, sft, sft_steps: int, inspection: dict) -> str:
 - Off-ramps: prompting and retrieval cannot teach a randomly initialised model arithmetic; a bigger model is
   outside the demo's scope (offline, CPU).
 - Method: GRPO/RLVR (a programmatic check of success exists). The base success rate is zero, so GRPO would
-  see zero reward everywhere: an SFT warm-start first ({sft_steps} steps of TRL SFTTrainer on the
-  training split's reference solutions), reaching {sft.pass_rate:.0%} (95% CI {sft.ci_low:.0%}-{sft.ci_high:.0%}).
+  see zero reward everywhere: an SFT warm-start first ({how}),
+  reaching {sft.pass_rate:.0%} (95% CI {sft.ci_low:.0%}-{sft.ci_high:.0%}).
   GRPO then starts from the warm-start, which is the baseline the checkpoint must beat.
 - Rewards: format_reward (1.0) + correctness_reward (2.0 when the answer is exact).
 - Inspection: base success rate of the warm-start on sampled prompts {inspection["base_success_rate"]:.0%};

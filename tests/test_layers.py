@@ -27,6 +27,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("training", ("training",)),
     ("evaluation", ("evaluation",)),
     ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_models", "demo_report", "demo_agentic",
+               "demo_warm_start",
                "demo_smollm2", "manifests", "content", "tools", "warm_up", "cli_flags")),
 ]
 
