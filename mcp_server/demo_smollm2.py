@@ -57,6 +57,10 @@ class SmolDemoSettings(BaseModel):
     num_generations: int = Field(default=8, description="GRPO group size (the recipe's).")
     temperature: float = Field(default=1.0, description="Sampling temperature (TRL's default).")
     inspection_prompts: int = Field(default=8, description="Prompts sampled for the inspection (x group size).")
+    grpo_seed: int | None = Field(default=None, description="GRPO's seed (the LoRA adapter's initial weights, the "
+                                  "prompt order and the sampled completions); None: the recipe's (3407).")
+    export: bool = Field(default=True, description="Walk phase 6 (export and its smoke test). "
+                         "bench/bench_kernels.py turns it off: the lift is decided at the gate, before the export.")
 
     @property
     def eval_max_new_tokens(self) -> int:  # what demo._evaluate reads: the same budget as training's
@@ -65,7 +69,10 @@ class SmolDemoSettings(BaseModel):
 
 def changed_settings(settings: SmolDemoSettings) -> dict[str, tuple[object, str]]:
     """Every config value the demo sets over what emit_grpo_config gives for the CPU target (LoRA), and why."""
-    return {
+    seed = {} if settings.grpo_seed is None else {
+        "seed": (settings.grpo_seed, "another GRPO seed than the recipe's, to measure the lift's spread across "
+                 "seeds (bench/bench_kernels.py)")}
+    return seed | {
         "max_steps": (settings.grpo_steps, "the recipe's 3 epochs (225 steps) take hours on 2 CPU cores; a few "
                       "steps are enough for this task's lift (answer first, then stop) and keep the walk in minutes"),
         "learning_rate": (settings.grpo_learning_rate, "the recipe's LoRA rate (1e-5 for a 0.1B model) moves "
@@ -220,6 +227,7 @@ def run_smollm2_demo(run_name: str | None = None, as_json: bool = False,
     heading = "training (GRPO with LoRA from the base model)"
     if not summary.problems and _phase_training(walk, emitted, heading, lr_note=None):
         promotion = _phase_gate(walk, baseline)
-        _phase_export(walk, promotion)
+        if settings.export:  # off, a REJECT still makes the summary not ok (_finish reads the verdict)
+            _phase_export(walk, promotion)
     return _finish(console, summary, start, lift_holds=True)
 
