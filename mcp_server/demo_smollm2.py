@@ -121,7 +121,7 @@ def _phase_method(walk: _Walk, settings: SmolDemoSettings, base: Path, train_row
     console.print("  off-ramps: a prompt change was tried first (the task's phrasing is the plainest one); a "
                   "bigger model is outside an offline CPU walk. A programmatic check exists -> GRPO/RLVR.")
     data = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in train_rows], run.train_data)
-    emitted = _emit(run.dir, base, data, settings)
+    emitted = emit_demo_config(run.dir, base, data, settings)
     sampled = sample_completions(SampleRequest(
         run=str(run.dir), num_prompts=settings.inspection_prompts, seed=0, engine="transformers"))
     review = inspect_rewards(InspectRequest(run=str(run.dir)))
@@ -147,7 +147,7 @@ def _phase_method(walk: _Walk, settings: SmolDemoSettings, base: Path, train_row
     return data, emitted
 
 
-def _emit(run_dir: Path, base: Path, data: Path, settings: SmolDemoSettings):
+def emit_demo_config(run_dir: Path, base: Path, data: Path, settings: SmolDemoSettings):
     """emit_grpo_config for the CPU target with LoRA, the demo's changes as overrides (each with its reason)."""
     changes = changed_settings(settings)
     return emit_grpo_config(GRPORecipeRequest(
