@@ -70,9 +70,9 @@ class SmolDemoSettings(BaseModel):
 def changed_settings(settings: SmolDemoSettings) -> dict[str, tuple[object, str]]:
     """Every config value the demo sets over what emit_grpo_config gives for the CPU target (LoRA), and why."""
     seed = {} if settings.grpo_seed is None else {
-        "seed": (settings.grpo_seed, "another GRPO seed than the recipe's, to measure the lift's spread across "
-                 "seeds (bench/bench_kernels.py)")}
-    return seed | {
+        "seed": (settings.grpo_seed, "a GRPO seed set by the caller (the recipe's is 3407), to measure the "
+                 "lift's spread across seeds (bench/bench_kernels.py)")}
+    return {
         "max_steps": (settings.grpo_steps, "the recipe's 3 epochs (225 steps) take hours on 2 CPU cores; a few "
                       "steps are enough for this task's lift (answer first, then stop) and keep the walk in minutes"),
         "learning_rate": (settings.grpo_learning_rate, "the recipe's LoRA rate (1e-5 for a 0.1B model) moves "
@@ -90,7 +90,7 @@ def changed_settings(settings: SmolDemoSettings) -> dict[str, tuple[object, str]
         "save_strategy": ("no", "one save at the end, the checkpoint the gate judges"),
         "report_to": ("none", "the demo reads train/logs/progress.jsonl itself"),
         "disable_tqdm": (True, "the demo draws its own progress bar"),
-    }
+    } | seed
 
 
 def _phase_baseline(walk: _Walk, settings: SmolDemoSettings):

@@ -203,7 +203,7 @@ def test_the_demos_grpo_seed_is_the_seed_its_run_trains_with(workspace, smollm2_
     assert default.validation.valid and seeded.validation.valid
     assert (default.config["seed"], seeded.config["seed"]) == (3407, 1)
     reasons = [Path(e.config_path).read_text() for e in (default, seeded)]
-    assert "another GRPO seed" not in reasons[0] and "another GRPO seed" in reasons[1]
+    assert "a GRPO seed set by the caller" not in reasons[0] and "a GRPO seed set by the caller" in reasons[1]
 
 
 @pytest.mark.timeout(1800)  # about 3 minutes on a quiet 2-core machine; 4 model loads of 517 MB at load 12: 12+
