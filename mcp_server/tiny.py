@@ -245,9 +245,9 @@ def ensure_tiny_model() -> Path:
     return build_once(tiny_model_dir(), build_tiny_model, ".tiny-")
 
 
-# vLLM's CPU attention runs heads of 32 dimensions and up (memory.verdict.VLLM_CPU_HEAD_SIZES), the tiny model's are
-# 16 (64 / 4). Its vLLM twin splits the same weights into 2 query heads and 1 key/value head of 32: every matrix has
-# the shape and bytes it has in the tiny model, only the attention's head split differs.
+# vLLM's CPU attention runs heads of 32 dimensions and up (recipe.architecture_rules.VLLM_CPU_HEAD_SIZES), the
+# tiny model's are 16 (64 / 4). Its vLLM twin splits the same weights into 2 query heads and 1 key/value head of 32:
+# every matrix has the shape and bytes it has in the tiny model, only the attention's head split differs.
 TINY_VLLM_HEADS = {"num_attention_heads": 2, "num_key_value_heads": 1}
 
 

@@ -85,7 +85,7 @@ def test_every_setting_the_markdown_writes_is_a_field(known):
     setting = re.compile(r"^([a-z][a-z0-9_]*)\s*(?::|=)\s*[^:=]")
     from mcp_server.rewards.registry import REGISTRY
 
-    reward_params = {p for entry in REGISTRY.values() for p in entry.get("params", {})}
+    reward_params = {p.name for entry in REGISTRY.values() for p in entry.info.params}
     request_fields = {w for w in words if w.islower()}  # request models' fields are identifiers in mcp_server
     wrong = []
     for path in MARKDOWN:

@@ -98,8 +98,8 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> dict:
     return fields
 
 
-# Columns a registry reward reads -> the parameter that renames it (TRL passes the others itself).
-COLUMN_PARAMS = {"answer": "answer_column", "tests": "tests_column", "schema": "schema_column"}
+# Columns a registry reward reads -> the parameter renaming it (its factory's `Column` ones; TRL passes the others).
+COLUMN_PARAMS = {column: param for reward in REGISTRY.values() for param, column in reward.column_params.items()}
 
 
 def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
@@ -108,7 +108,7 @@ def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
     needed = {}
     for spec in request.rewards:
         entry = REGISTRY.get(spec.name)
-        for column in (entry or {}).get("columns", []):
+        for column in entry.info.columns if entry else []:
             if column not in COLUMN_PARAMS or (column == "schema" and "schema" in spec.params):
                 continue  # TRL's own inputs (prompts, completion_ids), or a schema given as a parameter
             default = request.answer_column if column == "answer" else column
@@ -364,7 +364,7 @@ def _trl_cli_rewards(specs: list[RewardSpec]) -> dict:
     paths = []
     for spec in specs:
         if spec.name in REGISTRY:
-            dotted = REGISTRY[spec.name].get("dotted_path")
+            dotted = REGISTRY[spec.name].info.dotted_path
             if spec.params or not dotted:
                 return {}
             paths.append(dotted)

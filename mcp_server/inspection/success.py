@@ -10,7 +10,6 @@ from min(0, its lowest score on the samples) to max(0, its highest).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 
@@ -44,8 +43,7 @@ def is_format_spec(spec: RewardSpec) -> bool:
 
 
 def _default(name: str, param: str):
-    module, _, attr = REGISTRY[name]["factory"].partition(":")
-    return inspect.signature(getattr(importlib.import_module(module), attr)).parameters[param].default
+    return inspect.signature(REGISTRY[name].factory).parameters[param].default
 
 
 def reward_range(spec: RewardSpec) -> tuple[float, float] | None:

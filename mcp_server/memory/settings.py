@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from mcp_server.config import GRPOView, trl_default
+from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
@@ -360,14 +361,15 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
 def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target) -> None:
     """The batch and length rules TRL enforces at start-up, raised as input errors before any arithmetic."""
     server_gpus = settings.vllm_server_gpus if settings.vllm_server else 0
-    generation_batch = settings.per_device_train_batch_size * max(target.num_gpus - server_gpus, 1) * settings.spg
-    if settings.num_generations < 2:
-        raise UserInputError("num_generations", "GRPO needs at least 2 completions per prompt")
-    if generation_batch % settings.num_generations:
+    batch = generation_batch(settings.per_device_train_batch_size, max(target.num_gpus - server_gpus, 1),
+                             settings.spg)
+    if settings.num_generations < MIN_GENERATIONS:
+        raise UserInputError("num_generations", f"GRPO needs at least {MIN_GENERATIONS} completions per prompt")
+    if not whole_groups(batch, settings.num_generations):
         raise UserInputError(
             "num_generations",
             f"the generation batch (per_device_train_batch_size x training GPUs x steps_per_generation = "
-            f"{generation_batch}) must be divisible by num_generations={settings.num_generations}")
+            f"{batch}) must be divisible by num_generations={settings.num_generations}")
     if arch.max_position_embeddings and settings.seq_len > arch.max_position_embeddings:
         raise UserInputError(
             "max_completion_length",

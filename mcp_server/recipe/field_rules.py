@@ -8,7 +8,7 @@ import math
 import re
 
 from mcp_server.errors import closest_names
-from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 
 # Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
@@ -187,3 +187,8 @@ def rule_ranges(ctx: Context) -> list[Finding]:
                                "time" + ("; training fails or learns nothing." if severity == "error" else "."),
                                f"set {key} within {accepted}"))
     return out
+
+
+# Topic "fields": each value against the installed TRL's fields (what TRL's CLI would ignore, misread or refuse).
+RULES = (Rule(rule_known_keys, needs=("trl",)), Rule(rule_value_types, needs=("trl",)),
+         Rule(rule_choices, needs=("trl",)), Rule(rule_ranges))

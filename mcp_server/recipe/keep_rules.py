@@ -11,9 +11,8 @@ from it silently restarts AdamW's moments and the learning-rate schedule (its wa
 from __future__ import annotations
 
 import math
-from typing import Callable
 
-from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.run_rules import data_prompts, generation_batch, steps_per_generation
 
@@ -114,4 +113,5 @@ def rule_warmup(ctx: Context) -> list[Finding]:
         f"set warmup_steps to at most {max(steps // 20, 1)} (5% of the run; DAPO: 20 rollout steps)")]
 
 
-KEEP_RULES: list[Callable[[Context], list[Finding]]] = [rule_checkpoints, rule_resumable, rule_logging, rule_warmup]
+# Topic "saving and logging".
+RULES = (Rule(rule_checkpoints), Rule(rule_resumable), Rule(rule_logging), Rule(rule_warmup))

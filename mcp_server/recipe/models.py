@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from mcp_server.inputs import Name, Note, PathText, Request
 
@@ -28,6 +28,13 @@ class ValidationResult(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="Every rule that fired, errors first.")
     trl_version: str | None = Field(default=None, description="The TRL version validated against.")
     target: str = Field(default="", description="The target hardware validated for, e.g. '8x H100'.")
+    _not_run: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def not_run(self) -> dict[str, list[str]]:
+        """{rule: the needs (recipe.context.NEEDS) it lacked} for each rule that did not run. Outside the answer's
+        schema: what a person reads is the findings (trl_checks_skipped, memory_not_planned say what matters)."""
+        return self._not_run
 
 
 def default_rewards() -> list[RewardSpec]:

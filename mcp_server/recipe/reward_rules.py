@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
@@ -42,6 +42,9 @@ def rule_rewards(ctx: Context) -> list[Finding]:
                            "every group has zero spread and no advantage: nothing trains.",
                            "give the reward to optimise a positive weight"))
     return out
+
+
+RULES = (Rule(rule_rewards),)  # topic "rewards"
 
 
 @scoped  # the lever search asks once per validation of one run's rewards

@@ -1,7 +1,7 @@
 """Validation rules as data: each rule takes the context (recipe.context) and returns findings {code, field,
-severity, message, fix}. RULES is their order. This module holds the rules about the run as a whole (batches for the
-target world size, hardware, learning rate, precision, MoE, combinations, the model); each value against TRL's
-fields is in recipe.field_rules, the rewards in recipe.reward_rules.
+severity, message, fix}. This module is the topic "run": the run as a whole (batches for the target world size,
+hardware, learning rate, precision, MoE, combinations), its RULES in the order they report; each value against TRL's
+fields is in recipe.field_rules, the rewards in recipe.reward_rules, every topic's place in recipe.registry.
 
 Rules are about the target (GPU type and count), never about the machine the check runs on.
 """
@@ -9,16 +9,13 @@ Rules are about the target (GPU type and count), never about the machine the che
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Callable
 
+from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
 from mcp_server.model_ref import ROUTER_NAMES
-from mcp_server.recipe.context import Context, finding
-from mcp_server.recipe.field_rules import rule_choices, rule_known_keys, rule_ranges, rule_value_types
+from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE, recipe_text
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, TYPICAL_WEIGHT, bf16_weights_allowed
-from mcp_server.recipe.reward_rules import rule_rewards
 
 # GRPO's settled learning-rate ranges by fine-tuning mode, written once in recipe.learning_rate: outside -> warning;
 # LR_FAR_FACTOR or more outside (supervised rates such as 5e-5 for a full fine-tune) -> error.
@@ -33,13 +30,14 @@ def rule_batches(ctx: Context) -> list[Finding]:
     gbs, spg = ctx.given.generation_batch_size, ctx.given.steps_per_generation
     if not all(isinstance(v, int) for v in (g, per_device)):
         return out  # wrong_type already says so
-    if g < 2:
+    if g < MIN_GENERATIONS:
         out.append(
             finding(
                 "num_generations_too_small",
                 "num_generations",
                 "error",
-                f"num_generations={g}: GRPO needs at least 2 completions per prompt to compute an advantage.",
+                f"num_generations={g}: GRPO needs at least {MIN_GENERATIONS} completions per prompt to compute an "
+                "advantage.",
                 "set num_generations to 8 (the recipe's floor)",
             )
         )
@@ -65,8 +63,8 @@ def rule_batches(ctx: Context) -> list[Finding]:
     else:
         spg = spg if isinstance(spg, int) else ctx.config.gradient_accumulation_steps
         # Without a training interpreter TRL's default is unknown (validation says TRL's checks did not run).
-        gbs = global_batch * spg if isinstance(spg, int) else None
-    if gbs is not None and g >= 2 and gbs % g:
+        gbs = generation_batch(per_device, world, spg) if isinstance(spg, int) else None
+    if gbs is not None and g >= MIN_GENERATIONS and not whole_groups(gbs, g):
         out.append(finding("generation_batch_not_divisible", "num_generations", "error",
                            f"the generation batch ({gbs} = {per_device} per device x {world} processes x "
                            f"{spg if spg else gbs // global_batch} steps) is not divisible by num_generations={g}: "
@@ -329,22 +327,8 @@ def rule_moe_lora_router(ctx: Context) -> list[Finding]:
                     "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)")]
 
 
-def rule_model(ctx: Context) -> list[Finding]:
-    model = ctx.given.model_name_or_path
-    if not model:
-        return [finding("no_model", "model_name_or_path", "error", "no model_name_or_path.",
-                        "set model_name_or_path to a hub name or a local model directory")]
-    path = Path(str(model)).expanduser()
-    if str(model).startswith((".", "/", "~")) and not (path / "config.json").is_file():
-        return [finding("model_not_found", "model_name_or_path", "error",
-                        f"'{model}' is not a local model directory (no config.json).",
-                        "give an existing directory saved with save_pretrained, or a hub name")]
-    return []
-
-
-RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_known_keys, rule_value_types, rule_choices, rule_ranges, rule_batches, rule_hardware,
-    rule_cpu_target_coherence, rule_learning_rate, rule_full_finetune_precision, rule_loss_type_explicit,
-    rule_completion_length_explicit, rule_moe,
-    rule_moe_lora_router, rule_combinations, rule_rewards, rule_model,
-]
+RULES = (
+    Rule(rule_batches), Rule(rule_hardware), Rule(rule_cpu_target_coherence), Rule(rule_learning_rate),
+    Rule(rule_full_finetune_precision), Rule(rule_loss_type_explicit, needs=("trl",)),
+    Rule(rule_completion_length_explicit), Rule(rule_moe), Rule(rule_moe_lora_router), Rule(rule_combinations),
+)

@@ -1,18 +1,19 @@
 """Rules for configs TRL accepts that crash when the trainer starts or train without effect: each checked against
 TRL 1.16's GRPOTrainer (trl/trainer/grpo_trainer.py) and sampler (trl/trainer/utils.py, RepeatSampler).
 
-Same shape as rules.py (each rule takes the Context and returns findings); validate.py runs RULES + RUN_RULES.
+The topic "trainer start-up and training effect" (recipe.registry places it): each rule takes the Context and
+returns findings; RULES is their order.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
+from mcp_server.config import batches
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
-from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.thinking import COMPLETION_LENGTH, is_hybrid_thinking
 
 # Below this sampling temperature the completions of a group are nearly identical: every reward in the group is the
@@ -49,7 +50,7 @@ def generation_batch(ctx: Context) -> int | None:
         return gbs
     per_device, spg = ctx.config.per_device_train_batch_size, steps_per_generation(ctx)
     if isinstance(per_device, int) and isinstance(spg, int):
-        return per_device * ctx.training_processes * spg
+        return batches.generation_batch(per_device, ctx.training_processes, spg)
     return None
 
 
@@ -62,6 +63,21 @@ def on_policy(ctx: Context) -> bool | None:
     if not all(isinstance(v, int) and v > 0 for v in (spg, iterations, ga)):
         return None
     return ga % (spg * iterations) == 0
+
+
+def rule_model(ctx: Context) -> list[Finding]:
+    """No model, or a local path the trainer cannot load (no config.json)."""
+    model = ctx.given.model_name_or_path
+    if not model:
+        return [finding("no_model", "model_name_or_path", "error", "no model_name_or_path.",
+                        "set model_name_or_path to a hub name or a local model directory")]
+    path = Path(str(model)).expanduser()
+    if str(model).startswith((".", "/", "~")) and not (path / "config.json").is_file():
+        return [finding("model_not_found", "model_name_or_path", "error",
+                        f"'{model}' is not a local model directory (no config.json).",
+                        "give an existing directory saved with save_pretrained, or a hub name")]
+    return []
+
 
 
 def rule_sync_ref_model(ctx: Context) -> list[Finding]:
@@ -353,8 +369,9 @@ def rule_dataset_size(ctx: Context) -> list[Finding]:
         "(per_device_train_batch_size x GPUs x steps_per_generation)")]
 
 
-RUN_RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_sync_ref_model, rule_clip_structure, rule_cispo_cap, rule_sequence_clip_scale, rule_sampler_correction_bounds,
-    rule_dr_grpo_scaling, rule_loss_level,
-    rule_sampling_spread, rule_completion_budget, rule_overlong_punishment, rule_server_memory_field, rule_dataset_size,
-]
+RULES = (
+    Rule(rule_model), Rule(rule_sync_ref_model), Rule(rule_clip_structure), Rule(rule_cispo_cap),
+    Rule(rule_sequence_clip_scale), Rule(rule_sampler_correction_bounds), Rule(rule_dr_grpo_scaling),
+    Rule(rule_loss_level), Rule(rule_sampling_spread), Rule(rule_completion_budget), Rule(rule_overlong_punishment),
+    Rule(rule_server_memory_field), Rule(rule_dataset_size),
+)

@@ -1,6 +1,6 @@
 """The start-up rehearsal, part one: what GRPOTrainer.__init__, transformers' Trainer and TRL's vLLM engine refuse
 before the first step that the config alone shows (no model, no GPU). Each rule quotes the installed TRL 1.16 code
-it mirrors; what needs the model's architecture (attention heads, context, MoE) is memory.startup's.
+it mirrors; what needs the model's architecture (attention heads, context, MoE) is recipe.architecture_rules'.
 
 tests/test_startup_rehearsal.py lists every `raise` of trl/trainer/grpo_config.py and GRPOTrainer.__init__ (read
 with ast from the installed TRL) and fails on one that no finding catches and no reason rules out.
@@ -8,9 +8,7 @@ with ast from the installed TRL) and fails on one that no finding catches and no
 
 from __future__ import annotations
 
-from typing import Callable
-
-from mcp_server.recipe.context import Context, finding
+from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 
 # grpo_trainer.py: `if self.vllm_importance_sampling_mode not in ["token_truncate", "token_mask"]: raise`
@@ -103,6 +101,6 @@ def rule_streaming_dispatch(ctx: Context) -> list[Finding]:
         "starts (iterable data sets need dispatch_batches=False).", "remove dispatch_batches from accelerator_config")]
 
 
-STARTUP_RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_vespo_sampling_mode, rule_quantized_base, rule_vllm_tensor_parallel, rule_streaming_dispatch,
-]
+# Topic "start-up rehearsal" (what the config alone shows; what the architecture decides: recipe.architecture_rules).
+RULES = (Rule(rule_vespo_sampling_mode), Rule(rule_quantized_base), Rule(rule_vllm_tensor_parallel),
+         Rule(rule_streaming_dispatch))

@@ -1,29 +1,28 @@
-"""The recipe's part of validation: every rule in rules.py (and its siblings), then a real GRPOConfig built as if
-on the target. The one validation entry point, which adds what the architecture and the memory plan decide, is
-memory.verdict.validate (validate_grpo_config, emit_grpo_config and the launch gate all answer through it)."""
+"""Validation's runner: the context for a config on a target, then every rule of the registry (recipe.registry)
+whose needs are met. The one validation entry point, which supplies what the architecture and the memory plan
+decide, is memory.verdict.validate (validate_grpo_config, emit_grpo_config and the launch gate all answer through
+it); validate_values without them is the check of one config change (the lever search, a diagnosis or resume
+patch)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.model_ref import is_moe as detect_moe
-from mcp_server.recipe.models import Finding, ValidateRequest, ValidationResult
+from mcp_server.recipe import registry
+from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.context import Context, finding
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.recipe.rules import RULES
-from mcp_server.recipe.keep_rules import KEEP_RULES
-from mcp_server.recipe.run_rules import RUN_RULES
-from mcp_server.recipe.startup_rules import STARTUP_RULES
-from mcp_server.recipe.trl_fields import grpo_config_error, installed_trl
+from mcp_server.recipe.registry import SEVERITY_ORDER  # noqa: F401 - emission sorts its own finding with it
+from mcp_server.recipe.trl_fields import installed_trl
 from mcp_server.worker import in_training
-from mcp_server.worker_targets import CHECK_AGENTIC, PARSE_LIKE_TRL
+from mcp_server.worker_targets import PARSE_LIKE_TRL
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import sidecars
 from mcp_server.userfiles import load_config_file, read_json
-
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
@@ -40,23 +39,25 @@ def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
 
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None,
-                    base_dir: Path | None = None, agentic: dict | None = None) -> ValidationResult:
-    """Validate a dict of config fields for a target. The core of validate_grpo_config and of emission.
-    Without a training interpreter every rule that needs no TRL still runs, and a finding says that TRL's
-    own checks did not run and how to get them."""
-    skipped = None
+                    base_dir: Path | None = None, agentic: dict | None = None,
+                    supply: dict[str, Callable[[], Any]] | None = None) -> ValidationResult:
+    """Validate a dict of config fields for a target: every registered rule whose needs are met (`supply`: what the
+    caller can give beyond the config, by need: "architecture", "memory_plan"; memory.verdict.validate gives both).
+    Without a training interpreter every rule that needs no TRL still runs, and a finding says that TRL's own
+    checks did not run and how to get them."""
+    trl_missing = None
     try:
         trl = installed_trl()
     except UserInputError as exc:
-        trl, skipped = {"trl_version": None, "fields": {}, "choices": {}}, exc
+        trl, trl_missing = {"trl_version": None, "fields": {}, "choices": {}}, exc
     try:
         gpu_obj, gpu_name = resolve_target(gpu)
-    except UserInputError as exc:
-        return ValidationResult(valid=False, trl_version=trl["trl_version"], target=f"{num_gpus}x {gpu}",
-                                findings=[finding("unknown_gpu", "gpu", "error", str(exc), "use a name from the GPU "
-                                                                                           "catalog")])
+    except UserInputError as exc:  # every rule is about the target: none runs
+        return registry.result([finding("unknown_gpu", "gpu", "error", str(exc), "use a name from the GPU catalog")],
+                               trl["trl_version"], f"{num_gpus}x {gpu}",
+                               {rule.name: ["target"] for rule in registry.REGISTRY})
     parse_errors: dict = {}
-    if skipped is None:  # judge every field by the value TRL's parser would give it, not by PyYAML's reading
+    if trl_missing is None:  # judge every field by the value TRL's parser would give it, not by PyYAML's reading
         parsed = in_training(PARSE_LIKE_TRL, values)
         values, parse_errors = parsed["values"], parsed["errors"]
     model = GRPOView.given(values).model_name_or_path
@@ -64,29 +65,11 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
         is_moe = detect_moe(str(model))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
-                  parse_errors=parse_errors, base_dir=base_dir)
-    findings = [f for rule in RULES + RUN_RULES + STARTUP_RULES + KEEP_RULES for f in rule(ctx)]
-    if agentic and skipped is None:  # TRL's tool-loop requirements, from the tokenizer, before any model loads
-        findings += [Finding(**f) for f in in_training(CHECK_AGENTIC, agentic, values)]
-    if skipped is not None:
-        findings.append(finding(
-            "trl_checks_skipped", skipped.field, "warning",
-            "TRL's own checks did not run (unknown or renamed fields, choices, GRPOConfig's validation): "
-            + str(skipped).removeprefix(f"{skipped.field}: "),
-            "run prepare_environment, or set LLM_FINETUNING_PYTHON to your training environment's Python, "
-            "then validate again"))
-    elif not any(f.severity == "error" for f in findings):
-        grpo_keys = {k for k, meta in trl["fields"].items() if meta["owner"] == "GRPOConfig"}
-        capability = None if gpu_obj is None else gpu_obj.compute_capability  # TRL's checks answer for the target
-        error = grpo_config_error({k: v for k, v in values.items() if k in grpo_keys}, ctx.training_processes,
-                                  capability)
-        if error:
-            findings.append(finding("trl_rejected", None, "error", f"TRL's GRPOConfig rejects this config: {error}",
-                                    "change the fields the message names"))
-    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+                  parse_errors=parse_errors, base_dir=base_dir, agentic=agentic, trl_missing=trl_missing,
+                  supply=supply or {})
+    findings, not_run = registry.run(ctx)
     target = "CPU" if gpu_obj is None else f"{num_gpus}x {gpu_name}"
-    return ValidationResult(valid=not any(f.severity == "error" for f in findings), findings=findings,
-                            trl_version=trl["trl_version"], target=target)
+    return registry.result(findings, trl["trl_version"], target, not_run)
 
 
 def read_config(config_path: str | Path | None = None, config: dict | None = None, gpu: str | None = None,

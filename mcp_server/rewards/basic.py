@@ -10,6 +10,7 @@ import re
 
 from mcp_server.errors import UserInputError
 from mcp_server.rewards.answers import final_answer, same_answer
+from mcp_server.rewards.declared import Column
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.text import column, completion_texts, single_tag
 
@@ -43,9 +44,12 @@ def score_format(completions: list, columns: dict, tags=DEFAULT_TAGS, strict: bo
 
 
 def make_format_reward(tags: list[str] = list(DEFAULT_TAGS), strict: bool = True) -> NamedReward:
-    """1.0 when the completion is the tag blocks in order, each exactly once, else 0.0.
+    """1.0 when the completion is the tag blocks in order (default <reasoning>...</reasoning><answer>...</answer>),
+    each exactly once, else 0.0.
 
-    strict: nothing but whitespace outside the blocks (False: the blocks may sit inside other text).
+    Args:
+        tags: Tag names in the order they must appear.
+        strict: True: nothing but whitespace outside the blocks; False: the blocks may sit inside other text.
     """
     tags = _check_tags(tags, "params.tags")
     if not isinstance(strict, bool):
@@ -77,10 +81,20 @@ def score_correctness(
 
 
 def make_correctness_reward(
-    answer_column: str = "answer", tag: str | None = "answer", value: float = 2.0, ignore_case: bool = False
+    answer_column: Column = "answer", tag: str | None = "answer", value: float = 2.0, ignore_case: bool = False
 ) -> NamedReward:
-    """`value` (2.0) when the one <answer> block equals the gold column exactly (whitespace collapsed), else 0.0.
-    tag null: the completion's final stated answer (rewards.answers.final_answer) is the gold's number or text."""
+    """`value` (2.0) when the single <answer> block equals the gold answer column exactly (whitespace collapsed), else
+    0.0. Several <answer> blocks score 0 (no hedging). 2.0 against format's 1.0 keeps malformed (0),
+    well-formed-but-wrong (1) and right (3) apart in the total. With tag null, a plain-text reply is scored by its
+    final stated answer ('1 + 5 = 6 as we start' -> 6, '7 + 7 = **8**' -> 8, 'The answer is 17.' -> 17; several
+    numbers and no statement -> no answer), as a number or as text.
+
+    Args:
+        answer_column: Data set column holding the gold answer.
+        tag: Tag whose body is the model's answer; null reads the final stated answer of the whole completion.
+        value: Reward for a right answer.
+        ignore_case: Compare case-insensitively.
+    """
     if not isinstance(answer_column, str) or not answer_column:
         raise UserInputError("params.answer_column", f"expected a column name, got {answer_column!r}")
     if tag is not None:
@@ -92,7 +106,3 @@ def make_correctness_reward(
         answer_column=answer_column, tag=tag, value=float(value), ignore_case=bool(ignore_case),
     )
 
-
-# Module-level defaults: usable directly as dotted paths (`trl grpo --reward_funcs mcp_server.rewards.format_reward`).
-format_reward = make_format_reward()
-correctness_reward = make_correctness_reward()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from mcp_server.errors import UserInputError
+from mcp_server.rewards.declared import Column
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.sandbox import Limits, run_many
 from mcp_server.rewards.text import column, completion_texts, single_tag
@@ -56,13 +57,37 @@ def score_code(completions: list, columns: dict, tests_column: str = "tests", co
 
 
 def make_code_execution_reward(
-    tests_column: str = "tests", code_tag: str | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
-    max_processes: int = 8, max_output_bytes: int = 65536, workers: int | None = None, python: str | None = None,
-    entry_point_column: str | None = "entry_point", cpu_s: float = Limits.cpu_s,
+    tests_column: Column = "tests", code_tag: str | None = None, timeout_s: float = 10.0, cpu_s: float = Limits.cpu_s,
+    memory_mb: int = 512, max_processes: int = 8, max_output_bytes: int = 65536, workers: int | None = None,
+    python: str | None = None, entry_point_column: str | None = "entry_point",
 ) -> NamedReward:
-    """1.0 when the completion's code passes its row's tests in the sandbox, else 0.0 (tests that run nothing
-    fail). HumanEval-style tests (`def check(candidate)`) are called with the function named in the row's
-    `entry_point_column`, when the data set has it."""
+    """1.0 when the completion's Python code (its tag block, else its last ```python block, else all of it) passes its
+    row's tests, run inside a bubblewrap sandbox (no network, read-only system, private /tmp, no host
+    home/credentials/env, CPU/memory/process/output limits, wall-clock timeout), else 0.0. Tests are Python source:
+    asserts, pytest-style test_* functions or Test classes, unittest.TestCase classes, or HumanEval's check(candidate)
+    (called with the row's entry point), with the solution's names in scope; tests that run nothing fail, as pytest's
+    'no tests ran'. The tests run in a tester process the code cannot reach and call the solution with values that
+    cross as data, so frame tricks, exit codes, printed tokens and always-equal objects cannot fake a pass.
+    Completions run in parallel; a crash, hang, fork bomb or output flood scores 0 for that one only. Refuses to run
+    (SandboxUnavailable) where bubblewrap does not work: never on the host.
+
+    Args:
+        tests_column: Data set column with each row's test code (a string, or a list of lines).
+        code_tag: Tag whose body is the code; null: last fenced block, else the whole completion.
+        timeout_s: Wall-clock seconds per completion (interpreter start included).
+        cpu_s: CPU seconds the solution's processes may use together, its imports included (at most timeout_s): a
+            busy loop stops here, not at the timeout. Raise it for heavy tests or a `python` with slow-importing
+            libraries.
+        memory_mb: Memory of the whole sandbox, MiB: each process's address space, and the resident memory of all
+            its processes together (a forked child shares it).
+        max_processes: Processes and threads allowed inside one sandbox.
+        max_output_bytes: stdout+stderr cap; more scores 0.
+        workers: Sandboxes run at once; null: 4x the CPU count, at most 16 (a run still going after 1 s gives its
+            slot to the next).
+        python: Interpreter to run inside; null: /usr/bin/python3 (stdlib-only tests).
+        entry_point_column: Column naming the function HumanEval-style check(candidate) tests are called with (used
+            when the data set has it).
+    """
     for name, value, low in (("timeout_s", timeout_s, 0.1), ("memory_mb", memory_mb, 32),
                              ("max_processes", max_processes, 2), ("max_output_bytes", max_output_bytes, 1024),
                              ("cpu_s", cpu_s, 0.1)):
@@ -75,5 +100,3 @@ def make_code_execution_reward(
     return NamedReward("code_execution_reward", score_code, tests_column=tests_column, code_tag=code_tag,
                        limits=limits, workers=workers, python=python, entry_point_column=entry_point_column)
 
-
-code_execution_reward = make_code_execution_reward()

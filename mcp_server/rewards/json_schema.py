@@ -11,6 +11,7 @@ import json
 import re
 
 from mcp_server.errors import UserInputError
+from mcp_server.rewards.declared import Column
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.text import completion_texts, single_tag
 
@@ -80,9 +81,20 @@ def score_json_schema(completions: list, columns: dict, schema=None, schema_colu
     return scores
 
 
-def make_json_schema_reward(schema: dict | list | None = None, schema_column: str = "schema", tag: str | None = None,
+def make_json_schema_reward(schema: dict | None = None, schema_column: Column = "schema", tag: str | None = None,
                             value: float = 1.0) -> NamedReward:
-    """`value` when the completion's JSON validates against its schema, else 0.0."""
+    """`value` (1.0) when the completion (its tag block, else its last ```json block, else all of it) parses as JSON
+    and validates against its JSON Schema, else 0.0. One schema for the batch (params.schema) or one per example (a
+    data set column of schemas, best stored as JSON strings).
+
+    Args:
+        schema: One JSON Schema for every example; null: read per-example schemas from schema_column.
+        schema_column: Data set column with one schema per example (dict or JSON string).
+        tag: Tag whose body is the JSON; null: last ```json block, else the whole completion.
+        value: Reward for valid JSON.
+
+    Example: {"schema": {"type": "object", "required": ["name"]}}
+    """
     if schema is not None:
         if isinstance(schema, (list, tuple)):
             raise UserInputError(
@@ -96,8 +108,3 @@ def make_json_schema_reward(schema: dict | list | None = None, schema_column: st
         raise UserInputError("params.value", f"expected a positive number, got {value!r}")
     return NamedReward("json_schema_reward", score_json_schema, schema=schema, schema_column=schema_column, tag=tag,
                        value=float(value))
-
-
-# Default: the schema comes from the data set's `schema` column (a dict for all, or one per example),
-# so `json_schema_reward(completions, schema={...})` and `schema=[...]` both work when called directly.
-json_schema_reward = make_json_schema_reward()

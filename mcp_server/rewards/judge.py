@@ -124,9 +124,26 @@ def score_judge(completions: list, columns: dict, rubric: str = "", judge: Calla
     return scores
 
 
-def make_rubric_judge(rubric: str, judge, policy_model: str, judge_family: str | None = None,
-                      policy_family: str | None = None, pass_value: float = 1.0) -> NamedReward:
-    """`pass_value` when the judge says PASS for the rubric, else 0.0."""
+def make_rubric_judge(rubric: str, judge: str | Callable[[str], object], policy_model: str,
+                      judge_family: str | None = None, policy_family: str | None = None,
+                      pass_value: float = 1.0) -> NamedReward:
+    """`pass_value` (1.0) when a judge model says PASS for the rubric, else 0.0 (binary only: no graded scales).
+    Refuses a judge of the policy's model family. The judge is a local model directory or a dotted path to a callable
+    judge(text) -> 'PASS'/'FAIL'/bool; nothing is downloaded from a hub.
+
+    Reads: prompts
+
+    Args:
+        rubric: What a passing response must do.
+        judge: Local judge model directory, or dotted path to a callable judge(text) -> 'PASS'/'FAIL'.
+        policy_model: The policy being trained (hub name or path): its family must differ from the judge's.
+        judge_family: The judge's model family when it cannot be read from a model directory.
+        policy_family: The policy's family when its name does not tell it.
+        pass_value: Reward for PASS.
+
+    Example: {"rubric": "Cites a source for every claim.", "judge": "/models/Llama-3.1-8B-Instruct",
+              "policy_model": "Qwen/Qwen2.5-1.5B-Instruct"}
+    """
     if not isinstance(rubric, str) or not rubric.strip():
         raise UserInputError("params.rubric", "expected the rubric text: what a passing response must do")
     if not isinstance(policy_model, str) or not policy_model:

@@ -11,6 +11,7 @@ import functools
 from typing import Callable
 
 from mcp_server.errors import UserInputError
+from mcp_server.rewards.declared import WrappedReward
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.text import completion_texts
 
@@ -49,9 +50,21 @@ def score_length_penalty(completions: list, columns: dict, reward: Callable = No
     return scores
 
 
-def make_length_penalty(reward: Callable, target_tokens: int = 256, max_tokens: int = 1024, max_penalty: float = 1.0,
-                        tokenizer: str | None = None) -> NamedReward:
-    """`reward` minus a length penalty (0 up to target_tokens, max_penalty at max_tokens and beyond)."""
+def make_length_penalty(reward: WrappedReward, target_tokens: int = 256, max_tokens: int = 1024,
+                        max_penalty: float = 1.0, tokenizer: str | None = None) -> NamedReward:
+    """Wraps another reward: its score minus a penalty rising linearly from 0 at target_tokens to max_penalty at
+    max_tokens. A positive (correct) score is never pushed below 0. Token counts come from `tokenizer` when given,
+    else TRL's completion_ids, else words.
+
+    Args:
+        reward: The reward to wrap, e.g. {'name': 'correctness_reward'}.
+        target_tokens: Length with no penalty.
+        max_tokens: Length at which the penalty reaches max_penalty.
+        max_penalty: Largest penalty subtracted.
+        tokenizer: Tokenizer path (the policy model's directory) for exact token counts.
+
+    Example: {"reward": {"name": "correctness_reward"}, "target_tokens": 200, "max_tokens": 512}
+    """
     if not callable(reward):
         raise UserInputError("params.reward", "expected a reward spec to wrap, e.g. {'name': 'correctness_reward'}")
     for name, v in (("target_tokens", target_tokens), ("max_tokens", max_tokens)):
@@ -70,8 +83,18 @@ def make_length_penalty(reward: Callable, target_tokens: int = 256, max_tokens: 
 
 
 def make_soft_overlong_punishment(max_completion_len: int = 512, soft_punish_cache: int = 102) -> Callable:
-    """TRL's soft overlong punishment (DAPO eq. 13): 0 up to max - cache tokens, then falling linearly to -1 at
-    max_completion_len (trl.rewards.get_soft_overlong_punishment; it reads TRL's completion_ids)."""
+    """DAPO's soft overlong punishment, TRL's get_soft_overlong_punishment: 0 up to max_completion_len -
+    soft_punish_cache tokens, then falling linearly to -1 at max_completion_len. Set max_completion_len to the
+    config's max_completion_length (the DAPO variant does).
+
+    Reads: completion_ids
+
+    Args:
+        max_completion_len: L_max: the config's max_completion_length.
+        soft_punish_cache: L_cache: tokens before L_max where the punishment ramps (DAPO: 4096 of 20480).
+
+    Example: {"max_completion_len": 1024, "soft_punish_cache": 205}
+    """
     for name, value in (("max_completion_len", max_completion_len), ("soft_punish_cache", soft_punish_cache)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise UserInputError(name, f"must be a non-negative integer of tokens, got {value!r}")

@@ -8,6 +8,7 @@ TRL's reward reads LaTeX (`\\boxed{...}` or `$...$`) from the whole completion. 
 from __future__ import annotations
 
 from mcp_server.errors import UserInputError
+from mcp_server.rewards.declared import Column
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.text import column, completion_texts, single_tag
 
@@ -39,8 +40,16 @@ def score_math(completions: list, columns: dict, answer_column: str = "answer", 
     return [value * float(r) if r is not None else 0.0 for r in results]
 
 
-def make_math_reward(answer_column: str = "answer", tag: str | None = "answer", value: float = 2.0) -> NamedReward:
-    """`value` when math-verify finds the answer equivalent to the gold column, else 0.0."""
+def make_math_reward(answer_column: Column = "answer", tag: str | None = "answer", value: float = 2.0) -> NamedReward:
+    r"""`value` (2.0) when math-verify finds the answer mathematically equivalent to the gold column (0.5 =
+    \frac{1}{2}, 1e3 = 1000), else 0.0; through TRL's trl.rewards.accuracy_reward. With `tag` the single tag block is
+    the answer; with tag null, LaTeX (\boxed{} or $...$) anywhere in the completion.
+
+    Args:
+        answer_column: Data set column holding the gold answer (LaTeX or plain).
+        tag: Tag whose body is the answer; null reads \boxed{}/$...$ from the whole completion.
+        value: Reward for an equivalent answer.
+    """
     if not isinstance(answer_column, str) or not answer_column:
         raise UserInputError("params.answer_column", f"expected a column name, got {answer_column!r}")
     if tag is not None and (not isinstance(tag, str) or not tag.isidentifier()):
@@ -49,5 +58,3 @@ def make_math_reward(answer_column: str = "answer", tag: str | None = "answer", 
         raise UserInputError("params.value", f"expected a positive number, got {value!r}")
     return NamedReward("math_reward", score_math, answer_column=answer_column, tag=tag, value=float(value))
 
-
-math_reward = make_math_reward()

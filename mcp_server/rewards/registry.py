@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import importlib
 import inspect
 import json
 import sys
@@ -21,195 +20,42 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from mcp_server.errors import UserInputError, closest_names, validation_message
+from mcp_server.rewards.basic import make_correctness_reward, make_format_reward
+from mcp_server.rewards.code import make_code_execution_reward
+from mcp_server.rewards.declared import Reward, declared
 from mcp_server.rewards.dotted import import_dotted
-from mcp_server.rewards.models import RewardCatalog, RewardInfo, RewardParam
+from mcp_server.rewards.json_schema import make_json_schema_reward
+from mcp_server.rewards.judge import make_rubric_judge
+from mcp_server.rewards.length import make_length_penalty, make_soft_overlong_punishment
+from mcp_server.rewards.math_equivalence import make_math_reward
+from mcp_server.rewards.models import RewardCatalog
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.sources import installed_roots, local_sources
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import files_digest
 
-# name -> (factory "module:function", default dotted path or None, columns read, description, {param: (type, doc)})
-# Factories are imported only when a reward is built, so listing the registry stays light.
-REGISTRY: dict[str, dict[str, Any]] = {
-    "format_reward": dict(
-        factory="mcp_server.rewards.basic:make_format_reward",
-        dotted_path="mcp_server.rewards.format_reward",
-        columns=[],
-        description="1.0 when the completion is the tag blocks in order (default "
-        "<reasoning>...</reasoning><answer>...</answer>), each exactly once, else 0.0.",
-        params={
-            "tags": ("list[str]", "Tag names in the order they must appear."),
-            "strict": (
-                "bool",
-                "True: nothing but whitespace outside the blocks; False: the blocks may sit inside other text.",
-            ),
-        },
-    ),
-    "correctness_reward": dict(
-        factory="mcp_server.rewards.basic:make_correctness_reward",
-        dotted_path="mcp_server.rewards.correctness_reward",
-        columns=["answer"],
-        description="`value` (2.0) when the single <answer> block equals the gold answer column exactly "
-        "(whitespace collapsed), else 0.0. Several <answer> blocks score 0 (no hedging). 2.0 against format's "
-        "1.0 keeps malformed (0), well-formed-but-wrong (1) and right (3) apart in the total. With tag null, a "
-        "plain-text reply is scored by its final stated answer ('1 + 5 = 6 as we start' -> 6, '7 + 7 = **8**' -> "
-        "8, 'The answer is 17.' -> 17; several numbers and no statement -> no answer), as a number or as text.",
-        params={
-            "answer_column": ("str", "Data set column holding the gold answer."),
-            "tag": ("str | null", "Tag whose body is the model's answer; null reads the final stated answer of "
-                                  "the whole completion."),
-            "value": ("float", "Reward for a right answer."),
-            "ignore_case": ("bool", "Compare case-insensitively."),
-        },
-    ),
-    "math_reward": dict(
-        factory="mcp_server.rewards.math_equivalence:make_math_reward",
-        dotted_path="mcp_server.rewards.math_reward",
-        columns=["answer"],
-        description="`value` (2.0) when math-verify finds the answer mathematically equivalent to the gold column "
-        "(0.5 = \\frac{1}{2}, 1e3 = 1000), else 0.0; through TRL's trl.rewards.accuracy_reward. With `tag` the single "
-        "tag block is the answer; with tag null, LaTeX (\\boxed{} or $...$) anywhere in the completion.",
-        params={
-            "answer_column": ("str", "Data set column holding the gold answer (LaTeX or plain)."),
-            "tag": (
-                "str | null",
-                "Tag whose body is the answer; null reads \\boxed{}/$...$ from the whole completion.",
-            ),
-            "value": ("float", "Reward for an equivalent answer."),
-        },
-    ),
-    "json_schema_reward": dict(
-        factory="mcp_server.rewards.json_schema:make_json_schema_reward",
-        dotted_path="mcp_server.rewards.json_schema_reward",
-        columns=["schema"],
-        description="`value` (1.0) when the completion (its tag block, else its last ```json block, else all of it) "
-        "parses as JSON and validates against its JSON Schema, else 0.0. One schema for the batch (params.schema) "
-        "or one per example (a data set column of schemas, best stored as JSON strings).",
-        params={
-            "schema": (
-                "dict | null",
-                "One JSON Schema for every example; null: read per-example schemas from schema_column.",
-            ),
-            "schema_column": ("str", "Data set column with one schema per example (dict or JSON string)."),
-            "tag": ("str | null", "Tag whose body is the JSON; null: last ```json block, else the whole completion."),
-            "value": ("float", "Reward for valid JSON."),
-        },
-        example={
-            "name": "json_schema_reward",
-            "params": {"schema": {"type": "object", "required": ["name"]}},
-            "weight": 1.0,
-        },
-    ),
-    "code_execution_reward": dict(
-        factory="mcp_server.rewards.code:make_code_execution_reward",
-        dotted_path="mcp_server.rewards.code_execution_reward",
-        columns=["tests"],
-        description="1.0 when the completion's Python code (its tag block, else its last ```python block, else all of "
-        "it) passes its row's tests, run inside a bubblewrap sandbox (no network, read-only system, private /tmp, "
-        "no host home/credentials/env, CPU/memory/process/output limits, wall-clock timeout), else 0.0. Tests are "
-        "Python source: asserts, pytest-style test_* functions or Test classes, unittest.TestCase classes, or "
-        "HumanEval's check(candidate) (called with the row's entry point), with the solution's names in scope; "
-        "tests that run nothing fail, as pytest's 'no tests ran'. "
-        "The tests run in a tester process the code cannot reach and call the solution with values that cross as "
-        "data, so frame tricks, exit codes, printed tokens and always-equal objects cannot fake a pass. "
-        "Completions run in parallel; a crash, hang, fork bomb or output flood scores 0 for that one only. "
-        "Refuses to run (SandboxUnavailable) where bubblewrap does not work: never on the host.",
-        params={
-            "tests_column": ("str", "Data set column with each row's test code (a string, or a list of lines)."),
-            "code_tag": (
-                "str | null",
-                "Tag whose body is the code; null: last fenced block, else the whole completion.",
-            ),
-            "timeout_s": ("float", "Wall-clock seconds per completion (interpreter start included)."),
-            "cpu_s": ("float", "CPU seconds the solution's processes may use together, its imports included (at "
-                      "most timeout_s): a busy loop stops here, not at the timeout. Raise it for heavy tests "
-                      "or a `python` with slow-importing libraries."),
-            "memory_mb": ("int", "Memory of the whole sandbox, MiB: each process's address space, and the resident "
-                          "memory of all its processes together (a forked child shares it)."),
-            "max_processes": ("int", "Processes and threads allowed inside one sandbox."),
-            "max_output_bytes": ("int", "stdout+stderr cap; more scores 0."),
-            "workers": ("int | null", "Sandboxes run at once; null: 4x the CPU count, at most 16 (a run still going "
-                        "after 1 s gives its slot to the next)."),
-            "python": ("str | null", "Interpreter to run inside; null: /usr/bin/python3 (stdlib-only tests)."),
-            "entry_point_column": ("str | null", "Column naming the function HumanEval-style check(candidate) "
-                                   "tests are called with (used when the data set has it)."),
-        },
-    ),
-    "length_penalty": dict(
-        factory="mcp_server.rewards.length:make_length_penalty",
-        dotted_path=None,
-        wraps=True,
-        columns=[],
-        description="Wraps another reward: its score minus a penalty rising linearly from 0 at target_tokens to "
-        "max_penalty at max_tokens. A positive (correct) score is never pushed below 0. Token counts come from "
-        "`tokenizer` when given, else TRL's completion_ids, else words.",
-        params={
-            "reward": ("RewardSpec dict", "The reward to wrap, e.g. {'name': 'correctness_reward'}."),
-            "target_tokens": ("int", "Length with no penalty."),
-            "max_tokens": ("int", "Length at which the penalty reaches max_penalty."),
-            "max_penalty": ("float", "Largest penalty subtracted."),
-            "tokenizer": ("str | null", "Tokenizer path (the policy model's directory) for exact token counts."),
-        },
-        example={
-            "name": "length_penalty",
-            "params": {"reward": {"name": "correctness_reward"}, "target_tokens": 200, "max_tokens": 512},
-            "weight": 1.0,
-        },
-    ),
-    "soft_overlong_punishment": dict(
-        factory="mcp_server.rewards.length:make_soft_overlong_punishment",
-        dotted_path=None,
-        columns=["completion_ids"],
-        description="DAPO's soft overlong punishment, TRL's get_soft_overlong_punishment: 0 up to "
-        "max_completion_len - soft_punish_cache tokens, then falling linearly to -1 at max_completion_len. "
-        "Set max_completion_len to the config's max_completion_length (the DAPO variant does).",
-        params={
-            "max_completion_len": ("int", "L_max: the config's max_completion_length."),
-            "soft_punish_cache": (
-                "int",
-                "L_cache: tokens before L_max where the punishment ramps (DAPO: 4096 of 20480).",
-            ),
-        },
-        example={
-            "name": "soft_overlong_punishment",
-            "params": {"max_completion_len": 1024, "soft_punish_cache": 205},
-            "weight": 1.0,
-        },
-    ),
-    "rubric_judge": dict(
-        factory="mcp_server.rewards.judge:make_rubric_judge",
-        dotted_path=None,
-        columns=["prompts"],
-        description="`pass_value` (1.0) when a judge model says PASS for the rubric, else 0.0 (binary only: no graded "
-        "scales). Refuses a judge of the policy's model family. The judge is a local model directory or a dotted "
-        "path to a callable judge(text) -> 'PASS'/'FAIL'/bool; nothing is downloaded from a hub.",
-        params={
-            "rubric": ("str", "What a passing response must do."),
-            "judge": ("str", "Local judge model directory, or dotted path to a callable judge(text) -> 'PASS'/'FAIL'."),
-            "policy_model": (
-                "str",
-                "The policy being trained (hub name or path): its family must differ from the judge's.",
-            ),
-            "judge_family": ("str | null", "The judge's model family when it cannot be read from a model directory."),
-            "policy_family": ("str | null", "The policy's family when its name does not tell it."),
-            "pass_value": ("float", "Reward for PASS."),
-        },
-        example={
-            "name": "rubric_judge",
-            "params": {
-                "rubric": "Cites a source for every claim.",
-                "judge": "/models/Llama-3.1-8B-Instruct",
-                "policy_model": "Qwen/Qwen2.5-1.5B-Instruct",
-            },
-            "weight": 1.0,
-        },
-    ),
-}
+# The registry: each reward's factory, in the order list_rewards shows them. Everything else about a reward (its name,
+# parameters, types, columns, docs, example, default dotted path) is read from the factory (rewards.declared).
+FACTORIES = (
+    make_format_reward,
+    make_correctness_reward,
+    make_math_reward,
+    make_json_schema_reward,
+    make_code_execution_reward,
+    make_length_penalty,
+    make_soft_overlong_punishment,
+    make_rubric_judge,
+)
+REGISTRY: dict[str, Reward] = {reward.name: reward for reward in map(declared, FACTORIES)}
 
 
-def _load_factory(name: str) -> Callable:
-    module, _, attr = REGISTRY[name]["factory"].partition(":")
-    return getattr(importlib.import_module(module), attr)
+@functools.cache
+def default_reward(name: str) -> Callable:
+    """The default-parameter reward `mcp_server.rewards.<name>` (a dotted path TRL's CLI takes), built once."""
+    reward = REGISTRY.get(name)
+    if reward is None or reward.info.dotted_path is None:
+        raise AttributeError(f"module 'mcp_server.rewards' has no attribute '{name}'")
+    return reward.factory()
 
 
 def _closest(name: str) -> str:
@@ -232,16 +78,13 @@ def _as_spec(spec: Any, field: str) -> RewardSpec:
 def _build_one(spec: RewardSpec, field: str) -> Callable:
     name = spec.name.strip()
     if name in REGISTRY:
-        factory = _load_factory(name)
+        factory = REGISTRY[name].factory
         params = dict(spec.params)
-        entry = REGISTRY[name]
-        if entry.get("wraps"):  # a wrapper's `reward` param is itself a spec: build it first
-            if "reward" not in params:
-                raise UserInputError(f"{field}.params.reward", "required: the reward spec to wrap, e.g. {'name': "
-                                                               "'correctness_reward'}")
-            params["reward"] = _build_one(
-                _as_spec(params["reward"], f"{field}.params.reward"), f"{field}.params.reward"
-            )
+        for param in REGISTRY[name].wrapped:  # a wrapper's reward is itself a spec: build it first
+            where = f"{field}.params.{param}"
+            if param not in params:
+                raise UserInputError(where, "required: the reward spec to wrap, e.g. {'name': 'correctness_reward'}")
+            params[param] = _build_one(_as_spec(params[param], where), where)
         accepted = list(inspect.signature(factory).parameters)
         unknown = [p for p in params if p not in accepted]
         if unknown:
@@ -398,39 +241,9 @@ def _path_digest(path: Path) -> str:
 
 def list_rewards() -> RewardCatalog:
     """Every registry reward: what it scores, the columns it reads, its parameters and defaults."""
-    infos = []
-    for name, entry in REGISTRY.items():
-        signature = inspect.signature(_load_factory(name))
-        params = []
-        for pname, (ptype, doc) in entry["params"].items():
-            default = signature.parameters[pname].default
-            required = default is inspect.Parameter.empty
-            params.append(
-                RewardParam(
-                    name=pname, type=ptype, default=None if required else _jsonable(default),
-                    required=required, description=doc,
-                )
-            )
-        example = entry.get("example") or {"name": name, "params": {}, "weight": 1.0}
-        infos.append(
-            RewardInfo(
-                name=name, description=entry["description"], columns=entry["columns"], params=params,
-                dotted_path=entry.get("dotted_path"), example=example,
-            )
-        )
     return RewardCatalog(
-        rewards=infos,
+        rewards=[reward.info for reward in REGISTRY.values()],
         user_rewards="Put a dotted import path as the spec's name (e.g. {'name': 'my_pkg.rewards.my_reward'}): a "
         "function (completions, **columns) -> list[float], completions being strings or message lists. Its "
         "module must be importable by the training interpreter (the working directory is on sys.path).",
     )
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return list(value)
-    try:
-        json.dumps(value)
-        return value
-    except TypeError:
-        return repr(value)
