@@ -114,3 +114,23 @@ def check_prompt_column(rows: list[dict], column: str) -> bool:
                            f"{type(prompt).__name__}"
             )
     return first
+
+
+def reset_rows(values: dict, base_dir: Path | None, prompt_column: str | None) -> list[dict]:
+    """The config's local data set's first row as TRL hands it to an environment's reset (its prompt column named
+    'prompt'), for measuring a tool-calling turn; [] for a hub data set or a file not readable here. Relative
+    data_files resolve against `base_dir` (the run directory), as train.py reads them."""
+    datasets = values.get("datasets")
+    files = datasets[0].get("data_files") if isinstance(datasets, list) and datasets and isinstance(
+        datasets[0], dict) else None
+    if not isinstance(files, str):
+        return []
+    path = Path(files).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    try:
+        rows = read_file(path)[:1] if path.is_file() else []
+    except (UserInputError, OSError, ValueError):
+        return []
+    column = prompt_column or "prompt"
+    return [{("prompt" if k == column else k): v for k, v in row.items()} for row in rows]

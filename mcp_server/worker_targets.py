@@ -16,6 +16,7 @@ SCHEMA_TOKENS = "mcp_server.agentic.checks:schema_tokens"
 CHECK_AGENTIC = "mcp_server.agentic.checks:check_agentic"
 TEMPLATE_FINDINGS = "mcp_server.agentic.checks:model_template_findings"  # emission's refusal before anything loads
 TURN_COST = "mcp_server.agentic.budget:turn_cost"  # an agentic run's costliest tool-calling turn
+TURN_BUDGET = "mcp_server.agentic.budget:turn_budget_findings"  # whether max_completion_length holds the turns
 PROBE_INSTALLED_TRL = "mcp_server.recipe.trl_fields:probe_installed_trl"
 PARSE_LIKE_TRL = "mcp_server.recipe.trl_fields:parse_like_trl"
 INSTANTIATE_GRPO_CONFIG = "mcp_server.recipe.trl_fields:instantiate_grpo_config"

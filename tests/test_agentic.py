@@ -19,6 +19,7 @@ from mcp_server.agentic.tiny import ensure_agentic_model, split_rows, write_rows
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.trajectories import sample_trajectories
+from mcp_server.memory.verdict import validate_file
 from mcp_server.inspection.trajectory_models import TrajectoryRequest
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
@@ -210,7 +211,7 @@ def test_a_run_without_an_environment_has_no_trajectories(workspace, tiny_model)
 ])
 def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric, values, code, onset):
     from mcp_server.diagnosis.diagnose import diagnose
-    from mcp_server.training.guard import LiveGuard
+    from mcp_server.training.trainer.guard import LiveGuard
 
     rows = [{"step": i + 1, "loss": 0.01, "reward": 1.0, "reward_std": 0.5, metric: v} for i, v in enumerate(values)]
     path = tmp_path / "metrics.jsonl"
@@ -375,6 +376,11 @@ def test_emission_sizes_max_completion_length_for_the_turns_and_results(workspac
     assert verbose.config["max_completion_length"] == 96
     assert warned.message.startswith("max_completion_length 96 holds 0 of the 4 tool-calling turns"), warned.message
     assert "a probe call open_vault(number=0) returned" in warned.message
+    # an ordinary validation rule: validate_grpo_config says the same of the files, without emission
+    for emitted, code in ((small, "agentic_completion_budget"), (verbose, "agentic_budget_below_turns")):
+        on_file = validate_file(emitted.config_path)
+        assert [f for f in on_file.findings if f.code == code] == [
+            f for f in emitted.validation.findings if f.code == code], code
     code = emit(workspace, agentic_model, None, tools=["mcp_server.agentic.sandboxed:execute_python"])
     sized = next(f for f in code.validation.findings if f.code == "agentic_budget_below_turns")  # 128 < 4 x 512+
     assert "a result of 512 declared by execute_python.max_result_tokens" in sized.message, sized.message

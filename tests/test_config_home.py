@@ -70,3 +70,44 @@ def test_trl_default_answers_from_the_generated_table_and_refuses_unknown_names(
         assert "max_prompt_lenght" in str(error)
     else:
         raise AssertionError("an unknown field must raise")
+
+
+# ---------------------------------------------------------------- max_completion_length named in few modules
+LENGTH = "max_completion_length"
+# Issue 35's target is at most 5 modules. The modules below still spell the field as a literal; each new module is
+# refused here. Left for their owners: the validation rules (recipe/*rules*.py, one topic each),
+# the diagnosis' patches and the planner's levers (a patch names the field it changes), and the trainer template
+# (emitted byte for byte into every run).
+LENGTH_MODULES = {
+    "agentic/budget.py", "agentic/checks.py", "demo_agentic.py", "demo_smollm2.py", "diagnosis/context.py",
+    "diagnosis/diagnose.py", "diagnosis/environment.py", "diagnosis/patch_effects.py", "diagnosis/samples.py",
+    "emission/lengths.py", "inspection/lengths.py", "inspection/pins.py", "inspection/sampling.py",
+    "memory/breakdown.py", "memory/levers.py", "memory/settings.py", "recipe/architecture_rules.py",
+    "recipe/field_rules.py", "recipe/memory_rules.py", "recipe/rules.py", "recipe/run_rules.py",
+    "recipe/thinking.py", "training/trainer/train_agentic_template.py",
+}
+
+
+def literal_names(tree: ast.AST, name: str) -> int:
+    """How many times `name` is written as a whole string literal (a dict key, a .get argument, a finding's field)."""
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value == name)
+
+
+def modules_naming(name: str, package: Path = PACKAGE) -> set[str]:
+    return {path.relative_to(package).as_posix() for path in sorted(package.rglob("*.py"))
+            if literal_names(ast.parse(path.read_text(encoding="utf-8")), name)}
+
+
+def test_max_completion_length_is_a_literal_in_no_new_module():
+    found = modules_naming(LENGTH)
+    assert found <= LENGTH_MODULES, (f"{LENGTH} written as a string literal in {sorted(found - LENGTH_MODULES)}: "
+                                     "read it through a typed view (config.GRPOView, config.recipe.Recipe) instead")
+    assert len(found) <= len(LENGTH_MODULES)
+
+
+def test_the_length_scan_finds_a_planted_literal(tmp_path):
+    """The scan is not vacuous: a module that reads the field by its string is found, one that reads it by
+    attribute or names it inside a longer text is not."""
+    (tmp_path / "planted.py").write_text(f"limit = config.get({LENGTH!r}, 0)\n")
+    (tmp_path / "typed.py").write_text(f"limit = GRPOView(config).{LENGTH}\nnote = 'the {LENGTH} of the run'\n")
+    assert modules_naming(LENGTH, tmp_path) == {"planted.py"}

@@ -8,12 +8,17 @@ schema), the template's wrapper around the result, and the result itself. The re
 False) on a fresh environment reset with the data set's first row, doubled (another argument may return more);
 otherwise an assumed DEFAULT_RESULT_TOKENS. Everything is measured with the run's tokenizer.
 Runs in the training interpreter (imports transformers).
+
+Emission sizes max_completion_length with it (emission.agentic.budget_length); validation's rule
+(`turn_budget_findings`) says on any config, emitted or hand-written, whether its max_completion_length holds the
+turns.
 """
 
 from __future__ import annotations
 
 from mcp_server.agentic.checks import placeholder_arguments, round_trip_tokens, with_result_tokens
 from mcp_server.agentic.spec import AgenticRecord, load, public_methods
+from mcp_server.config import GRPOView, trl_default
 from mcp_server.errors import one_line, short
 
 DEFAULT_RESULT_TOKENS = 64  # assumed when a tool neither declares its size nor answers a probe
@@ -82,3 +87,50 @@ def turn_cost(record: dict, model: str, revision: str | None = None, rows: list[
 def describe_turn(cost: dict) -> str:
     return (f"{cost['tokens']} tokens per tool-calling turn ({cost['tool']}: a call of {cost['call']}, the result's "
             f"wrapper {cost['wrapper']}, a result of {cost['result_source']}; the run's tokenizer)")
+
+
+LENGTH = "max_completion_length"
+
+
+def _counted(cost: dict | None, turns) -> bool:
+    return bool(cost) and isinstance(turns, int) and not isinstance(turns, bool) and turns >= 1
+
+
+def sized_reason(base: int, turns: int, cost: dict) -> str:
+    """Why max_completion_length is `base` + `turns` turns of `cost`: config.yaml's comment and the rule's finding."""
+    return (f"{base} tokens for the model's own text + {turns} tool-calling turns x {describe_turn(cost)}: TRL's one "
+            "budget holds every turn and tool result, and drops a result that would pass it, silently")
+
+
+def budget_finding(cost: dict | None, turns, length) -> dict | None:
+    """How `length` (max_completion_length) holds `turns` tool-calling turns of `cost` tokens each: what is left for
+    the model's own text (info), or how many of the turns it holds (a warning); None where nothing is counted."""
+    if not _counted(cost, turns) or not isinstance(length, int) or isinstance(length, bool):
+        return None  # a single-turn run, an unmeasured turn, or a bad value (validation names it)
+    needed = turns * cost["tokens"]
+    if length > needed:
+        return {"code": "agentic_completion_budget", "field": LENGTH, "severity": "info",
+                "message": f"{LENGTH} {length} = {sized_reason(length - needed, turns, cost)}", "fix": None}
+    held = max(0, (length - 1) // cost["tokens"])
+    return {
+        "code": "agentic_budget_below_turns", "field": LENGTH, "severity": "warning",
+        "message": f"{LENGTH} {length} holds {held} of the {turns} tool-calling turns of {describe_turn(cost)}: "
+                   f"{turns} turns need {needed} tokens and the answer after them; TRL drops a tool result that "
+                   "would pass the budget, silently (the trajectory ends on its call)",
+        "fix": f"set {LENGTH} to at least {needed} plus the answer (leave it unset and emission sizes it), or "
+               f"max_tool_calling_iterations to {held or 1} with shorter results"}
+
+
+def turn_budget_findings(record: dict, values: dict, rows: list[dict] | None = None) -> list[dict]:
+    """The validation rule for an agentic run: the config's max_completion_length (else TRL's default) against
+    max_tool_calling_iterations turns of the costliest tool, measured with the config's model's tokenizer and `rows`
+    (the data set's first row, to reset the environment with). Nothing where the tokenizer or the tools cannot be
+    read here: the agentic checks name that."""
+    given = GRPOView.given(values)
+    try:
+        cost = turn_cost(record, given.model_name_or_path, given.model_revision, rows)
+    except Exception:  # noqa: BLE001 - no tokenizer offline, the person's environment broken: check_agentic says so
+        return []
+    length = given.max_completion_length if given.max_completion_length is not None else trl_default(LENGTH)
+    found = budget_finding(cost, given.max_tool_calling_iterations, length)
+    return [found] if found else []

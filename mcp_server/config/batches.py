@@ -20,3 +20,9 @@ def generation_batch(per_device: int, processes: int, steps_per_generation: int)
 def whole_groups(generation_batch: int, num_generations: int) -> bool:
     """Whether a generation round holds whole prompt groups (GRPOConfig raises otherwise: no partial groups)."""
     return generation_batch % num_generations == 0
+
+
+def training_world(num_gpus: int, vllm_server_gpus: int = 0, cpu: bool = False) -> int:
+    """Training processes on a target (TRL's world_size there, the `processes` above): its GPUs less those a local
+    `trl vllm-serve` holds for itself, at least one; a CPU target trains as one process."""
+    return 1 if cpu else max(num_gpus - vllm_server_gpus, 1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_server.agentic.budget import describe_turn
+from mcp_server.agentic.budget import sized_reason
 from mcp_server.agentic.spec import AgenticRecord, find_root
-from mcp_server.dataset import read_file
+from mcp_server.config.recipe import Recipe, Setting
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.worker import in_training
@@ -15,8 +15,8 @@ from mcp_server.worker_targets import TEMPLATE_FINDINGS, TURN_COST
 from mcp_server.workspace import workspace_root
 
 TOOL_TURNS = 4  # tool-calling turns per rollout: TRL's default is unlimited
-TRAINING = Path(__file__).parents[1] / "training"
-# The trainer seam: one template per trainer, each importing training/script_support.py for what they share.
+TRAINING = Path(__file__).parents[1] / "training" / "trainer"
+# The trainer seam: one template per trainer (training/trainer/), each importing its script_support.py.
 TRAINER_TEMPLATES = {
     "grpo": TRAINING / "train_template.py",
     "grpo_tools": TRAINING / "train_agentic_template.py",
@@ -43,13 +43,14 @@ def trainer_name(record: AgenticRecord | None) -> str:
     return "grpo" if record is None else "grpo_tools"
 
 
-def agentic_fields(record: AgenticRecord | None) -> tuple[dict, dict]:
+def agentic_fields(record: AgenticRecord | None) -> Recipe:
     """GRPOConfig values (and why) an agentic run needs beyond the recipe."""
     if record is None:
-        return {}, {}
-    return ({"max_tool_calling_iterations": TOOL_TURNS},
-            {"max_tool_calling_iterations": f"at most {TOOL_TURNS} tool-calling turns per rollout (TRL's default has "
-                                            "no limit): every turn and tool result shares max_completion_length"})
+        return Recipe()
+    return Recipe.of({"max_tool_calling_iterations": TOOL_TURNS},
+                     {"max_tool_calling_iterations": f"at most {TOOL_TURNS} tool-calling turns per rollout (TRL's "
+                                                     "default has no limit): every turn and tool result shares "
+                                                     "max_completion_length"}, "agentic")
 
 
 def refuse_unparsed_template(record: AgenticRecord | None, model: str) -> None:
@@ -68,53 +69,22 @@ def refuse_unparsed_template(record: AgenticRecord | None, model: str) -> None:
         raise UserInputError("model", f"{model}: {errors[0]['message']}; {errors[0]['fix']}")
 
 
-def turn_cost(request: GRPORecipeRequest, record: AgenticRecord | None, model: str) -> dict | None:
+def turn_cost(record: AgenticRecord | None, model: str, rows: list[dict]) -> dict | None:
     """The costliest tool-calling turn of the run's tools (agentic.budget.turn_cost: call, result wrapper and result,
-    measured with the model's tokenizer in the training interpreter); None for a single-turn run or where it
-    cannot be measured (validation names why)."""
+    measured with the model's tokenizer in the training interpreter, the environment reset with `rows`); None for a
+    single-turn run or where it cannot be measured (validation names why)."""
     if record is None:
         return None
     try:
-        return in_training(TURN_COST, record.model_dump(), model, None, _first_rows(request)) or None
+        return in_training(TURN_COST, record.model_dump(), model, None, rows) or None
     except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken environment
         return None
 
 
-def _first_rows(request: GRPORecipeRequest) -> list[dict]:
-    """The local data set's first row as TRL hands it to reset (its prompt column named 'prompt'); [] otherwise."""
-    path = Path(request.dataset).expanduser()
-    try:
-        rows = read_file(path)[:1] if path.is_file() else []
-    except (UserInputError, OSError, ValueError):
-        return []
-    return [{("prompt" if k == request.prompt_column else k): v for k, v in row.items()} for row in rows]
-
-
-def completion_budget(cost: dict | None, turns, base: int, given) -> tuple[int | None, str | None, dict | None]:
-    """(max_completion_length to emit or None, why, the finding that says so) for `turns` tool-calling turns of
-    `cost` tokens each; `base` is the model's own text (the recipe's or TRL's length); `given` the request's
-    override, which wins and is only checked."""
+def budget_length(cost: dict | None, turns, base: int) -> Setting | None:
+    """max_completion_length for `turns` tool-calling turns of `cost` tokens each over `base`, the model's own text
+    (the recipe's or TRL's length), with why; None for a single-turn run or one whose turns are not measured.
+    Validation's rule (agentic.budget.turn_budget_findings) then says how the value holds the turns."""
     if not cost or not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
-        return None, None, None
-    needed = turns * cost["tokens"]
-    turn = describe_turn(cost)
-    if given is None:
-        value = base + needed
-        why = (f"{base} tokens for the model's own text + {turns} tool-calling turns x {turn}: TRL's one budget "
-               "holds every turn and tool result, and drops a result that would pass it, silently")
-        return value, why, {"code": "agentic_completion_budget", "field": "max_completion_length",
-                            "severity": "info", "message": f"max_completion_length {value} = {why}", "fix": None}
-    if not isinstance(given, int) or isinstance(given, bool):
-        return None, None, None  # validation names the bad value
-    if given > needed:
-        return None, None, {"code": "agentic_completion_budget", "field": "max_completion_length",
-                            "severity": "info", "message": f"max_completion_length {given} (the override) holds the "
-                            f"{turns} tool-calling turns of {turn} ({needed}) and {given - needed} tokens more"}
-    held = max(0, (given - 1) // cost["tokens"])
-    return None, None, {
-        "code": "agentic_budget_below_turns", "field": "max_completion_length", "severity": "warning",
-        "message": f"max_completion_length {given} holds {held} of the {turns} tool-calling turns of {turn}: "
-                   f"{turns} turns need {needed} tokens and the answer after them; TRL drops a tool result that "
-                   "would pass the budget, silently (the trajectory ends on its call)",
-        "fix": f"set max_completion_length to at least {needed} plus the answer (leave it unset and emission sizes "
-               f"it), or max_tool_calling_iterations to {held or 1} with shorter results"}
+        return None
+    return Setting(base + turns * cost["tokens"], sized_reason(base, turns, cost), "agentic")

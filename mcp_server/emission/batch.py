@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 
-from mcp_server.emission.fit import plan_for
-from mcp_server.memory.models import MemoryPlan
+from mcp_server.config.batches import generation_batch
 from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.config.recipe import Recipe
+from mcp_server.emission.fit import Planner
 from mcp_server.recipe.keep_rules import KEEP_FROM_STEPS, MIN_LOGGED_ROWS
 from mcp_server.recipe.variants import off_policy_fields
 
@@ -34,8 +35,8 @@ BATCH_KEYS = {"per_device_train_batch_size", "gradient_accumulation_steps", "ste
               "generation_batch_size", "num_generations"}
 
 
-def _fits(values: dict, gpu: str, num_gpus: int) -> bool:
-    plan = plan_for(values, gpu, num_gpus)
+def _fits(plan_of: Planner, values: dict) -> bool:
+    plan = plan_of(values)
     return plan is not None and plan.status == "fits"
 
 
@@ -46,11 +47,13 @@ def _with_accumulation(values: dict, per_device: int, ga: int, mini_batches: int
     return grown
 
 
-def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompts: int | None, variant: str) -> None:
+def size_batch(recipe: Recipe, plan_of: Planner, request, prompts: int | None, variant: str) -> Recipe:
     """Grow the micro-batch into the memory the plan found and the accumulation up to PROMPTS_PER_STEP prompts per
-    optimizer step (in place), within the data set."""
+    optimizer step, within the data set."""
+    values = recipe.values
+    plan = plan_of(values)
     if plan is None or plan.status != "fits" or BATCH_KEYS & set(request.overrides):
-        return
+        return recipe
     view = GRPOView(values)
     g, world = view.num_generations, max(plan.launch.training_processes, 1)
     mini_batches = values.get("steps_per_generation", 1) // view.gradient_accumulation_steps or 1
@@ -60,87 +63,88 @@ def size_batch(values: dict, why: dict, plan: MemoryPlan | None, request, prompt
     completions = target * g
     per_device = start = view.per_device_train_batch_size
     while (per_device * 2 <= MAX_PER_DEVICE and per_device * 2 * world <= completions
-           and _fits({**values, "per_device_train_batch_size": per_device * 2}, request.gpu, request.num_gpus)):
+           and _fits(plan_of, {**values, "per_device_train_batch_size": per_device * 2})):
         per_device *= 2
     ga = max(1, math.ceil(completions / (per_device * world)))
     while (per_device * world * ga) % g:
         ga += 1
     # more accumulation means a longer generation round (transformers' generate holds its KV cache at once)
     start_ga = view.gradient_accumulation_steps
-    while ga > start_ga and not _fits(_with_accumulation(values, per_device, ga, mini_batches), request.gpu,
-                                      request.num_gpus):
+    while ga > start_ga and not _fits(plan_of, _with_accumulation(values, per_device, ga, mini_batches)):
         ga -= 1
         while ga > start_ga and (per_device * world * ga) % g:
             ga -= 1
     step_prompts = per_device * world * ga // g
-    values.update(per_device_train_batch_size=per_device, gradient_accumulation_steps=ga)
     grown = (f"; {per_device} fit{'s' if per_device == start else ' (grown from ' + str(start) + ')'} with 10% "
              f"headroom on the {plan.gpu} (memory plan)")
-    why["per_device_train_batch_size"] = f"{per_device} completions per micro-batch per GPU{grown}"
-    why["gradient_accumulation_steps"] = (
-        f"{ga} micro-batches x {per_device} x {world} GPU(s) = {per_device * world * ga} completions: {step_prompts} "
-        f"prompts of {g} per optimizer step (DAPO's mini-batch is {PROMPTS_PER_STEP} prompts"
-        + (f"; this data set's {prompts} prompts aim at {target}, two generation batches per epoch)" if prompts
-           and target < PROMPTS_PER_STEP else ")"))
+    recipe = recipe.with_values(
+        {"per_device_train_batch_size": per_device, "gradient_accumulation_steps": ga},
+        {"per_device_train_batch_size": f"{per_device} completions per micro-batch per GPU{grown}",
+         "gradient_accumulation_steps": (
+             f"{ga} micro-batches x {per_device} x {world} GPU(s) = {per_device * world * ga} completions: "
+             f"{step_prompts} prompts of {g} per optimizer step (DAPO's mini-batch is {PROMPTS_PER_STEP} prompts"
+             + (f"; this data set's {prompts} prompts aim at {target}, two generation batches per epoch)" if prompts
+                and target < PROMPTS_PER_STEP else ")"))}, "plan")
     if "steps_per_generation" in values:  # the variant's mini-batches per rollout, over the new accumulation
-        structure, structure_why = off_policy_fields(variant, ga)
-        values.update(structure)
-        why.update(structure_why)
+        recipe = recipe.merged(off_policy_fields(variant, ga))
+    return recipe
 
 
-def schedule(values: dict, why: dict, prompts: int | None, world: int, overrides: dict) -> None:
-    """A constant rate after a short linear warm-up, and max_steps when the data set's size is known (in place).
-    Only a schedule of the person's own replaces the constant rate: an override of max_steps or warmup_steps alone
-    once dropped it, and TRL's linear decay to 0 took its place unannounced."""
+def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -> Recipe:
+    """A constant rate after a short linear warm-up, and max_steps when the data set's size is known. Only a
+    schedule of the person's own replaces the constant rate: an override of max_steps or warmup_steps alone once
+    dropped it, and TRL's linear decay to 0 took its place unannounced."""
     if "lr_scheduler_type" not in overrides:
-        values["lr_scheduler_type"] = "constant_with_warmup"
-        why["lr_scheduler_type"] = (
+        recipe = recipe.with_value("lr_scheduler_type", "constant_with_warmup", (
             "constant after warm-up, as DAPO, DeepSeekMath and Dr.GRPO train; TRL's default linear decay to 0 over "
-            "3 epochs shrinks the last updates to nothing")
-    view = GRPOView(values)
+            "3 epochs shrinks the last updates to nothing"), "plan")
+    view = recipe.view()
     ga = view.gradient_accumulation_steps
-    spg = values.get("steps_per_generation", ga)  # TRL's None means: gradient_accumulation_steps
-    rollout_prompts = view.per_device_train_batch_size * world * spg // view.num_generations
+    spg = recipe.get("steps_per_generation", ga)  # TRL's None means: gradient_accumulation_steps
+    rollout_prompts = generation_batch(view.per_device_train_batch_size, world, spg) // view.num_generations
     asked = GRPOView.given(overrides).max_steps
     steps = asked if isinstance(asked, int) else None
     if steps is None and prompts and isinstance(spg, int) and isinstance(ga, int) and rollout_prompts > 0:
         # whole generation batches per epoch (TRL's sampler drops the rest) x the optimizer steps each one feeds
         steps = EPOCHS * (prompts // rollout_prompts) * max(spg // ga, 1) * view.num_iterations
     if steps and steps > 0 and "max_steps" not in overrides:
-        values["max_steps"] = steps
-        why["max_steps"] = (f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer "
-                            "steps; raise it for a longer run (the constant rate does not depend on it)")
-    keep_and_log(values, why, steps, overrides)
+        recipe = recipe.with_value("max_steps", steps, (
+            f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer steps; raise it "
+            "for a longer run (the constant rate does not depend on it)"), "plan")
+    recipe = keep_and_log(recipe, steps, overrides)
     if "warmup_steps" not in overrides:
         # constant_with_warmup starts at 0: a 1-step warm-up on a short run would waste its first update
         warmup = min(WARMUP_MAX, round(WARMUP_FRACTION * steps)) if steps and steps > 0 else WARMUP_MAX // 2
         if warmup:  # else TRL's default 0
-            values["warmup_steps"] = warmup
-            why["warmup_steps"] = (f"{warmup} optimizer steps of linear warm-up ("
-                                   + (f"5% of {steps}" if steps else "the data set's size is unknown here")
-                                   + f", at most DAPO's {WARMUP_MAX}): Adam's first steps are full-size on a cold "
-                                   "second-moment estimate")
+            recipe = recipe.with_value("warmup_steps", warmup, (
+                f"{warmup} optimizer steps of linear warm-up ("
+                + (f"5% of {steps}" if steps else "the data set's size is unknown here")
+                + f", at most DAPO's {WARMUP_MAX}): Adam's first steps are full-size on a cold second-moment estimate"),
+                "plan")
+    return recipe
 
 
-def keep_and_log(values: dict, why: dict, steps: int | None, overrides: dict) -> None:
+def keep_and_log(recipe: Recipe, steps: int | None, overrides: dict) -> Recipe:
     """logging_steps for at least MIN_LOGGED_ROWS rows (every step under EVERY_STEP_BELOW steps) and save_steps
-    for CHECKPOINTS_PER_RUN checkpoints, for the run's length when it is known (in place)."""
+    for CHECKPOINTS_PER_RUN checkpoints, for the run's length when it is known."""
     if "logging_steps" not in overrides and steps and steps > 0:
         every = 1 if steps < EVERY_STEP_BELOW else min(10, steps // MIN_LOGGED_ROWS)
-        values["logging_steps"] = every
-        why["logging_steps"] = (f"one progress row every {every} optimizer step{'s' if every > 1 else ''}: "
-                                f"{steps // every} rows over the {steps} steps (the diagnosis calls a trend from "
-                                f"{MIN_LOGGED_ROWS}, and the live guard reads each row)")
+        recipe = recipe.with_value("logging_steps", every, (
+            f"one progress row every {every} optimizer step{'s' if every > 1 else ''}: {steps // every} rows over the "
+            f"{steps} steps (the diagnosis calls a trend from {MIN_LOGGED_ROWS}, and the live guard reads each row)"),
+            "plan")
     if {"save_steps", "save_strategy"} & set(overrides):
-        return
+        return recipe
     if steps and steps < KEEP_FROM_STEPS:
-        return  # TRL's default saves at the last step; a short run is cheaper to rerun than to checkpoint often
+        return recipe  # TRL's default saves at the last step; a short run is cheaper to rerun than to checkpoint often
     every = max(1, math.ceil(steps / CHECKPOINTS_PER_RUN)) if steps else 100
-    values.update(save_strategy="steps", save_steps=every, save_total_limit=KEPT_CHECKPOINTS)
     reason = (f"a checkpoint every {every} steps ({CHECKPOINTS_PER_RUN} over the run)" if steps else
               f"a checkpoint every {every} steps (the run's length is unknown here)")
-    why["save_steps"] = (reason + ": a crash or a preemption costs at most that many, and resume_training continues "
-                         "from the last one with its optimizer state")
-    why["save_strategy"] = "checkpoints by step (save_steps)"
-    why["save_total_limit"] = (f"keep the last {KEPT_CHECKPOINTS}: a full fine-tune's checkpoint holds weights and "
-                               "AdamW state (16 bytes a parameter); resume after a guard stop goes back past its step")
+    return recipe.with_values(
+        {"save_strategy": "steps", "save_steps": every, "save_total_limit": KEPT_CHECKPOINTS},
+        {"save_steps": reason + ": a crash or a preemption costs at most that many, and resume_training continues "
+                                "from the last one with its optimizer state",
+         "save_strategy": "checkpoints by step (save_steps)",
+         "save_total_limit": f"keep the last {KEPT_CHECKPOINTS}: a full fine-tune's checkpoint holds weights and "
+                             "AdamW state (16 bytes a parameter); resume after a guard stop goes back past its step"},
+        "plan")

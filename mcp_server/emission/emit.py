@@ -2,8 +2,8 @@
 
 Writes train/config.yaml (TrlParser YAML, accepted by `trl grpo --config`), train/rewards.json, train/train.py,
 train/request.json and train/request.schema.json (runs.Run names them). Every file is written atomically.
-train/train.py is the run's trainer template (emission.agentic.TRAINER_TEMPLATES: training/train_template.py, or
-training/train_agentic_template.py for a run with an environment or tools, which also gets train/agentic.json)
+train/train.py is the run's trainer template (emission.agentic.TRAINER_TEMPLATES: training/trainer/train_template.py, or
+training/trainer/train_agentic_template.py for a run with an environment or tools, which also gets train/agentic.json)
 with the run's name and prompt column filled in: the template lives with the training code it imports;
 emission only copies its text.
 """
@@ -11,6 +11,7 @@ emission only copies its text.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -19,30 +20,23 @@ from pathlib import Path
 
 import yaml
 
-from mcp_server.dataset import check_prompt_column, read_file
-from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_fields, agentic_record, completion_budget,
-                                         refuse_unparsed_template, trainer_name, turn_cost)
+from mcp_server.dataset import check_prompt_column, read_file, reset_rows
+from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refuse_unparsed_template, trainer_name,
+                                         turn_cost)
+from mcp_server.emission.fit import launch_text, model_size_b
+from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
-from mcp_server.emission.batch import schedule, size_batch
-from mcp_server.emission.lengths import completion_length
-from mcp_server.emission.fit import fit_to_target, grow_vllm_share, launch_text, model_size_b, plan_for
 from mcp_server.memory.verdict import validate
 from mcp_server.model_ref import TINY, is_moe, resolve_model
-from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.recipe.models import EmitResult, Finding, GRPORecipeRequest
+from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
+from mcp_server.recipe.recorded import record as record_request
+from mcp_server.recipe.thinking import is_hybrid_thinking
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.validate import SEVERITY_ORDER
-from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
-from mcp_server.recipe.thinking import thinking_fields
-from mcp_server.recipe.variants import (DAPO_SOFT_PUNISH_FRACTION, DYNAMIC_SAMPLING_NOTE, choose_variant,
-                                        off_policy_fields, recipe_values)
+from mcp_server.recipe.variants import DYNAMIC_SAMPLING_NOTE, choose_variant
 from mcp_server.rewards.registry import REGISTRY
-from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
-from mcp_server.worker import in_training
-from mcp_server.worker_targets import LORA_TARGETS_WITHOUT_ROUTERS
 from mcp_server.workspace import (
     atomic_write_json,
     atomic_write_text,
@@ -52,41 +46,38 @@ from mcp_server.workspace import (
     workspace_root,
 )
 
-ALWAYS_WRITTEN = {"loss_type", "output_dir", "model_name_or_path", "dtype"}
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-PROMPT_COUNTS: dict[str, int] = {}  # rows of the local data files read while emitting, by resolved path
 
 
-def _prompt_count(request: GRPORecipeRequest) -> int | None:
-    """The training prompts of the request's data set when known offline: the tiny task's or a local file's."""
-    if request.dataset == TINY:
-        return len(split_task()[0])
-    path = Path(request.dataset).expanduser()
-    return PROMPT_COUNTS.get(str(path.resolve())) if path.is_file() else None
+@dataclasses.dataclass(frozen=True)
+class DataSet:
+    fields: dict  # TrlParser keys: a local file a `datasets` mixture entry, a hub name `dataset_name`
+    prompts: int | None = None  # the training prompts when known offline (the tiny task's or a local file's)
 
 
-def _dataset_fields(request: GRPORecipeRequest, run: Run) -> dict:
-    """TrlParser keys for the data: a local file becomes a `datasets` mixture entry, a hub name `dataset_name`."""
+def _dataset_fields(request: GRPORecipeRequest, run: Run) -> DataSet:
+    """The request's data set as the config names it, its columns checked."""
     if request.dataset == TINY:
         train_rows, _ = split_task()
         path = write_jsonl(train_rows, run.train_data)
         # Relative to the run (train.py runs there): a moved or copied run reads its own copy.
-        return {"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]}
+        return DataSet({"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]},
+                       len(train_rows))
     path = Path(request.dataset).expanduser()
     if path.exists():
         if path.is_file():
             fmt = DATA_FORMATS.get(path.suffix.lower())
             if fmt is None:
                 raise UserInputError("dataset", f"{path}: unsupported file type; use {', '.join(DATA_FORMATS)}")
-            _check_columns(path, request)
+            rows = _check_columns(path, request)
             data_file = path.resolve()
             if data_file.is_relative_to(run.dir.resolve()):  # the run's own data: relative, moves with it
                 data_file = data_file.relative_to(run.dir.resolve())
-            return {"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}
+            return DataSet({"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}, rows)
         if not path.is_dir():  # a device or a pipe: no data set, and reading it may never end
             raise UserInputError("dataset", f"{request.dataset} is not a regular file or a directory; give a "
                                  f"{', '.join(DATA_FORMATS)} file, a directory of them, a hub name or 'tiny'")
-        return {"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]}
+        return DataSet({"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]})
     if request.dataset.startswith((".", "/", "~")):
         raise UserInputError("dataset", f"no such file or directory: {request.dataset}")
     if path.suffix.lower() in DATA_FORMATS:  # names a data file that is not here: a typo, not a hub data set
@@ -95,7 +86,7 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> dict:
     fields = {"dataset_name": request.dataset, "dataset_train_split": request.dataset_split}
     if request.dataset_config:
         fields["dataset_config"] = request.dataset_config
-    return fields
+    return DataSet(fields)
 
 
 # Columns a registry reward reads -> the parameter renaming it (its factory's `Column` ones; TRL passes the others).
@@ -118,116 +109,21 @@ def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
     return needed
 
 
-def _check_columns(path: Path, request: GRPORecipeRequest) -> None:
+def _check_columns(path: Path, request: GRPORecipeRequest) -> int:
     """Read the whole local file the way inspection does: every row parses, prompts are text or chat
-    messages, and the prompt column and the columns the rewards read exist."""
+    messages, and the prompt column and the columns the rewards read exist. Returns its rows."""
     rows = read_file(path)
-    PROMPT_COUNTS[str(path.resolve())] = len(rows)
     check_prompt_column(rows, request.prompt_column)
     for column, reward in reward_columns(request).items():
         if column not in rows[0]:
             field = "answer_column" if column == request.answer_column else "rewards"
             raise UserInputError(field, f"column '{column}', which {reward} reads, is not in {path} "
                                  f"(columns: {', '.join(rows[0])})")
+    return len(rows)
 
 
-def _model_fields(request: GRPORecipeRequest, model: str, moe: bool, recipe: dict, why: dict,
-                  cpu: bool) -> tuple[dict, dict]:
-    """(values, why) of the model section: the weights' dtype follows recipe.precision; under LoRA the recipe's
-    beta and bf16 say what they cost there (in `why`), and a MoE model's routers are left out of LoRA's targets."""
-    view = GRPOView(recipe)
-    if request.finetune != "full" and view.beta:
-        # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
-        # policy with its adapter disabled
-        why["beta"] = ("a small KL pull to the starting model; under LoRA TRL computes the reference by disabling the "
-                       "adapter (no second model in memory, one more forward pass per step); 0 drops the KL term")
-    if request.finetune != "full" and view.bf16:
-        why["bf16"] = (
-            "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and their AdamW state stay float32"
-        )
-    fields, model_why = _model_section(request, model, view.bf16, cpu)
-    if moe and GRPOView.given(fields).lora_target_modules == "all-linear":
-        fields["lora_target_modules"] = _moe_lora_targets(model)
-        model_why["lora_target_modules"] = "every linear layer except the MoE routers, which LoRA must not adapt"
-    return fields, model_why
-
-
-def _model_section(request: GRPORecipeRequest, model: str, bf16: bool, cpu: bool) -> tuple[dict, dict]:
-    """(values, why) of the model section as the request asks: the weights' dtype, LoRA or QLoRA."""
-    fields = {"model_name_or_path": model, "dtype": weights_dtype(request.finetune, bf16, cpu)}
-    why = {"model_name_or_path": "the policy model", "dtype": dtype_reason(request.finetune, bf16, cpu)}
-    if request.finetune in ("lora", "qlora"):
-        fields.update(
-            use_peft=True,
-            lora_r=request.lora_r,
-            lora_alpha=request.lora_alpha or 2 * request.lora_r,
-            lora_target_modules=request.lora_target_modules,
-        )
-        why.update(
-            use_peft="LoRA: float32 adapters on a frozen base",
-            lora_r="rank: 16-32 is the settled range for RL, whose updates are low-rank",
-            lora_alpha="alpha = 2 x rank, the usual scaling" if not request.lora_alpha else "as requested",
-            lora_target_modules="every linear layer: attention-only LoRA learns less in RL",
-        )
-    if request.finetune == "qlora":
-        fields.update(load_in_4bit=True, bnb_4bit_quant_type="nf4", use_bnb_nested_quant=True)
-        why.update(load_in_4bit="QLoRA: the frozen base in 4-bit", bnb_4bit_quant_type="NF4, QLoRA's data type",
-                   use_bnb_nested_quant="double quantisation: about 0.4 bits per weight less")
-    return fields, why
-
-
-def is_vllm_field(key: str) -> bool:
-    return key == "use_vllm" or key.startswith("vllm_")
-
-
-def _hardware(request: GRPORecipeRequest, gpu, recipe: dict, why: dict) -> tuple[dict, dict]:
-    """(values, why) that adapt the seed recipe to the target. A CPU target drops the recipe's vLLM fields (in
-    place): TRL's default use_vllm false samples with transformers generate, and a vLLM layout would mean nothing."""
-    if gpu is None:  # CPU target: no vLLM, no mixed precision
-        for key in [k for k in recipe if is_vllm_field(k)]:
-            del recipe[key]
-            why.pop(key, None)
-        return ({"bf16": False, "use_cpu": True},
-                {"bf16": "CPU target: float32 throughout (no vLLM fields: transformers generate samples on a CPU)",
-                 "use_cpu": "CPU target: every torchrun rank joins one gloo world"})
-    values, why = {"bf16": gpu.bf16}, {}
-    if not gpu.bf16:
-        values["fp16"] = True
-        why["bf16"] = f"the {gpu.name} has no bf16"
-        why["fp16"] = FP16_REASON
-    if request.num_gpus > 1:
-        values["vllm_mode"] = "server"
-        why["vllm_mode"] = (f"{request.num_gpus} GPUs: vLLM serves on its own GPU (`trl vllm-serve`), training "
-                            "runs on the rest")
-    else:
-        values["vllm_mode"] = "colocate"
-    return values, why
-
-
-def _dapo_length_shaping(request: GRPORecipeRequest, recipe: dict, why: dict, defaults: dict,
-                         specs: list[RewardSpec]) -> list[RewardSpec]:
-    """DAPO's soft overlong punishment as an extra reward, its L_max pinned as max_completion_length (in place)."""
-    if any(s.name == "soft_overlong_punishment" for s in specs):
-        return []
-    # the request's, else the recipe's, else the installed TRL's default (else the generated TRL's)
-    length = GRPOView({**recipe, **request.overrides}, {**GRPOView.DEFAULTS, **defaults}).max_completion_length
-    if not isinstance(length, int) or length <= 0:
-        return []  # validation reports the bad length
-    recipe["max_completion_length"] = length
-    source = ("override: " + (request.override_reason or "set by the request's overrides")
-              if "max_completion_length" in request.overrides else
-              why.get("max_completion_length", f"{length} tokens, TRL's default"))
-    why["max_completion_length"] = (source
-                                    + "; also L_max of DAPO's soft overlong punishment in train/rewards.json: "
-                                    "change both together")
-    return [RewardSpec(name="soft_overlong_punishment", params={
-        "max_completion_len": length, "soft_punish_cache": round(length * DAPO_SOFT_PUNISH_FRACTION)})]
-
-
-def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, bool, dict, list, object,
-                                                               dict | None]:
-    """(config values, variant, reason, is_moe, why per key, reward specs, memory plan or None, the agentic
-    completion budget's finding or None) for the request's target."""
+def resolve(request: GRPORecipeRequest, run: Run) -> Given:
+    """What the request resolves to before any step runs (emission.steps.Given), each refusal in this order."""
     model = resolve_model(request.model)
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
@@ -236,143 +132,18 @@ def build_config(request: GRPORecipeRequest, run: Run) -> tuple[dict, str, str, 
         defaults = trl_defaults()
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults = {}
-
     # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
     size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
-    recipe, why = recipe_values(variant, request.finetune, size_b)
     record = agentic_record(request)
     refuse_unparsed_template(record, model)
-    tool_fields, tool_why = agentic_fields(record)
-    recipe.update(tool_fields)
-    why.update(tool_why)
-    hardware, hardware_why = _hardware(request, gpu, recipe, why)
-    recipe.update(hardware)
-    why.update(hardware_why)
-    thinking, thinking_why = thinking_fields(model, request.thinking)
-    if request.thinking and not thinking:
+    if request.thinking and not is_hybrid_thinking(model):
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
                              "leave thinking empty for it")
-    recipe.update(thinking)
-    why.update(thinking_why)
-    ga = GRPOView({**recipe, **request.overrides}).gradient_accumulation_steps
-    if isinstance(ga, int) and not {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(
-        request.overrides
-    ):
-        structure, structure_why = off_policy_fields(variant, ga)
-        recipe.update(structure)
-        why.update(structure_why)
-    recipe.update(_report_to(request, why))
-    budget = _size_for_turns(request, recipe, why, defaults, turn_cost(request, record, model))
-    trl_length = GRPOView({}, {**GRPOView.DEFAULTS, **defaults}).max_completion_length  # the installed TRL's
-    completion_length(recipe, why, request.overrides, trl_length, gpu is None, run, model)
-    specs = list(request.rewards)
-    if variant == "dapo":
-        specs += _dapo_length_shaping(request, recipe, why, defaults, specs)
-    if any(s.weight != 1.0 for s in specs):
-        recipe["reward_weights"] = [s.weight for s in specs]
-        why["reward_weights"] = "the weights of the rewards in train/rewards.json, in order"
-    recipe["output_dir"] = str(run.checkpoints.relative_to(run.dir))  # relative: the run can move
-    why["output_dir"] = "checkpoints go inside the run directory (relative to it, so the run can be moved)"
-
-    model_fields, model_why = _model_fields(request, model, moe, recipe, why, gpu is None)
-    data_fields = _dataset_fields(request, run)
-    why.update(model_why)
-    why.update({k: "the training prompts" for k in data_fields})
-    values = {**model_fields, **data_fields, **recipe}
-    cli_rewards = _trl_cli_rewards(specs)
-    values.update(cli_rewards)
-    why.update({k: "this run's rewards as import paths, so `trl grpo --config` runs them too" for k in cli_rewards})
-    for key, value in request.overrides.items():
-        if values.get(key, object()) != value or key not in why:
-            why[key] = "override: " + (request.override_reason or "set by the request's overrides")
-    values.update(request.overrides)
-    fitted = set(values)
-    plan = None
-    if gpu is not None:  # the recipe fitted to the GPU by the memory plan (its levers, each value saying why)
-        plan = fit_to_target(values, why, request.gpu, request.num_gpus, set(request.overrides))
-    prompts = _prompt_count(request)
-    size_batch(values, why, plan, request, prompts, variant)
-    if gpu is not None:
-        plan = grow_vllm_share(values, why, plan_for(values, request.gpu, request.num_gpus), request)
-    schedule(values, why, prompts, plan.launch.training_processes if plan else 1, request.overrides)
-    fitted = {k for k in values if k not in fitted or k in why and why[k].startswith("memory plan")}
-    # Recipe values are always written, so a later TRL with other defaults runs the same recipe; other values
-    # only when they differ from the installed TRL's defaults.
-    explicit = ALWAYS_WRITTEN | set(recipe) | set(model_fields) | set(request.overrides) | fitted
-    values = {k: v for k, v in values.items() if k in explicit or k not in defaults or defaults[k] != v}
-    return values, variant, reason, moe, {k: why[k] for k in values if k in why}, specs, plan, budget
-
-
-def _size_for_turns(request: GRPORecipeRequest, recipe: dict, why: dict, defaults: dict, cost: dict | None
-                    ) -> dict | None:
-    """An agentic run's max_completion_length sized for its tool-calling turns (in `recipe`, before DAPO pins its
-    L_max to it); the finding that says the value and why (or that an override holds fewer turns)."""
-    turns = GRPOView.given({**recipe, **request.overrides}).max_tool_calling_iterations
-    base = GRPOView(recipe, {**GRPOView.DEFAULTS, **defaults}).max_completion_length  # the recipe's, else TRL's
-    value, reason, found = completion_budget(cost, turns, base, GRPOView.given(request.overrides).max_completion_length)
-    if value is not None:
-        recipe["max_completion_length"] = value
-        why["max_completion_length"] = reason
-    return found
-
-
-REPORT_TO_WHY = {  # where each writes: training.script_support.keep_trackers_in_run
-    "trackio": "trackio: a local dashboard, logged under trackers/trackio (`TRACKIO_DIR=trackers/trackio trackio "
-               "show`)",
-    "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine, logged under trackers/wandb (`wandb sync` "
-             "uploads later)",
-    "mlflow": "mlflow: a local SQLite store, trackers/mlflow.db (`mlflow ui --backend-store-uri "
-              "sqlite:///trackers/mlflow.db`)",
-    "tensorboard": "tensorboard: event files under the checkpoints folder (`tensorboard --logdir checkpoints`)",
-}
-
-
-def _report_to(request: GRPORecipeRequest, why: dict) -> dict:
-    """report_to as the person chose (TRL's default 'none': only this project's progress file), kept off the
-    network where the integration allows it."""
-    if not request.report_to:
-        return {}
-    chosen = list(dict.fromkeys(request.report_to))
-    values: dict = {"report_to": chosen}
-    why["report_to"] = ("also log to " + "; ".join(REPORT_TO_WHY[name] for name in chosen)
-                        + " (each needs its package in the training environment)")
-    if "trackio" in chosen:
-        values.update(project=request.run_name or Path(request.model).name, trackio_static_space_id=False)
-        why["project"] = "the trackio project this run logs under"
-        why["trackio_static_space_id"] = ("false: no Space on the Hub, no sync or freeze after training "
-                                          "(trackio_space_id is unset, so logs stay local)")
-    return values
-
-
-# LoRA targets for a MoE model whose layers cannot be listed offline: the attention and MLP projections of the
-# Llama/Qwen/GLM/DeepSeek naming, never the router ('gate' / 'router'), which 'all-linear' would adapt.
-GENERIC_MOE_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-def _moe_lora_targets(model: str) -> list[str]:
-    """'all-linear' without the routers: listed from the model's layers (built on the meta device in the training
-    interpreter), else the generic projection names."""
-    try:
-        found = in_training(LORA_TARGETS_WITHOUT_ROUTERS, model)
-    except UserInputError:  # no training interpreter
-        found = None
-    return found or GENERIC_MOE_LORA_TARGETS
-
-
-def _trl_cli_rewards(specs: list[RewardSpec]) -> dict:
-    """`reward_funcs` for `trl grpo`: only when every reward is expressible as a dotted path with its defaults."""
-    paths = []
-    for spec in specs:
-        if spec.name in REGISTRY:
-            dotted = REGISTRY[spec.name].info.dotted_path
-            if spec.params or not dotted:
-                return {}
-            paths.append(dotted)
-        elif "." in spec.name and not spec.params:
-            paths.append(spec.name)
-        else:
-            return {}
-    return {"reward_funcs": paths}
+    data = _dataset_fields(request, run)
+    cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
+    return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
+                 trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,
+                 prompts=data.prompts)
 
 
 SECTIONS = (
@@ -447,14 +218,17 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
 def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     """Write the run's files into `run` (a staging directory, or the run itself); the result names them where
     they will be, in `final`."""
-    values, variant, reason, moe, why, reward_specs, plan, budget = build_config(request, run)
-    command, how = launch_text(plan, final.dir)
+    given = resolve(request, run)
+    recipe = build(given)
+    written = recipe.written(given.trl_defaults)
+    values, why, reward_specs = written.values, written.reasons, list(recipe.rewards)
+    variant, reason, moe, agentic = given.variant, given.variant_reason, given.moe, given.agentic
+    command, how = launch_text(given.plan_of(recipe.values), final.dir)
     specs = [s.model_dump() for s in reward_specs]
-    agentic = agentic_record(request)
     # the one validation entry point (memory.verdict.validate): rules, TRL's checks, architecture, memory plan
     validation = validate(values, request.gpu, request.num_gpus, reward_specs=specs,
                           override_reason=request.override_reason, is_moe=moe, base_dir=run.dir,
-                          agentic=agentic.model_dump() if agentic else None)
+                          agentic=agentic.model_dump() if agentic else None, prompt_column=request.prompt_column)
 
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
@@ -474,16 +248,11 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     )
     atomic_write_text(run.config, render_yaml(values, header, why))
     atomic_write_json(run.rewards, specs)
-    request_record = request.model_dump()
-    request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe,
-                          trainer=trainer_name(agentic))
-    atomic_write_json(run.request, request_record)
+    atomic_write_json(run.request, record_request(request, variant_chosen=variant, is_moe=moe,
+                                                  trainer=trainer_name(agentic)))
     if agentic:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
-    if budget:  # the agentic completion budget: the emitted value and why, or an override that holds fewer turns
-        findings = sorted([*validation.findings, Finding(**budget)], key=lambda f: SEVERITY_ORDER[f.severity])
-        validation = validation.model_copy(update={"findings": findings})
     template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
     script = template.replace("{{RUN}}", final.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
     atomic_write_text(run.script, script)

@@ -4,6 +4,9 @@ fine-tuning mode (LoRA, QLoRA) is the person's choice, never applied: validation
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from mcp_server.config.recipe import Recipe
 from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlan
 from mcp_server.memory.levers import just_enough_vllm
@@ -11,7 +14,6 @@ from mcp_server.memory.params import count_params
 from mcp_server.memory.settings import RunSettings
 from mcp_server.memory import planner
 from mcp_server.memory.planner import architecture_of
-from mcp_server.config.grpo_fields import GRPOView
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
 
@@ -24,34 +26,37 @@ def plan_for(values: dict, gpu: str, num_gpus: int) -> MemoryPlan | None:
         return None
 
 
-def fit_to_target(values: dict, why: dict, gpu: str, num_gpus: int, overridden: set[str]) -> MemoryPlan | None:
-    """Apply the plan's recommended levers to `values` (in place) when the run does not fit or is tight; return the
-    plan the values now have."""
-    plan = plan_for(values, gpu, num_gpus)
+Planner = Callable[[dict], MemoryPlan | None]  # the memory plan of a config's values on the run's target
+
+
+def fit_to_target(recipe: Recipe, plan_of: Planner, num_gpus: int, overridden: set[str]) -> Recipe:
+    """The recipe with the plan's recommended levers applied when the run does not fit or is tight."""
+    plan = plan_of(recipe.values)
     for _ in range(2):  # a set that only just fits may leave a cheaper lever that restores the 10% headroom
         if plan is None or plan.status == "fits" or plan.recommended is None:
-            return plan
-        applied = _apply(plan, values, why, num_gpus, overridden)
-        if not applied:
-            return plan
-        plan = plan_for(values, gpu, num_gpus)
-    return plan
+            return recipe
+        applied = _apply(plan, recipe, num_gpus, overridden)
+        if applied is None:
+            return recipe
+        recipe = applied
+        plan = plan_of(recipe.values)
+    return recipe
 
 
-def _apply(plan: MemoryPlan, values: dict, why: dict, num_gpus: int, overridden: set[str]) -> bool:
+def _apply(plan: MemoryPlan, recipe: Recipe, num_gpus: int, overridden: set[str]) -> Recipe | None:
     chosen = plan.recommended
     if NOT_APPLIED & set(chosen.levers) or overridden & set(chosen.patch):
-        return False
+        return None
     described = {lever.name: lever.description for lever in plan.levers}
     before = f"{plan.peak_gib:.1f}"
+    why = {}
     for name in chosen.levers:
         lever_patch = next((lv.patch for lv in plan.levers if lv.name == name), {})
         for key in lever_patch:
             why[key] = (f"memory plan for {num_gpus}x {plan.gpu}: {described.get(name, name)} Without the levers "
                         f"{', '.join(chosen.levers)} the planned peak is {before} GiB of {plan.capacity_gib:.1f}, with "
                         f"them {chosen.peak_gib:.1f} GiB")
-    values.update(chosen.patch)
-    return True
+    return recipe.with_values(chosen.patch, why, "plan")
 
 
 def launch_text(plan: MemoryPlan | None, run_dir) -> tuple[str, str]:
@@ -89,30 +94,28 @@ def model_size_b(model: str, target: str | None = None) -> float | None:
     return count_params(arch).total / 1e9
 
 
-def grow_vllm_share(values: dict, why: dict, plan: MemoryPlan | None, request) -> MemoryPlan | None:
+def grow_vllm_share(recipe: Recipe, plan_of: Planner, request) -> Recipe:
     """A colocated vLLM whose share leaves KV cache for only part of a generation round batches it slowly: grow the
     share toward one that holds the whole round (levers.just_enough_vllm), as far as the plan still fits with 10%
-    headroom (in place)."""
-    given = GRPOView.given(values)
+    headroom."""
+    plan, given = plan_of(recipe.values), recipe.given
     if (plan is None or plan.status != "fits" or not given.use_vllm or given.vllm_mode != "colocate"
             or "vllm_gpu_memory_utilization" in request.overrides):
-        return plan
+        return recipe
     settings = RunSettings(**{k: v for k, v in plan.run.items() if k in RunSettings.model_fields})
     now = settings.vllm_gpu_memory_utilization
     full = just_enough_vllm(plan.architecture, plan.params, settings, plan.capacity_gib,
                             settings.vllm_tensor_parallel_size)
     share, grown = full, None
     while share > now + 0.02:
-        grown = plan_for({**values, "vllm_gpu_memory_utilization": share}, request.gpu, request.num_gpus)
+        grown = plan_of({**recipe.values, "vllm_gpu_memory_utilization": share})
         if grown is not None and grown.status == "fits":
             break
         share, grown = round(share - 0.05, 2), None
     if grown is None:
-        return plan
-    values["vllm_gpu_memory_utilization"] = share
+        return recipe
     held = "the whole generation round's" if share >= full else "more of the generation round's"
-    why["vllm_gpu_memory_utilization"] = (
+    return recipe.with_value("vllm_gpu_memory_utilization", share, (
         f"memory plan for {request.num_gpus}x {plan.gpu}: {share:.2f} of the GPU (TRL's default 0.3 leaves vLLM's KV "
         f"cache room for only part of a generation round, which it then batches slowly): its weights and {held} KV "
-        f"cache, with 10% headroom (peak {grown.peak_gib:.1f} of {grown.capacity_gib:.1f} GiB)")
-    return grown
+        f"cache, with 10% headroom (peak {grown.peak_gib:.1f} of {grown.capacity_gib:.1f} GiB)"), "plan")

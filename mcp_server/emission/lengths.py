@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mcp_server.config.recipe import Recipe, Setting
 from mcp_server.runs import Run
 
 CPU_COMPLETION_LENGTH = 128  # a CPU run is a rehearsal: each of its sampling passes and steps scales with this
 FIELD = "max_completion_length"
 
 
-def measured_length(run: Run, model: str) -> tuple[int, str] | None:
-    """(sample_completions' suggested max_completion_length, how it was measured) from the run's samples of this
+def measured_length(run: Run, model: str) -> Setting | None:
+    """sample_completions' suggested max_completion_length and how it was measured, from the run's samples of this
     model; None when there are none, they came from another model, or they suggest nothing (censored)."""
     try:
         meta = json.loads(run.samples_meta.read_text(encoding="utf-8"))
@@ -37,25 +38,21 @@ def measured_length(run: Run, model: str) -> tuple[int, str] | None:
     how = (f"measured: sample_completions' suggestion from {lengths.get('completions')} sampled completions "
            f"(inspection/samples.meta.json: 99th percentile {p99} tokens, rounded up to a multiple of 64"
            + (f", cutting {cut:.1%} of them" if isinstance(cut, (int, float)) else "") + ")")
-    return suggested, how
+    return Setting(suggested, how, "measured")
 
 
-def completion_length(recipe: dict, why: dict, overrides: dict, trl_default: int, cpu: bool, run: Run,
-                      model: str) -> None:
-    """Set recipe's max_completion_length with its reason (in place) unless the request or the recipe set it."""
+def completion_length(recipe: Recipe, overrides: dict, trl_default: int, cpu: bool, run: Run, model: str) -> Recipe:
+    """The recipe with max_completion_length and its reason, unless the request or an earlier step set it."""
     if FIELD in recipe or FIELD in overrides:
-        return
+        return recipe
     measured = measured_length(run, model)
     if measured is not None:
-        recipe[FIELD], why[FIELD] = measured
-        return
+        return recipe.with_value(FIELD, measured.value, measured.reason, measured.source)
     then = ("not yet measured for this task: sample_completions measures the completions and suggests a value "
             "(its `lengths`); emit again into this run (run_dir) to apply it, or set it here, then sample again")
     if cpu:
-        recipe[FIELD] = CPU_COMPLETION_LENGTH
-        why[FIELD] = (f"CPU target: {CPU_COMPLETION_LENGTH} tokens, a rehearsal's budget (TRL's default "
-                      f"{trl_default} makes every sampling pass and step about {trl_default // CPU_COMPLETION_LENGTH}x "
-                      f"longer on a CPU); {then}")
-    else:
-        recipe[FIELD] = trl_default
-        why[FIELD] = f"{trl_default} tokens, TRL's default, {then}"
+        return recipe.with_value(
+            FIELD, CPU_COMPLETION_LENGTH, f"CPU target: {CPU_COMPLETION_LENGTH} tokens, a rehearsal's budget (TRL's "
+            f"default {trl_default} makes every sampling pass and step about {trl_default // CPU_COMPLETION_LENGTH}x "
+            f"longer on a CPU); {then}", "target")
+    return recipe.with_value(FIELD, trl_default, f"{trl_default} tokens, TRL's default, {then}", "trl_default")

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
@@ -125,7 +126,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
     model, tokenizer = load_model(ckpt)  # merged in memory when it is an adapter
-    max_new_tokens = int(config.get("max_completion_length") or 64)
+    max_new_tokens = int(GRPOView.given(config).max_completion_length or 64)
     prompts = _smoke_prompts(promotion, request.smoke_items)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
     before = _greedy(model, tokenizer, prompts, max_new_tokens)

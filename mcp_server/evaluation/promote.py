@@ -19,6 +19,7 @@ import json
 import time
 from pathlib import Path
 
+from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
     baseline_path, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
@@ -223,7 +224,7 @@ def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_r
             "model first (evaluate_model) or pass goldens",
         )
     first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
-                                           max_new_tokens=int(config.get("max_completion_length") or 256)),
+                                           max_new_tokens=int(GRPOView.given(config).max_completion_length or 256)),
                            report=_stage(report, "baseline of the base model"))
     return json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
 

@@ -49,8 +49,8 @@ class Layout:
 
 def gpu_layout(settings: RunSettings, target: Target) -> Layout:
     problems = []
-    server_gpus = settings.vllm_server_gpus if settings.vllm_server else 0
-    training_gpus = target.num_gpus - server_gpus
+    server_gpus = settings.server_gpus
+    training_gpus = target.num_gpus - server_gpus  # below 1 is a problem to name, not a world to round up
     if training_gpus < 1:
         problems.append(f"vLLM server mode needs at least {server_gpus + 1} GPUs ({server_gpus} for the server, "
                         f"1 to train); there are {target.num_gpus}")

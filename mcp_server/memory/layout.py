@@ -29,8 +29,8 @@ def server_launch(settings: RunSettings, server_gpus: int) -> VllmServerLaunch |
 def choose_layout(arch: Architecture, params: ParamCount, settings: RunSettings,
                   target: Target) -> tuple[RunSettings, Breakdown, LaunchLayout]:
     """(the settings with the chosen sharding, their breakdown, the layout)."""
-    server_gpus = settings.vllm_server_gpus if settings.vllm_server else 0
-    training = max(target.num_gpus - server_gpus, 1)
+    server_gpus = settings.server_gpus
+    training = settings.training_processes(target.num_gpus)
     if training == 1:
         order = ["single"]
     elif settings.strategy not in ("auto", "single"):

@@ -11,13 +11,14 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from mcp_server.config import GRPOView, trl_default
-from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
+from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, training_world, whole_groups
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import Architecture
 from mcp_server.recipe.precision import weights_dtype
+from mcp_server.recipe.recorded import read_recorded
 from mcp_server.recipe.variants import BASE_RECIPE
 from mcp_server.runs import Run, sidecars
 from mcp_server.userfiles import read_text, require_yaml_name, yaml_problem
@@ -95,6 +96,15 @@ class RunSettings(BaseModel):
     def vllm_server(self) -> bool:
         return self.use_vllm and self.vllm_mode == "server"
 
+    @property
+    def server_gpus(self) -> int:
+        """GPUs `trl vllm-serve` holds for itself (none unless vLLM runs in server mode)."""
+        return self.vllm_server_gpus if self.vllm_server else 0
+
+    def training_processes(self, num_gpus: int) -> int:
+        """Training processes on `num_gpus` GPUs: the rest after the vLLM server's (config.batches.training_world)."""
+        return training_world(num_gpus, self.server_gpus)
+
 
 class Target(BaseModel):
     """The GPUs the run must fit on."""
@@ -132,11 +142,7 @@ def read_plan_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[s
                 recipe["_rewards"] = json.loads(rewards_json.read_text(encoding="utf-8"))
             except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: planned without it
                 pass
-        if request_json.is_file():
-            try:
-                recipe.update(json.loads(request_json.read_text(encoding="utf-8")))
-            except (OSError, ValueError):
-                pass
+        recipe.update(read_recorded(request_json, "config_path").fields_given())  # the fields it holds, typed
     if request.config:
         config.update(request.config)
     return config, recipe
@@ -360,8 +366,7 @@ def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target:
 
 def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target) -> None:
     """The batch and length rules TRL enforces at start-up, raised as input errors before any arithmetic."""
-    server_gpus = settings.vllm_server_gpus if settings.vllm_server else 0
-    batch = generation_batch(settings.per_device_train_batch_size, max(target.num_gpus - server_gpus, 1),
+    batch = generation_batch(settings.per_device_train_batch_size, settings.training_processes(target.num_gpus),
                              settings.spg)
     if settings.num_generations < MIN_GENERATIONS:
         raise UserInputError("num_generations", f"GRPO needs at least {MIN_GENERATIONS} completions per prompt")

@@ -52,7 +52,8 @@ def planned_memory(values: dict, gpu: str, num_gpus: int, agentic: dict | None) 
 
 def validate(values: dict, gpu: str = "H100", num_gpus: int = 1, *, reward_specs: list | None = None,
              override_reason: str | None = None, is_moe: bool | None = None, base_dir: Path | None = None,
-             agentic: dict | None = None, memory: bool = True) -> ValidationResult:
+             agentic: dict | None = None, prompt_column: str | None = None, memory: bool = True
+             ) -> ValidationResult:
     """The one validation entry point: every registered rule whose needs are met, given the model's architecture
     and, with `memory` on a GPU target, the memory plan. result.not_run names the rules that could not run and
     what they lacked."""
@@ -60,7 +61,8 @@ def validate(values: dict, gpu: str = "H100", num_gpus: int = 1, *, reward_specs
     if memory and str(gpu).strip().lower() != "cpu":
         supply["memory_plan"] = lambda: planned_memory(values, gpu, num_gpus, agentic)
     return validate_values(values, gpu, num_gpus, reward_specs=reward_specs, override_reason=override_reason,
-                           is_moe=is_moe, base_dir=base_dir, agentic=agentic, supply=supply)
+                           is_moe=is_moe, base_dir=base_dir, agentic=agentic, prompt_column=prompt_column,
+                           supply=supply)
 
 
 def validate_file(config_path: str | Path, gpu: str | None = None, num_gpus: int | None = None,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mcp_server.config.batches import training_world
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
@@ -30,6 +31,7 @@ class Context:
     parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
     base_dir: Path | None = None  # where relative data_files resolve (the run directory of an emitted config)
     agentic: dict | None = None  # the run's agentic record (agentic.json): its tools and environment
+    prompt_column: str | None = None  # the data set's prompt column (train/request.json), renamed 'prompt' by train.py
     trl_missing: Exception | None = None  # why the installed TRL's fields are unknown (no training interpreter)
     # What the entry point can supply, by need ("architecture", "memory_plan"): called once, when a rule needs it.
     supply: dict[str, Callable[[], Any]] = field(default_factory=dict)
@@ -84,9 +86,7 @@ class Context:
     @property
     def training_processes(self) -> int:
         """World size of training on the target: a local vLLM server takes one GPU for itself."""
-        if self.gpu is None:
-            return 1
-        return max(self.num_gpus - (1 if self.vllm_server_local else 0), 1)
+        return training_world(self.num_gpus, 1 if self.vllm_server_local else 0, cpu=self.gpu is None)
 
 
 def finding(code, field, severity, message, fix=None) -> Finding:

@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from mcp_server.config.recipe import Recipe
 from mcp_server.model_ref import cached_config_path
 from mcp_server.recipe.scoped import scoped
 
@@ -55,15 +56,15 @@ def is_hybrid_thinking(model: str) -> bool:
     return bool(_HYBRID_NAME.search(model.rstrip("/").split("/")[-1]))
 
 
-def thinking_fields(model: str, thinking: bool | None) -> tuple[dict, dict]:
-    """(values, why) for a hybrid thinking model: the switch and max_completion_length for the mode. A model
-    without the switch gets nothing (asking for thinking there is an error the caller raises)."""
+def thinking_fields(model: str, thinking: bool | None) -> Recipe:
+    """For a hybrid thinking model: the switch and max_completion_length for the mode. A model without the switch
+    gets nothing (asking for thinking there is an error the caller raises)."""
     if not is_hybrid_thinking(model):
-        return {}, {}
+        return Recipe()
     on = bool(thinking)
     length, length_why = COMPLETION_LENGTH[on]
     switch_why = ("hybrid thinking model: its template thinks unless told not to; "
                   + ("thinking on, as requested" if on else "thinking off on purpose (request thinking=true for "
                      "reasoning traces, with a longer budget)"))
-    return ({"chat_template_kwargs": {"enable_thinking": on}, "max_completion_length": length},
-            {"chat_template_kwargs": switch_why, "max_completion_length": length_why})
+    return Recipe.of({"chat_template_kwargs": {"enable_thinking": on}, "max_completion_length": length},
+                     {"chat_template_kwargs": switch_why, "max_completion_length": length_why}, "model")

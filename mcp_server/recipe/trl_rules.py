@@ -1,14 +1,16 @@
 """Topic "TRL's own checks": what the installed TRL decides in the training interpreter. The tool loop's
-requirements for an agentic run (agentic.checks, read from the tokenizer before any model loads), and a real
+requirements for an agentic run (agentic.checks, read from the tokenizer before any model loads), whether its
+max_completion_length holds its tool-calling turns (agentic.budget, measured with the tokenizer), and a real
 GRPOConfig built as if on the target, once no rule before it found an error (its message would repeat theirs)."""
 
 from __future__ import annotations
 
+from mcp_server.dataset import reset_rows
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.trl_fields import grpo_config_error
 from mcp_server.worker import in_training
-from mcp_server.worker_targets import CHECK_AGENTIC
+from mcp_server.worker_targets import CHECK_AGENTIC, TURN_BUDGET
 
 
 def rule_agentic_tool_loop(ctx: Context) -> list[Finding]:
@@ -16,6 +18,17 @@ def rule_agentic_tool_loop(ctx: Context) -> list[Finding]:
     if not ctx.agentic:
         return []
     return [Finding(**f) for f in in_training(CHECK_AGENTIC, ctx.agentic, ctx.values)]
+
+
+def rule_agentic_turn_budget(ctx: Context) -> list[Finding]:
+    """An agentic run's budget against its turns (agentic.budget.turn_budget_findings): how the config's
+    max_completion_length holds max_tool_calling_iterations turns of its costliest tool, measured with the model's
+    tokenizer, the environment reset with the data set's first row (`agentic_completion_budget`, info), or how few
+    of them it holds (`agentic_budget_below_turns`, a warning)."""
+    if not ctx.agentic:
+        return []
+    rows = reset_rows(ctx.values, ctx.base_dir, ctx.prompt_column)
+    return [Finding(**f) for f in in_training(TURN_BUDGET, ctx.agentic, ctx.values, rows)]
 
 
 def rule_grpo_config(ctx: Context) -> list[Finding]:
@@ -42,4 +55,5 @@ def rule_grpo_config(ctx: Context) -> list[Finding]:
                     "change the fields the message names")]
 
 
-RULES = (Rule(rule_agentic_tool_loop, needs=("trl", "tokenizer")), Rule(rule_grpo_config))
+RULES = (Rule(rule_agentic_tool_loop, needs=("trl", "tokenizer")),
+         Rule(rule_agentic_turn_budget, needs=("trl", "tokenizer")), Rule(rule_grpo_config))

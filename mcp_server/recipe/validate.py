@@ -16,21 +16,22 @@ from mcp_server.recipe import registry
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.recipe.context import Context, finding
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.recipe.registry import SEVERITY_ORDER  # noqa: F401 - emission sorts its own finding with it
 from mcp_server.recipe.trl_fields import installed_trl
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import PARSE_LIKE_TRL
+from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import sidecars
 from mcp_server.userfiles import load_config_file, read_json
 
 
-def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
-    """train/request.json (the target and reasons) and train/rewards.json beside an emitted config."""
+def _sidecars(config_path: Path | None) -> tuple[RecordedRequest, list | None]:
+    """train/request.json (the target and reasons, recipe.recorded) and train/rewards.json beside an emitted
+    config."""
     if config_path is None:
-        return {}, None
+        return RecordedRequest(), None
     request_path, rewards_path = sidecars(config_path)
-    request = read_json(request_path, "config_path", dict) if request_path.is_file() else {}
+    request = read_recorded(request_path, "config_path")
     rewards = None
     if rewards_path.is_file():
         rewards = [spec.model_dump() for spec in read_reward_specs(rewards_path, "config_path")]
@@ -39,7 +40,7 @@ def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
 
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None,
-                    base_dir: Path | None = None, agentic: dict | None = None,
+                    base_dir: Path | None = None, agentic: dict | None = None, prompt_column: str | None = None,
                     supply: dict[str, Callable[[], Any]] | None = None) -> ValidationResult:
     """Validate a dict of config fields for a target: every registered rule whose needs are met (`supply`: what the
     caller can give beyond the config, by need: "architecture", "memory_plan"; memory.verdict.validate gives both).
@@ -65,7 +66,8 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
         is_moe = detect_moe(str(model))
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
-                  parse_errors=parse_errors, base_dir=base_dir, agentic=agentic, trl_missing=trl_missing,
+                  parse_errors=parse_errors, base_dir=base_dir, agentic=agentic, prompt_column=prompt_column,
+                  trl_missing=trl_missing,
                   supply=supply or {})
     findings, not_run = registry.run(ctx)
     target = "CPU" if gpu_obj is None else f"{num_gpus}x {gpu_name}"
@@ -83,12 +85,13 @@ def read_config(config_path: str | Path | None = None, config: dict | None = Non
     agentic_path = Path(config_path).parent / "agentic.json" if config_path else None
     agentic = read_json(agentic_path, "config_path", dict) if agentic_path and agentic_path.is_file() else None
     return values, {
-        "gpu": gpu or recorded.get("gpu") or "H100",
-        "num_gpus": num_gpus or recorded.get("num_gpus") or 1,
+        "gpu": gpu or recorded.gpu or "H100",
+        "num_gpus": num_gpus or recorded.num_gpus,
         "reward_specs": reward_specs,
-        "override_reason": recorded.get("override_reason"),
+        "override_reason": recorded.override_reason,
         "base_dir": _run_dir_of(Path(config_path)) if config_path else None,
         "agentic": agentic,
+        "prompt_column": recorded.fields_given().get("prompt_column"),  # None: the record names none
     }
 
 

@@ -8,6 +8,7 @@ num_iterations = 1) every update is on-policy, the importance ratio is exactly 1
 
 from __future__ import annotations
 
+from mcp_server.config.recipe import Recipe
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.learning_rate import recipe_rate
 
@@ -131,34 +132,33 @@ SYMPTOM_TO_VARIANT: dict[str, tuple[str, str]] = {
 }
 
 
-def off_policy_fields(variant: str, gradient_accumulation_steps: int) -> tuple[dict, dict]:
-    """(values, why) of the generation structure the variant's clip needs: steps_per_generation =
-    mini-batches per rollout x gradient_accumulation_steps, so each optimizer step takes one mini-batch."""
+def off_policy_fields(variant: str, gradient_accumulation_steps: int) -> Recipe:
+    """The generation structure the variant's clip needs: steps_per_generation = mini-batches per rollout x
+    gradient_accumulation_steps, so each optimizer step takes one mini-batch."""
     if variant not in MINI_BATCHES_PER_GENERATION:
-        return {}, {}
+        return Recipe()
     mini_batches, reason = MINI_BATCHES_PER_GENERATION[variant]
     steps = mini_batches * gradient_accumulation_steps
     why = (f"{mini_batches} optimizer steps per generation batch ({mini_batches} x gradient_accumulation_steps "
            f"{gradient_accumulation_steps}). {reason}. With one step per generation the ratio is exactly 1 and "
            "the clip never acts (num_iterations > 1 is the other way to go off-policy)")
-    return {"steps_per_generation": steps}, {"steps_per_generation": why}
+    return Recipe.of({"steps_per_generation": steps}, {"steps_per_generation": why}, "recipe")
 
 
-def recipe_values(variant: str, finetune: str = "full", params_b: float | None = None) -> tuple[dict, dict]:
-    """(values, why) the recipe writes for a variant, fine-tuning mode and model size: the seed recipe, the
-    variant's values and training's logged samples (the emitter then adapts them to the target and the request)."""
+def recipe_values(variant: str, finetune: str = "full", params_b: float | None = None) -> Recipe:
+    """The recipe for a variant, fine-tuning mode and model size: the seed recipe, the variant's values and
+    training's logged samples, each with its reason (the emitter then adapts them to the target and the request)."""
     values, why = seed_recipe(finetune, params_b)
-    values.update(VARIANTS[variant])
-    why.update(VARIANT_WHY[variant])
-    for key, (value, reason) in TRAINING_SAMPLES.items():
-        values[key], why[key] = value, reason
-    return values, why
+    samples = {key: value for key, (value, _) in TRAINING_SAMPLES.items()}
+    # a variant's reason may be for a seed value it keeps (DAPO's word on the group size)
+    return (Recipe.of(values, why).with_values(VARIANTS[variant]).explained(VARIANT_WHY[variant])
+            .with_values(samples, {key: reason for key, (_, reason) in TRAINING_SAMPLES.items()}))
 
 
 def variant_values(variant: str, gradient_accumulation_steps: int) -> dict:
     """The values that make the variant what it is, as emit_grpo_config writes them (diagnosis patches use it)."""
     values = {"loss_type": BASE_RECIPE["loss_type"], **VARIANTS[variant]}
-    values.update(off_policy_fields(variant, gradient_accumulation_steps)[0])
+    values.update(off_policy_fields(variant, gradient_accumulation_steps).values)
     return values
 
 
