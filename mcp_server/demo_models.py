@@ -90,6 +90,9 @@ class KernelBench(BaseModel):
                  f"{self.kernel_sets} x GRPO seeds; {self.measured})")
         if self.holds:
             return f"The lift holds on every CPU kernel set measured: {table}."
+        if self.meets == self.runs:  # every run measured met the goal, but not yet the 9 the goal asks for
+            return (f"The lift held in every run measured, which are not yet all 3 CPU kernel sets x 3 GRPO seeds: "
+                    f"{table}. A REJECT here is a finding, not a known draw.")
         return (f"This demo's lift is NOT a property of the method on every CPU: {table}. The verdict below is "
                 f"this CPU's (torch kernel set {cpu_capability()}); a REJECT is not a failed walk.")
 
@@ -115,6 +118,11 @@ TINY_KERNELS = KernelBench(runs=6, meets=1, lift_low=5, lift_high=10, kernel_set
                                     "warm start")
 AGENTIC_KERNELS = KernelBench(runs=9, meets=9, lift_low=26, lift_high=29,
                               measured="AMD EPYC, 2 shared cores at load 8-12, 2026-12-02, the shipped warm start")
+# The real-model demo (bench_kernels.py --demo smollm2 --skip-export; docs/guide.md, "A real model on CPU"): measured
+# on a CPU without AVX-512, so its avx512 cells are not measured yet.
+SMOLLM2_KERNELS = KernelBench(runs=1, meets=1, lift_low=68, lift_high=68,
+                              measured="AMD EPYC without AVX-512: avx2 (native); avx512 not measurable there; 2 shared "
+                                       "cores at load 5-19, 2026-12-02")
 
 
 class Phase(BaseModel):
