@@ -43,5 +43,6 @@ def test_every_recipe_value_is_a_field_of_this_trl():
 
     keys = set(SEED) | set(TRAINING_SAMPLES) | {k for values in VARIANTS.values() for k in values}
     assert keys <= set(GRPOView.DEFAULTS), keys - set(GRPOView.DEFAULTS)
-    values, why = recipe_values("dapo", "lora", 70.0)
+    recipe = recipe_values("dapo", "lora", 70.0)
+    values, why = recipe.values, recipe.reasons
     assert set(values) == set(why) and values["learning_rate"] == 5e-6  # the rate by size, written once
