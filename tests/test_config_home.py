@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from mcp_server.config import trl_default
+import pytest
+
+from mcp_server.config import FIELD, trl_default
 from mcp_server.config.grpo_fields import GRPOView
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
@@ -109,5 +111,17 @@ def test_the_length_scan_finds_a_planted_literal(tmp_path):
     """The scan is not vacuous: a module that reads the field by its string is found, one that reads it by
     attribute or names it inside a longer text is not."""
     (tmp_path / "planted.py").write_text(f"limit = config.get({LENGTH!r}, 0)\n")
-    (tmp_path / "typed.py").write_text(f"limit = GRPOView(config).{LENGTH}\nnote = 'the {LENGTH} of the run'\n")
+    (tmp_path / "typed.py").write_text(f"limit = GRPOView(config).{LENGTH}\nkey = FIELD.{LENGTH}\n"
+                                       f"note = 'the {LENGTH} of the run'\n")
     assert modules_naming(LENGTH, tmp_path) == {"planted.py"}
+
+
+def test_a_field_is_named_through_the_checked_namespace():
+    """config.FIELD spells a TRL field as TRL does, and refuses a name TRL's table does not hold, so a typo or a field
+    TRL renamed fails where it is written instead of silently never matching a config's key."""
+    assert FIELD.max_completion_length == LENGTH
+    assert all(getattr(FIELD, name) == name for name in GRPOView.DEFAULTS)
+    with pytest.raises(AttributeError, match="max_completion_lenght"):
+        FIELD.max_completion_lenght  # the misspelt name is the point
+    with pytest.raises(AttributeError, match="max_prompt_length"):  # removed in TRL 1.0
+        FIELD.max_prompt_length
