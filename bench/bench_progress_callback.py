@@ -44,7 +44,7 @@ def run_once(with_callback: bool, steps: int, workdir: Path) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from mcp_server.tiny import ensure_tiny_model, make_task
-    from mcp_server.training.progress import ProgressCallback
+    from mcp_server.training.trainer.progress import ProgressCallback
 
     run_dir = Path(tempfile.mkdtemp(dir=workdir))
     args = GRPOConfig(

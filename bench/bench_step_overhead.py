@@ -39,8 +39,8 @@ def hooks_per_step(guard: str, steps: int, workdir: Path) -> tuple[float, float]
     on_train_begin: once per run, reading the run's config and request)."""
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
-    from mcp_server.training.guard import WINDOW
-    from mcp_server.training.progress import ProgressCallback
+    from mcp_server.training.trainer.guard import WINDOW
+    from mcp_server.training.trainer.progress import ProgressCallback
 
     args = TrainingArguments(output_dir=str(workdir / "out"), report_to=[], use_cpu=True)
     state, control = TrainerState(), TrainerControl()

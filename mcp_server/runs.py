@@ -67,10 +67,11 @@ are refused with the way forward.
 
 `eval/` (workspace.eval_root) sits beside `runs/`: baselines outlive runs.
 Every file is written atomically (workspace.atomic_write_*). Readers say what a missing file means:
-`read_config`/`read_request` give {} (a run not emitted yet) and raise UserInputError('run') for a file that is
-there but unreadable (a person may have edited it); `read_json_if_present` gives None for a file another process
-writes (run.json, the log markers), missing or half-written alike; the inspection files are read by
-inspection.files, which refuses a missing one with the step that makes it.
+`read_config` gives {} (a run not emitted yet) and raises UserInputError('run') for a file that is there but
+unreadable (a person may have edited it), as recipe.recorded.read_recorded does for train/request.json;
+`read_json_if_present` gives None for a file another process writes (run.json, the log markers), missing or
+half-written alike; the inspection files are read by inspection.files, which refuses a missing one with the step
+that makes it.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.errors import UserInputError, one_line, short
-from mcp_server.userfiles import read_json, read_yaml
+from mcp_server.userfiles import read_yaml
 from mcp_server.workspace import find_existing, runs_root
 
 # The recipe's sidecars, beside its config.yaml wherever that config sits (a copied config keeps them).
@@ -361,10 +362,6 @@ class Run:
     def read_config(self) -> dict:
         """train/config.yaml as a dict; {} when the run has none yet (not emitted)."""
         return read_yaml(self.config, "run") if self.config.is_file() else {}
-
-    def read_request(self) -> dict:
-        """train/request.json (the recipe request and its target) as a dict; {} when the run has none."""
-        return read_json(self.request, "run", dict) if self.request.is_file() else {}
 
     def trained_model(self, checkpoint: str | None = None) -> tuple[dict, str, Path]:
         """(config, base model, checkpoint dir): the checkpoint given, else the config's output_dir. Refused

@@ -211,7 +211,7 @@ def test_a_run_without_an_environment_has_no_trajectories(workspace, tiny_model)
 ])
 def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric, values, code, onset):
     from mcp_server.diagnosis.diagnose import diagnose
-    from mcp_server.training.guard import LiveGuard
+    from mcp_server.training.trainer.guard import LiveGuard
 
     rows = [{"step": i + 1, "loss": 0.01, "reward": 1.0, "reward_std": 0.5, metric: v} for i, v in enumerate(values)]
     path = tmp_path / "metrics.jsonl"

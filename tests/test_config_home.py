@@ -80,7 +80,7 @@ LENGTH = "max_completion_length"
 # table) and reads its value through a typed view (config.GRPOView, config.recipe.Recipe); each new module that spells
 # it is refused here. Left: the trainer template (emitted byte for byte into every run, it imports nothing of ours),
 # and the demos.
-LENGTH_MODULES = {"demo_agentic.py", "demo_smollm2.py", "training/train_agentic_template.py"}
+LENGTH_MODULES = {"demo_agentic.py", "demo_smollm2.py", "training/trainer/train_agentic_template.py"}
 
 
 def literal_names(tree: ast.AST, name: str) -> int:

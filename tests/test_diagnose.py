@@ -161,7 +161,7 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from mcp_server.tiny import make_task
-    from mcp_server.training.progress import ProgressCallback, write_outcome
+    from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
 
     guard = fields.pop("guard", "warn")
     prompts = fields.pop("prompts", 64)

@@ -221,7 +221,7 @@ def test_a_run_named_with_a_newline_is_never_run_or_printed_raw(workspace, tiny_
 def test_launch_sh_never_writes_the_exit_code_through_a_link(tmp_path):
     """.exit-code.tmp planted as a link to an outside file: train/launch.sh truncated that file to the exit code.
     The script as the launcher renders it, run by bash, with a training command that fails at once."""
-    from mcp_server.training.launchers.shell import render_launch_sh
+    from mcp_server.training.launchers.local.shell import render_launch_sh
 
     run_dir = tmp_path / "run"
     logs = run_dir / "train" / "logs"

@@ -40,7 +40,7 @@ def test_a_guard_stop_on_a_lost_signal_is_failed_never_stopped(workspace, stop, 
     "failed": the run learned nothing. The trainer's own door (write_outcome, as the emitted train.py calls it when
     the Trainer returns), then training_status."""
     from mcp_server.training.models import StatusRequest
-    from mcp_server.training.progress import write_outcome
+    from mcp_server.training.trainer.progress import write_outcome
     from mcp_server.training.status import training_status
 
     run_dir = workspace / "runs" / "guarded"

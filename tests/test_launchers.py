@@ -14,7 +14,8 @@ from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, write_plan_files
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.launchers import LAUNCHERS, ORDER, launcher_of
+from mcp_server.training import launchers
+from mcp_server.training.launchers import BACKENDS, LAUNCHERS, ORDER, launcher_of
 from mcp_server.training.models import LaunchRequest, StatusRequest
 from mcp_server.training.runrecord import write_run_json
 from mcp_server.training.runstate import derive_state
@@ -64,12 +65,17 @@ def test_a_launch_record_names_the_launcher_that_relaunches_it_with_the_same_lay
 
 
 class _Queue:
-    """A scheduler-backed launcher as a new module would add it: its `state` is the scheduler's word."""
+    """A scheduler-backed launcher as a new backend folder would add it: its `state` is the scheduler's word, its
+    view of the job goes into the generic state's slot for it, and its words into the status message."""
 
     name = "queue"
 
     def state(self, run: Run, record: dict | None) -> DerivedState:
-        return DerivedState(state="pending", alive=True, record=record, job={"job_id": record["job_id"]})
+        return DerivedState(state="pending", alive=True, record=record, view={"job_id": record["job_id"]},
+                            running_as=f"queue job {record['job_id']}")
+
+    def status_text(self, derived: DerivedState) -> str:
+        return f" (queue job {derived.view['job_id']} waits)"
 
 
 def test_a_runs_state_is_read_by_the_launcher_its_record_names(workspace, tiny_model, monkeypatch):
@@ -80,5 +86,24 @@ def test_a_runs_state_is_read_by_the_launcher_its_record_names(workspace, tiny_m
     write_run_json(run, {"backend": "queue", "job_id": "7", "state": "pending", "started_ts": 1.0})
     monkeypatch.setitem(LAUNCHERS, "queue", _Queue())
     status = training_status(StatusRequest(run=str(run.dir)))
-    assert (status.state, status.alive) == ("pending", True)
-    assert derive_state(run).job_id == "7"
+    assert (status.state, status.alive, status.job) == ("pending", True, {"job_id": "7"})
+    assert status.message.endswith("(queue job 7 waits)"), status.message
+    assert derive_state(run).running_as == "queue job 7"
+
+
+def test_a_backend_is_its_folder_and_its_registration_line():
+    """Each folder under launchers/ is one backend, registered once in BACKENDS, whose LAUNCHER is named as its
+    folder; the generic modules of the seam import no backend (launch.py, status.py and the gates go through
+    launchers.LAUNCHERS / launcher_of)."""
+    folder = Path(launchers.__file__).parent
+    backends = sorted(p.name for p in folder.iterdir() if (p / "__init__.py").is_file())
+    assert backends == sorted(BACKENDS) and all(LAUNCHERS[name].name == name for name in BACKENDS)
+    training = folder.parent
+    generic = [training / name for name in ("launch.py", "launch_gates.py", "status.py", "derived.py", "runstate.py",
+                                            "runrecord.py", "models.py", "tools.py")] + [folder / "base.py",
+                                                                                         folder / "__init__.py"]
+    for path in generic:
+        imported = [line for line in path.read_text().splitlines()
+                    if line.startswith(("from mcp_server", "import mcp_server"))]
+        leaks = [line for line in imported for name in BACKENDS if f"launchers.{name}" in line]
+        assert not leaks, (path.name, leaks)

@@ -124,7 +124,7 @@ def test_every_metric_the_markdown_names_is_logged_by_trl(known):
 
 def test_metric_reference_table_names_only_trl_metrics_and_progress_keys(known):
     _, metrics, _ = known
-    from mcp_server.training.progress import PROGRESS_KEYS
+    from mcp_server.training.trainer.progress import PROGRESS_KEYS
 
     progress = set(PROGRESS_KEYS) | {"step", "mem_gb", "temp_c", "step_time"}  # runs.py's progress.jsonl contract
 

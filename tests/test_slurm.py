@@ -174,7 +174,7 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
     from mcp_server.runs import Run
     from mcp_server.training.launch import build_launch_plan
     from mcp_server.training.models import LaunchRequest
-    from mcp_server.training.slurm_launcher import preflight
+    from mcp_server.training.launchers.slurm.job import preflight
 
     gpu_fits = emit("gpu-fits", gpu="H100", num_gpus=4)
     plan = build_launch_plan(Run(gpu_fits), LaunchRequest(run="x", num_nodes=2))

@@ -96,9 +96,9 @@ def test_router_aux_loss_on_a_mixture_of_experts_is_not_flagged():
 # {start of the raise's message: a finding code (with a config that triggers it) or why it cannot happen here}.
 # A run this plugin writes starts train/train.py: GRPOTrainer(model=<name>, reward_funcs=<rewards.json>,
 # args=<config.yaml>, train_dataset=<datasets.Dataset>, peft_config=get_peft_config(...),
-# quantization_config=get_quantization_config(...), callbacks=[progress]) (training/script_support.py), plus tools
-# and environment_factory for an agentic run.
-TRAIN_PY = "train.py never passes it (training/script_support.py trainer_kwargs)"
+# quantization_config=get_quantization_config(...), callbacks=[progress]) (training/trainer/script_support.py),
+# plus tools and environment_factory for an agentic run.
+TRAIN_PY = "train.py never passes it (training/trainer/script_support.py trainer_kwargs)"
 RAISES: dict[str, tuple[str, object]] = {
     # grpo_config.py (GRPOConfig.__post_init__, run for the target by validation: trl_rejected)
     "GRPOTrainer does not support sequence-dim": ("reason", "parallelism_config is an accelerate ParallelismConfig "

@@ -197,7 +197,7 @@ class Ctx:
 
     @property
     def gpu_has_bf16(self) -> bool | None:
-        name = self.run.request.get("gpu")
+        name = self.run.request.gpu
         if not name or str(name).lower() == "cpu":
             return None
         try:

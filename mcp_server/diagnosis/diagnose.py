@@ -106,9 +106,9 @@ def validation_base(ctx: Ctx) -> tuple[dict, dict, str]:
     run = ctx.run
     request = run.request
     kwargs = {
-        "gpu": request.get("gpu") or ("cpu" if ctx.config.get("use_cpu") else "H100"),
-        "num_gpus": request.get("num_gpus") or 1,
-        "override_reason": request.get("override_reason"),
+        "gpu": request.gpu or ("cpu" if ctx.config.get("use_cpu") else "H100"),
+        "num_gpus": request.num_gpus,
+        "override_reason": request.override_reason,
         "reward_specs": run.reward_specs,
     }
     if ctx.config:

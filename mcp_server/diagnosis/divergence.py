@@ -27,7 +27,7 @@ def rule_fp16(ctx: Ctx) -> list[DiagnosisFinding]:
     if not ctx.config.get("fp16") or ctx.gpu_has_bf16 is False:
         return []
     evidence = [Evidence(metric="fp16 (config)", value=True)]
-    gpu = ctx.run.request.get("gpu")
+    gpu = ctx.run.request.gpu
     where = f"the {gpu} supports bf16" if gpu and ctx.gpu_has_bf16 else "bf16 is available on every Ampere-or-newer GPU"
     if ctx.diverged:
         bad = ctx.first_nonfinite("loss") or ctx.first_nonfinite("grad_norm")

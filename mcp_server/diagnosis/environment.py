@@ -96,14 +96,14 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     """plan_memory's smallest set of levers that fits, for the run's config on its GPU (from request.json, else
     the capacity torch printed in the OOM message). None when the planner cannot say."""
     capacity = re.search(r"total capacity of ([\d.]+) GiB", line)
-    gpu = ctx.run.request.get("gpu")
+    gpu = ctx.run.request.gpu
     if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
         return None
     # Here, not at the top: the guard imports these rules in the trainer process, which never plans memory.
     from mcp_server.memory.planner import plan
 
     try:
-        memory = plan(ctx.config, None if capacity else gpu, ctx.run.request.get("num_gpus"),
+        memory = plan(ctx.config, None if capacity else gpu, ctx.run.request.num_gpus,
                       gpu_memory_gib=float(capacity.group(1)) if capacity else None, validate_levers=True)
     except Exception:  # an architecture or GPU the planner does not know: fall back to the fixed levers
         return None

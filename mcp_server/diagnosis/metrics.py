@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
+from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present, sidecars
 from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import runs_root, workspace_root
@@ -59,7 +60,7 @@ class LoadedRun:
     config: dict | None = None
     log_path: Path | None = None
     log_text: str | None = None
-    request: dict = field(default_factory=dict)  # train/request.json beside an emitted config (gpu, num_gpus, ...)
+    request: RecordedRequest = field(default_factory=RecordedRequest)  # train/request.json beside the config
     reward_specs: list | None = None  # train/rewards.json
     lines_logged: int | None = None  # lines of a long JSON-lines log, of which `rows` is a sample (else None)
 
@@ -462,7 +463,7 @@ def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
     # The recipe's sidecars: beside the config given, else the run's.
     config_file = config_path or (home.config if home else None)
     request_path, rewards_path = sidecars(config_file) if config_file else (None, None)
-    request = (read_json_if_present(request_path) if request_path else None) or {}
+    request = read_recorded(request_path) if request_path else RecordedRequest()
     reward_specs = read_json_if_present(rewards_path, list) if rewards_path else None
     return LoadedRun(
         kind=kind,
@@ -474,6 +475,6 @@ def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
         config=config_values,
         log_path=log_path,
         log_text=log_text,
-        request=request if isinstance(request, dict) else {},
+        request=request,
         reward_specs=reward_specs if isinstance(reward_specs, list) else None,
     )

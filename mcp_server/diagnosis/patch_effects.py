@@ -33,7 +33,7 @@ def structure(ctx: Ctx, values: dict) -> Structure:
     def get(key: str) -> int:  # the patch's value, else the run's, else TRL's default (Ctx.get); 1 if unusable
         return _int(values[key], 1) if key in values else _int(ctx.get(key), 1)
 
-    processes = _int(ctx.run.request.get("num_gpus"), 1)
+    processes = ctx.run.request.num_gpus
     per_device, accumulation = get("per_device_train_batch_size"), get("gradient_accumulation_steps")
     generations, iterations = get("num_generations"), get("num_iterations")
     batch = values.get("generation_batch_size", ctx.config.get("generation_batch_size"))

@@ -171,7 +171,7 @@ def rule_moe(ctx: Ctx) -> list[DiagnosisFinding]:
 
     if not is_moe(str(model)) or ctx.get("importance_sampling_level") == "sequence":
         return []
-    reason = ctx.run.request.get("override_reason")
+    reason = ctx.run.request.override_reason
     evidence = [
         Evidence(metric="model_name_or_path (config)", value=str(model)),
         Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level"))),

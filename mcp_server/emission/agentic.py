@@ -15,8 +15,8 @@ from mcp_server.worker_targets import TEMPLATE_FINDINGS, TURN_COST
 from mcp_server.workspace import workspace_root
 
 TOOL_TURNS = 4  # tool-calling turns per rollout: TRL's default is unlimited
-TRAINING = Path(__file__).parents[1] / "training"
-# The trainer seam: one template per trainer, each importing training/script_support.py for what they share.
+TRAINING = Path(__file__).parents[1] / "training" / "trainer"
+# The trainer seam: one template per trainer (training/trainer/), each importing its script_support.py.
 TRAINER_TEMPLATES = {
     "grpo": TRAINING / "train_template.py",
     "grpo_tools": TRAINING / "train_agentic_template.py",

@@ -2,8 +2,8 @@
 
 Writes train/config.yaml (TrlParser YAML, accepted by `trl grpo --config`), train/rewards.json, train/train.py,
 train/request.json and train/request.schema.json (runs.Run names them). Every file is written atomically.
-train/train.py is the run's trainer template (emission.agentic.TRAINER_TEMPLATES: training/train_template.py, or
-training/train_agentic_template.py for a run with an environment or tools, which also gets train/agentic.json)
+train/train.py is the run's trainer template (emission.agentic.TRAINER_TEMPLATES: training/trainer/train_template.py, or
+training/trainer/train_agentic_template.py for a run with an environment or tools, which also gets train/agentic.json)
 with the run's name and prompt column filled in: the template lives with the training code it imports;
 emission only copies its text.
 """
@@ -30,6 +30,7 @@ from mcp_server.gpus import resolve_target
 from mcp_server.memory.verdict import validate
 from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
+from mcp_server.recipe.recorded import record as record_request
 from mcp_server.recipe.thinking import is_hybrid_thinking
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.variants import DYNAMIC_SAMPLING_NOTE, choose_variant
@@ -247,10 +248,8 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     )
     atomic_write_text(run.config, render_yaml(values, header, why))
     atomic_write_json(run.rewards, specs)
-    request_record = request.model_dump()
-    request_record.update(gpu=request.gpu, num_gpus=request.num_gpus, variant_chosen=variant, is_moe=moe,
-                          trainer=trainer_name(agentic))
-    atomic_write_json(run.request, request_record)
+    atomic_write_json(run.request, record_request(request, variant_chosen=variant, is_moe=moe,
+                                                  trainer=trainer_name(agentic)))
     if agentic:
         atomic_write_json(run.agentic, agentic.model_dump())
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())

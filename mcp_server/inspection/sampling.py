@@ -35,6 +35,7 @@ from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, m
 from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
+from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
@@ -224,7 +225,7 @@ def _prompt_column(request: SampleRequest, run: Run) -> str:
     if request.prompt_column:
         return request.prompt_column
     try:  # a recipe request that cannot be read names no column
-        column = run.read_request().get("prompt_column")
+        column = read_recorded(run.request).prompt_column  # "prompt" when the record names none
     except UserInputError:
         column = None
     return column if isinstance(column, str) and column else "prompt"

@@ -18,6 +18,7 @@ from mcp_server.memory.constants import DTYPE_BYTES
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import Architecture
 from mcp_server.recipe.precision import weights_dtype
+from mcp_server.recipe.recorded import read_recorded
 from mcp_server.recipe.variants import BASE_RECIPE
 from mcp_server.runs import Run, sidecars
 from mcp_server.userfiles import read_text, require_yaml_name, yaml_problem
@@ -141,11 +142,7 @@ def read_plan_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[s
                 recipe["_rewards"] = json.loads(rewards_json.read_text(encoding="utf-8"))
             except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: planned without it
                 pass
-        if request_json.is_file():
-            try:
-                recipe.update(json.loads(request_json.read_text(encoding="utf-8")))
-            except (OSError, ValueError):
-                pass
+        recipe.update(read_recorded(request_json, "config_path").fields_given())  # the fields it holds, typed
     if request.config:
         config.update(request.config)
     return config, recipe

@@ -19,17 +19,19 @@ from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.trl_fields import installed_trl
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import PARSE_LIKE_TRL
+from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import sidecars
 from mcp_server.userfiles import load_config_file, read_json
 
 
-def _sidecars(config_path: Path | None) -> tuple[dict, list | None]:
-    """train/request.json (the target and reasons) and train/rewards.json beside an emitted config."""
+def _sidecars(config_path: Path | None) -> tuple[RecordedRequest, list | None]:
+    """train/request.json (the target and reasons, recipe.recorded) and train/rewards.json beside an emitted
+    config."""
     if config_path is None:
-        return {}, None
+        return RecordedRequest(), None
     request_path, rewards_path = sidecars(config_path)
-    request = read_json(request_path, "config_path", dict) if request_path.is_file() else {}
+    request = read_recorded(request_path, "config_path")
     rewards = None
     if rewards_path.is_file():
         rewards = [spec.model_dump() for spec in read_reward_specs(rewards_path, "config_path")]
@@ -83,13 +85,13 @@ def read_config(config_path: str | Path | None = None, config: dict | None = Non
     agentic_path = Path(config_path).parent / "agentic.json" if config_path else None
     agentic = read_json(agentic_path, "config_path", dict) if agentic_path and agentic_path.is_file() else None
     return values, {
-        "gpu": gpu or recorded.get("gpu") or "H100",
-        "num_gpus": num_gpus or recorded.get("num_gpus") or 1,
+        "gpu": gpu or recorded.gpu or "H100",
+        "num_gpus": num_gpus or recorded.num_gpus,
         "reward_specs": reward_specs,
-        "override_reason": recorded.get("override_reason"),
+        "override_reason": recorded.override_reason,
         "base_dir": _run_dir_of(Path(config_path)) if config_path else None,
         "agentic": agentic,
-        "prompt_column": recorded.get("prompt_column"),
+        "prompt_column": recorded.fields_given().get("prompt_column"),  # None: the record names none
     }
 
 

@@ -1,4 +1,4 @@
-"""A run's state as each launcher's `state` (launchers/process_state.py, slurm_launcher.slurm_state) reads it,
+"""A run's state as each launcher's `state` (launchers/local/process_state.py, launchers/slurm/job.py) reads it,
 through derive_state (runstate.py), from the process, the scheduler and the run's files: a frozen value, never
 the server's memory. training_status, stop_training, list_runs and the launch gates read its fields;
 sync_run_json records it in run.json."""
@@ -24,14 +24,12 @@ class DerivedState:
     record: dict | None = None
     note: str | None = None
     orphans: tuple[int, ...] = ()  # pids of the run's processes that outlived its launcher
-    job: dict | None = None  # a SLURM run: the scheduler's view of its job (slurm_launcher.slurm_state)
+    # The backend's own view of the run, shown as training_status's `job` (slurm: the scheduler's job); its
+    # launcher also keeps it in the record it returns, so run.json holds it.
+    view: dict | None = None
+    running_as: str | None = None  # the live run in words when it is not a process here (slurm: "SLURM job 12")
     copied_record: dict | None = None  # a copied run: the launch record it was copied with (not its own)
 
     def noted(self, why: str) -> DerivedState:
         """This state with `why` added to its note."""
         return replace(self, note=f"{self.note}; {why}" if self.note else why)
-
-    @property
-    def job_id(self) -> str | None:
-        """The SLURM job the scheduler reports for this run, None for a local run."""
-        return (self.job or {}).get("job_id")

@@ -20,6 +20,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import lookup_gpu
 from mcp_server.interpreter import no_training_python_message, read_state, training_python
+from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
 from mcp_server.worker import in_training
@@ -135,13 +136,14 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def read_run_target(run: Run) -> tuple[dict, dict]:
-    """The run's request (train/request.json) and config (train/config.yaml) as dicts; {} when missing."""
-    return run.read_request(), run.read_config()
+def read_run_target(run: Run) -> tuple[RecordedRequest, dict]:
+    """The run's recorded request (train/request.json, typed: recipe.recorded) and config (train/config.yaml as a
+    dict); empty when missing."""
+    return read_recorded(run.request), run.read_config()
 
 
 def _judge(
-    probe: dict, gpus: list[GPUInfo], request: dict, config: dict, free_disk: float | None
+    probe: dict, gpus: list[GPUInfo], request: RecordedRequest | None, config: dict, free_disk: float | None
 ) -> tuple[list[str], list[str]]:
     """Blockers and warnings for this machine (and the run's target, when a run is given)."""
     blockers, warnings = [], []
@@ -161,9 +163,9 @@ def _judge(
     if not gpus:
         warnings.append("no CUDA GPU: CPU runs of small models only (minutes per step for anything over ~100M "
                         "parameters)")
-    target_gpu = str(request.get("gpu") or "").strip()
-    num_gpus = int(request.get("num_gpus") or 1)
-    if request and target_gpu.lower() != "cpu":
+    target_gpu = str(request.gpu or "").strip() if request else ""
+    num_gpus = request.num_gpus if request else 1
+    if request and request.model_fields_set and target_gpu.lower() != "cpu":  # a run with a recorded target
         if not gpus:
             blockers.append(
                 f"the run targets {num_gpus}x {target_gpu} but this machine has no CUDA GPU: launch it on the "
@@ -239,7 +241,7 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
 def environment_report(run: Run | None) -> EnvironmentReport:
     """Probe the training interpreter and this machine, judge them against the run's target (none: the machine
     alone), write env-report.json. What the launch gate calls."""
-    run_request, config = read_run_target(run) if run else ({}, {})
+    run_request, config = read_run_target(run) if run else (None, {})
 
     python = training_python()
     probe = _probe(python)
@@ -257,12 +259,8 @@ def environment_report(run: Run | None) -> EnvironmentReport:
     else:
         allows = "CPU runs of small models only (the embedded tiny model, or models of a few million parameters)"
     target = None
-    if run_request:
-        target = (
-            "cpu"
-            if str(run_request.get("gpu", "")).lower() == "cpu"
-            else f"{run_request.get('num_gpus', 1)}x {run_request.get('gpu')}"
-        )
+    if run_request and run_request.model_fields_set:
+        target = "cpu" if run_request.cpu else f"{run_request.num_gpus}x {run_request.gpu}"
 
     report_path = run.env_report if run else workspace_root() / "env-report.json"
     report = EnvironmentReport(

@@ -9,11 +9,14 @@ can run the same script by hand. Several nodes (or launcher=slurm): train/launch
 for its status and stop.
 
 Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python):
-- one process (one GPU or CPU):      python train/train.py --config train/config.yaml           (launchers/local.py)
-- several CPU processes:             torchrun --standalone --nproc_per_node N train/train.py ...  (launchers/local.py)
+- one process (one GPU or CPU):      python train/train.py --config train/config.yaml           (launchers/local/)
+- several CPU processes:             torchrun --standalone --nproc_per_node N train/train.py ...  (launchers/local/)
 - several GPUs:                      accelerate launch --config_file train/accelerate.yaml train/train.py ...
-                                     (TRL's bundled zero2/zero3/fsdp2/multi_gpu config)      (launchers/accelerate.py)
-- several nodes:                     sbatch train/launch.slurm                                   (launchers/slurm.py)
+                                     (TRL's bundled zero2/zero3/fsdp2/multi_gpu config)      (launchers/accelerate/)
+- several nodes:                     sbatch train/launch.slurm                                   (launchers/slurm/)
+
+Nothing here knows a backend: the launcher that takes the launch plans, checks, writes, starts, reads and stops
+it (launchers/base.py, the seam).
 """
 
 from __future__ import annotations
@@ -102,15 +105,14 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
         return refusal
     plan = build_launch_plan(run, request)  # bad launch options are input errors, before any gate
     launcher = LAUNCHERS[plan.launcher]
-    launcher.check(plan, request.submit)  # e.g. the scheduler would take the job: else one line, nothing written
+    launcher.check(plan)  # e.g. the scheduler would take the job: else one line, nothing written
     refusals, env = check_gates(run, environment=launcher.checks_environment)
     refusals += memory_refusals(plan)
     if refusals:
         return refused(run, refusals, derived.state)
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
-    return _go(run, launcher, plan, env_verdict=env.get("verdict"), submit=request.submit,
-               state_before=derived.state)
+    return _go(run, launcher, plan, env_verdict=env.get("verdict"), state_before=derived.state)
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:
@@ -215,7 +217,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     plan = build_launch_plan(run, launch, extra_args=["--resume_from_checkpoint", str(latest)])
     launcher = LAUNCHERS[plan.launcher]
     try:
-        launcher.check(plan, submit=True)
+        launcher.check(plan)
     except UserInputError:
         if undo:
             undo()  # the patched config goes back: nothing half-done stays

@@ -16,7 +16,7 @@ from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import environment_report, read_run_target
 from mcp_server.training.launchers import LaunchPlan
-from mcp_server.training.launchers.shell import VLLM_CPU_MEMORY_SHARE
+from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import RunLocked
 from mcp_server.training.runstate import derive_state
@@ -67,7 +67,7 @@ def _config_refusals(run: Run) -> list[GateRefusal]:
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
     # The one validation entry point, the memory plan left to memory_refusals: it plans the layout launched.
-    result = validate_file(run.config, run_request.get("gpu"), run_request.get("num_gpus"), memory=False)
+    result = validate_file(run.config, run_request.gpu, run_request.num_gpus, memory=False)
     if result.valid:
         return []
     errors = [f for f in result.findings if f.severity == "error"]
@@ -83,7 +83,7 @@ def cpu_vllm_refusals(run: Run) -> list[GateRefusal]:
     """A CPU run with vLLM: refused when vLLM's share of this host's RAM cannot start it (memory.cpu_vllm), as vLLM
     would refuse a minute into the run."""
     run_request, config = read_run_target(run)
-    if str(run_request.get("gpu") or "").lower() != "cpu" or not config.get("use_vllm"):
+    if not run_request.cpu or not config.get("use_vllm"):
         return []
     colocated = (config.get("vllm_mode") or "colocate") == "colocate"
     share = GRPOView(config).vllm_gpu_memory_utilization if colocated else VLLM_CPU_MEMORY_SHARE
@@ -119,9 +119,8 @@ def foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
 
 
 def what_runs(derived: DerivedState) -> str:
-    """The live process or SLURM job of a run, in words."""
-    job = derived.job_id
-    return f"SLURM job {job}" if job else f"pid {derived.pid}"
+    """The live run in words: its backend's (e.g. a SLURM job), else its process here."""
+    return derived.running_as or f"pid {derived.pid}"
 
 
 def refused(run: Run, refusals: list[GateRefusal], state: str) -> LaunchResult:

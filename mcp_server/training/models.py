@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from mcp_server.inputs import Name, PathText, Request
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
-# pending, cancelled, timed_out, preempted: a SLURM job's states (training/slurm_launcher.py).
+# pending, cancelled, timed_out, preempted: a SLURM job's states (training/launchers/slurm/job.py).
 RunState = Literal["not_launched", "pending", "starting", "running", "succeeded", "failed", "stopped", "cancelled",
                    "timed_out", "preempted", "unknown"]
 # list_runs only: a run whose files cannot be read (the summary's `error` says which and why).

@@ -19,9 +19,9 @@ from typing import Callable
 import yaml
 
 from mcp_server.inspection.pins import config_pins
+from mcp_server.recipe.recorded import read_recorded
 from mcp_server.recipe.validate import validate_values
 from mcp_server.runs import Run, read_json_if_present
-from mcp_server.training.guard import run_request
 from mcp_server.training.models import GateRefusal
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
@@ -31,11 +31,10 @@ FIXED_PINS = ("model", "data")  # what no patch moves
 
 def patch_problems(run: Run, config: dict, patch: dict) -> list[str]:
     """Validation errors of the patched config that the patch causes or leaves on a field it sets."""
-    request = run_request(run)
+    request = read_recorded(run.request)
     rewards = read_json_if_present(run.rewards, list) if run.rewards.is_file() else None
-    kwargs = {"gpu": request.get("gpu") or ("cpu" if config.get("use_cpu") else "H100"),
-              "num_gpus": request.get("num_gpus") or 1, "override_reason": request.get("override_reason"),
-              "reward_specs": rewards}
+    kwargs = {"gpu": request.gpu or ("cpu" if config.get("use_cpu") else "H100"), "num_gpus": request.num_gpus,
+              "override_reason": request.override_reason, "reward_specs": rewards}
     before = {(x.code, x.field) for x in validate_values(dict(config), **kwargs).findings if x.severity == "error"}
     after = validate_values({**config, **patch}, **kwargs).findings
     return [f"{x.code} [{x.field}]: {x.message}" for x in after if x.severity == "error"

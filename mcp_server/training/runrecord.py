@@ -87,8 +87,6 @@ def sync_run_json(run: Run, derived: DerivedState) -> DerivedState:
             record["restored_from_process"] = True
         if derived.exit_code is not None:
             record["exit_code"] = derived.exit_code
-        if derived.job:
-            record["job"] = derived.job
         try:
             write_run_json(run, record)
         except OSError as exc:  # a full disk, a read-only mount: the state is still known, only not recorded

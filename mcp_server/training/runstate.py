@@ -1,7 +1,7 @@
 """A run's state, derived from its process (or its scheduler's job) and its files, never from the server's memory.
 
 derive_state asks the launcher that started the run (launchers.launcher_of(run.json)) to read its live state:
-this machine's launchers from the verified process (launchers/process_state.py), the SLURM launcher from the
+this machine's launchers from the verified process (launchers/local/process_state.py), the SLURM launcher from the
 scheduler. A server restart loses nothing. The progress log and the training log are read here too.
 """
 

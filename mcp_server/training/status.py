@@ -20,9 +20,8 @@ from mcp_server.training.models import (
 )
 from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.guard import guard_mode, read_guard
+from mcp_server.training.trainer.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
-from mcp_server.training.slurm_launcher import job_message
 from mcp_server.training.runrecord import checkpoints, sync_run_json
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.worker import runs_in_training
@@ -175,7 +174,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
         message = f"{run.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
-    message += job_message(derived)
+    message += launcher_of(derived.record).status_text(derived)
     if guard_stop and state == "stopped":
         message += (f"; stopped by the guard: {guard_stop.get('code')} at step {guard_stop.get('step')}"
                     + (" (checkpoint saved)" if guard_stop.get("save") else " (no checkpoint: resume from an earlier "
@@ -189,7 +188,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
         stop_requested=derived.stop_requested, health=health, health_note=note, log_tail=tail,
         live_findings=live, guard=guard_mode(run), guard_stop=guard_stop,
-        plot_path=str(plot) if plot else None, note=derived.note, job=derived.job,
+        plot_path=str(plot) if plot else None, note=derived.note, job=derived.view,
         message=message + (f" ({derived.note})" if derived.note else ""),
     )
 
@@ -231,7 +230,7 @@ def _summary(run: Run) -> RunSummary:
     derived = sync_run_json(run, derive_state(run))
     request, config = read_run_target(run)
     latest = last_progress(run) or {}
-    model = request.get("model") or config.get("model_name_or_path")
+    model = request.model or config.get("model_name_or_path")
     started = (derived.record or {}).get("started_at")
     return RunSummary(
         run=run.name, run_dir=str(run.dir), state=derived.state, step=_count(latest.get("step")),

@@ -6,6 +6,11 @@ and the same launcher turns the plan into files (`write`), starts it (`start`), 
 the process, or a scheduler's job), stops it (`stop`) and reads back the request that launches it again with the
 same layout (`relaunch`, for resume_training). The gates, the lock and the run's git record are the launch tools'
 own (training/launch.py), the same for every backend.
+
+The types here are every backend's: none carries a field of one backend. What only one backend needs travels in
+the slot kept for it and is read by that backend alone: `LaunchPlan.details` (the SLURM job's layout and its
+memory plan per node), `DerivedState.view` (the scheduler's job, shown as training_status's `job`) and
+`DerivedState.running_as` (the live run in words, when it is not a process here).
 """
 
 from __future__ import annotations
@@ -14,19 +19,19 @@ import functools
 import importlib.resources as resources
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import yaml
 
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
+from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import read_run_target
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
-from mcp_server.training.slurm_script import SlurmLayout
 from mcp_server.workspace import atomic_write_text
 
 TRAIN_ARGS = ["train/train.py", "--config", "train/config.yaml"]
@@ -41,18 +46,18 @@ class LaunchTarget:
 
     run: Run
     request: LaunchRequest
-    run_request: dict
+    run_request: RecordedRequest
     config: dict
     python: str
     extra: tuple[str, ...] = ()
 
     @property
     def cpu(self) -> bool:
-        return str(self.run_request.get("gpu") or "H100").lower() == "cpu"
+        return self.run_request.cpu
 
     @property
     def num_gpus(self) -> int:
-        return int(self.run_request.get("num_gpus") or 1)
+        return self.run_request.num_gpus
 
     @property
     def server_mode(self) -> bool:
@@ -96,13 +101,12 @@ class LaunchPlan:
     num_processes: int
     num_nodes: int
     train_command: list[str]
-    script: str  # train/launch.sh (local, accelerate) or train/launch.slurm (slurm)
-    accelerate_config: dict | None = None
+    script: str  # the script the backend writes and starts (train/launch.sh, train/launch.slurm)
+    accelerate_config: dict | None = None  # one of TRL's accelerate configs, sized (a backend that uses accelerate)
     vllm: dict | None = None
     notes: list[str] = field(default_factory=list)
     memory: LaunchLayout | None = None  # the memory plan's layout this launch follows (None: not planned)
-    slurm_layout: SlurmLayout | None = None  # a SLURM job's layout (nodes, GPUs per node, partition, ...)
-    node_plan: list[dict] | None = None  # a SLURM GPU job: memory and speed per node (slurm_plan.node_table)
+    details: Any = None  # the backend's own plan, read by that backend alone (slurm: a SlurmDetails)
 
 
 @dataclass(frozen=True)
@@ -114,12 +118,12 @@ class Start:
     resumed_from: str | None = None
     patch: dict | None = None
     env_verdict: str | None = None
-    submit: bool = True  # SLURM: false only writes the script
     state_before: str = "not_launched"  # the run's state when the call began (said when nothing starts)
 
 
 class Launcher(Protocol):
-    """One backend. Adding one: a module in this package with a class like these, listed in launchers.ORDER."""
+    """One backend. Adding one: a folder in this package (launchers/<name>/, its class in launcher.py, exported as
+    LAUNCHER by its __init__.py) and its name in launchers.BACKENDS (docs/development.md)."""
 
     name: str
     checks_environment: bool  # this machine's environment gates the launch (false: it runs elsewhere)
@@ -128,7 +132,7 @@ class Launcher(Protocol):
 
     def plan(self, target: LaunchTarget) -> LaunchPlan: ...
 
-    def check(self, plan: LaunchPlan, submit: bool) -> None:
+    def check(self, plan: LaunchPlan) -> None:
         """Before anything is written: UserInputError when the backend would refuse the plan."""
 
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]: ...
@@ -143,6 +147,9 @@ class Launcher(Protocol):
     def state(self, run: Run, record: dict | None) -> DerivedState:
         """The run's live state as this backend knows it (`record`: its run.json, None when missing or damaged):
         the process on this machine, a scheduler's job. runstate.derive_state asks the launcher of the record."""
+
+    def status_text(self, derived: DerivedState) -> str:
+        """What this backend adds to training_status's message (e.g. why a job is pending); "" for nothing."""
 
     def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Stop the live run (`derived`: runstate.derive_state); `note`: what its state reading noted, said."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from mcp_server.errors import UserInputError
 from mcp_server.memory import planner
 from mcp_server.memory.models import LaunchLayout, MemoryPlan
+from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import LaunchRequest
 
@@ -40,7 +41,7 @@ def plan_launch_memory(run: Run, request: LaunchRequest, num_gpus: int,
     return plan, None
 
 
-def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, cpu: bool,
+def _choose_strategy(request: LaunchRequest, run_request: RecordedRequest, processes: int, cpu: bool,
                      layout: LaunchLayout | None) -> str:
     if request.strategy != "auto":
         return request.strategy
@@ -48,7 +49,7 @@ def _choose_strategy(request: LaunchRequest, run_request: dict, processes: int, 
         return "single"
     if layout is not None and layout.strategy in SHARDINGS:
         return layout.strategy  # the sharding the memory plan found to fit
-    if cpu or run_request.get("finetune") in ("lora", "qlora"):
+    if cpu or run_request.finetune in ("lora", "qlora"):
         return "ddp"  # adapters are small: plain data parallel; DeepSpeed and 4-bit bases do not mix well
     return "zero2"
 

@@ -25,7 +25,10 @@ from __future__ import annotations
 import os
 import tempfile
 
-WORKER_EXTENSION = "mcp_server.training.vllm_cpu.CpuWeightSync"
+WORKER_EXTENSION = f"{__name__}.CpuWeightSync"  # the class below, as `vllm serve --worker-extension-cls` names it
+# A CPU server's --gpu_memory_utilization: the share of the host's RAM vLLM's CPU worker reserves (weights, runtime,
+# KV cache); vllm-serve's 0.9 would ask for nearly all of it, which the trainer beside it needs too.
+VLLM_CPU_MEMORY_SHARE = 0.1
 RPC_METHOD = "llm_finetuning_load_weights"  # the extension's method /collective_rpc calls
 SYNC_TIMEOUT_S = 600.0
 

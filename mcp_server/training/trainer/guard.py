@@ -14,9 +14,12 @@ validates them.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 
+from mcp_server.errors import UserInputError
+from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.diagnosis.context import Ctx
 from mcp_server.diagnosis.metrics import LoadedRun, normalize_row
@@ -24,18 +27,19 @@ from mcp_server.diagnosis.registry import GUARD_CODES, GUARD_RULES
 from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import atomic_write_json
 
-MODES = ("off", "warn", "stop")
 WINDOW = 64  # logged rows the live rules read
 NO_CHECKPOINT = {"nan_loss", "no_steps_trained"}  # non-finite weights are not worth saving; 0 steps have none to save
 
 
-def run_request(run: Run) -> dict:
-    """train/request.json, {} when absent or unreadable (a broken request must not stop training)."""
+def run_request(run: Run) -> RecordedRequest:
+    """train/request.json (recipe.recorded); an empty record when absent, or when it is not a record this version
+    reads, which is said once on stderr (the run's stdout.log): a broken request must not stop training."""
     try:
-        request = read_json_if_present(run.request)
-    except Exception:
-        return {}
-    return request if isinstance(request, dict) else {}
+        return read_recorded(run.request)
+    except UserInputError as exc:
+        print(f"llm-finetuning guard: {exc}; the guard runs without the recorded request (mode warn)",
+              file=sys.stderr, flush=True)
+        return RecordedRequest()
 
 
 def run_config(run: Run) -> dict:
@@ -48,9 +52,8 @@ def run_config(run: Run) -> dict:
 
 
 def guard_mode(run: Run) -> str:
-    """The run's guard mode from train/request.json; "warn" when absent or not one of MODES."""
-    mode = run_request(run).get("guard")
-    return mode if mode in MODES else "warn"
+    """The run's guard mode from train/request.json: off, warn or stop ("warn" when the record names none)."""
+    return run_request(run).guard
 
 
 def read_guard(run: Run) -> dict | None:
@@ -63,9 +66,9 @@ def read_guard(run: Run) -> dict | None:
 
 
 class LiveGuard:
-    def __init__(self, run: Run, mode: str, config: dict, request: dict | None = None):
+    def __init__(self, run: Run, mode: str, config: dict, request: RecordedRequest | None = None):
         self.run, self.mode = run, mode
-        self.config, self.request = config, request or {}
+        self.config, self.request = config, request or RecordedRequest()
         self.rows: deque[dict] = deque(maxlen=WINDOW)
         self._last_codes: tuple = ()
         self.stopped: dict | None = None

@@ -15,7 +15,7 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
 
 try:  # report_to's trackers write inside the run unless their variables say elsewhere; set before TRL imports them
-    from mcp_server.training.tracker_dirs import keep_trackers_in_run
+    from mcp_server.training.trainer.tracker_dirs import keep_trackers_in_run
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
 keep_trackers_in_run(os.path.dirname(_HERE))
@@ -26,7 +26,7 @@ from trl import GRPOTrainer  # noqa: E402
 
 try:
     from mcp_server.inspection.trained import check_reviewed_inputs, reviewed_reward_funcs
-    from mcp_server.training.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
+    from mcp_server.training.trainer.script_support import parse_config, train_and_save, train_dataset, trainer_kwargs
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
 

@@ -11,13 +11,10 @@ from dataclasses import dataclass
 from mcp_server.errors import one_line
 from mcp_server.interpreter import package_path
 from mcp_server.training.processes import RUN_MARK
-from mcp_server.training.vllm_cpu import WORKER_EXTENSION
+from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
 
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
 VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise
-# A CPU server's --gpu_memory_utilization: the share of the host's RAM vLLM's CPU worker reserves (weights, runtime,
-# KV cache); vllm-serve's 0.9 would ask for nearly all of it, which the trainer beside it needs too.
-VLLM_CPU_MEMORY_SHARE = 0.1
 VLLM_DOWN_EXIT = 97  # the exit code for "the vLLM server did not come up" (as train/launch.slurm)
 
 HEADER = """\
@@ -54,7 +51,7 @@ VLLM_PID=$!
 """
 # A CPU target: the server runs on this machine's CPU beside the trainer (vLLM's CPU build), listening on loopback
 # only; eager mode (torch.compile of the model would take minutes of the same cores); its worker gets the reload
-# the trainer's weight sync calls (training.vllm_cpu); --gpu_memory_utilization is its share of the host's RAM.
+# the trainer's weight sync calls (trainer/vllm_cpu.py); --gpu_memory_utilization is its share of the host's RAM.
 VLLM_SERVE_CPU = """\
 # vLLM server mode on the CPU: `trl vllm-serve` on this machine beside the trainer, started first and waited for.
 {py} -m trl.cli.main vllm-serve --model {model} --host 127.0.0.1 --port {port} --gpu_memory_utilization {util:g} \

@@ -12,7 +12,7 @@ from mcp_server.training.launchers.base import (
     mixed_precision,
     trl_accelerate_config,
 )
-from mcp_server.training.launchers.local import LocalLauncher
+from mcp_server.training.launchers.local.launcher import LocalLauncher
 
 
 class AccelerateLauncher(LocalLauncher):

@@ -1,11 +1,13 @@
 """The SLURM launcher on the seam: a job for one or more nodes (train/launch.slurm), checked with
 `sbatch --test-only`, submitted with sbatch, read back from the scheduler and stopped through it. The job's
-layout and script are slurm_script.py's, the memory plan per node slurm_plan.py's, the scheduler's commands
-slurm.py's and the record, status and stop slurm_launcher.py's (docs/slurm.md)."""
+layout and script are script.py's, the memory plan per node node_plan.py's, the scheduler's commands
+scheduler.py's and the record, status and stop job.py's (docs/slurm.md). What only this backend plans (the
+layout, the rows per node, whether to submit) travels in the plan as a SlurmDetails."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.interpreter import package_path
@@ -25,11 +27,29 @@ from mcp_server.training.launchers.base import (
 from mcp_server.training.launchers.machine import plan_launch_memory
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json
-from mcp_server.training.slurm_launcher import describe, layout_for, preflight, slurm_state, stop_job, submit
-from mcp_server.training.slurm_plan import comment_block, node_table
-from mcp_server.training.slurm_script import render_sbatch
+from mcp_server.training.launchers.slurm.job import (
+    describe,
+    job_message,
+    layout_for,
+    preflight,
+    slurm_state,
+    stop_job,
+    submit,
+)
+from mcp_server.training.launchers.slurm.node_plan import comment_block, node_table
+from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
 from mcp_server.inspection.trained import verdict_reward_sha256
 from mcp_server.workspace import atomic_write_text, baseline_hashes, sha256_file
+
+
+@dataclass(frozen=True)
+class SlurmDetails:
+    """The SLURM part of a LaunchPlan (LaunchPlan.details): the job's layout, the memory plan per node of a GPU job
+    (node_plan.node_table), and whether to submit (false: only write the script; a resume always submits)."""
+
+    layout: SlurmLayout
+    node_plan: list[dict] | None
+    submit: bool
 
 
 class SlurmLauncher:
@@ -70,13 +90,14 @@ class SlurmLauncher:
         script = render_sbatch(layout, str(config.get("model_name_or_path")), extra[2:] if target.resume_from
                                else extra, head)
         launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
+        details = SlurmDetails(layout=layout, node_plan=rows,
+                               submit=request.submit or target.resume_from is not None)
         return LaunchPlan(launcher=self.name, strategy=layout.strategy, num_processes=layout.processes,
                           num_nodes=layout.nodes, train_command=["srun", launcher, *TRAIN_ARGS, *extra], script=script,
-                          accelerate_config=accel, vllm=vllm, slurm_layout=layout, memory=memory, notes=notes,
-                          node_plan=rows)
+                          accelerate_config=accel, vllm=vllm, memory=memory, notes=notes, details=details)
 
-    def check(self, plan: LaunchPlan, submit: bool) -> None:
-        if submit:
+    def check(self, plan: LaunchPlan) -> None:
+        if plan.details.submit:
             preflight(plan.script)  # the scheduler is there and would take the job: else one line, nothing written
 
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
@@ -91,7 +112,8 @@ class SlurmLauncher:
     def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult:
         """sbatch the written script and record the job in run.json (submit=false: the script only)."""
         config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
-        if not start.submit:
+        details: SlurmDetails = plan.details
+        if not details.submit:
             return LaunchResult(
                 launched=False, run_dir=str(run.dir), state=start.state_before,
                 command=plan.train_command, config_sha256=config_sha, train_script_sha256=script_sha,
@@ -99,8 +121,8 @@ class SlurmLauncher:
                 slurm_script=written["slurm"], vllm_server=plan.vllm,
                 message=f"{plan.num_nodes} node(s): wrote {written['slurm']} (not submitted); submit it with `sbatch "
                         "train/launch.slurm` from the run directory")
-        record = submit(run, plan.slurm_layout, plan.node_plan, {
-            "command": plan.train_command, "python": plan.slurm_layout.python, "config_sha256": config_sha,
+        record = submit(run, details.layout, details.node_plan, {
+            "command": plan.train_command, "python": details.layout.python, "config_sha256": config_sha,
             "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run),
             "git_commit": start.commit, "strategy": plan.strategy, "num_processes": plan.num_processes,
             "num_nodes": plan.num_nodes, "accelerate_config": written.get("accelerate_config"),
@@ -114,8 +136,12 @@ class SlurmLauncher:
             message=f"{'resumed' if start.resumed_from else 'started'} {run.name}: {describe(record)}")
 
     def state(self, run: Run, record: dict | None) -> DerivedState:
-        """The scheduler's word on the run's own job, with the run's files (slurm_launcher.slurm_state)."""
+        """The scheduler's word on the run's own job, with the run's files (job.slurm_state)."""
         return slurm_state(run, record or {})
+
+    def status_text(self, derived: DerivedState) -> str:
+        """Why the job is pending, on which nodes it runs, where it failed (job.job_message)."""
+        return job_message(derived)
 
     def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
@@ -124,7 +150,7 @@ class SlurmLauncher:
         done = checkpoints(run, config)
         saved = (read_json_if_present(run.stopped) or {}).get("step")
         saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
-        job = after.job_id or derived.record.get("job_id")
+        job = (after.view or {}).get("job_id") or derived.record.get("job_id")
         if graceful:
             message = f"{run.name} (job {job}) stopped at step {saved} with a checkpoint saved; resume_training " \
                       "continues it"

@@ -15,7 +15,7 @@ whichever process (or a restarted server) asks:
 - a signal: SIGUSR1 (and SIGTERM inside a SLURM job, where the scheduler sends it before a preemption or a
   cancel) is a stop request too: the next step end saves a checkpoint and stops, stopped.json says `"by":
   "signal"`. SLURM's --signal=USR1@<s> before the time limit, and stop_training's USR1 to a job, arrive here.
-- the live guard (training/guard.py): on every log, the hard-failure diagnosis rules on the recent lines;
+- the live guard (guard.py): on every log, the hard-failure diagnosis rules on the recent lines;
   their findings go to train/logs/guard.json, and with `guard: stop` a hard failure stops the run at that
   step (checkpoint saved, stopped.json says `"by": "guard"`). Every rank runs it on the same logged values
   (TRL gathers them), so all ranks stop at the same step without a collective.
@@ -32,7 +32,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from mcp_server.runs import Run
-from mcp_server.training.guard import LiveGuard, guard_mode, read_guard, run_config, run_request
+from mcp_server.training.trainer.guard import LiveGuard, guard_mode, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
 # Contract keys -> the TRL/transformers log names they are read from (first match wins).

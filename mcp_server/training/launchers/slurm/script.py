@@ -14,7 +14,7 @@ What the script does, in order (each step is a line a person can read and run):
 - the vLLM server is waited for with a deadline and a clear failure (exit code 97);
 - `srun --kill-on-bad-exit=1`: one dead rank ends the step instead of leaving the others hanging;
 - each node's launcher ignores USR1 (the trainer turns USR1/SIGTERM into a checkpoint and a stop, see
-  training/progress.py), and writes train/logs/node-<node>.exit;
+  training/trainer/progress.py), and writes train/logs/node-<node>.exit;
 - the run's exit code is written to train/logs/exit-code, as train/launch.sh does.
 """
 

@@ -1,6 +1,6 @@
-"""The SLURM launcher: a run's plan turned into a job (submit), the job read back as the run's state (status),
-and the job ended (stop). launchers/slurm.py puts them on the launcher seam; the local launcher's counterparts
-live in launchers/local.py and launchers/process_state.py.
+"""The SLURM backend's job: a run's plan turned into a job (submit), the job read back as the run's state (status),
+and the job ended (stop). launcher.py puts them on the launcher seam; the local backend's counterparts live in
+launchers/local/ (launcher.py, process_state.py).
 
 run.json of a SLURM run holds `"backend": "slurm"`, the job id and the submission (partition, nodes, the
 sbatch command, the ownership token written as the job's --comment). A job is this run's only when the
@@ -17,11 +17,12 @@ import uuid
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.runs import Run, read_json_if_present
-from mcp_server.training import slurm
+from mcp_server.training.launchers.slurm import scheduler
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.slurm_plan import beside_scheduler
-from mcp_server.training.slurm_script import SlurmLayout
+from mcp_server.training.launchers.slurm.node_plan import beside_scheduler
+from mcp_server.training.launchers.slurm.script import SlurmLayout
 from mcp_server.workspace import atomic_write_json, sha256_file
 
 PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
@@ -30,7 +31,7 @@ STATE_OF = {"TIMEOUT": "timed_out", "PREEMPTED": "preempted"}
 STOP_GRACE_S = 30  # after scancel: how long the scheduler gets to end the job
 
 
-def layout_for(run: Run, run_request: dict, config: dict, *, nodes: int, processes: int | None,
+def layout_for(run: Run, run_request: RecordedRequest, config: dict, *, nodes: int, processes: int | None,
                strategy: str, server_mode: bool, python: str, pythonpath: str | None, partition: str | None,
                account: str | None, time_limit: str | None, resume_from: str | None,
                requeue: bool = True) -> SlurmLayout:
@@ -38,14 +39,14 @@ def layout_for(run: Run, run_request: dict, config: dict, *, nodes: int, process
     if any(ch.isspace() for ch in str(run.dir)):
         raise UserInputError("run", f"{run.dir} holds whitespace, which #SBATCH lines cannot carry: move the "
                              "workspace (LLM_FINETUNING_WORKSPACE) to a path without spaces for SLURM runs")
-    cpu = str(run_request.get("gpu") or "H100").lower() == "cpu"
-    num_gpus = int(run_request.get("num_gpus") or 1)
+    cpu = run_request.cpu
+    num_gpus = run_request.num_gpus
     per_node = 0 if cpu else max(num_gpus // nodes, 1)
     train_nodes = nodes - 1 if server_mode else nodes
     if train_nodes < 1:
         raise UserInputError("num_nodes", "vLLM server mode over several nodes needs at least 2 nodes (one serves)")
     if strategy in ("auto", "single"):
-        strategy = "ddp" if cpu or run_request.get("finetune") in ("lora", "qlora") else "zero3"
+        strategy = "ddp" if cpu or run_request.finetune in ("lora", "qlora") else "zero3"
     return SlurmLayout(
         run_dir=str(run.dir), job_name=run.name, comment=f"llm-finetuning:{uuid.uuid4().hex[:16]}",
         python=python, nodes=nodes, train_nodes=train_nodes, gpus_per_node=per_node,
@@ -58,8 +59,8 @@ def layout_for(run: Run, run_request: dict, config: dict, *, nodes: int, process
 def preflight(script: str) -> None:
     """Before anything is written or submitted: the scheduler is there and `sbatch --test-only` takes the script;
     else UserInputError naming the field to change (partition, account, num_gpus / num_nodes, launcher)."""
-    slurm.require_scheduler()
-    refusal = slurm.check_submission(script)
+    scheduler.require_scheduler()
+    refusal = scheduler.check_submission(script)
     if refusal:
         field, _, message = refusal.partition(": ")
         raise UserInputError(field, message)
@@ -67,9 +68,9 @@ def preflight(script: str) -> None:
 
 def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: dict) -> dict:
     """Submit train/launch.slurm; the launch record (run.json) with the job and the submission (and, for a GPU
-    job, the memory plan per node: slurm_plan.node_table), written."""
+    job, the memory plan per node: node_plan.node_table), written."""
     run.logs.mkdir(parents=True, exist_ok=True)  # the job's --output goes there
-    job_id = slurm.submit(str(run.slurm_script))
+    job_id = scheduler.submit(str(run.slurm_script))
     now = time.time()
     submission = {"job_id": job_id, "partition": layout.partition, "account": layout.account,
                   "nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "time_limit": layout.time_limit,
@@ -84,7 +85,7 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
 
 
 # ---------------------------------------------------------------- status
-def owns(job: slurm.Job, run: Run, record: dict) -> str | None:
+def owns(job: scheduler.Job, run: Run, record: dict) -> str | None:
     """None when `job` is this run's job; else why not (in words)."""
     token = (record.get("slurm") or {}).get("comment") if isinstance(record.get("slurm"), dict) else None
     try:
@@ -96,14 +97,14 @@ def owns(job: slurm.Job, run: Run, record: dict) -> str | None:
     return f"its name is {job.name!r}, its directory {job.work_dir or '?'}, its comment {job.comment or '(none)'!r}"
 
 
-def own_job(run: Run, record: dict) -> tuple[slurm.Job | None, str | None]:
+def own_job(run: Run, record: dict) -> tuple[scheduler.Job | None, str | None]:
     """(this run's job as the scheduler knows it, or None; a note when run.json named a job that is not this run's
     or none at all)."""
     job_id = str(record.get("job_id") or "")
-    if not slurm.available():
+    if not scheduler.available():
         return None, ("no SLURM commands on PATH here (scontrol not found): the job cannot be asked, so the state "
                       "is read from run.json and the run's files")
-    found = slurm.job(job_id) if job_id else None
+    found = scheduler.job(job_id) if job_id else None
     if found is not None:
         why = owns(found, run, record)
         if why is None:
@@ -114,8 +115,8 @@ def own_job(run: Run, record: dict) -> tuple[slurm.Job | None, str | None]:
         note = None if job_id else "run.json names no job id"
     if note is None:
         return None, None  # the scheduler forgot the job (it ended long ago): the files and run.json tell
-    for other in slurm.jobs_named(run.name):
-        candidate = slurm.job(other)
+    for other in scheduler.jobs_named(run.name):
+        candidate = scheduler.job(other)
         if candidate is not None and owns(candidate, run, record) is None:
             return candidate, f"{note}; this run's own job is {other}"
     return None, note
@@ -138,10 +139,10 @@ def _node_exits(run: Run, nodes: list[str]) -> dict[str, int | None]:
     return out
 
 
-def failed_nodes(run: Run, job: slurm.Job) -> list[str]:
+def failed_nodes(run: Run, job: scheduler.Job) -> list[str]:
     """The nodes a failed job failed on: those the scheduler holds down, else those whose launcher exited non-zero,
     else those that never reported an exit."""
-    down = slurm.down_nodes(job.nodes)
+    down = scheduler.down_nodes(job.nodes)
     if down:
         return down
     exits = _node_exits(run, job.nodes)
@@ -166,7 +167,7 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
     exit_code = _exit_code(run)
     known = record.get("job") if isinstance(record.get("job"), dict) else {}
     if job is None:  # a run.json naming a foreign job: what it recorded of that job is not this run's
-        scheduler_state = known.get("scheduler_state") if not note or not slurm.available() else None
+        scheduler_state = known.get("scheduler_state") if not note or not scheduler.available() else None
         view = dict(known) if scheduler_state else None
     else:
         scheduler_state = job.state
@@ -180,7 +181,7 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
         if sub.get("plan_per_node") and job.nodes:  # the memory plan next to the nodes the job landed on
             view["plan_per_node"] = [{**row, "node": job.nodes[row["index"]] if row["index"] < len(job.nodes)
                                       else None} for row in sub["plan_per_node"]]
-    alive = scheduler_state in slurm.ACTIVE
+    alive = scheduler_state in scheduler.ACTIVE
     if scheduler_state in PENDING:
         state = "pending"
     elif alive:
@@ -209,12 +210,13 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
         if job is not None and str(job.job_id) != str(record.get("job_id")):
             record = {**record, "job_id": job.job_id, "reconstructed": True}
     return DerivedState(state=state, alive=alive, exit_code=exit_code if not alive else None, outcome=outcome,
-                        stop_requested=stop_requested, record=record, note=note, job=view)
+                        stop_requested=stop_requested, record=record, note=note, view=view,
+                        running_as=f"SLURM job {view['job_id']}" if view and view.get("job_id") else None)
 
 
 def job_message(derived: DerivedState) -> str:
     """What the scheduler adds to training_status's message: why pending, on which nodes, where it failed."""
-    view = derived.job or {}
+    view = derived.view or {}
     if not view:
         return ""
     state, job_id = derived.state, view.get("job_id")
@@ -257,15 +259,15 @@ def stop_job(run: Run, derived: DerivedState, timeout_s: float) -> tuple[bool, b
     atomic_write_json(run.stop_request, {"requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
         timespec="seconds"), "time": time.time(), "job_id": job.job_id})
     if job.state in PENDING:  # nothing runs yet: no checkpoint to ask for
-        slurm.cancel(job.job_id)
+        scheduler.cancel(job.job_id)
         return False, True, note or f"job {job.job_id} was still pending: cancelled"
     if _newer(run.train_begin, record.get("started_ts")) is not None:  # the trainer catches USR1 from then on
-        slurm.cancel(job.job_id, signal="USR1")
+        scheduler.cancel(job.job_id, signal="USR1")
     if _wait_ended(run, record, timeout_s):
         return True, False, note or ""
     again, _ = own_job(run, record)
     if again is not None and again.active:
-        slurm.cancel(again.job_id)
+        scheduler.cancel(again.job_id)
         _wait_ended(run, record, STOP_GRACE_S)
     return False, True, note or ""
 

@@ -11,7 +11,7 @@ scheduler's node list in training_status.
 from __future__ import annotations
 
 from mcp_server.memory.models import MemoryPlan
-from mcp_server.training.slurm_script import SlurmLayout
+from mcp_server.training.launchers.slurm.script import SlurmLayout
 
 
 def node_table(plan: MemoryPlan, layout: SlurmLayout) -> list[dict]:

@@ -23,9 +23,9 @@ from mcp_server.interpreter import training_env
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import TRAIN_ARGS, LaunchPlan, LaunchTarget, Start, history, write_accelerate
-from mcp_server.training.launchers.shell import render_launch_sh, vllm_server
+from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
-from mcp_server.training.launchers.process_state import process_state
+from mcp_server.training.launchers.local.process_state import process_state
 from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
 from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json, write_run_json
 from mcp_server.workspace import (
@@ -66,7 +66,7 @@ class LocalLauncher:
                           num_nodes=1, train_command=command, script=script, accelerate_config=accelerate_config,
                           vllm=server.record() if server else None, notes=notes, memory=machine.memory)
 
-    def check(self, plan: LaunchPlan, submit: bool) -> None:
+    def check(self, plan: LaunchPlan) -> None:
         return None  # this machine's gates (environment, memory) are the launch tools'
 
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
@@ -114,6 +114,9 @@ class LocalLauncher:
     def state(self, run: Run, record: dict | None) -> DerivedState:
         """The verified process and the run's files (process_state.py)."""
         return process_state(run, record)
+
+    def status_text(self, derived: DerivedState) -> str:
+        return ""  # the process and its files say it all (pid, state, log tail)
 
     def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
         """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,

@@ -1,0 +1,61 @@
+"""What every emitted training script shares (the trainer seam): parsing the config as `trl grpo` does, the
+training data, the model kwargs, the progress callback with its guard, and the end of training.
+
+One template per trainer imports it (`train_template.py`: GRPO single-turn; `train_agentic_template.py`: GRPO
+with tools and an environment); emission copies the template the run's trainer names into train/train.py.
+Imported by train/train.py in the training interpreter.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+
+from trl import get_peft_config, get_quantization_config
+
+from mcp_server.inspection.training_inputs import parse_config  # noqa: F401 - the templates import it from here
+from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
+from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs
+from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
+
+
+def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path | None = None):
+    """The training split, its prompt column named 'prompt' as GRPOTrainer reads it: the loader sampling reads
+    it with too (inspection.training_inputs), prepared in a fresh datasets cache under the run's cache/ (or the
+    system's temporary folder for a script emitted before) that is removed when the process ends."""
+    parent = Path(run_dir) / "cache" if run_dir is not None else None
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    cache = tempfile.mkdtemp(prefix="datasets-", dir=parent)
+    atexit.register(shutil.rmtree, cache, True)
+    return load_train_dataset(script_args, dataset_args, prompt_column, cache)
+
+
+def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
+    """The GRPOTrainer arguments every trainer shares: the model, config, data, PEFT/quantisation and the
+    progress callback (which carries the live guard). With vLLM's CPU build, TRL's weight sync to vLLM goes through
+    vLLM's reload (trainer/vllm_cpu.py: TRL's own fails on a CPU)."""
+    make_tracker_dirs(run_dir, training_args.report_to)
+    if training_args.use_vllm:
+        from mcp_server.training.trainer import vllm_cpu
+
+        vllm_cpu.install(str(run_dir / "cache" / "vllm-weights"))
+    return dict(
+        model=model_args.model_name_or_path,
+        args=training_args,
+        train_dataset=dataset,
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args),
+        callbacks=[ProgressCallback(run_dir)],
+    )
+
+
+def train_and_save(trainer, run_dir: Path) -> None:
+    """Train (resuming when the config says so), save, and record the outcome on the main process."""
+    training_args = trainer.args
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step, output_dir=training_args.output_dir)
