@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from mcp_server.config import trl_default
+import pytest
+
+from mcp_server.config import FIELD, trl_default
 from mcp_server.config.grpo_fields import GRPOView
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
@@ -74,18 +76,11 @@ def test_trl_default_answers_from_the_generated_table_and_refuses_unknown_names(
 
 # ---------------------------------------------------------------- max_completion_length named in few modules
 LENGTH = "max_completion_length"
-# Issue 35's target is at most 5 modules. The modules below still spell the field as a literal; each new module is
-# refused here. Left for their owners: the validation rules (recipe/*rules*.py, one topic each),
-# the diagnosis' patches and the planner's levers (a patch names the field it changes), and the trainer template
-# (emitted byte for byte into every run).
-LENGTH_MODULES = {
-    "agentic/budget.py", "agentic/checks.py", "demo_agentic.py", "demo_smollm2.py", "diagnosis/context.py",
-    "diagnosis/diagnose.py", "diagnosis/environment.py", "diagnosis/patch_effects.py", "diagnosis/samples.py",
-    "emission/lengths.py", "inspection/lengths.py", "inspection/pins.py", "inspection/sampling.py",
-    "memory/breakdown.py", "memory/levers.py", "memory/settings.py", "recipe/architecture_rules.py",
-    "recipe/field_rules.py", "recipe/memory_rules.py", "recipe/rules.py", "recipe/run_rules.py",
-    "recipe/thinking.py", "training/trainer/train_agentic_template.py",
-}
+# Issue 35's target is at most 5 modules. A module names the field through config.FIELD (checked against TRL's field
+# table) and reads its value through a typed view (config.GRPOView, config.recipe.Recipe); each new module that spells
+# it is refused here. Left: the trainer template (emitted byte for byte into every run, it imports nothing of ours),
+# and the demos.
+LENGTH_MODULES = {"demo_agentic.py", "demo_smollm2.py", "training/trainer/train_agentic_template.py"}
 
 
 def literal_names(tree: ast.AST, name: str) -> int:
@@ -109,5 +104,17 @@ def test_the_length_scan_finds_a_planted_literal(tmp_path):
     """The scan is not vacuous: a module that reads the field by its string is found, one that reads it by
     attribute or names it inside a longer text is not."""
     (tmp_path / "planted.py").write_text(f"limit = config.get({LENGTH!r}, 0)\n")
-    (tmp_path / "typed.py").write_text(f"limit = GRPOView(config).{LENGTH}\nnote = 'the {LENGTH} of the run'\n")
+    (tmp_path / "typed.py").write_text(f"limit = GRPOView(config).{LENGTH}\nkey = FIELD.{LENGTH}\n"
+                                       f"note = 'the {LENGTH} of the run'\n")
     assert modules_naming(LENGTH, tmp_path) == {"planted.py"}
+
+
+def test_a_field_is_named_through_the_checked_namespace():
+    """config.FIELD spells a TRL field as TRL does, and refuses a name TRL's table does not hold, so a typo or a field
+    TRL renamed fails where it is written instead of silently never matching a config's key."""
+    assert FIELD.max_completion_length == LENGTH
+    assert all(getattr(FIELD, name) == name for name in GRPOView.DEFAULTS)
+    with pytest.raises(AttributeError, match="max_completion_lenght"):
+        FIELD.max_completion_lenght  # the misspelt name is the point
+    with pytest.raises(AttributeError, match="max_prompt_length"):  # removed in TRL 1.0
+        FIELD.max_prompt_length

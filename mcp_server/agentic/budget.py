@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from mcp_server.agentic.checks import placeholder_arguments, round_trip_tokens, with_result_tokens
 from mcp_server.agentic.spec import AgenticRecord, load, public_methods
-from mcp_server.config import GRPOView, trl_default
+from mcp_server.config import FIELD, GRPOView, trl_default
 from mcp_server.errors import one_line, short
 
 DEFAULT_RESULT_TOKENS = 64  # assumed when a tool neither declares its size nor answers a probe
@@ -89,7 +89,7 @@ def describe_turn(cost: dict) -> str:
             f"wrapper {cost['wrapper']}, a result of {cost['result_source']}; the run's tokenizer)")
 
 
-LENGTH = "max_completion_length"
+LENGTH = FIELD.max_completion_length
 
 
 def _counted(cost: dict | None, turns) -> bool:

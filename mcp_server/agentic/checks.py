@@ -17,7 +17,7 @@ import pickle
 import types
 from pathlib import Path
 
-from mcp_server.config import trl_default
+from mcp_server.config import FIELD, GRPOView, trl_default
 from mcp_server.agentic.spec import AgenticRecord, load, public_methods, resolve
 from mcp_server.errors import UserInputError, one_line, short
 
@@ -158,7 +158,7 @@ def placeholder_arguments(fn) -> dict:
 
 
 def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
-    limit = values.get("max_completion_length") or trl_default("max_completion_length")
+    limit = GRPOView.given(values).max_completion_length or trl_default(FIELD.max_completion_length)
     found = []
     if values.get("max_tool_calling_iterations") is None:
         found.append(_finding("agentic_unlimited_turns", "max_tool_calling_iterations", "warning",
@@ -172,7 +172,7 @@ def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
     if worst and worst[1] + worst[2] + 1 > limit:
         name, call, result = worst
         found.append(_finding(
-            "agentic_budget_below_round_trip", "max_completion_length", "error",
+            "agentic_budget_below_round_trip", FIELD.max_completion_length, "error",
             f"max_completion_length {limit} cannot hold one round trip: a call to {name} is {call} tokens, an empty "
             f"result adds {result}, and the answer after it at least 1 ({call + result + 1} > {limit}); TRL drops "
             "a result that does not fit, silently", f"set max_completion_length to at least {call + result + 1} "

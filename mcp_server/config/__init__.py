@@ -3,7 +3,11 @@
 - `grpo_fields.GRPOView`: a config dict read by attribute, typed and defaulted as TRL declares each field (generated
   from the installed TRL's dataclasses; `view.ConfigView` is the mechanism);
 - `trl_default(name)`: the one answer to "TRL's default for field `name` in the installed TRL". No other module
-  writes a TRL default as a literal (tests/test_config_home.py reads the source to hold that).
+  writes a TRL default as a literal (tests/test_config_home.py reads the source to hold that);
+- `FIELD`: a TRL field's name, checked: `FIELD.max_completion_length` is "max_completion_length", and a name that is
+  no field of the generated TRL raises AttributeError where it is written (at import, for a module-level use), so a
+  misspelt or renamed field fails loudly instead of never matching. Modules that name a field (a finding's field, a
+  patch's key, a lever) use it; modules that read a value read it through `GRPOView`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,21 @@ from typing import Any
 
 from mcp_server.config.grpo_fields import TRL_VERSION, GRPOView
 
-__all__ = ["GRPOView", "TRL_VERSION", "trl_default"]
+__all__ = ["FIELD", "GRPOView", "TRL_VERSION", "trl_default"]
+
+
+class _FieldNames:
+    """The names of the generated TRL's GRPO config fields, by attribute (see the module's docstring)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> str:
+        if name in GRPOView.DEFAULTS:
+            return name
+        raise AttributeError(f"{name!r} is not a GRPO config field of TRL {TRL_VERSION}")
+
+
+FIELD = _FieldNames()
 
 
 def trl_default(name: str) -> Any:

@@ -118,24 +118,32 @@ class Ctx:
         interpreter answers: config.GRPOView), else `fallback`."""
         if key in self.config:
             return self.config[key]
+        value = self._trl_defaults().get(key)
+        return fallback if value is None else value
+
+    @property
+    def view(self) -> GRPOView:
+        """The config read by attribute, as `get` reads it: the config's value, else the installed TRL's default."""
+        return GRPOView(self.config, self._trl_defaults())
+
+    def _trl_defaults(self) -> dict:
         if self._defaults is None:
             try:
                 self._defaults = trl_defaults()
             except Exception:  # no TRL here: the rules still run on the metrics and the generated defaults
                 self._defaults = dict(GRPOView.DEFAULTS)
-        value = self._defaults.get(key)
-        return fallback if value is None else value
+        return self._defaults
 
     def completion_limit(self) -> tuple[int, str]:
         """max_completion_length and how it is known: "config", "observed" (the longest completion logged), or
         "assumed" (TRL's default: no config was found beside the metrics)."""
-        value = self.config.get("max_completion_length")
+        value = GRPOView.given(self.config).max_completion_length
         if isinstance(value, int) and not isinstance(value, bool):
             return value, "config"
         observed = finite(v for _, v in self.series("completions/max_length"))
         if observed:
             return int(max(observed)), "observed"
-        return int(self.get("max_completion_length")), "assumed"
+        return int(self.view.max_completion_length), "assumed"
 
     def limit_text(self) -> str:
         """The limit as a finding states it: measured, or said to be assumed."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mcp_server.config import FIELD, GRPOView
 from mcp_server.diagnosis.context import Ctx
 from mcp_server.diagnosis.metrics import load_run
 from mcp_server.diagnosis.models import DiagnoseRequest, Diagnosis, DiagnosisFinding
@@ -66,12 +67,13 @@ def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
     says why."""
     away = ctx.moving_away() + (["the run diverges"] if ctx.diverged else [])
     lr, _ = ctx.learning_rate
-    limit = ctx.config.get("max_completion_length")
+    limit = GRPOView.given(ctx.config).max_completion_length
+    length = FIELD.max_completion_length
     far = ctx.rate_far_above()
     for f in findings:
         if far and f.code != "lr_out_of_range" and not _treats_rate(ctx, f.patch):
-            masked = [k for k in ("max_completion_length", "mask_truncated_completions") if k in f.patch
-                      and (k != "max_completion_length" or not isinstance(limit, int)
+            masked = [k for k in (length, FIELD.mask_truncated_completions) if k in f.patch
+                      and (k != length or not isinstance(limit, int)
                            or f.patch[k] > limit)]
             for key in masked:
                 f.patch.pop(key)
@@ -82,9 +84,8 @@ def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
         if lr is not None and isinstance(f.patch.get("learning_rate"), (int, float)) and f.patch["learning_rate"] > lr \
                 and (away or ctx.signal_gone()):
             dropped.append("learning_rate")
-        if away and isinstance(limit, int) and isinstance(f.patch.get("max_completion_length"), int) \
-                and f.patch["max_completion_length"] > limit:
-            dropped.append("max_completion_length")
+        if away and isinstance(limit, int) and isinstance(f.patch.get(length), int) and f.patch[length] > limit:
+            dropped.append(length)
         for key in dropped:
             f.patch.pop(key)
         if dropped:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import (
     Ctx,
     finding,
@@ -122,9 +123,9 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
         levers.append({"gradient_checkpointing": True})
     if (ctx.get("beta", 0.0) or 0) > 0:
         levers.append({"beta": 0.0})  # no reference model in memory
-    length = ctx.get("max_completion_length")
+    length = ctx.view.max_completion_length
     if isinstance(length, int) and length > 256:
-        levers.append({"max_completion_length": length // 2})
+        levers.append({FIELD.max_completion_length: length // 2})
     patch: dict = {}
     for lever in levers[:2]:
         patch.update(lever)
@@ -140,7 +141,7 @@ def vllm_patch(ctx: Ctx, line: str) -> dict:
         patch["vllm_gpu_memory_utilization"] = round(max(0.1, share - 0.1), 2)
     else:  # the cache does not fit: ask for less context, and a little more memory
         patch["vllm_gpu_memory_utilization"] = round(min(0.9, share + 0.1), 2)
-        length = ctx.get("max_completion_length")
+        length = ctx.view.max_completion_length
         if isinstance(length, int) and not ctx.get("vllm_max_model_length"):
             patch["vllm_max_model_length"] = length + 1024  # completion + a generous prompt budget
     if not ctx.get("vllm_enable_sleep_mode"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import Ctx
 
 
@@ -78,8 +79,8 @@ def patch_changes(ctx: Ctx, patch: dict) -> list[str]:
     if before.completions_per_generation != after.completions_per_generation:
         out.append(f"completions per generation batch {before.completions_per_generation} -> "
                    f"{after.completions_per_generation} (generation time and the reward's calls scale with it)")
-    length_before, length_after = _number(ctx.get("max_completion_length")), _number(
-        patch.get("max_completion_length"))
+    length_before, length_after = _number(ctx.view.max_completion_length), _number(
+        patch.get(FIELD.max_completion_length))
     if length_after and length_before and length_after > length_before:
         out.append(f"completions up to {length_after / length_before:g}x longer: activation memory and generation "
                    "time per step grow with them (check plan_memory)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import (
     CORRECTNESS_NAME,
     ZERO_STD_WARN,
@@ -223,7 +224,7 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
     else:
         fix = ("Raise max_completion_length (check memory with plan_memory) and mask truncated completions out of "
                "the loss (the DAPO fix), or ask for shorter reasoning in the prompt.")
-        patch = {"max_completion_length": int(length) * 2, "mask_truncated_completions": True}
+        patch = {FIELD.max_completion_length: int(length) * 2, FIELD.mask_truncated_completions: True}
     masked = ctx.get("mask_truncated_completions", False) is True
     if masked:
         patch.pop("mask_truncated_completions", None)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mcp_server.config import FIELD
 from mcp_server.config.recipe import Recipe, Setting
 from mcp_server.runs import Run
 
 CPU_COMPLETION_LENGTH = 128  # a CPU run is a rehearsal: each of its sampling passes and steps scales with this
-FIELD = "max_completion_length"
+LENGTH = FIELD.max_completion_length
 
 
 def measured_length(run: Run, model: str) -> Setting | None:
@@ -43,16 +44,16 @@ def measured_length(run: Run, model: str) -> Setting | None:
 
 def completion_length(recipe: Recipe, overrides: dict, trl_default: int, cpu: bool, run: Run, model: str) -> Recipe:
     """The recipe with max_completion_length and its reason, unless the request or an earlier step set it."""
-    if FIELD in recipe or FIELD in overrides:
+    if LENGTH in recipe or LENGTH in overrides:
         return recipe
     measured = measured_length(run, model)
     if measured is not None:
-        return recipe.with_value(FIELD, measured.value, measured.reason, measured.source)
+        return recipe.with_value(LENGTH, measured.value, measured.reason, measured.source)
     then = ("not yet measured for this task: sample_completions measures the completions and suggests a value "
             "(its `lengths`); emit again into this run (run_dir) to apply it, or set it here, then sample again")
     if cpu:
         return recipe.with_value(
-            FIELD, CPU_COMPLETION_LENGTH, f"CPU target: {CPU_COMPLETION_LENGTH} tokens, a rehearsal's budget (TRL's "
+            LENGTH, CPU_COMPLETION_LENGTH, f"CPU target: {CPU_COMPLETION_LENGTH} tokens, a rehearsal's budget (TRL's "
             f"default {trl_default} makes every sampling pass and step about {trl_default // CPU_COMPLETION_LENGTH}x "
             f"longer on a CPU); {then}", "target")
-    return recipe.with_value(FIELD, trl_default, f"{trl_default} tokens, TRL's default, {then}", "trl_default")
+    return recipe.with_value(LENGTH, trl_default, f"{trl_default} tokens, TRL's default, {then}", "trl_default")

@@ -26,7 +26,7 @@ from mcp_server.config.recipe import SOURCES, Recipe
 from mcp_server.emission.agentic import agentic_fields, budget_length
 from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, plan_for
-from mcp_server.emission.lengths import FIELD as LENGTH, completion_length
+from mcp_server.emission.lengths import LENGTH, completion_length
 from mcp_server.memory.models import MemoryPlan
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from mcp_server.config import GRPOView
+from mcp_server.config import FIELD, GRPOView
 
 ROUND_TO = 64
 # More truncation than this at the sampling limit and the length distribution is cut off: no honest suggestion.
@@ -57,7 +57,7 @@ def length_advice(lengths: list[int], truncated: list[bool], limit: int, prompt_
     over = sum(1 for length, t in zip(lengths, truncated) if t or length > suggested)
     advice["suggested_max_completion_length"] = suggested
     advice["truncation_at_suggested"] = round(over / n, 4)
-    patch = {"max_completion_length": suggested, "log_completions": True}
+    patch = {FIELD.max_completion_length: suggested, FIELD.log_completions: True}
     if prompt_lengths:
         advice["suggested_vllm_max_model_length"] = _round_up(max(prompt_lengths) + suggested)
         patch["vllm_max_model_length"] = advice["suggested_vllm_max_model_length"]
@@ -85,7 +85,7 @@ def for_config(advice: dict, config: dict) -> dict:
     configured = GRPOView(config).max_completion_length
     advice["offer"] = None
     if suggested is not None and suggested != configured:
-        given = "max_completion_length" in config
+        given = FIELD.max_completion_length in config
         advice["offer"] = (
             f"LENGTH: train/config.yaml's max_completion_length is {configured}"
             + ("" if given else " (unset: TRL's default)")

@@ -31,14 +31,16 @@ import json
 from pathlib import Path
 
 from mcp_server.agentic.sources import agentic_pin
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.model_ref import cached_config_path, resolve_model
 from mcp_server.runs import Run
 from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, sha256_file
 
 # train/config.yaml's fields that decide what a sample looks like (TRL's GRPOConfig names).
-SAMPLING_KEYS = ("num_generations", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-                 "max_completion_length", "chat_template_kwargs", "generation_kwargs")
+SAMPLING_KEYS = (FIELD.num_generations, FIELD.temperature, FIELD.top_p, FIELD.top_k, FIELD.min_p,
+                 FIELD.repetition_penalty, FIELD.max_completion_length, FIELD.chat_template_kwargs,
+                 FIELD.generation_kwargs)
 # Fields that change what the trainer does with the rewards' scores.
 REWARD_CONFIG_KEYS = ("reward_weights", "reward_funcs")
 # train/config.yaml's fields that cannot change what is sampled or scored, so a verdict does not pin them.

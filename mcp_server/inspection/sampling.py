@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcp_server.config import trl_default
+from mcp_server.config import FIELD, trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.lengths import for_config, length_advice
@@ -64,8 +64,8 @@ def _trl_defaults() -> dict:
         import trl  # noqa: F401
     except ImportError:  # no TRL in this interpreter: the generated table's (the TRL this package was checked on)
         pass
-    return {k: trl_default(k) for k in ("num_generations", "temperature", "top_p", "top_k", "max_completion_length",
-                                        "min_p", "repetition_penalty")}
+    return {k: trl_default(k) for k in (FIELD.num_generations, FIELD.temperature, FIELD.top_p, FIELD.top_k,
+                                        FIELD.max_completion_length, FIELD.min_p, FIELD.repetition_penalty)}
 
 
 def _data_settings(request: SampleRequest, config: dict, run: Run | None = None) -> dict:
@@ -100,16 +100,16 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
         return config.get(key) if config.get(key) is not None else trl.get(key)
 
     try:  # a hand-edited config.yaml may hold text where a number belongs
-        n = int(pick(request.n, "num_generations"))
+        n = int(pick(request.n, FIELD.num_generations))
         settings = {
             "n": n,
             "num_prompts": request.num_prompts or RATE_PROMPTS,
-            "temperature": float(pick(request.temperature, "temperature")),
-            "top_p": float(pick(request.top_p, "top_p")),
-            "top_k": int(pick(request.top_k, "top_k") or 0),
-            "min_p": pick(None, "min_p"),
-            "repetition_penalty": float(pick(None, "repetition_penalty") or 1.0),
-            "max_new_tokens": int(pick(request.max_new_tokens, "max_completion_length")),
+            "temperature": float(pick(request.temperature, FIELD.temperature)),
+            "top_p": float(pick(request.top_p, FIELD.top_p)),
+            "top_k": int(pick(request.top_k, FIELD.top_k) or 0),
+            "min_p": pick(None, FIELD.min_p),
+            "repetition_penalty": float(pick(None, FIELD.repetition_penalty) or 1.0),
+            "max_new_tokens": int(pick(request.max_new_tokens, FIELD.max_completion_length)),
             "chat_template_kwargs": config.get("chat_template_kwargs") or {},
             "seed": request.seed,
         }

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
+from mcp_server.config import FIELD
 from mcp_server.memory import components
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
@@ -95,15 +96,15 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
 
 # The settings only the colocated vLLM's share reads (components.colocated_vllm, in _phases): the training side's
 # components (_parts) never read them.
-VLLM_SHARE_FIELDS = frozenset({"vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_max_model_length",
-                               "vllm_tensor_parallel_size"})
+VLLM_SHARE_FIELDS = frozenset({FIELD.vllm_gpu_memory_utilization, FIELD.vllm_enable_sleep_mode,
+                               FIELD.vllm_max_model_length, FIELD.vllm_tensor_parallel_size})
 
 
 # The settings FitCache.floor reads (settings.colocated_vllm and components.colocated_vllm); test_memory_search
-# records the fields it reads.
-COLOCATED_VLLM_FIELDS = frozenset({"use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "finetune",
-                                   "vllm_tensor_parallel_size", "vllm_max_model_length", "prompt_length",
-                                   "max_completion_length"})
+# records the fields it reads. RunSettings names its fields as TRL does; finetune and prompt_length are its own.
+COLOCATED_VLLM_FIELDS = frozenset({FIELD.use_vllm, FIELD.vllm_mode, FIELD.vllm_gpu_memory_utilization, "finetune",
+                                   FIELD.vllm_tensor_parallel_size, FIELD.vllm_max_model_length, "prompt_length",
+                                   FIELD.max_completion_length})
 
 
 class FitCache:

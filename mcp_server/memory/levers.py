@@ -20,7 +20,7 @@ from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field, settings_update
 from mcp_server.model_ref import is_moe as detect_moe
-from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.config import FIELD, GRPOView
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.scoped import one_scope
@@ -220,7 +220,7 @@ def _placement_levers(settings: RunSettings, target: Target,
     if shorter is not None and inspected is not None:
         out.append(("shorter_completions", f"max_completion_length {settings.max_completion_length} -> {shorter}: "
                     f"none of the {inspected.samples} inspection samples was truncated and the longest is "
-                    f"{inspected.longest} tokens.", {"max_completion_length": shorter}))
+                    f"{inspected.longest} tokens.", {FIELD.max_completion_length: shorter}))
     if target.gpu is not None and not settings.fsdp and not settings.offload_optimizer:
         stage = max(settings.zero_stage, 2)
         out.append(("cpu_offload_optimizer", f"DeepSpeed ZeRO-{stage} with the optimizer state (and fp32 master "
@@ -312,12 +312,13 @@ def config_for_validation(config: dict[str, Any], model: str, settings: RunSetti
     if config:
         return dict(config)
     base = {
-        "model_name_or_path": model, "output_dir": "checkpoints", "bf16": True,
-        "per_device_train_batch_size": settings.per_device_train_batch_size,
-        "gradient_accumulation_steps": settings.gradient_accumulation_steps,
-        "num_generations": settings.num_generations,
-        "max_completion_length": settings.max_completion_length, "beta": settings.beta, "optim": settings.optim,
-        "gradient_checkpointing": settings.gradient_checkpointing, "use_vllm": settings.use_vllm,
+        FIELD.model_name_or_path: model, FIELD.output_dir: "checkpoints", FIELD.bf16: True,
+        FIELD.per_device_train_batch_size: settings.per_device_train_batch_size,
+        FIELD.gradient_accumulation_steps: settings.gradient_accumulation_steps,
+        FIELD.num_generations: settings.num_generations,
+        FIELD.max_completion_length: settings.max_completion_length, FIELD.beta: settings.beta,
+        FIELD.optim: settings.optim, FIELD.gradient_checkpointing: settings.gradient_checkpointing,
+        FIELD.use_vllm: settings.use_vllm,
     }
     if settings.use_vllm:
         base.update(vllm_mode=settings.vllm_mode, vllm_gpu_memory_utilization=settings.vllm_gpu_memory_utilization,

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from mcp_server.config import GRPOView, trl_default
+from mcp_server.config import FIELD, GRPOView, trl_default
 from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, training_world, whole_groups
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
@@ -28,23 +28,23 @@ class RunSettings(BaseModel):
     """The resolved run: TRL defaults, then the config, then explicit request fields. Names follow TRL's config."""
 
     finetune: str = "full"
-    lora_r: int = trl_default("lora_r")
+    lora_r: int = trl_default(FIELD.lora_r)
     lora_target_modules: str | list[str] = "all-linear"
-    lora_dropout: float = trl_default("lora_dropout")
-    optim: str = trl_default("optim")
-    dtype: str = trl_default("dtype")
+    lora_dropout: float = trl_default(FIELD.lora_dropout)
+    optim: str = trl_default(FIELD.optim)
+    dtype: str = trl_default(FIELD.dtype)
     mixed_precision: bool = True
     gradient_checkpointing: bool = True
     beta: float = 0.0
-    num_generations: int = trl_default("num_generations")
-    per_device_train_batch_size: int = trl_default("per_device_train_batch_size")
+    num_generations: int = trl_default(FIELD.num_generations)
+    per_device_train_batch_size: int = trl_default(FIELD.per_device_train_batch_size)
     gradient_accumulation_steps: int = 1
     steps_per_generation: int | None = None
     prompt_length: int = 512
-    max_completion_length: int = trl_default("max_completion_length")
+    max_completion_length: int = trl_default(FIELD.max_completion_length)
     use_vllm: bool = False
-    vllm_mode: str = trl_default("vllm_mode")
-    vllm_gpu_memory_utilization: float = trl_default("vllm_gpu_memory_utilization")
+    vllm_mode: str = trl_default(FIELD.vllm_mode)
+    vllm_gpu_memory_utilization: float = trl_default(FIELD.vllm_gpu_memory_utilization)
     vllm_enable_sleep_mode: bool = False
     vllm_tensor_parallel_size: int = 1
     vllm_max_model_length: int | None = None  # vLLM's context; None: the model's own (TRL passes it through)
@@ -268,7 +268,7 @@ def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]
         fields["prompt_length"] = 512
         said.append(f"TRL {version}: max_prompt_length defaults to 512 (prompts truncated; removed in 1.0)")
     if v < (1, 10):
-        fields["max_completion_length"] = 256
+        fields[FIELD.max_completion_length] = 256
     if v < (0, 15):
         fields["per_device_train_batch_size"] = 1
     if v < (0, 18):
@@ -291,12 +291,12 @@ def recipe_defaults(target: Target, finetune: str = "full") -> dict[str, Any]:
 
 
 # config fields read as they are into RunSettings
-_CONFIG_FIELDS = ("lora_r", "lora_target_modules", "lora_dropout", "optim", "gradient_checkpointing", "beta",
-                  "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-                  "steps_per_generation", "max_completion_length", "use_vllm", "vllm_mode",
-                  "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_tensor_parallel_size",
-                  "vllm_max_model_length",
-                  "use_liger_kernel", "attn_implementation", "num_iterations", "max_steps")
+_CONFIG_FIELDS = (FIELD.lora_r, FIELD.lora_target_modules, FIELD.lora_dropout, FIELD.optim,
+                  FIELD.gradient_checkpointing, FIELD.beta, FIELD.num_generations, FIELD.per_device_train_batch_size,
+                  FIELD.gradient_accumulation_steps, FIELD.steps_per_generation, FIELD.max_completion_length,
+                  FIELD.use_vllm, FIELD.vllm_mode, FIELD.vllm_gpu_memory_utilization, FIELD.vllm_enable_sleep_mode,
+                  FIELD.vllm_tensor_parallel_size, FIELD.vllm_max_model_length, FIELD.use_liger_kernel,
+                  FIELD.attn_implementation, FIELD.num_iterations, FIELD.max_steps)
 
 
 def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target: Target | None = None) -> RunSettings:
@@ -377,7 +377,7 @@ def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target)
             f"{batch}) must be divisible by num_generations={settings.num_generations}")
     if arch.max_position_embeddings and settings.seq_len > arch.max_position_embeddings:
         raise UserInputError(
-            "max_completion_length",
+            FIELD.max_completion_length,
             f"prompt {settings.prompt_length} + completion {settings.max_completion_length} tokens exceeds the "
             f"model's {arch.max_position_embeddings}-token context")
 

@@ -15,6 +15,7 @@ change (the lever search, a patch) supplies none, and these rules do not run.
 
 from __future__ import annotations
 
+from mcp_server.config import FIELD
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
@@ -30,7 +31,7 @@ def rule_completion_beyond_context(ctx: Context) -> list[Finding]:
     if not context or length < context:
         return []
     return [finding(
-        "completion_beyond_context", "max_completion_length", "error",
+        "completion_beyond_context", FIELD.max_completion_length, "error",
         f"max_completion_length={length} is not below {model}'s {context}-token context (max_position_embeddings), "
         "which holds the prompt too: completions are cut at the context, and positions past it are ones the model "
         "never saw.", f"set max_completion_length below {context} minus the longest prompt, or use a long-context "

@@ -7,6 +7,7 @@ import functools
 import math
 import re
 
+from mcp_server.config import FIELD
 from mcp_server.errors import closest_names
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
@@ -115,37 +116,38 @@ def rule_choices(ctx: Context) -> list[Finding]:
 # Where TRL's help text states the interval ("Must be in (0, 1]", "between 0.0 and 1.0", "Range: [0.0-1.0]"),
 # TRL's wins. num_generations and learning_rate have their own rules.
 RANGES: dict[str, tuple[str, str, str]] = {
-    "max_completion_length": ("[1, inf)", "no completion token to score or train on", "error"),
-    "per_device_train_batch_size": ("[1, inf)", "no sample per step", "error"),
-    "gradient_accumulation_steps": ("[1, inf)", "no micro-batch per optimizer step", "error"),
-    "steps_per_generation": ("[1, inf)", "no optimizer step per generation", "error"),
-    "generation_batch_size": ("[1, inf)", "no completion per generation", "error"),
-    "num_iterations": ("[1, inf)", "no update per generation batch", "error"),
-    "temperature": ("(0, inf)", "the logits are divided by the temperature", "error"),
-    "top_p": ("(0, 1]", "a probability mass", "error"),
-    "top_k": (
+    FIELD.max_completion_length: ("[1, inf)", "no completion token to score or train on", "error"),
+    FIELD.per_device_train_batch_size: ("[1, inf)", "no sample per step", "error"),
+    FIELD.gradient_accumulation_steps: ("[1, inf)", "no micro-batch per optimizer step", "error"),
+    FIELD.steps_per_generation: ("[1, inf)", "no optimizer step per generation", "error"),
+    FIELD.generation_batch_size: ("[1, inf)", "no completion per generation", "error"),
+    FIELD.num_iterations: ("[1, inf)", "no update per generation batch", "error"),
+    FIELD.temperature: ("(0, inf)", "the logits are divided by the temperature", "error"),
+    FIELD.top_p: ("(0, 1]", "a probability mass", "error"),
+    FIELD.top_k: (
         "[0, inf)",
         "a token count (TRL: 0 turns top-k off; transformers' generate refuses a negative one)",
         "error",
     ),
-    "min_p": ("[0, 1]", "a probability", "error"),
-    "repetition_penalty": ("(0, inf)", "logits are divided or multiplied by it", "error"),
-    "beta": ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference", "error"),
-    "epsilon": ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio", "error"),
-    "epsilon_high": ("(0, inf)", "the upper clip bound is 1 + epsilon_high", "error"),
-    "delta": ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)", "warning"),
-    "top_entropy_quantile": ("[0, 1]", "a quantile", "error"),
-    "off_policy_mask_threshold": ("(0, inf)", "a KL threshold (TRL expects a positive value)", "error"),
-    "vllm_gpu_memory_utilization": ("(0, 1]", "a fraction of the GPU's memory", "error"),
-    "vllm_importance_sampling_clip_max": ("(0, inf)", "an upper bound on positive ratios", "error"),
-    "vllm_importance_sampling_clip_min": ("[0, inf)", "a lower bound on positive ratios", "error"),
-    "ref_model_mixup_alpha": ("[0, 1]", "a mixing weight", "error"),
-    "ref_model_sync_steps": ("[1, inf)", "a step interval", "error"),
-    "lora_r": ("[1, inf)", "the adapter's rank", "error"),
-    "lora_alpha": ("(0, inf)", "the adapter's scale is lora_alpha / lora_r", "error"),
-    "lora_dropout": ("[0, 1)", "a dropout probability (1 drops every input)", "error"),
-    "weight_decay": ("[0, inf)", "a negative decay grows the weights", "error"),
-    "max_grad_norm": ("[0, inf)", "a norm (0 turns clipping off)", "error"),
+    FIELD.min_p: ("[0, 1]", "a probability", "error"),
+    FIELD.repetition_penalty: ("(0, inf)", "logits are divided or multiplied by it", "error"),
+    FIELD.beta: ("[0, inf)", "a negative KL coefficient pays the policy for drifting from the reference", "error"),
+    FIELD.epsilon: ("(0, 1)", "the clip range is [1 - epsilon, 1 + epsilon_high] around a positive ratio", "error"),
+    FIELD.epsilon_high: ("(0, inf)", "the upper clip bound is 1 + epsilon_high", "error"),
+    FIELD.delta: ("(1, inf)", "the two-sided clip's upper bound on the ratio (TRL recommends > 1 + epsilon)",
+                  "warning"),
+    FIELD.top_entropy_quantile: ("[0, 1]", "a quantile", "error"),
+    FIELD.off_policy_mask_threshold: ("(0, inf)", "a KL threshold (TRL expects a positive value)", "error"),
+    FIELD.vllm_gpu_memory_utilization: ("(0, 1]", "a fraction of the GPU's memory", "error"),
+    FIELD.vllm_importance_sampling_clip_max: ("(0, inf)", "an upper bound on positive ratios", "error"),
+    FIELD.vllm_importance_sampling_clip_min: ("[0, inf)", "a lower bound on positive ratios", "error"),
+    FIELD.ref_model_mixup_alpha: ("[0, 1]", "a mixing weight", "error"),
+    FIELD.ref_model_sync_steps: ("[1, inf)", "a step interval", "error"),
+    FIELD.lora_r: ("[1, inf)", "the adapter's rank", "error"),
+    FIELD.lora_alpha: ("(0, inf)", "the adapter's scale is lora_alpha / lora_r", "error"),
+    FIELD.lora_dropout: ("[0, 1)", "a dropout probability (1 drops every input)", "error"),
+    FIELD.weight_decay: ("[0, inf)", "a negative decay grows the weights", "error"),
+    FIELD.max_grad_norm: ("[0, inf)", "a norm (0 turns clipping off)", "error"),
 }
 _INTERVAL = re.compile(r"([\[(])\s*(-?[\d.]+)\s*(?:,|-)\s*(-?[\d.]+|inf)\s*([\])])")
 _BETWEEN = re.compile(r"between (-?[\d.]*\d) and (-?[\d.]*\d)")

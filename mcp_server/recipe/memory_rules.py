@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
@@ -29,7 +30,7 @@ def rule_memory_fits(ctx: Context) -> list[Finding]:
     plan, exc, target, schema, prompt_length = ctx.memory_plan
     if isinstance(exc, UserInputError):
         said = any(f.code == "completion_beyond_context" for f in ctx.findings)
-        if exc.field == "max_completion_length" and said:  # the completion past the context: said already
+        if exc.field == FIELD.max_completion_length and said:  # the completion past the context: said already
             return []
         note = f" (prompts of {prompt_length} tokens: {schema} of them the tool schema)" if schema else ""
         return [finding("memory_not_planned", exc.field or "model_name_or_path", "warning",

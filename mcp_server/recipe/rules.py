@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from mcp_server.config import FIELD
 from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
 from mcp_server.model_ref import ROUTER_NAMES
 from mcp_server.recipe.context import Context, Rule, finding
@@ -221,10 +222,10 @@ def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
 def rule_completion_length_explicit(ctx: Context) -> list[Finding]:
     """TRL's default completion length is sized for no task (issue 31: 512 tokens for a "reply with the number
     only" task on a CPU); emit_grpo_config always writes one and says where it came from."""
-    if "max_completion_length" in ctx.values:
+    if FIELD.max_completion_length in ctx.values:
         return []
     default = ctx.config.max_completion_length
-    return [finding("max_completion_length_implicit", "max_completion_length", "info",
+    return [finding("max_completion_length_implicit", FIELD.max_completion_length, "info",
                     f"max_completion_length is not set, so TRL's default {default} tokens applies, sized for no task: "
                     "every sampling pass and step generates up to that many tokens per completion (a short answer "
                     "needs a fraction of them, a long reasoning chain may need more and be cut off).",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_server.config import batches
+from mcp_server.config import FIELD, batches
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
@@ -248,7 +248,7 @@ def rule_sampling_spread(ctx: Context) -> list[Finding]:
     length = ctx.config.max_completion_length
     if ctx.config.mask_truncated_completions and isinstance(length, int) and 0 < length < SHORT_MASKED_LENGTH:
         out.append(finding(
-            "masked_short_budget", "max_completion_length", "warning",
+            "masked_short_budget", FIELD.max_completion_length, "warning",
             f"mask_truncated_completions with max_completion_length={length}: nearly every completion is cut at "
             f"{length} tokens and masked out of the loss, so almost nothing trains.",
             "raise max_completion_length to the inspection's suggested length, or drop mask_truncated_completions"))
@@ -275,7 +275,7 @@ def rule_completion_budget(ctx: Context) -> list[Finding]:
     if (model and kwargs.get("enable_thinking") is not False and length < THINKING_FLOOR
             and is_hybrid_thinking(str(model))):
         out.append(finding(
-            "thinking_budget_too_short", "max_completion_length", "warning",
+            "thinking_budget_too_short", FIELD.max_completion_length, "warning",
             f"{model} thinks unless chat_template_kwargs says enable_thinking: false, and its traces run to "
             f"thousands of tokens: at max_completion_length={length} most completions are cut before the answer and "
             "score as failures.",

@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from mcp_server.config import FIELD
 from mcp_server.config.recipe import Recipe
 from mcp_server.model_ref import cached_config_path
 from mcp_server.recipe.scoped import scoped
@@ -66,5 +67,5 @@ def thinking_fields(model: str, thinking: bool | None) -> Recipe:
     switch_why = ("hybrid thinking model: its template thinks unless told not to; "
                   + ("thinking on, as requested" if on else "thinking off on purpose (request thinking=true for "
                      "reasoning traces, with a longer budget)"))
-    return Recipe.of({"chat_template_kwargs": {"enable_thinking": on}, "max_completion_length": length},
-                     {"chat_template_kwargs": switch_why, "max_completion_length": length_why}, "model")
+    switch, limit = FIELD.chat_template_kwargs, FIELD.max_completion_length
+    return Recipe.of({switch: {"enable_thinking": on}, limit: length}, {switch: switch_why, limit: length_why}, "model")
