@@ -112,20 +112,10 @@ def _ranged_warm_start(target: Path, check_rows: list[dict]) -> tuple[Path, floa
 
 def shipped_warm_start(target: Path) -> Path:
     """The shipped warm start, its weights checked against WARM_START_SHA256, copied to `target`."""
-    import shutil
+    from mcp_server.demo_warm_start import copy_pinned
 
-    from mcp_server.tiny import state_sha256
-
-    if not (SHIPPED_WARM_START / "model.safetensors").is_file():
-        raise SystemExit(f"the shipped warm start is missing: {SHIPPED_WARM_START} "
-                         "(scripts/build_agentic_warm_start.py builds it)")
-    found = state_sha256(SHIPPED_WARM_START)
-    if found != WARM_START_SHA256:
-        raise SystemExit(f"the shipped warm start's weights are not the pinned ones: sha256 {found}, pinned "
-                         f"{WARM_START_SHA256} (mcp_server/demo_agentic.py)")
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(SHIPPED_WARM_START, target)
-    return target
+    return copy_pinned(SHIPPED_WARM_START, WARM_START_SHA256, Path(target), "scripts/build_agentic_warm_start.py",
+                       "mcp_server/demo_agentic.py")
 
 
 def run_agentic_demo(workspace: Path | None = None, seed: int | None = None) -> dict:

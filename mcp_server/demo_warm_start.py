@@ -61,15 +61,21 @@ def build_warm_start(target: Path, train_rows: list[dict], report: Report = sile
 
 def shipped_warm_start(target: Path) -> Path:
     """The shipped warm start, its weights checked against WARM_START_SHA256, copied to `target`."""
+    return copy_pinned(SHIPPED_WARM_START, WARM_START_SHA256, Path(target), "scripts/build_tiny_warm_start.py",
+                       "mcp_server/demo_warm_start.py")
+
+
+def copy_pinned(source: Path, sha256: str, target: Path, built_by: str, pinned_in: str) -> Path:
+    """A model shipped as data (a demo's warm start), its weights checked against their pinned sha256 before it is
+    copied to `target`: bytes that are not the pinned ones would make the demo's figures another model's."""
     from mcp_server.tiny import state_sha256
 
-    if not (SHIPPED_WARM_START / "model.safetensors").is_file():
-        raise SystemExit(f"the shipped warm start is missing: {SHIPPED_WARM_START} "
-                         "(scripts/build_tiny_warm_start.py builds it)")
-    found = state_sha256(SHIPPED_WARM_START)
-    if found != WARM_START_SHA256:
+    if not (source / "model.safetensors").is_file():
+        raise SystemExit(f"the shipped warm start is missing: {source} ({built_by} builds it)")
+    found = state_sha256(source)
+    if found != sha256:
         raise SystemExit(f"the shipped warm start's weights are not the pinned ones: sha256 {found}, pinned "
-                         f"{WARM_START_SHA256} (mcp_server/demo_warm_start.py)")
+                         f"{sha256} ({pinned_in})")
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(SHIPPED_WARM_START, target)
-    return Path(target)
+    shutil.copytree(source, target)
+    return target
