@@ -382,3 +382,21 @@ def test_a_checkpoint_that_never_disagrees_with_its_base_is_not_promoted(workspa
     result = promote_checkpoint(PromoteRequest(run=str(run)))
     assert result.gained == result.lost == 0 and result.improvement_ci == (0.0, 0.0)
     assert result.verdict == "REJECT", result.reasons
+
+
+def test_a_drift_in_the_rerun_band_is_judged_on_every_item_and_seed(workspace, worse_model, good_model, small_task,
+                                                                    tmp_path):
+    """A 2-point greedy drop (1 of 50 drift items) goes to the sampled reruns. With at most 3 of their 150 (item,
+    seed) pairs lost and none gained, the exact paired test cannot tell it from noise (p >= 0.25) whatever the
+    sampling draws: within budget, with the reruns' counts and p in the result and the report."""
+    goldens, rows = small_task
+    known = next(r for r in rows if greedy_passes(good_model, [r]) == 1)  # the base answers it, greedy
+    never = {"prompt": known["prompt"], "answer": "-1"}  # no model writes -1 for a sum of 0..3
+    suite = write_jsonl([{"prompt": known["prompt"], "answer": known["answer"]}] + [never] * 49,
+                        tmp_path / "drift.jsonl")
+    evaluate_model(EvaluateRequest(model=str(good_model), goldens=str(goldens), max_new_tokens=MAX_NEW))
+    run = make_run(workspace, "drift-rerun", good_model, worse_model)
+    drift = promote_checkpoint(PromoteRequest(run=str(run), drift_suite=str(suite))).drift
+    assert (drift.band, drift.drop_points, drift.rerun_gained) == ("rerun", 2.0, 0) and drift.rerun_lost <= 3
+    assert drift.ok and drift.rerun_p_value >= 0.25 and len(drift.rerun_drops) == 3
+    assert f"{drift.rerun_lost} lost, 0 gained" in (run / "promotion-report.md").read_text()

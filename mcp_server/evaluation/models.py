@@ -114,12 +114,20 @@ class DriftResult(BaseModel):
     drop_points: float = Field(description="base - checkpoint in percentage points (positive = the checkpoint lost "
                                            "ground).")
     band: Literal["noise", "rerun", "hard_fail"] = Field(
-        description="Drift budget band: <= 1 point noise, 1-5 points rerun with other seeds, > 5 points hard fail."
+        description="Drift budget band: <= 1 point noise, 1-5 points rerun with other seeds (over budget when the "
+        "reruns tell the drop from noise), > 5 points hard fail."
     )
     rerun_drops: dict[str, float] = Field(
         default_factory=dict, description="Drop in points per rerun seed (sampled decoding), when a rerun was needed."
     )
     rerun_mean_drop: float | None = Field(default=None, description="Mean drop over the reruns, in points.")
+    rerun_gained: int | None = Field(default=None, description="Over every rerun, the (item, seed) pairs the "
+                                     "checkpoint passes and the base fails.")
+    rerun_lost: int | None = Field(default=None, description="Over every rerun, the (item, seed) pairs the base "
+                                   "passes and the checkpoint fails.")
+    rerun_p_value: float | None = Field(default=None, description="Exact paired (McNemar) p-value of lost against "
+                                        "gained: the drop is real only when the mean drop is over 1 point and this "
+                                        "is under 0.05 with more lost than gained.")
     ok: bool = Field(description="True when the drift is within budget.")
 
 

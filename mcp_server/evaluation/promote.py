@@ -9,14 +9,19 @@ Rules
   p = 0.031). Same goldens (sha256), graders and decoding as the baseline: the baseline decides how the
   comparison is made, never the request.
 - Drift budget on the frozen suite (drop = base - checkpoint, percentage points): <= 1 is noise; more than 1 and
-  up to 5 is decided by rerunning with other seeds (sampled decoding, base and checkpoint alike): REJECT unless
-  the mean drop over the reruns is within the 1-point noise; > 5 is a hard fail without rerun.
+  up to 5 is decided by rerunning with other seeds (sampled decoding, base and checkpoint alike): REJECT when the
+  reruns show a real drop: a mean drop over the 1-point noise that the exact paired test over every (item, seed)
+  pair of the reruns also tells from noise (lost beyond gained at p < 0.05, the goldens' rule turned round);
+  > 5 is a hard fail without rerun. Why the test: one item of the 40-item tiny suite is 2.5 points, so a bare
+  1-point bound on the mean REJECTed a checkpoint for 2 items lost in 120 sampled answers (bench_kernels: the
+  same checkpoint's reruns gave drops of 5, 0 and 0), which no sampling can tell from noise.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.config import GRPOView
@@ -39,6 +44,17 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root
 
 NOISE_POINTS = 1.0
 HARD_FAIL_POINTS = 5.0
+DRIFT_ALPHA = 0.05  # the reruns' pooled paired test: a drop beyond noise at this two-sided p
+
+
+@dataclass(frozen=True)
+class RerunJudgement:
+    drops: dict[str, float]  # drop in points per rerun seed
+    mean_drop: float
+    gained: int  # (item, seed) pairs the checkpoint passes and the base fails, over every rerun
+    lost: int
+    p_value: float  # exact McNemar, two-sided, over those pairs
+    noise: bool  # the drift is within budget
 DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
 
 
@@ -54,18 +70,21 @@ def _drift_rows(suite: Path) -> tuple[list[dict], list[list[RewardSpec]]]:
     return rows, graders
 
 
-def _drift_pass_rate(
+def _drift_passes(
     model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407, report: Report = silent
-) -> float:
-    """Pass rate on the drift suite; rows are graded by their own grader kind, decoded together."""
+) -> list[bool]:
+    """Pass or fail of each drift-suite row; rows are graded by their own grader kind, decoded together."""
     model, tokenizer = loaded
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report)
-    passed = 0
-    for row, completion, specs in zip(rows, completions, graders):
-        scores = grade([row], [completion], specs)[0]
-        passed += item_passed(scores)
-    return passed / len(rows)
+    return [bool(item_passed(grade([row], [completion], specs)[0]))
+            for row, completion, specs in zip(rows, completions, graders)]
+
+
+def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, report: Report = silent) -> float:
+    """Greedy pass rate on the drift suite."""
+    passes = _drift_passes(model_ref, loaded, rows, graders, max_new_tokens, report=report)
+    return sum(passes) / len(passes)
 
 
 def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent) -> float:
@@ -87,11 +106,19 @@ def judge_drift(base_rate: float, ckpt_rate: float) -> str:
     return "rerun" if drop <= HARD_FAIL_POINTS + 1e-9 else "hard_fail"
 
 
-def judge_rerun(drops: dict[str, float]) -> tuple[float, bool]:
-    """(mean drop in points, whether it is noise) of the sampled reruns: only a mean drop within the noise
-    budget (1 point) passes; anything above is a real drop, however far below the hard-fail line."""
+def judge_rerun(base: dict[str, list[bool]], checkpoint: dict[str, list[bool]]) -> RerunJudgement:
+    """The sampled reruns' per-item results, by seed: the drops, their mean and whether the drift is noise. Real only
+    when the mean drop is over the noise budget (1 point) AND the (item, seed) pairs, pooled, show the checkpoint
+    worse beyond noise (exact McNemar, lost > gained, p < 0.05): the same item under several seeds is not
+    independent, so the pooled test is generous to the checkpoint only where the suite is too small to tell."""
+    drops = {seed: round((sum(base[seed]) - sum(checkpoint[seed])) / max(len(base[seed]), 1) * 100, 2)
+             for seed in base}
     mean = round(sum(drops.values()) / max(len(drops), 1), 2)
-    return mean, mean <= NOISE_POINTS + 1e-9
+    pooled = compare_paired([p for seed in base for p in base[seed]],
+                            [p for seed in base for p in checkpoint[seed]])
+    real = mean > NOISE_POINTS + 1e-9 and pooled.lost > pooled.gained and pooled.p_value < DRIFT_ALPHA
+    return RerunJudgement(drops=drops, mean_drop=mean, gained=pooled.gained, lost=pooled.lost,
+                          p_value=pooled.p_value, noise=not real)
 
 
 def check_drift(
@@ -110,15 +137,19 @@ def check_drift(
         suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
         drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band == "noise",
     )
-    if band == "rerun":  # noise or real? sample both models under other seeds and look at the mean drop
+    if band == "rerun":  # noise or real? sample both models under other seeds, item by item
         base_loaded = load_model(base_ref)
+        base_passes, ckpt_passes = {}, {}
         for seed in request.rerun_seeds:
-            b = _drift_pass_rate(None, base_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed,
-                                 _stage(report, f"drift rerun seed {seed}, base model"))
-            c = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, request.rerun_temperature, seed,
-                                 _stage(report, f"drift rerun seed {seed}, checkpoint"))
-            result.rerun_drops[str(seed)] = round((b - c) * 100, 2)
-        result.rerun_mean_drop, result.ok = judge_rerun(result.rerun_drops)
+            base_passes[str(seed)] = _drift_passes(None, base_loaded, rows, graders, max_new_tokens,
+                                                   request.rerun_temperature, seed,
+                                                   _stage(report, f"drift rerun seed {seed}, base model"))
+            ckpt_passes[str(seed)] = _drift_passes(None, ckpt_loaded, rows, graders, max_new_tokens,
+                                                   request.rerun_temperature, seed,
+                                                   _stage(report, f"drift rerun seed {seed}, checkpoint"))
+        judged = judge_rerun(base_passes, ckpt_passes)
+        result.rerun_drops, result.rerun_mean_drop, result.ok = judged.drops, judged.mean_drop, judged.noise
+        result.rerun_gained, result.rerun_lost, result.rerun_p_value = judged.gained, judged.lost, judged.p_value
     return result
 
 
@@ -265,7 +296,8 @@ def _drift_reason(drift: DriftResult) -> str:
     )
     if drift.band == "rerun":
         line += (f"; rerun with seeds {list(drift.rerun_drops)}: drops {list(drift.rerun_drops.values())}, "
-                 f"mean {drift.rerun_mean_drop:+.1f}")
+                 f"mean {drift.rerun_mean_drop:+.1f} ({drift.rerun_lost} lost, {drift.rerun_gained} gained over "
+                 f"{len(drift.rerun_drops)} x the suite, exact paired p = {drift.rerun_p_value:.2g})")
     return line + (" -> within budget" if drift.ok else " -> OVER the drift budget")
 
 
@@ -313,10 +345,13 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         f"- Base {d.base_pass_rate:.1%}, checkpoint {d.checkpoint_pass_rate:.1%}: drop {d.drop_points:+.1f} points, "
         "band "
         f"**{d.band}**",
-        "- Budget: <= 1 point is noise; 1-5 points: rerun with other seeds; > 5 points: hard fail.",
+        "- Budget: <= 1 point is noise; 1-5 points: rerun with other seeds, over budget when the mean drop is over 1 "
+        "point and the reruns' exact paired test tells it from noise (p < 0.05); > 5 points: hard fail.",
     ]
     if d.rerun_drops:
-        lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} points")
+        lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} "
+                     f"points; over every (item, seed) pair {d.rerun_lost} lost, {d.rerun_gained} gained, exact paired "
+                     f"p = {d.rerun_p_value:.3g}")
     if failed:
         lines += ["", "## Some failed goldens", ""]
         for i in failed:
