@@ -27,6 +27,7 @@ output goes to a log file whose path is printed; the table is also written as JS
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import json
 import os
@@ -109,7 +110,8 @@ def row_text(cell: dict) -> str:
             else "")
     return (f"  {cell['kernel']:8} {cell['seed']:>5}   {cell['base']:6.0%} -> {cell['trained']:4.0%}   "
             f"{cell['lift']:+5.0f}   {cell['p_value']:8.2g}   {'yes' if cell['p_value'] < GOAL_P else 'NO ':3}   "
-            f"{cell['seconds']:6.0f}   {cell['load'][0]:4.1f}-{cell['load'][1]:4.1f}{warm}")
+            f"{cell['seconds']:6.0f}   {cell['load'][0]:4.1f}-{cell['load'][1]:4.1f}   "
+            f"{cell.get('verdict') or '-'}{warm}")
 
 
 def main() -> int:
@@ -129,7 +131,7 @@ def main() -> int:
           + (f"; skipped (this CPU lacks them): {skipped}" if skipped else ""), flush=True)
     load_start = os.getloadavg()
     cells = []
-    print("  kernel    seed  start -> trained   lift          p   p<0.01   wall s   load (1 min, start-end)",
+    print("  kernel    seed  start -> trained   lift          p   p<0.01   wall s   load (1 min, start-end)   verdict",
           flush=True)
     order = [(kernel, seed) for seed in seeds for kernel in kernels]  # seed-major: a cut-short bench covers them all
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
@@ -141,7 +143,9 @@ def main() -> int:
             (logs / "table.json").write_text(json.dumps(cells, indent=1))
     meets = sum(c.get("p_value") is not None and c["p_value"] < GOAL_P for c in cells)
     walls = [c["seconds"] for c in cells]
-    print(f"\n{meets} of {len(cells)} runs lift held-out success with exact paired p < {GOAL_P}; wall time "
+    verdicts = collections.Counter(c.get("verdict") or "none" for c in cells)
+    print(f"\n{meets} of {len(cells)} runs lift held-out success with exact paired p < {GOAL_P}; verdicts: "
+          f"{', '.join(f'{verdict} {count}' for verdict, count in sorted(verdicts.items()))}; wall time "
           f"{min(walls):.0f}-{max(walls):.0f} s (goal under {WALL_GOAL_S[args.demo]} s on a quiet machine)")
     print(f"load average (1 min): {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on "
           f"{os.cpu_count()} CPUs")

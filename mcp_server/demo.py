@@ -403,7 +403,9 @@ def _phase_export(walk: _Walk, promotion) -> None:
     # Only a demo whose lift holds on every kernel set measured fails on a REJECT; elsewhere the REJECT is this
     # CPU's draw, and the kernel note beside the verdict says so.
     if not quick and walk.lift_holds and not (summary.beats_sft and promotion.verdict == "PROMOTE"):
-        summary.problems.append("GRPO did not beat its starting model beyond the 95% interval of the improvement")
+        summary.problems.append("GRPO did not beat its starting model beyond the 95% interval of the improvement"
+                                if not summary.beats_sft else
+                                "the checkpoint gate REJECTed the checkpoint: " + "; ".join(promotion.reasons))
 
 
 def _fresh_run_dir(slug: str) -> Path:
@@ -445,7 +447,8 @@ def _emit(run_dir: Path, warm: Path, data: Path, rewards: list[dict], settings: 
         model=str(warm), dataset=str(data), answer_column="answer", rewards=rewards, gpu="cpu", run_dir=str(run_dir),
         overrides=overrides,
         override_reason="tiny 100k-parameter model trained from scratch on CPU: a large learning rate, no KL term, "
-                        "nothing to recompute",
+                        "nothing to recompute; the group size and temperature that lifted its held-out success most "
+                        "(DemoSettings says what was measured)",
     ))
 
 
