@@ -4,8 +4,9 @@ torch's ATEN_CPU_CAPABILITY forces one CPU kernel set (default, avx2, avx512) on
 another user's CPU, whose float kernels round differently and so train another model from the same bytes. This
 runs a demo once per kernel set x GRPO seed (3 x 3 = 9 runs, one after the other, each in a fresh workspace and
 process) and prints the table: warm start and trained success on the held-out set, the lift, the exact paired
-(McNemar) p-value and the wall time. The goal is p < 0.01 in every cell; the last lines say how many cells meet it
-and the load average (the machine is shared: wall times are the load's as much as the demo's).
+(McNemar) p-value, the wall time and the checkpoint gate's verdict. The goal is p < 0.01 in every cell; the last
+lines say how many cells meet it, count the verdicts and give the load average (the machine is shared: wall times
+are the load's as much as the demo's).
 
     .venv/bin/python bench/bench_kernels.py --demo tiny|agentic|smollm2 [--kernels avx512,avx2,default]
         [--seeds 3407,1,2] [--jobs N] [--skip-export]

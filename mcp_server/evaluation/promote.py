@@ -55,6 +55,8 @@ class RerunJudgement:
     lost: int
     p_value: float  # exact McNemar, two-sided, over those pairs
     noise: bool  # the drift is within budget
+
+
 DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
 
 
@@ -109,8 +111,8 @@ def judge_drift(base_rate: float, ckpt_rate: float) -> str:
 def judge_rerun(base: dict[str, list[bool]], checkpoint: dict[str, list[bool]]) -> RerunJudgement:
     """The sampled reruns' per-item results, by seed: the drops, their mean and whether the drift is noise. Real only
     when the mean drop is over the noise budget (1 point) AND the (item, seed) pairs, pooled, show the checkpoint
-    worse beyond noise (exact McNemar, lost > gained, p < 0.05): the same item under several seeds is not
-    independent, so the pooled test is generous to the checkpoint only where the suite is too small to tell."""
+    worse beyond noise (exact McNemar, lost > gained, p < 0.05). The same item under several seeds is not an
+    independent pair, so pooling overstates the evidence: it errs toward calling a drop real, the gate's safe side."""
     drops = {seed: round((sum(base[seed]) - sum(checkpoint[seed])) / max(len(base[seed]), 1) * 100, 2)
              for seed in base}
     mean = round(sum(drops.values()) / max(len(drops), 1), 2)
