@@ -107,3 +107,38 @@ def test_a_backend_is_its_folder_and_its_registration_line():
                     if line.startswith(("from mcp_server", "import mcp_server"))]
         leaks = [line for line in imported for name in BACKENDS if f"launchers.{name}" in line]
         assert not leaks, (path.name, leaks)
+
+
+COMPILED_SAMPLER = """
+import torch
+@torch.compile
+def sample(logits, q):  # what vLLM's CPU sampler compiles: softmax, exponential race, argmax
+    return (torch.softmax(logits / 0.7, dim=-1) / q.exponential_()).argmax(dim=-1)
+x = torch.randn(4, 1000)
+print(sample(x, torch.empty_like(x)).shape)
+"""
+
+
+def test_a_cpu_run_under_a_forced_kernel_set_does_not_load_code_compiled_for_another(tmp_path):
+    """torch 2.13's compile cache leaves the kernel set out of its key: a sampler compiled under the native set and
+    loaded under ATEN_CPU_CAPABILITY=default failed to build, and killed vLLM's CPU engine. launch.sh gives a run
+    that forces a set a compile cache of its own: the second run compiles afresh and samples."""
+    import os
+    import sys
+
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+
+    (tmp_path / "sampler.py").write_text(COMPILED_SAMPLER)
+    (tmp_path / "run" / "train").mkdir(parents=True)
+    script = tmp_path / "run" / "train" / "launch.sh"
+    script.write_text(render_launch_sh("kernels", sys.executable, [sys.executable, str(tmp_path / "sampler.py")],
+                                       cpu=True, server=None))
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    # As a parent that imported TRL passes it on (torch sets it to its default then)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "torchinductor")
+    for forced in ({}, {"ATEN_CPU_CAPABILITY": "default"}):  # the native set first, as a machine's earlier run
+        done = subprocess.run(["bash", str(script)], env={**env, **forced}, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0 and "torch.Size([4])" in done.stdout, (forced, done.stdout[-3000:],
+                                                                            done.stderr[-3000:])
+    assert (tmp_path / "torchinductor_default").is_dir()

@@ -23,6 +23,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from mcp_server.training.trainer.vllm_cpu import KERNEL_SET_CACHE_LINE
+
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
 WARN_BEFORE_LIMIT_S = 120  # USR1 this long before the time limit: time to save a checkpoint
 VLLM_DOWN_EXIT = 97  # the exit code for "the vLLM server did not come up" (as train/launch.sh)
@@ -135,7 +137,7 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
     if layout.pythonpath:
         lines.append(f'export PYTHONPATH={shlex.quote(layout.pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
     if layout.cpu:  # each torchrun rank joins the gloo group only when transformers is told it is on CPU
-        lines.append("export ACCELERATE_USE_CPU=1")
+        lines += ["export ACCELERATE_USE_CPU=1", KERNEL_SET_CACHE_LINE]
     lines += [
         "LOGS=train/logs",
         'mkdir -p "$LOGS"',
