@@ -112,7 +112,7 @@ def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     if current_platform.is_cpu():
-        from mcp_server.training.trainer.vllm_cpu import compile_cache_per_kernel_set
+        from mcp_server.kernel_sets import compile_cache_per_kernel_set
 
         compile_cache_per_kernel_set()  # vLLM's CPU sampler is compiled: one cache per forced CPU kernel set
         # The share is of the host's RAM there (vLLM's CPU worker), and compiling the model would take longer than

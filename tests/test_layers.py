@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_targets", "worker_daemon",
                 "workspace", "userfiles", "runs", "tiny", "smollm2", "smollm2_task", "model_ref", "dataset", "gpus",
-                "toolspec", "generation",
+                "toolspec", "generation", "kernel_sets",
                 "config")),  # config: the GRPO config's one home (its typed view and TRL's defaults)
     ("rewards", ("rewards",)),
     ("agentic", ("agentic",)),  # environments and tools for agentic GRPO (TRL environment_factory, tools)

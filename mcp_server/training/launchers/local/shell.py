@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from mcp_server.errors import one_line
 from mcp_server.interpreter import package_path
 from mcp_server.training.processes import RUN_MARK
-from mcp_server.training.trainer.vllm_cpu import KERNEL_SET_CACHE_LINE, VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
+from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
+from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
 
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
 VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise
@@ -37,7 +38,7 @@ VLLM_PID=
 PYTHONPATH_LINE = 'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
 # transformers puts a run on the CPU (and torchrun ranks in a gloo group) only when told: without this, each
 # torchrun rank would train alone as a world of one. A run that forces a CPU kernel set compiles into a cache of its
-# own (vllm_cpu.KERNEL_SET_CACHE_LINE).
+# own (kernel_sets.KERNEL_SET_CACHE_LINE).
 CPU_LINE = "export ACCELERATE_USE_CPU=1\n" + KERNEL_SET_CACHE_LINE + "\n"
 # The exit code is written to a fresh file (noclobber: O_EXCL, so never through a link planted there) and renamed
 # over exit-code itself (-T: never into a directory or a link to one).

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from mcp_server.training.trainer.vllm_cpu import KERNEL_SET_CACHE_LINE
+from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
 WARN_BEFORE_LIMIT_S = 120  # USR1 this long before the time limit: time to save a checkpoint
