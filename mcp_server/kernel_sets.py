@@ -1,5 +1,5 @@
-"""The CPU kernel set torch runs (ATEN_CPU_CAPABILITY forces one: each stands in for another user's CPU, issue 32), and
-what a process that forces one needs beyond it."""
+"""What a process that forces a CPU kernel set (ATEN_CPU_CAPABILITY: each stands in for another user's CPU, issue 32)
+needs beyond the variable: a compile cache of its own. The kernel set in use is demo_models.cpu_capability."""
 
 from __future__ import annotations
 
