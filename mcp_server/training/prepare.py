@@ -65,6 +65,13 @@ def package_requirements(extra: str = "train") -> list[str]:
     return list(project["dependencies"]) + list(project["optional-dependencies"][extra])
 
 
+def package_lock() -> Path | None:
+    """The plugin checkout's lock (locks/venv.txt: the versions its suite passed with), which a prepared
+    environment installs when it is there; None for an installed package, which has only its ranges."""
+    path = PACKAGE_PARENT / "locks" / "venv.txt"
+    return path if path.is_file() and (PACKAGE_PARENT / "pyproject.toml").is_file() else None
+
+
 def has_nvidia_gpu() -> bool:
     if not shutil.which("nvidia-smi"):
         return False
@@ -85,12 +92,14 @@ def build_plan(venv: Path, request: PrepareRequest, gpu: bool) -> list[tuple[str
         index = request.torch_index or os.environ.get("TORCH_CPU_INDEX")
     torch = [py, "-m", "pip", "install", spec] + (["--extra-index-url", index] if index else [])
     base = getattr(sys, "_base_executable", sys.executable)
+    lock = package_lock()
     return [
         (f"creating the virtual environment {venv}", [base, "-m", "venv", str(venv)]),
         (f"installing {spec} ({'NVIDIA GPU found' if gpu else 'no NVIDIA GPU: the CPU build'})", torch),
         (
-            "installing TRL, transformers and the rest (the package's train extra)",
-            [py, "-m", "pip", "install", *package_requirements("train")],
+            "installing TRL, transformers and the rest (the package's train extra"
+            + (f", at the versions of {lock.name}" if lock else "") + ")",
+            [py, "-m", "pip", "install", *(["-c", str(lock)] if lock else []), *package_requirements("train")],
         ),
         (
             "checking that torch, trl and transformers import",
