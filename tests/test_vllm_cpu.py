@@ -3,7 +3,7 @@ public doors: emit, sample, inspect, launch, status. docs/vllm-cpu.md says why e
 
 The training interpreter is the vLLM environment (LLM_FINETUNING_PYTHON, as a person would set it); the model is
 the tiny model's vLLM twin (the same weights split into heads vLLM's CPU attention runs). Each test that trains
-starts one vLLM engine (colocate: inside the trainer; server: `trl vllm-serve`), the sampling test one more.
+starts one vLLM engine (colocate: inside the trainer; server: `vllm serve`), the sampling test one more.
 Under CI a missing vLLM environment fails (skip_unless_ci).
 """
 
@@ -132,7 +132,7 @@ def test_colocate_run_syncs_weights_into_vllm_and_samples_like_the_trainer(ws):
     assert said and int(said[1]) == 128 and int(said[2]) >= 128, log[-3000:]
 
 
-def test_server_mode_runs_trl_vllm_serve_beside_the_trainer_and_syncs_weights(ws):
+def test_server_mode_runs_vllm_serve_with_trls_flags_beside_the_trainer_and_syncs_weights(ws):
     root, model = ws
     run_dir = emit("server", model, vllm_mode="server", vllm_server_port=8431)
     inspect_and_pass(run_dir)
@@ -142,7 +142,14 @@ def test_server_mode_runs_trl_vllm_serve_beside_the_trainer_and_syncs_weights(ws
     assert "--host 127.0.0.1" in script and "--max_model_len 128" in script
     log = (run_dir / "train" / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
     said = re.search(r"llm-finetuning: vLLM server on the CPU: max_model_len=(\d+), KV cache (\d+) tokens", log)
-    assert said and int(said[1]) == 128, log[-3000:]  # vllm_max_model_length reached `trl vllm-serve`
+    assert said and int(said[1]) == 128, log[-3000:]  # vllm_max_model_length reached the server
+    # The server is `vllm serve` itself, not TRL's deprecated shim, with the flags the installed TRL's build_command
+    # adds (weight transfer, processed logprobs) and vLLM's dev mode, which the CPU weight reload calls.
+    served = (run_dir / "train" / "logs" / "vllm-serve.log").read_text(encoding="utf-8", errors="replace")
+    command = next(line for line in served.splitlines() if line.startswith("vLLM server: "))
+    assert "VLLM_SERVER_DEV_MODE=1" in command and "-m vllm.entrypoints.cli.main serve" in command
+    assert "--logprobs-mode processed_logprobs" in command and "--enable-scale-out" in command
+    assert "--worker-extension-cls" in command and "FutureWarning" not in served
 
 
 def test_a_vllm_share_that_cannot_hold_one_sequence_is_refused_before_start(ws):

