@@ -23,6 +23,7 @@ from mcp_server.memory.verdict import validate_file
 from mcp_server.inspection.trajectory_models import TrajectoryRequest
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
+from support import trainer_or_refusal
 
 ENV = "mcp_server.agentic.tiny:"
 CORRECT = [{"name": "correctness_reward", "params": {}, "weight": 1.0}]
@@ -261,9 +262,7 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
     assert not closed.passed and "vault_env.py" in closed.reason, closed
     assert not launch_training(LaunchRequest(run=str(run.dir))).launched
     # Issue 33: the agentic trainer re-checks the environment's code itself (an edit after the launch's gate).
-    from test_gate_point_of_use import _build
-
-    _, refusal = _build(run.dir, capsys)
+    _, refusal = trainer_or_refusal(run.dir, capsys)
     assert "refusing to train" in refusal and "environment or tools" in refusal
     env_file.write_text("from mcp_server.agentic.tiny import VaultEnv as Env\n")  # restored: the gate opens again
     assert check_inspection_gate(run.dir).passed

@@ -1,5 +1,5 @@
 """Cores call cores (issue 35): a tool's request model is what its door parses, never how one core calls another.
-Outside the doors floor (tests/test_layers.py FLOORS "doors": the CLI, the server, the demos) a tool's request
+Outside the doors floor (tests/support.py FLOORS "doors": the CLI, the server, the demos) a tool's request
 model (the `request=` of a ToolSpec in some tools.py) is constructed only inside its own package: the one that
 defines it or registers its tool. A core that needs another tool's answer calls that package's domain function
 (memory.planner.plan / architecture_of, memory.verdict.validate_file, ...) with plain typed arguments.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from test_layers import FLOORS, PACKAGE, floor_of, module_name, package_of
+from support import FLOORS, PACKAGE, floor_of, module_name, package_of
 
 DOORS = next(number for number, (name, _) in enumerate(FLOORS) if name == "doors")
 

@@ -26,10 +26,10 @@ import pytest
 import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
+from support import SERIES_CONFIG, diagnose_series, healthy_rows, series_file, with_series
 from mcp_server.errors import UserInputError
 from mcp_server.diagnosis.diagnose import CODES, diagnose, diagnose_run
 from mcp_server.diagnosis.registry import GUARD_CODES
-from mcp_server.diagnosis.models import DiagnoseRequest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -347,40 +347,8 @@ def test_real_run_never_terminating_completions_rank_before_no_signal(runs):
 
 
 # ---------------------------------------------------------------- threshold rules on constructed series
-# A run that is healthy by construction: steady gradients and entropy, a small KL, a rising reward with spread
-# in every group, completions that end well inside the limit. Each test changes one series around one
-# threshold and runs the real diagnose_run on the trainer_state.json it makes.
-SERIES_CONFIG = {"learning_rate": 1e-6, "beta": 0.04, "loss_type": "dapo", "num_generations": 4,
-                 "per_device_train_batch_size": 8, "max_completion_length": 24, "bf16": False, "use_vllm": False,
-                 "gradient_checkpointing": False, "use_cpu": True, "output_dir": "checkpoints"}
-
-
-def healthy_rows(n: int = 12) -> list[dict]:
-    return [{"loss": 0.05, "grad_norm": 0.5, "learning_rate": 1e-6, "reward": 0.5 + 0.01 * i, "reward_std": 0.3,
-             "frac_reward_zero_std": 0.1, "kl": 0.01, "entropy": 0.8, "completions/mean_length": 20.0 + i % 2,
-             "completions/clipped_ratio": 0.0, "completions/mean_terminated_length": 20.0 + i % 2,
-             "rewards/format_reward/mean": 0.9, "rewards/format_reward/std": 0.2,
-             "rewards/correctness_reward/mean": 0.3 + 0.01 * i, "rewards/correctness_reward/std": 0.4}
-            for i in range(n)]
-
-
-def with_series(rows: list[dict], metric: str, values) -> list[dict]:
-    return [{**row, metric: value} for row, value in zip(rows, values, strict=True)]
-
-
-def series_file(tmp_path: Path, rows: list[dict]) -> Path:
-    """A trainer_state.json as TRL writes it, logging `rows` at steps 1, 2, ..."""
-    path = tmp_path / "trainer_state.json"
-    history = [{**row, "step": i + 1, "epoch": round((i + 1) / len(rows), 4)} for i, row in enumerate(rows)]
-    path.write_text(json.dumps({"global_step": len(rows), "log_history": history}))  # NaN as TRL writes it
-    return path
-
-
-def diagnose_series(tmp_path: Path, rows: list[dict], validate: bool = False, **config):
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump({**SERIES_CONFIG, **config}))
-    return diagnose_run(DiagnoseRequest(source=str(series_file(tmp_path, rows)), config_path=str(config_path),
-                                        validate_patches=validate))
+# Each test changes one series of a healthy run (support.healthy_rows) around one threshold and runs the real
+# diagnose_run on the trainer_state.json it makes (support.diagnose_series).
 
 
 def test_constructed_healthy_series_is_not_flagged(tmp_path, tiny_model):

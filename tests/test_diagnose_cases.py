@@ -10,17 +10,8 @@ import json
 import yaml
 
 from conftest import run_cli_json
-from mcp_server.diagnosis.diagnose import diagnose_run
-from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.recipe.variants import BASE_RECIPE
-from test_diagnose import SERIES_CONFIG, healthy_rows, series_file, with_series
-
-
-def diagnose_state(tmp_path, rows, validate=False, **config):
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump({**SERIES_CONFIG, **config}))
-    return diagnose_run(DiagnoseRequest(source=str(series_file(tmp_path, rows)), config_path=str(config_path),
-                                        validate_patches=validate))
+from support import SERIES_CONFIG, diagnose_series, healthy_rows, series_file, with_series
 
 
 def problems(d):
@@ -45,7 +36,7 @@ def test_far_rate_leads_its_symptoms_and_nothing_lengthens_completions(tmp_path)
     """3e-3 on a full fine-tune (300x the range's top) with completions cut more and more and nothing diverged
     yet: the rate was an info note and completions_truncated led with a patch doubling max_completion_length
     and masking truncation. The rate leads, the cut is its effect, and no patch lengthens or masks."""
-    d = diagnose_state(tmp_path, with_series(truncation_rows(), "learning_rate", [3e-3] * 8), learning_rate=3e-3)
+    d = diagnose_series(tmp_path, with_series(truncation_rows(), "learning_rate", [3e-3] * 8), learning_rate=3e-3)
     first = problems(d)[0]
     assert (first.code, first.severity, first.caused_by) == ("lr_out_of_range", "warning", None), d.findings
     assert first.patch == {"learning_rate": BASE_RECIPE["learning_rate"]}
@@ -57,7 +48,7 @@ def test_far_rate_leads_its_symptoms_and_nothing_lengthens_completions(tmp_path)
 
 def test_rate_in_range_keeps_the_truncation_patch(tmp_path):
     """The twin: the same cut at the recipe's rate is the root, with its patch (the rule above is the rate's)."""
-    d = diagnose_state(tmp_path, truncation_rows())
+    d = diagnose_series(tmp_path, truncation_rows())
     first = problems(d)[0]
     assert first.code == "completions_truncated" and first.patch == {"max_completion_length": 48,
                                                                      "mask_truncated_completions": True}
@@ -68,7 +59,7 @@ def test_rate_in_range_keeps_the_truncation_patch(tmp_path):
 def test_far_rate_on_a_healthy_run_stays_a_note(tmp_path):
     """No symptom: the far rate is a note (the demo's tiny model trains at such rates on purpose)."""
     rows = with_series(healthy_rows(8), "learning_rate", [3e-3] * 8)
-    d = diagnose_state(tmp_path, rows, learning_rate=3e-3)
+    d = diagnose_series(tmp_path, rows, learning_rate=3e-3)
     assert d.healthy and by_code(d, "lr_out_of_range").severity == "info"
 
 
@@ -87,7 +78,7 @@ def test_correctness_zero_from_the_start_leads_with_its_cause(tmp_path):
     """Every group at zero spread from step 1, correctness exactly 0, format 99%: the tool patched num_generations
     and steps_per_generation to 16 (making the run off-policy) and never named the cause. The cause leads (base
     success 0: SFT first; or the answer extraction/column), no config patch follows."""
-    d = diagnose_state(tmp_path, never_scores_rows(), num_generations=8)
+    d = diagnose_series(tmp_path, never_scores_rows(), num_generations=8)
     first = problems(d)[0]
     assert (first.code, first.severity, first.caused_by) == ("task_never_scores", "error", None), d.findings
     assert "SFT" in first.explanation and "answer column" in first.explanation and "format_reward" in \
@@ -111,7 +102,7 @@ def test_correctness_that_scored_once_is_not_never(tmp_path):
     """The twin: one log with a success, so the task can score; the zero spread is no_reward_signal's."""
     rows = never_scores_rows()
     rows[3]["rewards/correctness_reward/mean"] = 0.01
-    d = diagnose_state(tmp_path, rows)
+    d = diagnose_series(tmp_path, rows)
     assert "task_never_scores" not in [f.code for f in d.findings]
 
 
@@ -120,7 +111,7 @@ def test_more_generations_stays_on_policy_and_says_what_it_changes(tmp_path):
     making an on-policy run off-policy and halving its prompts per step. It doubles the accumulation with it
     (the same prompts per optimizer step, still on-policy) and states what it changes."""
     rows = with_series(healthy_rows(8), "frac_reward_zero_std", [0.9] * 8)
-    d = diagnose_state(tmp_path, rows)
+    d = diagnose_series(tmp_path, rows)
     found = by_code(d, "no_reward_signal")
     assert found.patch == {"num_generations": 8, "gradient_accumulation_steps": 2}
     assert found.patch_changes == ["completions per generation batch 8 -> 16 (generation time and the reward's "
@@ -138,7 +129,7 @@ def test_truncation_with_correctness_falling_offers_soft_overlong_punishment(tmp
     """Truncation rising to 92% with correctness falling: the root said "fix the cause ranked above" with nothing
     above it, and no patch. It offers DAPO's soft overlong punishment (TRL's get_soft_overlong_punishment) pinned at
     the run's limit, validated with the run's config, and no dangling reference."""
-    d = diagnose_state(tmp_path, cut_and_falling_rows(), validate=True, model_name_or_path=str(tiny_model))
+    d = diagnose_series(tmp_path, cut_and_falling_rows(), validate=True, model_name_or_path=str(tiny_model))
     first = problems(d)[0]
     assert (first.code, first.caused_by) == ("completions_truncated", None), d.findings
     assert first.add_rewards == [{"name": "soft_overlong_punishment", "weight": 1.0,
@@ -151,7 +142,7 @@ def test_truncation_with_correctness_falling_offers_soft_overlong_punishment(tmp
 def test_truncation_on_a_diverging_run_points_at_its_cause(tmp_path):
     """The twin: the same cut on a run whose KL runs away: the cut is the divergence's, no reward is added."""
     rows = with_series(cut_and_falling_rows(), "kl", [0.01, 0.5, 1.5, 3.0, 6.0, 8.0, 9.0, 9.0])
-    d = diagnose_state(tmp_path, rows)
+    d = diagnose_series(tmp_path, rows)
     cut = by_code(d, "completions_truncated")
     assert cut.add_rewards == [] and not lengthens_or_masks(cut)
     assert problems(d)[0].code != "completions_truncated"
@@ -168,7 +159,7 @@ def reuse_rows(n: int = 8) -> list[dict]:
 def test_clipping_under_reuse_is_flagged(tmp_path):
     """beta 0, num_iterations 4, 18-23% of tokens clipped in the second half, clip_ratio/high_max 1.0: called
     healthy at a 0.2 threshold. Flagged; the patch makes the run on-policy and says so."""
-    d = diagnose_state(tmp_path, reuse_rows(), beta=0.0, num_iterations=4)
+    d = diagnose_series(tmp_path, reuse_rows(), beta=0.0, num_iterations=4)
     found = by_code(d, "importance_ratio_blowup")
     assert found.severity == "warning" and found.patch == {"num_iterations": 1}
     assert "high_max" in found.explanation and "beta 0" in found.explanation
@@ -179,17 +170,17 @@ def test_clipping_under_reuse_is_flagged(tmp_path):
 def test_kl_logged_with_beta_zero_says_the_config_is_not_the_runs(tmp_path):
     """TRL 1.16 logs kl only when beta != 0: a kl column with the config's beta 0 means the config read is not the
     one the run trained with. It leads; the twin (beta 0.04, the same metrics) is healthy."""
-    d = diagnose_state(tmp_path, healthy_rows(8), beta=0.0)
+    d = diagnose_series(tmp_path, healthy_rows(8), beta=0.0)
     first = problems(d)[0]
     assert (first.code, first.severity) == ("config_not_the_runs", "warning") and "kl" in first.explanation
-    assert diagnose_state(tmp_path, healthy_rows(8), beta=0.04).healthy
+    assert diagnose_series(tmp_path, healthy_rows(8), beta=0.04).healthy
 
 
 def test_every_patch_states_what_else_it_changes(tmp_path):
     """Every finding with a patch states its side effects (or has none to state): on a run that reuses each
     generation, its patches say they make it on-policy; JSON keeps them for an agent."""
     rows = with_series(reuse_rows(), "frac_reward_zero_std", [0.95] * 8)
-    d = diagnose_state(tmp_path, rows, beta=0.0, num_iterations=4)
+    d = diagnose_series(tmp_path, rows, beta=0.0, num_iterations=4)
     patched = [f for f in d.findings if f.patch]
     assert patched and all(f.patch_changes for f in patched), [(f.code, f.patch, f.patch_changes) for f in patched]
     assert json.loads(d.model_dump_json())["findings"][0]["patch_changes"] == d.findings[0].patch_changes

@@ -16,7 +16,7 @@ from mcp_server.inspection.gate import check_inspection_gate, record_inspection_
 from mcp_server.inspection.models import InspectRequest, VerdictRequest
 from mcp_server.inspection.review import inspect_rewards
 from mcp_server.rewards import reward_code_sha256
-from test_inspection_gate import _hand_made_run
+from support import hand_made_run
 
 NAMED = '''from mcp_server.rewards.named import NamedReward
 
@@ -93,7 +93,7 @@ def test_every_callable_a_reward_reaches_is_in_the_hash(user_package, tmp_path):
 def test_an_edited_reward_module_closes_the_gate_whatever_its_pin_says(workspace, tiny_model, user_package):
     right = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
     pkg = user_package.name
-    run_dir = _hand_made_run(workspace, tiny_model, "named", [[right, "", "", ""]] * 13, ["2"] * 13,
+    run_dir = hand_made_run(workspace, tiny_model, "named", [[right, "", "", ""]] * 13, ["2"] * 13,
                              rewards=[{"name": f"{pkg}.named.named"}])
     inspect_rewards(InspectRequest(run=str(run_dir)))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))

@@ -21,8 +21,7 @@ import psutil
 import pytest
 
 from conftest import cli_here, run_cli_json
-from test_run_doors import dead_pid, hand_run
-from test_training import emit_run, pass_inspection
+from support import dead_pid, emit_run, hand_run, pass_inspection
 
 LAUNCHER = ["bash", "train/launch.sh"]
 

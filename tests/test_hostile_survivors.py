@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_diagnose import diagnose_series, healthy_rows, with_series
+from support import diagnose_series, healthy_rows, with_series
 
 
 @pytest.mark.parametrize("num_gpus, use_vllm", [(1, True), (2, False), (4, False), (2, True)])

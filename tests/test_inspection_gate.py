@@ -12,20 +12,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
+from support import hand_made_run
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.inspection.models import InspectRequest, SampleRequest
-from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.review import inspect_rewards
 from mcp_server.inspection.sampling import sample_completions
 from mcp_server.recipe.models import GRPORecipeRequest
-from mcp_server.runs import Run
-from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
 
-TASK_REWARDS = [{"name": "format_reward"}, {"name": "correctness_reward"}]
 REWARD_MODULE = '''
 from pin_helper import VALUE
 
@@ -36,38 +32,13 @@ def scored(completions, **kwargs):
 '''
 
 
-def _hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]], golds: list[str],
-                   rewards: list | None = None) -> Path:
-    """A configured run (tiny model, a data file, format + correctness) with chosen completions as its samples,
-    written the way sample_completions writes them from the run's config."""
-    run_dir = new_run_dir(name)
-    data = workspace / f"{name}.jsonl"
-    data.write_text("".join(json.dumps({"prompt": f"Q{i}", "answer": g}) + "\n" for i, g in enumerate(golds)))
-    config = {"model_name_or_path": str(tiny_model), "num_generations": len(groups[0]),
-              "datasets": [{"path": "json", "data_files": str(data), "split": "train"}]}
-    atomic_write_text(run_dir / "train" / "config.yaml", yaml.safe_dump(config))
-    atomic_write_json(run_dir / "train" / "rewards.json", rewards or TASK_REWARDS)
-    lines, sid = [], 0
-    for p, (group, gold) in enumerate(zip(groups, golds)):
-        for k, text in enumerate(group):
-            lines.append({"id": sid, "prompt_index": p, "sample_index": k, "row_index": p, "prompt": f"Q{p}",
-                          "completion": text, "completion_ids": [], "columns": {"answer": gold}, "truncated": False,
-                          "finish_reason": "stop"})
-            sid += 1
-    atomic_write_text(run_dir / "inspection" / "samples.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
-    atomic_write_json(run_dir / "inspection" / "samples.meta.json", {
-        "dataset_rows": len(golds), "num_prompts": len(golds), "n": len(groups[0]),
-        "differs_from_config": [], "config_pins": config_pins(Run(run_dir))})
-    return run_dir
-
-
 # ---------------------------------------------------------------- the success rule
 def test_a_success_threshold_that_cannot_fail_or_pays_malformed_output_is_refused(workspace, tiny_model):
     right = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
     malformed_right = "<answer>2</answer>"  # correctness pays 2, format 0
     wrong = "<reasoning>1 + 1 = 3</reasoning><answer>3</answer>"
     groups = [[right, wrong, wrong, wrong]] + [[malformed_right, wrong, "noise", wrong]] * 12
-    run_dir = _hand_made_run(workspace, tiny_model, "threshold", groups, ["2"] * 13)
+    run_dir = hand_made_run(workspace, tiny_model, "threshold", groups, ["2"] * 13)
 
     # Observed: -1 turned a 0% base rate into 100%. Totals here run from 0 (noise) to 3 (right and well-formed).
     proc = run_cli("inspect-rewards", str(run_dir), "--success-threshold", "-1", "--json")
@@ -248,7 +219,7 @@ def _labelled_run(workspace, tiny_model, name, labelled, filler, rewards=None) -
     """13 prompts x 4 (a review needs 50): the labelled samples, then `filler` (scored right); one gold each."""
     items = labelled + [filler] * (52 - len(labelled))
     groups = [[text for text, _, _ in items[i: i + 4]] for i in range(0, 52, 4)]
-    run_dir = _hand_made_run(workspace, tiny_model, name, groups, ["?"] * 13, rewards)
+    run_dir = hand_made_run(workspace, tiny_model, name, groups, ["?"] * 13, rewards)
     samples_file = run_dir / "inspection" / "samples.jsonl"
     samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
     for sample, (_, gold, _) in zip(samples, items):  # one gold per sample (the columns are per row)

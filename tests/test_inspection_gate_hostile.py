@@ -21,7 +21,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, VerdictRequest
 from mcp_server.inspection.review import inspect_rewards
-from test_inspection_gate import _hand_made_run
+from support import hand_made_run
 
 RIGHT = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
 WRONG = "<reasoning>1 + 1 = 3</reasoning><answer>3</answer>"
@@ -39,7 +39,7 @@ def _signed_run(workspace: Path, tiny_model, name: str) -> Path:
     model = workspace / f"{name}-model"
     if not model.exists():
         shutil.copytree(tiny_model, model)
-    run_dir = _hand_made_run(workspace, tiny_model, name, [[RIGHT, WRONG, WRONG, WRONG]] * 13, ["2"] * 13)
+    run_dir = hand_made_run(workspace, tiny_model, name, [[RIGHT, WRONG, WRONG, WRONG]] * 13, ["2"] * 13)
     config_file = run_dir / "train" / "config.yaml"
     config = yaml.safe_load(config_file.read_text())
     config["model_name_or_path"] = str(model)
@@ -124,7 +124,7 @@ def test_a_verdict_must_agree_with_its_review_and_name_someone(workspace, tiny_m
     assert check_inspection_gate(run_dir).passed
 
     # A run whose review routed to SFT first, given a forged verdict with that run's own hashes: closed.
-    sft = _hand_made_run(workspace, tiny_model, "sft-first", [[WRONG] * 4] * 13, ["2"] * 13)
+    sft = hand_made_run(workspace, tiny_model, "sft-first", [[WRONG] * 4] * 13, ["2"] * 13)
     inspect_rewards(InspectRequest(run=str(sft)))
     from mcp_server.inspection.pins import run_pins
     from mcp_server.rewards import reward_code_sha256
@@ -164,7 +164,7 @@ def test_a_verdict_must_agree_with_its_review_and_name_someone(workspace, tiny_m
 
 
 def test_a_threshold_at_the_lowest_total_of_a_task_reward_alone_is_refused(workspace, tiny_model):
-    run_dir = _hand_made_run(workspace, tiny_model, "task-only", [[RIGHT, WRONG, WRONG, WRONG]] * 13, ["2"] * 13,
+    run_dir = hand_made_run(workspace, tiny_model, "task-only", [[RIGHT, WRONG, WRONG, WRONG]] * 13, ["2"] * 13,
                              rewards=[{"name": "correctness_reward"}])
     with pytest.raises(UserInputError) as err:
         inspect_rewards(InspectRequest(run=str(run_dir), success_threshold=0.0))

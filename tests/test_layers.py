@@ -1,7 +1,8 @@
 """The package's floors (docs/architecture.md, "Floors"): every import, at module top or inside a function, and
 every worker target named as a string ("module:function", declared in mcp_server/worker_targets.py and counted
 where a module imports it), points to the same floor or one below; no two packages import each other, directly or
-around a loop. Read from the source (ast), so nothing is imported to check it."""
+around a loop. The floors are declared once, in tests/support.py (`FLOORS`, which test_cores_call_cores.py reads
+too). Read from the source (ast), so nothing is imported to check it."""
 
 from __future__ import annotations
 
@@ -9,51 +10,7 @@ import ast
 import functools
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
-
-# Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
-FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_targets", "worker_daemon",
-                "workspace", "userfiles", "runs", "tiny", "smollm2", "smollm2_task", "model_ref", "dataset", "gpus",
-                "toolspec", "generation", "kernel_sets",
-                "config")),  # config: the GRPO config's one home (its typed view and TRL's defaults)
-    ("rewards", ("rewards",)),
-    ("agentic", ("agentic",)),  # environments and tools for agentic GRPO (TRL environment_factory, tools)
-    ("recipe", ("recipe",)),  # config rules and validation
-    ("memory", ("memory",)),
-    ("emission", ("emission",)),
-    ("inspection", ("inspection",)),
-    ("diagnosis", ("diagnosis",)),  # diagnose_run's rules, registry and triage; the guard reads them
-    ("training", ("training",)),
-    ("evaluation", ("evaluation",)),
-    ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_models", "demo_report", "demo_agentic",
-               "demo_warm_start",
-               "demo_smollm2", "manifests", "content", "tools", "warm_up", "cli_flags")),
-]
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def floor_of(module: str) -> int:
-    rest = module.removeprefix("mcp_server").lstrip(".")
-    if not rest:  # the package's own (empty) __init__
-        return 0
-    best, level = -1, None
-    for number, (_, prefixes) in enumerate(FLOORS):
-        for prefix in prefixes:
-            if (rest == prefix or rest.startswith(prefix + ".")) and len(prefix) > best:
-                best, level = len(prefix), number
-    if level is None:
-        raise AssertionError(f"{module} is on no floor: add it to FLOORS in {Path(__file__).name}")
-    return level
-
-
-def package_of(module: str) -> str:
-    return ".".join(module.split(".")[:2])
-
+from support import FLOORS, PACKAGE, floor_of, module_name, package_of
 
 TABLE = PACKAGE / "worker_targets.py"  # the one table of worker targets
 

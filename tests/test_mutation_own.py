@@ -66,9 +66,9 @@ def test_every_field_that_changes_the_objective_is_pinned(workspace, tiny_model)
 
     from mcp_server.inspection.pins import changes, config_pins
     from mcp_server.runs import Run
-    from test_inspection_gate import _hand_made_run
+    from support import hand_made_run
 
-    run_dir = _hand_made_run(workspace, tiny_model, "objective", [["a", "b", "c", "d"]] * 13, ["2"] * 13)
+    run_dir = hand_made_run(workspace, tiny_model, "objective", [["a", "b", "c", "d"]] * 13, ["2"] * 13)
     config_file = run_dir / "train" / "config.yaml"
     original = yaml.safe_load(config_file.read_text())
     before = config_pins(Run(run_dir))

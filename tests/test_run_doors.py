@@ -13,11 +13,11 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 
 from conftest import checkout_env, cli_here, run_cli_json
+from support import dead_pid, hand_run
 
 # What a checkpoint save on a full disk leaves in the log (torch.save's writer, then the OSError under it).
 FULL_DISK_LOG = """\
@@ -29,23 +29,6 @@ Traceback (most recent call last):
 RuntimeError: [enforce fail at inline_container.cc:626] . unexpected pos 4352 vs 4240
 OSError: [Errno 28] No space left on device: 'checkpoints/checkpoint-20/optimizer.pt'
 """
-
-
-def dead_pid() -> tuple[int, float]:
-    """A pid and start time of a process that has exited (a launcher that is gone)."""
-    proc = subprocess.Popen(["true"])
-    started = psutil.Process(proc.pid).create_time() if proc.poll() is None else time.time()
-    proc.wait()
-    return proc.pid, started
-
-
-def hand_run(workspace: Path, name: str, **record) -> Path:
-    """runs/<name>/ with a train/ folder and, given fields, a run.json."""
-    run_dir = workspace / "runs" / name
-    (run_dir / "train" / "logs").mkdir(parents=True)
-    if record:
-        (run_dir / "run.json").write_text(json.dumps({"cwd": str(run_dir), **record}))
-    return run_dir
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ import psutil
 import yaml
 
 from conftest import checkout_env, run_cli, run_cli_json
-from test_training import emit_run, pass_inspection
+from support import emit_run, pass_inspection
 from mcp_server.runs import Run
 
 LAUNCHER = ["bash", "train/launch.sh"]

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import ANY_TEXT_REWARDS
-from test_training import TINY_OVERRIDES, pass_inspection
+from support import TINY_OVERRIDES, pass_inspection
 
 NODES, GPUS_PER_NODE = 3, 8  # 2 training nodes x 8 H100 and a node of 8 for `trl vllm-serve`
 ROW = re.compile(r"^#   node (\d+): (train|vllm-server), (\d+) GPU\(s\), planned peak ([\d.]+) of ([\d.]+) GiB per "

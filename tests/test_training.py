@@ -17,18 +17,16 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import ANY_TEXT_REWARDS, ROOT, call_mcp, run_cli, run_cli_json
+from conftest import ROOT, call_mcp, run_cli, run_cli_json
+from support import emit_run, pass_inspection, wait_for
 
 CONTRACT_KEYS = {"step", "loss", "lr", "mem_gb", "temp_c", "reward", "reward_std", "frac_reward_zero_std", "kl",
                  "entropy", "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"}
-TINY_OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
-                  "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}
 
 
 def installed(package: str) -> str | None:
@@ -68,44 +66,6 @@ def ws(tmp_path_factory, tiny_model):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
         yield root
-
-
-def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, **overrides) -> Path:
-    from mcp_server.emission.emit import emit_grpo_config
-    from mcp_server.recipe.models import GRPORecipeRequest
-
-    result = emit_grpo_config(GRPORecipeRequest(
-        model="tiny", dataset="tiny", gpu=gpu, num_gpus=num_gpus, run_name=name, rewards=ANY_TEXT_REWARDS,
-        overrides={**TINY_OVERRIDES, **overrides}))
-    assert result.validation.valid, result.validation
-    return Path(result.run_dir)
-
-
-def pass_inspection(run_dir: Path) -> None:
-    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
-    from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
-    from mcp_server.inspection.review import inspect_rewards
-    from mcp_server.inspection.sampling import sample_completions
-
-    # The run's own model, data and sampling settings (anything else cannot back a verdict), and a reward the
-    # untrained tiny model earns (ANY_TEXT_REWARDS), so the gate opens honestly.
-    sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine="transformers"))
-    inspect_rewards(InspectRequest(run=str(run_dir), max_samples=52))
-    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="test", agree_with_rest=True))
-    assert check_inspection_gate(run_dir).passed
-
-
-def wait_for(run_dir: Path, done, timeout: float = 420, poll: float = 1.0):
-    from mcp_server.training.models import StatusRequest
-    from mcp_server.training.status import training_status
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        status = training_status(StatusRequest(run=str(run_dir)))
-        if done(status):
-            return status
-        time.sleep(poll)
-    raise AssertionError(f"timed out; last status: {status.model_dump_json(indent=1)}")
 
 
 # ---------------------------------------------------------------- check_environment
