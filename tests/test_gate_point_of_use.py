@@ -6,8 +6,7 @@ or the whole launch through launch_training."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
+import functools
 import json
 import os
 import shutil
@@ -17,17 +16,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ANY_TEXT_REWARDS
-from mcp_server.emission.emit import emit_grpo_config
+from support import emit_run, pass_inspection, trainer_or_refusal
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
 from mcp_server.inspection.review import inspect_rewards
 from mcp_server.inspection.sampling import sample_completions
-from mcp_server.recipe.models import GRPORecipeRequest
 
 TINY = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
         "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"}
+# The gate passed as this file's reviewer passes it: 13 prompts sampled, InspectRequest's default review.
+_pass = functools.partial(pass_inspection, max_samples=None, reviewer="ana")
 
 
 def _rows(n: int, tag: str = "") -> list[dict]:
@@ -41,11 +40,9 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def _emit(workspace: Path, name: str, rows: list[dict] | None = None, **overrides) -> Path:
-    data = _write(workspace / f"{name}.jsonl", rows or _rows(16))
-    result = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset=str(data), gpu="cpu", run_name=name,
-                                                rewards=ANY_TEXT_REWARDS, overrides={**TINY, **overrides}))
-    assert result.validation.valid, result.validation
-    return Path(result.run_dir)
+    """A valid tiny CPU run (support.emit_run) on a data file of `rows` (16 sums unless given) in the workspace."""
+    return emit_run(name, dataset=str(_write(workspace / f"{name}.jsonl", rows or _rows(16))), base=TINY,
+                    **overrides)
 
 
 def _edit_config(run_dir: Path, **fields) -> None:
@@ -56,27 +53,6 @@ def _edit_config(run_dir: Path, **fields) -> None:
 def _sample_and_inspect(run_dir: Path, **sample) -> None:
     sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine="transformers", **sample))
     inspect_rewards(InspectRequest(run=str(run_dir)))
-
-
-def _pass(run_dir: Path) -> None:
-    _sample_and_inspect(run_dir)
-    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
-    assert check_inspection_gate(run_dir).passed
-
-
-def _build(run_dir: Path, capsys):
-    """The run's train/train.py build_trainer, run in the run directory as launch.sh runs it: (trainer, None), or
-    (None, its refusal) when it exits."""
-    spec = importlib.util.spec_from_file_location(f"train_{run_dir.name.replace('-', '_')}_{time.time_ns()}",
-                                                  run_dir / "train" / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    with contextlib.chdir(run_dir):
-        try:
-            return module.build_trainer(["--config", "train/config.yaml"]), None
-        except SystemExit as exc:
-            assert exc.code == 3, exc.code
-            return None, capsys.readouterr().err
 
 
 def _meta(run_dir: Path) -> dict:
@@ -96,7 +72,7 @@ def test_sampling_reads_every_file_training_reads_and_only_those(workspace, caps
     _edit_config(run_dir, datasets=[{"path": str(folder), "split": "train"}])
     _pass(run_dir)
     assert _meta(run_dir)["dataset_rows"] == 11 == _meta(run_dir)["trained"]["rows"]
-    trainer, refusal = _build(run_dir, capsys)
+    trainer, refusal = trainer_or_refusal(run_dir, capsys)
     assert refusal is None and len(trainer.train_dataset) == 11
     assert any(p.endswith("(mine)") for p in trainer.train_dataset["prompt"])
 
@@ -142,7 +118,7 @@ def test_a_poisoned_datasets_cache_cannot_reach_training(workspace, capsys, monk
     data.write_text(original)
     os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert check_inspection_gate(run_dir).passed
-    trainer, refusal = _build(run_dir, capsys)
+    trainer, refusal = trainer_or_refusal(run_dir, capsys)
     assert refusal is None, refusal
     assert not any("Poison" in p for p in trainer.train_dataset["prompt"])
 
@@ -159,7 +135,7 @@ def test_the_prompt_column_and_generation_kwargs_are_the_trainers(workspace, cap
     assert all(s["prompt"].startswith("What is") for s in samples)  # train.py's column, not request.json's
     assert all(len(s["completion_ids"]) <= 3 for s in samples) and _meta(run_dir)["generation"]["max_new_tokens"] == 3
     assert _meta(run_dir)["trained"]["settings"]["generation_kwargs"] == {"max_new_tokens": 3}
-    trainer, refusal = _build(run_dir, capsys)
+    trainer, refusal = trainer_or_refusal(run_dir, capsys)
     assert refusal is None and trainer.generation_kwargs["max_new_tokens"] == 3
 
 
@@ -197,20 +173,20 @@ def test_the_trainer_refuses_forged_samples_and_what_changed_after_the_gate(work
     config edit that the file pin would catch at launch, here after it)."""
     run_dir = _emit(workspace, "forged")
     _pass(run_dir)
-    trainer, refusal = _build(run_dir, capsys)
+    trainer, refusal = trainer_or_refusal(run_dir, capsys)
     assert refusal is None
 
     data = Path(yaml.safe_load((run_dir / "train" / "config.yaml").read_text())["datasets"][0]["data_files"])
     original = data.read_text()
     data.write_text(original.replace("What is 3", "What is 9"))  # after the gate: the trainer reads it
-    _, refusal = _build(run_dir, capsys)
+    _, refusal = trainer_or_refusal(run_dir, capsys)
     assert "refusing to train" in refusal and "rows_sha256" in refusal
     data.write_text(original)
 
     config = run_dir / "train" / "config.yaml"
     text = config.read_text()
     _edit_config(run_dir, generation_kwargs={"max_new_tokens": 2})
-    _, refusal = _build(run_dir, capsys)
+    _, refusal = trainer_or_refusal(run_dir, capsys)
     assert "refusing to train" in refusal and "generation_kwargs" in refusal
     config.write_text(text)
 
@@ -223,7 +199,7 @@ def test_the_trainer_refuses_forged_samples_and_what_changed_after_the_gate(work
         inspect_rewards(InspectRequest(run=str(run_dir)))
         record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
                                                  agree_with_rest=True))
-        _, refusal = _build(run_dir, capsys)
+        _, refusal = trainer_or_refusal(run_dir, capsys)
         assert "refusing to train" in refusal and "not rows of the data that trains" in refusal, forged
 
 

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import yaml
 
-from mcp_server.emission.emit import emit_grpo_config
-from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, write_plan_files
 from mcp_server.training.derived import DerivedState
@@ -20,15 +18,12 @@ from mcp_server.training.models import LaunchRequest, StatusRequest
 from mcp_server.training.runrecord import write_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.training.status import training_status
-
-
-def _emit(name: str, **request) -> Run:
-    return Run(Path(emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", run_name=name,
-                                                       **request)).run_dir))
+from support import emitted_run_dir
 
 
 def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_model):
-    cpu, gpus = _emit("cpu", gpu="cpu"), _emit("gpus", gpu="H100", num_gpus=8)
+    cpu = Run(emitted_run_dir("cpu", model="tiny", gpu="cpu"))
+    gpus = Run(emitted_run_dir("gpus", model="tiny", gpu="H100", num_gpus=8))
     cases = [  # (run, request, launcher, strategy, processes, files written)
         (cpu, {}, "local", "single", 1, {"script"}),
         (cpu, {"num_processes": 2}, "local", "ddp", 2, {"script"}),
@@ -79,7 +74,7 @@ class _Queue:
 
 
 def test_a_runs_state_is_read_by_the_launcher_its_record_names(workspace, tiny_model, monkeypatch):
-    run = _emit("queued", gpu="cpu")
+    run = Run(emitted_run_dir("queued", model="tiny", gpu="cpu"))
     write_run_json(run, {"backend": "queue", "job_id": "7", "state": "pending", "started_ts": 1.0})
     # no launcher of that name: this machine's launcher reads it, and no process of the run lives
     assert training_status(StatusRequest(run=str(run.dir))).state == "failed"

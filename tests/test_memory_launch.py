@@ -9,19 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory
-from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, launch_training, write_plan_files
 from mcp_server.training.models import LaunchRequest
 from conftest import run_cli
-
-
-def _emit(name: str, **request) -> Path:
-    result = emit_grpo_config(GRPORecipeRequest(dataset="tiny", run_name=name, **request))
-    return Path(result.run_dir)
+from support import emitted_run_dir
 
 
 def _launch_files(run_dir: Path) -> tuple[dict | None, str]:
@@ -60,12 +54,13 @@ def _assert_agree(run_dir: Path):
 
 def test_moe_full_and_lora_on_8_h100_and_1_5b_server_mode_launch_as_planned(workspace):
     # 30B-A3B full fine-tune: ZeRO-2 does not fit 7 training H100s, ZeRO-3 does; vLLM serves on the 8th at 0.9
-    full = _assert_agree(_emit("moe-full", model="Qwen/Qwen3-30B-A3B", gpu="H100", num_gpus=8))
+    full = _assert_agree(emitted_run_dir("moe-full", model="Qwen/Qwen3-30B-A3B", gpu="H100", num_gpus=8))
     assert full.launch.strategy == "zero3" and full.launch.fits and "zero2" in full.launch.reason
     assert full.launch.vllm_server.gpu_memory_utilization == 0.9 and full.server.fits
-    lora = _assert_agree(_emit("moe-lora", model="Qwen/Qwen3-30B-A3B", gpu="H100", num_gpus=8, finetune="lora"))
+    lora = _assert_agree(emitted_run_dir("moe-lora", model="Qwen/Qwen3-30B-A3B", gpu="H100", num_gpus=8,
+                                         finetune="lora"))
     assert lora.launch.strategy == "ddp" and lora.launch.training_processes == 7 and lora.launch.fits
-    small = _assert_agree(_emit("q15", model="Qwen/Qwen2.5-1.5B-Instruct", gpu="H100", num_gpus=4))
+    small = _assert_agree(emitted_run_dir("q15", model="Qwen/Qwen2.5-1.5B-Instruct", gpu="H100", num_gpus=4))
     assert small.launch.strategy == "zero2" and small.launch.training_processes == 3 and small.fits
     assert any("vllm-serve" in a and "0.9" in a for a in small.assumptions)
 
@@ -73,15 +68,15 @@ def test_moe_full_and_lora_on_8_h100_and_1_5b_server_mode_launch_as_planned(work
 def test_7b_qlora_on_t4_keeps_a_4bit_vllm_and_a_run_that_cannot_fit_is_refused(workspace):
     # TRL starts the colocated vLLM with quantization="bitsandbytes" under QLoRA: emission keeps vLLM, asleep while
     # training, in a share sized by the plan, and the run fits the T4
-    emitted = _emit("t4", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora")
+    emitted = emitted_run_dir("t4", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora")
     plan = _assert_agree(emitted)
     config = yaml.safe_load((emitted / "train/config.yaml").read_text())
     assert plan.fits and config["use_vllm"] is True and config["vllm_enable_sleep_mode"] is True
     assert any(c.name == "vllm_weights" and "NF4" in c.note for c in plan.breakdown) or plan.peak_phase == "training"
     # vLLM pinned at 0.95 of the card by an override: the plan's levers are not applied over it, and the run that
     # cannot fit is refused by the launcher with the plan's reason
-    run_dir = _emit("t4-pinned", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
-                    overrides={"use_vllm": True, "vllm_gpu_memory_utilization": 0.95})
+    run_dir = emitted_run_dir("t4-pinned", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
+                              overrides={"use_vllm": True, "vllm_gpu_memory_utilization": 0.95})
     plan = _assert_agree(run_dir)
     assert not plan.fits and not plan.launch.fits and plan.recommended
     result = launch_training(LaunchRequest(run=str(run_dir)))
@@ -95,8 +90,8 @@ def test_7b_qlora_on_t4_keeps_a_4bit_vllm_and_a_run_that_cannot_fit_is_refused(w
     assert proc.returncode == 1 and "VALID BUT WILL NOT FIT for 1x T4" in proc.stdout, proc.stdout + proc.stderr
     assert not re.search(r"^VALID for", proc.stdout, re.M)
     # the recommended levers applied: it fits, on one process, as the launcher runs it
-    fixed = _assert_agree(_emit("t4-fixed", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
-                                overrides={"use_vllm": True, **plan.recommended.patch}))
+    fixed = _assert_agree(emitted_run_dir("t4-fixed", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
+                                          overrides={"use_vllm": True, **plan.recommended.patch}))
     assert fixed.fits and fixed.launch.strategy == "single" and fixed.launch.fits
 
 

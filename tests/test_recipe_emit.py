@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -10,19 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import checkout_env, cli_here, run_cli_json
+from support import emit_config
 
 from mcp_server.errors import UserInputError
-from mcp_server.emission.emit import emit_grpo_config
-from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.tiny import TINY_VERSION
 
 HUB_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a name only: nothing is downloaded
-
-
-def emit(**kw):
-    kw.setdefault("model", HUB_MODEL)
-    kw.setdefault("dataset", "tiny")
-    return emit_grpo_config(GRPORecipeRequest(**kw))
+# An emission of the hub model unless `model` is given (support.emit_config: the tiny data set unless `dataset`).
+emit = functools.partial(emit_config, model=HUB_MODEL)
 
 
 def yaml_of(result):

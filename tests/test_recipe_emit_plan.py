@@ -12,17 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory
 from mcp_server.recipe.learning_rate import LR_RANGE
-from mcp_server.recipe.models import GRPORecipeRequest
-
-
-def emit(**kw):
-    kw.setdefault("dataset", "tiny")
-    return emit_grpo_config(GRPORecipeRequest(**kw))
+from support import emit_config as emit
 
 
 def config_of(result) -> dict:

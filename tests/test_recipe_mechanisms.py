@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.errors import UserInputError
-from mcp_server.recipe.models import GRPORecipeRequest
+from support import emit_config as emit
 from mcp_server.recipe.precision import BF16_SWALLOW_LR, bf16_half_ulp, bf16_weights_allowed
 from mcp_server.recipe.validate import validate_values
 
@@ -38,11 +37,6 @@ def spread(workspace, monkeypatch):
     (workspace / "spread_rewards.py").write_text(SPREAD_REWARD)
     monkeypatch.syspath_prepend(str(workspace))
     return "spread_rewards.spread_reward"
-
-
-def emit(**kw):
-    kw.setdefault("dataset", "tiny")
-    return emit_grpo_config(GRPORecipeRequest(**kw))
 
 
 @pytest.fixture(autouse=True)

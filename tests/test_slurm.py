@@ -9,6 +9,7 @@ time is printed (pytest -s) and written to <tmp>/cluster-start.txt.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -21,10 +22,13 @@ import pytest
 
 from conftest import run_cli, skip_unless_ci
 from slurm_cluster import missing_binaries, start_cluster
+from support import emit_run, pass_inspection
 
 HELD = [{"name": "fixture_rewards.held_reward", "params": {}, "weight": 1.0}]
 OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8,
              "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}
+# A valid tiny CPU run (support.emit_run) whose reward holds its ranks where a test needs them (HELD).
+emit = functools.partial(emit_run, rewards=HELD, base=OVERRIDES)
 
 
 @pytest.fixture(scope="module")
@@ -66,19 +70,7 @@ def ws(tmp_path_factory, tiny_model):
         yield root
 
 
-def emit(name: str, gpu: str = "cpu", num_gpus: int = 1, rewards=HELD) -> Path:
-    from mcp_server.emission.emit import emit_grpo_config
-    from mcp_server.recipe.models import GRPORecipeRequest
-
-    result = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu=gpu, num_gpus=num_gpus,
-                                                run_name=name, rewards=rewards, overrides=OVERRIDES))
-    assert result.validation.valid, result.validation
-    return Path(result.run_dir)
-
-
 def inspected(name: str) -> Path:
-    from test_training import pass_inspection
-
     run_dir = emit(name)
     pass_inspection(run_dir)
     return run_dir
@@ -193,8 +185,6 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
 
     # Submitted, the GPU job records the memory plan per node in run.json and training_status names the nodes it
     # landed on next to it (the job cannot train here: the placeholder GPUs are files; it is cancelled once seen)
-    from test_training import pass_inspection
-
     pass_inspection(gpu_fits)
     submitted = launch(gpu_fits)
     assert submitted.launched, submitted.message

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ANY_TEXT_REWARDS, ROOT, run_cli_json, skip_unless_ci
+from support import pass_inspection, wait_for
 
 # A reward whose values differ within a group, so that each step moves the weights the next one samples from.
 REWARDS = ANY_TEXT_REWARDS + [{"name": "fixture_rewards.distinct_chars_reward", "params": {}, "weight": 1.0}]
@@ -72,23 +73,8 @@ def emit(name: str, model: str, **overrides) -> Path:
     return Path(result.run_dir)
 
 
-def inspect_and_pass(run_dir: Path, engine: str = "transformers") -> dict:
-    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
-    from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
-    from mcp_server.inspection.review import inspect_rewards
-    from mcp_server.inspection.sampling import sample_completions
-
-    result = sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine=engine))
-    inspect_rewards(InspectRequest(run=str(run_dir), max_samples=52))
-    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="test", agree_with_rest=True))
-    assert check_inspection_gate(run_dir).passed
-    return result.model_dump()
-
-
 def train(run_dir: Path, timeout: float = 900) -> list[dict]:
     """Launch through the CLI, wait for the outcome; the run's progress lines."""
-    from test_training import wait_for
-
     proc, launched = run_cli_json("launch-training", str(run_dir), here=True)
     assert launched.get("launched"), (proc.stdout, proc.stderr)
     status = wait_for(run_dir, lambda s: s.state in ("succeeded", "failed", "stopped"), timeout=timeout, poll=3)
@@ -112,7 +98,7 @@ def assert_synced_generation(steps: list[dict]) -> None:
 def test_colocate_run_syncs_weights_into_vllm_and_samples_like_the_trainer(ws):
     root, model = ws
     run_dir = emit("colocate", model, vllm_mode="colocate", vllm_gpu_memory_utilization=0.1)
-    transformers_samples = inspect_and_pass(run_dir, engine="transformers")
+    transformers_samples = pass_inspection(run_dir, engine="transformers").model_dump()
     # sample_completions with vLLM: the same prompts, as many completions each, in the same records
     proc, sampled = run_cli_json("sample-completions", str(run_dir), "--engine", "vllm", "--num-prompts", "13",
                                  here=True)
@@ -122,7 +108,7 @@ def test_colocate_run_syncs_weights_into_vllm_and_samples_like_the_trainer(ws):
     assert sampled["generation"] == transformers_samples["generation"]
     records = [json.loads(line) for line in Path(sampled["samples_path"]).read_text().splitlines()]
     assert len(records) == 52 and all(r["completion"] is not None for r in records)
-    inspect_and_pass(run_dir, engine="vllm")
+    pass_inspection(run_dir, engine="vllm")
 
     steps = train(run_dir)
     assert_synced_generation(steps)
@@ -135,7 +121,7 @@ def test_colocate_run_syncs_weights_into_vllm_and_samples_like_the_trainer(ws):
 def test_server_mode_runs_vllm_serve_with_trls_flags_beside_the_trainer_and_syncs_weights(ws):
     root, model = ws
     run_dir = emit("server", model, vllm_mode="server", vllm_server_port=8431)
-    inspect_and_pass(run_dir)
+    pass_inspection(run_dir)
     steps = train(run_dir)
     assert_synced_generation(steps)
     script = (run_dir / "train" / "launch.sh").read_text()
@@ -155,7 +141,7 @@ def test_server_mode_runs_vllm_serve_with_trls_flags_beside_the_trainer_and_sync
 def test_a_vllm_share_that_cannot_hold_one_sequence_is_refused_before_start(ws):
     root, model = ws
     run_dir = emit("too-small", model, vllm_mode="colocate", vllm_gpu_memory_utilization=0.001)
-    inspect_and_pass(run_dir)
+    pass_inspection(run_dir)
     proc, result = run_cli_json("launch-training", str(run_dir), here=True)
     assert not result.get("launched")
     refusal = next(r for r in result["refusals"] if r["gate"] == "memory")
