@@ -1,5 +1,8 @@
-"""Issue 33, "Data loss", "Runs, processes, server" and the run survivors of its mutation audit, replayed through
-the CLI (in this process where the process boundary is not what is tested) or the core API.
+"""Runs tampered with: a patch aiming output_dir at another run, links planted in a stopped run's logs, a
+half-written checkpoint, a clock stepped back, a foreign process carrying the run's mark, a run named with a newline,
+a link where launch.sh writes its exit code; each door refuses or stays right (issue 33, "Data loss", "Runs,
+processes, server" and the run survivors of its mutation audit), replayed through the CLI (in this process where the
+process boundary is not what is tested) or the core API.
 
 The runs here are copies of one emitted and inspected run (a copy passes the inspection gate: its pins are
 contents) given a launch record by hand: a stopped run with the checkpoints each test needs. Nothing here trains:
@@ -28,7 +31,7 @@ LAUNCHER = ["bash", "train/launch.sh"]
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory, tiny_model):
-    root = tmp_path_factory.mktemp("hostile-runs-ws")
+    root = tmp_path_factory.mktemp("tampered-runs-ws")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
         mp.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -1,7 +1,7 @@
-"""The hostile user (issue 12, "Done when"): hypothesis draws arguments for every MCP tool, from the input schema the
-server publishes, and for every CLI command, from its flags, mixing plausible values with hostile ones (empty and
-huge strings, NUL, '..', devices, binary and UTF-16 files, too-deep JSON, damaged runs, wrong types, NaN, huge
-numbers, unknown fields). Whatever it draws:
+"""Every tool's and every command's arguments, fuzzed (issue 12, "Done when": the hostile user): hypothesis draws
+arguments for every MCP tool, from the input schema the server publishes, and for every CLI command, from its
+flags, mixing plausible values with hostile ones (empty and huge strings, NUL, '..', devices, binary and UTF-16
+files, too-deep JSON, damaged runs, wrong types, NaN, huge numbers, unknown fields). Whatever it draws:
 - no traceback and no 'unexpected' failure: a refusal is one message that names the field or file;
 - the server never dies (it answers after every draw, and its log holds no traceback);
 - nothing is written outside the workspace, except into a directory a call named explicitly (emit's run_dir).

@@ -1,5 +1,6 @@
-"""Issue 33, "Escapes and injection" (the sandbox's share) and its sandbox survivors: forged passes from tests whose
-body never ran, a home folder bound whole, limits a forked child escaped, keyrings and the host's /proc, the /tmp
+"""Escapes from the code sandbox (issue 33, "Escapes and injection", the sandbox's share, and its sandbox survivors;
+tests/test_sandbox.py holds the sandbox's own rules and the first attacks): forged passes from tests whose body never
+ran, a home folder bound whole, limits a forked child escaped, keyrings and the host's /proc, the /tmp
 cap. Each through the core API (run_python, as code_execution_reward runs every completion), with known inputs."""
 
 from __future__ import annotations
