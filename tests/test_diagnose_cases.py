@@ -1,5 +1,6 @@
 """The diagnoses a second expert's trainer states found missed (issue 34: (c), (g), (h), kl with beta 0), a rate far
-outside its range leading its symptoms (issue 32), and every patch stating what else it changes. Each input is a
+outside its range leading its symptoms (issue 32), every patch stating what else it changes, and an onset found
+on logs longer than 64 as on short ones (a survivor of issue 33's mutation audit). Each input is a
 trainer_state.json built by construction (no training, no luck), read through diagnose_run's doors: the core API,
 and the CLI for one."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from conftest import run_cli_json
@@ -184,3 +186,16 @@ def test_every_patch_states_what_else_it_changes(tmp_path):
     patched = [f for f in d.findings if f.patch]
     assert patched and all(f.patch_changes for f in patched), [(f.code, f.patch, f.patch_changes) for f in patched]
     assert json.loads(d.model_dump_json())["findings"][0]["patch_changes"] == d.findings[0].patch_changes
+
+
+@pytest.mark.parametrize("logs, dead_from", [(40, 20), (100, 70), (100, 1), (65, 63)])
+def test_an_onset_is_the_first_step_its_rule_fires_on_long_logs_too(tmp_path, logs, dead_from):
+    """An off-by-one in the onset search over long logs (over 64 logs, bisected instead of scanned) moved every
+    onset by a step. signal_lost fires once two logs after the first have zero spread and no gradient: a log dead
+    from row `dead_from` on has its onset at the row after it, whatever the log's length."""
+    rows = healthy_rows(logs)
+    dead = [i >= dead_from for i in range(logs)]
+    rows = with_series(rows, "frac_reward_zero_std", [1.0 if d else 0.1 for d in dead])
+    rows = with_series(rows, "grad_norm", [0.0 if d else 0.5 for d in dead])
+    found = next(f for f in diagnose_series(tmp_path, rows).findings if f.code == "signal_lost")
+    assert found.onset == max(dead_from, 1) + 2, found  # steps are 1-based: row i is step i + 1

@@ -1,4 +1,5 @@
-"""Emission: the recipe, variants and target adaptations, files TRL accepts, and a real CPU run of train.py."""
+"""Emission: the recipe, variants and target adaptations (the launch command of a run on 1 to 8 GPUs), files TRL
+accepts, and a real CPU run of train.py."""
 
 from __future__ import annotations
 
@@ -231,3 +232,23 @@ def test_report_to_on_the_cli_takes_a_name_or_a_comma_list(workspace):
     bad = cli_here("emit-config", "--model", HUB_MODEL, "--dataset", "tiny", "--report-to", "tensorboard,comet")
     assert bad.returncode != 0 and "--report-to" in bad.stderr and "'comet'" in bad.stderr
     assert "trackio, wandb, mlflow, tensorboard" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("num_gpus, use_vllm", [(1, True), (2, False), (4, False), (2, True)])
+def test_several_gpus_start_through_launch_training_never_as_one_process(workspace, num_gpus, use_vllm):
+    """2- and 4-GPU runs printed `python train/train.py` (one process on one GPU) as the way to start them (the
+    suite checked 1 and 8 GPUs with a vLLM server only). A catalog model, so the memory plan (offline) lays the
+    GPUs out: without vLLM every GPU trains."""
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    result = emit_grpo_config(GRPORecipeRequest(model="Qwen/Qwen2.5-1.5B-Instruct", dataset="tiny", gpu="H100",
+                                                num_gpus=num_gpus, run_name=f"gpus-{num_gpus}",
+                                                overrides={"use_vllm": use_vllm}))
+    header = next(line for line in Path(result.config_path).read_text().splitlines() if "Train with" in line)
+    if num_gpus == 1:
+        assert result.launch_command.endswith("python train/train.py --config train/config.yaml"), result
+        return
+    for text in (result.launch_command, header):
+        assert "launch-training" in text and "training GPU(s)" in text, text
+    assert "&& python train/train.py" not in result.launch_command

@@ -1,6 +1,7 @@
 """Issue 25, "Runs" and "The MCP server" (the CLI's share): a full disk, hostile run names, a symlinked
 inspection folder, hidden staging directories, `| head`, and the two halves of a launcher's identity, each
-replayed through the CLI (in this process where the process boundary is not what is tested) or the core API.
+replayed through the CLI (in this process where the process boundary is not what is tested) or the core API; and
+a survivor of issue 33's mutation audit: a guard's stop on a lost signal is recorded failed, never stopped.
 
 Every run here is built by hand (a run directory holds nothing more than its files), so no test trains.
 """
@@ -15,6 +16,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from conftest import checkout_env, cli_here, run_cli_json
 from support import dead_pid, hand_run
@@ -151,3 +153,26 @@ def test_a_process_is_the_runs_launcher_only_by_its_command_line_and_its_start_t
             if child is not None:
                 child.kill()
                 child.wait()
+
+
+@pytest.mark.parametrize("stop, state", [({"by": "guard", "code": "signal_lost"}, "failed"),
+                                         ({"by": "guard", "code": "entropy_rising"}, "stopped"),
+                                         ({"by": "request"}, "stopped")])
+def test_a_guard_stop_on_a_lost_signal_is_failed_never_stopped(workspace, stop, state):
+    """A guard stop on signal_lost was recorded "stopped" (resumable, as if nothing were wrong) instead of
+    "failed": the run learned nothing. The trainer's own door (write_outcome, as the emitted train.py calls it when
+    the Trainer returns), then training_status."""
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.trainer.progress import write_outcome
+    from mcp_server.training.status import training_status
+
+    run_dir = workspace / "runs" / "guarded"
+    logs = run_dir / "train" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "stopped.json").write_text(json.dumps({"step": 7, **stop}))
+    if stop["by"] == "guard":  # the guard's own record, as guard.py writes it beside stopped.json
+        (logs / "guard.json").write_text(json.dumps({"mode": "stop", "step": 7, "findings": [], "stopped": {
+            "code": stop["code"], "step": 7, "save": True}}))
+    write_outcome(run_dir, "succeeded", global_step=7)
+    assert json.loads((logs / "outcome.json").read_text())["state"] == state
+    assert training_status(StatusRequest(run=str(run_dir))).state == state
