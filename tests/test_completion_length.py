@@ -1,6 +1,7 @@
 """max_completion_length is never left at TRL's default silently (issue 31: `emit-config --gpu cpu` left it unset, so
 TRL's 512 applied to a "reply with the number only" task): emission writes it saying where it came from, validation
-names an unset one, sampling offers its measured value loudly, and emitting again into the run applies it."""
+names an unset one, sampling offers its measured value loudly, and emitting again into the run applies it. Length
+advice rounds to 64 and says nothing once over 1% of the completions are cut (issue 33's mutation audit)."""
 
 from __future__ import annotations
 
@@ -95,3 +96,15 @@ def test_emitting_again_into_the_run_applies_the_measured_length(workspace, tiny
     run.samples_meta.write_text(other)  # another model's samples measure nothing for this one
     third = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_dir=str(run.dir)))
     assert third.config["max_completion_length"] == CPU_COMPLETION_LENGTH
+
+
+def test_length_advice_rounds_to_64_and_says_nothing_when_over_1_percent_is_cut():
+    from mcp_server.inspection.lengths import length_advice
+
+    lengths = [40] * 98 + [70, 80]
+    advice = length_advice(lengths, [False] * 100, 512, [30])
+    assert advice["suggested_max_completion_length"] == 128 and advice["suggested_vllm_max_model_length"] == 192
+    one = length_advice([40] * 99 + [512], [False] * 99 + [True], 512, [30])  # 1% cut off: still measured
+    assert one["suggested_max_completion_length"] is not None
+    two = length_advice([40] * 98 + [512, 512], [False] * 98 + [True, True], 512, [30])  # 2%: censored
+    assert two["suggested_max_completion_length"] is None and "hit max_new_tokens=512" in two["advice"]

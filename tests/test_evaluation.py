@@ -3,7 +3,8 @@
 The better and the worse checkpoint are known by construction, never by training luck: the better one is the
 tiny model trained with TRL's SFTTrainer until it has memorised the goldens' exact answers (checked before any
 test uses it; a fixture error otherwise), the worse one the untrained tiny model, which answers none of them
-(also checked). The real evaluation, promotion and export code then judges them.
+(also checked). The real evaluation, promotion and export code then judges them. The drift budget's bands, the
+rerun rule and an item's pass (survivors of issue 33's mutation audit) are checked on values known by construction.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.evaluation.evaluate import baseline_path, evaluate_model, wilson_interval
+from mcp_server.evaluation.evaluate import baseline_path, evaluate_model, item_passed, wilson_interval
 from mcp_server.evaluation.export import export_model
 from mcp_server.evaluation.models import EvaluateRequest, ExportRequest, PromoteRequest
 from mcp_server.evaluation.paired import clopper_pearson, compare_paired, mcnemar_exact_p
-from mcp_server.evaluation.promote import judge_drift, promote_checkpoint
+from mcp_server.evaluation.promote import judge_drift, judge_rerun, promote_checkpoint
 from mcp_server.tiny import make_task, write_jsonl
 
 MAX_NEW = 24
@@ -400,3 +401,42 @@ def test_a_drift_in_the_rerun_band_is_judged_on_every_item_and_seed(workspace, w
     assert (drift.band, drift.drop_points, drift.rerun_gained) == ("rerun", 2.0, 0) and drift.rerun_lost <= 3
     assert drift.ok and drift.rerun_p_value >= 0.25 and len(drift.rerun_drops) == 3
     assert f"{drift.rerun_lost} lost, 0 gained" in (run / "promotion-report.md").read_text()
+
+
+# ---------------------------------------------------------------- survivors of issue 33's mutation audit
+def reruns(n: int, lost: list[int], gained: list[int] | None = None) -> tuple[dict, dict]:
+    """Per-item rerun results over an n-item suite, one entry per seed: the checkpoint loses `lost[i]` items the base
+    passes and gains `gained[i]` the base fails (the base passes all but the first gained[i] items)."""
+    gained = gained or [0] * len(lost)
+    base, ckpt = {}, {}
+    for seed, (k, g) in enumerate(zip(lost, gained), start=1):
+        base[str(seed)] = [i >= g for i in range(n)]
+        ckpt[str(seed)] = [(i < g) or (g + k <= i) for i in range(n)]
+    return base, ckpt
+
+
+def test_the_drift_budget_bands_and_the_rerun_rule():
+    assert [judge_drift(0.5, ckpt) for ckpt in (0.5, 0.49, 0.48, 0.45, 0.44)] == [
+        "noise", "noise", "rerun", "rerun", "hard_fail"]
+    # A mean drop within the 1-point budget is noise, however consistent (1000 items, 10 lost on each seed).
+    within = judge_rerun(*reruns(1000, [10, 10, 10]))
+    assert (within.mean_drop, within.lost, within.noise) == (1.0, 30, True) and within.p_value < 1e-8
+    # Over 1 point and beyond noise: 3 of 100 items lost on each of 3 seeds, none gained (p = 2 / 2**9).
+    real = judge_rerun(*reruns(100, [3, 3, 3]))
+    assert (real.drops, real.mean_drop, real.noise) == ({"1": 3.0, "2": 3.0, "3": 3.0}, 3.0, False)
+    assert real.p_value == 2 / 2**9
+    # The tiny demo's case (bench_kernels): 2 of 40 items lost on one seed of 3 is a 1.7-point mean that 120
+    # sampled answers cannot tell from noise (p = 0.5); one more lost on each seed could (6 lost: p = 0.031).
+    small = judge_rerun(*reruns(40, [2, 0, 0]))
+    assert (small.mean_drop, small.lost, small.gained, small.noise) == (1.67, 2, 0, True) and small.p_value == 0.5
+    assert not judge_rerun(*reruns(40, [3, 2, 1])).noise
+    # A 2-point mean drop inside heavy churn (10 lost, 8 gained per seed) is noise; the same mean without churn is not.
+    assert judge_rerun(*reruns(100, [10, 10, 10], [8, 8, 8])).noise
+    assert not judge_rerun(*reruns(100, [2, 2, 2] + [2, 2, 2])).noise
+
+
+def test_an_item_passes_only_when_every_grader_scores_it():
+    assert item_passed({"format": 1.0, "correctness": 2.0})
+    assert not item_passed({"format": 1.0, "correctness": 0.0})
+    assert not item_passed({"format": 0.0, "correctness": 2.0})
+    assert not item_passed({})

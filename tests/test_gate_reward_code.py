@@ -2,16 +2,20 @@
 the verdict pins and the trainer re-checks covers every callable a reward reaches: a user module exporting a
 NamedReward, the dotted reward a length_penalty wraps, a rubric_judge's dotted judge and the files of a local
 judge model, with the local modules each imports (relative imports included). A verdict whose reward-code pin
-is edited by hand to the edited code's hash opens nothing."""
+is edited by hand to the edited code's hash opens nothing. And the training process's own check (issue 25, "The
+inspection gate"), run for real on an emitted train.py: its reward code is the reviewed code, train/ off its path."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import checkout_env
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, VerdictRequest
 from mcp_server.inspection.review import inspect_rewards
@@ -110,3 +114,25 @@ def test_an_edited_reward_module_closes_the_gate_whatever_its_pin_says(workspace
     verdict_file.write_text(json.dumps(verdict))
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and "reward-code hash is not the reviewed reward's" in gate.reason, gate.reason
+
+
+def test_the_trainer_refuses_reward_code_it_was_not_reviewed_on_and_ignores_train_dir(workspace, tiny_model):
+    """An emitted train.py, run as launch.sh runs it: train/ shadows nothing, and a reward hash that is not the
+    one it was handed (a helper edited after launch_training) stops it before any training."""
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.inspection.trained import REWARD_SHA_ENV
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    emitted = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="trainer",
+                                                 overrides={"max_steps": 1, "report_to": "none"}))
+    run_dir = Path(emitted.run_dir)
+    (run_dir / "train" / "datasets.py").write_text("raise SystemExit('shadowed: train/datasets.py')\n")
+    shadow = run_dir / "train" / "mcp_server"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise SystemExit('shadowed: train/mcp_server')\n")
+    proc = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run_dir,
+                          capture_output=True, text=True, timeout=300,
+                          env=checkout_env({REWARD_SHA_ENV: "0" * 64, "CUDA_VISIBLE_DEVICES": ""}))
+    assert "shadowed" not in proc.stdout + proc.stderr
+    assert proc.returncode == 3 and "refusing to train" in proc.stderr, proc.stderr[-2000:]
+    assert not (run_dir / "train" / "logs" / "progress.jsonl").exists()

@@ -1,5 +1,7 @@
 """Configs TRL accepts that crash when the trainer starts, run out of memory, or train without effect: each caught
-through validate_grpo_config's doors (the core API, the CLI's validate-config), for targets this CPU box lacks."""
+through validate_grpo_config's doors (the core API, the CLI's validate-config), for targets this CPU box lacks;
+with the survivors of issue 33's mutation audit: delta against 1 + epsilon_high (not epsilon), a data set of exactly
+one generation batch (accepted), dtype auto on a full fine-tune (refused)."""
 
 from __future__ import annotations
 
@@ -121,3 +123,28 @@ def test_a_colocated_vllm_whose_cache_cannot_hold_one_context_would_not_start():
     assert not result.valid and "131072" in f.message and "refuses to start" in f.message
     assert "vllm_max_model_length" in f.fix
     assert validate({**qlora, "vllm_max_model_length": 1024}, gpu="A10G").valid
+
+
+# ---------------------------------------------------------------- survivors of issue 33's mutation audit
+@pytest.mark.parametrize("delta, warned", [(1.25, True), (1.28, True), (1.3, False)])
+def test_delta_is_compared_with_one_plus_epsilon_high(delta, warned):
+    # epsilon 0.2, epsilon_high 0.28: a delta of 1.25 lies above 1 + epsilon but not above 1 + epsilon_high.
+    found = codes(validate({"epsilon": 0.2, "epsilon_high": 0.28, "delta": delta, "steps_per_generation": 8}))
+    assert ("delta_below_clip" in found) is warned, found.keys()
+
+
+@pytest.mark.parametrize("prompts, refused", [(3, True), (4, False), (5, False)])
+def test_a_data_set_of_exactly_one_generation_batch_trains(tmp_path, prompts, refused):
+    # The seed recipe: 8 per device x 1 GPU x 4 steps per generation = 32 completions, 8 each: 4 prompts a batch.
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"q{i}", "answer": "1"}) + "\n" for i in range(prompts)))
+    found = codes(validate({"datasets": [{"path": "json", "data_files": str(data), "split": "train"}]}))
+    assert ("dataset_smaller_than_generation_batch" in found) is refused, found.keys()
+
+
+@pytest.mark.parametrize("dtype", ["auto", "bfloat16"])
+def test_a_full_fine_tune_in_the_checkpoints_half_precision_is_refused(dtype):
+    found = codes(validate({"dtype": dtype, "use_peft": False, "learning_rate": 1e-6}))
+    assert found["full_finetune_low_precision_weights"].severity == "error"
+    assert "full_finetune_low_precision_weights" not in codes(validate({"dtype": "float32", "use_peft": False,
+                                                                         "learning_rate": 1e-6}))

@@ -1,4 +1,5 @@
-"""Reward library: every reward in both completion formats, the registry and its errors, the hash, list_rewards."""
+"""Reward library: every reward in both completion formats, the registry and its errors, the hash, list_rewards;
+and the survivors of issue 33's own mutation audit, scored as TRL calls the rewards (build_reward_funcs)."""
 
 from __future__ import annotations
 
@@ -462,3 +463,35 @@ def test_rewards_drive_a_real_grpo_step(tiny_model, tmp_path):
         assert f"rewards/{name}/mean" in logged
     assert isinstance(seen["completions"][0], list) and seen["completions"][0][0]["role"] == "assistant"
     assert len(seen["answer"]) == len(seen["completions"])
+
+
+# ---------------------------------------------------------------- survivors of issue 33's own mutation audit
+def score(spec: dict, completions: list, **columns) -> list[float]:
+    return build_reward_funcs([spec])[0](completions, **columns)
+
+
+def test_correctness_collapses_whitespace_and_folds_case_only_when_asked():
+    # "exactly (whitespace collapsed)": inner runs of spaces and newlines are one space.
+    assert score({"name": "correctness_reward"}, ["<answer>New   York\n</answer>", "<answer>new york</answer>"],
+                 answer=["New York", "New York"]) == [2.0, 0.0]
+    assert score({"name": "correctness_reward", "params": {"ignore_case": True}}, ["<answer>new york</answer>"],
+                 answer=["New York"]) == [2.0]
+
+
+def test_a_conversation_is_scored_on_its_last_assistant_message():
+    chat = [{"role": "assistant", "content": "<answer>1</answer>"}, {"role": "tool", "content": "hint"},
+            {"role": "assistant", "content": "<answer>2</answer>"}]
+    assert score({"name": "correctness_reward"}, [chat], answer=["2"]) == [2.0]
+
+
+def test_the_json_reward_reads_the_last_json_block():
+    text = 'Draft:\n```json\n{"nope": 1}\n```\nFinal:\n```json\n{"name": "x"}\n```'
+    spec = {"name": "json_schema_reward", "params": {"schema": {"type": "object", "required": ["name"]}}}
+    assert score(spec, [text]) == [1.0]
+    assert score(spec, [text.replace('{"name": "x"}', '{"nope": 2}')]) == [0.0]
+
+
+def test_format_refuses_a_repeated_opening_tag():
+    right = "<reasoning>r</reasoning><answer>2</answer>"
+    hedged = right + " <answer>3"  # a second answer opened: not the format
+    assert score({"name": "format_reward", "params": {"strict": False}}, [right, hedged]) == [1.0, 0.0]
