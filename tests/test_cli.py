@@ -3,6 +3,7 @@ installed console script works, and the CLI tests run this checkout's code."""
 
 from __future__ import annotations
 
+import pytest
 import argparse
 import asyncio
 import subprocess
@@ -30,6 +31,7 @@ def test_every_command_help_renders():
         assert summaries.get(name) and "".join(summaries[name].split()) in top, f"{name} has no summary in --help"
 
 
+@pytest.mark.slow
 def test_installed_console_script_runs(tmp_path):
     """The `llm-finetuning` entry point that `pip install` put beside this interpreter (the other CLI tests run
     `python -m mcp_server.cli` from this checkout)."""
@@ -40,6 +42,7 @@ def test_installed_console_script_runs(tmp_path):
     assert proc.stdout.startswith("usage: llm-finetuning") and "list-runs" in proc.stdout
 
 
+@pytest.mark.slow
 def test_cli_tests_run_this_checkout(tmp_path):
     """run_cli's children import the package under test, whichever checkout the interpreter was installed from."""
     assert Path(mcp_server.__file__).resolve().is_relative_to(ROOT)

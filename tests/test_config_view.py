@@ -3,6 +3,7 @@ TRL's: every field, its type and its default; and the light server reads it with
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 
@@ -31,6 +32,7 @@ def test_three_readings_of_one_config():
     assert GRPOView(values).datasets == [] and "datasets" not in values
 
 
+@pytest.mark.slow
 def test_the_view_imports_no_trl():
     code = ("import sys, mcp_server.config.grpo_fields; "
             "print([m for m in ('trl', 'torch', 'transformers') if m in sys.modules])")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import difflib
 import functools
@@ -233,6 +234,7 @@ def test_trl_versions_matches_the_installed_trl():
 
 
 # ---------------------------------------------------------------- MCP prompt and resources over stdio
+@pytest.mark.slow
 def test_finetune_prompt_and_reference_resources_over_stdio():
     async def calls(client):
         prompts = await client.list_prompts()

@@ -7,6 +7,7 @@ measured by bench/bench_demo.py, which takes minutes.)
 
 from __future__ import annotations
 
+import pytest
 import json
 import math
 from pathlib import Path
@@ -16,6 +17,7 @@ from mcp_server.evaluation.evaluate import baseline_path
 from mcp_server.tiny import TINY_VERSION
 
 
+@pytest.mark.slow
 def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_model, tmp_path, monkeypatch):
     # Nothing is written under the home directory (an arrow copy of the data under ~/.cache/huggingface/datasets,
     # ~/.config/matplotlib were): the whole lifecycle runs with an empty home of its own.

@@ -261,6 +261,7 @@ def assert_documented(diagnosis):
     assert set(codes(diagnosis)) <= set(CODES), diagnosis.findings
 
 
+@pytest.mark.slow
 def test_healthy_run_completes_and_earns_no_config_finding(runs):
     d = diagnose(runs["healthy"])
     assert d.source_kind == "run_dir" and d.steps_logged == 8 and d.last_step == 8
@@ -270,6 +271,7 @@ def test_healthy_run_completes_and_earns_no_config_finding(runs):
     assert_patches_validate(d)
 
 
+@pytest.mark.slow
 def test_real_runs_log_every_metric_the_rules_read(runs):
     from mcp_server.diagnosis.metrics import load_run
 
@@ -280,6 +282,7 @@ def test_real_runs_log_every_metric_the_rules_read(runs):
     assert {"rewards/length_reward/mean", "rewards/correctness_reward/mean", "rewards/length_reward/std"} <= logged
 
 
+@pytest.mark.slow
 def test_huge_learning_rate(runs):
     d = diagnose(runs["huge_lr"])
     assert not d.healthy and d.steps_logged == 4
@@ -291,6 +294,7 @@ def test_huge_learning_rate(runs):
     assert_patches_validate(d)
 
 
+@pytest.mark.slow
 def test_nan_run_names_nan_and_fp16_comes_first(runs, tmp_path):
     d = diagnose(runs["nan"])
     nan = by_code(d, "nan_loss")
@@ -312,6 +316,7 @@ def test_nan_run_names_nan_and_fp16_comes_first(runs, tmp_path):
     assert_patches_validate(d16)
 
 
+@pytest.mark.slow
 def test_constant_reward_has_no_signal(runs):
     """A reward that returns 1.0 for everything: zero spread in every group, by construction."""
     d = diagnose(runs["constant"])
@@ -321,6 +326,7 @@ def test_constant_reward_has_no_signal(runs):
     assert {e.metric for e in f.evidence} >= {"frac_reward_zero_std", "reward_std"}
 
 
+@pytest.mark.slow
 def test_length_paying_reward_run_is_read(runs):
     """Whether 8 steps at 3e-3 already show the length trend is training luck (the rule itself is tested on
     constructed series below); the run's reward components and its out-of-range rate are robust."""
@@ -330,6 +336,7 @@ def test_length_paying_reward_run_is_read(runs):
     assert_patches_validate(d)
 
 
+@pytest.mark.slow
 def test_real_run_never_terminating_completions_rank_before_no_signal(runs):
     """Real run: answers take about 20 tokens and the limit is 4, so no completion ends, by construction. Issue 14:
     this got no_reward_signal ("task too hard, SFT first") ranked ahead of the truncation causing it, and no
@@ -498,6 +505,7 @@ def test_moe_model_without_gspo(tmp_path):
 
 
 # ---------------------------------------------------------------- other sources of the same runs
+@pytest.mark.slow
 def test_trainer_state_from_a_real_checkpoint(runs, tmp_path):
     healthy = diagnose(runs["healthy"] / "checkpoints" / "checkpoint-8" / "trainer_state.json")
     assert healthy.source_kind == "trainer_state" and healthy.steps_logged == 8
@@ -515,6 +523,7 @@ def test_trainer_state_from_a_real_checkpoint(runs, tmp_path):
     assert diagnose(out).metrics_path.endswith("checkpoint-4/trainer_state.json")
 
 
+@pytest.mark.slow
 def test_csv_export_with_trl_names(runs, tmp_path):
     rows = [
         json.loads(line) for line in (runs["length"] / "train" / "logs" / "progress.jsonl").read_text().splitlines()
@@ -534,6 +543,7 @@ def test_csv_export_with_trl_names(runs, tmp_path):
     assert set(codes(d)) == set(codes(diagnose(runs["length"] / "train" / "logs" / "progress.jsonl", config={})))
 
 
+@pytest.mark.slow
 def test_half_written_last_line_of_a_live_run(runs, tmp_path):
     text = (runs["healthy"] / "train" / "logs" / "progress.jsonl").read_text()
     live = tmp_path / "progress.jsonl"
@@ -576,6 +586,7 @@ def test_log_failures(log, code, tmp_path):
         assert patch == {} and "math_verify" in d.findings[0].explanation
 
 
+@pytest.mark.slow
 def test_crash_log_beside_metrics(runs):
     """The NaN run crashed when sampling from NaN weights; its stdout log is read with the metrics."""
     d = diagnose(runs["nan"])
@@ -584,6 +595,7 @@ def test_crash_log_beside_metrics(runs):
     assert evidence and "probability tensor contains" in evidence[0]
 
 
+@pytest.mark.slow
 def test_bare_stdout_log_of_a_real_run(runs):
     """Only the stdout of a run (the Trainer's printed metric dicts): still diagnosed from its metrics."""
     d = diagnose(runs["huge_lr"] / "train" / "logs" / "stdout.log")
@@ -593,6 +605,7 @@ def test_bare_stdout_log_of_a_real_run(runs):
 
 
 # ---------------------------------------------------------------- bad input
+@pytest.mark.slow
 def test_unreadable_sources_are_clear_errors(tmp_path, runs):
     (tmp_path / "empty-run").mkdir()
     (tmp_path / "broken.json").write_text('{"log_history": [')
@@ -621,6 +634,7 @@ def test_unreadable_sources_are_clear_errors(tmp_path, runs):
 
 
 # ---------------------------------------------------------------- the doors
+@pytest.mark.slow
 def test_cli_diagnose_run(runs, tmp_path):
     truncated = with_series(healthy_rows(8), "completions/clipped_ratio", [0.0] * 4 + [0.3] * 4)
     proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, truncated)))  # one patch to validate
@@ -637,6 +651,7 @@ def test_cli_diagnose_run(runs, tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith("error: source:") and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_mcp_diagnose_run(runs):
     async def calls(client):
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -652,6 +667,7 @@ def test_mcp_diagnose_run(runs):
     assert missing.is_error and "source" in missing.content[0].text
 
 
+@pytest.mark.slow
 def test_status_hook_accepts_a_bare_source(runs):
     """training_status calls diagnose_run with a run directory path."""
     d = diagnose_run(str(runs["healthy"]))
@@ -695,6 +711,7 @@ def test_garbage_is_an_error_never_a_clean_bill(tmp_path):
 
 
 # ---------------------------------------------------------------- issue 14: what it got wrong, and every new code
+@pytest.mark.slow
 def test_real_run_reward_returning_none_everywhere(runs):
     d = diagnose(runs["reward_none"])
     f = by_code(d, "reward_returns_none")
@@ -702,6 +719,7 @@ def test_real_run_reward_returning_none_everywhere(runs):
     assert any(e.metric == "rewards/none_reward/mean" and e.value == "nan" for e in f.evidence)
 
 
+@pytest.mark.slow
 def test_real_run_reward_function_raising(runs):
     d = diagnose(runs["reward_raises"])
     assert d.findings[0].code == "reward_function_error" and d.findings[0].severity == "error"
@@ -917,6 +935,7 @@ def onset(run_dir: Path, code: str) -> int | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, saves", [("guard_nan", False), ("guard_huge_lr", True)])
 def test_real_run_guard_stops_a_hard_failure_at_its_onset(runs, name, saves):
     """guard: stop on the tiny model: learning rate 1e8 makes the loss non-finite, 1.0 breaks the policy (KL or
@@ -938,12 +957,14 @@ def test_real_run_guard_stops_a_hard_failure_at_its_onset(runs, name, saves):
     assert (run_dir / "checkpoints" / f"checkpoint-{stopped['step']}").is_dir() is saves
 
 
+@pytest.mark.slow
 def test_real_run_guard_never_stops_the_healthy_run(runs):
     logs = runs["healthy"] / "train" / "logs"
     assert json.loads((runs["healthy"] / "train" / "request.json").read_text())["guard"] == "stop"
     assert not (logs / "stopped.json").exists() and diagnose(runs["healthy"]).steps_logged == 8
 
 
+@pytest.mark.slow
 def test_training_status_shows_the_guard(runs, tmp_path, monkeypatch):
     from mcp_server.training.models import StatusRequest
     from mcp_server.training.status import training_status
@@ -969,6 +990,7 @@ def test_exact_metrics_no_patch_raises_the_learning_rate_of_a_run_moving_away(tm
         assert f.patch.get("learning_rate", 0) <= lr, (f.code, f.patch)
 
 
+@pytest.mark.slow
 def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
     """A user with only a W&B or Trackio export of the same run: a W&B panel's "Export CSV" ("<run> - train/<metric>"
     columns with __MIN/__MAX companions, x axis "Step") and Trackio's logged rows (transformers' TrackioCallback:
@@ -997,6 +1019,7 @@ def test_real_run_wandb_panel_csv_and_trackio_jsonl_exports(runs, tmp_path):
 
 
 # ---------------------------------------------------------------- issue 20: the cause first, patches that never hurt
+@pytest.mark.slow
 def test_real_run_divergence_leads_with_its_cause(runs):
     """Real runs at 1e-2 and 3e-3 (2000x and 600x the recipe's rate): the truncation, entropy and zero-spread
     findings were ranked above the learning rate, with a patch lengthening completions and masking the gibberish;
@@ -1024,6 +1047,7 @@ def test_real_run_divergence_leads_with_its_cause(runs):
         assert_patches_validate(d)
 
 
+@pytest.mark.slow
 def test_real_run_patch_replay_learning_rate_and_truncation(runs, tmp_path):
     """Patch replay: the root cause's patch, applied to the same config, warm start and seed, improves what it
     targets. The rate (1e-2 -> 5e-7): KL and zero-spread groups stay near their start. The cut (limit 18, two
@@ -1062,6 +1086,7 @@ def load_series(run_dir: Path, metric: str) -> list[tuple[int, float]]:
     return load_run(run_dir).series(metric)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, code", [("guard_lr_1e-2", None), ("guard_lr_3e-3", None),
                                         ("guard_lost_signal", "signal_lost")])
 def test_real_run_guard_stops_a_silent_death(runs, name, code):
@@ -1082,6 +1107,7 @@ def test_real_run_guard_stops_a_silent_death(runs, name, code):
     assert json.loads((runs["healthy"] / "train" / "logs" / "outcome.json").read_text())["state"] == "succeeded"
 
 
+@pytest.mark.slow
 def test_real_run_zero_steps_is_a_failure(runs):
     """A DAPO-shaped run (16 mini-batches per generation) on 8 prompts: the generation batch needs 32, TRL's sampler
     yields none and the Trainer ends at step 0, by construction. It was recorded "succeeded"."""
@@ -1182,6 +1208,7 @@ def test_exact_metrics_assumed_limit_is_said_to_be_assumed(tmp_path):
     assert "max_completion_length (24)" in by_code(measured, "completions_truncated").explanation
 
 
+@pytest.mark.slow
 def test_hostile_numbers_and_types(tmp_path, workspace):
     """Issue 25: 1e308 and 4000-digit integers gave OverflowError; strings and lists were read as healthy;
     training-status --plot on 1e308 gave ValueError. Values beyond float32's range (TRL's metrics are float32) read

@@ -204,6 +204,7 @@ def test_drift_budget_bands(base, ckpt, band):
 
 
 # ---------------------------------------------------------------- evaluate_model and the baseline
+@pytest.mark.slow
 def test_first_evaluation_writes_the_baseline_and_it_is_never_overwritten(workspace, good_model, small_task):
     goldens, rows = small_task
     first = evaluate_model(EvaluateRequest(model=str(good_model), goldens=str(goldens), max_new_tokens=MAX_NEW))
@@ -247,6 +248,7 @@ def test_bad_goldens_name_the_field(workspace, tmp_path):
 
 
 # ---------------------------------------------------------------- promote_checkpoint
+@pytest.mark.slow
 def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good_model, small_task):
     goldens, _ = small_task
     base = evaluate_model(EvaluateRequest(model=str(good_model), goldens=str(goldens), max_new_tokens=MAX_NEW))
@@ -276,6 +278,7 @@ def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good
         promote_checkpoint(PromoteRequest(run=str(run)))
 
 
+@pytest.mark.slow
 def test_changed_goldens_are_refused(workspace, tiny_model, good_model, small_task, tmp_path):
     goldens, rows = small_task
     evaluate_model(EvaluateRequest(model=str(good_model), goldens=str(goldens), max_new_tokens=MAX_NEW))
@@ -286,6 +289,7 @@ def test_changed_goldens_are_refused(workspace, tiny_model, good_model, small_ta
         promote_checkpoint(PromoteRequest(run=str(run), goldens=str(other)))
 
 
+@pytest.mark.slow
 def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse_model, good_model, small_task):
     goldens, _ = small_task
     evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=MAX_NEW))  # baseline 0%
@@ -360,6 +364,7 @@ def test_cli_evaluate_and_bad_input(workspace, tiny_model, small_task):
     assert proc.returncode == 2 and "run" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_mcp_lists_and_calls_evaluate_model(workspace, tiny_model, small_task):
     goldens, _ = small_task
 
@@ -385,6 +390,7 @@ def test_a_checkpoint_that_never_disagrees_with_its_base_is_not_promoted(workspa
     assert result.verdict == "REJECT", result.reasons
 
 
+@pytest.mark.slow
 def test_a_drift_in_the_rerun_band_is_judged_on_every_item_and_seed(workspace, worse_model, good_model, small_task,
                                                                     tmp_path):
     """A 2-point greedy drop (1 of 50 drift items) goes to the sampled reruns. With at most 3 of their 150 (item,

@@ -59,6 +59,7 @@ def _meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "inspection" / "samples.meta.json").read_text())
 
 
+@pytest.mark.slow
 def test_sampling_reads_every_file_training_reads_and_only_those(workspace, capsys):
     """A data directory with train.jsonl and my_train.jsonl (datasets trains on both), an eval.jsonl beside them
     and a hidden folder (training uses neither), and a second data_files entry: before, sampling read only
@@ -100,6 +101,7 @@ def test_sampling_reads_every_file_training_reads_and_only_those(workspace, caps
     assert check_inspection_gate(run_dir).passed
 
 
+@pytest.mark.slow
 def test_a_poisoned_datasets_cache_cannot_reach_training(workspace, capsys, monkeypatch):
     """launch.sh points datasets' cache at <run>/cache/datasets. Rows swapped in the data file, loaded once into
     that cache, then the file put back byte-identical with its old mtime: before, the trainer read the cached
@@ -123,6 +125,7 @@ def test_a_poisoned_datasets_cache_cannot_reach_training(workspace, capsys, monk
     assert not any("Poison" in p for p in trainer.train_dataset["prompt"])
 
 
+@pytest.mark.slow
 def test_the_prompt_column_and_generation_kwargs_are_the_trainers(workspace, capsys):
     """train/request.json named another column than train.py's PROMPT_COLUMN, and generation_kwargs in the config
     were ignored by sampling: reviewed at one column and 12 tokens, trained on another at 3."""
@@ -167,6 +170,7 @@ def test_a_model_name_that_exists_beside_the_server_is_what_the_trainer_resolves
     assert err.value.field == "model"
 
 
+@pytest.mark.slow
 def test_the_trainer_refuses_forged_samples_and_what_changed_after_the_gate(workspace, capsys):
     """The point-of-use check itself: samples written by hand (their prompts are no rows of the data), a data
     file swapped after the gate, settings changed where the gate does not look (generation_kwargs through a
@@ -243,6 +247,7 @@ def test_forged_reviews_and_exploration_meta_back_nothing(workspace):
                                                  agree_with_rest=True))
 
 
+@pytest.mark.slow
 def test_files_swapped_right_after_launch_are_never_trained(workspace, monkeypatch):
     """Through launch_training: the data file swapped as soon as it returns (the trainer is still importing TRL),
     put back later. Before, that run trained the swapped rows and left no trace; now it refuses and says why."""

@@ -116,6 +116,7 @@ def test_an_edited_reward_module_closes_the_gate_whatever_its_pin_says(workspace
     assert not gate.passed and "reward-code hash is not the reviewed reward's" in gate.reason, gate.reason
 
 
+@pytest.mark.slow
 def test_the_trainer_refuses_reward_code_it_was_not_reviewed_on_and_ignores_train_dir(workspace, tiny_model):
     """An emitted train.py, run as launch.sh runs it: train/ shadows nothing, and a reward hash that is not the
     one it was handed (a helper edited after launch_training) stops it before any training."""

@@ -55,6 +55,7 @@ def test_generated_files_have_not_drifted():
     assert not stale, f"harness files differ from plugin.json + folders: {stale}; run `python -m mcp_server.manifests`"
 
 
+@pytest.mark.slow
 def test_drift_is_detected_when_the_source_changes(tmp_path):
     for rel in ["plugin.json", "commands", "agents", "skills", *manifests.build(ROOT)]:
         src, dst = ROOT / rel, tmp_path / rel
@@ -237,6 +238,7 @@ def run_launcher(venv: Path, cwd: Path, **env):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_uv", [False, True])
 def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path, with_uv):
     # PATH without any uv, or with one first (a stand-in: the dry run only names it).
@@ -263,6 +265,7 @@ def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path, with_uv):
         assert "-m venv" in plan[0] and "-m pip" in plan[1] and not fallback, plan
 
 
+@pytest.mark.slow
 def test_a_first_start_killed_mid_build_is_finished_by_the_next_start(tmp_path):
     """A start the harness killed mid-build began again from nothing next time (and timed out again). The next
     start finishes the half-built environment: only the install runs (uv here: a stand-in that records its
@@ -296,6 +299,7 @@ def ready_venv(tmp_path: Path) -> Path:
     return venv
 
 
+@pytest.mark.slow
 def test_launcher_execs_the_server_from_a_prepared_venv_over_stdio(tmp_path):
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
@@ -378,6 +382,7 @@ def npm_bin() -> Path:
     return links
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [".claude-plugin/plugin.json", ".claude-plugin/marketplace.json"])
 def test_claude_plugin_validate_strict(npm_bin, target):
     proc = subprocess.run(
@@ -388,6 +393,7 @@ def test_claude_plugin_validate_strict(npm_bin, target):
     assert "Validation passed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bin, tmp_path):
     venv = ready_venv(tmp_path)
     env = {**os.environ, "LLM_FINETUNING_VENV": str(venv), "LLM_FINETUNING_WORKSPACE": str(tmp_path)}
@@ -496,6 +502,7 @@ class Trial:
         return {Path(line) for line in self.log.read_text().splitlines()} if self.log.exists() else set()
 
 
+@pytest.mark.slow
 def test_claude_code_marketplace_install_connects_on_the_first_check(plugin_copy, tmp_path):
     claude = npm_install("@anthropic-ai/claude-code") / "claude"
     t = Trial(tmp_path)
@@ -535,6 +542,7 @@ def codex_app_server(codex: Path, t: Trial, requests: list[tuple[str, dict]], ti
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_codex_plugin_install_connects_lists_tools_and_skills_and_writes_in_the_project(plugin_copy, tmp_path):
     codex = npm_install("@openai/codex") / "codex"
     t = Trial(tmp_path)
@@ -555,6 +563,7 @@ def test_codex_plugin_install_connects_lists_tools_and_skills_and_writes_in_the_
     assert t.workspaces() == {t.project}  # not the plugin cache Codex starts the server in
 
 
+@pytest.mark.slow
 def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(plugin_copy, tmp_path):
     gemini = npm_install("@google/gemini-cli") / "gemini"
     t = Trial(tmp_path)
@@ -578,6 +587,7 @@ def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(p
     assert t.workspaces() == {t.project}
 
 
+@pytest.mark.slow
 def test_opencode_sees_server_agents_command_and_skills(plugin_copy, tmp_path):
     opencode = npm_install("opencode-ai") / "opencode"
     t = Trial(tmp_path)
@@ -651,6 +661,7 @@ def copilot_env_screen(copilot: Path, t: Trial, cwd: Path) -> str:
                       COPILOT_GITHUB_TOKEN="gho_offline_placeholder")
 
 
+@pytest.mark.slow
 def test_copilot_cli_marketplace_install_connects_with_skills_and_command(plugin_copy, tmp_path):
     copilot = npm_install("@github/copilot") / "copilot"
     t = Trial(tmp_path)

@@ -135,6 +135,7 @@ def test_sampling_defaults_come_from_the_emitted_config(workspace, tiny_model):
     assert "of 64 prompts (95% interval 0%-6%)" in Path(inspected.review_md_path).read_text()
 
 
+@pytest.mark.slow
 def test_sampling_is_reproducible_by_seed_from_a_parquet_file(workspace, tiny_model):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -446,6 +447,7 @@ def test_cli_bad_input_exits_2(workspace):
     assert proc.returncode == 2 and "sample_completions" in proc.stderr
 
 
+@pytest.mark.slow
 def test_mcp_tools_over_stdio(workspace, tiny_model):
     run_dir = _configured_run("mcp", tiny_model, workspace, rows=50)
     right = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"

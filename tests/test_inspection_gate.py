@@ -39,6 +39,7 @@ def scored(completions, **kwargs):
 
 
 # ---------------------------------------------------------------- the success rule
+@pytest.mark.slow
 def test_a_success_threshold_that_cannot_fail_or_pays_malformed_output_is_refused(workspace, tiny_model):
     right = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
     malformed_right = "<answer>2</answer>"  # correctness pays 2, format 0
@@ -87,6 +88,7 @@ def _gate(run_dir: Path) -> dict:
     return gate
 
 
+@pytest.mark.slow
 def test_the_gate_pins_everything_it_vouched_for(workspace, tiny_model, reward_with_helper):
     base = shutil.copytree(tiny_model, workspace / "base-model")  # the configured model (tiny is another one)
     data = workspace / "sums.jsonl"

@@ -4,6 +4,7 @@ starts here (test_training.py starts, stops and resumes local runs; test_slurm.p
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from mcp_server.training.status import training_status
 from support import emitted_run_dir
 
 
+@pytest.mark.slow
 def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_model):
     cpu = Run(emitted_run_dir("cpu", model="tiny", gpu="cpu"))
     gpus = Run(emitted_run_dir("gpus", model="tiny", gpu="H100", num_gpus=8))
@@ -114,6 +116,7 @@ print(sample(x, torch.empty_like(x)).shape)
 """
 
 
+@pytest.mark.slow
 def test_a_cpu_run_under_a_forced_kernel_set_does_not_load_code_compiled_for_another(tmp_path):
     """torch 2.13's compile cache leaves the kernel set out of its key: a sampler compiled under the native set and
     loaded under ATEN_CPU_CAPABILITY=default failed to build, and killed vLLM's CPU engine. launch.sh gives a run

@@ -141,6 +141,7 @@ def doors(tmp_path_factory, tiny_model):
                            binary=binary, r=results, progress=progress, logs=logs, called=called, edited=edited)
 
 
+@pytest.mark.slow
 def test_prepare_environment_starts_a_build_in_the_per_user_data_dir(doors):
     started = _ok(doors.r["prepare"])
     assert started["status"] in ("running", "failed") and not started["in_use"]
@@ -161,6 +162,7 @@ def _error(result) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_every_tool_is_called_over_stdio_with_flat_arguments(doors):
     assert set(doors.called) == set(doors.r["listed"]), set(doors.r["listed"]) - set(doors.called)
     r = doors.r
@@ -201,6 +203,7 @@ def test_every_tool_is_called_over_stdio_with_flat_arguments(doors):
     assert "not promoted" in Path(export["model_card"]).read_text()
 
 
+@pytest.mark.slow
 def test_long_tools_send_progress_and_log_messages_while_they_work(doors):
     sampled = doors.progress["sample_completions"]
     # The plan before generation, then one notification per generate batch (16 sequences = 4 prompts x 4), and
@@ -219,6 +222,7 @@ def test_long_tools_send_progress_and_log_messages_while_they_work(doors):
     assert any(m.startswith("exported to ") for m in messages)
 
 
+@pytest.mark.slow
 def test_unknown_fields_are_refused_naming_them_and_what_is_accepted(doors):
     unknown = _error(doors.r["unknown"])
     assert "unknown field 'gpuu' (did you mean 'gpu'?)" in unknown and "accepted: model, dataset" in unknown
@@ -230,6 +234,7 @@ def test_unknown_fields_are_refused_naming_them_and_what_is_accepted(doors):
     assert not list((doors.ws / "runs").glob("*tiny*"))  # nothing was emitted by the refused calls
 
 
+@pytest.mark.slow
 def test_bad_files_huge_strings_and_bad_values_get_one_message_naming_the_field(doors):
     binary = str(doors.binary)
     assert f"config_path: {binary} is not UTF-8 text" in _error(doors.r["binary"])
@@ -247,6 +252,7 @@ def test_bad_files_huge_strings_and_bad_values_get_one_message_naming_the_field(
     assert _ok(doors.r["json_string"])["target"]
 
 
+@pytest.mark.slow
 def test_every_cli_command_not_run_elsewhere(doors):
     env = doors.env
     proc, runs = run_cli_json("list-runs", env=env)
@@ -266,6 +272,7 @@ def test_every_cli_command_not_run_elsewhere(doors):
     assert Path(export["archived_previous"], "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_cli_bad_file_is_one_line_not_a_traceback(doors):
     proc = run_cli("validate-config", str(doors.binary), env=doors.env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -290,6 +297,7 @@ def _hand_edited_run(root: Path) -> tuple[Path, Path]:
     return run, samples
 
 
+@pytest.mark.slow
 def test_hand_edited_run_files_get_a_message_naming_the_file(doors):
     run = doors.edited
     status, rewards, samples = (doors.r[k] for k in ("edited_status", "edited_rewards", "edited_samples"))

@@ -10,6 +10,7 @@ The samples' content is the tiny model's and not asserted; which call's samples 
 
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import subprocess
@@ -18,6 +19,8 @@ import sys
 import anyio
 
 from conftest import ROOT, call_mcp, checkout_env
+
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
 
 def test_parallel_calls_all_answer_and_a_cancelled_call_never_replaces_a_newer_one(workspace, tiny_model):

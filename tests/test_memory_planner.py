@@ -271,6 +271,7 @@ print(model(input_ids=torch.tensor([[1, 2, 3]])).logits.dtype)
 """
 
 
+@pytest.mark.slow
 def test_logits_are_planned_fp32_because_accelerate_returns_them_so(tiny_model):
     # the installed accelerate: bf16 weights under its bf16 autocast still hand back fp32 logits (in a subprocess:
     # an Accelerator is process-wide state)
@@ -465,6 +466,7 @@ def test_cli_plan_memory():
     assert proc.returncode == 2 and "Did you mean" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_mcp_plan_memory():
     async def calls(client):
         tools = await client.list_tools()

@@ -24,6 +24,8 @@ NOT_A_ROUTED_EXPERT_COUNT = {
     "expert_ffn_hidden_size", "share_expert_dim", "share_expert_dims", "expert_capacity", "expert_layer_offset",
     "expert_layer_period", "expert_selection_fn", "moe_normalize_expert_weights", "moe_shared_expert_overlap",
     "second_expert_policy", "shared_expert_combination_strategy", "shared_expert_sink", "use_expert_bias",
+    # transformers 5.25's bailing_hybrid: per-layer SwiGLU clipping limits (its count is num_experts, read above)
+    "expert_swiglu_limit_list", "share_expert_swiglu_limit_list",
 }
 
 

@@ -21,6 +21,8 @@ import pytest
 
 from conftest import ANY_TEXT_REWARDS, run_cli, skip_unless_ci
 
+pytestmark = pytest.mark.slow  # every test here loads the real model, converted for minutes at first (its lane)
+
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "smollm2_completions.jsonl"
 FINAL_NUMBER = {"name": "mcp_server.smollm2_task.final_number_reward", "params": {}, "weight": 1.0}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import json
 from pathlib import Path
@@ -40,6 +41,7 @@ def test_cli_bad_input_is_an_error_not_a_trace(workspace):
         assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_mcp_emit_and_validate_over_stdio(workspace):
     async def calls(client):
         tools = {t.name: t for t in (await client.list_tools()).tools}

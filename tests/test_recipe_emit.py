@@ -165,6 +165,7 @@ def test_bad_input_is_a_clear_error(workspace, tmp_path):
         emit(dataset=str(data))
 
 
+@pytest.mark.slow
 def test_emitted_tiny_config_trains_for_real_on_cpu(workspace, tiny_model):
     result = emit(model="tiny", gpu="cpu", run_name="train", overrides={
         "max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4, "gradient_accumulation_steps": 1,
@@ -200,6 +201,7 @@ def test_emission_says_when_the_run_will_not_fit_and_what_fixes_it(workspace):
     assert any(f.code == "memory_fits" for f in roomy.validation.findings)
 
 
+@pytest.mark.slow
 def test_report_to_tensorboard_logs_the_reward_inside_the_run(workspace, tiny_model):
     """`--report-to tensorboard` through the CLI, then a real 2-step run: TRL's TensorBoardCallback writes event
     files under the run's checkpoints folder (output_dir/runs/<time>_<host>), holding the logged reward."""

@@ -106,6 +106,7 @@ def test_the_code_reward_needs_its_tests_column_not_an_answer(workspace, tmp_pat
              rewards=[{"name": "code_execution_reward"}], run_name="code3")
 
 
+@pytest.mark.slow
 def test_a_code_reward_run_is_blocked_where_bubblewrap_does_not_work(workspace, monkeypatch):
     from mcp_server.rewards.sandbox import check_sandbox
     from mcp_server.training.environment import check_environment

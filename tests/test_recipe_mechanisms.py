@@ -62,6 +62,7 @@ def train_logs(result):
 
 
 # ---------------------------------------------------------------- the off-policy structure lets the clip act
+@pytest.mark.slow
 def test_clips_act_only_where_the_variant_goes_off_policy(workspace, tiny_model, spread):
     # lr 5e-2: by construction the policy moves far between mini-batches of one generation batch.
     common = dict(model="tiny", gpu="cpu", rewards=[{"name": spread}])
@@ -117,6 +118,7 @@ def test_soft_overlong_punishment_is_trls(workspace):
 
 
 # ---------------------------------------------------------------- Dr.GRPO differs from the base where it acts
+@pytest.mark.slow
 def test_dr_grpo_advantages_keep_the_reward_scale_and_the_base_normalises_it(workspace, tiny_model, spread):
     """Same seed, same completions; only the reward's scale differs (x1 vs x100). The base divides advantages by
     the group std, so its gradient is unchanged; Dr.GRPO does not, so its gradient is 100x (the loss is linear
@@ -134,6 +136,7 @@ def test_dr_grpo_advantages_keep_the_reward_scale_and_the_base_normalises_it(wor
 
 
 # ---------------------------------------------------------------- full fine-tunes keep fp32 master weights
+@pytest.mark.slow
 def test_full_finetune_weights_move_at_the_recipes_rate_and_pure_bf16_ones_do_not(workspace, tiny_model, spread):
     """The emitted full fine-tune (float32 weights, bf16 autocast) against the same run with bf16 weights, at
     the recipe's 1e-6 for 2 AdamW steps. AdamW moves each weight by about the learning rate; bf16 rounds away
@@ -181,6 +184,7 @@ def test_validator_rejects_pure_bf16_full_finetune_at_rl_rates():
 
 
 # ---------------------------------------------------------------- model kwargs reach from_pretrained
+@pytest.mark.slow
 def test_model_kwargs_reach_from_pretrained(workspace, tiny_model):
     result = emit(model="tiny", gpu="cpu", run_name="kwargs",
                   overrides={"attn_implementation": "eager", "model_revision": "main"})

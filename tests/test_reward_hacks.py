@@ -12,6 +12,8 @@ from reward_hacks import ADD_TESTS, CONTROLS, HACKS
 from mcp_server.rewards import build_reward_funcs, sandbox_command
 from mcp_server.rewards.sandbox import Limits, run_many, run_python
 
+pytestmark = pytest.mark.slow  # every test here runs code in the sandbox
+
 LIMITS = Limits(timeout_s=10.0)  # generous: the CPU is shared with other suites; no case here comes near it
 
 

@@ -413,6 +413,7 @@ def test_list_rewards_cli():
     assert human.returncode == 0 and "code_execution_reward" in human.stdout and "dotted path" in human.stdout
 
 
+@pytest.mark.slow
 def test_list_rewards_over_mcp():
     import asyncio
 
@@ -428,6 +429,7 @@ def test_list_rewards_over_mcp():
 
 
 # ---------------------------------------------------------------- inside TRL's GRPOTrainer
+@pytest.mark.slow
 def test_rewards_drive_a_real_grpo_step(tiny_model, tmp_path):
     """The registry's functions as GRPOTrainer gets them: conversational completions, dataset columns as kwargs."""
     from datasets import Dataset

@@ -44,6 +44,7 @@ def no_room_to_write():
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_read_not_crashed_on_and_diagnosed(workspace):
     """On a full disk a checkpoint save crashed the run; training_status failed with OSError (it rewrites
     run.json), list_runs called the run unreadable and diagnose_run said healthy."""
@@ -108,6 +109,7 @@ def test_sample_completions_never_writes_through_a_symlinked_inspection_folder(w
     assert (elsewhere / "samples.jsonl").read_text() == "precious\n"
 
 
+@pytest.mark.slow
 def test_a_reader_that_goes_away_ends_the_cli_quietly(workspace):
     """`llm-finetuning ... | head` ended in a BrokenPipeError traceback."""
     proc = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "list-rewards", "--json"],
@@ -118,6 +120,7 @@ def test_a_reader_that_goes_away_ends_the_cli_quietly(workspace):
     assert proc.wait(timeout=120) == 141 and err == "", err
 
 
+@pytest.mark.slow
 def test_a_process_is_the_runs_launcher_only_by_its_command_line_and_its_start_time(workspace):
     """Dropping either check of a launcher's identity survived the suite. A process working in the run directory
     with the recorded pid and start time, but not `bash train/launch.sh`, is neither reported nor stopped; and a

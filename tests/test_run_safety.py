@@ -7,6 +7,7 @@ checkpoint before it), so every state it is asked about is known by construction
 
 from __future__ import annotations
 
+import pytest
 import datetime as dt
 import json
 import os
@@ -78,6 +79,7 @@ def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves
     )
 
 
+@pytest.mark.slow
 def test_stop_signals_only_a_process_verified_as_the_runs_launcher(workspace, tiny_model):
     """stop-training on a run whose run.json was edited to name another process SIGKILLed that process's group."""
     run_dir = emit_run("edited")
@@ -99,6 +101,7 @@ def test_stop_signals_only_a_process_verified_as_the_runs_launcher(workspace, ti
         victim.wait()
 
 
+@pytest.mark.slow
 def test_one_trainer_per_run_stop_survives_a_lost_run_json_and_nothing_is_launched_over(workspace, tiny_model,
                                                                                       monkeypatch):
     """Two launch-training calls at once both started; a deleted or truncated run.json made a live run 'not

@@ -26,6 +26,8 @@ import pytest
 from conftest import cli_here, run_cli_json
 from support import dead_pid, emit_run, hand_run, pass_inspection
 
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
+
 LAUNCHER = ["bash", "train/launch.sh"]
 
 

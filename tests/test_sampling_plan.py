@@ -74,6 +74,7 @@ def test_a_long_generate_call_reports_its_decode_steps(tiny_model):
     assert steps == [(0, STEP_EVERY), (0, 2 * STEP_EVERY)]
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_plan_and_progress_on_stderr_at_a_terminal(cpu_run):
     import pty
 

@@ -18,6 +18,8 @@ from conftest import skip_unless_ci
 from mcp_server.rewards import build_reward_funcs
 from mcp_server.rewards.sandbox import Limits, SandboxUnavailable, check_sandbox, run_many, run_python
 
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
+
 
 @pytest.fixture()
 def bwrap() -> None:

@@ -16,7 +16,8 @@ from conftest import skip_unless_ci
 
 from mcp_server.rewards.sandbox import Limits, run_python
 
-pytestmark = pytest.mark.usefixtures("bwrap")
+
+pytestmark = [pytest.mark.usefixtures("bwrap"), pytest.mark.slow]  # every test here starts the sandbox
 FAST = Limits(timeout_s=20.0, max_output_bytes=16 * 1024)  # generous: the CPU is shared with other suites
 WRONG = "def add(a, b):\n    return a - b\n"
 RIGHT = "def add(a, b):\n    return a + b\n"

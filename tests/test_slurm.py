@@ -24,6 +24,8 @@ from conftest import run_cli, skip_unless_ci
 from slurm_cluster import missing_binaries, start_cluster
 from support import emit_run, pass_inspection
 
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
+
 HELD = [{"name": "fixture_rewards.held_reward", "params": {}, "weight": 1.0}]
 OVERRIDES = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8,
              "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1}

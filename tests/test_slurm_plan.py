@@ -4,6 +4,7 @@ No cluster is needed: the script is written, not submitted (tests/test_slurm.py 
 
 from __future__ import annotations
 
+import pytest
 import json
 import re
 import subprocess
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from conftest import ANY_TEXT_REWARDS
 from support import TINY_OVERRIDES, pass_inspection
+
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
 NODES, GPUS_PER_NODE = 3, 8  # 2 training nodes x 8 H100 and a node of 8 for `trl vllm-serve`
 ROW = re.compile(r"^#   node (\d+): (train|vllm-server), (\d+) GPU\(s\), planned peak ([\d.]+) of ([\d.]+) GiB per "

@@ -26,6 +26,7 @@ def test_a_missing_prerequisite_skips_elsewhere(monkeypatch, value):
         skip_unless_ci("no npm here")
 
 
+@pytest.mark.slow
 def test_ci_script_runs_make_test_with_ci_set(tmp_path):
     """.ci/run, with a stand-in `make` first on PATH that records its arguments and CI."""
     fake = tmp_path / "make"
@@ -37,3 +38,49 @@ def test_ci_script_runs_make_test_with_ci_set(tmp_path):
     proc = subprocess.run([str(ROOT / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert record.read_text().strip() == "make test CI=1"
+
+
+GUARDED = '''
+import subprocess, sys
+import pytest
+
+def test_unmarked_starts_a_process():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+@pytest.mark.slow
+def test_marked_starts_a_process():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+@pytest.fixture()
+def starts_one():
+    subprocess.run(["true"], check=True)
+
+def test_unmarked_whose_fixture_starts_one(starts_one):
+    pass
+
+def test_unmarked_starts_nothing():
+    assert True
+'''
+
+
+@pytest.mark.slow
+def test_a_test_that_starts_a_process_must_be_marked_slow(pytester):
+    """The lanes' rule (issue 45), enforced by the suite's own conftest on every run: a test that starts a process,
+    in its body or in a fixture, without `@pytest.mark.slow` fails at teardown naming what it started; `make check`
+    (`-m "not slow"`) therefore never starts one."""
+    pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(test_guarded=GUARDED)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, errors=2)
+    result.stdout.fnmatch_lines(["*test_unmarked_starts_a_process started 1 process(es) but is not marked slow*",
+                                 "*test_unmarked_whose_fixture_starts_one started 1 process(es)*"])
+    fast = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-m", "not slow")
+    fast.assert_outcomes(passed=3, errors=2, deselected=1)
+
+
+def test_make_check_is_the_fast_lane_and_make_test_runs_everything():
+    makefile = (ROOT / "Makefile").read_text()
+    check = makefile.split("\ncheck:", 1)[1].split("\n\n", 1)[0]
+    test = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert '-m "not slow" tests' in check and "ruff check" in check
+    assert "pytest -q --durations=10 tests" in test and "-m" not in test.split("pytest", 1)[1]

@@ -221,6 +221,7 @@ def _check_mcp_result(name: str, args: dict, result) -> None:
         assert result.structured_content is not None, f"{name}({args!r}) -> {text[:500]}"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_no_tool_argument_gives_a_traceback_or_kills_the_server(arena, mcp):
     strings = _strings(arena)
@@ -271,6 +272,7 @@ def _argv(command: str, strings: list[str]):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_no_command_line_gives_a_traceback(arena, monkeypatch, capsys):
     for key, value in arena.env.items():
@@ -299,6 +301,7 @@ def test_no_command_line_gives_a_traceback(arena, monkeypatch, capsys):
 
 
 # ---------------------------------------------------------------- what the draws left behind
+@pytest.mark.slow
 def test_nothing_was_written_outside_the_workspace(arena):
     """Run last (pytest keeps a module's order): the arena outside the workspace, HOME and the server's log is as it
     was, except under a directory a call named as the place to write; the checkout has no new or changed file."""

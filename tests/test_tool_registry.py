@@ -5,6 +5,7 @@ every command's --help and flags) is what tests/fixtures/doors/ holds, one file 
 
 from __future__ import annotations
 
+import pytest
 import argparse
 import asyncio
 import os
@@ -46,6 +47,7 @@ def test_every_registered_tool_has_a_door_a_command_and_a_readme_row():
     assert in_readme <= set(names), f"README's tool table names unregistered tools: {in_readme - set(names)}"
 
 
+@pytest.mark.slow
 def test_doors_publish_what_the_fixture_holds():
     """Every MCP schema and every CLI flag as committed; after an intended change of a door, refresh the fixture
     with `python scripts/dump_doors.py --write` and review its diff."""
@@ -81,6 +83,7 @@ def _listed(env: dict | None = None, args: tuple[str, ...] = ()) -> list[dict]:
     return asyncio.run(with_flag())
 
 
+@pytest.mark.slow
 def test_tools_list_carries_every_tools_annotations_from_its_effects():
     """Over stdio with the SDK's client: all four hints on every tool, as its Effects declare them; the tools that
     act on the world are not read-only, the ones that only read are."""
@@ -99,6 +102,7 @@ def test_tools_list_carries_every_tools_annotations_from_its_effects():
     assert listed["stop_training"]["destructiveHint"] and listed["prepare_environment"]["openWorldHint"]
 
 
+@pytest.mark.slow
 def test_read_only_mode_lists_only_the_tools_that_change_nothing():
     """`python -m mcp_server --read-only` and LLM_FINETUNING_READ_ONLY=1: only tools whose Effects write nothing,
     each read-only by its annotations; a writing tool cannot be called (it is not there)."""

@@ -18,6 +18,8 @@ import yaml
 
 from conftest import ANY_TEXT_REWARDS, ROOT, checkout_env, run_cli_json, skip_unless_ci
 
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
+
 STEPS = {"max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4, "gradient_accumulation_steps": 1,
          "max_completion_length": 8, "logging_steps": 1, "save_strategy": "no"}
 

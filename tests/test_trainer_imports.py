@@ -5,12 +5,15 @@ in a fresh interpreter."""
 
 from __future__ import annotations
 
+import pytest
 import ast
 import json
 import subprocess
 import sys
 
 from conftest import ROOT, checkout_env
+
+pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
 FORBIDDEN = ("mcp_server.emission", "mcp_server.memory.planner", "mcp_server.server", "mcp_server.cli")
 

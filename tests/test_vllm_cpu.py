@@ -20,6 +20,8 @@ import pytest
 from conftest import ANY_TEXT_REWARDS, ROOT, run_cli_json, skip_unless_ci
 from support import pass_inspection, wait_for
 
+pytestmark = pytest.mark.slow  # every test here starts vLLM or probes its interpreter
+
 # A reward whose values differ within a group, so that each step moves the weights the next one samples from.
 REWARDS = ANY_TEXT_REWARDS + [{"name": "fixture_rewards.distinct_chars_reward", "params": {}, "weight": 1.0}]
 
@@ -135,7 +137,7 @@ def test_server_mode_runs_vllm_serve_with_trls_flags_beside_the_trainer_and_sync
     command = next(line for line in served.splitlines() if line.startswith("vLLM server: "))
     assert "VLLM_SERVER_DEV_MODE=1" in command and "-m vllm.entrypoints.cli.main serve" in command
     assert "--logprobs-mode processed_logprobs" in command and "--enable-scale-out" in command
-    assert "--worker-extension-cls" in command and "FutureWarning" not in served
+    assert "--worker-extension-cls" in command and "`trl vllm-serve` is deprecated" not in served
 
 
 def test_a_vllm_share_that_cannot_hold_one_sequence_is_refused_before_start(ws):

@@ -5,6 +5,7 @@ be what the walk shows now (`make_walkthrough.py --write` after an intended chan
 
 from __future__ import annotations
 
+import pytest
 import sys
 
 from conftest import ROOT
@@ -13,6 +14,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import make_walkthrough  # noqa: E402  (scripts/ is no package)
 
 
+@pytest.mark.slow
 def test_the_walkthrough_is_what_the_tools_print_now():
     now = make_walkthrough.walk()
     assert set(now) == {"data", "config", *(step.key for step in make_walkthrough.STEPS)}

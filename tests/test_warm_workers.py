@@ -4,6 +4,7 @@ The time they save is measured in bench/bench_warm_worker.py and bench/bench_dia
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import json
 import math
@@ -58,6 +59,7 @@ def workers_of(workspace: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_server_warms_its_worker_before_any_call(tmp_path):
     """A light server (its training interpreter another Python) starts that interpreter's worker at start and
     has it import TRL while no call has come; the first validation is then answered by that same process."""
@@ -137,6 +139,7 @@ def short_runtime_dir(tmp_path: Path) -> Path:
     return runtime
 
 
+@pytest.mark.slow
 def test_cli_checks_go_to_one_warm_worker_that_ends_when_idle(tmp_path):
     runtime = short_runtime_dir(tmp_path)
     env = checkout_env({"LLM_FINETUNING_CLI_WORKER": "1", "XDG_RUNTIME_DIR": str(runtime),
@@ -189,6 +192,7 @@ def test_cli_checks_go_to_one_warm_worker_that_ends_when_idle(tmp_path):
     shutil.rmtree(runtime)
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_start_leaves_nothing_and_the_verdict_says_why(tmp_path):
     runtime = short_runtime_dir(tmp_path)
     broken = wrapper_python(tmp_path / "broken-env", "#!/bin/sh\necho 'no such environment' >&2\nexit 3\n")

@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> None:
     if not hasattr(trl_serve, "build_command"):  # an older TRL: its vllm-serve is the server itself
         command = [sys.executable, "-m", "trl.cli.main", "vllm-serve", *argv]
     else:
-        command = serve_command(argv)
+        try:
+            command = serve_command(argv)
+        except Exception as exc:  # TRL's parser refused an argument, or TRL could not read the installed vLLM
+            sys.exit(f"cannot build the vLLM server's command with TRL's build_command: {type(exc).__name__}: {exc}")
     print("vLLM server: " + " ".join(f"{k}={v}" for k, v in DEV_MODE.items()) + " " + shlex.join(command),
           flush=True)
     os.execve(sys.executable, command, {**os.environ, **DEV_MODE})
