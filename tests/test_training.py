@@ -234,112 +234,159 @@ def test_a_second_launch_is_refused_while_running_and_stop_kills_a_run_that_cann
 
 
 # ---------------------------------------------------------------- the whole cycle, on two processes
-@pytest.mark.slow
-def test_ddp_run_launches_stops_with_a_checkpoint_resumes_and_succeeds(ws, cpu_only):
+# One scenario, run once (the `ddp` fixture: launch on two ranks, stop, four resume attempts, the resumed run to
+# its end), its observations asserted by behaviour in the tests after it.
+@pytest.fixture(scope="module")
+def ddp(ws):
+    import asyncio
+    from types import SimpleNamespace
+
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.diagnosis.models import DiagnoseRequest
     from mcp_server.training.launch import launch_training, resume_training
     from mcp_server.training.models import LaunchRequest, RunRequest, StopRequest
     from mcp_server.training.status import list_runs, stop_training
 
-    run_dir = emit_run("ddp")
-    pass_inspection(run_dir)
-    result = launch_training(LaunchRequest(run=str(run_dir), num_processes=2))
-    assert result.launched, result.message
-    assert "torch.distributed.run" in result.command and "--nproc_per_node" in result.command
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")  # cpu_only, for a module-scoped scenario
+        seen = SimpleNamespace()
+        run_dir = seen.run_dir = emit_run("ddp")
+        pass_inspection(run_dir)
+        seen.launched = launch_training(LaunchRequest(run=str(run_dir), num_processes=2))
+        assert seen.launched.launched, seen.launched.message
+        # Asked to stop before its first step ends, the run stops at step 1 on both ranks, with a checkpoint:
+        # deterministic, where a stop at a later step would race the run to its end.
+        seen.stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=400))
+        logs = run_dir / "train" / "logs"
+        seen.stop_marker = json.loads((logs / "stopped.json").read_text())
+        seen.begin = json.loads((logs / "train-begin.json").read_text())
+        seen.outcome = json.loads((logs / "outcome.json").read_text())
 
-    # Asked to stop before its first step ends, the run stops at step 1 on both ranks, with a checkpoint:
-    # deterministic, where a stop at a later step would race the run to its end.
-    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=400))
+        config = run_dir / "train" / "config.yaml"
+        seen.original = original = config.read_text()
+        seen.launched_config = launched = yaml.safe_load(original)
+        verdict_file = run_dir / "inspection" / "verdict.json"
+        seen.signed = verdict_file.read_text()
+        # A changed config.
+        config.write_text(original.replace("learning_rate:", "learning_rate: 1.0e-06\n# was:"))
+        seen.changed = resume_training(RunRequest(run=str(run_dir)))
+        config.write_text(original)
+        # A patch validation refuses.
+        seen.bad = resume_training(RunRequest(run=str(run_dir), patch={"num_generations": 3}))
+        seen.after_bad = config.read_text()
+        # A sampling patch on a run stopped by hand (no guard stop: no pin moves).
+        seen.patch = patch = {"learning_rate": launched["learning_rate"] / 2,
+                              "max_completion_length": launched["max_completion_length"] + 8}
+        seen.by_hand = resume_training(RunRequest(run=str(run_dir), patch=patch))
+        seen.after_by_hand = (config.read_text(), verdict_file.read_text())
+        # Had the guard stopped it at step 1, checkpoint-1 would hold the failure: a patched resume needs an
+        # earlier one; stopped at step 2, checkpoint-1 is before it and the patched resume goes ahead.
+        kept = (logs / "stopped.json").read_text()
+        (logs / "stopped.json").write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising"}))
+        seen.early = resume_training(RunRequest(run=str(run_dir), patch=patch))
+        seen.after_early = config.read_text()
+        (logs / "stopped.json").write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising",
+                                                       "step": 2}))
+        seen.resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
+        assert seen.resumed.launched, seen.resumed.message
+        seen.states = set()
+        seen.done = wait_for(run_dir, lambda s: seen.states.add(s.state) or s.state not in ("starting", "running"),
+                             poll=0.5)
+        seen.diagnosed = [f.code for f in diagnose_run(DiagnoseRequest(source=str(run_dir),
+                                                                       validate_patches=False)).findings]
+        seen.listed = {r.run: r.state for r in list_runs().runs}
+
+        async def calls(client):
+            tools = {t.name for t in (await client.list_tools()).tools}
+            status = await client.call_tool("training_status", {"run": str(run_dir), "plot": True})
+            runs = await client.call_tool("list_runs", {})
+            return tools, status, runs
+
+        seen.tools, seen.mcp_status, seen.mcp_runs = asyncio.run(
+            call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(ws)}))
+        yield seen
+
+
+@pytest.mark.slow
+def test_ddp_launch_is_one_group_of_two_ranks_over_torchrun(ddp):
+    assert "torch.distributed.run" in ddp.launched.command and "--nproc_per_node" in ddp.launched.command
+    assert ddp.begin["world_size"] == 2  # one DDP group of two ranks over gloo, not two lone processes
+
+
+@pytest.mark.slow
+def test_ddp_stop_ends_both_ranks_at_step_one_with_a_checkpoint(ddp):
+    stopped = ddp.stopped
     assert stopped.graceful and not stopped.killed and stopped.state == "stopped", stopped.message
     assert stopped.checkpoint and Path(stopped.checkpoint, "trainer_state.json").exists()
-    assert json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"] == 1
-    assert Path(stopped.checkpoint).name == "checkpoint-1"
-    begin = json.loads((run_dir / "train" / "logs" / "train-begin.json").read_text())
-    assert begin["world_size"] == 2  # one DDP group of two ranks over gloo, not two lone processes
-    assert json.loads((run_dir / "train" / "logs" / "outcome.json").read_text())["state"] == "stopped"
+    assert ddp.stop_marker["step"] == 1 and Path(stopped.checkpoint).name == "checkpoint-1"
+    assert ddp.outcome["state"] == "stopped"
 
-    # A changed config is refused; the original config resumes.
-    config = run_dir / "train" / "config.yaml"
-    original = config.read_text()
-    config.write_text(original.replace("learning_rate:", "learning_rate: 1.0e-06\n# was:"))
-    refused = resume_training(RunRequest(run=str(run_dir)))
-    assert not refused.launched and refused.refusals[0].gate == "config_hash"
-    config.write_text(original)
-    # Issue 20: the documented way on is resuming with a diagnosis patch: validated (a bad one is refused and
-    # nothing is written), the verdict's pins moved for exactly what it changes (max_completion_length is a
-    # sampling pin; the learning rate none), recorded in run.json.
-    launched = yaml.safe_load(original)
-    bad = resume_training(RunRequest(run=str(run_dir), patch={"num_generations": 3}))
-    assert not bad.launched and bad.refusals[0].gate == "config" and config.read_text() == original
-    assert "num_generations" in bad.refusals[0].message
-    patch = {"learning_rate": launched["learning_rate"] / 2,
-             "max_completion_length": launched["max_completion_length"] + 8}
-    # Issue 33: a run the guard never stopped (this one was stopped by hand) moves no pin, so a patch of a
-    # sampling setting is refused by the inspection gate and nothing is written.
-    verdict_file = run_dir / "inspection" / "verdict.json"
-    signed = verdict_file.read_text()
-    by_hand = resume_training(RunRequest(run=str(run_dir), patch=patch))
-    assert not by_hand.launched and [r.gate for r in by_hand.refusals] == ["inspection"], by_hand.message
-    assert "sampling" in by_hand.refusals[0].message
-    assert config.read_text() == original and verdict_file.read_text() == signed
-    # Had the guard stopped it there, checkpoint-1 would hold the failure: a patched resume needs an earlier one.
-    marker = run_dir / "train" / "logs" / "stopped.json"
-    kept = marker.read_text()
-    marker.write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising"}))
-    early = resume_training(RunRequest(run=str(run_dir), patch=patch))
-    assert not early.launched and early.refusals[0].gate == "checkpoint" and config.read_text() == original
+
+@pytest.mark.slow
+def test_resume_refuses_a_changed_config_and_a_patch_validation_refuses(ddp):
+    assert not ddp.changed.launched and ddp.changed.refusals[0].gate == "config_hash"
+    # Issue 20: a resume patch is validated; a bad one is refused and nothing is written.
+    assert not ddp.bad.launched and ddp.bad.refusals[0].gate == "config" and ddp.after_bad == ddp.original
+    assert "num_generations" in ddp.bad.refusals[0].message
+
+
+@pytest.mark.slow
+def test_a_sampling_patch_on_a_run_stopped_by_hand_is_refused_by_the_inspection_gate(ddp):
+    """Issue 33: a run the guard never stopped moves no pin, so a patch of a sampling setting is refused by the
+    inspection gate and nothing is written."""
+    assert not ddp.by_hand.launched and [r.gate for r in ddp.by_hand.refusals] == ["inspection"], ddp.by_hand.message
+    assert "sampling" in ddp.by_hand.refusals[0].message
+    assert ddp.after_by_hand == (ddp.original, ddp.signed)
+
+
+@pytest.mark.slow
+def test_a_patched_resume_after_a_guard_stop_needs_a_checkpoint_before_the_stop(ddp):
+    early = ddp.early
+    assert not early.launched and early.refusals[0].gate == "checkpoint" and ddp.after_early == ddp.original
     refusal = early.refusals[0]
     assert "guard stopped at step 1" in refusal.message and "archive_previous" in refusal.how_to_clear
-    marker.write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising", "step": 2}))
-    resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
-    assert resumed.launched and resumed.resumed_from == stopped.checkpoint, resumed.message
+
+
+@pytest.mark.slow
+def test_a_patched_resume_moves_the_pins_it_changes_and_records_the_patch(ddp):
+    run_dir, patch, resumed = ddp.run_dir, ddp.patch, ddp.resumed
+    assert resumed.resumed_from == ddp.stopped.checkpoint, resumed.message
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
-    assert yaml.safe_load(config.read_text()) == {**launched, **patch}
+    assert yaml.safe_load((run_dir / "train" / "config.yaml").read_text()) == {**ddp.launched_config, **patch}
     verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
     assert verdict["pin_updates"][-1]["patch"] == patch and verdict["pin_updates"][-1]["pins"] == ["sampling"]
     assert json.loads((run_dir / "run.json").read_text())["resume_patch"] == patch
 
-    seen = set()
-    done = wait_for(run_dir, lambda s: seen.add(s.state) or s.state not in ("starting", "running"), poll=0.5)
+
+@pytest.mark.slow
+def test_the_resumed_run_continues_from_the_stopped_step_and_succeeds(ddp):
+    done, run_dir = ddp.done, ddp.run_dir
     assert done.state == "succeeded", done.log_tail
-    assert "running" in seen and done.stop_requested is False
+    assert "running" in ddp.states and done.stop_requested is False
     assert done.step == done.max_steps == 4 and done.exit_code == 0
-    lines = [json.loads(l) for l in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
-    assert [l["step"] for l in lines] == [1, 2, 3, 4]  # the resumed steps follow the stopped ones
-    assert all(CONTRACT_KEYS <= set(l) for l in lines)
-    assert all(isinstance(l["reward"], float) for l in lines)
+    lines = [json.loads(line) for line in (run_dir / "train" / "logs" / "progress.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2, 3, 4]  # the resumed steps follow the stopped ones
+    assert all(CONTRACT_KEYS <= set(line) for line in lines)
+    assert all(isinstance(line["reward"], float) for line in lines)
     record = json.loads((run_dir / "run.json").read_text())
     assert record["state"] == "succeeded" and record["history"][-1]["state"] == "stopped"
-    # Health flags are the diagnosis rules' findings on the same metrics.
-    from mcp_server.diagnosis.diagnose import diagnose_run
-    from mcp_server.diagnosis.models import DiagnoseRequest
+    assert ddp.listed[run_dir.name] == "succeeded"
 
-    expected = [f.code for f in diagnose_run(DiagnoseRequest(source=str(run_dir), validate_patches=False)).findings]
-    assert [f.code for f in done.health] == expected and (expected or done.health_note)
 
-    assert {r.run: r.state for r in list_runs().runs}[run_dir.name] == "succeeded"
+@pytest.mark.slow
+def test_status_health_flags_are_the_diagnosis_findings_on_the_same_metrics(ddp):
+    assert [f.code for f in ddp.done.health] == ddp.diagnosed and (ddp.diagnosed or ddp.done.health_note)
 
-    async def calls(client):
-        tools = {t.name for t in (await client.list_tools()).tools}
-        status = await client.call_tool("training_status", {"run": str(run_dir), "plot": True})
-        runs = await client.call_tool("list_runs", {})
-        return tools, status, runs
 
-    import asyncio
-
-    tools, status, runs = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(ws)}))
-    assert {
-        "check_environment",
-        "launch_training",
-        "training_status",
-        "stop_training",
-        "resume_training",
-        "list_runs",
-    } <= tools
-    assert status.structured_content["state"] == "succeeded"
-    images = [c for c in status.content if getattr(c, "type", None) == "image"]
+@pytest.mark.slow
+def test_status_with_a_plot_and_list_runs_answer_over_mcp(ddp):
+    assert {"check_environment", "launch_training", "training_status", "stop_training", "resume_training",
+            "list_runs"} <= ddp.tools
+    assert ddp.mcp_status.structured_content["state"] == "succeeded"
+    images = [c for c in ddp.mcp_status.content if getattr(c, "type", None) == "image"]
     assert images and images[0].mime_type == "image/png"
-    assert (run_dir / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert any(r["run"] == run_dir.name for r in runs.structured_content["runs"])
+    assert (ddp.run_dir / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert any(r["run"] == ddp.run_dir.name for r in ddp.mcp_runs.structured_content["runs"])
 
 
 # ---------------------------------------------------------------- several GPUs, several nodes (files only)
