@@ -140,3 +140,31 @@ def test_a_cpu_run_under_a_forced_kernel_set_does_not_load_code_compiled_for_ano
         assert done.returncode == 0 and "torch.Size([4])" in done.stdout, (forced, done.stdout[-3000:],
                                                                             done.stderr[-3000:])
     assert (tmp_path / "torchinductor_default").is_dir()
+
+
+@pytest.mark.slow
+def test_the_config_gate_validates_on_the_world_the_launch_trains_on(workspace, tiny_model):
+    """Issue 46's probe: a 4x H100 server-mode run, one completion per GPU, a generation round of one group of 3.
+    Emitted with the default one-GPU server it trains on 3 GPUs (the round is one completion each) and validates;
+    launched with `vllm_server_gpus=2` it trains on 2, whose global batch of 2 does not divide the round of 3, which
+    TRL's GRPOConfig refuses inside the trainer. The config gate validates on the launch's world (config.target.Target)
+    and refuses it with TRL's batch rule named, before anything starts; the default launch has no config refusal."""
+    from mcp_server.training.launch import launch_training
+    from support import emit_run
+
+    run_dir = emit_run("groups-of-three", gpu="H100", num_gpus=4, use_vllm=True, vllm_mode="server",
+                       per_device_train_batch_size=1, num_generations=3, generation_batch_size=3)
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
+    from mcp_server.inspection.review import inspect_rewards
+    from mcp_server.inspection.sampling import sample_completions
+
+    sample_completions(SampleRequest(run=str(run_dir), num_prompts=17, engine="transformers"))  # 51 samples
+    inspect_rewards(InspectRequest(run=str(run_dir), max_samples=51))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="test", agree_with_rest=True))
+    two = launch_training(LaunchRequest(run=str(run_dir), vllm_server_gpus=2))
+    config = [r for r in two.refusals if r.gate == "config"]
+    assert not two.launched and config, two.refusals
+    assert "generation_batch_not_divisible" in config[0].message and "1 x 2 = 2" in config[0].message
+    one = launch_training(LaunchRequest(run=str(run_dir), vllm_server_gpus=1))
+    assert not one.launched and not [r for r in one.refusals if r.gate == "config"], one.refusals

@@ -52,8 +52,8 @@ def planned_memory(values: dict, gpu: str, num_gpus: int, agentic: dict | None) 
 
 def validate(values: dict, gpu: str = "H100", num_gpus: int = 1, *, reward_specs: list | None = None,
              override_reason: str | None = None, is_moe: bool | None = None, base_dir: Path | None = None,
-             agentic: dict | None = None, prompt_column: str | None = None, memory: bool = True
-             ) -> ValidationResult:
+             agentic: dict | None = None, prompt_column: str | None = None, memory: bool = True,
+             vllm_server_gpus: int | None = None) -> ValidationResult:
     """The one validation entry point: every registered rule whose needs are met, given the model's architecture
     and, with `memory` on a GPU target, the memory plan. result.not_run names the rules that could not run and
     what they lacked."""
@@ -62,15 +62,15 @@ def validate(values: dict, gpu: str = "H100", num_gpus: int = 1, *, reward_specs
         supply["memory_plan"] = lambda: planned_memory(values, gpu, num_gpus, agentic)
     return validate_values(values, gpu, num_gpus, reward_specs=reward_specs, override_reason=override_reason,
                            is_moe=is_moe, base_dir=base_dir, agentic=agentic, prompt_column=prompt_column,
-                           supply=supply)
+                           supply=supply, vllm_server_gpus=vllm_server_gpus)
 
 
 def validate_file(config_path: str | Path, gpu: str | None = None, num_gpus: int | None = None,
-                  memory: bool = True) -> ValidationResult:
+                  memory: bool = True, vllm_server_gpus: int | None = None) -> ValidationResult:
     """validate for a config file, with what is recorded beside it (the run's target unless given, its rewards,
-    override reason and agentic record)."""
+    override reason and agentic record); `vllm_server_gpus`: a launch's server GPUs (config.target)."""
     values, kwargs = read_config(config_path, None, gpu, num_gpus)
-    return validate(values, **kwargs, memory=memory)
+    return validate(values, **kwargs, memory=memory, vllm_server_gpus=vllm_server_gpus)
 
 
 def validate_config(request: ValidateRequest) -> ValidationResult:

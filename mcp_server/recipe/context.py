@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mcp_server.config.batches import training_world
+from mcp_server.config.target import Target
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
@@ -33,6 +33,7 @@ class Context:
     agentic: dict | None = None  # the run's agentic record (agentic.json): its tools and environment
     prompt_column: str | None = None  # the data set's prompt column (train/request.json), renamed 'prompt' by train.py
     trl_missing: Exception | None = None  # why the installed TRL's fields are unknown (no training interpreter)
+    vllm_server_gpus: int | None = None  # a launch's server GPUs in server mode (None: config.target's default)
     # What the entry point can supply, by need ("architecture", "memory_plan"): called once, when a rule needs it.
     supply: dict[str, Callable[[], Any]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)  # what the rules before this one found, in order
@@ -84,9 +85,13 @@ class Context:
         )
 
     @property
+    def target(self) -> Target:
+        return Target("cpu" if self.gpu is None else self.gpu_name, self.num_gpus, self.vllm_server_gpus)
+
+    @property
     def training_processes(self) -> int:
-        """World size of training on the target: a local vLLM server takes one GPU for itself."""
-        return training_world(self.num_gpus, 1 if self.vllm_server_local else 0, cpu=self.gpu is None)
+        """World size of training on the target: a local vLLM server holds its GPUs (config.target)."""
+        return self.target.world(self.vllm_server_local)
 
 
 def finding(code, field, severity, message, fix=None) -> Finding:

@@ -41,7 +41,8 @@ def _sidecars(config_path: Path | None) -> tuple[RecordedRequest, list | None]:
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None,
                     base_dir: Path | None = None, agentic: dict | None = None, prompt_column: str | None = None,
-                    supply: dict[str, Callable[[], Any]] | None = None) -> ValidationResult:
+                    supply: dict[str, Callable[[], Any]] | None = None,
+                    vllm_server_gpus: int | None = None) -> ValidationResult:
     """Validate a dict of config fields for a target: every registered rule whose needs are met (`supply`: what the
     caller can give beyond the config, by need: "architecture", "memory_plan"; memory.verdict.validate gives both).
     Without a training interpreter every rule that needs no TRL still runs, and a finding says that TRL's own
@@ -67,7 +68,7 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     ctx = Context(values=values, trl=trl, gpu=gpu_obj, gpu_name=gpu_name, num_gpus=num_gpus,
                   reward_specs=reward_specs, override_reason=override_reason, is_moe=is_moe,
                   parse_errors=parse_errors, base_dir=base_dir, agentic=agentic, prompt_column=prompt_column,
-                  trl_missing=trl_missing,
+                  trl_missing=trl_missing, vllm_server_gpus=vllm_server_gpus,
                   supply=supply or {})
     findings, not_run = registry.run(ctx)
     target = "CPU" if gpu_obj is None else f"{num_gpus}x {gpu_name}"

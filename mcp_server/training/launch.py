@@ -106,7 +106,8 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     plan = build_launch_plan(run, request)  # bad launch options are input errors, before any gate
     launcher = LAUNCHERS[plan.launcher]
     launcher.check(plan)  # e.g. the scheduler would take the job: else one line, nothing written
-    refusals, env = check_gates(run, environment=launcher.checks_environment)
+    refusals, env = check_gates(run, environment=launcher.checks_environment,
+                                vllm_server_gpus=request.vllm_server_gpus)
     refusals += memory_refusals(plan)
     if refusals:
         return refused(run, refusals, derived.state)
@@ -222,7 +223,8 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
         if undo:
             undo()  # the patched config goes back: nothing half-done stays
         raise
-    gate_refusals, env = check_gates(run, environment=launcher.checks_environment)
+    gate_refusals, env = check_gates(run, environment=launcher.checks_environment,
+                                     vllm_server_gpus=launch.vllm_server_gpus)
     gate_refusals += memory_refusals(plan)
     if gate_refusals:
         if undo:

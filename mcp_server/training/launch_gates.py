@@ -23,14 +23,16 @@ from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import runs_root
 
 
-def check_gates(run: Run, environment: bool = True) -> tuple[list[GateRefusal], dict]:
+def check_gates(run: Run, environment: bool = True,
+                vllm_server_gpus: int | None = None) -> tuple[list[GateRefusal], dict]:
     """Every gate's answer (all of them, so one call tells everything to fix); the env report too.
-    `environment=False` for a run that trains elsewhere (a SLURM job): this machine's environment is no gate."""
+    `environment=False` for a run that trains elsewhere (a SLURM job): this machine's environment is no gate.
+    `vllm_server_gpus`: the launch's server GPUs, so the config is validated on the world the launch trains on."""
     refusals: list[GateRefusal] = link_refusals(run)
     gate = check_inspection_gate(run)
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
-    refusals += _config_refusals(run)
+    refusals += _config_refusals(run, vllm_server_gpus)
     if not environment:
         return refusals, {}
     refusals += cpu_vllm_refusals(run)
@@ -60,14 +62,15 @@ def link_refusals(run: Run) -> list[GateRefusal]:
                      "launch or resume again")]
 
 
-def _config_refusals(run: Run) -> list[GateRefusal]:
+def _config_refusals(run: Run, vllm_server_gpus: int | None = None) -> list[GateRefusal]:
     run_request, _ = read_run_target(run)
     if not run.config.exists() or not run.script.exists():
         return [GateRefusal(
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
     # The one validation entry point, the memory plan left to memory_refusals: it plans the layout launched.
-    result = validate_file(run.config, run_request.gpu, run_request.num_gpus, memory=False)
+    result = validate_file(run.config, run_request.gpu, run_request.num_gpus, memory=False,
+                           vllm_server_gpus=vllm_server_gpus)
     if result.valid:
         return []
     errors = [f for f in result.findings if f.severity == "error"]

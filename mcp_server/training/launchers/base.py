@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
@@ -66,10 +67,14 @@ class LaunchTarget:
         return bool(self.config.get("use_vllm")) and self.config.get("vllm_mode") == "server"
 
     @property
+    def target(self) -> Target:
+        """The run's recorded hardware with this launch's server GPUs: what decides the training world."""
+        return Target("cpu" if self.cpu else str(self.run_request.gpu or "H100"), self.num_gpus,
+                      self.request.vllm_server_gpus)
+
+    @property
     def vllm_gpus(self) -> int:
-        if not self.server_mode or self.cpu:
-            return 0
-        return self.request.vllm_server_gpus if self.request.vllm_server_gpus is not None else 1
+        return self.target.server_gpus(self.server_mode)
 
     @property
     def resume_from(self) -> str | None:
