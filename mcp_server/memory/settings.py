@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from mcp_server.config import FIELD, GRPOView, trl_default
 from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, training_world, whole_groups
+from mcp_server.config.target import DEFAULT_SERVER_GPUS
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
@@ -48,7 +49,7 @@ class RunSettings(BaseModel):
     vllm_enable_sleep_mode: bool = False
     vllm_tensor_parallel_size: int = 1
     vllm_max_model_length: int | None = None  # vLLM's context; None: the model's own (TRL passes it through)
-    vllm_server_gpus: int = 1
+    vllm_server_gpus: int = DEFAULT_SERVER_GPUS  # config.target's default; a launch's choice replaces it
     # `trl vllm-serve` as the launcher starts it: its own --gpu_memory_utilization (0.9 by default; the config's
     # vllm_gpu_memory_utilization is colocate-only), tensor parallel over its GPUs, data parallel 1
     vllm_server_gpu_memory_utilization: float = 0.9

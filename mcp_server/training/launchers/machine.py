@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcp_server.config.batches import training_world
 from mcp_server.errors import UserInputError
 from mcp_server.memory import planner
 from mcp_server.memory.models import LaunchLayout, MemoryPlan
@@ -61,7 +60,7 @@ def machine_layout(target) -> MachineLayout:
     if request.num_processes is not None:
         processes = request.num_processes
     else:
-        processes = training_world(target.num_gpus, vllm_gpus, cpu)
+        processes = target.target.world(target.server_mode)  # config.target: the one decision of the world
     memory, memory_note = (None, None) if cpu else plan_launch_memory(target.run, request, processes + vllm_gpus,
                                                                       vllm_gpus)
     layout = memory.launch if memory else None
