@@ -15,9 +15,11 @@ import hashlib
 import inspect
 import json
 import math
+import os
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import traceback
 from pathlib import Path
@@ -186,47 +188,91 @@ def train_run(model: Path, run_dir: Path, rewards, **fields) -> None:
             write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step)
 
 
-def cached_warm_model(tiny_model: Path) -> Path:
-    """The warm-started model, built once per cache beside the tiny model (same atomic rename), filed under the
-    hash of everything that makes it: the tiny model's weights and tokenizer, the code of warm_start and the
-    versions of the libraries that run it. A change to any of them builds a new one."""
+def inputs_key(tiny_model: Path, *sources: str) -> str:
+    """A hash of everything a real run here depends on: the tiny model's weights and tokenizer, `sources` (the code
+    that trains), every module of the package (the progress callback, the guard, the outcome it writes), the
+    versions of the libraries that run it and the CPU kernel set (ATEN_CPU_CAPABILITY): a change to any of them
+    keys a new build, so a cached run is never one the code under test did not produce."""
     import torch
     import transformers
+    import trl
 
-    from mcp_server.tiny import cache_root, state_sha256, tokenizer_sha256
+    from mcp_server.tiny import state_sha256, tokenizer_sha256
 
-    key = hashlib.sha256(json.dumps({
-        "tiny": [state_sha256(tiny_model), tokenizer_sha256(tiny_model)], "code": inspect.getsource(warm_start),
-        "torch": torch.__version__, "transformers": transformers.__version__,
+    package = Path(__file__).resolve().parents[1] / "mcp_server"
+    code = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        code.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return hashlib.sha256(json.dumps({
+        "tiny": [state_sha256(tiny_model), tokenizer_sha256(tiny_model)], "sources": list(sources),
+        "package": code.hexdigest(), "torch": torch.__version__, "transformers": transformers.__version__,
+        "trl": trl.__version__, "kernels": torch.backends.cpu.get_cpu_capability(),
     }, sort_keys=True).encode()).hexdigest()[:16]
-    target = cache_root() / f"diagnose-warm-{key}"
-    if not (target / "config.json").exists():
-        tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=cache_root()))
-        warm_start(tiny_model, tmp)
+
+
+def machine_cache() -> Path:
+    """The per-machine cache the real model is converted into (LLM_FINETUNING_MODEL_CACHE, which conftest sets to
+    the system's temporary directory): what a session trains here, the next one reuses."""
+    from mcp_server.smollm2 import model_cache_root
+
+    root = model_cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def built_once(target: Path, build) -> Path:
+    """`target`, built by `build(folder)` into a fresh folder beside it and renamed into place (atomic: a session
+    never sees half of one; of two sessions racing, the second's identical build is dropped)."""
+    if not target.exists():
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+        build(tmp)
         try:
             tmp.rename(target)
-        except OSError:  # another session won the race: its copy is identical
+        except OSError:  # another session won the race: its build is identical
             shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
+def cached_warm_model(tiny_model: Path) -> Path:
+    """The warm-started model, built once per machine (inputs_key: the tiny model, warm_start's code, the package,
+    the libraries, the kernel set)."""
+    key = inputs_key(tiny_model, inspect.getsource(warm_start))
+    return built_once(machine_cache() / f"diagnose-warm-{key}", lambda out: warm_start(tiny_model, out))
+
+
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
+    """The real runs (RUNS), trained once per machine and copied into the session: 16 GRPO runs of TRL on the
+    tiny model's warm start, keyed by inputs_key over this whole module (its rewards, RUNS, train_run). A copy
+    names itself wherever its files named the folder it was trained in (output_dir, the logs)."""
     import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: one thread is several times faster on a shared CPU
-    try:
-        root = tmp_path_factory.mktemp("diagnose-runs")
-        model = cached_warm_model(tiny_model)
-        out = {}
-        for name, spec in RUNS.items():
-            spec = dict(spec)
-            out[name] = root / f"2026-01-01-{name}"
-            train_run(model, out[name], spec.pop("rewards"), **spec)
-        return out
-    finally:
-        torch.set_num_threads(threads)
+    model = cached_warm_model(tiny_model)
+
+    def train_all(folder: Path) -> None:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # tiny tensors: one thread is several times faster on a shared CPU
+        try:
+            for name, spec in RUNS.items():
+                spec = dict(spec)
+                train_run(model, folder / f"2026-01-01-{name}", spec.pop("rewards"), **spec)
+        finally:
+            torch.set_num_threads(threads)
+
+    key = inputs_key(tiny_model, inspect.getsource(sys.modules[__name__]), str(model))
+    built = built_once(machine_cache() / f"diagnose-runs-{key}", train_all)
+    root = tmp_path_factory.mktemp("diagnose-runs")
+    out = {}
+    for name in RUNS:
+        out[name] = root / f"2026-01-01-{name}"
+        shutil.copytree(built / out[name].name, out[name])
+        trained_in = str(Path(yaml.safe_load((out[name] / "train" / "config.yaml").read_text())["output_dir"]).parent)
+        for path in out[name].rglob("*"):
+            if path.suffix in (".json", ".jsonl", ".yaml", ".log") and trained_in in (text := path.read_text()):
+                written = path.stat()  # kept: diagnosis orders a run's files by when they were written
+                path.write_text(text.replace(trained_in, str(out[name])))
+                os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))
+    return out
 
 
 def codes(diagnosis) -> list[str]:
