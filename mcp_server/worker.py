@@ -26,9 +26,11 @@ import threading
 import traceback
 from pathlib import Path
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, one_line
 from mcp_server.interpreter import (
     HOW_TO_GET_ONE,
+    broken_companions,
+    companions_problem,
     PRIVATE_CACHES,
     SCRATCH,
     is_this_python,
@@ -90,7 +92,18 @@ def _takes_report(fn) -> bool:
 def _call_here(fn, args, kwargs, report: Report):
     if _takes_report(fn):
         kwargs = {**kwargs, "report": report}
-    return fn(*args, **kwargs)
+    try:
+        return fn(*args, **kwargs)
+    except (ImportError, RuntimeError) as exc:
+        # transformers' lazy import fails as "Failed to import trl.trainer.grpo_config ... Could not import module
+        # 'TrainingArguments'" when a torch companion built for another torch is installed: name the library.
+        broken = broken_companions()
+        if not broken:
+            raise
+        import torch
+
+        cause = companions_problem(broken, torch.__version__)
+        raise UserInputError("environment", f"{one_line(str(exc))[:200]}: {cause}") from exc
 
 
 # One call at a time in this process too, as in the worker: concurrent calls (an MCP client's parallel tool calls
@@ -184,9 +197,7 @@ def handle(request: dict, send) -> None:
         fn = _resolve(request["target"])
         args = [_decode(a) for a in request["args"]]
         kwargs = {k: _decode(v) for k, v in request["kwargs"].items()}
-        if _takes_report(fn):
-            kwargs["report"] = relay
-        send({"id": call_id, "result": _encode(fn(*args, **kwargs))})
+        send({"id": call_id, "result": _encode(_call_here(fn, args, kwargs, relay))})
     except UserInputError as exc:
         send({"id": call_id, "error": {"kind": "input", "field": exc.field,
                                        "message": str(exc).removeprefix(f"{exc.field}: ")}})

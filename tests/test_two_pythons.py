@@ -411,3 +411,29 @@ def test_check_environment_flags_a_transformers_outside_what_vllm_asks_for(tmp_p
     assert f"transformers {installed} is outside" in warning and f"pip install 'transformers<{below}'" in warning
     inside = _check_environment_with(tmp_path / "b", {"vllm-0.31.0.dist-info/METADATA": metadata.format(above)})
     assert not any("asks for" in m for m in inside["warnings"] + inside["blockers"])
+
+
+@pytest.mark.slow
+def test_a_tool_that_cannot_import_trl_names_the_broken_torch_companion(tmp_path, workspace):
+    """Before, every validate-config answered only transformers' "Failed to import trl.trainer.grpo_config ...
+    Could not import module 'TrainingArguments'" (issue 45): the worker names the library and the fix."""
+    from conftest import run_cli
+
+    site = tmp_path / "site" / "torchvision"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    config = tmp_path / "config.yaml"
+    config.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nlearning_rate: 1.0e-6\n")
+    path = os.pathsep.join(filter(None, [str(site.parent), os.environ.get("PYTHONPATH")]))
+    cache = {"LLM_FINETUNING_CACHE": str(tmp_path / "cache")}  # where the installed TRL's fields are kept
+    # Twice: before and after a healthy call has kept the installed TRL's fields on disk (then TRL's parser is the
+    # first import that fails, not the probe of its fields).
+    for healthy_first in (False, True):
+        if healthy_first:
+            assert run_cli("validate-config", str(config), "--json", env=cache, process=True).returncode in (0, 1)
+        proc = run_cli("validate-config", str(config), "--json", env={**cache, "PYTHONPATH": path}, process=True)
+        assert proc.stdout.startswith("{"), (proc.returncode, proc.stderr)
+        skipped = next(f for f in json.loads(proc.stdout)["findings"] if f["code"] == "trl_checks_skipped")
+        assert skipped["field"] == "environment" and "torchvision::nms" in skipped["message"], skipped
+        assert "pip uninstall -y torchvision" in skipped["message"] and "check_environment" in skipped["fix"]
+        assert "Traceback" not in proc.stderr

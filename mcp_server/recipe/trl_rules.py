@@ -41,6 +41,9 @@ def rule_grpo_config(ctx: Context) -> list[Finding]:
             "trl_checks_skipped", field, "warning",
             "TRL's own checks did not run (unknown or renamed fields, choices, GRPOConfig's validation): "
             + str(skipped).removeprefix(f"{field}: "),
+            # a training interpreter whose TRL does not import names its own fix (mcp_server.worker)
+            "fix the training environment as said above (check_environment names it too), then validate again"
+            if field == "environment" else
             "run prepare_environment, or set LLM_FINETUNING_PYTHON to your training environment's Python, "
             "then validate again")]
     if any(f.severity == "error" for f in ctx.findings):

