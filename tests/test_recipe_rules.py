@@ -315,3 +315,24 @@ def test_malformed_yaml_is_a_clear_error(tmp_path):
     bad.write_text("learning_rate: [1e-6\n")
     with pytest.raises(UserInputError, match="config_path"):
         validate_recipe_rules(ValidateRequest(config_path=str(bad)))
+
+
+def test_batch_rules_are_judged_on_the_gpus_the_vllm_server_leaves_to_train(tmp_path):
+    """config.target.Target decides the training world for validate_grpo_config too: 4x H100 in server mode, one
+    completion per GPU, a generation round of 3. With the default one-GPU server 3 GPUs train (valid); told the
+    launch gives the server 2, 2 train and 3 is no multiple of their global batch of 2, as GRPOConfig would say."""
+    from conftest import cli_here
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "reward_funcs": ["format_reward"], "use_vllm": True,
+        "vllm_mode": "server", "per_device_train_batch_size": 1, "num_generations": 3, "generation_batch_size": 3,
+        "bf16": True, "learning_rate": 1.0e-6}))
+    codes = {}
+    for server in (None, 1, 2):
+        flags = ["--vllm-server-gpus", str(server)] if server else []
+        proc = cli_here("validate-config", str(config), "--gpu", "H100", "--num-gpus", "4", *flags, "--json")
+        codes[server] = {f["code"]: f["message"] for f in json.loads(proc.stdout)["findings"]
+                         if f["severity"] == "error"}
+    assert "generation_batch_not_divisible" not in codes[None] and codes[None] == codes[1], codes
+    assert "1 x 2 = 2" in codes[2]["generation_batch_not_divisible"], codes[2]

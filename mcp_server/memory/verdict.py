@@ -38,13 +38,14 @@ def agentic_prompt_tokens(values: dict, agentic: dict | None) -> tuple[int, int 
     return schema, base + schema
 
 
-def planned_memory(values: dict, gpu: str, num_gpus: int, agentic: dict | None) -> PlannedMemory:
+def planned_memory(values: dict, gpu: str, num_gpus: int, agentic: dict | None,
+                   vllm_server_gpus: int | None = None) -> PlannedMemory:
     """The memory plan of the config on the target (an agentic run's prompts planned with its tool schema), or why
     it could not be planned: what the memory rule (recipe.memory_rules) reads."""
     schema, prompt_length = agentic_prompt_tokens(values, agentic)
     lengths = {"prompt_length": prompt_length} if prompt_length else {}
     try:
-        plan = planner.plan(values, gpu, num_gpus, **lengths)
+        plan = planner.plan(values, gpu, num_gpus, vllm_server_gpus=vllm_server_gpus, **lengths)
     except ValueError as exc:  # a UserInputError (e.g. a hub model neither cached nor in the catalog) or a value
         return PlannedMemory(None, exc, f"{num_gpus}x {gpu}", schema, prompt_length)  # the planner cannot read
     return PlannedMemory(plan, None, f"{num_gpus}x {gpu}", schema, prompt_length)
@@ -59,7 +60,7 @@ def validate(values: dict, gpu: str = "H100", num_gpus: int = 1, *, reward_specs
     what they lacked."""
     supply = {"architecture": lambda: planner.architecture_of(None, values)}
     if memory and str(gpu).strip().lower() != "cpu":
-        supply["memory_plan"] = lambda: planned_memory(values, gpu, num_gpus, agentic)
+        supply["memory_plan"] = lambda: planned_memory(values, gpu, num_gpus, agentic, vllm_server_gpus)
     return validate_values(values, gpu, num_gpus, reward_specs=reward_specs, override_reason=override_reason,
                            is_moe=is_moe, base_dir=base_dir, agentic=agentic, prompt_column=prompt_column,
                            supply=supply, vllm_server_gpus=vllm_server_gpus)
@@ -76,4 +77,4 @@ def validate_file(config_path: str | Path, gpu: str | None = None, num_gpus: int
 def validate_config(request: ValidateRequest) -> ValidationResult:
     """validate_grpo_config's request parsed, then validate."""
     values, kwargs = read_request_values(request)
-    return validate(values, **kwargs)
+    return validate(values, **kwargs, vllm_server_gpus=request.vllm_server_gpus)

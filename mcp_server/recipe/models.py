@@ -156,6 +156,10 @@ class ValidateRequest(Request):
                                   "else H100."
     )
     num_gpus: int | None = Field(default=None, ge=1, description="Target GPU count; default 1.")
+    vllm_server_gpus: int | None = Field(
+        default=None, ge=1, le=4096,
+        description="vLLM server mode: the GPUs the run's own server holds, as launch_training will be given them "
+        "(its vllm_server_gpus); TRL's batch rules are judged on the GPUs left to train. Default 1.")
 
 
 class EmitResult(BaseModel):

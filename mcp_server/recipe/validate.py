@@ -110,7 +110,7 @@ def validate_recipe_rules(request: ValidateRequest) -> ValidationResult:
     """The recipe's rules and TRL's checks only, for the requested (or recorded) target: no architecture, no memory
     plan. Validation as the tools answer it is memory.verdict.validate."""
     values, kwargs = read_request_values(request)
-    return validate_values(values, **kwargs)
+    return validate_values(values, **kwargs, vllm_server_gpus=request.vllm_server_gpus)
 
 
 def _run_dir_of(config_path: Path) -> Path:
