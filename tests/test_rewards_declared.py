@@ -24,6 +24,9 @@ def make_probe_reward(gold_column: Column = "gold", cutoff: float = 0.5, tag: st
 
     Reads: prompts
 
+    Role: task, scores 0 to
+        cutoff
+
     Args:
         gold_column: Column with
             the gold.
@@ -48,6 +51,10 @@ def test_a_factory_is_the_whole_declaration():
     assert info.columns == ["gold", "prompts"] and reward.column_params == {"gold_column": "gold"}
     assert info.dotted_path == "mcp_server.rewards.probe_reward"  # no required parameter, a NamedReward
     assert info.example == {"name": "probe_reward", "params": {"cutoff": 0.25}, "weight": 1.0}
+    # Its role and range (issue 46): what the review's success rate and threshold checks read, a bound naming a
+    # parameter read from the spec, else its default.
+    assert reward.role == info.role == "task" and info.scores == "0 to cutoff"
+    assert reward.score_range({}) == (0.0, 0.5) and reward.score_range({"cutoff": 3}) == (0.0, 3.0)
 
 
 def test_the_registry_reads_every_reward_from_its_factory():
@@ -98,6 +105,10 @@ def _factory(doc: str, name: str = "make_bad_reward", column: bool = False):
     ("Scores.\n\nArgs:\n    value: A value.\n    other: Not a parameter.", "make_bad_reward", "['other']"),
     ("\n\nArgs:\n    value: A value.", "make_bad_reward", "says what the reward scores"),
     ("Scores.\n\nArgs:\n    value: A column.", "make_bad_reward", "Column parameter value has no default"),
+    ("Scores.\n\nArgs:\n    value: A value.", "make_bad_reward", "needs a `Role:` line: one of task, format, shape"),
+    ("Scores.\n\nRole: magic\n\nArgs:\n    value: A value.", "make_bad_reward", "(got 'magic"),
+    ("Scores.\n\nRole: task, scores 0 to top\n\nArgs:\n    value: A value.", "make_bad_reward",
+     "bound 'top' is neither a number nor a parameter"),
 ])
 def test_a_declaration_lacking_a_part_is_refused_naming_it(doc, name, says):
     with pytest.raises(TypeError, match=re.escape(says)):
@@ -129,3 +140,20 @@ def test_the_reference_table_names_each_reward_and_the_columns_it_reads():
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
     reads = {re.fullmatch(r"`(\w+)`", name).group(1): re.findall(r"`(\w+)`", read) for name, _, read, *_ in rows}
     assert reads == {name: reward.info.columns for name, reward in REGISTRY.items()}
+
+
+def test_the_review_reads_a_rewards_role_and_range_from_its_factory_alone(monkeypatch):
+    """Issue 46: a new task reward added by its factory alone is what the review's success rule counts and what the
+    threshold checks bound; before, a reward missing from inspection/success.py's tables was silently a shape."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.inspection.success import check_threshold, is_success, is_task_spec, reward_range
+    from mcp_server.rewards import REGISTRY
+    from mcp_server.rewards.spec import RewardSpec
+
+    monkeypatch.setitem(REGISTRY, "probe_reward", declared(make_probe_reward))
+    probe, fmt = RewardSpec(name="probe_reward", params={"cutoff": 4}), RewardSpec(name="format_reward")
+    assert is_task_spec(probe) and reward_range(probe) == (0.0, 4.0)
+    scores = [[4.0, 0.0], [1.0, 1.0]]  # completion 0 does the task, completion 1 only the format
+    assert is_success([probe, fmt], scores, 0, 5.0, None) and not is_success([probe, fmt], scores, 1, 1.0, None)
+    with pytest.raises(UserInputError, match="above the highest total the rewards can give \\(5\\)"):
+        check_threshold([probe, fmt], scores, 6.0)

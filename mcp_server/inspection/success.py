@@ -4,8 +4,9 @@ refused when it cannot tell success from failure.
 The base success rate routes a run (GRPO, or SFT first) and the gate trusts it, so a threshold that every
 completion meets (at or below the lowest total the rewards can give), one a malformed completion (format reward
 0) can reach, or one no completion can reach is an input error, not a rate.
-Ranges come from the registry rewards' parameters; a reward of unknown range (a dotted path) is taken to reach
-from min(0, its lowest score on the samples) to max(0, its highest).
+A reward's role (task, format, shape) and range are what its factory declares (rewards.declared: the `Role:` line,
+a range bound naming a parameter reads the spec's value); a reward of unknown range (a dotted path, or one whose
+scores depend on the samples) is taken to reach from min(0, its lowest score on the samples) to max(0, its highest).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from mcp_server.errors import UserInputError
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 
-# Rewards that say whether the task was done (the rest shape form: format, length).
-TASK_REWARDS = {"correctness_reward", "math_reward", "json_schema_reward", "code_execution_reward", "rubric_judge"}
-FORMAT_REWARDS = {"format_reward"}
-# The parameter holding each 0-or-value reward's top score (None: always 1.0).
-_TOP_PARAM = {"format_reward": None, "correctness_reward": "value", "math_reward": "value",
-              "json_schema_reward": "value", "code_execution_reward": None, "rubric_judge": "pass_value"}
+
+def role_of(spec: RewardSpec) -> str | None:
+    """The role its factory declares (task, format, shape); None for a reward outside the registry."""
+    reward = REGISTRY.get(spec.name.strip())
+    return reward.role if reward else None
 
 
 def wrapped_spec(spec: RewardSpec) -> RewardSpec | None:
@@ -35,11 +35,11 @@ def wrapped_spec(spec: RewardSpec) -> RewardSpec | None:
 
 def is_task_spec(spec: RewardSpec) -> bool:
     inner = wrapped_spec(spec)
-    return spec.name in TASK_REWARDS or (inner is not None and is_task_spec(inner))
+    return role_of(spec) == "task" or (inner is not None and is_task_spec(inner))
 
 
 def is_format_spec(spec: RewardSpec) -> bool:
-    return spec.name in FORMAT_REWARDS
+    return role_of(spec) == "format"
 
 
 def _default(name: str, param: str):
@@ -49,10 +49,9 @@ def _default(name: str, param: str):
 def reward_range(spec: RewardSpec) -> tuple[float, float] | None:
     """(lowest, highest) score the reward can give before its weight; None when unknown (a dotted path)."""
     name = spec.name.strip()
-    if name in _TOP_PARAM:
-        param = _TOP_PARAM[name]
-        top = 1.0 if param is None else float(spec.params.get(param, _default(name, param)))
-        return 0.0, top
+    declared = REGISTRY[name].score_range(spec.params) if name in REGISTRY else None
+    if declared is not None:
+        return declared
     if name == "length_penalty":
         inner = wrapped_spec(spec)
         inner_range = reward_range(inner) if inner else None

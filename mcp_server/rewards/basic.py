@@ -47,6 +47,8 @@ def make_format_reward(tags: list[str] = list(DEFAULT_TAGS), strict: bool = True
     """1.0 when the completion is the tag blocks in order (default <reasoning>...</reasoning><answer>...</answer>),
     each exactly once, else 0.0.
 
+    Role: format, scores 0 to 1
+
     Args:
         tags: Tag names in the order they must appear.
         strict: True: nothing but whitespace outside the blocks; False: the blocks may sit inside other text.
@@ -88,6 +90,8 @@ def make_correctness_reward(
     well-formed-but-wrong (1) and right (3) apart in the total. With tag null, a plain-text reply is scored by its
     final stated answer ('1 + 5 = 6 as we start' -> 6, '7 + 7 = **8**' -> 8, 'The answer is 17.' -> 17; several
     numbers and no statement -> no answer), as a number or as text.
+
+    Role: task, scores 0 to value
 
     Args:
         answer_column: Data set column holding the gold answer.

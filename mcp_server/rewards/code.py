@@ -71,6 +71,8 @@ def make_code_execution_reward(
     Completions run in parallel; a crash, hang, fork bomb or output flood scores 0 for that one only. Refuses to run
     (SandboxUnavailable) where bubblewrap does not work: never on the host.
 
+    Role: task, scores 0 to 1
+
     Args:
         tests_column: Data set column with each row's test code (a string, or a list of lines).
         code_tag: Tag whose body is the code; null: last fenced block, else the whole completion.

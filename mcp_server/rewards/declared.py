@@ -10,6 +10,11 @@ way: a factory's signature is its parameters' one declaration).
 - a parameter typed `WrappedReward` is another reward's spec, built before the factory is called;
 - the description: the docstring up to its first section; each parameter's text: its line under `Args:`;
 - the example spec: `{name, params, weight 1.0}`, the params being the JSON after `Example:` (none: `{}`);
+- its role and range, from the docstring's `Role:` line (required: a factory without one is refused at import):
+  `task` (whether the task was done: the review's success rate, which routes a run to GRPO or to SFT first, counts
+  it), `format` (the output's form: a success needs it too) or `shape` (anything else: length, penalties), then
+  optionally `, scores LOW to HIGH`, each a number or a numeric parameter's name (its value in the spec, else its
+  default), for the review's threshold checks (inspection.success);
 - the default-parameter reward `mcp_server.rewards.<name>` (a dotted path TRL's CLI takes): when every parameter
   has a default and the factory returns a NamedReward (one named like the registry entry).
 
@@ -47,7 +52,9 @@ Column = Annotated[str, Shown("str")]
 WrappedReward = Annotated[Callable, Shown("RewardSpec dict")]
 """Another reward, written in the spec as its own spec `{name, params, weight}`; the registry builds it first."""
 
-_SECTION = re.compile(r"^(Reads|Args|Example):[ \t]*(.*)$")
+_SECTION = re.compile(r"^(Reads|Args|Example|Role):[ \t]*(.*)$")
+ROLES = ("task", "format", "shape")
+_ROLE = re.compile(r"^(\w+)(?:,\s*scores\s+(-?[\w.]+)\s+to\s+(-?[\w.]+))?\.?$")
 
 
 @dataclass(frozen=True)
@@ -58,10 +65,27 @@ class Reward:
     info: RewardInfo  # what list_rewards shows
     column_params: dict[str, str]  # parameter -> the data set column it names by default (the `Column` parameters)
     wrapped: tuple[str, ...]  # parameters that are another reward's spec
+    role: str = "shape"  # task | format | shape (the docstring's Role:)
+    scores: tuple[str, str] | None = None  # (low, high): a number or a parameter's name; None: not declared
 
     @property
     def name(self) -> str:
         return self.info.name
+
+    def score_range(self, params: dict) -> tuple[float, float] | None:
+        """(lowest, highest) score before its weight, for a spec's `params` (a bound naming a parameter reads the
+        spec's value, else the factory's default); None when the factory declares none."""
+        if self.scores is None:
+            return None
+        defaults = inspect.signature(self.factory).parameters
+
+        def bound(text: str) -> float:
+            sign, name = (-1.0, text[1:]) if text.startswith("-") else (1.0, text)
+            if name in defaults:
+                return sign * float(params.get(name, defaults[name].default))
+            return sign * float(name)
+
+        return bound(self.scores[0]), bound(self.scores[1])
 
 
 def declared(factory: Callable[..., Callable]) -> Reward:
@@ -91,14 +115,34 @@ def declared(factory: Callable[..., Callable]) -> Reward:
             columns[pname] = parameter.default
         elif hint == WrappedReward:
             wrapped.append(pname)
+    role, scores = _role(sections.get("Role"), signature, where)
     ready = all(not p.required for p in params) and hints.get("return") is NamedReward
     example = json.loads(sections["Example"]) if "Example" in sections else {}
     info = RewardInfo(
         name=name, description=description, columns=[*columns.values(), *sections.get("Reads", "").split()],
         params=params, dotted_path=f"mcp_server.rewards.{name}" if ready else None,
-        example={"name": name, "params": example, "weight": 1.0},
+        example={"name": name, "params": example, "weight": 1.0}, role=role,
+        scores=f"{scores[0]} to {scores[1]}" if scores else None,
     )
-    return Reward(factory=factory, info=info, column_params=columns, wrapped=tuple(wrapped))
+    return Reward(factory=factory, info=info, column_params=columns, wrapped=tuple(wrapped), role=role, scores=scores)
+
+
+def _role(text: str | None, signature: inspect.Signature, where: str) -> tuple[str, tuple[str, str] | None]:
+    """(role, (low, high) or None) of a `Role:` line; a TypeError names what is missing or wrong."""
+    found = _ROLE.match(" ".join((text or "").split()))
+    if not found or found.group(1) not in ROLES:
+        raise TypeError(f"{where}: its docstring needs a `Role:` line: one of {', '.join(ROLES)}, optionally "
+                        f"followed by `, scores LOW to HIGH` (got {text!r})")
+    if found.group(2) is None:
+        return found.group(1), None
+    for bound in found.group(2, 3):
+        name = bound.lstrip("-")
+        try:
+            float(name)
+        except ValueError:
+            if name not in signature.parameters:
+                raise TypeError(f"{where}: Role: bound {bound!r} is neither a number nor a parameter") from None
+    return found.group(1), (found.group(2), found.group(3))
 
 
 def _docstring(factory: Callable, where: str) -> tuple[str, dict[str, str]]:

@@ -87,6 +87,8 @@ def make_json_schema_reward(schema: dict | None = None, schema_column: Column = 
     and validates against its JSON Schema, else 0.0. One schema for the batch (params.schema) or one per example (a
     data set column of schemas, best stored as JSON strings).
 
+    Role: task, scores 0 to value
+
     Args:
         schema: One JSON Schema for every example; null: read per-example schemas from schema_column.
         schema_column: Data set column with one schema per example (dict or JSON string).

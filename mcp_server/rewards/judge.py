@@ -131,6 +131,8 @@ def make_rubric_judge(rubric: str, judge: str | Callable[[str], object], policy_
     Refuses a judge of the policy's model family. The judge is a local model directory or a dotted path to a callable
     judge(text) -> 'PASS'/'FAIL'/bool; nothing is downloaded from a hub.
 
+    Role: task, scores 0 to pass_value
+
     Reads: prompts
 
     Args:

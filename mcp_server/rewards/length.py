@@ -56,6 +56,8 @@ def make_length_penalty(reward: WrappedReward, target_tokens: int = 256, max_tok
     max_tokens. A positive (correct) score is never pushed below 0. Token counts come from `tokenizer` when given,
     else TRL's completion_ids, else words.
 
+    Role: shape
+
     Args:
         reward: The reward to wrap, e.g. {'name': 'correctness_reward'}.
         target_tokens: Length with no penalty.
@@ -86,6 +88,8 @@ def make_soft_overlong_punishment(max_completion_len: int = 512, soft_punish_cac
     """DAPO's soft overlong punishment, TRL's get_soft_overlong_punishment: 0 up to max_completion_len -
     soft_punish_cache tokens, then falling linearly to -1 at max_completion_len. Set max_completion_len to the
     config's max_completion_length (the DAPO variant does).
+
+    Role: shape
 
     Reads: completion_ids
 

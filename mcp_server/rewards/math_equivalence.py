@@ -45,6 +45,8 @@ def make_math_reward(answer_column: Column = "answer", tag: str | None = "answer
     \frac{1}{2}, 1e3 = 1000), else 0.0; through TRL's trl.rewards.accuracy_reward. With `tag` the single tag block is
     the answer; with tag null, LaTeX (\boxed{} or $...$) anywhere in the completion.
 
+    Role: task, scores 0 to value
+
     Args:
         answer_column: Data set column holding the gold answer (LaTeX or plain).
         tag: Tag whose body is the answer; null reads \boxed{}/$...$ from the whole completion.

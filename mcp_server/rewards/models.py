@@ -30,6 +30,12 @@ class RewardInfo(BaseModel):
         "`trl grpo --reward_funcs <path>`; null when the reward needs parameters.",
     )
     example: dict = Field(description="A RewardSpec dict using this reward.")
+    role: str = Field(
+        default="shape", description="task: whether the task was done (the review's success rate counts it); format: "
+        "the output's form (a success needs it too); shape: anything else (length, penalties).")
+    scores: str | None = Field(
+        default=None, description="The scores it gives before its weight, 'LOW to HIGH' (a parameter's name: its "
+        "value); null when they depend on the samples or on a wrapped reward.")
 
 
 class RewardCatalog(BaseModel):
