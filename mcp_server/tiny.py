@@ -221,10 +221,11 @@ def save_quietly(model, tokenizer, target: Path) -> None:
             hf_logging.enable_progress_bar()
 
 
-def build_once(target: Path, build: Callable[[Path], None], prefix: str) -> Path:
-    """`target`, built by `build(directory)` the first time (its config.json marks it built): into a temporary
-    directory beside it (named `prefix`...) that is renamed into place, so a half-built model is never seen."""
-    if (target / "config.json").exists():
+def build_once(target: Path, build: Callable[[Path], None], prefix: str, marker: str | None = "config.json") -> Path:
+    """`target`, built by `build(directory)` the first time (its `marker` file marks it built; None: the directory
+    itself, which only the rename below creates): into a temporary directory beside it (named `prefix`...) that is
+    renamed into place, so a half-built model is never seen."""
+    if (target / marker if marker else target).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))

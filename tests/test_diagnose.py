@@ -20,7 +20,6 @@ import re
 import shutil
 import statistics
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 
@@ -215,29 +214,16 @@ def machine_cache() -> Path:
     the system's temporary directory): what a session trains here, the next one reuses."""
     from mcp_server.smollm2 import model_cache_root
 
-    root = model_cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
-def built_once(target: Path, build) -> Path:
-    """`target`, built by `build(folder)` into a fresh folder beside it and renamed into place (atomic: a session
-    never sees half of one; of two sessions racing, the second's identical build is dropped)."""
-    if not target.exists():
-        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
-        build(tmp)
-        try:
-            tmp.rename(target)
-        except OSError:  # another session won the race: its build is identical
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return model_cache_root()
 
 
 def cached_warm_model(tiny_model: Path) -> Path:
     """The warm-started model, built once per machine (inputs_key: the tiny model, warm_start's code, the package,
     the libraries, the kernel set)."""
+    from mcp_server.tiny import build_once
+
     key = inputs_key(tiny_model, inspect.getsource(warm_start))
-    return built_once(machine_cache() / f"diagnose-warm-{key}", lambda out: warm_start(tiny_model, out))
+    return build_once(machine_cache() / f"diagnose-warm-{key}", lambda out: warm_start(tiny_model, out), ".warm-")
 
 
 @pytest.fixture(scope="session")
@@ -246,6 +232,8 @@ def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
     tiny model's warm start, keyed by inputs_key over this whole module (its rewards, RUNS, train_run). A copy
     names itself wherever its files named the folder it was trained in (output_dir, the logs)."""
     import torch
+
+    from mcp_server.tiny import build_once
 
     model = cached_warm_model(tiny_model)
 
@@ -260,7 +248,7 @@ def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
             torch.set_num_threads(threads)
 
     key = inputs_key(tiny_model, inspect.getsource(sys.modules[__name__]), str(model))
-    built = built_once(machine_cache() / f"diagnose-runs-{key}", train_all)
+    built = build_once(machine_cache() / f"diagnose-runs-{key}", train_all, ".runs-", marker=None)
     root = tmp_path_factory.mktemp("diagnose-runs")
     out = {}
     for name in RUNS:

@@ -38,6 +38,11 @@ def _sidecars(config_path: Path | None) -> tuple[RecordedRequest, list | None]:
     return request, rewards
 
 
+def no_trl() -> dict:
+    """What validation knows of TRL when the training interpreter's TRL cannot answer: nothing."""
+    return {"trl_version": None, "fields": {}, "choices": {}}
+
+
 def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_specs: list | None = None,
                     override_reason: str | None = None, is_moe: bool | None = None,
                     base_dir: Path | None = None, agentic: dict | None = None, prompt_column: str | None = None,
@@ -51,7 +56,7 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
     try:
         trl = installed_trl()
     except UserInputError as exc:
-        trl, trl_missing = {"trl_version": None, "fields": {}, "choices": {}}, exc
+        trl, trl_missing = no_trl(), exc
     try:
         gpu_obj, gpu_name = resolve_target(gpu)
     except UserInputError as exc:  # every rule is about the target: none runs
@@ -66,7 +71,7 @@ def validate_values(values: dict, gpu: str = "H100", num_gpus: int = 1, reward_s
         except UserInputError as exc:  # TRL's fields are known (a probe kept on disk) but TRL does not import now
             if exc.field != "environment":
                 raise
-            trl, trl_missing = {"trl_version": None, "fields": {}, "choices": {}}, exc
+            trl, trl_missing = no_trl(), exc
     model = GRPOView.given(values).model_name_or_path
     if is_moe is None and model:
         is_moe = detect_moe(str(model))

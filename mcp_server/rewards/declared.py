@@ -65,12 +65,16 @@ class Reward:
     info: RewardInfo  # what list_rewards shows
     column_params: dict[str, str]  # parameter -> the data set column it names by default (the `Column` parameters)
     wrapped: tuple[str, ...]  # parameters that are another reward's spec
-    role: str = "shape"  # task | format | shape (the docstring's Role:)
     scores: tuple[str, str] | None = None  # (low, high): a number or a parameter's name; None: not declared
 
     @property
     def name(self) -> str:
         return self.info.name
+
+    @property
+    def role(self) -> str:
+        """task | format | shape (the docstring's Role:)."""
+        return self.info.role
 
     def score_range(self, params: dict) -> tuple[float, float] | None:
         """(lowest, highest) score before its weight, for a spec's `params` (a bound naming a parameter reads the
@@ -124,7 +128,7 @@ def declared(factory: Callable[..., Callable]) -> Reward:
         example={"name": name, "params": example, "weight": 1.0}, role=role,
         scores=f"{scores[0]} to {scores[1]}" if scores else None,
     )
-    return Reward(factory=factory, info=info, column_params=columns, wrapped=tuple(wrapped), role=role, scores=scores)
+    return Reward(factory=factory, info=info, column_params=columns, wrapped=tuple(wrapped), scores=scores)
 
 
 def _role(text: str | None, signature: inspect.Signature, where: str) -> tuple[str, tuple[str, str] | None]:
