@@ -14,6 +14,15 @@ fraction of weights that changed after the steps.
 
     python bench/gpu_grpo_peaks.py [--cases a,b,...] [--out results.jsonl]   # on a GPU
     python bench/gpu_grpo_peaks.py --smoke                                    # the plumbing, tiny shapes, CPU
+
+--emitted (issue 43): the memory plan against the device on what emit-config writes. For each of EMITTED (or
+--models), emit-config for this GPU (vLLM only where it is installed), then two optimizer steps of TRL's
+GRPOTrainer with exactly the emitted settings (random weights of the published architecture, a word-level tokenizer
+of its full vocabulary, 512-token prompts, completions at their cap, a hash reward with spread); peak statistics are
+reset around _generate_and_score_completions, so each phase has its own. Prints, per run, plan vs measured:
+allocated / reserved / device used per phase, the peak phase and the second step's seconds.
+
+    python bench/gpu_grpo_peaks.py --emitted [--models M:finetune,...] [--out results.jsonl]
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's mcp_server
 
 # Published Qwen2.5 config values (hidden, layers, heads, kv heads, intermediate; vocab 151936, tied embeddings).
 ARCHS = {
@@ -175,6 +186,171 @@ def run_case(name: str, spec: dict, root: Path) -> dict:
     return out
 
 
+EMITTED = ["Qwen/Qwen2.5-1.5B-Instruct:full", "Qwen/Qwen2.5-7B-Instruct:lora", "Qwen/Qwen2.5-3B-Instruct:full",
+           "meta-llama/Llama-3.2-1B-Instruct:full"]
+EMITTED_SMOKE = ["tiny:full", "tiny:lora"]
+
+
+def build_published(model: str, root: Path) -> Path:
+    """Random weights of `model`'s published architecture (the planner's catalog), in bf16, and a word-level tokenizer
+    of its full vocabulary."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from mcp_server.memory.planner import architecture_of
+
+    path = root / model.replace("/", "--")
+    if (path / "config.json").exists():
+        return path
+    _, arch = architecture_of(model)
+    vocab = {"<pad>": 0, "<eos>": 1, **{f"w{i}": i for i in range(2, arch.vocab_size)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
+    config = AutoConfig.for_model(
+        arch.family, hidden_size=arch.hidden_size, intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.num_hidden_layers, num_attention_heads=arch.num_attention_heads,
+        num_key_value_heads=arch.num_key_value_heads, head_dim=arch.hd, vocab_size=arch.vocab_size,
+        tie_word_embeddings=arch.tie_word_embeddings, max_position_embeddings=arch.max_position_embeddings or 4096,
+        eos_token_id=1, pad_token_id=0, bos_token_id=1)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model_obj = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model_obj.save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
+def emit_for(model: str, finetune: str, gpu: str, root: Path) -> dict:
+    """The config emit-config writes for this GPU (use_vllm=false unless vLLM is installed), as GRPOConfig fields."""
+    import importlib.util
+
+    import yaml
+
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    data = root / "data.jsonl"
+    data.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": f"q{i}"}], "answer": "1"}) + "\n"
+                            for i in range(2000)))
+    overrides = {} if importlib.util.find_spec("vllm") else {"use_vllm": False}
+    result = emit_grpo_config(GRPORecipeRequest(model=model, dataset=str(data), gpu=gpu, finetune=finetune,
+                                                overrides=overrides, run_dir=None,
+                                                run_name=f"bench-{model.split('/')[-1]}-{finetune}"))
+    return yaml.safe_load(Path(result.config_path).read_text())
+
+
+def run_emitted(spec: str, root: Path, smoke: bool) -> dict:
+    """One emitted run: two optimizer steps with its settings; the plan and the measured peaks per phase."""
+    import torch
+    from datasets import Dataset
+    from transformers import PreTrainedTokenizerFast, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
+
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    model, finetune = spec.split(":")
+    cuda = torch.cuda.is_available()
+    gpu = "H200" if not cuda else torch.cuda.get_device_name(0).replace("NVIDIA ", "").split()[0]
+    emitted = emit_for(model, finetune, gpu, root)
+    if smoke:  # the plumbing only: small batches and lengths on CPU
+        emitted.update(per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=4,
+                       max_completion_length=8)
+    prompt_tokens = 16 if smoke else 512
+    plan = plan_memory(MemoryPlanRequest(model=model, gpu=gpu, config=emitted, prompt_length=prompt_tokens,
+                                         validate_levers=False))
+    path = build_published(model, root) if model != "tiny" else None
+    if path is None:
+        from mcp_server.tiny import ensure_tiny_model
+        path = Path(ensure_tiny_model())
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(path) if model != "tiny" else None
+    vocab = plan.architecture.vocab_size
+    prompts = [" ".join(f"w{2 + (7 * i + 13 * j) % (vocab - 2)}" for j in range(prompt_tokens)) for i in range(64)]
+    fields = set(GRPOConfig.__dataclass_fields__)
+    kept = {k: v for k, v in emitted.items() if k in fields and k not in ("output_dir", "max_steps", "logging_steps",
+                                                                            "save_strategy", "save_steps", "report_to",
+                                                                            "bf16", "model_init_kwargs")}
+    args = GRPOConfig(**kept, output_dir=str(root / f"out-{spec.replace('/', '-')}"), max_steps=2, logging_steps=1,
+                      save_strategy="no", report_to="none", use_cpu=not cuda, bf16=cuda and kept.get("bf16", True),
+                      model_init_kwargs={"dtype": emitted.get("dtype", "float32")})
+    peft_config = get_peft_config(ModelConfig(use_peft=True, lora_r=emitted.get("lora_r", 16),
+                                              lora_alpha=emitted.get("lora_alpha", 32),
+                                              lora_target_modules=emitted.get("lora_target_modules"))) \
+        if emitted.get("use_peft") else None
+
+    def hash_reward(completions, **kwargs):
+        return [float(sum(map(ord, str(c))) % 7) for c in completions]
+
+    trainer = GRPOTrainer(model=str(path), reward_funcs=hash_reward, args=args, peft_config=peft_config,
+                          train_dataset=Dataset.from_dict({"prompt": prompts}),
+                          **({"processing_class": tokenizer} if tokenizer is not None else {}))
+    gib, phases, steps = 2**30, [], []
+
+    def mark(name):
+        if cuda:
+            torch.cuda.synchronize()
+            phases.append((name, torch.cuda.max_memory_allocated() / gib, torch.cuda.max_memory_reserved() / gib))
+            torch.cuda.reset_peak_memory_stats()
+
+    generate = trainer._generate_and_score_completions
+
+    def measured_generate(*a, **k):  # TRL's generation-and-scoring phase, its own peak
+        mark("training")
+        out = generate(*a, **k)
+        mark("generation")
+        return out
+
+    trainer._generate_and_score_completions = measured_generate
+
+    class Steps(TrainerCallback):
+        def on_step_end(self, *a, **k):
+            steps.append(time.time())
+
+    trainer.add_callback(Steps())
+    watcher = PeakUsed() if cuda else None
+    start = time.time()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    trainer.train()
+    mark("training")
+    used = watcher.stop() if watcher else None
+    by_phase = {}
+    for name, allocated, reserved in phases[1:]:  # the first mark is before any generation
+        old = by_phase.get(name, (0.0, 0.0))
+        by_phase[name] = (max(old[0], allocated), max(old[1], reserved))
+    measured_peak = max(by_phase.items(), key=lambda kv: kv[1][0])[0] if by_phase else None
+    return {"run": spec, "gpu": gpu, "emitted": {k: emitted.get(k) for k in (
+                "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "use_vllm",
+                "max_completion_length", "beta", "dtype")},
+            "plan": {"allocated": plan.peak_allocated_gib, "reserved": plan.peak_reserved_gib,
+                     "nvidia_smi": plan.peak_nvidia_smi_gib, "peak_phase": plan.peak_phase,
+                     "training": plan.training_peak_gib, "generation": plan.generation_peak_gib,
+                     "step_s": plan.speed.step_s},
+            "measured": {"phases": {k: [round(x, 2) for x in v] for k, v in by_phase.items()},
+                         "allocated": round(max((v[0] for v in by_phase.values()), default=0), 2),
+                         "reserved": round(max((v[1] for v in by_phase.values()), default=0), 2),
+                         "device_used": round(used / gib, 2) if used else None, "peak_phase": measured_peak,
+                         "second_step_s": round(steps[1] - steps[0], 1) if len(steps) > 1 else None,
+                         "seconds": round(time.time() - start, 1)}}
+
+
+def print_emitted(result: dict) -> None:
+    if "error" in result:
+        print(f"{result.get('run')}: error {result['error'][-800:]}")
+        return
+    plan, got = result["plan"], result["measured"]
+    used = got["device_used"]
+    print(f"{result['run']} on {result['gpu']} {result['emitted']}")
+    print(f"  plan     {plan['allocated']:6.1f} / {plan['reserved']:6.1f} / {plan['nvidia_smi']:6.1f} GiB "
+          f"({plan['peak_phase']}; training {plan['training']:.1f}, generation {plan['generation']:.1f}); "
+          f"step {plan['step_s']:.1f} s")
+    print(f"  measured {got['allocated']:6.1f} / {got['reserved']:6.1f} / {used if used else float('nan'):6.1f} GiB "
+          f"({got['peak_phase']}; per phase {got['phases']}); second step {got['second_step_s']} s")
+    if used:
+        print(f"  plan vs device {(plan['nvidia_smi'] - used) / used:+.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", help="Comma-separated case names (default: all).")
@@ -182,15 +358,23 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--out", help="Also append the JSON lines to this file.")
+    parser.add_argument("--emitted", action="store_true", help="Plan vs measured on emit-config's runs (issue 43).")
+    parser.add_argument("--models", help="With --emitted: model:finetune,... (default: issue 43's four).")
     parser.add_argument("--case-timeout", type=float, default=150, help="Seconds one case may take.")
     args = parser.parse_args()
     table = SMOKE if args.smoke else CASES
     if args.one:
-        print("RESULT " + json.dumps(run_case(args.one, table[args.one], Path(args.root))), flush=True)
+        result = run_emitted(args.one, Path(args.root), args.smoke) if args.emitted else run_case(
+            args.one, table[args.one], Path(args.root))
+        print("RESULT " + json.dumps(result), flush=True)
         return
     root = Path(tempfile.mkdtemp(prefix="grpo-peaks-"))
-    for name in (args.cases.split(",") if args.cases else table):
-        cmd = [sys.executable, __file__, "--one", name, "--root", str(root)] + (["--smoke"] if args.smoke else [])
+    if args.emitted:
+        table = {m: None for m in (args.models.split(",") if args.models else EMITTED_SMOKE if args.smoke else EMITTED)}
+        args.case_timeout = max(args.case_timeout, 900)
+    for name in (args.cases.split(",") if args.cases and not args.emitted else table):
+        cmd = [sys.executable, __file__, "--one", name, "--root", str(root)] + (["--smoke"] if args.smoke else []) + (
+            ["--emitted"] if args.emitted else [])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout,
                                   env={**os.environ, "TOKENIZERS_PARALLELISM": "0"})
@@ -198,7 +382,10 @@ def main() -> None:
             result = lines[-1] if lines else json.dumps({"case": name, "error": proc.stderr[-1500:]})
         except subprocess.TimeoutExpired:
             result = json.dumps({"case": name, "error": f"over {args.case_timeout} s"})
-        print(result, flush=True)
+        if args.emitted:
+            print_emitted(json.loads(result) | ({"run": name} if "run" not in json.loads(result) else {}))
+        else:
+            print(result, flush=True)
         if args.out:
             with open(args.out, "a") as f:
                 f.write(result + "\n")

@@ -443,9 +443,11 @@ def _emit(run_dir: Path, warm: Path, data: Path, rewards: list[dict], settings: 
     if settings.grpo_cosine_steps and settings.grpo_cosine_steps != settings.grpo_steps:
         # transformers' cosine: lr = peak * (1 + cos(2 pi num_cycles * step / max_steps)) / 2
         overrides["lr_scheduler_kwargs"] = {"num_cycles": 0.5 * settings.grpo_steps / settings.grpo_cosine_steps}
+    sampling = ({} if settings.grpo_dynamic_sampling is None else
+                {"dynamic_sampling": {"max_extra_rounds": settings.grpo_dynamic_sampling}})
     return emit_grpo_config(GRPORecipeRequest(
         model=str(warm), dataset=str(data), answer_column="answer", rewards=rewards, gpu="cpu", run_dir=str(run_dir),
-        overrides=overrides,
+        overrides=overrides, **sampling,
         override_reason="tiny 100k-parameter model trained from scratch on CPU: a large learning rate, no KL term, "
                         "nothing to recompute; the group size and temperature that lifted its held-out success most "
                         "(DemoSettings says what was measured)",

@@ -51,6 +51,9 @@ class DemoSettings(BaseModel):
         "100k-parameter model no memory to save, only time (the same losses step for step without it).")
     grpo_seed: int | None = Field(default=None, description="GRPO's seed (sampling and data order); None: the "
                                                             "recipe's (3407).")
+    grpo_dynamic_sampling: int | None = Field(
+        default=None, description="DAPO's dynamic sampling in the GRPO run, at most this many extra generation "
+        "rounds per batch (None: off; bench/bench_dynamic_sampling.py compares the two).")
     num_generations: int = Field(default=4, description="GRPO group size.")
     temperature: float = Field(default=0.3, description="GRPO sampling temperature.")
     max_completion_length: int = Field(default=28, description="Completion length limit (answers take ~23 tokens).")

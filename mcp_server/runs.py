@@ -18,6 +18,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
         request.json                  request          the recipe request, target and variant chosen
         request.schema.json           request_schema   the request's JSON schema
         agentic.json                  agentic          an agentic run's environment and tools (agentic.spec)
+        dynamic_sampling.json         dynamic_sampling DAPO's dynamic sampling in the trainer: {max_extra_rounds}
         launch.sh / launch.slurm      launch_script, slurm_script   written by launch_training
         accelerate.yaml               accelerate     several GPUs: TRL's bundled accelerate config
         logs/                         logs           written by the training process:
@@ -87,6 +88,8 @@ from mcp_server.workspace import find_existing, runs_root
 # The recipe's sidecars, beside its config.yaml wherever that config sits (a copied config keeps them).
 REQUEST_FILE = "request.json"
 REWARDS_FILE = "rewards.json"
+AGENTIC_FILE = "agentic.json"
+DYNAMIC_SAMPLING_FILE = "dynamic_sampling.json"  # DAPO's dynamic sampling in the trainer, when the run has it
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,11 @@ class Run:
 
     @property
     def agentic(self) -> Path:
-        return self.train / "agentic.json"
+        return self.train / AGENTIC_FILE
+
+    @property
+    def dynamic_sampling(self) -> Path:
+        return self.train / DYNAMIC_SAMPLING_FILE
 
     @property
     def launch_script(self) -> Path:
@@ -343,16 +350,17 @@ class Run:
         """Where training saves: the config's output_dir (relative to the run), else checkpoints/."""
         return self.resolve(str(config.get("output_dir") or "checkpoints"))
 
-    def launched_evidence(self) -> list[str]:
+    def launched_evidence(self, config: dict | None = None) -> list[str]:
         """What shows the run was launched or produced something: a launch record, training logs, a saved model
-        or checkpoint, a promotion, an export. Empty for a run that was only emitted (and inspected)."""
+        or checkpoint, a promotion, an export. Empty for a run that was only emitted (and inspected). `config`:
+        the run's config when the caller has read it (else read here, for its output_dir)."""
         found = [self.run_json.name] if self.run_json.exists() else []
         found += [str(p.relative_to(self.dir)) for p in (self.logs, self.export, self.checkpoints)
                   if p.is_dir() and any(p.iterdir())]
         found += [str(p.relative_to(self.dir)) for p in sorted(self.train.glob("logs-attempt-*"))[:1]]
         found += [self.promotion.name] if self.promotion.exists() else []
         try:
-            out = self.output_dir(self.read_config())
+            out = self.output_dir(self.read_config() if config is None else config)
         except UserInputError:
             out = self.checkpoints
         if out != self.checkpoints and out.is_dir() and any(out.iterdir()):

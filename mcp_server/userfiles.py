@@ -4,6 +4,7 @@ UserInputError that names the input and the file, never a bare exception."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -26,15 +27,26 @@ def _special(path: Path) -> bool:
         return False
 
 
-def read_text(path: str | Path, field: str) -> str:
+def read_bytes(path: str | Path, field: str) -> bytes:
     if _special(Path(path)):
         raise UserInputError(field, f"{short(path)} is not a regular file (a device, a pipe or a socket)")
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserInputError(field, f"{short(path)} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return Path(path).read_bytes()
     except OSError as exc:
         raise UserInputError(field, f"cannot read {short(path)}: {exc.strerror or exc}") from None
+
+
+def decode(data: bytes, path: str | Path, field: str) -> str:
+    """UTF-8 text with universal newlines (as Path.read_text gives it)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserInputError(field, f"{short(path)} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_text(path: str | Path, field: str) -> str:
+    return decode(read_bytes(path, field), path, field)
 
 
 def read_json(path: str | Path, field: str, kind: type | None = None) -> Any:
@@ -51,7 +63,11 @@ def read_json(path: str | Path, field: str, kind: type | None = None) -> Any:
 
 def read_yaml(path: str | Path, field: str, kind: type | None = dict) -> Any:
     """The file's YAML value (an empty file reads as an empty mapping); by default it must be a mapping."""
-    text = read_text(path, field)
+    return parse_yaml(read_text(path, field), path, field, kind)
+
+
+def parse_yaml(text: str, path: str | Path, field: str, kind: type | None = dict) -> Any:
+    """read_yaml for a text already read from `path`."""
     try:
         value = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
@@ -89,12 +105,31 @@ def _of_kind(value: Any, kind: type | None, path, field: str, language: str) -> 
 
 
 def load_config_file(path: str | Path, field: str = "config_path") -> dict:
-    """A TrlParser YAML config as a dict; `field` names the input in errors."""
+    """A TrlParser YAML config's fields as a dict; `field` names the input in errors."""
+    data = read_config_file(path, field)
+    data.pop("env", None)  # TrlParser's environment block, not a field
+    return data
+
+
+PACKAGE_ENV_PREFIX = "LLM_FINETUNING_"
+
+
+def package_switches(config: dict) -> list[str]:
+    """This package's variables a config's `env:` block sets (TrlParser exports the block into the trainer's
+    environment before anything else runs): none belongs in a config (issue 48)."""
+    env = config.get("env")
+    return sorted(str(k) for k in env if str(k).startswith(PACKAGE_ENV_PREFIX)) if isinstance(env, dict) else []
+
+
+def read_config_file(path: str | Path, field: str = "config_path", with_sha256: bool = False):
+    """A TrlParser YAML config's mapping as written (its `env:` block too); `field` names the input in errors.
+    `with_sha256`: (mapping, sha256 of the bytes it was parsed from), from one read."""
     path = Path(path)
     if not path.is_file():
         what = "no such file" if not path.exists() else "not a regular file"
         raise UserInputError(field, f"{what}: {short(path)}; give the run's YAML config (train/config.yaml)")
     require_yaml_name(path, field)
-    data = read_yaml(path, field)
-    data.pop("env", None)  # TrlParser's environment block, not a field
-    return data
+    if not with_sha256:
+        return read_yaml(path, field)
+    data = read_bytes(path, field)
+    return parse_yaml(decode(data, path, field), path, field), hashlib.sha256(data).hexdigest()

@@ -22,6 +22,7 @@ PARSE_LIKE_TRL = "mcp_server.recipe.trl_fields:parse_like_trl"
 INSTANTIATE_GRPO_CONFIG = "mcp_server.recipe.trl_fields:instantiate_grpo_config"
 WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
 REWARD_PROBLEMS = "mcp_server.recipe.reward_rules:reward_problems"
+REHEARSE = "mcp_server.recipe.rehearsal_run:rehearse_here"  # the run on a miniature (recipe.rehearsal)
 SAMPLE_COMPLETIONS = "mcp_server.inspection.sampling:sample_here"
 SAMPLE_TRAJECTORIES = "mcp_server.inspection.trajectories:sample_here"
 PROBE_INTERPRETER = "mcp_server.training.environment:probe_interpreter"

@@ -182,12 +182,14 @@ def emitted_run_dir(name: str, **request) -> Path:
 
 
 def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, *, model: str = "tiny", dataset: str = "tiny",
-             rewards: list[dict] = ANY_TEXT_REWARDS, base: dict = TINY_OVERRIDES, **overrides) -> Path:
+             rewards: list[dict] = ANY_TEXT_REWARDS, base: dict = TINY_OVERRIDES, dynamic_sampling: dict | None = None,
+             **overrides) -> Path:
     """The directory of a valid run emitted through the core API: the tiny model and data set on the CPU with a
     reward the untrained model earns (ANY_TEXT_REWARDS) unless given, and `base` (TINY_OVERRIDES) updated with
-    `overrides` as its overrides."""
+    `overrides` as its overrides (`dynamic_sampling`: the request's option, when given)."""
+    extra = {} if dynamic_sampling is None else {"dynamic_sampling": dynamic_sampling}
     result = emit_config(model=model, dataset=dataset, gpu=gpu, num_gpus=num_gpus, run_name=name, rewards=rewards,
-                         overrides={**base, **overrides})
+                         overrides={**base, **overrides}, **extra)
     assert result.validation.valid, result.validation
     return Path(result.run_dir)
 

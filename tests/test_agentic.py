@@ -19,7 +19,8 @@ from mcp_server.agentic.tiny import ensure_agentic_model, split_rows, write_rows
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.trajectories import sample_trajectories
-from mcp_server.memory.verdict import validate_file
+from mcp_server.memory.verdict import validate
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.trajectory_models import TrajectoryRequest
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
@@ -378,7 +379,7 @@ def test_emission_sizes_max_completion_length_for_the_turns_and_results(workspac
     assert "a probe call open_vault(number=0) returned" in warned.message
     # an ordinary validation rule: validate_grpo_config says the same of the files, without emission
     for emitted, code in ((small, "agentic_completion_budget"), (verbose, "agentic_budget_below_turns")):
-        on_file = validate_file(emitted.config_path)
+        on_file = validate(RunSpec.read(emitted.config_path))
         assert [f for f in on_file.findings if f.code == code] == [
             f for f in emitted.validation.findings if f.code == code], code
     code = emit(workspace, agentic_model, None, tools=["mcp_server.agentic.sandboxed:execute_python"])

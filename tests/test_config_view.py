@@ -48,3 +48,30 @@ def test_every_recipe_value_is_a_field_of_this_trl():
     recipe = recipe_values("dapo", "lora", 70.0)
     values, why = recipe.values, recipe.reasons
     assert set(values) == set(why) and values["learning_rate"] == 5e-6  # the rate by size, written once
+
+
+def test_every_field_the_metadata_declares_is_a_field_of_the_generated_trl():
+    """config.fields declares each field's group, pin and engine names once (issue 46): a name there that TRL
+    renamed or dropped would silently never match, so each must be a field of the generated table."""
+    from mcp_server.config.fields import declared_names
+
+    assert declared_names() <= set(GRPOView.DEFAULTS), declared_names() - set(GRPOView.DEFAULTS)
+
+
+def test_pins_sampling_and_sections_follow_the_field_metadata():
+    """The readers ask config.fields instead of keeping lists: the verdict pins every sampling field and leaves
+    the schedule, layout, logging and saving unpinned; a field nobody classified is pinned (the safe default);
+    sampling's TRL defaults cover every engine setting; the emitted YAML's sections come from the groups."""
+    from mcp_server.config import fields
+    from mcp_server.emission.emit import render_yaml
+    from mcp_server.inspection.pins import REWARD_CONFIG_KEYS, SAMPLING_KEYS
+
+    assert set(SAMPLING_KEYS) == set(fields.fields_in("sampling")) >= set(fields.ENGINES)
+    assert set(REWARD_CONFIG_KEYS) == {"reward_funcs", "reward_weights", "reward_model_name_or_path"}
+    assert not fields.pinned("learning_rate") and not fields.pinned("save_steps")
+    assert fields.pinned("beta") and fields.pinned("loss_type") and fields.pinned("temperature")
+    assert fields.engine_name("max_completion_length", "vllm") == "max_tokens"
+    assert fields.engine_name("max_completion_length", "transformers") == "max_new_tokens"
+    text = render_yaml({"beta": 0.0, "lora_r": 8, "dataset_name": "d", "reward_funcs": ["r"]}, "# h\n")
+    assert [line for line in text.splitlines() if line.startswith("# ---")] == [
+        "# --- model", "# --- data", "# --- rewards", "# --- GRPO / training"]

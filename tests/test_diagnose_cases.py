@@ -108,6 +108,37 @@ def test_correctness_that_scored_once_is_not_never(tmp_path):
     assert "task_never_scores" not in [f.code for f in d.findings]
 
 
+def test_a_format_reward_that_never_pays_is_found_whichever_reward_it_is(tmp_path):
+    """Issue 44: open-r1's published logs show rewards/format_reward/mean 0 at every step while accuracy trains;
+    the never-scores check read only the correctness reward and called the run healthy. Every rewards/<name>/mean
+    is read: the format reward that never pays is named, with what it costs."""
+    rows = with_series(healthy_rows(8), "rewards/format_reward/mean", [0.0] * 8)
+    rows = with_series(rows, "rewards/format_reward/std", [0.0] * 8)
+    d = diagnose_series(tmp_path, rows)
+    found = by_code(d, "reward_never_pays")
+    assert not d.healthy and found.severity == "warning", d.findings
+    assert "format_reward" in found.explanation and "correctness_reward" in found.explanation
+    assert "task_never_scores" not in [f.code for f in d.findings]  # the task's reward pays
+
+
+def test_a_reward_that_paid_once_or_a_penalty_at_zero_is_no_finding(tmp_path):
+    """The twins: a format reward that paid at one log can pay; a penalty at 0 penalised nothing (its best)."""
+    rows = with_series(healthy_rows(8), "rewards/format_reward/mean", [0.0, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.0])
+    assert "reward_never_pays" not in [f.code for f in diagnose_series(tmp_path, rows).findings]
+    rows = [{**row, "rewards/soft_overlong_punishment/mean": 0.0} for row in healthy_rows(8)]
+    d = diagnose_series(tmp_path, rows)
+    assert d.healthy, d.findings
+
+
+def test_the_only_reward_never_paying_is_the_task_never_scoring_whatever_its_name(tmp_path):
+    """A run whose one reward is not correctness-named (a custom reward) and never pays: nothing is reinforced."""
+    rows = [{k: v for k, v in row.items() if "correctness" not in k} for row in never_scores_rows()]
+    rows = with_series(rows, "rewards/format_reward/mean", [0.0] * 8)
+    rows = with_series(rows, "reward", [0.0] * 8)
+    d = diagnose_series(tmp_path, rows)
+    assert problems(d)[0].code == "task_never_scores" and "format_reward" in problems(d)[0].explanation
+
+
 def test_more_generations_stays_on_policy_and_says_what_it_changes(tmp_path):
     """Zero spread with a task that scores: the patch doubled num_generations and steps_per_generation, silently
     making an on-policy run off-policy and halving its prompts per step. It doubles the accumulation with it

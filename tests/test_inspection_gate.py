@@ -401,7 +401,7 @@ def test_train_dir_config_fields_and_model_files_are_pinned(workspace, tiny_mode
     shutil.rmtree(train / "mcp_server")
     assert check_inspection_gate(run_dir).passed
 
-    # Every config field but the documented few (inspection.pins.CONFIG_UNPINNED).
+    # Every config field but the documented few (config.fields' unpinned groups).
     config_file = train / "config.yaml"
     original = config_file.read_text()
     for field, value in UNPINNED_BEFORE.items():

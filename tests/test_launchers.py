@@ -168,3 +168,36 @@ def test_the_config_gate_validates_on_the_world_the_launch_trains_on(workspace, 
     assert "generation_batch_not_divisible" in config[0].message and "1 x 2 = 2" in config[0].message
     one = launch_training(LaunchRequest(run=str(run_dir), vllm_server_gpus=1))
     assert not one.launched and not [r for r in one.refusals if r.gate == "config"], one.refusals
+
+
+@pytest.mark.slow
+def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
+    """Issue 46: a launch reads the run as one value (recipe.runspec.RunSpec) and passes it to every gate and the
+    launcher. Counted with an audit hook on every open of the run's train/ files while launch_training decides:
+    the state check, the launch plan, the inspection gate's pins, the config gate, the environment gate and the
+    launcher's record each used to read train/config.yaml again (7 reads, and request.json 6). A GPU target on
+    this CPU machine runs every gate and is refused by the environment gate, so nothing starts."""
+    import sys
+    from collections import Counter
+
+    from mcp_server.training.launch import launch_training
+    from support import emit_run, pass_inspection
+
+    run_dir = emit_run("read-once", gpu="H100", num_gpus=2)
+    pass_inspection(run_dir)
+    train = str(run_dir / "train") + "/"
+    opened: Counter = Counter()
+    counting = [True]
+
+    def hook(event, args):
+        if counting[0] and event == "open" and isinstance(args[0], (str, Path)) and str(args[0]).startswith(train):
+            opened[Path(args[0]).name] += 1
+
+    sys.addaudithook(hook)  # an audit hook cannot be removed: it stops counting when the launch returns
+    try:
+        result = launch_training(LaunchRequest(run=str(run_dir)))
+    finally:
+        counting[0] = False
+    assert not result.launched and [r.gate for r in result.refusals] == ["environment"], result.refusals
+    assert {name: opened[name] for name in ("config.yaml", "request.json", "rewards.json")} == {
+        "config.yaml": 1, "request.json": 1, "rewards.json": 1}, opened

@@ -46,13 +46,17 @@ def trl_fields() -> set[str]:
 
 
 def trl_metrics() -> list[re.Pattern]:
-    """What GRPOTrainer logs: its `_metrics[mode][...]` keys (f-strings become wildcards) and Trainer's own."""
+    """What GRPOTrainer logs: its `_metrics[mode][...]` keys (f-strings become wildcards), Trainer's own and what
+    this project's dynamic-sampling subclass adds."""
     import trl.trainer.grpo_trainer as grpo
 
     source = Path(grpo.__file__).read_text()
     keys = set(re.findall(r"_metrics\[mode\]\[(f?\"[^\"]+\")\]", source))
     patterns = [re.escape(k.lstrip("f").strip('"')) for k in keys]
     patterns = [re.sub(r"\\\{[^}]*\\\}|\{[^}]*\}", r"[^/]+", p) for p in patterns]
+    from mcp_server.training.trainer.dynamic_sampling import METRICS  # this project's trainer logs them too
+
+    patterns += [re.escape(name) for name in METRICS]
     return [re.compile(p + "$") for p in patterns + ["loss", "grad_norm", "learning_rate", "epoch"]]
 
 

@@ -1,5 +1,5 @@
 """Emission plans what TRL really starts: the memory plan's levers and launch, the learning rate by size, the
-columns the rewards read, report_to, the sandbox check, and what TRL lacks (DAPO's dynamic sampling). Through the
+columns the rewards read, report_to, the sandbox check, and DAPO's dynamic sampling. Through the
 core API (emit_grpo_config, check_environment, launch_training); files only, nothing trains."""
 
 from __future__ import annotations
@@ -145,7 +145,8 @@ def test_report_to_as_chosen_and_kept_off_the_network(workspace):
     assert "trackio_space_id" not in config and result.validation.valid  # GRPOConfig accepts it as written
 
 
-def test_dapo_says_what_trl_has_for_dynamic_sampling(workspace):
+def test_dapo_gets_dynamic_sampling_in_its_trainer(workspace):
     result = emit(model="Qwen/Qwen2.5-7B-Instruct", finetune="lora", variant="dapo", run_name="dapo")
     header = Path(result.config_path).read_text().split("# --- model")[0]
-    assert "dynamic sampling" in header and "not in TRL 1.16" in header and "base model always or" in header
+    assert "dynamic sampling (sec. 3.2) runs in train.py" in header and "at most 3 extra generation rounds" in header
+    assert (Path(result.run_dir) / "train" / "dynamic_sampling.json").is_file()

@@ -148,3 +148,28 @@ def test_a_full_fine_tune_in_the_checkpoints_half_precision_is_refused(dtype):
     assert found["full_finetune_low_precision_weights"].severity == "error"
     assert "full_finetune_low_precision_weights" not in codes(validate({"dtype": "float32", "use_peft": False,
                                                                          "learning_rate": 1e-6}))
+
+
+@pytest.mark.parametrize("layer, master", [
+    ({"deepspeed": {"zero_optimization": {"stage": 2}}}, True),  # ZeRO's float32 master partitions
+    ({"fsdp": "full_shard auto_wrap"}, True),  # accelerate upcasts trainable weights to fp32 under bf16 autocast
+    ({"fsdp": "full_shard auto_wrap", "bf16": False}, False),  # no mixed precision: no upcast, pure bf16 steps
+    ({}, False),
+])
+def test_bf16_weights_on_a_full_fine_tune_are_judged_with_the_distributed_layer(layer, master):
+    found = codes(validate({"dtype": "bfloat16", "use_peft": False, "learning_rate": 1e-6, **layer}, num_gpus=8))
+    assert ("full_finetune_low_precision_weights" not in found) is master, found.keys()
+
+
+@pytest.mark.parametrize("strategy, master", [("zero2", True), ("zero3", True), ("fsdp", True), ("ddp", False)])
+def test_bf16_weights_are_judged_with_the_launchs_strategy(strategy, master):
+    # launch_training validates the run as its plan lays it out (RunSpec.launched_with): a ZeRO launch of a
+    # config without a `deepspeed` field keeps float32 master weights all the same
+    from mcp_server.config.target import Target
+    from mcp_server.memory.verdict import validate as validate_spec
+    from mcp_server.recipe.runspec import RunSpec
+
+    values = {**GOOD, "dtype": "bfloat16", "use_peft": False, "learning_rate": 1e-6}
+    spec = RunSpec(values=values, target=Target("H100", 8)).launched_with(strategy)
+    found = {f.code for f in validate_spec(spec, memory=False).findings}
+    assert ("full_finetune_low_precision_weights" not in found) is master, found

@@ -5,6 +5,9 @@ part is refused with what is missing."""
 from __future__ import annotations
 
 import inspect
+import json
+from pathlib import Path
+from typing import Callable
 import re
 
 import pytest
@@ -157,3 +160,39 @@ def test_the_review_reads_a_rewards_role_and_range_from_its_factory_alone(monkey
     assert is_success([probe, fmt], scores, 0, 5.0, None) and not is_success([probe, fmt], scores, 1, 1.0, None)
     with pytest.raises(UserInputError, match="above the highest total the rewards can give \\(5\\)"):
         check_threshold([probe, fmt], scores, 6.0)
+
+
+def test_dapo_l_max_is_owned_by_its_reward_and_follows_the_final_length(workspace):
+    """Issue 46: soft_overlong_punishment declares (Follows:) that its L_max is the config's max_completion_length
+    and its L_cache DAPO's share of it unless a spec gives one; emission writes them from the final config, so an
+    override (or a memory lever) that changes the length after DAPO added the reward moves L_max with it."""
+    from mcp_server.rewards.registry import REGISTRY
+    from support import emit_config
+
+    shaping = REGISTRY["soft_overlong_punishment"]
+    assert shaping.followed({}, {"max_completion_length": 1000}) == {"max_completion_len": 1000,
+                                                                    "soft_punish_cache": 200}
+    assert shaping.followed({"max_completion_len": 5, "soft_punish_cache": 50},
+                            {"max_completion_length": 400}) == {"max_completion_len": 400, "soft_punish_cache": 50}
+    result = emit_config(model="tiny", gpu="cpu", variant="dapo", overrides={"max_completion_length": 100})
+    specs = {s["name"]: s for s in json.loads(Path(result.run_dir, "train", "rewards.json").read_text())}
+    assert specs["soft_overlong_punishment"]["params"] == {"max_completion_len": 100, "soft_punish_cache": 20}
+    assert result.validation.valid, result.validation.findings
+
+
+def test_a_follows_line_naming_no_parameter_is_refused_at_import():
+    from mcp_server.rewards.declared import declared
+
+    def make_bad(limit: int = 3) -> Callable:
+        """Scores nothing.
+
+        Role: shape
+
+        Follows: limt = max_completion_length
+
+        Args:
+            limit: a limit.
+        """
+
+    with pytest.raises(TypeError, match="Follows: entry 'limt = max_completion_length'"):
+        declared(make_bad)

@@ -10,7 +10,9 @@ import pytest
 
 from mcp_server.errors import UserInputError
 from mcp_server.memory import planner
-from mcp_server.memory.verdict import validate, validate_file
+from mcp_server.config.target import Target
+from mcp_server.memory.verdict import validate as validate_run
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe import registry
 from mcp_server.recipe.context import NEEDS, Rule
 from mcp_server.recipe.validate import validate_values
@@ -18,7 +20,13 @@ from mcp_server.recipe.variants import BASE_RECIPE
 
 GOOD = dict(BASE_RECIPE, model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct",
             reward_funcs=["mcp_server.rewards.format_reward", "mcp_server.rewards.correctness_reward"])
+NOT_REHEARSED = {"rule_rehearsal": ["rehearsal"]}  # validate(spec) rehearses only when asked (recipe.rehearsal)
 ARCHITECTURE_RULES = {"rule_completion_beyond_context", "rule_startup_architecture", "rule_vllm_cpu_head_size"}
+
+
+def validate(values: dict, gpu: str, num_gpus: int):
+    """The one validation entry point on a config held in memory, for a target."""
+    return validate_run(RunSpec(values=values, target=Target(gpu, num_gpus)))
 
 
 def test_every_rule_of_a_topic_module_is_registered_once():
@@ -39,15 +47,16 @@ def test_a_need_outside_NEEDS_is_refused_where_the_rule_is_declared():
 def test_a_check_of_one_change_names_the_rules_it_could_not_run():
     result = validate_values(dict(GOOD), "H100", 1)
     assert {name: needs for name, needs in result.not_run.items()} == {
-        **{name: ["architecture"] for name in ARCHITECTURE_RULES}, "rule_memory_fits": ["memory_plan"]}
+        **{name: ["architecture"] for name in ARCHITECTURE_RULES}, "rule_memory_fits": ["memory_plan"],
+        "rule_rehearsal": ["rehearsal"]}
     assert "memory_fits" not in {f.code for f in result.findings}
 
 
 def test_the_entry_point_runs_every_rule_whose_needs_it_supplies():
     on_gpu = validate(dict(GOOD), "H100", 1)
-    assert on_gpu.not_run == {} and "memory_fits" in {f.code for f in on_gpu.findings}
+    assert on_gpu.not_run == NOT_REHEARSED and "memory_fits" in {f.code for f in on_gpu.findings}
     on_cpu = validate({**GOOD, "use_vllm": False, "bf16": False}, "cpu", 1)
-    assert on_cpu.not_run == {"rule_memory_fits": ["memory_plan"]}
+    assert on_cpu.not_run == {"rule_memory_fits": ["memory_plan"], **NOT_REHEARSED}
 
 
 def test_the_launch_gate_plans_no_memory(tmp_path):
@@ -55,13 +64,13 @@ def test_the_launch_gate_plans_no_memory(tmp_path):
 
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(GOOD))
-    result = validate_file(path, "H100", 1, memory=False)
-    assert result.not_run == {"rule_memory_fits": ["memory_plan"]}
+    result = validate_run(RunSpec.read(path, gpu="H100", num_gpus=1), memory=False)
+    assert result.not_run == {"rule_memory_fits": ["memory_plan"], **NOT_REHEARSED}
 
 
 def test_an_unknown_model_runs_no_architecture_rule_and_says_memory_was_not_planned():
     result = validate({**GOOD, "model_name_or_path": "someone/unknown-model-xyz"}, "H100", 1)
-    assert set(result.not_run) == ARCHITECTURE_RULES
+    assert set(result.not_run) == ARCHITECTURE_RULES | set(NOT_REHEARSED)
     assert {f.code for f in result.findings} >= {"memory_not_planned"}
 
 
@@ -91,7 +100,7 @@ def test_planner_and_validator_share_one_batch_arithmetic(per_device, gpus, accu
     found = {f.code for f in validate_values(values, "H100", gpus).findings if f.severity == "error"}
     refused = {"generation_batch_not_divisible", "num_generations_too_small"} & found
     try:
-        planner.plan(values, "H100", gpus)
+        planner.plan(RunSpec(values=values, target=Target("H100", gpus)))
         planned = True
     except UserInputError as exc:
         planned = exc.field != "num_generations"

@@ -240,3 +240,37 @@ def test_launch_sh_never_writes_the_exit_code_through_a_link(tmp_path):
     assert done.returncode == 1, done.stderr
     assert outside.read_text() == "precious\n"
     assert not (logs / "exit-code").is_symlink() and (logs / "exit-code").read_text() == "1\n"
+
+
+@pytest.mark.slow
+def test_a_config_env_block_cannot_switch_the_trainers_checks(workspace, tiny_model, capsys):
+    """Issue 48: TRL's TrlParser exports a config's top-level `env:` mapping into os.environ before the trainer's
+    point-of-use check runs, and LLM_FINETUNING_SAMPLING=1 is the sampling mode that skips it. Validation refuses
+    the block naming the variable, the trainer refuses to build, and a launched trainer never inherits the switch
+    from the launching shell (launch.sh unsets it)."""
+    import os
+
+    import yaml
+
+    from mcp_server.recipe.validate import validate_values
+    from support import emit_run, trainer_or_refusal
+
+    run_dir = emit_run("env-switch")
+    config = run_dir / "train" / "config.yaml"
+    values = yaml.safe_load(config.read_text())
+    switched = {**values, "env": {"LLM_FINETUNING_SAMPLING": "1"}}
+    found = {f.code: f for f in validate_values(switched, "cpu", 1).findings}
+    assert found["env_sets_package_switch"].field == "env.LLM_FINETUNING_SAMPLING", found
+    assert "env_sets_package_switch" not in {f.code for f in validate_values({**values, "env": {"X": "1"}}, "cpu",
+                                                                            1).findings}
+    config.write_text(yaml.safe_dump(switched, sort_keys=False))
+    try:
+        trainer, refusal = trainer_or_refusal(run_dir, capsys)
+    finally:
+        os.environ.pop("LLM_FINETUNING_SAMPLING", None)  # TrlParser exported it into this process
+    assert trainer is None and "env: block sets LLM_FINETUNING_SAMPLING" in refusal, refusal
+    from mcp_server.runs import Run
+    from mcp_server.training.launch import build_launch_plan
+    from mcp_server.training.models import LaunchRequest
+
+    assert "unset LLM_FINETUNING_SAMPLING" in build_launch_plan(Run(run_dir), LaunchRequest(run=str(run_dir))).script

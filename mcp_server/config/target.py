@@ -20,9 +20,13 @@ DEFAULT_SERVER_GPUS = 1
 
 @dataclass(frozen=True)
 class Target:
-    gpu: str = "H100"  # a GPU name from the catalog, or "cpu"
+    gpu: str | None = "H100"  # a GPU name from the catalog, or "cpu" (None: a memory size given instead)
     num_gpus: int = 1
     vllm_server_gpus: int | None = None  # the launch's choice for a server-mode run; None: DEFAULT_SERVER_GPUS
+    # the launch's distributed strategy (single, ddp, zero1, zero2, zero3, fsdp: launchers.machine), where a launch
+    # chose it; None: what the config says (its `deepspeed` or `fsdp` fields). DeepSpeed ZeRO and FSDP under mixed
+    # precision keep float32 master weights however the model was loaded (recipe.precision).
+    strategy: str | None = None
 
     @property
     def cpu(self) -> bool:

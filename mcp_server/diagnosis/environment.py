@@ -100,11 +100,13 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
         return None
     # Here, not at the top: the guard imports these rules in the trainer process, which never plans memory.
+    from mcp_server.config.target import Target
     from mcp_server.memory.planner import plan
+    from mcp_server.recipe.runspec import RunSpec
 
+    run = RunSpec(values=dict(ctx.config), target=Target(None if capacity else gpu, ctx.run.request.num_gpus))
     try:
-        memory = plan(ctx.config, None if capacity else gpu, ctx.run.request.num_gpus,
-                      gpu_memory_gib=float(capacity.group(1)) if capacity else None, validate_levers=True)
+        memory = plan(run, gpu_memory_gib=float(capacity.group(1)) if capacity else None, validate_levers=True)
     except Exception:  # an architecture or GPU the planner does not know: fall back to the fixed levers
         return None
     return dict(memory.recommended.patch) if memory.recommended and memory.recommended.patch else None

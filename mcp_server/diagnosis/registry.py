@@ -95,14 +95,20 @@ RULES: list[Rule] = [
     Rule(rule_task_never_scores, (Code("task_never_scores", "samples", "the task's (correctness) reward is exactly "
                                        "0 at every log from the first: base success 0 (SFT first) or a reward that "
                                        "never matches (answer extraction, answer column)", (E,), "metrics",
-                                       causes=("no_reward_signal", "signal_lost", "reward_flat")),)),
+                                       causes=("no_reward_signal", "signal_lost", "reward_flat")),
+                                  Code("reward_never_pays", "samples", "another reward (a format reward) is exactly 0 "
+                                       "at every log from the first: it shapes no advantage (a prompt that never "
+                                       "asks for its shape, a prefilled <think>, a pattern stricter than the "
+                                       "model's output)", (W,), "metrics"))),
     Rule(rule_never_terminate, (Code("completions_never_terminate", "samples", "every completion hits "
                                      "max_completion_length and none ends (EOS, chat template, thinking)", (E,),
                                      "metrics", causes=("no_reward_signal", "signal_lost", "reward_flat",
-                                                        "reward_falling")),)),
+                                                        "reward_falling", "task_never_scores", "reward_never_pays")),)),
+    # an answer cut off is scored 0: a reward that never pays on truncated completions is the cut's effect
     Rule(rule_truncated, (Code("completions_truncated", "samples", "completions hit max_completion_length "
                                "(clipped_ratio over 0.1)", (E, W), "metrics",
-                               causes=("no_reward_signal", "signal_lost", "reward_flat", "reward_falling")),)),
+                               causes=("no_reward_signal", "signal_lost", "reward_flat", "reward_falling",
+                                       "task_never_scores", "reward_never_pays")),)),
     Rule(rule_length_collapse, (Code("completion_length_collapse", "samples", "mean completion length fell to "
                                      "under 0.4x its start", (W,), "metrics",
                                      causes=("no_reward_signal", "signal_lost", "reward_falling")),)),

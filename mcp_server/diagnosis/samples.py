@@ -25,45 +25,97 @@ from mcp_server.diagnosis.context import (
     significant_change,
 )
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
-from mcp_server.recipe.variants import DAPO_SOFT_PUNISH_FRACTION
+from mcp_server.rewards.registry import REGISTRY
 
 NEVER_SCORES_LOGS = 2  # logs in a row, from the first, before "never scored" is a finding
 
 
+# A reward whose best is 0 (a penalty: length, overlong, repetition) is 0 when nothing is penalised: never paying is
+# its healthy state, not a finding.
+PENALTY_NAME = re.compile(r"penalt|punish|overlong|cost", re.I)
+
+
+def _name(key: str) -> str:
+    return key[len("rewards/"):-len("/mean")]
+
+
+def never_paid(ctx: Ctx) -> list[str]:
+    """Every reward (TRL logs one rewards/<name>/mean per reward function) exactly 0 at every one of at least
+    NEVER_SCORES_LOGS logs, from the first: no completion ever earned it. Penalties excepted (PENALTY_NAME)."""
+    return [k for k in sorted(ctx.run.metric_names()) if k.startswith("rewards/") and k.endswith("/mean")
+            and not PENALTY_NAME.search(k) and len(ctx.series(k)) >= NEVER_SCORES_LOGS
+            and all(math.isfinite(v) and v == 0 for _, v in ctx.series(k))]
+
+
 def rule_task_never_scores(ctx: Ctx) -> list[DiagnosisFinding]:
-    """The task's reward (a correctness-named component) is exactly 0 at every log from the first, and most groups
-    have no spread from the first log: no completion was ever judged right, so GRPO has nothing to reinforce. The
-    likely causes are the model's (base success 0: SFT first) or the reward's reading (answer extraction, answer
-    column), never a config: more generations or steps spend compute on a reward that never pays."""
-    task = sorted(k for k in ctx.run.metric_names() if k.startswith("rewards/") and k.endswith("/mean")
-                  and CORRECTNESS_NAME.search(k))
-    zero = ctx.finite_series("frac_reward_zero_std")
-    if not task or len(zero) < NEVER_SCORES_LOGS or zero[0][1] < ZERO_STD_WARN:
-        return []
-    never = [k for k in task if len(ctx.series(k)) >= NEVER_SCORES_LOGS
-             and all(math.isfinite(v) and v == 0 for _, v in ctx.series(k))]
+    """A reward that never pays, whichever it is: read on every rewards/<name>/mean series.
+
+    task_never_scores: the task's reward (a correctness-named component, or every reward when none is so named) is
+    exactly 0 at every log from the first, and most groups have no spread from the first log: no completion was
+    ever judged right, so GRPO has nothing to reinforce. The likely causes are the model's (base success 0: SFT
+    first) or the reward's reading (answer extraction, answer column), never a config: more generations or steps
+    spend compute on a reward that never pays.
+
+    reward_never_pays: another reward (a format reward, say) is exactly 0 at every log while the task's reward
+    varies: it adds the same 0 to every completion of every group, so it shapes no advantage and its weight buys
+    nothing (open-r1's published logs: rewards/format_reward/mean 0 throughout)."""
+    rewards = sorted(k for k in ctx.run.metric_names() if k.startswith("rewards/") and k.endswith("/mean"))
+    never = never_paid(ctx)
     if not never:
         return []
+    task = [k for k in rewards if CORRECTNESS_NAME.search(k)] or rewards
+    task_never = [k for k in never if k in task]
+    out = []
+    zero = ctx.finite_series("frac_reward_zero_std")
+    if task_never and len(zero) >= NEVER_SCORES_LOGS and zero[0][1] >= ZERO_STD_WARN:
+        out.append(_task_never_scores(ctx, task_never, task))
+    shaping = [k for k in never if k not in task]
+    if shaping:
+        out.append(_reward_never_pays(ctx, shaping, never))
+    return out
+
+
+def _task_never_scores(ctx: Ctx, never: list[str], task: list[str]) -> DiagnosisFinding:
+    zero = ctx.finite_series("frac_reward_zero_std")
     others = [(k, late_mean(ctx, k)) for k in sorted(ctx.run.metric_names())
               if k.startswith("rewards/") and k.endswith("/mean") and k not in task]
     scoring = [(k, v) for k, v in others if v is not None and v > 0]
     evidence = [e for k in never for e in first_last(ctx, k)]
     evidence += [Evidence(metric=k + " (late mean)", value=round(v, 6)) for k, v in scoring]
     evidence.append(Evidence(metric="frac_reward_zero_std", step=zero[0][0], value=zero[0][1]))
-    names = ", ".join(k[len("rewards/"):-len("/mean")] for k in never)
-    format_ok = (f" while {', '.join(k[len('rewards/'):-len('/mean')] for k, _ in scoring)} scores "
+    names = ", ".join(_name(k) for k in never)
+    format_ok = (f" while {', '.join(_name(k) for k, _ in scoring)} scores "
                  f"({max(v for _, v in scoring):.0%} at best): the completions have the shape the rewards ask for, "
                  "so the answer inside is what never matches" if scoring else "")
-    return [finding("task_never_scores", "error", evidence,
-                    f"{names} is exactly 0 at every one of the {len(ctx.series(never[0]))} logs, from the first"
-                    f"{format_ok}. No completion was ever judged right, so every group has the same task reward and "
-                    "GRPO has nothing to reinforce. The likely causes, in order: (1) the model cannot solve any "
-                    "prompt (base success 0): SFT on worked solutions first, until the base success rate is above "
-                    "zero (inspect_rewards reports it), then GRPO; (2) the reward never matches a right answer: its "
-                    "answer extraction reads another format than the model writes, or the answer column is wrong, "
-                    "empty or in another form (e.g. '#### 42' against '42'). Read a few samples beside their gold "
-                    "answers (sample_completions, then inspect_rewards) to tell them apart. No config change fixes "
-                    "either: more generations or steps spend compute on a reward that never pays.")]
+    return finding("task_never_scores", "error", evidence,
+                   f"{names} is exactly 0 at every one of the {len(ctx.series(never[0]))} logs, from the first"
+                   f"{format_ok}. No completion was ever judged right, so every group has the same task reward and "
+                   "GRPO has nothing to reinforce. The likely causes, in order: (1) the model cannot solve any "
+                   "prompt (base success 0): SFT on worked solutions first, until the base success rate is above "
+                   "zero (inspect_rewards reports it), then GRPO; (2) the reward never matches a right answer: its "
+                   "answer extraction reads another format than the model writes, or the answer column is wrong, "
+                   "empty or in another form (e.g. '#### 42' against '42'). Read a few samples beside their gold "
+                   "answers (sample_completions, then inspect_rewards) to tell them apart. No config change fixes "
+                   "either: more generations or steps spend compute on a reward that never pays.")
+
+
+def _reward_never_pays(ctx: Ctx, shaping: list[str], never: list[str]) -> DiagnosisFinding:
+    paying = [(k, late_mean(ctx, k)) for k in sorted(ctx.run.metric_names())
+              if k.startswith("rewards/") and k.endswith("/mean") and k not in never]
+    paying = [(k, v) for k, v in paying if v is not None]
+    evidence = [e for k in shaping for e in first_last(ctx, k)]
+    evidence += [Evidence(metric=k + " (late mean)", value=round(v, 6)) for k, v in paying]
+    names = ", ".join(_name(k) for k in shaping)
+    trains = (f"; the run trains on {', '.join(_name(k) for k, _ in paying)} alone" if paying else "")
+    return finding("reward_never_pays", "warning", evidence,
+                   f"{names} is exactly 0 at every one of the {len(ctx.series(shaping[0]))} logs, from the first: "
+                   "no completion ever had what it pays for, so it adds the same 0 to every completion of every "
+                   f"group, shapes no advantage, and its weight buys nothing{trains}. The likely causes: the prompt "
+                   "never asks for that shape (no system prompt or chat template that names the tags), the chat "
+                   "template writes part of it itself (a template that prefills <think> leaves the completion "
+                   "without the opening tag), thinking is off for a think-format reward, or the reward's pattern is "
+                   "stricter than what the model writes (newlines, tag order). Read a few samples against the reward "
+                   "(sample_completions, then inspect_rewards); fix the prompt or the reward, or drop it.")
 
 
 # TRL calls every reward function from GRPOTrainer._calculate_rewards; an exception there ends the run.
@@ -199,7 +251,8 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
                "run that is breaking, and masking hides its broken text from the loss. Read the samples and fix "
                "the cause ranked above.")
     elif away and overlong is None:
-        cache = max(1, round(int(length) * DAPO_SOFT_PUNISH_FRACTION))
+        shaping = REGISTRY["soft_overlong_punishment"].followed({}, {FIELD.max_completion_length: int(length)})
+        cache = shaping["soft_punish_cache"]  # the reward's Follows: line, DAPO's 4096 of 20480
         fix = (f"Do not lengthen completions now ({'; '.join(away)}): the cut is the likely cause of the fall, as "
                "completions grow into the limit and their answers are cut off and scored wrong. DAPO's soft "
                "overlong punishment (trl.rewards.get_soft_overlong_punishment, DAPO eq. 13) teaches the policy to "
@@ -208,7 +261,7 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
                "re-emit with emit_grpo_config to apply it. Read the latest samples too: reasoning that loops "
                "until the limit is the policy's, not the limit's.")
         add_rewards = [{"name": "soft_overlong_punishment", "weight": 1.0,
-                        "params": {"max_completion_len": int(length), "soft_punish_cache": cache}}]
+                        "params": shaping}]
     elif away:
         fix = (f"Do not lengthen completions now ({'; '.join(away)}): the cut is the likely cause of the fall. The "
                "run already has DAPO's soft overlong punishment, so the policy keeps growing into the limit "

@@ -23,17 +23,20 @@ from mcp_server.diagnosis.context import (
     slope,
 )
 from mcp_server.diagnosis.samples import rule_never_terminate
+from mcp_server.recipe.models import DEFAULT_EXTRA_ROUNDS, MAX_EXTRA_ROUNDS
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
 
 
 def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
-    frac = ctx.finite_series("frac_reward_zero_std")
+    # a run with dynamic sampling trains on the kept groups: their zero-spread share is the one that counts
+    metric = KEPT if ctx.finite_series(KEPT) else "frac_reward_zero_std"
+    frac = ctx.finite_series(metric)
     std = ctx.finite_series("reward_std")
     if frac:
         share = statistics.fmean(v for _, v in frac)
         late = ends([v for _, v in frac], 0.5)[1]
-        evidence = [Evidence(metric="frac_reward_zero_std", step=frac[0][0], value=frac[0][1]),
-                    Evidence(metric="frac_reward_zero_std", step=frac[-1][0], value=frac[-1][1])]
+        evidence = [Evidence(metric=metric, step=frac[0][0], value=frac[0][1]),
+                    Evidence(metric=metric, step=frac[-1][0], value=frac[-1][1])]
     elif std:
         share = sum(v <= 1e-6 for _, v in std) / len(std)
         late = share
@@ -70,10 +73,32 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
         why = ("Most groups give all their completions the same reward, so their advantage is zero and they "
                "teach nothing. Raise num_generations (the patch doubles it, with twice the gradient accumulation: "
                "the same prompts per optimizer step, still on-policy), raise "
-               "temperature, or make the reward graded (partial credit).")
+               "temperature, or make the reward graded (partial credit). "
+               + dynamic_sampling_advice(share, metric == KEPT))
     patch = {} if constant and rewards[0] != 0 else more_generations_patch(ctx)
     return [finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
                     f"{share:.0%} of the groups had zero reward spread. " + why, patch)]
+
+
+# logged by the trainer's dynamic sampling (training/trainer/dynamic_sampling.py)
+KEPT = "dynamic_sampling/zero_std_kept"
+
+
+def dynamic_sampling_advice(share: float, on: bool) -> str:
+    """What DAPO's dynamic sampling would do about a zero-spread `share`, and its cost (`on`: the run has it and
+    still trained on zero-spread groups: its cap was reached)."""
+    if on:
+        return ("Dynamic sampling is on and still filled batches with zero-spread groups: it reached its cap of extra "
+                "generation rounds (dynamic_sampling/extra_rounds): raise max_extra_rounds (emit again with "
+                "dynamic_sampling), or make the task's difficulty fit the model.")
+    expected = 1 / max(1e-9, 1 - share)  # generation batches drawn, on average, to fill one with spread
+    rounds = min(MAX_EXTRA_ROUNDS, max(DEFAULT_EXTRA_ROUNDS, math.ceil(expected - 1e-9)))
+    return (f"Or train only on groups with spread: emit again with dynamic_sampling: {{max_extra_rounds: {rounds}}} "
+            "(DAPO's dynamic sampling, in train.py; on by default for the dapo variant): zero-spread groups are "
+            "dropped and the batch refilled with fresh prompts. Its cost is generation: at this share about "
+            f"{min(expected, 1 + rounds):.1f}x TRL's per step (1 / (1 - share), at most {1 + rounds}x), memory "
+            "unchanged" + ("; at this share even that cap would often be reached, so fix the difficulty first."
+                           if expected > 1 + rounds else "."))
 
 
 def more_generations_patch(ctx: Ctx) -> dict:

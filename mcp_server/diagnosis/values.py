@@ -11,7 +11,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 # an object, a word) is bad input, named, never skipped into a clean bill.
 METRIC_NAMES = {"loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl",
                 "entropy", "aux_loss"}
-METRIC_PREFIXES = ("rewards/", "completions/", "clip_ratio/", "sampling/")
+METRIC_PREFIXES = ("rewards/", "completions/", "clip_ratio/", "sampling/", "dynamic_sampling/")
 
 
 def to_number(value) -> float | None:

@@ -30,10 +30,14 @@ from mcp_server.gpus import resolve_target
 from mcp_server.memory.verdict import validate
 from mcp_server.model_ref import TINY, is_moe, resolve_model
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
-from mcp_server.recipe.recorded import record as record_request
+from mcp_server.recipe.recorded import RecordedRequest, record as record_request
+from mcp_server.recipe.runspec import RunSpec
+from mcp_server.config.fields import SECTIONS, group_of
+from mcp_server.config.target import Target
 from mcp_server.recipe.thinking import is_hybrid_thinking
 from mcp_server.recipe.trl_fields import trl_defaults
-from mcp_server.recipe.variants import DYNAMIC_SAMPLING_NOTE, choose_variant
+from mcp_server.recipe import dynamic_sampling
+from mcp_server.recipe.variants import choose_variant
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.runs import Run
 from mcp_server.tiny import split_task, write_jsonl
@@ -146,27 +150,17 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
                  prompts=data.prompts)
 
 
-SECTIONS = (
-    (
-        "model",
-        ("GRPOScriptArguments", "ModelConfig"),
-        lambda k: k.startswith(("model", "dtype", "lora", "use_peft", "load_in", "bnb")),
-    ),
-    ("data", ("GRPOScriptArguments", "DatasetMixtureConfig"), lambda k: k.startswith("dataset")),
-    ("rewards", (), lambda k: k.startswith("reward")),
-)
-
-
 def render_yaml(values: dict, header: str, why: dict | None = None) -> str:
     """YAML grouped by topic, with a header saying what it is and how to run it, and each value's reason as a
     comment above it."""
     why = why or {}
-    groups: dict[str, dict] = {"model": {}, "data": {}, "rewards": {}, "grpo": {}}
+    sections = (*SECTIONS, ("grpo", "GRPO / training"))  # config.fields: each field's group
+    groups: dict[str, dict] = {name: {} for name, _ in sections}
     for key, value in values.items():
-        name = next((n for n, _, pred in SECTIONS if pred(key)), "grpo")
-        groups[name][key] = value
+        group = group_of(key)
+        groups[group if group in groups else "grpo"][key] = value
     parts = [header]
-    for name, title in (("model", "model"), ("data", "data"), ("rewards", "rewards"), ("grpo", "GRPO / training")):
+    for name, title in sections:
         if groups[name]:
             lines = [f"# --- {title}"]
             for key, value in groups[name].items():
@@ -225,18 +219,21 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     variant, reason, moe, agentic = given.variant, given.variant_reason, given.moe, given.agentic
     command, how = launch_text(given.plan_of(recipe.values), final.dir)
     specs = [s.model_dump() for s in reward_specs]
+    recorded = RecordedRequest(**record_request(request, variant_chosen=variant, is_moe=moe,
+                                                trainer=trainer_name(agentic)))
+    sampling = dynamic_sampling.settings(request, variant, agentic is not None)
+    spec = RunSpec(values=values, target=Target(request.gpu, request.num_gpus), request=recorded, rewards=specs,
+                   agentic=agentic.model_dump() if agentic else None, dynamic_sampling=sampling, base_dir=run.dir,
+                   is_moe=moe)
     # the one validation entry point (memory.verdict.validate): rules, TRL's checks, architecture, memory plan
-    validation = validate(values, request.gpu, request.num_gpus, reward_specs=specs,
-                          override_reason=request.override_reason, is_moe=moe, base_dir=run.dir,
-                          agentic=agentic.model_dump() if agentic else None, prompt_column=request.prompt_column)
+    validation = validate(spec)  # not rehearsed here: validate_grpo_config and every launch rehearse it
 
     trl_version = validation.trl_version or "unknown: no training interpreter"
     target = validation.target
     names = ", ".join(s["name"] for s in specs)
     if any(s["name"] == "soft_overlong_punishment" for s in specs):
         names += " (soft_overlong_punishment: DAPO's length shaping, -1 at max_completion_length)"
-    note = ("".join(f"# {line}\n" for line in textwrap.wrap(DYNAMIC_SAMPLING_NOTE, 114))
-            if variant == "dapo" else "")
+    note = "".join(f"# {line}\n" for line in textwrap.wrap(dynamic_sampling.header_note(sampling, variant), 114))
     header = (
         f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
         + note
@@ -246,12 +243,7 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
-    atomic_write_text(run.config, render_yaml(values, header, why))
-    atomic_write_json(run.rewards, specs)
-    atomic_write_json(run.request, record_request(request, variant_chosen=variant, is_moe=moe,
-                                                  trainer=trainer_name(agentic)))
-    if agentic:
-        atomic_write_json(run.agentic, agentic.model_dump())
+    spec.write(run, render_yaml(values, header, why))
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
     template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
     script = template.replace("{{RUN}}", final.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mcp_server.config.recipe import Recipe
+from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
 from mcp_server.memory.models import MemoryPlan
 from mcp_server.memory.levers import just_enough_vllm
@@ -14,6 +15,7 @@ from mcp_server.memory.params import count_params
 from mcp_server.memory.settings import RunSettings
 from mcp_server.memory import planner
 from mcp_server.memory.planner import architecture_of
+from mcp_server.recipe.runspec import RunSpec
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
 
@@ -21,7 +23,7 @@ NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, no
 def plan_for(values: dict, gpu: str, num_gpus: int) -> MemoryPlan | None:
     """The memory plan of the values on the target, or None when it cannot be planned offline."""
     try:
-        return planner.plan(values, gpu, num_gpus)
+        return planner.plan(RunSpec(values=values, target=Target(gpu, num_gpus)))
     except UserInputError:
         return None
 

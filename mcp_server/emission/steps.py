@@ -31,7 +31,8 @@ from mcp_server.memory.models import MemoryPlan
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.recipe.precision import FP16_REASON, dtype_reason, weights_dtype
 from mcp_server.recipe.thinking import thinking_fields
-from mcp_server.recipe.variants import DAPO_SOFT_PUNISH_FRACTION, off_policy_fields, recipe_values
+from mcp_server.recipe.variants import off_policy_fields, recipe_values
+from mcp_server.rewards.registry import follow_config
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
@@ -127,7 +128,7 @@ def off_policy(recipe: Recipe, given: Given) -> Recipe:
     return recipe.merged(off_policy_fields(given.variant, ga))
 
 
-REPORT_TO_WHY = {  # where each writes: training.script_support.keep_trackers_in_run
+REPORT_TO_WHY = {  # where each writes: training.trainer.tracker_dirs.keep_trackers_in_run
     "trackio": "trackio: a local dashboard, logged under trackers/trackio (`TRACKIO_DIR=trackers/trackio trackio "
                "show`)",
     "wandb": "wandb: set WANDB_MODE=offline to keep it on this machine, logged under trackers/wandb (`wandb sync` "
@@ -190,8 +191,8 @@ def dapo_length_shaping(recipe: Recipe, given: Given) -> Recipe:
               else f"{limit} tokens, TRL's default")
     recipe = recipe.with_value(LENGTH, limit, source + "; also L_max of DAPO's soft overlong "
                                "punishment in train/rewards.json: change both together", "recipe")
-    return recipe.with_rewards([*recipe.rewards, RewardSpec(name="soft_overlong_punishment", params={
-        "max_completion_len": limit, "soft_punish_cache": round(limit * DAPO_SOFT_PUNISH_FRACTION)})])
+    # its parameters follow the final length (rewards_follow_config, the reward's Follows: line)
+    return recipe.with_rewards([*recipe.rewards, RewardSpec(name="soft_overlong_punishment")])
 
 
 def reward_weights(recipe: Recipe, given: Given) -> Recipe:
@@ -322,9 +323,16 @@ def learning_schedule(recipe: Recipe, given: Given) -> Recipe:
     return schedule(recipe, given.prompts, plan.launch.training_processes if plan else 1, given.request.overrides)
 
 
+def rewards_follow_config(recipe: Recipe, given: Given) -> Recipe:
+    """Each reward parameter declared to follow a config field (a reward factory's Follows: line, e.g. DAPO's L_max)
+    written from the final config: a memory lever that shortened the length moves L_max with it."""
+    return recipe.with_rewards(follow_config(list(recipe.rewards), recipe.values))
+
+
 STEPS: list[Step] = [
     seed, agentic_turns, target, thinking, off_policy, report_to, turn_budget, length, dapo_length_shaping,
     reward_weights, output_dir, data, model, trl_cli_rewards, overrides, fit, batch, vllm_share, learning_schedule,
+    rewards_follow_config,
 ]
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.files import read_run_rewards
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.pins import changes, config_pins, run_pins
 from mcp_server.rewards import reward_code_sha256
@@ -135,14 +136,17 @@ def _meta(run: Run) -> dict:
     return read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
 
 
-def weights_differ(run: Run) -> str | None:
+def weights_differ(run: Run, spec: RunSpec | None = None) -> str | None:
     """Whether train/config.yaml's reward_weights (what TRL trains with) are not train/rewards.json's weights (what
-    the review scored with); None when they are one (or the config sets none: the trainer takes rewards.json's)."""
-    configured = run.read_config().get("reward_weights")
+    the review scored with); None when they are one (or the config sets none: the trainer takes rewards.json's).
+    `spec`: the run as the caller read it, else read here."""
     try:
-        reviewed = [float(spec.get("weight", 1.0)) for spec in read_run_rewards(run)]
+        config, rewards = ((spec.values, spec.rewards) if spec and spec.rewards is not None
+                           else (run.read_config(), read_run_rewards(run)))
     except UserInputError as exc:
         return str(exc)
+    configured = config.get("reward_weights")
+    reviewed = [float(reward.get("weight", 1.0)) for reward in rewards]
     if configured is None or (isinstance(configured, list) and [float(w) if isinstance(w, (int, float)) else w
                                                                  for w in configured] == reviewed):
         return None
@@ -340,10 +344,11 @@ def _brief(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def check_inspection_gate(run: Run | str | Path) -> GateResult:
+def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None) -> GateResult:
     """Is this run cleared to train? Open only with a passing verdict on the current rewards and samples.
 
-    The training launcher calls this before it starts anything; a closed gate says why and how to open it.
+    The training launcher calls this before it starts anything (`spec`: the run as the launch read it, so the
+    gate judges the files every other gate judged); a closed gate says why and how to open it.
     An unknown run raises UserInputError('run', ...); every other state is an answer, not an error.
     """
     run = run if isinstance(run, Run) else resolve_run(run)
@@ -351,7 +356,7 @@ def check_inspection_gate(run: Run | str | Path) -> GateResult:
     if early is not None:
         return early
     verdict = _read_verdict_record(run)
-    return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)
+    return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)
 
 
 def _closed(run: Run, reason: str, how: str) -> GateResult:
@@ -415,7 +420,7 @@ def _read_verdict_record(run: Run) -> VerdictRecord | GateResult:
     return verdict
 
 
-def _verdict_holds(run: Run, verdict: VerdictRecord) -> GateResult:
+def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None) -> GateResult:
     """The gate for a well-formed verdict: open when it passes and the review, the samples and everything it
     pins are still what it signed."""
     who = f"{printable(verdict.reviewer)} at {verdict.recorded_at.isoformat()}"
@@ -442,11 +447,12 @@ def _verdict_holds(run: Run, verdict: VerdictRecord) -> GateResult:
                 else "review.json changed")
         return _closed(run, f"the review is not the one the verdict signed ({who}): {what}", inspect_again)
     mismatch = _differs_from_review(verdict, _read_or_none(review_file) or {}) or _sheet_edited(
-        run, _read_or_none(review_file) or {}) or weights_differ(run)
+        run, _read_or_none(review_file) or {}) or weights_differ(run, spec)
     if mismatch:
         return _closed(run, f"{run.verdict} is not a verdict on this review ({who}): {mismatch}", inspect_again)
     try:
-        current = run_pins(run, reward_code_sha256(read_run_rewards(run)))
+        rewards = spec.rewards if spec and spec.rewards is not None else read_run_rewards(run)
+        current = run_pins(run, reward_code_sha256(rewards), spec.values if spec else None)
     except UserInputError as exc:
         return _closed(run, f"what the verdict vouches for cannot be read now: {exc}", "fix it, then " + inspect_again)
     moved = changes(verdict.pins, current)

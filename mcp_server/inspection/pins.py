@@ -5,13 +5,14 @@ modules that code imports, plus the config's reward_weights/reward_funcs), train
 person read (which holds the success rule). `config_pins` reads the parts that train/config.yaml decides;
 `run_pins` adds the reward code and the script. `changes` names every part that differs between two pin sets.
 
-Everything else in train/config.yaml is pinned too ("config"), except CONFIG_UNPINNED: fields that cannot change
-what is sampled or how it is scored (where checkpoints and logs go, how often, the optimizer and its schedule, how
-long training runs, how a batch is laid out over devices, steps and memory). Every file under train/ that
-no other pin covers is pinned by name and content ("train_files"): train.py runs with train/ first on sys.path,
-so a train/mcp_server/ or train/datasets.py would shadow what was reviewed (train.py also drops train/ from its
-path; the pin covers scripts emitted before that). The files a launch writes there (launch.sh, launch.slurm,
-accelerate.yaml, logs/) are not pinned: they are the launch's, written after the gate.
+Everything else in train/config.yaml is pinned too ("config"), except the fields config.fields declares unpinned:
+those that cannot change what is sampled or how it is scored (where checkpoints and logs go, how often, the
+optimizer and its schedule, how long training runs, how a batch is laid out over devices, steps and memory).
+Every file under train/ that no other pin covers is pinned by name and content ("train_files"): train.py runs
+with train/ first on sys.path, so a train/mcp_server/ or train/datasets.py would shadow what was reviewed
+(train.py also drops train/ from its path; the pin covers scripts emitted before that). The files a launch writes
+there (launch.sh, launch.slurm, accelerate.yaml, logs/) are not pinned: they are the launch's, written after the
+gate.
 
 What cannot be pinned, and so is not: environment variables a reward reads, a module a reward loads by a name it
 computes (`importlib.import_module(f"...{x}")`: only imports written out are followed), anything a reward fetches
@@ -31,38 +32,16 @@ import json
 from pathlib import Path
 
 from mcp_server.agentic.sources import agentic_pin
-from mcp_server.config import FIELD
+from mcp_server.config.fields import fields_in, pinned
 from mcp_server.errors import UserInputError
 from mcp_server.model_ref import cached_config_path, resolve_model
 from mcp_server.runs import Run
 from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, sha256_file
 
-# train/config.yaml's fields that decide what a sample looks like (TRL's GRPOConfig names).
-SAMPLING_KEYS = (FIELD.num_generations, FIELD.temperature, FIELD.top_p, FIELD.top_k, FIELD.min_p,
-                 FIELD.repetition_penalty, FIELD.max_completion_length, FIELD.chat_template_kwargs,
-                 FIELD.generation_kwargs)
-# Fields that change what the trainer does with the rewards' scores.
-REWARD_CONFIG_KEYS = ("reward_weights", "reward_funcs")
-# train/config.yaml's fields that cannot change what is sampled or scored, so a verdict does not pin them.
-# Anything not listed here (and not a sampling, reward, model or data field, pinned above) is pinned as "config".
-CONFIG_UNPINNED = frozenset({
-    # where and how often things are written
-    "output_dir", "overwrite_output_dir", "logging_dir", "logging_steps", "logging_strategy", "logging_first_step",
-    "logging_nan_inf_filter", "log_level", "log_level_replica", "log_on_each_node", "log_completions",
-    "num_completions_to_print", "wandb_log_unique_prompts", "report_to", "run_name", "disable_tqdm",
-    "save_steps", "save_strategy", "save_total_limit", "save_only_model", "save_safetensors", "save_on_each_node",
-    "push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push",
-    "resume_from_checkpoint",
-    # the optimizer, its schedule and how long it runs
-    "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps", "weight_decay",
-    "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim", "optim_args", "num_train_epochs",
-    "max_steps",
-    # how a batch is laid out in memory and time (the same samples, the same scores)
-    "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation", "gradient_checkpointing",
-    "gradient_checkpointing_kwargs", "use_liger_kernel", "use_liger_loss", "deepspeed", "fsdp", "fsdp_config",
-    "ds3_gather_for_generation", "torch_empty_cache_steps", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode",
-    "vllm_tensor_parallel_size", "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers",
-})
+# train/config.yaml's fields that decide what a sample looks like, and those that change what the trainer does
+# with the rewards' scores (config.fields declares each field's group).
+SAMPLING_KEYS = fields_in("sampling")
+REWARD_CONFIG_KEYS = fields_in("rewards")
 # The config fields the model and data pins already cover (by what they resolve to).
 MODEL_DATA_KEYS = ("model_name_or_path", "model_revision", "dataset_name", "dataset_config", "datasets")
 # Files under train/ that other pins cover, or that a launch writes after the gate.
@@ -171,10 +150,10 @@ def _inside(pin: dict, key: str, run: Run) -> dict:
     return pin
 
 
-def config_pins(run: Run) -> dict:
-    """What train/config.yaml decides: model, data, sampling settings, reward weights. A run without a config
-    has nothing to vouch for (UserInputError('run'))."""
-    config = run.read_config()
+def config_pins(run: Run, config: dict | None = None) -> dict:
+    """What train/config.yaml decides (`config`: as the caller read it, else read here): model, data, sampling
+    settings, reward weights. A run without a config has nothing to vouch for (UserInputError('run'))."""
+    config = run.read_config() if config is None else config
     if not config.get("model_name_or_path"):
         raise UserInputError(
             "run", f"{run.config} does not exist or names no model_name_or_path: a verdict vouches for a training "
@@ -187,19 +166,19 @@ def config_pins(run: Run) -> dict:
         "data": _config_data(config, run),
         "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
         "reward_config": {k: config.get(k) for k in REWARD_CONFIG_KEYS},
-        "config": {k: config[k] for k in sorted(config) if k not in CONFIG_UNPINNED
+        "config": {k: config[k] for k in sorted(config) if pinned(k)  # config.fields: what cannot change a sample
                    and k not in SAMPLING_KEYS + REWARD_CONFIG_KEYS + MODEL_DATA_KEYS},
     }
 
 
-def train_files_pin(run: Run) -> dict:
+def train_files_pin(run: Run, config: dict | None = None) -> dict:
     """Every file under train/ that no other pin covers, by name and content (a file named there could be
-    imported by train.py: train/ is its sys.path[0]). {} when there is none."""
+    imported by train.py: train/ is its sys.path[0]). {} when there is none. `config`: as config_pins."""
     train = run.script.parent
     if not train.is_dir():
         return {}
     # checkpoints written by training, when output_dir is a directory inside train/ (not train/ itself)
-    output = run.output_dir(run.read_config()).resolve()
+    output = run.output_dir(run.read_config() if config is None else config).resolve()
     if output == train.resolve() or not output.is_relative_to(train.resolve()):
         output = None
     pinned = {}
@@ -219,15 +198,16 @@ def train_files_pin(run: Run) -> dict:
     return pinned
 
 
-def run_pins(run: Run, reward_code_sha256: str) -> dict:
-    """config_pins plus the reward code hash (computed by the caller from train/rewards.json) and train/train.py."""
-    pins = config_pins(run)
+def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> dict:
+    """config_pins plus the reward code hash (computed by the caller from train/rewards.json) and train/train.py.
+    `config`: train/config.yaml as the caller read it (a launch's RunSpec), else read here."""
+    pins = config_pins(run, config)
     pins["reward_code"] = reward_code_sha256
     pins["script"] = sha256_file(run.script) if run.script.is_file() else None
     agentic = agentic_pin(run)
     if agentic is not None:
         pins["agentic"] = agentic
-    pins["train_files"] = train_files_pin(run)
+    pins["train_files"] = train_files_pin(run, config)
     # What sampling read through the trainer's loader (inspection.training_inputs), which the trainer compares
     # with its own at the point of use, and the record of how the samples were drawn.
     meta = run.samples_meta

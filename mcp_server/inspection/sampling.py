@@ -33,6 +33,7 @@ from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, Sampl
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
+from mcp_server.config.fields import ENGINES
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.recipe.recorded import read_recorded
@@ -64,8 +65,7 @@ def _trl_defaults() -> dict:
         import trl  # noqa: F401
     except ImportError:  # no TRL in this interpreter: the generated table's (the TRL this package was checked on)
         pass
-    return {k: trl_default(k) for k in (FIELD.num_generations, FIELD.temperature, FIELD.top_p, FIELD.top_k,
-                                        FIELD.max_completion_length, FIELD.min_p, FIELD.repetition_penalty)}
+    return {k: trl_default(k) for k in ENGINES}  # config.fields: the sampling settings an engine takes by name
 
 
 def _data_settings(request: SampleRequest, config: dict, run: Run | None = None) -> dict:

@@ -4,9 +4,9 @@
 rows' content, the prompt column, the resolved settings (generation_kwargs, reward_weights) and the model as
 resolved in the run directory must be the verdict's "trained" pin (what sampling read through the same loader,
 inspection.training_inputs), every reviewed sample's prompt and columns must be a row of that data, and an
-agentic run's environment and tool code must be what the verdict pinned. Anything else exits (status 3) before
-the model loads, saying what differs: a file swapped after launch_training and put back later, a poisoned cache,
-another prompt column or generation setting cannot train unseen.
+agentic run's environment and tool code and a run's train/dynamic_sampling.json must be what the verdict pinned.
+Anything else exits (status 3) before the model loads, saying what differs: a file swapped after launch_training
+and put back later, a poisoned cache, another prompt column or generation setting cannot train unseen.
 
 launch_training passes the reward-code hash the verdict pinned (LLM_FINETUNING_REWARD_CODE_SHA256) to the
 training process and records it in run.json. train/train.py builds its rewards with `reviewed_reward_funcs`,
@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
-from mcp_server.runs import Run
+from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run
+from mcp_server.userfiles import package_switches
 from mcp_server.workspace import sha256_file
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
@@ -98,7 +99,13 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
     from mcp_server.inspection.training_inputs import fingerprint
 
     run = Run(Path(run_dir))
-    now = fingerprint(run, dataset, run.read_config(), column, script_args, training_args, model_args)
+    config = run.read_config()
+    switches = package_switches(config)
+    if switches:  # TrlParser exported them before this check: they would switch it off (issue 48)
+        print(f"llm-finetuning: refusing to train: train/config.yaml's env: block sets {', '.join(switches)}, "
+              "which switches this check; remove it", file=sys.stderr, flush=True)
+        raise InputsChanged(3)
+    now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
     verdict = _verdict(run)
     if os.environ.get(SAMPLING_ENV) == "1":
         return now
@@ -117,12 +124,22 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
         differs += _samples_not_in(run, dataset, verdict)
     if run.agentic.is_file() and _canonical(agentic_pin(run)) != _canonical(verdict["pins"].get("agentic")):
         differs.append("the environment or tools (train/agentic.json or their source) changed")
+    pinned_files = verdict["pins"].get("train_files")
+    if isinstance(pinned_files, dict) and _sampling_file_pin(run) != pinned_files.get(DYNAMIC_SAMPLING_FILE):
+        differs.append(f"train/{DYNAMIC_SAMPLING_FILE} (dynamic sampling) changed")
     if differs:
         print("llm-finetuning: refusing to train: what this process would train on is not what the inspection "
               "verdict reviewed: " + "; ".join(differs) + ". Put it back, or sample and inspect again and record a "
               "new verdict, then launch again.", file=sys.stderr, flush=True)
         raise InputsChanged(3)
     return now
+
+
+def _sampling_file_pin(run: Run) -> str | None:
+    """train/dynamic_sampling.json as the verdict's train_files pin holds it (None: the run has none)."""
+    from mcp_server.inspection.pins import train_files_pin
+
+    return train_files_pin(run).get(DYNAMIC_SAMPLING_FILE) if run.dynamic_sampling.is_file() else None
 
 
 def _patched(trained, verdict: dict):

@@ -22,13 +22,16 @@ import json
 import re
 from pathlib import Path
 
+from mcp_server.config.loader import parse_config, train_dataset  # noqa: F401 - train.py and sampling read these
+
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.pins import CONFIG_UNPINNED, SAMPLING_KEYS, model_pin
+from mcp_server.config.fields import pinned
+from mcp_server.inspection.pins import SAMPLING_KEYS, model_pin
 from mcp_server.runs import Run
 
 PROMPT_LINE = re.compile(r'^PROMPT_COLUMN = "(?P<column>[^"\n]*)"$', re.MULTILINE)
 # Fields the settings fingerprint leaves out: the machine's precision switches (a config made for a GPU is sampled
-# where it parses; the gate pins them in the config file) and everything CONFIG_UNPINNED names.
+# where it parses; the gate pins them in the config file) and every field config.fields declares unpinned.
 MACHINE_KEYS = frozenset({"bf16", "fp16", "tf32", "use_cpu", "bf16_full_eval", "fp16_full_eval"})
 ALWAYS_SETTINGS = (*SAMPLING_KEYS, "reward_weights", "max_prompt_length", "num_iterations", "beta", "loss_type")
 
@@ -42,42 +45,6 @@ def prompt_column(run: Run) -> str:
     return found.group("column") if found and found.group("column") else "prompt"
 
 
-def parse_config(argv=None):
-    """(script_args, training_args, model_args, dataset_args) from the config named in `argv` (default sys.argv),
-    as `trl grpo` parses it, with model_init_kwargs filled in as `trl grpo` passes them to from_pretrained."""
-    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
-    from trl.scripts.grpo import GRPOScriptArguments
-
-    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
-    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
-    kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
-                  attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)
-    kwargs.update(training_args.model_init_kwargs or {})
-    training_args.model_init_kwargs = kwargs
-    return script_args, training_args, model_args, dataset_args
-
-
-def train_dataset(script_args, dataset_args, column: str, cache_dir: str | Path):
-    """The training split, its prompt column named 'prompt' as GRPOTrainer reads it, prepared in `cache_dir` (a
-    fresh, empty folder the caller keeps while the rows are used: datasets maps its arrow files from there)."""
-    import datasets
-    from trl import get_dataset
-
-    before = datasets.config.HF_DATASETS_CACHE
-    datasets.config.HF_DATASETS_CACHE = Path(cache_dir)  # read at each load, so no earlier cache entry is used
-    try:
-        if dataset_args.datasets:
-            dataset = get_dataset(dataset_args)[script_args.dataset_train_split]
-        else:
-            dataset = datasets.load_dataset(script_args.dataset_name, name=script_args.dataset_config,
-                                            split=script_args.dataset_train_split)
-    finally:
-        datasets.config.HF_DATASETS_CACHE = before
-    if column != "prompt":
-        dataset = dataset.rename_column(column, "prompt")
-    return dataset
-
-
 def rows_sha256(dataset) -> str:
     """sha256 of every row as loaded (column names and values, in order)."""
     digest = hashlib.sha256(json.dumps(dataset.column_names).encode())
@@ -89,7 +56,7 @@ def rows_sha256(dataset) -> str:
 def resolved_settings(config: dict, *parsed) -> dict:
     """The settings as TRL resolved them (defaults filled in): every sampling field, reward_weights, and each
     field the config sets that a verdict pins; from the first parsed dataclass that has it."""
-    keys = sorted(set(ALWAYS_SETTINGS) | {k for k in config if k not in CONFIG_UNPINNED and k not in MACHINE_KEYS})
+    keys = sorted(set(ALWAYS_SETTINGS) | {k for k in config if pinned(k) and k not in MACHINE_KEYS})
     settings = {}
     for key in keys:
         holder = next((p for p in parsed if hasattr(p, key)), None)

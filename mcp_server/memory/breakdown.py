@@ -10,7 +10,7 @@ from typing import NamedTuple
 from pydantic import BaseModel
 
 from mcp_server.config import FIELD
-from mcp_server.memory import components
+from mcp_server.memory import components, generation
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
@@ -32,6 +32,7 @@ class Breakdown(BaseModel):
     vllm_weights_gib: float = 0.0
     server: ServerGPUPlan | None = None
     problems: list[str] = []
+    generation_peak_expandable: float = 0.0  # HF generate: the generation peak with expandable segments
 
 
 class Fit(NamedTuple):
@@ -56,6 +57,7 @@ class _Parts(NamedTuple):
     temporary: components.Part
     casts: components.Part
     sync_gather: components.Part
+    rewards: components.Part  # reward models loaded beside the policy
     beside: bool  # gradients live beside the activations (accumulating, or LoRA)
     forward_backward: float  # mid-backward: activations, logits, the weights' 16-bit copies
     end_of_backward: float  # all gradients + the last fresh one
@@ -73,8 +75,8 @@ class _Phases(NamedTuple):
     vllm_at_sync: float = 0.0
     server: ServerGPUPlan | None = None
     vllm_kv_cache: float = 0.0
-    generation_kv_cache: float = 0.0
-    reference_logits_after_generate: bool = False
+    generate: generation.GenerationPhase | None = None  # HF generate on the training GPUs
+    expandable_generation: float = 0.0  # its nvidia-smi GiB with expandable segments
 
 
 def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target) -> Breakdown:
@@ -91,6 +93,7 @@ def compute_breakdown(arch: Architecture, params: ParamCount, settings: RunSetti
         peak_reserved=at_peak.reserved, peak_phase="training" if in_training else "generation",
         training_gpus=parts.layout.training_gpus, trainable=parts.trainable, vllm_kv_gib=phases.vllm_kv_cache / GIB,
         vllm_weights_gib=vllm_weights / GIB, server=phases.server, problems=phases.problems,
+        generation_peak_expandable=phases.expandable_generation,
     )
 
 
@@ -173,10 +176,12 @@ def _parts(arch: Architecture, params: ParamCount, settings: RunSettings, target
     forward_backward = activations.bytes + logits.bytes + casts.bytes
     end_of_backward = gradients + temporary.bytes
     per_step = gradients + max(forward_backward, temporary.bytes) if beside else max(end_of_backward, forward_backward)
+    rewards = generation.reward_model_weights(settings, layout)
     return _Parts(
         layout, trainable, weights, gradients, optimizer, reference, activations, logits, gathered, temporary, casts,
-        components.peft_sync_gather(params, settings, layout, weights), beside, forward_backward, end_of_backward,
-        per_step, allocated_once=weights.bytes + reference.bytes + optimizer.bytes + gathered,
+        components.peft_sync_gather(params, settings, layout, weights), rewards, beside, forward_backward,
+        end_of_backward, per_step, allocated_once=weights.bytes + reference.bytes + optimizer.bytes + gathered
+        + rewards.bytes,
     )
 
 
@@ -185,6 +190,7 @@ def _phases(arch: Architecture, params: ParamCount, settings: RunSettings, targe
     server on its own GPUs, or HF generate on the training GPUs."""
     problems = list(parts.layout.problems)
     once, per_step, sync = parts.allocated_once, parts.per_step, parts.sync_gather.bytes
+    rewarding = generation.reward_forward(settings, parts.layout)  # reward models score the generation batch
     if settings.colocated_vllm:
         vllm = components.colocated_vllm(params, settings, target, arch)
         if vllm.problem:
@@ -194,31 +200,28 @@ def _phases(arch: Architecture, params: ParamCount, settings: RunSettings, targe
         # the weight sync wakes only vLLM's weights (sleep mode), then generation holds its whole share
         at_sync = vllm.weights + sleeping if settings.vllm_enable_sleep_mode else vllm.total
         return _Phases(components.phase_peak(once + vllm_in_training, per_step),
-                       components.phase_peak(once + max(vllm.total, at_sync + sync), 0.0), problems,
+                       components.phase_peak(once + max(vllm.total, at_sync + sync), rewarding), problems,
                        vllm=vllm, vllm_at_sync=at_sync, vllm_kv_cache=vllm.kv_cache)
     if settings.vllm_server:
         server, kv_cache, problem = components.vllm_server(params, settings, parts.layout, target)
         if problem:
             problems.append(problem)
-        return _Phases(components.phase_peak(once, per_step), components.phase_peak(once + sync, 0.0), problems,
+        return _Phases(components.phase_peak(once, per_step), components.phase_peak(once + sync, rewarding), problems,
                        server=server, vllm_kv_cache=kv_cache)
-    kv_cache = components.generation_kv_cache(arch, settings, parts.layout)
+    gen = generation.generation_phase(arch, params, settings, parts.layout)
     # ZeRO-3/FSDP gathers the whole model for generate
     gathered_for_generate = (params.total * 2 - parts.weights.bytes) if parts.layout.fully_sharded else 0.0
-    # after generate, the no-grad reference / old log-prob forwards (full logits in older TRL)
-    after_generate = max(kv_cache, components.reference_logits(arch, settings))
+    generating = once + max(gathered_for_generate, 0.0)
     return _Phases(components.phase_peak(once, per_step),
-                   components.phase_peak(once + max(gathered_for_generate, 0.0), after_generate), problems,
-                   generation_kv_cache=after_generate, reference_logits_after_generate=after_generate > kv_cache)
+                   generation.generation_peak(generating, parts.optimizer.bytes, gen), problems, generate=gen,
+                   expandable_generation=generation.generation_peak_expandable(generating, gen))
 
 
 def _table(settings: RunSettings, parts: _Parts, phases: _Phases, in_training: bool) -> tuple[dict, dict]:
     """GiB per component at the peak phase, and how each was computed."""
     notes = {name: part.note for name, part in (
         ("weights", parts.weights), ("optimizer_state", parts.optimizer), ("reference_model", parts.reference),
-        ("activations", parts.activations), ("logits", parts.logits)) if part.note}
-    if phases.reference_logits_after_generate:
-        notes["generation_kv_cache"] = "the no-grad reference/old log-prob forward's full logits after generate"
+        ("activations", parts.activations), ("logits", parts.logits), ("reward_models", parts.rewards)) if part.note}
     def training(value: float) -> float:  # held at the training peak only
         return value / GIB if in_training else 0.0
 
@@ -227,7 +230,7 @@ def _table(settings: RunSettings, parts: _Parts, phases: _Phases, in_training: b
         "optimizer_state": parts.optimizer.bytes / GIB, "reference_model": parts.reference.bytes / GIB,
         "activations": training(parts.activations.bytes), "logits": training(parts.logits.bytes),
         "autocast_weight_copies": training(parts.casts.bytes), "gradient_temporary": 0.0,
-        "generation_kv_cache": 0.0 if in_training else phases.generation_kv_cache / GIB,
+        "reward_models": parts.rewards.bytes / GIB, "generation_kv_cache": 0.0, "generation_activations": 0.0,
         "gathered_for_weight_sync": 0.0, "vllm_weights": 0.0, "vllm_kv_cache": 0.0,
     }
     if parts.layout.fully_sharded:
@@ -240,6 +243,7 @@ def _table(settings: RunSettings, parts: _Parts, phases: _Phases, in_training: b
         if part.note:
             notes[name] = part.note
     _backward_rows(table, notes, parts, in_training)
+    _generate_rows(table, notes, settings, phases, in_training)
     _vllm_rows(table, notes, settings, parts, phases, in_training)
     # what is left to the phase's peak: CUDA context, allocator slack, vLLM's runtime, gathered ZeRO-3 layers
     peak = phases.training.nvidia_smi if in_training else phases.generation.nvidia_smi
@@ -262,6 +266,33 @@ def _backward_rows(table: dict, notes: dict, parts: _Parts, in_training: bool) -
     elif not beside:
         table["gradients"] = 0.0
         notes["gradients"] = "one micro-step: gradients fill in as activations are freed (peak is the activations)"
+
+
+def _generate_rows(table: dict, notes: dict, settings: RunSettings, phases: _Phases, in_training: bool) -> None:
+    """At an HF-generate peak: the KV cache and the rest of what its moment holds (generation.generation_phase)."""
+    gen = phases.generate
+    if gen is None or in_training:
+        return
+    moment = gen.peak_moment
+    prompt_share = settings.prompt_length / settings.seq_len
+    kv = {"prefill": gen.kv_cache * prompt_share, "decode": gen.kv_cache}.get(moment, 0.0)
+    table["generation_kv_cache"] = kv / GIB
+    table["generation_activations"] = (gen.allocated - kv) / GIB
+    widths = "fp32 keys, 16-bit values (autocast over fp32 weights)" if gen.autocast and gen.weight_copies else (
+        "keys and values in the compute dtype")
+    notes["generation_kv_cache"] = (f"HF generate's DynamicCache, {gen.sequences} sequences x "
+                                    f"{settings.prompt_length if moment == 'prefill' else settings.seq_len} tokens, "
+                                    f"{widths}")
+    notes["generation_activations"] = {
+        "prefill": f"the prompt forward over {gen.sequences} x {settings.prompt_length} tokens: one layer's residual "
+                   "streams and MLP transients" + (" (LoRA's fp32 adapter path, no autocast in generate)"
+                                                   if settings.peft else "")
+                   + (", autocast's 16-bit weight copies" if gen.weight_copies else ""),
+        "decode": "the last decode step: one layer's repeated K/V for the padded attention and torch.cat's new copy"
+                  + (", autocast's 16-bit weight copies" if gen.weight_copies else ""),
+        "scoring": f"the no-grad reference/old log-prob forward of {settings.per_device_train_batch_size} sequences",
+        "rewarding": f"the reward model's forward over all {gen.sequences} sequences at once",
+    }[moment]
 
 
 def _vllm_rows(table: dict, notes: dict, settings: RunSettings, parts: _Parts, phases: _Phases,

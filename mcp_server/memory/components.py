@@ -253,14 +253,6 @@ def peft_sync_gather(params: ParamCount, settings: RunSettings, layout: Layout, 
                 "adapters for the vLLM weight sync")
 
 
-# --------------------------------------------------------------------------- generation
-def generation_kv_cache(arch: Architecture, settings: RunSettings, layout: Layout) -> float:
-    """HF generate: the KV cache of one generation round's sequences, plus its fp32 logits and probabilities."""
-    sequences = settings.per_device_train_batch_size * (1 if settings.generate_per_micro_step else settings.spg)
-    kv_per_token = 2 * arch.num_hidden_layers * arch.kv_dim * layout.activation_bytes
-    return sequences * settings.seq_len * kv_per_token + sequences * arch.vocab_size * 4 * 2
-
-
 class ColocatedVLLM(NamedTuple):
     total: float  # its whole share of the GPU (what it would need, when the share is too small)
     weights: float
@@ -358,5 +350,6 @@ def phase_peak(allocated_once: float, allocated_per_step: float) -> Peak:
     return Peak(allocated, reserved, reserved + CUDA_CONTEXT_GIB)
 
 
-OVERHEAD_NOTE = (f"CUDA context {CUDA_CONTEXT_GIB} GiB + {int(ALLOCATOR_SLACK * 100)}% allocator "
-                 "slack on per-step tensors")
+OVERHEAD_NOTE = (f"CUDA context {CUDA_CONTEXT_GIB} GiB + the caching allocator's reserved-but-free memory "
+                 f"({int(ALLOCATOR_SLACK * 100)}% slack on training's per-step tensors; in generation, the segments "
+                 "the growing KV cache leaves behind)")

@@ -11,10 +11,18 @@ LOGITS_BYTES = 9.2
 # fp32 logits (TRL < 0.19 defaults to no autocast): selective_log_softmax's fp32 path keeps logits/T for logsumexp's
 # backward (4 bytes), and backward holds its gradient and the gradient through the division (4 + 4).
 LOGITS_BYTES_FP32 = 12.0
-CUDA_CONTEXT_GIB = 0.8  # CUDA context, cuBLAS/NCCL workspaces: outside torch's allocator but on the GPU
+# CUDA context, cuBLAS/NCCL workspaces and the driver's own use: outside torch's allocator but on the GPU. Measured as
+# device used - max_memory_reserved on one H200 (torch 2.11+cu130): 1.4 GiB in each of the four runs of issue 43.
+CUDA_CONTEXT_GIB = 1.4
 # caching-allocator slack on the per-step tensors (max_memory_reserved - max_memory_allocated): fitted on the 15
 # published runs that print both (jsboige/CoursIA QLoRA probes, this project's H200 runs; references/grpo-memory.md)
 ALLOCATOR_SLACK = 0.35
+# The generation phase under HF generate (components.generation_peak): reserved beyond allocated, fitted on the two
+# runs of issue 43 measured per phase (H200, peak statistics reset around _generate_and_score_completions):
+# Qwen2.5-7B LoRA, whose peak is the prefill (54.5 GiB allocated, 57.2 reserved, 14.4 before generation: 7% of the
+# transients), and Llama-3.2-1B full, whose pool grows in the decode steps (29.1 allocated, 52.2 reserved).
+PREFILL_RESERVE_SLACK = 0.07
+DECODE_CHURN_SEGMENTS = 6.0
 VLLM_RUNTIME_GIB = 1.0  # vLLM activations, sampler and CUDA graphs inside its memory share
 VLLM_SLEEP_RESIDUAL_GIB = 0.5  # what a sleeping colocated vLLM still holds
 TIGHT_FRACTION = 0.10  # under 10% headroom counts as tight

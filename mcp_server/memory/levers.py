@@ -21,10 +21,12 @@ from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field, settings_update
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.config import FIELD, GRPOView
+from mcp_server.config import target as run_target
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
 from mcp_server.recipe.scoped import one_scope
-from mcp_server.recipe.validate import validate_values
+from mcp_server.recipe.runspec import RunSpec
+from mcp_server.recipe.validate import validate_spec
 from mcp_server.runs import Run
 
 # How much a lever changes the run (speed, quality, setup). The recommended set is the one of least total cost
@@ -78,13 +80,11 @@ class Inspected(NamedTuple):
     truncated: int  # samples cut at max_new_tokens
 
 
-def inspected_completion_length(config_path: str | None) -> Inspected | None:
+def inspected_completion_length(run_dir: Path | None) -> Inspected | None:
     """The completion lengths of the run's inspection samples (inspection/samples.jsonl), when there are any."""
-    if not config_path:
+    if run_dir is None:
         return None
-    path = Path(config_path).expanduser()
-    run = Run(path if path.is_dir() and not (path / "config.yaml").is_file() else path.parent.parent
-              if path.is_file() else path.parent)
+    run = Run(run_dir)
     if not run.samples.is_file():
         return None
     samples = longest = truncated = 0
@@ -252,7 +252,7 @@ class LeverValidator:
         self.lookups: dict = {}  # the model's template and the rewards, looked up once for all the checks
         if not enabled:
             return
-        self.validate = validate_values
+        self.validate = validate_spec
         # the model's files do not change with a lever's patch: whether it is a mixture of experts is read once
         model = config.get("model_name_or_path")
         self.is_moe = detect_moe(str(model)) if model else None
@@ -272,8 +272,8 @@ class LeverValidator:
                 self.notes.append(note)
         try:
             with one_scope(self.lookups):
-                result = self.validate(values, gpu=gpu, num_gpus=self.target.num_gpus, reward_specs=self.rewards,
-                                       is_moe=self.is_moe)
+                result = self.validate(RunSpec(values=values, target=run_target.Target(gpu, self.target.num_gpus),
+                                               rewards=self.rewards, is_moe=self.is_moe))
         except UserInputError as exc:
             return [str(exc)]
         except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing

@@ -8,6 +8,7 @@ See references/grpo-memory.md for every term and its source.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
@@ -32,13 +33,14 @@ from mcp_server.memory.settings import (
     Target,
     check_run_numbers,
     installed_trl_version,
-    read_plan_config,
     resolve_settings,
     trl_version_defaults,
 )
 from mcp_server.memory.speed import estimate_speed
 from mcp_server.model_ref import TINY, cached_config_path, expand_built_in, model_config
 from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.recipe.runspec import RunSpec
+from mcp_server.runs import Run
 
 # CUDA_CONTEXT_GIB: tests take it off torch-measured peaks
 __all__ = ["CUDA_CONTEXT_GIB", "architecture_of", "plan", "plan_memory"]
@@ -82,18 +84,33 @@ def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tup
     return architecture_of(request.model, cfg)
 
 
-def plan(config: dict[str, Any] | None = None, gpu: str | None = None, num_gpus: int | None = None, *,
-         config_path: str | None = None, gpu_memory_gib: float | None = None, prompt_length: int | None = None,
-         vllm_server_gpus: int | None = None, strategy: str | None = None,
-         validate_levers: bool = False) -> MemoryPlan:
-    """The memory plan of a config (a dict of fields, or the run at `config_path`) on a target: what the other
-    cores call, with plain arguments (plan_memory is the tool's door). None is 'not given': the run's recorded
-    target, else the planner's defaults. Levers are not re-validated one by one unless asked."""
-    given = {"config": config, "config_path": config_path, "gpu": gpu, "num_gpus": num_gpus,
-             "gpu_memory_gib": gpu_memory_gib, "prompt_length": prompt_length,
-             "vllm_server_gpus": vllm_server_gpus, "strategy": strategy}
-    return plan_memory(MemoryPlanRequest(validate_levers=validate_levers,
-                                         **{k: v for k, v in given.items() if v is not None}))
+def plan(spec: RunSpec, *, num_gpus: int | None = None, gpu_memory_gib: float | None = None,
+         prompt_length: int | None = None, strategy: str | None = None, validate_levers: bool = False) -> MemoryPlan:
+    """The memory plan of a run (recipe.runspec.RunSpec: its config, records and target) on its target, or on
+    `num_gpus` of its GPU (a launch's GPUs): what the other cores call (plan_memory is the tool's door, which builds
+    the spec from its request). None is 'not given': the planner's default. Levers are not re-validated one by one
+    unless asked."""
+    target = spec.target
+    given = {"gpu": None if target.cpu else target.gpu, "num_gpus": num_gpus or target.num_gpus,
+             "vllm_server_gpus": target.vllm_server_gpus, "gpu_memory_gib": gpu_memory_gib,
+             "prompt_length": prompt_length, "strategy": strategy}
+    request = MemoryPlanRequest(validate_levers=validate_levers, **{k: v for k, v in given.items() if v is not None})
+    return _plan(request, spec)
+
+
+def request_spec(request: MemoryPlanRequest) -> RunSpec:
+    """The run a plan_memory request names: its config_path (a YAML file or a run directory) with the records
+    beside it, its config dict over that, or neither (the request's model and numbers alone)."""
+    spec = RunSpec(values={})
+    if request.config_path:
+        path = Path(request.config_path).expanduser()
+        if path.is_dir():
+            path = Run(path).config if Run(path).config.exists() else path / "config.yaml"
+        if not path.is_file():
+            raise UserInputError("config_path",
+                                 f"{request.config_path}: no such config (a YAML file or a run directory)")
+        spec = RunSpec.read(path)
+    return spec.with_values({**spec.fields, **(request.config or {})}) if request.config else spec
 
 
 def family_assumption(name: str) -> str | None:
@@ -143,37 +160,86 @@ class PlannedRun(NamedTuple):
     launch: LaunchLayout
 
 
-def planned_run(request: MemoryPlanRequest) -> PlannedRun:
-    config, recipe = read_plan_config(request)
+def planned_run(request: MemoryPlanRequest, spec: RunSpec | None = None) -> PlannedRun:
+    """The request's run (`spec`; else the one it names, request_spec) read into what its plan is computed from."""
+    spec = spec or request_spec(request)
+    config = spec.fields
+    recipe = spec.request.fields_given()
     model, arch = resolve_architecture(request, config)
     target = plan_target(request, recipe, config)
     settings = resolve_settings(request, config, target)
     if settings.finetune == "full" and recipe.get("finetune") in ("lora", "qlora") and request.finetune is None:
         settings = settings.model_copy(update={"finetune": recipe["finetune"]})
     params = count_params(arch)
+    rewards = reward_model_shapes(config)
+    if rewards:
+        settings = settings.model_copy(update={"reward_models": rewards})
     check_run_numbers(settings, arch, target)
     settings, breakdown, launch = choose_layout(arch, params, settings, target)
     return PlannedRun(config, recipe, model, arch, params, target, settings, breakdown, launch)
 
 
+def reward_model_names(config: dict[str, Any]) -> list[str]:
+    """The config's model-based rewards: reward_model_name_or_path (TRL's grpo script appends it to reward_funcs) and
+    each reward_funcs entry that names a model (GRPOTrainer loads a string it cannot import as a reward model)."""
+    given = GRPOView.given(config)
+    names = [given.reward_model_name_or_path] if given.reward_model_name_or_path else []
+    for name in given.reward_funcs or []:
+        if isinstance(name, str) and name not in names and _names_a_model(name):
+            names.append(name)
+    return names
+
+
+def _names_a_model(name: str) -> bool:
+    try:
+        return load_local_architecture(name) is not None or find_model(name) is not None or bool(
+            cached_config_path(name))
+    except (UserInputError, ValueError, OSError):
+        return False
+
+
+def reward_model_shapes(config: dict[str, Any]) -> list[tuple[int, int, int, int]]:
+    """(parameters, hidden_size, intermediate_size, layers) of each model-based reward, read like the policy's
+    architecture (a local config.json, the catalog, the HF cache); a sequence-classification head has one label, so
+    the LM head is not loaded: its parameters are left out."""
+    shapes = []
+    for name in reward_model_names(config):
+        _, arch = architecture_of(name)
+        counted = count_params(arch)
+        shapes.append((counted.total - counted.lm_head, arch.hidden_size, arch.intermediate_size,
+                       arch.num_hidden_layers))
+    return shapes
+
+
 def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
-    config, recipe, model, arch, params, target, settings, breakdown, launch = planned_run(request)
+    """The tool's door: the run its request names (request_spec), planned."""
+    return _plan(request, request_spec(request))
+
+
+def _plan(request: MemoryPlanRequest, spec: RunSpec) -> MemoryPlan:
+    config, recipe, model, arch, params, target, settings, breakdown, launch = planned_run(request, spec)
     capacity = target.capacity_gib
     status = _status(breakdown.peak, capacity) if not breakdown.problems else "does_not_fit"
     levers: list[Lever] = []
     recommended = None
     notes = list(breakdown.problems)
     if status != "fits":
-        rewards = recipe.get("_rewards") if config else [r.model_dump() for r in default_rewards()]
+        rewards = spec.rewards if config else [r.model_dump() for r in default_rewards()]
         validator = LeverValidator(config_for_validation(config, model, settings), rewards, target,
                                    request.validate_levers)
-        inspection = inspected_completion_length(request.config_path)
+        inspection = inspected_completion_length(spec.base_dir)
         levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator, inspection)
         if validator.base_errors:
             notes.append("the run's config is already invalid (" + "; ".join(sorted(validator.base_errors))
                          + "); levers are judged on the errors they add")
         notes += validator.notes
     notes += _notes(arch, settings, target, config, request)
+    if breakdown.generation_peak_expandable and breakdown.generation_peak - breakdown.generation_peak_expandable > 0.5:
+        notes.append(f"generation peak {breakdown.generation_peak:.1f} GiB planned under PyTorch's default caching "
+                     "allocator (HF generate's growing KV cache leaves cached segments behind); with "
+                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which the emitted train/train.py sets, it is "
+                     f"expected near {breakdown.generation_peak_expandable:.1f} GiB (not measured; `trl grpo --config` "
+                     "does not set it, so the plan keeps the larger figure)")
     if status != "fits" and recommended is None:
         notes.append("No combination of levers fits this GPU: use a bigger GPU class, more GPUs, or a smaller model.")
     table = [MemoryComponent(name=name, gib=round(gib, 2), note=breakdown.notes.get(name, ""))

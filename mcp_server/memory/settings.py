@@ -19,10 +19,7 @@ from mcp_server.memory.constants import DTYPE_BYTES
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import Architecture
 from mcp_server.recipe.precision import weights_dtype
-from mcp_server.recipe.recorded import read_recorded
 from mcp_server.recipe.variants import BASE_RECIPE
-from mcp_server.runs import Run, sidecars
-from mcp_server.userfiles import read_text, require_yaml_name, yaml_problem
 
 
 class RunSettings(BaseModel):
@@ -65,6 +62,9 @@ class RunSettings(BaseModel):
     attn_implementation: str = "sdpa"
     num_iterations: int = 1
     max_steps: int | None = None
+    # model-based rewards loaded beside the policy (reward_model_name_or_path, a model id in reward_funcs), each as
+    # (parameters, hidden_size, intermediate_size, layers); planner.planned_run resolves them (issue 43)
+    reward_models: list[tuple[int, int, int, int]] = Field(default_factory=list)
 
     @property
     def spg(self) -> int:
@@ -114,39 +114,6 @@ class Target(BaseModel):
     capacity_gib: float
     num_gpus: int
     gpu: GPU | None = Field(default=None)
-
-
-def read_plan_config(request: MemoryPlanRequest) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(config fields, train/request.json fields) from config_path / config."""
-    config: dict[str, Any] = {}
-    recipe: dict[str, Any] = {}
-    if request.config_path:
-        import yaml
-
-        path = Path(request.config_path).expanduser()
-        if path.is_dir():
-            path = Run(path).config if Run(path).config.exists() else path / "config.yaml"
-        if not path.is_file():
-            raise UserInputError("config_path",
-                                 f"{request.config_path}: no such config (a YAML file or a run directory)")
-        require_yaml_name(path, "config_path")
-        try:
-            loaded = yaml.safe_load(read_text(path, "config_path")) or {}
-        except yaml.YAMLError as exc:
-            raise UserInputError("config_path", f"cannot read {path} as YAML: {yaml_problem(exc)}") from None
-        if not isinstance(loaded, dict):
-            raise UserInputError("config_path", f"{path} is not a mapping of config fields")
-        config.update(loaded)
-        request_json, rewards_json = sidecars(path)
-        if rewards_json.is_file():
-            try:
-                recipe["_rewards"] = json.loads(rewards_json.read_text(encoding="utf-8"))
-            except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: planned without it
-                pass
-        recipe.update(read_recorded(request_json, "config_path").fields_given())  # the fields it holds, typed
-    if request.config:
-        config.update(request.config)
-    return config, recipe
 
 
 def zero_stage_of(deepspeed: Any) -> int:

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import math
 
+from mcp_server.memory import generation
 from mcp_server.memory.breakdown import Breakdown
+from mcp_server.memory.components import gpu_layout
+from mcp_server.memory.generation import weight_copies_under_autocast
 from mcp_server.memory.constants import GIB, NF4_BYTES
 from mcp_server.memory.models import RolloutSpeed
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target
+
+# Fitted on the four emitted runs of issue 43 measured on one H200 (second optimizer step: 24.3, 65.6, 37.6, 21.5 s;
+# tests/fixtures/measured_h200.json): HF generate's host time per decode step and the training steps' share of peak
+# bf16 FLOPs. Both leave each of the four within 5% of its measured step.
+HF_DECODE_STEP_OVERHEAD_S = 0.014
+TRAIN_MFU = 0.36
 
 
 def estimate_speed(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target,
@@ -40,16 +49,30 @@ def estimate_speed(arch: Architecture, params: ParamCount, settings: RunSettings
     else:
         touched = params.active
     weight_bytes = touched * (NF4_BYTES if (settings.finetune == "qlora" and not settings.use_vllm) else 2) / tp
+    if not settings.use_vllm and weight_copies_under_autocast(params, settings, gpu_layout(settings, target)):
+        # autocast over fp32 weights: each decode step's forward reads every fp32 linear weight, writes its 16-bit
+        # copy and reads that (the autocast cache is cleared when the forward's autocast context exits): 8 bytes
+        weight_bytes += params.linear * (8 - 2)
+    if not settings.use_vllm:  # HF generate's DynamicCache: fp32 keys under autocast over fp32 weights
+        kv_per_token = generation.generation_kv_cache(arch, settings, gpu_layout(settings, target)) / max(
+            sequences * seq_len, 1)
     kv_bytes = concurrent * (settings.prompt_length + completion / 2) * kv_per_token
     efficiency = 1.0 if settings.use_vllm else 0.5  # HF generate: no paged attention, no CUDA graphs
     bandwidth_time = (weight_bytes + kv_bytes / tp) / (bandwidth * efficiency)  # each GPU reads its shard at once
     compute_time = 2 * params.active * concurrent / (flops * tp * 0.5)
-    launch_overhead = 0.0005 if settings.use_vllm else arch.num_hidden_layers * 0.0002  # per decode step
+    # per decode step: vLLM's scheduler with CUDA graphs; HF generate's host time (eager kernel launches, the logits
+    # processors and sampling, and the stopping check `unfinished_sequences.max() == 0`, a device-to-host sync every
+    # step, so the Python dispatch is not hidden behind the GPU): HF_DECODE_STEP_OVERHEAD_S, fitted on issue 43's
+    # four measured H200 steps
+    launch_overhead = 0.0005 if settings.use_vllm else HF_DECODE_STEP_OVERHEAD_S
     decode_step = max(bandwidth_time, compute_time) + launch_overhead
     prefill = 2 * params.active * sequences * settings.prompt_length / (flops * tp * 0.4)
     rollout_s = waves * completion * decode_step + prefill
     tokens_per_s = sequences * completion / rollout_s if rollout_s > 0 else 0.0
-    # training: forward + backward (+ recompute) on every micro-step, ~35% of peak bf16 FLOPs
+    # training: forward + backward (4 x params per token under LoRA: no weight gradients of the base; 6 for a full
+    # fine-tune) on every micro-step, + 2 for gradient checkpointing's recompute of each layer's forward in backward,
+    # + 2 for the reference forward (beta != 0: _get_per_token_logps_and_entropies on ref_model or the adapter-free
+    # base) and + 2 for the old log-probs when generation and optimizer steps are misaligned; at TRAIN_MFU of peak
     flops_per_token = (4 if settings.peft else 6) * params.active + (
         2 * params.active if settings.gradient_checkpointing else 0)
     if settings.beta != 0:
@@ -57,7 +80,7 @@ def estimate_speed(arch: Architecture, params: ParamCount, settings: RunSettings
     if settings.num_iterations > 1 or settings.spg > settings.gradient_accumulation_steps:
         flops_per_token += 2 * params.active  # old log-probs
     train_tokens = settings.per_device_train_batch_size * seq_len * settings.gradient_accumulation_steps
-    train_s = train_tokens * flops_per_token / (flops * 0.35)
+    train_s = train_tokens * flops_per_token / (flops * TRAIN_MFU)
     step_s = rollout_s * (settings.gradient_accumulation_steps / settings.spg) + train_s
     total_hours = step_s * settings.max_steps / 3600 if settings.max_steps else None
     generation_share = rollout_s / step_s if step_s else 0

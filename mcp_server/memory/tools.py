@@ -105,7 +105,9 @@ VALIDATION_TOOLS = [
         cli=Command(
             "Validate a GRPO config YAML for the installed TRL and a target GPU (memory plan included).",
             human_validation, lambda r: r.valid, name="validate-config", hide=("config",),
-            flags={"config_path": Flag("path")},
+            flags={"config_path": Flag("path"),
+                   "rehearse": Flag("--no-rehearse", "Skip the one-step rehearsal on a miniature: the rules alone.",
+                                    invert=True)},
         ),
     ),
 ]

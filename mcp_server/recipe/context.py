@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mcp_server.config.target import Target
+from mcp_server.model_ref import is_moe as detect_moe
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
@@ -20,23 +22,49 @@ from mcp_server.recipe.models import Finding
 
 @dataclass
 class Context:
-    values: dict
+    spec: RunSpec  # the run: its config as written, target, recorded request, rewards, agentic record, base dir
+    values: dict  # the config's fields as TRL's parser reads them (spec.values, converted)
     trl: dict
     gpu: object | None  # a gpus.GPU, or None for a CPU target
     gpu_name: str
-    num_gpus: int
-    reward_specs: list | None = None
-    override_reason: str | None = None
-    is_moe: bool | None = None
     parse_errors: dict = field(default_factory=dict)  # {key: TRL's parser error} for values it cannot convert
-    base_dir: Path | None = None  # where relative data_files resolve (the run directory of an emitted config)
-    agentic: dict | None = None  # the run's agentic record (agentic.json): its tools and environment
-    prompt_column: str | None = None  # the data set's prompt column (train/request.json), renamed 'prompt' by train.py
     trl_missing: Exception | None = None  # why the installed TRL's fields are unknown (no training interpreter)
-    vllm_server_gpus: int | None = None  # a launch's server GPUs in server mode (None: config.target's default)
     # What the entry point can supply, by need ("architecture", "memory_plan"): called once, when a rule needs it.
     supply: dict[str, Callable[[], Any]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)  # what the rules before this one found, in order
+
+    # ------------------------------------------------------------ the run's records, as rules read them
+    @property
+    def num_gpus(self) -> int:
+        return self.spec.target.num_gpus
+
+    @property
+    def reward_specs(self) -> list | None:
+        return self.spec.rewards
+
+    @property
+    def override_reason(self) -> str | None:
+        return self.spec.override_reason
+
+    @property
+    def base_dir(self) -> Path | None:
+        return self.spec.base_dir
+
+    @property
+    def agentic(self) -> dict | None:
+        return self.spec.agentic
+
+    @property
+    def prompt_column(self) -> str | None:
+        return self.spec.prompt_column
+
+    @functools.cached_property
+    def is_moe(self) -> bool | None:
+        """Emission's finding, else detected from the model's files (None: no model, or unknown)."""
+        if self.spec.is_moe is not None:
+            return self.spec.is_moe
+        model = self.given.model_name_or_path
+        return detect_moe(str(model)) if model else None
 
     @functools.cached_property
     def config(self) -> GRPOView:
@@ -58,6 +86,11 @@ class Context:
             return self.supply["architecture"]()
         except (UserInputError, ValueError):
             return None
+
+    @functools.cached_property
+    def rehearsal(self):
+        """The run rehearsed on a miniature (recipe.rehearsal.Rehearsal), once, when a rule asks."""
+        return self.supply["rehearsal"]()
 
     @functools.cached_property
     def memory_plan(self):
@@ -86,7 +119,7 @@ class Context:
 
     @property
     def target(self) -> Target:
-        return Target("cpu" if self.gpu is None else self.gpu_name, self.num_gpus, self.vllm_server_gpus)
+        return self.spec.target
 
     @property
     def training_processes(self) -> int:
@@ -107,6 +140,8 @@ NEEDS: dict[str, str] = {
     "architecture": "the model's architecture (config.json: a local directory, the HF cache or the catalog), "
                     "supplied by memory.verdict.validate",
     "memory_plan": "the memory plan for a GPU target, supplied by memory.verdict.validate when asked for it",
+    "rehearsal": "the run built and trained one step on a miniature of its model (recipe.rehearsal), supplied by "
+                 "memory.verdict.validate when asked for it",
 }
 
 

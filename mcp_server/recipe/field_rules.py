@@ -11,6 +11,7 @@ from mcp_server.config import FIELD
 from mcp_server.errors import closest_names
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
+from mcp_server.userfiles import package_switches
 
 # Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
 REMOVED_OR_RENAMED: dict[str, tuple[str | None, str]] = {
@@ -41,9 +42,7 @@ def rule_known_keys(ctx: Context) -> list[Finding]:
     for key in ctx.values:
         if key in known:
             if known[key].get("deprecated"):
-                out.append(finding("deprecated_field", key, "warning", f"'{key}' is deprecated in TRL "
-                                                                       f"{ctx.trl['trl_version']}.",
-                                   known[key]["help"][:200]))
+                out.append(deprecated(key, known[key], ctx.trl))
             continue
         if key in REMOVED_OR_RENAMED:
             new, why = REMOVED_OR_RENAMED[key]
@@ -70,23 +69,56 @@ def rule_known_keys(ctx: Context) -> list[Finding]:
     return out
 
 
+def declared_kind(type_text: str, default) -> str | None:
+    """'bool', 'number' (float: an int is a float too, as argparse's float() reads it) or 'int' for a field whose
+    declared type is that one scalar (None allowed), read from the type as TRL and transformers declare it
+    (trl_fields.type_text: `float`, `int | None`); None for anything else (a union of kinds, str, dict, list).
+    The default decides only where the probe recorded no type (warmup_steps is `float` with the default 0)."""
+    parts = {part.strip() for part in type_text.split("|")} - {"None", "NoneType"} if type_text else set()
+    if len(parts) == 1:
+        return {"bool": "bool", "float": "number", "int": "int"}.get(parts.pop())
+    if parts:
+        return None
+    if isinstance(default, bool):
+        return "bool"
+    return "number" if isinstance(default, float) else "int" if isinstance(default, int) else None
+
+
+def deprecated(key: str, meta: dict, trl: dict) -> Finding:
+    """A field its declaring library deprecates: transformers' own (gradient_checkpointing_kwargs, declared by
+    TrainingArguments: "Deprecated alias of `activation_checkpointing_kwargs`") or TRL's (use_liger_kernel, declared
+    by TRL's base config), named as that library's, with its replacement where the help names one."""
+    declared_in = meta.get("declared_in") or ""
+    if declared_in.startswith("transformers."):
+        library = f"transformers {trl.get('transformers_version') or ''}".rstrip()
+    else:
+        library = f"TRL {trl['trl_version']}"
+    where = f" ({declared_in.rsplit('.', 1)[-1]})" if declared_in else ""
+    said = next((s for s in re.split(r"(?<=\.)\s+", meta["help"]) if "deprecat" in s.lower()), meta["help"])
+    alias = re.search(r"alias of `(\w+)`", said)
+    fix = f"use '{alias[1]}' instead (the same value)" if alias else "see the field's help: " + meta["help"][:200]
+    return finding("deprecated_field", key, "warning", f"'{key}' is deprecated in {library}{where}: "
+                   f"{said[:240].rstrip('.')}.", fix)
+
+
 def rule_value_types(ctx: Context) -> list[Finding]:
     out = []
     for key, value in ctx.values.items():
         meta = ctx.trl["fields"].get(key)
         if meta is None or value is None:
             continue
-        default, type_text = meta["default"], meta["type"]
-        if isinstance(default, bool) or type_text == "bool":
+        default = meta["default"]
+        kind = declared_kind(meta["type"], default)
+        if kind == "bool":
             ok = isinstance(value, bool)
-        elif isinstance(default, float) or type_text in ("float", "float | None"):
+        elif kind == "number":
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif isinstance(default, int) or type_text in ("int", "int | None"):
+        elif kind == "int":
             ok = isinstance(value, int) and not isinstance(value, bool)
         else:
             continue
         if not ok:
-            expected = "true/false" if isinstance(default, bool) or type_text == "bool" else "a number"
+            expected = {"bool": "true/false", "number": "a number", "int": "an integer"}[kind]
             why = f" (TRL's parser: {ctx.parse_errors[key]})" if key in ctx.parse_errors else ""
             out.append(finding("wrong_type", key, "error", f"'{key}' must be {expected}, got {value!r}{why}.",
                                f"set {key} to {expected} (TRL default: {default!r})"))
@@ -192,5 +224,18 @@ def rule_ranges(ctx: Context) -> list[Finding]:
 
 
 # Topic "fields": each value against the installed TRL's fields (what TRL's CLI would ignore, misread or refuse).
+def rule_env_switches(ctx: Context) -> list[Finding]:
+    """TRL's TrlParser pops a top-level `env:` mapping into os.environ before anything else runs (trl/scripts/
+    utils.py, TrlParser.parse_args_and_config): a variable of this package's there would switch the trainer's own
+    checks (its sampling mode skips the point-of-use check). Refused; the trainer refuses it too (issue 48)."""
+    names = package_switches(ctx.spec.values)
+    if not names:
+        return []
+    return [finding("env_sets_package_switch", f"env.{names[0]}", "error",
+                    f"the config's env: block sets {', '.join(names)}: TRL's parser exports it into the trainer's "
+                    "environment before the trainer checks what it trains on, and this package's variables switch "
+                    "those checks", "remove it from env: (no llm-finetuning variable belongs in a config)")]
+
+
 RULES = (Rule(rule_known_keys, needs=("trl",)), Rule(rule_value_types, needs=("trl",)),
-         Rule(rule_choices, needs=("trl",)), Rule(rule_ranges))
+         Rule(rule_choices, needs=("trl",)), Rule(rule_ranges), Rule(rule_env_switches))

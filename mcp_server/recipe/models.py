@@ -44,6 +44,20 @@ def default_rewards() -> list[RewardSpec]:
     ]
 
 
+DEFAULT_EXTRA_ROUNDS, MAX_EXTRA_ROUNDS = 3, 16
+
+
+class DynamicSampling(Request):
+    """DAPO's dynamic sampling (paper sec. 3.2) in the run's trainer (training/trainer/dynamic_sampling.py)."""
+
+    enabled: bool = Field(default=True, description="false: TRL's batches as they come (a DAPO run's default is on).")
+    max_extra_rounds: int = Field(
+        default=DEFAULT_EXTRA_ROUNDS, ge=1, le=MAX_EXTRA_ROUNDS,
+        description="At most this many extra generation rounds per generation batch (each one generation batch of "
+        "fresh prompts) while groups with spread are missing; after the last, zero-spread groups fill the rest. "
+        "Generation then costs 1 to 1 + max_extra_rounds times TRL's.")
+
+
 class GRPORecipeRequest(Request):
     model: PathText = Field(
         description="The policy model: a hub name (e.g. 'Qwen/Qwen2.5-1.5B-Instruct') or a local model "
@@ -95,6 +109,13 @@ class GRPORecipeRequest(Request):
         default=None,
         description="For a hybrid thinking model (Qwen3-style chat template with enable_thinking): true trains with "
         "thinking on (max_completion_length 8192), false or empty with thinking off (1024). Other models: leave empty.",
+    )
+    dynamic_sampling: DynamicSampling | None = Field(
+        default=None,
+        description="DAPO's dynamic sampling in the trainer: groups whose rewards are all equal (advantage 0) are "
+        "dropped and the batch refilled with groups that have spread, at most max_extra_rounds extra generation "
+        "rounds per batch (train/dynamic_sampling.json). Empty: on for the dapo variant (max_extra_rounds "
+        f"{DEFAULT_EXTRA_ROUNDS}), off otherwise; {{'enabled': false}} turns it off.",
     )
     overrides: dict[str, Any] = Field(
         default_factory=dict,
@@ -160,6 +181,11 @@ class ValidateRequest(Request):
         default=None, ge=1, le=4096,
         description="vLLM server mode: the GPUs the run's own server holds, as launch_training will be given them "
         "(its vllm_server_gpus); TRL's batch rules are judged on the GPUs left to train. Default 1.")
+    rehearse: bool = Field(
+        default=True,
+        description="Build the run as train/train.py does and train it one step on the CPU on a miniature of its "
+        "model (when its data set and model config are on this machine), naming the field behind any failure. "
+        "False: the rules alone (faster).")
 
 
 class EmitResult(BaseModel):

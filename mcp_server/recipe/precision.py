@@ -5,8 +5,10 @@ away: for a weight of magnitude 0.02 (a typical initialiser scale) that is 2**-1
 weight by about the learning rate per step, so at GRPO's full fine-tune rates (1e-7 to 1e-6) a model whose
 weights and optimizer state are bf16 (`dtype: bfloat16`, no fp32 master copy) barely changes while its loss curve
 looks normal. TRL loads in float32 unless told otherwise and `bf16: true` runs the matmuls under bf16 autocast:
-that is the emitted full fine-tune. DeepSpeed ZeRO with bf16 keeps its own fp32 master copy, so a bf16 load is
-safe there. LoRA/QLoRA train float32 adapters (PEFT upcasts them) over a frozen base, so the base may be bf16.
+that is the emitted full fine-tune. DeepSpeed ZeRO keeps its own fp32 master copy, and accelerate upcasts the
+trainable weights to fp32 under FSDP with mixed precision, so a bf16 load is safe there: judged from the config's
+`deepspeed`/`fsdp` or the launch's strategy (`fp32_master_weights`). LoRA/QLoRA train float32 adapters (PEFT
+upcasts them) over a frozen base, so the base may be bf16.
 A CPU target is float32 throughout, LoRA included: with `bf16: false` nothing autocasts, so an fp16 base would run
 every matmul in fp16 on the CPU (slow, and fp16's range without loss scaling) beside float32 adapters.
 
@@ -39,9 +41,34 @@ def is_full_finetune(values: dict) -> bool:
     return not (given.use_peft or given.load_in_4bit or given.load_in_8bit)
 
 
-def bf16_weights_allowed(values: dict) -> bool:
-    """Whether the weights may be loaded in bf16: under LoRA/QLoRA, or when DeepSpeed keeps fp32 master weights."""
-    return not is_full_finetune(values) or bool(GRPOView.given(values).deepspeed)
+# Launch strategies (launchers.machine) whose optimizer steps float32 master weights however the model was loaded.
+ZERO_STRATEGIES = ("zero1", "zero2", "zero3")
+
+
+def fp32_master_weights(values: dict, strategy: str | None = None) -> str | None:
+    """What keeps float32 master weights under a half-precision load, or None: the distributed layer, read from the
+    config (`deepspeed`, `fsdp`) or the launch's `strategy` (config.target.Target.strategy).
+
+    - DeepSpeed (a `deepspeed` config, or a zero1/zero2/zero3 launch): ZeRO's optimizer steps float32 partitions
+      it creates from the 16-bit weights (accelerate/accelerator.py, the FSDP branch of prepare: "we follow
+      DeepSpeed's strategy to hold the parameters in full precision ... _create_fp32_partitions").
+    - FSDP with mixed precision (bf16 or fp16 on: TrainingArguments sets mixed_precision from them,
+      training_args.py:1614-1618): accelerate upcasts every trainable parameter to float32 before sharding
+      (accelerate/utils/fsdp_utils.py, "Upcast to fp32 master weights"; FSDP1: accelerator.py "upcasting").
+    """
+    given = GRPOView.given(values)
+    if given.deepspeed or strategy in ZERO_STRATEGIES:
+        return "DeepSpeed ZeRO (float32 master partitions)"
+    mixed = bool(given.fp16) or given.bf16 is not False  # TRL: bf16 defaults to True unless fp16 (base_config.py)
+    if (given.fsdp or strategy == "fsdp") and mixed:
+        return "FSDP under mixed precision (accelerate upcasts trainable weights to float32)"
+    return None
+
+
+def bf16_weights_allowed(values: dict, strategy: str | None = None) -> bool:
+    """Whether the weights may be loaded in bf16: under LoRA/QLoRA, or when the distributed layer keeps fp32 master
+    weights (fp32_master_weights)."""
+    return not is_full_finetune(values) or fp32_master_weights(values, strategy) is not None
 
 
 def weights_dtype(finetune: str, bf16: bool, cpu: bool = False) -> str:

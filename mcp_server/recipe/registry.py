@@ -9,8 +9,8 @@ what it can (the architecture, the memory plan) and every rule whose needs are m
 
 from __future__ import annotations
 
-from mcp_server.recipe import (architecture_rules, field_rules, keep_rules, memory_rules, reward_rules, rules,
-                               run_rules, startup_rules, trl_rules)
+from mcp_server.recipe import (architecture_rules, dynamic_sampling, field_rules, keep_rules, memory_rules,
+                               rehearsal_rules, reward_rules, rules, run_rules, startup_rules, trl_rules)
 from mcp_server.recipe.context import Context, Rule
 from mcp_server.recipe.models import Finding, ValidationResult
 
@@ -20,10 +20,12 @@ TOPICS: tuple[tuple[str, tuple[Rule, ...]], ...] = (
     ("run", rules.RULES),  # the run as a whole: batches, hardware, learning rate, precision, MoE, combinations
     ("rewards", reward_rules.RULES),
     ("start-up and effect", run_rules.RULES),  # what TRL accepts that crashes at start or trains without effect
+    ("dynamic sampling", dynamic_sampling.RULES),  # what the trainer's dynamic sampling cannot honour
     ("start-up rehearsal", startup_rules.RULES),  # what GRPOTrainer.__init__ and vLLM refuse, from the config
     ("saving and logging", keep_rules.RULES),
     ("TRL's own checks", trl_rules.RULES),  # the agentic tool loop, then a real GRPOConfig
     ("architecture", architecture_rules.RULES),  # the model's context, start-up, vLLM's CPU head sizes
+    ("rehearsal", rehearsal_rules.RULES),  # the run trained one step on a miniature; what only the target shows
     ("memory", memory_rules.RULES),  # the memory plan's verdict
 )
 REGISTRY: tuple[Rule, ...] = tuple(rule for _, topic in TOPICS for rule in topic)

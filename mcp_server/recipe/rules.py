@@ -43,10 +43,15 @@ def rule_batches(ctx: Context) -> list[Finding]:
             )
         )
     elif g < 8:
+        def tie(n: int, p: float = 0.8) -> str:  # a group's rewards all equal: a 0/1 reward, pass rate p
+            return f"{p ** n + (1 - p) ** n:.0%}"
+
         out.append(finding("num_generations_below_floor", "num_generations", "warning",
-                           f"num_generations={g} is below the recipe's floor of 8: with few completions per group most "
-                           "groups have identical rewards (zero std), so they carry no advantage and the signal is "
-                           "noisy.",
+                           f"num_generations={g} is below TRL's default of 8 (DeepSeekMath samples 64 per prompt, "
+                           "DAPO 16): a group whose rewards all tie has zero advantage and trains nothing, which for "
+                           f"a prompt solved at rate p happens with probability p^{g} + (1-p)^{g}: {tie(g)} of the "
+                           f"groups at p = 0.8 with {g} completions, {tie(8)} with 8, {tie(16)} with 16; the other "
+                           f"groups' advantages are estimated from {g} samples.",
                            "set num_generations to 8 or more"))
     if gbs is not None and spg is not None:
         out.append(finding("generation_batch_conflict", "generation_batch_size", "error",
@@ -176,12 +181,19 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
         return []
     far = lr >= high * LR_FAR_FACTOR or lr <= low / LR_FAR_FACTOR
     side = "above" if lr > high else "below"
-    effect = ("RL updates at supervised learning rates move the policy too far per step and collapse it"
-              if lr > high else "the policy barely moves and the reward stays flat")
+    if lr <= high:
+        effect = "the policy barely moves and the reward stays flat"
+    elif far:
+        effect = "RL updates at supervised learning rates move the policy too far per step and collapse it"
+    else:  # published runs have trained at such rates (open-r1's 1.5B demo at 2e-5): a risk, said as one
+        effect = ("each update moves the policy further than at the recipe's rate, which risks entropy collapse "
+                  "(completions converge, the reward stalls or falls after rising); a short run can still learn at "
+                  "it, so if it is intended watch the entropy and clip ratio")
     overridden = f" Overridden: {ctx.override_reason}." if far and ctx.override_reason else ""
     return [finding("lr_out_of_range", "learning_rate", "error" if far and not overridden else "warning",
                     f"learning_rate={lr:g} is {'far ' if far else ''}{side} GRPO's settled range for {mode} "
-                    f"fine-tuning ({low:g}-{high:g}): {effect}.{overridden}",
+                    f"fine-tuning ({low:g}-{high:g}; the recipe's rate: {recipe_text(mode)}): {effect}."
+                    f"{overridden}",
                     f"use a learning rate within {low:g}-{high:g} (recipe: {recipe_text(mode)})")]
 
 
@@ -190,7 +202,7 @@ def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
     init = ctx.config.model_init_kwargs if isinstance(ctx.config.model_init_kwargs, dict) else {}
     dtype = str(init.get("dtype") or ctx.config.dtype or "float32").replace("torch.", "")
     if dtype not in ("bfloat16", "float16", "auto") or bf16_weights_allowed(
-        {**ctx.values, "deepspeed": ctx.config.deepspeed}
+        {**ctx.values, "deepspeed": ctx.config.deepspeed}, ctx.target.strategy
     ):
         return []
     try:
@@ -207,7 +219,8 @@ def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
                     f"by about the learning rate ({lr:g}) per step, so most weights never change while the loss "
                     "curve looks normal.",
                     "set dtype: float32 with bf16: true (float32 master weights, bf16 autocast), or train LoRA "
-                    "(use_peft: true) over a bf16 base, or use DeepSpeed ZeRO (it keeps float32 master weights)")]
+                    "(use_peft: true) over a bf16 base, or shard with DeepSpeed ZeRO or FSDP under bf16: true "
+                    "(both keep float32 master weights)")]
 
 
 def rule_loss_type_explicit(ctx: Context) -> list[Finding]:

@@ -276,9 +276,10 @@ def rule_completion_budget(ctx: Context) -> list[Finding]:
             and is_hybrid_thinking(str(model))):
         out.append(finding(
             "thinking_budget_too_short", FIELD.max_completion_length, "warning",
-            f"{model} thinks unless chat_template_kwargs says enable_thinking: false, and its traces run to "
-            f"thousands of tokens: at max_completion_length={length} most completions are cut before the answer and "
-            "score as failures.",
+            f"{model} thinks unless chat_template_kwargs says enable_thinking: false, and its traces run long "
+            "(Qwen3's model cards recommend 32,768 output tokens): at max_completion_length="
+            f"{length} every completion whose trace runs past {length} tokens is cut before its answer and scores "
+            "as a failure, however right its reasoning.",
             f"set max_completion_length: {COMPLETION_LENGTH[True][0]} for thinking, or chat_template_kwargs: "
             f"{{enable_thinking: false}} with {COMPLETION_LENGTH[False][0]}"))
     return out

@@ -125,6 +125,7 @@ def _write_quietly(path, text: str) -> None:
 def _probe() -> dict:
     import dataclasses
 
+    import transformers
     import trl
     from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig
     from trl.scripts.grpo import GRPOScriptArguments
@@ -143,8 +144,9 @@ def _probe() -> dict:
             help_text = f.metadata.get("help", "") or ""
             fields[f.name] = {
                 "owner": owner.__name__,
+                "declared_in": _declared_in(owner, f.name),
                 "default": _jsonable(default),
-                "type": str(f.type),
+                "type": type_text(f.type),
                 "help": help_text,
                 "deprecated": "deprecated" in help_text.lower()[:200],
             }
@@ -155,10 +157,31 @@ def _probe() -> dict:
             choices[name] = parsed if len(parsed) >= 2 else known
     return {
         "trl_version": trl.__version__,
+        "transformers_version": transformers.__version__,
         "fields": fields,
         "choices": choices,
         "async_fields": _async_only_fields(fields),
     }
+
+
+def type_text(declared) -> str:
+    """A field's declared type as its source writes it: `float`, `int | None`, `dict | str | None`. A class is its
+    name (str() of one is "<class 'float'>", which no annotation reads like); a union or generic is str() of it.
+    transformers declares warmup_steps, logging_steps, save_steps and eval_steps `float` (a value below 1 is a
+    fraction of the run, training_args.py), so what a field accepts is read from this, not from its default (0)."""
+    if isinstance(declared, type):
+        return declared.__name__
+    return str(declared).replace("typing.", "")
+
+
+def _declared_in(owner: type, name: str) -> str:
+    """The class whose body declares field `name` (the most derived one that annotates it), as 'module.Class':
+    gradient_checkpointing_kwargs is transformers.training_args.TrainingArguments's, use_liger_kernel TRL's
+    trl.trainer.base_config.BaseConfig's override. A deprecation belongs to the library that declares the field."""
+    for cls in owner.__mro__:
+        if name in cls.__dict__.get("__annotations__", {}):
+            return f"{cls.__module__}.{cls.__qualname__}"
+    return f"{owner.__module__}.{owner.__qualname__}"
 
 
 def _async_only_fields(fields: dict) -> list[str]:

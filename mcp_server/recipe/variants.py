@@ -110,19 +110,10 @@ MINI_BATCHES_PER_GENERATION: dict[str, tuple[int, str]] = {
                 "off-policy, which is where the sequence clip acts"),
 }
 
-# DAPO's dynamic sampling (sec. 3.2: over-sample, drop the groups whose rewards are all equal, refill the batch) has no
-# counterpart in TRL 1.16: GRPOConfig and GRPOTrainer have no such option; zero-spread groups stay in the batch with
-# advantage 0 (TRL logs their share as frac_reward_zero_std). Emission says so and offers the closest substitute.
-DYNAMIC_SAMPLING_NOTE = (
-    "DAPO's dynamic sampling (drop groups whose rewards are all equal and refill the batch) is not in TRL 1.16: those "
-    "groups stay in each batch with advantage 0, so the effective batch shrinks as prompts become always-solved "
-    "(watch frac_reward_zero_std). Closest substitute: before training, drop the prompts the base model always or "
-    "never solves (sample_completions on the whole data set, several completions per prompt); it costs one sampling "
-    "pass over the data and filters once for the whole run, where DAPO re-filters every batch")
+# DAPO's dynamic sampling (sec. 3.2: over-sample, drop the groups whose rewards are all equal, refill the batch) is
+# not in TRL 1.16; this project's trainer adds it (recipe.dynamic_sampling, training/trainer/dynamic_sampling.py), on
+# by default for DAPO's single-turn runs.
 
-# DAPO's length shaping: TRL's soft overlong punishment (trl.rewards.get_soft_overlong_punishment), with the
-# paper's cache fraction (L_cache 4096 of L_max 20480) applied to this config's max_completion_length.
-DAPO_SOFT_PUNISH_FRACTION = 0.2
 
 SYMPTOM_TO_VARIANT: dict[str, tuple[str, str]] = {
     "entropy_collapse": ("dapo", "entropy collapse: DAPO's clip-higher keeps low-probability tokens explorable"),

@@ -15,6 +15,10 @@ way: a factory's signature is its parameters' one declaration).
   it), `format` (the output's form: a success needs it too) or `shape` (anything else: length, penalties), then
   optionally `, scores LOW to HIGH`, each a number or a numeric parameter's name (its value in the spec, else its
   default), for the review's threshold checks (inspection.success);
+- the parameters that follow a config field, from the docstring's `Follows:` line (`PARAM = FIELD`, always that
+  field's value, or `PARAM = FRACTION x FIELD`, that share of it unless the spec gives one; comma-separated):
+  emission writes them from the final config (`followed`), so a value the config decides (DAPO's L_max is
+  max_completion_length) has one owner, the reward's declaration;
 - the default-parameter reward `mcp_server.rewards.<name>` (a dotted path TRL's CLI takes): when every parameter
   has a default and the factory returns a NamedReward (one named like the registry entry).
 
@@ -52,7 +56,9 @@ Column = Annotated[str, Shown("str")]
 WrappedReward = Annotated[Callable, Shown("RewardSpec dict")]
 """Another reward, written in the spec as its own spec `{name, params, weight}`; the registry builds it first."""
 
-_SECTION = re.compile(r"^(Reads|Args|Example|Role):[ \t]*(.*)$")
+_SECTION = re.compile(r"^(Reads|Args|Example|Role|Follows):[ \t]*(.*)$")
+# `Follows: PARAM = [FRACTION x ]FIELD[, ...]`: a parameter whose value is the config field's (scaled, rounded)
+_FOLLOW = re.compile(r"^(\w+)\s*=\s*(?:([\d.]+)\s*x\s*)?(\w+)$")
 ROLES = ("task", "format", "shape")
 _ROLE = re.compile(r"^(\w+)(?:,\s*scores\s+(-?[\w.]+)\s+to\s+(-?[\w.]+))?\.?$")
 
@@ -66,6 +72,7 @@ class Reward:
     column_params: dict[str, str]  # parameter -> the data set column it names by default (the `Column` parameters)
     wrapped: tuple[str, ...]  # parameters that are another reward's spec
     scores: tuple[str, str] | None = None  # (low, high): a number or a parameter's name; None: not declared
+    follows: tuple[tuple[str, float, str], ...] = ()  # (parameter, fraction, config field): the Follows: line
 
     @property
     def name(self) -> str:
@@ -90,6 +97,18 @@ class Reward:
             return sign * float(name)
 
         return bound(self.scores[0]), bound(self.scores[1])
+
+    def followed(self, params: dict, config: dict) -> dict:
+        """`params` with each parameter the reward declares as following a config field set from `config`: one
+        equal to the field always, one a fraction of it only when `params` does not give it (the fraction is a
+        default, the equality a rule). A field the config leaves unset, or not a number, changes nothing."""
+        out = dict(params)
+        for param, fraction, field in self.follows:
+            value = config.get(field)
+            if not isinstance(value, int) or isinstance(value, bool) or (fraction != 1 and param in params):
+                continue
+            out[param] = round(value * fraction) if fraction != 1 else value
+        return out
 
 
 def declared(factory: Callable[..., Callable]) -> Reward:
@@ -120,6 +139,7 @@ def declared(factory: Callable[..., Callable]) -> Reward:
         elif hint == WrappedReward:
             wrapped.append(pname)
     role, scores = _role(sections.get("Role"), signature, where)
+    follows = _follows(sections.get("Follows", ""), signature, where)
     ready = all(not p.required for p in params) and hints.get("return") is NamedReward
     example = json.loads(sections["Example"]) if "Example" in sections else {}
     info = RewardInfo(
@@ -128,7 +148,19 @@ def declared(factory: Callable[..., Callable]) -> Reward:
         example={"name": name, "params": example, "weight": 1.0}, role=role,
         scores=f"{scores[0]} to {scores[1]}" if scores else None,
     )
-    return Reward(factory=factory, info=info, column_params=columns, wrapped=tuple(wrapped), scores=scores)
+    return Reward(factory=factory, info=info, column_params=columns, wrapped=tuple(wrapped), scores=scores,
+                  follows=follows)
+
+
+def _follows(text: str, signature: inspect.Signature, where: str) -> tuple[tuple[str, float, str], ...]:
+    """The `Follows:` line as (parameter, fraction, config field) triples; a TypeError names a bad entry."""
+    out = []
+    for entry in filter(None, (e.strip() for e in " ".join(text.split()).split(","))):
+        found = _FOLLOW.match(entry)
+        if not found or found.group(1) not in signature.parameters:
+            raise TypeError(f"{where}: Follows: entry {entry!r} is not `PARAM = [FRACTION x ]FIELD` for a parameter")
+        out.append((found.group(1), float(found.group(2) or 1), found.group(3)))
+    return tuple(out)
 
 
 def _role(text: str | None, signature: inspect.Signature, where: str) -> tuple[str, tuple[str, str] | None]:

@@ -86,10 +86,13 @@ def make_length_penalty(reward: WrappedReward, target_tokens: int = 256, max_tok
 
 def make_soft_overlong_punishment(max_completion_len: int = 512, soft_punish_cache: int = 102) -> Callable:
     """DAPO's soft overlong punishment, TRL's get_soft_overlong_punishment: 0 up to max_completion_len -
-    soft_punish_cache tokens, then falling linearly to -1 at max_completion_len. Set max_completion_len to the
-    config's max_completion_length (the DAPO variant does).
+    soft_punish_cache tokens, then falling linearly to -1 at max_completion_len. Emission sets L_max to the final
+    config's max_completion_length, whatever changed the length last, and L_cache to DAPO's share of it unless the
+    spec gives one (the Follows: line).
 
     Role: shape
+
+    Follows: max_completion_len = max_completion_length, soft_punish_cache = 0.2 x max_completion_length
 
     Reads: completion_ids
 

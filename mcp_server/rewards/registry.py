@@ -63,6 +63,17 @@ def _closest(name: str) -> str:
     return f"did you mean {', '.join(close)}? " if close else ""
 
 
+def follow_config(specs: list[RewardSpec], config: dict) -> list[RewardSpec]:
+    """The specs with each parameter its reward declares as following a config field (declared.Reward.followed)
+    set from `config`: what emission writes once the config is final."""
+    out = []
+    for spec in specs:
+        reward = REGISTRY.get(spec.name)
+        followed = reward.followed(spec.params, config) if reward and reward.follows else spec.params
+        out.append(spec if followed == spec.params else spec.model_copy(update={"params": followed}))
+    return out
+
+
 def _as_spec(spec: Any, field: str) -> RewardSpec:
     if isinstance(spec, RewardSpec):
         return spec

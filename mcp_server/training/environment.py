@@ -8,7 +8,6 @@ torch, its CUDA, its TRL. It goes through mcp_server.worker, so the server itsel
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import platform
 import re
@@ -21,7 +20,8 @@ from mcp_server.errors import UserInputError
 from mcp_server.gpus import lookup_gpu
 from mcp_server.interpreter import (broken_companions, companions_problem, no_training_python_message,
                                     read_state, training_python)
-from mcp_server.recipe.recorded import RecordedRequest, read_recorded
+from mcp_server.recipe.recorded import RecordedRequest
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
 from mcp_server.worker import in_training
@@ -167,12 +167,6 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def read_run_target(run: Run) -> tuple[RecordedRequest, dict]:
-    """The run's recorded request (train/request.json, typed: recipe.recorded) and config (train/config.yaml as a
-    dict); empty when missing."""
-    return read_recorded(run.request), run.read_config()
-
-
 def _judge(
     probe: dict, gpus: list[GPUInfo], request: RecordedRequest | None, config: dict, free_disk: float | None
 ) -> tuple[list[str], list[str]]:
@@ -246,17 +240,12 @@ def _judge(
 SANDBOXED_REWARDS = {"code_execution_reward", "mcp_server.rewards.code_execution_reward"}
 
 
-def sandbox_blockers(run: Run | None, config: dict) -> list[str]:
+def sandbox_blockers(spec: RunSpec | None) -> list[str]:
     """A run whose reward executes model-written code needs a working bubblewrap on this machine: prove it with a
     trivial sandboxed run (rewards.sandbox.check_sandbox), or block with bwrap's own error and the fix."""
     from mcp_server.rewards.sandbox import SandboxUnavailable, check_sandbox
 
-    specs = []
-    if run is not None and run.rewards.is_file():
-        try:
-            specs = json.loads(run.rewards.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            specs = []
+    specs, config = (spec.rewards or [], spec.values) if spec else ([], {})
     names = {(s.get("name") if isinstance(s, dict) else s): s for s in specs if isinstance(s, (dict, str))}
     funcs = config.get("reward_funcs") or []
     sandboxed = [n for n in [*names, *([funcs] if isinstance(funcs, str) else funcs)] if n in SANDBOXED_REWARDS]
@@ -278,10 +267,12 @@ def check_environment(request: EnvironmentRequest | None = None) -> EnvironmentR
     return environment_report(resolve_run(request.run) if request.run else None)
 
 
-def environment_report(run: Run | None) -> EnvironmentReport:
+def environment_report(run: Run | None, spec: RunSpec | None = None) -> EnvironmentReport:
     """Probe the training interpreter and this machine, judge them against the run's target (none: the machine
-    alone), write env-report.json. What the launch gate calls."""
-    run_request, config = read_run_target(run) if run else (None, {})
+    alone), write env-report.json. What the launch gate calls, with the run it read (`spec`)."""
+    if run is not None and spec is None:
+        spec = RunSpec.of_run(run)
+    run_request, config = (spec.request, spec.values) if spec else (None, {})
 
     python = training_python()
     probe = _probe(python)
@@ -290,7 +281,7 @@ def environment_report(run: Run | None) -> EnvironmentReport:
     free_disk = round(shutil.disk_usage(where).free / 2**30, 2) if where.exists() else None
     ram, ram_free = _memory_gib()
     blockers, warnings = _judge(probe, gpus, run_request, config, free_disk)
-    blockers += sandbox_blockers(run, config)
+    blockers += sandbox_blockers(spec)
     verdict = "blocked" if blockers else ("ready-with-warnings" if warnings else "ready")
 
     if gpus:

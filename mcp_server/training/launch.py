@@ -24,9 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.environment import read_run_target
 from mcp_server.training.launch_gates import (
     check_gates,
     foreign_output_dir,
@@ -45,9 +45,12 @@ from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import sha256_file
 
 
-def build_launch_plan(run: Run, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchPlan:
-    """The plan of the launcher that takes this launch (launchers.choose), from the run's target."""
-    target = read_target(run, request, extra_args)
+def build_launch_plan(run: Run, request: LaunchRequest, extra_args: list[str] | None = None,
+                      spec: RunSpec | None = None) -> LaunchPlan:
+    """The plan of the launcher that takes this launch (launchers.choose), from the run as the launch read it
+    (`spec`; read here when not given)."""
+    spec = spec or RunSpec.of_run(run, request.vllm_server_gpus)
+    target = read_target(run, request, spec, extra_args)
     return choose(target).plan(target)
 
 
@@ -56,11 +59,14 @@ def write_plan_files(run: Run, plan: LaunchPlan) -> dict:
     return LAUNCHERS[plan.launcher].write(run, plan)
 
 
-def _go(run: Run, launcher: Launcher, plan: LaunchPlan, resumed_from: str | None = None, **start) -> LaunchResult:
-    """Write the plan's files, commit the recipe, start: the same three steps for every launcher."""
+def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_from: str | None = None,
+        **start) -> LaunchResult:
+    """Write the plan's files, commit the recipe, start: the same three steps for every launcher. `spec`: the run
+    as the gates judged it (its config's hash is what run.json records)."""
     written = launcher.write(run, plan)
-    commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, resumed=bool(resumed_from)))
-    return launcher.start(run, plan, written, Start(commit=commit, previous=read_run_json(run),
+    sha = spec.config_sha256 or sha256_file(run.config)
+    commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
+    return launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, previous=read_run_json(run),
                                                     resumed_from=resumed_from, **start))
 
 
@@ -98,22 +104,22 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
         return refused(run, [GateRefusal(
             gate="state", message=f"{run.name} is already {derived.state} ({what_runs(derived)})",
             how_to_clear="wait for it, or stop_training first")], derived.state)
-    _, config = read_run_target(run)
-    launched = run.launched_evidence()
+    spec = RunSpec.of_run(run, request.vllm_server_gpus)  # the run's files, read once for every gate
+    config = spec.values
+    launched = run.launched_evidence(config)
     refusal = _launch_state_refusal(run, derived, config, launched, request)
     if refusal:
         return refusal
-    plan = build_launch_plan(run, request)  # bad launch options are input errors, before any gate
+    plan = build_launch_plan(run, request, spec=spec)  # bad launch options are input errors, before any gate
     launcher = LAUNCHERS[plan.launcher]
     launcher.check(plan)  # e.g. the scheduler would take the job: else one line, nothing written
-    refusals, env = check_gates(run, environment=launcher.checks_environment,
-                                vllm_server_gpus=request.vllm_server_gpus)
+    refusals, env = check_gates(run, spec.launched_with(plan.strategy), environment=launcher.checks_environment)
     refusals += memory_refusals(plan)
     if refusals:
         return refused(run, refusals, derived.state)
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
-    return _go(run, launcher, plan, env_verdict=env.get("verdict"), state_before=derived.state)
+    return _go(run, spec, launcher, plan, env_verdict=env.get("verdict"), state_before=derived.state)
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:
@@ -205,17 +211,19 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     refusal = _resume_state_refusal(run, derived, record)
     if refusal:
         return refusal
-    _, config = read_run_target(run)
+    spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the run's files, read once for every gate
+    config = spec.values
     patch = getattr(request, "patch", None)
     refusals, latest = _resume_refusals(run, record, config, patch)
     if refusals:
         return refused(run, refusals, derived.state)
     undo = None
     if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
-        refusals, undo = apply_patch(run, config, patch)
+        refusals, undo = apply_patch(run, spec, patch)
         if refusals:
             return refused(run, refusals, derived.state)
-    plan = build_launch_plan(run, launch, extra_args=["--resume_from_checkpoint", str(latest)])
+        spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the patched config apply_patch wrote
+    plan = build_launch_plan(run, launch, extra_args=["--resume_from_checkpoint", str(latest)], spec=spec)
     launcher = LAUNCHERS[plan.launcher]
     try:
         launcher.check(plan)
@@ -223,15 +231,15 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
         if undo:
             undo()  # the patched config goes back: nothing half-done stays
         raise
-    gate_refusals, env = check_gates(run, environment=launcher.checks_environment,
-                                     vllm_server_gpus=launch.vllm_server_gpus)
+    gate_refusals, env = check_gates(run, spec.launched_with(plan.strategy),
+                                     environment=launcher.checks_environment)
     gate_refusals += memory_refusals(plan)
     if gate_refusals:
         if undo:
             undo()
         return refused(run, gate_refusals, derived.state)
     _clear_markers(run)
-    return _go(run, launcher, plan, resumed_from=str(latest), patch=patch, env_verdict=env.get("verdict"))
+    return _go(run, spec, launcher, plan, resumed_from=str(latest), patch=patch, env_verdict=env.get("verdict"))
 
 
 def _clear_markers(run: Run) -> None:

@@ -11,10 +11,11 @@ import psutil
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
-from mcp_server.memory.verdict import validate_file
+from mcp_server.memory.verdict import validate
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.environment import environment_report, read_run_target
+from mcp_server.training.environment import environment_report
 from mcp_server.training.launchers import LaunchPlan
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
@@ -23,20 +24,20 @@ from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import runs_root
 
 
-def check_gates(run: Run, environment: bool = True,
-                vllm_server_gpus: int | None = None) -> tuple[list[GateRefusal], dict]:
-    """Every gate's answer (all of them, so one call tells everything to fix); the env report too.
-    `environment=False` for a run that trains elsewhere (a SLURM job): this machine's environment is no gate.
-    `vllm_server_gpus`: the launch's server GPUs, so the config is validated on the world the launch trains on."""
+def check_gates(run: Run, spec: RunSpec, environment: bool = True) -> tuple[list[GateRefusal], dict]:
+    """Every gate's answer (all of them, so one call tells everything to fix); the env report too. `spec`: the run
+    as the launch read it, its target with the launch's server GPUs (so the config is validated on the world the
+    launch trains on). `environment=False` for a run that trains elsewhere (a SLURM job): this machine's
+    environment is no gate."""
     refusals: list[GateRefusal] = link_refusals(run)
-    gate = check_inspection_gate(run)
+    gate = check_inspection_gate(run, spec)
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
-    refusals += _config_refusals(run, vllm_server_gpus)
+    refusals += _config_refusals(run, spec)
     if not environment:
         return refusals, {}
-    refusals += cpu_vllm_refusals(run)
-    env = environment_report(run)
+    refusals += cpu_vllm_refusals(spec)
+    env = environment_report(run, spec)
     if env.verdict == "blocked":
         refusals.append(GateRefusal(
             gate="environment", message="this machine cannot run it: " + "; ".join(env.blockers),
@@ -62,15 +63,13 @@ def link_refusals(run: Run) -> list[GateRefusal]:
                      "launch or resume again")]
 
 
-def _config_refusals(run: Run, vllm_server_gpus: int | None = None) -> list[GateRefusal]:
-    run_request, _ = read_run_target(run)
+def _config_refusals(run: Run, spec: RunSpec) -> list[GateRefusal]:
     if not run.config.exists() or not run.script.exists():
         return [GateRefusal(
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
-    # The one validation entry point, the memory plan left to memory_refusals: it plans the layout launched.
-    result = validate_file(run.config, run_request.gpu, run_request.num_gpus, memory=False,
-                           vllm_server_gpus=vllm_server_gpus)
+    # The one validation entry point, rehearsed; the memory plan left to memory_refusals: it plans the layout launched.
+    result = validate(spec, memory=False, rehearse=True)
     if result.valid:
         return []
     errors = [f for f in result.findings if f.severity == "error"]
@@ -82,11 +81,11 @@ def _config_refusals(run: Run, vllm_server_gpus: int | None = None) -> list[Gate
         + " (edit train/config.yaml or re-emit it), until validate_grpo_config says valid")]
 
 
-def cpu_vllm_refusals(run: Run) -> list[GateRefusal]:
+def cpu_vllm_refusals(spec: RunSpec) -> list[GateRefusal]:
     """A CPU run with vLLM: refused when vLLM's share of this host's RAM cannot start it (memory.cpu_vllm), as vLLM
     would refuse a minute into the run."""
-    run_request, config = read_run_target(run)
-    if not run_request.cpu or not config.get("use_vllm"):
+    config = spec.values
+    if not spec.target.cpu or not config.get("use_vllm"):
         return []
     colocated = (config.get("vllm_mode") or "colocate") == "colocate"
     share = GRPOView(config).vllm_gpu_memory_utilization if colocated else VLLM_CPU_MEMORY_SHARE

@@ -19,8 +19,8 @@ from typing import Callable
 import yaml
 
 from mcp_server.inspection.pins import config_pins
-from mcp_server.recipe.recorded import read_recorded
-from mcp_server.recipe.validate import validate_values
+from mcp_server.recipe.runspec import RunSpec
+from mcp_server.recipe.validate import validate_spec
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
 from mcp_server.workspace import atomic_write_json, atomic_write_text
@@ -29,26 +29,22 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text
 FIXED_PINS = ("model", "data")  # what no patch moves
 
 
-def patch_problems(run: Run, config: dict, patch: dict) -> list[str]:
+def patch_problems(spec: RunSpec, patch: dict) -> list[str]:
     """Validation errors of the patched config that the patch causes or leaves on a field it sets."""
-    request = read_recorded(run.request)
-    rewards = read_json_if_present(run.rewards, list) if run.rewards.is_file() else None
-    kwargs = {"gpu": request.gpu or ("cpu" if config.get("use_cpu") else "H100"), "num_gpus": request.num_gpus,
-              "override_reason": request.override_reason, "reward_specs": rewards}
-    before = {(x.code, x.field) for x in validate_values(dict(config), **kwargs).findings if x.severity == "error"}
-    after = validate_values({**config, **patch}, **kwargs).findings
+    before = {(x.code, x.field) for x in validate_spec(spec).findings if x.severity == "error"}
+    after = validate_spec(spec.with_values({**spec.values, **patch})).findings
     return [f"{x.code} [{x.field}]: {x.message}" for x in after if x.severity == "error"
             and ((x.code, x.field) not in before or x.field in patch)]
 
 
-def apply_patch(run: Run, config: dict, patch: dict) -> tuple[list[GateRefusal], Callable[[], None]]:
+def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal], Callable[[], None]]:
     """Validate, write the patched config and move the verdict's pins for what it changes. Returns (refusals,
     undo): refusals (nothing written) when the patch is not a mapping of fields or does not validate; undo puts
     the launched config and the verdict back when a later gate refuses the resume."""
     if not isinstance(patch, dict) or not all(isinstance(k, str) for k in patch):
         return [GateRefusal(gate="config", message="patch must be a JSON object of GRPOConfig fields",
                             how_to_clear="pass the patch of diagnose_run's root-cause finding as it stands")], _nothing
-    problems = patch_problems(run, config, patch)
+    problems = patch_problems(spec, patch)
     if problems:
         return [GateRefusal(gate="config", message="the patched config does not validate: " + "; ".join(problems),
                             how_to_clear="use the root-cause finding's patch (patch_valid true), or fix the "
@@ -59,7 +55,7 @@ def apply_patch(run: Run, config: dict, patch: dict) -> tuple[list[GateRefusal],
         for path, text in saved.items():
             atomic_write_text(path, text)
 
-    _write(run, config, patch)
+    _write(run, spec.values, patch)
     return [], undo
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from mcp_server.errors import UserInputError, describe_failure
-from mcp_server.training.environment import read_run_target
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.training.models import (
     HealthFlag,
     RunList,
@@ -132,7 +132,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     run = resolve_run(request.run)
     derived = sync_run_json(run, derive_state(run))
     record = derived.record or {}
-    _, config = read_run_target(run)
+    config = RunSpec.of_run(run).values
     lines = read_progress(run)
     latest = lines[-1] if lines else {}
     state = derived.state
@@ -200,7 +200,7 @@ def stop_training(request: StopRequest) -> StopResult:
     run's own job)."""
     run = resolve_run(request.run)
     derived = derive_state(run)
-    _, config = read_run_target(run)
+    config = RunSpec.of_run(run).values
     note = f" ({derived.note})" if derived.note else ""
     if not derived.alive:
         sync_run_json(run, derived)
@@ -228,7 +228,8 @@ def list_runs() -> RunList:
 
 def _summary(run: Run) -> RunSummary:
     derived = sync_run_json(run, derive_state(run))
-    request, config = read_run_target(run)
+    spec = RunSpec.of_run(run)
+    request, config = spec.request, spec.values
     latest = last_progress(run) or {}
     model = request.model or config.get("model_name_or_path")
     started = (derived.record or {}).get("started_at")

@@ -28,9 +28,9 @@ from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.recipe.recorded import RecordedRequest
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.environment import read_run_target
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.workspace import atomic_write_text
@@ -42,23 +42,31 @@ RESUME_FLAG = "--resume_from_checkpoint"
 
 @dataclass(frozen=True)
 class LaunchTarget:
-    """What every launcher plans from, read once: the run, the launch request, the run's target
-    (train/request.json) and config, the training interpreter and the training script's extra arguments."""
+    """What every launcher plans from, read once: the run, the launch request, the run as one value (its config,
+    recorded request and `Target` with this launch's server GPUs), the training interpreter and the training
+    script's extra arguments."""
 
     run: Run
     request: LaunchRequest
-    run_request: RecordedRequest
-    config: dict
+    spec: RunSpec
     python: str
     extra: tuple[str, ...] = ()
 
     @property
+    def config(self) -> dict:
+        return self.spec.values
+
+    @property
+    def run_request(self) -> RecordedRequest:
+        return self.spec.request
+
+    @property
     def cpu(self) -> bool:
-        return self.run_request.cpu
+        return self.spec.target.cpu
 
     @property
     def num_gpus(self) -> int:
-        return self.run_request.num_gpus
+        return self.spec.target.num_gpus
 
     @property
     def server_mode(self) -> bool:
@@ -69,8 +77,7 @@ class LaunchTarget:
     @property
     def target(self) -> Target:
         """The run's recorded hardware with this launch's server GPUs: what decides the training world."""
-        return Target("cpu" if self.cpu else str(self.run_request.gpu or "H100"), self.num_gpus,
-                      self.request.vllm_server_gpus)
+        return self.spec.target
 
     @property
     def vllm_gpus(self) -> int:
@@ -86,11 +93,12 @@ class LaunchTarget:
         return machine_layout(self)
 
 
-def read_target(run: Run, request: LaunchRequest, extra_args: list[str] | None = None) -> LaunchTarget:
-    """The launch target of `run`; a vLLM server mode given no GPU is an input error."""
-    run_request, config = read_run_target(run)
-    target = LaunchTarget(run=run, request=request, run_request=run_request, config=config,
-                          python=training_python(), extra=tuple(str(a) for a in (extra_args or [])))
+def read_target(run: Run, request: LaunchRequest, spec: RunSpec,
+                extra_args: list[str] | None = None) -> LaunchTarget:
+    """The launch target of `run` (`spec`: the run as the launch read it); a vLLM server mode given no GPU is an
+    input error."""
+    target = LaunchTarget(run=run, request=request, spec=spec, python=training_python(),
+                          extra=tuple(str(a) for a in (extra_args or [])))
     if target.server_mode and not target.cpu and target.vllm_gpus == 0:
         raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for "
                                                  "the vLLM server")
@@ -119,6 +127,7 @@ class Start:
     """What a start records beside the plan: the git commit of the recipe, what it resumes, the env verdict."""
 
     commit: str | None
+    config_sha256: str | None = None  # of train/config.yaml as the launch read and validated it (RunSpec)
     previous: dict | None = None  # run.json before this launch (its history)
     resumed_from: str | None = None
     patch: dict | None = None
@@ -145,7 +154,7 @@ class Launcher(Protocol):
     def recorded(self, run: Run) -> list[Path]:
         """The files committed to git before the start."""
 
-    def commit_message(self, run: Run, resumed: bool) -> str: ...
+    def commit_message(self, run: Run, resumed: bool, config_sha256: str) -> str: ...
 
     def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult: ...
 

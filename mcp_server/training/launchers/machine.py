@@ -4,12 +4,14 @@ plans its own per node."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from mcp_server.errors import UserInputError
 from mcp_server.memory import planner
 from mcp_server.memory.models import LaunchLayout, MemoryPlan
 from mcp_server.recipe.recorded import RecordedRequest
+from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import LaunchRequest
 
@@ -24,7 +26,7 @@ class MachineLayout:
     notes: tuple[str, ...] = ()
 
 
-def plan_launch_memory(run: Run, request: LaunchRequest, num_gpus: int,
+def plan_launch_memory(run: Run, spec: RunSpec, request: LaunchRequest, num_gpus: int,
                        vllm_gpus: int) -> tuple[MemoryPlan | None, str | None]:
     """The run's memory plan for this launch (the same GPUs, vLLM server GPUs and strategy), or (None, why not).
     Prompts are planned at the longest one the inspection measured (samples.meta.json; the launch gate needs an
@@ -33,8 +35,8 @@ def plan_launch_memory(run: Run, request: LaunchRequest, num_gpus: int,
     lengths = meta.get("lengths") if isinstance(meta, dict) and isinstance(meta.get("lengths"), dict) else {}
     prompt = lengths.get("prompt_tokens_max") if isinstance(lengths.get("prompt_tokens_max"), int) else None
     try:
-        plan = planner.plan(config_path=str(run.dir), num_gpus=num_gpus, prompt_length=prompt or None,
-                            vllm_server_gpus=vllm_gpus or None,
+        on = dataclasses.replace(spec.target, vllm_server_gpus=vllm_gpus or None)  # SLURM: vLLM's node's GPUs
+        plan = planner.plan(spec.with_target(on), num_gpus=num_gpus, prompt_length=prompt or None,
                             strategy=request.strategy if request.strategy not in ("auto", "single") else None)
     except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
         return None, f"memory not planned ({exc}): the launcher's default layout is used"
@@ -61,8 +63,8 @@ def machine_layout(target) -> MachineLayout:
         processes = request.num_processes
     else:
         processes = target.target.world(target.server_mode)  # config.target: the one decision of the world
-    memory, memory_note = (None, None) if cpu else plan_launch_memory(target.run, request, processes + vllm_gpus,
-                                                                      vllm_gpus)
+    memory, memory_note = (None, None) if cpu else plan_launch_memory(target.run, target.spec, request,
+                                                                      processes + vllm_gpus, vllm_gpus)
     layout = memory.launch if memory else None
     if target.server_mode and processes + vllm_gpus > target.num_gpus:
         raise UserInputError(

@@ -5,6 +5,7 @@ from outside; the server reads what it writes (progress.jsonl, guard.json, outco
 - train_template.py, train_agentic_template.py  the trainer templates emission copies into train/train.py
 - script_support.py  what both templates share: the config parsed as TRL does, the data, the trainer's arguments,
                      training and saving
+- dynamic_sampling.py  DAPO's dynamic sampling: a GRPOTrainer subclass (train/dynamic_sampling.json turns it on)
 - progress.py        the progress callback: progress.jsonl, the stop request and signals, the outcome markers
 - guard.py           the live guard the callback runs (diagnosis's guard rules); training_status reads its file
 - vllm_cpu.py        vLLM's weight sync on a CPU (colocate and server mode)

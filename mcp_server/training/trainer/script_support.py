@@ -16,6 +16,8 @@ from pathlib import Path
 from trl import get_peft_config, get_quantization_config
 
 from mcp_server.inspection.training_inputs import parse_config  # noqa: F401 - the templates import it from here
+from mcp_server.config.loader import eval_dataset as load_eval_dataset
+from mcp_server.config.loader import evaluates
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
@@ -31,6 +33,16 @@ def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path |
     cache = tempfile.mkdtemp(prefix="datasets-", dir=parent)
     atexit.register(shutil.rmtree, cache, True)
     return load_train_dataset(script_args, dataset_args, prompt_column, cache)
+
+
+def eval_dataset(script_args, training_args, dataset_args, prompt_column: str, run_dir: Path):
+    """The evaluation split when the config evaluates (eval_strategy not "no"), as `trl grpo` loads it; else None.
+    In a fresh datasets cache under the run's cache/, removed when the process ends, as the training split's."""
+    if not evaluates(training_args):
+        return None
+    cache = tempfile.mkdtemp(prefix="datasets-eval-", dir=Path(run_dir) / "cache")
+    atexit.register(shutil.rmtree, cache, True)
+    return load_eval_dataset(script_args, training_args, dataset_args, prompt_column, cache)
 
 
 def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
@@ -50,6 +62,19 @@ def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
         quantization_config=get_quantization_config(model_args),
         callbacks=[ProgressCallback(run_dir)],
     )
+
+
+def grpo_trainer(run_dir: Path, **kwargs):
+    """The run's GRPOTrainer built with `kwargs`: TRL's own, or with train/dynamic_sampling.json the subclass that
+    trains only on groups with spread (trainer/dynamic_sampling.py)."""
+    from mcp_server.training.trainer.dynamic_sampling import DynamicSamplingGRPOTrainer, read_settings
+
+    settings = read_settings(run_dir)
+    if settings is None:
+        from trl import GRPOTrainer
+
+        return GRPOTrainer(**kwargs)
+    return DynamicSamplingGRPOTrainer(**kwargs, **settings)
 
 
 def train_and_save(trainer, run_dir: Path) -> None:

@@ -22,6 +22,9 @@ try:  # report_to's trackers write inside the run unless their variables say els
 except ImportError:
     sys.exit("llm-finetuning is not installed in this Python: pip install llm-finetuning (or the plugin's root)")
 keep_trackers_in_run(os.path.dirname(_HERE))
+# HF generate grows its KV cache by torch.cat every step; expandable segments let the freed blocks merge instead of
+# leaving cached segments behind (the memory plan's generation phase); a value already set is kept
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402

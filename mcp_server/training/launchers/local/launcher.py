@@ -77,13 +77,13 @@ class LocalLauncher:
     def recorded(self, run: Run) -> list[Path]:
         return [run.config, run.script, run.rewards, run.request, run.launch_script, run.accelerate]
 
-    def commit_message(self, run: Run, resumed: bool) -> str:
+    def commit_message(self, run: Run, resumed: bool, config_sha256: str) -> str:
         return (f"llm-finetuning: {'resume' if resumed else 'launch'} {run.name} "
-                f"(config {sha256_file(run.config)[:12]})")
+                f"(config {config_sha256[:12]})")
 
     def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult:
         """Start train/launch.sh detached and write run.json."""
-        config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
+        config_sha, script_sha = start.config_sha256 or sha256_file(run.config), sha256_file(run.script)
         python = plan.train_command[0]
         started_ts = time.time()
         proc, reward_sha = _spawn(run, python, start.resumed_from)

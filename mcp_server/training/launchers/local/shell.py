@@ -30,6 +30,7 @@ export {mark}="$(pwd -P)"
 [ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"
 export MPLCONFIGDIR="${{MPLCONFIGDIR:-$PWD/cache/matplotlib}}"
 export PYTHONUNBUFFERED=1
+unset LLM_FINETUNING_SAMPLING  # sampling's switch of the trainer's checks: never inherited by a launched trainer
 {pythonpath}LOGS=train/logs
 mkdir -p "$LOGS"
 VLLM_PID=

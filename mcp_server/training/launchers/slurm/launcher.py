@@ -72,7 +72,8 @@ class SlurmLauncher:
         memory, notes, plan = None, [], None
         if not layout.cpu:  # the memory plan for the GPUs of every node (vLLM's node included): per-GPU peak, fits
             vllm_gpus = layout.gpus_per_node if layout.vllm_port else 0
-            plan, note = plan_launch_memory(target.run, request, layout.processes + vllm_gpus, vllm_gpus)
+            plan, note = plan_launch_memory(target.run, target.spec, request, layout.processes + vllm_gpus,
+                                            vllm_gpus)
             memory = plan.launch if plan else None
             notes = [note] if note else [f"memory plan: {memory.reason}"]
             if memory is not None and request.strategy == "auto" and memory.strategy in TRL_ACCELERATE_CONFIGS:
@@ -106,12 +107,12 @@ class SlurmLauncher:
     def recorded(self, run: Run) -> list[Path]:
         return [run.config, run.script, run.slurm_script, run.accelerate]
 
-    def commit_message(self, run: Run, resumed: bool) -> str:
+    def commit_message(self, run: Run, resumed: bool, config_sha256: str) -> str:
         return f"llm-finetuning: {'resume ' + run.name + ' on SLURM' if resumed else 'SLURM script for ' + run.name}"
 
     def start(self, run: Run, plan: LaunchPlan, written: dict[str, str], start: Start) -> LaunchResult:
         """sbatch the written script and record the job in run.json (submit=false: the script only)."""
-        config_sha, script_sha = sha256_file(run.config), sha256_file(run.script)
+        config_sha, script_sha = start.config_sha256 or sha256_file(run.config), sha256_file(run.script)
         details: SlurmDetails = plan.details
         if not details.submit:
             return LaunchResult(

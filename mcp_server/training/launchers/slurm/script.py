@@ -134,7 +134,8 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
              "# Caches a library would write under your home (an arrow copy of the data) stay in the run.",
              '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
              'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
-             "export PYTHONUNBUFFERED=1"]
+             "export PYTHONUNBUFFERED=1",
+             "unset LLM_FINETUNING_SAMPLING  # sampling's switch of the trainer's checks: never inherited by a job"]
     if layout.pythonpath:
         lines.append(f'export PYTHONPATH={shlex.quote(layout.pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
     if layout.cpu:  # each torchrun rank joins the gloo group only when transformers is told it is on CPU

@@ -1,0 +1,61 @@
+"""TRL's own reading of a run: its config parsed with `trl grpo`'s dataclasses and its training split loaded as
+`trl grpo` loads it. train/train.py (through training.trainer.script_support), sampling (inspection.training_inputs)
+and the rehearsal (recipe.rehearsal_run) read a run through these two functions, so what each sees is one thing.
+Heavy imports (TRL, datasets) happen inside the functions: the light server imports this module's names only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def parse_config(argv=None):
+    """(script_args, training_args, model_args, dataset_args) from the config named in `argv` (default sys.argv),
+    as `trl grpo` parses it, with model_init_kwargs filled in as `trl grpo` passes them to from_pretrained."""
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
+    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
+    kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
+                  attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)
+    kwargs.update(training_args.model_init_kwargs or {})
+    training_args.model_init_kwargs = kwargs
+    return script_args, training_args, model_args, dataset_args
+
+
+def train_dataset(script_args, dataset_args, column: str, cache_dir: str | Path):
+    """The training split, its prompt column named 'prompt' as GRPOTrainer reads it, prepared in `cache_dir` (a
+    fresh, empty folder the caller keeps while the rows are used: datasets maps its arrow files from there)."""
+    return _split(script_args, dataset_args, column, cache_dir, script_args.dataset_train_split)
+
+
+def evaluates(training_args) -> bool:
+    """Whether the run evaluates: trl/scripts/grpo.py passes `eval_dataset=dataset[script_args.dataset_test_split]
+    if training_args.eval_strategy != "no" else None`."""
+    return str(training_args.eval_strategy) not in ("no", "IntervalStrategy.NO")
+
+
+def eval_dataset(script_args, training_args, dataset_args, column: str, cache_dir: str | Path):
+    """The evaluation split as `trl grpo` passes it when the run evaluates (`evaluates`), else None."""
+    if not evaluates(training_args):
+        return None
+    return _split(script_args, dataset_args, column, cache_dir, script_args.dataset_test_split)
+
+
+def _split(script_args, dataset_args, column: str, cache_dir: str | Path, split: str):
+    import datasets
+    from trl import get_dataset
+
+    before = datasets.config.HF_DATASETS_CACHE
+    datasets.config.HF_DATASETS_CACHE = Path(cache_dir)  # read at each load, so no earlier cache entry is used
+    try:
+        if dataset_args.datasets:
+            dataset = get_dataset(dataset_args)[split]
+        else:
+            dataset = datasets.load_dataset(script_args.dataset_name, name=script_args.dataset_config, split=split)
+    finally:
+        datasets.config.HF_DATASETS_CACHE = before
+    if column != "prompt":
+        dataset = dataset.rename_column(column, "prompt")
+    return dataset

@@ -1,0 +1,115 @@
+"""A run as one value (issue 46): its config, the target it trains on, and what emission recorded beside the config.
+
+A run directory holds the config (train/config.yaml, what TRL's parser reads) and the records beside it:
+train/request.json (the request as emission recorded it, recipe.recorded), train/rewards.json (the reward specs),
+train/agentic.json (an agentic run's tools and environment) and train/dynamic_sampling.json (DAPO's dynamic sampling
+in the trainer). Emission builds a `RunSpec` and writes it
+(`write`); a launch reads one once (`read`) and passes it, with its `Target`, to every gate; validation, the memory
+plan and the launcher read what they need from it, never the files again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcp_server.config.target import Target
+from mcp_server.recipe.recorded import RecordedRequest, read_recorded
+from mcp_server.rewards.spec import read_reward_specs
+from mcp_server.runs import AGENTIC_FILE, DYNAMIC_SAMPLING_FILE, Run, sidecars
+from mcp_server.userfiles import read_config_file, read_json
+from mcp_server.workspace import atomic_write_json, atomic_write_text
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    values: dict  # train/config.yaml's mapping as written: what TRL's parser reads (validation sets `env:` aside)
+    target: Target = Target()
+    request: RecordedRequest = field(default_factory=RecordedRequest)  # train/request.json (empty: none)
+    rewards: list[dict] | None = None  # train/rewards.json's specs (None: the config's reward_funcs alone)
+    agentic: dict | None = None  # train/agentic.json (None: not an agentic run)
+    dynamic_sampling: dict | None = None  # train/dynamic_sampling.json (None: TRL's batches as they come)
+    base_dir: Path | None = None  # where relative data files resolve: the run directory train.py runs in
+    is_moe: bool | None = None  # emission's finding; None: detected from the model when a rule asks
+    config_sha256: str | None = None  # of the config file's bytes as read (None: built in memory)
+
+    # ------------------------------------------------------------ reading
+    @classmethod
+    def read(cls, where: Run | str | Path, *, gpu: str | None = None, num_gpus: int | None = None,
+             vllm_server_gpus: int | None = None, field: str = "config_path") -> RunSpec:
+        """A run (its train/config.yaml) or a config file, with the records beside it; the target is the one
+        given, else the recorded one, else the CPU for a config that says use_cpu, else 1x H100. `field` names
+        the input in errors."""
+        config_path = where.config if isinstance(where, Run) else Path(where)
+        request_path, rewards_path = sidecars(config_path)
+        request = read_recorded(request_path, field)  # the target first: its error names the run's record
+        values, sha = read_config_file(config_path, field, with_sha256=True)
+        rewards = ([spec.model_dump() for spec in read_reward_specs(rewards_path, field)]
+                   if rewards_path.is_file() else None)
+        agentic_path = config_path.parent / AGENTIC_FILE
+        agentic = read_json(agentic_path, field, dict) if agentic_path.is_file() else None
+        sampling_path = config_path.parent / DYNAMIC_SAMPLING_FILE
+        dynamic = read_json(sampling_path, field, dict) if sampling_path.is_file() else None
+        target = Target(gpu or request.gpu or ("cpu" if values.get("use_cpu") is True else "H100"),
+                        num_gpus or request.num_gpus, vllm_server_gpus)
+        return cls(values=values, target=target, request=request, rewards=rewards, agentic=agentic,  # is_moe: from
+                   dynamic_sampling=dynamic, base_dir=run_dir_of(config_path), config_sha256=sha)  # the model
+
+    @classmethod
+    def of_run(cls, run: Run, vllm_server_gpus: int | None = None) -> RunSpec:
+        """The run's spec, read once for a launch (`vllm_server_gpus`: its server GPUs), a status or a gate; a run
+        not emitted yet has no config values (the config gate says so)."""
+        if run.config.is_file():
+            return cls.read(run, vllm_server_gpus=vllm_server_gpus, field="run")
+        request = read_recorded(run.request, "run")
+        return cls(values={}, target=Target(request.gpu or "H100", request.num_gpus, vllm_server_gpus),
+                   request=request, base_dir=run.dir)
+
+    # ------------------------------------------------------------ what the records say
+    @property
+    def fields(self) -> dict:
+        """The config's TRL fields: its mapping without TrlParser's `env:` block (environment variables TRL's
+        parser sets, not a field of any dataclass)."""
+        return {k: v for k, v in self.values.items() if k != "env"}
+
+    @property
+    def override_reason(self) -> str | None:
+        return self.request.override_reason
+
+    @property
+    def prompt_column(self) -> str | None:
+        """The data set's prompt column as recorded (None: the record names none)."""
+        return self.request.fields_given().get("prompt_column")
+
+    def with_values(self, values: dict) -> RunSpec:
+        """The same run with other config fields (a patch, a lever): the records and target unchanged, the file's
+        hash no longer its."""
+        return dataclasses.replace(self, values=dict(values), config_sha256=None)
+
+    def with_target(self, target: Target) -> RunSpec:
+        return dataclasses.replace(self, target=target)
+
+    def launched_with(self, strategy: str | None) -> RunSpec:
+        """The same run on the same target as a launch lays it out (`strategy`: its plan's, e.g. zero2), so the
+        gates judge what depends on the strategy (weight precision) for the processes that will start."""
+        return self.with_target(dataclasses.replace(self.target, strategy=strategy))
+
+    # ------------------------------------------------------------ writing
+    def write(self, run: Run, config_text: str) -> None:
+        """Emission's writes: the config (`config_text`, these values rendered with their reasons) and the records
+        beside it, each atomically."""
+        atomic_write_text(run.config, config_text)
+        atomic_write_json(run.rewards, self.rewards or [])
+        atomic_write_json(run.request, self.request.model_dump())
+        if self.agentic:
+            atomic_write_json(run.agentic, self.agentic)
+        if self.dynamic_sampling:
+            atomic_write_json(run.dynamic_sampling, self.dynamic_sampling)
+
+
+def run_dir_of(config_path: Path) -> Path:
+    """Where the config's relative data_files resolve: the run directory of train/config.yaml (train.py runs
+    there), else the config's own folder."""
+    folder = config_path.expanduser().resolve().parent
+    return folder.parent if folder.name == "train" else folder
