@@ -38,11 +38,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from mcp_server.rewards import sandbox_cgroup
 from mcp_server.rewards.sandbox_command import SandboxUnavailable, bwrap_argv, drop_root, interpreter_for
 from mcp_server.rewards.seccomp import seccomp_program
 
 SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
 WAITING = 2  # sandboxes alive at once, as a multiple of the workers running at once
+GROUP_POLL_S = 0.02  # how often the host reads a sandbox's cgroup CPU time while it runs
+GROUP_CPU_SLACK_S = 0.25  # past cpu_s: harness_watch.py (inside, every 5 ms) usually stops a busy loop first
+START_S = 10.0  # the most a sandbox may take to say who its init is (bwrap's --info-fd) while it waits for its group
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,10 @@ class _Sandbox:
     chunks: list[bytes] = field(default_factory=list)
     timed_out: bool = False
     flooded: bool = False
+    group: sandbox_cgroup.Group | None = None  # its cgroup, where this machine gives one
+    cpu_s: float = 0.0  # the solution's CPU budget (0: none), held against the group's count
+    over_cpu: str | None = None  # the group's CPU time went past the budget: why it was killed
+    over_memory: str | None = None  # the kernel killed a process of the group for its memory
 
     def read_info(self) -> None:
         """Read what bwrap says on its --info-fd; learn the init's pid (and a pidfd on it) once it is complete."""
@@ -196,33 +204,74 @@ class _Sandbox:
 
 
 def _start(interpreter: str, limits: Limits) -> _Sandbox:
-    """Start bwrap with the harness as the sandbox's init; SandboxUnavailable when bwrap cannot be started."""
+    """Start bwrap with the harness as the sandbox's init, in a cgroup of its own where this machine gives one
+    (sandbox_cgroup.py); SandboxUnavailable when bwrap cannot be started."""
     info_r, info_w = os.pipe()
     verdict_r, verdict_w = os.pipe()
+    group = sandbox_cgroup.make(_group_memory_bytes(limits), limits.max_processes + 3)
+    block_r, block_w = os.pipe() if group is not None else (None, None)
     seccomp_fd = _seccomp_fd()
     try:
-        argv = bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd)
+        argv = bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd, block_r)
         start = time.monotonic()
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(info_w, verdict_w, *([seccomp_fd] if seccomp_fd is not None else [])),
+            pass_fds=tuple(fd for fd in (info_w, verdict_w, seccomp_fd, block_r) if fd is not None),
             start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, **drop_root(),
         )
     except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
-        os.close(info_r)
-        os.close(verdict_r)
+        for fd in (info_r, verdict_r, block_w):
+            if fd is not None:
+                os.close(fd)
+        if group is not None:
+            group.close()
         raise SandboxUnavailable(
             f"cannot start bubblewrap ({argv[0] if 'argv' in locals() else 'bwrap'}): {exc}"
         ) from None
     except BaseException:
-        os.close(info_r)
-        os.close(verdict_r)
-        raise
-    finally:
-        for fd in (info_w, verdict_w, seccomp_fd):
+        for fd in (info_r, verdict_r, block_w):
             if fd is not None:
                 os.close(fd)
-    return _Sandbox(proc, info_r, verdict_r, start, start + limits.timeout_s)
+        if group is not None:
+            group.close()
+        raise
+    finally:
+        for fd in (info_w, verdict_w, seccomp_fd, block_r):
+            if fd is not None:
+                os.close(fd)
+    box = _Sandbox(proc, info_r, verdict_r, start, start + limits.timeout_s, group=group,
+                   cpu_s=min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0.0)
+    if group is not None:
+        _enter_group(box, block_w)
+    return box
+
+
+def _group_memory_bytes(limits: Limits) -> int:
+    """The sandbox's cgroup memory limit: its processes, its /tmp and /dev/shm, and bwrap's and the tester's own."""
+    return (limits.memory_mb + 5 * limits.max_file_mb + sandbox_cgroup.HEADROOM_MB) * 1024 * 1024
+
+
+def _enter_group(box: _Sandbox, block_w: int) -> None:
+    """Move bwrap and the sandbox's init into the sandbox's group while the init waits on --block-fd, then let it
+    go: everything that runs in the sandbox descends from the init. Where the init never shows up (bwrap
+    failed) the sandbox is let go all the same and ends as it would without a group."""
+    try:
+        give_up = time.monotonic() + START_S
+        while box.init_pid is None and box.info_open and time.monotonic() < give_up:
+            if _readable(box.info_r, max(0.0, give_up - time.monotonic())):
+                box.read_info()
+        try:
+            box.group.add(box.proc.pid)
+            if box.init_pid is not None:
+                box.group.add(box.init_pid)
+        except OSError:  # bwrap already gone: nothing of the sandbox runs
+            pass
+    finally:
+        try:
+            os.write(block_w, b"go")
+        except OSError:
+            pass
+        os.close(block_w)
 
 
 def _seccomp_fd() -> int | None:
@@ -252,6 +301,7 @@ def _collect(box: _Sandbox, max_output_bytes: int, slow: Callable[[], None] | No
     for fd in (out, box.info_r):
         poller.register(fd, selectors.EVENT_READ)
     size = 0
+    budget = box.cpu_s if box.group is not None and box.cpu_s else None
     try:
         while True:
             now = time.monotonic()
@@ -261,7 +311,10 @@ def _collect(box: _Sandbox, max_output_bytes: int, slow: Callable[[], None] | No
                 return
             if slow is not None and now - box.start >= SLOW_S:  # a waiting run: its slot goes to the next job
                 slow, _ = None, slow()
-            ready = [key.fd for key, _ in poller.select(min(left, 0.5 if slow is None else SLOW_S / 4))]
+            if budget is not None and _over_cpu(box, budget):
+                return
+            wait = min(left, 0.5 if slow is None else SLOW_S / 4, GROUP_POLL_S if budget is not None else 1.0)
+            ready = [key.fd for key, _ in poller.select(wait)]
             if box.info_r in ready:
                 box.read_info()
                 if not box.info_open:
@@ -280,12 +333,27 @@ def _collect(box: _Sandbox, max_output_bytes: int, slow: Callable[[], None] | No
         poller.close()
 
 
+def _over_cpu(box: _Sandbox, budget: float) -> bool:
+    """Has the sandbox used more CPU than its budget, all its processes together as its cgroup counts them (less
+    bwrap's and the tester's own: the budget is the solution's)? Then it is to be killed, saying why."""
+    used = box.group.cpu_s()
+    if used <= budget + GROUP_CPU_SLACK_S:
+        return False
+    used -= sandbox_cgroup.own_cpu_s(box.proc.pid) + (sandbox_cgroup.own_cpu_s(box.init_pid) if box.init_pid else 0)
+    if used <= budget + GROUP_CPU_SLACK_S:
+        return False
+    box.over_cpu = (f"the solution used its {budget:g} s of CPU time (all its processes together, as the kernel "
+                    f"counts them: {used:.2f} s)")
+    return True
+
+
 def _end(box: _Sandbox) -> None:
     """Kill the sandbox if it timed out or flooded; return once bwrap and everything inside it are gone."""
     proc = box.proc
-    if (box.timed_out or box.flooded) and box.init_pid is None and box.info_open and _readable(box.info_r, 0):
+    killing = box.timed_out or box.flooded or box.over_cpu is not None
+    if killing and box.init_pid is None and box.info_open and _readable(box.info_r, 0):
         box.read_info()  # bwrap may have said who the init is since the last look
-    if box.timed_out or box.flooded:
+    if killing:
         _kill(proc, box.init_pid, box.init_fd)
     try:
         # bwrap exits once it has reaped its child, the namespace init, and that init's exit completes only
@@ -302,15 +370,23 @@ def _end(box: _Sandbox) -> None:
     _wait_gone(box.init_fd)
     os.close(box.info_r)
     proc.stdout.close()
+    if box.group is not None:
+        if box.group.oom_kills():
+            box.over_memory = (f"the sandbox used more than its {box.group.limit_bytes >> 20} MB of memory (all its "
+                               "processes and files together, as the kernel counts them)")
+        box.group.close()
 
 
 def _result(box: _Sandbox, verdict: dict, limits: Limits) -> RunResult:
     """The run's result: passed only when it ended in time, within its output cap, and the tester said so."""
     proc, timed_out, flooded = box.proc, box.timed_out, box.flooded
     output = b"".join(box.chunks).decode("utf-8", "replace")
-    passed = not (timed_out or flooded) and proc.returncode == 0 and verdict.get("passed") is True
+    over = box.over_cpu or box.over_memory
+    passed = not (timed_out or flooded or over) and proc.returncode == 0 and verdict.get("passed") is True
     error = None
-    if timed_out:
+    if over:
+        error = over
+    elif timed_out:
         error = f"timed out after {limits.timeout_s:g}s"
     elif flooded:
         error = f"output over {limits.max_output_bytes} bytes"

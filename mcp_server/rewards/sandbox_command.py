@@ -111,8 +111,42 @@ def _under_usr(path: str) -> bool:
     return path == "/usr" or path.startswith("/usr/")
 
 
-# The host's memory and load, which /proc shows every pid namespace: masked (bound over with an empty file).
+# /proc shows every pid namespace the host's own state besides the namespace's processes: memory, load, pressure,
+# disks, interrupts, kernel symbols, other users' keys. Of its top level only these stay visible (the sandbox's
+# processes and the mount and network views of its own namespaces, the CPU model and the kernel's version); every
+# other entry is masked: a file bound over with an empty one, a folder with an empty read-only tmpfs. Under
+# /proc/sys, which stays (the kernel's settings: page size, limits), the host-wide counters are masked too.
+PROC_KEPT = frozenset({"self", "thread-self", "mounts", "net", "sys", "cpuinfo", "version", "filesystems", "sysvipc"})
+PROC_SYS_MASKED = ("/proc/sys/fs", "/proc/sys/kernel/random")
 MASKED_PROC = ("/proc/meminfo", "/proc/loadavg", "/proc/stat", "/proc/vmstat", "/proc/swaps", "/proc/uptime")
+
+
+@functools.lru_cache(maxsize=1)
+def masked_proc() -> tuple[tuple[str, bool], ...]:
+    """(path, is a folder) of every /proc entry the sandbox gets masked: the host's top-level entries (its
+    /proc lists the same ones a new pid namespace's does) but PROC_KEPT and the process folders, and
+    PROC_SYS_MASKED."""
+    try:
+        names = sorted(os.listdir("/proc"))
+    except OSError:
+        names = [os.path.basename(p) for p in MASKED_PROC]
+    found = []
+    for name in names:
+        path = f"/proc/{name}"
+        if name.isdigit() or name in PROC_KEPT or os.path.islink(path):
+            continue
+        if os.path.isdir(path):
+            found.append((path, True))
+        elif os.path.exists(path):
+            found.append((path, False))
+    return tuple(found) + tuple((p, True) for p in PROC_SYS_MASKED if os.path.isdir(p))
+
+
+def _mask_proc_args() -> list[str]:
+    args = []
+    for path, folder in masked_proc():
+        args += ["--tmpfs", path, "--remount-ro", path] if folder else ["--ro-bind", "/dev/null", path]
+    return args
 
 
 @functools.lru_cache(maxsize=4)
@@ -125,10 +159,11 @@ def _bwrap_has(bwrap: str, flag: str) -> bool:
 
 
 def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int,
-               seccomp_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None, block_fd: int | None = None) -> list[str]:
     """bwrap's command line: a fresh sandbox (/tmp capped at 4x `max_file_mb`) whose init is the harness's tester,
-    run by `interpreter`, with bwrap's --info-fd on `info_fd`, the verdict pipe on `verdict_fd` and the seccomp
-    filter (seccomp.py) read from `seccomp_fd`."""
+    run by `interpreter`, with bwrap's --info-fd on `info_fd`, the verdict pipe on `verdict_fd`, the seccomp
+    filter (seccomp.py) read from `seccomp_fd` and, with `block_fd`, the init waiting until something can be read
+    there before it runs the harness (while the host moves it into the sandbox's cgroup: sandbox_cgroup.py)."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise SandboxUnavailable(
@@ -140,6 +175,7 @@ def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int
         bwrap,
         "--info-fd",
         str(info_fd),
+        *(["--block-fd", str(block_fd)] if block_fd is not None else []),
         "--as-pid-1",
         "--unshare-all",
         "--die-with-parent",
@@ -165,8 +201,7 @@ def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int
     argv += [
         # /dev: bwrap's minimal device tree, read-only, with a small /dev/shm (else shared memory is an uncapped
         # tmpfs the solution could fill with host memory).
-        "--proc", "/proc", *[arg for path in MASKED_PROC if os.path.exists(path)
-                             for arg in ("--ro-bind", "/dev/null", path)],
+        "--proc", "/proc", *_mask_proc_args(),
         "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
         "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp",
