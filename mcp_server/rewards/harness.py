@@ -65,11 +65,12 @@ class Channel:
         self.broken: str | None = None
         self.pid, self.cpu_s = pid, cpu_s
 
-    def _ended(self) -> str:
-        """How the solution process ended, once its pipe closed (it may take a moment to become a zombie)."""
+    def _ended(self, tries: int = 20) -> str | None:
+        """How the solution process ended, once its pipe closed (it may take a moment to become a zombie); None
+        when it still runs after `tries` looks 10 ms apart."""
         import time
 
-        for _ in range(20):
+        for i in range(tries):
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
             except (ChildProcessError, OSError):
@@ -80,8 +81,17 @@ class Channel:
                 if os.WIFSIGNALED(status):
                     return f"was killed by signal {os.WTERMSIG(status)}"
                 break
-            time.sleep(0.01)
+            if i + 1 < tries:
+                time.sleep(0.01)
+        else:
+            return None
         return "exited or closed its pipe"
+
+    def gone(self) -> str | None:
+        """After the tests: why the solution process is no longer there (its CPU budget, a signal, an exit), None
+        while it still waits for requests. A solution whose process died after its last answer (a busy thread
+        that used up its CPU budget, an exit from a thread) fails though no test asked it anything after."""
+        return None if self.broken else self._ended(tries=1)
 
     def remote(self, node: dict) -> Remote:
         rid = node.get("id")
@@ -110,7 +120,7 @@ class Channel:
         except OSError as exc:
             line, why = b"", f"closed its pipe ({exc})"
         else:
-            why = self._ended() if not line else "sent an answer over 16 MB or cut short"
+            why = (self._ended() or "closed its pipe") if not line else "sent an answer over 16 MB or cut short"
         if line.endswith(b"\n"):
             try:
                 reply = json.loads(line)
@@ -325,6 +335,19 @@ def _ran(name: str, value):
     return value
 
 
+def _call(name: str, test):
+    """Run one collected test: its return value, or SKIPPED where it raised unittest.SkipTest (pytest skips a
+    plain test function that does). Only the tests' own code can raise it: what the solution raises arrives as a
+    builtin exception (`_exception`)."""
+    try:
+        return _ran(name, test())
+    except BaseException as exc:
+        skip = getattr(sys.modules.get("unittest"), "SkipTest", None)
+        if skip is not None and isinstance(exc, skip):
+            return SKIPPED
+        raise
+
+
 def _run_case(cls: type, method: str):
     """One unittest.TestCase method, as unittest runs it (setUp, the test, tearDown); a failure or error is
     raised as an AssertionError carrying unittest's traceback, a skip returns SKIPPED. A method whose body did
@@ -412,7 +435,7 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
         scope[ASSERT_HOOK] = lambda: hits.append(1)
         exec(code, scope)
         for stage, test in _collect(scope):
-            if _ran(stage, test()) is not SKIPPED:
+            if _call(stage, test) is not SKIPPED:
                 count += 1
         check = None if count or hits else _human_eval_check(scope, dict(names), payload.get("entry_point"))
         if check is not None:
@@ -474,8 +497,12 @@ def main() -> None:
         set_limits(limits)
         passed, error, count = grade(payload, channel)
         watch.stop()
+        watch.check()  # what the last interval used
+        gone = channel.gone() if passed else None
         if watch.exceeded:  # over the budget, even where the tests had finished by then
             passed, error = False, watch.exceeded
+        elif gone:
+            passed, error = False, f"the solution process {gone} before the tests ended"
         verdict.update(passed=passed, error=error, tests=count)
     except BaseException as exc:  # noqa: BLE001 - whatever happens, the verdict is written (as a failure)
         verdict["error"] = f"harness: {type(exc).__name__}: {exc}"[:300]

@@ -54,19 +54,27 @@ class Watch:
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_S):
-            cpu, rss = self.usage()
-            self.peak_bytes, self.peak_cpu_s = max(self.peak_bytes, rss), max(self.peak_cpu_s, cpu)
-            if self.cpu_s and cpu > self.cpu_s + CPU_SLACK_S:
-                why = f"used its {self.cpu_s:g} s of CPU time (all its processes together: {cpu:.2f} s)"
-            elif rss > self.memory_bytes:
-                why = (f"used more than its {self.memory_bytes >> 20} MB of memory (all its processes together: "
-                       f"{rss >> 20} MB)")
-            else:
-                continue
-            self.exceeded = f"the solution {why}"
-            self.on_exceeded(self.exceeded)
-            try:
-                os.kill(-1, signal.SIGKILL)  # from the namespace's init: every process of the sandbox but itself
-            except OSError:
-                pass
-            return
+            if self.check():
+                return
+
+    def check(self) -> bool:
+        """One look: over the budget (then every process of the sandbox but the tester is killed, and why is
+        kept in `exceeded`)? Also called once more after the tests, for what the last interval used."""
+        if self.exceeded:
+            return True
+        cpu, rss = self.usage()
+        self.peak_bytes, self.peak_cpu_s = max(self.peak_bytes, rss), max(self.peak_cpu_s, cpu)
+        if self.cpu_s and cpu > self.cpu_s + CPU_SLACK_S:
+            why = f"used its {self.cpu_s:g} s of CPU time (all its processes together: {cpu:.2f} s)"
+        elif rss > self.memory_bytes:
+            why = (f"used more than its {self.memory_bytes >> 20} MB of memory (all its processes together: "
+                   f"{rss >> 20} MB)")
+        else:
+            return False
+        self.exceeded = f"the solution {why}"
+        self.on_exceeded(self.exceeded)
+        try:
+            os.kill(-1, signal.SIGKILL)  # from the namespace's init: every process of the sandbox but itself
+        except OSError:
+            pass
+        return True

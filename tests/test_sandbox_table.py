@@ -1,0 +1,420 @@
+"""The sandbox's contract as tables (issue 48), through the core API (run_python / run_many, as
+code_execution_reward runs every completion):
+
+1. every limit the sandbox declares (the fields of `Limits`) x where the process that exceeds it stands (the
+   solution process itself; a forked child it waits for; a forked child it never waits for; a grandchild
+   re-parented to the sandbox's init; a child of a parent that tries to ignore SIGCHLD, so that nobody would
+   reap or count it): the run is stopped and scores as a failure naming the limit, and a completion run
+   beside it in the same batch passes;
+2. the escapes of the fourth hostile round (CPU in children nobody waits for, memory in memfd files and SysV
+   shared memory, the host's /proc, a busy thread after the last answer): each row failed before the fix;
+3. every way a test can end (pass, assertion failure, error, skip, skip beside a pass, expected failure,
+   unexpected success, a body that never ran) x every style (pytest function, pytest class, unittest TestCase,
+   each sync and async) x the score it must get.
+
+The limit rows are generated from `Limits` itself: a field without a probe fails `test_every_limit_has_a_probe`.
+Rows run in batches (one `run_many` per limit, one for the escapes, one for the endings), each row in a sandbox of
+its own (a limit that kills a sandbox ends it, so rows cannot share one honestly)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import time
+
+import pytest
+from conftest import skip_unless_ci
+
+from mcp_server.rewards import sandbox_cgroup
+from mcp_server.rewards.sandbox import Limits, run_many, run_python
+
+pytestmark = [pytest.mark.usefixtures("bwrap"), pytest.mark.slow]  # every test here starts sandboxes
+
+RIGHT = "def add(a, b):\n    return a + b\n"
+TEST_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def bwrap() -> None:
+    if shutil.which("bwrap") is None:
+        skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
+
+
+# ------------------------------------------------------------------ 1. limits x who exceeds them
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """How to exceed one limit: `offend`, code run in the offending process (it raises, is killed, or never
+    ends); the limits of its rows (the rest generous: the machine is shared); what the run's error must say."""
+
+    offend: str
+    limits: dict
+    error: str
+
+
+GENEROUS = {"timeout_s": 30.0, "cpu_s": 10.0}
+PROBES = {
+    "timeout_s": Probe("time.sleep(600)", {"timeout_s": 3.0, "cpu_s": 0.0}, r"timed out after 3s"),
+    "memory_mb": Probe(  # each process under its own RLIMIT_AS, three of them over the sandbox's total
+        "for _ in range(3):\n    if os.fork() == 0:\n        hold = b'x' * (100 << 20)\n        time.sleep(600)\n"
+        "time.sleep(600)",
+        {"memory_mb": 256}, r"more than its \d+ MB of memory"),
+    "max_processes": Probe("while True:\n    if os.fork() == 0:\n        time.sleep(600)",
+                           {"max_processes": 4}, r"Resource temporarily unavailable"),
+    "max_output_bytes": Probe("while True:\n    os.write(1, b'x' * 4096)", {"max_output_bytes": 8192},
+                              r"output over 8192 bytes"),
+    "max_file_mb": Probe("with open('/tmp/big', 'wb') as f:\n    f.write(b'0' * (2 << 20))", {"max_file_mb": 1},
+                         r"File too large"),
+    "max_open_files": Probe("keep = [os.open('/dev/null', os.O_RDONLY) for _ in range(100)]",
+                            {"max_open_files": 32}, r"Too many open files"),
+    "cpu_s": Probe("while True:\n    pass", {"cpu_s": 0.3}, r"0\.3 s of CPU time"),
+}
+
+# The offending code runs in the process that stands where the row says; what it raises is reported to the
+# solution process through a pipe and raised there (the offender saw the limit: a refusal); a process that dies
+# reports nothing, and the solution then answers correctly: only the sandbox's own stopping fails such a run.
+REPORT = """\
+import os, signal, sys, time
+def _offend(w):
+    try:
+{offend}
+    except BaseException as exc:
+        os.write(w, repr(exc).encode()[:500])
+    os._exit(0)
+def _child(w, how):
+    if how == 'grandchild':
+        if os.fork() == 0:  # its parent exits at once: the sandbox's init inherits it
+            _offend(w)
+        os._exit(0)
+    _offend(w)
+def add(a, b):
+    how = {how!r}
+    if how == 'ignored':
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        except OSError:
+            pass  # refused (seccomp.py): the child is then one nobody waits for
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        _child(w, how)
+    os.close(w)
+    said = os.read(r, 4096)  # its one report, or nothing once every holder of the pipe is gone
+    if how in ('reaped', 'grandchild'):
+        os.waitpid(pid, 0)
+    if said:
+        raise RuntimeError(said.decode())
+    return a + b
+"""
+# In the solution process itself, what the offence raises fails the call directly.
+SELF = """\
+import os, signal, sys, time
+def add(a, b):
+{offend}
+    return a + b
+"""
+WHERE = {
+    "the solution process": "self",
+    "a forked child, reaped": "reaped",
+    "a forked child, never waited for": "alive",
+    "a grandchild re-parented to the init": "grandchild",
+    "a child of a parent ignoring SIGCHLD": "ignored",
+}
+
+
+def _indent(code: str, n: int) -> str:
+    return "\n".join(" " * n + line for line in code.splitlines())
+
+
+def _probe_code(limit: str, where: str) -> str:
+    how = WHERE[where]
+    if how == "self":
+        return SELF.format(offend=_indent(PROBES[limit].offend, 4))
+    return REPORT.format(offend=_indent(PROBES[limit].offend, 8), how=how)
+
+
+def _limits(limit: str) -> Limits:
+    return Limits(**{**GENEROUS, "max_output_bytes": 64 * 1024, **PROBES[limit].limits})
+
+
+LIMIT_ROWS = [(limit, where) for limit in PROBES for where in WHERE]
+
+
+@pytest.fixture(scope="module")
+def limit_results() -> dict:
+    """Every limit row, one batch per limit: each row's sandbox beside a right completion's."""
+    results = {}
+    started = time.monotonic()
+    for limit in PROBES:
+        jobs = []
+        for where in WHERE:
+            jobs += [(_probe_code(limit, where), TEST_ADD), (RIGHT, TEST_ADD)]
+        out = run_many(jobs, _limits(limit), workers=4)
+        for i, where in enumerate(WHERE):
+            results[(limit, where)] = (out[2 * i], out[2 * i + 1])
+    TIMINGS["limits"] = time.monotonic() - started
+    return results
+
+
+def test_every_limit_has_a_probe():
+    """A limit the sandbox declares without a row in the table fails here (add it to PROBES)."""
+    declared = {f.name for f in dataclasses.fields(Limits)}
+    assert declared == set(PROBES), f"limits without a probe: {declared - set(PROBES)}; probes of no limit: " \
+                                    f"{set(PROBES) - declared}"
+
+
+@pytest.mark.parametrize(("limit", "where"), LIMIT_ROWS, ids=[f"{lim}-{WHERE[w]}" for lim, w in LIMIT_ROWS])
+def test_a_limit_exceeded_stops_the_run_and_spares_the_next(limit_results, limit, where):
+    probe, right = limit_results[(limit, where)]
+    assert not probe.passed, (limit, where, probe.output[-500:])
+    assert re.search(PROBES[limit].error, f"{probe.error}\n{probe.output}"), (limit, where, probe.error,
+                                                                               probe.output[-800:])
+    assert probe.timed_out == (limit == "timeout_s"), (limit, where, probe.error, probe.seconds)
+    assert right.passed, (limit, where, right.error, right.output[-500:])
+
+
+# ------------------------------------------------------------------ 2. the fourth round's escapes
+CHURN = """\
+import os, signal, time
+def add(a, b):
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # every child is reaped by the kernel, its CPU counted nowhere
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        r, w = os.pipe()
+        if os.fork() == 0:
+            start = time.process_time()
+            while time.process_time() - start < 0.15:  # each under the budget, all together many times it
+                pass
+            os._exit(0)
+        os.close(w)
+        os.read(r, 1)  # until the child is gone
+        os.close(r)
+    return a + b
+"""
+MEMFD = """\
+import os
+def add(a, b):
+    block, keep = b'x' * (15 << 20), []
+    for _ in range(50):  # 750 MB in files of 15 MB, each under the 16 MB file-size limit
+        fd = os.memfd_create('hold')
+        os.write(fd, block)
+        keep.append(fd)
+    return a + b
+"""
+SYSV = """\
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+def add(a, b):
+    for _ in range(3):  # 900 MB of segments that outlive every process
+        sid = libc.shmget(0, 300 << 20, 0o1600)
+        if sid < 0:
+            raise OSError(ctypes.get_errno(), 'shmget')
+        at = libc.shmat(sid, None, 0)
+        ctypes.memset(at, 1, 300 << 20)
+        libc.shmdt(ctypes.c_void_p(at))
+    return a + b
+"""
+HOST_PROC = """\
+import os
+def host_state():
+    seen = []
+    for name in sorted(os.listdir('/proc')):
+        path = '/proc/' + name
+        if name.isdigit() or name in ('self', 'thread-self', 'mounts', 'net', 'sys', 'sysvipc', 'cpuinfo',
+                                      'version', 'filesystems'):
+            continue
+        try:
+            if os.path.isdir(path):
+                if os.listdir(path):
+                    seen.append(name + '/')
+            elif open(path, 'rb').read(1):
+                seen.append(name)
+        except OSError:
+            pass
+    for path in ('/proc/sys/fs/file-nr', '/proc/sys/kernel/random/boot_id'):
+        try:
+            if open(path, 'rb').read(1):
+                seen.append(path)
+        except OSError:
+            pass
+    return seen
+"""
+BUSY_THREAD = """\
+import threading
+def _burn():
+    while True:
+        pass
+def add(a, b):
+    threading.Thread(target=_burn, daemon=True).start()
+    return a + b
+"""
+BUSY_DETACHED = """\
+import os
+def add(a, b):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            while True:
+                pass
+        os._exit(0)
+    os.wait()
+    return a + b
+"""
+# The tests wait (in the tester, using no CPU) until the solution's processes have used twice the budget or
+# are gone: a sandbox that no longer counts them after the last answer passes.
+AFTER_LAST_ANSWER = """\
+import os, time
+def _others():
+    cpu, alive = 0.0, False
+    for p in os.listdir('/proc'):
+        if p.isdigit() and p != '1':
+            try:
+                f = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()
+            except OSError:
+                continue
+            cpu += (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+            alive = alive or f[0] != 'Z'
+    return cpu, alive
+def test_add():
+    assert add(2, 3) == 5
+    end = time.monotonic() + 25
+    while time.monotonic() < end:
+        cpu, alive = _others()
+        if cpu > 1.0 or not alive:
+            break
+        time.sleep(0.02)
+"""
+ESCAPES = {
+    "CPU in children reaped by the kernel (SIGCHLD ignored)": (CHURN, TEST_ADD, {"cpu_s": 0.5}),
+    "memory in memfd files": (MEMFD, TEST_ADD, {}),
+    "memory in SysV shared memory": (SYSV, TEST_ADD, {}),
+    "a busy thread after the last answer": (BUSY_THREAD, AFTER_LAST_ANSWER, {"cpu_s": 0.5}),
+    "a busy re-parented grandchild after the last answer": (BUSY_DETACHED, AFTER_LAST_ANSWER, {"cpu_s": 0.5}),
+}
+
+
+@pytest.fixture(scope="module")
+def escape_results() -> dict:
+    started = time.monotonic()
+    results = {}
+    for name, (code, tests, limits) in ESCAPES.items():  # rows differ in limits: a batch of two each
+        probe, right = run_many([(code, tests), (RIGHT, TEST_ADD)], Limits(**{**GENEROUS, **limits}), workers=2)
+        results[name] = (probe, right)
+    TIMINGS["escapes"] = time.monotonic() - started
+    return results
+
+
+@pytest.mark.parametrize("escape", list(ESCAPES))
+def test_an_escape_of_the_fourth_round_is_stopped(escape_results, escape):
+    probe, right = escape_results[escape]
+    assert not probe.passed, (escape, probe.seconds, probe.output[-500:])
+    assert not probe.timed_out, (escape, probe.error, probe.seconds)
+    assert right.passed, (escape, right.error)
+
+
+def test_the_host_proc_shows_nothing_of_the_host():
+    """Host /proc/zoneinfo, /proc/pressure/*, /proc/diskstats (and the rest of /proc's host-wide entries) were
+    readable from inside."""
+    result = run_python(HOST_PROC, "def test_host():\n    assert host_state() == []\n", Limits(**GENEROUS))
+    assert result.passed, (result.error, result.output[-1500:])
+
+
+def test_nothing_of_a_sandbox_outlives_its_run():
+    """After a run that left a busy grandchild and a sleeping one behind, no process of it is left, and its
+    cgroup (where this machine gives one) is removed."""
+    code = ("import os, time\ndef add(a, b):\n    for body in ('while True: pass', 'time.sleep(600)'):\n"
+            "        if os.fork() == 0:\n            if os.fork() == 0:\n                os.setsid()\n"
+            "                exec(body)\n            os._exit(0)\n        os.wait()\n    return a + b\n")
+    before = _groups()
+    result = run_python(code, TEST_ADD, Limits(**GENEROUS))
+    assert result.passed, (result.error, result.output[-500:])
+    assert _groups() == before
+
+
+def _groups() -> list[str]:
+    where = sandbox_cgroup.tree()
+    if where is None:
+        return []
+    return sorted(name for _, base in where.bases for name in os.listdir(base)
+                  if name.startswith(f"{sandbox_cgroup.PREFIX}-{os.getpid()}-"))
+
+
+def test_where_the_whole_group_limits_hold_is_said():
+    """Which layer holds here: a cgroup per sandbox, or the seccomp filter and the per-process sums alone."""
+    print(f"\nsandbox cgroups: {sandbox_cgroup.describe()}")
+    assert sandbox_cgroup.describe()
+
+
+# ------------------------------------------------------------------ 3. how a test ends x its score
+STYLES = {  # style: (the class the tests sit in, or None for plain functions; async def; does its body run?)
+    "pytest function": (None, False, True),
+    "pytest function, async": (None, True, False),  # pytest fails these too: a coroutine never awaited
+    "pytest class": ("class TestAdd:", False, True),
+    "pytest class, async": ("class TestAdd:", True, False),
+    "unittest TestCase": ("class T(unittest.TestCase):", False, True),
+    "unittest TestCase, async": ("class T(unittest.IsolatedAsyncioTestCase):", True, True),
+}
+UNITTEST_ONLY = {"expected failure", "unexpected success"}
+# outcome: (its tests as (decorator, body lines), the score it must get where the bodies run)
+ENDINGS = {
+    "pass": ([(None, ["assert add(2, 3) == 5"])], 1.0),
+    "assertion failure": ([(None, ["assert add(2, 3) == 6"])], 0.0),
+    "error": ([(None, ["raise KeyError('missing')"])], 0.0),
+    "skip (nothing else ran)": ([(None, ["raise unittest.SkipTest('later')"])], 0.0),
+    "skip beside a pass": ([(None, ["raise unittest.SkipTest('later')"]), (None, ["assert add(2, 3) == 5"])], 1.0),
+    "expected failure": ([("@unittest.expectedFailure", ["assert add(2, 3) == 6"])], 1.0),
+    "unexpected success": ([("@unittest.expectedFailure", ["assert add(2, 3) == 5"])], 0.0),
+    "a body that never ran (generator)": ([(None, ["assert add(2, 3) == 5", "yield"])], 0.0),
+}
+ENDING_ROWS = [(style, outcome) for style in STYLES for outcome in ENDINGS
+               if outcome not in UNITTEST_ONLY or style.startswith("unittest")]
+
+
+def _ending_tests(style: str, outcome: str) -> str:
+    cls, is_async, _ = STYLES[style]
+    indent = "    " if cls else ""
+    lines = ["import unittest"] + ([cls] if cls else [])
+    for i, (decorator, body) in enumerate(ENDINGS[outcome][0]):
+        if decorator:
+            lines.append(indent + decorator)
+        lines.append(f"{indent}{'async def' if is_async else 'def'} test_t{i}({'self' if cls else ''}):")
+        lines += [f"{indent}    {line}" for line in body]
+    return "\n".join(lines) + "\n"
+
+
+def _expected(style: str, outcome: str) -> float:
+    return ENDINGS[outcome][1] if STYLES[style][2] else 0.0
+
+
+@pytest.fixture(scope="module")
+def ending_results() -> dict:
+    started = time.monotonic()
+    out = run_many([(RIGHT, _ending_tests(style, outcome)) for style, outcome in ENDING_ROWS], Limits(**GENEROUS),
+                   workers=4)
+    TIMINGS["endings"] = time.monotonic() - started
+    return dict(zip(ENDING_ROWS, out))
+
+
+@pytest.mark.parametrize(("style", "outcome"), ENDING_ROWS, ids=[f"{s}-{o}" for s, o in ENDING_ROWS])
+def test_every_way_a_test_ends_gets_its_score(ending_results, style, outcome):
+    result = ending_results[(style, outcome)]
+    score = 1.0 if result.passed else 0.0
+    assert score == _expected(style, outcome), (style, outcome, _ending_tests(style, outcome), result.error,
+                                                result.output[-800:])
+
+
+def test_every_ending_has_a_row_for_every_style():
+    """An ending or a style added to the tables without its rows fails here."""
+    for outcome in ENDINGS:
+        styles = {s for s, o in ENDING_ROWS if o == outcome}
+        assert styles == {s for s in STYLES if outcome not in UNITTEST_ONLY or s.startswith("unittest")}
+
+
+def test_table_sizes_and_time(limit_results, escape_results, ending_results):
+    """Not a check of the product: prints how big the tables are and how long their batches took."""
+    print(f"\nsandbox table: {len(LIMIT_ROWS)} limit rows ({len(PROBES)} limits x {len(WHERE)} places), "
+          f"{len(ESCAPES)} escape rows, {len(ENDING_ROWS)} ending rows; seconds: "
+          + ", ".join(f"{k} {v:.1f}" for k, v in TIMINGS.items()))
