@@ -7,6 +7,12 @@ else: a thread of the tester adds up, every few milliseconds, the CPU time of al
 children they reaped, and those the tester reaped) and their resident memory. Over the budget, it kills every
 process of the sandbox but itself (kill(-1) from a namespace's init) and says why; the run fails.
 
+The sums are complete because every process that ends is either waited for (its time then counts in its
+parent's, or in the tester's RUSAGE_CHILDREN) or stays a zombie /proc still lists: the seccomp filter refuses a
+new SIGCHLD action, so no child is reaped by the kernel unseen, and memory outside every resident set (memfd,
+SysV shared memory) is refused there too. Where the sandbox has a cgroup (sandbox_cgroup.py), the kernel's
+count backs these sums with hard limits.
+
 A poll, not a hard cap: between two looks the processes can go on for one interval (POLL_S), which is why each
 process keeps its own rlimits as well. Stdlib only: sandbox.py ships it into the sandbox as `harness_watch`.
 """

@@ -3,10 +3,14 @@
 Each run gets its own sandbox: new user, pid, network, ipc and uts namespaces (no network at all, no
 namespace of its own inside: --disable-userns), the system mounted read-only, of the interpreter only its
 binary and its installation's lib folders, a private size-capped /tmp, no host home, credentials or
-environment variables, the host's /proc/meminfo, loadavg, stat, vmstat, swaps and uptime masked, a seccomp
-filter (seccomp.py: keyrings, ptrace, mounts, namespaces, bpf, ... refused; x86_64 only), rlimits on CPU,
+environment variables, every host-wide entry of /proc masked (sandbox_command.masked_proc), a seccomp
+filter (seccomp.py: keyrings, ptrace, mounts, namespaces, bpf, memfd, SysV IPC, ignoring SIGCHLD, ... refused;
+x86_64 only), rlimits on CPU,
 memory, processes, files and open files per process, one CPU budget and one memory cap for all its processes
-together (harness_watch.py: a forked child shares them), an output cap, and a wall-clock
+together (harness_watch.py: a forked child shares them), and where this machine lets the host make one a cgroup
+of its own (sandbox_cgroup.py: the kernel's count of its memory, files and shared memory included, its
+processes and its CPU time, with hard limits on each, the host holding its CPU time to the budget), an output
+cap, and a wall-clock
 timeout that kills the whole sandbox: the sandbox's pid-namespace init (its host pid comes from
 bwrap's --info-fd; a pidfd on it is taken while bwrap, its only reaper, runs) is SIGKILLed, the kernel
 then kills everything left inside, setsid'd or not. bwrap itself is never killed while its init is known:
@@ -53,7 +57,8 @@ START_S = 10.0  # the most a sandbox may take to say who its init is (bwrap's --
 class Limits:
     timeout_s: float = 10.0  # wall clock for the whole run, including interpreter start
     # The whole sandbox's memory: each process's address space (RLIMIT_AS) and the resident memory of all its
-    # processes together (harness_watch.py), besides /tmp and /dev/shm (5x max_file_mb, tmpfs)
+    # processes together (harness_watch.py), besides /tmp and /dev/shm (5x max_file_mb, tmpfs); where it has a
+    # cgroup, all of it together is capped at memory_mb + 5x max_file_mb + sandbox_cgroup.HEADROOM_MB
     memory_mb: int = 512
     max_processes: int = (
         8  # the solution's processes + threads (RLIMIT_NPROC in the sandbox's user namespace, +1: the tester)
