@@ -161,9 +161,29 @@ def _detect() -> tuple[Tree | None, str]:
     mounts, own = _mountinfo(), _own_groups()
     tree2, why2 = _v2(mounts, own)
     if tree2 is not None:
+        _sweep(tree2)
         return tree2, why2
     tree1, why1 = _v1(mounts, own)
+    if tree1 is not None:
+        _sweep(tree1)
     return (tree1, why1) if tree1 is not None else (None, f"{why2}; {why1}")
+
+
+def _sweep(where: Tree) -> None:
+    """Remove the empty groups that a process of this package which no longer runs left behind (killed before
+    its sandbox ended). A group with a process in it cannot be removed, so nothing alive is touched."""
+    for _, base in where.bases:
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            parts = name[len(PREFIX) + 1:].split("-") if name.startswith(PREFIX + "-") else []
+            if len(parts) == 2 and parts[0].isdigit() and not os.path.exists(f"/proc/{parts[0]}"):
+                try:
+                    os.rmdir(os.path.join(base, name))
+                except OSError:
+                    pass
 
 
 def tree() -> Tree | None:
