@@ -325,6 +325,15 @@ def test_an_escape_of_the_fourth_round_is_stopped(escape_results, escape, layer)
     assert right.passed, (escape, right.error)
 
 
+def test_the_cpu_budget_is_the_solutions_not_the_testers():
+    """The whole-sandbox CPU count (the cgroup's, where there is one) includes the tester, which runs the tests:
+    tests that compute for a while in the tester, around a solution that uses next to nothing, still pass."""
+    tests = ("import time\ndef test_add():\n    assert add(2, 3) == 5\n    start = time.process_time()\n"
+             "    while time.process_time() - start < 1.0:\n        pass\n    assert add(3, 4) == 7\n")
+    result = run_python(RIGHT, tests, Limits(**{**GENEROUS, "cpu_s": 0.3}))
+    assert result.passed, (result.error, result.output[-500:])
+
+
 def test_the_host_proc_shows_nothing_of_the_host():
     """Host /proc/zoneinfo, /proc/pressure/*, /proc/diskstats (and the rest of /proc's host-wide entries) were
     readable from inside."""

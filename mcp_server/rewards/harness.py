@@ -91,7 +91,14 @@ class Channel:
         """After the tests: why the solution process is no longer there (its CPU budget, a signal, an exit), None
         while it still waits for requests. A solution whose process died after its last answer (a busy thread
         that used up its CPU budget, an exit from a thread) fails though no test asked it anything after."""
-        return None if self.broken else self._ended(tries=1)
+        if self.broken:
+            return None
+        try:  # a process whose first thread has exited shows Z while its other threads still die: not waitable yet
+            with open(f"/proc/{self.pid}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            state = b"X"
+        return self._ended(tries=50) if state in (b"Z", b"X") else None
 
     def remote(self, node: dict) -> Remote:
         rid = node.get("id")

@@ -342,9 +342,12 @@ def _over_cpu(box: _Sandbox, budget: float) -> bool:
     """Has the sandbox used more CPU than its budget, all its processes together as its cgroup counts them (less
     bwrap's and the tester's own: the budget is the solution's)? Then it is to be killed, saying why."""
     used = box.group.cpu_s()
-    if used <= budget + GROUP_CPU_SLACK_S:
+    if used <= budget + GROUP_CPU_SLACK_S or box.init_pid is None:
         return False
-    used -= sandbox_cgroup.own_cpu_s(box.proc.pid) + (sandbox_cgroup.own_cpu_s(box.init_pid) if box.init_pid else 0)
+    tester = sandbox_cgroup.own_cpu_s(box.init_pid)
+    if tester is None:  # the tester has ended (its last look, harness_watch.py, judged the rest): so is the run
+        return False
+    used -= tester + (sandbox_cgroup.own_cpu_s(box.proc.pid) or 0.0)
     if used <= budget + GROUP_CPU_SLACK_S:
         return False
     box.over_cpu = (f"the solution used its {budget:g} s of CPU time (all its processes together, as the kernel "

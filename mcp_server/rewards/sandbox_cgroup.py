@@ -315,10 +315,13 @@ def make(memory_bytes: int, pids: int) -> Group | None:
         return None
 
 
-def own_cpu_s(pid: int) -> float:
-    """The CPU seconds process `pid` used itself, all its threads (not its children): 0 when it is gone."""
+def own_cpu_s(pid: int) -> float | None:
+    """The CPU seconds process `pid` used itself, all its threads (not its children); None once it has exited
+    (gone, or a zombie)."""
     try:
         fields = _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X"):
+            return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return None
