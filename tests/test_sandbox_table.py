@@ -361,10 +361,26 @@ def _groups() -> list[str]:
                   if name.startswith(f"{sandbox_cgroup.PREFIX}-{os.getpid()}-"))
 
 
-def test_where_the_whole_group_limits_hold_is_said():
-    """Which layer holds here: a cgroup per sandbox, or the seccomp filter and the per-process sums alone."""
+def test_every_process_of_a_sandbox_is_in_its_group():
+    """Where this machine gives sandboxes a cgroup, the solution process and a child it forks are in the run's
+    own group in every controller the group uses (bwrap waits on --block-fd until its init has been moved), so
+    nothing the sandbox runs escapes the kernel's count. Elsewhere, which layer holds is said."""
+    where = sandbox_cgroup.tree()
     print(f"\nsandbox cgroups: {sandbox_cgroup.describe()}")
-    assert sandbox_cgroup.describe()
+    if where is None:
+        assert sandbox_cgroup.describe()
+        return
+    code = ("import os\ndef groups():\n    r, w = os.pipe()\n    if os.fork() == 0:\n"
+            "        os.write(w, open('/proc/self/cgroup', 'rb').read())\n        os._exit(0)\n"
+            "    os.wait()\n    return open('/proc/self/cgroup').read(), os.read(r, 65536).decode()\n")
+    controllers = [c for c, _ in where.bases]
+    tests = (f"import re\ndef test_groups():\n    for text in groups():\n"
+             f"        for controller in {controllers!r}:\n"
+             f"            pattern = r'^\\d+:' + ('[^:]*' + controller + '[^:]*' if controller else '') + "
+             f"r':.*/{sandbox_cgroup.PREFIX}-{os.getpid()}-\\d+$'\n"
+             f"            assert re.search(pattern, text, re.M), (controller, text)\n")
+    result = run_python(code, tests, Limits(**GENEROUS))
+    assert result.passed, (result.error, result.output[-1500:])
 
 
 # ------------------------------------------------------------------ 3. how a test ends x its score
