@@ -247,7 +247,13 @@ def _start(interpreter: str, limits: Limits) -> _Sandbox:
     box = _Sandbox(proc, info_r, verdict_r, start, start + limits.timeout_s, group=group,
                    cpu_s=min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0.0)
     if group is not None:
-        _enter_group(box, block_w)
+        try:
+            _enter_group(box, block_w)
+        except BaseException:  # e.g. interrupted: nothing of this sandbox is left running
+            box.timed_out = True
+            _end(box)
+            os.close(box.verdict_r)
+            raise
     return box
 
 
