@@ -62,11 +62,16 @@ def stopped_run(ws, name: str, steps: tuple[int, ...] = (1,), complete: bool = T
 
 
 def save_checkpoint(path: Path, complete: bool = True) -> None:
-    """A checkpoint as the Trainer leaves it: the weights, then trainer_state.json; a save cut short has no weights."""
+    """A checkpoint as the Trainer and the run's callback leave it: the weights, trainer_state.json, then the digest
+    of what was saved; a save cut short has no weights and no digest."""
+    from mcp_server.runs import write_checkpoint_digest
+
     path.mkdir(parents=True)
     if complete:
         (path / "model.safetensors").write_bytes(b"weights")
     (path / "trainer_state.json").write_text(json.dumps({"global_step": int(path.name.split("-")[1])}))
+    if complete:
+        write_checkpoint_digest(path)
 
 
 def stop_any_trainer(run_dir: Path) -> None:

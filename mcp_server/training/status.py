@@ -24,6 +24,7 @@ from mcp_server.training.trainer.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.runrecord import checkpoints, sync_run_json
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
+from mcp_server.training.stopping import stop_wait
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, runs_root
 from mcp_server.diagnosis.diagnose import diagnose
@@ -196,8 +197,9 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 # ---------------------------------------------------------------- stop_training
 def stop_training(request: StopRequest) -> StopResult:
     """Stop a live run through the launcher that started it (launchers.launcher_of): it asks the run for a
-    checkpoint at its next step end, and ends it after `timeout_s` (local: the verified process group; SLURM: the
-    run's own job)."""
+    checkpoint at its next step end and waits for that step (`timeout_s`, else as long as its logs say a step
+    takes: stopping.stop_wait); it ends the run early only when asked to `kill` (local: the verified process
+    group; SLURM: the run's own job), and says what that lost."""
     run = resolve_run(request.run)
     derived = derive_state(run)
     config = RunSpec.of_run(run).values
@@ -209,7 +211,8 @@ def stop_training(request: StopRequest) -> StopResult:
                           checkpoint=str(done[-1]) if done else None,
                           message=f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
-    return launcher_of(derived.record).stop(run, derived, request.timeout_s, config, note)
+    wait = request.timeout_s if request.timeout_s is not None else stop_wait(run)[0]
+    return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
 
 
 # ---------------------------------------------------------------- list_runs
