@@ -39,6 +39,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
+from mcp_server.training.runstate import derive_state
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
 
@@ -166,6 +167,7 @@ def _stage(report: Report, stage: str) -> Report:
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
     run = resolve_run(request.run)
+    _refuse_unfinished(run, request)
     config, base, ckpt = run.trained_model(request.checkpoint)
     base_ref = resolve_loadable(base)
     baseline = _baseline(run, request, config, base, base_ref, report)
@@ -224,6 +226,19 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         "baseline_sha256": sha256_file(Path(result.baseline_path))})  # the next promotion refuses it edited
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
+
+
+def _refuse_unfinished(run: Run, request: PromoteRequest) -> None:
+    """The run's output_dir is judged (no checkpoint given) only once the run succeeded, or for a model placed there
+    without a launch (not_launched): a live run's, a failed or stopped one's or a dead resume's output_dir holds no
+    finished model of this attempt (it may hold an earlier attempt's). A checkpoint given is judged as given."""
+    if request.checkpoint:
+        return
+    state = derive_state(run).state
+    if state not in ("succeeded", "not_launched"):
+        raise UserInputError("run", f"{run.name} is {state}, not succeeded: its output_dir is no finished model of "
+                             "this attempt. Wait for it (training_status), resume it, or give checkpoint (a "
+                             "checkpoint-N folder) to judge that checkpoint")
 
 
 def promotion_problems(promotion: dict) -> list[str]:

@@ -134,9 +134,10 @@ class LocalLauncher:
         pid, create_time = record.get("pid"), record.get("create_time")
         began = time.time()
         try:
+            tag = {"launch_id": record["launch_id"]} if isinstance(record.get("launch_id"), str) else {}
             atomic_write_json(run.inside(run.stop_request), {
                 "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "time": time.time()})
+                "time": time.time(), **tag})  # this launch's request, never a later one's
             asked = True
         except (OSError, UserInputError):  # a full disk, a link: the request cannot be written; only a kill stops it
             asked = False

@@ -98,7 +98,7 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
                                     "a new run with its own files; the original's process is not this run's.")
         return replace(copy, copied_record=record)
     alive = proc is not None or bool(orphans)
-    stop_requested = _marker(run.stop_request) is not None  # stop_training writes it, untagged
+    stop_requested = _marker(run.stop_request, record) is not None
     outcome = _marker(run.outcome, record)
     exit_code = read_exit_code(run) if not alive and not run.logs.is_symlink() else None
     if run.logs.is_symlink():
