@@ -98,7 +98,7 @@ def cells() -> list[Cell]:
         if not own:
             out.append(Cell(phase, (), id=f"{phase}"))
         for i, event in enumerate(own):
-            what = f"{event.member}{'-' + str(event.step) if event.step else ''}{'-' + event.file if event.file else ''}"
+            what = "-".join(str(x) for x in (event.member, event.step, event.file) if x)
             out.append(Cell(phase, tuple(base + own[:i + 1]), id=f"{phase}/after-{i + 1:02d}-{what}"))
     stopped = tuple(lineage("stopped"))
     out += [Cell("stopped", stopped, variant, id=f"stopped/{variant}") for variant in TAMPERED]
@@ -116,8 +116,7 @@ CELLS = cells()
 
 # ---------------------------------------------------------------- building a cell
 def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
-    from mcp_server.runs import Run, write_checkpoint_digest
-    from mcp_server.runs import CHECKPOINT_DIGEST
+    from mcp_server.runs import CHECKPOINT_DIGEST, Run, write_checkpoint_digest
 
     run = Run(run_dir)
     logs = run.logs
