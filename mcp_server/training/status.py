@@ -22,6 +22,7 @@ from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.trainer.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
+from mcp_server.training.processes import one_look
 from mcp_server.training.runrecord import checkpoints, sync_run_json
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.training.stopping import stop_wait
@@ -220,12 +221,13 @@ def list_runs() -> RunList:
     """Every run under runs/. A run whose files cannot be read is listed as unreadable, with the file and why:
     one damaged run never hides the others."""
     runs = []
-    for run in all_runs():
-        try:
-            runs.append(_summary(run))
-        except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
-            runs.append(RunSummary(run=run.name, run_dir=str(run.dir), state="unreadable",
-                                   error=describe_failure(exc)))
+    with one_look():  # one listing of this machine's processes for every run
+        for run in all_runs():
+            try:
+                runs.append(_summary(run))
+            except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
+                runs.append(RunSummary(run=run.name, run_dir=str(run.dir), state="unreadable",
+                                       error=describe_failure(exc)))
     return RunList(runs_root=str(runs_root()), runs=runs)
 
 
