@@ -260,15 +260,18 @@ def expected(cell: Cell) -> dict:
 
 # ---------------------------------------------------------------- the table
 @pytest.fixture(scope="module")
-def table(tmp_path_factory, tiny_model):
+def table(tmp_path_factory):
     root = tmp_path_factory.mktemp("run-states-ws")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
         mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        base = root / "base-model"  # a local model directory: nothing here loads it
+        base.mkdir()
+        (base / "config.json").write_text("{}")
         template = root / "template"
         (template / "train").mkdir(parents=True)
         (template / "train" / "config.yaml").write_text(yaml.safe_dump(
-            {"model_name_or_path": str(tiny_model), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+            {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
         started = time.time()
         built = {cell.id: build(root, template, cell) for cell in CELLS}
         from mcp_server.training.status import list_runs
