@@ -4,7 +4,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
     runs/<YYYY-MM-DD>-<slug>/         Run.dir (workspace.new_run_dir makes it; resolve_run finds it)
       training-brief.md               brief          what the run is for, in words
       env-report.json                 env_report     check_environment's report for this run's target
-      run.json                        run_json       launch record: pid, start time, state (launch_training)
+      run.json                        run_json       launch record: pid, start time, state, launch_id (launch_training)
       progress.png                    progress_plot  training_status's plot of the metrics
       data/                           data           data files the run made itself:
         train.jsonl                   train_data       the prompts (the tiny task, the demo)
@@ -50,6 +50,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
+        checkpoint-N/llm-finetuning-digest.json      the trainer's digest of the save (training/trainer/digest.py):
+                                                     without it, or with a file changed, added or gone, the
+                                                     folder is no checkpoint to resume from
       trackers/                       trackers       what report_to's trackers write, unless their own variables
         trackio/, wandb/, mlruns/                      say elsewhere (TRACKIO_DIR, WANDB_DIR, MLFLOW_TRACKING_URI;
                                                        tensorboard writes under checkpoints/runs/)
@@ -83,7 +86,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_yaml
-from mcp_server.workspace import atomic_write_json, find_existing, runs_root, sha256_file
+from mcp_server.workspace import find_existing, runs_root
 
 # Each launch's id (run.json `launch_id`), exported to its trainer, which tags the records it writes with it
 # (train-begin.json, stopped.json, outcome.json): a record of another launch or run is never this launch's.
@@ -398,56 +401,6 @@ class Run:
                               "finished?"
             )
         return config, str(base), ckpt.resolve()
-
-
-# ---------------------------------------------------------------- checkpoints: what was saved, by digest
-# The trainer's progress callback writes it into each checkpoint-N/ it saved (on_save, after the Trainer's last
-# file), so a checkpoint is complete only with it, and a resume loads only what the run wrote (issue 48).
-CHECKPOINT_DIGEST = "llm-finetuning-digest.json"
-
-
-def _checkpoint_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != CHECKPOINT_DIGEST)
-
-
-def write_checkpoint_digest(folder: Path, step: int | None = None) -> Path:
-    """<checkpoint>/llm-finetuning-digest.json: every file the save left, its size and sha256 (written last,
-    atomically: its presence says the save ended)."""
-    files = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-             for p in _checkpoint_files(folder)}
-    return atomic_write_json(folder / CHECKPOINT_DIGEST, {"step": step, "files": files})
-
-
-def checkpoint_digest(folder: Path) -> dict[str, dict] | None:
-    """The files the digest lists ({relative path: {bytes, sha256}}), None when there is none or it is damaged."""
-    value = read_json_if_present(Path(folder) / CHECKPOINT_DIGEST)
-    files = value.get("files") if isinstance(value, dict) else None
-    ok = isinstance(files, dict) and files and all(
-        isinstance(v, dict) and isinstance(v.get("bytes"), int) and isinstance(v.get("sha256"), str)
-        for v in files.values())
-    return files if ok else None
-
-
-def checkpoint_problems(folder: Path, contents: bool = False) -> list[str]:
-    """Why `folder` is not a checkpoint the run saved: no digest (a save cut short, or not written by the run's
-    trainer), a listed file missing or of another size, a file the save did not write; with `contents`, a file
-    whose sha256 differs (resume checks it: weights the run never wrote are never loaded). [] when it holds."""
-    folder = Path(folder)
-    files = checkpoint_digest(folder)
-    if files is None:
-        return [f"no {CHECKPOINT_DIGEST} (the save did not finish, or the run's trainer did not write it)"]
-    problems = []
-    present = {p.relative_to(folder).as_posix(): p for p in _checkpoint_files(folder)}
-    for name, seen in files.items():
-        path = present.get(name)
-        if path is None:
-            problems.append(f"{name} is missing")
-        elif path.stat().st_size != seen["bytes"]:
-            problems.append(f"{name} has {path.stat().st_size} bytes, not the {seen['bytes']} saved")
-        elif contents and sha256_file(path) != seen["sha256"]:
-            problems.append(f"{name} is not the file saved (sha256 {seen['sha256'][:12]} at the save)")
-    problems += [f"{name} was not written by the save" for name in present if name not in files]
-    return problems
 
 
 def sidecars(config_path: str | Path) -> tuple[Path, Path]:

@@ -6,8 +6,9 @@ The cells are generated from the product's own declaration, `training/lifecycle.
 CHECKPOINT_WRITES): each phase is the writes of its parent phase and its own, and a cell is the run directory as
 the process left it when it died after one of them (nothing trains: the directories are constructed, the launcher
 is a process that has exited). The expected answers come from the contract in words (`expected` below), never
-from the code under test. A phase, a write or a state without a row fails `test_every_phase_write_and_state_has_a
-_row`. The live rows (a process that is still starting, running, stopping) are in test_run_stop.py.
+from the code under test. A phase, a write or a state without a row fails
+`test_every_phase_write_and_state_has_a_row`. The live rows (a process that is still starting, running,
+stopping) are in test_run_stop.py.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ CELLS = cells()
 
 # ---------------------------------------------------------------- building a cell
 def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
-    from mcp_server.runs import CHECKPOINT_DIGEST, Run, write_checkpoint_digest
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import CHECKPOINT_DIGEST, write_checkpoint_digest
 
     run = Run(run_dir)
     logs = run.logs

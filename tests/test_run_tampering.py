@@ -64,7 +64,7 @@ def stopped_run(ws, name: str, steps: tuple[int, ...] = (1,), complete: bool = T
 def save_checkpoint(path: Path, complete: bool = True) -> None:
     """A checkpoint as the Trainer and the run's callback leave it: the weights, trainer_state.json, then the digest
     of what was saved; a save cut short has no weights and no digest."""
-    from mcp_server.runs import write_checkpoint_digest
+    from mcp_server.training.trainer.digest import write_checkpoint_digest
 
     path.mkdir(parents=True)
     if complete:

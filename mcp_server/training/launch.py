@@ -25,7 +25,8 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.runspec import RunSpec
-from mcp_server.runs import Run, checkpoint_problems, resolve_run
+from mcp_server.runs import Run, resolve_run
+from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launch_gates import (
     check_gates,

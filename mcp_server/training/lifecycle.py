@@ -9,7 +9,7 @@ derived from what is on disk (runstate.derive_state, runrecord.checkpoints), nev
 
 from __future__ import annotations
 
-from mcp_server.runs import CHECKPOINT_DIGEST
+from mcp_server.training.trainer.digest import CHECKPOINT_DIGEST
 
 # Every phase a run goes through (issue 48): only emitted; its inspection gate open; a launch under way; training;
 # a stop asked; and how it ended; a resume of an ended run.

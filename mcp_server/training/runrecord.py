@@ -11,7 +11,8 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from mcp_server.errors import UserInputError, short, validation_message
-from mcp_server.runs import Run, checkpoint_problems
+from mcp_server.runs import Run
+from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.training.derived import DerivedState
 from mcp_server.workspace import atomic_write_json
 
@@ -103,7 +104,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 
 def complete_checkpoint(path: Path) -> bool:
     """A checkpoint folder a resume can load: the digest the run's trainer writes after the save
-    (runs.checkpoint_problems: every file it lists there, at its size, and no other), trainer_state.json and the
+    (trainer/digest.py: every file it lists there, at its size, and no other), trainer_state.json and the
     weights. A save cut short, a folder holding only trainer_state.json, or one a file was added to, is not one."""
     if not (path / "trainer_state.json").is_file() or checkpoint_problems(path):
         return False
