@@ -340,3 +340,24 @@ def test_every_phase_write_and_state_has_a_row():
     missing = set(typing.get_args(RunState)) - reached - set(live) - set(SCHEDULER_STATES)
     assert not missing, f"run states without a row: {sorted(missing)}"
     assert len(CELLS) >= 40, len(CELLS)
+
+
+@pytest.mark.parametrize("step_times, ago, wait", [
+    ((), None, 120.0),  # no step logged yet: the least wait, then the run is left stopping (never killed)
+    ((2.0, 3.0), 1.0, 120.0),  # fast steps: the least wait covers the save
+    ((200.0, 420.0, 180.0), 10.0, 410.0 + 210.0 + 60.0),  # a CPU run's 3-7 minute steps (issue 49): the longest
+    ((3000.0,), 0.0, 900.0),  # at most 15 minutes, then stopping
+])
+def test_a_stop_waits_as_long_as_the_runs_logged_steps_take(tmp_path, step_times, ago, wait):
+    """The default wait of stop_training: the current step's expected end from the run's own progress log (its
+    longest recent step_time after the last logged step), half a step more and a minute for the save."""
+    from mcp_server.runs import Run
+    from mcp_server.training.stopping import stop_wait
+
+    run = Run(tmp_path / "run")
+    run.logs.mkdir(parents=True)
+    now = 1_000_000.0
+    run.progress.write_text("".join(json.dumps({"step": i + 1, "time": now - ago, "step_time": t}) + "\n"
+                                    for i, t in enumerate(step_times)))
+    waited, step = stop_wait(run, now=now)
+    assert waited == pytest.approx(wait) and step == (max(step_times) if step_times else None)
