@@ -4,7 +4,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
     runs/<YYYY-MM-DD>-<slug>/         Run.dir (workspace.new_run_dir makes it; resolve_run finds it)
       training-brief.md               brief          what the run is for, in words
       env-report.json                 env_report     check_environment's report for this run's target
-      run.json                        run_json       launch record: pid, start time, state (launch_training)
+      run.json                        run_json       launch record: pid, start time, state, launch_id (launch_training)
       progress.png                    progress_plot  training_status's plot of the metrics
       data/                           data           data files the run made itself:
         train.jsonl                   train_data       the prompts (the tiny task, the demo)
@@ -46,10 +46,13 @@ directory"). Every module that reads or writes a run names its files through `Ru
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
         verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
-      cache/                                         what libraries cache while training (an arrow copy of the
+      cache/                          cache          what libraries cache while training (an arrow copy of the
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
+        checkpoint-N/llm-finetuning-digest.json      the trainer's digest of the save (training/trainer/digest.py):
+                                                     without it, or with a file changed, added or gone, the
+                                                     folder is no checkpoint to resume from
       trackers/                       trackers       what report_to's trackers write, unless their own variables
         trackio/, wandb/, mlruns/                      say elsewhere (TRACKIO_DIR, WANDB_DIR, MLFLOW_TRACKING_URI;
                                                        tensorboard writes under checkpoints/runs/)
@@ -84,6 +87,10 @@ from pathlib import Path
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_yaml
 from mcp_server.workspace import find_existing, runs_root
+
+# Each launch's id (run.json `launch_id`), exported to its trainer, which tags the records it writes with it
+# (train-begin.json, stopped.json, outcome.json): a record of another launch or run is never this launch's.
+LAUNCH_ID_ENV = "LLM_FINETUNING_LAUNCH_ID"
 
 # The recipe's sidecars, beside its config.yaml wherever that config sits (a copied config keeps them).
 REQUEST_FILE = "request.json"
@@ -145,6 +152,10 @@ class Run:
     @property
     def demo_summary(self) -> Path:
         return self.dir / "demo-summary.json"
+
+    @property
+    def cache(self) -> Path:
+        return self.dir / "cache"
 
     @property
     def checkpoints(self) -> Path:

@@ -95,7 +95,7 @@ def doors(tmp_path_factory, tiny_model):
         r["env"] = await call("check_environment", {"run": run})
         r["launch"] = await call("launch_training", {"run": run})
         # Stopped at once, while it still imports torch: killed before any step, so no checkpoint to resume from.
-        r["stop"] = await call("stop_training", {"run": run, "timeout_s": 0})
+        r["stop"] = await call("stop_training", {"run": run, "timeout_s": 0, "kill": True})
         r["status"] = await call("training_status", {"run": run})
         r["resume"] = await call("resume_training", {"run": run})
         r["diagnose"] = await call("diagnose_run", {"source": run, "validate_patches": False})
@@ -184,6 +184,7 @@ def test_every_tool_is_called_over_stdio_with_flat_arguments(doors):
     assert launch["launched"] and launch["pid"] and Path(launch["log_path"]).is_file()
     stop = _ok(r["stop"])
     assert stop["killed"] and not stop["graceful"] and stop["state"] == "stopped" and stop["checkpoint"] is None
+    assert "lost" in stop["error"]  # a kill is an error in the result, never a quiet success
     assert _ok(r["status"])["state"] == "stopped"
     resume = _ok(r["resume"])
     assert not resume["launched"] and [x["gate"] for x in resume["refusals"]] == ["checkpoint"]

@@ -155,8 +155,8 @@ def test_one_trainer_per_run_stop_survives_a_lost_run_json_and_nothing_is_launch
 
         # run.json deleted mid-run: still stoppable, by the verified launcher alone.
         (run_dir / "run.json").unlink()
-        proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", env=env)
-        assert proc.returncode == 0 and stopped["killed"] and stopped["state"] == "stopped", stopped
+        proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", "--kill", env=env)
+        assert proc.returncode == 1 and stopped["killed"] and stopped["state"] == "stopped", stopped  # a loss
         assert launchers(run_dir) == []
         assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"
     finally:
@@ -192,7 +192,7 @@ def test_one_trainer_per_run_stop_survives_a_lost_run_json_and_nothing_is_launch
             assert proc.returncode == 1 and again["refusals"][0]["gate"] == "state", again
         assert trainer.is_running() and launchers(run_dir) == []
     finally:
-        proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", env=env)
+        proc, stopped = run_cli_json("stop-training", str(run_dir), "--timeout", "0", "--kill", env=env)
     assert stopped["killed"] and launchers(run_dir) == [], stopped
     assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
     assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"

@@ -62,11 +62,16 @@ def stopped_run(ws, name: str, steps: tuple[int, ...] = (1,), complete: bool = T
 
 
 def save_checkpoint(path: Path, complete: bool = True) -> None:
-    """A checkpoint as the Trainer leaves it: the weights, then trainer_state.json; a save cut short has no weights."""
+    """A checkpoint as the Trainer and the run's callback leave it: the weights, trainer_state.json, then the digest
+    of what was saved; a save cut short has no weights and no digest."""
+    from mcp_server.training.trainer.digest import write_checkpoint_digest
+
     path.mkdir(parents=True)
     if complete:
         (path / "model.safetensors").write_bytes(b"weights")
     (path / "trainer_state.json").write_text(json.dumps({"global_step": int(path.name.split("-")[1])}))
+    if complete:
+        write_checkpoint_digest(path)
 
 
 def stop_any_trainer(run_dir: Path) -> None:
@@ -103,7 +108,8 @@ def test_a_patch_never_moves_output_dir_into_another_run(ws):
 
 def test_links_planted_in_the_logs_of_a_stopped_run_are_refused_never_followed(ws, tmp_path):
     """Links in train/logs/ of a stopped run were followed on resume: .exit-code.tmp -> an outside file truncated it
-    to "0"; progress.jsonl and stdout.log -> outside files got the training output appended."""
+    to "0"; progress.jsonl and stdout.log -> outside files got the training output appended; <run>/cache a link
+    had the datasets' cache written outside the workspace."""
     run_dir = stopped_run(ws, "linked-logs")
     outside = {name: tmp_path / f"precious-{name}" for name in (".exit-code.tmp", "progress.jsonl", "stdout.log")}
     logs = run_dir / "train" / "logs"
@@ -128,6 +134,15 @@ def test_links_planted_in_the_logs_of_a_stopped_run_are_refused_never_followed(w
     stop_any_trainer(run_dir)
     assert proc.returncode == 1 and out["refusals"][0]["gate"] == "logs", out
     assert sorted(p.name for p in elsewhere.iterdir()) == ["stopped.json"]  # nothing written there
+    # <run>/cache a link: launch.sh points the datasets' arrow copy there, so it would be written outside (issue 48)
+    logs.unlink()
+    shutil.move(elsewhere, logs)
+    (tmp_path / "outside-cache").mkdir()
+    (run_dir / "cache").symlink_to(tmp_path / "outside-cache")
+    proc, out = run_cli_json("resume-training", str(run_dir), here=True)
+    stop_any_trainer(run_dir)
+    assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["logs"], out
+    assert "cache ->" in out["refusals"][0]["message"] and not any((tmp_path / "outside-cache").iterdir())
 
 
 def test_a_half_written_checkpoint_is_never_resumed_and_checkpoints_go_by_step(ws):

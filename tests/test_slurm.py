@@ -306,7 +306,7 @@ def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_an
     assert second.launched and second.job_id != first.job_id and second.resumed_from == stopped.checkpoint
     wait_running_at_step(run_dir, 3)  # step 3 logged, step 4 held
     # the trainer logs a step before it saves that step's checkpoint: under load the save can still be under way
-    wait_for(run_dir, lambda s: (run_dir / "checkpoints" / "checkpoint-3" / "trainer_state.json").is_file())
+    wait_for(run_dir, lambda s: (run_dir / "checkpoints" / "checkpoint-3" / "llm-finetuning-digest.json").is_file())
     cluster.kill_node("n2")  # slurmd, its step daemon and its rank: the node is gone
     # n1's rank still waits in the held reward: the job ends by the scheduler's node failure, not by a rank
     wait_for(run_dir, lambda s: not s.alive, timeout=90)

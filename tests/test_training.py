@@ -227,7 +227,9 @@ def test_a_second_launch_is_refused_while_running_and_stop_kills_a_run_that_cann
     assert first.launched, first.message
     again = launch_training(LaunchRequest(run=str(run_dir)))
     assert not again.launched and again.refusals[0].gate == "state"
-    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=0))  # still importing torch: cannot stop itself
+    # still importing torch: it cannot stop itself; only a kill asked for ends it, and says what it lost
+    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=0, kill=True))
+    assert stopped.error and "no checkpoint was saved" in stopped.error
     assert stopped.killed and not stopped.graceful and stopped.state == "stopped" and stopped.checkpoint is None
     assert not process_alive(first.pid, None)
     assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"
@@ -281,12 +283,20 @@ def ddp(ws):
         seen.after_by_hand = (config.read_text(), verdict_file.read_text())
         # Had the guard stopped it at step 1, checkpoint-1 would hold the failure: a patched resume needs an
         # earlier one; stopped at step 2, checkpoint-1 is before it and the patched resume goes ahead.
-        kept = (logs / "stopped.json").read_text()
-        (logs / "stopped.json").write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising"}))
+        kept = json.loads((logs / "stopped.json").read_text())
+
+        def guard_stop(step: int) -> None:  # as the guard records a stop: stopped.json and its own guard.json
+            stop = {**kept, "by": "guard", "code": "entropy_rising", "step": step}
+            (logs / "stopped.json").write_text(json.dumps(stop))
+            (logs / "guard.json").write_text(json.dumps({
+                "mode": "stop", "step": step, "stopped": {"code": "entropy_rising", "step": step, "save": True},
+                "findings": [{"code": "entropy_rising", "severity": "error", "explanation": "", "patch": None}],
+                "launch_id": kept.get("launch_id")}))
+
+        guard_stop(1)
         seen.early = resume_training(RunRequest(run=str(run_dir), patch=patch))
         seen.after_early = config.read_text()
-        (logs / "stopped.json").write_text(json.dumps({**json.loads(kept), "by": "guard", "code": "entropy_rising",
-                                                       "step": 2}))
+        guard_stop(2)
         seen.resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
         assert seen.resumed.launched, seen.resumed.message
         seen.states = set()
@@ -320,6 +330,10 @@ def test_ddp_stop_ends_both_ranks_at_step_one_with_a_checkpoint(ddp):
     assert stopped.checkpoint and Path(stopped.checkpoint, "trainer_state.json").exists()
     assert ddp.stop_marker["step"] == 1 and Path(stopped.checkpoint).name == "checkpoint-1"
     assert ddp.outcome["state"] == "stopped"
+    # the trainer's records carry its launch's id, and its checkpoint the digest of what it saved (issue 48)
+    assert len({ddp.outcome["launch_id"], ddp.stop_marker["launch_id"], ddp.begin["launch_id"]}) == 1
+    saved = json.loads(Path(stopped.checkpoint, "llm-finetuning-digest.json").read_text())["files"]
+    assert {"trainer_state.json", "optimizer.pt"} <= set(saved) and all(len(f["sha256"]) == 64 for f in saved.values())
 
 
 @pytest.mark.slow

@@ -186,7 +186,8 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             raise UserInputError(
                 "run_dir", f"{run_dir} holds a launched run ({', '.join(launched)}): emitting into it would rewrite "
                 "what was launched. Emit without run_dir for a new run, or resume_training to continue this one")
-        return _emit(request, run, run)
+        _refuse_overwriting_own_files(run, request)
+        return _kept(_emit(request, run, run), "the files written into " + str(run.dir))
     slug = request.run_name or Path(request.model).name
     made_root = not runs_root().exists()
     runs_root().mkdir(parents=True, exist_ok=True)
@@ -197,7 +198,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             result = _emit(request, Run(staging), Run(final))
             try:
                 os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
-                return result
+                return _kept(result, f"the run directory {final}")
             except OSError:
                 if not final.exists():
                     raise
@@ -207,6 +208,42 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             with contextlib.suppress(OSError):
                 runs_root().rmdir()
         raise
+
+
+EMITTED_HEADER = "# GRPO config emitted by llm-finetuning"  # config.yaml's first line, as emission writes it
+
+
+def _trainer_script(request: GRPORecipeRequest, agentic, final: Run) -> str:
+    """train/train.py as emission writes it (`agentic`: the run's agentic record, or anything for one, else None)."""
+    template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
+    return template.replace("{{RUN}}", final.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
+
+
+def _refuse_overwriting_own_files(run: Run, request: GRPORecipeRequest) -> None:
+    """Emission into an existing folder rewrites only what an emission wrote there: a train/train.py that is not
+    the script this emission writes (a person's own, or one edited by hand) and a train/config.yaml that no
+    emission wrote are refused before anything is written, never overwritten (issue 48)."""
+    mine = []
+    if run.script.is_file():
+        agentic = True if (request.environment or request.tools) else None
+        if run.script.read_text(encoding="utf-8", errors="replace") != _trainer_script(request, agentic, run):
+            mine.append(f"{run.script} (not the script emission writes: edited, or your own)")
+    if run.config.is_file() and not run.config.read_text(encoding="utf-8", errors="replace").startswith(
+            EMITTED_HEADER):
+        mine.append(f"{run.config} (not written by emit_grpo_config)")
+    if mine:
+        raise UserInputError("run_dir", f"emitting into {run.dir} would overwrite {'; '.join(mine)}: nothing was "
+                             "written. Move those files aside (or delete them) to emit over them, or emit without "
+                             "run_dir for a new run")
+
+
+def _kept(result: EmitResult, what: str) -> EmitResult:
+    """A NOT VALID emission says what it kept and that nothing launches from it."""
+    if result.validation.valid:
+        return result
+    return result.model_copy(update={"kept": f"NOT VALID: {what} were kept for you to read and fix (then "
+                                             "validate_grpo_config); launch_training refuses the run until it "
+                                             "validates; delete it if you do not want it"})
 
 
 def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
@@ -235,7 +272,7 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         names += " (soft_overlong_punishment: DAPO's length shaping, -1 at max_completion_length)"
     note = "".join(f"# {line}\n" for line in textwrap.wrap(dynamic_sampling.header_note(sampling, variant), 114))
     header = (
-        f"# GRPO config emitted by llm-finetuning for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
+        f"{EMITTED_HEADER} for {target} (TRL {trl_version}); variant: {variant} ({reason}).\n"
         + note
         + "# Each value that differs from TRL's default says why above it.\n"
         f"# Rewards (train/rewards.json): {names}.\n"
@@ -245,9 +282,7 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     )
     spec.write(run, render_yaml(values, header, why))
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
-    template = TRAINER_TEMPLATES[trainer_name(agentic)].read_text()
-    script = template.replace("{{RUN}}", final.name).replace("{{PROMPT_COLUMN}}", request.prompt_column)
-    atomic_write_text(run.script, script)
+    atomic_write_text(run.script, _trainer_script(request, agentic, final))
     return EmitResult(
         run_dir=str(final.dir),
         config_path=str(final.config),

@@ -32,6 +32,7 @@ def human_emit(result: EmitResult) -> str:
         f"  schema:    {result.schema_path}",
         f"  run with:  {result.launch_command}",
         verdict,
+        *([result.kept] if result.kept else []),
     ]
     return "\n".join(lines)
 

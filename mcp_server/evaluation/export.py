@@ -18,6 +18,7 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
+from mcp_server.evaluation.promote import promotion_problems
 from mcp_server.model_ref import load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
@@ -108,6 +109,10 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
                     + (f"{promotion.get('checkpoint')}, sha256 {judged[:12]}): it changed since, or is another one"
                        if isinstance(judged, str) else "promotion.json records no content hash") + ")")
         promotion = None  # its verdict is not this checkpoint's
+    forged = promotion_problems(promotion) if promotion and promotion.get("verdict") == "PROMOTE" else []
+    if forged:  # a PROMOTE is exported only as promote_checkpoint measured it
+        mismatch = f"{run.promotion} is not a promotion promote_checkpoint measured: " + "; ".join(forged)
+        promotion = None
     verdict = (promotion or {}).get("verdict")
     if verdict != "PROMOTE" and not request.allow_unpromoted:
         if mismatch:

@@ -31,7 +31,7 @@ from mcp_server.evaluation.evaluate import (
     resolve_goldens, summarise, write_once,
 )
 from mcp_server.generation import generate, render_prompt
-from mcp_server.evaluation.models import DriftResult, EvaluateRequest, PromoteRequest, PromotionResult
+from mcp_server.evaluation.models import DriftResult, EvaluateRequest, ItemResult, PromoteRequest, PromotionResult
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model, resolve_loadable
@@ -39,6 +39,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
+from mcp_server.training.runstate import derive_state
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
 
@@ -166,6 +167,7 @@ def _stage(report: Report, stage: str) -> Report:
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
     run = resolve_run(request.run)
+    _refuse_unfinished(run, request)
     config, base, ckpt = run.trained_model(request.checkpoint)
     base_ref = resolve_loadable(base)
     baseline = _baseline(run, request, config, base, base_ref, report)
@@ -220,9 +222,60 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     )
     atomic_write_json(Path(result.result_path), {
         **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],
+        "min_improvement_points": request.min_improvement_points,
         "baseline_sha256": sha256_file(Path(result.baseline_path))})  # the next promotion refuses it edited
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
+
+
+def _refuse_unfinished(run: Run, request: PromoteRequest) -> None:
+    """The run's output_dir is judged (no checkpoint given) only once the run succeeded, or for a model placed there
+    without a launch (not_launched): a live run's, a failed or stopped one's or a dead resume's output_dir holds no
+    finished model of this attempt (it may hold an earlier attempt's). A checkpoint given is judged as given."""
+    if request.checkpoint:
+        return
+    state = derive_state(run).state
+    if state not in ("succeeded", "not_launched"):
+        raise UserInputError("run", f"{run.name} is {state}, not succeeded: its output_dir is no finished model of "
+                             "this attempt. Wait for it (training_status), resume it, or give checkpoint (a "
+                             "checkpoint-N folder) to judge that checkpoint")
+
+
+def promotion_problems(promotion: dict) -> list[str]:
+    """Why promotion.json is not a measurement promote_checkpoint made, re-derived from what it keeps (issue 48: a
+    hand-written one, or one against a baseline that never existed, PROMOTEd with no measurement): the baseline
+    it names is a file in eval/ with the sha256 it recorded, its pass rate and goldens; the per-golden results it
+    kept grade as recorded and give its pass rate; the rule applied to them (the improvement's interval, the
+    drift budget) gives its verdict. [] when it holds."""
+    path = Path(str(promotion.get("baseline_path") or "?"))
+    if path.parent.resolve() != eval_root().resolve() or not path.is_file():
+        return [f"the baseline it names ({path}) is not a baseline in {eval_root()}"]
+    if sha256_file(path) != promotion.get("baseline_sha256"):
+        return [f"{path.name} is not the baseline it was measured against (sha256)"]
+    baseline = json.loads(path.read_text(encoding="utf-8"))
+    problems = []
+    if baseline.get("pass_rate") != promotion.get("baseline_pass_rate"):
+        problems.append(f"its baseline pass rate is not {path.name}'s")
+    if baseline.get("goldens_sha256") != promotion.get("goldens_sha256"):
+        problems.append(f"its goldens are not {path.name}'s")
+    try:
+        items = [ItemResult.model_validate(i) for i in promotion.get("items") or []]
+    except ValueError:
+        items = []
+    if not items or any(i.passed != item_passed(i.scores) for i in items):
+        return problems + ["it keeps no per-golden results that grade as recorded (no measurement)"]
+    passed, rate, low, high = summarise(items)
+    if rate != promotion.get("checkpoint_pass_rate"):
+        problems.append(f"its checkpoint pass rate is not its results' ({passed}/{len(items)})")
+    ci_low = _improvement_interval(baseline, items, low, high)[0]
+    drift = promotion.get("drift") if isinstance(promotion.get("drift"), dict) else {}
+    drift_ok = drift.get("ok") is True and drift.get("band") != "hard_fail" and isinstance(
+        drift.get("drop_points"), (int, float)) and drift["drop_points"] <= HARD_FAIL_POINTS
+    minimum = promotion.get("min_improvement_points", 0.0)
+    rule = "PROMOTE" if isinstance(minimum, (int, float)) and ci_low > minimum and drift_ok else "REJECT"
+    if promotion.get("verdict") != rule:
+        problems.append(f"the rule applied to its results gives {rule}, not {promotion.get('verdict')}")
+    return problems
 
 
 def _check_baseline(run: Run, path: Path, baseline: dict) -> None:

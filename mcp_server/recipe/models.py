@@ -201,3 +201,6 @@ class EmitResult(BaseModel):
     validation: ValidationResult = Field(description="Validation of the emitted config for the target.")
     launch_command: str = Field(description="How to start it as the memory plan lays it out: train.py itself on one "
                                 "GPU, launch_training (accelerate, DeepSpeed, `trl vllm-serve`) on several.")
+    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: what was kept on disk "
+                             "(the run directory, to read and fix) and that nothing launches from it until it "
+                             "validates.")

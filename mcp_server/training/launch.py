@@ -26,6 +26,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run, resolve_run
+from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launch_gates import (
     check_gates,
@@ -192,6 +193,11 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
         refusals.append(foreign)
     done = checkpoints(run, config)
     latest, why = last_good_checkpoint(run, done) if patch else (done[-1] if done else None, None)
+    problems = checkpoint_problems(latest, contents=True) if latest is not None else []
+    if problems:  # weights the run never wrote (replaced, added, cut short) are never loaded
+        refusals.append(GateRefusal(
+            gate="checkpoint", message=f"{latest.name} is not the checkpoint the run saved: " + "; ".join(problems[:5]),
+            how_to_clear=f"restore {latest.name} as the run saved it, or remove it to resume from the one before"))
     if latest is None:
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"

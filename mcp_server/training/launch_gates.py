@@ -47,20 +47,23 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True) -> tuple[list
 
 
 def link_refusals(run: Run) -> list[GateRefusal]:
-    """Symbolic links where the training writes (train/, train/logs/ or an entry in it): the logs, the exit code
-    and the progress would be written through them, into whatever file they point at (planted in a stopped run,
-    or unpacked with it). Refused, never followed: the writers open without following links as well."""
-    links = [p for p in (run.train, run.logs) if p.is_symlink()]
-    if run.logs.is_dir() and not links:
-        links += sorted(p for p in run.logs.iterdir() if p.is_symlink())
+    """Symbolic links where the training writes (train/, train/logs/, cache/ or an entry in either): the logs, the
+    exit code, the progress and the datasets' arrow copy would be written through them, into whatever file they
+    point at (planted in a stopped run, or unpacked with it). Refused, never followed: the writers open without
+    following links as well."""
+    links = [p for p in (run.train, run.logs, run.cache) if p.is_symlink()]
+    for folder in (run.logs, run.cache):  # the cache: launch.sh points the datasets and matplotlib caches there
+        if folder.is_dir() and not folder.is_symlink() and not run.train.is_symlink():
+            links += sorted(p for p in folder.iterdir() if p.is_symlink())
     if not links:
         return []
     named = ", ".join(f"{p.relative_to(run.dir)} -> {os.readlink(p)}" for p in links[:5])
     return [GateRefusal(
-        gate="logs", message=f"{run.name} has symbolic links where training writes its logs ({named}"
+        gate="logs", message=f"{run.name} has symbolic links where training writes its logs or cache ({named}"
         + (f", and {len(links) - 5} more" if len(links) > 5 else "") + "): training would write through them",
-        how_to_clear="remove the links (they are not the run's files: launch_training writes real ones), then "
-                     "launch or resume again")]
+        how_to_clear="remove the links (they are not the run's files: launch_training writes real ones; a cache "
+                     "elsewhere is HF_HOME or HF_DATASETS_CACHE in the launching environment), then launch or "
+                     "resume again")]
 
 
 def _config_refusals(run: Run, spec: RunSpec) -> list[GateRefusal]:

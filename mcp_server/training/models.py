@@ -13,11 +13,12 @@ from mcp_server.inputs import Name, PathText, Request
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
 # pending, cancelled, timed_out, preempted: a SLURM job's states (training/launchers/slurm/job.py).
-RunState = Literal["not_launched", "pending", "starting", "running", "succeeded", "failed", "stopped", "cancelled",
-                   "timed_out", "preempted", "unknown"]
+# stopping: alive with a stop request standing (it saves and stops at its step end).
+RunState = Literal["not_launched", "pending", "starting", "running", "stopping", "succeeded", "failed", "stopped",
+                   "cancelled", "timed_out", "preempted", "unknown"]
 # list_runs only: a run whose files cannot be read (the summary's `error` says which and why).
-ListedState = Literal["not_launched", "pending", "starting", "running", "succeeded", "failed", "stopped", "cancelled",
-                      "timed_out", "preempted", "unknown", "unreadable"]
+ListedState = Literal["not_launched", "pending", "starting", "running", "stopping", "succeeded", "failed", "stopped",
+                      "cancelled", "timed_out", "preempted", "unknown", "unreadable"]
 Launcher = Literal["auto", "local", "slurm"]
 # A partition, account or time limit goes into an #SBATCH line: one word of these characters.
 SlurmWord = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:,+-]{1,128}$")]
@@ -237,10 +238,19 @@ class StatusRequest(Request):
 
 class StopRequest(Request):
     run: PathText = Field(description="Run directory (or its name under runs/).")
-    timeout_s: float = Field(
-        default=120.0,
+    timeout_s: float | None = Field(
+        default=None,
         ge=0,
-        description="Seconds to wait for the graceful stop (checkpoint saved, process exits) before a hard kill.",
+        le=86400,
+        description="Seconds to wait for the run to reach its step end, save a checkpoint and exit. Default: the "
+        "current step's expected end from the run's own logs (its step time) plus time for the save, at least "
+        "120 s and at most 15 min. A run still in its step then is left stopping: it stops itself there, nothing "
+        "is lost.",
+    )
+    kill: bool = Field(
+        default=False,
+        description="After timeout_s, kill the run (its process group; a SLURM job: scancel), losing the steps since "
+        "its latest checkpoint: the result then carries an error (and the CLI exits 1).",
     )
 
 
@@ -254,7 +264,8 @@ class HealthFlag(BaseModel):
 class TrainingStatus(BaseModel):
     run_dir: str = Field(description="The run directory.")
     state: RunState = Field(
-        description="not_launched, starting (process up, no step logged yet), running, succeeded, failed "
+        description="not_launched, starting (process up, no step logged yet), running, stopping (a stop asked, "
+        "the run finishing its step to save and exit), succeeded, failed "
         "(process gone without a success marker), stopped (stopped on request) or unknown (run.json lost, no "
         "live launcher, logs that do not say how it ended: see note); a SLURM job also pending (see job.reason), "
         "cancelled (scancel from outside), timed_out or preempted. Derived from the verified process (or the "
@@ -311,8 +322,14 @@ class StopResult(BaseModel):
     run_dir: str = Field(description="The run directory.")
     state: RunState = Field(description="The run's state after the stop.")
     graceful: bool = Field(description="True when the process exited on its own after saving a checkpoint.")
-    killed: bool = Field(description="True when it had to be killed after the timeout.")
+    killed: bool = Field(description="True when it was killed (kill after timeout_s): the steps since its latest "
+                                     "checkpoint are lost.")
     checkpoint: str | None = Field(default=None, description="The latest checkpoint after the stop.")
+    waited_s: float | None = Field(default=None, description="How long the stop waited for the run's step end.")
+    step_time_s: float | None = Field(default=None, description="The run's step time as its logs show it (the "
+                                                                "longest recent step), when logged.")
+    error: str | None = Field(default=None, description="Set when the stop lost work (the run was killed): what "
+                                                        "was lost. A stop that lost nothing has none.")
     message: str = Field(default="", description="One-line summary for people.")
 
 

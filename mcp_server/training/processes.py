@@ -9,6 +9,8 @@ outlived a killed launcher, each rank).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from pathlib import Path
 
@@ -42,9 +44,29 @@ def verified_launcher(run: Run, pid, create_time=None) -> psutil.Process | None:
         return None
 
 
+_LOOK: contextvars.ContextVar[list | None] = contextvars.ContextVar("processes_look", default=None)
+
+
+@contextlib.contextmanager
+def one_look():
+    """Within it, every search among this machine's processes (find_launcher, run_processes) reads one listing
+    of them, taken once: list_runs reads every run, and a listing per run cost a scan of /proc each. What a
+    search finds is still verified on the live process (verified_launcher, the mark, the directory)."""
+    token = _LOOK.set(list(psutil.process_iter(["cmdline", "uids"])))
+    try:
+        yield
+    finally:
+        _LOOK.reset(token)
+
+
+def _processes() -> list[psutil.Process]:
+    listed = _LOOK.get()
+    return listed if listed is not None else list(psutil.process_iter(["cmdline", "uids"]))
+
+
 def find_launcher(run: Run) -> psutil.Process | None:
     """The live launcher of this run among all processes (for a run.json that is gone or wrong)."""
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in _processes():
         if proc.info.get("cmdline") == LAUNCHER:
             found = verified_launcher(run, proc.pid)
             if found is not None:
@@ -61,9 +83,12 @@ def run_processes(run: Run, since: float | None = None) -> list[psutil.Process]:
     here = run.dir.resolve()
     uid = os.getuid()
     found = []
-    for proc in psutil.process_iter():
+    for proc in _processes():
         try:
-            if proc.pid == os.getpid() or proc.uids().real != uid or proc.environ().get(RUN_MARK) != str(here):
+            uids = proc.info.get("uids")
+            if proc.pid == os.getpid() or uids is None or uids.real != uid:
+                continue
+            if proc.environ().get(RUN_MARK) != str(here):
                 continue
             if proc.status() == psutil.STATUS_ZOMBIE or Path(proc.cwd()).resolve() != here:
                 continue

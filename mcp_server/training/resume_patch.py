@@ -21,8 +21,10 @@ import yaml
 from mcp_server.inspection.pins import config_pins
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
+from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
+from mcp_server.training.runrecord import read_run_json
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 
@@ -64,8 +66,21 @@ def _nothing() -> None:
 
 
 def _guard_stopped(run: Run) -> bool:
-    stopped = read_json_if_present(run.stopped)
-    return isinstance(stopped, dict) and stopped.get("by") == "guard"
+    """Whether the run's guard stopped its last launch: stopped.json says so, the guard's own record (guard.json)
+    holds the same stop (code and step) among its hard findings, and both carry the launch id of the run's last
+    launch (run.json). A hand-written stopped.json alone moves no pin (issue 48)."""
+    stopped, guard = read_json_if_present(run.stopped), read_json_if_present(run.guard)
+    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)):
+        return False
+    decision = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
+    hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}
+    try:
+        launch = (read_run_json(run) or {}).get("launch_id")
+    except UserInputError:
+        return False
+    same_launch = launch is None or stopped.get("launch_id") == guard.get("launch_id") == launch
+    return (same_launch and decision.get("code") == stopped.get("code") in hard
+            and decision.get("step") == stopped.get("step"))
 
 
 def _write(run: Run, config: dict, patch: dict) -> None:

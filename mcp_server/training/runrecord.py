@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.runs import Run
+from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.training.derived import DerivedState
 from mcp_server.workspace import atomic_write_json
 
@@ -102,9 +103,10 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 
 
 def complete_checkpoint(path: Path) -> bool:
-    """A checkpoint folder a resume can load: trainer_state.json (the Trainer writes it last) and the weights. A
-    save cut short, or a folder holding only trainer_state.json, is not one."""
-    if not (path / "trainer_state.json").is_file():
+    """A checkpoint folder a resume can load: the digest the run's trainer writes after the save
+    (trainer/digest.py: every file it lists there, at its size, and no other), trainer_state.json and the
+    weights. A save cut short, a folder holding only trainer_state.json, or one a file was added to, is not one."""
+    if not (path / "trainer_state.json").is_file() or checkpoint_problems(path):
         return False
     if any((path / name).is_file() for name in WEIGHT_FILES):
         return True

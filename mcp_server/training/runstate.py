@@ -70,3 +70,4 @@ def log_tail(run: Run, lines: int) -> list[str]:
         return [f"(cannot read {path}: {exc.strerror or exc})"]
     out = [line.rsplit("\r", 1)[-1].rstrip() for line in text.splitlines()]
     return [line for line in out if line.strip()][-lines:]
+

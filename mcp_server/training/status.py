@@ -22,8 +22,10 @@ from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.trainer.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
+from mcp_server.training.processes import one_look
 from mcp_server.training.runrecord import checkpoints, sync_run_json
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
+from mcp_server.training.stopping import stop_wait
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_save_figure, runs_root
 from mcp_server.diagnosis.diagnose import diagnose
@@ -196,8 +198,9 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 # ---------------------------------------------------------------- stop_training
 def stop_training(request: StopRequest) -> StopResult:
     """Stop a live run through the launcher that started it (launchers.launcher_of): it asks the run for a
-    checkpoint at its next step end, and ends it after `timeout_s` (local: the verified process group; SLURM: the
-    run's own job)."""
+    checkpoint at its next step end and waits for that step (`timeout_s`, else as long as its logs say a step
+    takes: stopping.stop_wait); it ends the run early only when asked to `kill` (local: the verified process
+    group; SLURM: the run's own job), and says what that lost."""
     run = resolve_run(request.run)
     derived = derive_state(run)
     config = RunSpec.of_run(run).values
@@ -209,7 +212,8 @@ def stop_training(request: StopRequest) -> StopResult:
                           checkpoint=str(done[-1]) if done else None,
                           message=f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
-    return launcher_of(derived.record).stop(run, derived, request.timeout_s, config, note)
+    wait = request.timeout_s if request.timeout_s is not None else stop_wait(run)[0]
+    return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
 
 
 # ---------------------------------------------------------------- list_runs
@@ -217,12 +221,13 @@ def list_runs() -> RunList:
     """Every run under runs/. A run whose files cannot be read is listed as unreadable, with the file and why:
     one damaged run never hides the others."""
     runs = []
-    for run in all_runs():
-        try:
-            runs.append(_summary(run))
-        except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
-            runs.append(RunSummary(run=run.name, run_dir=str(run.dir), state="unreadable",
-                                   error=describe_failure(exc)))
+    with one_look():  # one listing of this machine's processes for every run
+        for run in all_runs():
+            try:
+                runs.append(_summary(run))
+            except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
+                runs.append(RunSummary(run=run.name, run_dir=str(run.dir), state="unreadable",
+                                       error=describe_failure(exc)))
     return RunList(runs_root=str(runs_root()), runs=runs)
 
 

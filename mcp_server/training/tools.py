@@ -192,10 +192,11 @@ TOOLS = [
     ToolSpec(
         "stop_training", stop_training, StopResult, request=StopRequest,
         effects=Effects(writes=True, destroys=True, repeatable=True),
-        description="""Stop a run gracefully: it saves a checkpoint at its next step end and exits; after timeout_s its whole
-    process group is killed (a SLURM run: its own job is asked for the checkpoint, then cancelled).""",  # noqa: E501 (the text MCP clients list)
-        cli=Command("Stop a run gracefully (checkpoint saved), kill it after a timeout.", lambda r: r.message,
-                    flags={"run": RUN, "timeout_s": Flag("--timeout")}),
+        description="""Stop a run gracefully: it saves a checkpoint at its next step end and exits. Waits for that step (timeout_s,
+    by default as long as the run's logs say a step takes); a run still in its step is left `stopping` and stops
+    itself there. With kill, ends it after timeout_s (its process group; SLURM: scancel), an error naming what was lost.""",  # noqa: E501 (the text MCP clients list)
+        cli=Command("Stop a run gracefully (checkpoint saved at its step end); --kill ends it after --timeout.",
+                    lambda r: r.message, lambda r: not r.killed, flags={"run": RUN, "timeout_s": Flag("--timeout")}),
     ),
     ToolSpec(
         "resume_training", resume_training, LaunchResult, request=RunRequest,

@@ -165,8 +165,10 @@ class Launcher(Protocol):
     def status_text(self, derived: DerivedState) -> str:
         """What this backend adds to training_status's message (e.g. why a job is pending); "" for nothing."""
 
-    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
-        """Stop the live run (`derived`: runstate.derive_state); `note`: what its state reading noted, said."""
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str,
+             kill: bool = False) -> StopResult:
+        """Ask the live run (`derived`: runstate.derive_state) to save and stop at its step end, wait `timeout_s`;
+        end it then only with `kill` (training/stopping.py). `note`: what its state reading noted, said."""
 
     def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
         """The request that launches the run again with the layout its launch record holds."""

@@ -14,13 +14,14 @@ validates them.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import deque
 
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
 from mcp_server.diagnosis.context import Ctx
 from mcp_server.diagnosis.metrics import LoadedRun, normalize_row
 from mcp_server.diagnosis.registry import GUARD_CODES, GUARD_RULES
@@ -100,8 +101,9 @@ class LiveGuard:
         codes = tuple((f.code, f.severity) for f in findings)
         if write and (codes != self._last_codes or decision):
             self._last_codes = codes
-            atomic_write_json(self.run.guard, {
+            tag = os.environ.get(LAUNCH_ID_ENV)  # whose record this is (run.json launch_id)
+            atomic_write_json(self.run.inside(self.run.guard), {
                 "mode": self.mode, "step": step, "time": time.time(), "stopped": decision,
-                "findings": [f.model_dump() for f in findings],
+                "findings": [f.model_dump() for f in findings], **({"launch_id": tag} if tag else {}),
             })
         return decision

@@ -30,8 +30,10 @@ import time
 from pathlib import Path
 
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from mcp_server.runs import Run
+from mcp_server.runs import LAUNCH_ID_ENV, Run
+from mcp_server.training.trainer.digest import write_checkpoint_digest
 from mcp_server.training.trainer.guard import LiveGuard, guard_mode, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
@@ -48,6 +50,14 @@ PROGRESS_KEYS: dict[str, tuple[str, ...]] = {
     "clipped_ratio": ("completions/clipped_ratio",),
     "grad_norm": ("grad_norm",),
 }
+
+
+def record(run: Run, path: Path, data: dict) -> Path:
+    """One of the run's records written atomically, only inside the run directory (Run.inside: a train/logs/ that
+    became a link to another run or place mid-training is refused, never written through, so no other run reads
+    this one's outcome) and tagged with this launch's id (run.json `launch_id`), so a reader knows whose it is."""
+    tag = os.environ.get(LAUNCH_ID_ENV)
+    return atomic_write_json(run.inside(path), {**data, **({"launch_id": tag} if tag else {})})
 
 
 def _gpu_stats() -> tuple[float | None, float | None]:
@@ -123,8 +133,8 @@ class ProgressCallback(TrainerCallback):
         if node and args.local_process_index == 0:  # a SLURM job: each node says what it runs on
             write_node_env(self.run, node)
         if state.is_world_process_zero:
-            atomic_write_json(
-                self.run.train_begin,
+            record(
+                self.run, self.run.train_begin,
                 {"max_steps": state.max_steps, "global_step": state.global_step, "world_size": args.world_size,
                  "pid": os.getpid(), "time": self._last_time, "output_dir": args.output_dir},
             )
@@ -137,7 +147,16 @@ class ProgressCallback(TrainerCallback):
             control.should_training_stop = True
             if state.is_world_process_zero:
                 by = {} if asked or self._signalled is None else {"by": "signal", "signal": self._signalled}
-                atomic_write_json(self.run.stopped, {"step": state.global_step, "time": time.time(), **by})
+                record(self.run, self.run.stopped, {"step": state.global_step, "time": time.time(), **by})
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        """After the Trainer's last file of checkpoint-N: the digest of what it saved (digest.write_checkpoint_digest),
+        which makes the checkpoint complete and lets a resume check it loads what the run wrote."""
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            if folder.is_dir():
+                write_checkpoint_digest(folder, state.global_step)
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -160,7 +179,7 @@ class ProgressCallback(TrainerCallback):
             control.should_training_stop = True
             control.should_save = decision["save"]
             if state.is_world_process_zero:
-                atomic_write_json(self.run.stopped, {"step": state.global_step, "time": time.time(), "by": "guard",
+                record(self.run, self.run.stopped, {"step": state.global_step, "time": time.time(), "by": "guard",
                                                      "code": decision["code"], "checkpoint_saved": decision["save"]})
 
     def _write_log(self, state, logs) -> dict | None:
@@ -168,7 +187,7 @@ class ProgressCallback(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return None
         if "train_runtime" in logs:  # the end-of-training summary is not a step: it gets its own file
-            atomic_write_json(self.run.train_summary, {"step": state.global_step, **logs})
+            record(self.run, self.run.train_summary, {"step": state.global_step, **logs})
             return
         now = time.time()
         steps = max(state.global_step - self._last_step, 1)
@@ -181,7 +200,8 @@ class ProgressCallback(TrainerCallback):
         line.update(mem_gb=mem_gb, temp_c=temp_c, step_time=round(step_time, 4) if step_time else None)
         for key, value in logs.items():  # every other metric under its TRL name
             line.setdefault(key, value)
-        with open_append_nofollow(self.path) as handle:  # a link planted here is refused, never written through
+        # a link planted here, or train/logs become one, is refused: never written through
+        with open_append_nofollow(self.run.inside(self.path)) as handle:
             handle.write((json.dumps(line, default=float) + "\n").encode("utf-8"))
             handle.flush()
         return line
@@ -196,7 +216,7 @@ def write_node_env(run: Run, node: str) -> Path:
 
     report = {"node": node, "host": socket.gethostname(), "job_id": os.environ.get("SLURM_JOB_ID"),
               "cpu_count": os.cpu_count(), "time": time.time(), **probe_interpreter()}
-    return atomic_write_json(run.node_env(node), report)
+    return record(run, run.node_env(node), report)
 
 
 def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
@@ -214,7 +234,7 @@ def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
             state = "stopped"
         if warnings:
             info = {**info, "warnings": warnings}
-    return atomic_write_json(run.outcome, {"state": state, "time": time.time(), **info})
+    return record(run, run.outcome, {"state": state, "time": time.time(), **info})
 
 
 def _silent_failure(run: Run, global_step) -> tuple[str | None, list[str]]:

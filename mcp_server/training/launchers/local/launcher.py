@@ -14,20 +14,23 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import psutil
 
+from mcp_server.errors import UserInputError
 from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
 from mcp_server.interpreter import training_env
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import TRAIN_ARGS, LaunchPlan, LaunchTarget, Start, history, write_accelerate
 from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.local.process_state import process_state
 from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
-from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json, write_run_json
+from mcp_server.training.runrecord import derive_with, sync_run_json, write_run_json
+from mcp_server.training.stopping import stop_result
 from mcp_server.workspace import (
     atomic_write_json,
     atomic_write_text,
@@ -86,7 +89,8 @@ class LocalLauncher:
         config_sha, script_sha = start.config_sha256 or sha256_file(run.config), sha256_file(run.script)
         python = plan.train_command[0]
         started_ts = time.time()
-        proc, reward_sha = _spawn(run, python, start.resumed_from)
+        launch_id = uuid.uuid4().hex
+        proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id)
         try:
             create_time = psutil.Process(proc.pid).create_time()
         except psutil.NoSuchProcess:
@@ -101,7 +105,8 @@ class LocalLauncher:
             "reward_code_sha256": reward_sha, "git_commit": start.commit, "strategy": plan.strategy,
             "num_processes": plan.num_processes, "accelerate_config": written.get("accelerate_config"),
             "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
-            "env_verdict": start.env_verdict, "history": history(start.previous), "baselines": baseline_hashes()})
+            "env_verdict": start.env_verdict, "history": history(start.previous), "baselines": baseline_hashes(),
+            "launch_id": launch_id})
         resumed = start.resumed_from
         return LaunchResult(
             launched=True, run_dir=str(run.dir), state="starting", pid=proc.pid, command=plan.train_command,
@@ -118,36 +123,35 @@ class LocalLauncher:
     def status_text(self, derived: DerivedState) -> str:
         return ""  # the process and its files say it all (pid, state, log tail)
 
-    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
-        """Ask the run to stop at its next step end (it saves a checkpoint, then exits); after `timeout_s`,
-        terminate its whole process group (vLLM server included), then kill it. Only a process verified to be
-        this run's launcher, or one carrying this run's mark, is ever signalled."""
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str,
+             kill: bool = False) -> StopResult:
+        """Ask the run to stop at its next step end (it saves a checkpoint, then exits) and wait `timeout_s` for
+        it. A run still in its step then is left stopping (it stops itself there: nothing is lost); with `kill`,
+        its whole process group (vLLM server included) is terminated, then killed, and the result carries the
+        loss as an error. Only a process verified to be this run's launcher, or one carrying this run's mark, is
+        ever signalled."""
         record = derived.record
         pid, create_time = record.get("pid"), record.get("create_time")
+        began = time.time()
         try:
-            atomic_write_json(run.stop_request, {
+            tag = {"launch_id": record["launch_id"]} if isinstance(record.get("launch_id"), str) else {}
+            atomic_write_json(run.inside(run.stop_request), {
                 "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "time": time.time()})
+                "time": time.time(), **tag})  # this launch's request, never a later one's
             asked = True
-        except OSError:  # a full disk: the request cannot be written, so the run is stopped by signal at once
+        except (OSError, UserInputError):  # a full disk, a link: the request cannot be written; only a kill stops it
             asked = False
         graceful = asked and _wait_dead(run, pid, create_time, timeout_s)
-        if not graceful:
+        killed = False
+        if not graceful and kill:
             _signal_run(run, pid, create_time, signal.SIGTERM)
             if not _wait_dead(run, pid, create_time, TERM_GRACE_S):
                 _signal_run(run, pid, create_time, signal.SIGKILL)
                 _wait_dead(run, pid, create_time, 5)
-        after = sync_run_json(run, derive_with(run, self.state))
-        done = checkpoints(run, config)
-        saved = (read_json_if_present(run.stopped) or {}).get("step")
-        saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
-        if graceful:
-            message = f"{run.name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
-        else:
-            message = (f"{run.name} did not stop within {timeout_s:.0f} s and was killed; "
-                       + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
-        return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=not graceful,
-                          checkpoint=str(done[-1]) if done else None, message=message + note)
+            killed = True
+        waited = round(time.time() - began, 1)
+        return stop_result(run, sync_run_json(run, derive_with(run, self.state)), config, graceful, killed,
+                           waited, timeout_s, note, asked)
 
     def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
         return LaunchRequest(run=run_ref, num_processes=record.get("num_processes"),
@@ -160,7 +164,7 @@ def atomic_write_text_exec(path: Path, text: str) -> Path:
     return written
 
 
-def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.Popen, str | None]:
+def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str) -> tuple[subprocess.Popen, str | None]:
     """`bash train/launch.sh` in a new session, its output appended to train/logs/stdout.log; returned once bash
     has exec'd, so the identity every later check verifies (pid, start time, command line, directory) is true."""
     run.logs.mkdir(parents=True, exist_ok=True)
@@ -175,6 +179,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
         reward_sha = verdict_reward_sha256(run)
         env.pop(REWARD_SHA_ENV, None)
         env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
+        env[LAUNCH_ID_ENV] = launch_id  # the trainer tags its records with it (runs.LAUNCH_ID_ENV)
         proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 5

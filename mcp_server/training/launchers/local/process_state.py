@@ -24,21 +24,29 @@ def _record_dir(record: dict) -> Path | None:
         return None
 
 
-def _marker(path: Path) -> dict | None:
+def _marker(path: Path, record: dict | None = None) -> dict | None:
     """The JSON file's content: it was written during the current launch, since every launch starts without the
     markers of an earlier one (a relaunch archives the logs, a resume clears them). Its time is not compared
     with the launch's: a clock stepped back after the launch (NTP) would make the outcome of a run that succeeded
-    look older than its launch, and the run read failed."""
-    return read_json_if_present(path)
+    look older than its launch, and the run read failed. A marker tagged with another launch's id than the
+    record's (`launch_id`: the trainer writes it) is not this launch's: None. A marker reached through a link
+    (train/logs/ or the file itself) is another place's, never this run's: None."""
+    if path.is_symlink() or path.parent.is_symlink():
+        return None
+    value = read_json_if_present(path)
+    wanted = (record or {}).get("launch_id")
+    if value is not None and isinstance(wanted, str) and value.get("launch_id") != wanted:
+        return None
+    return value
 
 
 def _without_record(run: Run, note: str | None) -> DerivedState:
     """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
-    outcome = read_json_if_present(run.outcome)  # e.g. trained by hand, without launch_training
-    exit_code = read_exit_code(run)
+    outcome = _marker(run.outcome)  # e.g. trained by hand, without launch_training
+    exit_code = read_exit_code(run) if not run.logs.is_symlink() else None
     if isinstance(outcome, dict) and outcome.get("state", "succeeded") in TERMINAL:
         state = outcome.get("state", "succeeded")
-    elif read_json_if_present(run.stopped) is not None:
+    elif _marker(run.stopped) is not None:
         state = "stopped"
     elif exit_code not in (None, 0):
         state = "failed"
@@ -90,17 +98,20 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
                                     "a new run with its own files; the original's process is not this run's.")
         return replace(copy, copied_record=record)
     alive = proc is not None or bool(orphans)
-    stop_requested = _marker(run.stop_request) is not None
-    outcome = _marker(run.outcome)
-    exit_code = read_exit_code(run) if not alive else None
+    stop_requested = _marker(run.stop_request, record) is not None
+    outcome = _marker(run.outcome, record)
+    exit_code = read_exit_code(run) if not alive and not run.logs.is_symlink() else None
+    if run.logs.is_symlink():
+        note = ((note + "; ") if note else "") + ("train/logs is a symbolic link: what it leads to is not this "
+                                                  "run's record, so it is not read")
     if alive:
-        begun = _marker(run.train_begin) is not None
-        state = "running" if begun else "starting"
+        begun = _marker(run.train_begin, record) is not None
+        state = "stopping" if stop_requested else "running" if begun else "starting"
     elif outcome and outcome.get("state") in TERMINAL:
         state = outcome["state"]
         if state == "succeeded" and exit_code not in (None, 0):
             state = "failed"  # it saved the model, then crashed on the way out
-    elif stop_requested or _marker(run.stopped) is not None:
+    elif stop_requested or _marker(run.stopped, record) is not None:
         state = "stopped"
     else:
         state = "failed"

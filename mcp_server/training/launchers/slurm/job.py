@@ -185,7 +185,8 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
     if scheduler_state in PENDING:
         state = "pending"
     elif alive:
-        state = "running" if _newer(run.train_begin, since) is not None else "starting"
+        state = ("stopping" if stop_requested else "running" if _newer(run.train_begin, since) is not None
+                 else "starting")
     elif scheduler_state == "COMPLETED" or (scheduler_state is None and (outcome or exit_code is not None)):
         state = (outcome or {}).get("state") if (outcome or {}).get("state") in ("succeeded", "stopped") else (
             "stopped" if stopped else "failed")
@@ -225,7 +226,7 @@ def job_message(derived: DerivedState) -> str:
     sub = (derived.record or {}).get("slurm")
     planned = beside_scheduler((sub.get("plan_per_node") if isinstance(sub, dict) else None) or [],
                                view.get("nodes") or [])
-    if state in ("running", "starting"):
+    if state in ("running", "starting", "stopping"):
         return f" (job {job_id} on {','.join(view.get('nodes') or []) or '?'}{planned})"
     if state == "failed":
         nodes = ",".join(view.get("failed_nodes") or []) or "?"
@@ -248,10 +249,10 @@ def _wait_ended(run: Run, record: dict, timeout: float) -> bool:
         time.sleep(1.0)
 
 
-def stop_job(run: Run, derived: DerivedState, timeout_s: float) -> tuple[bool, bool, str]:
+def stop_job(run: Run, derived: DerivedState, timeout_s: float, kill: bool = True) -> tuple[bool, bool, str]:
     """Ask this run's job for a checkpoint (stop-request file + USR1 to its steps, which the trainer turns into a
-    save at the next step end), wait for the job to end; scancel it after `timeout_s`. Only a job verified to be
-    this run's (owns) is signalled. (graceful, cancelled, note)."""
+    save at the next step end), wait for the job to end; scancel it after `timeout_s` when `kill`, else leave it
+    finishing its step. Only a job verified to be this run's (owns) is signalled. (graceful, cancelled, note)."""
     record = derived.record or {}
     job, note = own_job(run, record)
     if job is None or not job.active:
@@ -265,6 +266,8 @@ def stop_job(run: Run, derived: DerivedState, timeout_s: float) -> tuple[bool, b
         scheduler.cancel(job.job_id, signal="USR1")
     if _wait_ended(run, record, timeout_s):
         return True, False, note or ""
+    if not kill:
+        return False, False, note or ""
     again, _ = own_job(run, record)
     if again is not None and again.active:
         scheduler.cancel(again.job_id)

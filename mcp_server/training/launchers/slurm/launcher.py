@@ -7,11 +7,12 @@ layout, the rows per node, whether to submit) travels in the plan as a SlurmDeta
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.interpreter import package_path
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
     TRAIN_ARGS,
@@ -26,7 +27,8 @@ from mcp_server.training.launchers.base import (
 )
 from mcp_server.training.launchers.machine import plan_launch_memory
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
-from mcp_server.training.runrecord import checkpoints, derive_with, sync_run_json
+from mcp_server.training.runrecord import derive_with, sync_run_json
+from mcp_server.training.stopping import stop_result
 from mcp_server.training.launchers.slurm.job import (
     describe,
     job_message,
@@ -144,25 +146,15 @@ class SlurmLauncher:
         """Why the job is pending, on which nodes it runs, where it failed (job.job_message)."""
         return job_message(derived)
 
-    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str) -> StopResult:
-        """Its own job (verified) is asked for a checkpoint, then cancelled after the timeout."""
-        graceful, cancelled, why = stop_job(run, derived, timeout_s)
+    def stop(self, run: Run, derived: DerivedState, timeout_s: float, config: dict, note: str,
+             kill: bool = False) -> StopResult:
+        """Its own job (verified) is asked for a checkpoint; cancelled after the timeout only with `kill`."""
+        began = time.time()
+        graceful, cancelled, why = stop_job(run, derived, timeout_s, kill)
         after = sync_run_json(run, derive_with(run, self.state))
-        done = checkpoints(run, config)
-        saved = (read_json_if_present(run.stopped) or {}).get("step")
-        saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
         job = (after.view or {}).get("job_id") or derived.record.get("job_id")
-        if graceful:
-            message = f"{run.name} (job {job}) stopped at step {saved} with a checkpoint saved; resume_training " \
-                      "continues it"
-        else:
-            message = (f"{run.name} (job {job}) was cancelled" + (f" after {timeout_s:.0f} s" if saved is None
-                                                                   else "")
-                       + "; " + (f"latest checkpoint {Path(done[-1]).name}" if done else "no checkpoint was saved"))
-        if after.alive:
-            message = f"{run.name} (job {job}) is still {after.state} after the stop: check squeue"
-        return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=cancelled,
-                          checkpoint=str(done[-1]) if done else None, message=message + (f" ({why})" if why else ""))
+        return stop_result(run, after, config, graceful, cancelled, round(time.time() - began, 1), timeout_s,
+                           note + (f" ({why})" if why else ""), who=f"{run.name} (job {job})")
 
     def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
         sub = record.get("slurm") if isinstance(record.get("slurm"), dict) else {}

@@ -1,0 +1,92 @@
+"""How long a stop waits, and what it then says (below the launchers, which stop; status.py asks them).
+
+A stop asks the run to save at its next step end (train/logs/stop-request.json, read by the trainer's progress
+callback) and waits for that step: the run's own logs say how long a step takes (the longest recent `step_time`,
+a CPU step can take minutes). A run still in its step when the wait ends is left `stopping`: it saves and exits
+there by itself, nothing lost. Only a stop asked to kill ends it early, and that loss is an error in the result
+(issue 49: a default 120 s timeout killed a run whose steps took 3-7 minutes and called it a stop).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from mcp_server.diagnosis.metrics import read_progress_records
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.derived import DerivedState
+from mcp_server.training.models import StopResult
+from mcp_server.training.runrecord import checkpoints
+
+STOP_WAIT_S = (120.0, 900.0)  # the default wait for the run's step end: at least, at most
+SAVE_MARGIN_S = 60.0  # beyond the step's expected end: the checkpoint's save
+STEP_WINDOW = 20  # progress lines whose step times are read
+
+
+def _positive(value) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
+def _lines(run: Run) -> list[dict]:
+    try:
+        return read_progress_records(run.progress).records[-STEP_WINDOW:]
+    except OSError:
+        return []
+
+
+def step_time(run: Run) -> float | None:
+    """The run's step time as its logs show it: the longest `step_time` among its latest progress lines (a step
+    varies: generation lengths, a save), None before its first logged step."""
+    times = [t for t in (_positive(line.get("step_time")) for line in _lines(run)) if t is not None]
+    return max(times) if times else None
+
+
+def stop_wait(run: Run, now: float | None = None) -> tuple[float, float | None]:
+    """(seconds a stop waits by default, the step time it read): until the current step's expected end (the last
+    logged step's time, else training's start, plus one step time and half another for a slow one) plus the save,
+    within STOP_WAIT_S; without a logged step time, the least of STOP_WAIT_S."""
+    now = time.time() if now is None else now
+    step = step_time(run)
+    lines = _lines(run)
+    last = _positive(lines[-1].get("time")) if lines else None
+    if last is None:
+        last = _positive((read_json_if_present(run.train_begin) or {}).get("time"))
+    if step is None or last is None:
+        return STOP_WAIT_S[0], step
+    wait = max(last + step - now, 0.0) + 0.5 * step + SAVE_MARGIN_S
+    return min(max(wait, STOP_WAIT_S[0]), STOP_WAIT_S[1]), step
+
+
+def stop_result(run: Run, after: DerivedState, config: dict, graceful: bool, killed: bool, waited: float,
+                timeout_s: float, note: str, asked: bool = True, who: str | None = None) -> StopResult:
+    """The stop's result from the state after it: stopped with the checkpoint it saved; still stopping (left to
+    finish its step); or killed, with what was lost as `error`. `who`: the run in words (a SLURM job)."""
+    done = checkpoints(run, config)
+    latest = Path(done[-1]).name if done else None
+    saved = (read_json_if_present(run.stopped) or {}).get("step")
+    saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
+    step = step_time(run)
+    name = who or run.name
+    error = None
+    if graceful:
+        message = (f"{name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
+                   if saved is not None else f"{name} ended ({after.state}) while the stop waited")
+    elif killed:
+        error = (f"killed after {timeout_s:.0f} s (kill was asked) before it reached its step end: the steps since "
+                 + (f"{latest} are lost" if latest else "its start are lost (no checkpoint was saved)"))
+        message = f"{name} did not stop within {timeout_s:.0f} s and was killed; " + error
+    elif after.alive:
+        per = f"its steps take up to {step:.0f} s (its logs)" if step else "no step is logged yet"
+        message = (f"{name} is stopping: asked to save and stop at its step end, still in its step after "
+                   f"{waited:.0f} s ({per}); it stops by itself there, nothing is lost. training_status shows "
+                   "when; stop_training with kill ends it now, losing the steps since "
+                   + (latest or "its start"))
+        if not asked:
+            message = f"{name}: the stop request could not be written (train/logs/); stop_training with kill ends it"
+    else:
+        message = f"{name} ended ({after.state}) while the stop waited"
+    return StopResult(run_dir=str(run.dir), state=after.state, graceful=graceful, killed=killed,
+                      checkpoint=str(done[-1]) if done else None, waited_s=waited,
+                      step_time_s=round(step, 1) if step else None, error=error, message=message + note)

@@ -1,0 +1,145 @@
+"""Forged results and lost work around a run (issue 48, "Forged results" and "Data loss and escapes"; issue 49, a NOT
+VALID emission), each replayed through the door it went through: the trainer's own (write_outcome, the progress
+callback's records, as the emitted train.py calls them), training_status, export_model, resume's patch, and
+emit-config. Nothing here trains or starts a process: the runs are constructed or emitted in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import cli_here
+
+
+def dead_run(workspace: Path, name: str, launch_id: str) -> Path:
+    """runs/<name>/: launched once (run.json with its launch id), its process dead without an outcome."""
+    run_dir = workspace / "runs" / name
+    (run_dir / "train" / "logs").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({"model_name_or_path": "tiny"}))
+    (run_dir / "train" / "logs" / "stdout.log").write_text("==== llm-finetuning launch\n")
+    (run_dir / "run.json").write_text(json.dumps({
+        "state": "running", "pid": 2**31 - 2, "create_time": 1.0, "started_ts": 1.0, "cwd": str(run_dir),
+        "launcher": ["bash", "train/launch.sh"], "launch_id": launch_id}))
+    return run_dir
+
+
+def test_a_logs_folder_redirected_mid_training_never_makes_another_run_succeed(workspace, monkeypatch):
+    """Run A's train/logs replaced by a link to dead run B's logs while A trained: A's trainer wrote its outcome
+    through it, and B read "succeeded" (and A wrote outside its own directory). The trainer's records are written
+    only inside its run, and a record of another launch is never read as this one's."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+    from mcp_server.training.trainer.progress import write_outcome
+
+    a, b = dead_run(workspace, "a", "a" * 32), dead_run(workspace, "b", "b" * 32)
+    assert training_status(StatusRequest(run=str(b))).state == "failed"
+    shutil.rmtree(a / "train" / "logs")
+    (a / "train" / "logs").symlink_to(b / "train" / "logs")
+    monkeypatch.setenv("LLM_FINETUNING_LAUNCH_ID", "a" * 32)  # as launch_training exports it to A's trainer
+    with pytest.raises(UserInputError, match="leads outside the run directory"):
+        write_outcome(a, "succeeded", global_step=4)
+    assert not (b / "train" / "logs" / "outcome.json").exists()
+    assert training_status(StatusRequest(run=str(b))).state == "failed"
+    # an outcome of another launch, however it got there (copied by hand), is not B's either
+    (b / "train" / "logs" / "outcome.json").write_text(json.dumps({"state": "succeeded", "launch_id": "a" * 32}))
+    assert training_status(StatusRequest(run=str(b))).state == "failed"
+    # and A, whose logs are a link, reads nothing through it
+    seen = training_status(StatusRequest(run=str(a)))
+    assert seen.state == "failed" and "symbolic link" in seen.note, seen
+
+
+def promoted_run(workspace: Path, tiny_model: Path, baseline: Path | None) -> Path:
+    """A never-launched run whose output_dir holds the tiny model, and a hand-written promotion.json naming it (its
+    content hash right) with a PROMOTE: no measurement behind it."""
+    from mcp_server.workspace import sha256_file, sha256_tree
+
+    run_dir = workspace / "runs" / "forged"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({"model_name_or_path": str(tiny_model),
+                                                                     "output_dir": "checkpoints"}))
+    shutil.copytree(tiny_model, run_dir / "checkpoints")
+    forged = {"verdict": "PROMOTE", "checkpoint": str(run_dir / "checkpoints"),
+              "checkpoint_sha256": sha256_tree(run_dir / "checkpoints"), "checkpoint_pass_rate": 0.9,
+              "baseline_pass_rate": 0.1, "goldens_sha256": "0" * 64, "reasons": ["trust me"],
+              "baseline_path": str(baseline or workspace / "eval" / "baseline-never.json"),
+              "baseline_sha256": sha256_file(baseline) if baseline else "0" * 64, "goldens": "goldens.jsonl"}
+    (run_dir / "promotion.json").write_text(json.dumps(forged))
+    return run_dir
+
+
+@pytest.mark.parametrize("baseline", ["never-existed", "real-but-unmeasured"])
+def test_a_hand_written_promotion_is_never_exported_as_promoted(workspace, tiny_model, baseline):
+    """A hand-written promotion.json (or one naming a baseline that never existed) PROMOTEd with no measurement:
+    export_model took its verdict. Its evidence is re-derived: refused, nothing exported."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.export import export_model
+    from mcp_server.evaluation.models import ExportRequest
+
+    path = None
+    if baseline == "real-but-unmeasured":
+        path = workspace / "eval" / "baseline-tiny.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"pass_rate": 0.1, "goldens_sha256": "0" * 64, "items": [], "ci_low": 0.0,
+                                    "ci_high": 0.2}))
+    run_dir = promoted_run(workspace, tiny_model, path)
+    with pytest.raises(UserInputError) as refused:
+        export_model(ExportRequest(run=str(run_dir), smoke_items=1))
+    assert "is not a promotion promote_checkpoint measured" in str(refused.value), refused.value
+    assert not (run_dir / "export").exists()
+
+
+def test_a_hand_written_guard_stop_moves_no_pin(workspace, tiny_model):
+    """A stopped.json written by hand with `"by": "guard"` made a patched resume move the verdict's pins for what
+    the patch changed (a sampling setting the review never saw). Only the guard's own record of the same stop, of
+    the run's last launch, moves a pin."""
+    from mcp_server.inspection.pins import config_pins
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+    from mcp_server.training.resume_patch import apply_patch
+    from support import emit_run
+
+    run = Run(emit_run("guarded"))
+    pins = config_pins(run)
+    run.inspection.mkdir(exist_ok=True)
+    run.verdict.write_text(json.dumps({"verdict": "pass", "pins": pins}))
+    run.logs.mkdir(parents=True, exist_ok=True)
+    run.stopped.write_text(json.dumps({"step": 2, "by": "guard", "code": "entropy_collapse"}))
+    refusals, _ = apply_patch(run, RunSpec.of_run(run), {"max_completion_length": 16})
+    assert not refusals, refusals
+    assert json.loads(run.verdict.read_text())["pins"] == pins  # nothing moved: the gate still refuses the change
+    assert "pin_updates" not in json.loads(run.verdict.read_text())
+
+
+def test_emission_never_overwrites_a_persons_train_py_and_says_what_a_not_valid_one_kept(workspace, tiny_model):
+    """emit-config --run-dir into a folder overwrote the person's own train/train.py; a NOT VALID emission left a
+    run directory without saying so."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    emit = ("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu")
+    proc = cli_here(*emit, "--run-name", "mine", "--json", env=env)
+    run_dir = Path(json.loads(proc.stdout)["run_dir"])
+    assert cli_here(*emit, "--run-dir", str(run_dir), env=env).returncode == 0  # over its own files: fine
+    script = run_dir / "train" / "train.py"
+    script.write_text(script.read_text() + "\n# my own change\n")
+    config = (run_dir / "train" / "config.yaml").read_bytes()
+    proc = cli_here(*emit, "--run-dir", str(run_dir), env=env)
+    assert proc.returncode == 2 and "train.py" in proc.stderr and "nothing was written" in proc.stderr, proc.stderr
+    assert script.read_text().endswith("# my own change\n")
+    assert (run_dir / "train" / "config.yaml").read_bytes() == config
+
+    own = workspace / "own"  # a folder of the person's, with their own script and config
+    (own / "train").mkdir(parents=True)
+    (own / "train" / "train.py").write_text("print('mine')\n")
+    (own / "train" / "config.yaml").write_text("learning_rate: 1.0e-6\n")
+    proc = cli_here(*emit, "--run-dir", str(own), env=env)
+    assert proc.returncode == 2 and "not written by emit_grpo_config" in proc.stderr, proc.stderr
+    assert (own / "train" / "train.py").read_text() == "print('mine')\n"
+
+    proc = cli_here(*emit, "--run-name", "bad", "--override", "loss_type=foo", env=env)
+    assert proc.returncode == 1 and "NOT VALID" in proc.stdout, proc.stdout
+    assert "were kept for you to read and fix" in proc.stdout and "launch_training refuses" in proc.stdout

@@ -1,0 +1,363 @@
+"""The run-state table (issue 48): every phase a run goes through x every point at which its process can die
+(after each file it writes, each checkpoint cut short after each of its files, checkpoints changed after their
+save) x what training_status, list_runs, stop_training, resume_training and promote_checkpoint then say.
+
+The cells are generated from the product's own declaration, `training/lifecycle.py` (PHASES, LAUNCH_WRITES,
+CHECKPOINT_WRITES): each phase is the writes of its parent phase and its own, and a cell is the run directory as
+the process left it when it died after one of them (nothing trains: the directories are constructed, the launcher
+is a process that has exited). The expected answers come from the contract in words (`expected` below), never
+from the code under test. A phase, a write or a state without a row fails
+`test_every_phase_write_and_state_has_a_row`. The live rows (a process that is still starting, running,
+stopping) are in test_run_stop.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+LAUNCHER = ["bash", "train/launch.sh"]
+OLD, NEW = "a" * 32, "b" * 32  # launch ids: the earlier attempt's, the resume's
+GONE = 2**31 - 2  # a launcher's pid that no process has (above any pid_max): the process died
+
+
+@dataclass(frozen=True)
+class Event:
+    """One write: a Run member of lifecycle.LAUNCH_WRITES (or a checkpoint's file) and what it carries."""
+
+    member: str
+    value: typing.Any = None
+    step: int | None = None  # a checkpoint's step, a progress line's step
+    file: str | None = None  # a checkpoint's file (lifecycle.CHECKPOINT_WRITES)
+
+
+def checkpoint(step: int) -> list[Event]:
+    from mcp_server.training.lifecycle import CHECKPOINT_WRITES
+
+    return [Event("checkpoint", step=step, file=name) for name in CHECKPOINT_WRITES]
+
+
+def phases() -> dict[str, tuple[str | None, list[Event]]]:
+    """phase -> (its parent phase, its own writes after the parent's): the life of lifecycle.PHASES."""
+    launch = [Event("run_json", OLD), Event("stdout")]
+    running = [Event("train_begin", OLD), Event("progress", step=1), *checkpoint(1), Event("progress", step=2)]
+    stopped = [Event("stopped", OLD, step=2), *checkpoint(2), Event("final_model"), Event("outcome", (OLD, "stopped")),
+               Event("exit_code", 0)]
+    succeeded = [*checkpoint(2), Event("progress", step=3), Event("final_model"),
+                 Event("outcome", (OLD, "succeeded")), Event("exit_code", 0)]
+    # resume_training: run.json rewritten for the new launch, the end markers cleared, then the new process writes
+    resumed = [Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW), Event("progress", step=3),
+               *checkpoint(3), Event("progress", step=4), Event("final_model"), Event("outcome", (NEW, "succeeded")),
+               Event("exit_code", 0)]
+    return {
+        "emitted": (None, []),
+        "gated": ("emitted", [Event("verdict")]),
+        "launching": ("gated", launch),
+        "running": ("launching", running),
+        "stopping": ("running", [Event("stop_request", OLD)]),  # stop_training tags it with the launch id
+        "stopped": ("stopping", stopped),
+        "failed": ("running", [Event("exit_code", 1)]),
+        "succeeded": ("running", succeeded),
+        "resumed": ("stopped", resumed),
+    }
+
+
+def lineage(phase: str) -> list[Event]:
+    parent, own = phases()[phase]
+    return (lineage(parent) if parent else []) + own
+
+
+# Changes after a complete save of checkpoint-2 (a stopped run): each makes it a folder resume must not load.
+TAMPERED = {
+    "file-removed": "optimizer.pt removed after the save",
+    "file-truncated": "model.safetensors cut short after the save",
+    "file-added": "adapter_model.safetensors added: weights the run never wrote",
+    "file-replaced": "model.safetensors replaced by other bytes of the same size",
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    phase: str
+    events: tuple[Event, ...]  # everything written, in order, when the process died
+    variant: str | None = None  # a TAMPERED key, "record-lost", "old-markers-kept"
+    id: str = field(default="")
+
+
+def cells() -> list[Cell]:
+    out = []
+    for phase, (parent, own) in phases().items():
+        base = lineage(parent) if parent else []
+        if not own:
+            out.append(Cell(phase, (), id=f"{phase}"))
+        for i, event in enumerate(own):
+            what = "-".join(str(x) for x in (event.member, event.step, event.file) if x)
+            out.append(Cell(phase, tuple(base + own[:i + 1]), id=f"{phase}/after-{i + 1:02d}-{what}"))
+    stopped = tuple(lineage("stopped"))
+    out += [Cell("stopped", stopped, variant, id=f"stopped/{variant}") for variant in TAMPERED]
+    # run.json lost while it ran (a person removed it) and the process died: its logs exist, how it ended unknown
+    out.append(Cell("running", tuple(lineage("running")), "record-lost", id="running/record-lost"))
+    # a resume that died at once, its earlier attempt's end markers left in train/logs/ (the clearing failed, or a
+    # person copied them back): never read as this attempt's outcome
+    early = tuple(lineage("stopped") + phases()["resumed"][1][:2])
+    out.append(Cell("resumed", early, "old-markers-kept", id="resumed/dead-with-old-markers"))
+    return out
+
+
+CELLS = cells()
+
+
+# ---------------------------------------------------------------- building a cell
+def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import CHECKPOINT_DIGEST, write_checkpoint_digest
+
+    run = Run(run_dir)
+    logs = run.logs
+    logs.mkdir(parents=True, exist_ok=True)
+    if event.member == "verdict":
+        run.verdict.parent.mkdir(parents=True, exist_ok=True)
+        run.verdict.write_text(json.dumps({"verdict": "pass", "reviewer": "table"}))
+    elif event.member == "run_json":
+        previous = json.loads(run.run_json.read_text()) if run.run_json.exists() else None
+        pid, started = GONE, t
+        record.clear()
+        record.update({"state": "starting", "pid": pid, "pgid": pid, "create_time": started, "started_ts": started,
+                       "cwd": str(run_dir), "launcher": LAUNCHER, "strategy": "single", "num_processes": 1,
+                       "config_sha256": hashlib.sha256(run.config.read_bytes()).hexdigest(),
+                       "launch_id": event.value})
+        if previous is not None:  # resume_training: the history, what it resumes, the end markers cleared
+            record.update({"history": [previous], "resumed_from": "checkpoints/checkpoint-2"})
+            for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.train_begin):
+                marker.unlink(missing_ok=True)
+        run.run_json.write_text(json.dumps(record))
+    elif event.member == "stdout":
+        with open(run.stdout, "a") as handle:
+            handle.write("==== llm-finetuning launch\n")
+    elif event.member == "train_begin":
+        run.train_begin.write_text(json.dumps({"max_steps": 4, "global_step": 0, "time": t,
+                                               "launch_id": event.value}))
+    elif event.member == "progress":
+        with open(run.progress, "a") as handle:
+            handle.write(json.dumps({"step": event.step, "time": t + event.step, "step_time": 1.0, "loss": 0.1,
+                                     "reward": 0.5}) + "\n")
+    elif event.member == "checkpoint":
+        folder = run.checkpoints / f"checkpoint-{event.step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        if event.file == CHECKPOINT_DIGEST:
+            write_checkpoint_digest(folder, event.step)  # as the run's callback does after the save
+        elif event.file == "trainer_state.json":
+            (folder / event.file).write_text(json.dumps({"global_step": event.step, "log_history": []}))
+        else:
+            (folder / event.file).write_bytes(f"{event.file} at step {event.step}".encode())
+    elif event.member == "stop_request":
+        run.stop_request.write_text(json.dumps({"time": t, "launch_id": event.value}))
+    elif event.member == "stopped":
+        run.stopped.write_text(json.dumps({"step": event.step, "time": t, "launch_id": event.value}))
+    elif event.member == "final_model":
+        (run.checkpoints / "config.json").write_text("{}")
+        (run.checkpoints / "model.safetensors").write_bytes(b"final weights")
+    elif event.member == "outcome":
+        launch_id, state = event.value
+        run.outcome.write_text(json.dumps({"state": state, "time": t, "launch_id": launch_id}))
+    elif event.member == "exit_code":
+        run.exit_code.write_text(f"{event.value}\n")
+    else:
+        raise AssertionError(f"the table cannot write {event.member}: give it a writer")
+
+
+def build(root: Path, template: Path, cell: Cell) -> Path:
+    run_dir = root / "runs" / cell.id.replace("/", "--")
+    shutil.copytree(template, run_dir)
+    record: dict = {}
+    t = time.time() - 3600
+    for event in cell.events:
+        if cell.variant == "old-markers-kept" and event.member == "run_json" and event.value == NEW:
+            kept = {p.name: p.read_bytes() for p in (run_dir / "train" / "logs").glob("*.json")}
+            write(run_dir, event, t, record)
+            for name, data in kept.items():  # the earlier attempt's stopped.json and outcome.json, back in place
+                (run_dir / "train" / "logs" / name).write_bytes(data)
+            continue
+        write(run_dir, event, t, record)
+    folder = run_dir / "checkpoints" / "checkpoint-2"
+    if cell.variant == "file-removed":
+        (folder / "optimizer.pt").unlink()
+    elif cell.variant == "file-truncated":
+        (folder / "model.safetensors").write_bytes(b"cut")
+    elif cell.variant == "file-added":
+        (folder / "adapter_model.safetensors").write_bytes(b"other weights")
+    elif cell.variant == "file-replaced":
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(bytes(b ^ 1 for b in data))
+    elif cell.variant == "record-lost":
+        (run_dir / "run.json").unlink()
+    return run_dir
+
+
+# ---------------------------------------------------------------- the contract, in words
+def expected(cell: Cell) -> dict:
+    """What every door must say about the cell, from what was written (not from the code under test):
+    - never launched (no run.json, no logs): not_launched;
+    - run.json lost and the process dead: unknown (its logs say neither how it ended nor that it runs);
+    - otherwise dead: this launch's outcome decides (succeeded needs exit code 0 or none; a crash on the way out
+      is failed; stopped is stopped); with no outcome, a stop asked or carried out is stopped, anything else
+      failed. Markers of another launch (another launch id) are not this launch's;
+    - the checkpoints are those whose every file was written, digest last, and left as saved; the latest of them
+      is what a resume starts from; one changed after its save is never the latest (changed in size, a file gone
+      or added) or is refused by resume (same size, other bytes);
+    - stop: nothing to stop (nothing killed), naming the latest checkpoint;
+    - resume: refused (state) when never launched or its record is lost, (checkpoint) without one;
+    - promote: judges the output_dir only of a succeeded run (or a model placed in a never-launched one)."""
+    events = list(cell.events)
+    launched = any(e.member == "run_json" for e in events)
+    current = next((e.value for e in reversed(events) if e.member == "run_json"), None)
+    since = max((i for i, e in enumerate(events) if e.member == "run_json"), default=-1)
+    mine = events[since + 1:] if since >= 0 else events
+    outcome = next((e.value[1] for e in reversed(mine) if e.member == "outcome" and e.value[0] == current), None)
+    exit_code = next((e.value for e in reversed(mine) if e.member == "exit_code"), None)
+    stop_asked = any(e.member in ("stop_request",) for e in mine) or any(
+        e.member == "stopped" and e.value == current for e in mine)
+    if cell.variant == "old-markers-kept":  # what the markers the table copied back say is another launch's
+        stop_asked = False
+    if not launched:
+        state = "not_launched"
+    elif cell.variant == "record-lost":
+        state = "unknown"
+    elif outcome == "succeeded":
+        state = "succeeded" if exit_code in (None, 0) else "failed"
+    elif outcome == "stopped":
+        state = "stopped"
+    else:
+        state = "stopped" if stop_asked else "failed"
+    from mcp_server.training.lifecycle import CHECKPOINT_WRITES
+
+    saved = [e.step for e in events if e.member == "checkpoint" and e.file == CHECKPOINT_WRITES[-1]]
+    listed = [s for s in saved if not (s == 2 and cell.variant in ("file-removed", "file-truncated", "file-added"))]
+    latest = f"checkpoint-{listed[-1]}" if listed else None
+    if not launched or cell.variant == "record-lost":
+        resume = ("refused", "state")
+    elif latest is None:
+        resume = ("refused", "checkpoint")
+    elif cell.variant == "file-replaced":
+        resume = ("refused", "checkpoint")
+    else:
+        resume = ("from", latest)
+    final = any(e.member == "final_model" for e in events)
+    if state == "succeeded" or (state == "not_launched" and final):
+        promote = "goldens"  # past the state check: no baseline and no goldens given here
+    elif state == "not_launched":
+        promote = "checkpoint"  # no saved model in output_dir
+    else:
+        promote = "run"  # refused naming the state
+    return {"state": state, "latest": latest, "resume": resume, "promote": promote}
+
+
+# ---------------------------------------------------------------- the table
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run-states-ws")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        base = root / "base-model"  # a local model directory: nothing here loads it
+        base.mkdir()
+        (base / "config.json").write_text("{}")
+        template = root / "template"
+        (template / "train").mkdir(parents=True)
+        (template / "train" / "config.yaml").write_text(yaml.safe_dump(
+            {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+        started = time.time()
+        built = {cell.id: build(root, template, cell) for cell in CELLS}
+        from mcp_server.training.status import list_runs
+
+        listed = {Path(r.run_dir).name: r.state for r in list_runs().runs}
+        yield built, listed, started
+        print(f"\nrun-state table: {len(CELLS)} cells built in {time.time() - started:.1f} s")
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[c.id for c in CELLS])
+def test_each_cell_of_the_run_state_table(cell, table):
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.training.launch import launch_training, resume_training
+    from mcp_server.training.models import LaunchRequest, RunRequest, StatusRequest, StopRequest
+    from mcp_server.training.status import stop_training, training_status
+
+    built, listed, _ = table
+    run_dir = built[cell.id]
+    want = expected(cell)
+
+    status = training_status(StatusRequest(run=str(run_dir)))
+    assert (status.state, status.alive) == (want["state"], False), (cell.id, status.message)
+    assert listed[run_dir.name] == want["state"], cell.id
+    names = [Path(p).name for p in status.checkpoints]
+    assert (names[-1] if names else None) == want["latest"], (cell.id, names)
+
+    stop = stop_training(StopRequest(run=str(run_dir), timeout_s=0, kill=True))
+    assert not stop.killed and not stop.graceful and stop.error is None and "nothing to stop" in stop.message, cell.id
+    assert (Path(stop.checkpoint).name if stop.checkpoint else None) == want["latest"], cell.id
+
+    kind, what = want["resume"]
+    if kind == "refused":
+        resumed = resume_training(RunRequest(run=str(run_dir)))
+        assert not resumed.launched and [r.gate for r in resumed.refusals][:1] == [what], (cell.id, resumed.message)
+    else:  # what a resume starts from, as the launch refusal names it (a resume itself would run every gate)
+        again = launch_training(LaunchRequest(run=str(run_dir)))
+        assert not again.launched and f"(latest checkpoint {what})" in again.refusals[0].message, cell.id
+
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir)))
+    assert refused.value.field == want["promote"], (cell.id, str(refused.value))
+    if want["promote"] == "run":
+        assert f"is {want['state']}, not succeeded" in str(refused.value)
+
+
+def test_every_phase_write_and_state_has_a_row():
+    """A phase, a write of a launch, a checkpoint's file or a run state the table does not reach fails here: the
+    table is generated from training/lifecycle.py, so a declaration without a row is a gap to fill."""
+    from mcp_server.runs import Run
+    from mcp_server.training.lifecycle import CHECKPOINT_WRITES, LAUNCH_WRITES, PHASES, SCHEDULER_STATES
+    from mcp_server.training.models import RunState
+
+    assert {c.phase for c in CELLS} == set(PHASES)
+    written = [e.member for c in CELLS for e in c.events]
+    for member, _ in LAUNCH_WRITES:
+        assert member in written, f"no cell writes {member}"
+        assert member in ("checkpoint", "final_model") or isinstance(getattr(Run, member, None), property), member
+    for name in CHECKPOINT_WRITES:  # a save cut right after each of its files
+        assert any(c.events and c.events[-1].file == name for c in CELLS), name
+    live = ("starting", "running", "stopping")  # a process alive: tests/test_run_stop.py
+    reached = {expected(c)["state"] for c in CELLS}
+    missing = set(typing.get_args(RunState)) - reached - set(live) - set(SCHEDULER_STATES)
+    assert not missing, f"run states without a row: {sorted(missing)}"
+    assert len(CELLS) >= 40, len(CELLS)
+
+
+@pytest.mark.parametrize("step_times, ago, wait", [
+    ((), None, 120.0),  # no step logged yet: the least wait, then the run is left stopping (never killed)
+    ((2.0, 3.0), 1.0, 120.0),  # fast steps: the least wait covers the save
+    ((200.0, 420.0, 180.0), 10.0, 410.0 + 210.0 + 60.0),  # a CPU run's 3-7 minute steps (issue 49): the longest
+    ((3000.0,), 0.0, 900.0),  # at most 15 minutes, then stopping
+])
+def test_a_stop_waits_as_long_as_the_runs_logged_steps_take(tmp_path, step_times, ago, wait):
+    """The default wait of stop_training: the current step's expected end from the run's own progress log (its
+    longest recent step_time after the last logged step), half a step more and a minute for the save."""
+    from mcp_server.runs import Run
+    from mcp_server.training.stopping import stop_wait
+
+    run = Run(tmp_path / "run")
+    run.logs.mkdir(parents=True)
+    now = 1_000_000.0
+    run.progress.write_text("".join(json.dumps({"step": i + 1, "time": now - ago, "step_time": t}) + "\n"
+                                    for i, t in enumerate(step_times)))
+    waited, step = stop_wait(run, now=now)
+    assert waited == pytest.approx(wait) and step == (max(step_times) if step_times else None)

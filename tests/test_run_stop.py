@@ -1,0 +1,154 @@
+"""stop-training never loses the step it waited for (issue 49: its default 120 s timeout hard-killed a CPU run whose
+steps took 3-7 minutes, "did not stop within 120 s and was killed; no checkpoint was saved", exit code 0), and the
+live rows of the run-state table (tests/test_run_states.py): a run starting, running and stopping.
+
+The run here is a stand-in trainer (train/launch.sh, started as launch_training starts it, verified as the run's
+launcher by pid, start time, command line and directory) that logs a step every STEP seconds and honours a stop
+request at its step end as the real progress callback does: it saves checkpoint-N (with the digest the callback
+writes), stopped.json, outcome.json, then exits 0. Nothing trains; the step times are the trainer's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from conftest import ROOT, run_cli_json
+
+pytestmark = pytest.mark.slow  # every test here starts a process
+
+LAUNCHER = ["bash", "train/launch.sh"]
+
+TRAINER = r"""#!/bin/bash
+# a stand-in trainer: a step every STEP seconds; a stop request is honoured at the step's end
+export LLM_FINETUNING_RUN_DIR="$(pwd -P)"
+LOGS=train/logs
+now() {{ date +%s.%N; }}
+sleep {start}
+echo "{{\"max_steps\": 100, \"global_step\": 0, \"time\": $(now)}}" > $LOGS/train-begin.json
+step=0
+while true; do
+  sleep {step}
+  step=$((step+1))
+  echo "{{\"step\": $step, \"time\": $(now), \"step_time\": {step}, \"loss\": 0.1}}" >> $LOGS/progress.jsonl
+  if [ -f $LOGS/stop-request.json ]; then
+    d=checkpoints/checkpoint-$step
+    mkdir -p $d
+    echo weights > $d/model.safetensors
+    echo "{{\"global_step\": $step}}" > $d/trainer_state.json
+    "{python}" -c 'import sys, pathlib; from mcp_server.training.trainer.digest import write_checkpoint_digest as w
+w(pathlib.Path(sys.argv[1]))' $d
+    echo "{{\"step\": $step}}" > $LOGS/stopped.json
+    echo '{{"state": "stopped"}}' > $LOGS/outcome.json
+    echo 0 > $LOGS/exit-code
+    exit 0
+  fi
+done
+"""
+
+
+def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0) -> tuple[Path, subprocess.Popen]:
+    """runs/<name>/ with its stand-in trainer started (a new session, as launch_training starts train/launch.sh)
+    and the run.json launch_training writes for it."""
+    run_dir = workspace / "runs" / name
+    (run_dir / "train" / "logs").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(
+        {"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 100}))
+    (run_dir / "train" / "launch.sh").write_text(TRAINER.format(step=step, start=start, python=sys.executable))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(LAUNCHER, cwd=run_dir, start_new_session=True, env=env, stdin=subprocess.DEVNULL,
+                            stdout=open(run_dir / "train" / "logs" / "stdout.log", "ab"), stderr=subprocess.STDOUT)
+    created = psutil.Process(proc.pid).create_time()
+    (run_dir / "run.json").write_text(json.dumps({
+        "state": "starting", "pid": proc.pid, "pgid": proc.pid, "create_time": created, "started_ts": created,
+        "cwd": str(run_dir), "launcher": LAUNCHER, "strategy": "single", "num_processes": 1}))
+    return run_dir, proc
+
+
+def status(run_dir: Path, env: dict) -> dict:
+    return run_cli_json("training-status", str(run_dir), here=True, env=env)[1]
+
+
+def until(run_dir: Path, env: dict, done, timeout: float = 60) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        seen = status(run_dir, env)
+        if done(seen):
+            return seen
+        time.sleep(0.3)
+    raise AssertionError(f"timed out; last status: {seen}")
+
+
+def end(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def test_a_stop_that_times_out_leaves_the_run_stopping_and_loses_nothing(workspace):
+    """The issue's walk, at a small scale: the step takes longer than the stop waits. The stop leaves the run
+    stopping (never killed, exit 0, no error), the run finishes its step, saves and stops by itself; the live
+    states on the way are starting, running, stopping (the table's live rows)."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_cli_json("list-runs", here=True, env=env)  # the doors' imports, before the clock of the start runs
+    run_dir, proc = start_trainer(workspace, "slow-steps", step=4, start=3)
+    try:
+        assert status(run_dir, env)["state"] == "starting"
+        seen = until(run_dir, env, lambda s: s["step"] == 1)
+        assert seen["state"] == "running" and seen["alive"], seen
+        began = time.time()
+        stop_proc, stop = run_cli_json("stop-training", str(run_dir), "--timeout", "1", here=True, env=env)
+        assert stop_proc.returncode == 0 and stop["state"] == "stopping", stop
+        assert not stop["killed"] and not stop["graceful"] and stop["error"] is None, stop
+        assert stop["step_time_s"] == 4 and "nothing is lost" in stop["message"], stop
+        assert time.time() - began < 4 and proc.poll() is None  # the call returned; the run finishes its step
+        assert status(run_dir, env)["state"] == "stopping"
+        runs = run_cli_json("list-runs", here=True, env=env)[1]
+        assert {r["run"]: r["state"] for r in runs["runs"]}["slow-steps"] == "stopping"
+        done = until(run_dir, env, lambda s: not s["alive"], timeout=30)
+        assert done["state"] == "stopped" and done["exit_code"] == 0, done
+        saved = json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"]
+        assert [Path(p).name for p in done["checkpoints"]] == [f"checkpoint-{saved}"] and saved >= 2
+    finally:
+        end(proc)
+
+
+def test_a_stop_by_default_waits_for_the_step_its_logs_show(workspace):
+    """No timeout given: the stop waits for the step's expected end (its logs' step time) and the save."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, "waited", step=3)
+    try:
+        until(run_dir, env, lambda s: s["step"] == 1)
+        stop_proc, stop = run_cli_json("stop-training", str(run_dir), here=True, env=env)
+        assert stop_proc.returncode == 0 and stop["graceful"] and not stop["killed"], stop
+        assert stop["state"] == "stopped" and stop["error"] is None and stop["waited_s"] < 30, stop
+        assert Path(stop["checkpoint"]).name.startswith("checkpoint-") and "checkpoint saved" in stop["message"]
+    finally:
+        end(proc)
+
+
+def test_a_kill_is_asked_for_and_never_reported_as_a_success(workspace):
+    """Only `--kill` ends a run before its step end, and then the result is an error naming the loss (exit 1),
+    never "stopped" as a success."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, "killed", step=120)
+    try:
+        until(run_dir, env, lambda s: s["state"] == "running")
+        stop_proc, stop = run_cli_json("stop-training", str(run_dir), "--timeout", "1", "--kill", here=True,
+                                       env=env)
+        assert stop_proc.returncode == 1 and stop["killed"] and not stop["graceful"], stop
+        assert "lost" in stop["error"] and "no checkpoint was saved" in stop["error"], stop
+        assert proc.wait(timeout=30) is not None and not status(run_dir, env)["alive"]
+    finally:
+        end(proc)
