@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
+from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
 from mcp_server.interpreter import training_env
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
@@ -175,6 +175,9 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
         reward_sha = verdict_reward_sha256(run)
         env.pop(REWARD_SHA_ENV, None)
         env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
+        # ... and the verdict's own bytes: one swapped after the gate (its pins forged to match) is refused there
+        env.pop(VERDICT_SHA_ENV, None)
+        env.update({VERDICT_SHA_ENV: sha256_file(run.verdict)} if run.verdict.is_file() else {})
         proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 5

@@ -1,0 +1,367 @@
+"""Issue 48, the point-of-use gate as a table: every input the trainer reads x every form TRL and the datasets
+library accept for it x every change after the verdict; the gate's pins (inspection.pins.run_pins, what
+check_inspection_gate compares) and the trainer's own fingerprint (inspection.training_inputs, what
+check_reviewed_inputs compares) must each see the change and name it.
+
+The rows are generated from the code that defines what is pinned: every config field config.fields declares
+pinned (GRPOView's table), every part run_pins returns (PART_NAMES), every key of TRL's DatasetConfig, every
+from_pretrained argument that chooses the model's files (training_inputs.WEIGHT_KWARGS). A new pinned field or a
+new part gets rows without a new test, and `test_every_input_has_rows` fails for a part no row covers. Cells are
+cheap: constructed runs, no sampling, no training (the launches through a real trainer are in
+tests/test_gate_point_of_use.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mcp_server.config.fields import pinned
+from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.errors import UserInputError
+from mcp_server.inspection import pins as pins_module
+from mcp_server.inspection.pins import MODEL_DATA_KEYS, PART_NAMES, changes, config_pins, run_pins
+from mcp_server.inspection.training_inputs import WEIGHT_KWARGS, trained_model
+from mcp_server.runs import Run
+
+REWARD = "0" * 64
+CHANGES = ("edited", "replaced", "removed", "added", "renamed", "linked")
+ROWS = [{"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
+
+
+def _jsonl(path: Path, rows=ROWS, tag: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({**r, "prompt": r["prompt"] + tag}) + "\n" for r in rows))
+    return path
+
+
+def _model(folder: Path) -> Path:
+    """A model folder as save_pretrained leaves it, with a subfolder and a hidden folder from_pretrained can be
+    pointed at (model_init_kwargs' subfolder)."""
+    for name, text in {"config.json": '{"model_type": "llama"}', "model.safetensors": "weights",
+                       "tokenizer.json": "{}", "sub/config.json": '{"model_type": "llama"}',
+                       "sub/model.safetensors": "other weights", ".hidden/model.safetensors": "hidden weights"}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def _run(tmp_path: Path, config: dict) -> Run:
+    run = Run(tmp_path / "run")
+    (run.dir / "train").mkdir(parents=True, exist_ok=True)
+    (run.dir / "train" / "config.yaml").write_text(yaml.safe_dump({"output_dir": "checkpoints", **config}))
+    (run.dir / "train" / "train.py").write_text("print('train')\n")
+    return run
+
+
+def _change(path: Path, how: str, tmp_path: Path) -> None:
+    """One change after the verdict to the file `path` (for "added": a new file beside it)."""
+    extra = json.dumps({"prompt": "unreviewed", "answer": "0"}) + "\n" if path.suffix == ".jsonl" else "unreviewed\n"
+    other = tmp_path / "elsewhere" / path.name
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_text(path.read_text() + extra if path.is_file() else extra)
+    if how == "edited":
+        with open(path, "a") as handle:
+            handle.write(extra)
+    elif how == "replaced":  # another file renamed over it (a new inode, other content)
+        shutil.copy(other, path.with_name(path.name + ".new"))
+        os.replace(path.with_name(path.name + ".new"), path)
+    elif how == "removed":
+        path.unlink()
+    elif how == "added":
+        shutil.copy(other, path.with_name("added-" + path.name))
+    elif how == "renamed":
+        path.rename(path.with_name("renamed-" + path.name))
+    elif how == "linked":  # a link to other content where the file was
+        path.unlink()
+        path.symlink_to(other)
+
+
+def _moved(before: dict, run: Run) -> list[str]:
+    """What the gate says changed: changes() of the pins, or the error that closes it when a pinned input cannot
+    be read at all (check_inspection_gate: "what the verdict vouches for cannot be read now: ...")."""
+    try:
+        return changes(before, run_pins(run, REWARD))
+    except UserInputError as exc:
+        return [f"the {exc.field} cannot be read: {exc}"]
+
+
+def _trained(name: str, run: Run) -> dict | str:
+    try:
+        return trained_model(name, None, run)
+    except UserInputError as exc:  # the trainer exits before it loads anything
+        return str(exc)
+
+
+# ---------------------------------------------------------------- config fields x (edited, removed, added)
+def _pinned_fields() -> list[str]:
+    return sorted(n for n in GRPOView.DEFAULTS if pinned(n) and n not in MODEL_DATA_KEYS)
+
+
+@pytest.mark.parametrize("field", _pinned_fields())
+def test_a_pinned_config_field_changed_is_named(tmp_path, field):
+    """Each pinned field edited, removed and added where nothing was: the config part of the pins (config_pins,
+    which run_pins and the sampling record's config_pins both are) moves and names the field."""
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    base = {"output_dir": "checkpoints", "model_name_or_path": str(tmp_path / "model"),
+            "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))}
+    for how, (old, new) in {"edited": ("a", "b"), "removed": ("a", None), "added": (None, "b")}.items():
+        before = config_pins(run, {**base, **({field: old} if old is not None else {})})
+        after = config_pins(run, {**base, **({field: new} if new is not None else {})})
+        moved = changes(before, after)
+        assert moved and field in " ".join(moved), (field, how, moved)
+
+
+def test_resume_from_checkpoint_is_pinned():
+    """It decides the weights that train (issue 48: it was declared unpinned)."""
+    assert pinned("resume_from_checkpoint") and "resume_from_checkpoint" in _pinned_fields()
+
+
+# ---------------------------------------------------------------- the data: every form x every change
+def _data_forms(tmp_path: Path) -> dict[str, tuple[dict, Path]]:
+    """form -> (the config's data fields, the file a change hits). Relative names are resolved in the run
+    directory, as the trainer resolves them."""
+    data = tmp_path / "run" / "data"
+    one = _jsonl(data / "train.jsonl")
+    _jsonl(data / "more.jsonl", tag=" (more)")
+    return {
+        "dataset_name: a file": ({"dataset_name": str(one)}, one),
+        "dataset_name: a directory": ({"dataset_name": str(data)}, one),
+        "dataset_name: a relative name resolved in the run": ({"dataset_name": "data"}, one),
+        "data_files: a string": ({"datasets": [{"path": "json", "data_files": "data/train.jsonl"}]}, one),
+        "data_files: a list": ({"datasets": [{"path": "json", "data_files": ["data/train.jsonl",
+                                                                             "data/more.jsonl"]}]}, one),
+        "data_files: a mapping of splits": ({"datasets": [{"path": "json", "data_files": {
+            "train": "data/train.jsonl", "test": "data/more.jsonl"}}]}, one),
+        "data_files: a relative glob": ({"datasets": [{"path": "json", "data_files": "data/*.jsonl"}]}, one),
+        "data_files: an absolute glob": ({"datasets": [{"path": "json", "data_files": str(data / "*.jsonl")}]}, one),
+        "data_files: relative to data_dir": ({"datasets": [{"path": "json", "data_dir": "data",
+                                                            "data_files": "train.jsonl"}]}, one),
+        "path: a directory": ({"datasets": [{"path": "data"}]}, one),
+        "path: an absolute directory": ({"datasets": [{"path": str(data)}]}, one),
+    }
+
+
+# A change that a form does not read cannot change what trains: a file added beside a named file.
+_NOT_READ = {("added", form) for form in ("dataset_name: a file", "data_files: a string", "data_files: a list",
+                                            "data_files: a mapping of splits", "data_files: relative to data_dir")}
+DATA_FORMS = list(_data_forms(Path("/nonexistent")))
+
+
+@pytest.mark.parametrize("how", CHANGES)
+@pytest.mark.parametrize("form", DATA_FORMS)
+def test_the_data_changed_is_named_by_the_gate(tmp_path, form, how):
+    fields, target = _data_forms(tmp_path)[form]
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})
+    before = run_pins(run, REWARD)
+    _change(target, how, tmp_path)
+    moved = changes(before, run_pins(run, REWARD))
+    if (how, form) in _NOT_READ:
+        assert not moved
+    else:
+        assert moved and "the data set changed" in moved[0], (form, how, moved)
+
+
+@pytest.mark.slow  # TRL's parser and the datasets library, as the trainer loads (no process, no model)
+@pytest.mark.parametrize("how", [c for c in CHANGES if c != "renamed"])
+@pytest.mark.parametrize("form", [f for f in DATA_FORMS if f.startswith(("data_files", "path"))])
+def test_the_data_changed_is_seen_by_the_trainers_loader(tmp_path, form, how):
+    """What the trainer hashes at the point of use (its rows, loaded as train.py loads them) differs too, or the
+    loader cannot read the data at all (the trainer exits before it trains). A rename that leaves every row as it
+    was changes nothing that trains: the gate's pins refuse it (test_the_data_changed_is_named_by_the_gate)."""
+    from mcp_server.inspection.training_inputs import load_training_inputs
+
+    fields, target = _data_forms(tmp_path)[form]
+    fields = json.loads(json.dumps(fields).replace('"test"', '"unused"'))
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})
+    (run.dir / "cache").mkdir()
+    before = load_training_inputs(run, run.dir / "cache" / "a")["fingerprint"]
+    _change(target, how, tmp_path)
+    if (how, form) in _NOT_READ:
+        return
+    try:
+        after = load_training_inputs(run, run.dir / "cache" / "b")["fingerprint"]
+    except (OSError, ValueError) as exc:  # FileNotFoundError, datasets' "Unable to find", no data files
+        assert how == "removed", (form, how, exc)
+        return
+    assert after["rows_sha256"] != before["rows_sha256"], (form, how)
+
+
+@pytest.mark.slow  # imports TRL and datasets
+def test_the_trainers_rows_are_in_memory(tmp_path):
+    """The trainer hashes the rows it trains on: none is read again from the cache's arrow files (issue 48)."""
+    from mcp_server.inspection.training_inputs import load_training_inputs
+
+    fields, _ = _data_forms(tmp_path)["data_files: a relative glob"]
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})
+    loaded = load_training_inputs(run, tmp_path / "cache")
+    assert loaded["dataset"].cache_files == []
+    shutil.rmtree(tmp_path / "cache")
+    assert len(loaded["dataset"].to_list()) == 2 * len(ROWS)
+
+
+def test_every_datasets_entry_key_is_pinned(tmp_path):
+    """Every field TRL's DatasetConfig takes (path, name, data_dir, data_files, split, columns, fraction, ...)
+    set on an entry moves the data pin: a key TRL adds is pinned without a new row."""
+    from trl.scripts.utils import DatasetConfig
+
+    _jsonl(tmp_path / "run" / "data" / "train.jsonl")
+    entry = {"path": "json", "data_files": "data/train.jsonl"}
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), "datasets": [entry]})
+    before = run_pins(run, REWARD)
+    for field in dataclasses.fields(DatasetConfig):
+        changed = {**entry, field.name: ["data/train.jsonl", "data/x.jsonl"] if field.name == "data_files"
+                   else "other" if field.name != "fraction" else 0.5}
+        run.config.write_text(yaml.safe_dump({"output_dir": "checkpoints", "datasets": [changed],
+                                              "model_name_or_path": str(tmp_path / "model")}))
+        assert changes(before, run_pins(run, REWARD)), field.name
+
+
+# ---------------------------------------------------------------- the model: every form x file x change
+MODEL_FILES = ("config.json", "model.safetensors", "sub/model.safetensors", ".hidden/model.safetensors")
+
+
+def _fake_hub_cache(cache: Path, repo: str, model: Path, commit: str = "a" * 40) -> Path:
+    """The local HF cache huggingface_hub writes: snapshots/<commit>/ of links into blobs/, refs/main."""
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / commit
+    for path in sorted(p for p in model.rglob("*") if p.is_file()):
+        blob = root / "blobs" / f"{commit}-{path.relative_to(model).as_posix().replace('/', '_')}"
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, blob)
+        link = snapshot / path.relative_to(model)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (root / "refs").mkdir(parents=True, exist_ok=True)
+    (root / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def _model_forms(tmp_path: Path, monkeypatch) -> dict[str, tuple[str, Path]]:
+    """form -> (model_name_or_path, the folder whose files training loads)."""
+    inside = _model(tmp_path / "run" / "model")
+    outside = _model(tmp_path / "outside-model")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    snapshot = _fake_hub_cache(tmp_path / "hub", "org/model", _model(tmp_path / "hub-source"))
+    return {"a relative directory in the run": ("model", inside), "an absolute directory": (str(outside), outside),
+            "a hub name resolved in the local cache": ("org/model", snapshot)}
+
+
+MODEL_FORMS = ("a relative directory in the run", "an absolute directory", "a hub name resolved in the local cache")
+
+
+@pytest.mark.parametrize("how", CHANGES)
+@pytest.mark.parametrize("file", MODEL_FILES)
+@pytest.mark.parametrize("form", MODEL_FORMS)
+def test_the_model_changed_is_named_by_the_gate_and_the_trainer(tmp_path, monkeypatch, form, file, how):
+    name, folder = _model_forms(tmp_path, monkeypatch)[form]
+    run = _run(tmp_path, {"model_name_or_path": name, "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    before, trained = run_pins(run, REWARD), trained_model(name, None, run)
+    target = folder / file
+    if target.is_symlink() and how in ("edited", "replaced"):  # a cache's snapshot holds links into blobs/: an
+        target = target.resolve()  # in-place overwrite of the cache hits the blob
+    _change(target, how, tmp_path)
+    moved = _moved(before, run)
+    assert moved and ("the model changed" in moved[0] or "the model cannot be read" in moved[0]), moved
+    assert _trained(name, run) != trained, (form, file, how)
+
+
+def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
+    """An honest upstream update (the cache's main moved to a new commit) and another cache (an HF_HOME switch)
+    are other weights: the gate and the trainer both see them."""
+    name, _ = _model_forms(tmp_path, monkeypatch)["a hub name resolved in the local cache"]
+    run = _run(tmp_path, {"model_name_or_path": name, "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    before, trained = run_pins(run, REWARD), trained_model(name, None, run)
+    newer = _model(tmp_path / "newer")
+    (newer / "model.safetensors").write_text("updated upstream")
+    _fake_hub_cache(tmp_path / "hub", "org/model", newer, commit="b" * 40)
+    assert "the model changed" in changes(before, run_pins(run, REWARD))[0]
+    assert trained_model(name, None, run) != trained
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    assert "the model changed" in changes(before, run_pins(run, REWARD))[0]
+    assert trained_model(name, None, run)["files_sha256"] is None
+
+
+@pytest.mark.parametrize("kwarg", WEIGHT_KWARGS)
+def test_model_init_kwargs_that_choose_the_files_are_in_the_model_pin(tmp_path, kwarg):
+    """A `subfolder` (or variant, gguf_file, use_safetensors) trains other files of the same folder: the trainer's
+    model pin names it, and sampling loads with it (sampling.py passes them to load_model)."""
+    model = _model(tmp_path / "model")
+    run = _run(tmp_path, {"model_name_or_path": str(model)})
+    plain = trained_model(str(model), None, run, {"dtype": "float32"})
+    chosen = trained_model(str(model), None, run, {"dtype": "float32", kwarg: "sub"})
+    assert chosen != plain and chosen["loads"] == {kwarg: "sub"}
+
+
+# ---------------------------------------------------------------- the files beside train.py, the script, sidecars
+def _sidecars(run: Run) -> dict[str, Path]:
+    """part -> a file of it that a change hits."""
+    files = {"script": run.script, "train_files": run.train / "helper.py", "samples_meta": run.samples_meta,
+             "train_files/dynamic_sampling": run.dynamic_sampling, "train_files/a package": run.train / "pkg" / "m.py"}
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text('{"trained": {"rows": 4}}\n' if path.suffix == ".json" else "x = 1\n")
+    return files
+
+
+SIDECARS = ("script", "train_files", "samples_meta", "train_files/dynamic_sampling", "train_files/a package")
+
+
+@pytest.mark.parametrize("how", CHANGES)
+@pytest.mark.parametrize("part", SIDECARS)
+def test_a_sidecar_changed_is_named_by_the_gate(tmp_path, part, how):
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")),
+                          "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    target = _sidecars(run)[part]
+    before = run_pins(run, REWARD)
+    _change(target, how, tmp_path)
+    moved = changes(before, run_pins(run, REWARD))
+    if how == "added" and part in ("script", "samples_meta"):  # a file beside them is a train file, or not read
+        assert part == "samples_meta" or moved
+        return
+    assert moved and PART_NAMES[part.split("/")[0]] in " ".join(moved), (part, how, moved)
+
+
+# ---------------------------------------------------------------- every input has rows
+# The part of run_pins each test above covers; the review files the verdict signs (samples.jsonl, review.json,
+# review.md, review.jsonl) are hashed in verdict.json itself and compared by check_inspection_gate
+# (tests/test_inspection_gate.py); the reward code by rewards.reward_code_sha256 (tests/test_gate_reward_code.py);
+# an agentic run's environment and tools by agentic.sources.agentic_pin (tests/test_agentic.py).
+COVERED = {"model": "test_the_model_changed_is_named_by_the_gate_and_the_trainer",
+           "data": "test_the_data_changed_is_named_by_the_gate", "sampling": "test_a_pinned_config_field_changed",
+           "reward_config": "test_a_pinned_config_field_changed", "config": "test_a_pinned_config_field_changed",
+           "script": "test_a_sidecar_changed", "train_files": "test_a_sidecar_changed",
+           "samples_meta": "test_a_sidecar_changed", "trained": "test_the_data_changed_is_seen_by_the_trainers_loader",
+           "reward_code": "tests/test_gate_reward_code.py", "agentic": "tests/test_agentic.py",
+           "prompt_column": "tests/test_gate_point_of_use.py"}
+
+
+def test_every_input_has_rows(tmp_path):
+    """Every part the gate pins (PART_NAMES, and each key run_pins returns for a run with every sidecar) has a
+    row above; every config field is pinned or declared unpinned by config.fields, none left to a list here."""
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")),
+                          "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    _sidecars(run)
+    returned = set(run_pins(run, REWARD))
+    missing = (set(PART_NAMES) | returned) - set(COVERED)
+    assert not missing, f"pinned parts with no row in the gate table: {sorted(missing)}"
+    for name in GRPOView.DEFAULTS:
+        assert name in _pinned_fields() or not pinned(name) or name in MODEL_DATA_KEYS
+    assert set(MODEL_DATA_KEYS) <= {"model_name_or_path", "model_revision", "dataset_name", "dataset_config",
+                                    "datasets"}, "a field the model/data pins cover needs a form row above"
+    assert pins_module.GLOB_CHARS  # the glob forms above are the ones _matched expands
+
+
+def test_table_size():
+    """The table's size, as the issue's closing note reports it."""
+    size = {"config": 3 * len(_pinned_fields()), "data": len(DATA_FORMS) * len(CHANGES),
+            "model": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES), "sidecars": len(SIDECARS) * len(CHANGES)}
+    assert all(size.values())
+    print("gate table:", size, "total", sum(size.values()))
