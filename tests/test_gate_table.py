@@ -365,3 +365,118 @@ def test_table_size():
             "model": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES), "sidecars": len(SIDECARS) * len(CHANGES)}
     assert all(size.values())
     print("gate table:", size, "total", sum(size.values()))
+
+
+# ---------------------------------------------------------------- end-to-end rows: the real trainer
+E2E = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
+       "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"}
+
+
+def _passed_run(workspace: Path, name: str, model: str = "tiny") -> Path:
+    from support import emit_run, pass_inspection
+
+    run_dir = emit_run(name, dataset=str(_jsonl(workspace / f"{name}.jsonl", [
+        {"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)])), base=E2E, model=model)
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    return run_dir
+
+
+def _build(run_dir: Path, capsys, *argv: str):
+    """train/train.py's build_trainer as launch.sh runs it (support.trainer_or_refusal) with more arguments."""
+    import contextlib
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location(f"train_{time.time_ns()}", run_dir / "train" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with contextlib.chdir(run_dir):
+        try:
+            return module.build_trainer(["--config", "train/config.yaml", *argv]), None
+        except SystemExit as exc:
+            assert exc.code == 3, exc.code
+            return None, capsys.readouterr().err
+
+
+@pytest.mark.slow  # samples the tiny model and builds its trainer
+def test_the_trainer_runs_from_what_it_verified(workspace, tiny_model, capsys, monkeypatch):
+    """One passed run, each row through train/train.py's own build_trainer: the rows it trains on are in memory
+    (the datasets cache is gone), a verdict swapped after the gate is refused by its hash, a checkpoint from
+    elsewhere is refused, and a weight changed after the check is refused before training."""
+    from mcp_server.inspection.trained import VERDICT_SHA_ENV, InputsChanged, confirm_loaded_model
+    from mcp_server.workspace import sha256_file
+
+    model = shutil.copytree(tiny_model, workspace / "model")
+    run_dir = _passed_run(workspace, "e2e", model=str(model))
+    trainer, refusal = _build(run_dir, capsys)
+    assert refusal is None and trainer.train_dataset.cache_files == []
+    assert not list((run_dir / "cache").glob("datasets-*")), "the rows' cache outlived the load"
+
+    monkeypatch.setenv(VERDICT_SHA_ENV, sha256_file(run_dir / "inspection" / "verdict.json"))
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    (run_dir / "inspection" / "verdict.json").write_text(json.dumps({**verdict, "note": "swapped after the gate"}))
+    assert "verdict.json is not the verdict launch_training's gate judged" in _build(run_dir, capsys)[1]
+    (run_dir / "inspection" / "verdict.json").write_text(json.dumps(verdict))
+    monkeypatch.setenv(VERDICT_SHA_ENV, sha256_file(run_dir / "inspection" / "verdict.json"))
+
+    elsewhere = shutil.copytree(tiny_model, workspace / "checkpoint-9")
+    assert "resume_from_checkpoint" in _build(run_dir, capsys, "--resume_from_checkpoint", str(elsewhere))[1]
+
+    trainer, refusal = _build(run_dir, capsys)
+    assert refusal is None
+    with open(model / "config.json", "a") as handle:  # changed after the check, while the weights loaded
+        handle.write("\n")
+    with pytest.raises(InputsChanged):
+        confirm_loaded_model(trainer)
+    assert "the model's files changed while it loaded" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a real launch
+def test_a_verdict_swapped_after_launch_is_never_believed(workspace, monkeypatch):
+    """Through launch_training: verdict.json rewritten as soon as it returns (the trainer is still importing TRL),
+    keeping its pins: the trainer compares the bytes with the hash the launcher's gate passed it, and refuses."""
+    import time
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_dir = _passed_run(workspace, "swapverdict")
+    path = run_dir / "inspection" / "verdict.json"
+    verdict = json.loads(path.read_text())
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    path.write_text(json.dumps({**verdict, "reviewer": "mallory"}))
+    assert result.launched, result.message
+    deadline = time.time() + 400
+    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
+        assert time.time() < deadline, status
+        time.sleep(1)
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text()
+    assert status.state == "failed" and "is not the verdict launch_training's gate judged" in log, status.log_tail
+
+
+# ---------------------------------------------------------------- the script runs as verified
+def test_the_launchers_run_the_script_bytes_the_verdict_pinned(tmp_path, monkeypatch, capsys):
+    """verified_script (what every launcher starts) runs train/train.py's bytes only when their hash is the one
+    the launcher passed (the verdict's script pin), read once: a script swapped after the gate never runs."""
+    from mcp_server.training.launchers.base import TRAIN_ARGS
+    from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV, main
+    from mcp_server.workspace import sha256_file
+
+    assert TRAIN_ARGS[:3] == ["-m", "mcp_server.training.trainer.verified_script", "train/train.py"]
+    script = tmp_path / "train" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import sys, pathlib\npathlib.Path(__file__).with_name('ran').write_text(' '.join(sys.argv))\n")
+    monkeypatch.setenv(SCRIPT_SHA_ENV, sha256_file(script))
+    monkeypatch.setattr("sys.path", list(os.sys.path))  # main() sets what `python train/train.py` would
+    monkeypatch.setattr("sys.argv", list(os.sys.argv))
+    monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
+    main([str(script), "--config", "c.yaml"])
+    assert (script.parent / "ran").read_text() == f"{script} --config c.yaml"
+    (script.parent / "ran").unlink()
+    script.write_text(script.read_text() + "# swapped after the gate\n")
+    with pytest.raises(SystemExit) as refused:
+        main([str(script)])
+    assert refused.value.code == 3 and "is not the train/train.py the inspection verdict reviewed" in \
+        capsys.readouterr().err and not (script.parent / "ran").exists()

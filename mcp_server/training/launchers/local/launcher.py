@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
+from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
@@ -178,6 +179,9 @@ def _spawn(run: Run, python: str, resumed_from: str | None) -> tuple[subprocess.
         # ... and the verdict's own bytes: one swapped after the gate (its pins forged to match) is refused there
         env.pop(VERDICT_SHA_ENV, None)
         env.update({VERDICT_SHA_ENV: sha256_file(run.verdict)} if run.verdict.is_file() else {})
+        script_sha = ((read_json_if_present(run.verdict) or {}).get("pins") or {}).get("script")
+        env.pop(SCRIPT_SHA_ENV, None)  # the train.py the verdict pinned: verified_script runs only those bytes
+        env.update({SCRIPT_SHA_ENV: script_sha} if isinstance(script_sha, str) else {})
         proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 5
