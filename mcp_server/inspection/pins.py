@@ -19,11 +19,13 @@ computes (`importlib.import_module(f"...{x}")`: only imports written out are fol
 over the network (a judge endpoint), a hub data set's content (pinned by name, config and split), and the
 installed packages (TRL, transformers). A reviewer who relies on those says so in the verdict's note.
 
-A local model directory is pinned by its resolved path (relative to the run when inside it) and its files
-(content hash up to 64 MiB a file, size
-and mtime above, so a 15 GB checkpoint is not re-read on every gate check); a hub model by id, revision and
-the commit the local cache resolves it to. Local data is pinned by content; a hub data set by name, config and
-split (the content cannot be read offline).
+A local model directory is pinned by its resolved path (relative to the run when inside it) and all its files,
+hidden ones included (content hash up to 64 MiB a file, size and mtime above, so a 15 GB checkpoint is not re-read
+on every gate check); a hub model by id, revision, the commit the local cache resolves it to and that snapshot's
+files (the trainer loads the snapshot, not the name). Local data is pinned by content: a `datasets` entry's
+data_files in each form (a string, a list, a mapping of splits, a glob by the files it matches, resolved against
+the entry's path and data_dir in the run directory) and every other key of the entry as written; a hub data set by
+name, config, split and the data_dir/data_files it is read with (the content cannot be read offline).
 """
 
 from __future__ import annotations

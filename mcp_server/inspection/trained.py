@@ -15,6 +15,12 @@ before training when either hash differs from the reviewed one: a helper edited 
 back later) cannot train unseen. Run by hand, without the launcher, the hash comes from the verdict; with no
 verdict at all the script says its rewards were not reviewed and trains (the launcher never starts such a run).
 
+What passes the check is what trains (issue 48): the rows are in memory (config.loader), the model loads from the
+folder whose files were hashed (a hub model's cached snapshot) and is hashed again once loaded
+(`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused, and under
+launch_training the verdict must be the bytes its gate judged (VERDICT_SHA_ENV) and train/train.py the bytes the
+verdict pinned (training.trainer.verified_script).
+
 Not covered (inspection.pins says what cannot be pinned): a module a reward imports lazily, at call time,
 after this check.
 """
