@@ -283,6 +283,8 @@ def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     _fake_hub_cache(tmp_path / "hub", "org/model", newer, commit="b" * 40)
     assert "the model changed" in changes(before, run_pins(run, REWARD))[0]
     assert trained_model(name, None, run) != trained
+    # a revision that names the reviewed commit (model_revision, or model_init_kwargs' revision) keeps its files
+    assert trained_model(name, "a" * 40, run)["files_sha256"] == trained["files_sha256"]
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     assert "the model changed" in changes(before, run_pins(run, REWARD))[0]
     assert trained_model(name, None, run)["files_sha256"] is None
@@ -480,3 +482,38 @@ def test_the_launchers_run_the_script_bytes_the_verdict_pinned(tmp_path, monkeyp
         main([str(script)])
     assert refused.value.code == 3 and "is not the train/train.py the inspection verdict reviewed" in \
         capsys.readouterr().err and not (script.parent / "ran").exists()
+
+
+# ---------------------------------------------------------------- the review files that back the verdict
+REVIEW_FILES = {"samples.jsonl": "samples.jsonl", "samples.meta.json": "samples.meta.json", "review.json": "review",
+                "review.md": "review.md", "review.jsonl": "review.jsonl", "verdict.json": "verdict"}
+
+
+@pytest.fixture(scope="module")
+def passed_run(tmp_path_factory, tiny_model):
+    """One run with a passing verdict (sampled and inspected once for the module); each cell changes a copy."""
+    from support import emit_run, pass_inspection
+
+    root = tmp_path_factory.mktemp("review-files")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLM_FINETUNING_WORKSPACE", str(root / "ws"))
+        (root / "ws").mkdir()
+        run_dir = emit_run("reviewed", dataset=str(_jsonl(root / "d.jsonl", [
+            {"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)])), base=E2E)
+        pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    return run_dir
+
+
+@pytest.mark.slow  # the module's run is sampled once (the worker process)
+@pytest.mark.parametrize("how", [c for c in CHANGES if c != "added"])
+@pytest.mark.parametrize("name", REVIEW_FILES)
+def test_a_review_file_changed_closes_the_gate_naming_it(passed_run, tmp_path, name, how):
+    """Each file the verdict signs or rests on, changed after it: the gate closes and its reason names the file
+    (the trainer's check reads the same verdict and samples: test_the_trainer_runs_from_what_it_verified)."""
+    from mcp_server.inspection.gate import check_inspection_gate
+
+    run_dir = shutil.copytree(passed_run, tmp_path / passed_run.name, symlinks=True)
+    assert check_inspection_gate(run_dir).passed
+    _change(run_dir / "inspection" / name, how, tmp_path)
+    gate = check_inspection_gate(run_dir)
+    assert not gate.passed and REVIEW_FILES[name] in gate.reason, (name, how, gate.reason)

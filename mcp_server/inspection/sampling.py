@@ -32,8 +32,8 @@ from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
-from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, prompt_column,
-                                                   trained_model, weight_kwargs)
+from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
+                                                   prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import ENGINES
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
@@ -201,12 +201,12 @@ def _sampled_inputs(run: Run, request: SampleRequest, config: dict, cache: str) 
     model_ref = resolve_loadable(model)
     init_kwargs = None if request.model else loaded["training_args"].model_init_kwargs
     if not request.model:  # the folder the trainer loads (a hub model: its cached snapshot), with the same files
-        model_ref = loadable_model(model, loaded["model_args"].model_revision, run)
+        model_ref = loadable_model(model, loaded_revision(loaded["model_args"], loaded["training_args"]), run)
     data = {"model": model, "dataset": f"train/config.yaml's data ({len(rows)} rows as train/train.py loads them)",
             "dataset_config": None, "dataset_split": "train"}
     settings = {**data, **_generation_settings(request, resolved), "load_kwargs": weight_kwargs(init_kwargs)}
     plain = _generation_settings(SampleRequest(run=str(run.dir)), resolved)
-    revision = None if request.model else loaded["model_args"].model_revision
+    revision = None if request.model else loaded_revision(loaded["model_args"], loaded["training_args"])
     used = {"model": trained_model(model, revision, run, init_kwargs),
             "data": {"rows": trained["rows"], "rows_sha256": trained["rows_sha256"]},
             "prompt_column": trained["prompt_column"], **{k: settings[k] for k in COMPARED}}

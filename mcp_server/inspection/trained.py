@@ -155,7 +155,7 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
               "verdict reviewed: " + "; ".join(differs) + ". Put it back, or sample and inspect again and record a "
               "new verdict, then launch again.", file=sys.stderr, flush=True)
         raise InputsChanged(3)
-    _run_from_verified(run, model_args, now)
+    _run_from_verified(run, model_args, training_args, now)
     return now
 
 
@@ -177,14 +177,15 @@ def _foreign_resume(run: Run, training_args) -> list[str]:
 VERIFIED: dict = {}
 
 
-def _run_from_verified(run: Run, model_args, pin: dict) -> None:
+def _run_from_verified(run: Run, model_args, training_args, pin: dict) -> None:
     """Load what was verified: a hub model from the cached snapshot whose files the check hashed, never by name
     (the hub's main or another cache may hold other weights by the time it loads)."""
-    from mcp_server.inspection.training_inputs import loadable_model
+    from mcp_server.inspection.training_inputs import loadable_model, loaded_revision
 
-    loads = loadable_model(model_args.model_name_or_path, model_args.model_revision, run)
+    revision = loaded_revision(model_args, training_args)
+    loads = loadable_model(model_args.model_name_or_path, revision, run)
     VERIFIED.update(run=str(run.dir), model=pin.get("model"), loads=loads, name=model_args.model_name_or_path,
-                    revision=model_args.model_revision)
+                    revision=revision)
     model_args.model_name_or_path = loads
 
 

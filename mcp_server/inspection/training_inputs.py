@@ -77,6 +77,13 @@ def weight_kwargs(init_kwargs: dict | None) -> dict:
     return {k: (init_kwargs or {})[k] for k in WEIGHT_KWARGS if (init_kwargs or {}).get(k) not in (None, "")}
 
 
+def loaded_revision(model_args, training_args) -> str | None:
+    """The revision TRL loads: model_init_kwargs' own `revision` when set (config.loader fills it from
+    model_revision, and a config's model_init_kwargs override it), else model_revision."""
+    init = getattr(training_args, "model_init_kwargs", None) or {}
+    return init.get("revision") or model_args.model_revision
+
+
 def trained_model(name: str, revision: str | None, run: Run, init_kwargs: dict | None = None) -> dict:
     """The model as the trainer (running in the run directory) resolves it: a local directory by its files
     (its path relative to the run when inside it), else a hub id and revision with the files of the local
@@ -112,7 +119,7 @@ def fingerprint(run: Run, dataset, config: dict, column: str, script_args, train
     return {
         "rows": len(dataset), "rows_sha256": rows_sha256(dataset), "prompt_column": column,
         "settings": resolved_settings(config, training_args, model_args, script_args),
-        "model": trained_model(model_args.model_name_or_path, model_args.model_revision, run,
+        "model": trained_model(model_args.model_name_or_path, loaded_revision(model_args, training_args), run,
                                getattr(training_args, "model_init_kwargs", None)),
     }
 
