@@ -517,3 +517,23 @@ def test_a_review_file_changed_closes_the_gate_naming_it(passed_run, tmp_path, n
     _change(run_dir / "inspection" / name, how, tmp_path)
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and REVIEW_FILES[name] in gate.reason, (name, how, gate.reason)
+
+
+@pytest.mark.slow  # samples the tiny model
+def test_sampling_loads_the_files_the_trainer_loads(workspace, tiny_model, capsys):
+    """model_init_kwargs' subfolder: the weights under it are what sampling draws from and what the trainer
+    loads (before, sampling loaded the folder's own weights: here a file that is no model at all)."""
+    model = shutil.copytree(tiny_model, workspace / "model")
+    shutil.copytree(tiny_model, model / "sub")
+    weights = next(model.glob("*.safetensors"))
+    weights.write_bytes(b"not the weights that train")
+    from support import emit_run, pass_inspection
+
+    run_dir = emit_run("subfolder", dataset=str(_jsonl(workspace / "subfolder.jsonl", [
+        {"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)])), base=E2E,
+        model=str(model), model_init_kwargs={"subfolder": "sub"})
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    meta = json.loads((run_dir / "inspection" / "samples.meta.json").read_text())
+    assert meta["trained"]["model"]["loads"] == {"subfolder": "sub"}
+    trainer, refusal = _build(run_dir, capsys)
+    assert refusal is None

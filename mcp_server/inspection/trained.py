@@ -60,15 +60,15 @@ def reviewed_reward_sha256(run: Run) -> str | None:
     return passed or verdict_reward_sha256(run)
 
 
-def _verdict(run: Run) -> dict | None:
-    """inspection/verdict.json, read once (bytes hashed and parsed from one read). Started by launch_training,
-    those bytes must be the ones its gate judged (VERDICT_SHA_ENV): a verdict swapped after the gate, with pins
-    forged to match other inputs, is refused (VerdictChanged), never believed."""
+def _verdict(run: Run, bound: bool = False) -> dict | None:
+    """inspection/verdict.json, read once (bytes hashed and parsed from one read). `bound` (the trainer's check):
+    started by launch_training, those bytes must be the ones its gate judged (VERDICT_SHA_ENV); a verdict swapped
+    after the gate, with pins forged to match other inputs, is refused (InputsChanged), never believed."""
     try:
         data = run.verdict.read_bytes()
     except OSError:
         data = None
-    passed = os.environ.get(VERDICT_SHA_ENV, "").strip()
+    passed = os.environ.get(VERDICT_SHA_ENV, "").strip() if bound else ""
     if passed and (data is None or hashlib.sha256(data).hexdigest() != passed):
         print("llm-finetuning: refusing to train: inspection/verdict.json is not the verdict launch_training's gate "
               "judged (replaced, edited or removed since). Record the verdict again, then launch again.",
@@ -128,7 +128,7 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
               "which switches this check; remove it", file=sys.stderr, flush=True)
         raise InputsChanged(3)
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
-    verdict = _verdict(run)
+    verdict = _verdict(run, bound=True)
     if os.environ.get(SAMPLING_ENV) == "1":
         return now
     if verdict is None:
