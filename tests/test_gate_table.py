@@ -243,14 +243,14 @@ def _fake_hub_cache(cache: Path, repo: str, model: Path, commit: str = "a" * 40)
     return snapshot
 
 
-def _model_forms(tmp_path: Path, monkeypatch) -> dict[str, tuple[str, Path]]:
-    """form -> (model_name_or_path, the folder whose files training loads)."""
-    inside = _model(tmp_path / "run" / "model")
-    outside = _model(tmp_path / "outside-model")
+def _model_form(form: str, tmp_path: Path, monkeypatch) -> tuple[str, Path]:
+    """(model_name_or_path, the folder whose files training loads) for one form."""
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
-    snapshot = _fake_hub_cache(tmp_path / "hub", "org/model", _model(tmp_path / "hub-source"))
-    return {"a relative directory in the run": ("model", inside), "an absolute directory": (str(outside), outside),
-            "a hub name resolved in the local cache": ("org/model", snapshot)}
+    if form == "a relative directory in the run":
+        return "model", _model(tmp_path / "run" / "model")
+    if form == "an absolute directory":
+        return str(tmp_path / "outside-model"), _model(tmp_path / "outside-model")
+    return "org/model", _fake_hub_cache(tmp_path / "hub", "org/model", _model(tmp_path / "hub-source"))
 
 
 MODEL_FORMS = ("a relative directory in the run", "an absolute directory", "a hub name resolved in the local cache")
@@ -260,7 +260,7 @@ MODEL_FORMS = ("a relative directory in the run", "an absolute directory", "a hu
 @pytest.mark.parametrize("file", MODEL_FILES)
 @pytest.mark.parametrize("form", MODEL_FORMS)
 def test_the_model_changed_is_named_by_the_gate_and_the_trainer(tmp_path, monkeypatch, form, file, how):
-    name, folder = _model_forms(tmp_path, monkeypatch)[form]
+    name, folder = _model_form(form, tmp_path, monkeypatch)
     run = _run(tmp_path, {"model_name_or_path": name, "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
     before, trained = run_pins(run, REWARD), trained_model(name, None, run)
     target = folder / file
@@ -275,7 +275,7 @@ def test_the_model_changed_is_named_by_the_gate_and_the_trainer(tmp_path, monkey
 def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     """An honest upstream update (the cache's main moved to a new commit) and another cache (an HF_HOME switch)
     are other weights: the gate and the trainer both see them."""
-    name, _ = _model_forms(tmp_path, monkeypatch)["a hub name resolved in the local cache"]
+    name, _ = _model_form("a hub name resolved in the local cache", tmp_path, monkeypatch)
     run = _run(tmp_path, {"model_name_or_path": name, "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
     before, trained = run_pins(run, REWARD), trained_model(name, None, run)
     newer = _model(tmp_path / "newer")
@@ -332,10 +332,11 @@ def test_a_sidecar_changed_is_named_by_the_gate(tmp_path, part, how):
 
 
 # ---------------------------------------------------------------- every input has rows
-# The part of run_pins each test above covers; the review files the verdict signs (samples.jsonl, review.json,
-# review.md, review.jsonl) are hashed in verdict.json itself and compared by check_inspection_gate
-# (tests/test_inspection_gate.py); the reward code by rewards.reward_code_sha256 (tests/test_gate_reward_code.py);
-# an agentic run's environment and tools by agentic.sources.agentic_pin (tests/test_agentic.py).
+# The part of run_pins each test covers; the review files the verdict signs (samples.jsonl, review.json, review.md,
+# review.jsonl) are hashed in verdict.json itself and compared by check_inspection_gate
+# (test_a_review_file_changed_closes_the_gate_naming_it, below); the reward code by rewards.reward_code_sha256
+# (tests/test_gate_reward_code.py, the custom-reward work's); an agentic run's environment and tools by
+# agentic.sources.agentic_pin (tests/test_agentic.py).
 COVERED = {"model": "test_the_model_changed_is_named_by_the_gate_and_the_trainer",
            "data": "test_the_data_changed_is_named_by_the_gate", "sampling": "test_a_pinned_config_field_changed",
            "reward_config": "test_a_pinned_config_field_changed", "config": "test_a_pinned_config_field_changed",
@@ -361,12 +362,28 @@ def test_every_input_has_rows(tmp_path):
     assert pins_module.GLOB_CHARS  # the glob forms above are the ones _matched expands
 
 
-def test_table_size():
-    """The table's size, as the issue's closing note reports it."""
-    size = {"config": 3 * len(_pinned_fields()), "data": len(DATA_FORMS) * len(CHANGES),
-            "model": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES), "sidecars": len(SIDECARS) * len(CHANGES)}
+def test_the_review_files_have_rows():
+    """Every file the verdict record hashes (VerdictRecord's *_sha256 fields) and every sheet the review hashes
+    (gate._sheet_edited) has a row in REVIEW_FILES."""
+    from mcp_server.inspection.gate import VerdictRecord
+
+    hashed = {"samples_sha256": "samples.jsonl", "review_sha256": "review.json"}
+    for field in VerdictRecord.model_fields:
+        assert not field.endswith("_sha256") or hashed.get(field) in REVIEW_FILES, f"no row for {field}"
+    assert {"review.md", "review.jsonl", "samples.meta.json", "verdict.json"} <= set(REVIEW_FILES)
+
+
+def test_table_size(capsys):
+    """The table's size, as the issue's closing note reports it (cells: input x form x change)."""
+    size = {"config fields x (edited, removed, added)": 3 * len(_pinned_fields()),
+            "data forms x changes (gate)": len(DATA_FORMS) * len(CHANGES),
+            "data forms x changes (trainer's loader)": len([f for f in DATA_FORMS if f.startswith(("data_files",
+                                                                                                  "path"))]) * 5,
+            "model forms x files x changes (gate and trainer)": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES),
+            "sidecars x changes": len(SIDECARS) * len(CHANGES), "review files x changes": len(REVIEW_FILES) * 5}
     assert all(size.values())
-    print("gate table:", size, "total", sum(size.values()))
+    with capsys.disabled():
+        print("\ngate table:", size, "total", sum(size.values()))
 
 
 # ---------------------------------------------------------------- end-to-end rows: the real trainer
