@@ -290,6 +290,20 @@ def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     assert trained_model(name, None, run)["files_sha256"] is None
 
 
+def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
+    """A hub model no cache held when sampling began is pinned, once sampling loaded (downloaded) it, by the
+    snapshot the trainer will load: not left without files (which the trainer's pin, with files, would refuse)."""
+    from mcp_server.inspection.training_inputs import pinned_after_load
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    run = _run(tmp_path, {"model_name_or_path": "org/model"})
+    before = trained_model("org/model", None, run)
+    assert before["files_sha256"] is None
+    _fake_hub_cache(tmp_path / "hub", "org/model", _model(tmp_path / "source"))  # what the load downloaded
+    assert pinned_after_load(before, run) == trained_model("org/model", None, run)
+    assert pinned_after_load(before, run)["files_sha256"] is not None
+
+
 @pytest.mark.parametrize("kwarg", WEIGHT_KWARGS)
 def test_model_init_kwargs_that_choose_the_files_are_in_the_model_pin(tmp_path, kwarg):
     """A `subfolder` (or variant, gguf_file, use_safetensors) trains other files of the same folder: the trainer's

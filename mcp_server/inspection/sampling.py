@@ -33,7 +33,7 @@ from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, Sampl
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
-                                                   prompt_column, trained_model, weight_kwargs)
+                                                   pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import ENGINES
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
@@ -366,6 +366,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
                  f"{plan['estimated_seconds_at_most']} s)")
 
+    if trained is not None:  # a hub model first downloaded by this load: pinned by that snapshot's files
+        trained["model"] = compared["used"]["model"] = pinned_after_load(trained["model"], run)
     records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
     partial.unlink(missing_ok=True)

@@ -101,6 +101,14 @@ def trained_model(name: str, revision: str | None, run: Run, init_kwargs: dict |
     return pin
 
 
+def pinned_after_load(pin: dict, run: Run) -> dict:
+    """A hub model's trained pin taken again once sampling loaded it: a model no cache held before is pinned by
+    the snapshot that load downloaded (what the trainer then loads), not left without files. Others as they are."""
+    if pin.get("files_sha256") is not None or "revision" not in pin:
+        return pin
+    return trained_model(pin["model"], None if pin["revision"] == "main" else pin["revision"], run, pin.get("loads"))
+
+
 def loadable_model(name: str, revision: str | None, run: Run) -> str:
     """What the trainer hands GRPOTrainer to load: a local directory as resolved in the run directory, or the
     cached snapshot folder of a hub model (never the name: the hub's main or another cache may hold other
