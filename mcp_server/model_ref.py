@@ -164,9 +164,11 @@ def lora_targets_without_routers(model: str) -> list[str] | None:
 
 
 # ---------------------------------------------------------------- loading (training interpreter only)
-def load_model(model_ref: str | Path):
+def load_model(model_ref: str | Path, **files):
     """(model, tokenizer) in eval mode for a hub name, a full save or a LoRA adapter directory (merged in memory).
-    A full model loads in bf16 on a GPU that has it, else float32."""
+    A full model loads in bf16 on a GPU that has it, else float32. `files`: from_pretrained's arguments that
+    choose which files load (subfolder, variant, ...), for the model as the trainer loads it (the tokenizer, as
+    TRL's, from the folder itself)."""
     path = Path(str(model_ref))
     if path.is_dir() and (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
         from peft import AutoPeftModelForCausalLM
@@ -180,7 +182,7 @@ def load_model(model_ref: str | Path):
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype, **files).to(device).eval()
     return model, tokenizer
 
 

@@ -164,7 +164,8 @@ def test_a_model_name_that_exists_beside_the_server_is_what_the_trainer_resolves
     shutil.copytree(tiny_model, workspace / "lookalike")
     monkeypatch.chdir(workspace)
     _edit_config(run_dir, model_name_or_path="lookalike")
-    assert config_pins(Run(run_dir))["model"] == {"model": "lookalike", "revision": "main", "commit": None}
+    assert config_pins(Run(run_dir))["model"] == {"model": "lookalike", "revision": "main", "commit": None,
+                                                  "files_sha256": None}  # no cache holds it: no snapshot's files
     with pytest.raises(UserInputError) as err:
         sample_completions(SampleRequest(run=str(run_dir), num_prompts=4, engine="transformers"))
     assert err.value.field == "model"

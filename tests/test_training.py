@@ -144,11 +144,12 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
                  GIT_COMMITTER_NAME="Ana", GIT_COMMITTER_EMAIL="ana@example.org")
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     run_dir = emit_run("crash")
-    pass_inspection(run_dir)
-    # A checkpoint that does not exist (a field the verdict does not pin: it cannot change what is sampled or
-    # scored): training will crash.
+    # A checkpoint of the run's own output_dir that does not exist, set before the review (the verdict pins
+    # resume_from_checkpoint: it decides the weights, issue 48): training will crash.
     config_file = run_dir / "train" / "config.yaml"
-    config_file.write_text(config_file.read_text() + "resume_from_checkpoint: no-such-checkpoint\n")
+    output_dir = yaml.safe_load(config_file.read_text())["output_dir"]
+    config_file.write_text(config_file.read_text() + f"resume_from_checkpoint: {output_dir}/no-such-checkpoint\n")
+    pass_inspection(run_dir)
     result = launch_training(LaunchRequest(run=str(run_dir)))
     assert result.launched, result.message
     record = json.loads((run_dir / "run.json").read_text())

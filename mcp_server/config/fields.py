@@ -42,10 +42,12 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "logging": ("logging_steps", "logging_strategy", "logging_first_step", "logging_nan_inf_filter",
                 "log_level", "log_level_replica", "log_on_each_node", "log_completions", "num_completions_to_print",
                 "report_to", "run_name", "disable_tqdm"),
-    # where and how often checkpoints are saved
+    # where and how often checkpoints are saved (not resume_from_checkpoint: it decides the weights that train,
+    # so a verdict pins it as an algorithm field; resume_training passes the run's own checkpoint on the command
+    # line, and the trainer refuses one outside its output_dir, issue 48)
     "saving": ("output_dir", "save_steps", "save_strategy", "save_total_limit", "save_only_model",
                "save_on_each_node", "push_to_hub", "hub_model_id", "hub_strategy", "hub_token",
-               "hub_private_repo", "hub_always_push", "resume_from_checkpoint"),
+               "hub_private_repo", "hub_always_push"),
 }
 _GROUP_OF = {name: group for group, names in _GROUPS.items() for name in names}
 

@@ -58,4 +58,6 @@ def _split(script_args, dataset_args, column: str, cache_dir: str | Path, split:
         datasets.config.HF_DATASETS_CACHE = before
     if column != "prompt":
         dataset = dataset.rename_column(column, "prompt")
-    return dataset
+    # The rows in memory, not mapped from the cache's arrow files: the trainer reads them at every step, and
+    # what it hashed at its check is what trains even if the cache folder is changed later (issue 48).
+    return dataset.flatten_indices(keep_in_memory=True) if hasattr(dataset, "flatten_indices") else dataset

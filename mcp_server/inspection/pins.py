@@ -19,22 +19,25 @@ computes (`importlib.import_module(f"...{x}")`: only imports written out are fol
 over the network (a judge endpoint), a hub data set's content (pinned by name, config and split), and the
 installed packages (TRL, transformers). A reviewer who relies on those says so in the verdict's note.
 
-A local model directory is pinned by its resolved path (relative to the run when inside it) and its files
-(content hash up to 64 MiB a file, size
-and mtime above, so a 15 GB checkpoint is not re-read on every gate check); a hub model by id, revision and
-the commit the local cache resolves it to. Local data is pinned by content; a hub data set by name, config and
-split (the content cannot be read offline).
+A local model directory is pinned by its resolved path (relative to the run when inside it) and all its files,
+hidden ones included (content hash up to 64 MiB a file, size and mtime above, so a 15 GB checkpoint is not re-read
+on every gate check); a hub model by id, revision, the commit the local cache resolves it to and that snapshot's
+files (the trainer loads the snapshot, not the name). Local data is pinned by content: a `datasets` entry's
+data_files in each form (a string, a list, a mapping of splits, a glob by the files it matches, resolved against
+the entry's path and data_dir in the run directory) and every other key of the entry as written; a hub data set by
+name, config, split and the data_dir/data_files it is read with (the content cannot be read offline).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 from pathlib import Path
 
 from mcp_server.agentic.sources import agentic_pin
 from mcp_server.config.fields import fields_in, pinned
 from mcp_server.errors import UserInputError
-from mcp_server.model_ref import cached_config_path, resolve_model
+from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
 from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, sha256_file
 
@@ -61,13 +64,14 @@ PART_NAMES = {
 
 
 def _tree(path: Path) -> list[Path]:
-    return sorted(
-        p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts)
-    )
+    """Every file under a model directory, hidden ones included: from_pretrained reads a `subfolder` (or a
+    custom-code module, a chat template) wherever model_init_kwargs point, hidden folders too (issue 48)."""
+    return sorted(p for p in path.rglob("*") if p.is_file())
 
 
 def model_pin(model: str, revision: str | None = None) -> dict:
-    """The model as training would load it: a resolved local directory and its files, or a hub id + revision."""
+    """The model as training would load it: a resolved local directory and its files, or a hub id + revision
+    with the files of the snapshot the local cache resolves it to (`hub_snapshot`)."""
     ref = resolve_model(str(model))
     path = Path(ref)
     if path.is_dir():
@@ -75,10 +79,27 @@ def model_pin(model: str, revision: str | None = None) -> dict:
     return _hub_model_pin(ref, revision)
 
 
+def hub_snapshot(ref: str, revision: str | None) -> Path | None:
+    """The local cache's snapshot folder of hub model `ref` at `revision` (a branch, tag or commit; None: main),
+    never the network; None when the cache holds none. The trainer loads this folder, not the name: what the
+    hub's main or another HF_HOME holds at launch is not what was pinned (issue 48)."""
+    if str(ref).startswith((".", "/", "~")):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(str(ref), "config.json", revision=revision or None)
+    except Exception:  # no huggingface_hub, an invalid repo id or revision, an unreadable cache: not cached
+        return None
+    return Path(cached).parent if isinstance(cached, str) else None
+
+
 def _hub_model_pin(ref: str, revision: str | None) -> dict:
-    cached = cached_config_path(ref)  # .../snapshots/<commit>/config.json when downloaded before
-    commit = Path(cached).parent.name if cached and revision in (None, "main") else None
-    return {"model": ref, "revision": revision or "main", "commit": commit}
+    snapshot = hub_snapshot(ref, revision)  # .../snapshots/<commit>/ when downloaded before
+    pin = {"model": ref, "revision": revision or "main", "commit": snapshot.name if snapshot else None}
+    # the snapshot's files by content: a blob overwritten in place, or another cache, is another model
+    pin["files_sha256"] = files_digest(snapshot, _tree(snapshot)) if snapshot else None
+    return pin
 
 
 def data_pin(source: str, split: str | None = None, config_name: str | None = None) -> dict:
@@ -93,8 +114,10 @@ def data_pin(source: str, split: str | None = None, config_name: str | None = No
     return _named_data_pin(source, split, config_name)
 
 
-def _named_data_pin(source, split, config_name) -> dict:
-    return {"source": str(source), "config": config_name, "split": split}
+def _named_data_pin(source, split, config_name, **more) -> dict:
+    """A data set by name (its content cannot be read offline): the name, config and split, and each other
+    argument the loader passes with it (data_dir, data_files) when set."""
+    return {"source": str(source), "config": config_name, "split": split, **{k: v for k, v in more.items() if v}}
 
 
 def _at_run(value, run: Run) -> str | None:
@@ -131,15 +154,60 @@ def _config_data(config: dict, run: Run) -> list[dict]:
         if not isinstance(entry, dict):
             pins.append({"entry": repr(entry)})
             continue
-        files = entry.get("data_files")
-        files = list(files.values()) if isinstance(files, dict) else files
-        files = [files] if isinstance(files, str) else files or []
-        sources = [_config_data_pin(f, run) for f in files] or [
-            _config_data_pin(entry.get("path"), run, entry.get("split"), entry.get("name"))]
-        sources = [_inside(source, "source", run) for source in sources]
-        pins.append({"path": entry.get("path"), "split": entry.get("split"), "columns": entry.get("columns"),
-                     "sources": sources})
+        files = _data_files(entry.get("data_files"))
+        base = _entry_base(entry.get("path"), entry.get("data_dir"), run)
+        if files and base is not None:  # datasets resolves data_files (globs too) against path/data_dir
+            sources = [source for f in files for source in _matched(f, base, run)]
+        elif files:
+            sources = [_named_data_pin(entry.get("path"), entry.get("split"), entry.get("name"),
+                                       data_dir=entry.get("data_dir"), data_files=files)]
+        else:
+            local = _at_run(entry.get("path"), run) if entry.get("path") is not None else None
+            sources = [data_pin(local, entry.get("split"), entry.get("name")) if local else _named_data_pin(
+                entry.get("path"), entry.get("split"), entry.get("name"), data_dir=entry.get("data_dir"))]
+        sources = [{**source, "matches": [_inside(m, "source", run) for m in source["matches"]]} if "matches" in
+                   source else _inside(source, "source", run) for source in sources]
+        # every other key of the entry as written (path, name, data_dir, split, columns, fraction, ...)
+        pins.append({**{k: v for k, v in sorted(entry.items()) if k != "data_files"}, "sources": sources})
     return pins
+
+
+# The characters that make a data_files entry a glob (datasets' resolve_pattern: fsspec glob syntax).
+GLOB_CHARS = "*?["
+
+
+def _data_files(files) -> list[str]:
+    """A datasets entry's data_files in every form datasets takes (a string, a list, a mapping of splits to
+    either), as one list of patterns."""
+    if isinstance(files, dict):
+        return [f for value in files.values() for f in _data_files(value)]
+    if isinstance(files, (list, tuple)):
+        return [str(f) for f in files]
+    return [str(files)] if files else []
+
+
+def _entry_base(path, data_dir, run: Run) -> Path | None:
+    """The local folder datasets resolves an entry's data_files against: `path` (a builder name such as "json"
+    or a local directory) joined with data_dir, in the run directory; None for a hub data set."""
+    if path is not None and _at_run(path, run) is None and "/" in str(path):
+        return None  # a hub repository: its files are resolved on the hub
+    folder = Path(_at_run(path, run)) if path is not None and _at_run(path, run) else run.dir
+    folder = folder if folder.is_dir() else run.dir
+    return folder / data_dir if data_dir else folder
+
+
+def _matched(pattern: str, base: Path, run: Run) -> list[dict]:
+    """One data_files pattern pinned by what it matches now, each file by content (a glob is not pinned as
+    text: a file added, removed or renamed under it changes the pin)."""
+    path = Path(pattern).expanduser()
+    full = path if path.is_absolute() else base / path
+    if any(c in pattern for c in GLOB_CHARS):  # hidden files too: more than datasets reads, never less
+        found = sorted({Path(p) for p in glob.glob(str(full), recursive=True, include_hidden=True)
+                        if Path(p).is_file()})
+        return [{"pattern": pattern, "matches": [data_pin(str(p)) for p in found]}]
+    if full.exists():
+        return [data_pin(str(full))]
+    return [_named_data_pin(pattern, None, None)]
 
 
 def _inside(pin: dict, key: str, run: Run) -> dict:

@@ -32,7 +32,8 @@ from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
-from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
+from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
+                                                   pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import ENGINES
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
@@ -198,12 +199,15 @@ def _sampled_inputs(run: Run, request: SampleRequest, config: dict, cache: str) 
     rows = loaded["dataset"].to_list()
     model = request.model or config["model_name_or_path"]
     model_ref = resolve_loadable(model)
+    init_kwargs = None if request.model else loaded["training_args"].model_init_kwargs
+    if not request.model:  # the folder the trainer loads (a hub model: its cached snapshot), with the same files
+        model_ref = loadable_model(model, loaded_revision(loaded["model_args"], loaded["training_args"]), run)
     data = {"model": model, "dataset": f"train/config.yaml's data ({len(rows)} rows as train/train.py loads them)",
             "dataset_config": None, "dataset_split": "train"}
-    settings = {**data, **_generation_settings(request, resolved)}
+    settings = {**data, **_generation_settings(request, resolved), "load_kwargs": weight_kwargs(init_kwargs)}
     plain = _generation_settings(SampleRequest(run=str(run.dir)), resolved)
-    revision = None if request.model else loaded["model_args"].model_revision
-    used = {"model": trained_model(model, revision, run),
+    revision = None if request.model else loaded_revision(loaded["model_args"], loaded["training_args"])
+    used = {"model": trained_model(model, revision, run, init_kwargs),
             "data": {"rows": trained["rows"], "rows_sha256": trained["rows_sha256"]},
             "prompt_column": trained["prompt_column"], **{k: settings[k] for k in COMPARED}}
     expected = {"model": trained["model"], **{k: plain[k] for k in COMPARED}}
@@ -288,7 +292,7 @@ def _generate_transformers(
 ) -> list[list[dict]]:
     """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call;
     `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
-    model, tokenizer = load_model(model_ref)
+    model, tokenizer = load_model(model_ref, **settings.get("load_kwargs", {}))  # the trainer's subfolder etc.
     n = settings["n"]
     options: dict = {"do_sample": settings["temperature"] > 0}
     if options["do_sample"]:
@@ -350,6 +354,10 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     partial = run.inside(run.samples_partial)
     keep = _keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
+    if engine == "vllm" and settings.get("load_kwargs"):
+        raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
+                             "files the trainer loads, and vLLM cannot load them that way: sample with engine "
+                             "'transformers'")
     if engine == "vllm":
         groups = generate_vllm(model_ref, texts, settings)
     else:
@@ -358,6 +366,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
                  f"{plan['estimated_seconds_at_most']} s)")
 
+    if trained is not None:  # a hub model first downloaded by this load: pinned by that snapshot's files
+        trained["model"] = compared["used"]["model"] = pinned_after_load(trained["model"], run)
     records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
     partial.unlink(missing_ok=True)

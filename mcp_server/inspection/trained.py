@@ -15,12 +15,19 @@ before training when either hash differs from the reviewed one: a helper edited 
 back later) cannot train unseen. Run by hand, without the launcher, the hash comes from the verdict; with no
 verdict at all the script says its rewards were not reviewed and trains (the launcher never starts such a run).
 
+What passes the check is what trains (issue 48): the rows are in memory (config.loader), the model loads from the
+folder whose files were hashed (a hub model's cached snapshot) and is hashed again once loaded
+(`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused, and under
+launch_training the verdict must be the bytes its gate judged (VERDICT_SHA_ENV) and train/train.py the bytes the
+verdict pinned (training.trainer.verified_script).
+
 Not covered (inspection.pins says what cannot be pinned): a module a reward imports lazily, at call time,
 after this check.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -32,6 +39,8 @@ from mcp_server.userfiles import package_switches
 from mcp_server.workspace import sha256_file
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
+# The sha256 of inspection/verdict.json as launch_training's gate judged it: the trainer refuses other bytes.
+VERDICT_SHA_ENV = "LLM_FINETUNING_VERDICT_SHA256"
 # Set while sample_completions builds an agentic run's trainer to sample with it: sampling is not training, so
 # the checks report and never refuse (the samples it draws get their own verdict).
 SAMPLING_ENV = "LLM_FINETUNING_SAMPLING"
@@ -51,10 +60,23 @@ def reviewed_reward_sha256(run: Run) -> str | None:
     return passed or verdict_reward_sha256(run)
 
 
-def _verdict(run: Run) -> dict | None:
+def _verdict(run: Run, bound: bool = False) -> dict | None:
+    """inspection/verdict.json, read once (bytes hashed and parsed from one read). `bound` (the trainer's check):
+    started by launch_training, those bytes must be the ones its gate judged (VERDICT_SHA_ENV); a verdict swapped
+    after the gate, with pins forged to match other inputs, is refused (InputsChanged), never believed."""
     try:
-        verdict = json.loads(run.verdict.read_text())
-    except (OSError, ValueError):
+        data = run.verdict.read_bytes()
+    except OSError:
+        data = None
+    passed = os.environ.get(VERDICT_SHA_ENV, "").strip() if bound else ""
+    if passed and (data is None or hashlib.sha256(data).hexdigest() != passed):
+        print("llm-finetuning: refusing to train: inspection/verdict.json is not the verdict launch_training's gate "
+              "judged (replaced, edited or removed since). Record the verdict again, then launch again.",
+              file=sys.stderr, flush=True)
+        raise InputsChanged(3)
+    try:
+        verdict = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     return verdict if isinstance(verdict, dict) and isinstance(verdict.get("pins"), dict) else None
 
@@ -106,7 +128,7 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
               "which switches this check; remove it", file=sys.stderr, flush=True)
         raise InputsChanged(3)
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
-    verdict = _verdict(run)
+    verdict = _verdict(run, bound=True)
     if os.environ.get(SAMPLING_ENV) == "1":
         return now
     if verdict is None:
@@ -122,6 +144,7 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
                    for key in dict.fromkeys([*expected, *now]) if _canonical(now.get(key)) !=
                    _canonical(expected.get(key))]
         differs += _samples_not_in(run, dataset, verdict)
+    differs += _foreign_resume(run, training_args)
     if run.agentic.is_file() and _canonical(agentic_pin(run)) != _canonical(verdict["pins"].get("agentic")):
         differs.append("the environment or tools (train/agentic.json or their source) changed")
     pinned_files = verdict["pins"].get("train_files")
@@ -132,7 +155,55 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
               "verdict reviewed: " + "; ".join(differs) + ". Put it back, or sample and inspect again and record a "
               "new verdict, then launch again.", file=sys.stderr, flush=True)
         raise InputsChanged(3)
+    _run_from_verified(run, model_args, training_args, now)
     return now
+
+
+def _foreign_resume(run: Run, training_args) -> list[str]:
+    """resume_from_checkpoint decides the weights that train: only a checkpoint this run wrote (under its
+    output_dir, which resume_training passes) continues what the verdict reviewed (issue 48)."""
+    resume = getattr(training_args, "resume_from_checkpoint", None)
+    if resume in (None, "", False):
+        return []
+    output = (run.dir / str(training_args.output_dir)).resolve()
+    where = (run.dir / str(resume)).resolve()
+    if str(resume).lower() != "true" and (where == output or not where.is_relative_to(output)):
+        return [f"resume_from_checkpoint: {_brief(str(resume))} is not a checkpoint of this run's output_dir "
+                f"({_brief(str(training_args.output_dir))}): its weights were not reviewed"]
+    return []
+
+
+# The model pin the check verified, and the folder the trainer loads (set by _run_from_verified).
+VERIFIED: dict = {}
+
+
+def _run_from_verified(run: Run, model_args, training_args, pin: dict) -> None:
+    """Load what was verified: a hub model from the cached snapshot whose files the check hashed, never by name
+    (the hub's main or another cache may hold other weights by the time it loads)."""
+    from mcp_server.inspection.training_inputs import loadable_model, loaded_revision
+
+    revision = loaded_revision(model_args, training_args)
+    loads = loadable_model(model_args.model_name_or_path, revision, run)
+    VERIFIED.update(run=str(run.dir), model=pin.get("model"), loads=loads, name=model_args.model_name_or_path,
+                    revision=revision)
+    model_args.model_name_or_path = loads
+
+
+def confirm_loaded_model(trainer) -> None:
+    """After GRPOTrainer loaded the model: its files are still the ones the check verified (a weight swapped in
+    between the check and the load, and put back, is refused). A no-op when the check did not run."""
+    if not VERIFIED or os.environ.get(SAMPLING_ENV) == "1":
+        return
+    from mcp_server.inspection.training_inputs import trained_model
+
+    run = Run(Path(VERIFIED["run"]))
+    now = trained_model(VERIFIED["loads"], VERIFIED["revision"], run).get("files_sha256")
+    expected = (VERIFIED["model"] or {}).get("files_sha256")
+    if now != expected:  # loaded from the resolved folder: its files are what the check hashed
+        print(f"llm-finetuning: refusing to train: the model's files changed while it loaded ({VERIFIED['loads']}: "
+              f"files {str(now)[:12]}, verified {str(expected)[:12]}). Put them back, then launch again.",
+              file=sys.stderr, flush=True)
+        raise InputsChanged(3)
 
 
 def _sampling_file_pin(run: Run) -> str | None:

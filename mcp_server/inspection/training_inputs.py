@@ -26,7 +26,8 @@ from mcp_server.config.loader import parse_config, train_dataset  # noqa: F401 -
 
 from mcp_server.errors import UserInputError
 from mcp_server.config.fields import pinned
-from mcp_server.inspection.pins import SAMPLING_KEYS, model_pin
+from mcp_server.inspection.pins import SAMPLING_KEYS, hub_snapshot, model_pin
+from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
 
 PROMPT_LINE = re.compile(r'^PROMPT_COLUMN = "(?P<column>[^"\n]*)"$', re.MULTILINE)
@@ -65,16 +66,60 @@ def resolved_settings(config: dict, *parsed) -> dict:
     return settings
 
 
-def trained_model(name: str, revision: str | None, run: Run) -> dict:
+# from_pretrained's arguments that choose which of the model's files load (transformers' PreTrainedModel
+# .from_pretrained): sampling loads with them as the trainer does, and the model pin records them (issue 48: a
+# `subfolder` in model_init_kwargs trained other weights than were sampled).
+WEIGHT_KWARGS = ("subfolder", "variant", "gguf_file", "use_safetensors")
+
+
+def weight_kwargs(init_kwargs: dict | None) -> dict:
+    """The file-choosing part of model_init_kwargs (WEIGHT_KWARGS) that is set."""
+    return {k: (init_kwargs or {})[k] for k in WEIGHT_KWARGS if (init_kwargs or {}).get(k) not in (None, "")}
+
+
+def loaded_revision(model_args, training_args) -> str | None:
+    """The revision TRL loads: model_init_kwargs' own `revision` when set (config.loader fills it from
+    model_revision, and a config's model_init_kwargs override it), else model_revision."""
+    init = getattr(training_args, "model_init_kwargs", None) or {}
+    return init.get("revision") or model_args.model_revision
+
+
+def trained_model(name: str, revision: str | None, run: Run, init_kwargs: dict | None = None) -> dict:
     """The model as the trainer (running in the run directory) resolves it: a local directory by its files
-    (its path relative to the run when inside it), else a hub id and revision."""
+    (its path relative to the run when inside it), else a hub id and revision with the files of the local
+    cache's snapshot (pins.hub_snapshot: the trainer loads that folder), and the model_init_kwargs that choose
+    which files load (WEIGHT_KWARGS)."""
     with contextlib.chdir(run.dir):
         pin = model_pin(str(name), revision)
-    pin.pop("commit", None)  # which snapshot a machine's cache holds is the gate's to check, not the trainer's
+    pin.pop("commit", None)  # which snapshot a machine's cache holds is the gate's to check; its files are here
     path = Path(pin["model"])
     if path.is_absolute() and path.is_relative_to(run.dir.resolve()):
         pin["model"] = str(path.relative_to(run.dir.resolve()))
+    loads = weight_kwargs(init_kwargs)
+    if loads:
+        pin["loads"] = loads
     return pin
+
+
+def pinned_after_load(pin: dict, run: Run) -> dict:
+    """A hub model's trained pin taken again once sampling loaded it: a model no cache held before is pinned by
+    the snapshot that load downloaded (what the trainer then loads), not left without files. Others as they are."""
+    if pin.get("files_sha256") is not None or "revision" not in pin:
+        return pin
+    return trained_model(pin["model"], None if pin["revision"] == "main" else pin["revision"], run, pin.get("loads"))
+
+
+def loadable_model(name: str, revision: str | None, run: Run) -> str:
+    """What the trainer hands GRPOTrainer to load: a local directory as resolved in the run directory, or the
+    cached snapshot folder of a hub model (never the name: the hub's main or another cache may hold other
+    weights at launch); the name itself only when no cache holds it (then the pin has no files and the
+    trainer's check refuses)."""
+    with contextlib.chdir(run.dir):
+        ref = resolve_model(str(name))
+    if Path(ref).is_dir():
+        return str(Path(ref).resolve())
+    snapshot = hub_snapshot(ref, revision)
+    return str(snapshot) if snapshot else ref
 
 
 def fingerprint(run: Run, dataset, config: dict, column: str, script_args, training_args, model_args) -> dict:
@@ -82,7 +127,8 @@ def fingerprint(run: Run, dataset, config: dict, column: str, script_args, train
     return {
         "rows": len(dataset), "rows_sha256": rows_sha256(dataset), "prompt_column": column,
         "settings": resolved_settings(config, training_args, model_args, script_args),
-        "model": trained_model(model_args.model_name_or_path, model_args.model_revision, run),
+        "model": trained_model(model_args.model_name_or_path, loaded_revision(model_args, training_args), run,
+                               getattr(training_args, "model_init_kwargs", None)),
     }
 
 

@@ -8,7 +8,8 @@ can run the same script by hand. Several nodes (or launcher=slurm): train/launch
 `sbatch --test-only` and submitted; the SLURM launcher (docs/slurm.md) records the job in run.json and answers
 for its status and stop.
 
-Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python):
+Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python; train/train.py
+runs through `-m mcp_server.training.trainer.verified_script`, which runs the bytes the verdict pinned):
 - one process (one GPU or CPU):      python train/train.py --config train/config.yaml           (launchers/local/)
 - several CPU processes:             torchrun --standalone --nproc_per_node N train/train.py ...  (launchers/local/)
 - several GPUs:                      accelerate launch --config_file train/accelerate.yaml train/train.py ...

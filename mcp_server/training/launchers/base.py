@@ -35,7 +35,9 @@ from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.workspace import atomic_write_text
 
-TRAIN_ARGS = ["train/train.py", "--config", "train/config.yaml"]
+# train/train.py through verified_script: it runs the bytes whose hash the launcher passes (the verdict's pin),
+# read once, so a script swapped after the gate never runs (issue 48)
+TRAIN_ARGS = ["-m", "mcp_server.training.trainer.verified_script", "train/train.py", "--config", "train/config.yaml"]
 TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu", "zero2": "zero2", "zero3": "zero3", "fsdp": "fsdp2"}
 RESUME_FLAG = "--resume_from_checkpoint"
 

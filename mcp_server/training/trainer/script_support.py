@@ -8,13 +8,13 @@ Imported by train/train.py in the training interpreter.
 
 from __future__ import annotations
 
-import atexit
 import shutil
 import tempfile
 from pathlib import Path
 
 from trl import get_peft_config, get_quantization_config
 
+from mcp_server.inspection.trained import confirm_loaded_model
 from mcp_server.inspection.training_inputs import parse_config  # noqa: F401 - the templates import it from here
 from mcp_server.config.loader import eval_dataset as load_eval_dataset
 from mcp_server.config.loader import evaluates
@@ -26,23 +26,27 @@ from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
 def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path | None = None):
     """The training split, its prompt column named 'prompt' as GRPOTrainer reads it: the loader sampling reads
     it with too (inspection.training_inputs), prepared in a fresh datasets cache under the run's cache/ (or the
-    system's temporary folder for a script emitted before) that is removed when the process ends."""
+    system's temporary folder for a script emitted before) that is removed once the rows are in memory."""
     parent = Path(run_dir) / "cache" if run_dir is not None else None
     if parent is not None:
         parent.mkdir(parents=True, exist_ok=True)
     cache = tempfile.mkdtemp(prefix="datasets-", dir=parent)
-    atexit.register(shutil.rmtree, cache, True)
-    return load_train_dataset(script_args, dataset_args, prompt_column, cache)
+    try:  # the rows come back in memory (config.loader): the cache goes at once, nothing is read from it again
+        return load_train_dataset(script_args, dataset_args, prompt_column, cache)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def eval_dataset(script_args, training_args, dataset_args, prompt_column: str, run_dir: Path):
     """The evaluation split when the config evaluates (eval_strategy not "no"), as `trl grpo` loads it; else None.
-    In a fresh datasets cache under the run's cache/, removed when the process ends, as the training split's."""
+    In a fresh datasets cache under the run's cache/, removed once loaded, as the training split's."""
     if not evaluates(training_args):
         return None
     cache = tempfile.mkdtemp(prefix="datasets-eval-", dir=Path(run_dir) / "cache")
-    atexit.register(shutil.rmtree, cache, True)
-    return load_eval_dataset(script_args, training_args, dataset_args, prompt_column, cache)
+    try:
+        return load_eval_dataset(script_args, training_args, dataset_args, prompt_column, cache)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
@@ -79,6 +83,7 @@ def grpo_trainer(run_dir: Path, **kwargs):
 
 def train_and_save(trainer, run_dir: Path) -> None:
     """Train (resuming when the config says so), save, and record the outcome on the main process."""
+    confirm_loaded_model(trainer)  # the weights it loaded are the files the point-of-use check verified
     training_args = trainer.args
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)

@@ -20,9 +20,10 @@ from pathlib import Path
 import psutil
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.trained import REWARD_SHA_ENV, verdict_reward_sha256
+from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
+from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
-from mcp_server.runs import LAUNCH_ID_ENV, Run
+from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import TRAIN_ARGS, LaunchPlan, LaunchTarget, Start, history, write_accelerate
 from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_server
@@ -180,6 +181,12 @@ def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str) -> t
         env.pop(REWARD_SHA_ENV, None)
         env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
         env[LAUNCH_ID_ENV] = launch_id  # the trainer tags its records with it (runs.LAUNCH_ID_ENV)
+        # ... and the verdict's own bytes: one swapped after the gate (its pins forged to match) is refused there
+        env.pop(VERDICT_SHA_ENV, None)
+        env.update({VERDICT_SHA_ENV: sha256_file(run.verdict)} if run.verdict.is_file() else {})
+        script_sha = ((read_json_if_present(run.verdict) or {}).get("pins") or {}).get("script")
+        env.pop(SCRIPT_SHA_ENV, None)  # the train.py the verdict pinned: verified_script runs only those bytes
+        env.update({SCRIPT_SHA_ENV: script_sha} if isinstance(script_sha, str) else {})
         proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 5

@@ -1,0 +1,41 @@
+"""`python -m mcp_server.training.trainer.verified_script train/train.py ARGS...`: run the script the gate verified.
+
+launch_training's gate compares train/train.py with the verdict's pin, then a shell and an interpreter start and
+read the file again: a script swapped in between (and put back) would run unreviewed, and a swapped script checks
+nothing. The launchers start this module instead: it reads the script's bytes once, compares their sha256 with the
+one the launcher passed (SCRIPT_SHA_ENV, the verdict's pin; absent when run by hand) and runs those bytes as
+`__main__`, with the script's own `__file__` (so its run directory and imports are what they were), issue 48.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+
+SCRIPT_SHA_ENV = "LLM_FINETUNING_SCRIPT_SHA256"
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        sys.exit("usage: python -m mcp_server.training.trainer.verified_script train/train.py [ARGS...]")
+    path = os.path.abspath(argv[0])
+    with open(path, "rb") as handle:
+        data = handle.read()
+    expected = os.environ.get(SCRIPT_SHA_ENV, "").strip()
+    if expected and hashlib.sha256(data).hexdigest() != expected:
+        print(f"llm-finetuning: refusing to train: {argv[0]} is not the train/train.py the inspection verdict "
+              "reviewed (changed after launch_training's gate). Put it back, then launch again.", file=sys.stderr,
+              flush=True)
+        raise SystemExit(3)
+    sys.argv = argv
+    sys.path[0] = os.path.dirname(path)  # as `python train/train.py` sets it (train.py removes it again)
+    module = type(sys)("__main__")
+    module.__file__ = path
+    sys.modules["__main__"] = module
+    exec(compile(data, path, "exec"), module.__dict__)  # noqa: S102 - the verified bytes, nothing read again
+
+
+if __name__ == "__main__":
+    main()

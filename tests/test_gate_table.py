@@ -1,0 +1,570 @@
+"""Issue 48, the point-of-use gate as a table: every input the trainer reads x every form TRL and the datasets
+library accept for it x every change after the verdict; the gate's pins (inspection.pins.run_pins, what
+check_inspection_gate compares) and the trainer's own fingerprint (inspection.training_inputs, what
+check_reviewed_inputs compares) must each see the change and name it.
+
+The rows are generated from the code that defines what is pinned: every config field config.fields declares
+pinned (GRPOView's table), every part run_pins returns (PART_NAMES), every key of TRL's DatasetConfig, every
+from_pretrained argument that chooses the model's files (training_inputs.WEIGHT_KWARGS). A new pinned field or a
+new part gets rows without a new test, and `test_every_input_has_rows` fails for a part no row covers. Cells are
+cheap: constructed runs, no sampling, no training (the launches through a real trainer are in
+tests/test_gate_point_of_use.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mcp_server.config.fields import pinned
+from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.errors import UserInputError
+from mcp_server.inspection import pins as pins_module
+from mcp_server.inspection.pins import MODEL_DATA_KEYS, PART_NAMES, changes, config_pins, run_pins
+from mcp_server.inspection.training_inputs import WEIGHT_KWARGS, trained_model
+from mcp_server.runs import Run
+
+REWARD = "0" * 64
+CHANGES = ("edited", "replaced", "removed", "added", "renamed", "linked")
+ROWS = [{"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
+
+
+def _jsonl(path: Path, rows=ROWS, tag: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({**r, "prompt": r["prompt"] + tag}) + "\n" for r in rows))
+    return path
+
+
+def _model(folder: Path) -> Path:
+    """A model folder as save_pretrained leaves it, with a subfolder and a hidden folder from_pretrained can be
+    pointed at (model_init_kwargs' subfolder)."""
+    for name, text in {"config.json": '{"model_type": "llama"}', "model.safetensors": "weights",
+                       "tokenizer.json": "{}", "sub/config.json": '{"model_type": "llama"}',
+                       "sub/model.safetensors": "other weights", ".hidden/model.safetensors": "hidden weights"}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def _run(tmp_path: Path, config: dict) -> Run:
+    run = Run(tmp_path / "run")
+    (run.dir / "train").mkdir(parents=True, exist_ok=True)
+    (run.dir / "train" / "config.yaml").write_text(yaml.safe_dump({"output_dir": "checkpoints", **config}))
+    (run.dir / "train" / "train.py").write_text("print('train')\n")
+    return run
+
+
+def _change(path: Path, how: str, tmp_path: Path) -> None:
+    """One change after the verdict to the file `path` (for "added": a new file beside it)."""
+    extra = json.dumps({"prompt": "unreviewed", "answer": "0"}) + "\n" if path.suffix == ".jsonl" else "unreviewed\n"
+    other = tmp_path / "elsewhere" / path.name
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_text(path.read_text() + extra if path.is_file() else extra)
+    if how == "edited":
+        with open(path, "a") as handle:
+            handle.write(extra)
+    elif how == "replaced":  # another file renamed over it (a new inode, other content)
+        shutil.copy(other, path.with_name(path.name + ".new"))
+        os.replace(path.with_name(path.name + ".new"), path)
+    elif how == "removed":
+        path.unlink()
+    elif how == "added":
+        shutil.copy(other, path.with_name("added-" + path.name))
+    elif how == "renamed":
+        path.rename(path.with_name("renamed-" + path.name))
+    elif how == "linked":  # a link to other content where the file was
+        path.unlink()
+        path.symlink_to(other)
+
+
+def _moved(before: dict, run: Run) -> list[str]:
+    """What the gate says changed: changes() of the pins, or the error that closes it when a pinned input cannot
+    be read at all (check_inspection_gate: "what the verdict vouches for cannot be read now: ...")."""
+    try:
+        return changes(before, run_pins(run, REWARD))
+    except UserInputError as exc:
+        return [f"the {exc.field} cannot be read: {exc}"]
+
+
+def _trained(name: str, run: Run) -> dict | str:
+    try:
+        return trained_model(name, None, run)
+    except UserInputError as exc:  # the trainer exits before it loads anything
+        return str(exc)
+
+
+# ---------------------------------------------------------------- config fields x (edited, removed, added)
+def _pinned_fields() -> list[str]:
+    return sorted(n for n in GRPOView.DEFAULTS if pinned(n) and n not in MODEL_DATA_KEYS)
+
+
+@pytest.mark.parametrize("field", _pinned_fields())
+def test_a_pinned_config_field_changed_is_named(tmp_path, field):
+    """Each pinned field edited, removed and added where nothing was: the config part of the pins (config_pins,
+    which run_pins and the sampling record's config_pins both are) moves and names the field."""
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    base = {"output_dir": "checkpoints", "model_name_or_path": str(tmp_path / "model"),
+            "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))}
+    for how, (old, new) in {"edited": ("a", "b"), "removed": ("a", None), "added": (None, "b")}.items():
+        before = config_pins(run, {**base, **({field: old} if old is not None else {})})
+        after = config_pins(run, {**base, **({field: new} if new is not None else {})})
+        moved = changes(before, after)
+        assert moved and field in " ".join(moved), (field, how, moved)
+
+
+def test_resume_from_checkpoint_is_pinned():
+    """It decides the weights that train (issue 48: it was declared unpinned)."""
+    assert pinned("resume_from_checkpoint") and "resume_from_checkpoint" in _pinned_fields()
+
+
+# ---------------------------------------------------------------- the data: every form x every change
+def _data_forms(tmp_path: Path) -> dict[str, tuple[dict, Path]]:
+    """form -> (the config's data fields, the file a change hits). Relative names are resolved in the run
+    directory, as the trainer resolves them."""
+    data = tmp_path / "run" / "data"
+    one = _jsonl(data / "train.jsonl")
+    _jsonl(data / "more.jsonl", tag=" (more)")
+    return {
+        "dataset_name: a file": ({"dataset_name": str(one)}, one),
+        "dataset_name: a directory": ({"dataset_name": str(data)}, one),
+        "dataset_name: a relative name resolved in the run": ({"dataset_name": "data"}, one),
+        "data_files: a string": ({"datasets": [{"path": "json", "data_files": "data/train.jsonl"}]}, one),
+        "data_files: a list": ({"datasets": [{"path": "json", "data_files": ["data/train.jsonl",
+                                                                             "data/more.jsonl"]}]}, one),
+        "data_files: a mapping of splits": ({"datasets": [{"path": "json", "data_files": {
+            "train": "data/train.jsonl", "test": "data/more.jsonl"}}]}, one),
+        "data_files: a relative glob": ({"datasets": [{"path": "json", "data_files": "data/*.jsonl"}]}, one),
+        "data_files: an absolute glob": ({"datasets": [{"path": "json", "data_files": str(data / "*.jsonl")}]}, one),
+        "data_files: relative to data_dir": ({"datasets": [{"path": "json", "data_dir": "data",
+                                                            "data_files": "train.jsonl"}]}, one),
+        "path: a directory": ({"datasets": [{"path": "data"}]}, one),
+        "path: an absolute directory": ({"datasets": [{"path": str(data)}]}, one),
+    }
+
+
+# A change that a form does not read cannot change what trains: a file added beside a named file.
+_NOT_READ = {("added", form) for form in ("dataset_name: a file", "data_files: a string", "data_files: a list",
+                                            "data_files: a mapping of splits", "data_files: relative to data_dir")}
+DATA_FORMS = list(_data_forms(Path("/nonexistent")))
+
+
+@pytest.mark.parametrize("how", CHANGES)
+@pytest.mark.parametrize("form", DATA_FORMS)
+def test_the_data_changed_is_named_by_the_gate(tmp_path, form, how):
+    fields, target = _data_forms(tmp_path)[form]
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})
+    before = run_pins(run, REWARD)
+    _change(target, how, tmp_path)
+    moved = changes(before, run_pins(run, REWARD))
+    if (how, form) in _NOT_READ:
+        assert not moved
+    else:
+        assert moved and "the data set changed" in moved[0], (form, how, moved)
+
+
+@pytest.mark.slow  # TRL's parser and the datasets library, as the trainer loads (no process, no model)
+@pytest.mark.parametrize("how", [c for c in CHANGES if c != "renamed"])
+@pytest.mark.parametrize("form", [f for f in DATA_FORMS if f.startswith(("data_files", "path"))])
+def test_the_data_changed_is_seen_by_the_trainers_loader(tmp_path, form, how):
+    """What the trainer hashes at the point of use (its rows, loaded as train.py loads them) differs too, or the
+    loader cannot read the data at all (the trainer exits before it trains). A rename that leaves every row as it
+    was changes nothing that trains: the gate's pins refuse it (test_the_data_changed_is_named_by_the_gate)."""
+    from mcp_server.inspection.training_inputs import load_training_inputs
+
+    fields, target = _data_forms(tmp_path)[form]
+    fields = json.loads(json.dumps(fields).replace('"test"', '"unused"'))
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})
+    (run.dir / "cache").mkdir()
+    before = load_training_inputs(run, run.dir / "cache" / "a")["fingerprint"]
+    _change(target, how, tmp_path)
+    if (how, form) in _NOT_READ:
+        return
+    try:
+        after = load_training_inputs(run, run.dir / "cache" / "b")["fingerprint"]
+    except (OSError, ValueError) as exc:  # FileNotFoundError, datasets' "Unable to find", no data files
+        assert how == "removed", (form, how, exc)
+        return
+    assert after["rows_sha256"] != before["rows_sha256"], (form, how)
+
+
+@pytest.mark.slow  # imports TRL and datasets
+def test_the_trainers_rows_are_in_memory(tmp_path):
+    """The trainer hashes the rows it trains on: none is read again from the cache's arrow files (issue 48)."""
+    from mcp_server.inspection.training_inputs import load_training_inputs
+
+    fields, _ = _data_forms(tmp_path)["data_files: a relative glob"]
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})
+    loaded = load_training_inputs(run, tmp_path / "cache")
+    assert loaded["dataset"].cache_files == []
+    shutil.rmtree(tmp_path / "cache")
+    assert len(loaded["dataset"].to_list()) == 2 * len(ROWS)
+
+
+def test_every_datasets_entry_key_is_pinned(tmp_path):
+    """Every field TRL's DatasetConfig takes (path, name, data_dir, data_files, split, columns, fraction, ...)
+    set on an entry moves the data pin: a key TRL adds is pinned without a new row."""
+    from trl.scripts.utils import DatasetConfig
+
+    _jsonl(tmp_path / "run" / "data" / "train.jsonl")
+    entry = {"path": "json", "data_files": "data/train.jsonl"}
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), "datasets": [entry]})
+    before = run_pins(run, REWARD)
+    for field in dataclasses.fields(DatasetConfig):
+        changed = {**entry, field.name: ["data/train.jsonl", "data/x.jsonl"] if field.name == "data_files"
+                   else "other" if field.name != "fraction" else 0.5}
+        run.config.write_text(yaml.safe_dump({"output_dir": "checkpoints", "datasets": [changed],
+                                              "model_name_or_path": str(tmp_path / "model")}))
+        assert changes(before, run_pins(run, REWARD)), field.name
+
+
+# ---------------------------------------------------------------- the model: every form x file x change
+MODEL_FILES = ("config.json", "model.safetensors", "sub/model.safetensors", ".hidden/model.safetensors")
+
+
+def _fake_hub_cache(cache: Path, repo: str, model: Path, commit: str = "a" * 40) -> Path:
+    """The local HF cache huggingface_hub writes: snapshots/<commit>/ of links into blobs/, refs/main."""
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / commit
+    for path in sorted(p for p in model.rglob("*") if p.is_file()):
+        blob = root / "blobs" / f"{commit}-{path.relative_to(model).as_posix().replace('/', '_')}"
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, blob)
+        link = snapshot / path.relative_to(model)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (root / "refs").mkdir(parents=True, exist_ok=True)
+    (root / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def _model_form(form: str, tmp_path: Path, monkeypatch) -> tuple[str, Path]:
+    """(model_name_or_path, the folder whose files training loads) for one form."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    if form == "a relative directory in the run":
+        return "model", _model(tmp_path / "run" / "model")
+    if form == "an absolute directory":
+        return str(tmp_path / "outside-model"), _model(tmp_path / "outside-model")
+    return "org/model", _fake_hub_cache(tmp_path / "hub", "org/model", _model(tmp_path / "hub-source"))
+
+
+MODEL_FORMS = ("a relative directory in the run", "an absolute directory", "a hub name resolved in the local cache")
+
+
+@pytest.mark.parametrize("how", CHANGES)
+@pytest.mark.parametrize("file", MODEL_FILES)
+@pytest.mark.parametrize("form", MODEL_FORMS)
+def test_the_model_changed_is_named_by_the_gate_and_the_trainer(tmp_path, monkeypatch, form, file, how):
+    name, folder = _model_form(form, tmp_path, monkeypatch)
+    run = _run(tmp_path, {"model_name_or_path": name, "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    before, trained = run_pins(run, REWARD), trained_model(name, None, run)
+    target = folder / file
+    if target.is_symlink() and how in ("edited", "replaced"):  # a cache's snapshot holds links into blobs/: an
+        target = target.resolve()  # in-place overwrite of the cache hits the blob
+    _change(target, how, tmp_path)
+    moved = _moved(before, run)
+    assert moved and ("the model changed" in moved[0] or "the model cannot be read" in moved[0]), moved
+    assert _trained(name, run) != trained, (form, file, how)
+
+
+def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
+    """An honest upstream update (the cache's main moved to a new commit) and another cache (an HF_HOME switch)
+    are other weights: the gate and the trainer both see them."""
+    name, _ = _model_form("a hub name resolved in the local cache", tmp_path, monkeypatch)
+    run = _run(tmp_path, {"model_name_or_path": name, "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    before, trained = run_pins(run, REWARD), trained_model(name, None, run)
+    newer = _model(tmp_path / "newer")
+    (newer / "model.safetensors").write_text("updated upstream")
+    _fake_hub_cache(tmp_path / "hub", "org/model", newer, commit="b" * 40)
+    assert "the model changed" in changes(before, run_pins(run, REWARD))[0]
+    assert trained_model(name, None, run) != trained
+    # a revision that names the reviewed commit (model_revision, or model_init_kwargs' revision) keeps its files
+    assert trained_model(name, "a" * 40, run)["files_sha256"] == trained["files_sha256"]
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    assert "the model changed" in changes(before, run_pins(run, REWARD))[0]
+    assert trained_model(name, None, run)["files_sha256"] is None
+
+
+def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
+    """A hub model no cache held when sampling began is pinned, once sampling loaded (downloaded) it, by the
+    snapshot the trainer will load: not left without files (which the trainer's pin, with files, would refuse)."""
+    from mcp_server.inspection.training_inputs import pinned_after_load
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    run = _run(tmp_path, {"model_name_or_path": "org/model"})
+    before = trained_model("org/model", None, run)
+    assert before["files_sha256"] is None
+    _fake_hub_cache(tmp_path / "hub", "org/model", _model(tmp_path / "source"))  # what the load downloaded
+    assert pinned_after_load(before, run) == trained_model("org/model", None, run)
+    assert pinned_after_load(before, run)["files_sha256"] is not None
+
+
+@pytest.mark.parametrize("kwarg", WEIGHT_KWARGS)
+def test_model_init_kwargs_that_choose_the_files_are_in_the_model_pin(tmp_path, kwarg):
+    """A `subfolder` (or variant, gguf_file, use_safetensors) trains other files of the same folder: the trainer's
+    model pin names it, and sampling loads with it (sampling.py passes them to load_model)."""
+    model = _model(tmp_path / "model")
+    run = _run(tmp_path, {"model_name_or_path": str(model)})
+    plain = trained_model(str(model), None, run, {"dtype": "float32"})
+    chosen = trained_model(str(model), None, run, {"dtype": "float32", kwarg: "sub"})
+    assert chosen != plain and chosen["loads"] == {kwarg: "sub"}
+
+
+# ---------------------------------------------------------------- the files beside train.py, the script, sidecars
+def _sidecars(run: Run) -> dict[str, Path]:
+    """part -> a file of it that a change hits."""
+    files = {"script": run.script, "train_files": run.train / "helper.py", "samples_meta": run.samples_meta,
+             "train_files/dynamic_sampling": run.dynamic_sampling, "train_files/a package": run.train / "pkg" / "m.py"}
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text('{"trained": {"rows": 4}}\n' if path.suffix == ".json" else "x = 1\n")
+    return files
+
+
+SIDECARS = ("script", "train_files", "samples_meta", "train_files/dynamic_sampling", "train_files/a package")
+
+
+@pytest.mark.parametrize("how", CHANGES)
+@pytest.mark.parametrize("part", SIDECARS)
+def test_a_sidecar_changed_is_named_by_the_gate(tmp_path, part, how):
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")),
+                          "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    target = _sidecars(run)[part]
+    before = run_pins(run, REWARD)
+    _change(target, how, tmp_path)
+    moved = changes(before, run_pins(run, REWARD))
+    if how == "added" and part in ("script", "samples_meta"):  # a file beside them is a train file, or not read
+        assert part == "samples_meta" or moved
+        return
+    assert moved and PART_NAMES[part.split("/")[0]] in " ".join(moved), (part, how, moved)
+
+
+# ---------------------------------------------------------------- every input has rows
+# The part of run_pins each test covers; the review files the verdict signs (samples.jsonl, review.json, review.md,
+# review.jsonl) are hashed in verdict.json itself and compared by check_inspection_gate
+# (test_a_review_file_changed_closes_the_gate_naming_it, below); the reward code by rewards.reward_code_sha256
+# (tests/test_gate_reward_code.py, the custom-reward work's); an agentic run's environment and tools by
+# agentic.sources.agentic_pin (tests/test_agentic.py).
+COVERED = {"model": "test_the_model_changed_is_named_by_the_gate_and_the_trainer",
+           "data": "test_the_data_changed_is_named_by_the_gate", "sampling": "test_a_pinned_config_field_changed",
+           "reward_config": "test_a_pinned_config_field_changed", "config": "test_a_pinned_config_field_changed",
+           "script": "test_a_sidecar_changed", "train_files": "test_a_sidecar_changed",
+           "samples_meta": "test_a_sidecar_changed", "trained": "test_the_data_changed_is_seen_by_the_trainers_loader",
+           "reward_code": "tests/test_gate_reward_code.py", "agentic": "tests/test_agentic.py",
+           "prompt_column": "tests/test_gate_point_of_use.py"}
+
+
+def test_every_input_has_rows(tmp_path):
+    """Every part the gate pins (PART_NAMES, and each key run_pins returns for a run with every sidecar) has a
+    row above; every config field is pinned or declared unpinned by config.fields, none left to a list here."""
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")),
+                          "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    _sidecars(run)
+    returned = set(run_pins(run, REWARD))
+    missing = (set(PART_NAMES) | returned) - set(COVERED)
+    assert not missing, f"pinned parts with no row in the gate table: {sorted(missing)}"
+    for name in GRPOView.DEFAULTS:
+        assert name in _pinned_fields() or not pinned(name) or name in MODEL_DATA_KEYS
+    assert set(MODEL_DATA_KEYS) <= {"model_name_or_path", "model_revision", "dataset_name", "dataset_config",
+                                    "datasets"}, "a field the model/data pins cover needs a form row above"
+    assert pins_module.GLOB_CHARS  # the glob forms above are the ones _matched expands
+
+
+def test_the_review_files_have_rows():
+    """Every file the verdict record hashes (VerdictRecord's *_sha256 fields) and every sheet the review hashes
+    (gate._sheet_edited) has a row in REVIEW_FILES."""
+    from mcp_server.inspection.gate import VerdictRecord
+
+    hashed = {"samples_sha256": "samples.jsonl", "review_sha256": "review.json"}
+    for field in VerdictRecord.model_fields:
+        assert not field.endswith("_sha256") or hashed.get(field) in REVIEW_FILES, f"no row for {field}"
+    assert {"review.md", "review.jsonl", "samples.meta.json", "verdict.json"} <= set(REVIEW_FILES)
+
+
+def test_table_size(capsys):
+    """The table's size, as the issue's closing note reports it (cells: input x form x change)."""
+    size = {"config fields x (edited, removed, added)": 3 * len(_pinned_fields()),
+            "data forms x changes (gate)": len(DATA_FORMS) * len(CHANGES),
+            "data forms x changes (trainer's loader)": len([f for f in DATA_FORMS if f.startswith(("data_files",
+                                                                                                  "path"))]) * 5,
+            "model forms x files x changes (gate and trainer)": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES),
+            "sidecars x changes": len(SIDECARS) * len(CHANGES), "review files x changes": len(REVIEW_FILES) * 5}
+    assert all(size.values())
+    with capsys.disabled():
+        print("\ngate table:", size, "total", sum(size.values()))
+
+
+# ---------------------------------------------------------------- end-to-end rows: the real trainer
+E2E = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
+       "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"}
+
+
+def _passed_run(workspace: Path, name: str, model: str = "tiny") -> Path:
+    from support import emit_run, pass_inspection
+
+    run_dir = emit_run(name, dataset=str(_jsonl(workspace / f"{name}.jsonl", [
+        {"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)])), base=E2E, model=model)
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    return run_dir
+
+
+def _build(run_dir: Path, capsys, *argv: str):
+    """train/train.py's build_trainer as launch.sh runs it (support.trainer_or_refusal) with more arguments."""
+    import contextlib
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location(f"train_{time.time_ns()}", run_dir / "train" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with contextlib.chdir(run_dir):
+        try:
+            return module.build_trainer(["--config", "train/config.yaml", *argv]), None
+        except SystemExit as exc:
+            assert exc.code == 3, exc.code
+            return None, capsys.readouterr().err
+
+
+@pytest.mark.slow  # samples the tiny model and builds its trainer
+def test_the_trainer_runs_from_what_it_verified(workspace, tiny_model, capsys, monkeypatch):
+    """One passed run, each row through train/train.py's own build_trainer: the rows it trains on are in memory
+    (the datasets cache is gone), a verdict swapped after the gate is refused by its hash, a checkpoint from
+    elsewhere is refused, and a weight changed after the check is refused before training."""
+    from mcp_server.inspection.trained import VERDICT_SHA_ENV, InputsChanged, confirm_loaded_model
+    from mcp_server.workspace import sha256_file
+
+    model = shutil.copytree(tiny_model, workspace / "model")
+    run_dir = _passed_run(workspace, "e2e", model=str(model))
+    trainer, refusal = _build(run_dir, capsys)
+    assert refusal is None and trainer.train_dataset.cache_files == []
+    assert not list((run_dir / "cache").glob("datasets-*")), "the rows' cache outlived the load"
+
+    monkeypatch.setenv(VERDICT_SHA_ENV, sha256_file(run_dir / "inspection" / "verdict.json"))
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    (run_dir / "inspection" / "verdict.json").write_text(json.dumps({**verdict, "note": "swapped after the gate"}))
+    assert "verdict.json is not the verdict launch_training's gate judged" in _build(run_dir, capsys)[1]
+    (run_dir / "inspection" / "verdict.json").write_text(json.dumps(verdict))
+    monkeypatch.setenv(VERDICT_SHA_ENV, sha256_file(run_dir / "inspection" / "verdict.json"))
+
+    elsewhere = shutil.copytree(tiny_model, workspace / "checkpoint-9")
+    assert "resume_from_checkpoint" in _build(run_dir, capsys, "--resume_from_checkpoint", str(elsewhere))[1]
+
+    trainer, refusal = _build(run_dir, capsys)
+    assert refusal is None
+    with open(model / "config.json", "a") as handle:  # changed after the check, while the weights loaded
+        handle.write("\n")
+    with pytest.raises(InputsChanged):
+        confirm_loaded_model(trainer)
+    assert "the model's files changed while it loaded" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a real launch
+def test_a_verdict_swapped_after_launch_is_never_believed(workspace, monkeypatch):
+    """Through launch_training: verdict.json rewritten as soon as it returns (the trainer is still importing TRL),
+    keeping its pins: the trainer compares the bytes with the hash the launcher's gate passed it, and refuses."""
+    import time
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_dir = _passed_run(workspace, "swapverdict")
+    path = run_dir / "inspection" / "verdict.json"
+    verdict = json.loads(path.read_text())
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    path.write_text(json.dumps({**verdict, "reviewer": "mallory"}))
+    assert result.launched, result.message
+    deadline = time.time() + 400
+    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
+        assert time.time() < deadline, status
+        time.sleep(1)
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text()
+    assert status.state == "failed" and "is not the verdict launch_training's gate judged" in log, status.log_tail
+
+
+# ---------------------------------------------------------------- the script runs as verified
+def test_the_launchers_run_the_script_bytes_the_verdict_pinned(tmp_path, monkeypatch, capsys):
+    """verified_script (what every launcher starts) runs train/train.py's bytes only when their hash is the one
+    the launcher passed (the verdict's script pin), read once: a script swapped after the gate never runs."""
+    from mcp_server.training.launchers.base import TRAIN_ARGS
+    from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV, main
+    from mcp_server.workspace import sha256_file
+
+    assert TRAIN_ARGS[:3] == ["-m", "mcp_server.training.trainer.verified_script", "train/train.py"]
+    script = tmp_path / "train" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import sys, pathlib\npathlib.Path(__file__).with_name('ran').write_text(' '.join(sys.argv))\n")
+    monkeypatch.setenv(SCRIPT_SHA_ENV, sha256_file(script))
+    monkeypatch.setattr("sys.path", list(os.sys.path))  # main() sets what `python train/train.py` would
+    monkeypatch.setattr("sys.argv", list(os.sys.argv))
+    monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
+    main([str(script), "--config", "c.yaml"])
+    assert (script.parent / "ran").read_text() == f"{script} --config c.yaml"
+    (script.parent / "ran").unlink()
+    script.write_text(script.read_text() + "# swapped after the gate\n")
+    with pytest.raises(SystemExit) as refused:
+        main([str(script)])
+    assert refused.value.code == 3 and "is not the train/train.py the inspection verdict reviewed" in \
+        capsys.readouterr().err and not (script.parent / "ran").exists()
+
+
+# ---------------------------------------------------------------- the review files that back the verdict
+REVIEW_FILES = {"samples.jsonl": "samples.jsonl", "samples.meta.json": "samples.meta.json", "review.json": "review",
+                "review.md": "review.md", "review.jsonl": "review.jsonl", "verdict.json": "verdict"}
+
+
+@pytest.fixture(scope="module")
+def passed_run(tmp_path_factory, tiny_model):
+    """One run with a passing verdict (sampled and inspected once for the module); each cell changes a copy."""
+    from support import emit_run, pass_inspection
+
+    root = tmp_path_factory.mktemp("review-files")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLM_FINETUNING_WORKSPACE", str(root / "ws"))
+        (root / "ws").mkdir()
+        run_dir = emit_run("reviewed", dataset=str(_jsonl(root / "d.jsonl", [
+            {"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)])), base=E2E)
+        pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    return run_dir
+
+
+@pytest.mark.slow  # the module's run is sampled once (the worker process)
+@pytest.mark.parametrize("how", [c for c in CHANGES if c != "added"])
+@pytest.mark.parametrize("name", REVIEW_FILES)
+def test_a_review_file_changed_closes_the_gate_naming_it(passed_run, tmp_path, name, how):
+    """Each file the verdict signs or rests on, changed after it: the gate closes and its reason names the file
+    (the trainer's check reads the same verdict and samples: test_the_trainer_runs_from_what_it_verified)."""
+    from mcp_server.inspection.gate import check_inspection_gate
+
+    run_dir = shutil.copytree(passed_run, tmp_path / passed_run.name, symlinks=True)
+    assert check_inspection_gate(run_dir).passed
+    _change(run_dir / "inspection" / name, how, tmp_path)
+    gate = check_inspection_gate(run_dir)
+    assert not gate.passed and REVIEW_FILES[name] in gate.reason, (name, how, gate.reason)
+
+
+@pytest.mark.slow  # samples the tiny model
+def test_sampling_loads_the_files_the_trainer_loads(workspace, tiny_model, capsys):
+    """model_init_kwargs' subfolder: the weights under it are what sampling draws from and what the trainer
+    loads (before, sampling loaded the folder's own weights: here a file that is no model at all)."""
+    model = shutil.copytree(tiny_model, workspace / "model")
+    shutil.copytree(tiny_model, model / "sub")
+    weights = next(model.glob("*.safetensors"))
+    weights.write_bytes(b"not the weights that train")
+    from support import emit_run, pass_inspection
+
+    run_dir = emit_run("subfolder", dataset=str(_jsonl(workspace / "subfolder.jsonl", [
+        {"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)])), base=E2E,
+        model=str(model), model_init_kwargs={"subfolder": "sub"})
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    meta = json.loads((run_dir / "inspection" / "samples.meta.json").read_text())
+    assert meta["trained"]["model"]["loads"] == {"subfolder": "sub"}
+    trainer, refusal = _build(run_dir, capsys)
+    assert refusal is None
