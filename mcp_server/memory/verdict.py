@@ -22,6 +22,7 @@ from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe import rehearsal
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import request_spec, validate_spec
+from mcp_server.interpreter import user_code_allowed
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SCHEMA_TOKENS
 
@@ -63,7 +64,7 @@ def validate(spec: RunSpec, memory: bool = True, rehearse: bool = False) -> Vali
     supply = {"architecture": architecture}
     if memory and not spec.target.cpu:
         supply["memory_plan"] = lambda: planned_memory(spec)
-    if rehearse:
+    if rehearse and user_code_allowed():  # the rehearsal trains a step with the run's rewards: user code
         supply["rehearsal"] = lambda: rehearsal.rehearse(spec, _or_none(architecture))
     return validate_spec(spec, supply)
 
