@@ -37,7 +37,7 @@ from mcp_server.inputs import NoArguments
 from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import Report
 from mcp_server.tools import MCP_TOOLS
-from mcp_server.toolspec import ToolSpec
+from mcp_server.toolspec import ToolSpec, compact, outline
 
 logger = logging.getLogger("llm-finetuning")
 # MCP logging is deprecated from protocol 2026-07-28 (clients opt in per request) but still how today's clients
@@ -160,8 +160,10 @@ TOOLS: list[Tool] = [_tool(spec) for spec in MCP_TOOLS]
 
 class _Server(MCPServer):
     async def list_tools(self):
-        """The SDK's tools/list; the warm-up may hold this process from now on (warm_up.tools_listed)."""
-        tools = await super().list_tools()
+        """The SDK's tools/list, its schemas compacted; the warm-up may hold this process from now on
+        (warm_up.tools_listed)."""
+        tools = [t.model_copy(update={"input_schema": compact(t.input_schema),
+                                      "output_schema": outline(t.output_schema)}) for t in await super().list_tools()]
         warm_up.tools_listed()
         return tools
 
