@@ -162,8 +162,9 @@ class _Server(MCPServer):
     async def list_tools(self):
         """The SDK's tools/list, its schemas compacted; the warm-up may hold this process from now on
         (warm_up.tools_listed)."""
-        tools = [t.model_copy(update={"input_schema": compact(t.input_schema),
-                                      "output_schema": outline(t.output_schema)}) for t in await super().list_tools()]
+        tools = [t.model_copy(update={
+            "input_schema": compact(t.input_schema), "output_schema": outline(t.output_schema),
+            "description": " ".join((t.description or "").split())}) for t in await super().list_tools()]
         warm_up.tools_listed()
         return tools
 

@@ -97,7 +97,8 @@ NULL = {"type": "null"}
 def compact(schema: dict) -> dict:
     """A request's published schema without what costs an agent's context and tells it nothing: pydantic's titles
     (the field name again, "Run Dir"), and the `null` alternative of an optional field whose default is null
-    (omitting it means the same; null is still accepted). Descriptions, types, enums, bounds and defaults stay;
+    (omitting it means the same; null is still accepted), the indents of a description written as a docstring.
+    Descriptions, types, enums, bounds and defaults stay;
     nested models stay shared definitions ($defs)."""
 
     def walk(node, named: bool = False):  # named: a mapping of names (properties, $defs), not of keywords
@@ -107,6 +108,8 @@ def compact(schema: dict) -> dict:
             return node
         node = {k: walk(v, not named and k in ("properties", "$defs")) for k, v in node.items()
                 if named or k != "title"}
+        if not named and isinstance(node.get("description"), str):  # a docstring's line breaks and indents
+            node["description"] = " ".join(node["description"].split())
         options = node.get("anyOf")
         if not named and node.get("default", 0) is None and options and len(options) == 2 and NULL in options:
             node = {**{k: v for k, v in node.items() if k not in ("anyOf", "default")},

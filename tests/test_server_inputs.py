@@ -232,3 +232,108 @@ def test_the_table_covers_every_json_type_as_an_id_and_a_cancelled_request_id():
         assert {f"id {kind}", f"cancel {kind}"} <= names, kind
     for kind in NON_OBJECTS:
         assert any(n.endswith(f"params {kind}") for n in names), kind
+
+
+# ---------------------------------------------------------------- inputs that need a server of their own
+@pytest.mark.slow
+def test_a_training_interpreter_that_never_answers_times_out_and_the_server_answers_meanwhile(tmp_path):
+    """A training interpreter that takes the call and says nothing (hung, or no worker at all) held the call, every
+    later call needing it and the end of input forever. Now the worker's silence past its limit (its heartbeat
+    stopped) ends the call with an error naming the interpreter and the limit; pings are answered meanwhile."""
+    hung = tmp_path / "hung-python"
+    hung.write_text("#!/bin/sh\nexec sleep 100000\n")
+    hung.chmod(0o755)
+    wire = Wire(env={"LLM_FINETUNING_PYTHON": str(hung), "LLM_FINETUNING_WORKER_SILENCE_S": "2",
+                     "LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    try:
+        wire.hello()
+        call = {"name": "validate_grpo_config", "arguments": {"config": {
+            "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
+            "reward_funcs": ["mcp_server.rewards.format_reward"]}, "gpu": "H100", "rehearse": False}}
+        started = time.monotonic()
+        wire.send(request("call", "tools/call", call))
+        wire.send(request("meanwhile"))
+        first = wire.until(lambda r: len(r) >= 1, 30)
+        assert first and first[0]["id"] == "meanwhile", first  # answered while the call waits on the interpreter
+        (answer,) = wire.until(lambda r: len(r) == 1, 90)
+        waited = time.monotonic() - started
+        wire.send(request("again", "tools/call", call))  # the next call starts a fresh worker, and times out too
+        (again,) = wire.until(lambda r: len(r) == 1, 90)
+    finally:
+        stderr = wire.close()
+    text = json.dumps(answer)
+    assert answer["id"] == "call" and f"{hung}" in text and "sent nothing for 2 s" in text, answer
+    assert waited < 60 and again["id"] == "again" and "sent nothing for 2 s" in json.dumps(again), (waited, again)
+    assert "Traceback" not in stderr
+
+
+def _loud_reward(folder: Path, name: str) -> Path:
+    """A reward module that prints and leaves a mark when imported (its module runs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    module = folder / f"{name}.py"
+    module.write_text(
+        "import pathlib\n"
+        "print('IMPORTED: this module ran')\n"
+        "pathlib.Path(__file__).with_suffix('.ran').write_text('ran')\n\n\n"
+        "def reward(completions, **kwargs):\n"
+        "    texts = [c if isinstance(c, str) else c[-1]['content'] for c in completions]\n"
+        "    return [1.0 if t.strip() else 0.0 for t in texts]\n")
+    return module
+
+
+@pytest.mark.slow
+def test_the_read_only_server_runs_no_reward_module_and_still_judges_the_gate(workspace, tiny_model, tmp_path,
+                                                                               monkeypatch):
+    """The read-only server imported (ran) a run's reward module to answer check_inspection_gate and
+    validate_grpo_config. Now it finds the module's source on disk and imports nothing: the gate still opens (the
+    reward code's hash, read from the source, is the one the verdict pinned), validation still finds the reward,
+    and a misspelt one is still refused by name; the module never ran in the read-only server."""
+    from support import emit_run, pass_inspection
+
+    folder = tmp_path / "user-code"
+    module = _loud_reward(folder, "loud_gate_reward")
+    monkeypatch.syspath_prepend(str(folder))
+    run = emit_run("read-only", rewards=[{"name": "loud_gate_reward.reward", "params": {}, "weight": 1.0}])
+    pass_inspection(run)  # in this process (not read-only): the module ran here
+    marker = module.with_suffix(".ran")
+    marker.unlink()
+    config = str(run / "train" / "config.yaml")
+    env = {"LLM_FINETUNING_READ_ONLY": "1", "LLM_FINETUNING_WORKSPACE": str(workspace),
+           "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+    wire = Wire(env=env)
+    try:
+        wire.hello()
+        wire.send(request("gate", "tools/call", {"name": "check_inspection_gate", "arguments": {"run": str(run)}}))
+        wire.send(request("valid", "tools/call", {"name": "validate_grpo_config", "arguments": {
+            "config": {"model_name_or_path": str(tiny_model), "learning_rate": 1e-6,
+                       "reward_funcs": ["loud_gate_reward.reward", "loud_gate_reward.no_such"]}, "gpu": "cpu"}}))
+        wire.send(request("run", "tools/call", {"name": "validate_grpo_config", "arguments": {"config_path": config}}))
+        replies = {r["id"]: r for r in wire.until(lambda r: len(r) == 3, 300)}
+    finally:
+        stderr = wire.close()
+    assert not marker.exists(), "the read-only server ran the reward module"
+    assert "IMPORTED" not in stderr
+    gate = replies["gate"]["result"]["structuredContent"]
+    assert gate["passed"], gate
+    findings = replies["valid"]["result"]["structuredContent"]["findings"]
+    unresolvable = [f for f in findings if f["code"] == "reward_unresolvable"]
+    assert [f["field"] for f in unresolvable] == ["reward_funcs[1]"], findings
+    assert "defines no 'no_such'" in unresolvable[0]["message"]
+    run_result = replies["run"]["result"]["structuredContent"]  # its rewards.json, resolved from the source
+    assert run_result["valid"] and "rehearsal_not_run" in {f["code"] for f in run_result["findings"]}, run_result
+
+
+def test_the_cli_prints_only_its_json_when_a_reward_module_prints_at_import(tmp_path, tiny_model, monkeypatch):
+    """A reward module that prints at import put its line before the JSON of `validate-config --json`: the output
+    was no JSON. Stdout carries only the result; what the work prints goes to stderr."""
+    folder = tmp_path / "user-code"
+    _loud_reward(folder, "loud_cli_reward")
+    monkeypatch.syspath_prepend(str(folder))
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"model_name_or_path": str(tiny_model), "learning_rate": 1e-6,
+                                  "reward_funcs": ["loud_cli_reward.reward"]}))
+    proc = cli_here("validate-config", str(config), "--gpu", "cpu", "--no-rehearse", "--json")
+    assert (folder / "loud_cli_reward.ran").exists()  # the module did run (this CLI is not read-only)
+    result = json.loads(proc.stdout)  # nothing but the result
+    assert "reward_unresolvable" not in {f["code"] for f in result["findings"]}, result
+    assert "IMPORTED" in proc.stderr

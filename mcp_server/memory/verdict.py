@@ -17,6 +17,7 @@ import functools
 from mcp_server.memory import planner
 from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.memory_rules import PlannedMemory
+from mcp_server.recipe.context import finding
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe import rehearsal
@@ -66,7 +67,12 @@ def validate(spec: RunSpec, memory: bool = True, rehearse: bool = False) -> Vali
         supply["memory_plan"] = lambda: planned_memory(spec)
     if rehearse and user_code_allowed():  # the rehearsal trains a step with the run's rewards: user code
         supply["rehearsal"] = lambda: rehearsal.rehearse(spec, _or_none(architecture))
-    return validate_spec(spec, supply)
+    result = validate_spec(spec, supply)
+    if rehearse and not user_code_allowed():
+        result.findings.append(finding(
+            "rehearsal_not_run", None, "info", "the one-step rehearsal did not run: the read-only mode runs no user "
+            "code (it would train a step with the run's rewards)", "validate without the read-only mode to rehearse"))
+    return result
 
 
 def _or_none(architecture):
