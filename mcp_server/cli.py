@@ -8,7 +8,8 @@ tools (`mcp_server.tools.TOOLS`); each tool's `Command` (in its package's tools.
 adds: the positional argument, a flag named otherwise than its field, a shorter help line, fields left off the
 command line, the human-readable summary and the exit code.
 
-`--json` prints the pydantic result for machines; without it, a short readable summary for people.
+`--json` prints the pydantic result for machines; without it, a short readable summary for people. Stdout carries
+only that: whatever the work prints (a reward module at its import) goes to stderr.
 Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
 (the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback),
 141 when the reader of the output went away (`| head`), quietly.
@@ -17,6 +18,7 @@ Exit code 0 on success (for validation: only when the config is valid), 1 on a f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import os
 import sys
@@ -46,7 +48,9 @@ def _run(args: argparse.Namespace) -> int:
     if spec.cli.handler:
         return spec.cli.handler(args, request)
     kwargs = {"report": _progress(args)} if "report" in inspect.signature(spec.core).parameters else {}
-    result = spec.core(request, **kwargs) if request is not None else spec.core(**kwargs)
+    # stdout carries only the result: what the core's code prints (a reward module at import) goes to stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        result = spec.core(request, **kwargs) if request is not None else spec.core(**kwargs)
     print_result(result, args.json, spec.cli.human)
     return 0 if spec.cli.ok(result) else 1
 

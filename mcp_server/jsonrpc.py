@@ -1,8 +1,9 @@
 """The stdio transport with JSON-RPC error replies: a line the MCP SDK cannot read as a message (not JSON, nested
-past what a parser reads, no `method`, `jsonrpc` other than "2.0") gets the reply JSON-RPC 2.0 prescribes
-(-32700 Parse error, -32600 Invalid Request, -32602 Invalid params for text that is no Unicode, a lone surrogate;
-with the request's id when it can be read, else null), where the SDK's own transport drops it silently and leaves
-the client waiting. At the end of input, each request still running is answered before the session ends.
+past what a parser reads, no `method`, `jsonrpc` other than "2.0", a batch, a request whose id is no string or
+integer) gets the reply JSON-RPC 2.0 prescribes (-32700 Parse error, -32600 Invalid Request, -32602 Invalid params
+for text that is no Unicode, a lone surrogate; with the request's id when it can be read, else null), where the SDK's
+own transport drops it silently and leaves the client waiting. At the end of input, each request still running is
+answered before the session ends. The table of inputs and answers: tests/test_server_inputs.py.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
 the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
@@ -23,6 +24,27 @@ from pydantic import ValidationError
 from mcp_server.errors import one_line, short
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+JSON_TYPES = {float: "a fraction", bool: "a boolean", dict: "an object", list: "an array", str: "a string",
+              int: "an integer", type(None): "null"}
+
+
+def valid_id(value) -> bool:
+    """MCP's request id: a string or an integer (JSON-RPC allows null and fractions; MCP does not)."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def bad_id_reply(line: str) -> types.JSONRPCError | None:
+    """The Invalid Request error for a message with a `method` and an `id` that is no string or integer (a float,
+    a boolean, null, an object, a list), which the SDK reads as a notification and never answers; else None."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or "id" not in data or valid_id(data["id"]):
+        return None
+    got = "null" if data["id"] is None else f"{JSON_TYPES[type(data['id'])]}, {short(json.dumps(data['id']), 40)}"
+    return _error(None, INVALID_REQUEST, f"Invalid Request: id must be a string or an integer, got {got} (a "
+                  "notification carries no id)")
 
 
 def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
@@ -33,7 +55,7 @@ def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
     except (ValueError, RecursionError):
         data = None
     request_id = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+    if not valid_id(request_id):
         request_id = None
     if any(e.get("type") == "json_invalid" for e in errors) or not errors:
         why = errors[0]["msg"] if errors else str(exc)
@@ -41,12 +63,16 @@ def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
             return _error(request_id, INVALID_PARAMS, f"Invalid params: {one_line(short(why))}: every string must be "
                           "Unicode text (a lone surrogate escape such as \\ud800 is not)")
         return _error(None, PARSE_ERROR, f"Parse error: {one_line(short(why))}")
-    if not isinstance(data, dict):
+    if isinstance(data, list):
+        why = "a batch (a JSON array) is not accepted: MCP (since 2025-06-18) takes one message object per line"
+    elif not isinstance(data, dict):
         why = f"expected a JSON object (one message per line), got {type(data).__name__}"
     elif data.get("jsonrpc") != "2.0":
         why = f'"jsonrpc" must be "2.0", got {short(json.dumps(data.get("jsonrpc")), 40)}'
     elif not ({"method", "result", "error"} & data.keys()):
         why = 'no "method" (a request or notification names one)'
+    elif "method" in data and not isinstance(data.get("params", {}), dict):
+        why = f'"params" must be an object, got {JSON_TYPES.get(type(data["params"]), type(data["params"]).__name__)}'
     else:
         first = errors[0]
         why = f"{'.'.join(str(p) for p in first.get('loc', ())) or 'message'}: {first.get('msg')}"
@@ -130,9 +156,14 @@ class _CheckedLines:
                 continue
             if isinstance(message, types.JSONRPCRequest):
                 self.unanswered.add(message.id)
-            elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled" \
-                    and isinstance(message.params, dict):
-                self.unanswered.done(message.params.get("requestId"))  # a cancelled request is never answered
+            elif isinstance(message, types.JSONRPCNotification):
+                refused = bad_id_reply(line)
+                if refused is not None:
+                    await self.write["stream"].send(SessionMessage(refused))
+                    continue
+                cancelled = message.params.get("requestId") if isinstance(message.params, dict) else None
+                if message.method == "notifications/cancelled" and valid_id(cancelled):
+                    self.unanswered.done(cancelled)  # a cancelled request is never answered
             return line
 
 
@@ -146,12 +177,14 @@ def _wire_stdin():
     return anyio.wrap_file(open(wire, encoding="utf-8", errors="replace", closefd=True))
 
 
-async def serve_stdio(server) -> None:
-    """Run an MCPServer over stdio (its `run("stdio")`), with error replies for bad lines."""
+async def serve_stdio(server, experimental: dict | None = None) -> None:
+    """Run an MCPServer over stdio (its `run("stdio")`), with error replies for bad lines; `experimental` is
+    declared under the capabilities' `experimental` (what protocol versions before 2026-07-28 can carry)."""
     ready, write, unanswered = anyio.Event(), {}, _Unanswered()
     lines = _CheckedLines(_wire_stdin(), ready, write, unanswered)
     async with stdio_server(stdin=lines) as (read_stream, write_stream):
         write["stream"] = write_stream
         ready.set()
         lowlevel = server._lowlevel_server
-        await lowlevel.run(read_stream, _Answering(write_stream, unanswered), lowlevel.create_initialization_options())
+        await lowlevel.run(read_stream, _Answering(write_stream, unanswered), lowlevel.create_initialization_options(
+            experimental_capabilities=experimental))

@@ -21,7 +21,6 @@ import anyio.from_thread
 import anyio.lowlevel
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.resources import FileResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -30,8 +29,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mcp_server import warm_up
-from mcp_server.content import RESOURCE_SCHEME, finetune_prompt_text, reference_files, reference_title
+from mcp_server import served, warm_up
 from mcp_server.errors import UserInputError, describe_failure, validation_message
 from mcp_server import jsonrpc
 from mcp_server.calls import run_cancellable, stop_point
@@ -39,7 +37,7 @@ from mcp_server.inputs import NoArguments
 from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import Report
 from mcp_server.tools import MCP_TOOLS
-from mcp_server.toolspec import ToolSpec
+from mcp_server.toolspec import ToolSpec, compact, outline
 
 logger = logging.getLogger("llm-finetuning")
 # MCP logging is deprecated from protocol 2026-07-28 (clients opt in per request) but still how today's clients
@@ -85,7 +83,8 @@ def _reporter(ctx: Context, token, stop: threading.Event) -> Report:
     async def notify(progress: float | None, total: float | None, message: str) -> None:
         if progress is not None:
             await ctx.report_progress(progress, total, message)
-        await ctx.log("info", message, logger_name="llm-finetuning")
+        if served.logs("info"):  # the client's logging/setLevel
+            await ctx.log("info", message, logger_name="llm-finetuning")
 
     def report(done: float, total: float | None, message: str) -> None:
         stop_point(stop)  # a cancelled call stops here
@@ -161,8 +160,11 @@ TOOLS: list[Tool] = [_tool(spec) for spec in MCP_TOOLS]
 
 class _Server(MCPServer):
     async def list_tools(self):
-        """The SDK's tools/list; the warm-up may hold this process from now on (warm_up.tools_listed)."""
-        tools = await super().list_tools()
+        """The SDK's tools/list, its schemas compacted; the warm-up may hold this process from now on
+        (warm_up.tools_listed)."""
+        tools = [t.model_copy(update={
+            "input_schema": compact(t.input_schema), "output_schema": outline(t.output_schema),
+            "description": " ".join((t.description or "").split())}) for t in await super().list_tools()]
         warm_up.tools_listed()
         return tools
 
@@ -175,6 +177,7 @@ mcp = _Server(
         "diagnose training, evaluate, promote and export."
     ),
     tools=TOOLS,
+    extensions=[served.Skills()],
 )
 
 
@@ -200,34 +203,7 @@ def rehearse_first_call() -> CallToolResult:
     return result
 
 
-# ---------------------------------------------------------------- content: /finetune prompt, references
-def _register_content() -> None:
-    """The /finetune command as an MCP prompt and every references/*.md page as a resource, so a harness
-    without plugin commands still gets the workflow and the reference pages."""
-    @mcp.prompt(
-        name="finetune",
-        title="/finetune: seven gated phases from a goal to an exported checkpoint",
-        description="The llm-finetuning lifecycle (eval baseline, method choice and reward inspection, data, "
-        "environment, training, checkpoint gate, export) with the goal filled in.",
-    )
-    def finetune(goal: str) -> str:
-        """goal: what the model should be reliably right at, e.g. 'Qwen2.5-1.5B solves our invoice questions'."""
-        return finetune_prompt_text(goal)
-
-    for path in reference_files():
-        mcp.add_resource(
-            FileResource(
-                uri=RESOURCE_SCHEME + path.name,
-                name=path.stem,
-                title=reference_title(path),
-                description=f"Reference page {path.name} of the llm-finetuning plugin.",
-                mime_type="text/markdown",
-                path=path,
-            )
-        )
-
-
-_register_content()
+served.install(mcp)
 
 
 def main() -> None:
@@ -235,7 +211,8 @@ def main() -> None:
     # TRL's import in the training interpreter and a rehearsed first validation, in the background, once
     # tools/list is answered
     warm_up.start(rehearse_first_call)
-    anyio.run(jsonrpc.serve_stdio, mcp)  # mcp.run("stdio"), with JSON-RPC error replies for bad lines
+    # mcp.run("stdio"), with JSON-RPC error replies for bad lines
+    anyio.run(jsonrpc.serve_stdio, mcp, served.LEGACY_CAPABILITIES)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,54 @@ class ToolSpec:
         return self.cli.name or self.name.replace("_", "-")
 
 
+NULL = {"type": "null"}
+
+
+# ---------------------------------------------------------------- what tools/list publishes (server.py)
+def compact(schema: dict) -> dict:
+    """A request's published schema without what costs an agent's context and tells it nothing: pydantic's titles
+    (the field name again, "Run Dir"), and the `null` alternative of an optional field whose default is null
+    (omitting it means the same; null is still accepted), the indents of a description written as a docstring.
+    Descriptions, types, enums, bounds and defaults stay;
+    nested models stay shared definitions ($defs)."""
+
+    def walk(node, named: bool = False):  # named: a mapping of names (properties, $defs), not of keywords
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = {k: walk(v, not named and k in ("properties", "$defs")) for k, v in node.items()
+                if named or k != "title"}
+        if not named and isinstance(node.get("description"), str):  # a docstring's line breaks and indents
+            node["description"] = " ".join(node["description"].split())
+        options = node.get("anyOf")
+        if not named and node.get("default", 0) is None and options and len(options) == 2 and NULL in options:
+            node = {**{k: v for k, v in node.items() if k not in ("anyOf", "default")},
+                    **next(o for o in options if o != NULL)}
+        return node
+
+    return walk(schema)
+
+
+def outline(schema: dict | None) -> dict | None:
+    """A result's published schema: its fields, their types and enums, and which are always there; a nested
+    object or list is published as one (the result itself comes back as JSON text beside the structured content,
+    and the tool's description says what it means)."""
+    if not isinstance(schema, dict) or "properties" not in schema:
+        return schema
+
+    def shallow(node: dict) -> dict:
+        if "anyOf" in node:
+            options = [shallow(o) for o in node["anyOf"]]
+            return {"anyOf": [o for i, o in enumerate(options) if o not in options[:i]]}
+        if "$ref" in node or node.get("type") == "object":
+            return {"type": "object"}
+        return {k: v for k, v in node.items() if k in ("type", "enum", "const")}
+
+    return {"type": "object", "properties": {k: shallow(v) for k, v in schema["properties"].items()},
+            **({"required": schema["required"]} if "required" in schema else {})}
+
+
 def print_result(result: BaseModel, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
     """The CLI's output: the pydantic result as JSON for machines, else the readable summary."""
     if as_json or human is None:

@@ -5,8 +5,10 @@ calls the function in this process when this Python is the training interpreter 
 one persistent worker process (`python -m mcp_server.worker`) started on first need in the training interpreter.
 The worker stays up, so only its first call pays for importing TRL; one call runs at a time; a worker that died is
 started again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
-comes back as lines of their own while the call runs. Pydantic models travel as {"model", "data"}, a run
-(runs.Run) as {"run": its directory}.
+comes back as lines of their own while the call runs, and so does a heartbeat every HEARTBEAT_S seconds: a worker
+that sends nothing for LLM_FINETUNING_WORKER_SILENCE_S seconds (default 120: hung, or no worker at all) is stopped
+and the call fails saying so, so the server stays responsive and the next call starts a fresh one. Pydantic models
+travel as {"model", "data"}, a run (runs.Run) as {"run": its directory}.
 A process may send some calls elsewhere first (`route`: the CLI's light checks go to its per-user warm worker,
 mcp_server.worker_daemon, which speaks the same lines over a unix socket).
 """
@@ -20,6 +22,7 @@ import inspect
 import itertools
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -48,6 +51,15 @@ SYNCED_ENV_PREFIXES = ("LLM_FINETUNING_", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_
 # Where a process sends some calls instead: route(python, target, args, kwargs, report) -> (handled, result).
 # The CLI sets it (its light checks go to the per-user warm worker, mcp_server.worker_daemon); None elsewhere.
 route = None
+HEARTBEAT_S = 5.0  # the worker says it is alive this often while a call runs
+SILENCE_S = 120.0  # a worker that says nothing for this long is taken for hung (LLM_FINETUNING_WORKER_SILENCE_S)
+
+
+def silence_limit() -> float:
+    try:
+        return max(0.1, float(os.environ.get("LLM_FINETUNING_WORKER_SILENCE_S", SILENCE_S)))
+    except ValueError:
+        return SILENCE_S
 
 
 class TrainingInterpreterError(RuntimeError):
@@ -163,7 +175,7 @@ def receive(readline, call_id: int, target: str, report: Report, python: str, di
             answer = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if answer.get("id") != call_id:
+        if answer.get("id") != call_id or "alive" in answer:  # another call's line, or a heartbeat
             continue
         if "report" in answer:
             report(*answer["report"])
@@ -186,12 +198,34 @@ def _error(error: dict, target: str, python: str) -> Exception:
 
 
 def handle(request: dict, send) -> None:
-    """Run one request here (the worker's side) and send its progress and its answer."""
+    """Run one request here (the worker's side) and send its progress, a heartbeat every HEARTBEAT_S seconds
+    while it runs, and its answer."""
     call_id = request["id"]
+    lock, finished = threading.Lock(), threading.Event()
+    raw_send = send
+
+    def send(message: dict) -> None:  # noqa: F811 - the heartbeat's thread and the call's share the channel
+        with lock:
+            raw_send(message)
+
+    def heartbeat() -> None:
+        while not finished.wait(HEARTBEAT_S):
+            try:
+                send({"id": call_id, "alive": True})
+            except (OSError, ValueError):  # the caller went away
+                return
 
     def relay(done, total, message):
         send({"id": call_id, "report": [done, total, message]})
 
+    threading.Thread(target=heartbeat, name="llm-finetuning-heartbeat", daemon=True).start()
+    try:
+        _answer(request, call_id, send, relay)
+    finally:
+        finished.set()
+
+
+def _answer(request: dict, call_id, send, relay) -> None:
     try:
         _apply(request.get("env", {}), request.get("cwd", os.getcwd()))
         fn = _resolve(request["target"])
@@ -214,6 +248,7 @@ class Worker:
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=30)
+        self.lines: queue.Queue[str] = queue.Queue()
 
     def _start(self) -> None:
         env = training_env(self.python)
@@ -229,6 +264,29 @@ class Worker:
             raise UserInputError("LLM_FINETUNING_PYTHON", f"cannot start the training interpreter {self.python}: "
                                  f"{exc}; {HOW_TO_GET_ONE}") from None
         threading.Thread(target=self._pump_stderr, args=(self.proc,), daemon=True).start()
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump_stdout, args=(self.proc, self.lines), daemon=True).start()
+
+    @staticmethod
+    def _pump_stdout(proc: subprocess.Popen, lines: queue.Queue) -> None:
+        """The worker's answer lines, for `_readline` to wait on with a limit ('' at the end of its output)."""
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put("")
+
+    def _readline(self, target: str) -> str:
+        limit = silence_limit()
+        try:
+            return self.lines.get(timeout=limit)
+        except queue.Empty:
+            pass
+        self.proc.kill()  # hung: its call is abandoned, the next call starts a fresh worker
+        self.proc.wait()
+        self.proc = None
+        raise UserInputError("LLM_FINETUNING_PYTHON", (
+            f"the training interpreter {self.python} sent nothing for {limit:g} s during {target} (not even its "
+            f"heartbeat): it was stopped, and the next call starts it again. A Python that does not run "
+            f"`-m mcp_server.worker` answers nothing; {HOW_TO_GET_ONE}"))
 
     def _pump_stderr(self, proc: subprocess.Popen) -> None:
         """The worker's warnings and logs go to our stderr (the harness's log); the tail explains a death."""
@@ -256,7 +314,7 @@ class Worker:
                 self.proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 raise self._died(target) from None
-            return receive(self.proc.stdout.readline, call_id, target, report, self.python,
+            return receive(lambda: self._readline(target), call_id, target, report, self.python,
                            lambda: self._died(target))
 
     def close(self) -> None:

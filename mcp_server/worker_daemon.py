@@ -32,7 +32,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import training_env
 from mcp_server.reporting import Report
-from mcp_server.worker import WORKER_FLAG, _resolve, handle, receive, request_message
+from mcp_server.worker import WORKER_FLAG, _resolve, handle, receive, request_message, silence_limit
 
 PACKAGE = Path(__file__).resolve().parent
 IDLE_S = 600.0
@@ -92,10 +92,20 @@ def call(python: str, target: str, args: tuple, kwargs: dict, report: Report,
     conn = _connect(path) or _start(python, path, warm_up)
     if conn is None:
         return False, None
+    conn.settimeout(silence_limit())  # the daemon sends a heartbeat while it works (worker.handle)
     with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
         stream.write(json.dumps(request_message(1, target, args, kwargs)) + "\n")
         stream.flush()
-        return True, receive(stream.readline, 1, target, report, python, lambda: _died(python, target))
+
+        def readline() -> str:
+            try:
+                return stream.readline()
+            except TimeoutError:
+                raise UserInputError("LLM_FINETUNING_PYTHON", f"the CLI's worker for {python} sent nothing for "
+                                     f"{silence_limit():g} s during {target}; run the command again "
+                                     "(LLM_FINETUNING_CLI_WORKER=0 runs it without the worker)") from None
+
+        return True, receive(readline, 1, target, report, python, lambda: _died(python, target))
 
 
 def _died(python: str, target: str) -> UserInputError:

@@ -34,6 +34,9 @@ ATTRIBUTES = {
     "unknown one with a message naming it and what is accepted.",
     "server._lowlevel_server": "MCPServer.run_stdio_async reads the SDK's own stdin; jsonrpc.serve_stdio runs the "
     "low-level server on checked lines, so a bad line gets its JSON-RPC error reply instead of silence.",
+    "mcp._lowlevel_server.add_request_handler": "MCPServer has no hook for logging/setLevel (deprecated from "
+    "2026-07-28) and an extension's MethodBinding refuses spec methods; the SDK's MethodBinding docstring names "
+    "the low-level Server.add_request_handler for re-providing it (served.install).",
 }
 # Imported names no `__all__` of their module or a package above it exports: {name: why}.
 IMPORTS = {
@@ -42,6 +45,10 @@ IMPORTS = {
     "has no __all__; any other exception becomes a message-less crash).",
     "SessionMessage": "what the low-level server's streams carry: jsonrpc.py passes good lines on in it and writes "
     "its error replies through it.",
+    "Extension": "the SDK's extension API (SEP-2133, MCPServer(extensions=...)) that served.Skills serves SEP-2640 "
+    "through; mcp.server.extension has no __all__.",
+    "MethodBinding": "an extension's request method (skills/list, skills/get), from the same module.",
+    "ResourceBinding": "an extension's resource (each skill file), from the same module.",
 }
 
 
@@ -102,6 +109,7 @@ def test_the_internals_still_do_what_the_doors_rely_on():
 
     from mcp_server.server import TOOLS, mcp
     from mcp_server.tools import MCP_TOOLS
+    from mcp_server.toolspec import compact
 
     assert {"parameters", "fn_metadata"} <= set(Tool.model_fields) and "arg_model" in FuncMetadata.model_fields
     assert callable(ArgModelBase.model_dump_one_level) and "message" in SessionMessage.__dataclass_fields__
@@ -109,7 +117,7 @@ def test_the_internals_still_do_what_the_doors_rely_on():
     for spec, tool in zip(MCP_TOOLS, TOOLS, strict=True):
         model = spec.request
         if model is not None:
-            assert listed[spec.name].input_schema == model.model_json_schema(), spec.name
+            assert listed[spec.name].input_schema == compact(model.model_json_schema()), spec.name
         assert tool.fn_metadata.validate_arguments({"no_such_field": 1}) == {"no_such_field": 1}, spec.name
     lowlevel = mcp._lowlevel_server
     assert callable(lowlevel.run) and callable(lowlevel.create_initialization_options)

@@ -20,6 +20,7 @@ from pathlib import Path
 from mcp_server.config import FIELD, GRPOView, trl_default
 from mcp_server.agentic.spec import AgenticRecord, load, public_methods, resolve
 from mcp_server.errors import UserInputError, one_line, short
+from mcp_server.interpreter import user_code_allowed
 
 
 def _finding(code: str, field: str | None, severity: str, message: str, fix: str | None = None) -> dict:
@@ -236,6 +237,10 @@ def check_agentic(record: dict, values: dict) -> list[dict]:
 
     spec = AgenticRecord(**record)
     found = _versions(spec)
+    if not user_code_allowed():  # the environment and tools are the person's code
+        return [*found, _finding("agentic_not_checked", "environment" if spec.environment else "tools", "warning",
+                                 "the environment and tools were not imported: the read-only server runs no user "
+                                 "code", "validate with a server or CLI that is not read-only to check them")]
     try:
         factory, tools = load(spec)
     except UserInputError as exc:

@@ -17,11 +17,13 @@ import functools
 from mcp_server.memory import planner
 from mcp_server.memory.settings import RunSettings
 from mcp_server.recipe.memory_rules import PlannedMemory
+from mcp_server.recipe.context import finding
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.recipe import rehearsal
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import request_spec, validate_spec
+from mcp_server.interpreter import user_code_allowed
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SCHEMA_TOKENS
 
@@ -63,9 +65,14 @@ def validate(spec: RunSpec, memory: bool = True, rehearse: bool = False) -> Vali
     supply = {"architecture": architecture}
     if memory and not spec.target.cpu:
         supply["memory_plan"] = lambda: planned_memory(spec)
-    if rehearse:
+    if rehearse and user_code_allowed():  # the rehearsal trains a step with the run's rewards: user code
         supply["rehearsal"] = lambda: rehearsal.rehearse(spec, _or_none(architecture))
-    return validate_spec(spec, supply)
+    result = validate_spec(spec, supply)
+    if rehearse and not user_code_allowed():
+        result.findings.append(finding(
+            "rehearsal_not_run", None, "info", "the one-step rehearsal did not run: the read-only mode runs no user "
+            "code (it would train a step with the run's rewards)", "validate without the read-only mode to rehearse"))
+    return result
 
 
 def _or_none(architecture):

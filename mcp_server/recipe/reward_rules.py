@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_server.errors import UserInputError
+from mcp_server.interpreter import user_code_allowed
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
+from mcp_server.rewards.dotted import find_dotted
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import REWARD_PROBLEMS
 
@@ -81,6 +84,12 @@ def _resolve_dotted(name: str) -> str | None:
     if "." not in name:
         return f"'{name}' is neither a TRL reward name nor a dotted import path"
     module_name, attr = name.rsplit(".", 1)
+    if not user_code_allowed():  # the read-only mode: found in its source, never imported
+        try:
+            find_dotted(name, "reward_funcs")
+        except UserInputError as exc:
+            return str(exc).removeprefix("reward_funcs: ")
+        return None
     sys.path.insert(0, str(Path.cwd()))
     try:
         module = importlib.import_module(module_name)

@@ -1,18 +1,27 @@
-"""Importing a function named by a dotted path (a reward, a judge), the way `trl grpo --reward_funcs` does."""
+"""Importing a function named by a dotted path (a reward, a judge), the way `trl grpo --reward_funcs` does; in the
+read-only mode (interpreter.user_code_allowed), finding it on disk instead, without running the module."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import linecache
 import os
 import sys
+from pathlib import Path
 from typing import Callable
 
 from mcp_server.errors import UserInputError
+from mcp_server.interpreter import user_code_allowed
+from mcp_server.rewards.sources import static_spec
 
 
 def import_dotted(path: str, field: str) -> Callable:
-    """A function named by a dotted path, imported the way `trl grpo --reward_funcs` does (cwd on sys.path)."""
+    """A function named by a dotted path, imported the way `trl grpo --reward_funcs` does (cwd on sys.path); in the
+    read-only mode an `Unimported` stand-in for it, found on disk."""
     module_path, _, attr = path.rpartition(".")
+    if not user_code_allowed():
+        return find_dotted(path, field)
     try:
         try:
             module = importlib.import_module(module_path)
@@ -32,3 +41,51 @@ def import_dotted(path: str, field: str) -> Callable:
     if not callable(func):
         raise UserInputError(field, f"'{path}' is not callable; a reward takes (completions, **columns) -> list[float]")
     return func
+
+
+class Unimported:
+    """A module-level name of a user module, found in its source and never imported (the read-only mode runs no
+    user code). It carries what the reward-code hash reads of a function (`__module__`, `__qualname__`, the
+    module's source); calling it is refused."""
+
+    def __init__(self, module: str, attr: str, file: Path):
+        self.__module__, self.__qualname__, self.__name__, self.file = module, attr, attr, file
+
+    def source(self) -> str:
+        """The module's source as inspect.getsource reads an imported module's (through linecache)."""
+        return "".join(linecache.getlines(str(self.file)))
+
+    def __call__(self, *args, **kwargs):
+        raise UserInputError("rewards", f"{self.__module__}.{self.__qualname__} was not imported: the read-only "
+                             "server runs no user code")
+
+
+def _defines(tree: ast.Module, attr: str) -> bool:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == attr:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((alias.asname or alias.name.split(".")[0]) == attr for alias in node.names):
+                return True
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign)) else []
+        if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
+            return True
+    return False
+
+
+def find_dotted(path: str, field: str) -> Unimported:
+    """The module-level name a dotted path names, found in its module's source without running it."""
+    module_path, _, attr = path.rpartition(".")
+    spec = static_spec(module_path) if module_path else None
+    origin = getattr(spec, "origin", None)
+    if not origin or not origin.endswith(".py"):
+        raise UserInputError(field, f"cannot find module '{module_path}' for reward '{path}' (the read-only server "
+                             "looks for its source and imports nothing)")
+    try:
+        tree = ast.parse(Path(origin).read_bytes())
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise UserInputError(field, f"cannot read module '{module_path}' for reward '{path}': {exc}") from None
+    if not _defines(tree, attr):
+        raise UserInputError(field, f"module '{module_path}' ({origin}) defines no '{attr}' at its top level")
+    return Unimported(module_path, attr, Path(origin))

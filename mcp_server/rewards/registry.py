@@ -23,7 +23,7 @@ from mcp_server.errors import UserInputError, closest_names, validation_message
 from mcp_server.rewards.basic import make_correctness_reward, make_format_reward
 from mcp_server.rewards.code import make_code_execution_reward
 from mcp_server.rewards.declared import Reward, declared
-from mcp_server.rewards.dotted import import_dotted
+from mcp_server.rewards.dotted import Unimported, import_dotted
 from mcp_server.rewards.json_schema import make_json_schema_reward
 from mcp_server.rewards.judge import make_rubric_judge
 from mcp_server.rewards.length import make_length_penalty, make_soft_overlong_punishment
@@ -156,6 +156,8 @@ def _library_sources() -> list[Path]:
 
 
 def _source_of(func: Callable) -> str:
+    if isinstance(func, Unimported):  # the read-only mode: the same text, read from the file, not imported
+        return func.source()
     target = inspect.unwrap(func)
     while isinstance(target, functools.partial):
         target = target.func
@@ -187,7 +189,8 @@ def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
         if _is_library(func) or _is_installed(func):  # installed packages are no part of a verdict (pins' doc)
             continue
         digest.update(_qualified(func).encode() + b"\0" + _source_of(func).encode())
-        module = getattr(inspect.getmodule(inspect.unwrap(func)), "__name__", None)
+        module = func.__module__ if isinstance(func, Unimported) else getattr(
+            inspect.getmodule(inspect.unwrap(func)), "__name__", None)
         for name, source in local_sources(module) if module else []:  # helpers it imports, followed through
             digest.update(name.encode() + b"\0" + source)
     for path in sorted(paths):
@@ -202,7 +205,7 @@ def _is_library(func: Callable) -> bool:
 
 def _is_installed(func: Callable) -> bool:
     module = inspect.getmodule(inspect.unwrap(func)) or inspect.getmodule(type(func))
-    origin = getattr(module, "__file__", None)
+    origin = str(func.file) if isinstance(func, Unimported) else getattr(module, "__file__", None)
     if not origin:
         return module is not None and module.__name__ in sys.builtin_module_names
     resolved = Path(origin).resolve()

@@ -6,10 +6,15 @@ changing, so the inspection gate's reward hash covers them (rewards.registry.rew
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import importlib.util
+import os
 import site
+import sys
 import sysconfig
 from pathlib import Path
+
+from mcp_server.interpreter import user_code_allowed
 
 
 def installed_roots() -> list[Path]:
@@ -39,9 +44,27 @@ def _imported_names(tree: ast.AST, package: str | None) -> list[str]:
     return names
 
 
+def static_spec(name: str):
+    """The module spec of `name` found on disk without running any code: importlib.util.find_spec imports the
+    parent packages of a dotted name (their __init__.py runs); this walks sys.path (and the working directory, as
+    `trl grpo` adds it) and each package's folder instead. None when not found."""
+    if name in sys.modules:
+        return getattr(sys.modules[name], "__spec__", None)
+    path, parts, spec = [*sys.path, os.getcwd()], name.split("."), None
+    for i in range(len(parts)):
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), path)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        path = list(spec.submodule_search_locations or [])
+    return spec
+
+
 def _origin(name: str) -> Path | None:
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.util.find_spec(name) if user_code_allowed() else static_spec(name)
     except (ImportError, ValueError, AttributeError):  # not a module (an attribute), or a broken parent
         return None
     origin = getattr(spec, "origin", None) if spec else None

@@ -1,0 +1,339 @@
+"""Issue 48, "The server's inputs" as a table: every JSON-RPC message shape a client (or anything writing to the
+server's stdin) can send, x the answer JSON-RPC 2.0 and MCP prescribe, and the server outlives each one.
+
+The table is `CELLS`, generated from declarations: every JSON type a request id can have (`ID_VALUES`: MCP takes a
+string or an integer; anything else, null included, is an Invalid Request answered with id null, since the id cannot
+be read), every JSON type a `notifications/cancelled` requestId can have (unknown, finished or malformed: never
+answered, never fatal), every non-object `params` of a notification, invalid JSON, batches, an unknown method, a
+client response nobody asked for, a huge request, concurrent requests. The cells run against one server process,
+one after another; after each cell a `ping` with its own id must be answered (the server is still there), and a
+cell's replies are those with its ids, plus the id-null errors written before its ping's reply.
+
+What needs a server of its own follows the table: a training interpreter that never answers (the call times out,
+the server answers meanwhile), the read-only server (imports no reward module), logging/setLevel, the skills
+(SEP-2640), the size of tools/list, `python -m mcp_server --help`, and the CLI's --json with a reward that prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, checkout_env, cli_here
+
+HELLO = {"jsonrpc": "2.0", "id": "hello", "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "table", "version": "1"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+INVALID_REQUEST, PARSE_ERROR, METHOD_NOT_FOUND, INVALID_PARAMS = -32600, -32700, -32601, -32602
+
+# Every JSON type, as a request id: MCP's id is a string or an integer (JSON-RPC 2.0 allows null and fractions
+# but discourages them; MCP does not allow them).
+ID_VALUES: dict[str, object] = {"integer": 7, "negative integer": -3, "big integer": 2**70, "string": "s-1",
+                                "empty string": "", "float": 1.5, "integral float": 2.0, "boolean": True,
+                                "null": None, "object": {"a": 1}, "array": [1]}
+# Every JSON type, as a param that must be an object.
+NON_OBJECTS: dict[str, object] = {"string": "x", "number": 3, "array": [1], "boolean": False}
+
+
+def valid_id(value) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+@dataclass
+class Cell:
+    """Lines sent, the results expected (by id), and the id-null errors expected (their codes, in order)."""
+
+    name: str
+    lines: list
+    results: dict = field(default_factory=dict)  # id -> "result" or an error code
+    nulls: list = field(default_factory=list)
+    wait_s: float = 30.0
+
+
+def request(request_id, method: str = "ping", params=None) -> dict:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    return message if params is None else {**message, "params": params}
+
+
+def notification(method: str, params=None) -> dict:
+    message = {"jsonrpc": "2.0", "method": method}
+    return message if params is None else {**message, "params": params}
+
+
+def cells() -> list[Cell]:
+    table = []
+    for kind, value in ID_VALUES.items():  # a request id of every JSON type
+        table.append(Cell(f"id {kind}", [request(value)], results={value: "result"} if valid_id(value) else {},
+                          nulls=[] if valid_id(value) else [INVALID_REQUEST]))
+    for kind, value in {**ID_VALUES, "unknown request": 987654, "finished request": "done-1"}.items():
+        # cancellation of a request never sent, long answered, or named by a malformed id: no answer, no harm
+        table.append(Cell(f"cancel {kind}", [request("done-1"), notification(
+            "notifications/cancelled", {"requestId": value, "reason": "table"})], results={"done-1": "result"}))
+    table.append(Cell("cancel without requestId", [notification("notifications/cancelled", {})]))
+    for kind, value in NON_OBJECTS.items():  # a notification's params that are no object: Invalid Request
+        for method in ("notifications/cancelled", "notifications/initialized", "notifications/progress"):
+            table.append(Cell(f"{method} params {kind}", [notification(method, value)], nulls=[INVALID_REQUEST]))
+    table += [
+        Cell("progress notification for no request", [notification(
+            "notifications/progress", {"progressToken": {"x": 1}, "progress": "half"})]),
+        Cell("unknown notification", [notification("notifications/no_such_thing", {"a": 1})]),
+        Cell("response nobody asked for", [{"jsonrpc": "2.0", "id": 424242, "result": {}}]),
+        Cell("error response nobody asked for", [{"jsonrpc": "2.0", "id": 424243,
+                                                   "error": {"code": 1, "message": "x"}}]),
+        Cell("invalid JSON", ['{"jsonrpc": "2.0", "id": 5, "method": "ping"'], nulls=[PARSE_ERROR]),
+        Cell("not JSON at all", ["hello"], nulls=[PARSE_ERROR]),
+        Cell("a JSON string", ['"ping"'], nulls=[INVALID_REQUEST]),
+        Cell("batch of requests", [[request("b-1"), request("b-2")]], nulls=[INVALID_REQUEST]),
+        Cell("empty batch", [[]], nulls=[INVALID_REQUEST]),
+        Cell("jsonrpc 1.0", [{"jsonrpc": "1.0", "id": "v1", "method": "ping"}], results={"v1": INVALID_REQUEST}),
+        Cell("no method", [{"jsonrpc": "2.0", "id": "nm"}], results={"nm": INVALID_REQUEST}),
+        Cell("request params a string", [request("ps", "tools/list", "x")], results={"ps": INVALID_REQUEST}),
+        Cell("unknown method", [request("um", "no/such/method")], results={"um": METHOD_NOT_FOUND}),
+        Cell("tools/call of no tool", [request("nt", "tools/call", {"name": "no_such_tool", "arguments": {}})],
+             results={"nt": "result"}),
+        Cell("tools/call params wrong type", [request("wt", "tools/call", {"name": 5})],
+             results={"wt": INVALID_PARAMS}),
+        Cell("huge request (8 MB)", [request("huge", "ping", {"_meta": {"pad": "x" * 8_000_000}})],
+             results={"huge": "result"}),
+        Cell("huge tool argument", [request("ht", "tools/call", {"name": "diagnose_run",
+                                                                 "arguments": {"source": "y" * 2_000_000}})],
+             results={"ht": "result"}),
+        Cell("concurrent requests", [request(f"c-{i}", "tools/list" if i % 2 else "ping") for i in range(24)],
+             results={f"c-{i}": "result" for i in range(24)}),
+        Cell("concurrent tool calls", [request(f"t-{i}", "tools/call", {"name": "list_rewards", "arguments": {}})
+                                       for i in range(8)], results={f"t-{i}": "result" for i in range(8)}),
+        Cell("duplicate string and integer ids", [request("5"), request(5)], results={"5": "result", 5: "result"}),
+    ]
+    return table
+
+
+CELLS = cells()
+
+
+class Wire:
+    """A server process over stdio, read line by line with a deadline."""
+
+    def __init__(self, *args: str, env: dict | None = None):
+        self.proc = subprocess.Popen([sys.executable, "-m", "mcp_server", *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                                     env=checkout_env({"LLM_FINETUNING_WORKSPACE": os.getcwd(), **(env or {})}))
+        self.buffer = b""
+
+    def send(self, message) -> None:
+        line = message if isinstance(message, str) else json.dumps(message)
+        self.proc.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self, timeout: float) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def until(self, done, timeout: float) -> list[dict]:
+        """Replies until `done(replies)` is true or the deadline passes (notifications from the server dropped)."""
+        replies, deadline = [], time.monotonic() + timeout
+        while not done(replies):
+            reply = self.read(max(0.0, deadline - time.monotonic()))
+            if reply is None:
+                break
+            if "method" not in reply:
+                replies.append(reply)
+        return replies
+
+    def hello(self) -> dict:
+        self.send(HELLO)
+        (reply,) = self.until(lambda r: len(r) == 1, 120)
+        self.send(INITIALIZED)
+        return reply
+
+    def close(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.stderr.read().decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def table_run():
+    """Every cell against one server; per cell its replies, whether its ping was answered after it, and the
+    server's exit code. A server that dies (or stops answering) is replaced, so each later cell is still judged."""
+    outcomes, stderr, wire = {}, [], None
+    try:
+        for index, cell in enumerate(CELLS):
+            if wire is None:
+                wire = Wire()
+                wire.hello()
+            ping = f"alive-{index}"
+            try:
+                for line in [*cell.lines, request(ping)]:
+                    wire.send(line)
+            except BrokenPipeError:
+                pass
+            wanted = {json.dumps(i) for i in cell.results} | {json.dumps(ping)}
+            replies = wire.until(lambda r: wanted <= {json.dumps(x.get("id")) for x in r}, cell.wait_s)
+            alive = any(r.get("id") == ping for r in replies)
+            outcomes[cell.name] = ([r for r in replies if r.get("id") != ping], alive, wire.proc.poll())
+            if not alive or wire.proc.poll() is not None:
+                stderr.append(wire.close())
+                wire = None
+    finally:
+        if wire is not None:
+            stderr.append(wire.close())
+    return outcomes, "\n".join(stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", CELLS, ids=[c.name for c in CELLS])
+def test_each_input_gets_its_answer_and_the_server_lives_on(table_run, cell):
+    outcomes, stderr = table_run
+    assert cell.name in outcomes, f"the server was gone before this cell: {stderr[-2000:]}"
+    replies, alive, exit_code = outcomes[cell.name]
+    assert alive and exit_code is None, f"no answer to the ping after this cell (exit {exit_code}): {stderr[-2000:]}"
+    by_id = {json.dumps(r["id"]): r for r in replies if r.get("id") is not None}
+    for request_id, expected in cell.results.items():
+        reply = by_id.pop(json.dumps(request_id), None)
+        assert reply is not None, f"no reply to id {request_id!r}: {replies}"
+        if expected == "result":
+            assert "result" in reply, reply
+        else:
+            assert reply.get("error", {}).get("code") == expected, reply
+    assert not by_id, f"replies to ids never sent: {by_id}"
+    nulls = [r for r in replies if r.get("id") is None]
+    assert [r.get("error", {}).get("code") for r in nulls] == cell.nulls, replies
+    for reply in nulls:
+        assert len(reply["error"]["message"]) > 20, reply  # says what was wrong
+
+
+def test_the_table_covers_every_json_type_as_an_id_and_a_cancelled_request_id():
+    kinds = {type(v) for v in ID_VALUES.values()}
+    assert kinds == {int, str, float, bool, type(None), dict, list}
+    names = {c.name for c in CELLS}
+    for kind in ID_VALUES:
+        assert {f"id {kind}", f"cancel {kind}"} <= names, kind
+    for kind in NON_OBJECTS:
+        assert any(n.endswith(f"params {kind}") for n in names), kind
+
+
+# ---------------------------------------------------------------- inputs that need a server of their own
+@pytest.mark.slow
+def test_a_training_interpreter_that_never_answers_times_out_and_the_server_answers_meanwhile(tmp_path):
+    """A training interpreter that takes the call and says nothing (hung, or no worker at all) held the call, every
+    later call needing it and the end of input forever. Now the worker's silence past its limit (its heartbeat
+    stopped) ends the call with an error naming the interpreter and the limit; pings are answered meanwhile."""
+    hung = tmp_path / "hung-python"
+    hung.write_text("#!/bin/sh\nexec sleep 100000\n")
+    hung.chmod(0o755)
+    wire = Wire(env={"LLM_FINETUNING_PYTHON": str(hung), "LLM_FINETUNING_WORKER_SILENCE_S": "2",
+                     "LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    try:
+        wire.hello()
+        call = {"name": "validate_grpo_config", "arguments": {"config": {
+            "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
+            "reward_funcs": ["mcp_server.rewards.format_reward"]}, "gpu": "H100", "rehearse": False}}
+        started = time.monotonic()
+        wire.send(request("call", "tools/call", call))
+        wire.send(request("meanwhile"))
+        first = wire.until(lambda r: len(r) >= 1, 30)
+        assert first and first[0]["id"] == "meanwhile", first  # answered while the call waits on the interpreter
+        (answer,) = wire.until(lambda r: len(r) == 1, 90)
+        waited = time.monotonic() - started
+        wire.send(request("again", "tools/call", call))  # the next call starts a fresh worker, and times out too
+        (again,) = wire.until(lambda r: len(r) == 1, 90)
+    finally:
+        stderr = wire.close()
+    text = json.dumps(answer)
+    assert answer["id"] == "call" and f"{hung}" in text and "sent nothing for 2 s" in text, answer
+    assert waited < 60 and again["id"] == "again" and "sent nothing for 2 s" in json.dumps(again), (waited, again)
+    assert "Traceback" not in stderr
+
+
+def _loud_reward(folder: Path, name: str) -> Path:
+    """A reward module that prints and leaves a mark when imported (its module runs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    module = folder / f"{name}.py"
+    module.write_text(
+        "import pathlib\n"
+        "print('IMPORTED: this module ran')\n"
+        "pathlib.Path(__file__).with_suffix('.ran').write_text('ran')\n\n\n"
+        "def reward(completions, **kwargs):\n"
+        "    texts = [c if isinstance(c, str) else c[-1]['content'] for c in completions]\n"
+        "    return [1.0 if t.strip() else 0.0 for t in texts]\n")
+    return module
+
+
+@pytest.mark.slow
+def test_the_read_only_server_runs_no_reward_module_and_still_judges_the_gate(workspace, tiny_model, tmp_path,
+                                                                               monkeypatch):
+    """The read-only server imported (ran) a run's reward module to answer check_inspection_gate and
+    validate_grpo_config. Now it finds the module's source on disk and imports nothing: the gate still opens (the
+    reward code's hash, read from the source, is the one the verdict pinned), validation still finds the reward,
+    and a misspelt one is still refused by name; the module never ran in the read-only server."""
+    from support import emit_run, pass_inspection
+
+    folder = tmp_path / "user-code"
+    module = _loud_reward(folder, "loud_gate_reward")
+    monkeypatch.syspath_prepend(str(folder))
+    run = emit_run("read-only", rewards=[{"name": "loud_gate_reward.reward", "params": {}, "weight": 1.0}])
+    pass_inspection(run)  # in this process (not read-only): the module ran here
+    marker = module.with_suffix(".ran")
+    marker.unlink()
+    config = str(run / "train" / "config.yaml")
+    env = {"LLM_FINETUNING_READ_ONLY": "1", "LLM_FINETUNING_WORKSPACE": str(workspace),
+           "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+    wire = Wire(env=env)
+    try:
+        wire.hello()
+        wire.send(request("gate", "tools/call", {"name": "check_inspection_gate", "arguments": {"run": str(run)}}))
+        wire.send(request("valid", "tools/call", {"name": "validate_grpo_config", "arguments": {
+            "config": {"model_name_or_path": str(tiny_model), "learning_rate": 1e-6,
+                       "reward_funcs": ["loud_gate_reward.reward", "loud_gate_reward.no_such"]}, "gpu": "cpu"}}))
+        wire.send(request("run", "tools/call", {"name": "validate_grpo_config", "arguments": {"config_path": config}}))
+        replies = {r["id"]: r for r in wire.until(lambda r: len(r) == 3, 300)}
+    finally:
+        stderr = wire.close()
+    assert not marker.exists(), "the read-only server ran the reward module"
+    assert "IMPORTED" not in stderr
+    gate = replies["gate"]["result"]["structuredContent"]
+    assert gate["passed"], gate
+    findings = replies["valid"]["result"]["structuredContent"]["findings"]
+    unresolvable = [f for f in findings if f["code"] == "reward_unresolvable"]
+    assert [f["field"] for f in unresolvable] == ["reward_funcs[1]"], findings
+    assert "defines no 'no_such'" in unresolvable[0]["message"]
+    run_result = replies["run"]["result"]["structuredContent"]  # its rewards.json, resolved from the source
+    assert run_result["valid"] and "rehearsal_not_run" in {f["code"] for f in run_result["findings"]}, run_result
+
+
+def test_the_cli_prints_only_its_json_when_a_reward_module_prints_at_import(tmp_path, tiny_model, monkeypatch):
+    """A reward module that prints at import put its line before the JSON of `validate-config --json`: the output
+    was no JSON. Stdout carries only the result; what the work prints goes to stderr."""
+    folder = tmp_path / "user-code"
+    _loud_reward(folder, "loud_cli_reward")
+    monkeypatch.syspath_prepend(str(folder))
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"model_name_or_path": str(tiny_model), "learning_rate": 1e-6,
+                                  "reward_funcs": ["loud_cli_reward.reward"]}))
+    proc = cli_here("validate-config", str(config), "--gpu", "cpu", "--no-rehearse", "--json")
+    assert (folder / "loud_cli_reward.ran").exists()  # the module did run (this CLI is not read-only)
+    result = json.loads(proc.stdout)  # nothing but the result
+    assert "reward_unresolvable" not in {f["code"] for f in result["findings"]}, result
+    assert "IMPORTED" in proc.stderr
