@@ -1,9 +1,10 @@
 """The trusted harness inside the sandbox: a tester process that grades, and the solution process it forks.
 
 `sandbox.run_python` runs this file (its bytecode, compiled once by the same interpreter, else its source)
-as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1), after installing its two
-helper modules by their own names: harness_wire.py (what crosses between the processes) and
-harness_solution.py (the solution process's side). That process is the tester. It
+as `python -I -c ... VERDICT_FD`, as the sandbox's pid 1 (bwrap --as-pid-1), after installing its
+helper modules by their own names: harness_wire.py (what crosses between the processes),
+harness_solution.py (the solution process's side), harness_watch.py (the budgets) and harness_tests.py (how the
+tests are collected, called and judged). That process is the tester. It
 makes itself non-dumpable first (no one in the sandbox
 can ptrace it or open its /proc/1/mem, fd, environ; as the namespace's init it also ignores every signal
 sent from inside), forks the solution process, and only then reads the payload (code, tests, limits) from
@@ -21,7 +22,7 @@ So nothing the solution does reaches the verdict: it cannot see the tests (they 
 the tester's frames or memory, patch its builtins or modules, return an object whose __eq__ lies, print a
 pass line, exit early (a solution that stops answering fails), or hook its exit.
 
-Stdlib only, and no import of this package but its own two helpers: it runs under the sandbox's Python.
+Stdlib only, and no import of this package but its own helpers: it runs under the sandbox's Python.
 """
 
 from __future__ import annotations
@@ -33,14 +34,17 @@ import os
 import resource
 import signal
 import sys
-import types
 
 try:  # on the host, as part of the package
     from .harness_solution import serve
+    from .harness_tests import (ASSERT_HOOK, SKIPPED, call_one, count_asserts, human_eval_check, identifiers, run_case,
+                                     scope_of_tests)
     from .harness_watch import Watch
     from .harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
 except ImportError:  # in the sandbox, where sandbox.py installs the harness's modules by their own names
     from harness_solution import serve
+    from harness_tests import (ASSERT_HOOK, SKIPPED, call_one, count_asserts, human_eval_check, identifiers, run_case,
+                               scope_of_tests)
     from harness_watch import Watch
     from harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
 
@@ -268,114 +272,6 @@ class Remote:
     __hash__ = object.__hash__
 
 
-def _test_scope(names: list, used: set) -> dict:
-    """The tests' globals: the solution's public names as `from solution import *` would give them, except
-    that builtins and standard-library module names stay the tester's own (a stdlib name the tests use
-    without importing it is the real module). `import solution` has all the public names. The names come
-    from the solution process, so they are checked here: public identifiers only, never `__builtins__`."""
-    module = types.ModuleType("solution")
-    module.__file__ = "/tmp/solution.py"
-    stdlib = getattr(sys, "stdlib_module_names", frozenset())
-    shared = []
-    scope = {"__name__": "test_solution", "__file__": "/tmp/test_solution.py", "__builtins__": builtins}
-    for name, value in names:
-        if not name.isidentifier() or name.startswith("_"):
-            continue
-        setattr(module, name, value)
-        if hasattr(builtins, name):
-            continue
-        if name in stdlib:
-            if name in used:  # imported only when the tests use it (an import can have side effects)
-                try:
-                    scope[name] = __import__(name)
-                except ImportError:
-                    pass
-            continue
-        scope[name] = value
-        shared.append(name)
-    module.__all__ = shared
-    sys.modules["solution"] = module
-    return scope
-
-
-def _identifiers(code: types.CodeType) -> set:
-    """Every global or attribute name the code and its nested functions and classes use."""
-    names = set()
-    stack = [code]
-    while stack:
-        code = stack.pop()
-        names.update(code.co_names)
-        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    return names
-
-
-ASSERT_HOOK = "__harness_assert__"  # called before each assert statement of the tests (ends with __: never mangled)
-SKIPPED = object()  # what a skipped unittest case returns: it ran nothing
-
-
-def _count_asserts(tests: str, hits: list) -> types.CodeType:
-    """The tests compiled so that every `assert` they execute (at top level, in a test, in HumanEval's `check`)
-    first appends to `hits`: a test file that ends without running any test and without one assert ran
-    nothing, and fails (pytest says "no tests ran")."""
-    import ast
-
-    class Counter(ast.NodeTransformer):
-        def visit_Assert(self, node):  # noqa: N802 - ast's visitor naming
-            hit = ast.Expr(ast.Call(ast.Name(ASSERT_HOOK, ast.Load()), [], []))
-            return [ast.copy_location(hit, node), node]
-
-    tree = ast.fix_missing_locations(Counter().visit(ast.parse(tests, "test_solution.py")))
-    del hits[:]
-    return compile(tree, "test_solution.py", "exec")
-
-
-NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)
-
-
-def _ran(name: str, value):
-    """A test's return value, once it is sure the test's body ran: an `async def` or generator test returns a
-    coroutine or generator without running a line of its body (pytest fails such a test too), so it fails."""
-    if isinstance(value, NEVER_RAN):
-        getattr(value, "close", lambda: None)()
-        raise AssertionError(f"{name} is an async def or a generator: calling it did not run its body (write the "
-                             "test as a plain def)")
-    return value
-
-
-def _call(name: str, test):
-    """Run one collected test: its return value, or SKIPPED where it raised unittest.SkipTest (pytest skips a
-    plain test function that does). Only the tests' own code can raise it: what the solution raises arrives as a
-    builtin exception (`_exception`)."""
-    try:
-        return _ran(name, test())
-    except BaseException as exc:
-        skip = getattr(sys.modules.get("unittest"), "SkipTest", None)
-        if skip is not None and isinstance(exc, skip):
-            return SKIPPED
-        raise
-
-
-def _run_case(cls: type, method: str):
-    """One unittest.TestCase method, as unittest runs it (setUp, the test, tearDown); a failure or error is
-    raised as an AssertionError carrying unittest's traceback, a skip returns SKIPPED. A method whose body did
-    not run (async def outside IsolatedAsyncioTestCase, a generator) fails, where unittest only warns."""
-    import unittest
-
-    class Checked(cls):
-        def _callTestMethod(self, test):  # noqa: N802 - unittest's name
-            call = getattr(self, "_callMaybeAsync", None)  # IsolatedAsyncioTestCase runs coroutines itself
-            _ran(f"{cls.__name__}.{method}", call(test) if call else test())
-
-    result = unittest.TestResult()
-    Checked(method).run(result)
-    problems = result.errors + result.failures
-    if problems:
-        raise AssertionError(problems[0][1][-1500:])
-    if result.unexpectedSuccesses:
-        raise AssertionError(f"{method}: unexpected success of an expected failure")
-    return SKIPPED if result.skipped else None
-
-
 def _collect(scope: dict) -> list:
     """pytest's default collection: `test*` functions, every unittest.TestCase subclass (whatever its name) and
     the `test*` methods of other `Test*` classes without an `__init__` (pytest skips those)."""
@@ -388,7 +284,7 @@ def _collect(scope: dict) -> list:
             import functools
             import unittest
 
-            tests += [(f"{name}.{m}", functools.partial(_run_case, obj, m))
+            tests += [(f"{name}.{m}", functools.partial(run_case, obj, m))
                       for m in unittest.TestLoader().getTestCaseNames(obj)]
         elif name.startswith("test") and callable(obj) and not isinstance(obj, type):
             tests.append((name, obj))
@@ -397,17 +293,6 @@ def _collect(scope: dict) -> list:
             tests += [(f"{name}.{m}", getattr(instance, m)) for m in obj.__dict__
                       if m.startswith("test") and callable(getattr(obj, m))]
     return tests
-
-
-def _human_eval_check(scope: dict, names: dict, entry_point: str | None):
-    """HumanEval's form, `def check(candidate): assert ...` and no call: check(the entry point) as HumanEval's
-    own runner does. None when this is not that form (no entry point given, or no `check` in the tests)."""
-    check = scope.get("check")
-    if not entry_point or type(check) is not types.FunctionType or check.__globals__ is not scope:
-        return None
-    if entry_point not in names:
-        raise NameError(f"the solution defines no {entry_point!r} (the row's entry point)")
-    return lambda: check(names[entry_point])
 
 
 def _where(exc: BaseException, stage: str) -> str:
@@ -437,14 +322,14 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
     tests = payload["tests"]
     stage, count, hits = "tests", 0, []
     try:
-        code = _count_asserts(tests, hits)
-        scope = _test_scope(names, _identifiers(code))
+        code = count_asserts(tests, hits)
+        scope = scope_of_tests(names, identifiers(code))
         scope[ASSERT_HOOK] = lambda: hits.append(1)
         exec(code, scope)
         for stage, test in _collect(scope):
-            if _call(stage, test) is not SKIPPED:
+            if call_one(stage, test) is not SKIPPED:
                 count += 1
-        check = None if count or hits else _human_eval_check(scope, dict(names), payload.get("entry_point"))
+        check = None if count or hits else human_eval_check(scope, dict(names), payload.get("entry_point"))
         if check is not None:
             stage = "check(candidate)"
             check()

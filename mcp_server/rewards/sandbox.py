@@ -44,7 +44,7 @@ from typing import Callable
 
 from mcp_server.rewards import sandbox_cgroup
 from mcp_server.rewards.sandbox_command import SandboxUnavailable, bwrap_argv, drop_root, interpreter_for
-from mcp_server.rewards.seccomp import seccomp_program
+from mcp_server.rewards.seccomp import seccomp_filter_fd
 
 SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
 WAITING = 2  # sandboxes alive at once, as a multiple of the workers running at once
@@ -215,7 +215,7 @@ def _start(interpreter: str, limits: Limits) -> _Sandbox:
     verdict_r, verdict_w = os.pipe()
     group = sandbox_cgroup.make(_group_memory_bytes(limits), limits.max_processes + 3)
     block_r, block_w = os.pipe() if group is not None else (None, None)
-    seccomp_fd = _seccomp_fd()
+    seccomp_fd = seccomp_filter_fd()
     try:
         argv = bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd, block_r)
         start = time.monotonic()
@@ -283,17 +283,6 @@ def _enter_group(box: _Sandbox, block_w: int) -> None:
         except OSError:
             pass
         os.close(block_w)
-
-
-def _seccomp_fd() -> int | None:
-    """A descriptor bwrap reads the seccomp filter from (seccomp.py), None where there is no filter."""
-    program = seccomp_program()
-    if program is None:
-        return None
-    fd = os.memfd_create("sandbox-seccomp", 0)  # not inherited but by pass_fds
-    os.write(fd, program)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def _feed(proc: subprocess.Popen, payload: bytes) -> None:

@@ -22,7 +22,7 @@ class SandboxUnavailable(RuntimeError):
 # The trusted harness (harness.py, stdlib only), run by the sandbox's Python as its pid 1: the tester, which
 # forks the solution process and grades it from outside (see that module's docstring). Its helper modules are
 # installed first, under their own names, in this order; harness.py itself runs last, as __main__.
-HARNESS_MODULES = ("harness_wire", "harness_solution", "harness_watch", "harness")
+HARNESS_MODULES = ("harness_wire", "harness_solution", "harness_watch", "harness_tests", "harness")
 HARNESS = [(name, (Path(__file__).parent / f"{name}.py").read_text()) for name in HARNESS_MODULES]
 # Compiling the harness's source at every start was a tenth of a run: it is compiled once per interpreter, by
 # that interpreter (bytecode is version-specific), and started from its bytecode (optimize=2 drops only the

@@ -22,6 +22,7 @@ read-only mounts and rlimits still apply) and sandbox.py says so in its docstrin
 from __future__ import annotations
 
 import errno
+import os
 import platform
 import signal
 import struct
@@ -79,3 +80,14 @@ def seccomp_program() -> bytes | None:
     program = [_insn(code, k, offset(i, jt), offset(i, jf)) for i, (code, k, jt, jf) in enumerate(steps)]
     program += [_insn(RET_K, SECCOMP_RET_ALLOW), _insn(RET_K, SECCOMP_RET_ERRNO | errno.EPERM)]
     return b"".join(program)
+
+
+def seccomp_filter_fd() -> int | None:
+    """A descriptor bwrap reads the seccomp filter from (seccomp.py), None where there is no filter."""
+    program = seccomp_program()
+    if program is None:
+        return None
+    fd = os.memfd_create("sandbox-seccomp", 0)  # not inherited but by pass_fds
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
