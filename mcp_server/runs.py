@@ -46,6 +46,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
         verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
+        explore-<n>/                  exploration_slot sample_completions on a launched run: its samples.jsonl,
+                                                       samples.meta.json, samples.partial.jsonl (the reviewed
+                                                       samples, review and verdict above are never touched)
       cache/                                         what libraries cache while training (an arrow copy of the
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
@@ -309,6 +312,14 @@ class Run:
     @property
     def verdict(self) -> Path:
         return self.inspection / "verdict.json"
+
+    def exploration_slot(self) -> Path:
+        """The next free inspection/explore-<n>/ (not created): where sampling a launched run writes, so the
+        evidence behind its launch (samples.jsonl, review.*, verdict.json) stays as the launch read it."""
+        n = 1
+        while (self.inspection / f"explore-{n}").exists():
+            n += 1
+        return self.inspection / f"explore-{n}"
 
     @property
     def lock(self) -> Path:

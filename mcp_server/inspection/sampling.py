@@ -27,10 +27,11 @@ from pathlib import Path
 
 from mcp_server.config import FIELD, trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
-from mcp_server.errors import UserInputError
+from mcp_server.errors import Interrupted, UserInputError
 from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
+from mcp_server.inspection.sample_files import explored_note, keeper, kept_note, outputs, sample_records
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import load_training_inputs, prompt_column, trained_model
 from mcp_server.config.fields import ENGINES
@@ -316,8 +317,16 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
     the ones training will use."""
     run = resolve_run(request.run)
     run.inside(run.samples)  # before any work: nothing is written through a link out of the run
-    return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}),
-                       report=report)
+    if run.agentic.is_file() and run.launched_evidence():
+        raise UserInputError("run", f"{run.name} was launched ({', '.join(run.launched_evidence())}): its "
+                             "trajectories, review and verdict are the evidence behind that launch and sampling "
+                             "would replace them; sample_trajectories explores without writing them")
+    try:
+        return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}), report=report)
+    except KeyboardInterrupt:
+        raise Interrupted(kept_note(run)) from None
+
+
 
 
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
@@ -328,6 +337,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
         return sample_agentic(run, request, report)
     config = run.read_config()
+    launched = run.launched_evidence(config)
+    files = outputs(run, launched)
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache, contextlib.chdir(run.dir):
         rows, prompt_column, model_ref, settings, compared, trained = _sampled_inputs(run, request, config, cache)
     conversational = check_prompt_column(rows, prompt_column)
@@ -347,8 +358,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
     progress = Progress(report, plan)
-    partial = run.inside(run.samples_partial)
-    keep = _keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
+    partial = run.inside(files["partial"])
+    keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
     if engine == "vllm":
         groups = generate_vllm(model_ref, texts, settings)
@@ -358,18 +369,18 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
                  f"{plan['estimated_seconds_at_most']} s)")
 
-    records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
-    path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
+    records = sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
+    path = atomic_write_text(run.inside(files["samples"]), "\n".join(records) + "\n")
     partial.unlink(missing_ok=True)
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
     meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
-    atomic_write_json(run.inside(run.samples_meta), meta)
-    # The old review described other completions, so it goes; an old verdict stays as a record, and its
-    # samples hash no longer matches, so the gate says the samples changed.
-    for stale in (run.review_md, run.review_jsonl, run.review):
-        stale.unlink(missing_ok=True)
+    atomic_write_json(run.inside(files["meta"]), meta)
+    if not launched:  # the old review described other completions, so it goes; an old verdict stays as a record,
+        # and its samples hash no longer matches, so the gate says the samples changed
+        for stale in (run.review_md, run.review_jsonl, run.review):
+            stale.unlink(missing_ok=True)
     return SampleResult(
         run_dir=str(run.dir),
         samples_path=str(path),
@@ -387,55 +398,18 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         lengths=meta["lengths"],
         seconds=round(seconds, 3),
         plan=plan,
-        next_step=" ".join(filter(None, [meta["lengths"]["offer"],  # the length offer first: it changes the config
-                                         _next_step(len(records), k, len(rows), settings["n"],
-                                                    meta["differs_from_config"])])),
+        next_step=explored_note(run, path, launched) if launched else " ".join(filter(None, [
+            meta["lengths"]["offer"],  # the length offer first: it changes the config
+            _next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"])])),
     )
 
 
-def _keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
-            prompt_column: str, conversational: bool):
-    """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
-    stopped run keeps them), then its progress line."""
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    partial.unlink(missing_ok=True)
-
-    def keep(start: int, new_groups: list[list[dict]]) -> None:
-        end = start + len(new_groups)
-        lines = _sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
-                                conversational, first=start)
-        with partial.open("a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        progress.batch(end)
-
-    return keep
 
 
-def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],
-                    prompt_column: str, conversational: bool, first: int = 0) -> list[str]:
-    """samples.jsonl's lines (without their newlines): each completion with its prompt and the row's other
-    columns, as TRL hands them to reward functions. `first`: the index of the first prompt (a partial write)."""
-    lines, sample_id = [], first * (len(groups[0]) if groups else 0)  # every prompt has n completions
-    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups), start=first):
-        columns = {key: value for key, value in rows[row_index].items() if key != prompt_column}
-        for s, gen in enumerate(group):
-            # The completion is stored exactly as TRL hands it to reward functions.
-            completion = [{"role": "assistant", "content": gen["text"]}] if conversational else gen["text"]
-            record = {
-                "id": sample_id,
-                "prompt_index": p,
-                "sample_index": s,
-                "row_index": row_index,
-                "prompt": prompt,
-                "completion": completion,
-                "completion_ids": gen["ids"],
-                "columns": columns,
-                "truncated": gen["finish_reason"] == "length",
-                "finish_reason": gen["finish_reason"],
-            }
-            lines.append(json.dumps(record, ensure_ascii=False, default=str))
-            sample_id += 1
-    return lines
+
+
+
+
 
 
 def _samples_meta(run: Run, rows: list[dict], prompt_column: str, conversational: bool, model_ref,

@@ -1,0 +1,79 @@
+"""Issue 49, "A new user's first real run": what a new user met on day one, through the door they used.
+
+- Sampling a launched run (the triage advice: "sample on the checkpoint") wrote over inspection/samples.jsonl and
+  deleted review.md, review.json and review.jsonl, the evidence behind the launch: it now writes to
+  inspection/explore-<n>/ and touches none of them.
+- Ctrl-C during sampling printed a 41-frame traceback: now one line saying what was kept and where (exit 130).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, checkout_env, run_cli_json
+from support import emit_run, pass_inspection
+from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.runs import Run
+
+
+def _launched_run(name: str) -> Run:
+    """An emitted, inspected run with a passing verdict and a saved checkpoint: what training leaves behind
+    (launched_evidence), made without training."""
+    run = Run(emit_run(name))
+    pass_inspection(run.dir)
+    checkpoint = run.checkpoints / "checkpoint-4"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    return run
+
+
+def test_sampling_a_launched_run_never_touches_its_evidence(workspace, tiny_model):
+    run = _launched_run("launched")
+    evidence = [run.samples, run.samples_meta, run.review_md, run.review, run.review_jsonl, run.verdict]
+    before = {path: path.read_bytes() for path in evidence}
+
+    proc, result = run_cli_json("sample-completions", str(run.dir), "--num-prompts", "2", here=True)
+
+    assert proc.returncode == 0, proc.stderr
+    assert {path: path.read_bytes() for path in evidence if path.exists()} == before  # nothing removed or changed
+    explored = Path(result["samples_path"])
+    assert explored.parent == run.inspection / "explore-1" and explored.is_file()
+    assert len([x for x in explored.read_text().split("\n") if x]) == result["num_samples"] == 2 * result["n"]
+    assert (explored.parent / "samples.meta.json").is_file()
+    assert not (explored.parent / "samples.partial.jsonl").exists()
+    assert "explore-1/samples.jsonl" in result["next_step"] and "untouched" in result["next_step"]
+    assert check_inspection_gate(run.dir).passed  # the verdict still vouches for what it reviewed
+    # a second exploration gets its own folder
+    _, again = run_cli_json("sample-completions", str(run.dir), "--num-prompts", "2", here=True)
+    assert Path(again["samples_path"]).parent == run.inspection / "explore-2"
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_sampling_is_one_line_saying_what_was_kept(workspace, tiny_model):
+    run = Run(emit_run("stopped", max_completion_length=48))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcp_server.cli", "sample-completions", str(run.dir), "--num-prompts", "60",
+         "--batch-size", "1"], cwd=ROOT, env=checkout_env({"LLM_FINETUNING_WORKSPACE": str(workspace)}),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if run.samples_partial.is_file() and run.samples_partial.read_text().count("\n") >= 8:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    kept = [json.loads(x) for x in run.samples_partial.read_text().split("\n") if x.strip()]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and lines[-1] == (  # before it: the libraries' own loading lines
+        f"sampling stopped (Ctrl-C): {len(kept)} completions kept in {run.samples_partial}; samples.jsonl was not "
+        "written (sample again for a review)"), err
+    assert kept and not run.samples.exists()
