@@ -46,6 +46,8 @@ directory"). Every module that reads or writes a run names its files through `Ru
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
         verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
+        reward_code/                  reward_code      the verdict's copy of the local reward modules it reviewed:
+                                                       the trainer imports them from here (inspection.trained)
         explore-<n>/                  exploration_slot sample_completions on a launched run: its samples.jsonl,
                                                        samples.meta.json, samples.partial.jsonl (the reviewed
                                                        samples, review and verdict above are never touched)
@@ -312,6 +314,10 @@ class Run:
     @property
     def verdict(self) -> Path:
         return self.inspection / "verdict.json"
+
+    @property
+    def reward_code(self) -> Path:
+        return self.inspection / "reward_code"
 
     def exploration_slot(self) -> Path:
         """The next free inspection/explore-<n>/ (not created): where sampling a launched run writes, so the

@@ -4,11 +4,15 @@
   deleted review.md, review.json and review.jsonl, the evidence behind the launch: it now writes to
   inspection/explore-<n>/ and touches none of them.
 - Ctrl-C during sampling printed a 41-frame traceback: now one line saying what was kept and where (exit 130).
+- A custom reward in the workspace passed every gate, then the trainer (run from the run directory) died with
+  "No module named 'my_rewards'": the verdict now copies the reviewed reward modules into the run, the trainer
+  imports them from there, and the gate stays closed while that copy is not the code under review.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, checkout_env, run_cli_json
-from support import emit_run, pass_inspection
+from support import TINY_OVERRIDES, emit_run, pass_inspection, wait_for
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.runs import Run
 
@@ -77,3 +81,46 @@ def test_ctrl_c_during_sampling_is_one_line_saying_what_was_kept(workspace, tiny
         f"sampling stopped (Ctrl-C): {len(kept)} completions kept in {run.samples_partial}; samples.jsonl was not "
         "written (sample again for a review)"), err
     assert kept and not run.samples.exists()
+
+
+MY_REWARDS = """from {module}_helper import WEIGHT
+
+
+def any_text(completions, **columns):
+    return [WEIGHT if (c if isinstance(c, str) else c[-1]["content"]).strip() else 0.0 for c in completions]
+"""
+
+
+@pytest.mark.slow
+def test_a_custom_reward_beside_the_data_trains_exactly_as_reviewed(workspace, tiny_model):
+    """The README's gated sequence by hand, from the workspace, with the user's own reward module (and a helper it
+    imports) in that directory and nowhere on PYTHONPATH."""
+    module = f"my_rewards_{os.getpid()}"
+    (workspace / f"{module}.py").write_text(MY_REWARDS.format(module=module))
+    (workspace / f"{module}_helper.py").write_text("WEIGHT = 1.0\n")
+
+    def cli(*args):
+        proc, result = run_cli_json(*args, here=True, cwd=workspace)
+        assert proc.returncode == 0, proc.stderr
+        return result
+
+    emitted = cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "mine",
+                  "--rewards", json.dumps([{"name": f"{module}.any_text"}]),
+                  *(f"--override={key}={value}" for key, value in {**TINY_OVERRIDES, "max_steps": 1}.items()))
+    run = Run(Path(emitted["run_dir"]))
+    cli("sample-completions", str(run.dir), "--num-prompts", "13")
+    cli("inspect-rewards", str(run.dir), "--max-samples", "52")
+    cli("record-inspection-verdict", str(run.dir), "--verdict", "pass", "--reviewer", "ana", "--agree-rest")
+    assert sorted(p.name for p in run.reward_code.iterdir()) == [f"{module}.py", f"{module}_helper.py"]
+    assert cli("check-inspection-gate", str(run.dir))["passed"]
+    cli("launch-training", str(run.dir))
+    status = wait_for(run.dir, lambda s: s.state not in ("starting", "running"))
+    log = run.stdout.read_text()
+    assert status.state == "succeeded", log[-3000:]
+    assert "No module named" not in log and "not the code the inspection verdict reviewed" not in log
+
+    # The copy is what the gate vouches for: a copy that is not the reviewed code closes it, naming the fix.
+    (run.reward_code / f"{module}_helper.py").write_text("WEIGHT = 2.0\n")
+    proc, gate = run_cli_json("check-inspection-gate", str(run.dir), here=True, cwd=workspace)
+    assert proc.returncode == 1 and not gate["passed"] and f"{module}_helper.py" in gate["reason"], gate
+    assert "record the verdict again" in gate["how_to_clear"]
