@@ -372,15 +372,14 @@ class Run:
         or checkpoint, a promotion, an export. Empty for a run that was only emitted (and inspected). `config`:
         the run's config when the caller has read it (else read here, for its output_dir)."""
         found = [self.run_json.name] if self.run_json.exists() else []
-        found += [str(p.relative_to(self.dir)) for p in (self.logs, self.export, self.checkpoints)
-                  if p.is_dir() and any(p.iterdir())]
+        found += [str(p.relative_to(self.dir)) for p in (self.logs, self.export, self.checkpoints) if _holds_a_file(p)]
         found += [str(p.relative_to(self.dir)) for p in sorted(self.train.glob("logs-attempt-*"))[:1]]
         found += [self.promotion.name] if self.promotion.exists() else []
         try:
             out = self.output_dir(self.read_config() if config is None else config)
         except UserInputError:
             out = self.checkpoints
-        if out != self.checkpoints and out.is_dir() and any(out.iterdir()):
+        if out != self.checkpoints and _holds_a_file(out):
             found.append(str(out))
         return found
 
@@ -407,6 +406,12 @@ class Run:
                               "finished?"
             )
         return config, str(base), ckpt.resolve()
+
+
+def _holds_a_file(folder: Path) -> bool:
+    """Whether a file is anywhere under `folder`: empty folders are no evidence (GRPOTrainer makes
+    <output_dir>/completions/ when it is built, before a step is trained)."""
+    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
 
 
 def sidecars(config_path: str | Path) -> tuple[Path, Path]:

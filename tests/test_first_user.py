@@ -7,12 +7,15 @@
 - A custom reward in the workspace passed every gate, then the trainer (run from the run directory) died with
   "No module named 'my_rewards'": the verdict now copies the reviewed reward modules into the run, the trainer
   imports them from there, and the gate stays closed while that copy is not the code under review.
+- The drift check measured nothing (the base model at 0% on the frozen suite) and said "within budget": a suite
+  the base model cannot score on is "unmeasured", said so in the result, the reasons and the report.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,3 +127,23 @@ def test_a_custom_reward_beside_the_data_trains_exactly_as_reviewed(workspace, t
     proc, gate = run_cli_json("check-inspection-gate", str(run.dir), here=True, cwd=workspace)
     assert proc.returncode == 1 and not gate["passed"] and f"{module}_helper.py" in gate["reason"], gate
     assert "record the verdict again" in gate["how_to_clear"]
+
+
+def test_a_drift_suite_the_base_model_scores_nothing_on_says_it_measured_nothing(workspace, tiny_model, tmp_path):
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = write_jsonl([{k: r[k] for k in ("prompt", "question", "answer")} for r in make_task(n=6)],
+                          tmp_path / "goldens.jsonl")
+    suite = write_jsonl([{"prompt": r["prompt"], "answer": "-1", "grader": "correctness"} for r in make_task(n=8)],
+                        tmp_path / "drift.jsonl")  # no sum is -1: the base model is at the suite's floor
+    run = Run(emit_run("drift"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    assert run_cli_json("evaluate-model", str(tiny_model), "--goldens", str(goldens), "--max-new-tokens", "12",
+                        here=True)[0].returncode == 0
+    proc, result = run_cli_json("promote-checkpoint", str(run.dir), "--drift-suite", str(suite), here=True)
+    drift = result["drift"]
+    assert (drift["band"], drift["base_pass_rate"], drift["checkpoint_pass_rate"]) == ("unmeasured", 0.0, 0.0)
+    reason = next(r for r in result["reasons"] if r.startswith("drift:"))
+    assert reason.startswith("drift: NOT MEASURED: the base model passes 0.0% of the frozen suite") and \
+        "within budget" not in reason
+    assert "NOT MEASURED" in (run.dir / "promotion-report.md").read_text()

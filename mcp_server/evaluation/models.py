@@ -113,9 +113,10 @@ class DriftResult(BaseModel):
     checkpoint_pass_rate: float = Field(description="Checkpoint's pass rate on the drift suite (greedy).")
     drop_points: float = Field(description="base - checkpoint in percentage points (positive = the checkpoint lost "
                                            "ground).")
-    band: Literal["noise", "rerun", "hard_fail"] = Field(
+    band: Literal["noise", "rerun", "hard_fail", "unmeasured"] = Field(
         description="Drift budget band: <= 1 point noise, 1-5 points rerun with other seeds (over budget when the "
-        "reruns tell the drop from noise), > 5 points hard fail."
+        "reruns tell the drop from noise), > 5 points hard fail; 'unmeasured' when the base model passes no more "
+        "than 1 point of the suite, so no drop can show on it (give a drift_suite the base model passes)."
     )
     rerun_drops: dict[str, float] = Field(
         default_factory=dict, description="Drop in points per rerun seed (sampled decoding), when a rerun was needed."
@@ -128,7 +129,8 @@ class DriftResult(BaseModel):
     rerun_p_value: float | None = Field(default=None, description="Exact paired (McNemar) p-value of lost against "
                                         "gained: the drop is real only when the mean drop is over 1 point and this "
                                         "is under 0.05 with more lost than gained.")
-    ok: bool = Field(description="True when the drift is within budget.")
+    ok: bool = Field(description="False when the drift is over budget; true within budget, and for an "
+                     "'unmeasured' drift, which shows nothing either way.")
 
 
 class PromotionResult(BaseModel):

@@ -15,6 +15,10 @@ Rules
   > 5 is a hard fail without rerun. Why the test: one item of the 40-item tiny suite is 2.5 points, so a bare
   1-point bound on the mean REJECTed a checkpoint for 2 items lost in 120 sampled answers (bench_kernels: the
   same checkpoint's reruns gave drops of 5, 0 and 0), which no sampling can tell from noise.
+- A suite the base model passes no more than the noise budget of (its floor: 0% on the tiny suite for a model
+  that never writes its format) cannot show a drop at all: the drift is "unmeasured", said so in the reasons and
+  the report, never "within budget" (issue 49); the verdict then rests on the goldens alone, and the way to a
+  measured drift is a drift_suite the base model passes.
 """
 
 from __future__ import annotations
@@ -102,6 +106,8 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
 
 
 def judge_drift(base_rate: float, ckpt_rate: float) -> str:
+    if base_rate * 100 <= NOISE_POINTS + 1e-9:  # no drop beyond noise can show below the base's score
+        return "unmeasured"
     drop = (base_rate - ckpt_rate) * 100
     if drop <= NOISE_POINTS + 1e-9:
         return "noise"
@@ -137,7 +143,7 @@ def check_drift(
     band = judge_drift(base_rate, ckpt_rate)
     result = DriftResult(
         suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
-        drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band == "noise",
+        drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band in ("noise", "unmeasured"),
     )
     if band == "rerun":  # noise or real? sample both models under other seeds, item by item
         base_loaded = load_model(base_ref)
@@ -292,6 +298,11 @@ def _improvement_interval(baseline: dict, items: list, low: float, high: float) 
 
 
 def _drift_reason(drift: DriftResult) -> str:
+    if drift.band == "unmeasured":
+        return (f"drift: NOT MEASURED: the base model passes {drift.base_pass_rate:.1%} of the frozen suite "
+                f"({drift.checkpoint_pass_rate:.1%} the checkpoint), so no drop can show on it; give drift_suite "
+                "rows your base model passes (prompts in its own format) to measure one -> the verdict rests on the "
+                "goldens alone")
     line = (
         f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
         f"{drift.drop_points:+.1f} points ({drift.band})"
@@ -350,6 +361,10 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "- Budget: <= 1 point is noise; 1-5 points: rerun with other seeds, over budget when the mean drop is over 1 "
         "point and the reruns' exact paired test tells it from noise (p < 0.05); > 5 points: hard fail.",
     ]
+    if d.band == "unmeasured":
+        lines.append(f"- NOT MEASURED: the base model passes {d.base_pass_rate:.1%} of this suite, so no drop can "
+                     "show on it; the verdict rests on the goldens alone. Give `drift_suite` rows the base model "
+                     "passes (prompts in its own format) to measure drift.")
     if d.rerun_drops:
         lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} "
                      f"points; over every (item, seed) pair {d.rerun_lost} lost, {d.rerun_gained} gained, exact paired "
