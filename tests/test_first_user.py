@@ -9,6 +9,9 @@
   imports them from there, and the gate stays closed while that copy is not the code under review.
 - The drift check measured nothing (the base model at 0% on the frozen suite) and said "within budget": a suite
   the base model cannot score on is "unmeasured", said so in the result, the reasons and the report.
+- A model-name typo cost a minute of hub retries, or VALID from emit-config on a CPU target: a name that is not a
+  local directory, a built-in or in the local cache is asked of the hub once, without retries, and refused naming
+  the field.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, checkout_env, run_cli_json
+from conftest import ROOT, checkout_env, run_cli, run_cli_json
 from support import TINY_OVERRIDES, emit_run, pass_inspection, wait_for
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.runs import Run
@@ -147,3 +150,32 @@ def test_a_drift_suite_the_base_model_scores_nothing_on_says_it_measured_nothing
     assert reason.startswith("drift: NOT MEASURED: the base model passes 0.0% of the frozen suite") and \
         "within budget" not in reason
     assert "NOT MEASURED" in (run.dir / "promotion-report.md").read_text()
+
+
+TYPO = "HuggingFaceTB/SmolLM2-135M-Instrct"
+
+
+@pytest.mark.slow
+def test_a_model_name_typo_fails_at_once_naming_the_field(workspace, tmp_path):
+    goldens = tmp_path / "goldens.jsonl"
+    goldens.write_text(json.dumps({"prompt": "What is 1 + 1?", "answer": "2"}) + "\n")
+    # the hub switched on, but at a closed local port: nothing leaves this machine, and every request fails as an
+    # unreachable hub does
+    env = {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9",
+           "HF_HOME": str(tmp_path / "hf-home"), "LLM_FINETUNING_WORKSPACE": str(workspace)}
+    started = time.monotonic()
+    proc = run_cli("evaluate-model", TYPO, "--goldens", str(goldens), env=env, process=True, timeout=300)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: model: '{TYPO}' is not a local model directory, a built-in name"), error
+    assert "the hub cannot be reached" in error and "Retrying" not in proc.stderr
+    assert seconds < 30, seconds  # before: about 60 s of retries on this machine
+
+
+def test_emit_config_refuses_a_model_it_cannot_resolve(workspace):
+    proc = run_cli("emit-config", "--model", TYPO, "--dataset", "tiny", "--gpu", "cpu", "--run-name", "typo")
+    assert proc.returncode == 2, proc.stdout  # before: VALID
+    assert proc.stderr.startswith(f"error: model: '{TYPO}' is not a local model directory"), proc.stderr
+    assert "Did you mean 'HuggingFaceTB/SmolLM2-135M-Instruct'?" in proc.stderr
+    assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
