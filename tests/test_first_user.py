@@ -12,6 +12,8 @@
 - A model-name typo cost a minute of hub retries, or VALID from emit-config on a CPU target: a name that is not a
   local directory, a built-in or in the local cache is asked of the hub once, without retries, and refused naming
   the field.
+- Plain-text prompts (the README's example) on a chat model: TRL's GRPOTrainer applies no chat template to them,
+  and smollm2-135m answered empty or rambling with no word of why: sampling and the review sheet now say so.
 """
 
 from __future__ import annotations
@@ -179,3 +181,26 @@ def test_emit_config_refuses_a_model_it_cannot_resolve(workspace):
     assert proc.stderr.startswith(f"error: model: '{TYPO}' is not a local model directory"), proc.stderr
     assert "Did you mean 'HuggingFaceTB/SmolLM2-135M-Instruct'?" in proc.stderr
     assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
+
+
+def test_plain_text_prompts_for_a_chat_model_are_warned_about(workspace, tiny_model):
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(tiny_model).chat_template  # the tiny model is a chat model
+    data = workspace / "data.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i} + 1? Answer in <answer>...</answer>.",
+                                        "answer": str(i + 1)}) + "\n" for i in range(13)))
+    run = Run(emit_run("plain", dataset=str(data)))
+    proc, sampled = run_cli_json("sample-completions", str(run.dir), "--num-prompts", "13", here=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not sampled["conversational"] and len(sampled["warnings"]) == 1
+    warning = sampled["warnings"][0]
+    assert warning.startswith(f"the prompts are plain text and {run.read_config()['model_name_or_path']}'s "
+                              "tokenizer has a chat template: TRL's GRPOTrainer applies a chat template only to "
+                              "chat-message prompts"), warning
+    assert sampled["next_step"].startswith(warning)
+    proc, review = run_cli_json("inspect-rewards", str(run.dir), "--max-samples", "52", here=True)
+    assert warning in review["warnings"] and warning in run.review_md.read_text()
+    # chat-message prompts: no warning
+    chat = Run(emit_run("chat"))
+    assert run_cli_json("sample-completions", str(chat.dir), "--num-prompts", "2", here=True)[1]["warnings"] == []

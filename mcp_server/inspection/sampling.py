@@ -265,6 +265,17 @@ def _choose_engine(engine: str) -> str:
     return "vllm" if has_vllm and (has_gpu or on_cpu) else "transformers"
 
 
+def plain_prompts_warning(model) -> str:
+    """Plain-text prompts for a model whose tokenizer has a chat template: TRL's GRPOTrainer applies the template
+    only to chat-message prompts (`_tokenize_prompts`: is_conversational, else the tokenizer on the raw text), so
+    these train and sample without it, as sampling does here."""
+    return (f"the prompts are plain text and {model}'s tokenizer has a chat template: TRL's GRPOTrainer applies a "
+            "chat template only to chat-message prompts and tokenizes plain text as it is, so the model trains (and "
+            "samples here) on text without its chat format, and a chat model may answer empty or ramble; write each "
+            "prompt as messages, [{\"role\": \"user\", \"content\": \"...\"}], unless the model is a base "
+            "(non-chat) model.")
+
+
 def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_kwargs: dict) -> list[str]:
     if not conversational:
         return list(prompts)
@@ -357,6 +368,10 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
+    warnings = [plain_prompts_warning(model_ref)] if not conversational and getattr(tokenizer, "chat_template",
+                                                                                    None) else []
+    for warning in warnings:
+        report(0, k, f"warning: {warning}")
     progress = Progress(report, plan)
     partial = run.inside(files["partial"])
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
@@ -375,6 +390,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
+    meta["warnings"] = warnings  # inspect_rewards puts them on the review sheet
     meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
     atomic_write_json(run.inside(files["meta"]), meta)
     if not launched:  # the old review described other completions, so it goes; an old verdict stays as a record,
@@ -398,7 +414,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         lengths=meta["lengths"],
         seconds=round(seconds, 3),
         plan=plan,
-        next_step=explored_note(run, path, launched) if launched else " ".join(filter(None, [
+        warnings=warnings,
+        next_step=explored_note(run, path, launched) if launched else " ".join(filter(None, [*warnings,
             meta["lengths"]["offer"],  # the length offer first: it changes the config
             _next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"])])),
     )
