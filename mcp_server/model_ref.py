@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mcp_server import smollm2
 from mcp_server.errors import UserInputError, closest_names, did_you_mean, one_line, short
-from mcp_server.tiny import ensure_tiny_model
+from mcp_server.tiny import ensure_tiny_model, tiny_model_dir
 
 TINY = "tiny"
 SMOLLM2 = smollm2.NAME
@@ -62,6 +62,27 @@ def resolve_model(model: str) -> str:
     if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", model):
         raise UserInputError("model", f"'{model}' is neither an existing local directory nor a hub name (org/name).")
     return model
+
+
+def known_name(model: str) -> tuple[str, str | None]:
+    """(the name a person knows the model by, its hub id or None) for a reference or the directory it resolved
+    to: a built-in's directory is its built-in name ('smollm2-135m' with the hub id of the weights it converts,
+    recorded in its smollm2.json; 'tiny' with none), a hub name is itself, any other path is itself and no hub id.
+    What a baseline is filed under and a model card's base_model say, never a machine's cache path (issue 49)."""
+    if model in BUILT_IN:
+        return model, smollm2.HUB_ID if model == SMOLLM2 else None
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return model, model if re.fullmatch(r"[\w.\-]+/[\w.\-]+", model) else None
+    try:
+        record = json.loads((path / "smollm2.json").read_text())
+    except (OSError, ValueError):
+        record = None
+    if isinstance(record, dict) and record.get("name") == SMOLLM2:
+        return SMOLLM2, record.get("weights_of") or smollm2.HUB_ID
+    if path.resolve() == tiny_model_dir().resolve():
+        return TINY, None
+    return model, None
 
 
 def resolve_loadable(model: str) -> str:

@@ -14,6 +14,8 @@
   the field.
 - Plain-text prompts (the README's example) on a chat model: TRL's GRPOTrainer applies no chat template to them,
   and smollm2-135m answered empty or rambling with no word of why: sampling and the review sheet now say so.
+- The smollm2 baseline file was named after a cache path and the exported model card's base_model was a machine
+  path: both now name the model (smollm2-135m; the hub id of the weights it converts).
 """
 
 from __future__ import annotations
@@ -204,3 +206,29 @@ def test_plain_text_prompts_for_a_chat_model_are_warned_about(workspace, tiny_mo
     # chat-message prompts: no warning
     chat = Run(emit_run("chat"))
     assert run_cli_json("sample-completions", str(chat.dir), "--num-prompts", "2", here=True)[1]["warnings"] == []
+
+
+def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(workspace, tiny_model, tmp_path):
+    """A directory as mcp_server/smollm2.py converts it (its smollm2.json names the model and the weights), built
+    from the tiny model's weights so nothing is converted here."""
+    from mcp_server import smollm2
+
+    converted = tmp_path / "cache" / "smollm2-135m-q4_1-0123456789abcdef-v1"
+    shutil.copytree(tiny_model, converted)
+    (converted / "smollm2.json").write_text(json.dumps({"name": smollm2.NAME, "weights_of": smollm2.HUB_ID}))
+    goldens = tmp_path / "goldens.jsonl"
+    goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                               for i in range(3)))
+    proc, evaluated = run_cli_json("evaluate-model", str(converted), "--goldens", str(goldens), "--max-new-tokens",
+                                   "8", here=True)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(evaluated["baseline_path"]).name == f"baseline-smollm2-135m-v{smollm2.BUILD_VERSION}.json"
+
+    run = Run(emit_run("card", model=str(converted)))
+    shutil.copytree(converted, run.checkpoints)
+    proc, exported = run_cli_json("export-model", str(run.dir), "--allow-unpromoted", here=True)
+    assert proc.returncode == 0, proc.stderr
+    card = (run.export / "README.md").read_text()
+    front = card.split("---")[1]
+    assert f"base_model: {smollm2.HUB_ID}" in front and str(tmp_path) not in front, front
+    assert "GRPO fine-tune of `smollm2-135m`" in card

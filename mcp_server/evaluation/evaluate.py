@@ -17,7 +17,7 @@ from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server import smollm2
-from mcp_server.model_ref import SMOLLM2, TINY, load_model, resolve_loadable
+from mcp_server.model_ref import SMOLLM2, TINY, known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import build_reward_funcs
 from mcp_server.rewards.spec import RewardSpec
@@ -42,12 +42,14 @@ def wilson_interval(passed: int, n: int, z: float = 1.96) -> tuple[float, float]
 # ---------------------------------------------------------------- files
 def model_key(model: str) -> str:
     """The name a model's baseline is filed under: 'tiny-v<version>' (new tiny weights are a new model: an old
-    baseline must not be compared with them), a hub name, or a local path relative to the workspace.
-    'smollm2-135m' files under its converted directory's key (the directory a run's config names)."""
+    baseline must not be compared with them), 'smollm2-135m-v<build>' for the converted SmolLM2 (by name or by the
+    directory a run's config names: model_ref.known_name, never the cache path), a hub name, or a local path
+    relative to the workspace."""
+    model = known_name(model)[0]
     if model == TINY:
         return f"tiny-v{TINY_VERSION}"
     if model == SMOLLM2:
-        model = str(smollm2.model_dir())
+        return f"{SMOLLM2}-v{smollm2.BUILD_VERSION}"
     path = Path(model).expanduser()
     if path.exists():
         path = path.resolve()
