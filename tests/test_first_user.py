@@ -16,6 +16,9 @@
   and smollm2-135m answered empty or rambling with no word of why: sampling and the review sheet now say so.
 - The smollm2 baseline file was named after a cache path and the exported model card's base_model was a machine
   path: both now name the model (smollm2-135m; the hub id of the weights it converts).
+- One baseline per base model per workspace, its graders recorded by name only: a baseline is now of a model on
+  a task (goldens, graders with their code's digest, decoding), another task files another one, and a promotion
+  refuses a baseline whose graders' code changed since.
 """
 
 from __future__ import annotations
@@ -222,7 +225,7 @@ def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(
     proc, evaluated = run_cli_json("evaluate-model", str(converted), "--goldens", str(goldens), "--max-new-tokens",
                                    "8", here=True)
     assert proc.returncode == 0, proc.stderr
-    assert Path(evaluated["baseline_path"]).name == f"baseline-smollm2-135m-v{smollm2.BUILD_VERSION}.json"
+    assert Path(evaluated["baseline_path"]).name.startswith(f"baseline-smollm2-135m-v{smollm2.BUILD_VERSION}--")
 
     run = Run(emit_run("card", model=str(converted)))
     shutil.copytree(converted, run.checkpoints)
@@ -232,3 +235,36 @@ def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(
     front = card.split("---")[1]
     assert f"base_model: {smollm2.HUB_ID}" in front and str(tmp_path) not in front, front
     assert "GRPO fine-tune of `smollm2-135m`" in card
+
+
+def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_model, tmp_path):
+    module = f"my_grader_{os.getpid()}"
+    (workspace / f"{module}.py").write_text("def nonempty(completions, **columns):\n"
+                                            "    return [1.0 for _ in completions]\n")
+    arithmetic, mine = tmp_path / "arithmetic.jsonl", tmp_path / "mine.jsonl"
+    arithmetic.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                                  for i in range(3)))
+    mine.write_text("".join(json.dumps({"prompt": f"Say {i}.", "answer": str(i)}) + "\n" for i in range(3)))
+
+    def evaluate(goldens, graders):
+        proc, result = run_cli_json("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "8",
+                                    "--graders", json.dumps(graders), here=True, cwd=workspace)
+        assert proc.returncode == 0, proc.stderr
+        return result
+
+    first = evaluate(arithmetic, [{"name": "correctness_reward"}])
+    own = evaluate(mine, [{"name": f"{module}.nonempty"}])  # before: "a baseline for this model already exists"
+    assert first["baseline_written"] and own["baseline_written"], own["baseline_note"]
+    assert first["baseline_path"] != own["baseline_path"]
+    assert Path(own["baseline_path"]).name.startswith("baseline-tiny-v")
+    assert len(json.loads(Path(own["baseline_path"]).read_text())["graders_code_sha256"]) == 64
+
+    run = Run(emit_run("graded"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    proc = run_cli("promote-checkpoint", str(run.dir), cwd=workspace)
+    assert proc.returncode == 2 and "2 baselines of" in proc.stderr and "give the goldens" in proc.stderr
+    (workspace / f"{module}.py").write_text("def nonempty(completions, **columns):\n"
+                                            "    return [0.5 for _ in completions]\n")
+    proc = run_cli("promote-checkpoint", str(run.dir), "--goldens", str(mine), cwd=workspace)
+    assert proc.returncode == 2, proc.stdout
+    assert f"the graders' code changed since {Path(own['baseline_path']).name} was measured" in proc.stderr

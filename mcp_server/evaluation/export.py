@@ -18,7 +18,7 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
-from mcp_server.model_ref import known_name, load_model
+from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, read_json_if_present, resolve_run
@@ -58,7 +58,7 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
     name, hub_id = known_name(base)  # the model's real name, never the machine's path to it (issue 49)
     lines = [
         "---",
-        *([f"base_model: {hub_id}"] if hub_id else []),
+        *([f"base_model: {hub_id or name}"] if hub_id or name in BUILT_IN else []),  # a name, never a path
         "library_name: transformers",
         "tags: [grpo, trl, rlvr, llm-finetuning]",
         "---",

@@ -40,8 +40,9 @@ class EvaluateRequest(Request):
     baseline: Literal["auto", "write", "never"] = Field(
         default="auto",
         description="'auto': the first evaluation of a base model (anything not inside a run directory) writes "
-        "eval/baseline-<model>.json; 'write': write it for this model even if it lives in a run (e.g. a warm-start "
-        "model that a GRPO run starts from); 'never': do not. An existing baseline is never overwritten.",
+        "eval/baseline-<model>--<task>.json (one per goldens, graders and decoding); 'write': write it for this "
+        "model even if it lives in a run (e.g. a warm-start model that a GRPO run starts from); 'never': do not. "
+        "An existing baseline is never overwritten.",
     )
 
 
@@ -70,7 +71,8 @@ class EvaluationResult(BaseModel):
     seconds: float = Field(description="Wall-clock time of the evaluation.")
     items: list[ItemResult] = Field(description="Per-item results, in goldens order.")
     baseline_path: str | None = Field(
-        default=None, description="eval/baseline-<model>.json for this model, when one exists (written now or before)."
+        default=None, description="eval/baseline-<model>--<task>.json for this model and task, when one exists "
+        "(written now or before)."
     )
     baseline_written: bool = Field(default=False, description="True when this call wrote the baseline file.")
     baseline_note: str = Field(default="", description="Why a baseline was or was not written.")
@@ -144,7 +146,7 @@ class PromotionResult(BaseModel):
     reasons: list[str] = Field(description="Evidence for the verdict, one line each.")
     goldens: str = Field(description="Goldens file used.")
     goldens_sha256: str = Field(description="sha256 fingerprint of the goldens.")
-    baseline_path: str = Field(description="eval/baseline-<model>.json compared against.")
+    baseline_path: str = Field(description="eval/baseline-<model>--<task>.json compared against.")
     baseline_pass_rate: float = Field(description="Base model's goldens pass rate.")
     baseline_ci: tuple[float, float] = Field(description="Base model's 95% Wilson interval.")
     checkpoint_pass_rate: float = Field(description="Checkpoint's goldens pass rate.")

@@ -31,7 +31,7 @@ from pathlib import Path
 from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_path, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
+    baselines_of, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
     resolve_goldens, summarise, write_once,
 )
 from mcp_server.generation import generate, render_prompt
@@ -40,6 +40,7 @@ from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards import reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
@@ -174,7 +175,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     run = resolve_run(request.run)
     config, base, ckpt = run.trained_model(request.checkpoint)
     base_ref = resolve_loadable(base)
-    baseline = _baseline(run, request, config, base, base_ref, report)
+    baseline_file, baseline = _baseline(run, request, config, base, base_ref, report)
     goldens, sha = _baseline_goldens(request, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
@@ -210,7 +211,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         reasons=reasons,
         goldens=str(goldens),
         goldens_sha256=sha,
-        baseline_path=str(eval_root() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
+        baseline_path=str(baseline_file),
         baseline_pass_rate=base_rate,
         baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
         checkpoint_pass_rate=rate,
@@ -250,12 +251,18 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
                              f"but its items hold {passed} of {len(items)}: it was edited. Restore it")
 
 
-def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref, report: Report) -> dict:
-    """The base model's baseline from eval/; measured now on the request's goldens when there is none yet."""
-    baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
-    if baseline is not None:
-        _check_baseline(run, baseline_path(str(base_ref) if base != "tiny" else "tiny"), baseline)
-        return baseline
+def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref,
+              report: Report) -> tuple[Path, dict]:
+    """(its file, the base model's baseline) from eval/: the one on the request's goldens, else the only one there
+    is, its graders' code unchanged; measured now on the request's goldens when there is none yet."""
+    found = _baselines(str(base_ref) if base != "tiny" else "tiny", request.goldens)
+    if len({b.get("goldens_sha256") for _, b in found}) > 1:
+        raise UserInputError("goldens", f"{len(found)} baselines of {base} on other goldens ("
+                             f"{', '.join(p.name for p, _ in found)}): give the goldens this run is judged on")
+    if found:  # on one goldens file: the first measured stands (a later, looser grader never replaces it)
+        path, baseline = min(found, key=lambda item: (str(item[1].get("written_at")), item[0].name))
+        _check_baseline(run, path, baseline)
+        return path, baseline
     if not request.goldens:
         raise UserInputError(
             "goldens",
@@ -265,7 +272,28 @@ def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_r
     first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
                                            max_new_tokens=int(GRPOView.given(config).max_completion_length or 256)),
                            report=_stage(report, "baseline of the base model"))
-    return json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
+    return Path(first.baseline_path), json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
+
+
+def _baselines(model: str, goldens: str | None) -> list[tuple[Path, dict]]:
+    """The model's baselines (on `goldens` when given); one whose graders' code changed since it was measured is
+    refused, naming it: it would compare the checkpoint under other graders than the base model's."""
+    sha = sha256_file(resolve_goldens(goldens)) if goldens else None
+    every = [(path, read_baseline(path)) for path in baselines_of(model)]
+    found = [(path, b) for path, b in every if sha is None or b.get("goldens_sha256") == sha]
+    if every and not found:  # measuring a baseline on goldens chosen after training would let them be chosen
+        raise UserInputError("goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured "
+                             f"on (baselines of this model: {', '.join(p.name for p, _ in every)}): the comparison "
+                             "would mean nothing; measure the base model on them with evaluate_model first")
+    changed = [(path, b) for path, b in found if b.get("graders_code_sha256") and
+               reward_code_sha256(b.get("graders") or []) != b["graders_code_sha256"]]
+    if changed and len(changed) == len(found):
+        path, baseline = changed[0]
+        raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
+                             f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}): put it "
+                             "back, or evaluate the base model again (evaluate_model files a baseline for the new "
+                             "code beside this one)")
+    return [item for item in found if item not in changed]
 
 
 def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:
