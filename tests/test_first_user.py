@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, checkout_env, run_cli, run_cli_json
-from support import TINY_OVERRIDES, emit_run, pass_inspection, wait_for
+from support import TINY_OVERRIDES, emit_run, hand_run, pass_inspection, wait_for
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.runs import Run
 
@@ -70,6 +70,15 @@ def test_sampling_a_launched_run_never_touches_its_evidence(workspace, tiny_mode
     # a second exploration gets its own folder
     _, again = run_cli_json("sample-completions", str(run.dir), "--num-prompts", "2", here=True)
     assert Path(again["samples_path"]).parent == run.inspection / "explore-2"
+
+
+def test_sampling_a_launched_agentic_run_is_refused_naming_the_way_to_explore(workspace):
+    run = Run(hand_run(workspace, "agentic-launched", pid=1, state="running"))
+    (run.train / "agentic.json").write_text("{}")
+    proc = run_cli("sample-completions", str(run.dir))
+    assert proc.returncode == 2 and "was launched (run.json)" in proc.stderr, proc.stderr
+    assert "sample_trajectories explores the policy without touching them" in proc.stderr
+    assert not run.inspection.exists()
 
 
 @pytest.mark.slow

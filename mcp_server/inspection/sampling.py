@@ -329,9 +329,9 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
     run = resolve_run(request.run)
     run.inside(run.samples)  # before any work: nothing is written through a link out of the run
     if run.agentic.is_file() and run.launched_evidence():
-        raise UserInputError("run", f"{run.name} was launched ({', '.join(run.launched_evidence())}): its "
-                             "trajectories, review and verdict are the evidence behind that launch and sampling "
-                             "would replace them; sample_trajectories explores without writing them")
+        raise UserInputError("run", f"{run.name} was launched ({', '.join(run.launched_evidence())}): its samples, "
+                             "review and verdict are the evidence behind that launch and sampling would replace "
+                             "them; sample_trajectories explores the policy without touching them")
     try:
         return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}), report=report)
     except KeyboardInterrupt:
