@@ -12,7 +12,7 @@ command line, the human-readable summary and the exit code.
 only that: whatever the work prints (a reward module at its import) goes to stderr.
 Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
 (the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback),
-141 when the reader of the output went away (`| head`), quietly.
+141 when the reader of the output went away (`| head`), quietly; 130 on Ctrl-C, with one line saying what was kept.
 """
 
 from __future__ import annotations
@@ -105,6 +105,9 @@ def _main(argv: list[str]) -> int:
         return code
     except BrokenPipeError:
         return _reader_gone()
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line (an Interrupted says what was kept), never a traceback
+        print(str(exc) or "stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     except (UserInputError, ValidationError, OSError) as exc:  # bad input, or a file the system refused
         print(f"error: {describe_failure(exc)}", file=sys.stderr)
         return 2

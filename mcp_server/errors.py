@@ -22,6 +22,11 @@ class UserInputError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C in a long core, with what it kept and where in its message: the CLI prints it as one line (exit 130)
+    instead of a traceback."""
+
+
 def one_line(text: str) -> str:
     """`text` as one line: a newline, a tab or any other control character a value carried into the message is
     shown escaped (\\n, \\x1e), so a message stays one line whatever the input held."""

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 
 from mcp_server import smollm2
-from mcp_server.errors import UserInputError
-from mcp_server.tiny import ensure_tiny_model
+from mcp_server.errors import UserInputError, closest_names, did_you_mean, one_line, short
+from mcp_server.tiny import ensure_tiny_model, tiny_model_dir
 
 TINY = "tiny"
 SMOLLM2 = smollm2.NAME
@@ -64,15 +64,64 @@ def resolve_model(model: str) -> str:
     return model
 
 
+def known_name(model: str) -> tuple[str, str | None]:
+    """(the name a person knows the model by, its hub id or None) for a reference or the directory it resolved
+    to: a built-in's directory is its built-in name ('smollm2-135m' with the hub id of the weights it converts,
+    recorded in its smollm2.json; 'tiny' with none), a hub name is itself, any other path is itself and no hub id.
+    What a baseline is filed under and a model card's base_model say, never a machine's cache path (issue 49)."""
+    if model in BUILT_IN:
+        return model, smollm2.HUB_ID if model == SMOLLM2 else None
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return model, model if re.fullmatch(r"[\w.\-]+/[\w.\-]+", model) else None
+    try:
+        record = json.loads((path / "smollm2.json").read_text())
+    except (OSError, ValueError):
+        record = None
+    if isinstance(record, dict) and record.get("name") == SMOLLM2:
+        return SMOLLM2, record.get("weights_of") or smollm2.HUB_ID
+    if path.resolve() == tiny_model_dir().resolve():
+        return TINY, None
+    return model, None
+
+
 def resolve_loadable(model: str) -> str:
-    """resolve_model, for a model loaded here: a hub name only when the hub can be reached."""
+    """resolve_model, for a model loaded here: a hub name only when it is in the local HF cache or the hub says it
+    exists (hub_problem: one request, no retries), else UserInputError('model') at once."""
     ref = resolve_model(model)
-    if not Path(ref).is_dir() and os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise UserInputError(
-            "model", f"'{model}' is not a local model directory (and hub names need network); give a path, "
-            f"'tiny' or '{SMOLLM2}'"
-        )
+    if Path(ref).is_dir() or cached_config_path(ref):
+        return ref
+    problem = hub_problem(ref)
+    if problem:
+        raise UserInputError("model", problem)
     return ref
+
+
+def hub_problem(model: str) -> str | None:
+    """Why the hub name `model`, not in the local HF cache, cannot be loaded here (None: the hub says it exists).
+    One request without retries: transformers retries a missing file for about a minute before it says so, which
+    is what a typo in a model name cost (issue 49). HF_HUB_OFFLINE=1 answers without the network."""
+    start = (f"'{model}' is not a local model directory, a built-in name ('{TINY}', '{SMOLLM2}') or a model in "
+             "the local Hugging Face cache, and ")
+    hint = did_you_mean(closest_names(model, [smollm2.HUB_ID, *BUILT_IN], cutoff=0.8))
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return start + f"the hub is switched off here (HF_HUB_OFFLINE=1).{hint} Give a local path, or download it " \
+                       f"first (`hf download {model}`)"
+    try:
+        from huggingface_hub import HfApi
+
+        HfApi().model_info(model, timeout=10)
+    except ImportError:
+        return None  # no huggingface_hub: loading will say what is missing
+    except Exception as exc:  # noqa: BLE001 - classified by its type: not found, gated, or no network
+        kind = type(exc).__name__
+        if kind == "GatedRepoError":
+            return None  # it exists; loading asks for the token
+        if kind in ("RepositoryNotFoundError", "RevisionNotFoundError"):
+            return start + f"the hub has no such model.{hint} Check the name (org/name, as on huggingface.co)"
+        return start + f"the hub cannot be reached ({kind}: {one_line(short(exc, 160))}).{hint} Give a local " \
+                       f"path, or download it where there is network (`hf download {model}`)"
+    return None
 
 
 # ---------------------------------------------------------------- what can be known offline

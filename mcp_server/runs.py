@@ -46,6 +46,11 @@ directory"). Every module that reads or writes a run names its files through `Ru
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
         review.json                   review           the last inspect_rewards result (verdict and gate read it)
         verdict.json                  verdict          the person's verdict and what it pins (inspection.pins)
+        reward_code/                  reward_code      the verdict's copy of the local reward modules it reviewed:
+                                                       the trainer imports them from here (inspection.trained)
+        explore-<n>/                  exploration_slot sample_completions on a launched run: its samples.jsonl,
+                                                       samples.meta.json, samples.partial.jsonl (the reviewed
+                                                       samples, review and verdict above are never touched)
       cache/                          cache          what libraries cache while training (an arrow copy of the
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
@@ -322,6 +327,18 @@ class Run:
         return self.inspection / "verdict.json"
 
     @property
+    def reward_code(self) -> Path:
+        return self.inspection / "reward_code"
+
+    def exploration_slot(self) -> Path:
+        """The next free inspection/explore-<n>/ (not created): where sampling a launched run writes, so the
+        evidence behind its launch (samples.jsonl, review.*, verdict.json) stays as the launch read it."""
+        n = 1
+        while (self.inspection / f"explore-{n}").exists():
+            n += 1
+        return self.inspection / f"explore-{n}"
+
+    @property
     def lock(self) -> Path:
         return self.dir / ".launch.lock"
 
@@ -366,15 +383,14 @@ class Run:
         or checkpoint, a promotion, an export. Empty for a run that was only emitted (and inspected). `config`:
         the run's config when the caller has read it (else read here, for its output_dir)."""
         found = [self.run_json.name] if self.run_json.exists() else []
-        found += [str(p.relative_to(self.dir)) for p in (self.logs, self.export, self.checkpoints)
-                  if p.is_dir() and any(p.iterdir())]
+        found += [str(p.relative_to(self.dir)) for p in (self.logs, self.export, self.checkpoints) if _holds_a_file(p)]
         found += [str(p.relative_to(self.dir)) for p in sorted(self.train.glob("logs-attempt-*"))[:1]]
         found += [self.promotion.name] if self.promotion.exists() else []
         try:
             out = self.output_dir(self.read_config() if config is None else config)
         except UserInputError:
             out = self.checkpoints
-        if out != self.checkpoints and out.is_dir() and any(out.iterdir()):
+        if out != self.checkpoints and _holds_a_file(out):
             found.append(str(out))
         return found
 
@@ -401,6 +417,12 @@ class Run:
                               "finished?"
             )
         return config, str(base), ckpt.resolve()
+
+
+def _holds_a_file(folder: Path) -> bool:
+    """Whether a file is anywhere under `folder`: empty folders are no evidence (GRPOTrainer makes
+    <output_dir>/completions/ when it is built, before a step is trained)."""
+    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
 
 
 def sidecars(config_path: str | Path) -> tuple[Path, Path]:

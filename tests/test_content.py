@@ -119,7 +119,7 @@ def test_seven_phases_each_with_gate_agent_and_tools():
 def test_gates_name_their_artifacts():
     gates = {n: re.search(rf"\*\*Gate {n}:\*\*(.+?)(?:\n\n|\Z)", s, re.S).group(1) for n, s in phases().items()}
     artifacts = {
-        0: "eval/baseline-<model>.json", 1: "training-brief.md", 2: "validation report", 3: "env-report.json",
+        0: "eval/baseline-<model>--<task>.json", 1: "training-brief.md", 2: "validation report", 3: "env-report.json",
         4: "outcome.json", 5: "promotion-report.md", 6: "export/",
     }
     for number, artifact in artifacts.items():

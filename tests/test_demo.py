@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 from conftest import run_cli
-from mcp_server.evaluation.evaluate import baseline_path
+from mcp_server.evaluation.evaluate import baselines_of
 from mcp_server.tiny import TINY_VERSION
 
 
@@ -55,7 +55,8 @@ def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_
     assert sorted(rates) == [1, 2, 3, 4]
     for step, lr in rates.items():
         assert math.isclose(lr, 1e-4 * (1 + math.cos(math.pi * (step - 1) / 8)) / 2, rel_tol=1e-6), (step, lr)
-    assert baseline_path("tiny").is_file() and baseline_path("tiny").name == f"baseline-tiny-v{TINY_VERSION}.json"
+    [baseline] = baselines_of("tiny")
+    assert baseline.name.startswith(f"baseline-tiny-v{TINY_VERSION}--") and baseline.is_file()
     warm_baseline = json.loads(Path(summary["phases"][1]["artifacts"]["warm_start_baseline"]).read_text())
     report = (run / "promotion-report.md").read_text()
     assert warm_baseline["goldens_sha256"] in report and summary["verdict"] in report

@@ -20,7 +20,7 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.errors import UserInputError
-from mcp_server.evaluation.evaluate import baseline_path, evaluate_model, item_passed, wilson_interval
+from mcp_server.evaluation.evaluate import baselines_of, evaluate_model, item_passed, wilson_interval
 from mcp_server.evaluation.export import export_model
 from mcp_server.evaluation.models import EvaluateRequest, ExportRequest, PromoteRequest
 from mcp_server.evaluation.paired import clopper_pearson, compare_paired, mcnemar_exact_p
@@ -212,17 +212,20 @@ def test_first_evaluation_writes_the_baseline_and_it_is_never_overwritten(worksp
     assert first.ci_low <= first.pass_rate <= first.ci_high
     assert [i.index for i in first.items] == list(range(len(rows)))
     assert all(i.passed == (i.scores["correctness_reward"] > 0) for i in first.items)
-    assert first.baseline_written and Path(first.baseline_path) == baseline_path(str(good_model))
+    assert first.baseline_written and [Path(first.baseline_path)] == baselines_of(str(good_model))
     written = Path(first.baseline_path).read_bytes()
     record = json.loads(written)
     assert record["goldens_sha256"] == first.goldens_sha256 and record["pass_rate"] == first.pass_rate
     # Read-only by its mode bits (root ignores modes, so os.access would pass for root whatever the mode).
     assert os.stat(first.baseline_path).st_mode & 0o222 == 0
 
-    # A looser evaluation later (a grader that only checks the format) does not replace the baseline.
+    # A looser evaluation later (a grader that only checks the format) does not replace the baseline: it is another
+    # task's baseline, filed beside it (issue 49), and the same evaluation again writes nothing.
     looser = evaluate_model(EvaluateRequest(model=str(good_model), goldens=str(goldens), max_new_tokens=MAX_NEW,
                                             graders=[{"name": "format_reward"}], baseline="write"))
-    assert not looser.baseline_written and "never overwritten" in looser.baseline_note
+    assert looser.baseline_written and looser.baseline_path != first.baseline_path
+    again = evaluate_model(EvaluateRequest(model=str(good_model), goldens=str(goldens), max_new_tokens=MAX_NEW))
+    assert not again.baseline_written and "never overwritten" in again.baseline_note
     assert Path(first.baseline_path).read_bytes() == written
 
 

@@ -68,10 +68,12 @@ def test_the_data_example_is_what_the_default_rewards_score():
 
     first = "\n".join(README.read_text(encoding="utf-8").splitlines()[:40])
     rows = [json.loads(line) for info, lines in blocks(first) if info == "json" for line in lines]
-    for row in rows:
-        assert "<reasoning>" in row["prompt"] and "<answer>" in row["prompt"]
-        good = f"<reasoning>adding</reasoning><answer>{row['answer']}</answer>"
-        wrong = "<reasoning>adding</reasoning><answer>-1</answer>"
+    for row in rows:  # chat messages (issue 49: TRL applies no chat template to a plain-text prompt)
+        assert isinstance(row["prompt"], list) and row["prompt"][-1]["role"] == "user"
+        prompt = row["prompt"][-1]["content"]
+        assert "<reasoning>" in prompt and "<answer>" in prompt
+        good = [{"role": "assistant", "content": f"<reasoning>adding</reasoning><answer>{row['answer']}</answer>"}]
+        wrong = [{"role": "assistant", "content": "<reasoning>adding</reasoning><answer>-1</answer>"}]
         assert format_reward([good, wrong]) == [1.0, 1.0] or min(format_reward([good, wrong])) > 0
         scores = correctness_reward([good, wrong], answer=[row["answer"]] * 2)
         assert scores[0] > 0 and scores[1] == 0

@@ -28,7 +28,7 @@ from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
 from mcp_server.memory.verdict import validate
-from mcp_server.model_ref import TINY, is_moe, resolve_model
+from mcp_server.model_ref import TINY, hub_problem, is_moe, resolve_model
 from mcp_server.recipe.models import EmitResult, GRPORecipeRequest
 from mcp_server.recipe.recorded import RecordedRequest, record as record_request
 from mcp_server.recipe.runspec import RunSpec
@@ -138,6 +138,10 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
         defaults = {}
     # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
     size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
+    if size_b is None and not Path(model).is_dir():  # a CPU run loads it here: a name nothing knows is refused
+        problem = hub_problem(model)
+        if problem:
+            raise UserInputError("model", problem)
     record = agentic_record(request)
     refuse_unparsed_template(record, model)
     if request.thinking and not is_hybrid_thinking(model):

@@ -1,9 +1,11 @@
 """evaluate_model: greedy decoding over a goldens file, graded by the reward verifiers, pass rate with a
-Wilson interval, and the write-once baseline eval/baseline-<model>.json.
+Wilson interval, and the write-once baseline eval/baseline-<model>--<task>.json (task_key: the goldens, the graders
+with their code's digest, the decoding).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -17,9 +19,9 @@ from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server import smollm2
-from mcp_server.model_ref import SMOLLM2, TINY, load_model, resolve_loadable
+from mcp_server.model_ref import SMOLLM2, TINY, known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
-from mcp_server.rewards import build_reward_funcs
+from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
@@ -42,12 +44,14 @@ def wilson_interval(passed: int, n: int, z: float = 1.96) -> tuple[float, float]
 # ---------------------------------------------------------------- files
 def model_key(model: str) -> str:
     """The name a model's baseline is filed under: 'tiny-v<version>' (new tiny weights are a new model: an old
-    baseline must not be compared with them), a hub name, or a local path relative to the workspace.
-    'smollm2-135m' files under its converted directory's key (the directory a run's config names)."""
+    baseline must not be compared with them), 'smollm2-135m-v<build>' for the converted SmolLM2 (by name or by the
+    directory a run's config names: model_ref.known_name, never the cache path), a hub name, or a local path
+    relative to the workspace."""
+    model = known_name(model)[0]
     if model == TINY:
         return f"tiny-v{TINY_VERSION}"
     if model == SMOLLM2:
-        model = str(smollm2.model_dir())
+        return f"{SMOLLM2}-v{smollm2.BUILD_VERSION}"
     path = Path(model).expanduser()
     if path.exists():
         path = path.resolve()
@@ -58,14 +62,31 @@ def model_key(model: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[-120:] or "model"
 
 
-def baseline_path(model: str) -> Path:
-    return eval_root() / f"baseline-{model_key(model)}.json"
+def task_key(goldens_sha256: str, graders: list, max_new_tokens: int, seed: int) -> tuple[str, str]:
+    """(the task's key, the graders' code digest): a baseline is of a model on a task, the goldens' bytes, the
+    graders by name, parameters and code (rewards.reward_code_sha256) and the decoding; any change is another
+    baseline, filed beside the first, never over it (issue 49: one baseline per model, graders by name only)."""
+    code = reward_code_sha256(graders)
+    specs = [RewardSpec.model_validate(g).model_dump() if not isinstance(g, RewardSpec) else g.model_dump()
+             for g in graders]
+    task = json.dumps([goldens_sha256, specs, code, max_new_tokens, seed], sort_keys=True, default=str)
+    return hashlib.sha256(task.encode()).hexdigest()[:12], code
 
 
-def read_baseline(model: str) -> dict | None:
-    path = baseline_path(model)
-    if not path.is_file():
-        return None
+def baseline_path(model: str, task: str | None = None) -> Path:
+    """eval/baseline-<model>--<task>.json ("--" never occurs in a model key); without a task, the file name an
+    earlier version wrote (one per model), still read."""
+    return eval_root() / (f"baseline-{model_key(model)}--{task}.json" if task else f"baseline-{model_key(model)}.json")
+
+
+def baselines_of(model: str) -> list[Path]:
+    """Every baseline of `model` in eval/, for any task (an earlier version's one-per-model file last)."""
+    key = model_key(model)
+    legacy = eval_root() / f"baseline-{key}.json"
+    return sorted(eval_root().glob(f"baseline-{key}--*.json")) + ([legacy] if legacy.is_file() else [])
+
+
+def read_baseline(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -200,8 +221,9 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
 
 
 def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
-    """Write eval/baseline-<model>.json on the first evaluation of a base model; never overwrite it."""
-    path = baseline_path(result.model_path if request.model != "tiny" else "tiny")
+    """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model; never overwrite it."""
+    task, graders_code = task_key(result.goldens_sha256, request.graders, request.max_new_tokens, request.seed)
+    path = baseline_path(result.model_path if request.model != "tiny" else "tiny", task)
     existing = path.is_file()
     if request.baseline == "never":
         result.baseline_note = "baseline not requested"
@@ -210,12 +232,15 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
     elif request.baseline == "auto" and inside_a_run(result.model_path):
         result.baseline_note = "the model lives in a run directory: a checkpoint, not a base model"
     elif existing:
-        result.baseline_note = "a baseline for this model already exists; it is never overwritten"
+        result.baseline_note = "a baseline of this model on these goldens, graders and decoding already exists; it " \
+                               "is never overwritten"
     else:
-        record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "task": task, "graders_code_sha256": graders_code}
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
-        result.baseline_note = "first evaluation of this base model: baseline written" if result.baseline_written else (
+        result.baseline_note = "first evaluation of this base model on this task: baseline written" if \
+            result.baseline_written else (
             "another evaluation wrote this baseline first; it is never overwritten"
         )
     if path.is_file():

@@ -19,7 +19,7 @@ from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.evaluation.promote import promotion_problems
-from mcp_server.model_ref import load_model
+from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, read_json_if_present, resolve_run
@@ -56,16 +56,17 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
         if spec.get("weight", 1.0) != 1.0:
             name += f" x{spec['weight']}"
         reward_names.append(name)
+    name, hub_id = known_name(base)  # the model's real name, never the machine's path to it (issue 49)
     lines = [
         "---",
-        f"base_model: {base}",
+        *([f"base_model: {hub_id or name}"] if hub_id or name in BUILT_IN else []),  # a name, never a path
         "library_name: transformers",
         "tags: [grpo, trl, rlvr, llm-finetuning]",
         "---",
         "",
         f"# {run.name}",
         "",
-        f"GRPO fine-tune of `{base}` made with llm-finetuning (TRL GRPOTrainer)"
+        f"GRPO fine-tune of `{name}` made with llm-finetuning (TRL GRPOTrainer)"
         + (", LoRA adapters merged into the base weights." if merged else "."),
         *(["", f"Base weights: {weights_note(base)}."] if weights_note(base) else []),
         "",

@@ -40,8 +40,9 @@ class EvaluateRequest(Request):
     baseline: Literal["auto", "write", "never"] = Field(
         default="auto",
         description="'auto': the first evaluation of a base model (anything not inside a run directory) writes "
-        "eval/baseline-<model>.json; 'write': write it for this model even if it lives in a run (e.g. a warm-start "
-        "model that a GRPO run starts from); 'never': do not. An existing baseline is never overwritten.",
+        "eval/baseline-<model>--<task>.json (one per goldens, graders and decoding); 'write': write it for this "
+        "model even if it lives in a run (e.g. a warm-start model that a GRPO run starts from); 'never': do not. "
+        "An existing baseline is never overwritten.",
     )
 
 
@@ -70,7 +71,8 @@ class EvaluationResult(BaseModel):
     seconds: float = Field(description="Wall-clock time of the evaluation.")
     items: list[ItemResult] = Field(description="Per-item results, in goldens order.")
     baseline_path: str | None = Field(
-        default=None, description="eval/baseline-<model>.json for this model, when one exists (written now or before)."
+        default=None, description="eval/baseline-<model>--<task>.json for this model and task, when one exists "
+        "(written now or before)."
     )
     baseline_written: bool = Field(default=False, description="True when this call wrote the baseline file.")
     baseline_note: str = Field(default="", description="Why a baseline was or was not written.")
@@ -113,9 +115,10 @@ class DriftResult(BaseModel):
     checkpoint_pass_rate: float = Field(description="Checkpoint's pass rate on the drift suite (greedy).")
     drop_points: float = Field(description="base - checkpoint in percentage points (positive = the checkpoint lost "
                                            "ground).")
-    band: Literal["noise", "rerun", "hard_fail"] = Field(
+    band: Literal["noise", "rerun", "hard_fail", "unmeasured"] = Field(
         description="Drift budget band: <= 1 point noise, 1-5 points rerun with other seeds (over budget when the "
-        "reruns tell the drop from noise), > 5 points hard fail."
+        "reruns tell the drop from noise), > 5 points hard fail; 'unmeasured' when the base model passes no more "
+        "than 1 point of the suite, so no drop can show on it (give a drift_suite the base model passes)."
     )
     rerun_drops: dict[str, float] = Field(
         default_factory=dict, description="Drop in points per rerun seed (sampled decoding), when a rerun was needed."
@@ -128,7 +131,8 @@ class DriftResult(BaseModel):
     rerun_p_value: float | None = Field(default=None, description="Exact paired (McNemar) p-value of lost against "
                                         "gained: the drop is real only when the mean drop is over 1 point and this "
                                         "is under 0.05 with more lost than gained.")
-    ok: bool = Field(description="True when the drift is within budget.")
+    ok: bool = Field(description="False when the drift is over budget; true within budget, and for an "
+                     "'unmeasured' drift, which shows nothing either way.")
 
 
 class PromotionResult(BaseModel):
@@ -142,7 +146,7 @@ class PromotionResult(BaseModel):
     reasons: list[str] = Field(description="Evidence for the verdict, one line each.")
     goldens: str = Field(description="Goldens file used.")
     goldens_sha256: str = Field(description="sha256 fingerprint of the goldens.")
-    baseline_path: str = Field(description="eval/baseline-<model>.json compared against.")
+    baseline_path: str = Field(description="eval/baseline-<model>--<task>.json compared against.")
     baseline_pass_rate: float = Field(description="Base model's goldens pass rate.")
     baseline_ci: tuple[float, float] = Field(description="Base model's 95% Wilson interval.")
     checkpoint_pass_rate: float = Field(description="Checkpoint's goldens pass rate.")

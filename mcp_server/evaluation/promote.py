@@ -15,6 +15,10 @@ Rules
   > 5 is a hard fail without rerun. Why the test: one item of the 40-item tiny suite is 2.5 points, so a bare
   1-point bound on the mean REJECTed a checkpoint for 2 items lost in 120 sampled answers (bench_kernels: the
   same checkpoint's reruns gave drops of 5, 0 and 0), which no sampling can tell from noise.
+- A suite the base model passes no more than the noise budget of (its floor: 0% on the tiny suite for a model
+  that never writes its format) cannot show a drop at all: the drift is "unmeasured", said so in the reasons and
+  the report, never "within budget" (issue 49); the verdict then rests on the goldens alone, and the way to a
+  measured drift is a drift_suite the base model passes.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_path, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
+    baselines_of, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
     resolve_goldens, summarise, write_once,
 )
 from mcp_server.generation import generate, render_prompt
@@ -36,6 +40,7 @@ from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards import reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
@@ -103,6 +108,8 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
 
 
 def judge_drift(base_rate: float, ckpt_rate: float) -> str:
+    if base_rate * 100 <= NOISE_POINTS + 1e-9:  # no drop beyond noise can show below the base's score
+        return "unmeasured"
     drop = (base_rate - ckpt_rate) * 100
     if drop <= NOISE_POINTS + 1e-9:
         return "noise"
@@ -138,7 +145,7 @@ def check_drift(
     band = judge_drift(base_rate, ckpt_rate)
     result = DriftResult(
         suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
-        drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band == "noise",
+        drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band in ("noise", "unmeasured"),
     )
     if band == "rerun":  # noise or real? sample both models under other seeds, item by item
         base_loaded = load_model(base_ref)
@@ -170,7 +177,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     _refuse_unfinished(run, request)
     config, base, ckpt = run.trained_model(request.checkpoint)
     base_ref = resolve_loadable(base)
-    baseline = _baseline(run, request, config, base, base_ref, report)
+    baseline_file, baseline = _baseline(run, request, config, base, base_ref, report)
     goldens, sha = _baseline_goldens(request, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
@@ -206,7 +213,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         reasons=reasons,
         goldens=str(goldens),
         goldens_sha256=sha,
-        baseline_path=str(eval_root() / f"baseline-{model_key(str(base_ref) if base != 'tiny' else 'tiny')}.json"),
+        baseline_path=str(baseline_file),
         baseline_pass_rate=base_rate,
         baseline_ci=(baseline["ci_low"], baseline["ci_high"]),
         checkpoint_pass_rate=rate,
@@ -297,12 +304,18 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
                              f"but its items hold {passed} of {len(items)}: it was edited. Restore it")
 
 
-def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref, report: Report) -> dict:
-    """The base model's baseline from eval/; measured now on the request's goldens when there is none yet."""
-    baseline = read_baseline(str(base_ref) if base != "tiny" else "tiny")
-    if baseline is not None:
-        _check_baseline(run, baseline_path(str(base_ref) if base != "tiny" else "tiny"), baseline)
-        return baseline
+def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref,
+              report: Report) -> tuple[Path, dict]:
+    """(its file, the base model's baseline) from eval/: the one on the request's goldens, else the only one there
+    is, its graders' code unchanged; measured now on the request's goldens when there is none yet."""
+    found = _baselines(str(base_ref) if base != "tiny" else "tiny", request.goldens)
+    if len({b.get("goldens_sha256") for _, b in found}) > 1:
+        raise UserInputError("goldens", f"{len(found)} baselines of {base} on other goldens ("
+                             f"{', '.join(p.name for p, _ in found)}): give the goldens this run is judged on")
+    if found:  # on one goldens file: the first measured stands (a later, looser grader never replaces it)
+        path, baseline = min(found, key=lambda item: (str(item[1].get("written_at")), item[0].name))
+        _check_baseline(run, path, baseline)
+        return path, baseline
     if not request.goldens:
         raise UserInputError(
             "goldens",
@@ -312,7 +325,28 @@ def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_r
     first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
                                            max_new_tokens=int(GRPOView.given(config).max_completion_length or 256)),
                            report=_stage(report, "baseline of the base model"))
-    return json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
+    return Path(first.baseline_path), json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
+
+
+def _baselines(model: str, goldens: str | None) -> list[tuple[Path, dict]]:
+    """The model's baselines (on `goldens` when given); one whose graders' code changed since it was measured is
+    refused, naming it: it would compare the checkpoint under other graders than the base model's."""
+    sha = sha256_file(resolve_goldens(goldens)) if goldens else None
+    every = [(path, read_baseline(path)) for path in baselines_of(model)]
+    found = [(path, b) for path, b in every if sha is None or b.get("goldens_sha256") == sha]
+    if every and not found:  # measuring a baseline on goldens chosen after training would let them be chosen
+        raise UserInputError("goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured "
+                             f"on (baselines of this model: {', '.join(p.name for p, _ in every)}): the comparison "
+                             "would mean nothing; measure the base model on them with evaluate_model first")
+    changed = [(path, b) for path, b in found if b.get("graders_code_sha256") and
+               reward_code_sha256(b.get("graders") or []) != b["graders_code_sha256"]]
+    if changed and len(changed) == len(found):
+        path, baseline = changed[0]
+        raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
+                             f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}): put it "
+                             "back, or evaluate the base model again (evaluate_model files a baseline for the new "
+                             "code beside this one)")
+    return [item for item in found if item not in changed]
 
 
 def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:
@@ -345,6 +379,11 @@ def _improvement_interval(baseline: dict, items: list, low: float, high: float) 
 
 
 def _drift_reason(drift: DriftResult) -> str:
+    if drift.band == "unmeasured":
+        return (f"drift: NOT MEASURED: the base model passes {drift.base_pass_rate:.1%} of the frozen suite "
+                f"({drift.checkpoint_pass_rate:.1%} the checkpoint), so no drop can show on it; give drift_suite "
+                "rows your base model passes (prompts in its own format) to measure one -> the verdict rests on the "
+                "goldens alone")
     line = (
         f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
         f"{drift.drop_points:+.1f} points ({drift.band})"
@@ -403,6 +442,10 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "- Budget: <= 1 point is noise; 1-5 points: rerun with other seeds, over budget when the mean drop is over 1 "
         "point and the reruns' exact paired test tells it from noise (p < 0.05); > 5 points: hard fail.",
     ]
+    if d.band == "unmeasured":
+        lines.append(f"- NOT MEASURED: the base model passes {d.base_pass_rate:.1%} of this suite, so no drop can "
+                     "show on it; the verdict rests on the goldens alone. Give `drift_suite` rows the base model "
+                     "passes (prompts in its own format) to measure drift.")
     if d.rerun_drops:
         lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} "
                      f"points; over every (item, seed) pair {d.rerun_lost} lost, {d.rerun_gained} gained, exact paired "

@@ -66,10 +66,10 @@ TOOLS = [
         effects=Effects(writes=True, repeatable=True, open_world=True),
         description="""Greedy decoding (fixed seed) over a goldens file, graded pass/fail by the same verifiers as the rewards;
     pass rate with a 95% Wilson interval and per-item results. The first evaluation of a base model writes
-    eval/baseline-<model>.json, which is never overwritten or loosened.""",  # noqa: E501 (the text MCP clients list, as it was)
+    eval/baseline-<model>--<task>.json, which is never overwritten or loosened.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command(
             "Greedy pass rate (95%% Wilson CI) of a model on goldens; the first evaluation of a base model writes "
-            "eval/baseline-<model>.json (never overwritten).", human_evaluation, hide=("seed", "batch_size"),
+            "eval/baseline-<model>--<task>.json (never overwritten).", human_evaluation, hide=("seed", "batch_size"),
             flags={"model": Flag("model"), "goldens": Flag(default="tiny")},
         ),
     ),

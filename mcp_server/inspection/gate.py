@@ -22,6 +22,7 @@ from mcp_server.inspection.files import read_run_rewards
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.pins import changes, config_pins, run_pins
+from mcp_server.inspection.trained import keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, resolve_run
 from mcp_server.userfiles import read_json
@@ -207,6 +208,7 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         except UserInputError:
             pins = {"reward_code": result["reward_code_sha256"]}
     record = _verdict_record(request, run, result, reviewed, given, pins)
+    keep_reviewed_code(run, result["rewards"])  # what the trainer imports (inspection.trained)
     path = atomic_write_json(run.inside(run.verdict), record)
     return VerdictResult(
         run_dir=str(run.dir),
@@ -463,6 +465,10 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
             f"sample_completions (CLI: {CLI} sample-completions {run.name}) again, then " + inspect_again,
             run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,
         )
+    unkept = unkept_reward_code(run, rewards)
+    if unkept:
+        return _closed(run, f"{run.reward_code.relative_to(run.dir)} does not hold the reviewed reward code the "
+                       f"trainer imports ({', '.join(unkept)})", "record the verdict again: it copies them there")
     return GateResult(
         passed=True,
         reason=f"passing verdict by {who} on the current model, data, sampling settings, rewards, train.py and "

@@ -332,7 +332,7 @@ def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: 
     if differs:
         warnings.append("these samples cannot back a verdict, they differ from what training would sample: "
                         + "; ".join(differs))
-    return warnings
+    return warnings + [w for w in meta.get("warnings") or [] if isinstance(w, str)]  # sampling's own
 
 
 def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float, float]) -> str:

@@ -27,10 +27,11 @@ from pathlib import Path
 
 from mcp_server.config import FIELD, trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
-from mcp_server.errors import UserInputError
+from mcp_server.errors import Interrupted, UserInputError
 from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
+from mcp_server.inspection.sample_files import explored_note, keeper, kept_note, outputs, sample_records
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
@@ -268,6 +269,17 @@ def _choose_engine(engine: str) -> str:
     return "vllm" if has_vllm and (has_gpu or on_cpu) else "transformers"
 
 
+def plain_prompts_warning(model) -> str:
+    """Plain-text prompts for a model whose tokenizer has a chat template: TRL's GRPOTrainer applies the template
+    only to chat-message prompts (`_tokenize_prompts`: is_conversational, else the tokenizer on the raw text), so
+    these train and sample without it, as sampling does here."""
+    return (f"the prompts are plain text and {model}'s tokenizer has a chat template: TRL's GRPOTrainer applies a "
+            "chat template only to chat-message prompts and tokenizes plain text as it is, so the model trains (and "
+            "samples here) on text without its chat format, and a chat model may answer empty or ramble; write each "
+            "prompt as messages, [{\"role\": \"user\", \"content\": \"...\"}], unless the model is a base "
+            "(non-chat) model.")
+
+
 def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_kwargs: dict) -> list[str]:
     if not conversational:
         return list(prompts)
@@ -320,8 +332,16 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
     the ones training will use."""
     run = resolve_run(request.run)
     run.inside(run.samples)  # before any work: nothing is written through a link out of the run
-    return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}),
-                       report=report)
+    if run.agentic.is_file() and run.launched_evidence():
+        raise UserInputError("run", f"{run.name} was launched ({', '.join(run.launched_evidence())}): its samples, "
+                             "review and verdict are the evidence behind that launch and sampling would replace "
+                             "them; sample_trajectories explores the policy without touching them")
+    try:
+        return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}), report=report)
+    except KeyboardInterrupt:
+        raise Interrupted(kept_note(run)) from None
+
+
 
 
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
@@ -332,6 +352,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
         return sample_agentic(run, request, report)
     config = run.read_config()
+    launched = run.launched_evidence(config)
+    files = outputs(run, launched)
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache, contextlib.chdir(run.dir):
         rows, prompt_column, model_ref, settings, compared, trained = _sampled_inputs(run, request, config, cache)
     conversational = check_prompt_column(rows, prompt_column)
@@ -350,9 +372,13 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
+    warnings = [plain_prompts_warning(model_ref)] if not conversational and getattr(tokenizer, "chat_template",
+                                                                                    None) else []
+    for warning in warnings:
+        report(0, k, f"warning: {warning}")
     progress = Progress(report, plan)
-    partial = run.inside(run.samples_partial)
-    keep = _keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
+    partial = run.inside(files["partial"])
+    keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
     if engine == "vllm" and settings.get("load_kwargs"):
         raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
@@ -368,18 +394,19 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     if trained is not None:  # a hub model first downloaded by this load: pinned by that snapshot's files
         trained["model"] = compared["used"]["model"] = pinned_after_load(trained["model"], run)
-    records = _sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
-    path = atomic_write_text(run.inside(run.samples), "\n".join(records) + "\n")
+    records = sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
+    path = atomic_write_text(run.inside(files["samples"]), "\n".join(records) + "\n")
     partial.unlink(missing_ok=True)
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
+    meta["warnings"] = warnings  # inspect_rewards puts them on the review sheet
     meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
-    atomic_write_json(run.inside(run.samples_meta), meta)
-    # The old review described other completions, so it goes; an old verdict stays as a record, and its
-    # samples hash no longer matches, so the gate says the samples changed.
-    for stale in (run.review_md, run.review_jsonl, run.review):
-        stale.unlink(missing_ok=True)
+    atomic_write_json(run.inside(files["meta"]), meta)
+    if not launched:  # the old review described other completions, so it goes; an old verdict stays as a record,
+        # and its samples hash no longer matches, so the gate says the samples changed
+        for stale in (run.review_md, run.review_jsonl, run.review):
+            stale.unlink(missing_ok=True)
     return SampleResult(
         run_dir=str(run.dir),
         samples_path=str(path),
@@ -397,55 +424,19 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         lengths=meta["lengths"],
         seconds=round(seconds, 3),
         plan=plan,
-        next_step=" ".join(filter(None, [meta["lengths"]["offer"],  # the length offer first: it changes the config
-                                         _next_step(len(records), k, len(rows), settings["n"],
-                                                    meta["differs_from_config"])])),
+        warnings=warnings,
+        next_step=explored_note(run, path, launched) if launched else " ".join(filter(None, [*warnings,
+            meta["lengths"]["offer"],  # the length offer first: it changes the config
+            _next_step(len(records), k, len(rows), settings["n"], meta["differs_from_config"])])),
     )
 
 
-def _keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
-            prompt_column: str, conversational: bool):
-    """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
-    stopped run keeps them), then its progress line."""
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    partial.unlink(missing_ok=True)
-
-    def keep(start: int, new_groups: list[list[dict]]) -> None:
-        end = start + len(new_groups)
-        lines = _sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
-                                conversational, first=start)
-        with partial.open("a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        progress.batch(end)
-
-    return keep
 
 
-def _sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],
-                    prompt_column: str, conversational: bool, first: int = 0) -> list[str]:
-    """samples.jsonl's lines (without their newlines): each completion with its prompt and the row's other
-    columns, as TRL hands them to reward functions. `first`: the index of the first prompt (a partial write)."""
-    lines, sample_id = [], first * (len(groups[0]) if groups else 0)  # every prompt has n completions
-    for p, (row_index, prompt, group) in enumerate(zip(row_indices, prompts, groups), start=first):
-        columns = {key: value for key, value in rows[row_index].items() if key != prompt_column}
-        for s, gen in enumerate(group):
-            # The completion is stored exactly as TRL hands it to reward functions.
-            completion = [{"role": "assistant", "content": gen["text"]}] if conversational else gen["text"]
-            record = {
-                "id": sample_id,
-                "prompt_index": p,
-                "sample_index": s,
-                "row_index": row_index,
-                "prompt": prompt,
-                "completion": completion,
-                "completion_ids": gen["ids"],
-                "columns": columns,
-                "truncated": gen["finish_reason"] == "length",
-                "finish_reason": gen["finish_reason"],
-            }
-            lines.append(json.dumps(record, ensure_ascii=False, default=str))
-            sample_id += 1
-    return lines
+
+
+
+
 
 
 def _samples_meta(run: Run, rows: list[dict], prompt_column: str, conversational: bool, model_ref,

@@ -21,8 +21,14 @@ folder whose files were hashed (a hub model's cached snapshot) and is hashed aga
 launch_training the verdict must be the bytes its gate judged (VERDICT_SHA_ENV) and train/train.py the bytes the
 verdict pinned (training.trainer.verified_script).
 
+A reward named by a dotted path is imported, by every command, from the directory the command runs in; the
+trainer runs in the run directory. So recording a verdict copies the local modules its rewards run
+(`keep_reviewed_code`: the reward module, the local modules it imports, their packages' __init__.py) into
+inspection/reward_code/, `reviewed_reward_funcs` imports from there first, and the gate stays closed while that
+copy is not the code under review (`unkept_reward_code`): the trainer imports exactly the reviewed bytes.
+
 Not covered (inspection.pins says what cannot be pinned): a module a reward imports lazily, at call time,
-after this check.
+after this check; a data file a reward module reads beside itself (only its modules are copied).
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
+from mcp_server.rewards.registry import reward_code_files
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run
 from mcp_server.userfiles import package_switches
 from mcp_server.workspace import sha256_file
@@ -235,6 +244,8 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     status 3, one line saying what to do) when that code is not the reviewed code."""
     run = Run(Path(run_dir))
     rewards = json.loads(run.rewards.read_text())
+    if run.reward_code.is_dir() and os.environ.get(SAMPLING_ENV) != "1":  # the reviewed copy first (module doc)
+        sys.path.insert(0, str(run.reward_code))
     expected = reviewed_reward_sha256(run)
     before = reward_code_sha256(rewards)  # imports the reward modules, then reads their source
     funcs = build_reward_funcs(rewards)
@@ -250,3 +261,30 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)
     return funcs, after
+
+
+def keep_reviewed_code(run: Run, rewards: list) -> None:
+    """inspection/reward_code/: a copy of the local modules `rewards` run, made when a verdict is recorded (the
+    module's doc); replaced whole, never half-written; removed when the rewards run no local module."""
+    files = reward_code_files(rewards)
+    target = run.inside(run.reward_code)
+    staging = Path(tempfile.mkdtemp(prefix=".reward_code-", dir=target.parent))
+    try:
+        for relative, data in files.items():
+            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+            (staging / relative).write_bytes(data)
+        old = target.with_name(staging.name + ".old")
+        if target.exists():
+            target.rename(old)
+        if files:
+            staging.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def unkept_reward_code(run: Run, rewards: list) -> list[str]:
+    """The local reward modules (relative paths) that inspection/reward_code/ does not hold as they are now: what
+    the trainer would not import as reviewed. Empty: the copy is the code under review."""
+    return [relative for relative, data in reward_code_files(rewards).items()
+            if not (run.reward_code / relative).is_file() or (run.reward_code / relative).read_bytes() != data]

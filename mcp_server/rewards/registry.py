@@ -30,7 +30,7 @@ from mcp_server.rewards.length import make_length_penalty, make_soft_overlong_pu
 from mcp_server.rewards.math_equivalence import make_math_reward
 from mcp_server.rewards.models import RewardCatalog
 from mcp_server.rewards.named import NamedReward
-from mcp_server.rewards.sources import installed_roots, local_sources
+from mcp_server.rewards.sources import installed_roots, local_files, local_sources
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import files_digest
 
@@ -198,6 +198,18 @@ def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
     return digest.hexdigest()
 
 
+def reward_code_files(specs: list[RewardSpec | dict | str]) -> dict[str, bytes]:
+    """The local modules (outside this package and the installation) the specs' rewards run, as relative paths
+    and bytes (rewards.sources.local_files): what a copy must hold to import the code reward_code_sha256 hashed."""
+    callables, _ = _reached(build_reward_funcs([_as_spec(s, f"rewards[{i}]") for i, s in enumerate(specs)]))
+    files: dict[str, bytes] = {}
+    for func in callables:
+        module = getattr(inspect.getmodule(inspect.unwrap(func)) or inspect.getmodule(type(func)), "__name__", None)
+        if module and not _is_library(func) and not _is_installed(func):
+            files.update(local_files(module))
+    return files
+
+
 def _is_library(func: Callable) -> bool:
     module = getattr(inspect.getmodule(inspect.unwrap(func)), "__name__", "") or ""
     return module == "mcp_server.rewards" or module.startswith("mcp_server.rewards.")
@@ -258,6 +270,8 @@ def list_rewards() -> RewardCatalog:
     return RewardCatalog(
         rewards=[reward.info for reward in REGISTRY.values()],
         user_rewards="Put a dotted import path as the spec's name (e.g. {'name': 'my_pkg.rewards.my_reward'}): a "
-        "function (completions, **columns) -> list[float], completions being strings or message lists. Its "
-        "module must be importable by the training interpreter (the working directory is on sys.path).",
+        "function (completions, **columns) -> list[float], completions being strings or message lists. Keep "
+        "its module in the directory you run the commands from (or installed): every command imports it from "
+        "there, and the verdict copies the module and the local modules it imports into the run "
+        "(inspection/reward_code/), which the trainer imports, so it trains on exactly the reviewed code.",
     )

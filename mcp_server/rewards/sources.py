@@ -92,3 +92,22 @@ def local_sources(module_name: str) -> list[tuple[str, bytes]]:
             continue
         stack += _imported_names(tree, name if is_package else name.rpartition(".")[0])
     return sorted(found.items())
+
+
+def local_files(module_name: str) -> dict[str, bytes]:
+    """The files of local_sources(module_name) as paths relative to the directory they import from
+    ('pkg/helper.py' for pkg.helper), with the __init__.py of each package on the way, so a copy of them beside
+    nothing else imports the same bytes (inspection.trained: the reward code a verdict reviewed, kept in the run).
+    This package's own modules are left out: the trainer imports them as installed."""
+    files: dict[str, bytes] = {}
+    for name, source in local_sources(module_name):
+        if name.split(".")[0] in ("mcp_server", "__main__"):
+            continue
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            path = _origin(".".join(parts[:depth]))
+            if path is None:  # a namespace package: its directory is enough
+                continue
+            relative = "/".join(parts[:depth]) + ("/__init__.py" if path.name == "__init__.py" else ".py")
+            files[relative] = source if depth == len(parts) else path.read_bytes()
+    return files
