@@ -344,6 +344,17 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
 
 
 
+def _generate(engine: str, model_ref, texts, settings: dict, batch_size, report: Report, progress, keep) -> list:
+    """Each prompt's group of completions, from the engine chosen."""
+    if engine != "vllm":
+        return _generate_transformers(model_ref, texts, settings, batch_size, report, progress, keep)
+    if settings.get("load_kwargs"):
+        raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
+                             "files the trainer loads, and vLLM cannot load them that way: sample with engine "
+                             "'transformers'")
+    return generate_vllm(model_ref, texts, settings)
+
+
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
     """sample_completions in this (the training) interpreter."""
     run = Run(Path(request.run))
@@ -380,14 +391,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     partial = run.inside(files["partial"])
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
-    if engine == "vllm" and settings.get("load_kwargs"):
-        raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
-                             "files the trainer loads, and vLLM cannot load them that way: sample with engine "
-                             "'transformers'")
-    if engine == "vllm":
-        groups = generate_vllm(model_ref, texts, settings)
-    else:
-        groups = _generate_transformers(model_ref, texts, settings, request.batch_size, report, progress, keep)
+    groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep)
     seconds = time.perf_counter() - started
     report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
                  f"{plan['estimated_seconds_at_most']} s)")
