@@ -137,8 +137,9 @@ bench: venv
 
 # The mutation lane (issue 48): realistic bugs applied one at a time to a copy of the repository, each judged by
 # the tests of its module; prints the caught share per area and the survivors (docs/development.md).
+MUTATE_JOBS ?= 2
 mutate: venv
-	$(PY) bench/mutate.py
+	$(PY) bench/mutate.py --jobs $(MUTATE_JOBS)
 
 # Refresh the locks: each environment built fresh with the newest versions the package's ranges allow, then frozen
 # into locks/ (scripts/lock.py). Run `make test` after it: the venvs reinstall from the new locks (issue 45).
