@@ -85,6 +85,8 @@ def test_dapo_trains_with_dynamic_sampling_unless_turned_off(workspace):
 @pytest.mark.parametrize("target, overrides, field", [
     (("cpu", 1), {"scale_rewards": "batch"}, "scale_rewards"),
     (("cpu", 1), {"multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
+    # a streamed data set has no index to draw the refill rounds' prompts from
+    (("cpu", 1), {"dataset_streaming": True}, "dataset_streaming"),
     # two training processes with 2 rows each, groups of 4: TRL accepts it (4 rows in all), each group spans both
     (("H100", 2), {"use_vllm": False, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
                    "num_generations": 4}, "per_device_train_batch_size"),
