@@ -126,8 +126,8 @@ def rule_dynamic_sampling(ctx: Context) -> list[Finding]:
     found.append(finding("dynamic_sampling_cost", FIELD, "info",
                          f"dynamic sampling: zero-spread groups are dropped and refilled with at most {rounds} extra "
                          f"generation rounds per generation batch: generation takes 1 to {1 + rounds} times as long "
-                         "(the share of zero-spread groups decides: dynamic_sampling/extra_rounds logs it); memory is "
-                         "the plan's (one generation batch at a time)"))
+                         "(the share of zero-spread groups decides: dynamic_sampling/extra_rounds logs it); the memory "
+                         "plan holds the earlier rounds' rows at the generation peak (dynamic_sampling_rounds)"))
     return found
 
 
