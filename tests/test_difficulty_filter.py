@@ -92,3 +92,64 @@ def test_the_filter_drops_always_and_never_solved_prompts_and_the_verdict_pins_w
     assert not gate.passed and any("data set" in line for line in gate.changed), gate
     trainer, refusal = trainer_or_refusal(run_dir, capsys)
     assert trainer is None and "rows: 5 (reviewed: 6)" in refusal, refusal
+
+
+def right(gold: str) -> str:
+    return f"<reasoning>adding</reasoning>\n<answer>{gold}</answer>"
+
+
+@pytest.fixture()
+def judged_run(ws, tiny_model):
+    """A hand-made run (format + correctness) whose samples make 4 prompts always solved, 4 never, 6 sometimes."""
+    from support import hand_made_run
+
+    golds = [str(10 + i) for i in range(14)]
+    kinds = ["always"] * 4 + ["never"] * 4 + ["sometimes"] * 6
+    groups = [[right(g)] * 4 if k == "always" else [right("0")] * 4 if k == "never" else [right(g), right("0")] * 2
+              for g, k in zip(golds, kinds)]
+    return hand_made_run(ws, tiny_model, "judged", groups, golds), kinds
+
+
+def test_keep_share_down_weights_instead_of_dropping(judged_run):
+    from mcp_server.inspection.models import InspectRequest
+    from mcp_server.inspection.review import inspect_rewards
+
+    run_dir, kinds = judged_run
+    applied = inspect_rewards(InspectRequest(run=str(run_dir), difficulty_filter={"keep_share": 0.5})).difficulty_filter
+    assert (applied.always_solved, applied.never_solved, applied.kept_by_share, applied.dropped) == (4, 4, 4, 4)
+    kept = [json.loads(line)["answer"] for line in (run_dir / "data" / "filtered.jsonl").read_text().splitlines()]
+    assert len(kept) == applied.rows_after == 10
+    kept_kinds = [kinds[int(answer) - 10] for answer in kept]
+    assert kept_kinds.count("always") == 2 and kept_kinds.count("never") == 2 and kept_kinds.count("sometimes") == 6
+    record = json.loads((run_dir / "data" / "difficulty-filter.json").read_text())
+    assert sorted(d["solved"] for d in record["dropped"]) == [0, 0, 4, 4]  # the dropped prompts' own counts
+
+
+@pytest.mark.parametrize("case, message", [
+    ("launched", "was launched"),
+    ("hub data", "needs the run's data as one local file"),
+    ("too few samples judged", None),  # min_samples above the group size: nothing is judged, nothing written
+])
+def test_what_the_filter_refuses_leaves_the_run_as_it_was(judged_run, case, message):
+    from mcp_server.errors import UserInputError
+    from mcp_server.inspection.models import InspectRequest
+    from mcp_server.inspection.review import inspect_rewards
+
+    run_dir, _ = judged_run
+    config_path = run_dir / "train" / "config.yaml"
+    rule = {"min_samples": 5} if case == "too few samples judged" else {}
+    if case == "launched":
+        (run_dir / "run.json").write_text("{}")
+    if case == "hub data":
+        config = yaml.safe_load(config_path.read_text())
+        config_path.write_text(yaml.safe_dump({**config, "dataset_name": "owner/data"}))
+    before = config_path.read_text()
+    if message:
+        with pytest.raises(UserInputError, match=message) as refused:
+            inspect_rewards(InspectRequest(run=str(run_dir), difficulty_filter=rule))
+        assert refused.value.field == "difficulty_filter"
+        assert not (run_dir / "inspection" / "review.json").exists()
+    else:
+        applied = inspect_rewards(InspectRequest(run=str(run_dir), difficulty_filter=rule)).difficulty_filter
+        assert (applied.judged, applied.dropped, applied.unjudged) == (0, 0, 14)
+    assert config_path.read_text() == before and not (run_dir / "data").exists()

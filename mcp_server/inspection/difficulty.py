@@ -129,7 +129,7 @@ def apply(run: Run, rule: DifficultyFilter, samples: list[dict], success: list[b
                              "or the model")
     result = DifficultyFilterResult(
         rule=rule_text(rule), applied_now=True, source=_relative(run, source),
-        data_file=_relative(run, run.filtered_data), rows_before=len(rows), rows_after=len(kept),
+        data_file=_relative(run, run.filtered_data if dropped else source), rows_before=len(rows), rows_after=len(kept),
         judged=len(judged), always_solved=len(always), never_solved=len(never), dropped=len(dropped),
         kept_by_share=len(kept_by_share), unjudged=len(rows) - len(judged))
     if dropped:
