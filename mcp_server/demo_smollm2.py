@@ -59,6 +59,9 @@ class SmolDemoSettings(BaseModel):
     inspection_prompts: int = Field(default=8, description="Prompts sampled for the inspection (x group size).")
     grpo_seed: int | None = Field(default=None, description="GRPO's seed (the LoRA adapter's initial weights, the "
                                   "prompt order and the sampled completions); None: the recipe's (3407).")
+    grpo_dynamic_sampling: int | None = Field(
+        default=None, description="DAPO's dynamic sampling in the GRPO phase: at most this many extra generation "
+        "rounds per batch (None: off; bench/bench_dynamic_sampling.py --demo smollm2 compares the two).")
     export: bool = Field(default=True, description="Walk phase 6 (export and its smoke test). "
                          "bench/bench_kernels.py turns it off: the lift is decided at the gate, before the export.")
 
@@ -150,9 +153,11 @@ def _phase_method(walk: _Walk, settings: SmolDemoSettings, base: Path, train_row
 def emit_demo_config(run_dir: Path, base: Path, data: Path, settings: SmolDemoSettings):
     """emit_grpo_config for the CPU target with LoRA, the demo's changes as overrides (each with its reason)."""
     changes = changed_settings(settings)
+    sampling = ({} if settings.grpo_dynamic_sampling is None else
+                {"dynamic_sampling": {"max_extra_rounds": settings.grpo_dynamic_sampling}})
     return emit_grpo_config(GRPORecipeRequest(
         model=str(base), dataset=str(data), answer_column="answer", rewards=[REWARD], gpu="cpu", finetune="lora",
-        run_dir=str(run_dir), overrides={key: value for key, (value, _) in changes.items()},
+        run_dir=str(run_dir), overrides={key: value for key, (value, _) in changes.items()}, **sampling,
         override_reason="a 10-step CPU rehearsal on a 135M model: " + "; ".join(
             f"{key}: {why}" for key, (_, why) in changes.items()),
     ))

@@ -8,6 +8,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
       progress.png                    progress_plot  training_status's plot of the metrics
       data/                           data           data files the run made itself:
         train.jsonl                   train_data       the prompts (the tiny task, the demo)
+        filtered.jsonl                filtered_data    the difficulty filter's kept prompts (inspect_rewards'
+                                                       difficulty_filter; train/config.yaml then names it)
+        difficulty-filter.json        difficulty_filter  what the filter dropped and why
         data-card.md, validation-report.md   data_card, validation_report   the demo's data phase
       warm-start/                     warm_start     the demo's SFT warm-start model
       demo-summary.json               demo_summary   the demo's summary
@@ -141,6 +144,14 @@ class Run:
     @property
     def train_data(self) -> Path:
         return self.data / "train.jsonl"
+
+    @property
+    def filtered_data(self) -> Path:
+        return self.data / "filtered.jsonl"
+
+    @property
+    def difficulty_filter(self) -> Path:
+        return self.data / "difficulty-filter.json"
 
     @property
     def data_card(self) -> Path:

@@ -85,6 +85,8 @@ def test_dapo_trains_with_dynamic_sampling_unless_turned_off(workspace):
 @pytest.mark.parametrize("target, overrides, field", [
     (("cpu", 1), {"scale_rewards": "batch"}, "scale_rewards"),
     (("cpu", 1), {"multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
+    # a streamed data set has no index to draw the refill rounds' prompts from
+    (("cpu", 1), {"dataset_streaming": True}, "dataset_streaming"),
     # two training processes with 2 rows each, groups of 4: TRL accepts it (4 rows in all), each group spans both
     (("H100", 2), {"use_vllm": False, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
                    "num_generations": 4}, "per_device_train_batch_size"),
@@ -166,3 +168,27 @@ def test_diagnosis_of_a_high_zero_spread_share_proposes_dynamic_sampling_with_it
     capped = with_series(rows, "dynamic_sampling/zero_std_kept", [0.8] * 12)
     assert "reached its cap" in {f.code: f for f in diagnose_series(tmp_path, capped).findings}[
         "no_reward_signal"].explanation
+
+
+def test_the_memory_and_speed_plans_count_the_extra_generation_rounds(workspace):
+    """The plan of a run with dynamic sampling holds the earlier rounds' rows at the generation peak and prices the
+    extra rounds, in proportion to max_extra_rounds; the same run without it plans neither."""
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    plans = {}
+    for rounds in (None, 1, 3):
+        option = {"dynamic_sampling": {"max_extra_rounds": rounds}} if rounds else {}
+        run = emit_config(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="H100", run_name=f"ds-plan-{rounds}",
+                          overrides={"use_vllm": False, "max_completion_length": 4096}, **option).run_dir
+        plans[rounds] = plan_memory(MemoryPlanRequest(config_path=run))
+    held = {r: {c.name: c.gib for c in p.breakdown}.get("dynamic_sampling_rounds", 0.0) for r, p in plans.items()}
+    # tens of MiB on an H100 (ids and per-token rows of up to 3 generation batches), shown in GiB to 2 places
+    assert held[None] == 0.0 and 0 < held[1] < held[3] and held[3] == pytest.approx(3 * held[1], abs=0.015), held
+    assert plans[3].generation_peak_gib >= plans[None].generation_peak_gib + held[3] - 0.01
+    speed = {r: p.speed for r, p in plans.items()}
+    assert speed[None].step_s_at_cap is None and speed[None].dynamic_sampling_rounds == 0
+    assert speed[1].step_s == speed[None].step_s and speed[3].step_s == speed[None].step_s  # one round at best
+    extra = {r: speed[r].step_s_at_cap - speed[r].step_s for r in (1, 3)}
+    assert extra[1] > 0 and extra[3] == pytest.approx(3 * extra[1], rel=0.05)
+    assert "up to 3 extra generation rounds" in speed[3].verdict

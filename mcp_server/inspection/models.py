@@ -88,6 +88,12 @@ class SampleRequest(Request):
     batch_size: int = Field(
         default=64, ge=1, le=4096, description="Sequences generated together per transformers generate call."
     )
+    whole_dataset: bool = Field(
+        default=False,
+        description="Sample every prompt of the data set (not num_prompts of them): the pass over the whole data set "
+        "that inspect_rewards' difficulty_filter judges every prompt from. The plan (result.plan) says what it costs "
+        "before the model loads; give num_prompts or this, not both.",
+    )
 
 
 class SampleResult(BaseModel):
@@ -147,6 +153,28 @@ class InspectRequest(Request):
         "every format reward scores > 0; with no task reward, the total is > 0.",
     )
     max_suspects: int = Field(default=10, ge=0, le=100, description="How many likely mis-scored samples to list.")
+    difficulty_filter: DifficultyFilter | None = Field(
+        default=None,
+        description="Drop the prompts the samples show the model always or never solves (their groups have no "
+        "success spread: advantage 0) from the run's data: the kept rows go to data/filtered.jsonl, which "
+        "train/config.yaml then trains on (and a verdict pins); then sample and inspect again. Needs the run's data "
+        "as one local file. Empty: the data set is left as it is.",
+    )
+
+
+class DifficultyFilter(Request):
+    """inspect_rewards' difficulty filter (inspection/difficulty.py states the rule)."""
+
+    min_samples: int = Field(
+        default=4, ge=2, le=64,
+        description="A prompt is judged only with at least this many sampled completions; fewer (or none: a prompt "
+        "never sampled) and it is kept.",
+    )
+    keep_share: float = Field(
+        default=0.0, ge=0.0, lt=1.0,
+        description="Down-weighting instead of dropping: this share of the always- and of the never-solved prompts "
+        "is kept (chosen by seed), so they stay in the data at that share of their weight. 0: all dropped.",
+    )
 
 
 class RewardDistribution(BaseModel):
@@ -218,8 +246,33 @@ class InspectResult(BaseModel):
         description="'review': read review.md and record a verdict. 'sft_first': the base model never succeeds; "
         "do SFT (or pick easier prompts / a stronger base) before GRPO; the gate stays closed."
     )
+    difficulty_filter: DifficultyFilterResult | None = Field(
+        default=None,
+        description="The difficulty filter this call applied, or the one the run's data already went through "
+        "(data/difficulty-filter.json): how many prompts went and why. None: the run trains on its data unfiltered.",
+    )
     warnings: list[str] = Field(default_factory=list, description="Things the reader should know.")
     next_step: str = Field(description="What to do next.")
+
+
+class DifficultyFilterResult(BaseModel):
+    rule: str = Field(description="The rule, in words.")
+    applied_now: bool = Field(description="True: this call wrote the filtered data (sample and inspect again); "
+                              "False: the run's data went through it before.")
+    source: str = Field(description="The data file filtered (relative to the run when inside it).")
+    data_file: str = Field(description="The filtered data (relative to the run): what train/config.yaml trains on.")
+    rows_before: int = Field(description="Prompts in the source.")
+    rows_after: int = Field(description="Prompts kept.")
+    judged: int = Field(description="Prompts with at least min_samples sampled completions.")
+    always_solved: int = Field(description="Judged prompts every completion solved (pass rate 1).")
+    never_solved: int = Field(description="Judged prompts no completion solved (pass rate 0).")
+    dropped: int = Field(description="Prompts dropped (always or never solved, less those kept by keep_share).")
+    kept_by_share: int = Field(description="Always- or never-solved prompts kept by keep_share.")
+    unjudged: int = Field(description="Prompts kept for want of samples (never sampled, or too few).")
+
+
+InspectResult.model_rebuild()
+InspectRequest.model_rebuild()
 
 
 # ---------------------------------------------------------------- record_inspection_verdict

@@ -15,6 +15,7 @@ import statistics
 from collections import Counter
 
 from mcp_server.errors import UserInputError
+from mcp_server.inspection import difficulty
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
     RATE_PROMPTS,
@@ -199,6 +200,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         differs = ["samples.meta.json is missing: nothing says how these samples were drawn"]
     warnings += _sheet_warnings(len(rows), truncated, bool(format_idx), len(rate_groups), interval, meta, differs)
     can_learn = base_rate > 0
+    filtered = difficulty.filter_or_standing(run, request.difficulty_filter, all_samples, all_success, meta)
     result = InspectResult(
         run_dir=str(run.dir),
         review_md_path=str(run.review_md),
@@ -225,9 +227,11 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         route="review" if can_learn else "sft_first",
         lengths=meta.get("lengths"),
         differs_from_config=differs,
+        difficulty_filter=filtered,
         warnings=warnings,
         next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval),
     )
+    result = difficulty.with_next_step(result)
     _write_review(run, result, rows, meta, request.success_threshold)
     return result
 

@@ -104,7 +104,21 @@ def _summary(result: InspectResult, meta: dict) -> list[str]:
         f"- Malformed: {_fmt(result.malformed)}; well-formed but wrong: {_fmt(result.well_formed_but_wrong)}; "
         f"truncated: {result.truncated}",
     ]
+    lines += _difficulty_lines(result)
     return lines + [f"- Warning: {w}" for w in result.warnings if not w.startswith("these samples cannot back")]
+
+
+def _difficulty_lines(result: InspectResult) -> list[str]:
+    """The difficulty filter (inspection.difficulty): how many prompts went and why."""
+    applied = result.difficulty_filter
+    if applied is None:
+        return []
+    when = "applied by this review" if applied.applied_now else "the data these samples come from went through it"
+    return [f"- Difficulty filter ({when}): {applied.dropped} of {applied.rows_before} prompts of `{applied.source}` "
+            f"dropped ({applied.always_solved} always solved, {applied.never_solved} never solved, "
+            f"{applied.kept_by_share} of those kept by keep_share; {applied.judged} judged, {applied.unjudged} kept "
+            f"for want of samples); training reads `{applied.data_file}` ({applied.rows_after} prompts). Rule: "
+            f"{applied.rule}"]
 
 
 def _reward_table(result: InspectResult) -> list[str]:

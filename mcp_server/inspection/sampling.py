@@ -330,6 +330,8 @@ def _generate_transformers(
 def sample_completions(request: SampleRequest, report: Report = silent) -> SampleResult:
     """Sample in the training interpreter (mcp_server.worker): its transformers, TRL defaults and vLLM are
     the ones training will use."""
+    if request.whole_dataset and request.num_prompts is not None:
+        raise UserInputError("whole_dataset", "samples every prompt of the data set; give it or num_prompts, not both")
     run = resolve_run(request.run)
     run.inside(run.samples)  # before any work: nothing is written through a link out of the run
     if run.agentic.is_file() and run.launched_evidence():
@@ -370,7 +372,9 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     conversational = check_prompt_column(rows, prompt_column)
     engine = _choose_engine(request.engine)
     on_gpu = engine == "vllm" or _has_cuda()
-    if request.num_prompts is None:  # fewer on a CPU, so a rehearsal there finishes in minutes (sampling_plan)
+    if request.whole_dataset:  # every prompt: the pass a difficulty filter judges the whole data set from
+        settings["num_prompts"] = len(rows)
+    elif request.num_prompts is None:  # fewer on a CPU, so a rehearsal there finishes in minutes (sampling_plan)
         settings["num_prompts"] = default_num_prompts(on_gpu)
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))

@@ -191,6 +191,7 @@ def _phases(arch: Architecture, params: ParamCount, settings: RunSettings, targe
     problems = list(parts.layout.problems)
     once, per_step, sync = parts.allocated_once, parts.per_step, parts.sync_gather.bytes
     rewarding = generation.reward_forward(settings, parts.layout)  # reward models score the generation batch
+    held = generation.dynamic_sampling_held(settings)  # earlier rounds' kept rows while the next one generates
     if settings.colocated_vllm:
         vllm = components.colocated_vllm(params, settings, target, arch)
         if vllm.problem:
@@ -200,18 +201,19 @@ def _phases(arch: Architecture, params: ParamCount, settings: RunSettings, targe
         # the weight sync wakes only vLLM's weights (sleep mode), then generation holds its whole share
         at_sync = vllm.weights + sleeping if settings.vllm_enable_sleep_mode else vllm.total
         return _Phases(components.phase_peak(once + vllm_in_training, per_step),
-                       components.phase_peak(once + max(vllm.total, at_sync + sync), rewarding), problems,
+                       components.phase_peak(once + held + max(vllm.total, at_sync + sync), rewarding), problems,
                        vllm=vllm, vllm_at_sync=at_sync, vllm_kv_cache=vllm.kv_cache)
     if settings.vllm_server:
         server, kv_cache, problem = components.vllm_server(params, settings, parts.layout, target)
         if problem:
             problems.append(problem)
-        return _Phases(components.phase_peak(once, per_step), components.phase_peak(once + sync, rewarding), problems,
+        return _Phases(components.phase_peak(once, per_step), components.phase_peak(once + held + sync, rewarding),
+                       problems,
                        server=server, vllm_kv_cache=kv_cache)
     gen = generation.generation_phase(arch, params, settings, parts.layout)
     # ZeRO-3/FSDP gathers the whole model for generate
     gathered_for_generate = (params.total * 2 - parts.weights.bytes) if parts.layout.fully_sharded else 0.0
-    generating = once + max(gathered_for_generate, 0.0)
+    generating = once + held + max(gathered_for_generate, 0.0)
     return _Phases(components.phase_peak(once, per_step),
                    generation.generation_peak(generating, parts.optimizer.bytes, gen), problems, generate=gen,
                    expandable_generation=generation.generation_peak_expandable(generating, gen))
@@ -242,6 +244,10 @@ def _table(settings: RunSettings, parts: _Parts, phases: _Phases, in_training: b
     for name, part in (("autocast_weight_copies", parts.casts), ("gradient_temporary", parts.temporary)):
         if part.note:
             notes[name] = part.note
+    held = generation.dynamic_sampling_held(settings)
+    if held and not in_training:
+        table["dynamic_sampling_rounds"] = held / GIB
+        notes["dynamic_sampling_rounds"] = generation.dynamic_sampling_note(settings)
     _backward_rows(table, notes, parts, in_training)
     _generate_rows(table, notes, settings, phases, in_training)
     _vllm_rows(table, notes, settings, parts, phases, in_training)

@@ -64,6 +64,24 @@ def generation_sequences(settings: RunSettings) -> int:
     return settings.per_device_train_batch_size * (1 if settings.generate_per_micro_step else settings.spg)
 
 
+def dynamic_sampling_held(settings: RunSettings) -> float:
+    """Bytes per GPU DAPO's dynamic sampling (training/trainer/dynamic_sampling.py) holds beside a generation round:
+    while an extra round generates, the earlier rounds' outputs of TRL's _generate_and_score_completions stay
+    referenced (at most dynamic_sampling_rounds of them, each one generation batch of rows): prompt and completion
+    ids and masks (int64) and the per-token float32 rows (old, reference and sampling log-probs, the importance
+    ratio). The next round itself is TRL's own generation batch, planned as without the option."""
+    if not settings.dynamic_sampling_rounds:
+        return 0.0
+    per_row = settings.prompt_length * 16 + settings.max_completion_length * (16 + 16)
+    return float(settings.dynamic_sampling_rounds * generation_sequences(settings) * per_row)
+
+
+def dynamic_sampling_note(settings: RunSettings) -> str:
+    rounds, rows = settings.dynamic_sampling_rounds, generation_sequences(settings)
+    return (f"dynamic sampling: up to {rounds} earlier rounds' {rows} rows (ids, masks, per-token log-probs) held "
+            "while the next round generates")
+
+
 def generate_under_autocast(settings: RunSettings) -> bool:
     """Whether HF generate runs under accelerate's autocast. Accelerator.prepare_model wraps the prepared model's
     `forward` in torch.autocast (accelerate/accelerator.py); trl/models/utils.py _unwrap_model_for_generation keeps that

@@ -122,7 +122,8 @@ class MemoryPlanRequest(Request):
 
 class MemoryComponent(BaseModel):
     name: str = Field(description="weights, gradients, optimizer_state, reference_model, activations, logits, "
-                      "autocast_weight_copies, gradient_temporary, generation_kv_cache, gathered_for_weight_sync, "
+                      "autocast_weight_copies, gradient_temporary, generation_kv_cache, dynamic_sampling_rounds, "
+                      "gathered_for_weight_sync, "
                       "vllm_weights, vllm_kv_cache or framework_overhead.")
     gib: float = Field(description="GiB on each training GPU at the peak phase.")
     note: str = Field(default="", description="How it was computed.")
@@ -205,6 +206,11 @@ class RolloutSpeed(BaseModel):
     train_s_per_step: float = Field(description="Seconds of forward/backward per optimizer step.")
     step_s: float = Field(description="Seconds per optimizer step (generation + training).")
     total_hours: float | None = Field(default=None, description="Hours for max_steps steps, when max_steps is known.")
+    dynamic_sampling_rounds: int = Field(default=0, description="DAPO's dynamic sampling: the most extra generation "
+                                         "rounds per generation batch (train/dynamic_sampling.json; 0: off).")
+    step_s_at_cap: float | None = Field(default=None, description="Seconds per optimizer step when every generation "
+                                        "batch takes every extra round (dynamic sampling on; step_s is one round).")
+    total_hours_at_cap: float | None = Field(default=None, description="Hours for max_steps steps at step_s_at_cap.")
     verdict: str = Field(description="Whether the run is fast enough to be worth it, in one sentence.")
 
 

@@ -174,6 +174,9 @@ def planned_run(request: MemoryPlanRequest, spec: RunSpec | None = None) -> Plan
     rewards = reward_model_shapes(config)
     if rewards:
         settings = settings.model_copy(update={"reward_models": rewards})
+    rounds = (spec.dynamic_sampling or {}).get("max_extra_rounds")
+    if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > 0:  # else the validator's finding
+        settings = settings.model_copy(update={"dynamic_sampling_rounds": rounds})
     check_run_numbers(settings, arch, target)
     settings, breakdown, launch = choose_layout(arch, params, settings, target)
     return PlannedRun(config, recipe, model, arch, params, target, settings, breakdown, launch)

@@ -62,6 +62,9 @@ class RunSettings(BaseModel):
     attn_implementation: str = "sdpa"
     num_iterations: int = 1
     max_steps: int | None = None
+    # DAPO's dynamic sampling (train/dynamic_sampling.json's max_extra_rounds; 0: off): up to this many extra
+    # generation rounds per generation batch (memory: generation.dynamic_sampling_held; time: speed.estimate_speed)
+    dynamic_sampling_rounds: int = 0
     # model-based rewards loaded beside the policy (reward_model_name_or_path, a model id in reward_funcs), each as
     # (parameters, hidden_size, intermediate_size, layers); planner.planned_run resolves them (issue 43)
     reward_models: list[tuple[int, int, int, int]] = Field(default_factory=list)

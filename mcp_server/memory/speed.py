@@ -75,22 +75,44 @@ def estimate_speed(arch: Architecture, params: ParamCount, settings: RunSettings
     # base) and + 2 for the old log-probs when generation and optimizer steps are misaligned; at TRAIN_MFU of peak
     flops_per_token = (4 if settings.peft else 6) * params.active + (
         2 * params.active if settings.gradient_checkpointing else 0)
-    if settings.beta != 0:
-        flops_per_token += 2 * params.active
+    scoring_per_token = 2 * params.active if settings.beta != 0 else 0  # the reference forward
     if settings.num_iterations > 1 or settings.spg > settings.gradient_accumulation_steps:
-        flops_per_token += 2 * params.active  # old log-probs
+        scoring_per_token += 2 * params.active  # old log-probs
+    flops_per_token += scoring_per_token
     train_tokens = settings.per_device_train_batch_size * seq_len * settings.gradient_accumulation_steps
     train_s = train_tokens * flops_per_token / (flops * TRAIN_MFU)
     step_s = rollout_s * (settings.gradient_accumulation_steps / settings.spg) + train_s
     total_hours = step_s * settings.max_steps / 3600 if settings.max_steps else None
     generation_share = rollout_s / step_s if step_s else 0
+    scoring_s = train_tokens * scoring_per_token / (flops * TRAIN_MFU)
+    capped = _at_cap(settings, step_s, rollout_s * (settings.gradient_accumulation_steps / settings.spg) + scoring_s)
     return RolloutSpeed(
         engine=engine, bandwidth_gbs=bandwidth / 1e9, sequences_per_round=sequences, concurrent_sequences=concurrent,
         decode_step_ms=round(decode_step * 1000, 3), rollout_tokens_per_s=round(tokens_per_s, 1),
         rollout_s_per_step=round(rollout_s, 2), train_s_per_step=round(train_s, 2), step_s=round(step_s, 2),
-        total_hours=round(total_hours, 2) if total_hours is not None else None,
-        verdict=_verdict(step_s, total_hours, generation_share, settings, engine, target),
+        total_hours=round(total_hours, 2) if total_hours is not None else None, **capped,
+        verdict=_verdict(step_s, total_hours, generation_share, settings, engine, target) + _cap_text(capped),
     )
+
+
+def _at_cap(settings: RunSettings, step_s: float, extra_round_s: float) -> dict:
+    """DAPO's dynamic sampling: each extra round is one more generation batch, generated and scored (the reference
+    and old log-prob forwards) by TRL as the first; at the cap every generation batch of the step takes them all."""
+    rounds = settings.dynamic_sampling_rounds
+    if not rounds:
+        return {}
+    cap_s = step_s + rounds * extra_round_s
+    hours = round(cap_s * settings.max_steps / 3600, 2) if settings.max_steps else None
+    return {"dynamic_sampling_rounds": rounds, "step_s_at_cap": round(cap_s, 2), "total_hours_at_cap": hours}
+
+
+def _cap_text(capped: dict) -> str:
+    if not capped:
+        return ""
+    rounds = capped["dynamic_sampling_rounds"]
+    return (f"; dynamic sampling: up to {rounds} extra generation round{'s' if rounds > 1 else ''} per generation "
+            f"batch, {capped['step_s_at_cap']:.0f} s per step when every batch takes them all (the zero-spread share "
+            "decides)")
 
 
 def _verdict(step_s: float, total_hours: float | None, generation_share: float, settings: RunSettings,

@@ -10,16 +10,26 @@ Decided from the paper and TRL 1.16's code (the trainer module's doc says how):
   reason multi_objective_aggregation 'normalize_then_sum' is refused.
 - num_iterations > 1 and steps_per_generation > gradient_accumulation_steps: the kept batch is what TRL buffers and
   reuses, with the old log-probs computed when it was generated: supported.
-- vLLM colocate and server: each extra round is one more call of TRL's own generation (weights synced once per
-  step; server mode gathers every process's prompts, and every process runs the same rounds): supported, not
-  exercised on a CPU.
+- vLLM colocate and server: each extra round is one more call of TRL's own generation. Weights are pushed to vLLM
+  once per optimizer step (GRPOTrainer._generate: `global_step != _last_loaded_step`), so every round of a step
+  samples from the same policy the old log-probs describe. Server mode gathers every process's prompts to the main
+  process for each call, and every process runs the same number of rounds (same gathered rewards, same decision),
+  so the collectives stay paired. Colocate with vllm_enable_sleep_mode: TRL sleeps vLLM at level 2 after every
+  generate call, which discards its weights, and re-pushes them before the next (vllm_generation.py), so each
+  extra round also pays a weight sync (an info finding says so). Supported; not exercised on a CPU.
+- streaming data (dataset_streaming, a mixture's streaming): the refill rounds draw prompts by index: refused.
 - several processes: each process's rows must hold whole groups (per_device_train_batch_size x
   steps_per_generation a multiple of num_generations), refused otherwise; every process decides from the same
   gathered rewards, so they run the same number of rounds.
 - agentic runs (tools, environment): not supported (emission refuses it, the trainer and this rule too).
-- memory: each round is one generation batch, as TRL's; between rounds only the kept rows' ids and log-probs are
-  held, so the memory plan's generation phase is unchanged. Time: generation costs 1 to 1 + max_extra_rounds times
-  TRL's per generation batch.
+- memory: each round is one generation batch, as TRL's; while the next round generates, the earlier rounds' outputs
+  (ids, masks, per-token log-probs) stay referenced: the memory plan adds them at the generation peak
+  (memory/generation.py dynamic_sampling_held, the dynamic_sampling_rounds row). Time: generation and its scoring
+  cost 1 to 1 + max_extra_rounds times TRL's per generation batch (memory/speed.py: step_s_at_cap).
+- the DAPO paper oversamples until the batch holds only groups whose accuracy is neither 0 nor 1, with no cap; here
+  the test is TRL's own zero-spread rule on the weighted total reward (a group all correct but with different
+  overlong penalties has spread and is kept), and a cap bounds the cost (the rest filled with zero-spread groups,
+  which the kept share logs). inspection/difficulty.py drops always/never-solved prompts once, before training.
 """
 
 from __future__ import annotations
@@ -101,11 +111,23 @@ def rule_dynamic_sampling(ctx: Context) -> list[Finding]:
                              f"steps_per_generation), not a multiple of num_generations {size}: a group would span "
                              "processes and could not be kept or dropped whole",
                              f"make per_device_train_batch_size x steps_per_generation a multiple of {size}"))
+    for field in ("dataset_streaming", "streaming"):  # ScriptArguments' and the datasets mixture's switch
+        if getattr(config, field, False) is True:
+            found.append(finding("dynamic_sampling_streaming", field, "error",
+                                 f"{field}: true loads the data set as an IterableDataset: the refill rounds draw "
+                                 "fresh prompts by index, which a stream has not (the trainer refuses it too)",
+                                 f"{field}: false (the data set loads whole)"))
+    if config.use_vllm and config.vllm_mode == "colocate" and config.vllm_enable_sleep_mode:
+        found.append(finding("dynamic_sampling_sleep_mode", "vllm_enable_sleep_mode", "info",
+                             "with vLLM's sleep mode each extra round pays a weight sync: TRL puts vLLM to sleep at "
+                             "level 2 after every generate call, which discards its weights, and re-pushes them from "
+                             "the training model before the next (trl/generation/vllm_generation.py), besides "
+                             "waking the KV cache; the step's first round pays it anyway"))
     found.append(finding("dynamic_sampling_cost", FIELD, "info",
                          f"dynamic sampling: zero-spread groups are dropped and refilled with at most {rounds} extra "
                          f"generation rounds per generation batch: generation takes 1 to {1 + rounds} times as long "
-                         "(the share of zero-spread groups decides: dynamic_sampling/extra_rounds logs it); memory is "
-                         "the plan's (one generation batch at a time)"))
+                         "(the share of zero-spread groups decides: dynamic_sampling/extra_rounds logs it); the memory "
+                         "plan holds the earlier rounds' rows at the generation peak (dynamic_sampling_rounds)"))
     return found
 
 

@@ -23,8 +23,16 @@ What keeps TRL's invariants:
   carries its own. Advantages are normalised within the group (scale_rewards 'group' or 'none'); 'batch' (one std
   over the round) and multi_objective_aggregation 'normalize_then_sum' (a round-wide mean) would make a kept row's
   advantage depend on the dropped rows, and are refused.
-- num_items_in_batch (the token count the dapo/cispo/vespo losses normalise by) is recounted over the kept rows,
-  gathered over the processes as TRL counts it; the other loss types normalise per micro-batch.
+- num_items_in_batch (the token count the dapo/cispo/vespo losses normalise by, rescaled to one accumulation
+  window in compute_loss) is recounted over the kept rows, gathered over the processes as TRL counts it, so DAPO's
+  token-level mean is over the tokens that train; grpo/sapo/bnpo/luspo normalise per micro-batch and dr_grpo by
+  rows x max_completion_length, none of which sees the dropped rows.
+- num_iterations > 1: TRL buffers what this returns and reuses it for steps_per_generation x num_iterations
+  micro-steps; the old log-probs it carries were computed with the weights that generated every round (no optimizer
+  step happens between rounds), as the ratio needs.
+- vLLM: the weights are pushed once per optimizer step (_last_loaded_step), so every round samples the same policy;
+  server mode gathers all processes' prompts per call and every process calls the same number of times; colocate
+  with sleep mode re-pushes the weights before each round (level-2 sleep discards them): a cost, not an error.
 
 The extra prompts come from the training set, a permutation per generation batch that is the same on every process
 (seeded by the run's seed and the step), split over the processes the way the trainer's sampler splits a batch.

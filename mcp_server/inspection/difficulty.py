@@ -1,0 +1,212 @@
+"""inspect_rewards' difficulty filter (issue 47): before training, drop from the run's data the prompts the inspection
+samples show the model always or never solves, since GRPO learns nothing from their groups.
+
+The rule (`rule_text`): a prompt is judged from its sampled completions (inspection/samples.jsonl, drawn by
+sample_completions with the run's own model, data and sampling settings; `whole_dataset` samples every prompt) when
+it has at least `min_samples` of them. Its pass rate is the share that succeed by the review's success rule
+(inspection.success, the rule review.md states). A judged prompt with pass rate 1 (always solved: too easy) or 0
+(never solved: too hard) is dropped: every completion of its group succeeds alike, and where the success rule is
+the reward that decides the total, its group has one reward value, advantage 0, and is the frac_reward_zero_std
+share TRL trains on for nothing. `keep_share` keeps that share of each kind (chosen by the sampling seed):
+down-weighting instead of dropping (the prompt stays at that share of its weight in the data). A prompt never
+sampled, or sampled fewer than `min_samples` times, is kept: nothing says it cannot teach.
+
+The filter judges the base model. A never-solved prompt may become solvable while training (DAPO's dynamic
+sampling, training/trainer/dynamic_sampling.py, judges every batch on the current policy instead, at the cost of
+extra generation); `keep_share` keeps some of them for that.
+
+Where it goes: the kept rows, exactly as the source file holds them (every column, in order), to
+data/filtered.jsonl; train/config.yaml's `datasets` entry then names that file (a comment above it says why), so
+the verdict's data pin (its content, inspection.pins) and the trainer's point-of-use check (the rows it loads,
+inspection.trained) cover it like any data file: editing it after the verdict closes the gate and makes the trainer
+refuse. data/difficulty-filter.json records the rule and what went. The samples were drawn from the unfiltered data,
+so record_inspection_verdict refuses them (train/config.yaml's data changed since they were drawn): sample again,
+inspect again, then record the verdict; the later reviews show the filter (`standing`).
+
+Refused, naming the field difficulty_filter, with nothing written: a launched run (its data is a record: emit a new
+run), samples that differ from what training would sample, data that is not one local JSON Lines or JSON file (a hub
+data set, a directory, a mixture), samples that are not rows of that file, and a filter that would keep no prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import textwrap
+from pathlib import Path
+
+import yaml
+
+from mcp_server.dataset import read_file
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.models import DifficultyFilter, DifficultyFilterResult, InspectResult
+from mcp_server.runs import Run
+from mcp_server.userfiles import read_json
+from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+
+FIELD = "difficulty_filter"
+SUFFIXES = (".jsonl", ".json")  # read as `datasets` reads them, written back as JSON Lines unchanged
+# train/config.yaml's data block, with the comment an earlier filter wrote above it
+BLOCK = re.compile(r"^(?:# the difficulty filter's prompts.*\n(?:#   .*\n)*)?datasets:\n(?:(?:- |  ).*\n)*",
+                   re.MULTILINE)
+
+
+def rule_text(rule: DifficultyFilter) -> str:
+    share = (f"; {rule.keep_share:.0%} of each kind is kept instead (down-weighted)" if rule.keep_share else "")
+    return (f"a prompt with at least {rule.min_samples} sampled completions whose pass rate (by the review's success "
+            f"rule) is 1 (always solved) or 0 (never solved) is dropped: its group has no success spread and, where "
+            f"that rule decides the reward, advantage 0{share}; prompts with fewer samples are kept")
+
+
+def filter_or_standing(run: Run, rule: DifficultyFilter | None, samples: list[dict], success: list[bool],
+                       meta: dict) -> DifficultyFilterResult | None:
+    """The filter applied now (`rule` given), else the one the run's data went through before, else None."""
+    return apply(run, rule, samples, success, meta) if rule is not None else standing(run)
+
+
+def standing(run: Run) -> DifficultyFilterResult | None:
+    """The filter train/config.yaml trains on the output of (its record matches data/filtered.jsonl), else None."""
+    if not run.difficulty_filter.is_file() or not run.filtered_data.is_file():
+        return None
+    record = read_json(run.difficulty_filter, "run", dict)
+    entry = _data_entry(run.read_config())
+    if entry is None or entry.get("data_files") != _relative(run, run.filtered_data) or \
+            record.get("data_sha256") != sha256_file(run.filtered_data):
+        return None
+    return DifficultyFilterResult.model_validate({**record["result"], "applied_now": False})
+
+
+def with_next_step(result: InspectResult) -> InspectResult:
+    """A review whose call just filtered the data: the next step is to sample again."""
+    applied = result.difficulty_filter
+    if applied is None or not applied.applied_now:
+        return result
+    if not applied.dropped:
+        note = f"difficulty filter: no prompt dropped ({applied.judged} judged; the data is unchanged)"
+        return result.model_copy(update={"warnings": [*result.warnings, note]})
+    note = (f"difficulty filter: {applied.dropped} of {applied.rows_before} prompts dropped ({applied.always_solved} "
+            f"always and {applied.never_solved} never solved, {applied.kept_by_share} of them kept by keep_share); "
+            f"train/config.yaml now trains on {applied.data_file}. These samples were drawn from the unfiltered data "
+            "and cannot back a verdict.")
+    step = ("Run sample_completions on the run again (it draws from the filtered data), then inspect_rewards, read "
+            "review.md and record the verdict: it pins the filtered data like any input.")
+    return result.model_copy(update={"warnings": [*result.warnings, note], "next_step": step})
+
+
+def apply(run: Run, rule: DifficultyFilter, samples: list[dict], success: list[bool],
+          meta: dict) -> DifficultyFilterResult:
+    """Judge every sampled prompt and write the filtered data and config (module doc); nothing is written when it
+    drops no prompt."""
+    launched = run.launched_evidence()
+    if launched:
+        raise UserInputError(FIELD, f"{run.dir} was launched ({', '.join(launched)}): its data is a record now; emit a "
+                             "new run on the data and filter that one")
+    if meta.get("differs_from_config") or not meta:
+        raise UserInputError(FIELD, "these samples differ from what training would sample ("
+                             + "; ".join(meta.get("differs_from_config") or ["samples.meta.json is missing"])
+                             + "): pass rates must come from the run's own model, data and settings; sample again")
+    config = run.read_config()
+    source, entry = _source(run, config)
+    rows = read_file(source)
+    _check_samples_are_rows(samples, rows, meta, source)
+    counts: dict[int, list[int]] = {}
+    for sample, won in zip(samples, success):
+        counts.setdefault(sample["row_index"], [0, 0])
+        counts[sample["row_index"]][0] += 1
+        counts[sample["row_index"]][1] += bool(won)
+    judged = {i: (n, s) for i, (n, s) in counts.items() if n >= rule.min_samples}
+    always = sorted(i for i, (n, s) in judged.items() if s == n)
+    never = sorted(i for i, (n, s) in judged.items() if s == 0)
+    chooser = random.Random(f"difficulty-filter:{(meta.get('generation') or {}).get('seed', 0)}")
+    kept_by_share = {i for kind in (always, never) for i in chooser.sample(kind, round(rule.keep_share * len(kind)))}
+    dropped = [i for i in always + never if i not in kept_by_share]
+    gone = set(dropped)
+    kept = [row for i, row in enumerate(rows) if i not in gone]
+    if not kept:
+        raise UserInputError(FIELD, f"would drop every prompt of {source.name} ({len(always)} always and {len(never)} "
+                             "never solved): the task does not fit the model; raise keep_share, or change the data "
+                             "or the model")
+    result = DifficultyFilterResult(
+        rule=rule_text(rule), applied_now=True, source=_relative(run, source),
+        data_file=_relative(run, run.filtered_data if dropped else source), rows_before=len(rows), rows_after=len(kept),
+        judged=len(judged), always_solved=len(always), never_solved=len(never), dropped=len(dropped),
+        kept_by_share=len(kept_by_share), unjudged=len(rows) - len(judged))
+    if dropped:
+        _write(run, config, entry, result, kept, {i: judged[i] for i in sorted(gone)})
+    return result
+
+
+def _data_entry(config: dict) -> dict | None:
+    """The config's one `datasets` entry naming one data file, else None."""
+    entries = config.get("datasets")
+    if config.get("dataset_name") or not isinstance(entries, list) or len(entries) != 1:
+        return None
+    entry = entries[0]
+    return entry if isinstance(entry, dict) and isinstance(entry.get("data_files"), str) else None
+
+
+def _source(run: Run, config: dict) -> tuple[Path, dict]:
+    entry = _data_entry(config)
+    if entry is None:
+        raise UserInputError(FIELD, "needs the run's data as one local file (train/config.yaml: datasets: [{path: "
+                             "json, data_files: FILE}]); this run trains on "
+                             f"{config.get('dataset_name') or config.get('datasets')!r}")
+    path = Path(entry["data_files"]).expanduser()
+    path = path if path.is_absolute() else run.dir / path
+    if path.suffix.lower() not in SUFFIXES or not path.is_file():
+        raise UserInputError(FIELD, f"{entry['data_files']}: the filter rewrites a local {' or '.join(SUFFIXES)} file "
+                             "row for row; convert the data to JSON Lines and emit again")
+    return path, entry
+
+
+def _check_samples_are_rows(samples: list[dict], rows: list[dict], meta: dict, source: Path) -> None:
+    """Each sample's row_index must be its row of `source` (the file sampling read through the trainer's loader)."""
+    if meta.get("dataset_rows") != len(rows):
+        raise UserInputError(FIELD, f"the samples were drawn from {meta.get('dataset_rows')} rows, {source} holds "
+                             f"{len(rows)}: sample again")
+    for sample in samples:
+        index = sample.get("row_index")
+        row = rows[index] if isinstance(index, int) and 0 <= index < len(rows) else None
+        columns = sample.get("columns") or {}
+        if row is None or any(_canonical(row.get(k)) != _canonical(v) for k, v in columns.items()):
+            raise UserInputError(FIELD, f"sample {sample.get('id')} is not row {index} of {source}: sample again")
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _relative(run: Run, path: Path) -> str:
+    resolved = path.resolve()
+    return str(resolved.relative_to(run.dir.resolve())) if resolved.is_relative_to(run.dir.resolve()) else str(path)
+
+
+def _write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, kept: list[dict],
+           rates: dict[int, tuple[int, int]]) -> None:
+    """data/filtered.jsonl, data/difficulty-filter.json and train/config.yaml naming the filtered file; the config's
+    new text is checked to parse to the old config with only its data entry changed before anything is written."""
+    text = run.config.read_text(encoding="utf-8")
+    new_entry = {**entry, "path": "json", "data_files": result.data_file}
+    comment = (f"the difficulty filter's prompts: {result.rows_after} of the {result.rows_before} prompts of "
+               f"{result.source} kept, {result.dropped} dropped that the base model always ({result.always_solved}) "
+               f"or never ({result.never_solved}) solved in its samples (inspect_rewards' difficulty_filter; "
+               f"{_relative(run, run.difficulty_filter)} says which)")
+    block = "".join(f"#{'   ' if n else ' '}{line}\n" for n, line in enumerate(textwrap.wrap(comment, 112)))
+    block += yaml.safe_dump({"datasets": [new_entry]}, default_flow_style=False, sort_keys=False)
+    found = BLOCK.findall(text)
+    if len(found) != 1:
+        raise UserInputError(FIELD, f"{run.config} does not hold one `datasets:` block as emission writes it: emit "
+                             "again, then filter")
+    new_text = BLOCK.sub(lambda _: block, text, count=1)
+    if yaml.safe_load(new_text) != {**config, "datasets": [new_entry]}:
+        raise UserInputError(FIELD, f"{run.config}: rewriting its data block would change other values: emit again")
+    source = Path(result.source)
+    source_sha256 = sha256_file(source if source.is_absolute() else run.dir / source)  # before a re-filter rewrites it
+    data = run.inside(run.filtered_data)
+    atomic_write_text(data, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
+    record = {"result": result.model_dump(mode="json"), "data_sha256": sha256_file(data),
+              "source_sha256": source_sha256,
+              "dropped": [{"row": i, "samples": n, "solved": s} for i, (n, s) in rates.items()]}
+    atomic_write_json(run.inside(run.difficulty_filter), record)
+    atomic_write_text(run.config, new_text)
