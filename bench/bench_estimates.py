@@ -3,8 +3,8 @@
 Sampling: sample_completions on a CPU run (the tiny model, and smollm2-135m when its wheel is installed), every
 completion held to the limit (min_new_tokens), so the plan's "at most" is the case measured; the plan's
 estimated_seconds_at_most against the seconds its own report measured. Training: a tiny CPU run launched, its
-step estimate (training_status before the first step) against the seconds between logged steps. Prints JSON with
-each case's estimate, measurement and ratio (estimate / measured); the machine's load is printed beside them
+step estimate (training_status before the first step) against the seconds between logged steps. Prints a JSON line per
+case with its estimate, measurement and ratio (estimate / measured); the machine's load is printed beside them
 (the probe measures the machine at the time, so a load that changes mid-case moves the ratio).
 
     .venv/bin/python bench/bench_estimates.py [--skip-training] [--skip-smollm2]
@@ -37,8 +37,9 @@ def sampling_case(model: str, prompts: int, limit: int) -> dict:
                                 report=lambda done, total, message: seen.append(message))
     measured = float(re.search(r"generated \d+ completions in ([\d.]+) s", seen[-1]).group(1))
     estimate = result.plan["estimated_seconds_at_most"]
-    return {"case": f"sampling {model}: {prompts} prompts x {result.n}, {limit} tokens each", "plan": result.plan["text"],
-            "estimate_s": estimate, "measured_s": measured, "ratio": round(estimate / measured, 2),
+    return {"case": f"sampling {model}: {prompts} prompts x {result.n}, {limit} tokens each",
+            "plan": result.plan["text"], "estimate_s": estimate, "measured_s": measured,
+            "ratio": round(estimate / measured, 2),
             "load": os.getloadavg()[0]}
 
 
@@ -79,16 +80,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as ws:
         os.environ["LLM_FINETUNING_WORKSPACE"] = ws
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-        cases = [sampling_case("tiny", 8, 64)]
+        show(sampling_case("tiny", 8, 64))  # each case as it ends: a slow machine still gets the first figures
+        if "--skip-training" not in sys.argv:
+            show(training_case())
         if "--skip-smollm2" not in sys.argv:
             try:
                 ensure_smollm2_model()
-                cases.append(sampling_case("smollm2-135m", 2, 48))
             except Exception as exc:  # noqa: BLE001 - no wheel here: say so, measure the rest
-                cases.append({"case": "sampling smollm2-135m", "skipped": str(exc)[:200]})
-        if "--skip-training" not in sys.argv:
-            cases.append(training_case())
-        print(json.dumps(cases, indent=1))
+                show({"case": "sampling smollm2-135m", "skipped": str(exc)[:200]})
+            else:
+                show(sampling_case("smollm2-135m", 1, 32))
+
+
+def show(case: dict) -> None:
+    print(json.dumps(case), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, checkout_env
+from conftest import checkout_env
 from support import emit_run
 
 from mcp_server.memory import cpu_speed
