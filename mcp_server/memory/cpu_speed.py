@@ -1,14 +1,16 @@
 """How fast this CPU decodes and trains (issue 49): the planner's speed model (memory.speed) on a CPU target,
 calibrated by what this machine measures, not by a constant for one box.
 
-A probe times a float32 matmul (FLOP/s) and a large tensor copy (bytes/s) with the threads the work will use, a
-fraction of a second each, under whatever load the machine has then. Decode and training are those figures times
-efficiencies measured with transformers on smollm2-135m and the tiny model (bench/bench_estimates.py prints the
+A probe times a float32 matmul (FLOP/s), a large tensor copy (bytes/s) and a small operator on one thread and on
+the threads the work will use (host speed, and the cost of a barrier when a busy machine deschedules a thread:
+35 us against 33 ms measured on 2 threads at load 10), a fraction of a second each, under the present load.
+Decode and training are those figures times efficiencies measured with transformers on smollm2-135m and the tiny
+model (bench/bench_estimates.py prints the
 estimate beside the measured figure):
 
 - a decode step reads every float32 weight once (memory-bound at small batches) and does 2 x params FLOPs per
   sequence at DECODE_EFFICIENCY of the probe's matmul rate (smollm2-135m, 8 to 64 sequences: 0.45 to 0.48), plus
-  per-layer and per-step host time (the tiny model: 2 to 3 ms a step, whatever the batch);
+  host time in units of the small operator's (HOST_OPS_*) and, on several threads, the barriers (SYNC_OPS_*);
 - a training micro-step runs forward and backward at TRAIN_EFFICIENCY of the matmul rate (smollm2-135m, 4 to 8
   sequences of 128 tokens: 0.43 to 0.74).
 
@@ -26,9 +28,19 @@ from typing import NamedTuple
 
 DECODE_EFFICIENCY = 0.45
 TRAIN_EFFICIENCY = 0.45
-STEP_OVERHEAD_PER_LAYER_S = 2e-4  # Python and kernel launches per layer per decode step
-STEP_OVERHEAD_S = 0.003  # generate's own work per decode step (logits processors, sampling, stopping check)
-PROBE_SECONDS = 0.15  # per measurement; two measurements per probe
+# Host work in units of this machine's small-op time (one thread): a decode step's per-layer Python and dispatch,
+# and generate's own per-step work (logits processors, sampling, the stopping check). The tiny model (2 layers,
+# 8 sequences): 7.2 ms a step where a small op took 35 us.
+HOST_OPS_PER_LAYER = 28
+HOST_OPS_PER_STEP = 150
+# Operators per layer that wait on every thread (OpenMP's barrier): with several threads on a busy machine each
+# costs what a descheduled thread takes to return. smollm2-135m on 2 threads at load 10: 7.6 s a decode step of
+# 8 sequences where a small op took 33 ms (7.7 per layer); on 1 thread, 0.5 s.
+SYNC_OPS_PER_LAYER = 8
+# A GRPO optimizer step's own host work beyond the model (rewards, logging, the optimizer, a checkpoint): the tiny
+# model's run (save_steps 1) took 4.2 s a step at load 8.6 where the model's compute was 0.1 s.
+TRAINER_HOST_OPS_PER_STEP = 100_000
+PROBE_SECONDS = 0.15  # per measurement; four measurements per probe
 PROBE_KEPT_S = 24 * 3600  # a stored probe older than this is not used by training_status
 
 
@@ -37,6 +49,8 @@ class CpuThroughput(NamedTuple):
     bandwidth: float  # bytes/s of a large copy (read + write)
     threads: int
     measured_at: float  # time.time()
+    op_s: float = 35e-6  # seconds per small operator (an 8 x 256 matmul and its activation) on one thread
+    sync_s: float = 0.0  # what the same operator takes on `threads` threads beyond that: their barrier
 
     def describe(self) -> str:
         return (f"{self.flops / 1e9:.0f} GFLOP/s and {self.bandwidth / 1e9:.0f} GB/s measured on {self.threads} CPU "
@@ -60,9 +74,13 @@ def probe(threads: int) -> CpuThroughput:
         x = torch.empty(8 * 2 ** 20)  # 32 MiB: larger than any last-level cache here
         y = torch.empty_like(x)
         bandwidth = _rate(lambda: y.copy_(x), 2 * x.numel() * 4)
+        small, weight = torch.randn(8, 256), torch.randn(256, 256)
+        threaded = 1 / _rate(lambda: torch.nn.functional.silu(small @ weight), 1)
+        torch.set_num_threads(1)
+        single = 1 / _rate(lambda: torch.nn.functional.silu(small @ weight), 1)
     finally:
         torch.set_num_threads(before)
-    measured = CpuThroughput(flops, bandwidth, threads, time.time())
+    measured = CpuThroughput(flops, bandwidth, threads, time.time(), single, max(threaded - single, 0.0))
     _keep(measured)
     return measured
 
@@ -99,10 +117,11 @@ def kept(threads: int) -> CpuThroughput | None:
     """The last probe with `threads` threads, when it is recent (PROBE_KEPT_S)."""
     try:
         entry = json.loads(_probe_file().read_text(encoding="utf-8")).get(str(threads))
-        measured = CpuThroughput(**entry)
+        measured = CpuThroughput(**entry) if set(entry) == set(CpuThroughput._fields) else None  # not an older
+        # probe's fields
     except (OSError, ValueError, TypeError, AttributeError):
         return None
-    return measured if time.time() - measured.measured_at < PROBE_KEPT_S else None
+    return measured if measured and time.time() - measured.measured_at < PROBE_KEPT_S else None
 
 
 def decode_step_s(params: float, layers: int, sequences: int, cpu: CpuThroughput, hidden: int = 0,
@@ -111,10 +130,12 @@ def decode_step_s(params: float, layers: int, sequences: int, cpu: CpuThroughput
     (and attention over `context` tokens) for every sequence, and the host's per-layer and per-step time."""
     weights = 4 * params / cpu.bandwidth
     matmuls = 2 * (params + 2 * layers * hidden * context) * sequences / (cpu.flops * DECODE_EFFICIENCY)
-    return weights + matmuls + layers * STEP_OVERHEAD_PER_LAYER_S + STEP_OVERHEAD_S
+    host = (layers * HOST_OPS_PER_LAYER + HOST_OPS_PER_STEP) * cpu.op_s
+    return weights + matmuls + host + layers * SYNC_OPS_PER_LAYER * cpu.sync_s
 
 
 def train_s(flops_per_token: float, tokens: float, layers: int, micro_steps: int, cpu: CpuThroughput) -> float:
     """Seconds of forward and backward for `tokens` tokens in `micro_steps` micro-batches on this CPU."""
-    return tokens * flops_per_token / (cpu.flops * TRAIN_EFFICIENCY) + micro_steps * layers * 20 * \
-        STEP_OVERHEAD_PER_LAYER_S
+    per_micro_step = layers * (3 * HOST_OPS_PER_LAYER * cpu.op_s + 3 * SYNC_OPS_PER_LAYER * cpu.sync_s)
+    return (tokens * flops_per_token / (cpu.flops * TRAIN_EFFICIENCY) + micro_steps * per_micro_step
+            + TRAINER_HOST_OPS_PER_STEP * cpu.op_s)
