@@ -33,9 +33,10 @@ TRAIN_EFFICIENCY = 0.45
 HOST_OPS_PER_LAYER = 28
 HOST_OPS_PER_STEP = 150
 # Operators per layer that wait on every thread (OpenMP's barrier): with several threads on a busy machine each
-# costs what a descheduled thread takes to return. smollm2-135m on 2 threads at load 10: 7.6 s a decode step of
-# 8 sequences where a small op took 33 ms (7.7 per layer); on 1 thread, 0.5 s.
-SYNC_OPS_PER_LAYER = 8
+# costs what a descheduled thread takes to return. smollm2-135m on 2 threads at load 8-10: 7.6 s a decode step of
+# 8 sequences where a small op took 33 ms (7.7 per layer), 3.4 s of 4 where it took 38 ms (3.0); on 1 thread, 0.5 s.
+# Between the two (the barrier's cost changes from second to second on such a machine: bench_estimates.py).
+SYNC_OPS_PER_LAYER = 5
 # A GRPO optimizer step's own host work beyond the model (rewards, logging, the optimizer, a checkpoint): the tiny
 # model's run (save_steps 1) took 4.2 s a step at load 8.6 where the model's compute was 0.1 s.
 TRAINER_HOST_OPS_PER_STEP = 100_000
