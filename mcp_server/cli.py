@@ -39,7 +39,7 @@ PIPE_EVERY_S = 10.0  # stderr not a terminal (a log, an agent's pipe): at most o
 def _progress(args):
     """A long command's progress as lines on stderr, each with its elapsed time and, once two counts are seen, the
     time left at the measured rate: at a terminal every line, otherwise (issue 49: minutes of silence in a pipe) the
-    first, the last and one every PIPE_EVERY_S. Never with --json."""
+    first of each kind, the last and one every PIPE_EVERY_S. Never with --json."""
     if args.json:
         return silent
     return ProgressLines(sys.stderr, every=0.0 if sys.stderr.isatty() else PIPE_EVERY_S)
@@ -50,6 +50,7 @@ class ProgressLines:
         self.stream, self.every = stream, every
         self.start = time.monotonic()
         self.printed = None  # when the last line was printed
+        self.phase = None  # its first word
         self.first: tuple[float, float] | None = None  # (time, done) of the first count above zero
 
     def __call__(self, done: float, total: float | None, message: str) -> None:
@@ -57,9 +58,10 @@ class ProgressLines:
         if done and self.first is None:
             self.first = (now, done)
         final = total is not None and done >= total
-        if self.printed is not None and not final and now - self.printed < self.every:
+        phase = message.split(" ", 1)[0]  # a new kind of line ("decoding", "sampled", a stage) is always shown
+        if self.printed is not None and not final and phase == self.phase and now - self.printed < self.every:
             return
-        self.printed = now
+        self.printed, self.phase = now, phase
         timing = f"{_clock(now - self.start)} elapsed"
         if total and self.first and done > self.first[1] and not final and " left" not in message:
             timing += f", about {_clock((total - done) * (now - self.first[0]) / (done - self.first[1]))} left"
