@@ -96,8 +96,16 @@ def generate(
     """One completion per prompt text, up to its stop token: greedy when temperature is 0, else sampled under `seed`
     (top_k and top_p off). `report(done, total, message)` is called after each batch (the demo draws a bar with it)."""
     options = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else None
+
+    def within(done_before: int, step: int) -> None:  # a long generate call followed token by token (issue 49)
+        chunk = min(batch_size, len(texts) - done_before)
+        report(done_before + min(step, max_new_tokens - 1) / max_new_tokens * chunk, len(texts),
+               f"decoding prompts {done_before + 1}-{done_before + chunk} of {len(texts)}: token {step} of up to "
+               f"{max_new_tokens}")
+
     groups = generate_completions(model, tokenizer, texts, max_new_tokens, batch_size=batch_size, options=options,
-                                  seed=seed, drop_stop=True, report=report)
+                                  seed=seed, drop_stop=True, report=report,
+                                  on_step=None if report is silent else within)
     return [group[0]["text"] for group in groups]
 
 

@@ -49,7 +49,8 @@ CODEX_STARTUP_TIMEOUT_SEC = 120
 # Gemini CLI's `mcp list` gave a server 5 s unless its entry sets `timeout`: a first start that builds the environment
 # with pip (no uv) takes 8-10 s on a 2-core machine, so the first check said Disconnected. Gemini reads `timeout`
 # in milliseconds, also as the limit of a tool call (its own default there is 10 min, kept: sampling and evaluation
-# run for minutes). (OpenCode 1.18's `mcp list` waited for a server starting 16 s late without one.)
+# run for minutes). OpenCode reads the same `timeout` (issue 49: its first `mcp list` timed out after 30 s while a
+# loaded 2-core machine built the environment in about a minute).
 FIRST_START_TIMEOUT_MS = 600_000
 
 
@@ -225,7 +226,10 @@ References: the `references/` folder, also served as MCP resources `llm-finetuni
 def opencode(source: dict, root: Path) -> dict[str, str]:
     mcp = {}
     for name, entry in _servers(source, None, relative=True).items():
-        mcp[name] = {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True}
+        # `timeout`: OpenCode 1.18's first `mcp list` gave up after 30 s ("Operation timed out after 30000ms")
+        # while the launcher built the server's environment (issue 49); it is also the limit of a tool call
+        mcp[name] = {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True,
+                     "timeout": FIRST_START_TIMEOUT_MS}
     # Skills: OpenCode scans only .opencode/skill(s)/ and ~/.claude, ~/.agents by itself.
     config = {"$schema": "https://opencode.ai/config.json", "mcp": mcp, "skills": {"paths": ["skills"]}}
     files = {"opencode.json": _json(config)}

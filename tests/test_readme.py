@@ -16,7 +16,7 @@ from conftest import ROOT
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "README.md"]
 HARNESSES = {"Claude Code": "claude plugin install", "Cursor": ".cursor/plugins", "Codex": "codex plugin add",
-             "Gemini CLI": "gemini extensions install", "OpenCode": "opencode", "Copilot": "copilot plugin install"}
+             "Gemini CLI": "gemini extensions link", "OpenCode": "opencode", "Copilot": "copilot plugin install"}
 SEQUENCE = ["evaluate-model", "emit-config", "sample-completions", "inspect-rewards", "record-inspection-verdict",
             "check-inspection-gate", "launch-training", "training-status", "diagnose-run", "promote-checkpoint",
             "export-model"]

@@ -138,7 +138,8 @@ def test_launch_refuses_naming_each_gate_and_how_to_clear_it(ws, cpu_only):
 @pytest.mark.slow
 def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_committed_in_git(ws, cpu_only, monkeypatch):
     from mcp_server.training.launch import launch_training
-    from mcp_server.training.models import LaunchRequest
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.status import training_status
 
     isolated_git(monkeypatch, GIT_AUTHOR_NAME="Ana", GIT_AUTHOR_EMAIL="ana@example.org",
                  GIT_COMMITTER_NAME="Ana", GIT_COMMITTER_EMAIL="ana@example.org")
@@ -154,6 +155,9 @@ def test_a_crashing_run_reads_as_failed_with_exit_code_and_log_tail_and_is_commi
     assert result.launched, result.message
     record = json.loads((run_dir / "run.json").read_text())
     assert record["pid"] == result.pid and record["state"] == "starting"
+    # Before its first step the run has a figure (issue 49): the speed model at this machine's measured rates.
+    early = training_status(StatusRequest(run=str(run_dir)))
+    assert early.step is None and early.step_estimate_s > 0 and "first step expected about" in early.message
     from mcp_server.workspace import sha256_file
 
     assert record["config_sha256"] == sha256_file(run_dir / "train" / "config.yaml") == result.config_sha256

@@ -14,34 +14,31 @@ import time
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import CPU_PROMPTS, MIN_REVIEW_SAMPLES, RATE_PROMPTS
+from mcp_server.memory import cpu_speed
 from mcp_server.memory.params import count_params
 from mcp_server.memory.planner import architecture_of
 from mcp_server.model_ref import SMALL_MODEL_PARAMS
 from mcp_server.reporting import Report
 
-# Effective fp32 throughput of one CPU core in batched decode. An idle x86 core with AVX2 FMA peaks near 100
-# GFLOP/s; transformers generate at a few dozen sequences reaches about a tenth of that. A busy machine is slower,
-# so the progress lines give the measured rate; the estimate is the plan's order of magnitude.
-CPU_FLOPS_PER_THREAD = 10e9
 GPU_FLOPS = 50e12  # transformers generate's bf16 matmuls on a data-centre GPU, far under peak (small batches)
 STEP_OVERHEAD_PER_LAYER_S = 2e-4  # Python and kernel launches per layer per decode step (memory.speed's figure)
-# generate's own work per decode step (logits processors, sampling, stopping checks): ~27 ms measured on the tiny
-# model (2 layers, 64 sequences) at load 10 on 2 cores, so about 10 ms on an idle core
-STEP_OVERHEAD_S = 0.01
+STEP_OVERHEAD_S = 0.01  # generate's own work per decode step on a GPU (logits processors, sampling, stopping)
+# On a CPU the decode step is memory.cpu_speed's, at the rates this machine measures when sampling starts (issue 49:
+# a fixed 10 GFLOP/s per thread planned "about 56 s at most" for a sampling that took 370 s).
 
 
 def default_num_prompts(on_gpu: bool) -> int:
     return RATE_PROMPTS if on_gpu else CPU_PROMPTS
 
 
-def model_size(model) -> tuple[int | None, int | None]:
-    """(parameters, layers) from the model's config, offline (a local directory, 'tiny', the catalog); (None, None)
-    when unknown."""
+def model_size(model) -> tuple[int | None, int | None, int]:
+    """(parameters, layers, hidden size) from the model's config, offline (a local directory, 'tiny', the catalog);
+    (None, None, 0) when unknown."""
     try:
         _, arch = architecture_of(str(model))
     except UserInputError:
-        return None, None
-    return count_params(arch).total, arch.num_hidden_layers
+        return None, None, 0
+    return count_params(arch).total, arch.num_hidden_layers, arch.hidden_size
 
 
 def _duration(seconds: float) -> str:
@@ -50,8 +47,11 @@ def _duration(seconds: float) -> str:
 
 
 def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int, engine: str, on_gpu: bool,
-                  threads: int, params: int | None, layers: int | None) -> dict:
-    """What sampling will generate and an upper estimate of its time (every completion running to the limit)."""
+                  threads: int, params: int | None, layers: int | None, hidden: int = 0,
+                  cpu: cpu_speed.CpuThroughput | None = None) -> dict:
+    """What sampling will generate and an upper estimate of its time (every completion running to the limit); on
+    a CPU from `cpu` (cpu_speed.probe: this machine measured with the threads sampling uses), measured here when
+    not given."""
     per_call = max(1, batch_size // n)
     calls = math.ceil(num_prompts / per_call)
     sequences = min(per_call, num_prompts) * n
@@ -60,17 +60,21 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
         threads = 1  # model_ref.small_model_threads: a small model generates on one thread
     host = "a GPU" if on_gpu else f"{threads} CPU thread{'s' if threads != 1 else ''}"
     seconds = None
-    if params is not None:
-        flops = GPU_FLOPS if on_gpu else CPU_FLOPS_PER_THREAD * threads
-        step = 2 * params * sequences / flops + (layers or 0) * STEP_OVERHEAD_PER_LAYER_S + STEP_OVERHEAD_S
+    if params is not None and on_gpu:
+        step = 2 * params * sequences / GPU_FLOPS + (layers or 0) * STEP_OVERHEAD_PER_LAYER_S + STEP_OVERHEAD_S
         seconds = calls * max_new_tokens * step
+    elif params is not None:
+        cpu = cpu or cpu_speed.probe(threads)
+        step = cpu_speed.decode_step_s(params, layers or 0, sequences, cpu, hidden, context=max_new_tokens / 2)
+        seconds = calls * max_new_tokens * step
+        host += f" ({cpu.flops / 1e9:.0f} GFLOP/s and {cpu.bandwidth / 1e9:.0f} GB/s measured now)"
     size = f"a {params / 1e6:,.1f}M-parameter model" if params is not None else "a model of unknown size"
     text = (f"{num_prompts} prompts x {n} = {completions} completions of up to {max_new_tokens} tokens "
             f"({completions * max_new_tokens:,} tokens at most) from {size} with {engine} on {host}")
     if seconds is not None:
         text += (f": about {_duration(seconds)} at most ({calls} generate call{'s' if calls != 1 else ''} of "
-                 f"{sequences} sequences, {max_new_tokens} decode steps each; an idle machine's estimate, the "
-                 "progress lines give the measured rate)")
+                 f"{sequences} sequences, {max_new_tokens} decode steps each, at this machine's present speed; "
+                 "the progress lines give the measured rate)")
     if not on_gpu and completions > MIN_REVIEW_SAMPLES and (seconds or 0) > 600:
         text += (f". Long for a CPU: fewer prompts (num_prompts {max(1, -(-MIN_REVIEW_SAMPLES // n))} gives the "
                  "review's 50 samples) or a shorter max_completion_length in the config shrink it")

@@ -4,8 +4,9 @@ by its FLOPs."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
-from mcp_server.memory import generation
+from mcp_server.memory import cpu_speed, generation
 from mcp_server.memory.breakdown import Breakdown
 from mcp_server.memory.components import gpu_layout
 from mcp_server.memory.generation import weight_copies_under_autocast
@@ -73,12 +74,8 @@ def estimate_speed(arch: Architecture, params: ParamCount, settings: RunSettings
     # fine-tune) on every micro-step, + 2 for gradient checkpointing's recompute of each layer's forward in backward,
     # + 2 for the reference forward (beta != 0: _get_per_token_logps_and_entropies on ref_model or the adapter-free
     # base) and + 2 for the old log-probs when generation and optimizer steps are misaligned; at TRAIN_MFU of peak
-    flops_per_token = (4 if settings.peft else 6) * params.active + (
-        2 * params.active if settings.gradient_checkpointing else 0)
-    scoring_per_token = 2 * params.active if settings.beta != 0 else 0  # the reference forward
-    if settings.num_iterations > 1 or settings.spg > settings.gradient_accumulation_steps:
-        scoring_per_token += 2 * params.active  # old log-probs
-    flops_per_token += scoring_per_token
+    scoring_per_token = scoring_flops_per_token(params, settings)
+    flops_per_token = training_flops_per_token(params, settings)
     train_tokens = settings.per_device_train_batch_size * seq_len * settings.gradient_accumulation_steps
     train_s = train_tokens * flops_per_token / (flops * TRAIN_MFU)
     step_s = rollout_s * (settings.gradient_accumulation_steps / settings.spg) + train_s
@@ -113,6 +110,48 @@ def _cap_text(capped: dict) -> str:
     return (f"; dynamic sampling: up to {rounds} extra generation round{'s' if rounds > 1 else ''} per generation "
             f"batch, {capped['step_s_at_cap']:.0f} s per step when every batch takes them all (the zero-spread share "
             "decides)")
+
+
+def training_flops_per_token(params: ParamCount, settings: RunSettings) -> float:
+    """Forward + backward FLOPs per token of one micro-step (the comment in estimate_speed says which terms)."""
+    flops_per_token = (4 if settings.peft else 6) * params.active + (
+        2 * params.active if settings.gradient_checkpointing else 0)
+    return flops_per_token + scoring_flops_per_token(params, settings)
+
+
+def scoring_flops_per_token(params: ParamCount, settings: RunSettings) -> float:
+    """The no-grad scoring forwards per token: the reference's (beta != 0) and the old log-probs' (misaligned)."""
+    scoring = 2 * params.active if settings.beta != 0 else 0
+    if settings.num_iterations > 1 or settings.spg > settings.gradient_accumulation_steps:
+        scoring += 2 * params.active
+    return scoring
+
+
+class CpuStep(NamedTuple):
+    rollout_s: float  # generation per optimizer step
+    train_s: float
+    step_s: float
+    basis: str  # what the figure stands on, for people
+
+
+def estimate_cpu_step(arch: Architecture, params: ParamCount, settings: RunSettings,
+                      cpu: cpu_speed.CpuThroughput) -> CpuStep:
+    """An optimizer step of a CPU-target run (one process, transformers generate in float32), every completion
+    running to max_completion_length: the generation rounds it needs and its forward/backward passes, at the rates
+    `cpu` measured (cpu_speed)."""
+    sequences = settings.per_device_train_batch_size * settings.spg  # one generate call per generation round
+    completion = settings.max_completion_length
+    context = settings.prompt_length + completion / 2
+    step = cpu_speed.decode_step_s(params.active, arch.num_hidden_layers, sequences, cpu, arch.hidden_size, context)
+    prefill = 2 * params.active * sequences * settings.prompt_length / (cpu.flops * cpu_speed.TRAIN_EFFICIENCY)
+    rollout = (completion * step + prefill) * settings.gradient_accumulation_steps / settings.spg
+    micro = settings.gradient_accumulation_steps
+    training = cpu_speed.train_s(training_flops_per_token(params, settings),
+                                 settings.per_device_train_batch_size * settings.seq_len * micro,
+                                 arch.num_hidden_layers, micro, cpu)
+    basis = (f"{sequences} completions of up to {completion} tokens per generation round and "
+             f"{settings.per_device_train_batch_size * micro} sequences trained, at {cpu.describe()}")
+    return CpuStep(round(rollout, 1), round(training, 1), round(rollout + training, 1), basis)
 
 
 def _verdict(step_s: float, total_hours: float | None, generation_share: float, settings: RunSettings,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 from mcp_server.errors import UserInputError, describe_failure
+from mcp_server.memory.estimate import step_estimate
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.training.models import (
     HealthFlag,
@@ -129,6 +130,10 @@ def _plot(run: Run, lines: list[dict], derived: DerivedState) -> tuple[Path | No
         return None, derived.noted(str(exc).removeprefix("plot: "))
 
 
+def _hours(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 # ---------------------------------------------------------------- training_status
 def training_status(request: StatusRequest) -> TrainingStatus:
     run = resolve_run(request.run)
@@ -156,6 +161,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         end = _seconds((derived.outcome or {}).get("time")) or _seconds(latest.get("time")) or started
         elapsed = max(end - started, 0.0)
 
+    # no step yet: the planner's figure for one (issue 49: seven minutes of "no step logged yet" on a CPU)
+    estimate = step_estimate(RunSpec.of_run(run)) if step is None and state in ("starting", "running") else None
     health, note = health_flags(run) if lines or state in ("failed",) else ([], "no metrics logged yet")
     guarded = read_guard(run) or {}
     live = [HealthFlag(code=f.get("code", "?"), severity=f.get("severity", "error"),
@@ -175,6 +182,9 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         message = f"{run.name} failed ({code}); last log line: {tail[-1] if tail else '(empty log)'}"
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
+        if estimate is not None:
+            where += f"; first step expected {estimate.text}" + (
+                f", so {max_steps} steps take about {_hours(estimate.step_s * max_steps)}" if max_steps else "")
         message = f"{run.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
     if guard_stop and state == "stopped":
@@ -187,7 +197,9 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         run_dir=str(run.dir), state=state, pid=derived.pid, alive=derived.alive, exit_code=derived.exit_code,
         started_at=record.get("started_at"), elapsed_s=round(elapsed, 1) if elapsed is not None else None,
         step=step, max_steps=max_steps, steps_per_s=round(speed, 5) if speed else None,
-        eta_s=round(eta, 1) if eta is not None else None, latest=latest, checkpoints=done,
+        eta_s=round(eta, 1) if eta is not None else None,
+        step_estimate_s=estimate.step_s if estimate else None, step_estimate=estimate.text if estimate else None,
+        latest=latest, checkpoints=done,
         stop_requested=derived.stop_requested, health=health, health_note=note, log_tail=tail,
         live_findings=live, guard=guard_mode(run), guard_stop=guard_stop,
         plot_path=str(plot) if plot else None, note=derived.note, job=derived.view,

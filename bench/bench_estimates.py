@@ -1,0 +1,100 @@
+"""Benchmark: the CPU estimates of issue 49 beside what this machine measures.
+
+Sampling: sample_completions on a CPU run (the tiny model, and smollm2-135m when its wheel is installed), every
+completion held to the limit (min_new_tokens), so the plan's "at most" is the case measured; the plan's
+estimated_seconds_at_most against the seconds its own report measured. Training: a tiny CPU run launched, its
+step estimate (training_status before the first step) against the seconds between logged steps. Prints a JSON line per
+case with its estimate, measurement and ratio (estimate / measured); the machine's load is printed beside them
+(the probe measures the machine at the time, so a load that changes mid-case moves the ratio).
+
+    .venv/bin/python bench/bench_estimates.py [--skip-training] [--skip-smollm2]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+
+def sampling_case(model: str, prompts: int, limit: int) -> dict:
+    from support import emit_run
+
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+
+    run = emit_run(f"sample-{model}", model=model, max_completion_length=limit,
+                   generation_kwargs={"min_new_tokens": limit})
+    seen = []
+    result = sample_completions(SampleRequest(run=str(run), num_prompts=prompts),
+                                report=lambda done, total, message: seen.append(message))
+    measured = float(re.search(r"generated \d+ completions in ([\d.]+) s", seen[-1]).group(1))
+    estimate = result.plan["estimated_seconds_at_most"]
+    return {"case": f"sampling {model}: {prompts} prompts x {result.n}, {limit} tokens each",
+            "plan": result.plan["text"], "estimate_s": estimate, "measured_s": measured,
+            "ratio": round(estimate / measured, 2),
+            "load": os.getloadavg()[0]}
+
+
+def training_case() -> dict:
+    from support import emit_run, pass_inspection
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.runstate import read_progress
+    from mcp_server.training.status import training_status
+    from mcp_server.runs import Run
+
+    run = emit_run("train-tiny", max_steps=4, generation_kwargs={"min_new_tokens": 12})
+    pass_inspection(run)
+    launched = launch_training(LaunchRequest(run=str(run)))
+    assert launched.launched, launched.message
+    first = training_status(StatusRequest(run=str(run)))
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        status = training_status(StatusRequest(run=str(run)))
+        if status.state not in ("starting", "running"):
+            break
+        time.sleep(2)
+    times = [line.get("time") for line in read_progress(Run(run)) if line.get("step") is not None]
+    stamps = [t if isinstance(t, (int, float)) else time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S"))
+              for t in times if t]
+    steps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
+    measured = sum(steps) / len(steps) if steps else None
+    return {"case": "training tiny on the CPU: seconds per step after the first", "estimate": first.step_estimate,
+            "estimate_s": first.step_estimate_s, "measured_s": measured, "state": status.state,
+            "ratio": round(first.step_estimate_s / measured, 2) if measured and first.step_estimate_s else None,
+            "load": os.getloadavg()[0]}
+
+
+def main() -> None:
+    from mcp_server.smollm2 import ensure_smollm2_model
+
+    with tempfile.TemporaryDirectory(prefix="bench-estimates-") as ws:
+        os.environ["LLM_FINETUNING_WORKSPACE"] = ws
+        os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+        show(sampling_case("tiny", 8, 64))  # each case as it ends: a slow machine still gets the first figures
+        if "--skip-training" not in sys.argv:
+            show(training_case())
+        if "--skip-smollm2" not in sys.argv:
+            try:
+                ensure_smollm2_model()
+            except Exception as exc:  # noqa: BLE001 - no wheel here: say so, measure the rest
+                show({"case": "sampling smollm2-135m", "skipped": str(exc)[:200]})
+            else:
+                show(sampling_case("smollm2-135m", 1, 32))
+
+
+def show(case: dict) -> None:
+    print(json.dumps(case), flush=True)
+
+
+if __name__ == "__main__":
+    main()

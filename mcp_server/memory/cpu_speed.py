@@ -1,0 +1,143 @@
+"""How fast this CPU decodes and trains (issue 49): the planner's speed model (memory.speed) on a CPU target,
+calibrated by what this machine measures, not by a constant for one box.
+
+A probe times a float32 matmul (FLOP/s), a large tensor copy (bytes/s) and a small operator on one thread and on
+the threads the work will use (host speed, and the cost of a barrier when a busy machine deschedules a thread:
+35 us against 33 ms measured on 2 threads at load 10), a fraction of a second each, under the present load.
+Decode and training are those figures times efficiencies measured with transformers on smollm2-135m and the tiny
+model (bench/bench_estimates.py prints the estimate beside the measured figure):
+
+- a decode step reads every float32 weight once (memory-bound at small batches) and does 2 x params FLOPs per
+  sequence at DECODE_EFFICIENCY of the probe's matmul rate (smollm2-135m, 8 to 64 sequences: 0.45 to 0.48), plus
+  host time in units of the small operator's (HOST_OPS_*) and, on several threads, the barriers (SYNC_OPS_*);
+- a training micro-step runs forward and backward at TRAIN_EFFICIENCY of the matmul rate (smollm2-135m, 4 to 8
+  sequences of 128 tokens: 0.43 to 0.74).
+
+The probe's result is kept in the cache (`cpu_probe.json`) with its time, so training_status can give the estimate
+while the run itself holds the cores (a probe then would measure the run, not the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+DECODE_EFFICIENCY = 0.45
+TRAIN_EFFICIENCY = 0.45
+# Host work in units of this machine's small-op time (one thread): a decode step's per-layer Python and dispatch,
+# and generate's own per-step work (logits processors, sampling, the stopping check). The tiny model (2 layers,
+# 8 sequences): 7.2 ms a step where a small op took 35 us.
+HOST_OPS_PER_LAYER = 28
+HOST_OPS_PER_STEP = 150
+# Operators per layer that wait on every thread (OpenMP's barrier): with several threads on a busy machine each
+# costs what a descheduled thread takes to return. smollm2-135m on 2 threads at load 8-10: 7.6 s a decode step of
+# 8 sequences where a small op took 33 ms (7.7 per layer), 3.4 s of 4 where it took 38 ms (3.0); on 1 thread, 0.5 s.
+# Between the two (the barrier's cost changes from second to second on such a machine: bench_estimates.py).
+SYNC_OPS_PER_LAYER = 5
+# A GRPO optimizer step's own host work beyond the model (rewards, logging, the optimizer, a checkpoint): the tiny
+# model's run (save_steps 1) took 4.2 s a step at load 8.6 where the model's compute was 0.1 s.
+TRAINER_HOST_OPS_PER_STEP = 100_000
+PROBE_SECONDS = 0.15  # per measurement; five measurements per probe
+PROBE_KEPT_S = 24 * 3600  # a stored probe older than this is not used by training_status
+
+
+class CpuThroughput(NamedTuple):
+    flops: float  # float32 matmul FLOP/s with `threads` threads
+    bandwidth: float  # bytes/s of a large copy (read + write)
+    threads: int
+    measured_at: float  # time.time()
+    op_s: float = 35e-6  # seconds per small operator (an 8 x 256 matmul and its activation) on one thread
+    sync_s: float = 0.0  # what the same operator takes on `threads` threads beyond that: their barrier
+
+    def describe(self) -> str:
+        return (f"{self.flops / 1e9:.0f} GFLOP/s and {self.bandwidth / 1e9:.0f} GB/s measured on {self.threads} CPU "
+                f"thread{'s' if self.threads != 1 else ''}")
+
+
+def _probe_file() -> Path:
+    return Path(os.environ.get("LLM_FINETUNING_CACHE", Path.home() / ".cache" / "llm-finetuning")) / "cpu_probe.json"
+
+
+def probe(threads: int) -> CpuThroughput:
+    """Measure this machine now, with `threads` torch threads (restored after), and keep the result."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(threads, 1))
+    try:
+        n = 256 if threads <= 1 else 512
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        flops = _rate(lambda: a @ b, 2 * n ** 3)
+        x = torch.empty(8 * 2 ** 20)  # 32 MiB: larger than any last-level cache here
+        y = torch.empty_like(x)
+        bandwidth = _rate(lambda: y.copy_(x), 2 * x.numel() * 4)
+        small, weight = torch.randn(8, 256), torch.randn(256, 256)
+        # the larger of two: a process's first parallel region finds its threads awake (0.7 ms against 38 ms on
+        # the next, 2 threads at load 7)
+        threaded = max(1 / _rate(lambda: torch.nn.functional.silu(small @ weight), 1) for _ in range(2))
+        torch.set_num_threads(1)
+        single = 1 / _rate(lambda: torch.nn.functional.silu(small @ weight), 1)
+    finally:
+        torch.set_num_threads(before)
+    measured = CpuThroughput(flops, bandwidth, threads, time.time(), single, max(threaded - single, 0.0))
+    _keep(measured)
+    return measured
+
+
+def _rate(work, amount: float) -> float:
+    work()  # warm: allocations, the kernel chosen
+    count, start = 0, time.perf_counter()
+    while True:
+        work()
+        count += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= PROBE_SECONDS:
+            return amount * count / elapsed
+
+
+def _keep(measured: CpuThroughput) -> None:
+    path = _probe_file()
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        kept = kept if isinstance(kept, dict) else {}
+    except (OSError, ValueError):
+        kept = {}
+    kept[str(measured.threads)] = measured._asdict()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(kept, indent=1), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only cache: the probe still answers this call
+
+
+def kept(threads: int) -> CpuThroughput | None:
+    """The last probe with `threads` threads, when it is recent (PROBE_KEPT_S)."""
+    try:
+        entry = json.loads(_probe_file().read_text(encoding="utf-8")).get(str(threads))
+        measured = CpuThroughput(**entry) if set(entry) == set(CpuThroughput._fields) else None  # not an older
+        # probe's fields
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    return measured if measured and time.time() - measured.measured_at < PROBE_KEPT_S else None
+
+
+def decode_step_s(params: float, layers: int, sequences: int, cpu: CpuThroughput, hidden: int = 0,
+                  context: float = 0.0) -> float:
+    """Seconds per decode step of transformers generate on this CPU: the float32 weights read once, the matmuls
+    (and attention over `context` tokens) for every sequence, and the host's per-layer and per-step time."""
+    weights = 4 * params / cpu.bandwidth
+    matmuls = 2 * (params + 2 * layers * hidden * context) * sequences / (cpu.flops * DECODE_EFFICIENCY)
+    host = (layers * HOST_OPS_PER_LAYER + HOST_OPS_PER_STEP) * cpu.op_s
+    return weights + matmuls + host + layers * SYNC_OPS_PER_LAYER * cpu.sync_s
+
+
+def train_s(flops_per_token: float, tokens: float, layers: int, micro_steps: int, cpu: CpuThroughput) -> float:
+    """Seconds of forward and backward for `tokens` tokens in `micro_steps` micro-batches on this CPU."""
+    per_micro_step = layers * (3 * HOST_OPS_PER_LAYER * cpu.op_s + 3 * SYNC_OPS_PER_LAYER * cpu.sync_s)
+    return (tokens * flops_per_token / (cpu.flops * TRAIN_EFFICIENCY) + micro_steps * per_micro_step
+            + TRAINER_HOST_OPS_PER_STEP * cpu.op_s)

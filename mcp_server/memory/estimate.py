@@ -1,0 +1,91 @@
+"""A run's expected seconds per optimizer step, before its first step is logged (issue 49: a CPU run showed "no step
+logged yet" for 7 minutes with no figure): the planner's speed model (memory.speed) on a GPU target, on a CPU
+target the same model at the rates this machine measured (memory.cpu_speed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import NamedTuple
+
+from mcp_server.memory import cpu_speed
+from mcp_server.memory.models import MemoryPlanRequest
+from mcp_server.memory.params import count_params
+from mcp_server.memory.planner import architecture_of, plan
+from mcp_server.memory.settings import resolve_settings
+from mcp_server.memory.speed import estimate_cpu_step
+from mcp_server.model_ref import SMALL_MODEL_PARAMS
+from mcp_server.recipe.runspec import RunSpec
+from mcp_server.runs import Run
+
+
+class StepEstimate(NamedTuple):
+    step_s: float
+    text: str  # the figure and what it stands on
+
+
+def cpu_threads(params: int) -> int:
+    """The threads a CPU run computes with: one for a small model (model_ref.small_model_threads), else the cores
+    this process may use."""
+    if params < SMALL_MODEL_PARAMS:
+        return 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def sampled_prompt_tokens(spec: RunSpec) -> int | None:
+    """About how many tokens the run's prompts take, from its inspection samples (four characters a token, the
+    chat template's markup counted as 16 tokens); None without samples."""
+    if spec.base_dir is None or not Run(spec.base_dir).samples.is_file():
+        return None
+    sizes = []
+    try:
+        for line in Run(spec.base_dir).samples.read_text(encoding="utf-8").splitlines()[:256]:
+            prompt = json.loads(line).get("prompt") if line.strip() else None
+            if prompt is not None:
+                text = prompt if isinstance(prompt, str) else " ".join(
+                    str(m.get("content", "")) for m in prompt if isinstance(m, dict))
+                sizes.append(len(text) // 4 + (0 if isinstance(prompt, str) else 16))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return max(1, round(sum(sizes) / len(sizes))) if sizes else None
+
+
+def step_estimate(spec: RunSpec, measure: bool = True) -> StepEstimate | None:
+    """Seconds per optimizer step of `spec`'s run on its target; None where the run cannot be planned. On a CPU
+    target the stored probe is used when recent, else the machine is measured now unless `measure` is False (a
+    probe while the run trains measures the run)."""
+    try:
+        if not spec.target.cpu:
+            speed = plan(spec).speed
+            return StepEstimate(speed.step_s, f"about {_duration(speed.step_s)} per step (the planner's speed model "
+                                              f"for {spec.target.gpu}: {speed.verdict})")
+        config = spec.fields
+        _, arch = architecture_of(None, config)
+        params = count_params(arch)
+        settings = resolve_settings(MemoryPlanRequest(), config, None)
+    except Exception:  # noqa: BLE001 - the figure is optional: a status never fails for want of it
+        return None
+    prompt = sampled_prompt_tokens(spec)
+    if prompt is not None:  # the planner's prompt_length is a bound (TRL's old truncation); the samples say more
+        settings = settings.model_copy(update={"prompt_length": prompt})
+    threads = cpu_threads(params.total)
+    cpu = cpu_speed.kept(threads)
+    if cpu is None and measure:
+        try:
+            cpu = cpu_speed.probe(threads)
+        except ImportError:  # the server's light environment has no torch: only a stored probe serves there
+            cpu = None
+    if cpu is None:
+        return None
+    step = estimate_cpu_step(arch, params, settings, cpu)
+    return StepEstimate(step.step_s, f"about {_duration(step.step_s)} per step on this CPU, every completion at "
+                                     f"its limit (generation {_duration(step.rollout_s)}, training "
+                                     f"{_duration(step.train_s)}; {step.basis})")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"

@@ -1,0 +1,61 @@
+"""Waiting with a figure (issue 49): a CPU run's step time and sampling's duration estimated from the planner's
+speed model at the rates this machine measures, training_status giving the step estimate before the first step,
+and progress lines with counts and elapsed time whether or not stderr is a terminal. Structure only: no timing
+that depends on the machine's load is asserted (bench/bench_estimates.py compares estimates with measurements)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import checkout_env
+from support import emit_run
+
+from mcp_server.memory import cpu_speed
+from mcp_server.memory.estimate import step_estimate
+from mcp_server.inspection.sampling_plan import model_size, sampling_plan
+from mcp_server.recipe.runspec import RunSpec
+from mcp_server.runs import Run
+
+
+def machine(flops: float, bandwidth: float = 10e9, threads: int = 1) -> cpu_speed.CpuThroughput:
+    return cpu_speed.CpuThroughput(flops, bandwidth, threads, time.time())
+
+
+def test_the_cpu_sampling_plan_stands_on_the_measured_machine(tiny_model):
+    params, layers, hidden = model_size(tiny_model)
+    slow, fast = (sampling_plan(16, 8, 128, 64, "transformers", False, 1, params, layers, hidden, cpu=machine(f))
+                  for f in (5e9, 50e9))
+    assert 0 < fast["estimated_seconds_at_most"] < slow["estimated_seconds_at_most"]
+    assert "5 GFLOP/s and 10 GB/s measured now" in slow["text"] and "about " in slow["text"]
+    measured = sampling_plan(2, 8, 32, 64, "transformers", False, 1, params, layers, hidden)  # probes this machine
+    assert measured["estimated_seconds_at_most"] > 0 and "GFLOP/s" in measured["text"]
+
+
+def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace, tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_FINETUNING_CACHE", str(tmp_path / "cache"))
+    spec = RunSpec.of_run(Run(emit_run("estimate")))
+    assert step_estimate(spec, measure=False) is None  # nothing measured yet, and asked not to measure
+    first = step_estimate(spec)
+    assert first.step_s > 0 and "per step on this CPU" in first.text and "measured on 1 CPU thread" in first.text
+    assert (tmp_path / "cache" / "cpu_probe.json").is_file()
+    assert step_estimate(spec, measure=False) == first  # the stored probe serves a run that holds the cores
+    bigger = RunSpec.of_run(Run(emit_run("bigger", per_device_train_batch_size=16, max_completion_length=64)))
+    assert step_estimate(bigger, measure=False).step_s > first.step_s
+
+
+@pytest.mark.slow
+def test_evaluate_model_prints_progress_with_elapsed_time_on_a_pipe(workspace, tiny_model):
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = write_jsonl(make_task(12, seed=5), workspace / "goldens.jsonl")
+    proc = subprocess.run([sys.executable, "-m", "mcp_server.cli", "evaluate-model", "tiny", "--goldens",
+                           str(goldens)], cwd=workspace, env=checkout_env({"LLM_FINETUNING_WORKSPACE": str(workspace)}),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("  ... ")]
+    assert lines[0].startswith("  ... evaluating tiny on 12 goldens") and "elapsed]" in lines[0]
+    assert any("decoding prompts 1-12 of 12: token " in line for line in lines), lines
+    assert lines[-1].startswith("  ... decoded 12/12 prompts") and "elapsed]" in lines[-1], lines
