@@ -85,6 +85,8 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py"),
     "mcp_server/rewards/harness.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                       "tests/test_reward_hacks.py", "tests/test_rewards_declared.py"),
+    "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
+                                           "tests/test_reward_hacks.py", "tests/test_rewards_declared.py"),
 }
 
 M = Mutation
@@ -177,8 +179,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    return [path for _, path in sorted(found)]", "    return sorted(path for _, path in found)",
       "checkpoint-10 sorts before checkpoint-9: resume_training resumes from an older checkpoint"),
     M("runs-half-checkpoint", "runs", "mcp_server/training/runrecord.py",
-      "    if not (path / \"trainer_state.json\").is_file():\n        return False\n    if any(", "    if any(",
-      "a checkpoint cut short before trainer_state.json is the latest: resume fails or loses the step"),
+      "if not (path / \"trainer_state.json\").is_file() or checkpoint_problems(path):",
+      "if not (path / \"trainer_state.json\").is_file():",
+      "a checkpoint whose save was cut short (no digest: the weights half-written) is the latest: resume fails "
+      "or loads weights the run never finished writing"),
     M("runs-guard-checkpoint", "runs", "mcp_server/training/resume_patch.py",
       "if int(p.name.split(\"-\")[-1]) < stopped[\"step\"]]", "if int(p.name.split(\"-\")[-1]) <= stopped[\"step\"]]",
       "after a guard stop, resume starts from the checkpoint saved at the failing step (it holds the failure)"),
@@ -197,7 +201,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        files = sorted(p for p in path.rglob(\"*\") if p.is_file())\n", "        files = _tree(path)\n",
       "a hidden file in a data directory (read by `datasets`) changes after the verdict without closing the gate"),
     M("gate-data-files-mapping", "gate", "mcp_server/inspection/pins.py",
-      "        files = list(files.values()) if isinstance(files, dict) else files\n", "",
+      "    if isinstance(files, dict):\n        return [f for value in files.values() for f in _data_files(value)]\n"
+      "    if isinstance(files, (list, tuple)):\n", "    if isinstance(files, (list, tuple, dict)):\n",
       "data_files given as a mapping of splits is pinned by its split names: the data changes, the gate stays "
       "open"),
     M("gate-reward-config-dropped", "gate", "mcp_server/inspection/pins.py",
@@ -224,8 +229,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "LLM_FINETUNING_SAMPLING=1 in the launching shell turns off the trainer's point-of-use checks"),
     # ------------------------------------------------------------------ sandbox and harness
     M("sandbox-flood-passes", "sandbox", "mcp_server/rewards/sandbox.py",
-      "passed = not (timed_out or flooded) and proc.returncode == 0",
-      "passed = not timed_out and proc.returncode == 0",
+      "passed = not (timed_out or flooded or over) and proc.returncode == 0",
+      "passed = not (timed_out or over) and proc.returncode == 0",
       "a solution that floods the output past its cap can still pass"),
     M("sandbox-output-per-chunk", "sandbox", "mcp_server/rewards/sandbox.py",
       "            size += len(chunk)\n", "            size = len(chunk)\n",
@@ -233,18 +238,18 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("sandbox-no-cpu-budget", "sandbox", "mcp_server/rewards/sandbox.py",
       "\"cpu_s\": min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0,", "\"cpu_s\": 0,",
       "a busy loop holds a core until the wall-clock timeout instead of its CPU budget"),
-    M("harness-xpass", "sandbox", "mcp_server/rewards/harness.py",
+    M("harness-xpass", "sandbox", "mcp_server/rewards/harness_tests.py",
       "    if result.unexpectedSuccesses:\n        raise", "    if False:\n        raise",
       "an expectedFailure test that passes (unexpected success) scores as a pass"),
     M("harness-skips-count", "sandbox", "mcp_server/rewards/harness.py",
-      "            if _ran(stage, test()) is not SKIPPED:\n                count += 1",
-      "            _ran(stage, test())\n            count += 1",
+      "            if call_one(stage, test) is not SKIPPED:\n                count += 1",
+      "            call_one(stage, test)\n            count += 1",
       "tests that all skip count as run: a solution tested by nothing passes"),
     M("harness-swallowed-failure", "sandbox", "mcp_server/rewards/harness.py",
       "    if channel.broken:  # a test swallowed the failure; the run still fails\n        return False, "
       "channel.broken, count\n", "",
       "a test that catches the solution's crash (except BaseException) passes the run"),
-    M("harness-async-generator", "sandbox", "mcp_server/rewards/harness.py",
+    M("harness-async-generator", "sandbox", "mcp_server/rewards/harness_tests.py",
       "NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)",
       "NEVER_RAN = (types.CoroutineType, types.GeneratorType)",
       "an `async def` test with a `yield` (its body never runs) scores as a pass"),
