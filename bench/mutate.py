@@ -61,12 +61,15 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     Area("diagnosis", "diagnosis", ("tests/test_diagnose.py", "tests/test_diagnose_cases.py",
                                     "tests/test_diagnosis_logs.py", "tests/test_bad_input.py")),
     Area("runs", "runs and launchers", ("tests/test_launchers.py", "tests/test_run_keeping.py",
-                                        "tests/test_run_safety.py", "tests/test_run_doors.py")),
+                                        "tests/test_run_safety.py", "tests/test_run_doors.py",
+                                        "tests/test_run_states.py", "tests/test_run_forgery.py")),
     Area("gate", "inspection gate and pins", ("tests/test_inspection_gate.py", "tests/test_gate_point_of_use.py",
-                                              "tests/test_inspection.py", "tests/test_config_view.py")),
+                                              "tests/test_inspection.py", "tests/test_config_view.py",
+                                              "tests/test_gate_table.py")),
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                            "tests/test_reward_hacks.py", "tests/test_rewards_declared.py"), marker=""),
+                                            "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
+                                            "tests/test_sandbox_table.py"), marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -82,11 +85,14 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                         "tests/test_diagnose_cases.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                        "tests/test_diagnose_cases.py"),
-    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py"),
+    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
+                                      "tests/test_sandbox_table.py"),
     "mcp_server/rewards/harness.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                      "tests/test_reward_hacks.py", "tests/test_rewards_declared.py"),
+                                      "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
+                                      "tests/test_sandbox_table.py"),
     "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                           "tests/test_reward_hacks.py", "tests/test_rewards_declared.py"),
+                                           "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
+                                           "tests/test_sandbox_table.py"),
 }
 
 M = Mutation
