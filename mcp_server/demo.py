@@ -189,6 +189,11 @@ def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict
                 break
             time.sleep(0.5)
         bar.update(task, completed=settings.grpo_steps if outcome_path.is_file() else bar.tasks[0].completed)
+    # The trainer writes its outcome before it exits and the launcher records the exit code after: until then the
+    # run reads "running", and the checkpoint gate judges only an ended run's model
+    deadline = time.time() + 120
+    while process_alive(pid, None) and time.time() < deadline:
+        time.sleep(0.2)
     outcome = json.loads(outcome_path.read_text()) if outcome_path.is_file() else {"state": "failed"}
     return {"how": how, "pid": pid, "outcome": outcome}
 

@@ -465,8 +465,10 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     # (Submitted and run on a real test cluster: tests/test_slurm.py.)
     from mcp_server.training.launch import launch_training
 
+    # the hand-run above launched it: a launched run is not relaunched, and its sampling would explore beside the
+    # review (issue 49) instead of backing a verdict
+    shutil.rmtree(run_dir / "train" / "logs")
     pass_inspection(run_dir)
-    shutil.rmtree(run_dir / "train" / "logs")  # the hand-run above launched it: a launched run is not relaunched
     result = launch_training(LaunchRequest(run=str(run_dir), num_nodes=2, submit=False))  # written, not submitted
     assert not result.launched and result.slurm_script and not result.refusals, result.message
     slurm = Path(result.slurm_script).read_text()
