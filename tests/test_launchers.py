@@ -173,10 +173,11 @@ def test_the_config_gate_validates_on_the_world_the_launch_trains_on(workspace, 
 @pytest.mark.slow
 def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
     """Issue 46: a launch reads the run as one value (recipe.runspec.RunSpec) and passes it to every gate and the
-    launcher. Counted with an audit hook on every open of the run's train/ files while launch_training decides:
-    the state check, the launch plan, the inspection gate's pins, the config gate, the environment gate and the
-    launcher's record each used to read train/config.yaml again (7 reads, and request.json 6). A GPU target on
-    this CPU machine runs every gate and is refused by the environment gate, so nothing starts."""
+    launcher. Counted with an audit hook on every open of the run's files while launch_training decides: the state
+    check, the launch plan, the inspection gate's pins, the config gate, the environment gate and the launcher's
+    record each used to read train/config.yaml again (7 reads, and request.json 6). A GPU target on this CPU machine
+    runs every gate and is refused by the environment gate, so nothing starts; a launch over an ended launch's
+    run.json (a relaunch, refused by the state gate) reads that record once too."""
     import sys
     from collections import Counter
 
@@ -185,22 +186,33 @@ def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
 
     run_dir = emit_run("read-once", gpu="H100", num_gpus=2)
     pass_inspection(run_dir)
-    train = str(run_dir / "train") + "/"
+    run = Run(run_dir)
+    counted = {run.config: "config.yaml", run.request: "request.json", run.rewards: "rewards.json",
+               run.run_json: "run.json"}
     opened: Counter = Counter()
     counting = [True]
 
     def hook(event, args):
-        if counting[0] and event == "open" and isinstance(args[0], (str, Path)) and str(args[0]).startswith(train):
-            opened[Path(args[0]).name] += 1
+        if counting[0] and event == "open" and isinstance(args[0], (str, Path)) and Path(args[0]) in counted:
+            opened[counted[Path(args[0])]] += 1
 
-    sys.addaudithook(hook)  # an audit hook cannot be removed: it stops counting when the launch returns
-    try:
-        result = launch_training(LaunchRequest(run=str(run_dir)))
-    finally:
-        counting[0] = False
+    def launch_counted():
+        opened.clear()
+        counting[0] = True
+        try:
+            return launch_training(LaunchRequest(run=str(run_dir)))
+        finally:
+            counting[0] = False
+
+    sys.addaudithook(hook)  # an audit hook cannot be removed: it counts only while a launch decides
+    result = launch_counted()
     assert not result.launched and [r.gate for r in result.refusals] == ["environment"], result.refusals
-    assert {name: opened[name] for name in ("config.yaml", "request.json", "rewards.json")} == {
-        "config.yaml": 1, "request.json": 1, "rewards.json": 1}, opened
+    assert dict(opened) == {"config.yaml": 1, "request.json": 1, "rewards.json": 1}, opened  # no run.json yet
+    write_run_json(run, {"state": "failed", "exit_code": 1, "pid": 2**22 + 12345, "launcher": "local",
+                         "launch_id": "earlier"})
+    result = launch_counted()
+    assert not result.launched and [r.gate for r in result.refusals] == ["state"], result.refusals
+    assert dict(opened) == {"config.yaml": 1, "request.json": 1, "rewards.json": 1, "run.json": 1}, opened
 
 
 def test_the_machine_layout_at_its_edges(workspace, tiny_model):
