@@ -64,3 +64,11 @@ def test_no_core_constructs_another_tools_request_model():
     foreign = [f"{module}:{line} builds {name} (its packages: {', '.join(sorted(own))})"
                for module, line, name, own in constructions() if package_of(module) not in own]
     assert not foreign, "call the owning package's domain function instead:\n" + "\n".join(foreign)
+
+
+def test_no_module_builds_a_memory_plan_request():
+    """Issue 46: the planner's cores take the run (RunSpec) and its PlanOptions; a MemoryPlanRequest is what
+    plan_memory's door receives and reads (planner.request_spec, request_options), and no module builds one
+    (memory.planner.plan and the step estimate each built one to re-enter the planner)."""
+    built = [f"{module}:{line}" for module, line, name, _ in constructions() if name == "MemoryPlanRequest"]
+    assert not built, built

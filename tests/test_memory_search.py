@@ -7,6 +7,7 @@ The fixture (fixtures/plan_memory_results.json) is regenerated only from code wh
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from mcp_server.memory.breakdown import COLOCATED_VLLM_FIELDS, FitCache
 from mcp_server.memory.constants import TIGHT_FRACTION
 from mcp_server.memory.levers import VllmFloors, candidate_levers, compatible_sets, merged_patch
 from mcp_server.memory.models import MemoryPlanRequest
-from mcp_server.memory.planner import PlannedRun, plan_memory, planned_run
+from mcp_server.memory.planner import PlannedRun, plan_memory, planned_run, request_options, request_spec
 from mcp_server.memory.settings import RunSettings
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "plan_memory_results.json"
@@ -70,6 +71,12 @@ def test_plans_unchanged_by_the_search():
             pytest.fail(f"{name}: plan_memory's answer changed in {diff}")
 
 
+def _planned(fields: dict) -> PlannedRun:
+    """plan_memory's run for a request's fields, before its levers are ranked."""
+    request = MemoryPlanRequest(**{"validate_levers": False, **fields})
+    return planned_run(request_spec(request), request_options(request))
+
+
 def _lever_sets(run: PlannedRun) -> tuple[dict[str, dict], list[tuple[dict, tuple[str, ...]]]]:
     """Every lever that applies to the run, by name, and every compatible set of them with its merged patch."""
     patches = {name: patch for name, _, patch in
@@ -84,7 +91,7 @@ def test_the_vllm_floor_is_under_every_lever_set():
     and the floor's problem is the set's problem. Checked on every compatible set of every run above."""
     checked, binding = 0, 0
     for name, fields in REQUESTS.items():
-        run = planned_run(MemoryPlanRequest(**{"validate_levers": False, **fields}))
+        run = _planned(fields)
         patches, sets = _lever_sets(run)
         fits = FitCache(run.arch, run.params, run.settings, run.target)
         floors = VllmFloors(fits, patches)
@@ -103,15 +110,19 @@ def test_the_vllm_floor_reads_only_its_fields():
     read: set[str] = set()
 
     class Recording(RunSettings):
+        __slots__ = ()
+
         def __getattribute__(self, name):
-            if name in RunSettings.model_fields:
+            if name in RunSettings.NAMES:
                 read.add(name)
             return super().__getattribute__(name)
 
     for name in ("7b_full_t4_validated", "8b_qlora_colocate_a10g", "32b_lora_colocate_h100", "moe_30b_full_8xh100",
                  "7b_server_4xa10g", "9b_lora_tight_h100"):
-        run = planned_run(MemoryPlanRequest(**{"validate_levers": False, **REQUESTS[name]}))
-        fits = FitCache(run.arch, run.params, Recording.model_construct(**run.settings.__dict__), run.target)
+        run = _planned(REQUESTS[name])
+        recording = copy.copy(run.settings)
+        recording.__class__ = Recording  # the same settings, each read recorded
+        fits = FitCache(run.arch, run.params, recording, run.target)
         for patch, _ in _lever_sets(run)[1]:
             fits.floor(patch)
     assert {"vllm_gpu_memory_utilization", "finetune", "vllm_max_model_length"} <= read  # it did read

@@ -104,7 +104,7 @@ def grow_vllm_share(recipe: Recipe, plan_of: Planner, request) -> Recipe:
     if (plan is None or plan.status != "fits" or not given.use_vllm or given.vllm_mode != "colocate"
             or "vllm_gpu_memory_utilization" in request.overrides):
         return recipe
-    settings = RunSettings(**{k: v for k, v in plan.run.items() if k in RunSettings.model_fields})
+    settings = RunSettings.reported(plan.run)
     now = settings.vllm_gpu_memory_utilization
     full = just_enough_vllm(plan.architecture, plan.params, settings, plan.capacity_gib,
                             settings.vllm_tensor_parallel_size)

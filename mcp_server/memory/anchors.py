@@ -26,9 +26,8 @@ def size_class_anchor(arch: Architecture, params: ParamCount, settings: RunSetti
         """(peak GiB, capacity GiB) of the anchor's scenario with `update` on one GPU of this type."""
         gpu = lookup_gpu(gpu_name)
         target = Target(gpu_name=gpu.name, capacity_gib=gpu.memory_gib, num_gpus=1, gpu=gpu)
-        run = settings.model_copy(update={**_ANCHOR_RUN, **update})
-        run = run.model_copy(update={"vllm_gpu_memory_utilization": just_enough_vllm(arch, params, run,
-                                                                                     gpu.memory_gib)})
+        run = settings.updated({**_ANCHOR_RUN, **update})
+        run = run.updated({"vllm_gpu_memory_utilization": just_enough_vllm(arch, params, run, gpu.memory_gib)})
         return compute_breakdown(arch, params, run, target).peak, gpu.memory_gib
 
     if billions <= 3.5:

@@ -14,7 +14,7 @@ from mcp_server.memory import components, generation
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, settings_update, with_update
+from mcp_server.memory.settings import RunSettings, Target, read_config
 
 
 class Breakdown(BaseModel):
@@ -122,11 +122,11 @@ class FitCache:
 
     def fit(self, patch: dict) -> Fit:
         # keyed by the settings the patch sets: sets whose levers merge alike (in any order) share one fit
-        update = settings_update(patch)
+        update = read_config(patch)
         items = _settings_key(update)
         fit = self._fits.get(items)
         if fit is None:
-            settings = with_update(self.settings, update)
+            settings = self.settings.updated(update)
             training_key = items if VLLM_SHARE_FIELDS.isdisjoint(update) else frozenset(
                 [item for item in items if item[0] not in VLLM_SHARE_FIELDS])
             parts = self._parts.get(training_key)
@@ -142,7 +142,7 @@ class FitCache:
         share on top of what training allocates once (_phases), so the peak is at least the share plus the CUDA
         context, and a share that cannot start is a problem of the fit too. It reads only COLOCATED_VLLM_FIELDS of
         the settings. Without a colocated vLLM: no floor (0 GiB, no problems)."""
-        settings = with_update(self.settings, settings_update(patch))
+        settings = self.settings.patched(patch)
         if not settings.colocated_vllm:
             return Fit(0.0, [])
         vllm = components.colocated_vllm(self.params, settings, self.target, self.arch)

@@ -9,7 +9,6 @@ import os
 from typing import NamedTuple
 
 from mcp_server.memory import cpu_speed
-from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import count_params
 from mcp_server.memory.planner import architecture_of, plan
 from mcp_server.memory.settings import resolve_settings
@@ -65,12 +64,12 @@ def step_estimate(spec: RunSpec, measure: bool = True) -> StepEstimate | None:
         config = spec.fields
         _, arch = architecture_of(None, config)
         params = count_params(arch)
-        settings = resolve_settings(MemoryPlanRequest(), config, None)
+        settings = resolve_settings(config)
     except Exception:  # noqa: BLE001 - the figure is optional: a status never fails for want of it
         return None
     prompt = sampled_prompt_tokens(spec)
     if prompt is not None:  # the planner's prompt_length is a bound (TRL's old truncation); the samples say more
-        settings = settings.model_copy(update={"prompt_length": prompt})
+        settings = settings.updated({"prompt_length": prompt})
     threads = cpu_threads(params.total)
     cpu = cpu_speed.kept(threads)
     if cpu is None and measure:

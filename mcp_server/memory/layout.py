@@ -14,8 +14,7 @@ _STAGES = {"single": 0, "ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 0}
 
 
 def with_strategy(settings: RunSettings, strategy: str) -> RunSettings:
-    return settings.model_copy(update={"strategy": strategy, "zero_stage": _STAGES[strategy],
-                                       "fsdp": strategy == "fsdp"})
+    return settings.updated({"strategy": strategy, "zero_stage": _STAGES[strategy], "fsdp": strategy == "fsdp"})
 
 
 def server_launch(settings: RunSettings, server_gpus: int) -> VllmServerLaunch | None:

@@ -18,7 +18,7 @@ from mcp_server.memory.components import (colocated_vllm, colocated_vllm_weight_
 from mcp_server.memory.constants import EIGHT_BIT_OPTIMS, GIB, TIGHT_FRACTION, VLLM_RUNTIME_GIB
 from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field, settings_update
+from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field, read_config
 from mcp_server.model_ref import is_moe as detect_moe
 from mcp_server.config import FIELD, GRPOView
 from mcp_server.config import target as run_target
@@ -51,8 +51,8 @@ def just_enough_vllm(arch: Architecture, params: ParamCount, settings: RunSettin
     (default: the whole generation round's)."""
     sequences = sequences or settings.per_device_train_batch_size * settings.spg
     kv_need = max(sequences * settings.seq_len * 2 * arch.num_hidden_layers * arch.kv_dim * 2,
-                  one_sequence_kv_bytes(arch, settings.model_copy(update={"vllm_tensor_parallel_size": 1})))
-    weights = colocated_vllm_weight_bytes(params, settings.model_copy(update={"vllm_tensor_parallel_size": tp}))
+                  one_sequence_kv_bytes(arch, settings.updated({"vllm_tensor_parallel_size": 1})))
+    weights = colocated_vllm_weight_bytes(params, settings.updated({"vllm_tensor_parallel_size": tp}))
     need = (weights + (VLLM_RUNTIME_GIB + 1) * GIB + kv_need / tp) / (capacity_gib * GIB)
     return min(0.95, math.ceil(need * 100) / 100)
 
@@ -140,7 +140,7 @@ def _vllm_levers(arch: Architecture, params: ParamCount, settings: RunSettings, 
         # just enough vLLM memory for its weights and this run's KV cache: less when it hoards, more when its
         # weights do not even fit its share
         # sized for the run's own context when short_vllm_context is offered (the two go together)
-        sized = settings.model_copy(update={"vllm_max_model_length": settings.seq_len}) if short else settings
+        sized = settings.updated({"vllm_max_model_length": settings.seq_len}) if short else settings
         util = vllm_share_that_fits(arch, params, sized, target, breakdown)
         full = just_enough_vllm(arch, params, sized, target.capacity_gib, settings.vllm_tensor_parallel_size)
         if abs(util - settings.vllm_gpu_memory_utilization) >= 0.02:
@@ -369,9 +369,9 @@ class VllmFloors:
 
     def __init__(self, fits: FitCache, patches: dict[str, dict[str, Any]]):
         self.fits, self.patches = fits, patches  # each lever's patch, by name
-        # load_in_4bit turns another lever's use_peft into QLoRA (settings_update): a lever that sets it counts too
+        # load_in_4bit turns another lever's use_peft into QLoRA (settings.read_config): a lever that sets it counts too
         self.moving = {name for name, patch in patches.items() if "load_in_4bit" in patch
-                       or not COLOCATED_VLLM_FIELDS.isdisjoint(settings_update(patch))}
+                       or not COLOCATED_VLLM_FIELDS.isdisjoint(read_config(patch))}
         self.floors: dict[tuple[str, ...], Fit] = {}
 
     def of(self, combo: tuple[str, ...]) -> Fit:

@@ -1,13 +1,15 @@
 """plan_memory: will this GRPO run fit on the target GPUs, what to change if not, and how fast will it roll out.
 
 The answer is assembled here from small modules, all arithmetic on the architecture and the run settings (no torch):
-settings (the config and request read into RunSettings), components (one function per memory component),
+settings (the run's config read into RunSettings), components (one function per memory component),
 breakdown (the components added up into the training and generation peaks), levers, anchors and speed.
 See references/grpo-memory.md for every term and its source.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -77,11 +79,26 @@ def architecture_of(model: str | None, config: dict[str, Any] | None = None) -> 
     return lookup_model(name)  # raises with the closest catalog names
 
 
-def resolve_architecture(request: MemoryPlanRequest, cfg: dict[str, Any]) -> tuple[str, Architecture]:
-    """(model name, architecture) of a plan_memory request: its architecture numbers, else architecture_of."""
-    if request.architecture is not None:
-        return request.model or "explicit", request.architecture
-    return architecture_of(request.model, cfg)
+@dataclass(frozen=True)
+class PlanOptions:
+    """What a plan is asked beside the run (RunSpec): the model and its architecture numbers where the config's
+    model is not the one meant, the GPUs (a launch's count; a memory size for a GPU not in the catalog), settings
+    given by hand (RunSettings names; they win over the config) and whether each lever is validated."""
+
+    model: str | None = None
+    architecture: Architecture | None = None
+    gpu: str | None = None
+    gpu_memory_gib: float | None = None
+    num_gpus: int | None = None
+    given: Mapping[str, Any] = field(default_factory=dict)
+    validate_levers: bool = False
+
+
+def resolve_architecture(options: PlanOptions, cfg: dict[str, Any]) -> tuple[str, Architecture]:
+    """(model name, architecture) of a plan: the architecture numbers given, else architecture_of."""
+    if options.architecture is not None:
+        return options.model or "explicit", options.architecture
+    return architecture_of(options.model, cfg)
 
 
 def plan(spec: RunSpec, *, num_gpus: int | None = None, gpu_memory_gib: float | None = None,
@@ -91,11 +108,10 @@ def plan(spec: RunSpec, *, num_gpus: int | None = None, gpu_memory_gib: float | 
     the spec from its request). None is 'not given': the planner's default. Levers are not re-validated one by one
     unless asked."""
     target = spec.target
-    given = {"gpu": None if target.cpu else target.gpu, "num_gpus": num_gpus or target.num_gpus,
-             "vllm_server_gpus": target.vllm_server_gpus, "gpu_memory_gib": gpu_memory_gib,
-             "prompt_length": prompt_length, "strategy": strategy}
-    request = MemoryPlanRequest(validate_levers=validate_levers, **{k: v for k, v in given.items() if v is not None})
-    return _plan(request, spec)
+    given = {"vllm_server_gpus": target.vllm_server_gpus, "prompt_length": prompt_length, "strategy": strategy}
+    return _plan(spec, PlanOptions(gpu=None if target.cpu else target.gpu, gpu_memory_gib=gpu_memory_gib,
+                                   num_gpus=num_gpus or target.num_gpus, validate_levers=validate_levers,
+                                   given={k: v for k, v in given.items() if v is not None}))
 
 
 def request_spec(request: MemoryPlanRequest) -> RunSpec:
@@ -132,14 +148,14 @@ def load_local_architecture_quietly(name: str) -> bool:
         return True  # a local path (an unreadable one is reported where it is read)
 
 
-def plan_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[str, Any]) -> Target:
-    """The GPUs planned for: the request's, else the run's recorded target; a bare memory size is accepted."""
-    num_gpus = request.num_gpus or recipe.get("num_gpus") or cfg.get("num_gpus") or 1
-    gpu_name = request.gpu or recipe.get("gpu") or cfg.get("gpu")
-    if request.gpu_memory_gib:
+def plan_target(options: PlanOptions, recipe: dict[str, Any], cfg: dict[str, Any]) -> Target:
+    """The GPUs planned for: the options', else the run's recorded target; a bare memory size is accepted."""
+    num_gpus = options.num_gpus or recipe.get("num_gpus") or cfg.get("num_gpus") or 1
+    gpu_name = options.gpu or recipe.get("gpu") or cfg.get("gpu")
+    if options.gpu_memory_gib:
         gpu = lookup_gpu(gpu_name) if gpu_name and str(gpu_name).lower() != "cpu" else None
-        return Target(gpu_name=gpu.name if gpu else f"{request.gpu_memory_gib:g} GiB GPU",
-                      capacity_gib=request.gpu_memory_gib, num_gpus=int(num_gpus), gpu=gpu)
+        return Target(gpu_name=gpu.name if gpu else f"{options.gpu_memory_gib:g} GiB GPU",
+                      capacity_gib=options.gpu_memory_gib, num_gpus=int(num_gpus), gpu=gpu)
     gpu, name = resolve_target(str(gpu_name or "H100"))
     if gpu is None:
         raise UserInputError("gpu", "memory planning is for GPUs; give a GPU type or gpu_memory_gib")
@@ -147,7 +163,7 @@ def plan_target(request: MemoryPlanRequest, recipe: dict[str, Any], cfg: dict[st
 
 
 class PlannedRun(NamedTuple):
-    """A request read into what the plan is computed from: the run's layout chosen and its breakdown."""
+    """A run read into what its plan is computed from: the run's layout chosen and its breakdown."""
 
     config: dict[str, Any]
     recipe: dict[str, Any]
@@ -160,23 +176,22 @@ class PlannedRun(NamedTuple):
     launch: LaunchLayout
 
 
-def planned_run(request: MemoryPlanRequest, spec: RunSpec | None = None) -> PlannedRun:
-    """The request's run (`spec`; else the one it names, request_spec) read into what its plan is computed from."""
-    spec = spec or request_spec(request)
+def planned_run(spec: RunSpec, options: PlanOptions) -> PlannedRun:
+    """The run (`spec`) read into what its plan is computed from, under `options`."""
     config = spec.fields
     recipe = spec.request.fields_given()
-    model, arch = resolve_architecture(request, config)
-    target = plan_target(request, recipe, config)
-    settings = resolve_settings(request, config, target)
-    if settings.finetune == "full" and recipe.get("finetune") in ("lora", "qlora") and request.finetune is None:
-        settings = settings.model_copy(update={"finetune": recipe["finetune"]})
+    model, arch = resolve_architecture(options, config)
+    target = plan_target(options, recipe, config)
+    settings = resolve_settings(config, options.given, target)
+    if settings.finetune == "full" and recipe.get("finetune") in ("lora", "qlora") and "finetune" not in options.given:
+        settings = settings.updated({"finetune": recipe["finetune"]})
     params = count_params(arch)
     rewards = reward_model_shapes(config)
     if rewards:
-        settings = settings.model_copy(update={"reward_models": rewards})
+        settings = settings.updated({"reward_models": rewards})
     rounds = (spec.dynamic_sampling or {}).get("max_extra_rounds")
     if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > 0:  # else the validator's finding
-        settings = settings.model_copy(update={"dynamic_sampling_rounds": rounds})
+        settings = settings.updated({"dynamic_sampling_rounds": rounds})
     check_run_numbers(settings, arch, target)
     settings, breakdown, launch = choose_layout(arch, params, settings, target)
     return PlannedRun(config, recipe, model, arch, params, target, settings, breakdown, launch)
@@ -214,13 +229,26 @@ def reward_model_shapes(config: dict[str, Any]) -> list[tuple[int, int, int, int
     return shapes
 
 
+# what a plan_memory request says of the run or the target rather than of its settings
+_NOT_SETTINGS = {"model", "architecture", "config_path", "config", "gpu", "gpu_memory_gib", "num_gpus",
+                 "validate_levers"}
+
+
 def plan_memory(request: MemoryPlanRequest) -> MemoryPlan:
-    """The tool's door: the run its request names (request_spec), planned."""
-    return _plan(request, request_spec(request))
+    """The tool's door: the run its request names (request_spec), planned under its options (request_options)."""
+    return _plan(request_spec(request), request_options(request))
 
 
-def _plan(request: MemoryPlanRequest, spec: RunSpec) -> MemoryPlan:
-    config, recipe, model, arch, params, target, settings, breakdown, launch = planned_run(request, spec)
+def request_options(request: MemoryPlanRequest) -> PlanOptions:
+    """A plan_memory request's options: the only reading of a MemoryPlanRequest past request_spec."""
+    return PlanOptions(model=request.model, architecture=request.architecture, gpu=request.gpu,
+                       gpu_memory_gib=request.gpu_memory_gib, num_gpus=request.num_gpus,
+                       given=request.model_dump(exclude_none=True, exclude=_NOT_SETTINGS),
+                       validate_levers=request.validate_levers)
+
+
+def _plan(spec: RunSpec, options: PlanOptions) -> MemoryPlan:
+    config, recipe, model, arch, params, target, settings, breakdown, launch = planned_run(spec, options)
     capacity = target.capacity_gib
     status = _status(breakdown.peak, capacity) if not breakdown.problems else "does_not_fit"
     levers: list[Lever] = []
@@ -229,14 +257,14 @@ def _plan(request: MemoryPlanRequest, spec: RunSpec) -> MemoryPlan:
     if status != "fits":
         rewards = spec.rewards if config else [r.model_dump() for r in default_rewards()]
         validator = LeverValidator(config_for_validation(config, model, settings), rewards, target,
-                                   request.validate_levers)
+                                   options.validate_levers)
         inspection = inspected_completion_length(spec.base_dir)
         levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator, inspection)
         if validator.base_errors:
             notes.append("the run's config is already invalid (" + "; ".join(sorted(validator.base_errors))
                          + "); levers are judged on the errors they add")
         notes += validator.notes
-    notes += _notes(arch, settings, target, config, request)
+    notes += _notes(arch, settings, target, config, options)
     if breakdown.generation_peak_expandable and breakdown.generation_peak - breakdown.generation_peak_expandable > 0.5:
         notes.append(f"generation peak {breakdown.generation_peak:.1f} GiB planned under PyTorch's default caching "
                      "allocator (HF generate's growing KV cache leaves cached segments behind); with "
@@ -255,7 +283,7 @@ def _plan(request: MemoryPlanRequest, spec: RunSpec) -> MemoryPlan:
         peak_gib=round(breakdown.peak, 2), headroom_gib=round(capacity - breakdown.peak, 2), status=status,
         fits=breakdown.peak <= capacity and not breakdown.problems, server=breakdown.server, launch=launch,
         peak_allocated_gib=round(breakdown.peak_allocated, 2), peak_reserved_gib=round(breakdown.peak_reserved, 2),
-        peak_nvidia_smi_gib=round(breakdown.peak, 2), assumptions=assumptions(settings, config, request),
+        peak_nvidia_smi_gib=round(breakdown.peak, 2), assumptions=assumptions(settings, config, options),
         levers=levers,
         recommended=recommended, anchor=size_class_anchor(arch, params, settings),
         speed=estimate_speed(arch, params, settings, target, breakdown), notes=notes,
@@ -269,15 +297,15 @@ def _status(peak: float, capacity: float) -> str:
 
 
 def _notes(arch: Architecture, settings: RunSettings, target: Target, config: dict[str, Any],
-           request: MemoryPlanRequest) -> list[str]:
+           options: PlanOptions) -> list[str]:
     """The plan's assumptions and warnings."""
     notes = []
-    name = request.model or GRPOView.given(config).model_name_or_path or ""
-    assumed = family_assumption(name) if request.architecture is None else None
+    name = options.model or GRPOView.given(config).model_name_or_path or ""
+    assumed = family_assumption(name) if options.architecture is None else None
     if assumed:
         notes.append(assumed)
     try:
-        local = model_config(expand_tiny_only(name)) if name and request.architecture is None else None
+        local = model_config(expand_tiny_only(name)) if name and options.architecture is None else None
     except (OSError, ValueError):
         local = None  # an unreadable config.json: resolve_architecture said so already
     generic = generic_layout_note(local) if isinstance(local, dict) else None
@@ -286,10 +314,10 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
     if not config:
         notes.append("no config given: the recipe's defaults (vLLM, 8 completions per device and per prompt, "
                      "4 accumulation steps, beta 0.01, bf16 where the GPU has it) under the fields you set")
-    if not config and request.prompt_length is None:
+    if not config and options.given.get("prompt_length") is None:
         notes.append(f"prompt length assumed {settings.prompt_length} tokens (TRL does not truncate prompts; "
                      "pass prompt_length)")
-    if settings.dtype == "float32" and (not GRPOView.given(config).dtype and request.dtype is None):
+    if settings.dtype == "float32" and (not GRPOView.given(config).dtype and options.given.get("dtype") is None):
         notes.append("weights planned in float32: TRL loads in float32 unless dtype is set (dtype: bfloat16 halves "
                      "weights, gradients and optimizer state)")
     if target.gpu and not target.gpu.bf16 and settings.dtype == "bfloat16":
@@ -315,9 +343,9 @@ def _notes(arch: Architecture, settings: RunSettings, target: Target, config: di
     return notes
 
 
-def assumptions(settings: RunSettings, config: dict[str, Any], request: MemoryPlanRequest) -> list[str]:
+def assumptions(settings: RunSettings, config: dict[str, Any], options: PlanOptions) -> list[str]:
     """What the plan assumed instead of reading it from the config: TRL's defaults and what its trainer does."""
-    given = {k for k, v in config.items() if v is not None} | set(request.model_dump(exclude_none=True))
+    given = {k for k, v in config.items() if v is not None} | set(options.given)
     version = settings.trl_version or installed_trl_version() or "not installed"
     out = [f"TRL {version}" + (" (installed)" if not settings.trl_version else " (as given)")]
     out += trl_version_defaults(settings.trl_version)[1]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field
 
 from mcp_server.config import FIELD, GRPOView, trl_default
 from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, training_world, whole_groups
@@ -16,58 +17,107 @@ from mcp_server.config.target import DEFAULT_SERVER_GPUS
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
-from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.params import Architecture
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.variants import BASE_RECIPE
 
 
-class RunSettings(BaseModel):
-    """The resolved run: TRL defaults, then the config, then explicit request fields. Names follow TRL's config."""
+_TRL = object()  # a setting's default is TRL's own (config.trl_default)
 
-    finetune: str = "full"
-    lora_r: int = trl_default(FIELD.lora_r)
-    lora_target_modules: str | list[str] = "all-linear"
-    lora_dropout: float = trl_default(FIELD.lora_dropout)
-    optim: str = trl_default(FIELD.optim)
-    dtype: str = trl_default(FIELD.dtype)
-    mixed_precision: bool = True
-    gradient_checkpointing: bool = True
-    beta: float = 0.0
-    num_generations: int = trl_default(FIELD.num_generations)
-    per_device_train_batch_size: int = trl_default(FIELD.per_device_train_batch_size)
-    gradient_accumulation_steps: int = 1
-    steps_per_generation: int | None = None
-    prompt_length: int = 512
-    max_completion_length: int = trl_default(FIELD.max_completion_length)
-    use_vllm: bool = False
-    vllm_mode: str = trl_default(FIELD.vllm_mode)
-    vllm_gpu_memory_utilization: float = trl_default(FIELD.vllm_gpu_memory_utilization)
-    vllm_enable_sleep_mode: bool = False
-    vllm_tensor_parallel_size: int = 1
-    vllm_max_model_length: int | None = None  # vLLM's context; None: the model's own (TRL passes it through)
-    vllm_server_gpus: int = DEFAULT_SERVER_GPUS  # config.target's default; a launch's choice replaces it
+# The settings the planner's arithmetic reads, in the order a plan reports them (MemoryPlan.run), each with its
+# default. A setting named FIELD.x is the run's config field x, read from the config (read_config) and defaulted as
+# the installed TRL defaults it unless the planner assumes otherwise (said beside it); the others are the planner's
+# own, decided from the config (finetune, mixed_precision, zero_stage, ...), the launch or the request.
+_SETTINGS: tuple[tuple[str, Any], ...] = (
+    ("finetune", "full"),
+    (FIELD.lora_r, _TRL),
+    (FIELD.lora_target_modules, "all-linear"),  # TRL's None leaves peft's choice; the emitter targets all-linear
+    (FIELD.lora_dropout, _TRL),
+    (FIELD.optim, _TRL),
+    (FIELD.dtype, _TRL),
+    ("mixed_precision", True),
+    (FIELD.gradient_checkpointing, _TRL),
+    (FIELD.beta, _TRL),
+    (FIELD.num_generations, _TRL),
+    (FIELD.per_device_train_batch_size, _TRL),
+    (FIELD.gradient_accumulation_steps, _TRL),
+    (FIELD.steps_per_generation, _TRL),
+    ("prompt_length", 512),
+    (FIELD.max_completion_length, _TRL),
+    (FIELD.use_vllm, _TRL),
+    (FIELD.vllm_mode, _TRL),
+    (FIELD.vllm_gpu_memory_utilization, _TRL),
+    (FIELD.vllm_enable_sleep_mode, _TRL),
+    (FIELD.vllm_tensor_parallel_size, _TRL),
+    (FIELD.vllm_max_model_length, _TRL),  # vLLM's context; None: the model's own (TRL passes it through)
+    ("vllm_server_gpus", DEFAULT_SERVER_GPUS),  # config.target's default; a launch's choice replaces it
     # `trl vllm-serve` as the launcher starts it: its own --gpu_memory_utilization (0.9 by default; the config's
     # vllm_gpu_memory_utilization is colocate-only), tensor parallel over its GPUs, data parallel 1
-    vllm_server_gpu_memory_utilization: float = 0.9
-    vllm_server_data_parallel_size: int = 1
-    zero_stage: int = 0
-    offload_optimizer: bool = False  # DeepSpeed ZeRO-Offload: optimizer state (and fp32 master) in CPU memory
-    fsdp: bool = False
-    strategy: str = "auto"  # the launcher's multi-GPU strategy; auto: the plan picks the sharding that fits
-    use_liger_kernel: bool = False
-    fused_logits: bool = False
-    trl_version: str | None = None  # the TRL the run uses (None: the installed one); older TRLs differ in defaults
-    generate_per_micro_step: bool = False  # TRL < 0.18: generation batch = one micro-step's completions
-    attn_implementation: str = "sdpa"
-    num_iterations: int = 1
-    max_steps: int | None = None
+    ("vllm_server_gpu_memory_utilization", 0.9),
+    ("vllm_server_data_parallel_size", 1),
+    ("zero_stage", 0),
+    ("offload_optimizer", False),  # DeepSpeed ZeRO-Offload: optimizer state (and fp32 master) in CPU memory
+    ("fsdp", False),  # whether the run shards with FSDP (the config's fsdp field, or the launch's strategy)
+    ("strategy", "auto"),  # the launcher's multi-GPU strategy; auto: the plan picks the sharding that fits
+    (FIELD.use_liger_kernel, _TRL),
+    ("fused_logits", False),
+    ("trl_version", None),  # the TRL the run uses (None: the installed one); older TRLs differ in defaults
+    ("generate_per_micro_step", False),  # TRL < 0.18: generation batch = one micro-step's completions
+    (FIELD.attn_implementation, "sdpa"),  # TRL's None: transformers picks sdpa where the model has it
+    (FIELD.num_iterations, _TRL),
+    (FIELD.max_steps, None),  # None: not capped (TRL's -1)
     # DAPO's dynamic sampling (train/dynamic_sampling.json's max_extra_rounds; 0: off): up to this many extra
     # generation rounds per generation batch (memory: generation.dynamic_sampling_held; time: speed.estimate_speed)
-    dynamic_sampling_rounds: int = 0
+    ("dynamic_sampling_rounds", 0),
     # model-based rewards loaded beside the policy (reward_model_name_or_path, a model id in reward_funcs), each as
     # (parameters, hidden_size, intermediate_size, layers); planner.planned_run resolves them (issue 43)
-    reward_models: list[tuple[int, int, int, int]] = Field(default_factory=list)
+    ("reward_models", ()),
+)
+DEFAULTS: dict[str, Any] = {name: trl_default(name) if default is _TRL else default for name, default in _SETTINGS}
+# the settings that are config fields, read as the config holds them (read_config)
+_CONFIG_FIELDS = tuple(name for name, _ in _SETTINGS if name in GRPOView.DEFAULTS and name not in ("dtype", "fsdp"))
+
+
+class RunSettings:
+    """The run as the planner's arithmetic reads it, derived from the run's config (RunSpec.fields) and not a copy
+    of it: each setting is a property reading, in order, what the request gave (or a lever or the layout set), what
+    the config says (read_config), the defaults below the config (an older TRL's, the recipe's for a run with no
+    config) and DEFAULTS. The config is read once per instance; `updated` and `patched` make the lever search's few
+    hundred variants without reading it again."""
+
+    NAMES = tuple(DEFAULTS)
+    __slots__ = ("config", "below", "given", "_resolved")
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *, below: Mapping[str, Any] | None = None,
+                 given: Mapping[str, Any] | None = None) -> None:
+        self.config = config or {}  # the run's config fields (the spec's), as its file holds them
+        self.below = dict(below or {})  # defaults under the config: an older TRL's, the recipe's
+        self.given = dict(given or {})  # over the config: the request's, a lever's, the layout's
+        self._resolved = {**DEFAULTS, **_present(self.below), **read_config(self.config), **_present(self.given)}
+
+    @classmethod
+    def reported(cls, run: Mapping[str, Any]) -> RunSettings:
+        """The settings a plan reported (MemoryPlan.run), as given."""
+        return cls(given={k: v for k, v in run.items() if k in DEFAULTS})
+
+    def updated(self, update: Mapping[str, Any]) -> RunSettings:
+        """These settings with `update` (settings by name) given over them; the config is not read again (the
+        lever search makes a few hundred a plan)."""
+        copied = object.__new__(type(self))
+        copied.config, copied.below, copied.given = self.config, self.below, {**self.given, **update}
+        copied._resolved = {**self._resolved, **_present(update)}
+        return copied
+
+    def patched(self, patch: Mapping[str, Any]) -> RunSettings:
+        """These settings under a config patch (a lever's), read as the config is."""
+        return self.updated(read_config(patch))
+
+    def model_dump(self) -> dict[str, Any]:
+        """Every setting by name, and the logits' width: what a plan reports."""
+        out = {name: self._resolved[name] for name in self.NAMES}
+        out["reward_models"] = list(out["reward_models"])
+        out["logits_dtype_bytes"] = self.logits_dtype_bytes
+        return out
 
     @property
     def spg(self) -> int:
@@ -78,7 +128,6 @@ class RunSettings(BaseModel):
     def peft(self) -> bool:
         return self.finetune in ("lora", "qlora")
 
-    @computed_field
     @property
     def logits_dtype_bytes(self) -> int:
         """Width of the full logits: accelerate's bf16 autocast hands the model's outputs back in fp32
@@ -108,6 +157,63 @@ class RunSettings(BaseModel):
     def training_processes(self, num_gpus: int) -> int:
         """Training processes on `num_gpus` GPUs: the rest after the vLLM server's (config.batches.training_world)."""
         return training_world(num_gpus, self.server_gpus)
+
+
+def _setting(name: str) -> property:
+    def read(self: RunSettings) -> Any:
+        return self._resolved[name]
+    return property(read, doc=f"the run's {name} (RunSettings)")
+
+
+for _name in RunSettings.NAMES:
+    setattr(RunSettings, _name, _setting(_name))
+
+
+def _present(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def read_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a config, or a lever's patch of one, says of the settings, by setting name: only what it says. The one
+    reading of config fields into settings (use_peft and load_in_4bit are the finetune mode, deepspeed and fsdp the
+    strategy, bf16 and fp16 mixed precision, model_init_kwargs the weights' dtype and attention)."""
+    fields: dict[str, Any] = {key: config[key] for key in _CONFIG_FIELDS if config.get(key) is not None}
+    get = config.get
+    if get(FIELD.use_peft):
+        fields["finetune"] = "qlora" if get(FIELD.load_in_4bit) else "lora"
+    if get("use_liger_loss") and not get(FIELD.use_liger_kernel):  # its name in TRL 0.17 to 0.24
+        fields[FIELD.use_liger_kernel] = True
+    if fields.get(FIELD.max_steps) is not None and int(fields[FIELD.max_steps]) <= 0:
+        fields.pop(FIELD.max_steps)
+    init = get(FIELD.model_init_kwargs) or {}
+    if isinstance(init, str):  # the CLI form: a JSON string
+        try:
+            init = json.loads(init)
+        except json.JSONDecodeError:
+            raise UserInputError(FIELD.model_init_kwargs,
+                                 f"expected a mapping or a JSON object, got {init!r}") from None
+    if init.get(FIELD.attn_implementation) and not get(FIELD.attn_implementation):
+        fields[FIELD.attn_implementation] = init[FIELD.attn_implementation]
+    dtype = get(FIELD.dtype) or get("torch_dtype") or init.get(FIELD.dtype) or init.get("torch_dtype")
+    if dtype and dtype != "auto":
+        fields[FIELD.dtype] = str(dtype).replace("torch.", "")
+    elif dtype == "auto":
+        fields[FIELD.dtype] = "bfloat16"  # checkpoints of the catalog models are stored in bf16
+    if get("max_prompt_length"):
+        fields["prompt_length"] = get("max_prompt_length")
+    if get(FIELD.bf16) is False and get(FIELD.fp16) is not True:
+        fields["mixed_precision"] = False
+    elif get(FIELD.bf16) or get(FIELD.fp16):
+        fields["mixed_precision"] = True
+    deepspeed, fsdp = get(FIELD.deepspeed), get(FIELD.fsdp)
+    if deepspeed:
+        fields["zero_stage"] = zero_stage_of(deepspeed)
+        fields["offload_optimizer"] = offloads_optimizer(deepspeed)
+    if fsdp:
+        fields["fsdp"] = True
+    if fields.get("zero_stage") or fsdp:
+        fields["strategy"] = "fsdp" if fsdp else f"zero{fields['zero_stage']}"
+    return fields
 
 
 class Target(BaseModel):
@@ -261,75 +367,31 @@ def recipe_defaults(target: Target, finetune: str = "full") -> dict[str, Any]:
     return defaults
 
 
-# config fields read as they are into RunSettings
-_CONFIG_FIELDS = (FIELD.lora_r, FIELD.lora_target_modules, FIELD.lora_dropout, FIELD.optim,
-                  FIELD.gradient_checkpointing, FIELD.beta, FIELD.num_generations, FIELD.per_device_train_batch_size,
-                  FIELD.gradient_accumulation_steps, FIELD.steps_per_generation, FIELD.max_completion_length,
-                  FIELD.use_vllm, FIELD.vllm_mode, FIELD.vllm_gpu_memory_utilization, FIELD.vllm_enable_sleep_mode,
-                  FIELD.vllm_tensor_parallel_size, FIELD.vllm_max_model_length, FIELD.use_liger_kernel,
-                  FIELD.attn_implementation, FIELD.num_iterations, FIELD.max_steps)
-
-
-def resolve_settings(request: MemoryPlanRequest, config: dict[str, Any], target: Target | None = None) -> RunSettings:
-    fields: dict[str, Any] = {}
-    # an older TRL's own defaults first (the installed TRL's are RunSettings' defaults)
+def resolve_settings(config: Mapping[str, Any], given: Mapping[str, Any] | None = None,
+                     target: Target | None = None) -> RunSettings:
+    """The settings of a run with this config (the spec's fields) and the settings a request `given` by hand (they
+    win; a strategy decides the sharding it names). An older TRL's defaults go under the config, and a run with no
+    config plans the recipe's defaults for `target`."""
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    below: dict[str, Any] = {}
     installed = installed_trl_version()
-    version = request.trl_version if request.trl_version and request.trl_version != installed else None
-    fields.update(trl_version_defaults(version)[0])
+    version = given.get("trl_version") if given.get("trl_version") != installed else None
+    below.update(trl_version_defaults(version)[0])  # an older TRL's own defaults (the installed TRL's: DEFAULTS)
     if version:
-        fields["trl_version"] = version
-    # without a config, the recipe's defaults (over TRL's); with one, only what it says (over TRL's)
-    if not config and target is not None:
-        fields.update(recipe_defaults(target, request.finetune or "full"))
-    given = GRPOView.given(config)  # only what the config says
-    if given.use_peft:
-        fields["finetune"] = "qlora" if given.load_in_4bit else "lora"
-    for key in _CONFIG_FIELDS:
-        if getattr(given, key) is not None:
-            fields[key] = getattr(given, key)
-    if config.get("use_liger_loss") and not given.use_liger_kernel:  # its name in TRL 0.17 to 0.24
-        fields["use_liger_kernel"] = True
-    if fields.get("max_steps") is not None and int(fields["max_steps"]) <= 0:
-        fields.pop("max_steps")
-    init = given.model_init_kwargs or {}
-    if isinstance(init, str):  # the CLI form: a JSON string
-        try:
-            init = json.loads(init)
-        except json.JSONDecodeError:
-            raise UserInputError("model_init_kwargs", f"expected a mapping or a JSON object, got {init!r}") from None
-    if init.get("attn_implementation") and not given.attn_implementation:
-        fields["attn_implementation"] = init["attn_implementation"]
-    dtype = given.dtype or config.get("torch_dtype") or init.get("dtype") or init.get("torch_dtype")
-    if dtype and dtype != "auto":
-        fields["dtype"] = str(dtype).replace("torch.", "")
-    elif dtype == "auto":
-        fields["dtype"] = "bfloat16"  # checkpoints of the catalog models are stored in bf16
-    if config.get("max_prompt_length"):
-        fields["prompt_length"] = config["max_prompt_length"]
-    if given.bf16 is False and given.fp16 is not True:
-        fields["mixed_precision"] = False
-    elif given.bf16 or given.fp16:
-        fields["mixed_precision"] = True
-    fields["zero_stage"] = zero_stage_of(given.deepspeed)
-    fields["offload_optimizer"] = offloads_optimizer(given.deepspeed)
-    fields["fsdp"] = bool(given.fsdp)
-    if fields["zero_stage"] or fields["fsdp"]:
-        fields["strategy"] = "fsdp" if fields["fsdp"] else f"zero{fields['zero_stage']}"
-    # explicit request fields win
-    explicit = request.model_dump(exclude_none=True)
-    for key in RunSettings.model_fields:
-        if key in explicit and not (key == "strategy" and explicit[key] == "auto"):
-            fields[key] = explicit[key]
-    if request.zero_stage is not None and not request.strategy:
-        fields["strategy"] = f"zero{request.zero_stage}" if request.zero_stage else "ddp"
-    if request.fsdp and not request.strategy:
-        fields["strategy"] = "fsdp"
-    if request.fused_logits is None and not version:
-        fields["fused_logits"] = detect_fused_logits()
-    if request.strategy and request.strategy != "auto":  # the launcher's strategy, chosen by hand
-        fields.update(strategy=request.strategy, fsdp=request.strategy == "fsdp",
-                      zero_stage={"zero2": 2, "zero3": 3}.get(request.strategy, 0))
-    settings = RunSettings(**{k: v for k, v in fields.items() if v is not None})
+        below["trl_version"] = version
+    if not config and target is not None:  # without a config, the recipe's defaults; with one, only what it says
+        below.update(recipe_defaults(target, given.get("finetune") or "full"))
+    over = {k: v for k, v in given.items() if k in DEFAULTS and not (k == "strategy" and v == "auto")}
+    if given.get("zero_stage") is not None and not given.get("strategy"):
+        over["strategy"] = f"zero{given['zero_stage']}" if given["zero_stage"] else "ddp"
+    if given.get("fsdp") and not given.get("strategy"):
+        over["strategy"] = "fsdp"
+    if given.get("fused_logits") is None and not version:
+        over["fused_logits"] = detect_fused_logits()
+    if given.get("strategy") and given["strategy"] != "auto":  # the launcher's strategy, chosen by hand
+        over.update(strategy=given["strategy"], fsdp=given["strategy"] == "fsdp",
+                    zero_stage={"zero2": 2, "zero3": 3}.get(given["strategy"], 0))
+    settings = RunSettings(config, below=below, given=over)
     if settings.dtype not in DTYPE_BYTES:
         raise UserInputError("dtype", f"'{settings.dtype}' is not one of {', '.join(DTYPE_BYTES)}")
     return settings
@@ -351,35 +413,3 @@ def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target)
             FIELD.max_completion_length,
             f"prompt {settings.prompt_length} + completion {settings.max_completion_length} tokens exceeds the "
             f"model's {arch.max_position_embeddings}-token context")
-
-
-def with_update(settings: RunSettings, update: dict[str, Any]) -> RunSettings:
-    """settings.model_copy(update=update) without pydantic's generic copy (its five copy.copy calls): the lever
-    search makes a few hundred a plan. RunSettings keeps its fields in __dict__ alone (no extras, no private
-    attributes), as model_copy's own copy does."""
-    copied = object.__new__(type(settings))
-    object.__setattr__(copied, "__dict__", {**settings.__dict__, **update})
-    object.__setattr__(copied, "__pydantic_fields_set__", settings.__pydantic_fields_set__ | update.keys())
-    object.__setattr__(copied, "__pydantic_extra__", None)
-    object.__setattr__(copied, "__pydantic_private__", None)
-    return copied
-
-
-def settings_update(patch: dict[str, Any]) -> dict[str, Any]:
-    """A lever's config patch (config field names) as the RunSettings fields it sets."""
-    update: dict[str, Any] = {}
-    for key, value in patch.items():
-        if key == "use_peft":
-            update["finetune"] = "qlora" if patch.get("load_in_4bit") else "lora"
-        elif key == "deepspeed":
-            update["zero_stage"] = zero_stage_of(value)
-            update["offload_optimizer"] = offloads_optimizer(value)
-            update["strategy"] = f"zero{update['zero_stage']}"
-        elif key == "use_liger_loss":
-            update["use_liger_kernel"] = value
-        elif key in _SETTINGS_FIELDS:
-            update[key] = value
-    return update
-
-
-_SETTINGS_FIELDS = frozenset(RunSettings.model_fields)  # asked for each key of a few hundred patches a plan

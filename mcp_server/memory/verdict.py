@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from mcp_server.memory import planner
-from mcp_server.memory.settings import RunSettings
+from mcp_server.memory.settings import DEFAULTS as SETTING_DEFAULTS
 from mcp_server.recipe.memory_rules import PlannedMemory
 from mcp_server.recipe.context import finding
 from mcp_server.recipe.models import ValidateRequest, ValidationResult
@@ -39,7 +39,7 @@ def agentic_prompt_tokens(values: dict, agentic: dict | None) -> tuple[int, int 
         schema = in_training(SCHEMA_TOKENS, agentic, given.model_name_or_path, given.model_revision)
     except Exception:  # noqa: BLE001 - no training interpreter, an offline hub model, a broken template
         return 0, None
-    base = values.get("max_prompt_length") or RunSettings.model_fields["prompt_length"].default
+    base = values.get("max_prompt_length") or SETTING_DEFAULTS["prompt_length"]
     return schema, base + schema
 
 
