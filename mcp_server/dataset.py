@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.tiny import make_task
 from mcp_server.worker import in_training
@@ -120,7 +121,7 @@ def reset_rows(values: dict, base_dir: Path | None, prompt_column: str | None) -
     """The config's local data set's first row as TRL hands it to an environment's reset (its prompt column named
     'prompt'), for measuring a tool-calling turn; [] for a hub data set or a file not readable here. Relative
     data_files resolve against `base_dir` (the run directory), as train.py reads them."""
-    datasets = values.get("datasets")
+    datasets = values.get(FIELD.datasets)
     files = datasets[0].get("data_files") if isinstance(datasets, list) and datasets and isinstance(
         datasets[0], dict) else None
     if not isinstance(files, str):

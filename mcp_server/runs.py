@@ -92,6 +92,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_yaml
 from mcp_server.workspace import find_existing, runs_root
@@ -387,7 +388,7 @@ class Run:
 
     def output_dir(self, config: dict) -> Path:
         """Where training saves: the config's output_dir (relative to the run), else checkpoints/."""
-        return self.resolve(str(config.get("output_dir") or "checkpoints"))
+        return self.resolve(str(config.get(FIELD.output_dir) or "checkpoints"))
 
     def launched_evidence(self, config: dict | None = None) -> list[str]:
         """What shows the run was launched or produced something: a launch record, training logs, a saved model
@@ -413,7 +414,7 @@ class Run:
         """(config, base model, checkpoint dir): the checkpoint given, else the config's output_dir. Refused
         unless the config names its base model and the directory holds a saved model or LoRA adapter."""
         config = self.read_config()
-        base = config.get("model_name_or_path")
+        base = config.get(FIELD.model_name_or_path)
         if not base:
             raise UserInputError("run", f"{self.config} names no model_name_or_path: emit the config first")
         if checkpoint:  # as the person gave it: relative to where they are, else to the run

@@ -86,7 +86,7 @@ def template_findings(tokenizer) -> list[dict]:
                                          supports_tool_calling)
 
     if not supports_tool_calling(tokenizer):
-        return [_finding("agentic_template_no_tools", "model_name_or_path", "error",
+        return [_finding("agentic_template_no_tools", FIELD.model_name_or_path, "error",
                          "the model's chat template cannot render a tool-calling conversation (user -> assistant "
                          f"with tool_calls -> tool), so GRPOTrainer refuses it when it starts. {supported_text()}",
                          TEMPLATE_FIX)]
@@ -95,12 +95,12 @@ def template_findings(tokenizer) -> list[dict]:
         try:
             add_response_schema(tokenizer)
         except ValueError:
-            return [_finding("agentic_template_unparsed", "model_name_or_path", "error",
+            return [_finding("agentic_template_unparsed", FIELD.model_name_or_path, "error",
                              "TRL cannot parse tool calls from this chat template (add_response_schema does not "
                              f"recognise it): every tool call would be read as plain text. {supported_text()}",
                              TEMPLATE_FIX)]
     if not is_chat_template_prefix_preserving(tokenizer):
-        return [_finding("agentic_template_replaced", "model_name_or_path", "info",
+        return [_finding("agentic_template_replaced", FIELD.model_name_or_path, "info",
                          "the chat template is not prefix-preserving: TRL trains with its training copy of it "
                          "(get_training_chat_template)")]
     return []
@@ -161,8 +161,8 @@ def placeholder_arguments(fn) -> dict:
 def _budget_findings(tokenizer, tools: list, values: dict) -> list[dict]:
     limit = GRPOView.given(values).max_completion_length or trl_default(FIELD.max_completion_length)
     found = []
-    if values.get("max_tool_calling_iterations") is None:
-        found.append(_finding("agentic_unlimited_turns", "max_tool_calling_iterations", "warning",
+    if values.get(FIELD.max_tool_calling_iterations) is None:
+        found.append(_finding("agentic_unlimited_turns", FIELD.max_tool_calling_iterations, "warning",
                               "TRL's default is no limit on tool-calling turns: a model that keeps calling runs "
                               "until the completion budget is spent", "set max_tool_calling_iterations (e.g. 4)"))
     worst = None
@@ -189,7 +189,7 @@ def _reset_findings(instance, name: str, values: dict) -> list[dict]:
     except (TypeError, ValueError):
         return []
     reads_row = any(p.kind in (p.VAR_KEYWORD, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
-    group = values.get("num_generations") or 8
+    group = values.get(FIELD.num_generations) or 8
     if reads_row or group <= 1:
         return []
     return [_finding("agentic_reset_ignores_row", "environment", "warning",
@@ -266,9 +266,9 @@ def check_agentic(record: dict, values: dict) -> list[dict]:
     found += _pickle_findings(spec, values)
     if any(f["severity"] == "error" for f in found):
         return found
-    model = values.get("model_name_or_path")
+    model = values.get(FIELD.model_name_or_path)
     if model:
-        tokenizer = AutoTokenizer.from_pretrained(str(model), revision=values.get("model_revision"))
+        tokenizer = AutoTokenizer.from_pretrained(str(model), revision=values.get(FIELD.model_revision))
         found += template_findings(tokenizer)
         if not any(f["severity"] == "error" for f in found):
             found += _budget_findings(tokenizer, [*tools, *methods], values)

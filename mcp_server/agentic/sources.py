@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from mcp_server.config import FIELD
 from mcp_server.agentic.spec import AgenticRecord, split_path
 from mcp_server.errors import UserInputError
 from mcp_server.model_ref import cached_config_path, resolve_model
@@ -36,7 +37,7 @@ def _on_path(root: str):
 def _chat_template(run: Run) -> str | None:
     """sha256 of the model's chat template (tokenizer_config.json's, else chat_template.jinja), from its local
     directory or the hub cache; None when neither is on disk."""
-    model = str(run.read_config().get("model_name_or_path") or "")
+    model = str(run.read_config().get(FIELD.model_name_or_path) or "")
     try:
         ref = resolve_model(model)
     except UserInputError:
@@ -59,7 +60,7 @@ def agentic_pin(run: Run) -> dict | None:
         return None
     record = AgenticRecord(**read_json(run.agentic, "run", dict))
     pin = {"environment": record.environment, "tools": record.tools, "timeout_s": record.timeout_s,
-           "max_tool_calling_iterations": run.read_config().get("max_tool_calling_iterations"),
+           "max_tool_calling_iterations": run.read_config().get(FIELD.max_tool_calling_iterations),
            "chat_template": _chat_template(run)}
     root = Path(record.source_root)
     with _on_path(str(root)):

@@ -7,7 +7,7 @@ import math
 import re
 import statistics
 
-from mcp_server.config import GRPOView
+from mcp_server.config import FIELD, GRPOView
 from mcp_server.diagnosis.metrics import LoadedRun
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence, Severity
 from mcp_server.gpus import lookup_gpu
@@ -179,14 +179,14 @@ class Ctx:
             return None
         return (
             "lora"
-            if self.config.get("use_peft") or self.config.get("load_in_4bit") or self.config.get("load_in_8bit")
+            if any(self.config.get(name) for name in (FIELD.use_peft, FIELD.load_in_4bit, FIELD.load_in_8bit))
             else "full"
         )
 
     @property
     def learning_rate(self) -> tuple[float | None, Evidence | None]:
         """The configured rate, else the peak logged one (after warm-up)."""
-        lr = self.config.get("learning_rate")
+        lr = self.config.get(FIELD.learning_rate)
         if isinstance(lr, (int, float)) and not isinstance(lr, bool):
             return float(lr), Evidence(metric="learning_rate (config)", value=float(lr))
         logged = self.finite_series("learning_rate")
@@ -225,7 +225,7 @@ class Ctx:
     def kl_bounds(self) -> tuple[float, float]:
         """The run's bounds; the recipe's (beta 0.04) when the config does not say (TRL's own default is not
         looked up: it costs a TRL import, and a run that logs kl has a beta above 0 anyway)."""
-        beta = self.config.get("beta")
+        beta = self.config.get(FIELD.beta)
         return kl_bounds(float(beta) if isinstance(beta, (int, float)) and not isinstance(beta, bool) else None)
 
     def ratio(self, name: str, fraction: float = 0.25) -> tuple[float, float] | None:
@@ -296,24 +296,24 @@ class Ctx:
     def divergence_patch(self) -> dict:
         """The triage order's fix for a diverging run: precision first, then the learning rate, then clipping."""
         patch: dict = {}
-        if self.config.get("fp16") and self.gpu_has_bf16 is not False:
+        if self.config.get(FIELD.fp16) and self.gpu_has_bf16 is not False:
             patch.update(fp16=False, bf16=True)
         lr, _ = self.learning_rate
         if lr is not None:
             low, high = self.lr_range()
             lower = self.recipe_lr() if lr > high else max(lr / 4, low)
             if lower < lr:  # never a higher rate on a diverging run (below the range already: leave it)
-                patch["learning_rate"] = lower
-        grad_clip = self.config.get("max_grad_norm")
+                patch[FIELD.learning_rate] = lower
+        grad_clip = self.config.get(FIELD.max_grad_norm)
         if isinstance(grad_clip, (int, float)) and (grad_clip <= 0 or grad_clip > 1.0):
-            patch["max_grad_norm"] = 1.0
+            patch[FIELD.max_grad_norm] = 1.0
         return patch
 
     def variant_patch(self, variant: str) -> dict:
         """The variant as emit_grpo_config writes it (the base recipe's loss_type unless the variant sets its
         own, and the off-policy structure its clip needs), less what the run already has."""
 
-        ga = self.config.get("gradient_accumulation_steps", 1)  # TRL's default is 1
+        ga = self.config.get(FIELD.gradient_accumulation_steps, 1)  # TRL's default is 1
         wanted = variant_values(variant, ga if isinstance(ga, int) else 1)
         own_structure = {"steps_per_generation", "generation_batch_size", "num_iterations"} & set(self.config)
         if own_structure:  # the run already goes off-policy its own way (and TRL rejects two of them together)

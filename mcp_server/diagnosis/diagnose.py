@@ -81,8 +81,8 @@ def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
                 f.explanation += (f" Not patched: {', '.join(masked)}, while learning_rate={lr:g} (far above its "
                                   "range) is untreated: fix the rate first, then re-check truncation.")
         dropped = []
-        if lr is not None and isinstance(f.patch.get("learning_rate"), (int, float)) and f.patch["learning_rate"] > lr \
-                and (away or ctx.signal_gone()):
+        patched_lr = f.patch.get(FIELD.learning_rate)
+        if lr is not None and isinstance(patched_lr, (int, float)) and patched_lr > lr and (away or ctx.signal_gone()):
             dropped.append("learning_rate")
         if away and isinstance(limit, int) and isinstance(f.patch.get(length), int) and f.patch[length] > limit:
             dropped.append(length)
@@ -95,7 +95,7 @@ def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
 
 def _treats_rate(ctx: Ctx, patch: dict) -> bool:
     """The patch brings the learning rate back inside its range."""
-    rate = patch.get("learning_rate")
+    rate = patch.get(FIELD.learning_rate)
     return isinstance(rate, (int, float)) and rate <= ctx.lr_range()[1]
 
 
@@ -106,7 +106,7 @@ def validation_base(ctx: Ctx) -> tuple[dict, dict, str]:
     run = ctx.run
     request = run.request
     kwargs = {
-        "gpu": request.gpu or ("cpu" if ctx.config.get("use_cpu") else "H100"),
+        "gpu": request.gpu or ("cpu" if ctx.config.get(FIELD.use_cpu) else "H100"),
         "num_gpus": request.num_gpus,
         "override_reason": request.override_reason,
         "reward_specs": run.reward_specs,
@@ -118,9 +118,10 @@ def validation_base(ctx: Ctx) -> tuple[dict, dict, str]:
         base = dict(BASE_RECIPE, model_name_or_path=str(tiny_model_dir()))
         lr, _ = ctx.learning_rate
         if lr is not None:
-            base["learning_rate"] = lr
+            base[FIELD.learning_rate] = lr
         what = "the recipe's default config (the run's config is unknown; pass config for an exact check)"
-    if kwargs["reward_specs"] is None and not base.get("reward_funcs") and not base.get("reward_model_name_or_path"):
+    rewarded = base.get(FIELD.reward_funcs) or base.get(FIELD.reward_model_name_or_path)
+    if kwargs["reward_specs"] is None and not rewarded:
         kwargs["reward_specs"] = [s.model_dump() for s in default_rewards()]  # rewards are not what patches change
     return base, kwargs, f"{what}, target {kwargs['num_gpus']}x {kwargs['gpu']}"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import (
     Ctx,
     ENTROPY_COLLAPSE_ERROR,
@@ -24,7 +25,7 @@ from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
 
 
 def rule_fp16(ctx: Ctx) -> list[DiagnosisFinding]:
-    if not ctx.config.get("fp16") or ctx.gpu_has_bf16 is False:
+    if not ctx.config.get(FIELD.fp16) or ctx.gpu_has_bf16 is False:
         return []
     evidence = [Evidence(metric="fp16 (config)", value=True)]
     gpu = ctx.run.request.gpu
@@ -40,10 +41,10 @@ def rule_fp16(ctx: Ctx) -> list[DiagnosisFinding]:
         return [finding("fp16_divergence", "error", evidence,
                         f"The run trained in fp16 and diverged; {where}. fp16's narrow range overflows/underflows "
                         "GRPO's ratio and KL terms. Fix precision first, then re-check the learning rate.",
-                        {"fp16": False, "bf16": True})]
+                        {FIELD.fp16: False, FIELD.bf16: True})]
     return [finding("fp16_divergence", "warning", evidence,
                     f"The run trains in fp16 where {where}; GRPO in fp16 diverges silently. Switch to bf16.",
-                    {"fp16": False, "bf16": True})]
+                    {FIELD.fp16: False, FIELD.bf16: True})]
 
 
 def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
@@ -67,7 +68,7 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
                         f"learning_rate={lr:g} is above GRPO's settled range for {mode} fine-tuning "
                         f"({low:g}-{high:g}), "
                         f"{what}. RL updates at supervised rates destroy the policy; the patch sets the recipe's rate.",
-                        {"learning_rate": recipe})]
+                        {FIELD.learning_rate: recipe})]
     flat = significant_change(ctx.finite_series("reward")) <= 0 and len(ctx.finite_series("reward")) >= 4
     if away:  # raising the rate on a run that is getting worse would make it worse
         return [finding("lr_out_of_range", "info", [evidence],
@@ -78,7 +79,7 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
     return [finding("lr_out_of_range", "warning" if flat else "info", [evidence],
                     f"learning_rate={lr:g} is below GRPO's settled range for {mode} fine-tuning ({low:g}-{high:g})"
                     + (": the reward is not moving. " if flat else ": the reward still moves, so this is a note. ")
-                    + "The patch sets the recipe's rate.", {"learning_rate": recipe})]
+                    + "The patch sets the recipe's rate.", {FIELD.learning_rate: recipe})]
 
 
 # A crash that only non-finite weights cause: sampling from NaN/inf probabilities.
@@ -138,9 +139,9 @@ def rule_kl(ctx: Ctx) -> list[DiagnosisFinding]:
     evidence.append(Evidence(metric="kl", step=peak[0], value=shown(peak[1])))
     severe = bad is not None or peak[1] >= error
     patch = ctx.divergence_patch()
-    beta = float(ctx.get("beta", 0.0) or 0.0)
+    beta = float(ctx.get(FIELD.beta, 0.0) or 0.0)
     if 0 < beta < 0.1:  # a stronger pull to the reference, up to a still-trainable 0.1
-        patch["beta"] = round(min(2 * beta, 0.1), 6)
+        patch[FIELD.beta] = round(min(2 * beta, 0.1), 6)
     evidence.append(Evidence(metric="beta" + (" (config)" if "beta" in ctx.config else ""), value=beta))
     return [finding("kl_explosion", "error" if severe else "warning", evidence,
                     f"KL to the reference model rose to {shown(peak[1])} by step {peak[0]}; at beta={beta:g} a warning "
@@ -163,11 +164,11 @@ def rule_entropy_rising(ctx: Ctx) -> list[DiagnosisFinding]:
     if not severe and (points < 4 or not ctx.entropy_exploded()):
         return []
     patch = ctx.divergence_patch()
-    temperature = ctx.get("temperature", 1.0)
+    temperature = ctx.get(FIELD.temperature, 1.0)
     if isinstance(temperature, (int, float)) and temperature > 1.0:
-        patch["temperature"] = 1.0
-    if (ctx.get("entropy_coef", 0.0) or 0.0) > 0:
-        patch["entropy_coef"] = 0.0
+        patch[FIELD.temperature] = 1.0
+    if (ctx.get(FIELD.entropy_coef, 0.0) or 0.0) > 0:
+        patch[FIELD.entropy_coef] = 0.0
     return [finding("entropy_rising", "error" if severe else "warning", first_last(ctx, "entropy"),
                     f"Policy entropy rose from {early:.3g} to {late:.3g} nats/token: the policy is spreading its "
                     "probability over more and more tokens, which ends in gibberish (the opposite of a collapse; "

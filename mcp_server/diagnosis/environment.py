@@ -65,13 +65,13 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
             "to `trl vllm-serve` instead.",
             vllm_patch(ctx, vllm_hits[0][1])))
     if hits["nccl_timeout"]:
-        timeout = ctx.get("ddp_timeout")
+        timeout = ctx.get(FIELD.ddp_timeout)
         out.append(finding(
             "nccl_timeout", "error", [log_line(*hits["nccl_timeout"][0])],
             "A distributed collective timed out: one rank was stuck (often in generation or waiting for a vLLM "
             "server) or had crashed. Look for the first error on any rank before anything else; raise ddp_timeout "
             "only when generation is legitimately long (the patch doubles it).",
-            {"ddp_timeout": int(max(2 * float(timeout), 3600))}))
+            {FIELD.ddp_timeout: int(max(2 * float(timeout), 3600))}))
     if hits["import_error"]:
         number, line = hits["import_error"][0]
         module = re.search(r"No module named '([^']+)'|cannot import name '([^']+)'", line)
@@ -88,7 +88,7 @@ def rule_environment(ctx: Ctx) -> list[DiagnosisFinding]:
             "A write was refused for lack of disk space (or quota): usually a checkpoint save, which ends the run "
             "and may leave that checkpoint incomplete. Free space where output_dir is (check_environment shows the "
             "free disk); the patch keeps only the latest checkpoint. Resume from the last complete checkpoint.",
-            {} if ctx.config.get("save_total_limit") == 1 else {"save_total_limit": 1}))
+            {} if ctx.config.get(FIELD.save_total_limit) == 1 else {FIELD.save_total_limit: 1}))
     return out
 
 
@@ -97,7 +97,7 @@ def planned_memory_patch(ctx: Ctx, line: str) -> dict | None:
     the capacity torch printed in the OOM message). None when the planner cannot say."""
     capacity = re.search(r"total capacity of ([\d.]+) GiB", line)
     gpu = ctx.run.request.gpu
-    if not ctx.config.get("model_name_or_path") or not (gpu or capacity):
+    if not ctx.config.get(FIELD.model_name_or_path) or not (gpu or capacity):
         return None
     # Here, not at the top: the guard imports these rules in the trainer process, which never plans memory.
     from mcp_server.config.target import Target
@@ -119,12 +119,12 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
     if planned:
         return planned
     levers: list[dict] = []
-    if ctx.get("use_vllm") and ctx.get("vllm_mode") == "colocate" and not ctx.get("vllm_enable_sleep_mode"):
-        levers.append({"vllm_enable_sleep_mode": True})
-    if not ctx.get("gradient_checkpointing", True):
-        levers.append({"gradient_checkpointing": True})
-    if (ctx.get("beta", 0.0) or 0) > 0:
-        levers.append({"beta": 0.0})  # no reference model in memory
+    if ctx.get(FIELD.use_vllm) and ctx.get(FIELD.vllm_mode) == "colocate" and not ctx.get(FIELD.vllm_enable_sleep_mode):
+        levers.append({FIELD.vllm_enable_sleep_mode: True})
+    if not ctx.get(FIELD.gradient_checkpointing, True):
+        levers.append({FIELD.gradient_checkpointing: True})
+    if (ctx.get(FIELD.beta, 0.0) or 0) > 0:
+        levers.append({FIELD.beta: 0.0})  # no reference model in memory
     length = ctx.view.max_completion_length
     if isinstance(length, int) and length > 256:
         levers.append({FIELD.max_completion_length: length // 2})
@@ -135,31 +135,31 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
 
 
 def vllm_patch(ctx: Ctx, line: str) -> dict:
-    if not ctx.get("use_vllm") or ctx.get("vllm_mode") != "colocate":
+    if not ctx.get(FIELD.use_vllm) or ctx.get(FIELD.vllm_mode) != "colocate":
         return {}
-    share = float(ctx.get("vllm_gpu_memory_utilization"))
+    share = float(ctx.get(FIELD.vllm_gpu_memory_utilization))
     patch: dict = {}
     if "less than desired" in line:  # training already holds the memory vLLM asked for
-        patch["vllm_gpu_memory_utilization"] = round(max(0.1, share - 0.1), 2)
+        patch[FIELD.vllm_gpu_memory_utilization] = round(max(0.1, share - 0.1), 2)
     else:  # the cache does not fit: ask for less context, and a little more memory
-        patch["vllm_gpu_memory_utilization"] = round(min(0.9, share + 0.1), 2)
+        patch[FIELD.vllm_gpu_memory_utilization] = round(min(0.9, share + 0.1), 2)
         length = ctx.view.max_completion_length
-        if isinstance(length, int) and not ctx.get("vllm_max_model_length"):
-            patch["vllm_max_model_length"] = length + 1024  # completion + a generous prompt budget
-    if not ctx.get("vllm_enable_sleep_mode"):
-        patch["vllm_enable_sleep_mode"] = True
+        if isinstance(length, int) and not ctx.get(FIELD.vllm_max_model_length):
+            patch[FIELD.vllm_max_model_length] = length + 1024  # completion + a generous prompt budget
+    if not ctx.get(FIELD.vllm_enable_sleep_mode):
+        patch[FIELD.vllm_enable_sleep_mode] = True
     return patch
 
 
 def import_patch(ctx: Ctx, missing: str) -> dict:
     """Only optional dependencies have a config way out: vLLM (generate with transformers) and flash-attn."""
     missing = missing.lower()
-    if "vllm" in missing and ctx.get("use_vllm"):
-        return {"use_vllm": False}
+    if "vllm" in missing and ctx.get(FIELD.use_vllm):
+        return {FIELD.use_vllm: False}
     if ("flash_attn" in missing or "flash-attn" in missing) and "flash" in str(
-        ctx.config.get("attn_implementation", "")
+        ctx.config.get(FIELD.attn_implementation, "")
     ):
-        return {"attn_implementation": "sdpa"}
+        return {FIELD.attn_implementation: "sdpa"}
     return {}
 
 
@@ -182,9 +182,9 @@ def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
         return []
     if run.train_summary.stat().st_mtime < run.train_begin.stat().st_mtime:
         return []  # the summary of an earlier launch: this one (a resume) has not ended yet
-    batch = ctx.get("generation_batch_size") or (
-        int(ctx.get("per_device_train_batch_size") or 8) * int(ctx.get("steps_per_generation") or
-                                                                    ctx.get("gradient_accumulation_steps", 1) or 1))
+    batch = ctx.get(FIELD.generation_batch_size) or (
+        int(ctx.get(FIELD.per_device_train_batch_size) or 8) * int(ctx.get(FIELD.steps_per_generation) or
+                                                                    ctx.get(FIELD.gradient_accumulation_steps, 1) or 1))
     evidence = [Evidence(metric="train-summary step", value=end), Evidence(metric="train-begin step", value=start),
                 Evidence(metric="generation batch (completions)", value=batch)]
     return [finding("no_steps_trained", "error", evidence,
@@ -201,7 +201,7 @@ def rule_config_not_the_runs(ctx: Ctx) -> list[DiagnosisFinding]:
     trained with another config than the one read: every finding that reads the config may be wrong."""
     if not ctx.config:
         return []
-    beta = ctx.get("beta")
+    beta = ctx.get(FIELD.beta)
     kl = ctx.finite_series("kl")
     if not kl or not isinstance(beta, (int, float)) or beta != 0:
         return []

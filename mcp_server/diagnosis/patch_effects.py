@@ -36,8 +36,8 @@ def structure(ctx: Ctx, values: dict) -> Structure:
     processes = ctx.run.request.num_gpus
     per_device, accumulation = get("per_device_train_batch_size"), get("gradient_accumulation_steps")
     generations, iterations = get("num_generations"), get("num_iterations")
-    batch = values.get("generation_batch_size", ctx.config.get("generation_batch_size"))
-    per_generation = values.get("steps_per_generation", ctx.config.get("steps_per_generation"))
+    batch = values.get(FIELD.generation_batch_size, ctx.config.get(FIELD.generation_batch_size))
+    per_generation = values.get(FIELD.steps_per_generation, ctx.config.get(FIELD.steps_per_generation))
     if "steps_per_generation" in values:
         batch = None  # TRL takes one of the two: the patch's
     if isinstance(per_generation, int) and per_generation > 0:
@@ -84,17 +84,17 @@ def patch_changes(ctx: Ctx, patch: dict) -> list[str]:
     if length_after and length_before and length_after > length_before:
         out.append(f"completions up to {length_after / length_before:g}x longer: activation memory and generation "
                    "time per step grow with them (check plan_memory)")
-    beta_before, beta_after = _number(ctx.get("beta")) or 0.0, _number(patch.get("beta"))
+    beta_before, beta_after = _number(ctx.get(FIELD.beta)) or 0.0, _number(patch.get(FIELD.beta))
     if beta_after is not None and beta_before == 0 < beta_after:
         out.append("beta above 0 loads a reference model: one more copy of the weights in memory, one more "
                    "forward pass per step")
-    lr_before, lr_after = ctx.learning_rate[0], _number(patch.get("learning_rate"))
+    lr_before, lr_after = ctx.learning_rate[0], _number(patch.get(FIELD.learning_rate))
     if lr_before and lr_after and lr_after < lr_before:
         out.append(f"updates {lr_before / lr_after:.3g}x smaller: the run needs more steps to learn as much")
-    if patch.get("mask_truncated_completions") is True and not ctx.get("mask_truncated_completions"):
+    if patch.get(FIELD.mask_truncated_completions) is True and not ctx.get(FIELD.mask_truncated_completions):
         out.append("truncated completions leave the loss: fewer tokens train per step, and a run that is all "
                    "truncated trains on nothing")
-    if "loss_type" in patch and patch["loss_type"] != ctx.get("loss_type"):
-        out.append(f"loss_type {ctx.get('loss_type')} -> {patch['loss_type']}: another normalisation of the loss "
-                   "over tokens and sequences")
+    if FIELD.loss_type in patch and patch[FIELD.loss_type] != ctx.get(FIELD.loss_type):
+        out.append(f"loss_type {ctx.get(FIELD.loss_type)} -> {patch[FIELD.loss_type]}: another normalisation of the "
+                   "loss over tokens and sequences")
     return out

@@ -4,6 +4,7 @@ off-policy updates, MoE routing. Metric names are TRL 1.16's (trl/trainer/grpo_t
 from __future__ import annotations
 
 
+from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import (
     AUX_LOSS_RISE,
     CLIP_SEQUENCE_MAX,
@@ -45,7 +46,7 @@ def rule_sampler_mismatch(ctx: Ctx) -> list[DiagnosisFinding]:
         reasons.append(f"an importance-sampling ratio reached {ratio_max.value:.3g}")
     if not reasons:
         return []
-    mode = ctx.get("vllm_importance_sampling_mode")
+    mode = ctx.get(FIELD.vllm_importance_sampling_mode)
     evidence = [
         e
         for e in (
@@ -62,9 +63,9 @@ def rule_sampler_mismatch(ctx: Ctx) -> list[DiagnosisFinding]:
         dropped = (f" The correction ({mode}) zeroes what falls outside its bounds, so sequences were dropped from the "
                    "update (importance_sampling_ratio/min 0): the run trains on fewer samples than it generates.")
     patch: dict = {}
-    if ctx.get("vllm_importance_sampling_correction", True) is False:
-        patch["vllm_importance_sampling_correction"] = True
-    if ctx.config.get("fp16") and ctx.gpu_has_bf16 is not False:
+    if ctx.get(FIELD.vllm_importance_sampling_correction, True) is False:
+        patch[FIELD.vllm_importance_sampling_correction] = True
+    if ctx.config.get(FIELD.fp16) and ctx.gpu_has_bf16 is not False:
         patch.update(fp16=False, bf16=True)
     return [
         finding(
@@ -114,26 +115,26 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
         evidence.append(whole)
         whole_text = (f" clip_ratio/high_max reached {whole.value:.2g} at step {whole.step}: at least one sequence had "
                       f"{whole.value:.0%} of its tokens clipped at the high bound, so none of its gradient counted.")
-    beta = ctx.get("beta")
+    beta = ctx.get(FIELD.beta)
     unanchored = (" With beta 0 nothing else holds the policy near the one that sampled." if beta == 0 else "")
-    sequence = ctx.get("importance_sampling_level") == "sequence"
-    clip_higher = float(ctx.get("epsilon_high", 0.0) or 0.0) > float(ctx.get("epsilon") or 0.2)
+    sequence = ctx.get(FIELD.importance_sampling_level) == "sequence"
+    clip_higher = float(ctx.get(FIELD.epsilon_high, 0.0) or 0.0) > float(ctx.get(FIELD.epsilon) or 0.2)
     off_policy_variant = "GSPO" if sequence else "DAPO's clip-higher" if clip_higher else None
-    iterations = int(ctx.get("num_iterations", 1) or 1)
-    accumulation = int(ctx.get("gradient_accumulation_steps", 1) or 1)
-    per_generation = ctx.config.get("steps_per_generation")
+    iterations = int(ctx.get(FIELD.num_iterations, 1) or 1)
+    accumulation = int(ctx.get(FIELD.gradient_accumulation_steps, 1) or 1)
+    per_generation = ctx.config.get(FIELD.steps_per_generation)
     patch: dict = {}
     if iterations > 1:
-        patch["num_iterations"] = 1
+        patch[FIELD.num_iterations] = 1
         evidence.append(Evidence(metric="num_iterations (config)", value=iterations))
     if isinstance(per_generation, int) and per_generation > accumulation:
         target = max(per_generation // 2, 2 * accumulation) if off_policy_variant else accumulation
         if target < per_generation:
-            patch["steps_per_generation"] = target
+            patch[FIELD.steps_per_generation] = target
         evidence.append(Evidence(metric="steps_per_generation (config)", value=per_generation))
     lr, _ = ctx.learning_rate
     if not patch and lr is not None and max(lr / 2, ctx.lr_range()[0]) < lr:
-        patch["learning_rate"] = max(lr / 2, ctx.lr_range()[0])
+        patch[FIELD.learning_rate] = max(lr / 2, ctx.lr_range()[0])
     keeps = (f" {off_policy_variant} acts only off-policy, so the patch keeps at least two mini-batches per "
              "generation." if off_policy_variant and "steps_per_generation" in patch else "")
     return [finding("importance_ratio_blowup", "error" if late >= error or top[1] >= 2 * error else "warning",
@@ -152,7 +153,7 @@ def rule_moe_router(ctx: Ctx) -> list[DiagnosisFinding]:
     ends_ = ctx.ratio("aux_loss")
     if not ends_ or len(ctx.finite_series("aux_loss")) < 4 or ends_[1] < AUX_LOSS_RISE * ends_[0]:
         return []
-    sequence = ctx.get("importance_sampling_level") == "sequence"
+    sequence = ctx.get(FIELD.importance_sampling_level) == "sequence"
     patch = {} if sequence else ctx.variant_patch("gspo")
     return [finding("moe_router_instability", "warning", first_last(ctx, "aux_loss"),
                     f"The router's load-balancing loss rose from {ends_[0]:.3g} to {ends_[1]:.3g}: experts are "
@@ -165,16 +166,16 @@ def rule_moe_router(ctx: Ctx) -> list[DiagnosisFinding]:
 
 
 def rule_moe(ctx: Ctx) -> list[DiagnosisFinding]:
-    model = ctx.config.get("model_name_or_path")
+    model = ctx.config.get(FIELD.model_name_or_path)
     if not model:
         return []
 
-    if not is_moe(str(model)) or ctx.get("importance_sampling_level") == "sequence":
+    if not is_moe(str(model)) or ctx.get(FIELD.importance_sampling_level) == "sequence":
         return []
     reason = ctx.run.request.override_reason
     evidence = [
         Evidence(metric="model_name_or_path (config)", value=str(model)),
-        Evidence(metric="importance_sampling_level (config)", value=str(ctx.get("importance_sampling_level"))),
+        Evidence(metric="importance_sampling_level (config)", value=str(ctx.get(FIELD.importance_sampling_level))),
     ]
     if reason:
         return [finding("moe_without_gspo", "info", evidence, "Mixture-of-experts model without GSPO, overridden: "

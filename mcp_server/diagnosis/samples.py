@@ -272,15 +272,15 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
                f"{length}): raising max_completion_length alone would score every completion past {length} tokens "
                "-1. Re-emit with emit_grpo_config at the longer limit (it moves both together), or ask for shorter "
                "reasoning in the prompt.")
-        if not ctx.get("mask_truncated_completions", False):
+        if not ctx.get(FIELD.mask_truncated_completions, False):
             patch = {"mask_truncated_completions": True}
     else:
         fix = ("Raise max_completion_length (check memory with plan_memory) and mask truncated completions out of "
                "the loss (the DAPO fix), or ask for shorter reasoning in the prompt.")
         patch = {FIELD.max_completion_length: int(length) * 2, FIELD.mask_truncated_completions: True}
-    masked = ctx.get("mask_truncated_completions", False) is True
+    masked = ctx.get(FIELD.mask_truncated_completions, False) is True
     if masked:
-        patch.pop("mask_truncated_completions", None)
+        patch.pop(FIELD.mask_truncated_completions, None)
     harm = ("they are masked out of the loss (DAPO), so they teach nothing and each costs a full-length "
             "generation" if masked else "answers are cut off and scored as wrong, and the loss learns from broken "
             "text")

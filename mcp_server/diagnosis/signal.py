@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import (
     SIGNAL_LOST_LOGS,
     shown,
@@ -106,10 +107,10 @@ def more_generations_patch(ctx: Ctx) -> dict:
     gradient accumulation (each micro-batch keeps its size, so memory does not grow; a step takes about twice as
     long), and twice any generation structure the config sets, so an on-policy run stays on-policy (doubling the
     generation batch alone made it off-policy). patch_effects states what it changes."""
-    g = int(ctx.get("num_generations"))
-    accumulation = ctx.get("gradient_accumulation_steps")
-    patch: dict = {"num_generations": 2 * g,
-                   "gradient_accumulation_steps": 2 * (accumulation if isinstance(accumulation, int) else 1)}
+    g = int(ctx.get(FIELD.num_generations))
+    accumulation = ctx.get(FIELD.gradient_accumulation_steps)
+    patch: dict = {FIELD.num_generations: 2 * g,
+                   FIELD.gradient_accumulation_steps: 2 * (accumulation if isinstance(accumulation, int) else 1)}
     for key in ("generation_batch_size", "steps_per_generation"):
         if isinstance(ctx.config.get(key), int):
             patch[key] = 2 * ctx.config[key]
@@ -162,7 +163,7 @@ def rule_flat(ctx: Ctx) -> list[DiagnosisFinding]:
     lr, _ = ctx.learning_rate
     low, high = ctx.lr_range()
     away = ctx.moving_away()
-    patch = {"learning_rate": min(2 * lr, high)} if lr and 2 * lr <= high and not away and not ctx.diverged else {}
+    patch = {FIELD.learning_rate: min(2 * lr, high)} if lr and 2 * lr <= high and not away and not ctx.diverged else {}
     caution = (f" Do not raise the learning rate: {'; '.join(away)}." if away else "")
     return [finding("reward_flat", "warning", evidence,
                     f"Over {span} steps the mean reward moved {change:+.3g} (first third {early:.3g}, last third "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 
+from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import (
     first_last,
     significant_change,
@@ -63,7 +64,7 @@ def rule_length(ctx: Ctx) -> list[DiagnosisFinding]:
     at_cap = bool(clipped) and ends([v for _, v in clipped], 0.5)[1] >= CLIPPED_WARN
     if at_cap:  # completions piling up at the length cap: the truncation is this finding's effect
         evidence += first_last(ctx, "completions/clipped_ratio")
-    loss_type = ctx.get("loss_type")
+    loss_type = ctx.get(FIELD.loss_type)
     patch = ctx.variant_patch("dr_grpo") if loss_type == "grpo" else {}
     paying = ", ".join(m for m, _ in payers)
     what = (f"{paying} rises with the length while correctness ({', '.join(correctness)}) stays flat: the reward "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from mcp_server.config import FIELD
 from mcp_server.config.batches import generation_batch
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.config.recipe import Recipe
@@ -41,9 +42,9 @@ def _fits(plan_of: Planner, values: dict) -> bool:
 
 
 def _with_accumulation(values: dict, per_device: int, ga: int, mini_batches: int) -> dict:
-    grown = {**values, "per_device_train_batch_size": per_device, "gradient_accumulation_steps": ga}
+    grown = {**values, FIELD.per_device_train_batch_size: per_device, FIELD.gradient_accumulation_steps: ga}
     if "steps_per_generation" in values:
-        grown["steps_per_generation"] = mini_batches * ga
+        grown[FIELD.steps_per_generation] = mini_batches * ga
     return grown
 
 
@@ -56,14 +57,14 @@ def size_batch(recipe: Recipe, plan_of: Planner, request, prompts: int | None, v
         return recipe
     view = GRPOView(values)
     g, world = view.num_generations, max(plan.launch.training_processes, 1)
-    mini_batches = values.get("steps_per_generation", 1) // view.gradient_accumulation_steps or 1
+    mini_batches = values.get(FIELD.steps_per_generation, 1) // view.gradient_accumulation_steps or 1
     target = PROMPTS_PER_STEP
     if prompts:  # at least two generation batches (mini_batches optimizer steps each) per epoch
         target = max(1, min(target, prompts // (2 * mini_batches)))
     completions = target * g
     per_device = start = view.per_device_train_batch_size
     while (per_device * 2 <= MAX_PER_DEVICE and per_device * 2 * world <= completions
-           and _fits(plan_of, {**values, "per_device_train_batch_size": per_device * 2})):
+           and _fits(plan_of, {**values, FIELD.per_device_train_batch_size: per_device * 2})):
         per_device *= 2
     ga = max(1, math.ceil(completions / (per_device * world)))
     while (per_device * world * ga) % g:
@@ -78,9 +79,9 @@ def size_batch(recipe: Recipe, plan_of: Planner, request, prompts: int | None, v
     grown = (f"; {per_device} fit{'s' if per_device == start else ' (grown from ' + str(start) + ')'} with 10% "
              f"headroom on the {plan.gpu} (memory plan)")
     recipe = recipe.with_values(
-        {"per_device_train_batch_size": per_device, "gradient_accumulation_steps": ga},
-        {"per_device_train_batch_size": f"{per_device} completions per micro-batch per GPU{grown}",
-         "gradient_accumulation_steps": (
+        {FIELD.per_device_train_batch_size: per_device, FIELD.gradient_accumulation_steps: ga},
+        {FIELD.per_device_train_batch_size: f"{per_device} completions per micro-batch per GPU{grown}",
+         FIELD.gradient_accumulation_steps: (
              f"{ga} micro-batches x {per_device} x {world} GPU(s) = {per_device * world * ga} completions: "
              f"{step_prompts} prompts of {g} per optimizer step (DAPO's mini-batch is {PROMPTS_PER_STEP} prompts"
              + (f"; this data set's {prompts} prompts aim at {target}, two generation batches per epoch)" if prompts
@@ -95,12 +96,12 @@ def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -
     schedule of the person's own replaces the constant rate: an override of max_steps or warmup_steps alone once
     dropped it, and TRL's linear decay to 0 took its place unannounced."""
     if "lr_scheduler_type" not in overrides:
-        recipe = recipe.with_value("lr_scheduler_type", "constant_with_warmup", (
+        recipe = recipe.with_value(FIELD.lr_scheduler_type, "constant_with_warmup", (
             "constant after warm-up, as DAPO, DeepSeekMath and Dr.GRPO train; TRL's default linear decay to 0 over "
             "3 epochs shrinks the last updates to nothing"), "plan")
     view = recipe.view()
     ga = view.gradient_accumulation_steps
-    spg = recipe.get("steps_per_generation", ga)  # TRL's None means: gradient_accumulation_steps
+    spg = recipe.get(FIELD.steps_per_generation, ga)  # TRL's None means: gradient_accumulation_steps
     rollout_prompts = generation_batch(view.per_device_train_batch_size, world, spg) // view.num_generations
     asked = GRPOView.given(overrides).max_steps
     steps = asked if isinstance(asked, int) else None
@@ -108,7 +109,7 @@ def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -
         # whole generation batches per epoch (TRL's sampler drops the rest) x the optimizer steps each one feeds
         steps = EPOCHS * (prompts // rollout_prompts) * max(spg // ga, 1) * view.num_iterations
     if steps and steps > 0 and "max_steps" not in overrides:
-        recipe = recipe.with_value("max_steps", steps, (
+        recipe = recipe.with_value(FIELD.max_steps, steps, (
             f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer steps; raise it "
             "for a longer run (the constant rate does not depend on it)"), "plan")
     recipe = keep_and_log(recipe, steps, overrides)
@@ -116,7 +117,7 @@ def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -
         # constant_with_warmup starts at 0: a 1-step warm-up on a short run would waste its first update
         warmup = min(WARMUP_MAX, round(WARMUP_FRACTION * steps)) if steps and steps > 0 else WARMUP_MAX // 2
         if warmup:  # else TRL's default 0
-            recipe = recipe.with_value("warmup_steps", warmup, (
+            recipe = recipe.with_value(FIELD.warmup_steps, warmup, (
                 f"{warmup} optimizer steps of linear warm-up ("
                 + (f"5% of {steps}" if steps else "the data set's size is unknown here")
                 + f", at most DAPO's {WARMUP_MAX}): Adam's first steps are full-size on a cold second-moment estimate"),
@@ -129,7 +130,7 @@ def keep_and_log(recipe: Recipe, steps: int | None, overrides: dict) -> Recipe:
     for CHECKPOINTS_PER_RUN checkpoints, for the run's length when it is known."""
     if "logging_steps" not in overrides and steps and steps > 0:
         every = 1 if steps < EVERY_STEP_BELOW else min(10, steps // MIN_LOGGED_ROWS)
-        recipe = recipe.with_value("logging_steps", every, (
+        recipe = recipe.with_value(FIELD.logging_steps, every, (
             f"one progress row every {every} optimizer step{'s' if every > 1 else ''}: {steps // every} rows over the "
             f"{steps} steps (the diagnosis calls a trend from {MIN_LOGGED_ROWS}, and the live guard reads each row)"),
             "plan")
@@ -141,10 +142,10 @@ def keep_and_log(recipe: Recipe, steps: int | None, overrides: dict) -> Recipe:
     reason = (f"a checkpoint every {every} steps ({CHECKPOINTS_PER_RUN} over the run)" if steps else
               f"a checkpoint every {every} steps (the run's length is unknown here)")
     return recipe.with_values(
-        {"save_strategy": "steps", "save_steps": every, "save_total_limit": KEPT_CHECKPOINTS},
-        {"save_steps": reason + ": a crash or a preemption costs at most that many, and resume_training continues "
+        {FIELD.save_strategy: "steps", FIELD.save_steps: every, FIELD.save_total_limit: KEPT_CHECKPOINTS},
+        {FIELD.save_steps: reason + ": a crash or a preemption costs at most that many, and resume_training continues "
                                 "from the last one with its optimizer state",
-         "save_strategy": "checkpoints by step (save_steps)",
-         "save_total_limit": f"keep the last {KEPT_CHECKPOINTS}: a full fine-tune's checkpoint holds weights and "
+         FIELD.save_strategy: "checkpoints by step (save_steps)",
+         FIELD.save_total_limit: f"keep the last {KEPT_CHECKPOINTS}: a full fine-tune's checkpoint holds weights and "
                              "AdamW state (16 bytes a parameter); resume after a guard stop goes back past its step"},
         "plan")

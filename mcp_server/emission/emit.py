@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from mcp_server.config import FIELD
 from mcp_server.dataset import check_prompt_column, read_file, reset_rows
 from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refuse_unparsed_template, trainer_name,
                                          turn_cost)
@@ -65,8 +66,8 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> DataSet:
         train_rows, _ = split_task()
         path = write_jsonl(train_rows, run.train_data)
         # Relative to the run (train.py runs there): a moved or copied run reads its own copy.
-        return DataSet({"datasets": [{"path": "json", "data_files": str(path.relative_to(run.dir)), "split": "train"}]},
-                       len(train_rows))
+        relative = str(path.relative_to(run.dir))
+        return DataSet({FIELD.datasets: [{"path": "json", "data_files": relative, "split": "train"}]}, len(train_rows))
     path = Path(request.dataset).expanduser()
     if path.exists():
         if path.is_file():
@@ -77,19 +78,19 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> DataSet:
             data_file = path.resolve()
             if data_file.is_relative_to(run.dir.resolve()):  # the run's own data: relative, moves with it
                 data_file = data_file.relative_to(run.dir.resolve())
-            return DataSet({"datasets": [{"path": fmt, "data_files": str(data_file), "split": "train"}]}, rows)
+            return DataSet({FIELD.datasets: [{"path": fmt, "data_files": str(data_file), "split": "train"}]}, rows)
         if not path.is_dir():  # a device or a pipe: no data set, and reading it may never end
             raise UserInputError("dataset", f"{request.dataset} is not a regular file or a directory; give a "
                                  f"{', '.join(DATA_FORMATS)} file, a directory of them, a hub name or 'tiny'")
-        return DataSet({"datasets": [{"path": str(path.resolve()), "split": request.dataset_split}]})
+        return DataSet({FIELD.datasets: [{"path": str(path.resolve()), "split": request.dataset_split}]})
     if request.dataset.startswith((".", "/", "~")):
         raise UserInputError("dataset", f"no such file or directory: {request.dataset}")
     if path.suffix.lower() in DATA_FORMATS:  # names a data file that is not here: a typo, not a hub data set
         raise UserInputError("dataset", f"no such file: {request.dataset} (relative to {Path.cwd()}); a hub data "
                              "set is named owner/name, without a file suffix")
-    fields = {"dataset_name": request.dataset, "dataset_train_split": request.dataset_split}
+    fields = {FIELD.dataset_name: request.dataset, FIELD.dataset_train_split: request.dataset_split}
     if request.dataset_config:
-        fields["dataset_config"] = request.dataset_config
+        fields[FIELD.dataset_config] = request.dataset_config
     return DataSet(fields)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mcp_server.config import FIELD
 from mcp_server.config.recipe import Recipe
 from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
@@ -117,7 +118,7 @@ def grow_vllm_share(recipe: Recipe, plan_of: Planner, request) -> Recipe:
     if grown is None:
         return recipe
     held = "the whole generation round's" if share >= full else "more of the generation round's"
-    return recipe.with_value("vllm_gpu_memory_utilization", share, (
+    return recipe.with_value(FIELD.vllm_gpu_memory_utilization, share, (
         f"memory plan for {request.num_gpus}x {plan.gpu}: {share:.2f} of the GPU (TRL's default 0.3 leaves vLLM's KV "
         f"cache room for only part of a generation round, which it then batches slowly): its weights and {held} KV "
         f"cache, with 10% headroom (peak {grown.peak_gib:.1f} of {grown.capacity_gib:.1f} GiB)"), "plan")

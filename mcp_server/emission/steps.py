@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mcp_server.config import FIELD
 from mcp_server.agentic.spec import AgenticRecord
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.config.recipe import SOURCES, Recipe
@@ -98,16 +99,16 @@ def target(recipe: Recipe, given: Given) -> Recipe:
     false samples with transformers generate, and a vLLM layout would mean nothing."""
     if given.cpu:  # no vLLM, no mixed precision
         return recipe.without([k for k in recipe if k == "use_vllm" or k.startswith("vllm_")]).with_values(
-            {"bf16": False, "use_cpu": True},
-            {"bf16": "CPU target: float32 throughout (no vLLM fields: transformers generate samples on a CPU)",
-             "use_cpu": "CPU target: every torchrun rank joins one gloo world"}, "target")
+            {FIELD.bf16: False, FIELD.use_cpu: True},
+            {FIELD.bf16: "CPU target: float32 throughout (no vLLM fields: transformers generate samples on a CPU)",
+             FIELD.use_cpu: "CPU target: every torchrun rank joins one gloo world"}, "target")
     gpu, num_gpus = given.gpu, given.request.num_gpus
-    values, why = {"bf16": gpu.bf16}, {}
+    values, why = {FIELD.bf16: gpu.bf16}, {}
     if not gpu.bf16:
-        values["fp16"] = True
+        values[FIELD.fp16] = True
         why["bf16"] = f"the {gpu.name} has no bf16"
         why["fp16"] = FP16_REASON
-    values["vllm_mode"] = "server" if num_gpus > 1 else "colocate"
+    values[FIELD.vllm_mode] = "server" if num_gpus > 1 else "colocate"
     if num_gpus > 1:
         why["vllm_mode"] = f"{num_gpus} GPUs: vLLM serves on its own GPU (`trl vllm-serve`), training runs on the rest"
     return recipe.with_values(values, why, "target")
@@ -146,8 +147,8 @@ def report_to(recipe: Recipe, given: Given) -> Recipe:
     if not request.report_to:
         return recipe
     chosen = list(dict.fromkeys(request.report_to))
-    values: dict = {"report_to": chosen}
-    why = {"report_to": "also log to " + "; ".join(REPORT_TO_WHY[name] for name in chosen)
+    values: dict = {FIELD.report_to: chosen}
+    why = {FIELD.report_to: "also log to " + "; ".join(REPORT_TO_WHY[name] for name in chosen)
                         + " (each needs its package in the training environment)"}
     if "trackio" in chosen:
         values.update(project=request.run_name or Path(request.model).name, trackio_static_space_id=False)
@@ -198,12 +199,13 @@ def dapo_length_shaping(recipe: Recipe, given: Given) -> Recipe:
 def reward_weights(recipe: Recipe, given: Given) -> Recipe:
     if all(s.weight == 1.0 for s in recipe.rewards):
         return recipe
-    return recipe.with_value("reward_weights", [s.weight for s in recipe.rewards],
+    return recipe.with_value(FIELD.reward_weights, [s.weight for s in recipe.rewards],
                              "the weights of the rewards in train/rewards.json, in order", "request")
 
 
 def output_dir(recipe: Recipe, given: Given) -> Recipe:
-    return recipe.with_value("output_dir", str(given.run.checkpoints.relative_to(given.run.dir)),  # the run can move
+    checkpoints = str(given.run.checkpoints.relative_to(given.run.dir))  # relative: the run can move
+    return recipe.with_value(FIELD.output_dir, checkpoints,
                              "checkpoints go inside the run directory (relative to it, so the run can be moved)",
                              "run")
 
@@ -221,23 +223,23 @@ def model(recipe: Recipe, given: Given) -> Recipe:
     if peft and view.beta:
         # trl/trainer/grpo_trainer.py: under PEFT ref_model is None and the reference log-probs come from the
         # policy with its adapter disabled
-        recipe = recipe.explained({"beta": "a small KL pull to the starting model; under LoRA TRL computes the "
+        recipe = recipe.explained({FIELD.beta: "a small KL pull to the starting model; under LoRA TRL computes the "
                                            "reference by disabling the adapter (no second model in memory, one more "
                                            "forward pass per step); 0 drops the KL term"})
     if peft and view.bf16:
-        recipe = recipe.explained({"bf16": "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters and "
-                                           "their AdamW state stay float32"})
+        recipe = recipe.explained({FIELD.bf16: "bf16 autocast for the matmuls over the bf16 base; the LoRA adapters "
+                                               "and their AdamW state stay float32"})
     section = model_section(request, given.model, view.bf16, given.cpu)
-    if given.moe and section.get("lora_target_modules") == "all-linear":
-        section = section.with_value("lora_target_modules", _moe_lora_targets(given.model),
+    if given.moe and section.get(FIELD.lora_target_modules) == "all-linear":
+        section = section.with_value(FIELD.lora_target_modules, _moe_lora_targets(given.model),
                                      "every linear layer except the MoE routers, which LoRA must not adapt", "model")
     return recipe.merged(section, first=True)
 
 
 def model_section(request: GRPORecipeRequest, model_ref: str, bf16: bool, cpu: bool) -> Recipe:
     """The model section as the request asks: the weights' dtype, LoRA or QLoRA."""
-    values = {"model_name_or_path": model_ref, "dtype": weights_dtype(request.finetune, bf16, cpu)}
-    why = {"model_name_or_path": "the policy model", "dtype": dtype_reason(request.finetune, bf16, cpu)}
+    values = {FIELD.model_name_or_path: model_ref, FIELD.dtype: weights_dtype(request.finetune, bf16, cpu)}
+    why = {FIELD.model_name_or_path: "the policy model", FIELD.dtype: dtype_reason(request.finetune, bf16, cpu)}
     if request.finetune in ("lora", "qlora"):
         values.update(use_peft=True, lora_r=request.lora_r, lora_alpha=request.lora_alpha or 2 * request.lora_r,
                       lora_target_modules=request.lora_target_modules)
@@ -282,7 +284,7 @@ def trl_cli_rewards(recipe: Recipe, given: Given) -> Recipe:
             paths.append(spec.name)
         else:
             return recipe
-    return recipe.with_value("reward_funcs", paths,
+    return recipe.with_value(FIELD.reward_funcs, paths,
                              "this run's rewards as import paths, so `trl grpo --config` runs them too", "rewards")
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.files import read_run_rewards
 from mcp_server.recipe.runspec import RunSpec
@@ -146,7 +147,7 @@ def weights_differ(run: Run, spec: RunSpec | None = None) -> str | None:
                            else (run.read_config(), read_run_rewards(run)))
     except UserInputError as exc:
         return str(exc)
-    configured = config.get("reward_weights")
+    configured = config.get(FIELD.reward_weights)
     reviewed = [float(reward.get("weight", 1.0)) for reward in rewards]
     if configured is None or (isinstance(configured, list) and [float(w) if isinstance(w, (int, float)) else w
                                                                  for w in configured] == reviewed):

@@ -60,7 +60,7 @@ def length_advice(lengths: list[int], truncated: list[bool], limit: int, prompt_
     patch = {FIELD.max_completion_length: suggested, FIELD.log_completions: True}
     if prompt_lengths:
         advice["suggested_vllm_max_model_length"] = _round_up(max(prompt_lengths) + suggested)
-        patch["vllm_max_model_length"] = advice["suggested_vllm_max_model_length"]
+        patch[FIELD.vllm_max_model_length] = advice["suggested_vllm_max_model_length"]
     advice["config_patch"] = patch
     advice["advice"] = (
         f"max_completion_length {suggested} covers {1 - over / n:.0%} of these {n} completions (it would cut off "

@@ -11,6 +11,7 @@ import json
 import tempfile
 import time
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
@@ -55,10 +56,10 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
     limit = GRPOView(config).max_completion_length  # what the rollout used: TRL's default when unset
     lengths = length_advice([r["loss_tokens"] + r["masked_tokens"] for r in records],
                             [r["truncated"] for r in records], limit, [r["prompt_tokens"] for r in records])
-    generation = {"temperature": config.get("temperature"), "top_p": config.get("top_p"),
-                  "top_k": config.get("top_k"), "max_new_tokens": limit, "seed": request.seed}
+    generation = {"temperature": config.get(FIELD.temperature), "top_p": config.get(FIELD.top_p),
+                  "top_k": config.get(FIELD.top_k), "max_new_tokens": limit, "seed": request.seed}
     atomic_write_json(run.samples_meta, {
-        "model": str(config.get("model_name_or_path")), "dataset_rows": batch["dataset_rows"],
+        "model": str(config.get(FIELD.model_name_or_path)), "dataset_rows": batch["dataset_rows"],
         "num_prompts": batch["num_prompts"], "n": group, "conversational": True, "engine": "trl-tool-loop",
         "generation": generation, "samples_sha256": digest, "differs_from_config": [],
         "config_pins": config_pins(run), "trained": trained, "lengths": lengths, "agentic": True,
@@ -76,6 +77,6 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
     return SampleResult(
         run_dir=str(run.dir), samples_path=str(path), samples_sha256=digest, num_samples=len(records),
         num_prompts=batch["num_prompts"], n=group, dataset_rows=batch["dataset_rows"], conversational=True,
-        model=str(config.get("model_name_or_path")), engine="trl-tool-loop",
+        model=str(config.get(FIELD.model_name_or_path)), engine="trl-tool-loop",
         truncated=sum(r["truncated"] for r in records), generation=generation, differs_from_config=[],
         lengths=lengths, seconds=round(time.perf_counter() - started, 3), next_step=next_step)

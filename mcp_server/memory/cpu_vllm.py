@@ -10,6 +10,7 @@ a refusal here is one vLLM would make too.
 
 from __future__ import annotations
 
+from mcp_server.config import FIELD
 from mcp_server.memory.params import count_params
 from mcp_server.memory.planner import architecture_of
 
@@ -42,12 +43,12 @@ def cpu_vllm_problem(config: dict, share: float, total_bytes: int, available_byt
         return None
     params = count_params(arch).total
     held = RUNTIME_FLOOR_GIB * GIB + params * (VLLM_WEIGHT_BYTES + (POLICY_WEIGHT_BYTES if colocated else 0))
-    max_len = config.get("vllm_max_model_length") or arch.max_position_embeddings or 0
+    max_len = config.get(FIELD.vllm_max_model_length) or arch.max_position_embeddings or 0
     need = one_sequence_kv_bytes(arch, int(max_len))
     kv_cache = requested - held
     if kv_cache >= need:
         return None
-    unset = "" if config.get("vllm_max_model_length") else " (vllm_max_model_length unset: the model's context)"
+    unset = "" if config.get(FIELD.vllm_max_model_length) else " (vllm_max_model_length unset: the model's context)"
     return (f"{field}={share:g} reserves {requested / GIB:.2f} GiB of this host's RAM; the process holds at least "
             f"{held / GIB:.2f} GiB (runtime, {model}'s weights{', the trainer policy' if colocated else ''}), which "
             f"leaves {max(kv_cache, 0) / GIB:.2f} GiB of KV cache, less than the {need / GIB:.4f} GiB one sequence of "

@@ -34,7 +34,7 @@ from mcp_server.runs import Run
 LEVER_COST = {
     "bf16_weights": 1, "vllm_sleep_mode": 1, "adamw_8bit": 1, "chunked_loss": 1, "right_size_vllm_memory": 1,
     "short_vllm_context": 1,
-    "gradient_checkpointing": 2, "vllm_tensor_parallel": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3,
+    FIELD.gradient_checkpointing: 2, "vllm_tensor_parallel": 2, "smaller_micro_batch": 2, "beta_zero": 3, "zero3": 3,
     "vllm_server_mode": 3, "cpu_offload_optimizer": 4, "no_vllm": 4, "lora": 5, "shorter_completions": 6,
     "qlora": 7,
 }
@@ -51,8 +51,8 @@ def just_enough_vllm(arch: Architecture, params: ParamCount, settings: RunSettin
     (default: the whole generation round's)."""
     sequences = sequences or settings.per_device_train_batch_size * settings.spg
     kv_need = max(sequences * settings.seq_len * 2 * arch.num_hidden_layers * arch.kv_dim * 2,
-                  one_sequence_kv_bytes(arch, settings.updated({"vllm_tensor_parallel_size": 1})))
-    weights = colocated_vllm_weight_bytes(params, settings.updated({"vllm_tensor_parallel_size": tp}))
+                  one_sequence_kv_bytes(arch, settings.updated({FIELD.vllm_tensor_parallel_size: 1})))
+    weights = colocated_vllm_weight_bytes(params, settings.updated({FIELD.vllm_tensor_parallel_size: tp}))
     need = (weights + (VLLM_RUNTIME_GIB + 1) * GIB + kv_need / tp) / (capacity_gib * GIB)
     return min(0.95, math.ceil(need * 100) / 100)
 
@@ -123,10 +123,10 @@ def _vllm_levers(arch: Architecture, params: ParamCount, settings: RunSettings, 
     out: list[tuple[str, str, dict]] = []
     if settings.use_vllm:
         out.append(("no_vllm", "Generate with transformers instead of vLLM (use_vllm: false): no vLLM weights or "
-                    "KV cache on the GPU, several times slower rollouts.", {"use_vllm": False}))
+                    "KV cache on the GPU, several times slower rollouts.", {FIELD.use_vllm: False}))
     if settings.colocated_vllm and not settings.vllm_enable_sleep_mode:
         out.append(("vllm_sleep_mode", "vLLM releases its weights and KV cache while the policy trains "
-                    "(a few seconds per step to wake up).", {"vllm_enable_sleep_mode": True}))
+                    "(a few seconds per step to wake up).", {FIELD.vllm_enable_sleep_mode: True}))
     short = vllm_max_model_len(arch, settings) > settings.seq_len
     if settings.colocated_vllm and short:
         # TRL starts vLLM with max_model_len = vllm_max_model_length, else the model's whole context, and vLLM wants
@@ -135,20 +135,20 @@ def _vllm_levers(arch: Architecture, params: ParamCount, settings: RunSettings, 
                     f"+ completion {settings.max_completion_length} tokens) instead of "
                     f"{vllm_max_model_len(arch, settings)}: vLLM starts only when its KV cache holds one sequence of "
                     "its context. TRL does not truncate prompts: a longer prompt than planned is refused by vLLM.",
-                    {"vllm_max_model_length": settings.seq_len}))
+                    {FIELD.vllm_max_model_length: settings.seq_len}))
     if settings.colocated_vllm:
         # just enough vLLM memory for its weights and this run's KV cache: less when it hoards, more when its
         # weights do not even fit its share
         # sized for the run's own context when short_vllm_context is offered (the two go together)
-        sized = settings.updated({"vllm_max_model_length": settings.seq_len}) if short else settings
+        sized = settings.updated({FIELD.vllm_max_model_length: settings.seq_len}) if short else settings
         util = vllm_share_that_fits(arch, params, sized, target, breakdown)
         full = just_enough_vllm(arch, params, sized, target.capacity_gib, settings.vllm_tensor_parallel_size)
         if abs(util - settings.vllm_gpu_memory_utilization) >= 0.02:
             kv = ("one generation round's KV cache" if util >= full else
                   "a KV cache for part of the round (vLLM batches the rest through it: slower rollouts)")
-            patch = {"vllm_gpu_memory_utilization": util}
+            patch = {FIELD.vllm_gpu_memory_utilization: util}
             if short:  # the share is sized for the run's own context, so it sets it too
-                patch["vllm_max_model_length"] = settings.seq_len
+                patch[FIELD.vllm_max_model_length] = settings.seq_len
             out.append(("right_size_vllm_memory", f"Give vLLM {util:.2f} of each GPU (now "
                         f"{settings.vllm_gpu_memory_utilization:g}): its weights, runtime and {kv}"
                         + (f", with vllm_max_model_length {settings.seq_len} (prompt + completion)" if short else "")
@@ -162,8 +162,8 @@ def _vllm_levers(arch: Architecture, params: ParamCount, settings: RunSettings, 
                 tp = fitting[0] if fitting else sizes[-1]
                 util_tp = just_enough_vllm(arch, params, settings, target.capacity_gib, tp)
                 out.append(("vllm_tensor_parallel", f"Shard the colocated vLLM over {tp} GPUs: each holds 1/{tp} of "
-                            "its weights and KV cache.", {"vllm_tensor_parallel_size": tp,
-                                                           "vllm_gpu_memory_utilization": util_tp}))
+                            "its weights and KV cache.", {FIELD.vllm_tensor_parallel_size: tp,
+                                                           FIELD.vllm_gpu_memory_utilization: util_tp}))
     return out
 
 
@@ -175,27 +175,28 @@ def _training_levers(settings: RunSettings, target: Target) -> list[tuple[str, s
     if settings.dtype == "float32" and weights_dtype(settings.finetune, bf16=True) == "bfloat16" \
             and not (target.gpu and not target.gpu.bf16):
         out.append(("bf16_weights", "Load the frozen base in bfloat16 (TRL loads float32 by default): halves its "
-                    "memory; the adapters stay float32.", {"dtype": "bfloat16"}))
+                    "memory; the adapters stay float32.", {FIELD.dtype: "bfloat16"}))
     if settings.optim.lower() not in EIGHT_BIT_OPTIMS and not settings.optim.lower().startswith(("sgd", "adafactor")):
         out.append(("adamw_8bit", "8-bit AdamW (bitsandbytes): optimizer state from 8 (or 16) to 2 bytes per "
-                    "trained parameter; quality is on par.", {"optim": "adamw_8bit"}))
+                    "trained parameter; quality is on par.", {FIELD.optim: "adamw_8bit"}))
     if not settings.gradient_checkpointing:
         out.append(("gradient_checkpointing", "Keep only layer inputs and recompute in backward (~30% slower "
-                    "training step).", {"gradient_checkpointing": True}))
+                    "training step).", {FIELD.gradient_checkpointing: True}))
     if not (settings.fused_logits or settings.use_liger_kernel) and has_liger_grpo_loss(settings):
         out.append(("chunked_loss", "Liger's chunked GRPO loss: never materialize batch x length x vocab logits.",
                     {liger_field(settings): True}))
     if settings.beta != 0 and not settings.peft:
-        out.append(("beta_zero", "beta=0 (TRL's default): no reference model in memory; no KL term.", {"beta": 0.0}))
+        out.append(("beta_zero", "beta=0 (TRL's default): no reference model in memory; no KL term.",
+                    {FIELD.beta: 0.0}))
     if settings.finetune == "full":
         out.append(("lora", "LoRA r=16 on all linear layers: no full gradients or optimizer state, reference "
-                    "by disabling adapters.", {"use_peft": True, "lora_r": 16, "lora_alpha": 32,
-                                               "lora_target_modules": "all-linear"}))
+                    "by disabling adapters.", {FIELD.use_peft: True, FIELD.lora_r: 16, FIELD.lora_alpha: 32,
+                                               FIELD.lora_target_modules: "all-linear"}))
     if settings.finetune != "qlora":
         out.append(("qlora", "QLoRA: 4-bit NF4 base + LoRA r=16 (slower, slightly lossy base; a colocated vLLM "
                     "is started 4-bit too, a vLLM server is not).",
-                    {"use_peft": True, "load_in_4bit": True, "lora_r": 16, "lora_alpha": 32,
-                     "lora_target_modules": "all-linear"}))
+                    {FIELD.use_peft: True, FIELD.load_in_4bit: True, FIELD.lora_r: 16, FIELD.lora_alpha: 32,
+                     FIELD.lora_target_modules: "all-linear"}))
     return out
 
 
@@ -206,13 +207,13 @@ def _placement_levers(settings: RunSettings, target: Target,
     out: list[tuple[str, str, dict]] = []
     if settings.colocated_vllm and target.num_gpus >= 2:
         out.append(("vllm_server_mode", "Move vLLM to its own GPU (`trl vllm-serve`); the others train.",
-                    {"vllm_mode": "server"}))
+                    {FIELD.vllm_mode: "server"}))
     if settings.per_device_train_batch_size > 1 and settings.per_device_train_batch_size % 2 == 0:
         # same generation batch (per device x GPUs x steps_per_generation), so the same num_generations groups
-        patch = {"per_device_train_batch_size": settings.per_device_train_batch_size // 2,
-                 "gradient_accumulation_steps": settings.gradient_accumulation_steps * 2}
+        patch = {FIELD.per_device_train_batch_size: settings.per_device_train_batch_size // 2,
+                 FIELD.gradient_accumulation_steps: settings.gradient_accumulation_steps * 2}
         if settings.steps_per_generation:
-            patch["steps_per_generation"] = settings.steps_per_generation * 2
+            patch[FIELD.steps_per_generation] = settings.steps_per_generation * 2
         out.append(("smaller_micro_batch", "Half the completions per micro-step, twice the accumulation: the same "
                     f"generation batch and groups of num_generations={settings.num_generations}, smaller "
                     "activations and logits.", patch))
@@ -226,14 +227,15 @@ def _placement_levers(settings: RunSettings, target: Target,
         out.append(("cpu_offload_optimizer", f"DeepSpeed ZeRO-{stage} with the optimizer state (and fp32 master "
                     "weights) in CPU memory: needs deepspeed and ~12 bytes of host RAM per trained parameter; "
                     "optimizer steps run on the CPU (slower).",
-                    {"deepspeed": {"zero_optimization": {"stage": stage, "offload_optimizer": {"device": "cpu",
+                    {FIELD.deepspeed: {"zero_optimization": {"stage": stage, "offload_optimizer": {"device": "cpu",
                                                                                               "pin_memory": True}},
                                    "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
                                    "gradient_accumulation_steps": "auto"}}))
     if target.num_gpus >= 2 and settings.zero_stage != 3 and not settings.fsdp:
         out.append(("zero3", "DeepSpeed ZeRO-3: shard weights, gradients and optimizer state over the GPUs.",
-                    {"deepspeed": {"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"},
-                                   "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"}}))
+                    {FIELD.deepspeed: {"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"},
+                                       "train_micro_batch_size_per_gpu": "auto",
+                                       "gradient_accumulation_steps": "auto"}}))
     return out
 
 
@@ -254,7 +256,7 @@ class LeverValidator:
             return
         self.validate = validate_spec
         # the model's files do not change with a lever's patch: whether it is a mixture of experts is read once
-        model = config.get("model_name_or_path")
+        model = config.get(FIELD.model_name_or_path)
         self.is_moe = detect_moe(str(model)) if model else None
         self.base_errors = set(self._errors({}) or [])
 
@@ -265,7 +267,7 @@ class LeverValidator:
         values = {**self.config, **patch}
         if GRPOView.given(values).deepspeed and importlib.util.find_spec("deepspeed") is None:
             # transformers cannot even parse a DeepSpeed config without the package: checked without it
-            values.pop("deepspeed")
+            values.pop(FIELD.deepspeed)
             note = ("deepspeed is not installed here: levers that set a DeepSpeed config were validated without "
                     "it (pip install deepspeed on the training machine)")
             if note not in self.notes:
@@ -326,7 +328,7 @@ def config_for_validation(config: dict[str, Any], model: str, settings: RunSetti
     if settings.peft:
         base.update(use_peft=True, lora_r=settings.lora_r, lora_target_modules=settings.lora_target_modules)
         if settings.finetune == "qlora":
-            base["load_in_4bit"] = True
+            base[FIELD.load_in_4bit] = True
     return base
 
 

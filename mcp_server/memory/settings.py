@@ -335,11 +335,11 @@ def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]
         fields["mixed_precision"] = False
         said.append(f"TRL {version}: bf16 defaults to False (TrainingArguments' default; True from 0.19): fp32 "
                     "activations and logits unless the config sets bf16")
-        fields["beta"] = 0.04
+        fields[FIELD.beta] = 0.04
         said.append(f"TRL {version}: beta defaults to 0.04 (0.0 from 0.19): a reference model is loaded for a full "
                     "fine-tune")
     if v < (0, 22):
-        fields["gradient_checkpointing"] = False
+        fields[FIELD.gradient_checkpointing] = False
         said.append(f"TRL {version}: gradient_checkpointing defaults to False (True from 0.22)")
     if v < (1, 0):
         fields["prompt_length"] = 512
@@ -347,7 +347,7 @@ def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]
     if v < (1, 10):
         fields[FIELD.max_completion_length] = 256
     if v < (0, 15):
-        fields["per_device_train_batch_size"] = 1
+        fields[FIELD.per_device_train_batch_size] = 1
     if v < (0, 18):
         fields["generate_per_micro_step"] = True
         said.append(f"TRL {version}: each micro-step generates its own batch (one round per effective batch from "

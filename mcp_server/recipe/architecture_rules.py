@@ -46,7 +46,7 @@ def rule_startup_architecture(ctx: Context) -> list[Finding]:
     coef = given.router_aux_loss_coef
     if isinstance(coef, (int, float)) and not isinstance(coef, bool) and coef and not arch.is_moe:
         out.append(finding(
-            "router_aux_loss_on_dense", "router_aux_loss_coef", "error",
+            "router_aux_loss_on_dense", FIELD.router_aux_loss_coef, "error",
             f"router_aux_loss_coef={coef:g} but {model} is a dense model: GRPOTrainer raises ValueError when it starts "
             "(no router logits, so no load-balancing loss to weight).", "remove router_aux_loss_coef"))
     if not given.use_vllm:
@@ -55,14 +55,14 @@ def rule_startup_architecture(ctx: Context) -> list[Finding]:
     heads = arch.num_attention_heads
     if given.vllm_mode == "colocate" and isinstance(tp, int) and tp > 1 and heads % tp:
         out.append(finding(
-            "vllm_tensor_parallel_heads", "vllm_tensor_parallel_size", "error",
+            "vllm_tensor_parallel_heads", FIELD.vllm_tensor_parallel_size, "error",
             f"vllm_tensor_parallel_size={tp} does not divide {model}'s {heads} attention heads: vLLM refuses the "
             "model when the engine starts ('Total number of attention heads must be divisible by tensor parallel "
             "size').", f"use a tensor-parallel size dividing {heads}"))
     length, context = given.vllm_max_model_length, arch.max_position_embeddings
     if isinstance(length, int) and not isinstance(length, bool) and context and length > context:
         out.append(finding(
-            "vllm_context_beyond_model", "vllm_max_model_length", "error",
+            "vllm_context_beyond_model", FIELD.vllm_max_model_length, "error",
             f"vllm_max_model_length={length} is above {model}'s {context}-token context (max_position_embeddings): "
             "vLLM refuses a max_model_len beyond the derived one when the engine starts (unless "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, and then positions past the context are ones the model never saw).",
@@ -84,7 +84,7 @@ def rule_vllm_cpu_head_size(ctx: Context) -> list[Finding]:
     if arch.hd in VLLM_CPU_HEAD_SIZES:
         return []
     return [finding(
-        "vllm_cpu_head_size", "use_vllm", "error",
+        "vllm_cpu_head_size", FIELD.use_vllm, "error",
         f"{model} has attention heads of {arch.hd} dimensions; vLLM's CPU attention runs only "
         f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))} (its first generation fails: \"Unsupported CPU attention "
         f"configuration: head_dim={arch.hd}\").", "set use_vllm: false on this CPU target, or use a model whose "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from mcp_server.config import FIELD
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.run_rules import data_prompts, generation_batch, steps_per_generation
@@ -51,14 +52,14 @@ def rule_checkpoints(ctx: Context) -> list[Finding]:
         return []
     if cfg.save_strategy == "no":
         return [finding(
-            "no_checkpoints", "save_strategy", "warning",
+            "no_checkpoints", FIELD.save_strategy, "warning",
             f"save_strategy=no on a {steps}-step run: no checkpoint is written, so a crash, an out-of-memory or a "
             "preemption loses the whole run, and resume_training has nothing to continue from.",
             f"set save_strategy: steps with save_steps of about {max(steps // 10, 1)} and save_total_limit: 2")]
     every = _interval(cfg.save_steps, steps)
     if cfg.save_strategy == "steps" and every is not None and every >= steps:
         return [finding(
-            "checkpoint_after_run", "save_steps", "warning",
+            "checkpoint_after_run", FIELD.save_steps, "warning",
             f"save_steps={cfg.save_steps:g} is not below the run's {steps} optimizer steps: the only checkpoint is "
             "written at the last step, so a crash or a preemption before it loses the whole run.",
             f"set save_steps to about {max(steps // 10, 1)} (with save_total_limit: 2 to bound the disk)")]
@@ -71,7 +72,7 @@ def rule_resumable(ctx: Context) -> list[Finding]:
         return []
     meant = bool(cfg.resume_from_checkpoint)
     return [finding(
-        "checkpoints_cannot_resume", "save_only_model", "error" if meant else "warning",
+        "checkpoints_cannot_resume", FIELD.save_only_model, "error" if meant else "warning",
         "save_only_model=true: checkpoints hold the weights only, no optimizer, scheduler or RNG state. Resuming "
         + ("(resume_from_checkpoint is set) " if meant else "(resume_training, or resume_from_checkpoint) ")
         + "silently restarts AdamW's moments and the learning-rate schedule from zero, warm-up included.",
@@ -92,7 +93,7 @@ def rule_logging(ctx: Context) -> list[Finding]:
     what = ("no row is logged" + (" but the first (logging_first_step)" if cfg.logging_first_step else "")
             if rows == 0 else f"only {rows} row{'s' if rows > 1 else ''} {'are' if rows > 1 else 'is'} logged")
     return [finding(
-        "too_few_logged_rows", "logging_steps", "warning" if rows else "error",
+        "too_few_logged_rows", FIELD.logging_steps, "warning" if rows else "error",
         f"logging_steps={cfg.logging_steps:g} over a {steps}-step run: {what}. The diagnosis needs "
         f"{MIN_LOGGED_ROWS} rows to call a trend, and the live guard reads the logged rows to stop a collapsing "
         "run in time.", f"set logging_steps: {suggested}")]
@@ -107,7 +108,7 @@ def rule_warmup(ctx: Context) -> list[Finding]:
     if warm < steps:
         return []
     return [finding(
-        "warmup_longer_than_run", "warmup_steps", "warning",
+        "warmup_longer_than_run", FIELD.warmup_steps, "warning",
         f"warmup_steps={warmup:g} is {warm} steps, not below the run's {steps}: the learning rate is still "
         "climbing when training ends, so the run never trains at its learning rate.",
         f"set warmup_steps to at most {max(steps // 20, 1)} (5% of the run; DAPO: 20 rollout steps)")]

@@ -27,14 +27,15 @@ COMPLETION_TOKENS = 8  # the miniature's completions: enough to score, short eno
 OVERRIDE_TOKENS = 16  # a length generation_kwargs sets is cut to this, still above COMPLETION_TOKENS
 # Set aside, each with why: what a CPU process cannot run, or what only the target shows.
 SET_ASIDE = {
-    "use_vllm": "vLLM's engine (the vLLM rules judge it for the target)",
-    "deepspeed": "DeepSpeed (it needs the target's GPUs)", "fsdp": "FSDP (it needs the target's GPUs)",
-    "fsdp_config": "FSDP (it needs the target's GPUs)",
-    "load_in_4bit": "4-bit quantisation (bitsandbytes needs a GPU)", "load_in_8bit": "8-bit quantisation",
-    "use_liger_kernel": "Liger's kernels (they need a GPU)", "torch_compile": "torch.compile",
-    "bf16": "the target's precision", "fp16": "the target's precision", "tf32": "the target's precision",
-    "push_to_hub": "pushing to the hub", "resume_from_checkpoint": "resuming a checkpoint",
-    "report_to": "the trackers", "model_revision": "the model's revision (the miniature is built from its config)",
+    FIELD.use_vllm: "vLLM's engine (the vLLM rules judge it for the target)",
+    FIELD.deepspeed: "DeepSpeed (it needs the target's GPUs)", FIELD.fsdp: "FSDP (it needs the target's GPUs)",
+    FIELD.fsdp_config: "FSDP (it needs the target's GPUs)",
+    FIELD.load_in_4bit: "4-bit quantisation (bitsandbytes needs a GPU)", FIELD.load_in_8bit: "8-bit quantisation",
+    FIELD.use_liger_kernel: "Liger's kernels (they need a GPU)", FIELD.torch_compile: "torch.compile",
+    FIELD.bf16: "the target's precision", FIELD.fp16: "the target's precision", FIELD.tf32: "the target's precision",
+    FIELD.push_to_hub: "pushing to the hub", FIELD.resume_from_checkpoint: "resuming a checkpoint",
+    FIELD.report_to: "the trackers",
+    FIELD.model_revision: "the model's revision (the miniature is built from its config)",
 }
 _DROPPED = ("deepspeed", "fsdp", "fsdp_config", "load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type",
             "bnb_4bit_quant_storage", "use_bnb_nested_quant", "model_revision", "hub_model_id", "tf32",
@@ -71,7 +72,7 @@ def miniature_values(values: dict) -> tuple[dict, list[str]]:
     if str(view.attn_implementation or "").startswith("flash"):
         out["attn_implementation"] = "sdpa"  # the kernel is judged for the target GPU
         aside.append("the attention kernel (judged for the target GPU)")
-    kwargs = values.get("generation_kwargs")
+    kwargs = values.get(FIELD.generation_kwargs)
     if isinstance(kwargs, dict):  # a length it sets is kept above the cap, so the step shows the override
         out["generation_kwargs"] = {k: (min(v, OVERRIDE_TOKENS) if k in ("max_new_tokens", "max_tokens", "max_length")
                                         and isinstance(v, int) else v) for k, v in kwargs.items()}
@@ -206,7 +207,7 @@ def _columns_wanted(text: str) -> list[str]:
 def _kept_columns(fields: dict) -> set[str] | None:
     """The columns a `datasets` entry keeps (its `columns` list), None when every column is kept."""
     kept = set()
-    for entry in fields.get("datasets") or []:
+    for entry in fields.get(FIELD.datasets) or []:
         if isinstance(entry, dict) and entry.get("columns"):
             kept |= set(entry["columns"]) | {"prompt"}
     return kept or None
@@ -220,7 +221,7 @@ def _observed(seen: dict, spec: RunSpec) -> list[Finding]:
     groups = [completions[i:i + group] for i in range(0, len(completions), group)]
     if groups and group > 1 and all(len({tuple(c) for c in g}) == 1 for g in groups if len(g) == group):
         out.append(Finding(
-            code="completions_identical", field="generation_kwargs" if spec.fields.get("generation_kwargs")
+            code="completions_identical", field="generation_kwargs" if spec.fields.get(FIELD.generation_kwargs)
             else "temperature", severity="error",
             message=f"in the rehearsal every group's {group} completions were identical: their rewards have no "
                     "spread, so GRPO's advantages are 0 and nothing trains",
@@ -238,11 +239,11 @@ def _observed(seen: dict, spec: RunSpec) -> list[Finding]:
 def reachable_data(spec: RunSpec) -> bool:
     """Whether the run's data could be on this machine: local files, or a hub data set that might be cached."""
     base = Path(spec.base_dir) if spec.base_dir else Path.cwd()
-    for entry in spec.fields.get("datasets") or []:
+    for entry in spec.fields.get(FIELD.datasets) or []:
         if isinstance(entry, dict):
             files = entry.get("data_files")
             files = files if isinstance(files, list) else [files] if isinstance(files, str) else []
             if any((base / f).exists() for f in files) or Path(str(entry.get("path", ""))).exists():
                 return True
-    name = spec.fields.get("dataset_name")
+    name = spec.fields.get(FIELD.dataset_name)
     return bool(name) and (base / str(name)).exists()

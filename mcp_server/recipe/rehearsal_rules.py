@@ -60,7 +60,7 @@ def rule_generation_kwargs(ctx: Context) -> list[Finding]:
         foreign = next((f for f in ENGINES if engine_name(f, other) == key), None)
         if key == "seed" and engine == "vllm_colocate":
             out.append(finding(
-                "generation_seed_colocate", "generation_kwargs", "error",
+                "generation_seed_colocate", FIELD.generation_kwargs, "error",
                 f"{where} with vLLM colocate: TRL asks vLLM for each of a group's {ctx.config.num_generations} "
                 "completions separately (n=1, the prompt repeated), so one seed makes them identical: no reward "
                 "spread, no advantage, nothing trains",
@@ -68,13 +68,13 @@ def rule_generation_kwargs(ctx: Context) -> list[Finding]:
         elif field == "num_generations" and not (engine == "vllm_server" and kwargs[key] == ctx.config.num_generations):
             # the server is asked for n = num_generations (vllm_generation.py): the same n changes nothing
             out.append(finding(
-                "generation_count_overridden", "generation_kwargs", "error",
+                "generation_count_overridden", FIELD.generation_kwargs, "error",
                 f"{where} overrides num_generations: TRL expects exactly num_generations completions per prompt and "
                 "fails (or mis-groups them) with another count",
                 "drop it from generation_kwargs; set num_generations"))
         elif field == _LENGTH:
             out.append(finding(
-                "generation_length_overridden", "generation_kwargs", "warning",
+                "generation_length_overridden", FIELD.generation_kwargs, "warning",
                 f"{where}={kwargs[key]} overrides max_completion_length ({ctx.config.max_completion_length}): the "
                 "engine generates to this length, while the memory plan, the truncation mask and DAPO's length "
                 "shaping use max_completion_length",
@@ -84,7 +84,7 @@ def rule_generation_kwargs(ctx: Context) -> list[Finding]:
             # temperature: TRL's loss divides the logits by args.temperature; a penalty matters where vLLM's
             # processed log-probs feed the importance-sampling correction
             out.append(finding(
-                "generation_sampling_overridden", "generation_kwargs", "warning",
+                "generation_sampling_overridden", FIELD.generation_kwargs, "warning",
                 f"{where}={kwargs[key]} overrides {field} ({getattr(ctx.config, field)}) for sampling only: TRL's loss "
                 f"computes log-probs with the config's {field}, so the sampler and the trainer disagree and the "
                 "importance ratios are off from the first step",
@@ -92,7 +92,7 @@ def rule_generation_kwargs(ctx: Context) -> list[Finding]:
         elif foreign is not None and field is None:
             refused = ours == "vllm"
             out.append(finding(
-                "generation_kwarg_other_engine", "generation_kwargs", "error" if refused else "warning",
+                "generation_kwarg_other_engine", FIELD.generation_kwargs, "error" if refused else "warning",
                 f"{where} is {other}'s name for {foreign}, not {ours}'s: "
                 + ("vLLM's SamplingParams refuses an unknown keyword when the first batch is generated" if refused
                    else "transformers' GenerationConfig keeps it unused, so it does nothing"),
@@ -108,7 +108,7 @@ def rule_lora_fields_without_peft(ctx: Context) -> list[Finding]:
              if k in ctx.values]
     if not given or ctx.config.use_peft or ctx.config.load_in_4bit or ctx.config.load_in_8bit:
         return []
-    return [finding("lora_fields_without_peft", "use_peft", "warning",
+    return [finding("lora_fields_without_peft", FIELD.use_peft, "warning",
                     f"{', '.join(given)} set but use_peft is false: TRL builds no adapter (get_peft_config returns "
                     "None), so this is a full fine-tune and the LoRA fields do nothing",
                     "set use_peft: true for LoRA, or drop the lora_* fields")]
@@ -120,7 +120,7 @@ def rule_warmup_under_constant(ctx: Context) -> list[Finding]:
     warmup = ctx.config.warmup_steps
     if ctx.config.lr_scheduler_type != "constant" or not isinstance(warmup, (int, float)) or warmup <= 0:
         return []
-    return [finding("warmup_ignored", "lr_scheduler_type", "warning",
+    return [finding("warmup_ignored", FIELD.lr_scheduler_type, "warning",
                     f"warmup_steps={warmup} with lr_scheduler_type: constant: transformers' constant schedule takes "
                     "no warmup (get_scheduler returns it before reading warmup), so the run starts at full rate",
                     "use lr_scheduler_type: constant_with_warmup, or drop warmup_steps")]
@@ -131,7 +131,7 @@ def rule_eval_cadence(ctx: Context) -> list[Finding]:
     `self.eval_steps = self.logging_steps`."""
     if ctx.config.eval_strategy != "steps" or ctx.given.eval_steps:
         return []
-    return [finding("eval_steps_from_logging", "eval_steps", "warning",
+    return [finding("eval_steps_from_logging", FIELD.eval_steps, "warning",
                     f"eval_strategy: steps without eval_steps: transformers evaluates every logging_steps "
                     f"({ctx.config.logging_steps}), which for GRPO means generating for the eval set that often",
                     "set eval_steps (e.g. the save cadence)")]
@@ -142,7 +142,7 @@ def rule_logging_epoch(ctx: Context) -> list[Finding]:
     max_steps logs once, at its end, and the guard and diagnose_run see no step until then."""
     if ctx.config.logging_strategy != "epoch":
         return []
-    return [finding("logging_once_per_epoch", "logging_strategy", "warning",
+    return [finding("logging_once_per_epoch", FIELD.logging_strategy, "warning",
                     "logging_strategy: epoch writes metrics once an epoch: the live guard, training_status and "
                     "diagnose_run read logged steps, so a run of an epoch or less shows none until it ends",
                     "use logging_strategy: steps with logging_steps: 1 (GRPO's steps are long)")]
@@ -160,7 +160,7 @@ def rule_think_reward_without_thinking(ctx: Context) -> list[Finding]:
     think = [n for n in names if n.rsplit(".", 1)[-1] == "think_format_reward"]
     if not think:
         return []
-    return [finding("reward_never_pays", "chat_template_kwargs", "warning",
+    return [finding("reward_never_pays", FIELD.chat_template_kwargs, "warning",
                     "think_format_reward pays only completions that open with <think>, but chat_template_kwargs "
                     "turns thinking off: the template already closes an empty think block in the prompt, so this "
                     "reward is 0 for every completion",
@@ -196,7 +196,7 @@ def rule_deepspeed_batch(ctx: Context) -> list[Finding]:
              and ds[k] != v]
     if not wrong:
         return []
-    return [finding("deepspeed_batch_mismatch", "deepspeed", "error",
+    return [finding("deepspeed_batch_mismatch", FIELD.deepspeed, "error",
                     f"the DeepSpeed config's {', '.join(wrong)}: transformers refuses to start when these differ "
                     "from the training arguments (trainer_config_finalize)",
                     "set them to \"auto\" in the DeepSpeed config (transformers fills them in)")]
@@ -210,7 +210,7 @@ def rule_qlora_fsdp_storage(ctx: Context) -> list[Finding]:
     storage = str(ctx.config.bnb_4bit_quant_storage or "uint8")
     if storage in ("bfloat16", "float16", "float32"):
         return []
-    return [finding("qlora_fsdp_storage", "bnb_4bit_quant_storage", "error",
+    return [finding("qlora_fsdp_storage", FIELD.bnb_4bit_quant_storage, "error",
                     f"load_in_4bit under FSDP with bnb_4bit_quant_storage {storage}: FSDP shards parameters of one "
                     "floating dtype, and accelerate refuses a uint8-stored 4-bit base",
                     "set bnb_4bit_quant_storage to the compute dtype (bfloat16)")]
@@ -230,7 +230,7 @@ def rule_attention_kernel(ctx: Context) -> list[Finding]:
     have = float(ctx.gpu.compute_capability)
     if have >= need:
         return []
-    return [finding("attention_kernel_unsupported", "attn_implementation", "error",
+    return [finding("attention_kernel_unsupported", FIELD.attn_implementation, "error",
                     f"attn_implementation {kernel} needs compute capability {need} or higher; {ctx.gpu_name} has "
                     f"{have}: the model fails to load on it",
                     "use attn_implementation: sdpa on this GPU")]

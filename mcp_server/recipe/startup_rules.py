@@ -8,6 +8,7 @@ with ast from the installed TRL) and fails on one that no finding catches and no
 
 from __future__ import annotations
 
+from mcp_server.config import FIELD
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 
@@ -26,7 +27,7 @@ def rule_vespo_sampling_mode(ctx: Context) -> list[Finding]:
         return []
     said = "" if "vllm_importance_sampling_mode" in ctx.values else " (TRL's default)"
     return [finding(
-        "vespo_sampling_mode", "vllm_importance_sampling_mode", "error",
+        "vespo_sampling_mode", FIELD.vllm_importance_sampling_mode, "error",
         f"loss_type=vespo with vLLM and vllm_importance_sampling_correction: GRPOTrainer raises ValueError when it "
         f"starts unless vllm_importance_sampling_mode is {' or '.join(VESPO_IS_MODES)}; it is {mode!r}{said}.",
         "set vllm_importance_sampling_mode: token_truncate (or token_mask), or "
@@ -60,7 +61,7 @@ def rule_quantized_base(ctx: Context) -> list[Finding]:
     init = cfg.model_init_kwargs if isinstance(cfg.model_init_kwargs, dict) else {}
     if "quantization_config" in init:
         out.append(finding(
-            "quantization_config_twice", "model_init_kwargs", "error",
+            "quantization_config_twice", FIELD.model_init_kwargs, "error",
             f"model_init_kwargs.quantization_config with {field}: train.py passes {field} to GRPOTrainer as its "
             "quantization_config, and GRPOTrainer raises ValueError when both are set.",
             f"remove quantization_config from model_init_kwargs (the {field} fields describe it)"))
@@ -76,7 +77,7 @@ def rule_vllm_tensor_parallel(ctx: Context) -> list[Finding]:
         return []
     if cfg.vllm_mode == "server":
         return [finding(
-            "vllm_tensor_parallel_ignored", "vllm_tensor_parallel_size", "warning",
+            "vllm_tensor_parallel_ignored", FIELD.vllm_tensor_parallel_size, "warning",
             f"vllm_tensor_parallel_size={tp} with vllm_mode=server: TRL reads it in colocate mode only; the server's "
             "is `trl vllm-serve --tensor_parallel_size` (launch_training sets it from the memory plan).",
             "remove it (the server's tensor parallelism is set where it starts)")]
@@ -84,7 +85,7 @@ def rule_vllm_tensor_parallel(ctx: Context) -> list[Finding]:
     if world % tp == 0:
         return []
     return [finding(
-        "vllm_tensor_parallel_world", "vllm_tensor_parallel_size", "error",
+        "vllm_tensor_parallel_world", FIELD.vllm_tensor_parallel_size, "error",
         f"vllm_tensor_parallel_size={tp} does not divide the {world} training process(es): TRL raises ValueError "
         "when the colocated engine starts ('tensor_parallel_size must divide world size').",
         f"use a tensor-parallel size dividing {world} (1 on one GPU)")]
@@ -96,7 +97,7 @@ def rule_streaming_dispatch(ctx: Context) -> list[Finding]:
     if not ctx.config.dataset_streaming or accel.get("dispatch_batches") is not True:
         return []
     return [finding(
-        "streaming_dispatch_batches", "accelerator_config", "error",
+        "streaming_dispatch_batches", FIELD.accelerator_config, "error",
         "dataset_streaming with accelerator_config.dispatch_batches=true: GRPOTrainer raises ValueError when it "
         "starts (iterable data sets need dispatch_batches=False).", "remove dispatch_batches from accelerator_config")]
 

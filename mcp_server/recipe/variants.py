@@ -8,6 +8,7 @@ num_iterations = 1) every update is on-policy, the importance ratio is exactly 1
 
 from __future__ import annotations
 
+from mcp_server.config import FIELD
 from mcp_server.config.recipe import Recipe
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.learning_rate import recipe_rate
@@ -17,31 +18,31 @@ from mcp_server.recipe.learning_rate import recipe_rate
 # depends on the model: recipe.learning_rate's rate for the fine-tuning mode and size (RATE_BY_SIZE marks its place).
 RATE_BY_SIZE = "recipe.learning_rate"
 SEED: dict[str, tuple[object, str]] = {
-    "use_vllm": (True, "generation is most of a GRPO step; vLLM samples several times faster than transformers "
+    FIELD.use_vllm: (True, "generation is most of a GRPO step; vLLM samples several times faster than transformers "
                        "generate"),
-    "vllm_mode": ("colocate", "one GPU: vLLM shares it with training (colocate)"),
-    "num_generations": (8, "group size: 8 completions per prompt; with fewer, most groups have one reward value and "
-                           "no advantage"),
-    "learning_rate": (RATE_BY_SIZE, ""),
-    "beta": (0.01, "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it"),
-    "per_device_train_batch_size": (8, "8 completions per micro-batch: one prompt group"),
-    "gradient_accumulation_steps": (4, "4 micro-batches per optimizer step: 32 completions, 4 prompt groups per "
+    FIELD.vllm_mode: ("colocate", "one GPU: vLLM shares it with training (colocate)"),
+    FIELD.num_generations: (8, "group size: 8 completions per prompt; with fewer, most groups have one reward value "
+                                 "and no advantage"),
+    FIELD.learning_rate: (RATE_BY_SIZE, ""),
+    FIELD.beta: (0.01, "a small KL pull to the starting model (costs a reference model); TRL's 0 drops it"),
+    FIELD.per_device_train_batch_size: (8, "8 completions per micro-batch: one prompt group"),
+    FIELD.gradient_accumulation_steps: (4, "4 micro-batches per optimizer step: 32 completions, 4 prompt groups per "
                                        "GPU"),
-    "bf16": (True, "bf16 autocast for the matmuls; the weights stay float32 (dtype), so small RL updates are not "
+    FIELD.bf16: (True, "bf16 autocast for the matmuls; the weights stay float32 (dtype), so small RL updates are not "
                    "rounded away"),
-    "logging_steps": (10, "one progress line every 10 optimizer steps"),
-    "seed": (3407, "the seed recipe's seed, so a rerun samples the same completions"),
-    "loss_type": ("dapo", "token-level loss over the accumulated batch (DAPO's aggregation): no length bias. 'grpo' "
-                          "normalises per sequence, favouring short right and long wrong answers (TRL: not "
-                          "recommended); written out so a TRL upgrade cannot change it"),
+    FIELD.logging_steps: (10, "one progress line every 10 optimizer steps"),
+    FIELD.seed: (3407, "the seed recipe's seed, so a rerun samples the same completions"),
+    FIELD.loss_type: ("dapo", "token-level loss over the accumulated batch (DAPO's aggregation): no length bias. "
+                                "'grpo' normalises per sequence, favouring short right and long wrong answers (TRL: "
+                                "not recommended); written out so a TRL upgrade cannot change it"),
 }
 # Training's own samples, read as the inspection's were (max_completion_length comes from the inspection's length
 # advice, sample_completions' `lengths.config_patch`).
 LOGGED_COMPLETIONS = 8
 TRAINING_SAMPLES: dict[str, tuple[object, str]] = {
-    "log_completions": (True, "print and log a few (prompt, completion, rewards) rows every logging step: read "
+    FIELD.log_completions: (True, "print and log a few (prompt, completion, rewards) rows every logging step: read "
                               "training's samples as the inspection's were read"),
-    "num_completions_to_print": (LOGGED_COMPLETIONS, f"{LOGGED_COMPLETIONS} rows per logging step are enough to "
+    FIELD.num_completions_to_print: (LOGGED_COMPLETIONS, f"{LOGGED_COMPLETIONS} rows per logging step are enough to "
                                                      "read"),
 }
 
@@ -64,38 +65,40 @@ VARIANTS: dict[str, dict] = {
     "grpo": {},
     # DAPO: clip-higher, no KL term, truncated completions masked out of the loss (+ soft overlong punishment,
     # a reward: see DAPO_LENGTH_SHAPING, and 16 mini-batches per rollout: see MINI_BATCHES_PER_GENERATION).
-    "dapo": {"loss_type": "dapo", "epsilon_high": 0.28, "beta": 0.0, "mask_truncated_completions": True},
+    "dapo": {FIELD.loss_type: "dapo", FIELD.epsilon_high: 0.28, FIELD.beta: 0.0,
+             FIELD.mask_truncated_completions: True},
     # Dr.GRPO: constant normaliser and no std scaling, which removes the length and difficulty biases.
-    "dr_grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0},
+    "dr_grpo": {FIELD.loss_type: "dr_grpo", FIELD.scale_rewards: "none", FIELD.beta: 0.0},
     # GSPO: sequence-level importance ratios with the paper's (much tighter) clip range, per-sequence loss.
-    "gspo": {"importance_sampling_level": "sequence", "loss_type": "grpo", "epsilon": 3e-4, "epsilon_high": 4e-4,
-             "beta": 0.0},
+    "gspo": {FIELD.importance_sampling_level: "sequence", FIELD.loss_type: "grpo", FIELD.epsilon: 3e-4,
+             FIELD.epsilon_high: 4e-4, FIELD.beta: 0.0},
 }
 
 VARIANT_WHY: dict[str, dict[str, str]] = {
     "grpo": {},
     "dapo": {
-        "loss_type": "DAPO's token-level loss over the accumulated batch (no length bias)",
-        "epsilon_high": "DAPO clip-higher (paper sec. 4.1: 0.2 low, 0.28 high): low-probability tokens can still "
+        FIELD.loss_type: "DAPO's token-level loss over the accumulated batch (no length bias)",
+        FIELD.epsilon_high: "DAPO clip-higher (paper sec. 4.1: 0.2 low, 0.28 high): low-probability tokens can still "
                         "grow, which keeps entropy from collapsing",
-        "beta": "DAPO drops the KL term (paper sec. 2.3): no reference model",
-        "mask_truncated_completions": "DAPO overlong filtering: a truncated completion is not scored as wrong",
-        "num_generations": "group size 8 (the recipe's); the DAPO paper samples 16 per prompt: set "
+        FIELD.beta: "DAPO drops the KL term (paper sec. 2.3): no reference model",
+        FIELD.mask_truncated_completions: "DAPO overlong filtering: a truncated completion is not scored as wrong",
+        FIELD.num_generations: "group size 8 (the recipe's); the DAPO paper samples 16 per prompt: set "
                            "num_generations: 16 in overrides to match it (the generation batch stays divisible)",
     },
     "dr_grpo": {
-        "loss_type": "Dr.GRPO: a constant normaliser (max_completion_length) instead of each sequence's length",
-        "scale_rewards": "Dr.GRPO: advantages are reward minus group mean, not divided by the group std (dividing "
+        FIELD.loss_type: "Dr.GRPO: a constant normaliser (max_completion_length) instead of each sequence's length",
+        FIELD.scale_rewards: "Dr.GRPO: advantages are reward minus group mean, not divided by the group std (dividing "
                          "up-weights near-solved and near-impossible prompts); this is what differs from the base "
                          "in every step",
-        "beta": "Dr.GRPO's setting (TRL paper index): no KL term",
+        FIELD.beta: "Dr.GRPO's setting (TRL paper index): no KL term",
     },
     "gspo": {
-        "importance_sampling_level": "GSPO: one importance ratio per sequence (geometric mean of token ratios)",
-        "loss_type": "GSPO's per-sequence objective: TRL warns that token-summing losses weight sequences by length",
-        "epsilon": "GSPO paper (v2) sec. 5.1: sequence ratios stay near 1, so the clip range is 3e-4 / 4e-4",
-        "epsilon_high": "GSPO paper (v2) sec. 5.1",
-        "beta": "GSPO sets the KL term to zero",
+        FIELD.importance_sampling_level: "GSPO: one importance ratio per sequence (geometric mean of token ratios)",
+        FIELD.loss_type: "GSPO's per-sequence objective: TRL warns that token-summing losses weight sequences by "
+                         "length",
+        FIELD.epsilon: "GSPO paper (v2) sec. 5.1: sequence ratios stay near 1, so the clip range is 3e-4 / 4e-4",
+        FIELD.epsilon_high: "GSPO paper (v2) sec. 5.1",
+        FIELD.beta: "GSPO sets the KL term to zero",
     },
 }
 
@@ -133,7 +136,7 @@ def off_policy_fields(variant: str, gradient_accumulation_steps: int) -> Recipe:
     why = (f"{mini_batches} optimizer steps per generation batch ({mini_batches} x gradient_accumulation_steps "
            f"{gradient_accumulation_steps}). {reason}. With one step per generation the ratio is exactly 1 and "
            "the clip never acts (num_iterations > 1 is the other way to go off-policy)")
-    return Recipe.of({"steps_per_generation": steps}, {"steps_per_generation": why}, "recipe")
+    return Recipe.of({FIELD.steps_per_generation: steps}, {FIELD.steps_per_generation: why}, "recipe")
 
 
 def recipe_values(variant: str, finetune: str = "full", params_b: float | None = None) -> Recipe:
@@ -148,7 +151,7 @@ def recipe_values(variant: str, finetune: str = "full", params_b: float | None =
 
 def variant_values(variant: str, gradient_accumulation_steps: int) -> dict:
     """The values that make the variant what it is, as emit_grpo_config writes them (diagnosis patches use it)."""
-    values = {"loss_type": BASE_RECIPE["loss_type"], **VARIANTS[variant]}
+    values = {FIELD.loss_type: BASE_RECIPE["loss_type"], **VARIANTS[variant]}
     values.update(off_policy_fields(variant, gradient_accumulation_steps).values)
     return values
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.memory.estimate import step_estimate
 from mcp_server.recipe.runspec import RunSpec
@@ -57,7 +58,7 @@ def _max_steps(run: Run, config: dict) -> int | None:
     begin = read_json_if_present(run.train_begin) or {}
     if _count(begin.get("max_steps")):
         return begin["max_steps"]
-    return _count(config.get("max_steps")) or None
+    return _count(config.get(FIELD.max_steps)) or None
 
 
 def _speed(lines: list[dict], since: float | None) -> float | None:
@@ -248,7 +249,7 @@ def _summary(run: Run) -> RunSummary:
     spec = RunSpec.of_run(run)
     request, config = spec.request, spec.values
     latest = last_progress(run) or {}
-    model = request.model or config.get("model_name_or_path")
+    model = request.model or config.get(FIELD.model_name_or_path)
     started = (derived.record or {}).get("started_at")
     return RunSummary(
         run=run.name, run_dir=str(run.dir), state=derived.state, step=_count(latest.get("step")),
