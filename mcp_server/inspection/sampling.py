@@ -35,7 +35,7 @@ from mcp_server.inspection.sample_files import explored_note, keeper, kept_note,
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
-from mcp_server.config.fields import ENGINES
+from mcp_server.config.fields import ENGINES, engine_name, fields_in
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.recipe.recorded import read_recorded
@@ -46,18 +46,13 @@ from mcp_server.worker_targets import SAMPLE_COMPLETIONS
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all of a smaller data set)
-# Compared with the run's config: the settings that decide what a sample looks like.
-COMPARED = (
-    "n",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "max_new_tokens",
-    "chat_template_kwargs",
-    "generation_kwargs",
-)
+# Compared with the run's config: the settings that decide what a sample looks like, the sampling group's fields
+# (config.fields) under the names this pass gives them (generate's, and vLLM's "n"), so a sampling setting TRL adds
+# is compared once it is declared there.
+_SETTING_NAMES = {FIELD.num_generations: "n", FIELD.max_completion_length: "max_new_tokens"}
+COMPARED = tuple(_SETTING_NAMES.get(name, name) for name in fields_in("sampling"))
+# The sampling fields transformers' generate takes by TRL's name (generation_kwargs may set them too).
+SAME_NAMED = tuple(name for name in fields_in("sampling") if engine_name(name, "transformers") == name)
 
 
 def _trl_defaults() -> dict:
@@ -78,7 +73,7 @@ def _data_settings(request: SampleRequest, config: dict, run: Run | None = None)
         split = split or config_split
         if run is not None and dataset and run.resolve(dataset).exists():  # the run's own data: relative to it
             dataset = str(run.resolve(dataset))
-    model = request.model or config.get("model_name_or_path")
+    model = request.model or config.get(FIELD.model_name_or_path)
     if model is None:
         raise UserInputError("model", "no model given and the run has no train/config.yaml naming one; give a path or "
                                       "'tiny'")
@@ -87,7 +82,7 @@ def _data_settings(request: SampleRequest, config: dict, run: Run | None = None)
     return {
         "model": model,
         "dataset": dataset,
-        "dataset_config": request.dataset_config or config.get("dataset_config"),
+        "dataset_config": request.dataset_config or config.get(FIELD.dataset_config),
         "dataset_split": split or "train",
     }
 
@@ -112,7 +107,7 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
             "min_p": pick(None, FIELD.min_p),
             "repetition_penalty": float(pick(None, FIELD.repetition_penalty) or 1.0),
             "max_new_tokens": int(pick(request.max_new_tokens, FIELD.max_completion_length)),
-            "chat_template_kwargs": config.get("chat_template_kwargs") or {},
+            "chat_template_kwargs": config.get(FIELD.chat_template_kwargs) or {},
             "seed": request.seed,
         }
     except (TypeError, ValueError) as exc:
@@ -120,9 +115,9 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
             "run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}"
         ) from None
     # TRL updates its generation settings with generation_kwargs (GRPOTrainer), so they win here too.
-    extra = dict(config.get("generation_kwargs") or {})
+    extra = dict(config.get(FIELD.generation_kwargs) or {})
     for key, field in (("max_new_tokens", "max_new_tokens"), ("max_tokens", "max_new_tokens"),
-                       *((k, k) for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"))):
+                       *((k, k) for k in SAME_NAMED)):
         if key in extra:  # a request's own value (exploring) still wins over the config's
             value = extra.pop(key)
             settings[field] = value if getattr(request, field, None) is None else settings[field]
@@ -135,9 +130,9 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
 def _dataset_from_config(config: dict) -> tuple[str | None, str | None]:
     """The training data named by train/config.yaml: `dataset_name`, or the first `datasets` mixture entry
     (emit_grpo_config writes local files as {path: json, data_files: FILE, split: train})."""
-    if config.get("dataset_name"):
-        return config["dataset_name"], config.get("dataset_train_split")
-    entries = config.get("datasets") or []
+    if config.get(FIELD.dataset_name):
+        return config[FIELD.dataset_name], config.get(FIELD.dataset_train_split)
+    entries = config.get(FIELD.datasets) or []
     if not entries or not isinstance(entries[0], dict):
         return None, None
     entry = entries[0]
@@ -151,13 +146,13 @@ def _dataset_from_config(config: dict) -> tuple[str | None, str | None]:
 
 def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
     """How these samples differ from what training would sample (empty: they are training's samples)."""
-    if not config.get("model_name_or_path"):
+    if not config.get(FIELD.model_name_or_path):
         return [f"the run has no {run.config} naming the model: nothing to compare with"]
     plain = SampleRequest(run=str(run.dir))
     try:
         data = _data_settings(plain, config, run)
         expected = {
-            "model": model_pin(data["model"], config.get("model_revision")),
+            "model": model_pin(data["model"], config.get(FIELD.model_revision)),
             "data": data_pin(data["dataset"], data["dataset_split"], data["dataset_config"]),
             "prompt_column": _prompt_column(plain, run),
             **{k: v for k, v in _generation_settings(plain, config).items() if k in COMPARED},
@@ -170,7 +165,7 @@ def _differs_from_config(run: Run, config: dict, used: dict) -> list[str]:
 
 def _from_the_trainers_loader(run: Run, request: SampleRequest, config: dict) -> bool:
     """Whether these samples read the data as the run's train/train.py will: no data or column override."""
-    return bool(config.get("model_name_or_path")) and run.script.is_file() and request.dataset is None and \
+    return bool(config.get(FIELD.model_name_or_path)) and run.script.is_file() and request.dataset is None and \
         request.dataset_config is None and request.dataset_split is None and \
         request.prompt_column in (None, prompt_column(run))
 
@@ -198,7 +193,7 @@ def _sampled_inputs(run: Run, request: SampleRequest, config: dict, cache: str) 
     trained = loaded["fingerprint"]
     resolved = {**config, **trained["settings"]}  # the values TRL resolved, its defaults filled in
     rows = loaded["dataset"].to_list()
-    model = request.model or config["model_name_or_path"]
+    model = request.model or config[FIELD.model_name_or_path]
     model_ref = resolve_loadable(model)
     init_kwargs = None if request.model else loaded["training_args"].model_init_kwargs
     if not request.model:  # the folder the trainer loads (a hub model: its cached snapshot), with the same files
@@ -467,8 +462,7 @@ def _samples_meta(run: Run, rows: list[dict], prompt_column: str, conversational
         "n": settings["n"],
         "conversational": conversational,
         "engine": engine,
-        "generation": {k: settings[k] for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-                                                "max_new_tokens", "seed")},
+        "generation": {k: settings[k] for k in (*SAME_NAMED, "max_new_tokens", "seed")},
         "samples_sha256": digest,
         "used": used,
         "differs_from_config": differs,
