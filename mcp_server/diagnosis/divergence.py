@@ -142,7 +142,7 @@ def rule_kl(ctx: Ctx) -> list[DiagnosisFinding]:
     beta = float(ctx.get(FIELD.beta, 0.0) or 0.0)
     if 0 < beta < 0.1:  # a stronger pull to the reference, up to a still-trainable 0.1
         patch[FIELD.beta] = round(min(2 * beta, 0.1), 6)
-    evidence.append(Evidence(metric="beta" + (" (config)" if "beta" in ctx.config else ""), value=beta))
+    evidence.append(Evidence(metric="beta" + (" (config)" if FIELD.beta in ctx.config else ""), value=beta))
     return [finding("kl_explosion", "error" if severe else "warning", evidence,
                     f"KL to the reference model rose to {shown(peak[1])} by step {peak[0]}; at beta={beta:g} a warning "
                     f"starts at {warn:.3g} and an error at {error:.3g} nats/token (the bounds scale with beta: a "

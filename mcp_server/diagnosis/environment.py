@@ -205,10 +205,10 @@ def rule_config_not_the_runs(ctx: Ctx) -> list[DiagnosisFinding]:
     kl = ctx.finite_series("kl")
     if not kl or not isinstance(beta, (int, float)) or beta != 0:
         return []
-    how = "beta: 0" if "beta" in ctx.config else "no beta (TRL's default, 0)"
+    how = "beta: 0" if FIELD.beta in ctx.config else "no beta (TRL's default, 0)"
     where = str(ctx.run.config_path) if ctx.run.config_path else "the config given"
     return [finding("config_not_the_runs", "warning", [
-        Evidence(metric="beta (config)" if "beta" in ctx.config else "beta (TRL default)", value=beta),
+        Evidence(metric="beta (config)" if FIELD.beta in ctx.config else "beta (TRL default)", value=beta),
         Evidence(metric="kl", step=kl[0][0], value=kl[0][1]), Evidence(metric="kl", step=kl[-1][0], value=kl[-1][1])],
         f"The metrics log kl ({len(kl)} logs), but the config read ({where}) has {how}. TRL 1.16 computes and logs "
         "kl only when beta is not 0 (grpo_trainer.py), so this run trained with another config: a later edit, "

@@ -38,7 +38,7 @@ def structure(ctx: Ctx, values: dict) -> Structure:
     generations, iterations = get("num_generations"), get("num_iterations")
     batch = values.get(FIELD.generation_batch_size, ctx.config.get(FIELD.generation_batch_size))
     per_generation = values.get(FIELD.steps_per_generation, ctx.config.get(FIELD.steps_per_generation))
-    if "steps_per_generation" in values:
+    if FIELD.steps_per_generation in values:
         batch = None  # TRL takes one of the two: the patch's
     if isinstance(per_generation, int) and per_generation > 0:
         steps = per_generation

@@ -83,7 +83,7 @@ def rule_sampler_mismatch(ctx: Ctx) -> list[DiagnosisFinding]:
             "the same chat template and sampling settings on both sides."
             + (
                 " The patch turns TRL's importance-sampling correction back on."
-                if "vllm_importance_sampling_correction" in patch
+                if FIELD.vllm_importance_sampling_correction in patch
                 else ""
             ),
             patch,
@@ -136,7 +136,7 @@ def rule_importance_ratio(ctx: Ctx) -> list[DiagnosisFinding]:
     if not patch and lr is not None and max(lr / 2, ctx.lr_range()[0]) < lr:
         patch[FIELD.learning_rate] = max(lr / 2, ctx.lr_range()[0])
     keeps = (f" {off_policy_variant} acts only off-policy, so the patch keeps at least two mini-batches per "
-             "generation." if off_policy_variant and "steps_per_generation" in patch else "")
+             "generation." if off_policy_variant and FIELD.steps_per_generation in patch else "")
     return [finding("importance_ratio_blowup", "error" if late >= error or top[1] >= 2 * error else "warning",
                     evidence,
                     f"{late:.0%} of tokens had their policy ratio clipped recently (peak {top[1]:.0%} at step "

@@ -32,8 +32,8 @@ EPOCHS = 3  # TRL's num_train_epochs default, stated as max_steps when the data 
 EVERY_STEP_BELOW = 100  # runs shorter than this log every step
 CHECKPOINTS_PER_RUN = 10  # a crash or a preemption costs at most a tenth of the run
 KEPT_CHECKPOINTS = 3  # the guard's stop step and two before it (resume_training goes back past the stop step)
-BATCH_KEYS = {"per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
-              "generation_batch_size", "num_generations"}
+BATCH_KEYS = {FIELD.per_device_train_batch_size, FIELD.gradient_accumulation_steps, FIELD.steps_per_generation,
+              FIELD.generation_batch_size, FIELD.num_generations}
 
 
 def _fits(plan_of: Planner, values: dict) -> bool:
@@ -43,7 +43,7 @@ def _fits(plan_of: Planner, values: dict) -> bool:
 
 def _with_accumulation(values: dict, per_device: int, ga: int, mini_batches: int) -> dict:
     grown = {**values, FIELD.per_device_train_batch_size: per_device, FIELD.gradient_accumulation_steps: ga}
-    if "steps_per_generation" in values:
+    if FIELD.steps_per_generation in values:
         grown[FIELD.steps_per_generation] = mini_batches * ga
     return grown
 
@@ -86,7 +86,7 @@ def size_batch(recipe: Recipe, plan_of: Planner, request, prompts: int | None, v
              f"{step_prompts} prompts of {g} per optimizer step (DAPO's mini-batch is {PROMPTS_PER_STEP} prompts"
              + (f"; this data set's {prompts} prompts aim at {target}, two generation batches per epoch)" if prompts
                 and target < PROMPTS_PER_STEP else ")"))}, "plan")
-    if "steps_per_generation" in values:  # the variant's mini-batches per rollout, over the new accumulation
+    if FIELD.steps_per_generation in values:  # the variant's mini-batches per rollout, over the new accumulation
         recipe = recipe.merged(off_policy_fields(variant, ga))
     return recipe
 
@@ -95,7 +95,7 @@ def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -
     """A constant rate after a short linear warm-up, and max_steps when the data set's size is known. Only a
     schedule of the person's own replaces the constant rate: an override of max_steps or warmup_steps alone once
     dropped it, and TRL's linear decay to 0 took its place unannounced."""
-    if "lr_scheduler_type" not in overrides:
+    if FIELD.lr_scheduler_type not in overrides:
         recipe = recipe.with_value(FIELD.lr_scheduler_type, "constant_with_warmup", (
             "constant after warm-up, as DAPO, DeepSeekMath and Dr.GRPO train; TRL's default linear decay to 0 over "
             "3 epochs shrinks the last updates to nothing"), "plan")
@@ -108,12 +108,12 @@ def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -
     if steps is None and prompts and isinstance(spg, int) and isinstance(ga, int) and rollout_prompts > 0:
         # whole generation batches per epoch (TRL's sampler drops the rest) x the optimizer steps each one feeds
         steps = EPOCHS * (prompts // rollout_prompts) * max(spg // ga, 1) * view.num_iterations
-    if steps and steps > 0 and "max_steps" not in overrides:
+    if steps and steps > 0 and FIELD.max_steps not in overrides:
         recipe = recipe.with_value(FIELD.max_steps, steps, (
             f"{EPOCHS} epochs (TRL's default) of this data set's {prompts} prompts: {steps} optimizer steps; raise it "
             "for a longer run (the constant rate does not depend on it)"), "plan")
     recipe = keep_and_log(recipe, steps, overrides)
-    if "warmup_steps" not in overrides:
+    if FIELD.warmup_steps not in overrides:
         # constant_with_warmup starts at 0: a 1-step warm-up on a short run would waste its first update
         warmup = min(WARMUP_MAX, round(WARMUP_FRACTION * steps)) if steps and steps > 0 else WARMUP_MAX // 2
         if warmup:  # else TRL's default 0
@@ -128,13 +128,13 @@ def schedule(recipe: Recipe, prompts: int | None, world: int, overrides: dict) -
 def keep_and_log(recipe: Recipe, steps: int | None, overrides: dict) -> Recipe:
     """logging_steps for at least MIN_LOGGED_ROWS rows (every step under EVERY_STEP_BELOW steps) and save_steps
     for CHECKPOINTS_PER_RUN checkpoints, for the run's length when it is known."""
-    if "logging_steps" not in overrides and steps and steps > 0:
+    if FIELD.logging_steps not in overrides and steps and steps > 0:
         every = 1 if steps < EVERY_STEP_BELOW else min(10, steps // MIN_LOGGED_ROWS)
         recipe = recipe.with_value(FIELD.logging_steps, every, (
             f"one progress row every {every} optimizer step{'s' if every > 1 else ''}: {steps // every} rows over the "
             f"{steps} steps (the diagnosis calls a trend from {MIN_LOGGED_ROWS}, and the live guard reads each row)"),
             "plan")
-    if {"save_steps", "save_strategy"} & set(overrides):
+    if {FIELD.save_steps, FIELD.save_strategy} & set(overrides):
         return recipe
     if steps and steps < KEEP_FROM_STEPS:
         return recipe  # TRL's default saves at the last step; a short run is cheaper to rerun than to checkpoint often

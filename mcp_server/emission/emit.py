@@ -282,7 +282,8 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         + "# Each value that differs from TRL's default says why above it.\n"
         f"# Rewards (train/rewards.json): {names}.\n"
         f"# Train with this run's rewards:  {how}\n"
-        + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n" if "reward_funcs" in values else
+        + ("# TRL's own CLI also accepts it:  trl grpo --config train/config.yaml\n"
+           if FIELD.reward_funcs in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
     spec.write(run, render_yaml(values, header, why))

@@ -103,7 +103,7 @@ def grow_vllm_share(recipe: Recipe, plan_of: Planner, request) -> Recipe:
     headroom."""
     plan, given = plan_of(recipe.values), recipe.given
     if (plan is None or plan.status != "fits" or not given.use_vllm or given.vllm_mode != "colocate"
-            or "vllm_gpu_memory_utilization" in request.overrides):
+            or FIELD.vllm_gpu_memory_utilization in request.overrides):
         return recipe
     settings = RunSettings.reported(plan.run)
     now = settings.vllm_gpu_memory_utilization

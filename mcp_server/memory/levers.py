@@ -372,7 +372,7 @@ class VllmFloors:
     def __init__(self, fits: FitCache, patches: dict[str, dict[str, Any]]):
         self.fits, self.patches = fits, patches  # each lever's patch, by name
         # load_in_4bit turns another lever's use_peft into QLoRA (settings.read_config): a lever that sets it counts too
-        self.moving = {name for name, patch in patches.items() if "load_in_4bit" in patch
+        self.moving = {name for name, patch in patches.items() if FIELD.load_in_4bit in patch
                        or not COLOCATED_VLLM_FIELDS.isdisjoint(read_config(patch))}
         self.floors: dict[tuple[str, ...], Fit] = {}
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import lookup_gpu, resolve_target
 from mcp_server.memory.anchors import size_class_anchor
@@ -366,7 +367,7 @@ def assumptions(settings: RunSettings, config: dict[str, Any], options: PlanOpti
                                                  if settings.peft else "a frozen reference model in the load dtype"))
     else:
         out.append("beta=0: no reference model")
-    if "gradient_checkpointing" not in given:
+    if FIELD.gradient_checkpointing not in given:
         out.append(f"gradient_checkpointing={settings.gradient_checkpointing} (TRL's default)")
     if not settings.use_vllm:
         sequences = settings.per_device_train_batch_size * (1 if settings.generate_per_micro_step else settings.spg)

@@ -75,7 +75,7 @@ _SETTINGS: tuple[tuple[str, Any], ...] = (
 )
 DEFAULTS: dict[str, Any] = {name: trl_default(name) if default is _TRL else default for name, default in _SETTINGS}
 # the settings that are config fields, read as the config holds them (read_config)
-_CONFIG_FIELDS = tuple(name for name, _ in _SETTINGS if name in GRPOView.DEFAULTS and name not in ("dtype", "fsdp"))
+_CONFIG_FIELDS = tuple(name for name, _ in _SETTINGS if name in GRPOView.DEFAULTS and name not in (FIELD.dtype, "fsdp"))
 
 
 class RunSettings:
@@ -357,8 +357,8 @@ def trl_version_defaults(version: str | None) -> tuple[dict[str, Any], list[str]
 
 def recipe_defaults(target: Target, finetune: str = "full") -> dict[str, Any]:
     """The recipe's memory-relevant defaults (what emit_grpo_config would write for this target and mode)."""
-    keys = ("use_vllm", "vllm_mode", "num_generations", "beta", "per_device_train_batch_size",
-            "gradient_accumulation_steps")
+    keys = (FIELD.use_vllm, FIELD.vllm_mode, FIELD.num_generations, FIELD.beta, FIELD.per_device_train_batch_size,
+            FIELD.gradient_accumulation_steps)
     defaults = {k: BASE_RECIPE[k] for k in keys if k in BASE_RECIPE}
     bf16 = target.gpu.bf16 if target.gpu else True
     defaults["dtype"] = weights_dtype(finetune, bf16)  # a full fine-tune keeps float32 master weights
@@ -393,7 +393,7 @@ def resolve_settings(config: Mapping[str, Any], given: Mapping[str, Any] | None 
                     zero_stage={"zero2": 2, "zero3": 3}.get(given["strategy"], 0))
     settings = RunSettings(config, below=below, given=over)
     if settings.dtype not in DTYPE_BYTES:
-        raise UserInputError("dtype", f"'{settings.dtype}' is not one of {', '.join(DTYPE_BYTES)}")
+        raise UserInputError(FIELD.dtype, f"'{settings.dtype}' is not one of {', '.join(DTYPE_BYTES)}")
     return settings
 
 
@@ -402,10 +402,10 @@ def check_run_numbers(settings: RunSettings, arch: Architecture, target: Target)
     batch = generation_batch(settings.per_device_train_batch_size, settings.training_processes(target.num_gpus),
                              settings.spg)
     if settings.num_generations < MIN_GENERATIONS:
-        raise UserInputError("num_generations", f"GRPO needs at least {MIN_GENERATIONS} completions per prompt")
+        raise UserInputError(FIELD.num_generations, f"GRPO needs at least {MIN_GENERATIONS} completions per prompt")
     if not whole_groups(batch, settings.num_generations):
         raise UserInputError(
-            "num_generations",
+            FIELD.num_generations,
             f"the generation batch (per_device_train_batch_size x training GPUs x steps_per_generation = "
             f"{batch}) must be divisible by num_generations={settings.num_generations}")
     if arch.max_position_embeddings and settings.seq_len > arch.max_position_embeddings:

@@ -224,7 +224,7 @@ def rule_full_finetune_precision(ctx: Context) -> list[Finding]:
 
 
 def rule_loss_type_explicit(ctx: Context) -> list[Finding]:
-    if "loss_type" in ctx.values or not ctx.trl["fields"]:
+    if FIELD.loss_type in ctx.values or not ctx.trl["fields"]:
         return []
     default = ctx.trl["fields"].get("loss_type", {}).get("default")
     return [finding("loss_type_implicit", FIELD.loss_type, "info",

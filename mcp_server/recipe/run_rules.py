@@ -305,7 +305,7 @@ def rule_overlong_punishment(ctx: Context) -> list[Finding]:
 
 
 def rule_server_memory_field(ctx: Context) -> list[Finding]:
-    if ctx.config.use_vllm and ctx.config.vllm_mode == "server" and "vllm_gpu_memory_utilization" in ctx.values:
+    if ctx.config.use_vllm and ctx.config.vllm_mode == "server" and FIELD.vllm_gpu_memory_utilization in ctx.values:
         return [finding(
             "vllm_memory_ignored_in_server_mode", FIELD.vllm_gpu_memory_utilization, "warning",
             "vllm_gpu_memory_utilization applies to vllm_mode=colocate only (TRL's help; the server branch of "

@@ -25,7 +25,7 @@ def rule_vespo_sampling_mode(ctx: Context) -> list[Finding]:
     mode = cfg.vllm_importance_sampling_mode
     if mode in VESPO_IS_MODES:
         return []
-    said = "" if "vllm_importance_sampling_mode" in ctx.values else " (TRL's default)"
+    said = "" if FIELD.vllm_importance_sampling_mode in ctx.values else " (TRL's default)"
     return [finding(
         "vespo_sampling_mode", FIELD.vllm_importance_sampling_mode, "error",
         f"loss_type=vespo with vLLM and vllm_importance_sampling_correction: GRPOTrainer raises ValueError when it "
