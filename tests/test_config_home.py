@@ -120,3 +120,18 @@ def test_a_field_is_named_through_the_checked_namespace():
         FIELD.max_completion_lenght  # the misspelt name is the point
     with pytest.raises(AttributeError, match="max_prompt_length"):  # removed in TRL 1.0
         FIELD.max_prompt_length
+
+
+def test_the_training_world_is_decided_in_one_place():
+    """Issue 46: the training world (TRL's world size: the GPUs less the run's own vLLM server's) is decided by
+    config.target.Target alone; validation, the launcher and the memory planner (RunSettings.training_processes,
+    which called config.batches.training_world itself) ask it."""
+    callers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if name == "training_world":
+                    callers.append(path.relative_to(PACKAGE).as_posix())
+    assert callers == ["config/target.py"], callers

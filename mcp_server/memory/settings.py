@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_server.config import FIELD, GRPOView, trl_default
-from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, training_world, whole_groups
-from mcp_server.config.target import DEFAULT_SERVER_GPUS
+from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
+from mcp_server.config.target import DEFAULT_SERVER_GPUS, Target as RunTarget
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import GPU
 from mcp_server.memory.constants import DTYPE_BYTES
@@ -151,12 +151,13 @@ class RunSettings:
 
     @property
     def server_gpus(self) -> int:
-        """GPUs `trl vllm-serve` holds for itself (none unless vLLM runs in server mode)."""
-        return self.vllm_server_gpus if self.vllm_server else 0
+        """GPUs `trl vllm-serve` holds for itself (none unless vLLM runs in server mode): config.target decides."""
+        return RunTarget(num_gpus=1, vllm_server_gpus=self.vllm_server_gpus).server_gpus(self.vllm_server)
 
     def training_processes(self, num_gpus: int) -> int:
-        """Training processes on `num_gpus` GPUs: the rest after the vLLM server's (config.batches.training_world)."""
-        return training_world(num_gpus, self.server_gpus)
+        """Training processes on `num_gpus` GPUs, the rest after the vLLM server's: config.target.Target.world, the
+        one place the training world is decided."""
+        return RunTarget(num_gpus=num_gpus, vllm_server_gpus=self.vllm_server_gpus).world(self.vllm_server)
 
 
 def _setting(name: str) -> property:
