@@ -110,8 +110,6 @@ def test_the_vllm_floor_reads_only_its_fields():
     read: set[str] = set()
 
     class Recording(RunSettings):
-        __slots__ = ()
-
         def __getattribute__(self, name):
             if name in RunSettings.NAMES:
                 read.add(name)

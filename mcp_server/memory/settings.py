@@ -74,26 +74,30 @@ _SETTINGS: tuple[tuple[str, Any], ...] = (
     ("reward_models", ()),
 )
 DEFAULTS: dict[str, Any] = {name: trl_default(name) if default is _TRL else default for name, default in _SETTINGS}
-# the settings that are config fields, read as the config holds them (read_config)
-_CONFIG_FIELDS = tuple(name for name, _ in _SETTINGS if name in GRPOView.DEFAULTS and name not in (FIELD.dtype, "fsdp"))
+# the settings that are config fields, read as the config holds them (read_config), and the config keys read_config
+# interprets (most of a lever search's patches hold none of them)
+_READ_AS_IS = frozenset(name for name, _ in _SETTINGS
+                        if name in GRPOView.DEFAULTS and name not in (FIELD.dtype, "fsdp"))
+_INTERPRETED = frozenset({FIELD.use_peft, "use_liger_loss", FIELD.max_steps, FIELD.model_init_kwargs, FIELD.dtype,
+                          "torch_dtype", "max_prompt_length", FIELD.bf16, FIELD.fp16, FIELD.deepspeed, FIELD.fsdp})
 
 
 class RunSettings:
     """The run as the planner's arithmetic reads it, derived from the run's config (RunSpec.fields) and not a copy
-    of it: each setting is a property reading, in order, what the request gave (or a lever or the layout set), what
+    of it: each setting (NAMES) is read, in order, from what the request gave (or a lever or the layout set), what
     the config says (read_config), the defaults below the config (an older TRL's, the recipe's for a run with no
-    config) and DEFAULTS. The config is read once per instance; `updated` and `patched` make the lever search's few
-    hundred variants without reading it again."""
+    config) and DEFAULTS. The config is read once, when the settings are made, into plain attributes (the lever
+    search reads them a few hundred thousand times a plan); `updated` and `patched` make the search's variants
+    without reading it again."""
 
     NAMES = tuple(DEFAULTS)
-    __slots__ = ("config", "below", "given", "_resolved")
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, below: Mapping[str, Any] | None = None,
                  given: Mapping[str, Any] | None = None) -> None:
         self.config = config or {}  # the run's config fields (the spec's), as its file holds them
         self.below = dict(below or {})  # defaults under the config: an older TRL's, the recipe's
         self.given = dict(given or {})  # over the config: the request's, a lever's, the layout's
-        self._resolved = {**DEFAULTS, **_present(self.below), **read_config(self.config), **_present(self.given)}
+        self.__dict__.update({**DEFAULTS, **_present(self.below), **read_config(self.config), **_present(self.given)})
 
     @classmethod
     def reported(cls, run: Mapping[str, Any]) -> RunSettings:
@@ -104,8 +108,9 @@ class RunSettings:
         """These settings with `update` (settings by name) given over them; the config is not read again (the
         lever search makes a few hundred a plan)."""
         copied = object.__new__(type(self))
-        copied.config, copied.below, copied.given = self.config, self.below, {**self.given, **update}
-        copied._resolved = {**self._resolved, **_present(update)}
+        copied.__dict__.update(self.__dict__)
+        copied.__dict__.update(_present(update))
+        copied.given = {**self.given, **update}
         return copied
 
     def patched(self, patch: Mapping[str, Any]) -> RunSettings:
@@ -114,7 +119,7 @@ class RunSettings:
 
     def model_dump(self) -> dict[str, Any]:
         """Every setting by name, and the logits' width: what a plan reports."""
-        out = {name: self._resolved[name] for name in self.NAMES}
+        out = {name: self.__dict__[name] for name in self.NAMES}
         out["reward_models"] = list(out["reward_models"])
         out["logits_dtype_bytes"] = self.logits_dtype_bytes
         return out
@@ -160,16 +165,6 @@ class RunSettings:
         return RunTarget(num_gpus=num_gpus, vllm_server_gpus=self.vllm_server_gpus).world(self.vllm_server)
 
 
-def _setting(name: str) -> property:
-    def read(self: RunSettings) -> Any:
-        return self._resolved[name]
-    return property(read, doc=f"the run's {name} (RunSettings)")
-
-
-for _name in RunSettings.NAMES:
-    setattr(RunSettings, _name, _setting(_name))
-
-
 def _present(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
@@ -178,7 +173,9 @@ def read_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a config, or a lever's patch of one, says of the settings, by setting name: only what it says. The one
     reading of config fields into settings (use_peft and load_in_4bit are the finetune mode, deepspeed and fsdp the
     strategy, bf16 and fp16 mixed precision, model_init_kwargs the weights' dtype and attention)."""
-    fields: dict[str, Any] = {key: config[key] for key in _CONFIG_FIELDS if config.get(key) is not None}
+    fields: dict[str, Any] = {key: value for key, value in config.items() if key in _READ_AS_IS and value is not None}
+    if _INTERPRETED.isdisjoint(config):
+        return fields
     get = config.get
     if get(FIELD.use_peft):
         fields["finetune"] = "qlora" if get(FIELD.load_in_4bit) else "lora"
