@@ -433,7 +433,8 @@ class Run:
 def output_outside(run_dir: Path, output_dir) -> str | None:
     """Why `output_dir` (as training resolves it in the run directory, links followed) is not a folder of the run;
     None when it is. Checkpoints elsewhere (an unpinned field edited after the verdict) leave the run (issue 48)."""
-    where, here = (Path(run_dir) / str(output_dir or "checkpoints")).expanduser().resolve(), Path(run_dir).resolve()
+    here = Path(run_dir).resolve()
+    where = (here / Path(str(output_dir or "checkpoints")).expanduser()).resolve()  # as TrainingArguments expands
     if where != here and where.is_relative_to(here):
         return None
     return (f"output_dir {str(output_dir)[:120]!r} is not a folder of this run ({where} is outside {here}): its "
