@@ -645,7 +645,8 @@ def test_every_part_that_can_be_absent_has_an_appearing_row(tmp_path):
     assert not missing, f"parts that can be absent with no row making them appear: {sorted(missing)}"
 
 
-# The verdict record: every shape of a hand-written per-sample record that does not add up closes the gate, named.
+# The verdict record: every shape of a hand-written record that does not add up (or passes what cannot train)
+# closes the gate, named.
 def _verdict_shapes() -> dict[str, tuple[dict, str]]:
     ids = [0, 1, 2, 3]
     every = [{"id": i, "agree": True} for i in ids]
@@ -664,6 +665,9 @@ def _verdict_shapes() -> dict[str, tuple[dict, str]]:
              "note": "the reward is fine enough for these samples"}, "is a fail"),
         "a pass with a disagreement and no note": (
             {"sample_verdicts": [{"id": i, "agree": i > 0} for i in ids], "agree": 3, "disagree": 1}, "needs a note"),
+        # a record that adds up, on samples that never succeeded: GRPO has no signal to learn from
+        "a pass on samples that never succeeded": ({"base_success_rate": 0.0}, "never succeeded"),
+        "a pass on a review routed to SFT first": ({"route": "sft_first"}, "never succeeded"),
     }
 
 
@@ -684,7 +688,7 @@ def test_a_verdict_record_that_does_not_add_up_closes_the_gate(tmp_path, shape):
     fields, named = _verdict_shapes()[shape]
     run.verdict.write_text(json.dumps({**record, **fields}))
     gate = check_inspection_gate(run)
-    assert not gate.passed and "is not a verdict" in gate.reason and named in gate.reason, (shape, gate.reason)
+    assert not gate.passed and named in gate.reason, (shape, gate.reason)
 
 
 # The trainer's checks cannot be switched from outside the process: LLM_FINETUNING_SAMPLING was the environment
@@ -875,3 +879,44 @@ def test_an_output_dir_outside_the_run_is_refused_everywhere(tmp_path, form, cap
     with pytest.raises(InputsChanged):  # before it reads anything else
         check_reviewed_inputs(run.dir, None, "prompt", None, args, None)
     assert "is not a folder of this run" in capsys.readouterr().err
+
+
+HOOK = '''import os
+if os.environ.get("LLM_FINETUNING_RUN_DIR"):  # only in the run's processes (train/launch.sh exports it)
+    open({marker!r}, "a").write("ran\\n")
+    os.environ["LLM_FINETUNING_SAMPLING"] = "1"
+    with open({data!r}, "a") as rows:
+        rows.write('{{"prompt": "unreviewed", "answer": "0"}}\\n')
+'''
+
+
+@pytest.mark.slow  # a real launch
+def test_a_site_hook_on_the_launching_shells_pythonpath_never_runs_in_the_trainer(workspace, monkeypatch, tmp_path):
+    """Break 1 of the fifth round, end to end: a sitecustomize on the PYTHONPATH of the shell that launches (which
+    launch.sh kept) rewrote the data and set the sampling switch, and the run succeeded on unreviewed rows. Now the
+    trainer's Python inherits no PYTHON* variable: the hook never runs and the run trains on the reviewed rows."""
+    import time
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_dir = _passed_run(workspace, "hooked")
+    data = workspace / "hooked.jsonl"
+    reviewed = data.read_bytes()
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    marker = tmp_path / "hook-ran"
+    (hooks / "sitecustomize.py").write_text(HOOK.format(marker=str(marker), data=str(data)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hooks), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("LLM_FINETUNING_SAMPLING", "1")
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    assert result.launched, result.message
+    deadline = time.time() + 400
+    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
+        assert time.time() < deadline, status
+        time.sleep(1)
+    assert not marker.exists(), "the launching shell's sitecustomize ran in the trainer"
+    assert data.read_bytes() == reviewed
+    assert status.state == "succeeded", (status.state, status.log_tail)

@@ -1,7 +1,9 @@
 """The source a user reward runs: its module and every local module that module imports, followed through
 their own imports. "Local" means not part of the interpreter's installation (stdlib, site-packages): a helper
 beside the reward, a package in the project. Those can change a score without a line of the reward module
-changing, so the inspection gate's reward hash covers them (rewards.registry.reward_code_sha256)."""
+changing, so the inspection gate's reward hash covers them (rewards.registry.reward_code_sha256). Followed: import
+statements, import_module/__import__ calls with a literal name, and what importing the module actually loaded
+(IMPORTED, recorded by rewards.dotted; its module globals), so a name computed at import time is followed too."""
 
 from __future__ import annotations
 
