@@ -394,7 +394,10 @@ def test_table_size(capsys):
             "data forms x changes (trainer's loader)": len([f for f in DATA_FORMS if f.startswith(("data_files",
                                                                                                   "path"))]) * 5,
             "model forms x files x changes (gate and trainer)": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES),
-            "sidecars x changes": len(SIDECARS) * len(CHANGES), "review files x changes": len(REVIEW_FILES) * 5}
+            "sidecars x changes": len(SIDECARS) * len(CHANGES), "review files x changes": len(REVIEW_FILES) * 5,
+            "data directories x hidden file changes": 3 * len(DIRECTORY_FORMS),
+            "parts absent at the verdict x appearing": len(APPEARS), "verdict record shapes": len(_verdict_shapes()),
+            "output_dir forms x (validation, launch gate, trainer)": 3 * len(FORMS_OF_OUTPUT)}
     assert all(size.values())
     with capsys.disabled():
         print("\ngate table:", size, "total", sum(size.values()))
