@@ -203,8 +203,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if real is None or not real.is_relative_to(home):", "if real is None:",
       "a run folder that is a link to elsewhere is written through: files land outside the workspace"),
     # ------------------------------------------------------------------ inspection gate and pins
+    # (since _tree lists hidden files too, the old `_tree(path)` was no change: this skips them as `datasets` does)
     M("gate-data-dir-hidden", "gate", "mcp_server/inspection/pins.py",
-      "        files = sorted(p for p in path.rglob(\"*\") if p.is_file())\n", "        files = _tree(path)\n",
+      "        files = sorted(p for p in path.rglob(\"*\") if p.is_file())\n",
+      "        files = [p for p in _tree(path) if not any(q.startswith(\".\") for q in p.relative_to(path).parts)]\n",
       "a hidden file in a data directory (read by `datasets`) changes after the verdict without closing the gate"),
     M("gate-data-files-mapping", "gate", "mcp_server/inspection/pins.py",
       "    if isinstance(files, dict):\n        return [f for value in files.values() for f in _data_files(value)]\n"
@@ -229,9 +231,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if self.verdict == \"pass\" and set(ids) != set(self.reviewed_ids):",
       "if self.verdict == \"pass\" and not set(ids) <= set(self.reviewed_ids):",
       "a hand-written pass that judges only some reviewed samples opens the gate"),
-    M("gate-sampling-switch-inherited", "gate", "mcp_server/training/launchers/local/shell.py",
-      "unset LLM_FINETUNING_SAMPLING  # sampling's switch of the trainer's checks: never inherited by a launched "
-      "trainer\n", "",
+    # (the switch is in-process since the fifth round: the bug is reading it from the environment again)
+    M("gate-sampling-switch-inherited", "gate", "mcp_server/inspection/trained.py",
+      "def sampling_now() -> bool:\n    return _SAMPLING[0]\n",
+      "def sampling_now() -> bool:\n    return _SAMPLING[0] or os.environ.get(\"LLM_FINETUNING_SAMPLING\") == \"1\"\n",
       "LLM_FINETUNING_SAMPLING=1 in the launching shell turns off the trainer's point-of-use checks"),
     # ------------------------------------------------------------------ sandbox and harness
     M("sandbox-flood-passes", "sandbox", "mcp_server/rewards/sandbox.py",

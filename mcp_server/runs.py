@@ -431,6 +431,17 @@ class Run:
         return config, str(base), ckpt.resolve()
 
 
+def output_outside(run_dir: Path, output_dir) -> str | None:
+    """Why `output_dir` (as training resolves it in the run directory, links followed) is not a folder of the run;
+    None when it is. Checkpoints elsewhere (an unpinned field edited after the verdict) leave the run (issue 48)."""
+    here = Path(run_dir).resolve()
+    where = (here / Path(str(output_dir or "checkpoints")).expanduser()).resolve()  # as TrainingArguments expands
+    if where != here and where.is_relative_to(here):
+        return None
+    return (f"output_dir {str(output_dir)[:120]!r} is not a folder of this run ({where} is outside {here}): its "
+            "checkpoints would land outside the run")
+
+
 def _holds_a_file(folder: Path) -> bool:
     """Whether a file is anywhere under `folder`: empty folders are no evidence (GRPOTrainer makes
     <output_dir>/completions/ when it is built, before a step is trained)."""

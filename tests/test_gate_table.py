@@ -394,7 +394,10 @@ def test_table_size(capsys):
             "data forms x changes (trainer's loader)": len([f for f in DATA_FORMS if f.startswith(("data_files",
                                                                                                   "path"))]) * 5,
             "model forms x files x changes (gate and trainer)": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES),
-            "sidecars x changes": len(SIDECARS) * len(CHANGES), "review files x changes": len(REVIEW_FILES) * 5}
+            "sidecars x changes": len(SIDECARS) * len(CHANGES), "review files x changes": len(REVIEW_FILES) * 5,
+            "data directories x hidden file changes": 3 * len(DIRECTORY_FORMS),
+            "parts absent at the verdict x appearing": len(APPEARS), "verdict record shapes": len(_verdict_shapes()),
+            "output_dir forms x (validation, launch gate, trainer)": 3 * len(FORMS_OF_OUTPUT)}
     assert all(size.values())
     with capsys.disabled():
         print("\ngate table:", size, "total", sum(size.values()))
@@ -568,3 +571,355 @@ def test_sampling_loads_the_files_the_trainer_loads(workspace, tiny_model, capsy
     assert meta["trained"]["model"]["loads"] == {"subfolder": "sub"}
     trainer, refusal = _build(run_dir, capsys)
     assert refusal is None
+
+
+# ---------------------------------------------------------------- fifth round (issue 48): rows each break lacked
+# A hidden file in a data directory: `datasets` skips hidden files when it lists a directory, but the pin holds them
+# too ("more than datasets reads, never less"): a loader that starts reading them, or a data_files glob that names
+# them, trains nothing unseen.
+DIRECTORY_FORMS = [f for f in DATA_FORMS if "directory" in f or "relative name" in f]
+
+
+@pytest.mark.parametrize("how", ["added", "edited", "removed"])
+@pytest.mark.parametrize("form", DIRECTORY_FORMS)
+def test_a_hidden_file_in_a_data_directory_changed_is_named(tmp_path, form, how):
+    fields, target = _data_forms(tmp_path)[form]
+    hidden = target.parent / ".hidden" / "rows.jsonl"
+    if how != "added":
+        _jsonl(hidden, tag=" (hidden)")
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})
+    before = run_pins(run, REWARD)
+    if how == "removed":
+        hidden.unlink()
+    else:
+        _jsonl(hidden, tag=" (changed after the verdict)")
+    moved = changes(before, run_pins(run, REWARD))
+    assert moved and "the data set changed" in moved[0], (form, how, moved)
+
+
+# A part run_pins returns as None (or not at all) for a run that lacks it, made to appear after the verdict.
+def _appear_script(run: Run, tmp_path: Path) -> None:
+    run.script.write_text("print('written after the verdict')\n")
+
+
+def _appear_samples_meta(run: Run, tmp_path: Path) -> None:
+    run.samples_meta.parent.mkdir(parents=True, exist_ok=True)
+    run.samples_meta.write_text(json.dumps({"trained": {"rows": 4, "written": "after the verdict"}}))
+
+
+def _appear_agentic(run: Run, tmp_path: Path) -> None:
+    run.agentic.write_text(json.dumps({"source_root": str(tmp_path), "tools": []}))
+
+
+APPEARS = {"script": _appear_script, "samples_meta": _appear_samples_meta, "trained": _appear_samples_meta,
+           "agentic": _appear_agentic}
+# PART_NAMES' parts that are no key of run_pins: the prompt column is a key of the "trained" pin (its fingerprint).
+NOT_A_RUN_PIN = {"prompt_column"}
+
+
+def _bare_run(tmp_path: Path) -> Run:
+    """A run with a config and nothing else: every part that can be absent is."""
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")),
+                          "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    run.script.unlink()
+    return run
+
+
+def _absent_parts(tmp_path: Path) -> list[str]:
+    pins = run_pins(_bare_run(tmp_path / "probe"), REWARD)
+    return sorted({k for k, v in pins.items() if v is None} | (set(PART_NAMES) - set(pins) - NOT_A_RUN_PIN))
+
+
+@pytest.mark.parametrize("part", sorted(APPEARS))
+def test_a_part_absent_at_the_verdict_that_appears_later_is_named(tmp_path, part):
+    """train.py, samples.meta.json (and its trained pin) or an agentic spec that did not exist when the verdict was
+    recorded, written after it: the gate names the part (absent is a pinned value, not a wildcard)."""
+    run = _bare_run(tmp_path)
+    before = run_pins(run, REWARD)
+    assert before.get(part) is None
+    APPEARS[part](run, tmp_path)
+    moved = changes(before, run_pins(run, REWARD))
+    assert any(PART_NAMES[part] in line for line in moved), (part, moved)
+
+
+def test_every_part_that_can_be_absent_has_an_appearing_row(tmp_path):
+    """Generated from run_pins: a new part that can be absent gets no pass without a row above."""
+    missing = set(_absent_parts(tmp_path)) - set(APPEARS)
+    assert not missing, f"parts that can be absent with no row making them appear: {sorted(missing)}"
+
+
+# The verdict record: every shape of a hand-written record that does not add up (or passes what cannot train)
+# closes the gate, named.
+def _verdict_shapes() -> dict[str, tuple[dict, str]]:
+    ids = [0, 1, 2, 3]
+    every = [{"id": i, "agree": True} for i in ids]
+    return {
+        "a pass that judges a subset of the reviewed samples": (
+            {"sample_verdicts": every[:2], "agree": 2}, "a pass judges 2 of the 4 reviewed samples"),
+        "a pass that judges one sample": ({"sample_verdicts": every[:1], "agree": 1}, "judges 1 of the 4"),
+        "a sample judged twice": ({"sample_verdicts": [*every, every[0]], "agree": 5}, "two verdicts"),
+        "a sample that was not reviewed": ({"sample_verdicts": [*every, {"id": 9, "agree": True}], "agree": 5},
+                                           "not reviewed"),
+        "counts that are not its per-sample verdicts": ({"agree": 3, "disagree": 1, "note": "one sample scored a "
+                                                                                           "little generously"},
+                                                        "counts do not match"),
+        "a pass that disagrees with half": (
+            {"sample_verdicts": [{"id": i, "agree": i < 2} for i in ids], "agree": 2, "disagree": 2,
+             "note": "the reward is fine enough for these samples"}, "is a fail"),
+        "a pass with a disagreement and no note": (
+            {"sample_verdicts": [{"id": i, "agree": i > 0} for i in ids], "agree": 3, "disagree": 1}, "needs a note"),
+        # a record that adds up, on samples that never succeeded: GRPO has no signal to learn from
+        "a pass on samples that never succeeded": ({"base_success_rate": 0.0}, "never succeeded"),
+        "a pass on a review routed to SFT first": ({"route": "sft_first"}, "never succeeded"),
+    }
+
+
+@pytest.mark.parametrize("shape", list(_verdict_shapes()))
+def test_a_verdict_record_that_does_not_add_up_closes_the_gate(tmp_path, shape):
+    import datetime as dt
+
+    from mcp_server.inspection.gate import check_inspection_gate
+
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    run.rewards.write_text(json.dumps([{"name": "format", "params": {}, "weight": 1.0}]))
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(4)))
+    record = {"verdict": "pass", "reviewer": "ana", "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+              "note": "", "pins": {}, "samples_sha256": "0" * 64, "review_sha256": "0" * 64, "success_rule": "r",
+              "route": "grpo", "base_success_rate": 0.5, "reviewed_ids": [0, 1, 2, 3], "agree": 4, "disagree": 0,
+              "sample_verdicts": [{"id": i, "agree": True} for i in range(4)]}
+    fields, named = _verdict_shapes()[shape]
+    run.verdict.write_text(json.dumps({**record, **fields}))
+    gate = check_inspection_gate(run)
+    assert not gate.passed and named in gate.reason, (shape, gate.reason)
+
+
+# The trainer's checks cannot be switched from outside the process: LLM_FINETUNING_SAMPLING was the environment
+# variable sampling set; a launching shell (or a site hook) that exported it turned the checks off.
+def test_no_environment_variable_switches_the_trainers_checks(tmp_path, monkeypatch, capsys):
+    from mcp_server.inspection.trained import RewardCodeChanged, reviewed_reward_funcs
+
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    run.rewards.write_text(json.dumps([{"name": "format_reward", "params": {}, "weight": 1.0}]))
+    run.verdict.parent.mkdir(parents=True, exist_ok=True)
+    run.verdict.write_text(json.dumps({"pins": {"reward_code": REWARD}}))  # another reward code than the run's
+    for name in ("LLM_FINETUNING_SAMPLING", "LLM_FINETUNING_SAMPLE", "LLM_FINETUNING_INSPECTING"):
+        monkeypatch.setenv(name, "1")
+    with pytest.raises(RewardCodeChanged):
+        reviewed_reward_funcs(run.dir)
+    assert "refusing to train: the reward code" in capsys.readouterr().err
+    from mcp_server.inspection.trained import sampling
+
+    with sampling():  # sampling's own switch, in this process only: reports, never refuses
+        funcs, _ = reviewed_reward_funcs(run.dir)
+    assert funcs and "its scores were not reviewed" in capsys.readouterr().err
+    with pytest.raises(RewardCodeChanged):  # ... and ends with the block
+        reviewed_reward_funcs(run.dir)
+
+
+# Site hooks: the launch script starts the trainer with nothing of the launching shell's Python environment, and the
+# trainer refuses to run after a hook from outside its interpreter's installation.
+def test_a_site_hook_from_outside_the_installation_is_refused(tmp_path, monkeypatch, capsys):
+    import sysconfig
+    import types
+
+    from mcp_server.training.trainer.verified_script import main
+
+    script = tmp_path / "train" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('ran')\n")
+    monkeypatch.delenv("LLM_FINETUNING_SCRIPT_SHA256", raising=False)
+    monkeypatch.setattr("sys.path", list(os.sys.path))
+    monkeypatch.setattr("sys.argv", list(os.sys.argv))
+    monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
+    for name, where in (("sitecustomize", tmp_path / "hooks" / "sitecustomize.py"),
+                        ("usercustomize", Path.home() / ".local" / "usercustomize.py")):
+        hook = types.ModuleType(name)
+        hook.__file__ = str(where)
+        monkeypatch.setitem(os.sys.modules, name, hook)
+        with pytest.raises(SystemExit) as refused:
+            main([str(script)])
+        assert refused.value.code == 3 and f"{name} ({where})" in capsys.readouterr().err
+        assert not (script.parent / "ran").exists()
+        monkeypatch.delitem(os.sys.modules, name)
+    distribution = types.ModuleType("sitecustomize")  # the interpreter's own (a distribution ships one)
+    distribution.__file__ = str(Path(sysconfig.get_paths()["stdlib"]) / "sitecustomize.py")
+    monkeypatch.setitem(os.sys.modules, "sitecustomize", distribution)
+    main([str(script)])
+    assert (script.parent / "ran").read_text() == "ran"
+
+
+@pytest.mark.slow  # runs the rendered launch script's header in bash (no training)
+def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_python(tmp_path):
+    """A sitecustomize and a usercustomize on the launching shell's PYTHONPATH, PYTHONSTARTUP, PYTHONHOME-like
+    variables and LLM_FINETUNING_SAMPLING: the trainer's interpreter (here one that reports what it got) runs no
+    hook and sees PYTHONPATH = this package's folder alone; the SLURM job's script sets the same environment."""
+    import subprocess
+    import sys
+
+    from mcp_server.interpreter import package_path
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for name in ("sitecustomize", "usercustomize"):
+        (hooks / f"{name}.py").write_text(f"open({str(tmp_path / name)!r}, 'w').write('ran')\n")
+    report = ("import json, os, sys; print(json.dumps({'path': os.environ.get('PYTHONPATH'), 'hooks': "
+              "[m for m in ('sitecustomize', 'usercustomize') if m in sys.modules], 'cwd_first': sys.path[0] in "
+              "('', os.getcwd()), 'python_vars': sorted(k for k in os.environ if k.startswith('PYTHON'))}))")
+    run = tmp_path / "run"
+    (run / "train").mkdir(parents=True)
+    (run / "train" / "launch.sh").write_text(render_launch_sh("hooked", sys.executable, [sys.executable, "-c", report],
+                                                              True, None))
+    env = {**os.environ, "PYTHONPATH": f"{hooks}:{os.environ.get('PYTHONPATH', '')}", "PYTHONSTARTUP": str(
+        hooks / "sitecustomize.py"), "PYTHONINSPECT": "", "PYTHONUSERBASE": str(hooks),
+        "LLM_FINETUNING_SAMPLING": "1"}
+    proc = subprocess.run(["bash", str(run / "train" / "launch.sh")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["hooks"] == [] and not [n for n in ("sitecustomize", "usercustomize") if (tmp_path / n).exists()]
+    assert got["path"] == package_path() and not got["cwd_first"], got
+    assert got["python_vars"] == sorted(["PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUNBUFFERED"]
+                                        + (["PYTHONPATH"] if package_path() else [])), got
+    from mcp_server.training.launchers.base import python_env
+    from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+
+    sbatch = render_sbatch(SlurmLayout(run_dir=str(run), job_name="hooked", comment="c", python=sys.executable,
+                                       nodes=2, train_nodes=2, processes_per_node=1, gpus_per_node=0, strategy="ddp",
+                                       output_dir="checkpoints", pythonpath=package_path()), "tiny", [])
+    assert python_env(package_path()) in sbatch + "\n" and "-m mcp_server.training.trainer.verified_script" in sbatch
+
+
+# A reward's helpers, however the reward module imports them at its import: copied for the trainer and hashed.
+DYNAMIC_REWARD = '''import importlib
+
+_computed = importlib.import_module("{pkg}_helper_" + "computed")
+importlib.import_module("{pkg}_helper_literal")
+
+
+def reward(completions, **kwargs):
+    import sys
+
+    value = _computed.VALUE + sys.modules["{pkg}_helper_literal"].VALUE
+    return [value for _ in completions]
+'''
+
+
+def test_a_reward_helper_imported_by_a_computed_name_is_copied_and_pinned(tmp_path, monkeypatch):
+    """Break 2 of the fifth round: `importlib.import_module("helper")` at the reward module's import was neither
+    copied into inspection/reward_code/ nor hashed; edited after the verdict it trained with another reward."""
+    from mcp_server.inspection.trained import keep_reviewed_code, unkept_reward_code
+    from mcp_server.rewards import reward_code_sha256
+    from mcp_server.rewards.registry import reward_code_files
+
+    pkg = f"dyn{abs(hash(str(tmp_path)))}"
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / f"{pkg}_reward.py").write_text(DYNAMIC_REWARD.format(pkg=pkg))
+    for helper in ("computed", "literal"):
+        (code / f"{pkg}_helper_{helper}.py").write_text("VALUE = 1.0\n")
+    monkeypatch.syspath_prepend(str(code))
+    rewards = [{"name": f"{pkg}_reward.reward", "params": {}, "weight": 1.0}]
+    files = reward_code_files(rewards)
+    assert {f"{pkg}_helper_computed.py", f"{pkg}_helper_literal.py"} <= set(files), sorted(files)
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    (run.dir / "inspection").mkdir()
+    keep_reviewed_code(run, rewards)
+    assert (run.reward_code / f"{pkg}_helper_computed.py").read_text() == "VALUE = 1.0\n"
+    reviewed = reward_code_sha256(rewards)
+    for helper in ("computed", "literal"):
+        path = code / f"{pkg}_helper_{helper}.py"
+        path.write_text("VALUE = 7.0\n")  # edited after the verdict
+        assert reward_code_sha256(rewards) != reviewed, helper
+        assert unkept_reward_code(run, rewards) == [path.name]
+        path.write_text("VALUE = 1.0\n")
+    assert reward_code_sha256(rewards) == reviewed and unkept_reward_code(run, rewards) == []
+
+
+# output_dir, every form it can take x whether it is the run's own: validation, the launch gate and the trainer.
+def _output_forms(run: Run, tmp_path: Path) -> dict[str, tuple[str, bool]]:
+    """form -> (output_dir as written, whether it is a folder of the run)."""
+    (run.dir / "linked").symlink_to(tmp_path, target_is_directory=True)
+    other = tmp_path / "runs" / "other-run" / "checkpoints"
+    return {"relative (emitted)": ("checkpoints", True), "relative, nested": ("out/grpo", True),
+            "absolute, inside the run": (str(run.dir / "checkpoints"), True),
+            "absolute, elsewhere": (str(tmp_path / "elsewhere"), False), "/tmp": ("/tmp/elsewhere", False),
+            "relative, climbing out": ("../elsewhere", False), "the run directory itself": (".", False),
+            "through a link out of the run": ("linked/out", False), "another run's": (str(other), False),
+            "home": ("~/checkpoints", False)}
+
+
+FORMS_OF_OUTPUT = [
+    "relative (emitted)", "relative, nested", "absolute, inside the run", "absolute, elsewhere", "/tmp",
+    "relative, climbing out", "the run directory itself", "through a link out of the run", "another run's", "home"]
+
+
+@pytest.mark.parametrize("form", FORMS_OF_OUTPUT)
+def test_an_output_dir_outside_the_run_is_refused_everywhere(tmp_path, form, capsys):
+    """Break 3 of the fifth round: output_dir is unpinned, and /tmp/elsewhere set after the verdict carried the
+    checkpoints out of the workspace. Validation, the launch gate and the trainer's check each refuse it."""
+    from types import SimpleNamespace
+
+    from mcp_server.inspection.trained import InputsChanged, check_reviewed_inputs
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.recipe.validate import validate_spec
+    from mcp_server.training.launch_gates import foreign_output_dir
+
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    forms = _output_forms(run, tmp_path)
+    assert sorted(forms) == sorted(FORMS_OF_OUTPUT)
+    value, own = forms[form]
+    spec = RunSpec(values={"model_name_or_path": "tiny", "dataset_name": "tiny", "output_dir": value}, rewards=[],
+                   base_dir=run.dir)
+    found = [f for f in validate_spec(spec).findings if f.code == "output_dir_outside_run"]
+    assert (not found) == own, (form, found)
+    assert not found or (found[0].field == "output_dir" and found[0].severity == "error")
+    assert (foreign_output_dir(run, {"output_dir": value}) is None) == own, form
+    args = SimpleNamespace(output_dir=value, resume_from_checkpoint=None)
+    if own:
+        return
+    with pytest.raises(InputsChanged):  # before it reads anything else
+        check_reviewed_inputs(run.dir, None, "prompt", None, args, None)
+    assert "is not a folder of this run" in capsys.readouterr().err
+
+
+HOOK = '''import os
+if os.environ.get("LLM_FINETUNING_RUN_DIR"):  # only in the run's processes (train/launch.sh exports it)
+    open({marker!r}, "a").write("ran\\n")
+    os.environ["LLM_FINETUNING_SAMPLING"] = "1"
+    with open({data!r}, "a") as rows:
+        rows.write('{{"prompt": "unreviewed", "answer": "0"}}\\n')
+'''
+
+
+@pytest.mark.slow  # a real launch
+def test_a_site_hook_on_the_launching_shells_pythonpath_never_runs_in_the_trainer(workspace, monkeypatch, tmp_path):
+    """Break 1 of the fifth round, end to end: a sitecustomize on the PYTHONPATH of the shell that launches (which
+    launch.sh kept) rewrote the data and set the sampling switch, and the run succeeded on unreviewed rows. Now the
+    trainer's Python inherits no PYTHON* variable: the hook never runs and the run trains on the reviewed rows."""
+    import time
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_dir = _passed_run(workspace, "hooked")
+    data = workspace / "hooked.jsonl"
+    reviewed = data.read_bytes()
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    marker = tmp_path / "hook-ran"
+    (hooks / "sitecustomize.py").write_text(HOOK.format(marker=str(marker), data=str(data)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hooks), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("LLM_FINETUNING_SAMPLING", "1")
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    assert result.launched, result.message
+    deadline = time.time() + 400
+    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
+        assert time.time() < deadline, status
+        time.sleep(1)
+    assert not marker.exists(), "the launching shell's sitecustomize ran in the trainer"
+    assert data.read_bytes() == reviewed
+    assert status.state == "succeeded", (status.state, status.log_tail)

@@ -262,7 +262,7 @@ def test_a_config_env_block_cannot_switch_the_trainers_checks(workspace, tiny_mo
     """Issue 48: TRL's TrlParser exports a config's top-level `env:` mapping into os.environ before the trainer's
     point-of-use check runs, and LLM_FINETUNING_SAMPLING=1 is the sampling mode that skips it. Validation refuses
     the block naming the variable, the trainer refuses to build, and a launched trainer never inherits the switch
-    from the launching shell (launch.sh unsets it)."""
+    from the launching shell (the switch is in-process only)."""
     import os
 
     import yaml
@@ -284,8 +284,13 @@ def test_a_config_env_block_cannot_switch_the_trainers_checks(workspace, tiny_mo
     finally:
         os.environ.pop("LLM_FINETUNING_SAMPLING", None)  # TrlParser exported it into this process
     assert trainer is None and "env: block sets LLM_FINETUNING_SAMPLING" in refusal, refusal
-    from mcp_server.runs import Run
-    from mcp_server.training.launch import build_launch_plan
-    from mcp_server.training.models import LaunchRequest
+    # ... and the switch is no environment variable at all since the fifth round (inspection.trained.sampling,
+    # in-process): set in the environment it switches nothing (tests/test_gate_table.py,
+    # test_no_environment_variable_switches_the_trainers_checks)
+    from mcp_server.inspection.trained import sampling_now
 
-    assert "unset LLM_FINETUNING_SAMPLING" in build_launch_plan(Run(run_dir), LaunchRequest(run=str(run_dir))).script
+    os.environ["LLM_FINETUNING_SAMPLING"] = "1"
+    try:
+        assert not sampling_now()
+    finally:
+        os.environ.pop("LLM_FINETUNING_SAMPLING", None)

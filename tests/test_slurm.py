@@ -226,6 +226,20 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     assert record["slurm"]["nodes"] == 2 and record["slurm"]["command"][:2] == ["sbatch", "--parsable"]
     script = (run_dir / "train" / "launch.slurm").read_text()
     assert "--kill-on-bad-exit=1" in script and "#SBATCH --requeue" in script and "node-$SLURMD_NODENAME.log" in script
+    # Each node runs the train.py the verdict pinned through verified_script, with the hashes the local launcher
+    # passes (the verdict's bytes, its train.py and reward-code pins), in a Python that inherits no site hook of
+    # the submitting shell (issue 48)
+    from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
+    from mcp_server.workspace import sha256_file
+
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert "-m mcp_server.training.trainer.verified_script train/train.py --config train/config.yaml" in script
+    for name, value in {VERDICT_SHA_ENV: sha256_file(Run(run_dir).verdict), SCRIPT_SHA_ENV: verdict["pins"]["script"],
+                        REWARD_SHA_ENV: verdict["pins"]["reward_code"]}.items():
+        assert f"export {name}={value}\n" in script, name
+    assert 'case "$v" in PYTHON*) unset "$v"' in script and "PYTHONNOUSERSITE=1" in script
 
     pending, _ = wait_for(run_dir, lambda s: s.state == "pending" and s.job.get("reason") not in (None, "None"))
     assert pending.job["reason"] in ("Resources", "Priority"), pending.job  # the blocker holds both nodes

@@ -14,10 +14,10 @@ with train/ first on sys.path, so a train/mcp_server/ or train/datasets.py would
 there (launch.sh, launch.slurm, accelerate.yaml, logs/) are not pinned: they are the launch's, written after the
 gate.
 
-What cannot be pinned, and so is not: environment variables a reward reads, a module a reward loads by a name it
-computes (`importlib.import_module(f"...{x}")`: only imports written out are followed), anything a reward fetches
-over the network (a judge endpoint), a hub data set's content (pinned by name, config and split), and the
-installed packages (TRL, transformers). A reviewer who relies on those says so in the verdict's note.
+What cannot be pinned, and so is not: environment variables a reward reads, a module a reward imports lazily
+inside the function (one it imports at its module's import is followed, by whatever name: rewards.sources), anything
+a reward fetches over the network (a judge endpoint), a hub data set's content (pinned by name, config and split),
+and the installed packages (TRL, transformers). A reviewer who relies on those says so in the verdict's note.
 
 A local model directory is pinned by its resolved path (relative to the run when inside it) and all its files,
 hidden ones included (content hash up to 64 MiB a file, size and mtime above, so a 15 GB checkpoint is not re-read

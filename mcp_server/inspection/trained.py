@@ -33,6 +33,7 @@ after this check; a data file a reward module reads beside itself (only its modu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -43,16 +44,32 @@ from pathlib import Path
 
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
-from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run
+from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
 from mcp_server.userfiles import package_switches
 from mcp_server.workspace import sha256_file
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
 # The sha256 of inspection/verdict.json as launch_training's gate judged it: the trainer refuses other bytes.
 VERDICT_SHA_ENV = "LLM_FINETUNING_VERDICT_SHA256"
-# Set while sample_completions builds an agentic run's trainer to sample with it: sampling is not training, so
-# the checks report and never refuse (the samples it draws get their own verdict).
-SAMPLING_ENV = "LLM_FINETUNING_SAMPLING"
+# True, in this process only, while sample_trajectories builds an agentic run's trainer to sample with it:
+# sampling is not training, so the checks report and never refuse (the samples it draws get their own verdict).
+# Never an environment variable: a launching shell, a config's env: block or a site hook could set one (issue 48).
+_SAMPLING = [False]
+
+
+@contextlib.contextmanager
+def sampling():
+    """The checks below report and never refuse inside this block (sample_trajectories' trainer, this process)."""
+    before = _SAMPLING[0]
+    _SAMPLING[0] = True
+    try:
+        yield
+    finally:
+        _SAMPLING[0] = before
+
+
+def sampling_now() -> bool:
+    return _SAMPLING[0]
 
 
 class InputsChanged(SystemExit):
@@ -136,9 +153,13 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
         print(f"llm-finetuning: refusing to train: train/config.yaml's env: block sets {', '.join(switches)}, "
               "which switches this check; remove it", file=sys.stderr, flush=True)
         raise InputsChanged(3)
+    outside = [] if sampling_now() else _foreign_output(run, training_args)
+    if outside:
+        print(f"llm-finetuning: refusing to train: {outside[0]}", file=sys.stderr, flush=True)
+        raise InputsChanged(3)
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
     verdict = _verdict(run, bound=True)
-    if os.environ.get(SAMPLING_ENV) == "1":
+    if sampling_now():
         return now
     if verdict is None:
         print("llm-finetuning: no inspection verdict pins what this run trains on (not started by "
@@ -166,6 +187,11 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
         raise InputsChanged(3)
     _run_from_verified(run, model_args, training_args, now)
     return now
+
+
+def _foreign_output(run: Run, training_args) -> list[str]:
+    why = output_outside(run.dir, getattr(training_args, "output_dir", None))
+    return [why + "; set output_dir: checkpoints (relative to the run directory)"] if why else []
 
 
 def _foreign_resume(run: Run, training_args) -> list[str]:
@@ -201,7 +227,7 @@ def _run_from_verified(run: Run, model_args, training_args, pin: dict) -> None:
 def confirm_loaded_model(trainer) -> None:
     """After GRPOTrainer loaded the model: its files are still the ones the check verified (a weight swapped in
     between the check and the load, and put back, is refused). A no-op when the check did not run."""
-    if not VERIFIED or os.environ.get(SAMPLING_ENV) == "1":
+    if not VERIFIED or sampling_now():
         return
     from mcp_server.inspection.training_inputs import trained_model
 
@@ -244,13 +270,13 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     status 3, one line saying what to do) when that code is not the reviewed code."""
     run = Run(Path(run_dir))
     rewards = json.loads(run.rewards.read_text())
-    if run.reward_code.is_dir() and os.environ.get(SAMPLING_ENV) != "1":  # the reviewed copy first (module doc)
+    if run.reward_code.is_dir() and not sampling_now():  # the reviewed copy first (module doc)
         sys.path.insert(0, str(run.reward_code))
     expected = reviewed_reward_sha256(run)
     before = reward_code_sha256(rewards)  # imports the reward modules, then reads their source
     funcs = build_reward_funcs(rewards)
     after = reward_code_sha256(rewards)
-    if expected is None or os.environ.get(SAMPLING_ENV) == "1":
+    if expected is None or sampling_now():
         print(f"llm-finetuning: the reward code ({after[:12]}) has no reviewed hash to check against (no verdict, "
               "not started by launch_training): its scores were not reviewed", file=sys.stderr, flush=True)
         return funcs, after

@@ -13,14 +13,13 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import os
 import random
 import tempfile
 import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError, one_line, short
-from mcp_server.inspection.trained import SAMPLING_ENV
+from mcp_server.inspection.trained import sampling
 from mcp_server.inspection.trajectory_models import TrajectoryCode, TrajectoryRequest, TrajectoryResult
 from mcp_server.inspection.trajectory_review import call_statuses, render_sheet, review
 from mcp_server.model_ref import small_model_threads
@@ -41,19 +40,6 @@ def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> 
                        request.model_copy(update={"run": str(run.dir)}), report=report)
 
 
-@contextlib.contextmanager
-def _sampling():
-    before = os.environ.get(SAMPLING_ENV)
-    os.environ[SAMPLING_ENV] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(SAMPLING_ENV, None)
-        else:
-            os.environ[SAMPLING_ENV] = before
-
-
 def _build_trainer(run: Run, output_dir: str):
     """The run's own GRPOTrainer from its train/train.py, writing nothing into the run."""
     spec = importlib.util.spec_from_file_location(f"llm_finetuning_train_{abs(hash(str(run.dir)))}", run.script)
@@ -62,7 +48,7 @@ def _build_trainer(run: Run, output_dir: str):
     argv = ["--config", str(run.config), "--output_dir", output_dir, "--report_to", "none",
             "--log_completions", "false"]
     try:  # sampling is not training: the trainer's point-of-use checks report and never refuse
-        with contextlib.chdir(run.dir), _sampling():
+        with contextlib.chdir(run.dir), sampling():
             return module.build_trainer(argv)
     except SystemExit as exc:  # train.py's requirement check: one line per unmet requirement
         raise UserInputError("run", one_line(str(exc.code))) from None

@@ -6,11 +6,13 @@ from __future__ import annotations
 import functools
 import math
 import re
+from pathlib import Path
 
 from mcp_server.config import FIELD
 from mcp_server.errors import closest_names
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
+from mcp_server.runs import output_outside
 from mcp_server.userfiles import package_switches
 
 # Keys TRL removed or renamed, with what to use instead (checked only when the installed TRL lacks the key).
@@ -237,5 +239,18 @@ def rule_env_switches(ctx: Context) -> list[Finding]:
                     "those checks", "remove it from env: (no llm-finetuning variable belongs in a config)")]
 
 
+def rule_output_dir(ctx: Context) -> list[Finding]:
+    """A run's output_dir is a folder of the run: it is unpinned (where checkpoints go cannot change a sample), so
+    one edited after the verdict to /tmp/elsewhere, or into another run, would carry the trained weights out of the
+    run. Refused here (every launch validates) and by the trainer's own check (issue 48). A config validated
+    outside a run (no run directory, no rewards record) has no run to keep."""
+    base = ctx.base_dir
+    if base is None or not ((Path(base) / "train").is_dir() or ctx.spec.rewards is not None):
+        return []
+    why = output_outside(Path(base), ctx.spec.values.get("output_dir"))
+    return [finding("output_dir_outside_run", "output_dir", "error", why + ".",
+                    "set output_dir: checkpoints (relative paths are relative to the run directory)")] if why else []
+
+
 RULES = (Rule(rule_known_keys, needs=("trl",)), Rule(rule_value_types, needs=("trl",)),
-         Rule(rule_choices, needs=("trl",)), Rule(rule_ranges), Rule(rule_env_switches))
+         Rule(rule_choices, needs=("trl",)), Rule(rule_ranges), Rule(rule_env_switches), Rule(rule_output_dir))

@@ -13,7 +13,7 @@ from typing import Callable
 
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import user_code_allowed
-from mcp_server.rewards.sources import static_spec
+from mcp_server.rewards.sources import record_import, static_spec
 
 
 def import_dotted(path: str, field: str) -> Callable:
@@ -22,6 +22,7 @@ def import_dotted(path: str, field: str) -> Callable:
     module_path, _, attr = path.rpartition(".")
     if not user_code_allowed():
         return find_dotted(path, field)
+    before = set(sys.modules)
     try:
         try:
             module = importlib.import_module(module_path)
@@ -32,6 +33,8 @@ def import_dotted(path: str, field: str) -> Callable:
             module = importlib.import_module(module_path)
     except Exception as exc:  # any import failure is the user's path or module
         raise UserInputError(field, f"cannot import module '{module_path}' for reward '{path}': {exc}") from None
+    if module_path not in before:  # what this import loaded, by whatever name (the reward-code hash follows it)
+        record_import(module_path, before)
     func = getattr(module, attr, None)
     if func is None:
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))

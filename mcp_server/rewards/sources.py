@@ -1,7 +1,9 @@
 """The source a user reward runs: its module and every local module that module imports, followed through
 their own imports. "Local" means not part of the interpreter's installation (stdlib, site-packages): a helper
 beside the reward, a package in the project. Those can change a score without a line of the reward module
-changing, so the inspection gate's reward hash covers them (rewards.registry.reward_code_sha256)."""
+changing, so the inspection gate's reward hash covers them (rewards.registry.reward_code_sha256). Followed: import
+statements, import_module/__import__ calls with a literal name, and what importing the module actually loaded
+(IMPORTED, recorded by rewards.dotted; its module globals), so a name computed at import time is followed too."""
 
 from __future__ import annotations
 
@@ -23,10 +25,44 @@ def installed_roots() -> list[Path]:
     return [Path(p).resolve() for p in paths if p]
 
 
+# What importing each user module actually loaded (sys.modules before and after: rewards.dotted records it): a
+# module imported by a name computed at import time (`importlib.import_module("hel" + "per")`) that no import
+# statement names (issue 48).
+IMPORTED: dict[str, tuple[str, ...]] = {}
+
+
+def record_import(name: str, before: set[str]) -> None:
+    """Keep what the import of `name` loaded (the modules now in sys.modules that were not in `before`), other
+    than this package's own (imported as installed, never a reward's code)."""
+    IMPORTED.setdefault(name, tuple(sorted(m for m in set(sys.modules) - before
+                                           if m != name and m.split(".")[0] != "mcp_server")))
+
+
+def _dynamic_names(node: ast.AST) -> list[str]:
+    """`importlib.import_module("x")` / `__import__("x")` / `import_module(".x", "pkg")` with literal names."""
+    if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+        return []
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = node.args[0].value
+    if called not in ("import_module", "__import__") or not isinstance(name, str):
+        return []
+    anchor = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+    if name.startswith(".") and isinstance(anchor, str):
+        try:
+            name = importlib.util.resolve_name(name, anchor)
+        except (ImportError, ValueError):
+            return []
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
 def _imported_names(tree: ast.AST, package: str | None) -> list[str]:
-    """Module names an import statement may load (a `from pkg import x` may load the submodule pkg.x)."""
+    """Module names an import statement (or a call of import_module / __import__ with a literal name) may load
+    (a `from pkg import x` may load the submodule pkg.x)."""
     names = []
     for node in ast.walk(tree):
+        names += _dynamic_names(node)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
@@ -91,7 +127,16 @@ def local_sources(module_name: str) -> list[tuple[str, bytes]]:
         except SyntaxError:
             continue
         stack += _imported_names(tree, name if is_package else name.rpartition(".")[0])
+        stack += [*IMPORTED.get(name, ()), *_module_globals(name)]
     return sorted(found.items())
+
+
+def _module_globals(name: str) -> list[str]:
+    """The modules an imported module holds as globals (`helper = importlib.import_module(name)`), however their
+    names were computed."""
+    module = sys.modules.get(name)
+    return [value.__name__ for value in list(vars(module).values()) if isinstance(value, type(sys))
+            and isinstance(getattr(value, "__name__", None), str)] if module is not None else []
 
 
 def local_files(module_name: str) -> dict[str, bytes]:

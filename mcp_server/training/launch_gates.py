@@ -13,7 +13,7 @@ from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate
 from mcp_server.recipe.runspec import RunSpec
-from mcp_server.runs import Run
+from mcp_server.runs import Run, output_outside
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import environment_report
 from mcp_server.training.launchers import LaunchPlan
@@ -111,16 +111,16 @@ def memory_refusals(plan: LaunchPlan) -> list[GateRefusal]:
 
 
 def foreign_output_dir(run: Run, config: dict) -> GateRefusal | None:
-    """An absolute output_dir inside another run directory (a run copied with an old absolute path): training
-    would write into that run."""
-    out = run.output_dir(config).resolve()
-    here, root = run.dir.resolve(), runs_root().resolve()
-    if out.is_relative_to(root) and not out.is_relative_to(here):
-        return GateRefusal(
-            gate="config", message=f"output_dir {out} lies in another run directory, not in {run.name}: "
-            "training would write into that run", how_to_clear="set output_dir: checkpoints in train/config.yaml "
-            "(relative paths are relative to the run directory)")
-    return None
+    """An output_dir that is not a folder of this run (another run's, after a copy with an old absolute path, or
+    anywhere else, /tmp included): training would write its checkpoints there (issue 48)."""
+    why = output_outside(run.dir, config.get("output_dir"))
+    if why is None:
+        return None
+    inside = run.output_dir(config).resolve().is_relative_to(runs_root().resolve())
+    return GateRefusal(gate="config", message=why + (" (it lies in another run directory: training would write "
+                                                     "into that run)" if inside else ""),
+                       how_to_clear="set output_dir: checkpoints in train/config.yaml (relative paths are relative "
+                       "to the run directory)")
 
 
 def what_runs(derived: DerivedState) -> str:

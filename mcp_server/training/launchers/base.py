@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources as resources
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,15 +30,34 @@ from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.recipe.runspec import RunSpec
-from mcp_server.runs import Run
+from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
+from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
-from mcp_server.workspace import atomic_write_text
+from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
+from mcp_server.workspace import atomic_write_text, sha256_file
 
 # train/train.py through verified_script: it runs the bytes whose hash the launcher passes (the verdict's pin),
 # read once, so a script swapped after the gate never runs (issue 48)
 TRAIN_ARGS = ["-m", "mcp_server.training.trainer.verified_script", "train/train.py", "--config", "train/config.yaml"]
+# The trainer's interpreter starts from nothing the launching shell set (issue 48): every PYTHON* variable is
+# dropped (a sitecustomize or usercustomize on PYTHONPATH ran before any check; PYTHONSTARTUP, PYTHONHOME), no user
+# site-packages, no working directory first on sys.path; PYTHONPATH is this package's folder alone (or nothing when
+# it is installed): train.py puts the reviewed reward copy (inspection/reward_code/) on its path itself. As
+# environment variables, not interpreter flags, so the ranks torchrun and accelerate start inherit it.
+PYTHON_ENV = """\
+# The trainer's Python inherits nothing of the launching shell's (site hooks on its PYTHONPATH, user site, cwd).
+for v in $(compgen -e); do case "$v" in PYTHON*) unset "$v";; esac; done
+export PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1
+"""
+
+
+def python_env(pythonpath: str | None) -> str:
+    """The lines of train/launch.sh and train/launch.slurm that set the trainer's Python environment."""
+    return PYTHON_ENV + (f"export PYTHONPATH={shlex.quote(pythonpath)}\n" if pythonpath else "")
+
+
 TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu", "zero2": "zero2", "zero3": "zero3", "fsdp": "fsdp2"}
 RESUME_FLAG = "--resume_from_checkpoint"
 
@@ -174,6 +194,17 @@ class Launcher(Protocol):
 
     def relaunch(self, record: dict, run_ref: str) -> LaunchRequest:
         """The request that launches the run again with the layout its launch record holds."""
+
+
+def verdict_env(run: Run) -> dict[str, str]:
+    """What the trainer checks against, passed by every launcher after the gates (inspection.trained,
+    trainer.verified_script): the reward-code hash the verdict pinned, the verdict's own bytes' hash and its
+    train.py pin; a name is absent when the run has no such pin (the trainer then says it was not reviewed)."""
+    verdict = read_json_if_present(run.verdict) or {}
+    reward, script = verdict_reward_sha256(run), (verdict.get("pins") or {}).get("script")
+    env = {REWARD_SHA_ENV: reward, VERDICT_SHA_ENV: sha256_file(run.verdict) if run.verdict.is_file() else None,
+           SCRIPT_SHA_ENV: script if isinstance(script, str) else None}
+    return {name: value for name, value in env.items() if value}
 
 
 def trl_accelerate_config(name: str) -> dict:

@@ -5,6 +5,7 @@ read the file again: a script swapped in between (and put back) would run unrevi
 nothing. The launchers start this module instead: it reads the script's bytes once, compares their sha256 with the
 one the launcher passed (SCRIPT_SHA_ENV, the verdict's pin; absent when run by hand) and runs those bytes as
 `__main__`, with the script's own `__file__` (so its run directory and imports are what they were), issue 48.
+It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,25 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import sysconfig
 
 SCRIPT_SHA_ENV = "LLM_FINETUNING_SCRIPT_SHA256"
+
+
+def foreign_site_hooks() -> list[str]:
+    """The site hooks (sitecustomize, usercustomize) this interpreter imported at its start from outside its own
+    installation (its stdlib and site-packages): code that ran before any check (issue 48). The launchers start
+    the trainer with a PYTHONPATH of this package alone and no user site (launchers.base.PYTHON_ENV)."""
+    paths = [p for k in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_paths().get(k))]
+    roots = {f(p) + os.sep for p in paths for f in (os.path.abspath, os.path.realpath)}
+    found = []
+    for name in ("sitecustomize", "usercustomize"):
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        inside = origin and any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath)
+                                for root in roots)  # a distribution's own hook may link elsewhere (/etc)
+        if name in sys.modules and not inside:
+            found.append(f"{name} ({origin or 'no file'})")
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,8 +47,16 @@ def main(argv: list[str] | None = None) -> None:
               "reviewed (changed after launch_training's gate). Put it back, then launch again.", file=sys.stderr,
               flush=True)
         raise SystemExit(3)
+    hooks = foreign_site_hooks()
+    if hooks:
+        print(f"llm-finetuning: refusing to train: {', '.join(hooks)} ran at this interpreter's start from outside "
+              "its installation (a site hook on PYTHONPATH or in the user's site-packages runs before any check). "
+              "Launch with launch_training (its launch script starts the trainer without them).", file=sys.stderr,
+              flush=True)
+        raise SystemExit(3)
     sys.argv = argv
-    sys.path[0] = os.path.dirname(path)  # as `python train/train.py` sets it (train.py removes it again)
+    if not sys.flags.safe_path:  # as `python train/train.py` sets it (train.py removes it again)
+        sys.path[0] = os.path.dirname(path)
     module = type(sys)("__main__")
     module.__file__ = path
     sys.modules["__main__"] = module

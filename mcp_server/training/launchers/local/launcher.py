@@ -20,12 +20,20 @@ from pathlib import Path
 import psutil
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
+from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
 from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
-from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
+from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.launchers.base import TRAIN_ARGS, LaunchPlan, LaunchTarget, Start, history, write_accelerate
+from mcp_server.training.launchers.base import (
+    TRAIN_ARGS,
+    LaunchPlan,
+    LaunchTarget,
+    Start,
+    history,
+    verdict_env,
+    write_accelerate,
+)
 from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.local.process_state import process_state
@@ -176,17 +184,14 @@ def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str) -> t
         log.flush()
         # train.py imports this package: from the plugin folder when the training Python lacks it.
         env = {**training_env(python), "PYTHONUNBUFFERED": "1"}
-        # What the verdict reviewed: the training process refuses to train other reward code (inspection.trained).
-        reward_sha = verdict_reward_sha256(run)
-        env.pop(REWARD_SHA_ENV, None)
-        env.update({REWARD_SHA_ENV: reward_sha} if reward_sha else {})
+        # What the verdict reviewed (its reward code, its own bytes, its train.py): the training process refuses
+        # anything else (inspection.trained, trainer.verified_script); an inherited value is never passed on.
+        pins = verdict_env(run)
+        for name in (REWARD_SHA_ENV, VERDICT_SHA_ENV, SCRIPT_SHA_ENV):
+            env.pop(name, None)
+        env.update(pins)
         env[LAUNCH_ID_ENV] = launch_id  # the trainer tags its records with it (runs.LAUNCH_ID_ENV)
-        # ... and the verdict's own bytes: one swapped after the gate (its pins forged to match) is refused there
-        env.pop(VERDICT_SHA_ENV, None)
-        env.update({VERDICT_SHA_ENV: sha256_file(run.verdict)} if run.verdict.is_file() else {})
-        script_sha = ((read_json_if_present(run.verdict) or {}).get("pins") or {}).get("script")
-        env.pop(SCRIPT_SHA_ENV, None)  # the train.py the verdict pinned: verified_script runs only those bytes
-        env.update({SCRIPT_SHA_ENV: script_sha} if isinstance(script_sha, str) else {})
+        reward_sha = pins.get(REWARD_SHA_ENV)
         proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 5

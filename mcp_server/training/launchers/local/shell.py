@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from mcp_server.errors import one_line
 from mcp_server.interpreter import package_path
+from mcp_server.training.launchers.base import python_env
 from mcp_server.training.processes import RUN_MARK
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
@@ -29,15 +30,10 @@ export {mark}="$(pwd -P)"
 # Caches a library would write under your home (an arrow copy of the data, matplotlib's) stay in the run.
 [ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"
 export MPLCONFIGDIR="${{MPLCONFIGDIR:-$PWD/cache/matplotlib}}"
-export PYTHONUNBUFFERED=1
-unset LLM_FINETUNING_SAMPLING  # sampling's switch of the trainer's checks: never inherited by a launched trainer
-{pythonpath}LOGS=train/logs
+{python_env}LOGS=train/logs
 mkdir -p "$LOGS"
 VLLM_PID=
 """
-# train.py imports this package: a script run by hand finds it in the plugin folder when the training interpreter
-# does not have it installed (as the launcher's own environment does).
-PYTHONPATH_LINE = 'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
 # transformers puts a run on the CPU (and torchrun ranks in a gloo group) only when told: without this, each
 # torchrun rank would train alone as a world of one. A run that forces a CPU kernel set compiles into a cache of its
 # own (kernel_sets.KERNEL_SET_CACHE_LINE).
@@ -143,8 +139,9 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
     path = package_path()
     # The name goes on a comment line, escaped: a newline in a copied run's name would end the comment and run the
     # rest as a command. Everything else written into the script is quoted (shlex) or fixed text.
-    text = HEADER.format(name=one_line(run_name), mark=RUN_MARK,
-                         pythonpath=PYTHONPATH_LINE.format(path=shlex.quote(path)) if path else "")
+    # train.py imports this package: from the plugin folder when the training interpreter does not have it
+    # installed (as the launcher's own environment does), and nothing else the launching shell had (base.PYTHON_ENV)
+    text = HEADER.format(name=one_line(run_name), mark=RUN_MARK, python_env=python_env(path))
     if cpu:
         text += CPU_LINE
     if server is not None and server.cpu:

@@ -23,6 +23,7 @@ from mcp_server.training.launchers.base import (
     history,
     mixed_precision,
     trl_accelerate_config,
+    verdict_env,
     write_accelerate,
 )
 from mcp_server.training.launchers.machine import plan_launch_memory
@@ -39,7 +40,7 @@ from mcp_server.training.launchers.slurm.job import (
     submit,
 )
 from mcp_server.training.launchers.slurm.node_plan import comment_block, node_table
-from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch, with_pins
 from mcp_server.inspection.trained import verdict_reward_sha256
 from mcp_server.workspace import atomic_write_text, baseline_hashes, sha256_file
 
@@ -104,7 +105,10 @@ class SlurmLauncher:
             preflight(plan.script)  # the scheduler is there and would take the job: else one line, nothing written
 
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
-        return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, plan.script))}
+        """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's
+        trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
+        script = with_pins(plan.script, verdict_env(run))
+        return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script))}
 
     def recorded(self, run: Run) -> list[Path]:
         return [run.config, run.script, run.slurm_script, run.accelerate]

@@ -24,6 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
+from mcp_server.training.launchers.base import TRAIN_ARGS, python_env
 from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
@@ -84,9 +85,21 @@ class SlurmLayout:
         return options + list(self.extra_sbatch)
 
 
+# Where launch_training writes, after its gates, the hashes the trainer checks what it runs against (the verdict's
+# bytes, its train.py and reward-code pins: SlurmLauncher.write), as the local launcher passes them (issue 48).
+PINS_LINE = "# the inspection verdict's pins, written by launch_training after its gates"
+
+
+def with_pins(script: str, pins: dict[str, str]) -> str:
+    """The script with `pins` (environment variable -> value) exported where PINS_LINE stands."""
+    lines = [PINS_LINE, *(f"export {name}={shlex.quote(value)}" for name, value in sorted(pins.items()))]
+    return script.replace(PINS_LINE + "\n", "\n".join(lines) + "\n", 1)
+
+
 def _launch_line(layout: SlurmLayout, py: str) -> str:
-    """The training launcher one node runs (inside node_main; $PORT, $MAIN_NODE, $SLURM_PROCID from the job)."""
-    args = "train/train.py --config train/config.yaml"
+    """The training launcher one node runs (inside node_main; $PORT, $MAIN_NODE, $SLURM_PROCID from the job):
+    train/train.py through verified_script, as every launcher runs it (launchers.base.TRAIN_ARGS)."""
+    args = shlex.join(TRAIN_ARGS)
     if layout.cpu:
         return (f"{py} -m torch.distributed.run --nnodes {layout.train_nodes} --nproc_per_node "
                 f"{layout.processes_per_node} --node_rank \"$SLURM_PROCID\" --master_addr \"$MAIN_NODE\" "
@@ -134,10 +147,7 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
              "# Caches a library would write under your home (an arrow copy of the data) stay in the run.",
              '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
              'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
-             "export PYTHONUNBUFFERED=1",
-             "unset LLM_FINETUNING_SAMPLING  # sampling's switch of the trainer's checks: never inherited by a job"]
-    if layout.pythonpath:
-        lines.append(f'export PYTHONPATH={shlex.quote(layout.pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+             *python_env(layout.pythonpath).splitlines(), PINS_LINE]
     if layout.cpu:  # each torchrun rank joins the gloo group only when transformers is told it is on CPU
         lines += ["export ACCELERATE_USE_CPU=1", KERNEL_SET_CACHE_LINE]
     lines += [
