@@ -18,7 +18,7 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
-from mcp_server.evaluation.promote import promotion_problems
+from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
@@ -111,6 +111,9 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
                        if isinstance(judged, str) else "promotion.json records no content hash") + ")")
         promotion = None  # its verdict is not this checkpoint's
     forged = promotion_problems(promotion) if promotion and promotion.get("verdict") == "PROMOTE" else []
+    refusal = checkpoint_refusal(run, config, ckpt, bool(request.checkpoint)) if promotion else None
+    if refusal and not forged:  # a promotion never vouches for a model promote_checkpoint would refuse to judge
+        forged = [str(refusal)]
     if forged:  # a PROMOTE is exported only as promote_checkpoint measured it
         mismatch = f"{run.promotion} is not a promotion promote_checkpoint measured: " + "; ".join(forged)
         promotion = None

@@ -194,7 +194,7 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
         refusals.append(foreign)
     done = checkpoints(run, config)
     latest, why = last_good_checkpoint(run, done) if patch else (done[-1] if done else None, None)
-    problems = checkpoint_problems(latest, contents=True) if latest is not None else []
+    problems = checkpoint_problems(run, latest, contents=True) if latest is not None else []
     if problems:  # weights the run never wrote (replaced, added, cut short) are never loaded
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"{latest.name} is not the checkpoint the run saved: " + "; ".join(problems[:5]),
