@@ -293,19 +293,25 @@ def expected(cell: Cell) -> dict:
 
 
 # ---------------------------------------------------------------- the table
+def make_template(root: Path) -> Path:
+    """An emitted run's files as the cells start from: a config naming a local base model nothing here loads."""
+    base = root / "base-model"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    template = root / "template"
+    (template / "train").mkdir(parents=True)
+    (template / "train" / "config.yaml").write_text(yaml.safe_dump(
+        {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+    return template
+
+
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
     root = tmp_path_factory.mktemp("run-states-ws")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
         mp.setenv("CUDA_VISIBLE_DEVICES", "")
-        base = root / "base-model"  # a local model directory: nothing here loads it
-        base.mkdir()
-        (base / "config.json").write_text("{}")
-        template = root / "template"
-        (template / "train").mkdir(parents=True)
-        (template / "train" / "config.yaml").write_text(yaml.safe_dump(
-            {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+        template = make_template(root)
         started = time.time()
         built = {cell.id: build(root, template, cell) for cell in CELLS}
         from mcp_server.training.status import list_runs
@@ -393,3 +399,21 @@ def test_a_stop_waits_as_long_as_the_runs_logged_steps_take(tmp_path, step_times
                                     for i, t in enumerate(step_times)))
     waited, step = stop_wait(run, now=now)
     assert waited == pytest.approx(wait) and step == (max(step_times) if step_times else None)
+
+
+def test_a_guard_stopped_run_never_resumes_from_the_checkpoint_saved_at_its_failing_step(tmp_path, monkeypatch):
+    """The guard stopped the run at step 2 and the stop saved checkpoint-2 (it holds the failure): a patched resume
+    starts from the last checkpoint saved before the stop's step, and with none refuses (gate checkpoint) saying
+    why, never from the checkpoint at the failing step."""
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    events = (*lineage("launching"), Event("train_begin", OLD), Event("progress", step=1), Event("progress", step=2),
+              Event("stopped", OLD, step=2), *checkpoint(2), Event("outcome", (OLD, "stopped")), Event("exit_code", 0))
+    run_dir = build(tmp_path, make_template(tmp_path), Cell("stopped", events, id="stopped/by-guard"))
+    stopped = run_dir / "train" / "logs" / "stopped.json"
+    stopped.write_text(json.dumps({**json.loads(stopped.read_text()), "by": "guard", "code": "entropy_collapse"}))
+    resumed = resume_training(RunRequest(run=str(run_dir), patch={"learning_rate": 1e-7}))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["checkpoint"], resumed.message
+    assert "the guard stopped at step 2" in resumed.refusals[0].message, resumed.refusals[0].message

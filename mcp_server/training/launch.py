@@ -32,6 +32,7 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.launch_gates import (
     check_gates,
     foreign_output_dir,
+    link_refusals,
     locked,
     memory_refusals,
     refused,
@@ -218,6 +219,9 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     refusal = _resume_state_refusal(run, derived, record)
     if refusal:
         return refusal
+    links = link_refusals(run)  # a logs folder that is a link holds no record of this run's saves: said first
+    if links:
+        return refused(run, links, derived.state)
     spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the run's files, read once for every gate
     config = spec.values
     patch = getattr(request, "patch", None)
