@@ -234,12 +234,14 @@ def expected(cell: Cell) -> dict:
     """What every door must say about the cell, from what was written (not from the code under test):
     - never launched (no run.json, no logs): not_launched;
     - run.json lost and the process dead: unknown (its logs say neither how it ended nor that it runs);
-    - otherwise dead: this launch's outcome decides (succeeded needs exit code 0 or none; a crash on the way out
-      is failed; stopped is stopped); with no outcome, a stop asked or carried out is stopped, anything else
+    - otherwise dead: this launch's outcome decides (succeeded needs exit code 0 or none and this launch's own
+      evidence: it began, logged a step and the trainer recorded its final save, else failed; a crash on the way
+      out is failed; stopped is stopped); with no outcome, a stop asked or carried out is stopped, anything else
       failed. Markers of another launch (another launch id) are not this launch's;
-    - the checkpoints are those whose every file was written, digest last, and left as saved; the latest of them
-      is what a resume starts from; one changed after its save is never the latest (changed in size, a file gone
-      or added) or is refused by resume (same size, other bytes);
+    - the checkpoints are those whose every file was written, the trainer's record last, and left as saved, by
+      step; the latest of them is what a resume starts from; one changed after its save is never the latest
+      (changed in size, a file gone or added, its own digest rewritten) or is refused by resume (same size, other
+      bytes);
     - stop: nothing to stop (nothing killed), naming the latest checkpoint;
     - resume: refused (state) when never launched or its record is lost, (checkpoint) without one;
     - promote: judges the output_dir only of a succeeded run (or a model placed in a never-launched one)."""
