@@ -34,7 +34,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
           stop-request.json           stop_request     stop_training asks the callback to stop
           stopped.json                stopped          the callback stopped on request (or its guard stopped)
           guard.json                  guard            the live guard's findings (training_status shows them)
-          outcome.json                outcome          how training ended
+          outcome.json                outcome          how training ended (succeeded needs the final save below)
+          saves.jsonl                 saves            each save's files by sha256 (trainer/digest.py): what
+                                                       resume, promote and export check a checkpoint against
           train-summary.json          train_summary    the Trainer's last logs (step, runtime)
           tool-batch.jsonl            tool_batch       an agentic run's first trained batch: ids and tool_mask
           reward-curve.png            reward_curve     the demo's plot
@@ -58,9 +60,8 @@ directory"). Every module that reads or writes a run names its files through `Ru
                                                      data, matplotlib's): train/launch.sh points them here, not
                                                      under the home directory; safe to delete
       checkpoints/                    checkpoints    the default output_dir (output_dir() follows the config)
-        checkpoint-N/llm-finetuning-digest.json      the trainer's digest of the save (training/trainer/digest.py):
-                                                     without it, or with a file changed, added or gone, the
-                                                     folder is no checkpoint to resume from
+        checkpoint-N/llm-finetuning-digest.json      a copy of the save's line in saves.jsonl: without that line,
+                                                     or with a file changed, added or gone, no checkpoint
       trackers/                       trackers       what report_to's trackers write, unless their own variables
         trackio/, wandb/, mlruns/                      say elsewhere (TRACKIO_DIR, WANDB_DIR, MLFLOW_TRACKING_URI;
                                                        tensorboard writes under checkpoints/runs/)
@@ -291,6 +292,8 @@ class Run:
     @property
     def outcome(self) -> Path:
         return self.logs / "outcome.json"
+
+    saves = property(lambda self: self.logs / "saves.jsonl")
 
     @property
     def train_summary(self) -> Path:

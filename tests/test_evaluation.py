@@ -333,6 +333,22 @@ def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse
         export_model(ExportRequest(run=str(moved), archive_previous=True))
     assert not (moved / "archive" / "export-2").exists()
 
+    # The promoted model back in place, in a run launched since whose process died (failed): a PROMOTE never
+    # vouches for a failed run's model (issue 48: it was exported with PROMOTE on its card). Refused, naming it;
+    # exported unpromoted only when asked, and the card says so.
+    shutil.copy(good_model / "model.safetensors", moved / "checkpoints" / "model.safetensors")
+    (moved / "train" / "logs").mkdir(parents=True)
+    (moved / "train" / "logs" / "stdout.log").write_text("==== llm-finetuning launch\n")
+    (moved / "run.json").write_text(json.dumps({"state": "running", "pid": 2**31 - 2, "create_time": 1.0,
+                                                "started_ts": 1.0, "cwd": str(moved), "launch_id": "f" * 32,
+                                                "launcher": ["bash", "train/launch.sh"]}))
+    with pytest.raises(UserInputError, match="is failed, not succeeded") as refused:
+        export_model(ExportRequest(run=str(moved), archive_previous=True))
+    assert refused.value.field == "checkpoint"
+    unpromoted = export_model(ExportRequest(run=str(moved), archive_previous=True, allow_unpromoted=True))
+    assert unpromoted.promotion_verdict is None
+    assert "was not promoted" in (Path(unpromoted.export_dir) / "README.md").read_text()
+
 
 def test_export_refuses_an_unjudged_run_and_merges_lora(workspace, tiny_model, small_task):
     import torch

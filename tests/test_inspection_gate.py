@@ -386,6 +386,33 @@ def _closed(run_dir: Path, *words: str) -> str:
     return gate.reason
 
 
+def test_a_review_and_verdict_that_say_review_on_a_base_success_of_zero_never_open_the_gate(workspace, tiny_model):
+    """A run the base model never succeeds on (base success 0), its review.json and verdict.json rewritten by hand to
+    route "review" and agree with each other, every hash right: GRPO has no signal to learn from, so the gate stays
+    closed on the rate itself, whatever the route says."""
+    from mcp_server.inspection.pins import run_pins
+    from mcp_server.rewards import reward_code_sha256
+    from mcp_server.runs import Run
+    from mcp_server.workspace import sha256_file
+
+    real = json.loads((_signed_run(workspace, tiny_model, "signed") / "inspection" / "verdict.json").read_text())
+    run_dir = hand_made_run(workspace, tiny_model, "zero", [[WRONG] * 4] * 13, ["2"] * 13)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    review_file = run_dir / "inspection" / "review.json"
+    review = json.loads(review_file.read_text())
+    assert review["result"]["base_success_rate"] == 0 and review["result"]["route"] == "sft_first"
+    review["result"]["route"] = "review"
+    review_file.write_text(json.dumps(review))
+    ids = review["reviewed_ids"]
+    (run_dir / "inspection" / "verdict.json").write_text(json.dumps({
+        **real, "route": "review", "base_success_rate": 0.0, "reviewed_ids": ids, "reviewed": len(ids),
+        "agree": len(ids), "disagree": 0, "sample_verdicts": [{"id": i, "agree": True, "note": ""} for i in ids],
+        "samples_sha256": review["result"]["samples_sha256"], "review_sha256": sha256_file(review_file),
+        "success_rule": review["result"]["success_rule"],
+        "pins": run_pins(Run(run_dir), reward_code_sha256(review["result"]["rewards"]))}))
+    _closed(run_dir, "never succeeded")
+
+
 def test_train_dir_config_fields_and_model_files_are_pinned(workspace, tiny_model):
     run_dir = _signed_run(workspace, tiny_model, "pins")
     train = run_dir / "train"

@@ -143,3 +143,109 @@ def test_emission_never_overwrites_a_persons_train_py_and_says_what_a_not_valid_
     proc = cli_here(*emit, "--run-name", "bad", "--override", "loss_type=foo", env=env)
     assert proc.returncode == 1 and "NOT VALID" in proc.stdout, proc.stdout
     assert "were kept for you to read and fix" in proc.stdout and "launch_training refuses" in proc.stdout
+
+
+def ended_run(workspace: Path, tiny_model: Path, name: str, state: str) -> Path:
+    """A launched run whose process ended `state`, with what its trainer leaves (issue 48, fifth round): it began,
+    logged steps 1 to 4, saved and recorded checkpoint-2 (digest.record_save, as the progress callback does), then
+    - succeeded: saved and recorded the final model in output_dir, its outcome, exit code 0;
+    - stopped: stopped at step 2 on request, its outcome, exit code 0;
+    - failed: exit code 1 (a crash), no outcome."""
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import record_save
+
+    launch_id = name[0] * 32
+    run = Run(dead_run(workspace, name, launch_id))
+    run.config.write_text(yaml.safe_dump({"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 4}))
+    run.train_begin.write_text(json.dumps({"max_steps": 4, "global_step": 0, "launch_id": launch_id}))
+    run.progress.write_text("".join(json.dumps({"step": s, "loss": 0.1}) + "\n" for s in range(1, 5)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_LAUNCH_ID", launch_id)
+        shutil.copytree(tiny_model, run.checkpoints / "checkpoint-2")
+        (run.checkpoints / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+        record_save(run, run.checkpoints / "checkpoint-2", 2)
+        if state == "succeeded":
+            for item in tiny_model.iterdir():
+                shutil.copy(item, run.checkpoints / item.name)
+            record_save(run, run.checkpoints, 4, final=True)
+    if state in ("succeeded", "stopped"):
+        if state == "stopped":
+            run.stopped.write_text(json.dumps({"step": 2, "launch_id": launch_id}))
+        run.outcome.write_text(json.dumps({"state": state, "launch_id": launch_id}))
+    run.exit_code.write_text("0\n" if state != "failed" else "1\n")
+    return run.dir
+
+
+@pytest.mark.parametrize("state, checkpoint, field, says", [
+    ("failed", "elsewhere", "run", "is failed, not succeeded"),  # the fifth round's probe
+    ("failed", "checkpoint-2", "run", "is failed, not succeeded"),
+    ("succeeded", "elsewhere", "checkpoint", "is not a checkpoint of"),
+    ("succeeded", "rewritten", "checkpoint", "is not the model the run's trainer saved"),
+    ("succeeded", "final-rewritten", "checkpoint", "is not the model the run's trainer saved"),
+    ("succeeded", "checkpoint-2", "goldens", "no baseline"),  # past every check: judged (no baseline here)
+    ("succeeded", None, "goldens", "no baseline"),
+    ("stopped", "checkpoint-2", "goldens", "no baseline"),  # a stopped run's own recorded save may be judged
+])
+def test_promote_judges_only_the_runs_own_recorded_model_of_a_run_that_ended_well(workspace, tiny_model, state,
+                                                                                  checkpoint, field, says):
+    """`promote-checkpoint RUN --checkpoint /elsewhere` on a failed run PROMOTEd (the state check was skipped when a
+    checkpoint was given), and weights overwritten with the checkpoint's digest rewritten were judged as the run's.
+    A checkpoint must be a checkpoint-N of the run's output_dir, of a run that succeeded or stopped, as the run's
+    trainer recorded it (train/logs/saves.jsonl); the output_dir only of a succeeded run, as its final save."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.training.trainer.digest import write_checkpoint_digest
+
+    run_dir = ended_run(workspace, tiny_model, "e" + state, state)
+    given = {"elsewhere": str(tiny_model), "rewritten": "checkpoints/checkpoint-2",
+             "checkpoint-2": "checkpoints/checkpoint-2"}.get(checkpoint)
+    weights = {"rewritten": run_dir / "checkpoints" / "checkpoint-2",
+               "final-rewritten": run_dir / "checkpoints"}.get(checkpoint)
+    if weights is not None:  # other weights of the same size; the checkpoint's own digest rewritten to match
+        target = next(p for p in sorted(weights.iterdir()) if p.suffix == ".safetensors")
+        target.write_bytes(bytes(b ^ 1 for b in target.read_bytes()))
+        write_checkpoint_digest(weights)
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir), checkpoint=given))
+    assert (refused.value.field, says in str(refused.value)) == (field, True), str(refused.value)
+
+
+def test_a_hand_written_baseline_never_decides_a_promotion(workspace, tiny_model):
+    """A second baseline written by hand, with an earlier written_at and a pass rate of 0, made the base model
+    PROMOTE over itself (the earliest baseline won). The baseline that counts is one evaluate_model recorded by name
+    and hash (eval/baselines.jsonl): any other is refused, named, before anything is judged."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.evaluate import baseline_path, resolve_goldens
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.workspace import sha256_file
+
+    run_dir = workspace / "runs" / "base-again"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({"model_name_or_path": "tiny",
+                                                                     "output_dir": "checkpoints"}))
+    shutil.copytree(tiny_model, run_dir / "checkpoints")  # the base model itself, placed as the "trained" one
+    goldens = resolve_goldens("tiny")
+    forged = baseline_path("tiny", "000000000000")
+    forged.write_text(json.dumps({
+        "kind": "baseline", "written_at": "2000-01-01T00:00:00Z", "model": "tiny", "goldens": str(goldens),
+        "goldens_sha256": sha256_file(goldens), "graders": [{"name": "format_reward"}], "max_new_tokens": 8,
+        "seed": 3407, "n": 0, "passed": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "items": []}))
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir), goldens="tiny"))
+    assert refused.value.field == "baseline" and forged.name in str(refused.value), str(refused.value)
+    assert "is not a baseline evaluate_model wrote" in str(refused.value)
+    assert not (run_dir / "promotion.json").exists()
+
+
+def test_a_run_folder_whose_only_trace_is_a_promotion_is_never_emitted_over(workspace):
+    """A folder holding only promotion.json (a run's judgement, moved or kept) is a run that produced something:
+    emission into it is refused, naming it, and writes nothing."""
+    folder = workspace / "runs" / "judged"
+    folder.mkdir(parents=True)
+    (folder / "promotion.json").write_text(json.dumps({"verdict": "REJECT"}))
+    proc = cli_here("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-dir", str(folder),
+                    env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert proc.returncode == 2 and "promotion.json" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["promotion.json"]

@@ -49,14 +49,14 @@ def phases() -> dict[str, tuple[str | None, list[Event]]]:
     """phase -> (its parent phase, its own writes after the parent's): the life of lifecycle.PHASES."""
     launch = [Event("run_json", OLD), Event("stdout")]
     running = [Event("train_begin", OLD), Event("progress", step=1), *checkpoint(1), Event("progress", step=2)]
-    stopped = [Event("stopped", OLD, step=2), *checkpoint(2), Event("final_model"), Event("outcome", (OLD, "stopped")),
-               Event("exit_code", 0)]
-    succeeded = [*checkpoint(2), Event("progress", step=3), Event("final_model"),
+    stopped = [Event("stopped", OLD, step=2), *checkpoint(2), Event("final_model", step=2),
+               Event("outcome", (OLD, "stopped")), Event("exit_code", 0)]
+    succeeded = [*checkpoint(2), Event("progress", step=4), Event("final_model", step=4),
                  Event("outcome", (OLD, "succeeded")), Event("exit_code", 0)]
     # resume_training: run.json rewritten for the new launch, the end markers cleared, then the new process writes
     resumed = [Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW), Event("progress", step=3),
-               *checkpoint(3), Event("progress", step=4), Event("final_model"), Event("outcome", (NEW, "succeeded")),
-               Event("exit_code", 0)]
+               *checkpoint(3), Event("progress", step=4), Event("final_model", step=4),
+               Event("outcome", (NEW, "succeeded")), Event("exit_code", 0)]
     return {
         "emitted": (None, []),
         "gated": ("emitted", [Event("verdict")]),
@@ -81,6 +81,8 @@ TAMPERED = {
     "file-truncated": "model.safetensors cut short after the save",
     "file-added": "adapter_model.safetensors added: weights the run never wrote",
     "file-replaced": "model.safetensors replaced by other bytes of the same size",
+    # issue 48, fifth round: the weights overwritten, then the checkpoint's own digest rewritten to match them
+    "digest-rewritten": "model.safetensors replaced, then write_checkpoint_digest run on the folder",
 }
 
 
@@ -109,6 +111,19 @@ def cells() -> list[Cell]:
     # person copied them back): never read as this attempt's outcome
     early = tuple(lineage("stopped") + phases()["resumed"][1][:2])
     out.append(Cell("resumed", early, "old-markers-kept", id="resumed/dead-with-old-markers"))
+    # issue 48, fifth round: a hand-written outcome.json (with run.json's launch id) and exit-code 0 on a launch that
+    # never trained: no progress, no checkpoint, no model
+    forged = (*lineage("launching"), Event("outcome", (OLD, "succeeded")), Event("exit_code", 0))
+    out.append(Cell("failed", forged, id="failed/forged-outcome-and-exit-code"))
+    # a run that trained to its end, whose final model the trainer never recorded (placed or replaced by hand)
+    out.append(Cell("succeeded", tuple(lineage("succeeded")), "final-unrecorded", id="succeeded/final-unrecorded"))
+    # the trainer saved the model and recorded its outcome, then exited 1 on the way out
+    crashed = (*lineage("succeeded")[:-1], Event("exit_code", 1))
+    out.append(Cell("failed", crashed, id="failed/saved-then-exit-1"))
+    # checkpoint-9 and checkpoint-10: by step, never by name (checkpoint-10 sorts before checkpoint-9 as text)
+    many = (*lineage("stopping"), *checkpoint(9), *checkpoint(10), Event("stopped", OLD, step=10),
+            Event("outcome", (OLD, "stopped")), Event("exit_code", 0))
+    out.append(Cell("stopped", many, id="stopped/checkpoints-9-and-10"))
     return out
 
 
@@ -118,7 +133,7 @@ CELLS = cells()
 # ---------------------------------------------------------------- building a cell
 def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
     from mcp_server.runs import Run
-    from mcp_server.training.trainer.digest import CHECKPOINT_DIGEST, write_checkpoint_digest
+    from mcp_server.training.trainer.digest import CHECKPOINT_DIGEST, record_save
 
     run = Run(run_dir)
     logs = run.logs
@@ -153,7 +168,7 @@ def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
         folder = run.checkpoints / f"checkpoint-{event.step}"
         folder.mkdir(parents=True, exist_ok=True)
         if event.file == CHECKPOINT_DIGEST:
-            write_checkpoint_digest(folder, event.step)  # as the run's callback does after the save
+            record_save(run, folder, event.step)  # as the run's callback does after the save
         elif event.file == "trainer_state.json":
             (folder / event.file).write_text(json.dumps({"global_step": event.step, "log_history": []}))
         else:
@@ -162,9 +177,12 @@ def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
         run.stop_request.write_text(json.dumps({"time": t, "launch_id": event.value}))
     elif event.member == "stopped":
         run.stopped.write_text(json.dumps({"step": event.step, "time": t, "launch_id": event.value}))
-    elif event.member == "final_model":
+    elif event.member == "final_model":  # train_and_save: the model, then the trainer's record of the save
         (run.checkpoints / "config.json").write_text("{}")
         (run.checkpoints / "model.safetensors").write_bytes(b"final weights")
+        with pytest.MonkeyPatch.context() as mp:  # the trainer tags its records with its launch's id
+            mp.setenv("LLM_FINETUNING_LAUNCH_ID", record.get("launch_id", ""))
+            record_save(run, run.checkpoints, event.step, final=True)
     elif event.member == "outcome":
         launch_id, state = event.value
         run.outcome.write_text(json.dumps({"state": state, "time": t, "launch_id": launch_id}))
@@ -197,8 +215,17 @@ def build(root: Path, template: Path, cell: Cell) -> Path:
     elif cell.variant == "file-replaced":
         data = (folder / "model.safetensors").read_bytes()
         (folder / "model.safetensors").write_bytes(bytes(b ^ 1 for b in data))
+    elif cell.variant == "digest-rewritten":
+        from mcp_server.training.trainer.digest import write_checkpoint_digest
+
+        (folder / "model.safetensors").write_bytes(b"weights the run never wrote")
+        write_checkpoint_digest(folder, 2)
     elif cell.variant == "record-lost":
         (run_dir / "run.json").unlink()
+    elif cell.variant == "final-unrecorded":  # the ledger loses the final save's line: the model is no one's save
+        saves = run_dir / "train" / "logs" / "saves.jsonl"
+        lines = saves.read_text().splitlines() if saves.exists() else []
+        saves.write_text("".join(line + "\n" for line in lines if '"final": true' not in line))
     return run_dir
 
 
@@ -207,12 +234,14 @@ def expected(cell: Cell) -> dict:
     """What every door must say about the cell, from what was written (not from the code under test):
     - never launched (no run.json, no logs): not_launched;
     - run.json lost and the process dead: unknown (its logs say neither how it ended nor that it runs);
-    - otherwise dead: this launch's outcome decides (succeeded needs exit code 0 or none; a crash on the way out
-      is failed; stopped is stopped); with no outcome, a stop asked or carried out is stopped, anything else
+    - otherwise dead: this launch's outcome decides (succeeded needs exit code 0 or none and this launch's own
+      evidence: it began, logged a step and the trainer recorded its final save, else failed; a crash on the way
+      out is failed; stopped is stopped); with no outcome, a stop asked or carried out is stopped, anything else
       failed. Markers of another launch (another launch id) are not this launch's;
-    - the checkpoints are those whose every file was written, digest last, and left as saved; the latest of them
-      is what a resume starts from; one changed after its save is never the latest (changed in size, a file gone
-      or added) or is refused by resume (same size, other bytes);
+    - the checkpoints are those whose every file was written, the trainer's record last, and left as saved, by
+      step; the latest of them is what a resume starts from; one changed after its save is never the latest
+      (changed in size, a file gone or added, its own digest rewritten) or is refused by resume (same size, other
+      bytes);
     - stop: nothing to stop (nothing killed), naming the latest checkpoint;
     - resume: refused (state) when never launched or its record is lost, (checkpoint) without one;
     - promote: judges the output_dir only of a succeeded run (or a model placed in a never-launched one)."""
@@ -227,12 +256,16 @@ def expected(cell: Cell) -> dict:
         e.member == "stopped" and e.value == current for e in mine)
     if cell.variant == "old-markers-kept":  # what the markers the table copied back say is another launch's
         stop_asked = False
+    # succeeded is borne out by this launch's own evidence: it began, logged a step and the trainer recorded its
+    # final save; an outcome.json and an exit code alone are files anyone can write
+    evidence = (all(any(e.member == m for e in mine) for m in ("train_begin", "progress", "final_model"))
+                and cell.variant != "final-unrecorded")
     if not launched:
         state = "not_launched"
     elif cell.variant == "record-lost":
         state = "unknown"
     elif outcome == "succeeded":
-        state = "succeeded" if exit_code in (None, 0) else "failed"
+        state = "succeeded" if exit_code in (None, 0) and evidence else "failed"
     elif outcome == "stopped":
         state = "stopped"
     else:
@@ -240,7 +273,8 @@ def expected(cell: Cell) -> dict:
     from mcp_server.training.lifecycle import CHECKPOINT_WRITES
 
     saved = [e.step for e in events if e.member == "checkpoint" and e.file == CHECKPOINT_WRITES[-1]]
-    listed = [s for s in saved if not (s == 2 and cell.variant in ("file-removed", "file-truncated", "file-added"))]
+    listed = [s for s in saved if not (s == 2 and cell.variant in ("file-removed", "file-truncated", "file-added",
+                                                                   "digest-rewritten"))]
     latest = f"checkpoint-{listed[-1]}" if listed else None
     if not launched or cell.variant == "record-lost":
         resume = ("refused", "state")
@@ -261,19 +295,25 @@ def expected(cell: Cell) -> dict:
 
 
 # ---------------------------------------------------------------- the table
+def make_template(root: Path) -> Path:
+    """An emitted run's files as the cells start from: a config naming a local base model nothing here loads."""
+    base = root / "base-model"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    template = root / "template"
+    (template / "train").mkdir(parents=True)
+    (template / "train" / "config.yaml").write_text(yaml.safe_dump(
+        {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+    return template
+
+
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
     root = tmp_path_factory.mktemp("run-states-ws")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
         mp.setenv("CUDA_VISIBLE_DEVICES", "")
-        base = root / "base-model"  # a local model directory: nothing here loads it
-        base.mkdir()
-        (base / "config.json").write_text("{}")
-        template = root / "template"
-        (template / "train").mkdir(parents=True)
-        (template / "train" / "config.yaml").write_text(yaml.safe_dump(
-            {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+        template = make_template(root)
         started = time.time()
         built = {cell.id: build(root, template, cell) for cell in CELLS}
         from mcp_server.training.status import list_runs
@@ -361,3 +401,21 @@ def test_a_stop_waits_as_long_as_the_runs_logged_steps_take(tmp_path, step_times
                                     for i, t in enumerate(step_times)))
     waited, step = stop_wait(run, now=now)
     assert waited == pytest.approx(wait) and step == (max(step_times) if step_times else None)
+
+
+def test_a_guard_stopped_run_never_resumes_from_the_checkpoint_saved_at_its_failing_step(tmp_path, monkeypatch):
+    """The guard stopped the run at step 2 and the stop saved checkpoint-2 (it holds the failure): a patched resume
+    starts from the last checkpoint saved before the stop's step, and with none refuses (gate checkpoint) saying
+    why, never from the checkpoint at the failing step."""
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    events = (*lineage("launching"), Event("train_begin", OLD), Event("progress", step=1), Event("progress", step=2),
+              Event("stopped", OLD, step=2), *checkpoint(2), Event("outcome", (OLD, "stopped")), Event("exit_code", 0))
+    run_dir = build(tmp_path, make_template(tmp_path), Cell("stopped", events, id="stopped/by-guard"))
+    stopped = run_dir / "train" / "logs" / "stopped.json"
+    stopped.write_text(json.dumps({**json.loads(stopped.read_text()), "by": "guard", "code": "entropy_collapse"}))
+    resumed = resume_training(RunRequest(run=str(run_dir), patch={"learning_rate": 1e-7}))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["checkpoint"], resumed.message
+    assert "the guard stopped at step 2" in resumed.refusals[0].message, resumed.refusals[0].message

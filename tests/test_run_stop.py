@@ -45,8 +45,8 @@ while true; do
     mkdir -p $d
     echo weights > $d/model.safetensors
     echo "{{\"global_step\": $step}}" > $d/trainer_state.json
-    "{python}" -c 'import sys, pathlib; from mcp_server.training.trainer.digest import write_checkpoint_digest as w
-w(pathlib.Path(sys.argv[1]))' $d
+    "{python}" -c 'import sys, pathlib; from mcp_server.training.trainer.digest import record_save as r
+from mcp_server.runs import Run; r(Run(pathlib.Path.cwd()), pathlib.Path(sys.argv[1]))' $d
     echo "{{\"step\": $step}}" > $LOGS/stopped.json
     echo '{{"state": "stopped"}}' > $LOGS/outcome.json
     echo 0 > $LOGS/exit-code

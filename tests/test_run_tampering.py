@@ -63,15 +63,17 @@ def stopped_run(ws, name: str, steps: tuple[int, ...] = (1,), complete: bool = T
 
 def save_checkpoint(path: Path, complete: bool = True) -> None:
     """A checkpoint as the Trainer and the run's callback leave it: the weights, trainer_state.json, then the digest
-    of what was saved; a save cut short has no weights and no digest."""
-    from mcp_server.training.trainer.digest import write_checkpoint_digest
+    of what was saved, recorded in the run's train/logs/saves.jsonl; a save cut short has no weights and no
+    digest."""
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import record_save
 
     path.mkdir(parents=True)
     if complete:
         (path / "model.safetensors").write_bytes(b"weights")
     (path / "trainer_state.json").write_text(json.dumps({"global_step": int(path.name.split("-")[1])}))
     if complete:
-        write_checkpoint_digest(path)
+        record_save(Run(path.parents[1]), path)  # as the run's callback records the save
 
 
 def stop_any_trainer(run_dir: Path) -> None:
@@ -130,10 +132,11 @@ def test_links_planted_in_the_logs_of_a_stopped_run_are_refused_never_followed(w
     elsewhere = tmp_path / "elsewhere"
     shutil.move(logs, elsewhere)
     logs.symlink_to(elsewhere)
+    kept = sorted(p.name for p in elsewhere.iterdir())  # stopped.json and the trainer's saves.jsonl
     proc, out = run_cli_json("resume-training", str(run_dir), here=True)
     stop_any_trainer(run_dir)
     assert proc.returncode == 1 and out["refusals"][0]["gate"] == "logs", out
-    assert sorted(p.name for p in elsewhere.iterdir()) == ["stopped.json"]  # nothing written there
+    assert sorted(p.name for p in elsewhere.iterdir()) == kept  # nothing written there
     # <run>/cache a link: launch.sh points the datasets' arrow copy there, so it would be written outside (issue 48)
     logs.unlink()
     shutil.move(elsewhere, logs)
@@ -173,8 +176,19 @@ def test_a_clock_stepped_back_leaves_a_succeeded_run_succeeded(workspace):
     pid, started = dead_pid()
     run_dir = hand_run(workspace, "clock", state="running", pid=pid, create_time=started, launcher=LAUNCHER,
                        started_ts=time.time() + 3600)  # launched an hour "later" than the clock reads now
-    (run_dir / "train" / "logs" / "outcome.json").write_text(json.dumps({"state": "succeeded"}))
-    (run_dir / "train" / "logs" / "exit-code").write_text("0\n")
+    logs = run_dir / "train" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    # what the trainer leaves when it succeeds: it began, logged its steps, saved and recorded the final model
+    (logs / "train-begin.json").write_text(json.dumps({"max_steps": 2, "global_step": 0}))
+    (logs / "progress.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (1, 2)))
+    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    (run_dir / "checkpoints" / "model.safetensors").write_bytes(b"final weights")
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import record_save
+
+    record_save(Run(run_dir), run_dir / "checkpoints", 2, final=True)
+    (logs / "outcome.json").write_text(json.dumps({"state": "succeeded"}))
+    (logs / "exit-code").write_text("0\n")
     proc, status = run_cli_json("training-status", str(run_dir), here=True,
                                 env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert status["state"] == "succeeded", status

@@ -86,6 +86,45 @@ def baselines_of(model: str) -> list[Path]:
     return sorted(eval_root().glob(f"baseline-{key}--*.json")) + ([legacy] if legacy.is_file() else [])
 
 
+def baseline_ledger() -> Path:
+    """eval/baselines.jsonl: one line per baseline evaluate_model wrote (its file name and sha256), appended once
+    the baseline is written. The baseline that counts is one recorded here, by name and hash (issue 48: a
+    hand-written second baseline with an earlier written_at made the base model PROMOTE over itself)."""
+    return eval_root() / "baselines.jsonl"
+
+
+def _record_baseline(path: Path) -> None:
+    line = {"name": path.name, "sha256": sha256_file(path),
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    fd = os.open(baseline_ledger(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "ab") as handle:
+        handle.write((json.dumps(line) + "\n").encode("utf-8"))
+
+
+def baseline_unrecorded(path: Path) -> str | None:
+    """Why `path` is not a baseline evaluate_model wrote: not in eval/baselines.jsonl by its name, or there with
+    another sha256 (edited or replaced since). None when it is recorded as it is."""
+    ledger = baseline_ledger()
+    try:
+        lines = [] if ledger.is_symlink() else ledger.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    hashes = set()
+    for raw in lines:
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict) and entry.get("name") == path.name and isinstance(entry.get("sha256"), str):
+            hashes.add(entry["sha256"])
+    if not hashes:
+        return (f"{path.name} is not a baseline evaluate_model wrote (it is not in {ledger.name}): remove it, "
+                "or measure the base model with evaluate_model")
+    if sha256_file(path) not in hashes:
+        return f"{path.name} is not the baseline evaluate_model wrote (sha256 differs from {ledger.name}): restore it"
+    return None
+
+
 def read_baseline(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -239,6 +278,8 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
                   "task": task, "graders_code_sha256": graders_code}
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
+        if result.baseline_written:
+            _record_baseline(path)
         result.baseline_note = "first evaluation of this base model on this task: baseline written" if \
             result.baseline_written else (
             "another evaluation wrote this baseline first; it is never overwritten"

@@ -18,7 +18,7 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
-from mcp_server.evaluation.promote import promotion_problems
+from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
@@ -93,27 +93,36 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
     return "\n".join(lines) + "\n"
 
 
+def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool) -> tuple[dict | None, str | None]:
+    """(promotion.json when it vouches for `ckpt`, else None; why not). What the card records is optional: a run
+    without it is still exported, and the card says "unknown". The promotion applies to the checkpoint it judged,
+    by content, wherever the run now lives (a checkpoint retrained in place or another one is not promoted), and
+    only as promote_checkpoint measured it, of a model promote_checkpoint would judge (checkpoint_refusal)."""
+    promotion = read_json_if_present(run.promotion)
+    if not isinstance(promotion, dict):
+        return None, None
+    judged = promotion.get("checkpoint_sha256")
+    if judged != ckpt_sha:
+        return None, (f"{ckpt} (content sha256 {ckpt_sha[:12]}) is not the checkpoint the promotion judged ("
+                      + (f"{promotion.get('checkpoint')}, sha256 {judged[:12]}): it changed since, or is another one"
+                         if isinstance(judged, str) else "promotion.json records no content hash") + ")")
+    if promotion.get("verdict") != "PROMOTE":
+        return promotion, None
+    forged = promotion_problems(promotion)
+    refusal = checkpoint_refusal(run, config, ckpt, given)
+    if refusal and not forged:  # a promotion never vouches for a model promote_checkpoint would refuse to judge
+        forged = [str(refusal)]
+    if forged:  # a PROMOTE is exported only as promote_checkpoint measured it
+        return None, f"{run.promotion} is not a promotion promote_checkpoint measured: " + "; ".join(forged)
+    return promotion, None
+
+
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
     config, base, ckpt = run.trained_model(request.checkpoint)
-    # What the card records (optional: a run without them is still exported, and the card says "unknown").
-    promotion = read_json_if_present(run.promotion)
-    promotion = promotion if isinstance(promotion, dict) else None
-    # The promotion applies to the checkpoint it judged, by content, wherever the run now lives: a checkpoint
-    # retrained in place or another checkpoint is not promoted.
     ckpt_sha = sha256_tree(ckpt)
-    judged = (promotion or {}).get("checkpoint_sha256")
-    mismatch = None
-    if promotion and judged != ckpt_sha:
-        mismatch = (f"{ckpt} (content sha256 {ckpt_sha[:12]}) is not the checkpoint the promotion judged ("
-                    + (f"{promotion.get('checkpoint')}, sha256 {judged[:12]}): it changed since, or is another one"
-                       if isinstance(judged, str) else "promotion.json records no content hash") + ")")
-        promotion = None  # its verdict is not this checkpoint's
-    forged = promotion_problems(promotion) if promotion and promotion.get("verdict") == "PROMOTE" else []
-    if forged:  # a PROMOTE is exported only as promote_checkpoint measured it
-        mismatch = f"{run.promotion} is not a promotion promote_checkpoint measured: " + "; ".join(forged)
-        promotion = None
+    promotion, mismatch = _promotion_of(run, config, ckpt, ckpt_sha, bool(request.checkpoint))
     verdict = (promotion or {}).get("verdict")
     if verdict != "PROMOTE" and not request.allow_unpromoted:
         if mismatch:

@@ -31,8 +31,8 @@ from pathlib import Path
 from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baselines_of, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key, read_baseline,
-    resolve_goldens, summarise, write_once,
+    baseline_unrecorded, baselines_of, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key,
+    read_baseline, resolve_goldens, summarise, write_once,
 )
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, ItemResult, PromoteRequest, PromotionResult
@@ -45,6 +45,7 @@ from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
 from mcp_server.training.runstate import derive_state
+from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
 
@@ -174,8 +175,13 @@ def _stage(report: Report, stage: str) -> Report:
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
     run = resolve_run(request.run)
-    _refuse_unfinished(run, request)
+    refusal = state_refusal(run, bool(request.checkpoint))[1]
+    if refusal:
+        raise refusal
     config, base, ckpt = run.trained_model(request.checkpoint)
+    refusal = checkpoint_refusal(run, config, ckpt, bool(request.checkpoint))
+    if refusal:
+        raise refusal
     base_ref = resolve_loadable(base)
     baseline_file, baseline = _baseline(run, request, config, base, base_ref, report)
     goldens, sha = _baseline_goldens(request, baseline)
@@ -235,17 +241,41 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     return result
 
 
-def _refuse_unfinished(run: Run, request: PromoteRequest) -> None:
-    """The run's output_dir is judged (no checkpoint given) only once the run succeeded, or for a model placed there
-    without a launch (not_launched): a live run's, a failed or stopped one's or a dead resume's output_dir holds no
-    finished model of this attempt (it may hold an earlier attempt's). A checkpoint given is judged as given."""
-    if request.checkpoint:
-        return
+def state_refusal(run: Run, given: bool) -> tuple[str, UserInputError | None]:
+    """(the run's state, why its model may not be judged in it): the output_dir only once the run succeeded (or
+    never launched); a checkpoint given also of a stopped run."""
     state = derive_state(run).state
-    if state not in ("succeeded", "not_launched"):
-        raise UserInputError("run", f"{run.name} is {state}, not succeeded: its output_dir is no finished model of "
-                             "this attempt. Wait for it (training_status), resume it, or give checkpoint (a "
-                             "checkpoint-N folder) to judge that checkpoint")
+    allowed = ("succeeded", "stopped", "not_launched") if given else ("succeeded", "not_launched")
+    if state in allowed:
+        return state, None
+    what = "its checkpoints are no finished model" if given else "its output_dir is no finished model of this attempt"
+    return state, UserInputError("run", f"{run.name} is {state}, not succeeded: {what}. Wait for it "
+                                 "(training_status) or resume it" + ("" if given else ", or give checkpoint (a "
+                                 "checkpoint-N folder of a stopped run) to judge that checkpoint"))
+
+
+def checkpoint_refusal(run: Run, config: dict, ckpt: Path, given: bool) -> UserInputError | None:
+    """Why `ckpt` is not a model of this run to judge or export (issue 48: `--checkpoint /elsewhere` on a failed run
+    PROMOTEd, the state check skipped). The output_dir is judged only once the run succeeded, and then only as the
+    trainer's final save recorded it (train/logs/saves.jsonl, by sha256), or for a model placed there without a
+    launch (not_launched). A checkpoint given must be a checkpoint-N folder under the run's own output_dir, of a
+    run that succeeded or stopped (a stopped run's saves are its own, as a resume would load them), saved as the
+    run's trainer recorded it; a live, failed or dead resumed run's is refused. None when it may be judged."""
+    state, refusal = state_refusal(run, given)
+    if refusal:
+        return refusal
+    out = run.output_dir(config).resolve()
+    if given and (ckpt.parent != out or not ckpt.name.startswith("checkpoint-") or not ckpt.name[11:].isdigit()):
+        return UserInputError("checkpoint", f"{ckpt} is not a checkpoint of {run.name}: give a checkpoint-N "
+                              f"folder under its output_dir ({out}); a model from elsewhere is judged in a run of "
+                              "its own")
+    if state == "not_launched":
+        return None  # a model placed in a run never launched: judged as placed
+    problems = checkpoint_problems(run, ckpt, contents=True, final=not given)
+    if problems:
+        return UserInputError("checkpoint", f"{ckpt} is not the model the run's trainer saved: "
+                              + "; ".join(problems[:5]) + ". Restore it as saved, or judge another checkpoint")
+    return None
 
 
 def promotion_problems(promotion: dict) -> list[str]:
@@ -259,6 +289,8 @@ def promotion_problems(promotion: dict) -> list[str]:
         return [f"the baseline it names ({path}) is not a baseline in {eval_root()}"]
     if sha256_file(path) != promotion.get("baseline_sha256"):
         return [f"{path.name} is not the baseline it was measured against (sha256)"]
+    if baseline_unrecorded(path):
+        return [baseline_unrecorded(path)]
     baseline = json.loads(path.read_text(encoding="utf-8"))
     problems = []
     if baseline.get("pass_rate") != promotion.get("baseline_pass_rate"):
@@ -332,6 +364,10 @@ def _baselines(model: str, goldens: str | None) -> list[tuple[Path, dict]]:
     """The model's baselines (on `goldens` when given); one whose graders' code changed since it was measured is
     refused, naming it: it would compare the checkpoint under other graders than the base model's."""
     sha = sha256_file(resolve_goldens(goldens)) if goldens else None
+    for path in baselines_of(model):  # a file evaluate_model did not write (or not as it is) decides nothing
+        why = baseline_unrecorded(path)
+        if why:
+            raise UserInputError("baseline", why)
     every = [(path, read_baseline(path)) for path in baselines_of(model)]
     found = [(path, b) for path, b in every if sha is None or b.get("goldens_sha256") == sha]
     if every and not found:  # measuring a baseline on goldens chosen after training would let them be chosen

@@ -32,6 +32,7 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.launch_gates import (
     check_gates,
     foreign_output_dir,
+    link_refusals,
     locked,
     memory_refusals,
     refused,
@@ -194,7 +195,7 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
         refusals.append(foreign)
     done = checkpoints(run, config)
     latest, why = last_good_checkpoint(run, done) if patch else (done[-1] if done else None, None)
-    problems = checkpoint_problems(latest, contents=True) if latest is not None else []
+    problems = checkpoint_problems(run, latest, contents=True) if latest is not None else []
     if problems:  # weights the run never wrote (replaced, added, cut short) are never loaded
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"{latest.name} is not the checkpoint the run saved: " + "; ".join(problems[:5]),
@@ -218,6 +219,9 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     refusal = _resume_state_refusal(run, derived, record)
     if refusal:
         return refusal
+    links = link_refusals(run)  # a logs folder that is a link holds no record of this run's saves: said first
+    if links:
+        return refused(run, links, derived.state)
     spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the run's files, read once for every gate
     config = spec.values
     patch = getattr(request, "patch", None)

@@ -22,16 +22,17 @@ LAUNCH_WRITES: tuple[tuple[str, str], ...] = (
     ("stdout", "train/launch.sh (the launch line, then the trainer's output)"),
     ("train_begin", "the trainer's progress callback, when training starts"),
     ("progress", "the trainer's progress callback, each logged step"),
-    ("checkpoint", "the Trainer's save at save_steps, then the callback's digest"),
+    ("checkpoint", "the Trainer's save at save_steps, then the callback's record of it (train/logs/saves.jsonl)"),
     ("stop_request", "stop_training"),
     ("stopped", "the trainer, at the step end after a stop request"),
-    ("final_model", "train_and_save: the model saved into output_dir"),
+    ("final_model", "train_and_save: the model saved into output_dir, then its record (the final save)"),
     ("outcome", "the trainer's write_outcome: succeeded, stopped or failed"),
     ("exit_code", "train/launch.sh, when the training command ends"),
 )
 
 # A checkpoint as the Trainer writes it (transformers' Trainer._save_checkpoint: the model, the optimizer and
-# scheduler, the RNG state, trainer_state.json) and the digest the run's callback writes last: a resume needs
+# scheduler, the RNG state, trainer_state.json) and the digest the run's callback writes last, with its line in the
+# run's train/logs/saves.jsonl (digest.record_save; the line is what counts): a resume needs
 # every one (without optimizer.pt it would silently restart the optimizer), so a folder missing any is never
 # the latest checkpoint.
 CHECKPOINT_WRITES = ("config.json", "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth",

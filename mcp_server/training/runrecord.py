@@ -11,8 +11,8 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from mcp_server.errors import UserInputError, short, validation_message
-from mcp_server.runs import Run
-from mcp_server.training.trainer.digest import checkpoint_problems
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.training.trainer.digest import checkpoint_problems, read_saves
 from mcp_server.training.derived import DerivedState
 from mcp_server.workspace import atomic_write_json
 
@@ -102,11 +102,12 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
                 "pytorch_model.bin.index.json", "adapter_model.safetensors", "adapter_model.bin")
 
 
-def complete_checkpoint(path: Path) -> bool:
-    """A checkpoint folder a resume can load: the digest the run's trainer writes after the save
-    (trainer/digest.py: every file it lists there, at its size, and no other), trainer_state.json and the
-    weights. A save cut short, a folder holding only trainer_state.json, or one a file was added to, is not one."""
-    if not (path / "trainer_state.json").is_file() or checkpoint_problems(path):
+def complete_checkpoint(run: Run, path: Path) -> bool:
+    """A checkpoint folder a resume can load: the save the run's trainer recorded after it (trainer/digest.py, the
+    run's train/logs/saves.jsonl: every file it lists there, at its size, and no other), trainer_state.json and
+    the weights. A save cut short, a folder holding only trainer_state.json, one a file was added to, or one whose
+    own digest was rewritten, is not one."""
+    if not (path / "trainer_state.json").is_file() or checkpoint_problems(run, path):
         return False
     if any((path / name).is_file() for name in WEIGHT_FILES):
         return True
@@ -124,6 +125,52 @@ def checkpoints(run: Run, config: dict) -> list[Path]:
     found = []
     for path in out.glob("checkpoint-*"):
         suffix = path.name.split("-", 1)[1]
-        if suffix.isdigit() and complete_checkpoint(path):
+        if suffix.isdigit() and complete_checkpoint(run, path):
             found.append((int(suffix), path))
     return [path for _, path in sorted(found)]
+
+
+def _last_logged_step(run: Run) -> int | None:
+    """The step of the progress log's last readable line (its tail only), None without one."""
+    try:
+        with open(run.progress, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - 65536))
+            tail = handle.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for raw in reversed(tail):
+        try:
+            line = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(line, dict) and isinstance(line.get("step"), int):
+            return line["step"]
+    return None
+
+
+def success_problems(run: Run, record: dict | None) -> list[str]:
+    """Why an outcome.json saying "succeeded" is not borne out by the run's own evidence (issue 48: a hand-written
+    outcome.json and exit-code made a refused run read succeeded): the trainer's final save of this launch in
+    train/logs/saves.jsonl, its files still there at their sizes; this launch's train-begin.json, and a step
+    logged in progress.jsonl after it began; the final save at or past the max_steps training began with.
+    [] when it holds."""
+    wanted = (record or {}).get("launch_id")
+    mine = [s for s in read_saves(run) if s.get("final") and (not isinstance(wanted, str) or s.get("launch_id") ==
+                                                              wanted)]
+    if not mine:
+        return ["no final save of this launch recorded by the trainer (train/logs/saves.jsonl)"]
+    final = mine[-1]
+    problems = checkpoint_problems(run, run.resolve(final["save"]), final=True)
+    begin = read_json_if_present(run.train_begin)
+    if begin is not None and isinstance(wanted, str) and begin.get("launch_id") != wanted:
+        begin = None
+    if begin is None:
+        return problems + ["no train-begin.json of this launch (training never began)"]
+    started, planned, step = begin.get("global_step"), begin.get("max_steps"), final.get("step")
+    logged = _last_logged_step(run)
+    if logged is None or (isinstance(started, int) and logged <= started):
+        problems.append("no step logged in progress.jsonl after training began")
+    if isinstance(planned, int) and (not isinstance(step, int) or step < planned):
+        problems.append(f"the final save is at step {step}, short of the {planned} steps training began with")
+    return problems

@@ -1,58 +1,138 @@
-"""What a checkpoint's save wrote, by digest: the progress callback writes it into each checkpoint-N/ it saved
-(on_save, after the Trainer's last file), so a checkpoint is complete only with it (runrecord.complete_checkpoint)
-and a resume loads only what the run wrote (launch._resume_refusals checks every file's sha256): issue 48, "a
-resume can start from weights the run never wrote". Imported by the trainer process and the server alike.
+"""What a save wrote, by digest, recorded where the checkpoint cannot rewrite it (issue 48: "a resume can start from
+weights the run never wrote"; a fifth round overwrote the weights and rewrote the digest inside the checkpoint).
+
+The progress callback, after the Trainer's last file of checkpoint-N (on_save), and train_and_save, after the
+final model, call `record_save`: it writes the digest into the checkpoint (a copy, for a person reading the folder)
+and appends the same files by sha256 to the run's own ledger, train/logs/saves.jsonl, tagged with the launch id.
+The ledger is what counts: a checkpoint is complete only with its line there (runrecord.complete_checkpoint), a
+resume, a promotion and an export load only what that line lists (launch._resume_refusals, promote), and a run
+reads "succeeded" only with the final save's line of its own launch (runrecord.success_problems).
+`write_checkpoint_digest` alone (a digest rewritten inside a checkpoint) makes nothing complete.
+Imported by the trainer process and the server alike.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
-from mcp_server.runs import read_json_if_present
-from mcp_server.workspace import atomic_write_json, sha256_file
+from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
+from mcp_server.workspace import atomic_write_json, open_append_nofollow, sha256_file
 
 CHECKPOINT_DIGEST = "llm-finetuning-digest.json"
+MAX_SAVES_BYTES = 16 * 1024 * 1024  # the ledger is a line per save: a larger one is not the trainer's
 
 
-def _checkpoint_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != CHECKPOINT_DIGEST)
+def _checkpoint_files(folder: Path, final: bool = False) -> list[Path]:
+    """The files of a save: a checkpoint's, every file under it; the final model's, the files directly in
+    output_dir (its checkpoint-N folders are saves of their own)."""
+    found = folder.iterdir() if final else folder.rglob("*")
+    return sorted(p for p in found if p.is_file() and p.name != CHECKPOINT_DIGEST)
+
+
+def _digest(folder: Path, final: bool = False) -> dict[str, dict]:
+    return {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+            for p in _checkpoint_files(folder, final)}
 
 
 def write_checkpoint_digest(folder: Path, step: int | None = None) -> Path:
-    """<checkpoint>/llm-finetuning-digest.json: every file the save left, its size and sha256 (written last,
-    atomically: its presence says the save ended)."""
-    files = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-             for p in _checkpoint_files(folder)}
-    return atomic_write_json(folder / CHECKPOINT_DIGEST, {"step": step, "files": files})
+    """<checkpoint>/llm-finetuning-digest.json: every file the save left, its size and sha256 (written atomically).
+    A copy for the reader: what counts is the run's ledger (record_save)."""
+    return atomic_write_json(folder / CHECKPOINT_DIGEST, {"step": step, "files": _digest(folder)})
+
+
+def save_key(run: Run, folder: Path) -> str:
+    """How the ledger names a save's folder: relative to the run when inside it, else its resolved path."""
+    real = Path(folder).resolve()
+    home = run.dir.resolve()
+    return real.relative_to(home).as_posix() if real.is_relative_to(home) else str(real)
+
+
+def record_save(run: Run, folder: Path, step: int | None = None, final: bool = False) -> dict:
+    """The trainer's record of one save: the checkpoint's own digest (not for the final model), then one line
+    appended to train/logs/saves.jsonl (never through a link: Run.inside, O_NOFOLLOW) with its files, the step,
+    whether it is the final model and this launch's id."""
+    files = _digest(folder, final)
+    if not final:
+        atomic_write_json(folder / CHECKPOINT_DIGEST, {"step": step, "files": files})
+    line = {"save": save_key(run, folder), "step": step, "final": final, "files": files}
+    tag = os.environ.get(LAUNCH_ID_ENV)
+    if tag:
+        line["launch_id"] = tag
+    run.logs.mkdir(parents=True, exist_ok=True)
+    with open_append_nofollow(run.inside(run.saves)) as handle:
+        handle.write((json.dumps(line) + "\n").encode("utf-8"))
+    return line
+
+
+def _valid_files(files) -> bool:
+    return isinstance(files, dict) and bool(files) and all(
+        isinstance(v, dict) and isinstance(v.get("bytes"), int) and isinstance(v.get("sha256"), str)
+        for v in files.values())
+
+
+def read_saves(run: Run) -> list[dict]:
+    """The ledger's lines, in order; none when it is missing, a link (or under one), not a file or oversized. A
+    damaged line is skipped."""
+    path = run.saves
+    if path.is_symlink() or run.logs.is_symlink() or not path.is_file():
+        return []
+    try:
+        if path.stat().st_size > MAX_SAVES_BYTES:
+            return []
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    out = []
+    for raw in lines:
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and isinstance(value.get("save"), str) and _valid_files(value.get("files")):
+            out.append(value)
+    return out
+
+
+def recorded_save(run: Run, folder: Path, final: bool = False) -> dict | None:
+    """The ledger's last line for `folder` (the latest save there), None when the run's trainer never recorded it."""
+    key = save_key(run, folder)
+    found = [s for s in read_saves(run) if s["save"] == key and bool(s.get("final")) == final]
+    return found[-1] if found else None
 
 
 def checkpoint_digest(folder: Path) -> dict[str, dict] | None:
-    """The files the digest lists ({relative path: {bytes, sha256}}), None when there is none or it is damaged."""
+    """The files the checkpoint's own digest lists ({relative path: {bytes, sha256}}), None when there is none or
+    it is damaged."""
     value = read_json_if_present(Path(folder) / CHECKPOINT_DIGEST)
     files = value.get("files") if isinstance(value, dict) else None
-    ok = isinstance(files, dict) and files and all(
-        isinstance(v, dict) and isinstance(v.get("bytes"), int) and isinstance(v.get("sha256"), str)
-        for v in files.values())
-    return files if ok else None
+    return files if _valid_files(files) else None
 
 
-def checkpoint_problems(folder: Path, contents: bool = False) -> list[str]:
-    """Why `folder` is not a checkpoint the run saved: no digest (a save cut short, or not written by the run's
-    trainer), a listed file missing or of another size, a file the save did not write; with `contents`, a file
-    whose sha256 differs (resume checks it: weights the run never wrote are never loaded). [] when it holds."""
+def checkpoint_problems(run: Run, folder: Path, contents: bool = False, final: bool = False) -> list[str]:
+    """Why `folder` is not a save the run recorded (train/logs/saves.jsonl): no line for it (a save cut short, or
+    not written by the run's trainer), its own digest rewritten since, a listed file missing or of another size, a
+    file the save did not write; with `contents`, a file whose sha256 differs (resume, promote and export check
+    it: weights the run never wrote are never loaded). [] when it holds."""
     folder = Path(folder)
-    files = checkpoint_digest(folder)
-    if files is None:
-        return [f"no {CHECKPOINT_DIGEST} (the save did not finish, or the run's trainer did not write it)"]
+    seen = recorded_save(run, folder, final)
+    if seen is None:
+        return [f"no record of this save in {run.saves.relative_to(run.dir)} (the save did not finish, or the "
+                "run's trainer did not write it)"]
+    files = seen["files"]
     problems = []
-    present = {p.relative_to(folder).as_posix(): p for p in _checkpoint_files(folder)}
-    for name, seen in files.items():
+    own = checkpoint_digest(folder)
+    if not final and own is not None and own != files:
+        problems.append(f"its {CHECKPOINT_DIGEST} is not the digest the trainer recorded (rewritten since the save)")
+    present = {p.relative_to(folder).as_posix(): p for p in _checkpoint_files(folder, final)}
+    for name, saved in files.items():
         path = present.get(name)
         if path is None:
             problems.append(f"{name} is missing")
-        elif path.stat().st_size != seen["bytes"]:
-            problems.append(f"{name} has {path.stat().st_size} bytes, not the {seen['bytes']} saved")
-        elif contents and sha256_file(path) != seen["sha256"]:
-            problems.append(f"{name} is not the file saved (sha256 {seen['sha256'][:12]} at the save)")
+        elif path.stat().st_size != saved["bytes"]:
+            problems.append(f"{name} has {path.stat().st_size} bytes, not the {saved['bytes']} saved")
+        elif contents and sha256_file(path) != saved["sha256"]:
+            problems.append(f"{name} is not the file saved (sha256 {saved['sha256'][:12]} at the save)")
     problems += [f"{name} was not written by the save" for name in present if name not in files]
     return problems

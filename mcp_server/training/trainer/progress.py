@@ -33,7 +33,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from mcp_server.runs import LAUNCH_ID_ENV, Run
-from mcp_server.training.trainer.digest import write_checkpoint_digest
+from mcp_server.training.trainer.digest import record_save
 from mcp_server.training.trainer.guard import LiveGuard, guard_mode, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
@@ -151,12 +151,13 @@ class ProgressCallback(TrainerCallback):
         return control
 
     def on_save(self, args, state, control, **kwargs):
-        """After the Trainer's last file of checkpoint-N: the digest of what it saved (digest.write_checkpoint_digest),
-        which makes the checkpoint complete and lets a resume check it loads what the run wrote."""
+        """After the Trainer's last file of checkpoint-N: the digest of what it saved, recorded in the run's ledger
+        (digest.record_save), which makes the checkpoint complete and lets a resume check it loads what the run
+        wrote."""
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             if folder.is_dir():
-                write_checkpoint_digest(folder, state.global_step)
+                record_save(self.run, folder, state.global_step)
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):

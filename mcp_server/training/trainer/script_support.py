@@ -19,6 +19,8 @@ from mcp_server.inspection.training_inputs import parse_config  # noqa: F401 - t
 from mcp_server.config.loader import eval_dataset as load_eval_dataset
 from mcp_server.config.loader import evaluates
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
+from mcp_server.runs import Run
+from mcp_server.training.trainer.digest import record_save
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
 
@@ -82,10 +84,12 @@ def grpo_trainer(run_dir: Path, **kwargs):
 
 
 def train_and_save(trainer, run_dir: Path) -> None:
-    """Train (resuming when the config says so), save, and record the outcome on the main process."""
+    """Train (resuming when the config says so), save, and record the final save (digest.record_save: what makes
+    the outcome "succeeded" believable) and the outcome on the main process."""
     confirm_loaded_model(trainer)  # the weights it loaded are the files the point-of-use check verified
     training_args = trainer.args
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
+        record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True)
         write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step, output_dir=training_args.output_dir)

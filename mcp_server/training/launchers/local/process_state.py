@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.processes import LAUNCHER, find_launcher, run_processes, verified_launcher
-from mcp_server.training.runrecord import TERMINAL, read_exit_code
+from mcp_server.training.runrecord import TERMINAL, read_exit_code, success_problems
 
 def _record_dir(record: dict) -> Path | None:
     try:
@@ -40,12 +40,28 @@ def _marker(path: Path, record: dict | None = None) -> dict | None:
     return value
 
 
+def _borne_out(run: Run, record: dict | None, state: str, exit_code: int | None,
+               note: str | None) -> tuple[str, str | None]:
+    """The outcome's state as the run's evidence bears it out: "succeeded" only with exit code 0 (or none yet) and
+    the trainer's final save of this launch (runrecord.success_problems); else failed, saying why."""
+    if state != "succeeded":
+        return state, note
+    if exit_code not in (None, 0):
+        return "failed", note  # it saved the model, then crashed on the way out
+    problems = success_problems(run, record)
+    if problems:
+        why = ("outcome.json says succeeded but the run's own evidence does not: " + "; ".join(problems[:3]))
+        return "failed", f"{note}; {why}" if note else why
+    return state, note
+
+
 def _without_record(run: Run, note: str | None) -> DerivedState:
     """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
     outcome = _marker(run.outcome)  # e.g. trained by hand, without launch_training
     exit_code = read_exit_code(run) if not run.logs.is_symlink() else None
     if isinstance(outcome, dict) and outcome.get("state", "succeeded") in TERMINAL:
         state = outcome.get("state", "succeeded")
+        state, note = _borne_out(run, None, state, exit_code, note)
     elif _marker(run.stopped) is not None:
         state = "stopped"
     elif exit_code not in (None, 0):
@@ -108,9 +124,7 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
         begun = _marker(run.train_begin, record) is not None
         state = "stopping" if stop_requested else "running" if begun else "starting"
     elif outcome and outcome.get("state") in TERMINAL:
-        state = outcome["state"]
-        if state == "succeeded" and exit_code not in (None, 0):
-            state = "failed"  # it saved the model, then crashed on the way out
+        state, note = _borne_out(run, record, outcome["state"], exit_code, note)
     elif stop_requested or _marker(run.stopped, record) is not None:
         state = "stopped"
     else:

@@ -24,6 +24,7 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.slurm.node_plan import beside_scheduler
 from mcp_server.training.launchers.slurm.script import SlurmLayout
 from mcp_server.workspace import atomic_write_json, sha256_file
+from mcp_server.training.runrecord import success_problems
 
 PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
 FAILED = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
@@ -190,8 +191,8 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
     elif scheduler_state == "COMPLETED" or (scheduler_state is None and (outcome or exit_code is not None)):
         state = (outcome or {}).get("state") if (outcome or {}).get("state") in ("succeeded", "stopped") else (
             "stopped" if stopped else "failed")
-        if state == "succeeded" and exit_code not in (None, 0):
-            state = "failed"
+        if state == "succeeded" and (exit_code not in (None, 0) or success_problems(run, record)):
+            state = "failed"  # crashed after the save, or an outcome the run's evidence does not bear out
     elif scheduler_state == "CANCELLED":  # stopped only when stop_training asked; scancel by hand: cancelled
         state = "stopped" if stop_requested else "cancelled"
     elif scheduler_state in STATE_OF:
