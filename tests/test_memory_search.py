@@ -93,7 +93,7 @@ def test_the_vllm_floor_is_under_every_lever_set():
     for name, fields in REQUESTS.items():
         run = _planned(fields)
         patches, sets = _lever_sets(run)
-        fits = FitCache(run.arch, run.params, run.settings, run.target)
+        fits = FitCache(run.arch, run.params, run.unlaid, run.target)
         floors = VllmFloors(fits, patches)
         for patch, combo in sets:
             fit, floor = fits.fit(patch), floors.of(combo)
@@ -118,7 +118,7 @@ def test_the_vllm_floor_reads_only_its_fields():
     for name in ("7b_full_t4_validated", "8b_qlora_colocate_a10g", "32b_lora_colocate_h100", "moe_30b_full_8xh100",
                  "7b_server_4xa10g", "9b_lora_tight_h100"):
         run = _planned(REQUESTS[name])
-        recording = copy.copy(run.settings)
+        recording = copy.copy(run.unlaid)
         recording.__class__ = Recording  # the same settings, each read recorded
         fits = FitCache(run.arch, run.params, recording, run.target)
         for patch, _ in _lever_sets(run)[1]:

@@ -5,6 +5,7 @@ plus the CUDA context and allocator slack (see references/grpo-memory.md)."""
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from pydantic import BaseModel
@@ -14,7 +15,8 @@ from mcp_server.memory import components, generation
 from mcp_server.memory.constants import GIB, VLLM_RUNTIME_GIB, VLLM_SLEEP_RESIDUAL_GIB
 from mcp_server.memory.models import ServerGPUPlan
 from mcp_server.memory.params import Architecture, ParamCount
-from mcp_server.memory.settings import RunSettings, Target, read_config
+from mcp_server.errors import UserInputError
+from mcp_server.memory.settings import RunSettings, Target, check_run_numbers, read_config
 
 
 class Breakdown(BaseModel):
@@ -35,11 +37,31 @@ class Breakdown(BaseModel):
     generation_peak_expandable: float = 0.0  # HF generate: the generation peak with expandable segments
 
 
+_STAGES = {"single": 0, "ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 0}
+
+
+def with_strategy(settings: RunSettings, strategy: str) -> RunSettings:
+    return settings.updated({"strategy": strategy, "zero_stage": _STAGES[strategy], "fsdp": strategy == "fsdp"})
+
+
+def layout_order(settings: RunSettings, target: Target) -> list[str]:
+    """The shardings layout.choose_layout tries, in order, for settings whose layout is not chosen yet: the first
+    that fits is the run's (the last when none does)."""
+    if settings.training_processes(target.num_gpus) == 1:
+        return ["single"]
+    if settings.strategy not in ("auto", "single"):
+        return [settings.strategy]  # the config's deepspeed/fsdp, or a strategy chosen by hand
+    if settings.finetune == "qlora":
+        return ["ddp"]  # DeepSpeed and 4-bit bases do not mix well
+    return ["ddp", "zero3"] if settings.peft else ["zero2", "zero3"]
+
+
 class Fit(NamedTuple):
     """What the lever search needs of a breakdown: the peak (nvidia-smi GiB) and the layout's problems."""
 
     peak: float
     problems: list[str]
+    refused: str = ""  # why the planner refuses the patched run (settings.check_run_numbers): no peak to report
 
 
 class _Parts(NamedTuple):
@@ -112,8 +134,10 @@ COLOCATED_VLLM_FIELDS = frozenset({FIELD.use_vllm, FIELD.vllm_mode, FIELD.vllm_g
 
 class FitCache:
     """compute_breakdown's peak and problems alone (no table, no notes) for many config patches of one run (the lever
-    search tries a few hundred sets): each distinct patch is fitted once, and patches that differ only in
-    VLLM_SHARE_FIELDS share the training side's components."""
+    search tries a few hundred sets), each planned as the planner plans the patched config: the run's numbers checked
+    (check_run_numbers) and its sharding chosen again (layout_order), from `settings` as read before the plan chose
+    its layout. Each distinct patch is fitted once, and patches that differ only in VLLM_SHARE_FIELDS share the
+    training side's components."""
 
     def __init__(self, arch: Architecture, params: ParamCount, settings: RunSettings, target: Target):
         self.arch, self.params, self.settings, self.target = arch, params, settings, target
@@ -126,15 +150,25 @@ class FitCache:
         items = _settings_key(update)
         fit = self._fits.get(items)
         if fit is None:
-            settings = self.settings.updated(update)
-            training_key = items if VLLM_SHARE_FIELDS.isdisjoint(update) else frozenset(
-                [item for item in items if item[0] not in VLLM_SHARE_FIELDS])
-            parts = self._parts.get(training_key)
+            fit = self._fits[items] = self._fit(self.settings.updated(update), items, update)
+        return fit
+
+    def _fit(self, settings: RunSettings, items: frozenset, update: dict) -> Fit:
+        try:
+            check_run_numbers(settings, self.arch, self.target)
+        except UserInputError as exc:
+            return Fit(math.inf, [str(exc)], refused=str(exc))
+        training_key = items if VLLM_SHARE_FIELDS.isdisjoint(update) else frozenset(
+            [item for item in items if item[0] not in VLLM_SHARE_FIELDS])
+        for strategy in layout_order(settings, self.target):  # as layout.choose_layout: the first that fits
+            run = with_strategy(settings, strategy) if strategy != "single" else settings
+            parts = self._parts.get((training_key, strategy))
             if parts is None:
-                parts = self._parts[training_key] = _parts(self.arch, self.params, settings, self.target)
-            phases = _phases(self.arch, self.params, settings, self.target, parts)
-            peak = max(phases.training.nvidia_smi, phases.generation.nvidia_smi)
-            fit = self._fits[items] = Fit(peak, phases.problems)
+                parts = self._parts[(training_key, strategy)] = _parts(self.arch, self.params, run, self.target)
+            phases = _phases(self.arch, self.params, run, self.target, parts)
+            fit = Fit(max(phases.training.nvidia_smi, phases.generation.nvidia_smi), phases.problems)
+            if fit.peak <= self.target.capacity_gib and not fit.problems:
+                break
         return fit
 
     def floor(self, patch: dict) -> Fit:

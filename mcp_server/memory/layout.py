@@ -5,16 +5,10 @@ ZeRO-2 does not fit)."""
 
 from __future__ import annotations
 
-from mcp_server.memory.breakdown import Breakdown, compute_breakdown
+from mcp_server.memory.breakdown import Breakdown, compute_breakdown, layout_order, with_strategy
 from mcp_server.memory.models import LaunchLayout, VllmServerLaunch
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target
-
-_STAGES = {"single": 0, "ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 0}
-
-
-def with_strategy(settings: RunSettings, strategy: str) -> RunSettings:
-    return settings.updated({"strategy": strategy, "zero_stage": _STAGES[strategy], "fsdp": strategy == "fsdp"})
 
 
 def server_launch(settings: RunSettings, server_gpus: int) -> VllmServerLaunch | None:
@@ -30,16 +24,7 @@ def choose_layout(arch: Architecture, params: ParamCount, settings: RunSettings,
     """(the settings with the chosen sharding, their breakdown, the layout)."""
     server_gpus = settings.server_gpus
     training = settings.training_processes(target.num_gpus)
-    if training == 1:
-        order = ["single"]
-    elif settings.strategy not in ("auto", "single"):
-        order = [settings.strategy]  # the config's deepspeed/fsdp, or a strategy chosen by hand
-    elif settings.finetune == "qlora":
-        order = ["ddp"]  # DeepSpeed and 4-bit bases do not mix well
-    elif settings.peft:
-        order = ["ddp", "zero3"]
-    else:
-        order = ["zero2", "zero3"]
+    order = layout_order(settings, target)
     tried: list[str] = []
     for strategy in order:
         run = with_strategy(settings, strategy) if strategy != "single" else settings

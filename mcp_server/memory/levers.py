@@ -385,15 +385,23 @@ class VllmFloors:
 
 
 def rank_levers(arch: Architecture, params: ParamCount, settings: RunSettings, target: Target, breakdown: Breakdown,
-                validator: LeverValidator, inspected: Inspected | None = None) -> tuple[list[Lever], LeverSet | None]:
-    """The levers that save memory (or repair a broken layout), most saved first, and the cheapest set that fits."""
+                validator: LeverValidator, inspected: Inspected | None = None,
+                unlaid: RunSettings | None = None) -> tuple[list[Lever], LeverSet | None]:
+    """The levers that save memory (or repair a broken layout), most saved first, and the cheapest set that fits.
+
+    Each lever and set is costed as the planner plans the run's config with its patch (FitCache): read into the
+    settings before the layout was chosen (`unlaid`; the chosen settings when not given), its numbers checked and
+    its sharding chosen again, so a lever reports what plan_memory answers for the patched config. A lever whose
+    patched config the planner refuses (a generation batch that no longer holds whole groups) is not offered."""
     capacity = target.capacity_gib
     levers: list[Lever] = []
     costs = dict(LEVER_COST)
     tried: dict[tuple[str, ...], tuple[Fit, dict]] = {}  # each set's fit and patch, for all the passes
-    fits = FitCache(arch, params, settings, target)  # sets whose patches merge alike share one fit
+    fits = FitCache(arch, params, unlaid or settings, target)  # sets whose patches merge alike share one fit
     for name, description, patch in candidate_levers(arch, params, settings, target, breakdown, inspected):
         alone = fits.fit(patch)
+        if alone.refused:
+            continue
         tried[(name,)] = alone, dict(patch)  # the set of this lever alone: the same settings, the same fit
         lever = Lever(name=name, description=description, patch=patch, saves_gib=round(breakdown.peak - alone.peak, 2),
                       peak_gib=round(alone.peak, 2), fits_alone=alone.peak <= capacity and not alone.problems)

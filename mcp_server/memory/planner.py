@@ -175,6 +175,7 @@ class PlannedRun(NamedTuple):
     settings: RunSettings
     breakdown: Breakdown
     launch: LaunchLayout
+    unlaid: RunSettings  # the settings before choose_layout chose the sharding: what a patched config is read into
 
 
 def planned_run(spec: RunSpec, options: PlanOptions) -> PlannedRun:
@@ -194,8 +195,9 @@ def planned_run(spec: RunSpec, options: PlanOptions) -> PlannedRun:
     if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > 0:  # else the validator's finding
         settings = settings.updated({"dynamic_sampling_rounds": rounds})
     check_run_numbers(settings, arch, target)
+    unlaid = settings
     settings, breakdown, launch = choose_layout(arch, params, settings, target)
-    return PlannedRun(config, recipe, model, arch, params, target, settings, breakdown, launch)
+    return PlannedRun(config, recipe, model, arch, params, target, settings, breakdown, launch, unlaid)
 
 
 def reward_model_names(config: dict[str, Any]) -> list[str]:
@@ -249,7 +251,7 @@ def request_options(request: MemoryPlanRequest) -> PlanOptions:
 
 
 def _plan(spec: RunSpec, options: PlanOptions) -> MemoryPlan:
-    config, recipe, model, arch, params, target, settings, breakdown, launch = planned_run(spec, options)
+    config, recipe, model, arch, params, target, settings, breakdown, launch, unlaid = planned_run(spec, options)
     capacity = target.capacity_gib
     status = _status(breakdown.peak, capacity) if not breakdown.problems else "does_not_fit"
     levers: list[Lever] = []
@@ -260,7 +262,8 @@ def _plan(spec: RunSpec, options: PlanOptions) -> MemoryPlan:
         validator = LeverValidator(config_for_validation(config, model, settings), rewards, target,
                                    options.validate_levers)
         inspection = inspected_completion_length(spec.base_dir)
-        levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator, inspection)
+        levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator, inspection,
+                                          unlaid=unlaid)
         if validator.base_errors:
             notes.append("the run's config is already invalid (" + "; ".join(sorted(validator.base_errors))
                          + "); levers are judged on the errors they add")
