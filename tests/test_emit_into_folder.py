@@ -89,3 +89,16 @@ def test_emission_rewrites_its_own_files_and_the_tiny_prompts(workspace, written
     assert cli_here("emit-config", *args).returncode == 0
     proc = cli_here("emit-config", *args)  # over its own files, the tiny task's prompts included: fine
     assert proc.returncode == 0, proc.stderr
+
+
+def test_emitting_again_leaves_no_sidecar_of_the_earlier_emission(workspace, written):
+    """DAPO emitted into a folder, then GRPO into the same one: the DAPO run's train/dynamic_sampling.json stayed,
+    and the trainer (which runs dynamic sampling whenever that file is there) would have run DAPO's dynamic
+    sampling on the GRPO config."""
+    folder = workspace / "switched"
+    folder.mkdir()
+    assert cli_here("emit-config", *EMISSIONS["dapo"], "--run-dir", str(folder)).returncode == 0
+    assert (folder / "train" / "dynamic_sampling.json").is_file()
+    proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert not (folder / "train" / "dynamic_sampling.json").exists()
