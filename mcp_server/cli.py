@@ -76,14 +76,36 @@ def _clock(seconds: float) -> str:
 
 
 
+@contextlib.contextmanager
+def _output_to_stderr():
+    """While the core runs, what its code writes to stdout goes to stderr: a reward module's print at import, and
+    (issue 48) its os.write(1, ...) or a child process's output, so file descriptor 1 itself points at stderr
+    until the core returns; then the result is printed on the real stdout."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        sys.stderr.flush()
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 or 2 (closed): the Python-level redirect alone
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(Exception):  # what user code buffered on the real stdout object goes to stderr
+                sys.__stdout__.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def _run(args: argparse.Namespace) -> int:
     spec: ToolSpec = args._spec
     request = request_from(spec, args) if spec.request else None
     if spec.cli.handler:
         return spec.cli.handler(args, request)
     kwargs = {"report": _progress(args)} if "report" in inspect.signature(spec.core).parameters else {}
-    # stdout carries only the result: what the core's code prints (a reward module at import) goes to stderr
-    with contextlib.redirect_stdout(sys.stderr):
+    with _output_to_stderr():  # stdout carries only the result
         result = spec.core(request, **kwargs) if request is not None else spec.core(**kwargs)
     print_result(result, args.json, spec.cli.human)
     return 0 if spec.cli.ok(result) else 1

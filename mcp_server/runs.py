@@ -95,7 +95,7 @@ from pathlib import Path
 
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, one_line, short
-from mcp_server.userfiles import read_yaml
+from mcp_server.userfiles import open_regular, read_yaml
 from mcp_server.workspace import find_existing, runs_root
 
 # Each launch's id (run.json `launch_id`), exported to its trainer, which tags the records it writes with it
@@ -457,11 +457,24 @@ def sidecars(config_path: str | Path) -> tuple[Path, Path]:
     return folder / REQUEST_FILE, folder / REWARDS_FILE
 
 
+# Run's members that are folders; every other path member is a file, which readers open only when it is a regular
+# file (userfiles.open_regular) and training_status and list_runs name when it is not (status.file_problems; issue
+# 48: a pipe there blocked both forever). tests/test_run_files.py has rows for each file member.
+FOLDERS = frozenset({"data", "warm_start", "cache", "checkpoints", "trackers", "export", "train", "logs",
+                     "inspection", "reward_code", "archive"})
+
+
+def file_members() -> list[str]:
+    return [name for name, member in vars(Run).items()
+            if isinstance(member, property) and name not in FOLDERS and name != "name"]
+
+
 def read_json_if_present(path: Path, kind: type = dict):
     """A JSON file another process writes (run.json, a log marker): None when missing, unreadable, half-written or
     not of `kind` (a JSON object by default), which for these files means 'not (yet) there'."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path, encoding="utf-8") as handle:  # a pipe put there would block forever
+            value = json.loads(handle.read())
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, kind) else None

@@ -84,9 +84,12 @@ def split_task(max_operand: int = 9, ops: str = "+", held_out: float = 0.25, see
     return rows[:cut], rows[cut:]
 
 
-def write_jsonl(rows: list[dict], path: Path) -> Path:
+def jsonl_text(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
 
-    return atomic_write_text(Path(path), "".join(json.dumps(r) + "\n" for r in rows))
+
+def write_jsonl(rows: list[dict], path: Path) -> Path:
+    return atomic_write_text(Path(path), jsonl_text(rows))
 
 
 # ---------------------------------------------------------------- the model

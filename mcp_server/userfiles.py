@@ -4,9 +4,11 @@ UserInputError that names the input and the file, never a bare exception."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +21,58 @@ from mcp_server.errors import UserInputError, short
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _special(path: Path) -> bool:
-    """A device, pipe or socket: reading one may never end (/dev/zero) or block (a FIFO)."""
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(path: str | Path) -> str | None:
+    """What `path` is when something is there but no regular file (a link followed): 'a pipe (FIFO)', 'a directory',
+    'a device', 'a socket', 'a link to nothing'; None for a regular file or for nothing there."""
     try:
-        return path.exists() and not path.is_file() and not path.is_dir()
-    except OSError:
-        return False
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "a link to nothing" if os.path.islink(path) else None
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return None if stat.S_ISREG(mode) else next((what for test, what in _KINDS if test(mode)), "not a file")
+
+
+class NotRegularFile(OSError):
+    """open_regular's refusal: the path is there but is no regular file (str() names the file and what it is)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def open_regular(path: str | Path, mode: str | None = None, **options):
+    """`path` opened for reading only when it is a regular file: a FIFO blocks the open or the first read forever,
+    a device may never end (/dev/zero), a directory reads nothing. The one way a reader of a person's or a run's
+    files opens them (issue 48): a FIFO swapped in between the look and the open is caught on the descriptor
+    (opened without blocking, then checked). Text when given an `encoding`, else bytes. Raises NotRegularFile
+    naming the file and what it is, or the open's OSError (FileNotFoundError when nothing is there)."""
+    def refuse(what: str) -> NotRegularFile:
+        return NotRegularFile(errno.EINVAL, f"{short(path)} is {what}, not a regular file")
+
+    what = not_regular(path)
+    if what:
+        raise refuse(what)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise refuse(not_regular(path) or "no longer a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode or ("r" if "encoding" in options else "rb"), **options)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_bytes(path: str | Path, field: str) -> bytes:
-    if _special(Path(path)):
-        raise UserInputError(field, f"{short(path)} is not a regular file (a device, a pipe or a socket)")
     try:
-        return Path(path).read_bytes()
+        with open_regular(path) as handle:
+            return handle.read()
+    except NotRegularFile as exc:
+        raise UserInputError(field, str(exc)) from None
     except OSError as exc:
         raise UserInputError(field, f"cannot read {short(path)}: {exc.strerror or exc}") from None
 

@@ -11,6 +11,8 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
+from mcp_server.userfiles import open_regular
+
 
 def workspace_root() -> Path:
     """`LLM_FINETUNING_WORKSPACE` when set, else the current directory."""
@@ -134,8 +136,10 @@ def atomic_write_json(path: Path, data) -> Path:
 
 
 def sha256_file(path: Path) -> str:
+    """The file's sha256; a pipe or a device put where a pinned file was is refused (NotRegularFile, an OSError),
+    never read (it would block the gate forever, or never end)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

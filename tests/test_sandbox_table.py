@@ -176,6 +176,98 @@ def test_a_limit_exceeded_stops_the_run_and_spares_the_next(limit_results, limit
     assert right.passed, (limit, where, right.error, right.output[-500:])
 
 
+# ------------------------------------------------------------------ 1b. limits x how they are exceeded
+# Each limit exceeded in the solution process in two more shapes (issue 48, the mutation lane's sandbox survivors):
+# - in many small steps: a flood in small, slow writes, memory a megabyte at a time, one fork, file block or
+#   descriptor at a time, CPU in short bursts: a limit counted per step (per read) instead of in total never
+#   stops them;
+# - exceeded, then exit 0: the solution goes on to answer right and end cleanly, so only the sandbox's own word
+#   fails the run (an excess seen but not scored would pass). Where the kernel refuses the excess itself (an
+#   rlimit: processes, file size, open files) nothing is exceeded: the solution sees the refusal, and one that
+#   handles it and answers right passes (`passes`), its output showing the refusal.
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    offend: str
+    limits: dict
+    error: str  # what the run's error or output must say
+    passes: bool = False
+
+
+SMALL_STEPS = {
+    "timeout_s": Shape("for _ in range(6000):\n    time.sleep(0.001)", {"timeout_s": 3.0, "cpu_s": 0.0},
+                       r"timed out after 3s"),
+    "memory_mb": Shape("hold = []\nwhile True:\n    hold.append(b'x' * (1 << 20))", {"memory_mb": 256},
+                       r"MemoryError|more than its \d+ MB of memory"),
+    "max_processes": Shape("while True:\n    if os.fork() == 0:\n        time.sleep(600)\n    time.sleep(0.01)",
+                           {"max_processes": 4}, r"Resource temporarily unavailable"),
+    "max_output_bytes": Shape("while True:\n    os.write(1, b'x' * 100)\n    time.sleep(0.002)",
+                              {"max_output_bytes": 8192}, r"output over 8192 bytes"),
+    "max_file_mb": Shape("with open('/tmp/big', 'wb') as f:\n    for _ in range(4096):\n        f.write(b'0' * 1024)"
+                         "\n        f.flush()", {"max_file_mb": 1}, r"File too large"),
+    "max_open_files": Shape("keep = []\nwhile True:\n    keep.append(os.open('/dev/null', os.O_RDONLY))\n"
+                            "    time.sleep(0.001)", {"max_open_files": 32}, r"Too many open files"),
+    "cpu_s": Shape("while True:\n    start = time.process_time()\n    while time.process_time() - start < 0.01:\n"
+                   "        pass\n    time.sleep(0.002)", {"cpu_s": 0.3}, r"0\.3 s of CPU time"),
+}
+THEN_EXIT_0 = {
+    "timeout_s": Shape("time.sleep(4)", {"timeout_s": 3.0, "cpu_s": 0.0}, r"timed out after 3s"),
+    "memory_mb": Shape(  # three children over the total for a while, then gone: the solution answers right
+        "pids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n        hold = b'x' * (100 << 20)\n"
+        "        time.sleep(2)\n        os._exit(0)\n    pids.append(pid)\nfor pid in pids:\n    os.waitpid(pid, 0)",
+        {"memory_mb": 256}, r"more than its \d+ MB of memory"),
+    "max_processes": Shape("kids = []\ntry:\n    while True:\n        pid = os.fork()\n        if pid == 0:\n"
+                           "            time.sleep(600)\n        kids.append(pid)\nexcept OSError as exc:\n"
+                           "    print('refused:', exc)\nfor pid in kids:\n    os.kill(pid, 9)\n    os.waitpid(pid, 0)",
+                           {"max_processes": 4}, r"refused: .*Resource temporarily unavailable", passes=True),
+    "max_output_bytes": Shape("os.write(1, b'x' * 10000)", {"max_output_bytes": 8192}, r"output over 8192 bytes"),
+    "max_file_mb": Shape("try:\n    with open('/tmp/big', 'wb') as f:\n        f.write(b'0' * (2 << 20))\n"
+                         "except OSError as exc:\n    print('refused:', exc)", {"max_file_mb": 1},
+                         r"refused: .*File too large", passes=True),
+    "max_open_files": Shape("keep = []\ntry:\n    while True:\n        keep.append(os.open('/dev/null', os.O_RDONLY))\n"
+                            "except OSError as exc:\n    print('refused:', exc)\nfor fd in keep:\n    os.close(fd)",
+                            {"max_open_files": 32}, r"refused: .*Too many open files", passes=True),
+    "cpu_s": Shape("start = time.process_time()\nwhile time.process_time() - start < 1.0:\n    pass",
+                   {"cpu_s": 0.3}, r"0\.3 s of CPU time"),
+}
+SHAPES = {"in many small steps": SMALL_STEPS, "exceeded, then exit 0": THEN_EXIT_0}
+SHAPE_ROWS = [(limit, shape) for shape in SHAPES for limit in PROBES]
+
+
+@pytest.fixture(scope="module")
+def shape_results() -> dict:
+    """Every shape row, one batch per limit: each row's sandbox beside a right completion's."""
+    results, started = {}, time.monotonic()
+    for limit in PROBES:
+        jobs = []
+        for shape in SHAPES.values():
+            jobs += [(SELF.format(offend=_indent(shape[limit].offend, 4)), TEST_ADD), (RIGHT, TEST_ADD)]
+        limits = {**GENEROUS, "max_output_bytes": 64 * 1024, **SMALL_STEPS[limit].limits}
+        out = run_many(jobs, Limits(**limits), workers=4)
+        for i, shape in enumerate(SHAPES):
+            results[(limit, shape)] = (out[2 * i], out[2 * i + 1])
+    TIMINGS["shapes"] = time.monotonic() - started
+    return results
+
+
+def test_every_limit_has_every_shape():
+    """A limit without a row of each shape fails here (add it to SMALL_STEPS and THEN_EXIT_0)."""
+    declared = {f.name for f in dataclasses.fields(Limits)}
+    for name, shape in SHAPES.items():
+        assert set(shape) == declared, (name, declared ^ set(shape))
+    assert all(SMALL_STEPS[k].limits == THEN_EXIT_0[k].limits for k in declared)  # one batch's limits
+
+
+@pytest.mark.parametrize(("limit", "shape"), SHAPE_ROWS, ids=[f"{lim}-{s}" for lim, s in SHAPE_ROWS])
+def test_a_limit_exceeded_in_any_shape_is_scored_and_spares_the_next(shape_results, limit, shape):
+    probe, right = shape_results[(limit, shape)]
+    want = SHAPES[shape][limit]
+    said = f"{probe.error}\n{probe.output}"
+    assert probe.passed == want.passes, (limit, shape, probe.error, probe.output[-500:])
+    assert re.search(want.error, said), (limit, shape, probe.error, probe.output[-800:])
+    assert probe.timed_out == (limit == "timeout_s"), (limit, shape, probe.error, probe.seconds)
+    assert right.passed, (limit, shape, right.error, right.output[-500:])
+
+
 # ------------------------------------------------------------------ 2. the fourth round's escapes
 CHURN = """\
 import os, signal, time
@@ -448,9 +540,10 @@ def test_every_ending_has_a_row_for_every_style():
         assert styles == {s for s in STYLES if outcome not in UNITTEST_ONLY or s.startswith("unittest")}
 
 
-def test_table_sizes_and_time(limit_results, escape_results, ending_results):
+def test_table_sizes_and_time(limit_results, shape_results, escape_results, ending_results):
     """Not a check of the product: prints how big the tables are and how long their batches took."""
     print(f"\nsandbox table: {len(LIMIT_ROWS)} limit rows ({len(PROBES)} limits x {len(WHERE)} places), "
+          f"{len(SHAPE_ROWS)} shape rows ({len(PROBES)} limits x {len(SHAPES)} shapes), "
           f"{len(ESCAPES) * len(LAYERS)} escape rows ({len(ESCAPES)} x {len(LAYERS)} layers), {len(ENDING_ROWS)} "
           "ending rows; seconds: "
           + ", ".join(f"{k} {v:.1f}" for k, v in TIMINGS.items()))

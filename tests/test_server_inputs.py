@@ -337,3 +337,54 @@ def test_the_cli_prints_only_its_json_when_a_reward_module_prints_at_import(tmp_
     result = json.loads(proc.stdout)  # nothing but the result
     assert "reward_unresolvable" not in {f["code"] for f in result["findings"]}, result
     assert "IMPORTED" in proc.stderr
+
+
+def test_the_cli_json_holds_when_a_reward_module_writes_to_descriptor_1(tmp_path, tiny_model, monkeypatch, capfd):
+    """A reward module that writes to file descriptor 1 at import (`os.write(1, ...)`, as a C extension or a child
+    process would) put its bytes before the JSON of `validate-config --json`: the fix had redirected sys.stdout,
+    not the descriptor (issue 48, fifth round). While the core runs, descriptor 1 is stderr."""
+    folder = tmp_path / "user-code"
+    folder.mkdir()
+    (folder / "fd_cli_reward.py").write_text(
+        "import os\n"
+        "os.write(1, b'FD1-BYTES-AT-IMPORT\\n')\n\n\n"
+        "def reward(completions, **kwargs):\n"
+        "    return [1.0 for _ in completions]\n")
+    monkeypatch.syspath_prepend(str(folder))
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"model_name_or_path": str(tiny_model), "learning_rate": 1e-6,
+                                  "reward_funcs": ["fd_cli_reward.reward"]}))
+    capfd.readouterr()
+    proc = cli_here("validate-config", str(config), "--gpu", "cpu", "--no-rehearse", "--json")
+    descriptors = capfd.readouterr()
+    assert "FD1-BYTES-AT-IMPORT" not in descriptors.out  # the process's real stdout holds nothing of the module's
+    assert "FD1-BYTES-AT-IMPORT" in descriptors.err  # its bytes went to stderr: the module did run
+    result = json.loads(proc.stdout)
+    assert "reward_unresolvable" not in {f["code"] for f in result["findings"]}, result
+
+
+@pytest.mark.slow
+def test_the_server_stream_holds_when_a_reward_module_writes_to_descriptor_1(workspace, tiny_model, tmp_path):
+    """The MCP door of the row above: validate_grpo_config imports a reward module that writes to descriptor 1;
+    every line the server writes is still a JSON-RPC message (Wire.read parses each), and the reward resolved."""
+    folder = tmp_path / "user-code"
+    folder.mkdir()
+    (folder / "fd_mcp_reward.py").write_text(
+        "import os\nos.write(1, b'FD1-BYTES-AT-IMPORT\\n')\n\n\n"
+        "def reward(completions, **kwargs):\n    return [1.0 for _ in completions]\n")
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace),
+           "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+    wire = Wire(env=env)
+    try:
+        wire.hello()
+        wire.send(request("valid", "tools/call", {"name": "validate_grpo_config", "arguments": {
+            "config": {"model_name_or_path": str(tiny_model), "learning_rate": 1e-6,
+                       "reward_funcs": ["fd_mcp_reward.reward"]}, "gpu": "cpu", "rehearse": False}}))
+        replies = {r["id"]: r for r in wire.until(lambda r: len(r) == 1, 300)}
+        wire.send(request("after", "ping"))
+        assert wire.until(lambda r: len(r) == 1, 60)[0]["id"] == "after"
+    finally:
+        stderr = wire.close()
+    findings = replies["valid"]["result"]["structuredContent"]["findings"]
+    assert "reward_unresolvable" not in {f["code"] for f in findings}, findings
+    assert "FD1-BYTES-AT-IMPORT" in stderr  # the module ran; its bytes went to stderr

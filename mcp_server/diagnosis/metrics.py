@@ -16,9 +16,9 @@ Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
 from __future__ import annotations
 
 import csv
-import errno
 import json
 import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present, sidecars
-from mcp_server.userfiles import load_config_file
+from mcp_server.userfiles import load_config_file, open_regular
 from mcp_server.workspace import runs_root, workspace_root
 
 ACCEPTED = (
@@ -212,15 +212,15 @@ def read_progress_records(path: str | Path, *, exact_bytes: int | None = None, s
     end. Only those are parsed, so memory stays in the tens of MB and time near the disk's read time."""
     global _last_read
     path = Path(path)
-    if not path.is_file():  # a device or a pipe may never end
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    stat = path.stat()
+    handle = open_regular(path)  # a device or a pipe may never end: refused (NotRegularFile is an OSError)
+    stat = os.fstat(handle.fileno())
     exact = PROGRESS_EXACT_BYTES if exact_bytes is None else exact_bytes
     # training_status reads the log, then its health check (diagnose_run) reads it again: the second is free.
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, exact, sample, tail)
     if _last_read is not None and _last_read[0] == key:
+        handle.close()
         return replace(_last_read[1], records=list(_last_read[1].records))
-    with open(path, "rb") as handle:
+    with handle:
         read = _read_whole(handle) if stat.st_size <= exact else _read_sampled(handle, stat.st_size, sample, tail)
     _last_read = (key, read)
     return replace(read, records=list(read.records))

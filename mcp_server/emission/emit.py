@@ -41,7 +41,8 @@ from mcp_server.recipe import dynamic_sampling
 from mcp_server.recipe.variants import choose_variant
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.runs import Run
-from mcp_server.tiny import split_task, write_jsonl
+from mcp_server.userfiles import not_regular
+from mcp_server.tiny import jsonl_text, split_task, write_jsonl
 from mcp_server.workspace import (
     atomic_write_json,
     atomic_write_text,
@@ -225,17 +226,32 @@ def _trainer_script(request: GRPORecipeRequest, agentic, final: Run) -> str:
 
 
 def _refuse_overwriting_own_files(run: Run, request: GRPORecipeRequest) -> None:
-    """Emission into an existing folder rewrites only what an emission wrote there: a train/train.py that is not
-    the script this emission writes (a person's own, or one edited by hand) and a train/config.yaml that no
-    emission wrote are refused before anything is written, never overwritten (issue 48)."""
+    """Emission into an existing folder rewrites only what an emission wrote there (issue 48), each file judged
+    before anything is written: train/train.py only when it is the script this emission writes (not a person's
+    own, or one edited by hand); train/config.yaml only when an emission wrote it (its header); the sidecars
+    (rewards.json, request.json, request.schema.json, agentic.json, dynamic_sampling.json) only beside such a
+    config; data/train.jsonl (the tiny task's prompts) only when it holds those prompts; and never a path that is
+    no regular file (a pipe, a directory, a link to nothing)."""
     mine = []
-    if run.script.is_file():
-        agentic = True if (request.environment or request.tools) else None
-        if run.script.read_text(encoding="utf-8", errors="replace") != _trainer_script(request, agentic, run):
-            mine.append(f"{run.script} (not the script emission writes: edited, or your own)")
-    if run.config.is_file() and not run.config.read_text(encoding="utf-8", errors="replace").startswith(
-            EMITTED_HEADER):
-        mine.append(f"{run.config} (not written by emit_grpo_config)")
+    agentic = True if (request.environment or request.tools) else None
+    emitted = run.config.is_file() and run.config.read_text(encoding="utf-8", errors="replace").startswith(
+        EMITTED_HEADER)
+    ours = {
+        run.script: (lambda: run.script.read_text(encoding="utf-8", errors="replace") == _trainer_script(
+            request, agentic, run), "not the script emission writes: edited, or your own"),
+        run.config: (lambda: emitted, "not written by emit_grpo_config"),
+        **{path: (lambda: emitted, "no config written by emit_grpo_config beside it: not emission's")
+           for path in (run.rewards, run.request, run.request_schema, run.agentic, run.dynamic_sampling)},
+    }
+    if request.dataset == TINY:
+        ours[run.train_data] = (lambda: run.train_data.read_bytes() == jsonl_text(split_task()[0]).encode(),
+                                "not the tiny task's prompts emission writes there: your own data?")
+    for path, (written_by_emission, why) in ours.items():
+        what = not_regular(path)
+        if what:
+            mine.append(f"{path} ({what}: emission writes a file there)")
+        elif path.exists() and not written_by_emission():
+            mine.append(f"{path} ({why})")
     if mine:
         raise UserInputError("run_dir", f"emitting into {run.dir} would overwrite {'; '.join(mine)}: nothing was "
                              "written. Move those files aside (or delete them) to emit over them, or emit without "

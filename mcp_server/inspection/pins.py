@@ -39,6 +39,7 @@ from mcp_server.config.fields import fields_in, pinned
 from mcp_server.errors import UserInputError
 from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
+from mcp_server.userfiles import open_regular
 from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, sha256_file
 
 # train/config.yaml's fields that decide what a sample looks like, and those that change what the trainer does
@@ -286,7 +287,8 @@ def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> d
 
 def _json_or_none(path: Path) -> dict | None:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path, encoding="utf-8") as handle:
+            value = json.loads(handle.read())
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -99,14 +99,17 @@ class RunSpec:
     # ------------------------------------------------------------ writing
     def write(self, run: Run, config_text: str) -> None:
         """Emission's writes: the config (`config_text`, these values rendered with their reasons) and the records
-        beside it, each atomically."""
+        beside it, each atomically. A sidecar this run has none of is removed: one an earlier emission into the
+        same folder left (a DAPO run's dynamic_sampling.json) would make the trainer run what this config does not
+        say (emission refuses a folder whose sidecars no emission wrote before it gets here)."""
         atomic_write_text(run.config, config_text)
         atomic_write_json(run.rewards, self.rewards or [])
         atomic_write_json(run.request, self.request.model_dump())
-        if self.agentic:
-            atomic_write_json(run.agentic, self.agentic)
-        if self.dynamic_sampling:
-            atomic_write_json(run.dynamic_sampling, self.dynamic_sampling)
+        for path, value in ((run.agentic, self.agentic), (run.dynamic_sampling, self.dynamic_sampling)):
+            if value:
+                atomic_write_json(path, value)
+            else:
+                path.unlink(missing_ok=True)
 
 
 def run_dir_of(config_path: Path) -> Path:

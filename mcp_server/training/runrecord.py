@@ -14,6 +14,7 @@ from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.trainer.digest import checkpoint_problems, read_saves
 from mcp_server.training.derived import DerivedState
+from mcp_server.userfiles import open_regular
 from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -38,10 +39,11 @@ def read_run_json(run: Run) -> dict | None:
     """run.json (launch_training writes it atomically), None when there is none. One that is there but is not a
     JSON object with well-typed fields raises UserInputError('run') naming the file."""
     path = run.run_json
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a link to nothing is named below, not read as no record
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path, encoding="utf-8") as handle:  # a pipe there: named, never waited on
+            data = json.loads(handle.read())
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         checked = RunRecord.model_validate(data, strict=True)
@@ -59,7 +61,8 @@ def write_run_json(run: Run, record: dict) -> None:
 
 def read_exit_code(run: Run) -> int | None:
     try:
-        return int(run.exit_code.read_text().strip())
+        with open_regular(run.exit_code, encoding="utf-8") as handle:
+            return int(handle.read(64).strip())
     except (OSError, ValueError):
         return None
 

@@ -15,6 +15,7 @@ from mcp_server.diagnosis.metrics import read_progress_records
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.runrecord import derive_with
+from mcp_server.userfiles import NotRegularFile, open_regular
 
 
 def derive_state(run: Run) -> DerivedState:
@@ -35,10 +36,8 @@ def read_progress(run: Run) -> list[dict]:
 def last_progress(run: Run) -> dict | None:
     """The last progress line, reading only the end of the file."""
     path = run.progress
-    if not path.is_file():  # none yet; or a directory, a pipe: no progress readable
-        return None
-    try:
-        with open(path, "rb") as handle:
+    try:  # none yet; or a directory, a pipe: no progress readable (training_status names it)
+        with open_regular(path) as handle:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - 65536))
             tail = handle.read().decode("utf-8", errors="replace").splitlines()
@@ -57,17 +56,15 @@ def last_progress(run: Run) -> dict | None:
 def log_tail(run: Run, lines: int) -> list[str]:
     """Last `lines` lines of train/logs/stdout.log, progress-bar carriage returns folded."""
     path = run.stdout
-    if lines <= 0 or not path.exists():
+    if lines <= 0 or not (path.exists() or path.is_symlink()):
         return []
-    if not path.is_file():  # a directory or a pipe (which would block): say so where the log would be
-        return [f"(cannot read {path}: not a regular file)"]
-    try:
-        with open(path, "rb") as handle:
+    try:  # a directory or a pipe (which would block): say so where the log would be
+        with open_regular(path) as handle:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - 256 * 1024))
             text = handle.read().decode("utf-8", errors="replace")
     except OSError as exc:  # a directory, unreadable: say so where the log would be
-        return [f"(cannot read {path}: {exc.strerror or exc})"]
+        return [f"(cannot read {path}: {exc.strerror or exc})" if not isinstance(exc, NotRegularFile) else f"({exc})"]
     out = [line.rsplit("\r", 1)[-1].rstrip() for line in text.splitlines()]
     return [line for line in out if line.strip()][-lines:]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from mcp_server.config import FIELD
-from mcp_server.errors import UserInputError, describe_failure
+from mcp_server.errors import UserInputError, describe_failure, short
 from mcp_server.memory.estimate import step_estimate
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.training.models import (
@@ -20,7 +20,7 @@ from mcp_server.training.models import (
     StopResult,
     TrainingStatus,
 )
-from mcp_server.runs import Run, all_runs, read_json_if_present, resolve_run
+from mcp_server.runs import Run, all_runs, file_members, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.trainer.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
@@ -29,6 +29,7 @@ from mcp_server.training.runrecord import checkpoints, sync_run_json
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.training.stopping import stop_wait
 from mcp_server.worker import runs_in_training
+from mcp_server.userfiles import not_regular
 from mcp_server.workspace import atomic_save_figure, runs_root
 from mcp_server.diagnosis.diagnose import diagnose
 from mcp_server.diagnosis.values import FLOAT32_MAX
@@ -188,6 +189,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
                 f", so {max_steps} steps take about {_hours(estimate.step_s * max_steps)}" if max_steps else "")
         message = f"{run.name} is {state}, {where}" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
+    message += "".join(f"; {problem}" for problem in file_problems(run))
     if guard_stop and state == "stopped":
         message += (f"; stopped by the guard: {guard_stop.get('code')} at step {guard_stop.get('step')}"
                     + (" (checkpoint saved)" if guard_stop.get("save") else " (no checkpoint: resume from an earlier "
@@ -244,7 +246,18 @@ def list_runs() -> RunList:
     return RunList(runs_root=str(runs_root()), runs=runs)
 
 
+def file_problems(run: Run) -> list[str]:
+    """Each file of the run's layout that is there but no regular file (a pipe, a directory, a device, a link to
+    nothing), named with what it is."""
+    found = ((getattr(run, name), not_regular(getattr(run, name))) for name in file_members())
+    return [f"{short(path)} is {what}, not a file: move it aside (the run's tools read and write it as a file)"
+            for path, what in found if what]
+
+
 def _summary(run: Run) -> RunSummary:
+    problems = file_problems(run)
+    if problems:  # listed as unreadable, naming each file (a reader never waits on a pipe: userfiles.open_regular)
+        raise UserInputError("run", "; ".join(problems))
     derived = sync_run_json(run, derive_state(run))
     spec = RunSpec.of_run(run)
     request, config = spec.request, spec.values

@@ -1,0 +1,104 @@
+"""emit-config --run-dir into a folder that holds something emission did not write (issue 48, fifth round, break 8:
+a person's own data/train.jsonl, in a folder with no train/, was replaced with no copy kept). The table: every
+file an emission writes (found by emitting into empty folders, so a new file emission writes gets its rows) x
+every way the folder can already hold that path without an emission having written it (a person's own file, a
+pipe, a directory, a link to nothing) x what `emit-config --run-dir` must do: refuse before writing anything,
+naming the file and what to do, and leave the path as it was. Nothing trains; the emissions run in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import cli_here
+
+EMISSIONS = {  # each request's CLI arguments: together they write every file emission writes
+    "grpo": ("--model", "tiny", "--dataset", "tiny", "--gpu", "cpu"),
+    "dapo": ("--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--variant", "dapo"),
+}
+MINE = b"my own bytes, kept nowhere else\n"
+KINDS = {
+    "own-file": lambda path: path.write_bytes(MINE),
+    "fifo": os.mkfifo,
+    "directory": lambda path: path.mkdir(),
+    "dangling-link": lambda path: path.symlink_to(path.parent / "nothing-here"),
+}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory, tiny_model):
+    """{emission: the files it writes into an empty folder, relative to it}."""
+    root = tmp_path_factory.mktemp("emit-into-ws")
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        for name, args in EMISSIONS.items():
+            folder = root / f"empty-{name}"
+            folder.mkdir()
+            proc = cli_here("emit-config", *args, "--run-dir", str(folder))
+            assert proc.returncode == 0, proc.stderr
+            out[name] = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    return out
+
+
+ROWS = [(name, rel) for name in EMISSIONS for rel in (
+    "data/train.jsonl", "train/config.yaml", "train/train.py", "train/rewards.json", "train/request.json",
+    "train/request.schema.json", "train/dynamic_sampling.json")]
+
+
+CELLS = [(name, rel) for name, rel in ROWS if rel != "train/dynamic_sampling.json" or name == "dapo"]
+
+
+def test_the_table_has_a_row_for_every_file_emission_writes(written):
+    for name, files in written.items():
+        assert set(files) == {rel for n, rel in CELLS if n == name}, (name, files)
+
+
+def _state(path: Path):
+    st = os.lstat(path)
+    return stat.S_IFMT(st.st_mode), path.read_bytes() if stat.S_ISREG(st.st_mode) else os.readlink(path) if (
+        stat.S_ISLNK(st.st_mode)) else None
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize(("emission", "rel"), CELLS, ids=[f"{e}:{r}" for e, r in CELLS])
+def test_emission_never_replaces_what_it_did_not_write(emission, rel, kind, workspace, written):
+    folder = workspace / "mine"
+    path = folder / rel
+    path.parent.mkdir(parents=True)
+    KINDS[kind](path)
+    before = _state(path)
+    proc = cli_here("emit-config", *EMISSIONS[emission], "--run-dir", str(folder))
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert str(path) in proc.stderr and "nothing was written" in proc.stderr, proc.stderr
+    assert "Move those files aside" in proc.stderr, proc.stderr
+    assert _state(path) == before
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == sorted(
+        [Path(rel), *(Path(*Path(rel).parts[:i]) for i in range(1, len(Path(rel).parts)))]), "something was written"
+    shutil.rmtree(folder)
+
+
+def test_emission_rewrites_its_own_files_and_the_tiny_prompts(workspace, written):
+    folder = workspace / "again"
+    folder.mkdir()
+    args = (*EMISSIONS["dapo"], "--run-dir", str(folder))
+    assert cli_here("emit-config", *args).returncode == 0
+    proc = cli_here("emit-config", *args)  # over its own files, the tiny task's prompts included: fine
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_emitting_again_leaves_no_sidecar_of_the_earlier_emission(workspace, written):
+    """DAPO emitted into a folder, then GRPO into the same one: the DAPO run's train/dynamic_sampling.json stayed,
+    and the trainer (which runs dynamic sampling whenever that file is there) would have run DAPO's dynamic
+    sampling on the GRPO config."""
+    folder = workspace / "switched"
+    folder.mkdir()
+    assert cli_here("emit-config", *EMISSIONS["dapo"], "--run-dir", str(folder)).returncode == 0
+    assert (folder / "train" / "dynamic_sampling.json").is_file()
+    proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert not (folder / "train" / "dynamic_sampling.json").exists()

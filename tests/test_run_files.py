@@ -1,0 +1,103 @@
+"""The run-file table (issue 48, fifth round): every file of a run's layout (runs.file_members: each `Run` member
+that is no folder) x every way it can be there without being a file (a pipe, a directory, a link to nothing, a
+device) x what list_runs and training_status then say. A FIFO at run.json, exit-code, outcome.json or
+train-begin.json blocked both doors forever (the MCP ping still answered, the CLI hung); now every reader opens
+through userfiles.open_regular, and both doors answer at once, naming the file and what it is.
+
+The rows are generated from runs.py's own declaration, so a new file of the layout gets its rows without a new
+test. Each cell is a constructed run (the run-state table's "succeeded" run, nothing trains) with one file
+replaced; a door that blocks is stopped by an alarm and fails the row.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+from test_run_states import CELLS, build
+
+from mcp_server.runs import FOLDERS, Run, file_members
+
+KINDS = {
+    "fifo": os.mkfifo,
+    "directory": lambda path: path.mkdir(),
+    "dangling-link": lambda path: path.symlink_to(path.parent / "nothing-here"),
+    "device": lambda path: path.symlink_to("/dev/zero"),
+}
+SUCCEEDED = next(c for c in reversed(CELLS) if c.phase == "succeeded" and not c.variant)
+ANSWER_WITHIN_S = 10
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run-files-ws")
+    base = root / "base-model"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    template = root / "template"
+    (template / "train").mkdir(parents=True)
+    (template / "train" / "config.yaml").write_text(yaml.safe_dump(
+        {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        yield build(root, template, SUCCEEDED)
+
+
+class _Blocked(Exception):
+    pass
+
+
+def _answer(call):
+    """call() within ANSWER_WITHIN_S, else _Blocked (a reader waiting on a pipe)."""
+    def stop(*_):
+        raise _Blocked(f"no answer within {ANSWER_WITHIN_S} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(ANSWER_WITHIN_S)
+    try:
+        return call()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("member", file_members())
+def test_a_run_file_that_is_no_file_is_named_and_never_waited_on(member, kind, made):
+    from mcp_server.errors import UserInputError
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import list_runs, training_status
+
+    run_dir = made.parent / f"{member}--{kind}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    path = getattr(Run(run_dir), member)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    path.unlink(missing_ok=True)
+    KINDS[kind](path)
+    where = str(path.relative_to(run_dir))
+    try:
+        listed = {Path(r.run_dir).name: r for r in _answer(list_runs).runs}[run_dir.name]
+        assert listed.state == "unreadable" and where in (listed.error or ""), (listed.state, listed.error)
+        try:
+            said = _answer(lambda: training_status(StatusRequest(run=str(run_dir)))).message
+        except UserInputError as exc:  # run.json: no launch record to read, named
+            said = str(exc)
+        assert where in said and "not a" in said, said
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_the_layout_declares_its_folders():
+    """Every declared folder is a member of Run, and every member is a folder or a file with rows above."""
+    members = {name for name, m in vars(Run).items() if isinstance(m, property)}
+    assert FOLDERS <= members, FOLDERS - members
+    assert set(file_members()) == members - FOLDERS - {"name"}
+    assert {"run_json", "config", "progress", "exit_code", "outcome", "train_begin"} <= set(file_members())
