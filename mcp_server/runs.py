@@ -89,13 +89,12 @@ that makes it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, one_line, short
-from mcp_server.userfiles import open_regular, read_yaml
+from mcp_server.userfiles import read_json_if_present, read_yaml  # noqa: F401 (run readers import it from here)
 from mcp_server.workspace import find_existing, runs_root
 
 # Each launch's id (run.json `launch_id`), exported to its trainer, which tags the records it writes with it
@@ -467,17 +466,6 @@ FOLDERS = frozenset({"data", "warm_start", "cache", "checkpoints", "trackers", "
 def file_members() -> list[str]:
     return [name for name, member in vars(Run).items()
             if isinstance(member, property) and name not in FOLDERS and name != "name"]
-
-
-def read_json_if_present(path: Path, kind: type = dict):
-    """A JSON file another process writes (run.json, a log marker): None when missing, unreadable, half-written or
-    not of `kind` (a JSON object by default), which for these files means 'not (yet) there'."""
-    try:
-        with open_regular(path, encoding="utf-8") as handle:  # a pipe put there would block forever
-            value = json.loads(handle.read())
-    except (OSError, ValueError, RecursionError):
-        return None
-    return value if isinstance(value, kind) else None
 
 
 # What makes a directory outside runs/ a run (a copied or moved run): any of these, which only a run holds.

@@ -174,3 +174,14 @@ def read_config_file(path: str | Path, field: str = "config_path", with_sha256: 
         return read_yaml(path, field)
     data = read_bytes(path, field)
     return parse_yaml(decode(data, path, field), path, field), hashlib.sha256(data).hexdigest()
+
+
+def read_json_if_present(path: Path, kind: type = dict):
+    """A JSON file another process writes (run.json, a log marker): None when missing, unreadable, half-written or
+    not of `kind` (a JSON object by default), which for these files means 'not (yet) there'."""
+    try:
+        with open_regular(path, encoding="utf-8") as handle:  # a pipe put there would block forever
+            value = json.loads(handle.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, kind) else None

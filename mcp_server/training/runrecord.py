@@ -136,7 +136,7 @@ def checkpoints(run: Run, config: dict) -> list[Path]:
 def _last_logged_step(run: Run) -> int | None:
     """The step of the progress log's last readable line (its tail only), None without one."""
     try:
-        with open(run.progress, "rb") as handle:
+        with open_regular(run.progress) as handle:  # a device there never ends
             handle.seek(0, 2)
             handle.seek(max(0, handle.tell() - 65536))
             tail = handle.read().decode("utf-8", errors="replace").splitlines()
