@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support import module_workspace
+
 LAUNCHER = ["bash", "train/launch.sh"]
 OLD, NEW = "a" * 32, "b" * 32  # launch ids: the earlier attempt's, the resume's
 GONE = 2**31 - 2  # a launcher's pid that no process has (above any pid_max): the process died
@@ -263,10 +265,7 @@ def expected(cell: Cell) -> dict:
 # ---------------------------------------------------------------- the table
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
-    root = tmp_path_factory.mktemp("run-states-ws")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
-        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+    with module_workspace(tmp_path_factory, "run-states-ws", CUDA_VISIBLE_DEVICES="") as root:
         base = root / "base-model"  # a local model directory: nothing here loads it
         base.mkdir()
         (base / "config.json").write_text("{}")
