@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import yaml
 
 from conftest import ANY_TEXT_REWARDS
@@ -158,6 +159,19 @@ def hand_run(workspace: Path, name: str, **record) -> Path:
     if record:
         (run_dir / "run.json").write_text(json.dumps({"cwd": str(run_dir), **record}))
     return run_dir
+
+
+@contextlib.contextmanager
+def module_workspace(tmp_path_factory, name: str, **env: str):
+    """A fresh workspace root (a `tmp_path_factory` folder named `name`) for a module- or session-scoped fixture:
+    LLM_FINETUNING_WORKSPACE points at it, and each of `env` is set, until the `with` ends (then all are restored).
+    Yields the root; the runs a module emits there are independent directories inside it."""
+    root = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        for key, value in env.items():
+            patch.setenv(key, value)
+        yield root
 
 
 # ---------------------------------------------------------------- runs emitted, inspected, built, awaited

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support import emit_config, emit_run, pass_inspection, trainer_or_refusal, wait_for
+from support import emit_config, emit_run, module_workspace, pass_inspection, trainer_or_refusal, wait_for
 
 
 @pytest.fixture()
@@ -25,9 +25,7 @@ def cpu_only(monkeypatch):
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory, tiny_model):
     """One workspace for the module's launched runs (independent directories inside it)."""
-    root = tmp_path_factory.mktemp("dynamic-sampling-ws")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+    with module_workspace(tmp_path_factory, "dynamic-sampling-ws") as root:
         yield root
 
 

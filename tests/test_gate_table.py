@@ -526,13 +526,11 @@ REVIEW_FILES = {"samples.jsonl": "samples.jsonl", "samples.meta.json": "samples.
 @pytest.fixture(scope="module")
 def passed_run(tmp_path_factory, tiny_model):
     """One run with a passing verdict (sampled and inspected once for the module); each cell changes a copy."""
-    from support import emit_run, pass_inspection
+    from support import emit_run, module_workspace, pass_inspection
 
-    root = tmp_path_factory.mktemp("review-files")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LLM_FINETUNING_WORKSPACE", str(root / "ws"))
-        (root / "ws").mkdir()
-        run_dir = emit_run("reviewed", dataset=str(_jsonl(root / "d.jsonl", [
+    with module_workspace(tmp_path_factory, "review-files-ws"):
+        data = tmp_path_factory.mktemp("review-files") / "d.jsonl"  # outside the workspace, as a user's file is
+        run_dir = emit_run("reviewed", dataset=str(_jsonl(data, [
             {"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)])), base=E2E)
         pass_inspection(run_dir, max_samples=None, reviewer="ana")
     return run_dir

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
+from support import module_workspace
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, SampleRequest, SampleVerdict, VerdictRequest
@@ -61,9 +62,7 @@ def auto_engine() -> str:
 @pytest.fixture(scope="module")
 def chat_run(tmp_path_factory, tiny_model):
     """A run with 64 real samples (16 chat prompts x 4) of the tiny model on the tiny task."""
-    ws = tmp_path_factory.mktemp("ws")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(ws))
+    with module_workspace(tmp_path_factory, "ws"):
         run_dir = new_run_dir("chat")
         _write_rewards(run_dir, TASK_REWARDS)
         result = sample_completions(

@@ -34,15 +34,10 @@ DEFECTS = {
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, tiny_model):
-    import os
+    from support import emit_run, module_workspace
 
-    from support import emit_run
-
-    os.environ["LLM_FINETUNING_WORKSPACE"] = str(tmp_path_factory.mktemp("ws"))
-    try:
+    with module_workspace(tmp_path_factory, "ws"):
         yield emit_run("rehearsed", rewards=READS_ANSWER)
-    finally:
-        os.environ.pop("LLM_FINETUNING_WORKSPACE", None)
 
 
 def _validated(run_dir, change: dict):

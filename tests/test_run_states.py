@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support import module_workspace
+
 LAUNCHER = ["bash", "train/launch.sh"]
 OLD, NEW = "a" * 32, "b" * 32  # launch ids: the earlier attempt's, the resume's
 GONE = 2**31 - 2  # a launcher's pid that no process has (above any pid_max): the process died
@@ -309,10 +311,7 @@ def make_template(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
-    root = tmp_path_factory.mktemp("run-states-ws")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
-        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+    with module_workspace(tmp_path_factory, "run-states-ws", CUDA_VISIBLE_DEVICES="") as root:
         template = make_template(root)
         started = time.time()
         built = {cell.id: build(root, template, cell) for cell in CELLS}

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from conftest import cli_here, run_cli_json
-from support import dead_pid, emit_run, hand_run, pass_inspection
+from support import dead_pid, emit_run, hand_run, module_workspace, pass_inspection
 
 pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
@@ -33,10 +33,7 @@ LAUNCHER = ["bash", "train/launch.sh"]
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory, tiny_model):
-    root = tmp_path_factory.mktemp("tampered-runs-ws")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
-        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+    with module_workspace(tmp_path_factory, "tampered-runs-ws", CUDA_VISIBLE_DEVICES="") as root:
         template = emit_run("template")
         pass_inspection(template)
         yield root, template

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import run_cli, skip_unless_ci
 from slurm_cluster import missing_binaries, start_cluster
-from support import emit_run, pass_inspection
+from support import emit_run, module_workspace, pass_inspection
 
 pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
@@ -63,13 +63,11 @@ def tempfile_root(factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory, tiny_model):
-    root = tmp_path_factory.mktemp("slurm-ws")
-    hold = root / "hold"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
-        mp.setenv("CUDA_VISIBLE_DEVICES", "")
-        mp.setenv("LLM_FINETUNING_TEST_HOLD", str(hold))  # jobs inherit it (sbatch exports the environment)
-        yield root
+    with module_workspace(tmp_path_factory, "slurm-ws", CUDA_VISIBLE_DEVICES="") as root:
+        # jobs inherit it (sbatch exports the environment)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LLM_FINETUNING_TEST_HOLD", str(root / "hold"))
+            yield root
 
 
 def inspected(name: str) -> Path:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, call_mcp, run_cli, run_cli_json
-from support import emit_run, pass_inspection, wait_for
+from support import emit_run, module_workspace, pass_inspection, wait_for
 
 CONTRACT_KEYS = {"step", "loss", "lr", "mem_gb", "temp_c", "reward", "reward_std", "frac_reward_zero_std", "kl",
                  "entropy", "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"}
@@ -62,9 +62,7 @@ def git(repo: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory, tiny_model):
     """One workspace for the module (the emitted runs are independent directories inside it)."""
-    root = tmp_path_factory.mktemp("training-ws")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+    with module_workspace(tmp_path_factory, "training-ws") as root:
         yield root
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ANY_TEXT_REWARDS, ROOT, run_cli_json, skip_unless_ci
-from support import pass_inspection, wait_for
+from support import module_workspace, pass_inspection, wait_for
 
 pytestmark = pytest.mark.slow  # every test here starts vLLM or probes its interpreter
 
@@ -54,11 +54,8 @@ def ws(tmp_path_factory, vllm_python):
     """A workspace whose training interpreter is the vLLM environment, on a machine without a GPU."""
     from mcp_server.tiny import ensure_tiny_vllm_model
 
-    root = tmp_path_factory.mktemp("vllm-ws")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
-        mp.setenv("LLM_FINETUNING_PYTHON", vllm_python)
-        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+    with module_workspace(tmp_path_factory, "vllm-ws", LLM_FINETUNING_PYTHON=vllm_python,
+                          CUDA_VISIBLE_DEVICES="") as root:
         yield root, str(ensure_tiny_vllm_model())
 
 
