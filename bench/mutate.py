@@ -262,6 +262,115 @@ MUTATIONS: tuple[Mutation, ...] = (
       "NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)",
       "NEVER_RAN = (types.CoroutineType, types.GeneratorType)",
       "an `async def` test with a `yield` (its body never runs) scores as a pass"),
+    # ------------------------------------------------------------------ m3: a second blind audit (issue 48)
+    # Written from the product code alone by someone who wrote neither the tests nor the mutations above.
+    # gate
+    M("m3-gate-jsonl-sheet-unchecked", "gate", "mcp_server/inspection/gate.py",
+      'for path, key in ((run.review_md, "review_md_sha256"), (run.review_jsonl, "review_jsonl_sha256")):',
+      'for path, key in ((run.review_md, "review_md_sha256"),):',
+      "inspection/review.jsonl edited by hand after inspect_rewards (the per-sample sheet a reviewer reads) still "
+      "backs a verdict, and the gate stays open"),
+    M("m3-gate-weights-any-order", "gate", "mcp_server/inspection/gate.py",
+      "isinstance(configured, list) and [float(w) if isinstance(w, (int, float)) else w\n"
+      "                                                                 for w in configured] == reviewed):",
+      "isinstance(configured, list) and sorted([float(w) if isinstance(w, (int, float)) else w\n"
+      "                                                                 for w in configured]) == sorted(reviewed)):",
+      "train/config.yaml's reward_weights [2.0, 1.0] against rewards.json's [1.0, 2.0] (the weights swapped between "
+      "the rewards) read as the same: TRL trains with weights the review never scored and the gate opens"),
+    M("m3-gate-hub-revision-unpinned", "gate", "mcp_server/inspection/pins.py",
+      'pin = {"model": ref, "revision": revision or "main", "commit": snapshot.name if snapshot else None}',
+      'pin = {"model": ref, "commit": snapshot.name if snapshot else None}',
+      "model_revision changed in train/config.yaml after the verdict (a hub model not in the local cache) keeps "
+      "the gate open: training loads another revision than the one reviewed"),
+    M("m3-gate-data-dir-top-level", "gate", "mcp_server/inspection/pins.py",
+      '        files = sorted(p for p in path.rglob("*") if p.is_file())',
+      '        files = sorted(p for p in path.glob("*") if p.is_file())',
+      "a file in a subfolder of a local data directory (data/train/part-0.jsonl) edited after the verdict keeps the "
+      "gate open: training reads data nobody reviewed"),
+    M("m3-gate-script-sha-warns", "gate", "mcp_server/training/trainer/verified_script.py",
+      "\"reviewed (changed after launch_training's gate). Put it back, then launch again.\", file=sys.stderr,\n"
+      "              flush=True)\n        raise SystemExit(3)",
+      "\"reviewed (changed after launch_training's gate). Put it back, then launch again.\", file=sys.stderr,\n"
+      "              flush=True)",
+      "a train/train.py swapped between the gate and the interpreter's start prints the refusal but runs anyway: "
+      "unreviewed code trains"),
+    # sandbox
+    M("m3-sandbox-network-shared", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      '        "--unshare-all",\n',
+      '        "--unshare-pid",\n        "--unshare-ipc",\n        "--unshare-uts",\n',
+      "model-written code keeps the host's network: it can open sockets, reach the host's services or fetch the "
+      "expected answers"),
+    M("m3-sandbox-proc-files-visible", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      "            found.append((path, True))\n        elif os.path.exists(path):\n"
+      "            found.append((path, False))\n",
+      "            found.append((path, True))\n",
+      "/proc/meminfo, /proc/loadavg, /proc/stat and the other top-level /proc files show the host's state to "
+      "model-written code (only /proc folders are masked)"),
+    M("m3-sandbox-root-kept", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      'return {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}',
+      'return {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() != 0 else {}',
+      "a server running as root runs model-written code as root (RLIMIT_NPROC does not bind root: a fork bomb is "
+      "unbounded); a non-root server cannot start a sandbox at all"),
+    M("m3-harness-contains-truthy", "sandbox", "mcp_server/rewards/harness.py",
+      'return self._ask("contains", value=_CHANNEL.data(item)) is True',
+      'return bool(self._ask("contains", value=_CHANNEL.data(item)))',
+      "a solution object whose __contains__ returns one of its own objects (always true in the tester) passes "
+      "every `assert x in result` test"),
+    M("m3-harness-gone-unchecked", "sandbox", "mcp_server/rewards/harness.py",
+      "gone = channel.gone() if passed else None",
+      "gone = None",
+      "a solution whose process dies after its last answer (a thread that burns its CPU budget, an exit from a "
+      "thread) still scores a pass"),
+    # runs
+    M("m3-runs-success-other-launch", "runs", "mcp_server/training/runrecord.py",
+      'if s.get("final") and (not isinstance(wanted, str) or s.get("launch_id") ==\n'
+      "                                                              wanted)]",
+      'if s.get("final")]',
+      "a relaunch that never saved reads succeeded on an earlier launch's final save (a hand-written outcome.json "
+      "is borne out by another launch's evidence)"),
+    M("m3-runs-no-step-after-begin", "runs", "mcp_server/training/runrecord.py",
+      "if logged is None or (isinstance(started, int) and logged <= started):",
+      "if logged is None or (isinstance(started, int) and logged < started):",
+      "a resumed launch whose last logged step is the step it began at (it trained no step) reads succeeded"),
+    M("m3-runs-stop-wait-uncapped", "runs", "mcp_server/training/stopping.py",
+      "return min(max(wait, STOP_WAIT_S[0]), STOP_WAIT_S[1]), step",
+      "return max(wait, STOP_WAIT_S[0]), step",
+      "stop_training on a run whose logs show hour-long steps (or a step_time of 1e9) waits that long instead of at "
+      "most 900 s"),
+    M("m3-runs-pid-zero", "runs", "mcp_server/training/runrecord.py",
+      "pid: int | None = Field(default=None, gt=0, lt=2**31)",
+      "pid: int | None = Field(default=None, ge=0, lt=2**31)",
+      "a run.json with pid 0 is read as a launch record: a signal to pid 0 reaches the server's own process group"),
+    M("m3-runs-dangling-run-json", "runs", "mcp_server/training/runrecord.py",
+      "    if not path.exists() and not path.is_symlink():  # a link to nothing",
+      "    if not path.exists():  # a link to nothing",
+      "a run.json that is a link to nothing reads as no launch record (not launched) instead of an error naming "
+      "the file"),
+    # diagnosis
+    M("m3-diagnosis-resume-not-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      'rows = _rows_from_records(records, path, restarts=kind == "progress_jsonl")',
+      'rows = _rows_from_records(records, path, restarts=kind == "jsonl")',
+      "a run resumed from its checkpoint after a NaN keeps the discarded attempt's NaN steps in its progress log's "
+      "reading: diagnose_run reports nan_loss on a healthy resumed run"),
+    M("m3-diagnosis-old-reward-names", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      'if name.startswith("rewards/") and name.count("/") == 1:',
+      'if name.startswith("rewards/") and name.count("/") == 2:',
+      "a log of TRL < 0.17 (rewards/<func> without /mean) reads no per-reward series: the per-reward findings (a "
+      "reward stuck at one value, a reward that returns None) are missed"),
+    M("m3-diagnosis-first-checkpoint", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      'return max(states, key=lambda p: int(p.parent.name.split("-")[-1])) if states else None',
+      'return min(states, key=lambda p: int(p.parent.name.split("-")[-1])) if states else None',
+      "diagnosing a TRL output_dir reads its first checkpoint's trainer_state.json: only the early steps, a later "
+      "divergence is missed"),
+    M("m3-diagnosis-log-tail-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      'data = head + b"\\n[... log cut ...]\\n" + handle.read()',
+      'data = head + b"\\n[... log cut ...]\\n"',
+      "a stdout log over 8 MiB is read by its first MiB alone: a CUDA OOM or traceback at its end is not found"),
+    M("m3-diagnosis-progress-no-run", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "home = next((run for run in map(Run, path.parents) if run.config.is_file()), None)",
+      "home = next((run for run in map(Run, [path.parent]) if run.config.is_file()), None)",
+      "diagnose_run given a run's train/logs/progress.jsonl reads it without the run's config, request and log: "
+      "the config rules and the log's environment findings are missing"),
 )
 
 
