@@ -19,12 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.files import read_run_rewards
+from mcp_server.inspection.files import read_run_rewards, run_reward_imports
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.pins import changes, config_pins, run_pins
 from mcp_server.inspection.trained import keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reward_code_sha256
+from mcp_server.rewards.dotted import RewardImportError
 from mcp_server.runs import Run, resolve_run
 from mcp_server.userfiles import read_json
 from mcp_server.workspace import atomic_write_json, sha256_file
@@ -454,8 +455,11 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     if mismatch:
         return _closed(run, f"{run.verdict} is not a verdict on this review ({who}): {mismatch}", inspect_again)
     try:
+        run_reward_imports(run)
         rewards = spec.rewards if spec and spec.rewards is not None else read_run_rewards(run)
         current = run_pins(run, reward_code_sha256(rewards), spec.values if spec else None)
+    except RewardImportError as exc:  # where this process looks, not what was reviewed: the review still holds
+        return _closed(run, f"the reward code cannot be imported here: {exc}", exc.fix + "; the review stands")
     except UserInputError as exc:
         return _closed(run, f"what the verdict vouches for cannot be read now: {exc}", "fix it, then " + inspect_again)
     moved = changes(verdict.pins, current)

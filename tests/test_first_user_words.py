@@ -1,0 +1,55 @@
+"""Issue 49, a second blind walk (SmolLM2 on the CPU, the user's own subtraction task and reward module): what the
+product said to that user, through the door they used.
+
+- A custom reward was imported from the current directory: from another directory the gate said "cannot import
+  module ... fix it, then run inspect_rewards ... record_inspection_verdict" (redo the review) when the fix is the
+  import path. A run's rewards now import from the workspace the run belongs to, then its reviewed copy, from any
+  directory; a module found nowhere is named with where it was looked for and the fix (run from the workspace, or
+  PYTHONPATH), and the review stands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, run_cli_json
+from support import emit_run, pass_inspection
+from mcp_server.runs import Run
+
+MINUS = "def last_number_reward(completions, **columns):\n    return [1.0 for _ in completions]\n"
+
+
+@pytest.mark.slow
+def test_a_runs_custom_reward_imports_the_same_from_any_directory(workspace, tiny_model, tmp_path, monkeypatch):
+    module = f"minus_rewards_{os.getpid()}"
+    (workspace / f"{module}.py").write_text(MINUS)
+    monkeypatch.chdir(workspace)  # the user's walk: emit, sample, inspect and sign in the workspace
+    run = Run(emit_run("minus", rewards=[{"name": f"{module}.last_number_reward"}]))
+    pass_inspection(run.dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"LLM_FINETUNING_WORKSPACE": ""}  # the run's own path says where it belongs
+    proc, gate = run_cli_json("check-inspection-gate", str(run.dir), process=True, cwd=elsewhere, env=env)
+    assert proc.returncode == 0 and gate["passed"], gate  # before: "cannot import module ... run inspect_rewards"
+
+    (workspace / f"{module}.py").unlink()
+    shutil.rmtree(run.reward_code)
+    proc, gate = run_cli_json("check-inspection-gate", str(run.dir), process=True, cwd=elsewhere, env=env)
+    assert proc.returncode == 1 and not gate["passed"]
+    assert f"No module named '{module}'" in gate["reason"] and "looked in" in gate["reason"], gate
+    assert str(workspace.resolve()) in gate["reason"], gate
+    assert f"{module}.py" in gate["how_to_clear"] and "PYTHONPATH" in gate["how_to_clear"], gate
+    assert "inspect_rewards" not in gate["how_to_clear"] and "record_inspection_verdict" not in gate["how_to_clear"]
+
+
+def test_emit_config_says_where_it_looked_for_a_reward_module(workspace, tmp_path):
+    proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "nomod",
+                   "--rewards", json.dumps([{"name": "nowhere_rewards_49.last_number_reward"}]), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # NOT VALID
+    assert "No module named 'nowhere_rewards_49'" in proc.stdout and "looked in" in proc.stdout, proc.stdout
+    assert str(Path(tmp_path).resolve()) in proc.stdout and "PYTHONPATH" in proc.stdout, proc.stdout
