@@ -53,3 +53,27 @@ def test_emit_config_says_where_it_looked_for_a_reward_module(workspace, tmp_pat
     assert proc.returncode == 1, proc.stderr  # NOT VALID
     assert "No module named 'nowhere_rewards_49'" in proc.stdout and "looked in" in proc.stdout, proc.stdout
     assert str(Path(tmp_path).resolve()) in proc.stdout and "PYTHONPATH" in proc.stdout, proc.stdout
+
+
+def test_the_cli_takes_the_override_reason_the_mcp_tool_takes(workspace):
+    reason = "a 12-token task: the rate is the user's call"
+    proc, result = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name",
+                                "why", "--override=learning_rate=5e-4", "--override-reason", reason, here=True)
+    assert proc.returncode in (0, 1), proc.stderr  # before: "unrecognized arguments: --override-reason"
+    request = json.loads((Path(result["run_dir"]) / "train" / "request.json").read_text())
+    assert request["override_reason"] == reason
+
+
+@pytest.mark.slow
+def test_the_mcp_handshake_reports_the_package_version():
+    import asyncio
+    import tomllib
+
+    from conftest import ROOT, call_mcp
+
+    async def info(client):
+        return client.server_info
+
+    server = asyncio.run(call_mcp(info))
+    assert (server.name, server.version) == (
+        "llm-finetuning", tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])  # before: ""
