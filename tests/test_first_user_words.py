@@ -77,3 +77,12 @@ def test_the_mcp_handshake_reports_the_package_version():
     server = asyncio.run(call_mcp(info))
     assert (server.name, server.version) == (
         "llm-finetuning", tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])  # before: ""
+
+
+def test_a_bare_reward_name_suggests_the_workspace_function_of_that_name(workspace):
+    (workspace / "minus_rewards.py").write_text(MINUS)
+    proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "bare",
+                   "--rewards", json.dumps([{"name": "last_number_reward"}]), cwd=workspace)
+    assert proc.returncode == 1, proc.stderr
+    # before: "did you mean json_schema_reward, math_reward, format_reward?" (registry names only)
+    assert "did you mean 'minus_rewards.last_number_reward'" in proc.stdout, proc.stdout

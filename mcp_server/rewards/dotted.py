@@ -132,3 +132,30 @@ def find_dotted(path: str, field: str) -> Unimported:
     if not _defines(tree, attr):
         raise UserInputError(field, f"module '{module_path}' ({origin}) defines no '{attr}' at its top level")
     return Unimported(module_path, attr, Path(origin))
+
+
+def local_definitions(attr: str, limit: int = 200) -> list[str]:
+    """`module.attr` for each top-level module (*.py) in the workspace and the current directory that defines
+    `attr` at its top level, read without running it: what a bare name that is no registry reward most likely
+    meant (the user's own reward beside their data)."""
+    from mcp_server.workspace import workspace_root
+
+    found, seen = [], set()
+    for folder in dict.fromkeys([workspace_root(), Path.cwd().resolve()]):
+        try:
+            files = sorted(folder.glob("*.py"))[:limit]
+        except OSError:
+            continue
+        for file in files:
+            if file.stem in seen or not file.stem.isidentifier() or not file.is_file():
+                continue
+            seen.add(file.stem)
+            try:
+                if file.stat().st_size > 1_000_000:
+                    continue
+                tree = ast.parse(file.read_bytes())
+            except (OSError, SyntaxError, ValueError):
+                continue
+            if _defines(tree, attr):
+                found.append(f"{file.stem}.{attr}")
+    return found
