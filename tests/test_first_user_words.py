@@ -86,3 +86,43 @@ def test_a_bare_reward_name_suggests_the_workspace_function_of_that_name(workspa
     assert proc.returncode == 1, proc.stderr
     # before: "did you mean json_schema_reward, math_reward, format_reward?" (registry names only)
     assert "did you mean 'minus_rewards.last_number_reward'" in proc.stdout, proc.stdout
+
+
+def test_a_closed_gate_names_the_file_and_field_changed_and_the_cheapest_way_to_clear_it(workspace, tiny_model,
+                                                                                        monkeypatch):
+    import yaml
+
+    module = f"minus_words_{os.getpid()}"
+    source = workspace / f"{module}.py"
+    source.write_text(MINUS)
+    monkeypatch.chdir(workspace)
+    run = Run(emit_run("closed", rewards=[{"name": f"{module}.last_number_reward"}]))
+    pass_inspection(run.dir)
+
+    def gate():
+        proc, result = run_cli_json("check-inspection-gate", str(run.dir), here=True, cwd=workspace)
+        assert proc.returncode == 1 and not result["passed"], result
+        return result["reason"], result["how_to_clear"]
+
+    source.write_text(MINUS.replace("1.0", "0.5"))  # the reward: rescores the same samples
+    reason, how = gate()
+    assert f"{module}.py changed" in reason, reason  # before: "its code, or a local module it imports"
+    assert "re-inspect only" in how and "sample-completions" not in how, how
+    source.write_text(MINUS)
+
+    config = yaml.safe_load(run.config.read_text())
+    data = Path(config["datasets"][0]["data_files"])
+    data = data if data.is_absolute() else run.dir / data
+    rows = data.read_text()
+    data.write_text(rows + rows.splitlines()[0] + "\n")  # the data: another sample would differ
+    reason, how = gate()
+    assert f"{data.name}: its content changed" in reason and "sha256" not in reason, reason  # before: JSON blobs
+    assert "re-sample" in how and "sample-completions" in how, how
+    data.write_text(rows)
+
+    text = run.config.read_text()
+    limit = config["max_completion_length"]
+    run.config.write_text(text.replace(f"max_completion_length: {limit}\n", f"max_completion_length: {limit * 2}\n"))
+    reason, how = gate()
+    assert f"max_completion_length: {limit} -> {limit * 2}" in reason, reason
+    assert "re-sample" in how and "sample-completions" in how, how
