@@ -42,7 +42,8 @@ def _looked_in() -> list[str]:
     seen, out = set(), []
     for entry in sys.path:
         real = os.path.realpath(entry or os.getcwd())
-        if real in seen or not os.path.isdir(real) or any(real == p or real.startswith(p + os.sep) for p in prefixes) or "-packages" in real:
+        installed = any(real == p or real.startswith(p + os.sep) for p in prefixes) or "-packages" in real
+        if real in seen or not os.path.isdir(real) or installed:
             continue
         seen.add(real)
         out.append(real)
