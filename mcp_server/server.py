@@ -169,8 +169,24 @@ class _Server(MCPServer):
         return tools
 
 
+def package_version() -> str:
+    """The installed package's version (pyproject.toml's, as the MCP handshake's serverInfo reports it); a
+    checkout run without installing reads its pyproject.toml."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llm-finetuning")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"] if pyproject.is_file() else "unknown"
+
+
 mcp = _Server(
     "llm-finetuning",
+    version=package_version(),
     instructions=(
         "Fine-tune language models with GRPO / RLVR on Hugging Face TRL. Every number and check comes "
         "from these tools: emit and validate configs, plan memory, inspect rewards, launch, monitor and "

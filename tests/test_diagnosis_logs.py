@@ -98,6 +98,8 @@ class Shape:
     says: dict = field(default_factory=dict)  # code: text its explanation holds, where the words are the point
     export: bool = False  # the log calls as a W&B CSV export (rows in the order given), not progress.jsonl
     refused: str | None = None  # diagnose_run refuses the run: text its UserInputError holds
+    says_not: dict = field(default_factory=dict)  # code: texts its explanation must not hold
+    files: dict = field(default_factory=dict)  # other files under the run directory (relative path: JSON value)
 
 
 def one(**series) -> Callable:
@@ -221,6 +223,25 @@ SHAPES: tuple[Shape, ...] = (
           one(**{"completions/clipped_ratio": [1.0] * 12, "completions/mean_terminated_length": [0.0] * 12,
                  "completions/mean_length": [24.0] * 12}),
           {"completions_never_terminate": "error"}),
+    # Issue 49's walk: step 2 of a LoRA run at 5e-4 with 12-token completions, whose base samples the inspection
+    # found 92% cut already: the cut is no symptom of an update "ranked above" (nothing is), and the rate's note
+    # does not call a run with an error finding healthy.
+    Shape("no completion ends by step 2, the base samples already cut (inspection)",
+          lambda: [run_logs(2, series={"completions/clipped_ratio": [0.92, 1.0],
+                                       "completions/mean_terminated_length": [3.0, 0.0],
+                                       "completions/mean_length": [11.8, 12.0]})],
+          {"completions_never_terminate": "error", "lr_out_of_range": "info"},
+          config={"use_peft": True, "learning_rate": 5e-4, "max_completion_length": 12},
+          files={"inspection/samples.meta.json": {"lengths": {"truncated_share": 0.9219, "max_new_tokens": 12}}},
+          says={"completions_never_terminate": "already 92% cut at max_new_tokens=12"},
+          says_not={"completions_never_terminate": ["ranked above", "symptom of the update"],
+                    "lr_out_of_range": ["healthy"]}),
+    Shape("no completion ends after some did, nothing else logged wrong",
+          lambda: [run_logs(4, series={"completions/clipped_ratio": [0.5, 1.0, 1.0, 1.0],
+                                       "completions/mean_terminated_length": [6.0, 0.0, 0.0, 0.0]})],
+          {"completions_never_terminate": "error"},
+          says={"completions_never_terminate": "nothing else logged"},
+          says_not={"completions_never_terminate": ["ranked above"]}),
     Shape("completions cut more and more", one(**{"completions/clipped_ratio": ramp(0.0, 0.7)}),
           {"completions_truncated": "error"}),
     Shape("completion length collapses", one(**{"completions/mean_length": ramp(20.0, 3.0)}),
@@ -289,6 +310,9 @@ def build(shape: Shape, root: Path) -> Path:
         (run / "train" / "logs" / "stdout.log").write_text(shape.stdout)
     for name, value in shape.logs_files.items():
         (run / "train" / "logs" / name).write_text(json.dumps(value))
+    for name, value in shape.files.items():
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text(json.dumps(value))
     return run
 
 
@@ -310,6 +334,9 @@ def test_a_log_shape_gets_exactly_its_findings(shape, tmp_path, workspace):
         assert d.last_step == shape.last_step
     for code, text in shape.says.items():
         assert text in next(f.explanation for f in d.findings if f.code == code)
+    for code, texts in shape.says_not.items():
+        said = next(f.explanation for f in d.findings if f.code == code)
+        assert not [t for t in texts if t in said], said
 
 
 def test_every_finding_code_has_a_row():

@@ -444,7 +444,7 @@ def test_train_dir_config_fields_and_model_files_are_pinned(workspace, tiny_mode
     swapped = text.replace('"vocab_size"', '"vocab_sizf"', 1)
     assert swapped != text and len(swapped) == len(text)
     model_config.write_text(swapped)
-    _closed(run_dir, "the model changed", "files_sha256")
+    _closed(run_dir, "the model changed", "its files changed")
     model_config.write_text(text)
     assert check_inspection_gate(run_dir).passed
 

@@ -61,6 +61,17 @@ def test_first_screen_has_install_data_and_the_whole_sequence():
     assert "/finetune" in first
 
 
+def test_the_first_screen_says_how_the_cli_gets_on_path_and_what_a_first_check_needs():
+    """Issue 49's blind walk: nothing said how `llm-finetuning` gets on PATH, and Claude Code's need for
+    `--prepare` and Gemini CLI's Disabled server outside a trusted folder were only in docs/harnesses.md."""
+    first = README.read_text(encoding="utf-8").splitlines()[:40]
+    assert any(line.startswith(". ") and line.split()[1].endswith(".venv/bin/activate") for line in first)
+    assert any("--prepare" in line and "Claude Code" in line and "fails" in line for line in first)
+    assert any("gemini extensions" in line and "trust" in line and "Disabled" in line for line in first)
+    for page in ("guide.md", "walkthrough.md"):
+        assert ".venv/bin/activate" in (ROOT / "docs" / page).read_text(encoding="utf-8"), page
+
+
 def test_the_data_example_is_what_the_default_rewards_score():
     """A completion in the format the example's prompts ask for, with the row's answer, earns both default rewards;
     the same completion with a wrong number earns the format reward only."""

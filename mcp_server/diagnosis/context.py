@@ -104,6 +104,10 @@ def significant_change(points: list[tuple[int, float]]) -> float:
     b, se = slope(points)
     return b * span if abs(b) > 2 * se else 0.0
 
+# The share of the base model's inspected samples cut at the limit from which truncation is the task's or the
+# limit's (it was there before any update), not a symptom of training.
+BASE_CUT = 0.5
+
 
 class Ctx:
     """The run plus derived facts several rules share."""
@@ -254,6 +258,37 @@ class Ctx:
         if self.get("importance_sampling_level") == "sequence":
             return GSPO_CLIP_WARN, GSPO_CLIP_ERROR
         return CLIP_RATIO_WARN, CLIP_RATIO_ERROR
+
+    def cut_before_training(self) -> bool:
+        """Most of the base model's inspected samples were cut at the limit already (BASE_CUT): a truncation
+        finding then has no cause in the update."""
+        base = self.base_truncation()
+        return base is not None and base[0] >= BASE_CUT
+
+    def base_truncation(self) -> tuple[float, int | None] | None:
+        """(share, max_new_tokens) of the base model's samples cut at the limit, as the run's inspection measured
+        them before any training (inspection/samples.meta.json's lengths); None when the run has none."""
+        home = getattr(self.run, "home", None)
+        if home is None:
+            return None
+        from mcp_server.userfiles import read_json_if_present
+
+        try:
+            lengths = (read_json_if_present(home.samples_meta) or {}).get("lengths") or {}
+        except (OSError, ValueError):
+            return None
+        share, limit = lengths.get("truncated_share"), lengths.get("max_new_tokens")
+        if not isinstance(share, (int, float)) or isinstance(share, bool):
+            return None
+        return float(share), limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+    def cause_above(self) -> list[str]:
+        """What another finding ranks above a completion-length symptom as its cause: the run diverges, its rate is
+        far above the range, or its KL, entropy or length moves. Empty: nothing logged explains it."""
+        causes = ["the run diverges"] if self.diverged else []
+        if self.rate_far_above():
+            causes.append(f"learning_rate={self.learning_rate[0]:g} is far above the range")
+        return causes + [r for r in self.moving_away() if not r.endswith(" is falling")]
 
     def moving_away(self) -> list[str]:
         """Why raising the learning rate would make this run worse: the reward falls, KL grows, entropy moves.

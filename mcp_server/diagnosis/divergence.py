@@ -62,8 +62,8 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
     if lr > high:
         severity = "error" if ctx.diverged else "warning" if away else "info"
         what = ("and the run diverged" if ctx.diverged else f"and {'; '.join(away)}" if away else
-                "but the run's metrics are healthy: a note, not a symptom (a small model or training from scratch "
-                "can need it); lower it if a divergence finding appears")
+                "but no divergence, KL, entropy or length change it would cause is logged: a note, not a symptom "
+                "(a small model or training from scratch can need it); lower it if a divergence finding appears")
         return [finding("lr_out_of_range", severity, [evidence],
                         f"learning_rate={lr:g} is above GRPO's settled range for {mode} fine-tuning "
                         f"({low:g}-{high:g}), "

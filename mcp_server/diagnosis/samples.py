@@ -198,10 +198,12 @@ def rule_never_terminate(ctx: Ctx) -> list[DiagnosisFinding]:
     if ended_before:
         evidence.append(Evidence(metric="completions/mean_terminated_length", step=ended_before[-1][0],
                                  value=ended_before[-1][1]))
+        causes = ctx.cause_above()
         why = (f"Completions ended on their own until step {ended_before[-1][0]} ({ended_before[-1][1]:.3g} tokens) "
-               "and "
-               "none has since: the policy stopped emitting its end-of-sequence token, which is a symptom of the "
-               "update breaking the model (see the findings ranked above), not of the limit.")
+               "and none has since: the policy stopped emitting its end-of-sequence token"
+               + (f", which is a symptom of the update breaking the model ({'; '.join(causes)}: see those findings), "
+                  "not of the limit." if causes else
+                  ", and nothing else logged (divergence, KL, entropy, length) says the update broke it."))
     else:
         why = ("No completion has ended at all. Either the model never emits the token the trainer stops on (the "
                "tokenizer's eos_token must be the chat template's end-of-turn token, e.g. <|im_end|>, and the "
@@ -209,6 +211,15 @@ def rule_never_terminate(ctx: Ctx) -> list[DiagnosisFinding]:
                "template (plain-text prompts to a chat model), a thinking model spends the whole budget thinking "
                "(chat_template_kwargs: {enable_thinking: false}, or a larger limit), or the limit is shorter than "
                "any complete answer. sample_completions on the base model shows which.")
+    base = ctx.base_truncation()
+    if ctx.cut_before_training():  # the base model's own samples, before any update, were cut already
+        at = f"max_new_tokens={base[1]}" if base[1] is not None else "the sampling limit"
+        evidence.append(Evidence(metric="inspection: base samples cut at the limit (samples.meta.json)",
+                                 value=base[0]))
+        why = (f"This was so before training: the inspection's samples of the base model were already {base[0]:.0%} "
+               f"cut at {at}, so the limit is shorter than the answers (or the model does not stop), not an effect "
+               "of the update. Sample the base model with a longer limit to see where its answers end, and set "
+               "max_completion_length from that.")
     return [finding("completions_never_terminate", "error", evidence,
                     f"Every completion of the last {len(late)} log(s) was cut at {ctx.limit_text()} "
                     f"and none ended: each is scored unfinished, which is why groups get identical rewards. {why} "

@@ -49,6 +49,8 @@ def onset(ctx: Ctx, finding: DiagnosisFinding) -> int | None:
 def can_cause(ctx: Ctx, cause: DiagnosisFinding, effect: DiagnosisFinding) -> bool:
     if cause is effect or cause.severity == "info" or effect.code not in REGISTRY[cause.code].causes:
         return False
+    if effect.code in ("completions_never_terminate", "completions_truncated") and ctx.cut_before_training():
+        return False  # the base model's samples were cut before any update: no training finding caused it
     if cause.code == "lr_out_of_range":  # a low rate explains a flat reward, a high one a divergence
         lr, _ = ctx.learning_rate
         low = lr is not None and lr < ctx.lr_range()[0]

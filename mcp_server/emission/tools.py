@@ -66,7 +66,7 @@ TOOLS = [
             lambda r: r.validation.valid and fits(r), name="emit-config",
             whole_request="The whole request as JSON (inline or @file.json); flags override it.",
             hide=("dataset_config", "dataset_split", "prompt_column", "answer_column", "lora_r", "lora_alpha",
-                  "lora_target_modules", "overrides", "override_reason"),
+                  "lora_target_modules", "overrides"),
             extra=_add_overrides, fold=_fold_overrides,
         ),
     ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from mcp_server.errors import UserInputError
+from mcp_server.rewards.dotted import import_dirs
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import Run
 from mcp_server.userfiles import read_text
@@ -30,8 +31,19 @@ def read_samples(run: Run) -> list[dict]:
     return samples
 
 
+def run_reward_imports(run: Run) -> None:
+    """Where a run's custom reward modules are imported from, whatever directory the command runs in: the
+    workspace the run belongs to (runs/<name>/ sits in it) first, then the reviewed copy (inspection/reward_code/)
+    last, for a module the workspace no longer holds. The workspace's copy stays first: it is what a person edits,
+    and the gate must see an edit (the trainer imports the copy; the gate refuses a copy that is not that code)."""
+    import_dirs(run.dir.resolve().parent.parent,
+                last=run.reward_code.resolve() if run.reward_code.is_dir() else None)
+
+
 def read_run_rewards(run: Run) -> list[dict]:
-    """The run's reward definition (train/rewards.json: a list of RewardSpec dicts)."""
+    """The run's reward definition (train/rewards.json: a list of RewardSpec dicts); its custom modules are then
+    importable as run_reward_imports says."""
+    run_reward_imports(run)
     path = run.rewards
     if not path.is_file():
         raise UserInputError(

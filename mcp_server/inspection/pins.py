@@ -299,20 +299,67 @@ def _short(value) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def changes(old: dict, new: dict) -> list[str]:
-    """One line per pinned part that differs, naming it and (briefly) what it was and is."""
+# The pinned parts a new verdict can follow with the same samples: a reward change rescores what was sampled and
+# changes nothing about how it was drawn (record_inspection_verdict checks the samples' config_pins, which hold no
+# reward code, against the config: gate._check_samples_back_a_pass). Every other part is what sampling read (the
+# model, data, sampling and other config fields, reward_weights/reward_funcs: config_pins; train.py and the files
+# beside it, which its loader runs: "trained"; the prompt column; the agentic environment), so it needs new samples.
+SAMPLES_STAY_VALID = frozenset({"reward_code"})
+
+
+def _sources(entries) -> dict[str, str]:
+    """source file -> sha256 of a data pin (a list of entries, each with its sources)."""
+    out = {}
+    for entry in entries if isinstance(entries, list) else []:
+        for source in (entry.get("sources") or []) if isinstance(entry, dict) else []:
+            if isinstance(source, dict) and source.get("source"):
+                out[str(source["source"])] = source.get("sha256")
+    return out
+
+
+def _data_diff(before, after) -> str:
+    """What changed in the data pin, by file and field, not as JSON."""
+    old, new = _sources(before), _sources(after)
+    said = [f"{f}: its content changed" for f in old if f in new and old[f] != new[f]]
+    said += [f"{f} added" for f in new if f not in old] + [f"{f} no longer read" for f in old if f not in new]
+    entries = [(b, a) for b, a in zip(before, after) if isinstance(b, dict) and isinstance(a, dict)] if isinstance(
+        before, list) and isinstance(after, list) else []
+    for b, a in entries:
+        said += [f"{k}: {_short(b.get(k))} -> {_short(a.get(k))}" for k in dict.fromkeys([*b, *a])
+                 if k != "sources" and b.get(k) != a.get(k)]
+    if isinstance(before, list) and isinstance(after, list) and len(before) != len(after):
+        said.append(f"{len(before)} -> {len(after)} data entries")
+    return "; ".join(said) or f"{_short(before)} -> {_short(after)}"
+
+
+def _field_diff(key: str, before: dict, after: dict) -> str:
+    said = []
+    for k in dict.fromkeys([*before, *after]):
+        if before.get(k) == after.get(k):
+            continue
+        if key == "model" and k == "files_sha256":
+            said.append("its files changed")
+        else:
+            said.append(f"{k}: {_short(before.get(k))} -> {_short(after.get(k))}")
+    return "; ".join(said)
+
+
+def changes(old: dict, new: dict, reward_detail: str | None = None) -> list[str]:
+    """One line per pinned part that differs, naming it and (briefly) what it was and is: the file and field, never
+    a JSON blob. `reward_detail`: what of the reward changed, where the caller can tell (the files, the specs)."""
     lines = []
     for key in dict.fromkeys([*old, *new]):
         before, after = old.get(key), new.get(key)
         if before == after:
             continue
         name = PART_NAMES.get(key, key)
-        if isinstance(before, dict) and isinstance(after, dict):
-            diffs = [f"{k}: {_short(before.get(k))} -> {_short(after.get(k))}" for k in dict.fromkeys([*before, *after])
-                     if before.get(k) != after.get(k)]
-            lines.append(f"{name} changed ({'; '.join(diffs)})")
+        if key == "data":
+            lines.append(f"{name} changed ({_data_diff(before, after)})")
+        elif isinstance(before, dict) and isinstance(after, dict):
+            lines.append(f"{name} changed ({_field_diff(key, before, after)})")
         elif key == "reward_code":
-            lines.append("the reward changed (a name, param or weight in train/rewards.json, its code, or a local "
+            lines.append(f"the reward changed ({reward_detail})" if reward_detail else
+                         "the reward changed (a name, param or weight in train/rewards.json, its code, or a local "
                          "module it imports)")
         elif key == "script":
             lines.append(f"{name} changed")

@@ -16,6 +16,40 @@ from mcp_server.interpreter import user_code_allowed
 from mcp_server.rewards.sources import record_import, static_spec
 
 
+class RewardImportError(UserInputError):
+    """A reward's module cannot be imported from where this process looks (`looked_in`): the fix is the import
+    path (the directory the command runs from, PYTHONPATH), not the reward or its review."""
+
+    def __init__(self, field: str, message: str, fix: str):
+        self.fix = fix
+        super().__init__(field, f"{message}; {fix}")
+
+
+def import_dirs(*folders: Path | str, last: Path | str | None = None) -> None:
+    """Put `folders` first on sys.path (in order) and `last` at its end, each once: where a run's custom rewards
+    are imported from whatever directory a command runs in."""
+    for folder in reversed([str(f) for f in folders]):
+        if folder in sys.path:
+            sys.path.remove(folder)
+        sys.path.insert(0, folder)
+    if last is not None and str(last) not in sys.path:
+        sys.path.append(str(last))
+
+
+def _looked_in() -> list[str]:
+    """The user directories on sys.path (not the interpreter's own or its installed packages), as looked in."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    seen, out = set(), []
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        installed = any(real == p or real.startswith(p + os.sep) for p in prefixes) or "-packages" in real
+        if real in seen or not os.path.isdir(real) or installed:
+            continue
+        seen.add(real)
+        out.append(real)
+    return out
+
+
 def import_dotted(path: str, field: str) -> Callable:
     """A function named by a dotted path, imported the way `trl grpo --reward_funcs` does (cwd on sys.path); in the
     read-only mode an `Unimported` stand-in for it, found on disk."""
@@ -31,7 +65,14 @@ def import_dotted(path: str, field: str) -> Callable:
                 raise
             sys.path.insert(0, os.getcwd())
             module = importlib.import_module(module_path)
-    except Exception as exc:  # any import failure is the user's path or module
+    except ModuleNotFoundError as exc:  # the module (or one it imports) is not where this process looks
+        top = (exc.name or module_path).split(".")[0]
+        where = ", ".join(_looked_in()) or "no user directory"
+        raise RewardImportError(
+            field, f"cannot import module '{module_path}' for reward '{path}': {exc} (looked in {where}, then the "
+            "installed packages)", f"to fix: run the command from the directory that holds {top}.py (or the "
+            f"{top}/ package), or add that directory to PYTHONPATH") from None
+    except Exception as exc:  # any other import failure is the user's module
         raise UserInputError(field, f"cannot import module '{module_path}' for reward '{path}': {exc}") from None
     if module_path not in before:  # what this import loaded, by whatever name (the reward-code hash follows it)
         record_import(module_path, before)
@@ -92,3 +133,30 @@ def find_dotted(path: str, field: str) -> Unimported:
     if not _defines(tree, attr):
         raise UserInputError(field, f"module '{module_path}' ({origin}) defines no '{attr}' at its top level")
     return Unimported(module_path, attr, Path(origin))
+
+
+def local_definitions(attr: str, limit: int = 200) -> list[str]:
+    """`module.attr` for each top-level module (*.py) in the workspace and the current directory that defines
+    `attr` at its top level, read without running it: what a bare name that is no registry reward most likely
+    meant (the user's own reward beside their data)."""
+    from mcp_server.workspace import workspace_root
+
+    found, seen = [], set()
+    for folder in dict.fromkeys([workspace_root(), Path.cwd().resolve()]):
+        try:
+            files = sorted(folder.glob("*.py"))[:limit]
+        except OSError:
+            continue
+        for file in files:
+            if file.stem in seen or not file.stem.isidentifier() or not file.is_file():
+                continue
+            seen.add(file.stem)
+            try:
+                if file.stat().st_size > 1_000_000:
+                    continue
+                tree = ast.parse(file.read_bytes())
+            except (OSError, SyntaxError, ValueError):
+                continue
+            if _defines(tree, attr):
+                found.append(f"{file.stem}.{attr}")
+    return found

@@ -23,7 +23,7 @@ from mcp_server.errors import UserInputError, closest_names, validation_message
 from mcp_server.rewards.basic import make_correctness_reward, make_format_reward
 from mcp_server.rewards.code import make_code_execution_reward
 from mcp_server.rewards.declared import Reward, declared
-from mcp_server.rewards.dotted import Unimported, import_dotted
+from mcp_server.rewards.dotted import Unimported, import_dotted, local_definitions
 from mcp_server.rewards.json_schema import make_json_schema_reward
 from mcp_server.rewards.judge import make_rubric_judge
 from mcp_server.rewards.length import make_length_penalty, make_soft_overlong_punishment
@@ -116,6 +116,13 @@ def _build_one(spec: RewardSpec, field: str) -> Callable:
                 f"params apply to registry rewards only; '{name}' is a dotted path to a ready reward function",
             )
         return import_dotted(name, f"{field}.name")
+    local = local_definitions(name) if name.isidentifier() else []
+    if local:  # the user's own function beside their data, named without its module
+        raise UserInputError(
+            f"{field}.name", f"unknown reward '{name}'; did you mean {' or '.join(repr(d) for d in local)} (a module "
+            f"in the workspace defines it)? A custom reward is named module.function; registry names: "
+            f"{', '.join(REGISTRY)}",
+        )
     raise UserInputError(
         f"{field}.name",
         f"unknown reward '{name}'; {_closest(name)}registry names: {', '.join(REGISTRY)}; "
