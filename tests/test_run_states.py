@@ -243,7 +243,9 @@ def expected(cell: Cell) -> dict:
       (changed in size, a file gone or added, its own digest rewritten) or is refused by resume (same size, other
       bytes);
     - stop: nothing to stop (nothing killed), naming the latest checkpoint;
-    - resume: refused (state) when never launched or its record is lost, (checkpoint) without one;
+    - resume: refused (state) when never launched, its record is lost or it succeeded (issue 49: a resume of a
+      succeeded run trained past max_steps over its promoted model), (checkpoint) without one or when the latest is
+      at max_steps;
     - promote: judges the output_dir only of a succeeded run (or a model placed in a never-launched one)."""
     events = list(cell.events)
     launched = any(e.member == "run_json" for e in events)
@@ -276,11 +278,11 @@ def expected(cell: Cell) -> dict:
     listed = [s for s in saved if not (s == 2 and cell.variant in ("file-removed", "file-truncated", "file-added",
                                                                    "digest-rewritten"))]
     latest = f"checkpoint-{listed[-1]}" if listed else None
-    if not launched or cell.variant == "record-lost":
+    if not launched or cell.variant == "record-lost" or state == "succeeded":  # a succeeded run: a new run trains on
         resume = ("refused", "state")
     elif latest is None:
         resume = ("refused", "checkpoint")
-    elif cell.variant == "file-replaced":
+    elif cell.variant == "file-replaced" or listed[-1] >= 4:  # max_steps 4 (make_template): never trained past it
         resume = ("refused", "checkpoint")
     else:
         resume = ("from", latest)
