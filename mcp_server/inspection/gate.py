@@ -26,7 +26,7 @@ from mcp_server.inspection.pins import changes, config_pins, run_pins
 from mcp_server.inspection.trained import keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, resolve_run
-from mcp_server.userfiles import read_json
+from mcp_server.userfiles import read_json, read_json_if_present
 from mcp_server.workspace import atomic_write_json, sha256_file
 
 CLI = "llm-finetuning"
@@ -190,6 +190,7 @@ def _check_samples_back_a_pass(run: Run) -> dict:
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     _check_reviewer(request.reviewer)
     run = resolve_run(request.run)
+    _check_not_launched(run)
     review = _read_review(run)
     if not run.samples.is_file():
         raise UserInputError("run", f"{run.samples} is gone: run sample_completions and inspect_rewards again")
@@ -224,6 +225,21 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         samples_sha256=record["samples_sha256"],
         gate=check_inspection_gate(run),
     )
+
+
+def _check_not_launched(run: Run) -> None:
+    """A launched run's verdict and inspection/reward_code/ are what its launch passed through (the trainer imports
+    the kept code): never rewritten, while it runs or after (issue 49: a re-recorded pass replaced them mid-run, no
+    copy kept, and the model card showed it as the launch's)."""
+    launched = run.launched_evidence()
+    if not launched:
+        return
+    recorded = (read_json_if_present(run.run_json) or {}).get("state")
+    state = f"launched (run.json last recorded it {recorded})" if isinstance(recorded, str) else "launched"
+    raise UserInputError("run", f"{run.name} is {state}: it holds {', '.join(launched[:4])}, and its inspection "
+                         "verdict and reward code are what that launch passed through, so they are never rewritten. "
+                         "To review other rewards or samples, emit_grpo_config (without run_dir) for a new run and "
+                         "sample, inspect and record its verdict there")
 
 
 def _check_reviewer(reviewer: str) -> None:
