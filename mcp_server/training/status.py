@@ -26,6 +26,7 @@ from mcp_server.training.trainer.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.processes import one_look
 from mcp_server.training.runrecord import checkpoints, sync_run_json
+from mcp_server.reporting import Report, silent
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.training.stopping import stop_wait
 from mcp_server.worker import runs_in_training
@@ -211,7 +212,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 
 
 # ---------------------------------------------------------------- stop_training
-def stop_training(request: StopRequest) -> StopResult:
+def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     """Stop a live run through the launcher that started it (launchers.launcher_of): it asks the run for a
     checkpoint at its next step end and waits for that step (`timeout_s`, else as long as its logs say a step
     takes: stopping.stop_wait); it ends the run early only when asked to `kill` (local: the verified process
@@ -227,7 +228,13 @@ def stop_training(request: StopRequest) -> StopResult:
                           checkpoint=str(done[-1]) if done else None,
                           message=f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
-    wait = request.timeout_s if request.timeout_s is not None else stop_wait(run)[0]
+    wait, took = stop_wait(run)
+    wait = request.timeout_s if request.timeout_s is not None else wait
+    if wait > 0:  # at once: the wait can be minutes on a CPU (issue 49: 2m49s of silence)
+        step = (last_progress(run) or {}).get("step")
+        which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
+        report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (at most "
+               f"{wait:.0f} s" + (f"; its steps take up to {took:.0f} s" if took else "") + ")")
     return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
 
 
