@@ -201,6 +201,7 @@ class EmitResult(BaseModel):
     validation: ValidationResult = Field(description="Validation of the emitted config for the target.")
     launch_command: str = Field(description="How to start it as the memory plan lays it out: train.py itself on one "
                                 "GPU, launch_training (accelerate, DeepSpeed, `trl vllm-serve`) on several.")
-    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: what was kept on disk "
-                             "(the run directory, to read and fix) and that nothing launches from it until it "
-                             "validates.")
+    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: a refused emission "
+                             "writes nothing (a new run directory is not created, a run_dir is left as it was); "
+                             "one that only does not fit keeps its files, to read and fix, and nothing launches "
+                             "from it until it validates.")
