@@ -165,3 +165,28 @@ def test_a_kill_is_asked_for_and_never_reported_as_a_success(workspace):
         assert proc.wait(timeout=30) is not None and not status(run_dir, env)["alive"]
     finally:
         end(proc)
+
+
+def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspace):
+    """Issue 49: after a resume, training_status's ETA used the resumed attempt's one 21 s step (timed from its
+    start) when the others took 200-360 s: "ETA 1.4 min" with 14 minutes to go. The walk's own step times: steps
+    1-3 of the first attempt, step 4 the resume's first; the median of the recent steps across attempts is the
+    step time."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, "resumed", step=1, start=300)  # alive, logs nothing more here
+    try:
+        logs = run_dir / "train" / "logs"
+        started = json.loads((run_dir / "run.json").read_text())["started_ts"]
+        times = [358.8825, 207.1374, 305.0167, 21.0319]
+        ends = [started - 900, started - 690, started - 380, started + 21]  # the resume began before step 4
+        (logs / "progress.jsonl").write_text("".join(
+            json.dumps({"step": i + 1, "time": end, "step_time": t, "loss": 0.1}) + "\n"
+            for i, (t, end) in enumerate(zip(times, ends))))
+        (logs / "train-begin.json").write_text(json.dumps({"max_steps": 10, "global_step": 3, "time": started}))
+        seen = status(run_dir, env)
+        assert (seen["state"], seen["step"], seen["max_steps"]) == ("running", 4, 10), seen
+        median = (207.1374 + 305.0167) / 2
+        assert seen["eta_s"] == pytest.approx(6 * median, abs=0.5), seen  # was 6 x 21 s
+        assert f"ETA {6 * median / 60:.1f} min" in seen["message"], seen["message"]
+    finally:
+        end(proc)
