@@ -145,7 +145,12 @@ def test_a_custom_reward_beside_the_data_trains_exactly_as_reviewed(workspace, t
     (run.reward_code / f"{module}_helper.py").write_text("WEIGHT = 2.0\n")
     proc, gate = run_cli_json("check-inspection-gate", str(run.dir), here=True, cwd=workspace)
     assert proc.returncode == 1 and not gate["passed"] and f"{module}_helper.py" in gate["reason"], gate
-    assert "record the verdict again" in gate["how_to_clear"]
+    # a launched run's verdict is never recorded again (issue 49): the way on is the copy put back, or a new run
+    assert "put back what changed" in gate["how_to_clear"] and "new run" in gate["how_to_clear"], gate
+    proc = run_cli("record-inspection-verdict", str(run.dir), "--verdict", "pass", "--reviewer", "ana",
+                   "--agree-rest", cwd=workspace)
+    assert proc.returncode == 2 and "is launched" in proc.stderr, proc.stderr
+    assert (run.reward_code / f"{module}_helper.py").read_text() == "WEIGHT = 2.0\n"  # nothing rewritten
 
 
 def test_a_drift_suite_the_base_model_scores_nothing_on_says_it_measured_nothing(workspace, tiny_model, tmp_path):

@@ -378,9 +378,19 @@ def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None) ->
     return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)
 
 
+def _for_this_run(run: Run, how: str) -> str:
+    """The way on, as this run allows it: a launched run's verdict is never recorded again
+    (_check_not_launched), so what leads there names what does."""
+    if "verdict" not in how or not run.launched_evidence():
+        return how
+    return ("put back what changed since the verdict (its pins), or emit_grpo_config (without run_dir) for a new "
+            "run and sample, inspect and record its verdict there: this run was launched, so its verdict is never "
+            "recorded again")
+
+
 def _closed(run: Run, reason: str, how: str) -> GateResult:
     return GateResult(
-        passed=False, reason=reason, how_to_clear=how, run_dir=str(run.dir),
+        passed=False, reason=reason, how_to_clear=_for_this_run(run, how), run_dir=str(run.dir),
         verdict_path=str(run.verdict) if run.verdict.is_file() else None,
     )
 
@@ -478,8 +488,9 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     if moved:
         return GateResult(
             passed=False, reason=f"changed since the verdict ({who}): " + "; ".join(moved),
-            how_to_clear="put back what changed, or (for another model, data set or sampling settings) run "
-            f"sample_completions (CLI: {CLI} sample-completions {run.name}) again, then " + inspect_again,
+            how_to_clear=_for_this_run(run, "put back what changed, or (for another model, data set or sampling "
+                                       f"settings) run sample_completions (CLI: {CLI} sample-completions "
+                                       f"{run.name}) again, then " + inspect_again),
             run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,
         )
     unkept = unkept_reward_code(run, rewards)
