@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.config import GRPOView
@@ -36,6 +35,7 @@ from mcp_server.evaluation.evaluate import (
 )
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, ItemResult, PromoteRequest, PromotionResult
+from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift, judge_rerun
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model, resolve_loadable
@@ -48,21 +48,6 @@ from mcp_server.training.runstate import derive_state
 from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
-
-NOISE_POINTS = 1.0
-HARD_FAIL_POINTS = 5.0
-DRIFT_ALPHA = 0.05  # the reruns' pooled paired test: a drop beyond noise at this two-sided p
-
-
-@dataclass(frozen=True)
-class RerunJudgement:
-    drops: dict[str, float]  # drop in points per rerun seed
-    mean_drop: float
-    gained: int  # (item, seed) pairs the checkpoint passes and the base fails, over every rerun
-    lost: int
-    p_value: float  # exact McNemar, two-sided, over those pairs
-    noise: bool  # the drift is within budget
-
 
 DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
 
@@ -106,30 +91,6 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
     write_once(path, json.dumps({"model": base, "suite": str(suite), "suite_sha256": sha, "pass_rate": rate,
                                  "max_new_tokens": max_new_tokens}, indent=2) + "\n")
     return rate
-
-
-def judge_drift(base_rate: float, ckpt_rate: float) -> str:
-    if base_rate * 100 <= NOISE_POINTS + 1e-9:  # no drop beyond noise can show below the base's score
-        return "unmeasured"
-    drop = (base_rate - ckpt_rate) * 100
-    if drop <= NOISE_POINTS + 1e-9:
-        return "noise"
-    return "rerun" if drop <= HARD_FAIL_POINTS + 1e-9 else "hard_fail"
-
-
-def judge_rerun(base: dict[str, list[bool]], checkpoint: dict[str, list[bool]]) -> RerunJudgement:
-    """The sampled reruns' per-item results, by seed: the drops, their mean and whether the drift is noise. Real only
-    when the mean drop is over the noise budget (1 point) AND the (item, seed) pairs, pooled, show the checkpoint
-    worse beyond noise (exact McNemar, lost > gained, p < 0.05). The same item under several seeds is not an
-    independent pair, so pooling overstates the evidence: it errs toward calling a drop real, the gate's safe side."""
-    drops = {seed: round((sum(base[seed]) - sum(checkpoint[seed])) / max(len(base[seed]), 1) * 100, 2)
-             for seed in base}
-    mean = round(sum(drops.values()) / max(len(drops), 1), 2)
-    pooled = compare_paired([p for seed in base for p in base[seed]],
-                            [p for seed in base for p in checkpoint[seed]])
-    real = mean > NOISE_POINTS + 1e-9 and pooled.lost > pooled.gained and pooled.p_value < DRIFT_ALPHA
-    return RerunJudgement(drops=drops, mean_drop=mean, gained=pooled.gained, lost=pooled.lost,
-                          p_value=pooled.p_value, noise=not real)
 
 
 def check_drift(

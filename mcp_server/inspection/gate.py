@@ -20,13 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.files import read_run_rewards
+from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.pins import changes, config_pins, run_pins
 from mcp_server.inspection.trained import keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, resolve_run
-from mcp_server.userfiles import read_json, read_json_if_present
+from mcp_server.userfiles import read_json
 from mcp_server.workspace import atomic_write_json, sha256_file
 
 CLI = "llm-finetuning"
@@ -190,7 +191,7 @@ def _check_samples_back_a_pass(run: Run) -> dict:
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     _check_reviewer(request.reviewer)
     run = resolve_run(request.run)
-    _check_not_launched(run)
+    refuse_if_launched(run)
     review = _read_review(run)
     if not run.samples.is_file():
         raise UserInputError("run", f"{run.samples} is gone: run sample_completions and inspect_rewards again")
@@ -225,21 +226,6 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         samples_sha256=record["samples_sha256"],
         gate=check_inspection_gate(run),
     )
-
-
-def _check_not_launched(run: Run) -> None:
-    """A launched run's verdict and inspection/reward_code/ are what its launch passed through (the trainer imports
-    the kept code): never rewritten, while it runs or after (issue 49: a re-recorded pass replaced them mid-run, no
-    copy kept, and the model card showed it as the launch's)."""
-    launched = run.launched_evidence()
-    if not launched:
-        return
-    recorded = (read_json_if_present(run.run_json) or {}).get("state")
-    state = f"launched (run.json last recorded it {recorded})" if isinstance(recorded, str) else "launched"
-    raise UserInputError("run", f"{run.name} is {state}: it holds {', '.join(launched[:4])}, and its inspection "
-                         "verdict and reward code are what that launch passed through, so they are never rewritten. "
-                         "To review other rewards or samples, emit_grpo_config (without run_dir) for a new run and "
-                         "sample, inspect and record its verdict there")
 
 
 def _check_reviewer(reviewer: str) -> None:
@@ -378,19 +364,9 @@ def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None) ->
     return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)
 
 
-def _for_this_run(run: Run, how: str) -> str:
-    """The way on, as this run allows it: a launched run's verdict is never recorded again
-    (_check_not_launched), so what leads there names what does."""
-    if "verdict" not in how or not run.launched_evidence():
-        return how
-    return ("put back what changed since the verdict (its pins), or emit_grpo_config (without run_dir) for a new "
-            "run and sample, inspect and record its verdict there: this run was launched, so its verdict is never "
-            "recorded again")
-
-
 def _closed(run: Run, reason: str, how: str) -> GateResult:
     return GateResult(
-        passed=False, reason=reason, how_to_clear=_for_this_run(run, how), run_dir=str(run.dir),
+        passed=False, reason=reason, how_to_clear=way_on_for(run, how), run_dir=str(run.dir),
         verdict_path=str(run.verdict) if run.verdict.is_file() else None,
     )
 
@@ -488,7 +464,7 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     if moved:
         return GateResult(
             passed=False, reason=f"changed since the verdict ({who}): " + "; ".join(moved),
-            how_to_clear=_for_this_run(run, "put back what changed, or (for another model, data set or sampling "
+            how_to_clear=way_on_for(run, "put back what changed, or (for another model, data set or sampling "
                                        f"settings) run sample_completions (CLI: {CLI} sample-completions "
                                        f"{run.name}) again, then " + inspect_again),
             run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,
