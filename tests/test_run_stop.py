@@ -111,6 +111,12 @@ def test_a_stop_that_times_out_leaves_the_run_stopping_and_loses_nothing(workspa
         # saved model ... has training finished?")
         exported = cli_here("export-model", str(run_dir), env=env)
         assert exported.returncode != 0 and "is running, not succeeded" in exported.stderr, exported.stderr
+        # nor is a running run's verdict recorded again (issue 49: it replaced verdict.json and the kept reward code
+        # while the trainer ran)
+        recorded = cli_here("record-inspection-verdict", str(run_dir), "--verdict", "pass", "--reviewer", "ana",
+                            "--agree-rest", env=env)
+        assert recorded.returncode == 2 and "is launched" in recorded.stderr, recorded.stderr
+        assert not (run_dir / "inspection").exists()
         began = time.time()
         stop_proc, stop = run_cli_json("stop-training", str(run_dir), "--timeout", "1", here=True, env=env)
         assert stop_proc.returncode == 0 and stop["state"] == "stopping", stop
