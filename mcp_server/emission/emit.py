@@ -274,14 +274,14 @@ def _refuse_overwriting_own_files(run: Run, request: GRPORecipeRequest) -> None:
                              "run_dir for a new run")
 
 
-WILL_NOT_FIT = "memory_does_not_fit"  # a config TRL accepts that does not fit: kept for plan_memory's levers
+# Errors in the request itself (a reward that does not resolve, a value or field TRL refuses): such an emission is
+# refused and writes nothing. An error of sizing for the target (it does not fit, the data set is smaller than a
+# generation batch) keeps the run: plan_memory's levers and a config edit fix it there.
+REFUSED = ("reward_unresolvable", "invalid_choice", "unknown_field", "wrong_type")
 
 
 def _refused(result: EmitResult) -> bool:
-    """An emission with an error other than the memory plan's (a reward that does not resolve, a field TRL
-    refuses): nothing of it is kept. One that only does not fit (VALID BUT WILL NOT FIT) is kept: its levers are
-    changes to that run's config."""
-    return any(f.severity == "error" and f.code != WILL_NOT_FIT for f in result.validation.findings)
+    return any(f.severity == "error" and f.code in REFUSED for f in result.validation.findings)
 
 
 def _undo_emission_into(run: Run):

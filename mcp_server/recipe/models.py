@@ -202,6 +202,6 @@ class EmitResult(BaseModel):
     launch_command: str = Field(description="How to start it as the memory plan lays it out: train.py itself on one "
                                 "GPU, launch_training (accelerate, DeepSpeed, `trl vllm-serve`) on several.")
     kept: str | None = Field(default=None, description="Set when the config is NOT VALID: a refused emission "
-                             "writes nothing (a new run directory is not created, a run_dir is left as it was); "
-                             "one that only does not fit keeps its files, to read and fix, and nothing launches "
-                             "from it until it validates.")
+                             "(an unresolvable reward, a field or value TRL refuses) writes nothing (no new run "
+                             "directory, a run_dir left as it was); one NOT VALID for its target's sizing keeps its "
+                             "files, to read and fix, and nothing launches from it until it validates.")
