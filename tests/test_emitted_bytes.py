@@ -70,8 +70,11 @@ CASES: dict[str, tuple[dict, dict | None]] = {
     "h100x8-full-7b": ({"model": Q7, "num_gpus": 8}, {}),
     "a100x4-full-3b": ({"model": Q3, "gpu": "A100", "num_gpus": 4}, {}),
     "h100x16-slurm": ({"model": Q7, "num_gpus": 16, "finetune": "lora"}, {"launcher": "slurm", "num_nodes": 2}),
+    # one micro-batch per step: 23 training GPUs' generation batch (23 x 4 completions) fits the tiny task's 75
+    # prompts (a NOT VALID emission writes nothing, issue 49)
     "h100x24-slurm-tiny": ({"model": "tiny", "num_gpus": 24, "finetune": "lora", "rewards": ANY_TEXT_REWARDS,
-                            "overrides": TINY}, {"launcher": "slurm", "num_nodes": 3}),
+                            "overrides": {**TINY, "gradient_accumulation_steps": 1}},
+                           {"launcher": "slurm", "num_nodes": 3}),
     "cpu-agentic": ({"model": "<agentic>", "gpu": "cpu", "environment": "mcp_server.agentic.tiny:VaultEnv",
                      "rewards": CORRECT, "overrides": {**TINY, "max_completion_length": 128}}, None),
 }

@@ -24,7 +24,8 @@ from mcp_server.evaluation.evaluate import baselines_of, evaluate_model, item_pa
 from mcp_server.evaluation.export import export_model
 from mcp_server.evaluation.models import EvaluateRequest, ExportRequest, PromoteRequest
 from mcp_server.evaluation.paired import clopper_pearson, compare_paired, mcnemar_exact_p
-from mcp_server.evaluation.promote import judge_drift, judge_rerun, promote_checkpoint
+from mcp_server.evaluation.drift_rule import judge_drift, judge_rerun
+from mcp_server.evaluation.promote import promote_checkpoint
 from mcp_server.tiny import make_task, write_jsonl
 
 MAX_NEW = 24

@@ -145,7 +145,12 @@ def test_a_custom_reward_beside_the_data_trains_exactly_as_reviewed(workspace, t
     (run.reward_code / f"{module}_helper.py").write_text("WEIGHT = 2.0\n")
     proc, gate = run_cli_json("check-inspection-gate", str(run.dir), here=True, cwd=workspace)
     assert proc.returncode == 1 and not gate["passed"] and f"{module}_helper.py" in gate["reason"], gate
-    assert "record the verdict again" in gate["how_to_clear"]
+    # a launched run's verdict is never recorded again (issue 49): the way on is the copy put back, or a new run
+    assert "put back what changed" in gate["how_to_clear"] and "new run" in gate["how_to_clear"], gate
+    proc = run_cli("record-inspection-verdict", str(run.dir), "--verdict", "pass", "--reviewer", "ana",
+                   "--agree-rest", cwd=workspace)
+    assert proc.returncode == 2 and "is launched" in proc.stderr, proc.stderr
+    assert (run.reward_code / f"{module}_helper.py").read_text() == "WEIGHT = 2.0\n"  # nothing rewritten
 
 
 def test_a_drift_suite_the_base_model_scores_nothing_on_says_it_measured_nothing(workspace, tiny_model, tmp_path):
@@ -161,10 +166,13 @@ def test_a_drift_suite_the_base_model_scores_nothing_on_says_it_measured_nothing
                         here=True)[0].returncode == 0
     proc, result = run_cli_json("promote-checkpoint", str(run.dir), "--drift-suite", str(suite), here=True)
     drift = result["drift"]
-    assert (drift["band"], drift["base_pass_rate"], drift["checkpoint_pass_rate"]) == ("unmeasured", 0.0, 0.0)
+    # the checkpoint is not decoded on a suite no drop can show on (issue 49, second walk: minutes of decoding to
+    # report NOT MEASURED)
+    assert (drift["band"], drift["base_pass_rate"], drift["checkpoint_pass_rate"], drift["drop_points"]) == (
+        "unmeasured", 0.0, None, None)
     reason = next(r for r in result["reasons"] if r.startswith("drift:"))
     assert reason.startswith("drift: NOT MEASURED: the base model passes 0.0% of the frozen suite") and \
-        "within budget" not in reason
+        "within budget" not in reason and "the checkpoint was not decoded on it" in reason
     assert "NOT MEASURED" in (run.dir / "promotion-report.md").read_text()
 
 
@@ -271,7 +279,9 @@ def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_mode
     run = Run(emit_run("graded"))
     shutil.copytree(tiny_model, run.checkpoints)
     proc = run_cli("promote-checkpoint", str(run.dir), cwd=workspace)
-    assert proc.returncode == 2 and "2 baselines of" in proc.stderr and "give the goldens" in proc.stderr
+    assert proc.returncode == 2 and "2 baselines of" in proc.stderr and "Give the goldens" in proc.stderr
+    # the flag to give, and which goldens each baseline came from (issue 49, second walk)
+    assert "--goldens FILE" in proc.stderr and f"on {arithmetic}" in proc.stderr and f"on {mine}" in proc.stderr
     (workspace / f"{module}.py").write_text("def nonempty(completions, **columns):\n"
                                             "    return [0.5 for _ in completions]\n")
     proc = run_cli("promote-checkpoint", str(run.dir), "--goldens", str(mine), cwd=workspace)

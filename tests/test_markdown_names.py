@@ -161,8 +161,8 @@ def test_every_snake_case_name_the_markdown_mentions_exists(known):
 
 
 def test_one_drift_rule_everywhere():
-    """The drift band the Markdown states is the one promote.judge_drift applies."""
-    from mcp_server.evaluation.promote import HARD_FAIL_POINTS, NOISE_POINTS
+    """The drift band the Markdown states is the one drift_rule.judge_drift applies."""
+    from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, NOISE_POINTS
 
     stating = {p: re.sub(r"\s+", " ", p.read_text()) for p in MARKDOWN
                 if re.search(r"points?[^.]{0,80}hard fail|hard fail[^.]{0,80}points?", p.read_text())}

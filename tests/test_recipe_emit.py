@@ -136,8 +136,8 @@ def test_lora_defaults(workspace):
 
 def test_overrides_win_and_are_validated(workspace):
     result = emit(overrides={"max_completion_length": 512, "loss_type": "foo"}, run_name="ovr")
-    assert yaml_of(result)["max_completion_length"] == 512
-    assert not result.validation.valid
+    assert result.config["max_completion_length"] == 512  # refused: the config comes back, nothing is written
+    assert not result.validation.valid and not Path(result.run_dir).exists()
     assert any(f.code == "invalid_choice" for f in result.validation.findings)
 
 

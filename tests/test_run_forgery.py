@@ -118,7 +118,7 @@ def test_a_hand_written_guard_stop_moves_no_pin(workspace, tiny_model):
 
 def test_emission_never_overwrites_a_persons_train_py_and_says_what_a_not_valid_one_kept(workspace, tiny_model):
     """emit-config --run-dir into a folder overwrote the person's own train/train.py; a NOT VALID emission left a
-    run directory without saying so."""
+    run directory behind (issue 49: "the run directory ... were kept")."""
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
     emit = ("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu")
     proc = cli_here(*emit, "--run-name", "mine", "--json", env=env)
@@ -140,9 +140,29 @@ def test_emission_never_overwrites_a_persons_train_py_and_says_what_a_not_valid_
     assert proc.returncode == 2 and "not written by emit_grpo_config" in proc.stderr, proc.stderr
     assert (own / "train" / "train.py").read_text() == "print('mine')\n"
 
+    # a refused emission leaves nothing it created (issue 49: fntypo and fntypo-2 left behind), and keeps what the
+    # person had
+    runs = sorted(p.name for p in (workspace / "runs").iterdir())
     proc = cli_here(*emit, "--run-name", "bad", "--override", "loss_type=foo", env=env)
     assert proc.returncode == 1 and "NOT VALID" in proc.stdout, proc.stdout
-    assert "were kept for you to read and fix" in proc.stdout and "launch_training refuses" in proc.stdout
+    assert "nothing was written (no run directory was created" in proc.stdout and "were kept" not in proc.stdout
+    assert sorted(p.name for p in (workspace / "runs").iterdir()) == runs
+    before = {p: p.read_bytes() for p in own.rglob("*") if p.is_file()}
+    proc = cli_here(*emit, "--run-dir", str(own), "--override", "loss_type=foo", env=env)
+    assert proc.returncode == 2, proc.stdout  # the person's own config: refused before anything is written
+    fresh = workspace / "fresh"  # an empty folder of the person's: the refused emission's files and folders go
+    fresh.mkdir()
+    (fresh / "notes.txt").write_text("mine\n")
+    proc = cli_here(*emit, "--run-dir", str(fresh), "--override", "loss_type=foo", env=env)
+    assert proc.returncode == 1 and f"nothing was written ({fresh} is as it was)" in proc.stdout, proc.stdout
+    assert sorted(p.name for p in fresh.iterdir()) == ["notes.txt"]
+    assert {p: p.read_bytes() for p in own.rglob("*") if p.is_file()} == before
+    # over an emission's own files (allowed): a refused one puts them back as they were
+    config = (run_dir / "train" / "config.yaml").read_bytes()
+    script.write_text(cli_text := script.read_text().replace("\n# my own change\n", ""))
+    proc = cli_here(*emit, "--run-dir", str(run_dir), "--override", "loss_type=foo", env=env)
+    assert proc.returncode == 1 and "is as it was" in proc.stdout, proc.stdout + proc.stderr
+    assert (run_dir / "train" / "config.yaml").read_bytes() == config and script.read_text() == cli_text
 
 
 def ended_run(workspace: Path, tiny_model: Path, name: str, state: str) -> Path:

@@ -245,7 +245,10 @@ def expected(cell: Cell) -> dict:
       (changed in size, a file gone or added, its own digest rewritten) or is refused by resume (same size, other
       bytes);
     - stop: nothing to stop (nothing killed), naming the latest checkpoint;
-    - resume: refused (state) when never launched or its record is lost, (checkpoint) without one;
+    - resume: refused (state) when never launched, its record is lost or it succeeded (issue 49: a resume of a
+      succeeded run trained past max_steps over its promoted model), (checkpoint) without one or when the latest is
+      at max_steps;
+    - record_inspection_verdict: refused, naming the launch, on every launched run (its verdict unchanged);
     - promote: judges the output_dir only of a succeeded run (or a model placed in a never-launched one)."""
     events = list(cell.events)
     launched = any(e.member == "run_json" for e in events)
@@ -278,11 +281,11 @@ def expected(cell: Cell) -> dict:
     listed = [s for s in saved if not (s == 2 and cell.variant in ("file-removed", "file-truncated", "file-added",
                                                                    "digest-rewritten"))]
     latest = f"checkpoint-{listed[-1]}" if listed else None
-    if not launched or cell.variant == "record-lost":
+    if not launched or cell.variant == "record-lost" or state == "succeeded":  # a succeeded run: a new run trains on
         resume = ("refused", "state")
     elif latest is None:
         resume = ("refused", "checkpoint")
-    elif cell.variant == "file-replaced":
+    elif cell.variant == "file-replaced" or listed[-1] >= 4:  # max_steps 4 (make_template): never trained past it
         resume = ("refused", "checkpoint")
     else:
         resume = ("from", latest)
@@ -293,7 +296,7 @@ def expected(cell: Cell) -> dict:
         promote = "checkpoint"  # no saved model in output_dir
     else:
         promote = "run"  # refused naming the state
-    return {"state": state, "latest": latest, "resume": resume, "promote": promote}
+    return {"state": state, "latest": latest, "resume": resume, "promote": promote, "launched": launched}
 
 
 # ---------------------------------------------------------------- the table
@@ -352,6 +355,21 @@ def test_each_cell_of_the_run_state_table(cell, table):
     else:  # what a resume starts from, as the launch refusal names it (a resume itself would run every gate)
         again = launch_training(LaunchRequest(run=str(run_dir)))
         assert not again.launched and f"(latest checkpoint {what})" in again.refusals[0].message, cell.id
+
+    # record_inspection_verdict: a launched run's verdict and kept reward code are never rewritten (issue 49)
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+
+    verdict = run_dir / "inspection" / "verdict.json"
+    before = verdict.read_bytes() if verdict.exists() else None
+    with pytest.raises(UserInputError) as recorded:
+        record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="table",
+                                                 agree_with_rest=True))
+    if want["launched"]:
+        assert recorded.value.field == "run" and "is launched" in str(recorded.value), (cell.id, str(recorded.value))
+    else:
+        assert "is launched" not in str(recorded.value), cell.id
+    assert (verdict.read_bytes() if verdict.exists() else None) == before, cell.id
 
     with pytest.raises(UserInputError) as refused:
         promote_checkpoint(PromoteRequest(run=str(run_dir)))

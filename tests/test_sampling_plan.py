@@ -99,3 +99,25 @@ def test_the_cli_prints_the_plan_and_progress_on_stderr_at_a_terminal(cpu_run):
     assert "... plan: 2 prompts x 8 = 16 completions of up to 24 tokens" in err
     assert "... sampled 1/2 prompts x 8, written to" in err and "... sampled 2/2 prompts x 8" in err
     assert "plan:      2 prompts x 8" in out
+
+
+def test_the_time_left_counts_the_steps_that_ran_and_is_never_0_while_a_call_remains(monkeypatch):
+    """Issue 49: "about 0 s left" with one of two generate calls to go. A first call whose completions all ended
+    at token 10 of 64 was counted as 64 decode steps, so the rate came out six times too high. Constructed clock:
+    a decode step every second."""
+    from mcp_server.inspection import sampling_plan
+
+    clock = iter(float(t) for t in range(1000))
+    monkeypatch.setattr(sampling_plan.time, "perf_counter", lambda: next(clock))
+    lines = []
+    progress = sampling_plan.Progress(lambda done, total, message: lines.append(message),
+                                      {"num_prompts": 2, "generate_calls": 2, "max_new_tokens": 64, "n": 4})
+    for step in range(1, 11):
+        progress.step(0, step)
+    progress.batch(1)  # the first call's completions all ended at token 10
+    assert lines[-1].endswith("; 0.9 decode steps/s, at most about 71 s left"), lines[-1]  # was 6.3/s, 10 s
+    for step in range(1, 64):
+        progress.step(1, step)
+    assert lines[-1].endswith("at most about 1 s left"), lines[-1]  # one step to go: never "0 s"
+    progress.batch(2)
+    assert " left" not in lines[-1], lines[-1]

@@ -44,6 +44,7 @@ from mcp_server.runs import Run
 from mcp_server.userfiles import not_regular
 from mcp_server.tiny import jsonl_text, split_task, write_jsonl
 from mcp_server.workspace import (
+    atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
     find_existing,
@@ -193,7 +194,16 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
                 "run_dir", f"{run_dir} holds a launched run ({', '.join(launched)}): emitting into it would rewrite "
                 "what was launched. Emit without run_dir for a new run, or resume_training to continue this one")
         _refuse_overwriting_own_files(run, request)
-        return _kept(_emit(request, run, run), "the files written into " + str(run.dir))
+        undo = _undo_emission_into(run)
+        try:
+            result = _emit(request, run, run)
+        except BaseException:
+            undo()
+            raise
+        if _refused(result):  # nothing of it stays: the folder is as the person had it
+            undo()
+            return _nothing_kept(result, f"{run.dir} is as it was")
+        return _kept(result, "the files written into " + str(run.dir))
     slug = request.run_name or Path(request.model).name
     made_root = not runs_root().exists()
     runs_root().mkdir(parents=True, exist_ok=True)
@@ -202,9 +212,15 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         while True:
             final = runs_root() / unique_run_name(slug)
             result = _emit(request, Run(staging), Run(final))
+            if _refused(result):  # no run directory for a refused emission (issue 49: fntypo, fntypo-2 left)
+                shutil.rmtree(staging, ignore_errors=True)
+                if made_root:
+                    with contextlib.suppress(OSError):
+                        runs_root().rmdir()
+                return _nothing_kept(result, f"no run directory was created ({final.name} does not exist)")
             try:
                 os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
-                return _kept(result, f"the run directory {final}")
+                return _kept(result, f"the files of the run directory {final}")
             except OSError:
                 if not final.exists():
                     raise
@@ -258,13 +274,53 @@ def _refuse_overwriting_own_files(run: Run, request: GRPORecipeRequest) -> None:
                              "run_dir for a new run")
 
 
+# Errors in the request itself (a reward that does not resolve, a value or field TRL refuses): such an emission is
+# refused and writes nothing. An error of sizing for the target (it does not fit, the data set is smaller than a
+# generation batch) keeps the run: plan_memory's levers and a config edit fix it there.
+REFUSED = ("reward_unresolvable", "invalid_choice", "unknown_field", "wrong_type")
+
+
+def _refused(result: EmitResult) -> bool:
+    return any(f.severity == "error" and f.code in REFUSED for f in result.validation.findings)
+
+
+def _undo_emission_into(run: Run):
+    """What emission may write into an existing folder, as it is now: the undo puts each file back (or removes
+    it, and the folders emission made) so a refused emission leaves the person's folder as it was."""
+    paths = (run.config, run.rewards, run.request, run.agentic, run.dynamic_sampling, run.request_schema,
+             run.script, run.train_data)
+    before = {path: path.read_bytes() if path.is_file() else None for path in paths}
+    folders = [folder for folder in (run.train, run.train_data.parent) if not folder.exists()]
+
+    def undo() -> None:
+        for path, data in before.items():
+            if data is None:
+                with contextlib.suppress(OSError):
+                    if path.is_file() or path.is_symlink():
+                        path.unlink()
+            elif not path.is_file() or path.read_bytes() != data:
+                atomic_write_bytes(path, data)
+        for folder in folders:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: nothing of the person's goes
+
+    return undo
+
+
+def _nothing_kept(result: EmitResult, what: str) -> EmitResult:
+    """A refused emission: its findings and the config it would have written come back; nothing stays on disk."""
+    return result.model_copy(update={"kept": f"NOT VALID: nothing was written ({what}); the config above is what "
+                                             "it would have been: fix what the findings name and emit again"})
+
+
 def _kept(result: EmitResult, what: str) -> EmitResult:
-    """A NOT VALID emission says what it kept and that nothing launches from it."""
+    """An emission that does not fit its target says what it kept and that nothing launches from it."""
     if result.validation.valid:
         return result
-    return result.model_copy(update={"kept": f"NOT VALID: {what} were kept for you to read and fix (then "
-                                             "validate_grpo_config); launch_training refuses the run until it "
-                                             "validates; delete it if you do not want it"})
+    return result.model_copy(update={"kept": f"NOT VALID: {what} are kept for you to read and fix (then "
+                                             "validate_grpo_config, or plan_memory's levers); launch_training "
+                                             "refuses the run until it validates; delete it if you do not want "
+                                             "it"})
 
 
 def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:

@@ -18,7 +18,7 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
-from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems
+from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, state_refusal
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
@@ -120,7 +120,13 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
-    config, base, ckpt = run.trained_model(request.checkpoint)
+    try:
+        config, base, ckpt = run.trained_model(request.checkpoint)
+    except UserInputError:  # no model there: a run still training (or failed) is named by its state (issue 49)
+        refusal = state_refusal(run, bool(request.checkpoint))[1]
+        if refusal is not None:
+            raise refusal from None
+        raise
     ckpt_sha = sha256_tree(ckpt)
     promotion, mismatch = _promotion_of(run, config, ckpt, ckpt_sha, bool(request.checkpoint))
     verdict = (promotion or {}).get("verdict")

@@ -112,9 +112,10 @@ class DriftResult(BaseModel):
     suite: str = Field(description="The drift suite file.")
     suite_sha256: str = Field(description="sha256 of the drift suite file.")
     base_pass_rate: float = Field(description="Base model's pass rate on the drift suite (greedy).")
-    checkpoint_pass_rate: float = Field(description="Checkpoint's pass rate on the drift suite (greedy).")
-    drop_points: float = Field(description="base - checkpoint in percentage points (positive = the checkpoint lost "
-                                           "ground).")
+    checkpoint_pass_rate: float | None = Field(description="Checkpoint's pass rate on the drift suite (greedy); "
+                                               "null when unmeasured (the checkpoint is not decoded on it).")
+    drop_points: float | None = Field(description="base - checkpoint in percentage points (positive = the "
+                                      "checkpoint lost ground); null when unmeasured.")
     band: Literal["noise", "rerun", "hard_fail", "unmeasured"] = Field(
         description="Drift budget band: <= 1 point noise, 1-5 points rerun with other seeds (over budget when the "
         "reruns tell the drop from noise), > 5 points hard fail; 'unmeasured' when the base model passes no more "

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.config import GRPOView
@@ -36,6 +35,7 @@ from mcp_server.evaluation.evaluate import (
 )
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, ItemResult, PromoteRequest, PromotionResult
+from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift, judge_rerun
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model, resolve_loadable
@@ -48,21 +48,6 @@ from mcp_server.training.runstate import derive_state
 from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
-
-NOISE_POINTS = 1.0
-HARD_FAIL_POINTS = 5.0
-DRIFT_ALPHA = 0.05  # the reruns' pooled paired test: a drop beyond noise at this two-sided p
-
-
-@dataclass(frozen=True)
-class RerunJudgement:
-    drops: dict[str, float]  # drop in points per rerun seed
-    mean_drop: float
-    gained: int  # (item, seed) pairs the checkpoint passes and the base fails, over every rerun
-    lost: int
-    p_value: float  # exact McNemar, two-sided, over those pairs
-    noise: bool  # the drift is within budget
-
 
 DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
 
@@ -108,30 +93,6 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
     return rate
 
 
-def judge_drift(base_rate: float, ckpt_rate: float) -> str:
-    if base_rate * 100 <= NOISE_POINTS + 1e-9:  # no drop beyond noise can show below the base's score
-        return "unmeasured"
-    drop = (base_rate - ckpt_rate) * 100
-    if drop <= NOISE_POINTS + 1e-9:
-        return "noise"
-    return "rerun" if drop <= HARD_FAIL_POINTS + 1e-9 else "hard_fail"
-
-
-def judge_rerun(base: dict[str, list[bool]], checkpoint: dict[str, list[bool]]) -> RerunJudgement:
-    """The sampled reruns' per-item results, by seed: the drops, their mean and whether the drift is noise. Real only
-    when the mean drop is over the noise budget (1 point) AND the (item, seed) pairs, pooled, show the checkpoint
-    worse beyond noise (exact McNemar, lost > gained, p < 0.05). The same item under several seeds is not an
-    independent pair, so pooling overstates the evidence: it errs toward calling a drop real, the gate's safe side."""
-    drops = {seed: round((sum(base[seed]) - sum(checkpoint[seed])) / max(len(base[seed]), 1) * 100, 2)
-             for seed in base}
-    mean = round(sum(drops.values()) / max(len(drops), 1), 2)
-    pooled = compare_paired([p for seed in base for p in base[seed]],
-                            [p for seed in base for p in checkpoint[seed]])
-    real = mean > NOISE_POINTS + 1e-9 and pooled.lost > pooled.gained and pooled.p_value < DRIFT_ALPHA
-    return RerunJudgement(drops=drops, mean_drop=mean, gained=pooled.gained, lost=pooled.lost,
-                          p_value=pooled.p_value, noise=not real)
-
-
 def check_drift(
     request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int, report: Report = silent
 ) -> DriftResult:
@@ -141,6 +102,11 @@ def check_drift(
     rows, graders = _drift_rows(suite)
     base_rate = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens, _stage(report, "drift suite, base "
                                                                                                  "model"))
+    if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
+        report(1, 1, f"drift suite: NOT MEASURED, the base model passes {base_rate:.1%} of it; the checkpoint is not "
+               "decoded on it")
+        return DriftResult(suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate,
+                           checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True)
     ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, report=_stage(report, "drift suite, "
                                                                                                          "checkpoint"))
     band = judge_drift(base_rate, ckpt_rate)
@@ -308,8 +274,11 @@ def promotion_problems(promotion: dict) -> list[str]:
         problems.append(f"its checkpoint pass rate is not its results' ({passed}/{len(items)})")
     ci_low = _improvement_interval(baseline, items, low, high)[0]
     drift = promotion.get("drift") if isinstance(promotion.get("drift"), dict) else {}
-    drift_ok = drift.get("ok") is True and drift.get("band") != "hard_fail" and isinstance(
-        drift.get("drop_points"), (int, float)) and drift["drop_points"] <= HARD_FAIL_POINTS
+    unmeasured = drift.get("band") == "unmeasured" and drift.get("drop_points") is None and judge_drift(
+        drift.get("base_pass_rate") if isinstance(drift.get("base_pass_rate"), (int, float)) else 1.0, 0.0) == \
+        "unmeasured"
+    drift_ok = drift.get("ok") is True and drift.get("band") != "hard_fail" and (unmeasured or isinstance(
+        drift.get("drop_points"), (int, float)) and drift["drop_points"] <= HARD_FAIL_POINTS)
     minimum = promotion.get("min_improvement_points", 0.0)
     rule = "PROMOTE" if isinstance(minimum, (int, float)) and ci_low > minimum and drift_ok else "REJECT"
     if promotion.get("verdict") != rule:
@@ -341,9 +310,12 @@ def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_r
     """(its file, the base model's baseline) from eval/: the one on the request's goldens, else the only one there
     is, its graders' code unchanged; measured now on the request's goldens when there is none yet."""
     found = _baselines(str(base_ref) if base != "tiny" else "tiny", request.goldens)
-    if len({b.get("goldens_sha256") for _, b in found}) > 1:
-        raise UserInputError("goldens", f"{len(found)} baselines of {base} on other goldens ("
-                             f"{', '.join(p.name for p, _ in found)}): give the goldens this run is judged on")
+    if len({b.get("goldens_sha256") for _, b in found}) > 1:  # which goldens each came from (issue 49)
+        each = "; ".join(f"{p.name} on {b.get('goldens') or 'goldens not recorded'} (sha256 "
+                         f"{str(b.get('goldens_sha256'))[:12]})" for p, b in found)
+        raise UserInputError("goldens", f"{len(found)} baselines of {base} on different goldens: {each}. Give the "
+                             "goldens this run is judged on: the goldens field (CLI: --goldens FILE), one of those "
+                             "files")
     if found:  # on one goldens file: the first measured stands (a later, looser grader never replaces it)
         path, baseline = min(found, key=lambda item: (str(item[1].get("written_at")), item[0].name))
         _check_baseline(run, path, baseline)
@@ -417,7 +389,7 @@ def _improvement_interval(baseline: dict, items: list, low: float, high: float) 
 def _drift_reason(drift: DriftResult) -> str:
     if drift.band == "unmeasured":
         return (f"drift: NOT MEASURED: the base model passes {drift.base_pass_rate:.1%} of the frozen suite "
-                f"({drift.checkpoint_pass_rate:.1%} the checkpoint), so no drop can show on it; give drift_suite "
+                "(the checkpoint was not decoded on it), so no drop can show on it; give drift_suite "
                 "rows your base model passes (prompts in its own format) to measure one -> the verdict rests on the "
                 "goldens alone")
     line = (
@@ -472,9 +444,9 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "## Drift (frozen suite)",
         "",
         f"- Suite: `{d.suite}` (sha256 `{d.suite_sha256}`)",
-        f"- Base {d.base_pass_rate:.1%}, checkpoint {d.checkpoint_pass_rate:.1%}: drop {d.drop_points:+.1f} points, "
-        "band "
-        f"**{d.band}**",
+        (f"- Base {d.base_pass_rate:.1%}, checkpoint {d.checkpoint_pass_rate:.1%}: drop {d.drop_points:+.1f} "
+         f"points, band **{d.band}**" if d.drop_points is not None else
+         f"- Base {d.base_pass_rate:.1%}, checkpoint not decoded on it: band **{d.band}**"),
         "- Budget: <= 1 point is noise; 1-5 points: rerun with other seeds, over budget when the mean drop is over 1 "
         "point and the reruns' exact paired test tells it from noise (p < 0.05); > 5 points: hard fail.",
     ]

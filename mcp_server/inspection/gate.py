@@ -11,7 +11,6 @@ draw them (samples.meta.json says how they differ from the config) and a config 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import re
 from pathlib import Path
 from typing import Literal
@@ -21,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.files import read_run_rewards, run_reward_imports
+from mcp_server.inspection.changed import reward_change_detail
+from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.pins import PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, run_pins
@@ -192,6 +193,7 @@ def _check_samples_back_a_pass(run: Run) -> dict:
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     _check_reviewer(request.reviewer)
     run = resolve_run(request.run)
+    refuse_if_launched(run)
     review = _read_review(run)
     if not run.samples.is_file():
         raise UserInputError("run", f"{run.samples} is gone: run sample_completions and inspect_rewards again")
@@ -364,42 +366,9 @@ def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None) ->
     return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)
 
 
-def _reward_detail(run: Run, verdict: VerdictRecord, rewards: list) -> str | None:
-    """Which reward file or spec changed since the verdict: the local modules that differ from the reviewed copy
-    (inspection/reward_code/), and the names whose spec in train/rewards.json differs from the verdict's."""
-    said = []
-    if run.reward_code.is_dir():
-        try:
-            files = unkept_reward_code(run, rewards)
-        except UserInputError:
-            files = []
-        said += [f"{name} changed" for name in files]
-    reviewed = {r.get("name"): r for r in (getattr(verdict, "rewards", None) or []) if isinstance(r, dict)}
-    now = {}
-    for spec in rewards:
-        spec = spec.model_dump() if hasattr(spec, "model_dump") else spec if isinstance(spec, dict) else {"name": spec}
-        now[spec.get("name")] = spec
-    if reviewed:
-        for name in dict.fromkeys([*reviewed, *now]):
-            old, new = reviewed.get(name), now.get(name)
-            if old is None or new is None:
-                said.append(f"train/rewards.json {'adds' if old is None else 'drops'} {name}")
-                continue
-            fields = [k for k in ("params", "weight") if old.get(k) != new.get(k)]
-            if fields:
-                said.append(f"train/rewards.json: {name}'s " + ", ".join(
-                    f"{k} {_brief_json(old.get(k))} -> {_brief_json(new.get(k))}" for k in fields))
-    return "; ".join(said) or None
-
-
-def _brief_json(value) -> str:
-    text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _closed(run: Run, reason: str, how: str) -> GateResult:
     return GateResult(
-        passed=False, reason=reason, how_to_clear=how, run_dir=str(run.dir),
+        passed=False, reason=reason, how_to_clear=way_on_for(run, how), run_dir=str(run.dir),
         verdict_path=str(run.verdict) if run.verdict.is_file() else None,
     )
 
@@ -497,7 +466,7 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     except UserInputError as exc:
         return _closed(run, f"what the verdict vouches for cannot be read now: {exc}", "fix it, then " + inspect_again)
     moved_keys = [k for k in dict.fromkeys([*verdict.pins, *current]) if verdict.pins.get(k) != current.get(k)]
-    moved = changes(verdict.pins, current, _reward_detail(run, verdict, rewards) if "reward_code" in moved_keys
+    moved = changes(verdict.pins, current, reward_change_detail(run, verdict, rewards) if "reward_code" in moved_keys
                     else None)
     if moved:
         resample = [PART_NAMES.get(k, k) for k in moved_keys if k not in SAMPLES_STAY_VALID]
@@ -508,7 +477,7 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
             "then " + inspect_again)
         return GateResult(
             passed=False, reason=f"changed since the verdict ({who}): " + "; ".join(moved),
-            how_to_clear=how, run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,
+            how_to_clear=way_on_for(run, how), run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,
         )
     unkept = unkept_reward_code(run, rewards)
     if unkept:

@@ -86,37 +86,47 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
 
 class Progress:
     """Progress lines for one sampling pass: prompts done (fractional within a generate call), the measured
-    decode rate and the time left at that rate."""
+    decode rate and the time left at that rate. The rate counts the decode steps that ran (a call whose
+    completions all end early runs fewer than max_new_tokens); the time left is for the steps that may still run
+    (max_new_tokens for each call to come), so it is never 0 while a call remains (issue 49: "about 0 s left" with
+    one of two calls to go, the rate inflated by counting a finished call as max_new_tokens steps)."""
 
     def __init__(self, report: Report, plan: dict):
         self.report, self.plan = report, plan
-        self.first: tuple[float, float] | None = None  # (time, decode steps) at the first report: the rate
+        self.first: tuple[float, float] | None = None  # (time, decode steps run) at the first report: the rate
         # is measured from there, after the model has loaded
         self.total = plan["num_prompts"]
         self.per_call = max(1, min(self.total, -(-self.total // plan["generate_calls"])))
+        self.ran = 0  # decode steps of the calls finished
+        self.current = 0  # decode steps of the call under way
 
-    def _left(self, done_steps: float) -> str:
-        now = time.perf_counter()
+    def _left(self, calls_done: int) -> str:
+        now, ran = time.perf_counter(), self.ran + self.current
         if self.first is None:
-            self.first = (now, done_steps)
+            self.first = (now, ran)
             return ""
-        elapsed, steps = now - self.first[0], done_steps - self.first[1]
+        elapsed, steps = now - self.first[0], ran - self.first[1]
         if steps <= 0 or elapsed <= 0:
             return ""
-        left = (self.plan["generate_calls"] * self.plan["max_new_tokens"] - done_steps) * elapsed / steps
-        return f"; {steps / elapsed:.1f} decode steps/s, at most about {_duration(left)} left"
+        to_run = max(self.plan["generate_calls"] - calls_done, 0) * self.plan["max_new_tokens"] - self.current
+        left = max(to_run, 0) * elapsed / steps
+        if left <= 0:
+            return f"; {steps / elapsed:.1f} decode steps/s"
+        return f"; {steps / elapsed:.1f} decode steps/s, at most about " + (
+            "1 s" if left < 1 else _duration(left)) + " left"
 
     def step(self, done_before: int, step: int) -> None:
         """Within a generate call: `step` decode steps of the call that starts at prompt `done_before`."""
-        steps_before = (done_before // self.per_call) * self.plan["max_new_tokens"]
+        self.current = step
         fraction = min(step, self.plan["max_new_tokens"] - 1) / self.plan["max_new_tokens"]  # the batch's own
         # report says "done": MCP progress only grows, so a step never reaches it
         chunk = min(self.per_call, self.total - done_before)
         self.report(done_before + fraction * chunk, self.total,
                     f"sampling prompts {done_before + 1}-{done_before + chunk} of {self.total}: token {step} of up to "
-                    f"{self.plan['max_new_tokens']}" + self._left(steps_before + step))
+                    f"{self.plan['max_new_tokens']}" + self._left(done_before // self.per_call))
 
     def batch(self, done: int) -> None:
         calls_done = -(-done // self.per_call)
+        self.ran, self.current = self.ran + self.current, 0
         self.report(done, self.total, f"sampled {done}/{self.total} prompts x {self.plan['n']}, written to "
-                    "inspection/samples.partial.jsonl" + self._left(calls_done * self.plan["max_new_tokens"]))
+                    "inspection/samples.partial.jsonl" + self._left(calls_done))

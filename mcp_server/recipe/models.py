@@ -201,6 +201,7 @@ class EmitResult(BaseModel):
     validation: ValidationResult = Field(description="Validation of the emitted config for the target.")
     launch_command: str = Field(description="How to start it as the memory plan lays it out: train.py itself on one "
                                 "GPU, launch_training (accelerate, DeepSpeed, `trl vllm-serve`) on several.")
-    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: what was kept on disk "
-                             "(the run directory, to read and fix) and that nothing launches from it until it "
-                             "validates.")
+    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: a refused emission "
+                             "(an unresolvable reward, a field or value TRL refuses) writes nothing (no new run "
+                             "directory, a run_dir left as it was); one NOT VALID for its target's sizing keeps its "
+                             "files, to read and fix, and nothing launches from it until it validates.")

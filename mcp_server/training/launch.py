@@ -160,6 +160,12 @@ def _resume_state_refusal(run: Run, derived: DerivedState, record: dict | None) 
             gate="state", message=f"{run.name} is still {derived.state} ({what_runs(derived)})",
             how_to_clear="nothing to resume while it runs; stop_training first if you meant to restart it",
         )], derived.state)
+    if derived.state == "succeeded":  # issue 49: a resume trained past max_steps and rewrote the promoted weights
+        return refused(run, [GateRefusal(
+            gate="state", message=f"{run.name} succeeded: it trained to its max_steps, and its model (and what "
+            "promote_checkpoint and export_model wrote about it) would be overwritten by a resume",
+            how_to_clear="to train further, emit_grpo_config into a new run directory (a larger max_steps, or this "
+            "run's model as the base) and launch that")], derived.state)
     if record is not None:
         return None
     if derived.note:  # launched once, but its record is gone: say what is known
@@ -200,6 +206,13 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"{latest.name} is not the checkpoint the run saved: " + "; ".join(problems[:5]),
             how_to_clear=f"restore {latest.name} as the run saved it, or remove it to resume from the one before"))
+    planned = patched.get("max_steps")
+    step = int(latest.name.split("-", 1)[1]) if latest is not None else None
+    if isinstance(planned, int) and planned > 0 and step is not None and step >= planned:  # never past max_steps
+        refusals.append(GateRefusal(
+            gate="checkpoint", message=f"{latest.name} is at step {step}, and max_steps is {planned}: nothing is "
+            "left to train, and a resume would train past max_steps",
+            how_to_clear="emit_grpo_config into a new run directory with a larger max_steps to train further"))
     if latest is None:
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"

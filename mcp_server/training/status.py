@@ -26,6 +26,7 @@ from mcp_server.training.trainer.guard import guard_mode, read_guard
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.processes import one_look
 from mcp_server.training.runrecord import checkpoints, sync_run_json
+from mcp_server.reporting import Report, silent
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.training.stopping import stop_wait
 from mcp_server.worker import runs_in_training
@@ -42,6 +43,7 @@ PLOTTED = (
     ("completion_mean_length", "completion length"),
 )
 SPEED_WINDOW = 20  # progress lines used for steps/s
+STEP_TIMES = 9  # the latest step times whose median is the step time
 
 
 def _count(value) -> int | None:
@@ -63,13 +65,19 @@ def _max_steps(run: Run, config: dict) -> int | None:
 
 
 def _speed(lines: list[dict], since: float | None) -> float | None:
-    """Steps per second over the latest lines of the current launch (a pause before a resume is not speed)."""
+    """Steps per second: the median of the run's recent measured step times (`step_time`, the latest
+    STEP_TIMES lines, across its attempts: a resume's first step, timed from its start, is one of them, never the
+    rate; issue 49: one 21 s step after a resume gave "ETA 1.4 min" among steps of 200-360 s). Without step
+    times, the latest lines of the current launch (a pause before a resume is not speed)."""
+    times = sorted(t for t in (_seconds(l.get("step_time")) for l in lines[-STEP_TIMES:]) if t and t > 0)
+    if times:
+        middle = len(times) // 2
+        return 1.0 / (times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2)
     window = [l for l in lines if _count(l.get("step")) is not None and _seconds(l.get("time")) is not None
               and (since is None or l["time"] >= since)][-SPEED_WINDOW:]
     if len(window) >= 2 and window[-1]["time"] > window[0]["time"] and window[-1]["step"] > window[0]["step"]:
         return (window[-1]["step"] - window[0]["step"]) / (window[-1]["time"] - window[0]["time"])
-    step_time = _seconds(window[-1].get("step_time")) if window else None
-    return 1.0 / step_time if step_time and step_time > 0 else None
+    return None
 
 
 # ---------------------------------------------------------------- health (diagnosis hook)
@@ -211,7 +219,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
 
 
 # ---------------------------------------------------------------- stop_training
-def stop_training(request: StopRequest) -> StopResult:
+def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     """Stop a live run through the launcher that started it (launchers.launcher_of): it asks the run for a
     checkpoint at its next step end and waits for that step (`timeout_s`, else as long as its logs say a step
     takes: stopping.stop_wait); it ends the run early only when asked to `kill` (local: the verified process
@@ -227,7 +235,13 @@ def stop_training(request: StopRequest) -> StopResult:
                           checkpoint=str(done[-1]) if done else None,
                           message=f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
-    wait = request.timeout_s if request.timeout_s is not None else stop_wait(run)[0]
+    wait, took = stop_wait(run)
+    wait = request.timeout_s if request.timeout_s is not None else wait
+    if wait > 0:  # at once: the wait can be minutes on a CPU (issue 49: 2m49s of silence)
+        step = (last_progress(run) or {}).get("step")
+        which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
+        report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (at most "
+               f"{wait:.0f} s" + (f"; its steps take up to {took:.0f} s" if took else "") + ")")
     return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
 
 

@@ -55,10 +55,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     return training_status(request)
 
 
-def stop_training(request: StopRequest) -> StopResult:
+def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     from mcp_server.training.status import stop_training
 
-    return stop_training(request)
+    return stop_training(request, report=report)
 
 
 def list_runs() -> RunList:
