@@ -9,7 +9,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from mcp_server.config import FIELD, GRPOView, trl_default
 from mcp_server.config.batches import MIN_GENERATIONS, generation_batch, whole_groups
@@ -169,11 +169,25 @@ def _present(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+def _typed(name: str, value: Any) -> Any:
+    """A setting as TRL's parser types it: a YAML or a request may give "5e-7", "0" or "true" for a number or a
+    switch (HfArgumentParser converts them), and arithmetic on the raw string fails. Kept as given when it does not
+    convert: the config gate names the field."""
+    default = DEFAULTS.get(name)
+    if not isinstance(value, str) or not isinstance(default, (bool, int, float)):
+        return value
+    try:
+        return TypeAdapter(type(default)).validate_python(value)
+    except ValidationError:
+        return value
+
+
 def read_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a config, or a lever's patch of one, says of the settings, by setting name: only what it says. The one
     reading of config fields into settings (use_peft and load_in_4bit are the finetune mode, deepspeed and fsdp the
     strategy, bf16 and fp16 mixed precision, model_init_kwargs the weights' dtype and attention)."""
-    fields: dict[str, Any] = {key: value for key, value in config.items() if key in _READ_AS_IS and value is not None}
+    fields: dict[str, Any] = {key: _typed(key, value) for key, value in config.items()
+                              if key in _READ_AS_IS and value is not None}
     if _INTERPRETED.isdisjoint(config):
         return fields
     get = config.get
