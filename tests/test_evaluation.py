@@ -10,6 +10,7 @@ rerun rule and an item's pass (survivors of issue 33's mutation audit) are check
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -280,7 +281,11 @@ def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good
     path.write_text(json.dumps({**forged, "passed": 0, "pass_rate": 0.0}))
     with pytest.raises(UserInputError, match="edited"):
         promote_checkpoint(PromoteRequest(run=str(run)))
-    (run / "promotion.json").unlink()  # no earlier promotion to compare with: its own items give it away
+    (run / "promotion.json").unlink()  # no earlier promotion to compare with, and the forger records the forged
+    # file's hash in the baseline ledger too (issue 48): its own items still give it away
+    from mcp_server.evaluation.evaluate import baseline_ledger
+    with baseline_ledger().open("a") as ledger:
+        ledger.write(json.dumps({"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}) + "\n")
     with pytest.raises(UserInputError, match="its items hold"):
         promote_checkpoint(PromoteRequest(run=str(run)))
 

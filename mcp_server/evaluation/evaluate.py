@@ -25,6 +25,7 @@ from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
+from mcp_server.userfiles import open_regular
 from mcp_server.workspace import eval_root, runs_root, sha256_file, workspace_root
 
 
@@ -106,7 +107,10 @@ def baseline_unrecorded(path: Path) -> str | None:
     another sha256 (edited or replaced since). None when it is recorded as it is."""
     ledger = baseline_ledger()
     try:
-        lines = [] if ledger.is_symlink() else ledger.read_text(encoding="utf-8", errors="replace").splitlines()
+        if ledger.is_symlink():
+            raise OSError("a link is not the ledger")
+        with open_regular(ledger, encoding="utf-8", errors="replace") as handle:  # a pipe there never ends
+            lines = handle.read().splitlines()
     except OSError:
         lines = []
     hashes = set()
@@ -121,7 +125,8 @@ def baseline_unrecorded(path: Path) -> str | None:
         return (f"{path.name} is not a baseline evaluate_model wrote (it is not in {ledger.name}): remove it, "
                 "or measure the base model with evaluate_model")
     if sha256_file(path) not in hashes:
-        return f"{path.name} is not the baseline evaluate_model wrote (sha256 differs from {ledger.name}): restore it"
+        return (f"{path.name} is not the baseline evaluate_model wrote (its sha256 differs from {ledger.name}: edited "
+                "or replaced since): restore it, or measure the base model again with evaluate_model")
     return None
 
 
