@@ -106,6 +106,15 @@ def cells() -> list[Cell]:
         Cell("huge tool argument", [request("ht", "tools/call", {"name": "diagnose_run",
                                                                  "arguments": {"source": "y" * 2_000_000}})],
              results={"ht": "result"}),
+        # issue 48, sixth round: 250k unknown argument names held every reply for seconds (2M: a minute); refused
+        # unread by the tool, and the ping after it answered at once
+        Cell("tools/call with 250k argument names", [request("many", "tools/call", {
+            "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(250_000)}})],
+             results={"many": INVALID_PARAMS}, wait_s=2.0),
+        Cell("tools/call with 1000 unknown argument names", [request("unknown-1000", "tools/call", {
+            "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(1000)}})], results={"unknown-1000": "result"}),
+        Cell("a line over 16 MiB", [request("long", "ping", {"_meta": {"pad": "x" * 17_000_000}})],
+             results={"long": INVALID_REQUEST}, wait_s=5.0),
         Cell("concurrent requests", [request(f"c-{i}", "tools/list" if i % 2 else "ping") for i in range(24)],
              results={f"c-{i}": "result" for i in range(24)}),
         Cell("concurrent tool calls", [request(f"t-{i}", "tools/call", {"name": "list_rewards", "arguments": {}})
@@ -222,6 +231,20 @@ def test_each_input_gets_its_answer_and_the_server_lives_on(table_run, cell):
     assert [r.get("error", {}).get("code") for r in nulls] == cell.nulls, replies
     for reply in nulls:
         assert len(reply["error"]["message"]) > 20, reply  # says what was wrong
+
+
+@pytest.mark.slow
+def test_a_refused_size_names_its_limit_and_unknown_names_are_counted_past_ten(table_run):
+    """The two size refusals name the limit; a call with 1000 unknown names names ten and counts the rest (naming
+    each, with its "did you mean", took seconds for 250k)."""
+    outcomes, stderr = table_run
+    (many,) = outcomes["tools/call with 250k argument names"][0]
+    assert "250000 names" in many["error"]["message"] and "at most 1000" in many["error"]["message"], many
+    (long,) = outcomes["a line over 16 MiB"][0]
+    assert f"at most {16 * 1024 * 1024}" in long["error"]["message"], long
+    (unknown,) = outcomes["tools/call with 1000 unknown argument names"][0]
+    text = unknown["result"]["content"][0]["text"]
+    assert unknown["result"]["isError"] and "'k9'" in text and "'k10'" not in text and "990 more" in text, text
 
 
 def test_the_table_covers_every_json_type_as_an_id_and_a_cancelled_request_id():
