@@ -387,6 +387,38 @@ def test_the_cli_json_holds_when_a_reward_module_writes_to_descriptor_1(tmp_path
 
 
 @pytest.mark.slow
+def test_the_cli_process_json_holds_and_ends_when_a_reward_module_starts_a_writing_thread(workspace, tiny_model):
+    """A reward module whose import starts a thread (not a daemon) that writes to descriptor 1 and prints, on and
+    on: its bytes came after the core returned, on the real stdout, and the CLI waited for the thread before it
+    exited (issue 48, sixth round). `inspect-rewards --json` imports the run's reward in the CLI's own process:
+    its output is the result alone, and the process ends once it is written."""
+    from support import hand_made_run
+
+    module = f"thread_reward_{os.getpid()}"
+    (workspace / f"{module}.py").write_text(
+        "import os, threading, time\n\n\n"
+        "def _on_and_on():\n"
+        "    end = time.monotonic() + 600\n"
+        "    while time.monotonic() < end:\n"
+        "        os.write(1, b'THREAD-BYTES\\n')\n"
+        "        print('THREAD-PRINT', flush=True)\n"
+        "        time.sleep(0.02)\n\n\n"
+        "threading.Thread(target=_on_and_on, daemon=False).start()\n\n\n"
+        "def reward(completions, **kwargs):\n"
+        "    return [1.0 for _ in completions]\n")
+    run_dir = hand_made_run(workspace, tiny_model, "threaded", [["4", "5"], ["6", "7"]], ["4", "6"],
+                            rewards=[{"name": f"{module}.reward"}])
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mcp_server.cli", "inspect-rewards", str(run_dir), "--json"],
+                              cwd=workspace, env=checkout_env(), capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the CLI waited for the reward module's thread: {str(exc.stdout)[-300:]}")
+    result = json.loads(proc.stdout)  # nothing but the result
+    assert proc.returncode == 0 and result["num_samples"] == 4, proc.stderr[-2000:]
+    assert "THREAD-BYTES" in proc.stderr and "THREAD-PRINT" in proc.stderr  # the thread ran; its output: stderr
+
+
+@pytest.mark.slow
 def test_the_server_stream_holds_when_a_reward_module_writes_to_descriptor_1(workspace, tiny_model, tmp_path):
     """The MCP door of the row above: validate_grpo_config imports a reward module that writes to descriptor 1;
     every line the server writes is still a JSON-RPC message (Wire.read parses each), and the reward resolved."""
