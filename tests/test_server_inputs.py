@@ -110,7 +110,12 @@ def cells() -> list[Cell]:
         # unread by the tool, and the ping after it answered at once
         Cell("tools/call with 250k argument names", [request("many", "tools/call", {
             "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(250_000)}})],
-             results={"many": INVALID_PARAMS}, wait_s=2.0),
+             results={"many": INVALID_REQUEST}, wait_s=2.0),
+        Cell("ping with 1M keys in its params", [request("keys", "ping", {
+            "x": {f"k{i}": 0 for i in range(1_000_000)}})],
+             results={"keys": INVALID_REQUEST}, wait_s=2.0),
+        Cell("tools/call with 5000 argument names", [request("names", "tools/call", {
+            "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(5000)}})], results={"names": INVALID_PARAMS}),
         Cell("tools/call with 1000 unknown argument names", [request("unknown-1000", "tools/call", {
             "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(1000)}})], results={"unknown-1000": "result"}),
         Cell("a line over 16 MiB", [request("long", "ping", {"_meta": {"pad": "x" * 17_000_000}})],
@@ -239,7 +244,9 @@ def test_a_refused_size_names_its_limit_and_unknown_names_are_counted_past_ten(t
     each, with its "did you mean", took seconds for 250k)."""
     outcomes, stderr = table_run
     (many,) = outcomes["tools/call with 250k argument names"][0]
-    assert "250000 names" in many["error"]["message"] and "at most 1000" in many["error"]["message"], many
+    assert " colons; " in many["error"]["message"] and "at most 100000" in many["error"]["message"], many
+    (names,) = outcomes["tools/call with 5000 argument names"][0]
+    assert "5000 names" in names["error"]["message"] and "at most 1000" in names["error"]["message"], names
     (long,) = outcomes["a line over 16 MiB"][0]
     assert f"at most {16 * 1024 * 1024}" in long["error"]["message"], long
     (unknown,) = outcomes["tools/call with 1000 unknown argument names"][0]
