@@ -18,6 +18,7 @@ Exit code 0 on success (for validation: only when the config is valid), 1 on a f
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import inspect
 import os
@@ -31,7 +32,7 @@ from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import silent
 from mcp_server.tools import TOOLS
-from mcp_server.toolspec import ToolSpec, print_result
+from mcp_server.toolspec import RESULT_FILE, ToolSpec, print_result, result_stream
 from mcp_server.worker_targets import DAEMON_TARGETS, DAEMON_WARM_UP
 
 
@@ -126,7 +127,7 @@ def _reader_gone() -> int:
     """The output's reader closed it (`llm-finetuning ... | head`): stop quietly, as a command killed by SIGPIPE
     would (exit 141), with what is left unwritten sent nowhere instead of a traceback at exit."""
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), result_stream().fileno())
     except (OSError, ValueError, AttributeError):  # not a real file (an in-process caller's buffer)
         pass
     return 141
@@ -141,23 +142,61 @@ def _route(python: str, target: str, args: tuple, kwargs: dict, report) -> tuple
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The CLI. Called without `argv` (the console script, `python -m mcp_server.cli`) it is the whole process
+    (_as_process) and never returns; with a list (a script or test in its own process), the command's exit code."""
     from mcp_server import worker
 
     before, worker.route = worker.route, _route
     try:
-        return _main(sys.argv[1:] if argv is None else argv)
+        if argv is None:
+            _as_process(sys.argv[1:])
+        return _main(argv)
     finally:
         worker.route = before
 
 
-def _main(argv: list[str]) -> int:
+def _as_process(argv: list[str]) -> None:
+    """The CLI as a process (issue 48, sixth round): a reward module may start a thread at its import that writes
+    to descriptor 1 later, or never ends. With --json, descriptor 1 points at stderr from the parsed command line to
+    the exit and the result goes to a copy of the real stdout (_result_apart); and the process ends once its
+    output is written and the exit handlers ran (os._exit), so no such thread writes after it or keeps it alive."""
+    code = _main(argv, process=True)
+    for stream in (result_stream(), sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            code = _reader_gone()
+        except (OSError, ValueError, AttributeError):
+            pass
+    atexit._run_exitfuncs()  # this process's scratch folder removed, as at a normal exit
+    os._exit(code)
+
+
+def _result_apart() -> None:
+    """Descriptor 1 points at stderr for the rest of the process; the result is written to a copy of the real
+    stdout (toolspec.RESULT_FILE). Without a descriptor 1 or 2 (closed), nothing changes."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        sys.stderr.flush()
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):
+        return
+    RESULT_FILE["file"] = open(saved, "w", encoding=sys.stdout.encoding or "utf-8",  # noqa: SIM115 - held to exit
+                               errors=sys.stdout.errors or "strict", closefd=True)
+
+
+def _main(argv: list[str], process: bool = False) -> int:
     keep_caches_private()
     names = {spec.command for spec in TOOLS}
     parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")
     args = parser.parse_args(argv)
+    if process and getattr(args, "json", False):
+        _result_apart()
     try:
         code = _run(args)
-        sys.stdout.flush()  # here, so a reader that went away (`| head`) is met below, not at interpreter exit
+        result_stream().flush()  # here, so a reader that went away (`| head`) is met below, not at exit
+        sys.stdout.flush()
         return code
     except BrokenPipeError:
         return _reader_gone()

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ValidationError
 
 # A message stays readable: a pasted file body or a huge value never floods the client.
 MAX_MESSAGE = 2000
+MAX_UNKNOWN_LISTED = 10  # unknown fields named in one message; the rest counted
 
 
 class UserInputError(ValueError):
@@ -94,11 +95,12 @@ def validation_message(exc: ValidationError, model: type[BaseModel] | None = Non
         owner = _model_at(model, owner_loc)
         accepted = list(owner.model_fields) if owner else []
         where = ".".join(map(str, owner_loc))
+        # at most MAX_UNKNOWN_LISTED named (issue 48: 250k unknown keys took seconds of "did you mean" look-ups)
         text = f"unknown field{'s' if len(names) > 1 else ''} " + ", ".join(
             f"'{short(name, 60)}'"
             + (f" (did you mean '{close[0]}'?)" if (close := closest_names(name, accepted, n=1)) else "")
-            for name in names
-        )
+            for name in names[:MAX_UNKNOWN_LISTED]
+        ) + (f" and {len(names) - MAX_UNKNOWN_LISTED} more" if len(names) > MAX_UNKNOWN_LISTED else "")
         if accepted:
             text += f"; accepted: {', '.join(accepted)}"
         parts.insert(0, f"{where}: {text}" if where else text)

@@ -3,7 +3,9 @@ past what a parser reads, no `method`, `jsonrpc` other than "2.0", a batch, a re
 integer) gets the reply JSON-RPC 2.0 prescribes (-32700 Parse error, -32600 Invalid Request, -32602 Invalid params
 for text that is no Unicode, a lone surrogate; with the request's id when it can be read, else null), where the SDK's
 own transport drops it silently and leaves the client waiting. At the end of input, each request still running is
-answered before the session ends. The table of inputs and answers: tests/test_server_inputs.py.
+answered before the session ends. A line over MAX_LINE characters or MAX_COLONS colons, or a tools/call with over
+MAX_ARGUMENTS argument names, is refused before it is parsed or validated, so one huge message cannot hold every
+other reply. The table of inputs and answers: tests/test_server_inputs.py.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
 the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import anyio
@@ -24,6 +27,15 @@ from pydantic import ValidationError
 from mcp_server.errors import one_line, short
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+# Issue 48: one huge message held every reply (a ping's too) while it was read: 250k unknown argument names took
+# seconds of validation, 2M a minute. A line longer than MAX_LINE is refused before it is parsed (the table's 8 MB
+# request still passes), as is one with more than MAX_COLONS colons (every object key has one), and a tools/call
+# with more than MAX_ARGUMENTS argument names before the tool sees it (no tool has a hundred fields).
+MAX_LINE = 16 * 1024 * 1024  # characters
+MAX_COLONS = 100_000  # each object key takes one; parsing is slow per key (1M keys: seconds), not per character
+MAX_ARGUMENTS = 1000
+_LEADING_ID = re.compile(r'\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]*"\s*,)*'  # simple keys before "id"
+                         r'\s*"id"\s*:\s*(-?\d{1,30}|"[^"\\]{0,200}")\s*[,}]')
 JSON_TYPES = {float: "a fraction", bool: "a boolean", dict: "an object", list: "an array", str: "a string",
               int: "an integer", type(None): "null"}
 
@@ -77,6 +89,31 @@ def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
         first = errors[0]
         why = f"{'.'.join(str(p) for p in first.get('loc', ())) or 'message'}: {first.get('msg')}"
     return _error(request_id, INVALID_REQUEST, f"Invalid Request: {one_line(short(why))}")
+
+
+def too_big_reply(line: str) -> types.JSONRPCError | None:
+    """The error for a line over MAX_LINE characters or MAX_COLONS colons, unparsed, else None: its id when the
+    line starts with it (after "jsonrpc" and "method", as clients write them), else null."""
+    colons = line.count(":") if len(line) > MAX_COLONS else 0
+    if len(line) > MAX_LINE:
+        why = f"a message of {len(line)} characters; at most {MAX_LINE} are read (one line)"
+    elif colons > MAX_COLONS:
+        why = f"a message with {colons} colons; at most {MAX_COLONS} are read (each object key takes one)"
+    else:
+        return None
+    found = _LEADING_ID.match(line[:1000])
+    request_id = json.loads(found.group(1)) if found else None
+    return _error(request_id if valid_id(request_id) else None, INVALID_REQUEST, f"Invalid Request: {why}")
+
+
+def too_many_arguments_reply(message) -> types.JSONRPCError | None:
+    """The error for a tools/call with more than MAX_ARGUMENTS argument names, else None."""
+    params = message.params if isinstance(message.params, dict) else {}
+    arguments = params.get("arguments")
+    if message.method != "tools/call" or not isinstance(arguments, dict) or len(arguments) <= MAX_ARGUMENTS:
+        return None
+    return _error(message.id, INVALID_PARAMS, f"Invalid params: arguments holds {len(arguments)} names; a tool "
+                  f"call takes at most {MAX_ARGUMENTS} (tools/list gives each tool's fields)")
 
 
 def _error(request_id, code: int, message: str) -> types.JSONRPCError:
@@ -149,12 +186,20 @@ class _CheckedLines:
                 raise
             if not line.strip():
                 continue
+            refused = too_big_reply(line)
+            if refused is not None:
+                await self.write["stream"].send(SessionMessage(refused))
+                continue
             try:
                 message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except Exception as exc:  # noqa: BLE001 - whatever the SDK would refuse gets its error reply
                 await self.write["stream"].send(SessionMessage(error_reply(line, exc)))
                 continue
             if isinstance(message, types.JSONRPCRequest):
+                refused = too_many_arguments_reply(message)
+                if refused is not None:
+                    await self.write["stream"].send(SessionMessage(refused))
+                    continue
                 self.unanswered.add(message.id)
             elif isinstance(message, types.JSONRPCNotification):
                 refused = bad_id_reply(line)

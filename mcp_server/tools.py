@@ -17,7 +17,7 @@ from mcp_server.inspection import tools as inspection
 from mcp_server.memory import tools as memory
 from mcp_server.recipe import tools as recipe
 from mcp_server.rewards import tools as rewards
-from mcp_server.toolspec import Command, ToolSpec
+from mcp_server.toolspec import Command, ToolSpec, print_result
 from mcp_server.training import tools as training
 
 
@@ -50,7 +50,7 @@ def _demo(args, request) -> int:
     # the walk's imports (every core) only when it runs
     summary = _run_demo(quick=args.quick, run_name=args.run_name, as_json=args.json, model=args.model)
     if args.json:
-        print(summary.model_dump_json(indent=2))
+        print_result(summary, True)
     return 0 if summary.ok else 1
 
 

@@ -9,6 +9,7 @@ tool. Light on purpose (stdlib + pydantic): a package's tools.py imports it, and
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -138,9 +139,19 @@ def outline(schema: dict | None) -> dict | None:
             **({"required": schema["required"]} if "required" in schema else {})}
 
 
+# Where the CLI's result goes: None is sys.stdout; the CLI process with --json sets a copy of the real stdout here,
+# descriptor 1 itself then pointing at stderr (cli._result_apart).
+RESULT_FILE: dict[str, Any] = {"file": None}
+
+
+def result_stream():
+    """The stream the CLI's result is written to (RESULT_FILE, else sys.stdout)."""
+    return RESULT_FILE["file"] or sys.stdout
+
+
 def print_result(result: BaseModel, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
     """The CLI's output: the pydantic result as JSON for machines, else the readable summary."""
     if as_json or human is None:
-        print(result.model_dump_json(indent=2))
+        print(result.model_dump_json(indent=2), file=result_stream())
     else:  # a terminal escape or carriage return a name or log line carried is shown escaped, never acted on
-        print("\n".join(one_line(line) for line in human(result).split("\n")))
+        print("\n".join(one_line(line) for line in human(result).split("\n")), file=result_stream())

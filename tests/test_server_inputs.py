@@ -106,6 +106,20 @@ def cells() -> list[Cell]:
         Cell("huge tool argument", [request("ht", "tools/call", {"name": "diagnose_run",
                                                                  "arguments": {"source": "y" * 2_000_000}})],
              results={"ht": "result"}),
+        # issue 48, sixth round: 250k unknown argument names held every reply for seconds (2M: a minute); refused
+        # unread by the tool, and the ping after it answered at once
+        Cell("tools/call with 250k argument names", [request("many", "tools/call", {
+            "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(250_000)}})],
+             results={"many": INVALID_REQUEST}, wait_s=2.0),
+        Cell("ping with 1M keys in its params", [request("keys", "ping", {
+            "x": {f"k{i}": 0 for i in range(1_000_000)}})],
+             results={"keys": INVALID_REQUEST}, wait_s=2.0),
+        Cell("tools/call with 5000 argument names", [request("names", "tools/call", {
+            "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(5000)}})], results={"names": INVALID_PARAMS}),
+        Cell("tools/call with 1000 unknown argument names", [request("unknown-1000", "tools/call", {
+            "name": "list_runs", "arguments": {f"k{i}": 0 for i in range(1000)}})], results={"unknown-1000": "result"}),
+        Cell("a line over 16 MiB", [request("long", "ping", {"_meta": {"pad": "x" * 17_000_000}})],
+             results={"long": INVALID_REQUEST}, wait_s=5.0),
         Cell("concurrent requests", [request(f"c-{i}", "tools/list" if i % 2 else "ping") for i in range(24)],
              results={f"c-{i}": "result" for i in range(24)}),
         Cell("concurrent tool calls", [request(f"t-{i}", "tools/call", {"name": "list_rewards", "arguments": {}})
@@ -222,6 +236,22 @@ def test_each_input_gets_its_answer_and_the_server_lives_on(table_run, cell):
     assert [r.get("error", {}).get("code") for r in nulls] == cell.nulls, replies
     for reply in nulls:
         assert len(reply["error"]["message"]) > 20, reply  # says what was wrong
+
+
+@pytest.mark.slow
+def test_a_refused_size_names_its_limit_and_unknown_names_are_counted_past_ten(table_run):
+    """The two size refusals name the limit; a call with 1000 unknown names names ten and counts the rest (naming
+    each, with its "did you mean", took seconds for 250k)."""
+    outcomes, stderr = table_run
+    (many,) = outcomes["tools/call with 250k argument names"][0]
+    assert " colons; " in many["error"]["message"] and "at most 100000" in many["error"]["message"], many
+    (names,) = outcomes["tools/call with 5000 argument names"][0]
+    assert "5000 names" in names["error"]["message"] and "at most 1000" in names["error"]["message"], names
+    (long,) = outcomes["a line over 16 MiB"][0]
+    assert f"at most {16 * 1024 * 1024}" in long["error"]["message"], long
+    (unknown,) = outcomes["tools/call with 1000 unknown argument names"][0]
+    text = unknown["result"]["content"][0]["text"]
+    assert unknown["result"]["isError"] and "'k9'" in text and "'k10'" not in text and "990 more" in text, text
 
 
 def test_the_table_covers_every_json_type_as_an_id_and_a_cancelled_request_id():
@@ -361,6 +391,38 @@ def test_the_cli_json_holds_when_a_reward_module_writes_to_descriptor_1(tmp_path
     assert "FD1-BYTES-AT-IMPORT" in descriptors.err  # its bytes went to stderr: the module did run
     result = json.loads(proc.stdout)
     assert "reward_unresolvable" not in {f["code"] for f in result["findings"]}, result
+
+
+@pytest.mark.slow
+def test_the_cli_process_json_holds_and_ends_when_a_reward_module_starts_a_writing_thread(workspace, tiny_model):
+    """A reward module whose import starts a thread (not a daemon) that writes to descriptor 1 and prints, on and
+    on: its bytes came after the core returned, on the real stdout, and the CLI waited for the thread before it
+    exited (issue 48, sixth round). `inspect-rewards --json` imports the run's reward in the CLI's own process:
+    its output is the result alone, and the process ends once it is written."""
+    from support import hand_made_run
+
+    module = f"thread_reward_{os.getpid()}"
+    (workspace / f"{module}.py").write_text(
+        "import os, threading, time\n\n\n"
+        "def _on_and_on():\n"
+        "    end = time.monotonic() + 600\n"
+        "    while time.monotonic() < end:\n"
+        "        os.write(1, b'THREAD-BYTES\\n')\n"
+        "        print('THREAD-PRINT', flush=True)\n"
+        "        time.sleep(0.02)\n\n\n"
+        "threading.Thread(target=_on_and_on, daemon=False).start()\n\n\n"
+        "def reward(completions, **kwargs):\n"
+        "    return [1.0 for _ in completions]\n")
+    run_dir = hand_made_run(workspace, tiny_model, "threaded", [["4", "5"], ["6", "7"]], ["4", "6"],
+                            rewards=[{"name": f"{module}.reward"}])
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mcp_server.cli", "inspect-rewards", str(run_dir), "--json"],
+                              cwd=workspace, env=checkout_env(), capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the CLI waited for the reward module's thread: {str(exc.stdout)[-300:]}")
+    result = json.loads(proc.stdout)  # nothing but the result
+    assert proc.returncode == 0 and result["num_samples"] == 4, proc.stderr[-2000:]
+    assert "THREAD-BYTES" in proc.stderr and "THREAD-PRINT" in proc.stderr  # the thread ran; its output: stderr
 
 
 @pytest.mark.slow
