@@ -1004,7 +1004,8 @@ def test_a_package_folder_beside_the_reviewed_module_is_refused_before_it_runs(t
     package.mkdir()
     marker = tmp_path / "package-ran"
     (package / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
-                                         "def nonempty_reward(completions, **kw):\n    return [0.25 for c in completions]\n")
+                                         "def nonempty_reward(completions, **kw):\n"
+                                         "    return [0.25 for c in completions]\n")
     monkeypatch.setattr("sys.pycache_prefix", os.sys.pycache_prefix)
     monkeypatch.setattr("sys.dont_write_bytecode", os.sys.dont_write_bytecode)
     monkeypatch.setattr("sys.path", list(os.sys.path))
