@@ -179,11 +179,28 @@ def without_scratch(env: dict) -> dict:
     return env
 
 
+# What runs code in a shell or a process before the trainer's own checks (issue 48): bash sources BASH_ENV (ENV in
+# POSIX mode) before a script, imports exported functions (BASH_FUNC_name%%, which win over builtins such as
+# `export`), xtrace options with a PS4 holding a command substitution, a CDPATH that moves the script's `cd`; the
+# dynamic loader runs LD_PRELOAD and LD_AUDIT libraries in every process. None of them is passed on; what CUDA and
+# torch need (LD_LIBRARY_PATH, CUDA_*, the caches) is kept.
+SHELL_HOOKS = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "CDPATH", "GLOBIGNORE", "PROMPT_COMMAND",
+               "LD_PRELOAD", "LD_AUDIT")
+
+
+def without_shell_hooks(env: dict) -> dict:
+    """`env` (changed in place) without SHELL_HOOKS and exported bash functions (BASH_FUNC_*)."""
+    for key in [k for k in env if k in SHELL_HOOKS or k.startswith("BASH_FUNC_")]:
+        del env[key]
+    return env
+
+
 def training_env(python: str, base: dict | None = None) -> dict:
     """Environment for a process of the training interpreter: this package importable from the plugin
     folder when that Python does not have it installed (PYTHONPATH first, so it runs this very code). This
-    process's scratch caches stay its own: a child makes its own (keep_caches_private, train/launch.sh)."""
-    env = without_scratch(dict(os.environ if base is None else base))
+    process's scratch caches stay its own: a child makes its own (keep_caches_private, train/launch.sh); nothing that
+    runs code before the process's own checks is passed on (without_shell_hooks)."""
+    env = without_shell_hooks(without_scratch(dict(os.environ if base is None else base)))
     # The launcher keeps the server's bytecode beside its environment; the training interpreter reads its own
     # (a prefix would make it recompile torch and the rest).
     if (

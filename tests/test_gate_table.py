@@ -921,3 +921,128 @@ def test_a_site_hook_on_the_launching_shells_pythonpath_never_runs_in_the_traine
     assert not marker.exists(), "the launching shell's sitecustomize ran in the trainer"
     assert data.read_bytes() == reviewed
     assert status.state == "succeeded", (status.state, status.log_tail)
+
+
+# Round 6 (issue 48): what runs before the trainer's checks, and what the trainer imports as the reviewed reward.
+def test_the_launch_passes_on_no_shell_hook(tmp_path):
+    """BASH_ENV (sourced by bash before train/launch.sh), an exported function named `export` (wins over the builtin
+    and re-adds a PYTHONPATH after the script cleared it), xtrace with a PS4 command, LD_PRELOAD: none reaches the
+    launch's bash or the SLURM job; what CUDA and torch need is kept."""
+    import sys
+
+    from mcp_server.interpreter import training_env
+
+    hooks = {"BASH_ENV": str(tmp_path / "hook.sh"), "ENV": str(tmp_path / "hook.sh"),
+             "BASH_FUNC_export%%": "() { builtin export \"$@\"; }", "BASH_FUNC_python%%": "() { :; }",
+             "SHELLOPTS": "xtrace", "PS4": "$(touch /tmp/x)", "CDPATH": str(tmp_path), "LD_PRELOAD": "/tmp/evil.so",
+             "LD_AUDIT": "/tmp/evil.so"}
+    kept = {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64", "CUDA_VISIBLE_DEVICES": "0", "HF_HOME": str(tmp_path)}
+    env = training_env(sys.executable, {**hooks, **kept, "PATH": os.environ["PATH"]})
+    assert not set(hooks) & set(env), sorted(set(hooks) & set(env))
+    assert {k: env[k] for k in kept} == kept
+
+
+def test_the_trainer_refuses_this_package_from_elsewhere_than_the_launch_script_put_it(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """A shell hook or a wrapper interpreter that puts a copy of this package first on PYTHONPATH: the copy's checks
+    (or none) would run; verified_script refuses before it runs train.py."""
+    import mcp_server
+    from mcp_server.training.trainer.verified_script import main
+
+    script = tmp_path / "train" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('ran')\n")
+    monkeypatch.delenv("LLM_FINETUNING_SCRIPT_SHA256", raising=False)
+    monkeypatch.setattr("sys.path", list(os.sys.path))
+    monkeypatch.setattr("sys.argv", list(os.sys.argv))
+    monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
+    monkeypatch.setenv("LLM_FINETUNING_PACKAGE", str(tmp_path / "meant"))
+    with pytest.raises(SystemExit) as refused:
+        main([str(script)])
+    here = os.path.dirname(os.path.realpath(mcp_server.__file__))
+    assert refused.value.code == 3 and f"imported from {here}" in capsys.readouterr().err
+    assert not (script.parent / "ran").exists()
+    monkeypatch.setenv("LLM_FINETUNING_PACKAGE", os.path.dirname(here))  # where the launch script put it
+    main([str(script)])
+    assert (script.parent / "ran").read_text() == "ran"
+
+
+def _reward_run(tmp_path: Path, module: str, monkeypatch) -> tuple[Run, list]:
+    """A run whose reward is `module.nonempty_reward`, its reviewed copy in inspection/reward_code/ and a verdict
+    pinning its hash and that copy's files, as record_inspection_verdict leaves them."""
+    import sys
+
+    from mcp_server.inspection.trained import keep_reviewed_code
+    from mcp_server.rewards import reward_code_sha256
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / f"{module}.py").write_text("def nonempty_reward(completions, **kw):\n"
+                                            "    return [1.0 for c in completions]\n")
+    monkeypatch.chdir(workspace)
+    monkeypatch.setattr("sys.path", [str(workspace), *sys.path])
+    run = _run(workspace / "runs", {})
+    rewards = [{"name": f"{module}.nonempty_reward", "params": {}, "weight": 1.0}]
+    run.rewards.write_text(json.dumps(rewards))
+    run.verdict.parent.mkdir(parents=True, exist_ok=True)
+    files = keep_reviewed_code(run, rewards)
+    run.verdict.write_text(json.dumps({"pins": {"reward_code": reward_code_sha256(rewards)},
+                                       "reward_code_files": files}))
+    monkeypatch.setattr("sys.path", [p for p in sys.path if p != str(workspace)])
+    monkeypatch.delitem(sys.modules, module)
+    sys.path_importer_cache.clear()
+    return run, rewards
+
+
+def test_a_package_folder_beside_the_reviewed_module_is_refused_before_it_runs(tmp_path, monkeypatch, capsys):
+    """inspection/reward_code/myrew/__init__.py beside the reviewed myrew.py wins the import: the gate closes
+    naming it, and the trainer refuses before importing anything from there (the package's code never runs)."""
+    from mcp_server.inspection.trained import RewardCodeChanged, reviewed_reward_funcs, unkept_reward_code
+
+    run, rewards = _reward_run(tmp_path, "round6_pkgdir_reward", monkeypatch)
+    package = run.reward_code / "round6_pkgdir_reward"
+    package.mkdir()
+    marker = tmp_path / "package-ran"
+    (package / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                         "def nonempty_reward(completions, **kw):\n"
+                                         "    return [0.25 for c in completions]\n")
+    monkeypatch.setattr("sys.pycache_prefix", os.sys.pycache_prefix)
+    monkeypatch.setattr("sys.dont_write_bytecode", os.sys.dont_write_bytecode)
+    monkeypatch.setattr("sys.path", list(os.sys.path))
+    with pytest.raises(RewardCodeChanged):
+        reviewed_reward_funcs(run.dir)
+    assert "round6_pkgdir_reward/" in capsys.readouterr().err and not marker.exists()
+    monkeypatch.chdir(tmp_path / "ws")
+    monkeypatch.setattr("sys.path", [str(tmp_path / "ws"), *os.sys.path])
+    assert "round6_pkgdir_reward/" in unkept_reward_code(run, rewards)
+    assert not marker.exists()
+
+
+def test_the_trainer_imports_the_reviewed_source_not_a_forged_pyc(tmp_path, monkeypatch, capsys):
+    """A .pyc in inspection/reward_code/__pycache__ compiled from other code, its header stamped with the reviewed
+    source's mtime and size: the trainer imports the source whose hash the verdict pinned."""
+    import importlib.util
+    import py_compile
+    import struct
+
+    from mcp_server.inspection.trained import reviewed_reward_funcs
+
+    module = "round6_pyc_reward"
+    run, _ = _reward_run(tmp_path, module, monkeypatch)
+    source = run.reward_code / f"{module}.py"
+    size, mtime = source.stat().st_size, int(source.stat().st_mtime)
+    evil = "def nonempty_reward(completions, **kw):\n    return [0.25 for c in completions]\n"
+    evil += "#" * (size - len(evil) - 1) + "\n"
+    (tmp_path / "evil.py").write_text(evil)
+    py_compile.compile(str(tmp_path / "evil.py"), cfile=str(tmp_path / "evil.pyc"))
+    forged = bytearray((tmp_path / "evil.pyc").read_bytes())
+    forged[8:16] = struct.pack("<II", mtime & 0xFFFFFFFF, size & 0xFFFFFFFF)
+    (run.reward_code / "__pycache__").mkdir()
+    Path(importlib.util.cache_from_source(str(source))).write_bytes(bytes(forged))
+    monkeypatch.setattr("sys.pycache_prefix", os.sys.pycache_prefix)
+    monkeypatch.setattr("sys.dont_write_bytecode", os.sys.dont_write_bytecode)
+    monkeypatch.setattr("sys.path", list(os.sys.path))
+    monkeypatch.setitem(os.sys.modules, module, None)
+    monkeypatch.delitem(os.sys.modules, module)
+    funcs, _ = reviewed_reward_funcs(run.dir)
+    assert [f(completions=["a", "b"]) for f in funcs] == [[1.0, 1.0]]

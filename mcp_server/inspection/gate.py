@@ -25,7 +25,7 @@ from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.pins import PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, run_pins
-from mcp_server.inspection.trained import keep_reviewed_code, unkept_reward_code
+from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.rewards.dotted import RewardImportError
 from mcp_server.runs import Run, resolve_run
@@ -213,7 +213,8 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         except UserInputError:
             pins = {"reward_code": result["reward_code_sha256"]}
     record = _verdict_record(request, run, result, reviewed, given, pins)
-    keep_reviewed_code(run, result["rewards"])  # what the trainer imports (inspection.trained)
+    # what the trainer imports (inspection.trained), and the list of it the trainer checks before it imports
+    record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"])
     path = atomic_write_json(run.inside(run.verdict), record)
     return VerdictResult(
         run_dir=str(run.dir),

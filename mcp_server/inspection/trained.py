@@ -265,12 +265,32 @@ def _brief(value) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def _refuse_unreviewed_entries(run: Run) -> None:
+    """RewardCodeChanged when inspection/reward_code/ holds an entry that is not a file the verdict's copy listed
+    (REWARD_FILES; a verdict recorded before that list: a folder beside a module of the same name)."""
+    verdict = _verdict(run, bound=True)
+    listed = (verdict or {}).get(REWARD_FILES)
+    if isinstance(listed, list):
+        extra = unreviewed_entries(run, [str(r) for r in listed])
+    else:
+        extra = [f"{p.relative_to(run.reward_code).as_posix()}/" for p in run.reward_code.rglob("*")
+                 if p.is_dir() and p.name != CACHE_DIR and p.with_suffix(".py").is_file()]
+    if extra:
+        print(f"llm-finetuning: refusing to train: {run.reward_code.relative_to(run.dir)} holds "
+              f"{', '.join(extra[:8])}, which is not reward code the inspection verdict reviewed (it could be "
+              "imported instead of, or by, the reviewed code). Remove it, or record the verdict again, then launch "
+              "again.", file=sys.stderr, flush=True)
+        raise RewardCodeChanged(3)
+
+
 def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     """The run's reward functions (train/rewards.json) and their code's hash; raises RewardCodeChanged (exit
     status 3, one line saying what to do) when that code is not the reviewed code."""
     run = Run(Path(run_dir))
     rewards = json.loads(run.rewards.read_text())
     if run.reward_code.is_dir() and not sampling_now():  # the reviewed copy first (module doc)
+        _refuse_unreviewed_entries(run)  # before anything is imported from there
+        _source_imports()
         sys.path.insert(0, str(run.reward_code))
     expected = reviewed_reward_sha256(run)
     before = reward_code_sha256(rewards)  # imports the reward modules, then reads their source
@@ -289,9 +309,10 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     return funcs, after
 
 
-def keep_reviewed_code(run: Run, rewards: list) -> None:
+def keep_reviewed_code(run: Run, rewards: list) -> list[str]:
     """inspection/reward_code/: a copy of the local modules `rewards` run, made when a verdict is recorded (the
-    module's doc); replaced whole, never half-written; removed when the rewards run no local module."""
+    module's doc); replaced whole, never half-written; removed when the rewards run no local module. Returns the
+    copy's files (relative paths): the verdict records them (REWARD_FILES), the trainer refuses any other entry."""
     files = reward_code_files(rewards)
     target = run.inside(run.reward_code)
     staging = Path(tempfile.mkdtemp(prefix=".reward_code-", dir=target.parent))
@@ -307,10 +328,55 @@ def keep_reviewed_code(run: Run, rewards: list) -> None:
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return sorted(files)
 
 
 def unkept_reward_code(run: Run, rewards: list) -> list[str]:
-    """The local reward modules (relative paths) that inspection/reward_code/ does not hold as they are now: what
-    the trainer would not import as reviewed. Empty: the copy is the code under review."""
-    return [relative for relative, data in reward_code_files(rewards).items()
-            if not (run.reward_code / relative).is_file() or (run.reward_code / relative).read_bytes() != data]
+    """The local reward modules (relative paths) that inspection/reward_code/ does not hold as they are now, then
+    every entry of it that is none of them (unreviewed_entries): what the trainer would not import as reviewed.
+    Empty: the copy is the code under review."""
+    files = reward_code_files(rewards)
+    return [relative for relative, data in files.items()
+            if not (run.reward_code / relative).is_file() or (run.reward_code / relative).read_bytes() != data] + \
+        unreviewed_entries(run, files)
+
+
+# The verdict's list of the reviewed copy's files (keep_reviewed_code): what the trainer checks reward_code/ against
+# before it imports anything from there.
+REWARD_FILES = "reward_code_files"
+CACHE_DIR = "__pycache__"  # bytecode Python writes beside a source; the trainer never reads it (_source_imports)
+
+
+def unreviewed_entries(run: Run, reviewed) -> list[str]:
+    """Each entry of inspection/reward_code/ that is not one of the `reviewed` files (relative paths) nor a folder
+    holding one, named with a trailing / for a folder: a package folder beside a reviewed module wins its import,
+    another module could be imported by a reviewed one (issue 48). __pycache__ folders are never read."""
+    root = run.reward_code
+    if not root.is_dir():
+        return []
+    wanted = {Path(r).as_posix() for r in reviewed}
+    folders = {parent.as_posix() for r in wanted for parent in Path(r).parents if parent != Path(".")}
+    extra = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath).relative_to(root)
+        for name in sorted(dirnames):
+            relative = (here / name).as_posix()
+            if name != CACHE_DIR and relative not in folders:
+                extra.append(relative + "/")
+        dirnames[:] = [n for n in dirnames if n != CACHE_DIR and (here / n).as_posix() in folders]
+        extra += [(here / n).as_posix() for n in sorted(filenames) if (here / n).as_posix() not in wanted]
+    return extra
+
+
+def _source_imports() -> None:
+    """From here on this process imports Python modules from their source, never from bytecode: a .pyc put in
+    reward_code/__pycache__ with the reviewed source's mtime and size in its header would run instead of the
+    hashed source (issue 48). The bytecode cache moves to a new empty folder (removed at exit), and nothing is
+    written there."""
+    if getattr(sys, "pycache_prefix", None) and Path(sys.pycache_prefix).name.startswith("llm-finetuning-pyc-"):
+        return
+    sys.dont_write_bytecode = True
+    sys.pycache_prefix = tempfile.mkdtemp(prefix="llm-finetuning-pyc-")
+    import atexit
+
+    atexit.register(shutil.rmtree, sys.pycache_prefix, ignore_errors=True)

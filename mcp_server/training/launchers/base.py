@@ -35,7 +35,7 @@ from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
-from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
+from mcp_server.training.trainer.verified_script import PACKAGE_ENV, SCRIPT_SHA_ENV
 from mcp_server.workspace import atomic_write_text, sha256_file
 
 # train/train.py through verified_script: it runs the bytes whose hash the launcher passes (the verdict's pin),
@@ -54,8 +54,12 @@ export PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1
 
 
 def python_env(pythonpath: str | None) -> str:
-    """The lines of train/launch.sh and train/launch.slurm that set the trainer's Python environment."""
-    return PYTHON_ENV + (f"export PYTHONPATH={shlex.quote(pythonpath)}\n" if pythonpath else "")
+    """The lines of train/launch.sh and train/launch.slurm that set the trainer's Python environment; the trainer
+    refuses a `mcp_server` imported from anywhere else (verified_script.PACKAGE_ENV: this folder, or the
+    interpreter's installation when the package is installed), issue 48."""
+    where = shlex.quote(pythonpath) if pythonpath else "installed"
+    return PYTHON_ENV + (f"export PYTHONPATH={shlex.quote(pythonpath)}\n" if pythonpath else "") + \
+        f"export {PACKAGE_ENV}={where}\n"
 
 
 TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu", "zero2": "zero2", "zero3": "zero3", "fsdp": "fsdp2"}

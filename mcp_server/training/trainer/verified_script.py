@@ -5,7 +5,8 @@ read the file again: a script swapped in between (and put back) would run unrevi
 nothing. The launchers start this module instead: it reads the script's bytes once, compares their sha256 with the
 one the launcher passed (SCRIPT_SHA_ENV, the verdict's pin; absent when run by hand) and runs those bytes as
 `__main__`, with the script's own `__file__` (so its run directory and imports are what they were), issue 48.
-It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`).
+It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`), or with
+this package imported from anywhere but where the launch script put it (`foreign_package`).
 """
 
 from __future__ import annotations
@@ -16,14 +17,36 @@ import sys
 import sysconfig
 
 SCRIPT_SHA_ENV = "LLM_FINETUNING_SCRIPT_SHA256"
+# Where the launch script meant this package to come from (launchers.base.python_env): the folder put on PYTHONPATH,
+# or "installed" (the interpreter's own site-packages). Absent when run by hand: nothing to compare with.
+PACKAGE_ENV = "LLM_FINETUNING_PACKAGE"
+
+
+def _installation_roots() -> set[str]:
+    paths = [p for k in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_paths().get(k))]
+    return {f(p) + os.sep for p in paths for f in (os.path.abspath, os.path.realpath)}
+
+
+def foreign_package() -> str | None:
+    """Where `mcp_server` was imported from, when that is not where the launch script meant (PACKAGE_ENV): a copy
+    put first on PYTHONPATH after the script set it (a shell hook, a wrapper interpreter) would run its own checks,
+    or none (issue 48). None: the meant one, or nothing to compare with."""
+    meant = os.environ.get(PACKAGE_ENV, "").strip()
+    if not meant:
+        return None
+    package = os.path.dirname(os.path.realpath(sys.modules["mcp_server"].__file__ or ""))
+    if meant == "installed":
+        inside = any(package.startswith(root) for root in _installation_roots())
+    else:
+        inside = package == os.path.join(os.path.realpath(meant), "mcp_server")
+    return None if inside else package
 
 
 def foreign_site_hooks() -> list[str]:
     """The site hooks (sitecustomize, usercustomize) this interpreter imported at its start from outside its own
     installation (its stdlib and site-packages): code that ran before any check (issue 48). The launchers start
     the trainer with a PYTHONPATH of this package alone and no user site (launchers.base.PYTHON_ENV)."""
-    paths = [p for k in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_paths().get(k))]
-    roots = {f(p) + os.sep for p in paths for f in (os.path.abspath, os.path.realpath)}
+    roots = _installation_roots()
     found = []
     for name in ("sitecustomize", "usercustomize"):
         origin = getattr(sys.modules.get(name), "__file__", None)
@@ -45,6 +68,13 @@ def main(argv: list[str] | None = None) -> None:
     if expected and hashlib.sha256(data).hexdigest() != expected:
         print(f"llm-finetuning: refusing to train: {argv[0]} is not the train/train.py the inspection verdict "
               "reviewed (changed after launch_training's gate). Put it back, then launch again.", file=sys.stderr,
+              flush=True)
+        raise SystemExit(3)
+    shadow = foreign_package()
+    if shadow:
+        print(f"llm-finetuning: refusing to train: this package (mcp_server) was imported from {shadow}, not from "
+              f"where the launch script put it ({os.environ[PACKAGE_ENV]}): a copy first on PYTHONPATH runs its own "
+              "checks. Launch with launch_training from a shell that does not change PYTHONPATH.", file=sys.stderr,
               flush=True)
         raise SystemExit(3)
     hooks = foreign_site_hooks()

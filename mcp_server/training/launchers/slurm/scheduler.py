@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from mcp_server.errors import UserInputError, one_line, short
-from mcp_server.interpreter import without_scratch
+from mcp_server.interpreter import without_scratch, without_shell_hooks
 
 TIMEOUT_S = 30
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
@@ -46,7 +46,8 @@ class Job:
 
 def _run(args: list[str], timeout: float = TIMEOUT_S, stdin: str | None = None) -> subprocess.CompletedProcess:
     # sbatch hands the job this environment (--export=ALL): never this process's scratch caches (interpreter.py)
-    env = without_scratch(dict(os.environ))
+    # nor what runs code before the job's checks: the batch script's bash would source BASH_ENV (issue 48)
+    env = without_shell_hooks(without_scratch(dict(os.environ)))
     try:
         if stdin is not None:
             return subprocess.run(args, capture_output=True, text=True, timeout=timeout, input=stdin, env=env)
