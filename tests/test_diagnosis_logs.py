@@ -214,6 +214,12 @@ SHAPES: tuple[Shape, ...] = (
           one(**{"rewards/correctness_reward/mean": [0.0] * 12, "rewards/correctness_reward/std": [0.0] * 12,
                  "frac_reward_zero_std": [1.0] * 12, "reward": [0.9] * 12, "reward_std": [0.02] * 12}),
           {"task_never_scores": "error", "no_reward_signal": "error"}),
+    Shape("TRL < 0.17's reward names (rewards/<func>, no /mean): a format reward exactly 0 from the first log",
+          lambda: [run_logs(series={"rewards/format_reward": [0.0] * 12,
+                                    "rewards/correctness_reward": [0.3 + 0.01 * i for i in range(12)]},
+                            drop=[f"rewards/{r}_reward/{s}" for r in ("format", "correctness")
+                                  for s in ("mean", "std")])],
+          {"reward_never_pays": "warning"}),
     Shape("a format reward exactly 0 from the first log",
           one(**{"rewards/format_reward/mean": [0.0] * 12, "rewards/format_reward/std": [0.0] * 12}),
           {"reward_never_pays": "warning"}),
