@@ -80,7 +80,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mcp_server/memory/planner.py": ("tests/test_memory_planner.py", "tests/test_memory_search.py",
                                      "tests/test_memory_exact.py"),
     "mcp_server/diagnosis/metrics.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
-                                        "tests/test_bad_input.py"),
+                                        "tests/test_diagnose_cases.py", "tests/test_bad_input.py"),
     "mcp_server/diagnosis/context.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                         "tests/test_diagnose_cases.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",

@@ -216,6 +216,12 @@ SHAPES: tuple[Shape, ...] = (
           one(**{"rewards/correctness_reward/mean": [0.0] * 12, "rewards/correctness_reward/std": [0.0] * 12,
                  "frac_reward_zero_std": [1.0] * 12, "reward": [0.9] * 12, "reward_std": [0.02] * 12}),
           {"task_never_scores": "error", "no_reward_signal": "error"}),
+    Shape("TRL < 0.17's reward names (rewards/<func>, no /mean): a format reward exactly 0 from the first log",
+          lambda: [run_logs(series={"rewards/format_reward": [0.0] * 12,
+                                    "rewards/correctness_reward": [0.3 + 0.01 * i for i in range(12)]},
+                            drop=[f"rewards/{r}_reward/{s}" for r in ("format", "correctness")
+                                  for s in ("mean", "std")])],
+          {"reward_never_pays": "warning"}),
     Shape("a format reward exactly 0 from the first log",
           one(**{"rewards/format_reward/mean": [0.0] * 12, "rewards/format_reward/std": [0.0] * 12}),
           {"reward_never_pays": "warning"}),
@@ -344,3 +350,47 @@ def test_every_finding_code_has_a_row():
     covered = {code for shape in SHAPES for code in shape.findings}
     assert not sorted(set(REGISTRY) - covered), "finding codes without a row in SHAPES"
     assert not sorted(covered - set(REGISTRY)), "rows naming codes the registry does not declare"
+
+
+# ---------------------------------------------------------------- the m3 audit (issue 48): how the inputs are found
+FROM_THE_RUN = [s for s in SHAPES if (s.config or s.stdout) and not (s.export or s.refused or s.logs_files)]
+
+
+@pytest.mark.parametrize("shape", FROM_THE_RUN, ids=[s.name for s in FROM_THE_RUN])
+def test_a_runs_progress_file_given_alone_is_read_with_the_runs_config_and_log(shape, tmp_path, workspace):
+    """diagnose_run given train/logs/progress.jsonl (not the run folder): the run's config, request and stdout log
+    are found above it, and the findings are the run folder's (the config rules and the log's findings with them)."""
+    run = build(shape, tmp_path)
+    d = diagnose_run(DiagnoseRequest(source=str(run / "train" / "logs" / "progress.jsonl"), validate_patches=False))
+    assert {f.code: f.severity for f in d.findings} == shape.findings, [(f.code, f.explanation[:160])
+                                                                         for f in d.findings]
+
+
+def test_a_stdout_log_over_the_read_limit_is_read_to_its_end(tmp_path, workspace):
+    """A stdout log larger than LOG_READ_LIMIT is read by its head and its tail: a CUDA OOM at its end (where a
+    long run's OOM is) is found."""
+    from mcp_server.diagnosis.metrics import LOG_READ_LIMIT
+
+    line = "{'loss': 0.05, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epoch': 0.5}\n"
+    filler = line * (LOG_READ_LIMIT // len(line) + 1)
+    shape = Shape("a long log ending in a CUDA OOM", one(), {"cuda_out_of_memory": "error"},
+                  stdout=filler + (FIXTURES / "cuda_oom.log").read_text())
+    run = build(shape, tmp_path)
+    assert (run / "train" / "logs" / "stdout.log").stat().st_size > LOG_READ_LIMIT
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert {f.code: f.severity for f in d.findings} == shape.findings, [(f.code, f.explanation[:160])
+                                                                         for f in d.findings]
+
+
+def test_a_trl_output_folder_is_read_from_its_latest_checkpoint_by_step(tmp_path):
+    """A TRL output_dir with checkpoint-2 and checkpoint-10 (checkpoint-10 sorts first as text): diagnosis reads
+    checkpoint-10's trainer_state.json, the steps up to 10."""
+    out = tmp_path / "grpo-out"
+    for step in (2, 10):
+        folder = out / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        history = [{**trl_logs(i, 10), "step": i + 1} for i in range(step)]
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": 10,
+                                                               "log_history": history}))
+    d = diagnose_run(DiagnoseRequest(source=str(out), validate_patches=False))
+    assert d.last_step == 10, (d.last_step, d.source_kind)

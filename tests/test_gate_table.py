@@ -1046,3 +1046,59 @@ def test_the_trainer_imports_the_reviewed_source_not_a_forged_pyc(tmp_path, monk
     monkeypatch.delitem(os.sys.modules, module)
     funcs, _ = reviewed_reward_funcs(run.dir)
     assert [f(completions=["a", "b"]) for f in funcs] == [[1.0, 1.0]]
+
+
+# ---------------------------------------------------------------- the m3 audit (issue 48): rows its survivors lacked
+def _reviewed_run(tmp_path: Path, config: dict | None = None, weights: tuple[float, ...] = (1.0,)) -> Run:
+    """A run as inspect_rewards leaves it, constructed: samples, review.json with the hashes of review.md and
+    review.jsonl, and train/rewards.json (one reward per weight); no sampling."""
+    from mcp_server.rewards import reward_code_sha256
+    from mcp_server.workspace import sha256_file
+
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **(config or {})})
+    run.rewards.write_text(json.dumps([{"name": "format_reward", "params": {}, "weight": w} for w in weights]))
+    rewards = [{"name": "format_reward", "params": {}, "weight": 1.0}]
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(2)))
+    run.review_md.write_text("# review\n")
+    run.review_jsonl.write_text("".join(json.dumps({"id": i, "score": 1.0}) + "\n" for i in range(2)))
+    run.review.write_text(json.dumps({
+        "result": {"samples_sha256": sha256_file(run.samples), "rewards": rewards,
+                   "reward_code_sha256": reward_code_sha256(rewards), "route": "grpo"},
+        "reviewed_ids": [0, 1], "review_md_sha256": sha256_file(run.review_md),
+        "review_jsonl_sha256": sha256_file(run.review_jsonl)}))
+    return run
+
+
+@pytest.mark.parametrize("sheet", ["review.md", "review.jsonl"])
+def test_a_review_sheet_edited_after_the_review_backs_no_verdict(tmp_path, sheet):
+    """review.md or review.jsonl (the per-sample sheet) edited by hand after inspect_rewards: no verdict is
+    recorded on it, and the refusal names the sheet (the gate's own row is the slow
+    test_a_review_file_changed_closes_the_gate_naming_it)."""
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+
+    run = _reviewed_run(tmp_path)
+    path = run.dir / "inspection" / sheet
+    path.write_text(path.read_text().replace("1.0", "0.0").replace("review", "edited review"))
+    with pytest.raises(UserInputError, match=f"{sheet} is not the sheet inspect_rewards wrote"):
+        record_inspection_verdict(VerdictRequest(run=str(run.dir), verdict="fail", reviewer="ana",
+                                                 agree_with_rest=True))
+    assert not run.verdict.exists()
+
+
+@pytest.mark.parametrize(("configured", "same"), [([1.0, 2.0], True), ([1, 2], True), ([2.0, 1.0], False),
+                                                  ([1.0], False), ([1.0, 2.0, 0.0], False)])
+def test_reward_weights_are_matched_reward_by_reward(tmp_path, configured, same):
+    """train/config.yaml's reward_weights against train/rewards.json's weights [1, 2]: the same weights in the same
+    order are one; swapped between the rewards (TRL would weigh each reward by the other's) they are not, and a
+    pass is refused naming reward_weights."""
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+
+    run = _reviewed_run(tmp_path, {"reward_weights": configured}, weights=(1.0, 2.0))
+    with pytest.raises(UserInputError) as refused:  # a constructed run: a pass is refused either way
+        record_inspection_verdict(VerdictRequest(run=str(run.dir), verdict="pass", reviewer="ana",
+                                                 agree_with_rest=True))
+    assert ("train/config.yaml's reward_weights" in str(refused.value)) != same, (configured, str(refused.value))
+    assert not run.verdict.exists()

@@ -126,6 +126,16 @@ def cells() -> list[Cell]:
     many = (*lineage("stopping"), *checkpoint(9), *checkpoint(10), Event("stopped", OLD, step=10),
             Event("outcome", (OLD, "stopped")), Event("exit_code", 0))
     out.append(Cell("stopped", many, id="stopped/checkpoints-9-and-10"))
+    # the m3 audit (issue 48): a relaunch that never saved, its outcome.json "succeeded" with its own launch id and
+    # exit code 0: the earlier launch's final save in saves.jsonl is not this launch's
+    relaunch = (*lineage("succeeded"), Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW),
+                Event("progress", step=5), Event("outcome", (NEW, "succeeded")), Event("exit_code", 0))
+    out.append(Cell("failed", relaunch, id="failed/relaunch-never-saved-after-an-earlier-success"))
+    # a resume that began at step 2 and logged no step after it (its progress log's last line is the earlier
+    # attempt's step 2), with a final save of its own: it trained nothing
+    idle = (*lineage("stopped"), Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW, step=2),
+            Event("final_model", step=4), Event("outcome", (NEW, "succeeded")), Event("exit_code", 0))
+    out.append(Cell("failed", idle, id="failed/resumed-at-step-2-no-step-after"))
     return out
 
 
@@ -160,7 +170,7 @@ def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
         with open(run.stdout, "a") as handle:
             handle.write("==== llm-finetuning launch\n")
     elif event.member == "train_begin":
-        run.train_begin.write_text(json.dumps({"max_steps": 4, "global_step": 0, "time": t,
+        run.train_begin.write_text(json.dumps({"max_steps": 4, "global_step": event.step or 0, "time": t,
                                                "launch_id": event.value}))
     elif event.member == "progress":
         with open(run.progress, "a") as handle:
@@ -436,3 +446,34 @@ def test_a_guard_stopped_run_never_resumes_from_the_checkpoint_saved_at_its_fail
     resumed = resume_training(RunRequest(run=str(run_dir), patch={"learning_rate": 1e-7}))
     assert not resumed.launched and [r.gate for r in resumed.refusals] == ["checkpoint"], resumed.message
     assert "the guard stopped at step 2" in resumed.refusals[0].message, resumed.refusals[0].message
+
+
+# run.json damaged so that it names no launch (the m3 audit, issue 48): a pid 0 (a signal to pid 0 reaches the
+# server's own process group), a negative pid, a link to nothing. Each is an error naming the file, never a launch
+# record and never "not launched".
+BAD_RECORDS = {"pid 0": {"pid": 0}, "pgid 0": {"pgid": 0}, "pid -1": {"pid": -1}, "a link to nothing": None}
+
+
+@pytest.mark.parametrize("bad", list(BAD_RECORDS))
+def test_a_run_json_that_names_no_launch_is_named_by_status_and_stop(tmp_path, bad):
+    """training_status raises naming the file; stop-training (the CLI) exits 2 naming it."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.runs import Run
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    run_dir = make_template(tmp_path)
+    run = Run(run_dir)
+    write(run_dir, Event("run_json", OLD), time.time(), {})
+    if BAD_RECORDS[bad] is None:
+        run.run_json.unlink()
+        run.run_json.symlink_to(tmp_path / "gone.json")
+    else:
+        record = json.loads(run.run_json.read_text())
+        run.run_json.write_text(json.dumps({**record, **BAD_RECORDS[bad]}))
+    with pytest.raises(UserInputError, match="run.json is not a launch record"):
+        training_status(StatusRequest(run=str(run_dir)))
+    from conftest import cli_here
+
+    stop = cli_here("stop-training", str(run_dir))  # never a signal: the record is refused before any pid is read
+    assert stop.returncode == 2 and "run.json is not a launch record" in stop.stderr, (bad, stop.stderr)

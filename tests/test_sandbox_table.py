@@ -547,3 +547,47 @@ def test_table_sizes_and_time(limit_results, shape_results, escape_results, endi
           f"{len(ESCAPES) * len(LAYERS)} escape rows ({len(ESCAPES)} x {len(LAYERS)} layers), {len(ENDING_ROWS)} "
           "ending rows; seconds: "
           + ", ".join(f"{k} {v:.1f}" for k, v in TIMINGS.items()))
+
+
+# ------------------------------------------------------------------ 4. the m3 audit's rows (issue 48)
+def test_the_solution_runs_as_nobody_when_the_server_is_root():
+    """Root is exempt from RLIMIT_NPROC: a server running as root runs model-written code as nobody (65534), a
+    server that is not root as itself (the uid bwrap's user namespace maps)."""
+    want = 65534 if os.geteuid() == 0 else os.getuid()
+    code = "import os\ndef ids():\n    return [os.getuid(), os.geteuid(), os.getgid(), os.getegid()]\n"
+    tests = ("def test_ids():\n    seen = ids()\n"
+             f"    assert seen[0] == seen[1] == {want} and seen[2] == seen[3], seen\n")
+    if os.geteuid() == 0:
+        tests += "    assert seen[2] == 65534, seen\n"
+    result = run_python(code, tests, Limits(**GENEROUS))
+    assert result.passed, (result.error, result.output[-800:])
+
+
+FORGED_CONTAINS = """\
+import sys
+_side = sys.modules["harness_solution"]  # the solution process's own half of the harness: the solution's to break
+_answer = _side.answer
+def _forged(msg, objects):
+    reply = _answer(msg, objects)
+    if msg.get("op") == "contains":
+        reply["value"] = "yes"  # true as a value, never True
+    return reply
+_side.answer = _forged
+class Bag:
+    def __contains__(self, item):
+        return False
+def make():
+    return Bag()
+"""
+
+
+def test_a_forged_contains_answer_passes_no_membership_test():
+    """A solution that rewrites its side of the harness so that every `x in obj` is answered with a true value
+    that is not True ("yes"): `assert 3 in make()` fails, as `3 in Bag()` does; the honest answer scores as
+    itself (the same code unforged, with a __contains__ that says True, passes)."""
+    forged = run_python(FORGED_CONTAINS, "def test_in():\n    assert 3 in make()\n", Limits(**GENEROUS))
+    assert not forged.passed, (forged.error, forged.output[-800:])
+    honest = run_python(FORGED_CONTAINS.replace("_side.answer = _forged\n", "").replace("return False", "return True"),
+                        "def test_in():\n    assert 3 in make()\n    assert (4 in make()) is True\n",
+                        Limits(**GENEROUS))
+    assert honest.passed, (honest.error, honest.output[-800:])

@@ -445,10 +445,12 @@ def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
         metrics_path = path
         # A file inside a run directory (train/logs/progress.jsonl): the run's config and log are its siblings.
         home = next((run for run in map(Run, path.parents) if run.config.is_file()), None)
-    # A run directory whose progress log is still empty (it crashed before its first step) is read from its log.
+    # A run whose progress log is still empty (it crashed before its first step) is read from its log, whether
+    # the run's folder or its progress log was given.
     has_log = log is not None or (home is not None and home.stdout.is_file())
     kind, rows, lines_logged = (
-        load_metrics(metrics_path, allow_empty=path.is_dir() and has_log) if metrics_path else ("log", [], None))
+        load_metrics(metrics_path, allow_empty=(path.is_dir() or home is not None) and has_log) if metrics_path
+        else ("log", [], None))
     if path.is_dir():
         kind = "run_dir"
 
