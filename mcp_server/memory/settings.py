@@ -169,17 +169,20 @@ def _present(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+_UNREADABLE = object()
+
+
 def _typed(name: str, value: Any) -> Any:
     """A setting as TRL's parser types it: a YAML or a request may give "5e-7", "0" or "true" for a number or a
-    switch (HfArgumentParser converts them), and arithmetic on the raw string fails. Kept as given when it does not
-    convert: the config gate names the field."""
+    switch (HfArgumentParser converts them), and arithmetic on the raw string fails. One that does not convert
+    ("many" for an int) is left out, so the plan uses the default: the config gate names the field."""
     default = DEFAULTS.get(name)
     if not isinstance(value, str) or not isinstance(default, (bool, int, float)):
         return value
     try:
         return TypeAdapter(type(default)).validate_python(value)
     except ValidationError:
-        return value
+        return _UNREADABLE
 
 
 def read_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,6 +191,7 @@ def read_config(config: Mapping[str, Any]) -> dict[str, Any]:
     strategy, bf16 and fp16 mixed precision, model_init_kwargs the weights' dtype and attention)."""
     fields: dict[str, Any] = {key: _typed(key, value) for key, value in config.items()
                               if key in _READ_AS_IS and value is not None}
+    fields = {key: value for key, value in fields.items() if value is not _UNREADABLE}
     if _INTERPRETED.isdisjoint(config):
         return fields
     get = config.get
