@@ -1038,8 +1038,8 @@ def test_the_trainer_imports_the_reviewed_source_not_a_forged_pyc(tmp_path, monk
     forged = bytearray((tmp_path / "evil.pyc").read_bytes())
     forged[8:16] = struct.pack("<II", mtime & 0xFFFFFFFF, size & 0xFFFFFFFF)
     (run.reward_code / "__pycache__").mkdir()
-    Path(importlib.util.cache_from_source(str(source))).write_bytes(bytes(forged))
-    monkeypatch.setattr("sys.pycache_prefix", os.sys.pycache_prefix)
+    monkeypatch.setattr("sys.pycache_prefix", None)  # where a plain interpreter looks (an earlier trainer in this
+    Path(importlib.util.cache_from_source(str(source))).write_bytes(bytes(forged))  # process moved the prefix)
     monkeypatch.setattr("sys.dont_write_bytecode", os.sys.dont_write_bytecode)
     monkeypatch.setattr("sys.path", list(os.sys.path))
     monkeypatch.setitem(os.sys.modules, module, None)

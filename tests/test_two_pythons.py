@@ -149,7 +149,7 @@ def test_light_server_validates_and_samples_through_the_training_interpreter(lig
                 "dataset": str(data),
                 "gpu": "cpu",
                 "run_name": "light",
-                "rewards": [{"name": "format"}],
+                "rewards": [{"name": "format_reward"}],
             },
         )
         run = emitted.structured_content["run_dir"]
