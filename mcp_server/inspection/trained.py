@@ -336,9 +336,10 @@ def unkept_reward_code(run: Run, rewards: list) -> list[str]:
     every entry of it that is none of them (unreviewed_entries): what the trainer would not import as reviewed.
     Empty: the copy is the code under review."""
     files = reward_code_files(rewards)
+    listed = (_verdict(run) or {}).get(REWARD_FILES)  # the read-only server follows no import: the verdict's list
     return [relative for relative, data in files.items()
             if not (run.reward_code / relative).is_file() or (run.reward_code / relative).read_bytes() != data] + \
-        unreviewed_entries(run, files)
+        unreviewed_entries(run, [*files, *(listed if isinstance(listed, list) else [])])
 
 
 # The verdict's list of the reviewed copy's files (keep_reviewed_code): what the trainer checks reward_code/ against
