@@ -133,8 +133,9 @@ def checkpoints(run: Run, config: dict) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
-def _last_logged_step(run: Run) -> int | None:
-    """The step of the progress log's last readable line (its tail only), None without one."""
+def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: True) -> dict | None:
+    """The progress log's last readable line that `keep` accepts, reading only the end of the file; None without
+    one (none yet; or a directory, a pipe: no progress readable, training_status names it)."""
     try:
         with open_regular(run.progress) as handle:  # a device there never ends
             handle.seek(0, 2)
@@ -147,9 +148,15 @@ def _last_logged_step(run: Run) -> int | None:
             line = json.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if isinstance(line, dict) and isinstance(line.get("step"), int):
-            return line["step"]
+        if isinstance(line, dict) and keep(line):
+            return line
     return None
+
+
+def _last_logged_step(run: Run) -> int | None:
+    """The step of the progress log's last readable line that has one, None without one."""
+    line = last_progress_line(run, lambda line: isinstance(line.get("step"), int))
+    return line["step"] if line else None
 
 
 def success_problems(run: Run, record: dict | None) -> list[str]:

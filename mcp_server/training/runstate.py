@@ -7,14 +7,13 @@ scheduler. A server restart loses nothing. The progress log and the training log
 
 from __future__ import annotations
 
-import json
 import os
 
 from mcp_server.runs import Run
 from mcp_server.diagnosis.metrics import read_progress_records
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers import launcher_of
-from mcp_server.training.runrecord import derive_with
+from mcp_server.training.runrecord import derive_with, last_progress_line
 from mcp_server.userfiles import NotRegularFile, open_regular
 
 
@@ -35,22 +34,7 @@ def read_progress(run: Run) -> list[dict]:
 
 def last_progress(run: Run) -> dict | None:
     """The last progress line, reading only the end of the file."""
-    path = run.progress
-    try:  # none yet; or a directory, a pipe: no progress readable (training_status names it)
-        with open_regular(path) as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 65536))
-            tail = handle.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    for raw in reversed(tail):
-        try:
-            line = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(line, dict):
-            return line
-    return None
+    return last_progress_line(run)
 
 
 def log_tail(run: Run, lines: int) -> list[str]:
