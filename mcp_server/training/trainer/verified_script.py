@@ -57,6 +57,12 @@ def foreign_site_hooks() -> list[str]:
     return found
 
 
+def _refuse(why: str) -> None:
+    """One line on stderr, then exit 3: the trainer's refusal (the launchers read exit 3 as a refused input)."""
+    print(f"llm-finetuning: refusing to train: {why}", file=sys.stderr, flush=True)
+    raise SystemExit(3)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
@@ -66,24 +72,18 @@ def main(argv: list[str] | None = None) -> None:
         data = handle.read()
     expected = os.environ.get(SCRIPT_SHA_ENV, "").strip()
     if expected and hashlib.sha256(data).hexdigest() != expected:
-        print(f"llm-finetuning: refusing to train: {argv[0]} is not the train/train.py the inspection verdict "
-              "reviewed (changed after launch_training's gate). Put it back, then launch again.", file=sys.stderr,
-              flush=True)
-        raise SystemExit(3)
+        _refuse(f"{argv[0]} is not the train/train.py the inspection verdict reviewed (changed after "
+                "launch_training's gate). Put it back, then launch again.")
     shadow = foreign_package()
     if shadow:
-        print(f"llm-finetuning: refusing to train: this package (mcp_server) was imported from {shadow}, not from "
-              f"where the launch script put it ({os.environ[PACKAGE_ENV]}): a copy first on PYTHONPATH runs its own "
-              "checks. Launch with launch_training from a shell that does not change PYTHONPATH.", file=sys.stderr,
-              flush=True)
-        raise SystemExit(3)
+        _refuse(f"this package (mcp_server) was imported from {shadow}, not from where the launch script put it "
+                f"({os.environ[PACKAGE_ENV]}): a copy first on PYTHONPATH runs its own checks. Launch with "
+                "launch_training from a shell that does not change PYTHONPATH.")
     hooks = foreign_site_hooks()
     if hooks:
-        print(f"llm-finetuning: refusing to train: {', '.join(hooks)} ran at this interpreter's start from outside "
-              "its installation (a site hook on PYTHONPATH or in the user's site-packages runs before any check). "
-              "Launch with launch_training (its launch script starts the trainer without them).", file=sys.stderr,
-              flush=True)
-        raise SystemExit(3)
+        _refuse(f"{', '.join(hooks)} ran at this interpreter's start from outside its installation (a site hook on "
+                "PYTHONPATH or in the user's site-packages runs before any check). Launch with launch_training (its "
+                "launch script starts the trainer without them).")
     sys.argv = argv
     if not sys.flags.safe_path:  # as `python train/train.py` sets it (train.py removes it again)
         sys.path[0] = os.path.dirname(path)
