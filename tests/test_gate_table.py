@@ -345,6 +345,127 @@ def test_a_sidecar_changed_is_named_by_the_gate(tmp_path, part, how):
     assert moved and PART_NAMES[part.split("/")[0]] in " ".join(moved), (part, how, moved)
 
 
+# ---------------------------------------------------------------- the training interpreter x every change
+def _wrapper(folder: Path, marker: Path | None = None, body: str = "") -> Path:
+    """A wrapper script as LLM_FINETUNING_PYTHON may name one (docs/slurm.md: a container's Python): it runs the real
+    interpreter, after `body` (or, with `marker`, after writing it)."""
+    import sys
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "python"
+    path.write_text(f"#!/bin/sh\n{body}" + (f"echo ran >> {marker}\n" if marker else "")
+                    + f'exec {sys.executable} "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+# How the interpreter LLM_FINETUNING_PYTHON names changes after the verdict (its file, by CHANGES' names, or the
+# variable itself); "added" (a file beside it) changes nothing it runs: the installed packages are not pinned.
+PYTHON_CHANGES = ("edited", "replaced", "removed", "renamed", "linked", "another one named", "its folder linked")
+
+
+@pytest.mark.parametrize("how", PYTHON_CHANGES)
+def test_the_training_interpreter_changed_is_named(tmp_path, monkeypatch, how):
+    """G3 (issue 48): LLM_FINETUNING_PYTHON pointed after the verdict at another interpreter, or a wrapper script
+    whose bytes changed, ran before the trainer's checks. The verdict pins it (path, resolved file, sha256) and the
+    gate names the variable, the recorded and the current one."""
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")),
+                          "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    (tmp_path / "real").mkdir()
+    named = _wrapper(tmp_path / "real" / "bin")
+    (tmp_path / "venv").symlink_to(tmp_path / "real" / "bin", target_is_directory=True)
+    named = tmp_path / "venv" / "python" if how == "its folder linked" else named
+    monkeypatch.setenv("LLM_FINETUNING_PYTHON", str(named))
+    before = run_pins(run, REWARD)
+    assert before["training_python"]["sha256"], before["training_python"]
+    if how == "renamed":
+        named.rename(named.with_name("python3"))
+        monkeypatch.setenv("LLM_FINETUNING_PYTHON", str(named.with_name("python3")))
+    elif how == "another one named":
+        monkeypatch.setenv("LLM_FINETUNING_PYTHON", str(_wrapper(tmp_path / "other" / "bin")))
+    elif how == "its folder linked":  # the same name, another folder behind it (another venv)
+        _wrapper(tmp_path / "other" / "bin")
+        (tmp_path / "venv").unlink()
+        (tmp_path / "venv").symlink_to(tmp_path / "other" / "bin", target_is_directory=True)
+    else:
+        _change(named, how, tmp_path)
+    moved = changes(before, run_pins(run, REWARD))
+    assert len(moved) == 1 and "LLM_FINETUNING_PYTHON" in moved[0], (how, moved)
+    assert f"recorded under {before['training_python']['path']}" in moved[0], (how, moved)
+
+
+@pytest.mark.slow  # the module's run is sampled once (the worker process)
+def test_a_wrapper_named_after_the_verdict_never_runs(passed_run, tmp_path, monkeypatch):
+    """G3 end to end: LLM_FINETUNING_PYTHON set after the verdict to a wrapper script; launch_training refuses before
+    it starts anything (the config gate's rehearsal and the environment probe run the training interpreter too),
+    naming the variable, the recorded and the current interpreter and the cheapest way on, which works."""
+    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = shutil.copytree(passed_run, tmp_path / passed_run.name, symlinks=True)
+    pins = json.loads((run_dir / "inspection" / "verdict.json").read_text())["pins"]
+    marker = tmp_path / "wrapper-ran"
+    wrapper = _wrapper(tmp_path / "bin", body=f"echo ran >> {marker}\nexit 1\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("LLM_FINETUNING_PYTHON", str(wrapper))
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    assert not result.launched and not marker.exists(), (result.message, marker.exists())
+    recorded = pins["training_python"]
+    said = " ".join(f"{r.message} {r.how_to_clear}" for r in result.refusals)
+    assert [r.gate for r in result.refusals] == ["inspection"], result.refusals
+    assert "LLM_FINETUNING_PYTHON" in said and recorded["path"] in said and str(wrapper) in said, said
+    assert "record_inspection_verdict" in said and not (run_dir / "run.json").exists()
+    gate = check_inspection_gate(run_dir)
+    assert not gate.passed and "LLM_FINETUNING_PYTHON" in gate.reason, gate.reason
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True,
+                                             note=json.loads((run_dir / "inspection" / "verdict.json").read_text())[
+                                                 "note"]))
+    assert check_inspection_gate(run_dir).passed and not marker.exists()  # recorded under the wrapper, unstarted
+
+
+@pytest.mark.slow  # runs the written launch script in bash (the interpreter it would run is a wrapper)
+def test_the_launch_script_refuses_an_interpreter_changed_after_the_gate(tmp_path):
+    """G3, the launch script: train/launch.sh (as the local launcher writes it) checks the interpreter against the
+    verdict's pin before it first runs it: a wrapper whose bytes changed after the gate never runs, the refusal names
+    LLM_FINETUNING_PYTHON, and the exit code is 3; unchanged, it runs. train/launch.slurm carries the same check
+    before its first use of the interpreter."""
+    import subprocess
+    import sys
+
+    from mcp_server.inspection.pins import training_python_pin
+    from mcp_server.training.launchers.base import PYTHON_PIN_LINE, LaunchPlan
+    from mcp_server.training.launchers.local.launcher import LocalLauncher
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+    from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+
+    marker = tmp_path / "wrapper-ran"
+    wrapper = _wrapper(tmp_path / "bin")
+    run = _run(tmp_path, {"model_name_or_path": "tiny"})
+    run.verdict.parent.mkdir(parents=True, exist_ok=True)
+    run.verdict.write_text(json.dumps({"pins": {"training_python": training_python_pin(str(wrapper))}}))
+    command = [str(wrapper), "-c", "print('trained')"]
+    plan = LaunchPlan(launcher="local", strategy="single", num_processes=1, num_nodes=1, train_command=command,
+                      script=render_launch_sh("g3", str(wrapper), command, True, None))
+    LocalLauncher().write(run, plan)
+
+    def launch() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(run.launch_script)], capture_output=True, text=True, timeout=120)
+
+    ran = launch()
+    assert ran.returncode == 0 and "trained" in ran.stdout, (ran.stdout, ran.stderr)
+    wrapper.write_text(wrapper.read_text().replace("exec ", f"echo ran >> {marker}\nexec ", 1))
+    refused = launch()
+    assert refused.returncode == 3 and not marker.exists(), (refused.stdout, refused.stderr)
+    assert "refusing to train: LLM_FINETUNING_PYTHON names" in refused.stderr and str(wrapper) in refused.stderr
+    assert (run.logs / "exit-code").read_text().strip() == "3"
+    sbatch = render_sbatch(SlurmLayout(run_dir=str(run.dir), job_name="g3", comment="c", python=sys.executable,
+                                       nodes=1, train_nodes=1, processes_per_node=1, gpus_per_node=0, strategy="ddp",
+                                       output_dir="checkpoints"), "tiny", [])
+    assert PYTHON_PIN_LINE in sbatch and sbatch.index(PYTHON_PIN_LINE) < sbatch.index("PORT=$(")
+
+
 # ---------------------------------------------------------------- every input has rows
 # The part of run_pins each test covers; the review files the verdict signs (samples.jsonl, review.json, review.md,
 # review.jsonl) are hashed in verdict.json itself and compared by check_inspection_gate
@@ -357,7 +478,8 @@ COVERED = {"model": "test_the_model_changed_is_named_by_the_gate_and_the_trainer
            "script": "test_a_sidecar_changed", "train_files": "test_a_sidecar_changed",
            "samples_meta": "test_a_sidecar_changed", "trained": "test_the_data_changed_is_seen_by_the_trainers_loader",
            "reward_code": "tests/test_gate_reward_code.py", "agentic": "tests/test_agentic.py",
-           "prompt_column": "tests/test_gate_point_of_use.py"}
+           "prompt_column": "tests/test_gate_point_of_use.py",
+           "training_python": "test_the_training_interpreter_changed_is_named"}
 
 
 def test_every_input_has_rows(tmp_path):
@@ -394,7 +516,8 @@ def test_table_size(capsys):
             "data forms x changes (trainer's loader)": len([f for f in DATA_FORMS if f.startswith(("data_files",
                                                                                                   "path"))]) * 5,
             "model forms x files x changes (gate and trainer)": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES),
-            "sidecars x changes": len(SIDECARS) * len(CHANGES), "review files x changes": len(REVIEW_FILES) * 5,
+            "sidecars x changes": len(SIDECARS) * len(CHANGES),
+            "training interpreter x changes": len(PYTHON_CHANGES), "review files x changes": len(REVIEW_FILES) * 5,
             "data directories x hidden file changes": 3 * len(DIRECTORY_FORMS),
             "parts absent at the verdict x appearing": len(APPEARS), "verdict record shapes": len(_verdict_shapes()),
             "output_dir forms x (validation, launch gate, trainer)": 3 * len(FORMS_OF_OUTPUT)}

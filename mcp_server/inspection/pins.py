@@ -32,11 +32,15 @@ from __future__ import annotations
 
 import glob
 import json
+import os
+import shutil
+from functools import lru_cache
 from pathlib import Path
 
 from mcp_server.agentic.sources import agentic_pin
 from mcp_server.config.fields import fields_in, pinned
 from mcp_server.errors import UserInputError
+from mcp_server.interpreter import training_python
 from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
 from mcp_server.userfiles import open_regular
@@ -61,7 +65,9 @@ PART_NAMES = {
     "config": "other fields of train/config.yaml", "train_files": "files under train/ beside train.py",
     "trained": "what train/train.py's loader read for the samples (samples.meta.json 'trained')",
     "samples_meta": "inspection/samples.meta.json (how the samples were drawn)",
+    "training_python": "the training interpreter (LLM_FINETUNING_PYTHON)",
 }
+PYTHON_VARIABLE = "LLM_FINETUNING_PYTHON"
 
 
 def _tree(path: Path) -> list[Path]:
@@ -282,7 +288,61 @@ def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> d
     meta = run.samples_meta
     pins["trained"] = (_json_or_none(meta) or {}).get("trained")
     pins["samples_meta"] = sha256_file(meta) if meta.is_file() else None
+    pins["training_python"] = training_python_pin()
     return pins
+
+
+def training_python_pin(python: str | None = None) -> dict | None:
+    """The training interpreter the verdict is recorded under (`python`, else interpreter.training_python():
+    LLM_FINETUNING_PYTHON, else the server's own or the prepared one), None when there is none: its path as named
+    (absolute, its folder resolved: a venv's python links to the base interpreter, and the venv is what differs),
+    the file it resolves to and that file's sha256 (a wrapper script's bytes too). The launch gate refuses another
+    one before it starts anything, and train/launch.sh (train/launch.slurm) before it runs it (issue 48: a wrapper
+    named after the verdict ran before the trainer's own checks)."""
+    python = python if python is not None else training_python()
+    if not python:
+        return None
+    found = shutil.which(python) if os.sep not in python else python
+    if not found:
+        return {"path": python, "realpath": None, "sha256": None}
+    absolute = os.path.abspath(found)
+    real = os.path.realpath(absolute)
+    try:
+        stat = os.stat(real)
+        digest = _file_sha256(real, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    except OSError:
+        digest = None
+    return {"path": os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute)),
+            "realpath": real, "sha256": digest}
+
+
+@lru_cache(maxsize=8)  # the gate asks on every check; a rewritten file has another inode, size or ctime
+def _file_sha256(path: str, *stat_key) -> str:
+    return sha256_file(Path(path))
+
+
+def describe_python(pin) -> str:
+    """A training interpreter pin in words: its path, what it resolves to and the start of its sha256."""
+    if not isinstance(pin, dict):
+        return "none recorded (a verdict recorded before the training interpreter was pinned)" if pin is None \
+            else _short(pin)
+    real = f" -> {pin.get('realpath')}" if pin.get("realpath") != pin.get("path") else ""
+    digest = str(pin.get("sha256") or "unreadable")[:12]
+    return f"{pin.get('path')}{real} (sha256 {digest})"
+
+
+def python_change(before, after) -> str:
+    """The gate's line for a training interpreter that is not the one the verdict was recorded under."""
+    return (f"{PART_NAMES['training_python']} changed: the verdict was recorded under {describe_python(before)}, "
+            f"{PYTHON_VARIABLE} now names {describe_python(after)}")
+
+
+def python_how(before) -> str:
+    """The cheapest way on for a changed training interpreter."""
+    back = f"set {PYTHON_VARIABLE} back to {before['path']}" if isinstance(before, dict) and before.get(
+        "path") else f"unset {PYTHON_VARIABLE}"
+    return (f"record the verdict again under this interpreter (record_inspection_verdict; the review and the samples "
+            f"stay valid), or {back} (its file unchanged) and launch again")
 
 
 def _json_or_none(path: Path) -> dict | None:
@@ -355,6 +415,8 @@ def changes(old: dict, new: dict, reward_detail: str | None = None) -> list[str]
         name = PART_NAMES.get(key, key)
         if key == "data":
             lines.append(f"{name} changed ({_data_diff(before, after)})")
+        elif key == "training_python":
+            lines.append(python_change(before, after))
         elif isinstance(before, dict) and isinstance(after, dict):
             lines.append(f"{name} changed ({_field_diff(key, before, after)})")
         elif key == "reward_code":

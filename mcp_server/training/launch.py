@@ -32,6 +32,7 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.launch_gates import (
     check_gates,
     foreign_output_dir,
+    interpreter_refusals,
     link_refusals,
     locked,
     memory_refusals,
@@ -113,6 +114,9 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     refusal = _launch_state_refusal(run, derived, config, launched, request)
     if refusal:
         return refusal
+    other_python = interpreter_refusals(run)  # before anything starts the training interpreter
+    if other_python:
+        return refused(run, other_python, derived.state)
     plan = build_launch_plan(run, request, spec=spec)  # bad launch options are input errors, before any gate
     launcher = LAUNCHERS[plan.launcher]
     launcher.check(plan)  # e.g. the scheduler would take the job: else one line, nothing written
@@ -233,6 +237,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     if refusal:
         return refusal
     links = link_refusals(run)  # a logs folder that is a link holds no record of this run's saves: said first
+    links = links or interpreter_refusals(run)  # before anything starts the training interpreter
     if links:
         return refused(run, links, derived.state)
     spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the run's files, read once for every gate

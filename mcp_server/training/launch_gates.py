@@ -10,10 +10,12 @@ import psutil
 
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.gate import check_inspection_gate
+from mcp_server.inspection.launched import way_on_for
+from mcp_server.inspection.pins import python_change, python_how, training_python_pin
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate
 from mcp_server.recipe.runspec import RunSpec
-from mcp_server.runs import Run, output_outside
+from mcp_server.runs import Run, output_outside, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import environment_report
 from mcp_server.training.launchers import LaunchPlan
@@ -44,6 +46,23 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True) -> tuple[list
             how_to_clear=f"fix what {env.report_path} lists as blocking (or launch on the target machine), "
             "then check_environment until it is not blocked"))
     return refusals, env.model_dump(mode="json")
+
+
+def interpreter_refusals(run: Run) -> list[GateRefusal]:
+    """The training interpreter, judged before anything is started with it (the config gate rehearses in it, the
+    environment gate probes it, the launcher runs it): refused when it is not the one the verdict was recorded
+    under, by path, resolved file or content (issue 48: a wrapper script named by LLM_FINETUNING_PYTHON after the
+    verdict ran before the trainer's own checks refused). A run with no verdict pins has nothing to compare: the
+    inspection gate refuses it."""
+    verdict = read_json_if_present(run.verdict)
+    pins = verdict.get("pins") if isinstance(verdict, dict) else None
+    if not isinstance(pins, dict):
+        return []
+    recorded, current = pins.get("training_python"), training_python_pin()
+    if recorded == current:
+        return []
+    return [GateRefusal(gate="inspection", message=python_change(recorded, current) + ": nothing was started with it",
+                        how_to_clear=way_on_for(run, python_how(recorded)))]
 
 
 def link_refusals(run: Run) -> list[GateRefusal]:

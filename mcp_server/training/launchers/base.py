@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources as resources
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.recipe.runspec import RunSpec
+from mcp_server.inspection.pins import PYTHON_VARIABLE, describe_python
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
@@ -60,6 +62,35 @@ def python_env(pythonpath: str | None) -> str:
     where = shlex.quote(pythonpath) if pythonpath else "installed"
     return PYTHON_ENV + (f"export PYTHONPATH={shlex.quote(pythonpath)}\n" if pythonpath else "") + \
         f"export {PACKAGE_ENV}={where}\n"
+
+
+# Where launch_training writes, after its gates, the check of the training interpreter against the one the verdict
+# was recorded under (inspection.pins.training_python_pin): train/launch.sh and train/launch.slurm run it before
+# the interpreter first runs (issue 48: a wrapper script named after the verdict ran before the trainer's checks).
+PYTHON_PIN_LINE = "# the training interpreter's check, written by launch_training after its gates"
+
+
+def with_python_check(script: str, python: str, pin, on_refusal: str) -> str:
+    """`script` with the bash function check_python where PYTHON_PIN_LINE stands, and its call: `python` must be
+    the path the verdict recorded, resolve to the same file and hold the same bytes (sha256), else one line on
+    stderr naming LLM_FINETUNING_PYTHON, the recorded and the current one and the way on, then `on_refusal`."""
+    pin = pin if isinstance(pin, dict) else {}
+    q = shlex.quote
+    check = f"""{PYTHON_PIN_LINE}
+check_python() {{
+  local py={q(python)} dir real sum
+  dir=$(readlink -f -- "$(dirname -- "$py")"); real=$(readlink -f -- "$py")
+  sum=$(sha256sum -- "$real" 2>/dev/null | cut -c1-64)
+  [ "$dir/$(basename -- "$py")" = {q(str(pin.get("path")))} ] && [ "$real" = {q(str(pin.get("realpath")))} ] && \
+[ "$sum" = {q(str(pin.get("sha256")))} ] && return 0
+  echo "llm-finetuning: refusing to train: {PYTHON_VARIABLE} names $py ($real, sha256 ${{sum:0:12}}), not the \
+training interpreter the inspection verdict was recorded under ("{q(describe_python(pin or None))}"): record the \
+verdict again under it (record_inspection_verdict), or put that one back, then launch again" >&2
+  return 3
+}}
+check_python || {{ {on_refusal}; }}
+"""
+    return script.replace(PYTHON_PIN_LINE + "\n", check, 1)
 
 
 TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu", "zero2": "zero2", "zero3": "zero3", "fsdp": "fsdp2"}
@@ -123,7 +154,9 @@ def read_target(run: Run, request: LaunchRequest, spec: RunSpec,
                 extra_args: list[str] | None = None) -> LaunchTarget:
     """The launch target of `run` (`spec`: the run as the launch read it); a vLLM server mode given no GPU is an
     input error."""
-    target = LaunchTarget(run=run, request=request, spec=spec, python=training_python(),
+    python = training_python()  # absolute: launch.sh runs it from the run directory
+    target = LaunchTarget(run=run, request=request, spec=spec,
+                          python=os.path.abspath(python) if os.sep in python else python,
                           extra=tuple(str(a) for a in (extra_args or [])))
     if target.server_mode and not target.cpu and target.vllm_gpus == 0:
         raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for "
@@ -209,6 +242,13 @@ def verdict_env(run: Run) -> dict[str, str]:
     env = {REWARD_SHA_ENV: reward, VERDICT_SHA_ENV: sha256_file(run.verdict) if run.verdict.is_file() else None,
            SCRIPT_SHA_ENV: script if isinstance(script, str) else None}
     return {name: value for name, value in env.items() if value}
+
+
+def verdict_python_pin(run: Run) -> dict | None:
+    """The training interpreter the verdict was recorded under (its pins' training_python), None without one."""
+    pins = (read_json_if_present(run.verdict) or {}).get("pins")
+    pin = pins.get("training_python") if isinstance(pins, dict) else None
+    return pin if isinstance(pin, dict) else None
 
 
 def trl_accelerate_config(name: str) -> dict:

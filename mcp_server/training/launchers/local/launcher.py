@@ -32,9 +32,11 @@ from mcp_server.training.launchers.base import (
     Start,
     history,
     verdict_env,
+    verdict_python_pin,
+    with_python_check,
     write_accelerate,
 )
-from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_server
+from mcp_server.training.launchers.local.shell import RECORD_EXIT, render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.local.process_state import process_state
 from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
@@ -82,8 +84,12 @@ class LocalLauncher:
         return None  # this machine's gates (environment, memory) are the launch tools'
 
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
+        """train/accelerate.yaml and train/launch.sh, with the check of the training interpreter against the one
+        the verdict was recorded under (launchers.base.with_python_check) before it first runs."""
         written = write_accelerate(run, plan)
-        path = atomic_write_text_exec(run.launch_script, plan.script)
+        script = with_python_check(plan.script, plan.train_command[0], verdict_python_pin(run),
+                                   "rc=3; " + RECORD_EXIT + "; exit 3")
+        path = atomic_write_text_exec(run.launch_script, script)
         return {**written, "script": str(path)}
 
     def recorded(self, run: Run) -> list[Path]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from mcp_server.errors import one_line
 from mcp_server.interpreter import package_path
-from mcp_server.training.launchers.base import python_env
+from mcp_server.training.launchers.base import PYTHON_PIN_LINE, python_env
 from mcp_server.training.processes import RUN_MARK
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
@@ -141,7 +141,7 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
     # rest as a command. Everything else written into the script is quoted (shlex) or fixed text.
     # train.py imports this package: from the plugin folder when the training interpreter does not have it
     # installed (as the launcher's own environment does), and nothing else the launching shell had (base.PYTHON_ENV)
-    text = HEADER.format(name=one_line(run_name), mark=RUN_MARK, python_env=python_env(path))
+    text = HEADER.format(name=one_line(run_name), mark=RUN_MARK, python_env=python_env(path)) + PYTHON_PIN_LINE + "\n"
     if cpu:
         text += CPU_LINE
     if server is not None and server.cpu:

@@ -24,6 +24,8 @@ from mcp_server.training.launchers.base import (
     mixed_precision,
     trl_accelerate_config,
     verdict_env,
+    verdict_python_pin,
+    with_python_check,
     write_accelerate,
 )
 from mcp_server.training.launchers.machine import plan_launch_memory
@@ -107,7 +109,8 @@ class SlurmLauncher:
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
         """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's
         trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
-        script = with_pins(plan.script, verdict_env(run))
+        script = with_python_check(with_pins(plan.script, verdict_env(run)), plan.details.layout.python,
+                                   verdict_python_pin(run), "record_exit 3")
         return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script))}
 
     def recorded(self, run: Run) -> list[Path]:

@@ -24,7 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
-from mcp_server.training.launchers.base import TRAIN_ARGS, python_env
+from mcp_server.training.launchers.base import PYTHON_PIN_LINE, TRAIN_ARGS, python_env
 from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
@@ -156,6 +156,7 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
         'record_exit() { rm -f "$LOGS/.exit-code.tmp"; (set -C; echo "$1" > "$LOGS/.exit-code.tmp") && '
         'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
         'exit "$1"; }',
+        PYTHON_PIN_LINE,
         'echo "==== llm-finetuning job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0}, '
         'at $(date -u +%FT%TZ)"',
         'rm -f "$LOGS"/node-*.exit "$LOGS/exit-code"',
