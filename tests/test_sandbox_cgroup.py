@@ -87,11 +87,30 @@ def test_a_group_gets_its_limits_and_is_removed(tmp_path):
     assert not Path(path).exists()
 
 
-def test_groups_left_by_a_dead_process_are_swept(tmp_path):
-    dead = tmp_path / f"{cg.PREFIX}-999999999-0"
-    alive = tmp_path / f"{cg.PREFIX}-1-0"  # pid 1 always runs
+def test_groups_left_over_are_swept_and_a_new_one_is_not(tmp_path):
+    """Empty groups of this package older than SWEEP_AFTER_S are swept (the old names, with a pid, too); a younger
+    one may still be waiting for its sandbox's processes; another's group is never touched."""
+    import os
+    import time
+
+    old = tmp_path / cg.new_name()
+    old_with_pid = tmp_path / f"{cg.PREFIX}-999999999-0"
+    young = tmp_path / cg.new_name()
     other = tmp_path / "someone-elses"
-    for path in (dead, alive, other):
+    for path in (old, old_with_pid, young, other):
         path.mkdir()
+    for path in (old, old_with_pid, other):
+        then = time.time() - cg.SWEEP_AFTER_S - 5
+        os.utime(path, (then, then))
     cg._sweep(cg.Tree(2, (("", str(tmp_path)),)))
-    assert not dead.exists() and alive.exists() and other.exists()
+    assert not old.exists() and not old_with_pid.exists() and young.exists() and other.exists()
+
+
+def test_a_group_name_carries_nothing_of_the_host():
+    """S6 (issue 48): the sandbox reads its group's name in /proc/self/cgroup; it carried the caller's pid."""
+    import os
+    import re
+
+    names = {cg.new_name() for _ in range(50)}
+    assert len(names) == 50 and all(re.fullmatch(rf"{cg.PREFIX}-[0-9a-f]{{16}}", n) for n in names), names
+    assert not any(str(os.getpid()) in n for n in names)

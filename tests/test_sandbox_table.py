@@ -433,6 +433,46 @@ def test_the_host_proc_shows_nothing_of_the_host():
     assert result.passed, (result.error, result.output[-1500:])
 
 
+HOST_STATE = """\
+import os, re, time
+def seen():
+    stat = open('/proc/self/stat').read().rsplit(')', 1)[1].split()
+    try:
+        uptime = open('/proc/uptime').read()
+    except OSError:
+        uptime = ''
+    tmpfs = [(m.split()[1], re.findall(r'size=(\\d+)k', m)) for m in open('/proc/self/mounts').read().splitlines()
+             if m.split()[2] == 'tmpfs']
+    return {'started_s': int(stat[19]) / os.sysconf('SC_CLK_TCK'), 'boot_s': time.clock_gettime(time.CLOCK_BOOTTIME),
+            'monotonic_s': time.monotonic(), 'uptime': uptime, 'cgroup': open('/proc/self/cgroup').read(),
+            'tmpfs': tmpfs}
+"""
+
+
+def test_the_sandbox_sees_no_host_uptime_pid_or_memory_size():
+    """S6 (issue 48): model-written code read the host's uptime (/proc/uptime; its own start time, field 22 of
+    /proc/self/stat, is counted from the host's boot), the caller's pid (in its cgroup's name, /proc/self/cgroup)
+    and the host's memory (a tmpfs's default size is half of it). Now: a time namespace whose clocks start near 0
+    where this machine allows one (sandbox_command.time_namespace() says why not, elsewhere), a group named by a
+    random token, and every tmpfs the sandbox mounts either sized by its limits or showing no size. The device
+    nodes bound from the host's devtmpfs still show its size (docs/development.md, "Changing the sandbox")."""
+    from mcp_server.rewards.sandbox_command import _runs_as, _time_namespace, time_namespace
+
+    clocks = _time_namespace(*_runs_as())[0] is not None
+    print(f"\nsandbox clocks: {time_namespace()}")
+    limits = Limits(**GENEROUS)
+    tests = (f"def test_host():\n    s = seen()\n"
+             f"    assert not s['uptime'].strip(), s['uptime']\n"
+             f"    assert {not clocks} or max(s['started_s'], s['boot_s'], s['monotonic_s']) < 120, s\n"
+             f"    assert '-{os.getpid()}-' not in s['cgroup'] and '{os.getpid()}' not in s['cgroup'], s['cgroup']\n"
+             f"    for where, sizes in s['tmpfs']:\n"
+             f"        assert all(int(k) <= {4 * limits.max_file_mb * 1024} for k in sizes), (where, sizes)\n")
+    result = run_python(HOST_STATE, tests, limits)
+    assert result.passed, (result.error, result.output[-1500:])
+    with open("/proc/uptime") as host:
+        assert not clocks or float(host.read().split()[0]) > 120 or pytest.skip("the host booted under 2 minutes ago")
+
+
 def test_nothing_of_a_sandbox_outlives_its_run():
     """After a run that left a busy grandchild and a sleeping one behind, no process of it is left, and its
     cgroup (where this machine gives one) is removed."""
@@ -449,8 +489,7 @@ def _groups() -> list[str]:
     where = sandbox_cgroup.tree()
     if where is None:
         return []
-    return sorted(name for _, base in where.bases for name in os.listdir(base)
-                  if name.startswith(f"{sandbox_cgroup.PREFIX}-{os.getpid()}-"))
+    return sorted(name for _, base in where.bases for name in os.listdir(base) if name in sandbox_cgroup.MADE)
 
 
 def test_every_process_of_a_sandbox_is_in_its_group():
@@ -469,7 +508,7 @@ def test_every_process_of_a_sandbox_is_in_its_group():
     tests = (f"import re\ndef test_groups():\n    for text in groups():\n"
              f"        for controller in {controllers!r}:\n"
              f"            pattern = r'^\\d+:' + ('[^:]*' + controller + '[^:]*' if controller else '') + "
-             f"r':.*/{sandbox_cgroup.PREFIX}-{os.getpid()}-\\d+$'\n"
+             f"r':.*/{sandbox_cgroup.PREFIX}-[0-9a-f]{{16}}$'\n"
              f"            assert re.search(pattern, text, re.M), (controller, text)\n")
     result = run_python(code, tests, Limits(**GENEROUS))
     assert result.passed, (result.error, result.output[-1500:])

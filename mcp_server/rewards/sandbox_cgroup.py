@@ -31,8 +31,8 @@ descends from that init. The group is removed when the run has ended (after ever
 from __future__ import annotations
 
 import functools
-import itertools
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass
@@ -42,7 +42,17 @@ CPU_CORES = 1  # the most cores a sandbox's processes use at once
 CPU_PERIOD_US = 100_000
 V1_CONTROLLERS = ("memory", "pids", "cpuacct")  # needed; "cpu" (the quota) is used when mounted
 PREFIX = "llm-finetuning-sandbox"
-_NAMES = itertools.count()
+# A group's name is PREFIX and a random token: the sandbox reads its own in /proc/self/cgroup, and nothing of the
+# host may show there (issue 48: the caller's pid did). An empty group of this package older than SWEEP_AFTER_S is
+# left over (its sandbox's processes enter it within sandbox.START_S of its making, and it is removed when they are
+# gone): swept. MADE: the names this process made, so its own can be told apart (tests: nothing outlives a run).
+SWEEP_AFTER_S = 120.0
+MADE: set[str] = set()
+
+
+def new_name(kind: str = "") -> str:
+    """A fresh group name: PREFIX, `kind` when given, and 16 random hex digits."""
+    return f"{PREFIX}-{kind + '-' if kind else ''}{secrets.token_hex(8)}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,7 @@ def _read(path: str) -> str:
 
 def _can_make(base: str) -> bool:
     """Can this process make (and remove) a group in `base`?"""
-    probe = os.path.join(base, f"{PREFIX}-probe-{os.getpid()}-{next(_NAMES)}")
+    probe = os.path.join(base, new_name("probe"))
     try:
         os.mkdir(probe)
     except OSError:
@@ -170,20 +180,23 @@ def _detect() -> tuple[Tree | None, str]:
 
 
 def _sweep(where: Tree) -> None:
-    """Remove the empty groups that a process of this package which no longer runs left behind (killed before
-    its sandbox ended). A group with a process in it cannot be removed, so nothing alive is touched."""
+    """Remove the empty groups of this package older than SWEEP_AFTER_S: left by a process that was killed before
+    its sandbox ended. A group with a process in it cannot be removed, so nothing alive is touched, and a group
+    younger than that may still be waiting for its sandbox's processes."""
+    now = time.time()
     for _, base in where.bases:
         try:
             names = os.listdir(base)
         except OSError:
             continue
         for name in names:
-            parts = name[len(PREFIX) + 1:].split("-") if name.startswith(PREFIX + "-") else []
-            if len(parts) == 2 and parts[0].isdigit() and not os.path.exists(f"/proc/{parts[0]}"):
-                try:
-                    os.rmdir(os.path.join(base, name))
-                except OSError:
-                    pass
+            path = os.path.join(base, name)
+            try:
+                old = name.startswith(PREFIX + "-") and now - os.stat(path).st_mtime > SWEEP_AFTER_S
+                if old:
+                    os.rmdir(path)
+            except OSError:
+                pass
 
 
 def tree() -> Tree | None:
@@ -201,13 +214,14 @@ class Group:
 
     def __init__(self, where: Tree, memory_bytes: int, pids: int) -> None:
         self.version, self.limit_bytes = where.version, memory_bytes
-        name = f"{PREFIX}-{os.getpid()}-{next(_NAMES)}"
+        name = self.name = new_name()
         self.dirs = {controller: os.path.join(base, name) for controller, base in where.bases}
         made = []
         try:
             for path in self.dirs.values():
                 os.mkdir(path)
                 made.append(path)
+            MADE.add(name)
             if self.version == 2:
                 self._set("", "memory.max", memory_bytes)
                 self._set("", "memory.swap.max", 0, optional=True)

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 NOBODY = 65534
@@ -158,6 +159,50 @@ def _bwrap_has(bwrap: str, flag: str) -> bool:
         return False
 
 
+def _runs_as() -> tuple[int, int]:
+    """The uid and gid bwrap runs as (drop_root: nobody when this process is root)."""
+    return (NOBODY, NOBODY) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+
+
+@functools.lru_cache(maxsize=2)
+def _time_namespace(uid: int, gid: int) -> tuple[str | None, str]:
+    """(the `unshare` to start bwrap through, how) where a time namespace can be made here as the user bwrap runs
+    as, else (None, why not). The namespace is made with a user namespace of its own (an unprivileged user may
+    make one only so) that maps that user to itself, so bwrap inside it is as unprivileged as before."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None, "no `unshare` (util-linux) on PATH"
+    try:
+        probe = subprocess.run(
+            [unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--time", "--boottime", "-1",
+             "--monotonic", "-1", "true"], capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
+            **({"user": uid, "group": gid, "extra_groups": []} if os.geteuid() == 0 else {}))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"`unshare --user --time` cannot run here ({exc})"
+    if probe.returncode != 0:
+        return None, f"`unshare --user --time` is refused here ({probe.stderr.strip()[-200:] or probe.returncode})"
+    return unshare, "a time namespace per sandbox: its boot and monotonic clocks start near 0"
+
+
+def time_namespace() -> str:
+    """In words: whether sandboxes get a time namespace here (their uptime, and their processes' start times in
+    /proc/<pid>/stat, are their own, not the host's), or why not."""
+    return _time_namespace(*_runs_as())[1]
+
+
+def _time_prefix() -> list[str]:
+    """What bwrap's command line starts with so that the sandbox runs in a time namespace of its own whose boot and
+    monotonic clocks read (about) 0 at its start: the host's uptime is not the sandbox's (issue 48); [] where this
+    machine cannot (time_namespace() says why). `unshare` makes the namespaces and execs bwrap (the same pid)."""
+    uid, gid = _runs_as()
+    unshare = _time_namespace(uid, gid)[0]
+    if unshare is None:
+        return []
+    boot, mono = (int(time.clock_gettime(c)) for c in (time.CLOCK_BOOTTIME, time.CLOCK_MONOTONIC))
+    return [unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--time", "--boottime", str(-boot),
+            "--monotonic", str(-mono)]
+
+
 def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int,
                seccomp_fd: int | None = None, block_fd: int | None = None) -> list[str]:
     """bwrap's command line: a fresh sandbox (/tmp capped at 4x `max_file_mb`) whose init is the harness's tester,
@@ -172,6 +217,7 @@ def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int
             "`dnf install bubblewrap` / `pacman -S bubblewrap`."
         )
     argv = [
+        *_time_prefix(),
         bwrap,
         "--info-fd",
         str(info_fd),
