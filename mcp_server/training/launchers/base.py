@@ -19,6 +19,7 @@ import functools
 import importlib.resources as resources
 import os
 import shlex
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -154,9 +155,9 @@ def read_target(run: Run, request: LaunchRequest, spec: RunSpec,
                 extra_args: list[str] | None = None) -> LaunchTarget:
     """The launch target of `run` (`spec`: the run as the launch read it); a vLLM server mode given no GPU is an
     input error."""
-    python = training_python()  # absolute: launch.sh runs it from the run directory
-    target = LaunchTarget(run=run, request=request, spec=spec,
-                          python=os.path.abspath(python) if os.sep in python else python,
+    python = training_python()  # absolute (launch.sh runs it from the run directory), as the verdict pins it
+    found = python if os.sep in python else shutil.which(python)
+    target = LaunchTarget(run=run, request=request, spec=spec, python=os.path.abspath(found) if found else python,
                           extra=tuple(str(a) for a in (extra_args or [])))
     if target.server_mode and not target.cpu and target.vllm_gpus == 0:
         raise UserInputError("vllm_server_gpus", "the config uses vllm_mode: server, which needs at least 1 GPU for "
