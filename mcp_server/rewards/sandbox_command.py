@@ -167,20 +167,24 @@ def _runs_as() -> tuple[int, int]:
 @functools.lru_cache(maxsize=2)
 def _time_namespace(uid: int, gid: int) -> tuple[str | None, str]:
     """(the `unshare` to start bwrap through, how) where a time namespace can be made here as the user bwrap runs
-    as, else (None, why not). The namespace is made with a user namespace of its own (an unprivileged user may
-    make one only so) that maps that user to itself, so bwrap inside it is as unprivileged as before."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return None, "no `unshare` (util-linux) on PATH"
+    as, and bwrap still makes its own namespaces inside it, else (None, why not). The namespace is made with a
+    user namespace of its own (an unprivileged user may make one only so) that maps that user to itself, so bwrap
+    inside it is as unprivileged as before."""
+    unshare, bwrap = shutil.which("unshare"), shutil.which("bwrap")
+    if unshare is None or bwrap is None:
+        return None, "no `unshare` (util-linux) or `bwrap` on PATH"
+    nested = ["--unshare-user", "--disable-userns"] if _bwrap_has(bwrap, "--disable-userns") else ["--unshare-user"]
     try:
         probe = subprocess.run(
             [unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--time", "--boottime", "-1",
-             "--monotonic", "-1", "true"], capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
+             "--monotonic", "-1", bwrap, "--unshare-all", *nested, "--ro-bind", "/", "/", "true"],
+            capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
             **({"user": uid, "group": gid, "extra_groups": []} if os.geteuid() == 0 else {}))
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"`unshare --user --time` cannot run here ({exc})"
     if probe.returncode != 0:
-        return None, f"`unshare --user --time` is refused here ({probe.stderr.strip()[-200:] or probe.returncode})"
+        why = probe.stderr.strip()[-200:] or f"exit {probe.returncode}"
+        return None, f"`unshare --user --time` around bwrap is refused here ({why}): the host's clocks are used"
     return unshare, "a time namespace per sandbox: its boot and monotonic clocks start near 0"
 
 
