@@ -137,7 +137,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("promote-beats-at-zero", "promotion", "mcp_server/evaluation/promote.py",
       "beats = ci_low > request.min_improvement_points", "beats = ci_low >= request.min_improvement_points",
       "a checkpoint identical to its base (interval 0 to 0) is PROMOTEd"),
-    M("promote-hard-fail-boundary", "promotion", "mcp_server/evaluation/promote.py",
+    M("promote-hard-fail-boundary", "promotion", "mcp_server/evaluation/drift_rule.py",
       "return \"rerun\" if drop <= HARD_FAIL_POINTS + 1e-9 else \"hard_fail\"",
       "return \"rerun\" if drop < HARD_FAIL_POINTS else \"hard_fail\"",
       "a drift drop of exactly 5 points (2 of the 40-item suite) is a hard fail instead of a rerun"),
@@ -288,10 +288,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a file in a subfolder of a local data directory (data/train/part-0.jsonl) edited after the verdict keeps the "
       "gate open: training reads data nobody reviewed"),
     M("m3-gate-script-sha-warns", "gate", "mcp_server/training/trainer/verified_script.py",
-      "\"reviewed (changed after launch_training's gate). Put it back, then launch again.\", file=sys.stderr,\n"
-      "              flush=True)\n        raise SystemExit(3)",
-      "\"reviewed (changed after launch_training's gate). Put it back, then launch again.\", file=sys.stderr,\n"
-      "              flush=True)",
+      "        _refuse(f\"{argv[0]} is not the train/train.py the inspection verdict reviewed (changed after \"\n",
+      "        print(f\"{argv[0]} is not the train/train.py the inspection verdict reviewed (changed after \"\n",
       "a train/train.py swapped between the gate and the interpreter's start prints the refusal but runs anyway: "
       "unreviewed code trains"),
     # sandbox
@@ -371,6 +369,104 @@ MUTATIONS: tuple[Mutation, ...] = (
       "home = next((run for run in map(Run, [path.parent]) if run.config.is_file()), None)",
       "diagnose_run given a run's train/logs/progress.jsonl reads it without the run's config, request and log: "
       "the config rules and the log's environment findings are missing"),
+    # ------------------------------------------------------------------ m4: a third blind audit (issue 48)
+    # Written from the product code alone (gate and pins, the trainer's point-of-use checks, the sandbox and
+    # harness, the run states, diagnosis's inputs) by someone who wrote neither the tests nor the mutations above.
+    # gate
+    M("m4-gate-reviewed-ids-unmatched", "gate", "mcp_server/inspection/gate.py",
+      '        "reviewed_ids": review.get("reviewed_ids"),\n', "",
+      "a verdict.json edited to list only the samples it judged (reviewed_ids [0, 1] of a 20-sample review, both "
+      "agreed) is taken as a verdict on the review: the gate opens on a pass that read 2 of 20 samples"),
+    M("m4-gate-note-four-words", "gate", "mcp_server/inspection/gate.py",
+      "    if disagree and len(note.split()) < MIN_PASS_NOTE_WORDS:",
+      "    if disagree and len(note.split()) <= MIN_PASS_NOTE_WORDS:",
+      "a pass with a disagreement and a four-word note ('the format is fine') is refused as having no note; "
+      "a verdict recorded that way before reads as not a verdict and the gate closes"),
+    M("m4-gate-hub-files-unpinned", "gate", "mcp_server/inspection/pins.py",
+      '    pin["files_sha256"] = files_digest(snapshot, _tree(snapshot)) if snapshot else None\n',
+      '    pin["files_sha256"] = None\n',
+      "a hub model's cached snapshot whose weights are overwritten in place after the verdict (same commit folder) "
+      "keeps launch_training's gate open: the reviewed model is pinned by name and commit only"),
+    M("m4-trainer-samples-not-rows", "gate", "mcp_server/inspection/trained.py",
+      "        differs += _samples_not_in(run, dataset, verdict)\n", "",
+      "a verdict on samples that are not rows of the data that trains (hand-written samples.jsonl whose prompts "
+      "or columns the data does not hold, hashed into a verdict) passes the trainer's point-of-use check"),
+    M("m4-trainer-verdict-removed-trains", "gate", "mcp_server/inspection/trained.py",
+      "    if passed and (data is None or hashlib.sha256(data).hexdigest() != passed):",
+      "    if passed and data is not None and hashlib.sha256(data).hexdigest() != passed:",
+      "inspection/verdict.json deleted between launch_training's gate and the trainer's start: the trainer says "
+      "'no inspection verdict pins what this run trains on' and trains on unchecked data instead of refusing"),
+    # sandbox
+    M("m4-sandbox-flood-at-cap", "sandbox", "mcp_server/rewards/sandbox.py",
+      "            if size > max_output_bytes:\n", "            if size >= max_output_bytes:\n",
+      "a solution whose output is exactly max_output_bytes (64 KiB, within the cap) is killed as a flood and scores "
+      "0"),
+    M("m4-sandbox-flood-left-running", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    killing = box.timed_out or box.flooded or box.over_cpu is not None\n",
+      "    killing = box.timed_out or box.over_cpu is not None\n",
+      "a solution that floods its output is not killed at the cap: it blocks on the full pipe until the wall-clock "
+      "timeout (10 s of a sandbox slot per flood) and its error says 'timed out' instead of 'output over'"),
+    M("m4-harness-stopiteration-passes", "sandbox", "mcp_server/rewards/harness.py",
+      '    if names and names[0] in ("StopIteration", "StopAsyncIteration"):\n',
+      '    if False:\n',
+      "a solution that raises StopIteration ends the iteration of the test that calls it (`assert all(map(f, "
+      "cases))` stops at the first case and passes): a wrong solution scores a pass"),
+    M("m4-harness-builtin-shadowed", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        if hasattr(builtins, name):\n            continue\n", "",
+      "a solution that defines its own `len`, `sorted` or `isinstance` replaces the tests' builtin: `assert "
+      "len(result) == 3` calls the solution's len, and a wrong solution passes"),
+    M("m4-sandbox-root-writable", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      '        "--remount-ro", "/",\n', "",
+      "the sandbox's root (a tmpfs with no size cap) stays writable: model-written code writes files at /, outside "
+      "/tmp's cap, and fills host memory 16 MB a file"),
+    # runs
+    M("m4-runs-log-tail-zero-lines", "runs", "mcp_server/training/runstate.py",
+      "    if lines <= 0 or not (path.exists() or path.is_symlink()):",
+      "    if lines < 0 or not (path.exists() or path.is_symlink()):",
+      "training_status with log_lines 0 (no log wanted) returns every line of the log's last 256 KiB"),
+    M("m4-runs-damaged-run-json-silent", "runs", "mcp_server/training/runrecord.py",
+      "    if damaged is not None and derived.record is None:\n        raise damaged\n", "",
+      "a run.json damaged by hand (not JSON, a pid of -5) with no live process is read as no launch record: "
+      "training_status and list_runs name no damaged file and derive a state from the other files alone"),
+    M("m4-runs-elapsed-ended-grows", "runs", "mcp_server/training/status.py",
+      "    elif derived.alive:\n        elapsed = time.time() - started\n    else:\n"
+      "        end = _seconds((derived.outcome or {}).get(\"time\")) or _seconds(latest.get(\"time\")) or started\n"
+      "        elapsed = max(end - started, 0.0)\n",
+      "    else:\n        elapsed = time.time() - started\n",
+      "training_status of a run that ended yesterday after 20 minutes says elapsed_s of a day and more, growing on "
+      "every call"),
+    M("m4-runs-stop-wait-window-start", "runs", "mcp_server/training/stopping.py",
+      '    last = _positive(lines[-1].get("time")) if lines else None\n',
+      '    last = _positive(lines[0].get("time")) if lines else None\n',
+      "stop_training's default wait counts from the oldest of the last 20 logged steps: on a run whose steps take "
+      "5 minutes it waits 2-4 minutes, not until the current step ends, and says the run is still stopping"),
+    M("m4-runs-last-progress-first-line", "runs", "mcp_server/training/runrecord.py",
+      "    for raw in reversed(tail):\n", "    for raw in tail:\n",
+      "the 'last' progress line is the first one in the log's last 64 KiB: list_runs shows an old step, the "
+      "success check reads an old last-logged step, stop_training names the wrong step it waits for"),
+    # diagnosis
+    M("m4-diagnosis-infinity-not-sampled", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '        for marker in (b"NaN", b"Infinity"):\n', '        for marker in (b"NaN",):\n',
+      "a progress log over 8 MiB (hours of steps) with an Infinity loss or grad_norm between the sampled lines "
+      "is diagnosed without it: the divergence is missed"),
+    M("m4-diagnosis-stepless-from-zero", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "math.isfinite(step) else index + 1\n", "math.isfinite(step) else index\n",
+      "an export with no step column (or a stdout log's printed dicts) reads its first row as step 0: every "
+      "finding's evidence names a step one lower than the row it counts"),
+    M("m4-diagnosis-given-config-overridden", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    if config is None and home is not None and home.config.is_file():\n",
+      "    if home is not None and home.config.is_file():\n",
+      "diagnose_run on a run directory with config=<another config> (the one meant to be judged) silently judges "
+      "the run's own train/config.yaml instead"),
+    M("m4-diagnosis-checkpoints-unsearched", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    for base in (run.dir, run.checkpoints):\n", "    for base in (run.dir,):\n",
+      "diagnose_run on a run directory whose only metrics are its checkpoints' trainer_state.json under "
+      "checkpoints/ (the progress log lost) says it holds no metrics"),
+    M("m4-diagnosis-run-name-unresolved", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    for candidate in (raw, workspace_root() / raw, runs_root() / raw):\n",
+      "    for candidate in (raw, workspace_root() / raw):\n",
+      "diagnose_run given a run by its name (2026-01-02-my-run, as list_runs prints it) says no such file or "
+      "directory"),
 )
 
 
