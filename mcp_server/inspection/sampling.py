@@ -123,15 +123,12 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
 
 
 def _typed(name: str, value):
-    """A sampling value typed as the generated TRL table declares its field (a YAML may hold '0.7' for a float): a
-    number converted, a mapping field's None an empty mapping, any other None kept (TRL's "off", e.g. min_p)."""
+    """A sampling value typed as the generated TRL table declares its field (a YAML may hold '0.7'): a number
+    converted, a mapping field's None an empty mapping, any other None kept (TRL's "off", e.g. min_p)."""
     kind = str(GRPOView.__annotations__.get(name, ""))
-    if value is None:
-        return {} if kind.startswith("dict") else None
-    for prefix, convert in (("int", int), ("float", float)):
-        if kind.startswith(prefix):
-            return convert(value)
-    return value
+    if value is None or not kind.startswith(("int", "float")):
+        return ({} if kind.startswith("dict") else None) if value is None else value
+    return int(value) if kind.startswith("int") else float(value)
 
 
 def engine_options(settings: dict, engine: str, sampling: bool = True) -> dict:
@@ -317,9 +314,8 @@ def _generate_transformers(
     n = settings["n"]
     sampling = settings["temperature"] > 0
     options: dict = {"do_sample": sampling, **engine_options(settings, "transformers", sampling)}
-    for passed in (engine_name(FIELD.num_generations, "transformers"),
-                   engine_name(FIELD.max_completion_length, "transformers")):
-        options.pop(passed, None)  # given to generate_completions as n and max_new_tokens
+    for passed in (FIELD.num_generations, FIELD.max_completion_length):  # given to generate as n, max_new_tokens
+        options.pop(engine_name(passed, "transformers"), None)
     options.update(settings.get("generation_kwargs") or {})
     results = generate_completions(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
