@@ -85,7 +85,14 @@ def read_settings(run_dir: str | Path) -> dict | None:
     path = Path(run_dir) / "train" / DYNAMIC_SAMPLING_FILE
     if not path.is_file():
         return None
-    settings = json.loads(path.read_text(encoding="utf-8"))
+    return settings_of(json.loads(path.read_text(encoding="utf-8")), run_dir)
+
+
+def settings_of(settings, run_dir: str | Path) -> dict | None:
+    """The trainer's arguments from train/dynamic_sampling.json's value as read (None: the run has none)."""
+    if settings is None:
+        return None
+    path = Path(run_dir) / "train" / DYNAMIC_SAMPLING_FILE
     rounds = settings.get("max_extra_rounds") if isinstance(settings, dict) else None
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise SystemExit(f"llm-finetuning: {path}: max_extra_rounds must be a positive integer, got {rounds!r}")
