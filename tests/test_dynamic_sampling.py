@@ -190,3 +190,26 @@ def test_the_memory_and_speed_plans_count_the_extra_generation_rounds(workspace)
     extra = {r: speed[r].step_s_at_cap - speed[r].step_s for r in (1, 3)}
     assert extra[1] > 0 and extra[3] == pytest.approx(3 * extra[1], rel=0.05)
     assert "up to 3 extra generation rounds" in speed[3].verdict
+
+
+def test_emission_sizes_the_batch_with_the_plan_that_counts_the_held_rounds(workspace):
+    """Emission grows the batch while its memory plan fits with 10% headroom; with dynamic sampling that plan holds
+    the earlier rounds' rows, as validation's and the launch's do, so what emission sized validation finds fitting
+    (before, emission planned without them and its own validation called the batch it chose tight)."""
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    # an A10G whose 0.5B run with 1152-token completions sits within the held rounds of the headroom line
+    request = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu": "A10G",
+               "overrides": {"use_vllm": False, "max_completion_length": 1152}}
+    sized = {}
+    for rounds in (None, 16):
+        option = {"dynamic_sampling": {"max_extra_rounds": rounds}} if rounds else {}
+        result = emit_config(run_name=f"ds-sized-{rounds}", **request, **option)
+        memory = [f.code for f in result.validation.findings if f.code.startswith("memory_")]
+        assert memory == ["memory_fits"], (rounds, result.validation.findings)
+        assert plan_memory(MemoryPlanRequest(config_path=result.run_dir)).status == "fits"
+        config = Path(result.config_path).read_text()
+        sized[rounds] = [line for line in config.splitlines() if line.startswith(
+            ("per_device_train_batch_size:", "gradient_accumulation_steps:"))]
+    assert sized[16] != sized[None], sized  # the held rounds took part of the room the batch grew into
