@@ -29,7 +29,7 @@ def ws(tmp_path_factory, tiny_model):
         yield root
 
 
-# GRPOTrainer methods and helpers training/trainer/dynamic_sampling.py overrides or calls, with the parameters it
+# GRPOTrainer methods and helpers recipe/dynamic_sampling_trainer.py overrides or calls, with the parameters it
 # passes them: a TRL release that renames or reshapes one fails here, not in a user's run.
 TRL_SIGNATURES = {
     "_generate_and_score_completions": ["self", "inputs"],
@@ -42,7 +42,7 @@ def test_the_trl_methods_dynamic_sampling_overrides_still_exist_with_the_signatu
     from trl import GRPOTrainer
     from trl.trainer.utils import nanstd
 
-    from mcp_server.training.trainer.dynamic_sampling import OVERRIDDEN, RELIED_ON, DynamicSamplingGRPOTrainer
+    from mcp_server.recipe.dynamic_sampling_trainer import OVERRIDDEN, RELIED_ON, DynamicSamplingGRPOTrainer
 
     assert set(TRL_SIGNATURES) == set(OVERRIDDEN) | set(RELIED_ON)
     for name, params in TRL_SIGNATURES.items():
@@ -56,7 +56,7 @@ def test_the_trl_methods_dynamic_sampling_overrides_still_exist_with_the_signatu
                       "self.environment_factories", "self.tools"):
         assert f"{attribute} =" in source, attribute
     # the output keys TRL returns for a text-only run are the ones the merge knows how to pad
-    from mcp_server.training.trainer.dynamic_sampling import COUNTED, PADDING
+    from mcp_server.recipe.dynamic_sampling_trainer import COUNTED, PADDING
 
     produced = inspect.getsource(GRPOTrainer._generate_and_score_completions)
     for key in [*PADDING, COUNTED]:

@@ -12,7 +12,7 @@ down-weighting instead of dropping (the prompt stays at that share of its weight
 sampled, or sampled fewer than `min_samples` times, is kept: nothing says it cannot teach.
 
 The filter judges the base model. A never-solved prompt may become solvable while training (DAPO's dynamic
-sampling, training/trainer/dynamic_sampling.py, judges every batch on the current policy instead, at the cost of
+sampling, recipe/dynamic_sampling_trainer.py, judges every batch on the current policy instead, at the cost of
 extra generation); `keep_share` keeps some of them for that.
 
 Where it goes: the kept rows, exactly as the source file holds them (every column, in order), to
