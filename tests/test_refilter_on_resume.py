@@ -178,3 +178,36 @@ def test_resume_training_with_refilter_is_refused_with_nothing_written(ws, case,
     assert message in result.refusals[0].message
     assert snapshot(run_dir) == before and not list((run_dir / "data").glob("refilter*"))
     assert json.loads((run_dir / "run.json").read_text())["launch_id"] == "a" * 32  # nothing started
+
+
+def test_resume_training_with_refilter_launches_on_the_refiltered_data(ws):
+    """The core door end to end up to the start: the re-filter applied, every gate (the inspection gate on the moved
+    verdict, the config rehearsed) passes, the run starts on the config naming the new data (run.json records its
+    hash) and the result says what went. The hand-made checkpoint holds no weights, so the started trainer then
+    fails to load it: this row is about the launch, not the training."""
+    import hashlib
+
+    from support import wait_for
+
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    rows = ten_rows(ws)
+    run_dir = emit_run("resume-refiltered", dataset=str(ws / "ten.jsonl"), rewards=DIFFICULTY_REWARDS,
+                       base=TINY_OVERRIDES)
+    pass_inspection(run_dir)
+    launched_and_failed(run_dir)
+    log_table(run_dir, 1, [(rows[0]["prompt"], [1, 1, 1, 1]), (rows[1]["prompt"], [1, 0, 0, 1])])
+    result = resume_training(RunRequest(run=str(run_dir), refilter={}))
+    assert result.launched, result
+    assert (result.refilter.dropped, result.refilter.rows_after, result.refilter.data_file) == (
+        1, 9, "data/refilter-1/kept.jsonl")
+    config = run_dir / "train" / "config.yaml"
+    assert "data_files: data/refilter-1/kept.jsonl" in config.read_text()
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["config_sha256"] == hashlib.sha256(config.read_bytes()).hexdigest()
+    wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=300)
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text()
+    # the started trainer's own point-of-use check took the re-filtered rows (it refuses with exit 3 otherwise):
+    # it got as far as loading the hand-made checkpoint, which holds no weights
+    assert "refusing to train" not in log and "_load_from_checkpoint" in log, log[-3000:]

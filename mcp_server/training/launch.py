@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.models import DifficultyFilterResult
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.trainer.digest import checkpoint_problems
@@ -273,7 +274,8 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
         return refused(run, gate_refusals, derived.state)
     _clear_markers(run)
     result = _go(run, spec, launcher, plan, resumed_from=str(latest), patch=patch, env_verdict=env.get("verdict"))
-    return result.model_copy(update={"refilter": refiltered["result"]}) if refiltered else result
+    return result.model_copy(update={"refilter": DifficultyFilterResult.model_validate(refiltered["result"])}) \
+        if refiltered else result
 
 
 def _clear_markers(run: Run) -> None:
