@@ -211,3 +211,21 @@ def test_resume_training_with_refilter_launches_on_the_refiltered_data(ws):
     # the started trainer's own point-of-use check took the re-filtered rows (it refuses with exit 3 otherwise):
     # it got as far as loading the hand-made checkpoint, which holds no weights
     assert "refusing to train" not in log and "_load_from_checkpoint" in log, log[-3000:]
+
+
+def test_trl_still_logs_completions_where_and_as_the_refilter_reads_them():
+    """inspection.refilter reads TRL's completion logs: GRPOTrainer.log writes <output_dir>/completions/
+    completions_<step:05d>.parquet with the prompt, one column per reward function and the advantage, from deques
+    sized to the generation batch that logging does not clear (so a table logged twice is the same batch)."""
+    import inspect
+
+    from trl import GRPOTrainer
+
+    from mcp_server.inspection.refilter import COMPLETIONS
+
+    log = inspect.getsource(GRPOTrainer.log)
+    assert f'"{COMPLETIONS}",' in log and 'f"completions_{self.state.global_step:05d}.parquet"' in log
+    for column in ('"prompt": ', '**self._logs["rewards"]', '"advantage": '):
+        assert column in log, column
+    assert "self._logs" in log and "self._logs[" in log and "clear()" not in log.split("self._metrics[mode].clear()")[1]
+    assert "deque(maxlen=args.generation_batch_size)" in inspect.getsource(GRPOTrainer.__init__)
