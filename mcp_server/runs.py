@@ -11,6 +11,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
         filtered.jsonl                filtered_data    the difficulty filter's kept prompts (inspect_rewards'
                                                        difficulty_filter; train/config.yaml then names it)
         difficulty-filter.json        difficulty_filter  what the filter dropped and why
+        refilter-<n>/kept.jsonl, record.json   archive_slot("refilter", data)   resume_training's re-filter
         data-card.md, validation-report.md   data_card, validation_report   the demo's data phase
       warm-start/                     warm_start     the demo's SFT warm-start model
       demo-summary.json               demo_summary   the demo's summary
@@ -360,12 +361,12 @@ class Run:
     def archive(self) -> Path:
         return self.dir / "archive"
 
-    def archive_slot(self, kind: str) -> Path:
-        """The next free archive/<kind>-<n>/ (not created)."""
+    def archive_slot(self, kind: str, folder: Path | None = None) -> Path:
+        """The next free archive/<kind>-<n>/ (or <folder>/<kind>-<n>/; not created)."""
         n = 1
-        while (self.archive / f"{kind}-{n}").exists():
+        while ((folder or self.archive) / f"{kind}-{n}").exists():
             n += 1
-        return self.archive / f"{kind}-{n}"
+        return (folder or self.archive) / f"{kind}-{n}"
 
     def inside(self, path: Path) -> Path:
         """`path` (a file of this run to be written) when the folder it lands in is inside the run directory;

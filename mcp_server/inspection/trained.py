@@ -142,7 +142,9 @@ def _samples_not_in(run: Run, dataset, verdict: dict, agentic: bool) -> list[str
         sample = json.loads(line) if line.strip() else None
         if sample is None:
             continue
-        index = sample.get("row_index")
+        index = _row_after_refilters(sample.get("row_index"), verdict)
+        if index is _DROPPED:  # a re-filter the verdict records dropped its row: it no longer trains
+            continue
         row = dataset[index] if isinstance(index, int) and 0 <= index < len(dataset) else None
         columns = {k: v for k, v in (row or {}).items() if k != "prompt"}
         # An agentic sample's prompt is the one TRL's tool loop rendered (tools added): its columns say the row.
@@ -283,7 +285,8 @@ def _sampling_file_pin(run: Run, spec) -> str | None:
 
 
 def _patched(trained, verdict: dict):
-    """The verdict's "trained" pin with the settings a resume after a guard stop patched (its pin_updates)."""
+    """The verdict's "trained" pin with the settings a resume after a guard stop patched (its pin_updates) and the
+    rows of the last re-filter resume_training recorded (its data_updates: inspection.refilter)."""
     if not isinstance(trained, dict) or not isinstance(trained.get("settings"), dict):
         return trained
     settings = dict(trained["settings"])
@@ -291,7 +294,33 @@ def _patched(trained, verdict: dict):
         patch = update.get("patch") if isinstance(update, dict) else None
         if isinstance(patch, dict):
             settings.update({k: json.loads(_canonical(v)) for k, v in patch.items() if k in settings})
-    return {**trained, "settings": settings}
+    rows = {}
+    for update in _data_updates(verdict):
+        rows = {"rows": update.get("rows"), "rows_sha256": update.get("rows_sha256")}
+    return {**trained, "settings": settings, **rows}
+
+
+_DROPPED = object()
+
+
+def _data_updates(verdict: dict) -> list[dict]:
+    updates = verdict.get("data_updates")
+    return [u for u in updates if isinstance(u, dict)] if isinstance(updates, list) else []
+
+
+def _row_after_refilters(index, verdict: dict):
+    """A sample's row index in the data that trains after the verdict's re-filters (each keeps `kept_rows`, indices
+    into the data before it); _DROPPED when one of them dropped the row."""
+    for update in _data_updates(verdict):
+        kept = update.get("kept_rows")
+        if not isinstance(kept, list):
+            return None  # a record that says no rows: the sample is no row of the data (refused)
+        if not isinstance(index, int):
+            return index
+        if index not in kept:
+            return _DROPPED
+        index = kept.index(index)
+    return index
 
 
 def _brief(value) -> str:

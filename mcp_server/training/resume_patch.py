@@ -12,6 +12,7 @@ saved before the stop's step: the one saved at the stop already holds the failur
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,7 @@ from typing import Callable
 import yaml
 
 from mcp_server.inspection.pins import config_pins
+from mcp_server.inspection.refilter import refilter_run
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
 from mcp_server.errors import UserInputError
@@ -63,6 +65,27 @@ def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal]
 
 def _nothing() -> None:
     return None
+
+
+def apply_refilter(run: Run, rule) -> tuple[list[GateRefusal], Callable[[], None], dict | None]:
+    """resume_training's refilter (inspection.refilter): the data re-filtered from the run's own logged
+    completions, the config naming it and the verdict's data moved to it. Returns (refusals: nothing written, undo:
+    the config, the verdict and the new files as they were, for a later gate's refusal, the re-filter's answer)."""
+    saved = {path: path.read_text(encoding="utf-8") for path in (run.config, run.verdict) if path.is_file()}
+    try:
+        done = refilter_run(str(run.dir), rule.model_dump())
+    except UserInputError as exc:
+        return [GateRefusal(gate="refilter", message=str(exc), how_to_clear=(
+            "nothing logged: set log_completions: true (a logging field the verdict does not pin) and train on first; "
+            "every prompt dropped: raise keep_share; or resume without refilter"))], _nothing, None
+
+    def undo() -> None:
+        for path, text in saved.items():
+            atomic_write_text(path, text)
+        if done.get("folder"):
+            shutil.rmtree(run.dir / done["folder"], ignore_errors=True)
+
+    return [], undo, done
 
 
 def _guard_stopped(run: Run) -> bool:

@@ -72,16 +72,14 @@ def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
 
 def grpo_trainer(run_dir: Path, **kwargs):
     """The run's GRPOTrainer built with `kwargs`: TRL's own, or with train/dynamic_sampling.json the subclass that
-    trains only on groups with spread (trainer/dynamic_sampling.py), as parse_config read it."""
-    from mcp_server.training.trainer.dynamic_sampling import DynamicSamplingGRPOTrainer, read_settings, settings_of
+    trains only on groups with spread (recipe/dynamic_sampling_trainer.py; the rehearsal chooses the same way), as
+    parse_config read it."""
+    from mcp_server.recipe.dynamic_sampling_trainer import read_settings, settings_of, trainer_class
 
     spec = spec_for(run_dir, kwargs.get("args"))
     settings = read_settings(run_dir) if spec is None else settings_of(spec.dynamic_sampling, run_dir)
-    if settings is None:
-        from trl import GRPOTrainer
-
-        return GRPOTrainer(**kwargs)
-    return DynamicSamplingGRPOTrainer(**kwargs, **settings)
+    cls, extra = trainer_class(settings)
+    return cls(**kwargs, **extra)
 
 
 def train_and_save(trainer, run_dir: Path) -> None:
