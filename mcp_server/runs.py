@@ -28,6 +28,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
           progress.jsonl              progress         one line per logged step
           stdout.log                  stdout           the training command's output
           exit-code                   exit_code        written by launch.sh when the command ends
+          exit.json                   exit_record      the same, signed (evidence.py): what readers trust
           node-<node>.log / .exit     node_log(n), node_exit(n)   a SLURM job: each node's output and exit code
           env-<node>.json             node_env(n)      a SLURM job: the node's packages and GPUs, seen by its trainer
           train-begin.json            train_begin      when training starts (max_steps, world size, pid)
@@ -262,6 +263,10 @@ class Run:
     @property
     def exit_code(self) -> Path:
         return self.logs / "exit-code"
+
+    @property
+    def exit_record(self) -> Path:
+        return self.logs / "exit.json"
 
     def node_log(self, node: str) -> Path:
         return self.logs / f"node-{node}.log"

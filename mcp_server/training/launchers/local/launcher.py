@@ -23,6 +23,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
 from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
+from mcp_server.evidence import sign_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
@@ -144,9 +145,9 @@ class LocalLauncher:
         began = time.time()
         try:
             tag = {"launch_id": record["launch_id"]} if isinstance(record.get("launch_id"), str) else {}
-            atomic_write_json(run.inside(run.stop_request), {
+            atomic_write_json(run.inside(run.stop_request), sign_run(run, run.stop_request, {
                 "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "time": time.time(), **tag})  # this launch's request, never a later one's
+                "time": time.time(), **tag}, create=True))  # this launch's request, never a later one's
             asked = True
         except (OSError, UserInputError):  # a full disk, a link: the request cannot be written; only a kill stops it
             asked = False
