@@ -427,3 +427,43 @@ def test_without_the_key_nothing_reads_as_recorded_and_the_trainer_refuses_to_st
 
     seen = training_status(StatusRequest(run=str(run_dir)))
     assert seen.state == "failed" and "inside the workspace" in seen.note, seen.note
+
+
+@pytest.mark.slow
+def test_f1_a_real_training_killed_then_forged_reads_failed(workspace, tiny_model, monkeypatch):
+    """F1 end to end: a tiny training launched through launch_training, its trainer SIGKILLed at its first
+    progress line, then every evidence file of a success written by hand with the launch id from run.json. The
+    launcher's signed exit record (killed: 137) and the trainer's unsigned-by-hand records leave it failed."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+    from support import emit_run, pass_inspection, wait_for
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_dir = emit_run("killed-e2e", max_steps=50)
+    pass_inspection(run_dir)
+    launched = launch_training(LaunchRequest(run=str(run_dir)))
+    assert launched.launched, launched.message
+    progress, deadline = run_dir / "train" / "logs" / "progress.jsonl", time.time() + 420
+    while not (progress.exists() and progress.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.5)
+    trainers = [p for p in psutil.Process(launched.pid).children(recursive=True) if "python" in p.name()]
+    assert trainers, "no trainer process under the launcher"
+    for proc in trainers:
+        os.kill(proc.pid, signal.SIGKILL)
+    status = wait_for(run_dir, lambda s: not s.alive, timeout=120)
+    assert status.state == "failed", status
+    exit_record = json.loads((run_dir / "train" / "logs" / "exit.json").read_text())
+    assert exit_record["exit_code"] != 0 and "mac" in exit_record, exit_record
+    for stale in ("exit.json", "outcome.json"):
+        (run_dir / "train" / "logs" / stale).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    (run_dir / "train" / "logs" / "saves.jsonl").unlink(missing_ok=True)
+    (run_dir / "train" / "logs" / "progress.jsonl").unlink()
+    forge_success(run_dir, tiny_model)
+    assert_not_succeeded(run_dir)
