@@ -39,7 +39,7 @@ signed() {{ "{python}" -c 'import json, sys, pathlib; from mcp_server.evidence i
 from mcp_server.runs import Run; run = Run(pathlib.Path.cwd()); p = run.logs / sys.argv[1]
 p.write_text(json.dumps(sign_run(run, p, json.loads(sys.argv[2]))))' "$1" "$2"; }}
 sleep {start}
-signed train-begin.json "{{\"max_steps\": 100, \"global_step\": 0, \"time\": $(now)}}"
+mv train/begin.json $LOGS/train-begin.json  # signed by start_trainer (a Python start here would delay step 1)
 step=0
 while true; do
   sleep {step}
@@ -70,6 +70,12 @@ def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0) -
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(
         {"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 100}))
     (run_dir / "train" / "launch.sh").write_text(TRAINER.format(step=step, start=start, python=sys.executable))
+    from mcp_server.evidence import sign_run
+    from mcp_server.runs import Run
+
+    run = Run(run_dir)
+    begin = sign_run(run, run.train_begin, {"max_steps": 100, "global_step": 0, "time": time.time() + start})
+    (run_dir / "train" / "begin.json").write_text(json.dumps(begin))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(LAUNCHER, cwd=run_dir, start_new_session=True, env=env, stdin=subprocess.DEVNULL,
                             stdout=open(run_dir / "train" / "logs" / "stdout.log", "ab"), stderr=subprocess.STDOUT)
