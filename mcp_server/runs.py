@@ -91,6 +91,7 @@ that makes it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 
 from mcp_server.config import FIELD
@@ -352,10 +353,8 @@ class Run:
     def exploration_slot(self) -> Path:
         """The next free inspection/explore-<n>/ (not created): where sampling a launched run writes, so the
         evidence behind its launch (samples.jsonl, review.*, verdict.json) stays as the launch read it."""
-        n = 1
-        while (self.inspection / f"explore-{n}").exists():
-            n += 1
-        return self.inspection / f"explore-{n}"
+        return next(self.inspection / f"explore-{n}" for n in count(1)
+                    if not (self.inspection / f"explore-{n}").exists())
 
     @property
     def lock(self) -> Path:
@@ -367,10 +366,7 @@ class Run:
 
     def archive_slot(self, kind: str) -> Path:
         """The next free archive/<kind>-<n>/ (not created)."""
-        n = 1
-        while (self.archive / f"{kind}-{n}").exists():
-            n += 1
-        return self.archive / f"{kind}-{n}"
+        return next(self.archive / f"{kind}-{n}" for n in count(1) if not (self.archive / f"{kind}-{n}").exists())
 
     def inside(self, path: Path) -> Path:
         """`path` (a file of this run to be written) when the folder it lands in is inside the run directory;
