@@ -133,8 +133,9 @@ def baseline_unrecorded(path: Path) -> str | None:
         return (f"{path.name} is not a baseline evaluate_model wrote (it is not in {ledger.name}{why}): remove it, "
                 "or measure the base model with evaluate_model")
     if sha256_file(path) not in hashes:
+        why = f"; {unsigned[-1]}" if unsigned else ""
         return (f"{path.name} is not the baseline evaluate_model wrote (its sha256 differs from {ledger.name}: edited "
-                "or replaced since): restore it, or measure the base model again with evaluate_model")
+                f"or replaced since{why}): restore it, or measure the base model again with evaluate_model")
     return None
 
 
