@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_server.evidence import key as evidence_key
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import DifficultyFilterResult
 from mcp_server.recipe.runspec import RunSpec
@@ -67,7 +68,9 @@ def write_plan_files(run: Run, plan: LaunchPlan) -> dict:
 def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_from: str | None = None,
         **start) -> LaunchResult:
     """Write the plan's files, commit the recipe, start: the same three steps for every launcher. `spec`: the run
-    as the gates judged it (its config's hash is what run.json records)."""
+    as the gates judged it (its config's hash is what run.json records). The evidence key is made first (its
+    trainer signs its records with it and refuses to start without it: evidence.py)."""
+    evidence_key(create=True)
     written = launcher.write(run, plan)
     sha = spec.config_sha256 or sha256_file(run.config)
     commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
@@ -285,5 +288,5 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
 
 def _clear_markers(run: Run) -> None:
     """Before a resume: the last attempt's end markers would otherwise describe the new process."""
-    for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.train_begin):
+    for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.exit_record, run.train_begin):
         marker.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from mcp_server.inspection.refilter import refilter_run
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
 from mcp_server.training.runrecord import read_run_json
@@ -91,9 +92,11 @@ def apply_refilter(run: Run, rule) -> tuple[list[GateRefusal], Callable[[], None
 def _guard_stopped(run: Run) -> bool:
     """Whether the run's guard stopped its last launch: stopped.json says so, the guard's own record (guard.json)
     holds the same stop (code and step) among its hard findings, and both carry the launch id of the run's last
-    launch (run.json). A hand-written stopped.json alone moves no pin (issue 48)."""
+    launch (run.json); stopped.json signed by the trainer (evidence.py). A hand-written stopped.json alone moves no
+    pin (issue 48)."""
     stopped, guard = read_json_if_present(run.stopped), read_json_if_present(run.guard)
-    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)):
+    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)
+            and valid_run(run, run.stopped, stopped)):
         return False
     decision = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}

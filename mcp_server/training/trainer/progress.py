@@ -32,6 +32,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from mcp_server.evidence import sign_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.trainer.digest import record_save
 from mcp_server.training.trainer.guard import LiveGuard, read_guard, run_config, run_request
@@ -55,9 +56,10 @@ PROGRESS_KEYS: dict[str, tuple[str, ...]] = {
 def record(run: Run, path: Path, data: dict) -> Path:
     """One of the run's records written atomically, only inside the run directory (Run.inside: a train/logs/ that
     became a link to another run or place mid-training is refused, never written through, so no other run reads
-    this one's outcome) and tagged with this launch's id (run.json `launch_id`), so a reader knows whose it is."""
+    this one's outcome) and tagged with this launch's id (run.json `launch_id`), so a reader knows whose it is;
+    signed with the key outside the workspace (evidence.py): a copy written by hand reads as absent."""
     tag = os.environ.get(LAUNCH_ID_ENV)
-    return atomic_write_json(run.inside(path), {**data, **({"launch_id": tag} if tag else {})})
+    return atomic_write_json(run.inside(path), sign_run(run, path, {**data, **({"launch_id": tag} if tag else {})}))
 
 
 def _gpu_stats() -> tuple[float | None, float | None]:
@@ -207,9 +209,11 @@ class ProgressCallback(TrainerCallback):
         line.update(mem_gb=mem_gb, temp_c=temp_c, step_time=round(step_time, 4) if step_time else None)
         for key, value in logs.items():  # every other metric under its TRL name
             line.setdefault(key, value)
+        tag = os.environ.get(LAUNCH_ID_ENV)
+        line = sign_run(self.run, self.path, {**line, **({"launch_id": tag} if tag else {})}, default=float)
         # a link planted here, or train/logs become one, is refused: never written through
         with open_append_nofollow(self.run.inside(self.path)) as handle:
-            handle.write((json.dumps(line, default=float) + "\n").encode("utf-8"))
+            handle.write((json.dumps(line) + "\n").encode("utf-8"))
             handle.flush()
         return line
 
