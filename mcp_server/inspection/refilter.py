@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mcp_server.config import trl_default
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.inspection import difficulty
@@ -138,7 +139,8 @@ def refilter_run(run_dir: str, rule: dict) -> dict:
     counts, read = pass_counts(run, config, rows, source)
     slot = run.archive_slot("refilter", run.data)  # a new folder each time (Run's layout)
     data_path, record_path = slot / "kept.jsonl", slot / "record.json"
-    result, kept, rates = difficulty.judge(run, chosen, counts, rows, source, data_path, config.get("seed", 42), FIELD)
+    seed = config.get("seed", trl_default("seed"))
+    result, kept, rates = difficulty.judge(run, chosen, counts, rows, source, data_path, seed, FIELD)
     if not result.dropped:
         return {"result": result.model_dump(mode="json"), "folder": None, **read}
     gone = set(rates)
