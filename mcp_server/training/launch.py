@@ -55,7 +55,7 @@ def build_launch_plan(run: Run, request: LaunchRequest, extra_args: list[str] | 
                       spec: RunSpec | None = None) -> LaunchPlan:
     """The plan of the launcher that takes this launch (launchers.choose), from the run as the launch read it
     (`spec`; read here when not given)."""
-    spec = spec or RunSpec.of_run(run, request.vllm_server_gpus)
+    spec = spec or RunSpec.of_run(run, request.vllm_server_gpus, request.num_nodes)
     target = read_target(run, request, spec, extra_args)
     return choose(target).plan(target)
 
@@ -112,7 +112,7 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
         return refused(run, [GateRefusal(
             gate="state", message=f"{run.name} is already {derived.state} ({what_runs(derived)})",
             how_to_clear="wait for it, or stop_training first")], derived.state)
-    spec = RunSpec.of_run(run, request.vllm_server_gpus)  # the run's files, read once for every gate
+    spec = RunSpec.of_run(run, request.vllm_server_gpus, request.num_nodes)  # the run's files, read once for every gate
     config = spec.values
     launched = run.launched_evidence(config)
     refusal = _launch_state_refusal(run, derived, config, launched, request)
@@ -244,7 +244,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     links = links or interpreter_refusals(run)  # before anything starts the training interpreter
     if links:
         return refused(run, links, derived.state)
-    spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the run's files, read once for every gate
+    spec = RunSpec.of_run(run, launch.vllm_server_gpus, launch.num_nodes)  # the run's files, read once for every gate
     config = spec.values
     patch = getattr(request, "patch", None)
     refusals, latest = _resume_refusals(run, record, config, patch)
@@ -259,12 +259,12 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
         refusals, undo = apply_patch(run, spec, patch)
         if refusals:
             return refused(run, refusals, derived.state)
-        spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the patched config apply_patch wrote
+        spec = RunSpec.of_run(run, launch.vllm_server_gpus, launch.num_nodes)  # the patched config apply_patch wrote
     if rule is not None:  # the data re-filtered from the run's own logged completions (inspection.refilter)
         refusals, undo, refiltered = apply_refilter(run, rule)
         if refusals:
             return refused(run, refusals, derived.state)
-        spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the config naming the re-filtered data
+        spec = RunSpec.of_run(run, launch.vllm_server_gpus, launch.num_nodes)  # the config naming the re-filtered data
     plan = build_launch_plan(run, launch, extra_args=["--resume_from_checkpoint", str(latest)], spec=spec)
     launcher = LAUNCHERS[plan.launcher]
     try:
