@@ -244,6 +244,7 @@ def test_validation_and_a_multi_node_launch_judge_the_same_world(workspace, tiny
     plan = build_launch_plan(run, LaunchRequest(run=str(run.dir), num_nodes=2))
     assert (plan.launcher, plan.num_processes, plan.accelerate_config["num_processes"]) == ("slurm", 8, 8), plan
     assert plan.vllm["gpus"] == 8 and "#SBATCH --nodes=2" in plan.script, plan.vllm
+    assert "--num_machines 1 --num_processes 8 " in plan.script  # what launch.slurm starts: one node of 8 trains
 
     def errors(num_nodes: int) -> dict[str, str]:
         result = validate_config(ValidateRequest(config_path=str(run.config), num_nodes=num_nodes, rehearse=False))
