@@ -19,6 +19,7 @@ from mcp_server.training.models import LaunchRequest, StatusRequest
 from mcp_server.training.runrecord import write_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.training.status import training_status
+from mcp_server.training.launchers.base import PYTHON_PIN_LINE
 from support import emitted_run_dir
 
 
@@ -39,7 +40,11 @@ def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_m
         written = write_plan_files(run, plan)
         assert set(written) == files, (options, written)
         script = Path(written.get("script") or written["slurm"])
-        assert script.read_text() == plan.script and subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        # the plan's script, with the training interpreter's check written where its line stood (issue 48, G3)
+        before, after = plan.script.split(PYTHON_PIN_LINE + "\n")
+        text = script.read_text()
+        assert text.startswith(before + PYTHON_PIN_LINE + "\ncheck_python() {") and text.endswith(after), options
+        assert "\ncheck_python || {" in text and subprocess.run(["bash", "-n", str(script)]).returncode == 0
         if "accelerate_config" in written:
             assert yaml.safe_load(Path(written["accelerate_config"]).read_text())["num_processes"] == processes
     torchrun = build_launch_plan(cpu, LaunchRequest(run=str(cpu.dir), num_processes=2)).train_command
