@@ -120,10 +120,15 @@ def _canonical(value) -> str:
 def _samples_not_in(run: Run, dataset, verdict: dict) -> list[str]:
     """The reviewed samples whose prompt or columns are not their row of the data that trains (a sample written
     by hand, or drawn from other data), or that are not the samples the verdict signed."""
-    if sha256_file(run.samples) != verdict.get("samples_sha256"):
+    try:
+        signed = sha256_file(run.samples) == verdict.get("samples_sha256")
+        text = run.samples.read_text(encoding="utf-8") if signed else ""
+    except (OSError, UnicodeDecodeError):  # removed or unreadable since the verdict: refused, never a traceback
+        signed = False
+    if not signed:
         return ["inspection/samples.jsonl is not the samples the verdict signed"]
     bad = []
-    for line in run.samples.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         sample = json.loads(line) if line.strip() else None
         if sample is None:
             continue
