@@ -630,3 +630,60 @@ def test_a_forged_contains_answer_passes_no_membership_test():
                         "def test_in():\n    assert 3 in make()\n    assert (4 in make()) is True\n",
                         Limits(**GENEROUS))
     assert honest.passed, (honest.error, honest.output[-800:])
+
+
+# ------------------------------------------------------------------ 4. the output cap at its edges
+# stdout and stderr together, as the sandbox's one pipe carries them: exactly max_output_bytes is within the cap,
+# one byte more is a flood (m4-sandbox-flood-at-cap). Each row prints its bytes, then its test passes: only the
+# cap decides.
+def _prints(stdout: int, stderr: int = 0, tail: str = "") -> str:
+    return ("import sys\n"
+            f"sys.stdout.write('o' * {stdout})\nsys.stdout.flush()\n"
+            f"sys.stderr.write('e' * {stderr})\nsys.stderr.flush()\n"
+            f"sys.stdout.write({tail!r})\nsys.stdout.flush()\n" + RIGHT)
+
+
+CAP = Limits().max_output_bytes
+OUTPUT_ROWS = {  # name -> (code, limits, floods)
+    "exactly the default cap (64 KiB)": (_prints(CAP), Limits(), False),
+    "the default cap and one byte": (_prints(CAP + 1), Limits(), True),
+    "exactly a small cap": (_prints(10), Limits(max_output_bytes=10), False),
+    "a small cap and one byte": (_prints(11), Limits(max_output_bytes=10), True),
+    "the cap split over stdout and stderr": (_prints(CAP // 2, CAP // 2), Limits(), False),
+    "the cap and one byte split over stdout and stderr": (_prints(CAP // 2, CAP // 2 + 1), Limits(), True),
+    "the cap and one byte, all on stderr": (_prints(0, CAP + 1), Limits(), True),
+    "nothing printed, a cap of 0": (RIGHT, Limits(max_output_bytes=0), False),
+    "one byte, a cap of 0": (_prints(1), Limits(max_output_bytes=0), True),
+}
+
+
+@pytest.fixture(scope="module")
+def output_results() -> dict:
+    return {name: run_python(code, TEST_ADD, limits) for name, (code, limits, _) in OUTPUT_ROWS.items()}
+
+
+@pytest.mark.parametrize("row", list(OUTPUT_ROWS))
+def test_output_up_to_the_cap_passes_and_one_byte_more_is_a_flood(output_results, row):
+    result, (_, limits, floods) = output_results[row], OUTPUT_ROWS[row]
+    assert result.output_exceeded == floods, (row, result.error)
+    assert result.passed == (not floods), (row, result.error)
+    if floods:
+        assert result.error == f"output over {limits.max_output_bytes} bytes", (row, result.error)
+    else:
+        assert result.error is None
+
+
+def test_the_output_kept_is_its_last_4000_characters():
+    """RunResult.output is the end of what was printed (where a failed test's traceback is), never the start."""
+    result = run_python(_prints(5000, tail="THE END\n"), "def test_add():\n    assert add(2, 3) == 6\n")
+    assert not result.passed and len(result.output) == 4000, result.output[-200:]
+    assert result.output.startswith("o") and "THE END" in result.output and "assert add(2, 3) == 6" in result.output
+
+
+def test_run_many_keeps_the_input_order_whatever_ends_first():
+    """Results in input order: a slow passing job first, fast failing ones after it (they end first)."""
+    slow = "import time\ntime.sleep(0.8)\n" + RIGHT
+    wrong = "def add(a, b):\n    return a - b\n"
+    jobs = [(slow, TEST_ADD), (wrong, TEST_ADD), (RIGHT, TEST_ADD), (wrong, TEST_ADD),
+            ("def plus(a, b):\n    return a + b\n", "def check(candidate):\n    assert candidate(2, 3) == 5\n", "plus")]
+    assert [r.passed for r in run_many(jobs, Limits(), workers=4)] == [True, False, True, False, True]
