@@ -1225,3 +1225,143 @@ def test_reward_weights_are_matched_reward_by_reward(tmp_path, configured, same)
                                                  agree_with_rest=True))
     assert ("train/config.yaml's reward_weights" in str(refused.value)) != same, (configured, str(refused.value))
     assert not run.verdict.exists()
+
+
+# ---------------------------------------------------------------- a verdict against the review it signs
+# A verdict.json whose hashes are right (samples, review.json) judged against that review: each field it restates
+# (route, base rate, success rule, samples hash, reviewed ids, the reward-code hash) differing from the review's
+# closes the gate naming that field; the review changed, gone, or its success rule changed each say so.
+def _signed_run(tmp_path: Path) -> tuple[Run, dict, dict]:
+    """(run, review, verdict) where the verdict restates its review exactly: the gate gets as far as the review
+    sheets (review.md, which this constructed run lacks)."""
+    import datetime as dt
+
+    from mcp_server.workspace import sha256_file
+
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    run.rewards.write_text(json.dumps([{"name": "format", "params": {}, "weight": 1.0}]))
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(4)))
+    review = {"reviewed_ids": [0, 1, 2, 3], "result": {
+        "route": "grpo", "base_success_rate": 0.5, "success_rule": "total reward > 0",
+        "samples_sha256": sha256_file(run.samples), "reward_code_sha256": REWARD}}
+    run.review.write_text(json.dumps(review))
+    verdict = {"verdict": "pass", "reviewer": "ana", "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+               "note": "", "pins": {"reward_code": REWARD}, "samples_sha256": sha256_file(run.samples),
+               "review_sha256": sha256_file(run.review), "success_rule": "total reward > 0", "route": "grpo",
+               "base_success_rate": 0.5, "reviewed_ids": [0, 1, 2, 3], "agree": 4, "disagree": 0,
+               "sample_verdicts": [{"id": i, "agree": True} for i in range(4)]}
+    run.verdict.write_text(json.dumps(verdict))
+    return run, review, verdict
+
+
+def _gate_reason(run: Run) -> str:
+    from mcp_server.inspection.gate import check_inspection_gate
+
+    gate = check_inspection_gate(run)
+    assert not gate.passed
+    return gate.reason
+
+
+RESTATED = {  # the verdict's field -> (its forged value, what the gate says)
+    "route": ("review_again", "its route is 'review_again' but the review's is 'grpo'"),
+    "base_success_rate": (0.9, "its base_success_rate is 0.9 but the review's is 0.5"),
+    "success_rule": ("total reward >= 0", "its success_rule is 'total reward >= 0'"),
+    "reviewed_ids": ([0, 1, 2, 3, 4], "its reviewed_ids is [0, 1, 2, 3, 4]"),
+    "pins": ({"reward_code": "1" * 64}, "its reward-code hash is not the reviewed reward's"),
+}
+
+
+def test_a_verdict_that_restates_its_review_gets_as_far_as_the_sheets(tmp_path):
+    run, _, _ = _signed_run(tmp_path)
+    assert "review.md is not the sheet inspect_rewards wrote" in _gate_reason(run)
+
+
+@pytest.mark.parametrize("field", list(RESTATED))
+def test_a_verdict_field_that_is_not_the_reviews_closes_the_gate(tmp_path, field):
+    run, _, verdict = _signed_run(tmp_path)
+    value, said = RESTATED[field]
+    forged = {**verdict, field: value}
+    if field == "reviewed_ids":  # a record that adds up on its own
+        forged.update(agree=5, sample_verdicts=[{"id": i, "agree": True} for i in range(5)])
+    run.verdict.write_text(json.dumps(forged))
+    reason = _gate_reason(run)
+    assert "is not a verdict on this review" in reason and said in reason, (field, reason)
+
+
+def test_the_samples_hash_the_review_holds_is_compared(tmp_path):
+    from mcp_server.workspace import sha256_file
+
+    run, review, verdict = _signed_run(tmp_path)
+    run.review.write_text(json.dumps({**review, "result": {**review["result"], "samples_sha256": "2" * 64}}))
+    run.verdict.write_text(json.dumps({**verdict, "review_sha256": sha256_file(run.review)}))
+    assert f"its samples_sha256 is '{verdict['samples_sha256']}' but the review's is '{'2' * 64}'" in \
+        _gate_reason(run)
+
+
+@pytest.mark.parametrize("change", ["success rule", "another field", "removed", "samples"])
+def test_the_review_or_samples_changed_since_the_verdict_is_named(tmp_path, change):
+    run, review, _ = _signed_run(tmp_path)
+    if change == "success rule":
+        run.review.write_text(json.dumps({**review, "result": {**review["result"], "success_rule": "any"}}))
+        said = "the review is not the one the verdict signed (ana at"
+        assert "the success rule changed ('total reward > 0' -> 'any')" in _gate_reason(run)
+    elif change == "another field":
+        run.review.write_text(json.dumps({**review, "result": {**review["result"], "base_success_rate": 0.75}}))
+        said = "): review.json changed"
+    elif change == "removed":
+        run.review.unlink()
+        said = "): review.json is gone"
+    else:
+        run.samples.write_text(run.samples.read_text() + json.dumps({"id": 4}) + "\n")
+        said = "samples.jsonl changed since the verdict (ana at"
+    assert said in _gate_reason(run), change
+
+
+@pytest.mark.parametrize(("verdict", "rate", "said"), [
+    ("fail", 0.5, "the verdict is 'fail' (ana at"), ("pass", 0.0, "never succeeded"),
+    ("pass", 0.01, "review.md is not the sheet")])
+def test_a_fail_or_a_zero_base_rate_closes_the_gate_whatever_else_holds(tmp_path, verdict, rate, said):
+    run, review, record = _signed_run(tmp_path)
+    from mcp_server.workspace import sha256_file
+
+    run.review.write_text(json.dumps({**review, "result": {**review["result"], "base_success_rate": rate}}))
+    run.verdict.write_text(json.dumps({**record, "verdict": verdict, "base_success_rate": rate,
+                                       "review_sha256": sha256_file(run.review)}))
+    assert said in _gate_reason(run), (verdict, rate)
+
+
+# The per-sample record at its edges (VerdictRecord.problem, pass_problem): the closed gate names the problem, or
+# gets past the record (to the review sheets) when the record adds up.
+RECORD_EDGES = {  # name -> (fields, said; None: the record adds up)
+    "one disagreement with a four-word note": ({"sample_verdicts": [{"id": i, "agree": i > 0} for i in range(4)],
+                                                "agree": 3, "disagree": 1, "note": "the format is fine"}, None),
+    "one disagreement with a three-word note": ({"sample_verdicts": [{"id": i, "agree": i > 0} for i in range(4)],
+                                                 "agree": 3, "disagree": 1, "note": "format is fine"},
+                                                "needs a note"),
+    "more disagreements than agreements": ({"sample_verdicts": [{"id": i, "agree": i == 0} for i in range(4)],
+                                            "agree": 1, "disagree": 3, "note": "a long enough note for it"},
+                                           "is a fail"),
+    "a fail that judges a subset": ({"verdict": "fail", "sample_verdicts": [{"id": 0, "agree": False}], "agree": 0,
+                                     "disagree": 1}, "the verdict is 'fail'"),
+    "a fail whose counts are not its verdicts": ({"verdict": "fail", "sample_verdicts": [{"id": 0, "agree": False}],
+                                                  "agree": 1, "disagree": 0}, "counts do not match"),
+    "the last sample judged twice": ({"sample_verdicts": [{"id": i, "agree": True} for i in (0, 1, 2, 3, 3)],
+                                      "agree": 5}, "two verdicts"),
+    "a reviewer of spaces": ({"reviewer": "  "}, "reviewer"),
+    "a reviewer with an escape code": ({"reviewer": "ana\x1b[2J"}, "reviewer"),
+    "a samples hash of 63 characters": ({"samples_sha256": "0" * 63}, "samples_sha256"),
+    "no recorded time": ({"recorded_at": None}, "recorded_at"),
+}
+
+
+@pytest.mark.parametrize("edge", list(RECORD_EDGES))
+def test_a_verdict_record_at_its_edges(tmp_path, edge):
+    run, _, verdict = _signed_run(tmp_path)
+    fields, said = RECORD_EDGES[edge]
+    run.verdict.write_text(json.dumps({**verdict, **fields}))
+    reason = _gate_reason(run)
+    if said is None:
+        assert "review.md is not the sheet" in reason, (edge, reason)
+    else:
+        assert said in reason, (edge, reason)
