@@ -1346,6 +1346,8 @@ RECORD_EDGES = {  # name -> (fields, said; None: the record adds up)
                                      "disagree": 1}, "the verdict is 'fail'"),
     "a fail whose counts are not its verdicts": ({"verdict": "fail", "sample_verdicts": [{"id": 0, "agree": False}],
                                                   "agree": 1, "disagree": 0}, "counts do not match"),
+    "a disagree count that is not its verdicts": ({"disagree": 1, "note": "one was a little generous"},
+                                                  "counts do not match"),
     "the last sample judged twice": ({"sample_verdicts": [{"id": i, "agree": True} for i in (0, 1, 2, 3, 3)],
                                       "agree": 5}, "two verdicts"),
     "a reviewer of spaces": ({"reviewer": "  "}, "reviewer"),
