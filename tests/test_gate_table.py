@@ -1367,3 +1367,55 @@ def test_a_verdict_record_at_its_edges(tmp_path, edge):
         assert "review.md is not the sheet" in reason, (edge, reason)
     else:
         assert said in reason, (edge, reason)
+
+
+# ---------------------------------------------------------------- what the closed gate says changed (pins.changes)
+# Each way a pinned part can differ between the verdict's pins and today's: the line names the part and what of it
+# moved, a part present on one side only included.
+def _data(*sources: tuple[str, str], **fields) -> dict:
+    return {"sources": [{"source": s, "sha256": h} for s, h in sources], **fields}
+
+
+CHANGE_ROWS = {  # name -> (old pins, new pins, every text the lines must hold)
+    "a part only the verdict pinned": ({"script": "a", "agentic": {"env": 1}}, {"script": "a"},
+                                       ["the environment and tools", "{\"env\": 1} -> null"]),
+    "a part only today has": ({"script": "a"}, {"script": "a", "prompt_column": "q"},
+                              ["the prompt column changed (null -> q)"]),
+    "the script": ({"script": "a"}, {"script": "b"}, ["train/train.py changed"]),
+    "a data file's content": ({"data": [_data(("/d/a.jsonl", "1"))]}, {"data": [_data(("/d/a.jsonl", "2"))]},
+                              ["/d/a.jsonl: its content changed"]),
+    "a data file added": ({"data": [_data(("/d/a.jsonl", "1"))]},
+                          {"data": [_data(("/d/a.jsonl", "1"), ("/d/b.jsonl", "3"))]}, ["/d/b.jsonl added"]),
+    "a data file no longer read": ({"data": [_data(("/d/a.jsonl", "1"), ("/d/b.jsonl", "3"))]},
+                                   {"data": [_data(("/d/a.jsonl", "1"))]}, ["/d/b.jsonl no longer read"]),
+    "a data entry's field": ({"data": [_data(("/d/a.jsonl", "1"), split="train")]},
+                             {"data": [_data(("/d/a.jsonl", "1"), split="test")]}, ["split: train -> test"]),
+    "a data entry's field only today has": ({"data": [_data(("/d/a.jsonl", "1"))]},
+                                            {"data": [_data(("/d/a.jsonl", "1"), data_dir="x")]},
+                                            ["data_dir: null -> x"]),
+    "a data entry added": ({"data": [_data(("/d/a.jsonl", "1"))]},
+                           {"data": [_data(("/d/a.jsonl", "1")), _data()]}, ["1 -> 2 data entries"]),
+    "a model's files": ({"model": {"model": "m", "files_sha256": "1"}}, {"model": {"model": "m", "files_sha256": "2"}},
+                        ["the model changed (its files changed)"]),
+    "a model field only today has": ({"model": {"model": "m"}}, {"model": {"model": "m", "loads": {"subfolder": "s"}}},
+                                     ["the model changed (loads: null -> {\"subfolder\": \"s\"})"]),
+    "the sampling settings' files_sha256 is a field": ({"sampling": {"files_sha256": "1"}},
+                                                       {"sampling": {"files_sha256": "2"}}, ["files_sha256: 1 -> 2"]),
+    "the reward code": ({"reward_code": "1"}, {"reward_code": "2"}, ["the reward changed (a name, param or weight"]),
+}
+
+
+@pytest.mark.parametrize("row", list(CHANGE_ROWS))
+def test_the_gate_says_what_of_a_pinned_part_changed(row):
+    old, new, said = CHANGE_ROWS[row]
+    lines = changes(old, new)
+    assert len(lines) == 1 and all(s in lines[0] for s in said), (row, lines)
+    assert changes(old, dict(old)) == [] and changes(new, dict(new)) == []
+
+
+def test_every_part_that_changed_has_its_line_in_order():
+    old = {"model": {"model": "m"}, "script": "a", "reward_code": "1"}
+    new = {"model": {"model": "n"}, "script": "b", "reward_code": "2"}
+    lines = changes(old, new, "its module changed")
+    assert [line.split(" changed")[0] for line in lines] == ["the model", "train/train.py", "the reward"]
+    assert lines[2] == "the reward changed (its module changed)"
