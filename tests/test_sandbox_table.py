@@ -687,3 +687,67 @@ def test_run_many_keeps_the_input_order_whatever_ends_first():
     jobs = [(slow, TEST_ADD), (wrong, TEST_ADD), (RIGHT, TEST_ADD), (wrong, TEST_ADD),
             ("def plus(a, b):\n    return a + b\n", "def check(candidate):\n    assert candidate(2, 3) == 5\n", "plus")]
     assert [r.passed for r in run_many(jobs, Limits(), workers=4)] == [True, False, True, False, True]
+
+
+# ------------------------------------------------------------------ 5. what the tester collects and sees
+# How the tester builds the tests' world from the solution and what it collects, as pytest would: each row is
+# (solution, tests, entry point) -> (passes, what the error holds, tests counted). A row that passes where it
+# must fail is a wrong solution scored right; the reverse, a right one scored 0.
+PASSING = "def test_add():\n    assert add(2, 3) == 5\n"
+WORLD_ROWS = {
+    "a Test class with __init__ is not collected (pytest skips it)": (
+        RIGHT, "class TestSkipped:\n    def __init__(self, x):\n        pass\n    def test_no(self):\n"
+               "        assert False\n" + PASSING, None, (True, None, 1)),
+    "a Test class's test methods are collected": (
+        RIGHT, "class TestAdd:\n    def test_one(self):\n        assert add(1, 1) == 2\n"
+               "    def test_two(self):\n        assert add(1, 2) == 3\n    def helper(self):\n        assert False\n",
+        None, (True, None, 2)),
+    "a lowercase test class is not called": (
+        RIGHT, "class testhelper:\n    def __init__(self):\n        raise AssertionError('called')\n" + PASSING, None,
+        (True, None, 1)),
+    "a function not named test* is not called": (
+        RIGHT, "def helper():\n    assert False\n" + PASSING, None, (True, None, 1)),
+    "a skipped test is not counted": (
+        RIGHT, "import unittest\ndef test_skip():\n    raise unittest.SkipTest('later')\n" + PASSING, None,
+        (True, None, 1)),
+    "the solution's private names are not the tests'": (
+        "_secret = 5\n" + RIGHT, "def test_secret():\n    assert _secret == 5\n", None,
+        (False, "NameError", 0)),
+    "a stdlib name the solution shadows stays the real module": (
+        "json = None\n" + RIGHT, "def test_json():\n    assert json.dumps(add(2, 3)) == '5'\n", None,
+        (True, None, 1)),
+    "a builtin the solution shadows stays the builtin": (
+        "def len(x):\n    return 3\n" + RIGHT, "def test_len():\n    assert len([1]) == 1\n", None, (True, None, 1)),
+    "import solution holds its public names": (
+        RIGHT, "import solution\ndef test_module():\n    assert solution.add(2, 3) == 5\n", None, (True, None, 1)),
+    "a check(candidate) without an entry point runs nothing": (
+        RIGHT, "def check(candidate):\n    assert candidate(2, 3) == 5\n", None,
+        (False, "and no entry point was given to call their check(candidate) with", 0)),
+    "a check(candidate) with an entry point the solution lacks": (
+        RIGHT, "def check(candidate):\n    assert candidate(2, 3) == 5\n", "plus",
+        (False, "the solution defines no 'plus'", 0)),
+    "a check(candidate) that fails on the entry point": (
+        "def add(a, b):\n    return a * b\n", "def check(candidate):\n    assert candidate(2, 3) == 5\n", "add",
+        (False, "check(candidate)", 0)),
+    "a check(candidate) beside a test function is not called": (
+        RIGHT, "def check(candidate):\n    assert False\n" + PASSING, "add", (True, None, 1)),
+    "the failing test is named with its line": (
+        RIGHT, PASSING + "def test_wrong():\n    x = add(1, 1)\n    assert x == 3\n", None,
+        (False, "test_wrong (test line 5): AssertionError", 1)),
+}
+
+
+@pytest.fixture(scope="module")
+def world_results() -> dict:
+    jobs = [(code, tests, entry) for code, tests, entry, _ in WORLD_ROWS.values()]
+    return dict(zip(WORLD_ROWS, run_many(jobs, Limits(), workers=4)))
+
+
+@pytest.mark.parametrize("row", list(WORLD_ROWS))
+def test_what_the_tester_collects_and_sees(world_results, row):
+    result = world_results[row]
+    passes, error, count = WORLD_ROWS[row][3]
+    assert result.passed == passes, (row, result.error, result.output[-500:])
+    assert error is None or error in (result.error or ""), (row, result.error)
+    if passes:
+        assert result.extra.get("tests") == count, (row, result.extra)
