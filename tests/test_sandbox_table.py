@@ -731,9 +731,9 @@ WORLD_ROWS = {
         (False, "check(candidate)", 0)),
     "a check(candidate) beside a test function is not called": (
         RIGHT, "def check(candidate):\n    assert False\n" + PASSING, "add", (True, None, 1)),
-    "the failing test is named with its line": (
-        RIGHT, PASSING + "def test_wrong():\n    x = add(1, 1)\n    assert x == 3\n", None,
-        (False, "test_wrong (test line 5): AssertionError", 1)),
+    "the failing test is named with the line that failed (in a helper it calls)": (
+        RIGHT, PASSING + "def three(x):\n    assert x == 3\ndef test_wrong():\n    three(add(1, 1))\n", None,
+        (False, "test_wrong (test line 4): AssertionError", 1)),
 }
 
 
