@@ -1419,3 +1419,31 @@ def test_every_part_that_changed_has_its_line_in_order():
     lines = changes(old, new, "its module changed")
     assert [line.split(" changed")[0] for line in lines] == ["the model", "train/train.py", "the reward"]
     assert lines[2] == "the reward changed (its module changed)"
+
+
+# ---------------------------------------------------------------- which files under train/ are pinned
+# train_files_pin: every file under train/ that no other pin covers (train.py imports from train/), and none that
+# a launch or training writes there after the gate. Each row: output_dir -> the names pinned among TRAIN_LAYOUT.
+TRAIN_LAYOUT = ("helper.py", "logs/stdout.log", "logs-attempt-2/stdout.log", "logsx/mod.py", "__pycache__/h.pyc",
+                "pkg/__pycache__/m.pyc", "pkg/m.py", "sub/config.yaml", "launch.sh", "ckpt/checkpoint-1/w.bin",
+                "empty/")
+ALWAYS_PINNED = ["empty/", "helper.py", "logsx/", "logsx/mod.py", "pkg/", "pkg/m.py", "sub/", "sub/config.yaml"]
+
+
+@pytest.mark.parametrize(("output_dir", "pinned"), [
+    ("checkpoints", [*ALWAYS_PINNED, "ckpt/", "ckpt/checkpoint-1/", "ckpt/checkpoint-1/w.bin"]),
+    ("train/ckpt", ALWAYS_PINNED),  # training's own checkpoints, inside train/
+    ("train", [*ALWAYS_PINNED, "ckpt/", "ckpt/checkpoint-1/", "ckpt/checkpoint-1/w.bin"]),  # not all of train/
+])
+def test_the_files_under_train_that_are_pinned(tmp_path, output_dir, pinned):
+    run = _run(tmp_path, {"model_name_or_path": "m", "output_dir": output_dir})
+    for name in TRAIN_LAYOUT:
+        path = run.dir / "train" / name
+        if name.endswith("/"):
+            path.mkdir(parents=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(name)
+    found = pins_module.train_files_pin(run)
+    assert sorted(found) == sorted(pinned), output_dir
+    assert found["empty/"] == "directory" and found["helper.py"] != found["pkg/m.py"]
