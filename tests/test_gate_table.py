@@ -1447,3 +1447,96 @@ def test_the_files_under_train_that_are_pinned(tmp_path, output_dir, pinned):
     found = pins_module.train_files_pin(run)
     assert sorted(found) == sorted(pinned), output_dir
     assert found["empty/"] == "directory" and found["helper.py"] != found["pkg/m.py"]
+
+
+# ---------------------------------------------------------------- the gate before a verdict, and the verdict's door
+@pytest.mark.parametrize(("state", "said"), [
+    ("no rewards.json", "the run has no train/rewards.json"),
+    ("no samples", "no samples: inspection/samples.jsonl does not exist"),
+    ("a review routed to SFT first, on today's samples", "the last review found no prompt with a single success"),
+    ("a review routed to SFT first, on other samples", "no verdict recorded"),
+    ("a review routed to GRPO", "no verdict recorded"),
+    ("a verdict that is not JSON", "cannot be read as a JSON object"),
+    ("a verdict that is a JSON list", "cannot be read as a JSON object"),
+    ("a verdict without its reviewer", "incomplete or malformed (reviewer)"),
+])
+def test_the_gate_before_a_verdict_says_where_the_run_is(tmp_path, state, said):
+    from mcp_server.workspace import sha256_file
+
+    run, review, verdict = _signed_run(tmp_path)
+    run.verdict.unlink()
+    route = "sft_first" if "SFT" in state else "grpo"
+    samples = sha256_file(run.samples) if "today's" in state else "3" * 64
+    run.review.write_text(json.dumps({**review, "result": {**review["result"], "route": route,
+                                                           "samples_sha256": samples}}))
+    if state == "no rewards.json":
+        run.rewards.unlink()
+    elif state == "no samples":
+        run.samples.unlink()
+    elif state == "a verdict that is not JSON":
+        run.verdict.write_text("{pass")
+    elif state == "a verdict that is a JSON list":
+        run.verdict.write_text("[]")
+    elif state == "a verdict without its reviewer":
+        run.verdict.write_text(json.dumps({k: v for k, v in verdict.items() if k != "reviewer"}))
+    assert said in _gate_reason(run), state
+
+
+def _door_run(tmp_path: Path, reviewed=(0, 1, 2, 5, 7, 8), route: str = "grpo") -> Run:
+    run = _reviewed_run(tmp_path)
+    review = json.loads(run.review.read_text())
+    run.review.write_text(json.dumps({**review, "reviewed_ids": list(reviewed),
+                                      "result": {**review["result"], "route": route, "success_rule": "r",
+                                                 "rewards_source": "train/rewards.json",
+                                                 "base_success_rate": 0.5}}))
+    return run
+
+
+def _record(run: Run, verdict: str = "fail", **fields):
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+
+    return record_inspection_verdict(VerdictRequest(run=str(run.dir), verdict=verdict, reviewer="ana", **fields))
+
+
+@pytest.mark.parametrize(("request_fields", "field", "said"), [
+    ({"sample_verdicts": [{"id": 3, "agree": False}]}, "sample_verdicts[0].id",
+     "sample 3 is not in the review; reviewed ids are 0-2, 5, 7-8"),
+    ({"sample_verdicts": [{"id": 8, "agree": False}, {"id": 0, "agree": True}, {"id": 8, "agree": True}]},
+     "sample_verdicts[2].id", "sample 8 is listed twice"),
+])
+def test_the_verdicts_door_refuses_samples_that_were_not_reviewed_or_twice(tmp_path, request_fields, field, said):
+    run = _door_run(tmp_path)
+    with pytest.raises(UserInputError) as refused:
+        _record(run, **request_fields)
+    assert refused.value.field == field and said in str(refused.value), str(refused.value)
+    assert not run.verdict.exists()
+
+
+@pytest.mark.parametrize(("fields", "route", "field", "said"), [
+    ({"sample_verdicts": [{"id": i, "agree": True} for i in (0, 1, 2, 5)]}, "grpo", "sample_verdicts",
+     "missing 2: 7-8"),
+    ({"sample_verdicts": [{"id": 0, "agree": False}], "agree_with_rest": True}, "grpo", "note", "needs a note"),
+    ({"sample_verdicts": [{"id": i, "agree": False} for i in (0, 1, 2)], "agree_with_rest": True,
+      "note": "the misses are only formatting noise"}, "grpo", "verdict", "disagrees with 3 of the 6"),
+    ({"agree_with_rest": True}, "sft_first", "verdict", "do SFT first"),
+])
+def test_a_pass_that_cannot_be_one_is_refused_naming_the_field(tmp_path, fields, route, field, said):
+    run = _door_run(tmp_path, route=route)
+    with pytest.raises(UserInputError) as refused:
+        _record(run, "pass", **fields)
+    assert refused.value.field == field and said in str(refused.value), (field, str(refused.value))
+    assert not run.verdict.exists()
+
+
+def test_a_fail_records_each_sample_verdict_in_id_order_with_its_counts(tmp_path):
+    run = _door_run(tmp_path)
+    result = _record(run, sample_verdicts=[{"id": 8, "agree": False, "note": "scored 1, wrong"},
+                                           {"id": 2, "agree": False}], agree_with_rest=True)
+    record = json.loads(run.verdict.read_text())
+    assert [v["id"] for v in record["sample_verdicts"]] == [0, 1, 2, 5, 7, 8]
+    assert (record["agree"], record["disagree"], result.agree, result.disagree) == (4, 2, 4, 2)
+    assert record["sample_verdicts"][-1]["note"] == "scored 1, wrong" and record["reviewed"] == 6
+    assert not result.gate.passed and "the verdict is 'fail'" in result.gate.reason
+    partial = _record(run, sample_verdicts=[{"id": 5, "agree": False}])  # a fail may judge only some
+    assert (partial.agree, partial.disagree) == (0, 1)
