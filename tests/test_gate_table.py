@@ -1482,7 +1482,7 @@ def test_the_gate_before_a_verdict_says_where_the_run_is(tmp_path, state, said):
     assert said in _gate_reason(run), state
 
 
-def _door_run(tmp_path: Path, reviewed=(0, 1, 2, 5, 7, 8), route: str = "grpo") -> Run:
+def _door_run(tmp_path: Path, reviewed=(8, 0, 2, 1, 7, 5), route: str = "grpo") -> Run:
     run = _reviewed_run(tmp_path)
     review = json.loads(run.review.read_text())
     run.review.write_text(json.dumps({**review, "reviewed_ids": list(reviewed),
@@ -1540,3 +1540,5 @@ def test_a_fail_records_each_sample_verdict_in_id_order_with_its_counts(tmp_path
     assert not result.gate.passed and "the verdict is 'fail'" in result.gate.reason
     partial = _record(run, sample_verdicts=[{"id": 5, "agree": False}])  # a fail may judge only some
     assert (partial.agree, partial.disagree) == (0, 1)
+    record = json.loads(run.verdict.read_text())
+    assert (record["agree"], record["disagree"], record["reviewed"]) == (0, 1, 6)
