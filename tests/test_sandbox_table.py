@@ -751,3 +751,34 @@ def test_what_the_tester_collects_and_sees(world_results, row):
     assert error is None or error in (result.error or ""), (row, result.error)
     if passes:
         assert result.extra.get("tests") == count, (row, result.extra)
+
+
+# ------------------------------------------------------------------ 6. the world a solution runs in
+# What bwrap's command line makes of the sandbox, as the solution sees it (max_file_mb=2): its folder and host name,
+# an environment of four variables (the host's never), /tmp capped at 4x max_file_mb and /dev/shm at 1x, the root
+# and /dev read-only.
+WORLD = """import os, socket
+def seen():
+    out = {"cwd": os.getcwd(), "host": socket.gethostname(), "env": sorted(os.environ)}
+    for path in ("/tmp", "/dev/shm"):
+        s = os.statvfs(path)
+        out[path] = s.f_blocks * s.f_frsize
+    for path in ("/planted", "/dev/planted", "/usr/planted"):
+        try:
+            open(path, "w").close()
+            out[path] = "written"
+        except OSError:
+            out[path] = "refused"
+    return out
+"""
+
+
+def test_the_world_a_solution_runs_in(monkeypatch):
+    monkeypatch.setenv("LLM_FT_HOST_SECRET", "hunter2")
+    tests = ("def test_world():\n    got = seen()\n"
+             "    assert got['cwd'] == '/tmp' and got['host'] == 'sandbox', got\n"
+             "    assert got['env'] == ['HOME', 'LANG', 'PATH', 'PWD', 'PYTHONDONTWRITEBYTECODE'], got\n"
+             "    assert got['/tmp'] == 8 << 20 and got['/dev/shm'] == 2 << 20, got\n"
+             "    assert got['/planted'] == got['/dev/planted'] == got['/usr/planted'] == 'refused', got\n")
+    result = run_python(WORLD, tests, Limits(max_file_mb=2))
+    assert result.passed, (result.error, result.output[-800:])
