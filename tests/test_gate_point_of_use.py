@@ -575,3 +575,74 @@ def test_while_sampling_the_check_reports_and_never_refuses(tmp_path, monkeypatc
     with sampling():
         assert _check(run, dataset, training_args, model_args, capsys) is None
     assert _check(run, dataset, training_args, model_args, capsys)
+
+
+def test_the_loaded_models_files_must_be_the_ones_the_check_verified(tmp_path, monkeypatch, capsys):
+    """confirm_loaded_model, after GRPOTrainer loaded: a weight swapped between the check and the load is refused;
+    the same files pass; outside a checked run (nothing verified) or while sampling it does nothing."""
+    from mcp_server.inspection import trained
+    from mcp_server.inspection.trained import InputsChanged, confirm_loaded_model, sampling
+
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    confirm_loaded_model(None)  # nothing verified yet: a no-op
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    confirm_loaded_model(None)
+    (tmp_path / "model" / "model.safetensors").write_text("swapped")
+    with sampling():
+        confirm_loaded_model(None)
+    with pytest.raises(InputsChanged) as refused:
+        confirm_loaded_model(None)
+    assert refused.value.code == 3 and "the model's files changed while it loaded" in capsys.readouterr().err
+    trained.VERIFIED.clear()
+    confirm_loaded_model(None)
+
+
+@pytest.mark.parametrize(("launcher", "verdict", "refused"), [
+    ("right", "wrong", False), ("wrong", "right", True), (None, "right", False), (None, "wrong", True),
+    (None, None, False), ("  ", "right", False), ("  ", "wrong", True)])
+def test_the_reward_code_hash_the_launcher_passed_comes_before_the_verdicts(tmp_path, monkeypatch, capsys, launcher,
+                                                                            verdict, refused):
+    """LLM_FINETUNING_REWARD_CODE_SHA256 (what launch_training's gate judged) is the reviewed hash; run by hand,
+    the verdict's; with neither, the trainer says its rewards were not reviewed and trains."""
+    from mcp_server.inspection.trained import REWARD_SHA_ENV, RewardCodeChanged, reviewed_reward_funcs
+    from mcp_server.rewards import reward_code_sha256
+    from mcp_server.runs import Run
+
+    run = Run(tmp_path / "run")
+    (run.dir / "train").mkdir(parents=True)
+    rewards = [{"name": "format_reward", "params": {}, "weight": 1.0}]
+    run.rewards.write_text(json.dumps(rewards))
+    hashes = {"right": reward_code_sha256(rewards), "wrong": "0" * 64, "  ": "  "}
+    if verdict:
+        run.verdict.parent.mkdir(parents=True)
+        run.verdict.write_text(json.dumps({"pins": {"reward_code": hashes[verdict]}}))
+    monkeypatch.delenv(REWARD_SHA_ENV, raising=False)
+    if launcher:
+        monkeypatch.setenv(REWARD_SHA_ENV, hashes[launcher])
+    if refused:
+        with pytest.raises(RewardCodeChanged):
+            reviewed_reward_funcs(run.dir)
+        assert "refusing to train: the reward code" in capsys.readouterr().err
+    else:
+        funcs, digest = reviewed_reward_funcs(run.dir)
+        assert len(funcs) == 1 and digest == hashes["right"]
+        assert ("its scores were not reviewed" in capsys.readouterr().err) == (launcher is None and verdict is None)
+
+
+def test_only_the_reviewed_files_may_sit_in_the_reviewed_copy(tmp_path):
+    """unreviewed_entries: every entry of inspection/reward_code/ that is not a reviewed file nor a folder holding
+    one (a package folder beside a reviewed module wins its import), bytecode folders never read, a folder named
+    once (not each file under it)."""
+    from mcp_server.inspection.trained import unreviewed_entries
+    from mcp_server.runs import Run
+
+    run = Run(tmp_path / "run")
+    reviewed = ["mod.py", "pkg/__init__.py", "pkg/sub.py"]
+    for name in [*reviewed, "other.py", "pkg/extra.py", "mod/__init__.py", "__pycache__/mod.cpython-311.pyc",
+                 "pkg/__pycache__/sub.cpython-311.pyc", "deep/er/x.py", "pkg/inner/y.py"]:
+        (run.reward_code / name).parent.mkdir(parents=True, exist_ok=True)
+        (run.reward_code / name).write_text("x = 1\n")
+    assert unreviewed_entries(run, reviewed) == ["deep/", "mod/", "other.py", "pkg/inner/", "pkg/extra.py"]
+    assert unreviewed_entries(run, [*reviewed, "other.py", "pkg/extra.py", "mod/__init__.py", "deep/er/x.py",
+                                    "pkg/inner/y.py"]) == []
+    assert unreviewed_entries(Run(tmp_path / "none"), reviewed) == []
