@@ -782,3 +782,23 @@ def test_the_world_a_solution_runs_in(monkeypatch):
              "    assert got['/planted'] == got['/dev/planted'] == got['/usr/planted'] == 'refused', got\n")
     result = run_python(WORLD, tests, Limits(max_file_mb=2))
     assert result.passed, (result.error, result.output[-800:])
+
+
+# ------------------------------------------------------------------ 7. the limits each process of the sandbox sets
+# The rlimits the solution's own process runs under, read there (the tests call it across the process boundary):
+# each is the Limits field it comes from, in its unit; RLIMIT_CPU is the timeout rounded up (never below it), and
+# RLIMIT_NPROC leaves room for the tester and its watch thread.
+RLIMITS = """import resource
+def rlimits():
+    return {n: resource.getrlimit(getattr(resource, n))[0]
+            for n in ("RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_CORE")}
+"""
+
+
+@pytest.mark.parametrize(("timeout_s", "cpu"), [(2.5, 3), (3.0, 3), (4.01, 5)])
+def test_each_limit_is_set_in_its_unit_on_the_solutions_process(timeout_s, cpu):
+    limits = Limits(timeout_s=timeout_s, memory_mb=300, max_processes=5, max_file_mb=3, max_open_files=40)
+    expected = {"RLIMIT_NOFILE": 40, "RLIMIT_FSIZE": 3 << 20, "RLIMIT_AS": 300 << 20, "RLIMIT_CPU": cpu,
+                "RLIMIT_NPROC": 7, "RLIMIT_CORE": 0}
+    result = run_python(RLIMITS, f"def test_limits():\n    assert rlimits() == {expected!r}, rlimits()\n", limits)
+    assert result.passed, (result.error, result.output[-600:])
