@@ -388,7 +388,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a hub model's cached snapshot whose weights are overwritten in place after the verdict (same commit folder) "
       "keeps launch_training's gate open: the reviewed model is pinned by name and commit only"),
     M("m4-trainer-samples-not-rows", "gate", "mcp_server/inspection/trained.py",
-      "        differs += _samples_not_in(run, dataset, verdict)\n", "",
+      "        differs += _samples_not_in(run, dataset, verdict, spec.agentic is not None)\n", "",
       "a verdict on samples that are not rows of the data that trains (hand-written samples.jsonl whose prompts "
       "or columns the data does not hold, hashed into a verdict) passes the trainer's point-of-use check"),
     M("m4-trainer-verdict-removed-trains", "gate", "mcp_server/inspection/trained.py",
