@@ -72,6 +72,19 @@ def test_sampling_a_launched_run_never_touches_its_evidence(workspace, tiny_mode
     assert Path(again["samples_path"]).parent == run.inspection / "explore-2"
 
 
+def test_exploring_a_launched_run_names_the_file_it_writes(workspace, tiny_model):
+    """Issue 49: the progress line of an exploratory sample (written to inspection/explore-<n>/) said "written to
+    inspection/samples.partial.jsonl", a file it never writes. The core API with its progress report."""
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+
+    run = _launched_run("explored")
+    lines: list[str] = []
+    sample_completions(SampleRequest(run=str(run.dir), num_prompts=2), report=lambda d, t, m: lines.append(m))
+    written = [m for m in lines if "written to" in m]
+    assert written and all("written to inspection/explore-1/samples.partial.jsonl" in m for m in written), lines
+
+
 def test_sampling_a_launched_agentic_run_is_refused_naming_the_way_to_explore(workspace):
     run = Run(hand_run(workspace, "agentic-launched", pid=1, state="running"))
     (run.train / "agentic.json").write_text("{}")
