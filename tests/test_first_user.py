@@ -265,6 +265,8 @@ def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(
     front = card.split("---")[1]
     assert f"base_model: {smollm2.HUB_ID}" in front and str(tmp_path) not in front, front
     assert "GRPO fine-tune of `smollm2-135m`" in card
+    row = next(line for line in card.splitlines() if line.startswith("| Base model |"))  # was the cache path
+    assert row.startswith(f"| Base model | `{smollm2.HUB_ID}` (loaded from `") and str(converted) in row, row
 
 
 def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_model, tmp_path):

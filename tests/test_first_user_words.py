@@ -55,6 +55,22 @@ def test_emit_config_says_where_it_looked_for_a_reward_module(workspace, tmp_pat
     assert str(Path(tmp_path).resolve()) in proc.stdout and "PYTHONPATH" in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("name, meant", [("unit_rewardz.cm_reward", "unit_rewards.cm_reward"),
+                                        ("unit_rewards.cm_rewrd", "unit_rewards.cm_reward")])
+def test_a_misspelt_reward_is_met_with_the_workspaces_nearest_function(workspace, name, meant):
+    """Issue 49: `--rewards '[{"name":"unit_rewardz.cm_reward"}]'` beside unit_rewards.py got a second ERROR
+    listing TRL's reward names (accuracy_reward, ...). One error, naming the workspace's nearest function."""
+    (workspace / "unit_rewards.py").write_text("def cm_reward(completions, **columns):\n"
+                                              "    return [0.0 for _ in completions]\n")
+    proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "misspelt",
+                   "--rewards", json.dumps([{"name": name}]), cwd=workspace)
+    assert proc.returncode == 1, proc.stderr  # NOT VALID
+    errors = [line for line in proc.stdout.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "reward_unresolvable" in errors[0], proc.stdout
+    assert f"id you mean '{meant}'" in errors[0], proc.stdout
+    assert "accuracy_reward" not in proc.stdout, proc.stdout
+
+
 def test_the_cli_takes_the_override_reason_the_mcp_tool_takes(workspace):
     reason = "a 12-token task: the rate is the user's call"
     proc, result = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name",
