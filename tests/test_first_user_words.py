@@ -142,3 +142,18 @@ def test_a_closed_gate_names_the_file_and_field_changed_and_the_cheapest_way_to_
     reason, how = gate()
     assert f"max_completion_length: {limit} -> {limit * 2}" in reason, reason
     assert "re-sample" in how and "sample-completions" in how, how
+
+
+def test_launch_training_says_each_phase_as_it_goes(workspace, tiny_model):
+    """Issue 49: `launch-training` printed nothing for about 53 s (the gates rehearse a step and probe the training
+    interpreter). Each phase is a progress line as it starts (the CLI prints them on stderr, as sampling's). The
+    core API with its report, on a run without a verdict: every gate still runs, so all of them are said."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = emit_run("phases")
+    lines: list[str] = []
+    result = launch_training(LaunchRequest(run=str(run_dir)), report=lambda d, t, m: lines.append(m))
+    assert not result.launched
+    phases = [m.split(":", 1)[0] for m in lines]
+    assert phases == ["gates", "config", "environment"], lines
