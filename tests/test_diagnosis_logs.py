@@ -458,3 +458,45 @@ def test_the_live_guard_judges_the_run_across_resumes(tmp_path, workspace, launc
         assert "signal_lost" in outcome["error"]
     if dead and len(launches) > 1 and mode == "stop":  # stopped at the first log of the resumed launch
         assert begin == launches[1][0]
+
+
+@pytest.mark.slow
+def test_a_real_resumed_run_that_learned_nothing_is_named_in_its_outcome(tmp_path, workspace, tiny_model):
+    """The same end to end: TRL's GRPOTrainer on the tiny model with a reward that ignores the text (every group at
+    zero spread, grad_norm 0), 2 steps, then a resume to 4 from checkpoint-2 (a new trainer and callback, as a
+    resumed train.py), each ending as train.py ends. Before: both outcomes "succeeded", no warning."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcp_server.tiny import make_task
+    from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
+
+    run_dir = workspace / "runs" / "real-resumed"
+    (run_dir / "train" / "logs").mkdir(parents=True)
+    values = {"per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8, "logging_steps": 1,
+              "beta": 0.0, "seed": 0, "bf16": False, "use_vllm": False, "learning_rate": 1e-5, "save_steps": 2,
+              "output_dir": str(run_dir / "checkpoints"), "report_to": "none", "use_cpu": True, "disable_tqdm": True}
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({**values, "model_name_or_path": str(tiny_model)}))
+    (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(tiny_model), "gpu": "cpu",
+                                                                "num_gpus": 1, "guard": "warn"}))
+
+    def constant(completions, **columns):
+        return [1.0] * len(completions)
+
+    outcomes = []
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        for steps, resume in ((2, None), (4, str(run_dir / "checkpoints" / "checkpoint-2"))):
+            trainer = GRPOTrainer(model=str(tiny_model), reward_funcs=[constant],
+                                  args=GRPOConfig(**values, max_steps=steps),
+                                  train_dataset=Dataset.from_list(make_task(16)),
+                                  callbacks=[ProgressCallback(run_dir)])
+            trainer.train(resume_from_checkpoint=resume)
+            write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step)
+            outcomes.append(json.loads((run_dir / "train" / "logs" / "outcome.json").read_text()))
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    assert [o["global_step"] for o in outcomes] == [2, 4]
+    for outcome in outcomes:  # the 2-step launch (its one update after the first log) and the resumed run
+        assert outcome["state"] == "succeeded" and any("signal_lost" in w for w in outcome.get("warnings", [])), \
+            outcome
