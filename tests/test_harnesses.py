@@ -417,6 +417,42 @@ def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bi
     assert {"format_reward", "correctness_reward", "code_execution_reward"} <= names
 
 
+def run_conformance(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`scripts/conformance.py` (what `make conformance` runs) with a prepared server environment, the suite
+    installed into the npm tools cache."""
+    if not shutil.which("npm"):
+        skip_unless_ci("npm is not installed: cannot install the MCP conformance suite")
+    base = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm")
+    env = {**os.environ, "LLM_FINETUNING_VENV": str(ready_venv(tmp_path)),
+           "LLM_FINETUNING_CONFORMANCE_DIR": str(base / "conformance")}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "conformance.py"), *args], capture_output=True,
+                          text=True, timeout=1200, env=env)
+    unreachable = re.search(r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT).*", proc.stderr)
+    if proc.returncode == 2 and "npm install failed" in proc.stderr and unreachable:
+        skip_unless_ci(f"npm registry unreachable: {unreachable.group(0).strip()}")
+    return proc
+
+
+@pytest.mark.slow
+def test_mcp_conformance_suite_passes_its_applicable_scenarios_over_stdio(tmp_path):
+    proc = run_conformance(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    conformance = runpy.run_path(str(ROOT / "scripts" / "conformance.py"))
+    for scenario in conformance["APPLICABLE"]:
+        assert re.search(rf"^PASS  {scenario}  ", proc.stdout, re.M), proc.stdout
+    assert f"{len(conformance['APPLICABLE'])} of {len(conformance['APPLICABLE'])} scenarios passed" in proc.stdout
+
+
+@pytest.mark.slow
+def test_mcp_conformance_script_reports_a_failing_scenario_and_exits_non_zero(tmp_path):
+    # The suite's own fixture tool `test_image_content` is not one of this server's: that scenario fails.
+    proc = run_conformance(tmp_path, "--scenario", "ping", "--scenario", "tools-call-image")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^PASS  ping  ", proc.stdout, re.M) and re.search(r"^FAIL  tools-call-image  ", proc.stdout,
+                                                                         re.M), proc.stdout
+    assert "1 of 2 scenarios passed" in proc.stdout
+
+
 # ---------------------------------------------------------------- every harness, installed as its docs say, by its own
 # CLI
 # Each trial uses a throwaway HOME, the plugin as a fresh clone would have it, and a separate project folder.
