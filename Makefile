@@ -172,8 +172,9 @@ manifests: venv
 # The MCP conformance suite (@modelcontextprotocol/conformance, from npm into .conformance/) against the server
 # over stdio, as harnesses start it (scripts/launch_server.py, bridged to the suite's HTTP client by supergateway):
 # PASS/FAIL per applicable scenario, non-zero on a failure (docs/development.md, "MCP conformance").
-conformance: venv
-	$(PY) scripts/conformance.py
+# Needs only python3 and npm: the launcher builds the server's light environment, as for a harness.
+conformance:
+	$(PYTHON) scripts/conformance.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(TRACKERS_VENV) $(LATEST_VENV) $(LOCK_BUILD) .pytest_cache

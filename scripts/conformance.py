@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         log = open(Path(tmp) / "supergateway.log", "w")
         gateway = subprocess.Popen(
-            [node, str(bin_dir / "supergateway"), "--stdio", command, "--outputTransport", "streamableHttp", "--stateful",
-             "--port", str(port), "--logLevel", "info"],
+            [node, str(bin_dir / "supergateway"), "--stdio", command, "--outputTransport", "streamableHttp",
+             "--stateful", "--port", str(port), "--logLevel", "info"],
             cwd=workspace, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         try:
@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             failures = 0
             for scenario in scenarios:
                 started = time.monotonic()
-                ok, messages = run_scenario(node, bin_dir, f"http://127.0.0.1:{port}/mcp", scenario, Path(tmp) / scenario)
+                url = f"http://127.0.0.1:{port}/mcp"
+                ok, messages = run_scenario(node, bin_dir, url, scenario, Path(tmp) / scenario)
                 failures += not ok
                 say(f"{'PASS' if ok else 'FAIL'}  {scenario}  ({time.monotonic() - started:.1f} s)")
                 for message in messages:
