@@ -169,7 +169,7 @@ test-latest:
 manifests: venv
 	$(PY) -m mcp_server.manifests
 
-# The MCP conformance suite (@modelcontextprotocol/conformance, from npm into .conformance/) against the server
+# The MCP conformance suite (@modelcontextprotocol/conformance, from npm into ~/.cache/llm-finetuning) against the server
 # over stdio, as harnesses start it (scripts/launch_server.py, bridged to the suite's HTTP client by supergateway):
 # PASS/FAIL per applicable scenario, non-zero on a failure (docs/development.md, "MCP conformance").
 # Needs only python3 and npm: the launcher builds the server's light environment, as for a harness.

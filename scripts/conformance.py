@@ -6,10 +6,11 @@
 The suite tests a server at an HTTP URL; this server speaks stdio (what every harness starts). So supergateway
 bridges them: it serves streamable HTTP on a free local port and starts the server's real command line,
 `python3 scripts/launch_server.py` (the command each harness config holds), once per session, talking to it over
-its stdin/stdout. Both npm packages are installed at pinned versions into `.conformance/` in this checkout (ignored
-by git; LLM_FINETUNING_CONFORMANCE_DIR names another folder), reused by later runs. The server writes into a
-throwaway workspace, never this checkout. Prints PASS/FAIL per scenario with each failed check's message, and
-exits 1 when a scenario fails (2 when the suite could not be installed or started).
+its stdin/stdout. Both npm packages are installed at pinned versions into the user's cache
+(`~/.cache/llm-finetuning/conformance`, or under XDG_CACHE_HOME; LLM_FINETUNING_CONFORMANCE_DIR names another
+folder), reused by later runs: never in this checkout, which harnesses copy when they install the plugin. The
+server writes into a throwaway workspace, never this checkout. Prints PASS/FAIL per scenario with each failed
+check's message, and exits 1 when a scenario fails (2 when the suite could not be installed or started).
 
 Applicable scenarios: those that test the protocol against what this server offers. The others call the suite's
 own fixtures (tools named `test_simple_text`, `test_image_content`, ..., resources `test://...`, prompts
@@ -39,6 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"@modelcontextprotocol/conformance": "0.1.16", "supergateway": "4.0.0"}
 NODE = ("node", "22")  # the suite imports fs.globSync (Node 22+): an older node gets Node 22 from npm beside it
 APPLICABLE = ["server-initialize", "logging-set-level", "ping", "tools-list", "resources-list", "prompts-list"]
+
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-finetuning" / "conformance"
 
 
 def say(text: str) -> None:
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the python3 that runs scripts/launch_server.py (default: this one)")
     args = parser.parse_args(argv)
     scenarios = args.scenario or APPLICABLE
-    node, bin_dir = install(Path(os.environ.get("LLM_FINETUNING_CONFORMANCE_DIR") or ROOT / ".conformance"))
+    node, bin_dir = install(Path(os.environ.get("LLM_FINETUNING_CONFORMANCE_DIR") or CACHE))
     with tempfile.TemporaryDirectory(prefix="llm-finetuning-conformance-") as tmp:
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
