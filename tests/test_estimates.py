@@ -50,15 +50,20 @@ def test_the_cpu_sampling_bound_holds_at_the_load_it_states(tiny_model):
     assert (busy["load"], busy["cores"]) == (9.0, 2)
     # one thread beside 9 runnable ones on 2 cores gets 2/10 of its time: five times the quiet bound
     assert busy["estimated_seconds_at_most"] == pytest.approx(5 * quiet["estimated_seconds_at_most"], rel=0.01)
-    assert "get about 20% of their time: 5.0x the time at the speed the probe measured" in busy["text"], busy["text"]
+    assert "get about 20% of their time, 5.0x the time at the speed the probe measured" in busy["text"], busy["text"]
+    assert busy["estimated_seconds"] == busy["estimated_seconds_at_most"]  # one thread: no barrier to wait at
     # a probe that got that share already measured the load: no second slowdown
     assert plan(lull._replace(share=0.2), (9.0, 2))["estimated_seconds_at_most"] == quiet["estimated_seconds_at_most"]
-    # two threads (smollm2-135m's size) meet at a barrier in every operator: both scheduled at once, (2/11)**2
+    # two threads (smollm2-135m's size): about the fair share, 2/11, and at most what both scheduled at once gives,
+    # (2/11)**2, when every operator's barrier waits for both
     two = machine(20e9, threads=2)
     idle2, busy2 = (plan(two, load, 134_515_008, 30, 576, threads=2) for load in ((0.0, 2), (9.0, 2)))
-    assert busy2["threads"] == 2 and busy2["estimated_seconds_at_most"] == pytest.approx(
-        (11 / 2) ** 2 * idle2["estimated_seconds_at_most"], rel=0.01)
-    assert "meet at a barrier in every operator" in busy2["text"]
+    assert busy2["threads"] == 2 and busy2["estimated_seconds"] == pytest.approx(
+        11 / 2 * idle2["estimated_seconds_at_most"], rel=0.01)
+    assert busy2["estimated_seconds_at_most"] == pytest.approx((11 / 2) ** 2 * idle2["estimated_seconds_at_most"],
+                                                               rel=0.01)
+    assert ", at most " in busy2["text"] and " at load 9 on 2 cores (" in busy2["text"], busy2["text"]
+    assert "scheduled apart that is 30.2x, the bound" in busy2["text"], busy2["text"]
 
 
 def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace, tmp_path, monkeypatch):

@@ -55,7 +55,7 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
     if params is not None and params < SMALL_MODEL_PARAMS and not on_gpu:
         threads = 1  # model_ref.small_model_threads: a small model generates on one thread
     host = "a GPU" if on_gpu else f"{threads} CPU thread{'s' if threads != 1 else ''}"
-    seconds, at_load, shared = None, "", ""
+    seconds, typical, at_load, shared = None, None, "", ""
     if params is not None and on_gpu:
         step = 2 * params * sequences / GPU_FLOPS + (layers or 0) * STEP_OVERHEAD_PER_LAYER_S + STEP_OVERHEAD_S
         seconds = calls * max_new_tokens * step
@@ -63,29 +63,36 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
         cpu = cpu or cpu_speed.probe(threads)
         load_avg, cores = load or cpu_speed.load_now()
         slowdown = cpu_speed.slowdown_at_load(cpu, load_avg, cores)
+        bound = cpu_speed.slowdown_at_load(cpu, load_avg, cores, apart=True)
         step = cpu_speed.decode_step_s(params, layers or 0, sequences, cpu, hidden, context=max_new_tokens / 2)
-        seconds = calls * max_new_tokens * step * slowdown
+        typical, seconds = (calls * max_new_tokens * step * factor for factor in (slowdown, bound))
         host += f" ({cpu.flops / 1e9:.0f} GFLOP/s and {cpu.bandwidth / 1e9:.0f} GB/s measured now)"
         at_load = f" at load {load_avg:.0f} on {cores} core{'s' if cores != 1 else ''}"
-        shared = "" if slowdown <= 1 else (
-            f"; at that load a new process's {threads} thread{'s' if threads != 1 else ''} get about "
-            f"{cpu_speed.fair_share(threads, load_avg, cores):.0%} of their time"
-            + (", and meet at a barrier in every operator" if threads > 1 else "")
-            + f": {slowdown:.1f}x the time at the speed the probe measured")
+        plural = "s" if threads != 1 else ""
+        shared = "" if bound <= 1 else (
+            f"; at that load a new process's {threads} thread{plural} get about "
+            f"{cpu_speed.fair_share(threads, load_avg, cores):.0%} of their time, {slowdown:.1f}x the time at the "
+            "speed the probe measured" + (
+                "" if bound <= slowdown else f"; threads that meet at a barrier in every operator go on only while "
+                f"{'both' if threads == 2 else f'all {threads}'} run, and scheduled apart that is {bound:.1f}x, the "
+                "bound"))
     size = f"a {params / 1e6:,.1f}M-parameter model" if params is not None else "a model of unknown size"
     text = (f"{num_prompts} prompts x {n} = {completions} completions of up to {max_new_tokens} tokens "
             f"({completions * max_new_tokens:,} tokens at most) from {size} with {engine} on {host}")
     if seconds is not None:
-        text += (f": about {duration(seconds)} at most{at_load} ({calls} generate call{'s' if calls != 1 else ''} of "
+        about = duration(typical if typical is not None else seconds)
+        text += (f": about {about}" + (f", at most {duration(seconds)}" if about != duration(seconds) else " at most")
+                 + f"{at_load} ({calls} generate call{'s' if calls != 1 else ''} of "
                  f"{sequences} sequences, {max_new_tokens} decode steps each, at this machine's present speed"
                  f"{shared}; the progress lines give the measured rate)")
-    if not on_gpu and completions > MIN_REVIEW_SAMPLES and (seconds or 0) > 600:
+    if not on_gpu and completions > MIN_REVIEW_SAMPLES and (typical or seconds or 0) > 600:
         text += (f". Long for a CPU: fewer prompts (num_prompts {max(1, -(-MIN_REVIEW_SAMPLES // n))} gives the "
                  "review's 50 samples) or a shorter max_completion_length in the config shrink it")
     return {"num_prompts": num_prompts, "n": n, "completions": completions, "max_new_tokens": max_new_tokens,
             "max_tokens": completions * max_new_tokens, "engine": engine, "device": "cuda" if on_gpu else "cpu",
             "threads": threads, "params": params, "generate_calls": calls, "load": None if not at_load else
-            round(load_avg, 1), "cores": None if not at_load else cores, "estimated_seconds_at_most":
+            round(load_avg, 1), "cores": None if not at_load else cores, "estimated_seconds":
+            None if typical is None else round(typical, 1), "estimated_seconds_at_most":
             None if seconds is None else round(seconds, 1), "text": text}
 
 

@@ -149,14 +149,15 @@ def fair_share(threads: int, load: float, cores: int) -> float:
     return min(1.0, cores / max(load + threads, 1e-9))
 
 
-def slowdown_at_load(cpu: CpuThroughput, load: float, cores: int) -> float:
-    """How many times longer work takes at `load` on `cores` than at the speed `cpu` measured: against the share
-    the probe itself got (cpu.share; a short probe can catch a lull and measure the machine as if idle), one
-    thread gets the fair share s (fair_share); several threads that meet at a barrier in every operator go on only
-    while all of them are scheduled, s ** threads of the time when the scheduler treats them apart (issue 49:
-    "about 2 min at most" took 8 min at load 7-14 on 2 cores; bench_estimates measured 2-thread decode steps 7 to
-    15 times one thread's there). Never below 1: the measured speed is the most the estimate assumes."""
-    return max(1.0, cpu.share / fair_share(cpu.threads, load, cores) ** max(cpu.threads, 1))
+def slowdown_at_load(cpu: CpuThroughput, load: float, cores: int, apart: bool = False) -> float:
+    """How many times longer work takes at `load` on `cores` than at the speed `cpu` measured, against the share the
+    probe itself got (cpu.share; a short probe can catch a lull and measure the machine as if idle): at the fair
+    share s (fair_share) of its threads' time; `apart`: threads that meet at a barrier in every operator, scheduled
+    apart, go on only while all of them run, s ** threads of the time, the bound. Measured (issue 49): smollm2-135m,
+    4 sequences of 24 tokens on 2 threads at load 15-19 on 2 cores took 222 s where the measured speed gave 162 s,
+    the fair share 307 s and the bound 3092 s; the walk's "about 2 min at most" took 474.8 s at load 7-14. Never
+    below 1: the measured speed is the most the estimate assumes."""
+    return max(1.0, cpu.share / fair_share(cpu.threads, load, cores) ** (max(cpu.threads, 1) if apart else 1))
 
 
 def decode_step_s(params: float, layers: int, sequences: int, cpu: CpuThroughput, hidden: int = 0,
