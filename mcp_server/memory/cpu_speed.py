@@ -154,9 +154,9 @@ def slowdown_at_load(cpu: CpuThroughput, load: float, cores: int, apart: bool = 
     probe itself got (cpu.share; a short probe can catch a lull and measure the machine as if idle): at the fair
     share s (fair_share) of its threads' time; `apart`: threads that meet at a barrier in every operator, scheduled
     apart, go on only while all of them run, s ** threads of the time, the bound. Measured (issue 49): smollm2-135m,
-    4 sequences of 24 tokens on 2 threads at load 15-19 on 2 cores took 222 s where the measured speed gave 162 s,
-    the fair share 307 s and the bound 3092 s; the walk's "about 2 min at most" took 474.8 s at load 7-14. Never
-    below 1: the measured speed is the most the estimate assumes."""
+    4 sequences of 24 tokens on 2 threads took 222 s at load 19 on 2 cores (bound 3092 s) and 121.5 s at load 14
+    (about 392 s, bound 2616 s); the walk's "about 2 min at most" took 474.8 s at load 7-14. Never below 1: the
+    measured speed is the most the estimate assumes."""
     return max(1.0, cpu.share / fair_share(cpu.threads, load, cores) ** (max(cpu.threads, 1) if apart else 1))
 
 
