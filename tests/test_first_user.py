@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -306,3 +307,60 @@ def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_mode
     proc = run_cli("promote-checkpoint", str(run.dir), "--goldens", str(mine), cwd=workspace)
     assert proc.returncode == 2, proc.stdout
     assert f"the graders' code changed since {Path(own['baseline_path']).name} was measured" in proc.stderr
+
+
+def test_the_base_is_decoded_on_a_drift_suite_only_until_it_shows_it_scores_nothing(workspace, tiny_model, tmp_path):
+    """Issue 49, third walk: promote-checkpoint spent 3.5 of 6.4 minutes decoding the base over a drift suite it
+    scores 0% on. Now the base's first 12 items decide it (none passed: the suite cannot measure drift for this
+    model), its score is recorded, signed, in eval/baselines.jsonl, and a second promotion decodes it no more."""
+    from mcp_server.evaluation.promote import DRIFT_FIRST_ITEMS
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = write_jsonl([{k: r[k] for k in ("prompt", "question", "answer")} for r in make_task(n=6)],
+                          tmp_path / "goldens.jsonl")
+    items = DRIFT_FIRST_ITEMS + 18
+    suite = write_jsonl([{"prompt": r["prompt"], "answer": "-1", "grader": "correctness"}
+                         for r in make_task(n=items)], tmp_path / "drift.jsonl")  # no sum is -1
+    run = Run(emit_run("drift-chunk"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    assert run_cli_json("evaluate-model", str(tiny_model), "--goldens", str(goldens), "--max-new-tokens", "12",
+                        here=True)[0].returncode == 0
+    ledger = workspace / "eval" / "baselines.jsonl"
+    lines_before = ledger.read_text().splitlines()
+    proc = cli_here_text("promote-checkpoint", str(run.dir), "--drift-suite", str(suite))
+    base_lines = [line for line in proc.stderr.splitlines() if "drift suite, base model" in line]
+    assert any(f"decoded {DRIFT_FIRST_ITEMS}/{DRIFT_FIRST_ITEMS}" in line for line in base_lines), proc.stderr
+    assert not any(f"/{items}" in line for line in base_lines), proc.stderr  # the rest never decoded
+    result = json.loads((run.dir / "promotion.json").read_text())
+    drift = result["drift"]
+    assert (drift["band"], drift["base_pass_rate"], drift["base_items_decoded"], drift["suite_items"],
+            drift["checkpoint_pass_rate"]) == ("unmeasured", 0.0, DRIFT_FIRST_ITEMS, items, None), drift
+    reason = next(r for r in result["reasons"] if r.startswith("drift:"))
+    said = f"the base passes none of the first {DRIFT_FIRST_ITEMS} items: the suite cannot measure drift for this model"
+    assert said in reason and "within budget" not in reason, reason
+    assert said in (run.dir / "promotion-report.md").read_text()
+    # recorded, signed, in the baselines ledger beside the baselines
+    new = [json.loads(line) for line in ledger.read_text().splitlines()[len(lines_before):]]
+    assert [entry["name"].startswith("drift-") and "mac" in entry for entry in new] == [True], new
+
+    # a second promotion of the same base reads the record and decodes nothing of the suite for the base
+    again = cli_here_text("promote-checkpoint", str(run.dir), "--drift-suite", str(suite))
+    base_again = [line for line in again.stderr.splitlines() if "drift suite, base model" in line]
+    assert not any(re.search(r"decoding prompts|decoded \d+/", line) for line in base_again), again.stderr
+    assert any("recorded in baselines.jsonl" in line for line in base_again), again.stderr
+    assert said in next(r for r in json.loads((run.dir / "promotion.json").read_text())["reasons"]
+                        if r.startswith("drift:"))
+
+    # a record not in the ledger as it is (edited by hand to 0 items) counts for nothing: measured again
+    record = next((workspace / "eval").glob("drift-*.json"))
+    record.write_text(record.read_text().replace('"decoded": 12', '"decoded": 1'))
+    third = cli_here_text("promote-checkpoint", str(run.dir), "--drift-suite", str(suite))
+    assert any(f"decoded {DRIFT_FIRST_ITEMS}/{DRIFT_FIRST_ITEMS}" in line for line in third.stderr.splitlines()
+               if "drift suite, base model" in line), third.stderr
+
+
+def cli_here_text(*args: str) -> subprocess.CompletedProcess:
+    """The CLI in this process, its progress lines on stderr as a pipe gets them (not a terminal)."""
+    from conftest import cli_here
+
+    return cli_here(*args)
