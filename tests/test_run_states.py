@@ -562,6 +562,16 @@ def test_list_runs_and_status_name_the_last_logged_step(tmp_path, monkeypatch):
     assert _status(run_dir).step == 3
 
 
+def test_a_progress_line_without_a_step_after_the_last_step_is_no_failure(tmp_path, monkeypatch):
+    """A succeeded run whose progress log ends with a line that holds no step (a note, a summary): the success
+    check reads the last line WITH a step, and the run is still succeeded."""
+    def tweak(run):
+        with open(run.progress, "a") as handle:
+            handle.write(json.dumps({"time": 1.0, "train_runtime": 12.0}) + "\n")
+    status = _status(_cell(tmp_path, monkeypatch, "succeeded", tweak=tweak))
+    assert status.state == "succeeded", status.message
+
+
 @pytest.mark.parametrize("begin, want", [(6, 6), (0, 4), (None, 4)])
 def test_max_steps_is_training_begins_else_the_configs(tmp_path, monkeypatch, begin, want):
     """max_steps as training began with it (train-begin.json: a resume may extend it), else the config's 4."""
@@ -578,8 +588,9 @@ def test_max_steps_is_training_begins_else_the_configs(tmp_path, monkeypatch, be
 
 
 @pytest.mark.parametrize("times, want", [
-    ((100.0, 100.0, 1, 2, 3, 4, 5, 6, 7, 8, 9), 1 / 5),  # the median of the latest 9 step times (not 10, not mean)
+    ((100.0, 100.0, 1, 2, 3, 4, 5, 6, 7, 8, 30), 1 / 5),  # the median of the latest 9 step times (not 10, not mean)
     ((4, 1, 2, 3), 1 / 2.5),  # an even count: the mean of the middle two
+    ((1.0, 1.0, 10.0), 1 / 1.0),  # one slow step (a save) is not the rate
     ((0, -1, 2.0), 1 / 2.0),  # zero and negative times are no step times
 ])
 def test_steps_per_second_is_the_median_of_the_latest_step_times(tmp_path, monkeypatch, times, want):
@@ -637,9 +648,13 @@ def test_a_final_save_short_of_max_steps_is_no_success(tmp_path, monkeypatch):
 
 
 def test_checkpoint_folders_not_named_by_a_step_are_not_checkpoints(tmp_path, monkeypatch):
-    """checkpoint-best (a copy a person made) is never listed, and never breaks the listing."""
+    """checkpoint-best (a copy a person made, even one recorded in saves.jsonl) is never listed, and never breaks
+    the listing."""
+    from mcp_server.training.trainer.digest import record_save
+
     def tweak(run):
         shutil.copytree(run.checkpoints / "checkpoint-2", run.checkpoints / "checkpoint-best")
+        record_save(run, run.checkpoints / "checkpoint-best", 2)
     status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
     assert [Path(p).name for p in status.checkpoints] == ["checkpoint-1", "checkpoint-2"], status.checkpoints
 
