@@ -109,10 +109,10 @@ def generate(
     return [group[0]["text"] for group in groups]
 
 
-def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict]]:
+def generate_vllm(model_ref, texts: list[str], settings: dict, params: dict) -> list[list[dict]]:
     """The same dicts with vLLM (a GPU, or vLLM's CPU build). Prompts go in as token ids so both engines see the same
-    tokens. `settings`: n, temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, seed,
-    generation_kwargs."""
+    tokens. `params`: the sampling settings by SamplingParams' names (inspection.sampling.engine_options, from
+    config.fields); `settings`: seed, generation_kwargs."""
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
     from vllm.platforms import current_platform
@@ -129,14 +129,11 @@ def generate_vllm(model_ref, texts: list[str], settings: dict) -> list[list[dict
     else:
         # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
         llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.5)
+    params = dict(params)
+    if params.get("top_k", 1) <= 0:  # TRL's 0 (off) is vLLM's -1
+        params["top_k"] = -1
     params = SamplingParams(
-        n=settings["n"],
-        temperature=settings["temperature"],
-        top_p=settings["top_p"],
-        top_k=settings["top_k"] if settings["top_k"] > 0 else -1,  # vLLM: -1 = off
-        min_p=settings["min_p"] or 0.0,
-        repetition_penalty=settings["repetition_penalty"],
-        max_tokens=settings["max_new_tokens"],
+        **{"min_p": 0.0, **params},  # TRL's None (off) is vLLM's 0.0
         seed=settings["seed"],
         **(settings.get("generation_kwargs") or {}),  # the config's generation_kwargs, as TRL passes them to vLLM
     )

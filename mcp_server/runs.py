@@ -11,6 +11,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
         filtered.jsonl                filtered_data    the difficulty filter's kept prompts (inspect_rewards'
                                                        difficulty_filter; train/config.yaml then names it)
         difficulty-filter.json        difficulty_filter  what the filter dropped and why
+        refilter-<n>/kept.jsonl, record.json   archive_slot("refilter", data)   resume_training's re-filter
         data-card.md, validation-report.md   data_card, validation_report   the demo's data phase
       warm-start/                     warm_start     the demo's SFT warm-start model
       demo-summary.json               demo_summary   the demo's summary
@@ -28,6 +29,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
           progress.jsonl              progress         one line per logged step
           stdout.log                  stdout           the training command's output
           exit-code                   exit_code        written by launch.sh when the command ends
+          exit.json                   exit_record      the same, signed (evidence.py): what readers trust
           node-<node>.log / .exit     node_log(n), node_exit(n)   a SLURM job: each node's output and exit code
           env-<node>.json             node_env(n)      a SLURM job: the node's packages and GPUs, seen by its trainer
           train-begin.json            train_begin      when training starts (max_steps, world size, pid)
@@ -90,6 +92,7 @@ that makes it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 
 from mcp_server.config import FIELD
@@ -263,6 +266,10 @@ class Run:
     def exit_code(self) -> Path:
         return self.logs / "exit-code"
 
+    @property
+    def exit_record(self) -> Path:
+        return self.logs / "exit.json"
+
     def node_log(self, node: str) -> Path:
         return self.logs / f"node-{node}.log"
 
@@ -347,10 +354,7 @@ class Run:
     def exploration_slot(self) -> Path:
         """The next free inspection/explore-<n>/ (not created): where sampling a launched run writes, so the
         evidence behind its launch (samples.jsonl, review.*, verdict.json) stays as the launch read it."""
-        n = 1
-        while (self.inspection / f"explore-{n}").exists():
-            n += 1
-        return self.inspection / f"explore-{n}"
+        return self.archive_slot("explore", self.inspection)
 
     @property
     def lock(self) -> Path:
@@ -360,12 +364,10 @@ class Run:
     def archive(self) -> Path:
         return self.dir / "archive"
 
-    def archive_slot(self, kind: str) -> Path:
-        """The next free archive/<kind>-<n>/ (not created)."""
-        n = 1
-        while (self.archive / f"{kind}-{n}").exists():
-            n += 1
-        return self.archive / f"{kind}-{n}"
+    def archive_slot(self, kind: str, folder: Path | None = None) -> Path:
+        """The next free archive/<kind>-<n>/ (or <folder>/<kind>-<n>/; not created)."""
+        base = folder or self.archive
+        return next(base / f"{kind}-{n}" for n in count(1) if not (base / f"{kind}-{n}").exists())
 
     def inside(self, path: Path) -> Path:
         """`path` (a file of this run to be written) when the folder it lands in is inside the run directory;

@@ -90,9 +90,18 @@ def read_text(path: str | Path, field: str) -> str:
     return decode(read_bytes(path, field), path, field)
 
 
-def read_json(path: str | Path, field: str, kind: type | None = None) -> Any:
-    """The file's JSON value; with `kind` (dict or list), refused unless it is one."""
-    text = read_text(path, field)
+def read_json(path: str | Path, field: str, kind: type | None = None, with_sha256: bool = False) -> Any:
+    """The file's JSON value; with `kind` (dict or list), refused unless it is one. `with_sha256`: (value, sha256
+    of the bytes it was parsed from), from one read."""
+    data = read_bytes(path, field)
+    text = decode(data, path, field)
+    if with_sha256:
+        return _parse_json(text, path, field, kind), hashlib.sha256(data).hexdigest()
+    return _parse_json(text, path, field, kind)
+
+
+def _parse_json(text: str, path: str | Path, field: str, kind: type | None = None) -> Any:
+    """read_json for a text already read from `path`."""
     try:
         value = json.loads(text)
     except ValueError as exc:

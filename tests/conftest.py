@@ -28,6 +28,14 @@ os.environ.setdefault("LLM_FINETUNING_WARM_UP", "0")
 _CACHE = tempfile.mkdtemp(prefix="llm-finetuning-test-cache-")
 os.environ["LLM_FINETUNING_CACHE"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+# The evidence key (mcp_server/evidence.py) is never read from or made in the real home: a key folder per session,
+# made here (the tests hold the key: they sign the runs they construct) and inherited by every child process.
+_STATE = tempfile.mkdtemp(prefix="llm-finetuning-test-state-")
+os.environ["LLM_FINETUNING_STATE_DIR"] = _STATE
+atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
+from mcp_server.evidence import key as _evidence_key  # noqa: E402 - after the folder is chosen
+
+_evidence_key(create=True)
 # The one exception: the real model `smollm2-135m` (mcp_server/smollm2.py), a 517 MB float32 conversion that takes
 # about a minute, is built once per machine, in the system's temporary directory (never ~/.cache), keyed by the
 # wheel's pinned sha256 and built atomically, so a session reuses an earlier one's and never sees half of one.

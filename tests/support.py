@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("errors", "inputs", "reporting", "interpreter", "worker", "worker_targets", "worker_daemon",
+    ("ground", ("errors", "evidence", "inputs", "reporting", "interpreter", "worker", "worker_targets", "worker_daemon",
                 "workspace", "userfiles", "runs", "tiny", "smollm2", "smollm2_task", "model_ref", "dataset", "gpus",
                 "toolspec", "generation", "kernel_sets",
                 "config")),  # config: the GRPO config's one home (its typed view and TRL's defaults)
@@ -256,3 +256,33 @@ def wait_for(run_dir: Path, done, timeout: float = 420, poll: float = 1.0):
             return status
         time.sleep(poll)
     raise AssertionError(f"timed out; last status: {status.model_dump_json(indent=1)}")
+
+
+# ---------------------------------------------------------------- the trainer's and the launcher's signed records
+def write_signed(path: Path, data: dict) -> Path:
+    """A run's evidence record (train/logs/outcome.json, train-begin.json, stopped.json, ...) as the trainer writes
+    it: signed with the evidence key (mcp_server/evidence.py), which the tests hold and a workspace holder does not."""
+    from mcp_server.evidence import sign_run
+    from mcp_server.runs import Run
+
+    run = Run(Path(path).parents[2])
+    path.write_text(json.dumps(sign_run(run, path, data)))
+    return path
+
+
+def append_signed(path: Path, line: dict) -> None:
+    """A progress line as the trainer appends it (signed)."""
+    from mcp_server.evidence import sign_run
+    from mcp_server.runs import Run
+
+    with open(path, "a") as handle:
+        handle.write(json.dumps(sign_run(Run(Path(path).parents[2]), path, line)) + "\n")
+
+
+def write_exit(run_dir: Path, code: int, launch_id: str | None = None) -> None:
+    """train/logs/exit-code and the launcher's signed exit.json, as train/launch.sh leaves them."""
+    from mcp_server.runs import Run
+
+    run = Run(Path(run_dir))
+    run.exit_code.write_text(f"{code}\n")
+    write_signed(run.exit_record, {"exit_code": code, **({"launch_id": launch_id} if launch_id else {})})

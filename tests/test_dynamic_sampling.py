@@ -29,7 +29,7 @@ def ws(tmp_path_factory, tiny_model):
         yield root
 
 
-# GRPOTrainer methods and helpers training/trainer/dynamic_sampling.py overrides or calls, with the parameters it
+# GRPOTrainer methods and helpers recipe/dynamic_sampling_trainer.py overrides or calls, with the parameters it
 # passes them: a TRL release that renames or reshapes one fails here, not in a user's run.
 TRL_SIGNATURES = {
     "_generate_and_score_completions": ["self", "inputs"],
@@ -42,7 +42,7 @@ def test_the_trl_methods_dynamic_sampling_overrides_still_exist_with_the_signatu
     from trl import GRPOTrainer
     from trl.trainer.utils import nanstd
 
-    from mcp_server.training.trainer.dynamic_sampling import OVERRIDDEN, RELIED_ON, DynamicSamplingGRPOTrainer
+    from mcp_server.recipe.dynamic_sampling_trainer import OVERRIDDEN, RELIED_ON, DynamicSamplingGRPOTrainer
 
     assert set(TRL_SIGNATURES) == set(OVERRIDDEN) | set(RELIED_ON)
     for name, params in TRL_SIGNATURES.items():
@@ -56,7 +56,7 @@ def test_the_trl_methods_dynamic_sampling_overrides_still_exist_with_the_signatu
                       "self.environment_factories", "self.tools"):
         assert f"{attribute} =" in source, attribute
     # the output keys TRL returns for a text-only run are the ones the merge knows how to pad
-    from mcp_server.training.trainer.dynamic_sampling import COUNTED, PADDING
+    from mcp_server.recipe.dynamic_sampling_trainer import COUNTED, PADDING
 
     produced = inspect.getsource(GRPOTrainer._generate_and_score_completions)
     for key in [*PADDING, COUNTED]:
@@ -190,3 +190,26 @@ def test_the_memory_and_speed_plans_count_the_extra_generation_rounds(workspace)
     extra = {r: speed[r].step_s_at_cap - speed[r].step_s for r in (1, 3)}
     assert extra[1] > 0 and extra[3] == pytest.approx(3 * extra[1], rel=0.05)
     assert "up to 3 extra generation rounds" in speed[3].verdict
+
+
+def test_emission_sizes_the_batch_with_the_plan_that_counts_the_held_rounds(workspace):
+    """Emission grows the batch while its memory plan fits with 10% headroom; with dynamic sampling that plan holds
+    the earlier rounds' rows, as validation's and the launch's do, so what emission sized validation finds fitting
+    (before, emission planned without them and its own validation called the batch it chose tight)."""
+    from mcp_server.memory.models import MemoryPlanRequest
+    from mcp_server.memory.planner import plan_memory
+
+    # an A10G whose 0.5B run with 1152-token completions sits within the held rounds of the headroom line
+    request = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu": "A10G",
+               "overrides": {"use_vllm": False, "max_completion_length": 1152}}
+    sized = {}
+    for rounds in (None, 16):
+        option = {"dynamic_sampling": {"max_extra_rounds": rounds}} if rounds else {}
+        result = emit_config(run_name=f"ds-sized-{rounds}", **request, **option)
+        memory = [f.code for f in result.validation.findings if f.code.startswith("memory_")]
+        assert memory == ["memory_fits"], (rounds, result.validation.findings)
+        assert plan_memory(MemoryPlanRequest(config_path=result.run_dir)).status == "fits"
+        config = Path(result.config_path).read_text()
+        sized[rounds] = [line for line in config.splitlines() if line.startswith(
+            ("per_device_train_batch_size:", "gradient_accumulation_steps:"))]
+    assert sized[16] != sized[None], sized  # the held rounds took part of the room the batch grew into

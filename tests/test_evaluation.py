@@ -282,10 +282,17 @@ def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good
     with pytest.raises(UserInputError, match="edited"):
         promote_checkpoint(PromoteRequest(run=str(run)))
     (run / "promotion.json").unlink()  # no earlier promotion to compare with, and the forger records the forged
-    # file's hash in the baseline ledger too (issue 48): its own items still give it away
+    # file's hash in the baseline ledger too (issue 48): a line without the key's signature is not evaluate_model's
     from mcp_server.evaluation.evaluate import baseline_ledger
+    from mcp_server.evidence import sign
+    line = {"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     with baseline_ledger().open("a") as ledger:
-        ledger.write(json.dumps({"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}) + "\n")
+        ledger.write(json.dumps(line) + "\n")
+    with pytest.raises(UserInputError, match="has no valid signature"):
+        promote_checkpoint(PromoteRequest(run=str(run)))
+    # and one who could read the key and sign the line (a process of the same user): its own items still give it away
+    with baseline_ledger().open("a") as ledger:
+        ledger.write(json.dumps(sign(baseline_ledger().parent, baseline_ledger().name, line)) + "\n")
     with pytest.raises(UserInputError, match="its items hold"):
         promote_checkpoint(PromoteRequest(run=str(run)))
 

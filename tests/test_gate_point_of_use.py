@@ -291,3 +291,48 @@ def test_a_large_data_file_is_pinned_by_content(workspace, tmp_path):
         handle.write(b"x")
     os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert big.stat().st_size == stat.st_size and data_pin(str(folder)) != before
+
+
+@pytest.mark.slow
+def test_the_trainer_reads_each_run_file_once(workspace, capsys):
+    """Issue 46: the trainer process reads its run as one value (recipe.runspec.RunSpec, through
+    inspection.trainer_read) plus the verdict, and passes them to the point-of-use check, the reward-code check, the
+    guard and the dynamic-sampling trainer. Counted with an audit hook on every open of the run's files while
+    train/train.py builds its trainer (TRL's parser included: it parses the bytes the check read) and the guard
+    starts (on_train_begin): TRL's parser, the check, the train/ file pin, the guard's mode, its config and its
+    request, the reward-code check and the dynamic-sampling settings each read their file again (config.yaml 4
+    times, the verdict 3, request.json 2, dynamic_sampling.json 2, samples.jsonl 2)."""
+    import os
+    import sys
+    from collections import Counter
+
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.progress import ProgressCallback
+
+    run_dir = _emit(workspace, "trainer-reads", dynamic_sampling={"max_extra_rounds": 2})
+    _pass(run_dir)
+    run = Run(run_dir)
+    counted = {os.path.realpath(p): name for p, name in (
+        (run.config, "config.yaml"), (run.request, "request.json"), (run.rewards, "rewards.json"),
+        (run.dynamic_sampling, "dynamic_sampling.json"), (run.verdict, "verdict.json"),
+        (run.samples, "samples.jsonl"))}
+    opened: Counter = Counter()
+    counting = [False]
+
+    def hook(event, args):
+        if counting[0] and event == "open" and isinstance(args[0], (str, Path)):
+            name = counted.get(os.path.realpath(args[0]))
+            if name:
+                opened[name] += 1
+
+    sys.addaudithook(hook)  # an audit hook cannot be removed: it counts only while the trainer is built
+    counting[0] = True
+    try:
+        trainer, refusal = trainer_or_refusal(run_dir, capsys)
+        assert refusal is None, refusal
+        progress = next(c for c in trainer.callback_handler.callbacks if isinstance(c, ProgressCallback))
+        progress.on_train_begin(trainer.args, trainer.state, trainer.control)
+    finally:
+        counting[0] = False
+    assert progress.guard is not None and progress.guard.request.guard == progress.guard_mode
+    assert dict(opened) == {name: 1 for name in counted.values()}, opened

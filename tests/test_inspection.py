@@ -469,3 +469,30 @@ def test_mcp_tools_over_stdio(workspace, tiny_model):
     assert inspected.structured_content["base_success_rate"] == 1.0
     assert recorded.structured_content["gate"]["passed"] is True
     assert check_inspection_gate(run_dir).passed
+
+
+def test_a_sampling_setting_declared_in_config_fields_is_read_compared_and_passed(monkeypatch):
+    """Issue 46: sampling reads its settings as a query on config.fields' sampling group, so a sampling setting TRL
+    introduces is declared there alone. Here cache_implementation (a GRPOConfig field transformers' generate takes
+    by that name) is put in the group and in ENGINES, as if TRL had just added it: sampling reads the config's value,
+    compares it with the run's and hands it to generate, with no edit to inspection/sampling.py."""
+    import importlib
+
+    from mcp_server.config import fields
+    from mcp_server.inspection import sampling
+
+    declared = fields.fields_in
+    monkeypatch.setattr(fields, "fields_in",
+                        lambda group: declared(group) + (("cache_implementation",) if group == "sampling" else ()))
+    monkeypatch.setitem(fields.ENGINES, "cache_implementation",
+                        fields.Engines(None, "cache_implementation", sampler=False))
+    try:
+        added = importlib.reload(sampling)
+        settings = added._generation_settings(SampleRequest(run="r"), {"cache_implementation": "static"})
+        assert settings["cache_implementation"] == "static" and "cache_implementation" in added.COMPARED
+        greedy = added.engine_options({**settings, "temperature": 0.0}, "transformers", sampling=False)
+        assert greedy["cache_implementation"] == "static" and "temperature" not in greedy
+        assert "cache_implementation" not in added.engine_options(settings, "vllm")  # vLLM takes no such name
+    finally:
+        monkeypatch.undo()
+        importlib.reload(sampling)

@@ -54,7 +54,7 @@ def trl_metrics() -> list[re.Pattern]:
     keys = set(re.findall(r"_metrics\[mode\]\[(f?\"[^\"]+\")\]", source))
     patterns = [re.escape(k.lstrip("f").strip('"')) for k in keys]
     patterns = [re.sub(r"\\\{[^}]*\\\}|\{[^}]*\}", r"[^/]+", p) for p in patterns]
-    from mcp_server.training.trainer.dynamic_sampling import METRICS  # this project's trainer logs them too
+    from mcp_server.recipe.dynamic_sampling_trainer import METRICS  # this project's trainer logs them too
 
     patterns += [re.escape(name) for name in METRICS]
     return [re.compile(p + "$") for p in patterns + ["loss", "grad_norm", "learning_rate", "epoch"]]

@@ -113,3 +113,23 @@ def test_a_reward_that_blocks_stops_the_rehearsal_with_a_warning(run_dir, monkey
         (run_dir / "blocking_reward.py").unlink()
     stopped = [f for f in result.findings if f.code == "rehearsal_timeout"]
     assert stopped and stopped[0].severity == "warning" and "past 5 s" in stopped[0].message, result.findings
+
+
+def test_a_run_with_dynamic_sampling_is_rehearsed_with_the_subclass_it_trains_with(run_dir):
+    """train/train.py builds DAPO's dynamic-sampling subclass when train/dynamic_sampling.json exists, and so does
+    the rehearsal: a config only the subclass refuses (scale_rewards 'batch': one std over the whole round, dropped
+    groups included) fails its GRPOTrainer.__init__ there, an error on that field beside the validator's rule, and
+    the twin (scale_rewards 'group') trains its step through the subclass. Before, the rehearsal built TRL's
+    GRPOTrainer, which takes 'batch', and said nothing."""
+    from support import emit_run
+
+    ds_run = emit_run("rehearsed-ds", rewards=READS_ANSWER, dynamic_sampling={"max_extra_rounds": 1})
+    bad = _validated(ds_run, {"scale_rewards": "batch"})
+    failed = _codes(bad).get(("rehearsal_failed", "scale_rewards"))
+    assert failed is not None and "dynamic sampling cannot run here" in failed.message, bad.findings
+    assert "GRPOTrainer.__init__" in failed.message
+    good = _validated(ds_run, {"scale_rewards": "group"})
+    assert good.valid and "rehearsal_failed" not in {f.code for f in good.findings}, good.findings
+    # the same config without the option: TRL's own class, which takes 'batch'
+    plain = _validated(run_dir, {"scale_rewards": "batch"})
+    assert "rehearsal_failed" not in {f.code for f in plain.findings}, plain.findings

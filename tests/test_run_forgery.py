@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import cli_here
+from support import append_signed, write_exit, write_signed
 
 
 def dead_run(workspace: Path, name: str, launch_id: str) -> Path:
@@ -177,8 +178,9 @@ def ended_run(workspace: Path, tiny_model: Path, name: str, state: str) -> Path:
     launch_id = name[0] * 32
     run = Run(dead_run(workspace, name, launch_id))
     run.config.write_text(yaml.safe_dump({"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 4}))
-    run.train_begin.write_text(json.dumps({"max_steps": 4, "global_step": 0, "launch_id": launch_id}))
-    run.progress.write_text("".join(json.dumps({"step": s, "loss": 0.1}) + "\n" for s in range(1, 5)))
+    write_signed(run.train_begin, {"max_steps": 4, "global_step": 0, "launch_id": launch_id})
+    for step in range(1, 5):
+        append_signed(run.progress, {"step": step, "loss": 0.1, "launch_id": launch_id})
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_LAUNCH_ID", launch_id)
         shutil.copytree(tiny_model, run.checkpoints / "checkpoint-2")
@@ -190,9 +192,9 @@ def ended_run(workspace: Path, tiny_model: Path, name: str, state: str) -> Path:
             record_save(run, run.checkpoints, 4, final=True)
     if state in ("succeeded", "stopped"):
         if state == "stopped":
-            run.stopped.write_text(json.dumps({"step": 2, "launch_id": launch_id}))
-        run.outcome.write_text(json.dumps({"state": state, "launch_id": launch_id}))
-    run.exit_code.write_text("0\n" if state != "failed" else "1\n")
+            write_signed(run.stopped, {"step": 2, "launch_id": launch_id})
+        write_signed(run.outcome, {"state": state, "launch_id": launch_id})
+    write_exit(run.dir, 0 if state != "failed" else 1, launch_id)
     return run.dir
 
 
@@ -269,3 +271,199 @@ def test_a_run_folder_whose_only_trace_is_a_promotion_is_never_emitted_over(work
                     env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert proc.returncode == 2 and "promotion.json" in proc.stderr, proc.stderr
     assert sorted(p.name for p in folder.iterdir()) == ["promotion.json"]
+
+
+# ---------------------------------------------------------------- the keyed record (issue 48, a blind hostile round)
+def forge_save(run, folder: Path, step: int, final: bool, launch_id: str, mac: str | None = None) -> None:
+    """A saves.jsonl line as record_save writes it, computed by hand from the files there (what a forger who can
+    write the workspace can do), with `mac` when given (the key is not theirs)."""
+    from mcp_server.training.trainer.digest import _checkpoint_files, save_key
+    from mcp_server.workspace import sha256_file
+
+    files = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+             for p in _checkpoint_files(folder, final)}
+    line = {"save": save_key(run, folder), "step": step, "final": final, "files": files, "launch_id": launch_id,
+            **({"mac": mac} if mac else {})}
+    with open(run.saves, "a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def forge_success(run_dir: Path, tiny_model: Path, mac: str | None = None) -> None:
+    """F1: a run whose trainer was killed, made to read "succeeded" by writing every evidence file by hand with the
+    launch id read from run.json: exit code (both files), outcome.json, train-begin.json, progress lines, a
+    checkpoint folder and the final model, with their saves.jsonl lines."""
+    from mcp_server.runs import Run
+
+    run = Run(run_dir)
+    launch_id = json.loads(run.run_json.read_text())["launch_id"]
+    tag = {"launch_id": launch_id, **({"mac": mac} if mac else {})}
+    run.config.write_text(yaml.safe_dump({"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 4}))
+    shutil.copytree(tiny_model, run.checkpoints / "checkpoint-4")
+    (run.checkpoints / "checkpoint-4" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+    forge_save(run, run.checkpoints / "checkpoint-4", 4, False, launch_id, mac)
+    for item in tiny_model.iterdir():
+        shutil.copy(item, run.checkpoints / item.name)
+    forge_save(run, run.checkpoints, 4, True, launch_id, mac)
+    run.train_begin.write_text(json.dumps({"max_steps": 4, "global_step": 0, **tag}))
+    run.progress.write_text("".join(json.dumps({"step": s, "loss": 0.1, **tag}) + "\n" for s in range(1, 5)))
+    run.outcome.write_text(json.dumps({"state": "succeeded", "global_step": 4, **tag}))
+    run.exit_code.write_text("0\n")
+    (run.logs / "exit.json").write_text(json.dumps({"exit_code": 0, **tag}))  # the launcher's signed record's place
+
+
+def assert_not_succeeded(run_dir: Path, says: str = "not recorded by llm-finetuning on this machine") -> None:
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import list_runs, training_status
+
+    status = training_status(StatusRequest(run=str(run_dir)))
+    assert status.state == "failed" and says in (status.note or ""), (status.state, status.note)
+    assert {Path(r.run_dir).name: r.state for r in list_runs().runs}[run_dir.name] == "failed"
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir)))
+    assert refused.value.field == "run" and "is failed, not succeeded" in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize("mac", [None, "0" * 64, "another record's"])
+def test_f1_a_killed_run_whose_every_record_was_written_by_hand_reads_failed(workspace, tiny_model, mac):
+    """F1: launched, its trainer killed, then every evidence file of a success written by hand with the launch id
+    from run.json (unsigned, a made-up mac, or the mac of a record llm-finetuning signed for another run). None of
+    them was signed for this run with the key outside the workspace: the run is failed, saying why."""
+    if mac == "another record's":
+        other = ended_run(workspace, tiny_model, "other", "succeeded")
+        mac = json.loads((other / "train" / "logs" / "outcome.json").read_text()).get("mac", "f" * 64)
+    run_dir = dead_run(workspace, "killed", "k" * 32)
+    forge_success(run_dir, tiny_model, mac)
+    assert_not_succeeded(run_dir)
+
+
+def test_records_signed_for_another_run_copied_over_are_not_this_runs(workspace, tiny_model):
+    """Run A succeeded (every record signed); run B, launched with the same launch id, died. A's records and models
+    copied into B (run.json's launch id agrees) were B's success: a record is signed for the folder and file it was
+    written to, so a copy reads as absent."""
+    a = ended_run(workspace, tiny_model, "asource", "succeeded")
+    b = dead_run(workspace, "bcopy", "a" * 32)
+    shutil.copy(a / "train" / "config.yaml", b / "train" / "config.yaml")
+    for item in (a / "train" / "logs").iterdir():
+        if item.name != "stdout.log":
+            shutil.copy(item, b / "train" / "logs" / item.name)
+    shutil.copytree(a / "checkpoints", b / "checkpoints")
+    assert_not_succeeded(b)
+
+
+def test_f3_swapped_weights_with_a_matching_ledger_line_are_never_loaded(workspace, tiny_model):
+    """F3: a stopped run's checkpoint-2 weights swapped for others of the same size and a saves.jsonl line with
+    their sha256 appended by hand: promote judged them as the run's. The line has no valid signature: only the
+    trainer's own line counts, and the swapped weights are refused."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import write_checkpoint_digest
+
+    run = Run(ended_run(workspace, tiny_model, "swapped", "stopped"))
+    folder = run.checkpoints / "checkpoint-2"
+    target = next(p for p in sorted(folder.iterdir()) if p.suffix == ".safetensors")
+    target.write_bytes(bytes(b ^ 1 for b in target.read_bytes()))
+    write_checkpoint_digest(folder, 2)  # the checkpoint's own copy of the digest agrees with the swap
+    forge_save(run, folder, 2, False, "s" * 32)
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run.dir), checkpoint="checkpoints/checkpoint-2"))
+    assert refused.value.field == "checkpoint" and "is not the model the run's trainer saved" in str(refused.value)
+
+
+def test_f2_a_baseline_line_appended_by_hand_never_decides_a_promotion(workspace, tiny_model):
+    """F2: a baseline never measured, filed with a line appended to eval/baselines.jsonl as evaluate_model writes
+    it (name, sha256, written_at): promote compared against it. The line has no valid signature: refused, named."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.evaluate import baseline_ledger, baseline_path, resolve_goldens
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.workspace import sha256_file
+
+    run_dir = workspace / "runs" / "base-again"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({"model_name_or_path": "tiny",
+                                                                     "output_dir": "checkpoints"}))
+    shutil.copytree(tiny_model, run_dir / "checkpoints")
+    goldens = resolve_goldens("tiny")
+    forged = baseline_path("tiny", "000000000000")
+    forged.write_text(json.dumps({
+        "kind": "baseline", "written_at": "2000-01-01T00:00:00Z", "model": "tiny", "goldens": str(goldens),
+        "goldens_sha256": sha256_file(goldens), "graders": [{"name": "format_reward"}], "max_new_tokens": 8,
+        "seed": 3407, "n": 0, "passed": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "items": []}))
+    with open(baseline_ledger(), "a") as handle:
+        handle.write(json.dumps({"name": forged.name, "sha256": sha256_file(forged),
+                                 "written_at": "2000-01-01T00:00:00Z"}) + "\n")
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir), goldens="tiny"))
+    assert refused.value.field == "baseline" and forged.name in str(refused.value), str(refused.value)
+    assert "baselines.jsonl line 1 has no valid signature" in str(refused.value), str(refused.value)
+    assert not (run_dir / "promotion.json").exists()
+
+
+def test_without_the_key_nothing_reads_as_recorded_and_the_trainer_refuses_to_start(workspace, tiny_model,
+                                                                                    monkeypatch, tmp_path, capsys):
+    """The key missing where the readers look (another LLM_FINETUNING_STATE_DIR): a run that succeeded cannot be
+    told from a forged one, so it reads failed with a note naming the key's path and the variable (no crash), and
+    a trainer refuses to start, naming them, before train.py runs."""
+    run_dir = ended_run(workspace, tiny_model, "keyless", "succeeded")
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(tmp_path / "no-key-here"))
+    assert_not_succeeded(run_dir, says=f"no evidence key at {tmp_path / 'no-key-here' / 'evidence.key'}")
+    from mcp_server.training.trainer.verified_script import main
+
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    with pytest.raises(SystemExit) as refused:
+        main([str(script)])
+    err = capsys.readouterr().err
+    assert refused.value.code == 3 and "LLM_FINETUNING_STATE_DIR" in err and "no-key-here" in err, err
+    assert not (tmp_path / "ran").exists()
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(workspace / "state"))  # a key inside the workspace: refused
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    seen = training_status(StatusRequest(run=str(run_dir)))
+    assert seen.state == "failed" and "inside the workspace" in seen.note, seen.note
+
+
+@pytest.mark.slow
+def test_f1_a_real_training_killed_then_forged_reads_failed(workspace, tiny_model, monkeypatch):
+    """F1 end to end: a tiny training launched through launch_training, its trainer SIGKILLed at its first
+    progress line, then every evidence file of a success written by hand with the launch id from run.json. The
+    launcher's signed exit record (killed: 137) and the trainer's unsigned-by-hand records leave it failed."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+    from support import emit_run, pass_inspection, wait_for
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_dir = emit_run("killed-e2e", max_steps=50)
+    pass_inspection(run_dir)
+    launched = launch_training(LaunchRequest(run=str(run_dir)))
+    assert launched.launched, launched.message
+    progress, deadline = run_dir / "train" / "logs" / "progress.jsonl", time.time() + 420
+    while not (progress.exists() and progress.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.5)
+    trainers = [p for p in psutil.Process(launched.pid).children(recursive=True) if "python" in p.name()]
+    assert trainers, "no trainer process under the launcher"
+    for proc in trainers:
+        os.kill(proc.pid, signal.SIGKILL)
+    status = wait_for(run_dir, lambda s: not s.alive, timeout=120)
+    assert status.state == "failed", status
+    exit_record = json.loads((run_dir / "train" / "logs" / "exit.json").read_text())
+    assert exit_record["exit_code"] != 0 and "mac" in exit_record, exit_record
+    for stale in ("exit.json", "outcome.json"):
+        (run_dir / "train" / "logs" / stale).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    (run_dir / "train" / "logs" / "saves.jsonl").unlink(missing_ok=True)
+    (run_dir / "train" / "logs" / "progress.jsonl").unlink()
+    forge_success(run_dir, tiny_model)
+    assert_not_succeeded(run_dir)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import module_workspace
+from support import append_signed, module_workspace, write_exit, write_signed
 
 LAUNCHER = ["bash", "train/launch.sh"]
 OLD, NEW = "a" * 32, "b" * 32  # launch ids: the earlier attempt's, the resume's
@@ -163,19 +163,18 @@ def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
                        "launch_id": event.value})
         if previous is not None:  # resume_training: the history, what it resumes, the end markers cleared
             record.update({"history": [previous], "resumed_from": "checkpoints/checkpoint-2"})
-            for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.train_begin):
+            for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.exit_record, run.train_begin):
                 marker.unlink(missing_ok=True)
         run.run_json.write_text(json.dumps(record))
     elif event.member == "stdout":
         with open(run.stdout, "a") as handle:
             handle.write("==== llm-finetuning launch\n")
     elif event.member == "train_begin":
-        run.train_begin.write_text(json.dumps({"max_steps": 4, "global_step": event.step or 0, "time": t,
-                                               "launch_id": event.value}))
+        write_signed(run.train_begin, {"max_steps": 4, "global_step": event.step or 0, "time": t,
+                                       "launch_id": event.value})
     elif event.member == "progress":
-        with open(run.progress, "a") as handle:
-            handle.write(json.dumps({"step": event.step, "time": t + event.step, "step_time": 1.0, "loss": 0.1,
-                                     "reward": 0.5}) + "\n")
+        append_signed(run.progress, {"step": event.step, "time": t + event.step, "step_time": 1.0, "loss": 0.1,
+                                     "reward": 0.5})
     elif event.member == "checkpoint":
         folder = run.checkpoints / f"checkpoint-{event.step}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -186,9 +185,9 @@ def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
         else:
             (folder / event.file).write_bytes(f"{event.file} at step {event.step}".encode())
     elif event.member == "stop_request":
-        run.stop_request.write_text(json.dumps({"time": t, "launch_id": event.value}))
+        write_signed(run.stop_request, {"time": t, "launch_id": event.value})
     elif event.member == "stopped":
-        run.stopped.write_text(json.dumps({"step": event.step, "time": t, "launch_id": event.value}))
+        write_signed(run.stopped, {"step": event.step, "time": t, "launch_id": event.value})
     elif event.member == "final_model":  # train_and_save: the model, then the trainer's record of the save
         (run.checkpoints / "config.json").write_text("{}")
         (run.checkpoints / "model.safetensors").write_bytes(b"final weights")
@@ -197,9 +196,9 @@ def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
             record_save(run, run.checkpoints, event.step, final=True)
     elif event.member == "outcome":
         launch_id, state = event.value
-        run.outcome.write_text(json.dumps({"state": state, "time": t, "launch_id": launch_id}))
+        write_signed(run.outcome, {"state": state, "time": t, "launch_id": launch_id})
     elif event.member == "exit_code":
-        run.exit_code.write_text(f"{event.value}\n")
+        write_exit(run_dir, event.value, record.get("launch_id"))
     else:
         raise AssertionError(f"the table cannot write {event.member}: give it a writer")
 
@@ -442,7 +441,7 @@ def test_a_guard_stopped_run_never_resumes_from_the_checkpoint_saved_at_its_fail
               Event("stopped", OLD, step=2), *checkpoint(2), Event("outcome", (OLD, "stopped")), Event("exit_code", 0))
     run_dir = build(tmp_path, make_template(tmp_path), Cell("stopped", events, id="stopped/by-guard"))
     stopped = run_dir / "train" / "logs" / "stopped.json"
-    stopped.write_text(json.dumps({**json.loads(stopped.read_text()), "by": "guard", "code": "entropy_collapse"}))
+    write_signed(stopped, {**json.loads(stopped.read_text()), "by": "guard", "code": "entropy_collapse"})
     resumed = resume_training(RunRequest(run=str(run_dir), patch={"learning_rate": 1e-7}))
     assert not resumed.launched and [r.gate for r in resumed.refusals] == ["checkpoint"], resumed.message
     assert "the guard stopped at step 2" in resumed.refusals[0].message, resumed.refusals[0].message

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, cli_here, run_cli_json
+from support import write_signed
 
 pytestmark = pytest.mark.slow  # every test here starts a process
 
@@ -33,8 +34,12 @@ TRAINER = r"""#!/bin/bash
 export LLM_FINETUNING_RUN_DIR="$(pwd -P)"
 LOGS=train/logs
 now() {{ date +%s.%N; }}
+# a record as the trainer writes it: signed with the evidence key (mcp_server/evidence.py)
+signed() {{ "{python}" -c 'import json, sys, pathlib; from mcp_server.evidence import sign_run
+from mcp_server.runs import Run; run = Run(pathlib.Path.cwd()); p = run.logs / sys.argv[1]
+p.write_text(json.dumps(sign_run(run, p, json.loads(sys.argv[2]))))' "$1" "$2"; }}
 sleep {start}
-echo "{{\"max_steps\": 100, \"global_step\": 0, \"time\": $(now)}}" > $LOGS/train-begin.json
+mv train/begin.json $LOGS/train-begin.json  # signed by start_trainer (a Python start here would delay step 1)
 step=0
 while true; do
   sleep {step}
@@ -47,9 +52,10 @@ while true; do
     echo "{{\"global_step\": $step}}" > $d/trainer_state.json
     "{python}" -c 'import sys, pathlib; from mcp_server.training.trainer.digest import record_save as r
 from mcp_server.runs import Run; r(Run(pathlib.Path.cwd()), pathlib.Path(sys.argv[1]))' $d
-    echo "{{\"step\": $step}}" > $LOGS/stopped.json
-    echo '{{"state": "stopped"}}' > $LOGS/outcome.json
+    signed stopped.json "{{\"step\": $step}}"
+    signed outcome.json '{{"state": "stopped"}}'
     echo 0 > $LOGS/exit-code
+    "{python}" -m mcp_server.evidence exit 0
     exit 0
   fi
 done
@@ -64,6 +70,12 @@ def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0) -
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(
         {"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 100}))
     (run_dir / "train" / "launch.sh").write_text(TRAINER.format(step=step, start=start, python=sys.executable))
+    from mcp_server.evidence import sign_run
+    from mcp_server.runs import Run
+
+    run = Run(run_dir)
+    begin = sign_run(run, run.train_begin, {"max_steps": 100, "global_step": 0, "time": time.time() + start})
+    (run_dir / "train" / "begin.json").write_text(json.dumps(begin))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(LAUNCHER, cwd=run_dir, start_new_session=True, env=env, stdin=subprocess.DEVNULL,
                             stdout=open(run_dir / "train" / "logs" / "stdout.log", "ab"), stderr=subprocess.STDOUT)
@@ -188,7 +200,7 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
         (logs / "progress.jsonl").write_text("".join(
             json.dumps({"step": i + 1, "time": end, "step_time": t, "loss": 0.1}) + "\n"
             for i, (t, end) in enumerate(zip(times, ends))))
-        (logs / "train-begin.json").write_text(json.dumps({"max_steps": 10, "global_step": 3, "time": started}))
+        write_signed(logs / "train-begin.json", {"max_steps": 10, "global_step": 3, "time": started})
         seen = status(run_dir, env)
         assert (seen["state"], seen["step"], seen["max_steps"]) == ("running", 4, 10), seen
         median = (207.1374 + 305.0167) / 2

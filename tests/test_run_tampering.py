@@ -24,7 +24,8 @@ import psutil
 import pytest
 
 from conftest import cli_here, run_cli_json
-from support import dead_pid, emit_run, hand_run, module_workspace, pass_inspection
+from support import (append_signed, dead_pid, emit_run, hand_run, module_workspace, pass_inspection, write_exit,
+                     write_signed)
 
 pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
@@ -176,16 +177,17 @@ def test_a_clock_stepped_back_leaves_a_succeeded_run_succeeded(workspace):
     logs = run_dir / "train" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     # what the trainer leaves when it succeeds: it began, logged its steps, saved and recorded the final model
-    (logs / "train-begin.json").write_text(json.dumps({"max_steps": 2, "global_step": 0}))
-    (logs / "progress.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (1, 2)))
+    write_signed(logs / "train-begin.json", {"max_steps": 2, "global_step": 0})  # signed, as the trainer does
+    for step in (1, 2):
+        append_signed(logs / "progress.jsonl", {"step": step})
     (run_dir / "checkpoints").mkdir(exist_ok=True)
     (run_dir / "checkpoints" / "model.safetensors").write_bytes(b"final weights")
     from mcp_server.runs import Run
     from mcp_server.training.trainer.digest import record_save
 
     record_save(Run(run_dir), run_dir / "checkpoints", 2, final=True)
-    (logs / "outcome.json").write_text(json.dumps({"state": "succeeded"}))
-    (logs / "exit-code").write_text("0\n")
+    write_signed(logs / "outcome.json", {"state": "succeeded"})
+    write_exit(run_dir, 0)
     proc, status = run_cli_json("training-status", str(run_dir), here=True,
                                 env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert status["state"] == "succeeded", status

@@ -163,6 +163,37 @@ def test_no_host_home_credentials_or_files(tmp_path):
 
 
 @needs_bwrap
+def test_the_evidence_key_is_out_of_the_sandboxs_sight():
+    """The key that signs a run's records (mcp_server/evidence.py) is what a forger lacks: model-written code in the
+    sandbox sees neither it nor its folder, where this session keeps it or where it lies by default."""
+    from mcp_server.evidence import key_path
+
+    here = key_path()
+    assert here.is_file()  # the session's key exists on the host
+    default = Path.home() / ".local" / "state" / "llm-finetuning"
+    probe = (
+        "import os\n"
+        f"for path in [{str(here)!r}, {str(here.parent)!r}, {str(default)!r}, {str(default / 'evidence.key')!r}]:\n"
+        "    assert not os.path.exists(path) or os.listdir(path) == [], path\n"
+    )
+    result = run(probe, PROBE_RAN)
+    assert result.passed, result.output
+
+
+def test_a_sandbox_that_would_bind_the_evidence_keys_folder_is_refused(monkeypatch):
+    """An interpreter outside /usr has its lib folders bound into the sandbox: the key kept inside one of them would
+    be readable by model-written code. The sandbox refuses to start, naming the folder and the variable."""
+    from mcp_server.rewards.sandbox_command import _never_the_key
+
+    lib = os.path.realpath(os.path.join(sys.prefix, "lib"))
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", os.path.join(lib, "state"))
+    with pytest.raises(SandboxUnavailable, match="LLM_FINETUNING_STATE_DIR"):
+        _never_the_key(lib)
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", os.path.join(lib + "-other", "state"))
+    _never_the_key(lib)  # a folder that only starts with the same letters is not inside it
+
+
+@needs_bwrap
 def test_system_is_read_only_and_tmp_is_private(tmp_path):
     host_marker = Path("/tmp") / f"host-{uuid.uuid4().hex}"
     host_marker.write_text("host")

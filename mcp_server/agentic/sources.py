@@ -34,10 +34,10 @@ def _on_path(root: str):
                 sys.path.remove(root)
 
 
-def _chat_template(run: Run) -> str | None:
+def _chat_template(config: dict) -> str | None:
     """sha256 of the model's chat template (tokenizer_config.json's, else chat_template.jinja), from its local
     directory or the hub cache; None when neither is on disk."""
-    model = str(run.read_config().get(FIELD.model_name_or_path) or "")
+    model = str(config.get(FIELD.model_name_or_path) or "")
     try:
         ref = resolve_model(model)
     except UserInputError:
@@ -53,15 +53,19 @@ def _chat_template(run: Run) -> str | None:
     return None if template is None else hashlib.sha256(json.dumps(template).encode()).hexdigest()
 
 
-def agentic_pin(run: Run) -> dict | None:
+def agentic_pin(run: Run, agentic: dict | None = None, config: dict | None = None) -> dict | None:
     """{'environment', 'tools', 'timeout_s', 'max_tool_calling_iterations', 'file <path>': sha256, ...}; None for
-    a run without train/agentic.json."""
-    if not run.agentic.is_file():
-        return None
-    record = AgenticRecord(**read_json(run.agentic, "run", dict))
+    a run without train/agentic.json. `agentic`, `config`: train/agentic.json and train/config.yaml as the caller
+    read them (the trainer's RunSpec), else read here."""
+    if agentic is None:
+        if not run.agentic.is_file():
+            return None
+        agentic = read_json(run.agentic, "run", dict)
+    record = AgenticRecord(**agentic)
+    config = run.read_config() if config is None else config
     pin = {"environment": record.environment, "tools": record.tools, "timeout_s": record.timeout_s,
-           "max_tool_calling_iterations": run.read_config().get(FIELD.max_tool_calling_iterations),
-           "chat_template": _chat_template(run)}
+           "max_tool_calling_iterations": config.get(FIELD.max_tool_calling_iterations),
+           "chat_template": _chat_template(config)}
     root = Path(record.source_root)
     with _on_path(str(root)):
         for text in filter(None, [record.environment, *record.tools]):

@@ -55,22 +55,24 @@ _GROUP_OF = {name: group for group, names in _GROUPS.items() for name in names}
 @dataclass(frozen=True)
 class Engines:
     """A sampling field's name in vLLM's SamplingParams and in transformers' GenerationConfig (None: that engine
-    has no such setting; TRL passes it some other way)."""
+    has no such setting; TRL passes it some other way), and whether it only shapes sampling (`sampler`: a
+    logits warper transformers' generate applies only with do_sample; False: it applies to greedy decoding too)."""
 
     vllm: str | None
     transformers: str | None
+    sampler: bool = True
 
 
 # From TRL 1.16: trl/generation/vllm_generation.py (the SamplingParams it builds: "n", "max_tokens", ...) and
 # GRPOTrainer.__init__'s generation_kwargs for transformers' generate ("max_new_tokens", ...).
 ENGINES: dict[str, Engines] = {
-    "num_generations": Engines("n", "num_return_sequences"),
+    "num_generations": Engines("n", "num_return_sequences", sampler=False),
     "temperature": Engines("temperature", "temperature"),
     "top_p": Engines("top_p", "top_p"),
     "top_k": Engines("top_k", "top_k"),
     "min_p": Engines("min_p", "min_p"),
-    "repetition_penalty": Engines("repetition_penalty", "repetition_penalty"),
-    "max_completion_length": Engines("max_tokens", "max_new_tokens"),
+    "repetition_penalty": Engines("repetition_penalty", "repetition_penalty", sampler=False),
+    "max_completion_length": Engines("max_tokens", "max_new_tokens", sampler=False),
 }
 
 
@@ -99,6 +101,12 @@ def engine_name(name: str, engine: str) -> str | None:
     """The field's name in `engine` ("vllm" or "transformers"); None: not a setting that engine takes by name."""
     names = ENGINES.get(name)
     return getattr(names, engine) if names else None
+
+
+def sampler(name: str) -> bool:
+    """Whether the sampling field only shapes sampling (Engines.sampler); False for a field no engine takes."""
+    names = ENGINES.get(name)
+    return bool(names and names.sampler)
 
 
 def declared_names() -> set[str]:

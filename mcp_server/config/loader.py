@@ -9,13 +9,31 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def parse_config(argv=None):
+def parse_config(argv=None, values: dict | None = None):
     """(script_args, training_args, model_args, dataset_args) from the config named in `argv` (default sys.argv),
-    as `trl grpo` parses it, with model_init_kwargs filled in as `trl grpo` passes them to from_pretrained."""
+    as `trl grpo` parses it, with model_init_kwargs filled in as `trl grpo` passes them to from_pretrained.
+    `values`: the config's mapping as the caller already read it (the trainer's RunSpec): TRL's parser takes it
+    instead of reading the file named after --config again (its `env:` block exported as TrlParser exports it)."""
+    import os
+    import sys
+
     from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
     from trl.scripts.grpo import GRPOScriptArguments
 
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
+    if values is not None:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if "--config" in argv:  # the file the values were read from: not read again
+            del argv[argv.index("--config"):argv.index("--config") + 2]
+        values = dict(values)
+        env = values.pop("env", {})
+        if not isinstance(env, dict):  # TrlParser.parse_args_and_config's own checks and order
+            raise ValueError("`env` field should be a dict in the YAML file.")
+        os.environ.update({key: str(value) for key, value in env.items()})
+        unknown = parser.set_defaults_with_config(**values)
+        if unknown:
+            raise ValueError(f"Unknown arguments from config file: {unknown}. Please remove them, add them to the "
+                             "dataclass, or set `fail_with_unknown_args=False`.")
     script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
     kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
                   attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)

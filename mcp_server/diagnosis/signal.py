@@ -81,7 +81,7 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
                     f"{share:.0%} of the groups had zero reward spread. " + why, patch)]
 
 
-# logged by the trainer's dynamic sampling (training/trainer/dynamic_sampling.py)
+# logged by the trainer's dynamic sampling (recipe/dynamic_sampling_trainer.py)
 KEPT = "dynamic_sampling/zero_std_kept"
 
 

@@ -154,7 +154,7 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
                  trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,
-                 prompts=data.prompts)
+                 prompts=data.prompts, dynamic_sampling=dynamic_sampling.settings(request, variant, record is not None))
 
 
 def render_yaml(values: dict, header: str, why: dict | None = None) -> str:
@@ -335,7 +335,7 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
     specs = [s.model_dump() for s in reward_specs]
     recorded = RecordedRequest(**record_request(request, variant_chosen=variant, is_moe=moe,
                                                 trainer=trainer_name(agentic)))
-    sampling = dynamic_sampling.settings(request, variant, agentic is not None)
+    sampling = dict(given.dynamic_sampling) if given.dynamic_sampling else None  # what every plan above counted
     spec = RunSpec(values=values, target=Target(request.gpu, request.num_gpus), request=recorded, rewards=specs,
                    agentic=agentic.model_dump() if agentic else None, dynamic_sampling=sampling, base_dir=run.dir,
                    is_moe=moe)

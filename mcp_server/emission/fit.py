@@ -21,10 +21,12 @@ from mcp_server.recipe.runspec import RunSpec
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
 
 
-def plan_for(values: dict, gpu: str, num_gpus: int) -> MemoryPlan | None:
-    """The memory plan of the values on the target, or None when it cannot be planned offline."""
+def plan_for(values: dict, gpu: str, num_gpus: int, dynamic_sampling: dict | None = None) -> MemoryPlan | None:
+    """The memory plan of the values on the target, or None when it cannot be planned offline. `dynamic_sampling`:
+    the run's option (train/dynamic_sampling.json), which the plan counts as validation's and the launch's do."""
     try:
-        return planner.plan(RunSpec(values=values, target=Target(gpu, num_gpus)))
+        return planner.plan(RunSpec(values=values, target=Target(gpu, num_gpus),
+                                    dynamic_sampling=dict(dynamic_sampling) if dynamic_sampling else None))
     except UserInputError:
         return None
 

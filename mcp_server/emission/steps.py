@@ -60,6 +60,9 @@ class Given:
     turn_cost: dict | None  # the costliest tool-calling turn, measured (None: single-turn or not measurable)
     data: Mapping[str, Any]  # the data set's TrlParser fields
     prompts: int | None  # the data set's training prompts when known offline
+    # train/dynamic_sampling.json's content (recipe.dynamic_sampling.settings; None: off): every plan counts its held
+    # rounds, as validation's and the launch's do (RunSpec.dynamic_sampling)
+    dynamic_sampling: Mapping[str, Any] | None = None
     # plans already made, by the values' JSON: planning the same values again gives the same plan (a memo only)
     _plans: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
@@ -78,7 +81,7 @@ class Given:
             return None
         key = json.dumps(values, sort_keys=True, default=str)
         if key not in self._plans:
-            self._plans[key] = plan_for(values, self.request.gpu, self.request.num_gpus)
+            self._plans[key] = plan_for(values, self.request.gpu, self.request.num_gpus, self.dynamic_sampling)
         return self._plans[key]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mcp_server.dataset import load_rows
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
@@ -95,8 +96,11 @@ def baseline_ledger() -> Path:
 
 
 def _record_baseline(path: Path) -> None:
-    line = {"name": path.name, "sha256": sha256_file(path),
-            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    """Its line, signed with the key outside the workspace (evidence.py): a line appended by hand counts for
+    nothing."""
+    line = sign(eval_root(), baseline_ledger().name, {
+        "name": path.name, "sha256": sha256_file(path), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                     time.gmtime())}, create=True)
     fd = os.open(baseline_ledger(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(fd, "ab") as handle:
         handle.write((json.dumps(line) + "\n").encode("utf-8"))
@@ -113,20 +117,25 @@ def baseline_unrecorded(path: Path) -> str | None:
             lines = handle.read().splitlines()
     except OSError:
         lines = []
-    hashes = set()
-    for raw in lines:
+    hashes, unsigned = set(), []
+    for number, raw in enumerate(lines, 1):
         try:
             entry = json.loads(raw)
         except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict) and entry.get("name") == path.name and isinstance(entry.get("sha256"), str):
-            hashes.add(entry["sha256"])
+            if valid(eval_root(), ledger.name, entry):
+                hashes.add(entry["sha256"])
+            else:
+                unsigned.append(unrecorded(f"eval/{ledger.name}", number))
     if not hashes:
-        return (f"{path.name} is not a baseline evaluate_model wrote (it is not in {ledger.name}): remove it, "
+        why = f"; {unsigned[-1]}" if unsigned else ""
+        return (f"{path.name} is not a baseline evaluate_model wrote (it is not in {ledger.name}{why}): remove it, "
                 "or measure the base model with evaluate_model")
     if sha256_file(path) not in hashes:
+        why = f"; {unsigned[-1]}" if unsigned else ""
         return (f"{path.name} is not the baseline evaluate_model wrote (its sha256 differs from {ledger.name}: edited "
-                "or replaced since): restore it, or measure the base model again with evaluate_model")
+                f"or replaced since{why}): restore it, or measure the base model again with evaluate_model")
     return None
 
 

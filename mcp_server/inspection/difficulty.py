@@ -12,7 +12,7 @@ down-weighting instead of dropping (the prompt stays at that share of its weight
 sampled, or sampled fewer than `min_samples` times, is kept: nothing says it cannot teach.
 
 The filter judges the base model. A never-solved prompt may become solvable while training (DAPO's dynamic
-sampling, training/trainer/dynamic_sampling.py, judges every batch on the current policy instead, at the cost of
+sampling, recipe/dynamic_sampling_trainer.py, judges every batch on the current policy instead, at the cost of
 extra generation); `keep_share` keeps some of them for that.
 
 Where it goes: the kept rows, exactly as the source file holds them (every column, in order), to
@@ -47,9 +47,9 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_fi
 
 FIELD = "difficulty_filter"
 SUFFIXES = (".jsonl", ".json")  # read as `datasets` reads them, written back as JSON Lines unchanged
-# train/config.yaml's data block, with the comment an earlier filter wrote above it
-BLOCK = re.compile(r"^(?:# the difficulty filter's prompts.*\n(?:#   .*\n)*)?datasets:\n(?:(?:- |  ).*\n)*",
-                   re.MULTILINE)
+# train/config.yaml's data block, with the comment an earlier filter (or re-filter) wrote above it
+BLOCK = re.compile(r"^(?:# the (?:difficulty filter|re-filter)'s prompts.*\n(?:#   .*\n)*)?"
+                   r"datasets:\n(?:(?:- |  ).*\n)*", re.MULTILINE)
 
 
 def rule_text(rule: DifficultyFilter) -> str:
@@ -107,7 +107,7 @@ def apply(run: Run, rule: DifficultyFilter, samples: list[dict], success: list[b
                              + "; ".join(meta.get("differs_from_config") or ["samples.meta.json is missing"])
                              + "): pass rates must come from the run's own model, data and settings; sample again")
     config = run.read_config()
-    source, entry = _source(run, config)
+    source, entry = source_of(run, config)
     rows = read_file(source)
     _check_samples_are_rows(samples, rows, meta, source)
     counts: dict[int, list[int]] = {}
@@ -115,26 +115,38 @@ def apply(run: Run, rule: DifficultyFilter, samples: list[dict], success: list[b
         counts.setdefault(sample["row_index"], [0, 0])
         counts[sample["row_index"]][0] += 1
         counts[sample["row_index"]][1] += bool(won)
+    result, kept, rates = judge(run, rule, counts, rows, source, run.filtered_data,
+                                (meta.get("generation") or {}).get("seed", 0), FIELD)
+    if result.dropped:
+        write(run, config, entry, result, kept, rates, run.filtered_data, run.difficulty_filter,
+              "the difficulty filter's prompts", "that the base model always ({always}) or never ({never}) solved in "
+              "its samples (inspect_rewards' difficulty_filter")
+    return result
+
+
+def judge(run: Run, rule: DifficultyFilter, counts: dict[int, list[int]], rows: list[dict], source: Path,
+          target: Path, seed, field: str) -> tuple[DifficultyFilterResult, list[dict], dict[int, tuple[int, int]]]:
+    """The rule (rule_text) applied to each row's (completions, successes): (the result, the kept rows, the dropped
+    rows' counts). UserInputError(`field`) when it would keep no prompt. Shared by the filter before training and
+    resume_training's re-filter from the run's logged completions (inspection.refilter)."""
     judged = {i: (n, s) for i, (n, s) in counts.items() if n >= rule.min_samples}
     always = sorted(i for i, (n, s) in judged.items() if s == n)
     never = sorted(i for i, (n, s) in judged.items() if s == 0)
-    chooser = random.Random(f"difficulty-filter:{(meta.get('generation') or {}).get('seed', 0)}")
+    chooser = random.Random(f"difficulty-filter:{seed}")
     kept_by_share = {i for kind in (always, never) for i in chooser.sample(kind, round(rule.keep_share * len(kind)))}
     dropped = [i for i in always + never if i not in kept_by_share]
     gone = set(dropped)
     kept = [row for i, row in enumerate(rows) if i not in gone]
     if not kept:
-        raise UserInputError(FIELD, f"would drop every prompt of {source.name} ({len(always)} always and {len(never)} "
-                             "never solved): the task does not fit the model; raise keep_share, or change the data "
-                             "or the model")
+        raise UserInputError(field, f"would drop every prompt of {source.name} ({len(always)} always and "
+                             f"{len(never)} never solved): the task does not fit the model; raise keep_share, or "
+                             "change the data or the model")
     result = DifficultyFilterResult(
         rule=rule_text(rule), applied_now=True, source=_relative(run, source),
-        data_file=_relative(run, run.filtered_data if dropped else source), rows_before=len(rows), rows_after=len(kept),
+        data_file=_relative(run, target if dropped else source), rows_before=len(rows), rows_after=len(kept),
         judged=len(judged), always_solved=len(always), never_solved=len(never), dropped=len(dropped),
         kept_by_share=len(kept_by_share), unjudged=len(rows) - len(judged))
-    if dropped:
-        _write(run, config, entry, result, kept, {i: judged[i] for i in sorted(gone)})
-    return result
+    return result, kept, {i: judged[i] for i in sorted(gone)}
 
 
 def _data_entry(config: dict) -> dict | None:
@@ -146,7 +158,7 @@ def _data_entry(config: dict) -> dict | None:
     return entry if isinstance(entry, dict) and isinstance(entry.get("data_files"), str) else None
 
 
-def _source(run: Run, config: dict) -> tuple[Path, dict]:
+def source_of(run: Run, config: dict) -> tuple[Path, dict]:
     entry = _data_entry(config)
     if entry is None:
         raise UserInputError(FIELD, "needs the run's data as one local file (train/config.yaml: datasets: [{path: "
@@ -182,16 +194,17 @@ def _relative(run: Run, path: Path) -> str:
     return str(resolved.relative_to(run.dir.resolve())) if resolved.is_relative_to(run.dir.resolve()) else str(path)
 
 
-def _write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, kept: list[dict],
-           rates: dict[int, tuple[int, int]]) -> None:
-    """data/filtered.jsonl, data/difficulty-filter.json and train/config.yaml naming the filtered file; the config's
-    new text is checked to parse to the old config with only its data entry changed before anything is written."""
+def write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, kept: list[dict],
+          rates: dict[int, tuple[int, int]], data_path: Path, record_path: Path, what: str, why: str,
+          more: dict | None = None) -> None:
+    """`data_path` (the kept rows), `record_path` (what went and why, with `more`) and train/config.yaml naming the
+    filtered file under a comment (`what`, `why` with {always} and {never}); the config's new text is checked to
+    parse to the old config with only its data entry changed before anything is written."""
     text = run.config.read_text(encoding="utf-8")
     new_entry = {**entry, "path": "json", "data_files": result.data_file}
-    comment = (f"the difficulty filter's prompts: {result.rows_after} of the {result.rows_before} prompts of "
-               f"{result.source} kept, {result.dropped} dropped that the base model always ({result.always_solved}) "
-               f"or never ({result.never_solved}) solved in its samples (inspect_rewards' difficulty_filter; "
-               f"{_relative(run, run.difficulty_filter)} says which)")
+    comment = (f"{what}: {result.rows_after} of the {result.rows_before} prompts of {result.source} kept, "
+               f"{result.dropped} dropped " + why.format(always=result.always_solved, never=result.never_solved)
+               + f"; {_relative(run, record_path)} says which)")
     block = "".join(f"#{'   ' if n else ' '}{line}\n" for n, line in enumerate(textwrap.wrap(comment, 112)))
     block += yaml.safe_dump({"datasets": [new_entry]}, default_flow_style=False, sort_keys=False)
     found = BLOCK.findall(text)
@@ -203,10 +216,10 @@ def _write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, 
         raise UserInputError(FIELD, f"{run.config}: rewriting its data block would change other values: emit again")
     source = Path(result.source)
     source_sha256 = sha256_file(source if source.is_absolute() else run.dir / source)  # before a re-filter rewrites it
-    data = run.inside(run.filtered_data)
+    data = run.inside(data_path)
     atomic_write_text(data, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
     record = {"result": result.model_dump(mode="json"), "data_sha256": sha256_file(data),
               "source_sha256": source_sha256,
-              "dropped": [{"row": i, "samples": n, "solved": s} for i, (n, s) in rates.items()]}
-    atomic_write_json(run.inside(run.difficulty_filter), record)
+              "dropped": [{"row": i, "samples": n, "solved": s} for i, (n, s) in rates.items()], **(more or {})}
+    atomic_write_json(run.inside(record_path), record)
     atomic_write_text(run.config, new_text)

@@ -35,7 +35,8 @@ from mcp_server.inspection.sample_files import explored_note, keeper, kept_note,
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
-from mcp_server.config.fields import ENGINES, engine_name, fields_in
+from mcp_server.config.fields import engine_name, fields_in, sampler
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.generation import generate_completions, generate_vllm, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.recipe.recorded import read_recorded
@@ -50,7 +51,11 @@ PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all o
 # (config.fields) under the names this pass gives them (generate's, and vLLM's "n"), so a sampling setting TRL adds
 # is compared once it is declared there.
 _SETTING_NAMES = {FIELD.num_generations: "n", FIELD.max_completion_length: "max_new_tokens"}
-COMPARED = tuple(_SETTING_NAMES.get(name, name) for name in fields_in("sampling"))
+# Each sampling field (config.fields' sampling group) by the name this pass gives it: its settings, SampleRequest's
+# field (a request's value wins) and samples.meta.json. The settings are read by this table alone, so a sampling
+# setting TRL adds is read, compared and passed to the engines once config.fields declares it.
+SAMPLED = {name: _SETTING_NAMES.get(name, name) for name in fields_in("sampling")}
+COMPARED = tuple(SAMPLED.values())
 # The sampling fields transformers' generate takes by TRL's name (generation_kwargs may set them too).
 SAME_NAMED = tuple(name for name in fields_in("sampling") if engine_name(name, "transformers") == name)
 
@@ -62,7 +67,7 @@ def _trl_defaults() -> dict:
         import trl  # noqa: F401
     except ImportError:  # no TRL in this interpreter: the generated table's (the TRL this package was checked on)
         pass
-    return {k: trl_default(k) for k in ENGINES}  # config.fields: the sampling settings an engine takes by name
+    return {k: trl_default(k) for k in SAMPLED}  # config.fields: the sampling group
 
 
 def _data_settings(request: SampleRequest, config: dict, run: Run | None = None) -> dict:
@@ -97,25 +102,15 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
         return config.get(key) if config.get(key) is not None else trl.get(key)
 
     try:  # a hand-edited config.yaml may hold text where a number belongs
-        n = int(pick(request.n, FIELD.num_generations))
-        settings = {
-            "n": n,
-            "num_prompts": request.num_prompts or RATE_PROMPTS,
-            "temperature": float(pick(request.temperature, FIELD.temperature)),
-            "top_p": float(pick(request.top_p, FIELD.top_p)),
-            "top_k": int(pick(request.top_k, FIELD.top_k) or 0),
-            "min_p": pick(None, FIELD.min_p),
-            "repetition_penalty": float(pick(None, FIELD.repetition_penalty) or 1.0),
-            "max_new_tokens": int(pick(request.max_new_tokens, FIELD.max_completion_length)),
-            "chat_template_kwargs": config.get(FIELD.chat_template_kwargs) or {},
-            "seed": request.seed,
-        }
+        settings = {key: _typed(name, pick(getattr(request, key, None), name)) for name, key in SAMPLED.items()}
+        # TRL updates its generation settings with generation_kwargs (GRPOTrainer), so they win here too.
+        extra = dict(settings[FIELD.generation_kwargs])
     except (TypeError, ValueError) as exc:
         raise UserInputError(
             "run", f"a sampling setting in the run's train/config.yaml is not a number: {exc}"
         ) from None
-    # TRL updates its generation settings with generation_kwargs (GRPOTrainer), so they win here too.
-    extra = dict(config.get(FIELD.generation_kwargs) or {})
+    settings.update(num_prompts=request.num_prompts or RATE_PROMPTS, seed=request.seed)
+    n = settings["n"]
     for key, field in (("max_new_tokens", "max_new_tokens"), ("max_tokens", "max_new_tokens"),
                        *((k, k) for k in SAME_NAMED)):
         if key in extra:  # a request's own value (exploring) still wins over the config's
@@ -125,6 +120,22 @@ def _generation_settings(request: SampleRequest, config: dict) -> dict:
     if settings["temperature"] == 0 and n > 1:
         raise UserInputError("temperature", "0 (greedy) gives n identical completions; GRPO samples, use > 0")
     return settings
+
+
+def _typed(name: str, value):
+    """A sampling value typed as the generated TRL table declares its field (a YAML may hold '0.7'): a number
+    converted, a mapping field's None an empty mapping, any other None kept (TRL's "off", e.g. min_p)."""
+    kind = str(GRPOView.__annotations__.get(name, ""))
+    if value is None or not kind.startswith(("int", "float")):
+        return ({} if kind.startswith("dict") else None) if value is None else value
+    return int(value) if kind.startswith("int") else float(value)
+
+
+def engine_options(settings: dict, engine: str, sampling: bool = True) -> dict:
+    """The sampling settings by `engine`'s names ("vllm" or "transformers": config.fields.ENGINES), None values
+    left out; with `sampling` False (greedy decoding), only the fields that apply without sampling."""
+    return {engine_name(name, engine): settings[key] for name, key in SAMPLED.items()
+            if engine_name(name, engine) and settings.get(key) is not None and (sampling or not sampler(name))}
 
 
 def _dataset_from_config(config: dict) -> tuple[str | None, str | None]:
@@ -301,13 +312,10 @@ def _generate_transformers(
     `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
     model, tokenizer = load_model(model_ref, **settings.get("load_kwargs", {}))  # the trainer's subfolder etc.
     n = settings["n"]
-    options: dict = {"do_sample": settings["temperature"] > 0}
-    if options["do_sample"]:
-        options.update(temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"])
-        if settings["min_p"] is not None:
-            options["min_p"] = settings["min_p"]
-    if settings["repetition_penalty"] != 1.0:
-        options["repetition_penalty"] = settings["repetition_penalty"]
+    sampling = settings["temperature"] > 0
+    options: dict = {"do_sample": sampling, **engine_options(settings, "transformers", sampling)}
+    for passed in (FIELD.num_generations, FIELD.max_completion_length):  # given to generate as n, max_new_tokens
+        options.pop(engine_name(passed, "transformers"), None)
     options.update(settings.get("generation_kwargs") or {})
     results = generate_completions(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
@@ -349,7 +357,7 @@ def _generate(engine: str, model_ref, texts, settings: dict, batch_size, report:
         raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
                              "files the trainer loads, and vLLM cannot load them that way: sample with engine "
                              "'transformers'")
-    return generate_vllm(model_ref, texts, settings)
+    return generate_vllm(model_ref, texts, settings, engine_options(settings, "vllm"))
 
 
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:

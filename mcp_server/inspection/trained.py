@@ -42,11 +42,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mcp_server.inspection import trainer_read
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
-from mcp_server.userfiles import package_switches
-from mcp_server.workspace import sha256_file
+from mcp_server.userfiles import open_regular, package_switches
+from mcp_server.workspace import WHOLE_FILE_BYTES
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
 # The sha256 of inspection/verdict.json as launch_training's gate judged it: the trainer refuses other bytes.
@@ -80,20 +81,31 @@ class RewardCodeChanged(SystemExit):
     """The reward code this process would train with is not the code the verdict reviewed."""
 
 
-def reviewed_reward_sha256(run: Run) -> str | None:
-    """The hash the launcher passed, else the one the run's verdict pinned (None: neither)."""
+def reviewed_reward_sha256(run: Run, verdict: dict | None = None) -> str | None:
+    """The hash the launcher passed, else the one the run's verdict (`verdict`: as already read) pinned (None:
+    neither)."""
     passed = os.environ.get(REWARD_SHA_ENV, "").strip()
-    return passed or verdict_reward_sha256(run)
+    if passed or verdict is None:
+        return passed or verdict_reward_sha256(run)
+    value = verdict["pins"].get("reward_code")
+    return value if isinstance(value, str) else None
 
 
-def _verdict(run: Run, bound: bool = False) -> dict | None:
-    """inspection/verdict.json, read once (bytes hashed and parsed from one read). `bound` (the trainer's check):
-    started by launch_training, those bytes must be the ones its gate judged (VERDICT_SHA_ENV); a verdict swapped
-    after the gate, with pins forged to match other inputs, is refused (InputsChanged), never believed."""
+def _verdict_bytes(run: Run) -> bytes | None:
+    """inspection/verdict.json's bytes, None when there is none."""
     try:
-        data = run.verdict.read_bytes()
+        return run.verdict.read_bytes()
     except OSError:
-        data = None
+        return None
+
+
+def _verdict(run: Run, bound: bool = False, data: bytes | None | bool = False) -> dict | None:
+    """inspection/verdict.json, read once (bytes hashed and parsed from one read; `data`: those bytes as the
+    caller read them, None for no verdict). `bound` (the trainer's check): started by launch_training, those bytes
+    must be the ones its gate judged (VERDICT_SHA_ENV); a verdict swapped after the gate, with pins forged to match
+    other inputs, is refused (InputsChanged), never believed."""
+    if data is False:
+        data = _verdict_bytes(run)
     passed = os.environ.get(VERDICT_SHA_ENV, "").strip() if bound else ""
     if passed and (data is None or hashlib.sha256(data).hexdigest() != passed):
         print("llm-finetuning: refusing to train: inspection/verdict.json is not the verdict launch_training's gate "
@@ -117,21 +129,26 @@ def _canonical(value) -> str:
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 
-def _samples_not_in(run: Run, dataset, verdict: dict) -> list[str]:
+def _samples_not_in(run: Run, dataset, verdict: dict, agentic: bool) -> list[str]:
     """The reviewed samples whose prompt or columns are not their row of the data that trains (a sample written
-    by hand, or drawn from other data), or that are not the samples the verdict signed."""
-    if sha256_file(run.samples) != verdict.get("samples_sha256"):
+    by hand, or drawn from other data), or that are not the samples the verdict signed (read once: the bytes
+    hashed are the lines compared)."""
+    with open_regular(run.samples) as handle:
+        data = handle.read()
+    if hashlib.sha256(data).hexdigest() != verdict.get("samples_sha256"):
         return ["inspection/samples.jsonl is not the samples the verdict signed"]
     bad = []
-    for line in run.samples.read_text(encoding="utf-8").splitlines():
+    for line in data.decode("utf-8").splitlines():
         sample = json.loads(line) if line.strip() else None
         if sample is None:
             continue
-        index = sample.get("row_index")
+        index = _row_after_refilters(sample.get("row_index"), verdict)
+        if index is _DROPPED:  # a re-filter the verdict records dropped its row: it no longer trains
+            continue
         row = dataset[index] if isinstance(index, int) and 0 <= index < len(dataset) else None
         columns = {k: v for k, v in (row or {}).items() if k != "prompt"}
         # An agentic sample's prompt is the one TRL's tool loop rendered (tools added): its columns say the row.
-        prompt_differs = row is not None and not run.agentic.is_file() and \
+        prompt_differs = row is not None and not agentic and \
             _canonical(row["prompt"]) != _canonical(sample.get("prompt"))
         if row is None or prompt_differs or _canonical(columns) != _canonical(sample.get("columns")):
             bad.append(str(sample.get("id")))
@@ -142,12 +159,24 @@ def _samples_not_in(run: Run, dataset, verdict: dict) -> list[str]:
 def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args, training_args,
                           model_args) -> dict:
     """The trainer's point-of-use check (see the module's doc); returns what it fingerprinted. Raises
-    InputsChanged (exit status 3, one line saying what differs) when it is not what the verdict reviewed."""
+    InputsChanged (exit status 3, one line saying what differs) when it is not what the verdict reviewed. It
+    judges the run as train.py's parse_config read it (inspection.trainer_read: the bytes TRL parsed), else reads
+    the run once itself."""
+    run = Run(Path(run_dir))
+    built = trainer_read.spec_for(run.dir, training_args)
+    spec = built or trainer_read.read_run(run)
+    try:
+        return _check(run, spec, built is not None, dataset, column, script_args, training_args, model_args)
+    except BaseException:
+        trainer_read.drop(run)
+        raise
+
+
+def _check(run: Run, spec, built: bool, dataset, column: str, script_args, training_args, model_args) -> dict:
     from mcp_server.agentic.sources import agentic_pin
     from mcp_server.inspection.training_inputs import fingerprint
 
-    run = Run(Path(run_dir))
-    config = run.read_config()
+    config = spec.values
     switches = package_switches(config)
     if switches:  # TrlParser exported them before this check: they would switch it off (issue 48)
         print(f"llm-finetuning: refusing to train: train/config.yaml's env: block sets {', '.join(switches)}, "
@@ -158,7 +187,10 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
         print(f"llm-finetuning: refusing to train: {outside[0]}", file=sys.stderr, flush=True)
         raise InputsChanged(3)
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
-    verdict = _verdict(run, bound=True)
+    data = _verdict_bytes(run)
+    if built:  # the reward-code check that follows in this build reads none of it again
+        trainer_read.hand_on(run, trainer_read.Checked(spec, data))
+    verdict = _verdict(run, bound=True, data=data)
     if sampling_now():
         return now
     if verdict is None:
@@ -173,12 +205,13 @@ def check_reviewed_inputs(run_dir: str | Path, dataset, column: str, script_args
         differs = [f"{key}: {_brief(now.get(key))} (reviewed: {_brief(expected.get(key))})"
                    for key in dict.fromkeys([*expected, *now]) if _canonical(now.get(key)) !=
                    _canonical(expected.get(key))]
-        differs += _samples_not_in(run, dataset, verdict)
+        differs += _samples_not_in(run, dataset, verdict, spec.agentic is not None)
     differs += _foreign_resume(run, training_args)
-    if run.agentic.is_file() and _canonical(agentic_pin(run)) != _canonical(verdict["pins"].get("agentic")):
+    if spec.agentic is not None and _canonical(agentic_pin(run, spec.agentic, config)) != \
+            _canonical(verdict["pins"].get("agentic")):
         differs.append("the environment or tools (train/agentic.json or their source) changed")
     pinned_files = verdict["pins"].get("train_files")
-    if isinstance(pinned_files, dict) and _sampling_file_pin(run) != pinned_files.get(DYNAMIC_SAMPLING_FILE):
+    if isinstance(pinned_files, dict) and _sampling_file_pin(run, spec) != pinned_files.get(DYNAMIC_SAMPLING_FILE):
         differs.append(f"train/{DYNAMIC_SAMPLING_FILE} (dynamic sampling) changed")
     if differs:
         print("llm-finetuning: refusing to train: what this process would train on is not what the inspection "
@@ -241,15 +274,19 @@ def confirm_loaded_model(trainer) -> None:
         raise InputsChanged(3)
 
 
-def _sampling_file_pin(run: Run) -> str | None:
-    """train/dynamic_sampling.json as the verdict's train_files pin holds it (None: the run has none)."""
-    from mcp_server.inspection.pins import train_files_pin
-
-    return train_files_pin(run).get(DYNAMIC_SAMPLING_FILE) if run.dynamic_sampling.is_file() else None
+def _sampling_file_pin(run: Run, spec) -> str | None:
+    """train/dynamic_sampling.json as the verdict's train_files pin holds it (pins.train_files_pin: its sha256, a
+    large file's size and mtime), from the spec's read (None: the run has none)."""
+    sha = spec.sidecar_sha256.get(DYNAMIC_SAMPLING_FILE)
+    if sha is None:
+        return None
+    found = run.dynamic_sampling.stat()
+    return sha if found.st_size <= WHOLE_FILE_BYTES else f"{found.st_size}:{found.st_mtime_ns}"
 
 
 def _patched(trained, verdict: dict):
-    """The verdict's "trained" pin with the settings a resume after a guard stop patched (its pin_updates)."""
+    """The verdict's "trained" pin with the settings a resume after a guard stop patched (its pin_updates) and the
+    rows of the last re-filter resume_training recorded (its data_updates: inspection.refilter)."""
     if not isinstance(trained, dict) or not isinstance(trained.get("settings"), dict):
         return trained
     settings = dict(trained["settings"])
@@ -257,7 +294,33 @@ def _patched(trained, verdict: dict):
         patch = update.get("patch") if isinstance(update, dict) else None
         if isinstance(patch, dict):
             settings.update({k: json.loads(_canonical(v)) for k, v in patch.items() if k in settings})
-    return {**trained, "settings": settings}
+    rows = {}
+    for update in _data_updates(verdict):
+        rows = {"rows": update.get("rows"), "rows_sha256": update.get("rows_sha256")}
+    return {**trained, "settings": settings, **rows}
+
+
+_DROPPED = object()
+
+
+def _data_updates(verdict: dict) -> list[dict]:
+    updates = verdict.get("data_updates")
+    return [u for u in updates if isinstance(u, dict)] if isinstance(updates, list) else []
+
+
+def _row_after_refilters(index, verdict: dict):
+    """A sample's row index in the data that trains after the verdict's re-filters (each keeps `kept_rows`, indices
+    into the data before it); _DROPPED when one of them dropped the row."""
+    for update in _data_updates(verdict):
+        kept = update.get("kept_rows")
+        if not isinstance(kept, list):
+            return None  # a record that says no rows: the sample is no row of the data (refused)
+        if not isinstance(index, int):
+            return index
+        if index not in kept:
+            return _DROPPED
+        index = kept.index(index)
+    return index
 
 
 def _brief(value) -> str:
@@ -265,10 +328,9 @@ def _brief(value) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _refuse_unreviewed_entries(run: Run) -> None:
+def _refuse_unreviewed_entries(run: Run, verdict: dict | None) -> None:
     """RewardCodeChanged when inspection/reward_code/ holds an entry that is not a file the verdict's copy listed
     (REWARD_FILES; a verdict recorded before that list: a folder beside a module of the same name)."""
-    verdict = _verdict(run, bound=True)
     listed = (verdict or {}).get(REWARD_FILES)
     if isinstance(listed, list):
         extra = unreviewed_entries(run, [str(r) for r in listed])
@@ -285,14 +347,20 @@ def _refuse_unreviewed_entries(run: Run) -> None:
 
 def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     """The run's reward functions (train/rewards.json) and their code's hash; raises RewardCodeChanged (exit
-    status 3, one line saying what to do) when that code is not the reviewed code."""
+    status 3, one line saying what to do) when that code is not the reviewed code. The rewards and the verdict are
+    the ones this build's point-of-use check read (inspection.trainer_read), else read here once."""
     run = Run(Path(run_dir))
-    rewards = json.loads(run.rewards.read_text())
+    checked = trainer_read.take(run)
+    if checked is not None and checked.spec.rewards is not None:
+        rewards, data = checked.spec.rewards, checked.verdict
+    else:
+        rewards, data = json.loads(run.rewards.read_text()), _verdict_bytes(run)
+    verdict = _verdict(run, bound=True, data=data)
     if run.reward_code.is_dir() and not sampling_now():  # the reviewed copy first (module doc)
-        _refuse_unreviewed_entries(run)  # before anything is imported from there
+        _refuse_unreviewed_entries(run, verdict)  # before anything is imported from there
         _source_imports()
         sys.path.insert(0, str(run.reward_code))
-    expected = reviewed_reward_sha256(run)
+    expected = reviewed_reward_sha256(run, verdict or {"pins": {}})
     before = reward_code_sha256(rewards)  # imports the reward modules, then reads their source
     funcs = build_reward_funcs(rewards)
     after = reward_code_sha256(rewards)

@@ -65,7 +65,7 @@ def generation_sequences(settings: RunSettings) -> int:
 
 
 def dynamic_sampling_held(settings: RunSettings) -> float:
-    """Bytes per GPU DAPO's dynamic sampling (training/trainer/dynamic_sampling.py) holds beside a generation round:
+    """Bytes per GPU DAPO's dynamic sampling (recipe/dynamic_sampling_trainer.py) holds beside a generation round:
     while an extra round generates, the earlier rounds' outputs of TRL's _generate_and_score_completions stay
     referenced (at most dynamic_sampling_rounds of them, each one generation batch of rows): prompt and completion
     ids and masks (int64) and the per-token float32 rows (old, reference and sampling log-probs, the importance

@@ -1,5 +1,5 @@
 """DAPO's dynamic sampling (paper sec. 3.2) as a run option: what emission writes (train/dynamic_sampling.json, read
-by the trainer's subclass, training/trainer/dynamic_sampling.py), what config.yaml's header says of it, and the
+by the trainer's subclass, recipe/dynamic_sampling_trainer.py), what config.yaml's header says of it, and the
 validation rule that refuses the settings it cannot honour, naming the field.
 
 Decided from the paper and TRL 1.16's code (the trainer module's doc says how):

@@ -48,7 +48,7 @@ DEFAULT_EXTRA_ROUNDS, MAX_EXTRA_ROUNDS = 3, 16
 
 
 class DynamicSampling(Request):
-    """DAPO's dynamic sampling (paper sec. 3.2) in the run's trainer (training/trainer/dynamic_sampling.py)."""
+    """DAPO's dynamic sampling (paper sec. 3.2) in the run's trainer (recipe/dynamic_sampling_trainer.py)."""
 
     enabled: bool = Field(default=True, description="false: TRL's batches as they come (a DAPO run's default is on).")
     max_extra_rounds: int = Field(

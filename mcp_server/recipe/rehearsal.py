@@ -2,11 +2,12 @@
 
 `rehearse(spec)` turns the run into its miniature (`miniature_values`: one optimizer step of one prompt group on the
 CPU, short completions, no vLLM, DeepSpeed, FSDP or quantisation, none of which a CPU can run), asks the training
-interpreter to build and train it exactly as train/train.py does (training/trainer/rehearse.py), and maps what it
-saw to findings (`findings_of`): the exception TRL, transformers, peft or a reward raised, named by the field that
-caused it; and what the step showed that no exception says (completions identical in every group, completions
-longer than the run's cap). What only the target GPU can show (its memory, compute capability, a multi-node
-layout, vLLM's engine) stays a rule, judged for the target; what was set aside is said (`Rehearsal.set_aside`).
+interpreter to build and train it exactly as train/train.py does (recipe/rehearsal_run.py: the run's trainer class,
+DAPO's dynamic-sampling subclass included), and maps what it saw to findings (`findings_of`): the exception TRL,
+transformers, peft or a reward raised, named by the field that caused it; and what the step showed that no exception
+says (completions identical in every group, completions longer than the run's cap). What only the target GPU can
+show (its memory, compute capability, a multi-node layout, vLLM's engine) stays a rule, judged for the target; what
+was set aside is said (`Rehearsal.set_aside`).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def rehearse(spec: RunSpec, architecture=None) -> Rehearsal:
     values, aside = miniature_values(spec.fields)
     try:
         evidence = in_training(REHEARSE, values, model, spec.rewards, spec.prompt_column or "prompt",
-                               str(spec.base_dir) if spec.base_dir else None, 1)
+                               str(spec.base_dir) if spec.base_dir else None, 1, spec.dynamic_sampling)
     except UserInputError as exc:
         return Rehearsal(skipped=f"no training interpreter answered ({exc})")
     rehearsal = Rehearsal(set_aside=aside, seconds=evidence.get("seconds"))

@@ -1,13 +1,13 @@
 """The rehearsal, in the training interpreter (issue 44; recipe.rehearsal asks for it through the worker): the run
-built as train/train.py builds it (TRL's parser, the run's data set, its real reward functions, PEFT, the
-scheduler, GRPOTrainer.__init__), then trained for one optimizer step on the CPU, on a miniature of the run's
-model: its own config.json with two small layers (the real tokenizer and chat template where they are on disk,
-else the tiny model's as a stand-in).
+built as train/train.py builds it (TRL's parser, the run's data set, its real reward functions, PEFT, the scheduler,
+GRPOTrainer.__init__ or, with dynamic sampling, its subclass's), then trained for one optimizer step on the CPU, on
+a miniature of the run's model: its own config.json with two small layers (the real tokenizer and chat template
+where they are on disk, else the tiny model's as a stand-in).
 
 What it returns is evidence, not a verdict (recipe.rehearsal maps it to findings): the stage that failed and the
-exception TRL, transformers, peft, accelerate or a reward raised (its type, message and innermost frames), and
-what the step showed (the completions of each group, their lengths, each reward's scores). Nothing is written
-outside a temporary folder, and nothing is downloaded: the hub is switched off while it runs.
+exception TRL, transformers, peft, accelerate or a reward raised (its type, message and innermost frames), and what
+the step showed (the completions of each group, their lengths, each reward's scores). Nothing is written outside a
+temporary folder, and nothing is downloaded: the hub is switched off while it runs.
 """
 
 from __future__ import annotations
@@ -46,9 +46,11 @@ _MINIATURES: dict[str, str] = {}  # config hash -> miniature directory, for this
 
 
 def rehearse_here(values: dict, model: dict, rewards: list | None, prompt_column: str, base_dir: str | None,
-                  rows: int) -> dict:
+                  rows: int, dynamic_sampling: dict | None = None) -> dict:
     """Rehearse the (already miniaturised) config `values`: `model` says where the miniature comes from
-    ({"config": config.json's dict, "tokenizer": a directory or None}); `rows`: prompts to keep."""
+    ({"config": config.json's dict, "tokenizer": a directory or None}); `rows`: prompts to keep;
+    `dynamic_sampling`: the run's option (train/dynamic_sampling.json), which chooses the trainer class as
+    train/train.py does (dynamic_sampling_trainer.trainer_class)."""
     started = time.monotonic()
     evidence: dict = {"stage": None, "error": None, "observed": {}}
     quiet = io.StringIO()  # the trainer's progress and logs: never on a stdio server's protocol channel
@@ -73,11 +75,14 @@ def rehearse_here(values: dict, model: dict, rewards: list | None, prompt_column
             seen: dict = {}
             funcs = _recorded(_reward_funcs(rewards, script_args), seen)
             stage = "init"
-            from trl import GRPOTrainer, get_peft_config
+            from trl import get_peft_config
 
-            trainer = GRPOTrainer(model=model_args.model_name_or_path, reward_funcs=funcs, args=training_args,
-                                  train_dataset=dataset, eval_dataset=evaluation,
-                                  peft_config=get_peft_config(model_args))
+            from mcp_server.recipe.dynamic_sampling_trainer import trainer_class
+
+            cls, extra = trainer_class(dynamic_sampling)  # the class train/train.py builds
+            trainer = cls(model=model_args.model_name_or_path, reward_funcs=funcs, args=training_args,
+                          train_dataset=dataset, eval_dataset=evaluation, peft_config=get_peft_config(model_args),
+                          **extra)
             stage = "train"
             trainer.train()
             stage = None

@@ -11,11 +11,13 @@ plan and the launcher read what they need from it, never the files again.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.config import FIELD
 from mcp_server.config.target import Target
+from mcp_server.errors import UserInputError
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import AGENTIC_FILE, DYNAMIC_SAMPLING_FILE, Run, sidecars
@@ -34,28 +36,40 @@ class RunSpec:
     base_dir: Path | None = None  # where relative data files resolve: the run directory train.py runs in
     is_moe: bool | None = None  # emission's finding; None: detected from the model when a rule asks
     config_sha256: str | None = None  # of the config file's bytes as read (None: built in memory)
+    # of each record beside the config as read ({file name: sha256}; the trainer compares dynamic_sampling.json's
+    # with the verdict's train/ file pin without reading it again)
+    sidecar_sha256: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------ reading
     @classmethod
     def read(cls, where: Run | str | Path, *, gpu: str | None = None, num_gpus: int | None = None,
-             vllm_server_gpus: int | None = None, field: str = "config_path") -> RunSpec:
+             vllm_server_gpus: int | None = None, field: str = "config_path",
+             on_bad_request: Callable[[UserInputError], None] | None = None) -> RunSpec:
         """A run (its train/config.yaml) or a config file, with the records beside it; the target is the one
         given, else the recorded one, else the CPU for a config that says use_cpu, else 1x H100. `field` names
-        the input in errors."""
+        the input in errors. `on_bad_request`: a request.json this version does not read is said to it and read
+        as an empty record (the trainer: a broken record must not stop training), else refused."""
         config_path = where.config if isinstance(where, Run) else Path(where)
         request_path, rewards_path = sidecars(config_path)
-        request = read_recorded(request_path, field)  # the target first: its error names the run's record
+        try:
+            request = read_recorded(request_path, field)  # the target first: its error names the run's record
+        except UserInputError as exc:
+            if on_bad_request is None:
+                raise
+            on_bad_request(exc)
+            request = RecordedRequest()
         values, sha = read_config_file(config_path, field, with_sha256=True)
         rewards = ([spec.model_dump() for spec in read_reward_specs(rewards_path, field)]
                    if rewards_path.is_file() else None)
-        agentic_path = config_path.parent / AGENTIC_FILE
-        agentic = read_json(agentic_path, field, dict) if agentic_path.is_file() else None
-        sampling_path = config_path.parent / DYNAMIC_SAMPLING_FILE
-        dynamic = read_json(sampling_path, field, dict) if sampling_path.is_file() else None
+        read, shas = {}, {}
+        for name in (AGENTIC_FILE, DYNAMIC_SAMPLING_FILE):
+            if (config_path.parent / name).is_file():
+                read[name], shas[name] = read_json(config_path.parent / name, field, dict, with_sha256=True)
         target = Target(gpu or request.gpu or ("cpu" if values.get(FIELD.use_cpu) is True else "H100"),
                         num_gpus or request.num_gpus, vllm_server_gpus)
-        return cls(values=values, target=target, request=request, rewards=rewards, agentic=agentic,  # is_moe: from
-                   dynamic_sampling=dynamic, base_dir=run_dir_of(config_path), config_sha256=sha)  # the model
+        return cls(values=values, target=target, request=request, rewards=rewards, agentic=read.get(AGENTIC_FILE),
+                   dynamic_sampling=read.get(DYNAMIC_SAMPLING_FILE), base_dir=run_dir_of(config_path),
+                   config_sha256=sha, sidecar_sha256=shas)  # is_moe: from the model
 
     @classmethod
     def of_run(cls, run: Run, vllm_server_gpus: int | None = None) -> RunSpec:

@@ -114,7 +114,7 @@ MINI_BATCHES_PER_GENERATION: dict[str, tuple[int, str]] = {
 }
 
 # DAPO's dynamic sampling (sec. 3.2: over-sample, drop the groups whose rewards are all equal, refill the batch) is
-# not in TRL 1.16; this project's trainer adds it (recipe.dynamic_sampling, training/trainer/dynamic_sampling.py), on
+# not in TRL 1.16; this project's trainer adds it (recipe.dynamic_sampling, recipe/dynamic_sampling_trainer.py), on
 # by default for DAPO's single-turn runs.
 
 

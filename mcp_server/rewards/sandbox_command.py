@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from mcp_server.evidence import STATE_ENV, key_path
+
 NOBODY = 65534
 
 
@@ -106,6 +108,15 @@ def interpreter_binds(interpreter: str) -> tuple[str, ...]:
                 f"the sandbox's Python {interpreter} keeps its libraries in {path}, which would expose that host "
                 "directory to model-written code: install it under a directory of its own (e.g. /opt/python3)")
     return tuple(dict.fromkeys(binds))
+
+
+def _never_the_key(path: str) -> None:
+    """The evidence key (mcp_server/evidence.py) signs a run's records: a bind that holds its folder would hand it
+    to model-written code, which could then forge them. Refused."""
+    folder = os.path.realpath(key_path().parent)
+    if folder == path or folder.startswith(path.rstrip(os.sep) + os.sep):
+        raise SandboxUnavailable(f"the sandbox would bind {path}, which holds the evidence key's folder {folder}: "
+                                 f"set {STATE_ENV} to a folder outside the interpreter's installation")
 
 
 def _under_usr(path: str) -> bool:
@@ -245,6 +256,7 @@ def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int
             argv += ["--ro-bind", top, top]
     if not _under_usr(interpreter):
         for path in interpreter_binds(interpreter):
+            _never_the_key(path)
             argv += ["--ro-bind", path, path]
     tmp_bytes = max(1, max_file_mb) * 4 * 1024 * 1024
     shm_bytes = max(1, max_file_mb) * 1024 * 1024  # POSIX semaphores and small shared buffers only

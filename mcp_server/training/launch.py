@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_server.evidence import key as evidence_key
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.models import DifficultyFilterResult
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.trainer.digest import checkpoint_problems
@@ -42,7 +44,7 @@ from mcp_server.training.launch_gates import (
 from mcp_server.training.launchers import LAUNCHERS, Launcher, LaunchPlan, Start, choose, launcher_of, read_target
 from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.recording import record_in_git
-from mcp_server.training.resume_patch import apply_patch, last_good_checkpoint
+from mcp_server.training.resume_patch import apply_patch, apply_refilter, last_good_checkpoint
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.runrecord import checkpoints, read_run_json
 from mcp_server.training.runstate import derive_state
@@ -66,7 +68,9 @@ def write_plan_files(run: Run, plan: LaunchPlan) -> dict:
 def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_from: str | None = None,
         **start) -> LaunchResult:
     """Write the plan's files, commit the recipe, start: the same three steps for every launcher. `spec`: the run
-    as the gates judged it (its config's hash is what run.json records)."""
+    as the gates judged it (its config's hash is what run.json records). The evidence key is made first (its
+    trainer signs its records with it and refuses to start without it: evidence.py)."""
+    evidence_key(create=True)
     written = launcher.write(run, plan)
     sha = spec.config_sha256 or sha256_file(run.config)
     commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
@@ -246,12 +250,21 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     refusals, latest = _resume_refusals(run, record, config, patch)
     if refusals:
         return refused(run, refusals, derived.state)
-    undo = None
+    undo, rule, refiltered = None, getattr(request, "refilter", None), None
+    if patch and rule is not None:
+        return refused(run, [GateRefusal(gate="config", message="patch and refilter together: one change per resume",
+                                          how_to_clear="resume with the patch, then stop and resume with refilter "
+                                                       "(or the other way round)")], derived.state)
     if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
         refusals, undo = apply_patch(run, spec, patch)
         if refusals:
             return refused(run, refusals, derived.state)
         spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the patched config apply_patch wrote
+    if rule is not None:  # the data re-filtered from the run's own logged completions (inspection.refilter)
+        refusals, undo, refiltered = apply_refilter(run, rule)
+        if refusals:
+            return refused(run, refusals, derived.state)
+        spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the config naming the re-filtered data
     plan = build_launch_plan(run, launch, extra_args=["--resume_from_checkpoint", str(latest)], spec=spec)
     launcher = LAUNCHERS[plan.launcher]
     try:
@@ -268,10 +281,12 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
             undo()
         return refused(run, gate_refusals, derived.state)
     _clear_markers(run)
-    return _go(run, spec, launcher, plan, resumed_from=str(latest), patch=patch, env_verdict=env.get("verdict"))
+    result = _go(run, spec, launcher, plan, resumed_from=str(latest), patch=patch, env_verdict=env.get("verdict"))
+    return result.model_copy(update={"refilter": DifficultyFilterResult.model_validate(refiltered["result"])}) \
+        if refiltered else result
 
 
 def _clear_markers(run: Run) -> None:
     """Before a resume: the last attempt's end markers would otherwise describe the new process."""
-    for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.train_begin):
+    for marker in (run.stop_request, run.stopped, run.outcome, run.exit_code, run.exit_record, run.train_begin):
         marker.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from mcp_server.inputs import Name, PathText, Request
+from mcp_server.inspection.models import DifficultyFilter, DifficultyFilterResult
 
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]
 # pending, cancelled, timed_out, preempted: a SLURM job's states (training/launchers/slurm/job.py).
@@ -129,7 +130,7 @@ class EnvironmentReport(BaseModel):
 # ---------------------------------------------------------------- launch / resume / stop
 class GateRefusal(BaseModel):
     gate: Literal["config", "inspection", "environment", "state", "checkpoint", "config_hash", "memory", "lock",
-                  "logs"] = (
+                  "logs", "refilter"] = (
         Field(description="The gate that refused.")
     )
     message: str = Field(description="Why the gate refused.")
@@ -212,6 +213,8 @@ class LaunchResult(BaseModel):
     slurm_script: str | None = Field(default=None, description="The SLURM script written for multi-node runs.")
     job_id: str | None = Field(default=None, description="The SLURM job id, when submitted.")
     resumed_from: str | None = Field(default=None, description="The checkpoint a resumed run starts from.")
+    refilter: DifficultyFilterResult | None = Field(
+        default=None, description="A resume with refilter: how many prompts its logged completions dropped, and why.")
     message: str = Field(default="", description="One-line summary for people.")
 
 
@@ -223,6 +226,14 @@ class RunRequest(Request):
         "finding's patch from diagnose_run or train/logs/guard.json). Validated against the launched config; the "
         "inspection verdict's pins move for exactly what it changes; after a guard stop the run resumes from the "
         "last checkpoint saved before the stop's step.",
+    )
+    refilter: DifficultyFilter | None = Field(
+        default=None,
+        description="resume_training only: re-filter the data from the completions the run itself logged "
+        "(log_completions: true) by the difficulty filter's rule: prompts its logged completions always or never "
+        "solved are dropped into a new data/refilter-<n>/kept.jsonl (its record.json says what went and why), "
+        "which train/config.yaml then trains on and the inspection verdict records as its data. Refused, with "
+        "nothing written, when the run logged no completions or the rule would drop every prompt.",
     )
 
 

@@ -12,6 +12,7 @@ saved before the stop's step: the one saved at the stop already holds the failur
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -19,9 +20,11 @@ from typing import Callable
 import yaml
 
 from mcp_server.inspection.pins import config_pins
+from mcp_server.inspection.refilter import refilter_run
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
 from mcp_server.training.runrecord import read_run_json
@@ -65,12 +68,35 @@ def _nothing() -> None:
     return None
 
 
+def apply_refilter(run: Run, rule) -> tuple[list[GateRefusal], Callable[[], None], dict | None]:
+    """resume_training's refilter (inspection.refilter): the data re-filtered from the run's own logged
+    completions, the config naming it and the verdict's data moved to it. Returns (refusals: nothing written, undo:
+    the config, the verdict and the new files as they were, for a later gate's refusal, the re-filter's answer)."""
+    saved = {path: path.read_text(encoding="utf-8") for path in (run.config, run.verdict) if path.is_file()}
+    try:
+        done = refilter_run(str(run.dir), rule.model_dump())
+    except UserInputError as exc:
+        return [GateRefusal(gate="refilter", message=str(exc), how_to_clear=(
+            "nothing logged: set log_completions: true (a logging field the verdict does not pin) and train on first; "
+            "every prompt dropped: raise keep_share; or resume without refilter"))], _nothing, None
+
+    def undo() -> None:
+        for path, text in saved.items():
+            atomic_write_text(path, text)
+        if done.get("folder"):
+            shutil.rmtree(run.dir / done["folder"], ignore_errors=True)
+
+    return [], undo, done
+
+
 def _guard_stopped(run: Run) -> bool:
     """Whether the run's guard stopped its last launch: stopped.json says so, the guard's own record (guard.json)
     holds the same stop (code and step) among its hard findings, and both carry the launch id of the run's last
-    launch (run.json). A hand-written stopped.json alone moves no pin (issue 48)."""
+    launch (run.json); stopped.json signed by the trainer (evidence.py). A hand-written stopped.json alone moves no
+    pin (issue 48)."""
     stopped, guard = read_json_if_present(run.stopped), read_json_if_present(run.guard)
-    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)):
+    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)
+            and valid_run(run, run.stopped, stopped)):
         return False
     decision = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}

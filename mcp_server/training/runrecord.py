@@ -11,6 +11,7 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from mcp_server.errors import UserInputError, short, validation_message
+from mcp_server.evidence import run_file, unrecorded, valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.trainer.digest import checkpoint_problems, read_saves
 from mcp_server.training.derived import DerivedState
@@ -59,12 +60,31 @@ def write_run_json(run: Run, record: dict) -> None:
     atomic_write_json(run.run_json, record)
 
 
-def read_exit_code(run: Run) -> int | None:
-    try:
-        with open_regular(run.exit_code, encoding="utf-8") as handle:
-            return int(handle.read(64).strip())
-    except (OSError, ValueError):
+def read_exit_code(run: Run, record: dict | None = None) -> int | None:
+    """The exit code the launcher recorded and signed (train/logs/exit.json, evidence.py) for the launch `record`
+    names; None without one (the plain exit-code file beside it is for people: anyone can write it)."""
+    value = signed_record(run, run.exit_record, record)
+    code = value.get("exit_code") if value else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def signed_record(run: Run, path: Path, record: dict | None = None) -> dict | None:
+    """The JSON record at `path` when llm-finetuning on this machine signed it there (evidence.py) and, with a
+    launch `record`, for its launch id; None otherwise (absent, unsigned, signed for another run, file or launch)."""
+    value = read_json_if_present(path)
+    if not isinstance(value, dict) or not valid_run(run, path, value):
         return None
+    wanted = (record or {}).get("launch_id")
+    return None if isinstance(wanted, str) and value.get("launch_id") != wanted else value
+
+
+def unsigned_note(run: Run, path: Path) -> str | None:
+    """The words for a record file that is there but unsigned (evidence.unrecorded), None when it is absent or
+    signed."""
+    value = read_json_if_present(path)
+    if value is None or (isinstance(value, dict) and valid_run(run, path, value)):
+        return None
+    return unrecorded(run_file(run, path))
 
 
 def derive_with(run: Run, state: Callable[[Run, dict | None], DerivedState]) -> DerivedState:
@@ -154,8 +174,9 @@ def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: Tru
 
 
 def _last_logged_step(run: Run) -> int | None:
-    """The step of the progress log's last readable line that has one, None without one."""
-    line = last_progress_line(run, lambda line: isinstance(line.get("step"), int))
+    """The step of the progress log's last line the trainer signed that has one, None without one."""
+    line = last_progress_line(run, lambda line: isinstance(line.get("step"), int) and valid_run(run, run.progress,
+                                                                                                  line))
     return line["step"] if line else None
 
 
@@ -166,17 +187,17 @@ def success_problems(run: Run, record: dict | None) -> list[str]:
     logged in progress.jsonl after it began; the final save at or past the max_steps training began with.
     [] when it holds."""
     wanted = (record or {}).get("launch_id")
-    mine = [s for s in read_saves(run) if s.get("final") and (not isinstance(wanted, str) or s.get("launch_id") ==
-                                                              wanted)]
+    rejected: list[str] = []
+    mine = [s for s in read_saves(run, rejected) if s.get("final") and (not isinstance(wanted, str) or
+                                                                         s.get("launch_id") == wanted)]
     if not mine:
-        return ["no final save of this launch recorded by the trainer (train/logs/saves.jsonl)"]
+        return ["no final save of this launch recorded by the trainer (train/logs/saves.jsonl)", *rejected[-1:]]
     final = mine[-1]
     problems = checkpoint_problems(run, run.resolve(final["save"]), final=True)
-    begin = read_json_if_present(run.train_begin)
-    if begin is not None and isinstance(wanted, str) and begin.get("launch_id") != wanted:
-        begin = None
+    begin = signed_record(run, run.train_begin, record)
     if begin is None:
-        return problems + ["no train-begin.json of this launch (training never began)"]
+        return problems + ["no train-begin.json of this launch (training never began)",
+                           *filter(None, [unsigned_note(run, run.train_begin)])]
     started, planned, step = begin.get("global_step"), begin.get("max_steps"), final.get("step")
     logged = _last_logged_step(run)
     if logged is None or (isinstance(started, int) and logged <= started):

@@ -111,6 +111,10 @@ def human_launch(r: LaunchResult) -> str:
         lines += [f"  command: {' '.join(r.command)}", f"  log:     {r.log_path}"]
     if r.slurm_script:
         lines.append(f"  SLURM script: {r.slurm_script}")
+    if r.refilter:
+        f = r.refilter
+        lines.append(f"  re-filtered: {f.rows_after} of {f.rows_before} prompts kept, {f.dropped} dropped (always "
+                     f"{f.always_solved}, never {f.never_solved} solved in the logged completions): {f.data_file}")
     return "\n".join(lines)
 
 

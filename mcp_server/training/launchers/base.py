@@ -69,6 +69,11 @@ def python_env(pythonpath: str | None) -> str:
 # was recorded under (inspection.pins.training_python_pin): train/launch.sh and train/launch.slurm run it before
 # the interpreter first runs (issue 48: a wrapper script named after the verdict ran before the trainer's checks).
 PYTHON_PIN_LINE = "# the training interpreter's check, written by launch_training after its gates"
+# What a refused interpreter leaves: the plain exit-code file alone (and no earlier signed exit.json): signing runs
+# the interpreter it refused (issue 48, G3), so the run reads ended without a signed exit, as a refused launch.
+PLAIN_EXIT = ('rm -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-code.tmp") && '
+              'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"')
+REFUSED_EXIT = 'rc=3; rm -f "$LOGS/exit.json"; ' + PLAIN_EXIT + '; exit 3'
 
 
 def with_python_check(script: str, python: str, pin, on_refusal: str) -> str:

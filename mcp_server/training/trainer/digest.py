@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from mcp_server.evidence import sign_run, unrecorded, valid_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
 from mcp_server.workspace import atomic_write_json, open_append_nofollow, sha256_file
 
@@ -60,6 +61,7 @@ def record_save(run: Run, folder: Path, step: int | None = None, final: bool = F
     tag = os.environ.get(LAUNCH_ID_ENV)
     if tag:
         line["launch_id"] = tag
+    line = sign_run(run, run.saves, line)  # the key outside the workspace: a line added by hand is no one's
     run.logs.mkdir(parents=True, exist_ok=True)
     with open_append_nofollow(run.inside(run.saves)) as handle:
         handle.write((json.dumps(line) + "\n").encode("utf-8"))
@@ -72,9 +74,9 @@ def _valid_files(files) -> bool:
         for v in files.values())
 
 
-def read_saves(run: Run) -> list[dict]:
+def read_saves(run: Run, rejected: list[str] | None = None) -> list[dict]:
     """The ledger's lines, in order; none when it is missing, a link (or under one), not a file or oversized. A
-    damaged line is skipped."""
+    damaged line is skipped, and so is one without the trainer's signature (evidence.py): named in `rejected`."""
     path = run.saves
     if path.is_symlink() or run.logs.is_symlink() or not path.is_file():
         return []
@@ -85,13 +87,17 @@ def read_saves(run: Run) -> list[dict]:
     except OSError:
         return []
     out = []
-    for raw in lines:
+    for number, raw in enumerate(lines, 1):
         try:
             value = json.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if isinstance(value, dict) and isinstance(value.get("save"), str) and _valid_files(value.get("files")):
+        if not (isinstance(value, dict) and isinstance(value.get("save"), str) and _valid_files(value.get("files"))):
+            continue
+        if valid_run(run, path, value):
             out.append(value)
+        elif rejected is not None:
+            rejected.append(unrecorded(run.saves.relative_to(run.dir).as_posix(), number))
     return out
 
 
@@ -118,8 +124,12 @@ def checkpoint_problems(run: Run, folder: Path, contents: bool = False, final: b
     folder = Path(folder)
     seen = recorded_save(run, folder, final)
     if seen is None:
+        rejected: list[str] = []
+        key = save_key(run, folder)
+        found = [s for s in read_saves(run, rejected) if s["save"] == key]  # to name the lines it could not trust
+        why = f"; {rejected[-1]}" if rejected and not found else ""
         return [f"no record of this save in {run.saves.relative_to(run.dir)} (the save did not finish, or the "
-                "run's trainer did not write it)"]
+                f"run's trainer did not write it){why}"]
     files = seen["files"]
     problems = []
     own = checkpoint_digest(folder)

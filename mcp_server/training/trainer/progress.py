@@ -32,9 +32,10 @@ from pathlib import Path
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from mcp_server.evidence import sign_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.trainer.digest import record_save
-from mcp_server.training.trainer.guard import LiveGuard, guard_mode, read_guard, run_config, run_request
+from mcp_server.training.trainer.guard import LiveGuard, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
 # Contract keys -> the TRL/transformers log names they are read from (first match wins).
@@ -55,9 +56,10 @@ PROGRESS_KEYS: dict[str, tuple[str, ...]] = {
 def record(run: Run, path: Path, data: dict) -> Path:
     """One of the run's records written atomically, only inside the run directory (Run.inside: a train/logs/ that
     became a link to another run or place mid-training is refused, never written through, so no other run reads
-    this one's outcome) and tagged with this launch's id (run.json `launch_id`), so a reader knows whose it is."""
+    this one's outcome) and tagged with this launch's id (run.json `launch_id`), so a reader knows whose it is;
+    signed with the key outside the workspace (evidence.py): a copy written by hand reads as absent."""
     tag = os.environ.get(LAUNCH_ID_ENV)
-    return atomic_write_json(run.inside(path), {**data, **({"launch_id": tag} if tag else {})})
+    return atomic_write_json(run.inside(path), sign_run(run, path, {**data, **({"launch_id": tag} if tag else {})}))
 
 
 def _gpu_stats() -> tuple[float | None, float | None]:
@@ -95,9 +97,14 @@ class ProgressCallback(TrainerCallback):
     """Appends a progress line on every `on_log` of the main process; a line is flushed when written,
     so nothing logged is lost when the training process dies. Honours stop requests at step ends."""
 
-    def __init__(self, run_dir: str | Path, guard: str | None = None):
+    def __init__(self, run_dir: str | Path, guard: str | None = None, spec=None):
+        """`spec`: the run as the trainer read it once (recipe.runspec.RunSpec, inspection.trainer_read): the
+        guard's mode, request and config come from it; without one the callback reads the request here and the
+        config when training begins, each once."""
         self.run = Run(Path(run_dir))  # the emitted train.py's door: it passes the run directory's path
-        self.guard_mode = guard or guard_mode(self.run)
+        self.spec = spec
+        self.request = spec.request if spec is not None else (run_request(self.run) if guard is None else None)
+        self.guard_mode = guard or self.request.guard
         self.guard: LiveGuard | None = None
         self.path = self.run.progress
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,8 +134,9 @@ class ProgressCallback(TrainerCallback):
         if self.guard_mode != "off":  # the rules read the resolved GRPOConfig (beta, lr, vLLM settings) over
             # the run's config.yaml (which also holds the model's fields: use_peft, model_name_or_path)
             resolved = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool, type(None)))}
-            self.guard = LiveGuard(self.run, self.guard_mode, {**run_config(self.run), **resolved},
-                                   run_request(self.run))
+            config = self.spec.values if self.spec is not None else run_config(self.run)
+            self.guard = LiveGuard(self.run, self.guard_mode, {**config, **resolved},
+                                   self.request if self.request is not None else run_request(self.run))
         node = os.environ.get("SLURMD_NODENAME")
         if node and args.local_process_index == 0:  # a SLURM job: each node says what it runs on
             write_node_env(self.run, node)
@@ -201,9 +209,11 @@ class ProgressCallback(TrainerCallback):
         line.update(mem_gb=mem_gb, temp_c=temp_c, step_time=round(step_time, 4) if step_time else None)
         for key, value in logs.items():  # every other metric under its TRL name
             line.setdefault(key, value)
+        tag = os.environ.get(LAUNCH_ID_ENV)
+        line = sign_run(self.run, self.path, {**line, **({"launch_id": tag} if tag else {})}, default=float)
         # a link planted here, or train/logs become one, is refused: never written through
         with open_append_nofollow(self.run.inside(self.path)) as handle:
-            handle.write((json.dumps(line, default=float) + "\n").encode("utf-8"))
+            handle.write((json.dumps(line) + "\n").encode("utf-8"))
             handle.flush()
         return line
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from trl import get_peft_config, get_quantization_config
 
 from mcp_server.inspection.trained import confirm_loaded_model
-from mcp_server.inspection.training_inputs import parse_config  # noqa: F401 - the templates import it from here
+from mcp_server.inspection.trainer_read import parse_config, spec_for  # noqa: F401 - the templates import it here
 from mcp_server.config.loader import eval_dataset as load_eval_dataset
 from mcp_server.config.loader import evaluates
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
@@ -53,8 +53,8 @@ def eval_dataset(script_args, training_args, dataset_args, prompt_column: str, r
 
 def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
     """The GRPOTrainer arguments every trainer shares: the model, config, data, PEFT/quantisation and the
-    progress callback (which carries the live guard). With vLLM's CPU build, TRL's weight sync to vLLM goes through
-    vLLM's reload (trainer/vllm_cpu.py: TRL's own fails on a CPU)."""
+    progress callback (which carries the live guard, given the run as parse_config read it). With vLLM's CPU
+    build, TRL's weight sync to vLLM goes through vLLM's reload (trainer/vllm_cpu.py: TRL's own fails on a CPU)."""
     make_tracker_dirs(run_dir, training_args.report_to)
     if training_args.use_vllm:
         from mcp_server.training.trainer import vllm_cpu
@@ -66,21 +66,20 @@ def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
         train_dataset=dataset,
         peft_config=get_peft_config(model_args),
         quantization_config=get_quantization_config(model_args),
-        callbacks=[ProgressCallback(run_dir)],
+        callbacks=[ProgressCallback(run_dir, spec=spec_for(run_dir, training_args))],
     )
 
 
 def grpo_trainer(run_dir: Path, **kwargs):
     """The run's GRPOTrainer built with `kwargs`: TRL's own, or with train/dynamic_sampling.json the subclass that
-    trains only on groups with spread (trainer/dynamic_sampling.py)."""
-    from mcp_server.training.trainer.dynamic_sampling import DynamicSamplingGRPOTrainer, read_settings
+    trains only on groups with spread (recipe/dynamic_sampling_trainer.py; the rehearsal chooses the same way), as
+    parse_config read it."""
+    from mcp_server.recipe.dynamic_sampling_trainer import read_settings, settings_of, trainer_class
 
-    settings = read_settings(run_dir)
-    if settings is None:
-        from trl import GRPOTrainer
-
-        return GRPOTrainer(**kwargs)
-    return DynamicSamplingGRPOTrainer(**kwargs, **settings)
+    spec = spec_for(run_dir, kwargs.get("args"))
+    settings = read_settings(run_dir) if spec is None else settings_of(spec.dynamic_sampling, run_dir)
+    cls, extra = trainer_class(settings)
+    return cls(**kwargs, **extra)
 
 
 def train_and_save(trainer, run_dir: Path) -> None:

@@ -84,6 +84,14 @@ def main(argv: list[str] | None = None) -> None:
         _refuse(f"{', '.join(hooks)} ran at this interpreter's start from outside its installation (a site hook on "
                 "PYTHONPATH or in the user's site-packages runs before any check). Launch with launch_training (its "
                 "launch script starts the trainer without them).")
+    from mcp_server.errors import UserInputError
+    from mcp_server.evidence import STATE_ENV, key as evidence_key
+
+    try:  # every record the trainer writes is signed with it (evidence.py): without it, none would count
+        evidence_key()
+    except UserInputError as exc:
+        _refuse(f"{str(exc).removeprefix('evidence_key: ')}. Its records would read as unrecorded; set "
+                f"{STATE_ENV} to the folder holding the key launch_training made.")
     sys.argv = argv
     if not sys.flags.safe_path:  # as `python train/train.py` sets it (train.py removes it again)
         sys.path[0] = os.path.dirname(path)

@@ -23,9 +23,11 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
 from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
+from mcp_server.evidence import sign_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
+    REFUSED_EXIT,
     TRAIN_ARGS,
     LaunchPlan,
     LaunchTarget,
@@ -36,7 +38,7 @@ from mcp_server.training.launchers.base import (
     with_python_check,
     write_accelerate,
 )
-from mcp_server.training.launchers.local.shell import RECORD_EXIT, render_launch_sh, vllm_server
+from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.local.process_state import process_state
 from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
@@ -88,7 +90,7 @@ class LocalLauncher:
         the verdict was recorded under (launchers.base.with_python_check) before it first runs."""
         written = write_accelerate(run, plan)
         script = with_python_check(plan.script, plan.train_command[0], verdict_python_pin(run),
-                                   "rc=3; " + RECORD_EXIT + "; exit 3")
+                                   REFUSED_EXIT)
         path = atomic_write_text_exec(run.launch_script, script)
         return {**written, "script": str(path)}
 
@@ -150,9 +152,9 @@ class LocalLauncher:
         began = time.time()
         try:
             tag = {"launch_id": record["launch_id"]} if isinstance(record.get("launch_id"), str) else {}
-            atomic_write_json(run.inside(run.stop_request), {
+            atomic_write_json(run.inside(run.stop_request), sign_run(run, run.stop_request, {
                 "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "time": time.time(), **tag})  # this launch's request, never a later one's
+                "time": time.time(), **tag}, create=True))  # this launch's request, never a later one's
             asked = True
         except (OSError, UserInputError):  # a full disk, a link: the request cannot be written; only a kill stops it
             asked = False

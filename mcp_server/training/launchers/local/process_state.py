@@ -15,7 +15,8 @@ from pathlib import Path
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.processes import LAUNCHER, find_launcher, run_processes, verified_launcher
-from mcp_server.training.runrecord import TERMINAL, read_exit_code, success_problems
+from mcp_server.evidence import valid_run
+from mcp_server.training.runrecord import TERMINAL, read_exit_code, success_problems, unsigned_note
 
 def _record_dir(record: dict) -> Path | None:
     try:
@@ -24,16 +25,19 @@ def _record_dir(record: dict) -> Path | None:
         return None
 
 
-def _marker(path: Path, record: dict | None = None) -> dict | None:
+def _marker(run: Run, path: Path, record: dict | None = None) -> dict | None:
     """The JSON file's content: it was written during the current launch, since every launch starts without the
     markers of an earlier one (a relaunch archives the logs, a resume clears them). Its time is not compared
     with the launch's: a clock stepped back after the launch (NTP) would make the outcome of a run that succeeded
     look older than its launch, and the run read failed. A marker tagged with another launch's id than the
     record's (`launch_id`: the trainer writes it) is not this launch's: None. A marker reached through a link
-    (train/logs/ or the file itself) is another place's, never this run's: None."""
+    (train/logs/ or the file itself) is another place's, never this run's: None. So is one llm-finetuning on
+    this machine did not sign there (evidence.py: written or copied by hand)."""
     if path.is_symlink() or path.parent.is_symlink():
         return None
     value = read_json_if_present(path)
+    if value is not None and not valid_run(run, path, value):
+        return None
     wanted = (record or {}).get("launch_id")
     if value is not None and isinstance(wanted, str) and value.get("launch_id") != wanted:
         return None
@@ -55,14 +59,23 @@ def _borne_out(run: Run, record: dict | None, state: str, exit_code: int | None,
     return state, note
 
 
+def _unsigned(run: Run, note: str | None) -> str | None:
+    """`note` with the end records that are there but unsigned (so read as absent), named."""
+    found = [why for why in (unsigned_note(run, path) for path in (run.outcome, run.exit_record)) if why]
+    if run.exit_code.exists() and not run.exit_record.exists():
+        found.append(f"{run.exit_code.relative_to(run.dir).as_posix()} is not read: the launcher's signed record "
+                     f"of the exit is {run.exit_record.relative_to(run.dir).as_posix()}, and there is none")
+    return "; ".join(filter(None, [note, *found])) or None
+
+
 def _without_record(run: Run, note: str | None) -> DerivedState:
     """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
-    outcome = _marker(run.outcome)  # e.g. trained by hand, without launch_training
+    outcome = _marker(run, run.outcome)  # e.g. trained by hand, without launch_training
     exit_code = read_exit_code(run) if not run.logs.is_symlink() else None
     if isinstance(outcome, dict) and outcome.get("state", "succeeded") in TERMINAL:
         state = outcome.get("state", "succeeded")
         state, note = _borne_out(run, None, state, exit_code, note)
-    elif _marker(run.stopped) is not None:
+    elif _marker(run, run.stopped) is not None:
         state = "stopped"
     elif exit_code not in (None, 0):
         state = "failed"
@@ -114,21 +127,23 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
                                     "a new run with its own files; the original's process is not this run's.")
         return replace(copy, copied_record=record)
     alive = proc is not None or bool(orphans)
-    stop_requested = _marker(run.stop_request, record) is not None
-    outcome = _marker(run.outcome, record)
-    exit_code = read_exit_code(run) if not alive and not run.logs.is_symlink() else None
+    stop_requested = _marker(run, run.stop_request, record) is not None
+    outcome = _marker(run, run.outcome, record)
+    exit_code = read_exit_code(run, record) if not alive and not run.logs.is_symlink() else None
     if run.logs.is_symlink():
         note = ((note + "; ") if note else "") + ("train/logs is a symbolic link: what it leads to is not this "
                                                   "run's record, so it is not read")
     if alive:
-        begun = _marker(run.train_begin, record) is not None
+        begun = _marker(run, run.train_begin, record) is not None
         state = "stopping" if stop_requested else "running" if begun else "starting"
     elif outcome and outcome.get("state") in TERMINAL:
         state, note = _borne_out(run, record, outcome["state"], exit_code, note)
-    elif stop_requested or _marker(run.stopped, record) is not None:
+    elif stop_requested or _marker(run, run.stopped, record) is not None:
         state = "stopped"
     else:
         state = "failed"
+    if not alive:
+        note = _unsigned(run, note)
     return DerivedState(state=state, alive=alive, pid=record.get("pid"), exit_code=exit_code, outcome=outcome,
                         stop_requested=stop_requested, record=record, note=note,
                         orphans=tuple(p.pid for p in orphans))

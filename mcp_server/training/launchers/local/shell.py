@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from mcp_server.errors import one_line
 from mcp_server.interpreter import package_path
-from mcp_server.training.launchers.base import PYTHON_PIN_LINE, python_env
+from mcp_server.training.launchers.base import PLAIN_EXIT, PYTHON_PIN_LINE, python_env
 from mcp_server.training.processes import RUN_MARK
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
@@ -40,8 +40,8 @@ VLLM_PID=
 CPU_LINE = "export ACCELERATE_USE_CPU=1\n" + KERNEL_SET_CACHE_LINE + "\n"
 # The exit code is written to a fresh file (noclobber: O_EXCL, so never through a link planted there) and renamed
 # over exit-code itself (-T: never into a directory or a link to one).
-RECORD_EXIT = ('rm -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-code.tmp") && '
-               'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"')
+# Then the launcher's signed record of it (evidence.py), the one the readers trust: a tiny Python step.
+RECORD_EXIT = PLAIN_EXIT + '; {py} -m mcp_server.evidence exit $rc'
 # The server (SERVE_MODULE): `vllm serve` with the flags TRL's `trl vllm-serve` shim adds (deprecated in TRL 1.16),
 # built by the installed TRL's own build_command (trainer/vllm_serve.py); it takes the shim's arguments.
 VLLM_SERVE = """\
@@ -156,7 +156,8 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
             port=server.port, log=server.log)
     if server is not None:  # one wait for either server: its health, its process, its deadline
         text += VLLM_WAIT.format(py=shlex.quote(python), port=server.port, log=server.log,
-                                 timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT, record=RECORD_EXIT + ";")
+                                 timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT,
+                                 record=RECORD_EXIT.format(py=shlex.quote(python)) + ";")
     if server is not None and not server.cpu:  # the trainer keeps the GPUs before the server's
         text += VLLM_TRAIN_GPUS.format(train_gpus=",".join(str(i) for i in range(server.first_gpu)))
-    return text + TRAIN.format(command=shlex.join(command), record=RECORD_EXIT)
+    return text + TRAIN.format(command=shlex.join(command), record=RECORD_EXIT.format(py=shlex.quote(python)))

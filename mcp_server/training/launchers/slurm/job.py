@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import sign_run, valid_run
 from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.launchers.slurm import scheduler
@@ -24,7 +25,7 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.slurm.node_plan import beside_scheduler
 from mcp_server.training.launchers.slurm.script import SlurmLayout
 from mcp_server.workspace import atomic_write_json, sha256_file
-from mcp_server.training.runrecord import success_problems
+from mcp_server.training.runrecord import read_exit_code, success_problems
 
 PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
 FAILED = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
@@ -124,10 +125,11 @@ def own_job(run: Run, record: dict) -> tuple[scheduler.Job | None, str | None]:
 
 
 def _newer(path: Path, since) -> dict | None:
+    """The marker at `path` written since the launch and signed where it is (evidence.py), else None."""
     data = read_json_if_present(path)
     if data is None or (isinstance(since, (int, float)) and path.stat().st_mtime < since - 1):
         return None
-    return data if isinstance(data, dict) else {}
+    return data if isinstance(data, dict) and valid_run(Run(path.parents[2]), path, data) else None
 
 
 def _node_exits(run: Run, nodes: list[str]) -> dict[str, int | None]:
@@ -152,10 +154,8 @@ def failed_nodes(run: Run, job: scheduler.Job) -> list[str]:
 
 
 def _exit_code(run: Run) -> int | None:
-    try:
-        return int(run.exit_code.read_text().strip())
-    except (OSError, ValueError):
-        return None
+    """The exit code the job script recorded and signed (train/logs/exit.json), None without one."""
+    return read_exit_code(run)
 
 
 def slurm_state(run: Run, record: dict) -> DerivedState:
@@ -258,8 +258,8 @@ def stop_job(run: Run, derived: DerivedState, timeout_s: float, kill: bool = Tru
     job, note = own_job(run, record)
     if job is None or not job.active:
         return False, False, note or "the job is not active"
-    atomic_write_json(run.stop_request, {"requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
-        timespec="seconds"), "time": time.time(), "job_id": job.job_id})
+    atomic_write_json(run.stop_request, sign_run(run, run.stop_request, {"requested_at": _dt.datetime.now(
+        _dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time(), "job_id": job.job_id}, create=True))
     if job.state in PENDING:  # nothing runs yet: no checkpoint to ask for
         scheduler.cancel(job.job_id)
         return False, True, note or f"job {job.job_id} was still pending: cancelled"

@@ -15,6 +15,7 @@ from mcp_server.interpreter import package_path
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
+    REFUSED_EXIT,
     TRAIN_ARGS,
     TRL_ACCELERATE_CONFIGS,
     LaunchPlan,
@@ -110,7 +111,7 @@ class SlurmLauncher:
         """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's
         trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
         script = with_python_check(with_pins(plan.script, verdict_env(run)), plan.details.layout.python,
-                                   verdict_python_pin(run), "record_exit 3")
+                                   verdict_python_pin(run), REFUSED_EXIT)
         return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script))}
 
     def recorded(self, run: Run) -> list[Path]:

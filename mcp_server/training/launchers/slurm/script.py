@@ -29,6 +29,7 @@ from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
 WARN_BEFORE_LIMIT_S = 120  # USR1 this long before the time limit: time to save a checkpoint
+EXIT_RECORD = "mcp_server.evidence exit"
 VLLM_DOWN_EXIT = 97  # the exit code for "the vLLM server did not come up" (as train/launch.sh)
 
 LATEST_CHECKPOINT = (
@@ -155,11 +156,12 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
         'mkdir -p "$LOGS"',
         'record_exit() { rm -f "$LOGS/.exit-code.tmp"; (set -C; echo "$1" > "$LOGS/.exit-code.tmp") && '
         'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
+        f'{shlex.quote(layout.python)} -m {EXIT_RECORD} "$1"; '  # the signed record readers trust (evidence.py)
         'exit "$1"; }',
         PYTHON_PIN_LINE,
         'echo "==== llm-finetuning job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0}, '
         'at $(date -u +%FT%TZ)"',
-        'rm -f "$LOGS"/node-*.exit "$LOGS/exit-code"',
+        'rm -f "$LOGS"/node-*.exit "$LOGS/exit-code" "$LOGS/exit.json"',
         'NODES=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
         "# a node's address (NodeAddr; the node name where none is set), for the rendezvous and the vLLM server",
         'node_addr() { local a; a=$(scontrol show node "$1" -o | grep -o "NodeAddr=[^ ]*" | cut -d= -f2); '

@@ -43,7 +43,8 @@ handed to TRL's buffer, by TRL's rule for frac_reward_zero_std),
 dynamic_sampling/extra_rounds and dynamic_sampling/extra_completions (the extra generation cost, all processes).
 TRL's own frac_reward_zero_std and reward metrics average over every round generated.
 
-Imported by train/train.py in the training interpreter.
+Imported by train/train.py and the rehearsal (recipe.rehearsal_run) in the training interpreter; it sits on the
+recipe floor so that the rehearsal, which validation runs, builds the class the run trains with.
 """
 
 from __future__ import annotations
@@ -85,11 +86,28 @@ def read_settings(run_dir: str | Path) -> dict | None:
     path = Path(run_dir) / "train" / DYNAMIC_SAMPLING_FILE
     if not path.is_file():
         return None
-    settings = json.loads(path.read_text(encoding="utf-8"))
+    return settings_of(json.loads(path.read_text(encoding="utf-8")), run_dir)
+
+
+def settings_of(settings, run_dir: str | Path) -> dict | None:
+    """The trainer's arguments from train/dynamic_sampling.json's value as read (None: the run has none)."""
+    if settings is None:
+        return None
+    path = Path(run_dir) / "train" / DYNAMIC_SAMPLING_FILE
     rounds = settings.get("max_extra_rounds") if isinstance(settings, dict) else None
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise SystemExit(f"llm-finetuning: {path}: max_extra_rounds must be a positive integer, got {rounds!r}")
     return {"max_extra_rounds": rounds}
+
+
+def trainer_class(settings: dict | None) -> tuple[type, dict]:
+    """(the GRPOTrainer class, its extra keyword arguments) of a run with these dynamic-sampling settings
+    (read_settings, or a RunSpec's dynamic_sampling; None: off): TRL's own, or this subclass. train/train.py
+    (training.trainer.script_support.grpo_trainer) and the rehearsal (recipe.rehearsal_run) both build through it,
+    so what validation rehearses is the class the run trains with."""
+    if not settings:
+        return GRPOTrainer, {}
+    return DynamicSamplingGRPOTrainer, {"max_extra_rounds": settings["max_extra_rounds"]}
 
 
 def unsupported(args, num_processes: int, iterable_data: bool = False) -> list[str]:

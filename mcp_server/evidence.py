@@ -1,0 +1,215 @@
+"""The keyed record (issue 48, forged results): every evidence record that decides whether a run succeeded, what a
+resume, a promotion or an export may load, and which baseline counts carries `mac`, an HMAC-SHA256 under a key
+kept outside any workspace, over the record, the folder it belongs to and the file that holds it. A forger who can
+write the workspace but cannot read the key (an agent or model-written code confined to it) writes files that read
+as absent: "not recorded by llm-finetuning on this machine". A process of the same user that reads the key can
+still forge (docs/development.md, "Evidence").
+
+The key: `$LLM_FINETUNING_STATE_DIR/evidence.key`, else `$XDG_STATE_HOME/llm-finetuning/evidence.key`, else
+`~/.local/state/llm-finetuning/evidence.key`: 32 bytes from `secrets`, folder 0700, file 0600, created at first
+use (a temporary file linked into place: never half of one). A SLURM node reads the same path (a shared home).
+
+`python -m mcp_server.evidence exit RC` (train/launch.sh and train/launch.slurm, when the training command ends):
+the launcher's signed exit record, train/logs/exit.json, beside the plain exit-code a person reads."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.workspace import atomic_write_json, workspace_root
+
+STATE_ENV = "LLM_FINETUNING_STATE_DIR"
+KEY_NAME = "evidence.key"
+KEY_BYTES = 32
+MAC = "mac"
+_cache: dict[tuple, bytes] = {}
+
+
+class EvidenceKeyError(UserInputError):
+    """The key cannot be read, made or used where it is."""
+
+    def __init__(self, message: str):
+        super().__init__("evidence_key", message)
+
+
+def key_path() -> Path:
+    """Where the key lives (module docstring), never checked for existence."""
+    if os.environ.get(STATE_ENV):
+        folder = Path(os.environ[STATE_ENV]).expanduser()
+    elif os.environ.get("XDG_STATE_HOME"):
+        folder = Path(os.environ["XDG_STATE_HOME"]).expanduser() / "llm-finetuning"
+    else:
+        folder = Path.home() / ".local" / "state" / "llm-finetuning"
+    return Path(os.path.abspath(folder)) / KEY_NAME
+
+
+def _where() -> str:
+    return f"{key_path()} (set {STATE_ENV} to the folder that holds it)"
+
+
+def _checked_path() -> Path:
+    path = key_path()
+    try:
+        real, home = path.resolve(), workspace_root()
+    except OSError as exc:
+        raise EvidenceKeyError(f"cannot resolve the evidence key's path {path}: {exc}") from None
+    if real.is_relative_to(home):
+        raise EvidenceKeyError(f"the evidence key {path} lies inside the workspace {home}: anything that writes the "
+                               f"workspace could read it and forge a run's records. Set {STATE_ENV} to a folder "
+                               "outside the workspace")
+    return path
+
+
+def _read(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        stat = os.fstat(fd)
+        cached = _cache.get((str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
+        if cached is not None:
+            return cached
+        data = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) != KEY_BYTES:
+        raise EvidenceKeyError(f"the evidence key {path} holds {len(data)} bytes, not {KEY_BYTES}: remove it (every "
+                               "record signed with it then reads as unrecorded) or restore it")
+    _cache[(str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)] = data
+    return data
+
+
+def _create(path: Path) -> None:
+    folder = path.parent
+    made = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if made:
+        os.chmod(folder, 0o700)
+    tmp = folder / f".{KEY_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, secrets.token_bytes(KEY_BYTES))
+        os.fsync(fd)
+        os.close(fd)
+        try:
+            os.link(tmp, path)  # atomic and exclusive: another process's key, made first, wins
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
+
+
+def key(create: bool = False) -> bytes:
+    """The 32-byte key; made first when `create` and there is none. EvidenceKeyError naming the path and the
+    variable when it cannot be read (or lies inside the workspace)."""
+    path = _checked_path()
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        if not create:
+            raise EvidenceKeyError(f"no evidence key at {_where()}: launch_training makes it; a SLURM node reads it "
+                                   "through a shared home") from None
+    except OSError as exc:
+        raise EvidenceKeyError(f"cannot read the evidence key {_where()}: {exc.strerror or exc}") from None
+    try:
+        _create(path)
+        return _read(path)
+    except OSError as exc:
+        raise EvidenceKeyError(f"cannot create the evidence key {_where()}: {exc.strerror or exc}") from None
+
+
+def _canonical(value) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
+
+
+def _mac(secret: bytes, scope: Path, file: str, record: dict) -> str:
+    body = {k: v for k, v in record.items() if k != MAC}
+    payload = _canonical({"scope": str(Path(os.path.abspath(scope)).resolve()), "file": file, "record": body})
+    return hmac.new(secret, payload, hashlib.sha256).hexdigest()
+
+
+def sign(scope: Path, file: str, record: dict, create: bool = False, default=str) -> dict:
+    """`record` (made plain JSON, as it will be read back) with its `mac` over the scope folder (a run directory,
+    eval/), the file's path in it and the record, the launch id inside it."""
+    plain = json.loads(json.dumps({k: v for k, v in record.items() if k != MAC}, default=default))
+    return {**plain, MAC: _mac(key(create), scope, file, plain)}
+
+
+def valid(scope: Path, file: str, record, secret: bytes | None = None) -> bool:
+    """Whether `record` carries the mac llm-finetuning on this machine wrote for it there. False without a key."""
+    if not isinstance(record, dict) or not isinstance(record.get(MAC), str):
+        return False
+    if secret is None:
+        try:
+            secret = key()
+        except UserInputError:
+            return False
+    return hmac.compare_digest(record[MAC], _mac(secret, scope, file, record))
+
+
+def key_problem() -> str | None:
+    """Why no record can be verified here (no key, an unreadable one), None when the key reads."""
+    try:
+        key()
+    except UserInputError as exc:
+        return str(exc).removeprefix("evidence_key: ")
+    return None
+
+
+def unrecorded(file: str, line: int | None = None) -> str:
+    """The words every reader uses for a record it treats as absent."""
+    where = f"{file} line {line}" if line is not None else file
+    why = key_problem()
+    return (f"not recorded by llm-finetuning on this machine: {where} has no valid signature"
+            + (f" ({why})" if why else ""))
+
+
+def run_scope(run) -> Path:
+    return run.dir
+
+
+def run_file(run, path: Path) -> str:
+    """A run's evidence file as its records name it: its path inside the run directory."""
+    return Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(run.dir))).as_posix()
+
+
+def sign_run(run, path: Path, record: dict, create: bool = False, default=str) -> dict:
+    return sign(run.dir, run_file(run, path), record, create, default)
+
+
+def valid_run(run, path: Path, record, secret: bytes | None = None) -> bool:
+    return valid(run.dir, run_file(run, path), record, secret)
+
+
+def write_exit(run_dir: Path, code: int) -> Path:
+    """train/logs/exit.json: the launcher's signed record of how the training command ended, tagged with the
+    launch id it was started with."""
+    from mcp_server.runs import LAUNCH_ID_ENV, Run
+
+    run = Run(Path(run_dir))
+    record = {"exit_code": int(code)}
+    if os.environ.get(LAUNCH_ID_ENV):
+        record["launch_id"] = os.environ[LAUNCH_ID_ENV]
+    return atomic_write_json(run.inside(run.exit_record), sign_run(run, run.exit_record, record))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2 or argv[0] != "exit" or not argv[1].lstrip("-").isdigit():
+        print("usage: python -m mcp_server.evidence exit RC (in the run directory)", file=sys.stderr)
+        return 2
+    try:
+        write_exit(Path.cwd(), int(argv[1]))
+    except (UserInputError, OSError) as exc:
+        print(f"llm-finetuning: the exit record was not signed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
