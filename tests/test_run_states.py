@@ -500,7 +500,10 @@ def _status(run_dir: Path, **kw):
 
 
 def _progress(run, rows: list[dict]) -> None:
-    run.progress.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    """train/logs/progress.jsonl holding `rows`, each signed as the trainer appends it."""
+    run.progress.write_text("")
+    for row in rows:
+        append_signed(run.progress, row)
 
 
 @pytest.mark.parametrize("log_lines, want", [
@@ -536,7 +539,7 @@ def test_an_ended_runs_elapsed_time_stops_at_its_end(tmp_path, monkeypatch, ende
     def tweak(run):
         started = json.loads(run.run_json.read_text())["started_ts"]
         if ended_by == "outcome":
-            run.outcome.write_text(json.dumps({**json.loads(run.outcome.read_text()), "time": started + 20.0}))
+            write_signed(run.outcome, {**json.loads(run.outcome.read_text()), "time": started + 20.0})
         else:
             run.outcome.unlink()
             _progress(run, [{"step": 1, "time": started + 5.0, "loss": 0.1},
@@ -565,8 +568,7 @@ def test_a_progress_line_without_a_step_after_the_last_step_is_no_failure(tmp_pa
     """A succeeded run whose progress log ends with a line that holds no step (a note, a summary): the success
     check reads the last line WITH a step, and the run is still succeeded."""
     def tweak(run):
-        with open(run.progress, "a") as handle:
-            handle.write(json.dumps({"time": 1.0, "train_runtime": 12.0}) + "\n")
+        append_signed(run.progress, {"time": 1.0, "train_runtime": 12.0})
     status = _status(_cell(tmp_path, monkeypatch, "succeeded", tweak=tweak))
     assert status.state == "succeeded", status.message
 
@@ -578,7 +580,7 @@ def test_max_steps_is_training_begins_else_the_configs(tmp_path, monkeypatch, be
         if begin is None:
             run.train_begin.unlink()
         else:
-            run.train_begin.write_text(json.dumps({**json.loads(run.train_begin.read_text()), "max_steps": begin}))
+            write_signed(run.train_begin, {**json.loads(run.train_begin.read_text()), "max_steps": begin})
     run_dir = _cell(tmp_path, monkeypatch, "stopped", tweak=tweak)
     from mcp_server.training.status import list_runs
 
@@ -624,7 +626,7 @@ def test_a_stop_waits_from_the_latest_logged_step(tmp_path):
     assert stop_wait(run, now=now) == (pytest.approx(190.0 + 100.0 + 60.0), 200.0)
     # the step times of a progress log whose lines carry no time: from training's start
     _progress(run, [{"step": 1, "step_time": 300.0}])
-    run.train_begin.write_text(json.dumps({"time": now - 100.0}))
+    write_signed(run.train_begin, {"time": now - 100.0})
     assert stop_wait(run, now=now) == (pytest.approx(200.0 + 150.0 + 60.0), 300.0)
 
 
