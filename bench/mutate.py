@@ -321,8 +321,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "thread) still scores a pass"),
     # runs
     M("m3-runs-success-other-launch", "runs", "mcp_server/training/runrecord.py",
-      'if s.get("final") and (not isinstance(wanted, str) or s.get("launch_id") ==\n'
-      "                                                              wanted)]",
+      'if s.get("final") and (not isinstance(wanted, str) or\n'
+      "                                                                         s.get(\"launch_id\") == wanted)]",
       'if s.get("final")]',
       "a relaunch that never saved reads succeeded on an earlier launch's final save (a hand-written outcome.json "
       "is borne out by another launch's evidence)"),
@@ -388,7 +388,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a hub model's cached snapshot whose weights are overwritten in place after the verdict (same commit folder) "
       "keeps launch_training's gate open: the reviewed model is pinned by name and commit only"),
     M("m4-trainer-samples-not-rows", "gate", "mcp_server/inspection/trained.py",
-      "        differs += _samples_not_in(run, dataset, verdict)\n", "",
+      "        differs += _samples_not_in(run, dataset, verdict, spec.agentic is not None)\n", "",
       "a verdict on samples that are not rows of the data that trains (hand-written samples.jsonl whose prompts "
       "or columns the data does not hold, hashed into a verdict) passes the trainer's point-of-use check"),
     M("m4-trainer-verdict-removed-trains", "gate", "mcp_server/inspection/trained.py",
@@ -419,6 +419,51 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        "--remount-ro", "/",\n', "",
       "the sandbox's root (a tmpfs with no size cap) stays writable: model-written code writes files at /, outside "
       "/tmp's cap, and fills host memory 16 MB a file"),
+    # x5 (issue 48, killm4a): edges of the gate and the sandbox, each killed by a contract-table row
+    M("x5-trainer-sample-index-negative", "gate", "mcp_server/inspection/trained.py",
+      "0 <= index < len(dataset)", "index < len(dataset)",
+      "a reviewed sample with row_index -1 is checked against the data's last row: a sample whose index is no row "
+      "passes the trainer's check"),
+    M("x5-trainer-pin-keys-expected-only", "gate", "mcp_server/inspection/trained.py",
+      "for key in dict.fromkeys([*expected, *now])", "for key in expected",
+      "a part of what trains that the verdict's 'trained' pin lacks (a verdict that pins less) is never compared"),
+    M("x5-trainer-patch-first-wins", "gate", "mcp_server/inspection/trained.py",
+      "    for update in verdict.get(\"pin_updates\") or []:",
+      "    for update in (verdict.get(\"pin_updates\") or [])[::-1]:",
+      "after two resumes that patched one setting, the trainer compares with the first patch, not the last: the "
+      "resumed run is refused (or an older setting trains)"),
+    M("x5-trainer-resume-output-itself", "gate", "mcp_server/inspection/trained.py",
+      "(where == output or not where.is_relative_to(output))", "(not where.is_relative_to(output))",
+      "resume_from_checkpoint set to output_dir itself (no checkpoint of this run) passes the trainer's check"),
+    M("x5-gate-differs-route", "gate", "mcp_server/inspection/gate.py",
+      '"route": result.get("route"), "base_success_rate"', '"base_success_rate"',
+      "a hand-written verdict whose route is not the review's (review_again over sft_first) opens the gate"),
+    M("x5-gate-counts-disagree-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "        if (agree, len(ids) - agree) != (self.agree, self.disagree):", "        if agree != self.agree:",
+      "a verdict record whose disagree count is not its per-sample verdicts reads as a verdict"),
+    M("x5-pins-changes-old-keys-only", "gate", "mcp_server/inspection/pins.py",
+      "    for key in dict.fromkeys([*old, *new]):\n        before, after = old.get(key), new.get(key)",
+      "    for key in old:\n        before, after = old.get(key), new.get(key)",
+      "a pinned part that appeared after the verdict (an agentic environment, a prompt column) is not named as "
+      "changed"),
+    M("x5-pins-train-files-sidecar-anywhere", "gate", "mcp_server/inspection/pins.py",
+      "        if len(parts) == 1 and parts[0] in TRAIN_FILES_UNPINNED:",
+      "        if parts[-1] in TRAIN_FILES_UNPINNED:",
+      "train/sub/config.yaml (importable by train.py, pinned by no other pin) is left out of the pins: edited after "
+      "the verdict, the gate stays open"),
+    M("x5-sandbox-stderr-not-counted", "sandbox", "mcp_server/rewards/sandbox.py",
+      "stdout=subprocess.PIPE, stderr=subprocess.STDOUT,", "stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,",
+      "a solution that floods stderr is never stopped by the output cap, and its traceback is not in the output"),
+    M("x5-sandbox-output-head", "sandbox", "mcp_server/rewards/sandbox.py",
+      "output=output[-4000:]", "output=output[:4000]",
+      "a run's kept output is its first 4000 characters: the failing test's traceback is cut off"),
+    M("x5-harness-init-class-collected", "sandbox", "mcp_server/rewards/harness.py",
+      'isinstance(obj, type) and "__init__" not in obj.__dict__:', 'isinstance(obj, type):',
+      "a Test class with __init__ (pytest skips it) is instantiated: a right solution fails on the tests' helper "
+      "class"),
+    M("x5-harness-where-first-frame", "sandbox", "mcp_server/rewards/harness.py",
+      'at = f" (test line {lines[-1]})" if lines else ""', 'at = f" (test line {lines[0]})" if lines else ""',
+      "a failure in a helper the test calls is reported at the test's call, not at the assert that failed"),
     # runs
     M("m4-runs-log-tail-zero-lines", "runs", "mcp_server/training/runstate.py",
       "    if lines <= 0 or not (path.exists() or path.is_symlink()):",

@@ -396,6 +396,112 @@ def test_a_trl_output_folder_is_read_from_its_latest_checkpoint_by_step(tmp_path
     assert d.last_step == 10, (d.last_step, d.source_kind)
 
 
+# ---------------------------------------------------------------- the live guard judges the run (issue 49)
+DEAD = dict(reward=0.0, reward_std=0.0, frac_reward_zero_std=1.0, grad_norm=0.0, loss=0.0,
+            **{"rewards/correctness_reward/mean": 0.0, "rewards/correctness_reward/std": 0.0,
+               "rewards/format_reward/mean": 0.0, "rewards/format_reward/std": 0.0})
+
+
+def guarded_launch(run_dir: Path, steps: list[int], begin: int, mode: str, dead: bool = True) -> int:
+    """One training process as the Trainer drives the project's ProgressCallback: on_train_begin at the step it
+    resumes from, on_log per step (TRL's logs), the end-of-training summary, on_train_end; then write_outcome as
+    the emitted train.py calls it. Returns the step it ended at."""
+    from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        callback = ProgressCallback(run_dir, guard=mode)
+        args = SimpleNamespace(to_dict=lambda: {}, world_size=1, output_dir=str(run_dir / "checkpoints"),
+                               local_process_index=0, device=None)
+        state = SimpleNamespace(is_world_process_zero=True, global_step=begin, max_steps=4, epoch=0.0)
+        control = SimpleNamespace(should_training_stop=False, should_save=False)
+        callback.on_train_begin(args, state, control)
+        for step in steps:
+            state.global_step = step
+            callback.on_log(args, state, control, logs=trl_logs(step - 1, 4, **(DEAD if dead else {})))
+            if control.should_training_stop:
+                break
+        callback.on_log(args, state, control, logs={"train_runtime": 1.0, "train_loss": 0.0, "epoch": 1.0})
+        callback.on_train_end(args, state, control)
+        write_outcome(run_dir, "succeeded", global_step=state.global_step)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    return state.global_step
+
+
+@pytest.mark.parametrize("launches, mode, dead, state, warned", [
+    ([[1, 2], [3, 4]], "warn", True, "succeeded", True),  # the walk: stopped at 2, resumed to 4
+    ([[1, 2], [3, 4]], "stop", True, "failed", False),
+    ([[1, 2]], "warn", True, "succeeded", True),  # a 2-step run: its one update after the first log
+    ([[1, 2]], "stop", True, "failed", False),
+    ([[1], [2]], "warn", True, "succeeded", True),  # two launches of one log each
+    ([[1]], "warn", True, "succeeded", False),  # 1 step: no update after the first log to judge
+    ([[1, 2], [3, 4]], "warn", False, "succeeded", False),  # healthy
+])
+def test_the_live_guard_judges_the_run_across_resumes(tmp_path, workspace, launches, mode, dead, state, warned):
+    """Issue 49: smollm2, 4 steps in two launches of 2 (stopped at 2, resumed to 4), every step reward 0, zero
+    spread and grad_norm 0, was recorded "succeeded" with no warning and no guard.json: the guard judged each
+    launch's own 2 lines, one after its first. It judges the run: a resumed launch's window starts with the run's
+    signed lines, the first line that precedes an update is the run's; at its last look (training ended) every
+    logged update after the first without signal is a lost signal however few. `warn`: named in outcome.json's
+    warnings; `stop`: failed."""
+    run_dir = workspace / "runs" / "resumed"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    begin = 0
+    for steps in launches:
+        begin = guarded_launch(run_dir, steps, begin, mode, dead)
+    outcome = json.loads((run_dir / "train" / "logs" / "outcome.json").read_text())
+    assert outcome["state"] == state, outcome
+    assert any("signal_lost" in w for w in outcome.get("warnings", [])) == warned, outcome
+    if state == "failed":
+        assert "signal_lost" in outcome["error"]
+    if dead and len(launches) > 1 and mode == "stop":  # stopped at the first log of the resumed launch
+        assert begin == launches[1][0]
+
+
+@pytest.mark.slow
+def test_a_real_resumed_run_that_learned_nothing_is_named_in_its_outcome(tmp_path, workspace, tiny_model):
+    """The same end to end: TRL's GRPOTrainer on the tiny model with a reward that ignores the text (every group at
+    zero spread, grad_norm 0), 2 steps, then a resume to 4 from checkpoint-2 (a new trainer and callback, as a
+    resumed train.py), each ending as train.py ends. Before: both outcomes "succeeded", no warning."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcp_server.tiny import make_task
+    from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
+
+    run_dir = workspace / "runs" / "real-resumed"
+    (run_dir / "train" / "logs").mkdir(parents=True)
+    values = {"per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8, "logging_steps": 1,
+              "beta": 0.0, "seed": 0, "bf16": False, "use_vllm": False, "learning_rate": 1e-5, "save_steps": 2,
+              "output_dir": str(run_dir / "checkpoints"), "report_to": "none", "use_cpu": True, "disable_tqdm": True}
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({**values, "model_name_or_path": str(tiny_model)}))
+    (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(tiny_model), "gpu": "cpu",
+                                                                "num_gpus": 1, "guard": "warn"}))
+
+    def constant(completions, **columns):
+        return [1.0] * len(completions)
+
+    outcomes = []
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        for steps, resume in ((2, None), (4, str(run_dir / "checkpoints" / "checkpoint-2"))):
+            trainer = GRPOTrainer(model=str(tiny_model), reward_funcs=[constant],
+                                  args=GRPOConfig(**values, max_steps=steps),
+                                  train_dataset=Dataset.from_list(make_task(16)),
+                                  callbacks=[ProgressCallback(run_dir)])
+            trainer.train(resume_from_checkpoint=resume)
+            write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step)
+            outcomes.append(json.loads((run_dir / "train" / "logs" / "outcome.json").read_text()))
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    assert [o["global_step"] for o in outcomes] == [2, 4]
+    for outcome in outcomes:  # the 2-step launch (its one update after the first log) and the resumed run
+        assert outcome["state"] == "succeeded" and any("signal_lost" in w for w in outcome.get("warnings", [])), \
+            outcome
+
+
 # ---------------------------------------------------------------- the m4 audit (issue 48): which inputs are read
 def _run_dir(root: Path, progress: list[dict] | None = None) -> Path:
     """A run directory with CONFIG and, when given, `progress` as its train/logs/progress.jsonl (raw lines)."""

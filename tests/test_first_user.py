@@ -72,6 +72,19 @@ def test_sampling_a_launched_run_never_touches_its_evidence(workspace, tiny_mode
     assert Path(again["samples_path"]).parent == run.inspection / "explore-2"
 
 
+def test_exploring_a_launched_run_names_the_file_it_writes(workspace, tiny_model):
+    """Issue 49: the progress line of an exploratory sample (written to inspection/explore-<n>/) said "written to
+    inspection/samples.partial.jsonl", a file it never writes. The core API with its progress report."""
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+
+    run = _launched_run("explored")
+    lines: list[str] = []
+    sample_completions(SampleRequest(run=str(run.dir), num_prompts=2), report=lambda d, t, m: lines.append(m))
+    written = [m for m in lines if "written to" in m]
+    assert written and all("written to inspection/explore-1/samples.partial.jsonl" in m for m in written), lines
+
+
 def test_sampling_a_launched_agentic_run_is_refused_naming_the_way_to_explore(workspace):
     run = Run(hand_run(workspace, "agentic-launched", pid=1, state="running"))
     (run.train / "agentic.json").write_text("{}")
@@ -198,10 +211,14 @@ def test_a_model_name_typo_fails_at_once_naming_the_field(workspace, tmp_path):
 
 
 def test_emit_config_refuses_a_model_it_cannot_resolve(workspace):
-    proc = run_cli("emit-config", "--model", TYPO, "--dataset", "tiny", "--gpu", "cpu", "--run-name", "typo")
+    """Offline (the suite runs with HF_HUB_OFFLINE=1): the hub id it suggested could not be fetched here either,
+    and the download hint repeated the typo (issue 49). The offline names, and no download command for a typo."""
+    proc = run_cli("emit-config", "--model", TYPO, "--dataset", "tiny", "--gpu", "cpu", "--run-name", "typo",
+                   env={"HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 2, proc.stdout  # before: VALID
     assert proc.stderr.startswith(f"error: model: '{TYPO}' is not a local model directory"), proc.stderr
-    assert "Did you mean 'HuggingFaceTB/SmolLM2-135M-Instruct'?" in proc.stderr
+    assert "Did you mean 'smollm2-135m'?" in proc.stderr and "'tiny'" in proc.stderr, proc.stderr
+    assert "hf download" not in proc.stderr and "Did you mean 'HuggingFaceTB/" not in proc.stderr, proc.stderr
     assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
 
 
@@ -252,6 +269,8 @@ def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(
     front = card.split("---")[1]
     assert f"base_model: {smollm2.HUB_ID}" in front and str(tmp_path) not in front, front
     assert "GRPO fine-tune of `smollm2-135m`" in card
+    row = next(line for line in card.splitlines() if line.startswith("| Base model |"))  # was the cache path
+    assert row.startswith(f"| Base model | `{smollm2.HUB_ID}` (loaded from `") and str(converted) in row, row
 
 
 def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_model, tmp_path):

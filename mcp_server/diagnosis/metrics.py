@@ -65,6 +65,9 @@ class LoadedRun:
     request: RecordedRequest = field(default_factory=RecordedRequest)  # train/request.json beside the config
     reward_specs: list | None = None  # train/rewards.json
     lines_logged: int | None = None  # lines of a long JSON-lines log, of which `rows` is a sample (else None)
+    # the step of the run's first logged line (it precedes the run's first update); None: the first of `rows`.
+    # The live guard on a resumed launch sets it: its rows start after the run's, or hold the run's earlier lines.
+    first_step: int | None = None
 
     def series(self, name: str) -> list[tuple[int, float]]:
         """(step, value) for every row that logged `name` (NaN/inf kept: they are findings)."""
@@ -159,7 +162,7 @@ def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
     return row
 
 
-def _rows_from_records(records: list, path: Path, restarts: bool = False) -> list[dict]:
+def rows_from_records(records: list, path: Path, restarts: bool = False) -> list[dict]:
     """One row per step, sorted by step; a step logged twice keeps the later values. `restarts`: the records are
     an append-only log in the order it was written (progress.jsonl): a step lower than the one before is a
     resumed training process logging again from its checkpoint, so what the earlier attempt logged from that step
@@ -383,7 +386,7 @@ def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict]
             raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
     except OSError as exc:  # a file that refuses to be read (/proc/self/mem: EIO) is named, not a crash
         raise UserInputError("source", f"cannot read {path}: {exc.strerror or exc}") from None
-    rows = _rows_from_records(records, path, restarts=kind == "progress_jsonl")
+    rows = rows_from_records(records, path, restarts=kind == "progress_jsonl")
     if not rows and not allow_empty:
         raise UserInputError(
             "source", f"{path} holds no logged training step (no row with a numeric metric such as loss, reward or "
@@ -407,7 +410,7 @@ def rows_from_log(text: str) -> list[dict]:
             continue
         if isinstance(record, dict) and any(k in record for k in ("loss", "reward", "grad_norm", "learning_rate")):
             records.append(record)
-    return _rows_from_records(records, Path("log"))
+    return rows_from_records(records, Path("log"))
 
 
 # ---------------------------------------------------------------- config and log

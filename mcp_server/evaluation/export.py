@@ -72,7 +72,8 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
         "",
         "| | |",
         "|---|---|",
-        f"| Base model | `{base}` |",
+        f"| Base model | `{hub_id or name}`" + (f" (loaded from `{base}`)" if base not in (hub_id, name) else "")
+        + " |",
         f"| Training config sha256 | `{config_sha or 'unknown'}` |",
         f"| Checkpoint content sha256 | `{ckpt_sha or 'unknown'}` |",
         f"| Reward functions | {', '.join(reward_names) or 'unknown'} |",

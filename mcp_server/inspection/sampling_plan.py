@@ -91,8 +91,10 @@ class Progress:
     (max_new_tokens for each call to come), so it is never 0 while a call remains (issue 49: "about 0 s left" with
     one of two calls to go, the rate inflated by counting a finished call as max_new_tokens steps)."""
 
-    def __init__(self, report: Report, plan: dict):
-        self.report, self.plan = report, plan
+    def __init__(self, report: Report, plan: dict, partial: str = "inspection/samples.partial.jsonl"):
+        """`partial`: the file each finished call is appended to, as the run names it (a launched run's
+        exploration writes inspection/explore-<n>/samples.partial.jsonl)."""
+        self.report, self.plan, self.partial = report, plan, partial
         self.first: tuple[float, float] | None = None  # (time, decode steps run) at the first report: the rate
         # is measured from there, after the model has loaded
         self.total = plan["num_prompts"]
@@ -129,4 +131,4 @@ class Progress:
         calls_done = -(-done // self.per_call)
         self.ran, self.current = self.ran + self.current, 0
         self.report(done, self.total, f"sampled {done}/{self.total} prompts x {self.plan['n']}, written to "
-                    "inspection/samples.partial.jsonl" + self._left(calls_done))
+                    f"{self.partial}" + self._left(calls_done))

@@ -133,12 +133,16 @@ def _samples_not_in(run: Run, dataset, verdict: dict, agentic: bool) -> list[str
     """The reviewed samples whose prompt or columns are not their row of the data that trains (a sample written
     by hand, or drawn from other data), or that are not the samples the verdict signed (read once: the bytes
     hashed are the lines compared)."""
-    with open_regular(run.samples) as handle:
-        data = handle.read()
-    if hashlib.sha256(data).hexdigest() != verdict.get("samples_sha256"):
+    try:
+        with open_regular(run.samples) as handle:
+            data = handle.read()
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):  # removed, not a regular file or unreadable since the verdict: refused
+        data, text = None, ""
+    if data is None or hashlib.sha256(data).hexdigest() != verdict.get("samples_sha256"):
         return ["inspection/samples.jsonl is not the samples the verdict signed"]
     bad = []
-    for line in data.decode("utf-8").splitlines():
+    for line in text.splitlines():
         sample = json.loads(line) if line.strip() else None
         if sample is None:
             continue

@@ -107,8 +107,8 @@ def plan(spec: RunSpec, *, num_gpus: int | None = None, gpu_memory_gib: float | 
     """The memory plan of a run (recipe.runspec.RunSpec: its config, records and target) on its target, or on
     `num_gpus` of its GPU (a launch's GPUs): what the other cores call (plan_memory is the tool's door, which builds
     the spec from its request). None is 'not given': the planner's default. Levers are not re-validated one by one
-    unless asked."""
-    target = spec.target
+    unless asked. A target over several nodes is planned as its GPUs pooled (config.target.Target.pooled)."""
+    target = spec.target.pooled()
     given = {"vllm_server_gpus": target.vllm_server_gpus, "prompt_length": prompt_length, "strategy": strategy}
     return _plan(spec, PlanOptions(gpu=None if target.cpu else target.gpu, gpu_memory_gib=gpu_memory_gib,
                                    num_gpus=num_gpus or target.num_gpus, validate_levers=validate_levers,
