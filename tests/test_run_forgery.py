@@ -467,3 +467,32 @@ def test_f1_a_real_training_killed_then_forged_reads_failed(workspace, tiny_mode
     (run_dir / "train" / "logs" / "progress.jsonl").unlink()
     forge_success(run_dir, tiny_model)
     assert_not_succeeded(run_dir)
+
+
+# ---------------------------------------------------------------- the m4 audit (issue 48): run.json lost at the end
+from test_run_states import OLD, Event, _cell, _status, lineage  # noqa: E402  (the run-state table's cells)
+
+
+ENDED_THEN_RECORD_LOST = {  # run.json removed after the run ended: its signed end records still tell how
+    "stopped": (lineage("stopped"), "stopped"),
+    "stopped-without-outcome": ([*lineage("stopping"), Event("stopped", OLD, step=2), Event("exit_code", 0)],
+                                "stopped"),
+    "failed-exit-1": ([*lineage("running"), Event("exit_code", 1)], "failed"),
+    "exit-0-without-outcome": ([*lineage("running"), Event("exit_code", 0)], "unknown"),
+    "succeeded": (lineage("succeeded"), "succeeded"),
+    "forged-outcome-never-trained": ([*lineage("launching"), Event("outcome", (OLD, "succeeded")),
+                                      Event("exit_code", 0)], "failed"),
+}
+
+
+@pytest.mark.parametrize("case", list(ENDED_THEN_RECORD_LOST))
+def test_an_ended_run_whose_run_json_was_removed_reads_from_its_end_records(tmp_path, monkeypatch, case):
+    """No run.json and no live process: the run's signed end records (outcome, stopped.json, the exit record)
+    say how it ended, an outcome of success only where its evidence bears it out; neither: unknown."""
+    from mcp_server.training.status import list_runs
+
+    events, want = ENDED_THEN_RECORD_LOST[case]
+    run_dir = _cell(tmp_path, monkeypatch, want, events, tweak=lambda run: run.run_json.unlink())
+    status = _status(run_dir)
+    assert (status.state, status.alive) == (want, False), status.message
+    assert {Path(r.run_dir).name: r.state for r in list_runs().runs}[run_dir.name] == want

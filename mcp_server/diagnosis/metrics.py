@@ -155,7 +155,8 @@ def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
             number = math.nan
         if number is not None or name not in row:
             row[name] = number if number is not None else row.get(name)
-    if not any(v is not None for v in row.values()):
+    # epoch alone is no logged step: an evaluation logged at a step of its own (eval_* only) carries it too
+    if not any(v is not None for k, v in row.items() if k != "epoch"):
         return None
     row["step"] = int(step) if step is not None and math.isfinite(step) else index + 1
     return row
