@@ -169,7 +169,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "zero grad_norm logs (TRL writes 0 for a batch with no advantage) become the running level: a spike after "
       "them is missed"),
     M("diagnosis-signal-lost-first-row", "diagnosis", "mcp_server/diagnosis/signal.py",
-      "    rows = ctx.run.rows[1:]\n", "    rows = ctx.run.rows\n",
+      '    rows = [r for r in ctx.run.rows if r["step"] != first]\n', "    rows = ctx.run.rows\n",
       "the first log (before any update, grad_norm 0) counts towards signal_lost: a 2-log healthy start is "
       "stopped by the guard"),
     # ------------------------------------------------------------------ runs and launchers
@@ -346,8 +346,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the file"),
     # diagnosis
     M("m3-diagnosis-resume-not-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      'rows = _rows_from_records(records, path, restarts=kind == "progress_jsonl")',
-      'rows = _rows_from_records(records, path, restarts=kind == "jsonl")',
+      'rows = rows_from_records(records, path, restarts=kind == "progress_jsonl")',
+      'rows = rows_from_records(records, path, restarts=kind == "jsonl")',
       "a run resumed from its checkpoint after a NaN keeps the discarded attempt's NaN steps in its progress log's "
       "reading: diagnose_run reports nan_loss on a healthy resumed run"),
     M("m3-diagnosis-old-reward-names", "diagnosis", "mcp_server/diagnosis/metrics.py",
