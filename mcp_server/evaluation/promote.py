@@ -234,7 +234,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     atomic_write_json(Path(result.result_path), sign_run(run, run.promotion, {  # signed for this run, bound to the
         **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],  # checkpoint's content hash
         "min_improvement_points": request.min_improvement_points,
-        "baseline_sha256": sha256_file(Path(result.baseline_path))}, create=True))  # the next promotion refuses it edited
+        "baseline_sha256": sha256_file(Path(result.baseline_path))},  # the next promotion refuses it edited
+        create=True))
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
 
@@ -328,7 +329,8 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
     edited, and decides nothing."""
     sha = sha256_file(path)
     earlier = read_json_if_present(run.promotion)
-    earlier = earlier if valid_run(run, run.promotion, earlier) and Path(str(earlier.get("baseline_path"))).name == path.name else {}
+    earlier = (earlier if valid_run(run, run.promotion, earlier)  # an unsigned one recorded nothing
+               and Path(str(earlier.get("baseline_path"))).name == path.name else {})
     recorded = ((read_run_json(run) or {}).get("baselines") or {}).get(path.name) or earlier.get("baseline_sha256")
     if recorded and recorded != sha:
         raise UserInputError("baseline", f"{path} (sha256 {sha[:12]}) is not the baseline this run recorded "
