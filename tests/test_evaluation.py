@@ -428,10 +428,9 @@ def test_a_checkpoint_that_never_disagrees_with_its_base_is_not_promoted(workspa
 def test_a_rejection_rewritten_to_a_promotion_by_hand_is_never_exported(workspace, tiny_model, small_task):
     """Issue 48, seventh round (F2): a real REJECT's promotion.json rewritten by hand (every item's completion and
     score a pass, the rates recomputed, verdict PROMOTE) re-derived as a PROMOTE, and export_model exported it as
-    promoted. promote_checkpoint signs promotion.json for the run (with the checkpoint's content hash in it): an
+    promoted. promote_checkpoint signs promotion.json, the checkpoint's content hash in it (evidence.py): an
     unsigned one vouches for nothing, and is named."""
     from mcp_server.evaluation.promote import promotion_problems
-    from mcp_server.runs import Run
 
     goldens, _ = small_task
     evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=MAX_NEW))
@@ -453,7 +452,7 @@ def test_a_rejection_rewritten_to_a_promotion_by_hand_is_never_exported(workspac
     assert "is not a promotion promote_checkpoint measured" in str(refused.value), str(refused.value)
     assert "promotion.json has no valid signature" in str(refused.value), str(refused.value)
     assert not (run / "export").exists()
-    assert promotion_problems(Run(run), forged) == [
+    assert promotion_problems(forged) == [
         "not recorded by llm-finetuning on this machine: promotion.json has no valid signature"]
     forged["mac"] = json.loads((workspace / "eval" / "baselines.jsonl").read_text().splitlines()[0])["mac"]
     path.write_text(json.dumps(forged))  # another record's signature: not this file's

@@ -18,11 +18,10 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
-from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, state_refusal
+from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, promotion_signed, state_refusal
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
-from mcp_server.evidence import valid_run
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_text, sha256_file, sha256_tree
@@ -103,7 +102,7 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
     promotion = read_json_if_present(run.promotion)
     if not isinstance(promotion, dict):
         return None, None
-    forged = promotion_problems(run, promotion)[:1] if not valid_run(run, run.promotion, promotion) else []
+    forged = promotion_problems(promotion)[:1] if not promotion_signed(promotion) else []
     if forged:  # unsigned (written or copied by hand): no verdict at all, PROMOTE or REJECT
         return None, f"{run.promotion} is not a promotion promote_checkpoint measured: {forged[0]}"
     judged = promotion.get("checkpoint_sha256")
@@ -113,7 +112,7 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
                          if isinstance(judged, str) else "promotion.json records no content hash") + ")")
     if promotion.get("verdict") != "PROMOTE":
         return promotion, None
-    forged = promotion_problems(run, promotion)
+    forged = promotion_problems(promotion)
     refusal = checkpoint_refusal(run, config, ckpt, given)
     if refusal and not forged:  # a promotion never vouches for a model promote_checkpoint would refuse to judge
         forged = [str(refusal)]

@@ -42,7 +42,7 @@ from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
-from mcp_server.evidence import run_file, sign_run, unrecorded, valid_run
+from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
 from mcp_server.training.runstate import derive_state
@@ -231,8 +231,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         report_path=str(run.promotion_report),
         result_path=str(run.promotion),
     )
-    atomic_write_json(Path(result.result_path), sign_run(run, run.promotion, {  # signed for this run, bound to the
-        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],  # checkpoint's content hash
+    atomic_write_json(Path(result.result_path), sign(eval_root(), PROMOTION, {  # signed, bound to the checkpoint's
+        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],  # content hash (promotion_signed)
         "min_improvement_points": request.min_improvement_points,
         "baseline_sha256": sha256_file(Path(result.baseline_path))},  # the next promotion refuses it edited
         create=True))
@@ -277,7 +277,18 @@ def checkpoint_refusal(run: Run, config: dict, ckpt: Path, given: bool) -> UserI
     return None
 
 
-def promotion_problems(run: Run, promotion: dict) -> list[str]:
+PROMOTION = "promotion.json"
+
+
+def promotion_signed(promotion) -> bool:
+    """Whether promotion.json is one promote_checkpoint signed (evidence.py; issue 48, seventh round). Signed under
+    the workspace's eval/ with the judged checkpoint's content hash inside, not under the run's path: a moved run
+    keeps its promotion, and a copy into another run vouches only for a model of the same content, which
+    checkpoint_refusal and the hash check still judge there."""
+    return valid(eval_root(), PROMOTION, promotion)
+
+
+def promotion_problems(promotion: dict) -> list[str]:
     """Why promotion.json is not a measurement promote_checkpoint made: first, promote_checkpoint signs it for the
     run (evidence.py; issue 48, seventh round: a hand-written one whose items and rates were all rewritten to a
     PROMOTE re-derived as one); then re-derived from what it keeps (issue 48: a hand-written one, or one against a
@@ -285,8 +296,8 @@ def promotion_problems(run: Run, promotion: dict) -> list[str]:
     it names is a file in eval/ with the sha256 it recorded, its pass rate and goldens; the per-golden results it
     kept grade as recorded and give its pass rate; the rule applied to them (the improvement's interval, the
     drift budget) gives its verdict. [] when it holds."""
-    if not valid_run(run, run.promotion, promotion):
-        return [unrecorded(run_file(run, run.promotion))]
+    if not promotion_signed(promotion):
+        return [unrecorded(PROMOTION)]
     path = Path(str(promotion.get("baseline_path") or "?"))
     if path.parent.resolve() != eval_root().resolve() or not path.is_file():
         return [f"the baseline it names ({path}) is not a baseline in {eval_root()}"]
@@ -329,7 +340,7 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
     edited, and decides nothing."""
     sha = sha256_file(path)
     earlier = read_json_if_present(run.promotion)
-    earlier = (earlier if valid_run(run, run.promotion, earlier)  # an unsigned one recorded nothing
+    earlier = (earlier if promotion_signed(earlier)  # an unsigned one recorded nothing
                and Path(str(earlier.get("baseline_path"))).name == path.name else {})
     recorded = ((read_run_json(run) or {}).get("baselines") or {}).get(path.name) or earlier.get("baseline_sha256")
     if recorded and recorded != sha:
