@@ -200,9 +200,13 @@ def record_launch(run_dir: Path, launch_id: str) -> Path:
     key, outside the workspace, signed: what a workspace writer cannot write, copy back or remove. Each launch
     replaces it."""
     path, folder = _launch_entry(run_dir)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return atomic_write_json(path, sign(Path(folder), "launch", {"launch_id": launch_id, "run_dir": folder},
-                                        create=True))
+    record = sign(Path(folder), "launch", {"launch_id": launch_id, "run_dir": folder}, create=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return atomic_write_json(path, record)
+    except OSError as exc:
+        raise EvidenceKeyError(f"cannot record the launch in {path.parent} (beside the evidence key {_where()}): "
+                               f"{exc.strerror or exc}; nothing was started") from None
 
 
 def recorded_launch(run_dir: Path) -> str | None:
