@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import cli_here
-from support import append_signed, write_exit, write_signed
+from support import append_signed, record_launch, write_exit, write_signed
 
 
 def dead_run(workspace: Path, name: str, launch_id: str) -> Path:
@@ -427,6 +427,58 @@ def test_without_the_key_nothing_reads_as_recorded_and_the_trainer_refuses_to_st
 
     seen = training_status(StatusRequest(run=str(run_dir)))
     assert seen.state == "failed" and "inside the workspace" in seen.note, seen.note
+
+
+@pytest.mark.parametrize("how", ["launch_id-rewritten", "launch_id-removed", "run.json-removed"])
+def test_f1_an_earlier_launchs_signed_records_put_back_never_make_a_killed_launch_succeed(workspace, tiny_model,
+                                                                                          how):
+    """F1, seventh round: launch 1 succeeded (every record signed); launch 2 (archive_previous) was killed. Launch
+    1's signed logs and checkpoints copied back from archive/attempt-1 and launch 1's id written into run.json (or
+    the id, or run.json, removed: "any launch") made launch 2 read succeeded: run.json is the forger's to write.
+    The launch id that counts is the launcher's record outside the workspace: the run reads failed."""
+    run_dir = ended_run(workspace, tiny_model, "replay", "succeeded")
+    first, second = "r" * 32, "s" * 32
+    record_launch(run_dir, first)
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    assert training_status(StatusRequest(run=str(run_dir))).state == "succeeded"  # the launcher's own: read
+    archive = run_dir / "archive" / "attempt-1"  # what --archive-previous moves, then launch 2
+    archive.mkdir(parents=True)
+    for name in ("run.json", "checkpoints"):
+        (run_dir / name).rename(archive / name)
+    (run_dir / "train" / "logs").rename(archive / "logs")
+    dead_run(workspace, "replay-2", second)  # launch 2's run.json, as launch_training writes it
+    shutil.move(workspace / "runs" / "replay-2" / "run.json", run_dir / "run.json")
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**record, "cwd": str(run_dir)}))
+    record_launch(run_dir, second)
+    (run_dir / "train" / "logs").mkdir()
+    write_exit(run_dir, 137, second)  # killed
+    assert training_status(StatusRequest(run=str(run_dir))).state == "failed"
+    shutil.rmtree(run_dir / "train" / "logs")  # the forger: launch 1's records and models put back
+    shutil.copytree(archive / "logs", run_dir / "train" / "logs")
+    shutil.copytree(archive / "checkpoints", run_dir / "checkpoints")
+    record = json.loads((run_dir / "run.json").read_text())
+    if how == "run.json-removed":
+        (run_dir / "run.json").unlink()
+    else:
+        record = {**record, "state": "succeeded", "launch_id": first}
+        if how == "launch_id-removed":
+            del record["launch_id"]
+        (run_dir / "run.json").write_text(json.dumps(record))
+    if how != "run.json-removed":
+        assert_not_succeeded(run_dir, says="outcome.json is of another launch")
+        return
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    status = training_status(StatusRequest(run=str(run_dir)))  # its logs, no end of this launch: not succeeded
+    assert status.state == "unknown" and "outcome.json is of another launch" in status.note, status
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir)))
+    assert refused.value.field == "run" and "not succeeded" in str(refused.value), str(refused.value)
 
 
 @pytest.mark.slow

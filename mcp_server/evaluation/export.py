@@ -18,7 +18,7 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
-from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, state_refusal
+from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, promotion_signed, state_refusal
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
@@ -102,6 +102,9 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
     promotion = read_json_if_present(run.promotion)
     if not isinstance(promotion, dict):
         return None, None
+    forged = promotion_problems(promotion)[:1] if not promotion_signed(promotion) else []
+    if forged:  # unsigned (written or copied by hand): no verdict at all, PROMOTE or REJECT
+        return None, f"{run.promotion} is not a promotion promote_checkpoint measured: {forged[0]}"
     judged = promotion.get("checkpoint_sha256")
     if judged != ckpt_sha:
         return None, (f"{ckpt} (content sha256 {ckpt_sha[:12]}) is not the checkpoint the promotion judged ("

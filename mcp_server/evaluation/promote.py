@@ -42,6 +42,7 @@ from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
 from mcp_server.training.runstate import derive_state
@@ -230,10 +231,11 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         report_path=str(run.promotion_report),
         result_path=str(run.promotion),
     )
-    atomic_write_json(Path(result.result_path), {
-        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],
+    atomic_write_json(Path(result.result_path), sign(eval_root(), PROMOTION, {  # signed, bound to the checkpoint's
+        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],  # content hash (promotion_signed)
         "min_improvement_points": request.min_improvement_points,
-        "baseline_sha256": sha256_file(Path(result.baseline_path))})  # the next promotion refuses it edited
+        "baseline_sha256": sha256_file(Path(result.baseline_path))},  # the next promotion refuses it edited
+        create=True))
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
 
@@ -275,12 +277,27 @@ def checkpoint_refusal(run: Run, config: dict, ckpt: Path, given: bool) -> UserI
     return None
 
 
+PROMOTION = "promotion.json"
+
+
+def promotion_signed(promotion) -> bool:
+    """Whether promotion.json is one promote_checkpoint signed (evidence.py; issue 48, seventh round). Signed under
+    the workspace's eval/ with the judged checkpoint's content hash inside, not under the run's path: a moved run
+    keeps its promotion, and a copy into another run vouches only for a model of the same content, which
+    checkpoint_refusal and the hash check still judge there."""
+    return valid(eval_root(), PROMOTION, promotion)
+
+
 def promotion_problems(promotion: dict) -> list[str]:
-    """Why promotion.json is not a measurement promote_checkpoint made, re-derived from what it keeps (issue 48: a
-    hand-written one, or one against a baseline that never existed, PROMOTEd with no measurement): the baseline
+    """Why promotion.json is not a measurement promote_checkpoint made: first, promote_checkpoint signs it for the
+    run (evidence.py; issue 48, seventh round: a hand-written one whose items and rates were all rewritten to a
+    PROMOTE re-derived as one); then re-derived from what it keeps (issue 48: a hand-written one, or one against a
+    baseline that never existed, PROMOTEd with no measurement): the baseline
     it names is a file in eval/ with the sha256 it recorded, its pass rate and goldens; the per-golden results it
     kept grade as recorded and give its pass rate; the rule applied to them (the improvement's interval, the
     drift budget) gives its verdict. [] when it holds."""
+    if not promotion_signed(promotion):
+        return [unrecorded(PROMOTION)]
     path = Path(str(promotion.get("baseline_path") or "?"))
     if path.parent.resolve() != eval_root().resolve() or not path.is_file():
         return [f"the baseline it names ({path}) is not a baseline in {eval_root()}"]
@@ -323,7 +340,8 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
     edited, and decides nothing."""
     sha = sha256_file(path)
     earlier = read_json_if_present(run.promotion)
-    earlier = earlier if isinstance(earlier, dict) and Path(str(earlier.get("baseline_path"))).name == path.name else {}
+    earlier = (earlier if promotion_signed(earlier)  # an unsigned one recorded nothing
+               and Path(str(earlier.get("baseline_path"))).name == path.name else {})
     recorded = ((read_run_json(run) or {}).get("baselines") or {}).get(path.name) or earlier.get("baseline_sha256")
     if recorded and recorded != sha:
         raise UserInputError("baseline", f"{path} (sha256 {sha[:12]}) is not the baseline this run recorded "
