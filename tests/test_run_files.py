@@ -101,3 +101,31 @@ def test_the_layout_declares_its_folders():
     assert FOLDERS <= members, FOLDERS - members
     assert set(file_members()) == members - FOLDERS - {"name"}
     assert {"run_json", "config", "progress", "exit_code", "outcome", "train_begin"} <= set(file_members())
+
+
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_an_archive_link_is_refused_before_anything_moves(where, made, tmp_path):
+    """Round 7 (D1): archive/ a link (to a folder outside the workspace, or even inside the run) and launch with
+    archive_previous moved run.json, the logs and the checkpoints through it. Refused naming archive/, nothing
+    moved."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = made.parent / f"archive-link-{where}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    target = tmp_path / "elsewhere" if where == "outside" else run_dir / "train" / "elsewhere"
+    target.mkdir()
+    (run_dir / "archive").symlink_to(target)
+    def files():  # the run lock the launch takes aside
+        return sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != ".launch.lock")
+
+    before = files()
+    try:
+        result = launch_training(LaunchRequest(run=str(run_dir), archive_previous=True))
+        said = " ".join(r.message for r in result.refusals)
+        assert not result.launched and "archive" in said and "symbolic link" in said, said
+        assert files() == before
+        assert not any(target.iterdir())
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -144,6 +144,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         raise UserInputError(
             "run", f"{run.export} holds an earlier export: nothing is overwritten. Set archive_previous "
             "(CLI: --archive-previous) to move it to archive/ first, or export another run")
+    if run.export.exists():
+        run.archive_slot("export")  # archive/ a link out of the run: refused before the model loads
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
