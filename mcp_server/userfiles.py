@@ -67,6 +67,45 @@ def open_regular(path: str | Path, mode: str | None = None, **options):
         raise
 
 
+BLANK = b"\0 \t\r\n"  # what a content end skips: whitespace and NUL runs (a sparse hole reads as NULs)
+
+
+def data_after(handle, offset: int) -> int:
+    """The first offset at or after `offset` that may hold data: a sparse hole (`truncate -s +3G`) is skipped
+    without reading it (SEEK_DATA); `offset` itself where the system cannot say. The file's size when only a hole
+    follows."""
+    try:
+        return os.lseek(handle.fileno(), offset, os.SEEK_DATA)
+    except OSError as exc:  # ENXIO: no data after offset; EINVAL and others: no answer, read on
+        return os.fstat(handle.fileno()).st_size if exc.errno == errno.ENXIO else offset
+    except AttributeError:  # no SEEK_DATA here
+        return offset
+
+
+def content_end(handle, size: int, chunk: int = 1 << 20) -> int:
+    """The offset just after the last byte of `handle` (an open binary file of `size` bytes) that is neither
+    whitespace nor NUL: trailing holes are skipped by SEEK_DATA, written NUL runs read back in `chunk`-sized
+    pieces, so memory stays bounded whatever the file holds. 0 when it holds nothing else."""
+    end, start = 0, 0
+    while start < size:  # the end of the last data extent (one step for a file without holes)
+        at = data_after(handle, start)
+        if at >= size:
+            break
+        try:
+            end = os.lseek(handle.fileno(), at, os.SEEK_HOLE)
+        except (OSError, AttributeError):
+            end = size
+        start = max(end, at + 1)
+    while end > 0:
+        begin = max(0, end - chunk)
+        handle.seek(begin)
+        kept = handle.read(end - begin).rstrip(BLANK)
+        if kept:
+            return begin + len(kept)
+        end = begin
+    return 0
+
+
 def read_bytes(path: str | Path, field: str) -> bytes:
     try:
         with open_regular(path) as handle:
