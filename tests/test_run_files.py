@@ -129,3 +129,31 @@ def test_an_archive_link_is_refused_before_anything_moves(where, made, tmp_path)
         assert not any(target.iterdir())
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_a_progress_log_with_a_sparse_hole_is_read_in_bounded_memory(made):
+    """Round 7 (M1): `truncate -s +3G progress.jsonl` (a hole: NUL bytes, no disk used) made training_status read
+    the whole file into memory (7.1 GB, 74 s). Now the hole is skipped: the last real step is named, the health
+    check reads the log, and Python's peak allocation stays small."""
+    import json
+    import tracemalloc
+
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    run_dir = made.parent / "sparse-progress"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    progress = Run(run_dir).progress
+    last_step = json.loads(progress.read_text().splitlines()[-1])["step"]
+    os.truncate(progress, progress.stat().st_size + (1 << 30))
+    tracemalloc.start()
+    try:
+        status = _answer(lambda: training_status(StatusRequest(run=str(run_dir))))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+    assert peak < 200 << 20, f"peak {peak >> 20} MiB"
+    assert status.step == last_step and status.latest["step"] == last_step, status.message
+    assert "diagnosis failed" not in status.health_note, status.health_note
