@@ -91,7 +91,6 @@ that makes it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
@@ -366,29 +365,9 @@ class Run:
         return self.dir / "archive"
 
     def archive_slot(self, kind: str, folder: Path | None = None) -> Path:
-        """The next free archive/<kind>-<n>/ (or <folder>/<kind>-<n>/; not created). UserInputError('run') when
-        archive/ is a symbolic link or leads outside the run (round 7: a link to /elsewhere moved the run's
-        record, logs and checkpoints out of the workspace): what is archived stays inside the run."""
-        problem = None if folder else self.archive_problem()
-        if problem:
-            raise UserInputError("run", problem)
+        """The next free archive/<kind>-<n>/ (or <folder>/<kind>-<n>/; not created)."""
         base = folder or self.archive
         return next(base / f"{kind}-{n}" for n in count(1) if not (base / f"{kind}-{n}").exists())
-
-    def archive_problem(self) -> str | None:
-        """Why archive/ cannot take what an archive flag moves aside (a link, or a folder outside the run); None
-        when it can (absent, or a real folder inside the run)."""
-        path = self.archive
-        try:
-            outside = not path.resolve().is_relative_to(self.dir.resolve())
-        except (OSError, RuntimeError):  # a link loop
-            outside = True
-        if not path.is_symlink() and not outside:
-            return None
-        where = os.readlink(path) if path.is_symlink() else short(path.resolve())
-        return (f"{short(path)} is a symbolic link (to {where}) or leads outside the run: nothing is archived "
-                "through it (the run's record, logs and checkpoints would leave the run); replace it with a "
-                "directory, or remove it")
 
     def inside(self, path: Path) -> Path:
         """`path` (a file of this run to be written) when the folder it lands in is inside the run directory;

@@ -75,11 +75,22 @@ def data_after(handle, offset: int) -> int:
     without reading it (SEEK_DATA); `offset` itself where the system cannot say. The file's size when only a hole
     follows."""
     try:
-        return os.lseek(handle.fileno(), offset, os.SEEK_DATA)
+        return _probe(handle, offset, os.SEEK_DATA)
     except OSError as exc:  # ENXIO: no data after offset; EINVAL and others: no answer, read on
         return os.fstat(handle.fileno()).st_size if exc.errno == errno.ENXIO else offset
     except AttributeError:  # no SEEK_DATA here
         return offset
+
+
+def _probe(handle, offset: int, whence: int) -> int:
+    """os.lseek(offset, whence) on `handle`'s descriptor, its position put back: the buffered file object keeps
+    its own idea of where the descriptor stands."""
+    fd = handle.fileno()
+    here = os.lseek(fd, 0, os.SEEK_CUR)
+    try:
+        return os.lseek(fd, offset, whence)
+    finally:
+        os.lseek(fd, here, os.SEEK_SET)
 
 
 def content_end(handle, size: int, chunk: int = 1 << 20) -> int:
@@ -92,7 +103,7 @@ def content_end(handle, size: int, chunk: int = 1 << 20) -> int:
         if at >= size:
             break
         try:
-            end = os.lseek(handle.fileno(), at, os.SEEK_HOLE)
+            end = _probe(handle, at, os.SEEK_HOLE)
         except (OSError, AttributeError):
             end = size
         start = max(end, at + 1)
@@ -104,6 +115,27 @@ def content_end(handle, size: int, chunk: int = 1 << 20) -> int:
             return begin + len(kept)
         end = begin
     return 0
+
+
+def last_lines(handle, size: int, span: int, line_limit: int) -> tuple[list[tuple[int, bytes]], int]:
+    """The non-blank lines of the last `span` bytes before the content end of `handle` (content_end: a trailing
+    hole or NUL run is read past, not loaded), as (offset, line), and how many were over `line_limit` (skipped).
+    A line cut by the span's start is left out."""
+    end = content_end(handle, size)
+    span = min(span, end)
+    handle.seek(end - span)
+    data, offset = handle.read(span), end - span
+    if span < end:
+        cut = data.find(b"\n") + 1
+        data, offset = data[cut:], offset + cut
+    found, skipped = [], 0
+    for raw in data.split(b"\n"):
+        if len(raw) > line_limit:
+            skipped += 1
+        elif raw.strip(BLANK):
+            found.append((offset, raw))
+        offset += len(raw) + 1
+    return found, skipped
 
 
 def read_bytes(path: str | Path, field: str) -> bytes:

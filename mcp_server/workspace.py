@@ -191,3 +191,19 @@ def sha256_tree(folder: Path) -> str:
             continue
         digest.update(f"{rel.as_posix()}\0{sha256_file(path)}\n".encode())
     return digest.hexdigest()
+
+
+def archive_problem(run_dir: Path) -> str | None:
+    """Why <run_dir>/archive/ cannot take what an archive flag moves aside (round 7: a link to /elsewhere moved the
+    run's record, logs and checkpoints out of the workspace): a symbolic link, or a folder resolving outside the
+    run. None when it can (absent, or a real folder inside the run)."""
+    path = Path(run_dir) / "archive"
+    try:
+        outside = not path.resolve().is_relative_to(Path(run_dir).resolve())
+    except (OSError, RuntimeError):  # a link loop
+        outside = True
+    if not path.is_symlink() and not outside:
+        return None
+    where = os.readlink(path) if path.is_symlink() else str(path.resolve())
+    return (f"{path} is a symbolic link (to {where}) or leads outside the run: nothing is archived through it "
+            "(the run's record, logs and checkpoints would leave the run); replace it with a directory, or remove it")

@@ -1422,7 +1422,7 @@ CHANGE_ROWS = {  # name -> (old pins, new pins, every text the lines must hold)
     "a data entry added": ({"data": [_data(("/d/a.jsonl", "1"))]},
                            {"data": [_data(("/d/a.jsonl", "1")), _data()]}, ["1 -> 2 data entries"]),
     "a model's files": ({"model": {"model": "m", "files_sha256": "1"}}, {"model": {"model": "m", "files_sha256": "2"}},
-                        ["the model changed (its files changed)"]),
+                        ["the model changed (its files changed (", "inode or ctime"]),
     "a model field only today has": ({"model": {"model": "m"}}, {"model": {"model": "m", "loads": {"subfolder": "s"}}},
                                      ["the model changed (loads: null -> {\"subfolder\": \"s\"})"]),
     "the sampling settings' files_sha256 is a field": ({"sampling": {"files_sha256": "1"}},

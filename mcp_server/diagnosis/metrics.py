@@ -26,7 +26,7 @@ from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present, sidecars
-from mcp_server.userfiles import BLANK, content_end, data_after, load_config_file, open_regular
+from mcp_server.userfiles import BLANK, data_after, last_lines, load_config_file, open_regular
 from mcp_server.workspace import runs_root, workspace_root
 
 ACCEPTED = (
@@ -243,8 +243,7 @@ class _Parsed:
     def add(self, offset: int, raw: bytes, where: str) -> bool:
         if offset in self.rows:
             return True
-        raw = raw.strip(BLANK)  # a NUL run before a line (appended after a hole) is no part of it
-        if not raw:
+        if not (raw := raw.strip(BLANK)):  # a NUL run before a line (appended after a hole) is no part of it
             return True
         try:
             value = json.loads(raw)  # Python's json reads the NaN/Infinity TRL writes
@@ -277,13 +276,9 @@ def _read_whole(handle) -> ProgressRecords:
 def _read_sampled(handle, size: int, sample: int, tail: int) -> ProgressRecords:
     parsed, lines, base, carry, notable = _Parsed(), 0, 0, b"", 0
     while True:  # count the lines; parse those holding NaN/Infinity
-        at = data_after(handle, base + len(carry))
-        if at > base + len(carry):  # a sparse hole: NULs, no line; whatever line it cut is no progress line
-            parsed.skipped += 1
-            handle.seek(at)
-            carry, base = b"", at
-        chunk = handle.read(_CHUNK)
-        if not chunk:
+        if (at := data_after(handle, base + len(carry))) > base + len(carry):  # a sparse hole: no line in it
+            carry, base, parsed.skipped = b"", handle.seek(at), parsed.skipped + 1
+        if not (chunk := handle.read(_CHUNK)):
             break
         lines += chunk.count(b"\n")
         data = carry + chunk
@@ -300,32 +295,15 @@ def _read_sampled(handle, size: int, sample: int, tail: int) -> ProgressRecords:
             parsed.skipped += 1
     lines += bool(carry.strip())
     for i in range(sample):  # the first whole line after each of `sample` evenly spaced offsets
-        at = data_after(handle, i * size // sample)  # one in a sparse hole: the data after it
-        if at >= size:
-            continue
-        handle.seek(at)
+        handle.seek(data_after(handle, i * size // sample))  # one in a sparse hole: the data after it
         if i and not handle.readline(PROGRESS_SAMPLE_READ).endswith(b"\n"):
             continue  # no line end near: a NUL run or an overlong line, read no further
         offset, raw = handle.tell(), handle.readline(PROGRESS_SAMPLE_READ)
         if raw.strip(BLANK) and raw.endswith(b"\n"):  # the unfinished last line is the tail's to judge
             parsed.add(offset, raw, f"the line at byte {offset}")
-    end = content_end(handle, size)  # a NUL run or a hole at the end (truncate -s +3G) is read past, not loaded
-    # The last `tail` lines, and more; never over PROGRESS_TAIL_BYTES (a log of a few lines and a huge hole).
-    span = min(end, (end // max(lines, 1) + 1) * (tail + 1) * 2 + 65536, PROGRESS_TAIL_BYTES)
-    handle.seek(end - span)
-    data = handle.read(span)
-    offset = end - span
-    if span < end:  # the span's first line may be cut: start after it
-        cut = data.find(b"\n") + 1
-        data, offset = data[cut:], offset + cut
-    found = []
-    for raw in data.split(b"\n"):
-        if len(raw) > PROGRESS_LINE_LIMIT:
-            parsed.skipped += 1
-        elif raw.strip(BLANK):
-            found.append((offset, raw))
-        offset += len(raw) + 1
-    last_ok = True
+    guess = (size // max(lines, 1) + 1) * (tail + 1) * 2 + 65536  # the last `tail` lines, and more
+    found, skipped = last_lines(handle, size, min(guess, PROGRESS_TAIL_BYTES), PROGRESS_LINE_LIMIT)
+    parsed.skipped, last_ok = parsed.skipped + skipped, True
     for offset, raw in found[-tail:]:
         last_ok = parsed.add(offset, raw, f"the line at byte {offset}")
     return ProgressRecords(records=parsed.records(), lines=lines, sampled=True, bad=parsed.bad,
