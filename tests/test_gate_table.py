@@ -272,6 +272,32 @@ def test_the_model_changed_is_named_by_the_gate_and_the_trainer(tmp_path, monkey
     assert _trained(name, run) != trained, (form, file, how)
 
 
+def test_large_weights_rewritten_in_place_with_their_mtime_put_back_are_named(tmp_path):
+    """Round 7 (G3): a model file over WHOLE_FILE_BYTES was pinned by size and mtime only; weights rewritten in
+    place (same size) and `touch -r` to the old mtime passed the gate. The pin holds the inode and ctime too (no
+    user sets a ctime back): the gate and the trainer see the rewrite, and the gate says what a large file's pin
+    holds."""
+    import time
+
+    from mcp_server.workspace import WHOLE_FILE_BYTES
+
+    folder = _model(tmp_path / "big-model")
+    weights = folder / "model.safetensors"
+    with open(weights, "r+b") as handle:
+        handle.truncate(WHOLE_FILE_BYTES + (1 << 20))  # sparse: no disk used
+    run = _run(tmp_path, {"model_name_or_path": str(folder), "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    before, trained, stat = run_pins(run, REWARD), trained_model(str(folder), None, run), weights.stat()
+    time.sleep(0.05)  # past the file system's clock tick: a rewrite comes after the verdict
+    with open(weights, "r+b") as handle:
+        handle.seek(WHOLE_FILE_BYTES // 2)
+        handle.write(b"other weights, same size")
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # touch -r
+    assert weights.stat().st_size == stat.st_size and weights.stat().st_mtime_ns == stat.st_mtime_ns
+    moved = _moved(before, run)
+    assert moved and "the model changed" in moved[0] and "ctime" in moved[0], moved
+    assert _trained(str(folder), run) != trained
+
+
 def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     """An honest upstream update (the cache's main moved to a new commit) and another cache (an HF_HOME switch)
     are other weights: the gate and the trainer both see them."""
@@ -1396,7 +1422,7 @@ CHANGE_ROWS = {  # name -> (old pins, new pins, every text the lines must hold)
     "a data entry added": ({"data": [_data(("/d/a.jsonl", "1"))]},
                            {"data": [_data(("/d/a.jsonl", "1")), _data()]}, ["1 -> 2 data entries"]),
     "a model's files": ({"model": {"model": "m", "files_sha256": "1"}}, {"model": {"model": "m", "files_sha256": "2"}},
-                        ["the model changed (its files changed)"]),
+                        ["the model changed (its files changed (", "inode or ctime"]),
     "a model field only today has": ({"model": {"model": "m"}}, {"model": {"model": "m", "loads": {"subfolder": "s"}}},
                                      ["the model changed (loads: null -> {\"subfolder\": \"s\"})"]),
     "the sampling settings' files_sha256 is a field": ({"sampling": {"files_sha256": "1"}},

@@ -24,7 +24,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_write_text, sha256_file, sha256_tree
+from mcp_server.workspace import archive_problem, atomic_write_text, sha256_file, sha256_tree
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
@@ -147,6 +147,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         raise UserInputError(
             "run", f"{run.export} holds an earlier export: nothing is overwritten. Set archive_previous "
             "(CLI: --archive-previous) to move it to archive/ first, or export another run")
+    if run.export.exists() and archive_problem(run.dir):  # refused before the model loads
+        raise UserInputError("run", archive_problem(run.dir))
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))

@@ -47,7 +47,7 @@ from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
 from mcp_server.userfiles import open_regular, package_switches
-from mcp_server.workspace import WHOLE_FILE_BYTES
+from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
 # The sha256 of inspection/verdict.json as launch_training's gate judged it: the trainer refuses other bytes.
@@ -280,12 +280,12 @@ def confirm_loaded_model(trainer) -> None:
 
 def _sampling_file_pin(run: Run, spec) -> str | None:
     """train/dynamic_sampling.json as the verdict's train_files pin holds it (pins.train_files_pin: its sha256, a
-    large file's size and mtime), from the spec's read (None: the run has none)."""
+    large file's stat: workspace.large_file_pin), from the spec's read (None: the run has none)."""
     sha = spec.sidecar_sha256.get(DYNAMIC_SAMPLING_FILE)
     if sha is None:
         return None
     found = run.dynamic_sampling.stat()
-    return sha if found.st_size <= WHOLE_FILE_BYTES else f"{found.st_size}:{found.st_mtime_ns}"
+    return sha if found.st_size <= WHOLE_FILE_BYTES else large_file_pin(found)
 
 
 def _patched(trained, verdict: dict):

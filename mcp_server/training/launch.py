@@ -49,7 +49,7 @@ from mcp_server.training.resume_patch import apply_patch, apply_refilter, last_g
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.runrecord import checkpoints, read_run_json
 from mcp_server.training.runstate import derive_state
-from mcp_server.workspace import sha256_file
+from mcp_server.workspace import archive_problem, sha256_file
 
 
 def build_launch_plan(run: Run, request: LaunchRequest, extra_args: list[str] | None = None,
@@ -104,6 +104,10 @@ def _launch_state_refusal(run: Run, derived: DerivedState, config: dict, launche
             how_to_clear=("resume_training to continue from the latest checkpoint, " if done else "")
             + "emit_grpo_config (without run_dir) for a new run, or launch again with archive_previous "
             "(CLI: --archive-previous) to move this attempt to archive/ first")], derived.state)
+    archive = archive_problem(run.dir) if launched else None  # before any gate: nothing moves through a link
+    if archive:
+        return refused(run, [GateRefusal(gate="state", message=archive, how_to_clear="replace archive/ with a "
+                                         "directory inside the run (or remove it), then launch again")], derived.state)
     foreign = foreign_output_dir(run, config)
     return refused(run, [foreign], derived.state) if foreign else None
 

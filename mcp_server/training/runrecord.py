@@ -5,6 +5,7 @@ Below runstate and the launchers (launchers/), which both read and write it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +16,7 @@ from mcp_server.evidence import recorded_launch, run_file, unrecorded, valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.trainer.digest import checkpoint_problems, read_saves
 from mcp_server.training.derived import DerivedState
-from mcp_server.userfiles import open_regular
+from mcp_server.userfiles import BLANK, content_end, open_regular
 from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -170,14 +171,14 @@ def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: Tru
     one (none yet; or a directory, a pipe: no progress readable, training_status names it)."""
     try:
         with open_regular(run.progress) as handle:  # a device there never ends
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - 65536))
-            tail = handle.read().decode("utf-8", errors="replace").splitlines()
+            end = content_end(handle, os.fstat(handle.fileno()).st_size)  # past a NUL run or hole at the end
+            handle.seek(max(0, end - 65536))
+            tail = handle.read(end - handle.tell()).strip(BLANK).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return None
     for raw in reversed(tail):
         try:
-            line = json.loads(raw)
+            line = json.loads(raw.strip("\0"))
         except (ValueError, RecursionError):
             continue
         if isinstance(line, dict) and keep(line):
