@@ -321,7 +321,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "thread) still scores a pass"),
     # runs
     M("m3-runs-success-other-launch", "runs", "mcp_server/training/runrecord.py",
-      'if s.get("final") and (not isinstance(wanted, str) or\n'
+      'if s.get("final") and (wanted is None or\n'
       "                                                                         s.get(\"launch_id\") == wanted)]",
       'if s.get("final")]',
       "a relaunch that never saved reads succeeded on an earlier launch's final save (a hand-written outcome.json "

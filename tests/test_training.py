@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, call_mcp, run_cli, run_cli_json
-from support import emit_run, module_workspace, pass_inspection, wait_for
+from support import emit_run, module_workspace, pass_inspection, wait_for, write_signed
 
 CONTRACT_KEYS = {"step", "loss", "lr", "mem_gb", "temp_c", "reward", "reward_std", "frac_reward_zero_std", "kl",
                  "entropy", "completion_mean_length", "clipped_ratio", "grad_norm", "step_time"}
@@ -288,9 +288,10 @@ def ddp(ws):
         # earlier one; stopped at step 2, checkpoint-1 is before it and the patched resume goes ahead.
         kept = json.loads((logs / "stopped.json").read_text())
 
-        def guard_stop(step: int) -> None:  # as the guard records a stop: stopped.json and its own guard.json
-            stop = {**kept, "by": "guard", "code": "entropy_rising", "step": step}
-            (logs / "stopped.json").write_text(json.dumps(stop))
+        def guard_stop(step: int) -> None:  # as the guard records a stop: stopped.json (signed, as the trainer
+            # writes it: keyed evidence) and its own guard.json
+            stop = {k: v for k, v in kept.items() if k != "mac"}
+            write_signed(logs / "stopped.json", {**stop, "by": "guard", "code": "entropy_rising", "step": step})
             (logs / "guard.json").write_text(json.dumps({
                 "mode": "stop", "step": step, "stopped": {"code": "entropy_rising", "step": step, "save": True},
                 "findings": [{"code": "entropy_rising", "severity": "error", "explanation": "", "patch": None}],

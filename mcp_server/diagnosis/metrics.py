@@ -1,14 +1,12 @@
 """Load logged training metrics from any source diagnose_run accepts, into one shape.
 
 Sources: a run directory, a progress.jsonl (docs/architecture.md, "The run directory"), a TRL/transformers
-trainer_state.json
-(its log_history), or a CSV/JSONL export of logged metrics: W&B (run.history() or a panel's "Export CSV", whose
-columns read "<run> - train/<metric>" with "__MIN"/"__MAX" companions) and Trackio (transformers' TrackioCallback
-logs the same "train/..." names with train/global_step). Every row becomes {"step": int, <TRL metric name>:
-float | None, ...}, sorted by step, one row per
-step (the last one logged wins, so a resumed run that re-logs steps reads correctly; in progress.jsonl, written in
-order, a step lower than the one before is a resume starting over from its checkpoint: what the earlier attempt
-logged from that step on is dropped).
+trainer_state.json (its log_history), or a CSV/JSONL export of logged metrics: W&B (run.history() or a panel's "Export
+CSV", whose columns read "<run> - train/<metric>" with "__MIN"/"__MAX" companions) and Trackio (transformers'
+TrackioCallback logs the same "train/..." names with train/global_step). Every row becomes {"step": int, <TRL metric
+name>: float | None, ...}, sorted by step, one row per step (the last one logged wins, so a resumed run that re-logs
+steps reads correctly; in progress.jsonl, written in order, a step lower than the one before is a resume starting over
+from its checkpoint: what the earlier attempt logged from that step on is dropped).
 
 Light on purpose (stdlib + yaml): the MCP server imports it at start-up.
 """

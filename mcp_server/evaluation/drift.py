@@ -1,0 +1,140 @@
+"""The checkpoint gate's drift measurement (promote_checkpoint): the base and the checkpoint decoded on a frozen
+drift suite, the base's score recorded signed per model (eval/baselines.jsonl) and its first chunk enough to say
+the suite cannot measure this model; drift_rule.py judges the numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.evaluation.evaluate import (
+    baseline_ledger, baseline_unrecorded, grade, item_passed,
+    load_goldens, model_key, record_baseline,
+)
+from mcp_server.generation import generate, render_prompt
+from mcp_server.evaluation.models import DriftResult, PromoteRequest
+from mcp_server.evaluation.drift_rule import judge_drift, judge_rerun
+from mcp_server.evaluation.tiny_suite import drift_suite_path
+from mcp_server.model_ref import load_model
+from mcp_server.reporting import Report, silent
+from mcp_server.rewards.spec import RewardSpec
+from mcp_server.workspace import atomic_write_text, eval_root, sha256_file
+
+DRIFT_FIRST_ITEMS = 12  # the base's first chunk of the drift suite: none of it passed ends its decoding
+DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
+
+
+# ---------------------------------------------------------------- drift
+def _drift_rows(suite: Path) -> tuple[list[dict], list[list[RewardSpec]]]:
+    rows = load_goldens(suite, field="drift_suite")
+    graders = []
+    for i, row in enumerate(rows):
+        kind = row.get("grader", "correctness")
+        if kind not in DRIFT_GRADERS:
+            raise UserInputError("drift_suite", f"row {i}: grader '{kind}' is not one of {', '.join(DRIFT_GRADERS)}")
+        graders.append([DRIFT_GRADERS[kind]])
+    return rows, graders
+
+
+def _drift_passes(
+    model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407, report: Report = silent
+) -> list[bool]:
+    """Pass or fail of each drift-suite row; rows are graded by their own grader kind, decoded together."""
+    model, tokenizer = loaded
+    texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
+    completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report)
+    return [bool(item_passed(grade([row], [completion], specs)[0]))
+            for row, completion, specs in zip(rows, completions, graders)]
+
+
+def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, report: Report = silent) -> float:
+    """Greedy pass rate on the drift suite."""
+    passes = _drift_passes(model_ref, loaded, rows, graders, max_new_tokens, report=report)
+    return sum(passes) / len(passes)
+
+
+def base_drift_path(base: str, suite: Path) -> Path:
+    return eval_root() / f"drift-{model_key(base)}-{sha256_file(suite)[:12]}.json"
+
+
+def floor_note(decoded: int | None, items: int | None) -> str:
+    """What a base drift record that stopped at the first chunk says (DRIFT_FIRST_ITEMS), else ""."""
+    if decoded is None or items is None or decoded >= items:
+        return ""
+    return (f"the base passes none of the first {decoded} items: the suite cannot measure drift for this "
+            f"model (rule: 0 of the first {DRIFT_FIRST_ITEMS} ends the base's decoding; a base passing 1 item in 5 "
+            f"scores 0 of {DRIFT_FIRST_ITEMS} by chance {0.8 ** DRIFT_FIRST_ITEMS:.0%} of the time)")
+
+
+def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent) -> dict:
+    """The base model's greedy drift record, measured once per (model, suite), kept in eval/ and recorded, signed,
+    in eval/baselines.jsonl: a file not recorded there as it is (an earlier version's, or one written by hand) is
+    measured again. The suite is decoded in two parts: the first DRIFT_FIRST_ITEMS items, and when the base passes
+    none of them, no more (issue 49: 3.5 of 6.4 minutes decoding a suite the base scores 0% on); else the whole
+    suite in one pass, as the checkpoint is decoded."""
+    path = base_drift_path(base, suite)
+    if path.is_file() and baseline_unrecorded(path) is None:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        report(1, 1, f"measured before, recorded in {baseline_ledger().name}: passed {record.get('passed', '?')} of "
+               f"{record.get('decoded', '?')} items decoded ({record.get('items', len(rows))} in the suite)")
+        return record
+    loaded = load_model(base_ref)
+    record = {"model": base, "suite": str(suite), "suite_sha256": sha256_file(suite), "items": len(rows),
+              "max_new_tokens": max_new_tokens}
+    first = _drift_passes(base_ref, loaded, rows[:DRIFT_FIRST_ITEMS], graders[:DRIFT_FIRST_ITEMS], max_new_tokens,
+                          report=report) if len(rows) > DRIFT_FIRST_ITEMS else None
+    if first is not None and not any(first):
+        record.update(pass_rate=0.0, passed=0, decoded=len(first))
+    else:
+        passes = _drift_passes(base_ref, loaded, rows, graders, max_new_tokens, report=report)
+        record.update(pass_rate=sum(passes) / len(passes), passed=sum(passes), decoded=len(passes))
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    record_baseline(path)
+    return record
+
+
+def check_drift(
+    request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int, report: Report = silent
+) -> DriftResult:
+    suite = Path(request.drift_suite).expanduser() if request.drift_suite else drift_suite_path()
+    if not suite.is_file():
+        raise UserInputError("drift_suite", f"no such file: {suite}")
+    rows, graders = _drift_rows(suite)
+    record = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens,
+                         stage_report(report, "drift suite, base model"))
+    base_rate = record["pass_rate"]
+    if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
+        why = floor_note(record.get("decoded"), record.get("items")) or f"the base model passes {base_rate:.1%} of it"
+        report(1, 1, f"drift suite: NOT MEASURED, {why}; the checkpoint is not decoded on it")
+        return DriftResult(suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate,
+                           base_items_decoded=record.get("decoded"), suite_items=len(rows),
+                           checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True)
+    ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens,
+                                 report=stage_report(report, "drift suite, checkpoint"))
+    band = judge_drift(base_rate, ckpt_rate)
+    result = DriftResult(
+        suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
+        drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band in ("noise", "unmeasured"),
+    )
+    if band == "rerun":  # noise or real? sample both models under other seeds, item by item
+        base_loaded = load_model(base_ref)
+        base_passes, ckpt_passes = {}, {}
+        for seed in request.rerun_seeds:
+            base_passes[str(seed)] = _drift_passes(None, base_loaded, rows, graders, max_new_tokens,
+                                                   request.rerun_temperature, seed,
+                                                   stage_report(report, f"drift rerun seed {seed}, base model"))
+            ckpt_passes[str(seed)] = _drift_passes(None, ckpt_loaded, rows, graders, max_new_tokens,
+                                                   request.rerun_temperature, seed,
+                                                   stage_report(report, f"drift rerun seed {seed}, checkpoint"))
+        judged = judge_rerun(base_passes, ckpt_passes)
+        result.rerun_drops, result.rerun_mean_drop, result.ok = judged.drops, judged.mean_drop, judged.noise
+        result.rerun_gained, result.rerun_lost, result.rerun_p_value = judged.gained, judged.lost, judged.p_value
+    return result
+
+
+def stage_report(report: Report, stage: str) -> Report:
+    """The report of one decoding stage (baseline, checkpoint, drift, rerun), its messages naming the stage; made as
+    the stage begins, it reports the start (each stage counts from 0)."""
+    report(0, None, f"{stage}: starting")
+    return lambda done, total, message: report(done, total, f"{stage}: {message}")
