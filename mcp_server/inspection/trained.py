@@ -190,6 +190,10 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
     if outside:
         print(f"llm-finetuning: refusing to train: {outside[0]}", file=sys.stderr, flush=True)
         raise InputsChanged(3)
+    overridden = [] if sampling_now() else _command_line_overrides(spec, script_args, training_args, model_args)
+    if overridden:
+        print(f"llm-finetuning: refusing to train: {overridden[0]}", file=sys.stderr, flush=True)
+        raise InputsChanged(3)
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
     data = _verdict_bytes(run)
     if built:  # the reward-code check that follows in this build reads none of it again
@@ -226,6 +230,48 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
     return now
 
 
+# Pinned fields a launcher passes on the command line itself: the checkpoint to continue (launch.resume_training,
+# the Slurm requeue), which _foreign_resume and confirm_resume_checkpoint check against the run's saves.
+LAUNCHER_ARGS = frozenset({"resume_from_checkpoint"})
+
+
+def _command_line_overrides(spec, *parsed) -> list[str]:
+    """Pinned fields whose value TRL resolved differs from what train/config.yaml alone resolves to: set on the
+    trainer's command line (`train.py --config train/config.yaml --epsilon_high 5.0`), where the settings
+    fingerprint, which compares only the fields the config sets, would not see them (issue 48). Compared field by
+    field over TRL's parsed dataclasses (script_args, training_args, model_args), every pinned field but the
+    precision switches and what the launcher passes (LAUNCHER_ARGS); arguments not parsed by TRL (a test's
+    namespace) are not compared."""
+    import dataclasses
+
+    from mcp_server.config.fields import pinned
+    from mcp_server.config.loader import parse_config as parse_values
+    from mcp_server.inspection.training_inputs import MACHINE_KEYS
+
+    if not any(dataclasses.is_dataclass(p) for p in parsed):
+        return []
+    try:
+        alone = parse_values([], values=spec.values)
+    except (ValueError, TypeError, SystemExit) as exc:
+        return [f"train/config.yaml does not parse without the command line's arguments ({exc}): pass only "
+                "--config train/config.yaml (and --resume_from_checkpoint), set the rest in the config"]
+    named = []
+    for got, base in zip(parsed, alone[:3]):
+        if not dataclasses.is_dataclass(got):
+            continue
+        for field in dataclasses.fields(base):
+            key = field.name
+            if key in MACHINE_KEYS or key in LAUNCHER_ARGS or key in named or not pinned(key) or \
+                    not hasattr(got, key):
+                continue
+            if _canonical(getattr(got, key)) != _canonical(getattr(base, key)):
+                named.append(key)
+    if not named:
+        return []
+    return [f"the command line sets {', '.join(named)} (pinned: config.yaml and the verdict decide them, not "
+            "arguments after --config); remove them, or set them in train/config.yaml, sample and inspect again"]
+
+
 def _foreign_output(run: Run, training_args) -> list[str]:
     why = output_outside(run.dir, getattr(training_args, "output_dir", None))
     return [why + "; set output_dir: checkpoints (relative to the run directory)"] if why else []
@@ -243,6 +289,34 @@ def _foreign_resume(run: Run, training_args) -> list[str]:
         return [f"resume_from_checkpoint: {_brief(str(resume))} is not a checkpoint of this run's output_dir "
                 f"({_brief(str(training_args.output_dir))}): its weights were not reviewed"]
     return []
+
+
+def confirm_resume_checkpoint(run_dir: str | Path, training_args) -> None:
+    """Right before TRL loads resume_from_checkpoint (train_and_save): every file of that checkpoint is the one the
+    run's trainer saved, by the signed ledger (train/logs/saves.jsonl, digest.checkpoint_problems with contents).
+    resume_training checks it before it launches; weights swapped in the seconds until the trainer loads them would
+    otherwise train (issue 48). Refuses (exit 3) naming the file; a no-op when the point-of-use check did not pass
+    a verdict (run by hand) or while sampling. Resuming with `true` checks the last checkpoint, as TRL picks it."""
+    from mcp_server.training.trainer.digest import checkpoint_problems
+
+    resume = getattr(training_args, "resume_from_checkpoint", None)
+    if resume in (None, "", False) or not VERIFIED or sampling_now():
+        return
+    run = Run(Path(run_dir))
+    if resume is True or str(resume).lower() == "true":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        found = get_last_checkpoint(str(run.dir / str(training_args.output_dir)))
+        if found is None:
+            return  # TRL itself refuses: no checkpoint to resume from
+        resume = found
+    folder = run.dir / str(resume)
+    problems = checkpoint_problems(run, folder, contents=True)
+    if problems:
+        print(f"llm-finetuning: refusing to train: resume_from_checkpoint {_brief(str(resume))} is not the "
+              f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
+              "checkpoint.", file=sys.stderr, flush=True)
+        raise InputsChanged(3)
 
 
 # The model pin the check verified, and the folder the trainer loads (set by _run_from_verified).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from trl import get_peft_config, get_quantization_config
 
-from mcp_server.inspection.trained import confirm_loaded_model
+from mcp_server.inspection.trained import confirm_loaded_model, confirm_resume_checkpoint
 from mcp_server.inspection.trainer_read import parse_config, spec_for  # noqa: F401 - the templates import it here
 from mcp_server.config.loader import eval_dataset as load_eval_dataset
 from mcp_server.config.loader import evaluates
@@ -87,6 +87,7 @@ def train_and_save(trainer, run_dir: Path) -> None:
     the outcome "succeeded" believable) and the outcome on the main process."""
     confirm_loaded_model(trainer)  # the weights it loaded are the files the point-of-use check verified
     training_args = trainer.args
+    confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
