@@ -726,8 +726,9 @@ def test_pinned_fields_on_the_trainers_command_line_are_refused(tmp_path, monkey
 # The checkpoint TRL loads on resume, checked against the run's signed saves ledger right before the load (issue 48,
 # round 7 f_resume_swap): resume_training's own check runs seconds earlier, before the trainer starts.
 def test_the_checkpoint_a_resume_loads_is_the_one_the_run_saved(tmp_path, monkeypatch, capsys):
-    from mcp_server.inspection.trained import InputsChanged, confirm_resume_checkpoint
+    from mcp_server.inspection.trained import InputsChanged
     from mcp_server.training.trainer.digest import record_save
+    from mcp_server.training.trainer.script_support import confirm_resume_checkpoint
 
     run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
     folders = [run.dir / "checkpoints" / f"checkpoint-{step}" for step in (1, 2)]

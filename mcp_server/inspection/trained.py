@@ -291,34 +291,6 @@ def _foreign_resume(run: Run, training_args) -> list[str]:
     return []
 
 
-def confirm_resume_checkpoint(run_dir: str | Path, training_args) -> None:
-    """Right before TRL loads resume_from_checkpoint (train_and_save): every file of that checkpoint is the one the
-    run's trainer saved, by the signed ledger (train/logs/saves.jsonl, digest.checkpoint_problems with contents).
-    resume_training checks it before it launches; weights swapped in the seconds until the trainer loads them would
-    otherwise train (issue 48). Refuses (exit 3) naming the file; a no-op when the point-of-use check did not pass
-    a verdict (run by hand) or while sampling. Resuming with `true` checks the last checkpoint, as TRL picks it."""
-    from mcp_server.training.trainer.digest import checkpoint_problems
-
-    resume = getattr(training_args, "resume_from_checkpoint", None)
-    if resume in (None, "", False) or not VERIFIED or sampling_now():
-        return
-    run = Run(Path(run_dir))
-    if resume is True or str(resume).lower() == "true":
-        from transformers.trainer_utils import get_last_checkpoint
-
-        found = get_last_checkpoint(str(run.dir / str(training_args.output_dir)))
-        if found is None:
-            return  # TRL itself refuses: no checkpoint to resume from
-        resume = found
-    folder = run.dir / str(resume)
-    problems = checkpoint_problems(run, folder, contents=True)
-    if problems:
-        print(f"llm-finetuning: refusing to train: resume_from_checkpoint {_brief(str(resume))} is not the "
-              f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
-              "checkpoint.", file=sys.stderr, flush=True)
-        raise InputsChanged(3)
-
-
 # The model pin the check verified, and the folder the trainer loads (set by _run_from_verified).
 VERIFIED: dict = {}
 
