@@ -190,10 +190,6 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
     if outside:
         print(f"llm-finetuning: refusing to train: {outside[0]}", file=sys.stderr, flush=True)
         raise InputsChanged(3)
-    overridden = [] if sampling_now() else _command_line_overrides(spec, script_args, training_args, model_args)
-    if overridden:
-        print(f"llm-finetuning: refusing to train: {overridden[0]}", file=sys.stderr, flush=True)
-        raise InputsChanged(3)
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
     data = _verdict_bytes(run)
     if built:  # the reward-code check that follows in this build reads none of it again
@@ -215,6 +211,7 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
                    _canonical(expected.get(key))]
         differs += _samples_not_in(run, dataset, verdict, spec.agentic is not None)
     differs += _foreign_resume(run, training_args)
+    differs += _command_line_overrides(spec, script_args, training_args, model_args)
     if spec.agentic is not None and _canonical(agentic_pin(run, spec.agentic, config)) != \
             _canonical(verdict["pins"].get("agentic")):
         differs.append("the environment or tools (train/agentic.json or their source) changed")
