@@ -17,7 +17,9 @@ verdict at all the script says its rewards were not reviewed and trains (the lau
 
 What passes the check is what trains (issue 48): the rows are in memory (config.loader), the model loads from the
 folder whose files were hashed (a hub model's cached snapshot) and is hashed again once loaded
-(`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused, and under
+(`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused (and the checkpoint
+is hashed against the saves ledger right before it loads: script_support.confirm_resume_checkpoint), a pinned
+field set on the command line after --config is refused (`_command_line_overrides`), and under
 launch_training the verdict must be the bytes its gate judged (VERDICT_SHA_ENV) and train/train.py the bytes the
 verdict pinned (training.trainer.verified_script).
 
