@@ -691,3 +691,74 @@ def test_only_the_reviewed_files_may_sit_in_the_reviewed_copy(tmp_path):
     assert unreviewed_entries(run, [*reviewed, "other.py", "pkg/extra.py", "mod/__init__.py", "deep/er/x.py",
                                     "pkg/inner/y.py"]) == []
     assert unreviewed_entries(Run(tmp_path / "none"), reviewed) == []
+
+
+# Pinned fields given on train.py's command line (issue 48, round 7 g_cliargs): TRL's parser takes every field after
+# --config, and the settings fingerprint compares only the fields config.yaml sets. Parsed as train.py parses them.
+@pytest.mark.parametrize("extra, named", [
+    (["--epsilon_high", "5.0"], "epsilon_high"),
+    (["--scale_rewards", "none"], "scale_rewards"),
+    (["--epsilon_high", "5.0", "--scale_rewards", "none", "--max_steps", "1"], "epsilon_high, scale_rewards"),
+    (["--temperature", "0.5"], "temperature"),
+    (["--seed", "7"], "seed"),
+])
+def test_pinned_fields_on_the_trainers_command_line_are_refused(tmp_path, monkeypatch, capsys, extra, named):
+    from types import SimpleNamespace
+
+    from mcp_server.inspection.trainer_read import parse_config
+    from mcp_server.inspection.training_inputs import fingerprint
+
+    run, dataset, _, _, verdict = _point_of_use(tmp_path, monkeypatch)
+    monkeypatch.chdir(run.dir)
+    _edit_config(run.dir, use_cpu=True)  # TRL's GRPOConfig trains in bf16 unless told otherwise: this is a CPU
+    argv = ["--config", str(run.config)]
+    _, training_args, model_args, _ = parse_config(argv)
+    now = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    run.verdict.write_text(json.dumps({**verdict, "pins": {"trained": now}}))
+    assert _check(run, dataset, *parse_config(argv)[1:3], capsys) is None  # config.yaml alone: what was reviewed
+    # what the launchers pass (resume_training, the Slurm requeue) and an unpinned field still train
+    passes = [*argv, "--resume_from_checkpoint", "checkpoints/checkpoint-1", "--max_steps", "1"]
+    assert _check(run, dataset, *parse_config(passes)[1:3], capsys) is None
+    refusal = _check(run, dataset, *parse_config([*argv, *extra])[1:3], capsys)
+    assert refusal and f"the command line sets {named} " in refusal, refusal
+
+
+# The checkpoint TRL loads on resume, checked against the run's signed saves ledger right before the load (issue 48,
+# round 7 f_resume_swap): resume_training's own check runs seconds earlier, before the trainer starts.
+def test_the_checkpoint_a_resume_loads_is_the_one_the_run_saved(tmp_path, monkeypatch, capsys):
+    from mcp_server.inspection.trained import InputsChanged
+    from mcp_server.training.trainer.digest import record_save
+    from mcp_server.training.trainer.script_support import confirm_resume_checkpoint
+
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    folders = [run.dir / "checkpoints" / f"checkpoint-{step}" for step in (1, 2)]
+    for step, folder in enumerate(folders, 1):
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_text(f"weights {step}")
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        record_save(run, folder, step)
+    training_args.resume_from_checkpoint = "checkpoints/checkpoint-2"
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+
+    def refusal(resume) -> str | None:
+        training_args.resume_from_checkpoint = resume
+        capsys.readouterr()
+        try:
+            confirm_resume_checkpoint(run.dir, training_args)
+        except InputsChanged as exc:
+            assert exc.code == 3
+            return capsys.readouterr().err
+        return None
+
+    assert refusal("checkpoints/checkpoint-2") is None and refusal(True) is None and refusal(None) is None
+    (folders[1] / "model.safetensors").write_text("weights 9")  # swapped after resume_training checked it, same size
+    for resume in ("checkpoints/checkpoint-2", True, "true"):  # `true`: TRL's last checkpoint, checkpoint-2
+        said = refusal(resume)
+        assert said and "model.safetensors is not the file saved" in said and "checkpoint-2" in said, (resume, said)
+    assert refusal("checkpoints/checkpoint-1") is None
+    (folders[0] / "extra.bin").write_text("x")
+    assert "extra.bin was not written by the save" in refusal("checkpoints/checkpoint-1")
+    folders[0].joinpath("extra.bin").unlink()
+    (run.dir / "checkpoints" / "checkpoint-3").mkdir()  # a folder the trainer never recorded
+    (run.dir / "checkpoints" / "checkpoint-3" / "model.safetensors").write_text("weights 3")
+    assert "no record of this save" in refusal("checkpoints/checkpoint-3")

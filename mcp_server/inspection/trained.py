@@ -17,7 +17,9 @@ verdict at all the script says its rewards were not reviewed and trains (the lau
 
 What passes the check is what trains (issue 48): the rows are in memory (config.loader), the model loads from the
 folder whose files were hashed (a hub model's cached snapshot) and is hashed again once loaded
-(`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused, and under
+(`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused (and the checkpoint
+is hashed against the saves ledger right before it loads: script_support.confirm_resume_checkpoint), a pinned
+field set on the command line after --config is refused (`_command_line_overrides`), and under
 launch_training the verdict must be the bytes its gate judged (VERDICT_SHA_ENV) and train/train.py the bytes the
 verdict pinned (training.trainer.verified_script).
 
@@ -211,6 +213,7 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
                    _canonical(expected.get(key))]
         differs += _samples_not_in(run, dataset, verdict, spec.agentic is not None)
     differs += _foreign_resume(run, training_args)
+    differs += _command_line_overrides(spec, script_args, training_args, model_args)
     if spec.agentic is not None and _canonical(agentic_pin(run, spec.agentic, config)) != \
             _canonical(verdict["pins"].get("agentic")):
         differs.append("the environment or tools (train/agentic.json or their source) changed")
@@ -224,6 +227,48 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
         raise InputsChanged(3)
     _run_from_verified(run, model_args, training_args, now)
     return now
+
+
+# Pinned fields a launcher passes on the command line itself: the checkpoint to continue (launch.resume_training,
+# the Slurm requeue), which _foreign_resume and confirm_resume_checkpoint check against the run's saves.
+LAUNCHER_ARGS = frozenset({"resume_from_checkpoint"})
+
+
+def _command_line_overrides(spec, *parsed) -> list[str]:
+    """Pinned fields whose value TRL resolved differs from what train/config.yaml alone resolves to: set on the
+    trainer's command line (`train.py --config train/config.yaml --epsilon_high 5.0`), where the settings
+    fingerprint, which compares only the fields the config sets, would not see them (issue 48). Compared field by
+    field over TRL's parsed dataclasses (script_args, training_args, model_args), every pinned field but the
+    precision switches and what the launcher passes (LAUNCHER_ARGS); arguments not parsed by TRL (a test's
+    namespace) are not compared."""
+    import dataclasses
+
+    from mcp_server.config.fields import pinned
+    from mcp_server.config.loader import parse_config as parse_values
+    from mcp_server.inspection.training_inputs import MACHINE_KEYS
+
+    if not any(dataclasses.is_dataclass(p) for p in parsed):
+        return []
+    try:
+        alone = parse_values([], values=spec.values)
+    except (ValueError, TypeError, SystemExit) as exc:
+        return [f"train/config.yaml does not parse without the command line's arguments ({exc}): pass only "
+                "--config train/config.yaml (and --resume_from_checkpoint), set the rest in the config"]
+    named = []
+    for got, base in zip(parsed, alone[:3]):
+        if not dataclasses.is_dataclass(got):
+            continue
+        for field in dataclasses.fields(base):
+            key = field.name
+            if key in MACHINE_KEYS or key in LAUNCHER_ARGS or key in named or not pinned(key) or \
+                    not hasattr(got, key):
+                continue
+            if _canonical(getattr(got, key)) != _canonical(getattr(base, key)):
+                named.append(key)
+    if not named:
+        return []
+    return [f"the command line sets {', '.join(named)} (pinned: config.yaml and the verdict decide them, not "
+            "arguments after --config); remove them, or set them in train/config.yaml, sample and inspect again"]
 
 
 def _foreign_output(run: Run, training_args) -> list[str]:

@@ -9,18 +9,20 @@ Imported by train/train.py in the training interpreter.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from trl import get_peft_config, get_quantization_config
 
-from mcp_server.inspection.trained import confirm_loaded_model
+from mcp_server.inspection import trained
+from mcp_server.inspection.trained import InputsChanged, confirm_loaded_model, sampling_now
 from mcp_server.inspection.trainer_read import parse_config, spec_for  # noqa: F401 - the templates import it here
 from mcp_server.config.loader import eval_dataset as load_eval_dataset
 from mcp_server.config.loader import evaluates
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
 from mcp_server.runs import Run
-from mcp_server.training.trainer.digest import record_save
+from mcp_server.training.trainer.digest import checkpoint_problems, record_save
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
 
@@ -82,11 +84,38 @@ def grpo_trainer(run_dir: Path, **kwargs):
     return cls(**kwargs, **extra)
 
 
+def confirm_resume_checkpoint(run_dir: str | Path, training_args) -> None:
+    """Right before TRL loads resume_from_checkpoint (train_and_save): every file of that checkpoint is the one the
+    run's trainer saved, by the signed ledger (train/logs/saves.jsonl, digest.checkpoint_problems with contents).
+    resume_training checks it before it launches; weights swapped in the seconds until the trainer loads them would
+    otherwise train (issue 48). Refuses (exit 3) naming the file; a no-op when the point-of-use check did not pass
+    a verdict (run by hand) or while sampling. Resuming with `true` checks the last checkpoint, as TRL picks it."""
+    resume = getattr(training_args, "resume_from_checkpoint", None)
+    if resume in (None, "", False) or not trained.VERIFIED or sampling_now():
+        return
+    run = Run(Path(run_dir))
+    if resume is True or str(resume).lower() == "true":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        found = get_last_checkpoint(str(run.dir / str(training_args.output_dir)))
+        if found is None:
+            return  # TRL itself refuses: no checkpoint to resume from
+        resume = found
+    folder = run.dir / str(resume)
+    problems = checkpoint_problems(run, folder, contents=True)
+    if problems:
+        print(f"llm-finetuning: refusing to train: resume_from_checkpoint {str(resume)[:200]} is not the "
+              f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
+              "checkpoint.", file=sys.stderr, flush=True)
+        raise InputsChanged(3)
+
+
 def train_and_save(trainer, run_dir: Path) -> None:
     """Train (resuming when the config says so), save, and record the final save (digest.record_save: what makes
     the outcome "succeeded" believable) and the outcome on the main process."""
     confirm_loaded_model(trainer)  # the weights it loaded are the files the point-of-use check verified
     training_args = trainer.args
+    confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
