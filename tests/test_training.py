@@ -419,6 +419,7 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
     run_dir = emit_run("eight-h100", gpu="H100", num_gpus=8)
     config = yaml.safe_load((run_dir / "train" / "config.yaml").read_text())
     assert config.get("use_vllm") and config.get("vllm_mode") == "server"
+    pass_inspection(run_dir)  # the verdict pins the training interpreter the script checks before its first use
 
     expected = {
         "zero2": ("DEEPSPEED", 2),
