@@ -26,7 +26,7 @@ TRACKERS_VENV ?= .venv-trackers
 comma := ,
 
 .PHONY: venv vllm-cpu trackers sysdeps test check test-kernels test-latest lock demo demo-agentic demo-smollm2 bench mutate clean \
-	manifests
+	manifests conformance
 
 # bubblewrap is the sandbox for model-written code (the code-execution reward refuses to run without it).
 # slurm-wlm and munge: the SLURM client commands the SLURM launcher uses, and the daemons tests/test_slurm.py
@@ -168,6 +168,13 @@ test-latest:
 
 manifests: venv
 	$(PY) -m mcp_server.manifests
+
+# The MCP conformance suite (@modelcontextprotocol/conformance, from npm into ~/.cache/llm-finetuning) against the server
+# over stdio, as harnesses start it (scripts/launch_server.py, bridged to the suite's HTTP client by supergateway):
+# PASS/FAIL per applicable scenario, non-zero on a failure (docs/development.md, "MCP conformance").
+# Needs only python3 and npm: the launcher builds the server's light environment, as for a harness.
+conformance:
+	$(PYTHON) scripts/conformance.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(TRACKERS_VENV) $(LATEST_VENV) $(LOCK_BUILD) .pytest_cache

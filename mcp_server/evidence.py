@@ -186,6 +186,49 @@ def valid_run(run, path: Path, record, secret: bytes | None = None) -> bool:
     return valid(run.dir, run_file(run, path), record, secret)
 
 
+def _launch_entry(run_dir: Path) -> tuple[Path, str]:
+    """Where the launch ledger entry of `run_dir` lives (beside the key, outside every workspace) and the resolved
+    folder it names."""
+    folder = str(Path(os.path.abspath(run_dir)).resolve())
+    name = hashlib.sha256(folder.encode("utf-8")).hexdigest() + ".json"
+    return _checked_path().parent / "launches" / name, folder
+
+
+def record_launch(run_dir: Path, launch_id: str) -> Path:
+    """The launcher's record of the run's current launch id (issue 48, seventh round: run.json is in the workspace
+    and unsigned, so a forger rewrote its launch_id to replay an earlier launch's signed records). Kept beside the
+    key, outside the workspace, signed: what a workspace writer cannot write, copy back or remove. Each launch
+    replaces it."""
+    path, folder = _launch_entry(run_dir)
+    record = sign(Path(folder), "launch", {"launch_id": launch_id, "run_dir": folder}, create=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return atomic_write_json(path, record)
+    except OSError as exc:
+        raise EvidenceKeyError(f"cannot record the launch in {path.parent} (beside the evidence key {_where()}): "
+                               f"{exc.strerror or exc}; nothing was started") from None
+
+
+def recorded_launch(run_dir: Path) -> str | None:
+    """The launch id the launcher recorded for `run_dir` (record_launch), None when it recorded none (never
+    launched by launch_training on this machine, or no key). A tampered entry reads as the empty id: no record
+    is of that launch."""
+    try:
+        path, folder = _launch_entry(run_dir)
+    except UserInputError:
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return ""
+    if not valid(Path(folder), "launch", value) or value.get("run_dir") != folder:
+        return ""
+    launch_id = value.get("launch_id")
+    return launch_id if isinstance(launch_id, str) else ""
+
+
 def write_exit(run_dir: Path, code: int) -> Path:
     """train/logs/exit.json: the launcher's signed record of how the training command ended, tagged with the
     launch id it was started with."""

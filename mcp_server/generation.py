@@ -7,6 +7,8 @@ On the ground floor so both stand on it; torch, transformers and vLLM are import
 
 from __future__ import annotations
 
+import time
+
 from mcp_server.model_ref import eos_ids, release_gpu, small_model_threads
 from mcp_server.reporting import Report, silent
 
@@ -20,25 +22,87 @@ def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -
     )
 
 
-STEP_EVERY = 16  # decode steps between two `on_step` calls within one generate call
+STEP_EVERY = 16  # decode steps between two `on_step` calls within one generate call, unless STEP_EVERY_S comes first
+STEP_EVERY_S = 15.0  # wall seconds after which the next decode step calls `on_step` (issue 49: 16 steps of 64
+# sequences took 5.8 min on a loaded 2-core machine, with no line between the plan and that step)
 
 
 def _step_watch(on_step, done_before: int):
-    """A stopping criterion that never stops: it calls `on_step(prompts done before this batch, decode step)` every
-    STEP_EVERY steps, so a long generate call is followed token by token."""
+    """A stopping criterion that never stops: it calls `on_step(prompts done before this batch, decode step)` at the
+    first decode step (where the rate is measured from), then every STEP_EVERY steps or STEP_EVERY_S seconds,
+    whichever comes first, so a long generate call is followed token by token."""
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
     class Watch(StoppingCriteria):
         step = 0
+        last = 0.0
 
         def __call__(self, input_ids, scores, **kwargs):
             self.step += 1
-            if self.step % STEP_EVERY == 0:
+            now = time.monotonic()
+            if self.step == 1 or self.step % STEP_EVERY == 0 or now - self.last >= STEP_EVERY_S:
+                self.last = now
                 on_step(done_before, self.step)
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     return StoppingCriteriaList([Watch()])
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"
+
+
+class DecodeProgress:
+    """Progress lines for batched decoding, one helper for sampling and evaluation (issue 49): prompts done
+    (fractional within a generate call), the measured decode rate and the time left at that rate, on every line
+    after the first. The rate counts the decode steps that ran (a call whose completions all end early runs fewer
+    than max_new_tokens); the time left is for the steps that may still run (max_new_tokens for each call to
+    come), so it is never 0 while a call remains (issue 49: "about 0 s left" with one of two calls to go, the rate
+    inflated by counting a finished call as max_new_tokens steps). `doing` names the step lines ("decoding
+    prompts 1-8 of 20: token 16 of up to 64"), `batch_message` the batch lines (formatted with done, total)."""
+
+    def __init__(self, report: Report, total: int, calls: int, max_new_tokens: int, doing: str = "decoding",
+                 batch_message: str = "decoded {done}/{total} prompts"):
+        self.report, self.total, self.calls, self.max_new_tokens = report, total, calls, max_new_tokens
+        self.doing, self.batch_message = doing, batch_message
+        self.first: tuple[float, float] | None = None  # (time, decode steps run) at the first report: the rate
+        # is measured from there, after the model has loaded
+        self.per_call = max(1, min(total, -(-total // max(calls, 1))))
+        self.ran = 0  # decode steps of the calls finished
+        self.current = 0  # decode steps of the call under way
+
+    def _left(self, calls_done: int) -> str:
+        now, ran = time.perf_counter(), self.ran + self.current
+        if self.first is None:
+            self.first = (now, ran)
+            return ""
+        elapsed, steps = now - self.first[0], ran - self.first[1]
+        if steps <= 0 or elapsed <= 0:
+            return ""
+        to_run = max(self.calls - calls_done, 0) * self.max_new_tokens - self.current
+        left = max(to_run, 0) * elapsed / steps
+        if left <= 0:
+            return f"; {steps / elapsed:.1f} decode steps/s"
+        return f"; {steps / elapsed:.1f} decode steps/s, at most about " + (
+            "1 s" if left < 1 else duration(left)) + " left"
+
+    def step(self, done_before: int, step: int) -> None:
+        """Within a generate call: `step` decode steps of the call that starts at prompt `done_before`."""
+        self.current = step
+        fraction = min(step, self.max_new_tokens - 1) / self.max_new_tokens  # the batch's own report says
+        # "done": MCP progress only grows, so a step never reaches it
+        chunk = min(self.per_call, self.total - done_before)
+        self.report(done_before + fraction * chunk, self.total,
+                    f"{self.doing} prompts {done_before + 1}-{done_before + chunk} of {self.total}: token {step} of "
+                    f"up to {self.max_new_tokens}" + self._left(done_before // self.per_call))
+
+    def batch(self, done: int) -> None:
+        calls_done = -(-done // self.per_call)
+        self.ran, self.current = self.ran + self.current, 0
+        self.report(done, self.total, self.batch_message.format(done=done, total=self.total)
+                    + self._left(calls_done))
 
 
 def generate_completions(
@@ -96,16 +160,12 @@ def generate(
     """One completion per prompt text, up to its stop token: greedy when temperature is 0, else sampled under `seed`
     (top_k and top_p off). `report(done, total, message)` is called after each batch (the demo draws a bar with it)."""
     options = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else None
-
-    def within(done_before: int, step: int) -> None:  # a long generate call followed token by token (issue 49)
-        chunk = min(batch_size, len(texts) - done_before)
-        report(done_before + min(step, max_new_tokens - 1) / max_new_tokens * chunk, len(texts),
-               f"decoding prompts {done_before + 1}-{done_before + chunk} of {len(texts)}: token {step} of up to "
-               f"{max_new_tokens}")
-
-    groups = generate_completions(model, tokenizer, texts, max_new_tokens, batch_size=batch_size, options=options,
-                                  seed=seed, drop_stop=True, report=report,
-                                  on_step=None if report is silent else within)
+    progress = None if report is silent else DecodeProgress(report, len(texts), -(-len(texts) // max(batch_size, 1)),
+                                                            max_new_tokens)
+    groups = generate_completions(
+        model, tokenizer, texts, max_new_tokens, batch_size=batch_size, options=options, seed=seed, drop_stop=True,
+        on_batch=progress and (lambda start, done_groups: progress.batch(start + len(done_groups))),
+        on_step=progress and progress.step)
     return [group[0]["text"] for group in groups]
 
 

@@ -103,10 +103,8 @@ def hub_problem(model: str) -> str | None:
     is what a typo in a model name cost (issue 49). HF_HUB_OFFLINE=1 answers without the network."""
     start = (f"'{model}' is not a local model directory, a built-in name ('{TINY}', '{SMOLLM2}') or a model in "
              "the local Hugging Face cache, and ")
-    hint = did_you_mean(closest_names(model, [smollm2.HUB_ID, *BUILT_IN], cutoff=0.8))
     if os.environ.get("HF_HUB_OFFLINE") == "1":
-        return start + f"the hub is switched off here (HF_HUB_OFFLINE=1).{hint} Give a local path, or download it " \
-                       f"first (`hf download {model}`)"
+        return start + "the hub is switched off here (HF_HUB_OFFLINE=1)." + _offline_way(model)
     try:
         from huggingface_hub import HfApi
 
@@ -118,10 +116,23 @@ def hub_problem(model: str) -> str | None:
         if kind == "GatedRepoError":
             return None  # it exists; loading asks for the token
         if kind in ("RepositoryNotFoundError", "RevisionNotFoundError"):
+            hint = did_you_mean(closest_names(model, [smollm2.HUB_ID, *BUILT_IN], cutoff=0.8))
             return start + f"the hub has no such model.{hint} Check the name (org/name, as on huggingface.co)"
-        return start + f"the hub cannot be reached ({kind}: {one_line(short(exc, 160))}).{hint} Give a local " \
-                       f"path, or download it where there is network (`hf download {model}`)"
+        return start + f"the hub cannot be reached ({kind}: {one_line(short(exc, 160))})." + _offline_way(model)
     return None
+
+
+def _offline_way(model: str) -> str:
+    """What loads without the hub, for a name the hub cannot be asked about: the built-in names, the nearest first
+    (SmolLM2-135M-Instruct's hub id, misspelt, means `smollm2-135m`, its weights built offline). A download command
+    only for a name that is no misspelling of one (issue 49: it repeated the typo)."""
+    near = closest_names(model, {smollm2.HUB_ID: SMOLLM2, SMOLLM2: SMOLLM2, TINY: TINY}, cutoff=0.8)
+    offline = f"'{SMOLLM2}' (SmolLM2-135M-Instruct, built offline) or '{TINY}'"
+    if near:
+        return (f" Did you mean {' or '.join(repr(n) for n in near)}? Offline, {offline} load without the hub; or "
+                "give a local model directory")
+    return (f" Offline, {offline} load without the hub; or give a local model directory, or download the model "
+            f"where there is network (`hf download {model}`)")
 
 
 # ---------------------------------------------------------------- what can be known offline

@@ -67,6 +67,77 @@ def open_regular(path: str | Path, mode: str | None = None, **options):
         raise
 
 
+BLANK = b"\0 \t\r\n"  # what a content end skips: whitespace and NUL runs (a sparse hole reads as NULs)
+
+
+def data_after(handle, offset: int) -> int:
+    """The first offset at or after `offset` that may hold data: a sparse hole (`truncate -s +3G`) is skipped
+    without reading it (SEEK_DATA); `offset` itself where the system cannot say. The file's size when only a hole
+    follows."""
+    try:
+        return _probe(handle, offset, os.SEEK_DATA)
+    except OSError as exc:  # ENXIO: no data after offset; EINVAL and others: no answer, read on
+        return os.fstat(handle.fileno()).st_size if exc.errno == errno.ENXIO else offset
+    except AttributeError:  # no SEEK_DATA here
+        return offset
+
+
+def _probe(handle, offset: int, whence: int) -> int:
+    """os.lseek(offset, whence) on `handle`'s descriptor, its position put back: the buffered file object keeps
+    its own idea of where the descriptor stands."""
+    fd = handle.fileno()
+    here = os.lseek(fd, 0, os.SEEK_CUR)
+    try:
+        return os.lseek(fd, offset, whence)
+    finally:
+        os.lseek(fd, here, os.SEEK_SET)
+
+
+def content_end(handle, size: int, chunk: int = 1 << 20) -> int:
+    """The offset just after the last byte of `handle` (an open binary file of `size` bytes) that is neither
+    whitespace nor NUL: trailing holes are skipped by SEEK_DATA, written NUL runs read back in `chunk`-sized
+    pieces, so memory stays bounded whatever the file holds. 0 when it holds nothing else."""
+    end, start = 0, 0
+    while start < size:  # the end of the last data extent (one step for a file without holes)
+        at = data_after(handle, start)
+        if at >= size:
+            break
+        try:
+            end = _probe(handle, at, os.SEEK_HOLE)
+        except (OSError, AttributeError):
+            end = size
+        start = max(end, at + 1)
+    while end > 0:
+        begin = max(0, end - chunk)
+        handle.seek(begin)
+        kept = handle.read(end - begin).rstrip(BLANK)
+        if kept:
+            return begin + len(kept)
+        end = begin
+    return 0
+
+
+def last_lines(handle, size: int, span: int, line_limit: int) -> tuple[list[tuple[int, bytes]], int]:
+    """The non-blank lines of the last `span` bytes before the content end of `handle` (content_end: a trailing
+    hole or NUL run is read past, not loaded), as (offset, line), and how many were over `line_limit` (skipped).
+    A line cut by the span's start is left out."""
+    end = content_end(handle, size)
+    span = min(span, end)
+    handle.seek(end - span)
+    data, offset = handle.read(span), end - span
+    if span < end:
+        cut = data.find(b"\n") + 1
+        data, offset = data[cut:], offset + cut
+    found, skipped = [], 0
+    for raw in data.split(b"\n"):
+        if len(raw) > line_limit:
+            skipped += 1
+        elif raw.strip(BLANK):
+            found.append((offset, raw))
+        offset += len(raw) + 1
+    return found, skipped
+
+
 def read_bytes(path: str | Path, field: str) -> bytes:
     try:
         with open_regular(path) as handle:

@@ -145,14 +145,22 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-# Above this, a file is pinned by size and mtime instead of content: hashing model weights at every gate check
-# would cost seconds per GB, and rewriting a weight file in place changes its mtime.
+# Above this, a file is pinned by its stat instead of content: hashing model weights at every gate check would
+# cost seconds per GB. Size and mtime alone were not enough (round 7: weights rewritten in place, mtime put back
+# with `touch -r`, passed the gate): the pin holds the inode and ctime too, which no user can set back.
 WHOLE_FILE_BYTES = 64 << 20
+
+
+def large_file_pin(stat: os.stat_result) -> str:
+    """A file over WHOLE_FILE_BYTES as a pin: size, mtime, inode and ctime. Any rewrite (in place, or another file
+    renamed over it) changes the ctime or the inode, even with the mtime restored; a copy or a move elsewhere is
+    another inode, so it reads as changed too (inspect again)."""
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}"
 
 
 def files_digest(root: Path, files: list[Path], whole_up_to: int | None = WHOLE_FILE_BYTES) -> str:
     """One sha256 over `files` (under `root`): each one's path relative to `root` and its content's sha256, or its
-    size and mtime when it is over `whole_up_to` bytes (None: every file by content)."""
+    stat (large_file_pin) when it is over `whole_up_to` bytes (None: every file by content)."""
     digest = hashlib.sha256()
     for path in files:
         stat = path.stat()
@@ -160,7 +168,7 @@ def files_digest(root: Path, files: list[Path], whole_up_to: int | None = WHOLE_
         if whole_up_to is None or stat.st_size <= whole_up_to:
             digest.update(sha256_file(path).encode())
         else:
-            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+            digest.update(large_file_pin(stat).encode())
     return digest.hexdigest()
 
 
@@ -183,3 +191,19 @@ def sha256_tree(folder: Path) -> str:
             continue
         digest.update(f"{rel.as_posix()}\0{sha256_file(path)}\n".encode())
     return digest.hexdigest()
+
+
+def archive_problem(run_dir: Path) -> str | None:
+    """Why <run_dir>/archive/ cannot take what an archive flag moves aside (round 7: a link to /elsewhere moved the
+    run's record, logs and checkpoints out of the workspace): a symbolic link, or a folder resolving outside the
+    run. None when it can (absent, or a real folder inside the run)."""
+    path = Path(run_dir) / "archive"
+    try:
+        outside = not path.resolve().is_relative_to(Path(run_dir).resolve())
+    except (OSError, RuntimeError):  # a link loop
+        outside = True
+    if not path.is_symlink() and not outside:
+        return None
+    where = os.readlink(path) if path.is_symlink() else str(path.resolve())
+    return (f"{path} is a symbolic link (to {where}) or leads outside the run: nothing is archived through it "
+            "(the run's record, logs and checkpoints would leave the run); replace it with a directory, or remove it")

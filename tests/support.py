@@ -286,3 +286,11 @@ def write_exit(run_dir: Path, code: int, launch_id: str | None = None) -> None:
     run = Run(Path(run_dir))
     run.exit_code.write_text(f"{code}\n")
     write_signed(run.exit_record, {"exit_code": code, **({"launch_id": launch_id} if launch_id else {})})
+
+
+def record_launch(run_dir: Path, launch_id: str) -> None:
+    """The launcher's record of the run's current launch id, kept beside the key (evidence.record_launch), as
+    launch_training writes it when it starts a launch."""
+    from mcp_server.evidence import record_launch as record
+
+    record(Path(run_dir), launch_id)

@@ -394,3 +394,231 @@ def test_a_trl_output_folder_is_read_from_its_latest_checkpoint_by_step(tmp_path
                                                                "log_history": history}))
     d = diagnose_run(DiagnoseRequest(source=str(out), validate_patches=False))
     assert d.last_step == 10, (d.last_step, d.source_kind)
+
+
+# ---------------------------------------------------------------- the live guard judges the run (issue 49)
+DEAD = dict(reward=0.0, reward_std=0.0, frac_reward_zero_std=1.0, grad_norm=0.0, loss=0.0,
+            **{"rewards/correctness_reward/mean": 0.0, "rewards/correctness_reward/std": 0.0,
+               "rewards/format_reward/mean": 0.0, "rewards/format_reward/std": 0.0})
+
+
+def guarded_launch(run_dir: Path, steps: list[int], begin: int, mode: str, dead: bool = True) -> int:
+    """One training process as the Trainer drives the project's ProgressCallback: on_train_begin at the step it
+    resumes from, on_log per step (TRL's logs), the end-of-training summary, on_train_end; then write_outcome as
+    the emitted train.py calls it. Returns the step it ended at."""
+    from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        callback = ProgressCallback(run_dir, guard=mode)
+        args = SimpleNamespace(to_dict=lambda: {}, world_size=1, output_dir=str(run_dir / "checkpoints"),
+                               local_process_index=0, device=None)
+        state = SimpleNamespace(is_world_process_zero=True, global_step=begin, max_steps=4, epoch=0.0)
+        control = SimpleNamespace(should_training_stop=False, should_save=False)
+        callback.on_train_begin(args, state, control)
+        for step in steps:
+            state.global_step = step
+            callback.on_log(args, state, control, logs=trl_logs(step - 1, 4, **(DEAD if dead else {})))
+            if control.should_training_stop:
+                break
+        callback.on_log(args, state, control, logs={"train_runtime": 1.0, "train_loss": 0.0, "epoch": 1.0})
+        callback.on_train_end(args, state, control)
+        write_outcome(run_dir, "succeeded", global_step=state.global_step)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    return state.global_step
+
+
+@pytest.mark.parametrize("launches, mode, dead, state, warned", [
+    ([[1, 2], [3, 4]], "warn", True, "succeeded", True),  # the walk: stopped at 2, resumed to 4
+    ([[1, 2], [3, 4]], "stop", True, "failed", False),
+    ([[1, 2]], "warn", True, "succeeded", True),  # a 2-step run: its one update after the first log
+    ([[1, 2]], "stop", True, "failed", False),
+    ([[1], [2]], "warn", True, "succeeded", True),  # two launches of one log each
+    ([[1]], "warn", True, "succeeded", False),  # 1 step: no update after the first log to judge
+    ([[1, 2], [3, 4]], "warn", False, "succeeded", False),  # healthy
+])
+def test_the_live_guard_judges_the_run_across_resumes(tmp_path, workspace, launches, mode, dead, state, warned):
+    """Issue 49: smollm2, 4 steps in two launches of 2 (stopped at 2, resumed to 4), every step reward 0, zero
+    spread and grad_norm 0, was recorded "succeeded" with no warning and no guard.json: the guard judged each
+    launch's own 2 lines, one after its first. It judges the run: a resumed launch's window starts with the run's
+    signed lines, the first line that precedes an update is the run's; at its last look (training ended) every
+    logged update after the first without signal is a lost signal however few. `warn`: named in outcome.json's
+    warnings; `stop`: failed."""
+    run_dir = workspace / "runs" / "resumed"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    begin = 0
+    for steps in launches:
+        begin = guarded_launch(run_dir, steps, begin, mode, dead)
+    outcome = json.loads((run_dir / "train" / "logs" / "outcome.json").read_text())
+    assert outcome["state"] == state, outcome
+    assert any("signal_lost" in w for w in outcome.get("warnings", [])) == warned, outcome
+    if state == "failed":
+        assert "signal_lost" in outcome["error"]
+    if dead and len(launches) > 1 and mode == "stop":  # stopped at the first log of the resumed launch
+        assert begin == launches[1][0]
+
+
+@pytest.mark.slow
+def test_a_real_resumed_run_that_learned_nothing_is_named_in_its_outcome(tmp_path, workspace, tiny_model):
+    """The same end to end: TRL's GRPOTrainer on the tiny model with a reward that ignores the text (every group at
+    zero spread, grad_norm 0), 2 steps, then a resume to 4 from checkpoint-2 (a new trainer and callback, as a
+    resumed train.py), each ending as train.py ends. Before: both outcomes "succeeded", no warning."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcp_server.tiny import make_task
+    from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
+
+    run_dir = workspace / "runs" / "real-resumed"
+    (run_dir / "train" / "logs").mkdir(parents=True)
+    values = {"per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8, "logging_steps": 1,
+              "beta": 0.0, "seed": 0, "bf16": False, "use_vllm": False, "learning_rate": 1e-5, "save_steps": 2,
+              "output_dir": str(run_dir / "checkpoints"), "report_to": "none", "use_cpu": True, "disable_tqdm": True}
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({**values, "model_name_or_path": str(tiny_model)}))
+    (run_dir / "train" / "request.json").write_text(json.dumps({"model": str(tiny_model), "gpu": "cpu",
+                                                                "num_gpus": 1, "guard": "warn"}))
+
+    def constant(completions, **columns):
+        return [1.0] * len(completions)
+
+    outcomes = []
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        for steps, resume in ((2, None), (4, str(run_dir / "checkpoints" / "checkpoint-2"))):
+            trainer = GRPOTrainer(model=str(tiny_model), reward_funcs=[constant],
+                                  args=GRPOConfig(**values, max_steps=steps),
+                                  train_dataset=Dataset.from_list(make_task(16)),
+                                  callbacks=[ProgressCallback(run_dir)])
+            trainer.train(resume_from_checkpoint=resume)
+            write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step)
+            outcomes.append(json.loads((run_dir / "train" / "logs" / "outcome.json").read_text()))
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    assert [o["global_step"] for o in outcomes] == [2, 4]
+    for outcome in outcomes:  # the 2-step launch (its one update after the first log) and the resumed run
+        assert outcome["state"] == "succeeded" and any("signal_lost" in w for w in outcome.get("warnings", [])), \
+            outcome
+
+
+# ---------------------------------------------------------------- the m4 audit (issue 48): which inputs are read
+def _run_dir(root: Path, progress: list[dict] | None = None) -> Path:
+    """A run directory with CONFIG and, when given, `progress` as its train/logs/progress.jsonl (raw lines)."""
+    run = root / "runs" / "r"
+    (run / "train" / "logs").mkdir(parents=True)
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    if progress is not None:
+        (run / "train" / "logs" / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in progress))
+    return run
+
+
+def _rows(n: int, first: int = 1, **over) -> list[dict]:
+    return [{"step": first + i, **trl_logs(i, n), **over} for i in range(n)]
+
+
+def test_an_infinity_between_the_sampled_lines_of_a_long_progress_log_is_found(tmp_path, workspace):
+    """A progress log over PROGRESS_EXACT_BYTES is sampled; a line holding Infinity (or NaN) is read wherever it
+    is (m4-diagnosis-infinity-not-sampled), and the steps logged count every line, the last step the log's last."""
+    from mcp_server.diagnosis.metrics import PROGRESS_EXACT_BYTES
+
+    def line(step: int, loss: float = 0.05) -> str:
+        return json.dumps({"step": step, "loss": loss, "grad_norm": 0.5, "reward": 0.5, "reward_std": 0.3}) + "\n"
+
+    n = PROGRESS_EXACT_BYTES // len(line(100000)) + 2000
+    run = _run_dir(tmp_path)
+    for bad, value in ((n // 3 + 1, INF), (n // 3 + 2, NAN)):
+        lines = [line(s, value if s == bad else 0.05) for s in range(1, n + 1)]
+        (run / "train" / "logs" / "progress.jsonl").write_text("".join(lines))
+        d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+        assert "nan_loss" in {f.code for f in d.findings}, (value, [f.code for f in d.findings])
+        assert (d.steps_logged, d.last_step) == (n, n), (d.steps_logged, d.last_step)
+
+
+def test_an_export_without_a_step_column_numbers_its_rows_from_one(tmp_path, workspace):
+    """A CSV export with no step column: row k is step k (m4-diagnosis-stepless-from-zero)."""
+    rows = [trl_logs(i) for i in range(12)]
+    path = tmp_path / "export.csv"
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert (d.steps_logged, d.last_step, d.source_kind) == (12, 12, "csv"), d
+
+
+def test_a_config_given_with_a_run_directory_is_the_one_judged(tmp_path, workspace):
+    """diagnose_run(run_dir, config_path=other): `other` is judged, not the run's own train/config.yaml
+    (m4-diagnosis-given-config-overridden); its sidecar request is the one read beside it."""
+    run = _run_dir(tmp_path, _rows(12))
+    other = tmp_path / "other" / "config.yaml"
+    other.parent.mkdir()
+    other.write_text(yaml.safe_dump({**CONFIG, "learning_rate": 1e-3}))
+    own = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    d = diagnose_run(DiagnoseRequest(source=str(run), config_path=str(other), validate_patches=False))
+    assert d.config_path == str(other.resolve()) and own.config_path == str(run / "train" / "config.yaml"), d
+    assert "lr_out_of_range" in {f.code for f in d.findings} - {f.code for f in own.findings}, d.findings
+
+
+def test_a_log_given_with_a_run_directory_is_the_one_read(tmp_path, workspace):
+    """diagnose_run(run_dir, log_path=other): `other` is read, not the run's train/logs/stdout.log."""
+    run = _run_dir(tmp_path, _rows(12))
+    (run / "train" / "logs" / "stdout.log").write_text("all fine\n")
+    other = tmp_path / "other.log"
+    other.write_text((FIXTURES / "cuda_oom.log").read_text())
+    d = diagnose_run(DiagnoseRequest(source=str(run), log_path=str(other), validate_patches=False))
+    assert d.log_path == str(other.resolve()) and "cuda_out_of_memory" in {f.code for f in d.findings}, d
+
+
+@pytest.mark.parametrize("where", ["checkpoints", "."])
+def test_a_run_whose_only_metrics_are_its_checkpoints_is_read_from_the_latest_by_step(tmp_path, workspace, where):
+    """A run directory whose progress log is lost: the trainer_state.json of its latest checkpoint by step, under
+    checkpoints/ (m4-diagnosis-checkpoints-unsearched) or in the folder itself; checkpoint-10 after checkpoint-9."""
+    run = _run_dir(tmp_path)
+    for step in (9, 10):
+        folder = run / where / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": _rows(step)}))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert (d.last_step, Path(d.metrics_path).parent.name) == (10, "checkpoint-10"), d
+
+
+def test_a_runs_progress_log_is_read_before_a_trainer_state_beside_it(tmp_path, workspace):
+    """A run directory holding its progress log and a trainer_state.json (copied in): the progress log is the
+    run's metrics (it has every attempt; the state file only its save's)."""
+    run = _run_dir(tmp_path, _rows(12))
+    (run / "trainer_state.json").write_text(json.dumps({"global_step": 3, "log_history": _rows(3)}))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert (d.metrics_path, d.last_step) == (str(run / "train" / "logs" / "progress.jsonl"), 12), d
+
+
+def test_summary_and_eval_rows_are_no_logged_steps(tmp_path, workspace):
+    """A trainer_state.json whose log_history ends with an evaluation (at a step of its own: eval_steps apart from
+    logging_steps) and the train summary (train_runtime): neither is a training step."""
+    history = [{**r, "epoch": 1.0} for r in _rows(12)]
+    history += [{"step": 13, "eval_loss": 9.0, "eval/reward": 0.1, "epoch": 1.0},
+                {"step": 14, "train_runtime": 60.0, "train_loss": 0.05, "total_flos": 1.0, "epoch": 1.0}]
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"global_step": 12, "log_history": history}))
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert (d.steps_logged, d.last_step) == (12, 12), d
+
+
+@pytest.mark.parametrize("name, steps", [("progress.jsonl", 4), ("metrics.jsonl", 6)])
+def test_only_a_progress_log_reads_a_lower_step_as_a_resume(tmp_path, workspace, name, steps):
+    """Steps 1-6 then 3-4: in progress.jsonl a resume from checkpoint-2 (steps 5-6 of the earlier attempt are
+    gone); in another export an unordered log whose every step counts (the later value of a step wins: the NaN
+    losses first logged at steps 3-4 are re-logged finite)."""
+    path = tmp_path / name
+    first = [{**r, "loss": NAN if r["step"] in (3, 4) else r["loss"]} for r in _rows(6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*first, *_rows(2, first=3, loss=0.07)]))
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert (d.steps_logged, d.last_step) == (steps, steps), d
+    assert "nan_loss" not in {f.code for f in d.findings}, d.findings
+
+
+def test_a_run_with_an_empty_progress_log_and_no_stdout_is_refused(tmp_path, workspace):
+    """Nothing logged and no log to read: refused naming the file, never 'healthy'."""
+    run = _run_dir(tmp_path, [])
+    with pytest.raises(UserInputError, match="holds no logged training step"):
+        diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))

@@ -26,12 +26,44 @@ def machine(flops: float, bandwidth: float = 10e9, threads: int = 1) -> cpu_spee
 
 def test_the_cpu_sampling_plan_stands_on_the_measured_machine(tiny_model):
     params, layers, hidden = model_size(tiny_model)
-    slow, fast = (sampling_plan(16, 8, 128, 64, "transformers", False, 1, params, layers, hidden, cpu=machine(f))
-                  for f in (5e9, 50e9))
+    slow, fast = (sampling_plan(16, 8, 128, 64, "transformers", False, 1, params, layers, hidden, cpu=machine(f),
+                                load=(0.0, 2)) for f in (5e9, 50e9))
     assert 0 < fast["estimated_seconds_at_most"] < slow["estimated_seconds_at_most"]
     assert "5 GFLOP/s and 10 GB/s measured now" in slow["text"] and "about " in slow["text"]
     measured = sampling_plan(2, 8, 32, 64, "transformers", False, 1, params, layers, hidden)  # probes this machine
     assert measured["estimated_seconds_at_most"] > 0 and "GFLOP/s" in measured["text"]
+
+
+def test_the_cpu_sampling_bound_holds_at_the_load_it_states(tiny_model):
+    """Issue 49, third walk: "about 2 min at most" took 474.8 s at load 7-14 on 2 cores. The bound now states the
+    load it holds at, and slows the measured speed to the share of the cores a new process gets there, unless the
+    probe itself got no more than that share (then it measured the load already). Constructed machines and loads."""
+    params, layers, hidden = model_size(tiny_model)  # a small model: sampled on one thread
+
+    def plan(cpu, load, *size, threads=1):
+        return sampling_plan(16, 8, 128, 64, "transformers", False, threads, *(size or (params, layers, hidden)),
+                             cpu=cpu, load=load)
+
+    lull = machine(20e9)  # a probe that got all of its thread's time: it measured the machine as if idle
+    quiet, busy = plan(lull, (0.0, 2)), plan(lull, (9.0, 2))
+    assert "at most at load 0 on 2 cores (" in quiet["text"] and "at most at load 9 on 2 cores (" in busy["text"]
+    assert (busy["load"], busy["cores"]) == (9.0, 2)
+    # one thread beside 9 runnable ones on 2 cores gets 2/10 of its time: five times the quiet bound
+    assert busy["estimated_seconds_at_most"] == pytest.approx(5 * quiet["estimated_seconds_at_most"], rel=0.01)
+    assert "get about 20% of their time, 5.0x the time at the speed the probe measured" in busy["text"], busy["text"]
+    assert busy["estimated_seconds"] == busy["estimated_seconds_at_most"]  # one thread: no barrier to wait at
+    # a probe that got that share already measured the load: no second slowdown
+    assert plan(lull._replace(share=0.2), (9.0, 2))["estimated_seconds_at_most"] == quiet["estimated_seconds_at_most"]
+    # two threads (smollm2-135m's size): about the fair share, 2/11, and at most what both scheduled at once gives,
+    # (2/11)**2, when every operator's barrier waits for both
+    two = machine(20e9, threads=2)
+    idle2, busy2 = (plan(two, load, 134_515_008, 30, 576, threads=2) for load in ((0.0, 2), (9.0, 2)))
+    assert busy2["threads"] == 2 and busy2["estimated_seconds"] == pytest.approx(
+        11 / 2 * idle2["estimated_seconds_at_most"], rel=0.01)
+    assert busy2["estimated_seconds_at_most"] == pytest.approx((11 / 2) ** 2 * idle2["estimated_seconds_at_most"],
+                                                               rel=0.01)
+    assert ", at most " in busy2["text"] and " at load 9 on 2 cores (" in busy2["text"], busy2["text"]
+    assert "scheduled apart that is 30.2x, the bound" in busy2["text"], busy2["text"]
 
 
 def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace, tmp_path, monkeypatch):

@@ -425,6 +425,41 @@ def test_a_checkpoint_that_never_disagrees_with_its_base_is_not_promoted(workspa
     assert result.verdict == "REJECT", result.reasons
 
 
+def test_a_rejection_rewritten_to_a_promotion_by_hand_is_never_exported(workspace, tiny_model, small_task):
+    """Issue 48, seventh round (F2): a real REJECT's promotion.json rewritten by hand (every item's completion and
+    score a pass, the rates recomputed, verdict PROMOTE) re-derived as a PROMOTE, and export_model exported it as
+    promoted. promote_checkpoint signs promotion.json, the checkpoint's content hash in it (evidence.py): an
+    unsigned one vouches for nothing, and is named."""
+    from mcp_server.evaluation.promote import promotion_problems
+
+    goldens, _ = small_task
+    evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=MAX_NEW))
+    run = make_run(workspace, "rewritten", "tiny", tiny_model)
+    assert promote_checkpoint(PromoteRequest(run=str(run))).verdict == "REJECT"
+    with pytest.raises(UserInputError, match=r"no PROMOTE verdict \(REJECT\)"):  # the signed one is read
+        export_model(ExportRequest(run=str(run), smoke_items=1))
+    path = run / "promotion.json"
+    forged = json.loads(path.read_text())
+    for item in forged["items"]:
+        item["scores"] = {k: 1.0 for k in item["scores"]}
+        item["passed"] = True
+        item["completion"] = f"<reasoning>ok</reasoning><answer>{item['answer']}</answer>"
+    forged.update(checkpoint_pass_rate=1.0, gained=len(forged["items"]), verdict="PROMOTE", reasons=["forged"])
+    forged.pop("mac", None)
+    path.write_text(json.dumps(forged))
+    with pytest.raises(UserInputError) as refused:
+        export_model(ExportRequest(run=str(run), smoke_items=1))
+    assert "is not a promotion promote_checkpoint measured" in str(refused.value), str(refused.value)
+    assert "promotion.json has no valid signature" in str(refused.value), str(refused.value)
+    assert not (run / "export").exists()
+    assert promotion_problems(forged) == [
+        "not recorded by llm-finetuning on this machine: promotion.json has no valid signature"]
+    forged["mac"] = json.loads((workspace / "eval" / "baselines.jsonl").read_text().splitlines()[0])["mac"]
+    path.write_text(json.dumps(forged))  # another record's signature: not this file's
+    with pytest.raises(UserInputError, match="promotion.json has no valid signature"):
+        export_model(ExportRequest(run=str(run), smoke_items=1))
+
+
 @pytest.mark.slow
 def test_a_drift_in_the_rerun_band_is_judged_on_every_item_and_seed(workspace, worse_model, good_model, small_task,
                                                                     tmp_path):

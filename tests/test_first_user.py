@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -70,6 +71,19 @@ def test_sampling_a_launched_run_never_touches_its_evidence(workspace, tiny_mode
     # a second exploration gets its own folder
     _, again = run_cli_json("sample-completions", str(run.dir), "--num-prompts", "2", here=True)
     assert Path(again["samples_path"]).parent == run.inspection / "explore-2"
+
+
+def test_exploring_a_launched_run_names_the_file_it_writes(workspace, tiny_model):
+    """Issue 49: the progress line of an exploratory sample (written to inspection/explore-<n>/) said "written to
+    inspection/samples.partial.jsonl", a file it never writes. The core API with its progress report."""
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+
+    run = _launched_run("explored")
+    lines: list[str] = []
+    sample_completions(SampleRequest(run=str(run.dir), num_prompts=2), report=lambda d, t, m: lines.append(m))
+    written = [m for m in lines if "written to" in m]
+    assert written and all("written to inspection/explore-1/samples.partial.jsonl" in m for m in written), lines
 
 
 def test_sampling_a_launched_agentic_run_is_refused_naming_the_way_to_explore(workspace):
@@ -198,10 +212,14 @@ def test_a_model_name_typo_fails_at_once_naming_the_field(workspace, tmp_path):
 
 
 def test_emit_config_refuses_a_model_it_cannot_resolve(workspace):
-    proc = run_cli("emit-config", "--model", TYPO, "--dataset", "tiny", "--gpu", "cpu", "--run-name", "typo")
+    """Offline (the suite runs with HF_HUB_OFFLINE=1): the hub id it suggested could not be fetched here either,
+    and the download hint repeated the typo (issue 49). The offline names, and no download command for a typo."""
+    proc = run_cli("emit-config", "--model", TYPO, "--dataset", "tiny", "--gpu", "cpu", "--run-name", "typo",
+                   env={"HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 2, proc.stdout  # before: VALID
     assert proc.stderr.startswith(f"error: model: '{TYPO}' is not a local model directory"), proc.stderr
-    assert "Did you mean 'HuggingFaceTB/SmolLM2-135M-Instruct'?" in proc.stderr
+    assert "Did you mean 'smollm2-135m'?" in proc.stderr and "'tiny'" in proc.stderr, proc.stderr
+    assert "hf download" not in proc.stderr and "Did you mean 'HuggingFaceTB/" not in proc.stderr, proc.stderr
     assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
 
 
@@ -252,6 +270,8 @@ def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(
     front = card.split("---")[1]
     assert f"base_model: {smollm2.HUB_ID}" in front and str(tmp_path) not in front, front
     assert "GRPO fine-tune of `smollm2-135m`" in card
+    row = next(line for line in card.splitlines() if line.startswith("| Base model |"))  # was the cache path
+    assert row.startswith(f"| Base model | `{smollm2.HUB_ID}` (loaded from `") and str(converted) in row, row
 
 
 def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_model, tmp_path):
@@ -287,3 +307,60 @@ def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_mode
     proc = run_cli("promote-checkpoint", str(run.dir), "--goldens", str(mine), cwd=workspace)
     assert proc.returncode == 2, proc.stdout
     assert f"the graders' code changed since {Path(own['baseline_path']).name} was measured" in proc.stderr
+
+
+def test_the_base_is_decoded_on_a_drift_suite_only_until_it_shows_it_scores_nothing(workspace, tiny_model, tmp_path):
+    """Issue 49, third walk: promote-checkpoint spent 3.5 of 6.4 minutes decoding the base over a drift suite it
+    scores 0% on. Now the base's first 12 items decide it (none passed: the suite cannot measure drift for this
+    model), its score is recorded, signed, in eval/baselines.jsonl, and a second promotion decodes it no more."""
+    from mcp_server.evaluation.promote import DRIFT_FIRST_ITEMS
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = write_jsonl([{k: r[k] for k in ("prompt", "question", "answer")} for r in make_task(n=6)],
+                          tmp_path / "goldens.jsonl")
+    items = DRIFT_FIRST_ITEMS + 18
+    suite = write_jsonl([{"prompt": r["prompt"], "answer": "-1", "grader": "correctness"}
+                         for r in make_task(n=items)], tmp_path / "drift.jsonl")  # no sum is -1
+    run = Run(emit_run("drift-chunk"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    assert run_cli_json("evaluate-model", str(tiny_model), "--goldens", str(goldens), "--max-new-tokens", "12",
+                        here=True)[0].returncode == 0
+    ledger = workspace / "eval" / "baselines.jsonl"
+    lines_before = ledger.read_text().splitlines()
+    proc = cli_here_text("promote-checkpoint", str(run.dir), "--drift-suite", str(suite))
+    base_lines = [line for line in proc.stderr.splitlines() if "drift suite, base model" in line]
+    assert any(f"decoded {DRIFT_FIRST_ITEMS}/{DRIFT_FIRST_ITEMS}" in line for line in base_lines), proc.stderr
+    assert not any(f"/{items}" in line for line in base_lines), proc.stderr  # the rest never decoded
+    result = json.loads((run.dir / "promotion.json").read_text())
+    drift = result["drift"]
+    assert (drift["band"], drift["base_pass_rate"], drift["base_items_decoded"], drift["suite_items"],
+            drift["checkpoint_pass_rate"]) == ("unmeasured", 0.0, DRIFT_FIRST_ITEMS, items, None), drift
+    reason = next(r for r in result["reasons"] if r.startswith("drift:"))
+    said = f"the base passes none of the first {DRIFT_FIRST_ITEMS} items: the suite cannot measure drift for this model"
+    assert said in reason and "within budget" not in reason, reason
+    assert said in (run.dir / "promotion-report.md").read_text()
+    # recorded, signed, in the baselines ledger beside the baselines
+    new = [json.loads(line) for line in ledger.read_text().splitlines()[len(lines_before):]]
+    assert [entry["name"].startswith("drift-") and "mac" in entry for entry in new] == [True], new
+
+    # a second promotion of the same base reads the record and decodes nothing of the suite for the base
+    again = cli_here_text("promote-checkpoint", str(run.dir), "--drift-suite", str(suite))
+    base_again = [line for line in again.stderr.splitlines() if "drift suite, base model" in line]
+    assert not any(re.search(r"decoding prompts|decoded \d+/", line) for line in base_again), again.stderr
+    assert any("recorded in baselines.jsonl" in line for line in base_again), again.stderr
+    assert said in next(r for r in json.loads((run.dir / "promotion.json").read_text())["reasons"]
+                        if r.startswith("drift:"))
+
+    # a record not in the ledger as it is (edited by hand to 0 items) counts for nothing: measured again
+    record = next((workspace / "eval").glob("drift-*.json"))
+    record.write_text(record.read_text().replace('"decoded": 12', '"decoded": 1'))
+    third = cli_here_text("promote-checkpoint", str(run.dir), "--drift-suite", str(suite))
+    assert any(f"decoded {DRIFT_FIRST_ITEMS}/{DRIFT_FIRST_ITEMS}" in line for line in third.stderr.splitlines()
+               if "drift suite, base model" in line), third.stderr
+
+
+def cli_here_text(*args: str) -> subprocess.CompletedProcess:
+    """The CLI in this process, its progress lines on stderr as a pipe gets them (not a terminal)."""
+    from conftest import cli_here
+
+    return cli_here(*args)

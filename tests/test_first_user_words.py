@@ -55,6 +55,22 @@ def test_emit_config_says_where_it_looked_for_a_reward_module(workspace, tmp_pat
     assert str(Path(tmp_path).resolve()) in proc.stdout and "PYTHONPATH" in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("name, meant", [("unit_rewardz.cm_reward", "unit_rewards.cm_reward"),
+                                        ("unit_rewards.cm_rewrd", "unit_rewards.cm_reward")])
+def test_a_misspelt_reward_is_met_with_the_workspaces_nearest_function(workspace, name, meant):
+    """Issue 49: `--rewards '[{"name":"unit_rewardz.cm_reward"}]'` beside unit_rewards.py got a second ERROR
+    listing TRL's reward names (accuracy_reward, ...). One error, naming the workspace's nearest function."""
+    (workspace / "unit_rewards.py").write_text("def cm_reward(completions, **columns):\n"
+                                              "    return [0.0 for _ in completions]\n")
+    proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "misspelt",
+                   "--rewards", json.dumps([{"name": name}]), cwd=workspace)
+    assert proc.returncode == 1, proc.stderr  # NOT VALID
+    errors = [line for line in proc.stdout.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "reward_unresolvable" in errors[0], proc.stdout
+    assert f"id you mean '{meant}'" in errors[0], proc.stdout
+    assert "accuracy_reward" not in proc.stdout, proc.stdout
+
+
 def test_the_cli_takes_the_override_reason_the_mcp_tool_takes(workspace):
     reason = "a 12-token task: the rate is the user's call"
     proc, result = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name",
@@ -126,3 +142,18 @@ def test_a_closed_gate_names_the_file_and_field_changed_and_the_cheapest_way_to_
     reason, how = gate()
     assert f"max_completion_length: {limit} -> {limit * 2}" in reason, reason
     assert "re-sample" in how and "sample-completions" in how, how
+
+
+def test_launch_training_says_each_phase_as_it_goes(workspace, tiny_model):
+    """Issue 49: `launch-training` printed nothing for about 53 s (the gates rehearse a step and probe the training
+    interpreter). Each phase is a progress line as it starts (the CLI prints them on stderr, as sampling's). The
+    core API with its report, on a run without a verdict: every gate still runs, so all of them are said."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = emit_run("phases")
+    lines: list[str] = []
+    result = launch_training(LaunchRequest(run=str(run_dir)), report=lambda d, t, m: lines.append(m))
+    assert not result.launched
+    phases = [m.split(":", 1)[0] for m in lines]
+    assert phases == ["gates", "config", "environment"], lines

@@ -336,3 +336,358 @@ def test_the_trainer_reads_each_run_file_once(workspace, capsys):
         counting[0] = False
     assert progress.guard is not None and progress.guard.request.guard == progress.guard_mode
     assert dict(opened) == {name: 1 for name in counted.values()}, opened
+
+
+# ---------------------------------------------------------------- the trainer's check, row by row (issue 48)
+# check_reviewed_inputs called as train/train.py calls it, on constructed inputs: rows in memory (a datasets
+# Dataset, as the trainer's loader hands them), the parsed arguments, a verdict that pins exactly that. No sampling,
+# no model load: each row changes one thing the check compares and asserts it refuses (exit 3) naming it, or passes.
+def _point_of_use(tmp_path: Path, monkeypatch, rows: list[dict] | None = None, agentic: bool = False):
+    """(run, dataset, training_args, model_args, verdict) where check_reviewed_inputs passes; the verdict is written
+    to inspection/verdict.json and may be edited by the row."""
+    import datasets
+    from types import SimpleNamespace
+
+    from mcp_server.inspection import trained
+    from mcp_server.inspection.training_inputs import fingerprint
+    from mcp_server.runs import Run
+    from mcp_server.workspace import sha256_file
+
+    monkeypatch.setattr(trained, "VERIFIED", {})  # _run_from_verified records what passed: this test's only
+    monkeypatch.delenv(trained.VERDICT_SHA_ENV, raising=False)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    (model / "model.safetensors").write_text("weights")
+    run = Run(tmp_path / "run")
+    (run.dir / "train").mkdir(parents=True)
+    (run.dir / "train" / "config.yaml").write_text(yaml.safe_dump({"output_dir": "checkpoints",
+                                                                   "model_name_or_path": str(model)}))
+    if agentic:
+        run.agentic.write_text("{}")
+    rows = rows or _rows(4)
+    dataset = datasets.Dataset.from_list(rows)
+    training_args = SimpleNamespace(output_dir="checkpoints", resume_from_checkpoint=None, model_init_kwargs=None,
+                                    temperature=1.0)
+    model_args = SimpleNamespace(model_name_or_path=str(model), model_revision=None)
+    now = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    _write_samples(run, [{"id": i, "row_index": i, "prompt": r["prompt"],
+                          "columns": {k: v for k, v in r.items() if k != "prompt"}} for i, r in enumerate(rows)])
+    verdict = {"verdict": "pass", "pins": {"trained": now}, "samples_sha256": sha256_file(run.samples)}
+    run.verdict.write_text(json.dumps(verdict))
+    return run, dataset, training_args, model_args, verdict
+
+
+def _write_samples(run, samples: list[dict]) -> None:
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text("".join(json.dumps(s) + "\n" for s in samples))
+
+
+def _resign(run, verdict: dict) -> None:
+    """The verdict re-signed over the samples as they are now (a forger who hashes consistently)."""
+    from mcp_server.workspace import sha256_file
+
+    run.verdict.write_text(json.dumps({**verdict, "samples_sha256": sha256_file(run.samples)}))
+
+
+def _check(run, dataset, training_args, model_args, capsys) -> str | None:
+    """None when the trainer's check passes, else what it said when it refused (exit status 3)."""
+    from types import SimpleNamespace
+
+    from mcp_server.inspection.trained import InputsChanged, check_reviewed_inputs
+
+    capsys.readouterr()
+    try:
+        check_reviewed_inputs(run.dir, dataset, "prompt", SimpleNamespace(), training_args, model_args)
+    except InputsChanged as exc:
+        assert exc.code == 3
+        return capsys.readouterr().err
+    return None
+
+
+def test_the_trainers_check_passes_what_the_verdict_pinned(tmp_path, monkeypatch, capsys):
+    """The base every row below changes one thing of: the inputs the verdict pinned pass, and the trainer then
+    loads the model from the folder it verified."""
+    from mcp_server.inspection import trained
+
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    assert trained.VERIFIED["loads"] == str((tmp_path / "model").resolve())
+
+
+# How a reviewed sample can fail to be a row of the data that trains, each hashed consistently into the verdict
+# (samples.jsonl re-signed): the trainer must refuse every one (m4-trainer-samples-not-rows).
+NOT_ROWS = {
+    "a prompt the data does not hold": lambda s: {**s, "prompt": "Say anything."},
+    "columns the data does not hold": lambda s: {**s, "columns": {**s["columns"], "answer": "999"}},
+    "a column dropped": lambda s: {**s, "columns": {k: v for k, v in s["columns"].items() if k != "other"}},
+    "a column added": lambda s: {**s, "columns": {**s["columns"], "extra": "1"}},
+    "another row's prompt and columns": lambda s: {**s, "row_index": (s["row_index"] + 1) % 4},
+    "a row index past the last row": lambda s: {**s, "row_index": 4},
+    "a negative row index (the last row, counted from the end)": lambda s: {**s, "row_index": -4 + s["row_index"]},
+    "no row index": lambda s: {k: v for k, v in s.items() if k != "row_index"},
+    "a row index that is a string": lambda s: {**s, "row_index": str(s["row_index"])},
+}
+
+
+@pytest.mark.parametrize("how", list(NOT_ROWS))
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_reviewed_samples_that_are_not_rows_of_the_data_are_refused(tmp_path, monkeypatch, capsys, how, which):
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    samples = [json.loads(line) for line in run.samples.read_text().splitlines()]
+    at = 0 if which == "first" else len(samples) - 1
+    samples[at] = NOT_ROWS[how](samples[at])
+    _write_samples(run, samples)
+    _resign(run, verdict)
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "not rows of the data that trains" in refusal and f"samples {at} " in refusal, (how, refusal)
+
+
+def test_samples_other_than_the_verdict_signed_are_refused(tmp_path, monkeypatch, capsys):
+    """samples.jsonl replaced by rows of the same data (each a true row) after the verdict: not what it signed."""
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    samples = [json.loads(line) for line in run.samples.read_text().splitlines()]
+    _write_samples(run, samples[:2])
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "not the samples the verdict signed" in refusal
+    run.samples.unlink()
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "not the samples the verdict signed" in refusal
+
+
+def test_blank_lines_in_the_samples_are_no_samples(tmp_path, monkeypatch, capsys):
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    run.samples.write_text("\n" + run.samples.read_text() + "\n  \n")
+    _resign(run, verdict)
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+
+
+def test_more_than_eight_forged_samples_are_counted_not_all_listed(tmp_path, monkeypatch, capsys):
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch, rows=_rows(10))
+    samples = [json.loads(line) for line in run.samples.read_text().splitlines()]
+    _write_samples(run, [{**s, "prompt": "forged"} for s in samples])
+    _resign(run, verdict)
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert "samples 0, 1, 2, 3, 4, 5, 6, 7 ..." in refusal and "8," not in refusal
+    _write_samples(run, [{**s, "prompt": "forged"} if s["id"] < 8 else s for s in samples])
+    _resign(run, verdict)
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert "samples 0, 1, 2, 3, 4, 5, 6, 7 are not rows" in refusal
+
+
+def test_an_agentic_samples_prompt_is_the_tool_loops_but_its_columns_are_the_rows(tmp_path, monkeypatch, capsys):
+    """An agentic sample's prompt is the one TRL's tool loop rendered: not compared; its columns still are."""
+    from mcp_server.inspection import trained
+
+    monkeypatch.setattr("mcp_server.agentic.sources.agentic_pin", lambda run, *read: {"env": "pinned"})
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch, agentic=True)
+    verdict["pins"]["agentic"] = {"env": "pinned"}
+    samples = [json.loads(line) for line in run.samples.read_text().splitlines()]
+    _write_samples(run, [{**s, "prompt": "<tools> " + s["prompt"]} for s in samples])
+    _resign(run, verdict)
+    assert _check(run, dataset, training_args, model_args, capsys) is None, trained.VERIFIED
+    _write_samples(run, [{**s, "columns": {"answer": "x"}} for s in samples])
+    _resign(run, verdict)
+    assert "not rows of the data" in _check(run, dataset, training_args, model_args, capsys)
+
+
+# The verdict the launch gate judged (VERDICT_SHA_ENV) x what became of it before the trainer's check
+# (m4-trainer-verdict-removed-trains): only those exact bytes pass.
+VERDICT_FATES = {
+    "kept": None,
+    "removed": lambda path: path.unlink(),
+    "edited": lambda path: path.write_text(path.read_text().replace('"pass"', '"pass" ')),
+    "emptied": lambda path: path.write_text(""),
+    "a folder in its place": lambda path: (path.unlink(), path.mkdir()),
+    "a link to its own bytes elsewhere": lambda path: (path.with_name("copy.json").write_bytes(path.read_bytes()),
+                                                       path.unlink(), path.symlink_to("copy.json")),
+}
+
+
+@pytest.mark.parametrize("fate", list(VERDICT_FATES))
+def test_the_trainer_believes_only_the_verdict_its_launch_gate_judged(tmp_path, monkeypatch, capsys, fate):
+    import hashlib
+
+    from mcp_server.inspection.trained import VERDICT_SHA_ENV
+
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    monkeypatch.setenv(VERDICT_SHA_ENV, hashlib.sha256(run.verdict.read_bytes()).hexdigest())
+    if VERDICT_FATES[fate]:
+        VERDICT_FATES[fate](run.verdict)
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    if fate in ("kept", "a link to its own bytes elsewhere"):  # the bytes the gate judged (the gate pins links)
+        assert refusal is None, refusal
+    else:
+        assert refusal and "is not the verdict launch_training's gate judged" in refusal, (fate, refusal)
+
+
+def test_run_by_hand_without_a_verdict_the_trainer_says_so_and_trains(tmp_path, monkeypatch, capsys):
+    """Not started by launch_training (no VERDICT_SHA_ENV) and no verdict: it says its inputs were not reviewed."""
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    run.verdict.unlink()
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    assert "no inspection verdict pins what this run trains on" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pin", ["absent", "null", "a string"])
+def test_a_verdict_that_pins_nothing_of_what_trains_is_refused(tmp_path, monkeypatch, capsys, pin):
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    pins = {k: v for k, v in verdict["pins"].items() if k != "trained"}
+    if pin != "absent":
+        pins["trained"] = None if pin == "null" else "trained"
+    run.verdict.write_text(json.dumps({**verdict, "pins": pins}))
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "the verdict pins nothing of what trains" in refusal
+
+
+# Each part of the "trained" pin moved, or missing on either side: the check names it.
+def _trained_moves() -> dict:
+    return {
+        "rows: one more": lambda now: {**now, "rows": now["rows"] + 1},
+        "rows_sha256: other rows": lambda now: {**now, "rows_sha256": "0" * 64},
+        "prompt_column: another": lambda now: {**now, "prompt_column": "other"},
+        "settings: a value changed": lambda now: {**now, "settings": {**now["settings"], "temperature": 0.5}},
+        "settings: a key the pin lacks": lambda now: {**now, "settings": {}},
+        "settings: a key only the pin has": lambda now: {**now, "settings": {**now["settings"], "top_k": 7}},
+        "model: other files": lambda now: {**now, "model": {**now["model"], "files_sha256": "0" * 64}},
+        "model: a part the verdict lacks": lambda now: {k: v for k, v in now.items() if k != "model"},
+        "model: a part only the verdict has": lambda now: {**now, "tools": {"x": 1}},
+    }
+
+
+@pytest.mark.parametrize("move", list(_trained_moves()))
+def test_each_part_of_the_trained_pin_moved_is_named(tmp_path, monkeypatch, capsys, move):
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    pinned = _trained_moves()[move](verdict["pins"]["trained"])
+    run.verdict.write_text(json.dumps({**verdict, "pins": {**verdict["pins"], "trained": pinned}}))
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    key = move.split(":")[0] if not move.startswith("model: a part only") else "tools"
+    assert refusal and f"{key}: " in refusal, (move, refusal)
+
+
+def test_a_resume_patch_is_applied_to_the_settings_it_names_only(tmp_path, monkeypatch, capsys):
+    """pin_updates (a resume after a guard stop patched a setting): the patched value is what is reviewed; a patch
+    of a key the pin does not hold adds nothing; the last patch of a key wins."""
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    trained = verdict["pins"]["trained"]
+    pinned = {**trained, "settings": {**trained["settings"], "temperature": 0.7}}
+    updates = [{"patch": {"temperature": 0.9}}, {"patch": {"temperature": 1.0, "top_k": 3}}, "not a patch"]
+    run.verdict.write_text(json.dumps({**verdict, "pins": {"trained": pinned}, "pin_updates": updates}))
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    run.verdict.write_text(json.dumps({**verdict, "pins": {"trained": pinned}, "pin_updates": updates[::-1][1:]}))
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and '"temperature": 1.0} (reviewed: ' in refusal and '"temperature": 0.9})' in refusal, refusal
+
+
+@pytest.mark.parametrize(("resume", "refused"), [
+    ("checkpoints/checkpoint-2", False), ("true", False), ("True", False), ("checkpoints", True),
+    ("elsewhere/checkpoint-2", True), ("checkpoints/../elsewhere", True), ("/tmp/checkpoint-2", True)])
+def test_resume_from_checkpoint_must_be_this_runs(tmp_path, monkeypatch, capsys, resume, refused):
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    training_args.resume_from_checkpoint = resume
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert (refusal is not None and "resume_from_checkpoint" in refusal) == refused, (resume, refusal)
+
+
+def test_dynamic_sampling_changed_after_the_verdict_is_refused(tmp_path, monkeypatch, capsys):
+    from mcp_server.inspection.pins import train_files_pin
+
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    run.dynamic_sampling.write_text('{"max_extra_rounds": 2}')
+    files = train_files_pin(run)
+    run.verdict.write_text(json.dumps({**verdict, "pins": {**verdict["pins"], "train_files": files}}))
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    run.dynamic_sampling.write_text('{"max_extra_rounds": 9}')
+    assert "dynamic_sampling.json (dynamic sampling) changed" in _check(run, dataset, training_args, model_args,
+                                                                          capsys)
+    run.dynamic_sampling.unlink()  # removed: the pin had it
+    assert "dynamic_sampling.json" in (_check(run, dataset, training_args, model_args, capsys) or "")
+
+
+def test_a_package_switch_in_the_configs_env_block_is_refused(tmp_path, monkeypatch, capsys):
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    config = yaml.safe_load(run.config.read_text())
+    run.config.write_text(yaml.safe_dump({**config, "env": {"LLM_FINETUNING_ANYTHING": "1", "OTHER": "1"}}))
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "LLM_FINETUNING_ANYTHING" in refusal and "OTHER" not in refusal
+
+
+def test_while_sampling_the_check_reports_and_never_refuses(tmp_path, monkeypatch, capsys):
+    from mcp_server.inspection.trained import sampling
+
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    run.verdict.write_text(json.dumps({**verdict, "pins": {"trained": {"rows": 0}}}))
+    with sampling():
+        assert _check(run, dataset, training_args, model_args, capsys) is None
+    assert _check(run, dataset, training_args, model_args, capsys)
+
+
+def test_the_loaded_models_files_must_be_the_ones_the_check_verified(tmp_path, monkeypatch, capsys):
+    """confirm_loaded_model, after GRPOTrainer loaded: a weight swapped between the check and the load is refused;
+    the same files pass; outside a checked run (nothing verified) or while sampling it does nothing."""
+    from mcp_server.inspection import trained
+    from mcp_server.inspection.trained import InputsChanged, confirm_loaded_model, sampling
+
+    run, dataset, training_args, model_args, _ = _point_of_use(tmp_path, monkeypatch)
+    confirm_loaded_model(None)  # nothing verified yet: a no-op
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    confirm_loaded_model(None)
+    (tmp_path / "model" / "model.safetensors").write_text("swapped")
+    with sampling():
+        confirm_loaded_model(None)
+    with pytest.raises(InputsChanged) as refused:
+        confirm_loaded_model(None)
+    assert refused.value.code == 3 and "the model's files changed while it loaded" in capsys.readouterr().err
+    trained.VERIFIED.clear()
+    confirm_loaded_model(None)
+
+
+@pytest.mark.parametrize(("launcher", "verdict", "refused"), [
+    ("right", "wrong", False), ("wrong", "right", True), (None, "right", False), (None, "wrong", True),
+    (None, None, False), ("  ", "right", False), ("  ", "wrong", True)])
+def test_the_reward_code_hash_the_launcher_passed_comes_before_the_verdicts(tmp_path, monkeypatch, capsys, launcher,
+                                                                            verdict, refused):
+    """LLM_FINETUNING_REWARD_CODE_SHA256 (what launch_training's gate judged) is the reviewed hash; run by hand,
+    the verdict's; with neither, the trainer says its rewards were not reviewed and trains."""
+    from mcp_server.inspection.trained import REWARD_SHA_ENV, RewardCodeChanged, reviewed_reward_funcs
+    from mcp_server.rewards import reward_code_sha256
+    from mcp_server.runs import Run
+
+    run = Run(tmp_path / "run")
+    (run.dir / "train").mkdir(parents=True)
+    rewards = [{"name": "format_reward", "params": {}, "weight": 1.0}]
+    run.rewards.write_text(json.dumps(rewards))
+    hashes = {"right": reward_code_sha256(rewards), "wrong": "0" * 64, "  ": "  "}
+    if verdict:
+        run.verdict.parent.mkdir(parents=True)
+        run.verdict.write_text(json.dumps({"pins": {"reward_code": hashes[verdict]}}))
+    monkeypatch.delenv(REWARD_SHA_ENV, raising=False)
+    if launcher:
+        monkeypatch.setenv(REWARD_SHA_ENV, hashes[launcher])
+    if refused:
+        with pytest.raises(RewardCodeChanged):
+            reviewed_reward_funcs(run.dir)
+        assert "refusing to train: the reward code" in capsys.readouterr().err
+    else:
+        funcs, digest = reviewed_reward_funcs(run.dir)
+        assert len(funcs) == 1 and digest == hashes["right"]
+        assert ("its scores were not reviewed" in capsys.readouterr().err) == (launcher is None and verdict is None)
+
+
+def test_only_the_reviewed_files_may_sit_in_the_reviewed_copy(tmp_path):
+    """unreviewed_entries: every entry of inspection/reward_code/ that is not a reviewed file nor a folder holding
+    one (a package folder beside a reviewed module wins its import), bytecode folders never read, a folder named
+    once (not each file under it)."""
+    from mcp_server.inspection.trained import unreviewed_entries
+    from mcp_server.runs import Run
+
+    run = Run(tmp_path / "run")
+    reviewed = ["mod.py", "pkg/__init__.py", "pkg/sub.py"]
+    for name in [*reviewed, "other.py", "pkg/extra.py", "mod/__init__.py", "__pycache__/mod.cpython-311.pyc",
+                 "pkg/__pycache__/sub.cpython-311.pyc", "deep/er/x.py", "pkg/inner/y.py"]:
+        (run.reward_code / name).parent.mkdir(parents=True, exist_ok=True)
+        (run.reward_code / name).write_text("x = 1\n")
+    assert unreviewed_entries(run, reviewed) == ["deep/", "mod/", "other.py", "pkg/inner/", "pkg/extra.py"]
+    assert unreviewed_entries(run, [*reviewed, "other.py", "pkg/extra.py", "mod/__init__.py", "deep/er/x.py",
+                                    "pkg/inner/y.py"]) == []
+    assert unreviewed_entries(Run(tmp_path / "none"), reviewed) == []

@@ -272,6 +272,32 @@ def test_the_model_changed_is_named_by_the_gate_and_the_trainer(tmp_path, monkey
     assert _trained(name, run) != trained, (form, file, how)
 
 
+def test_large_weights_rewritten_in_place_with_their_mtime_put_back_are_named(tmp_path):
+    """Round 7 (G3): a model file over WHOLE_FILE_BYTES was pinned by size and mtime only; weights rewritten in
+    place (same size) and `touch -r` to the old mtime passed the gate. The pin holds the inode and ctime too (no
+    user sets a ctime back): the gate and the trainer see the rewrite, and the gate says what a large file's pin
+    holds."""
+    import time
+
+    from mcp_server.workspace import WHOLE_FILE_BYTES
+
+    folder = _model(tmp_path / "big-model")
+    weights = folder / "model.safetensors"
+    with open(weights, "r+b") as handle:
+        handle.truncate(WHOLE_FILE_BYTES + (1 << 20))  # sparse: no disk used
+    run = _run(tmp_path, {"model_name_or_path": str(folder), "dataset_name": str(_jsonl(tmp_path / "d.jsonl"))})
+    before, trained, stat = run_pins(run, REWARD), trained_model(str(folder), None, run), weights.stat()
+    time.sleep(0.05)  # past the file system's clock tick: a rewrite comes after the verdict
+    with open(weights, "r+b") as handle:
+        handle.seek(WHOLE_FILE_BYTES // 2)
+        handle.write(b"other weights, same size")
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # touch -r
+    assert weights.stat().st_size == stat.st_size and weights.stat().st_mtime_ns == stat.st_mtime_ns
+    moved = _moved(before, run)
+    assert moved and "the model changed" in moved[0] and "ctime" in moved[0], moved
+    assert _trained(str(folder), run) != trained
+
+
 def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     """An honest upstream update (the cache's main moved to a new commit) and another cache (an HF_HOME switch)
     are other weights: the gate and the trainer both see them."""
@@ -1225,3 +1251,320 @@ def test_reward_weights_are_matched_reward_by_reward(tmp_path, configured, same)
                                                  agree_with_rest=True))
     assert ("train/config.yaml's reward_weights" in str(refused.value)) != same, (configured, str(refused.value))
     assert not run.verdict.exists()
+
+
+# ---------------------------------------------------------------- a verdict against the review it signs
+# A verdict.json whose hashes are right (samples, review.json) judged against that review: each field it restates
+# (route, base rate, success rule, samples hash, reviewed ids, the reward-code hash) differing from the review's
+# closes the gate naming that field; the review changed, gone, or its success rule changed each say so.
+def _signed_run(tmp_path: Path) -> tuple[Run, dict, dict]:
+    """(run, review, verdict) where the verdict restates its review exactly: the gate gets as far as the review
+    sheets (review.md, which this constructed run lacks)."""
+    import datetime as dt
+
+    from mcp_server.workspace import sha256_file
+
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    run.rewards.write_text(json.dumps([{"name": "format", "params": {}, "weight": 1.0}]))
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(4)))
+    review = {"reviewed_ids": [0, 1, 2, 3], "result": {
+        "route": "grpo", "base_success_rate": 0.5, "success_rule": "total reward > 0",
+        "samples_sha256": sha256_file(run.samples), "reward_code_sha256": REWARD}}
+    run.review.write_text(json.dumps(review))
+    verdict = {"verdict": "pass", "reviewer": "ana", "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+               "note": "", "pins": {"reward_code": REWARD}, "samples_sha256": sha256_file(run.samples),
+               "review_sha256": sha256_file(run.review), "success_rule": "total reward > 0", "route": "grpo",
+               "base_success_rate": 0.5, "reviewed_ids": [0, 1, 2, 3], "agree": 4, "disagree": 0,
+               "sample_verdicts": [{"id": i, "agree": True} for i in range(4)]}
+    run.verdict.write_text(json.dumps(verdict))
+    return run, review, verdict
+
+
+def _gate_reason(run: Run) -> str:
+    from mcp_server.inspection.gate import check_inspection_gate
+
+    gate = check_inspection_gate(run)
+    assert not gate.passed
+    return gate.reason
+
+
+RESTATED = {  # the verdict's field -> (its forged value, what the gate says)
+    "route": ("review_again", "its route is 'review_again' but the review's is 'grpo'"),
+    "base_success_rate": (0.9, "its base_success_rate is 0.9 but the review's is 0.5"),
+    "success_rule": ("total reward >= 0", "its success_rule is 'total reward >= 0'"),
+    "reviewed_ids": ([0, 1, 2, 3, 4], "its reviewed_ids is [0, 1, 2, 3, 4]"),
+    "pins": ({"reward_code": "1" * 64}, "its reward-code hash is not the reviewed reward's"),
+}
+
+
+def test_a_verdict_that_restates_its_review_gets_as_far_as_the_sheets(tmp_path):
+    run, _, _ = _signed_run(tmp_path)
+    assert "review.md is not the sheet inspect_rewards wrote" in _gate_reason(run)
+
+
+@pytest.mark.parametrize("field", list(RESTATED))
+def test_a_verdict_field_that_is_not_the_reviews_closes_the_gate(tmp_path, field):
+    run, _, verdict = _signed_run(tmp_path)
+    value, said = RESTATED[field]
+    forged = {**verdict, field: value}
+    if field == "reviewed_ids":  # a record that adds up on its own
+        forged.update(agree=5, sample_verdicts=[{"id": i, "agree": True} for i in range(5)])
+    run.verdict.write_text(json.dumps(forged))
+    reason = _gate_reason(run)
+    assert "is not a verdict on this review" in reason and said in reason, (field, reason)
+
+
+def test_the_samples_hash_the_review_holds_is_compared(tmp_path):
+    from mcp_server.workspace import sha256_file
+
+    run, review, verdict = _signed_run(tmp_path)
+    run.review.write_text(json.dumps({**review, "result": {**review["result"], "samples_sha256": "2" * 64}}))
+    run.verdict.write_text(json.dumps({**verdict, "review_sha256": sha256_file(run.review)}))
+    assert f"its samples_sha256 is '{verdict['samples_sha256']}' but the review's is '{'2' * 64}'" in \
+        _gate_reason(run)
+
+
+@pytest.mark.parametrize("change", ["success rule", "another field", "removed", "samples"])
+def test_the_review_or_samples_changed_since_the_verdict_is_named(tmp_path, change):
+    run, review, _ = _signed_run(tmp_path)
+    if change == "success rule":
+        run.review.write_text(json.dumps({**review, "result": {**review["result"], "success_rule": "any"}}))
+        said = "the review is not the one the verdict signed (ana at"
+        assert "the success rule changed ('total reward > 0' -> 'any')" in _gate_reason(run)
+    elif change == "another field":
+        run.review.write_text(json.dumps({**review, "result": {**review["result"], "base_success_rate": 0.75}}))
+        said = "): review.json changed"
+    elif change == "removed":
+        run.review.unlink()
+        said = "): review.json is gone"
+    else:
+        run.samples.write_text(run.samples.read_text() + json.dumps({"id": 4}) + "\n")
+        said = "samples.jsonl changed since the verdict (ana at"
+    assert said in _gate_reason(run), change
+
+
+@pytest.mark.parametrize(("verdict", "rate", "said"), [
+    ("fail", 0.5, "the verdict is 'fail' (ana at"), ("pass", 0.0, "never succeeded"),
+    ("pass", 0.01, "review.md is not the sheet")])
+def test_a_fail_or_a_zero_base_rate_closes_the_gate_whatever_else_holds(tmp_path, verdict, rate, said):
+    run, review, record = _signed_run(tmp_path)
+    from mcp_server.workspace import sha256_file
+
+    run.review.write_text(json.dumps({**review, "result": {**review["result"], "base_success_rate": rate}}))
+    run.verdict.write_text(json.dumps({**record, "verdict": verdict, "base_success_rate": rate,
+                                       "review_sha256": sha256_file(run.review)}))
+    assert said in _gate_reason(run), (verdict, rate)
+
+
+# The per-sample record at its edges (VerdictRecord.problem, pass_problem): the closed gate names the problem, or
+# gets past the record (to the review sheets) when the record adds up.
+RECORD_EDGES = {  # name -> (fields, said; None: the record adds up)
+    "one disagreement with a four-word note": ({"sample_verdicts": [{"id": i, "agree": i > 0} for i in range(4)],
+                                                "agree": 3, "disagree": 1, "note": "the format is fine"}, None),
+    "one disagreement with a three-word note": ({"sample_verdicts": [{"id": i, "agree": i > 0} for i in range(4)],
+                                                 "agree": 3, "disagree": 1, "note": "format is fine"},
+                                                "needs a note"),
+    "more disagreements than agreements": ({"sample_verdicts": [{"id": i, "agree": i == 0} for i in range(4)],
+                                            "agree": 1, "disagree": 3, "note": "a long enough note for it"},
+                                           "is a fail"),
+    "a fail that judges a subset": ({"verdict": "fail", "sample_verdicts": [{"id": 0, "agree": False}], "agree": 0,
+                                     "disagree": 1}, "the verdict is 'fail'"),
+    "a fail whose counts are not its verdicts": ({"verdict": "fail", "sample_verdicts": [{"id": 0, "agree": False}],
+                                                  "agree": 1, "disagree": 0}, "counts do not match"),
+    "a disagree count that is not its verdicts": ({"disagree": 1, "note": "one was a little generous"},
+                                                  "counts do not match"),
+    "the last sample judged twice": ({"sample_verdicts": [{"id": i, "agree": True} for i in (0, 1, 2, 3, 3)],
+                                      "agree": 5}, "two verdicts"),
+    "a reviewer of spaces": ({"reviewer": "  "}, "reviewer"),
+    "a reviewer with an escape code": ({"reviewer": "ana\x1b[2J"}, "reviewer"),
+    "a samples hash of 63 characters": ({"samples_sha256": "0" * 63}, "samples_sha256"),
+    "no recorded time": ({"recorded_at": None}, "recorded_at"),
+}
+
+
+@pytest.mark.parametrize("edge", list(RECORD_EDGES))
+def test_a_verdict_record_at_its_edges(tmp_path, edge):
+    run, _, verdict = _signed_run(tmp_path)
+    fields, said = RECORD_EDGES[edge]
+    run.verdict.write_text(json.dumps({**verdict, **fields}))
+    reason = _gate_reason(run)
+    if said is None:
+        assert "review.md is not the sheet" in reason, (edge, reason)
+    else:
+        assert said in reason, (edge, reason)
+
+
+# ---------------------------------------------------------------- what the closed gate says changed (pins.changes)
+# Each way a pinned part can differ between the verdict's pins and today's: the line names the part and what of it
+# moved, a part present on one side only included.
+def _data(*sources: tuple[str, str], **fields) -> dict:
+    return {"sources": [{"source": s, "sha256": h} for s, h in sources], **fields}
+
+
+CHANGE_ROWS = {  # name -> (old pins, new pins, every text the lines must hold)
+    "a part only the verdict pinned": ({"script": "a", "agentic": {"env": 1}}, {"script": "a"},
+                                       ["the environment and tools", "{\"env\": 1} -> null"]),
+    "a part only today has": ({"script": "a"}, {"script": "a", "prompt_column": "q"},
+                              ["the prompt column changed (null -> q)"]),
+    "the script": ({"script": "a"}, {"script": "b"}, ["train/train.py changed"]),
+    "a data file's content": ({"data": [_data(("/d/a.jsonl", "1"))]}, {"data": [_data(("/d/a.jsonl", "2"))]},
+                              ["/d/a.jsonl: its content changed"]),
+    "a data file added": ({"data": [_data(("/d/a.jsonl", "1"))]},
+                          {"data": [_data(("/d/a.jsonl", "1"), ("/d/b.jsonl", "3"))]}, ["/d/b.jsonl added"]),
+    "a data file no longer read": ({"data": [_data(("/d/a.jsonl", "1"), ("/d/b.jsonl", "3"))]},
+                                   {"data": [_data(("/d/a.jsonl", "1"))]}, ["/d/b.jsonl no longer read"]),
+    "a data entry's field": ({"data": [_data(("/d/a.jsonl", "1"), split="train")]},
+                             {"data": [_data(("/d/a.jsonl", "1"), split="test")]}, ["split: train -> test"]),
+    "a data entry's field only today has": ({"data": [_data(("/d/a.jsonl", "1"))]},
+                                            {"data": [_data(("/d/a.jsonl", "1"), data_dir="x")]},
+                                            ["data_dir: null -> x"]),
+    "a data entry added": ({"data": [_data(("/d/a.jsonl", "1"))]},
+                           {"data": [_data(("/d/a.jsonl", "1")), _data()]}, ["1 -> 2 data entries"]),
+    "a model's files": ({"model": {"model": "m", "files_sha256": "1"}}, {"model": {"model": "m", "files_sha256": "2"}},
+                        ["the model changed (its files changed (", "inode or ctime"]),
+    "a model field only today has": ({"model": {"model": "m"}}, {"model": {"model": "m", "loads": {"subfolder": "s"}}},
+                                     ["the model changed (loads: null -> {\"subfolder\": \"s\"})"]),
+    "the sampling settings' files_sha256 is a field": ({"sampling": {"files_sha256": "1"}},
+                                                       {"sampling": {"files_sha256": "2"}}, ["files_sha256: 1 -> 2"]),
+    "the reward code": ({"reward_code": "1"}, {"reward_code": "2"}, ["the reward changed (a name, param or weight"]),
+}
+
+
+@pytest.mark.parametrize("row", list(CHANGE_ROWS))
+def test_the_gate_says_what_of_a_pinned_part_changed(row):
+    old, new, said = CHANGE_ROWS[row]
+    lines = changes(old, new)
+    assert len(lines) == 1 and all(s in lines[0] for s in said), (row, lines)
+    assert changes(old, dict(old)) == [] and changes(new, dict(new)) == []
+
+
+def test_every_part_that_changed_has_its_line_in_order():
+    old = {"model": {"model": "m"}, "script": "a", "reward_code": "1"}
+    new = {"model": {"model": "n"}, "script": "b", "reward_code": "2"}
+    lines = changes(old, new, "its module changed")
+    assert [line.split(" changed")[0] for line in lines] == ["the model", "train/train.py", "the reward"]
+    assert lines[2] == "the reward changed (its module changed)"
+
+
+# ---------------------------------------------------------------- which files under train/ are pinned
+# train_files_pin: every file under train/ that no other pin covers (train.py imports from train/), and none that
+# a launch or training writes there after the gate. Each row: output_dir -> the names pinned among TRAIN_LAYOUT.
+TRAIN_LAYOUT = ("helper.py", "logs/stdout.log", "logs-attempt-2/stdout.log", "logsx/mod.py", "__pycache__/h.pyc",
+                "pkg/__pycache__/m.pyc", "pkg/m.py", "sub/config.yaml", "launch.sh", "ckpt/checkpoint-1/w.bin",
+                "empty/")
+ALWAYS_PINNED = ["empty/", "helper.py", "logsx/", "logsx/mod.py", "pkg/", "pkg/m.py", "sub/", "sub/config.yaml"]
+
+
+@pytest.mark.parametrize(("output_dir", "pinned"), [
+    ("checkpoints", [*ALWAYS_PINNED, "ckpt/", "ckpt/checkpoint-1/", "ckpt/checkpoint-1/w.bin"]),
+    ("train/ckpt", ALWAYS_PINNED),  # training's own checkpoints, inside train/
+    ("train", [*ALWAYS_PINNED, "ckpt/", "ckpt/checkpoint-1/", "ckpt/checkpoint-1/w.bin"]),  # not all of train/
+])
+def test_the_files_under_train_that_are_pinned(tmp_path, output_dir, pinned):
+    run = _run(tmp_path, {"model_name_or_path": "m", "output_dir": output_dir})
+    for name in TRAIN_LAYOUT:
+        path = run.dir / "train" / name
+        if name.endswith("/"):
+            path.mkdir(parents=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(name)
+    found = pins_module.train_files_pin(run)
+    assert sorted(found) == sorted(pinned), output_dir
+    assert found["empty/"] == "directory" and found["helper.py"] != found["pkg/m.py"]
+
+
+# ---------------------------------------------------------------- the gate before a verdict, and the verdict's door
+@pytest.mark.parametrize(("state", "said"), [
+    ("no rewards.json", "the run has no train/rewards.json"),
+    ("no samples", "no samples: inspection/samples.jsonl does not exist"),
+    ("a review routed to SFT first, on today's samples", "the last review found no prompt with a single success"),
+    ("a review routed to SFT first, on other samples", "no verdict recorded"),
+    ("a review routed to GRPO", "no verdict recorded"),
+    ("a verdict that is not JSON", "cannot be read as a JSON object"),
+    ("a verdict that is a JSON list", "cannot be read as a JSON object"),
+    ("a verdict without its reviewer", "incomplete or malformed (reviewer)"),
+])
+def test_the_gate_before_a_verdict_says_where_the_run_is(tmp_path, state, said):
+    from mcp_server.workspace import sha256_file
+
+    run, review, verdict = _signed_run(tmp_path)
+    run.verdict.unlink()
+    route = "sft_first" if "SFT" in state else "grpo"
+    samples = sha256_file(run.samples) if "today's" in state else "3" * 64
+    run.review.write_text(json.dumps({**review, "result": {**review["result"], "route": route,
+                                                           "samples_sha256": samples}}))
+    if state == "no rewards.json":
+        run.rewards.unlink()
+    elif state == "no samples":
+        run.samples.unlink()
+    elif state == "a verdict that is not JSON":
+        run.verdict.write_text("{pass")
+    elif state == "a verdict that is a JSON list":
+        run.verdict.write_text("[]")
+    elif state == "a verdict without its reviewer":
+        run.verdict.write_text(json.dumps({k: v for k, v in verdict.items() if k != "reviewer"}))
+    assert said in _gate_reason(run), state
+
+
+def _door_run(tmp_path: Path, reviewed=(8, 0, 2, 1, 7, 5), route: str = "grpo") -> Run:
+    run = _reviewed_run(tmp_path)
+    review = json.loads(run.review.read_text())
+    run.review.write_text(json.dumps({**review, "reviewed_ids": list(reviewed),
+                                      "result": {**review["result"], "route": route, "success_rule": "r",
+                                                 "rewards_source": "train/rewards.json",
+                                                 "base_success_rate": 0.5}}))
+    return run
+
+
+def _record(run: Run, verdict: str = "fail", **fields):
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+
+    return record_inspection_verdict(VerdictRequest(run=str(run.dir), verdict=verdict, reviewer="ana", **fields))
+
+
+@pytest.mark.parametrize(("request_fields", "field", "said"), [
+    ({"sample_verdicts": [{"id": 3, "agree": False}]}, "sample_verdicts[0].id",
+     "sample 3 is not in the review; reviewed ids are 0-2, 5, 7-8"),
+    ({"sample_verdicts": [{"id": 8, "agree": False}, {"id": 0, "agree": True}, {"id": 8, "agree": True}]},
+     "sample_verdicts[2].id", "sample 8 is listed twice"),
+])
+def test_the_verdicts_door_refuses_samples_that_were_not_reviewed_or_twice(tmp_path, request_fields, field, said):
+    run = _door_run(tmp_path)
+    with pytest.raises(UserInputError) as refused:
+        _record(run, **request_fields)
+    assert refused.value.field == field and said in str(refused.value), str(refused.value)
+    assert not run.verdict.exists()
+
+
+@pytest.mark.parametrize(("fields", "route", "field", "said"), [
+    ({"sample_verdicts": [{"id": i, "agree": True} for i in (0, 1, 2, 5)]}, "grpo", "sample_verdicts",
+     "missing 2: 7-8"),
+    ({"sample_verdicts": [{"id": 0, "agree": False}], "agree_with_rest": True}, "grpo", "note", "needs a note"),
+    ({"sample_verdicts": [{"id": i, "agree": False} for i in (0, 1, 2)], "agree_with_rest": True,
+      "note": "the misses are only formatting noise"}, "grpo", "verdict", "disagrees with 3 of the 6"),
+    ({"agree_with_rest": True}, "sft_first", "verdict", "do SFT first"),
+])
+def test_a_pass_that_cannot_be_one_is_refused_naming_the_field(tmp_path, fields, route, field, said):
+    run = _door_run(tmp_path, route=route)
+    with pytest.raises(UserInputError) as refused:
+        _record(run, "pass", **fields)
+    assert refused.value.field == field and said in str(refused.value), (field, str(refused.value))
+    assert not run.verdict.exists()
+
+
+def test_a_fail_records_each_sample_verdict_in_id_order_with_its_counts(tmp_path):
+    run = _door_run(tmp_path)
+    result = _record(run, sample_verdicts=[{"id": 8, "agree": False, "note": "scored 1, wrong"},
+                                           {"id": 2, "agree": False}], agree_with_rest=True)
+    record = json.loads(run.verdict.read_text())
+    assert [v["id"] for v in record["sample_verdicts"]] == [0, 1, 2, 5, 7, 8]
+    assert (record["agree"], record["disagree"], result.agree, result.disagree) == (4, 2, 4, 2)
+    assert record["sample_verdicts"][-1]["note"] == "scored 1, wrong" and record["reviewed"] == 6
+    assert not result.gate.passed and "the verdict is 'fail'" in result.gate.reason
+    partial = _record(run, sample_verdicts=[{"id": 5, "agree": False}])  # a fail may judge only some
+    assert (partial.agree, partial.disagree) == (0, 1)
+    record = json.loads(run.verdict.read_text())
+    assert (record["agree"], record["disagree"], record["reviewed"]) == (0, 1, 6)

@@ -326,6 +326,52 @@ def test_launcher_execs_the_server_from_a_prepared_venv_over_stdio(tmp_path):
     assert "Goal: exact sums" in prompt.messages[0].content.text
 
 
+@pytest.mark.slow
+def test_every_harness_config_command_line_starts_a_server_that_answers_tools_list(tmp_path):
+    """Each config's own command line (`python3` on PATH, its arguments with the root variable expanded, the
+    folder the harness starts it in, and for Codex only the environment it passes through) starts a server that
+    answers tools/list: the check for harnesses whose own CLI cannot start a server offline (Copilot CLI's
+    `mcp list`/`mcp get` read only the config; Cursor has no CLI; issue 49)."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    venv = ready_venv(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f"#!/bin/sh\nexec '{sys.executable}' \"$@\"\n")
+    (bin_dir / "python3").chmod(0o755)
+    project = tmp_path / "project"
+    project.mkdir()
+    base = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "LLM_FINETUNING_VENV": str(venv)}
+    base.pop("LLM_FINETUNING_WORKSPACE", None)
+    starts: dict[tuple, list[str]] = {}
+    for harness, (entry, variable) in server_entries().items():
+        args = tuple(a.replace(variable, str(ROOT)) if variable else a for a in entry["args"])
+        # A root variable makes the path absolute and the harness starts it in the project; a relative path is
+        # started in the plugin folder (Codex: `cwd` "."; OpenCode and Copilot CLI: the plugin's own folder).
+        cwd = project if variable else ROOT / entry.get("cwd", ".")
+        if "env_vars" in entry:  # Codex strips the environment to these names (and its own few)
+            env = {k: base[k] for k in ("PATH", "HOME", "PYTHONPATH", *entry["env_vars"]) if k in base}
+        else:
+            env = dict(base)
+        env.update(entry.get("env", {}))
+        key = (entry["command"], args, str(cwd), tuple(sorted(env.items())))
+        starts.setdefault(key, []).append(harness)
+
+    async def tools_of(command, args, cwd, env) -> set[str]:
+        params = StdioServerParameters(command=command, args=list(args), cwd=cwd, env=dict(env))
+        async with Client(params) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    assert len(starts) >= 2  # absolute (root variable) and relative command lines both tried
+    for (command, args, cwd, env), harnesses in starts.items():
+        try:
+            tools = asyncio.run(asyncio.wait_for(tools_of(command, args, cwd, env), 180))
+        except Exception as exc:  # noqa: BLE001 - name the harnesses whose command line failed
+            pytest.fail(f"{', '.join(harnesses)}: {command} {' '.join(args)} (in {cwd}) gave no tools/list: {exc!r}")
+        assert {"emit_grpo_config", "validate_grpo_config", "list_runs"} <= tools, (harnesses, sorted(tools))
+
+
 # ---------------------------------------------------------------- real external tools from npm
 _NPM_UNREACHABLE: list[str] = []  # once the registry did not answer, later installs skip at once
 
@@ -415,6 +461,42 @@ def test_mcp_inspector_cli_lists_tools_and_calls_one_through_the_launcher(npm_bi
     assert not result.get("isError"), result
     names = {reward["name"] for reward in result["structuredContent"]["rewards"]}
     assert {"format_reward", "correctness_reward", "code_execution_reward"} <= names
+
+
+def run_conformance(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`scripts/conformance.py` (what `make conformance` runs) with a prepared server environment, the suite
+    installed into the npm tools cache."""
+    if not shutil.which("npm"):
+        skip_unless_ci("npm is not installed: cannot install the MCP conformance suite")
+    base = Path(os.environ.get("LLM_FINETUNING_NPM_TOOLS") or Path.home() / ".cache" / "llm-finetuning" / "npm")
+    env = {**os.environ, "LLM_FINETUNING_VENV": str(ready_venv(tmp_path)),
+           "LLM_FINETUNING_CONFORMANCE_DIR": str(base / "conformance")}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "conformance.py"), *args], capture_output=True,
+                          text=True, timeout=1200, env=env)
+    unreachable = re.search(r".*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT).*", proc.stderr)
+    if proc.returncode == 2 and "npm install failed" in proc.stderr and unreachable:
+        skip_unless_ci(f"npm registry unreachable: {unreachable.group(0).strip()}")
+    return proc
+
+
+@pytest.mark.slow
+def test_mcp_conformance_suite_passes_its_applicable_scenarios_over_stdio(tmp_path):
+    proc = run_conformance(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    conformance = runpy.run_path(str(ROOT / "scripts" / "conformance.py"))
+    for scenario in conformance["APPLICABLE"]:
+        assert re.search(rf"^PASS  {scenario}  ", proc.stdout, re.M), proc.stdout
+    assert f"{len(conformance['APPLICABLE'])} of {len(conformance['APPLICABLE'])} scenarios passed" in proc.stdout
+
+
+@pytest.mark.slow
+def test_mcp_conformance_script_reports_a_failing_scenario_and_exits_non_zero(tmp_path):
+    # The suite's own fixture tool `test_image_content` is not one of this server's: that scenario fails.
+    proc = run_conformance(tmp_path, "--scenario", "ping", "--scenario", "tools-call-image")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^PASS  ping  ", proc.stdout, re.M) and re.search(r"^FAIL  tools-call-image  ", proc.stdout,
+                                                                         re.M), proc.stdout
+    assert "1 of 2 scenarios passed" in proc.stdout
 
 
 # ---------------------------------------------------------------- every harness, installed as its docs say, by its own
@@ -559,6 +641,9 @@ def test_codex_plugin_install_connects_lists_tools_and_skills_and_writes_in_the_
     )
     (server,) = [s for s in status["data"] if s["name"] == "llm-finetuning"]
     assert not server.get("toolsError") and {"emit_grpo_config", "list_runs"} <= set(server["tools"]), server
+    # The README's first check for Codex: the same app server through scripts/codex_mcp_check.py, in the project.
+    check = t.run(sys.executable, plugin_copy / "scripts" / "codex_mcp_check.py", "--codex", codex, timeout=240)
+    assert re.fullmatch(rf"llm-finetuning: Connected, {len(server['tools'])} tools\n", check), check
     names = {s["name"] for s in skills["data"][0]["skills"] if s.get("pluginId") == "llm-finetuning@llm-finetuning"}
     assert names == {f"llm-finetuning:{name}" for name in SKILLS}
     assert t.workspaces() == {t.project}  # not the plugin cache Codex starts the server in
@@ -568,13 +653,17 @@ def test_codex_plugin_install_connects_lists_tools_and_skills_and_writes_in_the_
 def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(plugin_copy, tmp_path):
     gemini = npm_install("@google/gemini-cli") / "gemini"
     t = Trial(tmp_path)
-    # The README's line (issue 49: `install --consent` alone waited on a folder-trust prompt; `link` copies no
-    # `.venv`), with nothing typed in
-    t.run(gemini, "extensions", "link", plugin_copy, "--consent", input="", GEMINI_CLI_TRUST_WORKSPACE="true")
+    # The README's line, run in the project, with nothing typed in (issue 49: `link` copies no `.venv`; its
+    # `--consent` also answers Gemini's "trust this workspace to install extensions?", which saves the project in
+    # ~/.gemini/trustedFolders.json: with GEMINI_CLI_TRUST_WORKSPACE=true instead, nothing was saved and the
+    # first `gemini mcp list` showed the server Disabled).
+    t.run(gemini, "extensions", "link", plugin_copy, "--consent", input="")
+    assert json.loads((t.home / ".gemini" / "trustedFolders.json").read_text()) == {
+        os.path.realpath(t.project): "TRUST_FOLDER"}
     root = plugin_copy  # linked, not copied
     assert not (t.home / ".gemini" / "extensions" / "llm-finetuning" / "scripts").exists()
     t.prepare_server(root, first_start_s=PIP_FIRST_START_S)  # `mcp list` gave up after 5 s: Disconnected
-    listed = t.run(gemini, "mcp", "list", timeout=180, GEMINI_CLI_TRUST_WORKSPACE="true")
+    listed = t.run(gemini, "mcp", "list", timeout=180)  # the first check, as a person types it
     assert re.search(r"✓ llm-finetuning \(from llm-finetuning\): .* - Connected", listed), listed
     extensions = t.run(gemini, "extensions", "list")
     assert f"{root}/GEMINI.md" in extensions and re.search(r"MCP servers:\s+llm-finetuning", extensions), extensions
@@ -584,7 +673,7 @@ def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(p
         json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
     )
     screen = tui_screen(gemini, t, t.project, "/finet", ready=r"1 MCP server", until=r"finetune \[MCP\]", repeat=False,
-                        GEMINI_API_KEY="offline-placeholder", GEMINI_CLI_TRUST_WORKSPACE="true")
+                        GEMINI_API_KEY="offline-placeholder")
     assert re.search(r"(?<![:.\w])finetune \[MCP\]", screen) and not re.search(r"llm-finetuning[:.]finetune", screen), (
         screen[-3000:]
     )

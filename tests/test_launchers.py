@@ -19,6 +19,7 @@ from mcp_server.training.models import LaunchRequest, StatusRequest
 from mcp_server.training.runrecord import write_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.training.status import training_status
+from mcp_server.training.launchers.base import PYTHON_PIN_LINE
 from support import emitted_run_dir
 
 
@@ -39,7 +40,11 @@ def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_m
         written = write_plan_files(run, plan)
         assert set(written) == files, (options, written)
         script = Path(written.get("script") or written["slurm"])
-        assert script.read_text() == plan.script and subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        # the plan's script, with the training interpreter's check written where its line stood (issue 48, G3)
+        before, after = plan.script.split(PYTHON_PIN_LINE + "\n")
+        text = script.read_text()
+        assert text.startswith(before + PYTHON_PIN_LINE + "\ncheck_python() {") and text.endswith(after), options
+        assert "\ncheck_python || {" in text and subprocess.run(["bash", "-n", str(script)]).returncode == 0
         if "accelerate_config" in written:
             assert yaml.safe_load(Path(written["accelerate_config"]).read_text())["num_processes"] == processes
     torchrun = build_launch_plan(cpu, LaunchRequest(run=str(cpu.dir), num_processes=2)).train_command
@@ -226,3 +231,35 @@ def test_the_machine_layout_at_its_edges(workspace, tiny_model):
                                  overrides={"use_vllm": True, "vllm_mode": "server"}))
     plan = build_launch_plan(server, LaunchRequest(run=str(server.dir), num_processes=3, vllm_server_gpus=1))
     assert plan.num_processes == 3 and plan.vllm is not None, plan
+
+
+def test_validation_and_a_multi_node_launch_judge_the_same_world(workspace, tiny_model):
+    """Issue 46: 2 nodes x 8 H100 in vLLM server mode. The SLURM job serves on the whole last node and trains on the
+    first node's 8 GPUs, so TRL's whole-groups rule is judged on a world of 8, not on 16 GPUs less a one-GPU server
+    (15). Groups of 5 with one completion per GPU fill a world of 15 but not of 8: validate_grpo_config given the
+    launch's num_nodes, and the launch's own config gate, refuse it with TRL's rule named on the job's world; on one
+    node (15 train) the same config is valid."""
+    from mcp_server.memory.verdict import validate_config
+    from mcp_server.recipe.models import ValidateRequest
+    from mcp_server.training.launch import launch_training
+
+    run = Run(emitted_run_dir("two-by-eight", model="tiny", gpu="H100", num_gpus=16, overrides={
+        "use_vllm": True, "vllm_mode": "server", "per_device_train_batch_size": 1, "num_generations": 5,
+        "gradient_accumulation_steps": 1, "steps_per_generation": 1, "max_completion_length": 12}))
+    plan = build_launch_plan(run, LaunchRequest(run=str(run.dir), num_nodes=2))
+    assert (plan.launcher, plan.num_processes, plan.accelerate_config["num_processes"]) == ("slurm", 8, 8), plan
+    assert plan.vllm["gpus"] == 8 and "#SBATCH --nodes=2" in plan.script, plan.vllm
+    assert "--num_machines 1 --num_processes 8 " in plan.script  # what launch.slurm starts: one node of 8 trains
+
+    def errors(num_nodes: int) -> dict[str, str]:
+        result = validate_config(ValidateRequest(config_path=str(run.config), num_nodes=num_nodes, rehearse=False))
+        return {f.code: f.message for f in result.findings if f.severity == "error"}
+
+    assert errors(1) == {}, errors(1)  # one node: 1 x 15 x 1 = 15, three groups of 5
+    refused = errors(2)["generation_batch_not_divisible"]
+    assert f"1 per device x {plan.num_processes} processes" in refused, refused
+    launched = launch_training(LaunchRequest(run=str(run.dir), num_nodes=2, submit=False))  # no scheduler asked
+    config = [r for r in launched.refusals if r.gate == "config"]
+    assert not launched.launched and config and "generation_batch_not_divisible" in config[0].message, launched
+    assert f"x {plan.num_processes} processes" in config[0].message, config[0].message
+    assert not (run.dir / "train" / "launch.slurm").exists() and not (run.dir / "run.json").exists()

@@ -102,3 +102,16 @@ def test_every_lever_reports_the_plan_of_its_patched_config(tmp_path):
                          f"{planned.peak_gib} GiB (fits {planned.fits})")
     print(f"{len(rows)} rows")
     assert not wrong, "\n".join(wrong)
+
+
+def test_levers_are_validated_in_the_world_the_plan_was_asked_for():
+    """A lever's patch is validated on the run's world (issue 46: one decision of the world): 4 A10G with a
+    2-GPU vLLM server train on 2 processes, where a generation batch of 2 holds a group of 2. The lever
+    validator used to build a bare target (the default 1-GPU server: 3 processes, a batch of 3) and called the
+    run's config already invalid for a divisibility it does not have."""
+    plan = plan_memory(MemoryPlanRequest(
+        model="Qwen/Qwen2.5-7B-Instruct", gpu="A10G", num_gpus=4, use_vllm=True, vllm_mode="server",
+        vllm_server_gpus=2, per_device_train_batch_size=1, num_generations=2, gradient_accumulation_steps=1,
+        validate_levers=True, finetune="full"))
+    assert plan.status == "does_not_fit" and plan.levers, plan
+    assert not [note for note in plan.notes if "already invalid" in note], plan.notes

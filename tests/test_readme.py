@@ -67,7 +67,15 @@ def test_the_first_screen_says_how_the_cli_gets_on_path_and_what_a_first_check_n
     first = README.read_text(encoding="utf-8").splitlines()[:40]
     assert any(line.startswith(". ") and line.split()[1].endswith(".venv/bin/activate") for line in first)
     assert any("--prepare" in line and "Claude Code" in line and "fails" in line for line in first)
-    assert any("gemini extensions" in line and "trust" in line and "Disabled" in line for line in first)
+    # Gemini's own trust step, run in the project: `link --consent` saves it as trusted (GEMINI_CLI_TRUST_WORKSPACE
+    # trusted only that one command, so the first `gemini mcp list` still showed Disabled).
+    (gemini,) = [line for line in first if "gemini extensions link" in line]
+    assert "cd /path/to/your/project &&" in gemini and "GEMINI_CLI_TRUST_WORKSPACE" not in gemini, gemini
+    assert "trust" in gemini and "Disabled" in gemini
+    # Codex's and Copilot's `mcp list` start no server: the first screen names the checks that do.
+    text = "\n".join(first)
+    assert "scripts/codex_mcp_check.py" in text and (ROOT / "scripts" / "codex_mcp_check.py").is_file()
+    assert re.search(r"copilot plugin install .*# check: /env in a session", text)
     for page in ("guide.md", "walkthrough.md"):
         assert ".venv/bin/activate" in (ROOT / "docs" / page).read_text(encoding="utf-8"), page
 

@@ -101,3 +101,59 @@ def test_the_layout_declares_its_folders():
     assert FOLDERS <= members, FOLDERS - members
     assert set(file_members()) == members - FOLDERS - {"name"}
     assert {"run_json", "config", "progress", "exit_code", "outcome", "train_begin"} <= set(file_members())
+
+
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_an_archive_link_is_refused_before_anything_moves(where, made, tmp_path):
+    """Round 7 (D1): archive/ a link (to a folder outside the workspace, or even inside the run) and launch with
+    archive_previous moved run.json, the logs and the checkpoints through it. Refused naming archive/, nothing
+    moved."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = made.parent / f"archive-link-{where}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    target = tmp_path / "elsewhere" if where == "outside" else run_dir / "train" / "elsewhere"
+    target.mkdir()
+    (run_dir / "archive").symlink_to(target)
+    def files():  # the run lock the launch takes aside
+        return sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != ".launch.lock")
+
+    before = files()
+    try:
+        result = launch_training(LaunchRequest(run=str(run_dir), archive_previous=True))
+        said = " ".join(r.message for r in result.refusals)
+        assert not result.launched and "archive" in said and "symbolic link" in said, said
+        assert files() == before
+        assert not any(target.iterdir())
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_a_progress_log_with_a_sparse_hole_is_read_in_bounded_memory(made):
+    """Round 7 (M1): `truncate -s +3G progress.jsonl` (a hole: NUL bytes, no disk used) made training_status read
+    the whole file into memory (7.1 GB, 74 s). Now the hole is skipped: the last real step is named, the health
+    check reads the log, and Python's peak allocation stays small."""
+    import json
+    import tracemalloc
+
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    run_dir = made.parent / "sparse-progress"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    progress = Run(run_dir).progress
+    last_step = json.loads(progress.read_text().splitlines()[-1])["step"]
+    os.truncate(progress, progress.stat().st_size + (1 << 30))
+    tracemalloc.start()
+    try:
+        status = _answer(lambda: training_status(StatusRequest(run=str(run_dir))))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+    assert peak < 200 << 20, f"peak {peak >> 20} MiB"
+    assert status.step == last_step and status.latest["step"] == last_step, status.message
+    assert "diagnosis failed" not in status.health_note, status.health_note

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import cli_here
-from support import append_signed, write_exit, write_signed
+from support import append_signed, record_launch, write_exit, write_signed
 
 
 def dead_run(workspace: Path, name: str, launch_id: str) -> Path:
@@ -429,6 +429,58 @@ def test_without_the_key_nothing_reads_as_recorded_and_the_trainer_refuses_to_st
     assert seen.state == "failed" and "inside the workspace" in seen.note, seen.note
 
 
+@pytest.mark.parametrize("how", ["launch_id-rewritten", "launch_id-removed", "run.json-removed"])
+def test_f1_an_earlier_launchs_signed_records_put_back_never_make_a_killed_launch_succeed(workspace, tiny_model,
+                                                                                          how):
+    """F1, seventh round: launch 1 succeeded (every record signed); launch 2 (archive_previous) was killed. Launch
+    1's signed logs and checkpoints copied back from archive/attempt-1 and launch 1's id written into run.json (or
+    the id, or run.json, removed: "any launch") made launch 2 read succeeded: run.json is the forger's to write.
+    The launch id that counts is the launcher's record outside the workspace: the run reads failed."""
+    run_dir = ended_run(workspace, tiny_model, "replay", "succeeded")
+    first, second = "r" * 32, "s" * 32
+    record_launch(run_dir, first)
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    assert training_status(StatusRequest(run=str(run_dir))).state == "succeeded"  # the launcher's own: read
+    archive = run_dir / "archive" / "attempt-1"  # what --archive-previous moves, then launch 2
+    archive.mkdir(parents=True)
+    for name in ("run.json", "checkpoints"):
+        (run_dir / name).rename(archive / name)
+    (run_dir / "train" / "logs").rename(archive / "logs")
+    dead_run(workspace, "replay-2", second)  # launch 2's run.json, as launch_training writes it
+    shutil.move(workspace / "runs" / "replay-2" / "run.json", run_dir / "run.json")
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**record, "cwd": str(run_dir)}))
+    record_launch(run_dir, second)
+    (run_dir / "train" / "logs").mkdir()
+    write_exit(run_dir, 137, second)  # killed
+    assert training_status(StatusRequest(run=str(run_dir))).state == "failed"
+    shutil.rmtree(run_dir / "train" / "logs")  # the forger: launch 1's records and models put back
+    shutil.copytree(archive / "logs", run_dir / "train" / "logs")
+    shutil.copytree(archive / "checkpoints", run_dir / "checkpoints")
+    record = json.loads((run_dir / "run.json").read_text())
+    if how == "run.json-removed":
+        (run_dir / "run.json").unlink()
+    else:
+        record = {**record, "state": "succeeded", "launch_id": first}
+        if how == "launch_id-removed":
+            del record["launch_id"]
+        (run_dir / "run.json").write_text(json.dumps(record))
+    if how != "run.json-removed":
+        assert_not_succeeded(run_dir, says="outcome.json is of another launch")
+        return
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    status = training_status(StatusRequest(run=str(run_dir)))  # its logs, no end of this launch: not succeeded
+    assert status.state == "unknown" and "outcome.json is of another launch" in status.note, status
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir)))
+    assert refused.value.field == "run" and "not succeeded" in str(refused.value), str(refused.value)
+
+
 @pytest.mark.slow
 def test_f1_a_real_training_killed_then_forged_reads_failed(workspace, tiny_model, monkeypatch):
     """F1 end to end: a tiny training launched through launch_training, its trainer SIGKILLed at its first
@@ -467,3 +519,32 @@ def test_f1_a_real_training_killed_then_forged_reads_failed(workspace, tiny_mode
     (run_dir / "train" / "logs" / "progress.jsonl").unlink()
     forge_success(run_dir, tiny_model)
     assert_not_succeeded(run_dir)
+
+
+# ---------------------------------------------------------------- the m4 audit (issue 48): run.json lost at the end
+from test_run_states import OLD, Event, _cell, _status, lineage  # noqa: E402  (the run-state table's cells)
+
+
+ENDED_THEN_RECORD_LOST = {  # run.json removed after the run ended: its signed end records still tell how
+    "stopped": (lineage("stopped"), "stopped"),
+    "stopped-without-outcome": ([*lineage("stopping"), Event("stopped", OLD, step=2), Event("exit_code", 0)],
+                                "stopped"),
+    "failed-exit-1": ([*lineage("running"), Event("exit_code", 1)], "failed"),
+    "exit-0-without-outcome": ([*lineage("running"), Event("exit_code", 0)], "unknown"),
+    "succeeded": (lineage("succeeded"), "succeeded"),
+    "forged-outcome-never-trained": ([*lineage("launching"), Event("outcome", (OLD, "succeeded")),
+                                      Event("exit_code", 0)], "failed"),
+}
+
+
+@pytest.mark.parametrize("case", list(ENDED_THEN_RECORD_LOST))
+def test_an_ended_run_whose_run_json_was_removed_reads_from_its_end_records(tmp_path, monkeypatch, case):
+    """No run.json and no live process: the run's signed end records (outcome, stopped.json, the exit record)
+    say how it ended, an outcome of success only where its evidence bears it out; neither: unknown."""
+    from mcp_server.training.status import list_runs
+
+    events, want = ENDED_THEN_RECORD_LOST[case]
+    run_dir = _cell(tmp_path, monkeypatch, want, events, tweak=lambda run: run.run_json.unlink())
+    status = _status(run_dir)
+    assert (status.state, status.alive) == (want, False), status.message
+    assert {Path(r.run_dir).name: r.state for r in list_runs().runs}[run_dir.name] == want

@@ -476,3 +476,199 @@ def test_a_run_json_that_names_no_launch_is_named_by_status_and_stop(tmp_path, b
 
     stop = cli_here("stop-training", str(run_dir))  # never a signal: the record is refused before any pid is read
     assert stop.returncode == 2 and "run.json is not a launch record" in stop.stderr, (bad, stop.stderr)
+
+
+# ---------------------------------------------------------------- the m4 audit (issue 48): the edges of each door
+# Each row is one cell of the table above (built by `build`), changed where the row's edge is, and asked through
+# the core API. The mutation each row kills is named in bench/mutate.py (m4-runs-*, x5-runs-*).
+def _cell(tmp_path, monkeypatch, phase: str, events=None, tweak=None) -> Path:
+    """A cell of `phase` (its lineage, or `events`) in a workspace at tmp_path; `tweak(run)` changes its files."""
+    from mcp_server.runs import Run
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    run_dir = build(tmp_path, make_template(tmp_path), Cell(phase, tuple(events or lineage(phase)), id=phase))
+    if tweak is not None:
+        tweak(Run(run_dir))
+    return run_dir
+
+
+def _status(run_dir: Path, **kw):
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    return training_status(StatusRequest(run=str(run_dir), plot=False, **kw))
+
+
+def _progress(run, rows: list[dict]) -> None:
+    """train/logs/progress.jsonl holding `rows`, each signed as the trainer appends it."""
+    run.progress.write_text("")
+    for row in rows:
+        append_signed(run.progress, row)
+
+
+@pytest.mark.parametrize("log_lines, want", [
+    (0, []),  # no log wanted: none (m4-runs-log-tail-zero-lines)
+    (2, ["two, its last redraw", "three"]),  # the LAST lines, a progress bar's carriage returns folded, blanks out
+    (500, ["==== llm-finetuning launch", "one", "two, its last redraw", "three"]),  # fewer than asked: all of them
+])
+def test_status_log_tail_is_the_last_lines_asked_for(tmp_path, monkeypatch, log_lines, want):
+    def tweak(run):
+        with open(run.stdout, "a") as handle:
+            handle.write("one\n\ntwo 10%\rtwo 50%\rtwo, its last redraw\n   \nthree\r\n")
+
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak), log_lines=log_lines)
+    assert status.state == "stopped" and status.log_tail == want, status.log_tail
+
+
+def test_a_failed_runs_status_shows_at_least_twenty_log_lines(tmp_path, monkeypatch):
+    """A failed run's cause is in its log: training_status shows its last 20 lines even when fewer are asked."""
+    def tweak(run):
+        with open(run.stdout, "a") as handle:
+            handle.write("".join(f"line {i}\n" for i in range(30)))
+
+    events = [*lineage("running"), Event("exit_code", 1)]
+    status = _status(_cell(tmp_path, monkeypatch, "failed", events, tweak), log_lines=1)
+    assert status.state == "failed" and status.log_tail == [f"line {i}" for i in range(10, 30)], status.log_tail
+    assert status.exit_code == 1 and "exit code 1" in status.message and "last log line: line 29" in status.message
+
+
+@pytest.mark.parametrize("ended_by", ["outcome", "last-step", "started-only"])
+def test_an_ended_runs_elapsed_time_stops_at_its_end(tmp_path, monkeypatch, ended_by):
+    """elapsed_s of a run that ended an hour ago: from its start to its outcome's time, else its last logged step's,
+    else 0; never the time since it started (m4-runs-elapsed-ended-grows)."""
+    def tweak(run):
+        started = json.loads(run.run_json.read_text())["started_ts"]
+        if ended_by == "outcome":
+            write_signed(run.outcome, {**json.loads(run.outcome.read_text()), "time": started + 20.0})
+        else:
+            run.outcome.unlink()
+            _progress(run, [{"step": 1, "time": started + 5.0, "loss": 0.1},
+                            {"step": 2, "time": started + 12.5, "loss": 0.1}] if ended_by == "last-step" else [])
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
+    assert status.state == "stopped" and not status.alive
+    assert status.elapsed_s == {"outcome": 20.0, "last-step": 12.5, "started-only": 0.0}[ended_by], status.elapsed_s
+
+
+def test_list_runs_and_status_name_the_last_logged_step(tmp_path, monkeypatch):
+    """A progress log of several lines: list_runs and training_status show its LAST step, not its first; a last
+    line without a step (a half-written line) is passed over (m4-runs-last-progress-first-line)."""
+    from mcp_server.training.status import list_runs
+
+    def tweak(run):
+        _progress(run, [{"step": s, "time": 1.0 + s, "loss": 0.1} for s in (1, 2, 3)])
+        with open(run.progress, "a") as handle:
+            handle.write('{"step": 4, "loss"')  # a live run's line cut short
+    run_dir = _cell(tmp_path, monkeypatch, "running", tweak=tweak)
+    listed = {Path(r.run_dir).name: r for r in list_runs().runs}[run_dir.name]
+    assert (listed.step, listed.max_steps) == (3, 4), listed
+    assert _status(run_dir).step == 3
+
+
+def test_a_progress_line_without_a_step_after_the_last_step_is_no_failure(tmp_path, monkeypatch):
+    """A succeeded run whose progress log ends with a line that holds no step (a note, a summary): the success
+    check reads the last line WITH a step, and the run is still succeeded."""
+    def tweak(run):
+        append_signed(run.progress, {"time": 1.0, "train_runtime": 12.0})
+    status = _status(_cell(tmp_path, monkeypatch, "succeeded", tweak=tweak))
+    assert status.state == "succeeded", status.message
+
+
+@pytest.mark.parametrize("begin, want", [(6, 6), (0, 4), (None, 4)])
+def test_max_steps_is_training_begins_else_the_configs(tmp_path, monkeypatch, begin, want):
+    """max_steps as training began with it (train-begin.json: a resume may extend it), else the config's 4."""
+    def tweak(run):
+        if begin is None:
+            run.train_begin.unlink()
+        else:
+            write_signed(run.train_begin, {**json.loads(run.train_begin.read_text()), "max_steps": begin})
+    run_dir = _cell(tmp_path, monkeypatch, "stopped", tweak=tweak)
+    from mcp_server.training.status import list_runs
+
+    assert _status(run_dir).max_steps == want
+    assert {Path(r.run_dir).name: r for r in list_runs().runs}[run_dir.name].max_steps == want
+
+
+@pytest.mark.parametrize("times, want", [
+    ((100.0, 100.0, 1, 2, 3, 4, 5, 6, 7, 8, 30), 1 / 5),  # the median of the latest 9 step times (not 10, not mean)
+    ((4, 1, 2, 3), 1 / 2.5),  # an even count: the mean of the middle two
+    ((1.0, 1.0, 10.0), 1 / 1.0),  # one slow step (a save) is not the rate
+    ((0, -1, 2.0), 1 / 2.0),  # zero and negative times are no step times
+])
+def test_steps_per_second_is_the_median_of_the_latest_step_times(tmp_path, monkeypatch, times, want):
+    def tweak(run):
+        _progress(run, [{"step": i + 1, "time": 1000.0 + i, "step_time": t, "loss": 0.1} for i, t in enumerate(times)])
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
+    assert status.steps_per_s == pytest.approx(want, abs=1e-5), status.steps_per_s
+
+
+def test_steps_per_second_without_step_times_counts_only_this_launch(tmp_path, monkeypatch):
+    """Without step times: steps over time of the lines logged since this launch started (a pause before a resume
+    is not speed)."""
+    def tweak(run):
+        started = json.loads(run.run_json.read_text())["started_ts"]
+        _progress(run, [{"step": 1, "time": started - 5000.0, "loss": 0.1}, {"step": 2, "time": started + 10.0,
+                        "loss": 0.1}, {"step": 4, "time": started + 20.0, "loss": 0.1}])
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
+    assert status.steps_per_s == pytest.approx(0.2), status.steps_per_s
+
+
+def test_a_stop_waits_from_the_latest_logged_step(tmp_path):
+    """stop_training's default wait counts from the time of the LAST of the latest logged steps, not the first
+    (m4-runs-stop-wait-window-start); with no step logged, from train-begin.json's time."""
+    from mcp_server.runs import Run
+    from mcp_server.training.stopping import stop_wait
+
+    run = Run(tmp_path / "run")
+    run.logs.mkdir(parents=True)
+    now = 1_000_000.0
+    _progress(run, [{"step": 1, "time": now - 500.0, "step_time": 200.0}, {"step": 2, "time": now - 10.0,
+                                                                           "step_time": 200.0}])
+    assert stop_wait(run, now=now) == (pytest.approx(190.0 + 100.0 + 60.0), 200.0)
+    # the step times of a progress log whose lines carry no time: from training's start
+    _progress(run, [{"step": 1, "step_time": 300.0}])
+    write_signed(run.train_begin, {"time": now - 100.0})
+    assert stop_wait(run, now=now) == (pytest.approx(200.0 + 150.0 + 60.0), 300.0)
+
+
+def test_an_ended_runs_state_is_written_back_to_run_json(tmp_path, monkeypatch):
+    """training_status records the derived state (and the exit code) in run.json, so a plain reader sees it."""
+    events = [*lineage("running"), Event("exit_code", 1)]
+    run_dir = _cell(tmp_path, monkeypatch, "failed", events)
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "starting"
+    assert _status(run_dir).state == "failed"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert (record["state"], record["exit_code"]) == ("failed", 1), record
+
+
+def test_a_final_save_short_of_max_steps_is_no_success(tmp_path, monkeypatch):
+    """outcome.json says succeeded, exit code 0, the trainer's final save recorded, but at step 3 of the 4 training
+    began with: failed, naming the shortfall."""
+    events = [e if e.member != "final_model" else Event("final_model", step=3) for e in lineage("succeeded")]
+    status = _status(_cell(tmp_path, monkeypatch, "succeeded", events))
+    assert status.state == "failed", status.message
+
+
+def test_checkpoint_folders_not_named_by_a_step_are_not_checkpoints(tmp_path, monkeypatch):
+    """checkpoint-best (a copy a person made, even one recorded in saves.jsonl) is never listed, and never breaks
+    the listing."""
+    from mcp_server.training.trainer.digest import record_save
+
+    def tweak(run):
+        shutil.copytree(run.checkpoints / "checkpoint-2", run.checkpoints / "checkpoint-best")
+        record_save(run, run.checkpoints / "checkpoint-best", 2)
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
+    assert [Path(p).name for p in status.checkpoints] == ["checkpoint-1", "checkpoint-2"], status.checkpoints
+
+
+def test_a_deepspeed_checkpoint_is_complete_without_top_level_weights(tmp_path, monkeypatch):
+    """DeepSpeed saves its weights in global_step*/ inside checkpoint-N: that checkpoint is complete, the latest."""
+    from mcp_server.training.trainer.digest import record_save
+
+    def tweak(run):
+        folder = run.checkpoints / "checkpoint-3"
+        (folder / "global_step3").mkdir(parents=True)
+        (folder / "global_step3" / "mp_rank_00_model_states.pt").write_bytes(b"deepspeed weights")
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": 3, "log_history": []}))
+        record_save(run, folder, 3)
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
+    assert [Path(p).name for p in status.checkpoints][-1:] == ["checkpoint-3"], status.checkpoints

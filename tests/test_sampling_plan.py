@@ -71,7 +71,7 @@ def test_a_long_generate_call_reports_its_decode_steps(tiny_model):
     length = 2 * STEP_EVERY + 1  # min_new_tokens: every sequence runs to the limit, whatever it samples
     generate_completions(model, tokenizer, ["1 + 1 ="], length, options={"min_new_tokens": length},
                          on_step=lambda done, step: steps.append((done, step)))
-    assert steps == [(0, STEP_EVERY), (0, 2 * STEP_EVERY)]
+    assert steps == [(0, 1), (0, STEP_EVERY), (0, 2 * STEP_EVERY)]  # the first step: where the rate starts
 
 
 @pytest.mark.slow
@@ -105,10 +105,11 @@ def test_the_time_left_counts_the_steps_that_ran_and_is_never_0_while_a_call_rem
     """Issue 49: "about 0 s left" with one of two generate calls to go. A first call whose completions all ended
     at token 10 of 64 was counted as 64 decode steps, so the rate came out six times too high. Constructed clock:
     a decode step every second."""
+    from mcp_server import generation
     from mcp_server.inspection import sampling_plan
 
     clock = iter(float(t) for t in range(1000))
-    monkeypatch.setattr(sampling_plan.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(generation.time, "perf_counter", lambda: next(clock))
     lines = []
     progress = sampling_plan.Progress(lambda done, total, message: lines.append(message),
                                       {"num_prompts": 2, "generate_calls": 2, "max_new_tokens": 64, "n": 4})
@@ -121,3 +122,35 @@ def test_the_time_left_counts_the_steps_that_ran_and_is_never_0_while_a_call_rem
     assert lines[-1].endswith("at most about 1 s left"), lines[-1]  # one step to go: never "0 s"
     progress.batch(2)
     assert " left" not in lines[-1], lines[-1]
+
+
+def test_sampling_and_evaluation_lines_carry_the_rate_and_time_left_as_decoding_goes(cpu_run, tiny_model,
+                                                                                      monkeypatch, workspace):
+    """Issue 49, third walk: 64 sequences of smollm2-135m on a loaded 2-core machine took 22 s a decode step, and
+    nothing was printed between the plan and the 16th step (5.8 min), that line without a rate. Now a line comes at
+    the first decode step, then every 16 steps or STEP_EVERY_S seconds, whichever is first, each after the first
+    with the rate and the time left, from one helper (generation.DecodeProgress) for sampling and evaluation alike.
+    Constructed: STEP_EVERY_S at 0, as if every decode step took longer than it (no timing is asserted)."""
+    from mcp_server import generation
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest
+    from mcp_server.tiny import make_task, write_jsonl
+
+    monkeypatch.setattr(generation, "STEP_EVERY_S", 0.0, raising=False)
+    seen = []
+    sample_completions(SampleRequest(run=str(cpu_run.dir), num_prompts=2, batch_size=16),
+                       report=lambda done, total, message: seen.append(message))
+    steps = [m for m in seen if m.startswith("sampling prompts 1-2 of 2: token ")]
+    assert len(steps) >= 3 and steps[0].startswith("sampling prompts 1-2 of 2: token 1 of up to 24"), seen
+    assert all("decode steps/s" in m for m in steps[1:]), "\n".join(steps)
+    assert all(", at most about " in m and m.endswith(" left") for m in steps[1:] if "token 24 of" not in m), steps
+    assert "decode steps/s" in next(m for m in seen if m.startswith("sampled 2/2 prompts x 8"))
+
+    goldens = write_jsonl(make_task(6, seed=5), workspace / "goldens.jsonl")
+    lines = []
+    evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), max_new_tokens=12),
+                   report=lambda done, total, message: lines.append(message))
+    decoding = [m for m in lines if m.startswith("decoding prompts 1-6 of 6: token ")]
+    assert len(decoding) >= 3 and all("decode steps/s" in m for m in decoding[1:]), lines
+    assert all(" left" in m for m in decoding[1:] if "token 12 of" not in m), lines
+    assert "decode steps/s" in next(m for m in lines if m.startswith("decoded 6/6 prompts"))

@@ -630,3 +630,175 @@ def test_a_forged_contains_answer_passes_no_membership_test():
                         "def test_in():\n    assert 3 in make()\n    assert (4 in make()) is True\n",
                         Limits(**GENEROUS))
     assert honest.passed, (honest.error, honest.output[-800:])
+
+
+# ------------------------------------------------------------------ 4. the output cap at its edges
+# stdout and stderr together, as the sandbox's one pipe carries them: exactly max_output_bytes is within the cap,
+# one byte more is a flood (m4-sandbox-flood-at-cap). Each row prints its bytes, then its test passes: only the
+# cap decides.
+def _prints(stdout: int, stderr: int = 0, tail: str = "") -> str:
+    return ("import sys\n"
+            f"sys.stdout.write('o' * {stdout})\nsys.stdout.flush()\n"
+            f"sys.stderr.write('e' * {stderr})\nsys.stderr.flush()\n"
+            f"sys.stdout.write({tail!r})\nsys.stdout.flush()\n" + RIGHT)
+
+
+CAP = Limits().max_output_bytes
+OUTPUT_ROWS = {  # name -> (code, limits, floods)
+    "exactly the default cap (64 KiB)": (_prints(CAP), Limits(), False),
+    "the default cap and one byte": (_prints(CAP + 1), Limits(), True),
+    "exactly a small cap": (_prints(10), Limits(max_output_bytes=10), False),
+    "a small cap and one byte": (_prints(11), Limits(max_output_bytes=10), True),
+    "the cap split over stdout and stderr": (_prints(CAP // 2, CAP // 2), Limits(), False),
+    "the cap and one byte split over stdout and stderr": (_prints(CAP // 2, CAP // 2 + 1), Limits(), True),
+    "the cap and one byte, all on stderr": (_prints(0, CAP + 1), Limits(), True),
+    "nothing printed, a cap of 0": (RIGHT, Limits(max_output_bytes=0), False),
+    "one byte, a cap of 0": (_prints(1), Limits(max_output_bytes=0), True),
+}
+
+
+@pytest.fixture(scope="module")
+def output_results() -> dict:
+    return {name: run_python(code, TEST_ADD, limits) for name, (code, limits, _) in OUTPUT_ROWS.items()}
+
+
+@pytest.mark.parametrize("row", list(OUTPUT_ROWS))
+def test_output_up_to_the_cap_passes_and_one_byte_more_is_a_flood(output_results, row):
+    result, (_, limits, floods) = output_results[row], OUTPUT_ROWS[row]
+    assert result.output_exceeded == floods, (row, result.error)
+    assert result.passed == (not floods), (row, result.error)
+    if floods:
+        assert result.error == f"output over {limits.max_output_bytes} bytes", (row, result.error)
+    else:
+        assert result.error is None
+
+
+def test_the_output_kept_is_its_last_4000_characters():
+    """RunResult.output is the end of what was printed (where a failed test's traceback is), never the start."""
+    result = run_python(_prints(5000, tail="THE END\n"), "def test_add():\n    assert add(2, 3) == 6\n")
+    assert not result.passed and len(result.output) == 4000, result.output[-200:]
+    assert result.output.startswith("o") and "THE END" in result.output and "assert add(2, 3) == 6" in result.output
+
+
+def test_run_many_keeps_the_input_order_whatever_ends_first():
+    """Results in input order: a slow passing job first, fast failing ones after it (they end first)."""
+    slow = "import time\ntime.sleep(0.8)\n" + RIGHT
+    wrong = "def add(a, b):\n    return a - b\n"
+    jobs = [(slow, TEST_ADD), (wrong, TEST_ADD), (RIGHT, TEST_ADD), (wrong, TEST_ADD),
+            ("def plus(a, b):\n    return a + b\n", "def check(candidate):\n    assert candidate(2, 3) == 5\n", "plus")]
+    assert [r.passed for r in run_many(jobs, Limits(), workers=4)] == [True, False, True, False, True]
+
+
+# ------------------------------------------------------------------ 5. what the tester collects and sees
+# How the tester builds the tests' world from the solution and what it collects, as pytest would: each row is
+# (solution, tests, entry point) -> (passes, what the error holds, tests counted). A row that passes where it
+# must fail is a wrong solution scored right; the reverse, a right one scored 0.
+PASSING = "def test_add():\n    assert add(2, 3) == 5\n"
+WORLD_ROWS = {
+    "a Test class with __init__ is not collected (pytest skips it)": (
+        RIGHT, "class TestSkipped:\n    def __init__(self, x):\n        pass\n    def test_no(self):\n"
+               "        assert False\n" + PASSING, None, (True, None, 1)),
+    "a Test class's test methods are collected": (
+        RIGHT, "class TestAdd:\n    def test_one(self):\n        assert add(1, 1) == 2\n"
+               "    def test_two(self):\n        assert add(1, 2) == 3\n    def helper(self):\n        assert False\n",
+        None, (True, None, 2)),
+    "a lowercase test class is not called": (
+        RIGHT, "class testhelper:\n    def __init__(self):\n        raise AssertionError('called')\n" + PASSING, None,
+        (True, None, 1)),
+    "a function not named test* is not called": (
+        RIGHT, "def helper():\n    assert False\n" + PASSING, None, (True, None, 1)),
+    "a skipped test is not counted": (
+        RIGHT, "import unittest\ndef test_skip():\n    raise unittest.SkipTest('later')\n" + PASSING, None,
+        (True, None, 1)),
+    "the solution's private names are not the tests'": (
+        "_secret = 5\n" + RIGHT, "def test_secret():\n    assert _secret == 5\n", None,
+        (False, "NameError", 0)),
+    "a stdlib name the solution shadows stays the real module": (
+        "json = None\n" + RIGHT, "def test_json():\n    assert json.dumps(add(2, 3)) == '5'\n", None,
+        (True, None, 1)),
+    "a builtin the solution shadows stays the builtin": (
+        "def len(x):\n    return 3\n" + RIGHT, "def test_len():\n    assert len([1]) == 1\n", None, (True, None, 1)),
+    "import solution holds its public names": (
+        RIGHT, "import solution\ndef test_module():\n    assert solution.add(2, 3) == 5\n", None, (True, None, 1)),
+    "a check(candidate) without an entry point runs nothing": (
+        RIGHT, "def check(candidate):\n    assert candidate(2, 3) == 5\n", None,
+        (False, "and no entry point was given to call their check(candidate) with", 0)),
+    "a check(candidate) with an entry point the solution lacks": (
+        RIGHT, "def check(candidate):\n    assert candidate(2, 3) == 5\n", "plus",
+        (False, "the solution defines no 'plus'", 0)),
+    "a check(candidate) that fails on the entry point": (
+        "def add(a, b):\n    return a * b\n", "def check(candidate):\n    assert candidate(2, 3) == 5\n", "add",
+        (False, "check(candidate)", 0)),
+    "a check(candidate) beside a test function is not called": (
+        RIGHT, "def check(candidate):\n    assert False\n" + PASSING, "add", (True, None, 1)),
+    "the failing test is named with the line that failed (in a helper it calls)": (
+        RIGHT, PASSING + "def three(x):\n    assert x == 3\ndef test_wrong():\n    three(add(1, 1))\n", None,
+        (False, "test_wrong (test line 4): AssertionError", 1)),
+}
+
+
+@pytest.fixture(scope="module")
+def world_results() -> dict:
+    jobs = [(code, tests, entry) for code, tests, entry, _ in WORLD_ROWS.values()]
+    return dict(zip(WORLD_ROWS, run_many(jobs, Limits(), workers=4)))
+
+
+@pytest.mark.parametrize("row", list(WORLD_ROWS))
+def test_what_the_tester_collects_and_sees(world_results, row):
+    result = world_results[row]
+    passes, error, count = WORLD_ROWS[row][3]
+    assert result.passed == passes, (row, result.error, result.output[-500:])
+    assert error is None or error in (result.error or ""), (row, result.error)
+    if passes:
+        assert result.extra.get("tests") == count, (row, result.extra)
+
+
+# ------------------------------------------------------------------ 6. the world a solution runs in
+# What bwrap's command line makes of the sandbox, as the solution sees it (max_file_mb=2): its folder and host name,
+# an environment of four variables (the host's never), /tmp capped at 4x max_file_mb and /dev/shm at 1x, the root
+# and /dev read-only.
+WORLD = """import os, socket
+def seen():
+    out = {"cwd": os.getcwd(), "host": socket.gethostname(), "env": sorted(os.environ)}
+    for path in ("/tmp", "/dev/shm"):
+        s = os.statvfs(path)
+        out[path] = s.f_blocks * s.f_frsize
+    for path in ("/planted", "/dev/planted", "/usr/planted"):
+        try:
+            open(path, "w").close()
+            out[path] = "written"
+        except OSError:
+            out[path] = "refused"
+    return out
+"""
+
+
+def test_the_world_a_solution_runs_in(monkeypatch):
+    monkeypatch.setenv("LLM_FT_HOST_SECRET", "hunter2")
+    tests = ("def test_world():\n    got = seen()\n"
+             "    assert got['cwd'] == '/tmp' and got['host'] == 'sandbox', got\n"
+             "    assert got['env'] == ['HOME', 'LANG', 'PATH', 'PWD', 'PYTHONDONTWRITEBYTECODE'], got\n"
+             "    assert got['/tmp'] == 8 << 20 and got['/dev/shm'] == 2 << 20, got\n"
+             "    assert got['/planted'] == got['/dev/planted'] == got['/usr/planted'] == 'refused', got\n")
+    result = run_python(WORLD, tests, Limits(max_file_mb=2))
+    assert result.passed, (result.error, result.output[-800:])
+
+
+# ------------------------------------------------------------------ 7. the limits each process of the sandbox sets
+# The rlimits the solution's own process runs under, read there (the tests call it across the process boundary):
+# each is the Limits field it comes from, in its unit; RLIMIT_CPU is the timeout rounded up (never below it), and
+# RLIMIT_NPROC leaves room for the tester and its watch thread.
+RLIMITS = """import resource
+def rlimits():
+    return {n: resource.getrlimit(getattr(resource, n))[0]
+            for n in ("RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_CORE")}
+"""
+
+
+@pytest.mark.parametrize(("timeout_s", "cpu"), [(2.5, 3), (3.0, 3), (4.01, 5)])
+def test_each_limit_is_set_in_its_unit_on_the_solutions_process(timeout_s, cpu):
+    limits = Limits(timeout_s=timeout_s, memory_mb=300, max_processes=5, max_file_mb=3, max_open_files=40)
+    expected = {"RLIMIT_NOFILE": 40, "RLIMIT_FSIZE": 3 << 20, "RLIMIT_AS": 300 << 20, "RLIMIT_CPU": cpu,
+                "RLIMIT_NPROC": 7, "RLIMIT_CORE": 0}
+    result = run_python(RLIMITS, f"def test_limits():\n    assert rlimits() == {expected!r}, rlimits()\n", limits)
+    assert result.passed, (result.error, result.output[-600:])

@@ -163,25 +163,36 @@ def import_patch(ctx: Ctx, missing: str) -> dict:
     return {}
 
 
+def training_ended(run) -> tuple[int, int] | None:
+    """(the step the last launch began at, the step it ended at) once it has ended (its train-summary.json is
+    written after its train-begin.json), None while it trains or when unreadable (the guard asks at every log:
+    one stat)."""
+    if run is None or not run.train_summary.is_file():
+        return None
+    try:
+        begin, summary = read_json_if_present(run.train_begin), read_json_if_present(run.train_summary)
+        if run.train_summary.stat().st_mtime < run.train_begin.stat().st_mtime:
+            return None  # the summary of an earlier launch: this one (a resume) has not ended yet
+    except Exception:
+        return None
+    if not isinstance(begin, dict) or not isinstance(summary, dict):
+        return None
+    start, end = begin.get("global_step"), summary.get("step")
+    return (start, end) if isinstance(start, int) and isinstance(end, int) else None
+
+
 def rule_no_steps(ctx: Ctx) -> list[DiagnosisFinding]:
     """The trainer finished without a single optimizer step (train-summary.json at the step it began from): most
     often a data set smaller than one generation batch (TRL's sampler yields no batch)."""
     run = ctx.run.home
     if run is None:
         return []
-    if not run.train_summary.is_file():  # training has not ended (the guard asks at every log: one stat)
+    ended = training_ended(run)
+    if ended is None:
         return []
-    try:
-        begin, summary = read_json_if_present(run.train_begin), read_json_if_present(run.train_summary)
-    except Exception:
+    start, end = ended
+    if end > start:
         return []
-    if not isinstance(begin, dict) or not isinstance(summary, dict):
-        return []
-    start, end = begin.get("global_step"), summary.get("step")
-    if not isinstance(start, int) or not isinstance(end, int) or end > start:
-        return []
-    if run.train_summary.stat().st_mtime < run.train_begin.stat().st_mtime:
-        return []  # the summary of an earlier launch: this one (a resume) has not ended yet
     batch = ctx.get(FIELD.generation_batch_size) or (
         int(ctx.get(FIELD.per_device_train_batch_size) or 8) * int(ctx.get(FIELD.steps_per_generation) or
                                                                     ctx.get(FIELD.gradient_accumulation_steps, 1) or 1))

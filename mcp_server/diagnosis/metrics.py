@@ -26,7 +26,7 @@ from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present, sidecars
-from mcp_server.userfiles import load_config_file, open_regular
+from mcp_server.userfiles import BLANK, data_after, last_lines, load_config_file, open_regular
 from mcp_server.workspace import runs_root, workspace_root
 
 ACCEPTED = (
@@ -65,6 +65,9 @@ class LoadedRun:
     request: RecordedRequest = field(default_factory=RecordedRequest)  # train/request.json beside the config
     reward_specs: list | None = None  # train/rewards.json
     lines_logged: int | None = None  # lines of a long JSON-lines log, of which `rows` is a sample (else None)
+    # the step of the run's first logged line (it precedes the run's first update); None: the first of `rows`.
+    # The live guard on a resumed launch sets it: its rows start after the run's, or hold the run's earlier lines.
+    first_step: int | None = None
 
     def series(self, name: str) -> list[tuple[int, float]]:
         """(step, value) for every row that logged `name` (NaN/inf kept: they are findings)."""
@@ -152,13 +155,14 @@ def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
             number = math.nan
         if number is not None or name not in row:
             row[name] = number if number is not None else row.get(name)
-    if not any(v is not None for v in row.values()):
+    # epoch alone is no logged step: an evaluation logged at a step of its own (eval_* only) carries it too
+    if not any(v is not None for k, v in row.items() if k != "epoch"):
         return None
     row["step"] = int(step) if step is not None and math.isfinite(step) else index + 1
     return row
 
 
-def _rows_from_records(records: list, path: Path, restarts: bool = False) -> list[dict]:
+def rows_from_records(records: list, path: Path, restarts: bool = False) -> list[dict]:
     """One row per step, sorted by step; a step logged twice keeps the later values. `restarts`: the records are
     an append-only log in the order it was written (progress.jsonl): a step lower than the one before is a
     resumed training process logging again from its checkpoint, so what the earlier attempt logged from that step
@@ -185,7 +189,9 @@ PROGRESS_EXACT_BYTES = 8 << 20  # a log up to this size is read whole, every lin
 PROGRESS_SAMPLE = 2000  # a longer log: lines parsed at evenly spaced offsets over the whole file
 PROGRESS_TAIL = 500  # ... plus the latest lines, every one: status, speed and ETA read the end
 PROGRESS_NONFINITE = 500  # ... plus the lines holding NaN/Infinity: a divergence is a finding wherever it is
-PROGRESS_LINE_LIMIT = 1 << 20  # a longer line is no progress line: skipped
+PROGRESS_LINE_LIMIT = 1 << 20  # a longer line is no progress line: skipped (and counted)
+PROGRESS_SAMPLE_READ = 64 << 10  # a sampled line longer than this is left to the NaN pass and the tail
+PROGRESS_TAIL_BYTES = 16 << 20  # the most the tail read takes from before the log's last content
 _CHUNK = 8 << 20
 _last_read: tuple[tuple, "ProgressRecords"] | None = None  # the last log read, by path, size and mtime
 
@@ -199,6 +205,7 @@ class ProgressRecords:
     sampled: bool  # True when lines were left out (a long log): `records` is a sample
     bad: list[str] = field(default_factory=list)  # where a line read is not a JSON object ("line 3"; first 20)
     last_line_bad: bool = False  # the last line is not JSON: half-written by a live run
+    skipped: int = 0  # lines over PROGRESS_LINE_LIMIT and NUL runs (a sparse hole) read past: no progress lines
 
 
 def read_progress_records(path: str | Path, *, exact_bytes: int | None = None, sample: int = PROGRESS_SAMPLE,
@@ -232,9 +239,12 @@ class _Parsed:
     def __init__(self):
         self.rows: dict[int, dict] = {}
         self.bad: list[str] = []
+        self.skipped = 0
 
     def add(self, offset: int, raw: bytes, where: str) -> bool:
         if offset in self.rows:
+            return True
+        if not (raw := raw.strip(BLANK)):  # a NUL run before a line (appended after a hole) is no part of it
             return True
         try:
             value = json.loads(raw)  # Python's json reads the NaN/Infinity TRL writes
@@ -255,18 +265,22 @@ class _Parsed:
 
 def _read_whole(handle) -> ProgressRecords:
     parsed, number, offset, last_ok = _Parsed(), 0, 0, True
-    for raw in handle:
+    for raw in handle:  # the whole file is at most PROGRESS_EXACT_BYTES
         number += 1
-        if raw.strip():
+        if raw.strip(BLANK):
             last_ok = parsed.add(offset, raw, f"line {number}")
         offset += len(raw)
     return ProgressRecords(records=parsed.records(), lines=number, sampled=False, bad=parsed.bad,
-                           last_line_bad=not last_ok)
+                           last_line_bad=not last_ok, skipped=parsed.skipped)
 
 
 def _read_sampled(handle, size: int, sample: int, tail: int) -> ProgressRecords:
     parsed, lines, base, carry, notable = _Parsed(), 0, 0, b"", 0
-    while chunk := handle.read(_CHUNK):  # count the lines; parse those holding NaN/Infinity
+    while True:  # count the lines; parse those holding NaN/Infinity
+        if (at := data_after(handle, base + len(carry))) > base + len(carry):  # a sparse hole: no line in it
+            carry, base, parsed.skipped = b"", handle.seek(at), parsed.skipped + 1
+        if not (chunk := handle.read(_CHUNK)):
+            break
         lines += chunk.count(b"\n")
         data = carry + chunk
         cut = data.rfind(b"\n") + 1
@@ -277,33 +291,24 @@ def _read_sampled(handle, size: int, sample: int, tail: int) -> ProgressRecords:
                 notable += parsed.add(base + start, data[start:end], f"the line at byte {base + start}")
                 at = data.find(marker, end, cut)
         carry, base = data[cut:], base + cut
-        if len(carry) > PROGRESS_LINE_LIMIT:  # an overlong line: no progress line, skipped
+        if len(carry) > PROGRESS_LINE_LIMIT:  # an overlong line (or a NUL run): no progress line, skipped
             carry, base = b"", base + len(carry)
+            parsed.skipped += 1
     lines += bool(carry.strip())
     for i in range(sample):  # the first whole line after each of `sample` evenly spaced offsets
-        handle.seek(i * size // sample)
-        if i:
-            handle.readline(PROGRESS_LINE_LIMIT)
-        offset, raw = handle.tell(), handle.readline(PROGRESS_LINE_LIMIT)
-        if raw.strip() and raw.endswith(b"\n"):  # the unfinished last line is the tail's to judge
+        handle.seek(data_after(handle, i * size // sample))  # one in a sparse hole: the data after it
+        if i and not handle.readline(PROGRESS_SAMPLE_READ).endswith(b"\n"):
+            continue  # no line end near: a NUL run or an overlong line, read no further
+        offset, raw = handle.tell(), handle.readline(PROGRESS_SAMPLE_READ)
+        if raw.strip(BLANK) and raw.endswith(b"\n"):  # the unfinished last line is the tail's to judge
             parsed.add(offset, raw, f"the line at byte {offset}")
-    span = min(size, (size // max(lines, 1) + 1) * (tail + 1) * 2 + 65536)  # the last `tail` lines, and more
-    handle.seek(size - span)
-    data = handle.read(span)
-    offset = size - span
-    if span < size:  # the span's first line may be cut: start after it
-        cut = data.find(b"\n") + 1
-        data, offset = data[cut:], offset + cut
-    found = []
-    for raw in data.split(b"\n"):
-        if raw.strip():
-            found.append((offset, raw))
-        offset += len(raw) + 1
-    last_ok = True
+    guess = (size // max(lines, 1) + 1) * (tail + 1) * 2 + 65536  # the last `tail` lines, and more
+    found, skipped = last_lines(handle, size, min(guess, PROGRESS_TAIL_BYTES), PROGRESS_LINE_LIMIT)
+    parsed.skipped, last_ok = parsed.skipped + skipped, True
     for offset, raw in found[-tail:]:
         last_ok = parsed.add(offset, raw, f"the line at byte {offset}")
     return ProgressRecords(records=parsed.records(), lines=lines, sampled=True, bad=parsed.bad,
-                           last_line_bad=not last_ok)
+                           last_line_bad=not last_ok, skipped=parsed.skipped)
 
 
 def _read_jsonl(path: Path) -> tuple[list, int]:
@@ -321,8 +326,8 @@ def _read_jsonl(path: Path) -> tuple[list, int]:
 
 def _refuse_binary(path: Path) -> None:
     """A binary file (a NUL byte in its first 8 KiB) is not a text export: say so instead of reading garbage."""
-    with open(path, "rb") as handle:
-        if b"\0" in handle.read(8192):
+    with open(path, "rb") as handle:  # NULs after the content (a sparse hole at the end of a log) are no sign
+        if b"\0" in handle.read(8192).rstrip(b"\0"):
             raise UserInputError("source", f"{path} is a binary file, not a text export of logged metrics. Give "
                                            f"{ACCEPTED}.")
 
@@ -382,7 +387,7 @@ def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict]
             raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
     except OSError as exc:  # a file that refuses to be read (/proc/self/mem: EIO) is named, not a crash
         raise UserInputError("source", f"cannot read {path}: {exc.strerror or exc}") from None
-    rows = _rows_from_records(records, path, restarts=kind == "progress_jsonl")
+    rows = rows_from_records(records, path, restarts=kind == "progress_jsonl")
     if not rows and not allow_empty:
         raise UserInputError(
             "source", f"{path} holds no logged training step (no row with a numeric metric such as loss, reward or "
@@ -406,7 +411,7 @@ def rows_from_log(text: str) -> list[dict]:
             continue
         if isinstance(record, dict) and any(k in record for k in ("loss", "reward", "grad_norm", "learning_rate")):
             records.append(record)
-    return _rows_from_records(records, Path("log"))
+    return rows_from_records(records, Path("log"))
 
 
 # ---------------------------------------------------------------- config and log

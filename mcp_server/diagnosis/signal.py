@@ -23,6 +23,7 @@ from mcp_server.diagnosis.context import (
     significant_change,
     slope,
 )
+from mcp_server.diagnosis.environment import training_ended
 from mcp_server.diagnosis.samples import rule_never_terminate
 from mcp_server.recipe.models import DEFAULT_EXTRA_ROUNDS, MAX_EXTRA_ROUNDS
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
@@ -188,12 +189,17 @@ def _no_reward(row: dict) -> bool:
 
 
 def rule_signal_lost(ctx: Ctx) -> list[DiagnosisFinding]:
-    """The run is learning nothing: SIGNAL_LOST_LOGS logs in a row after the first (which precedes the first
-    update) with every group at zero spread and grad_norm 0, or no reward at all. A guard stop: every further step
-    is wasted compute."""
-    rows = ctx.run.rows[1:]
-    tail = rows[-SIGNAL_LOST_LOGS:]
-    if len(tail) < SIGNAL_LOST_LOGS:
+    """The run is learning nothing: SIGNAL_LOST_LOGS logs in a row after the run's first (which precedes its first
+    update; a resumed launch's first line does not) with every group at zero spread and grad_norm 0, or no reward
+    at all. Once training has ended, every log after the first is enough, however few (a 2-step run's one update).
+    A guard stop: every further step is wasted compute."""
+    first = ctx.run.first_step if ctx.run.first_step is not None else next((r["step"] for r in ctx.run.rows), None)
+    rows = [r for r in ctx.run.rows if r["step"] != first]
+    need = SIGNAL_LOST_LOGS
+    if training_ended(ctx.run.home) is not None:  # the run has ended: no more logs are coming
+        need = max(1, min(need, len(rows)))
+    tail = rows[-need:]
+    if len(tail) < need:
         return []
     if all(_no_reward(r) for r in tail):
         why, metrics = "no reward function scored any completion (reward NaN)", ("reward",)
@@ -204,8 +210,10 @@ def rule_signal_lost(ctx: Ctx) -> list[DiagnosisFinding]:
         return []
     evidence = [Evidence(metric=m, step=r["step"], value=shown(r[m])) for r in (tail[0], tail[-1]) for m in metrics
                 if r.get(m) is not None]
+    when = (f"For the last {len(tail)} logs (steps {tail[0]['step']}-{tail[-1]['step']})" if len(tail) > 1 else
+            f"At step {tail[0]['step']} (the only log after the run's first; training has ended)")
     return [finding("signal_lost", "error", evidence,
-                    f"For the last {len(tail)} logs (steps {tail[0]['step']}-{tail[-1]['step']}) {why}: the run "
+                    f"{when} {why}: the run "
                     "learns nothing and every further step is wasted. Read the samples at the first of these steps; "
                     "the cause ranked above (a broken update, completions cut or never ending, a reward that "
                     "returns None) is what to fix. No config change follows from the lost signal alone.")]

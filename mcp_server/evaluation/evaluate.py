@@ -95,7 +95,7 @@ def baseline_ledger() -> Path:
     return eval_root() / "baselines.jsonl"
 
 
-def _record_baseline(path: Path) -> None:
+def record_baseline(path: Path) -> None:
     """Its line, signed with the key outside the workspace (evidence.py): a line appended by hand counts for
     nothing."""
     line = sign(eval_root(), baseline_ledger().name, {
@@ -293,7 +293,7 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:
-            _record_baseline(path)
+            record_baseline(path)
         result.baseline_note = "first evaluation of this base model on this task: baseline written" if \
             result.baseline_written else (
             "another evaluation wrote this baseline first; it is never overwritten"

@@ -18,13 +18,13 @@ from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import ExportRequest, ExportResult
-from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, state_refusal
+from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, promotion_signed, state_refusal
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_write_text, sha256_file, sha256_tree
+from mcp_server.workspace import archive_problem, atomic_write_text, sha256_file, sha256_tree
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
@@ -72,7 +72,8 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
         "",
         "| | |",
         "|---|---|",
-        f"| Base model | `{base}` |",
+        f"| Base model | `{hub_id or name}`" + (f" (loaded from `{base}`)" if base not in (hub_id, name) else "")
+        + " |",
         f"| Training config sha256 | `{config_sha or 'unknown'}` |",
         f"| Checkpoint content sha256 | `{ckpt_sha or 'unknown'}` |",
         f"| Reward functions | {', '.join(reward_names) or 'unknown'} |",
@@ -101,6 +102,9 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
     promotion = read_json_if_present(run.promotion)
     if not isinstance(promotion, dict):
         return None, None
+    forged = promotion_problems(promotion)[:1] if not promotion_signed(promotion) else []
+    if forged:  # unsigned (written or copied by hand): no verdict at all, PROMOTE or REJECT
+        return None, f"{run.promotion} is not a promotion promote_checkpoint measured: {forged[0]}"
     judged = promotion.get("checkpoint_sha256")
     if judged != ckpt_sha:
         return None, (f"{ckpt} (content sha256 {ckpt_sha[:12]}) is not the checkpoint the promotion judged ("
@@ -143,6 +147,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         raise UserInputError(
             "run", f"{run.export} holds an earlier export: nothing is overwritten. Set archive_previous "
             "(CLI: --archive-previous) to move it to archive/ first, or export another run")
+    if run.export.exists() and archive_problem(run.dir):  # refused before the model loads
+        raise UserInputError("run", archive_problem(run.dir))
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))

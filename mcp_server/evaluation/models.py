@@ -112,6 +112,10 @@ class DriftResult(BaseModel):
     suite: str = Field(description="The drift suite file.")
     suite_sha256: str = Field(description="sha256 of the drift suite file.")
     base_pass_rate: float = Field(description="Base model's pass rate on the drift suite (greedy).")
+    base_items_decoded: int | None = Field(default=None, description="Drift items the base model was decoded on: "
+                                           "fewer than suite_items when it passed none of the first 12, where its "
+                                           "decoding stops (the suite cannot measure drift for that model).")
+    suite_items: int | None = Field(default=None, description="Items in the drift suite.")
     checkpoint_pass_rate: float | None = Field(description="Checkpoint's pass rate on the drift suite (greedy); "
                                                "null when unmeasured (the checkpoint is not decoded on it).")
     drop_points: float | None = Field(description="base - checkpoint in percentage points (positive = the "

@@ -30,8 +30,8 @@ from pathlib import Path
 from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_unrecorded, baselines_of, evaluate_model, evaluate_rows, grade, item_passed, load_goldens, model_key,
-    read_baseline, resolve_goldens, summarise, write_once,
+    baseline_ledger, baseline_unrecorded, baselines_of, evaluate_model, evaluate_rows, grade, item_passed,
+    load_goldens, model_key, read_baseline, record_baseline, resolve_goldens, summarise,
 )
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, ItemResult, PromoteRequest, PromotionResult
@@ -42,6 +42,7 @@ from mcp_server.model_ref import load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
 from mcp_server.training.runstate import derive_state
@@ -49,6 +50,7 @@ from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
 
+DRIFT_FIRST_ITEMS = 12  # the base's first chunk of the drift suite: none of it passed ends its decoding
 DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
 
 
@@ -81,16 +83,44 @@ def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, report: R
     return sum(passes) / len(passes)
 
 
-def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent) -> float:
-    """The base model's greedy drift pass rate, measured once per (model, suite) and frozen in eval/."""
-    sha = sha256_file(suite)
-    path = eval_root() / f"drift-{model_key(base)}-{sha[:12]}.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))["pass_rate"]
-    rate = _drift_pass_rate(base_ref, load_model(base_ref), rows, graders, max_new_tokens, report=report)
-    write_once(path, json.dumps({"model": base, "suite": str(suite), "suite_sha256": sha, "pass_rate": rate,
-                                 "max_new_tokens": max_new_tokens}, indent=2) + "\n")
-    return rate
+def base_drift_path(base: str, suite: Path) -> Path:
+    return eval_root() / f"drift-{model_key(base)}-{sha256_file(suite)[:12]}.json"
+
+
+def floor_note(decoded: int | None, items: int | None) -> str:
+    """What a base drift record that stopped at the first chunk says (DRIFT_FIRST_ITEMS), else ""."""
+    if decoded is None or items is None or decoded >= items:
+        return ""
+    return (f"the base passes none of the first {decoded} items: the suite cannot measure drift for this "
+            f"model (rule: 0 of the first {DRIFT_FIRST_ITEMS} ends the base's decoding; a base passing 1 item in 5 "
+            f"scores 0 of {DRIFT_FIRST_ITEMS} by chance {0.8 ** DRIFT_FIRST_ITEMS:.0%} of the time)")
+
+
+def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent) -> dict:
+    """The base model's greedy drift record, measured once per (model, suite), kept in eval/ and recorded, signed,
+    in eval/baselines.jsonl: a file not recorded there as it is (an earlier version's, or one written by hand) is
+    measured again. The suite is decoded in two parts: the first DRIFT_FIRST_ITEMS items, and when the base passes
+    none of them, no more (issue 49: 3.5 of 6.4 minutes decoding a suite the base scores 0% on); else the whole
+    suite in one pass, as the checkpoint is decoded."""
+    path = base_drift_path(base, suite)
+    if path.is_file() and baseline_unrecorded(path) is None:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        report(1, 1, f"measured before, recorded in {baseline_ledger().name}: passed {record.get('passed', '?')} of "
+               f"{record.get('decoded', '?')} items decoded ({record.get('items', len(rows))} in the suite)")
+        return record
+    loaded = load_model(base_ref)
+    record = {"model": base, "suite": str(suite), "suite_sha256": sha256_file(suite), "items": len(rows),
+              "max_new_tokens": max_new_tokens}
+    first = _drift_passes(base_ref, loaded, rows[:DRIFT_FIRST_ITEMS], graders[:DRIFT_FIRST_ITEMS], max_new_tokens,
+                          report=report) if len(rows) > DRIFT_FIRST_ITEMS else None
+    if first is not None and not any(first):
+        record.update(pass_rate=0.0, passed=0, decoded=len(first))
+    else:
+        passes = _drift_passes(base_ref, loaded, rows, graders, max_new_tokens, report=report)
+        record.update(pass_rate=sum(passes) / len(passes), passed=sum(passes), decoded=len(passes))
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    record_baseline(path)
+    return record
 
 
 def check_drift(
@@ -100,12 +130,14 @@ def check_drift(
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
     rows, graders = _drift_rows(suite)
-    base_rate = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens, _stage(report, "drift suite, base "
-                                                                                                 "model"))
+    record = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens, _stage(report, "drift suite, base "
+                                                                                              "model"))
+    base_rate = record["pass_rate"]
     if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
-        report(1, 1, f"drift suite: NOT MEASURED, the base model passes {base_rate:.1%} of it; the checkpoint is not "
-               "decoded on it")
+        why = floor_note(record.get("decoded"), record.get("items")) or f"the base model passes {base_rate:.1%} of it"
+        report(1, 1, f"drift suite: NOT MEASURED, {why}; the checkpoint is not decoded on it")
         return DriftResult(suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate,
+                           base_items_decoded=record.get("decoded"), suite_items=len(rows),
                            checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True)
     ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens, report=_stage(report, "drift suite, "
                                                                                                          "checkpoint"))
@@ -199,10 +231,11 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         report_path=str(run.promotion_report),
         result_path=str(run.promotion),
     )
-    atomic_write_json(Path(result.result_path), {
-        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],
+    atomic_write_json(Path(result.result_path), sign(eval_root(), PROMOTION, {  # signed, bound to the checkpoint's
+        **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],  # content hash (promotion_signed)
         "min_improvement_points": request.min_improvement_points,
-        "baseline_sha256": sha256_file(Path(result.baseline_path))})  # the next promotion refuses it edited
+        "baseline_sha256": sha256_file(Path(result.baseline_path))},  # the next promotion refuses it edited
+        create=True))
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result
 
@@ -244,12 +277,27 @@ def checkpoint_refusal(run: Run, config: dict, ckpt: Path, given: bool) -> UserI
     return None
 
 
+PROMOTION = "promotion.json"
+
+
+def promotion_signed(promotion) -> bool:
+    """Whether promotion.json is one promote_checkpoint signed (evidence.py; issue 48, seventh round). Signed under
+    the workspace's eval/ with the judged checkpoint's content hash inside, not under the run's path: a moved run
+    keeps its promotion, and a copy into another run vouches only for a model of the same content, which
+    checkpoint_refusal and the hash check still judge there."""
+    return valid(eval_root(), PROMOTION, promotion)
+
+
 def promotion_problems(promotion: dict) -> list[str]:
-    """Why promotion.json is not a measurement promote_checkpoint made, re-derived from what it keeps (issue 48: a
-    hand-written one, or one against a baseline that never existed, PROMOTEd with no measurement): the baseline
+    """Why promotion.json is not a measurement promote_checkpoint made: first, promote_checkpoint signs it for the
+    run (evidence.py; issue 48, seventh round: a hand-written one whose items and rates were all rewritten to a
+    PROMOTE re-derived as one); then re-derived from what it keeps (issue 48: a hand-written one, or one against a
+    baseline that never existed, PROMOTEd with no measurement): the baseline
     it names is a file in eval/ with the sha256 it recorded, its pass rate and goldens; the per-golden results it
     kept grade as recorded and give its pass rate; the rule applied to them (the improvement's interval, the
     drift budget) gives its verdict. [] when it holds."""
+    if not promotion_signed(promotion):
+        return [unrecorded(PROMOTION)]
     path = Path(str(promotion.get("baseline_path") or "?"))
     if path.parent.resolve() != eval_root().resolve() or not path.is_file():
         return [f"the baseline it names ({path}) is not a baseline in {eval_root()}"]
@@ -292,7 +340,8 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
     edited, and decides nothing."""
     sha = sha256_file(path)
     earlier = read_json_if_present(run.promotion)
-    earlier = earlier if isinstance(earlier, dict) and Path(str(earlier.get("baseline_path"))).name == path.name else {}
+    earlier = (earlier if promotion_signed(earlier)  # an unsigned one recorded nothing
+               and Path(str(earlier.get("baseline_path"))).name == path.name else {})
     recorded = ((read_run_json(run) or {}).get("baselines") or {}).get(path.name) or earlier.get("baseline_sha256")
     if recorded and recorded != sha:
         raise UserInputError("baseline", f"{path} (sha256 {sha[:12]}) is not the baseline this run recorded "
@@ -388,10 +437,11 @@ def _improvement_interval(baseline: dict, items: list, low: float, high: float) 
 
 def _drift_reason(drift: DriftResult) -> str:
     if drift.band == "unmeasured":
-        return (f"drift: NOT MEASURED: the base model passes {drift.base_pass_rate:.1%} of the frozen suite "
-                "(the checkpoint was not decoded on it), so no drop can show on it; give drift_suite "
-                "rows your base model passes (prompts in its own format) to measure one -> the verdict rests on the "
-                "goldens alone")
+        note = floor_note(drift.base_items_decoded, drift.suite_items) or \
+            f"the base model passes {drift.base_pass_rate:.1%} of the frozen suite"
+        return (f"drift: NOT MEASURED: {note} (the checkpoint was not decoded on it), so no drop can show on it; "
+                "give drift_suite rows your base model passes (prompts in its own format) to measure one -> the "
+                "verdict rests on the goldens alone")
     line = (
         f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
         f"{drift.drop_points:+.1f} points ({drift.band})"
@@ -451,9 +501,10 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "point and the reruns' exact paired test tells it from noise (p < 0.05); > 5 points: hard fail.",
     ]
     if d.band == "unmeasured":
-        lines.append(f"- NOT MEASURED: the base model passes {d.base_pass_rate:.1%} of this suite, so no drop can "
-                     "show on it; the verdict rests on the goldens alone. Give `drift_suite` rows the base model "
-                     "passes (prompts in its own format) to measure drift.")
+        note = floor_note(d.base_items_decoded, d.suite_items) or \
+            f"the base model passes {d.base_pass_rate:.1%} of this suite"
+        lines.append(f"- NOT MEASURED: {note}, so no drop can show on it; the verdict rests on the goldens alone. "
+                     "Give `drift_suite` rows the base model passes (prompts in its own format) to measure drift.")
     if d.rerun_drops:
         lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} "
                      f"points; over every (item, seed) pair {d.rerun_lost} lost, {d.rerun_gained} gained, exact paired "

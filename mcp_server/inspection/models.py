@@ -124,8 +124,9 @@ class SampleResult(BaseModel):
     seconds: float = Field(description="Wall time of generation.")
     plan: dict = Field(default_factory=dict, description="What sampling planned before it started, sized for "
                        "this machine: prompts, completions, max_new_tokens, the most tokens it could generate, the "
-                       "engine and device, and estimated_seconds_at_most (every completion running to the limit, on "
-                       "an idle machine), with the sentence the progress reported first.")
+                       "engine and device, estimated_seconds and estimated_seconds_at_most (every completion running "
+                       "to the limit; on a CPU at `load` on `cores`, the bound with the threads scheduled apart), with "
+                       "the sentence the progress reported first.")
     warnings: list[str] = Field(default_factory=list, description="What the reader should know before reading "
                                 "the samples (plain-text prompts for a chat model: no chat template is applied).")
     next_step: str = Field(description="What to do next.")

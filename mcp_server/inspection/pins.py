@@ -44,7 +44,7 @@ from mcp_server.interpreter import training_python
 from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
 from mcp_server.userfiles import open_regular
-from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, sha256_file
+from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, large_file_pin, sha256_file
 
 # train/config.yaml's fields that decide what a sample looks like, and those that change what the trainer does
 # with the rewards' scores (config.fields declares each field's group).
@@ -269,7 +269,7 @@ def train_files_pin(run: Run, config: dict | None = None) -> dict:
             pinned[name + "/"] = "directory"
         elif path.is_file():
             pinned[name] = sha256_file(path) if path.stat().st_size <= WHOLE_FILE_BYTES else \
-                f"{path.stat().st_size}:{path.stat().st_mtime_ns}"
+                large_file_pin(path.stat())
     return pinned
 
 
@@ -398,7 +398,8 @@ def _field_diff(key: str, before: dict, after: dict) -> str:
         if before.get(k) == after.get(k):
             continue
         if key == "model" and k == "files_sha256":
-            said.append("its files changed")
+            said.append(f"its files changed (the content of a file up to {WHOLE_FILE_BYTES >> 20} MiB; for a larger "
+                        "one its size, mtime, inode or ctime: rewritten or replaced, even with its mtime put back)")
         else:
             said.append(f"{k}: {_short(before.get(k))} -> {_short(after.get(k))}")
     return "; ".join(said)

@@ -394,8 +394,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
                                                                                     None) else []
     for warning in warnings:
         report(0, k, f"warning: {warning}")
-    progress = Progress(report, plan)
     partial = run.inside(files["partial"])
+    progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
     started = time.perf_counter()
     groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep)

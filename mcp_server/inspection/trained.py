@@ -47,7 +47,7 @@ from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
 from mcp_server.userfiles import open_regular, package_switches
-from mcp_server.workspace import WHOLE_FILE_BYTES
+from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
 # The sha256 of inspection/verdict.json as launch_training's gate judged it: the trainer refuses other bytes.
@@ -133,12 +133,16 @@ def _samples_not_in(run: Run, dataset, verdict: dict, agentic: bool) -> list[str
     """The reviewed samples whose prompt or columns are not their row of the data that trains (a sample written
     by hand, or drawn from other data), or that are not the samples the verdict signed (read once: the bytes
     hashed are the lines compared)."""
-    with open_regular(run.samples) as handle:
-        data = handle.read()
-    if hashlib.sha256(data).hexdigest() != verdict.get("samples_sha256"):
+    try:
+        with open_regular(run.samples) as handle:
+            data = handle.read()
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):  # removed, not a regular file or unreadable since the verdict: refused
+        data, text = None, ""
+    if data is None or hashlib.sha256(data).hexdigest() != verdict.get("samples_sha256"):
         return ["inspection/samples.jsonl is not the samples the verdict signed"]
     bad = []
-    for line in data.decode("utf-8").splitlines():
+    for line in text.splitlines():
         sample = json.loads(line) if line.strip() else None
         if sample is None:
             continue
@@ -276,12 +280,12 @@ def confirm_loaded_model(trainer) -> None:
 
 def _sampling_file_pin(run: Run, spec) -> str | None:
     """train/dynamic_sampling.json as the verdict's train_files pin holds it (pins.train_files_pin: its sha256, a
-    large file's size and mtime), from the spec's read (None: the run has none)."""
+    large file's stat: workspace.large_file_pin), from the spec's read (None: the run has none)."""
     sha = spec.sidecar_sha256.get(DYNAMIC_SAMPLING_FILE)
     if sha is None:
         return None
     found = run.dynamic_sampling.stat()
-    return sha if found.st_size <= WHOLE_FILE_BYTES else f"{found.st_size}:{found.st_mtime_ns}"
+    return sha if found.st_size <= WHOLE_FILE_BYTES else large_file_pin(found)
 
 
 def _patched(trained, verdict: dict):

@@ -51,6 +51,7 @@ class CpuThroughput(NamedTuple):
     measured_at: float  # time.time()
     op_s: float = 35e-6  # seconds per small operator (an 8 x 256 matmul and its activation) on one thread
     sync_s: float = 0.0  # what the same operator takes on `threads` threads beyond that: their barrier
+    share: float = 1.0  # the share of its threads' time the probe's matmuls got (CPU time / wall time / threads)
 
     def describe(self) -> str:
         return (f"{self.flops / 1e9:.0f} GFLOP/s and {self.bandwidth / 1e9:.0f} GB/s measured on {self.threads} CPU "
@@ -70,7 +71,9 @@ def probe(threads: int) -> CpuThroughput:
     try:
         n = 256 if threads <= 1 else 512
         a, b = torch.randn(n, n), torch.randn(n, n)
+        cpu, wall = time.process_time(), time.perf_counter()
         flops = _rate(lambda: a @ b, 2 * n ** 3)
+        share = min(1.0, (time.process_time() - cpu) / max(time.perf_counter() - wall, 1e-9) / max(threads, 1))
         x = torch.empty(8 * 2 ** 20)  # 32 MiB: larger than any last-level cache here
         y = torch.empty_like(x)
         bandwidth = _rate(lambda: y.copy_(x), 2 * x.numel() * 4)
@@ -82,7 +85,7 @@ def probe(threads: int) -> CpuThroughput:
         single = 1 / _rate(lambda: torch.nn.functional.silu(small @ weight), 1)
     finally:
         torch.set_num_threads(before)
-    measured = CpuThroughput(flops, bandwidth, threads, time.time(), single, max(threaded - single, 0.0))
+    measured = CpuThroughput(flops, bandwidth, threads, time.time(), single, max(threaded - single, 0.0), share)
     _keep(measured)
     return measured
 
@@ -119,11 +122,42 @@ def kept(threads: int) -> CpuThroughput | None:
     """The last probe with `threads` threads, when it is recent (PROBE_KEPT_S)."""
     try:
         entry = json.loads(_probe_file().read_text(encoding="utf-8")).get(str(threads))
-        measured = CpuThroughput(**entry) if set(entry) == set(CpuThroughput._fields) else None  # not an older
-        # probe's fields
+        measured = CpuThroughput(**entry) if set(CpuThroughput._fields) - set(entry) <= {"share"} and set(entry) <= \
+            set(CpuThroughput._fields) else None  # not an older probe's fields (one kept before `share` serves)
     except (OSError, ValueError, TypeError, AttributeError):
         return None
     return measured if measured and time.time() - measured.measured_at < PROBE_KEPT_S else None
+
+
+def load_now() -> tuple[float, int]:
+    """(load average, cores): the larger of the last 1 and 5 minutes' load averages (a busy machine's load swings:
+    7 to 14 within a walk's sampling), and the cores this process may run on."""
+    try:
+        load = max(os.getloadavg()[:2])
+    except OSError:  # no load average on this system
+        load = 0.0
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return load, cores
+
+
+def fair_share(threads: int, load: float, cores: int) -> float:
+    """The share of its threads' time a new process with `threads` threads gets beside `load` runnable ones on
+    `cores`: cores / (load + threads), all of it when the cores suffice."""
+    return min(1.0, cores / max(load + threads, 1e-9))
+
+
+def slowdown_at_load(cpu: CpuThroughput, load: float, cores: int, apart: bool = False) -> float:
+    """How many times longer work takes at `load` on `cores` than at the speed `cpu` measured, against the share the
+    probe itself got (cpu.share; a short probe can catch a lull and measure the machine as if idle): at the fair
+    share s (fair_share) of its threads' time; `apart`: threads that meet at a barrier in every operator, scheduled
+    apart, go on only while all of them run, s ** threads of the time, the bound. Measured (issue 49): smollm2-135m,
+    4 sequences of 24 tokens on 2 threads took 222 s at load 19 on 2 cores (bound 3092 s) and 121.5 s at load 14
+    (about 392 s, bound 2616 s); the walk's "about 2 min at most" took 474.8 s at load 7-14. Never below 1: the
+    measured speed is the most the estimate assumes."""
+    return max(1.0, cpu.share / fair_share(cpu.threads, load, cores) ** (max(cpu.threads, 1) if apart else 1))
 
 
 def decode_step_s(params: float, layers: int, sequences: int, cpu: CpuThroughput, hidden: int = 0,

@@ -3,6 +3,7 @@ each validated through the recipe's config validator."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -245,8 +246,12 @@ class LeverValidator:
     A lever is judged on the errors it adds: errors the run's config already has are reported once in the notes.
     """
 
-    def __init__(self, config: dict[str, Any], rewards: list | None, target: Target, enabled: bool):
+    def __init__(self, config: dict[str, Any], rewards: list | None, target: Target, enabled: bool,
+                 world: run_target.Target | None = None):
+        """`world`: the run's own target (its vLLM server's GPUs, pooled over its nodes): a lever's patch is
+        validated on the world the run trains in, with the planned GPUs."""
         self.config, self.rewards, self.target, self.enabled = config, rewards, target, enabled
+        self.world = world or run_target.Target()
         self.validate = None
         self.base_errors: set[str] = set()
         self.notes: list[str] = []
@@ -274,8 +279,8 @@ class LeverValidator:
                 self.notes.append(note)
         try:
             with one_scope(self.lookups):
-                result = self.validate(RunSpec(values=values, target=run_target.Target(gpu, self.target.num_gpus),
-                                               rewards=self.rewards, is_moe=self.is_moe))
+                world = dataclasses.replace(self.world, gpu=gpu, num_gpus=self.target.num_gpus)
+                result = self.validate(RunSpec(values=values, target=world, rewards=self.rewards, is_moe=self.is_moe))
         except UserInputError as exc:
             return [str(exc)]
         except (ImportError, importlib.metadata.PackageNotFoundError) as exc:  # an optional package is missing

@@ -8,6 +8,8 @@ See references/grpo-memory.md for every term and its source.
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,8 +109,8 @@ def plan(spec: RunSpec, *, num_gpus: int | None = None, gpu_memory_gib: float | 
     """The memory plan of a run (recipe.runspec.RunSpec: its config, records and target) on its target, or on
     `num_gpus` of its GPU (a launch's GPUs): what the other cores call (plan_memory is the tool's door, which builds
     the spec from its request). None is 'not given': the planner's default. Levers are not re-validated one by one
-    unless asked."""
-    target = spec.target
+    unless asked. A target over several nodes is planned as its GPUs pooled (config.target.Target.pooled)."""
+    target = spec.target.pooled()
     given = {"vllm_server_gpus": target.vllm_server_gpus, "prompt_length": prompt_length, "strategy": strategy}
     return _plan(spec, PlanOptions(gpu=None if target.cpu else target.gpu, gpu_memory_gib=gpu_memory_gib,
                                    num_gpus=num_gpus or target.num_gpus, validate_levers=validate_levers,
@@ -250,6 +252,13 @@ def request_options(request: MemoryPlanRequest) -> PlanOptions:
                        validate_levers=request.validate_levers)
 
 
+def _lever_world(spec: RunSpec, options: PlanOptions):
+    """The world a lever's patch is validated in: the run's target pooled over its nodes, with the server's GPUs
+    the plan was asked for (plan_memory's vllm_server_gpus), never the default server's."""
+    world, server = spec.target.pooled(), options.given.get("vllm_server_gpus")
+    return world if server is None else dataclasses.replace(world, vllm_server_gpus=server)
+
+
 def _plan(spec: RunSpec, options: PlanOptions) -> MemoryPlan:
     config, recipe, model, arch, params, target, settings, breakdown, launch, unlaid = planned_run(spec, options)
     capacity = target.capacity_gib
@@ -260,7 +269,7 @@ def _plan(spec: RunSpec, options: PlanOptions) -> MemoryPlan:
     if status != "fits":
         rewards = spec.rewards if config else [r.model_dump() for r in default_rewards()]
         validator = LeverValidator(config_for_validation(config, model, settings), rewards, target,
-                                   options.validate_levers)
+                                   options.validate_levers, world=_lever_world(spec, options))
         inspection = inspected_completion_length(spec.base_dir)
         levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator, inspection,
                                           unlaid=unlaid)

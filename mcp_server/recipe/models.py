@@ -181,6 +181,11 @@ class ValidateRequest(Request):
         default=None, ge=1, le=4096,
         description="vLLM server mode: the GPUs the run's own server holds, as launch_training will be given them "
         "(its vllm_server_gpus); TRL's batch rules are judged on the GPUs left to train. Default 1.")
+    num_nodes: int = Field(
+        default=1, ge=1, le=4096,
+        description="Nodes, as launch_training will be given them (its num_nodes; more than one: a SLURM job). "
+        "num_gpus is split evenly over them and in vLLM server mode the last node serves on all its GPUs, so TRL's "
+        "batch rules are judged on the other nodes' GPUs (2 nodes x 8 GPUs: a world of 8). Default 1.")
     rehearse: bool = Field(
         default=True,
         description="Build the run as train/train.py does and train it one step on the CPU on a miniature of its "

@@ -12,7 +12,7 @@ from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
-from mcp_server.rewards.dotted import find_dotted
+from mcp_server.rewards.dotted import find_dotted, nearest_rewards
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import REWARD_PROBLEMS
 
@@ -54,28 +54,28 @@ RULES = (Rule(rule_rewards),)  # topic "rewards"
 @scoped  # the lever search asks once per validation of one run's rewards
 def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[str, str, str]]:
     """(field, message, fix) for each reward that cannot be built or imported here."""
-    out = []
+    out, reported = [], set()
     if specs:
         for i, spec in enumerate(specs):
             try:
                 build_reward_funcs([spec])
             except Exception as exc:  # any failure to build is a finding, never a crash
+                reported.add(spec.get("name") if isinstance(spec, dict) else spec)
                 out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable "
                                                             "dotted path"))
-    trl_builtin = {
-        "accuracy_reward",
-        "reasoning_accuracy_reward",
-        "think_format_reward",
-        "get_soft_overlong_punishment",
-    }
     for i, name in enumerate(config_funcs):
-        if name in trl_builtin:
+        if name in TRL_REWARDS or name in reported:  # a reward already named above is not a second error
             continue
         error = _resolve_dotted(name)
         if error:
+            near = nearest_rewards(name, TRL_REWARDS)  # TRL's names only when close (issue 49)
             out.append((f"reward_funcs[{i}]", error,
-                        f"use one of TRL's names ({', '.join(sorted(trl_builtin))}) or an importable dotted path"))
+                        f"did you mean {' or '.join(repr(n) for n in near)}?" if near else
+                        "use a TRL reward name or an importable dotted path (module.function)"))
     return out
+
+
+TRL_REWARDS = ("accuracy_reward", "reasoning_accuracy_reward", "think_format_reward", "get_soft_overlong_punishment")
 
 
 def _resolve_dotted(name: str) -> str | None:

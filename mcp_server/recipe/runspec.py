@@ -43,7 +43,7 @@ class RunSpec:
     # ------------------------------------------------------------ reading
     @classmethod
     def read(cls, where: Run | str | Path, *, gpu: str | None = None, num_gpus: int | None = None,
-             vllm_server_gpus: int | None = None, field: str = "config_path",
+             vllm_server_gpus: int | None = None, nodes: int = 1, field: str = "config_path",
              on_bad_request: Callable[[UserInputError], None] | None = None) -> RunSpec:
         """A run (its train/config.yaml) or a config file, with the records beside it; the target is the one
         given, else the recorded one, else the CPU for a config that says use_cpu, else 1x H100. `field` names
@@ -66,19 +66,19 @@ class RunSpec:
             if (config_path.parent / name).is_file():
                 read[name], shas[name] = read_json(config_path.parent / name, field, dict, with_sha256=True)
         target = Target(gpu or request.gpu or ("cpu" if values.get(FIELD.use_cpu) is True else "H100"),
-                        num_gpus or request.num_gpus, vllm_server_gpus)
+                        num_gpus or request.num_gpus, vllm_server_gpus, nodes=nodes)
         return cls(values=values, target=target, request=request, rewards=rewards, agentic=read.get(AGENTIC_FILE),
                    dynamic_sampling=read.get(DYNAMIC_SAMPLING_FILE), base_dir=run_dir_of(config_path),
                    config_sha256=sha, sidecar_sha256=shas)  # is_moe: from the model
 
     @classmethod
-    def of_run(cls, run: Run, vllm_server_gpus: int | None = None) -> RunSpec:
-        """The run's spec, read once for a launch (`vllm_server_gpus`: its server GPUs), a status or a gate; a run
-        not emitted yet has no config values (the config gate says so)."""
+    def of_run(cls, run: Run, vllm_server_gpus: int | None = None, nodes: int = 1) -> RunSpec:
+        """The run's spec, read once for a launch (`vllm_server_gpus`: its server GPUs, `nodes`: its num_nodes), a
+        status or a gate; a run not emitted yet has no config values (the config gate says so)."""
         if run.config.is_file():
-            return cls.read(run, vllm_server_gpus=vllm_server_gpus, field="run")
+            return cls.read(run, vllm_server_gpus=vllm_server_gpus, nodes=nodes, field="run")
         request = read_recorded(run.request, "run")
-        return cls(values={}, target=Target(request.gpu or "H100", request.num_gpus, vllm_server_gpus),
+        return cls(values={}, target=Target(request.gpu or "H100", request.num_gpus, vllm_server_gpus, nodes=nodes),
                    request=request, base_dir=run.dir)
 
     # ------------------------------------------------------------ what the records say

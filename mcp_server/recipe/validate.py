@@ -75,9 +75,9 @@ def request_spec(request: ValidateRequest) -> RunSpec:
         raise UserInputError("config_path", "give exactly one of config_path (a YAML file) or config (a dict)")
     if request.config_path:
         return RunSpec.read(request.config_path, gpu=request.gpu, num_gpus=request.num_gpus,
-                            vllm_server_gpus=request.vllm_server_gpus)
+                            vllm_server_gpus=request.vllm_server_gpus, nodes=request.num_nodes)
     return RunSpec(values=dict(request.config), target=Target(request.gpu or "H100", request.num_gpus or 1,
-                                                              request.vllm_server_gpus))
+                                                              request.vllm_server_gpus, nodes=request.num_nodes))
 
 
 def validate_recipe_rules(request: ValidateRequest) -> ValidationResult:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, closest_names, did_you_mean
 from mcp_server.interpreter import user_code_allowed
 from mcp_server.rewards.sources import record_import, static_spec
 
@@ -68,10 +68,13 @@ def import_dotted(path: str, field: str) -> Callable:
     except ModuleNotFoundError as exc:  # the module (or one it imports) is not where this process looks
         top = (exc.name or module_path).split(".")[0]
         where = ", ".join(_looked_in()) or "no user directory"
+        near = nearest_rewards(path)
         raise RewardImportError(
             field, f"cannot import module '{module_path}' for reward '{path}': {exc} (looked in {where}, then the "
-            "installed packages)", f"to fix: run the command from the directory that holds {top}.py (or the "
-            f"{top}/ package), or add that directory to PYTHONPATH") from None
+            "installed packages)",
+            (f"did you mean {' or '.join(repr(n) for n in near)} (a function in the workspace)? Else " if near
+             else "to fix: ") + f"run the command from the directory that holds {top}.py (or the {top}/ package), "
+            "or add that directory to PYTHONPATH") from None
     except Exception as exc:  # any other import failure is the user's module
         raise UserInputError(field, f"cannot import module '{module_path}' for reward '{path}': {exc}") from None
     if module_path not in before:  # what this import loaded, by whatever name (the reward-code hash follows it)
@@ -79,8 +82,10 @@ def import_dotted(path: str, field: str) -> Callable:
     func = getattr(module, attr, None)
     if func is None:
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        near = [f"{module_path}.{n}" for n in closest_names(attr, public)]
         raise UserInputError(
-            field, f"module '{module_path}' has no '{attr}'; its callables: {', '.join(public[:20]) or 'none'}"
+            field, f"module '{module_path}' has no '{attr}';{did_you_mean(near)} Its callables: "
+                   f"{', '.join(public[:20]) or 'none'}"
         )
     if not callable(func):
         raise UserInputError(field, f"'{path}' is not callable; a reward takes (completions, **columns) -> list[float]")
@@ -135,13 +140,12 @@ def find_dotted(path: str, field: str) -> Unimported:
     return Unimported(module_path, attr, Path(origin))
 
 
-def local_definitions(attr: str, limit: int = 200) -> list[str]:
-    """`module.attr` for each top-level module (*.py) in the workspace and the current directory that defines
-    `attr` at its top level, read without running it: what a bare name that is no registry reward most likely
-    meant (the user's own reward beside their data)."""
+def _local_modules(limit: int = 200):
+    """(module name, parsed source) of each top-level module (*.py) in the workspace and the current directory,
+    read without running it."""
     from mcp_server.workspace import workspace_root
 
-    found, seen = [], set()
+    seen = set()
     for folder in dict.fromkeys([workspace_root(), Path.cwd().resolve()]):
         try:
             files = sorted(folder.glob("*.py"))[:limit]
@@ -157,6 +161,23 @@ def local_definitions(attr: str, limit: int = 200) -> list[str]:
                 tree = ast.parse(file.read_bytes())
             except (OSError, SyntaxError, ValueError):
                 continue
-            if _defines(tree, attr):
-                found.append(f"{file.stem}.{attr}")
-    return found
+            yield file.stem, tree
+
+
+def local_definitions(attr: str, limit: int = 200) -> list[str]:
+    """`module.attr` for each top-level module (*.py) in the workspace and the current directory that defines
+    `attr` at its top level, read without running it: what a bare name that is no registry reward most likely
+    meant (the user's own reward beside their data)."""
+    return [f"{module}.{attr}" for module, tree in _local_modules(limit) if _defines(tree, attr)]
+
+
+def local_functions(limit: int = 200) -> list[str]:
+    """`module.function` for every public top-level function of the workspace's modules (read, never run)."""
+    return [f"{module}.{node.name}" for module, tree in _local_modules(limit) for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_")]
+
+
+def nearest_rewards(path: str, others=()) -> list[str]:
+    """The workspace's `module.function` names (and `others`: TRL's reward names, say) closest to a misspelt
+    dotted path, best first (errors.closest_names: difflib): issue 49's "did you mean unit_rewards.cm_reward"."""
+    return closest_names(path, [*local_functions(), *others])

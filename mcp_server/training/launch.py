@@ -28,6 +28,7 @@ from mcp_server.evidence import key as evidence_key
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import DifficultyFilterResult
 from mcp_server.recipe.runspec import RunSpec
+from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.training.derived import DerivedState
@@ -48,14 +49,14 @@ from mcp_server.training.resume_patch import apply_patch, apply_refilter, last_g
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.runrecord import checkpoints, read_run_json
 from mcp_server.training.runstate import derive_state
-from mcp_server.workspace import sha256_file
+from mcp_server.workspace import archive_problem, sha256_file
 
 
 def build_launch_plan(run: Run, request: LaunchRequest, extra_args: list[str] | None = None,
                       spec: RunSpec | None = None) -> LaunchPlan:
     """The plan of the launcher that takes this launch (launchers.choose), from the run as the launch read it
     (`spec`; read here when not given)."""
-    spec = spec or RunSpec.of_run(run, request.vllm_server_gpus)
+    spec = spec or RunSpec.of_run(run, request.vllm_server_gpus, request.num_nodes)
     target = read_target(run, request, spec, extra_args)
     return choose(target).plan(target)
 
@@ -66,11 +67,12 @@ def write_plan_files(run: Run, plan: LaunchPlan) -> dict:
 
 
 def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_from: str | None = None,
-        **start) -> LaunchResult:
+        report: Report = silent, **start) -> LaunchResult:
     """Write the plan's files, commit the recipe, start: the same three steps for every launcher. `spec`: the run
     as the gates judged it (its config's hash is what run.json records). The evidence key is made first (its
     trainer signs its records with it and refuses to start without it: evidence.py)."""
     evidence_key(create=True)
+    report(0, None, f"starting: writing the launch files, recording the recipe, starting {plan.launcher}")
     written = launcher.write(run, plan)
     sha = spec.config_sha256 or sha256_file(run.config)
     commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
@@ -79,13 +81,13 @@ def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_f
 
 
 # ---------------------------------------------------------------- launch_training
-def launch_training(request: LaunchRequest) -> LaunchResult:
+def launch_training(request: LaunchRequest, report: Report = silent) -> LaunchResult:
     """Start a run after its gates pass: config valid, inspection verdict current, environment not blocked.
     One caller at a time per run (runlock); a run launched before is refused unless archive_previous."""
     run = resolve_run(request.run)
     try:
         with run_lock(run, "launch"):
-            return _launch(run, request)
+            return _launch(run, request, report)
     except RunLocked as exc:
         return locked(run, exc)
 
@@ -102,17 +104,21 @@ def _launch_state_refusal(run: Run, derived: DerivedState, config: dict, launche
             how_to_clear=("resume_training to continue from the latest checkpoint, " if done else "")
             + "emit_grpo_config (without run_dir) for a new run, or launch again with archive_previous "
             "(CLI: --archive-previous) to move this attempt to archive/ first")], derived.state)
+    archive = archive_problem(run.dir) if launched else None  # before any gate: nothing moves through a link
+    if archive:
+        return refused(run, [GateRefusal(gate="state", message=archive, how_to_clear="replace archive/ with a "
+                                         "directory inside the run (or remove it), then launch again")], derived.state)
     foreign = foreign_output_dir(run, config)
     return refused(run, [foreign], derived.state) if foreign else None
 
 
-def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
+def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> LaunchResult:
     derived = derive_state(run)
     if derived.alive:
         return refused(run, [GateRefusal(
             gate="state", message=f"{run.name} is already {derived.state} ({what_runs(derived)})",
             how_to_clear="wait for it, or stop_training first")], derived.state)
-    spec = RunSpec.of_run(run, request.vllm_server_gpus)  # the run's files, read once for every gate
+    spec = RunSpec.of_run(run, request.vllm_server_gpus, request.num_nodes)  # the run's files, read once for every gate
     config = spec.values
     launched = run.launched_evidence(config)
     refusal = _launch_state_refusal(run, derived, config, launched, request)
@@ -124,13 +130,14 @@ def _launch(run: Run, request: LaunchRequest) -> LaunchResult:
     plan = build_launch_plan(run, request, spec=spec)  # bad launch options are input errors, before any gate
     launcher = LAUNCHERS[plan.launcher]
     launcher.check(plan)  # e.g. the scheduler would take the job: else one line, nothing written
-    refusals, env = check_gates(run, spec.launched_with(plan.strategy), environment=launcher.checks_environment)
+    refusals, env = check_gates(run, spec.launched_with(plan.strategy), environment=launcher.checks_environment,
+                                report=report)
     refusals += memory_refusals(plan)
     if refusals:
         return refused(run, refusals, derived.state)
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
-    return _go(run, spec, launcher, plan, env_verdict=env.get("verdict"), state_before=derived.state)
+    return _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:
@@ -150,13 +157,13 @@ def _archive_attempt(run: Run, config: dict) -> Path:
 
 
 # ---------------------------------------------------------------- resume_training
-def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
+def resume_training(request: RunRequest | LaunchRequest, report: Report = silent) -> LaunchResult:
     """Continue from the latest checkpoint with the same config (same sha256 as at launch), or refuse.
     One caller at a time per run (runlock)."""
     run = resolve_run(request.run)
     try:
         with run_lock(run, "resume"):
-            return _resume(run, request)
+            return _resume(run, request, report)
     except RunLocked as exc:
         return locked(run, exc)
 
@@ -230,7 +237,7 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
     return refusals, latest
 
 
-def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
+def _resume(run: Run, request: RunRequest | LaunchRequest, report: Report = silent) -> LaunchResult:
     derived = derive_state(run)
     # A copied run continues from its own checkpoints under the launch record it was copied with.
     record = derived.record or derived.copied_record
@@ -244,7 +251,7 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
     links = links or interpreter_refusals(run)  # before anything starts the training interpreter
     if links:
         return refused(run, links, derived.state)
-    spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the run's files, read once for every gate
+    spec = RunSpec.of_run(run, launch.vllm_server_gpus, launch.num_nodes)  # the run's files, read once for every gate
     config = spec.values
     patch = getattr(request, "patch", None)
     refusals, latest = _resume_refusals(run, record, config, patch)
@@ -259,12 +266,12 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
         refusals, undo = apply_patch(run, spec, patch)
         if refusals:
             return refused(run, refusals, derived.state)
-        spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the patched config apply_patch wrote
+        spec = RunSpec.of_run(run, launch.vllm_server_gpus, launch.num_nodes)  # the patched config apply_patch wrote
     if rule is not None:  # the data re-filtered from the run's own logged completions (inspection.refilter)
         refusals, undo, refiltered = apply_refilter(run, rule)
         if refusals:
             return refused(run, refusals, derived.state)
-        spec = RunSpec.of_run(run, launch.vllm_server_gpus)  # the config naming the re-filtered data
+        spec = RunSpec.of_run(run, launch.vllm_server_gpus, launch.num_nodes)  # the config naming the re-filtered data
     plan = build_launch_plan(run, launch, extra_args=["--resume_from_checkpoint", str(latest)], spec=spec)
     launcher = LAUNCHERS[plan.launcher]
     try:
@@ -274,14 +281,15 @@ def _resume(run: Run, request: RunRequest | LaunchRequest) -> LaunchResult:
             undo()  # the patched config goes back: nothing half-done stays
         raise
     gate_refusals, env = check_gates(run, spec.launched_with(plan.strategy),
-                                     environment=launcher.checks_environment)
+                                     environment=launcher.checks_environment, report=report)
     gate_refusals += memory_refusals(plan)
     if gate_refusals:
         if undo:
             undo()
         return refused(run, gate_refusals, derived.state)
     _clear_markers(run)
-    result = _go(run, spec, launcher, plan, resumed_from=str(latest), patch=patch, env_verdict=env.get("verdict"))
+    result = _go(run, spec, launcher, plan, resumed_from=str(latest), report=report, patch=patch,
+                 env_verdict=env.get("verdict"))
     return result.model_copy(update={"refilter": DifficultyFilterResult.model_validate(refiltered["result"])}) \
         if refiltered else result
 

@@ -15,6 +15,7 @@ from mcp_server.inspection.pins import python_change, python_how, training_pytho
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate
 from mcp_server.recipe.runspec import RunSpec
+from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, output_outside, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import environment_report
@@ -26,19 +27,23 @@ from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import runs_root
 
 
-def check_gates(run: Run, spec: RunSpec, environment: bool = True) -> tuple[list[GateRefusal], dict]:
+def check_gates(run: Run, spec: RunSpec, environment: bool = True,
+                report: Report = silent) -> tuple[list[GateRefusal], dict]:
     """Every gate's answer (all of them, so one call tells everything to fix); the env report too. `spec`: the run
     as the launch read it, its target with the launch's server GPUs (so the config is validated on the world the
     launch trains on). `environment=False` for a run that trains elsewhere (a SLURM job): this machine's
-    environment is no gate."""
+    environment is no gate. `report`: one line per gate as it starts (issue 49: a minute of silence)."""
+    report(0, None, "gates: the logs folder and the inspection verdict")
     refusals: list[GateRefusal] = link_refusals(run)
     gate = check_inspection_gate(run, spec)
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
+    report(0, None, "config: validating it, one training step rehearsed on a miniature of the model")
     refusals += _config_refusals(run, spec)
     if not environment:
         return refusals, {}
     refusals += cpu_vllm_refusals(spec)
+    report(0, None, "environment: probing the training interpreter (packages, devices, memory)")
     env = environment_report(run, spec)
     if env.verdict == "blocked":
         refusals.append(GateRefusal(

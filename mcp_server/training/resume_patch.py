@@ -27,7 +27,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.evidence import valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
-from mcp_server.training.runrecord import read_run_json
+from mcp_server.training.runrecord import launch_of, read_run_json
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 
@@ -101,7 +101,7 @@ def _guard_stopped(run: Run) -> bool:
     decision = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}
     try:
-        launch = (read_run_json(run) or {}).get("launch_id")
+        launch = launch_of(run, read_run_json(run))
     except UserInputError:
         return False
     same_launch = launch is None or stopped.get("launch_id") == guard.get("launch_id") == launch

@@ -5,17 +5,18 @@ Below runstate and the launchers (launchers/), which both read and write it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from mcp_server.errors import UserInputError, short, validation_message
-from mcp_server.evidence import run_file, unrecorded, valid_run
+from mcp_server.evidence import recorded_launch, run_file, unrecorded, valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.trainer.digest import checkpoint_problems, read_saves
 from mcp_server.training.derived import DerivedState
-from mcp_server.userfiles import open_regular
+from mcp_server.userfiles import BLANK, content_end, open_regular
 from mcp_server.workspace import atomic_write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -68,14 +69,26 @@ def read_exit_code(run: Run, record: dict | None = None) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+def launch_of(run: Run, record: dict | None) -> str | None:
+    """The launch id a record must carry to be this launch's: the one the launcher recorded outside the workspace
+    (evidence.record_launch; run.json's own launch_id is unsigned: a forger rewrote or removed it to replay an
+    earlier launch's records, issue 48 seventh round), whatever run.json says; else, for a run no launcher
+    recorded (launched before the ledger, a SLURM run), run.json's; None: any launch."""
+    recorded = recorded_launch(run.dir)
+    if recorded is not None:
+        return recorded
+    wanted = (record or {}).get("launch_id")
+    return wanted if isinstance(wanted, str) else None
+
+
 def signed_record(run: Run, path: Path, record: dict | None = None) -> dict | None:
     """The JSON record at `path` when llm-finetuning on this machine signed it there (evidence.py) and, with a
     launch `record`, for its launch id; None otherwise (absent, unsigned, signed for another run, file or launch)."""
     value = read_json_if_present(path)
     if not isinstance(value, dict) or not valid_run(run, path, value):
         return None
-    wanted = (record or {}).get("launch_id")
-    return None if isinstance(wanted, str) and value.get("launch_id") != wanted else value
+    wanted = launch_of(run, record)
+    return None if wanted is not None and value.get("launch_id") != wanted else value
 
 
 def unsigned_note(run: Run, path: Path) -> str | None:
@@ -158,14 +171,14 @@ def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: Tru
     one (none yet; or a directory, a pipe: no progress readable, training_status names it)."""
     try:
         with open_regular(run.progress) as handle:  # a device there never ends
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - 65536))
-            tail = handle.read().decode("utf-8", errors="replace").splitlines()
+            end = content_end(handle, os.fstat(handle.fileno()).st_size)  # past a NUL run or hole at the end
+            handle.seek(max(0, end - 65536))
+            tail = handle.read(end - handle.tell()).strip(BLANK).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return None
     for raw in reversed(tail):
         try:
-            line = json.loads(raw)
+            line = json.loads(raw.strip("\0"))
         except (ValueError, RecursionError):
             continue
         if isinstance(line, dict) and keep(line):
@@ -186,9 +199,9 @@ def success_problems(run: Run, record: dict | None) -> list[str]:
     train/logs/saves.jsonl, its files still there at their sizes; this launch's train-begin.json, and a step
     logged in progress.jsonl after it began; the final save at or past the max_steps training began with.
     [] when it holds."""
-    wanted = (record or {}).get("launch_id")
+    wanted = launch_of(run, record)
     rejected: list[str] = []
-    mine = [s for s in read_saves(run, rejected) if s.get("final") and (not isinstance(wanted, str) or
+    mine = [s for s in read_saves(run, rejected) if s.get("final") and (wanted is None or
                                                                          s.get("launch_id") == wanted)]
     if not mine:
         return ["no final save of this launch recorded by the trainer (train/logs/saves.jsonl)", *rejected[-1:]]

@@ -49,6 +49,7 @@ def log_tail(run: Run, lines: int) -> list[str]:
             text = handle.read().decode("utf-8", errors="replace")
     except OSError as exc:  # a directory, unreadable: say so where the log would be
         return [f"(cannot read {path}: {exc.strerror or exc})" if not isinstance(exc, NotRegularFile) else f"({exc})"]
-    out = [line.rsplit("\r", 1)[-1].rstrip() for line in text.splitlines()]
+    # split on newlines only (str.splitlines also splits on "\r"): a progress bar's redraws are one line, its last
+    out = [line.rstrip("\r").rsplit("\r", 1)[-1].rstrip() for line in text.split("\n")]
     return [line for line in out if line.strip()][-lines:]
 

@@ -37,16 +37,16 @@ def prepare_environment(request: PrepareRequest | None = None, report: Report = 
     return prepare_environment(request, report=report)
 
 
-def launch_training(request: LaunchRequest) -> LaunchResult:
+def launch_training(request: LaunchRequest, report: Report = silent) -> LaunchResult:
     from mcp_server.training.launch import launch_training
 
-    return launch_training(request)
+    return launch_training(request, report=report)
 
 
-def resume_training(request: RunRequest | LaunchRequest) -> LaunchResult:
+def resume_training(request: RunRequest | LaunchRequest, report: Report = silent) -> LaunchResult:
     from mcp_server.training.launch import resume_training
 
-    return resume_training(request)
+    return resume_training(request, report=report)
 
 
 def training_status(request: StatusRequest) -> TrainingStatus:

@@ -4,7 +4,6 @@ plans its own per node."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from mcp_server.errors import UserInputError
@@ -26,17 +25,17 @@ class MachineLayout:
     notes: tuple[str, ...] = ()
 
 
-def plan_launch_memory(run: Run, spec: RunSpec, request: LaunchRequest, num_gpus: int,
-                       vllm_gpus: int) -> tuple[MemoryPlan | None, str | None]:
-    """The run's memory plan for this launch (the same GPUs, vLLM server GPUs and strategy), or (None, why not).
+def plan_launch_memory(run: Run, spec: RunSpec, request: LaunchRequest,
+                       num_gpus: int | None = None) -> tuple[MemoryPlan | None, str | None]:
+    """The run's memory plan for this launch (its target: the GPUs, nodes and vLLM server GPUs config.target.Target
+    decides, or `num_gpus` where the launch chose its processes; and its strategy), or (None, why not).
     Prompts are planned at the longest one the inspection measured (samples.meta.json; the launch gate needs an
     inspection), else at the planner's default."""
     meta = read_json_if_present(run.samples_meta)
     lengths = meta.get("lengths") if isinstance(meta, dict) and isinstance(meta.get("lengths"), dict) else {}
     prompt = lengths.get("prompt_tokens_max") if isinstance(lengths.get("prompt_tokens_max"), int) else None
     try:
-        on = dataclasses.replace(spec.target, vllm_server_gpus=vllm_gpus or None)  # SLURM: vLLM's node's GPUs
-        plan = planner.plan(spec.with_target(on), num_gpus=num_gpus, prompt_length=prompt or None,
+        plan = planner.plan(spec, num_gpus=num_gpus, prompt_length=prompt or None,
                             strategy=request.strategy if request.strategy not in ("auto", "single") else None)
     except UserInputError as exc:  # e.g. a hub model neither cached nor in the catalog
         return None, f"memory not planned ({exc}): the launcher's default layout is used"
@@ -59,12 +58,11 @@ def _choose_strategy(request: LaunchRequest, run_request: RecordedRequest, proce
 def machine_layout(target) -> MachineLayout:
     """Processes, strategy and memory plan of `target` (a launchers.base.LaunchTarget) on one machine."""
     request, cpu, vllm_gpus = target.request, target.cpu, target.vllm_gpus
-    if request.num_processes is not None:
-        processes = request.num_processes
-    else:
-        processes = target.target.world(target.server_mode)  # config.target: the one decision of the world
-    memory, memory_note = (None, None) if cpu else plan_launch_memory(target.run, target.spec, request,
-                                                                      processes + vllm_gpus, vllm_gpus)
+    if request.num_processes is not None:  # the launch's choice: planned on those GPUs and the server's
+        processes, planned_gpus = request.num_processes, request.num_processes + vllm_gpus
+    else:  # config.target: the one decision of the world and the GPUs it holds
+        processes, planned_gpus = target.target.world(target.server_mode), target.target.gpus_used(target.server_mode)
+    memory, memory_note = (None, None) if cpu else plan_launch_memory(target.run, target.spec, request, planned_gpus)
     layout = memory.launch if memory else None
     if target.server_mode and processes + vllm_gpus > target.num_gpus:
         raise UserInputError(

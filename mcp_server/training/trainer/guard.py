@@ -20,10 +20,11 @@ import time
 from collections import deque
 
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import valid_run
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
 from mcp_server.diagnosis.context import Ctx
-from mcp_server.diagnosis.metrics import LoadedRun, normalize_row
+from mcp_server.diagnosis.metrics import LoadedRun, normalize_row, read_progress_records, rows_from_records
 from mcp_server.diagnosis.registry import GUARD_CODES, GUARD_RULES
 from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import atomic_write_json
@@ -66,21 +67,46 @@ def read_guard(run: Run) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def earlier_rows(run: Run, step: int) -> list[dict]:
+    """The rows the run logged before this launch, up to `step` (the checkpoint a resume starts from), as
+    diagnose_run reads them: only the lines the trainer signed (evidence.py: a line written by hand reads as
+    absent), an earlier attempt's lines past its checkpoint dropped. [] when none reads."""
+    try:
+        read = read_progress_records(run.progress)
+        signed = [line for line in read.records if valid_run(run, run.progress, line)]
+        return [row for row in rows_from_records(signed, run.progress, restarts=True) if row["step"] <= step]
+    except (OSError, UserInputError):
+        return []
+
+
 class LiveGuard:
+    """The guard judges the run, not the launch: a resumed launch's window starts with the run's earlier lines
+    (`resume`), so a signal lost over two launches of two logs each is seen."""
+
     def __init__(self, run: Run, mode: str, config: dict, request: RecordedRequest | None = None):
         self.run, self.mode = run, mode
         self.config, self.request = config, request or RecordedRequest()
         self.rows: deque[dict] = deque(maxlen=WINDOW)
+        self.first_step: int | None = None  # the run's first logged step (it precedes the run's first update)
         self._last_codes: tuple = ()
         self.stopped: dict | None = None
+
+    def resume(self, step: int) -> None:
+        """A launch resumed at `step`: the window starts with the run's signed lines up to it; without any, the
+        run's first line is not among the rows (0: none of them precedes the run's first update)."""
+        earlier = earlier_rows(self.run, step)
+        self.rows.extend(earlier)
+        self.first_step = earlier[0]["step"] if earlier else 0
 
     def observe(self, line: dict) -> list:
         """Add one progress line; the hard-failure findings on the window (errors first)."""
         row = normalize_row(line, len(self.rows))
         if row is not None:
             self.rows.append(row)
+            if self.first_step is None:
+                self.first_step = row["step"]
         loaded = LoadedRun(kind="live", metrics_path=None, rows=list(self.rows), home=self.run,
-                        config=self.config, request=self.request)
+                           config=self.config, request=self.request, first_step=self.first_step)
         ctx = Ctx(loaded)
         found = [f for rule in GUARD_RULES for f in rule(ctx) if f.code in GUARD_CODES]
         return sorted(found, key=lambda f: f.severity != "error")

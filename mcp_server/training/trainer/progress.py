@@ -137,6 +137,8 @@ class ProgressCallback(TrainerCallback):
             config = self.spec.values if self.spec is not None else run_config(self.run)
             self.guard = LiveGuard(self.run, self.guard_mode, {**config, **resolved},
                                    self.request if self.request is not None else run_request(self.run))
+            if state.global_step > 0:  # a resume: the guard judges the run, from its earlier logged lines
+                self.guard.resume(state.global_step)
         node = os.environ.get("SLURMD_NODENAME")
         if node and args.local_process_index == 0:  # a SLURM job: each node says what it runs on
             write_node_env(self.run, node)
@@ -177,19 +179,23 @@ class ProgressCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
-        """The guard's last look, once the summary is written: a run that trained 0 steps is a hard failure."""
+        """The guard's last look, once the summary is written: a run that trained 0 steps, or whose every logged
+        update after the run's first log had no signal (however few: a 2-step run), is a hard failure. No save
+        follows now: the checkpoint is the one the loop left at this step, if any."""
         if self.guard is not None:
-            self._guard(state, control, {"step": state.global_step})
+            folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            self._guard(state, control, {"step": state.global_step}, saved=folder.is_dir())
         return control
 
-    def _guard(self, state, control, line: dict) -> None:
+    def _guard(self, state, control, line: dict, saved: bool | None = None) -> None:
         decision = self.guard.check(line, write=state.is_world_process_zero)
         if decision:
             control.should_training_stop = True
             control.should_save = decision["save"]
             if state.is_world_process_zero:
+                kept = decision["save"] if saved is None else decision["save"] and saved
                 record(self.run, self.run.stopped, {"step": state.global_step, "time": time.time(), "by": "guard",
-                                                     "code": decision["code"], "checkpoint_saved": decision["save"]})
+                                                     "code": decision["code"], "checkpoint_saved": kept})
 
     def _write_log(self, state, logs) -> dict | None:
         """The progress line (rank 0 writes it); None on other ranks and for the end-of-training summary."""

@@ -23,7 +23,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
 from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
-from mcp_server.evidence import sign_run
+from mcp_server.evidence import record_launch, sign_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
@@ -107,6 +107,7 @@ class LocalLauncher:
         python = plan.train_command[0]
         started_ts = time.time()
         launch_id = uuid.uuid4().hex
+        record_launch(run.dir, launch_id)  # outside the workspace: whose records count (evidence.record_launch)
         proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id)
         try:
             create_time = psutil.Process(proc.pid).create_time()

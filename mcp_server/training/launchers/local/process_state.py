@@ -16,7 +16,7 @@ from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.processes import LAUNCHER, find_launcher, run_processes, verified_launcher
 from mcp_server.evidence import valid_run
-from mcp_server.training.runrecord import TERMINAL, read_exit_code, success_problems, unsigned_note
+from mcp_server.training.runrecord import TERMINAL, launch_of, read_exit_code, success_problems, unsigned_note
 
 def _record_dir(record: dict) -> Path | None:
     try:
@@ -38,8 +38,8 @@ def _marker(run: Run, path: Path, record: dict | None = None) -> dict | None:
     value = read_json_if_present(path)
     if value is not None and not valid_run(run, path, value):
         return None
-    wanted = (record or {}).get("launch_id")
-    if value is not None and isinstance(wanted, str) and value.get("launch_id") != wanted:
+    wanted = launch_of(run, record)  # the launcher's record of it, never run.json's unsigned word alone
+    if value is not None and wanted is not None and value.get("launch_id") != wanted:
         return None
     return value
 
@@ -59,9 +59,17 @@ def _borne_out(run: Run, record: dict | None, state: str, exit_code: int | None,
     return state, note
 
 
-def _unsigned(run: Run, note: str | None) -> str | None:
-    """`note` with the end records that are there but unsigned (so read as absent), named."""
+def _unsigned(run: Run, note: str | None, record: dict | None = None) -> str | None:
+    """`note` with the end records that are there but unsigned (so read as absent), or signed for another launch
+    than the one the launcher recorded, named."""
     found = [why for why in (unsigned_note(run, path) for path in (run.outcome, run.exit_record)) if why]
+    wanted = launch_of(run, record)
+    for path in (run.outcome, run.exit_record):
+        value = read_json_if_present(path)
+        if (wanted is not None and isinstance(value, dict) and valid_run(run, path, value)
+                and value.get("launch_id") != wanted):
+            found.append(f"{path.relative_to(run.dir).as_posix()} is of another launch ({value.get('launch_id')}), "
+                         f"not of this launch ({wanted or 'unrecorded'}, as the launcher recorded it): not read")
     if run.exit_code.exists() and not run.exit_record.exists():
         found.append(f"{run.exit_code.relative_to(run.dir).as_posix()} is not read: the launcher's signed record "
                      f"of the exit is {run.exit_record.relative_to(run.dir).as_posix()}, and there is none")
@@ -84,6 +92,7 @@ def _without_record(run: Run, note: str | None) -> DerivedState:
         note = (note or "") + (" Its logs exist but say neither how it ended nor that it runs: see train/logs/.")
     else:
         state = "not_launched"
+    note = _unsigned(run, note) if state != "not_launched" else note
     return DerivedState(state=state, alive=False, exit_code=exit_code,
                         outcome=outcome if isinstance(outcome, dict) else None, note=note.strip() if note else None)
 
@@ -143,7 +152,7 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
     else:
         state = "failed"
     if not alive:
-        note = _unsigned(run, note)
+        note = _unsigned(run, note, record)
     return DerivedState(state=state, alive=alive, pid=record.get("pid"), exit_code=exit_code, outcome=outcome,
                         stop_requested=stop_requested, record=record, note=note,
                         orphans=tuple(p.pid for p in orphans))

@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign_run, valid_run
 from mcp_server.recipe.recorded import RecordedRequest
@@ -33,28 +34,25 @@ STATE_OF = {"TIMEOUT": "timed_out", "PREEMPTED": "preempted"}
 STOP_GRACE_S = 30  # after scancel: how long the scheduler gets to end the job
 
 
-def layout_for(run: Run, run_request: RecordedRequest, config: dict, *, nodes: int, processes: int | None,
+def layout_for(run: Run, run_request: RecordedRequest, config: dict, *, target: Target, processes: int | None,
                strategy: str, server_mode: bool, python: str, pythonpath: str | None, partition: str | None,
                account: str | None, time_limit: str | None, resume_from: str | None,
                requeue: bool = True) -> SlurmLayout:
-    """The typed layout of a SLURM job for this run (keyword arguments only: each names what it is)."""
+    """The typed layout of a SLURM job for this run (keyword arguments only: each names what it is). The world is
+    `target`'s (config.target.Target: nodes, GPUs per node, training nodes, the server's node), not decided here."""
     if any(ch.isspace() for ch in str(run.dir)):
         raise UserInputError("run", f"{run.dir} holds whitespace, which #SBATCH lines cannot carry: move the "
                              "workspace (LLM_FINETUNING_WORKSPACE) to a path without spaces for SLURM runs")
-    cpu = run_request.cpu
-    num_gpus = run_request.num_gpus
-    per_node = 0 if cpu else max(num_gpus // nodes, 1)
-    train_nodes = nodes - 1 if server_mode else nodes
-    if train_nodes < 1:
+    if target.training_nodes(server_mode) < 1 or (server_mode and target.nodes < 2):  # a node serves, one trains
         raise UserInputError("num_nodes", "vLLM server mode over several nodes needs at least 2 nodes (one serves)")
     if strategy in ("auto", "single"):
-        strategy = "ddp" if cpu or run_request.finetune in ("lora", "qlora") else "zero3"
+        strategy = "ddp" if target.cpu or run_request.finetune in ("lora", "qlora") else "zero3"
     return SlurmLayout(
         run_dir=str(run.dir), job_name=run.name, comment=f"llm-finetuning:{uuid.uuid4().hex[:16]}",
-        python=python, nodes=nodes, train_nodes=train_nodes, gpus_per_node=per_node,
-        processes_per_node=(processes or 1) if cpu else per_node, strategy=strategy,
-        output_dir=str(config.get("output_dir") or "checkpoints"), pythonpath=pythonpath, partition=partition,
-        account=account, time_limit=time_limit, resume_from=resume_from, requeue=requeue,
+        python=python, nodes=target.nodes, train_nodes=target.training_nodes(server_mode),
+        gpus_per_node=target.gpus_per_node, processes_per_node=target.processes_per_node(server_mode, processes),
+        strategy=strategy, output_dir=str(config.get("output_dir") or "checkpoints"), pythonpath=pythonpath,
+        partition=partition, account=account, time_limit=time_limit, resume_from=resume_from, requeue=requeue,
         vllm_port=int(config.get("vllm_server_port") or 8000) if server_mode else None)
 
 

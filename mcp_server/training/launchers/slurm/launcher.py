@@ -70,16 +70,14 @@ class SlurmLauncher:
         """With vLLM server mode the last node serves, the others train (the open-r1 layout); a CPU target trains
         on every node with torchrun over gloo."""
         request, config = target.request, target.config
-        layout = layout_for(target.run, target.run_request, config, nodes=request.num_nodes,
+        layout = layout_for(target.run, target.run_request, config, target=target.target,
                             processes=request.num_processes, strategy=request.strategy,
                             server_mode=target.server_mode, python=target.python, pythonpath=package_path(),
                             partition=request.partition, account=request.account, time_limit=request.time_limit,
                             resume_from=target.resume_from, requeue=request.requeue)
         memory, notes, plan = None, [], None
         if not layout.cpu:  # the memory plan for the GPUs of every node (vLLM's node included): per-GPU peak, fits
-            vllm_gpus = layout.gpus_per_node if layout.vllm_port else 0
-            plan, note = plan_launch_memory(target.run, target.spec, request, layout.processes + vllm_gpus,
-                                            vllm_gpus)
+            plan, note = plan_launch_memory(target.run, target.spec, request)  # the target's world and server
             memory = plan.launch if plan else None
             notes = [note] if note else [f"memory plan: {memory.reason}"]
             if memory is not None and request.strategy == "auto" and memory.strategy in TRL_ACCELERATE_CONFIGS:
