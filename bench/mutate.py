@@ -748,10 +748,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "for l in lines[-STEP_TIMES:]) if t and t > 0)", "for l in lines[:STEP_TIMES]) if t and t > 0)",
       "training_status's steps/s and ETA come from the run's first 9 step times (warm-up, short early "
       "completions), not its latest: a run whose steps slowed from 20 s to 300 s shows an ETA 15x too short"),
-    M("m5-runs-max-steps-config-only", "runs", "mcp_server/training/status.py",
-      "    if _count(begin.get(\"max_steps\")):\n        return begin[\"max_steps\"]\n", "",
-      "a run configured by num_train_epochs (max_steps -1 in train/config.yaml) shows step N/? and no ETA in "
-      "training_status and max_steps null in list_runs, though train-begin.json says how many steps it trains"),
+    # (replaces m5-runs-max-steps-config-only, which x5-runs-max-steps-config-first, merged from main meanwhile,
+    # duplicates exactly)
+    M("m5-runs-run-json-lax-types", "runs", "mcp_server/training/runrecord.py",
+      "        checked = RunRecord.model_validate(data, strict=True)\n",
+      "        checked = RunRecord.model_validate(data)\n",
+      "a run.json edited by hand to {\"pid\": true} or {\"pid\": \"1234\"} is read as a launch record (pid 1, pid 1234) "
+      "instead of a damaged file named in the error: the pid a stop or a state reading acts on is whatever the "
+      "coercion made of it"),
     M("m5-runs-restored-record-unwritten", "runs", "mcp_server/training/runrecord.py",
       "if record is not None and (record.get(\"state\") != derived.state or record.get(\"reconstructed\")):",
       "if record is not None and record.get(\"state\") != derived.state:",
