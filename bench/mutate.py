@@ -322,7 +322,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # runs
     M("m3-runs-success-other-launch", "runs", "mcp_server/training/runrecord.py",
       'if s.get("final") and (wanted is None or\n'
-      "                                                                         s.get(\"launch_id\") == wanted)]",
+      '                                                                         s.get("launch_id") == wanted)]',
       'if s.get("final")]',
       "a relaunch that never saved reads succeeded on an earlier launch's final save (a hand-written outcome.json "
       "is borne out by another launch's evidence)"),
@@ -675,6 +675,117 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    logged = run.lines_logged or len(run.rows)',
       '    logged = len(run.rows)',
       "a long progress log's steps_logged is the sample's row count"),
+    # ------------------------------------------------------------------ m5: a fourth blind audit (issue 48)
+    # Written from the product code alone (gate and pins, the trainer's point-of-use checks, the sandbox and
+    # harness, the run states, diagnosis's inputs) by someone who wrote neither the tests nor the mutations above.
+    # gate
+    M("m5-gate-verdict-counts-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "        if (agree, len(ids) - agree) != (self.agree, self.disagree):\n"
+      "            return \"its agree/disagree counts do not match its per-sample verdicts\"\n", "",
+      "a verdict.json edited to say agree 20, disagree 0 while its per-sample verdicts disagree with 15 samples is "
+      "judged by the edited counts: the gate opens on a pass the reviewer's own verdicts refute"),
+    M("m5-gate-data-dir-ignored", "gate", "mcp_server/inspection/pins.py",
+      "    return folder / data_dir if data_dir else folder\n", "    return folder\n",
+      "a `datasets` entry {path: json, data_dir: data, data_files: train.jsonl} is pinned as the name train.jsonl "
+      "(run/train.jsonl does not exist), not by data/train.jsonl's content: the data edited after the verdict keeps "
+      "the gate open"),
+    M("m5-gate-python-hash-by-inode", "gate", "mcp_server/inspection/pins.py",
+      "digest = _file_sha256(real, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)",
+      "digest = _file_sha256(real, stat.st_ino)",
+      "a training interpreter wrapper (LLM_FINETUNING_PYTHON) edited in place after the verdict (same inode) "
+      "keeps its cached sha256 in the server's process: the gate stays open and launch.sh runs the edited wrapper"),
+    M("m5-trainer-resume-anywhere-in-run", "gate", "mcp_server/inspection/trained.py",
+      "(where == output or not where.is_relative_to(output)):",
+      "(where == output or not where.is_relative_to(run.dir.resolve())):",
+      "resume_from_checkpoint pointing at a checkpoint copied anywhere inside the run directory but outside its "
+      "output_dir (inspection/checkpoint-5, data/checkpoint-3) passes the trainer's check: weights nobody "
+      "reviewed train"),
+    M("m5-trainer-refilter-index-unmapped", "gate", "mcp_server/inspection/trained.py",
+      "        index = kept.index(index)\n", "",
+      "after resume_training's re-filter (the verdict's data_updates keep some rows), each reviewed sample is "
+      "compared with the row at its old index in the filtered data: the trainer refuses a re-filtered run as "
+      "'samples ... are not rows of the data that trains'"),
+    # sandbox
+    M("m5-harness-solution-tests-collected", "sandbox", "mcp_server/rewards/harness.py",
+      "        if type(obj) is Remote:\n            continue\n", "",
+      "a solution that defines a function named test_* has it collected and run as a test: with HumanEval-style "
+      "tests (def check(candidate), an entry point) that count skips check(candidate), and a wrong solution passes "
+      "untested"),
+    M("m5-harness-stop-reply-to-call", "sandbox", "mcp_server/rewards/harness.py",
+      "            if message.get(\"op\") != \"next\":  # only the end of an iteration the tests asked for\n"
+      "                self.broken = \"the solution process sent an answer that is not a reply\"\n"
+      "                raise SolutionGone(self.broken)\n", "",
+      "a solution that writes its own {\"stop\": true} reply to a call on its reply pipe raises StopIteration in "
+      "the test: `assert all(map(f, cases))` ends at the first case and a wrong solution passes"),
+    M("m5-harness-exception-first-name-only", "sandbox", "mcp_server/rewards/harness.py",
+      "    for name in names:\n        cls = getattr(builtins, name, None)\n",
+      "    for name in names[:1]:\n        cls = getattr(builtins, name, None)\n",
+      "a correct solution that raises its own subclass of ValueError (class BadInput(ValueError)) reaches the tests "
+      "as SolutionError: `pytest.raises(ValueError)` / `except ValueError` tests fail and the solution scores 0"),
+    M("m5-sandbox-shm-uncapped", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      "\"--dev\", \"/dev\", \"--size\", str(shm_bytes), \"--tmpfs\", \"/dev/shm\",",
+      "\"--dev\", \"/dev\", \"--tmpfs\", \"/dev/shm\",",
+      "the sandbox's /dev/shm is a tmpfs of the default size (half the host's memory), not max_file_mb: "
+      "model-written code fills host memory with shared-memory files the resident-memory watch does not count"),
+    M("m5-harness-watch-reaped-children-free", "sandbox", "mcp_server/rewards/harness_watch.py",
+      "cpu += sum(int(f) for f in fields[11:15]) / self.tick  # utime, stime, cutime, cstime",
+      "cpu += sum(int(f) for f in fields[11:13]) / self.tick  # utime, stime",
+      "a solution that burns CPU in forked children and waits for each (their time moves to its cutime) is not "
+      "counted against its CPU budget by the harness: where the sandbox has no cgroup, eight 0.3 s children pass "
+      "on a 0.5 s budget; with one, only the host's slower cgroup check stops it (later, 'as the kernel counts "
+      "them')"),
+    # runs
+    M("m5-runs-exit-code-other-launch", "runs", "mcp_server/training/runrecord.py",
+      "    return None if wanted is not None and value.get(\"launch_id\") != wanted else value\n",
+      "    return value\n",
+      "a relaunched run reads the earlier launch's signed exit.json and train-begin.json as its own: a relaunch "
+      "killed before launch.sh wrote its exit code reads with the old launch's exit code (failed or succeeded)"),
+    M("m5-runs-final-save-at-max-steps-short", "runs", "mcp_server/training/runrecord.py",
+      "(not isinstance(step, int) or step < planned):", "(not isinstance(step, int) or step <= planned):",
+      "a run whose final save is at exactly the max_steps it began with is said to be short of them: every run "
+      "that trained to its end reads failed, not succeeded"),
+    M("m5-runs-speed-first-steps", "runs", "mcp_server/training/status.py",
+      "for l in lines[-STEP_TIMES:]) if t and t > 0)", "for l in lines[:STEP_TIMES]) if t and t > 0)",
+      "training_status's steps/s and ETA come from the run's first 9 step times (warm-up, short early "
+      "completions), not its latest: a run whose steps slowed from 20 s to 300 s shows an ETA 15x too short"),
+    # (replaces m5-runs-max-steps-config-only, which x5-runs-max-steps-config-first, merged from main meanwhile,
+    # duplicates exactly)
+    M("m5-runs-run-json-lax-types", "runs", "mcp_server/training/runrecord.py",
+      "        checked = RunRecord.model_validate(data, strict=True)\n",
+      "        checked = RunRecord.model_validate(data)\n",
+      "a run.json edited by hand to {\"pid\": true} or {\"pid\": \"1234\"} is read as a launch record (pid 1, pid 1234) "
+      "instead of a damaged file named in the error: the pid a stop or a state reading acts on is whatever the "
+      "coercion made of it"),
+    M("m5-runs-restored-record-unwritten", "runs", "mcp_server/training/runrecord.py",
+      "if record is not None and (record.get(\"state\") != derived.state or record.get(\"reconstructed\")):",
+      "if record is not None and record.get(\"state\") != derived.state:",
+      "a run.json lost while its run is live is read from the process on every call but never written back: the "
+      "file stays missing, restored_from_process is never recorded"),
+    # diagnosis
+    M("m5-diagnosis-progress-length-unaliased", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    \"completion_mean_length\": \"completions/mean_length\",\n", "",
+      "a progress.jsonl's completion_mean_length is not read as TRL's completions/mean_length: diagnose_run on our "
+      "own runs misses every completion-length finding (lengths collapsing or running to the cap)"),
+    M("m5-diagnosis-trackio-step-unread", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "STEP_KEYS = (\"step\", \"global_step\", \"train/global_step\", \"Step\", \"_step\", \"trainer/global_step\")",
+      "STEP_KEYS = (\"step\", \"global_step\", \"Step\", \"_step\", \"trainer/global_step\")",
+      "a Trackio export (steps in train/global_step, logged every 10 steps) reads its rows as steps 1, 2, 3...: "
+      "every finding names a step ten times too low, and train/global_step is read as a metric"),
+    M("m5-diagnosis-sampled-partial-lines", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        if i and not handle.readline(PROGRESS_SAMPLE_READ).endswith(b\"\\n\"):\n"
+      "            continue  # no line end near: a NUL run or an overlong line, read no further\n", "",
+      "a progress log over 8 MiB is sampled from the middle of its lines: each cut line is not JSON, and "
+      "diagnose_run refuses the log ('the line at byte N is not a JSON object')"),
+    M("m5-diagnosis-progress-cache-stale", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, exact, sample, tail)",
+      "key = (str(path.resolve()), exact, sample, tail)",
+      "a live run's progress log read again by the same server returns its first reading: diagnose_run and "
+      "training_status never see the steps logged since (a NaN that appears later is missed)"),
+    M("m5-diagnosis-run-log-unread", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    if log_path is None and home is not None and home.stdout.is_file():\n        log_path = home.stdout\n",
+      "",
+      "diagnose_run on a run directory never reads train/logs/stdout.log: a CUDA OOM or import error is not "
+      "found, and a run that crashed before its first step says it holds no metrics and no log"),
 )
 
 
