@@ -753,7 +753,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("m5-runs-run-json-lax-types", "runs", "mcp_server/training/runrecord.py",
       "        checked = RunRecord.model_validate(data, strict=True)\n",
       "        checked = RunRecord.model_validate(data)\n",
-      "a run.json edited by hand to {\"pid\": true} or {\"pid\": \"1234\"} is read as a launch record (pid 1, pid 1234) "
+      "a run.json edited by hand to {\"pid\": true} or {\"pid\": \"1234\"} is read as a launch record (pid 1, pid 1234)"
+      " "
       "instead of a damaged file named in the error: the pid a stop or a state reading acts on is whatever the "
       "coercion made of it"),
     M("m5-runs-restored-record-unwritten", "runs", "mcp_server/training/runrecord.py",
