@@ -238,22 +238,10 @@ def test_a_hand_written_baseline_never_decides_a_promotion(workspace, tiny_model
     PROMOTE over itself (the earliest baseline won). The baseline that counts is one evaluate_model recorded by name
     and hash (eval/baselines.jsonl): any other is refused, named, before anything is judged."""
     from mcp_server.errors import UserInputError
-    from mcp_server.evaluation.evaluate import baseline_path, resolve_goldens
     from mcp_server.evaluation.models import PromoteRequest
     from mcp_server.evaluation.promote import promote_checkpoint
-    from mcp_server.workspace import sha256_file
 
-    run_dir = workspace / "runs" / "base-again"
-    (run_dir / "train").mkdir(parents=True)
-    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({"model_name_or_path": "tiny",
-                                                                     "output_dir": "checkpoints"}))
-    shutil.copytree(tiny_model, run_dir / "checkpoints")  # the base model itself, placed as the "trained" one
-    goldens = resolve_goldens("tiny")
-    forged = baseline_path("tiny", "000000000000")
-    forged.write_text(json.dumps({
-        "kind": "baseline", "written_at": "2000-01-01T00:00:00Z", "model": "tiny", "goldens": str(goldens),
-        "goldens_sha256": sha256_file(goldens), "graders": [{"name": "format_reward"}], "max_new_tokens": 8,
-        "seed": 3407, "n": 0, "passed": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "items": []}))
+    run_dir, forged = _base_as_trained_beside_a_forged_baseline(workspace, tiny_model)
     with pytest.raises(UserInputError) as refused:
         promote_checkpoint(PromoteRequest(run=str(run_dir), goldens="tiny"))
     assert refused.value.field == "baseline" and forged.name in str(refused.value), str(refused.value)
@@ -378,22 +366,12 @@ def test_f2_a_baseline_line_appended_by_hand_never_decides_a_promotion(workspace
     """F2: a baseline never measured, filed with a line appended to eval/baselines.jsonl as evaluate_model writes
     it (name, sha256, written_at): promote compared against it. The line has no valid signature: refused, named."""
     from mcp_server.errors import UserInputError
-    from mcp_server.evaluation.evaluate import baseline_ledger, baseline_path, resolve_goldens
+    from mcp_server.evaluation.evaluate import baseline_ledger
     from mcp_server.evaluation.models import PromoteRequest
     from mcp_server.evaluation.promote import promote_checkpoint
     from mcp_server.workspace import sha256_file
 
-    run_dir = workspace / "runs" / "base-again"
-    (run_dir / "train").mkdir(parents=True)
-    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({"model_name_or_path": "tiny",
-                                                                     "output_dir": "checkpoints"}))
-    shutil.copytree(tiny_model, run_dir / "checkpoints")
-    goldens = resolve_goldens("tiny")
-    forged = baseline_path("tiny", "000000000000")
-    forged.write_text(json.dumps({
-        "kind": "baseline", "written_at": "2000-01-01T00:00:00Z", "model": "tiny", "goldens": str(goldens),
-        "goldens_sha256": sha256_file(goldens), "graders": [{"name": "format_reward"}], "max_new_tokens": 8,
-        "seed": 3407, "n": 0, "passed": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "items": []}))
+    run_dir, forged = _base_as_trained_beside_a_forged_baseline(workspace, tiny_model)
     with open(baseline_ledger(), "a") as handle:
         handle.write(json.dumps({"name": forged.name, "sha256": sha256_file(forged),
                                  "written_at": "2000-01-01T00:00:00Z"}) + "\n")
@@ -548,3 +526,23 @@ def test_an_ended_run_whose_run_json_was_removed_reads_from_its_end_records(tmp_
     status = _status(run_dir)
     assert (status.state, status.alive) == (want, False), status.message
     assert {Path(r.run_dir).name: r.state for r in list_runs().runs}[run_dir.name] == want
+
+
+def _base_as_trained_beside_a_forged_baseline(workspace: Path, tiny_model: Path) -> tuple[Path, Path]:
+    """A run whose "trained" checkpoint is the base model itself, and a baseline file of 0% that evaluate_model never
+    measured (eval/baseline-tiny-000000000000.json): (the run folder, the forged file)."""
+    from mcp_server.evaluation.evaluate import baseline_path, resolve_goldens
+    from mcp_server.workspace import sha256_file
+
+    run_dir = workspace / "runs" / "base-again"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump({"model_name_or_path": "tiny",
+                                                                     "output_dir": "checkpoints"}))
+    shutil.copytree(tiny_model, run_dir / "checkpoints")  # the base model itself, placed as the "trained" one
+    goldens = resolve_goldens("tiny")
+    forged = baseline_path("tiny", "000000000000")
+    forged.write_text(json.dumps({
+        "kind": "baseline", "written_at": "2000-01-01T00:00:00Z", "model": "tiny", "goldens": str(goldens),
+        "goldens_sha256": sha256_file(goldens), "graders": [{"name": "format_reward"}], "max_new_tokens": 8,
+        "seed": 3407, "n": 0, "passed": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "items": []}))
+    return run_dir, forged
