@@ -590,6 +590,8 @@ def test_max_steps_is_training_begins_else_the_configs(tmp_path, monkeypatch, be
 
 @pytest.mark.parametrize("times, want", [
     ((100.0, 100.0, 1, 2, 3, 4, 5, 6, 7, 8, 30), 1 / 5),  # the median of the latest 9 step times (not 10, not mean)
+    ((20.0,) * 9 + (300.0,) * 9, 1 / 300.0),  # steps that slowed: the latest times, not the first 9
+    ((300.0,) * 9 + (20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0), 1 / 24.0),  # ... and sped up
     ((4, 1, 2, 3), 1 / 2.5),  # an even count: the mean of the middle two
     ((1.0, 1.0, 10.0), 1 / 1.0),  # one slow step (a save) is not the rate
     ((0, -1, 2.0), 1 / 2.0),  # zero and negative times are no step times
