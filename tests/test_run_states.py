@@ -450,7 +450,9 @@ def test_a_guard_stopped_run_never_resumes_from_the_checkpoint_saved_at_its_fail
 # run.json damaged so that it names no launch (the m3 audit, issue 48): a pid 0 (a signal to pid 0 reaches the
 # server's own process group), a negative pid, a link to nothing. Each is an error naming the file, never a launch
 # record and never "not launched".
-BAD_RECORDS = {"pid 0": {"pid": 0}, "pgid 0": {"pgid": 0}, "pid -1": {"pid": -1}, "a link to nothing": None}
+BAD_RECORDS = {"pid 0": {"pid": 0}, "pgid 0": {"pgid": 0}, "pid -1": {"pid": -1}, "a link to nothing": None,
+               # edited by hand to a value that only coerces to a pid (m5-runs-run-json-lax-types)
+               "pid true": {"pid": True}, "pid as text": {"pid": "1234"}}
 
 
 @pytest.mark.parametrize("bad", list(BAD_RECORDS))
