@@ -676,3 +676,16 @@ def test_a_deepspeed_checkpoint_is_complete_without_top_level_weights(tmp_path, 
         record_save(run, folder, 3)
     status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
     assert [Path(p).name for p in status.checkpoints][-1:] == ["checkpoint-3"], status.checkpoints
+
+
+@pytest.mark.parametrize("before", ["failed", "succeeded"])
+def test_a_relaunch_killed_before_its_exit_code_never_reads_the_earlier_launchs(tmp_path, monkeypatch, before):
+    """A relaunch (run.json's new launch id) killed before launch.sh wrote its exit code, the earlier launch's
+    signed exit.json and train-begin.json left in train/logs/: training_status names no exit code of its own
+    (m5-runs-exit-code-other-launch), never the earlier launch's 1 or 0."""
+    events = (*lineage(before), Event("run_json", NEW), Event("stdout"))
+    run_dir = build(tmp_path, make_template(tmp_path), Cell("failed", events, "old-markers-kept", id=f"re-{before}"))
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    assert (run_dir / "train" / "logs" / "exit.json").exists()  # the earlier launch's, signed
+    status = _status(run_dir)
+    assert status.exit_code is None, (status.state, status.exit_code, status.message)
