@@ -689,3 +689,24 @@ def test_a_relaunch_killed_before_its_exit_code_never_reads_the_earlier_launchs(
     assert (run_dir / "train" / "logs" / "exit.json").exists()  # the earlier launch's, signed
     status = _status(run_dir)
     assert status.exit_code is None, (status.state, status.exit_code, status.message)
+
+
+def test_a_record_restored_from_the_live_process_is_written_back(tmp_path, monkeypatch):
+    """run.json lost while the run is live: the record the local launcher restores from the live process (state
+    running, as run.json said, marked reconstructed) is written back as run.json, marked restored_from_process
+    (m5-runs-restored-record-unwritten). The process's reading is constructed here (the launcher's
+    process_state(...).record for a live `bash train/launch.sh`): no process starts."""
+    from mcp_server.runs import Run
+    from mcp_server.training.derived import DerivedState
+    from mcp_server.training.runrecord import read_run_json, sync_run_json
+
+    run_dir = _cell(tmp_path, monkeypatch, "running", tweak=lambda run: run.run_json.unlink())
+    run = Run(run_dir)
+    restored = {"pid": 4242, "pgid": 4242, "create_time": time.time() - 60, "cwd": str(run_dir.resolve()),
+                "launcher": "local", "state": "running", "reconstructed": True, "started_ts": time.time() - 60}
+    derived = sync_run_json(run, DerivedState(state="running", alive=True, pid=4242, record=restored))
+    assert derived.state == "running"
+    assert run.run_json.is_file(), "run.json was not written back"
+    record = read_run_json(run)
+    assert record["restored_from_process"] is True and "reconstructed" not in record, record
+    assert (record["state"], record["pid"]) == ("running", 4242), record
