@@ -622,3 +622,58 @@ def test_a_run_with_an_empty_progress_log_and_no_stdout_is_refused(tmp_path, wor
     run = _run_dir(tmp_path, [])
     with pytest.raises(UserInputError, match="holds no logged training step"):
         diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+
+
+# ---------------------------------------------------------------- the m5 audit (issue 48): names, steps, re-reads
+def _progress_rows(n: int, length_key: str, step_key: str = "step", every: int = 1) -> list[dict]:
+    """`n` logged steps of a run whose completion length collapses (20 -> 3), its length under `length_key`."""
+    lengths = ramp(20.0, 3.0, n)
+    return [{step_key: every * (i + 1), "loss": 0.05, "grad_norm": 0.5, "learning_rate": 1e-6,
+             "reward": 0.5 + 0.01 * i, "reward_std": 0.3, length_key: lengths[i]} for i in range(n)]
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _findings(path: Path) -> dict:
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    return {f.code: (f.severity, f.onset) for f in d.findings}
+
+
+def test_a_progress_logs_completion_mean_length_gives_the_length_findings(tmp_path, workspace):
+    """progress.jsonl's own name completion_mean_length is TRL's completions/mean_length: a collapse logged under
+    it gives the same findings (completion_length_collapse among them) as the same log under TRL's name."""
+    ours = _findings(_write_jsonl(tmp_path / "ours" / "progress.jsonl", _progress_rows(12, "completion_mean_length")))
+    trl = _findings(_write_jsonl(tmp_path / "trl" / "progress.jsonl", _progress_rows(12, "completions/mean_length")))
+    assert "completion_length_collapse" in trl, trl
+    assert ours == trl, (ours, trl)
+
+
+def test_a_trackio_export_reads_its_steps_from_train_global_step(tmp_path, workspace):
+    """A Trackio CSV export: steps in train/global_step (every 10), no step column. The findings and last_step
+    name the logged steps (10..120), not row numbers."""
+    rows = _progress_rows(12, "completions/mean_length", step_key="train/global_step", every=10)
+    path = tmp_path / "trackio.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert d.last_step == 120, d.last_step
+    steps = {f.code: f.onset for f in d.findings}
+    assert steps.get("completion_length_collapse") in {10 * k for k in range(1, 13)}, steps
+
+
+def test_a_progress_log_read_again_after_it_grows_gives_the_new_steps(tmp_path, workspace):
+    """The same progress.jsonl diagnosed twice in one process, grown in between (a live run): the second reading
+    holds the steps logged since."""
+    path = _write_jsonl(tmp_path / "live" / "progress.jsonl", _progress_rows(12, "completions/mean_length")[:6])
+    first = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert first.last_step == 6, first.last_step
+    with path.open("a") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in _progress_rows(12, "completions/mean_length")[6:]))
+    again = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert (again.last_step, again.steps_logged) == (12, 12), (again.last_step, again.steps_logged)

@@ -762,3 +762,24 @@ def test_the_checkpoint_a_resume_loads_is_the_one_the_run_saved(tmp_path, monkey
     (run.dir / "checkpoints" / "checkpoint-3").mkdir()  # a folder the trainer never recorded
     (run.dir / "checkpoints" / "checkpoint-3" / "model.safetensors").write_text("weights 3")
     assert "no record of this save" in refusal("checkpoints/checkpoint-3")
+
+
+def test_after_a_refilter_each_reviewed_sample_is_compared_with_its_row_in_the_kept_data(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """resume_training's re-filter (the verdict's data_updates: kept_rows 1, 2, 3 of 4) drops row 0: the data that
+    trains is the kept rows, each reviewed sample compared with the row its old index maps to (old row 2 is row 1
+    now), so the trainer's check passes (m5-trainer-refilter-index-unmapped); the sample of the dropped row no
+    longer trains."""
+    from types import SimpleNamespace
+
+    from mcp_server.inspection.training_inputs import fingerprint
+
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    kept = dataset.select([1, 2, 3])
+    now = fingerprint(run, kept, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    update = {"kept_rows": [1, 2, 3], "rows": now["rows"], "rows_sha256": now["rows_sha256"]}
+    run.verdict.write_text(json.dumps({**verdict, "data_updates": [update]}))
+    assert _check(run, kept, training_args, model_args, capsys) is None
+    # the same samples against the unfiltered rows are not the data that trains
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "rows: 4 (reviewed: 3)" in refusal, refusal

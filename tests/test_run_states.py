@@ -450,7 +450,9 @@ def test_a_guard_stopped_run_never_resumes_from_the_checkpoint_saved_at_its_fail
 # run.json damaged so that it names no launch (the m3 audit, issue 48): a pid 0 (a signal to pid 0 reaches the
 # server's own process group), a negative pid, a link to nothing. Each is an error naming the file, never a launch
 # record and never "not launched".
-BAD_RECORDS = {"pid 0": {"pid": 0}, "pgid 0": {"pgid": 0}, "pid -1": {"pid": -1}, "a link to nothing": None}
+BAD_RECORDS = {"pid 0": {"pid": 0}, "pgid 0": {"pgid": 0}, "pid -1": {"pid": -1}, "a link to nothing": None,
+               # edited by hand to a value that only coerces to a pid (m5-runs-run-json-lax-types)
+               "pid true": {"pid": True}, "pid as text": {"pid": "1234"}}
 
 
 @pytest.mark.parametrize("bad", list(BAD_RECORDS))
@@ -590,6 +592,8 @@ def test_max_steps_is_training_begins_else_the_configs(tmp_path, monkeypatch, be
 
 @pytest.mark.parametrize("times, want", [
     ((100.0, 100.0, 1, 2, 3, 4, 5, 6, 7, 8, 30), 1 / 5),  # the median of the latest 9 step times (not 10, not mean)
+    ((20.0,) * 9 + (300.0,) * 9, 1 / 300.0),  # steps that slowed: the latest times, not the first 9
+    ((300.0,) * 9 + (20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0), 1 / 24.0),  # ... and sped up
     ((4, 1, 2, 3), 1 / 2.5),  # an even count: the mean of the middle two
     ((1.0, 1.0, 10.0), 1 / 1.0),  # one slow step (a save) is not the rate
     ((0, -1, 2.0), 1 / 2.0),  # zero and negative times are no step times
@@ -672,3 +676,37 @@ def test_a_deepspeed_checkpoint_is_complete_without_top_level_weights(tmp_path, 
         record_save(run, folder, 3)
     status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))
     assert [Path(p).name for p in status.checkpoints][-1:] == ["checkpoint-3"], status.checkpoints
+
+
+@pytest.mark.parametrize("before", ["failed", "succeeded"])
+def test_a_relaunch_killed_before_its_exit_code_never_reads_the_earlier_launchs(tmp_path, monkeypatch, before):
+    """A relaunch (run.json's new launch id) killed before launch.sh wrote its exit code, the earlier launch's
+    signed exit.json and train-begin.json left in train/logs/: training_status names no exit code of its own
+    (m5-runs-exit-code-other-launch), never the earlier launch's 1 or 0."""
+    events = (*lineage(before), Event("run_json", NEW), Event("stdout"))
+    run_dir = build(tmp_path, make_template(tmp_path), Cell("failed", events, "old-markers-kept", id=f"re-{before}"))
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    assert (run_dir / "train" / "logs" / "exit.json").exists()  # the earlier launch's, signed
+    status = _status(run_dir)
+    assert status.exit_code is None, (status.state, status.exit_code, status.message)
+
+
+def test_a_record_restored_from_the_live_process_is_written_back(tmp_path, monkeypatch):
+    """run.json lost while the run is live: the record the local launcher restores from the live process (state
+    running, as run.json said, marked reconstructed) is written back as run.json, marked restored_from_process
+    (m5-runs-restored-record-unwritten). The process's reading is constructed here (the launcher's
+    process_state(...).record for a live `bash train/launch.sh`): no process starts."""
+    from mcp_server.runs import Run
+    from mcp_server.training.derived import DerivedState
+    from mcp_server.training.runrecord import read_run_json, sync_run_json
+
+    run_dir = _cell(tmp_path, monkeypatch, "running", tweak=lambda run: run.run_json.unlink())
+    run = Run(run_dir)
+    restored = {"pid": 4242, "pgid": 4242, "create_time": time.time() - 60, "cwd": str(run_dir.resolve()),
+                "launcher": "local", "state": "running", "reconstructed": True, "started_ts": time.time() - 60}
+    derived = sync_run_json(run, DerivedState(state="running", alive=True, pid=4242, record=restored))
+    assert derived.state == "running"
+    assert run.run_json.is_file(), "run.json was not written back"
+    record = read_run_json(run)
+    assert record["restored_from_process"] is True and "reconstructed" not in record, record
+    assert (record["state"], record["pid"]) == ("running", 4242), record

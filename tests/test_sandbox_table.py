@@ -802,3 +802,34 @@ def test_each_limit_is_set_in_its_unit_on_the_solutions_process(timeout_s, cpu):
                 "RLIMIT_NPROC": 7, "RLIMIT_CORE": 0}
     result = run_python(RLIMITS, f"def test_limits():\n    assert rlimits() == {expected!r}, rlimits()\n", limits)
     assert result.passed, (result.error, result.output[-600:])
+
+
+# ------------------------------------------------------------------ the m5 audit (issue 48): a solution posing as tests
+def test_a_solutions_own_test_function_is_never_collected_as_a_test():
+    """A wrong solution that defines test_* functions, with HumanEval-style tests (def check(candidate), an entry
+    point): its functions are not the tests, check(candidate) runs and the solution fails
+    (m5-harness-solution-tests-collected)."""
+    code = "def add(a, b):\n    return a - b\ndef test_add():\n    pass\ndef test_more():\n    assert True\n"
+    tests = "def check(candidate):\n    assert candidate(2, 3) == 5\n"
+    result = run_python(code, tests, Limits(**GENEROUS), entry_point="add")
+    assert not result.passed, (result.error, result.output[-500:])
+    right = run_python(RIGHT + "def test_add():\n    pass\n", tests, Limits(**GENEROUS), entry_point="add")
+    assert right.passed, (right.error, right.output[-500:])
+
+
+def test_a_stop_written_by_the_solution_as_a_calls_reply_fails_the_run():
+    """A wrong solution that writes {"stop": true} on its own reply pipe while answering a call: the tester never
+    reads it as the end of an iteration (a StopIteration would end `all(map(f, cases))` at the first case and pass
+    it) -- the run fails (m5-harness-stop-reply-to-call)."""
+    code = ("import fcntl, os\n"
+            "def is_even(n):\n"
+            "    for fd in range(3, 256):\n"
+            "        try:\n"
+            "            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:\n"
+            "                os.write(fd, b'{\"stop\": true}\\n')\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "    return False\n")
+    tests = "def test_even():\n    assert all(map(is_even, [2, 4, 6]))\n"
+    result = run_python(code, tests, Limits(**GENEROUS))
+    assert not result.passed, (result.error, result.output[-500:])
