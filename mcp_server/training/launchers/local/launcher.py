@@ -42,7 +42,7 @@ from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_ser
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.local.process_state import process_state
 from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
-from mcp_server.training.runrecord import derive_with, sync_run_json, write_run_json
+from mcp_server.training.runrecord import derive_with, launch_of, sync_run_json, write_run_json
 from mcp_server.training.stopping import stop_result
 from mcp_server.workspace import (
     atomic_write_json,
@@ -152,7 +152,8 @@ class LocalLauncher:
         pid, create_time = record.get("pid"), record.get("create_time")
         began = time.time()
         try:
-            tag = {"launch_id": record["launch_id"]} if isinstance(record.get("launch_id"), str) else {}
+            launch = launch_of(run, record)  # the launcher's signed record: run.json may be lost or rebuilt
+            tag = {"launch_id": launch} if launch else {}
             atomic_write_json(run.inside(run.stop_request), sign_run(run, run.stop_request, {
                 "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                 "time": time.time(), **tag}, create=True))  # this launch's request, never a later one's
