@@ -313,7 +313,7 @@ def test_the_base_is_decoded_on_a_drift_suite_only_until_it_shows_it_scores_noth
     """Issue 49, third walk: promote-checkpoint spent 3.5 of 6.4 minutes decoding the base over a drift suite it
     scores 0% on. Now the base's first 12 items decide it (none passed: the suite cannot measure drift for this
     model), its score is recorded, signed, in eval/baselines.jsonl, and a second promotion decodes it no more."""
-    from mcp_server.evaluation.promote import DRIFT_FIRST_ITEMS
+    from mcp_server.evaluation.drift import DRIFT_FIRST_ITEMS
     from mcp_server.tiny import make_task, write_jsonl
 
     goldens = write_jsonl([{k: r[k] for k in ("prompt", "question", "answer")} for r in make_task(n=6)],

@@ -872,13 +872,7 @@ def test_a_site_hook_from_outside_the_installation_is_refused(tmp_path, monkeypa
 
     from mcp_server.training.trainer.verified_script import main
 
-    script = tmp_path / "train" / "train.py"
-    script.parent.mkdir()
-    script.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('ran')\n")
-    monkeypatch.delenv("LLM_FINETUNING_SCRIPT_SHA256", raising=False)
-    monkeypatch.setattr("sys.path", list(os.sys.path))
-    monkeypatch.setattr("sys.argv", list(os.sys.argv))
-    monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
+    script = _marker_script(tmp_path, monkeypatch)
     for name, where in (("sitecustomize", tmp_path / "hooks" / "sitecustomize.py"),
                         ("usercustomize", Path.home() / ".local" / "usercustomize.py")):
         hook = types.ModuleType(name)
@@ -1098,13 +1092,7 @@ def test_the_trainer_refuses_this_package_from_elsewhere_than_the_launch_script_
     import mcp_server
     from mcp_server.training.trainer.verified_script import main
 
-    script = tmp_path / "train" / "train.py"
-    script.parent.mkdir()
-    script.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('ran')\n")
-    monkeypatch.delenv("LLM_FINETUNING_SCRIPT_SHA256", raising=False)
-    monkeypatch.setattr("sys.path", list(os.sys.path))
-    monkeypatch.setattr("sys.argv", list(os.sys.argv))
-    monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
+    script = _marker_script(tmp_path, monkeypatch)
     monkeypatch.setenv("LLM_FINETUNING_PACKAGE", str(tmp_path / "meant"))
     with pytest.raises(SystemExit) as refused:
         main([str(script)])
@@ -1568,3 +1556,16 @@ def test_a_fail_records_each_sample_verdict_in_id_order_with_its_counts(tmp_path
     assert (partial.agree, partial.disagree) == (0, 1)
     record = json.loads(run.verdict.read_text())
     assert (record["agree"], record["disagree"], record["reviewed"]) == (0, 1, 6)
+
+
+def _marker_script(tmp_path: Path, monkeypatch) -> Path:
+    """train/train.py that leaves train/ran when it runs, with verified_script's process state (sys.path, argv,
+    __main__, no script hash) restored after the row."""
+    script = tmp_path / "train" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('ran')\n")
+    monkeypatch.delenv("LLM_FINETUNING_SCRIPT_SHA256", raising=False)
+    monkeypatch.setattr("sys.path", list(os.sys.path))
+    monkeypatch.setattr("sys.argv", list(os.sys.argv))
+    monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
+    return script

@@ -46,8 +46,7 @@ from mcp_server.training.runrecord import read_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.worker import runs_in_training
-from mcp_server.evaluation.drift import (  # noqa: F401 - DRIFT_FIRST_ITEMS read here by tests
-    DRIFT_FIRST_ITEMS,
+from mcp_server.evaluation.drift import (
     check_drift,
     floor_note,
     stage_report,
