@@ -505,7 +505,8 @@ COVERED = {"model": "test_the_model_changed_is_named_by_the_gate_and_the_trainer
            "samples_meta": "test_a_sidecar_changed", "trained": "test_the_data_changed_is_seen_by_the_trainers_loader",
            "reward_code": "tests/test_gate_reward_code.py", "agentic": "tests/test_agentic.py",
            "prompt_column": "tests/test_gate_point_of_use.py",
-           "training_python": "test_the_training_interpreter_changed_is_named"}
+           "training_python": "test_the_training_interpreter_changed_is_named",
+           "loader_env": "tests/test_gate_loader.py"}
 
 
 def test_every_input_has_rows(tmp_path):

@@ -28,6 +28,8 @@ import yaml
 
 from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.loader_env import LOADER_NAMES, LOADER_PREFIX, TRAINING_PATHS, TRAINING_PATHS_ENV
+from mcp_server.interpreter import SHELL_HOOKS
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.recipe.recorded import RecordedRequest
@@ -76,14 +78,41 @@ PLAIN_EXIT = ('rm -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-co
 REFUSED_EXIT = 'rc=3; rm -f "$LOGS/exit.json"; ' + PLAIN_EXIT + '; exit 3'
 
 
-def with_python_check(script: str, python: str, pin, on_refusal: str) -> str:
+def loader_check(pin) -> str:
+    """The bash function check_loader: the loader's variables (inspection.loader_env) must be the ones the verdict
+    recorded (`pin`; none recorded: none set), less LD_PRELOAD and LD_AUDIT, which no launcher passes on
+    (interpreter.SHELL_HOOKS); else one line on stderr naming the variable, what was reviewed and what it is now."""
+    expected = {k: v for k, v in (pin if isinstance(pin, dict) else {}).items()
+                if isinstance(v, str) and k not in SHELL_HOOKS and k.isidentifier() and k.isascii()}
+    q = shlex.quote
+    names = "|".join(["__none__", *expected])  # only these may be set
+    pattern = "|".join([f"{LOADER_PREFIX}*", *LOADER_NAMES])
+    lines = [
+        "check_loader() {",
+        "  local v",
+        "  for v in $(compgen -e); do",
+        f'    case "$v" in {pattern}) ;; *) continue;; esac',
+        f'    case "$v" in {names}) ;; *) echo "llm-finetuning: refusing to train: $v is set (${{!v}}), unset when the '
+        'inspection verdict was recorded: the dynamic loader obeys it before any check. Unset it, or record the '
+        'verdict again from this shell (record_inspection_verdict), then launch again" >&2; return 3;; esac',
+        "  done"]
+    for name, value in expected.items():
+        lines.append(f'  [ "${{{name}+set}}" = set ] && [ "${name}" = {q(value)} ] || {{ echo "llm-finetuning: '
+                     f'refusing to train: {name} is ${{{name}-unset}}, not "{q(value)}" as when the inspection '
+                     f'verdict was recorded: set it back, or record the verdict again from this shell '
+                     f'(record_inspection_verdict), then launch again" >&2; return 3; }}')
+    return "\n".join([*lines, "}"]) + "\n"
+
+
+def with_python_check(script: str, python: str, pin, on_refusal: str, loader=None) -> str:
     """`script` with the bash function check_python where PYTHON_PIN_LINE stands, and its call: `python` must be
     the path the verdict recorded, resolve to the same file and hold the same bytes (sha256), else one line on
-    stderr naming LLM_FINETUNING_PYTHON, the recorded and the current one and the way on, then `on_refusal`."""
+    stderr naming LLM_FINETUNING_PYTHON, the recorded and the current one and the way on, then `on_refusal`. Before
+    it, check_loader (`loader`: the verdict's loader_env pin): the loader runs before the interpreter does."""
     pin = pin if isinstance(pin, dict) else {}
     q = shlex.quote
     check = f"""{PYTHON_PIN_LINE}
-check_python() {{
+{loader_check(loader)}check_python() {{
   local py={q(python)} dir real sum
   dir=$(readlink -f -- "$(dirname -- "$py")"); real=$(readlink -f -- "$py")
   sum=$(sha256sum -- "$real" 2>/dev/null | cut -c1-64)
@@ -94,6 +123,7 @@ training interpreter the inspection verdict was recorded under ("{q(describe_pyt
 verdict again under it (record_inspection_verdict), or put that one back, then launch again" >&2
   return 3
 }}
+check_loader || {{ {on_refusal}; }}
 check_python || {{ {on_refusal}; }}
 """
     return script.replace(PYTHON_PIN_LINE + "\n", check, 1)
@@ -245,9 +275,19 @@ def verdict_env(run: Run) -> dict[str, str]:
     train.py pin; a name is absent when the run has no such pin (the trainer then says it was not reviewed)."""
     verdict = read_json_if_present(run.verdict) or {}
     reward, script = verdict_reward_sha256(run), (verdict.get("pins") or {}).get("script")
+    paths = verdict.get(TRAINING_PATHS)  # where its packages may come from (trainer.verified_script)
     env = {REWARD_SHA_ENV: reward, VERDICT_SHA_ENV: sha256_file(run.verdict) if run.verdict.is_file() else None,
-           SCRIPT_SHA_ENV: script if isinstance(script, str) else None}
+           SCRIPT_SHA_ENV: script if isinstance(script, str) else None,
+           TRAINING_PATHS_ENV: os.pathsep.join(paths) if isinstance(paths, list) and all(
+               isinstance(p, str) for p in paths) and paths else None}
     return {name: value for name, value in env.items() if value}
+
+
+def verdict_loader_pin(run: Run) -> dict | None:
+    """The dynamic loader's environment the verdict was recorded under (its pins' loader_env), None without one."""
+    pins = (read_json_if_present(run.verdict) or {}).get("pins")
+    pin = pins.get("loader_env") if isinstance(pins, dict) else None
+    return pin if isinstance(pin, dict) else None
 
 
 def verdict_python_pin(run: Run) -> dict | None:

@@ -20,6 +20,7 @@ SCRIPT_SHA_ENV = "LLM_FINETUNING_SCRIPT_SHA256"
 # Where the launch script meant this package to come from (launchers.base.python_env): the folder put on PYTHONPATH,
 # or "installed" (the interpreter's own site-packages). Absent when run by hand: nothing to compare with.
 PACKAGE_ENV = "LLM_FINETUNING_PACKAGE"
+VERIFYING = False  # set by main(): this process is the trainer verified_script started (script_support reads it)
 
 
 def _installation_roots() -> set[str]:
@@ -57,6 +58,67 @@ def foreign_site_hooks() -> list[str]:
     return found
 
 
+def _allowed_roots() -> list[str]:
+    """Where the trainer's packages may come from: the folders the verdict recorded (the pinned interpreter's own
+    stdlib and site-packages, passed as TRAINING_PATHS_ENV), else (run by hand) this interpreter's own."""
+    from mcp_server.inspection.loader_env import TRAINING_PATHS_ENV
+
+    recorded = [p for p in os.environ.get(TRAINING_PATHS_ENV, "").split(os.pathsep) if p]
+    return [os.path.realpath(p).rstrip(os.sep) + os.sep for p in recorded] or sorted(_installation_roots())
+
+
+def _origin(name: str, imported: bool) -> list[str]:
+    """The files and folders package `name` comes from: the imported module's, else where the import system would
+    find it (no code of it runs); [] when it is not installed (train.py then fails on its own)."""
+    import importlib.util
+
+    module = sys.modules.get(name)
+    if imported and module is not None:
+        found = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
+    else:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return []
+        if spec is None:
+            return []
+        found = [spec.origin, *list(spec.submodule_search_locations or [])]
+    return [f for f in found if f] or ["no file (a namespace or a module built in elsewhere)"]
+
+
+def foreign_libraries(imported: bool = False) -> list[str]:
+    """'name (where)' for each package the trainer imports (loader_env.TRAINER_PACKAGES) that comes from outside
+    the pinned interpreter's own stdlib and site-packages (`_allowed_roots`), or from inside the workspace (the run's
+    folder where the trainer starts, LLM_FINETUNING_WORKSPACE): a shadow `trl` scores what it likes (issue 48).
+    `imported`: check the modules already imported (after TRL's import), else where they would be found."""
+    from mcp_server.inspection.loader_env import TRAINER_PACKAGES
+
+    roots = _allowed_roots()
+    workspace = [os.path.realpath(p).rstrip(os.sep) + os.sep
+                 for p in (os.getcwd(), os.environ.get("LLM_FINETUNING_WORKSPACE")) if p]
+    found = []
+    for name in TRAINER_PACKAGES:
+        for where in _origin(name, imported):
+            real = os.path.realpath(where)
+            ok = any(real.startswith(root) for root in roots) and not any(
+                (real + os.sep).startswith(inside) for inside in workspace)
+            if not ok:
+                found.append(f"{name} ({where})")
+                break
+    return found
+
+
+def check_libraries(imported: bool = True) -> None:
+    """Refuse (exit 3) when a package the trainer imports is not the pinned interpreter's own (foreign_libraries)."""
+    foreign = foreign_libraries(imported)
+    if foreign:
+        _refuse(f"{', '.join(foreign)} would be imported from outside the training interpreter's own stdlib and "
+                "site-packages the inspection verdict recorded (or from inside the workspace): a package put first "
+                "on the path scores and trains what it likes. Launch from a shell that does not change PYTHONPATH "
+                "or the loader's variables, or install the package into that interpreter and record the verdict "
+                "again.")
+
+
 def _refuse(why: str) -> None:
     """One line on stderr, then exit 3: the trainer's refusal (the launchers read exit 3 as a refused input)."""
     print(f"llm-finetuning: refusing to train: {why}", file=sys.stderr, flush=True)
@@ -84,6 +146,9 @@ def main(argv: list[str] | None = None) -> None:
         _refuse(f"{', '.join(hooks)} ran at this interpreter's start from outside its installation (a site hook on "
                 "PYTHONPATH or in the user's site-packages runs before any check). Launch with launch_training (its "
                 "launch script starts the trainer without them).")
+    global VERIFYING
+    VERIFYING = True
+    check_libraries(imported=False)  # before any of them runs: where the import system would find them
     from mcp_server.errors import UserInputError
     from mcp_server.evidence import STATE_ENV, key as evidence_key
 
