@@ -191,6 +191,10 @@ def test_the_trainer_refuses_a_package_from_outside_the_recorded_interpreter(wor
     refused = trainer(package, os.path.realpath(sysconfig.get_paths()["stdlib"]))  # a set without site-packages
     assert refused.returncode == 3 and "trl (" in refused.stderr, refused.stderr
     assert set(TRAINER_PACKAGES) >= {"trl", "transformers", "torch", "datasets", "peft", "accelerate"}
+    # a venv inside the workspace (make demo's .venv, a project's own) is its recorded set: it trains
+    venv = _shadow(workspace / ".venv" / "site-packages", tmp_path / "venv-trl-ran")
+    ran = trainer(os.pathsep.join([str(venv), package]), os.pathsep.join([recorded, str(venv)]))
+    assert ran.returncode == 0 and "trained" in ran.stdout, ran.stderr
 
 
 @pytest.mark.slow  # runs the written launch script in bash

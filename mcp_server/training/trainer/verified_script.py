@@ -88,21 +88,18 @@ def _origin(name: str, imported: bool) -> list[str]:
 
 def foreign_libraries(imported: bool = False) -> list[str]:
     """'name (where)' for each package the trainer imports (loader_env.TRAINER_PACKAGES) that comes from outside
-    the pinned interpreter's own stdlib and site-packages (`_allowed_roots`), or from inside the workspace (the run's
-    folder where the trainer starts, LLM_FINETUNING_WORKSPACE): a shadow `trl` scores what it likes (issue 48).
+    the pinned interpreter's own stdlib and site-packages (`_allowed_roots`): a shadow `trl` (in the run's folder,
+    the workspace, anywhere put first on the path) scores what it likes (issue 48). A venv inside the workspace is
+    its own recorded set: allowed, as common as it is (`make demo`'s .venv); the threat model says what that costs.
     `imported`: check the modules already imported (after TRL's import), else where they would be found."""
     from mcp_server.inspection.loader_env import TRAINER_PACKAGES
 
     roots = _allowed_roots()
-    workspace = [os.path.realpath(p).rstrip(os.sep) + os.sep
-                 for p in (os.getcwd(), os.environ.get("LLM_FINETUNING_WORKSPACE")) if p]
     found = []
     for name in TRAINER_PACKAGES:
         for where in _origin(name, imported):
             real = os.path.realpath(where)
-            ok = any(real.startswith(root) for root in roots) and not any(
-                (real + os.sep).startswith(inside) for inside in workspace)
-            if not ok:
+            if not any(real.startswith(root) for root in roots):
                 found.append(f"{name} ({where})")
                 break
     return found
@@ -113,7 +110,7 @@ def check_libraries(imported: bool = True) -> None:
     foreign = foreign_libraries(imported)
     if foreign:
         _refuse(f"{', '.join(foreign)} would be imported from outside the training interpreter's own stdlib and "
-                "site-packages the inspection verdict recorded (or from inside the workspace): a package put first "
+                "site-packages the inspection verdict recorded: a package put first "
                 "on the path scores and trains what it likes. Launch from a shell that does not change PYTHONPATH "
                 "or the loader's variables, or install the package into that interpreter and record the verdict "
                 "again.")
