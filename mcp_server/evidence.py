@@ -194,14 +194,16 @@ def _launch_entry(run_dir: Path) -> tuple[Path, str]:
     return _checked_path().parent / "launches" / name, folder
 
 
-def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None) -> Path:
+def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None, job_comment: str | None = None) -> Path:
     """The launcher's record of the run's current launch id (issue 48, seventh round: run.json is in the workspace
     and unsigned, so a forger rewrote its launch_id to replay an earlier launch's signed records). Kept beside the
     key, outside the workspace, signed: what a workspace writer cannot write, copy back or remove. Each launch
     replaces it: a local launch before its process starts; a SLURM launch before sbatch, then again with the
-    scheduler's `job_id` bound into it once sbatch answers (the job whose records and state are this launch's)."""
+    scheduler's `job_id` (and the job's ownership token, `job_comment`) bound into it once sbatch answers: the job
+    whose state is this launch's."""
     path, folder = _launch_entry(run_dir)
-    body = {"launch_id": launch_id, "run_dir": folder, **({"job_id": str(job_id)} if job_id is not None else {})}
+    body = {"launch_id": launch_id, "run_dir": folder, **({"job_id": str(job_id)} if job_id is not None else {}),
+            **({"job_comment": job_comment} if job_comment is not None else {})}
     record = sign(Path(folder), "launch", body, create=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -212,8 +214,8 @@ def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None) -> P
 
 
 def launch_record(run_dir: Path) -> dict | None:
-    """The launcher's record of `run_dir`'s current launch (record_launch: launch_id, and job_id for a SLURM
-    job), None when it recorded none (never launched by launch_training on this machine, or no key). A tampered
+    """The launcher's record of `run_dir`'s current launch (record_launch: launch_id; job_id and job_comment for
+    a SLURM job), None when it recorded none (never launched by launch_training on this machine, or no key). A tampered
     entry reads as {"launch_id": ""}: no record is of that launch, no job is its job."""
     try:
         path, folder = _launch_entry(run_dir)
@@ -227,9 +229,9 @@ def launch_record(run_dir: Path) -> dict | None:
         return {"launch_id": ""}
     if not valid(Path(folder), "launch", value) or value.get("run_dir") != folder:
         return {"launch_id": ""}
-    launch_id, job_id = value.get("launch_id"), value.get("job_id")
+    launch_id = value.get("launch_id")
     return {"launch_id": launch_id if isinstance(launch_id, str) else "",
-            **({"job_id": job_id} if isinstance(job_id, str) else {})}
+            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)}}
 
 
 def recorded_launch(run_dir: Path) -> str | None:

@@ -78,7 +78,7 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
     record_launch(run.dir, launch_id)  # raises before anything is submitted
     job_id = scheduler.submit(str(run.slurm_script), env={LAUNCH_ID_ENV: launch_id})
     try:
-        record_launch(run.dir, launch_id, job_id=job_id)
+        record_launch(run.dir, launch_id, job_id=job_id, job_comment=layout.comment)
     except UserInputError:
         scheduler.cancel(job_id)
         raise
@@ -97,8 +97,12 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
 
 # ---------------------------------------------------------------- status
 def owns(job: scheduler.Job, run: Run, record: dict) -> str | None:
-    """None when `job` is this run's job; else why not (in words)."""
-    token = (record.get("slurm") or {}).get("comment") if isinstance(record.get("slurm"), dict) else None
+    """None when `job` is this run's job; else why not (in words). The ownership token is the one the launcher
+    bound into its record outside the workspace (evidence.record_launch), else run.json's (a job submitted before
+    that record existed)."""
+    token = (launch_record(run.dir) or {}).get("job_comment")
+    if token is None:
+        token = (record.get("slurm") or {}).get("comment") if isinstance(record.get("slurm"), dict) else None
     try:
         same_dir = bool(job.work_dir) and Path(job.work_dir).resolve() == run.dir.resolve()
     except (OSError, ValueError):
@@ -111,13 +115,14 @@ def owns(job: scheduler.Job, run: Run, record: dict) -> str | None:
 def recorded_job(run: Run, record: dict) -> tuple[str, str | None]:
     """(the job id of the run's current launch, a note): the one the launcher bound into its record outside the
     workspace at submission (evidence.record_launch), whatever run.json says (run.json is unsigned: a forger can
-    point it at an earlier launch's job, issue 48); run.json's for a job submitted before that record existed."""
+    point it at an earlier launch's job and token, issue 48); run.json's for a job submitted before that record
+    existed."""
     named = str(record.get("job_id") or "")
     bound = (launch_record(run.dir) or {}).get("job_id")
     if bound is None or bound == named:
         return named, None
-    return bound, (f"run.json names job {named or '(none)'}, the launcher's record of this launch job {bound}: "
-                   f"job {bound} is this run's")
+    return bound, (f"run.json names job {named or '(none)'}, which is not this run's: the launcher bound job "
+                   f"{bound} to this launch (its record outside the workspace)")
 
 
 def own_job(run: Run, record: dict) -> tuple[scheduler.Job | None, str | None]:
