@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -595,7 +596,7 @@ def test_f1_an_earlier_slurm_jobs_signed_records_put_back_never_end_a_killed_lau
         (run_dir / name).rename(archive / name)
     (run_dir / "train" / "logs").rename(archive / "logs")
     (run_dir / "train" / "logs").mkdir()
-    slurm_launch(run_dir, two, "42", started_ts=__import__("time").time() - 5)
+    slurm_launch(run_dir, two, "42", started_ts=time.time() - 5)
     write_exit(run_dir, 137, two)  # the job script's signed exit record: killed
     assert training_status(StatusRequest(run=str(run_dir))).state == "failed"
     shutil.rmtree(run_dir / "train" / "logs")  # the forger: launch 1's records and models put back, fresh times
