@@ -292,10 +292,10 @@ def ddp(ws):
             # writes it: keyed evidence) and its own guard.json
             stop = {k: v for k, v in kept.items() if k != "mac"}
             write_signed(logs / "stopped.json", {**stop, "by": "guard", "code": "entropy_rising", "step": step})
-            (logs / "guard.json").write_text(json.dumps({
+            write_signed(logs / "guard.json", {
                 "mode": "stop", "step": step, "stopped": {"code": "entropy_rising", "step": step, "save": True},
                 "findings": [{"code": "entropy_rising", "severity": "error", "explanation": "", "patch": None}],
-                "launch_id": kept.get("launch_id")}))
+                "launch_id": kept.get("launch_id")})
 
         guard_stop(1)
         seen.early = resume_training(RunRequest(run=str(run_dir), patch=patch))

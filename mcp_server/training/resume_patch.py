@@ -24,10 +24,9 @@ from mcp_server.inspection.refilter import refilter_run
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
-from mcp_server.training.runrecord import launch_of, read_run_json
+from mcp_server.training.runrecord import read_run_json, signed_record
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 
@@ -91,22 +90,25 @@ def apply_refilter(run: Run, rule) -> tuple[list[GateRefusal], Callable[[], None
 
 def _guard_stopped(run: Run) -> bool:
     """Whether the run's guard stopped its last launch: stopped.json says so, the guard's own record (guard.json)
-    holds the same stop (code and step) among its hard findings, and both carry the launch id of the run's last
-    launch (run.json); stopped.json signed by the trainer (evidence.py). A hand-written stopped.json alone moves no
-    pin (issue 48)."""
-    stopped, guard = read_json_if_present(run.stopped), read_json_if_present(run.guard)
-    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)
-            and valid_run(run, run.stopped, stopped)):
+    holds the same stop (code and step) among its hard findings, and both are the trainer's (signed: evidence.py)
+    of the run's last launch (the launcher's record of it, runrecord.launch_of). A hand-written stopped.json or
+    guard.json moves no pin (issue 48)."""
+    stopped, guard = _last_launch(run, run.stopped), _last_launch(run, run.guard)
+    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)):
         return False
     decision = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}
-    try:
-        launch = launch_of(run, read_run_json(run))
-    except UserInputError:
-        return False
-    same_launch = launch is None or stopped.get("launch_id") == guard.get("launch_id") == launch
-    return (same_launch and decision.get("code") == stopped.get("code") in hard
+    return (stopped.get("launch_id") == guard.get("launch_id") and decision.get("code") == stopped.get("code") in hard
             and decision.get("step") == stopped.get("step"))
+
+
+def _last_launch(run: Run, path: Path) -> dict | None:
+    """The trainer's signed record at `path` of the run's last launch (runrecord.signed_record), None otherwise
+    (absent, written by hand, another launch's, or a damaged run.json)."""
+    try:
+        return signed_record(run, path, read_run_json(run))
+    except UserInputError:
+        return None
 
 
 def _write(run: Run, config: dict, patch: dict) -> None:
@@ -130,7 +132,7 @@ def _write(run: Run, config: dict, patch: dict) -> None:
 
 def last_good_checkpoint(run: Run, done: list[Path]) -> tuple[Path | None, str | None]:
     """(checkpoint, why) to resume a patched run from: after a guard stop the last one before its step."""
-    stopped = read_json_if_present(run.stopped)
+    stopped = _last_launch(run, run.stopped)  # the trainer's own stop: a hand-written one picks no checkpoint
     if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(stopped.get("step"), int)):
         return (done[-1] if done else None), None
     before = [p for p in done if int(p.name.split("-")[-1]) < stopped["step"]]

@@ -72,8 +72,9 @@ def read_exit_code(run: Run, record: dict | None = None) -> int | None:
 def launch_of(run: Run, record: dict | None) -> str | None:
     """The launch id a record must carry to be this launch's: the one the launcher recorded outside the workspace
     (evidence.record_launch; run.json's own launch_id is unsigned: a forger rewrote or removed it to replay an
-    earlier launch's records, issue 48 seventh round), whatever run.json says; else, for a run no launcher
-    recorded (launched before the ledger, a SLURM run), run.json's; None: any launch."""
+    earlier launch's records, issue 48 seventh round), whatever run.json says, for a local launch and a SLURM job
+    alike (recorded before its process starts, before sbatch); else, for a run no launcher recorded (launched
+    before the ledger), run.json's; None: any launch."""
     recorded = recorded_launch(run.dir)
     if recorded is not None:
         return recorded
@@ -98,6 +99,36 @@ def unsigned_note(run: Run, path: Path) -> str | None:
     if value is None or (isinstance(value, dict) and valid_run(run, path, value)):
         return None
     return unrecorded(run_file(run, path))
+
+
+def record_note(run: Run, path: Path, record: dict | None = None) -> str | None:
+    """Why a record file that is there is not read (signed_record): unsigned (evidence.unrecorded), or signed for
+    another launch than the one the launcher recorded; None when it is absent or read."""
+    unsigned = unsigned_note(run, path)
+    if unsigned:
+        return unsigned
+    value, wanted = read_json_if_present(path), launch_of(run, record)
+    if isinstance(value, dict) and wanted is not None and value.get("launch_id") != wanted:
+        return (f"{run_file(run, path)} is of another launch ({value.get('launch_id')}), not of this launch "
+                f"({wanted or 'unrecorded'}, as the launcher recorded it): not read")
+    return None
+
+
+def end_notes(run: Run, note: str | None, record: dict | None = None) -> str | None:
+    """`note` with the end records (outcome.json, exit.json) that are there but unsigned (so read as absent), or
+    signed for another launch than the one the launcher recorded, named."""
+    found = [why for why in (unsigned_note(run, path) for path in (run.outcome, run.exit_record)) if why]
+    wanted = launch_of(run, record)
+    for path in (run.outcome, run.exit_record):
+        value = read_json_if_present(path)
+        if (wanted is not None and isinstance(value, dict) and valid_run(run, path, value)
+                and value.get("launch_id") != wanted):
+            found.append(f"{path.relative_to(run.dir).as_posix()} is of another launch ({value.get('launch_id')}), "
+                         f"not of this launch ({wanted or 'unrecorded'}, as the launcher recorded it): not read")
+    if run.exit_code.exists() and not run.exit_record.exists():
+        found.append(f"{run.exit_code.relative_to(run.dir).as_posix()} is not read: the launcher's signed record "
+                     f"of the exit is {run.exit_record.relative_to(run.dir).as_posix()}, and there is none")
+    return "; ".join(filter(None, [note, *found])) or None
 
 
 def derive_with(run: Run, state: Callable[[Run, dict | None], DerivedState]) -> DerivedState:

@@ -22,10 +22,10 @@ from mcp_server.training.models import (
 )
 from mcp_server.runs import Run, all_runs, file_members, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.trainer.guard import guard_mode, read_guard
+from mcp_server.training.trainer.guard import guard_mode
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.processes import one_look
-from mcp_server.training.runrecord import checkpoints, sync_run_json
+from mcp_server.training.runrecord import checkpoints, record_note, signed_record, sync_run_json
 from mcp_server.reporting import Report, silent
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.training.stopping import stop_wait
@@ -174,7 +174,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     # no step yet: the planner's figure for one (issue 49: seven minutes of "no step logged yet" on a CPU)
     estimate = step_estimate(RunSpec.of_run(run)) if step is None and state in ("starting", "running") else None
     health, note = health_flags(run) if lines or state in ("failed",) else ([], "no metrics logged yet")
-    guarded = read_guard(run) or {}
+    guarded = signed_record(run, run.guard, derived.record) or {}  # the guard's own, of this launch
+    unread = record_note(run, run.guard, derived.record)  # a hand-written one: named, never shown as the guard's
+    if unread:
+        derived = derived.noted(unread)
     live = [HealthFlag(code=f.get("code", "?"), severity=f.get("severity", "error"),
                        explanation=f.get("explanation", ""), patch=f.get("patch") or None)
             for f in guarded.get("findings", []) if isinstance(f, dict)]

@@ -17,7 +17,7 @@ from mcp_server.diagnosis.metrics import read_progress_records
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.models import StopResult
-from mcp_server.training.runrecord import checkpoints
+from mcp_server.training.runrecord import checkpoints, signed_record
 
 STOP_WAIT_S = (120.0, 900.0)  # the default wait for the run's step end: at least, at most
 SAVE_MARGIN_S = 60.0  # beyond the step's expected end: the checkpoint's save
@@ -65,7 +65,7 @@ def stop_result(run: Run, after: DerivedState, config: dict, graceful: bool, kil
     finish its step); or killed, with what was lost as `error`. `who`: the run in words (a SLURM job)."""
     done = checkpoints(run, config)
     latest = Path(done[-1]).name if done else None
-    saved = (read_json_if_present(run.stopped) or {}).get("step")
+    saved = (signed_record(run, run.stopped, after.record) or {}).get("step")  # the trainer's, of this launch
     saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
     step = step_time(run)
     name = who or run.name
