@@ -859,6 +859,7 @@ def copy_tree(dest: Path) -> Path:
 
 # ---------------------------------------------------------------------- which tests judge a mutation
 FAST = "not slow"  # the fast suite's marker expression (`make check`): in-process, so coverage sees all it runs
+KEPT_MAPS = 3  # coverage maps kept in the cache, the newest
 
 
 def tree_hash(root: Path) -> str:
@@ -927,6 +928,11 @@ def coverage_map(tree: Path, timeout_s: float, cache: Path | None = None) -> Cov
         work.rename(kept)
     except OSError:  # another run kept the same content meanwhile
         shutil.rmtree(work, ignore_errors=True)
+    # the maps of other contents are kept for a tree switched back to, the newest few (each is tens of MB)
+    older = sorted((d for d in cache.iterdir() if d.is_dir() and "-" not in d.name and d != kept),
+                   key=lambda d: d.stat().st_mtime, reverse=True)
+    for gone in older[KEPT_MAPS - 1:]:
+        shutil.rmtree(gone, ignore_errors=True)
     return CoverageMap(kept / ".coverage", str(tree), failed, seconds)
 
 
