@@ -974,7 +974,7 @@ def judges_of(mutation: Mutation, ran: dict[int, set[str]], lines: set[int], fai
         files = by_area(mutation, areas, modules) if slow_only else ()
         extra = " and the area's slow files" if files else ""
         return Judges(tests, files, area.marker,
-                      f"judged by {len(tests)} test{'s' if len(tests) > 1 else ''} that run this line{extra}")
+                      f"judged by {len(tests)} test{'s that run' if len(tests) > 1 else ' that runs'} this line{extra}")
     if "" in reached:
         return Judges((), by_area(mutation, areas, modules), area.marker,
                       "by the area's files: its line runs only at import")

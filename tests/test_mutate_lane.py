@@ -107,7 +107,7 @@ def test_the_mutated_lines_are_widened_to_their_statement(lane, tmp_path):
      "not slow", ("tests/test_a.py::t1", "tests/test_b.py::t2[x]"), (), "judged by 2 tests that run this line"),
     # an area whose judges are slow (they start processes coverage does not follow) adds its files
     ({5: {"tests/test_a.py::t1"}}, "", ("tests/test_a.py::t1",), ("tests/test_rule.py",),
-     "judged by 1 test that run this line and the area's slow files"),
+     "judged by 1 test that runs this line and the area's slow files"),
     # a line run only at import (no test's context): the area's files
     ({5: {""}, 9: {"tests/test_a.py::t1"}}, "not slow", (), ("tests/test_rule.py",),
      "by the area's files: its line runs only at import"),
