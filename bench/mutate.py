@@ -928,7 +928,7 @@ def coverage_map(tree: Path, timeout_s: float, cache: Path | None = None) -> Cov
         work.rename(kept)
     except OSError:  # another run kept the same content meanwhile
         shutil.rmtree(work, ignore_errors=True)
-    # the maps of other contents are kept for a tree switched back to, the newest few (each is tens of MB)
+    # the maps of other contents are kept for a tree switched back to, the newest few (each a few MB)
     older = sorted((d for d in cache.iterdir() if d.is_dir() and "-" not in d.name and d != kept),
                    key=lambda d: d.stat().st_mtime, reverse=True)
     for gone in older[KEPT_MAPS - 1:]:
