@@ -1013,7 +1013,8 @@ def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] |
                               timeout=timeout_s, start_new_session=True)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - start
-    # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 4 a node id not found, 5 nothing ran
+    # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 4 a node id not found, 5 nothing ran;
+    # below 0: killed by a signal (a crash, the OOM killer), not a verdict on the mutation: rerun it
     outcome = "pass" if done.returncode == 0 else "fail"
     if done.returncode not in (0, 1, 2):
         outcome = f"error (pytest exit {done.returncode})"
@@ -1124,7 +1125,8 @@ def main(argv: list[str] | None = None) -> int:
                 outcome, seconds = judge(tree, m, args.timeout, selection[m.id])
             finally:
                 free.append(tree)
-            word = "caught  " if caught(outcome) else "UNJUDGED" if outcome == "unjudged" else "SURVIVED"
+            word = ("caught  " if caught(outcome) else "SURVIVED" if outcome == "pass"
+                    else "UNJUDGED" if outcome == "unjudged" else "ERROR   ")
             how = f"; {selection[m.id].how}" if selection[m.id] else ""
             print(f"  {word} {m.id} ({outcome}, {seconds:.0f}s{how})", flush=True)
             return m, outcome, seconds
@@ -1151,8 +1153,10 @@ def main(argv: list[str] | None = None) -> int:
         for m in unjudged:
             print(f"- {m.id} ({m.area}, {m.path}): {m.effect}")
     errors = [r for r in results if not caught(r[1]) and r[1] not in ("pass", "unjudged")]
-    for m, outcome, _ in errors:
-        print(f"\nthe lane's own call failed for {m.id}: {outcome}", file=sys.stderr)
+    if errors:
+        print("\nerrors (neither caught nor survived: pytest did not give a verdict; rerun with --only):")
+        for m, outcome, _ in errors:
+            print(f"- {m.id}: {outcome}")
     survivors = [r[0] for r in results if r[1] == "pass"]
     if survivors:
         print("\nsurvivors (the tests that judge them pass with the bug in place):")
