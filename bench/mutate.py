@@ -26,8 +26,9 @@ judges every mutation by the area's files, as the lane did before the map.
 A mutation whose text is no longer found exactly once (the code moved) fails the lane before any test runs (exit
 2): update or drop it, never let it silently skip. The unmutated tests run first (the coverage run; a slow-only
 area's files; with `--by-area`, each area's files); a test that fails there and would judge a chosen mutation
-cannot judge it (exit 2). A mutation is caught when its tests fail (or time out); it survives when they pass. Exit
-0 whatever the caught share: the share is the result.
+cannot judge it (exit 2). A mutation is caught when its tests fail (or time out); it survives when they pass; a
+pytest that gives no verdict (killed by a signal, a node id not found) is an error to rerun, neither. Exit 0
+whatever the caught share: the share is the result.
 """
 
 from __future__ import annotations
