@@ -1,25 +1,42 @@
 """The mutation lane (issue 48): realistic bugs applied one at a time to a copy of the package, each judged by the
-test files that cover its area. Prints the caught share per area and every survivor with what a user would see.
+tests that run its mutated line. Prints the caught share per area and every survivor with what a user would see.
 
     python bench/mutate.py                 # every mutation (`make mutate`)
     python bench/mutate.py --area gate     # one area; --only ID[,ID] for single mutations
     python bench/mutate.py --check         # only check that every mutation still applies (no tests run)
     python bench/mutate.py --jobs 2        # two copies of the tree, mutations shared between them
+    python bench/mutate.py --by-area       # judge by the hand-kept test files of each area instead (below)
 
 Each mutation is an exact text substitution in one file of the package: a bug a refactor could plausibly introduce
 (an off-by-one at a boundary, a field dropped from a pin, a comparison swapped, a check that returns early, a
 default flipped), with what a user sees when it lands (`effect`). They were written from the product code alone,
 without reading the tests, so the lane is a blind audit of what the tests pin down.
 
+Which tests judge a mutation is derived, not kept by hand: the fast suite (`-m "not slow"`, what `make check` runs)
+runs once on the unmutated copy under coverage.py, each test's setup, call and teardown recorded under its node id
+(bench/mutate_contexts.py); that data file is the map from a module's line to the tests that run it, kept in the
+system's temporary directory under the tree's content hash (a second run of an unchanged tree reuses it). A
+mutation is judged by the tests that ran its mutated line(s) (the whole statement they are part of); where its area
+has only slow judges (the sandbox's start bubblewrap, in processes coverage does not follow) its area's files run
+too. Where no test runs the line the area's hand-kept files (AREAS, MODULE_TESTS) are the fallback: for a line that
+runs only at import (a module constant, a class field), and for a slow-only area's. A line of a fast area that no
+fast test runs, not even at import, is reported unjudged: no test can catch it (a finding, not a pass). `--by-area`
+judges every mutation by the area's files, as the lane did before the map.
+
 A mutation whose text is no longer found exactly once (the code moved) fails the lane before any test runs (exit
-2): update or drop it, never let it silently skip. Before the mutations, each area's tests run once on the
-unmutated copy; an area whose tests fail there cannot judge its mutations (exit 2). A mutation is caught when its
-tests fail (or time out); it survives when they pass. Exit 0 whatever the caught share: the share is the result.
+2): update or drop it, never let it silently skip. The unmutated tests run first (the coverage run; a slow-only
+area's files; with `--by-area`, each area's files); a test that fails there and would judge a chosen mutation
+cannot judge it (exit 2). A mutation is caught when its tests fail (or time out); it survives when they pass; a
+pytest that gives no verdict (killed by a signal, a node id not found) is an error to rerun, neither. Exit 0
+whatever the caught share: the share is the result.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -832,9 +849,7 @@ def stale(root: Path, mutations=MUTATIONS, areas=None, modules=None) -> list[str
 
 def copy_tree(dest: Path) -> Path:
     """The repository's files (tracked, and untracked ones git does not ignore) under `dest`."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                            capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
+    for name in listed_files(ROOT):
         source = ROOT / name
         if source.is_file():
             target = dest / name
@@ -843,41 +858,194 @@ def copy_tree(dest: Path) -> Path:
     return dest
 
 
+# ---------------------------------------------------------------------- which tests judge a mutation
+FAST = "not slow"  # the fast suite's marker expression (`make check`): in-process, so coverage sees all it runs
+KEPT_MAPS = 3  # coverage maps kept in the cache, the newest
+
+
+def tree_hash(root: Path) -> str:
+    """The content hash of a copy of the tree (names and bytes of every file): the coverage map's key."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CoverageMap:
+    """The fast suite's run on the unmutated tree: which tests ran each line of the package, which failed."""
+    data_file: Path  # coverage.py's data file, contexts = test node ids ("" outside any test: imports)
+    root: str  # the tree the paths in the data file are under
+    failed: tuple[str, ...]
+    seconds: float
+    cached: bool = False
+
+    def lines(self, path: str) -> dict[int, set[str]]:
+        """{line: node ids that ran it} of the file `path` (relative to the repository root); "" for a line run
+        outside any test."""
+        import coverage  # a test dependency (pyproject's `test` extra): only the coverage map needs it
+
+        data = coverage.CoverageData(basename=str(self.data_file))
+        data.read()
+        wanted = os.path.join(self.root, path)
+        found = next((f for f in data.measured_files() if os.path.normpath(f) == os.path.normpath(wanted)), None)
+        if found is None:
+            return {}
+        return {line: set(contexts) for line, contexts in data.contexts_by_lineno(found).items()}
+
+
+def coverage_map(tree: Path, timeout_s: float, cache: Path | None = None) -> CoverageMap:
+    """Run the fast suite once on `tree` under coverage.py, each test recorded under its node id; reuse the map of
+    an earlier run of the same content from `cache` (a folder per content hash, written whole or not at all)."""
+    key = tree_hash(tree)[:24]
+    cache = Path(tempfile.gettempdir()) / f"mutate-coverage-{os.getuid()}" if cache is None else cache
+    kept = cache / key
+    if (kept / "meta.json").is_file():
+        meta = json.loads((kept / "meta.json").read_text(encoding="utf-8"))
+        return CoverageMap(kept / ".coverage", meta["root"], tuple(meta["failed"]), meta["seconds"], cached=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=cache))
+    failed_file = work / "failed.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "bench")]),
+           "PYTHONDONTWRITEBYTECODE": "1", "MUTATE_FAILED_FILE": str(failed_file)}
+    command = [sys.executable, "-m", "coverage", "run", f"--data-file={work / '.coverage'}",
+               f"--source={tree / 'mcp_server'}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "-p", "mutate_contexts", "-m", FAST, "tests"]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, timeout=timeout_s,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(work, ignore_errors=True)
+        raise Stale(f"the coverage run of the fast suite took over {timeout_s:.0f}s") from None
+    seconds = time.monotonic() - start
+    if done.returncode not in (0, 1) or not failed_file.is_file() or not (work / ".coverage").is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        tail = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
+        raise Stale(f"the coverage run of the fast suite did not finish (exit {done.returncode}):\n{tail}")
+    failed = tuple(filter(None, failed_file.read_text(encoding="utf-8").splitlines()))
+    (work / "meta.json").write_text(json.dumps({"root": str(tree), "failed": failed, "seconds": seconds}))
+    try:
+        work.rename(kept)
+    except OSError:  # another run kept the same content meanwhile
+        shutil.rmtree(work, ignore_errors=True)
+    # the maps of other contents are kept for a tree switched back to, the newest few (each a few MB)
+    older = sorted((d for d in cache.iterdir() if d.is_dir() and "-" not in d.name and d != kept),
+                   key=lambda d: d.stat().st_mtime, reverse=True)
+    for gone in older[KEPT_MAPS - 1:]:
+        shutil.rmtree(gone, ignore_errors=True)
+    return CoverageMap(kept / ".coverage", str(tree), failed, seconds)
+
+
+def mutated_lines(root: Path, mutation: Mutation) -> set[int]:
+    """The lines of `mutation.path` its text replaces, widened to the statements they are part of (a statement's
+    lines, a compound statement's header): a tracer records a multi-line statement at some of its lines only."""
+    text = (root / mutation.path).read_text(encoding="utf-8")
+    first = text.count("\n", 0, text.index(mutation.old)) + 1
+    last = first + mutation.old.rstrip("\n").count("\n")
+    lines = set(range(first, last + 1))
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.stmt):
+            body = getattr(node, "body", None)
+            end = max(node.lineno, body[0].lineno - 1) if isinstance(body, list) and body else node.end_lineno
+            if node.lineno <= last and end >= first:
+                lines.update(range(node.lineno, end + 1))
+    return lines
+
+
+@dataclass(frozen=True)
+class Judges:
+    tests: tuple[str, ...]  # node ids of the tests that run the mutated line
+    files: tuple[str, ...]  # the area's test files (hand-kept) that judge it too; both empty: nothing can
+    marker: str  # pytest -m expression they run under
+    how: str  # said beside the outcome
+
+
+def judges_of(mutation: Mutation, ran: dict[int, set[str]], lines: set[int], failed=(), areas=None,
+              modules=None) -> Judges:
+    """Who judges `mutation`, given `ran` ({line: node ids}, "" outside any test) of its file and its `lines`: the
+    tests that ran them (and its area's files where the area has only slow judges); else its area's files where
+    the line runs only at import or the area's judges are slow; else nobody."""
+    areas = AREAS if areas is None else areas
+    area = areas[mutation.area]
+    reached = set().union(*(ran.get(line, set()) for line in lines))
+    tests = tuple(sorted(reached - {""} - set(failed)))
+    slow_only = area.marker != FAST
+    if tests:
+        files = by_area(mutation, areas, modules) if slow_only else ()
+        extra = " and the area's slow files" if files else ""
+        return Judges(tests, files, area.marker,
+                      f"judged by {len(tests)} test{'s that run' if len(tests) > 1 else ' that runs'} this line{extra}")
+    if "" in reached:
+        return Judges((), by_area(mutation, areas, modules), area.marker,
+                      "by the area's files: its line runs only at import")
+    if slow_only:
+        return Judges((), by_area(mutation, areas, modules), area.marker,
+                      "by the area's files: no fast test runs this line (its judges are slow)")
+    return Judges((), (), area.marker, "no test runs this line and no area covers it")
+
+
 # ---------------------------------------------------------------------- running
+def by_area(mutation: Mutation, areas=None, modules=None) -> tuple[str, ...]:
+    """The hand-kept test files of `mutation`: those of its module (MODULE_TESTS), else its area's."""
+    areas = AREAS if areas is None else areas
+    modules = MODULE_TESTS if modules is None else modules
+    return modules.get(mutation.path, areas[mutation.area].tests)
+
+
 def tests_of(mutation: Mutation) -> tuple[str, ...]:
-    """The test files that judge `mutation`: those of its module (MODULE_TESTS), else its area's."""
-    return MODULE_TESTS.get(mutation.path, AREAS[mutation.area].tests)
+    """The test files that judge `mutation` with --by-area: those of its module (MODULE_TESTS), else its area's."""
+    return by_area(mutation)
 
 
-def pytest_command(area: Area, tests: tuple[str, ...] | None = None) -> list[str]:
+def pytest_command(area: Area, tests: tuple[str, ...] | None = None, marker: str | None = None) -> list[str]:
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *(tests or area.tests)]
-    return command + (["-m", area.marker] if area.marker else [])
+    marker = area.marker if marker is None else marker
+    return command + (["-m", marker] if marker else [])
 
 
-def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] | None = None) -> tuple[str, float]:
-    """('pass' | 'fail' | 'timeout', seconds) of the area's tests (or `tests`) on `tree`."""
+def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] | None = None,
+              marker: str | None = None) -> tuple[str, float]:
+    """('pass' | 'fail' | 'timeout' | 'error ...', seconds) of the area's tests (or `tests`) on `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.monotonic()
     try:
-        done = subprocess.run(pytest_command(area, tests), cwd=tree, env=env, capture_output=True,
+        done = subprocess.run(pytest_command(area, tests, marker), cwd=tree, env=env, capture_output=True,
                               timeout=timeout_s, start_new_session=True)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - start
-    # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 5 nothing collected
+    # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 4 a node id not found, 5 nothing ran;
+    # below 0: killed by a signal (a crash, the OOM killer), not a verdict on the mutation: rerun it
     outcome = "pass" if done.returncode == 0 else "fail"
     if done.returncode not in (0, 1, 2):
         outcome = f"error (pytest exit {done.returncode})"
     return outcome, time.monotonic() - start
 
 
-def judge(tree: Path, mutation: Mutation, timeout_s: float) -> tuple[str, float]:
+def caught(outcome: str) -> bool:
+    """A mutation is caught when its tests fail or time out (an error of the lane's own call is no catch)."""
+    return outcome in ("fail", "timeout")
+
+
+def judge(tree: Path, mutation: Mutation, timeout_s: float, judges: Judges | None = None) -> tuple[str, float]:
+    if judges is not None and not (judges.tests or judges.files):
+        return "unjudged", 0.0
     path = tree / mutation.path
     original = path.read_text(encoding="utf-8")
     path.write_text(mutated_text(tree, mutation), encoding="utf-8")
     try:
-        return run_tests(tree, AREAS[mutation.area], timeout_s, tests_of(mutation))
+        if judges is None:
+            return run_tests(tree, AREAS[mutation.area], timeout_s, tests_of(mutation))
+        return run_tests(tree, AREAS[mutation.area], timeout_s, judges.tests + judges.files, judges.marker)
     finally:
         path.write_text(original, encoding="utf-8")
+
+
+def listed_files(root: Path) -> list[str]:
+    """The repository's files: tracked, and untracked ones git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    return [name for name in listed if name]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -888,6 +1056,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--jobs", type=int, default=1, help="copies of the tree judged in parallel")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutation's tests")
+    parser.add_argument("--by-area", action="store_true",
+                        help="judge by the hand-kept test files of each area (AREAS, MODULE_TESTS), not coverage")
+    parser.add_argument("--coverage-timeout", type=float, default=3600.0,
+                        help="seconds for the fast suite's coverage run")
     args = parser.parse_args(argv)
 
     problems = stale(ROOT)
@@ -912,13 +1084,35 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
         trees = [copy_tree(Path(tmp) / f"tree-{i}") for i in range(jobs)]
         areas = sorted({m.area for m in chosen}, key=list(AREAS).index)
-        print(f"{len(chosen)} mutations over {len(areas)} areas, {jobs} cop{'ies' if jobs > 1 else 'y'} of the tree")
+        print(f"{len(chosen)} mutations over {len(areas)} areas, {jobs} cop{'ies' if jobs > 1 else 'y'} of the tree, "
+              f"judged {'by the area files' if args.by_area else 'by the tests that run each line'}")
         start = time.monotonic()
+        selection: dict[str, Judges | None] = {m.id: None for m in chosen}
+        if not args.by_area:
+            try:
+                covered = coverage_map(trees[0], args.coverage_timeout)
+            except Stale as exc:
+                print(str(exc), file=sys.stderr)
+                return 2
+            print(f"  coverage map of the fast suite: {'reused, ' if covered.cached else ''}"
+                  f"{covered.seconds:.0f}s, {len(covered.failed)} failing unmutated")
+            ran = {m.id: (covered.lines(m.path), mutated_lines(trees[0], m)) for m in chosen}
+            selection = {m.id: judges_of(m, *ran[m.id], covered.failed) for m in chosen}
+            blocked = [m.id for m in chosen if set(covered.failed) & set().union(*(ran[m.id][0].get(n, set())
+                                                                                 for n in ran[m.id][1]))]
+            if blocked:
+                print(f"tests that fail unmutated ({', '.join(covered.failed)}) run the line of "
+                      f"{', '.join(blocked)}: they cannot judge it", file=sys.stderr)
+                return 2
+        # the unmutated baseline of what runs by file: every area with --by-area, else the areas whose files judge
+        # a chosen mutation
+        by_file = areas if args.by_area else [a for a in areas
+                                              if any(m.area == a and selection[m.id].files for m in chosen)]
         with ThreadPoolExecutor(jobs) as pool:
-            baseline = dict(zip(areas, pool.map(lambda a: run_tests(trees[areas.index(a) % jobs], AREAS[a],
-                                                                    args.timeout), areas)))
+            baseline = dict(zip(by_file, pool.map(lambda a: run_tests(trees[by_file.index(a) % jobs], AREAS[a],
+                                                                      args.timeout), by_file)))
         red = [a for a, (outcome, _) in baseline.items() if outcome != "pass"]
-        for a in areas:
+        for a in by_file:
             print(f"  baseline {a}: {baseline[a][0]} in {baseline[a][1]:.0f}s")
         if red:
             print(f"the unmutated tests of {', '.join(red)} do not pass: their mutations cannot be judged",
@@ -929,11 +1123,13 @@ def main(argv: list[str] | None = None) -> int:
         def one(m: Mutation) -> tuple[Mutation, str, float]:
             tree = free.pop()
             try:
-                outcome, seconds = judge(tree, m, args.timeout)
+                outcome, seconds = judge(tree, m, args.timeout, selection[m.id])
             finally:
                 free.append(tree)
-            print(f"  {'caught  ' if outcome != 'pass' else 'SURVIVED'} {m.id} ({outcome}, {seconds:.0f}s)",
-                  flush=True)
+            word = ("caught  " if caught(outcome) else "SURVIVED" if outcome == "pass"
+                    else "UNJUDGED" if outcome == "unjudged" else "ERROR   ")
+            how = f"; {selection[m.id].how}" if selection[m.id] else ""
+            print(f"  {word} {m.id} ({outcome}, {seconds:.0f}s{how})", flush=True)
             return m, outcome, seconds
 
         with ThreadPoolExecutor(jobs) as pool:
@@ -943,13 +1139,28 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| area | mutations | caught |\n|---|---|---|")
     for a in areas:
         rows = [r for r in results if r[0].area == a]
-        print(f"| {AREAS[a].title} | {len(rows)} | {sum(r[1] != 'pass' for r in rows)} |")
-    caught = sum(r[1] != "pass" for r in results)
-    print(f"| total | {len(results)} | {caught} |")
-    print(f"\ncaught {caught}/{len(results)} = {caught / len(results):.0%} in {elapsed:.0f}s")
+        print(f"| {AREAS[a].title} | {len(rows)} | {sum(caught(r[1]) for r in rows)} |")
+    total = sum(caught(r[1]) for r in results)
+    print(f"| total | {len(results)} | {total} |")
+    print(f"\ncaught {total}/{len(results)} = {total / len(results):.0%} in {elapsed:.0f}s")
+    if not args.by_area:
+        hows = [selection[m.id].how for m in chosen]
+        print(f"judged by the tests that run the line: {sum(h.startswith('judged by') for h in hows)}; by the "
+              f"area's files: {sum(h.startswith('by the area') for h in hows)}; unjudged: "
+              f"{sum(not (selection[m.id].tests or selection[m.id].files) for m in chosen)}")
+    unjudged = [r[0] for r in results if r[1] == "unjudged"]
+    if unjudged:
+        print("\nunjudged (no test runs the mutated line, not even at import, and no area covers it):")
+        for m in unjudged:
+            print(f"- {m.id} ({m.area}, {m.path}): {m.effect}")
+    errors = [r for r in results if not caught(r[1]) and r[1] not in ("pass", "unjudged")]
+    if errors:
+        print("\nerrors (neither caught nor survived: pytest did not give a verdict; rerun with --only):")
+        for m, outcome, _ in errors:
+            print(f"- {m.id}: {outcome}")
     survivors = [r[0] for r in results if r[1] == "pass"]
     if survivors:
-        print("\nsurvivors (the tests of their area pass with the bug in place):")
+        print("\nsurvivors (the tests that judge them pass with the bug in place):")
         for m in survivors:
             print(f"- {m.id} ({m.area}, {m.path}): {m.effect}")
     return 0
