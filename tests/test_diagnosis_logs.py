@@ -690,10 +690,11 @@ def _load(source, **kw):
 
 
 def test_a_wandb_panel_export_of_a_run_whose_name_holds_a_dash_reads_trls_names(tmp_path, workspace):
-    """A W&B panel export of the run "lr - sweep 2": its columns read "lr - sweep 2 - train/reward"; the metric is
-    the part after the LAST " - " (k6-diagnosis-wandb-run-name-dash)."""
+    """A W&B panel export of the run "lr - 1e-6 - seed 2": its columns read "lr - 1e-6 - seed 2 - train/reward";
+    the metric is the part after the LAST " - " (k6-diagnosis-wandb-run-name-dash)."""
     path = tmp_path / "wandb.csv"
-    rows = [{"Step": i + 1, "lr - sweep 2 - train/reward": 0.5 + 0.01 * i, "lr - sweep 2 - train/loss": 0.05}
+    name = "lr - 1e-6 - seed 2"
+    rows = [{"Step": i + 1, f"{name} - train/reward": 0.5 + 0.01 * i, f"{name} - train/loss": 0.05}
             for i in range(12)]
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
@@ -781,3 +782,25 @@ def test_the_kl_bounds_follow_beta_within_their_floor(tmp_path, workspace, beta,
     (run / "train" / "config.yaml").write_text(yaml.safe_dump({**CONFIG, "beta": beta}))
     d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
     assert ("kl_explosion" in {f.code for f in d.findings}) is found, [(f.code, f.severity) for f in d.findings]
+
+
+def test_a_damaged_line_before_the_last_is_refused_naming_it(tmp_path, workspace):
+    """A metrics log whose second line is not JSON (damaged, not half-written: lines follow it) is refused naming
+    the line; only a live run's half-written LAST line is skipped (k6-diagnosis-broken-middle-line-skipped)."""
+    rows = [json.dumps(r) + "\n" for r in _rows(4)]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(rows[0] + '{"step": 2, "loss"\n' + "".join(rows[2:]))
+    with pytest.raises(UserInputError, match="line 2 is not a JSON object"):
+        diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    path.write_text("".join(rows) + '{"step": 5, "lo')  # the last line half-written: skipped
+    assert diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False)).last_step == 4
+
+
+def test_a_progress_log_ending_in_a_sparse_hole_is_read(tmp_path, workspace):
+    """A progress log whose end is a run of NUL bytes (a sparse hole: the file extended past its content by a crash
+    or a copy) is a text log, not a binary file (k6-diagnosis-sparse-log-binary)."""
+    path = _write_jsonl(tmp_path / "run" / "progress.jsonl", _rows(6))
+    with path.open("r+b") as handle:
+        handle.truncate(path.stat().st_size + 4096)
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert d.last_step == 6, d
