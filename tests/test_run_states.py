@@ -891,3 +891,28 @@ def test_a_damaged_run_json_of_a_live_run_is_no_error(tmp_path, monkeypatch):
     assert derive_with(run, reading).state == "running" and seen == [None]
     with pytest.raises(Exception, match="run.json is not a launch record"):  # no live launcher: the file is named
         derive_with(run, lambda run, record: DerivedState(state="failed", alive=False))
+
+
+def test_a_guard_stop_is_named_only_on_a_stopped_run(tmp_path, monkeypatch):
+    """guard.json's stop record is named in a STOPPED run's status; a run that failed afterwards (the stop's save
+    crashed, exit code 1) says it failed, never 'stopped by the guard' (k6-runs-guard-stop-any-state)."""
+    def guarded(run):
+        run.guard.write_text(json.dumps({"stopped": {"code": "nan_loss", "step": 2, "save": True}, "findings": []}))
+    stopped = _status(_cell(_sub(tmp_path, "a"), monkeypatch, "stopped", tweak=guarded))
+    assert stopped.state == "stopped" and "stopped by the guard: nan_loss at step 2" in stopped.message
+    failed = _status(_cell(_sub(tmp_path, "b"), monkeypatch, "failed", [*lineage("running"), Event("exit_code", 1)],
+                           guarded))
+    assert failed.state == "failed" and "stopped by the guard" not in failed.message, failed.message
+
+
+def test_a_lost_run_json_with_a_signed_exit_record_is_no_never_launched_run(tmp_path, monkeypatch):
+    """run.json and stdout.log removed, the launcher's signed exit.json (exit code 0) left: the run was launched and
+    how it ended is unknown, never 'not launched' (k6-runs-exit-zero-no-log-unlaunched)."""
+    def lost(run):
+        run.run_json.unlink()
+        run.stdout.unlink()
+        run.outcome.unlink()
+        run.stopped.unlink()
+        run.stop_request.unlink()
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=lost))
+    assert status.state == "unknown" and status.exit_code == 0, (status.state, status.message)
