@@ -804,3 +804,24 @@ def test_a_progress_log_ending_in_a_sparse_hole_is_read(tmp_path, workspace):
         handle.truncate(path.stat().st_size + 4096)
     d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
     assert d.last_step == 6, d
+
+
+def test_a_run_known_only_by_its_stdout_is_read_from_the_printed_logs(tmp_path, workspace):
+    """A run directory with no metrics file, only train/logs/stdout.log holding the dicts the Trainer prints on
+    each log: each printed dict is a logged step (k6-diagnosis-stdout-only-no-rows); a printed dict that holds
+    no metric (a config) is none (k6-diagnosis-log-dict-unchecked)."""
+    run = _run_dir(tmp_path)
+    printed = "".join(f"{ {'loss': 0.05, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epoch': i / 10} }\n"
+                      for i in range(1, 6))
+    (run / "train" / "logs" / "stdout.log").write_text("{'num_generations': 4, 'max_steps': 6}\n" + printed)
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert (d.source_kind, d.steps_logged, d.last_step) == ("run_dir", 5, 5), d
+
+
+def test_a_reward_functions_std_is_no_reward_of_its_own(tmp_path, workspace):
+    """TRL >= 0.17 logs rewards/<func>/mean and rewards/<func>/std: the std stays the function's spread; only a
+    bare rewards/<func> (TRL < 0.17) is its mean (k6-diagnosis-old-reward-nested)."""
+    run = _load(_write_jsonl(tmp_path / "metrics.jsonl", _rows(4)))
+    rewards = sorted(n for n in run.metric_names() if n.startswith("rewards/"))
+    assert rewards == ["rewards/correctness_reward/mean", "rewards/correctness_reward/std",
+                       "rewards/format_reward/mean", "rewards/format_reward/std"], rewards

@@ -916,3 +916,15 @@ def test_a_lost_run_json_with_a_signed_exit_record_is_no_never_launched_run(tmp_
         run.stop_request.unlink()
     status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=lost))
     assert status.state == "unknown" and status.exit_code == 0, (status.state, status.message)
+
+
+def test_a_hand_written_train_begin_never_bears_out_success(tmp_path, monkeypatch):
+    """A succeeded run whose train-begin.json was rewritten by hand (same fields, no signature: the launcher's key
+    is outside the workspace): the run's own evidence no longer shows that training began, so it reads failed
+    naming the file, never succeeded on an unsigned record (k6-runs-begin-unsigned)."""
+    def unsigned(run):
+        fields = ("max_steps", "global_step", "time", "launch_id")  # what the trainer writes, its signature left out
+        signed = json.loads(run.train_begin.read_text())
+        run.train_begin.write_text(json.dumps({k: signed[k] for k in fields}))
+    status = _status(_cell(tmp_path, monkeypatch, "succeeded", tweak=unsigned))
+    assert status.state == "failed" and "no train-begin.json of this launch" in status.message, status.message
