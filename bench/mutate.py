@@ -842,19 +842,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "(last + step - now)",
       "stop_training on a run whose step is overdue waits only the least 120 s, not half a step and the "
       "save from now: a slow step is left stopping"),
-    M("k6-runs-stop-killed-first-checkpoint", "runs", "mcp_server/training/stopping.py",
-      "latest = Path(done[-1]).name if done else None",
-      "latest = Path(done[0]).name if done else None",
-      "a killed stop says the steps since checkpoint-1 are lost, not since the latest checkpoint"),
     M("k6-runs-stop-result-first-checkpoint", "runs", "mcp_server/training/stopping.py",
       "checkpoint=str(done[-1]) if done else None, waited_s=waited",
       "checkpoint=str(done[0]) if done else None, waited_s=waited",
       "stop_training's result names the first checkpoint, not the latest, as what a resume starts from"),
-    M("k6-runs-stop-unasked-unsaid", "runs", "mcp_server/training/stopping.py",
-      "        if not asked:\n            message =",
-      "        if False:\n            message =",
-      "a stop whose request could not be written (train/logs/ unwritable) says the run is stopping and "
-      "nothing is lost"),
     M("k6-runs-damaged-live-raises", "runs", "mcp_server/training/runrecord.py",
       "if damaged is not None and derived.record is None:",
       "if damaged is not None:",
@@ -865,11 +856,16 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if guard_stop:",
       "a run the guard stopped that then failed (the stop's save crashed) says 'stopped by the guard' in "
       "its failed status"),
-    M("k6-runs-exit-zero-no-log-unlaunched", "runs", "mcp_server/training/launchers/local/process_state.py",
-      "elif run.stdout.exists() or exit_code is not None:",
-      "elif run.stdout.exists():",
-      "a run whose run.json and stdout.log were removed, its signed exit.json left, reads not_launched: a "
-      "new launch can start over its files"),
+    M("k6-runs-begin-unsigned", "runs", "mcp_server/training/runrecord.py",
+      "begin = signed_record(run, run.train_begin, record)",
+      "begin = read_json_if_present(run.train_begin)",
+      "a train-begin.json written by hand (no signature) bears out a forged success: a run that never began"
+      " training reads succeeded"),
+    M("k6-runs-marker-unsigned", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "    if value is not None and not valid_run(run, path, value):\n        return None\n",
+      "",
+      "a stopped.json written by hand turns a crashed run 'stopped': resume_training continues a run that "
+      "failed"),
     M("k6-diagnosis-wandb-run-name-dash", "diagnosis", "mcp_server/diagnosis/metrics.py",
       "        key = key.rsplit(\" - \", 1)[1]\n",
       "        key = key.split(\" - \", 1)[1]\n",
@@ -880,11 +876,6 @@ MUTATIONS: tuple[Mutation, ...] = (
       "):",
       "TRL's null total reward (every reward function returned None) is read as not logged: the run's lost "
       "reward is missed"),
-    M("k6-diagnosis-infinite-step-unchecked", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "row[\"step\"] = int(step) if step is not None and math.isfinite(step) else index + 1",
-      "row[\"step\"] = int(step) if step is not None else index + 1",
-      "an export whose step cell is Infinity or NaN crashes diagnose_run (OverflowError) instead of "
-      "numbering the row"),
     M("k6-diagnosis-relogged-null-overwrites", "diagnosis", "mcp_server/diagnosis/metrics.py",
       "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **{k: v for k, v in row.items() if v is not None}}",
       "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **row}",
@@ -904,10 +895,6 @@ MUTATIONS: tuple[Mutation, ...] = (
       "candidates = [run.progress, run.dir / \"progress.jsonl\", run.dir / \"trainer_state.json\"]",
       "candidates = [run.progress, run.dir / \"trainer_state.json\"]",
       "a folder with progress.jsonl at its top (logs copied out) says it holds no metrics"),
-    M("k6-diagnosis-ndjson-unsupported", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "elif suffix in (\".jsonl\", \".ndjson\", \"\"):",
-      "elif suffix in (\".jsonl\", \"\"):",
-      "a .ndjson export is refused as an unsupported file type"),
     M("k6-diagnosis-kl-beta-above-ref", "diagnosis", "mcp_server/diagnosis/context.py",
       "if not beta or beta <= 0 or beta >= KL_REF_BETA:",
       "if not beta or beta <= 0:",
@@ -926,6 +913,27 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if b\"\\0\" in handle.read(8192).rstrip(b\"\\0\"):",
       "if b\"\\0\" in handle.read(8192):",
       "a progress log ending in a sparse hole (NUL bytes) is refused as a binary file"),
+    M("k6-diagnosis-stdout-only-no-rows", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    if metrics_path is None and log_text:\n        rows = rows_from_log(log_text)\n",
+      "",
+      "a run known only by its stdout.log (no progress log) is diagnosed with no metrics: its printed "
+      "losses and grad norms are never read"),
+    M("k6-diagnosis-log-dict-unchecked", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        if isinstance(record, dict) and any(k in record for k in (\"loss\", \"reward\", \"grad_norm\", "
+      "\"learning_rate\")):",
+      "        if isinstance(record, dict):",
+      "every dict printed in a stdout log (a config, a plan) is read as a logged step: steps_logged and the"
+      " findings count rows that are no logs"),
+    M("k6-diagnosis-old-reward-nested", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "if name.startswith(\"rewards/\") and name.count(\"/\") == 1:",
+      "if name.startswith(\"rewards/\") and not name.endswith(\"/mean\"):",
+      "a TRL >= 0.17 log's rewards/<func>/std is read as a reward of its own (rewards/<func>/std/mean): "
+      "per-reward findings judge a spread as a reward"),
+    M("k6-diagnosis-ends-fraction-zero", "diagnosis", "mcp_server/diagnosis/context.py",
+      "k = max(1, int(len(values) * fraction))",
+      "k = int(len(values) * fraction) or len(values)",
+      "a trend over fewer logs than the fraction's share (3 logs at a quarter) compares the mean with "
+      "itself: an entropy collapse 0.8 -> 0.02 in three logs is no finding, and the guard never stops it"),
 )
 
 

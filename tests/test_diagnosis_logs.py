@@ -825,3 +825,12 @@ def test_a_reward_functions_std_is_no_reward_of_its_own(tmp_path, workspace):
     rewards = sorted(n for n in run.metric_names() if n.startswith("rewards/"))
     assert rewards == ["rewards/correctness_reward/mean", "rewards/correctness_reward/std",
                        "rewards/format_reward/mean", "rewards/format_reward/std"], rewards
+
+
+def test_an_entropy_collapse_within_three_logs_is_found(tmp_path, workspace):
+    """Three logs whose entropy falls 0.8 -> 0.02 (the policy deterministic at once): entropy_collapse, an error;
+    its first and last logs are compared, never the mean of all three with itself (k6-diagnosis-ends-fraction-
+    zero)."""
+    rows = [{**r, "entropy": e} for r, e in zip(_rows(3), (0.8, 0.4, 0.02))]
+    d = diagnose_run(DiagnoseRequest(source=str(_run_dir(tmp_path, rows)), validate_patches=False))
+    assert ("entropy_collapse", "error") in {(f.code, f.severity) for f in d.findings}, d.findings

@@ -928,3 +928,12 @@ def test_a_hand_written_train_begin_never_bears_out_success(tmp_path, monkeypatc
         run.train_begin.write_text(json.dumps({k: signed[k] for k in fields}))
     status = _status(_cell(tmp_path, monkeypatch, "succeeded", tweak=unsigned))
     assert status.state == "failed" and "no train-begin.json of this launch" in status.message, status.message
+
+
+def test_a_hand_written_stopped_marker_never_turns_a_failed_run_stopped(tmp_path, monkeypatch):
+    """A run that crashed (exit code 1) with a stopped.json written by hand (this launch's id, no signature): the
+    marker is no one's, the run failed (k6-runs-marker-unsigned)."""
+    def forged(run):
+        run.stopped.write_text(json.dumps({"step": 2, "time": time.time(), "launch_id": OLD}))
+    status = _status(_cell(tmp_path, monkeypatch, "failed", [*lineage("running"), Event("exit_code", 1)], forged))
+    assert status.state == "failed", (status.state, status.message)
