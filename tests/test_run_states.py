@@ -937,3 +937,17 @@ def test_a_hand_written_stopped_marker_never_turns_a_failed_run_stopped(tmp_path
         run.stopped.write_text(json.dumps({"step": 2, "time": time.time(), "launch_id": OLD}))
     status = _status(_cell(tmp_path, monkeypatch, "failed", [*lineage("running"), Event("exit_code", 1)], forged))
     assert status.state == "failed", (status.state, status.message)
+
+
+def test_a_hand_written_progress_line_never_bears_out_a_resume_that_trained_nothing(tmp_path, monkeypatch):
+    """A resume that began at step 2 and logged no step after it, its success claimed by outcome.json, exit code 0
+    and a final save: a progress line appended by hand (step 3, no signature) is no step logged, and the run reads
+    failed (k6-runs-logged-step-unsigned)."""
+    events = (*lineage("stopped"), Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW, step=2),
+              Event("final_model", step=4), Event("outcome", (NEW, "succeeded")), Event("exit_code", 0))
+
+    def forged(run):
+        with open(run.progress, "a") as handle:
+            handle.write(json.dumps({"step": 3, "time": time.time(), "loss": 0.1}) + "\n")
+    status = _status(_cell(tmp_path, monkeypatch, "failed", events, forged))
+    assert status.state == "failed" and "no step logged" in status.message, status.message
