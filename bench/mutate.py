@@ -804,6 +804,153 @@ MUTATIONS: tuple[Mutation, ...] = (
       "",
       "diagnose_run on a run directory never reads train/logs/stdout.log: a CUDA OOM or import error is not "
       "found, and a run that crashed before its first step says it holds no metrics and no log"),
+    # the k6 audit (issue 48): the run doors' and diagnosis inputs' edges no test pinned (tests/test_run_states.py,
+    # tests/test_diagnosis_logs.py: the rows named by each id)
+    M("k6-runs-step-zero-unread", "runs", "mcp_server/training/status.py",
+      "not isinstance(value, bool) and value >= 0 else None",
+      "not isinstance(value, bool) and value > 0 else None",
+      "a progress line at step 0 reads as no step: training_status says 'no step logged yet' and list_runs "
+      "shows no step for a run that logged step 0"),
+    M("k6-runs-eta-any-state", "runs", "mcp_server/training/status.py",
+      "if (state == \"running\" and speed and",
+      "if (speed and",
+      "a stopped or failed run with step times logged shows an ETA, as if it were still training"),
+    M("k6-runs-health-failed-no-lines", "runs", "mcp_server/training/status.py",
+      "if lines or state in (\"failed\",) else",
+      "if lines else",
+      "a run that died of a CUDA OOM before its first step shows no health flag ('no metrics logged yet'): "
+      "training_status hides the failure's cause"),
+    M("k6-runs-failed-exit-zero", "runs", "mcp_server/training/status.py",
+      "f\"exit code {derived.exit_code}\" if derived.exit_code is not None else",
+      "f\"exit code {derived.exit_code}\" if derived.exit_code else",
+      "a failed run whose launch exited 0 (success not borne out) says 'no exit code recorded (killed?)'"),
+    M("k6-runs-sync-exit-zero", "runs", "mcp_server/training/runrecord.py",
+      "        if derived.exit_code is not None:\n            record[\"exit_code\"]",
+      "        if derived.exit_code:\n            record[\"exit_code\"]",
+      "run.json never records an exit code of 0: a plain reader of run.json cannot tell a clean exit from a"
+      " kill"),
+    M("k6-runs-moved-run-is-copy", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "origin != here and origin.exists():",
+      "origin != here:",
+      "a run folder moved or renamed (run.json's cwd no longer exists) is read as a copy of another run: "
+      "its launch record is ignored and its state read as if never launched by it"),
+    M("k6-runs-fsdp-not-complete", "runs", "mcp_server/training/runrecord.py",
+      " or \"pytorch_model_fsdp\" in p.name\n",
+      "\n",
+      "an FSDP checkpoint (weights in pytorch_model_fsdp_0/) is never complete: resume_training refuses it "
+      "or resumes from an older one"),
+    M("k6-runs-adapter-folder-not-complete", "runs", "mcp_server/training/runrecord.py",
+      "\n               or any((p / name).is_file() for name in WEIGHT_FILES) for p in folders)",
+      " for p in folders)",
+      "a PEFT checkpoint whose adapter is in a named folder (default/adapter_model.safetensors) is never "
+      "complete: resume skips it"),
+    M("k6-runs-no-trainer-state-complete", "runs", "mcp_server/training/runrecord.py",
+      "if not (path / \"trainer_state.json\").is_file() or checkpoint_problems(run, path):",
+      "if checkpoint_problems(run, path):",
+      "a recorded checkpoint with weights but no trainer_state.json is the latest: resume_training loads a "
+      "folder the Trainer cannot resume from"),
+    M("k6-runs-any-save-final", "runs", "mcp_server/training/runrecord.py",
+      "if s.get(\"final\") and (wanted is None or",
+      "if (wanted is None or",
+      "a run with outcome.json 'succeeded' and a checkpoint at max_steps but no final save of the model "
+      "reads succeeded: promote finds no model"),
+    M("k6-runs-stop-wait-overdue-negative", "runs", "mcp_server/training/stopping.py",
+      "max(last + step - now, 0.0)",
+      "(last + step - now)",
+      "stop_training on a run whose step is overdue waits only the least 120 s, not half a step and the "
+      "save from now: a slow step is left stopping"),
+    M("k6-runs-stop-result-first-checkpoint", "runs", "mcp_server/training/stopping.py",
+      "checkpoint=str(done[-1]) if done else None, waited_s=waited",
+      "checkpoint=str(done[0]) if done else None, waited_s=waited",
+      "stop_training's result names the first checkpoint, not the latest, as what a resume starts from"),
+    M("k6-runs-damaged-live-raises", "runs", "mcp_server/training/runrecord.py",
+      "if damaged is not None and derived.record is None:",
+      "if damaged is not None:",
+      "run.json damaged while the run is live: training_status and stop_training fail naming the file "
+      "instead of reading the live launcher (the run cannot be stopped)"),
+    M("k6-runs-guard-stop-any-state", "runs", "mcp_server/training/status.py",
+      "if guard_stop and state == \"stopped\":",
+      "if guard_stop:",
+      "a run the guard stopped that then failed (the stop's save crashed) says 'stopped by the guard' in "
+      "its failed status"),
+    M("k6-runs-begin-unsigned", "runs", "mcp_server/training/runrecord.py",
+      "begin = signed_record(run, run.train_begin, record)",
+      "begin = read_json_if_present(run.train_begin)",
+      "a train-begin.json written by hand (no signature) bears out a forged success: a run that never began"
+      " training reads succeeded"),
+    M("k6-runs-marker-unsigned", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "    if value is not None and not valid_run(run, path, value):\n        return None\n",
+      "",
+      "a stopped.json written by hand turns a crashed run 'stopped': resume_training continues a run that "
+      "failed"),
+    M("k6-diagnosis-wandb-run-name-dash", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        key = key.rsplit(\" - \", 1)[1]\n",
+      "        key = key.split(\" - \", 1)[1]\n",
+      "a W&B panel export of a run whose name holds ' - ' twice reads no TRL metric: every finding is "
+      "missed"),
+    M("k6-diagnosis-null-total-reward-unread", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "\n                              or name in (\"reward\", \"reward_std\") and logs_rewards):",
+      "):",
+      "TRL's null total reward (every reward function returned None) is read as not logged: the run's lost "
+      "reward is missed"),
+    M("k6-diagnosis-relogged-null-overwrites", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **{k: v for k, v in row.items() if v is not None}}",
+      "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **row}",
+      "a step logged again without a metric (null) loses the value first logged: trends and findings miss "
+      "it"),
+    M("k6-diagnosis-workspace-path-unresolved", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "for candidate in (raw, workspace_root() / raw, runs_root() / raw):",
+      "for candidate in (raw, runs_root() / raw):",
+      "diagnose_run('runs/<name>') from another directory says no such file: paths relative to the "
+      "workspace are not found"),
+    M("k6-diagnosis-checkpoint-best-crash", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "states = [p for p in folder.glob(\"checkpoint-*/trainer_state.json\") if "
+      "p.parent.name.split(\"-\")[-1].isdigit()]",
+      "states = list(folder.glob(\"checkpoint-*/trainer_state.json\"))",
+      "a TRL output_dir with checkpoint-best/ beside checkpoint-N crashes diagnose_run (int('best'))"),
+    M("k6-diagnosis-bare-progress-unfound", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "candidates = [run.progress, run.dir / \"progress.jsonl\", run.dir / \"trainer_state.json\"]",
+      "candidates = [run.progress, run.dir / \"trainer_state.json\"]",
+      "a folder with progress.jsonl at its top (logs copied out) says it holds no metrics"),
+    M("k6-diagnosis-kl-beta-above-ref", "diagnosis", "mcp_server/diagnosis/context.py",
+      "if not beta or beta <= 0 or beta >= KL_REF_BETA:",
+      "if not beta or beta <= 0:",
+      "at beta above 0.04 the KL bounds are raised with beta: a KL of 2 nats/token at beta 0.1 is no "
+      "finding"),
+    M("k6-diagnosis-kl-floor-dropped", "diagnosis", "mcp_server/diagnosis/context.py",
+      "warn = max(KL_WARN * beta / KL_REF_BETA, KL_WARN_FLOOR)",
+      "warn = KL_WARN * beta / KL_REF_BETA",
+      "at a tiny beta (0.001) the KL bounds fall under their floor: a KL of 0.05 is a kl_explosion warning"),
+    M("k6-diagnosis-broken-middle-line-skipped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "broken = read.bad[:-1] if read.last_line_bad and read.records else read.bad",
+      "broken = read.bad[:-1] if read.records else read.bad",
+      "a metrics log with a damaged line in its middle is read without it, silently, instead of refused "
+      "naming the line"),
+    M("k6-diagnosis-sparse-log-binary", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "if b\"\\0\" in handle.read(8192).rstrip(b\"\\0\"):",
+      "if b\"\\0\" in handle.read(8192):",
+      "a progress log ending in a sparse hole (NUL bytes) is refused as a binary file"),
+    M("k6-diagnosis-stdout-only-no-rows", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    if metrics_path is None and log_text:\n        rows = rows_from_log(log_text)\n",
+      "",
+      "a run known only by its stdout.log (no progress log) is diagnosed with no metrics: its printed "
+      "losses and grad norms are never read"),
+    M("k6-diagnosis-log-dict-unchecked", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        if isinstance(record, dict) and any(k in record for k in (\"loss\", \"reward\", \"grad_norm\", "
+      "\"learning_rate\")):",
+      "        if isinstance(record, dict):",
+      "every dict printed in a stdout log (a config, a plan) is read as a logged step: steps_logged and the"
+      " findings count rows that are no logs"),
+    M("k6-diagnosis-old-reward-nested", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "if name.startswith(\"rewards/\") and name.count(\"/\") == 1:",
+      "if name.startswith(\"rewards/\") and not name.endswith(\"/mean\"):",
+      "a TRL >= 0.17 log's rewards/<func>/std is read as a reward of its own (rewards/<func>/std/mean): "
+      "per-reward findings judge a spread as a reward"),
+    M("k6-diagnosis-ends-fraction-zero", "diagnosis", "mcp_server/diagnosis/context.py",
+      "k = max(1, int(len(values) * fraction))",
+      "k = int(len(values) * fraction) or len(values)",
+      "a trend over fewer logs than the fraction's share (3 logs at a quarter) compares the mean with "
+      "itself: an entropy collapse 0.8 -> 0.02 in three logs is no finding, and the guard never stops it"),
 )
 
 
