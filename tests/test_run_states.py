@@ -896,8 +896,9 @@ def test_a_damaged_run_json_of_a_live_run_is_no_error(tmp_path, monkeypatch):
 def test_a_guard_stop_is_named_only_on_a_stopped_run(tmp_path, monkeypatch):
     """guard.json's stop record is named in a STOPPED run's status; a run that failed afterwards (the stop's save
     crashed, exit code 1) says it failed, never 'stopped by the guard' (k6-runs-guard-stop-any-state)."""
-    def guarded(run):
-        run.guard.write_text(json.dumps({"stopped": {"code": "nan_loss", "step": 2, "save": True}, "findings": []}))
+    def guarded(run):  # the guard's record as the trainer signs it, for this launch
+        write_signed(run.guard, {"stopped": {"code": "nan_loss", "step": 2, "save": True}, "findings": [],
+                                 "launch_id": json.loads(run.run_json.read_text())["launch_id"]})
     stopped = _status(_cell(_sub(tmp_path, "a"), monkeypatch, "stopped", tweak=guarded))
     assert stopped.state == "stopped" and "stopped by the guard: nan_loss at step 2" in stopped.message
     failed = _status(_cell(_sub(tmp_path, "b"), monkeypatch, "failed", [*lineage("running"), Event("exit_code", 1)],
