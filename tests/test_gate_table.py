@@ -316,6 +316,19 @@ def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     assert trained_model(name, None, run)["files_sha256"] is None
 
 
+def test_a_hub_model_not_in_the_cache_is_pinned_by_its_revision(tmp_path, monkeypatch):
+    """A hub model no cache holds (no commit, no files to pin) is pinned by name and revision: model_revision set,
+    changed or removed after the verdict is another model (issue 48's blind audit)."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    pins = {revision: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "model_revision": revision}))
+            for revision in ("v1", "v2", None)}
+    assert pins["v1"]["model"] == {"model": "org/model", "revision": "v1", "commit": None, "files_sha256": None}
+    assert pins[None]["model"]["revision"] == "main"
+    for before, after in (("v1", "v2"), ("v1", None), (None, "v2")):
+        moved = changes(pins[before], pins[after])
+        assert moved and moved[0].startswith("the model changed (revision:"), (before, after, moved)
+
+
 def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
     """A hub model no cache held when sampling began is pinned, once sampling loaded (downloaded) it, by the
     snapshot the trainer will load: not left without files (which the trainer's pin, with files, would refuse)."""

@@ -550,3 +550,78 @@ def test_every_field_that_changes_the_objective_is_pinned(workspace, tiny_model)
     for field, value in objective.items():
         config_file.write_text(yaml.safe_dump({**original, field: value}))
         assert any(field in line for line in changes(before, config_pins(Run(run_dir)))), field
+
+
+# ---------------------------------------------------------------- issue 48's blind audit: what recording checks
+def _reviewed(workspace: Path, tiny_model, name: str, groups=None) -> Path:
+    """A hand-made run, reviewed by inspect_rewards, with no verdict yet (no sampling: cheap)."""
+    run_dir = hand_made_run(workspace, tiny_model, name, groups or [[RIGHT, WRONG, WRONG, WRONG]] * 13, ["2"] * 13)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    return run_dir
+
+
+def _refused(run_dir: Path, field: str, *words: str, **request) -> str:
+    request = {"verdict": "pass", "reviewer": "ana", "agree_with_rest": True, **request}
+    with pytest.raises(UserInputError) as err:
+        record_inspection_verdict(VerdictRequest(run=str(run_dir), **request))
+    assert err.value.field == field and all(w in str(err.value) for w in words), (field, words, str(err.value))
+    assert not (run_dir / "inspection" / "verdict.json").exists()
+    return str(err.value)
+
+
+def test_a_verdict_is_refused_on_samples_or_sheets_that_are_not_the_reviews(workspace, tiny_model):
+    """Samples edited after the review, or the sheet the person read removed or edited: no verdict (a pass or a fail)
+    is recorded on a review that does not describe them."""
+    run_dir = _reviewed(workspace, tiny_model, "stale")
+    samples = run_dir / "inspection" / "samples.jsonl"
+    original = samples.read_text()
+    samples.write_text(original.replace(WRONG, RIGHT, 1))
+    _refused(run_dir, "run", "samples.jsonl changed since the review")
+    _refused(run_dir, "run", "samples.jsonl changed since the review", verdict="fail")
+    samples.write_text(original)
+    for name in ("review.md", "review.jsonl"):
+        sheet = run_dir / "inspection" / name
+        kept = sheet.read_bytes()
+        sheet.unlink()
+        _refused(run_dir, "run", f"{name} is not the sheet inspect_rewards wrote")
+        sheet.write_bytes(kept)
+    assert record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                    agree_with_rest=True)).gate.passed
+
+
+def test_a_reward_module_edited_after_the_review_backs_no_verdict(workspace, tiny_model, reward_with_helper):
+    rewards = [{"name": "format_reward"}, {"name": "pin_rewards.scored"}]
+    run_dir = hand_made_run(workspace, tiny_model, "edited", [[RIGHT, WRONG, WRONG, "x"]] * 13, ["2"] * 13, rewards)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    helper = reward_with_helper / "pin_rewards.py"
+    helper.write_text(helper.read_text() + "\n# edited after the review\n")
+    _refused(run_dir, "run", "the reward code or specs changed since the review")
+
+
+def test_each_sample_verdict_is_given_once_and_agree_rest_adds_only_the_unlisted(workspace, tiny_model):
+    run_dir = _reviewed(workspace, tiny_model, "listed")
+    _refused(run_dir, "sample_verdicts[1].id", "sample 0 is listed twice",
+             sample_verdicts=[{"id": 0, "agree": True}, {"id": 0, "agree": False, "note": "wrongly scored"}])
+    # agree_with_rest fills in the samples not listed; it never overrides the disagreement the person gave.
+    failed = record_inspection_verdict(VerdictRequest(
+        run=str(run_dir), verdict="fail", reviewer="ana", agree_with_rest=True,
+        sample_verdicts=[{"id": 0, "agree": False, "note": "scored a right answer 0"}]))
+    assert (failed.agree, failed.disagree, failed.reviewed) == (failed.reviewed - 1, 1, failed.reviewed)
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert verdict["disagree"] == 1 and verdict["sample_verdicts"][0] == {
+        "id": 0, "agree": False, "note": "scored a right answer 0"}
+    # A fail that judges one sample counts what it judged: the gate reads it as the fail it is, not as a record
+    # whose counts do not add up.
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="fail", reviewer="ana", note="one is wrong",
+                                             sample_verdicts=[{"id": 0, "agree": False}]))
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert (verdict["agree"], verdict["disagree"], verdict["reviewed"]) == (0, 1, failed.reviewed)
+    assert "the verdict is 'fail'" in check_inspection_gate(run_dir).reason
+
+
+def test_a_pass_is_refused_on_a_review_routed_to_sft_first_and_on_a_launched_run(workspace, tiny_model):
+    run_dir = _reviewed(workspace, tiny_model, "sft", [[WRONG] * 4] * 13)
+    _refused(run_dir, "verdict", "do SFT first", "A pass cannot be recorded")
+    run_dir = _reviewed(workspace, tiny_model, "launched")
+    (run_dir / "run.json").write_text(json.dumps({"state": "running"}))
+    _refused(run_dir, "run", "is launched", "never rewritten")
