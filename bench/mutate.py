@@ -69,7 +69,7 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                            "tests/test_sandbox_table.py"), marker=""),
+                                            "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py"), marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -87,12 +87,12 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                        "tests/test_diagnose_cases.py"),
     "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                       "tests/test_sandbox_table.py"),
-    "mcp_server/rewards/harness.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                      "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                      "tests/test_sandbox_table.py"),
-    "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                           "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                           "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                      "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
+                                      "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                           "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
+                                           "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
 }
 
 M = Mutation

@@ -1,0 +1,33 @@
+"""The tester's own rules, on constructed inputs (no sandbox, no process): what the tests see of the solution,
+and how a solution's exception reaches them (issue 48's blind audit). The sandbox runs the same modules
+(harness_tests.py, harness.py) by their own names; tests/test_sandbox_table.py judges them end to end."""
+
+from __future__ import annotations
+
+import builtins
+
+from mcp_server.rewards.harness import SolutionError, _exception
+from mcp_server.rewards.harness_tests import scope_of_tests
+
+
+def test_the_tests_see_only_the_solutions_public_names():
+    """`from solution import *`: a solution's _private helper (or a name that is not an identifier) is not a name
+    of the tests, and `import solution` holds only what the solution defines publicly."""
+    scope = scope_of_tests([("_helper", 1), ("__builtins__", {}), ("not a name", 3), ("add", 4)], set())
+    assert scope["add"] == 4 and "_helper" not in scope and "not a name" not in scope
+    import sys
+
+    module = sys.modules["solution"]
+    assert module.add == 4 and module.__all__ == ["add"] and not hasattr(module, "_helper")
+    assert scope["__builtins__"] is builtins
+
+
+def test_a_solutions_exception_reaches_the_tests_as_the_nearest_builtin_exception():
+    error = _exception([["BadInput", "ValueError"], "negative"])
+    assert type(error) is ValueError and str(error) == "BadInput: negative"
+    assert type(_exception([["KeyError"], "'k'"])) is KeyError
+    # Nothing but an Exception subclass crosses as itself: an exit or interrupt the solution raised, or a bare
+    # Exception, arrives as SolutionError (a test's `except Exception` sees it; it never ends the tester).
+    for names in (["SystemExit", "BaseException"], ["KeyboardInterrupt"], ["Odd", "Exception"]):
+        error = _exception([names, "1"])
+        assert type(error) is SolutionError and str(error).startswith(names[0]), names
