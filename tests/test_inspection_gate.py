@@ -625,3 +625,30 @@ def test_a_pass_is_refused_on_a_review_routed_to_sft_first_and_on_a_launched_run
     run_dir = _reviewed(workspace, tiny_model, "launched")
     (run_dir / "run.json").write_text(json.dumps({"state": "running"}))
     _refused(run_dir, "run", "is launched", "never rewritten")
+
+
+def test_a_pass_needs_samples_drawn_as_todays_config_would_draw_them(workspace, tiny_model):
+    """Each way samples.meta.json or train/config.yaml stops backing a pass is refused by name, and put back, the
+    pass is recorded."""
+    run_dir = _reviewed(workspace, tiny_model, "drawn")
+    meta_file, config_file = run_dir / "inspection" / "samples.meta.json", run_dir / "train" / "config.yaml"
+    meta, config = meta_file.read_text(), config_file.read_text()
+    edits = {
+        "differs": (meta_file, lambda m: json.dumps({**json.loads(m), "differs_from_config": ["the model: other"]}),
+                    "cannot back a verdict: they differ from what training would sample (the model: other)"),
+        "no config_pins": (meta_file, lambda m: json.dumps({k: v for k, v in json.loads(m).items()
+                                                            if k != "config_pins"}), "does not say how the samples"),
+        "config changed": (config_file, lambda c: c + "temperature: 0.3\n", "changed since the samples were drawn"),
+        "empty weights": (config_file, lambda c: c + "reward_weights: []\n", "reward_weights [] are not"),
+    }
+    for name, (path, edit, said) in edits.items():
+        path.write_text(edit(path.read_text()))
+        _refused(run_dir, "run", said)
+        meta_file.write_text(meta)
+        config_file.write_text(config)
+    # train/train.py present: the samples must say what its loader read for them
+    (run_dir / "train" / "train.py").write_text("print('train')\n")
+    _refused(run_dir, "run", "does not say what train/train.py's loader read")
+    (run_dir / "train" / "train.py").unlink()
+    assert record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                    agree_with_rest=True)).gate.passed
