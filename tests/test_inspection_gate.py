@@ -652,3 +652,25 @@ def test_a_pass_needs_samples_drawn_as_todays_config_would_draw_them(workspace, 
     (run_dir / "train" / "train.py").unlink()
     assert record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
                                                     agree_with_rest=True)).gate.passed
+
+
+def test_a_verdict_that_restates_its_review_wrongly_or_pins_other_reward_code_closes_the_gate(workspace, tiny_model):
+    """A verdict.json edited by hand, every hash right: its base rate, success rule or reward-code pin not the
+    review's closes the gate, naming the field. The last one re-pinned to reward specs edited after the review
+    (every other pin matching today's run) would otherwise vouch for scores nobody read."""
+    from mcp_server.inspection.pins import run_pins
+    from mcp_server.rewards import reward_code_sha256
+    from mcp_server.runs import Run
+
+    run_dir = _signed_run(workspace, tiny_model, "restated")
+    verdict_file = run_dir / "inspection" / "verdict.json"
+    signed = json.loads(verdict_file.read_text())
+    for field, value in (("base_success_rate", 0.9), ("success_rule", "every completion")):
+        verdict_file.write_text(json.dumps({**signed, field: value}))
+        _closed(run_dir, "is not a verdict on this review", f"its {field} is")
+    rewards_file = run_dir / "train" / "rewards.json"
+    rewards = json.loads(rewards_file.read_text())
+    rewards[-1]["weight"] = 2.0
+    rewards_file.write_text(json.dumps(rewards))
+    verdict_file.write_text(json.dumps({**signed, "pins": run_pins(Run(run_dir), reward_code_sha256(rewards))}))
+    _closed(run_dir, "is not a verdict on this review", "reward-code hash is not the reviewed reward's")
