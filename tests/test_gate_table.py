@@ -329,6 +329,22 @@ def test_a_hub_model_not_in_the_cache_is_pinned_by_its_revision(tmp_path, monkey
         assert moved and moved[0].startswith("the model changed (revision:"), (before, after, moved)
 
 
+def test_a_hub_data_sets_files_and_folder_are_pinned_by_name(tmp_path):
+    """A `datasets` entry read from the hub (its content cannot be read offline) is pinned by the data_files and
+    data_dir it is read with: either changed after the verdict is other data (issue 48's blind audit)."""
+    def pins(**entry):
+        return config_pins(_run(tmp_path, {"model_name_or_path": "org/model",
+                                           "datasets": [{"path": "org/data", "split": "train", **entry}]}))
+
+    before = pins(data_files="train-a.jsonl", data_dir="v1")
+    assert before["data"][0]["sources"][0]["data_files"] == ["train-a.jsonl"]
+    for after in (pins(data_files="train-b.jsonl", data_dir="v1"), pins(data_files=["train-a.jsonl", "x.jsonl"],
+                                                                       data_dir="v1")):
+        moved = changes(before, after)
+        assert moved and moved[0].startswith("the data set changed"), moved
+    assert changes(before, pins(data_files="train-a.jsonl", data_dir="v2"))
+
+
 def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
     """A hub model no cache held when sampling began is pinned, once sampling loaded (downloaded) it, by the
     snapshot the trainer will load: not left without files (which the trainer's pin, with files, would refuse)."""

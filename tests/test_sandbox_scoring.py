@@ -31,3 +31,20 @@ def test_a_solutions_exception_reaches_the_tests_as_the_nearest_builtin_exceptio
     for names in (["SystemExit", "BaseException"], ["KeyboardInterrupt"], ["Odd", "Exception"]):
         error = _exception([names, "1"])
         assert type(error) is SolutionError and str(error).startswith(names[0]), names
+
+
+def test_only_the_tests_own_check_is_called_with_the_entry_point():
+    """HumanEval's form calls the tests' `def check(candidate)`; a `check` the solution defines (it reaches the
+    tests' scope as a public name) is never the tests' check: tests that run nothing stay "no tests ran"."""
+    from mcp_server.rewards.harness_tests import human_eval_check
+
+    def check(candidate):  # the solution's own: its globals are not the tests'
+        return None
+
+    names = {"check": check, "add": lambda a, b: a + b}
+    scope = scope_of_tests(list(names.items()), set())
+    assert scope["check"] is check and human_eval_check(scope, names, "add") is None
+    exec("def check(candidate):\n    assert candidate(2, 3) == 5\n", scope)  # the tests' own check
+    called = human_eval_check(scope, names, "add")
+    assert called is not None and called() is None
+    assert human_eval_check(scope, names, None) is None  # no entry point given: not HumanEval's form
