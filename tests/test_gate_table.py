@@ -343,6 +343,11 @@ def test_a_hub_data_sets_files_and_folder_are_pinned_by_name(tmp_path):
         moved = changes(before, after)
         assert moved and moved[0].startswith("the data set changed"), moved
     assert changes(before, pins(data_files="train-a.jsonl", data_dir="v2"))
+    # dataset_name's config (a subset of a hub data set) is the data pin's: the config pin leaves it to that one
+    hub = {name: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "dataset_name": "org/data",
+                                             "dataset_config": name})) for name in ("easy", "hard")}
+    moved = changes(hub["easy"], hub["hard"])
+    assert moved and moved[0].startswith("the data set changed") and "hard" in moved[0], moved
 
 
 def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
