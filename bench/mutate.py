@@ -787,6 +787,111 @@ MUTATIONS: tuple[Mutation, ...] = (
       "",
       "diagnose_run on a run directory never reads train/logs/stdout.log: a CUDA OOM or import error is not "
       "found, and a run that crashed before its first step says it holds no metrics and no log"),
+    # ------------------------------------------------------------------ k6: the gate and sandbox audit (issue 48)
+    M("k6-gate-verdict-on-stale-samples", "gate", "mcp_server/inspection/gate.py",
+      "    if sha256_file(run.samples) != result[\"samples_sha256\"]:\n        raise UserInputError(\"run\", "
+      "\"samples.jsonl changed since the review",
+      "    if False:\n        raise UserInputError(\"run\", \"samples.jsonl changed since the review",
+      "samples.jsonl edited after inspect_rewards (a completion rewritten) still takes a verdict: "
+      "record_inspection_verdict signs a review that does not describe the samples it pins"),
+    M("k6-gate-verdict-sheet-removed", "gate", "mcp_server/inspection/gate.py",
+      "        if not path.is_file() or sha256_file(path) != review.get(key):",
+      "        if path.is_file() and sha256_file(path) != review.get(key):",
+      "inspection/review.md or review.jsonl deleted after inspect_rewards (nobody could have read it) still"
+      " backs a recorded pass"),
+    M("k6-gate-verdict-on-stale-reward", "gate", "mcp_server/inspection/gate.py",
+      "    if reward_code_sha256(result[\"rewards\"]) != result[\"reward_code_sha256\"]:",
+      "    if False:",
+      "a reward module edited after inspect_rewards still takes a verdict: the pass vouches for scores the "
+      "edited code never produced"),
+    M("k6-gate-sample-listed-twice", "gate", "mcp_server/inspection/gate.py",
+      "        if sv.id in given:\n            raise UserInputError(f\"sample_verdicts[{i}].id\", f\"sample "
+      "{sv.id} is listed twice\")\n",
+      "",
+      "a sample given two verdicts (agree, then disagree) is accepted, the last silently winning, instead "
+      "of refused naming sample_verdicts[1].id"),
+    M("k6-gate-agree-rest-overrides", "gate", "mcp_server/inspection/gate.py",
+      "            given.setdefault(sid, {\"id\": sid, \"agree\": True, \"note\": \"agreed with the rest\"})",
+      "            given[sid] = {\"id\": sid, \"agree\": True, \"note\": \"agreed with the rest\"}",
+      "agree_with_rest (CLI --agree-rest) overwrites the disagreements the person listed: a verdict that "
+      "disagreed with sample 0 is recorded as agreeing with every sample"),
+    M("k6-gate-pass-on-sft-first", "gate", "mcp_server/inspection/gate.py",
+      "    if route == \"sft_first\":\n        raise UserInputError(\n            \"verdict\",",
+      "    if route == \"sft-first\":\n        raise UserInputError(\n            \"verdict\",",
+      "a pass is recorded on a review that found no prompt with a single success (route sft_first): the "
+      "person is told nothing about SFT first, and the gate closes later with another reason"),
+    M("k6-gate-samples-differ-ignored", "gate", "mcp_server/inspection/gate.py",
+      "    if differs:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
+      "    if False:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
+      "samples drawn with another model, data or sampling settings than train/config.yaml "
+      "(samples.meta.json differs_from_config) back a recorded pass"),
+    M("k6-pins-hub-revision-ignored", "gate", "mcp_server/inspection/pins.py",
+      "pin = {\"model\": ref, \"revision\": revision or \"main\", \"commit\"",
+      "pin = {\"model\": ref, \"revision\": \"main\", \"commit\"",
+      "a hub model not in the local cache is pinned as revision 'main' whatever model_revision says: "
+      "model_revision changed from v1 to v2 after the verdict keeps the gate open"),
+    M("k6-pins-hub-data-files-ignored", "gate", "mcp_server/inspection/pins.py",
+      "    return {\"source\": str(source), \"config\": config_name, \"split\": split, **{k: v for k, v in "
+      "more.items() if v}}",
+      "    return {\"source\": str(source), \"config\": config_name, \"split\": split}",
+      "a hub `datasets` entry's data_files (train-a.jsonl -> train-b.jsonl) changed after the verdict keeps"
+      " the gate open: training reads files nobody reviewed"),
+    M("k6-pins-hub-dataset-config-ignored", "gate", "mcp_server/inspection/pins.py",
+      "                                         config.get(\"dataset_config\")), \"source\", run)]",
+      "                                         None), \"source\", run)]",
+      "dataset_config of a hub dataset_name (the subset read: easy -> hard) changed after the verdict keeps"
+      " the gate open"),
+    M("k6-pins-model-top-level-only", "gate", "mcp_server/inspection/pins.py",
+      "    return sorted(p for p in path.rglob(\"*\") if p.is_file())",
+      "    return sorted(p for p in path.glob(\"*\") if p.is_file())",
+      "a model folder's subfolder weights (sub/model.safetensors, read with model_init_kwargs' subfolder) "
+      "edited after the verdict keep the gate open"),
+    M("k6-pins-run-dir-folder-as-hub-name", "gate", "mcp_server/inspection/pins.py",
+      "    return str(run.dir / path) if (run.dir / path).exists() else None",
+      "    return str(run.dir / path) if (run.dir / path).is_file() else None",
+      "a data or model folder named relative to the run (dataset_name: data) is pinned as a hub name, not "
+      "by its files: its content edited after the verdict keeps the gate open"),
+    M("k6-harness-private-names-shared", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        if not name.isidentifier() or name.startswith(\"_\"):",
+      "        if not name.isidentifier() or name.startswith(\"__\"):",
+      "a solution's _private names reach the tests' scope and `import solution` (not what `from solution "
+      "import *` gives): tests can read helpers the solution meant to hide"),
+    M("k6-harness-exit-crosses-as-itself", "sandbox", "mcp_server/rewards/harness.py",
+      "if isinstance(cls, type) and issubclass(cls, Exception) and cls is not Exception:",
+      "if isinstance(cls, type) and issubclass(cls, BaseException):",
+      "a solution that raises SystemExit or KeyboardInterrupt has it re-raised as itself in the tester, "
+      "past every `except Exception` in the tests, instead of as SolutionError"),
+    M("k6-harness-exception-name-dropped", "sandbox", "mcp_server/rewards/harness.py",
+      "return cls(message) if name == names[0] else cls(f\"{names[0]}: {message}\")",
+      "return cls(message)",
+      "a solution's own exception (class BadInput(ValueError)) reaches the tests as ValueError without its "
+      "class name: the failure reads as a plain ValueError"),
+    M("k6-harness-solution-check-called", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "if not entry_point or type(check) is not types.FunctionType or check.__globals__ is not scope:",
+      "if not entry_point or not callable(check):",
+      "a solution that defines its own `check(candidate)` has it called with the entry point when the tests"
+      " run nothing: a wrong solution scores a pass instead of 'no tests ran'"),
+    M("k6-harness-unittest-error-passes", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "    problems = result.errors + result.failures",
+      "    problems = result.failures",
+      "a unittest.TestCase test that errors (the solution raised) scores as a pass: only assertion failures"
+      " count"),
+    M("k6-harness-skip-without-unittest", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        if skip is not None and isinstance(exc, skip):",
+      "        if skip is None or isinstance(exc, skip):",
+      "where the tests never import unittest, every failing test is read as skipped: a wrong solution "
+      "beside one passing test scores a pass"),
+    M("k6-trainer-verdict-unbound", "gate", "mcp_server/inspection/trained.py",
+      "    passed = os.environ.get(VERDICT_SHA_ENV, \"\").strip() if bound else \"\"",
+      "    passed = \"\"",
+      "inspection/verdict.json replaced or removed after launch_training's gate is believed by the trainer:"
+      " a verdict forged after the gate decides what trains"),
+    M("k6-gate-reward-copy-edited", "gate", "mcp_server/inspection/trained.py",
+      "            if not (run.reward_code / relative).is_file() or (run.reward_code / "
+      "relative).read_bytes() != data] + \\",
+      "            if not (run.reward_code / relative).is_file()] + \\",
+      "inspection/reward_code/ (the reviewed copy the trainer imports) edited after the verdict keeps the "
+      "gate open"),
 )
 
 
