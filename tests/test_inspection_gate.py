@@ -674,3 +674,28 @@ def test_a_verdict_that_restates_its_review_wrongly_or_pins_other_reward_code_cl
     rewards_file.write_text(json.dumps(rewards))
     verdict_file.write_text(json.dumps({**signed, "pins": run_pins(Run(run_dir), reward_code_sha256(rewards))}))
     _closed(run_dir, "is not a verdict on this review", "reward-code hash is not the reviewed reward's")
+
+
+def test_the_gate_judges_the_launchs_read_and_says_what_is_gone(workspace, tiny_model, reward_with_helper):
+    """The gate judges the run as the launch read it (`spec`), not a second read of the files; a review removed
+    after the verdict is named; a pass that leaves reviewed samples unjudged is refused at recording."""
+    import dataclasses
+
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+
+    rewards = [{"name": "format_reward"}, {"name": "pin_rewards.scored"}]
+    run_dir = hand_made_run(workspace, tiny_model, "read", [[RIGHT, WRONG, WRONG, "x"]] * 13, ["2"] * 13, rewards)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    _refused(run_dir, "sample_verdicts", "a pass needs a verdict on every reviewed sample", agree_with_rest=False,
+             sample_verdicts=[{"id": 0, "agree": True}])
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    spec = RunSpec.read(Run(run_dir))
+    assert check_inspection_gate(run_dir, spec).passed
+    launched = dataclasses.replace(spec, values={**spec.values, "temperature": 0.3})
+    gate = check_inspection_gate(run_dir, launched)
+    assert not gate.passed and "temperature" in gate.reason, gate.reason
+
+    review = run_dir / "inspection" / "review.json"
+    review.unlink()
+    _closed(run_dir, "the review is not the one the verdict signed", "review.json is gone")
