@@ -783,3 +783,9 @@ def test_after_a_refilter_each_reviewed_sample_is_compared_with_its_row_in_the_k
     # the same samples against the unfiltered rows are not the data that trains
     refusal = _check(run, dataset, training_args, model_args, capsys)
     assert refusal and "rows: 4 (reviewed: 3)" in refusal, refusal
+    # a re-filter record that says no kept rows maps no sample to a row: refused, never compared at the old index
+    full = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    run.verdict.write_text(json.dumps({**verdict, "data_updates": [
+        {"rows": full["rows"], "rows_sha256": full["rows_sha256"]}]}))
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "are not rows of the data that trains" in refusal, refusal
