@@ -348,6 +348,10 @@ def test_a_hub_data_sets_files_and_folder_are_pinned_by_name(tmp_path):
                                              "dataset_config": name})) for name in ("easy", "hard")}
     moved = changes(hub["easy"], hub["hard"])
     assert moved and moved[0].startswith("the data set changed") and "hard" in moved[0], moved
+    # an entry that is not a mapping (TRL refuses it) is still pinned as written: swapped, the data set changed
+    odd = {name: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "datasets": [name]}))
+           for name in ("a.jsonl", "b.jsonl")}
+    assert changes(odd["a.jsonl"], odd["b.jsonl"])
 
 
 def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
