@@ -892,6 +892,36 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            if not (run.reward_code / relative).is_file()] + \\",
       "inspection/reward_code/ (the reviewed copy the trainer imports) edited after the verdict keeps the "
       "gate open"),
+    M("k6-gate-meta-without-config-pins", "gate", "mcp_server/inspection/gate.py",
+      "if differs is None or \"config_pins\" not in meta:",
+      "if differs is None:",
+      "samples.meta.json without config_pins (written by an older version, or edited) backs a recorded "
+      "pass: nothing compares the samples' config with train/config.yaml"),
+    M("k6-gate-config-moved-since-samples", "gate", "mcp_server/inspection/gate.py",
+      "    if moved:\n        raise UserInputError(\"run\", \"train/config.yaml changed since the samples",
+      "    if False:\n        raise UserInputError(\"run\", \"train/config.yaml changed since the samples",
+      "train/config.yaml edited after sampling (temperature 0.3 added) still takes a pass: the verdict "
+      "vouches for settings the samples were not drawn with"),
+    M("k6-gate-trained-record-optional", "gate", "mcp_server/inspection/gate.py",
+      "if run.script.is_file() and not isinstance(meta.get(\"trained\"), dict):",
+      "if run.script.is_file() and meta.get(\"trained\") is None and False:",
+      "a run with train/train.py whose samples.meta.json says nothing of what its loader read backs a "
+      "recorded pass: the trainer's point-of-use check then has no pin to compare"),
+    M("k6-gate-verdict-reward-pin-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "    if verdict.pins.get(\"reward_code\") != result.get(\"reward_code_sha256\"):",
+      "    if verdict.pins.get(\"reward_code\") is None:",
+      "a verdict.json re-pinned by hand to reward specs edited after the review (every other pin matching) "
+      "opens the gate: scores nobody read are vouched for"),
+    M("k6-gate-verdict-base-rate-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "\"route\": result.get(\"route\"), \"base_success_rate\": result.get(\"base_success_rate\"),",
+      "\"route\": result.get(\"route\"),",
+      "a verdict.json whose base_success_rate is edited (0.9 where the review measured 0.25) still reads as"
+      " a verdict on that review"),
+    M("k6-trainer-refilter-without-kept-rows", "gate", "mcp_server/inspection/trained.py",
+      "            return None  # a record that says no rows",
+      "            continue  # a record that says no rows",
+      "a re-filter record in verdict.json without kept_rows is read as keeping every row: the trainer "
+      "compares the reviewed samples at their old indices instead of refusing"),
 )
 
 
