@@ -85,8 +85,8 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                         "tests/test_diagnose_cases.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                        "tests/test_diagnose_cases.py"),
-    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                      "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                      "tests/test_sandbox_escapes.py", "tests/test_sandbox_table.py"),
     "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                       "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
                                       "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
@@ -922,6 +922,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            continue  # a record that says no rows",
       "a re-filter record in verdict.json without kept_rows is read as keeping every row: the trainer "
       "compares the reviewed samples at their old indices instead of refusing"),
+    M("k6-sandbox-batch-all-memory", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    return max(1, available_kb // 2 // per_sandbox_kb)", "    return max(1, available_kb // per_sandbox_kb)",
+      "run_many keeps as many sandboxes alive as fit in all of the machine's available memory, not half: a batch of "
+      "memory-hungry completions can take the host's last memory (the trainer beside it is OOM-killed)"),
+    M("k6-sandbox-batch-files-uncounted", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    per_sandbox_kb = (limits.memory_mb + 5 * limits.max_file_mb) * 1024",
+      "    per_sandbox_kb = limits.memory_mb * 1024",
+      "run_many sizes a batch by each sandbox's process memory alone, not its /tmp and /dev/shm (5x max_file_mb of "
+      "tmpfs): with small memory_mb and large max_file_mb, 20x more sandboxes run at once than fit"),
 )
 
 

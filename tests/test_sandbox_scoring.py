@@ -48,3 +48,20 @@ def test_only_the_tests_own_check_is_called_with_the_entry_point():
     called = human_eval_check(scope, names, "add")
     assert called is not None and called() is None
     assert human_eval_check(scope, names, None) is None  # no entry point given: not HumanEval's form
+
+
+def test_a_batch_holds_at_most_half_the_available_memory():
+    """run_many keeps at most batch_room sandboxes alive: each may hold memory_mb in its processes and 5x max_file_mb
+    in /tmp and /dev/shm, and together they stay within half of what this machine has available."""
+    from mcp_server.rewards.sandbox import Limits, batch_room
+
+    with open("/proc/meminfo") as handle:
+        available_mb = next(int(line.split()[1]) for line in handle if line.startswith("MemAvailable:")) / 1024
+    for limits in (Limits(memory_mb=16, max_file_mb=64), Limits(), Limits(memory_mb=int(available_mb))):
+        per_sandbox_mb = limits.memory_mb + 5 * limits.max_file_mb
+        room = batch_room(limits)
+        assert room >= 1
+        if room > 1:  # within half (the machine's available memory moves a little between the two reads)
+            assert room * per_sandbox_mb <= available_mb / 2 * 1.05, (limits, room)
+            assert (room + 1) * per_sandbox_mb > available_mb / 2 * 0.95, (limits, room)
+    assert batch_room(Limits(memory_mb=int(available_mb))) == 1  # one sandbox always runs
