@@ -931,6 +931,19 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    per_sandbox_kb = limits.memory_mb * 1024",
       "run_many sizes a batch by each sandbox's process memory alone, not its /tmp and /dev/shm (5x max_file_mb of "
       "tmpfs): with small memory_mb and large max_file_mb, 20x more sandboxes run at once than fit"),
+    M("k6-trainer-dynamic-sampling-added", "gate", "mcp_server/inspection/trained.py",
+      "    if isinstance(pinned_files, dict) and _sampling_file_pin(run, spec) != "
+      "pinned_files.get(DYNAMIC_SAMPLING_FILE):",
+      "    if isinstance(pinned_files, dict) and DYNAMIC_SAMPLING_FILE in pinned_files and "
+      "_sampling_file_pin(run, spec) != pinned_files.get(DYNAMIC_SAMPLING_FILE):",
+      "train/dynamic_sampling.json added after a verdict whose train/ pin had none is never compared by the"
+      " trainer: dynamic sampling nobody reviewed changes which batches train"),
+    M("k6-gate-launch-read-ignored", "gate", "mcp_server/inspection/gate.py",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)",
+      "launch_training's gate judges a second read of train/config.yaml, not the config the launch read and"
+      " passes on: a config edited between the two reads (temperature 0.3) opens the gate on what was "
+      "reviewed and trains the edit"),
 )
 
 

@@ -602,6 +602,12 @@ def test_dynamic_sampling_changed_after_the_verdict_is_refused(tmp_path, monkeyp
                                                                           capsys)
     run.dynamic_sampling.unlink()  # removed: the pin had it
     assert "dynamic_sampling.json" in (_check(run, dataset, training_args, model_args, capsys) or "")
+    # added after a verdict whose train/ pin had none: not what was reviewed either
+    run.verdict.write_text(json.dumps({**verdict, "pins": {**verdict["pins"], "train_files": {}}}))
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    run.dynamic_sampling.write_text('{"max_extra_rounds": 2}')
+    assert "dynamic_sampling.json (dynamic sampling) changed" in (
+        _check(run, dataset, training_args, model_args, capsys) or "")
 
 
 def test_a_package_switch_in_the_configs_env_block_is_refused(tmp_path, monkeypatch, capsys):
