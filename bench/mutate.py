@@ -941,9 +941,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("k6-gate-launch-read-ignored", "gate", "mcp_server/inspection/gate.py",
       "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)",
       "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)",
-      "launch_training's gate judges a second read of train/config.yaml, not the config the launch read and"
-      " passes on: a config edited between the two reads (temperature 0.3) opens the gate on what was "
-      "reviewed and trains the edit"),
+      "launch_training's gate judges train/config.yaml read again, not the config the launch read and trains "
+      "with: when the two differ (the file edited between the reads), the gate passes the reviewed file while the "
+      "launch trains the other"),
 )
 
 
