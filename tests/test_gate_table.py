@@ -329,6 +329,18 @@ def test_a_hub_model_not_in_the_cache_is_pinned_by_its_revision(tmp_path, monkey
         assert moved and moved[0].startswith("the model changed (revision:"), (before, after, moved)
 
 
+def test_a_recursive_glob_pins_the_files_it_matches_at_every_depth(tmp_path):
+    """data_files: data/**/*.jsonl (datasets resolves ** through every folder): a file two folders down, edited
+    after the verdict, changes the data pin (issue 48's blind audit)."""
+    run = _run(tmp_path, {"model_name_or_path": "org/model",
+                          "datasets": [{"path": "json", "data_files": "data/**/*.jsonl", "split": "train"}]})
+    deep = _jsonl(run.dir / "data" / "a" / "b" / "part-0.jsonl")
+    before = config_pins(run)
+    assert [m["source"] for m in before["data"][0]["sources"][0]["matches"]] == ["data/a/b/part-0.jsonl"]
+    _change(deep, "edited", tmp_path)
+    assert changes(before, config_pins(run))
+
+
 def test_a_hub_data_sets_files_and_folder_are_pinned_by_name(tmp_path):
     """A `datasets` entry read from the hub (its content cannot be read offline) is pinned by the data_files and
     data_dir it is read with: either changed after the verdict is other data (issue 48's blind audit)."""
