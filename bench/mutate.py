@@ -861,11 +861,6 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if isinstance(cls, type) and issubclass(cls, BaseException):",
       "a solution that raises SystemExit or KeyboardInterrupt has it re-raised as itself in the tester, "
       "past every `except Exception` in the tests, instead of as SolutionError"),
-    M("k6-harness-exception-name-dropped", "sandbox", "mcp_server/rewards/harness.py",
-      "return cls(message) if name == names[0] else cls(f\"{names[0]}: {message}\")",
-      "return cls(message)",
-      "a solution's own exception (class BadInput(ValueError)) reaches the tests as ValueError without its "
-      "class name: the failure reads as a plain ValueError"),
     M("k6-harness-solution-check-called", "sandbox", "mcp_server/rewards/harness_tests.py",
       "if not entry_point or type(check) is not types.FunctionType or check.__globals__ is not scope:",
       "if not entry_point or not callable(check):",
@@ -944,6 +939,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "launch_training's gate judges train/config.yaml read again, not the config the launch read and trains "
       "with: when the two differ (the file edited between the reads), the gate passes the reviewed file while the "
       "launch trains the other"),
+    M("k6-gate-forged-weights-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "run, _read_or_none(review_file) or {}) or weights_differ(run, spec)",
+      "run, _read_or_none(review_file) or {})",
+      "a verdict.json re-pinned by hand to train/config.yaml's reward_weights [1.0, 3.0] (rewards.json, which the "
+      "review scored with, weighs each 1.0) opens the gate: TRL trains with weights nobody reviewed"),
 )
 
 

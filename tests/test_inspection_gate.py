@@ -674,6 +674,12 @@ def test_a_verdict_that_restates_its_review_wrongly_or_pins_other_reward_code_cl
     rewards_file.write_text(json.dumps(rewards))
     verdict_file.write_text(json.dumps({**signed, "pins": run_pins(Run(run_dir), reward_code_sha256(rewards))}))
     _closed(run_dir, "is not a verdict on this review", "reward-code hash is not the reviewed reward's")
+    rewards_file.write_text(json.dumps([{k: v for k, v in r.items() if k != "weight"} for r in rewards]))
+    # train/config.yaml's reward_weights not the reviewed ones (1.0 each), the verdict re-pinned to them by hand
+    config_file = run_dir / "train" / "config.yaml"
+    config_file.write_text(config_file.read_text() + "reward_weights: [1.0, 3.0]\n")
+    verdict_file.write_text(json.dumps({**signed, "pins": run_pins(Run(run_dir), signed["pins"]["reward_code"])}))
+    _closed(run_dir, "is not a verdict on this review", "reward_weights [1.0, 3.0] are not train/rewards.json's")
 
 
 def test_the_gate_judges_the_launchs_read_and_says_what_is_gone(workspace, tiny_model, reward_with_helper):
