@@ -846,11 +846,6 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    return sorted(p for p in path.glob(\"*\") if p.is_file())",
       "a model folder's subfolder weights (sub/model.safetensors, read with model_init_kwargs' subfolder) "
       "edited after the verdict keep the gate open"),
-    M("k6-pins-run-dir-folder-as-hub-name", "gate", "mcp_server/inspection/pins.py",
-      "    return str(run.dir / path) if (run.dir / path).exists() else None",
-      "    return str(run.dir / path) if (run.dir / path).is_file() else None",
-      "a data or model folder named relative to the run (dataset_name: data) is pinned as a hub name, not "
-      "by its files: its content edited after the verdict keeps the gate open"),
     M("k6-harness-private-names-shared", "sandbox", "mcp_server/rewards/harness_tests.py",
       "        if not name.isidentifier() or name.startswith(\"_\"):",
       "        if not name.isidentifier() or name.startswith(\"__\"):",
@@ -944,6 +939,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "run, _read_or_none(review_file) or {})",
       "a verdict.json re-pinned by hand to train/config.yaml's reward_weights [1.0, 3.0] (rewards.json, which the "
       "review scored with, weighs each 1.0) opens the gate: TRL trains with weights nobody reviewed"),
+    M("k6-gate-reward-copy-extra-entry", "gate", "mcp_server/inspection/gate.py",
+      "    unkept = unkept_reward_code(run, rewards)\n", "    unkept = []\n",
+      "a module dropped into inspection/reward_code/ after the verdict (the reviewed copy the trainer puts first on "
+      "sys.path) keeps the gate open: reviewed code can import it, or it shadows what was reviewed"),
 )
 
 

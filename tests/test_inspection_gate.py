@@ -701,6 +701,12 @@ def test_the_gate_judges_the_launchs_read_and_says_what_is_gone(workspace, tiny_
     launched = dataclasses.replace(spec, values={**spec.values, "temperature": 0.3})
     gate = check_inspection_gate(run_dir, launched)
     assert not gate.passed and "temperature" in gate.reason, gate.reason
+    # an entry of the reviewed copy the trainer imports that is no reviewed file (a module it could import)
+    extra = run_dir / "inspection" / "reward_code" / "pin_extra.py"
+    extra.write_text("VALUE = 2.0\n")
+    _closed(run_dir, "does not hold the reviewed reward code", "pin_extra.py")
+    extra.unlink()
+    assert check_inspection_gate(run_dir).passed
 
     review = run_dir / "inspection" / "review.json"
     review.unlink()
