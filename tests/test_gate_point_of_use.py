@@ -486,6 +486,11 @@ def test_an_agentic_samples_prompt_is_the_tool_loops_but_its_columns_are_the_row
     _write_samples(run, [{**s, "prompt": "<tools> " + s["prompt"]} for s in samples])
     _resign(run, verdict)
     assert _check(run, dataset, training_args, model_args, capsys) is None, trained.VERIFIED
+    # the environment the verdict pinned is not the one this process would train with: refused, named
+    verdict["pins"]["agentic"] = {"env": "reviewed"}
+    _resign(run, verdict)
+    assert "the environment or tools" in (_check(run, dataset, training_args, model_args, capsys) or "")
+    verdict["pins"]["agentic"] = {"env": "pinned"}
     _write_samples(run, [{**s, "columns": {"answer": "x"}} for s in samples])
     _resign(run, verdict)
     assert "not rows of the data" in _check(run, dataset, training_args, model_args, capsys)
