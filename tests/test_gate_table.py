@@ -715,6 +715,13 @@ def test_the_launchers_run_the_script_bytes_the_verdict_pinned(tmp_path, monkeyp
         main([str(script)])
     assert refused.value.code == 3 and "is not the train/train.py the inspection verdict reviewed" in \
         capsys.readouterr().err and not (script.parent / "ran").exists()
+    # without the evidence key every record the trainer writes would read as unrecorded: refused before it runs
+    monkeypatch.setenv(SCRIPT_SHA_ENV, sha256_file(script))
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(tmp_path / "no-key-here"))
+    with pytest.raises(SystemExit) as refused:
+        main([str(script)])
+    assert refused.value.code == 3 and "would read as unrecorded" in capsys.readouterr().err
+    assert not (script.parent / "ran").exists()
 
 
 # ---------------------------------------------------------------- the review files that back the verdict
