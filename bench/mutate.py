@@ -804,22 +804,6 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if False:",
       "a reward module edited after inspect_rewards still takes a verdict: the pass vouches for scores the "
       "edited code never produced"),
-    M("k6-gate-sample-listed-twice", "gate", "mcp_server/inspection/gate.py",
-      "        if sv.id in given:\n            raise UserInputError(f\"sample_verdicts[{i}].id\", f\"sample "
-      "{sv.id} is listed twice\")\n",
-      "",
-      "a sample given two verdicts (agree, then disagree) is accepted, the last silently winning, instead "
-      "of refused naming sample_verdicts[1].id"),
-    M("k6-gate-agree-rest-overrides", "gate", "mcp_server/inspection/gate.py",
-      "            given.setdefault(sid, {\"id\": sid, \"agree\": True, \"note\": \"agreed with the rest\"})",
-      "            given[sid] = {\"id\": sid, \"agree\": True, \"note\": \"agreed with the rest\"}",
-      "agree_with_rest (CLI --agree-rest) overwrites the disagreements the person listed: a verdict that "
-      "disagreed with sample 0 is recorded as agreeing with every sample"),
-    M("k6-gate-pass-on-sft-first", "gate", "mcp_server/inspection/gate.py",
-      "    if route == \"sft_first\":\n        raise UserInputError(\n            \"verdict\",",
-      "    if route == \"sft-first\":\n        raise UserInputError(\n            \"verdict\",",
-      "a pass is recorded on a review that found no prompt with a single success (route sft_first): the "
-      "person is told nothing about SFT first, and the gate closes later with another reason"),
     M("k6-gate-samples-differ-ignored", "gate", "mcp_server/inspection/gate.py",
       "    if differs:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
       "    if False:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
@@ -943,6 +927,23 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    unkept = unkept_reward_code(run, rewards)\n", "    unkept = []\n",
       "a module dropped into inspection/reward_code/ after the verdict (the reviewed copy the trainer puts first on "
       "sys.path) keeps the gate open: reviewed code can import it, or it shadows what was reviewed"),
+    M("k6-gate-verdict-after-launch", "gate", "mcp_server/inspection/gate.py",
+      "    run = resolve_run(request.run)\n    refuse_if_launched(run)\n",
+      "    run = resolve_run(request.run)\n",
+      "record_inspection_verdict rewrites the verdict and inspection/reward_code/ of a run that was "
+      "launched (run.json, logs, checkpoints): the record of what that launch trained with is replaced"),
+    M("k6-trainer-agentic-unchecked", "gate", "mcp_server/inspection/trained.py",
+      "    if spec.agentic is not None and _canonical(agentic_pin(run, spec.agentic, config)) != \\",
+      "    if False and _canonical(agentic_pin(run, spec.agentic, config)) != \\",
+      "the trainer never compares the agentic environment and tools (train/agentic.json, their source) with"
+      " the verdict's pin: an environment edited after the gate trains"),
+    M("k6-trainer-no-evidence-key", "gate", "mcp_server/training/trainer/verified_script.py",
+      "    try:  # every record the trainer writes is signed with it (evidence.py): without it, none would "
+      "count\n        evidence_key()",
+      "    try:  # every record the trainer writes is signed with it (evidence.py): without it, none would "
+      "count\n        pass",
+      "verified_script starts train.py without the run-evidence key: every record the trainer writes is "
+      "unsigned and reads as unrecorded (the run's state, its saves, its stop)"),
 )
 
 
