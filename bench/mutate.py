@@ -86,7 +86,7 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                            "tests/test_sandbox_table.py"), marker=""),
+                                            "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py"), marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -102,14 +102,14 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                         "tests/test_diagnose_cases.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                        "tests/test_diagnose_cases.py"),
-    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                      "tests/test_sandbox_table.py"),
-    "mcp_server/rewards/harness.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                      "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                      "tests/test_sandbox_table.py"),
-    "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                           "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                           "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                      "tests/test_sandbox_escapes.py", "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                      "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
+                                      "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                           "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
+                                           "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
 }
 
 M = Mutation
@@ -951,6 +951,163 @@ MUTATIONS: tuple[Mutation, ...] = (
       "k = int(len(values) * fraction) or len(values)",
       "a trend over fewer logs than the fraction's share (3 logs at a quarter) compares the mean with "
       "itself: an entropy collapse 0.8 -> 0.02 in three logs is no finding, and the guard never stops it"),
+    # ------------------------------------------------------------------ k6: the gate and sandbox audit (issue 48)
+    M("k6-gate-verdict-on-stale-samples", "gate", "mcp_server/inspection/gate.py",
+      "    if sha256_file(run.samples) != result[\"samples_sha256\"]:\n        raise UserInputError(\"run\", "
+      "\"samples.jsonl changed since the review",
+      "    if False:\n        raise UserInputError(\"run\", \"samples.jsonl changed since the review",
+      "samples.jsonl edited after inspect_rewards (a completion rewritten) still takes a verdict: "
+      "record_inspection_verdict signs a review that does not describe the samples it pins"),
+    M("k6-gate-verdict-sheet-removed", "gate", "mcp_server/inspection/gate.py",
+      "        if not path.is_file() or sha256_file(path) != review.get(key):",
+      "        if path.is_file() and sha256_file(path) != review.get(key):",
+      "inspection/review.md or review.jsonl deleted after inspect_rewards (nobody could have read it) still"
+      " backs a recorded pass"),
+    M("k6-gate-verdict-on-stale-reward", "gate", "mcp_server/inspection/gate.py",
+      "    if reward_code_sha256(result[\"rewards\"]) != result[\"reward_code_sha256\"]:",
+      "    if False:",
+      "a reward module edited after inspect_rewards still takes a verdict: the pass vouches for scores the "
+      "edited code never produced"),
+    M("k6-gate-samples-differ-ignored", "gate", "mcp_server/inspection/gate.py",
+      "    if differs:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
+      "    if False:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
+      "samples drawn with another model, data or sampling settings than train/config.yaml "
+      "(samples.meta.json differs_from_config) back a recorded pass"),
+    M("k6-pins-hub-revision-ignored", "gate", "mcp_server/inspection/pins.py",
+      "pin = {\"model\": ref, \"revision\": revision or \"main\", \"commit\"",
+      "pin = {\"model\": ref, \"revision\": \"main\", \"commit\"",
+      "a hub model not in the local cache is pinned as revision 'main' whatever model_revision says: "
+      "model_revision changed from v1 to v2 after the verdict keeps the gate open"),
+    M("k6-pins-hub-data-files-ignored", "gate", "mcp_server/inspection/pins.py",
+      "    return {\"source\": str(source), \"config\": config_name, \"split\": split, **{k: v for k, v in "
+      "more.items() if v}}",
+      "    return {\"source\": str(source), \"config\": config_name, \"split\": split}",
+      "a hub `datasets` entry's data_files (train-a.jsonl -> train-b.jsonl) changed after the verdict keeps"
+      " the gate open: training reads files nobody reviewed"),
+    M("k6-pins-hub-dataset-config-ignored", "gate", "mcp_server/inspection/pins.py",
+      "                                         config.get(\"dataset_config\")), \"source\", run)]",
+      "                                         None), \"source\", run)]",
+      "dataset_config of a hub dataset_name (the subset read: easy -> hard) changed after the verdict keeps"
+      " the gate open"),
+    M("k6-pins-model-top-level-only", "gate", "mcp_server/inspection/pins.py",
+      "    return sorted(p for p in path.rglob(\"*\") if p.is_file())",
+      "    return sorted(p for p in path.glob(\"*\") if p.is_file())",
+      "a model folder's subfolder weights (sub/model.safetensors, read with model_init_kwargs' subfolder) "
+      "edited after the verdict keep the gate open"),
+    M("k6-harness-private-names-shared", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        if not name.isidentifier() or name.startswith(\"_\"):",
+      "        if not name.isidentifier() or name.startswith(\"__\"):",
+      "a solution's _private names reach the tests' scope and `import solution` (not what `from solution "
+      "import *` gives): tests can read helpers the solution meant to hide"),
+    M("k6-harness-exit-crosses-as-itself", "sandbox", "mcp_server/rewards/harness.py",
+      "if isinstance(cls, type) and issubclass(cls, Exception) and cls is not Exception:",
+      "if isinstance(cls, type) and issubclass(cls, BaseException):",
+      "a solution that raises SystemExit or KeyboardInterrupt has it re-raised as itself in the tester, "
+      "past every `except Exception` in the tests, instead of as SolutionError"),
+    M("k6-harness-solution-check-called", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "if not entry_point or type(check) is not types.FunctionType or check.__globals__ is not scope:",
+      "if not entry_point or not callable(check):",
+      "a solution that defines its own `check(candidate)` has it called with the entry point when the tests"
+      " run nothing: a wrong solution scores a pass instead of 'no tests ran'"),
+    M("k6-harness-unittest-error-passes", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "    problems = result.errors + result.failures",
+      "    problems = result.failures",
+      "a unittest.TestCase test that errors (the solution raised) scores as a pass: only assertion failures"
+      " count"),
+    M("k6-harness-skip-without-unittest", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        if skip is not None and isinstance(exc, skip):",
+      "        if skip is None or isinstance(exc, skip):",
+      "where the tests never import unittest, every failing test is read as skipped: a wrong solution "
+      "beside one passing test scores a pass"),
+    M("k6-trainer-verdict-unbound", "gate", "mcp_server/inspection/trained.py",
+      "    passed = os.environ.get(VERDICT_SHA_ENV, \"\").strip() if bound else \"\"",
+      "    passed = \"\"",
+      "inspection/verdict.json replaced or removed after launch_training's gate is believed by the trainer:"
+      " a verdict forged after the gate decides what trains"),
+    M("k6-gate-reward-copy-edited", "gate", "mcp_server/inspection/trained.py",
+      "            if not (run.reward_code / relative).is_file() or (run.reward_code / "
+      "relative).read_bytes() != data] + \\",
+      "            if not (run.reward_code / relative).is_file()] + \\",
+      "inspection/reward_code/ (the reviewed copy the trainer imports) edited after the verdict keeps the "
+      "gate open"),
+    M("k6-gate-meta-without-config-pins", "gate", "mcp_server/inspection/gate.py",
+      "if differs is None or \"config_pins\" not in meta:",
+      "if differs is None:",
+      "samples.meta.json without config_pins (written by an older version, or edited) backs a recorded "
+      "pass: nothing compares the samples' config with train/config.yaml"),
+    M("k6-gate-config-moved-since-samples", "gate", "mcp_server/inspection/gate.py",
+      "    if moved:\n        raise UserInputError(\"run\", \"train/config.yaml changed since the samples",
+      "    if False:\n        raise UserInputError(\"run\", \"train/config.yaml changed since the samples",
+      "train/config.yaml edited after sampling (temperature 0.3 added) still takes a pass: the verdict "
+      "vouches for settings the samples were not drawn with"),
+    M("k6-gate-trained-record-optional", "gate", "mcp_server/inspection/gate.py",
+      "if run.script.is_file() and not isinstance(meta.get(\"trained\"), dict):",
+      "if run.script.is_file() and meta.get(\"trained\") is None and False:",
+      "a run with train/train.py whose samples.meta.json says nothing of what its loader read backs a "
+      "recorded pass: the trainer's point-of-use check then has no pin to compare"),
+    M("k6-gate-verdict-reward-pin-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "    if verdict.pins.get(\"reward_code\") != result.get(\"reward_code_sha256\"):",
+      "    if verdict.pins.get(\"reward_code\") is None:",
+      "a verdict.json re-pinned by hand to reward specs edited after the review (every other pin matching) "
+      "opens the gate: scores nobody read are vouched for"),
+    M("k6-gate-verdict-base-rate-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "\"route\": result.get(\"route\"), \"base_success_rate\": result.get(\"base_success_rate\"),",
+      "\"route\": result.get(\"route\"),",
+      "a verdict.json whose base_success_rate is edited (0.9 where the review measured 0.25) still reads as"
+      " a verdict on that review"),
+    M("k6-trainer-refilter-without-kept-rows", "gate", "mcp_server/inspection/trained.py",
+      "            return None  # a record that says no rows",
+      "            continue  # a record that says no rows",
+      "a re-filter record in verdict.json without kept_rows is read as keeping every row: the trainer "
+      "compares the reviewed samples at their old indices instead of refusing"),
+    M("k6-sandbox-batch-all-memory", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    return max(1, available_kb // 2 // per_sandbox_kb)", "    return max(1, available_kb // per_sandbox_kb)",
+      "run_many keeps as many sandboxes alive as fit in all of the machine's available memory, not half: a batch of "
+      "memory-hungry completions can take the host's last memory (the trainer beside it is OOM-killed)"),
+    M("k6-sandbox-batch-files-uncounted", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    per_sandbox_kb = (limits.memory_mb + 5 * limits.max_file_mb) * 1024",
+      "    per_sandbox_kb = limits.memory_mb * 1024",
+      "run_many sizes a batch by each sandbox's process memory alone, not its /tmp and /dev/shm (5x max_file_mb of "
+      "tmpfs): with small memory_mb and large max_file_mb, 20x more sandboxes run at once than fit"),
+    M("k6-trainer-dynamic-sampling-added", "gate", "mcp_server/inspection/trained.py",
+      "    if isinstance(pinned_files, dict) and _sampling_file_pin(run, spec) != "
+      "pinned_files.get(DYNAMIC_SAMPLING_FILE):",
+      "    if isinstance(pinned_files, dict) and DYNAMIC_SAMPLING_FILE in pinned_files and "
+      "_sampling_file_pin(run, spec) != pinned_files.get(DYNAMIC_SAMPLING_FILE):",
+      "train/dynamic_sampling.json added after a verdict whose train/ pin had none is never compared by the"
+      " trainer: dynamic sampling nobody reviewed changes which batches train"),
+    M("k6-gate-launch-read-ignored", "gate", "mcp_server/inspection/gate.py",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)",
+      "launch_training's gate judges train/config.yaml read again, not the config the launch read and trains "
+      "with: when the two differ (the file edited between the reads), the gate passes the reviewed file while the "
+      "launch trains the other"),
+    M("k6-gate-forged-weights-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "run, _read_or_none(review_file) or {}) or weights_differ(run, spec)",
+      "run, _read_or_none(review_file) or {})",
+      "a verdict.json re-pinned by hand to train/config.yaml's reward_weights [1.0, 3.0] (rewards.json, which the "
+      "review scored with, weighs each 1.0) opens the gate: TRL trains with weights nobody reviewed"),
+    M("k6-gate-reward-copy-extra-entry", "gate", "mcp_server/inspection/gate.py",
+      "    unkept = unkept_reward_code(run, rewards)\n", "    unkept = []\n",
+      "a module dropped into inspection/reward_code/ after the verdict (the reviewed copy the trainer puts first on "
+      "sys.path) keeps the gate open: reviewed code can import it, or it shadows what was reviewed"),
+    M("k6-gate-verdict-after-launch", "gate", "mcp_server/inspection/gate.py",
+      "    run = resolve_run(request.run)\n    refuse_if_launched(run)\n",
+      "    run = resolve_run(request.run)\n",
+      "record_inspection_verdict rewrites the verdict and inspection/reward_code/ of a run that was "
+      "launched (run.json, logs, checkpoints): the record of what that launch trained with is replaced"),
+    M("k6-trainer-agentic-unchecked", "gate", "mcp_server/inspection/trained.py",
+      "    if spec.agentic is not None and _canonical(agentic_pin(run, spec.agentic, config)) != \\",
+      "    if False and _canonical(agentic_pin(run, spec.agentic, config)) != \\",
+      "the trainer never compares the agentic environment and tools (train/agentic.json, their source) with"
+      " the verdict's pin: an environment edited after the gate trains"),
+    M("k6-trainer-no-evidence-key", "gate", "mcp_server/training/trainer/verified_script.py",
+      "    try:  # every record the trainer writes is signed with it (evidence.py): without it, none would "
+      "count\n        evidence_key()",
+      "    try:  # every record the trainer writes is signed with it (evidence.py): without it, none would "
+      "count\n        pass",
+      "verified_script starts train.py without the run-evidence key: every record the trainer writes is "
+      "unsigned and reads as unrecorded (the run's state, its saves, its stop)"),
 )
 
 

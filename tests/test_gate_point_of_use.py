@@ -486,6 +486,11 @@ def test_an_agentic_samples_prompt_is_the_tool_loops_but_its_columns_are_the_row
     _write_samples(run, [{**s, "prompt": "<tools> " + s["prompt"]} for s in samples])
     _resign(run, verdict)
     assert _check(run, dataset, training_args, model_args, capsys) is None, trained.VERIFIED
+    # the environment the verdict pinned is not the one this process would train with: refused, named
+    verdict["pins"]["agentic"] = {"env": "reviewed"}
+    _resign(run, verdict)
+    assert "the environment or tools" in (_check(run, dataset, training_args, model_args, capsys) or "")
+    verdict["pins"]["agentic"] = {"env": "pinned"}
     _write_samples(run, [{**s, "columns": {"answer": "x"}} for s in samples])
     _resign(run, verdict)
     assert "not rows of the data" in _check(run, dataset, training_args, model_args, capsys)
@@ -602,6 +607,12 @@ def test_dynamic_sampling_changed_after_the_verdict_is_refused(tmp_path, monkeyp
                                                                           capsys)
     run.dynamic_sampling.unlink()  # removed: the pin had it
     assert "dynamic_sampling.json" in (_check(run, dataset, training_args, model_args, capsys) or "")
+    # added after a verdict whose train/ pin had none: not what was reviewed either
+    run.verdict.write_text(json.dumps({**verdict, "pins": {**verdict["pins"], "train_files": {}}}))
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    run.dynamic_sampling.write_text('{"max_extra_rounds": 2}')
+    assert "dynamic_sampling.json (dynamic sampling) changed" in (
+        _check(run, dataset, training_args, model_args, capsys) or "")
 
 
 def test_a_package_switch_in_the_configs_env_block_is_refused(tmp_path, monkeypatch, capsys):
@@ -783,3 +794,9 @@ def test_after_a_refilter_each_reviewed_sample_is_compared_with_its_row_in_the_k
     # the same samples against the unfiltered rows are not the data that trains
     refusal = _check(run, dataset, training_args, model_args, capsys)
     assert refusal and "rows: 4 (reviewed: 3)" in refusal, refusal
+    # a re-filter record that says no kept rows maps no sample to a row: refused, never compared at the old index
+    full = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    run.verdict.write_text(json.dumps({**verdict, "data_updates": [
+        {"rows": full["rows"], "rows_sha256": full["rows_sha256"]}]}))
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "are not rows of the data that trains" in refusal, refusal

@@ -316,6 +316,56 @@ def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     assert trained_model(name, None, run)["files_sha256"] is None
 
 
+def test_a_hub_model_not_in_the_cache_is_pinned_by_its_revision(tmp_path, monkeypatch):
+    """A hub model no cache holds (no commit, no files to pin) is pinned by name and revision: model_revision set,
+    changed or removed after the verdict is another model (issue 48's blind audit)."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    pins = {revision: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "model_revision": revision}))
+            for revision in ("v1", "v2", None)}
+    assert pins["v1"]["model"] == {"model": "org/model", "revision": "v1", "commit": None, "files_sha256": None}
+    assert pins[None]["model"]["revision"] == "main"
+    for before, after in (("v1", "v2"), ("v1", None), (None, "v2")):
+        moved = changes(pins[before], pins[after])
+        assert moved and moved[0].startswith("the model changed (revision:"), (before, after, moved)
+
+
+def test_a_recursive_glob_pins_the_files_it_matches_at_every_depth(tmp_path):
+    """data_files: data/**/*.jsonl (datasets resolves ** through every folder): a file two folders down, edited
+    after the verdict, changes the data pin (issue 48's blind audit)."""
+    run = _run(tmp_path, {"model_name_or_path": "org/model",
+                          "datasets": [{"path": "json", "data_files": "data/**/*.jsonl", "split": "train"}]})
+    deep = _jsonl(run.dir / "data" / "a" / "b" / "part-0.jsonl")
+    before = config_pins(run)
+    assert [m["source"] for m in before["data"][0]["sources"][0]["matches"]] == ["data/a/b/part-0.jsonl"]
+    _change(deep, "edited", tmp_path)
+    assert changes(before, config_pins(run))
+
+
+def test_a_hub_data_sets_files_and_folder_are_pinned_by_name(tmp_path):
+    """A `datasets` entry read from the hub (its content cannot be read offline) is pinned by the data_files and
+    data_dir it is read with: either changed after the verdict is other data (issue 48's blind audit)."""
+    def pins(**entry):
+        return config_pins(_run(tmp_path, {"model_name_or_path": "org/model",
+                                           "datasets": [{"path": "org/data", "split": "train", **entry}]}))
+
+    before = pins(data_files="train-a.jsonl", data_dir="v1")
+    assert before["data"][0]["sources"][0]["data_files"] == ["train-a.jsonl"]
+    for after in (pins(data_files="train-b.jsonl", data_dir="v1"), pins(data_files=["train-a.jsonl", "x.jsonl"],
+                                                                       data_dir="v1")):
+        moved = changes(before, after)
+        assert moved and moved[0].startswith("the data set changed"), moved
+    assert changes(before, pins(data_files="train-a.jsonl", data_dir="v2"))
+    # dataset_name's config (a subset of a hub data set) is the data pin's: the config pin leaves it to that one
+    hub = {name: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "dataset_name": "org/data",
+                                             "dataset_config": name})) for name in ("easy", "hard")}
+    moved = changes(hub["easy"], hub["hard"])
+    assert moved and moved[0].startswith("the data set changed") and "hard" in moved[0], moved
+    # an entry that is not a mapping (TRL refuses it) is still pinned as written: swapped, the data set changed
+    odd = {name: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "datasets": [name]}))
+           for name in ("a.jsonl", "b.jsonl")}
+    assert changes(odd["a.jsonl"], odd["b.jsonl"])
+
+
 def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
     """A hub model no cache held when sampling began is pinned, once sampling loaded (downloaded) it, by the
     snapshot the trainer will load: not left without files (which the trainer's pin, with files, would refuse)."""
@@ -666,6 +716,13 @@ def test_the_launchers_run_the_script_bytes_the_verdict_pinned(tmp_path, monkeyp
         main([str(script)])
     assert refused.value.code == 3 and "is not the train/train.py the inspection verdict reviewed" in \
         capsys.readouterr().err and not (script.parent / "ran").exists()
+    # without the evidence key every record the trainer writes would read as unrecorded: refused before it runs
+    monkeypatch.setenv(SCRIPT_SHA_ENV, sha256_file(script))
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(tmp_path / "no-key-here"))
+    with pytest.raises(SystemExit) as refused:
+        main([str(script)])
+    assert refused.value.code == 3 and "would read as unrecorded" in capsys.readouterr().err
+    assert not (script.parent / "ran").exists()
 
 
 # ---------------------------------------------------------------- the review files that back the verdict
