@@ -64,7 +64,8 @@ done
 
 # issue 48, round 8 (F1): a trainer whose save at the stop fails (checkpoint-N taken by a plain file): it records its
 # stop, the save raises FileExistsError, and launch.sh signs exit 1
-SAVE_FAILS = TRAINER[:TRAINER.index("    d=checkpoints/checkpoint-$step")] + r"""    signed stopped.json "{{\"step\": $step}}"
+SAVE_FAILS = TRAINER[:TRAINER.index("    d=checkpoints/checkpoint-$step")] + r"""
+    signed stopped.json "{{\"step\": $step}}"
     echo "FileExistsError: [Errno 17] File exists: 'checkpoints/checkpoint-$step'"
     echo 1 > $LOGS/exit-code
     "{python}" -m mcp_server.evidence exit 1
