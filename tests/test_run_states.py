@@ -136,6 +136,15 @@ def cells() -> list[Cell]:
     idle = (*lineage("stopped"), Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW, step=2),
             Event("final_model", step=4), Event("outcome", (NEW, "succeeded")), Event("exit_code", 0))
     out.append(Cell("failed", idle, id="failed/resumed-at-step-2-no-step-after"))
+    # issue 48, round 8 (F1): asked to stop, the trainer recorded its stop at step 2, its save there failed
+    # (FileExistsError) and it exited 1: failed, never "stopped ... with a checkpoint saved"
+    stopping = lineage("stopping")
+    out.append(Cell("failed", (*stopping, Event("stopped", OLD, step=2), *checkpoint(2)[:-1], Event("exit_code", 1)),
+                    id="failed/stop-save-failed-exit-1"))
+    out.append(Cell("failed", (*stopping, Event("exit_code", 1)), id="failed/asked-to-stop-died-before-its-step-end"))
+    # ... and one whose save at the stop is complete, that crashed after it: the stop is what happened
+    out.append(Cell("stopped", (*stopping, Event("stopped", OLD, step=2), *checkpoint(2), Event("exit_code", 1)),
+                    id="stopped/saved-at-the-stop-then-exit-1"))
     return out
 
 
@@ -248,7 +257,9 @@ def expected(cell: Cell) -> dict:
     - otherwise dead: this launch's outcome decides (succeeded needs exit code 0 or none and this launch's own
       evidence: it began, logged a step and the trainer recorded its final save, else failed; a crash on the way
       out is failed; stopped is stopped); with no outcome, a stop asked or carried out is stopped, anything else
-      failed. Markers of another launch (another launch id) are not this launch's;
+      failed; but a stop whose launcher recorded a non-zero exit is failed unless the checkpoint of the step its
+      stopped.json names was saved whole (a save that failed at the stop is no stop). Markers of another launch
+      (another launch id) are not this launch's;
     - the checkpoints are those whose every file was written, the trainer's record last, and left as saved, by
       step; the latest of them is what a resume starts from; one changed after its save is never the latest
       (changed in size, a file gone or added, its own digest rewritten) or is refused by resume (same size, other
@@ -283,12 +294,16 @@ def expected(cell: Cell) -> dict:
     elif outcome == "stopped":
         state = "stopped"
     else:
-        state = "stopped" if stop_asked else "failed"
+        state = None  # decided below, from the checkpoints
     from mcp_server.training.lifecycle import CHECKPOINT_WRITES
 
     saved = [e.step for e in events if e.member == "checkpoint" and e.file == CHECKPOINT_WRITES[-1]]
     listed = [s for s in saved if not (s == 2 and cell.variant in ("file-removed", "file-truncated", "file-added",
                                                                    "digest-rewritten"))]
+    if state is None:
+        stop_step = next((e.step for e in reversed(mine) if e.member == "stopped" and e.value == current), None)
+        crashed = exit_code not in (None, 0) and stop_step not in listed
+        state = "stopped" if stop_asked and not crashed else "failed"
     latest = f"checkpoint-{listed[-1]}" if listed else None
     if not launched or cell.variant == "record-lost" or state == "succeeded":  # a succeeded run: a new run trains on
         resume = ("refused", "state")
@@ -868,6 +883,9 @@ def test_a_stops_result_names_the_latest_checkpoint(tmp_path, monkeypatch):
                           waited=5.0, timeout_s=5.0, note="", asked=False)
     assert "could not be written" in unasked.message, unasked.message
     write_signed(run.stopped, {**json.loads(run.stopped.read_text()), "step": 0})
+    from mcp_server.training.trainer.digest import record_save  # its save at step 0, recorded as the callback does
+    shutil.copytree(run.checkpoints / "checkpoint-2", run.checkpoints / "checkpoint-0")
+    record_save(run, run.checkpoints / "checkpoint-0", 0)
     stopped = stop_result(run, DerivedState(state="stopped", alive=False), config, graceful=True, killed=False,
                           waited=5.0, timeout_s=5.0, note="")
     assert "stopped at step 0 with a checkpoint saved" in stopped.message, stopped.message
@@ -952,3 +970,37 @@ def test_a_hand_written_progress_line_never_bears_out_a_resume_that_trained_noth
             handle.write(json.dumps({"step": 3, "time": time.time(), "loss": 0.1}) + "\n")
     status = _status(_cell(tmp_path, monkeypatch, "failed", events, forged))
     assert status.state == "failed" and "no step logged" in status.message, status.message
+
+
+# ---------------------------------------------------------------- round 8 (issue 48): a stop's save, a resume's skip
+def test_a_save_that_failed_at_the_stop_is_named_by_status(tmp_path, monkeypatch):
+    """F1: stop_training asked, the trainer recorded its stop at step 2, then its save there failed (checkpoint-2 a
+    plain file: FileExistsError) and launch.sh signed exit 1: training_status says failed, naming the failed save
+    and the trainer's error, never "stopped"."""
+    def tweak(run):
+        (run.checkpoints / "checkpoint-2").write_text("")
+        with open(run.stdout, "a") as handle:
+            handle.write("Traceback (most recent call last):\nFileExistsError: [Errno 17] File exists: "
+                         "'checkpoints/checkpoint-2'\n")
+    events = (*lineage("stopping"), Event("stopped", OLD, step=2), Event("exit_code", 1))
+    status = _status(_cell(tmp_path, monkeypatch, "failed", events, tweak))
+    assert (status.state, status.exit_code) == ("failed", 1), status.message
+    assert "the checkpoint save at the stop failed: it stopped at step 2 but checkpoint-2 was never recorded as " \
+           "saved" in status.message and "FileExistsError: [Errno 17]" in status.message, status.message
+
+
+def test_resume_names_the_checkpoint_it_passes_over_and_why(tmp_path, monkeypatch):
+    """A file added to the latest checkpoint (checkpoint-2) after its save: resume never loads it, and its answer
+    names it and why (round 8: it quietly continued from checkpoint-1). Refused here for a changed config, so no
+    gate starts anything: the answer is the same either way."""
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    def tweak(run):
+        (run.checkpoints / "checkpoint-2" / "extra.bin").write_bytes(b"not the run's")
+        run.config.write_text(run.config.read_text() + "# edited\n")
+    run_dir = _cell(tmp_path, monkeypatch, "stopped", tweak=tweak)
+    resumed = resume_training(RunRequest(run=str(run_dir)))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config_hash"], resumed.message
+    assert resumed.skipped_checkpoints == ["checkpoint-2 (extra.bin was not written by the save)"], resumed
+    assert "passed over" in resumed.message and "checkpoint-2 (extra.bin was not written" in resumed.message

@@ -62,14 +62,28 @@ done
 """
 
 
-def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0) -> tuple[Path, subprocess.Popen]:
+# issue 48, round 8 (F1): a trainer whose save at the stop fails (checkpoint-N taken by a plain file): it records its
+# stop, the save raises FileExistsError, and launch.sh signs exit 1
+SAVE_FAILS = TRAINER[:TRAINER.index("    d=checkpoints/checkpoint-$step")] + r"""
+    signed stopped.json "{{\"step\": $step}}"
+    echo "FileExistsError: [Errno 17] File exists: 'checkpoints/checkpoint-$step'"
+    echo 1 > $LOGS/exit-code
+    "{python}" -m mcp_server.evidence exit 1
+    exit 1
+  fi
+done
+"""
+
+
+def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0,
+                  trainer: str = TRAINER) -> tuple[Path, subprocess.Popen]:
     """runs/<name>/ with its stand-in trainer started (a new session, as launch_training starts train/launch.sh)
     and the run.json launch_training writes for it."""
     run_dir = workspace / "runs" / name
     (run_dir / "train" / "logs").mkdir(parents=True)
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(
         {"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 100}))
-    (run_dir / "train" / "launch.sh").write_text(TRAINER.format(step=step, start=start, python=sys.executable))
+    (run_dir / "train" / "launch.sh").write_text(trainer.format(step=step, start=start, python=sys.executable))
     from mcp_server.evidence import sign_run
     from mcp_server.runs import Run
 
@@ -166,6 +180,24 @@ def test_a_stop_by_default_waits_for_the_step_its_logs_show(workspace):
         assert stop_proc.returncode == 0 and not stop["killed"] and stop["state"] == "stopped", stop
         assert stop["error"] is None and "nothing to stop" in stop["message"], stop
         assert Path(stop["checkpoint"]).name.startswith("checkpoint-")
+    finally:
+        end(proc)
+
+
+def test_a_stop_whose_save_failed_is_an_error_never_a_saved_checkpoint(workspace):
+    """F1: the trainer recorded its stop, its save there failed and it exited 1: the stop is an error naming the
+    failed save and the trainer's own error (exit 1), never graceful, never "with a checkpoint saved"; the run is
+    failed (it said stopped, graceful, "stopped at step 1 with a checkpoint saved", checkpoint null)."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, "save-fails", step=1, trainer=SAVE_FAILS)
+    try:
+        until(run_dir, env, lambda s: s["step"] is not None)
+        stop_proc, stop = run_cli_json("stop-training", str(run_dir), "--timeout", "30", here=True, env=env)
+        assert stop_proc.returncode == 1 and not stop["graceful"] and not stop["killed"], stop
+        assert stop["state"] == "failed" and stop["checkpoint"] is None, stop
+        assert "the checkpoint save at the stop failed: it stopped at step" in stop["error"], stop
+        assert "FileExistsError" in stop["error"] and "checkpoint saved" not in stop["message"], stop
+        assert status(run_dir, env)["state"] == "failed"
     finally:
         end(proc)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from mcp_server.config import FIELD, trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import Interrupted, UserInputError
+from mcp_server.inspection.files import clear_review, refuse_foreign_review_files
 from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
@@ -330,6 +331,8 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
         raise UserInputError("run", f"{run.name} was launched ({', '.join(run.launched_evidence())}): its samples, "
                              "review and verdict are the evidence behind that launch and sampling would replace "
                              "them; sample_trajectories explores the policy without touching them")
+    if not run.launched_evidence():  # it clears the review of the samples it replaces: never a person's file
+        refuse_foreign_review_files(run, "sample_completions")
     try:
         return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}), report=report)
     except KeyboardInterrupt:
@@ -405,8 +408,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     atomic_write_json(run.inside(files["meta"]), meta)
     if not launched:  # the old review described other completions, so it goes; an old verdict stays as a record,
         # and its samples hash no longer matches, so the gate says the samples changed
-        for stale in (run.review_md, run.review_jsonl, run.review):
-            stale.unlink(missing_ok=True)
+        clear_review(run)  # only what inspect_rewards wrote (inspection.files)
     return SampleResult(
         run_dir=str(run.dir),
         samples_path=str(path),

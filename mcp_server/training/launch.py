@@ -47,7 +47,7 @@ from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult,
 from mcp_server.training.recording import record_in_git
 from mcp_server.training.resume_patch import apply_patch, apply_refilter, last_good_checkpoint
 from mcp_server.training.runlock import RunLocked, run_lock
-from mcp_server.training.runrecord import checkpoints, read_run_json
+from mcp_server.training.runrecord import checkpoints, passed_over, read_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import archive_problem, sha256_file
 
@@ -163,9 +163,26 @@ def resume_training(request: RunRequest | LaunchRequest, report: Report = silent
     run = resolve_run(request.run)
     try:
         with run_lock(run, "resume"):
-            return _resume(run, request, report)
+            return _naming_skipped(run, _resume(run, request, report))
     except RunLocked as exc:
         return locked(run, exc)
+
+
+def _naming_skipped(run: Run, result: LaunchResult) -> LaunchResult:
+    """The result naming each checkpoint-N after the latest complete one that is no checkpoint, and why
+    (runrecord.passed_over): a resume never passes one over in silence (issue 48, round 8: a file added to
+    checkpoint-3 and the resume quietly continued from checkpoint-2)."""
+    try:
+        config = RunSpec.of_run(run).values
+    except UserInputError:  # a config the resume already refused, named
+        return result
+    done = checkpoints(run, config)
+    skipped = passed_over(run, config, done[-1] if done else None)
+    if not skipped:
+        return result
+    said = ("passed over, not complete checkpoints (a resume loads only a save the run's trainer recorded, every "
+            "file as saved): " + ", ".join(skipped))
+    return result.model_copy(update={"skipped_checkpoints": skipped, "message": f"{result.message}; {said}"})
 
 
 def _resume_state_refusal(run: Run, derived: DerivedState, record: dict | None) -> LaunchResult | None:

@@ -16,7 +16,8 @@ from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.processes import LAUNCHER, find_launcher, run_processes, verified_launcher
 from mcp_server.evidence import valid_run
-from mcp_server.training.runrecord import TERMINAL, end_notes, launch_of, read_exit_code, success_problems
+from mcp_server.training.runrecord import (TERMINAL, end_notes, launch_of, read_exit_code, stop_failure,
+                                           success_problems)
 
 def _record_dir(record: dict) -> Path | None:
     try:
@@ -136,7 +137,11 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
     elif outcome and outcome.get("state") in TERMINAL:
         state, note = _borne_out(run, record, outcome["state"], exit_code, note)
     elif stop_requested or _marker(run, run.stopped, record) is not None:
-        state = "stopped"
+        # a stop that ended in a crash (its exit code, signed) is stopped only when its save at the stop is
+        # complete: a save that failed there is a failure, never a stop (issue 48, round 8)
+        failure = stop_failure(run, record, exit_code) if exit_code not in (None, 0) else None
+        state = "failed" if failure else "stopped"
+        note = f"{note}; {failure}" if note and failure else failure or note
     else:
         state = "failed"
     if not alive:

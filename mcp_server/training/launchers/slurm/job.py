@@ -26,7 +26,8 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.slurm.node_plan import beside_scheduler
 from mcp_server.training.launchers.slurm.script import SlurmLayout
 from mcp_server.workspace import atomic_write_json, sha256_file
-from mcp_server.training.runrecord import end_notes, launch_of, read_exit_code, signed_record, success_problems
+from mcp_server.training.runrecord import (end_notes, launch_of, read_exit_code, signed_record, stop_failure,
+                                           success_problems)
 
 PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
 FAILED = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
@@ -223,6 +224,10 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
     elif scheduler_state == "COMPLETED" or (scheduler_state is None and (outcome or exit_code is not None)):
         state = (outcome or {}).get("state") if (outcome or {}).get("state") in ("succeeded", "stopped") else (
             "stopped" if stopped else "failed")
+        failure = (stop_failure(run, record, exit_code) if state == "stopped" and not outcome
+                   and exit_code not in (None, 0) else None)  # a save that failed at the stop (local: the same)
+        if failure:
+            state, note = "failed", "; ".join(filter(None, [note, failure]))
         problems = success_problems(run, record) if state == "succeeded" else []
         if state == "succeeded" and (exit_code not in (None, 0) or problems):
             state = "failed"  # crashed after the save, or an outcome the run's evidence does not bear out
