@@ -202,8 +202,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    return [path for _, path in sorted(found)]", "    return sorted(path for _, path in found)",
       "checkpoint-10 sorts before checkpoint-9: resume_training resumes from an older checkpoint"),
     M("runs-half-checkpoint", "runs", "mcp_server/training/runrecord.py",
-      "if not (path / \"trainer_state.json\").is_file() or checkpoint_problems(run, path):",
-      "if not (path / \"trainer_state.json\").is_file():",
+      "    problems = checkpoint_problems(run, path)\n    if problems:\n        return problems\n",
+      "",
       "a checkpoint whose save was cut short (no digest: the weights half-written) is the latest: resume fails "
       "or loads weights the run never finished writing"),
     M("runs-guard-checkpoint", "runs", "mcp_server/training/resume_patch.py",
@@ -611,8 +611,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        if complete_checkpoint(run, path):',
       "a recorded checkpoint-best folder crashes training_status and stop_training (int('best'))"),
     M('x5-runs-deepspeed-not-complete', 'runs', 'mcp_server/training/runrecord.py',
-      '    return any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name\n',
-      '    return any("pytorch_model_fsdp" in p.name\n',
+      '    if any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name\n',
+      '    if any("pytorch_model_fsdp" in p.name\n',
       'a DeepSpeed checkpoint (weights in global_step*/) is never complete: resume refuses it'),
     M('x5-runs-failed-message-no-exit', 'runs', 'mcp_server/training/status.py',
       '        code = f"exit code {derived.exit_code}" if derived.exit_code is not None else',
@@ -840,13 +840,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "an FSDP checkpoint (weights in pytorch_model_fsdp_0/) is never complete: resume_training refuses it "
       "or resumes from an older one"),
     M("k6-runs-adapter-folder-not-complete", "runs", "mcp_server/training/runrecord.py",
-      "\n               or any((p / name).is_file() for name in WEIGHT_FILES) for p in folders)",
-      " for p in folders)",
+      "\n           or any((p / name).is_file() for name in WEIGHT_FILES) for p in folders):",
+      " for p in folders):",
       "a PEFT checkpoint whose adapter is in a named folder (default/adapter_model.safetensors) is never "
       "complete: resume skips it"),
     M("k6-runs-no-trainer-state-complete", "runs", "mcp_server/training/runrecord.py",
-      "if not (path / \"trainer_state.json\").is_file() or checkpoint_problems(run, path):",
-      "if checkpoint_problems(run, path):",
+      "    if not (path / \"trainer_state.json\").is_file():\n        return [\"no trainer_state.json (the save did not "
+      "finish)\"]\n",
+      "",
       "a recorded checkpoint with weights but no trainer_state.json is the latest: resume_training loads a "
       "folder the Trainer cannot resume from"),
     M("k6-runs-any-save-final", "runs", "mcp_server/training/runrecord.py",
