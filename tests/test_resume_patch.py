@@ -4,8 +4,8 @@ and its header, kept the launched config nowhere outside git, and its answer nev
 Now only the patched keys' lines change, a key the config lacks is appended under a `# --- patched at resume <n>`
 comment, the launched config is kept under archive/resume-patch-<n>/, and the answer names each field old -> new.
 
-A run that succeeded is refused by resume_training, with or without a patch; launch_training on it had told the
-person to resume it. The two now agree.
+A run that succeeded (or whose run.json is gone) is refused by resume_training, with or without a patch;
+launch_training on it had told the person to resume it. The two now agree.
 """
 
 from __future__ import annotations
@@ -90,19 +90,29 @@ def test_resume_training_with_a_patch_through_the_cli_keeps_every_reason(workspa
     assert proc.returncode == 0 and said in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_launch_on_a_succeeded_run_never_tells_the_person_to_resume_it(tmp_path, monkeypatch):
-    """A succeeded run (a constructed cell of the run-state table): launch-training refuses it, and its advice is
-    what works; resume-training refuses it too, with a patch raising max_steps as without (the walk: launch said
-    "resume_training to continue from the latest checkpoint", and resume refused)."""
-    from test_run_states import _cell
+# (cell, what launch's advice says instead, what resume's refusal says): runs resume_training refuses by state
+REFUSED_BY_RESUME = {"succeeded": ("resume_training refuses a succeeded run", "succeeded"),
+                     "running/record-lost": ("restore run.json", "Without the launch record")}
 
-    run_dir = _cell(tmp_path, monkeypatch, "succeeded")
+
+@pytest.mark.parametrize("which", list(REFUSED_BY_RESUME))
+def test_launch_never_tells_the_person_to_resume_a_run_resume_refuses(tmp_path, monkeypatch, which):
+    """A succeeded run, and one whose run.json is gone (constructed cells of the run-state table): launch-training
+    refuses it, and its advice is what works; resume-training refuses it too, with a patch raising max_steps as
+    without (the walk: launch said "resume_training to continue from the latest checkpoint", and resume
+    refused)."""
+    from test_run_states import Cell, build, lineage, make_template
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    phase, _, variant = which.partition("/")
+    run_dir = build(tmp_path, make_template(tmp_path), Cell(phase, tuple(lineage(phase)), variant or None, id=which))
+    advised, refused = REFUSED_BY_RESUME[which]
     proc, out = run_cli_json("launch-training", str(run_dir), here=True)
     assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["state"], out
     advice = out["refusals"][0]["how_to_clear"]
-    assert "resume_training to continue" not in advice, advice
-    assert "resume_training refuses a succeeded run" in advice and "emit_grpo_config" in advice, advice
+    assert "checkpoint" in out["refusals"][0]["message"], out  # it holds one: the advice that named resume
+    assert "resume_training to continue" not in advice and advised in advice and "emit_grpo_config" in advice, advice
     for extra in ([], ["--patch", json.dumps({"max_steps": 8})]):
         proc, out = run_cli_json("resume-training", str(run_dir), *extra, here=True)
         assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["state"], (extra, out)
-        assert "succeeded" in out["refusals"][0]["message"] and "emit_grpo_config" in out["refusals"][0]["how_to_clear"]
+        assert refused in out["refusals"][0]["message"], (extra, out["refusals"])
