@@ -72,6 +72,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
       export/                         export         export_model's standalone model
       archive/<kind>-<n>/             archive_slot   what an explicit archive flag moved aside (an earlier
                                                      attempt, an earlier export): never deleted
+        resume-patch-<n>/config.yaml                 the launched config a resume's patch rewrote (resume_patch.py)
       .launch.lock                    lock           held (flock) by the process launching or resuming the run;
                                                      it holds that process's pid
 

@@ -112,7 +112,7 @@ def test_a_hand_written_guard_stop_moves_no_pin(workspace, tiny_model):
     run.verdict.write_text(json.dumps({"verdict": "pass", "pins": pins}))
     run.logs.mkdir(parents=True, exist_ok=True)
     run.stopped.write_text(json.dumps({"step": 2, "by": "guard", "code": "entropy_collapse"}))
-    refusals, _ = apply_patch(run, RunSpec.of_run(run), {"max_completion_length": 16})
+    refusals, _, _ = apply_patch(run, RunSpec.of_run(run), {"max_completion_length": 16})
     assert not refusals, refusals
     assert json.loads(run.verdict.read_text())["pins"] == pins  # nothing moved: the gate still refuses the change
     assert "pin_updates" not in json.loads(run.verdict.read_text())

@@ -219,6 +219,9 @@ class LaunchResult(BaseModel):
         "over, never silently.")
     refilter: DifficultyFilterResult | None = Field(
         default=None, description="A resume with refilter: how many prompts its logged completions dropped, and why.")
+    patched: dict[str, dict[str, Any]] | None = Field(
+        default=None, description="A resume with a patch: each field it changed, {old, new} (old null when the "
+        "launched config did not set it); the launched config is kept under archive/resume-patch-<n>/.")
     message: str = Field(default="", description="One-line summary for people.")
 
 

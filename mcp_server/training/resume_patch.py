@@ -12,6 +12,9 @@ saved before the stop's step: the one saved at the stop already holds the failur
 
 from __future__ import annotations
 
+import contextlib
+import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -41,26 +44,95 @@ def patch_problems(spec: RunSpec, patch: dict) -> list[str]:
             and ((x.code, x.field) not in before or x.field in patch)]
 
 
-def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal], Callable[[], None]]:
+def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal], Callable[[], None], dict]:
     """Validate, write the patched config and move the verdict's pins for what it changes. Returns (refusals,
-    undo): refusals (nothing written) when the patch is not a mapping of fields or does not validate; undo puts
-    the launched config and the verdict back when a later gate refuses the resume."""
+    undo, changed): refusals (nothing written) when the patch is not a mapping of fields or does not validate; undo
+    puts the launched config and the verdict back (and drops its kept copy) when a later gate refuses the resume;
+    changed: {field: {"old": launched value (None when unset), "new": patched value}} for each field it changes."""
     if not isinstance(patch, dict) or not all(isinstance(k, str) for k in patch):
         return [GateRefusal(gate="config", message="patch must be a JSON object of GRPOConfig fields",
-                            how_to_clear="pass the patch of diagnose_run's root-cause finding as it stands")], _nothing
+                            how_to_clear="pass the patch of diagnose_run's root-cause finding as it stands")], \
+            _nothing, {}
     problems = patch_problems(spec, patch)
     if problems:
         return [GateRefusal(gate="config", message="the patched config does not validate: " + "; ".join(problems),
                             how_to_clear="use the root-cause finding's patch (patch_valid true), or fix the "
-                                         "fields")], _nothing
+                                         "fields")], _nothing, {}
     saved = {path: path.read_text(encoding="utf-8") for path in (run.config, run.verdict) if path.is_file()}
+    kept, made = run.inside(run.archive_slot("resume-patch") / "config.yaml"), not run.archive.exists()
 
     def undo() -> None:
         for path, text in saved.items():
             atomic_write_text(path, text)
+        shutil.rmtree(kept.parent, ignore_errors=True)
+        if made:
+            with contextlib.suppress(OSError):
+                run.archive.rmdir()
 
-    _write(run, spec.values, patch)
-    return [], undo
+    kept.parent.mkdir(parents=True)
+    atomic_write_text(kept, saved.get(run.config, ""))  # the launched config, as it was: the patch's history
+    changed = {k: {"old": spec.values.get(k), "new": v} for k, v in patch.items()
+               if k not in spec.values or spec.values[k] != v}
+    _write(run, spec.values, patch, int(kept.parent.name.rsplit("-", 1)[1]), kept)
+    return [], undo, changed
+
+
+def changed_text(changed: dict) -> str:
+    """`max_steps 2 -> 4, learning_rate (unset) -> 1e-06`: a resume's patch in words."""
+    def shown(value) -> str:
+        return "(unset)" if value is None else json.dumps(value, default=str)
+    return ", ".join(f"{k} {shown(v['old'])} -> {shown(v['new'])}" for k, v in changed.items())
+
+
+TOP_KEY = re.compile(r"([A-Za-z_][\w.-]*):(?: |$)")  # a top-level `key: value` line as emission's render writes it
+
+
+def patched_text(text: str, config: dict, patch: dict, n: int, why: str) -> str | None:
+    """train/config.yaml's text with the patch applied in place: each patched key's own lines (its `key: value`
+    and the lines of its value: emission.emit.render_yaml writes each key as its own block under its reasons)
+    replaced, under `# patched at resume <n>: was <old>`; a key the config lacks appended under `# --- patched at
+    resume <n>: <why>`; every other line as it was. None when the text does not hold each present key once at top
+    level, or the new text would not read back as the patched config (the caller then rewrites it whole)."""
+    lines = text.splitlines(keepends=True)
+    blocks: dict[str, list[tuple[int, int]]] = {}
+    for start, line in enumerate(lines):
+        match = TOP_KEY.match(line)
+        if match:
+            end = start + 1
+            while end < len(lines) and lines[end].startswith((" ", "- ")):
+                end += 1
+            blocks.setdefault(match.group(1), []).append((start, end))
+    replace, appended = {}, {}
+    for key, value in patch.items():
+        if key in config and config[key] == value:
+            continue  # unchanged: its line stays
+        dumped = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False)
+        if key not in config:
+            appended[key] = dumped
+        elif len(blocks.get(key, [])) == 1:
+            was = json.dumps(config[key], default=str)
+            replace[blocks[key][0]] = f"# patched at resume {n}: was {was}\n" + dumped
+        else:
+            return None
+    out, skip_to = [], 0
+    for index, line in enumerate(lines):
+        if index < skip_to:
+            continue
+        block = next((b for b in replace if b[0] == index), None)
+        if block:
+            out.append(replace[block])
+            skip_to = block[1]
+        else:
+            out.append(line)
+    new = "".join(out)
+    if appended:
+        new += ("" if not new or new.endswith("\n") else "\n") + f"\n# --- patched at resume {n}: {why}\n"
+        new += "".join(appended.values())
+    try:
+        same = yaml.safe_load(new) == {**config, **patch}
+    except yaml.YAMLError:
+        same = False
+    return new if same else None
 
 
 def _nothing() -> None:
@@ -111,13 +183,24 @@ def _last_launch(run: Run, path: Path) -> dict | None:
         return None
 
 
-def _write(run: Run, config: dict, patch: dict) -> None:
-    """Write the patched config; after a guard stop, move the verdict's pins the patch changes (never the model's
-    or the data's: a patch is a setting, and another data set needs its own review). A run never guard-stopped
-    moves nothing, so the gate refuses a patch of anything the verdict pins."""
+def _write(run: Run, config: dict, patch: dict, n: int, kept: Path) -> None:
+    """Write the patched config (patch number `n`, the launched one kept at `kept`); after a guard stop, move the
+    verdict's pins the patch changes (never the model's or the data's: a patch is a setting, and another data set
+    needs its own review). A run never guard-stopped moves nothing, so the gate refuses a patch of anything the
+    verdict pins."""
     verdict = read_json_if_present(run.verdict)
-    before = config_pins(run) if isinstance(verdict, dict) and _guard_stopped(run) else None
-    atomic_write_text(run.config, yaml.safe_dump({**config, **patch}, sort_keys=False))
+    guard_stopped = _guard_stopped(run)
+    before = config_pins(run) if isinstance(verdict, dict) and guard_stopped else None
+    stop = _last_launch(run, run.stopped) if guard_stopped else None
+    why = (f"after the guard's stop at step {stop.get('step')} ({stop.get('code')})" if isinstance(stop, dict) else
+           "resume_training's patch") + f"; the launched config is {kept.relative_to(run.dir)}"
+    text = run.config.read_text(encoding="utf-8")
+    new = patched_text(text, config, patch, n, why)
+    if new is None:  # not emission's layout (a key twice, a flow mapping): whole, under the config's own header lines
+        head = "".join(line for line in text.splitlines(keepends=True)[:1] if line.startswith("#"))
+        new = (head + f"# --- rewritten at resume {n} (its layout could not be kept in place): {why}\n"
+               + yaml.safe_dump({**config, **patch}, sort_keys=False))
+    atomic_write_text(run.config, new)
     if before is not None:
         after = config_pins(run)
         pins = verdict.get("pins") if isinstance(verdict.get("pins"), dict) else {}
