@@ -215,8 +215,7 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
 def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace):
     """Issue 49: `stop-training` printed one line, then nothing during its 6-minute wait. A step longer than
     STOP_TICK_S: while the stop waits for it, a line every STOP_TICK_S on stderr (not a terminal here) names the
-    step waited for, the seconds waited and the longest wait; stdout holds only the result, and with --json the
-    result alone."""
+    step waited for, the seconds waited and the longest wait; stdout holds only the result."""
     from mcp_server.training.stopping import STOP_TICK_S
 
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
