@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -239,5 +240,26 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
         median = (207.1374 + 305.0167) / 2
         assert seen["eta_s"] == pytest.approx(6 * median, abs=0.5), seen  # was 6 x 21 s
         assert f"ETA {6 * median / 60:.1f} min" in seen["message"], seen["message"]
+    finally:
+        end(proc)
+
+
+def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace):
+    """Issue 49: `stop-training` printed one line, then nothing during its 6-minute wait. A step longer than
+    STOP_TICK_S: while the stop waits for it, a line every STOP_TICK_S on stderr (not a terminal here) names the
+    step waited for, the seconds waited and the longest wait; stdout holds only the result."""
+    from mcp_server.training.stopping import STOP_TICK_S
+
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, "long-step", step=STOP_TICK_S + 12)
+    try:
+        stop_proc = cli_here("stop-training", str(run_dir), env=env)
+        assert stop_proc.returncode == 0 and "checkpoint saved" in stop_proc.stdout, (stop_proc.stdout,
+                                                                                        stop_proc.stderr)
+        lines = stop_proc.stderr.splitlines()
+        still = [line for line in lines if "still waiting for its first step to end" in line]
+        assert still and re.search(r", (\d+) s of at most 120 s", still[0]), lines
+        assert int(re.search(r", (\d+) s of at most", still[0]).group(1)) >= STOP_TICK_S, still
+        assert "still waiting" not in stop_proc.stdout and "stopped at step 1" in stop_proc.stdout
     finally:
         end(proc)

@@ -26,9 +26,9 @@ from mcp_server.training.trainer.guard import guard_mode
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.processes import one_look
 from mcp_server.training.runrecord import checkpoints, record_note, signed_record, sync_run_json
-from mcp_server.reporting import Report, silent
+from mcp_server.reporting import Report, silent, ticking
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
-from mcp_server.training.stopping import stop_wait
+from mcp_server.training.stopping import STOP_TICK_S, stop_wait
 from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import not_regular
 from mcp_server.workspace import atomic_save_figure, runs_root
@@ -240,12 +240,18 @@ def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
     wait, took = stop_wait(run)
     wait = request.timeout_s if request.timeout_s is not None else wait
+    step = (last_progress(run) or {}).get("step")
+    which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
     if wait > 0:  # at once: the wait can be minutes on a CPU (issue 49: 2m49s of silence)
-        step = (last_progress(run) or {}).get("step")
-        which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
         report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (at most "
                f"{wait:.0f} s" + (f"; its steps take up to {took:.0f} s" if took else "") + ")")
-    return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
+
+    def still(elapsed: float) -> str:  # then a line every STOP_TICK_S (issue 49: 6 minutes without one)
+        return (f"stopping {run.name}: still waiting for {which} to end and its checkpoint to be saved, "
+                f"{elapsed:.0f} s of at most {wait:.0f} s")
+
+    with ticking(report, STOP_TICK_S, still):
+        return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
 
 
 # ---------------------------------------------------------------- list_runs

@@ -22,6 +22,7 @@ from mcp_server.training.runrecord import checkpoints, stop_failure, stopped_sav
 STOP_WAIT_S = (120.0, 900.0)  # the default wait for the run's step end: at least, at most
 SAVE_MARGIN_S = 60.0  # beyond the step's expected end: the checkpoint's save
 STEP_WINDOW = 20  # progress lines whose step times are read
+STOP_TICK_S = 30.0  # while a stop waits: a line this often (status.stop_training; issue 49: 6 minutes of silence)
 
 
 def _positive(value) -> float | None:
