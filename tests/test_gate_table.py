@@ -931,7 +931,8 @@ def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_pyt
     sbatch = render_sbatch(SlurmLayout(run_dir=str(run), job_name="hooked", comment="c", python=sys.executable,
                                        nodes=2, train_nodes=2, processes_per_node=1, gpus_per_node=0, strategy="ddp",
                                        output_dir="checkpoints", pythonpath=trainer_pythonpath()), "tiny", [])
-    assert python_env(trainer_pythonpath()) in sbatch + "\n" and "-m mcp_server.training.trainer.verified_script" in sbatch
+    assert python_env(trainer_pythonpath()) in sbatch + "\n"
+    assert "-m mcp_server.training.trainer.verified_script" in sbatch
 
 
 # A reward's helpers, however the reward module imports them at its import: copied for the trainer and hashed.
