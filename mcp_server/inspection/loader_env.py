@@ -144,6 +144,6 @@ def _paths(path: str, realpath: str, sha256: str) -> list[str] | None:
 
 def loader_how() -> str:
     """The way on for a loader environment that is not the one the verdict was recorded under."""
-    return ("launch from a shell whose loader variables are what the verdict recorded (set them back, or unset the "
-            "new ones), or record the verdict again from this one (record_inspection_verdict; the review and the "
-            "samples stay valid) once you trust every folder and library it names")
+    return ("launch from a shell whose loader and ACCELERATE_* / FSDP_* variables are what the verdict recorded (set "
+            "them back, or unset the new ones), or record the verdict again from this one (record_inspection_verdict; "
+            "the review and the samples stay valid) once you trust every folder, library and setting it names")
