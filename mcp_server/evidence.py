@@ -67,6 +67,12 @@ def _checked_path() -> Path:
     return path
 
 
+def state_dir() -> Path:
+    """The folder of the key, outside the workspace (EvidenceKeyError otherwise): the launchers keep there what the
+    workspace must not reach, as the trainer's package folder (launchers.base.trainer_pythonpath)."""
+    return _checked_path().parent
+
+
 def _read(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:

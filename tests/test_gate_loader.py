@@ -30,7 +30,10 @@ from mcp_server.training.launch_gates import interpreter_refusals
 REWARD = "0" * 64
 # A variable of each kind: the ones naming folders or libraries (LOADER_PATHS), one that changes how glibc behaves,
 # one plain LD_* switch.
-VARIABLES = (*LOADER_PATHS, "GLIBC_TUNABLES", "LD_BIND_NOW")
+# Round 8 (G3): those that change what trains, read by transformers' TrainingArguments and accelerate's state
+# (ACCELERATE_MIXED_PRECISION trained bf16 against a verdict pinning bf16: false).
+VARIABLES = (*LOADER_PATHS, "GLIBC_TUNABLES", "LD_BIND_NOW", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_USE_CPU",
+             "ACCELERATE_DYNAMO_BACKEND", "FSDP_SHARDING_STRATEGY")
 ENV_CHANGES = ("added", "edited", "removed")
 
 
@@ -217,7 +220,8 @@ def test_the_launch_script_refuses_a_loader_environment_changed_after_the_gate(w
     assert "check_loader ||" in run.launch_script.read_text()
 
     def launch(**env: str) -> subprocess.CompletedProcess:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "GCONV", "GLIBC", "LOCPATH"))}
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("LD_", "GCONV", "GLIBC", "LOCPATH", "ACCELERATE_", "FSDP_"))}
         return subprocess.run(["bash", str(run.launch_script)], capture_output=True, text=True, timeout=120,
                               env={**base, **env})
 
@@ -225,7 +229,9 @@ def test_the_launch_script_refuses_a_loader_environment_changed_after_the_gate(w
     assert ran.returncode == 0 and "trained" in ran.stdout, (ran.stdout, ran.stderr)
     for env, said in (({"LD_LIBRARY_PATH": "/tmp/round7/evil/lib"}, "LD_LIBRARY_PATH is /tmp/round7/evil/lib"),
                       ({}, "LD_LIBRARY_PATH is unset"),
-                      ({"LD_LIBRARY_PATH": lib, "GCONV_PATH": "/tmp/g"}, "GCONV_PATH is set (/tmp/g)")):
+                      ({"LD_LIBRARY_PATH": lib, "GCONV_PATH": "/tmp/g"}, "GCONV_PATH is set (/tmp/g)"),
+                      ({"LD_LIBRARY_PATH": lib, "ACCELERATE_MIXED_PRECISION": "bf16"},  # round 8, G3
+                       "ACCELERATE_MIXED_PRECISION is set (bf16)")):
         refused = launch(**env)
         assert refused.returncode == 3 and "trained" not in refused.stdout, (env, refused.stdout, refused.stderr)
         assert f"refusing to train: {said}" in refused.stderr, (env, refused.stderr)
@@ -270,3 +276,145 @@ def test_a_launch_from_another_loader_environment_never_starts(workspace, tmp_pa
         assert time.time() < deadline, status
         time.sleep(1)
     assert status.state == "succeeded", (status.state, (run_dir / "train" / "logs" / "stdout.log").read_text()[-3000:])
+
+
+# Round 8: the launch itself. G3: transformers and accelerate read the launching shell's ACCELERATE_* (and FSDP_*)
+# variables, pinned above with the loader's. G1: bash found on PATH (a fake one set BASH_ENV after the launcher
+# stripped it). G4: the package's folder on the trainer's PYTHONPATH (a hashlib.py dropped there shadowed the stdlib
+# before any check).
+def test_every_training_variable_transformers_and_accelerate_read_is_pinned():
+    """Each ACCELERATE_* / FSDP_* name the installed transformers' TrainingArguments and accelerate's state read
+    from the environment (their source, not a list of ours) is one the verdict pins."""
+    import importlib.util
+    import re
+
+    from mcp_server.inspection.loader_env import is_loader_variable
+
+    names = set()
+    for module in ("transformers.training_args", "accelerate.state", "accelerate.utils.dataclasses"):
+        source = Path(importlib.util.find_spec(module).origin).read_text()
+        names |= set(re.findall(r'"((?:ACCELERATE|FSDP)_[A-Z0-9_]+)"', source))
+    assert "ACCELERATE_MIXED_PRECISION" in names and len(names) > 10, sorted(names)
+    assert [n for n in sorted(names) if not is_loader_variable(n)] == []
+
+
+def test_bash_is_run_by_absolute_path_never_from_path():
+    """launch_training starts train/launch.sh with bash by its absolute path, resolved once (/bin/bash or
+    /usr/bin/bash), and both launch scripts name it in their first line: no `bash` on PATH is ever looked up."""
+    import shutil
+
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+    from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+    from mcp_server.training.processes import LAUNCHER
+
+    bash = LAUNCHER[0]
+    assert bash in ("/bin/bash", "/usr/bin/bash") and LAUNCHER[1:] == ["train/launch.sh"], LAUNCHER
+    assert os.path.isabs(bash) and os.access(bash, os.X_OK) and shutil.which("bash")  # a real one, not PATH's
+    sh = render_launch_sh("g1", sys.executable, [sys.executable, "-c", "pass"], True, None)
+    sbatch = render_sbatch(SlurmLayout(run_dir="/r", job_name="g1", comment="c", python=sys.executable, nodes=1,
+                                       train_nodes=1, processes_per_node=1, gpus_per_node=0, strategy="ddp",
+                                       output_dir="checkpoints"), "tiny", [])
+    assert sh.splitlines()[0] == f"#!{bash}" and sbatch.splitlines()[0] == f"#!{bash}", (sh[:40], sbatch[:40])
+
+
+@pytest.mark.slow  # starts bash
+def test_a_bash_first_on_path_never_starts_the_launch_script(tmp_path, monkeypatch):
+    """Round 8's G1: a `bash` first on the launching shell's PATH that sets BASH_ENV and execs the real one. The
+    launcher's command (processes.LAUNCHER, as launch_training's spawn runs it) never runs it."""
+    from mcp_server.interpreter import without_shell_hooks
+    from mcp_server.training.processes import LAUNCHER
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    marker = tmp_path / "fake-bash-ran"
+    (fake / "bash").write_text(f"#!/bin/sh\necho ran >> {marker}\nexport BASH_ENV={tmp_path}/hook.sh\n"
+                               'exec /bin/bash "$@"\n')
+    (fake / "bash").chmod(0o755)
+    run = tmp_path / "run"
+    (run / "train").mkdir(parents=True)
+    (run / "train" / "launch.sh").write_text('echo "launched BASH_ENV=${BASH_ENV-unset}"\n')
+    env = without_shell_hooks({**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"})
+    ran = subprocess.run(LAUNCHER, cwd=run, env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and "launched BASH_ENV=unset" in ran.stdout, (ran.stdout, ran.stderr)
+    assert not marker.exists()
+
+
+def _trainer_path(script: str) -> str | None:
+    """The PYTHONPATH a rendered launch script gives the trainer (None: none, the package is installed)."""
+    import shlex
+
+    for line in script.splitlines():
+        if line.startswith("export PYTHONPATH="):
+            return shlex.split(line.removeprefix("export PYTHONPATH="))[0]
+    return None
+
+
+def test_the_trainers_path_holds_this_package_alone():
+    """Round 8's G4: train/launch.sh and train/launch.slurm put on the trainer's PYTHONPATH a folder outside the
+    workspace (beside the evidence key) holding one entry, `mcp_server`, which is this package: no other name of
+    the plugin folder (a hashlib.py dropped beside the package) is importable from it."""
+    from mcp_server.evidence import key_path
+    from mcp_server.interpreter import package_path
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+    from mcp_server.training.launchers.base import python_env, trainer_pythonpath
+
+    import mcp_server
+    from conftest import skip_unless_ci
+
+    if package_path() is None:
+        skip_unless_ci("this package is installed: the trainer's path names no folder")
+
+    folder = _trainer_path(render_launch_sh("g4", sys.executable, [sys.executable, "-c", "pass"], True, None))
+    assert folder is not None and os.listdir(folder) == ["mcp_server"], (folder, os.listdir(folder or "."))
+    assert os.path.realpath(os.path.join(folder, "mcp_server")) == os.path.dirname(os.path.realpath(
+        mcp_server.__file__))
+    assert Path(folder).resolve().is_relative_to(key_path().parent.resolve()), (folder, key_path())
+    assert f"export LLM_FINETUNING_PACKAGE={folder}" in python_env(trainer_pythonpath())
+
+
+@pytest.mark.slow  # runs the trainer's module (verified_script) in the training interpreter
+def test_the_trainer_refuses_a_module_imported_from_outside_before_its_checks(workspace, tmp_path):
+    """A `hashlib.py` first on the trainer's path (as G4 dropped it beside the package) is imported by the
+    interpreter and by verified_script before any check runs: the trainer refuses (exit 3) naming the module and
+    its file, before train.py runs; the launch script's own path (this package alone) trains."""
+    from mcp_server.training.launchers.base import trainer_pythonpath
+    from mcp_server.training.trainer.verified_script import PACKAGE_ENV
+
+    run = _run(workspace)
+    (run.dir / "train" / "train.py").write_text("print('trained')\n")
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "hashlib.py").write_text(
+        "import importlib.util, os, sysconfig\n"
+        "spec = importlib.util.spec_from_file_location('_stdlib_hashlib', os.path.join("
+        "sysconfig.get_paths()['stdlib'], 'hashlib.py'))\n"
+        "real = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(real)\n"
+        "globals().update({k: v for k, v in vars(real).items() if not k.startswith('__')})\n")
+    path = trainer_pythonpath() or ""
+
+    def trainer(*first: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env.update({"PYTHONPATH": os.pathsep.join([*first, path]), PACKAGE_ENV: path or "installed",
+                    "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "LLM_FINETUNING_WORKSPACE": str(workspace)})
+        return subprocess.run([sys.executable, "-m", "mcp_server.training.trainer.verified_script",
+                               "train/train.py"], cwd=run.dir, env=env, capture_output=True, text=True, timeout=120)
+
+    ran = trainer()
+    assert ran.returncode == 0 and "trained" in ran.stdout, ran.stderr
+    refused = trainer(str(shadow))
+    assert refused.returncode == 3 and f"hashlib ({shadow / 'hashlib.py'})" in refused.stderr, refused.stderr
+    assert "trained" not in refused.stdout
+
+
+def test_validating_a_config_never_changes_the_pinned_launch_environment():
+    """transformers' TrainingArguments exports FSDP_CPU_RAM_EFFICIENT_LOADING for fsdp: the validation that
+    builds one (in this process when it is the training interpreter) puts the environment back, so a launch after
+    it is not refused for a variable no shell set, nor a verdict recorded after it pins one."""
+    from mcp_server.recipe.trl_fields import instantiate_grpo_config
+
+    def training_variables() -> list[str]:
+        return sorted(k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_")))
+
+    before = training_variables()
+    assert instantiate_grpo_config({"fsdp": "full_shard auto_wrap", "bf16": False}, 2, "9.0") is None
+    assert training_variables() == before and loader_env_pin() == {}

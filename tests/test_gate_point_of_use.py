@@ -734,6 +734,42 @@ def test_pinned_fields_on_the_trainers_command_line_are_refused(tmp_path, monkey
     assert refusal and f"the command line sets {named} " in refusal, refusal
 
 
+@pytest.mark.parametrize("args, named", [
+    ("--epsilon_high 5.0 --scale_rewards none", "epsilon_high, scale_rewards"),
+    ("--mask_truncated_completions true --shuffle_dataset false", "shuffle_dataset, mask_truncated_completions"),
+    ("--temperature 0.5", "temperature"),
+])
+def test_pinned_fields_in_an_args_file_beside_the_script_are_refused(tmp_path, monkeypatch, capsys, args, named):
+    """Round 8, G5: transformers' HfArgumentParser reads `<script>.args` (train/train.args) by default, in the
+    trainer's parse and in its baseline parse of config.yaml alone alike, so pinned fields set there were never
+    seen. The baseline reads no args file: they are refused as command-line ones, and the launch gate names the
+    file before anything starts."""
+    import sys
+    from types import SimpleNamespace
+
+    from mcp_server.inspection.trainer_read import parse_config
+    from mcp_server.inspection.training_inputs import fingerprint
+    from mcp_server.training.launch_gates import interpreter_refusals
+
+    run, dataset, _, _, verdict = _point_of_use(tmp_path, monkeypatch)
+    monkeypatch.chdir(run.dir)
+    _edit_config(run.dir, use_cpu=True)
+    argv = ["--config", str(run.config)]
+    _, training_args, model_args, _ = parse_config(argv)
+    now = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    run.verdict.write_text(json.dumps({**verdict, "pins": {"trained": now}}))
+    monkeypatch.setattr(sys, "argv", [str(run.script)])  # as verified_script sets it: train/train.py
+    config_gate = lambda: [(r.gate, r.message, r.how_to_clear) for r in interpreter_refusals(run)  # noqa: E731
+                           if r.gate == "config"]  # this verdict pins no launch environment: not judged here
+    assert _check(run, dataset, *parse_config(argv)[1:3], capsys) is None and config_gate() == []
+    (run.dir / "train" / "train.args").write_text(args + "\n")
+    refusal = _check(run, dataset, *parse_config(argv)[1:3], capsys)
+    assert refusal and f"the command line sets {named} " in refusal and "train/train.args" in refusal, refusal
+    said = config_gate()
+    assert len(said) == 1 and "train/train.args" in said[0][1], said
+    assert "train/config.yaml" in said[0][2] and "remove train/train.args" in said[0][2], said
+
+
 # The checkpoint TRL loads on resume, checked against the run's signed saves ledger right before the load (issue 48,
 # round 7 f_resume_swap): resume_training's own check runs seconds earlier, before the trainer starts.
 def test_the_checkpoint_a_resume_loads_is_the_one_the_run_saved(tmp_path, monkeypatch, capsys):

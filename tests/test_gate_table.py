@@ -940,7 +940,7 @@ def test_a_site_hook_from_outside_the_installation_is_refused(tmp_path, monkeypa
             main([str(script)])
         assert refused.value.code == 3 and f"{name} ({where})" in capsys.readouterr().err
         assert not (script.parent / "ran").exists()
-        monkeypatch.delitem(os.sys.modules, name)
+        monkeypatch.delitem(os.sys.modules, name.split(" (")[0])
     distribution = types.ModuleType("sitecustomize")  # the interpreter's own (a distribution ships one)
     distribution.__file__ = str(Path(sysconfig.get_paths()["stdlib"]) / "sitecustomize.py")
     monkeypatch.setitem(os.sys.modules, "sitecustomize", distribution)
@@ -957,6 +957,7 @@ def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_pyt
     import sys
 
     from mcp_server.interpreter import package_path
+    from mcp_server.training.launchers.base import trainer_pythonpath
     from mcp_server.training.launchers.local.shell import render_launch_sh
 
     hooks = tmp_path / "hooks"
@@ -978,7 +979,7 @@ def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_pyt
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["hooks"] == [] and not [n for n in ("sitecustomize", "usercustomize") if (tmp_path / n).exists()]
-    assert got["path"] == package_path() and not got["cwd_first"], got
+    assert got["path"] == trainer_pythonpath() and not got["cwd_first"], got  # this package alone (round 8, G4)
     assert got["python_vars"] == sorted(["PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUNBUFFERED"]
                                         + (["PYTHONPATH"] if package_path() else [])), got
     from mcp_server.training.launchers.base import python_env
@@ -986,8 +987,9 @@ def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_pyt
 
     sbatch = render_sbatch(SlurmLayout(run_dir=str(run), job_name="hooked", comment="c", python=sys.executable,
                                        nodes=2, train_nodes=2, processes_per_node=1, gpus_per_node=0, strategy="ddp",
-                                       output_dir="checkpoints", pythonpath=package_path()), "tiny", [])
-    assert python_env(package_path()) in sbatch + "\n" and "-m mcp_server.training.trainer.verified_script" in sbatch
+                                       output_dir="checkpoints", pythonpath=trainer_pythonpath()), "tiny", [])
+    assert python_env(trainer_pythonpath()) in sbatch + "\n"
+    assert "-m mcp_server.training.trainer.verified_script" in sbatch
 
 
 # A reward's helpers, however the reward module imports them at its import: copied for the trainer and hashed.
@@ -1158,6 +1160,10 @@ def test_the_trainer_refuses_this_package_from_elsewhere_than_the_launch_script_
     assert refused.value.code == 3 and f"imported from {here}" in capsys.readouterr().err
     assert not (script.parent / "ran").exists()
     monkeypatch.setenv("LLM_FINETUNING_PACKAGE", os.path.dirname(here))  # where the launch script put it
+    from mcp_server.training.trainer.verified_script import foreign_modules
+
+    for name in foreign_modules():  # this test process's own (pytest's tests, fixtures): a trainer holds none
+        monkeypatch.delitem(os.sys.modules, name.split(" (")[0])
     main([str(script)])
     assert (script.parent / "ran").read_text() == "ran"
 

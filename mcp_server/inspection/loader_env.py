@@ -1,4 +1,5 @@
-"""What runs in the training interpreter before Python does, and where its libraries come from (issue 48).
+"""What runs in the training interpreter before Python does, what in its environment changes what trains, and where
+its libraries come from (issue 48).
 
 The dynamic loader (ld.so) and the C library obey variables at every process's start, before the interpreter runs a
 line: LD_LIBRARY_PATH puts a folder of libraries first (a stand-in libpython whose constructor re-adds a shadow
@@ -26,6 +27,12 @@ from functools import lru_cache
 # every LD_* one (LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, LD_BIND_NOW, LD_DEBUG...) and these.
 LOADER_NAMES = ("GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH")
 LOADER_PREFIX = "LD_"
+# The launch environment that changes what trains (round 8, G3): transformers' TrainingArguments reads
+# ACCELERATE_MIXED_PRECISION when bf16 and fp16 are false (a bf16 run against a verdict pinning bf16: false),
+# ACCELERATE_USE_CPU, ACCELERATE_TORCH_DEVICE, ACCELERATE_USE_DEEPSPEED; accelerate's state and plugins read every
+# ACCELERATE_* (dynamo, gradient accumulation and clipping, deepspeed, FSDP, megatron) and FSDP_*. Pinned with the
+# loader's, checked by the launch gate and by train/launch.sh before `accelerate launch` sets its own for the ranks.
+TRAINING_PREFIXES = ("ACCELERATE_", "FSDP_")
 # The ones that name folders or files the loader or the C library loads code or data from, and how their entries are
 # separated (ld.so(8): LD_LIBRARY_PATH by ':' or ';', LD_PRELOAD by ' ' or ':'); an empty or relative entry is the
 # process's working directory (for the trainer: the run directory, in the workspace).
@@ -35,11 +42,13 @@ TRAINER_PACKAGES = ("trl", "transformers", "torch", "datasets", "peft", "acceler
 TRAINING_PATHS = "training_paths"  # the verdict record's key for interpreter_paths
 # The trainer's copy of it (launchers.base.verdict_env), os.pathsep-joined; absent when run by hand.
 TRAINING_PATHS_ENV = "LLM_FINETUNING_TRAINING_PATHS"
-LOADER_PART = "the dynamic loader's environment (LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, GCONV_PATH, GLIBC_TUNABLES)"
+LOADER_PART = ("the launch environment (the dynamic loader's LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, GCONV_PATH, "
+               "GLIBC_TUNABLES; accelerate's ACCELERATE_*, FSDP_*)")
 
 
 def is_loader_variable(name: str) -> bool:
-    return name.startswith(LOADER_PREFIX) or name in LOADER_NAMES
+    """A variable of the pinned launch environment: the loader's, or one that changes what trains."""
+    return name.startswith((LOADER_PREFIX, *TRAINING_PREFIXES)) or name in LOADER_NAMES
 
 
 def loader_env_pin(environ=None) -> dict[str, str]:
@@ -135,6 +144,6 @@ def _paths(path: str, realpath: str, sha256: str) -> list[str] | None:
 
 def loader_how() -> str:
     """The way on for a loader environment that is not the one the verdict was recorded under."""
-    return ("launch from a shell whose loader variables are what the verdict recorded (set them back, or unset the "
-            "new ones), or record the verdict again from this one (record_inspection_verdict; the review and the "
-            "samples stay valid) once you trust every folder and library it names")
+    return ("launch from a shell whose loader and ACCELERATE_* / FSDP_* variables are what the verdict recorded (set "
+            "them back, or unset the new ones), or record the verdict again from this one (record_inspection_verdict; "
+            "the review and the samples stay valid) once you trust every folder, library and setting it names")

@@ -63,14 +63,30 @@ def interpreter_refusals(run: Run) -> list[GateRefusal]:
     verdict = read_json_if_present(run.verdict)
     pins = verdict.get("pins") if isinstance(verdict, dict) else None
     if not isinstance(pins, dict):
-        return []
-    refusals = loader_refusals(run, pins)
+        return args_file_refusals(run)
+    refusals = args_file_refusals(run) + loader_refusals(run, pins)
     recorded, current = pins.get("training_python"), training_python_pin()
     if recorded == current:
         return refusals
     return refusals + [GateRefusal(
         gate="inspection", message=python_change(recorded, current) + ": nothing was started with it",
         how_to_clear=way_on_for(run, python_how(recorded)))]
+
+
+def args_file_refusals(run: Run) -> list[GateRefusal]:
+    """An args file beside the training script (train/train.args, any train/<script>.args): transformers'
+    HfArgumentParser reads `<sys.argv[0]>.args` by default and applies its arguments over config.yaml, in the
+    trainer alone (round 8, G5: pinned fields no sampling pass or pin saw). Refused before anything starts; the
+    trainer refuses a pinned field set there as well (inspection.trained._command_line_overrides)."""
+    found = sorted(p.relative_to(run.dir).as_posix() for p in run.train.glob("*.args")) if run.train.is_dir() else []
+    if not found:
+        return []
+    return [GateRefusal(
+        gate="config", message=f"{', '.join(found)} is an args file: transformers' argument parser reads it beside "
+        "the training script and applies its arguments over train/config.yaml, unseen by sampling and the verdict: "
+        "nothing was started",
+        how_to_clear=f"put its values in train/config.yaml (then sample and inspect again, and record the verdict) "
+        f"and remove {', '.join(found)}, then launch again")]
 
 
 def loader_refusals(run: Run, pins: dict) -> list[GateRefusal]:

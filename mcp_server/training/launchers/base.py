@@ -16,8 +16,10 @@ memory plan per node), `DerivedState.view` (the scheduler's job, shown as traini
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.resources as resources
 import os
+import secrets
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -28,8 +30,10 @@ import yaml
 
 from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.loader_env import LOADER_NAMES, LOADER_PREFIX, TRAINING_PATHS, TRAINING_PATHS_ENV
-from mcp_server.interpreter import SHELL_HOOKS
+from mcp_server.evidence import STATE_ENV, state_dir
+from mcp_server.inspection.loader_env import (LOADER_NAMES, LOADER_PREFIX, TRAINING_PATHS, TRAINING_PATHS_ENV,
+                                              TRAINING_PREFIXES)
+from mcp_server.interpreter import SHELL_HOOKS, package_path
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.recipe.recorded import RecordedRequest
@@ -58,6 +62,29 @@ export PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1
 """
 
 
+def trainer_pythonpath() -> str | None:
+    """The trainer's PYTHONPATH when this package runs from a plugin folder (interpreter.package_path; None when
+    installed): a folder beside the evidence key (outside the workspace) holding one link, `mcp_server` -> that
+    folder's package, so nothing else of the plugin folder is importable (round 8, G4: a hashlib.py dropped beside
+    the package shadowed the stdlib in the trainer before any check). Made (or its link put right) on each call."""
+    path = package_path()
+    if path is None:
+        return None
+    package = os.path.realpath(os.path.join(path, "mcp_server"))
+    folder = state_dir() / "trainer-path" / hashlib.sha256(package.encode()).hexdigest()[:16]
+    link = folder / "mcp_server"
+    try:
+        if not (link.is_symlink() and os.readlink(link) == package):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = folder / f".mcp_server.{os.getpid()}.{secrets.token_hex(4)}"
+            os.symlink(package, tmp, target_is_directory=True)
+            os.replace(tmp, link)
+    except OSError as exc:
+        raise UserInputError(STATE_ENV, f"cannot make the trainer's package folder {folder}: "
+                                        f"{exc.strerror or exc}") from None
+    return str(folder)
+
+
 def python_env(pythonpath: str | None) -> str:
     """The lines of train/launch.sh and train/launch.slurm that set the trainer's Python environment; the trainer
     refuses a `mcp_server` imported from anywhere else (verified_script.PACKAGE_ENV: this folder, or the
@@ -79,21 +106,22 @@ REFUSED_EXIT = 'rc=3; rm -f "$LOGS/exit.json"; ' + PLAIN_EXIT + '; exit 3'
 
 
 def loader_check(pin) -> str:
-    """The bash function check_loader: the loader's variables (inspection.loader_env) must be the ones the verdict
-    recorded (`pin`; none recorded: none set), less LD_PRELOAD and LD_AUDIT, which no launcher passes on
-    (interpreter.SHELL_HOOKS); else one line on stderr naming the variable, what was reviewed and what it is now."""
+    """The bash function check_loader: the loader's variables and those that change what trains (ACCELERATE_*,
+    FSDP_*: inspection.loader_env) must be the ones the verdict recorded (`pin`; none recorded: none set), less
+    LD_PRELOAD and LD_AUDIT, which no launcher passes on (interpreter.SHELL_HOOKS); else one line on stderr naming
+    the variable, what was reviewed and what it is now."""
     expected = {k: v for k, v in (pin if isinstance(pin, dict) else {}).items()
                 if isinstance(v, str) and k not in SHELL_HOOKS and k.isidentifier() and k.isascii()}
     q = shlex.quote
     names = "|".join(["__none__", *expected])  # only these may be set
-    pattern = "|".join([f"{LOADER_PREFIX}*", *LOADER_NAMES])
+    pattern = "|".join([f"{prefix}*" for prefix in (LOADER_PREFIX, *TRAINING_PREFIXES)] + list(LOADER_NAMES))
     lines = [
         "check_loader() {",
         "  local v",
         "  for v in $(compgen -e); do",
         f'    case "$v" in {pattern}) ;; *) continue;; esac',
         f'    case "$v" in {names}) ;; *) echo "llm-finetuning: refusing to train: $v is set (${{!v}}), unset when the '
-        'inspection verdict was recorded: the dynamic loader obeys it before any check. Unset it, or record the '
+        'inspection verdict was recorded: the dynamic loader or the trainer obeys it. Unset it, or record the '
         'verdict again from this shell (record_inspection_verdict), then launch again" >&2; return 3;; esac',
         "  done"]
     for name, value in expected.items():

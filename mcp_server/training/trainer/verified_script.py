@@ -5,8 +5,9 @@ read the file again: a script swapped in between (and put back) would run unrevi
 nothing. The launchers start this module instead: it reads the script's bytes once, compares their sha256 with the
 one the launcher passed (SCRIPT_SHA_ENV, the verdict's pin; absent when run by hand) and runs those bytes as
 `__main__`, with the script's own `__file__` (so its run directory and imports are what they were), issue 48.
-It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`), or with
-this package imported from anywhere but where the launch script put it (`foreign_package`).
+It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`), any
+module imported from outside it and this package (`foreign_modules`), or with this package imported from anywhere
+but where the launch script put it (`foreign_package`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def foreign_package() -> str | None:
     if meant == "installed":
         inside = any(package.startswith(root) for root in _installation_roots())
     else:
-        inside = package == os.path.join(os.path.realpath(meant), "mcp_server")
+        inside = package == os.path.realpath(os.path.join(meant, "mcp_server"))  # meant: a folder linking to it
     return None if inside else package
 
 
@@ -55,6 +56,23 @@ def foreign_site_hooks() -> list[str]:
                                 for root in roots)  # a distribution's own hook may link elsewhere (/etc)
         if name in sys.modules and not inside:
             found.append(f"{name} ({origin or 'no file'})")
+    return found
+
+
+def foreign_modules() -> list[str]:
+    """'name (file)' for each module already imported whose file lies outside the interpreter's own installation,
+    the recorded training paths (`_allowed_roots`) and this package's folder: a `hashlib.py` beside the package
+    on PYTHONPATH, or any module put first on the path, ran before this check (round 8, G4). Checked when the
+    launch script started the trainer (PACKAGE_ENV): run by hand, a test's own modules are imported too."""
+    package = os.path.dirname(os.path.realpath(sys.modules["mcp_server"].__file__ or ""))
+    roots = {*_installation_roots(), *_allowed_roots(), package + os.sep}
+    found = []
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None)
+        if not isinstance(origin, str) or not os.path.isabs(origin):
+            continue  # built in, frozen, a namespace: no file put on the path
+        if not any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath) for root in roots):
+            found.append(f"{name} ({origin})")
     return found
 
 
@@ -143,6 +161,12 @@ def main(argv: list[str] | None = None) -> None:
         _refuse(f"{', '.join(hooks)} ran at this interpreter's start from outside its installation (a site hook on "
                 "PYTHONPATH or in the user's site-packages runs before any check). Launch with launch_training (its "
                 "launch script starts the trainer without them).")
+    foreign = foreign_modules() if os.environ.get(PACKAGE_ENV, "").strip() else []
+    if foreign:
+        _refuse(f"{', '.join(foreign[:5])} ran at this interpreter's start from outside its stdlib, its recorded "
+                "site-packages and this package's folder (a module put first on the path shadows the stdlib and "
+                "runs before any check). Remove it, and launch with launch_training (its launch script puts this "
+                "package alone on the path).")
     global VERIFYING
     VERIFYING = True
     check_libraries(imported=False)  # before any of them runs: where the import system would find them

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.interpreter import package_path
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
@@ -23,6 +22,7 @@ from mcp_server.training.launchers.base import (
     Start,
     history,
     mixed_precision,
+    trainer_pythonpath,
     trl_accelerate_config,
     verdict_env,
     verdict_loader_pin,
@@ -73,7 +73,7 @@ class SlurmLauncher:
         request, config = target.request, target.config
         layout = layout_for(target.run, target.run_request, config, target=target.target,
                             processes=request.num_processes, strategy=request.strategy,
-                            server_mode=target.server_mode, python=target.python, pythonpath=package_path(),
+                            server_mode=target.server_mode, python=target.python, pythonpath=trainer_pythonpath(),
                             partition=request.partition, account=request.account, time_limit=request.time_limit,
                             resume_from=target.resume_from, requeue=request.requeue)
         memory, notes, plan = None, [], None
