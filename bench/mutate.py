@@ -845,8 +845,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a PEFT checkpoint whose adapter is in a named folder (default/adapter_model.safetensors) is never "
       "complete: resume skips it"),
     M("k6-runs-no-trainer-state-complete", "runs", "mcp_server/training/runrecord.py",
-      "    if not (path / \"trainer_state.json\").is_file():\n        return [\"no trainer_state.json (the save did not "
-      "finish)\"]\n",
+      "    if not (path / \"trainer_state.json\").is_file():\n        return [\"no trainer_state.json (the save did "
+      "not finish)\"]\n",
       "",
       "a recorded checkpoint with weights but no trainer_state.json is the latest: resume_training loads a "
       "folder the Trainer cannot resume from"),
