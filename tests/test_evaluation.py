@@ -549,14 +549,17 @@ def test_a_default_grader_that_reads_a_tag_no_reply_holds_is_a_loud_warning(work
     assert proc.returncode == 0 and data["warnings"] == [], data["warnings"]
 
 
-def two_task_baselines(workspace: Path, small_task, old_graders: str) -> Path:
+def two_task_baselines(workspace: Path, small_task, old_graders: str, between=None) -> Path:
     """Baselines of tiny on two tasks, as a workspace keeps them: an old task (its goldens, `old_graders`) and this
-    run's (small_task's goldens, correctness_reward); returns the old task's goldens."""
+    run's (small_task's goldens, correctness_reward), `between()` called after the first; returns the old task's
+    goldens."""
     old = field_task(workspace / "old-goldens.jsonl")
     for goldens, graders in ((old, old_graders), (small_task[0], '[{"name": "correctness_reward"}]')):
         proc = run_cli("evaluate-model", "tiny", "--goldens", str(goldens), "--graders", graders,
                        "--max-new-tokens", "2", cwd=workspace)
         assert proc.returncode == 0 and "baseline written" in proc.stdout, proc.stdout + proc.stderr
+        if between is not None and goldens == old:
+            between()
     return old
 
 
@@ -568,10 +571,17 @@ def test_promote_never_imports_the_reward_of_another_tasks_baseline(workspace, t
     which it chose and why."""
     (workspace / "old_task_rewards.py").write_text(
         "def score(completions, **kwargs):\n    return [0.0 for _ in completions]\n")
-    two_task_baselines(workspace, small_task, '[{"name": "old_task_rewards.score"}]')
-    (workspace / "attic").mkdir()
-    (workspace / "old_task_rewards.py").rename(workspace / "attic" / "old_task_rewards.py")
     run = make_run(workspace, "field", tiny_model, tiny_model)
+
+    def only_the_leftover():
+        """The module moved and no baseline of this run's rewards yet: refused naming both, and --goldens."""
+        (workspace / "attic").mkdir()
+        (workspace / "old_task_rewards.py").rename(workspace / "attic" / "old_task_rewards.py")
+        proc = run_cli("promote-checkpoint", str(run), cwd=workspace, process=True)
+        assert proc.returncode == 2 and "is graded by old_task_rewards.score, which does not load now" in proc.stderr
+        assert "this run's rewards are correctness_reward" in proc.stderr and "--goldens" in proc.stderr
+
+    two_task_baselines(workspace, small_task, '[{"name": "old_task_rewards.score"}]', only_the_leftover)
     proc = run_cli("promote-checkpoint", str(run), cwd=workspace, process=True)
     assert "old_task_rewards" not in proc.stderr and proc.returncode == 1, proc.stdout + proc.stderr
     assert any(line.startswith("REJECT: ") for line in proc.stdout.splitlines())  # the base model: never better

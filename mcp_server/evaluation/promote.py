@@ -243,10 +243,11 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
 def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref,
               report: Report) -> tuple[Path, dict, str]:
     """(its file, the base model's baseline, the choice in words) from eval/: of the baselines on the request's
-    goldens (any goldens when none given), those graded by this run's rewards (train/rewards.json), else by some of
-    them; a baseline of graders the run never used is never chosen, nor its reward code imported (issue 49: a
-    leftover baseline of another task, its reward module moved since, failed the promotion importing it). Measured
-    now on the request's goldens when there is none yet."""
+    goldens (any goldens when none given), those graded by this run's rewards (train/rewards.json), else by a part
+    of them, when there are any: the others, another task's, are set aside unread, their reward code never imported
+    (issue 49: a leftover baseline of another task, its reward module moved since, failed the promotion importing
+    it). With none such, the baselines there decide (a run judged by other graders than it trains on). Measured now
+    on the request's goldens when there is none yet."""
     name = known_name(base)[0]  # the name the user gave, never a cache path (issue 49)
     ours = _run_graders(run)
     found, skipped = _baselines(str(base_ref) if base != "tiny" else "tiny", request.goldens, ours)
@@ -260,18 +261,18 @@ def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_r
     if found:  # on one goldens file: the first measured stands (a later, looser grader never replaces it)
         path, baseline = min(found, key=lambda item: (str(item[1].get("written_at")), item[0].name))
         _check_baseline(run, path, baseline)
+        mine = "" if skipped or ours is None or any(_grader_key(g) in {_grader_key(r) for r in ours}
+                                                    for g in baseline.get("graders") or []) else \
+            " (no baseline is graded by this run's rewards: the baseline's graders decide)"
         return path, baseline, (f"{path.name}: {name} graded by {_names(baseline.get('graders'))} on "
-                                f"{baseline.get('goldens')}{aside}")
+                                f"{baseline.get('goldens')}{mine}{aside}")
     if not request.goldens:
         raise UserInputError(
             "goldens",
-            f"no baseline for the base model {name} graded by this run's rewards "
-            f"({_names([g.model_dump() for g in ours or []]) or 'not recorded'}) in {eval_root()}"
-            f"{aside}. Pass the goldens this run is judged on (CLI: --goldens FILE), or evaluate the base model "
-            "first (evaluate_model with graders: the run's rewards)",
+            f"no baseline for the base model {name} in {eval_root()} and no goldens given: evaluate the base "
+            "model first (evaluate_model) or pass goldens",
         )
-    graded = {"graders": ours} if ours else {}  # the run's rewards grade it: a baseline of other graders is none
-    first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write", **graded,
+    first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
                                            max_new_tokens=int(GRPOView.given(config).max_completion_length or 256)),
                            report=stage_report(report, "baseline of the base model"))
     path = Path(first.baseline_path)
@@ -299,11 +300,11 @@ def _grader_key(spec) -> tuple:
 
 def _baselines(model: str, goldens: str | None,
                run_graders: list[RewardSpec] | None = None) -> tuple[list[tuple[Path, dict]], list[str]]:
-    """(the model's baselines to choose from, those set aside in words): on `goldens` when given; graded by the
-    run's rewards exactly (by name and parameters) when any is, else by some of them; one graded by a reward the
-    run never used is set aside unread, its reward code never imported. One whose graders' code changed since it
-    was measured is refused, naming it: it would compare the checkpoint under other graders than the base
-    model's."""
+    """(the model's baselines to choose from, those set aside in words): on `goldens` when given; of those, the
+    ones graded by the run's rewards exactly (by name and parameters), else by a part of them, when any is, the
+    rest set aside unread. One whose graders' code changed since it was measured is refused, naming it: it would
+    compare the checkpoint under other graders than the base model's; one whose graders no longer load, naming it
+    and the run's rewards (_graders_code)."""
     sha = sha256_file(resolve_goldens(goldens)) if goldens else None
     for path in baselines_of(model):  # a file evaluate_model did not write (or not as it is) decides nothing
         why = baseline_unrecorded(path)
@@ -326,14 +327,13 @@ def _baselines(model: str, goldens: str | None,
                 return None
 
         exact = [(p, b) for p, b in found if keys(b) == ours]
-        some = [(p, b) for p, b in found if keys(b) and keys(b) <= ours]
-        kept = exact or some
-        skipped = [f"{p.name} (graded by {_names(b.get('graders'))}, "
-                   + ("not this run's rewards" if (p, b) not in some else "a part of this run's rewards") + ")"
-                   for p, b in found if (p, b) not in kept]
-        found = kept
+        kept = exact or [(p, b) for p, b in found if keys(b) and keys(b) <= ours]
+        if kept:  # the others are another task's: set aside unread (issue 49)
+            skipped = [f"{p.name} (graded by {_names(b.get('graders'))}, not this run's rewards)"
+                       for p, b in found if (p, b) not in kept]
+            found = kept
     changed = [(path, b) for path, b in found if b.get("graders_code_sha256") and
-               reward_code_sha256(b.get("graders") or []) != b["graders_code_sha256"]]
+               _graders_code(path, b, run_graders) != b["graders_code_sha256"]]
     if changed and len(changed) == len(found):
         path, baseline = changed[0]
         raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
@@ -341,6 +341,20 @@ def _baselines(model: str, goldens: str | None,
                              "back, or evaluate the base model again (evaluate_model files a baseline for the new "
                              "code beside this one)")
     return [item for item in found if item not in changed], skipped
+
+
+def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:
+    """reward_code_sha256 of a baseline's graders; a grader that no longer imports is refused naming the baseline,
+    its graders and the run's rewards, and the way on (issue 49: the bare import error blamed a reward the run never
+    used)."""
+    try:
+        return reward_code_sha256(baseline.get("graders") or [])
+    except UserInputError as exc:
+        ours = _names([g.model_dump() for g in run_graders or []]) or "not recorded"
+        raise UserInputError("baseline", f"{path.name} is graded by {_names(baseline.get('graders'))}, which does not "
+                             f"load now ({exc}); this run's rewards are {ours}. Give the goldens "
+                             "this run is judged on (CLI: --goldens FILE) after measuring the base model on them with "
+                             "evaluate_model --graders set to the run's rewards, or put the module back") from None
 
 
 def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:
