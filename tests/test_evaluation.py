@@ -217,6 +217,7 @@ def test_first_evaluation_writes_the_baseline_and_it_is_never_overwritten(worksp
     assert first.ci_low <= first.pass_rate <= first.ci_high
     assert [i.index for i in first.items] == list(range(len(rows)))
     assert all(i.passed == (i.scores["correctness_reward"] > 0) for i in first.items)
+    assert first.warnings == []  # correctness_reward paid: nothing to warn of
     assert first.baseline_written and [Path(first.baseline_path)] == baselines_of(str(good_model))
     written = Path(first.baseline_path).read_bytes()
     record = json.loads(written)
@@ -516,3 +517,87 @@ def test_an_item_passes_only_when_every_grader_scores_it():
     assert not item_passed({"format": 1.0, "correctness": 0.0})
     assert not item_passed({"format": 0.0, "correctness": 2.0})
     assert not item_passed({})
+
+
+# ---------------------------------------------------------------- issue 49: the baseline a new user meets
+def field_task(path: Path, n: int = 6) -> Path:
+    """A new user's own task (pull one field's value out of a JSON record), chat prompts, no tag asked for."""
+    rows = [{"prompt": [{"role": "user", "content": f'Give the value of "city" in {{"city": "c{i}", "n": {i}}}.'}],
+             "answer": f"c{i}"} for i in range(n)]
+    write_jsonl(rows, path)
+    return path
+
+
+@pytest.mark.slow  # decodes
+def test_a_default_grader_that_reads_a_tag_no_reply_holds_is_a_loud_warning(workspace, tiny_model):
+    """Issue 49: the README's baseline line, no --graders, graded the user's own task with correctness_reward,
+    which reads <answer>: a read-only 0/30 baseline and no word that no reply held the tag. The CLI now says so,
+    first, in the result too, and names --graders; with the task's own grader given there is nothing to warn of."""
+    goldens = field_task(workspace / "goldens.jsonl")
+    proc = run_cli("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "4", cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("WARNING: correctness_reward paid nothing on all 6 goldens: no reply holds <answer>"), \
+        proc.stdout
+    assert "--graders" in first
+    proc, data = run_cli_json("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "4",
+                              "--baseline", "never", cwd=workspace)
+    assert data["passed"] == 0 and len(data["warnings"]) == 1 and "<answer>" in data["warnings"][0]
+    plain = '[{"name": "correctness_reward", "params": {"tag": null}}]'  # the user's grader: reads no tag
+    proc, data = run_cli_json("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "4",
+                              "--graders", plain, "--baseline", "never", cwd=workspace)
+    assert proc.returncode == 0 and data["warnings"] == [], data["warnings"]
+
+
+def two_task_baselines(workspace: Path, small_task, old_graders: str, between=None) -> Path:
+    """Baselines of tiny on two tasks, as a workspace keeps them: an old task (its goldens, `old_graders`) and this
+    run's (small_task's goldens, correctness_reward), `between()` called after the first; returns the old task's
+    goldens."""
+    old = field_task(workspace / "old-goldens.jsonl")
+    for goldens, graders in ((old, old_graders), (small_task[0], '[{"name": "correctness_reward"}]')):
+        proc = run_cli("evaluate-model", "tiny", "--goldens", str(goldens), "--graders", graders,
+                       "--max-new-tokens", "2", cwd=workspace)
+        assert proc.returncode == 0 and "baseline written" in proc.stdout, proc.stdout + proc.stderr
+        if between is not None and goldens == old:
+            between()
+    return old
+
+
+@pytest.mark.slow  # decodes, and promotes in a fresh process as the user did
+def test_promote_never_imports_the_reward_of_another_tasks_baseline(workspace, tiny_model, small_task):
+    """Issue 49: with a leftover baseline of the same model from another task, whose reward module was moved since,
+    promote-checkpoint failed importing that module instead of using the baseline of this run's rewards. It now
+    chooses the baseline graded by the run's rewards (train/rewards.json), sets the other aside unread and says
+    which it chose and why."""
+    (workspace / "old_task_rewards.py").write_text(
+        "def score(completions, **kwargs):\n    return [0.0 for _ in completions]\n")
+    run = make_run(workspace, "field", tiny_model, tiny_model)
+
+    def only_the_leftover():
+        """The module moved and no baseline of this run's rewards yet: refused naming both, and --goldens."""
+        (workspace / "attic").mkdir()
+        (workspace / "old_task_rewards.py").rename(workspace / "attic" / "old_task_rewards.py")
+        proc = run_cli("promote-checkpoint", str(run), cwd=workspace, process=True)
+        assert proc.returncode == 2 and "is graded by old_task_rewards.score, which does not load now" in proc.stderr
+        assert "this run's rewards are correctness_reward" in proc.stderr and "--goldens" in proc.stderr
+
+    two_task_baselines(workspace, small_task, '[{"name": "old_task_rewards.score"}]', only_the_leftover)
+    proc = run_cli("promote-checkpoint", str(run), cwd=workspace, process=True)
+    assert "old_task_rewards" not in proc.stderr and proc.returncode == 1, proc.stdout + proc.stderr
+    assert any(line.startswith("REJECT: ") for line in proc.stdout.splitlines())  # the base model: never better
+    promotion = json.loads(next(run.rglob("promotion.json")).read_text())
+    assert promotion["goldens_sha256"] == hashlib.sha256(small_task[0].read_bytes()).hexdigest()
+    choice = promotion["baseline_choice"]
+    assert choice.startswith(Path(promotion["baseline_path"]).name) and "correctness_reward" in choice
+    assert "set aside" in choice and "old_task_rewards.score" in choice and "not this run's rewards" in choice
+
+
+@pytest.mark.slow  # decodes
+def test_several_baselines_are_named_by_the_model_the_user_gave(workspace, tiny_model, small_task):
+    """Issue 49: "2 baselines of /root/.cache/llm-finetuning/smollm2-135m-... on different goldens": the run's
+    config holds the cache path; the message names the model as the user gave it (model_ref.known_name)."""
+    two_task_baselines(workspace, small_task, '[{"name": "correctness_reward"}]')
+    run = make_run(workspace, "two", tiny_model, tiny_model)  # config: the tiny model's cache directory
+    proc = run_cli("promote-checkpoint", str(run), cwd=workspace)
+    assert proc.returncode == 2 and "2 baselines of tiny on different goldens" in proc.stderr, proc.stderr
+    assert str(tiny_model) not in proc.stderr and "--goldens" in proc.stderr

@@ -242,6 +242,44 @@ def evaluate_rows(
     ]
 
 
+def unpaid_warnings(items: list[ItemResult], graders: list, defaults: bool, who: str = "") -> list[str]:
+    """Loud lines for a grader that paid nothing on any item because no reply holds what it reads (issue 49: the
+    README's baseline, graded by the default correctness_reward, wrote a read-only 0/30 on a task whose replies
+    never carry an <answer> tag, and said nothing): a built-in grader's tags (correctness_reward's `tag`,
+    format_reward's `tags`) that no reply contains; any grader at 0 everywhere when the graders are the defaults
+    (none given). [] when every grader paid something somewhere."""
+    if not items:
+        return []
+    replies = [i.completion for i in items]
+    lines = []
+    for func in build_reward_funcs(graders):
+        name = func.__name__
+        if any(i.scores.get(name, 0.0) > 0 for i in items):
+            continue
+        params = getattr(func, "params", None) or {}
+        tags = [params["tag"]] if isinstance(params.get("tag"), str) else list(params.get("tags") or [])
+        missing = [f"<{t}>" for t in tags if not any(f"<{t}>" in r for r in replies)]
+        if missing:
+            why = f"no reply holds {', '.join(missing)}, the tag it reads"
+        elif defaults:
+            why = "it is the default grader and no reply earned anything from it"
+        else:
+            continue
+        lines.append(f"{who}{name} paid nothing on all {len(items)} goldens: {why}, so this pass rate measures "
+                     "that grader's format, not your task. Pass --graders (MCP: graders) with your task's reward, the "
+                     "reward specs you train with, e.g. --graders '[{\"name\": \"my_rewards.score\"}]'")
+    return lines
+
+
+def default_graders(graders: list) -> bool:
+    """Whether `graders` are evaluate_model's defaults (none given)."""
+    from mcp_server.evaluation.models import DEFAULT_GRADERS
+
+    dump = [RewardSpec.model_validate(g).model_dump() if not isinstance(g, RewardSpec) else g.model_dump()
+            for g in graders]
+    return dump == [g.model_dump() for g in DEFAULT_GRADERS]
+
+
 def summarise(items: list[ItemResult]) -> tuple[int, float, float, float]:
     passed = sum(i.passed for i in items)
     low, high = wilson_interval(passed, len(items))
@@ -268,6 +306,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         goldens_sha256=sha256_file(goldens_path), graders=request.graders, max_new_tokens=request.max_new_tokens,
         seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
         seconds=round(time.time() - start, 2), items=items,
+        warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
     _file_baseline(request, result)
     return result
@@ -290,7 +329,8 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
     else:
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "task": task, "graders_code_sha256": graders_code}
-        record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
+        record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note",
+                                                               "warnings"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:
             record_baseline(path)

@@ -76,6 +76,9 @@ class EvaluationResult(BaseModel):
     )
     baseline_written: bool = Field(default=False, description="True when this call wrote the baseline file.")
     baseline_note: str = Field(default="", description="Why a baseline was or was not written.")
+    warnings: list[str] = Field(default_factory=list, description="A grader that paid nothing because no reply "
+                                "holds what it reads (its tag), or the default grader at 0 on every item: the pass "
+                                "rate then measures the grader's format, not the task; pass graders.")
 
 
 # ---------------------------------------------------------------- promote_checkpoint
@@ -172,6 +175,10 @@ class PromotionResult(BaseModel):
     gained: int = Field(default=0, description="Goldens the checkpoint passes and the base model failed.")
     lost: int = Field(default=0, description="Goldens the base model passed and the checkpoint fails.")
     drift: DriftResult = Field(description="The drift suite comparison.")
+    baseline_choice: str = Field(default="", description="Which baseline was compared against and why (its graders "
+                                 "and goldens against this run's rewards).")
+    warnings: list[str] = Field(default_factory=list, description="A grader that paid nothing on the baseline and "
+                                "the checkpoint because no reply holds what it reads (as evaluate_model's).")
     report_path: str = Field(description="promotion-report.md.")
     result_path: str = Field(description="promotion.json (this result, for machines and export_model).")
 

@@ -30,16 +30,16 @@ from pathlib import Path
 from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_unrecorded, baselines_of, evaluate_model, evaluate_rows, item_passed,
-    load_goldens, read_baseline, resolve_goldens, summarise,
+    baseline_unrecorded, baselines_of, default_graders, evaluate_model, evaluate_rows, item_passed,
+    load_goldens, read_baseline, resolve_goldens, summarise, unpaid_warnings,
 )
 from mcp_server.evaluation.models import DriftResult, EvaluateRequest, ItemResult, PromoteRequest, PromotionResult
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.paired import compare_paired
-from mcp_server.model_ref import load_model, resolve_loadable
+from mcp_server.model_ref import known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
-from mcp_server.rewards.spec import RewardSpec
+from mcp_server.rewards.spec import RewardSpec, read_reward_specs
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
@@ -65,7 +65,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     if refusal:
         raise refusal
     base_ref = resolve_loadable(base)
-    baseline_file, baseline = _baseline(run, request, config, base, base_ref, report)
+    baseline_file, baseline, choice = _baseline(run, request, config, base, base_ref, report)
     goldens, sha = _baseline_goldens(request, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
@@ -112,6 +112,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         gained=gained,
         lost=lost,
         drift=drift,
+        baseline_choice=choice,
+        warnings=_unpaid(baseline, items, graders),
         report_path=str(run.promotion_report),
         result_path=str(run.promotion),
     )
@@ -239,35 +241,70 @@ def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
 
 
 def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref,
-              report: Report) -> tuple[Path, dict]:
-    """(its file, the base model's baseline) from eval/: the one on the request's goldens, else the only one there
-    is, its graders' code unchanged; measured now on the request's goldens when there is none yet."""
-    found = _baselines(str(base_ref) if base != "tiny" else "tiny", request.goldens)
+              report: Report) -> tuple[Path, dict, str]:
+    """(its file, the base model's baseline, the choice in words) from eval/: of the baselines on the request's
+    goldens (any goldens when none given), those graded by this run's rewards (train/rewards.json), else by a part
+    of them, when there are any: the others, another task's, are set aside unread, their reward code never imported
+    (issue 49: a leftover baseline of another task, its reward module moved since, failed the promotion importing
+    it). With none such, the baselines there decide (a run judged by other graders than it trains on). Measured now
+    on the request's goldens when there is none yet."""
+    name = known_name(base)[0]  # the name the user gave, never a cache path (issue 49)
+    ours = _run_graders(run)
+    found, skipped = _baselines(str(base_ref) if base != "tiny" else "tiny", request.goldens, ours)
     if len({b.get("goldens_sha256") for _, b in found}) > 1:  # which goldens each came from (issue 49)
         each = "; ".join(f"{p.name} on {b.get('goldens') or 'goldens not recorded'} (sha256 "
                          f"{str(b.get('goldens_sha256'))[:12]})" for p, b in found)
-        raise UserInputError("goldens", f"{len(found)} baselines of {base} on different goldens: {each}. Give the "
+        raise UserInputError("goldens", f"{len(found)} baselines of {name} on different goldens: {each}. Give the "
                              "goldens this run is judged on: the goldens field (CLI: --goldens FILE), one of those "
                              "files")
+    aside = f"; set aside: {'; '.join(skipped)}" if skipped else ""
     if found:  # on one goldens file: the first measured stands (a later, looser grader never replaces it)
         path, baseline = min(found, key=lambda item: (str(item[1].get("written_at")), item[0].name))
         _check_baseline(run, path, baseline)
-        return path, baseline
+        mine = "" if skipped or ours is None or any(_grader_key(g) in {_grader_key(r) for r in ours}
+                                                    for g in baseline.get("graders") or []) else \
+            " (no baseline is graded by this run's rewards: the baseline's graders decide)"
+        return path, baseline, (f"{path.name}: {name} graded by {_names(baseline.get('graders'))} on "
+                                f"{baseline.get('goldens')}{mine}{aside}")
     if not request.goldens:
         raise UserInputError(
             "goldens",
-            f"no baseline for the base model {base} in {eval_root()} and no goldens given: evaluate the base "
+            f"no baseline for the base model {name} in {eval_root()} and no goldens given: evaluate the base "
             "model first (evaluate_model) or pass goldens",
         )
     first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
                                            max_new_tokens=int(GRPOView.given(config).max_completion_length or 256)),
                            report=stage_report(report, "baseline of the base model"))
-    return Path(first.baseline_path), json.loads(Path(first.baseline_path).read_text(encoding="utf-8"))
+    path = Path(first.baseline_path)
+    return path, json.loads(path.read_text(encoding="utf-8")), f"{path.name}: measured now on {request.goldens}{aside}"
 
 
-def _baselines(model: str, goldens: str | None) -> list[tuple[Path, dict]]:
-    """The model's baselines (on `goldens` when given); one whose graders' code changed since it was measured is
-    refused, naming it: it would compare the checkpoint under other graders than the base model's."""
+def _names(graders) -> str:
+    return ", ".join(str(g.get("name", "?")) for g in graders or [] if isinstance(g, dict))
+
+
+def _run_graders(run: Run) -> list[RewardSpec] | None:
+    """The run's reward specs (train/rewards.json); None when it has none (a model placed in a run by hand)."""
+    if not run.rewards.is_file():
+        return None
+    try:
+        return read_reward_specs(run.rewards, "rewards")
+    except UserInputError:
+        return None
+
+
+def _grader_key(spec) -> tuple:
+    spec = RewardSpec.model_validate(spec) if not isinstance(spec, RewardSpec) else spec
+    return spec.name.strip(), json.dumps(spec.params, sort_keys=True, default=str)
+
+
+def _baselines(model: str, goldens: str | None,
+               run_graders: list[RewardSpec] | None = None) -> tuple[list[tuple[Path, dict]], list[str]]:
+    """(the model's baselines to choose from, those set aside in words): on `goldens` when given; of those, the
+    ones graded by the run's rewards exactly (by name and parameters), else by a part of them, when any is, the
+    rest set aside unread. One whose graders' code changed since it was measured is refused, naming it: it would
+    compare the checkpoint under other graders than the base model's; one whose graders no longer load, naming it
+    and the run's rewards (_graders_code)."""
     sha = sha256_file(resolve_goldens(goldens)) if goldens else None
     for path in baselines_of(model):  # a file evaluate_model did not write (or not as it is) decides nothing
         why = baseline_unrecorded(path)
@@ -279,15 +316,45 @@ def _baselines(model: str, goldens: str | None) -> list[tuple[Path, dict]]:
         raise UserInputError("goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured "
                              f"on (baselines of this model: {', '.join(p.name for p, _ in every)}): the comparison "
                              "would mean nothing; measure the base model on them with evaluate_model first")
+    skipped = []
+    if run_graders:
+        ours = {_grader_key(g) for g in run_graders}
+
+        def keys(baseline: dict) -> set | None:
+            try:
+                return {_grader_key(g) for g in baseline.get("graders") or []}
+            except ValueError:
+                return None
+
+        exact = [(p, b) for p, b in found if keys(b) == ours]
+        kept = exact or [(p, b) for p, b in found if keys(b) and keys(b) <= ours]
+        if kept:  # the others are another task's: set aside unread (issue 49)
+            skipped = [f"{p.name} (graded by {_names(b.get('graders'))}, not this run's rewards)"
+                       for p, b in found if (p, b) not in kept]
+            found = kept
     changed = [(path, b) for path, b in found if b.get("graders_code_sha256") and
-               reward_code_sha256(b.get("graders") or []) != b["graders_code_sha256"]]
+               _graders_code(path, b, run_graders) != b["graders_code_sha256"]]
     if changed and len(changed) == len(found):
         path, baseline = changed[0]
         raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
                              f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}): put it "
                              "back, or evaluate the base model again (evaluate_model files a baseline for the new "
                              "code beside this one)")
-    return [item for item in found if item not in changed]
+    return [item for item in found if item not in changed], skipped
+
+
+def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:
+    """reward_code_sha256 of a baseline's graders; a grader that no longer imports is refused naming the baseline,
+    its graders and the run's rewards, and the way on (issue 49: the bare import error blamed a reward the run never
+    used)."""
+    try:
+        return reward_code_sha256(baseline.get("graders") or [])
+    except UserInputError as exc:
+        ours = _names([g.model_dump() for g in run_graders or []]) or "not recorded"
+        raise UserInputError("baseline", f"{path.name} is graded by {_names(baseline.get('graders'))}, which does not "
+                             f"load now ({exc}); this run's rewards are {ours}. Give the goldens "
+                             "this run is judged on (CLI: --goldens FILE) after measuring the base model on them with "
+                             "evaluate_model --graders set to the run's rewards, or put the module back") from None
 
 
 def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:
@@ -303,6 +370,18 @@ def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, st
             f"({baseline['goldens']}, sha256 {baseline['goldens_sha256'][:12]}): the comparison would mean nothing",
         )
     return goldens, sha
+
+
+def _unpaid(baseline: dict, items: list, graders: list) -> list[str]:
+    """evaluate_model's warnings (a grader that paid nothing: no reply holds what it reads), on the baseline's
+    items and the checkpoint's."""
+    try:
+        base_items = [ItemResult.model_validate(i) for i in baseline.get("items") or []]
+    except ValueError:
+        base_items = []
+    defaults = default_graders(graders)
+    return (unpaid_warnings(base_items, graders, defaults, "baseline: ")
+            + unpaid_warnings(items, graders, defaults, "checkpoint: "))
 
 
 def _improvement_interval(baseline: dict, items: list, low: float, high: float) -> tuple:
@@ -346,6 +425,7 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         f"- Run: `{result.run_dir}`",
         f"- Checkpoint: `{result.checkpoint}`",
         f"- Base model: `{result.base_model}` (baseline `{result.baseline_path}`)",
+        f"- Baseline chosen: {result.baseline_choice}",
         f"- Goldens: `{result.goldens}`",
         f"- Goldens sha256: `{result.goldens_sha256}`",
         f"- Graders: {', '.join(g.name for g in graders)} (pass = every grader above 0); greedy decoding, "
@@ -356,6 +436,7 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "",
         f"**{result.verdict}**",
         "",
+        *[f"- **WARNING**: {w}" for w in result.warnings],
         *[f"- {r}" for r in result.reasons],
         "",
         "## Goldens",

@@ -35,6 +35,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
 
 def human_evaluation(result: EvaluationResult) -> str:
     lines = [
+        *[f"WARNING: {w}" for w in result.warnings],
         f"{result.model}: {result.passed}/{result.n} passed = {result.pass_rate:.1%} "
         f"(95% CI {result.ci_low:.1%}-{result.ci_high:.1%}) on {result.goldens}",
         f"  goldens sha256 {result.goldens_sha256}",
@@ -46,7 +47,8 @@ def human_evaluation(result: EvaluationResult) -> str:
 
 
 def human_promotion(result: PromotionResult) -> str:
-    return "\n".join([f"{result.verdict}: {result.checkpoint}", *[f"  {r}" for r in result.reasons],
+    return "\n".join([*[f"WARNING: {w}" for w in result.warnings], f"{result.verdict}: {result.checkpoint}",
+                      *[f"  {r}" for r in result.reasons], f"  baseline: {result.baseline_choice}",
                       f"  report: {result.report_path}"])
 
 
