@@ -243,12 +243,11 @@ def test_a_launch_from_another_loader_environment_never_starts(workspace, tmp_pa
     """Round 7's probe through launch_training: LD_LIBRARY_PATH set after the verdict to a folder holding a
     stand-in libpython; refused before anything runs the interpreter (no run.json), naming the variable, what was
     reviewed and what it is now. Put back, the same run launches and trains (the normal CPU path)."""
-    import time
 
     from support import emit_run, pass_inspection
     from mcp_server.training.launch import launch_training
-    from mcp_server.training.models import LaunchRequest, StatusRequest
-    from mcp_server.training.status import training_status
+    from mcp_server.training.models import LaunchRequest
+    from support import wait_for
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     data = workspace / "d.jsonl"
@@ -271,10 +270,7 @@ def test_a_launch_from_another_loader_environment_never_starts(workspace, tmp_pa
     monkeypatch.delenv("LD_LIBRARY_PATH")
     result = launch_training(LaunchRequest(run=str(run_dir)))
     assert result.launched, result.message
-    deadline = time.time() + 400
-    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
-        assert time.time() < deadline, status
-        time.sleep(1)
+    status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=400)
     assert status.state == "succeeded", (status.state, (run_dir / "train" / "logs" / "stdout.log").read_text()[-3000:])
 
 

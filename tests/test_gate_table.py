@@ -671,11 +671,10 @@ def test_the_trainer_runs_from_what_it_verified(workspace, tiny_model, capsys, m
 def test_a_verdict_swapped_after_launch_is_never_believed(workspace, monkeypatch):
     """Through launch_training: verdict.json rewritten as soon as it returns (the trainer is still importing TRL),
     keeping its pins: the trainer compares the bytes with the hash the launcher's gate passed it, and refuses."""
-    import time
 
     from mcp_server.training.launch import launch_training
-    from mcp_server.training.models import LaunchRequest, StatusRequest
-    from mcp_server.training.status import training_status
+    from mcp_server.training.models import LaunchRequest
+    from support import wait_for
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     run_dir = _passed_run(workspace, "swapverdict")
@@ -684,10 +683,7 @@ def test_a_verdict_swapped_after_launch_is_never_believed(workspace, monkeypatch
     result = launch_training(LaunchRequest(run=str(run_dir)))
     path.write_text(json.dumps({**verdict, "reviewer": "mallory"}))
     assert result.launched, result.message
-    deadline = time.time() + 400
-    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
-        assert time.time() < deadline, status
-        time.sleep(1)
+    status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=400)
     log = (run_dir / "train" / "logs" / "stdout.log").read_text()
     assert status.state == "failed" and "is not the verdict launch_training's gate judged" in log, status.log_tail
 
@@ -1099,11 +1095,10 @@ def test_a_site_hook_on_the_launching_shells_pythonpath_never_runs_in_the_traine
     """Break 1 of the fifth round, end to end: a sitecustomize on the PYTHONPATH of the shell that launches (which
     launch.sh kept) rewrote the data and set the sampling switch, and the run succeeded on unreviewed rows. Now the
     trainer's Python inherits no PYTHON* variable: the hook never runs and the run trains on the reviewed rows."""
-    import time
 
     from mcp_server.training.launch import launch_training
-    from mcp_server.training.models import LaunchRequest, StatusRequest
-    from mcp_server.training.status import training_status
+    from mcp_server.training.models import LaunchRequest
+    from support import wait_for
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     run_dir = _passed_run(workspace, "hooked")
@@ -1117,10 +1112,7 @@ def test_a_site_hook_on_the_launching_shells_pythonpath_never_runs_in_the_traine
     monkeypatch.setenv("LLM_FINETUNING_SAMPLING", "1")
     result = launch_training(LaunchRequest(run=str(run_dir)))
     assert result.launched, result.message
-    deadline = time.time() + 400
-    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
-        assert time.time() < deadline, status
-        time.sleep(1)
+    status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=400)
     assert not marker.exists(), "the launching shell's sitecustomize ran in the trainer"
     assert data.read_bytes() == reviewed
     assert status.state == "succeeded", (status.state, status.log_tail)
