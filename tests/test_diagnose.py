@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
-from support import SERIES_CONFIG, diagnose_series, healthy_rows, series_file, with_series
+from mcp_server.evidence import MAC
+from support import SERIES_CONFIG, diagnose_series, healthy_rows, series_file, with_series, write_signed
 from mcp_server.errors import UserInputError
 from mcp_server.diagnosis.diagnose import CODES, diagnose, diagnose_run
 from mcp_server.diagnosis.registry import GUARD_CODES
@@ -259,6 +260,12 @@ def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
             if path.suffix in (".json", ".jsonl", ".yaml", ".log") and trained_in in (text := path.read_text()):
                 written = path.stat()  # kept: diagnosis orders a run's files by when they were written
                 path.write_text(text.replace(trained_in, str(out[name])))
+                os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))
+        for path in (out[name] / "train" / "logs").glob("*.json"):  # the trainer's records, signed for this folder
+            record = json.loads(path.read_text())
+            if isinstance(record, dict) and MAC in record:
+                written = path.stat()
+                write_signed(path, {k: v for k, v in record.items() if k != MAC})
                 os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))
     return out
 
