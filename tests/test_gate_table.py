@@ -494,11 +494,13 @@ def test_a_wrapper_named_after_the_verdict_never_runs(passed_run, tmp_path, monk
     assert "LLM_FINETUNING_PYTHON" in said and recorded["path"] in said and str(wrapper) in said, said
     assert "record_inspection_verdict" in said and not (run_dir / "run.json").exists()
     gate = check_inspection_gate(run_dir)
-    assert not gate.passed and "LLM_FINETUNING_PYTHON" in gate.reason, gate.reason
+    assert not gate.passed and "LLM_FINETUNING_PYTHON" in gate.reason and not marker.exists(), gate.reason
+    # the way on: recorded again under the wrapper (the reviewer's act), which asks that interpreter its own folders
+    # once (the verdict's training_paths, issue 48 round 7), then the gate passes
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True,
                                              note=json.loads((run_dir / "inspection" / "verdict.json").read_text())[
                                                  "note"]))
-    assert check_inspection_gate(run_dir).passed and not marker.exists()  # recorded under the wrapper, unstarted
+    assert check_inspection_gate(run_dir).passed
 
 
 @pytest.mark.slow  # runs the written launch script in bash (the interpreter it would run is a wrapper)

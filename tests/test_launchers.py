@@ -43,8 +43,10 @@ def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_m
         # the plan's script, with the training interpreter's check written where its line stood (issue 48, G3)
         before, after = plan.script.split(PYTHON_PIN_LINE + "\n")
         text = script.read_text()
-        assert text.startswith(before + PYTHON_PIN_LINE + "\ncheck_python() {") and text.endswith(after), options
-        assert "\ncheck_python || {" in text and subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        # the loader's check first (the loader runs before the interpreter does), then the interpreter's
+        assert text.startswith(before + PYTHON_PIN_LINE + "\ncheck_loader() {") and text.endswith(after), options
+        assert text.index("\ncheck_loader || {") < text.index("\ncheck_python || {"), options
+        assert "\ncheck_python() {" in text and subprocess.run(["bash", "-n", str(script)]).returncode == 0
         if "accelerate_config" in written:
             assert yaml.safe_load(Path(written["accelerate_config"]).read_text())["num_processes"] == processes
     torchrun = build_launch_plan(cpu, LaunchRequest(run=str(cpu.dir), num_processes=2)).train_command
