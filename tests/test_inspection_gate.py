@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import shutil
 from pathlib import Path
 
@@ -79,6 +80,8 @@ def reward_with_helper(tmp_path, monkeypatch):
     (pkg / "pin_helper.py").write_text("VALUE = 1.0\n")
     monkeypatch.syspath_prepend(str(pkg))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pkg), os.environ.get("PYTHONPATH")])))
+    for name in ("pin_rewards", "pin_helper"):  # an earlier test's modules (another tmp_path) are not this one's
+        monkeypatch.delitem(sys.modules, name, raising=False)
     return pkg
 
 
