@@ -137,7 +137,9 @@ bench: venv
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
 # The mutation lane (issue 48): realistic bugs applied one at a time to a copy of the repository, each judged by
-# the tests of its module; prints the caught share per area and the survivors (docs/development.md).
+# the tests that run its line (a coverage map of the fast suite, made once per tree content); prints the caught
+# share per area and the survivors (docs/development.md). `$(PY) bench/mutate.py --by-area` judges by the
+# hand-kept test files of each area instead.
 MUTATE_JOBS ?= 2
 mutate: venv
 	$(PY) bench/mutate.py --jobs $(MUTATE_JOBS)

@@ -1,25 +1,42 @@
 """The mutation lane (issue 48): realistic bugs applied one at a time to a copy of the package, each judged by the
-test files that cover its area. Prints the caught share per area and every survivor with what a user would see.
+tests that run its mutated line. Prints the caught share per area and every survivor with what a user would see.
 
     python bench/mutate.py                 # every mutation (`make mutate`)
     python bench/mutate.py --area gate     # one area; --only ID[,ID] for single mutations
     python bench/mutate.py --check         # only check that every mutation still applies (no tests run)
     python bench/mutate.py --jobs 2        # two copies of the tree, mutations shared between them
+    python bench/mutate.py --by-area       # judge by the hand-kept test files of each area instead (below)
 
 Each mutation is an exact text substitution in one file of the package: a bug a refactor could plausibly introduce
 (an off-by-one at a boundary, a field dropped from a pin, a comparison swapped, a check that returns early, a
 default flipped), with what a user sees when it lands (`effect`). They were written from the product code alone,
 without reading the tests, so the lane is a blind audit of what the tests pin down.
 
+Which tests judge a mutation is derived, not kept by hand: the fast suite (`-m "not slow"`, what `make check` runs)
+runs once on the unmutated copy under coverage.py, each test's setup, call and teardown recorded under its node id
+(bench/mutate_contexts.py); that data file is the map from a module's line to the tests that run it, kept in the
+system's temporary directory under the tree's content hash (a second run of an unchanged tree reuses it). A
+mutation is judged by the tests that ran its mutated line(s) (the whole statement they are part of); where its area
+has only slow judges (the sandbox's start bubblewrap, in processes coverage does not follow) its area's files run
+too. Where no test runs the line the area's hand-kept files (AREAS, MODULE_TESTS) are the fallback: for a line that
+runs only at import (a module constant, a class field), and for a slow-only area's. A line of a fast area that no
+fast test runs, not even at import, is reported unjudged: no test can catch it (a finding, not a pass). `--by-area`
+judges every mutation by the area's files, as the lane did before the map.
+
 A mutation whose text is no longer found exactly once (the code moved) fails the lane before any test runs (exit
-2): update or drop it, never let it silently skip. Before the mutations, each area's tests run once on the
-unmutated copy; an area whose tests fail there cannot judge its mutations (exit 2). A mutation is caught when its
-tests fail (or time out); it survives when they pass. Exit 0 whatever the caught share: the share is the result.
+2): update or drop it, never let it silently skip. The unmutated tests run first (the coverage run; a slow-only
+area's files; with `--by-area`, each area's files); a test that fails there and would judge a chosen mutation
+cannot judge it (exit 2). A mutation is caught when its tests fail (or time out); it survives when they pass; a
+pytest that gives no verdict (killed by a signal, a node id not found) is an error to rerun, neither. Exit 0
+whatever the caught share: the share is the result.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -69,7 +86,7 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                            "tests/test_sandbox_table.py"), marker=""),
+                                            "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py"), marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -85,14 +102,14 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                         "tests/test_diagnose_cases.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                        "tests/test_diagnose_cases.py"),
-    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                      "tests/test_sandbox_table.py"),
-    "mcp_server/rewards/harness.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                      "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                      "tests/test_sandbox_table.py"),
-    "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
-                                           "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                           "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/sandbox.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                      "tests/test_sandbox_escapes.py", "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                      "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
+                                      "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+    "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
+                                           "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
+                                           "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
 }
 
 M = Mutation
@@ -185,8 +202,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    return [path for _, path in sorted(found)]", "    return sorted(path for _, path in found)",
       "checkpoint-10 sorts before checkpoint-9: resume_training resumes from an older checkpoint"),
     M("runs-half-checkpoint", "runs", "mcp_server/training/runrecord.py",
-      "if not (path / \"trainer_state.json\").is_file() or checkpoint_problems(run, path):",
-      "if not (path / \"trainer_state.json\").is_file():",
+      "    problems = checkpoint_problems(run, path)\n    if problems:\n        return problems\n",
+      "",
       "a checkpoint whose save was cut short (no digest: the weights half-written) is the latest: resume fails "
       "or loads weights the run never finished writing"),
     M("runs-guard-checkpoint", "runs", "mcp_server/training/resume_patch.py",
@@ -594,8 +611,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        if complete_checkpoint(run, path):',
       "a recorded checkpoint-best folder crashes training_status and stop_training (int('best'))"),
     M('x5-runs-deepspeed-not-complete', 'runs', 'mcp_server/training/runrecord.py',
-      '    return any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name\n',
-      '    return any("pytorch_model_fsdp" in p.name\n',
+      '    if any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name\n',
+      '    if any("pytorch_model_fsdp" in p.name\n',
       'a DeepSpeed checkpoint (weights in global_step*/) is never complete: resume refuses it'),
     M('x5-runs-failed-message-no-exit', 'runs', 'mcp_server/training/status.py',
       '        code = f"exit code {derived.exit_code}" if derived.exit_code is not None else',
@@ -863,8 +880,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "among 5-minute steps it waits the least 120 s, the run is left 'stopping', and the result says its steps "
       "take up to the fast step's time"),
     M("m6-runs-fsdp-checkpoint-incomplete", "runs", "mcp_server/training/runrecord.py",
-      '    return any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name\n',
-      '    return any(p.name.startswith("global_step")\n',
+      '    if any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name\n',
+      '    if any(p.name.startswith("global_step")\n',
       "an FSDP checkpoint (its sharded weights in pytorch_model_fsdp_0/) is never complete: training_status lists "
       "no checkpoint and resume_training refuses (or resumes from an older, non-FSDP one)"),
     M("m6-runs-log-tail-bar-first-redraw", "runs", "mcp_server/training/runstate.py",
@@ -900,6 +917,311 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a run stopped (saved at its step) and resumed is read, while it trains, with its earlier launch's "
       "train-summary.json: that summary's step is the step the resume began at, so diagnose_run and "
       "training_status's health flags say no_steps_trained (an error) on a run that is training"),
+    # the k6 audit (issue 48): the run doors' and diagnosis inputs' edges no test pinned (tests/test_run_states.py,
+    # tests/test_diagnosis_logs.py: the rows named by each id)
+    M("k6-runs-step-zero-unread", "runs", "mcp_server/training/status.py",
+      "not isinstance(value, bool) and value >= 0 else None",
+      "not isinstance(value, bool) and value > 0 else None",
+      "a progress line at step 0 reads as no step: training_status says 'no step logged yet' and list_runs "
+      "shows no step for a run that logged step 0"),
+    M("k6-runs-eta-any-state", "runs", "mcp_server/training/status.py",
+      "if (state == \"running\" and speed and",
+      "if (speed and",
+      "a stopped or failed run with step times logged shows an ETA, as if it were still training"),
+    M("k6-runs-health-failed-no-lines", "runs", "mcp_server/training/status.py",
+      "if lines or state in (\"failed\",) else",
+      "if lines else",
+      "a run that died of a CUDA OOM before its first step shows no health flag ('no metrics logged yet'): "
+      "training_status hides the failure's cause"),
+    M("k6-runs-failed-exit-zero", "runs", "mcp_server/training/status.py",
+      "f\"exit code {derived.exit_code}\" if derived.exit_code is not None else",
+      "f\"exit code {derived.exit_code}\" if derived.exit_code else",
+      "a failed run whose launch exited 0 (success not borne out) says 'no exit code recorded (killed?)'"),
+    M("k6-runs-sync-exit-zero", "runs", "mcp_server/training/runrecord.py",
+      "        if derived.exit_code is not None:\n            record[\"exit_code\"]",
+      "        if derived.exit_code:\n            record[\"exit_code\"]",
+      "run.json never records an exit code of 0: a plain reader of run.json cannot tell a clean exit from a"
+      " kill"),
+    M("k6-runs-moved-run-is-copy", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "origin != here and origin.exists():",
+      "origin != here:",
+      "a run folder moved or renamed (run.json's cwd no longer exists) is read as a copy of another run: "
+      "its launch record is ignored and its state read as if never launched by it"),
+    M("k6-runs-fsdp-not-complete", "runs", "mcp_server/training/runrecord.py",
+      " or \"pytorch_model_fsdp\" in p.name\n",
+      "\n",
+      "an FSDP checkpoint (weights in pytorch_model_fsdp_0/) is never complete: resume_training refuses it "
+      "or resumes from an older one"),
+    M("k6-runs-adapter-folder-not-complete", "runs", "mcp_server/training/runrecord.py",
+      "\n           or any((p / name).is_file() for name in WEIGHT_FILES) for p in folders):",
+      " for p in folders):",
+      "a PEFT checkpoint whose adapter is in a named folder (default/adapter_model.safetensors) is never "
+      "complete: resume skips it"),
+    M("k6-runs-no-trainer-state-complete", "runs", "mcp_server/training/runrecord.py",
+      "    if not (path / \"trainer_state.json\").is_file():\n        return [\"no trainer_state.json (the save did not "
+      "finish)\"]\n",
+      "",
+      "a recorded checkpoint with weights but no trainer_state.json is the latest: resume_training loads a "
+      "folder the Trainer cannot resume from"),
+    M("k6-runs-any-save-final", "runs", "mcp_server/training/runrecord.py",
+      "if s.get(\"final\") and (wanted is None or",
+      "if (wanted is None or",
+      "a run with outcome.json 'succeeded' and a checkpoint at max_steps but no final save of the model "
+      "reads succeeded: promote finds no model"),
+    M("k6-runs-stop-wait-overdue-negative", "runs", "mcp_server/training/stopping.py",
+      "max(last + step - now, 0.0)",
+      "(last + step - now)",
+      "stop_training on a run whose step is overdue waits only the least 120 s, not half a step and the "
+      "save from now: a slow step is left stopping"),
+    M("k6-runs-stop-result-first-checkpoint", "runs", "mcp_server/training/stopping.py",
+      "checkpoint=str(done[-1]) if done else None, waited_s=waited",
+      "checkpoint=str(done[0]) if done else None, waited_s=waited",
+      "stop_training's result names the first checkpoint, not the latest, as what a resume starts from"),
+    M("k6-runs-damaged-live-raises", "runs", "mcp_server/training/runrecord.py",
+      "if damaged is not None and derived.record is None:",
+      "if damaged is not None:",
+      "run.json damaged while the run is live: training_status and stop_training fail naming the file "
+      "instead of reading the live launcher (the run cannot be stopped)"),
+    M("k6-runs-guard-stop-any-state", "runs", "mcp_server/training/status.py",
+      "if guard_stop and state == \"stopped\":",
+      "if guard_stop:",
+      "a run the guard stopped that then failed (the stop's save crashed) says 'stopped by the guard' in "
+      "its failed status"),
+    M("k6-runs-begin-unsigned", "runs", "mcp_server/training/runrecord.py",
+      "begin = signed_record(run, run.train_begin, record)",
+      "begin = read_json_if_present(run.train_begin)",
+      "a train-begin.json written by hand (no signature) bears out a forged success: a run that never began"
+      " training reads succeeded"),
+    M("k6-runs-marker-unsigned", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "    if value is not None and not valid_run(run, path, value):\n        return None\n",
+      "",
+      "a stopped.json written by hand turns a crashed run 'stopped': resume_training continues a run that "
+      "failed"),
+    M("k6-diagnosis-wandb-run-name-dash", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        key = key.rsplit(\" - \", 1)[1]\n",
+      "        key = key.split(\" - \", 1)[1]\n",
+      "a W&B panel export of a run whose name holds ' - ' twice reads no TRL metric: every finding is "
+      "missed"),
+    M("k6-diagnosis-null-total-reward-unread", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "\n                              or name in (\"reward\", \"reward_std\") and logs_rewards):",
+      "):",
+      "TRL's null total reward (every reward function returned None) is read as not logged: the run's lost "
+      "reward is missed"),
+    M("k6-diagnosis-relogged-null-overwrites", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **{k: v for k, v in row.items() if v is not None}}",
+      "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **row}",
+      "a step logged again without a metric (null) loses the value first logged: trends and findings miss "
+      "it"),
+    M("k6-diagnosis-workspace-path-unresolved", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "for candidate in (raw, workspace_root() / raw, runs_root() / raw):",
+      "for candidate in (raw, runs_root() / raw):",
+      "diagnose_run('runs/<name>') from another directory says no such file: paths relative to the "
+      "workspace are not found"),
+    M("k6-diagnosis-checkpoint-best-crash", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "states = [p for p in folder.glob(\"checkpoint-*/trainer_state.json\") if "
+      "p.parent.name.split(\"-\")[-1].isdigit()]",
+      "states = list(folder.glob(\"checkpoint-*/trainer_state.json\"))",
+      "a TRL output_dir with checkpoint-best/ beside checkpoint-N crashes diagnose_run (int('best'))"),
+    M("k6-diagnosis-bare-progress-unfound", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "candidates = [run.progress, run.dir / \"progress.jsonl\", run.dir / \"trainer_state.json\"]",
+      "candidates = [run.progress, run.dir / \"trainer_state.json\"]",
+      "a folder with progress.jsonl at its top (logs copied out) says it holds no metrics"),
+    M("k6-diagnosis-kl-beta-above-ref", "diagnosis", "mcp_server/diagnosis/context.py",
+      "if not beta or beta <= 0 or beta >= KL_REF_BETA:",
+      "if not beta or beta <= 0:",
+      "at beta above 0.04 the KL bounds are raised with beta: a KL of 2 nats/token at beta 0.1 is no "
+      "finding"),
+    M("k6-diagnosis-kl-floor-dropped", "diagnosis", "mcp_server/diagnosis/context.py",
+      "warn = max(KL_WARN * beta / KL_REF_BETA, KL_WARN_FLOOR)",
+      "warn = KL_WARN * beta / KL_REF_BETA",
+      "at a tiny beta (0.001) the KL bounds fall under their floor: a KL of 0.05 is a kl_explosion warning"),
+    M("k6-diagnosis-broken-middle-line-skipped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "broken = read.bad[:-1] if read.last_line_bad and read.records else read.bad",
+      "broken = read.bad[:-1] if read.records else read.bad",
+      "a metrics log with a damaged line in its middle is read without it, silently, instead of refused "
+      "naming the line"),
+    M("k6-diagnosis-sparse-log-binary", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "if b\"\\0\" in handle.read(8192).rstrip(b\"\\0\"):",
+      "if b\"\\0\" in handle.read(8192):",
+      "a progress log ending in a sparse hole (NUL bytes) is refused as a binary file"),
+    M("k6-diagnosis-stdout-only-no-rows", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    if metrics_path is None and log_text:\n        rows = rows_from_log(log_text)\n",
+      "",
+      "a run known only by its stdout.log (no progress log) is diagnosed with no metrics: its printed "
+      "losses and grad norms are never read"),
+    M("k6-diagnosis-log-dict-unchecked", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        if isinstance(record, dict) and any(k in record for k in (\"loss\", \"reward\", \"grad_norm\", "
+      "\"learning_rate\")):",
+      "        if isinstance(record, dict):",
+      "every dict printed in a stdout log (a config, a plan) is read as a logged step: steps_logged and the"
+      " findings count rows that are no logs"),
+    M("k6-diagnosis-old-reward-nested", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "if name.startswith(\"rewards/\") and name.count(\"/\") == 1:",
+      "if name.startswith(\"rewards/\") and not name.endswith(\"/mean\"):",
+      "a TRL >= 0.17 log's rewards/<func>/std is read as a reward of its own (rewards/<func>/std/mean): "
+      "per-reward findings judge a spread as a reward"),
+    M("k6-diagnosis-ends-fraction-zero", "diagnosis", "mcp_server/diagnosis/context.py",
+      "k = max(1, int(len(values) * fraction))",
+      "k = int(len(values) * fraction) or len(values)",
+      "a trend over fewer logs than the fraction's share (3 logs at a quarter) compares the mean with "
+      "itself: an entropy collapse 0.8 -> 0.02 in three logs is no finding, and the guard never stops it"),
+    # ------------------------------------------------------------------ k6: the gate and sandbox audit (issue 48)
+    M("k6-gate-verdict-on-stale-samples", "gate", "mcp_server/inspection/gate.py",
+      "    if sha256_file(run.samples) != result[\"samples_sha256\"]:\n        raise UserInputError(\"run\", "
+      "\"samples.jsonl changed since the review",
+      "    if False:\n        raise UserInputError(\"run\", \"samples.jsonl changed since the review",
+      "samples.jsonl edited after inspect_rewards (a completion rewritten) still takes a verdict: "
+      "record_inspection_verdict signs a review that does not describe the samples it pins"),
+    M("k6-gate-verdict-sheet-removed", "gate", "mcp_server/inspection/gate.py",
+      "        if not path.is_file() or sha256_file(path) != review.get(key):",
+      "        if path.is_file() and sha256_file(path) != review.get(key):",
+      "inspection/review.md or review.jsonl deleted after inspect_rewards (nobody could have read it) still"
+      " backs a recorded pass"),
+    M("k6-gate-verdict-on-stale-reward", "gate", "mcp_server/inspection/gate.py",
+      "    if reward_code_sha256(result[\"rewards\"]) != result[\"reward_code_sha256\"]:",
+      "    if False:",
+      "a reward module edited after inspect_rewards still takes a verdict: the pass vouches for scores the "
+      "edited code never produced"),
+    M("k6-gate-samples-differ-ignored", "gate", "mcp_server/inspection/gate.py",
+      "    if differs:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
+      "    if False:\n        raise UserInputError(\n            \"run\", \"these samples cannot back",
+      "samples drawn with another model, data or sampling settings than train/config.yaml "
+      "(samples.meta.json differs_from_config) back a recorded pass"),
+    M("k6-pins-hub-revision-ignored", "gate", "mcp_server/inspection/pins.py",
+      "pin = {\"model\": ref, \"revision\": revision or \"main\", \"commit\"",
+      "pin = {\"model\": ref, \"revision\": \"main\", \"commit\"",
+      "a hub model not in the local cache is pinned as revision 'main' whatever model_revision says: "
+      "model_revision changed from v1 to v2 after the verdict keeps the gate open"),
+    M("k6-pins-hub-data-files-ignored", "gate", "mcp_server/inspection/pins.py",
+      "    return {\"source\": str(source), \"config\": config_name, \"split\": split, **{k: v for k, v in "
+      "more.items() if v}}",
+      "    return {\"source\": str(source), \"config\": config_name, \"split\": split}",
+      "a hub `datasets` entry's data_files (train-a.jsonl -> train-b.jsonl) changed after the verdict keeps"
+      " the gate open: training reads files nobody reviewed"),
+    M("k6-pins-hub-dataset-config-ignored", "gate", "mcp_server/inspection/pins.py",
+      "                                         config.get(\"dataset_config\")), \"source\", run)]",
+      "                                         None), \"source\", run)]",
+      "dataset_config of a hub dataset_name (the subset read: easy -> hard) changed after the verdict keeps"
+      " the gate open"),
+    M("k6-pins-model-top-level-only", "gate", "mcp_server/inspection/pins.py",
+      "    return sorted(p for p in path.rglob(\"*\") if p.is_file())",
+      "    return sorted(p for p in path.glob(\"*\") if p.is_file())",
+      "a model folder's subfolder weights (sub/model.safetensors, read with model_init_kwargs' subfolder) "
+      "edited after the verdict keep the gate open"),
+    M("k6-harness-private-names-shared", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        if not name.isidentifier() or name.startswith(\"_\"):",
+      "        if not name.isidentifier() or name.startswith(\"__\"):",
+      "a solution's _private names reach the tests' scope and `import solution` (not what `from solution "
+      "import *` gives): tests can read helpers the solution meant to hide"),
+    M("k6-harness-exit-crosses-as-itself", "sandbox", "mcp_server/rewards/harness.py",
+      "if isinstance(cls, type) and issubclass(cls, Exception) and cls is not Exception:",
+      "if isinstance(cls, type) and issubclass(cls, BaseException):",
+      "a solution that raises SystemExit or KeyboardInterrupt has it re-raised as itself in the tester, "
+      "past every `except Exception` in the tests, instead of as SolutionError"),
+    M("k6-harness-solution-check-called", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "if not entry_point or type(check) is not types.FunctionType or check.__globals__ is not scope:",
+      "if not entry_point or not callable(check):",
+      "a solution that defines its own `check(candidate)` has it called with the entry point when the tests"
+      " run nothing: a wrong solution scores a pass instead of 'no tests ran'"),
+    M("k6-harness-unittest-error-passes", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "    problems = result.errors + result.failures",
+      "    problems = result.failures",
+      "a unittest.TestCase test that errors (the solution raised) scores as a pass: only assertion failures"
+      " count"),
+    M("k6-harness-skip-without-unittest", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        if skip is not None and isinstance(exc, skip):",
+      "        if skip is None or isinstance(exc, skip):",
+      "where the tests never import unittest, every failing test is read as skipped: a wrong solution "
+      "beside one passing test scores a pass"),
+    M("k6-trainer-verdict-unbound", "gate", "mcp_server/inspection/trained.py",
+      "    passed = os.environ.get(VERDICT_SHA_ENV, \"\").strip() if bound else \"\"",
+      "    passed = \"\"",
+      "inspection/verdict.json replaced or removed after launch_training's gate is believed by the trainer:"
+      " a verdict forged after the gate decides what trains"),
+    M("k6-gate-reward-copy-edited", "gate", "mcp_server/inspection/trained.py",
+      "            if not (run.reward_code / relative).is_file() or (run.reward_code / "
+      "relative).read_bytes() != data] + \\",
+      "            if not (run.reward_code / relative).is_file()] + \\",
+      "inspection/reward_code/ (the reviewed copy the trainer imports) edited after the verdict keeps the "
+      "gate open"),
+    M("k6-gate-meta-without-config-pins", "gate", "mcp_server/inspection/gate.py",
+      "if differs is None or \"config_pins\" not in meta:",
+      "if differs is None:",
+      "samples.meta.json without config_pins (written by an older version, or edited) backs a recorded "
+      "pass: nothing compares the samples' config with train/config.yaml"),
+    M("k6-gate-config-moved-since-samples", "gate", "mcp_server/inspection/gate.py",
+      "    if moved:\n        raise UserInputError(\"run\", \"train/config.yaml changed since the samples",
+      "    if False:\n        raise UserInputError(\"run\", \"train/config.yaml changed since the samples",
+      "train/config.yaml edited after sampling (temperature 0.3 added) still takes a pass: the verdict "
+      "vouches for settings the samples were not drawn with"),
+    M("k6-gate-trained-record-optional", "gate", "mcp_server/inspection/gate.py",
+      "if run.script.is_file() and not isinstance(meta.get(\"trained\"), dict):",
+      "if run.script.is_file() and meta.get(\"trained\") is None and False:",
+      "a run with train/train.py whose samples.meta.json says nothing of what its loader read backs a "
+      "recorded pass: the trainer's point-of-use check then has no pin to compare"),
+    M("k6-gate-verdict-reward-pin-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "    if verdict.pins.get(\"reward_code\") != result.get(\"reward_code_sha256\"):",
+      "    if verdict.pins.get(\"reward_code\") is None:",
+      "a verdict.json re-pinned by hand to reward specs edited after the review (every other pin matching) "
+      "opens the gate: scores nobody read are vouched for"),
+    M("k6-gate-verdict-base-rate-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "\"route\": result.get(\"route\"), \"base_success_rate\": result.get(\"base_success_rate\"),",
+      "\"route\": result.get(\"route\"),",
+      "a verdict.json whose base_success_rate is edited (0.9 where the review measured 0.25) still reads as"
+      " a verdict on that review"),
+    M("k6-trainer-refilter-without-kept-rows", "gate", "mcp_server/inspection/trained.py",
+      "            return None  # a record that says no rows",
+      "            continue  # a record that says no rows",
+      "a re-filter record in verdict.json without kept_rows is read as keeping every row: the trainer "
+      "compares the reviewed samples at their old indices instead of refusing"),
+    M("k6-sandbox-batch-all-memory", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    return max(1, available_kb // 2 // per_sandbox_kb)", "    return max(1, available_kb // per_sandbox_kb)",
+      "run_many keeps as many sandboxes alive as fit in all of the machine's available memory, not half: a batch of "
+      "memory-hungry completions can take the host's last memory (the trainer beside it is OOM-killed)"),
+    M("k6-sandbox-batch-files-uncounted", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    per_sandbox_kb = (limits.memory_mb + 5 * limits.max_file_mb) * 1024",
+      "    per_sandbox_kb = limits.memory_mb * 1024",
+      "run_many sizes a batch by each sandbox's process memory alone, not its /tmp and /dev/shm (5x max_file_mb of "
+      "tmpfs): with small memory_mb and large max_file_mb, 20x more sandboxes run at once than fit"),
+    M("k6-trainer-dynamic-sampling-added", "gate", "mcp_server/inspection/trained.py",
+      "    if isinstance(pinned_files, dict) and _sampling_file_pin(run, spec) != "
+      "pinned_files.get(DYNAMIC_SAMPLING_FILE):",
+      "    if isinstance(pinned_files, dict) and DYNAMIC_SAMPLING_FILE in pinned_files and "
+      "_sampling_file_pin(run, spec) != pinned_files.get(DYNAMIC_SAMPLING_FILE):",
+      "train/dynamic_sampling.json added after a verdict whose train/ pin had none is never compared by the"
+      " trainer: dynamic sampling nobody reviewed changes which batches train"),
+    M("k6-gate-launch-read-ignored", "gate", "mcp_server/inspection/gate.py",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)",
+      "launch_training's gate judges train/config.yaml read again, not the config the launch read and trains "
+      "with: when the two differ (the file edited between the reads), the gate passes the reviewed file while the "
+      "launch trains the other"),
+    M("k6-gate-forged-weights-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "run, _read_or_none(review_file) or {}) or weights_differ(run, spec)",
+      "run, _read_or_none(review_file) or {})",
+      "a verdict.json re-pinned by hand to train/config.yaml's reward_weights [1.0, 3.0] (rewards.json, which the "
+      "review scored with, weighs each 1.0) opens the gate: TRL trains with weights nobody reviewed"),
+    M("k6-gate-reward-copy-extra-entry", "gate", "mcp_server/inspection/gate.py",
+      "    unkept = unkept_reward_code(run, rewards)\n", "    unkept = []\n",
+      "a module dropped into inspection/reward_code/ after the verdict (the reviewed copy the trainer puts first on "
+      "sys.path) keeps the gate open: reviewed code can import it, or it shadows what was reviewed"),
+    M("k6-gate-verdict-after-launch", "gate", "mcp_server/inspection/gate.py",
+      "    run = resolve_run(request.run)\n    refuse_if_launched(run)\n",
+      "    run = resolve_run(request.run)\n",
+      "record_inspection_verdict rewrites the verdict and inspection/reward_code/ of a run that was "
+      "launched (run.json, logs, checkpoints): the record of what that launch trained with is replaced"),
+    M("k6-trainer-agentic-unchecked", "gate", "mcp_server/inspection/trained.py",
+      "    if spec.agentic is not None and _canonical(agentic_pin(run, spec.agentic, config)) != \\",
+      "    if False and _canonical(agentic_pin(run, spec.agentic, config)) != \\",
+      "the trainer never compares the agentic environment and tools (train/agentic.json, their source) with"
+      " the verdict's pin: an environment edited after the gate trains"),
+    M("k6-trainer-no-evidence-key", "gate", "mcp_server/training/trainer/verified_script.py",
+      "    try:  # every record the trainer writes is signed with it (evidence.py): without it, none would "
+      "count\n        evidence_key()",
+      "    try:  # every record the trainer writes is signed with it (evidence.py): without it, none would "
+      "count\n        pass",
+      "verified_script starts train.py without the run-evidence key: every record the trainer writes is "
+      "unsigned and reads as unrecorded (the run's state, its saves, its stop)"),
 )
 
 
@@ -945,9 +1267,7 @@ def stale(root: Path, mutations=MUTATIONS, areas=None, modules=None) -> list[str
 
 def copy_tree(dest: Path) -> Path:
     """The repository's files (tracked, and untracked ones git does not ignore) under `dest`."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                            capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
+    for name in listed_files(ROOT):
         source = ROOT / name
         if source.is_file():
             target = dest / name
@@ -956,41 +1276,194 @@ def copy_tree(dest: Path) -> Path:
     return dest
 
 
+# ---------------------------------------------------------------------- which tests judge a mutation
+FAST = "not slow"  # the fast suite's marker expression (`make check`): in-process, so coverage sees all it runs
+KEPT_MAPS = 3  # coverage maps kept in the cache, the newest
+
+
+def tree_hash(root: Path) -> str:
+    """The content hash of a copy of the tree (names and bytes of every file): the coverage map's key."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CoverageMap:
+    """The fast suite's run on the unmutated tree: which tests ran each line of the package, which failed."""
+    data_file: Path  # coverage.py's data file, contexts = test node ids ("" outside any test: imports)
+    root: str  # the tree the paths in the data file are under
+    failed: tuple[str, ...]
+    seconds: float
+    cached: bool = False
+
+    def lines(self, path: str) -> dict[int, set[str]]:
+        """{line: node ids that ran it} of the file `path` (relative to the repository root); "" for a line run
+        outside any test."""
+        import coverage  # a test dependency (pyproject's `test` extra): only the coverage map needs it
+
+        data = coverage.CoverageData(basename=str(self.data_file))
+        data.read()
+        wanted = os.path.join(self.root, path)
+        found = next((f for f in data.measured_files() if os.path.normpath(f) == os.path.normpath(wanted)), None)
+        if found is None:
+            return {}
+        return {line: set(contexts) for line, contexts in data.contexts_by_lineno(found).items()}
+
+
+def coverage_map(tree: Path, timeout_s: float, cache: Path | None = None) -> CoverageMap:
+    """Run the fast suite once on `tree` under coverage.py, each test recorded under its node id; reuse the map of
+    an earlier run of the same content from `cache` (a folder per content hash, written whole or not at all)."""
+    key = tree_hash(tree)[:24]
+    cache = Path(tempfile.gettempdir()) / f"mutate-coverage-{os.getuid()}" if cache is None else cache
+    kept = cache / key
+    if (kept / "meta.json").is_file():
+        meta = json.loads((kept / "meta.json").read_text(encoding="utf-8"))
+        return CoverageMap(kept / ".coverage", meta["root"], tuple(meta["failed"]), meta["seconds"], cached=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=cache))
+    failed_file = work / "failed.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "bench")]),
+           "PYTHONDONTWRITEBYTECODE": "1", "MUTATE_FAILED_FILE": str(failed_file)}
+    command = [sys.executable, "-m", "coverage", "run", f"--data-file={work / '.coverage'}",
+               f"--source={tree / 'mcp_server'}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "-p", "mutate_contexts", "-m", FAST, "tests"]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, timeout=timeout_s,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(work, ignore_errors=True)
+        raise Stale(f"the coverage run of the fast suite took over {timeout_s:.0f}s") from None
+    seconds = time.monotonic() - start
+    if done.returncode not in (0, 1) or not failed_file.is_file() or not (work / ".coverage").is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        tail = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
+        raise Stale(f"the coverage run of the fast suite did not finish (exit {done.returncode}):\n{tail}")
+    failed = tuple(filter(None, failed_file.read_text(encoding="utf-8").splitlines()))
+    (work / "meta.json").write_text(json.dumps({"root": str(tree), "failed": failed, "seconds": seconds}))
+    try:
+        work.rename(kept)
+    except OSError:  # another run kept the same content meanwhile
+        shutil.rmtree(work, ignore_errors=True)
+    # the maps of other contents are kept for a tree switched back to, the newest few (each a few MB)
+    older = sorted((d for d in cache.iterdir() if d.is_dir() and "-" not in d.name and d != kept),
+                   key=lambda d: d.stat().st_mtime, reverse=True)
+    for gone in older[KEPT_MAPS - 1:]:
+        shutil.rmtree(gone, ignore_errors=True)
+    return CoverageMap(kept / ".coverage", str(tree), failed, seconds)
+
+
+def mutated_lines(root: Path, mutation: Mutation) -> set[int]:
+    """The lines of `mutation.path` its text replaces, widened to the statements they are part of (a statement's
+    lines, a compound statement's header): a tracer records a multi-line statement at some of its lines only."""
+    text = (root / mutation.path).read_text(encoding="utf-8")
+    first = text.count("\n", 0, text.index(mutation.old)) + 1
+    last = first + mutation.old.rstrip("\n").count("\n")
+    lines = set(range(first, last + 1))
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.stmt):
+            body = getattr(node, "body", None)
+            end = max(node.lineno, body[0].lineno - 1) if isinstance(body, list) and body else node.end_lineno
+            if node.lineno <= last and end >= first:
+                lines.update(range(node.lineno, end + 1))
+    return lines
+
+
+@dataclass(frozen=True)
+class Judges:
+    tests: tuple[str, ...]  # node ids of the tests that run the mutated line
+    files: tuple[str, ...]  # the area's test files (hand-kept) that judge it too; both empty: nothing can
+    marker: str  # pytest -m expression they run under
+    how: str  # said beside the outcome
+
+
+def judges_of(mutation: Mutation, ran: dict[int, set[str]], lines: set[int], failed=(), areas=None,
+              modules=None) -> Judges:
+    """Who judges `mutation`, given `ran` ({line: node ids}, "" outside any test) of its file and its `lines`: the
+    tests that ran them (and its area's files where the area has only slow judges); else its area's files where
+    the line runs only at import or the area's judges are slow; else nobody."""
+    areas = AREAS if areas is None else areas
+    area = areas[mutation.area]
+    reached = set().union(*(ran.get(line, set()) for line in lines))
+    tests = tuple(sorted(reached - {""} - set(failed)))
+    slow_only = area.marker != FAST
+    if tests:
+        files = by_area(mutation, areas, modules) if slow_only else ()
+        extra = " and the area's slow files" if files else ""
+        return Judges(tests, files, area.marker,
+                      f"judged by {len(tests)} test{'s that run' if len(tests) > 1 else ' that runs'} this line{extra}")
+    if "" in reached:
+        return Judges((), by_area(mutation, areas, modules), area.marker,
+                      "by the area's files: its line runs only at import")
+    if slow_only:
+        return Judges((), by_area(mutation, areas, modules), area.marker,
+                      "by the area's files: no fast test runs this line (its judges are slow)")
+    return Judges((), (), area.marker, "no test runs this line and no area covers it")
+
+
 # ---------------------------------------------------------------------- running
+def by_area(mutation: Mutation, areas=None, modules=None) -> tuple[str, ...]:
+    """The hand-kept test files of `mutation`: those of its module (MODULE_TESTS), else its area's."""
+    areas = AREAS if areas is None else areas
+    modules = MODULE_TESTS if modules is None else modules
+    return modules.get(mutation.path, areas[mutation.area].tests)
+
+
 def tests_of(mutation: Mutation) -> tuple[str, ...]:
-    """The test files that judge `mutation`: those of its module (MODULE_TESTS), else its area's."""
-    return MODULE_TESTS.get(mutation.path, AREAS[mutation.area].tests)
+    """The test files that judge `mutation` with --by-area: those of its module (MODULE_TESTS), else its area's."""
+    return by_area(mutation)
 
 
-def pytest_command(area: Area, tests: tuple[str, ...] | None = None) -> list[str]:
+def pytest_command(area: Area, tests: tuple[str, ...] | None = None, marker: str | None = None) -> list[str]:
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *(tests or area.tests)]
-    return command + (["-m", area.marker] if area.marker else [])
+    marker = area.marker if marker is None else marker
+    return command + (["-m", marker] if marker else [])
 
 
-def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] | None = None) -> tuple[str, float]:
-    """('pass' | 'fail' | 'timeout', seconds) of the area's tests (or `tests`) on `tree`."""
+def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] | None = None,
+              marker: str | None = None) -> tuple[str, float]:
+    """('pass' | 'fail' | 'timeout' | 'error ...', seconds) of the area's tests (or `tests`) on `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.monotonic()
     try:
-        done = subprocess.run(pytest_command(area, tests), cwd=tree, env=env, capture_output=True,
+        done = subprocess.run(pytest_command(area, tests, marker), cwd=tree, env=env, capture_output=True,
                               timeout=timeout_s, start_new_session=True)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - start
-    # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 5 nothing collected
+    # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 4 a node id not found, 5 nothing ran;
+    # below 0: killed by a signal (a crash, the OOM killer), not a verdict on the mutation: rerun it
     outcome = "pass" if done.returncode == 0 else "fail"
     if done.returncode not in (0, 1, 2):
         outcome = f"error (pytest exit {done.returncode})"
     return outcome, time.monotonic() - start
 
 
-def judge(tree: Path, mutation: Mutation, timeout_s: float) -> tuple[str, float]:
+def caught(outcome: str) -> bool:
+    """A mutation is caught when its tests fail or time out (an error of the lane's own call is no catch)."""
+    return outcome in ("fail", "timeout")
+
+
+def judge(tree: Path, mutation: Mutation, timeout_s: float, judges: Judges | None = None) -> tuple[str, float]:
+    if judges is not None and not (judges.tests or judges.files):
+        return "unjudged", 0.0
     path = tree / mutation.path
     original = path.read_text(encoding="utf-8")
     path.write_text(mutated_text(tree, mutation), encoding="utf-8")
     try:
-        return run_tests(tree, AREAS[mutation.area], timeout_s, tests_of(mutation))
+        if judges is None:
+            return run_tests(tree, AREAS[mutation.area], timeout_s, tests_of(mutation))
+        return run_tests(tree, AREAS[mutation.area], timeout_s, judges.tests + judges.files, judges.marker)
     finally:
         path.write_text(original, encoding="utf-8")
+
+
+def listed_files(root: Path) -> list[str]:
+    """The repository's files: tracked, and untracked ones git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    return [name for name in listed if name]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1001,6 +1474,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--jobs", type=int, default=1, help="copies of the tree judged in parallel")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutation's tests")
+    parser.add_argument("--by-area", action="store_true",
+                        help="judge by the hand-kept test files of each area (AREAS, MODULE_TESTS), not coverage")
+    parser.add_argument("--coverage-timeout", type=float, default=3600.0,
+                        help="seconds for the fast suite's coverage run")
     args = parser.parse_args(argv)
 
     problems = stale(ROOT)
@@ -1025,13 +1502,35 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
         trees = [copy_tree(Path(tmp) / f"tree-{i}") for i in range(jobs)]
         areas = sorted({m.area for m in chosen}, key=list(AREAS).index)
-        print(f"{len(chosen)} mutations over {len(areas)} areas, {jobs} cop{'ies' if jobs > 1 else 'y'} of the tree")
+        print(f"{len(chosen)} mutations over {len(areas)} areas, {jobs} cop{'ies' if jobs > 1 else 'y'} of the tree, "
+              f"judged {'by the area files' if args.by_area else 'by the tests that run each line'}")
         start = time.monotonic()
+        selection: dict[str, Judges | None] = {m.id: None for m in chosen}
+        if not args.by_area:
+            try:
+                covered = coverage_map(trees[0], args.coverage_timeout)
+            except Stale as exc:
+                print(str(exc), file=sys.stderr)
+                return 2
+            print(f"  coverage map of the fast suite: {'reused, ' if covered.cached else ''}"
+                  f"{covered.seconds:.0f}s, {len(covered.failed)} failing unmutated")
+            ran = {m.id: (covered.lines(m.path), mutated_lines(trees[0], m)) for m in chosen}
+            selection = {m.id: judges_of(m, *ran[m.id], covered.failed) for m in chosen}
+            blocked = [m.id for m in chosen if set(covered.failed) & set().union(*(ran[m.id][0].get(n, set())
+                                                                                 for n in ran[m.id][1]))]
+            if blocked:
+                print(f"tests that fail unmutated ({', '.join(covered.failed)}) run the line of "
+                      f"{', '.join(blocked)}: they cannot judge it", file=sys.stderr)
+                return 2
+        # the unmutated baseline of what runs by file: every area with --by-area, else the areas whose files judge
+        # a chosen mutation
+        by_file = areas if args.by_area else [a for a in areas
+                                              if any(m.area == a and selection[m.id].files for m in chosen)]
         with ThreadPoolExecutor(jobs) as pool:
-            baseline = dict(zip(areas, pool.map(lambda a: run_tests(trees[areas.index(a) % jobs], AREAS[a],
-                                                                    args.timeout), areas)))
+            baseline = dict(zip(by_file, pool.map(lambda a: run_tests(trees[by_file.index(a) % jobs], AREAS[a],
+                                                                      args.timeout), by_file)))
         red = [a for a, (outcome, _) in baseline.items() if outcome != "pass"]
-        for a in areas:
+        for a in by_file:
             print(f"  baseline {a}: {baseline[a][0]} in {baseline[a][1]:.0f}s")
         if red:
             print(f"the unmutated tests of {', '.join(red)} do not pass: their mutations cannot be judged",
@@ -1042,11 +1541,13 @@ def main(argv: list[str] | None = None) -> int:
         def one(m: Mutation) -> tuple[Mutation, str, float]:
             tree = free.pop()
             try:
-                outcome, seconds = judge(tree, m, args.timeout)
+                outcome, seconds = judge(tree, m, args.timeout, selection[m.id])
             finally:
                 free.append(tree)
-            print(f"  {'caught  ' if outcome != 'pass' else 'SURVIVED'} {m.id} ({outcome}, {seconds:.0f}s)",
-                  flush=True)
+            word = ("caught  " if caught(outcome) else "SURVIVED" if outcome == "pass"
+                    else "UNJUDGED" if outcome == "unjudged" else "ERROR   ")
+            how = f"; {selection[m.id].how}" if selection[m.id] else ""
+            print(f"  {word} {m.id} ({outcome}, {seconds:.0f}s{how})", flush=True)
             return m, outcome, seconds
 
         with ThreadPoolExecutor(jobs) as pool:
@@ -1056,13 +1557,28 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| area | mutations | caught |\n|---|---|---|")
     for a in areas:
         rows = [r for r in results if r[0].area == a]
-        print(f"| {AREAS[a].title} | {len(rows)} | {sum(r[1] != 'pass' for r in rows)} |")
-    caught = sum(r[1] != "pass" for r in results)
-    print(f"| total | {len(results)} | {caught} |")
-    print(f"\ncaught {caught}/{len(results)} = {caught / len(results):.0%} in {elapsed:.0f}s")
+        print(f"| {AREAS[a].title} | {len(rows)} | {sum(caught(r[1]) for r in rows)} |")
+    total = sum(caught(r[1]) for r in results)
+    print(f"| total | {len(results)} | {total} |")
+    print(f"\ncaught {total}/{len(results)} = {total / len(results):.0%} in {elapsed:.0f}s")
+    if not args.by_area:
+        hows = [selection[m.id].how for m in chosen]
+        print(f"judged by the tests that run the line: {sum(h.startswith('judged by') for h in hows)}; by the "
+              f"area's files: {sum(h.startswith('by the area') for h in hows)}; unjudged: "
+              f"{sum(not (selection[m.id].tests or selection[m.id].files) for m in chosen)}")
+    unjudged = [r[0] for r in results if r[1] == "unjudged"]
+    if unjudged:
+        print("\nunjudged (no test runs the mutated line, not even at import, and no area covers it):")
+        for m in unjudged:
+            print(f"- {m.id} ({m.area}, {m.path}): {m.effect}")
+    errors = [r for r in results if not caught(r[1]) and r[1] not in ("pass", "unjudged")]
+    if errors:
+        print("\nerrors (neither caught nor survived: pytest did not give a verdict; rerun with --only):")
+        for m, outcome, _ in errors:
+            print(f"- {m.id}: {outcome}")
     survivors = [r[0] for r in results if r[1] == "pass"]
     if survivors:
-        print("\nsurvivors (the tests of their area pass with the bug in place):")
+        print("\nsurvivors (the tests that judge them pass with the bug in place):")
         for m in survivors:
             print(f"- {m.id} ({m.area}, {m.path}): {m.effect}")
     return 0

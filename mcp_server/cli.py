@@ -23,57 +23,25 @@ import contextlib
 import inspect
 import os
 import sys
-import time
 
 from pydantic import ValidationError
 
 from mcp_server.cli_flags import add_arguments, request_from
 from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.interpreter import keep_caches_private
-from mcp_server.reporting import silent
+from mcp_server.reporting import PIPE_EVERY_S, ProgressLines, silent
 from mcp_server.tools import TOOLS
 from mcp_server.toolspec import RESULT_FILE, ToolSpec, print_result, result_stream
 from mcp_server.worker_targets import DAEMON_TARGETS, DAEMON_WARM_UP
 
 
-PIPE_EVERY_S = 10.0  # stderr not a terminal (a log, an agent's pipe): at most one progress line this often
-
-
 def _progress(args):
-    """A long command's progress as lines on stderr, each with its elapsed time and, once two counts are seen, the
-    time left at the measured rate: at a terminal every line, otherwise (issue 49: minutes of silence in a pipe) the
-    first of each kind, the last and one every PIPE_EVERY_S. Never with --json."""
+    """A long command's progress as lines on stderr (reporting.ProgressLines): at a terminal every line, otherwise
+    (issue 49: minutes of silence in a pipe) the first of each kind, the last and one every PIPE_EVERY_S. Never
+    with --json."""
     if args.json:
         return silent
     return ProgressLines(sys.stderr, every=0.0 if sys.stderr.isatty() else PIPE_EVERY_S)
-
-
-class ProgressLines:
-    def __init__(self, stream, every: float):
-        self.stream, self.every = stream, every
-        self.start = time.monotonic()
-        self.printed = None  # when the last line was printed
-        self.phase = None  # its first word
-        self.first: tuple[float, float] | None = None  # (time, done) of the first count above zero
-
-    def __call__(self, done: float, total: float | None, message: str) -> None:
-        now = time.monotonic()
-        if done and self.first is None:
-            self.first = (now, done)
-        final = total is not None and done >= total
-        phase = message.split(" ", 1)[0]  # a new kind of line ("decoding", "sampled", a stage) is always shown
-        if self.printed is not None and not final and phase == self.phase and now - self.printed < self.every:
-            return
-        self.printed, self.phase = now, phase
-        timing = f"{_clock(now - self.start)} elapsed"
-        if total and self.first and done > self.first[1] and not final and " left" not in message:
-            timing += f", about {_clock((total - done) * (now - self.first[0]) / (done - self.first[1]))} left"
-        count = "" if total is None or f"{total:g}" in message else f" ({done:.0f}/{total:g})"
-        print(f"  ... {message}{count} [{timing}]", file=self.stream, flush=True)
-
-
-def _clock(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 

@@ -54,7 +54,7 @@ def _evaluate(console: Console, model: str, goldens: Path, label: str, settings:
         result = evaluate_model(
             EvaluateRequest(model=model, goldens=str(goldens), max_new_tokens=settings.eval_max_new_tokens,
                             baseline=baseline, **({"graders": graders} if graders else {})),
-            report=lambda done, total, message: bar.update(task, completed=done, total=total),
+            report=console.reporter(bar, task),
         )
     console.print(f"  {label}: [bold]{result.passed}/{result.n} = {result.pass_rate:.0%}[/] "
                   f"(95% CI {result.ci_low:.0%}-{result.ci_high:.0%})")
@@ -182,9 +182,10 @@ def _train_grpo(console: Console, run_dir: Path, settings: DemoSettings) -> dict
             if len(lines) > seen:
                 seen = len(lines)
                 last = json.loads(lines[-1])
-                reward = last.get("reward")
-                bar.update(task, completed=last.get("step") or 0,
-                           info=f"reward {reward:.2f}" if isinstance(reward, (int, float)) else "")
+                reward, step_s = last.get("reward"), last.get("step_time")
+                info = [f"reward {reward:.2f}" if isinstance(reward, (int, float)) else "",
+                        f"{step_s:.1f} s/step" if isinstance(step_s, (int, float)) and step_s > 0 else ""]
+                bar.update(task, completed=last.get("step") or 0, info=", ".join(filter(None, info)))
             if done or outcome_path.is_file():
                 break
             time.sleep(0.5)
@@ -365,7 +366,9 @@ def _phase_gate(walk: _Walk, sft):
     console, summary = walk.console, walk.summary
     t0 = time.time()
     console.phase(5, "checkpoint gate")
-    promotion = promote_checkpoint(PromoteRequest(run=str(walk.run.dir)))
+    with console.progress() as bar:  # minutes on a CPU: its decoding lines while it runs (issue 49)
+        task = bar.add_task("checkpoint gate", total=None, info="")
+        promotion = promote_checkpoint(PromoteRequest(run=str(walk.run.dir)), report=console.reporter(bar, task))
     summary.grpo_pass_rate, summary.grpo_ci = promotion.checkpoint_pass_rate, promotion.checkpoint_ci
     summary.verdict = promotion.verdict
     summary.improvement_points, summary.improvement_ci = promotion.improvement_points, promotion.improvement_ci

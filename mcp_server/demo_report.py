@@ -26,12 +26,69 @@ class Console:
         self.rich.rule(f"[bold]Phase {number}: {title}")
 
     def progress(self):
+        """A rich bar on a terminal; elsewhere (`make demo > log`, a pipe) LineProgress: lines at a bounded rate
+        while the work runs (issue 49: rich draws a bar off a terminal only when it ends, so the log said nothing
+        for the 5 minutes of training)."""
+        if not self.rich.is_terminal:
+            return LineProgress(self.rich.file)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         return Progress(
             TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=self.rich, transient=False,
         )
+
+    def reporter(self, bar, task):
+        """A core's Report (done, total, message) onto a bar of progress(): its counts on a terminal's bar, and off
+        a terminal its own lines too (DecodeProgress: prompts done, decode rate, time left)."""
+        def report(done: float, total: float | None, message: str) -> None:
+            bar.update(task, completed=done, total=total, message=message)
+        return report
+
+
+class _Task:
+    def __init__(self, description: str, total: float | None, info: str):
+        self.description, self.total, self.info, self.completed = description, total, info, 0.0
+
+
+class LineProgress:
+    """What Console.progress gives off a terminal: rich Progress's calls used here (add_task, update, tasks, a
+    context) printed as reporting.ProgressLines lines, the first, the last and one every PIPE_EVERY_S, each with
+    its elapsed time and the time left at the measured rate ("GRPO training: step 12/150, reward 1.20 [...]")."""
+
+    def __init__(self, stream):
+        from mcp_server.reporting import PIPE_EVERY_S, ProgressLines
+
+        self.stream, self.every, self.lines_of = stream, PIPE_EVERY_S, ProgressLines
+        self.tasks: list[_Task] = []
+        self.lines: list = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, description: str, total: float | None = None, info: str = "") -> int:
+        self.tasks.append(_Task(description, total, info))
+        self.lines.append(self.lines_of(self.stream, self.every))
+        self.update(len(self.tasks) - 1, first=True)  # at once: what starts, before its first count
+        return len(self.tasks) - 1
+
+    def update(self, task: int, completed: float | None = None, total: float | None = None, info: str | None = None,
+               message: str | None = None, first: bool = False) -> None:
+        t = self.tasks[task]
+        state = (t.completed if completed is None else completed, t.total if total is None else total,
+                 t.info if info is None else info)
+        if not (first or message) and state == (t.completed, t.total, t.info):
+            return  # nothing new (the bar set to its end once more): said already
+        t.completed, t.total, t.info = state
+        if message:  # a core's own line (its counts, rate, time left)
+            self.lines[task](t.completed, t.total, f"{t.description}: {message}")
+            return
+        count = f"{t.completed:g}" + (f"/{t.total:g}" if t.total else "") if t.completed or t.total else "starting"
+        what = "step " if "training" in t.description or "warm-start" in t.description else ""
+        self.lines[task](t.completed, t.total, f"{t.description}: {what}{count}" + (f", {t.info}" if t.info else ""))
 
 
 

@@ -67,6 +67,12 @@ def _checked_path() -> Path:
     return path
 
 
+def state_dir() -> Path:
+    """The folder of the key, outside the workspace (EvidenceKeyError otherwise): the launchers keep there what the
+    workspace must not reach, as the trainer's package folder (launchers.base.trainer_pythonpath)."""
+    return _checked_path().parent
+
+
 def _read(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
@@ -194,13 +200,17 @@ def _launch_entry(run_dir: Path) -> tuple[Path, str]:
     return _checked_path().parent / "launches" / name, folder
 
 
-def record_launch(run_dir: Path, launch_id: str) -> Path:
+def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None, job_comment: str | None = None) -> Path:
     """The launcher's record of the run's current launch id (issue 48, seventh round: run.json is in the workspace
     and unsigned, so a forger rewrote its launch_id to replay an earlier launch's signed records). Kept beside the
     key, outside the workspace, signed: what a workspace writer cannot write, copy back or remove. Each launch
-    replaces it."""
+    replaces it: a local launch before its process starts; a SLURM launch before sbatch, then again with the
+    scheduler's `job_id` (and the job's ownership token, `job_comment`) bound into it once sbatch answers: the job
+    whose state is this launch's."""
     path, folder = _launch_entry(run_dir)
-    record = sign(Path(folder), "launch", {"launch_id": launch_id, "run_dir": folder}, create=True)
+    body = {"launch_id": launch_id, "run_dir": folder, **({"job_id": str(job_id)} if job_id is not None else {}),
+            **({"job_comment": job_comment} if job_comment is not None else {})}
+    record = sign(Path(folder), "launch", body, create=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         return atomic_write_json(path, record)
@@ -209,10 +219,10 @@ def record_launch(run_dir: Path, launch_id: str) -> Path:
                                f"{exc.strerror or exc}; nothing was started") from None
 
 
-def recorded_launch(run_dir: Path) -> str | None:
-    """The launch id the launcher recorded for `run_dir` (record_launch), None when it recorded none (never
-    launched by launch_training on this machine, or no key). A tampered entry reads as the empty id: no record
-    is of that launch."""
+def launch_record(run_dir: Path) -> dict | None:
+    """The launcher's record of `run_dir`'s current launch (record_launch: launch_id; job_id and job_comment for
+    a SLURM job), None when it recorded none (never launched by launch_training on this machine, or no key). A tampered
+    entry reads as {"launch_id": ""}: no record is of that launch, no job is its job."""
     try:
         path, folder = _launch_entry(run_dir)
     except UserInputError:
@@ -222,11 +232,19 @@ def recorded_launch(run_dir: Path) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        return ""
+        return {"launch_id": ""}
     if not valid(Path(folder), "launch", value) or value.get("run_dir") != folder:
-        return ""
+        return {"launch_id": ""}
     launch_id = value.get("launch_id")
-    return launch_id if isinstance(launch_id, str) else ""
+    return {"launch_id": launch_id if isinstance(launch_id, str) else "",
+            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)}}
+
+
+def recorded_launch(run_dir: Path) -> str | None:
+    """The launch id the launcher recorded for `run_dir` (launch_record), None when it recorded none; "" for a
+    tampered entry."""
+    record = launch_record(run_dir)
+    return None if record is None else record["launch_id"]
 
 
 def write_exit(run_dir: Path, code: int) -> Path:

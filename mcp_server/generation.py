@@ -22,6 +22,17 @@ def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -
     )
 
 
+def plain_prompts_warning(model) -> str:
+    """Plain-text prompts for a model whose tokenizer has a chat template: TRL's GRPOTrainer applies the template
+    only to chat-message prompts (`_tokenize_prompts`: is_conversational, else the tokenizer on the raw text), so
+    these train and sample without it, as sampling does here; validation warns of it too (run_rules)."""
+    return (f"the prompts are plain text and {model}'s tokenizer has a chat template: TRL's GRPOTrainer applies a "
+            "chat template only to chat-message prompts and tokenizes plain text as it is, so the model trains (and "
+            "samples here) on text without its chat format, and a chat model may answer empty or ramble; write each "
+            "prompt as messages, [{\"role\": \"user\", \"content\": \"...\"}], unless the model is a base "
+            "(non-chat) model.")
+
+
 STEP_EVERY = 16  # decode steps between two `on_step` calls within one generate call, unless STEP_EVERY_S comes first
 STEP_EVERY_S = 15.0  # wall seconds after which the next decode step calls `on_step` (issue 49: 16 steps of 64
 # sequences took 5.8 min on a loaded 2-core machine, with no line between the plan and that step)

@@ -105,6 +105,12 @@ def hub_problem(model: str) -> str | None:
              "the local Hugging Face cache, and ")
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         return start + "the hub is switched off here (HF_HUB_OFFLINE=1)." + _offline_way(model)
+    near = closest_names(model, list(BUILT_IN), cutoff=0.8) if "/" not in model else []
+    if near:  # a misspelt built-in name, answered without the network (issue 49: the CLI waited 20 s on the hub
+        # for `smollm2-13m`; a request through a proxy or gateway that answers slowly took 6-19 s here, while an
+        # MCP server, started by the SDK with no proxy variables, failed its lookup at once)
+        return (start + f"it is a near miss of a built-in name, not a hub id (org/name).{did_you_mean(near)} Check "
+                "the name; a hub model is named org/name, as on huggingface.co")
     try:
         from huggingface_hub import HfApi
 

@@ -70,8 +70,8 @@ directory"). Every module that reads or writes a run names its files through `Ru
       promotion-report.md             promotion_report
       promotion.json                  promotion      promote_checkpoint's result (with the checkpoint's content hash)
       export/                         export         export_model's standalone model
-      archive/<kind>-<n>/             archive_slot   what an explicit archive flag moved aside (an earlier
-                                                     attempt, an earlier export): never deleted
+      archive/<kind>-<n>/             archive_slot   what an archive flag moved aside (an earlier attempt, export),
+                                                     resume-patch-<n>/config.yaml as launched: never deleted
       .launch.lock                    lock           held (flock) by the process launching or resuming the run;
                                                      it holds that process's pid
 

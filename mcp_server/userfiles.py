@@ -265,3 +265,62 @@ def read_json_if_present(path: Path, kind: type = dict):
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, kind) else None
+
+
+# ---------------------------------------------------------------- a run's review files: whose are they?
+REVIEW_SHEET_TITLE = "# Reward review: "  # review.md's first line, as inspect_rewards writes it (review_sheet.py)
+REVIEW_FILES = ("review.md", "review.jsonl", "review.json")  # in a run's inspection/
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        with open_regular(path) as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _review_rows(path: Path) -> bool:
+    """Whether review.jsonl holds only rows of the form inspect_rewards writes (an object with id and scores)."""
+    try:
+        with open_regular(path, encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle.read().splitlines() if line.strip()]
+    except (OSError, ValueError, RecursionError):
+        return False
+    return all(isinstance(r, dict) and "id" in r and isinstance(r.get("scores"), dict) for r in rows)
+
+
+def foreign_review_files(inspection: Path) -> list[str]:
+    """The review files in a run's `inspection/` folder that inspect_rewards did not write, each named with why
+    (issue 48, round 8: a person's own inspection/review.md was replaced by the generated sheet, no copy kept):
+    review.json that is not its record ({result, reviewed_ids}); review.md that is neither the sheet review.json
+    records (its sha256) nor one beginning with the sheet's title (the sheet, edited: inspect_rewards again
+    replaces it, as the gate's refusal of an edited sheet says); review.jsonl neither the rows review.json records
+    nor rows of its form; anything there that is no regular file. An empty file holds nothing to lose. [] when
+    each is absent or inspect_rewards'."""
+    record = read_json_if_present(inspection / "review.json")
+    ours = isinstance(record, dict) and isinstance(record.get("result"), dict) and isinstance(
+        record.get("reviewed_ids"), list)
+    recorded = record if ours else {}
+
+    def sheet(path: Path) -> bool:
+        try:
+            with open_regular(path) as handle:
+                first = handle.read(len(REVIEW_SHEET_TITLE.encode()))
+        except OSError:
+            return False
+        return first == REVIEW_SHEET_TITLE.encode() or _sha256(path) == recorded.get("review_md_sha256")
+
+    checks = {"review.json": (lambda path: ours, "not the record inspect_rewards writes"),
+              "review.md": (sheet, "not the sheet inspect_rewards writes (your own notes?)"),
+              "review.jsonl": (lambda path: _sha256(path) == recorded.get("review_jsonl_sha256") or
+                               _review_rows(path), "not the rows inspect_rewards writes")}
+    found = []
+    for name in REVIEW_FILES:
+        path = inspection / name
+        what = not_regular(path)
+        if what:
+            found.append(f"{path} ({what}: inspect_rewards writes a file there)")
+        elif path.is_file() and path.stat().st_size and not checks[name][0](path):
+            found.append(f"{path} ({checks[name][1]})")
+    return found

@@ -288,9 +288,9 @@ def write_exit(run_dir: Path, code: int, launch_id: str | None = None) -> None:
     write_signed(run.exit_record, {"exit_code": code, **({"launch_id": launch_id} if launch_id else {})})
 
 
-def record_launch(run_dir: Path, launch_id: str) -> None:
+def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None) -> None:
     """The launcher's record of the run's current launch id, kept beside the key (evidence.record_launch), as
-    launch_training writes it when it starts a launch."""
+    launch_training writes it when it starts a launch (a SLURM launch: with the job id sbatch answered)."""
     from mcp_server.evidence import record_launch as record
 
-    record(Path(run_dir), launch_id)
+    record(Path(run_dir), launch_id, job_id)

@@ -60,3 +60,33 @@ def test_every_tool_is_also_a_cli_command():
     commands = {name.replace("-", "_") for name in _subcommands()}
     aliases = {"emit_grpo_config": "emit_config", "validate_grpo_config": "validate_config"}
     assert {aliases.get(t, t) for t in tools} <= commands
+
+
+@pytest.mark.slow  # the CLI as the person ran it, a process
+def test_a_misspelt_built_in_name_is_answered_without_asking_the_hub(tmp_path):
+    """Issue 49: `smollm2-13m` waited 20 s on a hub lookup from the CLI (0.8 s over MCP, whose SDK starts the
+    server without the shell's proxy variables): how long a lookup takes is the network's (a gateway answered in
+    6-19 s here). A name a near miss of a built-in one is answered at once, with its did-you-mean, and no request
+    is made: the "hub" here is a socket that accepts and never answers, and nothing connects to it."""
+    import socket
+    import time
+
+    hub = socket.socket()
+    hub.bind(("127.0.0.1", 0))
+    hub.listen(8)
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"prompt": [{"role": "user", "content": "2+2?"}], "answer": "4"}\n')
+    try:
+        began = time.monotonic()
+        proc = run_cli("emit-config", "--model", "smollm2-13m", "--dataset", str(data), "--gpu", "cpu",
+                       cwd=tmp_path, process=True, timeout=120,
+                       env={"LLM_FINETUNING_WORKSPACE": str(tmp_path), "HF_HUB_OFFLINE": "0",
+                            "HF_ENDPOINT": f"http://127.0.0.1:{hub.getsockname()[1]}"})
+        took = time.monotonic() - began
+        hub.settimeout(0)
+        with pytest.raises(BlockingIOError):  # no connection waits in the backlog: the hub was never asked
+            hub.accept()[0].close()
+    finally:
+        hub.close()
+    assert proc.returncode == 2 and "Did you mean 'smollm2-135m'?" in proc.stderr, proc.stderr
+    assert "near miss of a built-in name" in proc.stderr and took < 60, (took, proc.stderr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import json
 import math
+import re
 from pathlib import Path
 
 from conftest import run_cli
@@ -62,6 +63,14 @@ def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_
     assert warm_baseline["goldens_sha256"] in report and summary["verdict"] in report
     plot = Path(summary["plot_path"])
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Progress while each long phase runs, though stderr is no terminal (issue 49: `make demo > log` showed nothing
+    # for the 5 minutes of training and the checkpoint gate until each ended): training's lines name the step and
+    # the elapsed time from its start on, before its outcome; the gate's are its decoding lines.
+    err = proc.stderr
+    steps = re.findall(r"GRPO training: step (\d+)/4.*\[.*elapsed", err)
+    assert steps and steps[0] == "0" and err.index("GRPO training: step") < err.index("training succeeded"), err
+    assert re.search(r"checkpoint gate: .*decod.*\[.*elapsed", err), err
+    assert err.index("checkpoint gate: ") < err.index("after GRPO:"), err
     # Every artifact path is printed for the person (stderr carries the human output under --json).
     for path in (run / "promotion-report.md", run / "export", plot):
         assert str(path) in proc.stderr.replace("\n", "")

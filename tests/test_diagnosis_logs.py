@@ -677,3 +677,160 @@ def test_a_progress_log_read_again_after_it_grows_gives_the_new_steps(tmp_path, 
         handle.write("".join(json.dumps(r) + "\n" for r in _progress_rows(12, "completions/mean_length")[6:]))
     again = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
     assert (again.last_step, again.steps_logged) == (12, 12), (again.last_step, again.steps_logged)
+
+
+# ---------------------------------------------------------------- the k6 audit (issue 48): names, paths, bounds
+# Each row kills one or more k6-diagnosis-* mutations in bench/mutate.py: inputs constructed, read through
+# diagnose_run (or metrics.load_run, the reader diagnose_run and training_status share, where what is read is the
+# point), nothing trains.
+def _load(source, **kw):
+    from mcp_server.diagnosis.metrics import load_run
+
+    return load_run(source, **kw)
+
+
+def test_a_wandb_panel_export_of_a_run_whose_name_holds_a_dash_reads_trls_names(tmp_path, workspace):
+    """A W&B panel export of the run "lr - 1e-6 - seed 2": its columns read "lr - 1e-6 - seed 2 - train/reward";
+    the metric is the part after the LAST " - " (k6-diagnosis-wandb-run-name-dash)."""
+    path = tmp_path / "wandb.csv"
+    name = "lr - 1e-6 - seed 2"
+    rows = [{"Step": i + 1, f"{name} - train/reward": 0.5 + 0.01 * i, f"{name} - train/loss": 0.05}
+            for i in range(12)]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    run = _load(path)
+    assert run.metric_names() == {"reward", "loss"}, run.metric_names()
+    assert run.series("reward")[-1] == (12, pytest.approx(0.61)), run.series("reward")[-1]
+
+
+def test_a_total_reward_logged_null_with_its_functions_is_a_logged_nan(tmp_path, workspace):
+    """TRL logs reward: null when every reward function returned None for every sample: the total reward is
+    logged, not a number (NaN), like each function's (k6-diagnosis-null-total-reward-unread)."""
+    rows = [{**r, "reward": None, "reward_std": None, "rewards/format_reward/mean": None,
+             "rewards/correctness_reward/mean": None} for r in _rows(6)]
+    run = _load(_write_jsonl(tmp_path / "metrics.jsonl", rows))
+    assert [math.isnan(v) for _, v in run.series("reward")] == [True] * 6, run.series("reward")
+
+
+def test_a_step_that_is_not_a_finite_number_is_numbered_by_its_row(tmp_path, workspace):
+    """A metrics export whose step cell is NaN or Infinity (a W&B export's empty step): the row is numbered by its
+    place, never a crash (k6-diagnosis-infinite-step-unchecked)."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows(4)[:3])
+                    + json.dumps({**_rows(4)[3], "step": INF}) + "\n")
+    run = _load(path)
+    assert [r["step"] for r in run.rows] == [1, 2, 3, 4], [r["step"] for r in run.rows]
+
+
+def test_a_step_logged_again_with_a_metric_missing_keeps_the_earlier_value(tmp_path, workspace):
+    """An export that logs step 3 twice, the second time without entropy (null): step 3 keeps its entropy; a value
+    logged again wins (k6-diagnosis-relogged-null-overwrites)."""
+    rows = _rows(4)
+    again = {**rows[2], "entropy": None, "loss": 0.07}
+    run = _load(_write_jsonl(tmp_path / "metrics.jsonl", [*rows, again]))
+    step3 = next(r for r in run.rows if r["step"] == 3)
+    assert (step3["entropy"], step3["loss"]) == (0.8, 0.07), step3
+
+
+def test_a_source_relative_to_the_workspace_is_found(tmp_path, workspace, monkeypatch):
+    """diagnose_run("runs/r") from any current directory: the path is read relative to the workspace root
+    (k6-diagnosis-workspace-path-unresolved)."""
+    run = _run_dir(workspace, _rows(12))
+    monkeypatch.chdir(tmp_path)
+    d = diagnose_run(DiagnoseRequest(source="runs/r", validate_patches=False))
+    assert (Path(d.source), d.last_step) == (run.resolve(), 12), d
+
+
+def test_a_trl_output_folder_with_a_checkpoint_not_named_by_a_step_is_read(tmp_path, workspace):
+    """checkpoint-best/ (a copy a person made) beside checkpoint-3/: the latest checkpoint by step is read, the copy
+    is no checkpoint and never a crash (k6-diagnosis-checkpoint-best-crash)."""
+    out = tmp_path / "out"
+    for name, steps in (("checkpoint-3", 3), ("checkpoint-best", 2)):
+        (out / name).mkdir(parents=True)
+        (out / name / "trainer_state.json").write_text(json.dumps({"global_step": steps, "log_history": _rows(steps)}))
+    d = diagnose_run(DiagnoseRequest(source=str(out), validate_patches=False))
+    assert (d.last_step, Path(d.metrics_path).parent.name) == (3, "checkpoint-3"), d
+
+
+def test_a_folder_holding_a_progress_jsonl_is_read_from_it(tmp_path, workspace):
+    """A folder with progress.jsonl at its top (a run's logs copied out): its metrics are that file
+    (k6-diagnosis-bare-progress-unfound)."""
+    folder = tmp_path / "copied"
+    _write_jsonl(folder / "progress.jsonl", _rows(12))
+    d = diagnose_run(DiagnoseRequest(source=str(folder), validate_patches=False))
+    assert (d.metrics_path, d.last_step) == (str(folder / "progress.jsonl"), 12), d
+
+
+def test_an_ndjson_export_is_read(tmp_path, workspace):
+    """A .ndjson export (newline-delimited JSON, one row a line) is a JSON-lines log (k6-diagnosis-ndjson-
+    unsupported)."""
+    d = diagnose_run(DiagnoseRequest(source=str(_write_jsonl(tmp_path / "metrics.ndjson", _rows(12))),
+                                     validate_patches=False))
+    assert (d.source_kind, d.last_step) == ("jsonl", 12), d
+
+
+@pytest.mark.parametrize("beta, kl, found", [
+    (0.1, 2.0, True),  # beta above the recipe's 0.04: the bounds stay 1.0 / 5.0, never raised with it
+    (0.001, 0.05, False),  # a tiny beta: the bounds scale down, but never under 0.1 / 0.5
+])
+def test_the_kl_bounds_follow_beta_within_their_floor(tmp_path, workspace, beta, kl, found):
+    """kl_explosion's bounds: 1.0 and 5.0 nats/token at beta 0.04 and above (k6-diagnosis-kl-beta-above-ref), scaled
+    down with a smaller beta to a floor of 0.1 / 0.5 (k6-diagnosis-kl-floor-dropped)."""
+    run = _run_dir(tmp_path, [{**r, "kl": kl * (i + 1) / 12} for i, r in enumerate(_rows(12))])
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump({**CONFIG, "beta": beta}))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert ("kl_explosion" in {f.code for f in d.findings}) is found, [(f.code, f.severity) for f in d.findings]
+
+
+def test_a_damaged_line_before_the_last_is_refused_naming_it(tmp_path, workspace):
+    """A metrics log whose second line is not JSON (damaged, not half-written: lines follow it) is refused naming
+    the line; only a live run's half-written LAST line is skipped (k6-diagnosis-broken-middle-line-skipped)."""
+    rows = [json.dumps(r) + "\n" for r in _rows(4)]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(rows[0] + '{"step": 2, "loss"\n' + "".join(rows[2:]))
+    with pytest.raises(UserInputError, match="line 2 is not a JSON object"):
+        diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    path.write_text("".join(rows) + '{"step": 5, "lo')  # the last line half-written: skipped
+    assert diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False)).last_step == 4
+
+
+def test_a_progress_log_ending_in_a_sparse_hole_is_read(tmp_path, workspace):
+    """A progress log whose end is a run of NUL bytes (a sparse hole: the file extended past its content by a crash
+    or a copy) is a text log, not a binary file (k6-diagnosis-sparse-log-binary)."""
+    path = _write_jsonl(tmp_path / "run" / "progress.jsonl", _rows(6))
+    with path.open("r+b") as handle:
+        handle.truncate(path.stat().st_size + 4096)
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    assert d.last_step == 6, d
+
+
+def test_a_run_known_only_by_its_stdout_is_read_from_the_printed_logs(tmp_path, workspace):
+    """A run directory with no metrics file, only train/logs/stdout.log holding the dicts the Trainer prints on
+    each log: each printed dict is a logged step (k6-diagnosis-stdout-only-no-rows); a printed dict that holds
+    no metric (a config) is none (k6-diagnosis-log-dict-unchecked)."""
+    run = _run_dir(tmp_path)
+    printed = "".join(f"{ {'loss': 0.05, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epoch': i / 10} }\n"
+                      for i in range(1, 6))
+    (run / "train" / "logs" / "stdout.log").write_text("{'num_generations': 4, 'max_steps': 6}\n" + printed)
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert (d.source_kind, d.steps_logged, d.last_step) == ("run_dir", 5, 5), d
+
+
+def test_a_reward_functions_std_is_no_reward_of_its_own(tmp_path, workspace):
+    """TRL >= 0.17 logs rewards/<func>/mean and rewards/<func>/std: the std stays the function's spread; only a
+    bare rewards/<func> (TRL < 0.17) is its mean (k6-diagnosis-old-reward-nested)."""
+    run = _load(_write_jsonl(tmp_path / "metrics.jsonl", _rows(4)))
+    rewards = sorted(n for n in run.metric_names() if n.startswith("rewards/"))
+    assert rewards == ["rewards/correctness_reward/mean", "rewards/correctness_reward/std",
+                       "rewards/format_reward/mean", "rewards/format_reward/std"], rewards
+
+
+def test_an_entropy_collapse_within_three_logs_is_found(tmp_path, workspace):
+    """Three logs whose entropy falls 0.8 -> 0.02 (the policy deterministic at once): entropy_collapse, an error;
+    its first and last logs are compared, never the mean of all three with itself (k6-diagnosis-ends-fraction-
+    zero)."""
+    rows = [{**r, "entropy": e} for r, e in zip(_rows(3), (0.8, 0.4, 0.02))]
+    d = diagnose_run(DiagnoseRequest(source=str(_run_dir(tmp_path, rows)), validate_patches=False))
+    assert ("entropy_collapse", "error") in {(f.code, f.severity) for f in d.findings}, d.findings

@@ -102,3 +102,66 @@ def test_emitting_again_leaves_no_sidecar_of_the_earlier_emission(workspace, wri
     proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", str(folder))
     assert proc.returncode == 0, proc.stderr
     assert not (folder / "train" / "dynamic_sampling.json").exists()
+
+
+# ---------------------------------------------------------------- round 8 (issue 48): a person's review.md
+# emit-config --run-dir accepted a folder holding a person's own inspection/review.md ("my notes"), and
+# inspect_rewards then replaced it with the generated sheet, no copy kept. Emission refuses the files of
+# inspection/ and eval/ in a folder it did not emit into (the run's tools would replace them), and the review
+# writers (sample_completions clears the review, inspect_rewards writes it) never replace one they did not write.
+OTHER = [rel for rel in ("inspection/review.md", "inspection/notes.txt", "eval/baseline.json")]
+
+
+@pytest.mark.parametrize("kind", ["own-file", "fifo", "dangling-link"])
+@pytest.mark.parametrize("rel", OTHER)
+def test_emission_refuses_a_persons_inspection_and_eval_files(rel, kind, workspace, written):
+    folder = workspace / "mine"
+    path = folder / rel
+    path.parent.mkdir(parents=True)
+    KINDS[kind](path)
+    before = _state(path)
+    proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", str(folder))
+    assert proc.returncode == 2 and str(path) in proc.stderr and "nothing was written" in proc.stderr, proc.stderr
+    assert _state(path) == before
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == [Path(rel).parent, Path(rel)]
+
+
+def _samples(run_dir: Path) -> None:
+    """samples.jsonl and samples.meta.json as sample_completions writes them (13 prompts of 4), constructed."""
+    import json
+
+    rows = [{"id": 4 * p + k, "prompt_index": p, "sample_index": k, "row_index": p, "prompt": "What is 3 + 4?",
+             "completion": "<reasoning>3 + 4 = 7</reasoning><answer>7</answer>" if k else "8", "completion_ids": [],
+             "columns": {"answer": "7"}, "truncated": False, "finish_reason": "stop"} for p in range(13)
+            for k in range(4)]
+    (run_dir / "inspection").mkdir(exist_ok=True)
+    (run_dir / "inspection" / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "inspection" / "samples.meta.json").write_text(json.dumps({"dataset_rows": 13, "num_prompts": 13,
+                                                                          "n": 4}))
+
+
+def test_the_review_writers_never_replace_a_review_file_they_did_not_write(workspace, written):
+    from mcp_server.errors import UserInputError
+    from mcp_server.inspection.models import InspectRequest, SampleRequest
+    from mcp_server.inspection.review import inspect_rewards
+    from mcp_server.inspection.sampling import sample_completions
+
+    folder = workspace / "emitted"
+    folder.mkdir()
+    assert cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", str(folder)).returncode == 0
+    _samples(folder)
+    notes = folder / "inspection" / "review.md"
+    notes.write_bytes(MINE)
+    for doing, call in (("inspect_rewards", lambda: inspect_rewards(InspectRequest(run=str(folder)))),
+                        ("sample_completions", lambda: sample_completions(SampleRequest(run=str(folder))))):
+        with pytest.raises(UserInputError, match=f"{doing} would replace {notes}"):
+            call()
+        assert notes.read_bytes() == MINE, doing
+    proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", str(folder))  # nor does emission accept it
+    assert proc.returncode == 2 and f"{notes} (not the sheet inspect_rewards writes" in proc.stderr, proc.stderr
+    assert notes.read_bytes() == MINE
+    # its own sheet, even edited (the gate then says "run inspect_rewards again"), it replaces
+    notes.unlink()
+    sheet = Path(inspect_rewards(InspectRequest(run=str(folder))).review_md_path)
+    sheet.write_text(sheet.read_text() + "\nmy note on sample 3\n")
+    assert "my note" not in Path(inspect_rewards(InspectRequest(run=str(folder))).review_md_path).read_text()

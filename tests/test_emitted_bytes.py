@@ -82,8 +82,12 @@ CASES: dict[str, tuple[dict, dict | None]] = {
 
 def placeholders(workspace: Path) -> list[tuple[str, str]]:
     """Machine-specific text, longest first (a workspace under the cache is replaced as the workspace)."""
+    from mcp_server.training.launchers.base import trainer_pythonpath
+
     pairs = [(str(workspace), "<WORKSPACE>"), (str(CHECKOUT), "<CHECKOUT>"), (sys.executable, "<PYTHON>"),
              (str(cache_root()), "<CACHE>")]
+    if trainer_pythonpath():  # the trainer's package folder beside the evidence key (launchers.base)
+        pairs.append((trainer_pythonpath(), "<TRAINER_PATH>"))
     return sorted(pairs, key=lambda p: -len(p[0]))
 
 

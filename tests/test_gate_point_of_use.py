@@ -486,6 +486,11 @@ def test_an_agentic_samples_prompt_is_the_tool_loops_but_its_columns_are_the_row
     _write_samples(run, [{**s, "prompt": "<tools> " + s["prompt"]} for s in samples])
     _resign(run, verdict)
     assert _check(run, dataset, training_args, model_args, capsys) is None, trained.VERIFIED
+    # the environment the verdict pinned is not the one this process would train with: refused, named
+    verdict["pins"]["agentic"] = {"env": "reviewed"}
+    _resign(run, verdict)
+    assert "the environment or tools" in (_check(run, dataset, training_args, model_args, capsys) or "")
+    verdict["pins"]["agentic"] = {"env": "pinned"}
     _write_samples(run, [{**s, "columns": {"answer": "x"}} for s in samples])
     _resign(run, verdict)
     assert "not rows of the data" in _check(run, dataset, training_args, model_args, capsys)
@@ -602,6 +607,12 @@ def test_dynamic_sampling_changed_after_the_verdict_is_refused(tmp_path, monkeyp
                                                                           capsys)
     run.dynamic_sampling.unlink()  # removed: the pin had it
     assert "dynamic_sampling.json" in (_check(run, dataset, training_args, model_args, capsys) or "")
+    # added after a verdict whose train/ pin had none: not what was reviewed either
+    run.verdict.write_text(json.dumps({**verdict, "pins": {**verdict["pins"], "train_files": {}}}))
+    assert _check(run, dataset, training_args, model_args, capsys) is None
+    run.dynamic_sampling.write_text('{"max_extra_rounds": 2}')
+    assert "dynamic_sampling.json (dynamic sampling) changed" in (
+        _check(run, dataset, training_args, model_args, capsys) or "")
 
 
 def test_a_package_switch_in_the_configs_env_block_is_refused(tmp_path, monkeypatch, capsys):
@@ -723,6 +734,42 @@ def test_pinned_fields_on_the_trainers_command_line_are_refused(tmp_path, monkey
     assert refusal and f"the command line sets {named} " in refusal, refusal
 
 
+@pytest.mark.parametrize("args, named", [
+    ("--epsilon_high 5.0 --scale_rewards none", "epsilon_high, scale_rewards"),
+    ("--mask_truncated_completions true --shuffle_dataset false", "shuffle_dataset, mask_truncated_completions"),
+    ("--temperature 0.5", "temperature"),
+])
+def test_pinned_fields_in_an_args_file_beside_the_script_are_refused(tmp_path, monkeypatch, capsys, args, named):
+    """Round 8, G5: transformers' HfArgumentParser reads `<script>.args` (train/train.args) by default, in the
+    trainer's parse and in its baseline parse of config.yaml alone alike, so pinned fields set there were never
+    seen. The baseline reads no args file: they are refused as command-line ones, and the launch gate names the
+    file before anything starts."""
+    import sys
+    from types import SimpleNamespace
+
+    from mcp_server.inspection.trainer_read import parse_config
+    from mcp_server.inspection.training_inputs import fingerprint
+    from mcp_server.training.launch_gates import interpreter_refusals
+
+    run, dataset, _, _, verdict = _point_of_use(tmp_path, monkeypatch)
+    monkeypatch.chdir(run.dir)
+    _edit_config(run.dir, use_cpu=True)
+    argv = ["--config", str(run.config)]
+    _, training_args, model_args, _ = parse_config(argv)
+    now = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    run.verdict.write_text(json.dumps({**verdict, "pins": {"trained": now}}))
+    monkeypatch.setattr(sys, "argv", [str(run.script)])  # as verified_script sets it: train/train.py
+    config_gate = lambda: [(r.gate, r.message, r.how_to_clear) for r in interpreter_refusals(run)  # noqa: E731
+                           if r.gate == "config"]  # this verdict pins no launch environment: not judged here
+    assert _check(run, dataset, *parse_config(argv)[1:3], capsys) is None and config_gate() == []
+    (run.dir / "train" / "train.args").write_text(args + "\n")
+    refusal = _check(run, dataset, *parse_config(argv)[1:3], capsys)
+    assert refusal and f"the command line sets {named} " in refusal and "train/train.args" in refusal, refusal
+    said = config_gate()
+    assert len(said) == 1 and "train/train.args" in said[0][1], said
+    assert "train/config.yaml" in said[0][2] and "remove train/train.args" in said[0][2], said
+
+
 # The checkpoint TRL loads on resume, checked against the run's signed saves ledger right before the load (issue 48,
 # round 7 f_resume_swap): resume_training's own check runs seconds earlier, before the trainer starts.
 def test_the_checkpoint_a_resume_loads_is_the_one_the_run_saved(tmp_path, monkeypatch, capsys):
@@ -783,3 +830,9 @@ def test_after_a_refilter_each_reviewed_sample_is_compared_with_its_row_in_the_k
     # the same samples against the unfiltered rows are not the data that trains
     refusal = _check(run, dataset, training_args, model_args, capsys)
     assert refusal and "rows: 4 (reviewed: 3)" in refusal, refusal
+    # a re-filter record that says no kept rows maps no sample to a row: refused, never compared at the old index
+    full = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    run.verdict.write_text(json.dumps({**verdict, "data_updates": [
+        {"rows": full["rows"], "rows_sha256": full["rows_sha256"]}]}))
+    refusal = _check(run, dataset, training_args, model_args, capsys)
+    assert refusal and "are not rows of the data that trains" in refusal, refusal

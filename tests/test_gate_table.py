@@ -316,6 +316,56 @@ def test_a_hub_model_is_the_cached_snapshot_not_the_name(tmp_path, monkeypatch):
     assert trained_model(name, None, run)["files_sha256"] is None
 
 
+def test_a_hub_model_not_in_the_cache_is_pinned_by_its_revision(tmp_path, monkeypatch):
+    """A hub model no cache holds (no commit, no files to pin) is pinned by name and revision: model_revision set,
+    changed or removed after the verdict is another model (issue 48's blind audit)."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    pins = {revision: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "model_revision": revision}))
+            for revision in ("v1", "v2", None)}
+    assert pins["v1"]["model"] == {"model": "org/model", "revision": "v1", "commit": None, "files_sha256": None}
+    assert pins[None]["model"]["revision"] == "main"
+    for before, after in (("v1", "v2"), ("v1", None), (None, "v2")):
+        moved = changes(pins[before], pins[after])
+        assert moved and moved[0].startswith("the model changed (revision:"), (before, after, moved)
+
+
+def test_a_recursive_glob_pins_the_files_it_matches_at_every_depth(tmp_path):
+    """data_files: data/**/*.jsonl (datasets resolves ** through every folder): a file two folders down, edited
+    after the verdict, changes the data pin (issue 48's blind audit)."""
+    run = _run(tmp_path, {"model_name_or_path": "org/model",
+                          "datasets": [{"path": "json", "data_files": "data/**/*.jsonl", "split": "train"}]})
+    deep = _jsonl(run.dir / "data" / "a" / "b" / "part-0.jsonl")
+    before = config_pins(run)
+    assert [m["source"] for m in before["data"][0]["sources"][0]["matches"]] == ["data/a/b/part-0.jsonl"]
+    _change(deep, "edited", tmp_path)
+    assert changes(before, config_pins(run))
+
+
+def test_a_hub_data_sets_files_and_folder_are_pinned_by_name(tmp_path):
+    """A `datasets` entry read from the hub (its content cannot be read offline) is pinned by the data_files and
+    data_dir it is read with: either changed after the verdict is other data (issue 48's blind audit)."""
+    def pins(**entry):
+        return config_pins(_run(tmp_path, {"model_name_or_path": "org/model",
+                                           "datasets": [{"path": "org/data", "split": "train", **entry}]}))
+
+    before = pins(data_files="train-a.jsonl", data_dir="v1")
+    assert before["data"][0]["sources"][0]["data_files"] == ["train-a.jsonl"]
+    for after in (pins(data_files="train-b.jsonl", data_dir="v1"), pins(data_files=["train-a.jsonl", "x.jsonl"],
+                                                                       data_dir="v1")):
+        moved = changes(before, after)
+        assert moved and moved[0].startswith("the data set changed"), moved
+    assert changes(before, pins(data_files="train-a.jsonl", data_dir="v2"))
+    # dataset_name's config (a subset of a hub data set) is the data pin's: the config pin leaves it to that one
+    hub = {name: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "dataset_name": "org/data",
+                                             "dataset_config": name})) for name in ("easy", "hard")}
+    moved = changes(hub["easy"], hub["hard"])
+    assert moved and moved[0].startswith("the data set changed") and "hard" in moved[0], moved
+    # an entry that is not a mapping (TRL refuses it) is still pinned as written: swapped, the data set changed
+    odd = {name: config_pins(_run(tmp_path, {"model_name_or_path": "org/model", "datasets": [name]}))
+           for name in ("a.jsonl", "b.jsonl")}
+    assert changes(odd["a.jsonl"], odd["b.jsonl"])
+
+
 def test_a_hub_model_first_downloaded_by_sampling_is_pinned_by_that_snapshot(tmp_path, monkeypatch):
     """A hub model no cache held when sampling began is pinned, once sampling loaded (downloaded) it, by the
     snapshot the trainer will load: not left without files (which the trainer's pin, with files, would refuse)."""
@@ -505,7 +555,8 @@ COVERED = {"model": "test_the_model_changed_is_named_by_the_gate_and_the_trainer
            "samples_meta": "test_a_sidecar_changed", "trained": "test_the_data_changed_is_seen_by_the_trainers_loader",
            "reward_code": "tests/test_gate_reward_code.py", "agentic": "tests/test_agentic.py",
            "prompt_column": "tests/test_gate_point_of_use.py",
-           "training_python": "test_the_training_interpreter_changed_is_named"}
+           "training_python": "test_the_training_interpreter_changed_is_named",
+           "loader_env": "tests/test_gate_loader.py"}
 
 
 def test_every_input_has_rows(tmp_path):
@@ -665,6 +716,13 @@ def test_the_launchers_run_the_script_bytes_the_verdict_pinned(tmp_path, monkeyp
         main([str(script)])
     assert refused.value.code == 3 and "is not the train/train.py the inspection verdict reviewed" in \
         capsys.readouterr().err and not (script.parent / "ran").exists()
+    # without the evidence key every record the trainer writes would read as unrecorded: refused before it runs
+    monkeypatch.setenv(SCRIPT_SHA_ENV, sha256_file(script))
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(tmp_path / "no-key-here"))
+    with pytest.raises(SystemExit) as refused:
+        main([str(script)])
+    assert refused.value.code == 3 and "would read as unrecorded" in capsys.readouterr().err
+    assert not (script.parent / "ran").exists()
 
 
 # ---------------------------------------------------------------- the review files that back the verdict
@@ -882,7 +940,7 @@ def test_a_site_hook_from_outside_the_installation_is_refused(tmp_path, monkeypa
             main([str(script)])
         assert refused.value.code == 3 and f"{name} ({where})" in capsys.readouterr().err
         assert not (script.parent / "ran").exists()
-        monkeypatch.delitem(os.sys.modules, name)
+        monkeypatch.delitem(os.sys.modules, name.split(" (")[0])
     distribution = types.ModuleType("sitecustomize")  # the interpreter's own (a distribution ships one)
     distribution.__file__ = str(Path(sysconfig.get_paths()["stdlib"]) / "sitecustomize.py")
     monkeypatch.setitem(os.sys.modules, "sitecustomize", distribution)
@@ -899,6 +957,7 @@ def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_pyt
     import sys
 
     from mcp_server.interpreter import package_path
+    from mcp_server.training.launchers.base import trainer_pythonpath
     from mcp_server.training.launchers.local.shell import render_launch_sh
 
     hooks = tmp_path / "hooks"
@@ -920,7 +979,7 @@ def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_pyt
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["hooks"] == [] and not [n for n in ("sitecustomize", "usercustomize") if (tmp_path / n).exists()]
-    assert got["path"] == package_path() and not got["cwd_first"], got
+    assert got["path"] == trainer_pythonpath() and not got["cwd_first"], got  # this package alone (round 8, G4)
     assert got["python_vars"] == sorted(["PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUNBUFFERED"]
                                         + (["PYTHONPATH"] if package_path() else [])), got
     from mcp_server.training.launchers.base import python_env
@@ -928,8 +987,9 @@ def test_the_launch_script_gives_the_trainer_nothing_of_the_launching_shells_pyt
 
     sbatch = render_sbatch(SlurmLayout(run_dir=str(run), job_name="hooked", comment="c", python=sys.executable,
                                        nodes=2, train_nodes=2, processes_per_node=1, gpus_per_node=0, strategy="ddp",
-                                       output_dir="checkpoints", pythonpath=package_path()), "tiny", [])
-    assert python_env(package_path()) in sbatch + "\n" and "-m mcp_server.training.trainer.verified_script" in sbatch
+                                       output_dir="checkpoints", pythonpath=trainer_pythonpath()), "tiny", [])
+    assert python_env(trainer_pythonpath()) in sbatch + "\n"
+    assert "-m mcp_server.training.trainer.verified_script" in sbatch
 
 
 # A reward's helpers, however the reward module imports them at its import: copied for the trainer and hashed.
@@ -1100,6 +1160,10 @@ def test_the_trainer_refuses_this_package_from_elsewhere_than_the_launch_script_
     assert refused.value.code == 3 and f"imported from {here}" in capsys.readouterr().err
     assert not (script.parent / "ran").exists()
     monkeypatch.setenv("LLM_FINETUNING_PACKAGE", os.path.dirname(here))  # where the launch script put it
+    from mcp_server.training.trainer.verified_script import foreign_modules
+
+    for name in foreign_modules():  # this test process's own (pytest's tests, fixtures): a trainer holds none
+        monkeypatch.delitem(os.sys.modules, name.split(" (")[0])
     main([str(script)])
     assert (script.parent / "ran").read_text() == "ran"
 

@@ -550,3 +550,164 @@ def test_every_field_that_changes_the_objective_is_pinned(workspace, tiny_model)
     for field, value in objective.items():
         config_file.write_text(yaml.safe_dump({**original, field: value}))
         assert any(field in line for line in changes(before, config_pins(Run(run_dir)))), field
+
+
+# ---------------------------------------------------------------- issue 48's blind audit: what recording checks
+def _reviewed(workspace: Path, tiny_model, name: str, groups=None) -> Path:
+    """A hand-made run, reviewed by inspect_rewards, with no verdict yet (no sampling: cheap)."""
+    run_dir = hand_made_run(workspace, tiny_model, name, groups or [[RIGHT, WRONG, WRONG, WRONG]] * 13, ["2"] * 13)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    return run_dir
+
+
+def _refused(run_dir: Path, field: str, *words: str, **request) -> str:
+    request = {"verdict": "pass", "reviewer": "ana", "agree_with_rest": True, **request}
+    with pytest.raises(UserInputError) as err:
+        record_inspection_verdict(VerdictRequest(run=str(run_dir), **request))
+    assert err.value.field == field and all(w in str(err.value) for w in words), (field, words, str(err.value))
+    assert not (run_dir / "inspection" / "verdict.json").exists()
+    return str(err.value)
+
+
+def test_a_verdict_is_refused_on_samples_or_sheets_that_are_not_the_reviews(workspace, tiny_model):
+    """Samples edited after the review, or the sheet the person read removed or edited: no verdict (a pass or a fail)
+    is recorded on a review that does not describe them."""
+    run_dir = _reviewed(workspace, tiny_model, "stale")
+    samples = run_dir / "inspection" / "samples.jsonl"
+    original = samples.read_text()
+    samples.write_text(original.replace(WRONG, RIGHT, 1))
+    _refused(run_dir, "run", "samples.jsonl changed since the review")
+    _refused(run_dir, "run", "samples.jsonl changed since the review", verdict="fail")
+    samples.write_text(original)
+    for name in ("review.md", "review.jsonl"):
+        sheet = run_dir / "inspection" / name
+        kept = sheet.read_bytes()
+        sheet.unlink()
+        _refused(run_dir, "run", f"{name} is not the sheet inspect_rewards wrote")
+        sheet.write_bytes(kept)
+    assert record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                    agree_with_rest=True)).gate.passed
+
+
+def test_a_reward_module_edited_after_the_review_backs_no_verdict(workspace, tiny_model, reward_with_helper):
+    rewards = [{"name": "format_reward"}, {"name": "pin_rewards.scored"}]
+    run_dir = hand_made_run(workspace, tiny_model, "edited", [[RIGHT, WRONG, WRONG, "x"]] * 13, ["2"] * 13, rewards)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    helper = reward_with_helper / "pin_rewards.py"
+    helper.write_text(helper.read_text() + "\n# edited after the review\n")
+    _refused(run_dir, "run", "the reward code or specs changed since the review")
+
+
+def test_each_sample_verdict_is_given_once_and_agree_rest_adds_only_the_unlisted(workspace, tiny_model):
+    run_dir = _reviewed(workspace, tiny_model, "listed")
+    _refused(run_dir, "sample_verdicts[1].id", "sample 0 is listed twice",
+             sample_verdicts=[{"id": 0, "agree": True}, {"id": 0, "agree": False, "note": "wrongly scored"}])
+    # agree_with_rest fills in the samples not listed; it never overrides the disagreement the person gave.
+    failed = record_inspection_verdict(VerdictRequest(
+        run=str(run_dir), verdict="fail", reviewer="ana", agree_with_rest=True,
+        sample_verdicts=[{"id": 0, "agree": False, "note": "scored a right answer 0"}]))
+    assert (failed.agree, failed.disagree, failed.reviewed) == (failed.reviewed - 1, 1, failed.reviewed)
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert verdict["disagree"] == 1 and verdict["sample_verdicts"][0] == {
+        "id": 0, "agree": False, "note": "scored a right answer 0"}
+    # A fail that judges one sample counts what it judged: the gate reads it as the fail it is, not as a record
+    # whose counts do not add up.
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="fail", reviewer="ana", note="one is wrong",
+                                             sample_verdicts=[{"id": 0, "agree": False}]))
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert (verdict["agree"], verdict["disagree"], verdict["reviewed"]) == (0, 1, failed.reviewed)
+    assert "the verdict is 'fail'" in check_inspection_gate(run_dir).reason
+
+
+def test_a_pass_is_refused_on_a_review_routed_to_sft_first_and_on_a_launched_run(workspace, tiny_model):
+    run_dir = _reviewed(workspace, tiny_model, "sft", [[WRONG] * 4] * 13)
+    _refused(run_dir, "verdict", "do SFT first", "A pass cannot be recorded")
+    run_dir = _reviewed(workspace, tiny_model, "launched")
+    (run_dir / "run.json").write_text(json.dumps({"state": "running"}))
+    _refused(run_dir, "run", "is launched", "never rewritten")
+
+
+def test_a_pass_needs_samples_drawn_as_todays_config_would_draw_them(workspace, tiny_model):
+    """Each way samples.meta.json or train/config.yaml stops backing a pass is refused by name, and put back, the
+    pass is recorded."""
+    run_dir = _reviewed(workspace, tiny_model, "drawn")
+    meta_file, config_file = run_dir / "inspection" / "samples.meta.json", run_dir / "train" / "config.yaml"
+    meta, config = meta_file.read_text(), config_file.read_text()
+    edits = {
+        "differs": (meta_file, lambda m: json.dumps({**json.loads(m), "differs_from_config": ["the model: other"]}),
+                    "cannot back a verdict: they differ from what training would sample (the model: other)"),
+        "no config_pins": (meta_file, lambda m: json.dumps({k: v for k, v in json.loads(m).items()
+                                                            if k != "config_pins"}), "does not say how the samples"),
+        "config changed": (config_file, lambda c: c + "temperature: 0.3\n", "changed since the samples were drawn"),
+        "empty weights": (config_file, lambda c: c + "reward_weights: []\n", "reward_weights [] are not"),
+    }
+    for name, (path, edit, said) in edits.items():
+        path.write_text(edit(path.read_text()))
+        _refused(run_dir, "run", said)
+        meta_file.write_text(meta)
+        config_file.write_text(config)
+    # train/train.py present: the samples must say what its loader read for them
+    (run_dir / "train" / "train.py").write_text("print('train')\n")
+    _refused(run_dir, "run", "does not say what train/train.py's loader read")
+    (run_dir / "train" / "train.py").unlink()
+    assert record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                    agree_with_rest=True)).gate.passed
+
+
+def test_a_verdict_that_restates_its_review_wrongly_or_pins_other_reward_code_closes_the_gate(workspace, tiny_model):
+    """A verdict.json edited by hand, every hash right: its base rate, success rule or reward-code pin not the
+    review's closes the gate, naming the field. The last one re-pinned to reward specs edited after the review
+    (every other pin matching today's run) would otherwise vouch for scores nobody read."""
+    from mcp_server.inspection.pins import run_pins
+    from mcp_server.rewards import reward_code_sha256
+    from mcp_server.runs import Run
+
+    run_dir = _signed_run(workspace, tiny_model, "restated")
+    verdict_file = run_dir / "inspection" / "verdict.json"
+    signed = json.loads(verdict_file.read_text())
+    for field, value in (("base_success_rate", 0.9), ("success_rule", "every completion")):
+        verdict_file.write_text(json.dumps({**signed, field: value}))
+        _closed(run_dir, "is not a verdict on this review", f"its {field} is")
+    rewards_file = run_dir / "train" / "rewards.json"
+    rewards = json.loads(rewards_file.read_text())
+    rewards[-1]["weight"] = 2.0
+    rewards_file.write_text(json.dumps(rewards))
+    verdict_file.write_text(json.dumps({**signed, "pins": run_pins(Run(run_dir), reward_code_sha256(rewards))}))
+    _closed(run_dir, "is not a verdict on this review", "reward-code hash is not the reviewed reward's")
+    rewards_file.write_text(json.dumps([{k: v for k, v in r.items() if k != "weight"} for r in rewards]))
+    # train/config.yaml's reward_weights not the reviewed ones (1.0 each), the verdict re-pinned to them by hand
+    config_file = run_dir / "train" / "config.yaml"
+    config_file.write_text(config_file.read_text() + "reward_weights: [1.0, 3.0]\n")
+    verdict_file.write_text(json.dumps({**signed, "pins": run_pins(Run(run_dir), signed["pins"]["reward_code"])}))
+    _closed(run_dir, "is not a verdict on this review", "reward_weights [1.0, 3.0] are not train/rewards.json's")
+
+
+def test_the_gate_judges_the_launchs_read_and_says_what_is_gone(workspace, tiny_model, reward_with_helper):
+    """The gate judges the run as the launch read it (`spec`), not a second read of the files; a review removed
+    after the verdict is named; a pass that leaves reviewed samples unjudged is refused at recording."""
+    import dataclasses
+
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+
+    rewards = [{"name": "format_reward"}, {"name": "pin_rewards.scored"}]
+    run_dir = hand_made_run(workspace, tiny_model, "read", [[RIGHT, WRONG, WRONG, "x"]] * 13, ["2"] * 13, rewards)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    _refused(run_dir, "sample_verdicts", "a pass needs a verdict on every reviewed sample", agree_with_rest=False,
+             sample_verdicts=[{"id": 0, "agree": True}])
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    spec = RunSpec.read(Run(run_dir))
+    assert check_inspection_gate(run_dir, spec).passed
+    launched = dataclasses.replace(spec, values={**spec.values, "temperature": 0.3})
+    gate = check_inspection_gate(run_dir, launched)
+    assert not gate.passed and "temperature" in gate.reason, gate.reason
+    # an entry of the reviewed copy the trainer imports that is no reviewed file (a module it could import)
+    extra = run_dir / "inspection" / "reward_code" / "pin_extra.py"
+    extra.write_text("VALUE = 2.0\n")
+    _closed(run_dir, "does not hold the reviewed reward code", "pin_extra.py")
+    extra.unlink()
+    assert check_inspection_gate(run_dir).passed
+
+    review = run_dir / "inspection" / "review.json"
+    review.unlink()
+    _closed(run_dir, "the review is not the one the verdict signed", "review.json is gone")

@@ -7,6 +7,7 @@ refactor is not held up by it."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -72,3 +73,75 @@ def test_the_kept_mutations_span_every_area(lane):
     assert all(count >= 3 for count in per_area.values()), per_area
     assert all(m.effect and m.old != m.new for m in lane.MUTATIONS)
     assert all(t.startswith("tests/test_") for tests in lane.MODULE_TESTS.values() for t in tests)
+
+
+# ---------------------------------------------------------------------- which tests judge a mutation
+RULE = '''LIMIT = 3
+
+
+def over(x):
+    if (x
+            > LIMIT):
+        return True
+    return False
+
+
+def unused(x):
+    return x + 1
+'''
+
+
+def test_the_mutated_lines_are_widened_to_their_statement(lane, tmp_path):
+    """A tracer records a multi-line condition at some of its lines: the mutation's lines are the whole statement
+    (a compound statement's header, not its body)."""
+    root = tree(tmp_path, RULE)
+    mutation = lane.Mutation("m", "rules", "pkg/rule.py", "> LIMIT", ">= LIMIT", "e")
+    assert lane.mutated_lines(root, mutation) == {5, 6}
+    body = lane.Mutation("b", "rules", "pkg/rule.py", "        return True\n", "        return False\n", "e")
+    assert lane.mutated_lines(root, body) == {7}
+
+
+@pytest.mark.parametrize("ran, marker, tests, files, how", [
+    # the tests that ran the line judge it; a test that fails unmutated does not
+    ({5: {"tests/test_a.py::t1", "tests/test_b.py::t2[x]", "tests/test_c.py::bad"}, 6: {"tests/test_a.py::t1"}},
+     "not slow", ("tests/test_a.py::t1", "tests/test_b.py::t2[x]"), (), "judged by 2 tests that run this line"),
+    # an area whose judges are slow (they start processes coverage does not follow) adds its files
+    ({5: {"tests/test_a.py::t1"}}, "", ("tests/test_a.py::t1",), ("tests/test_rule.py",),
+     "judged by 1 test that runs this line and the area's slow files"),
+    # a line run only at import (no test's context): the area's files
+    ({5: {""}, 9: {"tests/test_a.py::t1"}}, "not slow", (), ("tests/test_rule.py",),
+     "by the area's files: its line runs only at import"),
+    # a line no fast test runs: the slow area's files, a fast area's nothing (its files' fast tests do not run it)
+    ({9: {"tests/test_a.py::t1"}}, "", (), ("tests/test_rule.py",), "by the area's files: no fast test runs"),
+    ({9: {"tests/test_a.py::t1"}}, "not slow", (), (), "no test runs this line and no area covers it"),
+])
+def test_a_mutation_is_judged_by_the_tests_that_run_its_line(lane, tmp_path, ran, marker, tests, files, how):
+    areas = {"rules": lane.Area("rules", "rules", ("tests/test_rule.py",), marker=marker)}
+    mutation = lane.Mutation("m", "rules", "pkg/rule.py", "> LIMIT", ">= LIMIT", "e")
+    judges = lane.judges_of(mutation, ran, {5, 6}, failed=("tests/test_c.py::bad",), areas=areas, modules={})
+    assert (judges.tests, judges.files, judges.marker) == (tests, files, marker)
+    assert judges.how.startswith(how)
+
+
+@pytest.mark.slow
+def test_the_coverage_map_names_the_tests_that_run_each_line(lane, tmp_path):
+    """The lane's coverage run on a constructed package: a line run in a fixture counts for the test that asked
+    for it, a module constant runs only at import, an unreached function is run by nobody; a failing test is
+    named; a second run of the same content reuses the map."""
+    root = tmp_path / "tree"
+    for folder in ("mcp_server", "tests", "bench"):  # the lane measures the package folder: a constructed one
+        (root / folder).mkdir(parents=True)
+    (root / "mcp_server" / "__init__.py").write_text("")
+    (root / "mcp_server" / "rule.py").write_text(RULE)
+    shutil.copy(LANE.parent / "mutate_contexts.py", root / "bench")
+    (root / "tests" / "test_rule.py").write_text(
+        "import pytest\nfrom mcp_server.rule import over\n\n\n@pytest.fixture\ndef big():\n    return over(9)\n\n\n"
+        "def test_big(big):\n    assert big\n\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_small(x):\n"
+        "    assert not over(x)\n\n\ndef test_broken():\n    assert over(0)\n")
+    covered = lane.coverage_map(root, 120, cache=tmp_path / "cache")
+    ran = covered.lines("mcp_server/rule.py")
+    assert covered.failed == ("tests/test_rule.py::test_broken",)
+    assert ran[7] == {"tests/test_rule.py::test_big"}  # `return True`, run in test_big's fixture
+    assert ran[8] >= {"tests/test_rule.py::test_small[1]", "tests/test_rule.py::test_small[2]"}
+    assert ran[1] == {""} and 12 not in ran  # LIMIT at import only; unused() never
+    assert not covered.cached and lane.coverage_map(root, 120, cache=tmp_path / "cache").cached

@@ -9,7 +9,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
+import subprocess
+
+import pytest
 
 from conftest import ROOT
 
@@ -144,3 +148,24 @@ def test_the_readme_config_excerpt_is_what_the_emitter_wrote():
     excerpt = next(lines for info, lines in blocks(text) if info == "yaml")
     emitted = (ROOT / link.group(1)).read_text(encoding="utf-8")
     assert len(excerpt) >= 4 and "\n".join(excerpt) in emitted, "the excerpt is not a slice of the emitted config"
+
+
+@pytest.mark.slow  # runs the README's lines in a shell
+def test_every_install_line_that_writes_under_home_works_on_a_fresh_home(tmp_path):
+    """Issue 49: the Cursor line `ln -s ... ~/.cursor/plugins/local/llm-finetuning` failed on a fresh HOME (no
+    ~/.cursor/plugins/local). Every first-screen install line whose own commands write under ~ (a link, a copy, a
+    folder: the harness CLIs make their own folders) is run as shown, in bash, with an empty HOME and the checkout
+    as /path/to/llm-finetuning; what it names under ~ then exists."""
+    first = README.read_text(encoding="utf-8").splitlines()[:40]
+    shell = [line for info, lines in blocks("\n".join(first)) if info == "bash" for line in lines]
+    writes = [line for line in shell if re.search(r"(?<![\w-])(ln|cp|mv|mkdir)\s.*~/", line.split("#")[0])]
+    assert any(".cursor/plugins" in line for line in writes), shell
+    for line in writes:
+        home = tmp_path / f"home-{writes.index(line)}"
+        home.mkdir()
+        command = line.split("  #")[0].replace("/path/to/llm-finetuning", str(ROOT))
+        done = subprocess.run(["bash", "-c", command], env={**os.environ, "HOME": str(home)}, capture_output=True,
+                              text=True, timeout=30)
+        assert done.returncode == 0, f"{line!r} on a fresh HOME: {done.stderr}"
+        target = re.findall(r"~/(\S+)", command)[-1]
+        assert (home / target).exists(), f"{line!r} left no {target} under a fresh HOME"

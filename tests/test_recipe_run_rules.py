@@ -173,3 +173,25 @@ def test_bf16_weights_are_judged_with_the_launchs_strategy(strategy, master):
     spec = RunSpec(values=values, target=Target("H100", 8)).launched_with(strategy)
     found = {f.code for f in validate_spec(spec, memory=False).findings}
     assert ("full_finetune_low_precision_weights" not in found) is master, found
+
+
+@pytest.mark.parametrize("template,prompt,warned", [
+    ("{{ messages }}", "3+4=", True),  # a chat model given plain text: rendered without its template
+    ("{{ messages }}", [{"role": "user", "content": "3+4="}], False),  # chat messages: TRL applies the template
+    (None, "3+4=", False),  # a base model without a chat template: plain text is what it reads
+])
+def test_plain_prompts_for_a_chat_model_are_warned_at_validation(tmp_path, template, prompt, warned):
+    # issue 49: only sampling said so; a user who validated and launched trained a chat model on unrendered text
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template} if template else {}))
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps({"prompt": prompt, "answer": "7"}) + "\n"
+                                                 for _ in range(64)))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**GOOD, "model_name_or_path": str(model), "datasets": [
+        {"path": "json", "data_files": str(tmp_path / "data.jsonl"), "split": "train"}]}))
+    found = codes(validate_config(ValidateRequest(config_path=str(config))))
+    assert ("plain_prompts_for_chat_model" in found) is warned, found
+    if warned:
+        f = found["plain_prompts_for_chat_model"]
+        assert f.severity == "warning" and f.field == "datasets" and "chat template" in f.message

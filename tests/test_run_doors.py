@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from conftest import checkout_env, cli_here, run_cli_json
-from support import dead_pid, hand_run
+from support import dead_pid, hand_run, write_signed
 
 # What a checkpoint save on a full disk leaves in the log (torch.save's writer, then the OSError under it).
 FULL_DISK_LOG = """\
@@ -172,10 +172,10 @@ def test_a_guard_stop_on_a_lost_signal_is_failed_never_stopped(workspace, stop, 
     run_dir = workspace / "runs" / "guarded"
     logs = run_dir / "train" / "logs"
     logs.mkdir(parents=True)
-    (logs / "stopped.json").write_text(json.dumps({"step": 7, **stop}))
+    write_signed(logs / "stopped.json", {"step": 7, **stop})  # the trainer's own records (evidence.py)
     if stop["by"] == "guard":  # the guard's own record, as guard.py writes it beside stopped.json
-        (logs / "guard.json").write_text(json.dumps({"mode": "stop", "step": 7, "findings": [], "stopped": {
-            "code": stop["code"], "step": 7, "save": True}}))
+        write_signed(logs / "guard.json", {"mode": "stop", "step": 7, "findings": [], "stopped": {
+            "code": stop["code"], "step": 7, "save": True}})
     write_outcome(run_dir, "succeeded", global_step=7)
     assert json.loads((logs / "outcome.json").read_text())["state"] == state
     assert training_status(StatusRequest(run=str(run_dir))).state == state

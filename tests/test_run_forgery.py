@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_a_hand_written_guard_stop_moves_no_pin(workspace, tiny_model):
     run.verdict.write_text(json.dumps({"verdict": "pass", "pins": pins}))
     run.logs.mkdir(parents=True, exist_ok=True)
     run.stopped.write_text(json.dumps({"step": 2, "by": "guard", "code": "entropy_collapse"}))
-    refusals, _ = apply_patch(run, RunSpec.of_run(run), {"max_completion_length": 16})
+    refusals, _, _ = apply_patch(run, RunSpec.of_run(run), {"max_completion_length": 16})
     assert not refusals, refusals
     assert json.loads(run.verdict.read_text())["pins"] == pins  # nothing moved: the gate still refuses the change
     assert "pin_updates" not in json.loads(run.verdict.read_text())
@@ -546,3 +547,123 @@ def _base_as_trained_beside_a_forged_baseline(workspace: Path, tiny_model: Path)
         "goldens_sha256": sha256_file(goldens), "graders": [{"name": "format_reward"}], "max_new_tokens": 8,
         "seed": 3407, "n": 0, "passed": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "items": []}))
     return run_dir, forged
+
+
+# ---------------------------------------------------------------- SLURM launches and the guard's record (issue 48)
+def slurm_launch(run_dir: Path, launch_id: str, job_id: str, started_ts: float = 1.0) -> None:
+    """run.json of a SLURM launch as job.submit writes it, and the launcher's record of it beside the key (the
+    launch id exported to the job, the job id sbatch answered bound into it)."""
+    record = {"backend": "slurm", "state": "pending", "pid": None, "job_id": job_id, "cwd": str(run_dir),
+              "started_ts": started_ts, "launch_id": launch_id,
+              "slurm": {"job_id": job_id, "nodes": 2, "comment": f"llm-finetuning:{job_id * 4}",
+                        "job_name": run_dir.name}}
+    (run_dir / "run.json").write_text(json.dumps(record))
+    record_launch(run_dir, launch_id, job_id)
+
+
+def no_scheduler(monkeypatch, tmp_path: Path) -> None:
+    """Where the scheduler cannot be asked (or no longer knows the job): the state is read from the records."""
+    empty = tmp_path / "no-slurm-here"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(empty))
+
+
+@pytest.mark.parametrize("first", ["succeeded", "stopped"])
+@pytest.mark.parametrize("how", ["as-is", "run.json-rewritten"])
+def test_f1_an_earlier_slurm_jobs_signed_records_put_back_never_end_a_killed_launch_well(workspace, tiny_model,
+                                                                                         monkeypatch, tmp_path,
+                                                                                         first, how):
+    """F1 on SLURM (issue 48, seventh round's replay): job 41 of launch 1 ended `first` (every record signed and
+    tagged with its launch id); launch 2 (job 42) was killed; launch 1's signed logs and checkpoints copied back
+    (fresh times: `cp`), run.json left or rewritten to launch 1's job and id, where the scheduler no longer knows
+    the jobs. The SLURM reader took any signed marker newer than the launch: launch 2 read "stopped". The launch
+    id and job that count are the launcher's record outside the workspace: neither succeeded nor stopped, and
+    what was not read is named."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    no_scheduler(monkeypatch, tmp_path)
+    run_dir = ended_run(workspace, tiny_model, "job" + first, first)
+    one, two = "j" * 32, "t" * 32  # ended_run tags launch 1's records with its name's first letter
+    slurm_launch(run_dir, one, "41")
+    assert training_status(StatusRequest(run=str(run_dir))).state == first  # launch 1's own records: read
+    archive = run_dir / "archive" / "attempt-1"  # what --archive-previous moves before launch 2
+    archive.mkdir(parents=True)
+    for name in ("run.json", "checkpoints"):
+        (run_dir / name).rename(archive / name)
+    (run_dir / "train" / "logs").rename(archive / "logs")
+    (run_dir / "train" / "logs").mkdir()
+    slurm_launch(run_dir, two, "42", started_ts=time.time() - 5)
+    write_exit(run_dir, 137, two)  # the job script's signed exit record: killed
+    assert training_status(StatusRequest(run=str(run_dir))).state == "failed"
+    shutil.rmtree(run_dir / "train" / "logs")  # the forger: launch 1's records and models put back, fresh times
+    shutil.copytree(archive / "logs", run_dir / "train" / "logs", copy_function=shutil.copy)
+    shutil.copytree(archive / "checkpoints", run_dir / "checkpoints", copy_function=shutil.copy)
+    if how == "run.json-rewritten":
+        record = json.loads((run_dir / "run.json").read_text())
+        (run_dir / "run.json").write_text(json.dumps({**record, "launch_id": one, "job_id": "41", "state": first}))
+    status = training_status(StatusRequest(run=str(run_dir)))
+    assert status.state not in ("succeeded", "stopped"), (status.state, status.note)
+    assert "outcome.json is of another launch" in status.note, status.note
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir), checkpoint="checkpoints/checkpoint-2"))
+    assert refused.value.field == "run" and "not succeeded" in str(refused.value), str(refused.value)
+
+
+GUARD_STOP = {"mode": "stop", "step": 2, "time": 1.0, "stopped": {"code": "entropy_collapse", "step": 2, "save": True},
+              "findings": [{"code": "entropy_collapse", "severity": "error", "explanation": "forged",
+                            "patch": {"learning_rate": 0.5}}]}
+
+
+@pytest.mark.parametrize("guard", ["hand-written", "another launch's", "this launch's"])
+def test_the_guards_record_is_read_only_as_the_trainer_signed_it_for_this_launch(workspace, tiny_model, guard):
+    """train/logs/guard.json was unsigned: one written by hand made training_status say the guard stopped the run
+    and show its patch (learning_rate 0.5) to apply before resuming. Read only when the trainer signed it for this
+    launch; otherwise named in the note and shown as nothing."""
+    from mcp_server.runs import Run
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    run = Run(ended_run(workspace, tiny_model, "gstop", "stopped"))
+    record_launch(run.dir, "g" * 32)
+    if guard == "hand-written":
+        run.guard.write_text(json.dumps({**GUARD_STOP, "launch_id": "g" * 32}))
+    else:
+        write_signed(run.guard, {**GUARD_STOP, "launch_id": "g" * 32 if guard == "this launch's" else "x" * 32})
+    status = training_status(StatusRequest(run=str(run.dir)))
+    assert status.state == "stopped", (status.state, status.note)
+    if guard == "this launch's":
+        assert status.guard_stop["code"] == "entropy_collapse" and status.live_findings[0].patch == {
+            "learning_rate": 0.5} and "stopped by the guard" in status.message, status.message
+        return
+    assert status.guard_stop is None and status.live_findings == [], status
+    assert "stopped by the guard" not in status.message
+    says = ("train/logs/guard.json has no valid signature" if guard == "hand-written"
+            else "train/logs/guard.json is of another launch")
+    assert says in (status.note or ""), status.note
+
+
+@pytest.mark.parametrize("forged", ["guard.json", "stopped.json", "train-begin.json"])
+def test_a_hand_written_record_never_changes_the_outcome_the_trainer_records(workspace, forged, monkeypatch):
+    """The trainer's own door (write_outcome, as the emitted train.py calls it when the Trainer returns) read
+    guard.json, stopped.json and train-begin.json unsigned: one written by hand in train/logs/ during training
+    turned a run that trained well into "failed" (a guard stop on a lost signal; zero steps trained) or "stopped".
+    Only the trainer's own signed records of this launch decide it."""
+    from mcp_server.training.trainer.progress import write_outcome
+
+    monkeypatch.setenv("LLM_FINETUNING_LAUNCH_ID", "w" * 32)  # as the launcher exports it to its trainer
+    logs = workspace / "runs" / "outcome" / "train" / "logs"
+    logs.mkdir(parents=True)
+    hand = {"guard.json": {"mode": "stop", "step": 7, "findings": [], "stopped": {"code": "signal_lost", "step": 7}},
+            "stopped.json": {"step": 7, "by": "request"},
+            "train-begin.json": {"global_step": 9, "max_steps": 9}}[forged]
+    (logs / forged).write_text(json.dumps({**hand, "launch_id": "w" * 32}))
+    write_outcome(logs.parents[1], "succeeded", global_step=7)
+    assert json.loads((logs / "outcome.json").read_text())["state"] == "succeeded"
+    write_signed(logs / forged, {**hand, "launch_id": "w" * 32})  # the trainer's own: it decides
+    write_outcome(logs.parents[1], "succeeded", global_step=7)
+    assert json.loads((logs / "outcome.json").read_text())["state"] == ("stopped" if forged == "stopped.json"
+                                                                         else "failed")

@@ -24,7 +24,8 @@ from conftest import checkout_env, run_cli, run_cli_json
 from support import emit_run, pass_inspection
 from mcp_server.runs import Run
 
-LAUNCHER = ["bash", "train/launch.sh"]
+# launch_training's launcher, and a person's `bash train/launch.sh`
+from mcp_server.training.processes import LAUNCHER, LAUNCHERS  # noqa: E402
 
 
 def launchers(run_dir: Path) -> list[psutil.Process]:
@@ -32,7 +33,7 @@ def launchers(run_dir: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if proc.info["cmdline"] == LAUNCHER and Path(proc.cwd()).resolve() == run_dir.resolve() \
+            if proc.info["cmdline"] in LAUNCHERS and Path(proc.cwd()).resolve() == run_dir.resolve() \
                     and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except psutil.Error:

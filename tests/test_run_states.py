@@ -136,6 +136,15 @@ def cells() -> list[Cell]:
     idle = (*lineage("stopped"), Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW, step=2),
             Event("final_model", step=4), Event("outcome", (NEW, "succeeded")), Event("exit_code", 0))
     out.append(Cell("failed", idle, id="failed/resumed-at-step-2-no-step-after"))
+    # issue 48, round 8 (F1): asked to stop, the trainer recorded its stop at step 2, its save there failed
+    # (FileExistsError) and it exited 1: failed, never "stopped ... with a checkpoint saved"
+    stopping = lineage("stopping")
+    out.append(Cell("failed", (*stopping, Event("stopped", OLD, step=2), *checkpoint(2)[:-1], Event("exit_code", 1)),
+                    id="failed/stop-save-failed-exit-1"))
+    out.append(Cell("failed", (*stopping, Event("exit_code", 1)), id="failed/asked-to-stop-died-before-its-step-end"))
+    # ... and one whose save at the stop is complete, that crashed after it: the stop is what happened
+    out.append(Cell("stopped", (*stopping, Event("stopped", OLD, step=2), *checkpoint(2), Event("exit_code", 1)),
+                    id="stopped/saved-at-the-stop-then-exit-1"))
     return out
 
 
@@ -248,7 +257,9 @@ def expected(cell: Cell) -> dict:
     - otherwise dead: this launch's outcome decides (succeeded needs exit code 0 or none and this launch's own
       evidence: it began, logged a step and the trainer recorded its final save, else failed; a crash on the way
       out is failed; stopped is stopped); with no outcome, a stop asked or carried out is stopped, anything else
-      failed. Markers of another launch (another launch id) are not this launch's;
+      failed; but a stop whose launcher recorded a non-zero exit is failed unless the checkpoint of the step its
+      stopped.json names was saved whole (a save that failed at the stop is no stop). Markers of another launch
+      (another launch id) are not this launch's;
     - the checkpoints are those whose every file was written, the trainer's record last, and left as saved, by
       step; the latest of them is what a resume starts from; one changed after its save is never the latest
       (changed in size, a file gone or added, its own digest rewritten) or is refused by resume (same size, other
@@ -283,12 +294,16 @@ def expected(cell: Cell) -> dict:
     elif outcome == "stopped":
         state = "stopped"
     else:
-        state = "stopped" if stop_asked else "failed"
+        state = None  # decided below, from the checkpoints
     from mcp_server.training.lifecycle import CHECKPOINT_WRITES
 
     saved = [e.step for e in events if e.member == "checkpoint" and e.file == CHECKPOINT_WRITES[-1]]
     listed = [s for s in saved if not (s == 2 and cell.variant in ("file-removed", "file-truncated", "file-added",
                                                                    "digest-rewritten"))]
+    if state is None:
+        stop_step = next((e.step for e in reversed(mine) if e.member == "stopped" and e.value == current), None)
+        crashed = exit_code not in (None, 0) and stop_step not in listed
+        state = "stopped" if stop_asked and not crashed else "failed"
     latest = f"checkpoint-{listed[-1]}" if listed else None
     if not launched or cell.variant == "record-lost" or state == "succeeded":  # a succeeded run: a new run trains on
         resume = ("refused", "state")
@@ -710,3 +725,282 @@ def test_a_record_restored_from_the_live_process_is_written_back(tmp_path, monke
     record = read_run_json(run)
     assert record["restored_from_process"] is True and "reconstructed" not in record, record
     assert (record["state"], record["pid"]) == ("running", 4242), record
+
+
+# ---------------------------------------------------------------- the k6 audit (issue 48): more edges of each door
+# Each row kills one or more k6-runs-* mutations in bench/mutate.py; every run is a cell of the table, changed by
+# hand, read through the core API. Nothing trains and no process starts.
+def _sub(tmp_path: Path, name: str) -> Path:
+    """A fresh folder under tmp_path: a second cell's workspace in one test."""
+    (tmp_path / name).mkdir()
+    return tmp_path / name
+
+
+def test_a_step_zero_is_a_logged_step(tmp_path, monkeypatch):
+    """A progress line at step 0 (logged before the first update) is step 0 in training_status and list_runs, never
+    'no step logged yet' (k6-runs-step-zero-unread)."""
+    from mcp_server.training.status import list_runs
+
+    run_dir = _cell(tmp_path, monkeypatch, "stopped",
+                    tweak=lambda run: _progress(run, [{"step": 0, "time": 1000.0, "loss": 0.1}]))
+    status = _status(run_dir)
+    assert status.step == 0 and "step 0/4" in status.message, status.message
+    assert {Path(r.run_dir).name: r for r in list_runs().runs}[run_dir.name].step == 0
+
+
+def test_an_ended_run_has_no_eta_and_no_first_step_estimate(tmp_path, monkeypatch):
+    """ETA and the planner's first-step estimate are for a run still training: a stopped run with step times logged
+    has no ETA (k6-runs-eta-any-state); a failed run that logged no step has no first-step estimate
+    (k6-runs-estimate-any-state)."""
+    def times(run):
+        _progress(run, [{"step": s, "time": 1000.0 + s, "step_time": 2.0, "loss": 0.1} for s in (1, 2)])
+    stopped = _status(_cell(_sub(tmp_path, "a"), monkeypatch, "stopped", tweak=times))
+    assert stopped.state == "stopped" and stopped.steps_per_s == pytest.approx(0.5)
+    assert stopped.eta_s is None and "ETA" not in stopped.message, stopped.message
+    failed = _status(_cell(_sub(tmp_path, "b"), monkeypatch, "failed", [*lineage("launching"), Event("exit_code", 1)]))
+    assert failed.state == "failed" and failed.step is None
+    assert failed.step_estimate is None and failed.step_estimate_s is None, failed.step_estimate
+
+
+def test_a_failed_run_that_logged_no_step_is_diagnosed_from_its_log(tmp_path, monkeypatch):
+    """A run that died of a CUDA OOM before its first step: training_status's health flags come from its stdout log
+    (the failure's cause), never 'no metrics logged yet' (k6-runs-health-failed-no-lines)."""
+    def oom(run):
+        with open(run.stdout, "a") as handle:
+            handle.write("Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory. Tried to "
+                         "allocate 2.00 GiB\n")
+    status = _status(_cell(tmp_path, monkeypatch, "failed", [*lineage("launching"), Event("exit_code", 1)], oom))
+    assert status.state == "failed" and status.step is None
+    assert "cuda_out_of_memory" in [f.code for f in status.health], (status.health, status.health_note)
+
+
+def test_a_failed_runs_exit_code_zero_is_named(tmp_path, monkeypatch):
+    """A launch that exited 0 but whose success is not borne out (no step, no final save) reads failed naming its
+    exit code 0, never 'no exit code recorded (killed?)' (k6-runs-failed-exit-zero); run.json records the state and
+    the exit code 0 (k6-runs-sync-exit-zero)."""
+    events = (*lineage("launching"), Event("outcome", (OLD, "succeeded")), Event("exit_code", 0))
+    run_dir = _cell(tmp_path, monkeypatch, "failed", events)
+    status = _status(run_dir)
+    assert status.state == "failed" and status.exit_code == 0
+    assert "(exit code 0)" in status.message and "killed?" not in status.message, status.message
+    record = json.loads((run_dir / "run.json").read_text())
+    assert (record["state"], record.get("exit_code")) == ("failed", 0), record
+
+
+def test_a_moved_run_is_still_its_own_run(tmp_path, monkeypatch):
+    """run.json written for a directory that no longer exists (the run folder was moved or renamed): the record is
+    still this run's (its state from its files: stopped), never read as a copy of another run
+    (k6-runs-moved-run-is-copy)."""
+    def moved(run):
+        record = json.loads(run.run_json.read_text())
+        run.run_json.write_text(json.dumps({**record, "cwd": str(tmp_path / "runs" / "old-name")}))
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=moved))
+    assert status.state == "stopped" and "is a copy" not in (status.note or ""), status.message
+
+
+def test_a_run_with_its_signed_exit_record_has_no_note_about_the_plain_exit_code(tmp_path, monkeypatch):
+    """train/logs/exit-code beside the launcher's signed exit.json is not worth a note; only an exit-code without
+    exit.json is named as not read (k6-runs-plain-exit-code-note-always)."""
+    status = _status(_cell(_sub(tmp_path, "a"), monkeypatch, "stopped"))
+    assert status.state == "stopped" and "is not read" not in (status.note or ""), status.note
+
+    def unsigned(run):
+        run.exit_record.unlink()
+    status = _status(_cell(_sub(tmp_path, "b"), monkeypatch, "stopped", tweak=unsigned))
+    assert "exit-code is not read" in (status.note or ""), status.note
+
+
+def test_a_checkpoint_is_complete_by_its_fsdp_or_adapter_folder_and_never_without_trainer_state(tmp_path,
+                                                                                               monkeypatch):
+    """FSDP saves its weights in pytorch_model_fsdp_0/ (k6-runs-fsdp-not-complete), PEFT a named adapter in its own
+    folder (k6-runs-adapter-folder-not-complete): each recorded checkpoint is complete, the latest. A recorded
+    folder with weights but no trainer_state.json is no checkpoint a resume can load
+    (k6-runs-no-trainer-state-complete)."""
+    from mcp_server.training.trainer.digest import record_save
+
+    def save(run, step, folder, state=True):
+        path = run.checkpoints / f"checkpoint-{step}"
+        (path / folder).mkdir(parents=True)
+        (path / folder / "weights.bin").write_bytes(b"sharded weights")
+        (path / folder / "adapter_model.safetensors").write_bytes(b"adapter") if folder == "default" else None
+        if state:
+            (path / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": []}))
+        record_save(run, path, step)
+
+    for i, (folder, state, want) in enumerate([("pytorch_model_fsdp_0", True, "checkpoint-3"),
+                                               ("default", True, "checkpoint-3"), ("weights", False, "checkpoint-2")]):
+        def tweak(run):
+            save(run, 3, folder, state)
+            if not state:
+                (run.checkpoints / "checkpoint-3" / "model.safetensors").write_bytes(b"weights")
+                record_save(run, run.checkpoints / "checkpoint-3", 3)
+        status = _status(_cell(_sub(tmp_path, str(i)), monkeypatch, "stopped", tweak=tweak))
+        assert [Path(p).name for p in status.checkpoints][-1:] == [want], (folder, status.checkpoints)
+
+
+def test_a_save_that_is_not_the_final_one_never_bears_out_success(tmp_path, monkeypatch):
+    """outcome.json succeeded, exit code 0, steps logged to max_steps and a checkpoint at step 4 recorded by this
+    launch, but no final save of the model: failed (k6-runs-any-save-final)."""
+    def no_final(run):
+        saves = [json.loads(line) for line in run.saves.read_text().splitlines()]
+        run.saves.write_text("")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LLM_FINETUNING_LAUNCH_ID", OLD)
+            from mcp_server.training.trainer.digest import record_save
+
+            for line in saves:
+                if not line.get("final"):
+                    record_save(run, run.resolve(line["save"]), line["step"])
+            record_save(run, run.checkpoints / "checkpoint-2", 4)
+    status = _status(_cell(tmp_path, monkeypatch, "succeeded", tweak=no_final))
+    assert status.state == "failed" and "no final save" in status.message, status.message
+
+
+@pytest.mark.parametrize("step_times, ago, wait", [
+    ((200.0,), 1000.0, 100.0 + 60.0),  # the step is overdue: half a step and the save from now, never less
+])
+def test_an_overdue_step_still_gets_half_a_step_and_the_save(tmp_path, step_times, ago, wait):
+    """A stop asked when the current step is already past its expected end waits half a step and the save from
+    now (k6-runs-stop-wait-overdue-negative)."""
+    test_a_stop_waits_as_long_as_the_runs_logged_steps_take(tmp_path, step_times, ago, wait)
+
+
+def test_a_stops_result_names_the_latest_checkpoint(tmp_path, monkeypatch):
+    """What a stop says after it: killed, the steps since the LATEST checkpoint are lost and that checkpoint is the
+    result's (k6-runs-stop-killed-first-checkpoint, k6-runs-stop-result-first-checkpoint); a stop whose request
+    could not be written says so (k6-runs-stop-unasked-unsaid); a stop at step 0 names step 0
+    (k6-runs-stop-saved-step-zero)."""
+    from mcp_server.runs import Run
+    from mcp_server.training.derived import DerivedState
+    from mcp_server.training.stopping import stop_result
+
+    run = Run(_cell(tmp_path, monkeypatch, "stopped"))
+    config = yaml.safe_load(run.config.read_text())
+    killed = stop_result(run, DerivedState(state="failed", alive=False), config, graceful=False, killed=True,
+                         waited=5.0, timeout_s=5.0, note="")
+    assert Path(killed.checkpoint).name == "checkpoint-2" and "since checkpoint-2 are lost" in killed.error, killed
+    unasked = stop_result(run, DerivedState(state="running", alive=True), config, graceful=False, killed=False,
+                          waited=5.0, timeout_s=5.0, note="", asked=False)
+    assert "could not be written" in unasked.message, unasked.message
+    write_signed(run.stopped, {**json.loads(run.stopped.read_text()), "step": 0})
+    from mcp_server.training.trainer.digest import record_save  # its save at step 0, recorded as the callback does
+    shutil.copytree(run.checkpoints / "checkpoint-2", run.checkpoints / "checkpoint-0")
+    record_save(run, run.checkpoints / "checkpoint-0", 0)
+    stopped = stop_result(run, DerivedState(state="stopped", alive=False), config, graceful=True, killed=False,
+                          waited=5.0, timeout_s=5.0, note="")
+    assert "stopped at step 0 with a checkpoint saved" in stopped.message, stopped.message
+
+
+def test_a_damaged_run_json_of_a_live_run_is_no_error(tmp_path, monkeypatch):
+    """run.json damaged while the run's launcher is alive: the state is read from the live launcher (its record
+    restored), never the damaged file's error (k6-runs-damaged-live-raises). The launcher's reading is constructed
+    (process_state for a live `bash train/launch.sh`): no process starts."""
+    from mcp_server.runs import Run
+    from mcp_server.training.derived import DerivedState
+    from mcp_server.training.runrecord import derive_with
+
+    run = Run(_cell(tmp_path, monkeypatch, "running", tweak=lambda run: run.run_json.write_text("{not json")))
+    live = {"pid": 4242, "cwd": str(run.dir), "state": "running", "reconstructed": True}
+    seen = []
+
+    def reading(run, record):
+        seen.append(record)
+        return DerivedState(state="running", alive=True, pid=4242, record=live)
+    assert derive_with(run, reading).state == "running" and seen == [None]
+    with pytest.raises(Exception, match="run.json is not a launch record"):  # no live launcher: the file is named
+        derive_with(run, lambda run, record: DerivedState(state="failed", alive=False))
+
+
+def test_a_guard_stop_is_named_only_on_a_stopped_run(tmp_path, monkeypatch):
+    """guard.json's stop record is named in a STOPPED run's status; a run that failed afterwards (the stop's save
+    crashed, exit code 1) says it failed, never 'stopped by the guard' (k6-runs-guard-stop-any-state)."""
+    def guarded(run):  # the guard's record as the trainer signs it, for this launch
+        write_signed(run.guard, {"stopped": {"code": "nan_loss", "step": 2, "save": True}, "findings": [],
+                                 "launch_id": json.loads(run.run_json.read_text())["launch_id"]})
+    stopped = _status(_cell(_sub(tmp_path, "a"), monkeypatch, "stopped", tweak=guarded))
+    assert stopped.state == "stopped" and "stopped by the guard: nan_loss at step 2" in stopped.message
+    failed = _status(_cell(_sub(tmp_path, "b"), monkeypatch, "failed", [*lineage("running"), Event("exit_code", 1)],
+                           guarded))
+    assert failed.state == "failed" and "stopped by the guard" not in failed.message, failed.message
+
+
+def test_a_lost_run_json_with_a_signed_exit_record_is_no_never_launched_run(tmp_path, monkeypatch):
+    """run.json and stdout.log removed, the launcher's signed exit.json (exit code 0) left: the run was launched and
+    how it ended is unknown, never 'not launched' (k6-runs-exit-zero-no-log-unlaunched)."""
+    def lost(run):
+        run.run_json.unlink()
+        run.stdout.unlink()
+        run.outcome.unlink()
+        run.stopped.unlink()
+        run.stop_request.unlink()
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=lost))
+    assert status.state == "unknown" and status.exit_code == 0, (status.state, status.message)
+
+
+def test_a_hand_written_train_begin_never_bears_out_success(tmp_path, monkeypatch):
+    """A succeeded run whose train-begin.json was rewritten by hand (same fields, no signature: the launcher's key
+    is outside the workspace): the run's own evidence no longer shows that training began, so it reads failed
+    naming the file, never succeeded on an unsigned record (k6-runs-begin-unsigned)."""
+    def unsigned(run):
+        fields = ("max_steps", "global_step", "time", "launch_id")  # what the trainer writes, its signature left out
+        signed = json.loads(run.train_begin.read_text())
+        run.train_begin.write_text(json.dumps({k: signed[k] for k in fields}))
+    status = _status(_cell(tmp_path, monkeypatch, "succeeded", tweak=unsigned))
+    assert status.state == "failed" and "no train-begin.json of this launch" in status.message, status.message
+
+
+def test_a_hand_written_stopped_marker_never_turns_a_failed_run_stopped(tmp_path, monkeypatch):
+    """A run that crashed (exit code 1) with a stopped.json written by hand (this launch's id, no signature): the
+    marker is no one's, the run failed (k6-runs-marker-unsigned)."""
+    def forged(run):
+        run.stopped.write_text(json.dumps({"step": 2, "time": time.time(), "launch_id": OLD}))
+    status = _status(_cell(tmp_path, monkeypatch, "failed", [*lineage("running"), Event("exit_code", 1)], forged))
+    assert status.state == "failed", (status.state, status.message)
+
+
+def test_a_hand_written_progress_line_never_bears_out_a_resume_that_trained_nothing(tmp_path, monkeypatch):
+    """A resume that began at step 2 and logged no step after it, its success claimed by outcome.json, exit code 0
+    and a final save: a progress line appended by hand (step 3, no signature) is no step logged, and the run reads
+    failed (k6-runs-logged-step-unsigned)."""
+    events = (*lineage("stopped"), Event("run_json", NEW), Event("stdout"), Event("train_begin", NEW, step=2),
+              Event("final_model", step=4), Event("outcome", (NEW, "succeeded")), Event("exit_code", 0))
+
+    def forged(run):
+        with open(run.progress, "a") as handle:
+            handle.write(json.dumps({"step": 3, "time": time.time(), "loss": 0.1}) + "\n")
+    status = _status(_cell(tmp_path, monkeypatch, "failed", events, forged))
+    assert status.state == "failed" and "no step logged" in status.message, status.message
+
+
+# ---------------------------------------------------------------- round 8 (issue 48): a stop's save, a resume's skip
+def test_a_save_that_failed_at_the_stop_is_named_by_status(tmp_path, monkeypatch):
+    """F1: stop_training asked, the trainer recorded its stop at step 2, then its save there failed (checkpoint-2 a
+    plain file: FileExistsError) and launch.sh signed exit 1: training_status says failed, naming the failed save
+    and the trainer's error, never "stopped"."""
+    def tweak(run):
+        (run.checkpoints / "checkpoint-2").write_text("")
+        with open(run.stdout, "a") as handle:
+            handle.write("Traceback (most recent call last):\nFileExistsError: [Errno 17] File exists: "
+                         "'checkpoints/checkpoint-2'\n")
+    events = (*lineage("stopping"), Event("stopped", OLD, step=2), Event("exit_code", 1))
+    status = _status(_cell(tmp_path, monkeypatch, "failed", events, tweak))
+    assert (status.state, status.exit_code) == ("failed", 1), status.message
+    assert "the checkpoint save at the stop failed: it stopped at step 2 but checkpoint-2 was never recorded as " \
+           "saved" in status.message and "FileExistsError: [Errno 17]" in status.message, status.message
+
+
+def test_resume_names_the_checkpoint_it_passes_over_and_why(tmp_path, monkeypatch):
+    """A file added to the latest checkpoint (checkpoint-2) after its save: resume never loads it, and its answer
+    names it and why (round 8: it quietly continued from checkpoint-1). Refused here for a changed config, so no
+    gate starts anything: the answer is the same either way."""
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    def tweak(run):
+        (run.checkpoints / "checkpoint-2" / "extra.bin").write_bytes(b"not the run's")
+        run.config.write_text(run.config.read_text() + "# edited\n")
+    run_dir = _cell(tmp_path, monkeypatch, "stopped", tweak=tweak)
+    resumed = resume_training(RunRequest(run=str(run_dir)))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config_hash"], resumed.message
+    assert resumed.skipped_checkpoints == ["checkpoint-2 (extra.bin was not written by the save)"], resumed
+    assert "passed over" in resumed.message and "checkpoint-2 (extra.bin was not written" in resumed.message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,14 +63,28 @@ done
 """
 
 
-def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0) -> tuple[Path, subprocess.Popen]:
+# issue 48, round 8 (F1): a trainer whose save at the stop fails (checkpoint-N taken by a plain file): it records its
+# stop, the save raises FileExistsError, and launch.sh signs exit 1
+SAVE_FAILS = TRAINER[:TRAINER.index("    d=checkpoints/checkpoint-$step")] + r"""
+    signed stopped.json "{{\"step\": $step}}"
+    echo "FileExistsError: [Errno 17] File exists: 'checkpoints/checkpoint-$step'"
+    echo 1 > $LOGS/exit-code
+    "{python}" -m mcp_server.evidence exit 1
+    exit 1
+  fi
+done
+"""
+
+
+def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0,
+                  trainer: str = TRAINER) -> tuple[Path, subprocess.Popen]:
     """runs/<name>/ with its stand-in trainer started (a new session, as launch_training starts train/launch.sh)
     and the run.json launch_training writes for it."""
     run_dir = workspace / "runs" / name
     (run_dir / "train" / "logs").mkdir(parents=True)
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(
         {"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 100}))
-    (run_dir / "train" / "launch.sh").write_text(TRAINER.format(step=step, start=start, python=sys.executable))
+    (run_dir / "train" / "launch.sh").write_text(trainer.format(step=step, start=start, python=sys.executable))
     from mcp_server.evidence import sign_run
     from mcp_server.runs import Run
 
@@ -114,10 +129,11 @@ def test_a_stop_that_times_out_leaves_the_run_stopping_and_loses_nothing(workspa
     states on the way are starting, running, stopping (the table's live rows)."""
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
     run_cli_json("list-runs", here=True, env=env)  # the doors' imports, before the clock of the start runs
-    run_dir, proc = start_trainer(workspace, "slow-steps", step=4, start=3)
+    # steps and a start long enough that a CLI call on a loaded 2-core machine (several seconds) fits inside one
+    run_dir, proc = start_trainer(workspace, "slow-steps", step=10, start=8)
     try:
         assert status(run_dir, env)["state"] == "starting"
-        seen = until(run_dir, env, lambda s: s["step"] == 1)
+        seen = until(run_dir, env, lambda s: (s["step"] or 0) >= 1)
         assert seen["state"] == "running" and seen["alive"], seen
         # export_model of a run still training names its state, as promote_checkpoint does (issue 49: "holds no
         # saved model ... has training finished?")
@@ -133,12 +149,12 @@ def test_a_stop_that_times_out_leaves_the_run_stopping_and_loses_nothing(workspa
         stop_proc, stop = run_cli_json("stop-training", str(run_dir), "--timeout", "1", here=True, env=env)
         assert stop_proc.returncode == 0 and stop["state"] == "stopping", stop
         assert not stop["killed"] and not stop["graceful"] and stop["error"] is None, stop
-        assert stop["step_time_s"] == 4 and "nothing is lost" in stop["message"], stop
-        assert time.time() - began < 4 and proc.poll() is None  # the call returned; the run finishes its step
+        assert stop["step_time_s"] == 10 and "nothing is lost" in stop["message"], stop
+        assert time.time() - began < 10 and proc.poll() is None  # the call returned; the run finishes its step
         assert status(run_dir, env)["state"] == "stopping"
         runs = run_cli_json("list-runs", here=True, env=env)[1]
         assert {r["run"]: r["state"] for r in runs["runs"]}["slow-steps"] == "stopping"
-        done = until(run_dir, env, lambda s: not s["alive"], timeout=30)
+        done = until(run_dir, env, lambda s: not s["alive"], timeout=60)
         assert done["state"] == "stopped" and done["exit_code"] == 0, done
         saved = json.loads((run_dir / "train" / "logs" / "stopped.json").read_text())["step"]
         assert [Path(p).name for p in done["checkpoints"]] == [f"checkpoint-{saved}"] and saved >= 2
@@ -151,7 +167,7 @@ def test_a_stop_by_default_waits_for_the_step_its_logs_show(workspace):
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
     run_dir, proc = start_trainer(workspace, "waited", step=3)
     try:
-        until(run_dir, env, lambda s: s["step"] == 1)
+        until(run_dir, env, lambda s: (s["step"] or 0) >= 1)
         step = status(run_dir, env)["step"]
         stop_proc = cli_here("stop-training", str(run_dir), env=env)
         stop = json.loads(run_cli_json("training-status", str(run_dir), here=True, env=env)[0].stdout)
@@ -165,6 +181,24 @@ def test_a_stop_by_default_waits_for_the_step_its_logs_show(workspace):
         assert stop_proc.returncode == 0 and not stop["killed"] and stop["state"] == "stopped", stop
         assert stop["error"] is None and "nothing to stop" in stop["message"], stop
         assert Path(stop["checkpoint"]).name.startswith("checkpoint-")
+    finally:
+        end(proc)
+
+
+def test_a_stop_whose_save_failed_is_an_error_never_a_saved_checkpoint(workspace):
+    """F1: the trainer recorded its stop, its save there failed and it exited 1: the stop is an error naming the
+    failed save and the trainer's own error (exit 1), never graceful, never "with a checkpoint saved"; the run is
+    failed (it said stopped, graceful, "stopped at step 1 with a checkpoint saved", checkpoint null)."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, "save-fails", step=1, trainer=SAVE_FAILS)
+    try:
+        until(run_dir, env, lambda s: s["step"] is not None)
+        stop_proc, stop = run_cli_json("stop-training", str(run_dir), "--timeout", "30", here=True, env=env)
+        assert stop_proc.returncode == 1 and not stop["graceful"] and not stop["killed"], stop
+        assert stop["state"] == "failed" and stop["checkpoint"] is None, stop
+        assert "the checkpoint save at the stop failed: it stopped at step" in stop["error"], stop
+        assert "FileExistsError" in stop["error"] and "checkpoint saved" not in stop["message"], stop
+        assert status(run_dir, env)["state"] == "failed"
     finally:
         end(proc)
 
@@ -206,5 +240,26 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
         median = (207.1374 + 305.0167) / 2
         assert seen["eta_s"] == pytest.approx(6 * median, abs=0.5), seen  # was 6 x 21 s
         assert f"ETA {6 * median / 60:.1f} min" in seen["message"], seen["message"]
+    finally:
+        end(proc)
+
+
+def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace):
+    """Issue 49: `stop-training` printed one line, then nothing during its 6-minute wait. A step longer than
+    STOP_TICK_S: while the stop waits for it, a line every STOP_TICK_S on stderr (not a terminal here) names the
+    step waited for, the seconds waited and the longest wait; stdout holds only the result."""
+    from mcp_server.training.stopping import STOP_TICK_S
+
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, "long-step", step=STOP_TICK_S + 12)
+    try:
+        stop_proc = cli_here("stop-training", str(run_dir), env=env)
+        assert stop_proc.returncode == 0 and "checkpoint saved" in stop_proc.stdout, (stop_proc.stdout,
+                                                                                        stop_proc.stderr)
+        lines = stop_proc.stderr.splitlines()
+        still = [line for line in lines if "still waiting for its first step to end" in line]
+        assert still and re.search(r", (\d+) s of at most 120 s", still[0]), lines
+        assert int(re.search(r", (\d+) s of at most", still[0]).group(1)) >= STOP_TICK_S, still
+        assert "still waiting" not in stop_proc.stdout and "stopped at step 1" in stop_proc.stdout
     finally:
         end(proc)

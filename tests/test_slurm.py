@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -369,9 +370,60 @@ def test_a_job_cancelled_by_hand_reads_as_cancelled_and_a_foreign_job_is_never_t
     record_path = run_dir / "run.json"
     record = json.loads(record_path.read_text())
     record_path.write_text(json.dumps({**record, "job_id": foreign, "state": "running"}))
-    seen = status(run_dir)
-    assert f"job {foreign}" in seen.note and "not this run's" in seen.note and seen.job is None and not seen.alive
+    seen = status(run_dir)  # the job the launcher bound to this launch (outside the workspace) is the run's
+    assert f"job {foreign}" in seen.note and "not this run's" in seen.note and not seen.alive, seen.note
+    assert seen.job["job_id"] == result.job_id and seen.state == "cancelled", seen
     stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=5))
     assert not stopped.killed and "nothing to stop" in stopped.message
     assert cluster.run("squeue", "-h", "-j", foreign, "-o", "%T").stdout.strip() in ("PENDING", "RUNNING")
     cluster.run("scancel", foreign)
+
+
+def test_a_slurm_launch_is_recorded_outside_the_workspace_and_an_earlier_jobs_records_put_back_are_not_its(
+        cluster, run_dir):
+    """Issue 48, the seventh round's F1 replay on SLURM: a SLURM launch had no launch id (the launcher's record
+    beside the key was written for local launches only), so launch 1's signed records, copied back after launch 2
+    and run.json pointed at launch 1's job (its id and ownership token), made launch 2 read succeeded. The launch
+    is recorded before sbatch, its id exported to the job (every record it signs carries it) and the job id bound
+    into the record: launch 2 reads as its own job ended (cancelled), naming what was not read."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.evidence import launch_record
+
+    hold().unlink(missing_ok=True)
+    first = launch(run_dir, archive_previous=True)
+    assert first.launched, first.message
+    one = json.loads((run_dir / "run.json").read_text())
+    assert launch_record(run_dir) == {"launch_id": one["launch_id"], "job_id": first.job_id,
+                                      "job_comment": one["slurm"]["comment"]}
+    done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
+    assert done.state == "succeeded", done.message + "\n" + "\n".join(done.log_tail)
+    logs = run_dir / "train" / "logs"
+    for name in ("outcome.json", "exit.json", "train-begin.json"):  # signed by the job, tagged with its launch
+        assert json.loads((logs / name).read_text())["launch_id"] == one["launch_id"], name
+    assert {json.loads(line)["launch_id"] for line in (logs / "saves.jsonl").open()} == {one["launch_id"]}
+
+    blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--output=/dev/null",
+                          "--wrap=sleep 600").stdout.strip()
+    second = launch(run_dir, archive_previous=True)  # held pending by the blocker, then cancelled: it never trains
+    assert second.launched and second.job_id != first.job_id, second.message
+    assert launch_record(run_dir)["job_id"] == second.job_id
+    cluster.run("scancel", second.job_id)
+    cluster.run("scancel", blocker)
+    assert wait_for(run_dir, lambda s: not s.alive)[0].state == "cancelled"
+
+    archive = max((run_dir / "archive").glob("attempt-*"), key=lambda p: int(p.name.split("-")[1]))
+    for name in ("train/logs", "checkpoints"):  # the forger: launch 1's records and models put back, fresh times
+        if (run_dir / name).exists():
+            shutil.rmtree(run_dir / name)
+        shutil.copytree(archive / name, run_dir / name, copy_function=shutil.copy)
+    record = json.loads((run_dir / "run.json").read_text())  # pointed at launch 1's job, its token and its id
+    (run_dir / "run.json").write_text(json.dumps({**record, "job_id": one["job_id"], "slurm": one["slurm"],
+                                                  "launch_id": one["launch_id"], "state": "succeeded"}))
+    seen = status(run_dir)
+    assert seen.state == "cancelled" and seen.job["job_id"] == second.job_id, seen
+    assert "outcome.json is of another launch" in seen.note and f"job {first.job_id}" in seen.note, seen.note
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir)))
+    assert refused.value.field == "run" and "not succeeded" in str(refused.value), str(refused.value)

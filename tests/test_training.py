@@ -292,10 +292,10 @@ def ddp(ws):
             # writes it: keyed evidence) and its own guard.json
             stop = {k: v for k, v in kept.items() if k != "mac"}
             write_signed(logs / "stopped.json", {**stop, "by": "guard", "code": "entropy_rising", "step": step})
-            (logs / "guard.json").write_text(json.dumps({
+            write_signed(logs / "guard.json", {
                 "mode": "stop", "step": step, "stopped": {"code": "entropy_rising", "step": step, "save": True},
                 "findings": [{"code": "entropy_rising", "severity": "error", "explanation": "", "patch": None}],
-                "launch_id": kept.get("launch_id")}))
+                "launch_id": kept.get("launch_id")})
 
         guard_stop(1)
         seen.early = resume_training(RunRequest(run=str(run_dir), patch=patch))
@@ -374,6 +374,19 @@ def test_a_patched_resume_moves_the_pins_it_changes_and_records_the_patch(ddp):
     verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
     assert verdict["pin_updates"][-1]["patch"] == patch and verdict["pin_updates"][-1]["pins"] == ["sampling"]
     assert json.loads((run_dir / "run.json").read_text())["resume_patch"] == patch
+    # Issue 49: only the patched keys' lines changed (every reason and the header kept), the launched config kept,
+    # and the answer names each patched field old -> new.
+    expected = ddp.original
+    for key, value in patch.items():
+        line = yaml.safe_dump({key: ddp.launched_config[key]})
+        assert expected.count(line) == 1, line
+        expected = expected.replace(line, f"# patched at resume 1: was {json.dumps(ddp.launched_config[key])}\n"
+                                    + yaml.safe_dump({key: value}))
+    assert (run_dir / "train" / "config.yaml").read_text() == expected
+    assert (run_dir / "archive" / "resume-patch-1" / "config.yaml").read_text() == ddp.original
+    assert resumed.patched == {k: {"old": ddp.launched_config[k], "new": v} for k, v in patch.items()}
+    assert all(f"{k} {json.dumps(ddp.launched_config[k])} -> {json.dumps(v)}" in resumed.message
+               for k, v in patch.items()), resumed.message
 
 
 @pytest.mark.slow

@@ -9,11 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def parse_config(argv=None, values: dict | None = None):
+def parse_config(argv=None, values: dict | None = None, args_file: bool = True):
     """(script_args, training_args, model_args, dataset_args) from the config named in `argv` (default sys.argv),
     as `trl grpo` parses it, with model_init_kwargs filled in as `trl grpo` passes them to from_pretrained.
     `values`: the config's mapping as the caller already read it (the trainer's RunSpec): TRL's parser takes it
-    instead of reading the file named after --config again (its `env:` block exported as TrlParser exports it)."""
+    instead of reading the file named after --config again (its `env:` block exported as TrlParser exports it).
+    `args_file`: False reads no `<script>.args` file (transformers' HfArgumentParser reads sys.argv[0]'s, e.g.
+    train/train.args, by default): the config's own values, for the trainer's check of what else set a field."""
     import os
     import sys
 
@@ -34,7 +36,11 @@ def parse_config(argv=None, values: dict | None = None):
         if unknown:
             raise ValueError(f"Unknown arguments from config file: {unknown}. Please remove them, add them to the "
                              "dataclass, or set `fail_with_unknown_args=False`.")
-    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
+    if values is not None and not args_file:  # the config is already applied: the command line alone
+        parsed = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    else:
+        parsed = parser.parse_args_and_config(argv)
+    script_args, training_args, model_args, dataset_args = parsed
     kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
                   attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)
     kwargs.update(training_args.model_init_kwargs or {})

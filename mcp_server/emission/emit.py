@@ -41,7 +41,7 @@ from mcp_server.recipe import dynamic_sampling
 from mcp_server.recipe.variants import choose_variant
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.runs import Run
-from mcp_server.userfiles import not_regular
+from mcp_server.userfiles import foreign_review_files, not_regular
 from mcp_server.tiny import jsonl_text, split_task, write_jsonl
 from mcp_server.workspace import (
     atomic_write_bytes,
@@ -268,10 +268,26 @@ def _refuse_overwriting_own_files(run: Run, request: GRPORecipeRequest) -> None:
             mine.append(f"{path} ({what}: emission writes a file there)")
         elif path.exists() and not written_by_emission():
             mine.append(f"{path} ({why})")
+    mine += _not_the_runs_own(run, emitted)
     if mine:
         raise UserInputError("run_dir", f"emitting into {run.dir} would overwrite {'; '.join(mine)}: nothing was "
                              "written. Move those files aside (or delete them) to emit over them, or emit without "
                              "run_dir for a new run")
+
+
+def _not_the_runs_own(run: Run, emitted: bool) -> list[str]:
+    """The files of the folder's inspection/ and eval/ that emission would leave to be replaced by a run's tools
+    (issue 48, round 8: a person's own inspection/review.md, accepted here, was replaced by inspect_rewards): in a
+    folder no emission wrote (no emitted config), every one; in an emitted run, a review file inspect_rewards did
+    not write (userfiles.foreign_review_files); eval/ files always (a run's tools write none there)."""
+    folders = [run.dir / "eval"] + ([] if emitted else [run.inspection])
+    found = [f"{path} (in {folder.name}/ of a folder " + ("no emission wrote" if folder == run.inspection else
+                                                          "that is a run's") + ": a file the run's tools did not "
+             "write, which they would replace)"
+             for folder in folders if folder.is_dir()
+             for path in sorted(folder.rglob("*")) if path.is_symlink() or not path.is_dir()]
+    found += foreign_review_files(run.inspection) if emitted else []
+    return found[:5] + ([f"and {len(found) - 5} more"] if len(found) > 5 else [])
 
 
 # Errors in the request itself (a reward that does not resolve, a value or field TRL refuses): such an emission is

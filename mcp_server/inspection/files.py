@@ -9,7 +9,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.rewards.dotted import import_dirs
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import Run
-from mcp_server.userfiles import read_text
+from mcp_server.userfiles import foreign_review_files, read_text
 
 
 def read_samples(run: Run) -> list[dict]:
@@ -50,3 +50,22 @@ def read_run_rewards(run: Run) -> list[dict]:
             "rewards", f"{path} does not exist: emit the run's config (emit_grpo_config) or pass rewards explicitly"
         )
     return [spec.model_dump() for spec in read_reward_specs(path, "rewards")]
+
+
+def refuse_foreign_review_files(run: Run, doing: str) -> None:
+    """Before sample_completions clears the review (the samples it described are replaced) or inspect_rewards
+    writes a new one: a review file there that inspect_rewards did not write (a person's own review.md: issue 48,
+    round 8) is refused, named, before any work; nothing is written."""
+    foreign = foreign_review_files(run.inspection)
+    if foreign:
+        raise UserInputError("run", f"{doing} would replace {'; '.join(foreign)}: nothing was written. Move those "
+                             "files aside (or delete them) and run it again")
+
+
+def clear_review(run: Run) -> None:
+    """The review of samples that were just replaced, removed: only the files inspect_rewards wrote (the others
+    were refused before sampling began, refuse_foreign_review_files)."""
+    foreign = " ".join(foreign_review_files(run.inspection))
+    for stale in (run.review_md, run.review_jsonl, run.review):
+        if f"{stale} (" not in foreign:
+            stale.unlink(missing_ok=True)

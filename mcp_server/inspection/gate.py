@@ -24,6 +24,7 @@ from mcp_server.inspection.changed import reward_change_detail
 from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
+from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
 from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
@@ -214,6 +215,8 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         except UserInputError:
             pins = {"reward_code": result["reward_code_sha256"]}
     record = _verdict_record(request, run, result, reviewed, given, pins)
+    # where the trainer's packages may come from (trainer.verified_script.foreign_libraries, issue 48)
+    record[TRAINING_PATHS] = interpreter_paths(pins.get("training_python"))
     # what the trainer imports (inspection.trained), and the list of it the trainer checks before it imports
     record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"])
     path = atomic_write_json(run.inside(run.verdict), record)
@@ -471,13 +474,14 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     moved = changes(verdict.pins, current, reward_change_detail(run, verdict, rewards) if "reward_code" in moved_keys
                     else None)
     if moved:
-        resample = [PART_NAMES.get(k, k) for k in moved_keys if k not in SAMPLES_STAY_VALID | {"training_python"}]
+        shell = {"training_python": lambda: python_how(verdict.pins.get("training_python")), "loader_env": loader_how}
+        resample = [PART_NAMES.get(k, k) for k in moved_keys if k not in SAMPLES_STAY_VALID | {*shell}]
         how = ("put back what changed, or re-inspect only (the samples stay valid: a reward change rescores them "
                "and changes nothing about how they were drawn): " + inspect_again) if not resample else (
             f"put back what changed, or re-sample ({'; '.join(resample)} changed what is sampled, so the samples "
             f"no longer back a verdict): run sample_completions (CLI: {CLI} sample-completions {run.name}) again, "
             "then " + inspect_again)
-        how = python_how(verdict.pins.get("training_python")) if moved_keys == ["training_python"] else how
+        how = shell[moved_keys[0]]() if len(moved_keys) == 1 and moved_keys[0] in shell else how
         return GateResult(
             passed=False, reason=f"changed since the verdict ({who}): " + "; ".join(moved),
             how_to_clear=way_on_for(run, how), run_dir=str(run.dir), verdict_path=str(run.verdict), changed=moved,

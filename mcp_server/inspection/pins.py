@@ -40,6 +40,7 @@ from pathlib import Path
 from mcp_server.agentic.sources import agentic_pin
 from mcp_server.config.fields import fields_in, pinned
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.loader_env import LOADER_PART, loader_change, loader_env_pin
 from mcp_server.interpreter import training_python
 from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
@@ -66,6 +67,7 @@ PART_NAMES = {
     "trained": "what train/train.py's loader read for the samples (samples.meta.json 'trained')",
     "samples_meta": "inspection/samples.meta.json (how the samples were drawn)",
     "training_python": "the training interpreter (LLM_FINETUNING_PYTHON)",
+    "loader_env": LOADER_PART,
 }
 PYTHON_VARIABLE = "LLM_FINETUNING_PYTHON"
 
@@ -289,6 +291,8 @@ def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> d
     pins["trained"] = (_json_or_none(meta) or {}).get("trained")
     pins["samples_meta"] = sha256_file(meta) if meta.is_file() else None
     pins["training_python"] = training_python_pin()
+    # what ld.so and glibc obey before the interpreter runs a line (inspection.loader_env, issue 48)
+    pins["loader_env"] = loader_env_pin()
     return pins
 
 
@@ -418,6 +422,9 @@ def changes(old: dict, new: dict, reward_detail: str | None = None) -> list[str]
             lines.append(f"{name} changed ({_data_diff(before, after)})")
         elif key == "training_python":
             lines.append(python_change(before, after))
+        elif key == "loader_env":
+            lines.append(f"{name} changed: " + "; ".join(loader_change(before, after) or [
+                f"{_short(before)} -> {_short(after)}"]))
         elif isinstance(before, dict) and isinstance(after, dict):
             lines.append(f"{name} changed ({_field_diff(key, before, after)})")
         elif key == "reward_code":

@@ -8,6 +8,7 @@ import re
 
 from mcp_server.inspection.models import InspectResult
 from mcp_server.runs import Run
+from mcp_server.userfiles import REVIEW_SHEET_TITLE
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -44,7 +45,7 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run: Run)
     """review.md: how to read it, the summary, the reward table, the likely mis-scored samples, then every sample
     by prompt."""
     lines = [
-        f"# Reward review: {run.name}",
+        f"{REVIEW_SHEET_TITLE}{run.name}",
         "",
         "Read every sample and ask: would I give this completion these scores? Disagree where a reward "
         "pays for something wrong or misses something right. Then record the verdict: "

@@ -28,6 +28,7 @@ from pathlib import Path
 from mcp_server.config import FIELD, trl_default
 from mcp_server.dataset import check_prompt_column, load_rows
 from mcp_server.errors import Interrupted, UserInputError
+from mcp_server.inspection.files import clear_review, refuse_foreign_review_files
 from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
@@ -37,7 +38,7 @@ from mcp_server.inspection.training_inputs import (load_training_inputs, loadabl
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.generation import generate_completions, generate_vllm, render_prompt
+from mcp_server.generation import generate_completions, generate_vllm, plain_prompts_warning, render_prompt
 from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
 from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
@@ -275,17 +276,6 @@ def _choose_engine(engine: str) -> str:
     return "vllm" if has_vllm and (has_gpu or on_cpu) else "transformers"
 
 
-def plain_prompts_warning(model) -> str:
-    """Plain-text prompts for a model whose tokenizer has a chat template: TRL's GRPOTrainer applies the template
-    only to chat-message prompts (`_tokenize_prompts`: is_conversational, else the tokenizer on the raw text), so
-    these train and sample without it, as sampling does here."""
-    return (f"the prompts are plain text and {model}'s tokenizer has a chat template: TRL's GRPOTrainer applies a "
-            "chat template only to chat-message prompts and tokenizes plain text as it is, so the model trains (and "
-            "samples here) on text without its chat format, and a chat model may answer empty or ramble; write each "
-            "prompt as messages, [{\"role\": \"user\", \"content\": \"...\"}], unless the model is a base "
-            "(non-chat) model.")
-
-
 def _prompt_texts(tokenizer, prompts: list, conversational: bool, chat_template_kwargs: dict) -> list[str]:
     if not conversational:
         return list(prompts)
@@ -341,6 +331,8 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
         raise UserInputError("run", f"{run.name} was launched ({', '.join(run.launched_evidence())}): its samples, "
                              "review and verdict are the evidence behind that launch and sampling would replace "
                              "them; sample_trajectories explores the policy without touching them")
+    if not run.launched_evidence():  # it clears the review of the samples it replaces: never a person's file
+        refuse_foreign_review_files(run, "sample_completions")
     try:
         return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}), report=report)
     except KeyboardInterrupt:
@@ -416,8 +408,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     atomic_write_json(run.inside(files["meta"]), meta)
     if not launched:  # the old review described other completions, so it goes; an old verdict stays as a record,
         # and its samples hash no longer matches, so the gate says the samples changed
-        for stale in (run.review_md, run.review_jsonl, run.review):
-            stale.unlink(missing_ok=True)
+        clear_review(run)  # only what inspect_rewards wrote (inspection.files)
     return SampleResult(
         run_dir=str(run.dir),
         samples_path=str(path),

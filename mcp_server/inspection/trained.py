@@ -236,11 +236,10 @@ LAUNCHER_ARGS = frozenset({"resume_from_checkpoint"})
 
 def _command_line_overrides(spec, *parsed) -> list[str]:
     """Pinned fields whose value TRL resolved differs from what train/config.yaml alone resolves to: set on the
-    trainer's command line (`train.py --config train/config.yaml --epsilon_high 5.0`), where the settings
-    fingerprint, which compares only the fields the config sets, would not see them (issue 48). Compared field by
-    field over TRL's parsed dataclasses (script_args, training_args, model_args), every pinned field but the
-    precision switches and what the launcher passes (LAUNCHER_ARGS); arguments not parsed by TRL (a test's
-    namespace) are not compared."""
+    trainer's command line (`train.py --config train/config.yaml --epsilon_high 5.0`) or in train/train.args (read
+    by HfArgumentParser), which the settings fingerprint (only the fields the config sets) would not see (issue 48).
+    Field by field over TRL's parsed dataclasses, every pinned field but the precision switches and LAUNCHER_ARGS;
+    arguments not parsed by TRL (a test's namespace) are not compared."""
     import dataclasses
 
     from mcp_server.config.fields import pinned
@@ -250,7 +249,7 @@ def _command_line_overrides(spec, *parsed) -> list[str]:
     if not any(dataclasses.is_dataclass(p) for p in parsed):
         return []
     try:
-        alone = parse_values([], values=spec.values)
+        alone = parse_values([], values=spec.values, args_file=False)  # no train/train.args either (round 8)
     except (ValueError, TypeError, SystemExit) as exc:
         return [f"train/config.yaml does not parse without the command line's arguments ({exc}): pass only "
                 "--config train/config.yaml (and --resume_from_checkpoint), set the rest in the config"]
@@ -267,8 +266,9 @@ def _command_line_overrides(spec, *parsed) -> list[str]:
                 named.append(key)
     if not named:
         return []
-    return [f"the command line sets {', '.join(named)} (pinned: config.yaml and the verdict decide them, not "
-            "arguments after --config); remove them, or set them in train/config.yaml, sample and inspect again"]
+    return [f"the command line sets {', '.join(named)} (arguments after --config, or train/train.args, which "
+            "transformers' parser reads too; pinned: config.yaml and the verdict decide them); remove them, or set "
+            "them in train/config.yaml, sample and inspect again"]
 
 
 def _foreign_output(run: Run, training_args) -> list[str]:

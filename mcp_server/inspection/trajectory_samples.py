@@ -13,6 +13,7 @@ import time
 
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.files import clear_review
 from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins
@@ -65,8 +66,7 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
         "config_pins": config_pins(run), "trained": trained, "lengths": lengths, "agentic": True,
         "trajectory_codes": [c.model_dump() for c in batch["codes"]],
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
-    for stale in (run.review_md, run.review_jsonl, run.review):
-        stale.unlink(missing_ok=True)
+    clear_review(run)  # only what inspect_rewards wrote (inspection.files)
     errors = [f"{c.code} ({c.count})" for c in batch["codes"] if c.severity == "error"]
     next_step = "Run inspect_rewards on this run, then read inspection/review.md."
     if len(records) < MIN_REVIEW_SAMPLES:

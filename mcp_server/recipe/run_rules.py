@@ -13,8 +13,9 @@ from mcp_server.config import FIELD, batches
 from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
+from mcp_server.generation import plain_prompts_warning
 from mcp_server.recipe.context import Context, Rule, finding
-from mcp_server.recipe.thinking import COMPLETION_LENGTH, is_hybrid_thinking
+from mcp_server.recipe.thinking import COMPLETION_LENGTH, has_chat_template, is_hybrid_thinking
 
 # Below this sampling temperature the completions of a group are nearly identical: every reward in the group is the
 # same, the group std is 0 and GRPO's advantage is 0 (DAPO's paper and TRL's default sample at 1.0).
@@ -370,9 +371,28 @@ def rule_dataset_size(ctx: Context) -> list[Finding]:
         "(per_device_train_batch_size x GPUs x steps_per_generation)")]
 
 
+def rule_plain_prompts(ctx: Context) -> list[Finding]:
+    """Plain-text prompts (the first row of the first local data file) for a model whose tokenizer has a chat
+    template: TRL renders only chat-message prompts through it (issue 49: a chat model answered empty or rambled,
+    and only sampling said why)."""
+    model, files = ctx.given.model_name_or_path, _data_files(ctx)
+    if not model or not files or files[0].stat().st_size > COUNT_LIMIT_BYTES:
+        return []
+    try:
+        rows = read_file(files[0])[:1]
+    except (UserInputError, OSError, ValueError):
+        return []  # an unreadable file is the trainer's (and the inspection's) to report
+    prompt = rows[0].get(ctx.prompt_column or "prompt") if rows and isinstance(rows[0], dict) else None
+    if not isinstance(prompt, str) or not has_chat_template(str(model)):
+        return []
+    return [finding("plain_prompts_for_chat_model", FIELD.datasets, "warning", plain_prompts_warning(model),
+                    "write each prompt as a list of chat messages (role/content), or use a base model")]
+
+
 RULES = (
     Rule(rule_model), Rule(rule_sync_ref_model), Rule(rule_clip_structure), Rule(rule_cispo_cap),
     Rule(rule_sequence_clip_scale), Rule(rule_sampler_correction_bounds), Rule(rule_dr_grpo_scaling),
     Rule(rule_loss_level), Rule(rule_sampling_spread), Rule(rule_completion_budget), Rule(rule_overlong_punishment),
     Rule(rule_server_memory_field), Rule(rule_dataset_size),
+    Rule(rule_plain_prompts),
 )

@@ -48,6 +48,12 @@ def _template_text(model: str) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+def has_chat_template(model: str) -> bool | None:
+    """Whether a local or cached model's tokenizer has a chat template; None where its files are not here."""
+    template = _template_text(model)
+    return None if template is None else template.strip() not in ("", '""')
+
+
 @scoped  # the lever search asks once per validation of one model
 def is_hybrid_thinking(model: str) -> bool:
     """Whether the model's chat template switches thinking with `enable_thinking`."""

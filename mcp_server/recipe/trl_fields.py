@@ -283,6 +283,9 @@ def instantiate_grpo_config(values: dict, world_size: int, capability: str | Non
                 stack.enter_context(mock.patch.object(targs, name, lambda *a, _answer=answer, **k: _answer))
         # tf32 on the target: the host's torch flags stay as they are
         stack.enter_context(mock.patch.object(targs, "enable_tf32", lambda *a, **k: None))
+        # TrainingArguments exports ACCELERATE_* / FSDP_* (torch_compile, deepspeed, fsdp): put back after, so a
+        # validation never changes the launch environment the verdict pins (inspection.loader_env)
+        stack.enter_context(mock.patch.dict("os.environ"))
         warnings.simplefilter("ignore")
         try:
             TargetGRPOConfig(**values)

@@ -45,9 +45,9 @@ from mcp_server.training.launch_gates import (
 from mcp_server.training.launchers import LAUNCHERS, Launcher, LaunchPlan, Start, choose, launcher_of, read_target
 from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.recording import record_in_git
-from mcp_server.training.resume_patch import apply_patch, apply_refilter, last_good_checkpoint
+from mcp_server.training.resume_patch import apply_patch, apply_refilter, changed_text, last_good_checkpoint
 from mcp_server.training.runlock import RunLocked, run_lock
-from mcp_server.training.runrecord import checkpoints, read_run_json
+from mcp_server.training.runrecord import checkpoints, passed_over, read_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import archive_problem, sha256_file
 
@@ -101,7 +101,7 @@ def _launch_state_refusal(run: Run, derived: DerivedState, config: dict, launche
             gate="state", message=f"{run.name} was launched before (state {derived.state}; it holds "
             f"{', '.join(launched)}): a fresh launch would train over it"
             + (f" (latest checkpoint {done[-1].name})" if done else ""),
-            how_to_clear=("resume_training to continue from the latest checkpoint, " if done else "")
+            how_to_clear=(_after_launch(derived) if done else "")
             + "emit_grpo_config (without run_dir) for a new run, or launch again with archive_previous "
             "(CLI: --archive-previous) to move this attempt to archive/ first")], derived.state)
     archive = archive_problem(run.dir) if launched else None  # before any gate: nothing moves through a link
@@ -110,6 +110,18 @@ def _launch_state_refusal(run: Run, derived: DerivedState, config: dict, launche
                                          "directory inside the run (or remove it), then launch again")], derived.state)
     foreign = foreign_output_dir(run, config)
     return refused(run, [foreign], derived.state) if foreign else None
+
+
+def _after_launch(derived: DerivedState) -> str:
+    """How a run with checkpoints goes on, as resume_training would answer it (_resume_state_refusal; issue 49: a
+    succeeded run was told to resume, and resume refuses one, patch or not: its promoted model would be
+    overwritten)."""
+    if derived.state == "succeeded":
+        return ("it trained to its max_steps, and resume_training refuses a succeeded run (even with a patch raising "
+                "max_steps: its promoted model would be overwritten); to train further, ")
+    if (derived.record or derived.copied_record) is None:
+        return "restore run.json (from git or a backup) to resume_training from the latest checkpoint, or "
+    return "resume_training to continue from the latest checkpoint, "
 
 
 def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> LaunchResult:
@@ -163,9 +175,26 @@ def resume_training(request: RunRequest | LaunchRequest, report: Report = silent
     run = resolve_run(request.run)
     try:
         with run_lock(run, "resume"):
-            return _resume(run, request, report)
+            return _naming_skipped(run, _resume(run, request, report))
     except RunLocked as exc:
         return locked(run, exc)
+
+
+def _naming_skipped(run: Run, result: LaunchResult) -> LaunchResult:
+    """The result naming each checkpoint-N after the latest complete one that is no checkpoint, and why
+    (runrecord.passed_over): a resume never passes one over in silence (issue 48, round 8: a file added to
+    checkpoint-3 and the resume quietly continued from checkpoint-2)."""
+    try:
+        config = RunSpec.of_run(run).values
+    except UserInputError:  # a config the resume already refused, named
+        return result
+    done = checkpoints(run, config)
+    skipped = passed_over(run, config, done[-1] if done else None)
+    if not skipped:
+        return result
+    said = ("passed over, not complete checkpoints (a resume loads only a save the run's trainer recorded, every "
+            "file as saved): " + ", ".join(skipped))
+    return result.model_copy(update={"skipped_checkpoints": skipped, "message": f"{result.message}; {said}"})
 
 
 def _resume_state_refusal(run: Run, derived: DerivedState, record: dict | None) -> LaunchResult | None:
@@ -227,7 +256,8 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"{latest.name} is at step {step}, and max_steps is {planned}: nothing is "
             "left to train, and a resume would train past max_steps",
-            how_to_clear="emit_grpo_config into a new run directory with a larger max_steps to train further"))
+            how_to_clear="resume with a patch raising max_steps (CLI: --patch '{\"max_steps\": N}'), or "
+                         "emit_grpo_config into a new run directory with a larger max_steps, to train further"))
     if latest is None:
         refusals.append(GateRefusal(
             gate="checkpoint", message=f"no checkpoint under {config.get('output_dir', 'checkpoints')} to resume from"
@@ -262,8 +292,9 @@ def _resume(run: Run, request: RunRequest | LaunchRequest, report: Report = sile
         return refused(run, [GateRefusal(gate="config", message="patch and refilter together: one change per resume",
                                           how_to_clear="resume with the patch, then stop and resume with refilter "
                                                        "(or the other way round)")], derived.state)
+    changed = None
     if patch:  # the way on after a guard stop: the root cause's patch, validated, the gate's pins moved for it
-        refusals, undo = apply_patch(run, spec, patch)
+        refusals, undo, changed = apply_patch(run, spec, patch)
         if refusals:
             return refused(run, refusals, derived.state)
         spec = RunSpec.of_run(run, launch.vllm_server_gpus, launch.num_nodes)  # the patched config apply_patch wrote
@@ -290,6 +321,12 @@ def _resume(run: Run, request: RunRequest | LaunchRequest, report: Report = sile
     _clear_markers(run)
     result = _go(run, spec, launcher, plan, resumed_from=str(latest), report=report, patch=patch,
                  env_verdict=env.get("verdict"))
+    if changed is not None:  # issue 49: the answer says what the patch changed, and where the launched config is
+        kept = sorted(run.archive.glob("resume-patch-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))[-1:]
+        said = (f"; patched {changed_text(changed)}" if changed else "; the patch changed nothing") + (
+            f" (train/config.yaml; the launched config kept as {kept[0].relative_to(run.dir)}/config.yaml)"
+            if kept else "")
+        result = result.model_copy(update={"patched": changed, "message": result.message + said})
     return result.model_copy(update={"refilter": DifficultyFilterResult.model_validate(refiltered["result"])}) \
         if refiltered else result
 

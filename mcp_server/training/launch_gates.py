@@ -11,6 +11,7 @@ import psutil
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.inspection.launched import way_on_for
+from mcp_server.inspection.loader_env import LOADER_PART, inside_workspace, loader_change, loader_env_pin, loader_how
 from mcp_server.inspection.pins import python_change, python_how, training_python_pin
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate
@@ -62,12 +63,53 @@ def interpreter_refusals(run: Run) -> list[GateRefusal]:
     verdict = read_json_if_present(run.verdict)
     pins = verdict.get("pins") if isinstance(verdict, dict) else None
     if not isinstance(pins, dict):
-        return []
+        return args_file_refusals(run)
+    refusals = args_file_refusals(run) + loader_refusals(run, pins)
     recorded, current = pins.get("training_python"), training_python_pin()
     if recorded == current:
+        return refusals
+    return refusals + [GateRefusal(
+        gate="inspection", message=python_change(recorded, current) + ": nothing was started with it",
+        how_to_clear=way_on_for(run, python_how(recorded)))]
+
+
+def args_file_refusals(run: Run) -> list[GateRefusal]:
+    """An args file beside the training script (train/train.args, any train/<script>.args): transformers'
+    HfArgumentParser reads `<sys.argv[0]>.args` by default and applies its arguments over config.yaml, in the
+    trainer alone (round 8, G5: pinned fields no sampling pass or pin saw). Refused before anything starts; the
+    trainer refuses a pinned field set there as well (inspection.trained._command_line_overrides)."""
+    found = sorted(p.relative_to(run.dir).as_posix() for p in run.train.glob("*.args")) if run.train.is_dir() else []
+    if not found:
         return []
-    return [GateRefusal(gate="inspection", message=python_change(recorded, current) + ": nothing was started with it",
-                        how_to_clear=way_on_for(run, python_how(recorded)))]
+    return [GateRefusal(
+        gate="config", message=f"{', '.join(found)} is an args file: transformers' argument parser reads it beside "
+        "the training script and applies its arguments over train/config.yaml, unseen by sampling and the verdict: "
+        "nothing was started",
+        how_to_clear=f"put its values in train/config.yaml (then sample and inspect again, and record the verdict) "
+        f"and remove {', '.join(found)}, then launch again")]
+
+
+def loader_refusals(run: Run, pins: dict) -> list[GateRefusal]:
+    """The dynamic loader's environment, judged before anything runs the training interpreter (issue 48: a
+    LD_LIBRARY_PATH in the launching shell put a stand-in libpython first, whose constructor re-added a shadow folder
+    to PYTHONPATH after launch.sh cleared PYTHON*): a folder or library inside the workspace (or the run directory,
+    where an empty or relative entry points) is refused whatever the verdict recorded; any other value that is not
+    the one the verdict was recorded under is refused naming the variable, what was reviewed and what it is now."""
+    inside = inside_workspace(os.environ, str(runs_root().parent), str(run.dir))
+    if inside:
+        return [GateRefusal(
+            gate="inspection", message=f"the dynamic loader would load code from inside the workspace before the "
+            f"trainer's checks ({'; '.join(inside)}): nothing was started with it",
+            how_to_clear="remove those entries from the launching shell's loader variables (the workspace is what a "
+            "reviewer cannot vouch for: it is never trusted as a library folder), then launch again")]
+    recorded, current = pins.get("loader_env"), loader_env_pin()
+    if recorded == current:
+        return []
+    said = loader_change(recorded, current) if isinstance(recorded, dict) else [
+        "the verdict was recorded before the loader's variables were pinned"]
+    return [GateRefusal(gate="inspection", message=f"{LOADER_PART} is not the one the verdict was recorded under: "
+                        + "; ".join(said) + ": nothing was started with it",
+                        how_to_clear=way_on_for(run, loader_how()))]
 
 
 def link_refusals(run: Run) -> list[GateRefusal]:

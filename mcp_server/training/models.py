@@ -213,8 +213,15 @@ class LaunchResult(BaseModel):
     slurm_script: str | None = Field(default=None, description="The SLURM script written for multi-node runs.")
     job_id: str | None = Field(default=None, description="The SLURM job id, when submitted.")
     resumed_from: str | None = Field(default=None, description="The checkpoint a resumed run starts from.")
+    skipped_checkpoints: list[str] = Field(
+        default_factory=list, description="resume_training: each checkpoint-N after the latest complete one that "
+        "is no complete checkpoint (a save cut short, a file added, removed or changed since), with why: passed "
+        "over, never silently.")
     refilter: DifficultyFilterResult | None = Field(
         default=None, description="A resume with refilter: how many prompts its logged completions dropped, and why.")
+    patched: dict[str, dict[str, Any]] | None = Field(
+        default=None, description="A resume with a patch: each field it changed, {old, new} (old null when the "
+        "launched config did not set it); the launched config is kept under archive/resume-patch-<n>/.")
     message: str = Field(default="", description="One-line summary for people.")
 
 
@@ -336,15 +343,17 @@ class TrainingStatus(BaseModel):
 class StopResult(BaseModel):
     run_dir: str = Field(description="The run directory.")
     state: RunState = Field(description="The run's state after the stop.")
-    graceful: bool = Field(description="True when the process exited on its own after saving a checkpoint.")
+    graceful: bool = Field(description="True when the process exited on its own after saving a checkpoint: the "
+                                       "trainer's signed stopped.json names a step whose checkpoint is complete.")
     killed: bool = Field(description="True when it was killed (kill after timeout_s): the steps since its latest "
                                      "checkpoint are lost.")
     checkpoint: str | None = Field(default=None, description="The latest checkpoint after the stop.")
     waited_s: float | None = Field(default=None, description="How long the stop waited for the run's step end.")
     step_time_s: float | None = Field(default=None, description="The run's step time as its logs show it (the "
                                                                 "longest recent step), when logged.")
-    error: str | None = Field(default=None, description="Set when the stop lost work (the run was killed): what "
-                                                        "was lost. A stop that lost nothing has none.")
+    error: str | None = Field(default=None, description="Set when the stop lost work (the run was killed, or its "
+                                                        "checkpoint save at the stop failed): what was lost. A stop "
+                                                        "that lost nothing has none.")
     message: str = Field(default="", description="One-line summary for people.")
 
 

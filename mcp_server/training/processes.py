@@ -18,7 +18,21 @@ import psutil
 
 from mcp_server.runs import Run
 
-LAUNCHER = ["bash", "train/launch.sh"]  # how launch_training (and a person, by hand) starts a run
+
+
+def _bash() -> str:
+    """bash by absolute path, resolved once, never from PATH (round 8, G1: a `bash` first on the launching shell's
+    PATH set BASH_ENV after the launcher stripped it, and its hook redefined `export` in train/launch.sh)."""
+    for path in ("/bin/bash", "/usr/bin/bash"):
+        if os.access(path, os.X_OK):
+            return path
+    return "/bin/bash"  # none: the start fails plainly, nothing is looked up
+
+
+BASH = _bash()
+LAUNCHER = [BASH, "train/launch.sh"]  # how launch_training starts a run
+# What a run's launcher looks like: launch_training's, and a person's `bash train/launch.sh` (the docs' way by hand)
+LAUNCHERS = (LAUNCHER, ["bash", "train/launch.sh"])
 # train/launch.sh exports the run directory (physical path) under this name: every process of the run (the trainer,
 # its ranks, a vLLM server) inherits it, so a trainer whose launcher was killed is still found (run_processes).
 RUN_MARK = "LLM_FINETUNING_RUN_DIR"
@@ -37,7 +51,7 @@ def verified_launcher(run: Run, pid, create_time=None) -> psutil.Process | None:
         if proc.status() == psutil.STATUS_ZOMBIE:
             _reap(pid)
             return None
-        if proc.cmdline() != LAUNCHER or Path(proc.cwd()).resolve() != run.dir.resolve():
+        if proc.cmdline() not in LAUNCHERS or Path(proc.cwd()).resolve() != run.dir.resolve():
             return None
         return proc
     except (psutil.Error, OSError):
@@ -67,7 +81,7 @@ def _processes() -> list[psutil.Process]:
 def find_launcher(run: Run) -> psutil.Process | None:
     """The live launcher of this run among all processes (for a run.json that is gone or wrong)."""
     for proc in _processes():
-        if proc.info.get("cmdline") == LAUNCHER:
+        if proc.info.get("cmdline") in LAUNCHERS:
             found = verified_launcher(run, proc.pid)
             if found is not None:
                 return found

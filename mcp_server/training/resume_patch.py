@@ -12,6 +12,9 @@ saved before the stop's step: the one saved at the stop already holds the failur
 
 from __future__ import annotations
 
+import contextlib
+import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -24,10 +27,9 @@ from mcp_server.inspection.refilter import refilter_run
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import valid_run
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
-from mcp_server.training.runrecord import launch_of, read_run_json
+from mcp_server.training.runrecord import read_run_json, signed_record
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 
@@ -42,26 +44,95 @@ def patch_problems(spec: RunSpec, patch: dict) -> list[str]:
             and ((x.code, x.field) not in before or x.field in patch)]
 
 
-def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal], Callable[[], None]]:
+def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal], Callable[[], None], dict]:
     """Validate, write the patched config and move the verdict's pins for what it changes. Returns (refusals,
-    undo): refusals (nothing written) when the patch is not a mapping of fields or does not validate; undo puts
-    the launched config and the verdict back when a later gate refuses the resume."""
+    undo, changed): refusals (nothing written) when the patch is not a mapping of fields or does not validate; undo
+    puts the launched config and the verdict back (and drops its kept copy) when a later gate refuses the resume;
+    changed: {field: {"old": launched value (None when unset), "new": patched value}} for each field it changes."""
     if not isinstance(patch, dict) or not all(isinstance(k, str) for k in patch):
         return [GateRefusal(gate="config", message="patch must be a JSON object of GRPOConfig fields",
-                            how_to_clear="pass the patch of diagnose_run's root-cause finding as it stands")], _nothing
+                            how_to_clear="pass the patch of diagnose_run's root-cause finding as it stands")], \
+            _nothing, {}
     problems = patch_problems(spec, patch)
     if problems:
         return [GateRefusal(gate="config", message="the patched config does not validate: " + "; ".join(problems),
                             how_to_clear="use the root-cause finding's patch (patch_valid true), or fix the "
-                                         "fields")], _nothing
+                                         "fields")], _nothing, {}
     saved = {path: path.read_text(encoding="utf-8") for path in (run.config, run.verdict) if path.is_file()}
+    kept, made = run.inside(run.archive_slot("resume-patch") / "config.yaml"), not run.archive.exists()
 
     def undo() -> None:
         for path, text in saved.items():
             atomic_write_text(path, text)
+        shutil.rmtree(kept.parent, ignore_errors=True)
+        if made:
+            with contextlib.suppress(OSError):
+                run.archive.rmdir()
 
-    _write(run, spec.values, patch)
-    return [], undo
+    kept.parent.mkdir(parents=True)
+    atomic_write_text(kept, saved.get(run.config, ""))  # the launched config, as it was: the patch's history
+    changed = {k: {"old": spec.values.get(k), "new": v} for k, v in patch.items()
+               if k not in spec.values or spec.values[k] != v}
+    _write(run, spec.values, patch, int(kept.parent.name.rsplit("-", 1)[1]), kept)
+    return [], undo, changed
+
+
+def changed_text(changed: dict) -> str:
+    """`max_steps 2 -> 4, learning_rate (unset) -> 1e-06`: a resume's patch in words."""
+    def shown(value) -> str:
+        return "(unset)" if value is None else json.dumps(value, default=str)
+    return ", ".join(f"{k} {shown(v['old'])} -> {shown(v['new'])}" for k, v in changed.items())
+
+
+TOP_KEY = re.compile(r"([A-Za-z_][\w.-]*):(?: |$)")  # a top-level `key: value` line as emission's render writes it
+
+
+def patched_text(text: str, config: dict, patch: dict, n: int, why: str) -> str | None:
+    """train/config.yaml's text with the patch applied in place: each patched key's own lines (its `key: value`
+    and the lines of its value: emission.emit.render_yaml writes each key as its own block under its reasons)
+    replaced, under `# patched at resume <n>: was <old>`; a key the config lacks appended under `# --- patched at
+    resume <n>: <why>`; every other line as it was. None when the text does not hold each present key once at top
+    level, or the new text would not read back as the patched config (the caller then rewrites it whole)."""
+    lines = text.splitlines(keepends=True)
+    blocks: dict[str, list[tuple[int, int]]] = {}
+    for start, line in enumerate(lines):
+        match = TOP_KEY.match(line)
+        if match:
+            end = start + 1
+            while end < len(lines) and lines[end].startswith((" ", "- ")):
+                end += 1
+            blocks.setdefault(match.group(1), []).append((start, end))
+    replace, appended = {}, {}
+    for key, value in patch.items():
+        if key in config and config[key] == value:
+            continue  # unchanged: its line stays
+        dumped = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False)
+        if key not in config:
+            appended[key] = dumped
+        elif len(blocks.get(key, [])) == 1:
+            was = json.dumps(config[key], default=str)
+            replace[blocks[key][0]] = f"# patched at resume {n}: was {was}\n" + dumped
+        else:
+            return None
+    out, skip_to = [], 0
+    for index, line in enumerate(lines):
+        if index < skip_to:
+            continue
+        block = next((b for b in replace if b[0] == index), None)
+        if block:
+            out.append(replace[block])
+            skip_to = block[1]
+        else:
+            out.append(line)
+    new = "".join(out)
+    if appended:
+        new += ("" if not new or new.endswith("\n") else "\n") + f"\n# --- patched at resume {n}: {why}\n"
+        new += "".join(appended.values())
+    try:
+        same = yaml.safe_load(new) == {**config, **patch}
+    except yaml.YAMLError:
+        same = False
+    return new if same else None
 
 
 def _nothing() -> None:
@@ -91,31 +162,45 @@ def apply_refilter(run: Run, rule) -> tuple[list[GateRefusal], Callable[[], None
 
 def _guard_stopped(run: Run) -> bool:
     """Whether the run's guard stopped its last launch: stopped.json says so, the guard's own record (guard.json)
-    holds the same stop (code and step) among its hard findings, and both carry the launch id of the run's last
-    launch (run.json); stopped.json signed by the trainer (evidence.py). A hand-written stopped.json alone moves no
-    pin (issue 48)."""
-    stopped, guard = read_json_if_present(run.stopped), read_json_if_present(run.guard)
-    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)
-            and valid_run(run, run.stopped, stopped)):
+    holds the same stop (code and step) among its hard findings, and both are the trainer's (signed: evidence.py)
+    of the run's last launch (the launcher's record of it, runrecord.launch_of). A hand-written stopped.json or
+    guard.json moves no pin (issue 48)."""
+    stopped, guard = _last_launch(run, run.stopped), _last_launch(run, run.guard)
+    if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)):
         return False
     decision = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}
-    try:
-        launch = launch_of(run, read_run_json(run))
-    except UserInputError:
-        return False
-    same_launch = launch is None or stopped.get("launch_id") == guard.get("launch_id") == launch
-    return (same_launch and decision.get("code") == stopped.get("code") in hard
+    return (stopped.get("launch_id") == guard.get("launch_id") and decision.get("code") == stopped.get("code") in hard
             and decision.get("step") == stopped.get("step"))
 
 
-def _write(run: Run, config: dict, patch: dict) -> None:
-    """Write the patched config; after a guard stop, move the verdict's pins the patch changes (never the model's
-    or the data's: a patch is a setting, and another data set needs its own review). A run never guard-stopped
-    moves nothing, so the gate refuses a patch of anything the verdict pins."""
+def _last_launch(run: Run, path: Path) -> dict | None:
+    """The trainer's signed record at `path` of the run's last launch (runrecord.signed_record), None otherwise
+    (absent, written by hand, another launch's, or a damaged run.json)."""
+    try:
+        return signed_record(run, path, read_run_json(run))
+    except UserInputError:
+        return None
+
+
+def _write(run: Run, config: dict, patch: dict, n: int, kept: Path) -> None:
+    """Write the patched config (patch number `n`, the launched one kept at `kept`); after a guard stop, move the
+    verdict's pins the patch changes (never the model's or the data's: a patch is a setting, and another data set
+    needs its own review). A run never guard-stopped moves nothing, so the gate refuses a patch of anything the
+    verdict pins."""
     verdict = read_json_if_present(run.verdict)
-    before = config_pins(run) if isinstance(verdict, dict) and _guard_stopped(run) else None
-    atomic_write_text(run.config, yaml.safe_dump({**config, **patch}, sort_keys=False))
+    guard_stopped = _guard_stopped(run)
+    before = config_pins(run) if isinstance(verdict, dict) and guard_stopped else None
+    stop = _last_launch(run, run.stopped) if guard_stopped else None
+    why = (f"after the guard's stop at step {stop.get('step')} ({stop.get('code')})" if isinstance(stop, dict) else
+           "resume_training's patch") + f"; the launched config is {kept.relative_to(run.dir)}"
+    text = run.config.read_text(encoding="utf-8")
+    new = patched_text(text, config, patch, n, why)
+    if new is None:  # not emission's layout (a key twice, a flow mapping): whole, under the config's own header lines
+        head = "".join(line for line in text.splitlines(keepends=True)[:1] if line.startswith("#"))
+        new = (head + f"# --- rewritten at resume {n} (its layout could not be kept in place): {why}\n"
+               + yaml.safe_dump({**config, **patch}, sort_keys=False))
+    atomic_write_text(run.config, new)
     if before is not None:
         after = config_pins(run)
         pins = verdict.get("pins") if isinstance(verdict.get("pins"), dict) else {}
@@ -130,7 +215,7 @@ def _write(run: Run, config: dict, patch: dict) -> None:
 
 def last_good_checkpoint(run: Run, done: list[Path]) -> tuple[Path | None, str | None]:
     """(checkpoint, why) to resume a patched run from: after a guard stop the last one before its step."""
-    stopped = read_json_if_present(run.stopped)
+    stopped = _last_launch(run, run.stopped)  # the trainer's own stop: a hand-written one picks no checkpoint
     if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(stopped.get("step"), int)):
         return (done[-1] if done else None), None
     before = [p for p in done if int(p.name.split("-")[-1]) < stopped["step"]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -72,8 +73,9 @@ def read_exit_code(run: Run, record: dict | None = None) -> int | None:
 def launch_of(run: Run, record: dict | None) -> str | None:
     """The launch id a record must carry to be this launch's: the one the launcher recorded outside the workspace
     (evidence.record_launch; run.json's own launch_id is unsigned: a forger rewrote or removed it to replay an
-    earlier launch's records, issue 48 seventh round), whatever run.json says; else, for a run no launcher
-    recorded (launched before the ledger, a SLURM run), run.json's; None: any launch."""
+    earlier launch's records, issue 48 seventh round), whatever run.json says, for a local launch and a SLURM job
+    alike (recorded before its process starts, before sbatch); else, for a run no launcher recorded (launched
+    before the ledger), run.json's; None: any launch."""
     recorded = recorded_launch(run.dir)
     if recorded is not None:
         return recorded
@@ -98,6 +100,36 @@ def unsigned_note(run: Run, path: Path) -> str | None:
     if value is None or (isinstance(value, dict) and valid_run(run, path, value)):
         return None
     return unrecorded(run_file(run, path))
+
+
+def record_note(run: Run, path: Path, record: dict | None = None) -> str | None:
+    """Why a record file that is there is not read (signed_record): unsigned (evidence.unrecorded), or signed for
+    another launch than the one the launcher recorded; None when it is absent or read."""
+    unsigned = unsigned_note(run, path)
+    if unsigned:
+        return unsigned
+    value, wanted = read_json_if_present(path), launch_of(run, record)
+    if isinstance(value, dict) and wanted is not None and value.get("launch_id") != wanted:
+        return (f"{run_file(run, path)} is of another launch ({value.get('launch_id')}), not of this launch "
+                f"({wanted or 'unrecorded'}, as the launcher recorded it): not read")
+    return None
+
+
+def end_notes(run: Run, note: str | None, record: dict | None = None) -> str | None:
+    """`note` with the end records (outcome.json, exit.json) that are there but unsigned (so read as absent), or
+    signed for another launch than the one the launcher recorded, named."""
+    found = [why for why in (unsigned_note(run, path) for path in (run.outcome, run.exit_record)) if why]
+    wanted = launch_of(run, record)
+    for path in (run.outcome, run.exit_record):
+        value = read_json_if_present(path)
+        if (wanted is not None and isinstance(value, dict) and valid_run(run, path, value)
+                and value.get("launch_id") != wanted):
+            found.append(f"{path.relative_to(run.dir).as_posix()} is of another launch ({value.get('launch_id')}), "
+                         f"not of this launch ({wanted or 'unrecorded'}, as the launcher recorded it): not read")
+    if run.exit_code.exists() and not run.exit_record.exists():
+        found.append(f"{run.exit_code.relative_to(run.dir).as_posix()} is not read: the launcher's signed record "
+                     f"of the exit is {run.exit_record.relative_to(run.dir).as_posix()}, and there is none")
+    return "; ".join(filter(None, [note, *found])) or None
 
 
 def derive_with(run: Run, state: Callable[[Run, dict | None], DerivedState]) -> DerivedState:
@@ -138,21 +170,103 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
                 "pytorch_model.bin.index.json", "adapter_model.safetensors", "adapter_model.bin")
 
 
+def checkpoint_gaps(run: Run, path: Path) -> list[str]:
+    """Why `path` is not a checkpoint a resume can load (complete_checkpoint), in words; [] when it is one."""
+    if not path.is_dir():
+        return ["not a folder" if path.exists() or path.is_symlink() else "not there"]
+    if not (path / "trainer_state.json").is_file():
+        return ["no trainer_state.json (the save did not finish)"]
+    problems = checkpoint_problems(run, path)
+    if problems:
+        return problems
+    if any((path / name).is_file() for name in WEIGHT_FILES):
+        return []
+    try:
+        folders = [p for p in path.iterdir() if p.is_dir()]
+    except OSError as exc:
+        return [f"unreadable ({exc.strerror or exc})"]
+    if any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name
+           or any((p / name).is_file() for name in WEIGHT_FILES) for p in folders):
+        return []
+    return ["no weights in it"]
+
+
 def complete_checkpoint(run: Run, path: Path) -> bool:
     """A checkpoint folder a resume can load: the save the run's trainer recorded after it (trainer/digest.py, the
     run's train/logs/saves.jsonl: every file it lists there, at its size, and no other), trainer_state.json and
     the weights. A save cut short, a folder holding only trainer_state.json, one a file was added to, or one whose
     own digest was rewritten, is not one."""
-    if not (path / "trainer_state.json").is_file() or checkpoint_problems(run, path):
-        return False
-    if any((path / name).is_file() for name in WEIGHT_FILES):
-        return True
+    return not checkpoint_gaps(run, path)
+
+
+def _step_of(path: Path) -> int | None:
+    suffix = path.name.split("-", 1)[1] if "-" in path.name else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def passed_over(run: Run, config: dict, latest: Path | None, shown: int = 3) -> list[str]:
+    """The checkpoint-N entries after `latest` (all of them without one) that are no complete checkpoint, each
+    with why, newest first (at most `shown`, then how many more): what a resume passes over, said rather than
+    skipped in silence (issue 48, round 8: a file added to checkpoint-3 and the resume quietly took checkpoint-2)."""
+    after = _step_of(latest) if latest is not None else -1
+    found = sorted(((step, path) for path in run.output_dir(config).glob("checkpoint-*")
+                    if (step := _step_of(path)) is not None and step > after), reverse=True)
+    out = []
+    for step, path in found:
+        gaps = checkpoint_gaps(run, path)
+        if gaps:
+            out.append(f"{path.name} ({'; '.join(gaps[:3])})")
+    return out[:shown] + ([f"and {len(out) - shown} more"] if len(out) > shown else [])
+
+
+def stopped_save(run: Run, record: dict | None) -> tuple[int | None, str | None]:
+    """(the step this launch's trainer recorded stopping at: train/logs/stopped.json, signed, of this launch; why
+    the checkpoint its save at that step wrote is not a complete one, None when it is); (None, None) without such
+    a record. The checkpoint is found by the run's ledger (saves.jsonl), whatever the output_dir."""
+    stopped = signed_record(run, run.stopped, record) or {}
+    step = stopped.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return None, None
+    name = f"checkpoint-{step}"
+    if stopped.get("checkpoint_saved") is False:  # the guard stopped without a save
+        return step, f"the stop at step {step} saved no checkpoint"
+    keys = [s["save"] for s in read_saves(run) if not s.get("final") and s["save"].rsplit("/", 1)[-1] == name]
+    if not keys:
+        return step, f"{name} was never recorded as saved (train/logs/saves.jsonl)"
+    gaps = checkpoint_gaps(run, run.resolve(keys[-1]))
+    return step, f"{name} is not a complete checkpoint ({'; '.join(gaps[:3])})" if gaps else None
+
+
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+
+
+def last_error_line(run: Run, span: int = 65536) -> str | None:
+    """The last line of train/logs/stdout.log that names an exception (`FileExistsError: ...`), None without one."""
     try:
-        folders = [p for p in path.iterdir() if p.is_dir()]
+        with open_regular(run.stdout) as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - span))
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
-        return False
-    return any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name
-               or any((p / name).is_file() for name in WEIGHT_FILES) for p in folders)
+        return None
+    found = [line.strip() for line in text.replace("\r", "\n").split("\n") if ERROR_LINE.match(line.strip())]
+    return found[-1][:300] if found else None
+
+
+def stop_failure(run: Run, record: dict | None, exit_code: int | None) -> str | None:
+    """Why a run that was asked to stop and has ended did not stop with its checkpoint saved (issue 48, round 8: a
+    save that failed at the stop was reported "stopped ... with a checkpoint saved"), from what the trainer and
+    the launcher signed: its stopped.json and that checkpoint's save in saves.jsonl, its exit.json; None when
+    the checkpoint of the stop's step is complete."""
+    step, why = stopped_save(run, record)
+    if step is not None and why is None:
+        return None
+    ended = (f"the trainer exited with code {exit_code}" if exit_code is not None else
+             "the trainer ended with no exit code recorded")
+    error = last_error_line(run)
+    said = f" ({error}; train/logs/stdout.log)" if error else " (train/logs/stdout.log says why)"
+    if step is None:
+        return f"no checkpoint was saved at the stop: {ended} before it reached its step end{said}"
+    return f"the checkpoint save at the stop failed: it stopped at step {step} but {why}; {ended}{said}"
 
 
 def checkpoints(run: Run, config: dict) -> list[Path]:

@@ -22,13 +22,13 @@ from mcp_server.training.models import (
 )
 from mcp_server.runs import Run, all_runs, file_members, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.trainer.guard import guard_mode, read_guard
+from mcp_server.training.trainer.guard import guard_mode
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.processes import one_look
-from mcp_server.training.runrecord import checkpoints, sync_run_json
-from mcp_server.reporting import Report, silent
+from mcp_server.training.runrecord import checkpoints, record_note, signed_record, sync_run_json
+from mcp_server.reporting import Report, silent, ticking
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
-from mcp_server.training.stopping import stop_wait
+from mcp_server.training.stopping import STOP_TICK_S, stop_wait
 from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import not_regular
 from mcp_server.workspace import atomic_save_figure, runs_root
@@ -174,7 +174,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     # no step yet: the planner's figure for one (issue 49: seven minutes of "no step logged yet" on a CPU)
     estimate = step_estimate(RunSpec.of_run(run)) if step is None and state in ("starting", "running") else None
     health, note = health_flags(run) if lines or state in ("failed",) else ([], "no metrics logged yet")
-    guarded = read_guard(run) or {}
+    guarded = signed_record(run, run.guard, derived.record) or {}  # the guard's own, of this launch
+    unread = record_note(run, run.guard, derived.record)  # a hand-written one: named, never shown as the guard's
+    if unread:
+        derived = derived.noted(unread)
     live = [HealthFlag(code=f.get("code", "?"), severity=f.get("severity", "error"),
                        explanation=f.get("explanation", ""), patch=f.get("patch") or None)
             for f in guarded.get("findings", []) if isinstance(f, dict)]
@@ -237,12 +240,18 @@ def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
     wait, took = stop_wait(run)
     wait = request.timeout_s if request.timeout_s is not None else wait
+    step = (last_progress(run) or {}).get("step")
+    which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
     if wait > 0:  # at once: the wait can be minutes on a CPU (issue 49: 2m49s of silence)
-        step = (last_progress(run) or {}).get("step")
-        which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
         report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (at most "
                f"{wait:.0f} s" + (f"; its steps take up to {took:.0f} s" if took else "") + ")")
-    return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
+
+    def still(elapsed: float) -> str:  # then a line every STOP_TICK_S (issue 49: 6 minutes without one)
+        return (f"stopping {run.name}: still waiting for {which} to end and its checkpoint to be saved, "
+                f"{elapsed:.0f} s of at most {wait:.0f} s")
+
+    with ticking(report, STOP_TICK_S, still):
+        return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
 
 
 # ---------------------------------------------------------------- list_runs

@@ -17,11 +17,12 @@ from mcp_server.diagnosis.metrics import read_progress_records
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.models import StopResult
-from mcp_server.training.runrecord import checkpoints
+from mcp_server.training.runrecord import checkpoints, stop_failure, stopped_save
 
 STOP_WAIT_S = (120.0, 900.0)  # the default wait for the run's step end: at least, at most
 SAVE_MARGIN_S = 60.0  # beyond the step's expected end: the checkpoint's save
 STEP_WINDOW = 20  # progress lines whose step times are read
+STOP_TICK_S = 30.0  # while a stop waits: a line this often (status.stop_training; issue 49: 6 minutes of silence)
 
 
 def _positive(value) -> float | None:
@@ -62,17 +63,26 @@ def stop_wait(run: Run, now: float | None = None) -> tuple[float, float | None]:
 def stop_result(run: Run, after: DerivedState, config: dict, graceful: bool, killed: bool, waited: float,
                 timeout_s: float, note: str, asked: bool = True, who: str | None = None) -> StopResult:
     """The stop's result from the state after it: stopped with the checkpoint it saved; still stopping (left to
-    finish its step); or killed, with what was lost as `error`. `who`: the run in words (a SLURM job)."""
+    finish its step); or killed, with what was lost as `error`. `graceful` (the run ended while the stop waited)
+    holds only when the trainer's signed stopped.json names a step whose checkpoint is complete (its save in
+    saves.jsonl, every file as saved): a save that failed at the stop is an error naming it, never "saved" (issue
+    48, round 8). `who`: the run in words (a SLURM job)."""
     done = checkpoints(run, config)
     latest = Path(done[-1]).name if done else None
-    saved = (read_json_if_present(run.stopped) or {}).get("step")
-    saved = saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else None
     step = step_time(run)
     name = who or run.name
     error = None
-    if graceful:
-        message = (f"{name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
-                   if saved is not None else f"{name} ended ({after.state}) while the stop waited")
+    ended = graceful and after.state == "succeeded"  # it reached its end (its final save) before its stop
+    failure = stop_failure(run, after.record, after.exit_code) if graceful and not ended else None
+    if ended:
+        message = f"{name} ended ({after.state}) while the stop waited"
+    elif graceful and failure:
+        graceful = False
+        error = failure
+        message = f"{name} ended ({after.state}) while the stop waited, without its checkpoint: {failure}"
+    elif graceful:
+        saved, _ = stopped_save(run, after.record)
+        message = f"{name} stopped at step {saved} with a checkpoint saved; resume_training continues it"
     elif killed:
         error = (f"killed after {timeout_s:.0f} s (kill was asked) before it reached its step end: the steps since "
                  + (f"{latest} are lost" if latest else "its start are lost (no checkpoint was saved)"))

@@ -200,7 +200,8 @@ TOOLS = [
     by default as long as the run's logs say a step takes); a run still in its step is left `stopping` and stops
     itself there. With kill, ends it after timeout_s (its process group; SLURM: scancel), an error naming what was lost.""",  # noqa: E501 (the text MCP clients list)
         cli=Command("Stop a run gracefully (checkpoint saved at its step end); --kill ends it after --timeout.",
-                    lambda r: r.message, lambda r: not r.killed, flags={"run": RUN, "timeout_s": Flag("--timeout")}),
+                    lambda r: r.message, lambda r: not r.killed and r.error is None,
+                    flags={"run": RUN, "timeout_s": Flag("--timeout")}),
     ),
     ToolSpec(
         "resume_training", resume_training, LaunchResult, request=RunRequest,

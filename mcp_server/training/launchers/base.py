@@ -16,8 +16,10 @@ memory plan per node), `DerivedState.view` (the scheduler's job, shown as traini
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.resources as resources
 import os
+import secrets
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -28,6 +30,10 @@ import yaml
 
 from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import STATE_ENV, state_dir
+from mcp_server.inspection.loader_env import (LOADER_NAMES, LOADER_PREFIX, TRAINING_PATHS, TRAINING_PATHS_ENV,
+                                              TRAINING_PREFIXES)
+from mcp_server.interpreter import SHELL_HOOKS, package_path
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.recipe.recorded import RecordedRequest
@@ -56,6 +62,29 @@ export PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1
 """
 
 
+def trainer_pythonpath() -> str | None:
+    """The trainer's PYTHONPATH when this package runs from a plugin folder (interpreter.package_path; None when
+    installed): a folder beside the evidence key (outside the workspace) holding one link, `mcp_server` -> that
+    folder's package, so nothing else of the plugin folder is importable (round 8, G4: a hashlib.py dropped beside
+    the package shadowed the stdlib in the trainer before any check). Made (or its link put right) on each call."""
+    path = package_path()
+    if path is None:
+        return None
+    package = os.path.realpath(os.path.join(path, "mcp_server"))
+    folder = state_dir() / "trainer-path" / hashlib.sha256(package.encode()).hexdigest()[:16]
+    link = folder / "mcp_server"
+    try:
+        if not (link.is_symlink() and os.readlink(link) == package):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = folder / f".mcp_server.{os.getpid()}.{secrets.token_hex(4)}"
+            os.symlink(package, tmp, target_is_directory=True)
+            os.replace(tmp, link)
+    except OSError as exc:
+        raise UserInputError(STATE_ENV, f"cannot make the trainer's package folder {folder}: "
+                                        f"{exc.strerror or exc}") from None
+    return str(folder)
+
+
 def python_env(pythonpath: str | None) -> str:
     """The lines of train/launch.sh and train/launch.slurm that set the trainer's Python environment; the trainer
     refuses a `mcp_server` imported from anywhere else (verified_script.PACKAGE_ENV: this folder, or the
@@ -76,14 +105,42 @@ PLAIN_EXIT = ('rm -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-co
 REFUSED_EXIT = 'rc=3; rm -f "$LOGS/exit.json"; ' + PLAIN_EXIT + '; exit 3'
 
 
-def with_python_check(script: str, python: str, pin, on_refusal: str) -> str:
+def loader_check(pin) -> str:
+    """The bash function check_loader: the loader's variables and those that change what trains (ACCELERATE_*,
+    FSDP_*: inspection.loader_env) must be the ones the verdict recorded (`pin`; none recorded: none set), less
+    LD_PRELOAD and LD_AUDIT, which no launcher passes on (interpreter.SHELL_HOOKS); else one line on stderr naming
+    the variable, what was reviewed and what it is now."""
+    expected = {k: v for k, v in (pin if isinstance(pin, dict) else {}).items()
+                if isinstance(v, str) and k not in SHELL_HOOKS and k.isidentifier() and k.isascii()}
+    q = shlex.quote
+    names = "|".join(["__none__", *expected])  # only these may be set
+    pattern = "|".join([f"{prefix}*" for prefix in (LOADER_PREFIX, *TRAINING_PREFIXES)] + list(LOADER_NAMES))
+    lines = [
+        "check_loader() {",
+        "  local v",
+        "  for v in $(compgen -e); do",
+        f'    case "$v" in {pattern}) ;; *) continue;; esac',
+        f'    case "$v" in {names}) ;; *) echo "llm-finetuning: refusing to train: $v is set (${{!v}}), unset when the '
+        'inspection verdict was recorded: the dynamic loader or the trainer obeys it. Unset it, or record the '
+        'verdict again from this shell (record_inspection_verdict), then launch again" >&2; return 3;; esac',
+        "  done"]
+    for name, value in expected.items():
+        lines.append(f'  [ "${{{name}+set}}" = set ] && [ "${name}" = {q(value)} ] || {{ echo "llm-finetuning: '
+                     f'refusing to train: {name} is ${{{name}-unset}}, not "{q(value)}" as when the inspection '
+                     f'verdict was recorded: set it back, or record the verdict again from this shell '
+                     f'(record_inspection_verdict), then launch again" >&2; return 3; }}')
+    return "\n".join([*lines, "}"]) + "\n"
+
+
+def with_python_check(script: str, python: str, pin, on_refusal: str, loader=None) -> str:
     """`script` with the bash function check_python where PYTHON_PIN_LINE stands, and its call: `python` must be
     the path the verdict recorded, resolve to the same file and hold the same bytes (sha256), else one line on
-    stderr naming LLM_FINETUNING_PYTHON, the recorded and the current one and the way on, then `on_refusal`."""
+    stderr naming LLM_FINETUNING_PYTHON, the recorded and the current one and the way on, then `on_refusal`. Before
+    it, check_loader (`loader`: the verdict's loader_env pin): the loader runs before the interpreter does."""
     pin = pin if isinstance(pin, dict) else {}
     q = shlex.quote
     check = f"""{PYTHON_PIN_LINE}
-check_python() {{
+{loader_check(loader)}check_python() {{
   local py={q(python)} dir real sum
   dir=$(readlink -f -- "$(dirname -- "$py")"); real=$(readlink -f -- "$py")
   sum=$(sha256sum -- "$real" 2>/dev/null | cut -c1-64)
@@ -94,6 +151,7 @@ training interpreter the inspection verdict was recorded under ("{q(describe_pyt
 verdict again under it (record_inspection_verdict), or put that one back, then launch again" >&2
   return 3
 }}
+check_loader || {{ {on_refusal}; }}
 check_python || {{ {on_refusal}; }}
 """
     return script.replace(PYTHON_PIN_LINE + "\n", check, 1)
@@ -245,9 +303,19 @@ def verdict_env(run: Run) -> dict[str, str]:
     train.py pin; a name is absent when the run has no such pin (the trainer then says it was not reviewed)."""
     verdict = read_json_if_present(run.verdict) or {}
     reward, script = verdict_reward_sha256(run), (verdict.get("pins") or {}).get("script")
+    paths = verdict.get(TRAINING_PATHS)  # where its packages may come from (trainer.verified_script)
     env = {REWARD_SHA_ENV: reward, VERDICT_SHA_ENV: sha256_file(run.verdict) if run.verdict.is_file() else None,
-           SCRIPT_SHA_ENV: script if isinstance(script, str) else None}
+           SCRIPT_SHA_ENV: script if isinstance(script, str) else None,
+           TRAINING_PATHS_ENV: os.pathsep.join(paths) if isinstance(paths, list) and all(
+               isinstance(p, str) for p in paths) and paths else None}
     return {name: value for name, value in env.items() if value}
+
+
+def verdict_loader_pin(run: Run) -> dict | None:
+    """The dynamic loader's environment the verdict was recorded under (its pins' loader_env), None without one."""
+    pins = (read_json_if_present(run.verdict) or {}).get("pins")
+    pin = pins.get("loader_env") if isinstance(pins, dict) else None
+    return pin if isinstance(pin, dict) else None
 
 
 def verdict_python_pin(run: Run) -> dict | None:

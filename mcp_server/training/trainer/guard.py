@@ -1,10 +1,11 @@
 """The live guard: the diagnosis rules for hard failures, run by the progress callback on every logged step.
 
 Modes (the run's train/request.json `guard`, set by emit_grpo_config): "warn" (the default) records the live
-findings in train/logs/guard.json; "stop" also stops the run at the first hard failure, after saving a checkpoint
-(not after a non-finite loss: the weights are non-finite too, and the previous checkpoint is the one to resume
-from); "off" skips the check. Hard failures are the findings of the codes diagnosis/registry.py marks `guard`, at
-error severity: the ones that only get worse with more steps (a lost signal among them).
+findings in train/logs/guard.json (signed, tagged with the launch id, as the trainer's other records); "stop" also
+stops the run at the first hard failure, after saving a checkpoint (not after a non-finite loss: the weights are
+non-finite too, and the previous checkpoint is the one to resume from); "off" skips the check. Hard failures are
+the findings of the codes diagnosis/registry.py marks `guard`, at error severity: the ones that only get worse with
+more steps (a lost signal among them).
 
 The rules are diagnose_run's own (the same thresholds, explanations and patches) on the last WINDOW logged
 rows, kept in memory: each check costs a fixed, small amount whatever the run's length (bench/bench_guard.py
@@ -20,7 +21,7 @@ import time
 from collections import deque
 
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import valid_run
+from mcp_server.evidence import sign_run, valid_run
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
 from mcp_server.diagnosis.context import Ctx
@@ -58,13 +59,17 @@ def guard_mode(run: Run) -> str:
     return run_request(run).guard
 
 
-def read_guard(run: Run) -> dict | None:
-    """train/logs/guard.json as the guard wrote it, None when absent or unreadable."""
+def read_guard(run: Run, launch_id: str | None = None) -> dict | None:
+    """train/logs/guard.json as the guard wrote it: signed there with the key outside the workspace (evidence.py)
+    and, given `launch_id`, tagged with it; None when absent, unreadable, unsigned (written by hand: it would set
+    the stop and the patch training_status shows, and whether an outcome is a lost signal) or of another launch."""
     try:
         data = read_json_if_present(run.guard)
     except Exception:
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not valid_run(run, run.guard, data):
+        return None
+    return data if launch_id is None or data.get("launch_id") == launch_id else None
 
 
 def earlier_rows(run: Run, step: int) -> list[dict]:
@@ -127,9 +132,9 @@ class LiveGuard:
         codes = tuple((f.code, f.severity) for f in findings)
         if write and (codes != self._last_codes or decision):
             self._last_codes = codes
-            tag = os.environ.get(LAUNCH_ID_ENV)  # whose record this is (run.json launch_id)
-            atomic_write_json(self.run.inside(self.run.guard), {
+            tag = os.environ.get(LAUNCH_ID_ENV)  # whose record this is (the launcher's launch id)
+            atomic_write_json(self.run.inside(self.run.guard), sign_run(self.run, self.run.guard, {
                 "mode": self.mode, "step": step, "time": time.time(), "stopped": decision,
                 "findings": [f.model_dump() for f in findings], **({"launch_id": tag} if tag else {}),
-            })
+            }))  # signed as the trainer's other records (evidence.py): one written by hand reads as absent
         return decision

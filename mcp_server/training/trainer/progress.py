@@ -32,8 +32,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from mcp_server.evidence import sign_run
-from mcp_server.runs import LAUNCH_ID_ENV, Run
+from mcp_server.evidence import sign_run, valid_run
+from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
 from mcp_server.training.trainer.digest import record_save
 from mcp_server.training.trainer.guard import LiveGuard, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
@@ -247,23 +247,33 @@ def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
         failure, warnings = _silent_failure(run, info.get("global_step"))
         if failure:
             state, info = "failed", {**info, "error": failure}
-        elif run.stopped.exists():
+        elif _own(run, run.stopped) is not None:  # the trainer's stop of this launch, never a file written by hand
             state = "stopped"
         if warnings:
             info = {**info, "warnings": warnings}
     return record(run, run.outcome, {"state": state, "time": time.time(), **info})
 
 
+def _own(run: Run, path: Path) -> dict | None:
+    """The record at `path` as this launch's trainer wrote it (record: signed there, tagged with this launch's
+    id), None otherwise: what decides the outcome is never a file written by hand or left by another launch."""
+    try:
+        value = read_json_if_present(path)
+    except Exception:
+        return None
+    tag = os.environ.get(LAUNCH_ID_ENV)
+    if not isinstance(value, dict) or not valid_run(run, path, value):
+        return None
+    return value if tag is None or value.get("launch_id") == tag else None
+
+
 def _silent_failure(run: Run, global_step) -> tuple[str | None, list[str]]:
     """(why a run that ended normally did not succeed, warnings): 0 steps trained, or a lost signal the guard
     stopped on (with `guard: warn`, a lost signal in its last findings is a warning)."""
-    try:
-        begin = json.loads(run.train_begin.read_text())
-    except (OSError, ValueError):
-        begin = None
+    begin = _own(run, run.train_begin)
     if isinstance(begin, dict) and isinstance(global_step, int) and global_step <= begin.get("global_step", -1):
         return f"trained 0 steps (ended at step {global_step}, where it began): see train/logs/guard.json", []
-    guard = read_guard(run) or {}
+    guard = read_guard(run, os.environ.get(LAUNCH_ID_ENV)) or {}
     stopped = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     if stopped.get("code") == "signal_lost":
         return f"signal_lost at step {stopped.get('step')}: the run learned nothing (train/logs/guard.json)", []

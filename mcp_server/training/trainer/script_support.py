@@ -15,16 +15,21 @@ from pathlib import Path
 
 from trl import get_peft_config, get_quantization_config
 
-from mcp_server.inspection import trained
-from mcp_server.inspection.trained import InputsChanged, confirm_loaded_model, sampling_now
+from mcp_server.training.trainer import verified_script
+
+if verified_script.VERIFYING:  # the trainer, right after TRL's import (and what it imports): each package from the
+    verified_script.check_libraries()  # reviewed interpreter's own folders (issue 48)
+
+from mcp_server.inspection import trained  # noqa: E402
+from mcp_server.inspection.trained import InputsChanged, confirm_loaded_model, sampling_now  # noqa: E402
 from mcp_server.inspection.trainer_read import parse_config, spec_for  # noqa: F401 - the templates import it here
-from mcp_server.config.loader import eval_dataset as load_eval_dataset
-from mcp_server.config.loader import evaluates
-from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset
-from mcp_server.runs import Run
-from mcp_server.training.trainer.digest import checkpoint_problems, record_save
-from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs
-from mcp_server.training.trainer.progress import ProgressCallback, write_outcome
+from mcp_server.config.loader import eval_dataset as load_eval_dataset  # noqa: E402
+from mcp_server.config.loader import evaluates  # noqa: E402
+from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset  # noqa: E402
+from mcp_server.runs import Run  # noqa: E402
+from mcp_server.training.trainer.digest import checkpoint_problems, record_save  # noqa: E402
+from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
+from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
 
 
 def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path | None = None):

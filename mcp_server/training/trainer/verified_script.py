@@ -5,8 +5,9 @@ read the file again: a script swapped in between (and put back) would run unrevi
 nothing. The launchers start this module instead: it reads the script's bytes once, compares their sha256 with the
 one the launcher passed (SCRIPT_SHA_ENV, the verdict's pin; absent when run by hand) and runs those bytes as
 `__main__`, with the script's own `__file__` (so its run directory and imports are what they were), issue 48.
-It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`), or with
-this package imported from anywhere but where the launch script put it (`foreign_package`).
+It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`), any
+module imported from outside it and this package (`foreign_modules`), or with this package imported from anywhere
+but where the launch script put it (`foreign_package`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ SCRIPT_SHA_ENV = "LLM_FINETUNING_SCRIPT_SHA256"
 # Where the launch script meant this package to come from (launchers.base.python_env): the folder put on PYTHONPATH,
 # or "installed" (the interpreter's own site-packages). Absent when run by hand: nothing to compare with.
 PACKAGE_ENV = "LLM_FINETUNING_PACKAGE"
+VERIFYING = False  # set by main(): this process is the trainer verified_script started (script_support reads it)
 
 
 def _installation_roots() -> set[str]:
@@ -38,7 +40,7 @@ def foreign_package() -> str | None:
     if meant == "installed":
         inside = any(package.startswith(root) for root in _installation_roots())
     else:
-        inside = package == os.path.join(os.path.realpath(meant), "mcp_server")
+        inside = package == os.path.realpath(os.path.join(meant, "mcp_server"))  # meant: a folder linking to it
     return None if inside else package
 
 
@@ -55,6 +57,81 @@ def foreign_site_hooks() -> list[str]:
         if name in sys.modules and not inside:
             found.append(f"{name} ({origin or 'no file'})")
     return found
+
+
+def foreign_modules() -> list[str]:
+    """'name (file)' for each module already imported whose file lies outside the interpreter's own installation,
+    the recorded training paths (`_allowed_roots`) and this package's folder: a `hashlib.py` beside the package
+    on PYTHONPATH, or any module put first on the path, ran before this check (round 8, G4). Checked when the
+    launch script started the trainer (PACKAGE_ENV): run by hand, a test's own modules are imported too."""
+    package = os.path.dirname(os.path.realpath(sys.modules["mcp_server"].__file__ or ""))
+    roots = {*_installation_roots(), *_allowed_roots(), package + os.sep}
+    found = []
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None)
+        if not isinstance(origin, str) or not os.path.isabs(origin):
+            continue  # built in, frozen, a namespace: no file put on the path
+        if not any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath) for root in roots):
+            found.append(f"{name} ({origin})")
+    return found
+
+
+def _allowed_roots() -> list[str]:
+    """Where the trainer's packages may come from: the folders the verdict recorded (the pinned interpreter's own
+    stdlib and site-packages, passed as TRAINING_PATHS_ENV), else (run by hand) this interpreter's own."""
+    from mcp_server.inspection.loader_env import TRAINING_PATHS_ENV
+
+    recorded = [p for p in os.environ.get(TRAINING_PATHS_ENV, "").split(os.pathsep) if p]
+    return [os.path.realpath(p).rstrip(os.sep) + os.sep for p in recorded] or sorted(_installation_roots())
+
+
+def _origin(name: str, imported: bool) -> list[str]:
+    """The files and folders package `name` comes from: the imported module's, else where the import system would
+    find it (no code of it runs); [] when it is not installed (train.py then fails on its own)."""
+    import importlib.util
+
+    module = sys.modules.get(name)
+    if imported and module is not None:
+        found = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
+    else:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return []
+        if spec is None:
+            return []
+        found = [spec.origin, *list(spec.submodule_search_locations or [])]
+    return [f for f in found if f] or ["no file (a namespace or a module built in elsewhere)"]
+
+
+def foreign_libraries(imported: bool = False) -> list[str]:
+    """'name (where)' for each package the trainer imports (loader_env.TRAINER_PACKAGES) that comes from outside
+    the pinned interpreter's own stdlib and site-packages (`_allowed_roots`): a shadow `trl` (in the run's folder,
+    the workspace, anywhere put first on the path) scores what it likes (issue 48). A venv inside the workspace is
+    its own recorded set: allowed, as common as it is (`make demo`'s .venv); the threat model says what that costs.
+    `imported`: check the modules already imported (after TRL's import), else where they would be found."""
+    from mcp_server.inspection.loader_env import TRAINER_PACKAGES
+
+    roots = _allowed_roots()
+    found = []
+    for name in TRAINER_PACKAGES:
+        for where in _origin(name, imported):
+            real = os.path.realpath(where)
+            if not any(real.startswith(root) for root in roots):
+                found.append(f"{name} ({where})")
+                break
+    return found
+
+
+def check_libraries(imported: bool = True) -> None:
+    """Refuse (exit 3) when a package the trainer imports is not the pinned interpreter's own (foreign_libraries)."""
+    foreign = foreign_libraries(imported)
+    if foreign:
+        _refuse(f"{', '.join(foreign)} would be imported from outside the training interpreter's own stdlib and "
+                "site-packages the inspection verdict recorded: a package put first "
+                "on the path scores and trains what it likes. Launch from a shell that does not change PYTHONPATH "
+                "or the loader's variables, or install the package into that interpreter and record the verdict "
+                "again.")
 
 
 def _refuse(why: str) -> None:
@@ -84,6 +161,15 @@ def main(argv: list[str] | None = None) -> None:
         _refuse(f"{', '.join(hooks)} ran at this interpreter's start from outside its installation (a site hook on "
                 "PYTHONPATH or in the user's site-packages runs before any check). Launch with launch_training (its "
                 "launch script starts the trainer without them).")
+    foreign = foreign_modules() if os.environ.get(PACKAGE_ENV, "").strip() else []
+    if foreign:
+        _refuse(f"{', '.join(foreign[:5])} ran at this interpreter's start from outside its stdlib, its recorded "
+                "site-packages and this package's folder (a module put first on the path shadows the stdlib and "
+                "runs before any check). Remove it, and launch with launch_training (its launch script puts this "
+                "package alone on the path).")
+    global VERIFYING
+    VERIFYING = True
+    check_libraries(imported=False)  # before any of them runs: where the import system would find them
     from mcp_server.errors import UserInputError
     from mcp_server.evidence import STATE_ENV, key as evidence_key
 

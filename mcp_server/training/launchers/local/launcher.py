@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.loader_env import TRAINING_PATHS_ENV
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
 from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
@@ -34,6 +35,7 @@ from mcp_server.training.launchers.base import (
     Start,
     history,
     verdict_env,
+    verdict_loader_pin,
     verdict_python_pin,
     with_python_check,
     write_accelerate,
@@ -90,7 +92,7 @@ class LocalLauncher:
         the verdict was recorded under (launchers.base.with_python_check) before it first runs."""
         written = write_accelerate(run, plan)
         script = with_python_check(plan.script, plan.train_command[0], verdict_python_pin(run),
-                                   REFUSED_EXIT)
+                                   REFUSED_EXIT, verdict_loader_pin(run))
         path = atomic_write_text_exec(run.launch_script, script)
         return {**written, "script": str(path)}
 
@@ -197,7 +199,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str) -> t
         # What the verdict reviewed (its reward code, its own bytes, its train.py): the training process refuses
         # anything else (inspection.trained, trainer.verified_script); an inherited value is never passed on.
         pins = verdict_env(run)
-        for name in (REWARD_SHA_ENV, VERDICT_SHA_ENV, SCRIPT_SHA_ENV):
+        for name in (REWARD_SHA_ENV, VERDICT_SHA_ENV, SCRIPT_SHA_ENV, TRAINING_PATHS_ENV):
             env.pop(name, None)
         env.update(pins)
         env[LAUNCH_ID_ENV] = launch_id  # the trainer tags its records with it (runs.LAUNCH_ID_ENV)

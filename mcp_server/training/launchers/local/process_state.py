@@ -16,7 +16,8 @@ from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.processes import LAUNCHER, find_launcher, run_processes, verified_launcher
 from mcp_server.evidence import valid_run
-from mcp_server.training.runrecord import TERMINAL, launch_of, read_exit_code, success_problems, unsigned_note
+from mcp_server.training.runrecord import (TERMINAL, end_notes, launch_of, read_exit_code, stop_failure,
+                                           success_problems)
 
 def _record_dir(record: dict) -> Path | None:
     try:
@@ -60,20 +61,8 @@ def _borne_out(run: Run, record: dict | None, state: str, exit_code: int | None,
 
 
 def _unsigned(run: Run, note: str | None, record: dict | None = None) -> str | None:
-    """`note` with the end records that are there but unsigned (so read as absent), or signed for another launch
-    than the one the launcher recorded, named."""
-    found = [why for why in (unsigned_note(run, path) for path in (run.outcome, run.exit_record)) if why]
-    wanted = launch_of(run, record)
-    for path in (run.outcome, run.exit_record):
-        value = read_json_if_present(path)
-        if (wanted is not None and isinstance(value, dict) and valid_run(run, path, value)
-                and value.get("launch_id") != wanted):
-            found.append(f"{path.relative_to(run.dir).as_posix()} is of another launch ({value.get('launch_id')}), "
-                         f"not of this launch ({wanted or 'unrecorded'}, as the launcher recorded it): not read")
-    if run.exit_code.exists() and not run.exit_record.exists():
-        found.append(f"{run.exit_code.relative_to(run.dir).as_posix()} is not read: the launcher's signed record "
-                     f"of the exit is {run.exit_record.relative_to(run.dir).as_posix()}, and there is none")
-    return "; ".join(filter(None, [note, *found])) or None
+    """`note` with the end records that are there but unsigned, or of another launch, named (runrecord.end_notes)."""
+    return end_notes(run, note, record)
 
 
 def _without_record(run: Run, note: str | None) -> DerivedState:
@@ -148,7 +137,11 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
     elif outcome and outcome.get("state") in TERMINAL:
         state, note = _borne_out(run, record, outcome["state"], exit_code, note)
     elif stop_requested or _marker(run, run.stopped, record) is not None:
-        state = "stopped"
+        # a stop that ended in a crash (its exit code, signed) is stopped only when its save at the stop is
+        # complete: a save that failed there is a failure, never a stop (issue 48, round 8)
+        failure = stop_failure(run, record, exit_code) if exit_code not in (None, 0) else None
+        state = "failed" if failure else "stopped"
+        note = f"{note}; {failure}" if note and failure else failure or note
     else:
         state = "failed"
     if not alive:

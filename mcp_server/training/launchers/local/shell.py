@@ -9,9 +9,8 @@ import shlex
 from dataclasses import dataclass
 
 from mcp_server.errors import one_line
-from mcp_server.interpreter import package_path
-from mcp_server.training.launchers.base import PLAIN_EXIT, PYTHON_PIN_LINE, python_env
-from mcp_server.training.processes import RUN_MARK
+from mcp_server.training.launchers.base import PLAIN_EXIT, PYTHON_PIN_LINE, python_env, trainer_pythonpath
+from mcp_server.training.processes import BASH, RUN_MARK
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
 from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
@@ -21,7 +20,7 @@ VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, 
 VLLM_DOWN_EXIT = 97  # the exit code for "the vLLM server did not come up" (as train/launch.slurm)
 
 HEADER = """\
-#!/usr/bin/env bash
+#!{bash}
 # Training launcher for run {name}, written by llm-finetuning launch_training.
 # Runs from the run directory wherever it is called from: bash train/launch.sh
 cd "$(dirname "$0")/.." || exit 1
@@ -136,12 +135,13 @@ def vllm_server(target, processes: int, layout) -> VllmServer | None:
 
 def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, server: VllmServer | None) -> str:
     """The text of train/launch.sh."""
-    path = package_path()
+    path = trainer_pythonpath()
     # The name goes on a comment line, escaped: a newline in a copied run's name would end the comment and run the
     # rest as a command. Everything else written into the script is quoted (shlex) or fixed text.
-    # train.py imports this package: from the plugin folder when the training interpreter does not have it
-    # installed (as the launcher's own environment does), and nothing else the launching shell had (base.PYTHON_ENV)
-    text = HEADER.format(name=one_line(run_name), mark=RUN_MARK, python_env=python_env(path)) + PYTHON_PIN_LINE + "\n"
+    # train.py imports this package: from the plugin folder (through a folder linking to it alone) when the training
+    # interpreter does not have it installed, and nothing else the launching shell had (base.PYTHON_ENV)
+    text = HEADER.format(bash=BASH, name=one_line(run_name), mark=RUN_MARK, python_env=python_env(path)) + \
+        PYTHON_PIN_LINE + "\n"
     if cpu:
         text += CPU_LINE
     if server is not None and server.cpu:

@@ -18,15 +18,16 @@ from pathlib import Path
 
 from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import sign_run, valid_run
+from mcp_server.evidence import launch_record, record_launch, sign_run
 from mcp_server.recipe.recorded import RecordedRequest
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.launchers.slurm import scheduler
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.slurm.node_plan import beside_scheduler
 from mcp_server.training.launchers.slurm.script import SlurmLayout
 from mcp_server.workspace import atomic_write_json, sha256_file
-from mcp_server.training.runrecord import read_exit_code, success_problems
+from mcp_server.training.runrecord import (end_notes, launch_of, read_exit_code, signed_record, stop_failure,
+                                           success_problems)
 
 PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
 FAILED = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
@@ -67,10 +68,21 @@ def preflight(script: str) -> None:
 
 
 def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: dict) -> dict:
-    """Submit train/launch.slurm; the launch record (run.json) with the job and the submission (and, for a GPU
-    job, the memory plan per node: node_plan.node_table), written."""
+    """Submit train/launch.slurm as a launch of its own: its id recorded outside the workspace before sbatch
+    (evidence.record_launch, as a local launch's before its process starts: issue 48, an earlier launch's records
+    replayed into the run are not this one's), exported to the job (its trainer and exit record tag what they
+    write with it), and the job id sbatch answers bound into that record; a record that cannot be bound cancels
+    the job. Then the launch record (run.json) with the job and the submission (and, for a GPU job, the memory
+    plan per node: node_plan.node_table), written."""
     run.logs.mkdir(parents=True, exist_ok=True)  # the job's --output goes there
-    job_id = scheduler.submit(str(run.slurm_script))
+    launch_id = uuid.uuid4().hex
+    record_launch(run.dir, launch_id)  # raises before anything is submitted
+    job_id = scheduler.submit(str(run.slurm_script), env={LAUNCH_ID_ENV: launch_id})
+    try:
+        record_launch(run.dir, launch_id, job_id=job_id, job_comment=layout.comment)
+    except UserInputError:
+        scheduler.cancel(job_id)
+        raise
     now = time.time()
     submission = {"job_id": job_id, "partition": layout.partition, "account": layout.account,
                   "nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "time_limit": layout.time_limit,
@@ -78,7 +90,7 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
                   "command": ["sbatch", "--parsable", str(run.slurm_script)],
                   "script_sha256": sha256_file(run.slurm_script), "plan_per_node": node_plan}
     record = {**record, "backend": "slurm", "state": "pending", "pid": None, "job_id": job_id, "slurm": submission,
-              "cwd": str(run.dir), "started_ts": now,
+              "cwd": str(run.dir), "started_ts": now, "launch_id": launch_id,
               "started_at": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(timespec="seconds")}
     atomic_write_json(run.run_json, record)
     return record
@@ -86,8 +98,12 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
 
 # ---------------------------------------------------------------- status
 def owns(job: scheduler.Job, run: Run, record: dict) -> str | None:
-    """None when `job` is this run's job; else why not (in words)."""
-    token = (record.get("slurm") or {}).get("comment") if isinstance(record.get("slurm"), dict) else None
+    """None when `job` is this run's job; else why not (in words). The ownership token is the one the launcher
+    bound into its record outside the workspace (evidence.record_launch), else run.json's (a job submitted before
+    that record existed)."""
+    token = (launch_record(run.dir) or {}).get("job_comment")
+    if token is None:
+        token = (record.get("slurm") or {}).get("comment") if isinstance(record.get("slurm"), dict) else None
     try:
         same_dir = bool(job.work_dir) and Path(job.work_dir).resolve() == run.dir.resolve()
     except (OSError, ValueError):
@@ -97,24 +113,39 @@ def owns(job: scheduler.Job, run: Run, record: dict) -> str | None:
     return f"its name is {job.name!r}, its directory {job.work_dir or '?'}, its comment {job.comment or '(none)'!r}"
 
 
+def recorded_job(run: Run, record: dict) -> tuple[str, str | None]:
+    """(the job id of the run's current launch, a note): the one the launcher bound into its record outside the
+    workspace at submission (evidence.record_launch), whatever run.json says (run.json is unsigned: a forger can
+    point it at an earlier launch's job and token, issue 48); run.json's for a job submitted before that record
+    existed."""
+    named = str(record.get("job_id") or "")
+    bound = (launch_record(run.dir) or {}).get("job_id")
+    if bound is None or bound == named:
+        return named, None
+    return bound, (f"run.json names job {named or '(none)'}, which is not this run's: the launcher bound job "
+                   f"{bound} to this launch (its record outside the workspace)")
+
+
 def own_job(run: Run, record: dict) -> tuple[scheduler.Job | None, str | None]:
     """(this run's job as the scheduler knows it, or None; a note when run.json named a job that is not this run's
     or none at all)."""
-    job_id = str(record.get("job_id") or "")
+    job_id, rebound = recorded_job(run, record)
     if not scheduler.available():
         return None, ("no SLURM commands on PATH here (scontrol not found): the job cannot be asked, so the state "
-                      "is read from run.json and the run's files")
+                      "is read from the launcher's records and the run's files")
     found = scheduler.job(job_id) if job_id else None
     if found is not None:
         why = owns(found, run, record)
         if why is None:
-            return found, None
+            return found, rebound
         note = (f"run.json names job {job_id}, which is not this run's ({why}): that job is neither reported nor "
                 "touched")
     else:
         note = None if job_id else "run.json names no job id"
     if note is None:
-        return None, None  # the scheduler forgot the job (it ended long ago): the files and run.json tell
+        return None, rebound  # the scheduler forgot the job (it ended long ago): the files and run.json tell
+    if rebound is not None:  # the launch's own job is not there as run.json describes it: no other job is taken
+        return None, f"{rebound}; {note}"
     for other in scheduler.jobs_named(run.name):
         candidate = scheduler.job(other)
         if candidate is not None and owns(candidate, run, record) is None:
@@ -122,12 +153,17 @@ def own_job(run: Run, record: dict) -> tuple[scheduler.Job | None, str | None]:
     return None, note
 
 
-def _newer(path: Path, since) -> dict | None:
-    """The marker at `path` written since the launch and signed where it is (evidence.py), else None."""
-    data = read_json_if_present(path)
-    if data is None or (isinstance(since, (int, float)) and path.stat().st_mtime < since - 1):
+def _newer(run: Run, path: Path, record: dict) -> dict | None:
+    """The marker at `path` written since the launch, signed where it is (evidence.py) and of this launch (its
+    launch id the launcher's record's: runrecord.signed_record), else None."""
+    since = record.get("started_ts")
+    data = signed_record(run, path, record)
+    try:
+        if data is None or (isinstance(since, (int, float)) and path.stat().st_mtime < since - 1):
+            return None
+    except OSError:
         return None
-    return data if isinstance(data, dict) and valid_run(Run(path.parents[2]), path, data) else None
+    return data
 
 
 def _node_exits(run: Run, nodes: list[str]) -> dict[str, int | None]:
@@ -151,19 +187,18 @@ def failed_nodes(run: Run, job: scheduler.Job) -> list[str]:
     return bad or [n for n in job.nodes if n not in exits]
 
 
-def _exit_code(run: Run) -> int | None:
-    """The exit code the job script recorded and signed (train/logs/exit.json), None without one."""
-    return read_exit_code(run)
+def _exit_code(run: Run, record: dict) -> int | None:
+    """The exit code the job script recorded and signed (train/logs/exit.json) for this launch, None without one."""
+    return read_exit_code(run, record)
 
 
 def slurm_state(run: Run, record: dict) -> DerivedState:
     """derive_state for a SLURM run: the scheduler's word on the job, with the run's files (progress, markers)."""
     job, note = own_job(run, record)
-    since = record.get("started_ts")
-    stop_requested = _newer(run.stop_request, since) is not None
-    stopped = stop_requested or _newer(run.stopped, since) is not None
-    outcome = _newer(run.outcome, since)
-    exit_code = _exit_code(run)
+    stop_requested = _newer(run, run.stop_request, record) is not None
+    stopped = stop_requested or _newer(run, run.stopped, record) is not None
+    outcome = _newer(run, run.outcome, record)
+    exit_code = _exit_code(run, record)
     known = record.get("job") if isinstance(record.get("job"), dict) else {}
     if job is None:  # a run.json naming a foreign job: what it recorded of that job is not this run's
         scheduler_state = known.get("scheduler_state") if not note or not scheduler.available() else None
@@ -184,13 +219,21 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
     if scheduler_state in PENDING:
         state = "pending"
     elif alive:
-        state = ("stopping" if stop_requested else "running" if _newer(run.train_begin, since) is not None
+        state = ("stopping" if stop_requested else "running" if _newer(run, run.train_begin, record) is not None
                  else "starting")
     elif scheduler_state == "COMPLETED" or (scheduler_state is None and (outcome or exit_code is not None)):
         state = (outcome or {}).get("state") if (outcome or {}).get("state") in ("succeeded", "stopped") else (
             "stopped" if stopped else "failed")
-        if state == "succeeded" and (exit_code not in (None, 0) or success_problems(run, record)):
+        failure = (stop_failure(run, record, exit_code) if state == "stopped" and not outcome
+                   and exit_code not in (None, 0) else None)  # a save that failed at the stop (local: the same)
+        if failure:
+            state, note = "failed", "; ".join(filter(None, [note, failure]))
+        problems = success_problems(run, record) if state == "succeeded" else []
+        if state == "succeeded" and (exit_code not in (None, 0) or problems):
             state = "failed"  # crashed after the save, or an outcome the run's evidence does not bear out
+            if problems:
+                note = "; ".join(filter(None, [note, "outcome.json says succeeded but the run's own evidence does "
+                                                     "not: " + "; ".join(problems[:3])]))
     elif scheduler_state == "CANCELLED":  # stopped only when stop_training asked; scancel by hand: cancelled
         state = "stopped" if stop_requested else "cancelled"
     elif scheduler_state in STATE_OF:
@@ -203,6 +246,8 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
     else:
         state, note = "unknown", note or (f"the scheduler no longer knows job {record.get('job_id')} and the logs "
                                           "do not say how it ended (accounting off?)")
+    if not alive:  # end records there but unsigned, or of an earlier launch (copied back): named, not read
+        note = end_notes(run, note, record)
     if exit_code is None and view and view.get("exit_code") is not None and not alive:
         exit_code = view["exit_code"]
     if view is not None and view != known:
@@ -256,12 +301,14 @@ def stop_job(run: Run, derived: DerivedState, timeout_s: float, kill: bool = Tru
     job, note = own_job(run, record)
     if job is None or not job.active:
         return False, False, note or "the job is not active"
+    launch = launch_of(run, record)  # this launch's request, never read as a later one's
     atomic_write_json(run.stop_request, sign_run(run, run.stop_request, {"requested_at": _dt.datetime.now(
-        _dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time(), "job_id": job.job_id}, create=True))
+        _dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time(), "job_id": job.job_id,
+        **({"launch_id": launch} if launch else {})}, create=True))
     if job.state in PENDING:  # nothing runs yet: no checkpoint to ask for
         scheduler.cancel(job.job_id)
         return False, True, note or f"job {job.job_id} was still pending: cancelled"
-    if _newer(run.train_begin, record.get("started_ts")) is not None:  # the trainer catches USR1 from then on
+    if _newer(run, run.train_begin, record) is not None:  # the trainer catches USR1 from then on
         scheduler.cancel(job.job_id, signal="USR1")
     if _wait_ended(run, record, timeout_s):
         return True, False, note or ""

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.interpreter import package_path
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
@@ -23,8 +22,10 @@ from mcp_server.training.launchers.base import (
     Start,
     history,
     mixed_precision,
+    trainer_pythonpath,
     trl_accelerate_config,
     verdict_env,
+    verdict_loader_pin,
     verdict_python_pin,
     with_python_check,
     write_accelerate,
@@ -72,7 +73,7 @@ class SlurmLauncher:
         request, config = target.request, target.config
         layout = layout_for(target.run, target.run_request, config, target=target.target,
                             processes=request.num_processes, strategy=request.strategy,
-                            server_mode=target.server_mode, python=target.python, pythonpath=package_path(),
+                            server_mode=target.server_mode, python=target.python, pythonpath=trainer_pythonpath(),
                             partition=request.partition, account=request.account, time_limit=request.time_limit,
                             resume_from=target.resume_from, requeue=request.requeue)
         memory, notes, plan = None, [], None
@@ -109,7 +110,7 @@ class SlurmLauncher:
         """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's
         trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
         script = with_python_check(with_pins(plan.script, verdict_env(run)), plan.details.layout.python,
-                                   verdict_python_pin(run), REFUSED_EXIT)
+                                   verdict_python_pin(run), REFUSED_EXIT, verdict_loader_pin(run))
         return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script))}
 
     def recorded(self, run: Run) -> list[Path]:

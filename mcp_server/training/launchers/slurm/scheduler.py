@@ -44,10 +44,11 @@ class Job:
         return self.state in ACTIVE
 
 
-def _run(args: list[str], timeout: float = TIMEOUT_S, stdin: str | None = None) -> subprocess.CompletedProcess:
+def _run(args: list[str], timeout: float = TIMEOUT_S, stdin: str | None = None,
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     # sbatch hands the job this environment (--export=ALL): never this process's scratch caches (interpreter.py)
     # nor what runs code before the job's checks: the batch script's bash would source BASH_ENV (issue 48)
-    env = without_shell_hooks(without_scratch(dict(os.environ)))
+    env = {**without_shell_hooks(without_scratch(dict(os.environ))), **(extra_env or {})}
     try:
         if stdin is not None:
             return subprocess.run(args, capture_output=True, text=True, timeout=timeout, input=stdin, env=env)
@@ -116,9 +117,11 @@ def check_submission(script: str) -> str | None:
     return f"launcher: sbatch --test-only refused the job ({said})"
 
 
-def submit(script: str) -> str:
-    """`sbatch --parsable`: the job id, or UserInputError('launcher') with the scheduler's words."""
-    proc = _run(["sbatch", "--parsable", script])
+def submit(script: str, env: dict[str, str] | None = None) -> str:
+    """`sbatch --parsable`, the job given `env` too (`--export=ALL,...`: whatever SBATCH_EXPORT says); the job id,
+    or UserInputError('launcher') with the scheduler's words."""
+    exports = ",".join(["ALL", *sorted(env or {})])
+    proc = _run(["sbatch", "--parsable", f"--export={exports}", script], extra_env=env)
     job_id = proc.stdout.strip().split(";")[0] if proc.returncode == 0 else ""
     if not job_id.isdigit():
         raise UserInputError("launcher", f"sbatch did not submit the job ({first_error(proc)})")

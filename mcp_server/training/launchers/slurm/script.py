@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.launchers.base import PYTHON_PIN_LINE, TRAIN_ARGS, python_env
+from mcp_server.training.processes import BASH
 from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
@@ -140,7 +141,7 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
     py = shlex.quote(layout.python)
     out = shlex.quote(layout.output_dir)
     resume = ["--resume_from_checkpoint", layout.resume_from] if layout.resume_from else []
-    lines = ["#!/usr/bin/env bash", *(head or []), *[f"#SBATCH {o}" for o in layout.sbatch_options()],
+    lines = [f"#!{BASH}", *(head or []), *[f"#SBATCH {o}" for o in layout.sbatch_options()],
              f"# GRPO run {layout.job_name} on SLURM, written and submitted by llm-finetuning launch_training.",
              "# By hand, from the run directory: sbatch train/launch.slurm",
              f"cd {shlex.quote(layout.run_dir)} || exit 1",
@@ -149,8 +150,6 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
              '[ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"',
              'export MPLCONFIGDIR="${MPLCONFIGDIR:-$PWD/cache/matplotlib}"',
              *python_env(layout.pythonpath).splitlines(), PINS_LINE]
-    if layout.cpu:  # each torchrun rank joins the gloo group only when transformers is told it is on CPU
-        lines += ["export ACCELERATE_USE_CPU=1", KERNEL_SET_CACHE_LINE]
     lines += [
         "LOGS=train/logs",
         'mkdir -p "$LOGS"',
@@ -159,6 +158,9 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
         f'{shlex.quote(layout.python)} -m {EXIT_RECORD} "$1"; '  # the signed record readers trust (evidence.py)
         'exit "$1"; }',
         PYTHON_PIN_LINE,
+        # each torchrun rank joins the gloo group only when transformers is told it is on CPU; after the check of
+        # the launch environment (ACCELERATE_* is pinned), as train/launch.sh
+        *(["export ACCELERATE_USE_CPU=1", KERNEL_SET_CACHE_LINE] if layout.cpu else []),
         'echo "==== llm-finetuning job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0}, '
         'at $(date -u +%FT%TZ)"',
         'rm -f "$LOGS"/node-*.exit "$LOGS/exit-code" "$LOGS/exit.json"',

@@ -1,0 +1,420 @@
+"""Issue 48, round 7 (G, the loader): LD_LIBRARY_PATH in the launching shell (launch.sh keeps it for CUDA) put a
+stand-in libpython first whose constructor re-added a shadow folder to PYTHONPATH after launch.sh cleared PYTHON*;
+a shadow `trl` there paid every completion 1.0. The contract as a table: every variable the dynamic loader and the
+C library obey (inspection.loader_env) x every change after the verdict (added, edited, removed) is named by the
+gate and refused by the launch gate and by train/launch.sh before anything runs the interpreter; a loader folder or
+library inside the workspace is refused outright, in every form ld.so reads it; the trainer refuses a package it
+imports (TRL and what it imports) from outside the pinned interpreter's own stdlib and site-packages.
+
+Cells are cheap (constructed runs, the gate's functions); the rows that run bash, the trainer's module or a real
+launch are marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mcp_server.inspection.loader_env import (LOADER_PATHS, TRAINER_PACKAGES, TRAINING_PATHS_ENV, interpreter_paths,
+                                              loader_env_pin)
+from mcp_server.inspection.pins import changes, run_pins, training_python_pin
+from mcp_server.runs import Run
+from mcp_server.training.launch_gates import interpreter_refusals
+
+REWARD = "0" * 64
+# A variable of each kind: the ones naming folders or libraries (LOADER_PATHS), one that changes how glibc behaves,
+# one plain LD_* switch.
+# Round 8 (G3): those that change what trains, read by transformers' TrainingArguments and accelerate's state
+# (ACCELERATE_MIXED_PRECISION trained bf16 against a verdict pinning bf16: false).
+VARIABLES = (*LOADER_PATHS, "GLIBC_TUNABLES", "LD_BIND_NOW", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_USE_CPU",
+             "ACCELERATE_DYNAMO_BACKEND", "FSDP_SHARDING_STRATEGY")
+ENV_CHANGES = ("added", "edited", "removed")
+
+
+@pytest.fixture(autouse=True)
+def _clean_loader_env(monkeypatch):
+    """Each cell starts from no loader variable (whatever the shell running the tests had)."""
+    for name in loader_env_pin():
+        monkeypatch.delenv(name)
+
+
+def _run(workspace: Path) -> Run:
+    run = Run(workspace / "runs" / "r")
+    (run.dir / "train").mkdir(parents=True)
+    (run.dir / "train" / "config.yaml").write_text(yaml.safe_dump({"output_dir": "checkpoints",
+                                                                   "model_name_or_path": "tiny"}))
+    (run.dir / "train" / "train.py").write_text("print('train')\n")
+    return run
+
+
+def _record(run: Run) -> dict:
+    """A verdict's pins as record_inspection_verdict writes them, from this environment."""
+    pins = run_pins(run, REWARD)
+    run.verdict.parent.mkdir(parents=True, exist_ok=True)
+    run.verdict.write_text(json.dumps({"pins": pins}))
+    return pins
+
+
+def _outside(tmp_path: Path, name: str, n: int = 1) -> str:
+    """A value for `name` outside the workspace (a folder of libraries, a library, a tunable)."""
+    if name in LOADER_PATHS:
+        folder = tmp_path / "elsewhere" / f"v{n}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder / "lib.so") if name in ("LD_PRELOAD", "LD_AUDIT") else str(folder)
+    return f"glibc.malloc.check={n}" if name == "GLIBC_TUNABLES" else str(n)
+
+
+@pytest.mark.parametrize("how", ENV_CHANGES)
+@pytest.mark.parametrize("name", VARIABLES)
+def test_the_loader_environment_changed_is_named(workspace, tmp_path, monkeypatch, name, how):
+    """The verdict pins the loader's variables of the reviewer's launch; one added, edited or removed after it is
+    named by the gate (the part, the variable, what was reviewed and what it is now) and refused by the launch
+    gate before anything runs the interpreter."""
+    run = _run(workspace)
+    if how != "added":
+        monkeypatch.setenv(name, _outside(tmp_path, name, 1))
+    reviewed = os.environ.get(name)
+    before = _record(run)
+    assert before["loader_env"] == ({name: reviewed} if reviewed else {}), before["loader_env"]
+    assert interpreter_refusals(run) == []
+    if how == "removed":
+        monkeypatch.delenv(name)
+    else:
+        monkeypatch.setenv(name, _outside(tmp_path, name, 2))
+    now = os.environ.get(name)
+    moved = changes(before, run_pins(run, REWARD))
+    assert len(moved) == 1 and name in moved[0], (name, how, moved)
+    assert repr(reviewed) in moved[0] if reviewed else "was unset" in moved[0], moved
+    assert repr(now) in moved[0] if now else "now unset" in moved[0], moved
+    refusals = interpreter_refusals(run)
+    said = " ".join(f"{r.message} {r.how_to_clear}" for r in refusals)
+    assert [r.gate for r in refusals] == ["inspection"] and name in said and "nothing was started" in said, said
+    assert "record_inspection_verdict" in said, said
+
+
+def _inside_forms(workspace: Path, run: Run, tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """Every form ld.so (and glibc) reads a folder or library in, pointing inside the workspace."""
+    (workspace / "lib").mkdir(exist_ok=True)
+    (tmp_path / "link").symlink_to(workspace / "lib", target_is_directory=True)
+    return {
+        "a folder in the workspace": ("LD_LIBRARY_PATH", f"/usr/lib:{workspace}/lib"),
+        "an empty entry (the run directory)": ("LD_LIBRARY_PATH", ":/usr/lib"),
+        "a trailing empty entry": ("LD_LIBRARY_PATH", "/usr/lib:"),
+        "a relative entry after ';'": ("LD_LIBRARY_PATH", "/usr/lib;lib"),
+        "a link outside to a folder inside": ("LD_LIBRARY_PATH", str(tmp_path / "link")),
+        "the run's own folder": ("LD_LIBRARY_PATH", str(run.dir / "train")),
+        "a preloaded library, space-separated": ("LD_PRELOAD", f"/usr/lib/x.so {workspace}/lib/evil.so"),
+        "a relative preloaded library": ("LD_PRELOAD", "./evil.so"),
+        "an audit library": ("LD_AUDIT", f"{run.dir}/audit.so"),
+        "gconv modules": ("GCONV_PATH", f"{workspace}/lib"),
+        "locale data": ("LOCPATH", f"{workspace}/lib"),
+    }
+
+
+FORMS = ("a folder in the workspace", "an empty entry (the run directory)", "a trailing empty entry",
+         "a relative entry after ';'", "a link outside to a folder inside", "the run's own folder",
+         "a preloaded library, space-separated", "a relative preloaded library", "an audit library", "gconv modules",
+         "locale data")
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_loader_path_inside_the_workspace_is_refused_outright(workspace, tmp_path, monkeypatch, form):
+    """A folder or library inside the workspace (the attacker's, docs/development.md) is refused even when the
+    verdict was recorded with it: the refusal names the variable and the entry."""
+    run = _run(workspace)
+    name, value = _inside_forms(workspace, run, tmp_path)[form]
+    monkeypatch.setenv(name, value)
+    _record(run)  # recorded with it: the pins agree, the workspace is refused anyway
+    refusals = interpreter_refusals(run)
+    said = " ".join(r.message for r in refusals)
+    assert len(refusals) == 1 and "inside the workspace" in said and f"{name}:" in said, (form, said)
+
+
+@pytest.mark.parametrize("value", ["/usr/lib/x86_64-linux-gnu", "$ORIGIN/../lib", "libjemalloc.so.2"])
+def test_a_loader_path_outside_the_workspace_recorded_by_the_verdict_passes(workspace, monkeypatch, value):
+    """What the reviewer's own environment loads from outside the workspace, unchanged, is trusted (CUDA's
+    libraries): a bare library name is searched in the library path, $ORIGIN where the binary lies."""
+    run = _run(workspace)
+    monkeypatch.setenv("LD_PRELOAD" if value.startswith("lib") else "LD_LIBRARY_PATH", value)
+    _record(run)
+    assert interpreter_refusals(run) == []
+
+
+def test_the_verdict_records_where_the_trainers_packages_may_come_from():
+    """The pinned interpreter's own stdlib and site-packages (sysconfig and site of that interpreter): where this
+    interpreter's TRL and torch lie, and no folder of the workspace."""
+    import importlib.util
+
+    paths = interpreter_paths(training_python_pin(sys.executable))
+    assert paths and all(os.path.isabs(p) for p in paths), paths
+    for name in ("trl", "torch"):
+        origin = os.path.realpath(importlib.util.find_spec(name).origin)
+        assert any(origin.startswith(p + os.sep) for p in paths), (name, origin, paths)
+
+
+def _shadow(folder: Path, marker: Path) -> Path:
+    """A shadow `trl` as round 7 planted it: its import would replace the reviewed rewards."""
+    (folder / "trl").mkdir(parents=True)
+    (folder / "trl" / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('shadow imported\\n')\n")
+    return folder
+
+
+@pytest.mark.slow  # runs the trainer's module (verified_script) in the training interpreter
+def test_the_trainer_refuses_a_package_from_outside_the_recorded_interpreter(workspace, tmp_path):
+    """The trainer (verified_script, the launchers' entry) checks where trl, transformers, torch, datasets, peft and
+    accelerate would be imported from before any of them runs: a shadow `trl` first on the path (outside or inside
+    the workspace), or a recorded set that does not hold this interpreter's site-packages, is refused naming the
+    module and where it came from, and the shadow never runs; the recorded set of this interpreter passes."""
+    run = _run(workspace)
+    (run.dir / "train" / "train.py").write_text("print('trained')\n")
+    recorded = os.pathsep.join(interpreter_paths(training_python_pin(sys.executable)))
+    marker = tmp_path / "shadow-ran"
+
+    def trainer(pythonpath: str, paths: str = recorded) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": pythonpath, TRAINING_PATHS_ENV: paths,
+               "LLM_FINETUNING_WORKSPACE": str(workspace)}
+        return subprocess.run([sys.executable, "-m", "mcp_server.training.trainer.verified_script",
+                               "train/train.py"], cwd=run.dir, env=env, capture_output=True, text=True, timeout=120)
+
+    package = str(Path(__file__).resolve().parents[1])
+    ran = trainer(package)
+    assert ran.returncode == 0 and "trained" in ran.stdout, ran.stderr
+    for where in (tmp_path / "evil", workspace / "shadow", run.dir / "cache" / "py"):
+        refused = trainer(os.pathsep.join([str(_shadow(where, marker)), package]))
+        assert refused.returncode == 3 and f"trl ({where}" in refused.stderr, (where, refused.stderr)
+        assert not marker.exists(), marker.read_text()
+    import sysconfig
+
+    refused = trainer(package, os.path.realpath(sysconfig.get_paths()["stdlib"]))  # a set without site-packages
+    assert refused.returncode == 3 and "trl (" in refused.stderr, refused.stderr
+    assert set(TRAINER_PACKAGES) >= {"trl", "transformers", "torch", "datasets", "peft", "accelerate"}
+    # a venv inside the workspace (make demo's .venv, a project's own) is its recorded set: it trains
+    venv = _shadow(workspace / ".venv" / "site-packages", tmp_path / "venv-trl-ran")
+    ran = trainer(os.pathsep.join([str(venv), package]), os.pathsep.join([recorded, str(venv)]))
+    assert ran.returncode == 0 and "trained" in ran.stdout, ran.stderr
+
+
+@pytest.mark.slow  # runs the written launch script in bash
+def test_the_launch_script_refuses_a_loader_environment_changed_after_the_gate(workspace, tmp_path, monkeypatch):
+    """train/launch.sh (as the local launcher writes it) checks the loader's variables against the verdict's pin
+    before it first runs the interpreter: one added or edited after the gate is refused (exit 3) naming the
+    variable; as recorded, it runs. train/launch.slurm carries the same check (with_python_check)."""
+    from mcp_server.training.launchers.base import LaunchPlan
+    from mcp_server.training.launchers.local.launcher import LocalLauncher
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+
+    run = _run(workspace)
+    lib = _outside(tmp_path, "LD_LIBRARY_PATH")
+    monkeypatch.setenv("LD_LIBRARY_PATH", lib)
+    _record(run)
+    command = [sys.executable, "-c", "print('trained')"]
+    plan = LaunchPlan(launcher="local", strategy="single", num_processes=1, num_nodes=1, train_command=command,
+                      script=render_launch_sh("g1", sys.executable, command, True, None))
+    LocalLauncher().write(run, plan)
+    assert "check_loader ||" in run.launch_script.read_text()
+
+    def launch(**env: str) -> subprocess.CompletedProcess:
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("LD_", "GCONV", "GLIBC", "LOCPATH", "ACCELERATE_", "FSDP_"))}
+        return subprocess.run(["bash", str(run.launch_script)], capture_output=True, text=True, timeout=120,
+                              env={**base, **env})
+
+    ran = launch(LD_LIBRARY_PATH=lib)
+    assert ran.returncode == 0 and "trained" in ran.stdout, (ran.stdout, ran.stderr)
+    for env, said in (({"LD_LIBRARY_PATH": "/tmp/round7/evil/lib"}, "LD_LIBRARY_PATH is /tmp/round7/evil/lib"),
+                      ({}, "LD_LIBRARY_PATH is unset"),
+                      ({"LD_LIBRARY_PATH": lib, "GCONV_PATH": "/tmp/g"}, "GCONV_PATH is set (/tmp/g)"),
+                      ({"LD_LIBRARY_PATH": lib, "ACCELERATE_MIXED_PRECISION": "bf16"},  # round 8, G3
+                       "ACCELERATE_MIXED_PRECISION is set (bf16)")):
+        refused = launch(**env)
+        assert refused.returncode == 3 and "trained" not in refused.stdout, (env, refused.stdout, refused.stderr)
+        assert f"refusing to train: {said}" in refused.stderr, (env, refused.stderr)
+        assert (run.logs / "exit-code").read_text().strip() == "3"
+
+
+@pytest.mark.slow  # samples the tiny model, then one real launch
+def test_a_launch_from_another_loader_environment_never_starts(workspace, tmp_path, monkeypatch):
+    """Round 7's probe through launch_training: LD_LIBRARY_PATH set after the verdict to a folder holding a
+    stand-in libpython; refused before anything runs the interpreter (no run.json), naming the variable, what was
+    reviewed and what it is now. Put back, the same run launches and trains (the normal CPU path)."""
+    import time
+
+    from support import emit_run, pass_inspection
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StatusRequest
+    from mcp_server.training.status import training_status
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    data = workspace / "d.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(16)))
+    run_dir = emit_run("ld", dataset=str(data), base={
+        "max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
+        "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"})
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert verdict["pins"]["loader_env"] == {} and verdict["training_paths"], verdict.get("training_paths")
+    evil = tmp_path / "evil" / "lib"
+    evil.mkdir(parents=True)
+    (evil / "libpython3.11.so.1.0").write_bytes(b"not a library")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(evil))
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    said = " ".join(f"{r.message} {r.how_to_clear}" for r in result.refusals)
+    assert not result.launched and not (run_dir / "run.json").exists(), result.message
+    assert f"LD_LIBRARY_PATH was unset when the verdict was recorded, now {str(evil)!r}" in said, said
+    monkeypatch.delenv("LD_LIBRARY_PATH")
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    assert result.launched, result.message
+    deadline = time.time() + 400
+    while (status := training_status(StatusRequest(run=str(run_dir)))).state in ("starting", "running"):
+        assert time.time() < deadline, status
+        time.sleep(1)
+    assert status.state == "succeeded", (status.state, (run_dir / "train" / "logs" / "stdout.log").read_text()[-3000:])
+
+
+# Round 8: the launch itself. G3: transformers and accelerate read the launching shell's ACCELERATE_* (and FSDP_*)
+# variables, pinned above with the loader's. G1: bash found on PATH (a fake one set BASH_ENV after the launcher
+# stripped it). G4: the package's folder on the trainer's PYTHONPATH (a hashlib.py dropped there shadowed the stdlib
+# before any check).
+def test_every_training_variable_transformers_and_accelerate_read_is_pinned():
+    """Each ACCELERATE_* / FSDP_* name the installed transformers' TrainingArguments and accelerate's state read
+    from the environment (their source, not a list of ours) is one the verdict pins."""
+    import importlib.util
+    import re
+
+    from mcp_server.inspection.loader_env import is_loader_variable
+
+    names = set()
+    for module in ("transformers.training_args", "accelerate.state", "accelerate.utils.dataclasses"):
+        source = Path(importlib.util.find_spec(module).origin).read_text()
+        names |= set(re.findall(r'"((?:ACCELERATE|FSDP)_[A-Z0-9_]+)"', source))
+    assert "ACCELERATE_MIXED_PRECISION" in names and len(names) > 10, sorted(names)
+    assert [n for n in sorted(names) if not is_loader_variable(n)] == []
+
+
+def test_bash_is_run_by_absolute_path_never_from_path():
+    """launch_training starts train/launch.sh with bash by its absolute path, resolved once (/bin/bash or
+    /usr/bin/bash), and both launch scripts name it in their first line: no `bash` on PATH is ever looked up."""
+    import shutil
+
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+    from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+    from mcp_server.training.processes import LAUNCHER
+
+    bash = LAUNCHER[0]
+    assert bash in ("/bin/bash", "/usr/bin/bash") and LAUNCHER[1:] == ["train/launch.sh"], LAUNCHER
+    assert os.path.isabs(bash) and os.access(bash, os.X_OK) and shutil.which("bash")  # a real one, not PATH's
+    sh = render_launch_sh("g1", sys.executable, [sys.executable, "-c", "pass"], True, None)
+    sbatch = render_sbatch(SlurmLayout(run_dir="/r", job_name="g1", comment="c", python=sys.executable, nodes=1,
+                                       train_nodes=1, processes_per_node=1, gpus_per_node=0, strategy="ddp",
+                                       output_dir="checkpoints"), "tiny", [])
+    assert sh.splitlines()[0] == f"#!{bash}" and sbatch.splitlines()[0] == f"#!{bash}", (sh[:40], sbatch[:40])
+
+
+@pytest.mark.slow  # starts bash
+def test_a_bash_first_on_path_never_starts_the_launch_script(tmp_path, monkeypatch):
+    """Round 8's G1: a `bash` first on the launching shell's PATH that sets BASH_ENV and execs the real one. The
+    launcher's command (processes.LAUNCHER, as launch_training's spawn runs it) never runs it."""
+    from mcp_server.interpreter import without_shell_hooks
+    from mcp_server.training.processes import LAUNCHER
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    marker = tmp_path / "fake-bash-ran"
+    (fake / "bash").write_text(f"#!/bin/sh\necho ran >> {marker}\nexport BASH_ENV={tmp_path}/hook.sh\n"
+                               'exec /bin/bash "$@"\n')
+    (fake / "bash").chmod(0o755)
+    run = tmp_path / "run"
+    (run / "train").mkdir(parents=True)
+    (run / "train" / "launch.sh").write_text('echo "launched BASH_ENV=${BASH_ENV-unset}"\n')
+    env = without_shell_hooks({**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"})
+    ran = subprocess.run(LAUNCHER, cwd=run, env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and "launched BASH_ENV=unset" in ran.stdout, (ran.stdout, ran.stderr)
+    assert not marker.exists()
+
+
+def _trainer_path(script: str) -> str | None:
+    """The PYTHONPATH a rendered launch script gives the trainer (None: none, the package is installed)."""
+    import shlex
+
+    for line in script.splitlines():
+        if line.startswith("export PYTHONPATH="):
+            return shlex.split(line.removeprefix("export PYTHONPATH="))[0]
+    return None
+
+
+def test_the_trainers_path_holds_this_package_alone():
+    """Round 8's G4: train/launch.sh and train/launch.slurm put on the trainer's PYTHONPATH a folder outside the
+    workspace (beside the evidence key) holding one entry, `mcp_server`, which is this package: no other name of
+    the plugin folder (a hashlib.py dropped beside the package) is importable from it."""
+    from mcp_server.evidence import key_path
+    from mcp_server.interpreter import package_path
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+    from mcp_server.training.launchers.base import python_env, trainer_pythonpath
+
+    import mcp_server
+    from conftest import skip_unless_ci
+
+    if package_path() is None:
+        skip_unless_ci("this package is installed: the trainer's path names no folder")
+
+    folder = _trainer_path(render_launch_sh("g4", sys.executable, [sys.executable, "-c", "pass"], True, None))
+    assert folder is not None and os.listdir(folder) == ["mcp_server"], (folder, os.listdir(folder or "."))
+    assert os.path.realpath(os.path.join(folder, "mcp_server")) == os.path.dirname(os.path.realpath(
+        mcp_server.__file__))
+    assert Path(folder).resolve().is_relative_to(key_path().parent.resolve()), (folder, key_path())
+    assert f"export LLM_FINETUNING_PACKAGE={folder}" in python_env(trainer_pythonpath())
+
+
+@pytest.mark.slow  # runs the trainer's module (verified_script) in the training interpreter
+def test_the_trainer_refuses_a_module_imported_from_outside_before_its_checks(workspace, tmp_path):
+    """A `hashlib.py` first on the trainer's path (as G4 dropped it beside the package) is imported by the
+    interpreter and by verified_script before any check runs: the trainer refuses (exit 3) naming the module and
+    its file, before train.py runs; the launch script's own path (this package alone) trains."""
+    from mcp_server.training.launchers.base import trainer_pythonpath
+    from mcp_server.training.trainer.verified_script import PACKAGE_ENV
+
+    run = _run(workspace)
+    (run.dir / "train" / "train.py").write_text("print('trained')\n")
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "hashlib.py").write_text(
+        "import importlib.util, os, sysconfig\n"
+        "spec = importlib.util.spec_from_file_location('_stdlib_hashlib', os.path.join("
+        "sysconfig.get_paths()['stdlib'], 'hashlib.py'))\n"
+        "real = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(real)\n"
+        "globals().update({k: v for k, v in vars(real).items() if not k.startswith('__')})\n")
+    path = trainer_pythonpath() or ""
+
+    def trainer(*first: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env.update({"PYTHONPATH": os.pathsep.join([*first, path]), PACKAGE_ENV: path or "installed",
+                    "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "LLM_FINETUNING_WORKSPACE": str(workspace)})
+        return subprocess.run([sys.executable, "-m", "mcp_server.training.trainer.verified_script",
+                               "train/train.py"], cwd=run.dir, env=env, capture_output=True, text=True, timeout=120)
+
+    ran = trainer()
+    assert ran.returncode == 0 and "trained" in ran.stdout, ran.stderr
+    refused = trainer(str(shadow))
+    assert refused.returncode == 3 and f"hashlib ({shadow / 'hashlib.py'})" in refused.stderr, refused.stderr
+    assert "trained" not in refused.stdout
+
+
+def test_validating_a_config_never_changes_the_pinned_launch_environment():
+    """transformers' TrainingArguments exports FSDP_CPU_RAM_EFFICIENT_LOADING for fsdp: the validation that
+    builds one (in this process when it is the training interpreter) puts the environment back, so a launch after
+    it is not refused for a variable no shell set, nor a verdict recorded after it pins one."""
+    from mcp_server.recipe.trl_fields import instantiate_grpo_config
+
+    def training_variables() -> list[str]:
+        return sorted(k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_")))
+
+    before = training_variables()
+    assert instantiate_grpo_config({"fsdp": "full_shard auto_wrap", "bf16": False}, 2, "9.0") is None
+    assert training_variables() == before and loader_env_pin() == {}

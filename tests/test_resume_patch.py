@@ -1,0 +1,118 @@
+"""resume_training with a patch keeps the config a person reads (issue 49, a new user's walk): `resume-training RUN
+--patch '{"max_steps": 4}'` re-dumped train/config.yaml and so deleted every reason emission wrote above its values
+and its header, kept the launched config nowhere outside git, and its answer never said what the patch changed.
+Now only the patched keys' lines change, a key the config lacks is appended under a `# --- patched at resume <n>`
+comment, the launched config is kept under archive/resume-patch-<n>/, and the answer names each field old -> new.
+
+A run that succeeded (or whose run.json is gone) is refused by resume_training, with or without a patch;
+launch_training on it had told the person to resume it. The two now agree.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import cli_here, run_cli_json
+from support import emit_run, pass_inspection
+
+
+def _patched(original: str, launched: dict, patch: dict, n: int = 1) -> str:
+    """The config text a patch of keys the config holds should leave: each key's line, under its note."""
+    text = original
+    for key, value in patch.items():
+        line = yaml.safe_dump({key: launched[key]})
+        assert text.count(line) == 1, line
+        text = text.replace(line, f"# patched at resume {n}: was {json.dumps(launched[key])}\n"
+                            + yaml.safe_dump({key: value}))
+    return text
+
+
+def test_a_resume_patch_rewrites_only_the_patched_keys_lines(workspace, tiny_model):
+    """The core call resume_training makes (apply_patch) on an emitted config: a present key's line rewritten in
+    place, an absent key appended under its comment, the header and every reason byte-identical, the launched
+    config kept; undone (a later gate's refusal), the run is as it was with no copy left behind."""
+    from mcp_server.emission.emit import EMITTED_HEADER
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+    from mcp_server.training.resume_patch import apply_patch
+
+    run = Run(emit_run("patched-in-place"))
+    original = run.config.read_text()
+    launched = yaml.safe_load(original)
+    assert "save_total_limit" not in launched and original.count("\n#") > 20  # the reasons the walk saw deleted
+    patch = {"max_steps": launched["max_steps"] + 2, "seed": 7, "save_total_limit": 2}
+    refusals, undo, changed = apply_patch(run, RunSpec.of_run(run), patch)
+    assert not refusals, refusals
+    text = run.config.read_text()
+    assert text.startswith(EMITTED_HEADER) and yaml.safe_load(text) == {**launched, **patch}
+    present = {k: v for k, v in patch.items() if k in launched}
+    assert text == _patched(original, launched, present) + (
+        "\n# --- patched at resume 1: resume_training's patch; the launched config is "
+        "archive/resume-patch-1/config.yaml\nsave_total_limit: 2\n")
+    assert (run.archive / "resume-patch-1" / "config.yaml").read_text() == original
+    assert changed == {k: {"old": launched.get(k), "new": v} for k, v in patch.items()}
+    undo()
+    assert run.config.read_text() == original and not run.archive.exists()
+
+
+@pytest.mark.slow
+def test_resume_training_with_a_patch_through_the_cli_keeps_every_reason(workspace, tiny_model):
+    """The walk's door: `resume-training RUN --patch '{"max_steps": N}'` on a stopped run with a checkpoint. It
+    resumes; train/config.yaml differs from the launched one only in max_steps' line; the launched config is kept;
+    the answer (JSON and the readable summary) says max_steps old -> new. The trainer it starts is stopped."""
+    from test_run_tampering import stop_any_trainer, stopped_run
+
+    template = emit_run("template")
+    pass_inspection(template)
+    run_dir = stopped_run((workspace, template), "walk49")
+    readable = stopped_run((workspace, template), "walk49-readable")  # the same, for the readable summary
+    config = run_dir / "train" / "config.yaml"
+    original = config.read_text()
+    launched = yaml.safe_load(original)
+    patch = {"max_steps": launched["max_steps"] + 2}
+    try:
+        proc, out = run_cli_json("resume-training", str(run_dir), "--patch", json.dumps(patch), here=True)
+    finally:
+        stop_any_trainer(run_dir)
+    assert proc.returncode == 0 and out["launched"], out
+    assert config.read_text() == _patched(original, launched, patch)
+    assert (run_dir / "archive" / "resume-patch-1" / "config.yaml").read_text() == original
+    assert out["patched"] == {"max_steps": {"old": launched["max_steps"], "new": patch["max_steps"]}}
+    said = f"max_steps {launched['max_steps']} -> {patch['max_steps']}"
+    assert said in out["message"], out["message"]
+    try:
+        proc = cli_here("resume-training", str(readable), "--patch", json.dumps(patch))
+    finally:
+        stop_any_trainer(readable)
+    assert proc.returncode == 0 and said in proc.stdout, proc.stdout + proc.stderr
+
+
+# (cell, what launch's advice says instead, what resume's refusal says): runs resume_training refuses by state
+REFUSED_BY_RESUME = {"succeeded": ("resume_training refuses a succeeded run", "succeeded"),
+                     "running/record-lost": ("restore run.json", "Without the launch record")}
+
+
+@pytest.mark.parametrize("which", list(REFUSED_BY_RESUME))
+def test_launch_never_tells_the_person_to_resume_a_run_resume_refuses(tmp_path, monkeypatch, which):
+    """A succeeded run, and one whose run.json is gone (constructed cells of the run-state table): launch-training
+    refuses it, and its advice is what works; resume-training refuses it too, with a patch raising max_steps as
+    without (the walk: launch said "resume_training to continue from the latest checkpoint", and resume
+    refused)."""
+    from test_run_states import Cell, build, lineage, make_template
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    phase, _, variant = which.partition("/")
+    run_dir = build(tmp_path, make_template(tmp_path), Cell(phase, tuple(lineage(phase)), variant or None, id=which))
+    advised, refused = REFUSED_BY_RESUME[which]
+    proc, out = run_cli_json("launch-training", str(run_dir), here=True)
+    assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["state"], out
+    advice = out["refusals"][0]["how_to_clear"]
+    assert "checkpoint" in out["refusals"][0]["message"], out  # it holds one: the advice that named resume
+    assert "resume_training to continue" not in advice and advised in advice and "emit_grpo_config" in advice, advice
+    for extra in ([], ["--patch", json.dumps({"max_steps": 8})]):
+        proc, out = run_cli_json("resume-training", str(run_dir), *extra, here=True)
+        assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["state"], (extra, out)
+        assert refused in out["refusals"][0]["message"], (extra, out["refusals"])
