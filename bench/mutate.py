@@ -804,6 +804,119 @@ MUTATIONS: tuple[Mutation, ...] = (
       "",
       "diagnose_run on a run directory never reads train/logs/stdout.log: a CUDA OOM or import error is not "
       "found, and a run that crashed before its first step says it holds no metrics and no log"),
+    # ------------------------------------------------------------------ sixth audit (m6-): written from the product
+    # code alone by someone who did not write the tests (issue 48's "Done when"), 5 per area
+    M("m6-gate-review-md-unchecked", "gate", "mcp_server/inspection/gate.py",
+      '    for path, key in ((run.review_md, "review_md_sha256"), (run.review_jsonl, "review_jsonl_sha256")):',
+      '    for path, key in ((run.review_jsonl, "review_jsonl_sha256"),):',
+      "inspection/review.md (the sheet the person reads and signs) edited by hand after inspect_rewards still backs "
+      "record_inspection_verdict, and the gate stays open: the verdict vouches for a sheet inspect_rewards never "
+      "wrote"),
+    M("m6-gate-config-moved-since-sampling", "gate", "mcp_server/inspection/gate.py",
+      '    pins = config_pins(run)\n    moved = changes(meta.get("config_pins") or {}, pins)',
+      '    pins = meta.get("config_pins") or config_pins(run)\n    moved = changes(meta.get("config_pins") or {}, pins)',
+      "train/config.yaml edited between sample_completions and record_inspection_verdict (another temperature, "
+      "model or data set) is not noticed: the pass is recorded pinning the new config and the gate opens on "
+      "samples drawn with the old one"),
+    M("m6-gate-model-subfolder-unpinned", "gate", "mcp_server/inspection/pins.py",
+      '    return sorted(p for p in path.rglob("*") if p.is_file())',
+      '    return sorted(p for p in path.glob("*") if p.is_file())',
+      "a file in a subfolder of a local model directory (a `subfolder` the weights load from, a tokenizer/ or "
+      "custom-code folder) edited after the verdict keeps the gate open, and the trainer's model pin misses it "
+      "too: unreviewed weights train"),
+    M("m6-gate-verdict-reward-hash-unmatched", "gate", "mcp_server/inspection/gate.py",
+      '    if verdict.pins.get("reward_code") != result.get("reward_code_sha256"):\n'
+      '        return "its reward-code hash is not the reviewed reward\'s"\n',
+      "",
+      "a verdict.json edited by hand to pin the hash of a reward edited after the review (its other fields the "
+      "review's) opens the gate: the reward that trains is not the one the reviewer scored"),
+    M("m6-trainer-cli-overrides-script-args-only", "gate", "mcp_server/inspection/trained.py",
+      "    for got, base in zip(parsed, alone[:3]):",
+      "    for got, base in zip(parsed, alone[:1]):",
+      "a pinned GRPO or model setting passed on the trainer's command line after --config (train.py --config "
+      "train/config.yaml --epsilon_high 5.0, --model_revision other) passes the point-of-use check: training "
+      "runs with a setting the verdict never reviewed"),
+    M("m6-sandbox-proc-sys-unmasked", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      "    return tuple(found) + tuple((p, True) for p in PROC_SYS_MASKED if os.path.isdir(p))",
+      "    return tuple(found)",
+      "/proc/sys/fs and /proc/sys/kernel/random stay visible in the sandbox: model-written code reads the host's "
+      "open-file and inode counters (file-nr, inode-nr) and its boot id, the host's state and identity"),
+    M("m6-sandbox-fsize-kib", "sandbox", "mcp_server/rewards/sandbox.py",
+      '"fsize": limits.max_file_mb * 1024 * 1024,',
+      '"fsize": limits.max_file_mb * 1024,',
+      "the largest file a solution may write is max_file_mb KiB, not MiB: a correct solution that writes a 100 KB "
+      "file to /tmp fails with 'OSError: [Errno 27] File too large' and scores 0"),
+    M("m6-harness-first-arg-changes-dropped", "sandbox", "mcp_server/rewards/harness.py",
+      "local = args[i] if type(i) is int and 0 <= i < len(args) else None",
+      "local = args[i] if type(i) is int and 0 < i < len(args) else None",
+      "a correct solution that changes its first argument in place (sorts, appends to or fills the list or dict "
+      "it is given, as the task asks) leaves the test's object unchanged: `f(xs); assert xs == [...]` fails and "
+      "it scores 0"),
+    M("m6-harness-big-int-limit", "sandbox", "mcp_server/rewards/harness.py",
+      '    if hasattr(sys, "set_int_max_str_digits"):  # big ints cross as JSON numbers (e.g. factorial(2000))\n'
+      '        sys.set_int_max_str_digits(0)\n',
+      "",
+      "a correct solution that returns an integer of over 4300 digits (factorial(2000), a big Fibonacci number) "
+      "cannot send it to the tester (Python's int-to-str limit): the run fails and it scores 0"),
+    M("m6-sandbox-key-folder-inside-bind", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      "    if folder == path or folder.startswith(path.rstrip(os.sep) + os.sep):",
+      "    if folder == path:",
+      "an interpreter installation whose lib folder holds the evidence key's folder (LLM_FINETUNING_STATE_DIR "
+      "inside it) is bound into the sandbox: model-written code reads the key and can sign forged run records"),
+    M("m6-runs-final-save-files-unchecked", "runs", "mcp_server/training/runrecord.py",
+      '    problems = checkpoint_problems(run, run.resolve(final["save"]), final=True)\n',
+      "    problems: list[str] = []\n",
+      "a run whose final save's files were removed or cut short after the trainer recorded them (the model in "
+      "output_dir deleted or truncated) reads succeeded: promote_checkpoint and resume find no loadable model"),
+    M("m6-runs-stop-result-first-checkpoint", "runs", "mcp_server/training/stopping.py",
+      "checkpoint=str(done[-1]) if done else None, waited_s=waited",
+      "checkpoint=str(done[0]) if done else None, waited_s=waited",
+      "stop_training's result names the run's first checkpoint (checkpoint-2) as the one the stop left, not the one "
+      "it saved at the stop (checkpoint-8): a user resuming or promoting from it loses the steps between"),
+    M("m6-runs-stop-step-time-latest", "runs", "mcp_server/training/stopping.py",
+      "    return max(times) if times else None",
+      "    return times[-1] if times else None",
+      "stop_training's default wait reads the latest step's time, not the longest recent one: after one fast step "
+      "among 5-minute steps it waits the least 120 s, the run is left 'stopping', and the result says its steps "
+      "take up to the fast step's time"),
+    M("m6-runs-fsdp-checkpoint-incomplete", "runs", "mcp_server/training/runrecord.py",
+      '    if any(p.name.startswith("global_step") or "pytorch_model_fsdp" in p.name\n',
+      '    if any(p.name.startswith("global_step")\n',
+      "an FSDP checkpoint (its sharded weights in pytorch_model_fsdp_0/) is never complete: training_status lists "
+      "no checkpoint and resume_training refuses (or resumes from an older, non-FSDP one)"),
+    M("m6-runs-log-tail-bar-first-redraw", "runs", "mcp_server/training/runstate.py",
+      '.rstrip("\\r").rsplit("\\r", 1)[-1].rstrip()',
+      '.rstrip("\\r").split("\\r", 1)[0].rstrip()',
+      "training_status's log_tail shows a progress bar's first redraw (or nothing, where the bar starts with a "
+      "carriage return), not its latest: the bar reads 0% or vanishes while training advances"),
+    M("m6-diagnosis-log-dict-mid-line", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        if start < 0 or not line.rstrip().endswith(\"}\"):",
+      "        if start != 0 or not line.rstrip().endswith(\"}\"):",
+      "a stdout log whose printed metric dicts follow a prefix on their line (torchrun's '[rank0]: ', srun's "
+      "'0: ', leading spaces) reads no metrics: diagnose_run on that log finds no NaN loss, no reward trend"),
+    M("m6-diagnosis-sidecars-of-run", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    config_file = config_path or (home.config if home else None)",
+      "    config_file = (home.config if home else None) or config_path",
+      "diagnose_run on a run directory with config=<another config> reads the run's own request.json and "
+      "rewards.json, not those beside the config given: the reward and request findings judge another recipe "
+      "than the config it was asked about"),
+    M("m6-diagnosis-trailing-nuls-binary", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '        if b"\\0" in handle.read(8192).rstrip(b"\\0"):',
+      '        if b"\\0" in handle.read(8192):',
+      "a short progress.jsonl ending in NUL bytes (a sparse hole left by a crash or a preallocating filesystem) "
+      "is refused as 'a binary file': diagnose_run reads nothing of a run that logged fine"),
+    M("m6-diagnosis-float32-overflow-finite", "diagnosis", "mcp_server/diagnosis/values.py",
+      "        return value if not math.isfinite(value) or abs(value) <= FLOAT32_MAX else math.copysign(math.inf, value)",
+      "        return value",
+      "a logged loss or grad_norm of 1e39 (past float32's range: TRL's tensors overflowed) is read as a finite "
+      "number: the divergence finding is missed and the rules' sums and fits run on it"),
+    M("m6-diagnosis-old-summary-read", "diagnosis", "mcp_server/diagnosis/environment.py",
+      "        if run.train_summary.stat().st_mtime < run.train_begin.stat().st_mtime:\n"
+      "            return None  # the summary of an earlier launch: this one (a resume) has not ended yet\n",
+      "",
+      "a run stopped (saved at its step) and resumed is read, while it trains, with its earlier launch's "
+      "train-summary.json: that summary's step is the step the resume began at, so diagnose_run and "
+      "training_status's health flags say no_steps_trained (an error) on a run that is training"),
     # the k6 audit (issue 48): the run doors' and diagnosis inputs' edges no test pinned (tests/test_run_states.py,
     # tests/test_diagnosis_logs.py: the rows named by each id)
     M("k6-runs-step-zero-unread", "runs", "mcp_server/training/status.py",
