@@ -814,7 +814,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "wrote"),
     M("m6-gate-config-moved-since-sampling", "gate", "mcp_server/inspection/gate.py",
       '    pins = config_pins(run)\n    moved = changes(meta.get("config_pins") or {}, pins)',
-      '    pins = meta.get("config_pins") or config_pins(run)\n    moved = changes(meta.get("config_pins") or {}, pins)',
+      '    pins = meta.get("config_pins") or config_pins(run)\n'
+      '    moved = changes(meta.get("config_pins") or {}, pins)',
       "train/config.yaml edited between sample_completions and record_inspection_verdict (another temperature, "
       "model or data set) is not noticed: the pass is recorded pinning the new config and the gate opens on "
       "samples drawn with the old one"),
@@ -906,7 +907,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a short progress.jsonl ending in NUL bytes (a sparse hole left by a crash or a preallocating filesystem) "
       "is refused as 'a binary file': diagnose_run reads nothing of a run that logged fine"),
     M("m6-diagnosis-float32-overflow-finite", "diagnosis", "mcp_server/diagnosis/values.py",
-      "        return value if not math.isfinite(value) or abs(value) <= FLOAT32_MAX else math.copysign(math.inf, value)",
+      "        return value if not math.isfinite(value) or abs(value) <= FLOAT32_MAX else "
+      "math.copysign(math.inf, value)",
       "        return value",
       "a logged loss or grad_norm of 1e39 (past float32's range: TRL's tensors overflowed) is read as a finite "
       "number: the divergence finding is missed and the rules' sums and fits run on it"),
