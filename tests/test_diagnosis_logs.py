@@ -834,3 +834,54 @@ def test_an_entropy_collapse_within_three_logs_is_found(tmp_path, workspace):
     rows = [{**r, "entropy": e} for r, e in zip(_rows(3), (0.8, 0.4, 0.02))]
     d = diagnose_run(DiagnoseRequest(source=str(_run_dir(tmp_path, rows)), validate_patches=False))
     assert ("entropy_collapse", "error") in {(f.code, f.severity) for f in d.findings}, d.findings
+
+
+# ---------------------------------------------------------------- the m6 audit (issue 48): survivors' rows
+@pytest.mark.parametrize("prefix", ["[rank0]: ", "0: ", "    "])
+def test_a_stdout_log_whose_metric_dicts_follow_a_prefix_is_read(tmp_path, workspace, prefix):
+    """A run known only by its stdout, each printed metric dict after a prefix on its line (torchrun's '[rank0]: ',
+    srun's '0: ', leading spaces): every dict is a logged step, and a NaN loss among them is found
+    (m6-diagnosis-log-dict-mid-line)."""
+    run = _run_dir(tmp_path)
+    losses = [0.05, 0.05, math.nan, 0.05, 0.05]
+    # transformers' ProgressCallback.on_log writes str(logs), each float formatted f"{v:.4g}" (nan: 'nan')
+    printed = "".join(prefix + str({k: f"{v:.4g}" for k, v in {"loss": loss, "grad_norm": 0.5, "learning_rate": 1e-6,
+                                                             "epoch": i / 10}.items()}) + "\n"
+                      for i, loss in enumerate(losses, 1))
+    (run / "train" / "logs" / "stdout.log").write_text(printed)
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert (d.steps_logged, d.last_step) == (5, 5), d
+    assert "nan_loss" in {f.code for f in d.findings}, d.findings
+
+
+def test_a_config_given_with_a_run_directory_brings_its_own_sidecars(tmp_path, workspace):
+    """diagnose_run(run_dir, config_path=other) reads the request.json and rewards.json beside `other`, not the
+    run's own train/ ones: the reward and request findings judge the recipe it was asked about
+    (m6-diagnosis-sidecars-of-run). Read through load_run, the reader diagnose_run uses."""
+    run = _run_dir(tmp_path, _rows(12))
+    (run / "train" / "request.json").write_text(json.dumps({"gpu": "cpu"}))
+    (run / "train" / "rewards.json").write_text(json.dumps([{"name": "format_reward"}]))
+    other = tmp_path / "other" / "config.yaml"
+    other.parent.mkdir()
+    other.write_text(yaml.safe_dump(CONFIG))
+    (other.parent / "request.json").write_text(json.dumps({"gpu": "A100"}))
+    specs = [{"name": "soft_overlong_punishment", "params": {"max_completion_len": 24, "soft_punish_cache": 4}}]
+    (other.parent / "rewards.json").write_text(json.dumps(specs))
+    own = _load(run)
+    given = _load(run, config=other)
+    assert (own.request.gpu, own.reward_specs) == ("cpu", [{"name": "format_reward"}]), own
+    assert (given.request.gpu, given.reward_specs) == ("A100", specs), given
+
+
+@pytest.mark.parametrize("metric", ["loss", "grad_norm"])
+def test_a_logged_value_past_float32s_range_reads_as_infinite(tmp_path, workspace, metric):
+    """TRL's metrics are float32 tensors: a loss or grad_norm logged as 1e39 overflowed, and reads as an infinity,
+    a divergence (nan_loss: loss or gradient norm NaN/inf), never a finite number the rules sum and fit
+    (m6-diagnosis-float32-overflow-finite)."""
+    rows = _rows(12)
+    rows[6][metric] = 1e39
+    d = diagnose_run(DiagnoseRequest(source=str(_run_dir(tmp_path, rows)), validate_patches=False))
+    base = diagnose_run(DiagnoseRequest(source=str(_run_dir(tmp_path / "ok", _rows(12))), validate_patches=False))
+    new = {f.code for f in d.findings} - {f.code for f in base.findings}
+    assert "nan_loss" in new, (new, d.findings)
+    assert math.isinf(_load(_run_dir(tmp_path / "again", rows)).series(metric)[6][1]), metric
