@@ -1004,3 +1004,22 @@ def test_resume_names_the_checkpoint_it_passes_over_and_why(tmp_path, monkeypatc
     assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config_hash"], resumed.message
     assert resumed.skipped_checkpoints == ["checkpoint-2 (extra.bin was not written by the save)"], resumed
     assert "passed over" in resumed.message and "checkpoint-2 (extra.bin was not written" in resumed.message
+
+
+# ---------------------------------------------------------------- the m6 audit (issue 48): survivors' rows
+@pytest.mark.parametrize("damage", ["removed", "cut short"])
+def test_a_succeeded_runs_final_model_damaged_after_its_save_is_no_success(tmp_path, monkeypatch, damage):
+    """A succeeded cell (signed outcome, exit code 0, the trainer's final save recorded) whose final model in
+    output_dir was removed or cut short after the trainer recorded it: training_status never reads succeeded, since
+    promote_checkpoint and a resume would find no loadable model (m6-runs-final-save-files-unchecked)."""
+    def tweak(run):
+        weights = run.checkpoints / "model.safetensors"
+        if damage == "removed":
+            weights.unlink()
+        else:
+            weights.write_bytes(weights.read_bytes()[:3])
+    assert _status(_cell(tmp_path, monkeypatch, "succeeded")).state == "succeeded"  # the cell, undamaged
+    (tmp_path / "damaged").mkdir()
+    status = _status(_cell(tmp_path / "damaged", monkeypatch, "succeeded", tweak=tweak))
+    assert status.state != "succeeded", (status.state, status.message)
+    assert "model.safetensors" in (status.message or ""), status.message
