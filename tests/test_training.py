@@ -499,7 +499,10 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
             text=True,
             env=bare_env,
         )
-        assert where.stdout.strip() == str(ROOT / "mcp_server" / "__init__.py"), where.stderr
+        # through the one-link folder beside the evidence key (no other file of the plugin folder is importable)
+        found = Path(where.stdout.strip())
+        assert found.resolve() == (ROOT / "mcp_server" / "__init__.py").resolve(), where.stderr
+        assert [p.name for p in found.parent.parent.iterdir()] == ["mcp_server"], found
     loaded = load_config_from_file(result.accelerate_config)
     # 8 GPUs on 2 nodes: one node of 4 serves vLLM, the other trains with 4 processes
     assert loaded.num_machines == 1 and loaded.num_processes == 4 and str(loaded.distributed_type).endswith("DEEPSPEED")
