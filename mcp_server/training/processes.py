@@ -19,7 +19,6 @@ import psutil
 from mcp_server.runs import Run
 
 
-
 def _bash() -> str:
     """bash by absolute path, resolved once, never from PATH (round 8, G1: a `bash` first on the launching shell's
     PATH set BASH_ENV after the launcher stripped it, and its hook redefined `export` in train/launch.sh)."""

@@ -118,14 +118,7 @@ def record_note(run: Run, path: Path, record: dict | None = None) -> str | None:
 def end_notes(run: Run, note: str | None, record: dict | None = None) -> str | None:
     """`note` with the end records (outcome.json, exit.json) that are there but unsigned (so read as absent), or
     signed for another launch than the one the launcher recorded, named."""
-    found = [why for why in (unsigned_note(run, path) for path in (run.outcome, run.exit_record)) if why]
-    wanted = launch_of(run, record)
-    for path in (run.outcome, run.exit_record):
-        value = read_json_if_present(path)
-        if (wanted is not None and isinstance(value, dict) and valid_run(run, path, value)
-                and value.get("launch_id") != wanted):
-            found.append(f"{path.relative_to(run.dir).as_posix()} is of another launch ({value.get('launch_id')}), "
-                         f"not of this launch ({wanted or 'unrecorded'}, as the launcher recorded it): not read")
+    found = [why for path in (run.outcome, run.exit_record) if (why := record_note(run, path, record))]
     if run.exit_code.exists() and not run.exit_record.exists():
         found.append(f"{run.exit_code.relative_to(run.dir).as_posix()} is not read: the launcher's signed record "
                      f"of the exit is {run.exit_record.relative_to(run.dir).as_posix()}, and there is none")

@@ -311,18 +311,13 @@ def verdict_env(run: Run) -> dict[str, str]:
     return {name: value for name, value in env.items() if value}
 
 
-def verdict_loader_pin(run: Run) -> dict | None:
-    """The dynamic loader's environment the verdict was recorded under (its pins' loader_env), None without one."""
+def verdict_shell_pins(run: Run) -> tuple[dict | None, dict | None]:
+    """(training_python, loader_env): the training interpreter and the dynamic loader's environment the verdict was
+    recorded under (its pins), each None without one; one read of verdict.json."""
     pins = (read_json_if_present(run.verdict) or {}).get("pins")
-    pin = pins.get("loader_env") if isinstance(pins, dict) else None
-    return pin if isinstance(pin, dict) else None
-
-
-def verdict_python_pin(run: Run) -> dict | None:
-    """The training interpreter the verdict was recorded under (its pins' training_python), None without one."""
-    pins = (read_json_if_present(run.verdict) or {}).get("pins")
-    pin = pins.get("training_python") if isinstance(pins, dict) else None
-    return pin if isinstance(pin, dict) else None
+    pins = pins if isinstance(pins, dict) else {}
+    found = (pins.get("training_python"), pins.get("loader_env"))
+    return tuple(pin if isinstance(pin, dict) else None for pin in found)
 
 
 def trl_accelerate_config(name: str) -> dict:

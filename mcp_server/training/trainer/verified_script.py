@@ -44,6 +44,12 @@ def foreign_package() -> str | None:
     return None if inside else package
 
 
+def _under(origin: str, roots) -> bool:
+    """Whether file `origin` lies under one of `roots` (each ending in os.sep), as written or with its links
+    resolved."""
+    return any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath) for root in roots)
+
+
 def foreign_site_hooks() -> list[str]:
     """The site hooks (sitecustomize, usercustomize) this interpreter imported at its start from outside its own
     installation (its stdlib and site-packages): code that ran before any check (issue 48). The launchers start
@@ -52,8 +58,7 @@ def foreign_site_hooks() -> list[str]:
     found = []
     for name in ("sitecustomize", "usercustomize"):
         origin = getattr(sys.modules.get(name), "__file__", None)
-        inside = origin and any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath)
-                                for root in roots)  # a distribution's own hook may link elsewhere (/etc)
+        inside = origin and _under(origin, roots)  # a distribution's own hook may link elsewhere (/etc)
         if name in sys.modules and not inside:
             found.append(f"{name} ({origin or 'no file'})")
     return found
@@ -71,7 +76,7 @@ def foreign_modules() -> list[str]:
         origin = getattr(module, "__file__", None)
         if not isinstance(origin, str) or not os.path.isabs(origin):
             continue  # built in, frozen, a namespace: no file put on the path
-        if not any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath) for root in roots):
+        if not _under(origin, roots):
             found.append(f"{name} ({origin})")
     return found
 

@@ -35,8 +35,7 @@ from mcp_server.training.launchers.base import (
     Start,
     history,
     verdict_env,
-    verdict_loader_pin,
-    verdict_python_pin,
+    verdict_shell_pins,
     with_python_check,
     write_accelerate,
 )
@@ -91,8 +90,8 @@ class LocalLauncher:
         """train/accelerate.yaml and train/launch.sh, with the check of the training interpreter against the one
         the verdict was recorded under (launchers.base.with_python_check) before it first runs."""
         written = write_accelerate(run, plan)
-        script = with_python_check(plan.script, plan.train_command[0], verdict_python_pin(run),
-                                   REFUSED_EXIT, verdict_loader_pin(run))
+        python_pin, loader_pin = verdict_shell_pins(run)
+        script = with_python_check(plan.script, plan.train_command[0], python_pin, REFUSED_EXIT, loader_pin)
         path = atomic_write_text_exec(run.launch_script, script)
         return {**written, "script": str(path)}
 

@@ -60,11 +60,6 @@ def _borne_out(run: Run, record: dict | None, state: str, exit_code: int | None,
     return state, note
 
 
-def _unsigned(run: Run, note: str | None, record: dict | None = None) -> str | None:
-    """`note` with the end records that are there but unsigned, or of another launch, named (runrecord.end_notes)."""
-    return end_notes(run, note, record)
-
-
 def _without_record(run: Run, note: str | None) -> DerivedState:
     """No launch record of this directory (never launched, run.json lost, or a copy): what the files say."""
     outcome = _marker(run, run.outcome)  # e.g. trained by hand, without launch_training
@@ -81,7 +76,7 @@ def _without_record(run: Run, note: str | None) -> DerivedState:
         note = (note or "") + (" Its logs exist but say neither how it ended nor that it runs: see train/logs/.")
     else:
         state = "not_launched"
-    note = _unsigned(run, note) if state != "not_launched" else note
+    note = end_notes(run, note) if state != "not_launched" else note
     return DerivedState(state=state, alive=False, exit_code=exit_code,
                         outcome=outcome if isinstance(outcome, dict) else None, note=note.strip() if note else None)
 
@@ -145,7 +140,7 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
     else:
         state = "failed"
     if not alive:
-        note = _unsigned(run, note, record)
+        note = end_notes(run, note, record)
     return DerivedState(state=state, alive=alive, pid=record.get("pid"), exit_code=exit_code, outcome=outcome,
                         stop_requested=stop_requested, record=record, note=note,
                         orphans=tuple(p.pid for p in orphans))

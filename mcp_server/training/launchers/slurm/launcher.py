@@ -25,8 +25,7 @@ from mcp_server.training.launchers.base import (
     trainer_pythonpath,
     trl_accelerate_config,
     verdict_env,
-    verdict_loader_pin,
-    verdict_python_pin,
+    verdict_shell_pins,
     with_python_check,
     write_accelerate,
 )
@@ -109,8 +108,9 @@ class SlurmLauncher:
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
         """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's
         trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
+        python_pin, loader_pin = verdict_shell_pins(run)
         script = with_python_check(with_pins(plan.script, verdict_env(run)), plan.details.layout.python,
-                                   verdict_python_pin(run), REFUSED_EXIT, verdict_loader_pin(run))
+                                   python_pin, REFUSED_EXIT, loader_pin)
         return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script))}
 
     def recorded(self, run: Run) -> list[Path]:
