@@ -267,6 +267,16 @@ def read_json_if_present(path: Path, kind: type = dict):
     return value if isinstance(value, kind) else None
 
 
+def sha256_file(path: Path) -> str:
+    """The file's sha256; a pipe or a device put where a pinned file was is refused (NotRegularFile, an OSError),
+    never read (it would block the gate forever, or never end)."""
+    digest = hashlib.sha256()
+    with open_regular(path) as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 # ---------------------------------------------------------------- a run's review files: whose are they?
 REVIEW_SHEET_TITLE = "# Reward review: "  # review.md's first line, as inspect_rewards writes it (review_sheet.py)
 REVIEW_FILES = ("review.md", "review.jsonl", "review.json")  # in a run's inspection/
@@ -274,8 +284,7 @@ REVIEW_FILES = ("review.md", "review.jsonl", "review.json")  # in a run's inspec
 
 def _sha256(path: Path) -> str | None:
     try:
-        with open_regular(path) as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
+        return sha256_file(path)
     except OSError:
         return None
 

@@ -11,7 +11,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from mcp_server.userfiles import open_regular
+from mcp_server.userfiles import sha256_file
 
 
 def workspace_root() -> Path:
@@ -133,16 +133,6 @@ def atomic_save_figure(fig, path: Path, **savefig_kwargs) -> Path:
 
 def atomic_write_json(path: Path, data) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def sha256_file(path: Path) -> str:
-    """The file's sha256; a pipe or a device put where a pinned file was is refused (NotRegularFile, an OSError),
-    never read (it would block the gate forever, or never end)."""
-    digest = hashlib.sha256()
-    with open_regular(path) as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # Above this, a file is pinned by its stat instead of content: hashing model weights at every gate check would
