@@ -160,18 +160,20 @@ def apply_refilter(run: Run, rule) -> tuple[list[GateRefusal], Callable[[], None
     return [], undo, done
 
 
-def _guard_stopped(run: Run) -> bool:
-    """Whether the run's guard stopped its last launch: stopped.json says so, the guard's own record (guard.json)
+def _guard_stop(run: Run) -> dict | None:
+    """The trainer's stopped.json when the run's guard stopped its last launch, else None: stopped.json says so, the
+    guard's own record (guard.json)
     holds the same stop (code and step) among its hard findings, and both are the trainer's (signed: evidence.py)
     of the run's last launch (the launcher's record of it, runrecord.launch_of). A hand-written stopped.json or
     guard.json moves no pin (issue 48)."""
     stopped, guard = _last_launch(run, run.stopped), _last_launch(run, run.guard)
     if not (isinstance(stopped, dict) and stopped.get("by") == "guard" and isinstance(guard, dict)):
-        return False
+        return None
     decision = guard.get("stopped") if isinstance(guard.get("stopped"), dict) else {}
     hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}
-    return (stopped.get("launch_id") == guard.get("launch_id") and decision.get("code") == stopped.get("code") in hard
+    same = (stopped.get("launch_id") == guard.get("launch_id") and decision.get("code") == stopped.get("code") in hard
             and decision.get("step") == stopped.get("step"))
+    return stopped if same else None
 
 
 def _last_launch(run: Run, path: Path) -> dict | None:
@@ -189,10 +191,9 @@ def _write(run: Run, config: dict, patch: dict, n: int, kept: Path) -> None:
     needs its own review). A run never guard-stopped moves nothing, so the gate refuses a patch of anything the
     verdict pins."""
     verdict = read_json_if_present(run.verdict)
-    guard_stopped = _guard_stopped(run)
-    before = config_pins(run) if isinstance(verdict, dict) and guard_stopped else None
-    stop = _last_launch(run, run.stopped) if guard_stopped else None
-    why = (f"after the guard's stop at step {stop.get('step')} ({stop.get('code')})" if isinstance(stop, dict) else
+    stop = _guard_stop(run)
+    before = config_pins(run) if isinstance(verdict, dict) and stop is not None else None
+    why = (f"after the guard's stop at step {stop.get('step')} ({stop.get('code')})" if stop is not None else
            "resume_training's patch") + f"; the launched config is {kept.relative_to(run.dir)}"
     text = run.config.read_text(encoding="utf-8")
     new = patched_text(text, config, patch, n, why)
