@@ -320,6 +320,69 @@ def test_likely_misscored_list_reads_real_phrasing(workspace, tiny_model, tmp_pa
     assert "final stated answer '6' is the gold '6'" in result.likely_misscored[0].reasons[0]
 
 
+# Issue 49's fourth walk: a person's own reward (tests/fixtures/rewards/walk49d_rewards.py: their buggy v1, their fix,
+# and the fix reading the gold from **kwargs) on the walk's real completions of "What is N plus M? Answer with the
+# number." (tests/fixtures/walk49d_completions.jsonl, from its inspection/samples.jsonl, each labelled by a reader:
+# does it state the right sum as its answer?) and the task's shapes: number words, "= 7", "equals seven", a bare
+# "7" and "7.", echoed operands, wrong answers v1 pays because their last number is the gold.
+WALK = [json.loads(line) for line in (Path(__file__).parent / "fixtures" / "walk49d_completions.jsonl").open()]
+THREE_FOUR, TEN_ELEVEN = "What is three plus four? Answer with the number.", "What is ten plus eleven? Answer with the number."
+WALK_SHAPES = [(THREE_FOUR, text, "7", right) for text, right in [
+    ("7", True), ("7.", True), ("Seven.", True), ("**7**", True), ("The answer is 7", True), ("3 + 4 = 7", True),
+    ("Three plus four = 7", True), ("Three plus four equals seven.", True), ("Three plus four makes 7 apples", True),
+    ("Three plus four is seven, not four.", True), ("The answer is 7, not 4.", True),  # v1: the last number, 4
+    ("Three plus four is 3 + 4", False), ("3 + 4", False), ("Three plus four, that is four plus three", False),
+    ("Three plus four is the same as four plus three", False), ("Three plus four equals eight.", False),
+    ("Three plus four is 12, as in 5 + 7", False), ("The sum is eight, not seven.", False),  # v1 pays the 7
+]] + [(TEN_ELEVEN, "Ten plus eleven is twenty-one.", "21", True), (TEN_ELEVEN, "21", "21", True)]
+
+
+def _question_run(workspace, tiny_model, name, items, reward) -> Path:
+    """A run whose samples are `items` (question, completion, gold, right, truncated) in groups of 4, each with its
+    own question and gold, padded with right answers to a whole number of groups (a review needs 50)."""
+    items = items + [(THREE_FOUR, "3 + 4 = 7", "7", True, False)] * (-len(items) % 4)
+    run_dir = hand_made_run(workspace, tiny_model, name, [[it[1] for it in items[i: i + 4]]
+                                                          for i in range(0, len(items), 4)],
+                            ["7"] * (len(items) // 4), [{"name": reward}])
+    samples_file = run_dir / "inspection" / "samples.jsonl"
+    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    for sample, (question, _, gold, _, truncated) in zip(samples, items):
+        sample.update(prompt=[{"role": "user", "content": question}], columns={"answer": gold}, truncated=truncated)
+    samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return run_dir
+
+
+def test_likely_misscored_list_checks_a_persons_own_reward_both_ways(workspace, tiny_model):
+    """For a reward of unknown rule that reads the gold column, the list compares its score with an independent
+    reading of the reply's final answer: flagged where it pays a wrong or absent answer, or scores a right one 0;
+    never where the reading is unsure. Mis-scored = the reward's score disagrees with the reader's label."""
+    real = [(r["question"], r["completion"], r["answer"], r["reader_says_right"], r["truncated"]) for r in WALK]
+    items = real + [(*shape, False) for shape in WALK_SHAPES]
+    for reward, least_recall in [("word_sum_v1", 0.7), ("word_sum_fixed", 0.5), ("word_sum_kwargs", 0.5)]:
+        run_dir = _question_run(workspace, tiny_model, reward.replace("_", "-"), items, f"walk49d_rewards.{reward}")
+        result = inspect_rewards(InspectRequest(run=str(run_dir), max_suspects=100))
+        rows = [json.loads(line) for line in Path(result.review_jsonl_path).read_text().splitlines()]
+        flagged = {s.id for s in result.likely_misscored}
+        truth = {r["id"] for r, it in zip(rows, items) if (r["scores"][reward] > 0) != it[3]}
+        for part, ids in [("the walk's", range(len(real))), ("all", range(len(items)))]:
+            hit, flags, bad = len(flagged & truth & set(ids)), len(flagged & set(ids)), len(truth & set(ids))
+            print(f"{reward} on {part} {len(ids)} labelled samples: precision "
+                  f"{f'{hit / flags:.2f}' if flags else 'n/a'} ({hit}/{flags}), recall {hit / max(bad, 1):.2f} "
+                  f"({hit}/{bad})")
+        assert flagged <= truth, [rows[i]["completion"] for i in sorted(flagged - truth)]  # precision 1.0
+        missed = [rows[i]["completion"] for i in sorted(truth - flagged)]
+        assert len(flagged & truth) >= least_recall * len(truth), missed
+        walk = {r["sample"]: i for i, r in enumerate(WALK)}
+        if reward != "word_sum_v1":  # the walk's false flags under the fix: "base-10" is no answer, "2 + 2" echoes
+            assert not flagged & {walk[34], walk[74]}
+        else:  # paid for an echoed operand or a number word in passing: each flagged
+            assert {walk[34], walk[59], walk[74], walk[115]} <= flagged
+            reasons = {s.id: s.reasons[0] for s in result.likely_misscored}
+            assert "paid 1 but the completion states no answer" in reasons[walk[74]]
+            assert "final stated answer 'eight' is not the gold '7'" in reasons[items.index(
+                (THREE_FOUR, "The sum is eight, not seven.", "7", False, False))]
+
+
 # ---------------------------------------------------------------- lengths feed the config
 def test_length_advice_suggests_limits_with_the_truncation_they_imply():
     from mcp_server.inspection.lengths import length_advice

@@ -167,8 +167,9 @@ def test_correctness_reward_without_a_tag_reads_the_models_answers_as_a_reader_d
 
 def test_the_mis_score_list_raises_no_false_alarm_on_real_completions():
     """The review's likely-mis-scored list on real text: it may flag only a completion the reward scored against
-    the reader's label, never one it scored right (a false alarm costs the reader's attention)."""
-    from mcp_server.inspection.suspects import suspect_reasons
+    the reader's label, never one it scored right (a false alarm costs the reader's attention), and it flags the
+    reward's known misread."""
+    from mcp_server.inspection.suspects import gold_column, suspect_reasons
     from mcp_server.rewards.spec import RewardSpec
     from mcp_server.smollm2_task import final_number_reward
 
@@ -178,9 +179,12 @@ def test_the_mis_score_list_raises_no_false_alarm_on_real_completions():
         completion = [{"role": "assistant", "content": row["completion"]}]
         (score,) = final_number_reward([completion], answer=[row["answer"]])
         reasons = suspect_reasons(row["completion"], {"answer": row["answer"]}, [spec], [spec.name], [score],
-                                  truncated=False, total=score)
+                                  truncated=False, total=score, question=row["prompt"][0]["content"],
+                                  gold_columns=[gold_column(final_number_reward, {"answer"})])
         if (score > 0) == row["reader_says_right"]:
             assert reasons == [], (row["completion"], reasons)
+        elif row.get("reward_misreads"):  # it pays "0 + 0 is a fundamental concept": no answer is stated
+            assert reasons, row["completion"]
 
 
 # ---------------------------------------------------------------- the lifecycle through the doors

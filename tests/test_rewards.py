@@ -85,6 +85,28 @@ def test_final_answer_of_real_phrasing():
     assert final_answer("so \\boxed{42}") == "42" and final_answer("noise") is None
 
 
+def test_read_answer_reads_number_words_and_never_an_echoed_operand():
+    """The review's reading of a reply's final answer (issue 49's walk): digits or English words, the whole reply
+    or its last statement; an operand, a word-part ("base-10") or the question's own number is no answer; two
+    candidates, a hedge or a lone word in passing ("no one") is unsure."""
+    from mcp_server.rewards.answers import as_number, read_answer
+
+    question = "What is three plus four? Answer with the number."
+    answers = {"7": "7", "7.": "7", "Seven.": "Seven", "**7**": "7", "The answer is 7": "7", "3 + 4 = 7": "7",
+               "Three plus four equals seven.": "seven", "Three plus four is seven, not four.": "seven",
+               "One plus nine is equal to 11. In": "11", "The sum is twenty-one.": "twenty-one",
+               "The answer is \"five\", but only": "five", "The number is 6 + 2, which equals seven": "seven"}
+    assert {t: read_answer(t, question).answer for t in answers} == answers
+    for text in ["Three plus four is 3 + 4", "Three plus seven is a base-10 expression,", "Zero plus two, as 2 + 2",
+                 "Three plus four, that is four plus three", "Here's the step-by-step sequence"]:
+        assert read_answer(text, question).how == "none", text
+    for text in ["The answer is 7 or 8", "Eight. \n\n10, 2.", "This is one of them", "No one knows: 7, 9"]:
+        assert read_answer(text, question).how == "unsure", text
+    assert read_answer("To add 3 and 4 we combine", question).echoed == {3, 4}
+    assert [as_number(w, words=True) for w in ["seven", "Twenty-one", "one hundred and five", "7"]] == [7, 21, 105, 7]
+    assert as_number("seven") is None  # a reward's own parse (correctness_reward) stays digits only
+
+
 def test_correctness_params():
     (c,) = build_reward_funcs(
         [

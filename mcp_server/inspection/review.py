@@ -27,7 +27,7 @@ from mcp_server.inspection.models import (
 from mcp_server.inspection.files import read_run_rewards, read_samples, refuse_foreign_review_files
 from mcp_server.inspection.review_sheet import render_review
 from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
-from mcp_server.inspection.suspects import suspect_reasons
+from mcp_server.inspection.suspects import gold_column, suspect_reasons
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import build_reward_funcs, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
@@ -184,7 +184,9 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     groups = _groups(samples)
     distributions = [_distribution(n_, w, scores[r], groups) for r, (n_, w) in enumerate(zip(names, weights))]
     distributions.append(_distribution("total", 1.0, totals, groups))
-    rows, likely = _sheet_rows(samples, specs, names, scores, totals, successes, request.max_suspects)
+    data_columns = {k for s in samples for k in s.get("columns", {})}
+    golds = [gold_column(f, data_columns) for f in funcs]
+    rows, likely = _sheet_rows(samples, specs, names, scores, totals, successes, request.max_suspects, golds)
 
     rate_groups = _groups(all_samples)
     solved = sum(any(all_success[i] for i in g) for g in rate_groups)
@@ -277,16 +279,17 @@ def _total(weights: list[float], scores: list[float]) -> float:
 
 
 def _sheet_rows(samples: list[dict], specs: list[RewardSpec], names: list[str], scores: list[list[float]],
-                totals: list[float], successes: list[bool],
-                max_suspects: int) -> tuple[list[dict], list[SuspectSample]]:
+                totals: list[float], successes: list[bool], max_suspects: int,
+                gold_columns: list[str | None]) -> tuple[list[dict], list[SuspectSample]]:
     """review.jsonl's rows (one per shown sample, with its scores and flags) and the likely mis-scored samples,
-    most suspect first."""
+    most suspect first (`gold_columns`: the column each reward reads as the gold, suspects.gold_column)."""
     format_idx = [r for r, s in enumerate(specs) if is_format_spec(s)]
     rows, suspects = [], []
     for i, s in enumerate(samples):
         text = completion_text(s["completion"])
         reasons = suspect_reasons(text, s.get("columns", {}), specs, names, [scores[r][i] for r in range(len(specs))],
-                                  bool(s.get("truncated", False)), totals[i])
+                                  bool(s.get("truncated", False)), totals[i], completion_text(s["prompt"]),
+                                  gold_columns)
         if reasons:
             suspects.append(
                 (max(w for w, _ in reasons), s["id"], s["prompt_index"], [r for _, r in reasons], totals[i])

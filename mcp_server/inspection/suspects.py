@@ -11,20 +11,27 @@ a restated operand, and 0 is the right score):
 - a format reward paid for malformed output: a missing, repeated, empty or nested block, or a completion cut
   off at the length limit;
 - a verifier paid on a completion cut off at the length limit; every reward returned None;
-- a reward of unknown rule (a dotted path) scored 0 where the completion's final stated answer is the gold
-  number (a parser that takes the first number scores "1 + 5 = 6 as we start" as 1: `rewards.answers`).
+- a reward of unknown rule (a dotted path), against an independent reading of the reply's final stated answer
+  (`rewards.answers.read_answer`: digits or English words, "= 7", "equals seven", a bare "7.", never an echoed
+  operand such as the 2s of "zero plus two is 2 + 2") and the gold number: scored 0 where that answer is the gold
+  (a parser that takes the first number scores "1 + 5 = 6 as we start" as 1); and, when the reward reads the gold
+  column (its signature names it, or its code reads it by name), paid where that answer is not the gold or where
+  the reply states none (only operands and the question's own numbers). An unsure reading (two candidates, a
+  hedge, a lone number word said in passing, an echo that equals the gold) flags nothing. Such a reward is taken
+  to pay > 0 for a right answer and <= 0 for a wrong one: partial credit reads as paid.
 The looser parse peels markdown emphasis (`**8**`) and reads the final stated answer of a block ("1 + 5 = 6").
 tests/test_inspection.py measures the list's precision on a labelled sample set.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from fractions import Fraction
 
 from mcp_server.inspection.success import is_format_spec, wrapped_spec
-from mcp_server.rewards.answers import as_number, final_answer, plain, same_answer
+from mcp_server.rewards.answers import as_number, final_answer, plain, read_answer, same_answer
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.rewards.text import tag_contents
@@ -121,10 +128,13 @@ def format_problems(text: str, tags: list[str], truncated: bool) -> list[str]:
 
 
 def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: list[str], scores: list[float],
-                    truncated: bool, total: float) -> list[tuple[int, str]]:
-    """(weight, reason) pairs for one sample; higher weight = read first. `scores[r]` is reward r's score."""
+                    truncated: bool, total: float, question: str = "",
+                    gold_columns: list[str | None] | None = None) -> list[tuple[int, str]]:
+    """(weight, reason) pairs for one sample; higher weight = read first. `scores[r]` is reward r's score;
+    `gold_columns[r]` the column reward r reads as the gold (`gold_column`), None where unknown; `question` the
+    prompt's text (numbers an answer may echo)."""
     reasons = []
-    for spec, name, score in zip(specs, names, scores):
+    for r, (spec, name, score) in enumerate(zip(specs, names, scores)):
         if math.isnan(score):
             continue
         verifier = verifier_of(spec)
@@ -148,8 +158,9 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
                                        f"'{gold}'"))
                 if truncated:
                     reasons.append((2, f"{name} scored {score:g} on a completion cut off at the length limit"))
-        if verifier is None and name not in REGISTRY and score <= 0:
-            reasons += _unknown_rule_reasons(text, columns, name, score)
+        if verifier is None and name not in REGISTRY:
+            reasons += _unknown_rule_reasons(text, question, columns, name, score,
+                                             gold_columns[r] if gold_columns else None)
         if is_format_spec(spec) and score > 0:
             tags = list(spec.params.get("tags") or ["reasoning", "answer"])
             problems = format_problems(text, tags, truncated)
@@ -160,11 +171,46 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
     return reasons
 
 
-def _unknown_rule_reasons(text: str, columns: dict, name: str, score: float) -> list[tuple[int, str]]:
-    """A reward of unknown rule that scored 0 where the completion's final stated answer is the gold number."""
-    gold = columns.get("answer")
-    stated = final_answer(text)
-    if gold is None or stated is None or as_number(str(gold)) is None or not same_answer(stated, gold):
+def gold_column(func, columns) -> str | None:
+    """The data column a reward of unknown rule compares against: the one column its signature names (TRL passes
+    each column by name), else the one column its code reads by name (`kwargs["answer"]`); None if not one."""
+    try:
+        named = [p for p in inspect.signature(func).parameters if p in columns]
+    except (TypeError, ValueError):
+        return None
+    if named:
+        return named[0] if len(named) == 1 else None
+    target = inspect.unwrap(func)
+    code = getattr(target, "__code__", None) or getattr(getattr(target, "__call__", None), "__code__", None)
+    strings, todo = set(), [code] if code else []
+    while todo:  # the function's code and the comprehensions and helpers nested in it
+        code = todo.pop()
+        strings |= {c for c in code.co_consts if isinstance(c, str)}
+        todo += [c for c in code.co_consts if inspect.iscode(c)]
+    read = [c for c in columns if c in strings]
+    return read[0] if len(read) == 1 else None
+
+
+def _unknown_rule_reasons(text: str, question: str, columns: dict, name: str, score: float,
+                          column: str | None) -> list[tuple[int, str]]:
+    """A reward of unknown rule against `read_answer`'s reading and the gold number (the module's docstring): the
+    0-where-right direction on the `answer` column whatever the reward reads; the paid directions only for a
+    reward that reads the gold column."""
+    gold = columns.get(column or "answer")
+    value = None if gold is None else as_number(str(gold), words=True)
+    if value is None:
         return []
-    return [(1, f"{name} scored {score:g} but the completion's final stated answer {stated!r} is the gold "
-                f"'{str(gold).strip()}' (a reward that takes the first number, or needs a format, scores it 0)")]
+    gold_text = str(gold).strip()
+    reading = read_answer(text, question)
+    if reading.answer is not None:
+        right = as_number(reading.answer, words=True) == value
+        if right and score <= 0:
+            return [(2, f"{name} scored {score:g} but the completion's final stated answer {reading.answer!r} is the "
+                        f"gold '{gold_text}' (a reward that takes the first number, or needs a format, scores it 0)")]
+        if not right and score > 0 and column:
+            return [(2, f"{name} paid {score:g} but the completion's final stated answer {reading.answer!r} is not "
+                        f"the gold '{gold_text}'")]
+    elif reading.how == "none" and score > 0 and column and value not in reading.echoed:
+        return [(1, f"{name} paid {score:g} but the completion states no answer (no number but the operands of an "
+                    "expression and the question's own)")]
+    return []

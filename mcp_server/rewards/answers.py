@@ -5,11 +5,19 @@ A real model does not reply with the number only. Sampled from SmolLM2-135M-Inst
 the first of these as 1. The answer is the last *statement* of one: "answer is / answer: N", "= N", "is / equals
 N", read after markdown emphasis is peeled off; with no statement, the text's only number; otherwise none (a
 reply listing several numbers without stating one is a hedge, and scores as no answer).
+
+`read_answer` is the stricter reading the review's "likely mis-scored" list compares a reward of unknown rule
+against (never a reward's rule): numbers as digits or English words ("seven", "twenty-one", "one hundred and
+five"); the whole reply ("7", "Seven."), else the last statement ("= 7", "equals seven", "is equal to 11") whose
+value is not an operand of an expression ("is 1 + 9") nor a hedge ("7 or 8"), a word only at the end of a
+clause ("is one of them" states nothing); else the only number that is neither an operand ("2 + 2", "zero plus
+two") nor part of a word ("base-10") nor a number of the question; else no answer, or unsure.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?"
@@ -20,6 +28,37 @@ _LEAD = r"\banswer\s*(?:is\s*:?|:|=)"
 _STATED_NUMBER = re.compile(rf"(?:{_LEAD}|=|\b(?:is|equals|makes|gives)\b)\s*({_NUMBER})(?![\d.,]*\d)", re.I)
 _STATED_WORDS = re.compile(rf"{_LEAD}\s*([^\s.,;!?][^.,;!?\n]*)", re.I)
 _ANY_NUMBER = re.compile(rf"(?<![\w.]){_NUMBER}(?![\w])")
+
+_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+          "seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_UNIT = "|".join(sorted(_UNITS, key=len, reverse=True))
+_BELOW_100 = rf"(?:(?:{'|'.join(_TENS)})(?:[-\s](?:{'|'.join(_UNITS[1:10])}))?|{_UNIT})"
+_WORDS = rf"\b(?:(?:{_UNIT})\s+hundred(?:\s+(?:and\s+)?{_BELOW_100})?|{_BELOW_100})\b"
+_DIGITS = rf"(?<![\w.])(?<!\w-){_NUMBER}(?!\w)"  # not "base-10", "SmolLM.8", "3rd"
+_VALUE = rf"(?:{_DIGITS}|{_WORDS})"
+_OPERATOR = r"(?:[-+*/×÷]|\bx\b|\b(?:plus|minus|times|multiplied\s+by|divided\s+by)\b)"
+_QUOTE = "[\"'“”‘’]?"
+# A statement: its value neither continues an expression ("is 1 + 9") nor hedges ("7 or 8"); a word value
+# ends its clause ("is seven.", "equals seven"), so "is one of them" states nothing.
+_STATEMENT = re.compile(
+    rf"(?:{_LEAD}|=|\b(?:is(?:\s+equal\s+to)?|equals|equal\s+to|makes|gives)\b)\s*{_QUOTE}"
+    rf"(?:({_DIGITS})(?![\d.,]*\d)|({_WORDS})(?={_QUOTE}\s*(?:[.,;:!?)\n]|$)))"
+    rf"(?!{_QUOTE}\s*(?:{_OPERATOR}|\bor\b|\()\s*{_QUOTE}\(?\s*{_VALUE})", re.I)
+_ALONE = re.compile(rf"^\s*(?:(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*:?)?\s*{_QUOTE}({_VALUE}){_QUOTE}\s*[.!]?\s*$",
+                    re.I)
+_TOKEN = re.compile(rf"({_DIGITS})|({_WORDS})", re.I)
+_BEFORE_OPERAND = re.compile(rf"{_OPERATOR}\s*\(?\s*$", re.I)
+_AFTER_OPERAND = re.compile(rf"^\s*\)?\s*{_OPERATOR}\s*\(?\s*(?:{_VALUE}|$)", re.I)  # "six +" cut off
+
+
+@dataclass(frozen=True)
+class Reading:
+    """`read_answer`'s reading: the answer as written (`how` "alone", "stated" or "only number"), or none
+    (`how` "none": no number but operands and the question's own, those in `echoed`; "unsure": several)."""
+    answer: str | None
+    how: str
+    echoed: frozenset = frozenset()
 
 
 def plain(text: str) -> str:
@@ -42,8 +81,48 @@ def final_answer(text: str) -> str | None:
     return None
 
 
-def as_number(text: str) -> Fraction | None:
-    """The value of a plain number ("1,234", "-0.5", "3/4"), else None."""
+def read_answer(text: str, question: str = "") -> Reading:
+    """The final stated answer by the stricter reading in the module's docstring; `question` names the numbers an
+    answer may echo (an echo is no answer, unless nothing else is said)."""
+    body = plain(text)
+    alone = _ALONE.match(body)
+    if alone:
+        return Reading(alone.group(1), "alone")
+    stated = [m.group(1) or m.group(2) for m in _STATEMENT.finditer(body)]
+    if stated:
+        return Reading(stated[-1].strip().rstrip("."), "stated")
+    asked = {as_number(m.group(), words=True) for m in _TOKEN.finditer(plain(question))}
+    found = [m for m in _TOKEN.finditer(body)
+             if not _BEFORE_OPERAND.search(body[:m.start()]) and not _AFTER_OPERAND.match(body[m.end():])]
+    values = {as_number(m.group(), words=True) for m in found}
+    said = [m for m in found if as_number(m.group(), words=True) not in asked]
+    if not said:
+        return Reading(None, "none", frozenset(values & asked))
+    if len({as_number(m.group(), words=True) for m in said}) == 1 and said[-1].group(1):
+        return Reading(said[-1].group(1), "only number")  # a lone word is too often not a number ("no one")
+    return Reading(None, "unsure")
+
+
+def word_value(text: str) -> int | None:
+    """The value of an English number ("seven", "twenty-one", "one hundred and five"), else None."""
+    if not re.fullmatch(_WORDS, str(text).strip(), re.I):
+        return None
+    value = 0
+    for word in re.split(r"[\s-]+", str(text).strip().lower()):
+        if word == "hundred":
+            value *= 100
+        elif word in _TENS:
+            value += 10 * (_TENS.index(word) + 2)
+        elif word != "and":
+            value += _UNITS.index(word)
+    return value
+
+
+def as_number(text: str, words: bool = False) -> Fraction | None:
+    """The value of a plain number ("1,234", "-0.5", "3/4"), with `words` also of an English one ("seven"),
+    else None."""
+    if words and word_value(text) is not None:
+        return Fraction(word_value(text))
     text = str(text).strip().replace(",", "")
     if not re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:/\d+)?", text):
         return None
