@@ -326,7 +326,8 @@ def test_likely_misscored_list_reads_real_phrasing(workspace, tiny_model, tmp_pa
 # does it state the right sum as its answer?) and the task's shapes: number words, "= 7", "equals seven", a bare
 # "7" and "7.", echoed operands, wrong answers v1 pays because their last number is the gold.
 WALK = [json.loads(line) for line in (Path(__file__).parent / "fixtures" / "walk49d_completions.jsonl").open()]
-THREE_FOUR, TEN_ELEVEN = "What is three plus four? Answer with the number.", "What is ten plus eleven? Answer with the number."
+THREE_FOUR = "What is three plus four? Answer with the number."
+TEN_ELEVEN = "What is ten plus eleven? Answer with the number."
 WALK_SHAPES = [(THREE_FOUR, text, "7", right) for text, right in [
     ("7", True), ("7.", True), ("Seven.", True), ("**7**", True), ("The answer is 7", True), ("3 + 4 = 7", True),
     ("Three plus four = 7", True), ("Three plus four equals seven.", True), ("Three plus four makes 7 apples", True),

@@ -211,6 +211,6 @@ def _unknown_rule_reasons(text: str, question: str, columns: dict, name: str, sc
             return [(2, f"{name} paid {score:g} but the completion's final stated answer {reading.answer!r} is not "
                         f"the gold '{gold_text}'")]
     elif reading.how == "none" and score > 0 and column and value not in reading.echoed:
-        return [(1, f"{name} paid {score:g} but the completion states no answer (no number but the operands of an "
-                    "expression and the question's own)")]
+        return [(1, f"{name} paid {score:g} but the completion states no answer (any number in it is an operand, "
+                    "part of a word or the question's own)")]
     return []

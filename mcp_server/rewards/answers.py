@@ -45,8 +45,8 @@ _STATEMENT = re.compile(
     rf"(?:{_LEAD}|=|\b(?:is(?:\s+equal\s+to)?|equals|equal\s+to|makes|gives)\b)\s*{_QUOTE}"
     rf"(?:({_DIGITS})(?![\d.,]*\d)|({_WORDS})(?={_QUOTE}\s*(?:[.,;:!?)\n]|$)))"
     rf"(?!{_QUOTE}\s*(?:{_OPERATOR}|\bor\b|\()\s*{_QUOTE}\(?\s*{_VALUE})", re.I)
-_ALONE = re.compile(rf"^\s*(?:(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*:?)?\s*{_QUOTE}({_VALUE}){_QUOTE}\s*[.!]?\s*$",
-                    re.I)
+_ALONE = re.compile(  # the whole reply: "7", "Seven.", "The answer is 7"
+    rf"^\s*(?:(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*:?)?\s*{_QUOTE}({_VALUE}){_QUOTE}\s*[.!]?\s*$", re.I)
 _TOKEN = re.compile(rf"({_DIGITS})|({_WORDS})", re.I)
 _BEFORE_OPERAND = re.compile(rf"{_OPERATOR}\s*\(?\s*$", re.I)
 _AFTER_OPERAND = re.compile(rf"^\s*\)?\s*{_OPERATOR}\s*\(?\s*(?:{_VALUE}|$)", re.I)  # "six +" cut off
