@@ -49,7 +49,7 @@ _ALONE = re.compile(  # the whole reply: "7", "Seven.", "The answer is 7"
     rf"^\s*(?:(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*:?)?\s*{_QUOTE}({_VALUE}){_QUOTE}\s*[.!]?\s*$", re.I)
 _TOKEN = re.compile(rf"({_DIGITS})|({_WORDS})", re.I)
 _BEFORE_OPERAND = re.compile(rf"{_OPERATOR}\s*\(?\s*$", re.I)
-_AFTER_OPERAND = re.compile(rf"^\s*\)?\s*{_OPERATOR}\s*\(?\s*(?:{_VALUE}|$)", re.I)  # "six +" cut off
+_AFTER_OPERAND = re.compile(rf"\s*\)?\s*{_OPERATOR}\s*\(?\s*(?:{_VALUE}|$)", re.I)  # "six +" cut off
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def final_answer(text: str) -> str | None:
 
 def read_answer(text: str, question: str = "") -> Reading:
     """The final stated answer by the stricter reading in the module's docstring; `question` names the numbers an
-    answer may echo (an echo is no answer, unless nothing else is said)."""
+    answer may echo (an echo is no answer: `echoed` lists them, for the caller to weigh against the gold)."""
     body = plain(text)
     alone = _ALONE.match(body)
     if alone:
@@ -92,14 +92,14 @@ def read_answer(text: str, question: str = "") -> Reading:
     if stated:
         return Reading(stated[-1].strip().rstrip("."), "stated")
     asked = {as_number(m.group(), words=True) for m in _TOKEN.finditer(plain(question))}
-    found = [m for m in _TOKEN.finditer(body)
-             if not _BEFORE_OPERAND.search(body[:m.start()]) and not _AFTER_OPERAND.match(body[m.end():])]
-    values = {as_number(m.group(), words=True) for m in found}
-    said = [m for m in found if as_number(m.group(), words=True) not in asked]
+    found = [(m, as_number(m.group(), words=True)) for m in _TOKEN.finditer(body)
+             if not _BEFORE_OPERAND.search(body[max(0, m.start() - 40):m.start()])
+             and not _AFTER_OPERAND.match(body, m.end())]
+    said = [(m, v) for m, v in found if v not in asked]
     if not said:
-        return Reading(None, "none", frozenset(values & asked))
-    if len({as_number(m.group(), words=True) for m in said}) == 1 and said[-1].group(1):
-        return Reading(said[-1].group(1), "only number")  # a lone word is too often not a number ("no one")
+        return Reading(None, "none", frozenset(v for _, v in found) & asked)
+    if len({v for _, v in said}) == 1 and said[-1][0].group(1):
+        return Reading(said[-1][0].group(1), "only number")  # a lone word is too often not a number ("no one")
     return Reading(None, "unsure")
 
 
