@@ -16,11 +16,13 @@ a restated operand, and 0 is the right score):
   operand such as the 2s of "zero plus two is 2 + 2") and the gold number: scored 0 where that answer is the gold
   (a parser that takes the first number scores "1 + 5 = 6 as we start" as 1); and, when the reward reads the gold
   column (its signature names it, or its code reads it by name), paid where that answer is not the gold or where
-  the reply states none (only operands and the question's own numbers). An unsure reading (two candidates, a
-  hedge, a lone number word said in passing, an echo that equals the gold) flags nothing. Such a reward is taken
-  to pay > 0 for a right answer and <= 0 for a wrong one: partial credit reads as paid.
+  the reply states none (any number in it is an operand, part of a word or the question's own). An unsure
+  reading (two candidates, a hedge, a lone number word said in passing, an echo that equals the gold) flags
+  nothing. Such a reward is taken to pay > 0 for a right answer and <= 0 for a wrong one: partial credit reads
+  as paid.
 The looser parse peels markdown emphasis (`**8**`) and reads the final stated answer of a block ("1 + 5 = 6").
-tests/test_inspection.py measures the list's precision on a labelled sample set.
+tests/test_inspection_gate.py measures the list's precision and recall on labelled sample sets (for a
+person's own reward: issue 49's walk, its real completions and the task's shapes).
 """
 
 from __future__ import annotations
