@@ -29,6 +29,7 @@ from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, write_plan_files
+from mcp_server.training.launchers.slurm.scheduler import commands as scheduler_commands
 from mcp_server.training.models import LaunchRequest
 from mcp_server.tiny import cache_root
 
@@ -88,6 +89,9 @@ def placeholders(workspace: Path) -> list[tuple[str, str]]:
              (str(cache_root()), "<CACHE>")]
     if trainer_pythonpath():  # the trainer's package folder beside the evidence key (launchers.base)
         pairs.append((trainer_pythonpath(), "<TRAINER_PATH>"))
+    # the scheduler's commands, written by the absolute path they have here (scheduler.commands), as the bare name a
+    # machine without SLURM writes: the fixtures hold the same bytes on both
+    pairs += [(path, name) for name, path in scheduler_commands().items() if path != name]
     return sorted(pairs, key=lambda p: -len(p[0]))
 
 
