@@ -95,9 +95,6 @@ class SlurmLauncher:
         script = render_sbatch(layout, str(config.get("model_name_or_path")), extra[2:] if target.resume_from
                                else extra, head)
         launcher = "torch.distributed.run" if layout.cpu else "accelerate.commands.launch"
-        unresolved = [name for name in ("srun", "scontrol") if not Path(layout.scheduler.get(name, "")).is_absolute()]
-        notes += [f"{' and '.join(unresolved)} not found here: train/launch.slurm runs them from the job's PATH (write "
-                  "it on the cluster's login node to have them by absolute path)"] if unresolved else []
         details = SlurmDetails(layout=layout, node_plan=rows,
                                submit=request.submit or target.resume_from is not None)
         return LaunchPlan(launcher=self.name, strategy=layout.strategy, num_processes=layout.processes,

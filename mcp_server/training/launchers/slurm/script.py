@@ -152,6 +152,8 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
     lines = [f"#!{BASH}", *(head or []), *[f"#SBATCH {o}" for o in layout.sbatch_options()],
              f"# GRPO run {layout.job_name} on SLURM, written and submitted by llm-finetuning launch_training.",
              "# By hand, from the run directory: sbatch train/launch.slurm",
+             *([f"# {srun} and {scontrol} were not found where this was written: they come from the job's PATH"]
+               if not srun.startswith("/") or not scontrol.startswith("/") else []),
              f"cd {shlex.quote(layout.run_dir)} || exit 1",
              "trap '' USR1  # USR1 is for the trainers (a checkpoint, then a stop): this shell lives on",
              "# Caches a library would write under your home (an arrow copy of the data) stay in the run.",
