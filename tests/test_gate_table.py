@@ -1588,6 +1588,24 @@ def test_an_args_file_beside_the_training_script_closes_the_gate_naming_it(tmp_p
     assert named not in _gate_reason(run)
 
 
+@pytest.mark.slow  # starts the MCP server
+def test_an_args_file_closes_the_gate_the_mcp_tool_answers(tmp_path):
+    """The same row through the MCP server over stdio (check_inspection_gate, the tool a harness calls)."""
+    import asyncio
+
+    from conftest import call_mcp
+
+    run, _, _ = _signed_run(tmp_path)
+    (run.dir / "train" / "train.args").write_text("--epsilon_high 5.0\n")
+
+    async def calls(client):
+        return await client.call_tool("check_inspection_gate", {"run": str(run.dir)})
+
+    gate = asyncio.run(call_mcp(calls)).structured_content
+    assert gate["passed"] is False and "train/train.args is an args file" in gate["reason"], gate
+    assert "remove train/train.args" in gate["how_to_clear"], gate
+
+
 def _door_run(tmp_path: Path, reviewed=(8, 0, 2, 1, 7, 5), route: str = "grpo") -> Run:
     run = _reviewed_run(tmp_path)
     review = json.loads(run.review.read_text())
