@@ -383,7 +383,15 @@ def _commands_from_path(script: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("shape", list(_rendered_scripts()))
+SCRIPT_SHAPES = ("launch.sh, CPU", "launch.sh, vLLM server on the CPU", "launch.sh, vLLM server on GPUs",
+                 "launch.slurm, CPU", "launch.slurm, vLLM server node")
+
+
+def test_every_shape_of_the_launch_scripts_has_a_row():
+    assert sorted(_rendered_scripts()) == sorted(SCRIPT_SHAPES)
+
+
+@pytest.mark.parametrize("shape", SCRIPT_SHAPES)
 def test_every_command_the_launch_scripts_run_is_named_by_absolute_path(shape):
     """Every external command of each rendered launch script is written by absolute path: none is looked up on the
     PATH of the shell that runs it (the launching shell's, or the job's on a node)."""
