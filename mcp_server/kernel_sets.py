@@ -11,9 +11,9 @@ import tempfile
 # vector headers and fails ("'at::vec' has not been declared"); vLLM's CPU sampler is compiled so, and its engine
 # died at the first request (docs/vllm-cpu.md, "What had to change", 6). A process that forces a set gets a cache of
 # its own: the cache it would use, suffixed with the set. Always, not only when unset: importing TRL sets the variable
-# to torch's default, and every child inherits it.
+# to torch's default, and every child inherits it. $UID: bash's own (read-only), no `id` looked up on PATH.
 KERNEL_SET_CACHE_LINE = (
-    'if [ -n "$ATEN_CPU_CAPABILITY" ]; then d="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_$(id -u)}"; '
+    'if [ -n "$ATEN_CPU_CAPABILITY" ]; then d="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_$UID}"; '
     'export TORCHINDUCTOR_CACHE_DIR="${d%_$ATEN_CPU_CAPABILITY}_$ATEN_CPU_CAPABILITY"; fi')
 
 

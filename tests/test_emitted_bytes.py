@@ -29,12 +29,14 @@ from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, write_plan_files
+from mcp_server.training.launchers.slurm.scheduler import commands as scheduler_commands
 from mcp_server.training.models import LaunchRequest
 from mcp_server.tiny import cache_root
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "emitted"
 CHECKOUT = Path(__file__).resolve().parent.parent
 JOB_TAG = re.compile(rb"llm-finetuning:[0-9a-f]{16}")
+UNRESOLVED_SCHEDULER = re.compile(rb"# \S+ and \S+ were not found where this was written[^\n]*\n")
 UPDATE = os.environ.get("UPDATE_EMITTED") == "1"
 TINY = {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12}
 CORRECT = [{"name": "correctness_reward", "params": {}, "weight": 1.0}]
@@ -88,6 +90,9 @@ def placeholders(workspace: Path) -> list[tuple[str, str]]:
              (str(cache_root()), "<CACHE>")]
     if trainer_pythonpath():  # the trainer's package folder beside the evidence key (launchers.base)
         pairs.append((trainer_pythonpath(), "<TRAINER_PATH>"))
+    # the scheduler's commands, written by the absolute path they have here (scheduler.commands), as the bare name a
+    # machine without SLURM writes: the fixtures hold the same bytes on both
+    pairs += [(path, name) for name, path in scheduler_commands().items() if path != name]
     return sorted(pairs, key=lambda p: -len(p[0]))
 
 
@@ -95,6 +100,7 @@ def normalized(path: Path, workspace: Path) -> bytes:
     data = path.read_bytes()
     for text, mark in placeholders(workspace):
         data = data.replace(text.encode(), mark.encode())
+    data = UNRESOLVED_SCHEDULER.sub(b"", data)  # written where SLURM is absent (scheduler.commands: bare names)
     return JOB_TAG.sub(b"llm-finetuning:<JOB_TAG>", data)
 
 

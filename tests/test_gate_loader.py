@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -333,6 +334,164 @@ def test_a_bash_first_on_path_never_starts_the_launch_script(tmp_path, monkeypat
     ran = subprocess.run(LAUNCHER, cwd=run, env=env, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0 and "launched BASH_ENV=unset" in ran.stdout, (ran.stdout, ran.stderr)
     assert not marker.exists()
+
+
+# Round 8, left (issue 48): every other command the launch scripts run (readlink, sha256sum: the interpreter's check;
+# mkdir, rm, mv, date, grep, srun, scontrol, ...) came from the launching shell's PATH, where a `sha256sum` could answer
+# the digest the check expects. Each is now written by absolute path (launchers.commands, the scheduler's resolved).
+BUILTINS = {"[", "cd", "compgen", "echo", "eval", "exit", "export", "kill", "local", "pwd", "return", "set", "trap",
+            "unset", "until", "if", "then", "fi", "do", "done", "for", "case", "esac", "in", "while", "!"}
+_COMMAND_WORD = re.compile(r"(?:^|[;&|({]|\$\(|\bthen\b|\bdo\b|\buntil\b|\bif\b|!)\s*([^\s;&|()<>\"'$]+)")
+
+
+def _rendered_scripts() -> dict[str, str]:
+    """Each shape of train/launch.sh and train/launch.slurm the launchers write, with the interpreter's check in."""
+    from mcp_server.training.launchers.base import REFUSED_EXIT, with_python_check
+    from mcp_server.training.launchers.local.shell import VllmServer, render_launch_sh
+    from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+
+    command = [sys.executable, "-m", "accelerate.commands.launch", "train/train.py"]
+    server = {"model": "m", "port": 8000, "tensor_parallel_size": 1, "data_parallel_size": 1,
+              "gpu_memory_utilization": 0.5}
+    scripts = {"launch.sh, CPU": render_launch_sh("s", sys.executable, command, True, None),
+               "launch.sh, vLLM server on the CPU": render_launch_sh(
+                   "s", sys.executable, command, True, VllmServer(first_gpu=0, gpus=0, cpu=True, **server)),
+               "launch.sh, vLLM server on GPUs": render_launch_sh(
+                   "s", sys.executable, command, False, VllmServer(first_gpu=1, gpus=1, **server))}
+    for name, fields in {"CPU": {"gpus_per_node": 0, "train_nodes": 2},
+                         "vLLM server node": {"gpus_per_node": 8, "train_nodes": 1, "vllm_port": 8000}}.items():
+        layout = SlurmLayout(run_dir="/r", job_name="s", comment="c", python=sys.executable, nodes=2,
+                             processes_per_node=1, strategy="ddp", output_dir="checkpoints", **fields)
+        scripts[f"launch.slurm, {name}"] = render_sbatch(layout, "m", ["--resume_from_checkpoint", "c"])
+    return {name: with_python_check(text, sys.executable, training_python_pin(), REFUSED_EXIT, {})
+            for name, text in scripts.items()}
+
+
+def _commands_from_path(script: str) -> list[str]:
+    """The words in command position that a shell would look up on PATH: neither a builtin, nor a function the
+    script defines, nor an absolute path (what is not an executable on this PATH is no command: case patterns)."""
+    import shutil
+
+    defined = set(re.findall(r"^\s*([A-Za-z_][\w]*)\(\)", script, re.M))
+    found = []
+    for line in script.splitlines():
+        line = re.sub(r'-c "[^"]*"', "", re.sub(r"\s+#\s.*$", "", line))  # inline Python, comments
+        if line.lstrip().startswith("#"):
+            continue
+        found += [word for word in _COMMAND_WORD.findall(line) if "=" not in word and not word.startswith("/")
+                  and word not in BUILTINS | defined and shutil.which(word)]
+    return found
+
+
+SCRIPT_SHAPES = ("launch.sh, CPU", "launch.sh, vLLM server on the CPU", "launch.sh, vLLM server on GPUs",
+                 "launch.slurm, CPU", "launch.slurm, vLLM server node")
+
+
+def test_every_shape_of_the_launch_scripts_has_a_row():
+    assert sorted(_rendered_scripts()) == sorted(SCRIPT_SHAPES)
+
+
+@pytest.mark.parametrize("shape", SCRIPT_SHAPES)
+def test_every_command_the_launch_scripts_run_is_named_by_absolute_path(shape):
+    """Every external command of each rendered launch script is written by absolute path: none is looked up on the
+    PATH of the shell that runs it (the launching shell's, or the job's on a node)."""
+    from mcp_server.training.launchers.commands import SYSTEM_FOLDERS, TOOLS
+
+    script = _rendered_scripts()[shape]
+    assert _commands_from_path(script) == [], shape
+    used = [name for name in TOOLS if re.search(rf"(?<![\w/-])/\S*/{name}\b", script)]
+    assert used and all(f"{folder}/{name}" in script for name in used for folder in SYSTEM_FOLDERS[:1]
+                        if os.path.exists(f"{folder}/{name}")), (shape, used)
+
+
+def test_the_scheduler_commands_are_resolved_once_and_written_absolute(monkeypatch, tmp_path):
+    """srun and scontrol in train/launch.slurm, and the sbatch a launch submits with, are the ones resolved when the
+    job is planned (scheduler.commands, recorded in run.json's slurm.commands): a folder put first on PATH after
+    that changes none of them."""
+    from mcp_server.training.launchers.slurm.scheduler import COMMANDS
+    from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in COMMANDS:
+        (fake / name).write_text("#!/bin/sh\nexit 0\n")
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    layout = SlurmLayout(run_dir="/r", job_name="s", comment="c", python=sys.executable, nodes=1, train_nodes=1,
+                         processes_per_node=1, gpus_per_node=0, strategy="ddp", output_dir="checkpoints")
+    assert layout.scheduler == {name: str(fake / name) for name in COMMANDS}  # resolved, absolute, at planning
+    monkeypatch.setenv("PATH", f"{tmp_path / 'other'}:/usr/bin:/bin")
+    script = render_sbatch(layout, "m", [])
+    assert f"{fake}/srun --kill-on-bad-exit=1" in script and f"$({fake}/scontrol show hostnames" in script
+
+
+@pytest.mark.parametrize("missing", ["sha256sum", "readlink", "mkdir"])
+def test_a_command_missing_from_the_system_folders_is_a_clear_error_before_anything_is_written(
+        tmp_path, monkeypatch, missing):
+    """The launch scripts' commands come from /usr/bin or /bin (launchers.commands): one missing there is the
+    launch's error naming it, the field and where it was looked for, never a script that breaks when it runs."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.training.launchers import commands
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+    from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch
+
+    folder = tmp_path / "usr-bin"
+    folder.mkdir()
+    for name in commands.TOOLS:
+        if name != missing:
+            (folder / name).symlink_to(commands.tool(name))
+    monkeypatch.setattr(commands, "SYSTEM_FOLDERS", (str(folder),))
+    layout = SlurmLayout(run_dir="/r", job_name="s", comment="c", python=sys.executable, nodes=1, train_nodes=1,
+                         processes_per_node=1, gpus_per_node=0, strategy="ddp", output_dir="checkpoints")
+    for render in (lambda: render_launch_sh("s", sys.executable, [sys.executable], True, None),
+                   lambda: render_sbatch(layout, "m", [])):
+        with pytest.raises(UserInputError) as refused:
+            render()
+        assert refused.value.field == "launcher" and f"{missing} is in none of {folder}" in str(refused.value)
+        assert "never from PATH" in str(refused.value)
+
+
+@pytest.mark.slow  # runs the written launch script in bash
+def test_a_command_first_on_path_never_answers_the_interpreters_check(workspace, tmp_path):
+    """A `sha256sum` (and every other command the script runs) first on the launching shell's PATH, the fake
+    answering the digest the verdict pinned: train/launch.sh still refuses an interpreter whose bytes changed after
+    the gate (exit 3), and no fake ever runs; unchanged, it trains with the fakes still first on PATH."""
+    from mcp_server.training.launchers.base import LaunchPlan
+    from mcp_server.training.launchers.commands import TOOLS
+    from mcp_server.training.launchers.local.launcher import LocalLauncher
+    from mcp_server.training.launchers.local.shell import render_launch_sh
+
+    run = _run(workspace)
+    wrapper = tmp_path / "venv" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    pin = training_python_pin(str(wrapper))
+    run.verdict.parent.mkdir(parents=True, exist_ok=True)
+    run.verdict.write_text(json.dumps({"pins": {"training_python": pin, "loader_env": {}}}))
+    marker, fakes = tmp_path / "fake-ran", tmp_path / "fakes"
+    fakes.mkdir()
+    for name in (*TOOLS, "id"):
+        answer = f"echo {pin['sha256']}  {pin['realpath']}" if name == "sha256sum" else f'exec /usr/bin/{name} "$@"'
+        (fakes / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\n{answer}\n")
+        (fakes / name).chmod(0o755)
+    command = [str(wrapper), "-c", "print('trained')"]
+    plan = LaunchPlan(launcher="local", strategy="single", num_processes=1, num_nodes=1, train_command=command,
+                      script=render_launch_sh("g", str(wrapper), command, True, None))
+    LocalLauncher().write(run, plan)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "ACCELERATE_", "FSDP_"))}
+
+    def launch() -> subprocess.CompletedProcess:
+        return subprocess.run(["/bin/bash", str(run.launch_script)], capture_output=True, text=True, timeout=120,
+                              env={**env, "PATH": f"{fakes}:{os.environ['PATH']}"})
+
+    ran = launch()
+    assert ran.returncode == 0 and "trained" in ran.stdout and not marker.exists(), (ran.stdout, ran.stderr)
+    wrapper.write_text(wrapper.read_text().replace("exec ", "echo unreviewed\nexec ", 1))
+    refused = launch()
+    assert refused.returncode == 3 and "trained" not in refused.stdout, (refused.stdout, refused.stderr)
+    assert "refusing to train: LLM_FINETUNING_PYTHON names" in refused.stderr and not marker.exists(), (
+        refused.stderr, marker.read_text() if marker.exists() else "")
 
 
 def _trainer_path(script: str) -> str | None:

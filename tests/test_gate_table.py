@@ -1554,6 +1554,58 @@ def test_the_gate_before_a_verdict_says_where_the_run_is(tmp_path, state, said):
     assert said in _gate_reason(run), state
 
 
+# An args file beside train.py (transformers' HfArgumentParser reads `<argv[0]>.args` over config.yaml): the launch,
+# resume and the trainer refused it, the gate's own check (check_inspection_gate, the CLI's and MCP's) said nothing.
+ARGS_FILES = {"train.args": "train/train.args", "another script's": "train/other.args",
+              "a link to elsewhere": "train/train.args", "a link to nothing": "train/train.args"}
+
+
+@pytest.mark.parametrize("state", ["a verdict on the review", "no verdict", "no samples"])
+@pytest.mark.parametrize("form", list(ARGS_FILES))
+def test_an_args_file_beside_the_training_script_closes_the_gate_naming_it(tmp_path, form, state):
+    """Whatever else holds, the gate is closed, its reason names the file and its way on says to put the values in
+    train/config.yaml and remove it: through the core and the CLI alike (the MCP tool calls the same function)."""
+    from conftest import run_cli_json
+
+    run, _, _ = _signed_run(tmp_path)
+    if state != "a verdict on the review":
+        run.verdict.unlink()
+    if state == "no samples":
+        run.samples.unlink()
+    named = ARGS_FILES[form]
+    path = run.dir / named
+    if form.startswith("a link"):
+        (tmp_path / "elsewhere.args").write_text("--temperature 0.5\n")
+        path.symlink_to(tmp_path / ("elsewhere.args" if form == "a link to elsewhere" else "nothing.args"))
+    else:
+        path.write_text("--epsilon_high 5.0\n")
+    reason = _gate_reason(run)
+    assert f"{named} is an args file" in reason, (form, state, reason)
+    proc, gate = run_cli_json("check-inspection-gate", str(run.dir), here=True)
+    assert gate["passed"] is False and f"{named} is an args file" in gate["reason"], (form, state, gate)
+    assert "train/config.yaml" in gate["how_to_clear"] and f"remove {named}" in gate["how_to_clear"], gate
+    path.unlink()
+    assert named not in _gate_reason(run)
+
+
+@pytest.mark.slow  # starts the MCP server
+def test_an_args_file_closes_the_gate_the_mcp_tool_answers(tmp_path):
+    """The same row through the MCP server over stdio (check_inspection_gate, the tool a harness calls)."""
+    import asyncio
+
+    from conftest import call_mcp
+
+    run, _, _ = _signed_run(tmp_path)
+    (run.dir / "train" / "train.args").write_text("--epsilon_high 5.0\n")
+
+    async def calls(client):
+        return await client.call_tool("check_inspection_gate", {"run": str(run.dir)})
+
+    gate = asyncio.run(call_mcp(calls)).structured_content
+    assert gate["passed"] is False and "train/train.args is an args file" in gate["reason"], gate
+    assert "remove train/train.args" in gate["how_to_clear"], gate
+
+
 def _door_run(tmp_path: Path, reviewed=(8, 0, 2, 1, 7, 5), route: str = "grpo") -> Run:
     run = _reviewed_run(tmp_path)
     review = json.loads(run.review.read_text())

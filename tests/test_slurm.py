@@ -222,9 +222,13 @@ def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_i
     assert f"SLURM job {result.job_id}" in again.refusals[0].message
     record = json.loads((run_dir / "run.json").read_text())
     assert record["backend"] == "slurm" and record["job_id"] == result.job_id
-    assert record["slurm"]["nodes"] == 2 and record["slurm"]["command"][:2] == ["sbatch", "--parsable"]
+    # the scheduler's commands by absolute path, resolved once for the launch and recorded (issue 48, round 8)
+    sbatch, srun = (os.path.abspath(shutil.which(name)) for name in ("sbatch", "srun"))
+    assert record["slurm"]["nodes"] == 2 and record["slurm"]["command"][:2] == [sbatch, "--parsable"]
+    assert record["slurm"]["commands"]["sbatch"] == sbatch and record["slurm"]["commands"]["srun"] == srun
     script = (run_dir / "train" / "launch.slurm").read_text()
-    assert "--kill-on-bad-exit=1" in script and "#SBATCH --requeue" in script and "node-$SLURMD_NODENAME.log" in script
+    assert f"{srun} --kill-on-bad-exit=1" in script and "#SBATCH --requeue" in script
+    assert "node-$SLURMD_NODENAME.log" in script
     # Each node runs the train.py the verdict pinned through verified_script, with the hashes the local launcher
     # passes (the verdict's bytes, its train.py and reward-code pins), in a Python that inherits no site hook of
     # the submitting shell (issue 48)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.files import read_run_rewards, run_reward_imports
 from mcp_server.inspection.changed import reward_change_detail
 from mcp_server.inspection.launched import refuse_if_launched, way_on_for
@@ -360,11 +361,13 @@ def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None) ->
     """Is this run cleared to train? Open only with a passing verdict on the current rewards and samples.
 
     The training launcher calls this before it starts anything (`spec`: the run as the launch read it, so the
-    gate judges the files every other gate judged); a closed gate says why and how to open it.
+    gate judges the files every other gate judged); a closed gate says why and how to open it. An args file beside
+    train.py closes it first (inspection.args_file), as the launch and resume gates refuse it.
     An unknown run raises UserInputError('run', ...); every other state is an answer, not an error.
     """
     run = run if isinstance(run, Run) else resolve_run(run)
-    early = _before_a_verdict(run)
+    args_file = args_file_problem(run)  # the trainer's parser reads it over config.yaml: closed, whatever else holds
+    early = _closed(run, *args_file) if args_file else _before_a_verdict(run)
     if early is not None:
         return early
     verdict = _read_verdict_record(run)
@@ -490,11 +493,7 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     if unkept:
         return _closed(run, f"{run.reward_code.relative_to(run.dir)} does not hold the reviewed reward code the "
                        f"trainer imports ({', '.join(unkept)})", "record the verdict again: it copies them there")
-    return GateResult(
-        passed=True,
-        reason=f"passing verdict by {who} on the current model, data, sampling settings, rewards, train.py and "
-        f"samples ({verdict.agree} agree, {verdict.disagree} disagree of {len(verdict.reviewed_ids)})",
-        how_to_clear="",
-        run_dir=str(run.dir),
-        verdict_path=str(run.verdict),
-    )
+    return GateResult(passed=True, how_to_clear="", run_dir=str(run.dir), verdict_path=str(run.verdict),
+                      reason=f"passing verdict by {who} on the current model, data, sampling settings, rewards, "
+                      f"train.py and samples ({verdict.agree} agree, {verdict.disagree} disagree of "
+                      f"{len(verdict.reviewed_ids)})")

@@ -9,6 +9,7 @@ import os
 import psutil
 
 from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.inspection.launched import way_on_for
 from mcp_server.inspection.loader_env import LOADER_PART, inside_workspace, loader_change, loader_env_pin, loader_how
@@ -74,19 +75,10 @@ def interpreter_refusals(run: Run) -> list[GateRefusal]:
 
 
 def args_file_refusals(run: Run) -> list[GateRefusal]:
-    """An args file beside the training script (train/train.args, any train/<script>.args): transformers'
-    HfArgumentParser reads `<sys.argv[0]>.args` by default and applies its arguments over config.yaml, in the
-    trainer alone (round 8, G5: pinned fields no sampling pass or pin saw). Refused before anything starts; the
-    trainer refuses a pinned field set there as well (inspection.trained._command_line_overrides)."""
-    found = sorted(p.relative_to(run.dir).as_posix() for p in run.train.glob("*.args")) if run.train.is_dir() else []
-    if not found:
-        return []
-    return [GateRefusal(
-        gate="config", message=f"{', '.join(found)} is an args file: transformers' argument parser reads it beside "
-        "the training script and applies its arguments over train/config.yaml, unseen by sampling and the verdict: "
-        "nothing was started",
-        how_to_clear=f"put its values in train/config.yaml (then sample and inspect again, and record the verdict) "
-        f"and remove {', '.join(found)}, then launch again")]
+    """An args file beside the training script (inspection.args_file): refused before anything starts, as the
+    inspection gate refuses it."""
+    problem = args_file_problem(run)
+    return [] if problem is None else [GateRefusal(gate="config", message=problem[0], how_to_clear=problem[1])]
 
 
 def loader_refusals(run: Run, pins: dict) -> list[GateRefusal]:

@@ -42,6 +42,7 @@ from mcp_server.inspection.pins import PYTHON_VARIABLE, describe_python
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
+from mcp_server.training.launchers.commands import tools
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.trainer.verified_script import PACKAGE_ENV, SCRIPT_SHA_ENV
@@ -100,9 +101,10 @@ def python_env(pythonpath: str | None) -> str:
 PYTHON_PIN_LINE = "# the training interpreter's check, written by launch_training after its gates"
 # What a refused interpreter leaves: the plain exit-code file alone (and no earlier signed exit.json): signing runs
 # the interpreter it refused (issue 48, G3), so the run reads ended without a signed exit, as a refused launch.
-PLAIN_EXIT = ('rm -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-code.tmp") && '
-              'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"')
-REFUSED_EXIT = 'rc=3; rm -f "$LOGS/exit.json"; ' + PLAIN_EXIT + '; exit 3'
+# Templates: their commands are filled in by absolute path (commands.tools()).
+PLAIN_EXIT = ('{rm} -f "$LOGS/.exit-code.tmp"; (set -C; echo $rc > "$LOGS/.exit-code.tmp") && '
+              '{mv} -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"')
+REFUSED_EXIT = 'rc=3; {rm} -f "$LOGS/exit.json"; ' + PLAIN_EXIT + '; exit 3'
 
 
 def loader_check(pin) -> str:
@@ -136,15 +138,17 @@ def with_python_check(script: str, python: str, pin, on_refusal: str, loader=Non
     """`script` with the bash function check_python where PYTHON_PIN_LINE stands, and its call: `python` must be
     the path the verdict recorded, resolve to the same file and hold the same bytes (sha256), else one line on
     stderr naming LLM_FINETUNING_PYTHON, the recorded and the current one and the way on, then `on_refusal`. Before
-    it, check_loader (`loader`: the verdict's loader_env pin): the loader runs before the interpreter does."""
+    it, check_loader (`loader`: the verdict's loader_env pin): the loader runs before the interpreter does.
+    `on_refusal`: a template whose commands are filled in as the check's are (REFUSED_EXIT)."""
     pin = pin if isinstance(pin, dict) else {}
-    q = shlex.quote
+    q, t = shlex.quote, tools()  # every command by absolute path (commands.py): a sha256sum on PATH answers nothing
+    on_refusal = on_refusal.format(**t)
     check = f"""{PYTHON_PIN_LINE}
 {loader_check(loader)}check_python() {{
   local py={q(python)} dir real sum
-  dir=$(readlink -f -- "$(dirname -- "$py")"); real=$(readlink -f -- "$py")
-  sum=$(sha256sum -- "$real" 2>/dev/null | cut -c1-64)
-  [ "$dir/$(basename -- "$py")" = {q(str(pin.get("path")))} ] && [ "$real" = {q(str(pin.get("realpath")))} ] && \
+  dir=$({t["readlink"]} -f -- "$({t["dirname"]} -- "$py")"); real=$({t["readlink"]} -f -- "$py")
+  sum=$({t["sha256sum"]} -- "$real" 2>/dev/null | {t["cut"]} -c1-64)
+  [ "$dir/$({t["basename"]} -- "$py")" = {q(str(pin.get("path")))} ] && [ "$real" = {q(str(pin.get("realpath")))} ] && \
 [ "$sum" = {q(str(pin.get("sha256")))} ] && return 0
   echo "llm-finetuning: refusing to train: {PYTHON_VARIABLE} names $py ($real, sha256 ${{sum:0:12}}), not the \
 training interpreter the inspection verdict was recorded under ("{q(describe_python(pin or None))}"): record the \

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from mcp_server.errors import one_line
 from mcp_server.training.launchers.base import PLAIN_EXIT, PYTHON_PIN_LINE, python_env, trainer_pythonpath
+from mcp_server.training.launchers.commands import tools
 from mcp_server.training.processes import BASH, RUN_MARK
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
@@ -23,14 +24,14 @@ HEADER = """\
 #!{bash}
 # Training launcher for run {name}, written by llm-finetuning launch_training.
 # Runs from the run directory wherever it is called from: bash train/launch.sh
-cd "$(dirname "$0")/.." || exit 1
+cd "$({dirname} -- "$0")/.." || exit 1
 # Every process of the run carries its directory: training_status finds a trainer that outlived this script.
 export {mark}="$(pwd -P)"
 # Caches a library would write under your home (an arrow copy of the data, matplotlib's) stay in the run.
 [ -n "$HF_DATASETS_CACHE$HF_HOME" ] || export HF_DATASETS_CACHE="$PWD/cache/datasets"
 export MPLCONFIGDIR="${{MPLCONFIGDIR:-$PWD/cache/matplotlib}}"
 {python_env}LOGS=train/logs
-mkdir -p "$LOGS"
+{mkdir} -p "$LOGS"
 VLLM_PID=
 """
 # transformers puts a run on the CPU (and torchrun ranks in a gloo group) only when told: without this, each
@@ -65,10 +66,10 @@ deadline=$((SECONDS + {timeout}))
 until {py} -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)" \
 2>/dev/null; do
   if ! kill -0 "$VLLM_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
-    echo "vLLM server did not come up: see {log}"; tail -n 30 {log}
+    echo "vLLM server did not come up: see {log}"; {tail} -n 30 {log}
     kill "$VLLM_PID" 2>/dev/null; rc={down}; {record} exit $rc
   fi
-  sleep 5
+  {sleep} 5
 done
 echo "vLLM server is up"
 """
@@ -135,12 +136,12 @@ def vllm_server(target, processes: int, layout) -> VllmServer | None:
 
 def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, server: VllmServer | None) -> str:
     """The text of train/launch.sh."""
-    path = trainer_pythonpath()
+    path, t = trainer_pythonpath(), tools()  # every command by absolute path, resolved now (commands.py)
     # The name goes on a comment line, escaped: a newline in a copied run's name would end the comment and run the
     # rest as a command. Everything else written into the script is quoted (shlex) or fixed text.
     # train.py imports this package: from the plugin folder (through a folder linking to it alone) when the training
     # interpreter does not have it installed, and nothing else the launching shell had (base.PYTHON_ENV)
-    text = HEADER.format(bash=BASH, name=one_line(run_name), mark=RUN_MARK, python_env=python_env(path)) + \
+    text = HEADER.format(bash=BASH, name=one_line(run_name), mark=RUN_MARK, python_env=python_env(path), **t) + \
         PYTHON_PIN_LINE + "\n"
     if cpu:
         text += CPU_LINE
@@ -157,7 +158,7 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
     if server is not None:  # one wait for either server: its health, its process, its deadline
         text += VLLM_WAIT.format(py=shlex.quote(python), port=server.port, log=server.log,
                                  timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT,
-                                 record=RECORD_EXIT.format(py=shlex.quote(python)) + ";")
+                                 record=RECORD_EXIT.format(py=shlex.quote(python), **t) + ";", **t)
     if server is not None and not server.cpu:  # the trainer keeps the GPUs before the server's
         text += VLLM_TRAIN_GPUS.format(train_gpus=",".join(str(i) for i in range(server.first_gpu)))
-    return text + TRAIN.format(command=shlex.join(command), record=RECORD_EXIT.format(py=shlex.quote(python)))
+    return text + TRAIN.format(command=shlex.join(command), record=RECORD_EXIT.format(py=shlex.quote(python), **t))

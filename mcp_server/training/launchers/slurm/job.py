@@ -57,11 +57,12 @@ def layout_for(run: Run, run_request: RecordedRequest, config: dict, *, target: 
         vllm_port=int(config.get("vllm_server_port") or 8000) if server_mode else None)
 
 
-def preflight(script: str) -> None:
-    """Before anything is written or submitted: the scheduler is there and `sbatch --test-only` takes the script;
-    else UserInputError naming the field to change (partition, account, num_gpus / num_nodes, launcher)."""
+def preflight(script: str, sbatch: str = "sbatch") -> None:
+    """Before anything is written or submitted: the scheduler is there and `sbatch --test-only` takes the script
+    (`sbatch`: the one the launch resolved, layout.scheduler); else UserInputError naming the field to change
+    (partition, account, num_gpus / num_nodes, launcher)."""
     scheduler.require_scheduler()
-    refusal = scheduler.check_submission(script)
+    refusal = scheduler.check_submission(script, sbatch)
     if refusal:
         field, _, message = refusal.partition(": ")
         raise UserInputError(field, message)
@@ -77,7 +78,8 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
     run.logs.mkdir(parents=True, exist_ok=True)  # the job's --output goes there
     launch_id = uuid.uuid4().hex
     record_launch(run.dir, launch_id)  # raises before anything is submitted
-    job_id = scheduler.submit(str(run.slurm_script), env={LAUNCH_ID_ENV: launch_id})
+    sbatch = layout.scheduler.get("sbatch") or "sbatch"  # the one resolved for this launch, recorded below
+    job_id = scheduler.submit(str(run.slurm_script), env={LAUNCH_ID_ENV: launch_id}, sbatch=sbatch)
     try:
         record_launch(run.dir, launch_id, job_id=job_id, job_comment=layout.comment)
     except UserInputError:
@@ -87,7 +89,7 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
     submission = {"job_id": job_id, "partition": layout.partition, "account": layout.account,
                   "nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "time_limit": layout.time_limit,
                   "requeue": layout.requeue, "comment": layout.comment, "job_name": layout.job_name,
-                  "command": ["sbatch", "--parsable", str(run.slurm_script)],
+                  "command": [sbatch, "--parsable", str(run.slurm_script)], "commands": dict(layout.scheduler),
                   "script_sha256": sha256_file(run.slurm_script), "plan_per_node": node_plan}
     record = {**record, "backend": "slurm", "state": "pending", "pid": None, "job_id": job_id, "slurm": submission,
               "cwd": str(run.dir), "started_ts": now, "launch_id": launch_id,

@@ -103,7 +103,8 @@ class SlurmLauncher:
 
     def check(self, plan: LaunchPlan) -> None:
         if plan.details.submit:
-            preflight(plan.script)  # the scheduler is there and would take the job: else one line, nothing written
+            # the scheduler is there and would take the job: else one line, nothing written
+            preflight(plan.script, plan.details.layout.scheduler.get("sbatch") or "sbatch")
 
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
         """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's

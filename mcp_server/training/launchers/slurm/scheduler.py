@@ -2,7 +2,10 @@
 run with a timeout and read into plain values. Nothing here decides a run's state; slurm_launcher does.
 
 Every command is run through `_run`: no shell, no stdin, a timeout, and a missing command reads as a failed
-one (rc 127), so a scheduler that is absent or hangs is an answer, never a crash of the server.
+one (rc 127), so a scheduler that is absent or hangs is an answer, never a crash of the server. Each is run by
+the absolute path `command` resolves; a launch resolves them once (`commands`: the job's layout carries them), runs
+that sbatch, writes that srun and scontrol into train/launch.slurm and records which ones (run.json's
+slurm.commands): the job's shell never looks them up on PATH (issue 48, round 8).
 """
 
 from __future__ import annotations
@@ -44,8 +47,24 @@ class Job:
         return self.state in ACTIVE
 
 
+COMMANDS = ("sbatch", "srun", "scontrol", "squeue", "scancel", "sacct", "sinfo")
+
+
+def command(name: str) -> str:
+    """The scheduler's command `name` by absolute path, as PATH finds it now; the bare name when it is not here
+    (run, it then reads as a missing command, rc 127; written into a script to submit elsewhere, the job's PATH)."""
+    found = shutil.which(name)
+    return os.path.abspath(found) if found else name
+
+
+def commands() -> dict[str, str]:
+    """Every command of the scheduler, resolved once for a launch (`command`)."""
+    return {name: command(name) for name in COMMANDS}
+
+
 def _run(args: list[str], timeout: float = TIMEOUT_S, stdin: str | None = None,
          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    args = [args[0] if os.path.isabs(args[0]) else command(args[0]), *args[1:]]
     # sbatch hands the job this environment (--export=ALL): never this process's scratch caches (interpreter.py)
     # nor what runs code before the job's checks: the batch script's bash would source BASH_ENV (issue 48)
     env = {**without_shell_hooks(without_scratch(dict(os.environ))), **(extra_env or {})}
@@ -94,10 +113,10 @@ def _sinfo_partitions() -> dict[str, dict]:
     return out
 
 
-def check_submission(script: str) -> str | None:
-    """`sbatch --test-only` on the script's text: None when the scheduler would take the job; else
-    "<field>: <what to change>" in one line."""
-    proc = _run(["sbatch", "--test-only"], stdin=script)
+def check_submission(script: str, sbatch: str = "sbatch") -> str | None:
+    """`sbatch --test-only` on the script's text (`sbatch`: the one the launch resolved): None when the scheduler
+    would take the job; else "<field>: <what to change>" in one line."""
+    proc = _run([sbatch, "--test-only"], stdin=script)
     if proc.returncode == 0:
         return None
     said = first_error(proc)
@@ -117,11 +136,11 @@ def check_submission(script: str) -> str | None:
     return f"launcher: sbatch --test-only refused the job ({said})"
 
 
-def submit(script: str, env: dict[str, str] | None = None) -> str:
-    """`sbatch --parsable`, the job given `env` too (`--export=ALL,...`: whatever SBATCH_EXPORT says); the job id,
-    or UserInputError('launcher') with the scheduler's words."""
+def submit(script: str, env: dict[str, str] | None = None, sbatch: str = "sbatch") -> str:
+    """`sbatch --parsable` (`sbatch`: the one the launch resolved), the job given `env` too (`--export=ALL,...`:
+    whatever SBATCH_EXPORT says); the job id, or UserInputError('launcher') with the scheduler's words."""
     exports = ",".join(["ALL", *sorted(env or {})])
-    proc = _run(["sbatch", "--parsable", f"--export={exports}", script], extra_env=env)
+    proc = _run([sbatch, "--parsable", f"--export={exports}", script], extra_env=env)
     job_id = proc.stdout.strip().split(";")[0] if proc.returncode == 0 else ""
     if not job_id.isdigit():
         raise UserInputError("launcher", f"sbatch did not submit the job ({first_error(proc)})")

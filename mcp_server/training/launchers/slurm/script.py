@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.launchers.base import PYTHON_PIN_LINE, TRAIN_ARGS, python_env
+from mcp_server.training.launchers.commands import tools
+from mcp_server.training.launchers.slurm import scheduler
 from mcp_server.training.processes import BASH
 from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
@@ -63,6 +65,9 @@ class SlurmLayout:
     resume_from: str | None = None  # resume_training's checkpoint
     requeue: bool = True  # --requeue: a preempted or node-failed job is requeued and resumes by itself
     extra_sbatch: tuple[str, ...] = field(default_factory=tuple)
+    # the scheduler's commands by absolute path, resolved once when the job is planned (scheduler.commands): the
+    # sbatch that submits it, the srun and scontrol its script runs; recorded in run.json
+    scheduler: dict[str, str] = field(default_factory=scheduler.commands, compare=False)
 
     @property
     def cpu(self) -> bool:
@@ -111,14 +116,14 @@ def _launch_line(layout: SlurmLayout, py: str) -> str:
             f"--main_process_ip \"$MAIN_NODE\" --main_process_port \"$PORT\" {args} \"${{EXTRA[@]}}\"")
 
 
-def _vllm_lines(layout: SlurmLayout, py: str, model: str) -> list[str]:
-    port = layout.vllm_port
+def _vllm_lines(layout: SlurmLayout, py: str, model: str, t: dict[str, str]) -> list[str]:
+    port, srun = layout.vllm_port, shlex.quote(layout.scheduler.get("srun") or "srun")
     return [
         "# vLLM server mode: the last node serves, started first and waited for (bounded).",
         f"VLLM_NODE=${{NODES[{layout.nodes - 1}]}}",
         "VLLM_ADDR=$(node_addr \"$VLLM_NODE\")",
         f"TRAIN_NODES=$(IFS=,; echo \"${{NODES[*]:0:{layout.train_nodes}}}\")",
-        f"srun --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m {SERVE_MODULE} --model "
+        f"{srun} --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m {SERVE_MODULE} --model "
         f"{shlex.quote(model)} --tensor_parallel_size {layout.gpus_per_node} --port {port} --host 0.0.0.0 "
         "> \"$LOGS/vllm-serve.log\" 2>&1 &",
         "VLLM_PID=$!",
@@ -127,23 +132,28 @@ def _vllm_lines(layout: SlurmLayout, py: str, model: str) -> list[str]:
         f"':{port}/health', timeout=5)\" \"$VLLM_ADDR\" 2>/dev/null; do",
         "  if ! kill -0 \"$VLLM_PID\" 2>/dev/null || [ $SECONDS -ge $deadline ]; then",
         f"    echo \"vLLM server on $VLLM_NODE did not come up within {VLLM_WAIT_S} s: see $LOGS/vllm-serve.log\"",
-        "    tail -n 30 \"$LOGS/vllm-serve.log\"; kill \"$VLLM_PID\" 2>/dev/null",
+        f"    {t['tail']} -n 30 \"$LOGS/vllm-serve.log\"; kill \"$VLLM_PID\" 2>/dev/null",
         f"    record_exit {VLLM_DOWN_EXIT}",
         "  fi",
-        "  sleep 5",
+        f"  {t['sleep']} 5",
         "done",
         f"EXTRA+=(--vllm_server_host \"$VLLM_ADDR\" --vllm_server_port {port})",
     ]
 
 
 def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: list[str] | None = None) -> str:
-    """The whole sbatch script for `layout`; `head`: comment lines at its top (the memory plan per node)."""
-    py = shlex.quote(layout.python)
+    """The whole sbatch script for `layout`; `head`: comment lines at its top (the memory plan per node). Every
+    command by absolute path (commands.tools, the scheduler's as layout.scheduler resolved them): none is looked up
+    on the job's PATH."""
+    py, t = shlex.quote(layout.python), tools()
+    srun, scontrol = (shlex.quote(layout.scheduler.get(name) or name) for name in ("srun", "scontrol"))
     out = shlex.quote(layout.output_dir)
     resume = ["--resume_from_checkpoint", layout.resume_from] if layout.resume_from else []
     lines = [f"#!{BASH}", *(head or []), *[f"#SBATCH {o}" for o in layout.sbatch_options()],
              f"# GRPO run {layout.job_name} on SLURM, written and submitted by llm-finetuning launch_training.",
              "# By hand, from the run directory: sbatch train/launch.slurm",
+             *([f"# {srun} and {scontrol} were not found where this was written: they come from the job's PATH"]
+               if not srun.startswith("/") or not scontrol.startswith("/") else []),
              f"cd {shlex.quote(layout.run_dir)} || exit 1",
              "trap '' USR1  # USR1 is for the trainers (a checkpoint, then a stop): this shell lives on",
              "# Caches a library would write under your home (an arrow copy of the data) stay in the run.",
@@ -152,9 +162,9 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
              *python_env(layout.pythonpath).splitlines(), PINS_LINE]
     lines += [
         "LOGS=train/logs",
-        'mkdir -p "$LOGS"',
-        'record_exit() { rm -f "$LOGS/.exit-code.tmp"; (set -C; echo "$1" > "$LOGS/.exit-code.tmp") && '
-        'mv -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
+        f'{t["mkdir"]} -p "$LOGS"',
+        f'record_exit() {{ {t["rm"]} -f "$LOGS/.exit-code.tmp"; (set -C; echo "$1" > "$LOGS/.exit-code.tmp") && '
+        f'{t["mv"]} -fT "$LOGS/.exit-code.tmp" "$LOGS/exit-code"; '
         f'{shlex.quote(layout.python)} -m {EXIT_RECORD} "$1"; '  # the signed record readers trust (evidence.py)
         'exit "$1"; }',
         PYTHON_PIN_LINE,
@@ -162,17 +172,17 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
         # the launch environment (ACCELERATE_* is pinned), as train/launch.sh
         *(["export ACCELERATE_USE_CPU=1", KERNEL_SET_CACHE_LINE] if layout.cpu else []),
         'echo "==== llm-finetuning job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0}, '
-        'at $(date -u +%FT%TZ)"',
-        'rm -f "$LOGS"/node-*.exit "$LOGS/exit-code" "$LOGS/exit.json"',
-        'NODES=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+        f'at $({t["date"]} -u +%FT%TZ)"',
+        f'{t["rm"]} -f "$LOGS"/node-*.exit "$LOGS/exit-code" "$LOGS/exit.json"',
+        f'NODES=($({scontrol} show hostnames "$SLURM_JOB_NODELIST"))',
         "# a node's address (NodeAddr; the node name where none is set), for the rendezvous and the vLLM server",
-        'node_addr() { local a; a=$(scontrol show node "$1" -o | grep -o "NodeAddr=[^ ]*" | cut -d= -f2); '
-        'echo "${a:-$1}"; }',
+        f'node_addr() {{ local a; a=$({scontrol} show node "$1" -o | {t["grep"]} -o "NodeAddr=[^ ]*" | '
+        f'{t["cut"]} -d= -f2); echo "${{a:-$1}}"; }}',
         "MAIN_NODE=$(node_addr \"${NODES[0]}\")",
         f'PORT=$({py} -c "{FREE_PORT}")  # picked free on this (the first) node: no fixed port to clash on',
         f"EXTRA=({shlex.join([*resume, *extra_args])})",
         'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then  # requeued (preempted, node failure): resume by itself',
-        '  rm -f "$LOGS/stopped.json" "$LOGS/outcome.json"  # the last incarnation\'s end is not this one\'s',
+        f'  {t["rm"]} -f "$LOGS/stopped.json" "$LOGS/outcome.json"  # the last incarnation\'s end is not this one\'s',
         f'  latest=$({py} -c "{LATEST_CHECKPOINT}" {out})',
         f'  [ -n "$latest" ] && EXTRA=(--resume_from_checkpoint "$latest" {shlex.join(extra_args)}) && '
         'echo "resuming from $latest"',
@@ -180,24 +190,24 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
         "VLLM_PID=",
     ]
     if layout.vllm_port:
-        lines += _vllm_lines(layout, py, model)
+        lines += _vllm_lines(layout, py, model, t)
     else:
         lines.append(f"TRAIN_NODES=$(IFS=,; echo \"${{NODES[*]:0:{layout.train_nodes}}}\")")
     lines += [
         "node_main() {  # on every training node: the launcher ignores USR1, the trainer turns it into a save",
         "  trap '' USR1",
-        '  echo "node $SLURMD_NODENAME (rank $SLURM_PROCID) at $(date -u +%FT%TZ)"',
+        f'  echo "node $SLURMD_NODENAME (rank $SLURM_PROCID) at $({t["date"]} -u +%FT%TZ)"',
         f"  {_launch_line(layout, py)}",
         '  local rc=$?; echo "$rc" > "$LOGS/node-$SLURMD_NODENAME.exit"; return "$rc"',
         "}",
         "export -f node_main; export LOGS MAIN_NODE PORT",
         'export EXTRA_ARGS="${EXTRA[*]@Q}"  # the arguments, quoted, for each node\'s shell',
-        f"srun --kill-on-bad-exit=1 --nodes={layout.train_nodes} --ntasks={layout.train_nodes} "
-        "--ntasks-per-node=1 --nodelist=\"$TRAIN_NODES\" "
-        "bash -c 'eval \"EXTRA=($EXTRA_ARGS)\"; node_main >> \"$LOGS/node-$SLURMD_NODENAME.log\" 2>&1'",
+        f"{srun} --kill-on-bad-exit=1 --nodes={layout.train_nodes} --ntasks={layout.train_nodes} "
+        f"--ntasks-per-node=1 --nodelist=\"$TRAIN_NODES\" {BASH} "
+        "-c 'eval \"EXTRA=($EXTRA_ARGS)\"; node_main >> \"$LOGS/node-$SLURMD_NODENAME.log\" 2>&1'",
         "rc=$?",
         '[ -n "$VLLM_PID" ] && kill "$VLLM_PID" 2>/dev/null',
-        'echo "==== training step ended with exit code $rc at $(date -u +%FT%TZ)"',
+        f'echo "==== training step ended with exit code $rc at $({t["date"]} -u +%FT%TZ)"',
         "record_exit $rc",
     ]
     return "\n".join(lines) + "\n"
