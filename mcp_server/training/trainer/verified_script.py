@@ -109,7 +109,7 @@ def foreign_path_entries() -> list[str]:
         inside = any((f(where).rstrip(os.sep) + os.sep).startswith(root)
                      for f in (os.path.abspath, os.path.realpath) for root in roots)
         if not ({where, os.path.realpath(where)} & exact or inside):
-            found.append(entry or "(empty: the working directory)")
+            found.append(entry)
     return found
 
 
@@ -226,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
                 "package alone on the path).")
     paths = foreign_path_entries() if os.environ.get(PACKAGE_ENV, "").strip() else []
     if paths:
-        _refuse(f"the import system searched {', '.join(paths[:5])}, outside this interpreter's stdlib, its recorded "
+        named = ", ".join(p or "'' (the working directory)" for p in paths[:5])
+        _refuse(f"the import system searched {named}, outside this interpreter's stdlib, its recorded "
                 "site-packages and this package's folder: a module found there ran before any check, even one that "
                 "left sys.modules after running. Launch with launch_training (its launch script puts this package "
                 "alone on the path).")
