@@ -521,6 +521,27 @@ def test_the_trainer_refuses_a_module_imported_from_outside_before_its_checks(wo
         marker.unlink()
 
 
+def test_the_folders_the_import_system_searched_are_judged_not_only_sys_modules(tmp_path, monkeypatch):
+    """verified_script.foreign_path_entries, on constructed paths: a folder on sys.path outside the allowed roots,
+    and one taken off sys.path again but still a key of sys.path_importer_cache (where a self-removing shadow was
+    found), are named; a folder a .pth file of the recorded site-packages adds (an old-style editable install's
+    source) and a folder inside the recorded roots are not."""
+    import importlib.machinery
+
+    from mcp_server.training.trainer.verified_script import foreign_path_entries
+
+    site, shadow, hidden, pth = (tmp_path / n for n in ("site-packages", "shadow", "hidden", "src"))
+    for folder in (site, shadow, hidden, pth, site / "pkg"):
+        folder.mkdir()
+    (site / "old-editable.pth").write_text(f"# a comment\nimport os\n{pth}\n")
+    monkeypatch.setenv(TRAINING_PATHS_ENV, str(site))
+    monkeypatch.setattr(sys, "path", [str(shadow), str(pth), str(site), str(site / "pkg"), *sys.path])
+    monkeypatch.setitem(sys.path_importer_cache, str(hidden), importlib.machinery.FileFinder(str(hidden)))
+    found = foreign_path_entries()
+    assert str(shadow) in found and str(hidden) in found, found
+    assert not {str(pth), str(site), str(site / "pkg")} & set(found), found
+
+
 # A shadow hashlib that runs, then puts the stdlib's own in sys.modules in its place (and may hide its folder).
 _SELF_REMOVING = """\
 import importlib.util, os, sys, sysconfig

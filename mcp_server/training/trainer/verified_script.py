@@ -98,6 +98,7 @@ def foreign_path_entries() -> list[str]:
     roots = {*_installation_roots(), *_allowed_roots(), package + os.sep}
     meant = os.environ.get(PACKAGE_ENV, "").strip()
     exact = {os.path.realpath(meant)} if meant and meant != "installed" else set()
+    exact |= _pth_folders(roots)  # a .pth file of the site-packages adds them: trusted as those folders are
     # the interpreter's own zipped stdlib, named on every sys.path whether it exists or not
     exact.add(os.path.join(sys.base_prefix, sys.platlibdir, f"python{sys.version_info[0]}{sys.version_info[1]}.zip"))
     files = (importlib.machinery.FileFinder, zipimport.zipimporter, type(None))
@@ -110,6 +111,27 @@ def foreign_path_entries() -> list[str]:
                      for f in (os.path.abspath, os.path.realpath) for root in roots)
         if not ({where, os.path.realpath(where)} & exact or inside):
             found.append(entry)
+    return found
+
+
+def _pth_folders(roots) -> set[str]:
+    """The folders the .pth files in `roots` (the site-packages among them) put on sys.path, resolved: site.py
+    adds each line that is not a comment or an `import` line, relative to that folder (an old-style editable
+    install's source folder, a conda package's extra folder)."""
+    found = set()
+    for root in roots:
+        try:
+            names = [n for n in os.listdir(root) if n.endswith(".pth")]
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as handle:
+                    lines = handle.read(1 << 16).splitlines()
+            except OSError:
+                continue
+            found |= {os.path.realpath(os.path.join(root, line.rstrip())) for line in lines
+                      if line.strip() and not line.startswith(("#", "import ", "import\t"))}
     return found
 
 
