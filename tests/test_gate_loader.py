@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_server.inspection.loader_env import (LOADER_PATHS, TRAINER_PACKAGES, TRAINING_PATHS_ENV, interpreter_paths,
-                                              loader_env_pin)
+from mcp_server.inspection.loader_env import (FILE_PIN, LOADER_FILES_ENV, LOADER_PATHS, NO_FILE, TRAINER_PACKAGES,
+                                              TRAINING_PATHS_ENV, interpreter_paths, loader_env_pin, names_a_file)
 from mcp_server.inspection.pins import changes, run_pins, training_python_pin
 from mcp_server.runs import Run
 from mcp_server.training.launch_gates import interpreter_refusals
@@ -41,7 +41,7 @@ ENV_CHANGES = ("added", "edited", "removed")
 @pytest.fixture(autouse=True)
 def _clean_loader_env(monkeypatch):
     """Each cell starts from no loader variable (whatever the shell running the tests had)."""
-    for name in loader_env_pin():
+    for name in [n for n in loader_env_pin() if n in os.environ]:  # not the `NAME sha256` of a file one names
         monkeypatch.delenv(name)
 
 
@@ -97,6 +97,99 @@ def test_the_loader_environment_changed_is_named(workspace, tmp_path, monkeypatc
     said = " ".join(f"{r.message} {r.how_to_clear}" for r in refusals)
     assert [r.gate for r in refusals] == ["inspection"] and name in said and "nothing was started" in said, said
     assert "record_inspection_verdict" in said, said
+
+
+# Round 8's known gap: a file such a variable names (ACCELERATE_DEEPSPEED_CONFIG_FILE) was pinned by its name alone,
+# so a deepspeed json edited after the verdict trained. Each variable naming a file x each form of its value x each
+# change to the file after the verdict: the gate names the variable, the file and both digests, the launch gate
+# refuses, and the trainer's own check (the pins as the launcher passes them) refuses before it reads it.
+FILE_VARIABLES = ("ACCELERATE_DEEPSPEED_CONFIG_FILE", "ACCELERATE_CONFIG_FILE", "ACCELERATE_DEBUG_RDV_FILE")
+FILE_FORMS = ("absolute", "relative to the run directory", "through a link")
+FILE_CHANGES = ("edited", "replaced by a link to another file", "removed", "made a folder", "added where none was")
+
+
+def _file_value(run: Run, tmp_path: Path, form: str) -> tuple[str, Path]:
+    """(the variable's value, the file it names) in `form`."""
+    if form == "relative to the run directory":
+        (run.dir / "conf").mkdir(exist_ok=True)
+        return "conf/ds.json", run.dir / "conf" / "ds.json"
+    target = tmp_path / "conf" / "ds.json"
+    target.parent.mkdir(exist_ok=True)
+    if form == "through a link":
+        (tmp_path / "ds-link.json").symlink_to(target)
+        return str(tmp_path / "ds-link.json"), target
+    return str(target), target
+
+
+def _change_file(path: Path, how: str, tmp_path: Path) -> None:
+    if how == "edited":
+        path.write_text('{"zero_optimization": {"stage": 3}, "train_batch_size": 64}')
+    elif how == "replaced by a link to another file":
+        other = tmp_path / "other.json"
+        other.write_text('{"zero_optimization": {"stage": 0}}')
+        path.unlink()
+        path.symlink_to(other)
+    elif how == "removed":
+        path.unlink()
+    elif how == "made a folder":
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_text('{"zero_optimization": {"stage": 2}}')
+
+
+def test_every_file_variable_accelerate_and_transformers_read_is_pinned_by_content():
+    """Each ACCELERATE_* / FSDP_* name the installed transformers and accelerate read whose name says it names a
+    file or a folder (*_FILE, *_PATH, *_CONFIG*: their source, not a list of ours) has its content pinned."""
+    import importlib.util
+    import re
+
+    names = set()
+    for module in ("transformers.training_args", "accelerate.state", "accelerate.utils.dataclasses",
+                   "accelerate.utils.launch", "accelerate.utils.environment"):
+        spec = importlib.util.find_spec(module)
+        if spec and spec.origin:
+            names |= set(re.findall(r'"((?:ACCELERATE|FSDP)_[A-Z0-9_]+)"', Path(spec.origin).read_text()))
+    files = {n for n in names if re.search(r"_(FILE|PATH|CONFIG)", n)}
+    assert "ACCELERATE_DEEPSPEED_CONFIG_FILE" in files, sorted(names)
+    assert [n for n in sorted(files) if not names_a_file(n)] == []
+    assert not names_a_file("LD_LIBRARY_PATH") and not names_a_file("ACCELERATE_MIXED_PRECISION")
+
+
+@pytest.mark.parametrize("how", FILE_CHANGES)
+@pytest.mark.parametrize("form", FILE_FORMS)
+@pytest.mark.parametrize("name", FILE_VARIABLES)
+def test_a_file_a_pinned_variable_names_is_pinned_by_content(workspace, tmp_path, monkeypatch, name, form, how):
+    """The verdict pins the file's sha256 beside the variable; a change to the file after it (the variable's value
+    unchanged) is named by the gate (the variable, the file, the reviewed digest and the one now), refused by the
+    launch gate, and by the trainer before accelerate or transformers reads it; put back, all pass again."""
+    from mcp_server.training.launchers.base import verdict_env
+    from mcp_server.training.trainer.verified_script import loader_files_changed
+
+    run = _run(workspace)
+    value, path = _file_value(run, tmp_path, form)
+    reviewed = '{"zero_optimization": {"stage": 2}}'
+    if how != "added where none was":
+        path.write_text(reviewed)
+    monkeypatch.setenv(name, value)
+    before = _record(run)
+    import hashlib
+
+    digest = hashlib.sha256(reviewed.encode()).hexdigest() if path.exists() else NO_FILE
+    assert before["loader_env"] == {name: value, name + FILE_PIN: digest}, before["loader_env"]
+    assert interpreter_refusals(run) == []
+    monkeypatch.chdir(run.dir)  # where the trainer starts
+    monkeypatch.setenv(LOADER_FILES_ENV, verdict_env(run)[LOADER_FILES_ENV])
+    assert loader_files_changed() == []
+    _change_file(path, how, tmp_path)
+    moved = changes(before, run_pins(run, REWARD))
+    said = f"the file {name} names ({value!r}) was {'sha256 ' + digest if digest != NO_FILE else NO_FILE}"
+    assert len(moved) == 1 and said in moved[0] and "now " in moved[0], (moved, said)
+    refusals = interpreter_refusals(run)
+    told = " ".join(f"{r.message} {r.how_to_clear}" for r in refusals)
+    assert [r.gate for r in refusals] == ["inspection"] and said in told and "nothing was started" in told, told
+    trainer = loader_files_changed()
+    assert len(trainer) == 1 and said in trainer[0], trainer
 
 
 def _inside_forms(workspace: Path, run: Run, tmp_path: Path) -> dict[str, tuple[str, str]]:
@@ -237,6 +330,20 @@ def test_the_launch_script_refuses_a_loader_environment_changed_after_the_gate(w
         assert refused.returncode == 3 and "trained" not in refused.stdout, (env, refused.stdout, refused.stderr)
         assert f"refusing to train: {said}" in refused.stderr, (env, refused.stderr)
         assert (run.logs / "exit-code").read_text().strip() == "3"
+    # the content of a file a pinned variable names (a deepspeed json), checked as well: edited after the gate
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"zero_optimization": {"stage": 2}}')
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", str(ds))
+    _record(run)
+    LocalLauncher().write(run, plan)
+    shell = {"LD_LIBRARY_PATH": lib, "ACCELERATE_DEEPSPEED_CONFIG_FILE": str(ds)}
+    ran = launch(**shell)
+    assert ran.returncode == 0 and "trained" in ran.stdout, (ran.stdout, ran.stderr)
+    ds.write_text('{"zero_optimization": {"stage": 3}}')
+    refused = launch(**shell)
+    assert refused.returncode == 3 and "trained" not in refused.stdout, (refused.stdout, refused.stderr)
+    assert f"refusing to train: the file ACCELERATE_DEEPSPEED_CONFIG_FILE names ({ds}) is " in refused.stderr, \
+        refused.stderr
 
 
 @pytest.mark.slow  # samples the tiny model, then one real launch
@@ -559,6 +666,50 @@ def test_the_trainer_refuses_a_module_imported_from_outside_before_its_checks(wo
     refused = trainer(str(shadow))
     assert refused.returncode == 3 and f"hashlib ({shadow / 'hashlib.py'})" in refused.stderr, refused.stderr
     assert "trained" not in refused.stdout
+    # Round 8's known gap: a shadow that puts the real module in its place in sys.modules after running (and one
+    # that takes its folder off sys.path too) left no trace there; the folder the import system searched for it
+    # is named (sys.path, sys.path_importer_cache)
+    for leaves, hide in (("sys.modules", ""), ("sys.modules and sys.path", f"sys.path.remove({str(shadow)!r})\n")):
+        marker = tmp_path / "shadow-ran"
+        (shadow / "hashlib.py").write_text(_SELF_REMOVING.format(marker=str(marker), hide=hide))
+        refused = trainer(str(shadow))
+        assert marker.exists(), (leaves, refused.stderr)  # it did run, at the interpreter's start
+        assert refused.returncode == 3 and f"the import system searched {shadow}" in refused.stderr, \
+            (leaves, refused.stderr)
+        assert "trained" not in refused.stdout
+        marker.unlink()
+
+
+def test_the_folders_the_import_system_searched_are_judged_not_only_sys_modules(tmp_path, monkeypatch):
+    """verified_script.foreign_path_entries, on constructed paths: a folder on sys.path outside the allowed roots,
+    and one taken off sys.path again but still a key of sys.path_importer_cache (where a self-removing shadow was
+    found), are named; a folder a .pth file of the recorded site-packages adds (an old-style editable install's
+    source) and a folder inside the recorded roots are not."""
+    import importlib.machinery
+
+    from mcp_server.training.trainer.verified_script import foreign_path_entries
+
+    site, shadow, hidden, pth = (tmp_path / n for n in ("site-packages", "shadow", "hidden", "src"))
+    for folder in (site, shadow, hidden, pth, site / "pkg"):
+        folder.mkdir()
+    (site / "old-editable.pth").write_text(f"# a comment\nimport os\n{pth}\n")
+    monkeypatch.setenv(TRAINING_PATHS_ENV, str(site))
+    monkeypatch.setattr(sys, "path", [str(shadow), str(pth), str(site), str(site / "pkg"), *sys.path])
+    monkeypatch.setitem(sys.path_importer_cache, str(hidden), importlib.machinery.FileFinder(str(hidden)))
+    found = foreign_path_entries()
+    assert str(shadow) in found and str(hidden) in found, found
+    assert not {str(pth), str(site), str(site / "pkg")} & set(found), found
+
+
+# A shadow hashlib that runs, then puts the stdlib's own in sys.modules in its place (and may hide its folder).
+_SELF_REMOVING = """\
+import importlib.util, os, sys, sysconfig
+spec = importlib.util.spec_from_file_location("hashlib", os.path.join(sysconfig.get_paths()["stdlib"], "hashlib.py"))
+real = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(real)
+sys.modules["hashlib"] = real
+open({marker!r}, "a").write("shadow ran\\n")
+{hide}"""
 
 
 def test_validating_a_config_never_changes_the_pinned_launch_environment():

@@ -1154,10 +1154,14 @@ def test_the_trainer_refuses_this_package_from_elsewhere_than_the_launch_script_
     assert refused.value.code == 3 and f"imported from {here}" in capsys.readouterr().err
     assert not (script.parent / "ran").exists()
     monkeypatch.setenv("LLM_FINETUNING_PACKAGE", os.path.dirname(here))  # where the launch script put it
-    from mcp_server.training.trainer.verified_script import foreign_modules
+    from mcp_server.training.trainer.verified_script import foreign_modules, foreign_path_entries
 
     for name in foreign_modules():  # this test process's own (pytest's tests, fixtures): a trainer holds none
         monkeypatch.delitem(os.sys.modules, name.split(" (")[0])
+    foreign = foreign_path_entries()  # and the folders it searched for them (its tests, tmp_path's runs)
+    monkeypatch.setattr(os.sys, "path", [p for p in os.sys.path if p not in foreign])
+    for entry in foreign:
+        monkeypatch.delitem(os.sys.path_importer_cache, entry, raising=False)
     main([str(script)])
     assert (script.parent / "ran").read_text() == "ran"
 

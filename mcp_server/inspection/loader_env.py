@@ -33,6 +33,14 @@ LOADER_PREFIX = "LD_"
 # ACCELERATE_* (dynamo, gradient accumulation and clipping, deepspeed, FSDP, megatron) and FSDP_*. Pinned with the
 # loader's, checked by the launch gate and by train/launch.sh before `accelerate launch` sets its own for the ranks.
 TRAINING_PREFIXES = ("ACCELERATE_", "FSDP_")
+# Of those, the ones whose value names a file accelerate or transformers reads (ACCELERATE_DEEPSPEED_CONFIG_FILE: a
+# deepspeed json edited after the verdict trained, round 8): the file's content is pinned beside the name, under
+# `NAME + FILE_PIN`, as its sha256 (NO_FILE: nothing, a folder or no regular file there). A relative value is the run
+# directory's (where the trainer starts). The trainer gets them as LOADER_FILES_ENV (JSON, name -> digest).
+FILE_PARTS = ("_FILE", "_PATH", "_CONFIG")
+FILE_PIN = " sha256"
+NO_FILE = "no regular file"
+LOADER_FILES_ENV = "LLM_FINETUNING_LOADER_FILES"
 # The ones that name folders or files the loader or the C library loads code or data from, and how their entries are
 # separated (ld.so(8): LD_LIBRARY_PATH by ':' or ';', LD_PRELOAD by ' ' or ':'); an empty or relative entry is the
 # process's working directory (for the trainer: the run directory, in the workspace).
@@ -51,10 +59,57 @@ def is_loader_variable(name: str) -> bool:
     return name.startswith((LOADER_PREFIX, *TRAINING_PREFIXES)) or name in LOADER_NAMES
 
 
-def loader_env_pin(environ=None) -> dict[str, str]:
-    """The loader's variables as set in `environ` (default this process's: the reviewer's launch), by name."""
+def names_a_file(name: str) -> bool:
+    """A pinned variable whose value names a file that changes what trains (its content is pinned too)."""
+    return name.startswith(TRAINING_PREFIXES) and any(part in name for part in FILE_PARTS)
+
+
+def file_digest(value: str, cwd: str) -> str:
+    """The sha256 of the file `value` names (relative: to `cwd`), NO_FILE when nothing, a folder or no regular file
+    (a pipe is never read) is there."""
+    from mcp_server.userfiles import sha256_file
+
+    try:
+        return sha256_file(os.path.join(cwd, value))
+    except OSError:
+        return NO_FILE
+
+
+def loader_env_pin(environ=None, cwd: str | None = None) -> dict[str, str]:
+    """The loader's variables as set in `environ` (default this process's: the reviewer's launch), by name; beside
+    each that names a file (`names_a_file`), `NAME sha256`: that file's content (relative to `cwd`, the run
+    directory; default this process's)."""
     environ = os.environ if environ is None else environ
-    return {name: environ[name] for name in sorted(environ) if is_loader_variable(name)}
+    pin = {name: environ[name] for name in sorted(environ) if is_loader_variable(name)}
+    for name in [n for n in pin if names_a_file(n)]:
+        pin[name + FILE_PIN] = file_digest(pin[name], cwd or os.getcwd())
+    return dict(sorted(pin.items()))
+
+
+def pinned_files(pin) -> dict[str, str]:
+    """Variable -> the sha256 of the file it named when `pin` (a loader_env pin) was recorded."""
+    pin = pin if isinstance(pin, dict) else {}
+    return {key.removesuffix(FILE_PIN): value for key, value in pin.items()
+            if key.endswith(FILE_PIN) and isinstance(value, str)}
+
+
+def files_changed(pinned: dict, environ, cwd: str) -> list[str]:
+    """Each variable of `pinned` (pinned_files) set in `environ` whose file's content is not the pinned one: the
+    variable, the file it names, the reviewed digest and the one now (the trainer's check, before it reads them)."""
+    said = []
+    for name, digest in sorted(pinned.items()):
+        if name in environ and (now := file_digest(environ[name], cwd)) != digest:
+            said.append(_file_line(name, environ[name], digest, now))
+    return said
+
+
+def _file_line(name: str, value, before, after) -> str:
+    return (f"the file {name} names ({value!r}) was {_digest(before)} when the verdict was recorded, now "
+            f"{_digest(after)}")
+
+
+def _digest(value) -> str:
+    return "unpinned" if value is None else value if value == NO_FILE else f"sha256 {value}"
 
 
 def loader_change(before, after) -> list[str]:
@@ -64,7 +119,11 @@ def loader_change(before, after) -> list[str]:
     after = after if isinstance(after, dict) else {}
     said = []
     for name in sorted(set(before) | set(after)):
-        if before.get(name) != after.get(name):
+        if name.endswith(FILE_PIN) and before.get(name) != after.get(name):
+            variable = name.removesuffix(FILE_PIN)
+            said.append(_file_line(variable, after.get(variable, before.get(variable)), before.get(name),
+                                   after.get(name)))
+        elif before.get(name) != after.get(name):
             said.append(f"{name} was {_value(before.get(name))} when the verdict was recorded, now "
                         f"{_value(after.get(name))}")
     return said
@@ -144,6 +203,7 @@ def _paths(path: str, realpath: str, sha256: str) -> list[str] | None:
 
 def loader_how() -> str:
     """The way on for a loader environment that is not the one the verdict was recorded under."""
-    return ("launch from a shell whose loader and ACCELERATE_* / FSDP_* variables are what the verdict recorded (set "
-            "them back, or unset the new ones), or record the verdict again from this one (record_inspection_verdict; "
-            "the review and the samples stay valid) once you trust every folder, library and setting it names")
+    return ("launch from a shell whose loader and ACCELERATE_* / FSDP_* variables (and the files they name) are what "
+            "the verdict recorded (set them back, or unset the new ones), or record the verdict again from this one "
+            "(record_inspection_verdict; the review and the samples stay valid) once you trust every folder, library, "
+            "file and setting it names")

@@ -292,7 +292,7 @@ def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> d
     pins["samples_meta"] = sha256_file(meta) if meta.is_file() else None
     pins["training_python"] = training_python_pin()
     # what ld.so and glibc obey before the interpreter runs a line (inspection.loader_env, issue 48)
-    pins["loader_env"] = loader_env_pin()
+    pins["loader_env"] = loader_env_pin(cwd=str(run.dir))  # a relative file it names is the run's
     return pins
 
 

@@ -94,7 +94,7 @@ def loader_refusals(run: Run, pins: dict) -> list[GateRefusal]:
             f"trainer's checks ({'; '.join(inside)}): nothing was started with it",
             how_to_clear="remove those entries from the launching shell's loader variables (the workspace is what a "
             "reviewer cannot vouch for: it is never trusted as a library folder), then launch again")]
-    recorded, current = pins.get("loader_env"), loader_env_pin()
+    recorded, current = pins.get("loader_env"), loader_env_pin(cwd=str(run.dir))
     if recorded == current:
         return []
     said = loader_change(recorded, current) if isinstance(recorded, dict) else [

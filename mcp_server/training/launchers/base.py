@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.resources as resources
+import json
 import os
 import secrets
 import shlex
@@ -31,8 +32,8 @@ import yaml
 from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import STATE_ENV, state_dir
-from mcp_server.inspection.loader_env import (LOADER_NAMES, LOADER_PREFIX, TRAINING_PATHS, TRAINING_PATHS_ENV,
-                                              TRAINING_PREFIXES)
+from mcp_server.inspection.loader_env import (LOADER_FILES_ENV, LOADER_NAMES, LOADER_PREFIX, NO_FILE, TRAINING_PATHS,
+                                              TRAINING_PATHS_ENV, TRAINING_PREFIXES, pinned_files)
 from mcp_server.interpreter import SHELL_HOOKS, package_path
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
@@ -131,7 +132,23 @@ def loader_check(pin) -> str:
                      f'refusing to train: {name} is ${{{name}-unset}}, not "{q(value)}" as when the inspection '
                      f'verdict was recorded: set it back, or record the verdict again from this shell '
                      f'(record_inspection_verdict), then launch again" >&2; return 3; }}')
-    return "\n".join([*lines, "}"]) + "\n"
+    files = {k: v for k, v in pinned_files(pin).items() if k in expected and (v == NO_FILE or _is_digest(v))}
+    for name, digest in files.items():  # the content of a file such a variable names (relative: the run's)
+        lines.append(f'  sum=$(loader_file_sum "${name}"); [ "$sum" = {q(digest)} ] || {{ echo "llm-finetuning: '
+                     f'refusing to train: the file {name} names (${name}) is ${{sum:-unreadable}}, not {q(digest)} '
+                     f'as when the inspection verdict was recorded: put it back, or record the verdict again from '
+                     f'this shell (record_inspection_verdict), then launch again" >&2; return 3; }}')
+    head = [LOADER_FILE_SUM] if files else []
+    return "\n".join([*head, *lines[:2], *(["  local sum"] if files else []), *lines[2:], "}"]) + "\n"
+
+
+# What check_loader compares a pinned file with (inspection.loader_env.file_digest): its sha256, else NO_FILE.
+LOADER_FILE_SUM = (f'loader_file_sum() {{ if [ -f "$1" ]; then sha256sum -- "$1" 2>/dev/null | cut -c1-64; '
+                   f'else echo {shlex.quote(NO_FILE)}; fi; }}')
+
+
+def _is_digest(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def with_python_check(script: str, python: str, pin, on_refusal: str, loader=None) -> str:
@@ -304,14 +321,17 @@ class Launcher(Protocol):
 def verdict_env(run: Run) -> dict[str, str]:
     """What the trainer checks against, passed by every launcher after the gates (inspection.trained,
     trainer.verified_script): the reward-code hash the verdict pinned, the verdict's own bytes' hash and its
-    train.py pin; a name is absent when the run has no such pin (the trainer then says it was not reviewed)."""
+    train.py pin, the content of each file a pinned ACCELERATE_* / FSDP_* variable names; a name is absent when the
+    run has no such pin (the trainer then says it was not reviewed)."""
     verdict = read_json_if_present(run.verdict) or {}
     reward, script = verdict_reward_sha256(run), (verdict.get("pins") or {}).get("script")
+    files = pinned_files((verdict.get("pins") or {}).get("loader_env"))  # the files ACCELERATE_* name, by content
     paths = verdict.get(TRAINING_PATHS)  # where its packages may come from (trainer.verified_script)
     env = {REWARD_SHA_ENV: reward, VERDICT_SHA_ENV: sha256_file(run.verdict) if run.verdict.is_file() else None,
            SCRIPT_SHA_ENV: script if isinstance(script, str) else None,
            TRAINING_PATHS_ENV: os.pathsep.join(paths) if isinstance(paths, list) and all(
-               isinstance(p, str) for p in paths) and paths else None}
+               isinstance(p, str) for p in paths) and paths else None,
+           LOADER_FILES_ENV: json.dumps(files, sort_keys=True) if files else None}
     return {name: value for name, value in env.items() if value}
 
 

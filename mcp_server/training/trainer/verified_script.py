@@ -6,8 +6,10 @@ nothing. The launchers start this module instead: it reads the script's bytes on
 one the launcher passed (SCRIPT_SHA_ENV, the verdict's pin; absent when run by hand) and runs those bytes as
 `__main__`, with the script's own `__file__` (so its run directory and imports are what they were), issue 48.
 It refuses to run after a site hook from outside the interpreter's installation (`foreign_site_hooks`), any
-module imported from outside it and this package (`foreign_modules`), or with this package imported from anywhere
-but where the launch script put it (`foreign_package`).
+module imported, or folder searched for one, from outside it and this package (`foreign_modules`,
+`foreign_path_entries`), with this package imported from anywhere but where the launch script put it
+(`foreign_package`), or when a file a pinned ACCELERATE_* variable names is not the reviewed one
+(`loader_files_changed`).
 """
 
 from __future__ import annotations
@@ -81,6 +83,58 @@ def foreign_modules() -> list[str]:
     return found
 
 
+def foreign_path_entries() -> list[str]:
+    """Each folder the import system was given (a `sys.path` entry) or has searched (a key of
+    `sys.path_importer_cache`, which keeps every folder the path finder looked in, packages' own too) that lies
+    outside the roots `foreign_modules` allows and is not the launch script's package folder (PACKAGE_ENV): a
+    module came, or could come, from there before this check. `foreign_modules` alone reads `sys.modules`, which a
+    shadow can leave (round 8: one that deletes its own entry after running passed); a module is found only
+    through a path entry, and the folder it was found in stays in the importer cache. A path hook's own entry (an
+    editable install's finder, put there by a .pth file of the site-packages) reads no folder: not judged."""
+    import importlib.machinery
+    import zipimport
+
+    package = os.path.dirname(os.path.realpath(sys.modules["mcp_server"].__file__ or ""))
+    roots = {*_installation_roots(), *_allowed_roots(), package + os.sep}
+    meant = os.environ.get(PACKAGE_ENV, "").strip()
+    exact = {os.path.realpath(meant)} if meant and meant != "installed" else set()
+    exact |= _pth_folders(roots)  # a .pth file of the site-packages adds them: trusted as those folders are
+    # the interpreter's own zipped stdlib, named on every sys.path whether it exists or not
+    exact.add(os.path.join(sys.base_prefix, sys.platlibdir, f"python{sys.version_info[0]}{sys.version_info[1]}.zip"))
+    files = (importlib.machinery.FileFinder, zipimport.zipimporter, type(None))
+    found = []
+    for entry in dict.fromkeys([*sys.path, *sys.path_importer_cache]):
+        if not isinstance(entry, str) or not isinstance(sys.path_importer_cache.get(entry), files):
+            continue  # a path hook's own finder, not a folder
+        where = os.path.abspath(entry or ".")
+        inside = any((f(where).rstrip(os.sep) + os.sep).startswith(root)
+                     for f in (os.path.abspath, os.path.realpath) for root in roots)
+        if not ({where, os.path.realpath(where)} & exact or inside):
+            found.append(entry)
+    return found
+
+
+def _pth_folders(roots) -> set[str]:
+    """The folders the .pth files in `roots` (the site-packages among them) put on sys.path, resolved: site.py
+    adds each line that is not a comment or an `import` line, relative to that folder (an old-style editable
+    install's source folder, a conda package's extra folder)."""
+    found = set()
+    for root in roots:
+        try:
+            names = [n for n in os.listdir(root) if n.endswith(".pth")]
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as handle:
+                    lines = handle.read(1 << 16).splitlines()
+            except OSError:
+                continue
+            found |= {os.path.realpath(os.path.join(root, line.rstrip())) for line in lines
+                      if line.strip() and not line.startswith(("#", "import ", "import\t"))}
+    return found
+
+
 def _allowed_roots() -> list[str]:
     """Where the trainer's packages may come from: the folders the verdict recorded (the pinned interpreter's own
     stdlib and site-packages, passed as TRAINING_PATHS_ENV), else (run by hand) this interpreter's own."""
@@ -88,6 +142,26 @@ def _allowed_roots() -> list[str]:
 
     recorded = [p for p in os.environ.get(TRAINING_PATHS_ENV, "").split(os.pathsep) if p]
     return [os.path.realpath(p).rstrip(os.sep) + os.sep for p in recorded] or sorted(_installation_roots())
+
+
+def loader_files_changed() -> list[str]:
+    """Each file a pinned ACCELERATE_* / FSDP_* variable names (ACCELERATE_DEEPSPEED_CONFIG_FILE) whose content is
+    not the one the verdict pinned, as the launcher passed the pins (LOADER_FILES_ENV; absent: nothing pinned, or
+    run by hand), relative to the run directory the trainer starts in (inspection.loader_env.files_changed)."""
+    import json
+
+    from mcp_server.inspection.loader_env import LOADER_FILES_ENV, files_changed
+
+    passed = os.environ.get(LOADER_FILES_ENV, "").strip()
+    if not passed:
+        return []
+    try:
+        pinned = json.loads(passed)
+    except ValueError:
+        pinned = None
+    if not isinstance(pinned, dict) or not all(isinstance(v, str) for v in pinned.values()):
+        return [f"{LOADER_FILES_ENV} is not the launcher's pin of those files ({passed[:80]!r})"]
+    return files_changed(pinned, os.environ, os.getcwd())
 
 
 def _origin(name: str, imported: bool) -> list[str]:
@@ -172,6 +246,17 @@ def main(argv: list[str] | None = None) -> None:
                 "site-packages and this package's folder (a module put first on the path shadows the stdlib and "
                 "runs before any check). Remove it, and launch with launch_training (its launch script puts this "
                 "package alone on the path).")
+    paths = foreign_path_entries() if os.environ.get(PACKAGE_ENV, "").strip() else []
+    if paths:
+        named = ", ".join(p or "'' (the working directory)" for p in paths[:5])
+        _refuse(f"the import system searched {named}, outside this interpreter's stdlib, its recorded "
+                "site-packages and this package's folder: a module found there ran before any check, even one that "
+                "left sys.modules after running. Launch with launch_training (its launch script puts this package "
+                "alone on the path).")
+    changed = loader_files_changed()
+    if changed:
+        _refuse("; ".join(changed) + ": accelerate or transformers reads it. Put the file back, or record the "
+                "inspection verdict again (record_inspection_verdict) once you trust it, then launch again.")
     global VERIFYING
     VERIFYING = True
     check_libraries(imported=False)  # before any of them runs: where the import system would find them

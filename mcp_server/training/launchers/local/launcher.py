@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.loader_env import TRAINING_PATHS_ENV
+from mcp_server.inspection.loader_env import LOADER_FILES_ENV, TRAINING_PATHS_ENV
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
 from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
@@ -198,7 +198,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str) -> t
         # What the verdict reviewed (its reward code, its own bytes, its train.py): the training process refuses
         # anything else (inspection.trained, trainer.verified_script); an inherited value is never passed on.
         pins = verdict_env(run)
-        for name in (REWARD_SHA_ENV, VERDICT_SHA_ENV, SCRIPT_SHA_ENV, TRAINING_PATHS_ENV):
+        for name in (REWARD_SHA_ENV, VERDICT_SHA_ENV, SCRIPT_SHA_ENV, TRAINING_PATHS_ENV, LOADER_FILES_ENV):
             env.pop(name, None)
         env.update(pins)
         env[LAUNCH_ID_ENV] = launch_id  # the trainer tags its records with it (runs.LAUNCH_ID_ENV)
