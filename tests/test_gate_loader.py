@@ -470,8 +470,14 @@ def _rendered_scripts() -> dict[str, str]:
         layout = SlurmLayout(run_dir="/r", job_name="s", comment="c", python=sys.executable, nodes=2,
                              processes_per_node=1, strategy="ddp", output_dir="checkpoints", **fields)
         scripts[f"launch.slurm, {name}"] = render_sbatch(layout, "m", ["--resume_from_checkpoint", "c"])
-    return {name: with_python_check(text, sys.executable, training_python_pin(), REFUSED_EXIT, {})
-            for name, text in scripts.items()}
+    rendered = {name: with_python_check(text, sys.executable, training_python_pin(), REFUSED_EXIT, {})
+                for name, text in scripts.items()}
+    # a file a pinned variable names adds check_loader's own digest helper (loader_file_sum)
+    from mcp_server.inspection.loader_env import FILE_PIN
+    pin = {"ACCELERATE_DEEPSPEED_CONFIG_FILE": "/r/ds.json", "ACCELERATE_DEEPSPEED_CONFIG_FILE" + FILE_PIN: "0" * 64}
+    rendered["launch.sh, CPU, a pinned loader file"] = with_python_check(
+        scripts["launch.sh, CPU"], sys.executable, training_python_pin(), REFUSED_EXIT, pin)
+    return rendered
 
 
 def _commands_from_path(script: str) -> list[str]:
@@ -491,7 +497,7 @@ def _commands_from_path(script: str) -> list[str]:
 
 
 SCRIPT_SHAPES = ("launch.sh, CPU", "launch.sh, vLLM server on the CPU", "launch.sh, vLLM server on GPUs",
-                 "launch.slurm, CPU", "launch.slurm, vLLM server node")
+                 "launch.slurm, CPU", "launch.slurm, vLLM server node", "launch.sh, CPU, a pinned loader file")
 
 
 def test_every_shape_of_the_launch_scripts_has_a_row():

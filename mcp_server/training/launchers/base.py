@@ -138,13 +138,16 @@ def loader_check(pin) -> str:
                      f'refusing to train: the file {name} names (${name}) is ${{sum:-unreadable}}, not {q(digest)} '
                      f'as when the inspection verdict was recorded: put it back, or record the verdict again from '
                      f'this shell (record_inspection_verdict), then launch again" >&2; return 3; }}')
-    head = [LOADER_FILE_SUM] if files else []
+    head = [loader_file_sum()] if files else []
     return "\n".join([*head, *lines[:2], *(["  local sum"] if files else []), *lines[2:], "}"]) + "\n"
 
 
-# What check_loader compares a pinned file with (inspection.loader_env.file_digest): its sha256, else NO_FILE.
-LOADER_FILE_SUM = (f'loader_file_sum() {{ if [ -f "$1" ]; then sha256sum -- "$1" 2>/dev/null | cut -c1-64; '
-                   f'else echo {shlex.quote(NO_FILE)}; fi; }}')
+def loader_file_sum() -> str:
+    """What check_loader compares a pinned file with (inspection.loader_env.file_digest): its sha256, else
+    NO_FILE; its commands by absolute path, as the rest of the scripts' (commands.py)."""
+    t = tools()
+    return (f'loader_file_sum() {{ if [ -f "$1" ]; then {t["sha256sum"]} -- "$1" 2>/dev/null | {t["cut"]} -c1-64; '
+            f'else echo {shlex.quote(NO_FILE)}; fi; }}')
 
 
 def _is_digest(value: str) -> bool:
