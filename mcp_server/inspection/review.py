@@ -184,8 +184,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     groups = _groups(samples)
     distributions = [_distribution(n_, w, scores[r], groups) for r, (n_, w) in enumerate(zip(names, weights))]
     distributions.append(_distribution("total", 1.0, totals, groups))
-    data_columns = {k for s in samples for k in s.get("columns", {})}
-    golds = [gold_column(f, data_columns) for f in funcs]
+    golds = [gold_column(f, {k for s in samples for k in s.get("columns", {})}) for f in funcs]
     rows, likely = _sheet_rows(samples, specs, names, scores, totals, successes, request.max_suspects, golds)
 
     rate_groups = _groups(all_samples)
@@ -198,9 +197,8 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     malformed = sum(w is False for w in well) if format_idx else None
     wrong = sum(w is True and not r["success"] for w, r in zip(well, rows)) if format_idx and task_idx else None
     truncated = sum(bool(r["truncated"]) for r in rows)
-    differs = list(meta.get("differs_from_config") or [])
-    if not meta:
-        differs = ["samples.meta.json is missing: nothing says how these samples were drawn"]
+    differs = (list(meta.get("differs_from_config") or []) if meta
+               else ["samples.meta.json is missing: nothing says how these samples were drawn"])
     warnings += _sheet_warnings(len(rows), truncated, bool(format_idx), len(rate_groups), interval, meta, differs)
     can_learn = base_rate > 0
     filtered = difficulty.filter_or_standing(run, request.difficulty_filter, all_samples, all_success, meta)
