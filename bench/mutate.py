@@ -1225,7 +1225,12 @@ MUTATIONS: tuple[Mutation, ...] = (
       "verified_script starts train.py without the run-evidence key: every record the trainer writes is "
       "unsigned and reads as unrecorded (the run's state, its saves, its stop)"),
     # ------------------------------------------------------------------ round 7 (issue 48: a blind audit of the
-    # gate, the sandbox, the run states and diagnosis's inputs, written from the product code alone)
+    # gate, the sandbox, the run states and diagnosis's inputs, written from the product code alone). First run
+    # (default judging, 2026-12-06): 10/20 caught (gate 3/5, sandbox 5/5, runs 0/5, diagnosis 2/5); two unjudged
+    # (write_exit runs only in launch.sh's process; resume_patch's pin move only in slow tests); m7-runs-log-tail-pipe
+    # an error (its /dev/zero row reads without end and is OOM-killed; its FIFO row fails); m7-gate-preload-space-
+    # unsplit survives only because its import-time line falls back to AREAS["gate"], which lacks
+    # tests/test_gate_loader.py (that file catches it).
     # gate: the pinned launch environment, the training interpreter's pin, the trainer's start checks
     M("m7-gate-accelerate-unpinned", "gate", "mcp_server/inspection/loader_env.py",
       "    return name.startswith((LOADER_PREFIX, *TRAINING_PREFIXES)) or name in LOADER_NAMES",
