@@ -1224,6 +1224,123 @@ MUTATIONS: tuple[Mutation, ...] = (
       "count\n        pass",
       "verified_script starts train.py without the run-evidence key: every record the trainer writes is "
       "unsigned and reads as unrecorded (the run's state, its saves, its stop)"),
+    # ------------------------------------------------------------------ round 7 (issue 48: a blind audit of the
+    # gate, the sandbox, the run states and diagnosis's inputs, written from the product code alone). First run
+    # (default judging, 2026-12-06): 10/20 caught (gate 3/5, sandbox 5/5, runs 0/5, diagnosis 2/5); two unjudged
+    # (write_exit runs only in launch.sh's process; resume_patch's pin move only in slow tests); m7-runs-log-tail-pipe
+    # an error (its /dev/zero row reads without end and is OOM-killed; its FIFO row fails); m7-gate-preload-space-
+    # unsplit survives only because its import-time line falls back to AREAS["gate"], which lacks
+    # tests/test_gate_loader.py (that file catches it).
+    # gate: the pinned launch environment, the training interpreter's pin, the trainer's start checks
+    M("m7-gate-accelerate-unpinned", "gate", "mcp_server/inspection/loader_env.py",
+      "    return name.startswith((LOADER_PREFIX, *TRAINING_PREFIXES)) or name in LOADER_NAMES",
+      "    return name.startswith(LOADER_PREFIX) or name in LOADER_NAMES",
+      "ACCELERATE_* and FSDP_* are left out of the verdict's loader_env pin and the launch gate's comparison: "
+      "ACCELERATE_MIXED_PRECISION=bf16 set after a verdict recorded without it passes launch_training's gate (a bf16 "
+      "run against a verdict that reviewed bf16: false)"),
+    M("m7-gate-loader-workspace-itself", "gate", "mcp_server/inspection/loader_env.py",
+      "if any(where == root or where.startswith(root.rstrip(os.sep) + os.sep) for root in roots):",
+      "if any(where.startswith(root.rstrip(os.sep) + os.sep) for root in roots):",
+      "LD_LIBRARY_PATH (or LD_PRELOAD, GCONV_PATH) naming the workspace folder itself is not refused outright: a "
+      "stand-in libpython dropped at the workspace's top loads before the trainer's checks whenever the verdict was "
+      "recorded from that shell"),
+    M("m7-gate-preload-space-unsplit", "gate", "mcp_server/inspection/loader_env.py",
+      '"LD_PRELOAD": ": "', '"LD_PRELOAD": ":"',
+      "LD_PRELOAD='/usr/lib/x86_64-linux-gnu/libm.so.6 <workspace>/evil.so' (ld.so splits on spaces too) is read as "
+      "one entry outside the workspace: a library inside the workspace is preloaded into the trainer without the "
+      "outright refusal"),
+    M("m7-trainer-usercustomize-unchecked", "gate", "mcp_server/training/trainer/verified_script.py",
+      '    for name in ("sitecustomize", "usercustomize"):',
+      '    for name in ("sitecustomize",):',
+      "a usercustomize.py on the trainer's path (PYTHONPATH set by a shell hook, or the user's site-packages) runs "
+      "at the interpreter's start before any check and the trainer trains anyway: only sitecustomize is refused"),
+    M("m7-pins-python-path-resolved", "gate", "mcp_server/inspection/pins.py",
+      '    return {"path": os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute)),',
+      '    return {"path": real,',
+      "the training interpreter is pinned as the base interpreter its venv's python links to: LLM_FINETUNING_PYTHON "
+      "switched to another venv of the same base Python (other packages: another trl or transformers) after the "
+      "verdict keeps launch_training's gate open, and the verdict names the wrong interpreter"),
+    # sandbox: the seccomp filter, the rlimits, the namespaces' view of the host
+    M("m7-sandbox-memfd-allowed", "sandbox", "mcp_server/rewards/seccomp.py",
+      '"memfd_create": 319, "memfd_secret": 447,', '"memfd_secret": 447,',
+      "os.memfd_create works inside the sandbox: model-written code holds memory in an anonymous file no process's "
+      "resident set shows (harness_watch.py does not count it; where there is no cgroup nothing caps it)"),
+    M("m7-sandbox-nproc-tester-uncounted", "sandbox", "mcp_server/rewards/sandbox.py",
+      '"nproc": limits.max_processes + 2,', '"nproc": limits.max_processes,',
+      "the tester and its watch thread count against the solution's RLIMIT_NPROC: a correct solution that starts "
+      "6 or 7 threads or processes (within the default Limits.max_processes of 8) fails with 'can't start new "
+      "thread'"),
+    M("m7-sandbox-hostname-host", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      '"--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--hostname", "sandbox",',
+      '"--setenv", "PYTHONDONTWRITEBYTECODE", "1",',
+      "model-written code reads the host's name (socket.gethostname(), /proc/sys/kernel/hostname): the sandbox's "
+      "UTS namespace keeps the copy of the host's hostname instead of 'sandbox'"),
+    M("m7-sandbox-monotonic-host", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      '"--boottime", str(-boot),\n            "--monotonic", str(-mono)]',
+      '"--boottime", str(-boot)]',
+      "time.monotonic() inside the sandbox reads the host's clock (how long the host has been up), not one that "
+      "starts near 0: the time namespace offsets the boot clock only"),
+    M("m7-harness-nofile-unlimited", "sandbox", "mcp_server/rewards/harness_wire.py",
+      '("RLIMIT_FSIZE", limits["fsize"]), ("RLIMIT_NOFILE", limits["nofile"]), ("RLIMIT_CORE", 0)',
+      '("RLIMIT_FSIZE", limits["fsize"]), ("RLIMIT_CORE", 0)',
+      "Limits.max_open_files is never applied: model-written code opens as many files, pipes and sockets as the "
+      "host's limit allows (a descriptor flood the sandbox says it caps at 64)"),
+    # runs: the keyed records, the launcher's exit record, the resume's pins, the log tail
+    M("m7-evidence-file-unbound", "runs", "mcp_server/evidence.py",
+      '"scope": str(Path(os.path.abspath(scope)).resolve()), "file": file, "record": body}',
+      '"scope": str(Path(os.path.abspath(scope)).resolve()), "record": body}',
+      "a signed record copied to another evidence file of the same run (a checkpoint's digest into another "
+      "checkpoint, train/logs/exit.json's {exit_code: 0} over another record of that shape) reads as recorded there: "
+      "the signature no longer binds the file it was written for"),
+    M("m7-evidence-key-path-unresolved", "runs", "mcp_server/evidence.py",
+      "        real, home = path.resolve(), workspace_root()",
+      "        real, home = path, workspace_root()",
+      "LLM_FINETUNING_STATE_DIR naming a link (outside the workspace) to a folder inside it is accepted: the "
+      "evidence key is made and kept inside the workspace, where anything that writes it can read the key and forge "
+      "a run's records"),
+    M("m7-evidence-exit-launch-unbound", "runs", "mcp_server/evidence.py",
+      '    if os.environ.get(LAUNCH_ID_ENV):\n        record["launch_id"] = os.environ[LAUNCH_ID_ENV]\n', "",
+      "train/logs/exit.json is signed without the launch id it was started with: the launcher's exit record reads "
+      "as no launch's (a run whose training command failed is not read as failed by its exit code), or an earlier "
+      "launch's exit record counts for a resumed one"),
+    M("m7-resume-patch-adopts-edit", "runs", "mcp_server/training/resume_patch.py",
+      " and after[k] != before.get(k) and pins.get(k) == before.get(k)]",
+      " and after[k] != before.get(k)]",
+      "after a guard stop, resume_training's patch re-pins whatever train/config.yaml already differed in from the "
+      "verdict: a temperature (or any sampling setting) edited by hand after the review is adopted into the verdict "
+      "along with the patch's own field, and the gate no longer refuses it"),
+    M("m7-runs-log-tail-pipe", "runs", "mcp_server/training/runstate.py",
+      "        with open_regular(path) as handle:\n            handle.seek(0, os.SEEK_END)",
+      '        with open(path, "rb") as handle:\n            handle.seek(0, os.SEEK_END)',
+      "train/logs/stdout.log replaced by a named pipe (or a device) hangs training_status: the log tail opens it "
+      "for reading and blocks, instead of saying it is not a regular file"),
+    # diagnosis: what it reads (numbers in a log, the row filter, the run's stdout, the inspection's lengths)
+    M("m7-diagnosis-text-beyond-float32", "diagnosis", "mcp_server/diagnosis/values.py",
+      "            value = float(text)\n", "            return float(text)\n",
+      "a logged number written as text beyond float32's range ('1e39' in a CSV export, where every value is text) "
+      "reads as a finite number, not an infinity: an overflowed loss or grad_norm is not diagnosed as non-finite"),
+    M("m7-diagnosis-empty-progress-no-log", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    has_log = log is not None or (home is not None and home.stdout.is_file())",
+      "    has_log = log is not None",
+      "diagnose_run on a run that crashed before its first step (empty train/logs/progress.jsonl, a CUDA OOM in "
+      "stdout.log) refuses with 'holds no logged training step' instead of reading the run's stdout log and naming "
+      "the OOM"),
+    M("m7-diagnosis-bool-metric-accepted", "diagnosis", "mcp_server/diagnosis/values.py",
+      "    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):",
+      "    if value is None or isinstance(value, (int, float)):",
+      "a metric logged as true/false ({\"loss\": true}) is read as missing at that step instead of refused as a "
+      "bool: diagnose_run reports on a log whose values are not numbers without saying so"),
+    M("m7-diagnosis-base-cut-any-share", "diagnosis", "mcp_server/diagnosis/context.py",
+      "        return base is not None and base[0] >= BASE_CUT",
+      "        return base is not None",
+      "every run with an inspection (samples.meta.json lengths, even 0% cut) is told its truncation predates "
+      "training: completions_never_terminate says the base samples were already cut and blames the limit, when "
+      "training broke the model's stopping"),
+    M("m7-diagnosis-epoch-only-row", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    if not any(v is not None for k, v in row.items() if k != \"epoch\"):",
+      "    if not any(v is not None for k, v in row.items()):",
+      "an evaluation logged at a step of its own (eval_* and epoch only, in trainer_state.json's log_history) reads "
+      "as a logged training step: the run's last step and steps logged count it, with no metric in it"),
 )
 
 
