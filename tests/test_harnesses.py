@@ -252,7 +252,7 @@ def test_launcher_first_start_plan_says_so_on_stderr_only(tmp_path, with_uv):
     proc = run_launcher(tmp_path / "venv", tmp_path, PATH=os.pathsep.join(path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""  # stdout is the MCP channel
-    assert "first start" in proc.stderr and "later starts are instant" in proc.stderr
+    assert "first start" in proc.stderr and "later starts take a second" in proc.stderr
     # The server's environment is light: the base dependencies, no torch, no install of the plugin itself.
     assert "mcp>=2" in proc.stderr and "pydantic" in proc.stderr
     plan = [line for line in proc.stderr.splitlines() if "would run:" in line and "if that fails" not in line]
