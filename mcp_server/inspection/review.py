@@ -181,8 +181,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     all_totals = [_total(weights, [column[i] for column in all_scores]) for i in range(len(all_samples))]
     all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
                    for i in range(len(all_samples))]
-    # The sheet's samples: the first whole groups.
-    position = {id(s): i for i, s in enumerate(all_samples)}
+    position = {id(s): i for i, s in enumerate(all_samples)}  # the sheet's samples: the first whole groups
     shown = [position[id(s)] for s in samples]
     scores = [[column[i] for i in shown] for column in all_scores]
     totals, successes = [all_totals[i] for i in shown], [all_success[i] for i in shown]

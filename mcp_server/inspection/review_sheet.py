@@ -84,7 +84,9 @@ def _built_replies(result: InspectResult) -> list[str]:
              "least as much as its twin; a reward that pays neither bare right form needs a format, and only its "
              "swapped samples count (mcp_server/inspection/reward_probes.py).", ""]
     for probe in result.reward_probes:
-        lines += [f"### {probe.reward}: {'FLAGGED' if probe.flagged else 'no flag'}", "",
+        judged = any((b.score or 0) > 0 for b in probe.replies if b.built_to_be != "wrong")
+        verdict = "FLAGGED" if probe.flagged else "no flag" if judged else "nothing to judge (it paid no right reply)"
+        lines += [f"### {probe.reward}: {verdict}", "",
                   "| row | g | w | built to be | how | reply | score |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {b.row} | {_code(b.gold)} | {_code(b.wrong)} | {b.built_to_be} | {b.form} | "
                   f"{_code(_readable(b.text)[:160]).replace('|', '&#124;')} | {_fmt(b.score)} |" for b in probe.replies]
