@@ -134,3 +134,17 @@ def test_a_reward_that_crashes_on_a_reply_it_has_not_met_is_flagged(workspace, t
     reasons = _flagged(result)["larger_parsed"]
     assert "raised on a reply built as the answer is g: 'The answer is" in reasons[0]
     assert "ValueError" in reasons[0] and "training crashes the same way" in reasons[0]
+
+
+CITIES = [("France", "Paris", ["Paris", "The answer is Paris.", "Lyon, not Paris", "I think Paris is lovely"]),
+          ("Japan", "Tokyo", ["Tokyo.", "Kyoto", "The answer is Tokyo", "Tokyo or Osaka"]),
+          ("Italy", "Rome", ["Rome", "Milan", "Rome, not Milan", "rome"])]
+
+
+def test_text_golds_take_another_rows_gold_as_the_wrong_answer(workspace, tiny_model):
+    items = [{"question": f"What is the capital of {country}?", "answer": gold, "completion": text,
+              "truncated": False} for country, gold, texts in CITIES for text in texts * 5]
+    flags = _measure(workspace, tiny_model, items, [("walk49e_rewards.city_substring", True),
+                                                     ("walk49e_rewards.city_exact", False)], 20)
+    assert bool(flags["walk49e_rewards.city_substring"]) and not flags["walk49e_rewards.city_exact"], flags
+    assert re.search(r"1 to '(Tokyo|Rome|Paris), not (Paris|Tokyo|Rome)'", flags["walk49e_rewards.city_substring"][0])

@@ -162,13 +162,19 @@ def build_replies(samples: list[dict], scores: list[float],
         text, sample = completion_text(samples[paid[0]]["completion"]), f"real sample {samples[paid[0]]['id']}"
         real = add(paid[0], "as sampled", f"{sample} as written (paid)", text, gold, wrong, True)
         pairs.append(((real,), add(paid[0], "wrong", f"{sample} + ' Actually, the answer is w.'",
-                                   f"{text} Actually, the answer is {wrong}.", gold, wrong), "actually"))
+                                   f"{_ended(text)} Actually, the answer is {wrong}.", gold, wrong), "actually"))
         swapped = _token(gold).sub(lambda _: wrong, text)
         value = as_number(gold, words=True)
         if swapped != text and (value is None or value not in values_in(swapped)):
             pairs.append(((real,), add(paid[0], "wrong", f"{sample} with g replaced by w", swapped, gold, wrong),
                           "swap"))
     return replies, inputs, pairs
+
+
+def _ended(text: str) -> str:
+    """The text as a finished sentence, so an appended one reads as the reply's last word."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _twin(values: list[float], right: tuple[int, ...]) -> float:
@@ -207,6 +213,6 @@ def _judge(name: str, replies: list[BuiltReply], pairs: list[Pair], values: list
         what = ("a reply built to be wrong" if tells else
                 "replies built to be right and wrong alike (it tells none apart)")
         reasons.append(f"your reward {name} paid {what}: " + "; ".join(shown)
-                       + f"{more} ({len(paid)} of {len(counted)} wrong replies paid at least as much as their right "
+                       + f"{more} ({len(paid)} of {len(counted)} wrong replies paid at least as much as their "
                        "twin; every built reply: the sheet's last section)")
     return RewardProbe(reward=name, flagged=bool(reasons), reasons=reasons, replies=replies)
