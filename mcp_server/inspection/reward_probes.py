@@ -10,19 +10,20 @@ chat-message completions when the prompts are chat, the row's columns as keyword
 
 - built right: `g`; `The answer is g.`; `g, not w`; and, as sampled, a real sample of that row the reward paid;
 - built wrong: `w`; `The answer is w.`; `w, not g` (g only inside a wrong statement); that real sample with
-  ` Actually, the answer is w.` appended; that real sample with every g (a whole token) replaced by w (skipped
-  when it still writes g's value, in words say).
+  ` Actually, the answer is w.` appended (after a full stop); that real sample with every g (a whole token)
+  replaced by w (skipped when it still writes g's value, in words say).
 
-Each wrong reply has a right twin of the same length: `w` and `g`, the two "The answer is" forms, `g, not w` and
-`w, not g`, the real sample for the last two. A reward that pays none of the bare right forms needs a format (tags):
-only the swapped real samples count for it. Flagged, in the sheet's "Read these first" with the reply and its
-score: a reward that raised on a built reply; a reward that tells some twins apart (pays right more than wrong)
-yet pays a wrong reply at least as much as its twin; a reward that tells no twin apart but pays them (right and
-wrong alike), when it reads the gold column or no reward of the set tells right from wrong (no task reward, none
-that separates): a format or length reward beside a verifier is shaping, not judging. Every built reply and its
-score goes to the sheet's last section, so a person can reproduce a flag. Constructed replies carry no token ids
-(completion_ids is empty) except the real sample as written. tests/test_reward_probes.py measures it on issue 49's
-walks: each labelled bad reward flagged, no good one.
+Each wrong reply has a twin of the same length: `w` and `g`, the two "The answer is" forms, `g, not w` and
+`w, not g`, the real sample as sampled for the last two (it is not known right: the reward paid it). A reward that pays none
+of the bare right forms needs a format (tags): only the swapped real samples count for it. Flagged, in the sheet's
+"Read these first" with the reply and its score: a reward that raised on a built reply; a reward that tells some
+twins apart (pays right more than wrong) yet pays a wrong reply at least as much as its twin; a reward that tells no
+twin apart but pays them (right and wrong alike), when it reads the gold column or no reward of the set tells right
+from wrong (no task reward, none that separates): a format or length reward beside a verifier is shaping, not
+judging. Every built reply and its score goes to the sheet's last section, so a person can reproduce a flag. No
+tokenizer is loaded: each built reply carries the completion_ids of the sample it was built from, so a reward of
+token length cannot tell twins apart.
+tests/test_reward_probes.py measures it on issue 49's walks: each labelled bad reward flagged, no good one.
 """
 
 from __future__ import annotations
@@ -135,13 +136,12 @@ def build_replies(samples: list[dict], scores: list[float],
     golds = [g for g, _ in rows]
     replies, inputs, pairs = [], [], []
 
-    def add(i, built_to_be, form, text, gold, wrong, real=None):
+    def add(i, built_to_be, form, text, gold, wrong):
         s = samples[i]
         replies.append(BuiltReply(row=s.get("row_index", s.get("prompt_index", 0)), gold=gold, wrong=wrong,
                                   built_to_be=built_to_be, form=form, text=text, score=None))
         chat = isinstance(s.get("completion"), list)
-        inputs.append({**s, "completion": [{"role": "assistant", "content": text}] if chat else text,
-                       "completion_ids": (s.get("completion_ids") or []) if real else []})
+        inputs.append({**s, "completion": [{"role": "assistant", "content": text}] if chat else text})
         return len(replies) - 1
 
     for gold, idx in rows[:PROBE_ROWS]:
@@ -160,7 +160,7 @@ def build_replies(samples: list[dict], scores: list[float],
         if not paid:
             continue
         text, sample = completion_text(samples[paid[0]]["completion"]), f"real sample {samples[paid[0]]['id']}"
-        real = add(paid[0], "as sampled", f"{sample} as written (paid)", text, gold, wrong, True)
+        real = add(paid[0], "as sampled", f"{sample} as written (paid)", text, gold, wrong)
         pairs.append(((real,), add(paid[0], "wrong", f"{sample} + ' Actually, the answer is w.'",
                                    f"{_ended(text)} Actually, the answer is {wrong}.", gold, wrong), "actually"))
         swapped = _token(gold).sub(lambda _: wrong, text)
