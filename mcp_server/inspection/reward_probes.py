@@ -14,8 +14,8 @@ chat-message completions when the prompts are chat, the row's columns as keyword
   replaced by w (skipped when it still writes g's value, in words say).
 
 Each wrong reply has a twin of the same length: `w` and `g`, the two "The answer is" forms, `g, not w` and
-`w, not g`, the real sample as sampled for the last two (it is not known right: the reward paid it). A reward that pays none
-of the bare right forms needs a format (tags): only the swapped real samples count for it. Flagged, in the sheet's
+`w, not g`, the real sample as sampled for the last two (it is not known right: the reward paid it). A reward that
+pays none of the bare right forms needs a format (tags): only the swapped real samples count for it. Flagged, in the sheet's
 "Read these first" with the reply and its score: a reward that raised on a built reply; a reward that tells some
 twins apart (pays right more than wrong) yet pays a wrong reply at least as much as its twin; a reward that tells no
 twin apart but pays them (right and wrong alike), when it reads the gold column or no reward of the set tells right
