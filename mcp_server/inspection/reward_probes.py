@@ -15,14 +15,14 @@ chat-message completions when the prompts are chat, the row's columns as keyword
 
 Each wrong reply has a twin of the same length: `w` and `g`, the two "The answer is" forms, `g, not w` and
 `w, not g`, the real sample as sampled for the last two (it is not known right: the reward paid it). A reward that
-pays none of the bare right forms needs a format (tags): only the swapped real samples count for it. Flagged, in the sheet's
-"Read these first" with the reply and its score: a reward that raised on a built reply; a reward that tells some
-twins apart (pays right more than wrong) yet pays a wrong reply at least as much as its twin; a reward that tells no
-twin apart but pays them (right and wrong alike), when it reads the gold column or no reward of the set tells right
-from wrong (no task reward, none that separates): a format or length reward beside a verifier is shaping, not
-judging. Every built reply and its score goes to the sheet's last section, so a person can reproduce a flag. No
-tokenizer is loaded: each built reply carries the completion_ids of the sample it was built from, so a reward of
-token length cannot tell twins apart.
+pays none of the bare right forms needs a format (tags): only the swapped real samples count for it. Flagged, in the
+sheet's "Read these first" with the reply and its score: a reward that raised on a built reply; a reward that tells
+some twins apart (pays right more than wrong) yet pays a wrong reply at least as much as its twin; a reward that
+tells no twin apart but pays them (right and wrong alike), when it reads the gold column or no reward of the set
+tells right from wrong (no task reward, none that separates): a format or length reward beside a verifier is
+shaping, not judging. Every built reply and its score goes to the sheet's last section, so a person can reproduce a
+flag. No tokenizer is loaded: each built reply carries the completion_ids of the sample it was built from, so a
+reward of token length cannot tell twins apart.
 tests/test_reward_probes.py measures it on issue 49's walks: each labelled bad reward flagged, no good one.
 """
 
