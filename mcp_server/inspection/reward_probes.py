@@ -23,6 +23,7 @@ tells right from wrong (no task reward, none that separates): a format or length
 shaping, not judging. Every built reply and its score goes to the sheet's last section, so a person can reproduce a
 flag. No tokenizer is loaded: each built reply carries the completion_ids of the sample it was built from, so a
 reward of token length cannot tell twins apart.
+Not on an agentic run (a completion of several messages: tool calls and results), whose rewards read the turns.
 tests/test_reward_probes.py measures it on issue 49's walks: each labelled bad reward flagged, no good one.
 """
 
@@ -57,6 +58,8 @@ def probe_rewards(funcs: list, specs: list[RewardSpec], names: list[str], sample
     """One RewardProbe per probed reward (`scores[r][i]`: reward r on sample i; `golds[r]`: the column it reads as
     the gold, suspects.gold_column, None where unknown; `call(func, spec, samples)`: the scores as TRL's call gives
     them, UserInputError when the reward raises)."""
+    if any(isinstance(s.get("completion"), list) and len(s["completion"]) != 1 for s in samples):
+        return []  # an agentic run's turns: one built message is not what its rewards receive
     tried = []
     for r, (func, spec, name) in enumerate(zip(funcs, specs, names)):
         if not probed(spec):
