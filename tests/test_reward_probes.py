@@ -148,3 +148,16 @@ def test_text_golds_take_another_rows_gold_as_the_wrong_answer(workspace, tiny_m
                                                      ("walk49e_rewards.city_exact", False)], 20)
     assert bool(flags["walk49e_rewards.city_substring"]) and not flags["walk49e_rewards.city_exact"], flags
     assert re.search(r"1 to '(Tokyo|Rome|Paris), not (Paris|Tokyo|Rome)'", flags["walk49e_rewards.city_substring"][0])
+
+
+def test_an_agentic_runs_turns_are_not_rebuilt_as_one_reply(workspace, tiny_model):
+    """A completion of several messages (a tool call, its result, the answer) is what an agentic reward reads: a reply
+    built as one assistant message would not be, so no reward is tried on built replies there."""
+    run_dir = _run(workspace, tiny_model, "agentic", WALK, [{"name": "walk49e_rewards.larger_substring"}], 8)
+    samples_file = run_dir / "inspection" / "samples.jsonl"
+    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    for s in samples:
+        s["completion"] = [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": "compare", "arguments": "{}"}}]}, {"role": "tool", "content": "?"}, *s["completion"]]
+    samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    assert inspect_rewards(InspectRequest(run=str(run_dir))).reward_probes == []
