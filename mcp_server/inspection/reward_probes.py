@@ -215,7 +215,8 @@ def _judge(name: str, replies: list[BuiltReply], pairs: list[Pair], values: list
         more = f"; {len(paid) - SHOWN} more" if len(paid) > SHOWN else ""
         what = ("a reply built to be wrong" if tells else
                 "replies built to be right and wrong alike (it tells none apart)")
-        reasons.append(f"your reward {name} paid {what}: " + "; ".join(shown)
+        whose = "the built-in" if name in REGISTRY else "your reward"
+        reasons.append(f"{whose} {name} paid {what}: " + "; ".join(shown)
                        + f"{more} ({len(paid)} of {len(counted)} wrong replies paid at least as much as their "
                        "twin; every built reply: the sheet's last section)")
     return RewardProbe(reward=name, flagged=bool(reasons), reasons=reasons, replies=replies)
