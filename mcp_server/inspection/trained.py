@@ -307,19 +307,19 @@ def _run_from_verified(run: Run, model_args, training_args, pin: dict) -> None:
 
 
 def confirm_loaded_model(trainer) -> None:
-    """After GRPOTrainer loaded the model: its files are still the ones the check verified (a weight swapped in
+    """After GRPOTrainer loaded the model, before the first step: the tensors in memory (policy, separate reference
+    model) are the verified files' bytes, read from one open fd per file (loaded_weights: a weight file swapped in
     between the check and the load, and put back, is refused). A no-op when the check did not run."""
     if not VERIFIED or sampling_now():
         return
-    from mcp_server.inspection.training_inputs import trained_model
+    from mcp_server.inspection.loaded_weights import loaded_weight_problems
 
-    run = Run(Path(VERIFIED["run"]))
-    now = trained_model(VERIFIED["loads"], VERIFIED["revision"], run).get("files_sha256")
-    expected = (VERIFIED["model"] or {}).get("files_sha256")
-    if now != expected:  # loaded from the resolved folder: its files are what the check hashed
-        print(f"llm-finetuning: refusing to train: the model's files changed while it loaded ({VERIFIED['loads']}: "
-              f"files {str(now)[:12]}, verified {str(expected)[:12]}). Put them back, then launch again.",
-              file=sys.stderr, flush=True)
+    pin = VERIFIED["model"] or {}
+    models = [m for m in (getattr(trainer, "model", None), getattr(trainer, "ref_model", None)) if m is not None]
+    problems = loaded_weight_problems(models, VERIFIED["loads"], pin.get("files_sha256"), pin.get("loads"))
+    if problems:
+        print(f"llm-finetuning: refusing to train: {'; '.join(problems)}. Put the model's files back, then launch "
+              "again.", file=sys.stderr, flush=True)
         raise InputsChanged(3)
 
 

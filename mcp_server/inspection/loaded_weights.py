@@ -1,0 +1,263 @@
+"""What is in memory is what was reviewed: the loaded model's tensors against the pinned files' bytes (round 9).
+
+The point-of-use check (inspection.trained) hashes the model's files; transformers then reads them again to load.
+Re-hashing the files after the load proves nothing about memory: a weight file renamed in after the hash and put
+back after the load passes any number of re-hashes. So, once GRPOTrainer has loaded the model (before the first
+step), `loaded_weight_problems` opens every file of the model folder ONCE, computes the model pin from those open
+descriptors (a small file's bytes hashed, a large file's fstat: workspace.files_digest's rule) and, when that is the
+verified pin, reads each weight tensor from the same descriptor (a rename over the path cannot change an open fd's
+inode; an in-place write changes the hash, or the large file's ctime, checked again after its last read) and
+compares it, exactly and bitwise, with the tensor in memory cast to the loaded dtype. Streams tensor by tensor
+(safetensors' header gives each one's offsets; a small file's bytes are in memory already): no second copy of the
+model. A PEFT-wrapped model compares its base weights (`base_layer`, `original_module` under the adapter's names),
+tied weights compare once per file tensor, a sharded model reads the files its index names.
+
+Not compared (named in docs/development.md): quantized parameters (4/8-bit: not the file's values once loaded),
+ZeRO-3 partitioned parameters are gathered one at a time (untested here: no DeepSpeed on CPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import struct
+from pathlib import Path
+
+from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
+
+_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+           "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
+           "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+
+
+class _Opened:
+    """One file of the model folder, opened once: its fd, its fstat when opened and (small files) its bytes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.stat = os.fstat(self.fd)
+        self.data = self._read_all() if self.stat.st_size <= WHOLE_FILE_BYTES else None
+
+    def _read_all(self) -> bytes:
+        chunks, offset = [], 0
+        while True:
+            chunk = os.pread(self.fd, 1 << 24, offset)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            offset += len(chunk)
+
+    def pin(self) -> str:
+        return hashlib.sha256(self.data).hexdigest() if self.data is not None else large_file_pin(self.stat)
+
+    def read(self, offset: int, size: int) -> bytes:
+        if self.data is not None:
+            return self.data[offset:offset + size]
+        out = bytearray()
+        while len(out) < size:
+            chunk = os.pread(self.fd, size - len(out), offset + len(out))
+            if not chunk:
+                raise OSError(f"{self.path.name} ended early")
+            out += chunk
+        return bytes(out)
+
+    def unchanged(self) -> bool:
+        """A large file was not written in place while it was read (its stat pin after the reads)."""
+        return self.data is not None or large_file_pin(os.fstat(self.fd)) == large_file_pin(self.stat)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _open_tree(folder: Path) -> tuple[str, dict[str, _Opened]]:
+    """Every file under `folder` (pins._tree's list) opened once, and pins.model_pin's files digest of them."""
+    digest, opened = hashlib.sha256(), {}
+    try:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            handle = _Opened(path)
+            relative = str(path.relative_to(folder))
+            opened[relative] = handle
+            digest.update(relative.encode() + b"\0")
+            digest.update(handle.pin().encode())
+    except OSError:
+        _close(opened)
+        raise
+    return digest.hexdigest(), opened
+
+
+def _close(opened: dict[str, _Opened]) -> None:
+    for handle in opened.values():
+        handle.close()
+
+
+def _variant(name: str, variant: str | None) -> str:
+    if not variant:
+        return name
+    stem, _, suffix = name.rpartition(".")
+    return f"{stem}.{variant}.{suffix}"
+
+
+def weight_files(opened: dict[str, _Opened], loads: dict | None) -> list[str]:
+    """The files transformers loads the weights from (relative names in `opened`): the index's shards, else the
+    single file; safetensors first unless use_safetensors is False. Empty: none it could load."""
+    loads = loads or {}
+    sub = str(loads.get("subfolder") or "").strip("/")
+    prefix = f"{sub}/" if sub else ""
+    kinds = [("model.safetensors", "model.safetensors.index.json"),
+             ("pytorch_model.bin", "pytorch_model.bin.index.json")]
+    if loads.get("use_safetensors") is False:
+        kinds = kinds[1:]
+    for single, index in kinds:
+        index_name = prefix + _variant(index, loads.get("variant"))
+        if index_name in opened and opened[index_name].data is not None:
+            shards = sorted(set(json.loads(opened[index_name].data).get("weight_map", {}).values()))
+            return [prefix + s for s in shards]
+        if prefix + _variant(single, loads.get("variant")) in opened:
+            return [prefix + _variant(single, loads.get("variant"))]
+    return []
+
+
+def _tensors(handle: _Opened):
+    """(name, tensor) of one weight file, one tensor at a time, from its open descriptor."""
+    import torch
+
+    if handle.path.name.endswith(".bin"):  # a pickle: loaded whole (one shard's copy), weights only
+        source = io.BytesIO(handle.data) if handle.data is not None else os.fdopen(os.dup(handle.fd), "rb")
+        with source:
+            yield from torch.load(source, map_location="cpu", weights_only=True).items()
+        return
+    (length,) = struct.unpack("<Q", handle.read(0, 8))
+    header = json.loads(handle.read(8, length))
+    header.pop("__metadata__", None)
+    for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
+        begin, end = info["data_offsets"]
+        dtype = getattr(torch, _DTYPES[info["dtype"]])
+        raw = bytearray(handle.read(8 + length + begin, end - begin))
+        tensor = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        yield name, tensor.reshape(info["shape"])
+
+
+def _loaded_tensors(model) -> tuple[dict, str]:
+    """The loaded model's parameters and persistent buffers by the names its files use: a PEFT wrapper's base
+    model, `base_layer` and `original_module` segments dropped, adapter tensors left out; tied names each."""
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
+    named = dict(model.named_parameters(remove_duplicate=False))
+    named.update(model.named_buffers(remove_duplicate=False))
+    found = {}
+    for name, tensor in named.items():
+        parts = name.split(".")
+        if any(p.startswith("lora_") or p == "modules_to_save" for p in parts):
+            continue
+        found.setdefault(".".join(p for p in parts if p not in ("base_layer", "original_module")), tensor)
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    return found, prefix
+
+
+def _same(file_tensor, loaded, model_dtype) -> bool:
+    """Bitwise equal once the file's tensor takes the loaded dtype (directly, or through the model's dtype, as a
+    layer TRL upcasts after the load: lm_head to float32)."""
+    import torch
+
+    if getattr(loaded, "quant_state", None) is not None or getattr(loaded, "SCB", None) is not None or \
+            (loaded.dtype in (torch.uint8, torch.int8) and file_tensor.is_floating_point()):
+        return True  # quantized once loaded: not the file's values (module doc)
+    value = _gathered(loaded).to("cpu")
+    if tuple(value.shape) != tuple(file_tensor.shape):
+        return False
+    for cast in (file_tensor.to(value.dtype), file_tensor.to(model_dtype or value.dtype).to(value.dtype)):
+        if torch.equal(cast.reshape(-1).contiguous().view(torch.uint8), value.reshape(-1).contiguous().view(torch.uint8)):
+            return True
+    return False
+
+
+def _gathered(param):
+    """A ZeRO-3 partitioned parameter gathered whole (DeepSpeed), else the tensor itself, detached."""
+    if hasattr(param, "ds_id"):
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters([param]):
+            return param.data.detach().clone()
+    return param.detach()
+
+
+def _find(loaded: dict, prefix: str, name: str):
+    for candidate in (name, f"{prefix}.{name}" if prefix else name,
+                      name[len(prefix) + 1:] if prefix and name.startswith(prefix + ".") else name):
+        if candidate in loaded:
+            return loaded[candidate]
+    return None
+
+
+def compare_model(model, opened: dict[str, _Opened], files: list[str]) -> tuple[list[str], int]:
+    """(the tensors in memory that differ from the files' (file: tensor), how many were compared)."""
+    loaded, prefix = _loaded_tensors(model)
+    model_dtype = getattr(model, "dtype", None)
+    differ, compared = [], 0
+    for relative in files:
+        handle = opened[relative]
+        for name, tensor in _tensors(handle):
+            target = _find(loaded, prefix, name)
+            if target is None:
+                continue  # not loaded (transformers ignores it): nothing in memory came from it
+            compared += 1
+            if not _same(tensor, target, model_dtype):
+                differ.append(f"{relative}: {name}")
+        if not handle.unchanged():
+            differ.append(f"{relative}: written while it was read")
+    return differ, compared
+
+
+def own_memory(model) -> int:
+    """Copy every CPU parameter and buffer of `model` into the process's own memory; returns the bytes copied.
+    transformers maps a safetensors file and keeps its CPU tensors as views of the mapping when no cast is needed:
+    an in-place rewrite of the file, at any time, would change the weights that train (frozen LoRA bases and a
+    reference model are never written, so never copied on write). Tied weights stay one tensor."""
+    copied = 0
+    for param in model.parameters():  # each Parameter once: a tied one is shared by its modules
+        if param.device.type == "cpu" and not hasattr(param, "ds_id"):
+            param.data = param.data.clone()
+            copied += param.numel() * param.element_size()
+    for module in model.modules():
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None and buffer.device.type == "cpu":
+                module._buffers[name] = buffer.clone()
+                copied += buffer.numel() * buffer.element_size()
+    return copied
+
+
+def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str | None,
+                           loads: dict | None) -> list[str]:
+    """Why the models in memory are not the verified folder's weights (empty: they are), for the check's one
+    refusal line: the models' CPU tensors copied out of any file mapping first (own_memory), then the files' pin
+    from one open of each file, then every weight tensor from those descriptors."""
+    folder = Path(folder)
+    for model in models:
+        own_memory(model)
+    try:
+        digest, opened = _open_tree(folder)
+    except OSError as exc:
+        return [f"the model's files could not be read again ({exc})"]
+    try:
+        if digest != files_sha256:
+            return [f"the model's files changed while it loaded ({folder}: files {digest[:12]}, verified "
+                    f"{str(files_sha256)[:12]})"]
+        files = weight_files(opened, loads)
+        if not files or any(f not in opened for f in files):
+            return [f"no weight file in {folder} the check can compare with what loaded (safetensors or "
+                    "pytorch_model.bin, as transformers names them)"]
+        problems = []
+        for model in models:
+            differ, compared = compare_model(model, opened, files)
+            if compared == 0:
+                problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
+            elif differ:
+                more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+                problems.append("the weights in memory are not the verified files' (swapped while they loaded): "
+                                f"{'; '.join(differ[:4])}{more}")
+        return problems
+    finally:
+        _close(opened)
