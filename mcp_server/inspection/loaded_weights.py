@@ -168,10 +168,11 @@ def _same(file_tensor, loaded, model_dtype) -> bool:
     value = _gathered(loaded).to("cpu")
     if tuple(value.shape) != tuple(file_tensor.shape):
         return False
-    for cast in (file_tensor.to(value.dtype), file_tensor.to(model_dtype or value.dtype).to(value.dtype)):
-        if torch.equal(cast.reshape(-1).contiguous().view(torch.uint8), value.reshape(-1).contiguous().view(torch.uint8)):
-            return True
-    return False
+    def raw(tensor):
+        return tensor.reshape(-1).contiguous().view(torch.uint8)
+
+    return any(torch.equal(raw(cast), raw(value)) for cast in
+               (file_tensor.to(value.dtype), file_tensor.to(model_dtype or value.dtype).to(value.dtype)))
 
 
 def _gathered(param):
