@@ -24,7 +24,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from mcp_server.inspection import trained
+from mcp_server import workspace as workspace_module
+from mcp_server.inspection import loaded_weights, trained
 from mcp_server.inspection.trained import InputsChanged, confirm_loaded_model
 from mcp_server.inspection.training_inputs import trained_model
 from mcp_server.runs import Run
@@ -127,10 +128,15 @@ def _marked(model) -> float:
 
 @pytest.mark.parametrize("kind", ["full", "lora"])
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("layout", ["single", "sharded"])
+@pytest.mark.parametrize("layout", ["single", "sharded", "large"])
 def test_the_weights_in_memory_are_the_verified_files(tmp_path, tiny_model, sharded, monkeypatch, capsys, layout, case,
                                                      kind):
-    folder, holder = _folder(tmp_path, tiny_model if layout == "single" else sharded)
+    """`large`: the tiny model's file as a model's files over WHOLE_FILE_BYTES are pinned (by fstat, not content):
+    read tensor by tensor from the fd; any rewrite or rename changes that pin (ctime, inode)."""
+    if layout == "large":
+        monkeypatch.setattr(workspace_module.files_digest, "__defaults__", (0,))
+        monkeypatch.setattr(loaded_weights, "WHOLE_FILE_BYTES", 0)
+    folder, holder = _folder(tmp_path, sharded if layout == "sharded" else tiny_model)
     path = folder / holder
     good, evil = path.read_bytes(), _evil(path)
     assert len(good) == len(evil)
@@ -141,7 +147,7 @@ def test_the_weights_in_memory_are_the_verified_files(tmp_path, tiny_model, shar
     model = _swap(path, evil, good, case, lambda: _load(folder, kind))
     assert path.read_bytes() == (evil if "after hash" in case else good)
     trainer = SimpleNamespace(model=model, ref_model=None)
-    mmapped = case == "in-place during load, restored" and kind == "full"
+    mmapped = case == "in-place during load, restored" and kind == "full" and layout != "large"
     if CASES[case] is None or mmapped:
         confirm_loaded_model(trainer)
         assert _marked(model) != 7.0
@@ -151,8 +157,9 @@ def test_the_weights_in_memory_are_the_verified_files(tmp_path, tiny_model, shar
     with pytest.raises(InputsChanged) as refused:
         confirm_loaded_model(trainer)
     err = capsys.readouterr().err
-    assert refused.value.code == 3 and CASES[case] in err, err
-    if "after hash" not in case:  # names the file and the tensor that differs (q_proj: LoRA's base_layer)
+    expected = CASES["swap after hash"] if layout == "large" else CASES[case]  # a new inode or ctime: the pin
+    assert refused.value.code == 3 and expected in err, err
+    if "after hash" not in case and layout != "large":  # names the file and the tensor that differs (q_proj: LoRA's base_layer)
         assert f"{holder}: {MARKED}" in err, err
         assert layout != "single" or f"{holder}: {BASE}" in err, err
 

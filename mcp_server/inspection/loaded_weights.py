@@ -53,16 +53,18 @@ class _Opened:
     def pin(self) -> str:
         return hashlib.sha256(self.data).hexdigest() if self.data is not None else large_file_pin(self.stat)
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> bytearray:
+        """`size` bytes at `offset`, a writable copy (a large file's, read straight from the fd: one copy)."""
         if self.data is not None:
-            return self.data[offset:offset + size]
-        out = bytearray()
-        while len(out) < size:
-            chunk = os.pread(self.fd, size - len(out), offset + len(out))
-            if not chunk:
+            return bytearray(self.data[offset:offset + size])
+        out, got = bytearray(size), 0
+        view = memoryview(out)
+        while got < size:
+            count = os.preadv(self.fd, [view[got:]], offset + got)
+            if not count:
                 raise OSError(f"{self.path.name} ended early")
-            out += chunk
-        return bytes(out)
+            got += count
+        return out
 
     def unchanged(self) -> bool:
         """A large file was not written in place while it was read (its stat pin after the reads)."""
@@ -135,7 +137,7 @@ def _tensors(handle: _Opened):
     for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
         begin, end = info["data_offsets"]
         dtype = getattr(torch, _DTYPES[info["dtype"]])
-        raw = bytearray(handle.read(8 + length + begin, end - begin))
+        raw = handle.read(8 + length + begin, end - begin)
         tensor = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
         yield name, tensor.reshape(info["shape"])
 

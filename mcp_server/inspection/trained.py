@@ -16,8 +16,8 @@ back later) cannot train unseen. Run by hand, without the launcher, the hash com
 verdict at all the script says its rewards were not reviewed and trains (the launcher never starts such a run).
 
 What passes the check is what trains (issue 48): the rows are in memory (config.loader), the model loads from the
-folder whose files were hashed (a hub model's cached snapshot) and is hashed again once loaded
-(`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused (and the checkpoint
+folder whose files were hashed (a hub model's cached snapshot), its tensors in memory are compared with them once
+loaded (`confirm_loaded_model`), a resume_from_checkpoint outside the run's output_dir is refused (and the checkpoint
 is hashed against the saves ledger right before it loads: script_support.confirm_resume_checkpoint), a pinned
 field set on the command line after --config is refused (`_command_line_overrides`), and under
 launch_training the verdict must be the bytes its gate judged (VERDICT_SHA_ENV) and train/train.py the bytes the
