@@ -157,7 +157,7 @@ def test_the_weights_in_memory_are_the_verified_files(tmp_path, tiny_model, shar
     with pytest.raises(InputsChanged) as refused:
         confirm_loaded_model(trainer)
     err = capsys.readouterr().err
-    expected = CASES["swap after hash"] if layout == "large" else CASES[case]  # a new inode or ctime: the pin
+    expected = CASES["swap after hash"] if layout == "large" else CASES[case]  # large: a new inode or ctime
     assert refused.value.code == 3 and expected in err, err
     if "after hash" not in case and layout != "large":  # names the file and the tensor that differs (q_proj: LoRA's base_layer)
         assert f"{holder}: {MARKED}" in err, err
