@@ -159,7 +159,7 @@ def test_the_weights_in_memory_are_the_verified_files(tmp_path, tiny_model, shar
     err = capsys.readouterr().err
     expected = CASES["swap after hash"] if layout == "large" else CASES[case]  # large: a new inode or ctime
     assert refused.value.code == 3 and expected in err, err
-    if "after hash" not in case and layout != "large":  # names the file and the tensor that differs (q_proj: LoRA's base_layer)
+    if "after hash" not in case and layout != "large":  # names the file and the tensor (q_proj: base_layer)
         assert f"{holder}: {MARKED}" in err, err
         assert layout != "single" or f"{holder}: {BASE}" in err, err
 
