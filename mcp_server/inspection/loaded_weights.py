@@ -173,8 +173,10 @@ def _same(file_tensor, loaded, model_dtype) -> bool:
     def raw(tensor):
         return tensor.reshape(-1).contiguous().view(torch.uint8)
 
-    return any(torch.equal(raw(cast), raw(value)) for cast in
-               (file_tensor.to(value.dtype), file_tensor.to(model_dtype or value.dtype).to(value.dtype)))
+    if torch.equal(raw(file_tensor.to(value.dtype)), raw(value)):
+        return True
+    return model_dtype not in (None, value.dtype, file_tensor.dtype) and \
+        torch.equal(raw(file_tensor.to(model_dtype).to(value.dtype)), raw(value))
 
 
 def _gathered(param):
@@ -215,18 +217,23 @@ def compare_model(model, opened: dict[str, _Opened], files: list[str]) -> tuple[
 
 
 def own_memory(model) -> int:
-    """Copy every CPU parameter and buffer of `model` into the process's own memory; returns the bytes copied.
-    transformers maps a safetensors file and keeps its CPU tensors as views of the mapping when no cast is needed:
-    an in-place rewrite of the file, at any time, would change the weights that train (frozen LoRA bases and a
-    reference model are never written, so never copied on write). Tied weights stay one tensor."""
+    """Copy every CPU parameter and buffer of `model` held in memory torch did not allocate (a storage it cannot
+    resize: a file's mapping) into the process's own; returns the bytes copied. transformers maps a safetensors
+    file and keeps CPU tensors as views of the mapping when no cast is needed: an in-place rewrite of the file, at
+    any time, would change the weights that train (frozen LoRA bases and a reference model are never written, so
+    never copied on write). Tied weights stay one tensor."""
+    def mapped(tensor) -> bool:
+        return tensor.device.type == "cpu" and not hasattr(tensor, "ds_id") and \
+            not tensor.untyped_storage().resizable()
+
     copied = 0
     for param in model.parameters():  # each Parameter once: a tied one is shared by its modules
-        if param.device.type == "cpu" and not hasattr(param, "ds_id"):
+        if mapped(param):
             param.data = param.data.clone()
             copied += param.numel() * param.element_size()
     for module in model.modules():
         for name, buffer in list(module._buffers.items()):
-            if buffer is not None and buffer.device.type == "cpu":
+            if buffer is not None and mapped(buffer):
                 module._buffers[name] = buffer.clone()
                 copied += buffer.numel() * buffer.element_size()
     return copied
