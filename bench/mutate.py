@@ -82,7 +82,7 @@ AREAS: dict[str, Area] = {a.name: a for a in (
                                         "tests/test_run_states.py", "tests/test_run_forgery.py")),
     Area("gate", "inspection gate and pins", ("tests/test_inspection_gate.py", "tests/test_gate_point_of_use.py",
                                               "tests/test_inspection.py", "tests/test_config_view.py",
-                                              "tests/test_gate_table.py")),
+                                              "tests/test_gate_table.py", "tests/test_loaded_weights.py")),
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
@@ -1341,6 +1341,23 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if not any(v is not None for k, v in row.items()):",
       "an evaluation logged at a step of its own (eval_* and epoch only, in trainer_state.json's log_history) reads "
       "as a logged training step: the run's last step and steps logged count it, with no metric in it"),
+    # ------------------------------------------------------------------ round 9 (issue 48, G2): the weights in
+    # memory against the verified files' bytes (inspection/loaded_weights.py; judged by tests/test_loaded_weights.py)
+    M("r9-loaded-weights-mapping-kept", "gate", "mcp_server/inspection/loaded_weights.py",
+      "    for model in models:\n        own_memory(model)\n",
+      "    for model in models:\n        pass\n",
+      "the loaded CPU weights stay views of the weight file's mapping: the file rewritten in place after the check "
+      "changes the weights that train (a frozen LoRA base, the reference model, for good)"),
+    M("r9-loaded-weights-shape-only", "gate", "mcp_server/inspection/loaded_weights.py",
+      "    if torch.equal(raw(file_tensor.to(value.dtype)), raw(value)):\n",
+      "    if tuple(value.shape) == tuple(file_tensor.shape):\n",
+      "each loaded tensor is compared with the file's by shape only: a weight file swapped in during the load and "
+      "put back (the round's racer) trains its marked layernorm"),
+    M("r9-loaded-weights-pin-unchecked", "gate", "mcp_server/inspection/loaded_weights.py",
+      "        if digest != files_sha256:\n",
+      "        if files_sha256 is None:\n",
+      "the files read for the comparison are not checked against the verified pin: a weight file swapped in after "
+      "the check's hash, and kept, compares equal to what loaded and trains unreviewed"),
 )
 
 
