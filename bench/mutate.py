@@ -1354,8 +1354,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "each loaded tensor is compared with the file's by shape only: a weight file swapped in during the load and "
       "put back (the round's racer) trains its marked layernorm"),
     M("r9-loaded-weights-pin-unchecked", "gate", "mcp_server/inspection/loaded_weights.py",
-      "        if digest != files_sha256:\n",
-      "        if files_sha256 is None:\n",
+      "    if digest != files_sha256:\n",
+      "    if files_sha256 is None:\n",
       "the files read for the comparison are not checked against the verified pin: a weight file swapped in after "
       "the check's hash, and kept, compares equal to what loaded and trains unreviewed"),
 )

@@ -71,28 +71,9 @@ class _Opened:
         return self.data is not None or large_file_pin(os.fstat(self.fd)) == large_file_pin(self.stat)
 
     def close(self) -> None:
-        os.close(self.fd)
-
-
-def _open_tree(folder: Path) -> tuple[str, dict[str, _Opened]]:
-    """Every file under `folder` (pins._tree's list) opened once, and pins.model_pin's files digest of them."""
-    digest, opened = hashlib.sha256(), {}
-    try:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            handle = _Opened(path)
-            relative = str(path.relative_to(folder))
-            opened[relative] = handle
-            digest.update(relative.encode() + b"\0")
-            digest.update(handle.pin().encode())
-    except OSError:
-        _close(opened)
-        raise
-    return digest.hexdigest(), opened
-
-
-def _close(opened: dict[str, _Opened]) -> None:
-    for handle in opened.values():
-        handle.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd, self.data = -1, None
 
 
 def _variant(name: str, variant: str | None) -> str:
@@ -102,9 +83,10 @@ def _variant(name: str, variant: str | None) -> str:
     return f"{stem}.{variant}.{suffix}"
 
 
-def weight_files(opened: dict[str, _Opened], loads: dict | None) -> list[str]:
-    """The files transformers loads the weights from (relative names in `opened`): the index's shards, else the
-    single file; safetensors first unless use_safetensors is False. Empty: none it could load."""
+def weight_files(names: set[str], read, loads: dict | None) -> list[str]:
+    """The files transformers loads the weights from (relative names among `names`; `read(name)`: an index's
+    bytes): the index's shards, else the single file; safetensors first unless use_safetensors is False. Empty:
+    none it could load."""
     loads = loads or {}
     sub = str(loads.get("subfolder") or "").strip("/")
     prefix = f"{sub}/" if sub else ""
@@ -114,10 +96,10 @@ def weight_files(opened: dict[str, _Opened], loads: dict | None) -> list[str]:
         kinds = kinds[1:]
     for single, index in kinds:
         index_name = prefix + _variant(index, loads.get("variant"))
-        if index_name in opened and opened[index_name].data is not None:
-            shards = sorted(set(json.loads(opened[index_name].data).get("weight_map", {}).values()))
-            return [prefix + s for s in shards]
-        if prefix + _variant(single, loads.get("variant")) in opened:
+        if index_name in names:
+            shards = sorted({prefix + s for s in json.loads(read(index_name)).get("weight_map", {}).values()})
+            return shards if all(s in names for s in shards) else []
+        if prefix + _variant(single, loads.get("variant")) in names:
             return [prefix + _variant(single, loads.get("variant"))]
     return []
 
@@ -197,23 +179,19 @@ def _find(loaded: dict, prefix: str, name: str):
     return None
 
 
-def compare_model(model, opened: dict[str, _Opened], files: list[str]) -> tuple[list[str], int]:
-    """(the tensors in memory that differ from the files' (file: tensor), how many were compared)."""
-    loaded, prefix = _loaded_tensors(model)
-    model_dtype = getattr(model, "dtype", None)
-    differ, compared = [], 0
-    for relative in files:
-        handle = opened[relative]
-        for name, tensor in _tensors(handle):
-            target = _find(loaded, prefix, name)
+def _compare_file(relative: str, handle: _Opened, states: list) -> None:
+    """Each tensor of one weight file against each model's (`states`: [loaded, prefix, dtype, differ, compared])."""
+    for name, tensor in _tensors(handle):
+        for state in states:
+            target = _find(state[0], state[1], name)
             if target is None:
                 continue  # not loaded (transformers ignores it): nothing in memory came from it
-            compared += 1
-            if not _same(tensor, target, model_dtype):
-                differ.append(f"{relative}: {name}")
-        if not handle.unchanged():
-            differ.append(f"{relative}: written while it was read")
-    return differ, compared
+            state[4] += 1
+            if not _same(tensor, target, state[2]):
+                state[3].append(f"{relative}: {name}")
+    if not handle.unchanged():
+        for state in states:
+            state[3].append(f"{relative}: written while it was read")
 
 
 def own_memory(model) -> int:
@@ -239,35 +217,61 @@ def own_memory(model) -> int:
     return copied
 
 
+def _read_folder(folder: Path, models: list, loads: dict | None) -> tuple[str, list[str], list]:
+    """(the folder's files digest as pins.model_pin takes it, the weight files, each model's comparison state):
+    every file opened once; a weight file's tensors compared from that descriptor (a small file: from the bytes
+    hashed), then closed: one file's bytes and one tensor in memory at a time."""
+    paths = {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file()}
+    pins, opened = {}, {}
+
+    def read_index(name: str) -> bytes:
+        opened[name] = _Opened(paths[name])
+        return opened[name].data or b"{}"
+
+    files = weight_files(set(paths), read_index, loads)
+    states = [[*_loaded_tensors(m), getattr(m, "dtype", None), [], 0] for m in models]
+    for relative in sorted(paths):
+        handle = opened.pop(relative, None) or _Opened(paths[relative])
+        try:
+            pins[relative] = handle.pin()
+            if relative in files and states:
+                try:
+                    _compare_file(relative, handle, states)
+                except (struct.error, ValueError, KeyError, RuntimeError, OSError) as exc:  # not a weight file
+                    for state in states:
+                        state[3].append(f"{relative}: unreadable as weights ({type(exc).__name__})")
+        finally:
+            handle.close()
+    digest = hashlib.sha256()
+    for relative in sorted(paths, key=lambda r: paths[r]):  # pins._tree's order: by path
+        digest.update(relative.encode() + b"\0" + pins[relative].encode())
+    return digest.hexdigest(), files, states
+
+
 def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str | None,
                            loads: dict | None) -> list[str]:
     """Why the models in memory are not the verified folder's weights (empty: they are), for the check's one
-    refusal line: the models' CPU tensors copied out of any file mapping first (own_memory), then the files' pin
-    from one open of each file, then every weight tensor from those descriptors."""
+    refusal line: the models' CPU tensors copied out of any file mapping first (own_memory), then one read of the
+    folder (_read_folder): its pin must be the verified one, and every weight tensor the loaded one."""
     folder = Path(folder)
     for model in models:
         own_memory(model)
     try:
-        digest, opened = _open_tree(folder)
-    except OSError as exc:
-        return [f"the model's files could not be read again ({exc})"]
-    try:
-        if digest != files_sha256:
-            return [f"the model's files changed while it loaded ({folder}: files {digest[:12]}, verified "
-                    f"{str(files_sha256)[:12]})"]
-        files = weight_files(opened, loads)
-        if not files or any(f not in opened for f in files):
-            return [f"no weight file in {folder} the check can compare with what loaded (safetensors or "
-                    "pytorch_model.bin, as transformers names them)"]
-        problems = []
-        for model in models:
-            differ, compared = compare_model(model, opened, files)
-            if compared == 0:
-                problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
-            elif differ:
-                more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
-                problems.append("the weights in memory are not the verified files' (swapped while they loaded): "
-                                f"{'; '.join(differ[:4])}{more}")
-        return problems
-    finally:
-        _close(opened)
+        digest, files, states = _read_folder(folder, models, loads)
+    except (OSError, ValueError, KeyError) as exc:
+        return [f"the model's files could not be read again ({type(exc).__name__}: {exc})"]
+    if digest != files_sha256:
+        return [f"the model's files changed while it loaded ({folder}: files {digest[:12]}, verified "
+                f"{str(files_sha256)[:12]})"]
+    if not files:
+        return [f"no weight file in {folder} the check can compare with what loaded (safetensors or "
+                "pytorch_model.bin, as transformers names them)"]
+    problems = []
+    for _, _, _, differ, compared in states:
+        if differ:
+            more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+            problems.append("the weights in memory are not the verified files' (swapped while they loaded): "
+                            f"{'; '.join(differ[:4])}{more}")
+        elif compared == 0:
+            problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
+    return problems
