@@ -755,7 +755,7 @@ def state_dir_in(form: str, target: Path, beside: Path, monkeypatch) -> None:
     monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(named))
 
 
-@pytest.mark.parametrize("where", ["inside", "the workspace", "outside"])
+@pytest.mark.parametrize("where", ["inside", "workspace-itself", "outside"])
 @pytest.mark.parametrize("form", STATE_DIR_FORMS)
 def test_the_evidence_key_is_never_kept_inside_the_workspace_however_its_folder_is_named(workspace, tmp_path,
                                                                                         monkeypatch, form, where):
