@@ -1234,7 +1234,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     # (write_exit runs only in launch.sh's process; resume_patch's pin move only in slow tests); m7-runs-log-tail-pipe
     # an error (its /dev/zero row reads without end and is OOM-killed; its FIFO row fails); m7-gate-preload-space-
     # unsplit survives only because its import-time line falls back to AREAS["gate"], which lacks
-    # tests/test_gate_loader.py (that file catches it).
+    # tests/test_gate_loader.py (that file catches it). Round 7's runs kills (kill7runs, each row checked with the
+    # mutation applied): file-unbound by test_run_forgery's signed-file x copied-onto table and its stop-request row;
+    # key-path-unresolved by its state-folder forms table (link, link to link x inside, the workspace itself);
+    # exit-launch-unbound by every run-state row that ends a launch (support.write_exit now calls evidence.write_exit);
+    # resume-patch-adopts-edit by test_resume_patch's patch x hand-edit table; log-tail-pipe by test_run_files' device
+    # row (its address space bounded: MemoryError, not the OOM killer); preload-space-unsplit by the tests that run
+    # loader_env.py (an import-only line's judges).
     # gate: the pinned launch environment, the training interpreter's pin, the trainer's start checks
     M("m7-gate-accelerate-unpinned", "gate", "mcp_server/inspection/loader_env.py",
       "    return name.startswith((LOADER_PREFIX, *TRAINING_PREFIXES)) or name in LOADER_NAMES",
