@@ -1240,7 +1240,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # exit-launch-unbound by every run-state row that ends a launch (support.write_exit now calls evidence.write_exit);
     # resume-patch-adopts-edit by test_resume_patch's patch x hand-edit table; log-tail-pipe by test_run_files' device
     # row (its address space bounded: MemoryError, not the OOM killer); preload-space-unsplit by the tests that run
-    # loader_env.py (an import-only line's judges).
+    # loader_env.py (an import-only line's judges). Lane, --only those six (2026-12-06): 6/6 caught, all by line.
     # gate: the pinned launch environment, the training interpreter's pin, the trainer's start checks
     M("m7-gate-accelerate-unpinned", "gate", "mcp_server/inspection/loader_env.py",
       "    return name.startswith((LOADER_PREFIX, *TRAINING_PREFIXES)) or name in LOADER_NAMES",
