@@ -280,12 +280,20 @@ def append_signed(path: Path, line: dict) -> None:
 
 
 def write_exit(run_dir: Path, code: int, launch_id: str | None = None) -> None:
-    """train/logs/exit-code and the launcher's signed exit.json, as train/launch.sh leaves them."""
-    from mcp_server.runs import Run
+    """train/logs/exit-code and the launcher's signed exit.json, as train/launch.sh leaves them: exit.json by the
+    launcher's own writer (`python -m mcp_server.evidence exit RC`), under the launch id launch.sh exports (none
+    when `launch_id` is None)."""
+    from mcp_server.evidence import write_exit as launcher_writes_exit
+    from mcp_server.runs import LAUNCH_ID_ENV, Run
 
     run = Run(Path(run_dir))
     run.exit_code.write_text(f"{code}\n")
-    write_signed(run.exit_record, {"exit_code": code, **({"launch_id": launch_id} if launch_id else {})})
+    with pytest.MonkeyPatch.context() as env:
+        if launch_id:
+            env.setenv(LAUNCH_ID_ENV, launch_id)
+        else:
+            env.delenv(LAUNCH_ID_ENV, raising=False)
+        launcher_writes_exit(Path(run_dir), code)
 
 
 def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None) -> None:
