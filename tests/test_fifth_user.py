@@ -1,0 +1,49 @@
+"""Issue 49, the fifth new user's walk ("which number is larger", smollm2-135m on the CPU): the messages it met.
+
+- A data file moved after emission: sample-completions said `unexpected FileNotFoundError` (exit 2); the doors
+  that read the run's rows (sampling, and the loader refilter and sample_trajectories share) and the launch gates
+  now name the config field, the path and the way on, and the verdict's pin says the file is not there rather
+  than that its content changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli, run_cli_json
+from support import emit_run, pass_inspection
+from mcp_server.runs import Run
+
+
+def _data(workspace: Path, name: str = "data.jsonl") -> Path:
+    data = workspace / name
+    data.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": f"Which is larger, {i} or {i + 3}?"}],
+                                        "answer": str(i + 3)}) + "\n" for i in range(13)))
+    return data
+
+
+def test_a_data_file_moved_after_emission_is_named_by_every_door_that_reads_it(workspace, tiny_model, tmp_path):
+    data = _data(workspace)
+    run = Run(emit_run("moved", dataset=str(data)))
+    data.rename(tmp_path / "elsewhere.jsonl")
+    proc = run_cli("sample-completions", str(run.dir), "--num-prompts", "1")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith(f"error: datasets[0].data_files: {data} (in {run.config}) is not there: moved or "
+                                  "deleted since the run was emitted. Put the file back at that path, or emit a "
+                                  "new run"), proc.stderr
+    assert not run.samples.exists() and not (run.inspection / "samples.partial.jsonl").exists()
+
+
+def test_a_data_file_moved_after_the_verdict_is_not_called_changed_content(workspace, tiny_model, tmp_path):
+    data = _data(workspace)
+    run = Run(emit_run("moved-after", dataset=str(data)))
+    pass_inspection(run.dir)
+    data.rename(tmp_path / "elsewhere.jsonl")
+    proc, launched = run_cli_json("launch-training", str(run.dir), here=True)
+    assert not launched["launched"], launched
+    by_gate = {r["gate"]: r for r in launched["refusals"]}
+    assert by_gate["config"]["message"].startswith(f"datasets[0].data_files: {data} (in {run.config}) is not there")
+    assert f"{data}: not there (moved or deleted)" in by_gate["inspection"]["message"], by_gate["inspection"]
+    assert "content changed" not in by_gate["inspection"]["message"]
+    assert not run.run_json.exists()
