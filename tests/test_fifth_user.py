@@ -4,6 +4,8 @@
   that read the run's rows (sampling, and the loader refilter and sample_trajectories share) and the launch gates
   now name the config field, the path and the way on, and the verdict's pin says the file is not there rather
   than that its content changed.
+- emit-config NOT VALID said "the config above is what it would have been" when no config was printed: it now
+  says where that config is (the result's `config`, --json) and that nothing was written.
 """
 
 from __future__ import annotations
@@ -47,3 +49,19 @@ def test_a_data_file_moved_after_the_verdict_is_not_called_changed_content(works
     assert f"{data}: not there (moved or deleted)" in by_gate["inspection"]["message"], by_gate["inspection"]
     assert "content changed" not in by_gate["inspection"]["message"]
     assert not run.run_json.exists()
+
+
+def test_a_refused_emission_says_only_what_it_printed(workspace):
+    proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "refused",
+                   "--rewards", json.dumps([{"name": "no_such_module_here.larger_reward"}]), cwd=workspace)
+    assert proc.returncode == 1 and "reward_unresolvable" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "model_name_or_path" not in proc.stdout  # no config is printed ...
+    assert "above" not in proc.stdout, proc.stdout  # ... so none is pointed at
+    kept = proc.stdout.splitlines()[-1]
+    assert kept.startswith("NOT VALID: nothing was written (no run directory was created"), kept
+    assert "the result's `config` (--json)" in kept, kept
+    _, result = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name",
+                             "refused", "--rewards", json.dumps([{"name": "no_such_module_here.larger_reward"}]),
+                             cwd=workspace)
+    assert result["config"]["reward_funcs"] == ["no_such_module_here.larger_reward"], result["config"]
+    assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
