@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from conftest import run_cli, run_cli_json
@@ -65,3 +66,28 @@ def test_a_refused_emission_says_only_what_it_printed(workspace):
                              cwd=workspace)
     assert result["config"]["reward_funcs"] == ["no_such_module_here.larger_reward"], result["config"]
     assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())
+
+
+def test_sampling_and_the_review_name_a_converted_model_not_its_cache_path(workspace, tiny_model, tmp_path):
+    """A directory as mcp_server/smollm2.py converts it (its smollm2.json names the model), from the tiny model's
+    weights so nothing is converted here."""
+    from mcp_server import smollm2
+
+    converted = tmp_path / "cache" / "smollm2-135m-q4_1-0123456789abcdef-v1"
+    shutil.copytree(tiny_model, converted)
+    (converted / "smollm2.json").write_text(json.dumps({"name": smollm2.NAME, "weights_of": smollm2.HUB_ID}))
+    data = workspace / "plain.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Which is larger, {i} or {i + 3}?", "answer": str(i + 3)}) + "\n"
+                            for i in range(13)))
+    run = Run(emit_run("named", model=str(converted), dataset=str(data)))
+    proc = run_cli("sample-completions", str(run.dir), "--num-prompts", "13")
+    assert proc.returncode == 0, proc.stderr
+    model_line = next(line for line in proc.stdout.splitlines() if line.startswith("  model:"))
+    assert model_line == f"  model:     smollm2-135m (loaded from {converted})", model_line
+    warning = "the prompts are plain text and smollm2-135m's tokenizer has a chat template"
+    assert warning in proc.stdout and f"{converted}'s tokenizer" not in proc.stdout + proc.stderr, proc.stdout
+    assert "loading smollm2-135m (13 prompts" in proc.stderr, proc.stderr
+    assert run_cli("inspect-rewards", str(run.dir), "--max-samples", "52").returncode == 0
+    summary = run.review_md.read_text().split("## Summary")[1].split("\n## ")[0]
+    assert "model `smollm2-135m`" in summary and str(converted) not in summary, summary
+    assert warning in summary
