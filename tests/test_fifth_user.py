@@ -10,9 +10,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
+
+import pytest
+import yaml
 
 from conftest import run_cli, run_cli_json
 from support import emit_run, pass_inspection
@@ -91,3 +96,57 @@ def test_sampling_and_the_review_name_a_converted_model_not_its_cache_path(works
     summary = run.review_md.read_text().split("## Summary")[1].split("\n## ")[0]
     assert "model `smollm2-135m`" in summary and str(converted) not in summary, summary
     assert warning in summary
+
+
+@pytest.mark.slow
+def test_a_config_edited_before_resume_is_named_field_by_field_with_the_patch_that_resumes(workspace, tiny_model):
+    from test_run_tampering import stop_any_trainer, stopped_run
+
+    template = emit_run("template")
+    pass_inspection(template)
+    proc, launched = run_cli_json("launch-training", str(template), here=True)  # what a launch records
+    stop_any_trainer(template)
+    assert launched["launched"], launched
+    assert json.loads((template / "run.json").read_text())["launched_config"] == Run(template).read_config()
+
+    run_dir = stopped_run((workspace, template), "edited")
+    record = json.loads((run_dir / "run.json").read_text())
+    config = run_dir / "train" / "config.yaml"
+    values = yaml.safe_load(config.read_text())
+    record.update(launched_config=values, config_sha256=hashlib.sha256(config.read_bytes()).hexdigest())
+    (run_dir / "run.json").write_text(json.dumps(record))
+    launched_text, old = config.read_text(), values["learning_rate"]
+    new = old * 2
+    edited = yaml.safe_dump({"learning_rate": new}).strip()
+    config.write_text(re.sub(r"(?m)^learning_rate: .*$", edited, launched_text))
+    try:
+        proc, out = run_cli_json("resume-training", str(run_dir), here=True)
+    finally:
+        stop_any_trainer(run_dir)
+    assert not out["launched"], out
+    refusal = next(r for r in out["refusals"] if r["gate"] == "config_hash")
+    assert refusal["message"].endswith(f"learning_rate: {old} at launch, {new} now (the verdict does not pin it)")
+    assert f"put the launched values back in train/config.yaml (learning_rate: {old}), then resume with the change " \
+           "as a patch" in refusal["how_to_clear"], refusal
+    assert f"""--patch '{{"learning_rate": {new}}}'""" in refusal["how_to_clear"], refusal
+    # the advice works: the launched value back, the change as a patch, and it resumes
+    config.write_text(launched_text)
+    try:
+        proc, out = run_cli_json("resume-training", str(run_dir), "--patch", json.dumps({"learning_rate": new}), here=True)
+    finally:
+        stop_any_trainer(run_dir)
+    assert out["launched"] and out["patched"] == {"learning_rate": {"old": old, "new": new}}, out["refusals"]
+
+    # a field the verdict pins: said, and no patch offered
+    pinned = stopped_run((workspace, template), "edited-pinned")
+    record["config_sha256"] = hashlib.sha256((pinned / "train" / "config.yaml").read_bytes()).hexdigest()
+    (pinned / "run.json").write_text(json.dumps({**record, "cwd": str(pinned)}))
+    text = (pinned / "train" / "config.yaml").read_text()
+    (pinned / "train" / "config.yaml").write_text(text + "temperature: 0.5\n")
+    try:
+        proc, out = run_cli_json("resume-training", str(pinned), here=True)
+    finally:
+        stop_any_trainer(pinned)
+    refusal = next(r for r in out["refusals"] if r["gate"] == "config_hash")
+    assert "temperature: null at launch, 0.5 now (the inspection verdict pins it)" in refusal["message"], refusal
+    assert "--patch" not in refusal["how_to_clear"] and "emit a new run directory" in refusal["how_to_clear"]
