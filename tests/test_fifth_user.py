@@ -150,3 +150,24 @@ def test_a_config_edited_before_resume_is_named_field_by_field_with_the_patch_th
     refusal = next(r for r in out["refusals"] if r["gate"] == "config_hash")
     assert "temperature: null at launch, 0.5 now (the inspection verdict pins it)" in refusal["message"], refusal
     assert "--patch" not in refusal["how_to_clear"] and "emit a new run directory" in refusal["how_to_clear"]
+
+
+def test_inspecting_a_launched_run_never_rewrites_the_review_it_was_launched_under(workspace, tiny_model):
+    from mcp_server.inspection.gate import check_inspection_gate
+
+    run = Run(emit_run("launched-review"))
+    pass_inspection(run.dir)
+    checkpoint = run.checkpoints / "checkpoint-4"  # what training leaves behind (launched_evidence)
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    evidence = [run.samples, run.samples_meta, run.review_md, run.review, run.review_jsonl, run.verdict]
+    before = {path: path.read_bytes() for path in evidence}
+    for extra in ([], ["--max-samples", "52"]):
+        proc = run_cli("inspect-rewards", str(run.dir), *extra)
+        assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith(f"error: run: {run.name} was launched (it holds checkpoints): its review "
+                                      "(inspection/review.md, review.json, review.jsonl) is what the launch's "
+                                      "verdict vouches for, so inspect_rewards never rewrites it."), proc.stderr
+        assert "emit_grpo_config (without run_dir) for a new run" in proc.stderr
+    assert {path: path.read_bytes() for path in evidence} == before
+    assert check_inspection_gate(run.dir).passed

@@ -25,6 +25,7 @@ from mcp_server.inspection.models import (
     SuspectSample,
 )
 from mcp_server.inspection.files import read_run_rewards, read_samples, refuse_foreign_review_files
+from mcp_server.inspection.launched import refuse_review_if_launched
 from mcp_server.inspection.review_sheet import render_review
 from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
 from mcp_server.inspection.suspects import gold_column, suspect_reasons
@@ -159,6 +160,7 @@ def _groups(samples: list[dict]) -> list[list[int]]:
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
     """Score every sample (the base success rate uses them all); the sheet shows the first 50-100."""
     run = resolve_run(request.run)
+    refuse_review_if_launched(run)  # the review a launch went through is evidence (issue 49)
     refuse_foreign_review_files(run, "inspect_rewards")  # it replaces its own review files, never a person's
     all_samples = read_samples(run)
     meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
