@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conftest import run_cli, run_cli_json
-from support import emit_run, pass_inspection
+from support import append_signed, emit_run, pass_inspection
 from mcp_server.runs import Run
 
 
@@ -171,3 +171,37 @@ def test_inspecting_a_launched_run_never_rewrites_the_review_it_was_launched_und
         assert "emit_grpo_config (without run_dir) for a new run" in proc.stderr
     assert {path: path.read_bytes() for path in evidence} == before
     assert check_inspection_gate(run.dir).passed
+
+
+# the walk's completions/clipped_ratio, steps 1-4 (8 completions a step, max_completion_length 24)
+WALK_CLIPPED = [0.625, 0.375, 0.625, 0.125]
+
+
+def test_truncation_is_too_early_to_judge_until_four_steps_and_status_and_diagnosis_agree(workspace):
+    run = Run(emit_run("cut"))
+    run.inspection.mkdir()
+    run.review.write_text(json.dumps({"result": {"truncated": 25, "num_samples": 56}, "reviewed_ids": list(range(56))}))
+    run.logs.mkdir(parents=True)
+    said = []
+    for step, cut in enumerate(WALK_CLIPPED, start=1):
+        append_signed(run.progress, {"step": step, "loss": 0.01, "reward": 0.3, "reward_std": 0.3, "kl": 0.001,
+                                     "completions/clipped_ratio": cut, "completions/mean_length": 18.0,
+                                     "completions/mean_terminated_length": 10.0})
+        _, diagnosis = run_cli_json("diagnose-run", str(run.dir), here=True)
+        _, status = run_cli_json("training-status", str(run.dir), here=True)
+        flags = [(f["code"], f["severity"]) for f in status["health"] if f["severity"] != "info"]
+        problems = [(f["code"], f["severity"]) for f in diagnosis["findings"] if f["severity"] != "info"]
+        assert problems == flags, (step, diagnosis, status)
+        said.append((flags, diagnosis["summary"], status["health_note"]))
+    for step, (flags, summary, note) in enumerate(said[:3], start=1):
+        share = sum(WALK_CLIPPED[:step]) / step
+        assert flags == [] and summary.startswith(f"too early to judge ({step} logged steps, to step {step}): "
+                                                  "completions_truncated judges from 4 logged steps; so far "
+                                                  f"{share:.0%} of completions hit max_completion_length"), summary
+        assert summary.endswith("; the review measured 45% (25 of 56) before training") and "healthy" not in summary
+        assert note.endswith(f": {summary}"), note  # training-status says it too
+    flags, summary, _ = said[3]
+    assert flags == [("completions_truncated", "warning")], said[3]
+    _, diagnosis = run_cli_json("diagnose-run", str(run.dir), here=True)
+    assert "(healthy is under 10%; the review measured 45% (25 of 56) before training)" in \
+        diagnosis["findings"][0]["explanation"]
