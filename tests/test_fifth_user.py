@@ -132,7 +132,8 @@ def test_a_config_edited_before_resume_is_named_field_by_field_with_the_patch_th
     # the advice works: the launched value back, the change as a patch, and it resumes
     config.write_text(launched_text)
     try:
-        proc, out = run_cli_json("resume-training", str(run_dir), "--patch", json.dumps({"learning_rate": new}), here=True)
+        proc, out = run_cli_json("resume-training", str(run_dir), "--patch", json.dumps({"learning_rate": new}),
+                                 here=True)
     finally:
         stop_any_trainer(run_dir)
     assert out["launched"] and out["patched"] == {"learning_rate": {"old": old, "new": new}}, out["refusals"]

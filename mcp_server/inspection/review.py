@@ -157,11 +157,17 @@ def _groups(samples: list[dict]) -> list[list[int]]:
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
+def _refuse_rewrite(run) -> None:
+    """inspect_rewards replaces its own review files, never a person's, and never a launched run's: the review a
+    launch went through is evidence (issue 49)."""
+    refuse_review_if_launched(run)
+    refuse_foreign_review_files(run, "inspect_rewards")
+
+
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
     """Score every sample (the base success rate uses them all); the sheet shows the first 50-100."""
     run = resolve_run(request.run)
-    refuse_review_if_launched(run)  # the review a launch went through is evidence (issue 49)
-    refuse_foreign_review_files(run, "inspect_rewards")  # it replaces its own review files, never a person's
+    _refuse_rewrite(run)
     all_samples = read_samples(run)
     meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
     specs, source = _review_specs(request, run)

@@ -382,8 +382,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
-    warnings = [plain_prompts_warning(shown_name(model_ref))] if not conversational and getattr(tokenizer, "chat_template",
-                                                                                    None) else []
+    plain = not conversational and getattr(tokenizer, "chat_template", None)
+    warnings = [plain_prompts_warning(shown_name(model_ref))] if plain else []
     for warning in warnings:
         report(0, k, f"warning: {warning}")
     partial = run.inside(files["partial"])
