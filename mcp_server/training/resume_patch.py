@@ -49,8 +49,9 @@ def config_hash_refusal(run: Run, record: dict, config: dict) -> GateRefusal:
     changed = ({k: (launched.get(k), config.get(k)) for k in dict.fromkeys([*launched, *config])
                 if launched.get(k) != config.get(k)} if isinstance(launched, dict) else {})
     if not changed:
-        return GateRefusal(gate="config_hash", message=head, how_to_clear=restore + "to resume, or emit a new run "
-                           "directory to train with the new one")
+        same = ": its values are the launched ones (comments or layout differ)" if isinstance(launched, dict) else ""
+        return GateRefusal(gate="config_hash", message=head + same, how_to_clear=restore + "to resume, or emit a "
+                           "new run directory to train with the new one")
     said = "; ".join(f"{k}: {json.dumps(old)} at launch, {json.dumps(new)} now"
                      + (" (the inspection verdict pins it)" if pinned(k) else " (the verdict does not pin it)")
                      for k, (old, new) in changed.items())
