@@ -41,6 +41,9 @@ def test_a_data_file_moved_after_emission_is_named_by_every_door_that_reads_it(w
                                   "deleted since the run was emitted. Put the file back at that path, or emit a "
                                   "new run"), proc.stderr
     assert not run.samples.exists() and not (run.inspection / "samples.partial.jsonl").exists()
+    _, validated = run_cli_json("validate-config", str(run.config), here=True)  # its rehearsal says why it skips
+    skipped = next(f for f in validated["findings"] if f["code"] == "rehearsal_skipped")
+    assert f"datasets[0].data_files names {data}, which is not there" in skipped["message"], skipped
 
 
 def test_a_data_file_moved_after_the_verdict_is_not_called_changed_content(workspace, tiny_model, tmp_path):
