@@ -4,7 +4,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
     runs/<YYYY-MM-DD>-<slug>/         Run.dir (workspace.new_run_dir makes it; resolve_run finds it)
       training-brief.md               brief          what the run is for, in words
       env-report.json                 env_report     check_environment's report for this run's target
-      run.json                        run_json       launch record: pid, start time, state, launch_id (launch_training)
+      run.json                        run_json       launch record: pid, start, state, launch_id, launched_config
       progress.png                    progress_plot  training_status's plot of the metrics
       data/                           data           data files the run made itself:
         train.jsonl                   train_data       the prompts (the tiny task, the demo)

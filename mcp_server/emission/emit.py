@@ -325,8 +325,9 @@ def _undo_emission_into(run: Run):
 
 def _nothing_kept(result: EmitResult, what: str) -> EmitResult:
     """A refused emission: its findings and the config it would have written come back; nothing stays on disk."""
-    return result.model_copy(update={"kept": f"NOT VALID: nothing was written ({what}); the config above is what "
-                                             "it would have been: fix what the findings name and emit again"})
+    return result.model_copy(update={"kept": f"NOT VALID: nothing was written ({what}): fix what the findings "
+                                             "name and emit again; the config it would have written is the "
+                                             "result's `config` (--json)"})
 
 
 def _kept(result: EmitResult, what: str) -> EmitResult:

@@ -39,7 +39,7 @@ from mcp_server.inspection.training_inputs import (load_training_inputs, loadabl
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.generation import generate_completions, generate_vllm, plain_prompts_warning, render_prompt
-from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
+from mcp_server.model_ref import load_model, release_gpu, resolve_loadable, shown_name
 from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
@@ -376,14 +376,14 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     prompts = [rows[i][prompt_column] for i in row_indices]
     plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
                          _threads(), *model_size(model_ref))
-    report(0, k, f"plan: {plan['text']}; loading {model_ref} ({len(rows)} prompts in the data set)")
+    report(0, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)")
 
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
-    warnings = [plain_prompts_warning(model_ref)] if not conversational and getattr(tokenizer, "chat_template",
-                                                                                    None) else []
+    plain = not conversational and getattr(tokenizer, "chat_template", None)
+    warnings = [plain_prompts_warning(shown_name(model_ref))] if plain else []
     for warning in warnings:
         report(0, k, f"warning: {warning}")
     partial = run.inside(files["partial"])
