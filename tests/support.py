@@ -209,10 +209,11 @@ def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, *, model: str = "ti
 
 
 def pass_inspection(run_dir: Path, engine: str = "transformers", *, max_samples: int | None = 52,
-                    reviewer: str = "test"):
+                    reviewer: str = "test", sample: bool = True):
     """The inspection gate opened honestly: 13 prompts sampled with `engine`, their rewards inspected (at most
     `max_samples`; None: InspectRequest's default), a pass recorded by `reviewer`, the gate checked open. Returns
-    sample_completions' result."""
+    sample_completions' result; with `sample` False the run's samples are those a test already took through a door
+    (no second sampling: each starts a model, a vLLM engine for `engine="vllm"`), and it returns None."""
     from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
     from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
     from mcp_server.inspection.review import inspect_rewards
@@ -220,7 +221,7 @@ def pass_inspection(run_dir: Path, engine: str = "transformers", *, max_samples:
 
     # The run's own model, data and sampling settings (anything else cannot back a verdict), and the run's rewards
     # (a reward the untrained tiny model earns, e.g. ANY_TEXT_REWARDS, opens the gate honestly).
-    sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine=engine))
+    sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine=engine)) if sample else None
     limit = {} if max_samples is None else {"max_samples": max_samples}
     inspect_rewards(InspectRequest(run=str(run_dir), **limit))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer=reviewer,
