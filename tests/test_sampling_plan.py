@@ -62,6 +62,48 @@ def test_a_stopped_sampling_keeps_what_it_sampled(cpu_run):
     assert all(isinstance(s["completion"], list) for s in kept) and not cpu_run.samples.exists()
 
 
+def _stop_at(prefix: str):
+    def report(done, total, message):
+        if message.startswith(prefix):
+            raise Stopped
+
+    return report
+
+
+def test_a_stopped_sampling_is_continued_by_the_same_request(cpu_run):
+    """Issue 49: `sample-completions RUN --num-prompts 7 --batch-size 16` stopped once a batch was kept, then the
+    same command again, started from prompts 1-2 and took 653 s. The same request now continues from the kept
+    batches (a torn last line dropped) and ends with the file an uninterrupted pass writes, byte for byte."""
+    request = SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16)  # 2 prompts a call: 3 calls
+    sample_completions(request)
+    whole = cpu_run.samples.read_bytes()
+    with pytest.raises(Stopped):
+        sample_completions(request, report=_stop_at("sampled 4/"))
+    with cpu_run.samples_partial.open("a") as f:
+        f.write('{"id": 32, "prompt_ind')  # the stop tore the next line
+    seen = []
+    result = sample_completions(request, report=lambda done, total, message: seen.append(message))
+    assert "reusing 32 completions of prompts 1-4 kept from a stopped run of the same request" in seen, seen
+    assert [m.split(";")[0] for m in seen if m.startswith("sampled ")] == [  # only the last call ran
+        "sampled 5/5 prompts x 8, written to inspection/samples.partial.jsonl"], seen
+    assert result.num_samples == 40 and cpu_run.samples.read_bytes() == whole
+    assert not cpu_run.samples_partial.exists() and not (cpu_run.inspection / "samples.partial.meta.json").exists()
+
+
+def test_another_request_never_reuses_a_stopped_sampling(cpu_run):
+    hotter = SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16, temperature=0.5)
+    sample_completions(hotter)
+    whole = cpu_run.samples.read_bytes()
+    with pytest.raises(Stopped):
+        sample_completions(SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16),
+                           report=_stop_at("sampled 2/"))
+    seen = []
+    sample_completions(hotter, report=lambda done, total, message: seen.append(message))
+    assert ("samples.partial.jsonl was kept from a stopped run of another request (temperature differ): starting "
+            "over, nothing of it reused") in seen, seen
+    assert len([m for m in seen if m.startswith("sampled ")]) == 3 and cpu_run.samples.read_bytes() == whole
+
+
 def test_a_long_generate_call_reports_its_decode_steps(tiny_model):
     from mcp_server.generation import STEP_EVERY, generate_completions
     from mcp_server.model_ref import load_model
