@@ -111,7 +111,6 @@ REWARDS_FILE = "rewards.json"
 AGENTIC_FILE = "agentic.json"
 DYNAMIC_SAMPLING_FILE = "dynamic_sampling.json"  # DAPO's dynamic sampling in the trainer, when the run has it
 
-
 @dataclass(frozen=True)
 class Run:
     """A run directory; its members are the paths of the layout contract (module docstring)."""
