@@ -66,13 +66,15 @@ def duration(seconds: float) -> str:
 
 
 class DecodeProgress:
-    """Progress lines for batched decoding, one helper for sampling and evaluation (issue 49): prompts done
-    (fractional within a generate call), the measured decode rate and the time left at that rate, on every line
-    after the first. The rate counts the decode steps that ran (a call whose completions all end early runs fewer
-    than max_new_tokens); the time left is for the steps that may still run (max_new_tokens for each call to
-    come), so it is never 0 while a call remains (issue 49: "about 0 s left" with one of two calls to go, the rate
-    inflated by counting a finished call as max_new_tokens steps). `doing` names the step lines ("decoding
-    prompts 1-8 of 20: token 16 of up to 64"), `batch_message` the batch lines (formatted with done, total)."""
+    """Progress lines for batched decoding, one helper for sampling and evaluation (issue 49): prompts done (fractional
+    within a generate call), the measured decode rate and the time left at that rate, on every line after the first:
+    an estimate, not a bound (issue 49: "at most about 11 min left" for 10 minutes on a loaded machine whose rate fell
+    from 0.3 to 0.2 steps/s; the plan gives the bound at the load it states). The rate counts the decode steps that
+    ran (a call whose completions all end early runs fewer than max_new_tokens); the time left is for the steps that
+    may still run (max_new_tokens for each call to come), so it is never 0 while a call remains (issue 49: "about 0 s
+    left" with one of two calls to go, the rate inflated by counting a finished call as max_new_tokens steps). `doing`
+    names the step lines ("decoding prompts 1-8 of 20: token 16 of up to 64"), `batch_message` the batch lines
+    (formatted with done, total)."""
 
     def __init__(self, report: Report, total: int, calls: int, max_new_tokens: int, doing: str = "decoding",
                  batch_message: str = "decoded {done}/{total} prompts"):
@@ -96,8 +98,8 @@ class DecodeProgress:
         left = max(to_run, 0) * elapsed / steps
         if left <= 0:
             return f"; {steps / elapsed:.1f} decode steps/s"
-        return f"; {steps / elapsed:.1f} decode steps/s, at most about " + (
-            "1 s" if left < 1 else duration(left)) + " left"
+        return f"; {steps / elapsed:.1f} decode steps/s, about " + (  # an estimate: the rate moves with the load
+            "1 s" if left < 1 else duration(left)) + " left at that rate"
 
     def step(self, done_before: int, step: int) -> None:
         """Within a generate call: `step` decode steps of the call that starts at prompt `done_before`."""

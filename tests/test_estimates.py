@@ -91,3 +91,34 @@ def test_evaluate_model_prints_progress_with_elapsed_time_on_a_pipe(workspace, t
     assert lines[0].startswith("  ... evaluating tiny on 12 goldens") and "elapsed]" in lines[0]
     assert any("decoding prompts 1-12 of 12: token " in line for line in lines), lines
     assert lines[-1].startswith("  ... decoded 12/12 prompts") and "elapsed]" in lines[-1], lines
+
+
+def test_evaluate_model_plans_up_front_and_decodes_a_baseline_at_the_runs_budget(workspace, tiny_model):
+    """Issue 49: the README's baseline on smollm2-135m decoded 256 tokens a golden (the default) with no plan up
+    front, for a run that trains with 24, and ran 10 minutes past its "at most". Now the first line is the plan
+    (completions, tokens at most, the estimate and its basis), and with the run the limit is its
+    max_completion_length, what promote_checkpoint decodes with when it measures a baseline itself."""
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = write_jsonl(make_task(6, seed=5), workspace / "goldens.jsonl")
+    run = Run(emit_run("budget", max_completion_length=12))
+    lines = []
+    result = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), run=str(run.dir),
+                                            baseline="never"), report=lambda d, t, message: lines.append(message))
+    assert result.max_new_tokens == 12 and result.max_new_tokens_from == f"{run.name}'s max_completion_length"
+    assert lines[0].startswith(f"evaluating {tiny_model} on 6 goldens, max_new_tokens 12 ({run.name}'s "
+                               "max_completion_length); plan: 6 goldens, greedy: 6 completions of up to 12 tokens "
+                               "(72 tokens at most) from a 0.1M-parameter model with transformers on "), lines[0]
+    assert result.plan["max_tokens"] == 72 and result.plan["estimated_seconds_at_most"] > 0
+    typical = result.plan["estimated_seconds"] or result.plan["estimated_seconds_at_most"]  # a GPU: one figure
+    assert f": about {generation_duration(typical)}" in lines[0], lines[0]
+    alone = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), limit=1, baseline="never"))
+    assert alone.max_new_tokens == 256 and alone.max_new_tokens_from.startswith("the default; --run RUN")
+
+
+def generation_duration(seconds: float) -> str:
+    from mcp_server.generation import duration
+
+    return duration(seconds)

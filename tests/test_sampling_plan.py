@@ -158,10 +158,10 @@ def test_the_time_left_counts_the_steps_that_ran_and_is_never_0_while_a_call_rem
     for step in range(1, 11):
         progress.step(0, step)
     progress.batch(1)  # the first call's completions all ended at token 10
-    assert lines[-1].endswith("; 0.9 decode steps/s, at most about 71 s left"), lines[-1]  # was 6.3/s, 10 s
+    assert lines[-1].endswith("; 0.9 decode steps/s, about 71 s left at that rate"), lines[-1]  # was 6.3/s, 10 s
     for step in range(1, 64):
         progress.step(1, step)
-    assert lines[-1].endswith("at most about 1 s left"), lines[-1]  # one step to go: never "0 s"
+    assert lines[-1].endswith("about 1 s left at that rate"), lines[-1]  # one step to go: never "0 s"
     progress.batch(2)
     assert " left" not in lines[-1], lines[-1]
 
@@ -185,7 +185,8 @@ def test_sampling_and_evaluation_lines_carry_the_rate_and_time_left_as_decoding_
     steps = [m for m in seen if m.startswith("sampling prompts 1-2 of 2: token ")]
     assert len(steps) >= 3 and steps[0].startswith("sampling prompts 1-2 of 2: token 1 of up to 24"), seen
     assert all("decode steps/s" in m for m in steps[1:]), "\n".join(steps)
-    assert all(", at most about " in m and m.endswith(" left") for m in steps[1:] if "token 24 of" not in m), steps
+    assert all(", about " in m and m.endswith(" left at that rate") for m in steps[1:] if "token 24 of" not in m), \
+        steps
     assert "decode steps/s" in next(m for m in seen if m.startswith("sampled 2/2 prompts x 8"))
 
     goldens = write_jsonl(make_task(6, seed=5), workspace / "goldens.jsonl")

@@ -102,14 +102,30 @@ def kept_batches(partial: Path, request: dict, n: int) -> tuple[tuple[list[list[
                                     "from a stopped run of the same request")
 
 
+def continued(partial: Path, request: dict, n: int, engine: str, report, total: int):
+    """kept_batches for the transformers engine (vLLM samples in one call: nothing to continue), what it decided
+    reported: the same request continues a stopped pass, another one says why it starts over."""
+    kept, note = kept_batches(partial, request, n) if engine != "vllm" else (None, "")
+    if note:
+        report(len(kept[0]) if kept else 0, total, note)
+    return kept
+
+
+def finished(partial: Path) -> None:
+    """samples.jsonl is written: the partial file and its record go."""
+    partial.unlink(missing_ok=True)
+    partial_meta(partial).unlink(missing_ok=True)
+
+
 def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
-           prompt_column: str, conversational: bool, request: dict | None = None, kept: list | None = None):
+           prompt_column: str, conversational: bool, request: dict | None = None, kept: tuple | None = None):
     """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
     stopped run keeps them) and recorded with `request` and the generator's state in samples.partial.meta.json,
-    then its progress line. `kept`: the groups reused from a stopped run (the file is cut to them)."""
+    then its progress line. `kept`: kept_batches' groups and state (the file is cut to those groups)."""
     partial.parent.mkdir(parents=True, exist_ok=True)
     batches = []
     if kept:
+        kept = kept[0]
         batches = [b for b in (read_json_if_present(partial_meta(partial)) or {}).get("batches", [])
                    if b["prompts"] <= len(kept)]
         lines = sample_records(rows, row_indices[: len(kept)], prompts[: len(kept)], kept, prompt_column,

@@ -32,8 +32,8 @@ from mcp_server.inspection.files import clear_review, refuse_foreign_review_file
 from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
-from mcp_server.inspection.sample_files import (explored_note, keeper, kept_batches, kept_note, outputs,
-                                                partial_meta, sample_records, sampled_request)
+from mcp_server.inspection.sample_files import (continued, explored_note, finished, keeper, kept_note, outputs,
+                                                sample_records, sampled_request)
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
@@ -377,23 +377,18 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
                          _threads(), *model_size(model_ref))
     report(0, k, f"plan: {plan['text']}; loading {model_ref} ({len(rows)} prompts in the data set)")
-
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
     warnings = [plain_prompts_warning(model_ref)] if not conversational and getattr(tokenizer, "chat_template",
                                                                                     None) else []
-    for warning in warnings:
-        report(0, k, f"warning: {warning}")
+    _ = [report(0, k, f"warning: {warning}") for warning in warnings]
     partial = run.inside(files["partial"])
     progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     asked = sampled_request(compared["used"], settings, texts, row_indices, engine, request.batch_size, _threads())
-    kept, note = kept_batches(partial, asked, settings["n"]) if engine != "vllm" else (None, "")
-    if note:  # the same request continues a stopped pass; another one says why it starts over
-        report(len(kept[0]) if kept else 0, k, note)
-    keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked,
-                  kept and kept[0])
+    kept = continued(partial, asked, settings["n"], engine, report, k)  # a stopped pass of this request, or None
+    keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
     started = time.perf_counter()
     groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep, kept)
     seconds = time.perf_counter() - started
@@ -404,8 +399,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         trained["model"] = compared["used"]["model"] = pinned_after_load(trained["model"], run)
     records = sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(files["samples"]), "\n".join(records) + "\n")
-    partial.unlink(missing_ok=True)
-    partial_meta(partial).unlink(missing_ok=True)
+    finished(partial)
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
