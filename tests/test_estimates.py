@@ -122,3 +122,30 @@ def generation_duration(seconds: float) -> str:
     from mcp_server.generation import duration
 
     return duration(seconds)
+
+
+def test_a_long_cpu_emission_says_its_time_and_a_rehearsal_that_finishes(workspace):
+    """Issue 49: `emit-config --gpu cpu` gave smollm2-135m a full fine-tune of 30 steps of 32 completions (hours on
+    a CPU) and said nothing of the time. On a CPU target emit now prints the planner's step estimate times
+    max_steps, and past 30 minutes the rehearsal that fits (LoRA, one micro-batch a step, the steps that fit),
+    whose own emission then fits. Constructed: the tiny model with max_steps 100000."""
+    import re
+
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    def emit(name: str, finetune: str = "full", **overrides):
+        return emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name=name,
+                                                  finetune=finetune, overrides=overrides))
+
+    long = emit("long", max_steps=100_000).cpu_time
+    assert "per step on this CPU" in long and "; 100000 steps: about " in long, long
+    advice = re.search(r"Long for a CPU: a rehearsal that finishes, LoRA with one micro-batch a step, about .+ a "
+                       r"step, (\d+) steps? in about .+: emit again with --finetune lora (.*)--override "
+                       r"max_steps=(\d+) \(", long)
+    assert advice and advice[1] == advice[3], long
+    changes = {"gradient_accumulation_steps": 1} if advice[2] else {}
+    rehearsal = emit("rehearsal", "lora", max_steps=int(advice[3]), **changes).cpu_time
+    assert f"; {advice[3]} steps: about " in rehearsal and "Long for a CPU" not in rehearsal, rehearsal
+    gpu = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="H100", run_name="gpu"))
+    assert gpu.cpu_time is None
