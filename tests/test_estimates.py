@@ -69,6 +69,7 @@ def test_the_cpu_sampling_bound_holds_at_the_load_it_states(tiny_model):
 def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace, tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_FINETUNING_CACHE", str(tmp_path / "cache"))
     spec = RunSpec.of_run(Run(emit_run("estimate")))
+    (tmp_path / "cache" / "cpu_probe.json").unlink()  # emission measured the machine for its time line
     assert step_estimate(spec, measure=False) is None  # nothing measured yet, and asked not to measure
     first = step_estimate(spec)
     assert first.step_s > 0 and "per step on this CPU" in first.text and "measured on 1 CPU thread" in first.text
