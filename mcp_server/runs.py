@@ -46,8 +46,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
         samples.partial.jsonl         samples_partial  sampling in progress: each finished generate call's lines,
-                                                       appended (kept when a sampling run is stopped; removed when
-                                                       samples.jsonl is written; never read by the gate)
+                                                       appended (kept when stopped, continued by the same request:
+                                                       samples.partial.meta.json; removed when samples.jsonl is
+                                                       written; never read by the gate)
         trajectories.jsonl            trajectories     an agentic run's rollouts via TRL's tool loop (+ .md, .meta.json)
         samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
@@ -109,7 +110,6 @@ REQUEST_FILE = "request.json"
 REWARDS_FILE = "rewards.json"
 AGENTIC_FILE = "agentic.json"
 DYNAMIC_SAMPLING_FILE = "dynamic_sampling.json"  # DAPO's dynamic sampling in the trainer, when the run has it
-
 
 @dataclass(frozen=True)
 class Run:

@@ -115,7 +115,7 @@ def test_ctrl_c_during_sampling_is_one_line_saying_what_was_kept(workspace, tiny
     assert proc.returncode == 130, err
     assert "Traceback" not in err and lines[-1] == (  # before it: the libraries' own loading lines
         f"sampling stopped (Ctrl-C): {len(kept)} completions kept in {run.samples_partial}; samples.jsonl was not "
-        "written (sample again for a review)"), err
+        "written (the same command again continues from them)"), err
     assert kept and not run.samples.exists()
 
 

@@ -24,7 +24,7 @@ from mcp_server.config import FIELD
 from mcp_server.dataset import check_prompt_column, read_file, reset_rows
 from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refuse_unparsed_template, trainer_name,
                                          turn_cost)
-from mcp_server.emission.fit import launch_text, model_size_b
+from mcp_server.emission.fit import cpu_time, launch_text, model_size_b
 from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
@@ -388,4 +388,5 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         config=values,
         validation=validation,
         launch_command=command,
+        cpu_time=cpu_time(spec, request.finetune) if validation.valid else None,
     )
