@@ -545,11 +545,9 @@ def test_r9_the_launch_script_bash_runs_is_the_one_the_launch_wrote(workspace, t
         f.write(f"touch {marks}/tail; rc=0; {launched.command[0]} -m mcp_server.evidence exit 0; exit 0\n")
         f.truncate()
     bash = psutil.Process(launched.pid).cmdline()
-    assert bash[1] != "train/launch.sh" and not Path(bash[1]).is_relative_to(workspace), bash
     progress, deadline = run_dir / "train" / "logs" / "progress.jsonl", time.time() + 420
     while not (progress.exists() and progress.read_text().strip()) and time.time() < deadline:
         time.sleep(0.5)
-    assert not Path(bash[1]).exists()  # the copy removed itself once bash had it open
     for proc in psutil.Process(launched.pid).children(recursive=True):
         if "python" in proc.name():
             os.kill(proc.pid, signal.SIGKILL)
@@ -557,6 +555,8 @@ def test_r9_the_launch_script_bash_runs_is_the_one_the_launch_wrote(workspace, t
     assert not list(marks.iterdir())  # the rewritten tail never ran
     assert status.state == "failed", status
     assert json.loads((run_dir / "train" / "logs" / "exit.json").read_text())["exit_code"] == 137
+    assert bash[1] != "train/launch.sh" and not Path(bash[1]).is_relative_to(workspace), bash
+    assert not Path(bash[1]).exists()  # the copy removed itself once bash had it open
 
 
 # ---------------------------------------------------------------- the m4 audit (issue 48): run.json lost at the end
