@@ -1,9 +1,10 @@
 """The local launcher: one detached process on this machine (one GPU or CPU), or several CPU processes with
 torchrun (DDP over gloo; `accelerate launch --cpu` starts only one process without MPI).
 
-It writes train/launch.sh (shell.py) and starts it in a new session, stdout/stderr to train/logs/stdout.log,
-and returns at once; run.json records the process's identity. Its state is read from that process and the
-run's files (process_state.py); stop asks the trainer for a checkpoint, then signals the process group.
+It writes train/launch.sh (shell.py) and starts it in a new session (bash on the launch's own copy of it, outside
+the workspace: launch_copy), stdout/stderr to train/logs/stdout.log, and returns at once; run.json records the
+process's identity. Its state is read from that process and the run's files (process_state.py); stop asks the
+trainer for a checkpoint, then signals the process group.
 The accelerate launcher (accelerate.py) shares everything but the plan.
 """
 
