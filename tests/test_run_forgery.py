@@ -500,6 +500,65 @@ def test_f1_a_real_training_killed_then_forged_reads_failed(workspace, tiny_mode
     assert_not_succeeded(run_dir)
 
 
+PRE_COMMIT = """#!/bin/sh
+touch "$MARKS/pre-commit"
+for s in runs/*/train/launch.sh; do sed -i "s|-m mcp_server.training.trainer.verified_script|-c 'exit 0' #|" "$s"; done
+"""
+
+
+@pytest.mark.slow
+def test_r9_the_launch_script_bash_runs_is_the_one_the_launch_wrote(workspace, tiny_model, monkeypatch, tmp_path):
+    """Round 9, G4 and F1 end to end through launch_training. G4: the workspace is a git repository whose
+    pre-commit hook (run by the launch's commit, between the gates and bash) pointed train/launch.sh at another
+    trainer. F1: train/launch.sh's tail after the trainer rewritten in place (same inode) while training ran, then
+    the trainer SIGKILLed: bash read the new tail, which wrote a signed exit 0. Now git runs no hook, and bash runs
+    the launch's own copy, outside the workspace (gone once bash has it open): the kill reads failed, exit 137."""
+    import os
+    import signal
+    import subprocess
+
+    import psutil
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+    from support import emit_run, pass_inspection, wait_for
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("MARKS", str(marks))
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    hook = workspace / ".git" / "hooks" / "pre-commit"
+    hook.write_text(PRE_COMMIT)
+    hook.chmod(0o755)
+    run_dir = emit_run("r9-launch", max_steps=50)
+    pass_inspection(run_dir)
+    launched = launch_training(LaunchRequest(run=str(run_dir)))
+    assert launched.launched and launched.git_commit, launched.message
+    assert not list(marks.iterdir())  # the workspace's hook never ran
+    script = run_dir / "train" / "launch.sh"
+    text = script.read_text()
+    assert "verified_script" in text
+    tail = text.index("\nrc=$?\n") + 1
+    with open(script, "r+") as f:  # F1: the tail rewritten in place while the trainer runs
+        f.seek(tail)
+        f.write(f"touch {marks}/tail; rc=0; {launched.command[0]} -m mcp_server.evidence exit 0; exit 0\n")
+        f.truncate()
+    bash = psutil.Process(launched.pid).cmdline()
+    progress, deadline = run_dir / "train" / "logs" / "progress.jsonl", time.time() + 420
+    while not (progress.exists() and progress.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.5)
+    for proc in psutil.Process(launched.pid).children(recursive=True):
+        if "python" in proc.name():
+            os.kill(proc.pid, signal.SIGKILL)
+    status = wait_for(run_dir, lambda s: not s.alive, timeout=120)
+    assert not list(marks.iterdir())  # the rewritten tail never ran
+    assert status.state == "failed", status
+    assert json.loads((run_dir / "train" / "logs" / "exit.json").read_text())["exit_code"] == 137
+    assert bash[1] != "train/launch.sh" and not Path(bash[1]).is_relative_to(workspace), bash
+    assert not Path(bash[1]).exists()  # the copy removed itself once bash had it open
+
+
 # ---------------------------------------------------------------- the m4 audit (issue 48): run.json lost at the end
 from test_run_states import OLD, Event, _cell, _status, lineage  # noqa: E402  (the run-state table's cells)
 

@@ -3,10 +3,11 @@ and starts it; run.json records what was started.
 
 Every launch on this machine writes train/launch.sh, a short readable script that runs the whole thing from the
 run directory (vLLM server first when the config asks for server mode, then training) and records the exit code;
-it is started in a new session with stdout/stderr to train/logs/stdout.log and the call returns at once. A person
-can run the same script by hand. Several nodes (or launcher=slurm): train/launch.slurm is written, checked with
-`sbatch --test-only` and submitted; the SLURM launcher (docs/slurm.md) records the job in run.json and answers
-for its status and stop.
+it is started in a new session with stdout/stderr to train/logs/stdout.log and the call returns at once (bash runs
+the launch's own copy of it, beside the evidence key: bash reads a script as it runs, and the workspace's could be
+rewritten meanwhile; launchers/local). A person can run the same script by hand. Several nodes (or
+launcher=slurm): train/launch.slurm is written, checked with `sbatch --test-only` and submitted (its text on
+stdin); the SLURM launcher (docs/slurm.md) records the job in run.json and answers for its status and stop.
 
 Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python; train/train.py
 runs through `-m mcp_server.training.trainer.verified_script`, which runs the bytes the verdict pinned):
