@@ -507,7 +507,7 @@ for s in runs/*/train/launch.sh; do sed -i "s|-m mcp_server.training.trainer.ver
 
 
 @pytest.mark.slow
-def test_r9_the_launch_script_bash_runs_is_the_one_the_launch_wrote(workspace, tiny_model, monkeypatch, tmp_path):
+def test_the_launch_script_bash_runs_is_the_one_the_launch_wrote(workspace, tiny_model, monkeypatch, tmp_path):
     """Round 9, G4 and F1 end to end through launch_training. G4: the workspace is a git repository whose
     pre-commit hook (run by the launch's commit, between the gates and bash) pointed train/launch.sh at another
     trainer. F1: train/launch.sh's tail after the trainer rewritten in place (same inode) while training ran, then
