@@ -665,6 +665,7 @@ def test_gemini_extension_install_connects_and_loads_skills_context_and_prompt(p
     t.prepare_server(root, first_start_s=PIP_FIRST_START_S)  # `mcp list` gave up after 5 s: Disconnected
     listed = t.run(gemini, "mcp", "list", timeout=180)  # the first check, as a person types it
     assert re.search(r"✓ llm-finetuning \(from llm-finetuning\): .* - Connected", listed), listed
+    t.prepare_server(root)  # the environment is built now: later starts are not first starts
     extensions = t.run(gemini, "extensions", "list")
     assert f"{root}/GEMINI.md" in extensions and re.search(r"MCP servers:\s+llm-finetuning", extensions), extensions
     assert {name for name in SKILLS if f"  {name}: " in extensions} == SKILLS, extensions
@@ -689,6 +690,7 @@ def test_opencode_sees_server_agents_command_and_skills(plugin_copy, tmp_path):
     t.prepare_server(plugin_copy, first_start_s=SLOW_FIRST_START_S)
     listed = t.run(opencode, "mcp", "list", cwd=plugin_copy, timeout=300)
     assert re.search(r"✓ llm-finetuning\s+connected", listed), listed
+    t.prepare_server(plugin_copy)  # the environment is built now: later starts are not first starts
     config = t.run(opencode, "debug", "config", cwd=plugin_copy, json_out=True)
     assert set(config["command"]) >= {"finetune"} and AGENT_NAMES <= set(config["agent"]), config.keys()
     skills = t.run(opencode, "debug", "skill", cwd=plugin_copy, json_out=True)

@@ -38,8 +38,10 @@ def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_m
         assert (plan.launcher, plan.strategy, plan.num_processes) == (name, strategy, processes), (options, plan)
         assert plan.train_command[-2:] == ["--resume_from_checkpoint", "c"]
         written = write_plan_files(run, plan)
-        assert set(written) == files, (options, written)
+        texts = {"script_text", "slurm_text"}  # what is run (a copy, or sbatch's stdin): the file's text as written
+        assert set(written) - texts == files and len(set(written) & texts) == 1, (options, written)
         script = Path(written.get("script") or written["slurm"])
+        assert (written.get("script_text") or written.get("slurm_text")) == script.read_text(), options
         # the plan's script, with the training interpreter's check written where its line stood (issue 48, G3)
         before, after = plan.script.split(PYTHON_PIN_LINE + "\n")
         text = script.read_text()

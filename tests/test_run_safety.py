@@ -25,15 +25,15 @@ from support import emit_run, pass_inspection
 from mcp_server.runs import Run
 
 # launch_training's launcher, and a person's `bash train/launch.sh`
-from mcp_server.training.processes import LAUNCHER, LAUNCHERS  # noqa: E402
+from mcp_server.training.processes import LAUNCHER, is_launcher  # noqa: E402
 
 
 def launchers(run_dir: Path) -> list[psutil.Process]:
-    """Live `bash train/launch.sh` processes working in `run_dir`."""
+    """Live launchers (bash on the launch's copy, or `bash train/launch.sh`) working in `run_dir`."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if proc.info["cmdline"] in LAUNCHERS and Path(proc.cwd()).resolve() == run_dir.resolve() \
+            if is_launcher(proc.info["cmdline"]) and Path(proc.cwd()).resolve() == run_dir.resolve() \
                     and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except psutil.Error:

@@ -30,7 +30,7 @@ from support import (append_signed, dead_pid, emit_run, hand_run, module_workspa
 pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
 # launch_training's launcher, and a person's `bash train/launch.sh`
-from mcp_server.training.processes import LAUNCHER, LAUNCHERS  # noqa: E402
+from mcp_server.training.processes import LAUNCHER, is_launcher  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def stop_any_trainer(run_dir: Path) -> None:
     """A trainer the bug under test started: its group killed, so nothing outlives the test."""
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if proc.info["cmdline"] in LAUNCHERS and Path(proc.cwd()).resolve() == run_dir.resolve():
+            if is_launcher(proc.info["cmdline"]) and Path(proc.cwd()).resolve() == run_dir.resolve():
                 os.killpg(proc.pid, signal.SIGKILL)
         except (psutil.Error, OSError):
             continue

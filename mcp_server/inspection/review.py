@@ -25,6 +25,7 @@ from mcp_server.inspection.models import (
     SuspectSample,
 )
 from mcp_server.inspection.files import read_run_rewards, read_samples, refuse_foreign_review_files
+from mcp_server.inspection.launched import refuse_review_if_launched
 from mcp_server.inspection.review_sheet import render_review
 from mcp_server.inspection.reward_probes import probe_rewards
 from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
@@ -162,10 +163,17 @@ def _groups(samples: list[dict]) -> list[list[int]]:
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
+def _refuse_rewrite(run) -> None:
+    """inspect_rewards replaces its own review files, never a person's, and never a launched run's: the review a
+    launch went through is evidence (issue 49)."""
+    refuse_review_if_launched(run)
+    refuse_foreign_review_files(run, "inspect_rewards")
+
+
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
     """Score every sample (the base success rate uses them all); the sheet shows the first 50-100."""
     run = resolve_run(request.run)
-    refuse_foreign_review_files(run, "inspect_rewards")  # it replaces its own review files, never a person's
+    _refuse_rewrite(run)
     all_samples = read_samples(run)
     meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
     specs, source = _review_specs(request, run)

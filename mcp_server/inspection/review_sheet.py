@@ -7,6 +7,7 @@ import json
 import re
 
 from mcp_server.inspection.models import InspectResult
+from mcp_server.model_ref import shown_name
 from mcp_server.runs import Run
 from mcp_server.userfiles import REVIEW_SHEET_TITLE
 
@@ -98,7 +99,7 @@ def _summary(result: InspectResult, meta: dict) -> list[str]:
     """The summary's bullets: what was sampled and scored, the base success rate, lengths, counts, warnings."""
     lines = [
         f"- Samples: {result.num_samples} ({result.num_prompts} prompts x {result.samples_per_prompt})"
-        + (f", model `{meta['model']}`" if meta.get("model") else "")
+        + (f", model `{shown_name(meta['model'])}`" if meta.get("model") else "")
         + (f", engine {meta['engine']}" if meta.get("engine") else "")
         + "".join(f", {k} {v}" for k, v in (meta.get("generation") or {}).items() if v is not None),
         f"- Rewards ({result.rewards_source}): "

@@ -44,12 +44,20 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     return record_inspection_verdict(request)
 
 
+def _model_line(model: str) -> str:
+    """The name a person knows the model by, and where it loaded from when that is another path (issue 49)."""
+    from mcp_server.model_ref import shown_name
+
+    name = shown_name(model)
+    return model if name == model else f"{name} (loaded from {model})"
+
+
 def human_samples(r: SampleResult) -> str:
     return "\n".join(
         [
             f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in "
             f"{r.seconds:.1f}s",
-            f"  model:     {r.model}",
+            f"  model:     {_model_line(r.model)}",
             f"  plan:      {r.plan.get('text', '')}",
             f"  samples:   {r.samples_path}",
             f"  truncated: {r.truncated}",

@@ -3,10 +3,11 @@ and starts it; run.json records what was started.
 
 Every launch on this machine writes train/launch.sh, a short readable script that runs the whole thing from the
 run directory (vLLM server first when the config asks for server mode, then training) and records the exit code;
-it is started in a new session with stdout/stderr to train/logs/stdout.log and the call returns at once. A person
-can run the same script by hand. Several nodes (or launcher=slurm): train/launch.slurm is written, checked with
-`sbatch --test-only` and submitted; the SLURM launcher (docs/slurm.md) records the job in run.json and answers
-for its status and stop.
+it is started in a new session with stdout/stderr to train/logs/stdout.log and the call returns at once (bash runs
+the launch's own copy of it, beside the evidence key: bash reads a script as it runs, and the workspace's could be
+rewritten meanwhile; launchers/local). A person can run the same script by hand. Several nodes (or
+launcher=slurm): train/launch.slurm is written, checked with `sbatch --test-only` and submitted (its text on
+stdin); the SLURM launcher (docs/slurm.md) records the job in run.json and answers for its status and stop.
 
 Launchers by case (the training interpreter is LLM_FINETUNING_PYTHON, else the server's Python; train/train.py
 runs through `-m mcp_server.training.trainer.verified_script`, which runs the bytes the verdict pinned):
@@ -45,7 +46,8 @@ from mcp_server.training.launch_gates import (
 from mcp_server.training.launchers import LAUNCHERS, Launcher, LaunchPlan, Start, choose, launcher_of, read_target
 from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.recording import record_in_git
-from mcp_server.training.resume_patch import apply_patch, apply_refilter, changed_text, last_good_checkpoint
+from mcp_server.training.resume_patch import (apply_patch, apply_refilter, changed_text, config_hash_refusal,
+                                              last_good_checkpoint)
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.runrecord import checkpoints, passed_over, read_run_json
 from mcp_server.training.runstate import derive_state
@@ -76,8 +78,8 @@ def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_f
     written = launcher.write(run, plan)
     sha = spec.config_sha256 or sha256_file(run.config)
     commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
-    return launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, previous=read_run_json(run),
-                                                    resumed_from=resumed_from, **start))
+    return launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, config_values=spec.values,
+                                                    previous=read_run_json(run), resumed_from=resumed_from, **start))
 
 
 # ---------------------------------------------------------------- launch_training
@@ -229,14 +231,7 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
     stop with a patch: the last one saved before the stop's step)."""
     refusals = []
     if run.config.exists() and sha256_file(run.config) != record.get("config_sha256"):
-        commit = record.get("git_commit")
-        refusals.append(GateRefusal(
-            gate="config_hash",
-            message=f"train/config.yaml changed since the run started (sha256 {sha256_file(run.config)[:12]} vs "
-            f"{str(record.get('config_sha256'))[:12]} at launch); the checkpoints belong to the old config",
-            how_to_clear=(f"restore the launched config (git show {commit}:<run>/train/config.yaml) " if commit else
-                          "restore the launched config ")
-            + "to resume, or emit a new run directory to train with the new one"))
+        refusals.append(config_hash_refusal(run, record, config))
     # The config training will write with: a patch's output_dir into another run would train over that run's
     # checkpoints and its promoted, exported model.
     patched = {**config, **patch} if isinstance(patch, dict) else config

@@ -1,7 +1,8 @@
 """A run's processes on this machine, told by identity, never by pid alone (below runstate and the launchers).
 
 run.json says which process to look at, but a process is this run's only when its identity is verified
-(verified_launcher): the pid's start time matches, it runs our launcher (`bash train/launch.sh`) and its working
+(verified_launcher): the pid's start time matches, it runs our launcher (bash on the launch's copy of
+train/launch.sh, or a person's `bash train/launch.sh`) and its working
 directory is this run directory. find_launcher finds that launcher among the processes when run.json is missing,
 unreadable or names another process; run_processes finds every process carrying the run's mark (a trainer that
 outlived a killed launcher, each rank).
@@ -12,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
 from pathlib import Path
 
 import psutil
 
+from mcp_server.evidence import key_path
 from mcp_server.runs import Run
 
 
@@ -29,9 +32,31 @@ def _bash() -> str:
 
 
 BASH = _bash()
-LAUNCHER = [BASH, "train/launch.sh"]  # how launch_training starts a run
-# What a run's launcher looks like: launch_training's, and a person's `bash train/launch.sh` (the docs' way by hand)
+LAUNCHER = [BASH, "train/launch.sh"]  # the script by hand, from the run directory (the docs' way)
+# What a person's launcher looks like: `bash train/launch.sh` from the run directory
 LAUNCHERS = (LAUNCHER, ["bash", "train/launch.sh"])
+# launch_training's: bash on the launch's own copy of train/launch.sh, outside the workspace (round 9, F1: bash
+# reads its script as it runs, and a tail rewritten in place during training ran after the trainer, signed).
+COPY_NAME = re.compile(r"[0-9a-f]{32}\.sh")
+
+
+def launch_copies() -> Path:
+    """Where launch_training keeps the copy of train/launch.sh that bash runs: beside the evidence key."""
+    return key_path().parent / "launch-scripts"
+
+
+def launcher_command(copy: Path) -> list[str]:
+    """How launch_training starts a run: bash on its copy (launch_copies)."""
+    return [BASH, str(copy)]
+
+
+def is_launcher(cmdline) -> bool:
+    """Whether a command line is a run's launcher: a person's `bash train/launch.sh`, or launch_training's bash on
+    a copy in launch_copies() named by its launch id."""
+    if cmdline in LAUNCHERS:
+        return True
+    return (isinstance(cmdline, list) and len(cmdline) == 2 and cmdline[0] == BASH
+            and Path(cmdline[1]).parent == launch_copies() and bool(COPY_NAME.fullmatch(Path(cmdline[1]).name)))
 # train/launch.sh exports the run directory (physical path) under this name: every process of the run (the trainer,
 # its ranks, a vLLM server) inherits it, so a trainer whose launcher was killed is still found (run_processes).
 RUN_MARK = "LLM_FINETUNING_RUN_DIR"
@@ -50,7 +75,7 @@ def verified_launcher(run: Run, pid, create_time=None) -> psutil.Process | None:
         if proc.status() == psutil.STATUS_ZOMBIE:
             _reap(pid)
             return None
-        if proc.cmdline() not in LAUNCHERS or Path(proc.cwd()).resolve() != run.dir.resolve():
+        if not is_launcher(proc.cmdline()) or Path(proc.cwd()).resolve() != run.dir.resolve():
             return None
         return proc
     except (psutil.Error, OSError):
@@ -80,7 +105,7 @@ def _processes() -> list[psutil.Process]:
 def find_launcher(run: Run) -> psutil.Process | None:
     """The live launcher of this run among all processes (for a run.json that is gone or wrong)."""
     for proc in _processes():
-        if proc.info.get("cmdline") in LAUNCHERS:
+        if is_launcher(proc.info.get("cmdline")):
             found = verified_launcher(run, proc.pid)
             if found is not None:
                 return found

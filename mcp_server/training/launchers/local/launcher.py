@@ -1,9 +1,10 @@
 """The local launcher: one detached process on this machine (one GPU or CPU), or several CPU processes with
 torchrun (DDP over gloo; `accelerate launch --cpu` starts only one process without MPI).
 
-It writes train/launch.sh (shell.py) and starts it in a new session, stdout/stderr to train/logs/stdout.log,
-and returns at once; run.json records the process's identity. Its state is read from that process and the
-run's files (process_state.py); stop asks the trainer for a checkpoint, then signals the process group.
+It writes train/launch.sh (shell.py) and starts it in a new session (bash on the launch's own copy of it, outside
+the workspace: launch_copy), stdout/stderr to train/logs/stdout.log, and returns at once; run.json records the
+process's identity. Its state is read from that process and the run's files (process_state.py); stop asks the
+trainer for a checkpoint, then signals the process group.
 The accelerate launcher (accelerate.py) shares everything but the plan.
 """
 
@@ -24,7 +25,7 @@ from mcp_server.inspection.loader_env import LOADER_FILES_ENV, TRAINING_PATHS_EN
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
 from mcp_server.training.trainer.verified_script import SCRIPT_SHA_ENV
 from mcp_server.interpreter import training_env
-from mcp_server.evidence import record_launch, sign_run
+from mcp_server.evidence import STATE_ENV, record_launch, sign_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
@@ -39,10 +40,10 @@ from mcp_server.training.launchers.base import (
     with_python_check,
     write_accelerate,
 )
-from mcp_server.training.launchers.local.shell import render_launch_sh, vllm_server
+from mcp_server.training.launchers.local.shell import copy_text, render_launch_sh, vllm_server
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.launchers.local.process_state import process_state
-from mcp_server.training.processes import LAUNCHER, run_processes, verified_launcher
+from mcp_server.training.processes import launch_copies, launcher_command, run_processes, verified_launcher
 from mcp_server.training.runrecord import derive_with, launch_of, sync_run_json, write_run_json
 from mcp_server.training.stopping import stop_result
 from mcp_server.workspace import (
@@ -93,7 +94,7 @@ class LocalLauncher:
         python_pin, loader_pin = verdict_shell_pins(run)
         script = with_python_check(plan.script, plan.train_command[0], python_pin, REFUSED_EXIT, loader_pin)
         path = atomic_write_text_exec(run.launch_script, script)
-        return {**written, "script": str(path)}
+        return {**written, "script": str(path), "script_text": script}
 
     def recorded(self, run: Run) -> list[Path]:
         return [run.config, run.script, run.rewards, run.request, run.launch_script, run.accelerate]
@@ -109,7 +110,8 @@ class LocalLauncher:
         started_ts = time.time()
         launch_id = uuid.uuid4().hex
         record_launch(run.dir, launch_id)  # outside the workspace: whose records count (evidence.record_launch)
-        proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id)
+        copy = launch_copy(run, written["script_text"], launch_id)
+        proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id, copy)
         try:
             create_time = psutil.Process(proc.pid).create_time()
         except psutil.NoSuchProcess:
@@ -117,10 +119,12 @@ class LocalLauncher:
         write_run_json(run, {
             "state": "starting", "pid": proc.pid,
             "pgid": proc.pid,  # new session: the launcher leads its own process group
-            "create_time": create_time, "command": plan.train_command, "launcher": LAUNCHER, "cwd": str(run.dir),
+            "create_time": create_time, "command": plan.train_command, "launcher": launcher_command(copy),
+            "cwd": str(run.dir),
             "python": python,
             "started_at": _dt.datetime.fromtimestamp(started_ts, _dt.timezone.utc).isoformat(timespec="seconds"),
-            "started_ts": started_ts, "config_sha256": config_sha, "train_script_sha256": script_sha,
+            "started_ts": started_ts, "config_sha256": config_sha, "launched_config": start.config_values,
+            "train_script_sha256": script_sha,
             "reward_code_sha256": reward_sha, "git_commit": start.commit, "strategy": plan.strategy,
             "num_processes": plan.num_processes, "accelerate_config": written.get("accelerate_config"),
             "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
@@ -184,9 +188,36 @@ def atomic_write_text_exec(path: Path, text: str) -> Path:
     return written
 
 
-def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str) -> tuple[subprocess.Popen, str | None]:
-    """`bash train/launch.sh` in a new session, its output appended to train/logs/stdout.log; returned once bash
-    has exec'd, so the identity every later check verifies (pid, start time, command line, directory) is true."""
+def launch_copy(run: Run, text: str, launch_id: str) -> Path:
+    """The script bash runs: train/launch.sh's text as the launch wrote it after its gates (shell.copy_text), in a
+    file of its own beside the evidence key (processes.launch_copies), outside the workspace, read back and
+    checked against that text before it runs (issue 48, round 9, F1: bash reads its script as it runs, and the
+    workspace's copy was rewritten in place during training). UserInputError when it cannot be written."""
+    folder, body = launch_copies(), copy_text(text, str(run.dir.resolve())).encode()
+    path = folder / f"{launch_id}.sh"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            same = f.read() == body
+    except OSError as exc:
+        raise UserInputError(STATE_ENV, f"cannot write the launch script's copy in {folder} (beside the evidence "
+                                        f"key): {exc.strerror or exc}; nothing was started") from None
+    if not same:
+        path.unlink(missing_ok=True)
+        raise UserInputError(STATE_ENV, f"the launch script's copy {path} is not what the launch wrote; nothing "
+                                        "was started")
+    return path
+
+
+def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str,
+           copy: Path) -> tuple[subprocess.Popen, str | None]:
+    """bash on the launch's copy of train/launch.sh (launch_copy) in a new session, in the run directory, its
+    output appended to train/logs/stdout.log; returned once bash has exec'd, so the identity every later check
+    verifies (pid, start time, command line, directory) is true."""
     run.logs.mkdir(parents=True, exist_ok=True)
     with open_append_nofollow(run.stdout) as log:  # the link gate refused links here; none is followed
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -203,7 +234,7 @@ def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str) -> t
         env.update(pins)
         env[LAUNCH_ID_ENV] = launch_id  # the trainer tags its records with it (runs.LAUNCH_ID_ENV)
         reward_sha = pins.get(REWARD_SHA_ENV)
-        proc = subprocess.Popen(LAUNCHER, cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(launcher_command(copy), cwd=run.dir, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 5
     while verified_launcher(run, proc.pid) is None and proc.poll() is None and time.time() < deadline:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
-from mcp_server.training.processes import LAUNCHER, find_launcher, run_processes, verified_launcher
+from mcp_server.training.processes import find_launcher, run_processes, verified_launcher
 from mcp_server.evidence import valid_run
 from mcp_server.training.runrecord import (TERMINAL, end_notes, launch_of, read_exit_code, stop_failure,
                                            success_problems)
@@ -95,10 +95,10 @@ def process_state(run: Run, record: dict | None) -> DerivedState:
         proc = find_launcher(run)
         if proc is not None:  # a live launcher the record does not name: trust the process
             note = (f"run.json {'does not name' if record else 'is missing or unreadable; found'} the live launcher "
-                    f"(pid {proc.pid}, `bash train/launch.sh` in this directory); state read from that process "
-                    "and the logs")
+                    f"(pid {proc.pid}, bash on the run's launch script in this directory); state read from that "
+                    "process and the logs")
             record = {**(record or {}), "pid": proc.pid, "pgid": proc.pid, "create_time": proc.create_time(),
-                      "cwd": str(here), "launcher": LAUNCHER, "state": "running", "reconstructed": True,
+                      "cwd": str(here), "launcher": proc.cmdline(), "state": "running", "reconstructed": True,
                       "started_ts": (record or {}).get("started_ts") or proc.create_time()}
     # The launcher is gone (killed, or it never was ours) but processes of the run live on: the run is alive until
     # they end, so nothing is started over them and stop_training still reaches them.

@@ -20,11 +20,13 @@ VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
 VLLM_SERVE_GPU_MEMORY_UTILIZATION = 0.9  # trl/scripts/vllm_serve.py's default, when no plan says otherwise
 VLLM_DOWN_EXIT = 97  # the exit code for "the vLLM server did not come up" (as train/launch.slurm)
 
+# The run directory, from where the script lies (train/launch.sh by hand); the copy bash runs names it (copy_text)
+CD_LINE = 'cd "$({dirname} -- "$0")/.." || exit 1\n'
 HEADER = """\
 #!{bash}
 # Training launcher for run {name}, written by llm-finetuning launch_training.
 # Runs from the run directory wherever it is called from: bash train/launch.sh
-cd "$({dirname} -- "$0")/.." || exit 1
+""" + CD_LINE + """\
 # Every process of the run carries its directory: training_status finds a trainer that outlived this script.
 export {mark}="$(pwd -P)"
 # Caches a library would write under your home (an arrow copy of the data, matplotlib's) stay in the run.
@@ -132,6 +134,18 @@ def vllm_server(target, processes: int, layout) -> VllmServer | None:
         tensor_parallel_size=server.tensor_parallel_size if server else target.vllm_gpus,
         data_parallel_size=server.data_parallel_size if server else 1,
         gpu_memory_utilization=server.gpu_memory_utilization if server else VLLM_SERVE_GPU_MEMORY_UTILIZATION)
+
+
+def copy_text(text: str, run_dir: str) -> str:
+    """The copy of train/launch.sh's `text` that launch_training runs (outside the workspace, launchers.local): the
+    same script, its cd naming the run directory, and the copy removed once bash has it open (bash reads on from
+    the open file; issue 48, round 9, F1: bash read the workspace's train/launch.sh as it ran, and a tail rewritten
+    there during training ran with the user's key)."""
+    cd = CD_LINE.format(**tools())
+    if text.count(cd) != 1:
+        raise ValueError("train/launch.sh's text has no single cd line to replace")
+    return text.replace(cd, f"cd -- {shlex.quote(run_dir)} || exit 1\n"
+                            f"{tools()['rm']} -f -- \"$0\"  # this copy: bash has it open\n", 1)
 
 
 def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, server: VllmServer | None) -> str:

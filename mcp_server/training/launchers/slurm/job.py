@@ -12,6 +12,7 @@ and the run's own job is looked up by name among the queued ones.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +26,7 @@ from mcp_server.training.launchers.slurm import scheduler
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.slurm.node_plan import beside_scheduler
 from mcp_server.training.launchers.slurm.script import SlurmLayout
-from mcp_server.workspace import atomic_write_json, sha256_file
+from mcp_server.workspace import atomic_write_json
 from mcp_server.training.runrecord import (end_notes, launch_of, read_exit_code, signed_record, stop_failure,
                                            success_problems)
 
@@ -68,8 +69,9 @@ def preflight(script: str, sbatch: str = "sbatch") -> None:
         raise UserInputError(field, message)
 
 
-def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: dict) -> dict:
-    """Submit train/launch.slurm as a launch of its own: its id recorded outside the workspace before sbatch
+def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: dict, script: str) -> dict:
+    """Submit `script`, the text the launch wrote to train/launch.slurm after its gates (sbatch reads it from
+    stdin, never the workspace's file), as a launch of its own: its id recorded outside the workspace before sbatch
     (evidence.record_launch, as a local launch's before its process starts: issue 48, an earlier launch's records
     replayed into the run are not this one's), exported to the job (its trainer and exit record tag what they
     write with it), and the job id sbatch answers bound into that record; a record that cannot be bound cancels
@@ -79,7 +81,7 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
     launch_id = uuid.uuid4().hex
     record_launch(run.dir, launch_id)  # raises before anything is submitted
     sbatch = layout.scheduler.get("sbatch") or "sbatch"  # the one resolved for this launch, recorded below
-    job_id = scheduler.submit(str(run.slurm_script), env={LAUNCH_ID_ENV: launch_id}, sbatch=sbatch)
+    job_id = scheduler.submit(script, env={LAUNCH_ID_ENV: launch_id}, sbatch=sbatch)
     try:
         record_launch(run.dir, launch_id, job_id=job_id, job_comment=layout.comment)
     except UserInputError:
@@ -89,8 +91,8 @@ def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: 
     submission = {"job_id": job_id, "partition": layout.partition, "account": layout.account,
                   "nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "time_limit": layout.time_limit,
                   "requeue": layout.requeue, "comment": layout.comment, "job_name": layout.job_name,
-                  "command": [sbatch, "--parsable", str(run.slurm_script)], "commands": dict(layout.scheduler),
-                  "script_sha256": sha256_file(run.slurm_script), "plan_per_node": node_plan}
+                  "command": [sbatch, "--parsable"], "stdin": str(run.slurm_script), "commands": dict(layout.scheduler),
+                  "script_sha256": hashlib.sha256(script.encode()).hexdigest(), "plan_per_node": node_plan}
     record = {**record, "backend": "slurm", "state": "pending", "pid": None, "job_id": job_id, "slurm": submission,
               "cwd": str(run.dir), "started_ts": now, "launch_id": launch_id,
               "started_at": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(timespec="seconds")}

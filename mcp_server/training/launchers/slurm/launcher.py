@@ -112,7 +112,8 @@ class SlurmLauncher:
         python_pin, loader_pin = verdict_shell_pins(run)
         script = with_python_check(with_pins(plan.script, verdict_env(run)), plan.details.layout.python,
                                    python_pin, REFUSED_EXIT, loader_pin)
-        return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script))}
+        return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script)),
+                "slurm_text": script}
 
     def recorded(self, run: Run) -> list[Path]:
         return [run.config, run.script, run.slurm_script, run.accelerate]
@@ -134,11 +135,12 @@ class SlurmLauncher:
                         "train/launch.slurm` from the run directory")
         record = submit(run, details.layout, details.node_plan, {
             "command": plan.train_command, "python": details.layout.python, "config_sha256": config_sha,
+            "launched_config": start.config_values,
             "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run),
             "git_commit": start.commit, "strategy": plan.strategy, "num_processes": plan.num_processes,
             "num_nodes": plan.num_nodes, "accelerate_config": written.get("accelerate_config"),
             "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
-            "history": history(start.previous), "baselines": baseline_hashes()})
+            "history": history(start.previous), "baselines": baseline_hashes()}, written["slurm_text"])
         return LaunchResult(
             launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command,
             config_sha256=config_sha, train_script_sha256=script_sha, git_commit=start.commit,

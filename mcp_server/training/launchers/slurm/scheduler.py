@@ -137,10 +137,12 @@ def check_submission(script: str, sbatch: str = "sbatch") -> str | None:
 
 
 def submit(script: str, env: dict[str, str] | None = None, sbatch: str = "sbatch") -> str:
-    """`sbatch --parsable` (`sbatch`: the one the launch resolved), the job given `env` too (`--export=ALL,...`:
-    whatever SBATCH_EXPORT says); the job id, or UserInputError('launcher') with the scheduler's words."""
+    """`sbatch --parsable` (`sbatch`: the one the launch resolved) on the script's text, given on stdin: sbatch
+    never reads the workspace's train/launch.slurm, which could be rewritten after the gates (round 9, F1); the job
+    is given `env` too (`--export=ALL,...`: whatever SBATCH_EXPORT says); the job id, or UserInputError('launcher')
+    with the scheduler's words."""
     exports = ",".join(["ALL", *sorted(env or {})])
-    proc = _run([sbatch, "--parsable", f"--export={exports}", script], extra_env=env)
+    proc = _run([sbatch, "--parsable", f"--export={exports}"], stdin=script, extra_env=env)
     job_id = proc.stdout.strip().split(";")[0] if proc.returncode == 0 else ""
     if not job_id.isdigit():
         raise UserInputError("launcher", f"sbatch did not submit the job ({first_error(proc)})")
