@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -173,11 +174,10 @@ def test_promote_refuses_a_baseline_whose_grader_read_another_file(workspace, ti
     graders = [{"name": f"{module}.rubric_grader"}]
     first = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), graders=graders,
                                            baseline="write", max_new_tokens=4))
-    baseline = json.loads(Path(first.baseline_path).read_text())
-    assert str(rubric) in baseline["graders_reads"], baseline.get("graders_reads")
 
     run_dir = hand_made_run(workspace, tiny_model, "promoted", [["<answer>1</answer>", ""]] * 6,
                             [str(i + 1) for i in range(6)], rewards=graders)
+    shutil.copytree(tiny_model, run_dir / "checkpoints")  # a model placed in a run never launched: judged as placed
     rubric.write_text(json.dumps({"scale": 1.0, "all": True}))
     with pytest.raises(UserInputError, match="grader.json") as refused:
         promote_checkpoint(PromoteRequest(run=str(run_dir), goldens=str(goldens)))
@@ -186,3 +186,5 @@ def test_promote_refuses_a_baseline_whose_grader_read_another_file(workspace, ti
                                            baseline="write", max_new_tokens=4))
     assert again.baseline_written and again.baseline_path != first.baseline_path
     assert os.path.isfile(first.baseline_path)
+    baseline = json.loads(Path(first.baseline_path).read_text())
+    assert str(rubric) in baseline["graders_reads"], baseline.get("graders_reads")

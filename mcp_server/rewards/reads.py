@@ -179,7 +179,8 @@ def describe(pin: dict | None) -> str:
     if pin.get("absent"):
         return "absent" + (f" (a link to {pin['resolves_to']})" if pin.get("resolves_to") else "")
     link = f"a link to {pin['resolves_to']}, " if pin.get("resolves_to") else ""
-    what = pin.get("kind") or (f"sha256 {pin['sha256'][:12]}" if pin.get("sha256") else f"size/mtime {pin.get('large')}")
+    what = pin.get("kind") or (f"sha256 {pin['sha256'][:12]}" if pin.get("sha256") else
+                               f"size/mtime {pin.get('large')}")
     return link + what
 
 
