@@ -118,7 +118,7 @@ def watched(func, name: str, reads: Reads):
         def wrapper(*args, **kwargs):
             with recording(reads), calling(name):
                 return func(*args, **kwargs)
-    functools.update_wrapper(wrapper, func, updated=())
+    functools.update_wrapper(wrapper, func)  # its attributes too (a NamedReward's params)
     wrapper.__name__ = name
     return wrapper
 
@@ -306,6 +306,8 @@ def watch_all(funcs: list, reads: Reads) -> list:
     """Each reward (not a model: TRL scores those itself) `watched` under the name TRL gives it."""
     import functools
 
+    if reads is None:
+        return funcs
     out = []
     for func in funcs:
         inner = func
