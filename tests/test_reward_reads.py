@@ -126,6 +126,19 @@ def test_a_file_opened_only_in_training_is_refused_there(workspace, tiny_model, 
     assert str(workspace / "extra.json") in err and "never read when the rewards were reviewed" in err, err
 
 
+def test_a_file_swapped_after_the_first_step_is_refused_at_its_next_open(workspace, tiny_model, monkeypatch,
+                                                                          capsys):
+    """Every open during a reward call is checked, not the first one only: a rubric swapped between steps."""
+    run_dir, rubric = _reviewed(workspace, tiny_model, monkeypatch, "json.load(open)", "betweensteps")
+    funcs, _ = reviewed_reward_funcs(run_dir)
+    call = {"prompts": ["Q0"], "completions": ["<answer>2</answer>"], "completion_ids": [[]], "answer": ["2"]}
+    assert funcs[0](**call) == [1.0]
+    _edit(rubric)
+    with pytest.raises(SystemExit) as refused:
+        funcs[0](**call)
+    assert refused.value.code == 3 and str(rubric) in capsys.readouterr().err
+
+
 def test_a_file_changed_between_review_and_verdict_is_refused(workspace, tiny_model, monkeypatch):
     """The verdict vouches for the files as the review read them, not as they are when it is recorded."""
     from mcp_server.errors import UserInputError

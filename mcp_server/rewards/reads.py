@@ -64,7 +64,8 @@ class Reads:
             return
         if path in self.written or (self.expected is not None and (self.expected.get(path) or {}).get("written")):
             return
-        pin = self.files.get(path) or pin_file(path)
+        # pinned at its first open; the trainer's check pins every open again (a file swapped after the first step)
+        pin = pin_file(path) if self.expected is not None or path not in self.files else self.files[path]
         self.files.setdefault(path, {**pin, "by": []})
         if self.reward not in self.files[path]["by"]:
             self.files[path]["by"].append(self.reward)
