@@ -201,3 +201,38 @@ def test_promote_refuses_a_baseline_whose_grader_read_another_file(workspace, ti
     assert os.path.isfile(first.baseline_path)
     baseline = json.loads(Path(first.baseline_path).read_text())
     assert str(rubric) in baseline["graders_reads"], baseline.get("graders_reads")
+
+
+AT_IMPORT = '''import json
+RUBRIC = {rubric!r}
+with open(RUBRIC) as f:
+    SCALE = json.load(f)["scale"]
+
+
+def rubric_reward(completions, answer, **kwargs):
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [SCALE * float(f"<answer>{{a}}</answer>" in t) for t, a in zip(texts, answer)]
+'''
+
+
+def test_a_file_read_at_import_is_pinned_when_the_module_was_imported_before(workspace, tiny_model, monkeypatch):
+    """A module-level read, by a module a long-lived worker imported before the review (here: this process, through
+    build_reward_funcs): the review still records it, and the gate names it once edited."""
+    from mcp_server.rewards import build_reward_funcs
+
+    folder = workspace / "code"
+    folder.mkdir()
+    rubric = workspace / "rubric.json"
+    rubric.write_text(json.dumps({"scale": 1.0}))
+    module = f"atimport_{abs(hash(str(workspace)))}"
+    (folder / f"{module}.py").write_text(AT_IMPORT.format(rubric=str(rubric)))
+    monkeypatch.syspath_prepend(str(folder))
+    build_reward_funcs([{"name": f"{module}.rubric_reward"}])  # imported before any recording
+    run_dir = hand_made_run(workspace, tiny_model, "atimport", [["<answer>2</answer>", "", "", ""]] * 13,
+                            ["2"] * 13, rewards=[{"name": f"{module}.rubric_reward"}])
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    assert check_inspection_gate(run_dir).passed
+    _edit(rubric)
+    gate = check_inspection_gate(run_dir)
+    assert not gate.passed and str(rubric) in gate.reason and f"{module} (its import)" in gate.reason, gate.reason

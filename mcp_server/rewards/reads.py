@@ -92,6 +92,46 @@ def recording(into: Reads | None = None):
         _ACTIVE.remove(reads)
 
 
+# What each user module's import read (module name -> pins), kept for the process: a long-lived worker imports a
+# reward module once, and a later recording must still see what its module-level code read then.
+AT_IMPORT: dict[str, dict] = {}
+
+
+@contextlib.contextmanager
+def importing(module: str):
+    """Around the import of a reward's module (rewards.dotted): a first import records what its module-level code
+    opens (AT_IMPORT); one already imported hands the recordings in force what its import read (the trainer's
+    check judges each such file as if opened now)."""
+    if module in sys.modules:
+        for reads in list(_ACTIVE):
+            for path, pin in AT_IMPORT.get(module, {}).items():
+                _replay(reads, path, pin)
+        yield
+        return
+    before = [r.reward for r in _ACTIVE]
+    with recording() as own:
+        for reads in _ACTIVE:
+            reads.reward = f"{module} (its import)"
+        try:
+            yield
+        finally:
+            for reads, old in zip([r for r in _ACTIVE if r is not own], before):
+                reads.reward = old
+    AT_IMPORT[module] = own.pins()
+
+
+def _replay(reads: Reads, path: str, pin: dict) -> None:
+    if reads.expected is not None or pin.get("written"):
+        name, reads.reward = reads.reward, ", ".join(pin.get("by") or []) or reads.reward
+        try:
+            reads.seen(path, bool(pin.get("written")))
+        finally:
+            reads.reward = name
+        return
+    entry = reads.files.setdefault(path, {**pin, "by": []})
+    entry["by"] += [name for name in pin.get("by") or [] if name not in entry["by"]]
+
+
 @contextlib.contextmanager
 def calling(name: str):
     """Reads inside this block are `name`'s (a reward's call)."""
