@@ -19,6 +19,9 @@ whether its path came from a setting, the working directory or a branch the samp
 new review, which then records it). evaluate_model keeps the graders' pins in the baseline and promote refuses a
 baseline whose graders read other content now (evaluation.promote).
 
+A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
+it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
+
 Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a file
 swapped between the check at its open and the read itself.
 """
