@@ -558,7 +558,7 @@ COVERED = {"model": "test_the_model_changed_is_named_by_the_gate_and_the_trainer
            "reward_code": "tests/test_gate_reward_code.py", "agentic": "tests/test_agentic.py",
            "prompt_column": "tests/test_gate_point_of_use.py",
            "training_python": "test_the_training_interpreter_changed_is_named",
-           "loader_env": "tests/test_gate_loader.py"}
+           "loader_env": "tests/test_gate_loader.py", "reward_reads": "tests/test_reward_reads.py"}
 
 
 def test_every_input_has_rows(tmp_path):
@@ -814,8 +814,17 @@ def _appear_agentic(run: Run, tmp_path: Path) -> None:
     run.agentic.write_text(json.dumps({"source_root": str(tmp_path), "tools": []}))
 
 
+def _appear_reward_reads(run: Run, tmp_path: Path) -> None:
+    """A review that says its rewards read a file (rewards.reads), written after a verdict on a review that read
+    none (the review's own hash is the gate's first check; this is the pin's row)."""
+    rubric = tmp_path / "rubric.json"
+    rubric.write_text(json.dumps({"scale": 1.0}))
+    run.review.parent.mkdir(parents=True, exist_ok=True)
+    run.review.write_text(json.dumps({"reward_reads": {str(rubric): {"sha256": "0" * 64, "by": ["rubric_reward"]}}}))
+
+
 APPEARS = {"script": _appear_script, "samples_meta": _appear_samples_meta, "trained": _appear_samples_meta,
-           "agentic": _appear_agentic}
+           "agentic": _appear_agentic, "reward_reads": _appear_reward_reads}
 # PART_NAMES' parts that are no key of run_pins: the prompt column is a key of the "trained" pin (its fingerprint).
 NOT_A_RUN_PIN = {"prompt_column"}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import contextlib
 import math
 import os
 import re
@@ -25,7 +26,7 @@ from mcp_server.runs import resolve_run
 from mcp_server import smollm2
 from mcp_server.model_ref import SMOLLM2, TINY, known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
-from mcp_server.rewards import build_reward_funcs, reward_code_sha256
+from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
@@ -67,14 +68,18 @@ def model_key(model: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[-120:] or "model"
 
 
-def task_key(goldens_sha256: str, graders: list, max_new_tokens: int, seed: int) -> tuple[str, str]:
+def task_key(goldens_sha256: str, graders: list, max_new_tokens: int, seed: int,
+             graders_reads: dict | None = None) -> tuple[str, str]:
     """(the task's key, the graders' code digest): a baseline is of a model on a task, the goldens' bytes, the
-    graders by name, parameters and code (rewards.reward_code_sha256) and the decoding; any change is another
-    baseline, filed beside the first, never over it (issue 49: one baseline per model, graders by name only)."""
+    graders by name, parameters and code (rewards.reward_code_sha256), the files they read (rewards.reads) and the
+    decoding; any change is another baseline, filed beside the first, never over it (issue 49: one baseline per
+    model, graders by name only; issue 48 round 9: a rubric file switched after the baseline)."""
     code = reward_code_sha256(graders)
     specs = [RewardSpec.model_validate(g).model_dump() if not isinstance(g, RewardSpec) else g.model_dump()
              for g in graders]
-    task = json.dumps([goldens_sha256, specs, code, max_new_tokens, seed], sort_keys=True, default=str)
+    read = [{p: {k: v for k, v in pin.items() if k != "by"} for p, pin in graders_reads.items()}] if \
+        graders_reads else []
+    task = json.dumps([goldens_sha256, specs, code, max_new_tokens, seed, *read], sort_keys=True, default=str)
     return hashlib.sha256(task.encode()).hexdigest()[:12], code
 
 
@@ -204,18 +209,23 @@ def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
 
 
 # ---------------------------------------------------------------- grading
-def grade(rows: list[dict], completions: list[str], graders: list[RewardSpec | dict]) -> list[dict[str, float]]:
-    """Each grader's score per item, called the way TRL calls a reward (completions + every data set column)."""
-    funcs = build_reward_funcs(graders)
-    conversational = [not isinstance(r["prompt"], str) for r in rows]
-    wrapped = [[{"role": "assistant", "content": c}] if conv else c for c, conv in zip(completions, conversational)]
-    columns = {key: [r.get(key) for r in rows] for key in {k for r in rows for k in r} if key != "completion"}
-    columns["prompts"] = columns.pop("prompt")
-    scores: list[dict[str, float]] = [{} for _ in rows]
-    for func in funcs:
-        values = func(completions=wrapped, **columns)
-        for item, value in zip(scores, values, strict=True):
-            item[func.__name__] = float(value) if value is not None else 0.0
+def grade(rows: list[dict], completions: list[str], graders: list[RewardSpec | dict],
+          read: reads.Reads | None = None) -> list[dict[str, float]]:
+    """Each grader's score per item, called the way TRL calls a reward (completions + every data set column);
+    `read`: where to record the files the graders open (rewards.reads)."""
+    with reads.recording(read) if read is not None else contextlib.nullcontext():
+        funcs = build_reward_funcs(graders)
+        conversational = [not isinstance(r["prompt"], str) for r in rows]
+        wrapped = [[{"role": "assistant", "content": c}] if conv else c for c, conv in zip(completions,
+                                                                                          conversational)]
+        columns = {key: [r.get(key) for r in rows] for key in {k for r in rows for k in r} if key != "completion"}
+        columns["prompts"] = columns.pop("prompt")
+        scores: list[dict[str, float]] = [{} for _ in rows]
+        for func in funcs:
+            with reads.calling(func.__name__):
+                values = func(completions=wrapped, **columns)
+            for item, value in zip(scores, values, strict=True):
+                item[func.__name__] = float(value) if value is not None else 0.0
     return scores
 
 
@@ -226,16 +236,16 @@ def item_passed(scores: dict) -> bool:
 
 def evaluate_rows(
     model_ref, rows: list[dict], graders: list, max_new_tokens: int, batch_size: int = 64,
-    seed: int = 3407, temperature: float = 0.0, loaded=None, report: Report = silent,
+    seed: int = 3407, temperature: float = 0.0, loaded=None, report: Report = silent, read=None,
 ) -> list[ItemResult]:
-    """Decode and grade `rows`; `loaded` = (model, tokenizer) to reuse an already loaded model."""
+    """Decode and grade `rows`; `loaded` = (model, tokenizer) to reuse an already loaded model; `read`: grade's."""
     model, tokenizer = loaded or load_model(model_ref)
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(
         model, tokenizer, texts, max_new_tokens, batch_size=batch_size, temperature=temperature, seed=seed,
         report=report,
     )
-    scores = grade(rows, completions, graders)
+    scores = grade(rows, completions, graders, read)
     return [
         ItemResult(
             index=i, prompt=text, answer=None if r.get("answer") is None else str(r.get("answer")),
@@ -303,9 +313,10 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     plan = _plan(model_ref, len(rows), budget, request.batch_size)
     report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens, max_new_tokens {budget} ({source}); "
                          f"plan: {plan['text']}")
+    read = reads.Reads()  # the files the graders open: part of a baseline's identity (rewards.reads)
     items = evaluate_rows(
         model_ref, rows, request.graders, request.max_new_tokens, request.batch_size, request.seed,
-        loaded=loaded, report=report,
+        loaded=loaded, report=report, read=read,
     )
     passed, rate, low, high = summarise(items)
     result = EvaluationResult(
@@ -316,7 +327,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         seconds=round(time.time() - start, 2), items=items,
         warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
-    _file_baseline(request, result)
+    _file_baseline(request, result, read.pins())
     return result
 
 
@@ -345,9 +356,10 @@ def _plan(model_ref, goldens: int, budget: int, batch_size: int) -> dict:
                          torch.get_num_threads(), *model_size(model_ref), goldens=True)
 
 
-def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
+def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict) -> None:
     """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model; never overwrite it."""
-    task, graders_code = task_key(result.goldens_sha256, request.graders, request.max_new_tokens, request.seed)
+    task, graders_code = task_key(result.goldens_sha256, request.graders, request.max_new_tokens, request.seed,
+                                  graders_reads)
     path = baseline_path(result.model_path if request.model != "tiny" else "tiny", task)
     existing = path.is_file()
     if request.baseline == "never":
@@ -361,7 +373,7 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:
                                "is never overwritten"
     else:
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "task": task, "graders_code_sha256": graders_code}
+                  "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads}
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note",
                                                                "warnings"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")

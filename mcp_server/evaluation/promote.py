@@ -39,7 +39,7 @@ from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.model_ref import known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
-from mcp_server.rewards import reward_code_sha256
+from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec, read_reward_specs
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.runs import Run, read_json_if_present, resolve_run
@@ -75,8 +75,10 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     rows = load_goldens(goldens)
     ckpt_sha = sha256_tree(ckpt)  # before loading: what export_model will check it exports
     ckpt_loaded = load_model(ckpt)
+    read = reads.Reads()
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
-                          report=stage_report(report, "checkpoint on the goldens"))
+                          report=stage_report(report, "checkpoint on the goldens"), read=read)
+    _same_inputs(baseline_file, baseline, read.pins())
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])
     improvement = round((rate - base_rate) * 100, 2)
@@ -340,15 +342,28 @@ def _baselines(model: str, goldens: str | None,
             skipped = [f"{p.name} (graded by {_names(b.get('graders'))}, not this run's rewards)"
                        for p, b in found if (p, b) not in kept]
             found = kept
-    changed = [(path, b) for path, b in found if b.get("graders_code_sha256") and
+    moved = {path.name: reads.differences(b.get("graders_reads"), reads.now(b.get("graders_reads")))
+             for path, b in found}  # a file the graders read is part of what the baseline measured
+    changed = [(path, b) for path, b in found if moved[path.name] or b.get("graders_code_sha256") and
                _graders_code(path, b, run_graders) != b["graders_code_sha256"]]
     if changed and len(changed) == len(found):
         path, baseline = changed[0]
+        _same_inputs(path, baseline, reads.now(baseline.get("graders_reads")))
         raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
                              f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}): put it "
                              "back, or evaluate the base model again (evaluate_model files a baseline for the new "
                              "code beside this one)")
     return [item for item in found if item not in changed], skipped
+
+
+def _same_inputs(path: Path, baseline: dict, read: dict) -> None:
+    """Refuse when the graders read other files, or other content, than when `baseline` was measured (its
+    graders_reads, rewards.reads; a baseline measured before they were recorded is not judged on them)."""
+    moved = reads.unlike(baseline["graders_reads"], read) if isinstance(baseline.get("graders_reads"), dict) else []
+    if moved:
+        raise UserInputError("baseline", f"a file the graders read is not what they read when {path.name} was "
+                             f"measured: {'; '.join(moved[:3])}. Put it back, or evaluate the base model again "
+                             "(evaluate_model files a baseline for what the graders read now beside this one)")
 
 
 def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:

@@ -1,11 +1,10 @@
 """The verdict a person records on the review, and the gate that the training launcher checks.
 
-A verdict vouches for what was reviewed, and verdict.json pins all of it (inspection.pins): the model, the
-data, the sampling settings and reward weights of train/config.yaml, the reward code (specs, code, the local
-modules it imports), train/train.py, the samples and the review (which holds the success rule). The gate
-opens only for a passing verdict with its full record (reviewer, time, a verdict per reviewed sample) whose
-pins all still match; otherwise it says which part changed. A verdict needs samples drawn as training will
-draw them (samples.meta.json says how they differ from the config) and a config to vouch for.
+A verdict vouches for what was reviewed, and verdict.json pins all of it (inspection.pins: the model, the data,
+the config, the reward code and the files it reads, train/train.py, the samples and the review). The gate
+opens only for a passing verdict with its full record (reviewer, time, a verdict per reviewed sample) whose pins
+all still match; otherwise it says which part changed. A verdict needs samples drawn as training will draw them
+(samples.meta.json says how they differ from the config) and a config to vouch for.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, 
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
 from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
-from mcp_server.rewards import reward_code_sha256
+from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.dotted import RewardImportError
 from mcp_server.runs import Run, resolve_run
 from mcp_server.userfiles import read_json
@@ -71,10 +70,11 @@ def _check_review_current(run: Run, review: dict) -> None:
         raise UserInputError("run", "samples.jsonl changed since the review: run inspect_rewards again and read the "
                                     "new review.md")
     if reward_code_sha256(result["rewards"]) != result["reward_code_sha256"]:
-        raise UserInputError(
-            "run", "the reward code or specs changed since the review: run inspect_rewards again and read the new "
-                   "review.md"
-        )
+        raise UserInputError("run", "the reward code or specs changed since the review: run inspect_rewards again "
+                             "and read the new review.md")
+    if moved := reads.differences(review.get("reward_reads"), reads.now(review.get("reward_reads"))):
+        raise UserInputError("run", "a file the rewards read changed since the review: " + "; ".join(moved)
+                             + ": run inspect_rewards again and read the new review.md")
     edited = _sheet_edited(run, review)
     if edited:
         raise UserInputError("run", f"{edited}: run inspect_rewards again and read the new review.md")

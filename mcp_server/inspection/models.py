@@ -230,6 +230,8 @@ class InspectResult(BaseModel):
     rewards: list[RewardSpec] = Field(description="The reward specs scored with.")
     rewards_source: str = Field(description="'train/rewards.json' or 'request'.")
     reward_code_sha256: str = Field(description="Hash of the reward specs and their code (the verdict records it).")
+    reward_files: list[str] = Field(default_factory=list, description="Files the rewards opened while they scored "
+                                    "(by a path in their code): the verdict pins each by content.")
     samples_sha256: str = Field(description="Hash of samples.jsonl (the verdict records it).")
     distributions: list[RewardDistribution] = Field(description="Per reward, then 'total': score distribution.")
     zero_variance_groups: int = Field(

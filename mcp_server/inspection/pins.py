@@ -43,6 +43,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.loader_env import LOADER_PART, loader_change, loader_env_pin
 from mcp_server.interpreter import training_python
 from mcp_server.model_ref import resolve_model
+from mcp_server.rewards import reads
 from mcp_server.runs import Run
 from mcp_server.userfiles import open_regular
 from mcp_server.workspace import WHOLE_FILE_BYTES, files_digest, large_file_pin, sha256_file
@@ -68,6 +69,7 @@ PART_NAMES = {
     "samples_meta": "inspection/samples.meta.json (how the samples were drawn)",
     "training_python": "the training interpreter (LLM_FINETUNING_PYTHON)",
     "loader_env": LOADER_PART,
+    "reward_reads": "a file the reward reads (by a path in its code: rewards.reads)",
 }
 PYTHON_VARIABLE = "LLM_FINETUNING_PYTHON"
 
@@ -293,7 +295,16 @@ def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> d
     pins["training_python"] = training_python_pin()
     # what ld.so and glibc obey before the interpreter runs a line (inspection.loader_env, issue 48)
     pins["loader_env"] = loader_env_pin(cwd=str(run.dir))  # a relative file it names is the run's
+    read = reward_reads(run)
+    if read:  # the files the rewards opened while inspect_rewards scored (rewards.reads), as they are now
+        pins["reward_reads"] = reads.now(read)
     return pins
+
+
+def reward_reads(run: Run) -> dict:
+    """The files the rewards read at review (review.json's pins, rewards.reads), {} when none."""
+    recorded = (_json_or_none(run.review) or {}).get("reward_reads")
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def training_python_pin(python: str | None = None) -> dict | None:
@@ -368,7 +379,7 @@ def _short(value) -> str:
 # reward code, against the config: gate._check_samples_back_a_pass). Every other part is what sampling read (the
 # model, data, sampling and other config fields, reward_weights/reward_funcs: config_pins; train.py and the files
 # beside it, which its loader runs: "trained"; the prompt column; the agentic environment), so it needs new samples.
-SAMPLES_STAY_VALID = frozenset({"reward_code"})
+SAMPLES_STAY_VALID = frozenset({"reward_code", "reward_reads"})
 
 
 def _sources(entries) -> dict[str, str]:
@@ -423,6 +434,8 @@ def changes(old: dict, new: dict, reward_detail: str | None = None) -> list[str]
             lines.append(f"{name} changed ({_data_diff(before, after)})")
         elif key == "training_python":
             lines.append(python_change(before, after))
+        elif key == "reward_reads":
+            lines.append(f"{name} changed: " + "; ".join(reads.differences(before, after) or [_short(after)]))
         elif key == "loader_env":
             lines.append(f"{name} changed: " + "; ".join(loader_change(before, after) or [
                 f"{_short(before)} -> {_short(after)}"]))

@@ -31,7 +31,7 @@ from mcp_server.inspection.reward_probes import probe_rewards
 from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
 from mcp_server.inspection.suspects import gold_column, suspect_reasons
 from mcp_server.reporting import Report, silent
-from mcp_server.rewards import build_reward_funcs, reward_code_sha256
+from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, resolve_run
 from mcp_server.userfiles import read_json
@@ -39,6 +39,7 @@ from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 HIST_BINS = 12
+READS_KEY = "reward_reads"  # review.json: path -> pin of each file the rewards read (rewards.reads)
 Z95 = 1.959964
 
 
@@ -91,9 +92,10 @@ def _score(funcs, specs, samples: list[dict], report: Report = silent) -> list[l
     for i, (func, spec) in enumerate(zip(funcs, specs)):
         name = getattr(func, "__name__", spec.name)
         try:
-            out = func(**kwargs)
-            if inspect.isawaitable(out):  # TRL accepts async reward functions too
-                out = asyncio.run(out)
+            with reads.calling(name):  # the files it opens are recorded (rewards.reads)
+                out = func(**kwargs)
+                if inspect.isawaitable(out):  # TRL accepts async reward functions too
+                    out = asyncio.run(out)
         except UserInputError as exc:
             raise UserInputError(f"rewards[{i}].{exc.field}", str(exc).split(": ", 1)[-1]) from None
         except Exception as exc:  # a reward that crashes on real samples would crash training too
@@ -171,7 +173,13 @@ def _refuse_rewrite(run) -> None:
 
 
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
-    """Score every sample (the base success rate uses them all); the sheet shows the first 50-100."""
+    """Score every sample (the base success rate uses them all); the sheet shows the first 50-100. Every file the
+    rewards open while they are imported and score is recorded (rewards.reads) and kept in review.json."""
+    with reads.recording() as read:
+        return _inspect(request, read, report)
+
+
+def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> InspectResult:
     run = resolve_run(request.run)
     _refuse_rewrite(run)
     all_samples = read_samples(run)
@@ -247,7 +255,8 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval),
     )
     result = difficulty.with_next_step(result)
-    _write_review(run, result, rows, meta, request.success_threshold)
+    result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
+    _write_review(run, result, rows, meta, request.success_threshold, read.pins())
     return result
 
 
@@ -371,7 +380,7 @@ def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float
 
 
 def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
-                  success_threshold: float | None) -> None:
+                  success_threshold: float | None, reward_reads: dict) -> None:
     """review.jsonl (the rows), review.md (the sheet a person reads) and review.json (the result the verdict and
     the gate read)."""
     rows_text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
@@ -381,7 +390,8 @@ def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
     # review.md or review.jsonl cannot back a verdict (inspection.gate).
     atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
                                    "success_threshold": success_threshold, "review_md_sha256": sha256_file(sheet),
-                                   "review_jsonl_sha256": sha256_file(run.review_jsonl)})
+                                   "review_jsonl_sha256": sha256_file(run.review_jsonl),
+                                   READS_KEY: reward_reads})  # the files the rewards read (rewards.reads)
 
 
 def _unique_names(names: list[str]) -> list[str]:

@@ -23,14 +23,13 @@ field set on the command line after --config is refused (`_command_line_override
 launch_training the verdict must be the bytes its gate judged (VERDICT_SHA_ENV) and train/train.py the bytes the
 verdict pinned (training.trainer.verified_script).
 
-A reward named by a dotted path is imported, by every command, from the directory the command runs in; the
-trainer runs in the run directory. So recording a verdict copies the local modules its rewards run
-(`keep_reviewed_code`: the reward module, the local modules it imports, their packages' __init__.py) into
-inspection/reward_code/, `reviewed_reward_funcs` imports from there first, and the gate stays closed while that
-copy is not the code under review (`unkept_reward_code`): the trainer imports exactly the reviewed bytes.
+A dotted reward is imported from the directory a command runs in (the trainer: the run directory), so recording
+a verdict copies the local modules its rewards run (`keep_reviewed_code`) into inspection/reward_code/,
+`reviewed_reward_funcs` imports from there first, and the gate stays closed while that copy is not the code under
+review (`unkept_reward_code`): the trainer imports exactly the reviewed bytes.
 
-Not covered (inspection.pins says what cannot be pinned): a module a reward imports lazily, at call time,
-after this check; a data file a reward module reads beside itself (only its modules are copied).
+The files a reward opens by a path in its code are checked against the verdict's pins before the first step and
+at every open during a reward call (rewards.reads); not covered: a module a reward imports lazily, at call time.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ import tempfile
 from pathlib import Path
 
 from mcp_server.inspection import trainer_read
-from mcp_server.rewards import build_reward_funcs, reward_code_sha256
+from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
 from mcp_server.userfiles import open_regular, package_switches
@@ -84,8 +83,7 @@ class RewardCodeChanged(SystemExit):
 
 
 def reviewed_reward_sha256(run: Run, verdict: dict | None = None) -> str | None:
-    """The hash the launcher passed, else the one the run's verdict (`verdict`: as already read) pinned (None:
-    neither)."""
+    """The hash the launcher passed, else the one the run's verdict (`verdict`: as read) pinned (None: neither)."""
     passed = os.environ.get(REWARD_SHA_ENV, "").strip()
     if passed or verdict is None:
         return passed or verdict_reward_sha256(run)
@@ -277,8 +275,7 @@ def _foreign_output(run: Run, training_args) -> list[str]:
 
 
 def _foreign_resume(run: Run, training_args) -> list[str]:
-    """resume_from_checkpoint decides the weights that train: only a checkpoint this run wrote (under its
-    output_dir, which resume_training passes) continues what the verdict reviewed (issue 48)."""
+    """Only a checkpoint this run wrote (under its output_dir) continues what the verdict reviewed (issue 48)."""
     resume = getattr(training_args, "resume_from_checkpoint", None)
     if resume in (None, "", False):
         return []
@@ -410,9 +407,12 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
         _source_imports()
         sys.path.insert(0, str(run.reward_code))
     expected = reviewed_reward_sha256(run, verdict or {"pins": {}})
-    before = reward_code_sha256(rewards)  # imports the reward modules, then reads their source
-    funcs = build_reward_funcs(rewards)
-    after = reward_code_sha256(rewards)
+    watch = None if expected is None or sampling_now() else reads.checking(  # the files it reads (rewards.reads)
+        (verdict or {}).get("pins", {}).get("reward_reads"), RewardCodeChanged)
+    with reads.recording(watch) if watch else contextlib.nullcontext():
+        before = reward_code_sha256(rewards)  # imports the reward modules, then reads their source
+        funcs = build_reward_funcs(rewards)
+        after = reward_code_sha256(rewards)
     if expected is None or sampling_now():
         print(f"llm-finetuning: the reward code ({after[:12]}) has no reviewed hash to check against (no verdict, "
               "not started by launch_training): its scores were not reviewed", file=sys.stderr, flush=True)
@@ -423,7 +423,7 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               "Put it back, or sample and inspect again and record a new verdict, then launch again.",
               file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)
-    return funcs, after
+    return reads.watch_all(funcs, watch), after
 
 
 def keep_reviewed_code(run: Run, rewards: list) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from mcp_server.errors import UserInputError, closest_names, did_you_mean
 from mcp_server.interpreter import user_code_allowed
+from mcp_server.rewards.reads import importing
 from mcp_server.rewards.sources import record_import, static_spec
 
 
@@ -59,12 +60,14 @@ def import_dotted(path: str, field: str) -> Callable:
     before = set(sys.modules)
     try:
         try:
-            module = importlib.import_module(module_path)
+            with importing(module_path):  # what its module-level code opens (rewards.reads)
+                module = importlib.import_module(module_path)
         except ModuleNotFoundError:
             if os.getcwd() in sys.path:
                 raise
             sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_path)
+            with importing(module_path):
+                module = importlib.import_module(module_path)
     except ModuleNotFoundError as exc:  # the module (or one it imports) is not where this process looks
         top = (exc.name or module_path).split(".")[0]
         where = ", ".join(_looked_in()) or "no user directory"

@@ -1,0 +1,371 @@
+"""The files reward code reads: recorded while it runs, pinned by content, checked where it runs again.
+
+A reward (or a grader) may read a file by a path in its code (an answer key, a rubric) that no parameter names:
+the reward-code hash cannot see it (issue 48, round 9: a rubric rewritten after the verdict trained at -1000 times
+the reviewed scale; a rubric switched to "all right" after the baseline PROMOTEd by +88.9 points). So a
+`sys.addaudithook` on the "open" event (`os.open`, `open`, `io.open`, `pathlib`'s reads) records every file
+the reward code opens while `recording` is active (around the reward calls and the reward modules' import), and
+nothing else: an open is the reward code's when the first frame on its stack that is neither the standard
+library nor an installed package is user code (never this package: its own reads, a sandbox's scratch files, are
+its business), and not an import (the code pin covers the modules). /proc, /sys and /dev are left out, so are
+files the same code opened for writing first (its own scratch).
+
+Each file is pinned when it is first opened (`pin_file`: its sha256, or size/mtime/inode/ctime above 64 MiB; a
+link by what it resolves to; a file absent then as absent), with the rewards that read it. inspect_rewards
+keeps the pins in review.json, the verdict pins them (inspection.pins "reward_reads"), the gate re-pins them, and
+the trainer checks them before the first step and at every open during a reward call (`checking`): a file read
+at training that was never read at review is refused too (decided: a file nobody reviewed decides the scores,
+whether its path came from a setting, the working directory or a branch the samples never took; the way on is a
+new review, which then records it). evaluate_model keeps the graders' pins in the baseline and promote refuses a
+baseline whose graders read other content now (evaluation.promote).
+
+A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
+it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
+
+Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a file
+swapped between the check at its open and the read itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import sys
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]
+SYSTEM = ("/proc/", "/sys/", "/dev/")
+WHOLE_FILE_BYTES = 64 << 20
+_ACTIVE: list["Reads"] = []  # the recordings in force (innermost last)
+_LOCAL = threading.local()  # busy: this thread is inside the hook (its own reads are not the reward's)
+_INSTALLED = [False]
+
+
+class Refused(SystemExit):
+    """A reward read a file that is not what the review read (the trainer's check): exit status 3."""
+
+
+class Reads:
+    """One recording: path -> its pin when first opened, with the rewards that read it (`by`). `expected`: the
+    trainer's check, the pins each open must match (a path not there, or another pin, is refused)."""
+
+    def __init__(self, expected: dict | None = None, refuse=None):
+        self.files: dict[str, dict] = {}
+        self.written: set[str] = set()
+        self.reward = "the reward modules' import"
+        self.expected = expected
+        self.refuse = refuse
+        self.problem: str | None = None
+
+    def seen(self, path: str, writes: bool) -> None:
+        if writes:
+            self.written.add(path)
+            return
+        if path in self.written or (self.expected is not None and (self.expected.get(path) or {}).get("written")):
+            return
+        # pinned at its first open; the trainer's check pins every open again (a file swapped after the first step)
+        pin = pin_file(path) if self.expected is not None or path not in self.files else self.files[path]
+        self.files.setdefault(path, {**pin, "by": []})
+        if self.reward not in self.files[path]["by"]:
+            self.files[path]["by"].append(self.reward)
+        if self.expected is not None and self.problem is None:
+            self.problem = mismatch(path, self.expected.get(path), pin, self.reward)
+            if self.problem and self.refuse:
+                self.refuse(self.problem)
+
+    def pins(self) -> dict:
+        """path -> pin (sorted), the files only written marked so."""
+        out = {p: self.files[p] for p in sorted(self.files)}
+        return out | {p: {"written": True} for p in sorted(self.written) if p not in out}
+
+
+@contextlib.contextmanager
+def recording(into: Reads | None = None):
+    """Record (into `into`, else a new Reads) what reward code opens inside this block."""
+    _install()
+    reads = into if into is not None else Reads()
+    _ACTIVE.append(reads)
+    try:
+        yield reads
+    finally:
+        _ACTIVE.remove(reads)
+
+
+# What each user module's import read (module name -> pins), kept for the process: a long-lived worker imports a
+# reward module once, and a later recording must still see what its module-level code read then.
+AT_IMPORT: dict[str, dict] = {}
+
+
+@contextlib.contextmanager
+def importing(module: str):
+    """Around the import of a reward's module (rewards.dotted): a first import records what its module-level code
+    opens (AT_IMPORT); one already imported hands the recordings in force what its import read (the trainer's
+    check judges each such file as if opened now)."""
+    if module in sys.modules:
+        for reads in list(_ACTIVE):
+            for path, pin in AT_IMPORT.get(module, {}).items():
+                _replay(reads, path, pin)
+        yield
+        return
+    before = [r.reward for r in _ACTIVE]
+    with recording() as own:
+        for reads in _ACTIVE:
+            reads.reward = f"{module} (its import)"
+        try:
+            yield
+        finally:
+            for reads, old in zip([r for r in _ACTIVE if r is not own], before):
+                reads.reward = old
+    AT_IMPORT[module] = own.pins()
+
+
+def _replay(reads: Reads, path: str, pin: dict) -> None:
+    if reads.expected is not None or pin.get("written"):
+        name, reads.reward = reads.reward, ", ".join(pin.get("by") or []) or reads.reward
+        try:
+            reads.seen(path, bool(pin.get("written")))
+        finally:
+            reads.reward = name
+        return
+    entry = reads.files.setdefault(path, {**pin, "by": []})
+    entry["by"] += [name for name in pin.get("by") or [] if name not in entry["by"]]
+
+
+@contextlib.contextmanager
+def calling(name: str):
+    """Reads inside this block are `name`'s (a reward's call)."""
+    before = [r.reward for r in _ACTIVE]
+    for reads in _ACTIVE:
+        reads.reward = name
+    try:
+        yield
+    finally:
+        for reads, old in zip(list(_ACTIVE), before):
+            reads.reward = old
+
+
+def watched(func, name: str, reads: Reads):
+    """`func` (a reward TRL calls) recording into `reads` while it runs, async when it is: TRL keeps its name."""
+    import functools
+    import inspect
+
+    target = func.func if isinstance(func, functools.partial) else func
+    if inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None)):
+        async def wrapper(*args, **kwargs):
+            with recording(reads), calling(name):
+                return await func(*args, **kwargs)
+    else:
+        def wrapper(*args, **kwargs):
+            with recording(reads), calling(name):
+                return func(*args, **kwargs)
+    functools.update_wrapper(wrapper, func)  # its attributes too (a NamedReward's params)
+    wrapper.__name__ = name
+    return wrapper
+
+
+def pin_file(path: str) -> dict:
+    """A file as a reader finds it now: {sha256} (or {large: size/mtime/inode/ctime} above 64 MiB), {kind} for a
+    directory or what is not a regular file, {absent: True}; with `resolves_to` when a link leads elsewhere."""
+    busy = getattr(_LOCAL, "busy", False)
+    _LOCAL.busy = True
+    try:
+        real = os.path.realpath(path)
+        pin = {"resolves_to": real} if real != path else {}
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return {**pin, "absent": True}
+        except OSError as exc:
+            return {**pin, "kind": f"unreadable ({exc.strerror})"}
+        try:
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode):
+                return {**pin, "kind": "directory" if stat.S_ISDIR(found.st_mode) else "not a regular file"}
+            if found.st_size > WHOLE_FILE_BYTES:
+                return {**pin, "large": [found.st_size, found.st_mtime_ns, found.st_ino, found.st_ctime_ns]}
+            return {**pin, "sha256": _digest(fd, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)}
+        finally:
+            os.close(fd)
+    finally:
+        _LOCAL.busy = busy
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _digest(fd: int, *key) -> str:
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    digest = hashlib.sha256()
+    while chunk := os.read(fd, 1 << 20):
+        digest.update(chunk)
+    _DIGESTS[key] = digest.hexdigest()
+    return _DIGESTS[key]
+
+
+def now(pins: dict | None) -> dict:
+    """The same files pinned again now, each with the rewards the recording named (`by`)."""
+    out = {}
+    for path, pin in (pins or {}).items():
+        if not isinstance(pin, dict):
+            continue
+        out[path] = pin if pin.get("written") else {**pin_file(str(path)), "by": list(pin.get("by") or [])}
+    return out
+
+
+def describe(pin: dict | None) -> str:
+    if not pin:
+        return "never read at review"
+    if pin.get("absent"):
+        return "absent" + (f" (a link to {pin['resolves_to']})" if pin.get("resolves_to") else "")
+    link = f"a link to {pin['resolves_to']}, " if pin.get("resolves_to") else ""
+    what = pin.get("kind") or (f"sha256 {pin['sha256'][:12]}" if pin.get("sha256") else
+                               f"size/mtime {pin.get('large')}")
+    return link + what
+
+
+def mismatch(path: str, before: dict | None, after: dict, reward: str | None = None) -> str | None:
+    """One line naming the file, who reads it and how it changed; None when `after` is the reviewed pin."""
+    strip = {"by", "written"}
+    if before is not None and {k: v for k, v in before.items() if k not in strip} == \
+            {k: v for k, v in after.items() if k not in strip}:
+        return None
+    by = reward or ", ".join((before or {}).get("by") or after.get("by") or []) or "the reward"
+    if before is None:
+        return f"{path} (read by {by}) was never read when the rewards were reviewed"
+    if after.get("absent") and not before.get("absent"):
+        how = "removed (or moved)"
+    elif before.get("absent"):
+        how = "added where nothing was"
+    elif after.get("resolves_to") != before.get("resolves_to"):
+        how = f"replaced by a link ({describe(before)} -> {describe(after)})"
+    else:
+        how = f"its content changed ({describe(before)} -> {describe(after)})"
+    return f"{path} (read by {by}): {how}"
+
+
+def differences(before: dict | None, after: dict | None) -> list[str]:
+    """A line per file whose pin differs between two sets (a file only one set holds included)."""
+    before, after = before or {}, after or {}
+    lines = []
+    for path in dict.fromkeys([*before, *after]):
+        if (before.get(path) or {}).get("written") or (after.get(path) or {}).get("written"):
+            continue
+        if path not in after:
+            lines.append(f"{path} (read by {', '.join(before[path].get('by') or [])}) is no longer read")
+            continue
+        line = mismatch(path, before.get(path), after[path])
+        lines += [line] if line else []
+    return lines
+
+
+@lru_cache(maxsize=4096)
+def _whose(filename: str) -> str:
+    """'import' (the import machinery), 'system' (stdlib, installed, generated), 'package' (this one), 'user'."""
+    if filename.startswith("<frozen importlib") or filename.startswith("<frozen zipimport"):
+        return "import"
+    if filename.startswith("<"):
+        return "system"
+    from mcp_server.rewards.sources import installed_roots
+
+    path = Path(filename).resolve()
+    if path.is_relative_to(PACKAGE):
+        return "package"
+    return "system" if any(path.is_relative_to(root) for root in _roots(installed_roots)) else "user"
+
+
+_ROOTS: list = []
+
+
+def _roots(installed_roots) -> list:
+    if not _ROOTS:
+        _ROOTS.extend(installed_roots())
+    return _ROOTS
+
+
+def _opened_by_user(frame) -> bool:
+    while frame is not None:
+        whose = _whose(frame.f_code.co_filename)
+        if whose == "user":
+            return True
+        if whose in ("import", "package"):
+            return False
+        frame = frame.f_back
+    return False
+
+
+def _hook(event: str, args) -> None:
+    if event != "open" or not _ACTIVE or getattr(_LOCAL, "busy", False):
+        return
+    try:
+        path, mode, flags = args
+        if isinstance(path, int) or path is None:
+            return
+        path = os.path.abspath(os.fsdecode(path))
+        if path.startswith(SYSTEM) or not _opened_by_user(sys._getframe(1)):
+            return
+        if mode is None:
+            writes = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_CREAT)
+        else:
+            writes = any(c in str(mode) for c in "wax+")
+        _LOCAL.busy = True
+        try:
+            for reads in list(_ACTIVE):
+                reads.seen(path, writes)
+        finally:
+            _LOCAL.busy = False
+    except Refused:
+        raise
+    except Exception:  # never break an open over a bookkeeping error
+        return
+
+
+def _install() -> None:
+    if not _INSTALLED[0]:
+        sys.addaudithook(_hook)
+        _INSTALLED[0] = True
+
+
+def checking(pinned, exit_with) -> Reads:
+    """The trainer's check (before the first step) of the files a verdict pinned (`pinned`: path -> pin): each is
+    pinned again now, refused (one line on stderr, then `exit_with(3)` raised) on the first that differs; then a
+    recording that refuses any open, during a reward's import or call, of a file that is not what was reviewed."""
+    pinned = pinned if isinstance(pinned, dict) else {}
+
+    def refuse(line: str) -> None:
+        print(f"llm-finetuning: refusing to train: a file the reward reads is not what the inspection verdict "
+              f"reviewed: {line}. Put it back, or inspect again and record a new verdict, then launch again.",
+              file=sys.stderr, flush=True)
+        raise exit_with(3)
+    for line in differences(pinned, now(pinned))[:1]:
+        refuse(line)
+    return Reads(expected=pinned, refuse=refuse)
+
+
+def watch_all(funcs: list, reads: Reads) -> list:
+    """Each reward (not a model: TRL scores those itself) `watched` under the name TRL gives it."""
+    import functools
+
+    if reads is None:
+        return funcs
+    out = []
+    for func in funcs:
+        inner = func
+        while isinstance(inner, functools.partial):
+            inner = inner.func
+        model = any(c.__name__ == "Module" for c in type(inner).__mro__)
+        out.append(func if model else watched(func, getattr(inner, "__name__", type(inner).__name__), reads))
+    return out
+
+
+def unlike(before: dict | None, after: dict) -> list[str]:
+    """A line per file read in `after` (a measurement) that is not as `before` (the earlier one) read it: another
+    content, or never read then. A file `before` read and `after` did not is no input of `after`."""
+    before = before or {}
+    lines = [mismatch(path, before.get(path), pin) for path, pin in after.items()
+             if not pin.get("written") and not (before.get(path) or {}).get("written")]
+    return [line for line in lines if line]

@@ -1,0 +1,238 @@
+"""Issue 48, round 9 (G1, P4): a file reward code reads by a path in its code is part of what was reviewed.
+
+G1: a reviewed reward read its rubric (scale 1) while it was sampled and reviewed; set to -1000 after the verdict,
+the gate opened and training ran at -125. The table: how the reward reads it (open, pathlib's read_text,
+json.load(open), os.open) x what happens to it after the verdict (nothing, edited, replaced by a link, removed) x
+where it is judged (the gate; the trainer's own check, reviewed_reward_funcs, which train.py calls before the
+first step). Then a file the trainer opens that the review never opened, and P4: a baseline measured while the
+grader's rubric said one thing, promoted against once it said "every answer is right"."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+from mcp_server.inspection.models import InspectRequest, VerdictRequest
+from mcp_server.inspection.review import inspect_rewards
+from mcp_server.inspection.trained import reviewed_reward_funcs
+from support import hand_made_run
+
+READERS = {
+    "open": "with open(RUBRIC) as f:\n        scale = json.loads(f.read())['scale']",
+    "pathlib": "scale = json.loads(pathlib.Path(RUBRIC).read_text())['scale']",
+    "json.load(open)": "scale = json.load(open(RUBRIC))['scale']",
+    "os.open": "fd = os.open(RUBRIC, os.O_RDONLY)\n    scale = json.loads(os.read(fd, 4096))['scale']\n"
+               "    os.close(fd)",
+}
+REWARD = '''import json, os, pathlib
+RUBRIC = {rubric!r}
+EXTRA = {extra!r}
+
+
+def rubric_reward(completions, answer, **kwargs):
+    {reader}
+    if os.path.exists(EXTRA):  # a branch the review never took
+        scale = json.load(open(EXTRA))["scale"]
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [scale * float(f"<answer>{{a}}</answer>" in t) for t, a in zip(texts, answer)]
+'''
+
+
+def _edit(path: Path) -> None:
+    path.write_text(json.dumps({"scale": -1000.0}))
+
+
+def _link(path: Path) -> None:
+    other = path.with_name("other.json")
+    other.write_text(json.dumps({"scale": -1000.0}))
+    path.unlink()
+    path.symlink_to(other)
+
+
+CHANGES = {"unchanged": None, "edited": (_edit, "its content changed"),
+           "replaced by a link": (_link, "replaced by a link"), "removed": (Path.unlink, "removed")}
+
+
+def _reviewed(workspace, tiny_model, monkeypatch, reader: str, tag: str):
+    """A run whose custom reward reads rubric.json by a path in its code, sampled, inspected and passed."""
+    folder = workspace / "code"
+    folder.mkdir()
+    rubric = workspace / "rubric.json"
+    rubric.write_text(json.dumps({"scale": 1.0}))
+    module = f"rubricrew_{tag}_{abs(hash(str(workspace)))}"
+    (folder / f"{module}.py").write_text(REWARD.format(rubric=str(rubric), extra=str(workspace / "extra.json"),
+                                                       reader=READERS[reader]))
+    monkeypatch.syspath_prepend(str(folder))
+    right = "<answer>2</answer>"
+    run_dir = hand_made_run(workspace, tiny_model, "reads", [[right, "", "", ""]] * 13, ["2"] * 13,
+                            rewards=[{"name": f"{module}.rubric_reward"}])
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    return run_dir, rubric
+
+
+def _trainer(run_dir: Path, capsys):
+    """reviewed_reward_funcs as train.py calls it, then one reward call as TRL makes it: (exit code or None, the
+    scores or None, stderr)."""
+    try:
+        funcs, _ = reviewed_reward_funcs(run_dir)
+        scores = funcs[0](prompts=["Q0"], completions=["<answer>2</answer>"], completion_ids=[[]], answer=["2"])
+    except SystemExit as exc:
+        return exc.code, None, capsys.readouterr().err
+    return None, scores, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("door", ["gate", "trainer"])
+@pytest.mark.parametrize("change", list(CHANGES))
+@pytest.mark.parametrize("reader", list(READERS))
+def test_a_file_the_reward_reads_is_pinned(workspace, tiny_model, monkeypatch, capsys, reader, change, door):
+    tag = "".join(c for c in f"{reader}{change}{door}" if c.isalnum())
+    run_dir, rubric = _reviewed(workspace, tiny_model, monkeypatch, reader, tag)
+    verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
+    assert str(rubric) in verdict["pins"].get("reward_reads", {}), verdict["pins"].keys()
+    assert str(rubric) in (run_dir / "inspection" / "review.md").read_text()
+    if CHANGES[change]:
+        CHANGES[change][0](rubric)
+    if door == "gate":
+        gate = check_inspection_gate(run_dir)
+        if CHANGES[change] is None:
+            assert gate.passed, gate.reason
+        else:
+            assert not gate.passed, gate.reason
+            assert str(rubric) in gate.reason and "rubric_reward" in gate.reason, gate.reason
+            assert CHANGES[change][1] in gate.reason, gate.reason
+        return
+    code, scores, err = _trainer(run_dir, capsys)
+    if CHANGES[change] is None:
+        assert code is None and scores == [1.0], err
+    else:
+        assert code == 3 and scores is None, (code, scores, err)
+        assert str(rubric) in err and "rubric_reward" in err and CHANGES[change][1] in err, err
+
+
+def test_a_file_opened_only_in_training_is_refused_there(workspace, tiny_model, monkeypatch, capsys):
+    """A file the review never opened (here: a branch its samples never took) is refused at its first open in
+    a reward call, naming it: nobody reviewed what it scores."""
+    run_dir, _ = _reviewed(workspace, tiny_model, monkeypatch, "open", "onlytraining")
+    (workspace / "extra.json").write_text(json.dumps({"scale": -1000.0}))
+    assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
+    code, scores, err = _trainer(run_dir, capsys)
+    assert code == 3 and scores is None, (code, scores, err)
+    assert str(workspace / "extra.json") in err and "never read when the rewards were reviewed" in err, err
+
+
+def test_a_file_swapped_after_the_first_step_is_refused_at_its_next_open(workspace, tiny_model, monkeypatch,
+                                                                          capsys):
+    """Every open during a reward call is checked, not the first one only: a rubric swapped between steps."""
+    run_dir, rubric = _reviewed(workspace, tiny_model, monkeypatch, "json.load(open)", "betweensteps")
+    funcs, _ = reviewed_reward_funcs(run_dir)
+    call = {"prompts": ["Q0"], "completions": ["<answer>2</answer>"], "completion_ids": [[]], "answer": ["2"]}
+    assert funcs[0](**call) == [1.0]
+    _edit(rubric)
+    with pytest.raises(SystemExit) as refused:
+        funcs[0](**call)
+    assert refused.value.code == 3 and str(rubric) in capsys.readouterr().err
+
+
+def test_a_file_changed_between_review_and_verdict_is_refused(workspace, tiny_model, monkeypatch):
+    """The verdict vouches for the files as the review read them, not as they are when it is recorded."""
+    from mcp_server.errors import UserInputError
+
+    run_dir, rubric = _reviewed(workspace, tiny_model, monkeypatch, "open", "beforeverdict")
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    _edit(rubric)
+    with pytest.raises(UserInputError, match="rubric.json"):
+        record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                 agree_with_rest=True))
+
+
+GRADER = '''import json
+RUBRIC = {rubric!r}
+
+
+def rubric_grader(completions, answer, **kwargs):
+    with open(RUBRIC) as f:
+        rub = json.load(f)
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [1.0 if rub.get("all") else rub["scale"] * float(f"<answer>{{a}}</answer>" in t)
+            for t, a in zip(texts, answer)]
+'''
+
+
+@pytest.mark.slow
+def test_promote_refuses_a_baseline_whose_grader_read_another_file(workspace, tiny_model, monkeypatch):
+    """P4: the base model's baseline measured with {"scale": 1}; the grader's file then says every answer is
+    right. Promote refuses, naming the file, instead of PROMOTE +88.9 points; measured again, it files a
+    baseline for the new content beside the first."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest, PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    folder = workspace / "code"
+    folder.mkdir()
+    rubric = workspace / "grader.json"
+    rubric.write_text(json.dumps({"scale": 1.0}))
+    module = f"gradrew_{abs(hash(str(workspace)))}"
+    (folder / f"{module}.py").write_text(GRADER.format(rubric=str(rubric)))
+    monkeypatch.syspath_prepend(str(folder))
+    goldens = workspace / "goldens.jsonl"
+    goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                               for i in range(6)))
+    graders = [{"name": f"{module}.rubric_grader"}]
+    first = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), graders=graders,
+                                           baseline="write", max_new_tokens=4))
+
+    run_dir = hand_made_run(workspace, tiny_model, "promoted", [["<answer>1</answer>", ""]] * 6,
+                            [str(i + 1) for i in range(6)], rewards=graders)
+    shutil.copytree(tiny_model, run_dir / "checkpoints")  # a model placed in a run never launched: judged as placed
+    rubric.write_text(json.dumps({"scale": 1.0, "all": True}))
+    with pytest.raises(UserInputError, match="grader.json") as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir), goldens=str(goldens)))
+    assert "its content changed" in str(refused.value)
+    again = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), graders=graders,
+                                           baseline="write", max_new_tokens=4))
+    assert again.baseline_written and again.baseline_path != first.baseline_path
+    assert os.path.isfile(first.baseline_path)
+    baseline = json.loads(Path(first.baseline_path).read_text())
+    assert str(rubric) in baseline["graders_reads"], baseline.get("graders_reads")
+
+
+AT_IMPORT = '''import json
+RUBRIC = {rubric!r}
+with open(RUBRIC) as f:
+    SCALE = json.load(f)["scale"]
+
+
+def rubric_reward(completions, answer, **kwargs):
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [SCALE * float(f"<answer>{{a}}</answer>" in t) for t, a in zip(texts, answer)]
+'''
+
+
+def test_a_file_read_at_import_is_pinned_when_the_module_was_imported_before(workspace, tiny_model, monkeypatch):
+    """A module-level read, by a module a long-lived worker imported before the review (here: this process, through
+    build_reward_funcs): the review still records it, and the gate names it once edited."""
+    from mcp_server.rewards import build_reward_funcs
+
+    folder = workspace / "code"
+    folder.mkdir()
+    rubric = workspace / "rubric.json"
+    rubric.write_text(json.dumps({"scale": 1.0}))
+    module = f"atimport_{abs(hash(str(workspace)))}"
+    (folder / f"{module}.py").write_text(AT_IMPORT.format(rubric=str(rubric)))
+    monkeypatch.syspath_prepend(str(folder))
+    build_reward_funcs([{"name": f"{module}.rubric_reward"}])  # imported before any recording
+    run_dir = hand_made_run(workspace, tiny_model, "atimport", [["<answer>2</answer>", "", "", ""]] * 13,
+                            ["2"] * 13, rewards=[{"name": f"{module}.rubric_reward"}])
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    assert check_inspection_gate(run_dir).passed
+    _edit(rubric)
+    gate = check_inspection_gate(run_dir)
+    assert not gate.passed and str(rubric) in gate.reason and f"{module} (its import)" in gate.reason, gate.reason
