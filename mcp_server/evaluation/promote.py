@@ -308,8 +308,7 @@ def _grader_key(spec) -> tuple:
     return spec.name.strip(), json.dumps(spec.params, sort_keys=True, default=str)
 
 
-def _baselines(model: str, goldens: str | None,
-               run_graders: list[RewardSpec] | None = None) -> tuple[list[tuple[Path, dict]], list[str]]:
+def _baselines(model: str, goldens: str | None, run_graders: list[RewardSpec] | None = None) -> tuple[list, list[str]]:
     """(the model's baselines to choose from, those set aside in words): on `goldens` when given; of those, the
     ones graded by the run's rewards exactly (by name and parameters), else by a part of them, when any is, the
     rest set aside unread. One whose graders' code changed since it was measured is refused, naming it: it would
@@ -357,8 +356,7 @@ def _baselines(model: str, goldens: str | None,
 
 
 def _same_inputs(path: Path, baseline: dict, read: dict) -> None:
-    """Refuse when the graders read other files, or other content, than when `baseline` was measured (its
-    graders_reads, rewards.reads; a baseline measured before they were recorded is not judged on them)."""
+    """Refuse when the graders read other content than when `baseline` was measured (rewards.reads; older: not)."""
     moved = reads.unlike(baseline["graders_reads"], read) if isinstance(baseline.get("graders_reads"), dict) else []
     if moved:
         raise UserInputError("baseline", f"a file the graders read is not what they read when {path.name} was "
@@ -367,17 +365,15 @@ def _same_inputs(path: Path, baseline: dict, read: dict) -> None:
 
 
 def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:
-    """reward_code_sha256 of a baseline's graders; a grader that no longer imports is refused naming the baseline,
-    its graders and the run's rewards, and the way on (issue 49: the bare import error blamed a reward the run never
-    used)."""
+    """reward_code_sha256 of a baseline's graders; one that no longer imports is refused naming them and the way on."""
     try:
         return reward_code_sha256(baseline.get("graders") or [])
     except UserInputError as exc:
         ours = _names([g.model_dump() for g in run_graders or []]) or "not recorded"
         raise UserInputError("baseline", f"{path.name} is graded by {_names(baseline.get('graders'))}, which does not "
-                             f"load now ({exc}); this run's rewards are {ours}. Give the goldens "
-                             "this run is judged on (CLI: --goldens FILE) after measuring the base model on them with "
-                             "evaluate_model --graders set to the run's rewards, or put the module back") from None
+                             f"load now ({exc}); this run's rewards are {ours}. Give the goldens this run is judged on "
+                             "(CLI: --goldens FILE) after measuring the base model on them with evaluate_model "
+                             "--graders set to the run's rewards, or put the module back") from None
 
 
 def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:
