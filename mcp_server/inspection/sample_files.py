@@ -4,11 +4,15 @@ finished generate call appended to samples.partial.jsonl, and what a stopped sam
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
+from mcp_server.errors import UserInputError
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
+from mcp_server.userfiles import NotRegularFile
+from mcp_server.workspace import open_append_nofollow
 
 
 def kept_note(run: Run) -> str:
@@ -48,8 +52,15 @@ def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: lis
         end = start + len(new_groups)
         lines = sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
                                 conversational, first=start)
-        with partial.open("a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+        try:  # never through a link put there, nor into a pipe or a second name of a file (issue 48 round 9)
+            with open_append_nofollow(partial) as f:
+                f.write(("\n".join(lines) + "\n").encode("utf-8"))
+        except OSError as exc:
+            why = ("it is a symbolic link" if exc.errno == errno.ELOOP else
+                   exc.strerror if isinstance(exc, NotRegularFile) else str(exc))
+            raise UserInputError("run", f"{partial.name} in {partial.parent} is not this sampling's own file: "
+                                 f"{why}; nothing was written "
+                                 "through it and sampling stopped. Remove it and sample again") from None
         progress.batch(end)
 
     return keep
