@@ -205,9 +205,9 @@ def _partial_batch(run: Run) -> None:
     plan = {"num_prompts": 2, "generate_calls": 2, "max_new_tokens": 4, "n": 1}
     keep = keeper(run.dir / "inspection" / "samples.partial.jsonl", Progress(silent, plan), [{"prompt": "a"}] * 2,
                   [0, 1], ["a", "b"], "prompt", False)
-    keep(0, [[{"text": "first batch", "ids": [1], "finish_reason": "stop"}]])  # the first batch is written; the file is swapped after it (the probe)
+    keep(0, [[{"text": "first", "ids": [1], "finish_reason": "stop"}]])  # written; swapped after it (the probe)
     _plant(run.dir / "inspection" / "samples.partial.jsonl")
-    keep(1, [[{"text": "second batch", "ids": [2], "finish_reason": "stop"}]])
+    keep(1, [[{"text": "second", "ids": [2], "finish_reason": "stop"}]])
 
 
 APPENDED = {"train/logs/stdout.log": _stdout_line, "train/logs/progress.jsonl": _progress_line,

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, cli_here, run_cli_json
-from support import write_signed
+from support import write_signed, write_signed_lines
 
 pytestmark = pytest.mark.slow  # every test here starts a process
 
@@ -231,9 +231,8 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
         started = json.loads((run_dir / "run.json").read_text())["started_ts"]
         times = [358.8825, 207.1374, 305.0167, 21.0319]
         ends = [started - 900, started - 690, started - 380, started + 21]  # the resume began before step 4
-        (logs / "progress.jsonl").write_text("".join(
-            json.dumps({"step": i + 1, "time": end, "step_time": t, "loss": 0.1}) + "\n"
-            for i, (t, end) in enumerate(zip(times, ends))))
+        write_signed_lines(logs / "progress.jsonl", [{"step": i + 1, "time": end, "step_time": t, "loss": 0.1}
+                                                     for i, (t, end) in enumerate(zip(times, ends))])
         write_signed(logs / "train-begin.json", {"max_steps": 10, "global_step": 3, "time": started})
         seen = status(run_dir, env)
         assert (seen["state"], seen["step"], seen["max_steps"]) == ("running", 4, 10), seen

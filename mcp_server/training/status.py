@@ -150,7 +150,9 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     derived = sync_run_json(run, derive_state(run))
     record = derived.record or {}
     config = RunSpec.of_run(run).values
-    lines = read_progress(run)
+    lines, unread = read_progress(run)  # the trainer's signed lines alone; the others named
+    if unread:
+        derived = derived.noted(unread)
     latest = lines[-1] if lines else {}
     state = derived.state
     max_steps = _max_steps(run, config)
