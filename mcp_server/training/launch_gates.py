@@ -10,6 +10,7 @@ import stat
 import psutil
 
 from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.errors import one_line
 from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.inspection.launched import way_on_for
@@ -124,7 +125,7 @@ def link_refusals(run: Run) -> list[GateRefusal]:
             f"which are not its own files ({', '.join(shared[:5])}): training would write through them",
             how_to_clear="remove them (or move them out of train/logs/: they are not the run's files; the run "
                          "writes its own), then launch or resume again")]
-    named = ", ".join(f"{p.relative_to(run.dir)} -> {os.readlink(p)}" for p in links[:5])
+    named = ", ".join(f"{one_line(str(p.relative_to(run.dir)))} -> {one_line(os.readlink(p))}" for p in links[:5])
     return [GateRefusal(
         gate="logs", message=f"{run.name} has symbolic links where training writes its logs or cache ({named}"
         + (f", and {len(links) - 5} more" if len(links) > 5 else "") + "): training would write through them",
@@ -144,9 +145,9 @@ def shared_logs(run: Run) -> list[str]:
         except OSError:
             continue
         if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 1:
-            found.append(f"{path.relative_to(run.dir)}: a hard link, {mode.st_nlink} names of one file")
+            found.append(f"{one_line(str(path.relative_to(run.dir)))}: a hard link, {mode.st_nlink} names of one file")
         elif not (stat.S_ISREG(mode.st_mode) or stat.S_ISDIR(mode.st_mode) or stat.S_ISLNK(mode.st_mode)):
-            found.append(f"{path.relative_to(run.dir)}: {not_regular(path) or 'not a regular file'}")
+            found.append(f"{one_line(str(path.relative_to(run.dir)))}: {not_regular(path) or 'not a regular file'}")
     return found
 
 
