@@ -268,6 +268,12 @@ def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
                 written = path.stat()
                 write_signed(path, {k: v for k, v in record.items() if k != MAC})
                 os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))
+        progress = out[name] / "train" / "logs" / "progress.jsonl"  # its lines too: unsigned ones are not read
+        if progress.is_file():
+            written = progress.stat()
+            lines = [json.loads(line) for line in progress.read_text().splitlines() if line.strip()]
+            write_signed_lines(progress, [{k: v for k, v in line.items() if k != MAC} for line in lines])
+            os.utime(progress, ns=(written.st_atime_ns, written.st_mtime_ns))
     return out
 
 

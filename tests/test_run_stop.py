@@ -39,13 +39,17 @@ now() {{ date +%s.%N; }}
 signed() {{ "{python}" -c 'import json, sys, pathlib; from mcp_server.evidence import sign_run
 from mcp_server.runs import Run; run = Run(pathlib.Path.cwd()); p = run.logs / sys.argv[1]
 p.write_text(json.dumps(sign_run(run, p, json.loads(sys.argv[2]))))' "$1" "$2"; }}
+# a progress line as the trainer appends it: signed (a run's own unsigned lines are not read, issue 48 round 9)
+logged() {{ "{python}" -c 'import json, sys, pathlib; from mcp_server.evidence import sign_run
+from mcp_server.runs import Run; run = Run(pathlib.Path.cwd()); line = json.loads(sys.argv[1])
+with open(run.progress, "a") as f: f.write(json.dumps(sign_run(run, run.progress, line)) + "\n")' "$1"; }}
 sleep {start}
 mv train/begin.json $LOGS/train-begin.json  # signed by start_trainer (a Python start here would delay step 1)
 step=0
 while true; do
   sleep {step}
   step=$((step+1))
-  echo "{{\"step\": $step, \"time\": $(now), \"step_time\": {step}, \"loss\": 0.1}}" >> $LOGS/progress.jsonl
+  logged "{{\"step\": $step, \"time\": $(now), \"step_time\": {step}, \"loss\": 0.1}}"
   if [ -f $LOGS/stop-request.json ]; then
     d=checkpoints/checkpoint-$step
     mkdir -p $d
