@@ -4,9 +4,9 @@ summary's lines."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from mcp_server.diagnosis.progress_log import run_progress
 from mcp_server.runs import Run
 from mcp_server.workspace import atomic_save_figure, atomic_write_text
 
@@ -94,12 +94,12 @@ class LineProgress:
 
 
 def plot_reward_curve(run_dir: Path, out: Path) -> Path | None:
-    """PNG of reward (and its std band) per logged step from progress.jsonl."""
-    path = Run(run_dir).progress
-    if not path.is_file():
+    """PNG of reward (and its std band) per logged step from progress.jsonl (the lines the trainer signed)."""
+    try:
+        points = run_progress(Run(run_dir)).records
+    except OSError:  # none yet, or not a file
         return None
-    points = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    points = [p for p in points if isinstance(p.get("reward"), (int, float))]
+    points = [p for p in points if isinstance(p.get("reward"), (int, float)) and isinstance(p.get("step"), int)]
     if not points:
         return None
     import matplotlib

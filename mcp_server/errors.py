@@ -30,10 +30,25 @@ class Interrupted(KeyboardInterrupt):
 
 def one_line(text: str) -> str:
     """`text` as one line: a newline, a tab or any other control character a value carried into the message is
-    shown escaped (\\n, \\x1e), so a message stays one line whatever the input held."""
+    shown escaped (\\n, \\x1e), so a message stays one line whatever the input held; a name's bytes that are not
+    UTF-8 too (escaped_name)."""
+    text = escaped_name(text)
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def escaped_name(text: str) -> str:
+    """`text` as it can be written out in UTF-8 (JSON, a terminal): a file name's bytes that are not UTF-8 (Python
+    reads them as surrogate escapes: `runs/bad\\xffname`) shown escaped as \\xff; `text` itself when it encodes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate no file name holds
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def short(value, limit: int = 200) -> str:

@@ -133,10 +133,23 @@ def _canonical(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
 
 
-def _mac(secret: bytes, scope: Path, file: str, record: dict) -> str:
+def _mac(secret: bytes, scope: Path | str, file: str, record: dict) -> str:
+    """The mac of `record` in `file` of `scope` (a folder, resolved here; a str: already resolved)."""
     body = {k: v for k, v in record.items() if k != MAC}
-    payload = _canonical({"scope": str(Path(os.path.abspath(scope)).resolve()), "file": file, "record": body})
+    where = scope if isinstance(scope, str) else str(Path(os.path.abspath(scope)).resolve())
+    payload = _canonical({"scope": where, "file": file, "record": body})
     return hmac.new(secret, payload, hashlib.sha256).hexdigest()
+
+
+def run_lines_verifier(run, path: Path, secret: bytes):
+    """valid_run for many records of one file (a run's progress log: thousands of lines per read), the folder
+    resolved once: a function of a record, True when it carries the mac written for it there."""
+    where, file = str(Path(os.path.abspath(run.dir)).resolve()), run_file(run, path)
+
+    def check(record) -> bool:
+        return (isinstance(record, dict) and isinstance(record.get(MAC), str)
+                and hmac.compare_digest(record[MAC], _mac(secret, where, file, record)))
+    return check
 
 
 def sign(scope: Path, file: str, record: dict, create: bool = False, default=str) -> dict:

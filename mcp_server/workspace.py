@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
 import re
+import stat as _stat
 import tempfile
 import unicodedata
 from pathlib import Path
 
-from mcp_server.userfiles import sha256_file
+from mcp_server.userfiles import NotRegularFile, not_regular, sha256_file
 
 
 def workspace_root() -> Path:
@@ -116,10 +118,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
 
 
 def open_append_nofollow(path: Path):
-    """`path` opened for appending (binary), created if missing, never through a symbolic link: a link planted
-    where a log goes (train/logs/stdout.log -> a file elsewhere) is an OSError (ELOOP), not a write elsewhere."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    return os.fdopen(fd, "ab")
+    """`path` opened for appending (binary), created if missing, never through a link: a symbolic link planted
+    where a log goes (train/logs/stdout.log -> a file elsewhere) is an OSError (ELOOP); a hard link (a second name
+    of a file elsewhere: `ln ~/.bashrc train/logs/stdout.log`, issue 48 round 9), a pipe or a device is a
+    NotRegularFile naming the file and what it is, judged on the descriptor opened (never a write elsewhere)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    try:
+        found = os.fstat(fd)
+        what = (None if _stat.S_ISREG(found.st_mode) else not_regular(path) or "not a regular file") or (
+            f"a file with {found.st_nlink} names (a hard link: a write would reach the other names)"
+            if found.st_nlink > 1 else None)
+        if what:
+            raise NotRegularFile(errno.EMLINK, f"{path} is {what}: not written")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "ab")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def atomic_save_figure(fig, path: Path, **savefig_kwargs) -> Path:

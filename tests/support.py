@@ -280,6 +280,18 @@ def append_signed(path: Path, line: dict) -> None:
         handle.write(json.dumps(sign_run(Run(Path(path).parents[2]), path, line)) + "\n")
 
 
+def write_signed_lines(path: Path, rows: list[dict], tail: str = "") -> Path:
+    """A run's train/logs/progress.jsonl holding `rows`, each signed as the trainer appends it (a run's own lines
+    without the signature are not read: issue 48 round 9), then `tail` as raw text (a line cut short)."""
+    from mcp_server.evidence import sign_run
+    from mcp_server.runs import Run
+
+    run = Run(Path(path).parents[2])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(sign_run(run, path, row)) + "\n" for row in rows) + tail)
+    return path
+
+
 def write_exit(run_dir: Path, code: int, launch_id: str | None = None) -> None:
     """train/logs/exit-code and the launcher's signed exit.json, as train/launch.sh leaves them: exit.json by the
     launcher's own writer (`python -m mcp_server.evidence exit RC`), under the launch id launch.sh exports (none

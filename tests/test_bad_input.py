@@ -17,6 +17,7 @@ import yaml
 
 from mcp_server.cli import main
 from mcp_server.runs import Run
+from support import write_signed_lines
 
 GOOD = "2026-01-01-good"
 BAD = "2026-01-01-bad"
@@ -211,18 +212,16 @@ def test_a_relative_run_dir_is_the_one_named_and_its_paths_move_with_it(files, w
 def test_a_long_progress_log_is_read_in_bounded_memory_by_status_and_diagnosis(files, workspace, monkeypatch, capsys):
     """A log past PROGRESS_EXACT_BYTES is sampled: every line counted, the latest lines and a NaN in the middle
     kept, the rest parsed only at evenly spaced offsets. The threshold is lowered so a 1 MB log is 'long'."""
-    from mcp_server.diagnosis import metrics
+    from mcp_server.diagnosis import metrics, progress_log
 
     run = Run(workspace / "runs" / GOOD)
     run.logs.mkdir(parents=True)
     steps = 6000
-    with open(run.progress, "w", encoding="utf-8") as handle:
-        for step in range(1, steps + 1):
-            loss = math.nan if step == 3333 else 0.01
-            handle.write(json.dumps({"step": step, "time": 1000.0 + step, "loss": loss, "reward": 0.5,
-                                     "reward_std": 0.3, "kl": 0.001, "learning_rate": 1e-6}) + "\n")
-        handle.write('{"step": 6001, "loss"')  # half-written by a live run
-    monkeypatch.setattr(metrics, "PROGRESS_EXACT_BYTES", 64 * 1024)
+    write_signed_lines(run.progress, [  # signed as the trainer appends them; the last half-written by a live run
+        {"step": step, "time": 1000.0 + step, "loss": math.nan if step == 3333 else 0.01, "reward": 0.5,
+         "reward_std": 0.3, "kl": 0.001, "learning_rate": 1e-6} for step in range(1, steps + 1)],
+        tail='{"step": 6001, "loss"')
+    monkeypatch.setattr(progress_log, "PROGRESS_EXACT_BYTES", 64 * 1024)
 
     read = metrics.read_progress_records(run.progress)
     assert read.sampled and read.lines == steps + 1 and read.last_line_bad and len(read.bad) == 1

@@ -28,7 +28,8 @@ import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
 from mcp_server.evidence import MAC
-from support import SERIES_CONFIG, diagnose_series, healthy_rows, series_file, with_series, write_signed
+from support import (SERIES_CONFIG, diagnose_series, healthy_rows, series_file, with_series, write_signed,
+                     write_signed_lines)
 from mcp_server.errors import UserInputError
 from mcp_server.diagnosis.diagnose import CODES, diagnose, diagnose_run
 from mcp_server.diagnosis.registry import GUARD_CODES
@@ -267,6 +268,12 @@ def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
                 written = path.stat()
                 write_signed(path, {k: v for k, v in record.items() if k != MAC})
                 os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))
+        progress = out[name] / "train" / "logs" / "progress.jsonl"  # its lines too: unsigned ones are not read
+        if progress.is_file():
+            written = progress.stat()
+            lines = [json.loads(line) for line in progress.read_text().splitlines() if line.strip()]
+            write_signed_lines(progress, [{k: v for k, v in line.items() if k != MAC} for line in lines])
+            os.utime(progress, ns=(written.st_atime_ns, written.st_mtime_ns))
     return out
 
 
@@ -1273,7 +1280,7 @@ def test_hostile_numbers_and_types(tmp_path, workspace):
         assert err.value.field == "source" and f"metric 'reward' is a {kind}" in str(err.value)
     run = workspace / "runs" / "2026-01-01-big"
     (run / "train" / "logs").mkdir(parents=True)
-    (run / "train" / "logs" / "progress.jsonl").write_text("".join(json.dumps({**r, "lr": 1e-6}) + "\n" for r in big))
+    write_signed_lines(run / "train" / "logs" / "progress.jsonl", [{**r, "lr": 1e-6} for r in big])
     proc = run_cli("training-status", str(run), "--plot", env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert "ValueError" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
     assert (run / "progress.png").is_file()

@@ -29,6 +29,7 @@ from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.diagnosis.registry import REGISTRY
 from mcp_server.errors import UserInputError
+from support import write_signed_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 NAN, INF = math.nan, math.inf
@@ -509,7 +510,7 @@ def _run_dir(root: Path, progress: list[dict] | None = None) -> Path:
     (run / "train" / "logs").mkdir(parents=True)
     (run / "train" / "config.yaml").write_text(yaml.safe_dump(CONFIG))
     if progress is not None:
-        (run / "train" / "logs" / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in progress))
+        write_signed_lines(run / "train" / "logs" / "progress.jsonl", progress)  # as the trainer signs them
     return run
 
 
@@ -522,14 +523,14 @@ def test_an_infinity_between_the_sampled_lines_of_a_long_progress_log_is_found(t
     is (m4-diagnosis-infinity-not-sampled), and the steps logged count every line, the last step the log's last."""
     from mcp_server.diagnosis.metrics import PROGRESS_EXACT_BYTES
 
-    def line(step: int, loss: float = 0.05) -> str:
-        return json.dumps({"step": step, "loss": loss, "grad_norm": 0.5, "reward": 0.5, "reward_std": 0.3}) + "\n"
+    def line(step: int, loss: float = 0.05) -> dict:
+        return {"step": step, "loss": loss, "grad_norm": 0.5, "reward": 0.5, "reward_std": 0.3}
 
-    n = PROGRESS_EXACT_BYTES // len(line(100000)) + 2000
+    n = PROGRESS_EXACT_BYTES // len(json.dumps(line(100000)) + ', "mac": "' + "0" * 64 + '"\n') + 2000
     run = _run_dir(tmp_path)
     for bad, value in ((n // 3 + 1, INF), (n // 3 + 2, NAN)):
-        lines = [line(s, value if s == bad else 0.05) for s in range(1, n + 1)]
-        (run / "train" / "logs" / "progress.jsonl").write_text("".join(lines))
+        write_signed_lines(run / "train" / "logs" / "progress.jsonl",
+                           [line(s, value if s == bad else 0.05) for s in range(1, n + 1)])
         d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
         assert "nan_loss" in {f.code for f in d.findings}, (value, [f.code for f in d.findings])
         assert (d.steps_logged, d.last_step) == (n, n), (d.steps_logged, d.last_step)

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from conftest import checkout_env, cli_here, run_cli_json
-from support import dead_pid, hand_run, write_signed
+from support import dead_pid, hand_run, write_signed, write_signed_lines
 
 # What a checkpoint save on a full disk leaves in the log (torch.save's writer, then the OSError under it).
 FULL_DISK_LOG = """\
@@ -52,8 +52,8 @@ def test_a_full_disk_is_read_not_crashed_on_and_diagnosed(workspace):
     pid, started = dead_pid()
     run_dir = hand_run(workspace, "full", state="running", pid=pid, create_time=started, started_ts=started)
     (run_dir / "train" / "logs" / "stdout.log").write_text(FULL_DISK_LOG)
-    (run_dir / "train" / "logs" / "progress.jsonl").write_text(
-        "".join(json.dumps({"step": s, "reward": 0.5, "reward_std": 0.2, "loss": 0.0}) + "\n" for s in (10, 20)))
+    write_signed_lines(run_dir / "train" / "logs" / "progress.jsonl",
+                       [{"step": s, "reward": 0.5, "reward_std": 0.2, "loss": 0.0} for s in (10, 20)])
     record = (run_dir / "run.json").read_bytes()
     with no_room_to_write():
         status = cli_here("training-status", "full", "--json", env=env)

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from test_run_states import CELLS, build
 
+from mcp_server.reporting import silent
 from mcp_server.runs import FOLDERS, Run, file_members
 
 KINDS = {
@@ -171,3 +172,100 @@ def test_a_progress_log_with_a_sparse_hole_is_read_in_bounded_memory(made):
     assert peak < 200 << 20, f"peak {peak >> 20} MiB"
     assert status.step == last_step and status.latest["step"] == last_step, status.message
     assert "diagnosis failed" not in status.health_note, status.health_note
+
+
+# ---------------------------------------------------------------- files the plugin appends to, planted (round 9)
+# Issue 48, round 9: O_NOFOLLOW stops a symbolic link only. `ln ~/file train/logs/stdout.log` on a stopped run had
+# resume_training append its whole output to the outside file (D3b), and inspection/samples.partial.jsonl swapped
+# for a link after sampling's first batch had the rest appended outside the workspace (D1, a plain open("a")).
+# Every file a run's writers append to x {a symbolic link, a hard link, a pipe with a reader}: refused, and
+# nothing reaches the file (or the pipe's reader) behind it.
+def _progress_line(run: Run) -> None:
+    from types import SimpleNamespace
+
+    from mcp_server.training.trainer.progress import ProgressCallback
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        callback = ProgressCallback(run.dir, guard="off")
+        state = SimpleNamespace(is_world_process_zero=True, global_step=1, max_steps=4, epoch=0.0)
+        callback.on_log(SimpleNamespace(), state, SimpleNamespace(should_training_stop=False), logs={"loss": 0.1})
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def _save_line(run: Run) -> None:
+    from mcp_server.training.trainer.digest import record_save
+
+    folder = run.dir / "checkpoints" / "checkpoint-1"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    record_save(run, folder, 1)
+
+
+def _stdout_line(run: Run) -> None:
+    from mcp_server.training.launch_gates import link_refusals
+    from mcp_server.workspace import open_append_nofollow
+
+    PLANTED["gate"] = [r.message for r in link_refusals(run)]  # the launch and resume gate, before anything starts
+    with open_append_nofollow(run.stdout) as handle:  # and the launcher's own open, at the point of use
+        handle.write(b"==== llm-finetuning resume\n")
+
+
+def _partial_batch(run: Run) -> None:
+    from mcp_server.inspection.sample_files import keeper
+    from mcp_server.inspection.sampling_plan import Progress
+
+    plan = {"num_prompts": 2, "generate_calls": 2, "max_new_tokens": 4, "n": 1}
+    keep = keeper(run.dir / "inspection" / "samples.partial.jsonl", Progress(silent, plan), [{"prompt": "a"}] * 2,
+                  [0, 1], ["a", "b"], "prompt", False)
+    keep(0, [[{"text": "first", "ids": [1], "finish_reason": "stop"}]])  # written; swapped after it (the probe)
+    _plant(run.dir / "inspection" / "samples.partial.jsonl")
+    keep(1, [[{"text": "second", "ids": [2], "finish_reason": "stop"}]])
+
+
+APPENDED = {"train/logs/stdout.log": _stdout_line, "train/logs/progress.jsonl": _progress_line,
+            "train/logs/saves.jsonl": _save_line, "inspection/samples.partial.jsonl": _partial_batch}
+PLANTED: dict = {}
+
+
+def _plant(path: Path) -> None:
+    """The planted kind (PLANTED: kind, outside file) at `path`, replacing what is there."""
+    kind, outside = PLANTED["kind"], PLANTED["outside"]
+    path.unlink(missing_ok=True)
+    if kind == "symlink":
+        path.symlink_to(outside)
+    elif kind == "hardlink":
+        os.link(outside, path)
+    else:
+        os.mkfifo(path)
+        PLANTED["reader"] = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a reader: the writer's open would succeed
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo"])
+@pytest.mark.parametrize("name", sorted(APPENDED))
+def test_a_file_a_run_appends_to_planted_as_a_link_or_pipe_is_refused_never_written_through(name, kind, tmp_path):
+    from mcp_server.errors import UserInputError
+
+    run = Run(tmp_path / "runs" / "planted")
+    (run.dir / "train" / "logs").mkdir(parents=True)
+    (run.dir / "inspection").mkdir()
+    outside = tmp_path / "precious.rc"
+    outside.write_text("export EDITOR=vim\n")
+    PLANTED.clear()
+    PLANTED.update(kind=kind, outside=outside)
+    if name != "inspection/samples.partial.jsonl":  # planted on a stopped run, before the writer opens it
+        _plant(run.dir / name)
+    try:
+        with pytest.raises((OSError, UserInputError)) as raised:
+            _answer(lambda: APPENDED[name](run))
+        if "reader" in PLANTED:
+            assert os.read(PLANTED["reader"], 1 << 16) == b""  # nothing was written into the pipe
+    finally:
+        if "reader" in PLANTED:
+            os.close(PLANTED["reader"])
+    assert outside.read_text() == "export EDITOR=vim\n"
+    said = str(raised.value)
+    assert name.rsplit("/", 1)[-1] in said, said
+    if "gate" in PLANTED:  # the launch gate names it before anything starts
+        assert any("stdout.log" in message for message in PLANTED["gate"]), PLANTED["gate"]

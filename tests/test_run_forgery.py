@@ -839,3 +839,42 @@ def test_the_evidence_key_is_never_kept_inside_the_workspace_however_its_folder_
             call()
         assert "inside the workspace" in str(refused.value), (form, str(refused.value))
     assert not (target / "evidence.key").exists()
+
+
+@pytest.mark.parametrize("door", ["training_status", "diagnose_run", "list_runs", "stop_wait"])
+def test_progress_lines_edited_or_appended_by_hand_are_never_shown_or_judged(workspace, door):
+    """Issue 48, round 9 (F3): the last signed progress line's values changed (its mac no longer matches) and an
+    unsigned line appended: training_status showed reward 99 and kl 777, and diagnose_run raised kl_explosion with
+    patches. Every reader of a run's own progress log reads the trainer's signed lines alone, and names the rest."""
+    from support import healthy_rows
+
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.runs import Run
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import list_runs, training_status
+    from mcp_server.training.stopping import step_time
+
+    run_dir = dead_run(workspace, "forged-metrics", "f" * 32)
+    run = Run(run_dir)
+    rows = [{**r, "step": i + 1, "time": 100.0 + i, "step_time": 1.0} for i, r in enumerate(healthy_rows(12))]
+    for row in rows:
+        append_signed(run.progress, row)
+    lines = run.progress.read_text().splitlines()
+    edited = {**json.loads(lines[-1]), "reward": 99.0, "kl": 777.0}  # its mac kept: now wrong
+    added = {**{k: v for k, v in edited.items() if k != "mac"}, "step": 13, "entropy": 5.5, "grad_norm": 4242.0,
+             "step_time": 9999.0}
+    run.progress.write_text("\n".join([*lines[:-1], json.dumps(edited), json.dumps(added)]) + "\n")
+    said = "2 progress lines unsigned or altered: not used"
+    if door == "training_status":
+        status = training_status(StatusRequest(run=str(run_dir)))
+        assert status.step == 11 and status.latest["reward"] == rows[10]["reward"], status.latest
+        assert said in status.note and not {f.code for f in status.health} & {"kl_explosion", "grad_explosion"}
+    elif door == "diagnose_run":
+        diagnosis = diagnose_run(str(run_dir))
+        assert diagnosis.last_step == 11 and said in diagnosis.summary, diagnosis.summary
+        assert not {f.code for f in diagnosis.findings} & {"kl_explosion", "grad_explosion", "entropy_collapse"}
+    elif door == "list_runs":
+        listed = {Path(r.run_dir).name: r for r in list_runs().runs}["forged-metrics"]
+        assert listed.step == 11, listed
+    else:
+        assert step_time(run) == 1.0  # the stop's wait reads the signed lines' step times, not 9999 s

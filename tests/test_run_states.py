@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import append_signed, module_workspace, write_exit, write_signed
+from support import append_signed, module_workspace, write_exit, write_signed, write_signed_lines
 
 LAUNCHER = ["bash", "train/launch.sh"]
 OLD, NEW = "a" * 32, "b" * 32  # launch ids: the earlier attempt's, the resume's
@@ -438,8 +438,8 @@ def test_a_stop_waits_as_long_as_the_runs_logged_steps_take(tmp_path, step_times
     run = Run(tmp_path / "run")
     run.logs.mkdir(parents=True)
     now = 1_000_000.0
-    run.progress.write_text("".join(json.dumps({"step": i + 1, "time": now - ago, "step_time": t}) + "\n"
-                                    for i, t in enumerate(step_times)))
+    write_signed_lines(run.progress, [{"step": i + 1, "time": now - ago, "step_time": t}
+                                      for i, t in enumerate(step_times)])
     waited, step = stop_wait(run, now=now)
     assert waited == pytest.approx(wait) and step == (max(step_times) if step_times else None)
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, cli_here, run_cli_json
-from support import write_signed
+from support import write_signed, write_signed_lines
 
 pytestmark = pytest.mark.slow  # every test here starts a process
 
@@ -39,13 +39,17 @@ now() {{ date +%s.%N; }}
 signed() {{ "{python}" -c 'import json, sys, pathlib; from mcp_server.evidence import sign_run
 from mcp_server.runs import Run; run = Run(pathlib.Path.cwd()); p = run.logs / sys.argv[1]
 p.write_text(json.dumps(sign_run(run, p, json.loads(sys.argv[2]))))' "$1" "$2"; }}
+# a progress line as the trainer appends it: signed (a run's own unsigned lines are not read, issue 48 round 9)
+logged() {{ "{python}" -c 'import json, sys, pathlib; from mcp_server.evidence import sign_run
+from mcp_server.runs import Run; run = Run(pathlib.Path.cwd()); line = json.loads(sys.argv[1])
+with open(run.progress, "a") as f: f.write(json.dumps(sign_run(run, run.progress, line)) + "\n")' "$1"; }}
 sleep {start}
 mv train/begin.json $LOGS/train-begin.json  # signed by start_trainer (a Python start here would delay step 1)
 step=0
 while true; do
   sleep {step}
   step=$((step+1))
-  echo "{{\"step\": $step, \"time\": $(now), \"step_time\": {step}, \"loss\": 0.1}}" >> $LOGS/progress.jsonl
+  logged "{{\"step\": $step, \"time\": $(now), \"step_time\": {step}, \"loss\": 0.1}}"
   if [ -f $LOGS/stop-request.json ]; then
     d=checkpoints/checkpoint-$step
     mkdir -p $d
@@ -232,9 +236,8 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
         started = json.loads((run_dir / "run.json").read_text())["started_ts"]
         times = [358.8825, 207.1374, 305.0167, 21.0319]
         ends = [started - 900, started - 690, started - 380, started + 21]  # the resume began before step 4
-        (logs / "progress.jsonl").write_text("".join(
-            json.dumps({"step": i + 1, "time": end, "step_time": t, "loss": 0.1}) + "\n"
-            for i, (t, end) in enumerate(zip(times, ends))))
+        write_signed_lines(logs / "progress.jsonl", [{"step": i + 1, "time": end, "step_time": t, "loss": 0.1}
+                                                     for i, (t, end) in enumerate(zip(times, ends))])
         write_signed(logs / "train-begin.json", {"max_steps": 10, "global_step": 3, "time": started})
         seen = status(run_dir, env)
         assert (seen["state"], seen["step"], seen["max_steps"]) == ("running", 4, 10), seen

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, checkout_env, cli_here
+from conftest import ROOT, checkout_env, cli_here, run_cli_json
 
 HELLO = {"jsonrpc": "2.0", "id": "hello", "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "table", "version": "1"}}}
@@ -450,3 +450,41 @@ def test_the_server_stream_holds_when_a_reward_module_writes_to_descriptor_1(wor
     findings = replies["valid"]["result"]["structuredContent"]["findings"]
     assert "reward_unresolvable" not in {f["code"] for f in findings}, findings
     assert "FD1-BYTES-AT-IMPORT" in stderr  # the module ran; its bytes went to stderr
+
+
+def _bad_name_workspace(root: Path) -> Path:
+    """A workspace with a run folder whose name is not UTF-8 (b"bad\\xffname") beside a plain one."""
+    os.makedirs(os.fsencode(root / "runs") + b"/bad\xffname/train")
+    (root / "runs" / "good" / "train").mkdir(parents=True)
+    return root
+
+
+def _listed(runs: list[dict]) -> dict:
+    return {row["run"]: row for row in runs}
+
+
+def test_a_run_folder_whose_name_is_not_utf8_is_listed_unreadable_by_the_cli_and_the_rest_listed(tmp_path):
+    """Issue 48, round 9 (M2a): `mkdir runs/$'bad\\xffname'` made list-runs --json a UnicodeEncodeError."""
+    root = _bad_name_workspace(tmp_path / "ws")
+    proc, out = run_cli_json("list-runs", here=True, env={"LLM_FINETUNING_WORKSPACE": str(root)})
+    rows = _listed(out["runs"])
+    assert proc.returncode == 0 and rows["good"]["state"] == "not_launched", out
+    assert rows["bad\\xffname"]["state"] == "unreadable" and "not UTF-8" in rows["bad\\xffname"]["error"], out
+    assert rows["bad\\xffname"]["run_dir"].endswith("runs/bad\\xffname"), out
+
+
+@pytest.mark.slow
+def test_a_run_folder_whose_name_is_not_utf8_leaves_the_mcp_list_runs_whole(tmp_path):
+    """The same folder made the MCP tool list_runs answer "Error executing tool list_runs": no run listed."""
+    root = _bad_name_workspace(tmp_path / "ws")
+    wire = Wire(env={"LLM_FINETUNING_WORKSPACE": str(root)})
+    try:
+        wire.hello()
+        wire.send(request("list", "tools/call", {"name": "list_runs", "arguments": {}}))
+        (reply,) = wire.until(lambda r: len(r) == 1, 120)
+    finally:
+        wire.close()
+    result = reply["result"]
+    assert not result.get("isError"), result
+    rows = _listed(result["structuredContent"]["runs"])
+    assert rows["good"]["state"] == "not_launched" and rows["bad\\xffname"]["state"] == "unreadable", rows

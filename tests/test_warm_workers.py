@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 
 from conftest import ROOT, checkout_env
+from support import write_signed_lines
 
 WAIT_S = 600  # a generous bound for a loaded machine: the checks wait for a state, they never time it
 
@@ -129,7 +130,7 @@ def _progress_log(path: Path) -> None:
     rows = [{"step": s, "loss": math.nan if 20 <= s < 24 else 0.01, "lr": 5e-7, "reward": 0.5, "reward_std": 0.3,
              "kl": 0.001, "entropy": 0.8, "grad_norm": 0.5, "completion_mean_length": 120.0}
             for s in range(1, 41)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_signed_lines(path, rows)  # as the trainer signs them: a run's own unsigned lines are not read
 
 
 def short_runtime_dir(tmp_path: Path) -> Path:

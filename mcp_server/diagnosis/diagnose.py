@@ -170,6 +170,8 @@ def diagnose(source: Run | str | Path, config: str | Path | dict | None = None, 
         summary = f"healthy: no problems in {logged} logged steps (to step {last_step})"
     else:
         summary = "no problems found in the log (no metrics were logged)"
+    if run.unread:  # a run's own progress lines without the trainer's signature: never judged, named
+        summary += f"; {run.unread}"
     return Diagnosis(
         source=str(run.home.dir if run.home else run.metrics_path or run.log_path), source_kind=run.kind,
         metrics_path=str(run.metrics_path) if run.metrics_path else None,

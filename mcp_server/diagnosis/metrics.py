@@ -17,14 +17,17 @@ import csv
 import json
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present, sidecars
-from mcp_server.userfiles import BLANK, data_after, last_lines, load_config_file, open_regular
+from mcp_server.diagnosis.progress_log import (  # noqa: F401 - read_progress_records: its importers' name here
+    PROGRESS_EXACT_BYTES, PROGRESS_SAMPLE, PROGRESS_TAIL, ProgressRecords, read_progress_records, run_progress,
+    unsigned_note)
+from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import runs_root, workspace_root
 
 ACCEPTED = (
@@ -63,6 +66,7 @@ class LoadedRun:
     request: RecordedRequest = field(default_factory=RecordedRequest)  # train/request.json beside the config
     reward_specs: list | None = None  # train/rewards.json
     lines_logged: int | None = None  # lines of a long JSON-lines log, of which `rows` is a sample (else None)
+    unread: str | None = None  # a run's own progress lines not read: unsigned or altered (progress_log)
     # the step of the run's first logged line (it precedes the run's first update); None: the first of `rows`.
     # The live guard on a resumed launch sets it: its rows start after the run's, or hold the run's earlier lines.
     first_step: int | None = None
@@ -182,144 +186,19 @@ def rows_from_records(records: list, path: Path, restarts: bool = False) -> list
     return [rows[s] for s in sorted(rows)]
 
 
-# ---------------------------------------------------------------- progress.jsonl, streamed
-PROGRESS_EXACT_BYTES = 8 << 20  # a log up to this size is read whole, every line parsed
-PROGRESS_SAMPLE = 2000  # a longer log: lines parsed at evenly spaced offsets over the whole file
-PROGRESS_TAIL = 500  # ... plus the latest lines, every one: status, speed and ETA read the end
-PROGRESS_NONFINITE = 500  # ... plus the lines holding NaN/Infinity: a divergence is a finding wherever it is
-PROGRESS_LINE_LIMIT = 1 << 20  # a longer line is no progress line: skipped (and counted)
-PROGRESS_SAMPLE_READ = 64 << 10  # a sampled line longer than this is left to the NaN pass and the tail
-PROGRESS_TAIL_BYTES = 16 << 20  # the most the tail read takes from before the log's last content
-_CHUNK = 8 << 20
-_last_read: tuple[tuple, "ProgressRecords"] | None = None  # the last log read, by path, size and mtime
-
-
-@dataclass
-class ProgressRecords:
-    """What read_progress_records kept of a JSON-lines log, in file order."""
-
-    records: list[dict]  # JSON objects, in file order
-    lines: int  # lines in the file
-    sampled: bool  # True when lines were left out (a long log): `records` is a sample
-    bad: list[str] = field(default_factory=list)  # where a line read is not a JSON object ("line 3"; first 20)
-    last_line_bad: bool = False  # the last line is not JSON: half-written by a live run
-    skipped: int = 0  # lines over PROGRESS_LINE_LIMIT and NUL runs (a sparse hole) read past: no progress lines
-
-
-def read_progress_records(path: str | Path, *, exact_bytes: int | None = None, sample: int = PROGRESS_SAMPLE,
-                          tail: int = PROGRESS_TAIL) -> ProgressRecords:
-    """The JSON-lines log at `path` (train/logs/progress.jsonl, or any metrics .jsonl) in bounded memory and time:
-    the one reader of whole progress logs (training_status, diagnose_run).
-
-    A log up to `exact_bytes` (default PROGRESS_EXACT_BYTES) is read whole. A longer one (200 MB: hours of steps)
-    is never loaded: one pass at C speed counts its lines and picks out those holding a NaN or an infinity (up to
-    PROGRESS_NONFINITE), then `sample` lines are read at evenly spaced offsets and the last `tail` lines from the
-    end. Only those are parsed, so memory stays in the tens of MB and time near the disk's read time."""
-    global _last_read
-    path = Path(path)
-    handle = open_regular(path)  # a device or a pipe may never end: refused (NotRegularFile is an OSError)
-    stat = os.fstat(handle.fileno())
-    exact = PROGRESS_EXACT_BYTES if exact_bytes is None else exact_bytes
-    # training_status reads the log, then its health check (diagnose_run) reads it again: the second is free.
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, exact, sample, tail)
-    if _last_read is not None and _last_read[0] == key:
-        handle.close()
-        return replace(_last_read[1], records=list(_last_read[1].records))
-    with handle:
-        read = _read_whole(handle) if stat.st_size <= exact else _read_sampled(handle, stat.st_size, sample, tail)
-    _last_read = (key, read)
-    return replace(read, records=list(read.records))
-
-
-class _Parsed:
-    """Rows by their byte offset, and where lines were not JSON objects."""
-
-    def __init__(self):
-        self.rows: dict[int, dict] = {}
-        self.bad: list[str] = []
-        self.skipped = 0
-
-    def add(self, offset: int, raw: bytes, where: str) -> bool:
-        if offset in self.rows:
-            return True
-        if not (raw := raw.strip(BLANK)):  # a NUL run before a line (appended after a hole) is no part of it
-            return True
-        try:
-            value = json.loads(raw)  # Python's json reads the NaN/Infinity TRL writes
-        except ValueError:
-            value = None
-        except RecursionError:
-            value, where = None, f"{where} (nested too deeply)"
-        if isinstance(value, dict):
-            self.rows[offset] = value
-            return True
-        if len(self.bad) < 20 and where not in self.bad:
-            self.bad.append(where)
-        return False
-
-    def records(self) -> list[dict]:
-        return [self.rows[offset] for offset in sorted(self.rows)]
-
-
-def _read_whole(handle) -> ProgressRecords:
-    parsed, number, offset, last_ok = _Parsed(), 0, 0, True
-    for raw in handle:  # the whole file is at most PROGRESS_EXACT_BYTES
-        number += 1
-        if raw.strip(BLANK):
-            last_ok = parsed.add(offset, raw, f"line {number}")
-        offset += len(raw)
-    return ProgressRecords(records=parsed.records(), lines=number, sampled=False, bad=parsed.bad,
-                           last_line_bad=not last_ok, skipped=parsed.skipped)
-
-
-def _read_sampled(handle, size: int, sample: int, tail: int) -> ProgressRecords:
-    parsed, lines, base, carry, notable = _Parsed(), 0, 0, b"", 0
-    while True:  # count the lines; parse those holding NaN/Infinity
-        if (at := data_after(handle, base + len(carry))) > base + len(carry):  # a sparse hole: no line in it
-            carry, base, parsed.skipped = b"", handle.seek(at), parsed.skipped + 1
-        if not (chunk := handle.read(_CHUNK)):
-            break
-        lines += chunk.count(b"\n")
-        data = carry + chunk
-        cut = data.rfind(b"\n") + 1
-        for marker in (b"NaN", b"Infinity"):
-            at = data.find(marker, 0, cut)
-            while 0 <= at and notable < PROGRESS_NONFINITE:
-                start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at, cut)
-                notable += parsed.add(base + start, data[start:end], f"the line at byte {base + start}")
-                at = data.find(marker, end, cut)
-        carry, base = data[cut:], base + cut
-        if len(carry) > PROGRESS_LINE_LIMIT:  # an overlong line (or a NUL run): no progress line, skipped
-            carry, base = b"", base + len(carry)
-            parsed.skipped += 1
-    lines += bool(carry.strip())
-    for i in range(sample):  # the first whole line after each of `sample` evenly spaced offsets
-        handle.seek(data_after(handle, i * size // sample))  # one in a sparse hole: the data after it
-        if i and not handle.readline(PROGRESS_SAMPLE_READ).endswith(b"\n"):
-            continue  # no line end near: a NUL run or an overlong line, read no further
-        offset, raw = handle.tell(), handle.readline(PROGRESS_SAMPLE_READ)
-        if raw.strip(BLANK) and raw.endswith(b"\n"):  # the unfinished last line is the tail's to judge
-            parsed.add(offset, raw, f"the line at byte {offset}")
-    guess = (size // max(lines, 1) + 1) * (tail + 1) * 2 + 65536  # the last `tail` lines, and more
-    found, skipped = last_lines(handle, size, min(guess, PROGRESS_TAIL_BYTES), PROGRESS_LINE_LIMIT)
-    parsed.skipped, last_ok = parsed.skipped + skipped, True
-    for offset, raw in found[-tail:]:
-        last_ok = parsed.add(offset, raw, f"the line at byte {offset}")
-    return ProgressRecords(records=parsed.records(), lines=lines, sampled=True, bad=parsed.bad,
-                           last_line_bad=not last_ok, skipped=parsed.skipped)
-
-
-def _read_jsonl(path: Path) -> tuple[list, int]:
-    """(records, lines in the file when the records are a sample of a long log, else None) of a .jsonl metrics
-    file; a broken line other than the last is an error."""
+def _read_jsonl(path: Path) -> tuple[list, int | None, str | None]:
+    """(records, lines in the file when the records are a sample of a long log, else None, what was not read) of
+    a .jsonl metrics file (a run's own progress log: its signed lines); a broken line other than the last is an
+    error."""
     _refuse_binary(path)
-    read = read_progress_records(path)
+    run = own_progress(path)
+    read = run_progress(run) if run is not None else read_progress_records(path)
     # A half-written last line of a live run is skipped, unless it is all there is.
-    broken = read.bad[:-1] if read.last_line_bad and read.records else read.bad
+    broken = read.bad[:-1] if read.last_line_bad and (read.records or read.unsigned) else read.bad
     if broken:
         raise UserInputError("source", f"{path}: {broken[0]} is not a JSON object of logged metrics; give "
                              "one JSON object per line (a half-written last line of a live run is skipped)")
-    return read.records, read.lines if read.sampled else None
+    return read.records, read.lines - read.unsigned if read.sampled else None, unsigned_note(read)
 
 
 def _refuse_binary(path: Path) -> None:
@@ -366,13 +245,24 @@ def _read_csv(path: Path) -> list:
             raise UserInputError("source", f"{path}: not a readable CSV ({exc})") from None
 
 
-def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict], int | None]:
-    """(kind, rows, lines logged) of one metrics file; lines logged is known for a JSON-lines log, whose rows are
-    a sample when it is long (read_progress_records). A file without a single logged training step is an error
-    (diagnosing nothing must not read as a healthy run), unless `allow_empty` (a run directory that has a log to
-    read)."""
+def own_progress(path: Path) -> Run | None:
+    """The run whose own progress log `path` is (<run>/train/logs/progress.jsonl, the run-directory contract): its
+    lines are read as the trainer signed them (progress_log.run_progress); None for any other file."""
+    path = Path(os.path.abspath(path))
+    if path.name != "progress.jsonl" or len(path.parents) < 3:
+        return None
+    run = Run(path.parents[2])
+    return run if Path(os.path.abspath(run.progress)) == path else None
+
+
+def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict], int | None, str | None]:
+    """(kind, rows, lines logged, what was not read) of one metrics file; lines logged is known for a JSON-lines
+    log, whose rows are a sample when it is long (read_progress_records); a run's own progress log is read as its
+    trainer signed it, the lines dropped named (progress_log.unsigned_note). A file without a single logged
+    training step is an error (diagnosing nothing must not read as a healthy run), unless `allow_empty` (a run
+    directory that has a log to read)."""
     suffix = path.suffix.lower()
-    lines = None
+    lines, unread = None, None
     try:
         if suffix == ".csv":
             kind, records = "csv", _read_csv(path)
@@ -380,7 +270,7 @@ def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict]
             kind, records = _read_json(path)
         elif suffix in (".jsonl", ".ndjson", ""):
             kind = "progress_jsonl" if path.name == "progress.jsonl" else "jsonl"
-            records, lines = _read_jsonl(path)
+            records, lines, unread = _read_jsonl(path)
         else:
             raise UserInputError("source", f"{path}: unsupported file type '{suffix}'. Give {ACCEPTED}.")
     except OSError as exc:  # a file that refuses to be read (/proc/self/mem: EIO) is named, not a crash
@@ -389,8 +279,8 @@ def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict]
     if not rows and not allow_empty:
         raise UserInputError(
             "source", f"{path} holds no logged training step (no row with a numeric metric such as loss, reward or "
-            f"grad_norm under TRL's names). Give {ACCEPTED}.")
-    return kind, rows, lines
+            f"grad_norm under TRL's names)" + (f"; {unread}" if unread else "") + f". Give {ACCEPTED}.")
+    return kind, rows, lines, unread
 
 
 def rows_from_log(text: str) -> list[dict]:
@@ -451,9 +341,9 @@ def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
     # A run whose progress log is still empty (it crashed before its first step) is read from its log, whether
     # the run's folder or its progress log was given.
     has_log = log is not None or (home is not None and home.stdout.is_file())
-    kind, rows, lines_logged = (
+    kind, rows, lines_logged, unread = (
         load_metrics(metrics_path, allow_empty=(path.is_dir() or home is not None) and has_log) if metrics_path
-        else ("log", [], None))
+        else ("log", [], None, None))
     if path.is_dir():
         kind = "run_dir"
 
@@ -489,6 +379,7 @@ def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
         metrics_path=metrics_path,
         rows=rows,
         lines_logged=lines_logged,
+        unread=unread,
         home=home,
         config_path=config_path,
         config=config_values,

@@ -12,15 +12,17 @@ and says which settings differ (never mixes two requests in one file).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 from pathlib import Path
 
+from mcp_server.errors import UserInputError
 from mcp_server.generation import rng_state
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
-from mcp_server.userfiles import read_json_if_present
-from mcp_server.workspace import atomic_write_json, atomic_write_text
+from mcp_server.userfiles import NotRegularFile, read_json_if_present
+from mcp_server.workspace import atomic_write_json, atomic_write_text, open_append_nofollow
 
 PARTIAL_META = "samples.partial.meta.json"
 
@@ -138,9 +140,16 @@ def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: lis
     def keep(start: int, new_groups: list[list[dict]]) -> None:
         end = start + len(new_groups)
         lines = sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
-                               conversational, first=start)
-        with partial.open("a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+                                conversational, first=start)
+        try:  # never through a link put there, nor into a pipe or a second name of a file (issue 48 round 9)
+            with open_append_nofollow(partial) as f:
+                f.write(("\n".join(lines) + "\n").encode("utf-8"))
+        except OSError as exc:
+            why = ("it is a symbolic link" if exc.errno == errno.ELOOP else
+                   exc.strerror if isinstance(exc, NotRegularFile) else str(exc))
+            raise UserInputError("run", f"{partial.name} in {partial.parent} is not this sampling's own file: "
+                                 f"{why}; nothing was written "
+                                 "through it and sampling stopped. Remove it and sample again") from None
         if request is not None:
             batches.append({"prompts": end, "lines": (batches[-1]["lines"] if batches else 0) + len(lines),
                             "rng": rng_state()})

@@ -5,10 +5,12 @@ directory. Each refusal names the gate, what is wrong and how to clear it; a cal
 from __future__ import annotations
 
 import os
+import stat
 
 import psutil
 
 from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.errors import one_line
 from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.inspection.launched import way_on_for
@@ -27,6 +29,7 @@ from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import RunLocked
 from mcp_server.training.runstate import derive_state
+from mcp_server.userfiles import not_regular
 from mcp_server.workspace import runs_root
 
 
@@ -117,15 +120,39 @@ def link_refusals(run: Run) -> list[GateRefusal]:
     for folder in (run.logs, run.cache):  # the cache: launch.sh points the datasets and matplotlib caches there
         if folder.is_dir() and not folder.is_symlink() and not run.train.is_symlink():
             links += sorted(p for p in folder.iterdir() if p.is_symlink())
-    if not links:
+    shared = shared_logs(run) if not links else []
+    if not links and not shared:
         return []
-    named = ", ".join(f"{p.relative_to(run.dir)} -> {os.readlink(p)}" for p in links[:5])
+    if shared:  # a hard link is no symbolic link: O_NOFOLLOW does not stop a write through it (issue 48 round 9)
+        return [GateRefusal(
+            gate="logs", message=f"{run.name} has files in train/logs/ that training appends to or writes in place "
+            f"which are not its own files ({', '.join(shared[:5])}): training would write through them",
+            how_to_clear="remove them (or move them out of train/logs/: they are not the run's files; the run "
+                         "writes its own), then launch or resume again")]
+    named = ", ".join(f"{one_line(str(p.relative_to(run.dir)))} -> {one_line(os.readlink(p))}" for p in links[:5])
     return [GateRefusal(
         gate="logs", message=f"{run.name} has symbolic links where training writes its logs or cache ({named}"
         + (f", and {len(links) - 5} more" if len(links) > 5 else "") + "): training would write through them",
         how_to_clear="remove the links (they are not the run's files: launch_training writes real ones; a cache "
                      "elsewhere is HF_HOME or HF_DATASETS_CACHE in the launching environment), then launch or "
                      "resume again")]
+
+
+def shared_logs(run: Run) -> list[str]:
+    """Entries of train/logs/ that are a second name of a file (st_nlink > 1: `ln ~/.bashrc train/logs/stdout.log`
+    had the resumed training's output appended to it) or no regular file and no folder (a pipe, a device, a
+    socket), each named with what it is."""
+    found = []
+    for path in sorted(run.logs.iterdir()) if run.logs.is_dir() and not run.logs.is_symlink() else []:
+        try:
+            mode = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 1:
+            found.append(f"{one_line(str(path.relative_to(run.dir)))}: a hard link, {mode.st_nlink} names of one file")
+        elif not (stat.S_ISREG(mode.st_mode) or stat.S_ISDIR(mode.st_mode) or stat.S_ISLNK(mode.st_mode)):
+            found.append(f"{one_line(str(path.relative_to(run.dir)))}: {not_regular(path) or 'not a regular file'}")
+    return found
 
 
 def _config_refusals(run: Run, spec: RunSpec) -> list[GateRefusal]:

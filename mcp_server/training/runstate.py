@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 
 from mcp_server.runs import Run
-from mcp_server.diagnosis.metrics import read_progress_records
+from mcp_server.diagnosis.progress_log import run_progress, unsigned_note
+from mcp_server.evidence import valid_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.runrecord import derive_with, last_progress_line
@@ -23,18 +24,20 @@ def derive_state(run: Run) -> DerivedState:
     return derive_with(run, lambda run, record: launcher_of(record).state(run, record))
 
 
-def read_progress(run: Run) -> list[dict]:
-    """The progress lines (JSON objects; a half-written or damaged line is skipped); a long log is sampled in
-    bounded memory, its latest lines kept whole (metrics.read_progress_records)."""
+def read_progress(run: Run) -> tuple[list[dict], str | None]:
+    """(the progress lines the trainer signed, what was not read): a half-written or damaged line is skipped, a
+    line without the trainer's valid signature dropped and counted (progress_log.run_progress: issue 48 round 9,
+    a hand-edited line showed reward 99); a long log is sampled in bounded memory, its latest lines kept whole."""
     try:
-        return read_progress_records(run.progress).records
+        read = run_progress(run)
     except OSError:  # none yet, or not a file
-        return []
+        return [], None
+    return read.records, unsigned_note(read)
 
 
 def last_progress(run: Run) -> dict | None:
-    """The last progress line, reading only the end of the file."""
-    return last_progress_line(run)
+    """The last progress line the trainer signed, reading only the end of the file."""
+    return last_progress_line(run, lambda line: valid_run(run, run.progress, line))
 
 
 def log_tail(run: Run, lines: int) -> list[str]:

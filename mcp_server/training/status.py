@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from mcp_server.config import FIELD
-from mcp_server.errors import UserInputError, describe_failure, short
+from mcp_server.errors import UserInputError, describe_failure, escaped_name, short
 from mcp_server.memory.estimate import step_estimate
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.training.models import (
@@ -153,7 +153,9 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     derived = sync_run_json(run, derive_state(run))
     record = derived.record or {}
     config = RunSpec.of_run(run).values
-    lines = read_progress(run)
+    lines, unread = read_progress(run)  # the trainer's signed lines alone; the others named
+    if unread:
+        derived = derived.noted(unread)
     latest = lines[-1] if lines else {}
     state = derived.state
     max_steps = _max_steps(run, config)
@@ -264,12 +266,17 @@ def list_runs() -> RunList:
     runs = []
     with one_look():  # one listing of this machine's processes for every run
         for run in all_runs():
+            if escaped_name(str(run.dir)) != str(run.dir):  # bytes that are not UTF-8: no JSON string holds them
+                runs.append(RunSummary(run=run.name, run_dir=escaped_name(str(run.dir)), state="unreadable",
+                                       error=f"the folder's name is not UTF-8 (its bytes shown escaped: {run.name}): "
+                                       "no tool can name it; rename it"))
+                continue
             try:
                 runs.append(_summary(run))
             except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
                 runs.append(RunSummary(run=run.name, run_dir=str(run.dir), state="unreadable",
                                        error=describe_failure(exc)))
-    return RunList(runs_root=str(runs_root()), runs=runs)
+    return RunList(runs_root=escaped_name(str(runs_root())), runs=runs)
 
 
 def file_problems(run: Run) -> list[str]:

@@ -13,7 +13,7 @@ import math
 import time
 from pathlib import Path
 
-from mcp_server.diagnosis.metrics import read_progress_records
+from mcp_server.diagnosis.progress_log import run_progress
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.models import StopResult
@@ -32,7 +32,7 @@ def _positive(value) -> float | None:
 
 def _lines(run: Run) -> list[dict]:
     try:
-        return read_progress_records(run.progress).records[-STEP_WINDOW:]
+        return run_progress(run).records[-STEP_WINDOW:]  # the trainer's signed lines alone
     except OSError:
         return []
 

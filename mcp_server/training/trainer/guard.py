@@ -25,7 +25,8 @@ from mcp_server.evidence import sign_run, valid_run
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
 from mcp_server.diagnosis.context import Ctx
-from mcp_server.diagnosis.metrics import LoadedRun, normalize_row, read_progress_records, rows_from_records
+from mcp_server.diagnosis.metrics import LoadedRun, normalize_row, rows_from_records
+from mcp_server.diagnosis.progress_log import run_progress
 from mcp_server.diagnosis.registry import GUARD_CODES, GUARD_RULES
 from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import atomic_write_json
@@ -77,8 +78,7 @@ def earlier_rows(run: Run, step: int) -> list[dict]:
     diagnose_run reads them: only the lines the trainer signed (evidence.py: a line written by hand reads as
     absent), an earlier attempt's lines past its checkpoint dropped. [] when none reads."""
     try:
-        read = read_progress_records(run.progress)
-        signed = [line for line in read.records if valid_run(run, run.progress, line)]
+        signed = run_progress(run).records  # the one reader of a run's own log: its signed lines
         return [row for row in rows_from_records(signed, run.progress, restarts=True) if row["step"] <= step]
     except (OSError, UserInputError):
         return []
