@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import write_signed_lines
 
 from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.diagnosis.metrics import load_run
@@ -96,9 +97,9 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def progress_jsonl(root: Path, rows: list[dict]) -> Path:  # the run's own train/logs/progress.jsonl
+def progress_jsonl(root: Path, rows: list[dict]) -> Path:  # the run's own train/logs/progress.jsonl, signed
     run = _run(root)
-    _jsonl(run / "train" / "logs" / "progress.jsonl", rows)
+    write_signed_lines(run / "train" / "logs" / "progress.jsonl", rows)
     return run
 
 
@@ -170,7 +171,7 @@ def _never_ends(root: Path, meta: dict | None) -> Path:
     rows = [{"step": s, "loss": 0.05, "grad_norm": 0.5, "learning_rate": 1e-6, "reward": 0.5, "reward_std": 0.3,
              "completions/clipped_ratio": 0.5 if s == 1 else 1.0, "completions/mean_length": 24.0,
              "completions/mean_terminated_length": 6.0 if s == 1 else 0.0} for s in (1, 2, 3, 4)]
-    _jsonl(run / "train" / "logs" / "progress.jsonl", rows)
+    write_signed_lines(run / "train" / "logs" / "progress.jsonl", rows)
     if meta is not None:
         (run / "inspection").mkdir()
         (run / "inspection" / "samples.meta.json").write_text(json.dumps(meta))
