@@ -5,7 +5,7 @@ for text that is no Unicode, a lone surrogate; with the request's id when it can
 own transport drops it silently and leaves the client waiting. At the end of input, each request still running is
 answered before the session ends. A line over MAX_LINE characters or MAX_COLONS colons, or a tools/call with over
 MAX_ARGUMENTS argument names, is refused before it is parsed or validated, so one huge message cannot hold every
-other reply. The table of inputs and answers: tests/test_server_inputs.py.
+other reply. A request whose id a request still in flight holds is refused (id null) and not run. The table of inputs and answers: tests/test_server_inputs.py.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
 the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
@@ -134,6 +134,15 @@ class _Unanswered:
     def add(self, request_id) -> None:
         self.ids.add(request_id)
 
+    def reused(self, request_id) -> types.JSONRPCError | None:
+        """The error for a request whose id a request still in flight holds (JSON-RPC ids are unique among them;
+        issue 48, ninth round: both ran and one answer was lost). Its id is null: a reply with the id would be taken
+        for the first request's answer, which still comes."""
+        if request_id not in self.ids:
+            return None
+        return _error(None, INVALID_REQUEST, f"Invalid Request: id {short(json.dumps(request_id), 60)} is already "
+                      "used by a request still in flight (ids must be unique among them): this one was not run")
+
     def done(self, request_id) -> None:
         self.ids.discard(request_id)
         self.changed.set()
@@ -196,7 +205,7 @@ class _CheckedLines:
                 await self.write["stream"].send(SessionMessage(error_reply(line, exc)))
                 continue
             if isinstance(message, types.JSONRPCRequest):
-                refused = too_many_arguments_reply(message)
+                refused = too_many_arguments_reply(message) or self.unanswered.reused(message.id)
                 if refused is not None:
                     await self.write["stream"].send(SessionMessage(refused))
                     continue

@@ -297,6 +297,41 @@ def test_a_training_interpreter_that_never_answers_times_out_and_the_server_answ
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
+def test_a_request_id_reused_while_its_request_is_in_flight_is_refused_and_not_run(tmp_path):
+    """Issue 48, ninth round (M3): a second request with the id of one still running ran too, and one of the two
+    got no answer or "Connection closed". Now the second is refused at once (Invalid Request, id null: a reply
+    with the id would pass for the first's answer) naming the id, only the first runs and answers, the same value
+    as the other id type is another id, and the id is free again once its request is answered."""
+    hung = tmp_path / "hung-python"  # holds a call in flight until the worker's silence limit
+    hung.write_text("#!/bin/sh\nexec sleep 100000\n")
+    hung.chmod(0o755)
+    wire = Wire(env={"LLM_FINETUNING_PYTHON": str(hung), "LLM_FINETUNING_WORKER_SILENCE_S": "3",
+                     "LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    call = {"name": "validate_grpo_config", "arguments": {"config": {
+        "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "learning_rate": 1e-6,
+        "reward_funcs": ["mcp_server.rewards.format_reward"]}, "gpu": "H100", "rehearse": False}}
+    try:
+        wire.hello()
+        wire.send(request(7, "tools/call", call))
+        for again in (request(7, "tools/call", call), request(7), request("7")):  # only the string "7" is new
+            wire.send(again)
+        early = wire.until(lambda r: len(r) >= 3, 2.5)  # before the first call's 3 s: the refusals and "7"
+        rest = wire.until(lambda r: any(x.get("id") == 7 for x in r), 60)
+        wire.send(request(7))  # answered: the id is free again
+        (reused,) = wire.until(lambda r: len(r) == 1, 30)
+        late = wire.until(lambda r: False, 1.0)
+    finally:
+        wire.close()
+    refused = [r for r in early if r.get("id") is None]
+    assert len(refused) == 2 and {r["error"]["code"] for r in refused} == {INVALID_REQUEST}, early
+    assert all("id 7 is already used by a request still in flight" in r["error"]["message"] for r in refused)
+    assert [("result" in r, r["id"]) for r in early if r.get("id") is not None] == [(True, "7")], early
+    answers = [r for r in early + rest + late if r.get("id") == 7]
+    assert len(answers) == 1 and "sent nothing for 3 s" in json.dumps(answers[0]), answers
+    assert reused["id"] == 7 and "result" in reused, reused
+
+
 def _loud_reward(folder: Path, name: str) -> Path:
     """A reward module that prints and leaves a mark when imported (its module runs)."""
     folder.mkdir(parents=True, exist_ok=True)
