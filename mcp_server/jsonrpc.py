@@ -5,7 +5,8 @@ for text that is no Unicode, a lone surrogate; with the request's id when it can
 own transport drops it silently and leaves the client waiting. At the end of input, each request still running is
 answered before the session ends. A line over MAX_LINE characters or MAX_COLONS colons, or a tools/call with over
 MAX_ARGUMENTS argument names, is refused before it is parsed or validated, so one huge message cannot hold every
-other reply. A request whose id a request still in flight holds is refused (id null) and not run. The table of inputs and answers: tests/test_server_inputs.py.
+other reply. A request whose id a request still in flight holds is refused (id null) and not run. The table of
+inputs and answers: tests/test_server_inputs.py.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
 the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
