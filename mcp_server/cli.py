@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     before, worker.route = worker.route, _route
     try:
         if argv is None:
+            worker.holds_protocol = True  # workspace code runs in a worker, never beside the result's descriptor
             _as_process(sys.argv[1:])
         return _main(argv)
     finally:

@@ -1,11 +1,12 @@
 """The stdio transport with JSON-RPC error replies: a line the MCP SDK cannot read as a message (not JSON, nested
 past what a parser reads, no `method`, `jsonrpc` other than "2.0", a batch, a request whose id is no string or
 integer) gets the reply JSON-RPC 2.0 prescribes (-32700 Parse error, -32600 Invalid Request, -32602 Invalid params
-for text that is no Unicode, a lone surrogate; with the request's id when it can be read, else null), where the SDK's
-own transport drops it silently and leaves the client waiting. At the end of input, each request still running is
-answered before the session ends. A line over MAX_LINE characters or MAX_COLONS colons, or a tools/call with over
-MAX_ARGUMENTS argument names, is refused before it is parsed or validated, so one huge message cannot hold every
-other reply. The table of inputs and answers: tests/test_server_inputs.py.
+for text that is no Unicode, a lone surrogate, or nested past MAX_DEPTH; with the request's id when it can be read,
+else null), where the SDK's own transport drops it silently and leaves the client waiting. At the end of input,
+each request still running is answered before the session ends. A line over MAX_LINE characters or MAX_COLONS
+colons, or a tools/call with over MAX_ARGUMENTS argument names, is refused before it is parsed or validated, so one
+huge message cannot hold every other reply. A request whose id a request still in flight holds is refused (id
+null) and not run. The table of inputs and answers: tests/test_server_inputs.py.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
 the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
@@ -34,6 +35,7 @@ PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 MAX_LINE = 16 * 1024 * 1024  # characters
 MAX_COLONS = 100_000  # each object key takes one; parsing is slow per key (1M keys: seconds), not per character
 MAX_ARGUMENTS = 1000
+MAX_DEPTH = 201  # levels of arrays and objects the SDK's JSON parser (jiter) reads, the message object the first
 _LEADING_ID = re.compile(r'\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]*"\s*,)*'  # simple keys before "id"
                          r'\s*"id"\s*:\s*(-?\d{1,30}|"[^"\\]{0,200}")\s*[,}]')
 JSON_TYPES = {float: "a fraction", bool: "a boolean", dict: "an object", list: "an array", str: "a string",
@@ -71,6 +73,10 @@ def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
         request_id = None
     if any(e.get("type") == "json_invalid" for e in errors) or not errors:
         why = errors[0]["msg"] if errors else str(exc)
+        depth = _depth(data)
+        if depth > MAX_DEPTH:  # the SDK's parser reads MAX_DEPTH levels (issue 48, ninth round: was "a surrogate")
+            return _error(request_id, INVALID_PARAMS, f"Invalid params: the message nests {depth} levels of arrays "
+                          f"and objects (itself the first); at most {MAX_DEPTH} are read")
         if data is not None:  # JSON after all, but text the SDK's parser refuses (a lone surrogate, \ud800)
             return _error(request_id, INVALID_PARAMS, f"Invalid params: {one_line(short(why))}: every string must be "
                           "Unicode text (a lone surrogate escape such as \\ud800 is not)")
@@ -116,6 +122,17 @@ def too_many_arguments_reply(message) -> types.JSONRPCError | None:
                   f"call takes at most {MAX_ARGUMENTS} (tools/list gives each tool's fields)")
 
 
+def _depth(data) -> int:
+    """How many arrays and objects deep `data` nests (0 for a scalar), walked without recursion."""
+    deepest, todo = 0, [(data, 1)]
+    while todo:
+        value, level = todo.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, level)
+            todo += [(v, level + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    return deepest
+
+
 def _error(request_id, code: int, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
 
@@ -133,6 +150,15 @@ class _Unanswered:
 
     def add(self, request_id) -> None:
         self.ids.add(request_id)
+
+    def reused(self, request_id) -> types.JSONRPCError | None:
+        """The error for a request whose id a request still in flight holds (JSON-RPC ids are unique among them;
+        issue 48, ninth round: both ran and one answer was lost). Its id is null: a reply with the id would be taken
+        for the first request's answer, which still comes."""
+        if request_id not in self.ids:
+            return None
+        return _error(None, INVALID_REQUEST, f"Invalid Request: id {short(json.dumps(request_id), 60)} is already "
+                      "used by a request still in flight (ids must be unique among them): this one was not run")
 
     def done(self, request_id) -> None:
         self.ids.discard(request_id)
@@ -196,7 +222,7 @@ class _CheckedLines:
                 await self.write["stream"].send(SessionMessage(error_reply(line, exc)))
                 continue
             if isinstance(message, types.JSONRPCRequest):
-                refused = too_many_arguments_reply(message)
+                refused = too_many_arguments_reply(message) or self.unanswered.reused(message.id)
                 if refused is not None:
                     await self.write["stream"].send(SessionMessage(refused))
                     continue

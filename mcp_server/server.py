@@ -224,6 +224,9 @@ served.install(mcp)
 
 def main() -> None:
     keep_caches_private()
+    from mcp_server import worker
+
+    worker.holds_protocol = True  # workspace code runs in the worker, never beside the protocol's descriptors
     # TRL's import in the training interpreter and a rehearsed first validation, in the background, once
     # tools/list is answered
     warm_up.start(rehearse_first_call)

@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import queue
+import secrets
 import subprocess
 import sys
 import threading
@@ -51,6 +52,10 @@ SYNCED_ENV_PREFIXES = ("LLM_FINETUNING_", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_
 # Where a process sends some calls instead: route(python, target, args, kwargs, report) -> (handled, result).
 # The CLI sets it (its light checks go to the per-user warm worker, mcp_server.worker_daemon); None elsewhere.
 route = None
+# True in a process whose own descriptors carry a protocol (the MCP server's stdio, the CLI's result): workspace
+# code (reward modules, graders, environments) must never run there, as it could write to them (issue 48, ninth
+# round, M7/M6b), so every call goes to the worker, even when this Python is the training interpreter.
+holds_protocol = False
 HEARTBEAT_S = 5.0  # the worker says it is alive this often while a call runs
 SILENCE_S = 120.0  # a worker that says nothing for this long is taken for hung (LLM_FINETUNING_WORKER_SILENCE_S)
 
@@ -134,9 +139,21 @@ def in_training(target: str, *args, report: Report = silent, **kwargs):
         handled, result = route(python, target, args, kwargs, report)
         if handled:
             return result
-    if is_this_python(python):
+    if is_this_python(python) and not holds_protocol:
         with _HERE:
             return _call_here(_resolve(target), args, kwargs, report)
+    return _worker_for(python).call(target, args, kwargs, report)
+
+
+def apart(target: str, *args, report: Report = silent, **kwargs):
+    """Call `module:function`, which imports workspace code, out of a process that holds a protocol
+    (`holds_protocol`): in the worker (the training interpreter's, else one of this Python); elsewhere here."""
+    if not holds_protocol or os.environ.get(WORKER_FLAG):
+        return _call_here(_resolve(target), args, kwargs, report)
+    try:
+        python = require_training_python()
+    except UserInputError:  # the light server without one: the worker runs this Python
+        python = sys.executable
     return _worker_for(python).call(target, args, kwargs, report)
 
 
@@ -155,7 +172,7 @@ def runs_in_training(fn):
 
 
 # ---------------------------------------------------------------- the protocol, both directions
-def request_message(call_id: int, target: str, args: tuple, kwargs: dict) -> dict:
+def request_message(call_id: int | str, target: str, args: tuple, kwargs: dict) -> dict:
     """One call: the target, its arguments, and the caller's settings and working directory."""
     env = {k: v for k, v in os.environ.items() if k.startswith(SYNCED_ENV_PREFIXES)}
     env["LLM_FINETUNING_WORKSPACE"] = str(workspace_root())
@@ -164,7 +181,7 @@ def request_message(call_id: int, target: str, args: tuple, kwargs: dict) -> dic
             "kwargs": {k: _encode(v) for k, v in kwargs.items()}, "env": env, "cwd": os.getcwd()}
 
 
-def receive(readline, call_id: int, target: str, report: Report, python: str, died):
+def receive(readline, call_id: int | str, target: str, report: Report, python: str, died):
     """Read answer lines until this call's result (returned) or error (raised); `died()` makes the exception
     for a worker whose output ended."""
     while True:
@@ -308,7 +325,11 @@ class Worker:
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
-            call_id = next(self.ids)
+            # An id no line written before this request can name (a number and a random part), and the lines
+            # left over from earlier calls dropped: a worker's line answers only the call it was written for.
+            call_id = f"{next(self.ids)}-{secrets.token_hex(8)}"
+            while not self.lines.empty():
+                self.lines.get_nowait()
             try:
                 self.proc.stdin.write(json.dumps(request_message(call_id, target, args, kwargs)) + "\n")
                 self.proc.stdin.flush()
@@ -366,9 +387,16 @@ def serve() -> None:
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
     write_lock = threading.Lock()
+    ours = os.fstat(channel.fileno())
 
     def send(message: dict) -> None:
         with write_lock:
+            now = os.fstat(channel.fileno())
+            if (now.st_dev, now.st_ino) != (ours.st_dev, ours.st_ino):  # the called code put another file there
+                sys.stderr.write("llm-finetuning: the code this call ran replaced the worker's answer channel; "
+                                 "the worker stops\n")
+                sys.stderr.flush()
+                os._exit(70)
             channel.write(json.dumps(message, default=str) + "\n")
             channel.flush()
 

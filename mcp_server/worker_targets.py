@@ -27,6 +27,10 @@ SAMPLE_COMPLETIONS = "mcp_server.inspection.sampling:sample_here"
 SAMPLE_TRAJECTORIES = "mcp_server.inspection.trajectories:sample_here"
 PROBE_INTERPRETER = "mcp_server.training.environment:probe_interpreter"
 BUILD_SMOLLM2 = "mcp_server.smollm2:build_here"  # the real model's one-time conversion (torch, transformers, gguf)
+# Tools that import workspace code (reward modules): in the worker when the caller holds a protocol (worker.apart)
+INSPECT_REWARDS = "mcp_server.inspection.review:inspect_rewards"
+RECORD_VERDICT = "mcp_server.inspection.gate:record_inspection_verdict"
+CHECK_GATE = "mcp_server.inspection.gate:check_inspection_gate"
 
 # The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
 # import TRL again; work that loads models or imports the person's code stays in the call's own process.

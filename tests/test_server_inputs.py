@@ -56,6 +56,7 @@ class Cell:
     results: dict = field(default_factory=dict)  # id -> "result" or an error code
     nulls: list = field(default_factory=list)
     wait_s: float = 30.0
+    says: str = ""  # what every error reply of the cell says
 
 
 def request(request_id, method: str = "ping", params=None) -> dict:
@@ -66,6 +67,14 @@ def request(request_id, method: str = "ping", params=None) -> dict:
 def notification(method: str, params=None) -> dict:
     message = {"jsonrpc": "2.0", "method": method}
     return message if params is None else {**message, "params": params}
+
+
+def nested(depth: int):
+    """`depth` arrays, each inside the one before."""
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
 
 
 def cells() -> list[Cell]:
@@ -124,6 +133,12 @@ def cells() -> list[Cell]:
              results={f"c-{i}": "result" for i in range(24)}),
         Cell("concurrent tool calls", [request(f"t-{i}", "tools/call", {"name": "list_rewards", "arguments": {}})
                                        for i in range(8)], results={f"t-{i}": "result" for i in range(8)}),
+        # issue 48, ninth round: nesting past what the SDK's parser reads was blamed on "a lone surrogate"
+        *[Cell(f"tools/call arguments {depth} levels deep", [request(f"deep-{depth}", "tools/call", {
+            "name": "list_runs", "arguments": {"x": nested(depth - 3)}})], results={f"deep-{depth}": expected},
+            says="" if expected == "result" else f"nests {depth} levels of arrays and objects (itself the first); "
+            "at most 201 are read") for depth, expected in ((200, "result"), (201, "result"), (202, INVALID_PARAMS),
+                                                            (300, INVALID_PARAMS), (900, INVALID_PARAMS))],
         Cell("duplicate string and integer ids", [request("5"), request(5)], results={"5": "result", 5: "result"}),
     ]
     return table
@@ -231,6 +246,7 @@ def test_each_input_gets_its_answer_and_the_server_lives_on(table_run, cell):
             assert "result" in reply, reply
         else:
             assert reply.get("error", {}).get("code") == expected, reply
+            assert cell.says in reply["error"]["message"], reply
     assert not by_id, f"replies to ids never sent: {by_id}"
     nulls = [r for r in replies if r.get("id") is None]
     assert [r.get("error", {}).get("code") for r in nulls] == cell.nulls, replies

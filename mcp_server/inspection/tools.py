@@ -16,6 +16,8 @@ from mcp_server.inspection.models import (
 )
 from mcp_server.inspection.trajectory_models import TrajectoryRequest, TrajectoryResult
 from mcp_server.reporting import Report, silent
+from mcp_server.worker import apart
+from mcp_server.worker_targets import CHECK_GATE, INSPECT_REWARDS, RECORD_VERDICT
 from mcp_server.toolspec import READS, RUN, Command, Effects, Flag, ToolSpec
 
 
@@ -32,16 +34,13 @@ def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> 
     return sample_trajectories(request, report=report)
 
 
+# The tools that import the run's reward modules run them out of a process that holds a protocol (worker.apart).
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
-    from mcp_server.inspection.review import inspect_rewards
-
-    return inspect_rewards(request, report=report)
+    return apart(INSPECT_REWARDS, request, report=report)
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
-    from mcp_server.inspection.gate import record_inspection_verdict
-
-    return record_inspection_verdict(request)
+    return apart(RECORD_VERDICT, request)
 
 
 def _model_line(model: str) -> str:
@@ -135,9 +134,7 @@ def _fold_sample_ids(args, data: dict) -> None:
 
 def check_gate(request: GateRequest) -> GateResult:
     """The gate of the request's run (the core takes the run itself: launch and resume call it too)."""
-    from mcp_server.inspection.gate import check_inspection_gate
-
-    return check_inspection_gate(request.run)
+    return apart(CHECK_GATE, request.run)
 
 
 TOOLS = [
