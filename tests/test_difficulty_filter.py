@@ -147,7 +147,8 @@ def test_what_the_filter_refuses_leaves_the_run_as_it_was(judged_run, case, mess
     if message:
         with pytest.raises(UserInputError, match=message) as refused:
             inspect_rewards(InspectRequest(run=str(run_dir), difficulty_filter=rule))
-        assert refused.value.field == "difficulty_filter"
+        # a launched run's review is never rewritten, filter or not (inspection.launched): refused on the run
+        assert refused.value.field == ("run" if case == "launched" else "difficulty_filter")
         assert not (run_dir / "inspection" / "review.json").exists()
     else:
         applied = inspect_rewards(InspectRequest(run=str(run_dir), difficulty_filter=rule)).difficulty_filter
