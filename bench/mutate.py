@@ -18,16 +18,20 @@ runs once on the unmutated copy under coverage.py, each test's setup, call and t
 system's temporary directory under the tree's content hash (a second run of an unchanged tree reuses it). A
 mutation is judged by the tests that ran its mutated line(s) (the whole statement they are part of); where its area
 has only slow judges (the sandbox's start bubblewrap, in processes coverage does not follow) its area's files run
-too. Where no test runs the line the area's hand-kept files (AREAS, MODULE_TESTS) are the fallback: for a line that
-runs only at import (a module constant, a class field), and for a slow-only area's. A line of a fast area that no
-fast test runs, not even at import, is reported unjudged: no test can catch it (a finding, not a pass). `--by-area`
-judges every mutation by the area's files, as the lane did before the map.
+too. A line that runs only at import (a module constant, a class field: no test's context) is judged by every test
+that runs any line of its module (what reads the constant is there); where none does, and for a slow-only area's
+line no fast test runs, by the area's hand-kept files (AREAS, MODULE_TESTS). A line of a fast area that no fast test
+runs, not even at import, is reported unjudged: no test can catch it (a finding, not a pass). `--by-area` judges
+every mutation by the area's files, as the lane did before the map.
 
 A mutation whose text is no longer found exactly once (the code moved) fails the lane before any test runs (exit
 2): update or drop it, never let it silently skip. The unmutated tests run first (the coverage run; a slow-only
 area's files; with `--by-area`, each area's files); a test that fails there and would judge a chosen mutation
 cannot judge it (exit 2). A mutation is caught when its tests fail (or time out); it survives when they pass; a
-pytest that gives no verdict (killed by a signal, a node id not found) is an error to rerun, neither. Exit 0
+pytest that gives no verdict (killed by a signal, a node id not found) is an error to rerun, neither: not caught,
+and the summary line says how many errors (and how many were kills) the share counts as not caught. A kill is no
+catch even where the unmutated tests passed: the OOM killer answers the machine's load as well as the mutation, so
+a row that could read without end under a mutation bounds itself (test_run_files' address-space limit). Exit 0
 whatever the caught share: the share is the result.
 """
 
@@ -1230,7 +1234,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     # (write_exit runs only in launch.sh's process; resume_patch's pin move only in slow tests); m7-runs-log-tail-pipe
     # an error (its /dev/zero row reads without end and is OOM-killed; its FIFO row fails); m7-gate-preload-space-
     # unsplit survives only because its import-time line falls back to AREAS["gate"], which lacks
-    # tests/test_gate_loader.py (that file catches it).
+    # tests/test_gate_loader.py (that file catches it). Round 7's runs kills (kill7runs, each row checked with the
+    # mutation applied): file-unbound by test_run_forgery's signed-file x copied-onto table and its stop-request row;
+    # key-path-unresolved by its state-folder forms table (link, link to link x inside, the workspace itself);
+    # exit-launch-unbound by every run-state row that ends a launch (support.write_exit now calls evidence.write_exit);
+    # resume-patch-adopts-edit by test_resume_patch's patch x hand-edit table; log-tail-pipe by test_run_files' device
+    # row (its address space bounded: MemoryError, not the OOM killer); preload-space-unsplit by the tests that run
+    # loader_env.py (an import-only line's judges). Lane, --only those six (2026-12-06): 6/6 caught, all by line.
     # gate: the pinned launch environment, the training interpreter's pin, the trainer's start checks
     M("m7-gate-accelerate-unpinned", "gate", "mcp_server/inspection/loader_env.py",
       "    return name.startswith((LOADER_PREFIX, *TRAINING_PREFIXES)) or name in LOADER_NAMES",
@@ -1638,9 +1648,16 @@ def judges_of(mutation: Mutation, ran: dict[int, set[str]], lines: set[int], fai
         extra = " and the area's slow files" if files else ""
         return Judges(tests, files, area.marker,
                       f"judged by {len(tests)} test{'s that run' if len(tests) > 1 else ' that runs'} this line{extra}")
-    if "" in reached:
-        return Judges((), by_area(mutation, areas, modules), area.marker,
-                      "by the area's files: its line runs only at import")
+    if "" in reached:  # a module constant, a class field: judged by every test that runs any line of its module
+        module = tuple(sorted(set().union(*ran.values()) - {""} - set(failed)))
+        files = by_area(mutation, areas, modules) if slow_only or not module else ()
+        if module:
+            extra = " and the area's slow files" if files else ""
+            runs = "s that run" if len(module) > 1 else " that runs"
+            return Judges(module, files, area.marker, f"judged by the {len(module)} test{runs} its module (its line "
+                          f"runs only at import){extra}")
+        return Judges((), files, area.marker, "by the area's files: its line runs only at import and no test runs "
+                      "its module")
     if slow_only:
         return Judges((), by_area(mutation, areas, modules), area.marker,
                       "by the area's files: no fast test runs this line (its judges are slow)")
@@ -1679,7 +1696,9 @@ def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] |
     # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 4 a node id not found, 5 nothing ran;
     # below 0: killed by a signal (a crash, the OOM killer), not a verdict on the mutation: rerun it
     outcome = "pass" if done.returncode == 0 else "fail"
-    if done.returncode not in (0, 1, 2):
+    if done.returncode < 0:
+        outcome = f"error (killed by signal {-done.returncode})"
+    elif done.returncode not in (0, 1, 2):
         outcome = f"error (pytest exit {done.returncode})"
     return outcome, time.monotonic() - start
 
@@ -1804,7 +1823,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {AREAS[a].title} | {len(rows)} | {sum(caught(r[1]) for r in rows)} |")
     total = sum(caught(r[1]) for r in results)
     print(f"| total | {len(results)} | {total} |")
-    print(f"\ncaught {total}/{len(results)} = {total / len(results):.0%} in {elapsed:.0f}s")
+    errors = [r for r in results if not caught(r[1]) and r[1] not in ("pass", "unjudged")]
+    killed = sum("killed by signal" in r[1] for r in errors)
+    print(f"\ncaught {total}/{len(results)} = {total / len(results):.0%} in {elapsed:.0f}s"
+          + (f"; {len(errors)} error{'s' * (len(errors) > 1)} counted as not caught ({killed} killed by a signal)"
+             if errors else ""))
     if not args.by_area:
         hows = [selection[m.id].how for m in chosen]
         print(f"judged by the tests that run the line: {sum(h.startswith('judged by') for h in hows)}; by the "
@@ -1815,7 +1838,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\nunjudged (no test runs the mutated line, not even at import, and no area covers it):")
         for m in unjudged:
             print(f"- {m.id} ({m.area}, {m.path}): {m.effect}")
-    errors = [r for r in results if not caught(r[1]) and r[1] not in ("pass", "unjudged")]
     if errors:
         print("\nerrors (neither caught nor survived: pytest did not give a verdict; rerun with --only):")
         for m, outcome, _ in errors:

@@ -66,13 +66,15 @@ def duration(seconds: float) -> str:
 
 
 class DecodeProgress:
-    """Progress lines for batched decoding, one helper for sampling and evaluation (issue 49): prompts done
-    (fractional within a generate call), the measured decode rate and the time left at that rate, on every line
-    after the first. The rate counts the decode steps that ran (a call whose completions all end early runs fewer
-    than max_new_tokens); the time left is for the steps that may still run (max_new_tokens for each call to
-    come), so it is never 0 while a call remains (issue 49: "about 0 s left" with one of two calls to go, the rate
-    inflated by counting a finished call as max_new_tokens steps). `doing` names the step lines ("decoding
-    prompts 1-8 of 20: token 16 of up to 64"), `batch_message` the batch lines (formatted with done, total)."""
+    """Progress lines for batched decoding, one helper for sampling and evaluation (issue 49): prompts done (fractional
+    within a generate call), the measured decode rate and the time left at that rate, on every line after the first:
+    an estimate, not a bound (issue 49: "at most about 11 min left" for 10 minutes on a loaded machine whose rate fell
+    from 0.3 to 0.2 steps/s; the plan gives the bound at the load it states). The rate counts the decode steps that
+    ran (a call whose completions all end early runs fewer than max_new_tokens); the time left is for the steps that
+    may still run (max_new_tokens for each call to come), so it is never 0 while a call remains (issue 49: "about 0 s
+    left" with one of two calls to go, the rate inflated by counting a finished call as max_new_tokens steps). `doing`
+    names the step lines ("decoding prompts 1-8 of 20: token 16 of up to 64"), `batch_message` the batch lines
+    (formatted with done, total)."""
 
     def __init__(self, report: Report, total: int, calls: int, max_new_tokens: int, doing: str = "decoding",
                  batch_message: str = "decoded {done}/{total} prompts"):
@@ -96,8 +98,8 @@ class DecodeProgress:
         left = max(to_run, 0) * elapsed / steps
         if left <= 0:
             return f"; {steps / elapsed:.1f} decode steps/s"
-        return f"; {steps / elapsed:.1f} decode steps/s, at most about " + (
-            "1 s" if left < 1 else duration(left)) + " left"
+        return f"; {steps / elapsed:.1f} decode steps/s, about " + (  # an estimate: the rate moves with the load
+            "1 s" if left < 1 else duration(left)) + " left at that rate"
 
     def step(self, done_before: int, step: int) -> None:
         """Within a generate call: `step` decode steps of the call that starts at prompt `done_before`."""
@@ -120,12 +122,16 @@ def generate_completions(
     model, tokenizer, texts: list[str], max_new_tokens: int, *, n: int = 1, batch_size: int = 64,
     options: dict | None = None, seed: int = 3407, drop_stop: bool = False, report: Report = silent,
     message: str = "decoded {done}/{total} prompts", on_batch=None, on_step=None,
+    kept: tuple[list[list[dict]], dict] | None = None,
 ) -> list[list[dict]]:
     """Per prompt text, `n` dicts {text, ids, finish_reason}: ids end at the first stop token (kept in ids; in
     text unless `drop_stop`), finish_reason is 'stop' or 'length'. Prompts are batched (left padding) so that about
     `batch_size` sequences are generated per call. `options`: generate() keywords; without do_sample, greedy (the
     model's own sampling defaults silenced). After each batch, `report` with `message` (formatted with done, total)
-    and `on_batch(first prompt index, its groups)`; within one, `on_step(prompts done before it, decode step)`."""
+    and `on_batch(first prompt index, its groups)` (rng_state() there: the generator's state for the next batch);
+    within one, `on_step(prompts done before it, decode step)`. `kept`: (the groups of the first whole batches of
+    an earlier pass of the same request, the generator's state after them): generation goes on from there, so the
+    result is that pass's, batch for batch (inspection.sample_files: a stopped sampling resumed)."""
     import torch
     from transformers import set_seed
 
@@ -138,9 +144,11 @@ def generate_completions(
         options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     set_seed(seed)
     prompts_per_call = max(1, batch_size // n)
-    results: list[list[dict]] = []
+    results: list[list[dict]] = list(kept[0]) if kept else []
+    if kept:
+        set_rng_state(kept[1])
     with small_model_threads(model), torch.inference_mode():
-        for start in range(0, len(texts), prompts_per_call):
+        for start in range(len(results), len(texts), prompts_per_call):
             chunk = texts[start : start + prompts_per_call]
             # Like TRL: the chat template already holds the special tokens, so none are added here.
             enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
@@ -154,6 +162,32 @@ def generate_completions(
                 on_batch(start, results[start:])
             report(len(results), len(texts), message.format(done=len(results), total=len(texts)))
     return results
+
+
+def rng_state() -> dict:
+    """torch's generator states (the CPU's, and each GPU's when there is one), as text for a JSON file: what
+    sampling draws from next."""
+    import base64
+
+    import torch
+
+    state = {"cpu": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()}
+    if torch.cuda.is_available():
+        state["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    import base64
+
+    import torch
+
+    def tensor(text: str):
+        return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+    torch.set_rng_state(tensor(state["cpu"]))
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([tensor(s) for s in state["cuda"]])
 
 
 def _completion(tokenizer, ids: list[int], eos: set[int], drop_stop: bool) -> dict:

@@ -85,6 +85,13 @@ def known_name(model: str) -> tuple[str, str | None]:
     return model, None
 
 
+def shown_name(model) -> str:
+    """The model as a message shows it: known_name's name ('smollm2-135m', 'tiny', a hub name), never a machine's
+    cache path for a built-in (issue 49: the plain-prompt warning, review.md and sampling's lines named
+    /root/.cache/llm-finetuning/smollm2-135m-q4_1-...); any other path as it is."""
+    return known_name(str(model))[0]
+
+
 def resolve_loadable(model: str) -> str:
     """resolve_model, for a model loaded here: a hub name only when it is in the local HF cache or the hub says it
     exists (hub_problem: one request, no retries), else UserInputError('model') at once."""

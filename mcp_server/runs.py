@@ -4,7 +4,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
     runs/<YYYY-MM-DD>-<slug>/         Run.dir (workspace.new_run_dir makes it; resolve_run finds it)
       training-brief.md               brief          what the run is for, in words
       env-report.json                 env_report     check_environment's report for this run's target
-      run.json                        run_json       launch record: pid, start time, state, launch_id (launch_training)
+      run.json                        run_json       launch record: pid, start, state, launch_id, launched_config
       progress.png                    progress_plot  training_status's plot of the metrics
       data/                           data           data files the run made itself:
         train.jsonl                   train_data       the prompts (the tiny task, the demo)
@@ -46,8 +46,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
       inspection/                     inspection     sample_completions and inspect_rewards:
         samples.jsonl                 samples          the completions, as TRL hands them to rewards
         samples.partial.jsonl         samples_partial  sampling in progress: each finished generate call's lines,
-                                                       appended (kept when a sampling run is stopped; removed when
-                                                       samples.jsonl is written; never read by the gate)
+                                                       appended (kept when stopped, continued by the same request:
+                                                       samples.partial.meta.json; removed when samples.jsonl is
+                                                       written; never read by the gate)
         trajectories.jsonl            trajectories     an agentic run's rollouts via TRL's tool loop (+ .md, .meta.json)
         samples.meta.json             samples_meta     how they were sampled, how that differs from the config, lengths
         review.md / review.jsonl      review_md, review_jsonl   what a person reads
@@ -109,7 +110,6 @@ REQUEST_FILE = "request.json"
 REWARDS_FILE = "rewards.json"
 AGENTIC_FILE = "agentic.json"
 DYNAMIC_SAMPLING_FILE = "dynamic_sampling.json"  # DAPO's dynamic sampling in the trainer, when the run has it
-
 
 @dataclass(frozen=True)
 class Run:

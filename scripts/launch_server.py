@@ -141,7 +141,8 @@ def _run_plan(plan: list[list[str]], venv: Path, out, resume: bool = False) -> i
 
 def prepare(venv: Path) -> None:
     say(f"first start: building the server's light environment in {venv} (the MCP SDK, pydantic, jsonschema, "
-        "pyyaml; no torch). A few seconds once; later starts are instant.")
+        "pyyaml; no torch), once: about 3 s with uv, 6-10 s with pip on a quiet machine, up to a minute on a busy "
+        "one (12-32 s seen at load 4-10); later starts take a second.")
     plans = install_plans(venv)
     if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
         if _resumable(venv):

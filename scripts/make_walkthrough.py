@@ -17,7 +17,6 @@ output drifts from the doc.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import subprocess
@@ -114,13 +113,25 @@ def _cli(workspace: Path, argv: list[str]) -> subprocess.CompletedProcess:
 
 
 def _wait_for_training(workspace: Path, run: str, timeout_s: float = 900) -> None:
-    """Poll training-status --json (as a person would rerun training-status) until the run ends."""
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        done = _cli(workspace, ["training-status", run, "--json"])
-        if done.returncode == 0 and json.loads(done.stdout).get("state") in TERMINAL:
-            return
-        time.sleep(2)
+    """Poll the run's state until it ends, as a person would rerun training-status: through training_status, the
+    core behind that command, in this process (a CLI process per poll took the CPU the run trains on; the doc's
+    `watch` block is the command's own output, run once the run has ended)."""
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    saved = os.environ.get("LLM_FINETUNING_WORKSPACE")
+    os.environ["LLM_FINETUNING_WORKSPACE"] = str(workspace)
+    try:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if training_status(StatusRequest(run=str(workspace / run), log_lines=0)).state in TERMINAL:
+                return
+            time.sleep(2)
+    finally:
+        if saved is None:
+            os.environ.pop("LLM_FINETUNING_WORKSPACE", None)
+        else:
+            os.environ["LLM_FINETUNING_WORKSPACE"] = saved
     raise TimeoutError(f"training in {workspace / run} did not end within {timeout_s:.0f} s")
 
 

@@ -209,10 +209,11 @@ def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, *, model: str = "ti
 
 
 def pass_inspection(run_dir: Path, engine: str = "transformers", *, max_samples: int | None = 52,
-                    reviewer: str = "test"):
+                    reviewer: str = "test", sample: bool = True):
     """The inspection gate opened honestly: 13 prompts sampled with `engine`, their rewards inspected (at most
     `max_samples`; None: InspectRequest's default), a pass recorded by `reviewer`, the gate checked open. Returns
-    sample_completions' result."""
+    sample_completions' result; with `sample` False the run's samples are those a test already took through a door
+    (no second sampling: each starts a model, a vLLM engine for `engine="vllm"`), and it returns None."""
     from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
     from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
     from mcp_server.inspection.review import inspect_rewards
@@ -220,7 +221,7 @@ def pass_inspection(run_dir: Path, engine: str = "transformers", *, max_samples:
 
     # The run's own model, data and sampling settings (anything else cannot back a verdict), and the run's rewards
     # (a reward the untrained tiny model earns, e.g. ANY_TEXT_REWARDS, opens the gate honestly).
-    sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine=engine))
+    sampled = sample_completions(SampleRequest(run=str(run_dir), num_prompts=13, engine=engine)) if sample else None
     limit = {} if max_samples is None else {"max_samples": max_samples}
     inspect_rewards(InspectRequest(run=str(run_dir), **limit))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer=reviewer,
@@ -280,12 +281,20 @@ def append_signed(path: Path, line: dict) -> None:
 
 
 def write_exit(run_dir: Path, code: int, launch_id: str | None = None) -> None:
-    """train/logs/exit-code and the launcher's signed exit.json, as train/launch.sh leaves them."""
-    from mcp_server.runs import Run
+    """train/logs/exit-code and the launcher's signed exit.json, as train/launch.sh leaves them: exit.json by the
+    launcher's own writer (`python -m mcp_server.evidence exit RC`), under the launch id launch.sh exports (none
+    when `launch_id` is None)."""
+    from mcp_server.evidence import write_exit as launcher_writes_exit
+    from mcp_server.runs import LAUNCH_ID_ENV, Run
 
     run = Run(Path(run_dir))
     run.exit_code.write_text(f"{code}\n")
-    write_signed(run.exit_record, {"exit_code": code, **({"launch_id": launch_id} if launch_id else {})})
+    with pytest.MonkeyPatch.context() as env:
+        if launch_id:
+            env.setenv(LAUNCH_ID_ENV, launch_id)
+        else:
+            env.delenv(LAUNCH_ID_ENV, raising=False)
+        launcher_writes_exit(Path(run_dir), code)
 
 
 def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None) -> None:

@@ -69,6 +69,7 @@ def test_the_cpu_sampling_bound_holds_at_the_load_it_states(tiny_model):
 def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace, tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_FINETUNING_CACHE", str(tmp_path / "cache"))
     spec = RunSpec.of_run(Run(emit_run("estimate")))
+    (tmp_path / "cache" / "cpu_probe.json").unlink()  # emission measured the machine for its time line
     assert step_estimate(spec, measure=False) is None  # nothing measured yet, and asked not to measure
     first = step_estimate(spec)
     assert first.step_s > 0 and "per step on this CPU" in first.text and "measured on 1 CPU thread" in first.text
@@ -91,3 +92,61 @@ def test_evaluate_model_prints_progress_with_elapsed_time_on_a_pipe(workspace, t
     assert lines[0].startswith("  ... evaluating tiny on 12 goldens") and "elapsed]" in lines[0]
     assert any("decoding prompts 1-12 of 12: token " in line for line in lines), lines
     assert lines[-1].startswith("  ... decoded 12/12 prompts") and "elapsed]" in lines[-1], lines
+
+
+def test_evaluate_model_plans_up_front_and_decodes_a_baseline_at_the_runs_budget(workspace, tiny_model):
+    """Issue 49: the README's baseline on smollm2-135m decoded 256 tokens a golden (the default) with no plan up
+    front, for a run that trains with 24, and ran 10 minutes past its "at most". Now the first line is the plan
+    (completions, tokens at most, the estimate and its basis), and with the run the limit is its
+    max_completion_length, what promote_checkpoint decodes with when it measures a baseline itself."""
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = write_jsonl(make_task(6, seed=5), workspace / "goldens.jsonl")
+    run = Run(emit_run("budget", max_completion_length=12))
+    lines = []
+    result = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), run=str(run.dir),
+                                            baseline="never"), report=lambda d, t, message: lines.append(message))
+    assert result.max_new_tokens == 12 and result.max_new_tokens_from == f"{run.name}'s max_completion_length"
+    assert lines[0].startswith(f"evaluating {tiny_model} on 6 goldens, max_new_tokens 12 ({run.name}'s "
+                               "max_completion_length); plan: 6 goldens, greedy: 6 completions of up to 12 tokens "
+                               "(72 tokens at most) from a 0.1M-parameter model with transformers on "), lines[0]
+    assert result.plan["max_tokens"] == 72 and result.plan["estimated_seconds_at_most"] > 0
+    typical = result.plan["estimated_seconds"] or result.plan["estimated_seconds_at_most"]  # a GPU: one figure
+    assert f": about {generation_duration(typical)}" in lines[0], lines[0]
+    alone = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), limit=1, baseline="never"))
+    assert alone.max_new_tokens == 256 and alone.max_new_tokens_from.startswith("the default; --run RUN")
+
+
+def generation_duration(seconds: float) -> str:
+    from mcp_server.generation import duration
+
+    return duration(seconds)
+
+
+def test_a_long_cpu_emission_says_its_time_and_a_rehearsal_that_finishes(workspace):
+    """Issue 49: `emit-config --gpu cpu` gave smollm2-135m a full fine-tune of 30 steps of 32 completions (hours on
+    a CPU) and said nothing of the time. On a CPU target emit now prints the planner's step estimate times
+    max_steps, and past 30 minutes the rehearsal that fits (LoRA, one micro-batch a step, the steps that fit),
+    whose own emission then fits. Constructed: the tiny model with max_steps 100000."""
+    import re
+
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.recipe.models import GRPORecipeRequest
+
+    def emit(name: str, finetune: str = "full", **overrides):
+        return emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name=name,
+                                                  finetune=finetune, overrides=overrides))
+
+    long = emit("long", max_steps=100_000).cpu_time
+    assert "per step on this CPU" in long and "; 100000 steps: about " in long, long
+    advice = re.search(r"Long for a CPU: a rehearsal that finishes, LoRA with one micro-batch a step, about .+ a "
+                       r"step, (\d+) steps? in about .+: emit again with --finetune lora (.*)--override "
+                       r"max_steps=(\d+) \(", long)
+    assert advice and advice[1] == advice[3], long
+    changes = {"gradient_accumulation_steps": 1} if advice[2] else {}
+    rehearsal = emit("rehearsal", "lora", max_steps=int(advice[3]), **changes).cpu_time
+    assert f"; {advice[3]} steps: about " in rehearsal and "Long for a CPU" not in rehearsal, rehearsal
+    gpu = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="H100", run_name="gpu"))
+    assert gpu.cpu_time is None

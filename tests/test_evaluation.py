@@ -601,3 +601,19 @@ def test_several_baselines_are_named_by_the_model_the_user_gave(workspace, tiny_
     proc = run_cli("promote-checkpoint", str(run), cwd=workspace)
     assert proc.returncode == 2 and "2 baselines of tiny on different goldens" in proc.stderr, proc.stderr
     assert str(tiny_model) not in proc.stderr and "--goldens" in proc.stderr
+
+
+@pytest.mark.slow  # decodes
+def test_promote_prefers_the_baseline_at_the_runs_budget_and_says_when_it_has_none(workspace, tiny_model, small_task):
+    """Issue 49: a baseline at evaluate_model's default budget (256) for a run that trains with 24 compares the
+    checkpoint at a budget the run never trained with. Promote now takes the baseline at the run's
+    max_completion_length when there is one, even measured later, and says when the one it uses is not."""
+    goldens = str(small_task[0])
+    run = make_run(workspace, "budget", tiny_model, tiny_model)  # trains with MAX_NEW tokens
+    evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=goldens, max_new_tokens=MAX_NEW + 8))
+    alone = promote_checkpoint(PromoteRequest(run=str(run)))
+    assert f"decoded with up to {MAX_NEW + 8} tokens, the run trains with {MAX_NEW}" in alone.baseline_choice
+    at_budget = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=goldens, run=str(run)))
+    assert at_budget.max_new_tokens == MAX_NEW and at_budget.baseline_written
+    chosen = promote_checkpoint(PromoteRequest(run=str(run)))
+    assert chosen.baseline_path == at_budget.baseline_path and "decoded with up to" not in chosen.baseline_choice

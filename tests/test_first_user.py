@@ -115,7 +115,7 @@ def test_ctrl_c_during_sampling_is_one_line_saying_what_was_kept(workspace, tiny
     assert proc.returncode == 130, err
     assert "Traceback" not in err and lines[-1] == (  # before it: the libraries' own loading lines
         f"sampling stopped (Ctrl-C): {len(kept)} completions kept in {run.samples_partial}; samples.jsonl was not "
-        "written (sample again for a review)"), err
+        "written (the same command again continues from them)"), err
     assert kept and not run.samples.exists()
 
 
@@ -235,7 +235,7 @@ def test_plain_text_prompts_for_a_chat_model_are_warned_about(workspace, tiny_mo
     assert proc.returncode == 0, proc.stderr
     assert not sampled["conversational"] and len(sampled["warnings"]) == 1
     warning = sampled["warnings"][0]
-    assert warning.startswith(f"the prompts are plain text and {run.read_config()['model_name_or_path']}'s "
+    assert warning.startswith("the prompts are plain text and tiny's "  # the name, not the cache path (issue 49)
                               "tokenizer has a chat template: TRL's GRPOTrainer applies a chat template only to "
                               "chat-message prompts"), warning
     assert sampled["next_step"].startswith(warning)

@@ -230,6 +230,89 @@ def test_a_loader_path_inside_the_workspace_is_refused_outright(workspace, tmp_p
     assert len(refusals) == 1 and "inside the workspace" in said and f"{name}:" in said, (form, said)
 
 
+# Every variable that names folders or libraries and each separator ld.so(8) and glibc split it on, written from their
+# documentation, not read from the code under test (LD_LIBRARY_PATH: ':' and ';'; LD_PRELOAD: spaces and colons).
+LD_SEPARATORS = {"LD_LIBRARY_PATH": ":;", "LD_PRELOAD": ": ", "LD_AUDIT": ":", "GCONV_PATH": ":", "LOCPATH": ":"}
+
+
+# Every form an entry of a loader variable takes, pointing at the workspace itself, inside it, or beside it, and
+# whether it is refused: in a folder list (LD_LIBRARY_PATH, GCONV_PATH, LOCPATH) and in a library list (LD_PRELOAD,
+# LD_AUDIT, where an entry without '/' is a library name searched in the library path, checked itself, and an empty
+# entry is nothing). Each entry follows an outside one after a colon (every variable splits on it).
+ENTRY_FORMS = {  # form: (entry, refused in a folder list, refused in a library list)
+    "the workspace root": (lambda ws, run, tmp: str(ws), True, True),
+    "the workspace root, trailing slash": (lambda ws, run, tmp: f"{ws}/", True, True),
+    "the workspace root through a link": (lambda ws, run, tmp: str(tmp / "ws-link"), True, True),
+    "the workspace root through '..'": (lambda ws, run, tmp: f"{ws}/lib/..", True, True),
+    "the workspace root, relative from the run folder": (lambda ws, run, tmp: "../..", True, True),
+    "a file at the workspace's top": (lambda ws, run, tmp: f"{ws}/evil.so", True, True),
+    "a subfolder": (lambda ws, run, tmp: f"{ws}/lib", True, True),
+    "the run folder": (lambda ws, run, tmp: str(run.dir), True, True),
+    "an empty entry (the run folder)": (lambda ws, run, tmp: "", True, False),
+    "a relative '.' (the run folder)": (lambda ws, run, tmp: ".", True, False),
+    "a relative './' (the run folder)": (lambda ws, run, tmp: "./", True, True),
+    "a folder beside the workspace, its name the workspace's and more": (lambda ws, run, tmp: f"{ws}-other/lib",
+                                                                          False, False),
+    "a folder outside the workspace": (lambda ws, run, tmp: str(tmp / "elsewhere"), False, False),
+    "the workspace's parent": (lambda ws, run, tmp: str(ws.parent), False, False),
+}
+LIBRARY_LISTS = ("LD_PRELOAD", "LD_AUDIT")
+
+
+@pytest.mark.parametrize("name", list(LD_SEPARATORS))
+@pytest.mark.parametrize("form", list(ENTRY_FORMS))
+def test_every_form_of_a_loader_entry_at_or_in_the_workspace_is_refused_outright(workspace, tmp_path, monkeypatch,
+                                                                                  form, name):
+    """m7-gate-loader-workspace-itself: the workspace root itself (a stand-in libpython dropped at its top), in
+    every form it is written, is refused like any folder inside it, for every loader variable; what lies beside or
+    above it is not."""
+    run = _run(workspace)
+    (workspace / "lib").mkdir()
+    (tmp_path / "ws-link").symlink_to(workspace, target_is_directory=True)
+    build, in_folders, in_libraries = ENTRY_FORMS[form]
+    entry = build(workspace, run, tmp_path)
+    monkeypatch.setenv(name, f"/usr/lib:{entry}")
+    _record(run)  # recorded with it: only the workspace refusal can close the gate
+    refusals = interpreter_refusals(run)
+    said = " ".join(r.message for r in refusals)
+    if in_libraries if name in LIBRARY_LISTS else in_folders:
+        assert len(refusals) == 1 and "inside the workspace" in said and f"{name}: {entry}" in said, (form, said)
+    else:
+        assert refusals == [], (form, said)
+
+
+def _separated(name: str, sep: str, position: int, inside: str) -> str:
+    """Three entries of `name` joined by `sep`, the one at `position` inside the workspace."""
+    entries = ["/usr/lib/x86_64-linux-gnu/libm.so.6" if name in LIBRARY_LISTS else "/usr/lib/x86_64-linux-gnu",
+               "/opt/cuda/lib64/libcudart.so" if name in LIBRARY_LISTS else "/opt/cuda/lib64"]
+    entries.insert(position, inside)
+    return sep.join(entries)
+
+
+# Each separator, an entry inside the workspace in each position.
+SEPARATORS = [(name, sep) for name, seps in LD_SEPARATORS.items() for sep in seps]
+SEPARATORS += [("LD_PRELOAD", " : "), ("LD_PRELOAD", "  ")]
+
+
+def test_every_loader_path_variable_has_its_separators_in_the_table():
+    assert set(LD_SEPARATORS) == set(LOADER_PATHS), set(LD_SEPARATORS) ^ set(LOADER_PATHS)
+
+
+@pytest.mark.parametrize("position", [0, 1, 2], ids=["first", "middle", "last"])
+@pytest.mark.parametrize("name, sep", SEPARATORS, ids=[f"{n} {s!r}" for n, s in SEPARATORS])
+def test_an_entry_inside_the_workspace_is_refused_whatever_separates_it(workspace, monkeypatch, name, sep,
+                                                                       position):
+    """m7-gate-preload-space-unsplit: LD_PRELOAD='libm.so.6 <workspace>/evil.so' is two libraries to ld.so, the
+    second inside the workspace: refused, in every position and with every separator ld.so splits on."""
+    run = _run(workspace)
+    inside = f"{workspace}/evil.so" if name in LIBRARY_LISTS else f"{workspace}/lib"
+    monkeypatch.setenv(name, _separated(name, sep, position, inside))
+    _record(run)
+    refusals = interpreter_refusals(run)
+    said = " ".join(r.message for r in refusals)
+    assert len(refusals) == 1 and f"{name}: {inside} -> " in said, (sep, position, said)
+
+
 @pytest.mark.parametrize("value", ["/usr/lib/x86_64-linux-gnu", "$ORIGIN/../lib", "libjemalloc.so.2"])
 def test_a_loader_path_outside_the_workspace_recorded_by_the_verdict_passes(workspace, monkeypatch, value):
     """What the reviewer's own environment loads from outside the workspace, unchanged, is trusted (CUDA's

@@ -108,9 +108,14 @@ def test_the_mutated_lines_are_widened_to_their_statement(lane, tmp_path):
     # an area whose judges are slow (they start processes coverage does not follow) adds its files
     ({5: {"tests/test_a.py::t1"}}, "", ("tests/test_a.py::t1",), ("tests/test_rule.py",),
      "judged by 1 test that runs this line and the area's slow files"),
-    # a line run only at import (no test's context): the area's files
-    ({5: {""}, 9: {"tests/test_a.py::t1"}}, "not slow", (), ("tests/test_rule.py",),
-     "by the area's files: its line runs only at import"),
+    # a line run only at import (no test's context): every test that runs a line of its module (not one that
+    # fails unmutated); a slow area's files too; where no test runs its module, the area's files
+    ({5: {""}, 8: {"tests/test_c.py::bad"}, 9: {"tests/test_a.py::t1", "tests/test_b.py::t2[x]"}}, "not slow",
+     ("tests/test_a.py::t1", "tests/test_b.py::t2[x]"), (), "judged by the 2 tests that run its module"),
+    ({5: {""}, 9: {"tests/test_a.py::t1"}}, "", ("tests/test_a.py::t1",), ("tests/test_rule.py",),
+     "judged by the 1 test that runs its module (its line runs only at import) and the area's slow files"),
+    ({5: {""}, 6: {""}}, "not slow", (), ("tests/test_rule.py",),
+     "by the area's files: its line runs only at import and no test runs its module"),
     # a line no fast test runs: the slow area's files, a fast area's nothing (its files' fast tests do not run it)
     ({9: {"tests/test_a.py::t1"}}, "", (), ("tests/test_rule.py",), "by the area's files: no fast test runs"),
     ({9: {"tests/test_a.py::t1"}}, "not slow", (), (), "no test runs this line and no area covers it"),
@@ -145,3 +150,16 @@ def test_the_coverage_map_names_the_tests_that_run_each_line(lane, tmp_path):
     assert ran[8] >= {"tests/test_rule.py::test_small[1]", "tests/test_rule.py::test_small[2]"}
     assert ran[1] == {""} and 12 not in ran  # LIMIT at import only; unused() never
     assert not covered.cached and lane.coverage_map(root, 120, cache=tmp_path / "cache").cached
+
+
+@pytest.mark.slow
+def test_a_pytest_killed_by_a_signal_is_an_error_not_a_catch(lane, tmp_path):
+    """A judging pytest killed by a signal (the OOM killer's SIGKILL) gave no verdict: an error naming the signal,
+    which caught() does not count."""
+    root = tmp_path / "tree"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_killed.py").write_text(
+        "import os\nimport signal\n\n\ndef test_killed():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    area = lane.Area("rules", "rules", ("tests/test_killed.py",))
+    outcome, _ = lane.run_tests(root, area, 120)
+    assert outcome == "error (killed by signal 9)" and not lane.caught(outcome)

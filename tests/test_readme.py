@@ -21,7 +21,7 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "README.md"]
 HARNESSES = {"Claude Code": "claude plugin install", "Cursor": ".cursor/plugins", "Codex": "codex plugin add",
              "Gemini CLI": "gemini extensions link", "OpenCode": "opencode", "Copilot": "copilot plugin install"}
-SEQUENCE = ["evaluate-model", "emit-config", "sample-completions", "inspect-rewards", "record-inspection-verdict",
+SEQUENCE = ["emit-config", "evaluate-model", "sample-completions", "inspect-rewards", "record-inspection-verdict",
             "check-inspection-gate", "launch-training", "training-status", "diagnose-run", "promote-checkpoint",
             "export-model"]
 COMMAND = re.compile(r"(?<![\w/.@:<-])llm-finetuning ([a-z][a-z-]*)((?:[ \t]+[^\s&|;#`]+)*)")

@@ -116,3 +116,43 @@ def test_launch_never_tells_the_person_to_resume_a_run_resume_refuses(tmp_path, 
         proc, out = run_cli_json("resume-training", str(run_dir), *extra, here=True)
         assert proc.returncode == 1 and [r["gate"] for r in out["refusals"]] == ["state"], (extra, out)
         assert refused in out["refusals"][0]["message"], (extra, out["refusals"])
+
+
+PATCHES = {"sampling": {"temperature": 0.7}, "config": {"beta": 0.02}, "reward_config": {"reward_weights": [2.0]}}
+HAND_EDITS = {"none": {}, "sampling": {"top_p": 0.5}, "config": {"seed": 7}}
+
+
+@pytest.mark.parametrize("edited", sorted(HAND_EDITS))
+@pytest.mark.parametrize("patched", sorted(PATCHES))
+def test_a_patch_after_a_guard_stop_moves_only_its_own_pin_never_a_hand_edit(workspace, tiny_model, patched, edited):
+    """The whole table (issue 48, round 7): a run reviewed (the verdict's pins), its config then edited by hand in
+    no group, the sampling settings or the other settings, then stopped by its guard and resumed with a patch of a
+    sampling setting, another setting or the reward weights (apply_patch, as resume_training calls it). The
+    verdict's pin of the patch's group moves to the patched config only where the config still matched the review
+    there: a group edited by hand keeps its reviewed pin (the gate still refuses the edit), and no other pin moves."""
+    from mcp_server.inspection.pins import config_pins
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+    from mcp_server.training.resume_patch import apply_patch
+    from support import record_launch, write_signed
+
+    run = Run(emit_run(f"guard-{patched}-{edited}"))
+    reviewed = config_pins(run)
+    run.inspection.mkdir(exist_ok=True)
+    run.verdict.write_text(json.dumps({"verdict": "pass", "pins": reviewed}))
+    config = yaml.safe_load(run.config.read_text())
+    run.config.write_text(yaml.safe_dump({**config, **HAND_EDITS[edited]}, sort_keys=False))  # after the review
+    record_launch(run.dir, "g" * 32)
+    run.logs.mkdir(parents=True, exist_ok=True)
+    write_signed(run.stopped, {"step": 2, "by": "guard", "code": "entropy_collapse", "launch_id": "g" * 32})
+    write_signed(run.guard, {"mode": "stop", "step": 2, "stopped": {"code": "entropy_collapse", "step": 2},
+                             "findings": [{"code": "entropy_collapse", "severity": "error"}], "launch_id": "g" * 32})
+    refusals, _, _ = apply_patch(run, RunSpec.of_run(run), PATCHES[patched])
+    assert not refusals, refusals
+    verdict, now = json.loads(run.verdict.read_text()), config_pins(run)
+    moves = patched != edited
+    want = {group: now[group] if group == patched and moves else pin for group, pin in reviewed.items()}
+    assert verdict["pins"] == want, (patched, edited)
+    assert [u["pins"] for u in verdict.get("pin_updates", [])] == ([[patched]] if moves else [])
+    if edited != "none":
+        assert now[edited] != verdict["pins"][edited]  # the hand edit is still what the gate refuses

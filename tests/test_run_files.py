@@ -12,6 +12,7 @@ replaced; a door that blocks is stopped by an alarm and fails the row.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 from pathlib import Path
@@ -30,6 +31,7 @@ KINDS = {
 }
 SUCCEEDED = next(c for c in reversed(CELLS) if c.phase == "succeeded" and not c.variant)
 ANSWER_WITHIN_S = 10
+ANSWER_MORE_BYTES = 1 << 30
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +54,29 @@ class _Blocked(Exception):
     pass
 
 
+def _address_space() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _answer(call):
-    """call() within ANSWER_WITHIN_S, else _Blocked (a reader waiting on a pipe)."""
+    """call() within ANSWER_WITHIN_S, else _Blocked (a reader waiting on a pipe); and within ANSWER_MORE_BYTES of
+    address space beyond what the process holds, else MemoryError (a reader reading /dev/zero to its end, which an
+    alarm does not interrupt: without the bound, the machine's memory runs out before the row fails)."""
     def stop(*_):
         raise _Blocked(f"no answer within {ANSWER_WITHIN_S} s")
 
     previous = signal.signal(signal.SIGALRM, stop)
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    bound = _address_space() + ANSWER_MORE_BYTES
+    if limits[1] == resource.RLIM_INFINITY or bound < limits[1]:
+        resource.setrlimit(resource.RLIMIT_AS, (bound, limits[1]))
     signal.alarm(ANSWER_WITHIN_S)
     try:
         return call()
     finally:
         signal.alarm(0)
+        resource.setrlimit(resource.RLIMIT_AS, limits)
         signal.signal(signal.SIGALRM, previous)
 
 

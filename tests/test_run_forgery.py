@@ -667,3 +667,116 @@ def test_a_hand_written_record_never_changes_the_outcome_the_trainer_records(wor
     write_outcome(logs.parents[1], "succeeded", global_step=7)
     assert json.loads((logs / "outcome.json").read_text())["state"] == ("stopped" if forged == "stopped.json"
                                                                          else "failed")
+
+
+# ---------------------------------------------------------------- what a signature binds (issue 48, round 7)
+SIGNED_FILES = ("train/logs/train-begin.json", "train/logs/progress.jsonl", "train/logs/saves.jsonl",
+                "train/logs/stop-request.json", "train/logs/stopped.json", "train/logs/guard.json",
+                "train/logs/outcome.json", "train/logs/exit.json", "train/logs-attempt-1/outcome.json",
+                "train/logs-attempt-1/exit.json")
+
+
+def signed_records(run_dir: Path) -> dict[str, dict]:
+    """Every record a stopped run's trainer and launcher signed, by the file it was written to (a line of a ledger:
+    its last), one earlier attempt's logs beside them (resume_training keeps them as train/logs-attempt-1/)."""
+    from mcp_server.runs import Run
+
+    run = Run(run_dir)
+    write_signed(run.stop_request, {"time": 1.0, "launch_id": "s" * 32})
+    write_signed(run.guard, {**GUARD_STOP, "launch_id": "s" * 32})
+    attempt = run.attempt_logs(1)
+    attempt.mkdir()
+    for name in ("outcome.json", "exit.json"):
+        write_signed(attempt / name, json.loads((run.logs / name).read_text()))
+    return {name: json.loads((run_dir / name).read_text().splitlines()[-1] if name.endswith(".jsonl")
+                             else (run_dir / name).read_text()) for name in SIGNED_FILES}
+
+
+def test_a_signed_record_is_valid_only_in_the_file_it_was_written_to(workspace, tiny_model):
+    """The whole table: every signed evidence file of a run x copied onto every other one (another kind, or the
+    same kind of another attempt). A record's signature binds the file it was written for: the copy reads as no
+    record there, and the original still reads as its own."""
+    from mcp_server.evidence import valid_run
+    from mcp_server.runs import Run
+
+    run = Run(ended_run(workspace, tiny_model, "stopped", "stopped"))
+    records = signed_records(run.dir)
+    assert set(records) == set(SIGNED_FILES)
+    read_where_written = [name for name, record in records.items() if not valid_run(run, run.dir / name, record)]
+    assert read_where_written == []
+    copies = [(src, dst) for src, record in records.items() for dst in SIGNED_FILES
+              if dst != src and valid_run(run, run.dir / dst, record)]
+    assert copies == [], f"{len(copies)} copies read as recorded where copied, e.g. {copies[:3]}"
+
+
+def test_a_stop_request_copied_over_stopped_json_never_makes_a_run_stopped(workspace, monkeypatch):
+    """A row of the table above through the trainer's own door: the launcher's signed stop-request.json (the same
+    launch, a {time, launch_id} record) copied onto stopped.json while the run trained. write_outcome reads
+    stopped.json to tell a stop from a success: the copy is no record there, and the run that trained well
+    succeeds."""
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.progress import write_outcome
+
+    monkeypatch.setenv("LLM_FINETUNING_LAUNCH_ID", "c" * 32)
+    run = Run(workspace / "runs" / "copied")
+    run.logs.mkdir(parents=True)
+    write_signed(run.stop_request, {"time": 1.0, "launch_id": "c" * 32})
+    shutil.copy(run.stop_request, run.stopped)
+    write_outcome(run.dir, "succeeded", global_step=4)
+    assert json.loads(run.outcome.read_text())["state"] == "succeeded"
+    write_signed(run.stopped, json.loads(run.stop_request.read_text()))  # the trainer's own stop: it decides
+    write_outcome(run.dir, "succeeded", global_step=4)
+    assert json.loads(run.outcome.read_text())["state"] == "stopped"
+
+
+# ---------------------------------------------------------------- where the key may live (issue 48, round 7)
+STATE_DIR_FORMS = ("direct", "link", "link-to-link", "relative", "dot-dot")
+
+
+def state_dir_in(form: str, target: Path, beside: Path, monkeypatch) -> None:
+    """LLM_FINETUNING_STATE_DIR naming `target` in `form`, every link and detour outside the workspace (in
+    `beside`)."""
+    import os
+
+    if form in ("link", "link-to-link"):
+        (beside / "link").symlink_to(target, target_is_directory=True)
+        named = beside / "link"
+        if form == "link-to-link":
+            (beside / "link2").symlink_to(named, target_is_directory=True)
+            named = beside / "link2"
+    elif form == "relative":
+        monkeypatch.chdir(beside)
+        named = Path(os.path.relpath(target, beside))
+    elif form == "dot-dot":
+        (beside / "elsewhere").mkdir()
+        named = beside / "elsewhere" / ".." / os.path.relpath(target, beside)
+    else:
+        named = target
+    monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(named))
+
+
+@pytest.mark.parametrize("where", ["inside", "workspace-itself", "outside"])
+@pytest.mark.parametrize("form", STATE_DIR_FORMS)
+def test_the_evidence_key_is_never_kept_inside_the_workspace_however_its_folder_is_named(workspace, tmp_path,
+                                                                                        monkeypatch, form, where):
+    """The whole table: the state folder named directly, through a link, a link to a link, a relative path or a
+    path with .. x a folder inside the workspace, the workspace itself, or outside it. Inside is refused in every
+    form, before any key is made there (anything that writes the workspace could read it and sign a run's
+    records); outside, the key is made and read."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evidence import key, state_dir
+
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    target = {"inside": workspace / "state", "workspace-itself": workspace, "outside": tmp_path / "keys"}[where]
+    target.mkdir(exist_ok=True)
+    state_dir_in(form, target, beside, monkeypatch)
+    if where == "outside":
+        assert len(key(create=True)) == 32 and state_dir().resolve() == target.resolve()
+        assert (target / "evidence.key").is_file()
+        return
+    for call in (lambda: key(create=True), state_dir):
+        with pytest.raises(UserInputError) as refused:
+            call()
+        assert "inside the workspace" in str(refused.value), (form, str(refused.value))
+    assert not (target / "evidence.key").exists()

@@ -129,8 +129,9 @@ def test_a_stop_that_times_out_leaves_the_run_stopping_and_loses_nothing(workspa
     states on the way are starting, running, stopping (the table's live rows)."""
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
     run_cli_json("list-runs", here=True, env=env)  # the doors' imports, before the clock of the start runs
-    # steps and a start long enough that a CLI call on a loaded 2-core machine (several seconds) fits inside one
-    run_dir, proc = start_trainer(workspace, "slow-steps", step=10, start=8)
+    # steps long enough that the in-process CLI calls below, on a loaded 2-core machine, fit inside one; a start
+    # long enough for the first status call (the doors' imports are done above)
+    run_dir, proc = start_trainer(workspace, "slow-steps", step=10, start=5)
     try:
         assert status(run_dir, env)["state"] == "starting"
         seen = until(run_dir, env, lambda s: (s["step"] or 0) >= 1)
@@ -244,14 +245,22 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
         end(proc)
 
 
-def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace):
+TICK_S = 4.0  # the stop's tick in the test below
+
+
+def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace, monkeypatch):
     """Issue 49: `stop-training` printed one line, then nothing during its 6-minute wait. A step longer than
     STOP_TICK_S: while the stop waits for it, a line every STOP_TICK_S on stderr (not a terminal here) names the
     step waited for, the seconds waited and the longest wait; stdout holds only the result."""
+    from mcp_server.training import status as status_module
     from mcp_server.training.stopping import STOP_TICK_S
 
+    # The cadence itself, not its length: the stop's ticks every TICK_S (its 30 s shortened for the test), a step
+    # 12 s longer than one tick; the shipped cadence is asserted in its own right.
+    assert STOP_TICK_S == 30.0
+    monkeypatch.setattr(status_module, "STOP_TICK_S", TICK_S)
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
-    run_dir, proc = start_trainer(workspace, "long-step", step=STOP_TICK_S + 12)
+    run_dir, proc = start_trainer(workspace, "long-step", step=TICK_S + 12)
     try:
         stop_proc = cli_here("stop-training", str(run_dir), env=env)
         assert stop_proc.returncode == 0 and "checkpoint saved" in stop_proc.stdout, (stop_proc.stdout,
@@ -259,7 +268,7 @@ def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace):
         lines = stop_proc.stderr.splitlines()
         still = [line for line in lines if "still waiting for its first step to end" in line]
         assert still and re.search(r", (\d+) s of at most 120 s", still[0]), lines
-        assert int(re.search(r", (\d+) s of at most", still[0]).group(1)) >= STOP_TICK_S, still
+        assert int(re.search(r", (\d+) s of at most", still[0]).group(1)) >= TICK_S, still
         assert "still waiting" not in stop_proc.stdout and "stopped at step 1" in stop_proc.stdout
     finally:
         end(proc)

@@ -62,6 +62,48 @@ def test_a_stopped_sampling_keeps_what_it_sampled(cpu_run):
     assert all(isinstance(s["completion"], list) for s in kept) and not cpu_run.samples.exists()
 
 
+def _stop_at(prefix: str):
+    def report(done, total, message):
+        if message.startswith(prefix):
+            raise Stopped
+
+    return report
+
+
+def test_a_stopped_sampling_is_continued_by_the_same_request(cpu_run):
+    """Issue 49: `sample-completions RUN --num-prompts 7 --batch-size 16` stopped once a batch was kept, then the
+    same command again, started from prompts 1-2 and took 653 s. The same request now continues from the kept
+    batches (a torn last line dropped) and ends with the file an uninterrupted pass writes, byte for byte."""
+    request = SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16)  # 2 prompts a call: 3 calls
+    sample_completions(request)
+    whole = cpu_run.samples.read_bytes()
+    with pytest.raises(Stopped):
+        sample_completions(request, report=_stop_at("sampled 4/"))
+    with cpu_run.samples_partial.open("a") as f:
+        f.write('{"id": 32, "prompt_ind')  # the stop tore the next line
+    seen = []
+    result = sample_completions(request, report=lambda done, total, message: seen.append(message))
+    assert "reusing 32 completions of prompts 1-4 kept from a stopped run of the same request" in seen, seen
+    assert [m.split(";")[0] for m in seen if m.startswith("sampled ")] == [  # only the last call ran
+        "sampled 5/5 prompts x 8, written to inspection/samples.partial.jsonl"], seen
+    assert result.num_samples == 40 and cpu_run.samples.read_bytes() == whole
+    assert not cpu_run.samples_partial.exists() and not (cpu_run.inspection / "samples.partial.meta.json").exists()
+
+
+def test_another_request_never_reuses_a_stopped_sampling(cpu_run):
+    hotter = SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16, temperature=0.5)
+    sample_completions(hotter)
+    whole = cpu_run.samples.read_bytes()
+    with pytest.raises(Stopped):
+        sample_completions(SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16),
+                           report=_stop_at("sampled 2/"))
+    seen = []
+    sample_completions(hotter, report=lambda done, total, message: seen.append(message))
+    assert ("samples.partial.jsonl was kept from a stopped run of another request (temperature differ): starting "
+            "over, nothing of it reused") in seen, seen
+    assert len([m for m in seen if m.startswith("sampled ")]) == 3 and cpu_run.samples.read_bytes() == whole
+
+
 def test_a_long_generate_call_reports_its_decode_steps(tiny_model):
     from mcp_server.generation import STEP_EVERY, generate_completions
     from mcp_server.model_ref import load_model
@@ -116,10 +158,10 @@ def test_the_time_left_counts_the_steps_that_ran_and_is_never_0_while_a_call_rem
     for step in range(1, 11):
         progress.step(0, step)
     progress.batch(1)  # the first call's completions all ended at token 10
-    assert lines[-1].endswith("; 0.9 decode steps/s, at most about 71 s left"), lines[-1]  # was 6.3/s, 10 s
+    assert lines[-1].endswith("; 0.9 decode steps/s, about 71 s left at that rate"), lines[-1]  # was 6.3/s, 10 s
     for step in range(1, 64):
         progress.step(1, step)
-    assert lines[-1].endswith("at most about 1 s left"), lines[-1]  # one step to go: never "0 s"
+    assert lines[-1].endswith("about 1 s left at that rate"), lines[-1]  # one step to go: never "0 s"
     progress.batch(2)
     assert " left" not in lines[-1], lines[-1]
 
@@ -143,7 +185,8 @@ def test_sampling_and_evaluation_lines_carry_the_rate_and_time_left_as_decoding_
     steps = [m for m in seen if m.startswith("sampling prompts 1-2 of 2: token ")]
     assert len(steps) >= 3 and steps[0].startswith("sampling prompts 1-2 of 2: token 1 of up to 24"), seen
     assert all("decode steps/s" in m for m in steps[1:]), "\n".join(steps)
-    assert all(", at most about " in m and m.endswith(" left") for m in steps[1:] if "token 24 of" not in m), steps
+    assert all(", about " in m and m.endswith(" left at that rate") for m in steps[1:] if "token 24 of" not in m), \
+        steps
     assert "decode steps/s" in next(m for m in seen if m.startswith("sampled 2/2 prompts x 8"))
 
     goldens = write_jsonl(make_task(6, seed=5), workspace / "goldens.jsonl")

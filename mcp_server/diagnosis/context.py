@@ -15,6 +15,7 @@ from mcp_server.recipe.learning_rate import LR_FAR_FACTOR, LR_RANGE
 from mcp_server.recipe.trl_fields import trl_defaults
 from mcp_server.recipe.variants import BASE_RECIPE, LORA_LEARNING_RATE
 from mcp_server.recipe.variants import variant_values
+from mcp_server.userfiles import read_json_if_present
 
 # Thresholds (why each value: see the rule using it).
 SPIKE_FACTOR = 10.0
@@ -26,6 +27,9 @@ ZERO_STD_ERROR, ZERO_STD_WARN = 0.9, 0.75
 SIGNAL_LOST_LOGS = 2  # logs in a row with no spread and no gradient (after the first) that make a lost signal
 # Share of completions cut at max_completion_length: healthy under 0.1 (references/trl-metrics.md).
 CLIPPED_WARN, CLIPPED_ERROR = 0.1, 0.5
+# Logged steps before completions_truncated judges at all: one log's share of a few cut completions is noise (issue
+# 49: 62% at step 1 was an ERROR, 37.5% at step 2 "healthy", 38% over four steps a WARNING, the cut unchanged).
+MIN_CUT_LOGS = 4
 NEVER_TERMINATE = 0.95  # clipped share at which (with no terminated completion) nothing ends at all
 FLAT_MIN_POINTS = 20
 ENTROPY_DROP = 0.4  # late/early entropy: collapse (warning)
@@ -116,6 +120,18 @@ class Ctx:
         self.run = run
         self.config = run.config or {}
         self._defaults: dict | None = None
+        self.too_early: list[str] = []  # what a rule saw while it had too few points to judge (the summary says it)
+
+    def review_truncated(self) -> str:
+        """"; the review measured N% (c of n) before training" when the run's inspection review says how many of
+        its samples were cut at the limit, else "": the share the run started from, beside the training one."""
+        review = read_json_if_present(self.run.home.review) if self.run.home is not None else None
+        result = review.get("result") if isinstance(review, dict) else None
+        cut = result.get("truncated") if isinstance(result, dict) else None
+        ids = review.get("reviewed_ids") if isinstance(review, dict) else None
+        if not isinstance(cut, int) or not isinstance(ids, list) or not ids:
+            return ""
+        return f"; the review measured {cut / len(ids):.0%} ({cut} of {len(ids)}) before training"
 
     def get(self, key: str, fallback=None):
         """The config's value, else the installed TRL's default (the generated table's when no training

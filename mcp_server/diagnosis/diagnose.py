@@ -164,6 +164,8 @@ def diagnose(source: Run | str | Path, config: str | Path | dict | None = None, 
     logged = run.lines_logged or len(run.rows)  # a long log's rows are a sample (metrics.read_progress_records)
     if problems:
         summary = f"{len(problems)} problem(s); first: {problems[0].code} ({problems[0].severity})"
+    elif run.rows and ctx.too_early:  # a rule with too few points is not a clean bill (issue 49)
+        summary = f"too early to judge ({logged} logged steps, to step {last_step}): " + "; ".join(ctx.too_early)
     elif run.rows:
         summary = f"healthy: no problems in {logged} logged steps (to step {last_step})"
     else:

@@ -12,6 +12,7 @@ from mcp_server.diagnosis.context import (
     ZERO_STD_WARN,
     CLIPPED_ERROR,
     CLIPPED_WARN,
+    MIN_CUT_LOGS,
     Ctx,
     LENGTH_COLLAPSE,
     NEVER_TERMINATE,
@@ -227,13 +228,26 @@ def rule_never_terminate(ctx: Ctx) -> list[DiagnosisFinding]:
                     "until the samples show why.")]
 
 
+def _too_early_to_cut(ctx: Ctx, clipped: list[tuple[int, float]]) -> list[DiagnosisFinding]:
+    """No finding from fewer than MIN_CUT_LOGS logs; a share worth a look is said in the summary instead, with the
+    share the review measured before training."""
+    share = sum(v for _, v in clipped) / len(clipped)
+    if share >= CLIPPED_WARN:
+        ctx.too_early.append(f"completions_truncated judges from {MIN_CUT_LOGS} logged steps; so far {share:.0%} of "
+                             f"completions hit {ctx.limit_text()}{ctx.review_truncated()}")
+    return []
+
+
 def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
     clipped = ctx.finite_series("completions/clipped_ratio")
     if not clipped:
         return []
+    if rule_never_terminate(ctx):  # nothing ending at all has its own rule
+        return []
+    if len(clipped) < MIN_CUT_LOGS:  # one cut completion of eight is 0.125: said, not judged (issue 49)
+        return _too_early_to_cut(ctx, clipped)
     late = ends([v for _, v in clipped], 0.5)[1]
-    # A warning needs a few logs (one cut completion of eight is 0.125); nothing ending at all has its own rule.
-    if late < CLIPPED_WARN or (late < CLIPPED_ERROR and len(clipped) < 4) or rule_never_terminate(ctx):
+    if late < CLIPPED_WARN:
         return []
     evidence = [Evidence(metric="completions/clipped_ratio", step=clipped[0][0], value=clipped[0][1]),
                 Evidence(metric="completions/clipped_ratio", step=clipped[-1][0], value=clipped[-1][1])]
@@ -297,7 +311,8 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
             "text")
     found = finding("completions_truncated", "error" if severe else "warning", evidence,
                     f"{late:.0%} of recent completions hit {ctx.limit_text()} before ending"
-                    + (" and the share is rising" if rising else "") + f" (healthy is under 10%): {harm}. " + fix,
+                    + (" and the share is rising" if rising else "")
+                    + f" (healthy is under 10%{ctx.review_truncated()}): {harm}. " + fix,
                     patch)
     found.add_rewards = add_rewards
     return [found]

@@ -24,7 +24,7 @@ from mcp_server.config import FIELD
 from mcp_server.dataset import check_prompt_column, read_file, reset_rows
 from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refuse_unparsed_template, trainer_name,
                                          turn_cost)
-from mcp_server.emission.fit import launch_text, model_size_b
+from mcp_server.emission.fit import cpu_time, launch_text, model_size_b
 from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import resolve_target
@@ -325,8 +325,9 @@ def _undo_emission_into(run: Run):
 
 def _nothing_kept(result: EmitResult, what: str) -> EmitResult:
     """A refused emission: its findings and the config it would have written come back; nothing stays on disk."""
-    return result.model_copy(update={"kept": f"NOT VALID: nothing was written ({what}); the config above is what "
-                                             "it would have been: fix what the findings name and emit again"})
+    return result.model_copy(update={"kept": f"NOT VALID: nothing was written ({what}): fix what the findings "
+                                             "name and emit again; the config it would have written is the "
+                                             "result's `config` (--json)"})
 
 
 def _kept(result: EmitResult, what: str) -> EmitResult:
@@ -387,4 +388,5 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         config=values,
         validation=validation,
         launch_command=command,
+        cpu_time=cpu_time(spec, request.finetune) if validation.valid else None,
     )

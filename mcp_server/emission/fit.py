@@ -4,6 +4,7 @@ fine-tuning mode (LoRA, QLoRA) is the person's choice, never applied: validation
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from mcp_server.config import FIELD
@@ -16,6 +17,7 @@ from mcp_server.memory.params import count_params
 from mcp_server.memory.settings import RunSettings
 from mcp_server.memory import planner
 from mcp_server.memory.planner import architecture_of
+from mcp_server.memory.estimate import step_estimate
 from mcp_server.recipe.runspec import RunSpec
 
 NOT_APPLIED = {"lora", "qlora"}  # a change of fine-tuning mode is asked for, not applied
@@ -124,3 +126,38 @@ def grow_vllm_share(recipe: Recipe, plan_of: Planner, request) -> Recipe:
         f"memory plan for {request.num_gpus}x {plan.gpu}: {share:.2f} of the GPU (TRL's default 0.3 leaves vLLM's KV "
         f"cache room for only part of a generation round, which it then batches slowly): its weights and {held} KV "
         f"cache, with 10% headroom (peak {grown.peak_gib:.1f} of {grown.capacity_gib:.1f} GiB)"), "plan")
+
+
+CPU_REHEARSAL_S = 1800  # a CPU run longer than this gets the advice of a rehearsal that finishes
+
+
+def cpu_time(spec: RunSpec, finetune: str) -> str | None:
+    """On a CPU target, the planner's step estimate (memory.estimate, at the speed this machine measures now) times
+    max_steps, and when that is over CPU_REHEARSAL_S, a rehearsal that finishes: the same run with LoRA, one
+    micro-batch a step and the steps that fit, with its own estimate (issue 49: a full fine-tune of smollm2-135m,
+    30 steps of 32 completions, took hours at 4-6 min a step, and emit said nothing of it). None off a CPU, or
+    where no estimate can be made (no torch and no stored probe)."""
+    if not spec.target.cpu:
+        return None
+    estimate = step_estimate(spec)
+    steps = spec.fields.get(FIELD.max_steps)
+    if estimate is None or not isinstance(steps, int) or steps <= 0:
+        return estimate.text if estimate else None
+    text = f"{estimate.text}; {steps} steps: about {_hours(estimate.step_s * steps)}"
+    if estimate.step_s * steps <= CPU_REHEARSAL_S:
+        return text
+    changes = {FIELD.use_peft: True, FIELD.gradient_accumulation_steps: 1}
+    smaller = step_estimate(dataclasses.replace(spec, values={**spec.values, **changes}))
+    one = smaller.step_s if smaller else estimate.step_s
+    fit = max(1, int(CPU_REHEARSAL_S // one))
+    flags = " ".join([*(["--finetune lora"] if finetune != "lora" else []), *(
+        ["--override gradient_accumulation_steps=1"] if spec.fields.get(FIELD.gradient_accumulation_steps, 1) != 1
+        else []), f"--override max_steps={fit}"])
+    return (text + f". Long for a CPU: a rehearsal that finishes, LoRA with one micro-batch a step, about "
+            f"{_hours(one)} a step, {fit} step{'s' if fit != 1 else ''} in about {_hours(fit * one)}: emit again with "
+            f"{flags} (a shorter max_completion_length, from sample_completions' length advice, shortens each)")
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"

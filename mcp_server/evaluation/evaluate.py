@@ -17,8 +17,11 @@ from mcp_server.dataset import load_rows
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
-from mcp_server.evaluation.models import EvaluateRequest, EvaluationResult, ItemResult
+from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
+from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.inspection.sampling_plan import model_size, sampling_plan
+from mcp_server.runs import resolve_run
 from mcp_server import smollm2
 from mcp_server.model_ref import SMOLLM2, TINY, known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
@@ -289,13 +292,17 @@ def summarise(items: list[ItemResult]) -> tuple[int, float, float, float]:
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silent) -> EvaluationResult:
+    budget, source = eval_budget(request)
+    request = request.model_copy(update={"max_new_tokens": budget})
     model_ref = resolve_loadable(request.model)
     goldens_path = resolve_goldens(request.goldens)
     rows = load_goldens(goldens_path)
     if request.limit:
         rows = rows[: request.limit]
     start = time.time()
-    report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens")
+    plan = _plan(model_ref, len(rows), budget, request.batch_size)
+    report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens, max_new_tokens {budget} ({source}); "
+                         f"plan: {plan['text']}")
     items = evaluate_rows(
         model_ref, rows, request.graders, request.max_new_tokens, request.batch_size, request.seed,
         loaded=loaded, report=report,
@@ -304,12 +311,38 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     result = EvaluationResult(
         model=request.model, model_path=str(model_ref), goldens=str(goldens_path),
         goldens_sha256=sha256_file(goldens_path), graders=request.graders, max_new_tokens=request.max_new_tokens,
+        max_new_tokens_from=source, plan=plan,
         seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
         seconds=round(time.time() - start, 2), items=items,
         warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
     _file_baseline(request, result)
     return result
+
+
+def eval_budget(request: EvaluateRequest) -> tuple[int, str]:
+    """(the completion limit, where it came from): the request's, else the run's max_completion_length (what
+    promote_checkpoint measures a baseline with: a baseline at another budget than the run trains with is not
+    comparable), else EVAL_TOKENS."""
+    if request.max_new_tokens is not None:
+        return request.max_new_tokens, "given"
+    if request.run is None:
+        return EVAL_TOKENS, "the default; --run RUN (MCP: run) takes a run's max_completion_length"
+    run = resolve_run(request.run)
+    config = run.read_config()
+    if not config:
+        raise UserInputError("run", f"{run.name} has no train/config.yaml: emit its config first, or give "
+                             "max_new_tokens")
+    value = GRPOView.given(config).max_completion_length
+    return int(value or EVAL_TOKENS), f"{run.name}'s max_completion_length" + ("" if value else " unset: the default")
+
+
+def _plan(model_ref, goldens: int, budget: int, batch_size: int) -> dict:
+    """sample_completions' plan for greedy decoding of the goldens, before the model loads."""
+    import torch
+
+    return sampling_plan(goldens, 1, budget, batch_size, "transformers", torch.cuda.is_available(),
+                         torch.get_num_threads(), *model_size(model_ref), goldens=True)
 
 
 def _file_baseline(request: EvaluateRequest, result: EvaluationResult) -> None:

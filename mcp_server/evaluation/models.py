@@ -14,6 +14,7 @@ from mcp_server.inputs import PathText, Request
 from mcp_server.rewards.spec import RewardSpec
 
 DEFAULT_GRADERS = [RewardSpec(name="correctness_reward")]
+EVAL_TOKENS = 256  # evaluate_model's completion limit without a run or max_new_tokens
 
 
 # ---------------------------------------------------------------- evaluate_model
@@ -33,7 +34,12 @@ class EvaluateRequest(Request):
         "or dotted paths). An item passes when every grader scores above 0 (binary pass/fail). "
         "Default: correctness_reward.",
     )
-    max_new_tokens: int = Field(default=256, ge=1, le=32768, description="Completion length limit (greedy decoding).")
+    max_new_tokens: int | None = Field(
+        default=None, ge=1, le=32768, description="Completion length limit (greedy decoding). Default: the run's "
+        f"max_completion_length when `run` is given (a baseline must decode as the run trains), else {EVAL_TOKENS}.")
+    run: PathText | None = Field(
+        default=None, description="The run this evaluation is for (a baseline of its base model): max_new_tokens "
+        "defaults to its max_completion_length, the budget promote_checkpoint then judges its checkpoint with.")
     seed: int = Field(default=3407, description="Seed fixed before decoding (greedy decoding is deterministic anyway).")
     batch_size: int = Field(default=64, ge=1, le=4096, description="Prompts decoded per generate call.")
     limit: int | None = Field(default=None, ge=1, description="Evaluate only the first `limit` goldens (smoke tests).")
@@ -62,6 +68,11 @@ class EvaluationResult(BaseModel):
     goldens_sha256: str = Field(description="sha256 of the goldens file's bytes: the fingerprint a comparison needs.")
     graders: list[RewardSpec] = Field(description="The verifiers used.")
     max_new_tokens: int = Field(description="Completion length limit used.")
+    max_new_tokens_from: str = Field(default="", description="Where that limit came from: the request, the run's "
+                                     "max_completion_length, or the default.")
+    plan: dict = Field(default_factory=dict, description="What was planned before the model loaded: completions, "
+                       "tokens at most, and the estimated seconds (typical and at most, with the load and the speed "
+                       "measured), as sample_completions plans.")
     seed: int = Field(description="Seed used.")
     n: int = Field(description="Items evaluated.")
     passed: int = Field(description="Items that passed.")

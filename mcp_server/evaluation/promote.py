@@ -33,7 +33,8 @@ from mcp_server.evaluation.evaluate import (
     baseline_unrecorded, baselines_of, default_graders, evaluate_model, evaluate_rows, item_passed,
     load_goldens, read_baseline, resolve_goldens, summarise, unpaid_warnings,
 )
-from mcp_server.evaluation.models import DriftResult, EvaluateRequest, ItemResult, PromoteRequest, PromotionResult
+from mcp_server.evaluation.models import (EVAL_TOKENS, DriftResult, EvaluateRequest, ItemResult, PromoteRequest,
+                                          PromotionResult)
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.model_ref import known_name, load_model, resolve_loadable
@@ -258,14 +259,21 @@ def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_r
                              "goldens this run is judged on: the goldens field (CLI: --goldens FILE), one of those "
                              "files")
     aside = f"; set aside: {'; '.join(skipped)}" if skipped else ""
-    if found:  # on one goldens file: the first measured stands (a later, looser grader never replaces it)
-        path, baseline = min(found, key=lambda item: (str(item[1].get("written_at")), item[0].name))
+    budget = int(GRPOView.given(config).max_completion_length or EVAL_TOKENS)  # what the run trains with
+    if found:  # on one goldens file: the first measured at the run's budget stands (a later, looser grader never
+        # replaces it), else the first measured (issue 49: a baseline at 256 tokens for a run that trains with 24)
+        path, baseline = min(found, key=lambda item: (item[1].get("max_new_tokens") != budget,
+                                                      str(item[1].get("written_at")), item[0].name))
         _check_baseline(run, path, baseline)
         mine = "" if skipped or ours is None or any(_grader_key(g) in {_grader_key(r) for r in ours}
                                                     for g in baseline.get("graders") or []) else \
             " (no baseline is graded by this run's rewards: the baseline's graders decide)"
+        tokens = "" if baseline.get("max_new_tokens") == budget else (
+            f" (decoded with up to {baseline.get('max_new_tokens')} tokens, the run trains with {budget}: the "
+            "checkpoint is decoded as the baseline was, so they compare, but not at the run's budget; evaluate_model "
+            "with run RUN measures a baseline at it)")
         return path, baseline, (f"{path.name}: {name} graded by {_names(baseline.get('graders'))} on "
-                                f"{baseline.get('goldens')}{mine}{aside}")
+                                f"{baseline.get('goldens')}{mine}{tokens}{aside}")
     if not request.goldens:
         raise UserInputError(
             "goldens",
@@ -273,7 +281,7 @@ def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_r
             "model first (evaluate_model) or pass goldens",
         )
     first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
-                                           max_new_tokens=int(GRPOView.given(config).max_completion_length or 256)),
+                                           max_new_tokens=budget),
                            report=stage_report(report, "baseline of the base model"))
     path = Path(first.baseline_path)
     return path, json.loads(path.read_text(encoding="utf-8")), f"{path.name}: measured now on {request.goldens}{aside}"

@@ -23,6 +23,20 @@ def refuse_if_launched(run: Run) -> None:
                          "sample, inspect and record its verdict there")
 
 
+def refuse_review_if_launched(run: Run) -> None:
+    """A launched run's review (review.md, review.json, review.jsonl) is what its verdict vouches for: the verdict
+    pins its digest, and the gate (a resume's, a re-check's) refuses a review that is not the one recorded. So
+    inspect_rewards never rewrites it (issue 49: inspect-rewards on a succeeded run replaced all three silently)."""
+    launched = run.launched_evidence()
+    if not launched:
+        return
+    raise UserInputError("run", f"{run.name} was launched (it holds {', '.join(launched[:4])}): its review "
+                         "(inspection/review.md, review.json, review.jsonl) is what the launch's verdict vouches "
+                         "for, so inspect_rewards never rewrites it. To score other rewards or new samples, "
+                         "emit_grpo_config (without run_dir) for a new run and sample and inspect there; "
+                         "sample_completions on this run keeps its samples apart, in inspection/explore-<n>/")
+
+
 def way_on_for(run: Run, how: str) -> str:
     """The way on, as this run allows it: a launched run's verdict is never recorded again
     (refuse_if_launched), so what leads there names what does."""

@@ -202,6 +202,24 @@ class SuspectSample(BaseModel):
     total: float = Field(description="Its total reward.")
 
 
+class BuiltReply(BaseModel):
+    row: int = Field(description="The data row it was built from (row_index).")
+    gold: str = Field(description="That row's gold (g).")
+    wrong: str = Field(description="The wrong value used (w).")
+    built_to_be: Literal["right", "wrong", "as sampled"] = Field(
+        description="Right or wrong by construction, or a real sample the reward paid, as written.")
+    form: str = Field(description="How it was built.")
+    text: str = Field(description="The reply as the reward received it.")
+    score: float | None = Field(description="The reward's score (None: it returned None or raised).")
+
+
+class RewardProbe(BaseModel):
+    reward: str = Field(description="The reward tried.")
+    flagged: bool = Field(description="It paid a reply built to be wrong, or right and wrong alike.")
+    reasons: list[str] = Field(description="What it paid, with the reply and the score.")
+    replies: list[BuiltReply] = Field(description="Every reply built and its score (reproducible).")
+
+
 class InspectResult(BaseModel):
     run_dir: str = Field(description="The run directory.")
     review_md_path: str = Field(description="inspection/review.md: the sheet a person reads.")
@@ -223,6 +241,9 @@ class InspectResult(BaseModel):
     malformed: int | None = Field(description="Samples the format reward scores 0 (None without a format reward).")
     truncated: int = Field(description="Samples cut off at the length limit.")
     likely_misscored: list[SuspectSample] = Field(description="Samples most likely scored wrongly: read these first.")
+    reward_probes: list[RewardProbe] = Field(
+        default_factory=list, description="Each reward of unknown rule or verifier tried on replies built to be "
+        "right or wrong from the run's rows (inspection/reward_probes.py): read a flagged one first.")
     success_rule: str = Field(description="What counted as a success.")
     base_success_rate: float = Field(
         description="Share of prompts with at least one success among their k samples (pass@k on the base model), "

@@ -384,7 +384,8 @@ def _sources(entries) -> dict[str, str]:
 def _data_diff(before, after) -> str:
     """What changed in the data pin, by file and field, not as JSON."""
     old, new = _sources(before), _sources(after)
-    said = [f"{f}: its content changed" for f in old if f in new and old[f] != new[f]]
+    said = [f"{f}: " + ("not there (moved or deleted)" if new[f] is None and old[f] and not Path(f).exists() else
+                       "its content changed") for f in old if f in new and old[f] != new[f]]
     said += [f"{f} added" for f in new if f not in old] + [f"{f} no longer read" for f in old if f not in new]
     entries = [(b, a) for b, a in zip(before, after) if isinstance(b, dict) and isinstance(a, dict)] if isinstance(
         before, list) and isinstance(after, list) else []

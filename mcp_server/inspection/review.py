@@ -25,7 +25,9 @@ from mcp_server.inspection.models import (
     SuspectSample,
 )
 from mcp_server.inspection.files import read_run_rewards, read_samples, refuse_foreign_review_files
+from mcp_server.inspection.launched import refuse_review_if_launched
 from mcp_server.inspection.review_sheet import render_review
+from mcp_server.inspection.reward_probes import probe_rewards
 from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
 from mcp_server.inspection.suspects import gold_column, suspect_reasons
 from mcp_server.reporting import Report, silent
@@ -104,6 +106,11 @@ def _score(funcs, specs, samples: list[dict], report: Report = silent) -> list[l
     return scores
 
 
+def _score_one(func, spec: RewardSpec, samples: list[dict]) -> list[float]:
+    """One reward's scores on `samples`, called as TRL calls it (reward_probes' replies built to be right or wrong)."""
+    return _score([func], [spec], samples)[0]
+
+
 def _distribution(name: str, weight: float, values: list[float], groups: list[list[int]]) -> RewardDistribution:
     real = [v for v in values if not math.isnan(v)]
     hist = _histogram(real)
@@ -156,10 +163,17 @@ def _groups(samples: list[dict]) -> list[list[int]]:
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
+def _refuse_rewrite(run) -> None:
+    """inspect_rewards replaces its own review files, never a person's, and never a launched run's: the review a
+    launch went through is evidence (issue 49)."""
+    refuse_review_if_launched(run)
+    refuse_foreign_review_files(run, "inspect_rewards")
+
+
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
     """Score every sample (the base success rate uses them all); the sheet shows the first 50-100."""
     run = resolve_run(request.run)
-    refuse_foreign_review_files(run, "inspect_rewards")  # it replaces its own review files, never a person's
+    _refuse_rewrite(run)
     all_samples = read_samples(run)
     meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
     specs, source = _review_specs(request, run)
@@ -175,8 +189,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     all_totals = [_total(weights, [column[i] for column in all_scores]) for i in range(len(all_samples))]
     all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
                    for i in range(len(all_samples))]
-    # The sheet's samples: the first whole groups.
-    position = {id(s): i for i, s in enumerate(all_samples)}
+    position = {id(s): i for i, s in enumerate(all_samples)}  # the sheet's samples: the first whole groups
     shown = [position[id(s)] for s in samples]
     scores = [[column[i] for i in shown] for column in all_scores]
     totals, successes = [all_totals[i] for i in shown], [all_success[i] for i in shown]
@@ -219,6 +232,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
         malformed=malformed,
         truncated=truncated,
         likely_misscored=likely,
+        reward_probes=probe_rewards(funcs, specs, names, all_samples, all_scores, golds, _score_one),
         success_rule=success_rule_text(specs, request.success_threshold),
         base_success_rate=base_rate,
         base_success_interval=interval,

@@ -7,6 +7,7 @@ import json
 import re
 
 from mcp_server.inspection.models import InspectResult
+from mcp_server.model_ref import shown_name
 from mcp_server.runs import Run
 from mcp_server.userfiles import REVIEW_SHEET_TITLE
 
@@ -62,21 +63,43 @@ def render_review(result: InspectResult, rows: list[dict], meta: dict, run: Run)
         "## Read these first: likely mis-scored",
         "",
     ]
-    if result.likely_misscored:
-        lines += [
-            f"- Sample {s.id} (prompt {s.prompt_index}): " + "; ".join(s.reasons) for s in result.likely_misscored
-        ]
-    else:
+    lines += [f"- Reward `{p.reward}`: " + "; ".join(p.reasons) for p in result.reward_probes if p.flagged]
+    lines += [f"- Sample {s.id} (prompt {s.prompt_index}): " + "; ".join(s.reasons) for s in result.likely_misscored]
+    if lines[-1] == "":
         lines.append("- none flagged (still read the samples: the checks are heuristics)")
-    lines += ["", "## Samples", "", *_samples(result, rows)]
+    lines += ["", "## Samples", "", *_samples(result, rows), *_built_replies(result)]
     return "\n".join(lines) + "\n"
+
+
+def _built_replies(result: InspectResult) -> list[str]:
+    """The replies reward_probes built to be right or wrong, and what each reward paid them: how to reproduce a
+    flag (call the reward on the reply, the row's prompt and columns)."""
+    if not result.reward_probes:
+        return []
+    lines = ["## Replies built to be right or wrong", "",
+             "Each reward of unknown rule (and each answer verifier) was called as training calls it, with a data "
+             "row's prompt and columns, on replies built from that row: right ones (the gold g alone, \"The answer "
+             "is g.\", \"g, not w\"), wrong ones (w alone, \"The answer is w.\", \"w, not g\"), and a real sample "
+             "the reward paid, as sampled, then wrong: with \" Actually, the answer is w.\" appended, and with g "
+             "replaced by w. w is another row's gold of g's length, else g+1 or g-1. Flagged: a wrong reply paid at "
+             "least as much as its twin; a reward that pays neither bare right form needs a format, and only its "
+             "swapped samples count (mcp_server/inspection/reward_probes.py).", ""]
+    for probe in result.reward_probes:
+        judged = any((b.score or 0) > 0 for b in probe.replies if b.built_to_be != "wrong")
+        verdict = "FLAGGED" if probe.flagged else "no flag" if judged else "nothing to judge (it paid no right reply)"
+        lines += [f"### {probe.reward}: {verdict}", "",
+                  "| row | g | w | built to be | how | reply | score |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {b.row} | {_code(b.gold)} | {_code(b.wrong)} | {b.built_to_be} | {b.form} | "
+                  f"{_code(_readable(b.text)[:160]).replace('|', '&#124;')} | {_fmt(b.score)} |" for b in probe.replies]
+        lines.append("")
+    return lines
 
 
 def _summary(result: InspectResult, meta: dict) -> list[str]:
     """The summary's bullets: what was sampled and scored, the base success rate, lengths, counts, warnings."""
     lines = [
         f"- Samples: {result.num_samples} ({result.num_prompts} prompts x {result.samples_per_prompt})"
-        + (f", model `{meta['model']}`" if meta.get("model") else "")
+        + (f", model `{shown_name(meta['model'])}`" if meta.get("model") else "")
         + (f", engine {meta['engine']}" if meta.get("engine") else "")
         + "".join(f", {k} {v}" for k, v in (meta.get("generation") or {}).items() if v is not None),
         f"- Rewards ({result.rewards_source}): "

@@ -1,14 +1,28 @@
 """Where sample_completions writes and what each line holds: the run's inspection/samples.jsonl, or on a launched run
 a fresh inspection/explore-<n>/ (issue 49: sampling a launched run deleted the review behind its launch); each
-finished generate call appended to samples.partial.jsonl, and what a stopped sampling kept, in one line."""
+finished generate call appended to samples.partial.jsonl, and what a stopped sampling kept, in one line.
+
+A stopped sampling's batches are reused (issue 49: the same request after Ctrl-C started again from prompts 1-2
+and took 653 s): samples.partial.meta.json, beside the partial file, records what decides the completions (the
+model and its files, the prompts as rendered, every sampling setting, the seed, the batching, the threads) and,
+after each batch, how many lines it holds and torch's generator state for the next batch. The same request
+continues from the last whole batch, so the file it ends with is an uninterrupted pass's; any other starts over
+and says which settings differ (never mixes two requests in one file).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+from mcp_server.generation import rng_state
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
+from mcp_server.userfiles import read_json_if_present
+from mcp_server.workspace import atomic_write_json, atomic_write_text
+
+PARTIAL_META = "samples.partial.meta.json"
 
 
 def kept_note(run: Run) -> str:
@@ -18,7 +32,7 @@ def kept_note(run: Run) -> str:
     if not lines:
         return "sampling stopped (Ctrl-C) before any completion was written; nothing was kept"
     return (f"sampling stopped (Ctrl-C): {lines} completions kept in {partials[-1]}; samples.jsonl was not "
-            "written (sample again for a review)")
+            "written (the same command again continues from them)")
 
 
 def outputs(run: Run, launched: list[str]) -> dict[str, Path]:
@@ -37,19 +51,100 @@ def explored_note(run: Run, path: Path, launched: list[str]) -> str:
             "verdict, emit a new run from the checkpoint.")
 
 
-def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
-            prompt_column: str, conversational: bool):
-    """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
-    stopped run keeps them), then its progress line."""
-    partial.parent.mkdir(parents=True, exist_ok=True)
+def partial_meta(partial: Path) -> Path:
+    return partial.with_name(PARTIAL_META)
+
+
+def sampled_request(used: dict, settings: dict, texts: list[str], row_indices: list[int], engine: str,
+                    batch_size: int, threads: int) -> dict:
+    """What decides the completions of a pass, as samples.partial.meta.json records it: the model and its files
+    (`used`: the pins samples.meta.json records), the prompts as the model reads them, every sampling setting and
+    the seed, the prompts per generate call and the threads (CPU numerics follow them)."""
+    prompts = hashlib.sha256(json.dumps([row_indices, texts], ensure_ascii=False).encode()).hexdigest()
+    keep = {k: v for k, v in settings.items() if k not in ("dataset", "dataset_config", "dataset_split")}
+    return json.loads(json.dumps({**keep, **used, "prompts_sha256": prompts, "engine": engine,
+                                  "prompts_per_call": max(1, batch_size // settings["n"]), "threads": threads},
+                                 sort_keys=True, default=str))
+
+
+def kept_batches(partial: Path, request: dict, n: int) -> tuple[tuple[list[list[dict]], dict] | None, str]:
+    """(the groups of a stopped pass of `request` up to its last whole batch and the generator's state after it,
+    what is reused in words), or (None, why it starts over); (None, "") when nothing was kept. A torn last line,
+    and a batch appended but not recorded, are dropped."""
+    if not partial.is_file():
+        return None, ""
+    meta = read_json_if_present(partial_meta(partial))
+    if not isinstance(meta, dict) or not isinstance(meta.get("request"), dict):
+        return None, (f"{partial.name} has no record of the request that sampled it ({PARTIAL_META}): starting "
+                      "over")
+    if meta["request"] != request:
+        differs = sorted(k for k in set(request) | set(meta["request"]) if request.get(k) != meta["request"].get(k))
+        return None, (f"{partial.name} was kept from a stopped run of another request ({', '.join(differs)} "
+                      "differ): starting over, nothing of it reused")
+    records = []
+    for raw in partial.read_bytes().split(b"\n")[:-1]:  # the last piece: empty, or a line torn by the stop
+        try:
+            records.append(json.loads(raw))
+        except ValueError:
+            break
+    batch = next((b for b in reversed(meta.get("batches") or []) if b["lines"] <= len(records)), None)
+    if batch is None:
+        return None, f"{partial.name} holds no whole batch: starting over"
+    groups: list[list[dict]] = [[] for _ in range(batch["prompts"])]
+    for record in records[: batch["lines"]]:
+        completion = record["completion"]
+        groups[record["prompt_index"]].append({
+            "text": completion if isinstance(completion, str) else completion[0]["content"],
+            "ids": record["completion_ids"], "finish_reason": record["finish_reason"]})
+    if any(len(g) != n for g in groups):
+        return None, f"{partial.name}'s kept batches are not whole groups of {n}: starting over"
+    return (groups, batch["rng"]), (f"reusing {batch['lines']} completions of prompts 1-{batch['prompts']} kept "
+                                    "from a stopped run of the same request")
+
+
+def continued(partial: Path, request: dict, n: int, engine: str, report, total: int):
+    """kept_batches for the transformers engine (vLLM samples in one call: nothing to continue), what it decided
+    reported: the same request continues a stopped pass, another one says why it starts over."""
+    kept, note = kept_batches(partial, request, n) if engine != "vllm" else (None, "")
+    if note:
+        report(len(kept[0]) if kept else 0, total, note)
+    return kept
+
+
+def finished(partial: Path) -> None:
+    """samples.jsonl is written: the partial file and its record go."""
     partial.unlink(missing_ok=True)
+    partial_meta(partial).unlink(missing_ok=True)
+
+
+def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: list[int], prompts: list,
+           prompt_column: str, conversational: bool, request: dict | None = None, kept: tuple | None = None):
+    """on_batch for generate_completions: each finished call's samples appended to samples.partial.jsonl (a
+    stopped run keeps them) and recorded with `request` and the generator's state in samples.partial.meta.json,
+    then its progress line. `kept`: kept_batches' groups and state (the file is cut to those groups)."""
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    batches = []
+    if kept:
+        kept = kept[0]
+        batches = [b for b in (read_json_if_present(partial_meta(partial)) or {}).get("batches", [])
+                   if b["prompts"] <= len(kept)]
+        lines = sample_records(rows, row_indices[: len(kept)], prompts[: len(kept)], kept, prompt_column,
+                               conversational)
+        atomic_write_text(partial, "\n".join(lines) + "\n")
+    else:
+        partial.unlink(missing_ok=True)
+        partial_meta(partial).unlink(missing_ok=True)
 
     def keep(start: int, new_groups: list[list[dict]]) -> None:
         end = start + len(new_groups)
         lines = sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
-                                conversational, first=start)
+                               conversational, first=start)
         with partial.open("a", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
+        if request is not None:
+            batches.append({"prompts": end, "lines": (batches[-1]["lines"] if batches else 0) + len(lines),
+                            "rng": rng_state()})
+            atomic_write_json(partial_meta(partial), {"request": request, "batches": batches})
         progress.batch(end)
 
     return keep

@@ -32,14 +32,15 @@ from mcp_server.inspection.files import clear_review, refuse_foreign_review_file
 from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
-from mcp_server.inspection.sample_files import explored_note, keeper, kept_note, outputs, sample_records
+from mcp_server.inspection.sample_files import (continued, explored_note, finished, keeper, kept_note, outputs,
+                                                sample_records, sampled_request)
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.generation import generate_completions, generate_vllm, plain_prompts_warning, render_prompt
-from mcp_server.model_ref import load_model, release_gpu, resolve_loadable
+from mcp_server.model_ref import load_model, release_gpu, resolve_loadable, shown_name
 from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
@@ -296,7 +297,7 @@ def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bo
 
 def _generate_transformers(
     model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent, progress=None,
-    on_batch=None,
+    on_batch=None, kept=None,
 ) -> list[list[dict]]:
     """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call;
     `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
@@ -311,7 +312,7 @@ def _generate_transformers(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
         seed=settings["seed"], report=report if progress is None else silent,
         message=f"sampled {{done}}/{{total}} prompts x {n}",
-        on_batch=on_batch, on_step=progress.step if progress else None,
+        on_batch=on_batch, on_step=progress.step if progress else None, kept=kept,
     )
     device = model.device.type
     del model
@@ -339,12 +340,11 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
         raise Interrupted(kept_note(run)) from None
 
 
-
-
-def _generate(engine: str, model_ref, texts, settings: dict, batch_size, report: Report, progress, keep) -> list:
-    """Each prompt's group of completions, from the engine chosen."""
+def _generate(engine: str, model_ref, texts, settings: dict, batch_size, report: Report, progress, keep,
+              kept=None) -> list:
+    """Each prompt's group of completions, from the engine chosen (`kept`: a stopped pass's, continued)."""
     if engine != "vllm":
-        return _generate_transformers(model_ref, texts, settings, batch_size, report, progress, keep)
+        return _generate_transformers(model_ref, texts, settings, batch_size, report, progress, keep, kept)
     if settings.get("load_kwargs"):
         raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
                              "files the trainer loads, and vLLM cannot load them that way: sample with engine "
@@ -376,21 +376,21 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     prompts = [rows[i][prompt_column] for i in row_indices]
     plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
                          _threads(), *model_size(model_ref))
-    report(0, k, f"plan: {plan['text']}; loading {model_ref} ({len(rows)} prompts in the data set)")
-
+    report(0, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)")
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
-    warnings = [plain_prompts_warning(model_ref)] if not conversational and getattr(tokenizer, "chat_template",
-                                                                                    None) else []
+    warnings = _plain_prompts_warnings(tokenizer, conversational, model_ref)
     for warning in warnings:
         report(0, k, f"warning: {warning}")
     partial = run.inside(files["partial"])
     progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
-    keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational)
+    asked = sampled_request(compared["used"], settings, texts, row_indices, engine, request.batch_size, _threads())
+    kept = continued(partial, asked, settings["n"], engine, report, k)  # a stopped pass of this request, or None
+    keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
     started = time.perf_counter()
-    groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep)
+    groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep, kept)
     seconds = time.perf_counter() - started
     report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
                  f"{plan['estimated_seconds_at_most']} s)")
@@ -399,7 +399,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         trained["model"] = compared["used"]["model"] = pinned_after_load(trained["model"], run)
     records = sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
     path = atomic_write_text(run.inside(files["samples"]), "\n".join(records) + "\n")
-    partial.unlink(missing_ok=True)
+    finished(partial)
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
                          _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
                          compared, trained)
@@ -433,12 +433,10 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     )
 
 
-
-
-
-
-
-
+def _plain_prompts_warnings(tokenizer, conversational: bool, model_ref: str) -> list[str]:
+    """The plain-prompts warning when a chat model (its tokenizer has a chat template) is given plain prompts."""
+    plain = not conversational and getattr(tokenizer, "chat_template", None)
+    return [plain_prompts_warning(shown_name(model_ref))] if plain else []
 
 
 def _samples_meta(run: Run, rows: list[dict], prompt_column: str, conversational: bool, model_ref,

@@ -43,11 +43,14 @@ def model_size(model) -> tuple[int | None, int | None, int]:
 
 def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int, engine: str, on_gpu: bool,
                   threads: int, params: int | None, layers: int | None, hidden: int = 0,
-                  cpu: cpu_speed.CpuThroughput | None = None, load: tuple[float, int] | None = None) -> dict:
+                  cpu: cpu_speed.CpuThroughput | None = None, load: tuple[float, int] | None = None,
+                  goldens: bool = False) -> dict:
     """What sampling will generate and an upper estimate of its time (every completion running to the limit); on
     a CPU from `cpu` (cpu_speed.probe: this machine measured with the threads sampling uses) at `load` (load
     average, cores: cpu_speed.load_now), both measured here when not given. The bound holds at the load it states:
-    the measured speed slowed to the share of the cores a new process gets there (cpu_speed.slowdown_at_load)."""
+    the measured speed slowed to the share of the cores a new process gets there (cpu_speed.slowdown_at_load).
+    `goldens`: evaluate_model's plan (one greedy completion per golden; issue 49: a baseline of 256 tokens a golden
+    ran for 10 minutes past its running estimate with no plan up front)."""
     per_call = max(1, batch_size // n)
     calls = math.ceil(num_prompts / per_call)
     sequences = min(per_call, num_prompts) * n
@@ -77,15 +80,20 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
                 f"{'both' if threads == 2 else f'all {threads}'} run, and scheduled apart that is {bound:.1f}x, the "
                 "bound"))
     size = f"a {params / 1e6:,.1f}M-parameter model" if params is not None else "a model of unknown size"
-    text = (f"{num_prompts} prompts x {n} = {completions} completions of up to {max_new_tokens} tokens "
-            f"({completions * max_new_tokens:,} tokens at most) from {size} with {engine} on {host}")
+    text = (f"{num_prompts} goldens, greedy: {completions} completions" if goldens else
+            f"{num_prompts} prompts x {n} = {completions} completions") + (
+        f" of up to {max_new_tokens} tokens ({completions * max_new_tokens:,} tokens at most) from {size} with "
+        f"{engine} on {host}")
     if seconds is not None:
         about = duration(typical if typical is not None else seconds)
         text += (f": about {about}" + (f", at most {duration(seconds)}" if about != duration(seconds) else " at most")
                  + f"{at_load} ({calls} generate call{'s' if calls != 1 else ''} of "
                  f"{sequences} sequences, {max_new_tokens} decode steps each, at this machine's present speed"
                  f"{shared}; the progress lines give the measured rate)")
-    if not on_gpu and completions > MIN_REVIEW_SAMPLES and (typical or seconds or 0) > 600:
+    if goldens and not on_gpu and (typical or seconds or 0) > 600:
+        text += (". Long for a CPU: max_new_tokens shrinks it; evaluating for a run, give it (CLI: --run RUN) and "
+                 "the limit is the run's max_completion_length, what it trains and is promoted with")
+    elif not on_gpu and completions > MIN_REVIEW_SAMPLES and (typical or seconds or 0) > 600:
         text += (f". Long for a CPU: fewer prompts (num_prompts {max(1, -(-MIN_REVIEW_SAMPLES // n))} gives the "
                  "review's 50 samples) or a shorter max_completion_length in the config shrink it")
     return {"num_prompts": num_prompts, "n": n, "completions": completions, "max_new_tokens": max_new_tokens,

@@ -20,6 +20,8 @@ a restated operand, and 0 is the right score):
   reading (two candidates, a hedge, a lone number word said in passing, an echo that equals the gold) flags
   nothing. Such a reward is taken to pay > 0 for a right answer and <= 0 for a wrong one: partial credit reads
   as paid.
+On a task whose gold is always in the question ("Which number is larger, 15 or 38?") no reading of the reply can
+judge a reward: reward_probes.py tries the reward on replies built to be right or wrong instead.
 The looser parse peels markdown emphasis (`**8**`) and reads the final stated answer of a block ("1 + 5 = 6").
 tests/test_inspection_gate.py measures the list's precision and recall on labelled sample sets (for a
 person's own reward: issue 49's walk, its real completions and the task's shapes).

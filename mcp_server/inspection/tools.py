@@ -44,12 +44,20 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     return record_inspection_verdict(request)
 
 
+def _model_line(model: str) -> str:
+    """The name a person knows the model by, and where it loaded from when that is another path (issue 49)."""
+    from mcp_server.model_ref import shown_name
+
+    name = shown_name(model)
+    return model if name == model else f"{name} (loaded from {model})"
+
+
 def human_samples(r: SampleResult) -> str:
     return "\n".join(
         [
             f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in "
             f"{r.seconds:.1f}s",
-            f"  model:     {r.model}",
+            f"  model:     {_model_line(r.model)}",
             f"  plan:      {r.plan.get('text', '')}",
             f"  samples:   {r.samples_path}",
             f"  truncated: {r.truncated}",
@@ -79,6 +87,7 @@ def human_inspection(r: InspectResult) -> str:
     ]
     for d in r.distributions:
         lines.append(f"  {d.name:<24} mean {d.mean}  std {d.std}  min {d.min}  max {d.max}  zeros {d.zero_share:.0%}")
+    lines += [f"  CHECK reward {p.reward}: {'; '.join(p.reasons)}" for p in r.reward_probes if p.flagged]
     lines += [f"  CHECK sample {s.id}: {'; '.join(s.reasons)}" for s in r.likely_misscored]
     lines += [f"  warning: {w}" for w in r.warnings]
     lines.append(("  ROUTE: SFT FIRST. " if r.route == "sft_first" else "  next: ") + r.next_step)

@@ -17,6 +17,7 @@ imports (TRL, datasets) happen inside the functions: the light server imports th
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import re
@@ -26,7 +27,8 @@ from mcp_server.config.loader import parse_config, train_dataset  # noqa: F401 -
 
 from mcp_server.errors import UserInputError
 from mcp_server.config.fields import pinned
-from mcp_server.inspection.pins import SAMPLING_KEYS, hub_snapshot, model_pin
+from mcp_server.inspection.pins import (GLOB_CHARS, SAMPLING_KEYS, _data_files, _entry_base, hub_snapshot,
+                                        model_pin)
 from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
 
@@ -132,12 +134,40 @@ def fingerprint(run: Run, dataset, config: dict, column: str, script_args, train
     }
 
 
+def missing_data(run: Run, config: dict | None = None) -> UserInputError | None:
+    """The refusal for a local data file train/config.yaml names that is not there (moved or deleted since the run
+    was emitted), naming the field (`datasets[i].data_files`, or `dataset_name`), the path and the way on; None
+    when every local one is there (a hub data set is the loader's to find). Issue 49: a moved file reached the
+    user as `unexpected FileNotFoundError`."""
+    config = run.read_config() if config is None else config
+    gone = []
+    if isinstance(config.get("dataset_name"), str) and Path(config["dataset_name"]).expanduser().is_absolute():
+        path = Path(config["dataset_name"]).expanduser()
+        gone = [] if path.exists() else [("dataset_name", path)]
+    for i, entry in enumerate(config.get("datasets") or []):
+        base = _entry_base(entry.get("path"), entry.get("data_dir"), run) if isinstance(entry, dict) else None
+        for pattern in _data_files(entry.get("data_files")) if base is not None else []:
+            full = Path(pattern).expanduser() if Path(pattern).expanduser().is_absolute() else base / pattern
+            there = (glob.glob(str(full), recursive=True) if any(c in pattern for c in GLOB_CHARS)
+                     else full.exists())
+            gone += [] if there else [(f"datasets[{i}].data_files", full)]
+    if not gone:
+        return None
+    field, path = gone[0]
+    return UserInputError(field, f"{path} (in {run.config}) is not there: moved or deleted since the run was "
+                          "emitted. Put the file back at that path, or emit a new run on its new place "
+                          "(emit_grpo_config's `dataset`); a run's data path is not edited in place (the "
+                          "inspection verdict pins the rows it reviewed).")
+
+
 def load_training_inputs(run: Run, cache_dir: str | Path, argv: list[str] | None = None) -> dict:
     """The run's training inputs read as train/train.py reads them, in the run directory: {dataset (prompt column
     renamed 'prompt'), training_args, model_args, fingerprint}; the rows are prepared in `cache_dir` (fresh and
     empty, kept while they are used). A config made for a GPU parses here with its precision switches off (they
     are no part of the fingerprint)."""
     config = run.read_config()
+    if missing := missing_data(run, config):
+        raise missing
     column = prompt_column(run)
     argv = ["--config", str(run.config), *(argv or [])]
     with contextlib.chdir(run.dir):

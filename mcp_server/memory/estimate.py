@@ -4,10 +4,13 @@ target the same model at the rates this machine measured (memory.cpu_speed)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+from pathlib import Path
 from typing import NamedTuple
 
+from mcp_server.config import FIELD
 from mcp_server.memory import cpu_speed
 from mcp_server.memory.params import count_params
 from mcp_server.memory.planner import architecture_of, plan
@@ -34,15 +37,33 @@ def cpu_threads(params: int) -> int:
         return os.cpu_count() or 1
 
 
+def _data_file(spec: RunSpec) -> Path | None:
+    """The run's JSONL data file, as train/config.yaml's first `datasets` entry names it (emission writes local
+    files so); None for anything else."""
+    entries = spec.fields.get(FIELD.datasets) or []
+    files = entries[0].get("data_files") if entries and isinstance(entries[0], dict) else None
+    files = files[0] if isinstance(files, list) and files else files
+    if not isinstance(files, str) or not files.endswith(".jsonl"):
+        return None
+    path = Path(files) if Path(files).is_absolute() or spec.base_dir is None else Path(spec.base_dir) / files
+    return path if path.is_file() else None
+
+
 def sampled_prompt_tokens(spec: RunSpec) -> int | None:
-    """About how many tokens the run's prompts take, from its inspection samples (four characters a token, the
-    chat template's markup counted as 16 tokens); None without samples."""
-    if spec.base_dir is None or not Run(spec.base_dir).samples.is_file():
+    """About how many tokens the run's prompts take, from its inspection samples, else the first rows of its JSONL
+    data (issue 49: at emission, with no samples yet, the planner's 512-token bound put a CPU step at hours) (four
+    characters a token, the chat template's markup counted as 16 tokens); None without either."""
+    source, column = Run(spec.base_dir).samples if spec.base_dir is not None else None, "prompt"
+    if source is None or not source.is_file():
+        source, column = _data_file(spec), spec.prompt_column or "prompt"
+    if source is None:
         return None
     sizes = []
     try:
-        for line in Run(spec.base_dir).samples.read_text(encoding="utf-8").splitlines()[:256]:
-            prompt = json.loads(line).get("prompt") if line.strip() else None
+        with source.open(encoding="utf-8") as lines:
+            rows = [json.loads(line) for line in itertools.islice(lines, 256) if line.strip()]
+        for row in rows:
+            prompt = row.get(column)
             if prompt is not None:
                 text = prompt if isinstance(prompt, str) else " ".join(
                     str(m.get("content", "")) for m in prompt if isinstance(m, dict))

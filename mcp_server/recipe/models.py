@@ -206,6 +206,9 @@ class EmitResult(BaseModel):
     validation: ValidationResult = Field(description="Validation of the emitted config for the target.")
     launch_command: str = Field(description="How to start it as the memory plan lays it out: train.py itself on one "
                                 "GPU, launch_training (accelerate, DeepSpeed, `trl vllm-serve`) on several.")
+    cpu_time: str | None = Field(default=None, description="On a CPU target: the planner's seconds per step at the "
+                                 "speed this machine measures, times max_steps, and when that is long a rehearsal "
+                                 "that finishes (LoRA, the steps that fit).")
     kept: str | None = Field(default=None, description="Set when the config is NOT VALID: a refused emission "
                              "(an unresolvable reward, a field or value TRL refuses) writes nothing (no new run "
                              "directory, a run_dir left as it was); one NOT VALID for its target's sizing keeps its "

@@ -105,7 +105,9 @@ def model_source(spec: RunSpec, architecture) -> dict | None:
 def rehearse(spec: RunSpec, architecture=None) -> Rehearsal:
     """The run rehearsed (see the module's docstring); `architecture`: (name, Architecture) when validation has it."""
     if not reachable_data(spec):
-        return Rehearsal(skipped="its data set is not on this machine (a hub data set is not downloaded to rehearse)")
+        gone = missing_data_file(spec)
+        return Rehearsal(skipped=f"its data set is not on this machine ({gone})" if gone else
+                         "its data set is not on this machine (a hub data set is not downloaded to rehearse)")
     model = model_source(spec, architecture)
     if model is None:
         return Rehearsal(skipped="its model's config.json is not on this machine and the catalog does not know it")
@@ -235,6 +237,17 @@ def _observed(seen: dict, spec: RunSpec) -> list[Finding]:
                     "in generation_kwargs overrides it (TRL applies generation_kwargs last)",
             fix="set the length with max_completion_length only, and drop it from generation_kwargs"))
     return out
+
+
+def missing_data_file(spec: RunSpec) -> str | None:
+    """The first absolute data file the config names that is not there, said with its field (issue 49: a moved
+    file read as "a hub data set is not downloaded"); None when there is none."""
+    for i, entry in enumerate(spec.fields.get(FIELD.datasets) or []):
+        files = entry.get("data_files") if isinstance(entry, dict) else None
+        for f in files if isinstance(files, list) else [files] if isinstance(files, str) else []:
+            if Path(str(f)).expanduser().is_absolute() and not Path(str(f)).expanduser().exists():
+                return f"datasets[{i}].data_files names {f}, which is not there: moved or deleted since emission?"
+    return None
 
 
 def reachable_data(spec: RunSpec) -> bool:

@@ -14,6 +14,7 @@ from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.recipe.models import Finding
 from mcp_server.generation import plain_prompts_warning
+from mcp_server.model_ref import shown_name
 from mcp_server.recipe.context import Context, Rule, finding
 from mcp_server.recipe.thinking import COMPLETION_LENGTH, has_chat_template, is_hybrid_thinking
 
@@ -385,7 +386,7 @@ def rule_plain_prompts(ctx: Context) -> list[Finding]:
     prompt = rows[0].get(ctx.prompt_column or "prompt") if rows and isinstance(rows[0], dict) else None
     if not isinstance(prompt, str) or not has_chat_template(str(model)):
         return []
-    return [finding("plain_prompts_for_chat_model", FIELD.datasets, "warning", plain_prompts_warning(model),
+    return [finding("plain_prompts_for_chat_model", FIELD.datasets, "warning", plain_prompts_warning(shown_name(model)),
                     "write each prompt as a list of chat messages (role/content), or use a base model")]
 
 

@@ -141,3 +141,8 @@ def same_answer(answer: str | None, gold, ignore_case: bool = False) -> bool:
         return a == g
     a, g = " ".join(str(answer).split()), " ".join(str(gold).split())
     return a.lower() == g.lower() if ignore_case else a == g
+
+
+def values_in(text: str) -> set:
+    """Every number the text writes, as digits or English words ("7", "seven", "twenty-one")."""
+    return {as_number(m.group(), words=True) for m in _TOKEN.finditer(plain(text))} - {None}

@@ -45,7 +45,8 @@ from mcp_server.training.launch_gates import (
 from mcp_server.training.launchers import LAUNCHERS, Launcher, LaunchPlan, Start, choose, launcher_of, read_target
 from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult, RunRequest
 from mcp_server.training.recording import record_in_git
-from mcp_server.training.resume_patch import apply_patch, apply_refilter, changed_text, last_good_checkpoint
+from mcp_server.training.resume_patch import (apply_patch, apply_refilter, changed_text, config_hash_refusal,
+                                              last_good_checkpoint)
 from mcp_server.training.runlock import RunLocked, run_lock
 from mcp_server.training.runrecord import checkpoints, passed_over, read_run_json
 from mcp_server.training.runstate import derive_state
@@ -76,8 +77,8 @@ def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_f
     written = launcher.write(run, plan)
     sha = spec.config_sha256 or sha256_file(run.config)
     commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
-    return launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, previous=read_run_json(run),
-                                                    resumed_from=resumed_from, **start))
+    return launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, config_values=spec.values,
+                                                    previous=read_run_json(run), resumed_from=resumed_from, **start))
 
 
 # ---------------------------------------------------------------- launch_training
@@ -229,14 +230,7 @@ def _resume_refusals(run: Run, record: dict, config: dict, patch: dict | None) -
     stop with a patch: the last one saved before the stop's step)."""
     refusals = []
     if run.config.exists() and sha256_file(run.config) != record.get("config_sha256"):
-        commit = record.get("git_commit")
-        refusals.append(GateRefusal(
-            gate="config_hash",
-            message=f"train/config.yaml changed since the run started (sha256 {sha256_file(run.config)[:12]} vs "
-            f"{str(record.get('config_sha256'))[:12]} at launch); the checkpoints belong to the old config",
-            how_to_clear=(f"restore the launched config (git show {commit}:<run>/train/config.yaml) " if commit else
-                          "restore the launched config ")
-            + "to resume, or emit a new run directory to train with the new one"))
+        refusals.append(config_hash_refusal(run, record, config))
     # The config training will write with: a patch's output_dir into another run would train over that run's
     # checkpoints and its promoted, exported model.
     patched = {**config, **patch} if isinstance(patch, dict) else config

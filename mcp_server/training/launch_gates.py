@@ -14,6 +14,7 @@ from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.inspection.launched import way_on_for
 from mcp_server.inspection.loader_env import LOADER_PART, inside_workspace, loader_change, loader_env_pin, loader_how
 from mcp_server.inspection.pins import python_change, python_how, training_python_pin
+from mcp_server.inspection.training_inputs import missing_data
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate
 from mcp_server.recipe.runspec import RunSpec
@@ -37,6 +38,9 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True,
     environment is no gate. `report`: one line per gate as it starts (issue 49: a minute of silence)."""
     report(0, None, "gates: the logs folder and the inspection verdict")
     refusals: list[GateRefusal] = link_refusals(run)
+    if missing := missing_data(run, spec.values):  # before the verdict's "content changed" (issue 49)
+        refusals.append(GateRefusal(gate="config", message=str(missing), how_to_clear="put the data file back where "
+                                    "train/config.yaml names it, or emit a new run on its new place"))
     gate = check_inspection_gate(run, spec)
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))

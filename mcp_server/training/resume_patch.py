@@ -26,14 +26,47 @@ from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.refilter import refilter_run
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
+from mcp_server.config.fields import pinned
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
 from mcp_server.training.runrecord import read_run_json, signed_record
-from mcp_server.workspace import atomic_write_json, atomic_write_text
+from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
 
 FIXED_PINS = ("model", "data")  # what no patch moves
+
+
+def config_hash_refusal(run: Run, record: dict, config: dict) -> GateRefusal:
+    """train/config.yaml edited since the launch: which fields changed (against run.json's launched_config), whether
+    the verdict pins each, and the way on: the launched values back and resume_training's patch for the fields a
+    patch may change (issue 49: a changed learning_rate was told only "restore the launched config")."""
+    launched, commit = record.get("launched_config"), record.get("git_commit")
+    head = (f"train/config.yaml changed since the run started (sha256 {sha256_file(run.config)[:12]} vs "
+            f"{str(record.get('config_sha256'))[:12]} at launch); the checkpoints belong to the old config")
+    restore = (f"restore the launched config (git show {commit}:<run>/train/config.yaml) " if commit else
+               "restore the launched config ")
+    changed = ({k: (launched.get(k), config.get(k)) for k in dict.fromkeys([*launched, *config])
+                if launched.get(k) != config.get(k)} if isinstance(launched, dict) else {})
+    if not changed:
+        same = ": its values are the launched ones (comments or layout differ)" if isinstance(launched, dict) else ""
+        return GateRefusal(gate="config_hash", message=head + same, how_to_clear=restore + "to resume, or emit a "
+                           "new run directory to train with the new one")
+    said = "; ".join(f"{k}: {json.dumps(old)} at launch, {json.dumps(new)} now"
+                     + (" (the inspection verdict pins it)" if pinned(k) else " (the verdict does not pin it)")
+                     for k, (old, new) in changed.items())
+    back = ", ".join(f"{k}: {json.dumps(old)}" for k, (old, _) in changed.items())
+    patch = {k: new for k, (_, new) in changed.items()}
+    if any(pinned(k) for k in changed):
+        way = (f"put the launched values back ({back}) to resume; a change of a field the verdict pins trains on "
+               "something nobody reviewed: emit a new run directory with it (or, after a guard stop, "
+               "resume_training's patch of the stop's finding)")
+    else:
+        way = (f"put the launched values back in train/config.yaml ({back}), then resume with the change as a "
+               f"patch: resume_training with patch {json.dumps(patch)} (CLI: llm-finetuning resume-training "
+               f"{run.name} --patch '{json.dumps(patch)}'), which validates it, records it in run.json and keeps "
+               "the launched config under archive/")
+    return GateRefusal(gate="config_hash", message=f"{head}: {said}", how_to_clear=way)
 
 
 def patch_problems(spec: RunSpec, patch: dict) -> list[str]:

@@ -91,7 +91,10 @@ def health_flags(run: Run) -> tuple[list[HealthFlag], str | None]:
         return [], f"diagnosis failed: {type(exc).__name__}: {exc}"
     flags = [HealthFlag(code=f.code, severity=f.severity, explanation=f.explanation, patch=f.patch or None)
              for f in result.findings]
-    return flags, None if flags else f"no health flags: {result.summary}"
+    if any(f.severity != "info" for f in flags):
+        return flags, None
+    # notes only (or none): the diagnosis' summary, "too early to judge" included (issue 49)
+    return flags, f"no health flags: {result.summary}" if not flags else f"no problems flagged: {result.summary}"
 
 
 # ---------------------------------------------------------------- plot

@@ -275,6 +275,7 @@ class Start:
 
     commit: str | None
     config_sha256: str | None = None  # of train/config.yaml as the launch read and validated it (RunSpec)
+    config_values: dict | None = None  # that config's mapping: run.json's launched_config (what a resume compares)
     previous: dict | None = None  # run.json before this launch (its history)
     resumed_from: str | None = None
     patch: dict | None = None

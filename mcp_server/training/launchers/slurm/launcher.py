@@ -134,6 +134,7 @@ class SlurmLauncher:
                         "train/launch.slurm` from the run directory")
         record = submit(run, details.layout, details.node_plan, {
             "command": plan.train_command, "python": details.layout.python, "config_sha256": config_sha,
+            "launched_config": start.config_values,
             "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run),
             "git_commit": start.commit, "strategy": plan.strategy, "num_processes": plan.num_processes,
             "num_nodes": plan.num_nodes, "accelerate_config": written.get("accelerate_config"),
