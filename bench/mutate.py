@@ -183,7 +183,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "rows logged out of order (a resumed run's re-logged steps) are read in file order: trends and first/last "
       "evidence are wrong"),
     M("diagnosis-truncated-last-line", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "broken = read.bad[:-1] if read.last_line_bad and read.records else read.bad", "broken = read.bad",
+      "broken = read.bad[:-1] if read.last_line_bad and (read.records or read.unsigned) else read.bad",
+      "broken = read.bad",
       "diagnose_run on a live run whose last progress line is half-written refuses the whole log"),
     M("diagnosis-zero-grad-level", "diagnosis", "mcp_server/diagnosis/context.py",
       "            if value > 0:\n                history.append(value)", "            history.append(value)",
@@ -511,7 +512,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the 'last' progress line is the first one in the log's last 64 KiB: list_runs shows an old step, the "
       "success check reads an old last-logged step, stop_training names the wrong step it waits for"),
     # diagnosis
-    M("m4-diagnosis-infinity-not-sampled", "diagnosis", "mcp_server/diagnosis/metrics.py",
+    M("m4-diagnosis-infinity-not-sampled", "diagnosis", "mcp_server/diagnosis/progress_log.py",
       '        for marker in (b"NaN", b"Infinity"):\n', '        for marker in (b"NaN",):\n',
       "a progress log over 8 MiB (hours of steps) with an Infinity loss or grad_norm between the sampled lines "
       "is diagnosed without it: the divergence is missed"),
@@ -635,15 +636,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       '',
       "a hand-written outcome.json 'succeeded' on a run whose run.json was removed reads succeeded though it never "
       "trained"),
-    M('x5-diagnosis-nan-not-sampled', 'diagnosis', 'mcp_server/diagnosis/metrics.py',
+    M('x5-diagnosis-nan-not-sampled', 'diagnosis', 'mcp_server/diagnosis/progress_log.py',
       '        for marker in (b"NaN", b"Infinity"):\n',
       '        for marker in (b"Infinity",):\n',
       'a NaN loss between the sampled lines of a progress log over 8 MiB is missed'),
     M('x5-diagnosis-sampled-lines-uncounted', 'diagnosis', 'mcp_server/diagnosis/metrics.py',
-      '    return read.records, read.lines if read.sampled else None',
-      '    return read.records, None',
+      '    return read.records, read.lines - read.unsigned if read.sampled else None, unsigned_note(read)',
+      '    return read.records, None, unsigned_note(read)',
       "a long progress log's steps_logged is the sample's size, not its lines"),
-    M('x5-diagnosis-sample-tail-dropped', 'diagnosis', 'mcp_server/diagnosis/metrics.py',
+    M('x5-diagnosis-sample-tail-dropped', 'diagnosis', 'mcp_server/diagnosis/progress_log.py',
       '    for offset, raw in found[-tail:]:\n',
       '    for offset, raw in found[:tail]:\n',
       "a long progress log's latest lines are not all read: last_step is older than the run's"),
@@ -793,12 +794,12 @@ MUTATIONS: tuple[Mutation, ...] = (
       "STEP_KEYS = (\"step\", \"global_step\", \"Step\", \"_step\", \"trainer/global_step\")",
       "a Trackio export (steps in train/global_step, logged every 10 steps) reads its rows as steps 1, 2, 3...: "
       "every finding names a step ten times too low, and train/global_step is read as a metric"),
-    M("m5-diagnosis-sampled-partial-lines", "diagnosis", "mcp_server/diagnosis/metrics.py",
+    M("m5-diagnosis-sampled-partial-lines", "diagnosis", "mcp_server/diagnosis/progress_log.py",
       "        if i and not handle.readline(PROGRESS_SAMPLE_READ).endswith(b\"\\n\"):\n"
       "            continue  # no line end near: a NUL run or an overlong line, read no further\n", "",
       "a progress log over 8 MiB is sampled from the middle of its lines: each cut line is not JSON, and "
       "diagnose_run refuses the log ('the line at byte N is not a JSON object')"),
-    M("m5-diagnosis-progress-cache-stale", "diagnosis", "mcp_server/diagnosis/metrics.py",
+    M("m5-diagnosis-progress-cache-stale", "diagnosis", "mcp_server/diagnosis/progress_log.py",
       "key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, exact, sample, tail)",
       "key = (str(path.resolve()), exact, sample, tail)",
       "a live run's progress log read again by the same server returns its first reading: diagnose_run and "
@@ -1042,8 +1043,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "warn = KL_WARN * beta / KL_REF_BETA",
       "at a tiny beta (0.001) the KL bounds fall under their floor: a KL of 0.05 is a kl_explosion warning"),
     M("k6-diagnosis-broken-middle-line-skipped", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "broken = read.bad[:-1] if read.last_line_bad and read.records else read.bad",
-      "broken = read.bad[:-1] if read.records else read.bad",
+      "broken = read.bad[:-1] if read.last_line_bad and (read.records or read.unsigned) else read.bad",
+      "broken = read.bad[:-1] if (read.records or read.unsigned) else read.bad",
       "a metrics log with a damaged line in its middle is read without it, silently, instead of refused "
       "naming the line"),
     M("k6-diagnosis-sparse-log-binary", "diagnosis", "mcp_server/diagnosis/metrics.py",
@@ -1297,8 +1298,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "host's limit allows (a descriptor flood the sandbox says it caps at 64)"),
     # runs: the keyed records, the launcher's exit record, the resume's pins, the log tail
     M("m7-evidence-file-unbound", "runs", "mcp_server/evidence.py",
-      '"scope": str(Path(os.path.abspath(scope)).resolve()), "file": file, "record": body}',
-      '"scope": str(Path(os.path.abspath(scope)).resolve()), "record": body}',
+      '    payload = _canonical({"scope": where, "file": file, "record": body})',
+      '    payload = _canonical({"scope": where, "record": body})',
       "a signed record copied to another evidence file of the same run (a checkpoint's digest into another "
       "checkpoint, train/logs/exit.json's {exit_code: 0} over another record of that shape) reads as recorded there: "
       "the signature no longer binds the file it was written for"),
@@ -1368,6 +1369,135 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if files_sha256 is None:\n",
       "the files read for the comparison are not checked against the verified pin: a weight file swapped in after "
       "the check's hash, and kept, compares equal to what loaded and trains unreviewed"),
+    # ------------------------------------------------------------------ round 8 (issue 48: a blind audit of the
+    # gate, the sandbox, the run states and diagnosis's inputs, written from the product code alone by someone who
+    # did not write the tests; 5 per area, none on a line an earlier mutation mutates; the effects of 16 of the 20
+    # probed on a scratch copy before they were added). First run (default judging, 2026-12-06, after merging main
+    # at 10:10): 9/20 caught (gate 3/5, sandbox 4/5, runs 0/5, diagnosis 2/5); m8-pins-glob-star-only could not be
+    # judged by default (two tests that fail unmutated on main run its line: test_difficulty_filter's 'launched'
+    # case, test_harnesses' drift check) and survives --by-area; two unjudged (stop_training's timeout and a live
+    # run's starting/running: no fast test runs them); no pytest error.
+    # gate: the recorded verdict's re-check, the gate's samples, the data pin's globs, the loader's folders, the
+    # trainer's package origins
+    M("m8-gate-record-pass-args-swapped", "gate", "mcp_server/inspection/gate.py",
+      '        if self.verdict == "pass" and pass_problem(self.agree, self.disagree, self.note):\n'
+      '            return pass_problem(self.agree, self.disagree, self.note)',
+      '        if self.verdict == "pass" and pass_problem(self.disagree, self.agree, self.note):\n'
+      '            return pass_problem(self.disagree, self.agree, self.note)',
+      "the gate re-checks a recorded pass with agree and disagree swapped: a pass recorded by "
+      "record_inspection_verdict with 6 agree and 2 disagree (and a note) reads 'not a verdict: a pass that disagrees "
+      "with 6 of the 8 scores is a fail' and the gate stays closed, while a hand-written verdict.json with 2 agree "
+      "and 6 disagree opens it"),
+    M("m8-gate-samples-exist-only", "gate", "mcp_server/inspection/gate.py",
+      "    if sha256_file(run.samples) != verdict.samples_sha256:",
+      "    if not run.samples.is_file():",
+      "inspection/samples.jsonl replaced after the verdict (other completions than the ones the person read) keeps "
+      "the gate open: nothing else compares the samples themselves with the verdict's samples_sha256 (the review "
+      "still holds the old hash, and no pin covers samples.jsonl)"),
+    M("m8-pins-glob-star-only", "gate", "mcp_server/inspection/pins.py",
+      "    if any(c in pattern for c in GLOB_CHARS):",
+      '    if "*" in pattern:',
+      "a data_files pattern with ? or [...] but no * ('data/shard-?.jsonl') is pinned as a hub name, not by the "
+      "files it matches: a shard edited or added after the verdict keeps the gate open, and the trainer trains on "
+      "data nobody reviewed"),
+    M("m8-gate-loader-entry-unresolved", "gate", "mcp_server/inspection/loader_env.py",
+      "            where = os.path.realpath(os.path.join(cwd, entry))",
+      "            where = os.path.abspath(os.path.join(cwd, entry))",
+      "LD_LIBRARY_PATH (or LD_PRELOAD, LD_AUDIT, GCONV_PATH) naming a link outside the workspace that leads into it "
+      "(/tmp/libs -> <workspace>/evil) is not refused outright: the links are not resolved, so a folder of libraries "
+      "the workspace holds loads into the trainer whenever the verdict was recorded from that shell"),
+    M("m8-trainer-allowed-root-unterminated", "gate", "mcp_server/training/trainer/verified_script.py",
+      "    return [os.path.realpath(p).rstrip(os.sep) + os.sep for p in recorded] or sorted(_installation_roots())",
+      "    return [os.path.realpath(p).rstrip(os.sep) for p in recorded] or sorted(_installation_roots())",
+      "the recorded site-packages is compared as a bare prefix: a shadow trl (or torch, transformers) in a sibling "
+      "folder such as .../site-packages-shadow/ put first on the path passes the trainer's origin check "
+      "(foreign_libraries, foreign_modules) and scores and trains what it likes"),
+    # sandbox: the values that cross, the memory sum, /tmp's size, the CPU budget's words, the v1 cgroup's clock
+    M("m8-harness-wire-negative-infinity", "sandbox", "mcp_server/rewards/harness_wire.py",
+      '    if tag == "float" and value in ("nan", "inf", "-inf"):',
+      '    if tag == "float" and value in ("nan", "inf"):',
+      "a correct solution that returns float('-inf') (a max over nothing, a log of 0) fails: 'the solution answered "
+      "with something that is not data (not data: float)', and its completion scores 0"),
+    M("m8-harness-watch-rss-pages", "sandbox", "mcp_server/rewards/harness_watch.py",
+      "            rss += int(fields[21]) * self.page",
+      "            rss += int(fields[21])",
+      "the sandbox's memory sum counts pages as bytes (4096x too little): forked children that together hold 3x "
+      "memory_mb (each under its own RLIMIT_AS) are never stopped by the tester; where there is no cgroup the "
+      "solution passes, where there is one only the kernel's larger group limit stops it"),
+    M("m8-sandbox-tmp-one-file", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      "    tmp_bytes = max(1, max_file_mb) * 4 * 1024 * 1024",
+      "    tmp_bytes = max(1, max_file_mb) * 1024 * 1024",
+      "the sandbox's /tmp holds max_file_mb (16 MB) in all, not 4x: a correct solution that writes two 10 MB files "
+      "to /tmp fails with 'OSError: [Errno 28] No space left on device'"),
+    M("m8-harness-cpu-signal-xcpu", "sandbox", "mcp_server/rewards/harness.py",
+      "if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF:",
+      "if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:",
+      "a solution that used up its CPU budget (a busy loop dies of its ITIMER_PROF's SIGPROF) is reported as 'the "
+      "solution process was killed by signal 27', not 'used its 0.5 s of CPU time': the reward's error no longer "
+      "says why"),
+    M("m8-sandbox-cgroup-v1-cpu-microseconds", "sandbox", "mcp_server/rewards/sandbox_cgroup.py",
+      '            return int(_read(self._file("cpuacct", "cpuacct.usage"))) / 1e9',
+      '            return int(_read(self._file("cpuacct", "cpuacct.usage"))) / 1e6',
+      "on a cgroup v1 host the group's CPU time (cpuacct.usage, nanoseconds) is read as microseconds, 1000x too "
+      "much: every sandbox that computes for a few milliseconds is killed as 'used its 0.5 s of CPU time' and "
+      "correct solutions score 0"),
+    # runs: the log tail's window, the stop's error line, the patched resume's checkpoint, a stop with no wait,
+    # a live run's train-begin marker
+    M("m8-runs-log-tail-window-bytes", "runs", "mcp_server/training/runstate.py",
+      "            handle.seek(max(0, handle.tell() - 256 * 1024))",
+      "            handle.seek(max(0, handle.tell() - 256))",
+      "training_status's log_tail reads only the log's last 256 bytes, not 256 KiB: asked for 20 lines it shows "
+      "4 or 5 (the first one cut mid-line), and a failed run's traceback is mostly missing"),
+    M("m8-runs-stop-error-first-line", "runs", "mcp_server/training/runrecord.py",
+      "    return found[-1][:300] if found else None",
+      "    return found[0][:300] if found else None",
+      "a stop whose save failed names the first exception line in the log's last 64 KiB (an earlier, handled "
+      "error), not the last one that ended the run: stop_training's and training_status's error points at the "
+      "wrong cause"),
+    M("m8-runs-guard-resume-first-checkpoint", "runs", "mcp_server/training/resume_patch.py",
+      "    return (before[-1] if before else None), why",
+      "    return (before[0] if before else None), why",
+      "after a guard stop, resume_training with a patch resumes from the run's first checkpoint, not the last one "
+      "before the stop: every step trained since that first save is thrown away"),
+    M("m8-runs-stop-timeout-zero-default", "runs", "mcp_server/training/status.py",
+      "    wait = request.timeout_s if request.timeout_s is not None else wait",
+      "    wait = request.timeout_s or wait",
+      "stop_training with timeout_s 0 (kill at once, or just ask and return) waits the default 2-15 minutes for "
+      "the step end instead: a kill asked for now arrives minutes later"),
+    M("m8-runs-begin-unsigned-running", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "        begun = _marker(run, run.train_begin, record) is not None",
+      "        begun = run.train_begin.is_file()",
+      "a live run whose train/logs/train-begin.json is not its trainer's of this launch (written by hand, copied, "
+      "another launch's) reads 'running' while it is still starting (loading the model): the signature is not "
+      "checked on this one branch"),
+    # diagnosis: rules that read the log and the run's own records, the learning rate from the metrics, the
+    # zero-spread trend, a bare stdout log by its suffix
+    M("m8-diagnosis-no-steps-boundary", "diagnosis", "mcp_server/diagnosis/environment.py",
+      "    if end > start:\n        return []",
+      "    if end >= start:\n        return []",
+      "a run that ended at the step it began (train-summary.json at step 0: a data set smaller than one generation "
+      "batch) gets no no_steps_trained finding: diagnose_run says nothing of why it never trained"),
+    M("m8-diagnosis-vllm-traceback-any-mention", "diagnosis", "mcp_server/diagnosis/environment.py",
+      '    return any("/vllm/" in line or "vllm." in line and "File" in line for line in lines)',
+      '    return any("vllm" in line for line in lines)',
+      "a training CUDA OOM in a run that uses vLLM (any of the 80 lines before it mentions vllm: an INFO line, the "
+      "launch's settings) is diagnosed as vllm_out_of_memory: its patch moves vllm_gpu_memory_utilization instead "
+      "of the training memory levers"),
+    M("m8-diagnosis-logged-lr-first", "diagnosis", "mcp_server/diagnosis/context.py",
+      "            step, peak = max(logged, key=lambda p: p[1])",
+      "            step, peak = logged[0]",
+      "without a config, the learning rate is the first logged one (the warmup's start, near 0), not the peak: a "
+      "run at 1e-3 is told its rate is below GRPO's range (raise it) instead of above it"),
+    M("m8-diagnosis-zero-std-late-early", "diagnosis", "mcp_server/diagnosis/signal.py",
+      "        late = ends([v for _, v in frac], 0.5)[1]",
+      "        late = ends([v for _, v in frac], 0.5)[0]",
+      "a run whose groups lost their reward spread late (frac_reward_zero_std 0.2 early, 0.95 in its second half) "
+      "gets no no_reward_signal warning: the 'late' share is the first half's"),
+    M("m8-diagnosis-log-suffix-only-log", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    elif path.suffix.lower() in LOG_SUFFIXES:",
+      '    elif path.suffix.lower() == ".log":',
+      "diagnose_run given a SLURM job's slurm-1234.out (or a .txt or .err stdout log) refuses it as an unsupported "
+      "metrics file type instead of reading it as a log: the CUDA OOM in it is not found"),
 )
 
 
