@@ -234,9 +234,8 @@ def _time_prefix() -> list[str]:
 # is then in, and /proc/self/cgroup reads "/" (issue 48, S3).
 DEV_NODES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
 _GATE = 'read -r _ <&"$1"; eval "exec $1<&-"; shift; exec "$@"'
-_PRIVATE_DEV = ("mount -t tmpfs -o mode=755,size=4k,nr_inodes=16 sandbox-dev /dev || exit 125; "
-                + " ".join(f"mknod -m 666 /dev/{name} c {major} {minor} || exit 125;" for name, major, minor in DEV_NODES)
-                + " " + _GATE)
+_MKNOD = " ".join(f"mknod -m 666 /dev/{name} c {major} {minor} || exit 125;" for name, major, minor in DEV_NODES)
+_PRIVATE_DEV = f"mount -t tmpfs -o mode=755,size=4k,nr_inodes=16 sandbox-dev /dev || exit 125; {_MKNOD} {_GATE}"
 
 
 def _private_dev_argv() -> list[str] | None:
