@@ -214,18 +214,17 @@ def _start(interpreter: str, limits: Limits) -> _Sandbox:
     info_r, info_w = os.pipe()
     verdict_r, verdict_w = os.pipe()
     group = sandbox_cgroup.make(_group_memory_bytes(limits), limits.max_processes + 3)
-    gate_r, gate_w = os.pipe()
     seccomp_fd = seccomp_filter_fd()
     try:
-        argv, how = launch_argv(bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd), gate_r)
+        argv, how = launch_argv(bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd))
         start = time.monotonic()
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=tuple(fd for fd in (info_w, verdict_w, seccomp_fd, gate_r) if fd is not None),
+            pass_fds=tuple(fd for fd in (info_w, verdict_w, seccomp_fd) if fd is not None),
             start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, **how,
         )
     except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
-        for fd in (info_r, verdict_r, gate_w):
+        for fd in (info_r, verdict_r):
             os.close(fd)
         if group is not None:
             group.close()
@@ -233,19 +232,19 @@ def _start(interpreter: str, limits: Limits) -> _Sandbox:
             f"cannot start bubblewrap ({argv[0] if 'argv' in locals() else 'bwrap'}): {exc}"
         ) from None
     except BaseException:
-        for fd in (info_r, verdict_r, gate_w):
+        for fd in (info_r, verdict_r):
             os.close(fd)
         if group is not None:
             group.close()
         raise
     finally:
-        for fd in (info_w, verdict_w, seccomp_fd, gate_r):
+        for fd in (info_w, verdict_w, seccomp_fd):
             if fd is not None:
                 os.close(fd)
     box = _Sandbox(proc, info_r, verdict_r, start, start + limits.timeout_s, group=group,
                    cpu_s=min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0.0)
     try:
-        _enter_group(box, gate_w)
+        _enter_group(box)
     except BaseException:  # e.g. interrupted: nothing of this sandbox is left running
         box.timed_out = True
         _end(box)
@@ -259,7 +258,7 @@ def _group_memory_bytes(limits: Limits) -> int:
     return (limits.memory_mb + 5 * limits.max_file_mb + sandbox_cgroup.HEADROOM_MB) * 1024 * 1024
 
 
-def _enter_group(box: _Sandbox, gate_w: int) -> None:
+def _enter_group(box: _Sandbox) -> None:
     """Move the sandbox's first process into its group (where it has one) while it waits at the gate
     (sandbox_command.launch_argv), then let it go: bwrap, the init and everything they start descend from it, and
     the cgroup namespace bwrap makes is rooted at the group. Where the move fails (the process already gone) it
@@ -272,10 +271,10 @@ def _enter_group(box: _Sandbox, gate_w: int) -> None:
                 pass
     finally:
         try:
-            os.write(gate_w, b"go\n")
+            box.proc.stdin.write(b"go\n")  # the gate's line, before the harness's payload (_feed)
+            box.proc.stdin.flush()
         except OSError:
             pass
-        os.close(gate_w)
 
 
 def _feed(proc: subprocess.Popen, payload: bytes) -> None:

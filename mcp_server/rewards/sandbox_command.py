@@ -229,11 +229,12 @@ def _time_prefix() -> list[str]:
 # /dev, and the /proc masks bind /dev/null): a bind mount shows its source's superblock in /proc/self/mountinfo,
 # and the host's devtmpfs says `size=` half the host's memory. Where this process is root, each sandbox is started
 # in a mount namespace of its own whose /dev is a tmpfs of just these nodes (made with mknod): the same devices,
-# nothing of the host's size. The gate (every start): the shell waits for a line on fd $1 (the host moves it into
-# the sandbox's cgroup first: sandbox.py), so bwrap makes the sandbox's cgroup namespace, rooted at the group it
-# is then in, and /proc/self/cgroup reads "/" (issue 48, S3).
+# nothing of the host's size. The gate (every start): the shell reads a line from its stdin, the host's first
+# (the host moves it into the sandbox's cgroup before it writes it: sandbox.py; a shell's `read` takes one byte at
+# a time from a pipe, so what follows is the harness's), and bwrap then makes the sandbox's cgroup namespace,
+# rooted at the group it is in: /proc/self/cgroup reads "/" (issue 48, S3).
 DEV_NODES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
-_GATE = 'read -r _ <&"$1"; eval "exec $1<&-"; shift; exec "$@"'
+_GATE = 'read -r _; exec "$@"'
 _MKNOD = " ".join(f"mknod -m 666 /dev/{name} c {major} {minor} || exit 125;" for name, major, minor in DEV_NODES)
 _PRIVATE_DEV = f"mount -t tmpfs -o mode=755,size=4k,nr_inodes=16 sandbox-dev /dev || exit 125; {_MKNOD} {_GATE}"
 
@@ -253,17 +254,12 @@ def _private_dev() -> tuple[bool, str]:
         return False, ("the sandbox's device nodes are the host's (bound from its devtmpfs, whose size= shows in "
                        "/proc/self/mountinfo): making its own needs root (CAP_MKNOD in the host's user namespace) "
                        "and util-linux's unshare, setpriv, mount and mknod")
-    r, w = os.pipe()
     try:
-        os.write(w, b"go\n")
-        probe = subprocess.run([*prefix, str(r), "/bin/sh", "-c", "test -c /dev/null && grep -q sandbox-dev "
-                                "/proc/self/mountinfo"], pass_fds=(r,), capture_output=True, text=True, timeout=30,
+        probe = subprocess.run([*prefix, "/bin/sh", "-c", "test -c /dev/null && grep -q sandbox-dev "
+                                "/proc/self/mountinfo"], input="go\n", capture_output=True, text=True, timeout=30,
                                env={"PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"a private /dev cannot be made here ({exc}): the sandbox's device nodes are the host's"
-    finally:
-        os.close(r)
-        os.close(w)
     if probe.returncode != 0:
         why = probe.stderr.strip()[-200:] or f"exit {probe.returncode}"
         return False, f"a private /dev is refused here ({why}): the sandbox's device nodes are the host's"
@@ -276,14 +272,14 @@ def private_dev() -> str:
     return _private_dev()[1]
 
 
-def launch_argv(argv: list[str], gate_fd: int) -> tuple[list[str], dict]:
+def launch_argv(argv: list[str]) -> tuple[list[str], dict]:
     """The command that starts bwrap's `argv` (and the Popen keyword arguments it needs): it waits for a line on
-    `gate_fd` first, in a mount namespace with a private /dev where this machine allows one (then the drop to
+    its stdin first, in a mount namespace with a private /dev where this machine allows one (then the drop to
     nobody is setpriv's, after the nodes are made)."""
     if _private_dev()[0]:
-        return [*_private_dev_argv(), str(gate_fd), shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}",
+        return [*_private_dev_argv(), shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}",
                 "--clear-groups", "--", *argv], {}
-    return ["/bin/sh", "-c", _GATE, "sh", str(gate_fd), *argv], drop_root()
+    return ["/bin/sh", "-c", _GATE, "sh", *argv], drop_root()
 
 
 def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int,
