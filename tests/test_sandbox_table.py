@@ -508,7 +508,8 @@ def test_every_process_of_a_sandbox_is_in_its_group():
         return
     code = ("import os, time\ndef groups():\n    r, w = os.pipe()\n    if os.fork() == 0:\n"
             "        os.write(w, open('/proc/self/cgroup', 'rb').read())\n        time.sleep(2)\n        os._exit(0)\n"
-            "    time.sleep(2)\n    os.wait()\n    return open('/proc/self/cgroup').read(), os.read(r, 65536).decode()\n")
+            "    time.sleep(2)\n    os.wait()\n"
+            "    return open('/proc/self/cgroup').read(), os.read(r, 65536).decode()\n")
     tests = ("def test_groups():\n    for text in groups():\n"
              "        assert text and all(line.endswith(':/') for line in text.splitlines()), text\n")
     before, seen = set(sandbox_cgroup.MADE), {}

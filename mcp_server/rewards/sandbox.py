@@ -3,7 +3,8 @@
 Each run gets its own sandbox: new user, pid, network, ipc and uts namespaces (no network at all, no
 namespace of its own inside: --disable-userns), the system mounted read-only, of the interpreter only its
 binary and its installation's lib folders, a private size-capped /tmp, no host home, credentials or
-environment variables, every host-wide entry of /proc masked (sandbox_command.masked_proc), a seccomp
+environment variables, every host-wide entry of /proc masked (sandbox_command.masked_proc), device nodes of its
+own where the host is root (sandbox_command.private_dev), a cgroup namespace rooted at its own group, a seccomp
 filter (seccomp.py: keyrings, ptrace, mounts, namespaces, bpf, memfd, SysV IPC, ignoring SIGCHLD, ... refused;
 x86_64 only), rlimits on CPU,
 memory, processes, files and open files per process, one CPU budget and one memory cap for all its processes

@@ -240,30 +240,33 @@ _PRIVATE_DEV = f"mount -t tmpfs -o mode=755,size=4k,nr_inodes=16 sandbox-dev /de
 
 
 def _private_dev_argv() -> list[str] | None:
-    """The command a sandbox's start goes through (as root) to get a /dev of its own, None where it cannot."""
+    """The command a sandbox's start goes through (as root) to get a /dev of its own, ending in the drop to nobody;
+    None where it cannot."""
     tools = [shutil.which(t) for t in ("unshare", "setpriv", "mount", "mknod")]
     if os.geteuid() != 0 or None in tools or not os.path.exists("/bin/sh"):
         return None
-    return [tools[0], "--mount", "--propagation", "private", "/bin/sh", "-c", _PRIVATE_DEV, "sh"]
+    return [tools[0], "--mount", "--propagation", "private", "/bin/sh", "-c", _PRIVATE_DEV, "sh",
+            tools[1], f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
 
 
 @functools.lru_cache(maxsize=1)
-def _private_dev() -> tuple[bool, str]:
+def _private_dev() -> tuple[tuple[str, ...] | None, str]:
+    """(the start's command prefix, how) where sandboxes get a /dev of their own here, else (None, why not)."""
     prefix = _private_dev_argv()
     if prefix is None:
-        return False, ("the sandbox's device nodes are the host's (bound from its devtmpfs, whose size= shows in "
-                       "/proc/self/mountinfo): making its own needs root (CAP_MKNOD in the host's user namespace) "
-                       "and util-linux's unshare, setpriv, mount and mknod")
+        return None, ("the sandbox's device nodes are the host's (bound from its devtmpfs, whose size= shows in "
+                      "/proc/self/mountinfo): making its own needs root (CAP_MKNOD in the host's user namespace) "
+                      "and util-linux's unshare, setpriv, mount and mknod")
     try:
         probe = subprocess.run([*prefix, "/bin/sh", "-c", "test -c /dev/null && grep -q sandbox-dev "
                                 "/proc/self/mountinfo"], input="go\n", capture_output=True, text=True, timeout=30,
                                env={"PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"a private /dev cannot be made here ({exc}): the sandbox's device nodes are the host's"
+        return None, f"a private /dev cannot be made here ({exc}): the sandbox's device nodes are the host's"
     if probe.returncode != 0:
         why = probe.stderr.strip()[-200:] or f"exit {probe.returncode}"
-        return False, f"a private /dev is refused here ({why}): the sandbox's device nodes are the host's"
-    return True, "a /dev per sandbox (a small tmpfs of its own device nodes, in a mount namespace of its own)"
+        return None, f"a private /dev is refused here ({why}): the sandbox's device nodes are the host's"
+    return tuple(prefix), "a /dev per sandbox (a small tmpfs of its own device nodes, in a mount namespace of its own)"
 
 
 def private_dev() -> str:
@@ -276,9 +279,9 @@ def launch_argv(argv: list[str]) -> tuple[list[str], dict]:
     """The command that starts bwrap's `argv` (and the Popen keyword arguments it needs): it waits for a line on
     its stdin first, in a mount namespace with a private /dev where this machine allows one (then the drop to
     nobody is setpriv's, after the nodes are made)."""
-    if _private_dev()[0]:
-        return [*_private_dev_argv(), shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                "--clear-groups", "--", *argv], {}
+    prefix = _private_dev()[0]
+    if prefix is not None:
+        return [*prefix, *argv], {}
     return ["/bin/sh", "-c", _GATE, "sh", *argv], drop_root()
 
 
