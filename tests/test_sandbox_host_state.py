@@ -11,7 +11,8 @@ and the host's own state is looked for in all of them at once:
   PROC_SYS_MASKED) reads empty or not at all;
 - no file holds a marker of the host, taken from the host when the test runs: its boot id, its memory (MemTotal,
   the devtmpfs's size=), its hostname, its kernel command line, its cgroup paths, its network interfaces;
-- /proc/self/cgroup reads "/" for every hierarchy: the sandbox's cgroup namespace is rooted at its own group.
+- /proc/self/cgroup reads "/" for every hierarchy: the sandbox's cgroup namespace is rooted at its own group;
+- the device nodes in /dev were made for the sandbox (the host's date from its boot: a stat gave its uptime).
 
 Where this machine cannot give the sandbox device nodes of its own (not root: sandbox_command.private_dev() says
 why), the device nodes are the host's and the devtmpfs's size is expected in the mount table; the test says so."""
@@ -77,7 +78,7 @@ def walk():
 """
 
 CHECK = """\
-import re
+import os, re, time
 def test_host_state():
     seen, bad, kinds = walk(), [], {{}}
     for path, text in sorted(seen.items()):
@@ -91,6 +92,9 @@ def test_host_state():
                 bad.append((name, path, re.search(pattern, text).group(0)))
     for path, folder in {masked!r}:
         bad += [('masked, yet read', p, seen[p][:80]) for p in seen if p == path or p.startswith(path + '/')]
+    for node in {nodes!r}:  # a node made at the host's boot dates from it: the host's uptime
+        if time.time() - os.stat(node).st_mtime > 600:
+            bad.append(('a device node as old as the host', node, time.ctime(os.stat(node).st_mtime)))
     groups = seen.get('/proc/self/cgroup', '').splitlines()
     bad += [('cgroup not the namespace root', '/proc/self/cgroup', line) for line in groups if not line.endswith(':/')]
     print({{kind: len(paths) for kind, paths in kinds.items()}}, sorted(kinds.get({open!r}, [])))
@@ -145,7 +149,10 @@ def test_the_sandbox_reads_nothing_of_the_host_in_proc_or_sys():
     markers = host_markers()
     expected = set() if own_dev else {("the host's memory (its devtmpfs's size)", path)  # the host's nodes
                                       for path in ("/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts")}
+    with open("/proc/uptime") as host:
+        booted_long_ago = float(host.read().split()[0]) > 3600  # else a node's time cannot tell
+    nodes = [f"/dev/{name}" for name in sandbox_command.DEV_NODES] if own_dev and booted_long_ago else []
     tests = CHECK.format(rows=[(p, k) for p, k, _ in ROWS], markers=markers, expected=expected,
-                         masked=list(sandbox_command.masked_proc()), open=OPEN)
+                         masked=list(sandbox_command.masked_proc()), open=OPEN, nodes=nodes)
     result = run_python(WALK, tests, Limits(timeout_s=60.0, cpu_s=20.0, max_output_bytes=1 << 20))
     assert result.passed, (result.error, result.output[-3000:])

@@ -228,21 +228,23 @@ def _time_prefix() -> list[str]:
 # The sandbox's device nodes (bwrap's --dev binds /dev/null, zero, full, random, urandom and tty from the host's
 # /dev, and the /proc masks bind /dev/null): a bind mount shows its source's superblock in /proc/self/mountinfo,
 # and the host's devtmpfs says `size=` half the host's memory. Where this process is root, each sandbox is started
-# in a mount namespace of its own whose /dev is a tmpfs of just these nodes (made with mknod): the same devices,
+# in a mount namespace of its own whose /dev is a tmpfs of just these nodes (made anew): the same devices,
 # nothing of the host's size. The gate (every start): the shell reads a line from its stdin, the host's first
 # (the host moves it into the sandbox's cgroup before it writes it: sandbox.py; a shell's `read` takes one byte at
 # a time from a pipe, so what follows is the harness's), and bwrap then makes the sandbox's cgroup namespace,
 # rooted at the group it is in: /proc/self/cgroup reads "/" (issue 48, S3).
-DEV_NODES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 _GATE = 'read -r _; exec "$@"'
-_MKNOD = " ".join(f"mknod -m 666 /dev/{name} c {major} {minor} || exit 125;" for name, major, minor in DEV_NODES)
-_PRIVATE_DEV = f"mount -t tmpfs -o mode=755,size=4k,nr_inodes=16 sandbox-dev /dev || exit 125; {_MKNOD} {_GATE}"
+# From the host's /dev (the shell's working folder, under the new mount), `cp -R` makes each node anew (mknod),
+# its mode kept, its times now (the host's nodes date from its boot: its uptime, to whoever stats /dev/null).
+_PRIVATE_DEV = (f"cd /dev && mount -t tmpfs -o mode=755,size=4k,nr_inodes=16 sandbox-dev /dev && "
+                f"cp -R --preserve=mode {' '.join(DEV_NODES)} /dev/ || exit 125; {_GATE}")
 
 
 def _private_dev_argv() -> list[str] | None:
     """The command a sandbox's start goes through (as root) to get a /dev of its own, ending in the drop to nobody;
     None where it cannot."""
-    tools = [shutil.which(t) for t in ("unshare", "setpriv", "mount", "mknod")]
+    tools = [shutil.which(t) for t in ("unshare", "setpriv", "mount", "cp")]
     if os.geteuid() != 0 or None in tools or not os.path.exists("/bin/sh"):
         return None
     return [tools[0], "--mount", "--propagation", "private", "/bin/sh", "-c", _PRIVATE_DEV, "sh",
@@ -256,7 +258,7 @@ def _private_dev() -> tuple[tuple[str, ...] | None, str]:
     if prefix is None:
         return None, ("the sandbox's device nodes are the host's (bound from its devtmpfs, whose size= shows in "
                       "/proc/self/mountinfo): making its own needs root (CAP_MKNOD in the host's user namespace) "
-                      "and util-linux's unshare, setpriv, mount and mknod")
+                      "and util-linux's unshare, setpriv and mount")
     try:
         probe = subprocess.run([*prefix, "/bin/sh", "-c", "test -c /dev/null && grep -q sandbox-dev "
                                 "/proc/self/mountinfo"], input="go\n", capture_output=True, text=True, timeout=30,
