@@ -90,7 +90,8 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                            "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py"), marker=""),
+                                            "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py",
+                                            "tests/test_sandbox_host_state.py"), marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -843,7 +844,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "train/config.yaml --epsilon_high 5.0, --model_revision other) passes the point-of-use check: training "
       "runs with a setting the verdict never reviewed"),
     M("m6-sandbox-proc-sys-unmasked", "sandbox", "mcp_server/rewards/sandbox_command.py",
-      "    return tuple(found) + tuple((p, True) for p in PROC_SYS_MASKED if os.path.isdir(p))",
+      "    return tuple(found) + tuple((p, os.path.isdir(p)) for p in PROC_SYS_MASKED if os.path.exists(p))",
       "    return tuple(found)",
       "/proc/sys/fs and /proc/sys/kernel/random stay visible in the sandbox: model-written code reads the host's "
       "open-file and inode counters (file-nr, inode-nr) and its boot id, the host's state and identity"),
