@@ -1297,6 +1297,16 @@ MUTATIONS: tuple[Mutation, ...] = (
       '("RLIMIT_FSIZE", limits["fsize"]), ("RLIMIT_CORE", 0)',
       "Limits.max_open_files is never applied: model-written code opens as many files, pipes and sockets as the "
       "host's limit allows (a descriptor flood the sandbox says it caps at 64)"),
+    M("s3-sandbox-dev-nodes-boot-dated", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      "cp -R --preserve=mode {' '.join(DEV_NODES)} /dev/",
+      "cp -a {' '.join(DEV_NODES)} /dev/",
+      "the sandbox's own device nodes keep the host's dates: a stat of /dev/null inside gives the host's boot "
+      "time, so its uptime (issue 48, S3)"),
+    M("s3-sandbox-proc-sys-vm-visible", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      'PROC_SYS_MASKED = ("/proc/sys/fs", "/proc/sys/kernel/random", "/proc/sys/vm", "/proc/sys/kernel/pty",',
+      'PROC_SYS_MASKED = ("/proc/sys/fs", "/proc/sys/kernel/random", "/proc/sys/kernel/pty",',
+      "model-written code reads /proc/sys/vm: min_free_kbytes and the memory reserves the kernel sized from the "
+      "host's RAM at boot (issue 48, S3)"),
     # runs: the keyed records, the launcher's exit record, the resume's pins, the log tail
     M("m7-evidence-file-unbound", "runs", "mcp_server/evidence.py",
       '    payload = _canonical({"scope": where, "file": file, "record": body})',
