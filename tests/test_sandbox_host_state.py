@@ -19,6 +19,7 @@ why), the device nodes are the host's and the devtmpfs's size is expected in the
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
@@ -28,8 +29,6 @@ from conftest import skip_unless_ci
 
 from mcp_server.rewards import sandbox_command
 from mcp_server.rewards.sandbox import Limits, run_python
-
-pytestmark = [pytest.mark.slow]  # starts a sandbox
 
 OWN, BUILD, OPEN = "the sandbox's own", "the kernel's build or settings", "open: host state no mount can hide"
 ROWS = [  # (path pattern, kind, why): the first that matches is the file's row
@@ -141,6 +140,7 @@ def host_markers() -> list[tuple[str, str]]:
     return markers
 
 
+@pytest.mark.slow  # starts a sandbox
 def test_the_sandbox_reads_nothing_of_the_host_in_proc_or_sys():
     if shutil.which("bwrap") is None:
         skip_unless_ci("bubblewrap is not installed (apt-get install bubblewrap)")
@@ -156,3 +156,16 @@ def test_the_sandbox_reads_nothing_of_the_host_in_proc_or_sys():
                          masked=list(sandbox_command.masked_proc()), open=OPEN, nodes=nodes)
     result = run_python(WALK, tests, Limits(timeout_s=60.0, cpu_s=20.0, max_output_bytes=1 << 20))
     assert result.passed, (result.error, result.output[-3000:])
+
+
+def test_without_root_the_device_nodes_are_the_hosts_and_it_says_why(monkeypatch):
+    """Not root (a CI runner's user): no mount namespace, no nodes of its own; the start is the gate alone, bwrap
+    runs as this user, and private_dev() says why (nothing is started to find out)."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    sandbox_command._private_dev.cache_clear()
+    try:
+        argv, how = sandbox_command.launch_argv(["bwrap", "true"])
+        assert argv == ["/bin/sh", "-c", sandbox_command._GATE, "sh", "bwrap", "true"] and how == {}
+        assert "needs root" in sandbox_command.private_dev()
+    finally:
+        sandbox_command._private_dev.cache_clear()

@@ -260,9 +260,10 @@ def _private_dev() -> tuple[tuple[str, ...] | None, str]:
                       "/proc/self/mountinfo): making its own needs root (CAP_MKNOD in the host's user namespace) "
                       "and util-linux's unshare, setpriv and mount")
     try:
-        probe = subprocess.run([*prefix, "/bin/sh", "-c", "test -c /dev/null && grep -q sandbox-dev "
-                                "/proc/self/mountinfo"], input="go\n", capture_output=True, text=True, timeout=30,
-                               env={"PATH": "/usr/bin:/bin"})
+        probe = subprocess.run(  # as nobody: the nodes open (a device cgroup may refuse them), and are its own
+            [*prefix, "/bin/sh", "-c", "echo > /dev/null && head -c1 /dev/urandom > /dev/null && "
+             "grep -q sandbox-dev /proc/self/mountinfo"], input="go\n", capture_output=True, text=True, timeout=30,
+            env={"PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"a private /dev cannot be made here ({exc}): the sandbox's device nodes are the host's"
     if probe.returncode != 0:
