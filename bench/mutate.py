@@ -90,7 +90,8 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
-                                            "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py"), marker=""),
+                                            "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py",
+                                            "tests/test_sandbox_host_state.py"), marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -843,7 +844,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "train/config.yaml --epsilon_high 5.0, --model_revision other) passes the point-of-use check: training "
       "runs with a setting the verdict never reviewed"),
     M("m6-sandbox-proc-sys-unmasked", "sandbox", "mcp_server/rewards/sandbox_command.py",
-      "    return tuple(found) + tuple((p, True) for p in PROC_SYS_MASKED if os.path.isdir(p))",
+      "    return tuple(found) + tuple((p, os.path.isdir(p)) for p in PROC_SYS_MASKED if os.path.exists(p))",
       "    return tuple(found)",
       "/proc/sys/fs and /proc/sys/kernel/random stay visible in the sandbox: model-written code reads the host's "
       "open-file and inode counters (file-nr, inode-nr) and its boot id, the host's state and identity"),
@@ -1296,6 +1297,16 @@ MUTATIONS: tuple[Mutation, ...] = (
       '("RLIMIT_FSIZE", limits["fsize"]), ("RLIMIT_CORE", 0)',
       "Limits.max_open_files is never applied: model-written code opens as many files, pipes and sockets as the "
       "host's limit allows (a descriptor flood the sandbox says it caps at 64)"),
+    M("s3-sandbox-dev-nodes-boot-dated", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      "cp -R --preserve=mode {' '.join(DEV_NODES)} /dev/",
+      "cp -a {' '.join(DEV_NODES)} /dev/",
+      "the sandbox's own device nodes keep the host's dates: a stat of /dev/null inside gives the host's boot "
+      "time, so its uptime (issue 48, S3)"),
+    M("s3-sandbox-proc-sys-vm-visible", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      'PROC_SYS_MASKED = ("/proc/sys/fs", "/proc/sys/kernel/random", "/proc/sys/vm", "/proc/sys/kernel/pty",',
+      'PROC_SYS_MASKED = ("/proc/sys/fs", "/proc/sys/kernel/random", "/proc/sys/kernel/pty",',
+      "model-written code reads /proc/sys/vm: min_free_kbytes and the memory reserves the kernel sized from the "
+      "host's RAM at boot (issue 48, S3)"),
     # runs: the keyed records, the launcher's exit record, the resume's pins, the log tail
     M("m7-evidence-file-unbound", "runs", "mcp_server/evidence.py",
       '    payload = _canonical({"scope": where, "file": file, "record": body})',

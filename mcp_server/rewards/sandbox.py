@@ -3,7 +3,8 @@
 Each run gets its own sandbox: new user, pid, network, ipc and uts namespaces (no network at all, no
 namespace of its own inside: --disable-userns), the system mounted read-only, of the interpreter only its
 binary and its installation's lib folders, a private size-capped /tmp, no host home, credentials or
-environment variables, every host-wide entry of /proc masked (sandbox_command.masked_proc), a seccomp
+environment variables, every host-wide entry of /proc masked (sandbox_command.masked_proc), device nodes of its
+own where the host is root (sandbox_command.private_dev), a cgroup namespace rooted at its own group, a seccomp
 filter (seccomp.py: keyrings, ptrace, mounts, namespaces, bpf, memfd, SysV IPC, ignoring SIGCHLD, ... refused;
 x86_64 only), rlimits on CPU,
 memory, processes, files and open files per process, one CPU budget and one memory cap for all its processes
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from mcp_server.rewards import sandbox_cgroup
-from mcp_server.rewards.sandbox_command import SandboxUnavailable, bwrap_argv, drop_root, interpreter_for
+from mcp_server.rewards.sandbox_command import SandboxUnavailable, bwrap_argv, interpreter_for, launch_argv
 from mcp_server.rewards.seccomp import seccomp_filter_fd
 
 SLOW_S = 1.0  # a run still going after this long is waiting (a hang, a sleep): its slot goes to the next job
@@ -214,46 +215,42 @@ def _start(interpreter: str, limits: Limits) -> _Sandbox:
     info_r, info_w = os.pipe()
     verdict_r, verdict_w = os.pipe()
     group = sandbox_cgroup.make(_group_memory_bytes(limits), limits.max_processes + 3)
-    block_r, block_w = os.pipe() if group is not None else (None, None)
     seccomp_fd = seccomp_filter_fd()
     try:
-        argv = bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd, block_r)
+        argv, how = launch_argv(bwrap_argv(interpreter, limits.max_file_mb, info_w, verdict_w, seccomp_fd))
         start = time.monotonic()
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=tuple(fd for fd in (info_w, verdict_w, seccomp_fd, block_r) if fd is not None),
-            start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, **drop_root(),
+            pass_fds=tuple(fd for fd in (info_w, verdict_w, seccomp_fd) if fd is not None),
+            start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, **how,
         )
     except OSError as exc:  # bwrap not executable for us (or for nobody, when we are root)
-        for fd in (info_r, verdict_r, block_w):
-            if fd is not None:
-                os.close(fd)
+        for fd in (info_r, verdict_r):
+            os.close(fd)
         if group is not None:
             group.close()
         raise SandboxUnavailable(
             f"cannot start bubblewrap ({argv[0] if 'argv' in locals() else 'bwrap'}): {exc}"
         ) from None
     except BaseException:
-        for fd in (info_r, verdict_r, block_w):
-            if fd is not None:
-                os.close(fd)
+        for fd in (info_r, verdict_r):
+            os.close(fd)
         if group is not None:
             group.close()
         raise
     finally:
-        for fd in (info_w, verdict_w, seccomp_fd, block_r):
+        for fd in (info_w, verdict_w, seccomp_fd):
             if fd is not None:
                 os.close(fd)
     box = _Sandbox(proc, info_r, verdict_r, start, start + limits.timeout_s, group=group,
                    cpu_s=min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0.0)
-    if group is not None:
-        try:
-            _enter_group(box, block_w)
-        except BaseException:  # e.g. interrupted: nothing of this sandbox is left running
-            box.timed_out = True
-            _end(box)
-            os.close(box.verdict_r)
-            raise
+    try:
+        _enter_group(box)
+    except BaseException:  # e.g. interrupted: nothing of this sandbox is left running
+        box.timed_out = True
+        _end(box)
+        os.close(box.verdict_r)
+        raise
     return box
 
 
@@ -262,27 +259,23 @@ def _group_memory_bytes(limits: Limits) -> int:
     return (limits.memory_mb + 5 * limits.max_file_mb + sandbox_cgroup.HEADROOM_MB) * 1024 * 1024
 
 
-def _enter_group(box: _Sandbox, block_w: int) -> None:
-    """Move bwrap and the sandbox's init into the sandbox's group while the init waits on --block-fd, then let it
-    go: everything that runs in the sandbox descends from the init. Where the init never shows up (bwrap
-    failed) the sandbox is let go all the same and ends as it would without a group."""
+def _enter_group(box: _Sandbox) -> None:
+    """Move the sandbox's first process into its group (where it has one) while it waits at the gate
+    (sandbox_command.launch_argv), then let it go: bwrap, the init and everything they start descend from it, and
+    the cgroup namespace bwrap makes is rooted at the group. Where the move fails (the process already gone) it
+    is let go all the same and ends as it would without a group."""
     try:
-        give_up = time.monotonic() + START_S
-        while box.init_pid is None and box.info_open and time.monotonic() < give_up:
-            if _readable(box.info_r, max(0.0, give_up - time.monotonic())):
-                box.read_info()
-        try:
-            box.group.add(box.proc.pid)
-            if box.init_pid is not None:
-                box.group.add(box.init_pid)
-        except OSError:  # bwrap already gone: nothing of the sandbox runs
-            pass
+        if box.group is not None:
+            try:
+                box.group.add(box.proc.pid)
+            except OSError:  # the process already gone: nothing of the sandbox runs
+                pass
     finally:
         try:
-            os.write(block_w, b"go")
+            box.proc.stdin.write(b"go\n")  # the gate's line, before the harness's payload (_feed)
+            box.proc.stdin.flush()
         except OSError:
             pass
-        os.close(block_w)
 
 
 def _feed(proc: subprocess.Popen, payload: bytes) -> None:

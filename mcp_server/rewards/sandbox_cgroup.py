@@ -23,9 +23,11 @@ Where (`tree()`):
   subtree): no group; the rlimits, the seccomp filter and harness_watch.py's per-process sums hold alone.
   `tree()` is None and `describe()` says why.
 
-A process enters its group before it runs a line of the sandbox: bwrap waits on `--block-fd` until the host has
-moved bwrap and the sandbox's init (whose pid --info-fd gives) into the group, and every process of the sandbox
-descends from that init. The group is removed when the run has ended (after everything in it is gone).
+A process enters its group before it runs a line of the sandbox: the sandbox's first process (a shell, then
+bwrap) waits at a gate (sandbox_command.launch_argv) until the host has moved it into the group, so bwrap, the
+sandbox's init and everything they start are in it from their start, and the cgroup namespace bwrap makes is
+rooted at the group (the sandbox reads "/" in /proc/self/cgroup). The group is removed when the run has ended
+(after everything in it is gone).
 """
 
 from __future__ import annotations

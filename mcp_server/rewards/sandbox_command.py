@@ -129,7 +129,14 @@ def _under_usr(path: str) -> bool:
 # other entry is masked: a file bound over with an empty one, a folder with an empty read-only tmpfs. Under
 # /proc/sys, which stays (the kernel's settings: page size, limits), the host-wide counters are masked too.
 PROC_KEPT = frozenset({"self", "thread-self", "mounts", "net", "sys", "cpuinfo", "version", "filesystems", "sysvipc"})
-PROC_SYS_MASKED = ("/proc/sys/fs", "/proc/sys/kernel/random")
+# /proc/sys: open files and inodes (fs), the boot id (kernel/random), settings the kernel sizes from the host's
+# memory at boot (vm: min_free_kbytes, the reserves; kernel/threads-max; net/netfilter/nf_conntrack_max), and
+# host-wide counts (kernel/pty: its ptys in use; hung tasks seen; the taint flags; the perf sample rate the kernel
+# lowers under load).
+PROC_SYS_MASKED = ("/proc/sys/fs", "/proc/sys/kernel/random", "/proc/sys/vm", "/proc/sys/kernel/pty",
+                   "/proc/sys/kernel/threads-max", "/proc/sys/kernel/hung_task_detect_count",
+                   "/proc/sys/kernel/tainted", "/proc/sys/kernel/perf_event_max_sample_rate",
+                   "/proc/sys/net/netfilter/nf_conntrack_max")
 MASKED_PROC = ("/proc/meminfo", "/proc/loadavg", "/proc/stat", "/proc/vmstat", "/proc/swaps", "/proc/uptime")
 
 
@@ -137,7 +144,7 @@ MASKED_PROC = ("/proc/meminfo", "/proc/loadavg", "/proc/stat", "/proc/vmstat", "
 def masked_proc() -> tuple[tuple[str, bool], ...]:
     """(path, is a folder) of every /proc entry the sandbox gets masked: the host's top-level entries (its
     /proc lists the same ones a new pid namespace's does) but PROC_KEPT and the process folders, and
-    PROC_SYS_MASKED."""
+    PROC_SYS_MASKED (those this kernel has)."""
     try:
         names = sorted(os.listdir("/proc"))
     except OSError:
@@ -151,7 +158,7 @@ def masked_proc() -> tuple[tuple[str, bool], ...]:
             found.append((path, True))
         elif os.path.exists(path):
             found.append((path, False))
-    return tuple(found) + tuple((p, True) for p in PROC_SYS_MASKED if os.path.isdir(p))
+    return tuple(found) + tuple((p, os.path.isdir(p)) for p in PROC_SYS_MASKED if os.path.exists(p))
 
 
 def _mask_proc_args() -> list[str]:
@@ -218,12 +225,74 @@ def _time_prefix() -> list[str]:
             "--monotonic", str(-mono)]
 
 
+# The sandbox's device nodes (bwrap's --dev binds /dev/null, zero, full, random, urandom and tty from the host's
+# /dev, and the /proc masks bind /dev/null): a bind mount shows its source's superblock in /proc/self/mountinfo,
+# and the host's devtmpfs says `size=` half the host's memory. Where this process is root, each sandbox is started
+# in a mount namespace of its own whose /dev is a tmpfs of just these nodes (made anew): the same devices,
+# nothing of the host's size. The gate (every start): the shell reads a line from its stdin, the host's first
+# (the host moves it into the sandbox's cgroup before it writes it: sandbox.py; a shell's `read` takes one byte at
+# a time from a pipe, so what follows is the harness's), and bwrap then makes the sandbox's cgroup namespace,
+# rooted at the group it is in: /proc/self/cgroup reads "/" (issue 48, S3).
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+_GATE = 'read -r _; exec "$@"'
+# From the host's /dev (the shell's working folder, under the new mount), `cp -R` makes each node anew (mknod),
+# its mode kept, its times now (the host's nodes date from its boot: its uptime, to whoever stats /dev/null).
+_PRIVATE_DEV = (f"cd /dev && mount -t tmpfs -o mode=755,size=4k,nr_inodes=16 sandbox-dev /dev && "
+                f"cp -R --preserve=mode {' '.join(DEV_NODES)} /dev/ || exit 125; {_GATE}")
+
+
+def _private_dev_argv() -> list[str] | None:
+    """The command a sandbox's start goes through (as root) to get a /dev of its own, ending in the drop to nobody;
+    None where it cannot."""
+    tools = [shutil.which(t) for t in ("unshare", "setpriv", "mount", "cp")]
+    if os.geteuid() != 0 or None in tools or not os.path.exists("/bin/sh"):
+        return None
+    return [tools[0], "--mount", "--propagation", "private", "/bin/sh", "-c", _PRIVATE_DEV, "sh",
+            tools[1], f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def _private_dev() -> tuple[tuple[str, ...] | None, str]:
+    """(the start's command prefix, how) where sandboxes get a /dev of their own here, else (None, why not)."""
+    prefix = _private_dev_argv()
+    if prefix is None:
+        return None, ("the sandbox's device nodes are the host's (bound from its devtmpfs, whose size= shows in "
+                      "/proc/self/mountinfo): making its own needs root (CAP_MKNOD in the host's user namespace) "
+                      "and util-linux's unshare, setpriv and mount")
+    try:
+        probe = subprocess.run(  # as nobody: the nodes open (a device cgroup may refuse them), and are its own
+            [*prefix, "/bin/sh", "-c", "echo > /dev/null && head -c1 /dev/urandom > /dev/null && "
+             "grep -q sandbox-dev /proc/self/mountinfo"], input="go\n", capture_output=True, text=True, timeout=30,
+            env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"a private /dev cannot be made here ({exc}): the sandbox's device nodes are the host's"
+    if probe.returncode != 0:
+        why = probe.stderr.strip()[-200:] or f"exit {probe.returncode}"
+        return None, f"a private /dev is refused here ({why}): the sandbox's device nodes are the host's"
+    return tuple(prefix), "a /dev per sandbox (a small tmpfs of its own device nodes, in a mount namespace of its own)"
+
+
+def private_dev() -> str:
+    """In words: whether sandboxes get device nodes of their own here (nothing of the host's devtmpfs shows in
+    their mount table), or why not."""
+    return _private_dev()[1]
+
+
+def launch_argv(argv: list[str]) -> tuple[list[str], dict]:
+    """The command that starts bwrap's `argv` (and the Popen keyword arguments it needs): it waits for a line on
+    its stdin first, in a mount namespace with a private /dev where this machine allows one (then the drop to
+    nobody is setpriv's, after the nodes are made)."""
+    prefix = _private_dev()[0]
+    if prefix is not None:
+        return [*prefix, *argv], {}
+    return ["/bin/sh", "-c", _GATE, "sh", *argv], drop_root()
+
+
 def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int,
-               seccomp_fd: int | None = None, block_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None) -> list[str]:
     """bwrap's command line: a fresh sandbox (/tmp capped at 4x `max_file_mb`) whose init is the harness's tester,
-    run by `interpreter`, with bwrap's --info-fd on `info_fd`, the verdict pipe on `verdict_fd`, the seccomp
-    filter (seccomp.py) read from `seccomp_fd` and, with `block_fd`, the init waiting until something can be read
-    there before it runs the harness (while the host moves it into the sandbox's cgroup: sandbox_cgroup.py)."""
+    run by `interpreter`, with bwrap's --info-fd on `info_fd`, the verdict pipe on `verdict_fd` and the seccomp
+    filter (seccomp.py) read from `seccomp_fd`. launch_argv() wraps it."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise SandboxUnavailable(
@@ -236,7 +305,6 @@ def bwrap_argv(interpreter: str, max_file_mb: int, info_fd: int, verdict_fd: int
         bwrap,
         "--info-fd",
         str(info_fd),
-        *(["--block-fd", str(block_fd)] if block_fd is not None else []),
         "--as-pid-1",
         "--unshare-all",
         "--die-with-parent",
