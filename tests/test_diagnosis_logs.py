@@ -572,16 +572,52 @@ def test_a_log_given_with_a_run_directory_is_the_one_read(tmp_path, workspace):
 
 
 @pytest.mark.parametrize("where", ["checkpoints", "."])
-def test_a_run_whose_only_metrics_are_its_checkpoints_is_read_from_the_latest_by_step(tmp_path, workspace, where):
-    """A run directory whose progress log is lost: the trainer_state.json of its latest checkpoint by step, under
-    checkpoints/ (m4-diagnosis-checkpoints-unsearched) or in the folder itself; checkpoint-10 after checkpoint-9."""
-    run = _run_dir(tmp_path)
+def test_a_folder_whose_only_metrics_are_its_checkpoints_is_read_from_the_latest_by_step(tmp_path, workspace, where):
+    """A TRL output folder (no run of this project) without a progress log: the trainer_state.json of its latest
+    checkpoint by step, under checkpoints/ (m4-diagnosis-checkpoints-unsearched) or in the folder itself;
+    checkpoint-10 after checkpoint-9."""
+    run = tmp_path / "trl-output"
     for step in (9, 10):
         folder = run / where / f"checkpoint-{step}"
         folder.mkdir(parents=True)
         (folder / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": _rows(step)}))
     d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
     assert (d.last_step, Path(d.metrics_path).parent.name) == (10, "checkpoint-10"), d
+
+
+UNSIGNED_STAND_INS = {  # where a run's metrics could be read from, other than its signed progress log
+    "checkpoints/checkpoint-N/trainer_state.json": lambda run, rows: _state(run / "checkpoints" / "checkpoint-4", rows),
+    "checkpoint-N/trainer_state.json": lambda run, rows: _state(run / "checkpoint-4", rows),
+    "trainer_state.json": lambda run, rows: _state(run, rows),
+    "progress.jsonl beside train/": lambda run, rows: (run / "progress.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)),
+    "printed in stdout.log": lambda run, rows: (run / "train" / "logs" / "stdout.log").write_text(
+        "".join(str({k: str(v) for k, v in r.items() if k != "step"}) + "\n" for r in rows)),
+}
+
+
+def _state(folder: Path, rows: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": len(rows), "log_history": rows}))
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["progress-log-lost", "progress-log-kept"])
+@pytest.mark.parametrize("where", list(UNSIGNED_STAND_INS))
+def test_a_runs_metrics_are_only_its_signed_progress_log(tmp_path, workspace, where, signed):
+    """A run of this project (train/config.yaml) whose progress log was moved away, with KL 777 written into a
+    stand-in (a checkpoint's trainer_state.json, a copy, printed lines): diagnosis and status read no metric from it
+    and say why (issue 48, round 10 F1: status raised kl_explosion at 777 and diagnosis proposed patches). With the
+    signed log kept, its steps are what is read."""
+    run = _run_dir(tmp_path, _rows(6) if signed else None)
+    UNSIGNED_STAND_INS[where](run, _rows(4, kl=777.0, reward=99.0))
+    (run / "train" / "logs" / "stdout.log").touch()
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert "kl_explosion" not in {f.code for f in d.findings}, d.findings
+    if signed:
+        assert (d.last_step, d.metrics_path) == (6, str(run / "train" / "logs" / "progress.jsonl")), d
+    else:
+        assert (d.steps_logged, d.metrics_path) == (0, None), d
+        assert "progress.jsonl is missing" in d.summary, d.summary
 
 
 def test_a_runs_progress_log_is_read_before_a_trainer_state_beside_it(tmp_path, workspace):

@@ -99,8 +99,23 @@ def _latest_checkpoint_state(folder: Path) -> Path | None:
     return max(states, key=lambda p: int(p.parent.name.split("-")[-1])) if states else None
 
 
+def emitted_here(run: Run) -> bool:
+    """A run directory of this project (train/config.yaml): its trainer signs its progress log, and nothing else
+    in it is its metrics (issue 48, round 10 F1: with the progress log moved away, a checkpoint's hand-edited
+    trainer_state.json made status raise kl_explosion at 777 and diagnosis propose patches)."""
+    return run.config.is_file()
+
+
+UNSIGNED_ONLY = ("train/logs/progress.jsonl is missing: no metrics the trainer signed to read (a checkpoint's "
+                 "trainer_state.json or a printed log line in this run is not the trainer's signed record, so it is "
+                 "not read as one; pass such a file by its path to read it as an unsigned copy)")
+
+
 def metrics_file_in(run: Run) -> Path | None:
-    """The metrics file of a directory: our progress log first, then TRL's trainer_state.json."""
+    """The metrics file of a directory: a run of this project's signed progress log alone; in any other folder (a
+    TRL output_dir) a progress log first, then TRL's trainer_state.json."""
+    if emitted_here(run):
+        return run.progress if run.progress.is_file() else None
     candidates = [run.progress, run.dir / "progress.jsonl", run.dir / "trainer_state.json"]
     for path in candidates:
         if path.is_file():
@@ -367,7 +382,9 @@ def load_run(source: Run | str | Path, config: str | Path | dict | None = None,
         log_text = read_log(log_path) if log_path else None
     except OSError as exc:
         raise UserInputError("log", f"cannot read {log_path}: {exc.strerror or exc}") from None
-    if metrics_path is None and log_text:
+    if metrics_path is None and home is not None and emitted_here(home) and path.is_dir():
+        unread = UNSIGNED_ONLY  # its stdout's printed metrics are as unsigned as a trainer_state.json
+    elif metrics_path is None and log_text:
         rows = rows_from_log(log_text)
     # The recipe's sidecars: beside the config given, else the run's.
     config_file = config_path or (home.config if home else None)
