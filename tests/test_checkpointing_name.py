@@ -102,3 +102,18 @@ def test_a_config_with_the_old_name_validates_with_a_warning_naming_the_new_one(
     found = [f for f in result.findings if f.field == "gradient_checkpointing"]
     assert [f.code for f in found] == ["deprecated_field"] and found[0].severity == "warning"
     assert "transformers" in found[0].message and replacement in found[0].fix
+
+
+@pytest.mark.slow
+def test_sampling_an_emitted_run_prints_no_future_warning_about_checkpointing(workspace):
+    """The end-to-end row: what a person sees from `sample-completions` on a freshly emitted run (the CLI as a
+    process, its training interpreter parsing the config as train.py does) holds no FutureWarning about it."""
+    from conftest import run_cli
+
+    run = emit_run("ckpt-sample")
+    proc = run_cli("sample-completions", str(run), "--num-prompts", "2", process=True,
+                   env={"PYTHONWARNINGS": "default"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = proc.stdout + proc.stderr
+    assert "FutureWarning" not in said or "checkpointing" not in said, said[-2000:]
+    assert not [line for line in said.splitlines() if "checkpointing" in line and "deprecated" in line], said[-2000:]
