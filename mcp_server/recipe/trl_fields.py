@@ -177,6 +177,8 @@ def _alias_of(owner: type, name: str) -> tuple[str, str, str] | None:
     help that says nothing of it, and TrainingArguments.__post_init__ still warns (FutureWarning) and copies it to
     the new name: the alias is read from the declaration that makes it one, not from the most derived."""
     for cls in owner.__mro__:
+        if name not in cls.__dict__.get("__annotations__", {}):  # only a class whose body declares it
+            continue
         declared = cls.__dict__.get("__dataclass_fields__", {}).get(name)
         help_text = (declared.metadata.get("help", "") or "") if declared is not None else ""
         match = re.search(r"[Dd]eprecated alias of `(\w+)`", help_text)
