@@ -29,7 +29,7 @@ def trainer_threads() -> int:
     """The threads train/train.py computes with: torch's intra-op threads, which follow OMP_NUM_THREADS where the
     launch's environment sets it (the demo does), else every core this process may use. The trainer does not narrow
     a small model to one thread as sampling and evaluation do (model_ref.small_model_threads), so neither does its
-    estimate: measured (issue 49, 2 cores at load 13-17), the tiny recipe's steps took 188 and 337 s on 2 threads
+    estimate: measured (issue 49, 2 cores at load 13-17), the tiny recipe's steps took 111-337 s on 2 threads
     where the estimate for one thread said 18 s; for 2 threads it says 292 s."""
     try:
         threads = int(os.environ.get("OMP_NUM_THREADS", ""))
