@@ -5,6 +5,7 @@ that depends on the machine's load is asserted (bench/bench_estimates.py compare
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -68,15 +69,21 @@ def test_the_cpu_sampling_bound_holds_at_the_load_it_states(tiny_model):
 
 def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace, tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_FINETUNING_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # torch's default: every core
     spec = RunSpec.of_run(Run(emit_run("estimate")))
     (tmp_path / "cache" / "cpu_probe.json").unlink()  # emission measured the machine for its time line
     assert step_estimate(spec, measure=False) is None  # nothing measured yet, and asked not to measure
     first = step_estimate(spec)
-    assert first.step_s > 0 and "per step on this CPU" in first.text and "measured on 1 CPU thread" in first.text
+    # the threads the trainer computes with (torch's default: every core here), not sampling's one for a small model
+    threads = len(os.sched_getaffinity(0))
+    assert first.step_s > 0 and "per step on this CPU" in first.text
+    assert f"measured on {threads} CPU thread{'s' if threads > 1 else ''}" in first.text, first.text
     assert (tmp_path / "cache" / "cpu_probe.json").is_file()
     assert step_estimate(spec, measure=False) == first  # the stored probe serves a run that holds the cores
     bigger = RunSpec.of_run(Run(emit_run("bigger", per_device_train_batch_size=16, max_completion_length=64)))
     assert step_estimate(bigger, measure=False).step_s > first.step_s
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a launch environment that sets it: the trainer's torch follows it
+    assert "measured on 1 CPU thread)" in step_estimate(spec).text
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from typing import Any
 
 from mcp_server.config.grpo_fields import TRL_VERSION, GRPOView
 
-__all__ = ["FIELD", "GRPOView", "TRL_VERSION", "trl_default"]
+__all__ = ["FIELD", "GRPOView", "TRL_VERSION", "key_for", "trl_default"]
 
 
 class _FieldNames:
@@ -56,3 +56,11 @@ def trl_default(name: str) -> Any:
         raise KeyError(f"{name!r} is not a GRPO config field of TRL {TRL_VERSION}")
     value = GRPOView.DEFAULTS[name]
     return list(value) if isinstance(value, list) else value
+
+
+def key_for(values: Any, name: str) -> str:
+    """The key that sets field `name` in the config `values`: the field that replaces it (GRPOView.ALIASES) where
+    `values` already holds that one, since TrainingArguments reads the new name first and a patch of the old name
+    would change nothing there; else `name` itself. A patch (a memory lever, a diagnosis' fix) names its key so."""
+    new = GRPOView.ALIASES.get(name)
+    return new if new is not None and new in values else name

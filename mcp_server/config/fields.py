@@ -34,7 +34,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
                  "num_train_epochs", "max_steps"),
     # how a batch is laid out in memory and time (the same samples, the same scores)
     "layout": ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
-               "gradient_checkpointing", "gradient_checkpointing_kwargs", "use_liger_kernel", "deepspeed", "fsdp",
+               "gradient_checkpointing", "gradient_checkpointing_kwargs", "activation_checkpointing",
+               "activation_checkpointing_kwargs", "use_liger_kernel", "deepspeed", "fsdp",
                "fsdp_config", "ds3_gather_for_generation", "torch_empty_cache_steps", "vllm_gpu_memory_utilization",
                "vllm_enable_sleep_mode", "vllm_tensor_parallel_size", "dataloader_num_workers",
                "dataloader_pin_memory", "dataloader_persistent_workers"),

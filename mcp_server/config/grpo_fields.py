@@ -15,6 +15,8 @@ class GRPOView(ConfigView):
     """A GRPO config dict read by attribute; see config.view."""
 
     __slots__ = ()
+    # {deprecated field: the field it is an alias of}, as TrainingArguments.__post_init__ resolves them
+    ALIASES = {'gradient_checkpointing': 'activation_checkpointing', 'gradient_checkpointing_kwargs': 'activation_checkpointing_kwargs'}  # noqa: E501
 
     dataset_name: str | None = None
     dataset_config: str | None = None

@@ -12,6 +12,9 @@ Three readings of the same dict:
 - `GRPOView(values, defaults)`: unset fields read as these defaults (validation passes the installed TRL's, or none
   when no training interpreter answered);
 - `GRPOView.given(values)`: only what the config says; unset fields read as None.
+A deprecated field and the one that replaces it (`ALIASES`, read from the declaration that deprecates it: transformers
+5.25's gradient_checkpointing -> activation_checkpointing) read as one value, either name, as TrainingArguments
+resolves them.
 A value is returned as the dict holds it: the annotation is what TRL accepts, and validation (recipe.rules) is what
 checks a value has it. Keys that are not fields of this TRL (removed or renamed ones) have no attribute; read them
 from the dict.
@@ -33,11 +36,26 @@ def _field(name: str) -> property:
     return property(read, doc=f"the config's {name}, else the default")
 
 
+def _aliased(name: str, new: str, old: str) -> property:
+    """A field of a deprecated pair (ALIASES: old -> new) read as TrainingArguments.__post_init__ resolves it: the new
+    name's value when set, else the old one's, and after that both hold it; unset, the same rule over the defaults
+    (TRL's gradient_checkpointing default True, activation_checkpointing's None: True)."""
+    def read(self: ConfigView) -> Any:
+        for where in (self._values, self._defaults):
+            for key in (new, old):
+                if where.get(key) is not None:
+                    return copy.copy(where[key])
+        return None
+
+    return property(read, doc=f"the config's {name} (or {old if name == new else new}, its alias), else the default")
+
+
 class ConfigView:
     """Attribute access to a config dict; each annotated class attribute of a subclass is a field and its default."""
 
     __slots__ = ("_values", "_defaults")
     DEFAULTS: ClassVar[dict[str, Any]] = {}
+    ALIASES: ClassVar[dict[str, str]] = {}  # {deprecated field: its replacement}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -48,6 +66,10 @@ class ConfigView:
             defaults[name] = cls.__dict__.get(name)
             setattr(cls, name, _field(name))
         cls.DEFAULTS = defaults
+        for old, new in cls.ALIASES.items():
+            if old in defaults and new in defaults:
+                for name in (old, new):
+                    setattr(cls, name, _aliased(name, new, old))
 
     def __init__(self, values: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> None:
         self._values = values

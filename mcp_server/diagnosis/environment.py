@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.config import FIELD
+from mcp_server.config import FIELD, key_for
 from mcp_server.diagnosis.context import (
     Ctx,
     finding,
@@ -121,8 +121,8 @@ def memory_patch(ctx: Ctx, line: str = "") -> dict:
     levers: list[dict] = []
     if ctx.get(FIELD.use_vllm) and ctx.get(FIELD.vllm_mode) == "colocate" and not ctx.get(FIELD.vllm_enable_sleep_mode):
         levers.append({FIELD.vllm_enable_sleep_mode: True})
-    if not ctx.get(FIELD.gradient_checkpointing, True):
-        levers.append({FIELD.gradient_checkpointing: True})
+    if ctx.view.gradient_checkpointing is False:  # either name of the pair (config.GRPOView's ALIASES)
+        levers.append({key_for(ctx.config, FIELD.gradient_checkpointing): True})
     if (ctx.get(FIELD.beta, 0.0) or 0) > 0:
         levers.append({FIELD.beta: 0.0})  # no reference model in memory
     length = ctx.view.max_completion_length

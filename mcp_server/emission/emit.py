@@ -36,7 +36,7 @@ from mcp_server.recipe.runspec import RunSpec
 from mcp_server.config.fields import SECTIONS, group_of
 from mcp_server.config.target import Target
 from mcp_server.recipe.thinking import is_hybrid_thinking
-from mcp_server.recipe.trl_fields import trl_defaults
+from mcp_server.recipe.trl_fields import installed_aliases, trl_defaults
 from mcp_server.recipe import dynamic_sampling
 from mcp_server.recipe.variants import choose_variant
 from mcp_server.rewards.registry import REGISTRY
@@ -136,9 +136,9 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
     gpu, _ = resolve_target(request.gpu)
     try:
-        defaults = trl_defaults()
+        defaults, aliases = trl_defaults(), installed_aliases()
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
-        defaults = {}
+        defaults, aliases = {}, {}
     # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
     size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
     if size_b is None and not Path(model).is_dir():  # a CPU run loads it here: a name nothing knows is refused
@@ -154,7 +154,8 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
                  trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,
-                 prompts=data.prompts, dynamic_sampling=dynamic_sampling.settings(request, variant, record is not None))
+                 prompts=data.prompts, dynamic_sampling=dynamic_sampling.settings(request, variant, record is not None),
+                 aliases=aliases)
 
 
 def render_yaml(values: dict, header: str, why: dict | None = None) -> str:

@@ -63,6 +63,9 @@ class Given:
     # train/dynamic_sampling.json's content (recipe.dynamic_sampling.settings; None: off): every plan counts its held
     # rounds, as validation's and the launch's do (RunSpec.dynamic_sampling)
     dynamic_sampling: Mapping[str, Any] | None = None
+    # {deprecated field: its replacement} in the installed TRL and transformers (recipe.trl_fields.installed_aliases;
+    # {} when no training interpreter answered: the old names, which every version reads)
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # plans already made, by the values' JSON: planning the same values again gives the same plan (a memo only)
     _plans: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
@@ -334,10 +337,29 @@ def rewards_follow_config(recipe: Recipe, given: Given) -> Recipe:
     return recipe.with_rewards(follow_config(list(recipe.rewards), recipe.values))
 
 
+def installed_names(recipe: Recipe, given: Given) -> Recipe:
+    """Every field under the name the installed transformers reads without a warning: a deprecated alias the recipe
+    holds (an override, a lever) written as its replacement, and a replacement written out where TRL's default sets
+    only the alias (TRL's gradient_checkpointing=True: transformers 5.25 copies it to activation_checkpointing with a
+    FutureWarning at every start, so each sample, train and promote printed one)."""
+    for old, new in given.aliases.items():
+        said = (f"{old} is a deprecated alias of {new} in the installed transformers (TrainingArguments): the same "
+                "setting under the name it reads without a FutureWarning")
+        if old in recipe:  # where both are set the new one wins (TrainingArguments), so the old one goes
+            setting, recipe = recipe.setting(old), recipe.without([old])
+            if new not in recipe:
+                recipe = recipe.with_value(new, setting.value, f"{setting.reason}; {said}".lstrip("; "),
+                                           setting.source)
+        default = given.defaults.get(old)
+        if new not in recipe and default is not None and given.defaults.get(new) is None:
+            recipe = recipe.with_value(new, default, f"TRL's default ({old}={default!r}); {said}", "trl_default")
+    return recipe
+
+
 STEPS: list[Step] = [
     seed, agentic_turns, target, thinking, off_policy, report_to, turn_budget, length, dapo_length_shaping,
     reward_weights, output_dir, data, model, trl_cli_rewards, overrides, fit, batch, vllm_share, learning_schedule,
-    rewards_follow_config,
+    rewards_follow_config, installed_names,
 ]
 
 

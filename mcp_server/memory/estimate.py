@@ -16,7 +16,6 @@ from mcp_server.memory.params import count_params
 from mcp_server.memory.planner import architecture_of, plan
 from mcp_server.memory.settings import resolve_settings
 from mcp_server.memory.speed import estimate_cpu_step
-from mcp_server.model_ref import SMALL_MODEL_PARAMS
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.runs import Run
 
@@ -26,11 +25,18 @@ class StepEstimate(NamedTuple):
     text: str  # the figure and what it stands on
 
 
-def cpu_threads(params: int) -> int:
-    """The threads a CPU run computes with: one for a small model (model_ref.small_model_threads), else the cores
-    this process may use."""
-    if params < SMALL_MODEL_PARAMS:
-        return 1
+def trainer_threads() -> int:
+    """The threads train/train.py computes with: torch's intra-op threads, which follow OMP_NUM_THREADS where the
+    launch's environment sets it (the demo does), else every core this process may use. The trainer does not narrow
+    a small model to one thread as sampling and evaluation do (model_ref.small_model_threads), so neither does its
+    estimate: measured (issue 49, 2 cores at load 13-17), the tiny recipe's steps took 111-337 s on 2 threads
+    where the estimate for one thread said 18 s; for 2 threads it says 292 s."""
+    try:
+        threads = int(os.environ.get("OMP_NUM_THREADS", ""))
+        if threads > 0:
+            return threads
+    except ValueError:
+        pass
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -91,7 +97,7 @@ def step_estimate(spec: RunSpec, measure: bool = True) -> StepEstimate | None:
     prompt = sampled_prompt_tokens(spec)
     if prompt is not None:  # the planner's prompt_length is a bound (TRL's old truncation); the samples say more
         settings = settings.updated({"prompt_length": prompt})
-    threads = cpu_threads(params.total)
+    threads = trainer_threads()
     cpu = cpu_speed.kept(threads)
     if cpu is None and measure:
         try:

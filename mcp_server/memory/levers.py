@@ -21,7 +21,7 @@ from mcp_server.memory.models import Lever, LeverSet, Validation
 from mcp_server.memory.params import Architecture, ParamCount
 from mcp_server.memory.settings import RunSettings, Target, has_liger_grpo_loss, liger_field, read_config
 from mcp_server.model_ref import is_moe as detect_moe
-from mcp_server.config import FIELD, GRPOView
+from mcp_server.config import FIELD, GRPOView, key_for
 from mcp_server.config import target as run_target
 from mcp_server.recipe.precision import weights_dtype
 from mcp_server.recipe.models import default_rewards as recipe_default_rewards
@@ -182,7 +182,7 @@ def _training_levers(settings: RunSettings, target: Target) -> list[tuple[str, s
                     "trained parameter; quality is on par.", {FIELD.optim: "adamw_8bit"}))
     if not settings.gradient_checkpointing:
         out.append(("gradient_checkpointing", "Keep only layer inputs and recompute in backward (~30% slower "
-                    "training step).", {FIELD.gradient_checkpointing: True}))
+                    "training step).", {key_for(settings.config, FIELD.gradient_checkpointing): True}))
     if not (settings.fused_logits or settings.use_liger_kernel) and has_liger_grpo_loss(settings):
         out.append(("chunked_loss", "Liger's chunked GRPO loss: never materialize batch x length x vocab logits.",
                     {liger_field(settings): True}))

@@ -379,7 +379,7 @@ def assumptions(settings: RunSettings, config: dict[str, Any], options: PlanOpti
                                                  if settings.peft else "a frozen reference model in the load dtype"))
     else:
         out.append("beta=0: no reference model")
-    if FIELD.gradient_checkpointing not in given:
+    if not {FIELD.gradient_checkpointing, GRPOView.ALIASES.get(FIELD.gradient_checkpointing)} & given:  # either name
         out.append(f"gradient_checkpointing={settings.gradient_checkpointing} (TRL's default)")
     if not settings.use_vllm:
         sequences = settings.per_device_train_batch_size * (1 if settings.generate_per_micro_step else settings.spg)

@@ -78,6 +78,9 @@ DEFAULTS: dict[str, Any] = {name: trl_default(name) if default is _TRL else defa
 # interprets (most of a lever search's patches hold none of them)
 _READ_AS_IS = frozenset(name for name, _ in _SETTINGS
                         if name in GRPOView.DEFAULTS and name not in (FIELD.dtype, "fsdp"))
+# a setting read from either name of a deprecated pair ({setting: its replacement}: gradient_checkpointing is
+# transformers 5.25's deprecated alias of activation_checkpointing; config.grpo_fields' ALIASES)
+_ALIASED = {old: new for old, new in GRPOView.ALIASES.items() if old in _READ_AS_IS}
 _INTERPRETED = frozenset({FIELD.use_peft, "use_liger_loss", FIELD.max_steps, FIELD.model_init_kwargs, FIELD.dtype,
                           "torch_dtype", "max_prompt_length", FIELD.bf16, FIELD.fp16, FIELD.deepspeed, FIELD.fsdp})
 
@@ -191,6 +194,9 @@ def read_config(config: Mapping[str, Any]) -> dict[str, Any]:
     strategy, bf16 and fp16 mixed precision, model_init_kwargs the weights' dtype and attention)."""
     fields: dict[str, Any] = {key: _typed(key, value) for key, value in config.items()
                               if key in _READ_AS_IS and value is not None}
+    for old, new in _ALIASED.items():  # the new name wins where set, as TrainingArguments resolves the pair
+        if config.get(new) is not None:
+            fields[old] = _typed(old, config[new])
     fields = {key: value for key, value in fields.items() if value is not _UNREADABLE}
     if _INTERPRETED.isdisjoint(config):
         return fields

@@ -55,14 +55,19 @@ def render(probe: dict) -> str:
         '    """A GRPO config dict read by attribute; see config.view."""',
         "",
         "    __slots__ = ()",
+        "    # {deprecated field: the field it is an alias of}, as TrainingArguments.__post_init__ resolves them",
+        _fitted(f"    ALIASES = {dict(probe.get('aliases') or {})!r}"),
         "",
     ]
     for name, meta in probe["fields"].items():
         if hasattr(ConfigView, name):
             raise ValueError(f"TRL field {name!r} clashes with ConfigView's own attribute")
-        line = f"    {name}: {annotation(meta['type'])} = {meta['default']!r}"
-        lines.append(line if len(line) <= 120 else line + "  # noqa: E501")
+        lines.append(_fitted(f"    {name}: {annotation(meta['type'])} = {meta['default']!r}"))
     return "\n".join(lines) + "\n"
+
+
+def _fitted(line: str) -> str:
+    return line if len(line) <= 120 else line + "  # noqa: E501"
 
 
 def main(argv: list[str]) -> int:

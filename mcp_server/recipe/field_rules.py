@@ -90,15 +90,16 @@ def deprecated(key: str, meta: dict, trl: dict) -> Finding:
     """A field its declaring library deprecates: transformers' own (gradient_checkpointing_kwargs, declared by
     TrainingArguments: "Deprecated alias of `activation_checkpointing_kwargs`") or TRL's (use_liger_kernel, declared
     by TRL's base config), named as that library's, with its replacement where the help names one."""
-    declared_in = meta.get("declared_in") or ""
+    declared_in = meta.get("deprecated_in") or meta.get("declared_in") or ""  # the declaration that deprecates it
     if declared_in.startswith("transformers."):
         library = f"transformers {trl.get('transformers_version') or ''}".rstrip()
     else:
         library = f"TRL {trl['trl_version']}"
     where = f" ({declared_in.rsplit('.', 1)[-1]})" if declared_in else ""
-    said = next((s for s in re.split(r"(?<=\.)\s+", meta["help"]) if "deprecat" in s.lower()), meta["help"])
+    help_text = meta.get("deprecation") or meta["help"]
+    said = next((s for s in re.split(r"(?<=\.)\s+", help_text) if "deprecat" in s.lower()), help_text)
     alias = re.search(r"alias of `(\w+)`", said)
-    fix = f"use '{alias[1]}' instead (the same value)" if alias else "see the field's help: " + meta["help"][:200]
+    fix = f"use '{alias[1]}' instead (the same value)" if alias else "see the field's help: " + help_text[:200]
     return finding("deprecated_field", key, "warning", f"'{key}' is deprecated in {library}{where}: "
                    f"{said[:240].rstrip('.')}.", fix)
 

@@ -131,6 +131,7 @@ def _probe() -> dict:
     from trl.scripts.grpo import GRPOScriptArguments
 
     fields: dict[str, dict] = {}
+    aliases: dict[str, str] = {}
     for owner in (GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig):
         for f in dataclasses.fields(owner):
             if not f.init or f.name in fields:
@@ -150,6 +151,10 @@ def _probe() -> dict:
                 "help": help_text,
                 "deprecated": "deprecated" in help_text.lower()[:200],
             }
+            alias = _alias_of(owner, f.name)
+            if alias is not None:  # deprecated by a base class whatever the override's help says
+                aliases[f.name] = alias[0]
+                fields[f.name].update(deprecated=True, deprecation=alias[1], deprecated_in=alias[2])
     choices = {}
     for name, known in KNOWN_CHOICES.items():
         if name in fields:
@@ -161,7 +166,31 @@ def _probe() -> dict:
         "fields": fields,
         "choices": choices,
         "async_fields": _async_only_fields(fields),
+        "aliases": {old: new for old, new in aliases.items() if new in fields},
     }
+
+
+def _alias_of(owner: type, name: str) -> tuple[str, str, str] | None:
+    """(the field it aliases, the help that says so, the declaring class) where a dataclass in `owner`'s MRO declares
+    `name` a deprecated alias ("Deprecated alias of `activation_checkpointing`, will be removed in v6": transformers
+    5.25's TrainingArguments). TRL's base config re-declares gradient_checkpointing only to default it True, with a
+    help that says nothing of it, and TrainingArguments.__post_init__ still warns (FutureWarning) and copies it to
+    the new name: the alias is read from the declaration that makes it one, not from the most derived."""
+    for cls in owner.__mro__:
+        if name not in cls.__dict__.get("__annotations__", {}):  # only a class whose body declares it
+            continue
+        declared = cls.__dict__.get("__dataclass_fields__", {}).get(name)
+        help_text = (declared.metadata.get("help", "") or "") if declared is not None else ""
+        match = re.search(r"[Dd]eprecated alias of `(\w+)`", help_text)
+        if match:
+            return match[1], help_text, f"{cls.__module__}.{cls.__qualname__}"
+    return None
+
+
+def installed_aliases() -> dict[str, str]:
+    """{deprecated field: the field that replaces it} in the training interpreter's TRL and transformers (transformers
+    5.25: gradient_checkpointing -> activation_checkpointing; 5.17: none): what a written config names instead."""
+    return dict(installed_trl().get("aliases") or {})
 
 
 def type_text(declared) -> str:
