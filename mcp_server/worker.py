@@ -8,7 +8,8 @@ started again on the next call. Requests and answers are JSON lines over its std
 comes back as lines of their own while the call runs, and so does a heartbeat every HEARTBEAT_S seconds: a worker
 that sends nothing for LLM_FINETUNING_WORKER_SILENCE_S seconds (default 120: hung, or no worker at all) is stopped
 and the call fails saying so, so the server stays responsive and the next call starts a fresh one. Pydantic models
-travel as {"model", "data"}, a run (runs.Run) as {"run": its directory}.
+travel as {"model", "data"}, a run (runs.Run) as {"run": its directory}, any other value with `to_wire` (a JSON
+value) and `from_wire` (recipe.runspec.RunSpec) as {"object", "data"}; a class is named only from this package.
 A process may send some calls elsewhere first (`route`: the CLI's light checks go to its per-user warm worker,
 mcp_server.worker_daemon, which speaks the same lines over a unix socket).
 """
@@ -90,12 +91,26 @@ def _encode(value):
         return {"run": str(value.dir)}
     if isinstance(value, Path):
         value = str(value)
+    if callable(getattr(value, "to_wire", None)) and not isinstance(value, type):
+        cls = type(value)
+        return {"object": f"{cls.__module__}:{cls.__qualname__}", "data": value.to_wire()}
     return {"value": value}
+
+
+def _class(name) -> type:
+    """A class a line names, only from this package: an answer is written by a process that ran workspace code,
+    and resolving a name imports its module here (a reward module's name would run it in this process)."""
+    if not isinstance(name, str) or not name.startswith("mcp_server."):
+        raise TrainingInterpreterError(f"a line named the class {one_line(repr(name))[:120]}, which is not this "
+                                       "package's: it is not decoded")
+    return _resolve(name)
 
 
 def _decode(item: dict):
     if "model" in item:
-        return _resolve(item["model"]).model_validate(item["data"])
+        return _class(item["model"]).model_validate(item["data"])
+    if "object" in item:
+        return _class(item["object"]).from_wire(item["data"])
     if "run" in item:
         return Run(Path(item["run"]))
     return item["value"]

@@ -132,3 +132,40 @@ def test_a_request_id_reused_while_its_request_is_in_flight_is_refused_and_not_r
     answers = [r for r in early + rest + late if r.get("id") == 7]
     assert len(answers) == 1 and "sent nothing for 3 s" in json.dumps(answers[0]), answers
     assert reused["id"] == 7 and "result" in reused, reused
+
+
+# ---------------------------------------------------------------- what crosses to and from the worker
+def test_a_workers_answer_cannot_name_a_class_outside_the_package(tmp_path, monkeypatch):
+    """Issue 48, M7: code a worker ran can write an answer line; one naming a class of a workspace module would have
+    the server import that module to decode it (running it beside the protocol). Refused, and nothing is imported."""
+    from mcp_server.worker import TrainingInterpreterError, receive
+
+    marker = tmp_path / "imported"
+    (tmp_path / "answer_forger.py").write_text(f"open({str(marker)!r}, 'w').write('here')\nclass Thing:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for kind in ("model", "object"):
+        lines = iter([json.dumps({"id": "c-1", "result": {kind: "answer_forger:Thing", "data": {}}}) + "\n"])
+        with pytest.raises(TrainingInterpreterError, match="not this package's"):
+            receive(lambda: next(lines), "c-1", "mcp_server.inspection.gate:check_inspection_gate", lambda *a: None,
+                    "python", lambda: AssertionError("no answer"))
+    assert not marker.exists()
+
+
+def test_a_launchs_runspec_crosses_to_the_worker_as_data(tmp_path):
+    """The launch's inspection gate runs in the worker (issue 48, M7) on the run as the launch read it: its RunSpec,
+    target and recorded request included, comes out of the worker's lines equal to what went in."""
+    import yaml
+
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+    from mcp_server.worker import _decode, request_message
+
+    run = Run(tmp_path / "runs" / "r")
+    run.train.mkdir(parents=True)
+    run.config.write_text(yaml.safe_dump({"model_name_or_path": "tiny", "learning_rate": 1e-6, "use_cpu": True,
+                                          "reward_funcs": ["m.f"], "datasets": [{"path": "json", "data_files": "d"}]}))
+    _write_rewards(run.dir, [{"name": "m.f", "params": {"k": [1, 2]}, "weight": 0.5}])
+    spec = RunSpec.of_run(run, vllm_server_gpus=2, nodes=1).launched_with("zero2")
+    sent = json.loads(json.dumps(request_message("1", "x:y", (run, spec), {"here": {"loader_env": {}}})))
+    assert [_decode(a) for a in sent["args"]] == [run, spec]
+    assert _decode(sent["kwargs"]["here"]) == {"loader_env": {}}

@@ -357,13 +357,13 @@ def _brief(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None) -> GateResult:
+def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None, here: dict | None = None) -> GateResult:
     """Is this run cleared to train? Open only with a passing verdict on the current rewards and samples.
 
-    The training launcher calls this before it starts anything (`spec`: the run as the launch read it, so the
-    gate judges the files every other gate judged); a closed gate says why and how to open it. An args file beside
-    train.py closes it first (inspection.args_file), as the launch and resume gates refuse it.
-    An unknown run raises UserInputError('run', ...); every other state is an answer, not an error.
+    The launcher calls this (in a worker) before it starts anything (`spec`: the run as the launch read it, so
+    the gate judges the files every other gate judged; `here`: the launching process's pins.process_pins). An
+    args file beside train.py closes it first (inspection.args_file), as the launch and resume gates refuse it.
+    A closed gate says why and how to open it; an unknown run raises UserInputError('run', ...).
     """
     run = run if isinstance(run, Run) else resolve_run(run)
     args_file = args_file_problem(run)  # the trainer's parser reads it over config.yaml: closed, whatever else holds
@@ -371,7 +371,7 @@ def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None) ->
     if early is not None:
         return early
     verdict = _read_verdict_record(run)
-    return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)
+    return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec, here)
 
 
 def _closed(run: Run, reason: str, how: str) -> GateResult:
@@ -435,7 +435,8 @@ def _read_verdict_record(run: Run) -> VerdictRecord | GateResult:
     return verdict
 
 
-def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None) -> GateResult:
+def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None,
+                   here: dict | None = None) -> GateResult:
     """The gate for a well-formed verdict: open when it passes and the review, the samples and everything it
     pins are still what it signed."""
     who = f"{printable(verdict.reviewer)} at {verdict.recorded_at.isoformat()}"
@@ -468,7 +469,7 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     try:
         run_reward_imports(run)
         rewards = spec.rewards if spec and spec.rewards is not None else read_run_rewards(run)
-        current = run_pins(run, reward_code_sha256(rewards), spec.values if spec else None)
+        current = run_pins(run, reward_code_sha256(rewards), spec.values if spec else None, here)
     except RewardImportError as exc:  # where this process looks, not what was reviewed: the review still holds
         return _closed(run, f"the reward code cannot be imported here: {exc}", exc.fix + "; the review stands")
     except UserInputError as exc:

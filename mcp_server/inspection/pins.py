@@ -277,9 +277,17 @@ def train_files_pin(run: Run, config: dict | None = None) -> dict:
     return pinned
 
 
-def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> dict:
+def process_pins(run: Run) -> dict:
+    """What the verdict pins of the process that records it or launches (its training interpreter, its loader's
+    variables): a launch's gate, run in a worker (worker.apart), judges the launching process's, not the worker's."""
+    # what ld.so and glibc obey before the interpreter runs a line (inspection.loader_env, issue 48)
+    return {"training_python": training_python_pin(), "loader_env": loader_env_pin(cwd=str(run.dir))}
+
+
+def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None, here: dict | None = None) -> dict:
     """config_pins plus the reward code hash (computed by the caller from train/rewards.json) and train/train.py.
-    `config`: train/config.yaml as the caller read it (a launch's RunSpec), else read here."""
+    `config`: train/config.yaml as the caller read it (a launch's RunSpec), else read here; `here`: the caller's
+    process_pins, else this process's."""
     pins = config_pins(run, config)
     pins["reward_code"] = reward_code_sha256
     pins["script"] = sha256_file(run.script) if run.script.is_file() else None
@@ -292,9 +300,7 @@ def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None) -> d
     meta = run.samples_meta
     pins["trained"] = (_json_or_none(meta) or {}).get("trained")
     pins["samples_meta"] = sha256_file(meta) if meta.is_file() else None
-    pins["training_python"] = training_python_pin()
-    # what ld.so and glibc obey before the interpreter runs a line (inspection.loader_env, issue 48)
-    pins["loader_env"] = loader_env_pin(cwd=str(run.dir))  # a relative file it names is the run's
+    pins.update(process_pins(run) if here is None else here)  # a relative file a loader variable names: the run's
     read = reward_reads(run)
     if read:  # the files the rewards opened while inspect_rewards scored (rewards.reads), as they are now
         pins["reward_reads"] = reads.now(read)

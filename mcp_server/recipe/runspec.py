@@ -110,6 +110,20 @@ class RunSpec:
         gates judge what depends on the strategy (weight precision) for the processes that will start."""
         return self.with_target(dataclasses.replace(self.target, strategy=strategy))
 
+    # ------------------------------------------------------------ crossing to a worker (worker._encode)
+    def to_wire(self) -> dict:
+        """This value as JSON, for a call that runs where workspace code may run (worker.apart: the launch's
+        inspection gate judges the files this launch read, not a second read of them)."""
+        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
+                "target": dataclasses.asdict(self.target), "request": self.request.model_dump(mode="json"),
+                "base_dir": None if self.base_dir is None else str(self.base_dir)}
+
+    @classmethod
+    def from_wire(cls, data: dict) -> RunSpec:
+        return cls(**{**data, "target": Target(**data["target"]),
+                      "request": RecordedRequest.model_validate(data["request"]),
+                      "base_dir": None if data["base_dir"] is None else Path(data["base_dir"])})
+
     # ------------------------------------------------------------ writing
     def write(self, run: Run, config_text: str) -> None:
         """Emission's writes: the config (`config_text`, these values rendered with their reasons) and the records

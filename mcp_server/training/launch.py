@@ -306,8 +306,13 @@ def _resume(run: Run, request: RunRequest | LaunchRequest, report: Report = sile
         if undo:
             undo()  # the patched config goes back: nothing half-done stays
         raise
-    gate_refusals, env = check_gates(run, spec.launched_with(plan.strategy),
-                                     environment=launcher.checks_environment, report=report)
+    try:  # the gates run workspace code apart: a worker that died there is an error, and the patch goes back
+        gate_refusals, env = check_gates(run, spec.launched_with(plan.strategy),
+                                         environment=launcher.checks_environment, report=report)
+    except Exception:
+        if undo:
+            undo()
+        raise
     gate_refusals += memory_refusals(plan)
     if gate_refusals:
         if undo:

@@ -12,10 +12,9 @@ import psutil
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import one_line
 from mcp_server.inspection.args_file import args_file_problem
-from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.inspection.launched import way_on_for
 from mcp_server.inspection.loader_env import LOADER_PART, inside_workspace, loader_change, loader_env_pin, loader_how
-from mcp_server.inspection.pins import python_change, python_how, training_python_pin
+from mcp_server.inspection.pins import process_pins, python_change, python_how, training_python_pin
 from mcp_server.inspection.training_inputs import missing_data
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate
@@ -30,6 +29,8 @@ from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import RunLocked
 from mcp_server.training.runstate import derive_state
 from mcp_server.userfiles import not_regular
+from mcp_server.worker import apart
+from mcp_server.worker_targets import CHECK_GATE
 from mcp_server.workspace import runs_root
 
 
@@ -44,7 +45,9 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True,
     if missing := missing_data(run, spec.values):  # before the verdict's "content changed" (issue 49)
         refusals.append(GateRefusal(gate="config", message=str(missing), how_to_clear="put the data file back where "
                                     "train/config.yaml names it, or emit a new run on its new place"))
-    gate = check_inspection_gate(run, spec)
+    # It imports the reward modules: out of a process that holds a protocol's descriptors (issue 48, M7), judging
+    # this launch's read of the files and this process's interpreter and loader variables.
+    gate = apart(CHECK_GATE, run, spec, here=process_pins(run))
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
     report(0, None, "config: validating it, one training step rehearsed on a miniature of the model")
