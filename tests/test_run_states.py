@@ -1023,3 +1023,95 @@ def test_a_succeeded_runs_final_model_damaged_after_its_save_is_no_success(tmp_p
     status = _status(_cell(tmp_path / "damaged", monkeypatch, "succeeded", tweak=tweak))
     assert status.state != "succeeded", (status.state, status.message)
     assert "model.safetensors" in (status.message or ""), status.message
+
+
+# ---------------------------------------------------------------- the m8 audit (issue 48): tables of boundaries
+# Each table's rows are generated from the boundaries of the comparison the door makes, not from one incident.
+
+# training_status's log_tail reads the log's last 256 KiB (runstate.log_tail), room for the most lines
+# StatusRequest allows (500) of up to 523 bytes: sizes below, at and above that window, long and short lines,
+# one line, the default 20 and the most.
+LOG_WINDOW = 256 * 1024
+
+
+def _log_lines_max() -> int:
+    from mcp_server.training.models import StatusRequest
+
+    return next(m.le for m in StatusRequest.model_fields["log_lines"].metadata if hasattr(m, "le"))
+
+
+TAIL_ROWS = [(n, width, size) for n in (1, 20, "most") for width in (8, LOG_WINDOW // 500 - 1)
+             for size in (LOG_WINDOW - 1, LOG_WINDOW, LOG_WINDOW + 1, 4 * LOG_WINDOW)]
+
+
+@pytest.mark.parametrize(("n", "width", "size"), TAIL_ROWS, ids=[f"{n}-lines-of-{w}-bytes-log-{s}" for n, w, s in
+                                                                 TAIL_ROWS])
+def test_the_log_tail_is_the_last_lines_whole_at_every_size_of_log(tmp_path, monkeypatch, n, width, size):
+    """A log of `size` bytes of numbered lines `width` bytes long: log_tail is its last `n` lines, each whole."""
+    n = _log_lines_max() if n == "most" else n
+    written: list[str] = []
+
+    def tweak(run):
+        room = size - run.stdout.stat().st_size
+        count, rest = divmod(room, width + 1)
+        written.extend(f"{i:0{width}d}" for i in range(count))
+        with open(run.stdout, "a") as handle:
+            handle.write(("-" * (rest - 1) + "\n" if rest else "") + "".join(line + "\n" for line in written))
+        assert run.stdout.stat().st_size == size
+
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak), log_lines=n)
+    assert status.log_tail == written[-n:], (len(status.log_tail), status.log_tail[:2])
+
+
+# The exception lines a log ends with (runrecord.ERROR_LINE: a name ending in Error, Exception, Interrupt or Exit,
+# dotted or not), between the lines a traceback holds that name none.
+EXCEPTION_LINES = ("FileExistsError: [Errno 17] File exists: 'checkpoints/checkpoint-2'",
+                   "torch.OutOfMemoryError: CUDA out of memory.", "KeyboardInterrupt", "SystemExit: 1",
+                   "ValueError: handled earlier", "safetensors.SafetensorError: Error while serializing",
+                   "Exception: a plain one")
+NOISE = ("Saving model checkpoint to checkpoints/checkpoint-2", "Traceback (most recent call last):",
+         '  File "train/train.py", line 80, in <module>', "During handling of the above exception, another exception "
+         "occurred:", "")
+
+
+def _error_logs() -> dict[str, tuple[str, str | None]]:
+    """row -> (the log's text after the launch header, the exception line status must name: the LAST one)."""
+    rows = {}
+    for count in (1, 2, 3):
+        for first in range(len(EXCEPTION_LINES)):
+            names = [EXCEPTION_LINES[(first + i) % len(EXCEPTION_LINES)] for i in range(count)]
+            for after in (0, 1, len(NOISE)):  # the last exception line last, or followed by traceback lines
+                text = "".join(f"{NOISE[(i + j) % len(NOISE)]}\n{name}\n" for i, name in enumerate(names)
+                               for j in range(2)[:1]) + "".join(f"{line}\n" for line in NOISE[:after])
+                rows[f"{count}-from-{first}-then-{after}-lines"] = (text, names[-1])
+    long = "RuntimeError: " + "x" * 400
+    rows["longer than 300 characters"] = (f"{long}\n", long[:300])
+    span = 65536  # runrecord.last_error_line reads the log's last 64 KiB
+    line = EXCEPTION_LINES[0]
+    for where, gap in {"starts where the read starts": span - len(line) - 1,
+                       "ends just before it": span}.items():
+        rows[f"the only exception line {where}"] = (f"{line}\n" + "." * (gap - 1) + "\n",
+                                                    line if gap < span else None)
+    rows["straddles where the read starts"] = (f"{line}\n" + "." * (span - len(line)) + "\n", None)
+    return rows
+
+
+ERROR_LOGS = _error_logs()
+
+
+@pytest.mark.parametrize("row", list(ERROR_LOGS))
+def test_a_failed_stop_names_the_last_exception_line_of_its_log(tmp_path, monkeypatch, row):
+    """A stop whose save failed (checkpoint-2 a file, exit 1): training_status names the log's last exception line,
+    whole (cut at 300 characters), whatever came before it; none when the last 64 KiB hold none whole."""
+    text, named = ERROR_LOGS[row]
+
+    def tweak(run):
+        (run.checkpoints / "checkpoint-2").write_text("")
+        with open(run.stdout, "a") as handle:
+            handle.write("=" * 70000 + "\n" + text)  # more than the read: the header is out of it
+
+    events = (*lineage("stopping"), Event("stopped", OLD, step=2), Event("exit_code", 1))
+    status = _status(_cell(tmp_path, monkeypatch, "failed", events, tweak))
+    assert "the checkpoint save at the stop failed" in status.message, status.message
+    said = f"({named}; train/logs/stdout.log)" if named else "(train/logs/stdout.log says why)"
+    assert said in status.message, (row, status.message[-400:])
