@@ -7,8 +7,9 @@ CHECKPOINT_WRITES): each phase is the writes of its parent phase and its own, an
 the process left it when it died after one of them (nothing trains: the directories are constructed, the launcher
 is a process that has exited). The expected answers come from the contract in words (`expected` below), never
 from the code under test. A phase, a write or a state without a row fails
-`test_every_phase_write_and_state_has_a_row`. The live rows (a process that is still starting, running,
-stopping) are in test_run_stop.py.
+`test_every_phase_write_and_state_has_a_row`. The live rows that need a training process (still starting,
+running, stopping) are in test_run_stop.py; those that read only a live run's files (its markers, a stop's wait)
+are here, this test's own process standing in as the run's launcher (`live_run`).
 """
 
 from __future__ import annotations
