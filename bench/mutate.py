@@ -1387,7 +1387,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     # at 10:10): 9/20 caught (gate 3/5, sandbox 4/5, runs 0/5, diagnosis 2/5); m8-pins-glob-star-only could not be
     # judged by default (two tests that fail unmutated on main run its line: test_difficulty_filter's 'launched'
     # case, test_harnesses' drift check) and survives --by-area; two unjudged (stop_training's timeout and a live
-    # run's starting/running: no fast test runs them); no pytest error.
+    # run's starting/running: no fast test runs them); no pytest error. Second run (default judging, 2026-12-06,
+    # branch kill8, the 11 not caught by then): 11/11 caught, 10 by the tests that run the line, 1 (the wire) by the
+    # sandbox's files, none unjudged (coverage map 1455 s at load 15, judged in 2109 s in all), by tables generated
+    # from each comparison's boundaries (docs/development.md, the mutation lane), not a row per mutant.
     # gate: the recorded verdict's re-check, the gate's samples, the data pin's globs, the loader's folders, the
     # trainer's package origins
     M("m8-gate-record-pass-args-swapped", "gate", "mcp_server/inspection/gate.py",

@@ -255,12 +255,12 @@ CONTROLS: dict[str, tuple[str, str]] = {
         "from fractions import Fraction\nfrom decimal import Decimal\n\n"
         "def everything():\n"
         "    return (1, [2, 3.5], {'a': {4, 5}, (1, 2): frozenset({6})}, b'xy', bytearray(b'z'), None, True,\n"
-        "            2 + 3j, Fraction(1, 3), Decimal('1.10'), float('inf'), 10 ** 30, -0.0, 'ünï')\n",
+        "            2 + 3j, Fraction(1, 3), Decimal('1.10'), float('inf'), float('-inf'), 10 ** 30, -0.0, 'ünï')\n",
         "from fractions import Fraction\nfrom decimal import Decimal\n\n"
         "def test_everything():\n"
         "    assert everything() == (1, [2, 3.5], {'a': {4, 5}, (1, 2): frozenset({6})}, b'xy', bytearray(b'z'),\n"
-        "                            None, True, 2 + 3j, Fraction(1, 3), Decimal('1.10'), float('inf'), 10 ** 30,\n"
-        "                            0.0, 'ünï')\n"
+        "                            None, True, 2 + 3j, Fraction(1, 3), Decimal('1.10'), float('inf'),\n"
+        "                            float('-inf'), 10 ** 30, 0.0, 'ünï')\n"
         "    assert type(everything()[0]) is int and type(everything()[1]) is list\n",
     ),
     "nan_and_subclasses": (

@@ -922,3 +922,107 @@ def test_a_logged_value_past_float32s_range_reads_as_infinite(tmp_path, workspac
     new = {f.code for f in d.findings} - {f.code for f in base.findings}
     assert "nan_loss" in new, (new, d.findings)
     assert math.isinf(_load(_run_dir(tmp_path / "again", rows)).series(metric)[6][1]), metric
+
+
+# ---------------------------------------------------------------- the m8 audit (issue 48): tables of boundaries
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+# Lines that mention vLLM before a CUDA OOM: a frame of vLLM's own code (the OOM is vLLM's allocation) or not.
+VLLM_MENTIONS = {
+    '  File "/opt/venv/lib/python3.11/site-packages/vllm/worker/model_runner.py", line 1450, in execute_model': True,
+    '  File "/opt/venv/lib/python3.11/site-packages/vllm/v1/worker/gpu_model_runner.py", line 9, in load': True,
+    '  File "<frozen vllm.executor.uniproc_executor>", line 3, in collective_rpc': True,
+    "INFO 06-01 10:02:11 [__init__.py:239] Automatically detected platform cuda. vllm version 0.8.5": False,
+    "[settings] use_vllm=True vllm_mode=colocate vllm_gpu_memory_utilization=0.3": False,
+    "vllm.LLM(model='Qwen/Qwen2.5-7B') loaded in 41 s": False,
+    "  trl/trainer/grpo_trainer.py: generating with vLLM": False,
+}
+OOM_AT = 300  # the OOM's line number; a mention `d` lines before it (after it: -1)
+DISTANCES = (1, 40, 79, 80, 200, -1)  # the rule reads the OOM line and the 79 before it
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+@pytest.mark.parametrize("mention", list(VLLM_MENTIONS))
+def test_an_oom_is_vllms_only_under_a_vllm_frame_in_the_lines_before_it(tmp_path, workspace, mention, distance):
+    """A CUDA OOM is vllm_out_of_memory only when a frame of vLLM's code stands in the traceback lines before it
+    (the 79 lines read); a run that uses vLLM and says so in any other line is training's cuda_out_of_memory."""
+    lines = [f"step {i}: generating" for i in range(1, OOM_AT + 2)]
+    lines[OOM_AT - 1] = OOM
+    lines[OOM_AT - 1 - distance] = mention
+    shape = Shape("oom", one(), {}, stdout="\n".join(lines) + "\n")
+    d = diagnose_run(DiagnoseRequest(source=str(build(shape, tmp_path)), validate_patches=False))
+    vllms = VLLM_MENTIONS[mention] and 0 < distance < 80
+    found = {f.code for f in d.findings} & {"cuda_out_of_memory", "vllm_out_of_memory"}
+    assert found == {"vllm_out_of_memory" if vllms else "cuda_out_of_memory"}, (mention, distance, found)
+
+
+# Learning-rate schedules as TRL logs them (12 logs), the peak `p` at the start, the middle, the end, or everywhere;
+# a NaN or null logged on the way.
+SCHEDULES = {
+    "warm-up then constant": lambda p: [p * min(i, 3) / 3 for i in range(12)],
+    "warm-up then linear decay": lambda p: [p * i / 3 if i <= 3 else p * (11 - i) / 8 for i in range(12)],
+    "warm-up then cosine": lambda p: [p * i / 3 if i <= 3 else p * (1 + math.cos(math.pi * (i - 3) / 8)) / 2
+                                      for i in range(12)],
+    "constant": lambda p: [p] * 12,
+    "linear decay from the first log": lambda p: [p * (12 - i) / 12 for i in range(12)],
+    "rising to the last log": lambda p: [p * (i + 1) / 12 for i in range(12)],
+    "a NaN and a null on the way up": lambda p: [0.0, NAN, None] + [p * min(i, 6) / 6 for i in range(3, 12)],
+}
+PEAKS = {"above the range": 1e-3, "inside it": 1e-6, "below it": 1e-8}  # full fine-tuning's range: 1e-7-1e-5
+
+
+@pytest.mark.parametrize("peak", list(PEAKS))
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_without_a_configured_rate_the_logged_peak_is_the_runs_rate(tmp_path, workspace, schedule, peak):
+    """A config without learning_rate: the rate judged is the peak logged one (after warm-up, before decay), at
+    the step it was logged, never the first or the last."""
+    values = SCHEDULES[schedule](PEAKS[peak])
+    run = build(Shape("lr", one(learning_rate=values), {}), tmp_path)
+    config = yaml.safe_load((run / "train" / "config.yaml").read_text())
+    del config["learning_rate"]
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    findings = [f for f in d.findings if f.code == "lr_out_of_range"]
+    logged = [(i + 1, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+    top = max(v for _, v in logged)
+    if peak == "inside it":
+        assert not findings, [f.explanation for f in findings]
+        return
+    [finding] = findings
+    [evidence] = finding.evidence
+    assert evidence.metric == "learning_rate" and evidence.value == pytest.approx(top), (schedule, evidence)
+    assert evidence.step in [s for s, v in logged if v == top], (schedule, evidence)
+    assert ("above" if peak == "above the range" else "below") in finding.explanation, finding.explanation
+
+
+# File names diagnose_run reads as a bare stdout log: every suffix of LOG_SUFFIXES, in any case; and names it must
+# not (a suffix that only begins like one, a rotated or compressed log).
+def _log_names() -> dict[str, bool]:
+    from mcp_server.diagnosis.metrics import LOG_SUFFIXES
+
+    names = {}
+    for suffix in LOG_SUFFIXES:
+        for form in (suffix, suffix.upper(), suffix[:2].upper() + suffix[2:]):
+            names[f"slurm-1234{form}"] = True
+    for name in ("stdout.logs", "stdout.log.1", "stdout.log.gz", "job.outx", "notes.md"):
+        names[name] = False
+    return names
+
+
+LOG_NAMES = _log_names()
+
+
+@pytest.mark.parametrize("name", list(LOG_NAMES))
+def test_a_bare_log_is_read_by_every_suffix_a_log_takes_and_no_other(tmp_path, workspace, name):
+    """A SLURM job's slurm-1234.out (or .log, .txt, .err, in any case) is read as a stdout log and its CUDA OOM
+    found; any other name is refused naming the source and every log suffix accepted."""
+    from mcp_server.diagnosis.metrics import LOG_SUFFIXES
+
+    path = tmp_path / name
+    path.write_text((FIXTURES / "cuda_oom.log").read_text())
+    request = DiagnoseRequest(source=str(path), validate_patches=False)
+    if LOG_NAMES[name]:
+        assert "cuda_out_of_memory" in {f.code for f in diagnose_run(request).findings}, name
+        return
+    with pytest.raises(UserInputError) as refused:
+        diagnose_run(request)
+    assert refused.value.field == "source" and all(s in str(refused.value) for s in LOG_SUFFIXES), str(refused.value)

@@ -14,6 +14,7 @@ tests/test_gate_point_of_use.py).
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 import shutil
@@ -124,6 +125,18 @@ def test_resume_from_checkpoint_is_pinned():
 
 
 # ---------------------------------------------------------------- the data: every form x every change
+# A data_files glob that holds one metacharacter of GLOB_CHARS (datasets' resolve_pattern) and no other, each
+# matching data/train.jsonl; "**" (recursive) and none (a plain name: "data_files: a string") too. A character
+# added to GLOB_CHARS without a form here fails test_every_glob_character_has_a_data_form.
+_GLOB_OF = {"*": "tra*.jsonl", "?": "trai?.jsonl", "[": "[st]rain.jsonl", "**": "**/train.jsonl"}
+
+
+def test_every_glob_character_has_a_data_form():
+    assert set(pins_module.GLOB_CHARS) <= set(_GLOB_OF), sorted(set(pins_module.GLOB_CHARS) - set(_GLOB_OF))
+    for c, glob in _GLOB_OF.items():  # each form holds its own metacharacter and no other
+        assert c in glob and not set(pins_module.GLOB_CHARS.replace(c[0], "")) & set(glob), (c, glob)
+
+
 def _data_forms(tmp_path: Path) -> dict[str, tuple[dict, Path]]:
     """form -> (the config's data fields, the file a change hits). Relative names are resolved in the run
     directory, as the trainer resolves them."""
@@ -143,14 +156,19 @@ def _data_forms(tmp_path: Path) -> dict[str, tuple[dict, Path]]:
         "data_files: an absolute glob": ({"datasets": [{"path": "json", "data_files": str(data / "*.jsonl")}]}, one),
         "data_files: relative to data_dir": ({"datasets": [{"path": "json", "data_dir": "data",
                                                             "data_files": "train.jsonl"}]}, one),
+        **{f"data_files: a glob by {c!r} alone": ({"datasets": [{"path": "json", "data_files": f"data/{glob}"}]}, one)
+           for c, glob in _GLOB_OF.items()},
         "path: a directory": ({"datasets": [{"path": "data"}]}, one),
         "path: an absolute directory": ({"datasets": [{"path": str(data)}]}, one),
     }
 
 
 # A change that a form does not read cannot change what trains: a file added beside a named file.
+# So is one a glob does not match ("added-train.jsonl" beside data/train.jsonl).
 _NOT_READ = {("added", form) for form in ("dataset_name: a file", "data_files: a string", "data_files: a list",
                                             "data_files: a mapping of splits", "data_files: relative to data_dir")}
+_NOT_READ |= {("added", f"data_files: a glob by {c!r} alone") for c, glob in _GLOB_OF.items()
+              if not fnmatch.fnmatch("added-train.jsonl", glob.rsplit("/", 1)[-1])}
 DATA_FORMS = list(_data_forms(Path("/nonexistent")))
 
 
@@ -1692,3 +1710,66 @@ def _marker_script(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setattr("sys.argv", list(os.sys.argv))
     monkeypatch.setitem(os.sys.modules, "__main__", os.sys.modules["__main__"])
     return script
+
+
+# ---------------------------------------------------------------- the trainer's allowed roots, as prefixes (m8)
+# Where a file or a searched folder lies, relative to the recorded site-packages R, and whether it is inside R: the
+# boundaries of the prefix comparison verified_script makes (a folder named R plus anything, R's parent, R itself).
+ROOT_PLACES = {"R/x": True, "R/pkg/x": True, "R-shadow/x": False, "Rx/x": False, "R.old/x": False,
+               "parent/x": False, "R": True}
+# How the verdict recorded R (TRAINING_PATHS_ENV): as written, with a trailing separator, through a link to it.
+ROOT_RECORDS = ("as written", "trailing separator", "through a link")
+
+
+def _root_place(tmp_path: Path, place: str) -> Path:
+    base = tmp_path / "lib"
+    folder = {"R": base / "site-packages", "Rx": base / "site-packagesx", "R-shadow": base / "site-packages-shadow",
+              "R.old": base / "site-packages.old", "parent": base}[place.split("/")[0]]
+    return folder.joinpath(*place.split("/")[1:-1])
+
+
+def _recorded_root(tmp_path: Path, how: str) -> str:
+    real = tmp_path / "lib" / "site-packages"
+    real.mkdir(parents=True, exist_ok=True)
+    if how == "through a link":
+        link = tmp_path / "site-link"
+        link.symlink_to(real)
+        return str(link)
+    return str(real) + (os.sep if how == "trailing separator" else "")
+
+
+@pytest.mark.parametrize("how", ROOT_RECORDS)
+@pytest.mark.parametrize("place", list(ROOT_PLACES))
+def test_the_trainers_allowed_roots_are_folders_not_name_prefixes(tmp_path, monkeypatch, place, how):
+    """The trainer's origin checks (foreign_libraries, foreign_modules, foreign_path_entries) against the recorded
+    site-packages R: a package, a module or a searched folder under R is allowed; one in a folder whose name only
+    begins with R's (R-shadow, Rx, R.old) or in R's parent is foreign, however R was recorded (m8: a shadow trl in
+    .../site-packages-shadow/ passed a bare prefix test)."""
+    import importlib.machinery
+    import types
+
+    from mcp_server.inspection.loader_env import TRAINER_PACKAGES, TRAINING_PATHS_ENV
+    from mcp_server.training.trainer.verified_script import foreign_libraries, foreign_modules, foreign_path_entries
+
+    monkeypatch.setenv(TRAINING_PATHS_ENV, _recorded_root(tmp_path, how))
+    folder = _root_place(tmp_path, place)
+    inside = ROOT_PLACES[place]
+    packages = {}
+    for name in TRAINER_PACKAGES:  # each package the trainer imports, found at `place`
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / "__init__.py").write_text("")
+        module = types.ModuleType(name)
+        module.__file__, module.__path__ = str(folder / name / "__init__.py"), [str(folder / name)]
+        packages[name] = module
+    (folder / "m8_probe.py").write_text("")
+    probe = types.ModuleType("m8_probe")
+    probe.__file__ = str(folder / "m8_probe.py")
+    monkeypatch.setitem(os.sys.modules, "m8_probe", probe)
+    monkeypatch.setitem(os.sys.path_importer_cache, str(folder), importlib.machinery.FileFinder(str(folder)))
+    with monkeypatch.context() as faked:  # the trainer's packages swapped in for the one call that reads them
+        for name, module in packages.items():
+            faked.setitem(os.sys.modules, name, module)
+        libraries = foreign_libraries(imported=True)
+    assert (libraries == []) == inside and (len(libraries) == len(TRAINER_PACKAGES) or inside), (place, how, libraries)
+    assert any(m.startswith("m8_probe (") for m in foreign_modules()) != inside, (place, how)
+    assert (str(folder) in foreign_path_entries()) != inside, (place, how)

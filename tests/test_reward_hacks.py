@@ -4,6 +4,8 @@ every honest control scores 1, because the verdict is decided in a tester proces
 from __future__ import annotations
 
 import shutil
+import struct
+import sys
 
 import pytest
 from conftest import skip_unless_ci
@@ -134,3 +136,46 @@ def test_what_the_tester_decodes_is_only_data():
               frozenset({"a"}), 1 + 2j, [[[]]], {"$": "tuple"}]
     node = json.loads(json.dumps(harness.encode(sample, lambda v: 1 / 0), allow_nan=False))
     assert harness.decode(node, lambda n: 1 / 0) == sample
+
+
+# Every float the wire must carry as itself (m8: -inf was refused as 'not data'): each non-finite value, both zeros,
+# the largest and smallest of each sign, the edges of float's exact integers, and a plain one.
+BOUNDARY_FLOATS = {"nan": float("nan"), "+inf": float("inf"), "-inf": float("-inf"), "0.0": 0.0, "-0.0": -0.0,
+                   "max": sys.float_info.max, "-max": -sys.float_info.max, "min normal": sys.float_info.min,
+                   "min subnormal": 5e-324, "-min subnormal": -5e-324, "2**53": 2.0 ** 53, "2**53+2": 2.0 ** 53 + 2,
+                   "1.5": 1.5}
+# Where a float stands in what crosses: alone and in each container (a dict key too, a complex part).
+FLOAT_PLACES = {"alone": lambda f: f, "list": lambda f: [f], "tuple": lambda f: (f,), "set": lambda f: {f},
+                "frozenset": lambda f: frozenset({f}), "dict key": lambda f: {f: 1}, "dict value": lambda f: {1: f},
+                "complex real": lambda f: complex(f, 1.0), "complex imag": lambda f: complex(1.0, f),
+                "a float subclass": lambda f: type("Meters", (float,), {})(f)}
+
+
+def _bits(value):
+    """The value with every float replaced by its exact bits: nan equals itself, -0.0 differs from 0.0."""
+    if type(value) is float:
+        return ("float", struct.pack("<d", value))
+    if type(value) is complex:
+        return ("complex", _bits(value.real), _bits(value.imag))
+    if type(value) is dict:
+        return ("dict", sorted((repr(_bits(k)), repr(_bits(v))) for k, v in value.items()))
+    if type(value) in (list, tuple, set, frozenset):
+        items = [_bits(v) for v in value]
+        return (type(value).__name__, sorted(map(repr, items)) if type(value) in (set, frozenset) else items)
+    return (type(value).__name__, value)
+
+
+@pytest.mark.parametrize("place", list(FLOAT_PLACES))
+@pytest.mark.parametrize("name", list(BOUNDARY_FLOATS))
+def test_every_boundary_float_crosses_the_wire_as_itself(name, place):
+    """harness_wire.encode then decode (the solution's answer as the tester reads it, through strict JSON) gives
+    back the same float, bit for bit, wherever it stands; a float subclass crosses as a float."""
+    import json
+
+    from mcp_server.rewards import harness
+
+    value = FLOAT_PLACES[place](BOUNDARY_FLOATS[name])
+    plain = value if place != "a float subclass" else float(value)
+    node = json.loads(json.dumps(harness.encode(value, lambda v: 1 / 0), allow_nan=False))
+    back = harness.decode(node, lambda n: 1 / 0)
+    assert _bits(back) == _bits(plain), (name, place, node, back)

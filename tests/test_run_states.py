@@ -7,8 +7,9 @@ CHECKPOINT_WRITES): each phase is the writes of its parent phase and its own, an
 the process left it when it died after one of them (nothing trains: the directories are constructed, the launcher
 is a process that has exited). The expected answers come from the contract in words (`expected` below), never
 from the code under test. A phase, a write or a state without a row fails
-`test_every_phase_write_and_state_has_a_row`. The live rows (a process that is still starting, running,
-stopping) are in test_run_stop.py.
+`test_every_phase_write_and_state_has_a_row`. The live rows that need a training process (still starting,
+running, stopping) are in test_run_stop.py; those that read only a live run's files (its markers, a stop's wait)
+are here, this test's own process standing in as the run's launcher (`live_run`).
 """
 
 from __future__ import annotations
@@ -1023,3 +1024,221 @@ def test_a_succeeded_runs_final_model_damaged_after_its_save_is_no_success(tmp_p
     status = _status(_cell(tmp_path / "damaged", monkeypatch, "succeeded", tweak=tweak))
     assert status.state != "succeeded", (status.state, status.message)
     assert "model.safetensors" in (status.message or ""), status.message
+
+
+# ---------------------------------------------------------------- the m8 audit (issue 48): tables of boundaries
+# Each table's rows are generated from the boundaries of the comparison the door makes, not from one incident.
+
+# training_status's log_tail reads the log's last 256 KiB (runstate.log_tail), room for the most lines
+# StatusRequest allows (500) of up to 523 bytes: sizes below, at and above that window, long and short lines,
+# one line, the default 20 and the most.
+LOG_WINDOW = 256 * 1024
+
+
+def _log_lines_max() -> int:
+    from mcp_server.training.models import StatusRequest
+
+    return next(m.le for m in StatusRequest.model_fields["log_lines"].metadata if hasattr(m, "le"))
+
+
+TAIL_ROWS = [(n, width, size) for n in (1, 20, "most") for width in (8, LOG_WINDOW // 500 - 1)
+             for size in (LOG_WINDOW - 1, LOG_WINDOW, LOG_WINDOW + 1, 4 * LOG_WINDOW)]
+
+
+@pytest.mark.parametrize(("n", "width", "size"), TAIL_ROWS, ids=[f"{n}-lines-of-{w}-bytes-log-{s}" for n, w, s in
+                                                                 TAIL_ROWS])
+def test_the_log_tail_is_the_last_lines_whole_at_every_size_of_log(tmp_path, monkeypatch, n, width, size):
+    """A log of `size` bytes of numbered lines `width` bytes long: log_tail is its last `n` lines, each whole."""
+    n = _log_lines_max() if n == "most" else n
+    written: list[str] = []
+
+    def tweak(run):
+        room = size - run.stdout.stat().st_size
+        count, rest = divmod(room, width + 1)
+        written.extend(f"{i:0{width}d}" for i in range(count))
+        with open(run.stdout, "a") as handle:
+            handle.write(("-" * (rest - 1) + "\n" if rest else "") + "".join(line + "\n" for line in written))
+        assert run.stdout.stat().st_size == size
+
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak), log_lines=n)
+    assert status.log_tail == written[-n:], (len(status.log_tail), status.log_tail[:2])
+
+
+# The exception lines a log ends with (runrecord.ERROR_LINE: a name ending in Error, Exception, Interrupt or Exit,
+# dotted or not), between the lines a traceback holds that name none.
+EXCEPTION_LINES = ("FileExistsError: [Errno 17] File exists: 'checkpoints/checkpoint-2'",
+                   "torch.OutOfMemoryError: CUDA out of memory.", "KeyboardInterrupt", "SystemExit: 1",
+                   "ValueError: handled earlier", "safetensors.SafetensorError: Error while serializing",
+                   "Exception: a plain one")
+NOISE = ("Saving model checkpoint to checkpoints/checkpoint-2", "Traceback (most recent call last):",
+         '  File "train/train.py", line 80, in <module>', "During handling of the above exception, another exception "
+         "occurred:", "")
+
+
+def _error_logs() -> dict[str, tuple[str, str | None]]:
+    """row -> (the log's text after the launch header, the exception line status must name: the LAST one)."""
+    rows = {}
+    for count in (1, 2, 3):
+        for first in range(len(EXCEPTION_LINES)):
+            names = [EXCEPTION_LINES[(first + i) % len(EXCEPTION_LINES)] for i in range(count)]
+            for after in (0, 1, len(NOISE)):  # the last exception line last, or followed by traceback lines
+                text = "".join(f"{NOISE[(i + j) % len(NOISE)]}\n{name}\n" for i, name in enumerate(names)
+                               for j in range(2)[:1]) + "".join(f"{line}\n" for line in NOISE[:after])
+                rows[f"{count}-from-{first}-then-{after}-lines"] = (text, names[-1])
+    long = "RuntimeError: " + "x" * 400
+    rows["longer than 300 characters"] = (f"{long}\n", long[:300])
+    span = 65536  # runrecord.last_error_line reads the log's last 64 KiB
+    line = EXCEPTION_LINES[0]
+    for where, gap in {"starts where the read starts": span - len(line) - 1,
+                       "ends just before it": span}.items():
+        rows[f"the only exception line {where}"] = (f"{line}\n" + "." * (gap - 1) + "\n",
+                                                    line if gap < span else None)
+    rows["straddles where the read starts"] = (f"{line}\n" + "." * (span - len(line)) + "\n", None)
+    return rows
+
+
+ERROR_LOGS = _error_logs()
+
+
+@pytest.mark.parametrize("row", list(ERROR_LOGS))
+def test_a_failed_stop_names_the_last_exception_line_of_its_log(tmp_path, monkeypatch, row):
+    """A stop whose save failed (checkpoint-2 a file, exit 1): training_status names the log's last exception line,
+    whole (cut at 300 characters), whatever came before it; none when the last 64 KiB hold none whole."""
+    text, named = ERROR_LOGS[row]
+
+    def tweak(run):
+        (run.checkpoints / "checkpoint-2").write_text("")
+        with open(run.stdout, "a") as handle:
+            handle.write("=" * 70000 + "\n" + text)  # more than the read: the header is out of it
+
+    events = (*lineage("stopping"), Event("stopped", OLD, step=2), Event("exit_code", 1))
+    status = _status(_cell(tmp_path, monkeypatch, "failed", events, tweak))
+    assert "the checkpoint save at the stop failed" in status.message, status.message
+    said = f"({named}; train/logs/stdout.log)" if named else "(train/logs/stdout.log says why)"
+    assert said in status.message, (row, status.message[-400:])
+
+
+# A guard stop at step S (its save there holds the failure) after checkpoints at `before` (steps < S): none, one,
+# many, steps 9 and 10 (by number, never by name), the latest before S cut short (its digest never written).
+GUARD_ROWS = [(before, stop, cut) for before in ((), (1,), (1, 2), (1, 2, 3), (2, 9, 10))
+              for stop in sorted({(before[-1] if before else 0) + 1, (before[-1] if before else 0) + 5})
+              for cut in ((False, True) if before else (False,))]
+
+
+@pytest.mark.parametrize(("before", "stop", "cut"), GUARD_ROWS,
+                         ids=[f"{'-'.join(map(str, b)) or 'none'}-stop-{s}{'-latest-cut' if c else ''}"
+                              for b, s, c in GUARD_ROWS])
+def test_a_patched_resume_after_a_guard_stop_starts_from_the_last_whole_checkpoint_before_it(
+        tmp_path, monkeypatch, before, stop, cut):
+    """resume_training with a patch after the guard stopped at step S: the checkpoint it starts from is the
+    latest complete one saved before S, never S's own, an earlier one, or one cut short; with none it refuses
+    saying why. What it starts from is read from the refusal of a patch whose max_steps (1) every checkpoint
+    reaches (nothing is launched)."""
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    saves = [e for step in before for e in (checkpoint(step)[:-1] if cut and step == before[-1] else checkpoint(step))]
+    events = (*lineage("launching"), Event("train_begin", OLD), Event("progress", step=1), *saves,
+              Event("stopped", OLD, step=stop), *checkpoint(stop), Event("outcome", (OLD, "stopped")),
+              Event("exit_code", 0))
+    run_dir = build(tmp_path, make_template(tmp_path), Cell("stopped", events, id="stopped/by-guard"))
+    stopped = run_dir / "train" / "logs" / "stopped.json"
+    write_signed(stopped, {**json.loads(stopped.read_text()), "by": "guard", "code": "entropy_collapse"})
+    whole = [s for s in before if not (cut and s == before[-1])]
+    resumed = resume_training(RunRequest(run=str(run_dir), patch={"max_steps": 1}))
+    said = " ".join(r.message for r in resumed.refusals)
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["checkpoint"], resumed.message
+    if whole:
+        assert said.startswith(f"checkpoint-{whole[-1]} is at step {whole[-1]}, and max_steps is 1"), said
+    else:
+        assert said.startswith("no checkpoint under") and f"the guard stopped at step {stop}" in said, said
+
+
+# ---------------------------------------------------------------- a live run (m8): its markers, a stop's wait
+@pytest.fixture
+def live_run(tmp_path, monkeypatch):
+    """A launched run (run.json, the launch header) whose launcher is alive: this test's own process, taken as
+    the run's launcher (its command line among processes.LAUNCHERS, its working directory the run's), so the doors
+    read a live run with no process started. Never stopped with kill: the launcher's group is pytest's."""
+    import psutil
+
+    from mcp_server.training import processes
+
+    run_dir = _cell(tmp_path, monkeypatch, "launching")
+    me = psutil.Process()
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**record, "state": "starting", "pid": me.pid, "pgid": None,
+                                                  "create_time": me.create_time()}))
+    monkeypatch.setattr(processes, "LAUNCHERS", (*processes.LAUNCHERS, me.cmdline()))
+    monkeypatch.chdir(run_dir)
+    return run_dir
+
+
+def _marker_forms(run, path: Path) -> dict:
+    """Every way a marker file can stand at `path` and what it is: this launch's (signed, its launch id) or not."""
+    from mcp_server.evidence import sign_run
+
+    def other_file(p):  # signed as this launch's, but for another file (train/logs/outcome.json), copied here
+        p.write_text(json.dumps(sign_run(run, run.outcome, {"time": time.time(), "launch_id": OLD})))
+
+    def linked(p):  # a link to this launch's signed record kept elsewhere
+        write_signed(run.logs / "kept.json", {"time": time.time(), "launch_id": OLD})
+        p.symlink_to(run.logs / "kept.json")
+
+    return {"absent": (lambda p: None, False),
+            "this launch's": (lambda p: write_signed(p, {"time": time.time(), "launch_id": OLD}), True),
+            "written by hand": (lambda p: p.write_text(json.dumps({"time": time.time(), "launch_id": OLD})), False),
+            "another launch's": (lambda p: write_signed(p, {"time": time.time(), "launch_id": NEW}), False),
+            "signed for another file": (other_file, False), "a link": (linked, False)}
+
+
+MARKER_FORMS = list(_marker_forms(None, Path("/nonexistent")))
+LIVE_MARKERS = ("train_begin", "stop_request")  # what process_state reads of a live run
+
+
+@pytest.mark.parametrize("begin", MARKER_FORMS)
+@pytest.mark.parametrize("stop", MARKER_FORMS)
+def test_a_live_runs_state_follows_only_its_own_launchs_markers(live_run, begin, stop):
+    """A live run is stopping when this launch asked it to stop, running once its trainer began, else starting:
+    a marker written by hand, another launch's, signed for another file or reached through a link is none."""
+    from mcp_server.runs import Run
+
+    run = Run(live_run)
+    forms = _marker_forms(run, run.train_begin)
+    for member, form in zip(LIVE_MARKERS, (begin, stop)):
+        forms[form][0](getattr(run, member))
+    want = "stopping" if forms[stop][1] else "running" if forms[begin][1] else "starting"
+    status = _status(live_run)
+    assert (status.state, status.alive) == (want, True), (begin, stop, status.message)
+
+
+class _Waited(Exception):
+    """Raised by the report of a stop that says it waits: the row has what it needs, and waits for nothing."""
+
+
+@pytest.mark.parametrize("timeout_s", [0, 0.0, 0.001, 1, 86400, None])
+def test_a_stop_waits_exactly_the_timeout_asked_and_zero_means_not_at_all(live_run, timeout_s):
+    """stop_training on a live run: timeout_s 0 asks the run to stop and returns at once (it is left stopping,
+    nothing killed); any other timeout is the wait it announces, and none asked is the default wait
+    (stopping.STOP_WAIT_S's least, for a run with no step time logged)."""
+    from mcp_server.training.models import StopRequest
+    from mcp_server.training.status import stop_training
+    from mcp_server.training.stopping import STOP_WAIT_S
+
+    said = []
+
+    def report(progress, total, message):
+        said.append(message)
+        raise _Waited(message)
+
+    start = time.monotonic()
+    if timeout_s == 0:
+        result = stop_training(StopRequest(run=str(live_run), timeout_s=timeout_s), report)
+        assert time.monotonic() - start < 30 and not said, said
+        assert (result.state, result.graceful, result.killed) == ("stopping", False, False), result.message
+        return
+    with pytest.raises(_Waited):
+        stop_training(StopRequest(run=str(live_run), timeout_s=timeout_s), report)
+    wait = STOP_WAIT_S[0] if timeout_s is None else timeout_s
+    assert f"(at most {wait:.0f} s)" in said[0], said

@@ -30,10 +30,11 @@ from mcp_server.diagnosis.progress_log import (  # noqa: F401 - read_progress_re
 from mcp_server.userfiles import load_config_file
 from mcp_server.workspace import runs_root, workspace_root
 
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err")  # a bare stdout log (SLURM's slurm-<job>.out, a .err), any case
 ACCEPTED = (
     "a run directory (runs/<date>-<slug>/ or a TRL output_dir with checkpoint-*/), a progress.jsonl, "
     "a TRL trainer_state.json, a .csv/.jsonl export of logged metrics with TRL's metric names, "
-    "or a training stdout log (.log/.txt)"
+    f"or a training stdout log ({'/'.join(LOG_SUFFIXES)})"
 )
 
 # Names other sources use for TRL's metrics -> TRL's own name.
@@ -47,7 +48,6 @@ ALIASES: dict[str, str] = {
 STEP_KEYS = ("step", "global_step", "train/global_step", "Step", "_step", "trainer/global_step")
 # Rows that summarise or evaluate rather than log a training step.
 SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "total_flos")
-LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 LOG_READ_LIMIT = 8 * 1024 * 1024  # larger logs: the first 1 MiB and the last 4 MiB (imports fail early, OOMs late)
 
 

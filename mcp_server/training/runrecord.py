@@ -230,17 +230,21 @@ def stopped_save(run: Run, record: dict | None) -> tuple[int | None, str | None]
     return step, f"{name} is not a complete checkpoint ({'; '.join(gaps[:3])})" if gaps else None
 
 
-ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+# A line naming an exception: its class (dotted or not, a bare `Exception` too) ending in one of these words.
+ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit)\b")
 
 
 def last_error_line(run: Run, span: int = 65536) -> str | None:
-    """The last line of train/logs/stdout.log that names an exception (`FileExistsError: ...`), None without one."""
+    """The last line of train/logs/stdout.log that names an exception (`FileExistsError: ...`), None without one.
+    Only whole lines of the last `span` bytes are read: the one the read starts inside is not (its name cut)."""
     try:
         with open_regular(run.stdout) as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - span))
+            start = max(0, os.fstat(handle.fileno()).st_size - span)
+            handle.seek(max(0, start - 1))  # the byte before: a newline there means the read starts a line
             text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return None
+    text = text.split("\n", 1)[-1] if start > 0 else text
     found = [line.strip() for line in text.replace("\r", "\n").split("\n") if ERROR_LINE.match(line.strip())]
     return found[-1][:300] if found else None
 
