@@ -844,10 +844,12 @@ def test_a_progress_log_ending_in_a_sparse_hole_is_read(tmp_path, workspace):
 
 
 def test_a_run_known_only_by_its_stdout_is_read_from_the_printed_logs(tmp_path, workspace):
-    """A run directory with no metrics file, only train/logs/stdout.log holding the dicts the Trainer prints on
-    each log: each printed dict is a logged step (k6-diagnosis-stdout-only-no-rows); a printed dict that holds
-    no metric (a config) is none (k6-diagnosis-log-dict-unchecked)."""
-    run = _run_dir(tmp_path)
+    """A folder (no run of this project: those read only their signed progress log) with no metrics file, only
+    train/logs/stdout.log holding the dicts the Trainer prints on each log: each printed dict is a logged step
+    (k6-diagnosis-stdout-only-no-rows); a printed dict that holds no metric (a config) is none
+    (k6-diagnosis-log-dict-unchecked)."""
+    run = tmp_path / "elsewhere"
+    (run / "train" / "logs").mkdir(parents=True)
     printed = "".join(f"{ {'loss': 0.05, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epoch': i / 10} }\n"
                       for i in range(1, 6))
     (run / "train" / "logs" / "stdout.log").write_text("{'num_generations': 4, 'max_steps': 6}\n" + printed)
@@ -876,17 +878,19 @@ def test_an_entropy_collapse_within_three_logs_is_found(tmp_path, workspace):
 # ---------------------------------------------------------------- the m6 audit (issue 48): survivors' rows
 @pytest.mark.parametrize("prefix", ["[rank0]: ", "0: ", "    "])
 def test_a_stdout_log_whose_metric_dicts_follow_a_prefix_is_read(tmp_path, workspace, prefix):
-    """A run known only by its stdout, each printed metric dict after a prefix on its line (torchrun's '[rank0]: ',
-    srun's '0: ', leading spaces): every dict is a logged step, and a NaN loss among them is found
+    """A training known only by its stdout (a log given by path: a run of this project reads only its signed
+    progress log), each printed metric dict after a prefix on its line (torchrun's '[rank0]: ', srun's '0: ',
+    leading spaces): every dict is a logged step, and a NaN loss among them is found
     (m6-diagnosis-log-dict-mid-line)."""
-    run = _run_dir(tmp_path)
+    run = tmp_path / "elsewhere"
+    (run / "train" / "logs").mkdir(parents=True)
     losses = [0.05, 0.05, math.nan, 0.05, 0.05]
     # transformers' ProgressCallback.on_log writes str(logs), each float formatted f"{v:.4g}" (nan: 'nan')
     printed = "".join(prefix + str({k: f"{v:.4g}" for k, v in {"loss": loss, "grad_norm": 0.5, "learning_rate": 1e-6,
                                                              "epoch": i / 10}.items()}) + "\n"
                       for i, loss in enumerate(losses, 1))
     (run / "train" / "logs" / "stdout.log").write_text(printed)
-    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    d = diagnose_run(DiagnoseRequest(source=str(run / "train" / "logs" / "stdout.log"), validate_patches=False))
     assert (d.steps_logged, d.last_step) == (5, 5), d
     assert "nan_loss" in {f.code for f in d.findings}, d.findings
 
