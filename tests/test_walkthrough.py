@@ -8,15 +8,22 @@ from __future__ import annotations
 import pytest
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, cli_here
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_walkthrough  # noqa: E402  (scripts/ is no package)
 
 
+def in_this_process(workspace, argv):
+    """A walk step through the CLI's main here (cli_here): what the command prints is the doc's subject, not the
+    process boundary (test_cli.py checks that), and twelve start-ups with the libraries' imports cost the lane
+    more than the walk's training. launch-training still starts the trainer's process."""
+    return cli_here(*argv, env=make_walkthrough.cli_env(workspace), cwd=workspace)
+
+
 @pytest.mark.slow
 def test_the_walkthrough_is_what_the_tools_print_now():
-    now = make_walkthrough.walk()
+    now = make_walkthrough.walk(in_this_process)
     assert set(now) == {"data", "config", *(step.key for step in make_walkthrough.STEPS)}
     text = make_walkthrough.DOC.read_text(encoding="utf-8")
     diff = make_walkthrough.differences(now, text)
