@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,10 +104,16 @@ def prepare(workspace: Path) -> None:
 
 
 # ---------------------------------------------------------------- running and redacting
+# What each command runs under, beside the caller's environment: the walk's workspace, offline, and no GPU (the same
+# walk on a GPU box: the tiny model's CPU run).
+def cli_env(workspace: Path) -> dict[str, str]:
+    return {"LLM_FINETUNING_WORKSPACE": str(workspace), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
 def _cli(workspace: Path, argv: list[str]) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LLM_FINETUNING_WORKSPACE": str(workspace), "TOKENIZERS_PARALLELISM": "false",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "CUDA_VISIBLE_DEVICES": "",  # the same walk on a GPU box: the tiny model's CPU run
+    """One `llm-finetuning` process per command, as a person types them (the doc's blocks are written so)."""
+    env = {**os.environ, **cli_env(workspace),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-m", "mcp_server.cli", *argv], cwd=workspace, env=env,
                           capture_output=True, text=True, timeout=900)
@@ -199,8 +206,10 @@ def shown_command(step: Step) -> str:
     return "\n".join([*out, current])
 
 
-def walk() -> dict[str, str]:
-    """Run the whole session; the rendered block of each step, by key (and the data's first row)."""
+def walk(cli: Callable[[Path, list[str]], subprocess.CompletedProcess] = _cli) -> dict[str, str]:
+    """Run the whole session; the rendered block of each step, by key (and the data's first row). `cli` runs one
+    command in the workspace (a process each by default; tests/test_walkthrough.py calls the CLI's main in its own
+    process: the same parser, core and output, without a Python start-up and the library imports per command)."""
     blocks: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="walkthrough-") as tmp:
         workspace = Path(tmp).resolve()
@@ -212,7 +221,7 @@ def walk() -> dict[str, str]:
             if step.key == "watch":
                 _wait_for_training(workspace, run)
             argv = [run if word == "RUN" else word for word in step.argv]
-            done = _cli(workspace, argv)
+            done = cli(workspace, argv)
             if done.returncode not in step.exit_codes:
                 raise RuntimeError(f"`llm-finetuning {' '.join(argv)}` exited {done.returncode}:\n"
                                    f"{done.stdout}\n{done.stderr[-3000:]}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import checkout_env, cli_here, run_cli_json
-from support import emit_config
+from support import emit_config, module_workspace
 
 from mcp_server.errors import UserInputError
 from mcp_server.tiny import TINY_VERSION
@@ -165,16 +165,31 @@ def test_bad_input_is_a_clear_error(workspace, tmp_path):
         emit(dataset=str(data))
 
 
+@pytest.fixture(scope="module")
+def trained_tiny_run(tmp_path_factory, tiny_model):
+    """One real 2-step CPU run of an emitted tiny config, read by the two tests after it (one training, their
+    assertions): emitted through the CLI with `--report-to tensorboard`, then `python train/train.py` in its own
+    process as the emitted command says. Returns the CLI's JSON result, the run directory and the finished process."""
+    overrides = {"max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4,
+                 "gradient_accumulation_steps": 1, "max_completion_length": 8, "logging_steps": 1,
+                 "save_strategy": "no"}
+    flags = [arg for key, value in overrides.items() for arg in ("--override", f"{key}={value}")]
+    with module_workspace(tmp_path_factory, "recipe-emit-train"):
+        proc, out = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu",
+                                 "--run-name", "tb", "--report-to", "tensorboard", *flags, here=True)
+        assert proc.returncode == 0, proc.stderr
+        run = Path(out["run_dir"])
+        env = {k: v for k, v in checkout_env().items() if k != "TENSORBOARD_LOGGING_DIR"}
+        train = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run,
+                               env=env, capture_output=True, text=True, timeout=600)
+        yield out, run, train
+
+
 @pytest.mark.slow
-def test_emitted_tiny_config_trains_for_real_on_cpu(workspace, tiny_model):
-    result = emit(model="tiny", gpu="cpu", run_name="train", overrides={
-        "max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4, "gradient_accumulation_steps": 1,
-        "max_completion_length": 16, "logging_steps": 1, "report_to": "none", "save_strategy": "no"})
-    assert result.validation.valid, result.validation.findings
-    assert result.config["use_cpu"] is True and "use_vllm" not in result.config  # TRL's default false: no vLLM
-    run = Path(result.run_dir)
-    proc = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run,
-                          capture_output=True, text=True, timeout=600, env=checkout_env())
+def test_emitted_tiny_config_trains_for_real_on_cpu(trained_tiny_run):
+    result, run, proc = trained_tiny_run
+    assert result["validation"]["valid"], result["validation"]["findings"]
+    assert result["config"]["use_cpu"] is True and "use_vllm" not in result["config"]  # TRL's default false: no vLLM
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(x) for x in (run / "train/logs/progress.jsonl").read_text().splitlines()]
     steps = [x for x in lines if "train_runtime" not in x]  # the end-of-training summary is not a step
@@ -202,23 +217,13 @@ def test_emission_says_when_the_run_will_not_fit_and_what_fixes_it(workspace):
 
 
 @pytest.mark.slow
-def test_report_to_tensorboard_logs_the_reward_inside_the_run(workspace, tiny_model):
+def test_report_to_tensorboard_logs_the_reward_inside_the_run(trained_tiny_run):
     """`--report-to tensorboard` through the CLI, then a real 2-step run: TRL's TensorBoardCallback writes event
     files under the run's checkpoints folder (output_dir/runs/<time>_<host>), holding the logged reward."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    overrides = {"max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 4,
-                 "gradient_accumulation_steps": 1, "max_completion_length": 8, "logging_steps": 1,
-                 "save_strategy": "no"}
-    flags = [arg for key, value in overrides.items() for arg in ("--override", f"{key}={value}")]
-    proc, out = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu",
-                             "--run-name", "tb", "--report-to", "tensorboard", *flags, here=True)
-    assert proc.returncode == 0, proc.stderr
-    run = Path(out["run_dir"])
+    _, run, train = trained_tiny_run
     assert yaml.safe_load((run / "train/config.yaml").read_text())["report_to"] == ["tensorboard"]
-    env = {k: v for k, v in checkout_env().items() if k != "TENSORBOARD_LOGGING_DIR"}
-    train = subprocess.run([sys.executable, "train/train.py", "--config", "train/config.yaml"], cwd=run, env=env,
-                           capture_output=True, text=True, timeout=600)
     assert train.returncode == 0, train.stderr[-3000:]
     events = list((run / "checkpoints" / "runs").glob("*/events.out.tfevents.*"))
     assert len(events) == 1, sorted(p.relative_to(run) for p in run.rglob("*tfevents*"))

@@ -20,6 +20,11 @@ GOOD = dict(BASE_RECIPE, model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct",
 
 
 def validate(overrides=None, gpu="H100", num_gpus=1, **request):
+    """validate_grpo_config's verdict on GOOD with `overrides`. A config whose data set is on this machine is not
+    rehearsed here (`rehearse` False unless given): these are the rules' tests; the rehearsal trains a step
+    (tests/test_rehearsal.py, the slow lane)."""
+    if any(key in (overrides or {}) for key in ("datasets", "dataset_name")):
+        request.setdefault("rehearse", False)
     return validate_config(ValidateRequest(config={**GOOD, **(overrides or {})}, gpu=gpu, num_gpus=num_gpus,
                                            **request))
 
@@ -104,12 +109,13 @@ def test_a_data_set_smaller_than_one_generation_batch_trains_zero_steps(tmp_path
     config = {**GOOD, "datasets": [{"path": "json", "data_files": "data.jsonl", "split": "train"}]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     # 8 per device x 4 accumulation steps = 32 completions = 4 prompts per generation batch; 3 prompts: 0 steps
-    result = validate_config(ValidateRequest(config_path=str(tmp_path / "config.yaml")))
+    # (the rule's verdict: not rehearsed, as validate() above)
+    result = validate_config(ValidateRequest(config_path=str(tmp_path / "config.yaml"), rehearse=False))
     f = codes(result)["dataset_smaller_than_generation_batch"]
     assert not result.valid and "3 prompts" in f.message and "4 prompts" in f.message
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows * 2))
     assert "dataset_smaller_than_generation_batch" not in codes(
-        validate_config(ValidateRequest(config_path=str(tmp_path / "config.yaml"))))
+        validate_config(ValidateRequest(config_path=str(tmp_path / "config.yaml"), rehearse=False)))
 
 
 def test_a_colocated_vllm_whose_cache_cannot_hold_one_context_would_not_start():

@@ -8,15 +8,30 @@ from __future__ import annotations
 import pytest
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, cli_here
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_walkthrough  # noqa: E402  (scripts/ is no package)
 
 
+def in_this_process(workspace, argv):
+    """A walk step through the CLI's main here (cli_here): what the command prints is the doc's subject, not the
+    process boundary (test_cli.py checks that), and twelve start-ups with the libraries' imports cost the lane
+    more than the walk's training. launch-training still starts the trainer's process."""
+    return cli_here(*argv, env=make_walkthrough.cli_env(workspace), cwd=workspace)
+
+
+def walk_runner():
+    """In this process on a machine without a GPU; where one is visible, a process per command as the script runs
+    them (torch counts the GPUs once per process, so CUDA_VISIBLE_DEVICES set for one call would not hide them)."""
+    import torch
+
+    return make_walkthrough._cli if torch.cuda.device_count() else in_this_process
+
+
 @pytest.mark.slow
 def test_the_walkthrough_is_what_the_tools_print_now():
-    now = make_walkthrough.walk()
+    now = make_walkthrough.walk(walk_runner())
     assert set(now) == {"data", "config", *(step.key for step in make_walkthrough.STEPS)}
     text = make_walkthrough.DOC.read_text(encoding="utf-8")
     diff = make_walkthrough.differences(now, text)
