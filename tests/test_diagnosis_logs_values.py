@@ -131,11 +131,10 @@ def trackio_csv(root: Path, rows: list[dict]) -> Path:  # Trackio's CSV: train/g
                                                                            if k != "step"}} for r in rows])
 
 
-def stdout_log(root: Path, rows: list[dict]) -> Path:  # a run known only by the dicts the Trainer prints
-    run = _run(root)
-    printed = "".join(repr({k: _text(v) for k, v in r.items() if k != "step"}) + "\n" for r in rows)
-    (run / "train" / "logs" / "stdout.log").write_text(printed)
-    return run
+def stdout_log(root: Path, rows: list[dict]) -> Path:  # a training known only by the dicts the Trainer prints
+    path = root / "stdout.log"  # by path: a run of this project reads only its signed progress log (round 10 F1)
+    path.write_text("".join(repr({k: _text(v) for k, v in r.items() if k != "step"}) + "\n" for r in rows))
+    return path
 
 
 FORMATS = (progress_jsonl, trainer_state, wandb_history_jsonl, json_list, wandb_csv, trackio_csv, stdout_log)
