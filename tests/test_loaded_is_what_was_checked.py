@@ -110,6 +110,28 @@ def test_a_tokenizer_file_changed_after_the_check_is_refused(tmp_path, tiny_mode
     assert refused.value.code == 3 and "changed since the check" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name,field,value", [("config.json", "rms_norm_eps", 0.5),
+                                               ("config.json", "architectures", ["LlamaForCausalLM"]),
+                                               ("generation_config.json", "eos_token_id", 7)])
+def test_a_config_swapped_while_the_model_loads_is_refused(tmp_path, tiny_model, monkeypatch, capsys, name, field,
+                                                           value):
+    """The same tensors under another config (an epsilon, another architecture class) or generation config (the
+    token that ends a completion): the weights compare equal, the config as loaded must be the verified file's."""
+    from transformers import AutoModelForCausalLM
+
+    from mcp_server.inspection.trained import confirm_loaded_model
+
+    folder = _verified(tmp_path, tiny_model, monkeypatch)
+    good = (folder / name).read_bytes()
+    _rename_over(folder / name, json.dumps({**json.loads(good), field: value}).encode())
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    _rename_over(folder / name, good)
+    with pytest.raises(InputsChanged) as refused:
+        confirm_loaded_model(SimpleNamespace(model=model, ref_model=None))
+    err = capsys.readouterr().err
+    assert refused.value.code == 3 and f"{name}: " in err and "verified" in err, err
+
+
 # ---------------------------------------------------------------- F2: the checkpoint a resume loads
 def _saved_run(workspace: Path, tiny_model: Path, kind: str) -> tuple[Run, Path, str]:
     """A run whose trainer saved checkpoint-1 (its signed ledger line) of the tiny model (full) or of a LoRA adapter

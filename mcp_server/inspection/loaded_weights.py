@@ -12,6 +12,10 @@ compares it, exactly and bitwise, with the tensor in memory cast to the loaded d
 model. A PEFT-wrapped model compares its base weights (`base_layer`, `original_module` under the adapter's names),
 tied weights compare once per file tensor, a sharded model reads the files its index names.
 
+Round 10 (docs/development.md): the same one read also copies the folder's non-weight files into a private folder
+(`verified_copy`: the trainer's tokenizer loads from it; `loaded_config` compares the config as loaded with it), and
+`saved_weight_problems` holds a resumed or exported model to a save's files by sha256 (hashed in the same read).
+
 Not compared (named in docs/development.md): quantized parameters (4/8-bit: not the file's values once loaded),
 ZeRO-3 partitioned parameters are gathered one at a time (untested here: no DeepSpeed on CPU).
 """
@@ -22,7 +26,9 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
@@ -388,8 +394,20 @@ def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str |
     folder = Path(folder)
     for model in models:
         own_memory(model)
+    private = tempfile.mkdtemp(prefix="llm-finetuning-loaded-")
     try:
-        digest, files, states = _read_folder(folder, models, loads)
+        return _problems(models, folder, files_sha256, loads, Path(private))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _problems(models: list, folder: Path, files_sha256: str | None, loads: dict | None, private: Path) -> list[str]:
+    """loaded_weight_problems' read and judgement; the folder's non-weight files copied into `private` by the same
+    read, for the config comparison (loaded_config)."""
+    from mcp_server.inspection.loaded_config import loaded_config_problems
+
+    try:
+        digest, files, states = _read_folder(folder, models, loads, copy_to=private)
     except (OSError, ValueError, KeyError) as exc:
         return [f"the model's files could not be read again ({type(exc).__name__}: {exc})"]
     if digest != files_sha256:
@@ -406,4 +424,4 @@ def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str |
                             f"{'; '.join(differ[:4])}{more}")
         elif compared == 0:
             problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
-    return problems
+    return problems or loaded_config_problems(models, private, loads)
