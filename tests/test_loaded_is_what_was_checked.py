@@ -167,7 +167,7 @@ def _evil_adapter(path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("kind", ["full", "lora"])
-@pytest.mark.parametrize("swapped", [False, True])
+@pytest.mark.parametrize("swapped", ["no", "during the load", "after the check, kept"])
 def test_a_resume_trains_only_from_the_checkpoint_the_run_saved(workspace, tiny_model, monkeypatch, capsys, kind,
                                                                 swapped):
     """confirm_resume_checkpoint hashes the checkpoint, then transformers' Trainer loads it (_load_from_checkpoint,
@@ -194,17 +194,20 @@ def test_a_resume_trains_only_from_the_checkpoint_the_run_saved(workspace, tiny_
     resumed = script_support.confirm_resume_checkpoint(run.dir, args)  # the ledger check, right before the load
     assert resumed == folder
     evil = (_evil_adapter if kind == "lora" else _evil_weights)(folder / weights)
-    if swapped:
+    if swapped == "during the load":
         _swapped_during(folder / weights, evil, Trainer, "_load_from_checkpoint", monkeypatch)
+    elif swapped == "after the check, kept":  # what loaded is the file there now: its hash is not the ledger's
+        _rename_over(folder / weights, evil)
     trainer._load_from_checkpoint(str(folder))  # what Trainer.train(resume_from_checkpoint=...) runs
     check = script_support.ResumedWeights(run.dir, folder)
-    if not swapped:
+    if swapped == "no":
         check.on_train_begin(args, None, None, model=trainer.model)
         return
     with pytest.raises(InputsChanged) as refused:
         check.on_train_begin(args, None, None, model=trainer.model)
     err = capsys.readouterr().err
-    assert refused.value.code == 3 and "not the checkpoint this run saved" in err and f"{weights}: " in err, err
+    named = f"{weights}: " if swapped == "during the load" else f"{weights} is not the file saved"
+    assert refused.value.code == 3 and "not the checkpoint this run saved" in err and named in err, err
 
 
 # ---------------------------------------------------------------- F4: the checkpoint an export loads

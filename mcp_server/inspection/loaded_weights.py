@@ -312,7 +312,7 @@ def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: di
         digest, _, _ = _read_folder(folder, [], loads, copy_to=Path(into))
     except (OSError, ValueError, KeyError) as exc:
         return f"the model's files could not be read ({type(exc).__name__}: {exc})"
-    if digest != files_sha256:
+    if files_sha256 != digest:
         return (f"the model's files changed since the check ({folder}: files {digest[:12]}, verified "
                 f"{str(files_sha256)[:12]})")
     return None
