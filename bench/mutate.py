@@ -1381,11 +1381,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            if handle.sha256() is None:\n",
       "a checkpoint's weight file is not held to the ledger's sha256 after the load: a file swapped after the "
       "resume's check, and kept, resumes the run from weights it never wrote"),
-    M("r10-export-load-unchecked", "gate", "mcp_server/evaluation/export.py",
+    M("r10-export-load-unchecked", "gate", "mcp_server/evaluation/checked_load.py",
       "        problems = [problem] if problem else saved_weight_problems(model, ckpt, files)\n",
       "        problems = [problem] if problem else []\n",
-      "an export's load is not compared with the checkpoint it hashed: a weight file swapped in during the load is "
-      "exported under the promoted checkpoint's hash"),
+      "an export's or a promotion's load is not compared with the checkpoint it hashed: a weight file swapped in "
+      "during the load is judged, or exported, under the hash of the file put back"),
     # ------------------------------------------------------------------ round 9 (issue 48, G2): the weights in
     # memory against the verified files' bytes (inspection/loaded_weights.py; judged by tests/test_loaded_weights.py)
     M("r9-loaded-weights-mapping-kept", "gate", "mcp_server/inspection/loaded_weights.py",

@@ -210,15 +210,16 @@ def test_a_resume_trains_only_from_the_checkpoint_the_run_saved(workspace, tiny_
     assert refused.value.code == 3 and "not the checkpoint this run saved" in err and named in err, err
 
 
-# ---------------------------------------------------------------- F4: the checkpoint an export loads
-def _placed_run(workspace: Path, tiny_model: Path) -> Path:
-    """A run never launched with the tiny model placed as its output (exported unpromoted)."""
+# ---------------------------------------------------------------- F4: the checkpoint an export (or a promotion) loads
+def _placed_run(workspace: Path, tiny_model: Path, base: str | None = None) -> Path:
+    """A run never launched with the tiny model placed as its output (exported unpromoted, judged as placed)."""
     import yaml
 
     run = workspace / "runs" / "2026-01-01-exported"
     (run / "train").mkdir(parents=True)
     shutil.copytree(tiny_model, run / "checkpoints")
-    config = {"model_name_or_path": str(tiny_model), "output_dir": "checkpoints", "max_completion_length": 4}
+    config = {"model_name_or_path": base or str(tiny_model), "output_dir": "checkpoints",
+              "max_completion_length": 4}
     (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
     (run / "train" / "rewards.json").write_text(json.dumps([{"name": "correctness_reward", "params": {},
                                                              "weight": 1.0}]))
@@ -233,15 +234,41 @@ def test_an_export_holds_the_checkpoint_its_card_names(workspace, tiny_model, mo
     from mcp_server.evaluation import export
     from mcp_server.evaluation.models import ExportRequest
 
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     run = _placed_run(workspace, tiny_model)
     target = run / "checkpoints" / name
-    evil = _evil_weights(target) if name == "model.safetensors" else EVIL_TEMPLATE.encode()
-    log = _swapped_during(target, evil, export, "load_model", monkeypatch)
+    weights = name == "model.safetensors"
+    evil = _evil_weights(target) if weights else EVIL_TEMPLATE.encode()
+    log = _swapped_during(target, evil, AutoModelForCausalLM if weights else AutoTokenizer, "from_pretrained",
+                          monkeypatch)
     request = ExportRequest(run=str(run), allow_unpromoted=True, smoke_items=1)
-    if name == "model.safetensors":
+    if weights:
         with pytest.raises(UserInputError, match=f"changed while it loaded.*{name}: {MARKED}"):
             export.export_model.__wrapped__(request)
         assert log and not (run / "export").exists() and not list(run.glob(".export-*"))
         return
     result = export.export_model.__wrapped__(request)
     assert log and "EVIL" not in (Path(result.export_dir) / "chat_template.jinja").read_text()
+
+
+def test_a_promotion_judges_the_checkpoint_whose_hash_it_records(workspace, tiny_model, monkeypatch):
+    """promote_checkpoint records the checkpoint's content hash, then loads it to judge: a weight file swapped in
+    for that load and put back is refused, naming it, and no promotion is written."""
+    from transformers import AutoModelForCausalLM
+
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest, PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = workspace / "goldens.jsonl"
+    write_jsonl([{k: r[k] for k in ("prompt", "question", "answer")} for r in make_task(n=4, max_operand=3)], goldens)
+    evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=4))  # the baseline
+    run = _placed_run(workspace, tiny_model, base="tiny")
+    target = run / "checkpoints" / "model.safetensors"
+    log = _swapped_during(target, _evil_weights(target), AutoModelForCausalLM, "from_pretrained", monkeypatch)
+    with pytest.raises(UserInputError, match=f"changed while it loaded.*model.safetensors: {MARKED}"):
+        promote_checkpoint(PromoteRequest(run=str(run)))
+    assert log and not (run / "promotion.json").exists()

@@ -17,6 +17,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
+from mcp_server.evaluation.checked_load import load_checked
 from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, promotion_signed, state_refusal
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
@@ -121,27 +122,6 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
     return promotion, None
 
 
-def _load_checked(ckpt: Path, files: dict[str, str], merged: bool):
-    """(model, tokenizer) of `ckpt` as its files were when hashed (`files`: the sha256 the promotion and the card
-    name): config, tokenizer and chat template loaded from a private copy of those bytes, the weights (linked
-    there) compared after the load with the file read and hashed in one pass (loaded_weights; round 10, F4: a
-    weight file swapped after the ledger check and put back after the load was exported under the promoted
-    checkpoint's hash). Refused naming the file; the adapter merged only after its check."""
-    from mcp_server.inspection.loaded_weights import saved_weight_problems, verified_copy
-
-    private = tempfile.mkdtemp(prefix="llm-finetuning-export-")
-    try:
-        problem = verified_copy(ckpt, files, None, private)
-        model, tokenizer = (None, None) if problem else load_model(private, merge=False)
-        problems = [problem] if problem else saved_weight_problems(model, ckpt, files)
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
-    if problems:
-        raise UserInputError("checkpoint", f"{ckpt} changed while it loaded, nothing was exported: "
-                             + "; ".join(problems[:4]) + ". Restore it as saved, then export again")
-    return (model.merge_and_unload().eval() if merged else model), tokenizer
-
-
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
@@ -152,7 +132,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         if refusal is not None:
             raise refusal from None
         raise
-    ckpt_files = tree_files(ckpt)  # each file's sha256, as checked: what the load is compared with (_load_checked)
+    ckpt_files = tree_files(ckpt)  # each file's sha256, as checked: what the load is compared with (load_checked)
     ckpt_sha = tree_digest(ckpt_files)
     promotion, mismatch = _promotion_of(run, config, ckpt, ckpt_sha, bool(request.checkpoint))
     verdict = (promotion or {}).get("verdict")
@@ -174,7 +154,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
-    model, tokenizer = _load_checked(ckpt, ckpt_files, merged)  # merged in memory when it is an adapter
+    model, tokenizer = load_checked(ckpt, ckpt_files)  # merged in memory when it is an adapter
     max_new_tokens = int(GRPOView.given(config).max_completion_length or 64)
     prompts = _smoke_prompts(promotion, request.smoke_items)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
