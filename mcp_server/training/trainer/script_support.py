@@ -8,6 +8,7 @@ Imported by train/train.py in the training interpreter.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import sys
 import tempfile
@@ -93,16 +94,15 @@ def verified_processing_class(training_args):
 
     pin = trained.VERIFIED["model"] or {}
     private = tempfile.mkdtemp(prefix="llm-finetuning-tokenizer-")
-    try:
-        problem = verified_copy(trained.VERIFIED["loads"], pin.get("files_sha256"), pin.get("loads"), private)
-        if problem:
-            print(f"llm-finetuning: refusing to train: {problem}. Put the model's files back, then launch again.",
-                  file=sys.stderr, flush=True)
-            raise InputsChanged(3)
-        return AutoProcessor.from_pretrained(private, truncation_side="left", padding_side="left",
-                                             trust_remote_code=training_args.trust_remote_code)
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
+    # Kept until the process exits: a slow tokenizer reads its vocabulary file again when a checkpoint saves it.
+    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    problem = verified_copy(trained.VERIFIED["loads"], pin.get("files_sha256"), pin.get("loads"), private)
+    if problem:
+        print(f"llm-finetuning: refusing to train: {problem}. Put the model's files back, then launch again.",
+              file=sys.stderr, flush=True)
+        raise InputsChanged(3)
+    return AutoProcessor.from_pretrained(private, truncation_side="left", padding_side="left",
+                                         trust_remote_code=training_args.trust_remote_code)
 
 
 def grpo_trainer(run_dir: Path, **kwargs):
