@@ -272,3 +272,71 @@ def test_a_promotion_judges_the_checkpoint_whose_hash_it_records(workspace, tiny
     with pytest.raises(UserInputError, match=f"changed while it loaded.*model.safetensors: {MARKED}"):
         promote_checkpoint(PromoteRequest(run=str(run)))
     assert log and not (run / "promotion.json").exists()
+
+
+# ---------------------------------------------------------------- G1 end to end: the round's racer on a real launch
+def _template_racer(folder: Path, log: list, stop) -> None:
+    """tokrace.py: once the model's weights loaded (a close of generation_config.json right after one of
+    model.safetensors: only from_pretrained reads them in that order), rename the unreviewed template in; put the
+    reviewed one back at the next close of chat_template.jinja (the round's tokenizer read)."""
+    import ctypes
+    import select
+    import struct
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    fd = libc.inotify_init()
+    libc.inotify_add_watch(fd, str(folder).encode(), 0x10)  # IN_CLOSE_NOWRITE
+    good, last = (folder / "chat_template.jinja").read_bytes(), None
+    try:
+        while not stop.is_set() and len(log) < 2:
+            if not select.select([fd], [], [], 0.5)[0]:
+                continue
+            buf, i = os.read(fd, 4096), 0
+            while i < len(buf) and len(log) < 2:
+                _, _, _, size = struct.unpack_from("iIII", buf, i)
+                name = buf[i + 16:i + 16 + size].rstrip(b"\0").decode()
+                i += 16 + size
+                if not log and name == "generation_config.json" and last == "model.safetensors":
+                    _rename_over(folder / "chat_template.jinja", EVIL_TEMPLATE.encode())
+                    log.append("swapped")
+                elif log and name == "chat_template.jinja":
+                    _rename_over(folder / "chat_template.jinja", good)
+                    log.append("restored")
+                last = name
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.slow  # a real launch of the tiny model
+def test_the_rounds_template_racer_never_trains_its_template(workspace, tiny_model, monkeypatch):
+    import threading
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+    from support import emit_run, pass_inspection, wait_for
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    model = shutil.copytree(tiny_model, workspace / "warm")
+    data = workspace / "data.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?"}) + "\n" for i in range(16)))
+    run_dir = emit_run("tokrace", model=str(model), dataset=str(data), max_steps=1, per_device_train_batch_size=4,
+                       num_generations=4, max_completion_length=8, save_steps=1, report_to="none")
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    reviewed, log, stop = (model / "chat_template.jinja").read_text(), [], threading.Event()
+    assert launch_training(LaunchRequest(run=str(run_dir))).launched
+    racer = threading.Thread(target=_template_racer, args=(model, log, stop), daemon=True)
+    racer.start()
+    try:
+        status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=400)
+    finally:
+        stop.set()
+        racer.join(5)
+    assert log == ["swapped", "restored"], (log, status.log_tail)
+    assert (model / "chat_template.jinja").read_text() == reviewed
+    saved = [p.read_text() for p in (run_dir / "checkpoints").rglob("chat_template.jinja")]
+    assert all("EVIL" not in text for text in saved), "a checkpoint carries the unreviewed template"
+    # The tokenizer was read from the private copy before the weights loaded, so the racer's restore waited for the
+    # next read of the folder: confirm_loaded_model's, which read the swapped template and refused.
+    text = (run_dir / "train" / "logs" / "stdout.log").read_text()
+    assert status.state == "failed" and "the model's files changed while it loaded" in text, status.log_tail
+    assert not saved
