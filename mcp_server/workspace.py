@@ -188,13 +188,22 @@ def sha256_tree(folder: Path) -> str:
     training state and intermediate checkpoints (NOT_THE_MODEL). Equal for a copy or a moved folder; any changed
     weight, config or
     tokenizer file changes it."""
+    return tree_digest(tree_files(folder))
+
+
+def tree_files(folder: Path) -> dict[str, str]:
+    """{relative path: sha256} of the files sha256_tree hashes, in its order."""
     folder = Path(folder)
+    return {path.relative_to(folder).as_posix(): sha256_file(path)
+            for path in sorted(p for p in folder.rglob("*") if p.is_file())
+            if not path.relative_to(folder).parts[0].startswith(NOT_THE_MODEL)}
+
+
+def tree_digest(files: dict[str, str]) -> str:
+    """sha256_tree's digest of `files` (tree_files)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder)
-        if rel.parts[0].startswith(NOT_THE_MODEL):
-            continue
-        digest.update(f"{rel.as_posix()}\0{sha256_file(path)}\n".encode())
+    for rel, sha in files.items():
+        digest.update(f"{rel}\0{sha}\n".encode())
     return digest.hexdigest()
 
 

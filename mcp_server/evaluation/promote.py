@@ -37,7 +37,8 @@ from mcp_server.evaluation.models import (EVAL_TOKENS, DriftResult, EvaluateRequ
                                           PromotionResult)
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.paired import compare_paired
-from mcp_server.model_ref import known_name, load_model, resolve_loadable
+from mcp_server.evaluation.checked_load import hashed_load
+from mcp_server.model_ref import known_name, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec, read_reward_specs
@@ -52,7 +53,7 @@ from mcp_server.evaluation.drift import (
     floor_note,
     stage_report,
 )
-from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
+from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file
 
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
@@ -73,8 +74,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
     rows = load_goldens(goldens)
-    ckpt_sha = sha256_tree(ckpt)  # before loading: what export_model will check it exports
-    ckpt_loaded = load_model(ckpt)
+    ckpt_sha, ckpt_loaded = hashed_load(ckpt)  # what loaded is the checkpoint of that hash (round 10, F4)
     read = reads.Reads()
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
                           report=stage_report(report, "checkpoint on the goldens"), read=read)
