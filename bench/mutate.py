@@ -1054,7 +1054,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if b\"\\0\" in handle.read(8192):",
       "a progress log ending in a sparse hole (NUL bytes) is refused as a binary file"),
     M("k6-diagnosis-stdout-only-no-rows", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "    if metrics_path is None and log_text:\n        rows = rows_from_log(log_text)\n",
+      "    elif metrics_path is None and log_text:\n        rows = rows_from_log(log_text)\n",
       "",
       "a run known only by its stdout.log (no progress log) is diagnosed with no metrics: its printed "
       "losses and grad norms are never read"),
@@ -1200,8 +1200,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "train/dynamic_sampling.json added after a verdict whose train/ pin had none is never compared by the"
       " trainer: dynamic sampling nobody reviewed changes which batches train"),
     M("k6-gate-launch-read-ignored", "gate", "mcp_server/inspection/gate.py",
-      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)",
-      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec, here)",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, None, here)",
       "launch_training's gate judges train/config.yaml read again, not the config the launch read and trains "
       "with: when the two differ (the file edited between the reads), the gate passes the reviewed file while the "
       "launch trains the other"),
