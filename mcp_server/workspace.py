@@ -30,8 +30,9 @@ def workspace_root() -> Path:
 WORKSPACE_FOLDERS = {
     "runs": "the run directories (emit_grpo_config, sample_completions, launches, promotions)",
     "eval": "baselines, goldens, drift records and their signed ledger (evaluate_model, promote_checkpoint)",
+    "agentic-demo-warm-start": "the agentic demo's warm start (llm-finetuning demo --agentic)",
 }
-WORKSPACE_FILES = ("env-report.json",)
+WORKSPACE_FILES = ("env-report.json", "agentic-demo-train.jsonl")
 
 
 def workspace_folder(name: str) -> Path:

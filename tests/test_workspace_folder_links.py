@@ -67,8 +67,15 @@ def _promote_core(workspace: Path) -> None:
     promote_checkpoint(PromoteRequest(run=str(run), goldens="tiny"))
 
 
+def _agentic_demo(workspace: Path) -> None:
+    from mcp_server.demo_agentic import run_agentic_demo
+
+    run_agentic_demo(workspace)
+
+
 # The doors that write into each declared folder: a declared folder without a row fails the next test.
 WRITERS = {
+    "agentic-demo-warm-start": {"run_agentic_demo": _agentic_demo},
     "runs": {"emit_grpo_config": _emit_core, "llm-finetuning emit-config": _emit_cli},
     "eval": {"evaluate_model": _evaluate_core, "llm-finetuning evaluate-model": _evaluate_cli,
              "promote_checkpoint": _promote_core},
@@ -79,7 +86,11 @@ def test_every_written_workspace_folder_has_rows():
     assert set(WRITERS) == set(WORKSPACE_FOLDERS), "a declared workspace folder without rows, or rows without one"
     joined = set()
     for path in (ROOT / "mcp_server").rglob("*.py"):
-        joined |= set(re.findall(r"workspace_root\(\)\s*/\s*\"([^\"]+)\"", path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")  # names joined onto the workspace root, or onto a `root` variable in
+        # a module that takes the root from LLM_FINETUNING_WORKSPACE itself (the agentic demo)
+        takes = re.search(r"\broot = .*LLM_FINETUNING_WORKSPACE", text)
+        onto = r"(?:workspace_root\(\)|\broot\)?)" if takes else r"workspace_root\(\)"
+        joined |= set(re.findall(onto + r"\s*/\s*\"([^\"]+)\"", text))
     undeclared = joined - set(WORKSPACE_FOLDERS) - set(WORKSPACE_FILES)
     assert not undeclared, f"the package writes {undeclared} at the workspace's top without declaring it"
 
