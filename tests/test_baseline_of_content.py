@@ -139,3 +139,27 @@ def test_the_reviewed_pin_decides_not_the_folder_now(workspace, tiny_model, tmp_
     with pytest.raises(UserInputError, match="is not now what this run trained from") as now:
         promote_checkpoint(PromoteRequest(run=str(run), goldens=str(goldens)))
     assert now.value.field == "model" and len(baselines_of(name)) == 1
+
+
+@pytest.mark.slow  # CLI processes, as the round ran them
+def test_the_rounds_replay_through_the_cli(workspace, tiny_model, tmp_path, monkeypatch, goldens):
+    """The round's steps through `llm-finetuning` processes: evaluate-model on the zeroed weights, the real model
+    back, promote-checkpoint refused naming both digests (exit 2), then with --goldens measured afresh: +0, REJECT."""
+    from conftest import run_cli
+
+    name, folder = _base(FORMS[0], workspace, tiny_model, tmp_path, monkeypatch)
+    real = (folder / "model.safetensors").read_bytes()
+    _change(folder, "weights")
+    zeroed = model_content(model_pin(name))
+    proc = run_cli("evaluate-model", "models/tiny", "--goldens", str(goldens), "--graders", json.dumps(GRADERS),
+                   "--max-new-tokens", str(TOKENS), cwd=workspace, process=True)
+    assert proc.returncode == 0, proc.stderr[-600:]
+    (folder / "model.safetensors").write_bytes(real)
+    run = _run(workspace, "replay", name, tiny_model)
+    proc = run_cli("promote-checkpoint", str(run), cwd=workspace, process=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-600:]
+    assert zeroed[:12] in proc.stderr and model_content(model_pin(name))[:12] in proc.stderr, proc.stderr
+    proc = run_cli("promote-checkpoint", str(run), "--goldens", str(goldens), "--json", cwd=workspace, process=True)
+    assert proc.returncode == 1, proc.stderr[-600:]  # exit 0 only on PROMOTE
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "REJECT" and result["improvement_points"] == 0, result["reasons"]

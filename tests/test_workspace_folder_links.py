@@ -141,3 +141,14 @@ def test_a_workspace_folder_linked_inside_the_workspace_is_followed(workspace):
     result = emit_config(model="tiny", gpu="cpu", run_name="inside")
     assert Path(result.run_dir).resolve().parent == (workspace / "all-runs").resolve()
     assert os.path.islink(workspace / "runs")
+
+
+@pytest.mark.slow  # a CLI process, as the round ran it
+def test_the_rounds_replay_emit_config_into_a_runs_link_is_refused(workspace, tmp_path):
+    outside = tmp_path / "outside-runs"
+    outside.mkdir()
+    (workspace / "runs").symlink_to(outside)
+    proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", cwd=workspace, process=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-600:]
+    assert f"runs: the workspace folder {workspace / 'runs'}" in proc.stderr, proc.stderr
+    assert not any(outside.iterdir()) and sorted(p.name for p in workspace.iterdir()) == ["runs"]
