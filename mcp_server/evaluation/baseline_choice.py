@@ -129,7 +129,7 @@ def reviewed_base_pin(run: Run, config: dict) -> tuple[dict | None, str]:
 
 def _digest(pin) -> str:
     content = model_content(pin)
-    return f"files sha256 {content[:12]}" if content else "content not recorded"
+    return f"files sha256 {content[:12]}" if content else "its model's content not recorded: an earlier version's"
 
 
 def content_refusal(name: str, pin, whose: str, other: list, goldens: bool) -> None:
@@ -143,8 +143,8 @@ def content_refusal(name: str, pin, whose: str, other: list, goldens: bool) -> N
     if other and not goldens:
         each = "; ".join(f"{p.name} ({_digest(b.get('model_pin'))})" for p, b in other[:4])
         raise UserInputError("baseline", f"no baseline in {eval_root()} is of this run's base model {name} as it "
-                             f"trained ({whose}: {_digest(pin)}): {each} measured other weights, config or "
-                             f"tokenizer under that name, and would compare the checkpoint with another model. "
+                             f"trained ({whose}: {_digest(pin)}): {each}; other weights, config or tokenizer "
+                             "under that name would compare the checkpoint with another model. "
                              f"Measure the base model as the run trained from it (evaluate_model {name} with the "
                              "goldens and graders; CLI: llm-finetuning evaluate-model ... --goldens FILE), or pass "
                              "goldens (CLI: --goldens FILE) to measure it now")
