@@ -152,3 +152,22 @@ def test_the_rounds_replay_emit_config_into_a_runs_link_is_refused(workspace, tm
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-600:]
     assert f"runs: the workspace folder {workspace / 'runs'}" in proc.stderr, proc.stderr
     assert not any(outside.iterdir()) and sorted(p.name for p in workspace.iterdir()) == ["runs"]
+
+
+def test_a_launch_is_refused_before_anything_starts_when_eval_leads_outside(workspace, tmp_path):
+    """A launch records eval/'s baselines in run.json once its process started: the launch gate lists the folder
+    first (launch_gates.workspace_refusals), so the refusal comes before a trainer starts, never after."""
+    from support import emit_run
+
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run = emit_run("linked-launch")
+    outside = tmp_path / "outside-eval"
+    _lead_outside(workspace, "eval", HOWS[0], outside)
+    result = launch_training(LaunchRequest(run=str(run)))
+    assert not result.launched and not (run / "run.json").exists()
+    named = [r for r in result.refusals if r.gate == "logs" and f"eval: the workspace folder {workspace / 'eval'}"
+             in r.message]
+    assert named and "outside the workspace" in named[0].message, result.refusals
+    assert not any(outside.iterdir())
