@@ -310,7 +310,9 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     budget, source = eval_budget(request)
     request = request.model_copy(update={"max_new_tokens": budget})
     model_ref = resolve_loadable(request.model)
-    pin = baseline_model_pin(model_ref) if request.baseline != "never" and not request.limit else None
+    files = not request.limit and (request.baseline == "write" or request.baseline == "auto" and not inside_a_run(
+        str(model_ref)))  # a baseline may be filed: its model's content pinned (hashed) only then
+    pin = baseline_model_pin(model_ref) if files else None
     goldens_path = resolve_goldens(request.goldens)
     rows = load_goldens(goldens_path)
     if request.limit:
