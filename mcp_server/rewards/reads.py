@@ -29,8 +29,9 @@ baseline whose graders read other content now (evaluation.promote).
 A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
 it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
 
-Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a file
-swapped between the check at its open and the read itself.
+Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a
+check that reads no content (os.path.exists, os.stat: no audit event); a file swapped between the check at its
+open and the read itself.
 """
 
 from __future__ import annotations
