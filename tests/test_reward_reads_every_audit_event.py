@@ -159,3 +159,27 @@ def test_a_read_that_cannot_be_pinned_is_refused_naming_the_call(workspace, tiny
     run_dir = _run(workspace, tiny_model, monkeypatch, UNPINNABLE[call], workspace / "none", call)
     with pytest.raises(UserInputError, match=call.replace(".", r"\.")):
         inspect_rewards(InspectRequest(run=str(run_dir)))
+
+
+@pytest.mark.slow
+def test_the_cli_gate_refuses_a_sqlite_rubric_changed_after_the_verdict(workspace, tiny_model, monkeypatch):
+    """Round 10's G3 end to end through the CLI (processes; the review and the gate's check in the worker): the
+    review pins rubric.db, the verdict is recorded, the rubric changes, the gate refuses naming it."""
+    import os
+
+    from conftest import run_cli, run_cli_json
+
+    db = _database(workspace)
+    run_dir = _run(workspace, tiny_model, monkeypatch, FAMILIES["sqlite3.connect"][2], db, "clisqlite")
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(workspace / "code"), os.environ.get("PYTHONPATH")])),
+           "LLM_FINETUNING_WORKSPACE": str(workspace)}
+    steps = [("inspect-rewards", str(run_dir)),
+             ("record-inspection-verdict", str(run_dir), "--verdict", "pass", "--reviewer", "ana", "--agree-rest")]
+    for step in steps:
+        proc = run_cli(*step, cwd=workspace, env=env, process=True)
+        assert proc.returncode == 0, (step, proc.stderr)
+    proc, gate = run_cli_json("check-inspection-gate", str(run_dir), cwd=workspace, env=env, process=True)
+    assert gate["passed"], gate
+    _redatabase(db)
+    proc, gate = run_cli_json("check-inspection-gate", str(run_dir), cwd=workspace, env=env, process=True)
+    assert not gate["passed"] and "rubric.db" in gate["reason"] and "read_reward" in gate["reason"], gate

@@ -191,3 +191,29 @@ def test_the_review_scores_the_source_not_a_forged_pyc(workspace, tiny_model, mo
         sys.modules.pop(name, None)
     means = {d.name: d.mean for d in result.distributions}
     assert means.get("f", means.get(f"{name}.f")) == 1.0, means
+
+
+@pytest.mark.slow
+def test_the_cli_review_in_its_worker_scores_the_source_of_a_package_reward(workspace, tiny_model):
+    """Round 10's probe end to end: `llm-finetuning inspect-rewards` (a process; the review runs in its worker)
+    on a reward in a package whose __pycache__ holds a forged .pyc: the review's mean is the source's."""
+    import json
+    import os
+
+    from conftest import run_cli_json
+    from support import hand_made_run
+
+    package = workspace / "code" / f"g2pkg_{abs(hash(str(workspace))) % 10**8}"
+    (package.parent).mkdir()
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    plant(package, "r", "forged")
+    run_dir = hand_made_run(workspace, tiny_model, "g2cli", [["x", "y"]] * 2, ["1"] * 2,
+                            rewards=[{"name": f"{package.name}.r.f"}])
+    path = os.pathsep.join(filter(None, [str(package.parent), os.environ.get("PYTHONPATH")]))
+    proc, result = run_cli_json("inspect-rewards", str(run_dir), cwd=workspace, process=True, timeout=600,
+                                env={"PYTHONPATH": path, "LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert proc.returncode == 0, proc.stderr
+    means = {d["name"]: d["mean"] for d in result["distributions"]}
+    assert means.get("f", means.get(f"{package.name}.r.f")) == 1.0, (means, json.dumps(result)[:400])
+    assert not list(package.rglob("*.pyc"))[1:], "no bytecode written beside the reward"
