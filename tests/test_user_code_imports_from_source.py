@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import py_compile
@@ -144,9 +145,23 @@ def test_every_import_of_user_code_goes_through_the_one_mechanism():
     assert through == set(SITES), "the table's sites are where the package imports user code"
 
 
+@pytest.fixture()
+def stock_loaders(monkeypatch):
+    """The standard loaders as a fresh process has them: each row shows that its own site installs the mechanism
+    (install_source_only changes them for the rest of the process; restored after the row)."""
+    try:
+        from mcp_server.rewards import source_only
+    except ImportError:  # before the fix: there is nothing to undo
+        return
+    if source_only._STOCK:
+        monkeypatch.setattr(importlib.machinery.SourceFileLoader, "get_code", source_only._STOCK["source"])
+        monkeypatch.setattr(importlib.machinery.SourcelessFileLoader, "get_code", source_only._STOCK["sourceless"])
+        monkeypatch.setattr(source_only, "_STOCK", {})
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("site", list(SITES), ids=lambda s: s[1])
-def test_what_a_site_imports_is_the_source_never_bytecode(tmp_path, monkeypatch, site, case):
+def test_what_a_site_imports_is_the_source_never_bytecode(tmp_path, monkeypatch, stock_loaders, site, case):
     name = f"g2_{site[1].strip('_')}_{case.replace('-', '_')}_{abs(hash(str(tmp_path))) % 10**8}"
     root = tmp_path / "user"
     if site[1] == "_build_trainer":
@@ -155,7 +170,6 @@ def test_what_a_site_imports_is_the_source_never_bytecode(tmp_path, monkeypatch,
         plant(root, name, case)
     monkeypatch.chdir(root)
     monkeypatch.setattr("sys.path", [str(root), *sys.path])
-    monkeypatch.setattr("sys.meta_path", list(sys.meta_path))
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
     before = sorted(p.name for p in root.rglob("*"))
@@ -172,7 +186,28 @@ def test_what_a_site_imports_is_the_source_never_bytecode(tmp_path, monkeypatch,
     assert sorted(p.name for p in root.rglob("*")) == before, "no bytecode is written for user code"
 
 
-def test_the_review_scores_the_source_not_a_forged_pyc(workspace, tiny_model, monkeypatch):
+@pytest.mark.parametrize("case", CASES)
+def test_a_library_loading_user_code_by_its_path_runs_the_source(tmp_path, stock_loaders, case):
+    """Once installed, the mechanism holds for a library's own loader too: spec_from_file_location and
+    exec_module, as transformers loads a trust_remote_code model's modeling file (the package never sees that
+    import site)."""
+    from mcp_server.rewards.source_only import install_source_only
+
+    name = f"g2_library_{case.replace('-', '_')}_{abs(hash(str(tmp_path))) % 10**8}"
+    src = plant(tmp_path / "modules", name, case)
+    install_source_only()
+    where = src.with_suffix(".pyc") if case == "sourceless" else src
+    spec = importlib.util.spec_from_file_location(name, where)
+    module = importlib.util.module_from_spec(spec)
+    if case == "sourceless":
+        with pytest.raises(ImportError, match=f"{name}.*no source"):
+            spec.loader.exec_module(module)
+        return
+    spec.loader.exec_module(module)
+    assert module.f(["a"]) == [1.0]
+
+
+def test_the_review_scores_the_source_not_a_forged_pyc(workspace, tiny_model, monkeypatch, stock_loaders):
     """The probe's door: inspect_rewards on a reward whose __pycache__ holds a forged .pyc reports the source's
     scores (1.0), the ones training gets."""
     from mcp_server.inspection.models import InspectRequest
@@ -182,7 +217,6 @@ def test_the_review_scores_the_source_not_a_forged_pyc(workspace, tiny_model, mo
     name = f"g2_review_{abs(hash(str(workspace))) % 10**8}"
     plant(workspace, name, "forged")
     monkeypatch.syspath_prepend(str(workspace))
-    monkeypatch.setattr("sys.meta_path", list(sys.meta_path))
     run_dir = hand_made_run(workspace, tiny_model, "g2", [["x", "y"]] * 2, ["1"] * 2,
                             rewards=[{"name": f"{name}.f"}])
     try:

@@ -4,10 +4,10 @@ through (a reward, a grader or judge, an environment or tool, a reward a rule ch
 A .pyc beside a reward's source runs instead of it when its header carries the source's mtime and size (forged,
 or stale: the source rewritten in the same second at the same size), and a hash-based .pyc marked unchecked runs
 whatever the source says; a sourceless module.pyc runs with no source at all. The review would then judge other
-code than the hash pins and the trainer runs (issue 48, round 10 G2). So `install_source_only` puts `SourceOnly`
-on `sys.meta_path` (once per process, before the path finder): a module whose file is not part of the
+code than the hash pins and the trainer runs (issue 48, round 10 G2). So `install_source_only` (once per
+process) changes the standard source and sourceless loaders: a module whose file is not part of the
 interpreter's installation (stdlib, site-packages) nor this package is compiled from its .py each time it is
-imported, and no bytecode is written for it; a sourceless one is refused, naming it. `import_user` and
+imported, and no bytecode is read or written for it; a sourceless one is refused, naming it. `import_user` and
 `load_user_file` are the doors to it; tests/test_user_code_imports_from_source.py finds every import site in the
 package and fails on one that does not go through them.
 """
@@ -26,14 +26,11 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 
 class SourceLoader(importlib.machinery.SourceFileLoader):
-    """A source file's loader that never reads nor writes bytecode: the code is compiled from the source bytes."""
+    """A source file's loader that never reads nor writes bytecode (load_user_file's)."""
 
     def get_code(self, fullname):
         path = self.get_filename(fullname)
         return self.source_to_code(self.get_data(path), path)
-
-    def set_data(self, path, data, *, _mode=0o666):  # no bytecode is written for user code
-        return None
 
 
 @lru_cache(maxsize=4096)
@@ -54,39 +51,38 @@ def _installed(installed_roots) -> list:
     return _ROOTS
 
 
-class SourceOnly:
-    """A meta path finder standing before the path finder: the path finder's answer, with a user module's
-    bytecode loader replaced by `SourceLoader` and a sourceless user module refused."""
+_STOCK: dict = {}  # the standard loaders' own get_code, kept when install_source_only replaces them
 
-    @classmethod
-    def find_spec(cls, fullname, path=None, target=None):
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is None or not spec.origin or not spec.has_location or not is_user_file(spec.origin):
-            return spec
-        if isinstance(spec.loader, importlib.machinery.SourcelessFileLoader):
-            raise ImportError(f"{fullname} ({spec.origin}) is bytecode with no source beside it: refused, user code "
-                              "is imported from its .py only (what the review judges is what the hash pins and "
-                              "training runs); put its source there", name=fullname, path=spec.origin)
-        if isinstance(spec.loader, importlib.machinery.SourceFileLoader) and type(spec.loader) is not SourceLoader:
-            spec.loader = SourceLoader(fullname, spec.origin)
-            spec.cached = None
-        return spec
 
-    @classmethod
-    def invalidate_caches(cls):
-        importlib.machinery.PathFinder.invalidate_caches()
+def _source_code(self, fullname):
+    path = self.get_filename(fullname)
+    if not is_user_file(path):
+        return _STOCK["source"](self, fullname)
+    return self.source_to_code(self.get_data(path), path)  # never the cache, so nothing is written to it either
+
+
+def _sourceless_code(self, fullname):
+    path = self.get_filename(fullname)
+    if is_user_file(path):
+        raise ImportError(f"{fullname} ({path}) is bytecode with no source beside it: refused, user code is "
+                          "imported from its .py only (what the review judges is what the hash pins and training "
+                          "runs); put its source there", name=fullname, path=path)
+    return _STOCK["sourceless"](self, fullname)
 
 
 def install_source_only() -> None:
-    """From here on this process imports user modules from their source only (the module's doc); idempotent."""
-    if SourceOnly in sys.meta_path:
+    """From here on this process runs user modules from their source only (the module's doc); idempotent. The
+    standard loaders themselves are changed, so every way to them goes this way: the path finder, a
+    spec_from_file_location, runpy, a library's own loader (transformers' trust_remote_code modules)."""
+    machinery = importlib.machinery
+    if _STOCK:
         return
-    at = sys.meta_path.index(importlib.machinery.PathFinder) if importlib.machinery.PathFinder in sys.meta_path \
-        else len(sys.meta_path)
-    sys.meta_path.insert(at, SourceOnly)
+    _STOCK.update(source=machinery.SourceFileLoader.get_code, sourceless=machinery.SourcelessFileLoader.get_code)
+    machinery.SourceFileLoader.get_code = _source_code
+    machinery.SourcelessFileLoader.get_code = _sourceless_code
     stale = [name for name, module in list(sys.modules.items())
-             if isinstance(getattr(module, "__spec__", None), importlib.machinery.ModuleSpec)
-             and isinstance(module.__spec__.loader, importlib.machinery.SourcelessFileLoader)
+             if isinstance(getattr(module, "__spec__", None), machinery.ModuleSpec)
+             and isinstance(module.__spec__.loader, machinery.SourcelessFileLoader)
              and module.__spec__.origin and is_user_file(module.__spec__.origin)]
     for name in stale:  # a sourceless user module imported before: imported (and refused) again
         sys.modules.pop(name, None)
