@@ -30,8 +30,9 @@ A reward module's first import in a process is always recorded (`importing`, cal
 it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
 
 Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a
-check that reads no content (os.path.exists, os.stat: no audit event); a file swapped between the check at its
-open and the read itself.
+check that reads no content (os.path.exists, os.stat: no audit event); a database an SQL ATTACH opens (no audit
+event; an authorizer cannot be set at `sqlite3.connect/handle`, the connection is not initialised yet); a file
+swapped between the check at its open and the read itself.
 """
 
 from __future__ import annotations
