@@ -183,3 +183,23 @@ def test_the_cli_gate_refuses_a_sqlite_rubric_changed_after_the_verdict(workspac
     _redatabase(db)
     proc, gate = run_cli_json("check-inspection-gate", str(run_dir), cwd=workspace, env=env, process=True)
     assert not gate["passed"] and "rubric.db" in gate["reason"] and "read_reward" in gate["reason"], gate
+
+
+def test_what_importlib_lists_for_a_reward_is_not_its_input(tmp_path, monkeypatch):
+    """importlib.metadata lists every folder on sys.path (the working directory among them, which differs between
+    the review's worker and the trainer): the import machinery's business, not a reward's input. The reward's own
+    listing of a folder is pinned."""
+    from mcp_server.rewards import reads
+    from mcp_server.rewards.dotted import import_dotted
+
+    folder = _folder(tmp_path)
+    module = f"metarew_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{module}.py").write_text(
+        "import importlib.metadata, os\n"
+        f"def f(completions, **kw):\n    importlib.metadata.version('pytest')\n    os.listdir({str(folder)!r})\n"
+        "    return [1.0 for c in completions]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with reads.recording() as read:
+        with reads.calling("f"):
+            import_dotted(f"{module}.f", "rewards")(["a"])
+    assert [p for p in read.pins() if p.endswith("/")] == [str(folder) + "/"], read.pins()

@@ -8,7 +8,8 @@ the reward code opens while `recording` is active (around the reward calls and t
 nothing else. Not only "open": every audit event of Python 3.11 that names a path user code reads (issue 48, round
 10 G3: a rubric in a SQLite file, opened in C): `sqlite3.connect` pins the database file and its -wal and
 -journal (a ':memory:' or temporary database reads no file); `os.listdir` and `os.scandir` (so glob, pathlib's
-glob, os.walk) pin a folder's listing, keyed "<folder>/"; shutil's copies and archives, mmap and io.open_code read
+glob, os.walk) pin a folder's listing, keyed "<folder>/", when the reward lists it itself (a library's or
+importlib's own listing is not its input); shutil's copies and archives, mmap and io.open_code read
 through "open". What cannot be pinned is refused, naming the call, when user code makes it directly (the first
 frame outside the standard library is user code): `ctypes.*` (a C library reads anything) and
 `sqlite3.enable_load_extension` / `sqlite3.load_extension`. An event is the reward code's when the first frame
@@ -343,12 +344,13 @@ def _in_stdlib(filename: str) -> bool:
 
 def _made_by_user(frame) -> bool:
     """Whether the first frame outside the standard library is user code: the call is the reward's own, not a
-    library's that it called (REFUSED is refused only then)."""
+    library's that it called, nor importlib's (metadata, resources: the import machinery's listings). REFUSED is
+    refused, and a listing pinned, only then."""
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith("<") and not _in_stdlib(name):
             return _whose(name) == "user"
-        if name.startswith("<frozen importlib") or name.startswith("<frozen zipimport"):
+        if name.startswith(("<frozen importlib", "<frozen zipimport")) or f"{os.sep}importlib{os.sep}" in name:
             return False
         frame = frame.f_back
     return False
@@ -416,7 +418,8 @@ def _hook(event: str, args) -> None:
     try:
         paths, writes = _event_paths(event, args)
         paths = [p for p in paths if not p.startswith(SYSTEM)]
-        if not paths or not _opened_by_user(sys._getframe(1)):
+        frame = sys._getframe(1)
+        if not paths or not (_made_by_user(frame) if event in LISTINGS else _opened_by_user(frame)):
             return
         _LOCAL.busy = True
         try:
