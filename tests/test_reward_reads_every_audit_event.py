@@ -79,6 +79,12 @@ FAMILIES = {
     "mmap": (_rubric, _rerubric, "fd = os.open(PATH, os.O_RDONLY)\n    "
              "scale = json.loads(mmap.mmap(fd, 0, access=mmap.ACCESS_READ)[:])['scale']\n    os.close(fd)", ""),
     "io.open_code": (_rubric, _rerubric, "scale = json.loads(io.open_code(PATH).read())['scale']", ""),
+    # opened for writing too, but what was there is read: a read, not the reward's scratch
+    "open r+": (_rubric, _rerubric, "scale = json.loads(open(PATH, 'r+').read())['scale']", ""),
+    "open a+": (_rubric, _rerubric, "f = open(PATH, 'a+')\n    f.seek(0)\n    "
+                "scale = json.loads(f.read())['scale']", ""),
+    "os.open O_RDWR": (_rubric, _rerubric, "fd = os.open(PATH, os.O_RDWR)\n    "
+                       "scale = json.loads(os.read(fd, 1 << 16))['scale']\n    os.close(fd)", ""),
 }
 REWARD = '''import ctypes, glob, io, json, mmap, os, pathlib, shutil, sqlite3, sys, tempfile
 PATH = {path!r}

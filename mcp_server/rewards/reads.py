@@ -16,7 +16,7 @@ frame outside the standard library is user code): `ctypes.*` (a C library reads 
 on its stack that is neither the standard library nor an installed package is user code (never this package:
 its own reads, a sandbox's scratch files, are its business), and not an import (the code pin covers the
 modules). /proc, /sys and /dev are left out, so are files (and folders) the same code opened for writing (or
-made) first: its own scratch.
+made) first: its own scratch; an existing file opened r+, a+ or O_RDWR is read (pinned), not scratch.
 
 Each file is pinned when it is first opened (`pin_file`: its sha256, or size/mtime/inode/ctime above 64 MiB; a
 link by what it resolves to; a file absent then as absent), with the rewards that read it. inspect_rewards
@@ -381,11 +381,16 @@ def _event_paths(event: str, args) -> tuple[list[str], bool]:
         path, mode, flags = args
         if isinstance(path, int) or path is None:
             return [], False
+        path = os.path.abspath(os.fsdecode(path))
         if mode is None:
             writes = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_CREAT)
+            keeps = not flags & (os.O_TRUNC | os.O_EXCL) and (flags & os.O_ACCMODE) == os.O_RDWR
         else:
             writes = any(c in str(mode) for c in "wax+")
-        return [os.path.abspath(os.fsdecode(path))], writes
+            keeps = "+" in str(mode) and not any(c in str(mode) for c in "wx")
+        # r+, a+, O_RDWR: what was there is read too (round 10: open(RUBRIC, "r+") read a rubric unpinned), so an
+        # existing file opened so is a read, pinned, unless the reward wrote it first (its scratch)
+        return [path], writes and not (keeps and os.path.isfile(path))
     if event == "sqlite3.connect":
         return _sqlite_files(args[0]), False
     if event in LISTINGS:
