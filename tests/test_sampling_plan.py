@@ -197,3 +197,21 @@ def test_sampling_and_evaluation_lines_carry_the_rate_and_time_left_as_decoding_
     assert len(decoding) >= 3 and all("decode steps/s" in m for m in decoding[1:]), lines
     assert all(" left" in m for m in decoding[1:] if "token 12 of" not in m), lines
     assert "decode steps/s" in next(m for m in lines if m.startswith("decoded 6/6 prompts"))
+
+
+def test_a_sampling_too_small_to_review_says_so_before_the_model_loads(cpu_run):
+    """Issue 49's sixth walk: `--num-prompts 8` with n=4 sampled 7.5 minutes, then said "Only 32 samples:
+    inspect_rewards needs at least 50". The count is known first: the plan line says it, with the num_prompts that
+    reaches 50, and it is the first thing reported (stopped there, nothing was loaded or sampled)."""
+    seen = []
+
+    def stop_at_plan(done, total, message):
+        seen.append(message)
+        raise Stopped
+
+    with pytest.raises(Stopped):
+        sample_completions(SampleRequest(run=str(cpu_run.dir), num_prompts=3, batch_size=8), report=stop_at_plan)
+    (plan,) = seen
+    assert plan.startswith("plan: 3 prompts x 8") and not cpu_run.samples_partial.exists(), plan
+    assert "3 prompts x 8 = 24 samples, and inspect_rewards needs at least 50" in plan, plan
+    assert "--num-prompts 7 reaches 50" in plan, plan
