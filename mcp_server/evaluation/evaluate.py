@@ -284,6 +284,23 @@ def unpaid_warnings(items: list[ItemResult], graders: list, defaults: bool, who:
     return lines
 
 
+def undivided_warnings(items: list[ItemResult], who: str = "") -> list[str]:
+    """A grader that passed (scored above 0) every item, or failed every item, told no reply apart (issue 49's sixth
+    walk: a baseline at 100% from a grader that passed "The word \"apple\" is a capital letter." for APPLE, with no
+    word). A grader at 0 everywhere for a reason unpaid_warnings names is left to it."""
+    if len(items) < 2:
+        return []
+    lines = []
+    for name in dict.fromkeys(n for i in items for n in i.scores):
+        paid = sum(i.scores.get(name, 0.0) > 0 for i in items)
+        if paid in (0, len(items)):
+            lines.append(f"{who}{name} {'passed' if paid else 'failed'} all {len(items)} goldens: a grader that "
+                         "tells no reply apart is likely wrong (or the goldens do not test the task); read what it "
+                         "pays on sampled replies (inspect-rewards, MCP: inspect_rewards) before trusting this pass "
+                         "rate")
+    return lines
+
+
 def default_graders(graders: list) -> bool:
     """Whether `graders` are evaluate_model's defaults (none given)."""
     from mcp_server.evaluation.models import DEFAULT_GRADERS
@@ -325,8 +342,10 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         max_new_tokens_from=source, plan=plan,
         seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
         seconds=round(time.time() - start, 2), items=items,
-        warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
+    unpaid = unpaid_warnings(items, request.graders, default_graders(request.graders))
+    result.warnings = unpaid + [w for w in undivided_warnings(items) if not any(
+        u.startswith(w.split(" ", 1)[0] + " paid nothing") for u in unpaid)]
     _file_baseline(request, result, read.pins())
     return result
 
@@ -356,6 +375,26 @@ def _plan(model_ref, goldens: int, budget: int, batch_size: int) -> dict:
                          torch.get_num_threads(), *model_size(model_ref), goldens=True)
 
 
+def _written_note(request: EvaluateRequest, result: EvaluationResult, path: Path) -> str:
+    """The note of a baseline just written: the first of this model, or which earlier one it stands beside and what
+    differs (issue 49's sixth walk: "first evaluation of this base model on this task" when one with other graders
+    existed; promote_checkpoint compares with the baseline of the run's task)."""
+    earlier = [p for p in baselines_of(result.model_path if request.model != "tiny" else "tiny") if p != path]
+    if not earlier:
+        return "first evaluation of this base model on this task: baseline written"
+    latest = max(earlier, key=lambda p: p.stat().st_mtime)
+    try:
+        before = json.loads(latest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        before = {}
+    now = result.model_dump(mode="json")
+    differs = [what for key, what in (("goldens_sha256", "goldens"), ("graders", "graders"),
+                                      ("max_new_tokens", "max_new_tokens"), ("seed", "seed"))
+               if before.get(key) != now.get(key)] or ["the graders' code or the files they read"]
+    return (f"a new baseline of this base model, beside the earlier {latest.name} (kept, never replaced): this one's "
+            f"{', '.join(differs)} differ; promote_checkpoint compares a run with the baseline of its own task")
+
+
 def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict) -> None:
     """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model; never overwrite it."""
     task, graders_code = task_key(result.goldens_sha256, request.graders, request.max_new_tokens, request.seed,
@@ -374,13 +413,11 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
     else:
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads}
-        record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note",
-                                                               "warnings"}))
+        record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:
             record_baseline(path)
-        result.baseline_note = "first evaluation of this base model on this task: baseline written" if \
-            result.baseline_written else (
+        result.baseline_note = _written_note(request, result, path) if result.baseline_written else (
             "another evaluation wrote this baseline first; it is never overwritten"
         )
     if path.is_file():
