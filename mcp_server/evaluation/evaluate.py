@@ -285,19 +285,20 @@ def unpaid_warnings(items: list[ItemResult], graders: list, defaults: bool, who:
 
 
 def undivided_warnings(items: list[ItemResult], who: str = "") -> list[str]:
-    """A grader that passed (scored above 0) every item, or failed every item, told no reply apart (issue 49's sixth
-    walk: a baseline at 100% from a grader that passed "The word \"apple\" is a capital letter." for APPLE, with no
-    word). A grader at 0 everywhere for a reason unpaid_warnings names is left to it."""
+    """A grader that passed (scored above 0) every item of a baseline, or failed every one: it told no reply apart
+    (issue 49's sixth walk: a baseline at 100% from a grader that passed "The word \"apple\" is a capital letter."
+    for APPLE, with no word). A grader at 0 everywhere for a reason unpaid_warnings names is left to it."""
     if len(items) < 2:
         return []
     lines = []
     for name in dict.fromkeys(n for i in items for n in i.scores):
         paid = sum(i.scores.get(name, 0.0) > 0 for i in items)
         if paid in (0, len(items)):
-            lines.append(f"{who}{name} {'passed' if paid else 'failed'} all {len(items)} goldens: a grader that "
-                         "tells no reply apart is likely wrong (or the goldens do not test the task); read what it "
-                         "pays on sampled replies (inspect-rewards, MCP: inspect_rewards) before trusting this pass "
-                         "rate")
+            also = "the base model already right everywhere" if paid else "the base model unable to do the task yet"
+            lines.append(f"{who}{name} {'passed' if paid else 'failed'} all {len(items)} goldens of this baseline: "
+                         f"a grader that tells no reply apart is likely wrong (else {also} leaves GRPO nothing to "
+                         "learn from); read what it pays on sampled replies (inspect-rewards, MCP: inspect_rewards) "
+                         "before trusting this pass rate")
     return lines
 
 
@@ -342,10 +343,8 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         max_new_tokens_from=source, plan=plan,
         seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
         seconds=round(time.time() - start, 2), items=items,
+        warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
-    unpaid = unpaid_warnings(items, request.graders, default_graders(request.graders))
-    result.warnings = unpaid + [w for w in undivided_warnings(items) if not any(
-        u.startswith(w.split(" ", 1)[0] + " paid nothing") for u in unpaid)]
     _file_baseline(request, result, read.pins())
     return result
 
@@ -391,8 +390,8 @@ def _written_note(request: EvaluateRequest, result: EvaluationResult, path: Path
     differs = [what for key, what in (("goldens_sha256", "goldens"), ("graders", "graders"),
                                       ("max_new_tokens", "max_new_tokens"), ("seed", "seed"))
                if before.get(key) != now.get(key)] or ["the graders' code or the files they read"]
-    return (f"a new baseline of this base model, beside the earlier {latest.name} (kept, never replaced): this one's "
-            f"{', '.join(differs)} differ; promote_checkpoint compares a run with the baseline of its own task")
+    return (f"baseline written, beside the earlier {latest.name} of this base model (kept, never replaced): this "
+            f"one's {', '.join(differs)} differ; promote_checkpoint compares a run with the baseline of its own task")
 
 
 def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict) -> None:
@@ -410,7 +409,9 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
     elif existing:
         result.baseline_note = "a baseline of this model on these goldens, graders and decoding already exists; it " \
                                "is never overwritten"
-    else:
+    else:  # a baseline: a grader that tells none of its replies apart is named in it (unpaid ones are already)
+        result.warnings += [w for w in undivided_warnings(result.items) if not any(
+            u.startswith(w.split(" ", 1)[0] + " paid nothing") for u in result.warnings)]
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads}
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
