@@ -38,7 +38,8 @@ def test_a_grader_that_tells_no_reply_apart_is_named_in_the_baseline(workspace, 
     first = evaluate("always")
     assert first.passed == first.n == 6 and first.baseline_written, first.baseline_note
     (said,) = [w for w in first.warnings if "all 6 goldens" in w]
-    assert "passed all 6 goldens of this baseline" in said and "likely wrong" in said and "inspect-rewards" in said, said
+    assert "passed all 6 goldens of this baseline" in said and "likely wrong" in said, said
+    assert "inspect-rewards" in said, said
     assert json.loads(Path(first.baseline_path).read_text())["warnings"] == first.warnings
     assert first.baseline_note.startswith("first evaluation of this base model"), first.baseline_note
 
