@@ -9,7 +9,8 @@ huge message cannot hold every other reply. A request whose id a request still i
 null) and not run. The table of inputs and answers: tests/test_server_inputs.py.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
-the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
+the reply to a bad one goes out through the SDK's write stream, so frames never interleave. An initialize after a
+2026-07-28 opening (Copilot CLI's fallback when its server/discover goes unanswered) is answered (_serve_eras).
 """
 
 from __future__ import annotations
