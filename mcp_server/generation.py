@@ -96,9 +96,11 @@ class DecodeProgress:
             return ""
         to_run = max(self.calls - calls_done, 0) * self.max_new_tokens - self.current
         left = max(to_run, 0) * elapsed / steps
+        rate = f"{steps / elapsed:.1f} decode steps/s" if steps >= elapsed else \
+            f"{elapsed / steps:.1f} s per decode step"  # issue 49's sixth walk: "0.0 decode steps/s" under 0.05/s
         if left <= 0:
-            return f"; {steps / elapsed:.1f} decode steps/s"
-        return f"; {steps / elapsed:.1f} decode steps/s, about " + (  # an estimate: the rate moves with the load
+            return f"; {rate}"
+        return f"; {rate}, about " + (  # an estimate: the rate moves with the load
             "1 s" if left < 1 else duration(left)) + " left at that rate"
 
     def step(self, done_before: int, step: int) -> None:

@@ -9,18 +9,22 @@ huge message cannot hold every other reply. A request whose id a request still i
 null) and not run. The table of inputs and answers: tests/test_server_inputs.py.
 
 Each line is checked with the SDK's own message model before the SDK sees it; a good line goes on unchanged, and
-the reply to a bad one goes out through the SDK's write stream, so frames never interleave.
+the reply to a bad one goes out through the SDK's write stream, so frames never interleave. An initialize after a
+2026-07-28 opening (Copilot CLI's fallback when its server/discover goes unanswered) is answered (_serve_eras).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
+from functools import partial
 
 import anyio
 import mcp_types as types
+from mcp.server.runner import serve_dual_era_loop
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -35,6 +39,7 @@ PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 MAX_LINE = 16 * 1024 * 1024  # characters
 MAX_COLONS = 100_000  # each object key takes one; parsing is slow per key (1M keys: seconds), not per character
 MAX_ARGUMENTS = 1000
+MODERN_KEY = "io.modelcontextprotocol/protocolVersion"  # in `_meta`: a 2026-07-28 request
 MAX_DEPTH = 201  # levels of arrays and objects the SDK's JSON parser (jiter) reads, the message object the first
 _LEADING_ID = re.compile(r'\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]*"\s*,)*'  # simple keys before "id"
                          r'\s*"id"\s*:\s*(-?\d{1,30}|"[^"\\]{0,200}")\s*[,}]')
@@ -257,5 +262,63 @@ async def serve_stdio(server, experimental: dict | None = None) -> None:
         write["stream"] = write_stream
         ready.set()
         lowlevel = server._lowlevel_server
-        await lowlevel.run(read_stream, _Answering(write_stream, unanswered), lowlevel.create_initialization_options(
-            experimental_capabilities=experimental))
+        options = lowlevel.create_initialization_options(experimental_capabilities=experimental)
+        try:
+            async with lowlevel.lifespan(lowlevel) as state:
+                await _serve_eras(lowlevel, read_stream, _Answering(write_stream, unanswered), options, state,
+                                  unanswered)
+        finally:
+            await write_stream.aclose()
+
+
+class _Kept:
+    """A write stream a serving loop cannot close (the next era's loop writes on it too)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+    async def aclose(self) -> None:
+        return None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return None
+
+
+def _opens_modern(message) -> bool:
+    """A request carrying the 2026-07-28 envelope (the SDK's own test: the protocol-version key in `_meta`)."""
+    meta = (message.params or {}).get("_meta") if isinstance(message.params, dict) else None
+    return message.method != "initialize" and isinstance(meta, dict) and MODERN_KEY in meta
+
+
+async def _serve_eras(lowlevel, read_stream, write_stream, options, state, unanswered: _Unanswered) -> None:
+    """The SDK's dual-era loop (the first request decides 2026-07-28 or the initialize handshake), except that an
+    initialize after a 2026-07-28 opening is answered: Copilot CLI sends server/discover, and when no answer comes
+    within about 10 s (a first start on a busy machine) sends initialize on the same connection; the SDK refused it
+    (-32022) and Copilot showed the server failed (issue 49). The requests of the first era are answered, then a
+    fresh loop serves the rest of the connection from that initialize, in the version it negotiates."""
+    serve = partial(serve_dual_era_loop, lowlevel, lifespan_state=state, init_options=options)
+    send, receive = anyio.create_memory_object_stream(math.inf)
+    modern = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(serve, receive, _Kept(write_stream))
+        async for item in read_stream:
+            message = getattr(item, "message", None)
+            if isinstance(message, types.JSONRPCRequest):
+                if modern is None:
+                    modern = _opens_modern(message)
+                elif modern and message.method == "initialize":
+                    while unanswered.ids - {message.id}:  # the first era's requests keep their answers
+                        unanswered.changed = anyio.Event()
+                        await unanswered.changed.wait()
+                    send.close()
+                    send, receive = anyio.create_memory_object_stream(math.inf)
+                    group.start_soon(serve, receive, _Kept(write_stream))
+                    modern = False
+            await send.send(item)
+        send.close()

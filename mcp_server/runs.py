@@ -99,7 +99,7 @@ from pathlib import Path
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_json_if_present, read_yaml  # noqa: F401 (run readers import it from here)
-from mcp_server.workspace import find_existing, runs_root
+from mcp_server.workspace import dated_run, find_existing, runs_root
 
 # Each launch's id (run.json `launch_id`), exported to its trainer, which tags the records it writes with it
 # (train-begin.json, stopped.json, outcome.json): a record of another launch or run is never this launch's.
@@ -478,7 +478,7 @@ def resolve_run(run: str | Path) -> Run:
     """A run given as a name under runs/ or as a path (relative to the workspace, see workspace.find_existing); it
     must exist, and a directory outside runs/ must hold a run (RUN_MARKERS), so a tool never writes a run's files
     into an arbitrary directory such as the current one. UserInputError('run') names the known runs."""
-    path = find_existing(run) if str(run).strip() else None
+    path = (find_existing(run) or dated_run(run)) if str(run).strip() else None
     if path is not None and path.is_dir():
         if path.parent == runs_root().resolve() or any((path / marker).exists() for marker in RUN_MARKERS):
             return Run(path)

@@ -89,6 +89,23 @@ def find_existing(text: str | Path) -> Path | None:
     return None
 
 
+def dated_run(text: str | Path) -> Path | None:
+    """The one run under runs/ that `text` names without its date: emit_grpo_config names a run
+    `<YYYY-MM-DD>-<run_name>[-n]` (issue 49's sixth walk: `--run-name upper-small` made 2026-12-06-upper-small, then
+    `sample-completions upper-small` found no run). None when none; UserInputError('run') when several."""
+    from mcp_server.errors import UserInputError, short
+
+    name, root = str(text).strip(), runs_root()
+    if not name or "/" in name or os.sep in name or not root.is_dir():
+        return None
+    pattern = re.compile(rf"\d{{4}}-\d{{2}}-\d{{2}}-{re.escape(slugify(name))}(-\d+)?")
+    found = sorted(p.name for p in root.iterdir() if p.is_dir() and pattern.fullmatch(p.name))
+    if len(found) > 1:
+        raise UserInputError("run", f"'{short(name)}' names {len(found)} runs ({', '.join(found)}): give one's full "
+                             "name")
+    return (root / found[0]).resolve() if found else None
+
+
 def slugify(text: str) -> str:
     """A readable directory name: letters and digits of any script kept (NFKC, lower case), the rest as '-'.
     Only a name with no letter or digit at all (emoji, punctuation) becomes 'run'."""

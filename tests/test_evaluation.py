@@ -217,7 +217,10 @@ def test_first_evaluation_writes_the_baseline_and_it_is_never_overwritten(worksp
     assert first.ci_low <= first.pass_rate <= first.ci_high
     assert [i.index for i in first.items] == list(range(len(rows)))
     assert all(i.passed == (i.scores["correctness_reward"] > 0) for i in first.items)
-    assert first.warnings == []  # correctness_reward paid: nothing to warn of
+    assert not [w for w in first.warnings if "paid nothing" in w]  # correctness_reward paid: nothing to warn of
+    # ... unless it passed every golden: a grader that tells no reply apart is named (issue 49, sixth walk)
+    assert first.warnings == ([w for w in first.warnings if "correctness_reward passed all" in w]
+                              if first.passed == first.n else []), first.warnings
     assert first.baseline_written and [Path(first.baseline_path)] == baselines_of(str(good_model))
     written = Path(first.baseline_path).read_bytes()
     record = json.loads(written)

@@ -767,9 +767,8 @@ def test_copilot_cli_marketplace_install_connects_with_skills_and_command(plugin
     assert f"Installed {len(SKILLS)} skills" in installed, installed
     skills = t.run(copilot, "skill", "list")
     assert all(f"  {name} - " in skills for name in SKILLS) and "  finetune - " in skills, skills
-    # What a person answers at Copilot's "trust this folder?" prompt, written ahead.
-    (t.home / ".copilot").mkdir(exist_ok=True)
-    (t.home / ".copilot" / "config.json").write_text(json.dumps({"trustedFolders": [str(t.project), str(plugin_copy)]}))
+    # Nothing beyond docs/harnesses.md's steps (issue 49's sixth walk: a trustedFolders file written here hid that
+    # a slow first start failed; the server now answers the initialize Copilot falls back to).
     screen = copilot_env_screen(copilot, t, t.project)
     assert "llm-finetuning (connected, plugin)" in screen, screen[screen.rfind("MCP Servers"):][:3000]
     assert t.workspaces() == {t.project}

@@ -84,6 +84,19 @@ def test_the_first_screen_says_how_the_cli_gets_on_path_and_what_a_first_check_n
         assert ".venv/bin/activate" in (ROOT / "docs" / page).read_text(encoding="utf-8"), page
 
 
+def test_the_by_hand_commands_use_the_rewards_they_name():
+    """Issue 49's sixth walk: "By hand, with `rewards.json` your rewards", then an emit-config line without
+    `--rewards`: copied literally, the run trained on the default rewards. Every emit-config the README shows
+    passes `--rewards @rewards.json` (a backslash continues a command), as its evaluate-model's graders do."""
+    text = README.read_text(encoding="utf-8")
+    assert "with `rewards.json` your rewards" in text
+    shell = "\n".join(line for info, lines in blocks(text) if info == "bash" for line in lines).replace("\\\n", " ")
+    emits = [line for line in shell.splitlines() if "llm-finetuning emit-config " in line]
+    assert emits and all("--rewards @rewards.json" in line for line in emits), emits
+    evaluations = [line for line in shell.splitlines() if "llm-finetuning evaluate-model " in line]
+    assert evaluations and all("--graders @rewards.json" in line for line in evaluations), evaluations
+
+
 def test_the_data_example_is_what_the_default_rewards_score():
     """A completion in the format the example's prompts ask for, with the row's answer, earns both default rewards;
     the same completion with a wrong number earns the format reward only."""

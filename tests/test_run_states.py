@@ -1242,3 +1242,12 @@ def test_a_stop_waits_exactly_the_timeout_asked_and_zero_means_not_at_all(live_r
         stop_training(StopRequest(run=str(live_run), timeout_s=timeout_s), report)
     wait = STOP_WAIT_S[0] if timeout_s is None else timeout_s
     assert f"(at most {wait:.0f} s)" in said[0], said
+
+
+@pytest.mark.parametrize("phase, words", [("succeeded", "succeeded, step 4/"), ("stopped", "was stopped, step 2/")])
+def test_status_says_an_ended_state_in_words(tmp_path, monkeypatch, phase, words):
+    """Issue 49's sixth walk: training-status said "<run> is succeeded"."""
+    run_dir = _cell(tmp_path, monkeypatch, phase)
+    status = _status(run_dir)
+    assert status.state == phase and f"{run_dir.name} {words}" in status.message, status.message
+    assert f"is {phase}" not in status.message, status.message

@@ -248,6 +248,28 @@ def test_the_eta_after_a_resume_is_the_median_of_the_runs_measured_steps(workspa
         end(proc)
 
 
+@pytest.mark.parametrize("ago, eta", [(60.0, 540.0), (1000.0, 500.0)])
+def test_the_eta_falls_while_a_step_runs(workspace, ago, eta):
+    """Issue 49's sixth walk: "ETA 8.0 min" for 5 minutes while a CPU step ran (the steps left at the step time,
+    from whenever asked). The time since the last logged step counts: 6 steps of 100 s left, the last logged 60 s
+    ago, is 540 s; one logged 1000 s ago (the step under way overdue) is the 5 steps after it, 500 s."""
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir, proc = start_trainer(workspace, f"eta-{int(ago)}", step=1, start=300)  # alive, logs nothing more here
+    try:
+        logs = run_dir / "train" / "logs"
+        started = json.loads((run_dir / "run.json").read_text())["started_ts"]
+        last = time.time() - ago
+        write_signed_lines(logs / "progress.jsonl", [{"step": i + 1, "time": last - 100.0 * (3 - i),
+                                                      "step_time": 100.0, "loss": 0.1} for i in range(4)])
+        write_signed(logs / "train-begin.json", {"max_steps": 10, "global_step": 0, "time": started})
+        seen = status(run_dir, env)
+        assert (seen["state"], seen["step"]) == ("running", 4), seen
+        assert eta - 15 <= seen["eta_s"] <= eta, seen  # was 600 s however long ago the last step was logged
+        assert f"ETA {seen['eta_s'] / 60:.1f} min" in seen["message"], seen["message"]
+    finally:
+        end(proc)
+
+
 TICK_S = 4.0  # the stop's tick in the test below
 
 

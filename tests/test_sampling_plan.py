@@ -158,7 +158,7 @@ def test_the_time_left_counts_the_steps_that_ran_and_is_never_0_while_a_call_rem
     for step in range(1, 11):
         progress.step(0, step)
     progress.batch(1)  # the first call's completions all ended at token 10
-    assert lines[-1].endswith("; 0.9 decode steps/s, about 71 s left at that rate"), lines[-1]  # was 6.3/s, 10 s
+    assert lines[-1].endswith("; 1.1 s per decode step, about 71 s left at that rate"), lines[-1]  # was 6.3/s, 10 s
     for step in range(1, 64):
         progress.step(1, step)
     assert lines[-1].endswith("about 1 s left at that rate"), lines[-1]  # one step to go: never "0 s"
@@ -197,3 +197,38 @@ def test_sampling_and_evaluation_lines_carry_the_rate_and_time_left_as_decoding_
     assert len(decoding) >= 3 and all("decode steps/s" in m for m in decoding[1:]), lines
     assert all(" left" in m for m in decoding[1:] if "token 12 of" not in m), lines
     assert "decode steps/s" in next(m for m in lines if m.startswith("decoded 6/6 prompts"))
+
+
+def test_a_sampling_too_small_to_review_says_so_before_the_model_loads(cpu_run):
+    """Issue 49's sixth walk: `--num-prompts 8` with n=4 sampled 7.5 minutes, then said "Only 32 samples:
+    inspect_rewards needs at least 50". The count is known first: the plan line says it, with the num_prompts that
+    reaches 50, and it is the first thing reported (stopped there, nothing was loaded or sampled)."""
+    seen = []
+
+    def stop_at_plan(done, total, message):
+        seen.append(message)
+        raise Stopped
+
+    with pytest.raises(Stopped):
+        sample_completions(SampleRequest(run=str(cpu_run.dir), num_prompts=3, batch_size=8), report=stop_at_plan)
+    (plan,) = seen
+    assert plan.startswith("plan: 3 prompts x 8") and not cpu_run.samples_partial.exists(), plan
+    assert "3 prompts x 8 = 24 samples, and inspect_rewards needs at least 50" in plan, plan
+    assert "--num-prompts 7 reaches 50" in plan, plan
+
+
+def test_a_slow_decode_rate_is_given_in_seconds_per_step(monkeypatch):
+    """Issue 49's sixth walk: sampling on a loaded CPU printed "0.0 decode steps/s". Under a step a second the
+    rate is the seconds a step takes. Constructed clock: a decode step every 40 s."""
+    from mcp_server import generation
+    from mcp_server.inspection import sampling_plan
+
+    clock = iter(float(t) for t in range(0, 40_000, 40))
+    monkeypatch.setattr(generation.time, "perf_counter", lambda: next(clock))
+    lines = []
+    progress = sampling_plan.Progress(lambda done, total, message: lines.append(message),
+                                      {"num_prompts": 2, "generate_calls": 1, "max_new_tokens": 64, "n": 4})
+    for step in range(1, 5):
+        progress.step(0, step)
+    assert "; 40.0 s per decode step, about 40 min left at that rate" in lines[-1], lines[-1]
+    assert "decode steps/s" not in lines[-1], lines[-1]

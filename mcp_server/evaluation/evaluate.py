@@ -288,6 +288,24 @@ def unpaid_warnings(items: list[ItemResult], graders: list, defaults: bool, who:
     return lines
 
 
+def undivided_warnings(items: list[ItemResult], who: str = "") -> list[str]:
+    """A grader that passed (scored above 0) every item of a baseline, or failed every one: it told no reply apart
+    (issue 49's sixth walk: a baseline at 100% from a grader that passed "The word \"apple\" is a capital letter."
+    for APPLE, with no word). A grader at 0 everywhere for a reason unpaid_warnings names is left to it."""
+    if len(items) < 2:
+        return []
+    lines = []
+    for name in dict.fromkeys(n for i in items for n in i.scores):
+        paid = sum(i.scores.get(name, 0.0) > 0 for i in items)
+        if paid in (0, len(items)):
+            also = "the base model already right everywhere" if paid else "the base model unable to do the task yet"
+            lines.append(f"{who}{name} {'passed' if paid else 'failed'} all {len(items)} goldens of this baseline: "
+                         f"a grader that tells no reply apart is likely wrong (else {also} leaves GRPO nothing to "
+                         "learn from); read what it pays on sampled replies (inspect-rewards, MCP: inspect_rewards) "
+                         "before trusting this pass rate")
+    return lines
+
+
 def default_graders(graders: list) -> bool:
     """Whether `graders` are evaluate_model's defaults (none given)."""
     from mcp_server.evaluation.models import DEFAULT_GRADERS
@@ -373,6 +391,27 @@ def _plan(model_ref, goldens: int, budget: int, batch_size: int) -> dict:
                          torch.get_num_threads(), *model_size(model_ref), goldens=True)
 
 
+def _written_note(request: EvaluateRequest, result: EvaluationResult, path: Path, pin: dict | None) -> str:
+    """The note of a baseline just written: the first of this model, or which earlier one it stands beside and what
+    differs (issue 49's sixth walk: "first evaluation of this base model on this task" when one with other graders
+    existed; promote_checkpoint compares with the baseline of the run's task)."""
+    earlier = [p for p in baselines_of(result.model_path if request.model != "tiny" else "tiny") if p != path]
+    if not earlier:
+        return "first evaluation of this base model on this task: baseline written"
+    latest = max(earlier, key=lambda p: p.stat().st_mtime)
+    try:
+        before = json.loads(latest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        before = {}
+    now = {**result.model_dump(mode="json"), "model_pin": pin}
+    differs = [what for key, what in (("goldens_sha256", "goldens"), ("graders", "graders"),
+                                      ("max_new_tokens", "max_new_tokens"), ("seed", "seed"),
+                                      ("model_pin", "model files"))
+               if before.get(key) != now.get(key)] or ["the graders' code or the files they read"]
+    return (f"baseline written, beside the earlier {latest.name} of this base model (kept, never replaced): this "
+            f"one's {', '.join(differs)} differ; promote_checkpoint compares a run with the baseline of its own task")
+
+
 def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict,
                    pin: dict | None) -> None:
     """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model's content (`pin`); never
@@ -390,17 +429,17 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
     elif existing:
         result.baseline_note = "a baseline of this model on these goldens, graders and decoding already exists; it " \
                                "is never overwritten"
-    else:
+    else:  # a baseline: a grader that tells none of its replies apart is named in it (unpaid ones are already)
+        result.warnings += [w for w in undivided_warnings(result.items) if not any(
+            u.startswith(w.split(" ", 1)[0] + " paid nothing") for u in result.warnings)]
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads,
                   "model_pin": pin}
-        record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note",
-                                                               "warnings"}))
+        record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:
             record_baseline(path)
-        result.baseline_note = "first evaluation of this base model on this task: baseline written" if \
-            result.baseline_written else (
+        result.baseline_note = _written_note(request, result, path, pin) if result.baseline_written else (
             "another evaluation wrote this baseline first; it is never overwritten"
         )
     if path.is_file():

@@ -89,7 +89,8 @@ class EvaluationResult(BaseModel):
     baseline_note: str = Field(default="", description="Why a baseline was or was not written.")
     warnings: list[str] = Field(default_factory=list, description="A grader that paid nothing because no reply "
                                 "holds what it reads (its tag), or the default grader at 0 on every item: the pass "
-                                "rate then measures the grader's format, not the task; pass graders.")
+                                "rate then measures the grader's format, not the task; pass graders. For a baseline, "
+                                "also a grader that passed or failed every item (recorded in the baseline).")
 
 
 # ---------------------------------------------------------------- promote_checkpoint

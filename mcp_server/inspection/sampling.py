@@ -376,7 +376,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     prompts = [rows[i][prompt_column] for i in row_indices]
     plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
                          _threads(), *model_size(model_ref))
-    report(0, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)")
+    report(0, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
+                 + _too_few_note(k, settings["n"], len(rows)))
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
@@ -472,6 +473,16 @@ def _samples_meta(run: Run, rows: list[dict], prompt_column: str, conversational
         ),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _too_few_note(k: int, n: int, dataset_rows: int) -> str:
+    """Said with the plan, before the model loads (issue 49's sixth walk: 8 prompts x 4 sampled 7.5 minutes, then
+    "Only 32 samples"): a sampling too small for inspect_rewards, and the num_prompts that is not."""
+    if k * n >= MIN_REVIEW_SAMPLES or k >= dataset_rows:
+        return ""
+    return (f"; warning: {k} prompts x {n} = {k * n} samples, and inspect_rewards needs at least "
+            f"{MIN_REVIEW_SAMPLES}: these can explore, not back a review (num_prompts / --num-prompts "
+            f"{-(-MIN_REVIEW_SAMPLES // n)} reaches {MIN_REVIEW_SAMPLES})")
 
 
 def _next_step(num: int, k: int, dataset_rows: int, n: int, differs: list[str]) -> str:
