@@ -85,6 +85,17 @@ FAMILIES = {
                 "scale = json.loads(f.read())['scale']", ""),
     "os.open O_RDWR": (_rubric, _rerubric, "fd = os.open(PATH, os.O_RDWR)\n    "
                        "scale = json.loads(os.read(fd, 1 << 16))['scale']\n    os.close(fd)", ""),
+    # round 11: a path through /proc, a folder by descriptor, O_CREAT or an append-open on an existing file, and
+    # makedirs(exist_ok) on an existing folder were read unpinned
+    "open /proc/self/root": (_rubric, _rerubric, "scale = json.load(open('/proc/self/root' + PATH))['scale']", ""),
+    "os.listdir(fd)": (_folder, _refolder, "fd = os.open(PATH, os.O_RDONLY)\n    "
+                       "scale = float(len(os.listdir(fd)))\n    os.close(fd)", "/"),
+    "os.open O_CREAT": (_rubric, _rerubric, "fd = os.open(PATH, os.O_RDONLY | os.O_CREAT)\n    "
+                        "scale = json.loads(os.read(fd, 1 << 16))['scale']\n    os.close(fd)", ""),
+    "append-open, then open": (_rubric, _rerubric, "open(PATH, 'a').close()\n    "
+                               "scale = json.load(open(PATH))['scale']", ""),
+    "makedirs(exist_ok), then listdir": (_folder, _refolder, "os.makedirs(PATH, exist_ok=True)\n    "
+                                         "scale = float(len(os.listdir(PATH)))", "/"),
 }
 REWARD = '''import ctypes, glob, io, json, mmap, os, pathlib, shutil, sqlite3, sys, tempfile
 PATH = {path!r}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import launch_record
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present, sidecars
 from mcp_server.diagnosis.progress_log import (  # noqa: F401 - read_progress_records: its importers' name here
@@ -102,8 +103,10 @@ def _latest_checkpoint_state(folder: Path) -> Path | None:
 def emitted_here(run: Run) -> bool:
     """A run directory of this project (train/config.yaml): its trainer signs its progress log, and nothing else
     in it is its metrics (issue 48, round 10 F1: with the progress log moved away, a checkpoint's hand-edited
-    trainer_state.json made status raise kl_explosion at 777 and diagnosis propose patches)."""
-    return run.config.is_file()
+    trainer_state.json made status raise kl_explosion at 777 and diagnosis propose patches). Also one whose
+    config was moved away but that was launched (round 11, M1): run.json, or its signed launch record kept
+    outside the workspace, which the workspace's holder cannot remove."""
+    return run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None
 
 
 UNSIGNED_ONLY = ("train/logs/progress.jsonl is missing: no metrics the trainer signed to read (a checkpoint's "

@@ -375,29 +375,43 @@ def _sqlite_files(database) -> list[str]:
     return [path, path + "-wal", path + "-journal"]
 
 
+def _real(path) -> str:
+    """An absolute path; a /proc one by what it leads to (round 11: '/proc/self/root' + RUBRIC); a descriptor's."""
+    if isinstance(path, int):
+        return os.readlink(f"/proc/self/fd/{path}")
+    path = os.path.abspath(os.fsdecode(path))
+    return os.path.realpath(path) if path.startswith("/proc/") else path
+
+
+def _open_paths(path, mode, flags) -> tuple[list[str], bool]:
+    """A file an open creates or truncates is the reward's scratch; an existing one opened readable (r, r+, a+,
+    O_RDONLY, O_RDWR, O_CREAT or not) is a read (round 11: O_CREAT, or an append-open first, made a rubric scratch);
+    an append to an existing file without reading it is neither."""
+    path = _real(path)
+    exists = os.path.isfile(path)
+    if mode is None:
+        readable = flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR)
+        fresh = bool(flags & (os.O_TRUNC | os.O_EXCL)) or (bool(flags & os.O_CREAT) and not exists)
+    else:
+        readable = "r" in str(mode) or "+" in str(mode)
+        fresh = "w" in str(mode) or "x" in str(mode) or ("a" in str(mode) and not exists)
+    if fresh:
+        return [path], True
+    return ([path], False) if readable or not exists else ([], False)
+
+
 def _event_paths(event: str, args) -> tuple[list[str], bool]:
     """(the paths an event reads or writes, whether it writes)."""
     if event == "open":
         path, mode, flags = args
-        if isinstance(path, int) or path is None:
-            return [], False
-        path = os.path.abspath(os.fsdecode(path))
-        if mode is None:
-            writes = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_CREAT)
-            keeps = not flags & (os.O_TRUNC | os.O_EXCL) and (flags & os.O_ACCMODE) == os.O_RDWR
-        else:
-            writes = any(c in str(mode) for c in "wax+")
-            keeps = "+" in str(mode) and not any(c in str(mode) for c in "wx")
-        # r+, a+, O_RDWR: what was there is read too (round 10: open(RUBRIC, "r+") read a rubric unpinned), so an
-        # existing file opened so is a read, pinned, unless the reward wrote it first (its scratch)
-        return [path], writes and not (keeps and os.path.isfile(path))
+        return ([], False) if isinstance(path, int) or path is None else _open_paths(path, mode, flags)
     if event == "sqlite3.connect":
         return _sqlite_files(args[0]), False
     if event in LISTINGS:
-        folder = args[0] if args and args[0] is not None else "."
-        return ([] if isinstance(folder, int) else [os.path.join(os.path.abspath(os.fsdecode(folder)), "")]), False
+        return [os.path.join(_real(args[0] if args and args[0] is not None else "."), "")], False
     if event == "os.mkdir" and not isinstance(args[0], int):  # a folder it makes: its listing is its own scratch
-        return [os.path.join(os.path.abspath(os.fsdecode(args[0])), "")], True
+        folder = _real(args[0])
+        return ([], False) if os.path.isdir(folder) else ([os.path.join(folder, "")], True)  # makedirs(exist_ok)
     return [], False
 
 

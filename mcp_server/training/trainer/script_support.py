@@ -175,7 +175,10 @@ def train_and_save(trainer, run_dir: Path) -> None:
     resumed = confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
     if resumed is not None:  # and what it loaded from there is that checkpoint's bytes (round 10, F2)
         trainer.add_callback(ResumedWeights(run_dir, resumed))
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    # the folder confirmed, not `true` again: TRL's own get_last_checkpoint could pick a checkpoint-<higher> added
+    # since (round 11, R1)
+    trainer.train(resume_from_checkpoint=str(resumed) if resumed is not None
+                  else training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True)
