@@ -30,6 +30,7 @@ from mcp_server.runs import Run  # noqa: E402
 from mcp_server.training.trainer.digest import checkpoint_problems, record_save  # noqa: E402
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
+from mcp_server.training.trainer.resumed_settings import ResumedSettings  # noqa: E402
 
 
 def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path | None = None):
@@ -121,6 +122,8 @@ def train_and_save(trainer, run_dir: Path) -> None:
     confirm_loaded_model(trainer)  # the weights it loaded are the files the point-of-use check verified
     training_args = trainer.args
     confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
+    if training_args.resume_from_checkpoint not in (None, "", False):  # the config's settings over the checkpoint's
+        trainer.add_callback(ResumedSettings(trainer))
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
