@@ -171,8 +171,73 @@ def test_a_patch_of_what_a_resume_cannot_apply_is_refused_naming_it(workspace, t
 
 
 @pytest.mark.slow
-def test_a_learning_rate_patch_shows_in_the_progress_log(workspace, tiny_model):
-    """End to end through the CLI: launched, stopped after step 1's checkpoint, resumed with a learning_rate patch:
-    the progress log's learning_rate at the resumed step is the patched schedule's value, not the launched one."""
-    pytest.skip("written below")
-    run_cli_json  # noqa: B018
+def test_a_learning_rate_patch_shows_in_the_progress_log(workspace, tiny_model, monkeypatch):
+    """End to end: launched, stopped at step 1 (checkpoint-1), resumed through the CLI with a learning_rate patch:
+    the progress log's learning_rate at the next step is the patched schedule's value (the installed transformers'
+    schedule for the run's arguments, from the patched base rate), not the launched rate's."""
+    import torch
+    from transformers import get_scheduler
+
+    from mcp_server.diagnosis.progress_log import run_progress
+    from mcp_server.runs import Run
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest, StopRequest
+    from mcp_server.training.status import stop_training
+    from support import pass_inspection, wait_for
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_dir = emit_run("lr-acts", max_steps=4, learning_rate=1e-06, lr_scheduler_type="linear")
+    pass_inspection(run_dir)
+    assert launch_training(LaunchRequest(run=str(run_dir))).launched
+    stopped = stop_training(StopRequest(run=str(run_dir), timeout_s=400))
+    assert stopped.state == "stopped" and stopped.checkpoint and stopped.checkpoint.endswith("checkpoint-1"), stopped
+    patch = {"learning_rate": 5e-06}
+    proc, out = run_cli_json("resume-training", str(run_dir), "--patch", json.dumps(patch), here=True)
+    assert proc.returncode == 0 and out["launched"], out
+    wait_for(run_dir, lambda status: status.state in ("succeeded", "failed"))
+    logged = {row["step"]: row["learning_rate"] for row in run_progress(Run(run_dir)).records
+              if "learning_rate" in row and "step" in row}
+
+    def schedule(rate: float) -> float:  # the rate the installed transformers' linear schedule logs at step 2
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=rate)
+        scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=4)
+        for _ in range(2):
+            optimizer.step()
+            scheduler.step()
+        return scheduler.get_last_lr()[0]
+
+    assert logged[1] == pytest.approx(schedule(1e-06)), logged  # the launched step
+    assert logged[2] == pytest.approx(schedule(patch["learning_rate"])) != schedule(1e-06), logged
+
+
+# (train-begin.json's learning_rate, the rates logged at steps 1 and 2, whether the note is said): a run resumed
+# at step 1 from the config's learning_rate 1e-05
+RATE_ROWS = {
+    "applied": (1e-05, (1e-05, 9e-06), False),
+    "recorded another": (2e-05, (1e-05, 9e-06), True),
+    "unrecorded, logged above": (None, (2e-05, 1.8e-05), True),  # a patch lowering the rate, before the fix
+    "unrecorded, logged under": (None, (1e-05, 9e-06), False),
+}
+
+
+@pytest.mark.parametrize("row", list(RATE_ROWS))
+def test_status_and_diagnosis_say_when_the_schedule_runs_from_another_rate(workspace, tiny_model, row):
+    """Constructed records (signed as the trainer writes them): training_status's message and diagnose_run's
+    summary name a schedule that runs from a rate other than the config's learning_rate, and nothing otherwise."""
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+    from support import write_signed, write_signed_lines
+
+    recorded, logged, said = RATE_ROWS[row]
+    run_dir = emit_run(f"rate-{row.replace(' ', '-').replace(',', '')}", learning_rate=1e-05)
+    logs = run_dir / "train" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    begin = {"max_steps": 4, "global_step": 1, "world_size": 1, "pid": 1, "time": 0.0, "output_dir": "checkpoints"}
+    write_signed(logs / "train-begin.json", {**begin, **({"learning_rate": recorded} if recorded else {})})
+    write_signed_lines(logs / "progress.jsonl", [{"step": s, "learning_rate": v, "time": float(s), "loss": 0.1}
+                                                  for s, v in enumerate(logged, start=1)])
+    message = training_status(StatusRequest(run=str(run_dir))).message
+    summary = diagnose_run(str(run_dir)).summary
+    for text in (message, summary):
+        assert ("learning_rate" in text and "1e-05" in text) is said, (row, text)

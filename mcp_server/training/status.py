@@ -33,6 +33,7 @@ from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import not_regular
 from mcp_server.workspace import atomic_save_figure, runs_root
 from mcp_server.diagnosis.diagnose import diagnose
+from mcp_server.diagnosis.rate_applied import rate_note
 from mcp_server.diagnosis.values import FLOAT32_MAX
 
 PLOTTED = (
@@ -156,6 +157,11 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     lines, unread = read_progress(run)  # the trainer's signed lines alone; the others named
     if unread:
         derived = derived.noted(unread)
+    rates = [(l["step"], l["learning_rate"]) for l in lines
+             if _count(l.get("step")) is not None and _seconds(l.get("learning_rate")) is not None]
+    rate = rate_note(run, config, rates)
+    if rate:  # the schedule runs from another rate than the config's (issue 49)
+        derived = derived.noted(rate)
     latest = lines[-1] if lines else {}
     state = derived.state
     max_steps = _max_steps(run, config)

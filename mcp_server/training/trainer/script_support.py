@@ -122,8 +122,9 @@ def train_and_save(trainer, run_dir: Path) -> None:
     confirm_loaded_model(trainer)  # the weights it loaded are the files the point-of-use check verified
     training_args = trainer.args
     confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
-    if training_args.resume_from_checkpoint not in (None, "", False):  # the config's settings over the checkpoint's
-        trainer.add_callback(ResumedSettings(trainer))
+    if training_args.resume_from_checkpoint not in (None, "", False):  # the config's settings over the checkpoint's,
+        # first: the progress callback's train-begin record then holds the rate the schedule runs from
+        trainer.callback_handler.callbacks.insert(0, ResumedSettings(trainer))
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
