@@ -198,16 +198,18 @@ def test_a_learning_rate_patch_shows_in_the_progress_log(workspace, tiny_model, 
     logged = {row["step"]: row["learning_rate"] for row in run_progress(Run(run_dir)).records
               if "learning_rate" in row and "step" in row}
 
-    def schedule(rate: float) -> float:  # the rate the installed transformers' linear schedule logs at step 2
+    def schedule(rate: float, step: int) -> float:  # the rate step `step` trains at (and the Trainer logs, read
+        # before its scheduler steps) under the installed transformers' linear schedule from `rate`
         optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=rate)
         scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=4)
-        for _ in range(2):
+        for _ in range(step - 1):
             optimizer.step()
             scheduler.step()
         return scheduler.get_last_lr()[0]
 
-    assert logged[1] == pytest.approx(schedule(1e-06)), logged  # the launched step
-    assert logged[2] == pytest.approx(schedule(patch["learning_rate"])) != schedule(1e-06), logged
+    assert logged[1] == pytest.approx(schedule(1e-06, 1)), logged  # the launched step
+    for step in (2, 3, 4):  # the resumed steps: the patched schedule, never the launched rate's
+        assert logged[step] == pytest.approx(schedule(patch["learning_rate"], step)) != schedule(1e-06, step), logged
 
 
 # (train-begin.json's learning_rate, the rates logged at steps 1 and 2, whether the note is said): a run resumed

@@ -18,8 +18,8 @@ optimizer the Trainer's own `create_optimizer` builds from the arguments (built 
 loaded moments stay); the base rate of each group is that optimizer's `lr`, set as the group's `initial_lr` and the
 scheduler's `base_lrs`, and the group's current `lr` is the base rate times the (patched) schedule's factor at the
 checkpoint's step. So the resumed schedule is the patched schedule from the checkpoint's step on: the step after
-checkpoint-N trains at patched_lr x factor(N) and logs patched_lr x factor(N + 1), exactly what a run launched
-with the patched config logs at those steps. The step intervals are `TrainerState.compute_steps` over the arguments.
+checkpoint-N trains at (and the Trainer logs, reading it before the scheduler steps) patched_lr x factor(N):
+exactly what a run launched with the patched config logs at those steps. The step intervals are `TrainerState.compute_steps` over the arguments.
 
 What still cannot act is refused by resume_training before anything is written (training/resume_patch.py
 `NOT_ACTING`, each with why).
