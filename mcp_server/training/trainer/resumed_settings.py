@@ -19,7 +19,8 @@ loaded moments stay); the base rate of each group is that optimizer's `lr`, set 
 scheduler's `base_lrs`, and the group's current `lr` is the base rate times the (patched) schedule's factor at the
 checkpoint's step. So the resumed schedule is the patched schedule from the checkpoint's step on: the step after
 checkpoint-N trains at (and the Trainer logs, reading it before the scheduler steps) patched_lr x factor(N):
-exactly what a run launched with the patched config logs at those steps. The step intervals are `TrainerState.compute_steps` over the arguments.
+exactly what a run launched with the patched config logs at those steps. The step intervals are
+`TrainerState.compute_steps` over the arguments.
 
 What still cannot act is refused by resume_training before anything is written (training/resume_patch.py
 `NOT_ACTING`, each with why).
