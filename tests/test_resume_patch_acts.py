@@ -243,3 +243,20 @@ def test_status_and_diagnosis_say_when_the_schedule_runs_from_another_rate(works
     summary = diagnose_run(str(run_dir)).summary
     for text in (message, summary):
         assert ("learning_rate" in text and "1e-05" in text) is said, (row, text)
+
+
+def test_a_config_edit_a_resume_cannot_apply_is_never_advised_as_a_patch(workspace, tiny_model):
+    """The config_hash gate's advice for train/config.yaml edited since the launch: an unpinned field a resume
+    cannot apply (optim) is named with why, and no `--patch` of it is offered (it would be refused); an unpinned
+    field that acts (learning_rate) is still offered as the patch."""
+    from mcp_server.runs import Run
+    from mcp_server.training.resume_patch import NOT_ACTING, config_hash_refusal
+
+    run = Run(emit_run("edited-optim"))
+    launched = yaml.safe_load(run.config.read_text())
+    record = {"launched_config": launched, "config_sha256": "0" * 64}
+    idle = config_hash_refusal(run, record, {**launched, "optim": "sgd"})
+    assert "--patch" not in idle.how_to_clear and f"optim ({NOT_ACTING['optim']})" in idle.how_to_clear, idle
+    assert "emit a new run directory" in idle.how_to_clear
+    acts = config_hash_refusal(run, record, {**launched, "learning_rate": 2e-06})
+    assert """--patch '{"learning_rate": 2e-06}'""" in acts.how_to_clear, acts

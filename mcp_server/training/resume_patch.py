@@ -95,7 +95,12 @@ def config_hash_refusal(run: Run, record: dict, config: dict) -> GateRefusal:
                      for k, (old, new) in changed.items())
     back = ", ".join(f"{k}: {json.dumps(old)}" for k, (old, _) in changed.items())
     patch = {k: new for k, (_, new) in changed.items()}
-    if any(pinned(k) for k in changed):
+    idle = not_acting(patch, launched)
+    if idle:  # a patch of these is refused (issue 49): never advised
+        way = (f"put the launched values back ({back}) to resume; a resume cannot apply "
+               + "; ".join(f"{k} ({why})" for k, why in idle.items())
+               + ": emit a new run directory with the change to train with it")
+    elif any(pinned(k) for k in changed):
         way = (f"put the launched values back ({back}) to resume; a change of a field the verdict pins trains on "
                "something nobody reviewed: emit a new run directory with it (or, after a guard stop, "
                "resume_training's patch of the stop's finding)")
