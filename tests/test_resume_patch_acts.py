@@ -93,6 +93,7 @@ def _resumed_first_step(run_dir, checkpoint: str) -> dict:
     before the load), read at on_step_begin, after every load of Trainer.train."""
     from transformers import TrainerCallback
 
+    from mcp_server.training.trainer.resumed_settings import fresh_groups
     from mcp_server.training.trainer.script_support import train_and_save
 
     live: dict = {}
@@ -100,6 +101,7 @@ def _resumed_first_step(run_dir, checkpoint: str) -> dict:
     class Probe(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             live.update(groups=[{k: v for k, v in g.items() if k != "params"} for g in trainer.optimizer.param_groups],
+                        built=fresh_groups(trainer),
                         base_lrs=list(trainer.lr_scheduler.base_lrs), state=state, args=args,
                         step=state.global_step)
             raise _Read
@@ -145,6 +147,11 @@ def test_every_patchable_field_acts_in_the_resumed_trainer(workspace, tiny_model
         if got != pytest.approx(want) if isinstance(want, (float, tuple, list)) else got != want:
             wrong[field] = (got, want)
     assert not wrong, wrong
+    # every hyperparameter of every live param group (not only the rows' fields) is the one the Trainer's own
+    # create_optimizer builds from the patched arguments: nothing optimizer.pt restored outlives the patch
+    for group, built in zip(live["groups"], live["built"], strict=True):
+        assert {k: v for k, v in group.items() if k not in ("lr", "initial_lr")} == {
+            k: v for k, v in built.items() if k != "lr"}, (group, built)
 
 
 def test_a_patch_of_what_a_resume_cannot_apply_is_refused_naming_it(workspace, tiny_model):
