@@ -9,7 +9,8 @@ The table: every field a patch may change (resume_patch.patchable) x the value t
 first step, read from the live trainer, optimizer, scheduler and state, the emitted train.py's own build_trainer and
 script_support.train_and_save as the trainer runs them, on the tiny model. The rows of values the checkpoint holds
 are HELD; every other field's row reads the resumed trainer's arguments after the load (nothing loaded rewrote
-them). A field the checkpoint's trainer_state.json or optimizer.pt holds with no HELD row fails the table.
+them). A field the checkpoint's trainer_state.json holds with no HELD row fails the table, and every hyperparameter
+of the live optimizer must be the one the Trainer's own create_optimizer builds from the patched arguments.
 """
 
 from __future__ import annotations
