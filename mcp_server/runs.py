@@ -32,7 +32,7 @@ directory"). Every module that reads or writes a run names its files through `Ru
           exit.json                   exit_record      the same, signed (evidence.py): what readers trust
           node-<node>.log / .exit     node_log(n), node_exit(n)   a SLURM job: each node's output and exit code
           env-<node>.json             node_env(n)      a SLURM job: the node's packages and GPUs, seen by its trainer
-          train-begin.json            train_begin      when training starts (max_steps, world size, pid)
+          train-begin.json            train_begin      when training starts (max_steps, world size, pid, base rate)
           stop-request.json           stop_request     stop_training asks the callback to stop
           stopped.json                stopped          the callback stopped on request (or its guard stopped)
           guard.json                  guard            the live guard's findings (training_status shows them)

@@ -43,7 +43,8 @@ def test_a_resume_patch_rewrites_only_the_patched_keys_lines(workspace, tiny_mod
     original = run.config.read_text()
     launched = yaml.safe_load(original)
     assert "save_total_limit" not in launched and original.count("\n#") > 20  # the reasons the walk saw deleted
-    patch = {"max_steps": launched["max_steps"] + 2, "seed": 7, "save_total_limit": 2}
+    patch = {"max_steps": launched["max_steps"] + 2, "logging_steps": launched["logging_steps"] + 1,
+             "save_total_limit": 2}
     refusals, undo, changed = apply_patch(run, RunSpec.of_run(run), patch)
     assert not refusals, refusals
     text = run.config.read_text()

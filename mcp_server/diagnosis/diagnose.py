@@ -18,6 +18,7 @@ from mcp_server.diagnosis.context import Ctx
 from mcp_server.diagnosis.metrics import load_run
 from mcp_server.diagnosis.models import DiagnoseRequest, Diagnosis, DiagnosisFinding
 from mcp_server.diagnosis.patch_effects import patch_changes
+from mcp_server.diagnosis.rate_applied import rate_note
 from mcp_server.diagnosis.registry import CODES, REGISTRY, RULES, TRIAGE_ORDER
 from mcp_server.diagnosis.triage import link, rank
 from mcp_server.recipe.models import default_rewards
@@ -172,6 +173,9 @@ def diagnose(source: Run | str | Path, config: str | Path | dict | None = None, 
         summary = "no problems found in the log (no metrics were logged)"
     if run.unread:  # a run's own progress lines without the trainer's signature: never judged, named
         summary += f"; {run.unread}"
+    rate = rate_note(run.home, run.config or {}, ctx.finite_series("learning_rate"))
+    if rate:  # the schedule runs from another rate than the config's (issue 49)
+        summary += f"; {rate}"
     return Diagnosis(
         source=str(run.home.dir if run.home else run.metrics_path or run.log_path), source_kind=run.kind,
         metrics_path=str(run.metrics_path) if run.metrics_path else None,

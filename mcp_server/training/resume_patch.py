@@ -26,7 +26,8 @@ from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.refilter import refilter_run
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.recipe.validate import validate_spec
-from mcp_server.config.fields import pinned
+from mcp_server.config.fields import group_of, pinned
+from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.models import GateRefusal
@@ -35,6 +36,43 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_fi
 
 
 FIXED_PINS = ("model", "data")  # what no patch moves
+# Fields whose patched value would not act on a resume, and why: apply_patch refuses a change to any of them. The
+# checkpoint's optimizer.pt, scheduler.pt and trainer_state.json values are put back from the config by the
+# trainer (training/trainer/resumed_settings.py); these it cannot put back (issue 49).
+NOT_ACTING = {
+    "seed": "the checkpoint's rng_state.pth replaces the generators seed sets (Trainer._load_rng_state), and the "
+            "sampler's order would change mid-epoch, so the batches skipped on resume would not be the ones trained",
+    "data_seed": "the sampler's order would change mid-epoch, so the batches skipped on resume would not be the "
+                 "ones trained",
+    "optim": "the checkpoint's optimizer.pt holds the launched optimizer's state; another optimizer cannot load it",
+    "optim_args": "arguments of the optimizer's constructor: the checkpoint's optimizer.pt replaces its state and "
+                  "hyperparameters, and what the constructor alone uses is not re-applied",
+    "optim_target_modules": "which modules the launched optimizer holds: the checkpoint's optimizer.pt is that one's",
+    "resume_from_checkpoint": "resume_training passes the run's own checkpoint on the command line",
+    "use_dora": "it adds parameters the checkpoint's adapter and optimizer.pt do not hold",
+}
+# With use_adaptive_entropy, TRL's GRPOTrainer._load_optimizer_and_scheduler puts the checkpoint's controller value
+# (entropy_ctrl_state.json) over entropy_coef: the controller's own state, which a patch does not override.
+ADAPTIVE = ("entropy_coef", "with use_adaptive_entropy the checkpoint's entropy_ctrl_state.json replaces it "
+            "(TRL's GRPOTrainer._load_optimizer_and_scheduler): the controller goes on from its own value")
+
+
+def not_acting(patch: dict, launched: dict) -> dict[str, str]:
+    """{field: why} for each field of `patch` that changes a NOT_ACTING field's launched value."""
+    def now(key: str):
+        return launched.get(key, GRPOView.DEFAULTS.get(key))
+
+    idle = {k: NOT_ACTING[k] for k, v in patch.items() if k in NOT_ACTING and now(k) != v}
+    field, why = ADAPTIVE
+    if field in patch and patch[field] != now(field) and patch.get("use_adaptive_entropy", now("use_adaptive_entropy")):
+        idle[field] = why
+    return idle
+
+
+def patchable() -> tuple[str, ...]:
+    """The fields a resume patch may change: the installed TRL's GRPO config fields outside FIXED_PINS' groups, less
+    NOT_ACTING (tests/test_resume_patch_acts.py holds a row for each: the value the resumed trainer uses)."""
+    return tuple(k for k in GRPOView.DEFAULTS if group_of(k) not in FIXED_PINS and k not in NOT_ACTING)
 
 
 def config_hash_refusal(run: Run, record: dict, config: dict) -> GateRefusal:
@@ -57,7 +95,12 @@ def config_hash_refusal(run: Run, record: dict, config: dict) -> GateRefusal:
                      for k, (old, new) in changed.items())
     back = ", ".join(f"{k}: {json.dumps(old)}" for k, (old, _) in changed.items())
     patch = {k: new for k, (_, new) in changed.items()}
-    if any(pinned(k) for k in changed):
+    idle = not_acting(patch, launched)
+    if idle:  # a patch of these is refused (issue 49): never advised
+        way = (f"put the launched values back ({back}) to resume; a resume cannot apply "
+               + "; ".join(f"{k} ({why})" for k, why in idle.items())
+               + ": emit a new run directory with the change to train with it")
+    elif any(pinned(k) for k in changed):
         way = (f"put the launched values back ({back}) to resume; a change of a field the verdict pins trains on "
                "something nobody reviewed: emit a new run directory with it (or, after a guard stop, "
                "resume_training's patch of the stop's finding)")
@@ -86,6 +129,11 @@ def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal]
         return [GateRefusal(gate="config", message="patch must be a JSON object of GRPOConfig fields",
                             how_to_clear="pass the patch of diagnose_run's root-cause finding as it stands")], \
             _nothing, {}
+    idle = not_acting(patch, spec.values)
+    if idle:
+        return [GateRefusal(gate="config", message="the patch changes what a resume cannot apply: " + "; ".join(
+            f"{k}: {why}" for k, why in idle.items()), how_to_clear=f"drop {', '.join(idle)} from the patch, or "
+            "emit_grpo_config into a new run directory with the change and train it from the start")], _nothing, {}
     problems = patch_problems(spec, patch)
     if problems:
         return [GateRefusal(gate="config", message="the patched config does not validate: " + "; ".join(problems),

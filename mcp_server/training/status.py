@@ -33,6 +33,7 @@ from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import not_regular
 from mcp_server.workspace import atomic_save_figure, runs_root
 from mcp_server.diagnosis.diagnose import diagnose
+from mcp_server.diagnosis.rate_applied import rate_note
 from mcp_server.diagnosis.values import FLOAT32_MAX
 
 PLOTTED = (
@@ -162,6 +163,14 @@ def _hours(seconds: float) -> str:
 
 
 # ---------------------------------------------------------------- training_status
+def _rate_noted(run: Run, config: dict, lines: list[dict], derived: DerivedState) -> DerivedState:
+    """The state, noting a schedule that runs from another rate than the config's learning_rate (issue 49)."""
+    rates = [(l["step"], l["learning_rate"]) for l in lines
+             if _count(l.get("step")) is not None and _seconds(l.get("learning_rate")) is not None]
+    rate = rate_note(run, config, rates)
+    return derived.noted(rate) if rate else derived
+
+
 def training_status(request: StatusRequest) -> TrainingStatus:
     run = resolve_run(request.run)
     derived = sync_run_json(run, derive_state(run))
@@ -170,6 +179,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     lines, unread = read_progress(run)  # the trainer's signed lines alone; the others named
     if unread:
         derived = derived.noted(unread)
+    derived = _rate_noted(run, config, lines, derived)
     latest = lines[-1] if lines else {}
     state = derived.state
     max_steps = _max_steps(run, config)

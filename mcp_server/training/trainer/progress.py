@@ -146,7 +146,8 @@ class ProgressCallback(TrainerCallback):
             record(
                 self.run, self.run.train_begin,
                 {"max_steps": state.max_steps, "global_step": state.global_step, "world_size": args.world_size,
-                 "pid": os.getpid(), "time": self._last_time, "output_dir": args.output_dir},
+                 "pid": os.getpid(), "time": self._last_time, "output_dir": args.output_dir,
+                 "learning_rate": _base_rate(kwargs.get("lr_scheduler"))},
             )
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -252,6 +253,13 @@ def write_outcome(run_dir: str | Path, state: str, **info) -> Path:
         if warnings:
             info = {**info, "warnings": warnings}
     return record(run, run.outcome, {"state": state, "time": time.time(), **info})
+
+
+def _base_rate(scheduler) -> float | None:
+    """The rate the schedule runs from (its first group's base_lrs): after a resume, what resumed_settings put
+    back, so training_status and diagnose_run can hold it to the config's learning_rate (issue 49)."""
+    rates = getattr(scheduler, "base_lrs", None)
+    return float(rates[0]) if isinstance(rates, list) and rates else None
 
 
 def _own(run: Run, path: Path) -> dict | None:

@@ -32,6 +32,7 @@ from mcp_server.runs import Run  # noqa: E402
 from mcp_server.training.trainer.digest import checkpoint_problems, record_save, recorded_save  # noqa: E402
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
+from mcp_server.training.trainer.resumed_settings import ResumedSettings  # noqa: E402
 
 
 def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path | None = None):
@@ -175,6 +176,9 @@ def train_and_save(trainer, run_dir: Path) -> None:
     resumed = confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
     if resumed is not None:  # and what it loaded from there is that checkpoint's bytes (round 10, F2)
         trainer.add_callback(ResumedWeights(run_dir, resumed))
+    if training_args.resume_from_checkpoint not in (None, "", False):  # the config's settings over the checkpoint's,
+        # first: the progress callback's train-begin record then holds the rate the schedule runs from
+        trainer.callback_handler.callbacks.insert(0, ResumedSettings(trainer))
     # the folder confirmed, not `true` again: TRL's own get_last_checkpoint could pick a checkpoint-<higher> added
     # since (round 11, R1)
     trainer.train(resume_from_checkpoint=str(resumed) if resumed is not None
