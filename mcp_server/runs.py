@@ -81,13 +81,12 @@ data/train.jsonl; Run.resolve reads them), so a run can be moved or copied. A ru
 launched (launched_evidence) is never rewritten: emission into it, a fresh launch and an export over an export
 are refused with the way forward.
 
-`eval/` (workspace.eval_root) sits beside `runs/`: baselines outlive runs.
-Every file is written atomically (workspace.atomic_write_*). Readers say what a missing file means:
-`read_config` gives {} (a run not emitted yet) and raises UserInputError('run') for a file that is there but
-unreadable (a person may have edited it), as recipe.recorded.read_recorded does for train/request.json;
-`read_json_if_present` gives None for a file another process writes (run.json, the log markers), missing or
-half-written alike; the inspection files are read by inspection.files, which refuses a missing one with the step
-that makes it.
+`eval/` (workspace.eval_root) sits beside `runs/`: baselines outlive runs. Every file is written atomically
+(workspace.atomic_write_*). Readers say what a missing file means: `read_config` gives {} (a run not emitted yet)
+and raises UserInputError('run') for a file that is there but unreadable (a person may have edited it), as
+recipe.recorded.read_recorded does for train/request.json; `read_json_if_present` gives None for a file another
+process writes (run.json, the log markers), missing or half-written alike; the inspection files are read by
+inspection.files, which refuses a missing one with the step that makes it.
 """
 
 from __future__ import annotations
@@ -99,7 +98,7 @@ from pathlib import Path
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_json_if_present, read_yaml  # noqa: F401 (run readers import it from here)
-from mcp_server.workspace import dated_run, find_existing, runs_root
+from mcp_server.workspace import dated_run, find_existing, refuse_linked_out, runs_root
 
 # Each launch's id (run.json `launch_id`), exported to its trainer, which tags the records it writes with it
 # (train-begin.json, stopped.json, outcome.json): a record of another launch or run is never this launch's.
@@ -477,7 +476,8 @@ RUN_MARKERS = ("train", "run.json", "inspection", "training-brief.md")
 def resolve_run(run: str | Path) -> Run:
     """A run given as a name under runs/ or as a path (relative to the workspace, see workspace.find_existing); it
     must exist, and a directory outside runs/ must hold a run (RUN_MARKERS), so a tool never writes a run's files
-    into an arbitrary directory such as the current one. UserInputError('run') names the known runs."""
+    into an arbitrary directory such as the current one, nor through a link out. UserInputError('run')."""
+    refuse_linked_out(run)
     path = (find_existing(run) or dated_run(run)) if str(run).strip() else None
     if path is not None and path.is_dir():
         if path.parent == runs_root().resolve() or any((path / marker).exists() for marker in RUN_MARKERS):

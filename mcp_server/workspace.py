@@ -89,6 +89,26 @@ def find_existing(text: str | Path) -> Path | None:
     return None
 
 
+def refuse_linked_out(text: str | Path, field: str = "run") -> None:
+    """UserInputError(field) when a relative name under the workspace or runs/ leads, through a link, outside the
+    workspace (round 11: runs/<run> linked to a folder elsewhere had sampling and the review written there)."""
+    raw = Path(str(text)).expanduser()
+    if not str(text).strip() or raw.is_absolute():
+        return
+    root = workspace_root()
+    for path in (root / raw, root / "runs" / raw):
+        try:
+            real = path.resolve() if path.exists() else None
+        except (OSError, RuntimeError):
+            continue
+        if real is not None and not real.is_relative_to(root):
+            from mcp_server.errors import UserInputError
+
+            raise UserInputError(field, f"{path} leads outside the workspace {root} (to {real}) through a link: "
+                                 "nothing is read or written through it. Give the run's own path, or move it into "
+                                 "runs/")
+
+
 def dated_run(text: str | Path) -> Path | None:
     """The one run under runs/ that `text` names without its date: emit_grpo_config names a run
     `<YYYY-MM-DD>-<run_name>[-n]` (issue 49's sixth walk: `--run-name upper-small` made 2026-12-06-upper-small, then

@@ -171,3 +171,25 @@ def test_a_launch_is_refused_before_anything_starts_when_eval_leads_outside(work
              in r.message]
     assert named and "outside the workspace" in named[0].message, result.refusals
     assert not any(outside.iterdir())
+
+
+@pytest.mark.parametrize("given", ["NAME", "runs/NAME"])
+@pytest.mark.parametrize("target", ["outside", "inside"])
+def test_a_run_folder_linked_below_runs_is_refused_when_it_leads_outside(workspace, tmp_path, given, target):
+    """Round 11 D1: `runs/<run>` a link to a run folder elsewhere had sampling and the review written there. Every
+    door takes its run through runs.resolve_run, which refuses a name that leads outside the workspace through a
+    link (naming it) and follows one that stays inside."""
+    from mcp_server.runs import RUN_MARKERS, resolve_run
+
+    where = tmp_path / "elsewhere" if target == "outside" else workspace / "kept"
+    moved = where / "the-run"
+    (moved / RUN_MARKERS[0]).parent.mkdir(parents=True)
+    (moved / RUN_MARKERS[0]).write_text("model_name_or_path: tiny\n")
+    (workspace / "runs").mkdir(exist_ok=True)
+    (workspace / "runs" / "linked").symlink_to(moved)
+    name = given.replace("NAME", "linked")
+    if target == "outside":
+        with pytest.raises(UserInputError, match="leads outside the workspace"):
+            resolve_run(name)
+    else:
+        assert resolve_run(name).dir == moved.resolve()
