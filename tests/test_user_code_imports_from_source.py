@@ -251,3 +251,37 @@ def test_the_cli_review_in_its_worker_scores_the_source_of_a_package_reward(work
     means = {d["name"]: d["mean"] for d in result["distributions"]}
     assert means.get("f", means.get(f"{package.name}.r.f")) == 1.0, (means, json.dumps(result)[:400])
     assert not list(package.rglob("*.pyc"))[1:], "no bytecode written beside the reward"
+
+
+@pytest.mark.parametrize("target", ["the standard library", "this package"])
+def test_a_user_module_linked_to_an_installed_file_runs_that_source_never_the_links_bytecode(
+        tmp_path, monkeypatch, stock_loaders, target):
+    """Round 11 B1: a workspace module that is a link to an installed file (keyword.py, or a module of this
+    package) was judged installed by its target, so the stock loader ran a forged .pyc from the LINK's own
+    __pycache__ in the workspace (stamped with the target's mtime and size). A module is user code when it is user
+    code as imported or as resolved."""
+    import keyword
+
+    from mcp_server import errors
+    from mcp_server.rewards.source_only import import_user
+
+    installed = Path(keyword.__file__ if target == "the standard library" else errors.__file__)
+    name = f"b1_link_{abs(hash((str(tmp_path), target))) % 10**8}"
+    root = tmp_path / "user"
+    root.mkdir()
+    link = root / f"{name}.py"
+    link.symlink_to(installed)
+    cache = Path(importlib.util.cache_from_source(str(link)))
+    data = bytearray(_compile(OTHER, tmp_path / "other.py", cache))
+    data[8:16] = struct.pack("<II", int(installed.stat().st_mtime) & 0xFFFFFFFF, installed.stat().st_size & 0xFFFFFFFF)
+    cache.write_bytes(bytes(data))
+    monkeypatch.setattr("sys.path", [str(root), *sys.path])
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    try:
+        module = import_user(name)
+    finally:
+        sys.modules.pop(name, None)
+    assert not hasattr(module, "f"), "the forged bytecode in the link's __pycache__ ran"
+    assert module.__doc__ == importlib.import_module(installed.stem if target != "this package"
+                                                     else "mcp_server.errors").__doc__

@@ -35,19 +35,24 @@ class SourceLoader(importlib.machinery.SourceFileLoader):
 
 @lru_cache(maxsize=4096)
 def is_user_file(origin: str) -> bool:
-    """Whether a module file is user code: neither the interpreter's installation nor this package."""
+    """Whether a module file is user code: neither the interpreter's installation nor this package, judged both as
+    imported and as resolved (round 11: a workspace link to a stdlib file was judged installed by its target, and
+    the stock loader ran a forged .pyc from the link's own __pycache__ in the workspace)."""
     from mcp_server.rewards.sources import installed_roots
 
-    path = Path(origin).resolve()
-    return not path.is_relative_to(PACKAGE) and not any(path.is_relative_to(r) for r in _installed(installed_roots))
+    roots = [PACKAGE, Path(os.path.abspath(Path(__file__).parents[1])), *_installed(installed_roots)]
+    given = Path(os.path.abspath(origin))
+    return not all(any(p.is_relative_to(r) for r in roots) for p in (given, given.resolve()))
 
 
 _ROOTS: list = []
 
 
 def _installed(installed_roots) -> list:
+    """The installation's folders, resolved and as written (a venv's lib64 link, a conda or pyenv path)."""
     if not _ROOTS:
         _ROOTS.extend(installed_roots())
+        _ROOTS.extend(Path(os.path.abspath(p)) for p in sys.path if p and Path(p).resolve() in _ROOTS)
     return _ROOTS
 
 
