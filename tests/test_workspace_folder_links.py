@@ -193,3 +193,22 @@ def test_a_run_folder_linked_below_runs_is_refused_when_it_leads_outside(workspa
             resolve_run(name)
     else:
         assert resolve_run(name).dir == moved.resolve()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_the_baseline_ledger_planted_as_a_link_is_never_appended_through(workspace, tmp_path, kind):
+    """Round 11 D2: eval/baselines.jsonl hard-linked to a file outside had evaluate_model append its signed line
+    there (O_NOFOLLOW stops a symbolic link only). The ledger is appended as every run log is
+    (workspace.open_append_nofollow): refused, the file behind it untouched."""
+    from mcp_server.evaluation.evaluate import baseline_ledger, record_baseline
+    from mcp_server.workspace import eval_root
+
+    outside = tmp_path / "precious.jsonl"
+    outside.write_text("mine\n")
+    eval_root().mkdir(exist_ok=True)
+    baseline = eval_root() / "baseline-x.json"
+    baseline.write_text("{}")
+    (baseline_ledger().symlink_to if kind == "symlink" else lambda p: os.link(p, baseline_ledger()))(outside)
+    with pytest.raises(OSError, match="baselines.jsonl|Too many levels"):
+        record_baseline(baseline)
+    assert outside.read_text() == "mine\n"

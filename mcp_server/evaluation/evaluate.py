@@ -32,7 +32,7 @@ from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import open_regular
-from mcp_server.workspace import eval_root, runs_root, sha256_file, workspace_root
+from mcp_server.workspace import eval_root, open_append_nofollow, runs_root, sha256_file, workspace_root
 
 
 # ---------------------------------------------------------------- statistics
@@ -113,8 +113,7 @@ def record_baseline(path: Path) -> None:
     line = sign(eval_root(), baseline_ledger().name, {
         "name": path.name, "sha256": sha256_file(path), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                      time.gmtime())}, create=True)
-    fd = os.open(baseline_ledger(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "ab") as handle:
+    with open_append_nofollow(baseline_ledger()) as handle:  # no link, no hard link out (round 11 D2)
         handle.write((json.dumps(line) + "\n").encode("utf-8"))
 
 
