@@ -147,7 +147,8 @@ def test_a_closed_gate_names_the_file_and_field_changed_and_the_cheapest_way_to_
 def test_launch_training_says_each_phase_as_it_goes(workspace, tiny_model):
     """Issue 49: `launch-training` printed nothing for about 53 s (the gates rehearse a step and probe the training
     interpreter). Each phase is a progress line as it starts (the CLI prints them on stderr, as sampling's). The
-    core API with its report, on a run without a verdict: every gate still runs, so all of them are said."""
+    core API with its report, on a run without a verdict: every gate still runs, so all of them are said; the
+    config gate's one-step rehearsal waits for the inspection gate (a refused launch starts nothing), and says so."""
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest
 
@@ -157,3 +158,5 @@ def test_launch_training_says_each_phase_as_it_goes(workspace, tiny_model):
     assert not result.launched
     phases = [m.split(":", 1)[0] for m in lines]
     assert phases == ["gates", "config", "environment"], lines
+    assert "rehearsal runs once the gates above pass" in lines[1], lines
+    assert [r.gate for r in result.refusals][:1] == ["inspection"], result.refusals

@@ -36,7 +36,9 @@ from mcp_server.workspace import WORKSPACE_FOLDERS, runs_root, workspace_folder
 
 def check_gates(run: Run, spec: RunSpec, environment: bool = True,
                 report: Report = silent) -> tuple[list[GateRefusal], dict]:
-    """Every gate's answer (all of them, so one call tells everything to fix); the env report too. `spec`: the run
+    """Every gate's answer (all of them, so one call tells everything to fix; the config gate's one-step rehearsal,
+    which trains, only once the link, data and inspection gates pass: a launch they refuse starts nothing, and the
+    config's rules still run); the env report too. `spec`: the run
     as the launch read it, its target with the launch's server GPUs (so the config is validated on the world the
     launch trains on). `environment=False` for a run that trains elsewhere (a SLURM job): this machine's
     environment is no gate. `report`: one line per gate as it starts (issue 49: a minute of silence)."""
@@ -50,8 +52,12 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True,
     gate = apart(CHECK_GATE, run, spec, here=process_pins(run))
     if not gate.passed:
         refusals.append(GateRefusal(gate="inspection", message=gate.reason, how_to_clear=gate.how_to_clear))
-    report(0, None, "config: validating it, one training step rehearsed on a miniature of the model")
-    refusals += _config_refusals(run, spec)
+    # The rehearsal trains a step (seconds to minutes): only once the cheaper gates above pass, since a launch they
+    # refuse starts nothing anyway; the config's rules still run, so one call names every config fix.
+    rehearse = not refusals
+    report(0, None, "config: validating it, one training step rehearsed on a miniature of the model" if rehearse
+           else "config: validating it (the one-step rehearsal runs once the gates above pass)")
+    refusals += _config_refusals(run, spec, rehearse)
     if not environment:
         return refusals, {}
     refusals += cpu_vllm_refusals(spec)
@@ -171,13 +177,13 @@ def shared_logs(run: Run) -> list[str]:
     return found
 
 
-def _config_refusals(run: Run, spec: RunSpec) -> list[GateRefusal]:
+def _config_refusals(run: Run, spec: RunSpec, rehearse: bool = True) -> list[GateRefusal]:
     if not run.config.exists() or not run.script.exists():
         return [GateRefusal(
             gate="config", message=f"{run.name} has no train/config.yaml and train/train.py",
             how_to_clear="emit the run with emit_grpo_config (CLI: llm-finetuning emit-config)")]
     # The one validation entry point, rehearsed; the memory plan left to memory_refusals: it plans the layout launched.
-    result = validate(spec, memory=False, rehearse=True)
+    result = validate(spec, memory=False, rehearse=rehearse)
     if result.valid:
         return []
     errors = [f for f in result.findings if f.severity == "error"]
