@@ -14,6 +14,7 @@ test_every_finding_code_has_a_row.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import signal
@@ -1030,3 +1031,62 @@ def test_a_bare_log_is_read_by_every_suffix_a_log_takes_and_no_other(tmp_path, w
     with pytest.raises(UserInputError) as refused:
         diagnose_run(request)
     assert refused.value.field == "source" and all(s in str(refused.value) for s in LOG_SUFFIXES), str(refused.value)
+
+
+# ---------------------------------------------------------------- the m9 audit (issue 48): tables of boundaries
+def _log_evidence(d) -> list[tuple[str, int, str]]:
+    """(code, line number, quoted text) of every log line a finding cites ("line N: text")."""
+    cited = []
+    for f in d.findings:
+        for e in f.evidence:
+            if e.metric == "log" and isinstance(e.value, str) and e.value.startswith("line "):
+                number, _, text = e.value.removeprefix("line ").partition(": ")
+                cited.append((f.code, int(number), text))
+    return cited
+
+
+LOGGED = [s for s in SHAPES if s.stdout is not None and not s.refused]
+PREFIXES = (0, 1, 41)  # filler lines before the shape's log: its finding's line first, second, deep in
+
+
+@pytest.mark.parametrize("before", PREFIXES)
+@pytest.mark.parametrize("shape", LOGGED, ids=[s.name for s in LOGGED])
+def test_a_log_findings_cited_line_number_is_the_line_it_quotes(tmp_path, workspace, shape, before):
+    """Every log finding rule (each shape whose stdout.log yields one), its hit moved down by 0, 1 and 41 lines:
+    each cited 'line N: text' quotes line N of stdout.log (counted from 1), never its neighbour
+    (m9-diagnosis-log-line-off-by-one)."""
+    stdout = "".join(f"[rank0] filler {i}\n" for i in range(before)) + shape.stdout.lstrip("\n")
+    run = build(dataclasses.replace(shape, stdout=stdout), tmp_path)
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    lines = stdout.splitlines()
+    cited = _log_evidence(d)
+    assert cited, (shape.name, d.findings)
+    for code, number, text in cited:
+        assert text.strip() and 1 <= number <= len(lines), (code, number, text)
+        assert lines[number - 1].strip().startswith(text.strip()), (code, number, text, lines[number - 1])
+
+
+NULS = (1, 4096)  # a NUL run of one byte, and of a page (a sparse hole)
+NUL_AT = {"before the first line": 0, "between two lines": 30, "after the last line": 60}  # lines before the hole
+
+
+@pytest.mark.parametrize("length", NULS)
+@pytest.mark.parametrize("at", list(NUL_AT))
+def test_a_nul_run_anywhere_in_a_progress_log_is_no_part_of_its_lines(tmp_path, workspace, at, length):
+    """A run of NUL bytes (a sparse hole a crash left, a resume appending after it) before, between or after the
+    signed lines of a run's progress log: every line is read whole by training_status's reader and by diagnosis,
+    none refused as not JSON nor dropped (m9-diagnosis-nul-prefix-kept). A NUL in the log's first 8 KiB is a
+    binary file to diagnose_run (_refuse_binary): its row is the status reader's alone."""
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import read_progress
+
+    run = _run_dir(tmp_path, _rows(60))
+    path = run / "train" / "logs" / "progress.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    split = NUL_AT[at]
+    path.write_bytes(b"".join(lines[:split]) + b"\0" * length + b"".join(lines[split:]))
+    records, note = read_progress(Run(run))
+    assert ([r["step"] for r in records], note) == (list(range(1, 61)), None), (at, length, len(records), note)
+    if len(b"".join(lines[:split])) >= 8192:
+        d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+        assert (d.steps_logged, d.last_step) == (60, 60), (at, length, d.steps_logged, d.last_step)
