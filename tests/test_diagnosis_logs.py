@@ -1090,3 +1090,44 @@ def test_a_nul_run_anywhere_in_a_progress_log_is_no_part_of_its_lines(tmp_path, 
     if len(b"".join(lines[:split])) >= 8192:
         d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
         assert (d.steps_logged, d.last_step) == (60, 60), (at, length, d.steps_logged, d.last_step)
+
+
+# What read_log keeps of a stdout log over LOG_READ_LIMIT (its comment): the first MiB and the last 4 MiB.
+HEAD, TAIL = 1 << 20, 4 << 20
+FILLER = b"[rank1] NCCL INFO comm teardown: waiting for the other ranks to reach the barrier ......\n"
+
+
+def _oom_windows():
+    """(name, log size, where the OOM line starts): each window's edges, one filler line inside and outside."""
+    from mcp_server.diagnosis.metrics import LOG_READ_LIMIT
+
+    step, big = len(FILLER), LOG_READ_LIMIT + 4 * HEAD
+    yield "a log one line under the limit, its OOM first", LOG_READ_LIMIT - step, 0
+    yield "a log at the limit, its OOM in the middle", LOG_READ_LIMIT, LOG_READ_LIMIT // 2
+    yield "a log one line over the limit, its OOM in the middle", LOG_READ_LIMIT + step, LOG_READ_LIMIT // 2
+    for name, edge in (("the head's end", HEAD), ("the tail's start", big - TAIL)):
+        yield f"a long log, its OOM a line before {name}", big, edge - 2 * step
+        yield f"a long log, its OOM a line after {name}", big, edge + step
+
+
+WINDOWS = list(_oom_windows())
+
+
+@pytest.mark.parametrize("name, size, at", WINDOWS, ids=[w[0] for w in WINDOWS])
+def test_a_long_stdout_log_is_read_by_its_head_and_its_last_four_mib(tmp_path, workspace, name, size, at):
+    """A CUDA OOM line placed at each edge of the windows read_log reads (the whole log up to LOG_READ_LIMIT; above
+    it the first MiB and the last 4: a late OOM followed by a MiB and more of other ranks' teardown chatter):
+    found exactly when its line lies inside a window (m9-diagnosis-log-tail-short)."""
+    from mcp_server.diagnosis.metrics import LOG_READ_LIMIT
+
+    oom = (OOM + "\n").encode()
+    before = FILLER * (at // len(FILLER))
+    data = before + oom
+    data += FILLER * ((size - len(data)) // len(FILLER) + 1)
+    data = data[:size - 1] + b"\n" if len(data) >= size else data
+    run = build(Shape("long", one(), {}), tmp_path)
+    (run / "train" / "logs" / "stdout.log").write_bytes(data)
+    start = len(before)
+    inside = len(data) <= LOG_READ_LIMIT or start + len(oom) <= HEAD or start >= len(data) - TAIL
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert ("cuda_out_of_memory" in {f.code for f in d.findings}) == inside, (name, len(data), start, inside)
