@@ -1131,3 +1131,53 @@ def test_a_long_stdout_log_is_read_by_its_head_and_its_last_four_mib(tmp_path, w
     inside = len(data) <= LOG_READ_LIMIT or start + len(oom) <= HEAD or start >= len(data) - TAIL
     d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
     assert ("cuda_out_of_memory" in {f.code for f in d.findings}) == inside, (name, len(data), start, inside)
+
+
+def _no_key(how: str, tmp_path: Path, monkeypatch, workspace: Path) -> None:
+    """Each way the evidence key cannot be read (evidence.key_path's lookups, _checked_path's refusal)."""
+    empty = tmp_path / "empty-state"
+    empty.mkdir()
+    if how == "LLM_FINETUNING_STATE_DIR at an empty folder":
+        monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(empty))
+    elif how == "XDG_STATE_HOME at an empty folder":
+        monkeypatch.delenv("LLM_FINETUNING_STATE_DIR")
+        monkeypatch.setenv("XDG_STATE_HOME", str(empty))
+    elif how == "HOME at an empty folder":
+        monkeypatch.delenv("LLM_FINETUNING_STATE_DIR")
+        monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+        monkeypatch.setenv("HOME", str(empty))
+    elif how == "the key a folder":
+        (empty / "evidence.key").mkdir()
+        monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(empty))
+    elif how == "the key inside the workspace":  # the real key copied there: refused where it lies
+        from mcp_server.evidence import key_path
+
+        inside = workspace / "state"
+        inside.mkdir()
+        (inside / "evidence.key").write_bytes(key_path().read_bytes())
+        monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(inside))
+
+
+NO_KEY = ("LLM_FINETUNING_STATE_DIR at an empty folder", "XDG_STATE_HOME at an empty folder",
+          "HOME at an empty folder", "the key a folder", "the key inside the workspace")
+
+
+@pytest.mark.parametrize("how", NO_KEY)
+def test_with_no_readable_evidence_key_no_progress_line_is_trusted(tmp_path, workspace, monkeypatch, how):
+    """A run's progress log (6 signed lines, then a hand-written one with KL 777 and reward 99) read where the key
+    cannot be read: no line is known to be the trainer's, so none is used (diagnosis reads no step), and both
+    readers say why
+    (m9-diagnosis-no-key-trusts-all: every line was trusted, kl_explosion raised with patches)."""
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import read_progress
+
+    run = _run_dir(tmp_path, _rows(6))
+    with open(run / "train" / "logs" / "progress.jsonl", "a") as handle:
+        handle.write(json.dumps(_rows(1, first=7, kl=777.0, reward=99.0)[0]) + "\n")
+    _no_key(how, tmp_path, monkeypatch, workspace)
+    records, note = read_progress(Run(run))
+    assert records == [] and note and note.startswith("7 progress lines unsigned or altered"), (records, note)
+    assert "evidence key" in note, note
+    with pytest.raises(UserInputError, match="holds no logged training step .*; 7 progress lines unsigned or "
+                       "altered: not used .*evidence key "):
+        diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
