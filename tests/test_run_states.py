@@ -1242,3 +1242,45 @@ def test_a_stop_waits_exactly_the_timeout_asked_and_zero_means_not_at_all(live_r
         stop_training(StopRequest(run=str(live_run), timeout_s=timeout_s), report)
     wait = STOP_WAIT_S[0] if timeout_s is None else timeout_s
     assert f"(at most {wait:.0f} s)" in said[0], said
+
+
+# ---------------------------------------------------------------- the m9 audit (issue 48): tables of boundaries
+LAUNCHED_EXTRA = {"seed": 3, "model_init_kwargs": {"torch_dtype": "float32"}}  # over the template's config
+CONFIG_CHANGES = {  # each kind of change to train/config.yaml after the launch
+    "edited": lambda c: {**c, "max_steps": 8},
+    "added": lambda c: {**c, "temperature": 0.3},
+    "removed": lambda c: {k: v for k, v in c.items() if k != "use_cpu"},
+    "renamed": lambda c: {("data_seed" if k == "seed" else k): v for k, v in c.items()},
+    "nested": lambda c: {**c, "model_init_kwargs": {"torch_dtype": "bfloat16"}},
+}
+
+
+@pytest.mark.parametrize("how", list(CONFIG_CHANGES))
+def test_resume_names_every_config_field_changed_since_the_launch(tmp_path, monkeypatch, how):
+    """A stopped run whose train/config.yaml changed after the launch, by each kind of change (a field edited,
+    added, removed, renamed, a nested value changed): resume_training's config_hash refusal names every field whose
+    value differs from run.json's launched_config, with both values, and the values to put back
+    (m9-runs-config-refusal-added-field: a field added after the launch was left out)."""
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    seen = {}
+
+    def tweak(run):
+        launched = {**yaml.safe_load(run.config.read_text()), **LAUNCHED_EXTRA}
+        run.config.write_text(yaml.safe_dump(launched))
+        record = json.loads(run.run_json.read_text())
+        record.update(launched_config=launched, config_sha256=hashlib.sha256(run.config.read_bytes()).hexdigest())
+        run.run_json.write_text(json.dumps(record))
+        seen.update(launched=launched, now=CONFIG_CHANGES[how](launched))
+        run.config.write_text(yaml.safe_dump(seen["now"]))
+    resumed = resume_training(RunRequest(run=str(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config_hash"], resumed.message
+    refusal = resumed.refusals[0]
+    launched, now = seen["launched"], seen["now"]
+    moved = [k for k in dict.fromkeys([*launched, *now]) if launched.get(k) != now.get(k)]
+    assert moved, how
+    for k in moved:
+        said = f"{k}: {json.dumps(launched.get(k))} at launch, {json.dumps(now.get(k))} now"
+        assert said in refusal.message, (how, said, refusal.message)
+        assert f"{k}: {json.dumps(launched.get(k))}" in refusal.how_to_clear, (how, k, refusal.how_to_clear)
