@@ -1284,3 +1284,59 @@ def test_resume_names_every_config_field_changed_since_the_launch(tmp_path, monk
         said = f"{k}: {json.dumps(launched.get(k))} at launch, {json.dumps(now.get(k))} now"
         assert said in refusal.message, (how, said, refusal.message)
         assert f"{k}: {json.dumps(launched.get(k))}" in refusal.how_to_clear, (how, k, refusal.how_to_clear)
+
+
+def _run_forms(run_dir: Path, tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """The run folder by each path form a person or a launcher gives it."""
+    (tmp_path / "home-link").symlink_to(run_dir.parent, target_is_directory=True)  # a workspace under a linked home
+    (tmp_path / "run-link").symlink_to(run_dir, target_is_directory=True)
+    (run_dir.parent / "other").mkdir()
+    monkeypatch.chdir(run_dir.parent)
+    return {"direct": str(run_dir), "through a linked parent folder": str(tmp_path / "home-link" / run_dir.name),
+            "through a link to the run": str(tmp_path / "run-link"), "relative": run_dir.name,
+            "with ..": str(run_dir.parent / "other" / ".." / run_dir.name)}
+
+
+SIGNED_READERS = {  # each reader of a run's signed progress lines: the last step it reads
+    "training_status": lambda path: _status(Path(path)).step,
+    "read_progress": lambda path: _read_progress(path)[0][-1]["step"] if _read_progress(path)[0] else None,
+    "last_progress": lambda path: (_last_progress(path) or {}).get("step"),
+    "diagnose_run": lambda path: _diagnose(path).last_step,
+}
+
+
+def _read_progress(path):
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import read_progress
+
+    return read_progress(Run(Path(path)))
+
+
+def _last_progress(path):
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import last_progress
+
+    return last_progress(Run(Path(path)))
+
+
+def _diagnose(path):
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.diagnosis.models import DiagnoseRequest
+
+    return diagnose_run(DiagnoseRequest(source=path, validate_patches=False))
+
+
+@pytest.mark.parametrize("reader", list(SIGNED_READERS))
+@pytest.mark.parametrize("form", ["direct", "through a linked parent folder", "through a link to the run", "relative",
+                                  "with .."])
+def test_a_runs_signed_lines_read_the_same_by_every_path_form(tmp_path, monkeypatch, form, reader):
+    """A stopped run's signed progress lines, the run given by each path form (direct, through a linked folder,
+    relative, with ..) to each reader of them: each reads the run's last step, never 'unsigned or altered'
+    (m9-evidence-lines-scope-unresolved: a run reached through a link read every line as unsigned)."""
+    run_dir = _cell(tmp_path, monkeypatch, "stopped")
+    want = SIGNED_READERS[reader](str(run_dir))
+    assert isinstance(want, int), want
+    path = _run_forms(run_dir, tmp_path, monkeypatch)[form]
+    assert SIGNED_READERS[reader](path) == want, (form, reader)
+    if reader == "read_progress":
+        assert _read_progress(path)[1] is None, (form, _read_progress(path)[1])
