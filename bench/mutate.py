@@ -86,7 +86,8 @@ AREAS: dict[str, Area] = {a.name: a for a in (
                                         "tests/test_run_states.py", "tests/test_run_forgery.py")),
     Area("gate", "inspection gate and pins", ("tests/test_inspection_gate.py", "tests/test_gate_point_of_use.py",
                                               "tests/test_inspection.py", "tests/test_config_view.py",
-                                              "tests/test_gate_table.py", "tests/test_loaded_weights.py")),
+                                              "tests/test_gate_table.py", "tests/test_loaded_weights.py",
+                                              "tests/test_loaded_is_what_was_checked.py")),
     # Every sandbox test starts bubblewrap (marked slow): the lane runs them, they are this area's only judges.
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
@@ -1053,7 +1054,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if b\"\\0\" in handle.read(8192):",
       "a progress log ending in a sparse hole (NUL bytes) is refused as a binary file"),
     M("k6-diagnosis-stdout-only-no-rows", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "    if metrics_path is None and log_text:\n        rows = rows_from_log(log_text)\n",
+      "    elif metrics_path is None and log_text:\n        rows = rows_from_log(log_text)\n",
       "",
       "a run known only by its stdout.log (no progress log) is diagnosed with no metrics: its printed "
       "losses and grad norms are never read"),
@@ -1199,8 +1200,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "train/dynamic_sampling.json added after a verdict whose train/ pin had none is never compared by the"
       " trainer: dynamic sampling nobody reviewed changes which batches train"),
     M("k6-gate-launch-read-ignored", "gate", "mcp_server/inspection/gate.py",
-      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec)",
-      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict)",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec, here)",
+      "return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, None, here)",
       "launch_training's gate judges train/config.yaml read again, not the config the launch read and trains "
       "with: when the two differ (the file edited between the reads), the gate passes the reviewed file while the "
       "launch trains the other"),
@@ -1363,6 +1364,28 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if not any(v is not None for k, v in row.items()):",
       "an evaluation logged at a step of its own (eval_* and epoch only, in trainer_state.json's log_history) reads "
       "as a logged training step: the run's last step and steps logged count it, with no metric in it"),
+    # ------------------------------------------------------------------ round 10 (issue 48): what loaded, not what
+    # was checked (loaded_weights, loaded_config; judged by tests/test_loaded_is_what_was_checked.py)
+    M("r10-tokenizer-from-the-folder", "gate", "mcp_server/training/trainer/script_support.py",
+      "        processing_class=verified_processing_class(training_args),\n",
+      "        processing_class=None,\n",
+      "GRPOTrainer loads the tokenizer from the model folder by path: a chat template renamed in after the weights "
+      "loaded and put back after the tokenizer read it trains unreviewed"),
+    M("r10-loaded-config-unchecked", "gate", "mcp_server/inspection/loaded_weights.py",
+      "    return problems or loaded_config_problems(models, private, loads)\n",
+      "    return problems\n",
+      "the config as loaded is not compared with the verified file: another epsilon, architecture class or end "
+      "token swapped in during the load trains with the reviewed tensors"),
+    M("r10-saved-weights-hash-unchecked", "gate", "mcp_server/inspection/loaded_weights.py",
+      "            if handle.sha256() != saved.get(relative):\n",
+      "            if handle.sha256() is None:\n",
+      "a checkpoint's weight file is not held to the ledger's sha256 after the load: a file swapped after the "
+      "resume's check, and kept, resumes the run from weights it never wrote"),
+    M("r10-export-load-unchecked", "gate", "mcp_server/evaluation/checked_load.py",
+      "        problems = [problem] if problem else saved_weight_problems(model, ckpt, files)\n",
+      "        problems = [problem] if problem else []\n",
+      "an export's or a promotion's load is not compared with the checkpoint it hashed: a weight file swapped in "
+      "during the load is judged, or exported, under the hash of the file put back"),
     # ------------------------------------------------------------------ round 9 (issue 48, G2): the weights in
     # memory against the verified files' bytes (inspection/loaded_weights.py; judged by tests/test_loaded_weights.py)
     M("r9-loaded-weights-mapping-kept", "gate", "mcp_server/inspection/loaded_weights.py",

@@ -27,7 +27,7 @@ from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 from mcp_server.training.launch import launch_training
 from mcp_server.training.models import LaunchRequest
-from mcp_server.workspace import atomic_write_json
+from mcp_server.workspace import atomic_write_json, workspace_folder
 
 # The warm start is built to a stated success range, checked by the build: SFT runs until greedy tool-use success
 # on WARM_CHECK_ROWS training vaults kept out of the SFT rows (never the held-out ones: they judge GRPO) reaches
@@ -122,12 +122,13 @@ def run_agentic_demo(workspace: Path | None = None, seed: int | None = None) -> 
     start = time.perf_counter()
     root = Path(workspace or os.environ.get("LLM_FINETUNING_WORKSPACE") or Path.cwd())
     os.environ["LLM_FINETUNING_WORKSPACE"] = str(root)
+    warm_folder = workspace_folder("agentic-demo-warm-start")  # a link leading outside: refused before any write
     train_rows, held_rows = split_rows()
     data = write_rows(train_rows, root / "agentic-demo-train.jsonl")
     _say(f"1. warm start: the shipped SFT warm start (the call format, TRL's Qwen2.5 template; built to "
          f"{WARM_RANGE[0]:.0%}-{WARM_RANGE[1]:.0%} success on {WARM_CHECK_ROWS} training vaults kept out of its "
          "rows), its weights checked against their pinned sha256")
-    warm = shipped_warm_start(Path(root) / "agentic-demo-warm-start")
+    warm = shipped_warm_start(warm_folder)
     base = tool_use_success(warm, held_rows)
     warm_rate = None
     _say(f"   held-out tool-use success {sum(base)}/{len(base)}")

@@ -237,8 +237,9 @@ def lora_targets_without_routers(model: str) -> list[str] | None:
 
 
 # ---------------------------------------------------------------- loading (training interpreter only)
-def load_model(model_ref: str | Path, **files):
-    """(model, tokenizer) in eval mode for a hub name, a full save or a LoRA adapter directory (merged in memory).
+def load_model(model_ref: str | Path, merge: bool = True, **files):
+    """(model, tokenizer) in eval mode for a hub name, a full save or a LoRA adapter directory (merged in memory;
+    `merge` False: the PEFT model, its adapter apart, for a check of what loaded before the merge).
     A full model loads in bf16 on a GPU that has it, else float32. `files`: from_pretrained's arguments that
     choose which files load (subfolder, variant, ...), for the model as the trainer loads it (the tokenizer, as
     TRL's, from the folder itself)."""
@@ -247,8 +248,8 @@ def load_model(model_ref: str | Path, **files):
         from peft import AutoPeftModelForCausalLM
         from transformers import AutoTokenizer
 
-        model = AutoPeftModelForCausalLM.from_pretrained(path).merge_and_unload().eval()
-        return model, AutoTokenizer.from_pretrained(path)
+        model = AutoPeftModelForCausalLM.from_pretrained(path)
+        return (model.merge_and_unload() if merge else model).eval(), AutoTokenizer.from_pretrained(path)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

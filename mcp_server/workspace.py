@@ -13,6 +13,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
+from mcp_server.errors import UserInputError
 from mcp_server.userfiles import NotRegularFile, not_regular, sha256_file
 
 
@@ -21,13 +22,46 @@ def workspace_root() -> Path:
     return Path(os.environ.get("LLM_FINETUNING_WORKSPACE") or os.getcwd()).resolve()
 
 
+# The workspace-level folders the project writes, each with what it holds (issue 48, round 10 D1: `ws/eval ->
+# /tmp/elsewhere` sent goldens, a baseline and its signed ledger line outside the workspace, `ws/runs -> ...` a
+# whole emitted run). Each is named through workspace_folder, which refuses one that is, or resolves through, a
+# link leading outside the workspace. A file written at the workspace's top (WORKSPACE_FILES) is replaced by a
+# rename, never written through a link in its place (atomic_write_bytes).
+WORKSPACE_FOLDERS = {
+    "runs": "the run directories (emit_grpo_config, sample_completions, launches, promotions)",
+    "eval": "baselines, goldens, drift records and their signed ledger (evaluate_model, promote_checkpoint)",
+    "agentic-demo-warm-start": "the agentic demo's warm start (llm-finetuning demo --agentic)",
+}
+WORKSPACE_FILES = ("env-report.json", "agentic-demo-train.jsonl")
+
+
+def workspace_folder(name: str) -> Path:
+    """<workspace>/<name>, a folder of WORKSPACE_FOLDERS: UserInputError naming it when it is a symbolic link, or
+    resolves through one, to a place outside the workspace (nothing is written then). A link to a folder inside
+    the workspace is followed."""
+    root = workspace_root()
+    path = root / name
+    try:
+        real = path.resolve()
+        outside = not real.is_relative_to(root)
+    except (OSError, RuntimeError):  # a link loop
+        real, outside = None, True
+    if outside:
+        what = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else f"resolves to {real or '?'}"
+        raise UserInputError(name, f"the workspace folder {path} ({WORKSPACE_FOLDERS[name]}) is {what}, outside "
+                             f"the workspace {root}: nothing is written through it. Replace the link with a folder "
+                             f"(move what it holds into {path}), or set LLM_FINETUNING_WORKSPACE to the folder that "
+                             "holds it")
+    return path
+
+
 def runs_root() -> Path:
-    return workspace_root() / "runs"
+    return workspace_folder("runs")
 
 
 def eval_root() -> Path:
     """`eval/` beside `runs/`: baselines, goldens and drift measurements outlive runs."""
-    return workspace_root() / "eval"
+    return workspace_folder("eval")
 
 
 def baseline_hashes() -> dict[str, str]:
@@ -188,13 +222,22 @@ def sha256_tree(folder: Path) -> str:
     training state and intermediate checkpoints (NOT_THE_MODEL). Equal for a copy or a moved folder; any changed
     weight, config or
     tokenizer file changes it."""
+    return tree_digest(tree_files(folder))
+
+
+def tree_files(folder: Path) -> dict[str, str]:
+    """{relative path: sha256} of the files sha256_tree hashes, in its order."""
     folder = Path(folder)
+    return {path.relative_to(folder).as_posix(): sha256_file(path)
+            for path in sorted(p for p in folder.rglob("*") if p.is_file())
+            if not path.relative_to(folder).parts[0].startswith(NOT_THE_MODEL)}
+
+
+def tree_digest(files: dict[str, str]) -> str:
+    """sha256_tree's digest of `files` (tree_files)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder)
-        if rel.parts[0].startswith(NOT_THE_MODEL):
-            continue
-        digest.update(f"{rel.as_posix()}\0{sha256_file(path)}\n".encode())
+    for rel, sha in files.items():
+        digest.update(f"{rel}\0{sha}\n".encode())
     return digest.hexdigest()
 
 

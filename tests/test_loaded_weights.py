@@ -185,14 +185,16 @@ IN_CLOSE_NOWRITE = 0x10
 
 
 def _racer(folder: Path, evil: bytes, good: bytes, log: list, stop: threading.Event) -> None:
-    """racer2.py: after the first close of model.safetensors (the check's hash) rename the marked copy in, after
-    the second (the load) put the original back, both by rename."""
+    """racer2.py: after the second close of model.safetensors rename the marked copy in, after the third (the
+    load) put the original back, both by rename. The first two are the check's hash and the read that copies the
+    tokenizer's files (round 10: a swap after the first is refused by that read, before the model loads); the
+    swap lands between the last read before the load and the load."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     fd = libc.inotify_init()
     libc.inotify_add_watch(fd, str(folder).encode(), IN_CLOSE_NOWRITE)
     closes = 0
     try:
-        while not stop.is_set() and closes < 2:
+        while not stop.is_set() and closes < 3:
             if not select.select([fd], [], [], 0.5)[0]:
                 continue
             buf, i = os.read(fd, 4096), 0
@@ -202,8 +204,9 @@ def _racer(folder: Path, evil: bytes, good: bytes, log: list, stop: threading.Ev
                 i += 16 + size
                 if name == "model.safetensors" and mask & IN_CLOSE_NOWRITE:
                     closes += 1
-                    _rename_over(folder / name, evil if closes == 1 else good)
-                    log.append(f"{time.time():.3f} close#{closes}")
+                    if closes > 1:
+                        _rename_over(folder / name, evil if closes == 2 else good)
+                        log.append(f"{time.time():.3f} close#{closes}")
     finally:
         os.close(fd)
 

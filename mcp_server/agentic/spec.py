@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from mcp_server.errors import UserInputError, one_line, short
+from mcp_server.rewards.source_only import import_user
 from mcp_server.rewards.sources import local_sources
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -59,7 +60,7 @@ def _fresh_import(module: str, root: Path):
         if name.split(".")[0] not in ("mcp_server", "__main__"):
             sys.modules.pop(name, None)
     importlib.invalidate_caches()
-    return importlib.import_module(module)
+    return import_user(module)
 
 
 def resolve(text: str, root: Path, field: str):

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_ledger, baseline_unrecorded, grade, item_passed,
+    baseline_ledger, baseline_model_pin, baseline_unrecorded, grade, item_passed,
     load_goldens, model_key, record_baseline,
 )
 from mcp_server.generation import generate, render_prompt
+from mcp_server.inspection.pins import model_content
 from mcp_server.evaluation.models import DriftResult, PromoteRequest
 from mcp_server.evaluation.drift_rule import judge_drift, judge_rerun
 from mcp_server.evaluation.tiny_suite import drift_suite_path
@@ -54,8 +55,11 @@ def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, report: R
     return sum(passes) / len(passes)
 
 
-def base_drift_path(base: str, suite: Path) -> Path:
-    return eval_root() / f"drift-{model_key(base)}-{sha256_file(suite)[:12]}.json"
+def base_drift_path(base: str, suite: Path, content: str | None = None) -> Path:
+    """eval/drift-<model>-<suite>[-<content>].json: a base model's drift record is of its content too (model_content
+    of its pin: issue 48, round 10 F3), beside a record of other weights at the same path, never in its place."""
+    tail = f"-{content[:12]}" if content else ""
+    return eval_root() / f"drift-{model_key(base)}-{sha256_file(suite)[:12]}{tail}.json"
 
 
 def floor_note(decoded: int | None, items: int | None) -> str:
@@ -67,21 +71,29 @@ def floor_note(decoded: int | None, items: int | None) -> str:
             f"scores 0 of {DRIFT_FIRST_ITEMS} by chance {0.8 ** DRIFT_FIRST_ITEMS:.0%} of the time)")
 
 
-def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent) -> dict:
+def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent,
+                pin: dict | None = None) -> dict:
     """The base model's greedy drift record, measured once per (model, suite), kept in eval/ and recorded, signed,
     in eval/baselines.jsonl: a file not recorded there as it is (an earlier version's, or one written by hand) is
     measured again. The suite is decoded in two parts: the first DRIFT_FIRST_ITEMS items, and when the base passes
     none of them, no more (issue 49: 3.5 of 6.4 minutes decoding a suite the base scores 0% on); else the whole
-    suite in one pass, as the checkpoint is decoded."""
-    path = base_drift_path(base, suite)
+    suite in one pass, as the checkpoint is decoded. `pin`: the base content the record is of (the baseline's
+    model_pin); the base model is decoded only when it is that content now."""
+    content = model_content(pin)
+    path = base_drift_path(base, suite, content)
     if path.is_file() and baseline_unrecorded(path) is None:
         record = json.loads(path.read_text(encoding="utf-8"))
         report(1, 1, f"measured before, recorded in {baseline_ledger().name}: passed {record.get('passed', '?')} of "
                f"{record.get('decoded', '?')} items decoded ({record.get('items', len(rows))} in the suite)")
         return record
+    now = model_content(baseline_model_pin(base_ref)) if pin is not None else None
+    if now != content:
+        raise UserInputError("model", f"the base model {base} is not now the content its baseline measured (files "
+                             f"sha256 {str(content)[:12]}; now {str(now)[:12]}): its drift would be of another model. "
+                             "Put its files back as they were, then promote again")
     loaded = load_model(base_ref)
-    record = {"model": base, "suite": str(suite), "suite_sha256": sha256_file(suite), "items": len(rows),
-              "max_new_tokens": max_new_tokens}
+    record = {"model": base, "model_pin": pin, "suite": str(suite), "suite_sha256": sha256_file(suite),
+              "items": len(rows), "max_new_tokens": max_new_tokens}
     first = _drift_passes(base_ref, loaded, rows[:DRIFT_FIRST_ITEMS], graders[:DRIFT_FIRST_ITEMS], max_new_tokens,
                           report=report) if len(rows) > DRIFT_FIRST_ITEMS else None
     if first is not None and not any(first):
@@ -95,14 +107,15 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
 
 
 def check_drift(
-    request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int, report: Report = silent
+    request: PromoteRequest, base: str, base_ref, ckpt_loaded, max_new_tokens: int, report: Report = silent,
+    pin: dict | None = None,
 ) -> DriftResult:
     suite = Path(request.drift_suite).expanduser() if request.drift_suite else drift_suite_path()
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
     rows, graders = _drift_rows(suite)
     record = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens,
-                         stage_report(report, "drift suite, base model"))
+                         stage_report(report, "drift suite, base model"), pin)
     base_rate = record["pass_rate"]
     if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
         why = floor_note(record.get("decoded"), record.get("items")) or f"the base model passes {base_rate:.1%} of it"

@@ -21,6 +21,7 @@ from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.inspection.pins import model_content, model_pin
 from mcp_server.inspection.sampling_plan import model_size, sampling_plan
 from mcp_server.runs import resolve_run
 from mcp_server import smollm2
@@ -69,17 +70,20 @@ def model_key(model: str) -> str:
 
 
 def task_key(goldens_sha256: str, graders: list, max_new_tokens: int, seed: int,
-             graders_reads: dict | None = None) -> tuple[str, str]:
-    """(the task's key, the graders' code digest): a baseline is of a model on a task, the goldens' bytes, the
-    graders by name, parameters and code (rewards.reward_code_sha256), the files they read (rewards.reads) and the
-    decoding; any change is another baseline, filed beside the first, never over it (issue 49: one baseline per
-    model, graders by name only; issue 48 round 9: a rubric file switched after the baseline)."""
+             graders_reads: dict | None = None, model_content: str | None = None) -> tuple[str, str]:
+    """(the task's key, the graders' code digest): a baseline is of a model's content (`model_content`:
+    model_content's digest of its pin) on a task, the goldens' bytes, the graders by name, parameters and code
+    (rewards.reward_code_sha256), the files they read (rewards.reads) and the decoding; any change is another
+    baseline, filed beside the first, never over it (issue 49: one baseline per model, graders by name only; issue
+    48 round 9: a rubric file switched after the baseline; round 10: other weights at the same path)."""
     code = reward_code_sha256(graders)
     specs = [RewardSpec.model_validate(g).model_dump() if not isinstance(g, RewardSpec) else g.model_dump()
              for g in graders]
     read = [{p: {k: v for k, v in pin.items() if k != "by"} for p, pin in graders_reads.items()}] if \
         graders_reads else []
-    task = json.dumps([goldens_sha256, specs, code, max_new_tokens, seed, *read], sort_keys=True, default=str)
+    content = [{"model_content": model_content}] if model_content else []
+    task = json.dumps([goldens_sha256, specs, code, max_new_tokens, seed, *read, *content], sort_keys=True,
+                      default=str)
     return hashlib.sha256(task.encode()).hexdigest()[:12], code
 
 
@@ -302,9 +306,13 @@ def summarise(items: list[ItemResult]) -> tuple[int, float, float, float]:
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silent) -> EvaluationResult:
+    eval_root()  # eval/ a link leading outside the workspace: refused before anything is decoded or written
     budget, source = eval_budget(request)
     request = request.model_copy(update={"max_new_tokens": budget})
     model_ref = resolve_loadable(request.model)
+    files = not request.limit and (request.baseline == "write" or request.baseline == "auto" and not inside_a_run(
+        str(model_ref)))  # a baseline may be filed: its model's content pinned (hashed) only then
+    pin = baseline_model_pin(model_ref) if files else None
     goldens_path = resolve_goldens(request.goldens)
     rows = load_goldens(goldens_path)
     if request.limit:
@@ -327,8 +335,17 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         seconds=round(time.time() - start, 2), items=items,
         warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
-    _file_baseline(request, result, read.pins())
+    if pin is not None and model_content(pin) is None:  # a hub model this evaluation downloaded: pinned now
+        pin = baseline_model_pin(model_ref)
+    _file_baseline(request, result, read.pins(), pin)
     return result
+
+
+def baseline_model_pin(model_ref) -> dict:
+    """The model's pin as the inspection verdict takes it (inspection.pins.model_pin: a folder by its files, a hub
+    model by its cached snapshot's), recorded in its baseline: a baseline is of the content it measured, and
+    promote_checkpoint compares it with the run's reviewed base (issue 48, round 10 F3)."""
+    return model_pin(str(model_ref))
 
 
 def eval_budget(request: EvaluateRequest) -> tuple[int, str]:
@@ -356,10 +373,12 @@ def _plan(model_ref, goldens: int, budget: int, batch_size: int) -> dict:
                          torch.get_num_threads(), *model_size(model_ref), goldens=True)
 
 
-def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict) -> None:
-    """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model; never overwrite it."""
+def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict,
+                   pin: dict | None) -> None:
+    """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model's content (`pin`); never
+    overwrite it."""
     task, graders_code = task_key(result.goldens_sha256, request.graders, request.max_new_tokens, request.seed,
-                                  graders_reads)
+                                  graders_reads, model_content(pin))
     path = baseline_path(result.model_path if request.model != "tiny" else "tiny", task)
     existing = path.is_file()
     if request.baseline == "never":
@@ -373,7 +392,8 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
                                "is never overwritten"
     else:
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads}
+                  "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads,
+                  "model_pin": pin}
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note",
                                                                "warnings"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")

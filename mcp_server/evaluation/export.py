@@ -17,6 +17,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
+from mcp_server.evaluation.checked_load import load_checked
 from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, promotion_signed, state_refusal
 from mcp_server.model_ref import BUILT_IN, known_name, load_model
@@ -24,7 +25,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import archive_problem, atomic_write_text, sha256_file, sha256_tree
+from mcp_server.workspace import archive_problem, atomic_write_text, sha256_file, tree_digest, tree_files
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
@@ -131,7 +132,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         if refusal is not None:
             raise refusal from None
         raise
-    ckpt_sha = sha256_tree(ckpt)
+    ckpt_files = tree_files(ckpt)  # each file's sha256, as checked: what the load is compared with (load_checked)
+    ckpt_sha = tree_digest(ckpt_files)
     promotion, mismatch = _promotion_of(run, config, ckpt, ckpt_sha, bool(request.checkpoint))
     verdict = (promotion or {}).get("verdict")
     if verdict != "PROMOTE" and not request.allow_unpromoted:
@@ -152,7 +154,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
-    model, tokenizer = load_model(ckpt)  # merged in memory when it is an adapter
+    model, tokenizer = load_checked(ckpt, ckpt_files)  # merged in memory when it is an adapter
     max_new_tokens = int(GRPOView.given(config).max_completion_length or 64)
     prompts = _smoke_prompts(promotion, request.smoke_items)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")

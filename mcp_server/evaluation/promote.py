@@ -27,23 +27,23 @@ import json
 import time
 from pathlib import Path
 
-from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_unrecorded, baselines_of, default_graders, evaluate_model, evaluate_rows, item_passed,
-    load_goldens, read_baseline, resolve_goldens, summarise, unpaid_warnings,
+    baseline_unrecorded, default_graders, evaluate_rows, item_passed,
+    load_goldens, resolve_goldens, summarise, unpaid_warnings,
 )
-from mcp_server.evaluation.models import (EVAL_TOKENS, DriftResult, EvaluateRequest, ItemResult, PromoteRequest,
+from mcp_server.evaluation.models import (DriftResult, ItemResult, PromoteRequest,
                                           PromotionResult)
+from mcp_server.evaluation.baseline_choice import PROMOTION, choose_baseline, promotion_signed, same_inputs
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.paired import compare_paired
-from mcp_server.model_ref import known_name, load_model, resolve_loadable
+from mcp_server.evaluation.checked_load import hashed_load
+from mcp_server.model_ref import resolve_loadable
 from mcp_server.reporting import Report, silent
-from mcp_server.rewards import reads, reward_code_sha256
-from mcp_server.rewards.spec import RewardSpec, read_reward_specs
-from mcp_server.evidence import sign, unrecorded, valid
-from mcp_server.runs import Run, read_json_if_present, resolve_run
-from mcp_server.training.runrecord import read_run_json
+from mcp_server.rewards import reads
+from mcp_server.rewards.spec import RewardSpec
+from mcp_server.evidence import sign, unrecorded
+from mcp_server.runs import Run, resolve_run
 from mcp_server.training.runstate import derive_state
 from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.worker import runs_in_training
@@ -52,7 +52,7 @@ from mcp_server.evaluation.drift import (
     floor_note,
     stage_report,
 )
-from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file, sha256_tree
+from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file
 
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
@@ -66,24 +66,24 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     if refusal:
         raise refusal
     base_ref = resolve_loadable(base)
-    baseline_file, baseline, choice = _baseline(run, request, config, base, base_ref, report)
+    eval_root()  # eval/ a link leading outside the workspace: refused before anything is decoded or written
+    baseline_file, baseline, choice = choose_baseline(run, request, config, base, base_ref, report)
     goldens, sha = _baseline_goldens(request, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
     rows = load_goldens(goldens)
-    ckpt_sha = sha256_tree(ckpt)  # before loading: what export_model will check it exports
-    ckpt_loaded = load_model(ckpt)
+    ckpt_sha, ckpt_loaded = hashed_load(ckpt)  # what loaded is the checkpoint of that hash (round 10, F4)
     read = reads.Reads()
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
                           report=stage_report(report, "checkpoint on the goldens"), read=read)
-    _same_inputs(baseline_file, baseline, read.pins())
+    same_inputs(baseline_file, baseline, read.pins())
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])
     improvement = round((rate - base_rate) * 100, 2)
     ci_low, ci_high, gained, lost, p_value, how = _improvement_interval(baseline, items, low, high)
-    drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens, report)
+    drift = check_drift(request, base, base_ref, ckpt_loaded, max_new_tokens, report, baseline.get("model_pin"))
 
     beats = ci_low > request.min_improvement_points
     reasons = [
@@ -166,17 +166,6 @@ def checkpoint_refusal(run: Run, config: dict, ckpt: Path, given: bool) -> UserI
     return None
 
 
-PROMOTION = "promotion.json"
-
-
-def promotion_signed(promotion) -> bool:
-    """Whether promotion.json is one promote_checkpoint signed (evidence.py; issue 48, seventh round). Signed under
-    the workspace's eval/ with the judged checkpoint's content hash inside, not under the run's path: a moved run
-    keeps its promotion, and a copy into another run vouches only for a model of the same content, which
-    checkpoint_refusal and the hash check still judge there."""
-    return valid(eval_root(), PROMOTION, promotion)
-
-
 def promotion_problems(promotion: dict) -> list[str]:
     """Why promotion.json is not a measurement promote_checkpoint made: first, promote_checkpoint signs it for the
     run (evidence.py; issue 48, seventh round: a hand-written one whose items and rates were all rewritten to a
@@ -221,159 +210,6 @@ def promotion_problems(promotion: dict) -> list[str]:
     if promotion.get("verdict") != rule:
         problems.append(f"the rule applied to its results gives {rule}, not {promotion.get('verdict')}")
     return problems
-
-
-def _check_baseline(run: Run, path: Path, baseline: dict) -> None:
-    """A baseline is written once and read-only: one whose hash is not what the run recorded at launch (run.json
-    "baselines") or at its last promotion (promotion.json), or whose pass rate is not its own items' count, was
-    edited, and decides nothing."""
-    sha = sha256_file(path)
-    earlier = read_json_if_present(run.promotion)
-    earlier = (earlier if promotion_signed(earlier)  # an unsigned one recorded nothing
-               and Path(str(earlier.get("baseline_path"))).name == path.name else {})
-    recorded = ((read_run_json(run) or {}).get("baselines") or {}).get(path.name) or earlier.get("baseline_sha256")
-    if recorded and recorded != sha:
-        raise UserInputError("baseline", f"{path} (sha256 {sha[:12]}) is not the baseline this run recorded "
-                             f"(sha256 {recorded[:12]}): it was edited since. Restore it; a baseline is never edited")
-    items = baseline.get("items") or []
-    passed = sum(bool(i.get("passed")) for i in items if isinstance(i, dict))
-    if items and (baseline.get("passed") != passed or abs(float(baseline.get("pass_rate", -1)) - passed / len(items))
-                  > 1e-9):
-        raise UserInputError("baseline", f"{path} says {baseline.get('passed')} passed ({baseline.get('pass_rate')}) "
-                             f"but its items hold {passed} of {len(items)}: it was edited. Restore it")
-
-
-def _baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref,
-              report: Report) -> tuple[Path, dict, str]:
-    """(its file, the base model's baseline, the choice in words) from eval/: of the baselines on the request's
-    goldens (any goldens when none given), those graded by this run's rewards (train/rewards.json), else by a part
-    of them, when there are any: the others, another task's, are set aside unread, their reward code never imported
-    (issue 49: a leftover baseline of another task, its reward module moved since, failed the promotion importing
-    it). With none such, the baselines there decide (a run judged by other graders than it trains on). Measured now
-    on the request's goldens when there is none yet."""
-    name = known_name(base)[0]  # the name the user gave, never a cache path (issue 49)
-    ours = _run_graders(run)
-    found, skipped = _baselines(str(base_ref) if base != "tiny" else "tiny", request.goldens, ours)
-    if len({b.get("goldens_sha256") for _, b in found}) > 1:  # which goldens each came from (issue 49)
-        each = "; ".join(f"{p.name} on {b.get('goldens') or 'goldens not recorded'} (sha256 "
-                         f"{str(b.get('goldens_sha256'))[:12]})" for p, b in found)
-        raise UserInputError("goldens", f"{len(found)} baselines of {name} on different goldens: {each}. Give the "
-                             "goldens this run is judged on: the goldens field (CLI: --goldens FILE), one of those "
-                             "files")
-    aside = f"; set aside: {'; '.join(skipped)}" if skipped else ""
-    budget = int(GRPOView.given(config).max_completion_length or EVAL_TOKENS)  # what the run trains with
-    if found:  # on one goldens file: the first measured at the run's budget stands (a later, looser grader never
-        # replaces it), else the first measured (issue 49: a baseline at 256 tokens for a run that trains with 24)
-        path, baseline = min(found, key=lambda item: (item[1].get("max_new_tokens") != budget,
-                                                      str(item[1].get("written_at")), item[0].name))
-        _check_baseline(run, path, baseline)
-        mine = "" if skipped or ours is None or any(_grader_key(g) in {_grader_key(r) for r in ours}
-                                                    for g in baseline.get("graders") or []) else \
-            " (no baseline is graded by this run's rewards: the baseline's graders decide)"
-        tokens = "" if baseline.get("max_new_tokens") == budget else (
-            f" (decoded with up to {baseline.get('max_new_tokens')} tokens, the run trains with {budget}: the "
-            "checkpoint is decoded as the baseline was, so they compare, but not at the run's budget; evaluate_model "
-            "with run RUN measures a baseline at it)")
-        return path, baseline, (f"{path.name}: {name} graded by {_names(baseline.get('graders'))} on "
-                                f"{baseline.get('goldens')}{mine}{tokens}{aside}")
-    if not request.goldens:
-        raise UserInputError(
-            "goldens",
-            f"no baseline for the base model {name} in {eval_root()} and no goldens given: evaluate the base "
-            "model first (evaluate_model) or pass goldens",
-        )
-    first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
-                                           max_new_tokens=budget),
-                           report=stage_report(report, "baseline of the base model"))
-    path = Path(first.baseline_path)
-    return path, json.loads(path.read_text(encoding="utf-8")), f"{path.name}: measured now on {request.goldens}{aside}"
-
-
-def _names(graders) -> str:
-    return ", ".join(str(g.get("name", "?")) for g in graders or [] if isinstance(g, dict))
-
-
-def _run_graders(run: Run) -> list[RewardSpec] | None:
-    """The run's reward specs (train/rewards.json); None when it has none (a model placed in a run by hand)."""
-    if not run.rewards.is_file():
-        return None
-    try:
-        return read_reward_specs(run.rewards, "rewards")
-    except UserInputError:
-        return None
-
-
-def _grader_key(spec) -> tuple:
-    spec = RewardSpec.model_validate(spec) if not isinstance(spec, RewardSpec) else spec
-    return spec.name.strip(), json.dumps(spec.params, sort_keys=True, default=str)
-
-
-def _baselines(model: str, goldens: str | None, run_graders: list[RewardSpec] | None = None) -> tuple[list, list[str]]:
-    """(the model's baselines to choose from, those set aside in words): on `goldens` when given; of those, the
-    ones graded by the run's rewards exactly (by name and parameters), else by a part of them, when any is, the
-    rest set aside unread. One whose graders' code changed since it was measured is refused, naming it: it would
-    compare the checkpoint under other graders than the base model's; one whose graders no longer load, naming it
-    and the run's rewards (_graders_code)."""
-    sha = sha256_file(resolve_goldens(goldens)) if goldens else None
-    for path in baselines_of(model):  # a file evaluate_model did not write (or not as it is) decides nothing
-        why = baseline_unrecorded(path)
-        if why:
-            raise UserInputError("baseline", why)
-    every = [(path, read_baseline(path)) for path in baselines_of(model)]
-    found = [(path, b) for path, b in every if sha is None or b.get("goldens_sha256") == sha]
-    if every and not found:  # measuring a baseline on goldens chosen after training would let them be chosen
-        raise UserInputError("goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured "
-                             f"on (baselines of this model: {', '.join(p.name for p, _ in every)}): the comparison "
-                             "would mean nothing; measure the base model on them with evaluate_model first")
-    skipped = []
-    if run_graders:
-        ours = {_grader_key(g) for g in run_graders}
-
-        def keys(baseline: dict) -> set | None:
-            try:
-                return {_grader_key(g) for g in baseline.get("graders") or []}
-            except ValueError:
-                return None
-
-        exact = [(p, b) for p, b in found if keys(b) == ours]
-        kept = exact or [(p, b) for p, b in found if keys(b) and keys(b) <= ours]
-        if kept:  # the others are another task's: set aside unread (issue 49)
-            skipped = [f"{p.name} (graded by {_names(b.get('graders'))}, not this run's rewards)"
-                       for p, b in found if (p, b) not in kept]
-            found = kept
-    moved = {path.name: reads.differences(b.get("graders_reads"), reads.now(b.get("graders_reads")))
-             for path, b in found}  # a file the graders read is part of what the baseline measured
-    changed = [(path, b) for path, b in found if moved[path.name] or b.get("graders_code_sha256") and
-               _graders_code(path, b, run_graders) != b["graders_code_sha256"]]
-    if changed and len(changed) == len(found):
-        path, baseline = changed[0]
-        _same_inputs(path, baseline, reads.now(baseline.get("graders_reads")))
-        raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
-                             f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}): put it "
-                             "back, or evaluate the base model again (evaluate_model files a baseline for the new "
-                             "code beside this one)")
-    return [item for item in found if item not in changed], skipped
-
-
-def _same_inputs(path: Path, baseline: dict, read: dict) -> None:
-    """Refuse when the graders read other content than when `baseline` was measured (rewards.reads; older: not)."""
-    moved = reads.unlike(baseline["graders_reads"], read) if isinstance(baseline.get("graders_reads"), dict) else []
-    if moved:
-        raise UserInputError("baseline", f"a file the graders read is not what they read when {path.name} was "
-                             f"measured: {'; '.join(moved[:3])}. Put it back, or evaluate the base model again "
-                             "(evaluate_model files a baseline for what the graders read now beside this one)")
-
-
-def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:
-    """reward_code_sha256 of a baseline's graders; one that no longer imports is refused naming them and the way on."""
-    try:
-        return reward_code_sha256(baseline.get("graders") or [])
-    except UserInputError as exc:
-        ours = _names([g.model_dump() for g in run_graders or []]) or "not recorded"
-        raise UserInputError("baseline", f"{path.name} is graded by {_names(baseline.get('graders'))}, which does not "
-                             f"load now ({exc}); this run's rewards are {ours}. Give the goldens this run is judged on "
-                             "(CLI: --goldens FILE) after measuring the base model on them with evaluate_model "
-                             "--graders set to the run's rewards, or put the module back") from None
 
 
 def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:

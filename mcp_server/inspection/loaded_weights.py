@@ -12,6 +12,10 @@ compares it, exactly and bitwise, with the tensor in memory cast to the loaded d
 model. A PEFT-wrapped model compares its base weights (`base_layer`, `original_module` under the adapter's names),
 tied weights compare once per file tensor, a sharded model reads the files its index names.
 
+Round 10 (docs/development.md): the same one read also copies the folder's non-weight files into a private folder
+(`verified_copy`: the trainer's tokenizer loads from it; `loaded_config` compares the config as loaded with it), and
+`saved_weight_problems` holds a resumed or exported model to a save's files by sha256 (hashed in the same read).
+
 Not compared (named in docs/development.md): quantized parameters (4/8-bit: not the file's values once loaded),
 ZeRO-3 partitioned parameters are gathered one at a time (untested here: no DeepSpeed on CPU).
 """
@@ -22,7 +26,9 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
@@ -35,11 +41,13 @@ _DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat
 class _Opened:
     """One file of the model folder, opened once: its fd, its fstat when opened and (small files) its bytes."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, hashing: bool = False):
         self.path = path
         self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         self.stat = os.fstat(self.fd)
         self.data = self._read_all() if self.stat.st_size <= WHOLE_FILE_BYTES else None
+        # `hashing` (a large file): its sha256 from the reads themselves, in order, one pass (sha256()).
+        self._hasher, self._hashed = (hashlib.sha256(), 0) if hashing and self.data is None else (None, 0)
 
     def _read_all(self) -> bytes:
         chunks, offset = [], 0
@@ -57,6 +65,29 @@ class _Opened:
         """`size` bytes at `offset`, a writable copy (a large file's, read straight from the fd: one copy)."""
         if self.data is not None:
             return bytearray(self.data[offset:offset + size])
+        if self._hasher is not None and offset >= self._hashed:
+            self._hash_to(offset)
+            out = self._read(offset, size)
+            self._hasher.update(out)
+            self._hashed = offset + size
+            return out
+        return self._read(offset, size)
+
+    def _hash_to(self, end: int) -> None:
+        while self._hashed < end:
+            self._hasher.update(self._read(self._hashed, min(1 << 24, end - self._hashed)))
+            self._hashed = min(end, self._hashed + (1 << 24))
+
+    def sha256(self) -> str:
+        """The file's sha256 from this descriptor (hashing: the bytes read so far, then the rest)."""
+        if self.data is not None:
+            return hashlib.sha256(self.data).hexdigest()
+        if self._hasher is None:
+            self._hasher, self._hashed = hashlib.sha256(), 0
+        self._hash_to(self.stat.st_size)
+        return self._hasher.hexdigest()
+
+    def _read(self, offset: int, size: int) -> bytearray:
         out, got = bytearray(size), 0
         view = memoryview(out)
         while got < size:
@@ -217,10 +248,12 @@ def own_memory(model) -> int:
     return copied
 
 
-def _read_folder(folder: Path, models: list, loads: dict | None) -> tuple[str, list[str], list]:
+def _read_folder(folder: Path, models: list, loads: dict | None,
+                 copy_to: Path | None = None) -> tuple[str, list[str], list]:
     """(the folder's files digest as pins.model_pin takes it, the weight files, each model's comparison state):
     every file opened once; a weight file's tensors compared from that descriptor (a small file: from the bytes
-    hashed), then closed: one file's bytes and one tensor in memory at a time."""
+    hashed), then closed: one file's bytes and one tensor in memory at a time. `copy_to`: every file but the
+    weights also written there, from the bytes that read pinned (verified_copy)."""
     paths = {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file()}
     pins, opened = {}, {}
 
@@ -234,6 +267,8 @@ def _read_folder(folder: Path, models: list, loads: dict | None) -> tuple[str, l
         handle = opened.pop(relative, None) or _Opened(paths[relative])
         try:
             pins[relative] = handle.pin()
+            if copy_to is not None and relative not in files and not relative.endswith(WEIGHT_SUFFIXES):
+                _copy_out(handle, copy_to / relative)
             if relative in files and states:
                 try:
                     _compare_file(relative, handle, states)
@@ -248,6 +283,109 @@ def _read_folder(folder: Path, models: list, loads: dict | None) -> tuple[str, l
     return digest.hexdigest(), files, states
 
 
+# Files no tokenizer, processor or config reads: the weights (verified_copy leaves them out).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".onnx", ".ckpt")
+
+
+def _copy_out(handle: _Opened, target: Path) -> None:
+    """One file's bytes, as read from its open descriptor, written to `target` (a large file: refused when it was
+    written in place while read)."""
+    data = handle.data if handle.data is not None else bytes(handle.read(0, handle.stat.st_size))
+    if not handle.unchanged():
+        raise ValueError(f"{handle.path.name} was written while it was read")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: dict | None,
+                  into: str | Path) -> str | None:
+    """Write every file of `folder` but its weights (tokenizer, chat template, processor, config and generation
+    config files) into `into`, a private folder, from ONE read of each whose folder pin is `files_sha256` (round
+    10, G1): a tokenizer loaded from `into` is the verified bytes, whatever is renamed over the folder's files
+    while it loads. `files_sha256` a dict ({relative: sha256}, a save's files): each file it lists checked by its
+    own sha256, and its weight files linked (`into` then loads as the model; saved_weight_problems checks what
+    loaded from them). Returns why not (a pin differs, a file could not be read), None when `into` holds them."""
+    folder = Path(folder)
+    if isinstance(files_sha256, dict):
+        return _copy_listed(folder, files_sha256, Path(into))
+    try:
+        digest, _, _ = _read_folder(folder, [], loads, copy_to=Path(into))
+    except (OSError, ValueError, KeyError) as exc:
+        return f"the model's files could not be read ({type(exc).__name__}: {exc})"
+    if files_sha256 != digest:
+        return (f"the model's files changed since the check ({folder}: files {digest[:12]}, verified "
+                f"{str(files_sha256)[:12]})")
+    return None
+
+
+def _copy_listed(folder: Path, listed: dict[str, str], into: Path) -> str | None:
+    """verified_copy of the files `listed` by sha256 (a file not listed is left out: nothing loads it)."""
+    for relative, sha in sorted(listed.items()):
+        target = into / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if relative.endswith(WEIGHT_SUFFIXES):
+            os.symlink(folder / relative, target)
+            continue
+        try:
+            handle = _Opened(folder / relative)
+        except OSError as exc:
+            return f"{relative} could not be read ({exc.strerror or exc})"
+        try:
+            data = handle.data if handle.data is not None else bytes(handle.read(0, handle.stat.st_size))
+            if hashlib.sha256(data).hexdigest() != sha or not handle.unchanged():
+                return f"{relative} is not the file checked (sha256 {sha[:12]}): it changed since"
+            target.write_bytes(data)
+        finally:
+            handle.close()
+    return None
+
+
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def saved_weight_problems(model, folder: str | Path, saved: dict[str, str]) -> list[str]:
+    """Why `model` in memory is not the save in `folder` whose files' sha256 are `saved` ({relative: sha256}: the
+    run's signed saves ledger, or the tree an export names): each weight file (a LoRA adapter's when the save is
+    one, else the model's) read ONCE from its descriptor, its sha256 computed from that read, and every tensor in
+    it compared bitwise with the loaded one (an adapter's through peft's own state dict, as PEFT saved it). A file
+    renamed over the save after its hash was checked and put back after the load is named (round 10, F2/F4)."""
+    folder = Path(folder)
+    adapter = [name for name in ADAPTER_FILES if (folder / name).is_file()][:1]
+    if adapter:
+        from peft import get_peft_model_state_dict
+
+        loaded, prefix = get_peft_model_state_dict(model), ""
+    else:
+        own_memory(model)
+        loaded, prefix = _loaded_tensors(model)
+    names = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    files = adapter or weight_files(names, lambda name: (folder / name).read_bytes(), None)
+    if not files:
+        return [f"no weight file in {folder} to compare with what loaded"]
+    state, problems = [loaded, prefix, getattr(model, "dtype", None), [], 0], []
+    for relative in files:
+        try:
+            handle = _Opened(folder / relative, hashing=True)
+        except OSError as exc:
+            problems.append(f"{relative}: unreadable ({exc.strerror or exc})")
+            continue
+        try:
+            _compare_file(relative, handle, [state])
+            if handle.sha256() != saved.get(relative):
+                problems.append(f"{relative} is not the file saved (sha256 {str(saved.get(relative))[:12]})")
+        except (struct.error, ValueError, KeyError, RuntimeError, OSError) as exc:
+            problems.append(f"{relative}: unreadable as weights ({type(exc).__name__})")
+        finally:
+            handle.close()
+    if state[3]:
+        more = f" and {len(state[3]) - 4} more" if len(state[3]) > 4 else ""
+        problems.append(f"the weights in memory are not the saved files' (swapped while they loaded): "
+                        f"{'; '.join(state[3][:4])}{more}")
+    elif state[4] == 0:
+        problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
+    return problems
+
+
 def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str | None,
                            loads: dict | None) -> list[str]:
     """Why the models in memory are not the verified folder's weights (empty: they are), for the check's one
@@ -256,8 +394,20 @@ def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str |
     folder = Path(folder)
     for model in models:
         own_memory(model)
+    private = tempfile.mkdtemp(prefix="llm-finetuning-loaded-")
     try:
-        digest, files, states = _read_folder(folder, models, loads)
+        return _problems(models, folder, files_sha256, loads, Path(private))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _problems(models: list, folder: Path, files_sha256: str | None, loads: dict | None, private: Path) -> list[str]:
+    """loaded_weight_problems' read and judgement; the folder's non-weight files copied into `private` by the same
+    read, for the config comparison (loaded_config)."""
+    from mcp_server.inspection.loaded_config import loaded_config_problems
+
+    try:
+        digest, files, states = _read_folder(folder, models, loads, copy_to=private)
     except (OSError, ValueError, KeyError) as exc:
         return [f"the model's files could not be read again ({type(exc).__name__}: {exc})"]
     if digest != files_sha256:
@@ -274,4 +424,4 @@ def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str |
                             f"{'; '.join(differ[:4])}{more}")
         elif compared == 0:
             problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
-    return problems
+    return problems or loaded_config_problems(models, private, loads)

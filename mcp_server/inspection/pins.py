@@ -90,6 +90,14 @@ def model_pin(model: str, revision: str | None = None) -> dict:
     return _hub_model_pin(ref, revision)
 
 
+def model_content(pin) -> str | None:
+    """What a model pin (model_pin) says of the model's content, apart from where it lives: its files' digest (a
+    local folder's, or the cached hub snapshot's); None when unknown (a hub model no cache holds). Equal for two
+    pins only when every weight, config and tokenizer file is (a file over WHOLE_FILE_BYTES by its stat): a
+    baseline counts for a run's base only then (issue 48, round 10 F3)."""
+    return pin.get("files_sha256") if isinstance(pin, dict) and isinstance(pin.get("files_sha256"), str) else None
+
+
 def hub_snapshot(ref: str, revision: str | None) -> Path | None:
     """The local cache's snapshot folder of hub model `ref` at `revision` (a branch, tag or commit; None: main),
     never the network; None when the cache holds none. The trainer loads this folder, not the name: what the
@@ -146,6 +154,11 @@ def _config_model_pin(value, revision, run: Run) -> dict:
         return model_pin("tiny", revision)
     local = _at_run(value, run)
     return model_pin(local, revision) if local else _hub_model_pin(str(value), revision)
+
+
+def config_model_pin(run: Run, config: dict) -> dict:
+    """train/config.yaml's model as training resolves it in the run directory, pinned (config_pins' "model")."""
+    return _inside(_config_model_pin(config["model_name_or_path"], config.get("model_revision"), run), "model", run)
 
 
 def _config_data_pin(value, run: Run, split=None, config_name=None) -> dict:
@@ -239,9 +252,7 @@ def config_pins(run: Run, config: dict | None = None) -> dict:
             "config, so emit it first (emit_grpo_config), then sample and inspect with it"
         )
     return {
-        "model": _inside(
-            _config_model_pin(config["model_name_or_path"], config.get("model_revision"), run), "model", run
-        ),
+        "model": config_model_pin(run, config),
         "data": _config_data(config, run),
         "sampling": {k: config.get(k) for k in SAMPLING_KEYS},
         "reward_config": {k: config.get(k) for k in REWARD_CONFIG_KEYS},

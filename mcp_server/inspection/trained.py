@@ -46,6 +46,7 @@ from pathlib import Path
 from mcp_server.inspection import trainer_read
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
+from mcp_server.rewards.source_only import install_source_only
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
 from mcp_server.userfiles import open_regular, package_switches
 from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
@@ -487,14 +488,7 @@ def unreviewed_entries(run: Run, reviewed) -> list[str]:
 
 
 def _source_imports() -> None:
-    """From here on this process imports Python modules from their source, never from bytecode: a .pyc put in
+    """From here on this process imports user modules from their source, never from bytecode: a .pyc put in
     reward_code/__pycache__ with the reviewed source's mtime and size in its header would run instead of the
-    hashed source (issue 48). The bytecode cache moves to a new empty folder (removed at exit), and nothing is
-    written there."""
-    if getattr(sys, "pycache_prefix", None) and Path(sys.pycache_prefix).name.startswith("llm-finetuning-pyc-"):
-        return
-    sys.dont_write_bytecode = True
-    sys.pycache_prefix = tempfile.mkdtemp(prefix="llm-finetuning-pyc-")
-    import atexit
-
-    atexit.register(shutil.rmtree, sys.pycache_prefix, ignore_errors=True)
+    hashed source (issue 48). The one mechanism every import of user code goes through (rewards.source_only)."""
+    install_source_only()

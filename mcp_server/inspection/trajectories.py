@@ -11,7 +11,6 @@ the same calls, a pooled instance reset again) and `trajectory_review.review` na
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import random
 import tempfile
@@ -24,6 +23,7 @@ from mcp_server.inspection.trajectory_models import TrajectoryCode, TrajectoryRe
 from mcp_server.inspection.trajectory_review import call_statuses, render_sheet, review
 from mcp_server.model_ref import small_model_threads
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards.source_only import load_user_file
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SAMPLE_TRAJECTORIES
@@ -42,9 +42,7 @@ def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> 
 
 def _build_trainer(run: Run, output_dir: str):
     """The run's own GRPOTrainer from its train/train.py, writing nothing into the run."""
-    spec = importlib.util.spec_from_file_location(f"llm_finetuning_train_{abs(hash(str(run.dir)))}", run.script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_user_file(f"llm_finetuning_train_{abs(hash(str(run.dir)))}", run.script)  # source, no bytecode
     argv = ["--config", str(run.config), "--output_dir", output_dir, "--report_to", "none",
             "--log_completions", "false"]
     try:  # sampling is not training: the trainer's point-of-use checks report and never refuse

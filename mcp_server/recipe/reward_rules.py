@@ -13,6 +13,7 @@ from mcp_server.recipe.models import Finding
 from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.rewards.dotted import find_dotted, nearest_rewards
+from mcp_server.rewards.source_only import import_user
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import REWARD_PROBLEMS
 
@@ -79,7 +80,6 @@ TRL_REWARDS = ("accuracy_reward", "reasoning_accuracy_reward", "think_format_rew
 
 
 def _resolve_dotted(name: str) -> str | None:
-    import importlib
     import sys
 
     if "." not in name:
@@ -93,7 +93,7 @@ def _resolve_dotted(name: str) -> str | None:
         return None
     sys.path.insert(0, str(Path.cwd()))
     try:
-        module = importlib.import_module(module_name)
+        module = import_user(module_name)
     except Exception as exc:
         return f"cannot import '{module_name}' for reward '{name}': {exc}"
     finally:

@@ -4,7 +4,6 @@ read-only mode (interpreter.user_code_allowed), finding it on disk instead, with
 from __future__ import annotations
 
 import ast
-import importlib
 import linecache
 import os
 import sys
@@ -14,6 +13,7 @@ from typing import Callable
 from mcp_server.errors import UserInputError, closest_names, did_you_mean
 from mcp_server.interpreter import user_code_allowed
 from mcp_server.rewards.reads import importing
+from mcp_server.rewards.source_only import import_user
 from mcp_server.rewards.sources import record_import, static_spec
 
 
@@ -61,13 +61,13 @@ def import_dotted(path: str, field: str) -> Callable:
     try:
         try:
             with importing(module_path):  # what its module-level code opens (rewards.reads)
-                module = importlib.import_module(module_path)
+                module = import_user(module_path)
         except ModuleNotFoundError:
             if os.getcwd() in sys.path:
                 raise
             sys.path.insert(0, os.getcwd())
             with importing(module_path):
-                module = importlib.import_module(module_path)
+                module = import_user(module_path)
     except ModuleNotFoundError as exc:  # the module (or one it imports) is not where this process looks
         top = (exc.name or module_path).split(".")[0]
         where = ", ".join(_looked_in()) or "no user directory"

@@ -5,10 +5,18 @@ the reward-code hash cannot see it (issue 48, round 9: a rubric rewritten after 
 the reviewed scale; a rubric switched to "all right" after the baseline PROMOTEd by +88.9 points). So a
 `sys.addaudithook` on the "open" event (`os.open`, `open`, `io.open`, `pathlib`'s reads) records every file
 the reward code opens while `recording` is active (around the reward calls and the reward modules' import), and
-nothing else: an open is the reward code's when the first frame on its stack that is neither the standard
-library nor an installed package is user code (never this package: its own reads, a sandbox's scratch files, are
-its business), and not an import (the code pin covers the modules). /proc, /sys and /dev are left out, so are
-files the same code opened for writing first (its own scratch).
+nothing else. Not only "open": every audit event of Python 3.11 that names a path user code reads (issue 48, round
+10 G3: a rubric in a SQLite file, opened in C): `sqlite3.connect` pins the database file and its -wal and
+-journal (a ':memory:' or temporary database reads no file); `os.listdir` and `os.scandir` (so glob, pathlib's
+glob, os.walk) pin a folder's listing, keyed "<folder>/", when the reward lists it itself (a library's or
+importlib's own listing is not its input); shutil's copies and archives, mmap and io.open_code read
+through "open". What cannot be pinned is refused, naming the call, when user code makes it directly (the first
+frame outside the standard library is user code): `ctypes.*` (a C library reads anything) and
+`sqlite3.enable_load_extension` / `sqlite3.load_extension`. An event is the reward code's when the first frame
+on its stack that is neither the standard library nor an installed package is user code (never this package:
+its own reads, a sandbox's scratch files, are its business), and not an import (the code pin covers the
+modules). /proc, /sys and /dev are left out, so are files (and folders) the same code opened for writing (or
+made) first: its own scratch; an existing file opened r+, a+ or O_RDWR is read (pinned), not scratch.
 
 Each file is pinned when it is first opened (`pin_file`: its sha256, or size/mtime/inode/ctime above 64 MiB; a
 link by what it resolves to; a file absent then as absent), with the rewards that read it. inspect_rewards
@@ -22,7 +30,9 @@ baseline whose graders read other content now (evaluation.promote).
 A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
 it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
 
-Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a file
+Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a
+check that reads no content (os.path.exists, os.stat: no audit event); a database an SQL ATTACH opens (no audit
+event; an authorizer cannot be set at `sqlite3.connect/handle`, the connection is not initialised yet); a file
 swapped between the check at its open and the read itself.
 """
 
@@ -33,6 +43,7 @@ import hashlib
 import os
 import stat
 import sys
+import sysconfig
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -47,6 +58,15 @@ _INSTALLED = [False]
 
 class Refused(SystemExit):
     """A reward read a file that is not what the review read (the trainer's check): exit status 3."""
+
+
+class Unpinnable(PermissionError):
+    """Reward code made a call whose reads cannot be pinned (REFUSED): refused while a recording is in force."""
+
+
+LISTINGS = ("os.listdir", "os.scandir")  # a folder's names: pinned by their sorted list
+REFUSED = ("ctypes.", "sqlite3.enable_load_extension", "sqlite3.load_extension")  # no file to pin: refused
+STDLIB = tuple(str(Path(p).resolve()) + os.sep for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")})
 
 
 class Reads:
@@ -68,7 +88,7 @@ class Reads:
         if path in self.written or (self.expected is not None and (self.expected.get(path) or {}).get("written")):
             return
         # pinned at its first open; the trainer's check pins every open again (a file swapped after the first step)
-        pin = pin_file(path) if self.expected is not None or path not in self.files else self.files[path]
+        pin = pin_of(path) if self.expected is not None or path not in self.files else self.files[path]
         self.files.setdefault(path, {**pin, "by": []})
         if self.reward not in self.files[path]["by"]:
             self.files[path]["by"].append(self.reward)
@@ -167,6 +187,24 @@ def watched(func, name: str, reads: Reads):
     return wrapper
 
 
+def pin_of(key: str) -> dict:
+    """A recorded key pinned now: a folder's listing for "<folder>/" (LISTINGS), else the file (pin_file)."""
+    return pin_listing(key[:-1] or os.sep) if key.endswith(os.sep) else pin_file(key)
+
+
+def pin_listing(path: str) -> dict:
+    """A folder's names as a reader finds them now: {listing: sha256 of the sorted names}, else as pin_file says."""
+    busy = getattr(_LOCAL, "busy", False)
+    _LOCAL.busy = True
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return pin_file(path)
+    finally:
+        _LOCAL.busy = busy
+    return {"listing": hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()}
+
+
 def pin_file(path: str) -> dict:
     """A file as a reader finds it now: {sha256} (or {large: size/mtime/inode/ctime} above 64 MiB), {kind} for a
     directory or what is not a regular file, {absent: True}; with `resolves_to` when a link leads elsewhere."""
@@ -213,7 +251,7 @@ def now(pins: dict | None) -> dict:
     for path, pin in (pins or {}).items():
         if not isinstance(pin, dict):
             continue
-        out[path] = pin if pin.get("written") else {**pin_file(str(path)), "by": list(pin.get("by") or [])}
+        out[path] = pin if pin.get("written") else {**pin_of(str(path)), "by": list(pin.get("by") or [])}
     return out
 
 
@@ -224,6 +262,7 @@ def describe(pin: dict | None) -> str:
         return "absent" + (f" (a link to {pin['resolves_to']})" if pin.get("resolves_to") else "")
     link = f"a link to {pin['resolves_to']}, " if pin.get("resolves_to") else ""
     what = pin.get("kind") or (f"sha256 {pin['sha256'][:12]}" if pin.get("sha256") else
+                               f"the names in it, sha256 {pin['listing'][:12]}" if pin.get("listing") else
                                f"size/mtime {pin.get('large')}")
     return link + what
 
@@ -298,24 +337,100 @@ def _opened_by_user(frame) -> bool:
     return False
 
 
-def _hook(event: str, args) -> None:
-    if event != "open" or not _ACTIVE or getattr(_LOCAL, "busy", False):
-        return
-    try:
+@lru_cache(maxsize=4096)
+def _in_stdlib(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(STDLIB)
+
+
+def _made_by_user(frame) -> bool:
+    """Whether the first frame outside the standard library is user code: the call is the reward's own, not a
+    library's that it called, nor importlib's (metadata, resources: the import machinery's listings). REFUSED is
+    refused, and a listing pinned, only then."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not _in_stdlib(name):
+            return _whose(name) == "user"
+        if name.startswith(("<frozen importlib", "<frozen zipimport")) or f"{os.sep}importlib{os.sep}" in name:
+            return False
+        frame = frame.f_back
+    return False
+
+
+def _sqlite_files(database) -> list[str]:
+    """The files sqlite3.connect(database) reads: the database and its -wal and -journal; none for ':memory:',
+    a temporary database ('') or a memory URI."""
+    from urllib.parse import unquote, urlsplit
+
+    if isinstance(database, int) or database is None:
+        return []
+    text = os.fsdecode(database)
+    if text.startswith("file:"):
+        parts = urlsplit(text)
+        if "mode=memory" in parts.query:
+            return []
+        text = unquote(parts.path)
+    if text in ("", ":memory:"):
+        return []
+    path = os.path.abspath(text)
+    return [path, path + "-wal", path + "-journal"]
+
+
+def _event_paths(event: str, args) -> tuple[list[str], bool]:
+    """(the paths an event reads or writes, whether it writes)."""
+    if event == "open":
         path, mode, flags = args
         if isinstance(path, int) or path is None:
-            return
+            return [], False
         path = os.path.abspath(os.fsdecode(path))
-        if path.startswith(SYSTEM) or not _opened_by_user(sys._getframe(1)):
-            return
         if mode is None:
             writes = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_CREAT)
+            keeps = not flags & (os.O_TRUNC | os.O_EXCL) and (flags & os.O_ACCMODE) == os.O_RDWR
         else:
             writes = any(c in str(mode) for c in "wax+")
+            keeps = "+" in str(mode) and not any(c in str(mode) for c in "wx")
+        # r+, a+, O_RDWR: what was there is read too (round 10: open(RUBRIC, "r+") read a rubric unpinned), so an
+        # existing file opened so is a read, pinned, unless the reward wrote it first (its scratch)
+        return [path], writes and not (keeps and os.path.isfile(path))
+    if event == "sqlite3.connect":
+        return _sqlite_files(args[0]), False
+    if event in LISTINGS:
+        folder = args[0] if args and args[0] is not None else "."
+        return ([] if isinstance(folder, int) else [os.path.join(os.path.abspath(os.fsdecode(folder)), "")]), False
+    if event == "os.mkdir" and not isinstance(args[0], int):  # a folder it makes: its listing is its own scratch
+        return [os.path.join(os.path.abspath(os.fsdecode(args[0])), "")], True
+    return [], False
+
+
+def _refuse(event: str, args) -> None:
+    line = (f"reward code called {event}({', '.join(repr(a)[:80] for a in args)}): what it reads cannot be pinned, "
+            "so the review could not vouch for what training would score (issue 48); read files with open or "
+            "sqlite3 instead")
+    for reads in list(_ACTIVE):
+        if reads.refuse:
+            reads.refuse(line)
+    raise Unpinnable(line)
+
+
+def _hook(event: str, args) -> None:
+    if not _ACTIVE or getattr(_LOCAL, "busy", False):
+        return
+    if event.startswith(REFUSED):
+        if _made_by_user(sys._getframe(1)):
+            _refuse(event, args)
+        return
+    if event != "open" and event != "sqlite3.connect" and event not in LISTINGS and event != "os.mkdir":
+        return
+    try:
+        paths, writes = _event_paths(event, args)
+        paths = [p for p in paths if not p.startswith(SYSTEM)]
+        frame = sys._getframe(1)
+        if not paths or not (_made_by_user(frame) if event in LISTINGS else _opened_by_user(frame)):
+            return
         _LOCAL.busy = True
         try:
-            for reads in list(_ACTIVE):
-                reads.seen(path, writes)
+            for path in paths:
+                for reads in list(_ACTIVE):
+                    reads.seen(path, writes)
         finally:
             _LOCAL.busy = False
     except Refused:

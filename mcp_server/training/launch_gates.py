@@ -10,7 +10,7 @@ import stat
 import psutil
 
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.errors import one_line
+from mcp_server.errors import UserInputError, one_line
 from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.launched import way_on_for
 from mcp_server.inspection.loader_env import LOADER_PART, inside_workspace, loader_change, loader_env_pin, loader_how
@@ -31,7 +31,7 @@ from mcp_server.training.runstate import derive_state
 from mcp_server.userfiles import not_regular
 from mcp_server.worker import apart
 from mcp_server.worker_targets import CHECK_GATE
-from mcp_server.workspace import runs_root
+from mcp_server.workspace import WORKSPACE_FOLDERS, runs_root, workspace_folder
 
 
 def check_gates(run: Run, spec: RunSpec, environment: bool = True,
@@ -41,7 +41,7 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True,
     launch trains on). `environment=False` for a run that trains elsewhere (a SLURM job): this machine's
     environment is no gate. `report`: one line per gate as it starts (issue 49: a minute of silence)."""
     report(0, None, "gates: the logs folder and the inspection verdict")
-    refusals: list[GateRefusal] = link_refusals(run)
+    refusals: list[GateRefusal] = link_refusals(run) + workspace_refusals()
     if missing := missing_data(run, spec.values):  # before the verdict's "content changed" (issue 49)
         refusals.append(GateRefusal(gate="config", message=str(missing), how_to_clear="put the data file back where "
                                     "train/config.yaml names it, or emit a new run on its new place"))
@@ -112,6 +112,19 @@ def loader_refusals(run: Run, pins: dict) -> list[GateRefusal]:
     return [GateRefusal(gate="inspection", message=f"{LOADER_PART} is not the one the verdict was recorded under: "
                         + "; ".join(said) + ": nothing was started with it",
                         how_to_clear=way_on_for(run, loader_how()))]
+
+
+def workspace_refusals() -> list[GateRefusal]:
+    """A workspace folder a launch writes (workspace.WORKSPACE_FOLDERS: run.json records eval/'s baselines) that
+    is a link leading outside the workspace, refused before anything starts (issue 48, round 10 D1)."""
+    refusals = []
+    for name in WORKSPACE_FOLDERS:
+        try:
+            workspace_folder(name)
+        except UserInputError as exc:
+            refusals.append(GateRefusal(gate="logs", message=str(exc), how_to_clear="replace the link with a "
+                                        f"folder of the workspace ({name}/), then launch or resume again"))
+    return refusals
 
 
 def link_refusals(run: Run) -> list[GateRefusal]:

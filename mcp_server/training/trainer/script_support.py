@@ -8,12 +8,14 @@ Imported by train/train.py in the training interpreter.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from trl import get_peft_config, get_quantization_config
+from transformers import TrainerCallback
 
 from mcp_server.training.trainer import verified_script
 
@@ -27,7 +29,7 @@ from mcp_server.config.loader import eval_dataset as load_eval_dataset  # noqa: 
 from mcp_server.config.loader import evaluates  # noqa: E402
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset  # noqa: E402
 from mcp_server.runs import Run  # noqa: E402
-from mcp_server.training.trainer.digest import checkpoint_problems, record_save  # noqa: E402
+from mcp_server.training.trainer.digest import checkpoint_problems, record_save, recorded_save  # noqa: E402
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
 
@@ -69,12 +71,38 @@ def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
         vllm_cpu.install(str(run_dir / "cache" / "vllm-weights"))
     return dict(
         model=model_args.model_name_or_path,
+        processing_class=verified_processing_class(training_args),
         args=training_args,
         train_dataset=dataset,
         peft_config=get_peft_config(model_args),
         quantization_config=get_quantization_config(model_args),
         callbacks=[ProgressCallback(run_dir, spec=spec_for(run_dir, training_args))],
     )
+
+
+def verified_processing_class(training_args):
+    """The processing class GRPOTrainer would load from the model folder (AutoProcessor, left truncation and
+    padding), loaded instead from a private copy of the folder's tokenizer, chat template, processor and config
+    files made from one read of each whose pin is the one the point-of-use check verified (round 10, G1: a
+    chat_template.jinja renamed in after the weights load and put back after the tokenizer read it trained unseen).
+    None (TRL loads it, as before) when the check did not run or while sampling."""
+    if not trained.VERIFIED or sampling_now():
+        return None
+    from transformers import AutoProcessor
+
+    from mcp_server.inspection.loaded_weights import verified_copy
+
+    pin = trained.VERIFIED["model"] or {}
+    private = tempfile.mkdtemp(prefix="llm-finetuning-tokenizer-")
+    # Kept until the process exits: a slow tokenizer reads its vocabulary file again when a checkpoint saves it.
+    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    problem = verified_copy(trained.VERIFIED["loads"], pin.get("files_sha256"), pin.get("loads"), private)
+    if problem:
+        print(f"llm-finetuning: refusing to train: {problem}. Put the model's files back, then launch again.",
+              file=sys.stderr, flush=True)
+        raise InputsChanged(3)
+    return AutoProcessor.from_pretrained(private, truncation_side="left", padding_side="left",
+                                         trust_remote_code=training_args.trust_remote_code)
 
 
 def grpo_trainer(run_dir: Path, **kwargs):
@@ -89,7 +117,7 @@ def grpo_trainer(run_dir: Path, **kwargs):
     return cls(**kwargs, **extra)
 
 
-def confirm_resume_checkpoint(run_dir: str | Path, training_args) -> None:
+def confirm_resume_checkpoint(run_dir: str | Path, training_args) -> Path | None:
     """Right before TRL loads resume_from_checkpoint (train_and_save): every file of that checkpoint is the one the
     run's trainer saved, by the signed ledger (train/logs/saves.jsonl, digest.checkpoint_problems with contents).
     resume_training checks it before it launches; weights swapped in the seconds until the trainer loads them would
@@ -97,14 +125,14 @@ def confirm_resume_checkpoint(run_dir: str | Path, training_args) -> None:
     a verdict (run by hand) or while sampling. Resuming with `true` checks the last checkpoint, as TRL picks it."""
     resume = getattr(training_args, "resume_from_checkpoint", None)
     if resume in (None, "", False) or not trained.VERIFIED or sampling_now():
-        return
+        return None
     run = Run(Path(run_dir))
     if resume is True or str(resume).lower() == "true":
         from transformers.trainer_utils import get_last_checkpoint
 
         found = get_last_checkpoint(str(run.dir / str(training_args.output_dir)))
         if found is None:
-            return  # TRL itself refuses: no checkpoint to resume from
+            return None  # TRL itself refuses: no checkpoint to resume from
         resume = found
     folder = run.dir / str(resume)
     problems = checkpoint_problems(run, folder, contents=True)
@@ -113,6 +141,30 @@ def confirm_resume_checkpoint(run_dir: str | Path, training_args) -> None:
               f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
               "checkpoint.", file=sys.stderr, flush=True)
         raise InputsChanged(3)
+    return folder
+
+
+class ResumedWeights(TrainerCallback):
+    """Once the Trainer loaded the checkpoint it resumes from (transformers' train() calls _load_from_checkpoint
+    before on_train_begin), the model's tensors, or its LoRA adapter's, are the checkpoint's bytes read and hashed
+    in one pass against the run's signed ledger (loaded_weights.saved_weight_problems): a model.safetensors swapped
+    after confirm_resume_checkpoint hashed it and put back after the load is refused before the first step (round
+    10, F2). Exit 3 naming the file."""
+
+    def __init__(self, run_dir: Path, folder: Path):
+        self.run, self.folder = Run(Path(run_dir)), Path(folder)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        from mcp_server.inspection.loaded_weights import saved_weight_problems
+
+        seen = recorded_save(self.run, self.folder)
+        saved = {name: entry["sha256"] for name, entry in ((seen or {}).get("files") or {}).items()}
+        problems = saved_weight_problems(model, self.folder, saved) if seen else ["no record of this save"]
+        if problems:
+            print(f"llm-finetuning: refusing to train: the weights resumed from {self.folder.name} are not the "
+                  f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
+                  "checkpoint.", file=sys.stderr, flush=True)
+            raise InputsChanged(3)
 
 
 def train_and_save(trainer, run_dir: Path) -> None:
@@ -120,7 +172,9 @@ def train_and_save(trainer, run_dir: Path) -> None:
     the outcome "succeeded" believable) and the outcome on the main process."""
     confirm_loaded_model(trainer)  # the weights it loaded are the files the point-of-use check verified
     training_args = trainer.args
-    confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
+    resumed = confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
+    if resumed is not None:  # and what it loaded from there is that checkpoint's bytes (round 10, F2)
+        trainer.add_callback(ResumedWeights(run_dir, resumed))
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:

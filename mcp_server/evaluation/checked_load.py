@@ -1,0 +1,46 @@
+"""A checkpoint loaded as it was when hashed (round 10, F4; issue 48): what promote_checkpoint judges and
+export_model exports is the checkpoint whose content hash they record.
+
+Both hash the checkpoint (workspace.tree_files: each file's sha256; the promotion and the model card name their
+digest) and load it seconds later, by path: a weight file renamed over it between the two and put back after the
+load was judged or exported under the hash of the file put back. `load_checked` loads from a private copy of the
+checkpoint's non-weight files checked against those hashes (config, tokenizer, chat template, adapter config;
+loaded_weights.verified_copy, its weight files linked), then reads each weight file once, hashes it and compares
+every tensor with the loaded one (loaded_weights.saved_weight_problems) before an adapter is merged. A mismatch is
+refused naming the file, before anything is written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.model_ref import load_model
+from mcp_server.workspace import tree_digest, tree_files
+
+
+def load_checked(ckpt: Path, files: dict[str, str]):
+    """(model, tokenizer) of `ckpt` as `files` ({relative: sha256}, tree_files) hashed it, an adapter merged;
+    UserInputError (field "checkpoint") naming the file that changed."""
+    from mcp_server.inspection.loaded_weights import saved_weight_problems, verified_copy
+
+    private = tempfile.mkdtemp(prefix="llm-finetuning-checkpoint-")
+    try:
+        problem = verified_copy(ckpt, files, None, private)
+        model, tokenizer = (None, None) if problem else load_model(private, merge=False)
+        problems = [problem] if problem else saved_weight_problems(model, ckpt, files)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    if problems:
+        raise UserInputError("checkpoint", f"{ckpt} changed while it loaded, nothing was judged or exported: "
+                             + "; ".join(problems[:4]) + ". Restore it as saved, then try again")
+    merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+    return merged.eval(), tokenizer
+
+
+def hashed_load(ckpt: Path) -> tuple[str, tuple]:
+    """(the checkpoint's content hash, workspace.sha256_tree's; its load_checked model and tokenizer)."""
+    files = tree_files(ckpt)
+    return tree_digest(files), load_checked(ckpt, files)

@@ -1,0 +1,107 @@
+"""User code is imported from its source, never from bytecode: the one mechanism every import of user code goes
+through (a reward, a grader or judge, an environment or tool, a reward a rule checks, a run's train.py).
+
+A .pyc beside a reward's source runs instead of it when its header carries the source's mtime and size (forged,
+or stale: the source rewritten in the same second at the same size), and a hash-based .pyc marked unchecked runs
+whatever the source says; a sourceless module.pyc runs with no source at all. The review would then judge other
+code than the hash pins and the trainer runs (issue 48, round 10 G2). So `install_source_only` (once per
+process) changes the standard source and sourceless loaders: a module whose file is not part of the
+interpreter's installation (stdlib, site-packages) nor this package is compiled from its .py each time it is
+imported, and no bytecode is read or written for it; a sourceless one is refused, naming it. `import_user` and
+`load_user_file` are the doors to it; tests/test_user_code_imports_from_source.py finds every import site in the
+package and fails on one that does not go through them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+class SourceLoader(importlib.machinery.SourceFileLoader):
+    """A source file's loader that never reads nor writes bytecode (load_user_file's)."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+
+@lru_cache(maxsize=4096)
+def is_user_file(origin: str) -> bool:
+    """Whether a module file is user code: neither the interpreter's installation nor this package."""
+    from mcp_server.rewards.sources import installed_roots
+
+    path = Path(origin).resolve()
+    return not path.is_relative_to(PACKAGE) and not any(path.is_relative_to(r) for r in _installed(installed_roots))
+
+
+_ROOTS: list = []
+
+
+def _installed(installed_roots) -> list:
+    if not _ROOTS:
+        _ROOTS.extend(installed_roots())
+    return _ROOTS
+
+
+_STOCK: dict = {}  # the standard loaders' own get_code, kept when install_source_only replaces them
+
+
+def _source_code(self, fullname):
+    path = self.get_filename(fullname)
+    if not is_user_file(path):
+        return _STOCK["source"](self, fullname)
+    return self.source_to_code(self.get_data(path), path)  # never the cache, so nothing is written to it either
+
+
+def _sourceless_code(self, fullname):
+    path = self.get_filename(fullname)
+    if is_user_file(path):
+        raise ImportError(f"{fullname} ({path}) is bytecode with no source beside it: refused, user code is "
+                          "imported from its .py only (what the review judges is what the hash pins and training "
+                          "runs); put its source there", name=fullname, path=path)
+    return _STOCK["sourceless"](self, fullname)
+
+
+def install_source_only() -> None:
+    """From here on this process runs user modules from their source only (the module's doc); idempotent. The
+    standard loaders themselves are changed, so every way to them goes this way: the path finder, a
+    spec_from_file_location, runpy, a library's own loader (transformers' trust_remote_code modules)."""
+    machinery = importlib.machinery
+    if _STOCK:
+        return
+    _STOCK.update(source=machinery.SourceFileLoader.get_code, sourceless=machinery.SourcelessFileLoader.get_code)
+    machinery.SourceFileLoader.get_code = _source_code
+    machinery.SourcelessFileLoader.get_code = _sourceless_code
+    stale = [name for name, module in list(sys.modules.items())
+             if isinstance(getattr(module, "__spec__", None), machinery.ModuleSpec)
+             and isinstance(module.__spec__.loader, machinery.SourcelessFileLoader)
+             and module.__spec__.origin and is_user_file(module.__spec__.origin)]
+    for name in stale:  # a sourceless user module imported before: imported (and refused) again
+        sys.modules.pop(name, None)
+
+
+def import_user(name: str):
+    """importlib.import_module for user code, from its source only."""
+    install_source_only()
+    return importlib.import_module(name)
+
+
+def load_user_file(name: str, path: str | os.PathLike):
+    """A module executed from the source file `path` (a run's train.py), never from bytecode; FileNotFoundError
+    naming it when the source is not there."""
+    install_source_only()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such source file (user code is imported from its .py only)")
+    loader = SourceLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
