@@ -1535,6 +1535,145 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    elif path.suffix.lower() == ".log":',
       "diagnose_run given a SLURM job's slurm-1234.out (or a .txt or .err stdout log) refuses it as an unsupported "
       "metrics file type instead of reading it as a log: the CUDA OOM in it is not found"),
+    # m9 (a blind audit of the gate, the sandbox, the run states and diagnosis's inputs, written from the product
+    # code alone): gate: the verdict's agree-with-rest, the gate's way on, review.json's own hash, a relative
+    # ACCELERATE_* file, the trainer's package origins
+    M("m9-gate-agree-rest-overwrites", "gate", "mcp_server/inspection/gate.py",
+      '            given.setdefault(sid, {"id": sid, "agree": True, "note": "agreed with the rest"})',
+      '            given[sid] = {"id": sid, "agree": True, "note": "agreed with the rest"}',
+      "record_inspection_verdict with agree_with_rest (CLI --agree-rest) overwrites the samples the person listed: "
+      "their disagreements become agreements, so a pass that disagreed with 3 of 20 samples is recorded as 20 agree, "
+      "0 disagree, needs no note, and verdict.json no longer says where the reader disagreed"),
+    M("m9-gate-how-shell-part-alone", "gate", "mcp_server/inspection/gate.py",
+      "        how = shell[moved_keys[0]]() if len(moved_keys) == 1 and moved_keys[0] in shell else how",
+      "        how = shell[moved_keys[0]]() if moved_keys[0] in shell else how",
+      "a gate closed because the training interpreter changed together with something pinned after it (the loader "
+      "environment, a file the reward reads) tells only how to put LLM_FINETUNING_PYTHON back: its how_to_clear "
+      "leaves out the other change (re-inspect, or restore the loader's variables), and following it leaves the gate "
+      "closed"),
+    M("m9-gate-review-json-edit-unchecked", "gate", "mcp_server/inspection/gate.py",
+      "    if not review_file.is_file() or sha256_file(review_file) != verdict.review_sha256:",
+      "    if not review_file.is_file():",
+      "inspection/review.json edited after the verdict (its review_md_sha256 re-pointed at a review.md rewritten by "
+      "hand, its other fields as reviewed) keeps the gate open: the verdict's review_sha256 is never compared, so the "
+      "sheet the gate vouches for is not the one the person read and signed"),
+    M("m9-gate-loader-file-server-cwd", "gate", "mcp_server/inspection/loader_env.py",
+      "        pin[name + FILE_PIN] = file_digest(pin[name], cwd or os.getcwd())",
+      "        pin[name + FILE_PIN] = file_digest(pin[name], os.getcwd())",
+      "a relative ACCELERATE_DEEPSPEED_CONFIG_FILE=ds.json (the run directory's, where the trainer starts) is pinned "
+      "as the file of the server's own working directory (usually none): the run's ds.json edited after the verdict "
+      "keeps the gate open, and the trainer's own check (against the run's file) refuses every launch of it"),
+    M("m9-trainer-library-link-unresolved", "gate", "mcp_server/training/trainer/verified_script.py",
+      "            if not any(real.startswith(root) for root in roots):",
+      "            if not any(where.startswith(root) for root in roots):",
+      "the trainer judges where trl, torch or transformers would be imported from by the path as found, not where "
+      "its links lead: a package folder in the recorded site-packages that links into the workspace passes, and a "
+      "venv reached through a symlinked folder (a workspace under a linked home) is refused as foreign: 'refusing to "
+      "train'"),
+    # sandbox: the rlimits' hard half, a dict argument's removed keys, stdlib names in the tests' scope, a sandbox
+    # lost mid-batch, /tmp's size
+    M("m9-harness-rlimit-soft-only", "sandbox", "mcp_server/rewards/harness_wire.py",
+      "        resource.setrlimit(getattr(resource, name), (value, value))",
+      "        resource.setrlimit(getattr(resource, name), (value, resource.getrlimit(getattr(resource, name))[1]))",
+      "the sandbox's rlimits are set as soft limits under the host's hard ones: model-written code raises its own "
+      "(resource.setrlimit(RLIMIT_AS / RLIMIT_NPROC / RLIMIT_FSIZE / RLIMIT_NOFILE, (hard, hard))) and then maps "
+      "memory, starts processes, writes files and opens descriptors past max_file_mb, max_processes and "
+      "max_open_files"),
+    M("m9-harness-dict-arg-not-cleared", "sandbox", "mcp_server/rewards/harness.py",
+      "                    if type(local) in (dict, set):\n"
+      "                        local.clear()\n"
+      "                        local.update(new)",
+      "                    if type(local) in (dict, set):\n"
+      "                        local.update(new)",
+      "a correct solution that removes entries from the dict or set it is given (d.pop(k), s.discard(x), as the "
+      "task asks) leaves them in the test's copy: `assert d == {...}` fails and the right solution scores 0"),
+    M("m9-harness-stdlib-name-shadowed", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "                except ImportError:\n"
+      "                    pass\n"
+      "            continue\n"
+      "        scope[name] = value",
+      "                except ImportError:\n"
+      "                    pass\n"
+      "        scope[name] = value",
+      "a solution that defines its own `math`, `re` or `json` (a class with isclose/fullmatch/loads that return what "
+      "it likes) replaces the standard module in the tests' scope: `assert math.isclose(f(2), 1.414)` asks the "
+      "solution's object, and a wrong solution passes"),
+    M("m9-sandbox-unavailable-swallowed", "sandbox", "mcp_server/rewards/sandbox.py",
+      "    except SandboxUnavailable:\n"
+      "        raise\n"
+      "    except Exception as exc:  # e.g. out of file descriptors: this job fails, the batch goes on",
+      "    except Exception as exc:  # e.g. out of file descriptors: this job fails, the batch goes on",
+      "a sandbox that cannot start after the batch's check (bwrap removed or broken mid-batch, an interpreter whose "
+      "libraries cannot be bound) scores every completion 0 ('SandboxUnavailable: ...' as each one's error) instead "
+      "of saying that model-written code cannot run here: training goes on with a reward that pays nothing"),
+    M("m9-sandbox-tmp-uncapped", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      '        "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",',
+      '        "--tmpfs", "/tmp", "--chdir", "/tmp",',
+      "the sandbox's /tmp is a tmpfs of the default size (half the host's memory), not 4x max_file_mb: model-written "
+      "code writes file after file (each under RLIMIT_FSIZE) until the host's memory is gone"),
+    # runs: the stop's lost steps, a run reached through a link, the config-changed refusal, a patch's pins, the
+    # step list_runs shows
+    M("m9-runs-stop-oldest-checkpoint", "runs", "mcp_server/training/stopping.py",
+      "    latest = Path(done[-1]).name if done else None",
+      "    latest = Path(done[0]).name if done else None",
+      "stop_training's result names the run's oldest checkpoint as the latest: a stop with kill says 'the steps since "
+      "checkpoint-10 are lost' when checkpoint-40 is saved, and a run left stopping says kill loses the steps since "
+      "checkpoint-10"),
+    M("m9-evidence-lines-scope-unresolved", "runs", "mcp_server/evidence.py",
+      "    where, file = str(Path(os.path.abspath(run.dir)).resolve()), run_file(run, path)",
+      "    where, file = str(Path(os.path.abspath(run.dir))), run_file(run, path)",
+      "a run reached through a symlinked folder (a workspace under a linked home, macOS's /var -> /private/var) has "
+      "every progress line read as unsigned: training_status shows no step and 'N progress lines unsigned or "
+      "altered', diagnose_run says the run holds no logged training step, the stop wait reads no step time"),
+    M("m9-runs-config-refusal-added-field", "runs", "mcp_server/training/resume_patch.py",
+      "    changed = ({k: (launched.get(k), config.get(k)) for k in dict.fromkeys([*launched, *config])",
+      "    changed = ({k: (launched.get(k), config.get(k)) for k in launched",
+      "resume_training's config_hash refusal does not name a field added to train/config.yaml after the launch "
+      "(temperature: 0.3 where the launched config had none): with only that change it says 'its values are the "
+      "launched ones (comments or layout differ)', and with others it leaves it out of the values to put back"),
+    M("m9-runs-patch-moves-pins-unstopped", "runs", "mcp_server/training/resume_patch.py",
+      "    before = config_pins(run) if isinstance(verdict, dict) and stop is not None else None",
+      "    before = config_pins(run) if isinstance(verdict, dict) else None",
+      "resume_training's patch on a run the guard never stopped moves the inspection verdict's pins too: a patch of "
+      "a pinned setting (temperature, max_completion_length) is written into verdict.json's pins, so the gate opens "
+      "and the run resumes sampling with settings nobody reviewed"),
+    M("m9-runs-list-step-unsigned", "runs", "mcp_server/training/runstate.py",
+      "    return last_progress_line(run, lambda line: valid_run(run, run.progress, line))",
+      "    return last_progress_line(run)",
+      "list_runs shows the step of the progress log's last line whether the trainer signed it or not: a line "
+      "appended by hand ({\"step\": 999}) reads as the run's step, and stop_training waits for 'step 1000'"),
+    # diagnosis: no evidence key, the dropped lines' note, log line numbers, a NUL run before a line, a long log's
+    # tail
+    M("m9-diagnosis-no-key-trusts-all", "diagnosis", "mcp_server/diagnosis/progress_log.py",
+      "    except UserInputError:  # no key here: no line is known to be the trainer's\n"
+      "        kept = []",
+      "    except UserInputError:  # no key here: no line is known to be the trainer's\n"
+      "        kept = list(read.records)",
+      "where the evidence key cannot be read (removed, LLM_FINETUNING_STATE_DIR unset or pointing elsewhere), every "
+      "line of a run's progress log is read as the trainer's: a hand-edited line's reward 99 and kl 777 show in "
+      "training_status and diagnose_run raises kl_explosion with patches, with no note that nothing was verified"),
+    M("m9-diagnosis-unread-note-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        unread=unread,\n",
+      "",
+      "diagnose_run on a run whose progress log holds unsigned or altered lines (dropped from the reading) no longer "
+      "says so: its summary reads 'healthy: no problems in N logged steps' without 'M progress lines unsigned or "
+      "altered: not used'"),
+    M("m9-diagnosis-log-line-off-by-one", "diagnosis", "mcp_server/diagnosis/context.py",
+      "    return [(i + 1, line.strip()) for i, line in enumerate(lines) if pattern.search(line)]",
+      "    return [(i, line.strip()) for i, line in enumerate(lines) if pattern.search(line)]",
+      "every log finding's evidence names the line before the one it quotes ('line 41: torch.OutOfMemoryError' for "
+      "line 42 of stdout.log; 'line 0' for the first), and the vLLM-traceback check stops one line short of the OOM"),
+    M("m9-diagnosis-nul-prefix-kept", "diagnosis", "mcp_server/diagnosis/progress_log.py",
+      "        if not (raw := raw.strip(BLANK)):  # a NUL run before a line (appended after a hole) is no part of it",
+      "        if not (raw := raw.strip()):  # a NUL run before a line (appended after a hole) is no part of it",
+      "a progress line written after a sparse hole (NUL bytes left by a crash on a preallocating filesystem, then a "
+      "resume appending) is read with the NULs as part of it: not JSON, so diagnose_run refuses the whole log "
+      "naming that line, and training_status drops the resumed launch's first step"),
+    M("m9-diagnosis-log-tail-short", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "            handle.seek(size - (4 << 20))",
+      "            handle.seek(size - (1 << 20))",
+      "a stdout log over 8 MiB is read by its first MiB and its last MiB, not its last 4: a CUDA OOM or a disk-full "
+      "error followed by over a MiB of traceback and NCCL teardown chatter from the other ranks is not found"),
 )
 
 

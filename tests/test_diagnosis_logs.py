@@ -14,6 +14,7 @@ test_every_finding_code_has_a_row.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import signal
@@ -1030,3 +1031,153 @@ def test_a_bare_log_is_read_by_every_suffix_a_log_takes_and_no_other(tmp_path, w
     with pytest.raises(UserInputError) as refused:
         diagnose_run(request)
     assert refused.value.field == "source" and all(s in str(refused.value) for s in LOG_SUFFIXES), str(refused.value)
+
+
+# ---------------------------------------------------------------- the m9 audit (issue 48): tables of boundaries
+def _log_evidence(d) -> list[tuple[str, int, str]]:
+    """(code, line number, quoted text) of every log line a finding cites ("line N: text")."""
+    cited = []
+    for f in d.findings:
+        for e in f.evidence:
+            if e.metric == "log" and isinstance(e.value, str) and e.value.startswith("line "):
+                number, _, text = e.value.removeprefix("line ").partition(": ")
+                cited.append((f.code, int(number), text))
+    return cited
+
+
+LOGGED = [s for s in SHAPES if s.stdout is not None and not s.refused]
+PREFIXES = (0, 1, 41)  # filler lines before the shape's log: its finding's line first, second, deep in
+
+
+@pytest.mark.parametrize("before", PREFIXES)
+@pytest.mark.parametrize("shape", LOGGED, ids=[s.name for s in LOGGED])
+def test_a_log_findings_cited_line_number_is_the_line_it_quotes(tmp_path, workspace, shape, before):
+    """Every log finding rule (each shape whose stdout.log yields one), its hit moved down by 0, 1 and 41 lines:
+    each cited 'line N: text' quotes line N of stdout.log (counted from 1), never its neighbour
+    (m9-diagnosis-log-line-off-by-one)."""
+    stdout = "".join(f"[rank0] filler {i}\n" for i in range(before)) + shape.stdout.lstrip("\n")
+    run = build(dataclasses.replace(shape, stdout=stdout), tmp_path)
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    lines = stdout.splitlines()
+    cited = _log_evidence(d)
+    assert cited, (shape.name, d.findings)
+    for code, number, text in cited:
+        assert text.strip() and 1 <= number <= len(lines), (code, number, text)
+        assert lines[number - 1].strip().startswith(text.strip()), (code, number, text, lines[number - 1])
+
+
+NULS = (1, 4096)  # a NUL run of one byte, and of a page (a sparse hole)
+NUL_AT = {"before the first line": 0, "between two lines": 30, "after the last line": 60}  # lines before the hole
+
+
+@pytest.mark.parametrize("length", NULS)
+@pytest.mark.parametrize("at", list(NUL_AT))
+def test_a_nul_run_anywhere_in_a_progress_log_is_no_part_of_its_lines(tmp_path, workspace, at, length):
+    """A run of NUL bytes (a sparse hole a crash left, a resume appending after it) before, between or after the
+    signed lines of a run's progress log: every line is read whole by training_status's reader and by diagnosis,
+    none refused as not JSON nor dropped (m9-diagnosis-nul-prefix-kept). A NUL in the log's first 8 KiB is a
+    binary file to diagnose_run (_refuse_binary): its row is the status reader's alone."""
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import read_progress
+
+    run = _run_dir(tmp_path, _rows(60))
+    path = run / "train" / "logs" / "progress.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    split = NUL_AT[at]
+    path.write_bytes(b"".join(lines[:split]) + b"\0" * length + b"".join(lines[split:]))
+    records, note = read_progress(Run(run))
+    assert ([r["step"] for r in records], note) == (list(range(1, 61)), None), (at, length, len(records), note)
+    if len(b"".join(lines[:split])) >= 8192:
+        d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+        assert (d.steps_logged, d.last_step) == (60, 60), (at, length, d.steps_logged, d.last_step)
+
+
+# What read_log keeps of a stdout log over LOG_READ_LIMIT (its comment): the first MiB and the last 4 MiB.
+HEAD, TAIL = 1 << 20, 4 << 20
+FILLER = b"[rank1] NCCL INFO comm teardown: waiting for the other ranks to reach the barrier ......\n"
+
+
+def _oom_windows():
+    """(name, log size, where the OOM line starts): each window's edges, one filler line inside and outside."""
+    from mcp_server.diagnosis.metrics import LOG_READ_LIMIT
+
+    step, big = len(FILLER), LOG_READ_LIMIT + 4 * HEAD
+    yield "a log one line under the limit, its OOM first", LOG_READ_LIMIT - step, 0
+    yield "a log at the limit, its OOM in the middle", LOG_READ_LIMIT, LOG_READ_LIMIT // 2
+    yield "a log one line over the limit, its OOM in the middle", LOG_READ_LIMIT + step, LOG_READ_LIMIT // 2
+    for name, edge in (("the head's end", HEAD), ("the tail's start", big - TAIL)):
+        yield f"a long log, its OOM a line before {name}", big, edge - 2 * step
+        yield f"a long log, its OOM a line after {name}", big, edge + step
+
+
+WINDOWS = list(_oom_windows())
+
+
+@pytest.mark.parametrize("name, size, at", WINDOWS, ids=[w[0] for w in WINDOWS])
+def test_a_long_stdout_log_is_read_by_its_head_and_its_last_four_mib(tmp_path, workspace, name, size, at):
+    """A CUDA OOM line placed at each edge of the windows read_log reads (the whole log up to LOG_READ_LIMIT; above
+    it the first MiB and the last 4: a late OOM followed by a MiB and more of other ranks' teardown chatter):
+    found exactly when its line lies inside a window (m9-diagnosis-log-tail-short)."""
+    from mcp_server.diagnosis.metrics import LOG_READ_LIMIT
+
+    oom = (OOM + "\n").encode()
+    before = FILLER * (at // len(FILLER))
+    data = before + oom
+    data += FILLER * ((size - len(data)) // len(FILLER) + 1)
+    data = data[:size - 1] + b"\n" if len(data) >= size else data
+    run = build(Shape("long", one(), {}), tmp_path)
+    (run / "train" / "logs" / "stdout.log").write_bytes(data)
+    start = len(before)
+    inside = len(data) <= LOG_READ_LIMIT or start + len(oom) <= HEAD or start >= len(data) - TAIL
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert ("cuda_out_of_memory" in {f.code for f in d.findings}) == inside, (name, len(data), start, inside)
+
+
+def _no_key(how: str, tmp_path: Path, monkeypatch, workspace: Path) -> None:
+    """Each way the evidence key cannot be read (evidence.key_path's lookups, _checked_path's refusal)."""
+    empty = tmp_path / "empty-state"
+    empty.mkdir()
+    if how == "LLM_FINETUNING_STATE_DIR at an empty folder":
+        monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(empty))
+    elif how == "XDG_STATE_HOME at an empty folder":
+        monkeypatch.delenv("LLM_FINETUNING_STATE_DIR")
+        monkeypatch.setenv("XDG_STATE_HOME", str(empty))
+    elif how == "HOME at an empty folder":
+        monkeypatch.delenv("LLM_FINETUNING_STATE_DIR")
+        monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+        monkeypatch.setenv("HOME", str(empty))
+    elif how == "the key a folder":
+        (empty / "evidence.key").mkdir()
+        monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(empty))
+    elif how == "the key inside the workspace":  # the real key copied there: refused where it lies
+        from mcp_server.evidence import key_path
+
+        inside = workspace / "state"
+        inside.mkdir()
+        (inside / "evidence.key").write_bytes(key_path().read_bytes())
+        monkeypatch.setenv("LLM_FINETUNING_STATE_DIR", str(inside))
+
+
+NO_KEY = ("LLM_FINETUNING_STATE_DIR at an empty folder", "XDG_STATE_HOME at an empty folder",
+          "HOME at an empty folder", "the key a folder", "the key inside the workspace")
+
+
+@pytest.mark.parametrize("how", NO_KEY)
+def test_with_no_readable_evidence_key_no_progress_line_is_trusted(tmp_path, workspace, monkeypatch, how):
+    """A run's progress log (6 signed lines, then a hand-written one with KL 777 and reward 99) read where the key
+    cannot be read: no line is known to be the trainer's, so none is used (diagnosis reads no step), and both
+    readers say why
+    (m9-diagnosis-no-key-trusts-all: every line was trusted, kl_explosion raised with patches)."""
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import read_progress
+
+    run = _run_dir(tmp_path, _rows(6))
+    with open(run / "train" / "logs" / "progress.jsonl", "a") as handle:
+        handle.write(json.dumps(_rows(1, first=7, kl=777.0, reward=99.0)[0]) + "\n")
+    _no_key(how, tmp_path, monkeypatch, workspace)
+    records, note = read_progress(Run(run))
+    assert records == [] and note and note.startswith("7 progress lines unsigned or altered"), (records, note)
+    assert "evidence key" in note, note
+    with pytest.raises(UserInputError, match="holds no logged training step .*; 7 progress lines unsigned or "
+                       "altered: not used .*evidence key "):
+        diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))

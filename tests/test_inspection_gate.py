@@ -778,3 +778,53 @@ def test_the_gate_judges_the_launchs_read_and_says_what_is_gone(workspace, tiny_
     review = run_dir / "inspection" / "review.json"
     review.unlink()
     _closed(run_dir, "the review is not the one the verdict signed", "review.json is gone")
+
+
+# ---------------------------------------------------------------- the m9 audit (issue 48): the way on, as a table
+def _python_moved(run_dir: Path, monkeypatch) -> None:  # another interpreter named (a wrapper of this one)
+    folder = run_dir.parent / "other-python"
+    folder.mkdir(exist_ok=True)
+    (folder / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (folder / "python").chmod(0o755)
+    monkeypatch.setenv("LLM_FINETUNING_PYTHON", str(folder / "python"))
+
+
+def _config_moved(run_dir: Path, monkeypatch) -> None:  # a sampling setting edited
+    config = run_dir / "train" / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "temperature": 0.5}))
+
+
+GATE_PARTS = {  # a part the verdict pins (PART_NAMES' key), how it moves, the words its own way on holds
+    "sampling": (_config_moved, "re-sample"),
+    "script": (lambda run_dir, mp: (run_dir / "train" / "train.py").write_text("print('edited')\n"), "re-sample"),
+    "training_python": (_python_moved, "set LLM_FINETUNING_PYTHON back"),
+    "loader_env": (lambda run_dir, mp: mp.setenv("GLIBC_TUNABLES", "glibc.malloc.check=3"), "loader and ACCELERATE_"),
+}
+GATE_MOVES = [(a,) for a in GATE_PARTS] + [(a, b) for i, a in enumerate(GATE_PARTS) for b in list(GATE_PARTS)[i + 1:]]
+
+
+@pytest.mark.parametrize("moved", GATE_MOVES, ids=["+".join(m) for m in GATE_MOVES])
+def test_the_gates_way_on_covers_every_part_that_changed(workspace, tiny_model, monkeypatch, moved):
+    """Each pinned part changed after the verdict alone, and each pair changed together: the gate names every one,
+    and its way on is that part's own (alone) or one that puts back every change (a pair): never the way on of one
+    part alone (m9-gate-how-shell-part-alone: the interpreter and the loader changed together were told only how to
+    put LLM_FINETUNING_PYTHON back, and following it left the gate closed)."""
+    from mcp_server.inspection.pins import PART_NAMES
+
+    for name in ("LLM_FINETUNING_PYTHON", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)
+    run_dir = _signed_run(workspace, tiny_model, "way-on")
+    for part in moved:
+        GATE_PARTS[part][0](run_dir, monkeypatch)
+    gate = check_inspection_gate(run_dir)
+    assert not gate.passed and len(gate.changed) == len(moved), (moved, gate.changed)
+    named = {"training_python": "LLM_FINETUNING_PYTHON", "loader_env": "GLIBC_TUNABLES"}
+    for part in moved:
+        assert named.get(part, PART_NAMES[part]) in gate.reason, (part, gate.reason)
+    own = [GATE_PARTS[part][1] for part in moved]
+    if len(moved) == 1:
+        assert own[0] in gate.how_to_clear, (moved, gate.how_to_clear)
+    else:
+        assert "put back what changed" in gate.how_to_clear, (moved, gate.how_to_clear)
+        alone = [w for part, w in zip(moved, own) if part in ("training_python", "loader_env")]
+        assert not [w for w in alone if w in gate.how_to_clear], (moved, gate.how_to_clear)

@@ -1251,3 +1251,101 @@ def test_status_says_an_ended_state_in_words(tmp_path, monkeypatch, phase, words
     status = _status(run_dir)
     assert status.state == phase and f"{run_dir.name} {words}" in status.message, status.message
     assert f"is {phase}" not in status.message, status.message
+
+
+# ---------------------------------------------------------------- the m9 audit (issue 48): tables of boundaries
+LAUNCHED_EXTRA = {"seed": 3, "model_init_kwargs": {"torch_dtype": "float32"}}  # over the template's config
+CONFIG_CHANGES = {  # each kind of change to train/config.yaml after the launch
+    "edited": lambda c: {**c, "max_steps": 8},
+    "added": lambda c: {**c, "temperature": 0.3},
+    "removed": lambda c: {k: v for k, v in c.items() if k != "use_cpu"},
+    "renamed": lambda c: {("data_seed" if k == "seed" else k): v for k, v in c.items()},
+    "nested": lambda c: {**c, "model_init_kwargs": {"torch_dtype": "bfloat16"}},
+}
+
+
+@pytest.mark.parametrize("how", list(CONFIG_CHANGES))
+def test_resume_names_every_config_field_changed_since_the_launch(tmp_path, monkeypatch, how):
+    """A stopped run whose train/config.yaml changed after the launch, by each kind of change (a field edited,
+    added, removed, renamed, a nested value changed): resume_training's config_hash refusal names every field whose
+    value differs from run.json's launched_config, with both values, and the values to put back
+    (m9-runs-config-refusal-added-field: a field added after the launch was left out)."""
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    seen = {}
+
+    def tweak(run):
+        launched = {**yaml.safe_load(run.config.read_text()), **LAUNCHED_EXTRA}
+        run.config.write_text(yaml.safe_dump(launched))
+        record = json.loads(run.run_json.read_text())
+        record.update(launched_config=launched, config_sha256=hashlib.sha256(run.config.read_bytes()).hexdigest())
+        run.run_json.write_text(json.dumps(record))
+        seen.update(launched=launched, now=CONFIG_CHANGES[how](launched))
+        run.config.write_text(yaml.safe_dump(seen["now"]))
+    resumed = resume_training(RunRequest(run=str(_cell(tmp_path, monkeypatch, "stopped", tweak=tweak))))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config_hash"], resumed.message
+    refusal = resumed.refusals[0]
+    launched, now = seen["launched"], seen["now"]
+    moved = [k for k in dict.fromkeys([*launched, *now]) if launched.get(k) != now.get(k)]
+    assert moved, how
+    for k in moved:
+        said = f"{k}: {json.dumps(launched.get(k))} at launch, {json.dumps(now.get(k))} now"
+        assert said in refusal.message, (how, said, refusal.message)
+        assert f"{k}: {json.dumps(launched.get(k))}" in refusal.how_to_clear, (how, k, refusal.how_to_clear)
+
+
+def _run_forms(run_dir: Path, tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """The run folder by each path form a person or a launcher gives it."""
+    (tmp_path / "home-link").symlink_to(run_dir.parent, target_is_directory=True)  # a workspace under a linked home
+    (tmp_path / "run-link").symlink_to(run_dir, target_is_directory=True)
+    (run_dir.parent / "other").mkdir()
+    monkeypatch.chdir(run_dir.parent)
+    return {"direct": str(run_dir), "through a linked parent folder": str(tmp_path / "home-link" / run_dir.name),
+            "through a link to the run": str(tmp_path / "run-link"), "relative": run_dir.name,
+            "with ..": str(run_dir.parent / "other" / ".." / run_dir.name)}
+
+
+SIGNED_READERS = {  # each reader of a run's signed progress lines: the last step it reads
+    "training_status": lambda path: _status(Path(path)).step,
+    "read_progress": lambda path: _read_progress(path)[0][-1]["step"] if _read_progress(path)[0] else None,
+    "last_progress": lambda path: (_last_progress(path) or {}).get("step"),
+    "diagnose_run": lambda path: _diagnose(path).last_step,
+}
+
+
+def _read_progress(path):
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import read_progress
+
+    return read_progress(Run(Path(path)))
+
+
+def _last_progress(path):
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import last_progress
+
+    return last_progress(Run(Path(path)))
+
+
+def _diagnose(path):
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.diagnosis.models import DiagnoseRequest
+
+    return diagnose_run(DiagnoseRequest(source=path, validate_patches=False))
+
+
+@pytest.mark.parametrize("reader", list(SIGNED_READERS))
+@pytest.mark.parametrize("form", ["direct", "through a linked parent folder", "through a link to the run", "relative",
+                                  "with .."])
+def test_a_runs_signed_lines_read_the_same_by_every_path_form(tmp_path, monkeypatch, form, reader):
+    """A stopped run's signed progress lines, the run given by each path form (direct, through a linked folder,
+    relative, with ..) to each reader of them: each reads the run's last step, never 'unsigned or altered'
+    (m9-evidence-lines-scope-unresolved: a run reached through a link read every line as unsigned)."""
+    run_dir = _cell(tmp_path, monkeypatch, "stopped")
+    want = SIGNED_READERS[reader](str(run_dir))
+    assert isinstance(want, int), want
+    path = _run_forms(run_dir, tmp_path, monkeypatch)[form]
+    assert SIGNED_READERS[reader](path) == want, (form, reader)
+    if reader == "read_progress":
+        assert _read_progress(path)[1] is None, (form, _read_progress(path)[1])

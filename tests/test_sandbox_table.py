@@ -869,3 +869,115 @@ def test_a_stop_written_by_the_solution_as_a_calls_reply_fails_the_run():
     tests = "def test_even():\n    assert all(map(is_even, [2, 4, 6]))\n"
     result = run_python(code, tests, Limits(**GENEROUS))
     assert not result.passed, (result.error, result.output[-500:])
+
+
+# ------------------------------------------------------------------ the m9 audit (issue 48): tables of boundaries
+# Every limit exceeded after the solution raised every rlimit it can name (resource.RLIMIT_*) by each way
+# setrlimit offers: its soft limit up to the hard one, its hard limit up, both: the sandbox's rlimits are hard ones
+# (soft == hard), so each raise is a no-op or refused, and the excess is stopped as the limit's own row is.
+RAISES = {"soft up": "(_hard, _hard)", "hard up": "(_soft, resource.RLIM_INFINITY)",
+          "both up": "(resource.RLIM_INFINITY, resource.RLIM_INFINITY)"}
+RAISE = """\
+import resource
+for _name in [n for n in dir(resource) if n.startswith('RLIMIT_')]:
+    _soft, _hard = resource.getrlimit(getattr(resource, _name))
+    try:
+        resource.setrlimit(getattr(resource, _name), {new})
+    except (ValueError, OSError) as exc:
+        print('refused:', _name, exc)
+"""
+RAISE_ROWS = [(limit, way) for limit in PROBES for way in RAISES]
+
+
+@pytest.fixture(scope="module")
+def raise_results() -> dict:
+    """Every raise row, one batch per limit: each way's sandbox, then a right completion's."""
+    results = {}
+    for limit in PROBES:
+        jobs = [(SELF.format(offend=_indent(RAISE.format(new=new) + PROBES[limit].offend, 4)), TEST_ADD)
+                for new in RAISES.values()]
+        out = run_many([*jobs, (RIGHT, TEST_ADD)], _limits(limit), workers=4)
+        results.update({(limit, way): (out[i], out[-1]) for i, way in enumerate(RAISES)})
+    return results
+
+
+@pytest.mark.parametrize(("limit", "way"), RAISE_ROWS, ids=[f"{lim}-{w}" for lim, w in RAISE_ROWS])
+def test_a_limit_the_solution_raised_with_setrlimit_is_still_its_limit(raise_results, limit, way):
+    """m9-harness-rlimit-soft-only: with the rlimits set as soft limits under the host's hard ones, model-written
+    code raised its own and opened descriptors, wrote files, started processes past the sandbox's limits."""
+    probe, right = raise_results[(limit, way)]
+    assert not probe.passed, (limit, way, probe.output[-800:])
+    assert re.search(PROBES[limit].error, f"{probe.error}\n{probe.output}"), (limit, way, probe.error,
+                                                                               probe.output[-800:])
+    assert right.passed, (limit, way, right.error, right.output[-500:])
+
+
+# Every mutable argument type the harness copies back (harness_wire.MUTABLE) x each in-place change a solution can
+# make to it: the tests' own object holds the change after the call, whatever was added, removed or replaced.
+IN_PLACE = {
+    "list": ("[1, 2, 3]", {"added to": "x.append(9)", "removed from": "x.remove(2)", "cleared": "x.clear()",
+                           "reordered": "x.reverse()", "an item replaced": "x[0] = 7"}),
+    "dict": ("{'a': 1, 'b': 2}", {"added to": "x['z'] = 9", "removed from": "x.pop('a')", "cleared": "x.clear()",
+                                  "reordered": "x['a'] = x.pop('a')", "an item replaced": "x['a'] = 7"}),
+    "set": ("{1, 2, 3}", {"added to": "x.add(9)", "removed from": "x.discard(2)", "cleared": "x.clear()",
+                          "reordered": "x.symmetric_difference_update({1, 4})",
+                          "an item replaced": "x.remove(1); x.add(7)"}),
+    "bytearray": ("bytearray(b'abc')", {"added to": "x.append(100)", "removed from": "del x[1]",
+                                        "cleared": "x.clear()", "reordered": "x.reverse()",
+                                        "an item replaced": "x[0] = 122"}),
+}
+IN_PLACE_ROWS = [(kind, change) for kind, (_, changes) in IN_PLACE.items() for change in changes]
+
+
+def _in_place_job(kind: str, change: str) -> tuple[str, str]:
+    """A solution making the change to its argument, and a test holding what the change leaves (done here)."""
+    start, changes = IN_PLACE[kind]
+    scope = {}
+    exec(f"x = {start}\n{changes[change]}", scope)  # noqa: S102 - the table's own constructed code
+    code = f"def change(x):\n    {changes[change]}\n"
+    tests = (f"def test_change():\n    x = {start}\n    assert change(x) is None\n"
+             f"    assert x == {scope['x']!r} and type(x) is {kind}, x\n")
+    return code, tests
+
+
+def test_every_mutable_argument_type_has_rows():
+    from mcp_server.rewards.harness_wire import MUTABLE
+
+    assert set(IN_PLACE) == {t.__name__ for t in MUTABLE}, (set(IN_PLACE), MUTABLE)
+
+
+@pytest.fixture(scope="module")
+def in_place_results() -> dict:
+    out = run_many([_in_place_job(*row) for row in IN_PLACE_ROWS], Limits(**GENEROUS), workers=4)
+    return dict(zip(IN_PLACE_ROWS, out))
+
+
+@pytest.mark.parametrize(("kind", "change"), IN_PLACE_ROWS, ids=[f"{k}-{c}" for k, c in IN_PLACE_ROWS])
+def test_an_argument_changed_in_place_reaches_the_tests_as_changed(in_place_results, kind, change):
+    """m9-harness-dict-arg-not-cleared: a right solution removing entries from the dict or set it was given left them
+    in the tests' copy, and scored 0."""
+    result = in_place_results[(kind, change)]
+    assert result.passed, (kind, change, result.error, result.output[-600:])
+
+
+# The sandbox lost after the batch's check (check_sandbox passed once, cached): each way bwrap stops being there.
+LOST = {"removed from PATH": lambda folder: None,
+        "a file on PATH that is not executable": lambda folder: (folder / "bwrap").write_text("#!/bin/sh\n")}
+
+
+@pytest.mark.parametrize("how", list(LOST))
+def test_a_sandbox_lost_mid_batch_stops_the_batch(tmp_path, monkeypatch, how):
+    """m9-sandbox-unavailable-swallowed: a sandbox that can no longer start after the batch's check scored every
+    completion 0 ('SandboxUnavailable: ...' as each one's error), training on a reward that pays nothing, instead
+    of saying that model-written code cannot run here."""
+    from mcp_server.rewards.sandbox import SandboxUnavailable, check_sandbox
+
+    check_sandbox.cache_clear()
+    try:
+        check_sandbox(None)  # the batch's check (as run_many calls it: its cache key), passed here
+        LOST[how](tmp_path)
+        monkeypatch.setenv("PATH", str(tmp_path))
+        with pytest.raises(SandboxUnavailable, match="not installed"):
+            run_many([(RIGHT, TEST_ADD)] * 3, Limits(**GENEROUS), workers=2)
+    finally:
+        check_sandbox.cache_clear()
