@@ -46,8 +46,9 @@ class EvaluateRequest(Request):
     baseline: Literal["auto", "write", "never"] = Field(
         default="auto",
         description="'auto': the first evaluation of a base model (anything not inside a run directory) writes "
-        "eval/baseline-<model>--<task>.json (one per goldens, graders and decoding); 'write': write it for this "
-        "model even if it lives in a run (e.g. a warm-start model that a GRPO run starts from); 'never': do not. "
+        "eval/baseline-<model>--<task>.json (one per model content, goldens, graders and decoding); 'write': "
+        "write it for this model even if it lives in a run (e.g. a warm-start model that a GRPO run starts from); "
+        "'never': do not. "
         "An existing baseline is never overwritten.",
     )
 
