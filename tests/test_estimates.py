@@ -119,10 +119,11 @@ def test_evaluate_model_plans_up_front_and_decodes_a_baseline_at_the_runs_budget
     assert lines[0].startswith(f"evaluating {tiny_model} on 6 goldens, max_new_tokens 12 ({run.name}'s "
                                "max_completion_length); plan: 6 goldens, greedy: 6 completions of up to 12 tokens "
                                "(72 tokens at most) from a 0.1M-parameter model with transformers on "), lines[0]
-    assert result.plan["max_tokens"] == 72 and result.plan["estimated_seconds_at_most"] > 0
+    # an estimate is made (a quiet machine's at-most for 72 tiny tokens rounds to 0.0 s: never assert it above 0)
+    assert result.plan["max_tokens"] == 72 and result.plan["estimated_seconds_at_most"] >= 0
     # the figure said is the typical one, or under load only the "at most" one (a GPU: one figure)
     said = {generation_duration(v) for v in (result.plan["estimated_seconds"], result.plan["estimated_seconds_at_most"])
-            if v}
+            if v is not None}
     assert any(f": about {text}" in lines[0] for text in said), (said, lines[0])
     alone = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), limit=1, baseline="never"))
     assert alone.max_new_tokens == 256 and alone.max_new_tokens_from.startswith("the default; --run RUN")
