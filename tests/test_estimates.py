@@ -32,7 +32,7 @@ def test_the_cpu_sampling_plan_stands_on_the_measured_machine(tiny_model):
     assert 0 < fast["estimated_seconds_at_most"] < slow["estimated_seconds_at_most"]
     assert "5 GFLOP/s and 10 GB/s measured now" in slow["text"] and "about " in slow["text"]
     measured = sampling_plan(2, 8, 32, 64, "transformers", False, 1, params, layers, hidden)  # probes this machine
-    assert measured["estimated_seconds_at_most"] > 0 and "GFLOP/s" in measured["text"]
+    assert measured["estimated_seconds_at_most"] >= 0 and "GFLOP/s" in measured["text"]
 
 
 def test_the_cpu_sampling_bound_holds_at_the_load_it_states(tiny_model):

@@ -40,7 +40,7 @@ def test_sampling_plans_for_this_machine_and_keeps_each_call(cpu_run):
     assert result.num_prompts == k and result.n == 8
     assert seen[0][2].startswith(f"plan: {k} prompts x 8 = {8 * k} completions of up to {LIMIT} tokens "
                                  f"({8 * k * LIMIT:,} tokens at most) from a 0.1M-parameter model")
-    assert result.plan["max_tokens"] == 8 * k * LIMIT and result.plan["estimated_seconds_at_most"] > 0
+    assert result.plan["max_tokens"] == 8 * k * LIMIT and result.plan["estimated_seconds_at_most"] >= 0
     written = [m for _, _, m in seen if m.startswith("sampled ")]
     assert len(written) == k and "written to inspection/samples.partial.jsonl" in written[-1]  # 1 prompt a call
     assert cpu_run.samples.is_file() and not cpu_run.samples_partial.exists()
