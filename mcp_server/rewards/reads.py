@@ -304,26 +304,17 @@ def differences(before: dict | None, after: dict | None) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def _whose(filename: str) -> str:
-    """'import' (the import machinery), 'system' (stdlib, installed, generated), 'package' (this one), 'user'."""
+    """'import' (the import machinery), 'system' (stdlib, installed, generated), 'package' (this one), 'user' (by
+    source_only.is_user_file, the one judge of user code: as imported and as resolved)."""
     if filename.startswith("<frozen importlib") or filename.startswith("<frozen zipimport"):
         return "import"
     if filename.startswith("<"):
         return "system"
-    from mcp_server.rewards.sources import installed_roots
+    from mcp_server.rewards.source_only import is_user_file
 
-    path = Path(filename).resolve()
-    if path.is_relative_to(PACKAGE):
+    if Path(filename).resolve().is_relative_to(PACKAGE):
         return "package"
-    return "system" if any(path.is_relative_to(root) for root in _roots(installed_roots)) else "user"
-
-
-_ROOTS: list = []
-
-
-def _roots(installed_roots) -> list:
-    if not _ROOTS:
-        _ROOTS.extend(installed_roots())
-    return _ROOTS
+    return "user" if is_user_file(filename) else "system"
 
 
 def _opened_by_user(frame) -> bool:
