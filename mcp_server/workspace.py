@@ -35,17 +35,22 @@ WORKSPACE_FOLDERS = {
 WORKSPACE_FILES = ("env-report.json", "agentic-demo-train.jsonl")
 
 
+def _leads_outside(path: Path, root: Path) -> tuple[Path | None, bool]:
+    """(where `path` resolves, whether that is outside `root`); a link loop is (None, True)."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return None, True
+    return real, not real.is_relative_to(root)
+
+
 def workspace_folder(name: str) -> Path:
     """<workspace>/<name>, a folder of WORKSPACE_FOLDERS: UserInputError naming it when it is a symbolic link, or
     resolves through one, to a place outside the workspace (nothing is written then). A link to a folder inside
     the workspace is followed."""
     root = workspace_root()
     path = root / name
-    try:
-        real = path.resolve()
-        outside = not real.is_relative_to(root)
-    except (OSError, RuntimeError):  # a link loop
-        real, outside = None, True
+    real, outside = _leads_outside(path, root)
     if outside:
         what = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else f"resolves to {real or '?'}"
         raise UserInputError(name, f"the workspace folder {path} ({WORKSPACE_FOLDERS[name]}) is {what}, outside "
@@ -97,13 +102,8 @@ def refuse_linked_out(text: str | Path, field: str = "run") -> None:
         return
     root = workspace_root()
     for path in (root / raw, root / "runs" / raw):
-        try:
-            real = path.resolve() if path.exists() else None
-        except (OSError, RuntimeError):
-            continue
-        if real is not None and not real.is_relative_to(root):
-            from mcp_server.errors import UserInputError
-
+        real, outside = _leads_outside(path, root) if path.exists() else (None, False)
+        if outside:
             raise UserInputError(field, f"{path} leads outside the workspace {root} (to {real}) through a link: "
                                  "nothing is read or written through it. Give the run's own path, or move it into "
                                  "runs/")
