@@ -2,7 +2,8 @@
 
 `in_training(target, *args, report=report, **kwargs)` (a "module:function" declared in mcp_server.worker_targets)
 calls the function in this process when this Python is the training interpreter (mcp_server.interpreter), else in
-one persistent worker process (`python -m mcp_server.worker`) started on first need in the training interpreter.
+one persistent worker process (`python -m mcp_server.worker`) started on first need in the training interpreter,
+apart (mcp_server.worker_apart: the workspace code it imports cannot reach or signal this process).
 The worker stays up, so only its first call pays for importing TRL; one call runs at a time; a worker that died is
 started again on the next call. Requests and answers are JSON lines over its stdin/stdout; progress (`report`)
 comes back as lines of their own while the call runs, and so does a heartbeat every HEARTBEAT_S seconds: a worker
@@ -31,6 +32,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from mcp_server import worker_apart
 from mcp_server.errors import UserInputError, one_line
 from mcp_server.interpreter import (
     HOW_TO_GET_ONE,
@@ -277,6 +279,7 @@ class Worker:
     def __init__(self, python: str):
         self.python = python
         self.proc: subprocess.Popen | None = None
+        self.started: worker_apart.Started | None = None
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=30)
@@ -288,10 +291,11 @@ class Worker:
         env["PYTHONUNBUFFERED"] = "1"
         self.stderr_tail.clear()
         try:
-            self.proc = subprocess.Popen(
+            self.started = worker_apart.start(  # apart: the code it imports cannot reach this process
                 [self.python, "-m", "mcp_server.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1, env=env,
             )
+            self.proc = self.started.proc
         except OSError as exc:
             raise UserInputError("LLM_FINETUNING_PYTHON", f"cannot start the training interpreter {self.python}: "
                                  f"{exc}; {HOW_TO_GET_ONE}") from None
@@ -312,7 +316,7 @@ class Worker:
             return self.lines.get(timeout=limit)
         except queue.Empty:
             pass
-        self.proc.kill()  # hung: its call is abandoned, the next call starts a fresh worker
+        self.started.kill()  # hung: its call is abandoned, the next call starts a fresh worker
         self.proc.wait()
         self.proc = None
         raise UserInputError("LLM_FINETUNING_PYTHON", (
@@ -359,7 +363,7 @@ class Worker:
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self.started.kill()
                 self.proc.wait()
         self.proc = None
 

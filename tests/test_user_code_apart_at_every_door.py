@@ -61,6 +61,33 @@ HOSTILE = {
         "        pass\n") + BENIGN,
     "exiter": RECORD + f"os._exit({EXIT})\n" + BENIGN,
 }
+# `reacher` (issue 48, round 11, W1-W3): reaches for the process that holds the protocol, named in the workspace's
+# targets file (as if it knew it: the worst case), through /proc/<pid>/fd/0-2 (a forged request into its stdin, a
+# forged reply into its stdout) and by signal (0: whether it could), then, where it is in a PID namespace other
+# than the holder's, unmounts its /proc and tries again; each success is a line of its log.
+REACHER = RECORD + (
+    "import ctypes, signal\n"
+    "_pids, _host_ns = open({targets!r}).read().split()\n"
+    "_line = '{{\"jsonrpc\":\"2.0\",\"id\":\"INJECTED\",\"method\":\"ping\"}}\\n'\n"
+    "def _reach(tag):\n"
+    "    for _pid in _pids.split(','):\n"
+    "        for _fd in (0, 1, 2):\n"
+    "            try:\n"
+    "                with open(f'/proc/{{_pid}}/fd/{{_fd}}', 'w') as _h:\n"
+    "                    _h.write(_line)\n"
+    "                _log.write(f'{{tag}} wrote fd {{_fd}} of {{_pid}}\\n')\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "        try:\n"
+    "            os.kill(int(_pid), 0)\n"
+    "            _log.write(f'{{tag}} could signal {{_pid}}\\n')\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "with open({reached!r}, 'a') as _log:\n"
+    "    _reach('as started:')\n"
+    "    if os.readlink('/proc/self/ns/pid') != _host_ns:  # apart: the unmount is its own namespace's\n"
+    "        ctypes.CDLL(None, use_errno=True).umount2(b'/proc', 2)\n"
+    "        _reach('after unmounting /proc:')\n") + BENIGN
 MODULES = ("hostile_reward", "hostile_resume")  # the fresh run's reward module, the stopped run's
 
 
@@ -170,13 +197,16 @@ def arena(tmp_path_factory):
         env = {"LLM_FINETUNING_WORKSPACE": str(ws), "XDG_DATA_HOME": str(ws / "data"),
                "XDG_CACHE_HOME": str(ws / "xdg-cache"), "CUDA_VISIBLE_DEVICES": ""}
         yield SimpleNamespace(ws=ws, run=run, stopped=stopped, scratch=scratch, goldens=goldens, env=env,
-                              imports=ws / "imports.log", variant=None)
+                              imports=ws / "imports.log", targets=ws / "targets.txt", reached=ws / "reached.log",
+                              variant=None)
 
 
 def hostile(arena, variant: str) -> None:
     arena.variant = variant
+    text = REACHER if variant == "reacher" else HOSTILE[variant]
     for module in MODULES:
-        (arena.ws / f"{module}.py").write_text(HOSTILE[variant].format(log=str(arena.imports), ids=IDS))
+        (arena.ws / f"{module}.py").write_text(text.format(log=str(arena.imports), ids=IDS, targets=str(arena.targets),
+                                                           reached=str(arena.reached)))
     shutil.rmtree(arena.ws / "__pycache__", ignore_errors=True)
 
 
@@ -221,17 +251,24 @@ class RawWire(Wire):
             return {"raw": exc.doc[:300]}
 
 
-def mcp_table(arena, variant: str) -> dict[str, dict]:
-    """Every MCP row of `variant` against one server (replaced when one dies, so each later row is still judged):
-    per row, the lines its call got, whether a ping was answered after it, the server's pid and the imports."""
+def name_targets(arena, *pids: int) -> None:
+    """The processes the reacher reaches for, and this machine's PID namespace (the holder's)."""
+    arena.targets.write_text(f"{','.join(map(str, pids))} {os.readlink('/proc/self/ns/pid')}\n")
+
+
+def mcp_table(arena, variant: str, doors=tuple(ROWS), fresh: bool = False) -> dict[str, dict]:
+    """Every MCP row of `variant` (of `doors`) against one server (replaced when one dies, so each later row is
+    still judged; a server per row when `fresh`: a worker imports a module once): per row, the lines its call got,
+    whether a ping was answered after it, the server's pid and the imports."""
     out, wire, ids = {}, None, iter(())
     for door, row in ROWS.items():
-        if row.mcp is None:
+        if row.mcp is None or door not in doors:
             continue
-        if wire is None or wire.proc.poll() is not None:
+        if wire is None or wire.proc.poll() is not None or fresh:
             if wire is not None:
                 wire.close()
             wire = RawWire(arena.ws, arena.env)
+            name_targets(arena, wire.proc.pid)
             wire.hello()
             ids = iter(range(1, IDS))
         seen = import_count(arena)
@@ -258,11 +295,7 @@ def mcp_rows(request, arena):
     return request.param, mcp_table(arena, request.param)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("door", [d for d, r in ROWS.items() if r.mcp is not None])
-def test_over_mcp_the_wire_carries_only_the_servers_replies(door, mcp_rows):
-    variant, table = mcp_rows
-    got = table[door]
+def assert_only_replies(variant: str, door: str, got: dict) -> None:
     answers = [x for x in got["lines"] if x.get("id") == got["call"]]
     foreign = [x for x in got["lines"] if x.get("id") != got["call"]]
     assert len(answers) == 1 and not foreign, (variant, door, got["lines"][:3])
@@ -271,6 +304,15 @@ def test_over_mcp_the_wire_carries_only_the_servers_replies(door, mcp_rows):
     assert got["pong"], f"{variant}/{door}: the server did not answer a ping after the call"
     here = [name for pid, name in got["imports"] if pid == got["pid"]]
     assert not here, f"{variant}/{door}: the server's own process imported {here}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("door", [d for d, r in ROWS.items() if r.mcp is not None])
+def test_over_mcp_the_wire_carries_only_the_servers_replies(door, mcp_rows):
+    variant, table = mcp_rows
+    got = table[door]
+    assert_only_replies(variant, door, got)
+    text = json.dumps([x for x in got["lines"] if x.get("id") == got["call"]][0])
     if variant == "exiter" and ROWS[door].reaches:  # the import happened, apart, and the answer says so
         assert got["imports"] and f"(code {EXIT})" in text, (door, got["imports"], text[:400])
 
@@ -352,6 +394,47 @@ def test_the_clis_json_output_is_its_own(door, cli_variant, arena, capfd, monkey
         assert got["imports"], f"{where}: the call did not import the run's user code"
     if cli_variant == "exiter" and ROWS[door].reaches:
         assert f"(code {EXIT})" in got["stdout"] + got["stderr"], where
+
+
+# ---------------------------------------------------------------- the reacher: the holder out of reach (W1-W3)
+REACHING = [door for door, row in ROWS.items() if row.reaches]
+
+
+def reached(arena, seen: int) -> list[str]:
+    lines = arena.reached.read_text().splitlines() if arena.reached.exists() else []
+    return lines[seen:]
+
+
+@pytest.fixture(scope="module")
+def reacher_rows(arena):
+    hostile(arena, "reacher")
+    seen = len(reached(arena, 0))
+    return mcp_table(arena, "reacher", REACHING, fresh=True), seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("door", [d for d in REACHING if ROWS[d].mcp is not None])
+def test_over_mcp_workspace_code_cannot_reach_the_server(door, reacher_rows, arena):
+    """The reward module, imported apart, finds neither the server's descriptors nor the server to signal, before or
+    after unmounting its /proc: the wire carries only the server's replies and the server answers."""
+    table, seen = reacher_rows
+    got = table[door]
+    assert got["imports"], f"{door}: the call did not import the run's user code"
+    assert_only_replies("reacher", door, got)
+    assert not reached(arena, seen), reached(arena, seen)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("door", [d for d in REACHING if ROWS[d].cli is not None])
+def test_through_the_cli_workspace_code_cannot_reach_the_cli(door, arena, capfd, monkeypatch):
+    hostile(arena, "reacher")
+    name_targets(arena, os.getpid())
+    seen = len(reached(arena, 0))
+    got = cli_row_here(arena, door, capfd, monkeypatch)
+    assert got["imports"], f"{door}: the call did not import the run's user code"
+    assert "INJECTED" not in got["stdout"] + got["stderr"], got["stderr"][-400:]
+    assert got["stdout"] == "" if got["code"] == 2 else isinstance(json.loads(got["stdout"]), dict), got["stderr"]
+    assert not reached(arena, seen), reached(arena, seen)
 
 
 # ---------------------------------------------------------------- the table covers every door

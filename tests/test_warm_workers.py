@@ -50,7 +50,7 @@ def workers_of(workspace: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if "mcp_server.worker" not in cmdline:
+        if "mcp_server.worker" not in cmdline or cmdline.split()[0].endswith("bwrap"):  # bwrap: where it is apart
             continue
         try:
             if str(workspace) in proc.environ().get("LLM_FINETUNING_WORKSPACE", ""):
