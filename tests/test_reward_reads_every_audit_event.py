@@ -96,8 +96,20 @@ FAMILIES = {
                                "scale = json.load(open(PATH))['scale']", ""),
     "makedirs(exist_ok), then listdir": (_folder, _refolder, "os.makedirs(PATH, exist_ok=True)\n    "
                                          "scale = float(len(os.listdir(PATH)))", "/"),
+    # round 11: importlib's readers, this package's reader for its caller, a name relative to a folder's descriptor
+    "__loader__.get_data": (_rubric, _rerubric, "scale = json.loads(__loader__.get_data(PATH))['scale']", ""),
+    "pkgutil.get_data": (_rubric, _rerubric, "scale = json.loads(pkgutil.get_data(__name__, "
+                         "os.path.relpath(PATH, os.path.dirname(__file__))))['scale']", ""),
+    "mcp_server.userfiles.read_json": (_rubric, _rerubric, "from mcp_server.userfiles import read_json\n    "
+                                       "scale = read_json(PATH, 'rubric')['scale']", ""),
+    "os.open(dir_fd=)": (_rubric, _rerubric, "d = os.open(os.path.dirname(PATH), os.O_RDONLY)\n    "
+                         "fd = os.open(os.path.basename(PATH), os.O_RDONLY, dir_fd=d)\n    "
+                         "scale = json.loads(os.read(fd, 1 << 16))['scale']\n    os.close(fd)\n    os.close(d)", ""),
+    # a native reader (no audit event of its own: rewards.native_reads)
+    "torch.from_file": (_rubric, _rerubric, "import torch\n    scale = json.loads(bytes(torch.from_file(PATH, "
+                        "size=os.path.getsize(PATH), dtype=torch.uint8).tolist()))['scale']", ""),
 }
-REWARD = '''import ctypes, glob, io, json, mmap, os, pathlib, shutil, sqlite3, sys, tempfile
+REWARD = '''import ctypes, glob, io, json, mmap, os, pathlib, pkgutil, shutil, sqlite3, sys, tempfile
 PATH = {path!r}
 
 

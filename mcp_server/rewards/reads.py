@@ -12,11 +12,12 @@ glob, os.walk) pin a folder's listing, keyed "<folder>/", when the reward lists 
 importlib's own listing is not its input); shutil's copies and archives, mmap and io.open_code read
 through "open". What cannot be pinned is refused, naming the call, when user code makes it directly (the first
 frame outside the standard library is user code): `ctypes.*` (a C library reads anything) and
-`sqlite3.enable_load_extension` / `sqlite3.load_extension`. An event is the reward code's when the first frame
-on its stack that is neither the standard library nor an installed package is user code (never this package:
-its own reads, a sandbox's scratch files, are its business), and not an import (the code pin covers the
-modules). /proc, /sys and /dev are left out, so are files (and folders) the same code opened for writing (or
-made) first: its own scratch; an existing file opened r+, a+ or O_RDWR is read (pinned), not scratch.
+`sqlite3.enable_load_extension` / `sqlite3.load_extension`. Whose an event is: read_frames.py (the reward's
+own code, through any library or importlib's readers, not an import; never this package's own reads but for its
+helpers that read for their caller). Reads the "open" event does not name by path (`os.open` with `dir_fd`, native
+readers in C or Rust) are made to: native_reads.py. /proc, /sys and /dev are left out, so are files (and
+folders) the same code opened for writing (or made) first: its own scratch; an existing file opened r+, a+ or
+O_RDWR is read (pinned), not scratch.
 
 Each file is pinned when it is first opened (`pin_file`: its sha256, or size/mtime/inode/ctime above 64 MiB; a
 link by what it resolves to; a file absent then as absent), with the rewards that read it. inspect_rewards
@@ -30,8 +31,9 @@ baseline whose graders read other content now (evaluation.promote).
 A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
 it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
 
-Not covered: a file read by a child process the reward starts, or through an fd it did not open itself; a
-check that reads no content (os.path.exists, os.stat: no audit event); a database an SQL ATTACH opens (no audit
+Not covered: a file read by a child process the reward starts, or through an fd it did not open itself, or by a
+native reader not in native_reads.NATIVE_READERS; a check that reads no content (os.path.exists, os.stat: no
+audit event); a database an SQL ATTACH opens (no audit
 event; an authorizer cannot be set at `sqlite3.connect/handle`, the connection is not initialised yet); a file
 swapped between the check at its open and the read itself.
 """
@@ -43,12 +45,11 @@ import hashlib
 import os
 import stat
 import sys
-import sysconfig
 import threading
-from functools import lru_cache
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1]
+from mcp_server.rewards import native_reads
+from mcp_server.rewards.read_frames import made_by_user, opened_by_user
+
 SYSTEM = ("/proc/", "/sys/", "/dev/")
 WHOLE_FILE_BYTES = 64 << 20
 _ACTIVE: list["Reads"] = []  # the recordings in force (innermost last)
@@ -66,7 +67,6 @@ class Unpinnable(PermissionError):
 
 LISTINGS = ("os.listdir", "os.scandir")  # a folder's names: pinned by their sorted list
 REFUSED = ("ctypes.", "sqlite3.enable_load_extension", "sqlite3.load_extension")  # no file to pin: refused
-STDLIB = tuple(str(Path(p).resolve()) + os.sep for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")})
 
 
 class Reads:
@@ -140,6 +140,7 @@ def importing(module: str):
         finally:
             for reads, old in zip([r for r in _ACTIVE if r is not own], before):
                 reads.reward = old
+            native_reads.install(_ACTIVE)  # a reader the module imported (and bound) is wrapped before its first call
     AT_IMPORT[module] = own.pins()
 
 
@@ -302,51 +303,6 @@ def differences(before: dict | None, after: dict | None) -> list[str]:
     return lines
 
 
-@lru_cache(maxsize=4096)
-def _whose(filename: str) -> str:
-    """'import' (the import machinery), 'system' (stdlib, installed, generated), 'package' (this one), 'user' (by
-    source_only.is_user_file, the one judge of user code: as imported and as resolved)."""
-    if filename.startswith("<frozen importlib") or filename.startswith("<frozen zipimport"):
-        return "import"
-    if filename.startswith("<"):
-        return "system"
-    from mcp_server.rewards.source_only import is_user_file
-
-    if Path(filename).resolve().is_relative_to(PACKAGE):
-        return "package"
-    return "user" if is_user_file(filename) else "system"
-
-
-def _opened_by_user(frame) -> bool:
-    while frame is not None:
-        whose = _whose(frame.f_code.co_filename)
-        if whose == "user":
-            return True
-        if whose in ("import", "package"):
-            return False
-        frame = frame.f_back
-    return False
-
-
-@lru_cache(maxsize=4096)
-def _in_stdlib(filename: str) -> bool:
-    return os.path.realpath(filename).startswith(STDLIB)
-
-
-def _made_by_user(frame) -> bool:
-    """Whether the first frame outside the standard library is user code: the call is the reward's own, not a
-    library's that it called, nor importlib's (metadata, resources: the import machinery's listings). REFUSED is
-    refused, and a listing pinned, only then."""
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith("<") and not _in_stdlib(name):
-            return _whose(name) == "user"
-        if name.startswith(("<frozen importlib", "<frozen zipimport")) or f"{os.sep}importlib{os.sep}" in name:
-            return False
-        frame = frame.f_back
-    return False
-
-
 def _sqlite_files(database) -> list[str]:
     """The files sqlite3.connect(database) reads: the database and its -wal and -journal; none for ':memory:',
     a temporary database ('') or a memory URI."""
@@ -420,7 +376,7 @@ def _hook(event: str, args) -> None:
     if not _ACTIVE or getattr(_LOCAL, "busy", False):
         return
     if event.startswith(REFUSED):
-        if _made_by_user(sys._getframe(1)):
+        if made_by_user(sys._getframe(1)):
             _refuse(event, args)
         return
     if event != "open" and event != "sqlite3.connect" and event not in LISTINGS and event != "os.mkdir":
@@ -429,7 +385,7 @@ def _hook(event: str, args) -> None:
         paths, writes = _event_paths(event, args)
         paths = [p for p in paths if not p.startswith(SYSTEM)]
         frame = sys._getframe(1)
-        if not paths or not (_made_by_user(frame) if event in LISTINGS else _opened_by_user(frame)):
+        if not paths or not (made_by_user(frame) if event in LISTINGS else opened_by_user(frame)):
             return
         _LOCAL.busy = True
         try:
@@ -448,6 +404,7 @@ def _install() -> None:
     if not _INSTALLED[0]:
         sys.addaudithook(_hook)
         _INSTALLED[0] = True
+    native_reads.install(_ACTIVE)  # each recording: a native reader imported since is wrapped now
 
 
 def checking(pinned, exit_with) -> Reads:
