@@ -47,22 +47,26 @@ def _bwrap() -> tuple[str | None, str]:
     """(bwrap, how) where a worker can be started apart here, else (None, why not). Asked once per process."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return None, ("no `bwrap` on PATH: the worker runs beside this process, where the code it imports can "
-                      "reach it (install bubblewrap)")
+        return None, "no `bwrap` on PATH (install bubblewrap)"
     try:
         probe = subprocess.run([bwrap, *_binds(), *NAMESPACE, "/bin/sh", "-c", "test ! -e /proc/1/fd/999999"],
                                capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"bwrap cannot run here ({exc}): the worker runs beside this process"
+        return None, f"bwrap cannot run here ({exc})"
     if probe.returncode != 0:
         why = probe.stderr.strip()[-200:] or f"exit {probe.returncode}"
-        return None, f"bwrap refuses a PID namespace here ({why}): the worker runs beside this process"
+        return None, f"bwrap refuses a PID namespace here ({why})"
     return bwrap, "apart: a PID namespace, /proc and session of its own (bwrap)"
 
 
 def how() -> str:
     """In words: whether workers start apart here, or why not."""
     return _bwrap()[1]
+
+
+def not_apart() -> str | None:
+    """Why workers do not start apart here (check_environment warns), None where they do."""
+    return None if _bwrap()[0] else how()
 
 
 class Started:

@@ -458,3 +458,19 @@ def test_every_door_has_a_row(tmp_path):
     assert tools <= {d for d, r in ROWS.items() if r.mcp is not None}, tools - set(ROWS)
     assert {by_command.get(c, c) for c in commands} <= {d for d, r in ROWS.items() if r.cli is not None}
     assert set(ROWS) <= tools | {by_command.get(c, c) for c in commands}, set(ROWS) - tools
+
+
+@pytest.mark.slow
+def test_a_machine_where_the_worker_cannot_start_apart_is_warned(tmp_path):
+    """Without bwrap the worker runs beside the server: check-environment says so, naming the fix; with it (this
+    machine, and CI's), it says nothing of the kind."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    said = {}
+    for case, path in (("without bwrap", str(empty)), ("with bwrap", os.environ["PATH"])):
+        proc = subprocess.run([sys.executable, "-m", "mcp_server.cli", "check-environment", "--json"], text=True,
+                              capture_output=True, timeout=ROW_S, cwd=tmp_path,
+                              env=checkout_env({"PATH": path, "LLM_FINETUNING_WORKSPACE": str(tmp_path)}))
+        said[case] = [w for w in json.loads(proc.stdout)["warnings"] if "beside the server" in w]
+    assert len(said["without bwrap"]) == 1 and "install bubblewrap" in said["without bwrap"][0], said
+    assert not said["with bwrap"], said

@@ -16,6 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from mcp_server import worker_apart
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import lookup_gpu
 from mcp_server.interpreter import (broken_companions, companions_problem, no_training_python_message,
@@ -282,6 +283,9 @@ def environment_report(run: Run | None, spec: RunSpec | None = None) -> Environm
     ram, ram_free = _memory_gib()
     blockers, warnings = _judge(probe, gpus, run_request, config, free_disk)
     blockers += sandbox_blockers(spec)
+    if worker_apart.not_apart():  # the workspace's code could reach the server that imports it (issue 48, W1-W3)
+        warnings.append("reward modules and graders are imported beside the server, where they can reach its "
+                        f"pipes and signal it: {worker_apart.not_apart()}")
     verdict = "blocked" if blockers else ("ready-with-warnings" if warnings else "ready")
 
     if gpus:
