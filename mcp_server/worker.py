@@ -219,7 +219,9 @@ def receive(readline, call_id: int | str, target: str, report: Report, python: s
             raise _error(answer["error"], target, python)
 
 
-def _error(error: dict, target: str, python: str) -> Exception:
+def _error(error: dict, target: str, python: str) -> BaseException:
+    if error["kind"] == "interrupted":
+        return KeyboardInterrupt()
     if error["kind"] == "input":
         return UserInputError(error["field"], error["message"])
     if error["type"] in ("ModuleNotFoundError", "ImportError"):
@@ -269,6 +271,8 @@ def _answer(request: dict, call_id, send, relay) -> None:
     except UserInputError as exc:
         send({"id": call_id, "error": {"kind": "input", "field": exc.field,
                                        "message": str(exc).removeprefix(f"{exc.field}: ")}})
+    except KeyboardInterrupt:  # the caller's Ctrl-C, passed on (worker_apart.Started.interrupt): no traceback
+        send({"id": call_id, "error": {"kind": "interrupted"}})
     except Exception as exc:  # the caller reports it; the worker keeps serving
         send({"id": call_id, "error": {"kind": "exception", "type": type(exc).__name__, "message": str(exc),
                                        "traceback": traceback.format_exc(limit=8)}})
@@ -354,8 +358,12 @@ class Worker:
                 self.proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 raise self._died(target) from None
-            return receive(lambda: self._readline(target), call_id, target, report, self.python,
-                           lambda: self._died(target))
+            try:
+                return receive(lambda: self._readline(target), call_id, target, report, self.python,
+                               lambda: self._died(target))
+            except KeyboardInterrupt:
+                self.started.interrupt()
+                raise
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

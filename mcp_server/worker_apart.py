@@ -76,6 +76,21 @@ class Started:
     def __init__(self, proc: subprocess.Popen, init_pid: int | None):
         self.proc, self.init_pid = proc, init_pid
 
+    def interrupt(self) -> None:
+        """Ctrl-C for the worker itself: a terminal's no longer reaches it (a session of its own), so the caller
+        interrupted while it waits passes it on (sampling then keeps what it made, as before)."""
+        pid = self.proc.pid
+        if self.init_pid is not None:  # the worker is the namespace's first process's child
+            try:
+                with open(f"/proc/{self.init_pid}/task/{self.init_pid}/children") as children:
+                    pid = int(children.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                return
+        try:
+            os.kill(pid, signal.SIGINT)
+        except OSError:
+            pass
+
     def kill(self) -> None:
         if self.init_pid is not None:
             try:

@@ -117,6 +117,27 @@ def test_ctrl_c_during_sampling_is_one_line_saying_what_was_kept(workspace, tiny
         f"sampling stopped (Ctrl-C): {len(kept)} completions kept in {run.samples_partial}; samples.jsonl was not "
         "written (the same command again continues from them)"), err
     assert kept and not run.samples.exists()
+    # the worker (a session of its own: a terminal's Ctrl-C does not reach it) was passed the interrupt: it stopped
+    # sampling and ended with the command, writing nothing after it
+    deadline = time.time() + 30
+    while time.time() < deadline and _workers_for(workspace):
+        time.sleep(0.2)
+    assert not _workers_for(workspace) and not run.samples.exists()
+    assert run.samples_partial.read_text().count("\n") == len(kept)
+
+
+def _workers_for(workspace) -> list:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "mcp_server.worker" in (proc.info["cmdline"] or []) and \
+                    proc.environ().get("LLM_FINETUNING_WORKSPACE") == str(workspace):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 MY_REWARDS = """from {module}_helper import WEIGHT
