@@ -210,6 +210,86 @@ def test_a_resume_trains_only_from_the_checkpoint_the_run_saved(workspace, tiny_
     assert refused.value.code == 3 and "not the checkpoint this run saved" in err and named in err, err
 
 
+def _stepped_trainer(run: Run, tiny_model: Path):
+    """A Trainer on the tiny model with its optimizer and schedule built from the arguments, resuming from the
+    run's checkpoint-1."""
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(run.dir / "checkpoints"), use_cpu=True, report_to="none",
+                             resume_from_checkpoint="checkpoints/checkpoint-1", max_steps=4)
+    trainer = Trainer(model=AutoModelForCausalLM.from_pretrained(tiny_model), args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=4)
+    return trainer
+
+
+def _saved_with_state(workspace: Path, tiny_model: Path) -> tuple[Run, Path]:
+    """checkpoint-1 holding the weights, optimizer.pt (moments after one step) and scheduler.pt, in the ledger."""
+    import torch
+
+    from mcp_server.training.trainer.digest import record_save
+
+    run, folder, _ = _saved_run(workspace, tiny_model, "full")
+    trainer = _stepped_trainer(run, tiny_model)
+    for param in trainer.model.parameters():
+        param.grad = torch.full_like(param, 0.01)
+    trainer.optimizer.step()
+    trainer.lr_scheduler.step()
+    torch.save(trainer.optimizer.state_dict(), folder / "optimizer.pt")
+    torch.save(trainer.lr_scheduler.state_dict(), folder / "scheduler.pt")
+    record_save(run, folder, 1)
+    return run, folder
+
+
+def _evil_state(path: Path) -> bytes:
+    """The same state file with every moment (or the schedule's step) moved: what a resume must not train from."""
+    import io
+
+    import torch
+
+    state = torch.load(path, weights_only=True)
+    if "state" in state:
+        for moments in state["state"].values():
+            moments["exp_avg"] = moments["exp_avg"] + 1.0
+    else:
+        state["last_epoch"] += 2
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt"])
+@pytest.mark.parametrize("swapped", ["no", "during the load", "after the check, kept"])
+def test_a_resume_restores_only_the_optimizer_and_schedule_the_run_saved(workspace, tiny_model, monkeypatch, capsys,
+                                                                         name, swapped):
+    """Like the weights (above): optimizer.pt or scheduler.pt renamed over between confirm_resume_checkpoint and
+    the Trainer's _load_optimizer_and_scheduler, put back after, is refused before the first step, naming it."""
+    from transformers import Trainer
+
+    from mcp_server.training.trainer import script_support
+
+    run, folder = _saved_with_state(workspace, tiny_model)
+    monkeypatch.setattr(trained, "VERIFIED", {"run": str(run.dir), "model": {}})
+    trainer = _stepped_trainer(run, tiny_model)
+    assert script_support.confirm_resume_checkpoint(run.dir, trainer.args) == folder
+    evil = _evil_state(folder / name)
+    if swapped == "during the load":
+        _swapped_during(folder / name, evil, Trainer, "_load_optimizer_and_scheduler", monkeypatch)
+    elif swapped == "after the check, kept":
+        _rename_over(folder / name, evil)
+    trainer._load_from_checkpoint(str(folder))
+    trainer._load_optimizer_and_scheduler(str(folder))  # what _inner_training_loop runs before on_train_begin
+    check = script_support.ResumedWeights(run.dir, folder)
+    loaded = {"model": trainer.model, "optimizer": trainer.optimizer, "lr_scheduler": trainer.lr_scheduler}
+    if swapped == "no":
+        check.on_train_begin(trainer.args, None, None, **loaded)
+        return
+    with pytest.raises(InputsChanged) as refused:
+        check.on_train_begin(trainer.args, None, None, **loaded)
+    err = capsys.readouterr().err
+    named = f"{name}: the state loaded" if swapped == "during the load" else f"{name} is not the file saved"
+    assert refused.value.code == 3 and "not the checkpoint this run saved" in err and named in err, err
+
+
 # ---------------------------------------------------------------- F4: the checkpoint an export (or a promotion) loads
 def _placed_run(workspace: Path, tiny_model: Path, base: str | None = None) -> Path:
     """A run never launched with the tiny model placed as its output (exported unpromoted, judged as placed)."""

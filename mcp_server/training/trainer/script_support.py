@@ -150,17 +150,21 @@ class ResumedWeights(TrainerCallback):
     before on_train_begin), the model's tensors, or its LoRA adapter's, are the checkpoint's bytes read and hashed
     in one pass against the run's signed ledger (loaded_weights.saved_weight_problems): a model.safetensors swapped
     after confirm_resume_checkpoint hashed it and put back after the load is refused before the first step (round
-    10, F2). Exit 3 naming the file."""
+    10, F2); so are optimizer.pt and scheduler.pt (resumed_state.py). Exit 3 naming the file."""
 
     def __init__(self, run_dir: Path, folder: Path):
         self.run, self.folder = Run(Path(run_dir)), Path(folder)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         from mcp_server.inspection.loaded_weights import saved_weight_problems
+        from mcp_server.training.trainer.resumed_state import resumed_state_problems
 
         seen = recorded_save(self.run, self.folder)
         saved = {name: entry["sha256"] for name, entry in ((seen or {}).get("files") or {}).items()}
         problems = saved_weight_problems(model, self.folder, saved) if seen else ["no record of this save"]
+        if seen:  # and the optimizer's moments and the schedule's step (resumed_state.py)
+            problems += resumed_state_problems(kwargs.get("optimizer"), kwargs.get("lr_scheduler"), self.folder,
+                                               saved)
         if problems:
             print(f"llm-finetuning: refusing to train: the weights resumed from {self.folder.name} are not the "
                   f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
