@@ -1674,7 +1674,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            handle.seek(size - (1 << 20))",
       "a stdout log over 8 MiB is read by its first MiB and its last MiB, not its last 4: a CUDA OOM or a disk-full "
       "error followed by over a MiB of traceback and NCCL teardown chatter from the other ranks is not found"),
-    # ------------------------------------------------------------------ m10: a fourth blind audit (issue 48)
+    # ------------------------------------------------------------------ m10: a fourth blind audit (issue 48) of the
+    # gate, the sandbox, the run states and diagnosis's inputs, from the product code alone by someone who did not
+    # write the tests; 5 per area, none on a line an earlier mutation mutates the same way; the effects of 8 probed
+    # on this machine (the worker's process group and namespace init with bwrap, the clipped-ratio alias, the moved
+    # config's metrics, a copied progress log, the entropy patch, the ETA). First run (default judging, 2026-12-06
+    # 15:32-16:08, tree 6f4544c): 6/20 caught (gate 3/5, sandbox 1/5, runs 1/5, diagnosis 1/5); one unjudged
+    # (status._eta's floor: no fast test runs it); the worker_apart pair judged only by AREAS['sandbox'] (no fast
+    # test runs the module, none of the area's files runs it), reads._sqlite_files likewise; no pytest error.
     # gate: the config as loaded, the loader's variables, the trainer's own origin checks, the reward reads watched
     # at every call, the reference model's weights
     M("m10-gate-loaded-config-subfolder", "gate", "mcp_server/inspection/loaded_config.py",
