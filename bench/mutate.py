@@ -1711,7 +1711,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "rubric rewritten after step 1, or a file no review read (a branch the samples never took) read at step 200, "
       "scores training with no refusal"),
     M("m10-trainer-ref-model-unchecked", "gate", "mcp_server/inspection/trained.py",
-      '    models = [m for m in (getattr(trainer, "model", None), getattr(trainer, "ref_model", None)) if m is not None]',
+      '    models = [m for m in (getattr(trainer, "model", None), getattr(trainer, "ref_model", None)) '
+      'if m is not None]',
       '    models = [m for m in (getattr(trainer, "model", None),) if m is not None]',
       "a full fine-tune with beta > 0 loads its reference model separately: a weight file renamed over the model "
       "folder while the reference loads (and put back) is never compared, so the KL anchors the policy to weights "
@@ -1806,9 +1807,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "output_dir: a checkpoint's hand-edited trainer_state.json (kl 777) becomes its metrics, and diagnose_run "
       "raises kl_explosion with patches"),
     M("m10-diagnosis-torch-save-disk-full", "diagnosis", "mcp_server/diagnosis/environment.py",
-      '    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|\\[Errno (28|122|27)\\]|StorageFull|"\n'
+      '    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|'
+      '\\[Errno (28|122|27)\\]|StorageFull|"\n'
       '                            r"PytorchStreamWriter failed writing file"),',
-      '    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|\\[Errno (28|122|27)\\]|StorageFull"),',
+      '    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|'
+      '\\[Errno (28|122|27)\\]|StorageFull"),',
       "a run that died saving optimizer.pt on a full disk (torch.save says only 'PytorchStreamWriter failed writing "
       "file data/0: file write failed') gets no disk_full finding from diagnose_run: no save_total_limit patch, no "
       "word that the checkpoint may be incomplete"),
