@@ -1674,6 +1674,153 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            handle.seek(size - (1 << 20))",
       "a stdout log over 8 MiB is read by its first MiB and its last MiB, not its last 4: a CUDA OOM or a disk-full "
       "error followed by over a MiB of traceback and NCCL teardown chatter from the other ranks is not found"),
+    # ------------------------------------------------------------------ m10: a fourth blind audit (issue 48) of the
+    # gate, the sandbox, the run states and diagnosis's inputs, from the product code alone by someone who did not
+    # write the tests; 5 per area, none on a line an earlier mutation mutates the same way; the effects of 8 probed
+    # on this machine (the worker's process group and namespace init with bwrap, the clipped-ratio alias, the moved
+    # config's metrics, a copied progress log, the entropy patch, the ETA). First run (default judging, 2026-12-06
+    # 15:32-16:08, tree 6f4544c): 6/20 caught (gate 3/5, sandbox 1/5, runs 1/5, diagnosis 1/5); one unjudged
+    # (status._eta's floor: no fast test runs it); the worker_apart pair judged only by AREAS['sandbox'] (no fast
+    # test runs the module, none of the area's files runs it), reads._sqlite_files likewise; no pytest error.
+    # gate: the config as loaded, the loader's variables, the trainer's own origin checks, the reward reads watched
+    # at every call, the reference model's weights
+    M("m10-gate-loaded-config-subfolder", "gate", "mcp_server/inspection/loaded_config.py",
+      "    folder = Path(private) / sub if sub else Path(private)\n",
+      "    folder = Path(private)\n",
+      "a model loaded from a subfolder (model_init_kwargs subfolder: the checkpoint inside a repo) has its loaded "
+      "config and generation config compared with nothing (no config.json at the folder's top: the check returns "
+      "empty) or with the top folder's other config.json (a false 'swapped while it loaded' refusal): a config.json "
+      "renamed over the subfolder's while the model loads (hidden_act, rope_theta, eos_token_id) trains unrefused"),
+    M("m10-gate-preload-bare-name", "gate", "mcp_server/inspection/loader_env.py",
+      '    if name in ("LD_PRELOAD", "LD_AUDIT"):\n        return [p for p in parts if "/" in p]',
+      '    if name == "LD_AUDIT":\n        return [p for p in parts if "/" in p]',
+      "LD_PRELOAD=libtcmalloc_minimal.so.4 (a bare library name, which ld.so searches in the library path) is read "
+      "as a file in the run directory: launch_training refuses the launch as 'LD_PRELOAD: libtcmalloc_minimal.so.4 "
+      "-> <run>/libtcmalloc_minimal.so.4' inside the workspace, and no launch from that shell can train"),
+    M("m10-trainer-site-hook-link-refused", "gate", "mcp_server/training/trainer/verified_script.py",
+      "    return any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath) for root in roots)",
+      "    return any(os.path.realpath(origin).startswith(root) for root in roots)",
+      "a distribution's own site hook that links out of the stdlib (Debian/Ubuntu's /usr/lib/python3.X/"
+      "sitecustomize.py -> /etc/python3.X/sitecustomize.py) is judged foreign: every launch on a system Python "
+      "refuses to train ('sitecustomize ... ran at this interpreter's start from outside its installation'), as does "
+      "a module file of the installation that is a link"),
+    M("m10-trainer-reward-calls-unwatched", "gate", "mcp_server/inspection/trained.py",
+      "    return reads.watch_all(funcs, watch), after",
+      "    return funcs, after",
+      "the trainer checks the files the rewards read only once before the first step, not at each reward call: a "
+      "rubric rewritten after step 1, or a file no review read (a branch the samples never took) read at step 200, "
+      "scores training with no refusal"),
+    M("m10-trainer-ref-model-unchecked", "gate", "mcp_server/inspection/trained.py",
+      '    models = [m for m in (getattr(trainer, "model", None), getattr(trainer, "ref_model", None)) '
+      'if m is not None]',
+      '    models = [m for m in (getattr(trainer, "model", None),) if m is not None]',
+      "a full fine-tune with beta > 0 loads its reference model separately: a weight file renamed over the model "
+      "folder while the reference loads (and put back) is never compared, so the KL anchors the policy to weights "
+      "nobody reviewed, with no refusal"),
+    # sandbox: the worker's namespace flags and its init's pid, the reads a reward makes (a WAL database, a module
+    # already imported, the digest cache)
+    M("m10-worker-same-session", "sandbox", "mcp_server/worker_apart.py",
+      'NAMESPACE = ("--unshare-pid", "--new-session", "--proc", "/proc")',
+      'NAMESPACE = ("--unshare-pid", "--proc", "/proc")',
+      "the worker shares the server's session and process group: reward, grader or environment code it imports "
+      "calls os.killpg(os.getpgrp(), signal.SIGKILL) (or kill(0, ...)) and the MCP server dies with it (and "
+      "whatever else the client started in that group); it can also reach the server's controlling terminal"),
+    M("m10-worker-init-pid-key", "sandbox", "mcp_server/worker_apart.py",
+      '        init_pid = int(json.loads(text)["child-pid"])',
+      '        init_pid = int(json.loads(text)["child_pid"])',
+      "the worker's namespace init is never known (bwrap's info names it child-pid): killing a worker (a cancelled "
+      "or timed-out tool call, a restart) kills bwrap alone and the worker keeps running in its namespace, holding "
+      "the GPU's memory and writing its results into the run after the server moved on"),
+    M("m10-reads-sqlite-wal-unpinned", "sandbox", "mcp_server/rewards/reads.py",
+      '    return [path, path + "-wal", path + "-journal"]',
+      '    return [path, path + "-journal"]',
+      "a rubric in a SQLite database in WAL mode: rows changed after the verdict sit in rubric.db-wal (not yet "
+      "checkpointed into the database file), which nothing pins: the reward scores training with the changed rubric "
+      "and the gate and the trainer's check see no change"),
+    M("m10-reads-import-not-replayed", "sandbox", "mcp_server/rewards/reads.py",
+      "    if module in sys.modules:\n"
+      "        for reads in list(_ACTIVE):\n"
+      "            for path, pin in AT_IMPORT.get(module, {}).items():\n"
+      "                _replay(reads, path, pin)\n"
+      "        yield\n",
+      "    if module in sys.modules:\n"
+      "        yield\n",
+      "in the long-lived worker, a second inspect_rewards (the reward module already imported by the first) records "
+      "none of the files the module read at its import (a rubric loaded at module level): review.json and the "
+      "verdict do not pin it, and the trainer, which imports it afresh, refuses to train ('never read when the "
+      "rewards were reviewed'); an evaluate_model baseline likewise loses its graders' reads"),
+    M("m10-reads-digest-cache-ctime", "sandbox", "mcp_server/rewards/reads.py",
+      '"sha256": _digest(fd, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)}',
+      '"sha256": _digest(fd, found.st_ino, found.st_size, found.st_mtime_ns)}',
+      "a rubric rewritten in place at the same size with its mtime put back (touch -r, a tar extract) keeps the "
+      "digest cached for its old content: the trainer's check at each reward call, and a later review in the same "
+      "worker, read the new rubric as the reviewed one"),
+    # runs: a resume patch of the entropy coefficient, the stop's step times, the ETA, the guard's record, a stop
+    # whose save failed
+    M("m10-runs-patch-entropy-adaptive-default", "runs", "mcp_server/training/resume_patch.py",
+      'patch.get("use_adaptive_entropy", now("use_adaptive_entropy")):',
+      'patch.get("use_adaptive_entropy"):',
+      "a run launched with use_adaptive_entropy: true accepts resume_training's patch of entropy_coef (run.json "
+      "records it as applied), and the checkpoint's entropy controller state replaces it: the patch does nothing, "
+      "and config_hash's advice proposes that patch"),
+    M("m10-runs-stop-wait-first-lines", "runs", "mcp_server/training/stopping.py",
+      "        return run_progress(run).records[-STEP_WINDOW:]  # the trainer's signed lines alone",
+      "        return run_progress(run).records[:STEP_WINDOW]  # the trainer's signed lines alone",
+      "stop_training reads the run's first 20 logged steps, not its latest: a run whose steps grew from 30 s to 5 "
+      "min is waited for 2 minutes ('its steps take up to 30 s') and left stopping, the wait counted from step 20's "
+      "time; stop_result's step_time_s is the early steps'"),
+    M("m10-runs-eta-floor-whole", "runs", "mcp_server/training/status.py",
+      "max(steps_left - 1, 0) / speed)",
+      "max(steps_left, 0) / speed)",
+      "training_status's ETA never falls while a step runs: the floor is the whole of the steps left, so 'ETA 8.0 "
+      "min' stays for the 5 minutes of a long step (issue 49's sixth walk)"),
+    M("m10-runs-guard-record-unsigned", "runs", "mcp_server/training/status.py",
+      "    guarded = signed_record(run, run.guard, derived.record) or {}  # the guard's own, of this launch",
+      "    guarded = read_json_if_present(run.guard) or {}  # the guard's own, of this launch",
+      "a hand-written (or an earlier launch's) train/logs/guard.json shows as the guard's: training_status lists its "
+      "findings as live findings with their patches and says 'stopped by the guard: kl_explosion at step N'"),
+    M("m10-runs-stop-failure-exit-only", "runs", "mcp_server/training/stopping.py",
+      "    failure = stop_failure(run, after.record, after.exit_code) if graceful and not ended else None",
+      "    failure = stop_failure(run, after.record, after.exit_code) if graceful and not ended and \\\n"
+      "        after.exit_code not in (None, 0) else None",
+      "a stop whose checkpoint save failed (not recorded in saves.jsonl, a file missing) while the trainer still "
+      "exited 0 is reported 'stopped at step N with a checkpoint saved; resume_training continues it', graceful: "
+      "true, no error (issue 48, round 8)"),
+    # diagnosis: the progress log's clipped ratio, the schedule's rate record, a launched run's metrics with its
+    # config moved, torch.save's full disk, a progress log copied out of its run
+    M("m10-diagnosis-clipped-ratio-unaliased", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '    "clipped_ratio": "completions/clipped_ratio",\n',
+      "",
+      "a run's progress.jsonl logs clipped_ratio under the contract's name: diagnose_run on a run whose completions "
+      "are cut at max_completion_length reads no completions/clipped_ratio, so it raises no truncation finding and "
+      "proposes no max_completion_length patch"),
+    M("m10-diagnosis-rate-begin-unsigned", "diagnosis", "mcp_server/diagnosis/rate_applied.py",
+      "    if configured is None or not isinstance(begin, dict) or not valid_run(home, home.train_begin, begin):",
+      "    if configured is None or not isinstance(begin, dict):",
+      "a hand-written train/logs/train-begin.json (learning_rate 0.1) makes training_status and diagnose_run say "
+      "'the trainer's schedule runs from learning_rate 0.1 ... the change did not act (resume with the patch "
+      "again)'"),
+    M("m10-diagnosis-moved-config-unsigned-metrics", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    return run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None",
+      "    return run.config.is_file() or run.run_json.exists()",
+      "a launched run whose train/config.yaml and run.json were moved away (round 11, M1) is read as a TRL "
+      "output_dir: a checkpoint's hand-edited trainer_state.json (kl 777) becomes its metrics, and diagnose_run "
+      "raises kl_explosion with patches"),
+    M("m10-diagnosis-torch-save-disk-full", "diagnosis", "mcp_server/diagnosis/environment.py",
+      '    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|'
+      '\\[Errno (28|122|27)\\]|StorageFull|"\n'
+      '                            r"PytorchStreamWriter failed writing file"),',
+      '    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|'
+      '\\[Errno (28|122|27)\\]|StorageFull"),',
+      "a run that died saving optimizer.pt on a full disk (torch.save says only 'PytorchStreamWriter failed writing "
+      "file data/0: file write failed') gets no disk_full finding from diagnose_run: no save_total_limit patch, no "
+      "word that the checkpoint may be incomplete"),
+    M("m10-diagnosis-copied-progress-as-run", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    return run if Path(os.path.abspath(run.progress)) == path else None",
+      "    return run",
+      "diagnose_run on a progress.jsonl copied out of its run (exports/run1/progress.jsonl) reads it as the progress "
+      "log of the folder two levels up: 'cannot read ...: No such file' (or that folder's own log, every line "
+      "dropped as unsigned) instead of the copy's metrics"),
 )
 
 
