@@ -113,6 +113,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                       "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
                                       "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+    "mcp_server/worker_apart.py": ("tests/test_worker_apart.py",),
     "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                            "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
                                            "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),

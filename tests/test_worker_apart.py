@@ -1,0 +1,184 @@
+"""Issue 48, round 11 (W1-W3): the worker that imports workspace code starts apart (mcp_server.worker_apart), and
+two contracts hold as tables:
+
+- reach: code running in the worker tries every way it has to name the process that started it (its holder) --
+  a signal to its own process group (kill 0, killpg), to its parent, to the holder's pid; a write to the holder's
+  descriptors and a read of its /proc entry; each again after unmounting its /proc -- and none reaches the holder
+  (a holder in a session of its own, so that a failure here signals nothing else on the machine);
+- stop: every way the server stops a worker (Started.kill, a silent worker's limit, close() past its grace) leaves
+  no process of its namespace behind: not the worker, not a child in a session of its own, not one that ignores
+  SIGTERM.
+Each row starts bwrap (a few milliseconds) and Python: cheap, but processes, so slow-marked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from conftest import checkout_env
+from mcp_server import worker_apart
+
+# Each way code in the worker reaches for its holder (HOLDER: its pid). A signal is judged by the holder (its
+# SIGUSR1 handler: the call succeeds on the worker's own group too); any other way, by the call succeeding.
+SIGNALLED = ("kill(0)", "killpg(own group)", "kill(parent)", "kill(holder)")
+REACH = {
+    "kill(0)": "os.kill(0, signal.SIGUSR1)",
+    "killpg(own group)": "os.killpg(os.getpgid(0), signal.SIGUSR1)",
+    "kill(parent)": "os.kill(os.getppid(), signal.SIGUSR1) if os.getppid() > 1 else None",
+    "kill(holder)": "os.kill(HOLDER, signal.SIGUSR1)",
+    "signal 0 to the holder": "os.kill(HOLDER, 0)",
+    "write the holder's stdout": "open(f'/proc/{HOLDER}/fd/1', 'w').write('FORGED\\n')",
+    "write the holder's stdin": "open(f'/proc/{HOLDER}/fd/0', 'w').write('FORGED\\n')",
+    "read the holder's environment": "open(f'/proc/{HOLDER}/environ', 'rb').read()",
+}
+ATTACK = textwrap.dedent("""
+    import ctypes, os, signal
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # what it sends its own group reaches it too
+    HOLDER = int(os.environ["HOLDER"])
+    reached = []
+    def attempt(tag):
+        for name, line in {reach!r}.items():
+            try:
+                exec(line)
+            except (OSError, ValueError):
+                continue
+            if name not in {signalled!r}:
+                reached.append(tag + name)
+    attempt("")
+    if os.readlink("/proc/self/ns/pid") != os.environ["HOLDER_NS"]:  # apart: the unmount is its namespace's own
+        ctypes.CDLL(None, use_errno=True).umount2(b"/proc", 2)
+        attempt("after unmounting /proc: ")
+    print(repr(reached), flush=True)
+""").format(reach=REACH, signalled=SIGNALLED)
+HOLDER = textwrap.dedent("""
+    import json, os, signal, subprocess, sys, time
+    from mcp_server import worker_apart
+    got = []
+    signal.signal(signal.SIGUSR1, lambda *a: got.append("SIGUSR1"))
+    env = dict(os.environ, HOLDER=str(os.getpid()), HOLDER_NS=os.readlink("/proc/self/ns/pid"))
+    started = worker_apart.start([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True, env=env)
+    out, _ = started.proc.communicate(timeout=120)
+    time.sleep(0.2)  # a signal in flight
+    print(json.dumps({"reached": out.strip(), "signals": got, "how": worker_apart.how()}))
+""")
+
+
+@pytest.mark.slow
+def test_code_in_the_worker_cannot_reach_the_process_that_started_it(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", HOLDER, ATTACK], capture_output=True, text=True, timeout=180,
+                          cwd=tmp_path, env=checkout_env({}), start_new_session=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert said["how"].startswith("apart"), said["how"]  # bwrap works here and on CI
+    assert said["reached"] == "[]" and not said["signals"], said
+    assert "FORGED" not in proc.stdout
+
+
+def _left(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if marker in " ".join(process.info["cmdline"] or []):
+            try:
+                if process.status() != psutil.STATUS_ZOMBIE:
+                    found.append(process)
+            except psutil.NoSuchProcess:
+                continue
+    return found
+
+
+def _gone(marker: str, within: float = 10.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + within
+    while _left(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _left(marker)
+
+
+# A worker that starts a child in a session of its own and one that ignores SIGTERM, then says so and sleeps.
+LINGERER = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    marker = sys.argv[1]
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker], start_new_session=True)
+    subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                      "time.sleep(600)", marker])
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+def _stop_by_kill(marker: str, tmp_path) -> None:
+    started = worker_apart.start([sys.executable, "-c", LINGERER, marker], stdout=subprocess.PIPE, text=True)
+    assert started.proc.stdout.readline().strip() == "ready"
+    started.kill()
+    started.proc.wait(timeout=30)
+
+
+def _worker(tmp_path, monkeypatch, **env):
+    from mcp_server import worker
+
+    for key, value in {"LLM_FINETUNING_PYTHON": sys.executable, "LLM_FINETUNING_WORKSPACE": str(tmp_path),
+                       **env}.items():
+        monkeypatch.setenv(key, value)
+    return worker.Worker(sys.executable)
+
+
+def _stop_when_silent(marker: str, tmp_path, monkeypatch) -> None:
+    """The worker's own door: a call that sends nothing (not even its heartbeat) past the silence limit."""
+    from mcp_server.errors import UserInputError
+
+    worker = _worker(tmp_path, monkeypatch, LLM_FINETUNING_WORKER_SILENCE_S="3")
+    with pytest.raises(UserInputError, match="sent nothing"):
+        worker.call("subprocess:run", ([sys.executable, "-c", LINGERER, marker],), {}, lambda *a: None)
+
+
+def _stop_by_close(marker: str, tmp_path, monkeypatch) -> None:
+    """close(): the worker's input ends; one busy past the grace is killed."""
+    import threading
+
+    worker = _worker(tmp_path, monkeypatch)
+    busy = threading.Thread(target=lambda: _swallow(worker, marker), daemon=True)
+    busy.start()
+    deadline = time.monotonic() + 60
+    while len(_left(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker.close()
+
+
+def _swallow(worker, marker: str) -> None:
+    try:
+        worker.call("subprocess:run", ([sys.executable, "-c", LINGERER, marker],), {}, lambda *a: None)
+    except Exception:  # the call dies with the worker: what is judged is what is left
+        pass
+
+
+STOPS = {"Started.kill": _stop_by_kill, "a silent worker's limit": _stop_when_silent,
+         "close past its grace": _stop_by_close}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_a_stopped_worker_leaves_nothing_of_its_namespace(stop, tmp_path, monkeypatch):
+    marker = f"worker-apart-{secrets.token_hex(6)}"
+    kwargs = {} if stop == "Started.kill" else {"monkeypatch": monkeypatch}
+    try:
+        STOPS[stop](marker, tmp_path, **kwargs)
+        left = _gone(marker)
+        assert not left, [(p.pid, p.cmdline()) for p in left]
+    finally:
+        for process in _left(marker):
+            process.kill()
+
+
+@pytest.mark.slow
+def test_the_worker_is_apart_where_bwrap_works():
+    """This machine (and CI) has a bwrap that makes PID namespaces: the worker must start apart here."""
+    assert worker_apart.not_apart() is None, worker_apart.how()
+    assert os.path.exists("/proc/self/ns/pid")
