@@ -474,3 +474,36 @@ def test_a_machine_where_the_worker_cannot_start_apart_is_warned(tmp_path):
         said[case] = [w for w in json.loads(proc.stdout)["warnings"] if "beside the server" in w]
     assert len(said["without bwrap"]) == 1 and "install bubblewrap" in said["without bwrap"][0], said
     assert not said["with bwrap"], said
+
+
+# Modules named like what the server, the CLI and the worker import (round 12, S1: a yaml.py in the project folder
+# ran in the MCP server's own process): each records its importer's pid, then gets out of the way.
+SHADOWED = ("yaml", "pydantic", "jsonschema", "anyio", "mcp", "numpy", "torch", "transformers", "trl")
+SHADOW = "import os\nopen({log!r}, 'a').write(f'{{os.getpid()}} {{__name__}}\\n')\nraise ImportError('shadow')\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ["mcp_server", "mcp_server.cli"])
+def test_modules_in_the_working_folder_never_shadow_what_a_door_imports(entry, tmp_path):
+    """`python -m ...` puts the working folder first on sys.path, and clients start the server there: nothing in
+    it is imported in the door's process (nor in its worker) in place of a library."""
+    log = tmp_path / "shadows.log"
+    for name in SHADOWED:
+        (tmp_path / f"{name}.py").write_text(SHADOW.format(log=str(log)))
+    env = checkout_env({"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    if entry == "mcp_server":
+        wire = RawWire(tmp_path, {"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+        try:
+            assert dict(wire.hello()).get("result"), "no answer to initialize"
+            wire.send(request(2, "tools/call", {"name": "list_rewards", "arguments": {}}))
+            (reply,) = wire.until(lambda r: any(x.get("id") == 2 for x in r), 120)
+            assert "result" in reply, reply
+        finally:
+            wire.close()
+    else:
+        (tmp_path / "config.yaml").write_text("model_name_or_path: tiny\nlearning_rate: 1.0e-6\n")
+        proc = subprocess.run([sys.executable, "-m", "mcp_server.cli", "validate-config", "config.yaml", "--gpu",
+                               "cpu", "--no-rehearse", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=ROW_S)
+        assert proc.returncode in (0, 1), proc.stderr[-800:]
+    assert not log.exists(), log.read_text()
