@@ -48,8 +48,15 @@ JSON_TYPES = {float: "a fraction", bool: "a boolean", dict: "an object", list: "
 
 
 def valid_id(value) -> bool:
-    """MCP's request id: a string or an integer (JSON-RPC allows null and fractions; MCP does not)."""
-    return isinstance(value, (str, int)) and not isinstance(value, bool)
+    """MCP's request id: a string or an integer (JSON-RPC allows null and fractions; MCP does not); a string that
+    can be written back (a lone surrogate, "\ud800", cannot: the SDK's writer died on its reply, round 12 M1)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def bad_id_reply(line: str) -> types.JSONRPCError | None:
@@ -74,6 +81,9 @@ def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
     except (ValueError, RecursionError):
         data = None
     request_id = data.get("id") if isinstance(data, dict) else None
+    if isinstance(request_id, str) and not valid_id(request_id):
+        return _error(None, INVALID_REQUEST, "Invalid Request: the id must be Unicode text (a lone surrogate escape "
+                      "such as \\ud800 is not)")
     if not valid_id(request_id):
         request_id = None
     if any(e.get("type") == "json_invalid" for e in errors) or not errors:

@@ -38,13 +38,17 @@ INVALID_REQUEST, PARSE_ERROR, METHOD_NOT_FOUND, INVALID_PARAMS = -32600, -32700,
 # but discourages them; MCP does not allow them).
 ID_VALUES: dict[str, object] = {"integer": 7, "negative integer": -3, "big integer": 2**70, "string": "s-1",
                                 "empty string": "", "float": 1.5, "integral float": 2.0, "boolean": True,
-                                "null": None, "object": {"a": 1}, "array": [1]}
+                                "null": None, "object": {"a": 1}, "array": [1],
+                                # round 12, M1: its reply could not be written (the SDK's writer died)
+                                "lone surrogate": "\ud800", "lone low surrogate in text": "a\udc00b"}
 # Every JSON type, as a param that must be an object.
 NON_OBJECTS: dict[str, object] = {"string": "x", "number": 3, "array": [1], "boolean": False}
 
 
 def valid_id(value) -> bool:
-    return isinstance(value, (str, int)) and not isinstance(value, bool)
+    if isinstance(value, str):
+        return not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass
@@ -84,8 +88,10 @@ def cells() -> list[Cell]:
                           nulls=[] if valid_id(value) else [INVALID_REQUEST]))
     for kind, value in {**ID_VALUES, "unknown request": 987654, "finished request": "done-1"}.items():
         # cancellation of a request never sent, long answered, or named by a malformed id: no answer, no harm
+        unreadable = isinstance(value, str) and not valid_id(value)  # no Unicode: the whole line is refused
         table.append(Cell(f"cancel {kind}", [request("done-1"), notification(
-            "notifications/cancelled", {"requestId": value, "reason": "table"})], results={"done-1": "result"}))
+            "notifications/cancelled", {"requestId": value, "reason": "table"})], results={"done-1": "result"},
+            nulls=[INVALID_PARAMS] if unreadable else []))
     table.append(Cell("cancel without requestId", [notification("notifications/cancelled", {})]))
     for kind, value in NON_OBJECTS.items():  # a notification's params that are no object: Invalid Request
         for method in ("notifications/cancelled", "notifications/initialized", "notifications/progress"):
@@ -97,6 +103,13 @@ def cells() -> list[Cell]:
         Cell("response nobody asked for", [{"jsonrpc": "2.0", "id": 424242, "result": {}}]),
         Cell("error response nobody asked for", [{"jsonrpc": "2.0", "id": 424243,
                                                    "error": {"code": 1, "message": "x"}}]),
+        Cell("response nobody asked for, its id a lone surrogate", [{"jsonrpc": "2.0", "id": "\ud800", "result": {}}],
+             nulls=[INVALID_REQUEST]),
+        Cell("error response, its id a lone surrogate", [{"jsonrpc": "2.0", "id": "\udc00",
+                                                          "error": {"code": 1, "message": "x"}}],
+             nulls=[INVALID_REQUEST]),
+        Cell("tools/call, its id a lone surrogate", [request("\udc00", "tools/call", {
+            "name": "list_rewards", "arguments": {}})], nulls=[INVALID_REQUEST]),
         Cell("invalid JSON", ['{"jsonrpc": "2.0", "id": 5, "method": "ping"'], nulls=[PARSE_ERROR]),
         Cell("not JSON at all", ["hello"], nulls=[PARSE_ERROR]),
         Cell("a JSON string", ['"ping"'], nulls=[INVALID_REQUEST]),
