@@ -60,6 +60,8 @@ route = None
 # round, M7/M6b), so every call goes to the worker, even when this Python is the training interpreter.
 holds_protocol = False
 HEARTBEAT_S = 5.0  # the worker says it is alive this often while a call runs
+MAX_LINE_CHARS = 64 << 20  # the longest answer line read from a worker (its results are far smaller)
+OVERSIZED = "\0oversized"  # what the reader queues for a line past MAX_LINE_CHARS (compared by identity)
 SILENCE_S = 120.0  # a worker that says nothing for this long is taken for hung (LLM_FINETUNING_WORKER_SILENCE_S)
 
 
@@ -100,12 +102,18 @@ def _encode(value):
 
 
 def _class(name) -> type:
-    """A class a line names, only from this package: an answer is written by a process that ran workspace code,
-    and resolving a name imports its module here (a reward module's name would run it in this process)."""
-    if not isinstance(name, str) or not name.startswith("mcp_server."):
-        raise TrainingInterpreterError(f"a line named the class {one_line(repr(name))[:120]}, which is not this "
-                                       "package's: it is not decoded")
-    return _resolve(name)
+    """A class a line names: an answer is written by a process that ran workspace code, so only a result class
+    (pydantic, or with from_wire) of this package whose module this process already imported; nothing is imported
+    on a line's word (a reward module's name would run it in this process)."""
+    module, _, qualname = name.partition(":") if isinstance(name, str) else ("", "", "")
+    value = sys.modules.get(module) if module.startswith("mcp_server.") else None
+    for part in qualname.split(".") if value is not None else ():
+        value = getattr(value, part, None)
+    # never imported on a line's word (round 12, W1: "mcp_server.__main__" started a second server in this one)
+    if not isinstance(value, type) or not (hasattr(value, "model_validate") or hasattr(value, "from_wire")):
+        raise TrainingInterpreterError(f"a line named the class {one_line(repr(name))[:120]}, which is no result "
+                                       "class of this package already imported here: it is not decoded")
+    return value
 
 
 def _decode(item: dict):
@@ -297,7 +305,7 @@ class Worker:
         try:
             self.started = worker_apart.start(  # apart: the code it imports cannot reach this process
                 [self.python, "-m", "mcp_server.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1, env=env,
+                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1, env=env,
             )
             self.proc = self.started.proc
         except OSError as exc:
@@ -309,17 +317,30 @@ class Worker:
 
     @staticmethod
     def _pump_stdout(proc: subprocess.Popen, lines: queue.Queue) -> None:
-        """The worker's answer lines, for `_readline` to wait on with a limit ('' at the end of its output)."""
-        for line in proc.stdout:
+        """The worker's answer lines, for `_readline` to wait on with a limit ('' at the end of its output); a line
+        over MAX_LINE_CHARS ends the reading (OVERSIZED): one unbounded line held the server's memory (round 12)."""
+        while line := proc.stdout.readline(MAX_LINE_CHARS + 1):
+            if len(line) > MAX_LINE_CHARS:
+                lines.put(OVERSIZED)
+                return
             lines.put(line)
         lines.put("")
 
     def _readline(self, target: str) -> str:
         limit = silence_limit()
         try:
-            return self.lines.get(timeout=limit)
+            line = self.lines.get(timeout=limit)
         except queue.Empty:
-            pass
+            line = None
+        if line is OVERSIZED:
+            self.started.kill()
+            self.proc.wait()
+            self.proc = None
+            raise UserInputError("LLM_FINETUNING_PYTHON", (
+                f"the training interpreter {self.python} sent a line over {MAX_LINE_CHARS >> 20} MiB during {target}: "
+                "it was stopped (no answer of the worker is that long; the code it ran wrote to its answer channel)"))
+        if line is not None:
+            return line
         self.started.kill()  # hung: its call is abandoned, the next call starts a fresh worker
         self.proc.wait()
         self.proc = None
@@ -408,7 +429,21 @@ def _apply(env: dict, cwd: str) -> None:
         os.chdir(cwd)
 
 
+def _end_with_caller() -> None:
+    """Exit as soon as no one holds this worker's input (its caller died or closed it), even while a call runs or
+    an import hangs: a worker outlived its server (round 12, M6). A pipe's read end reports POLLHUP then."""
+    import select
+
+    watch = select.poll()
+    watch.register(sys.stdin.fileno(), 0)  # POLLHUP and POLLERR are always reported
+    while True:
+        for _fd, event in watch.poll():
+            if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                os._exit(0)
+
+
 def serve() -> None:
+    threading.Thread(target=_end_with_caller, name="llm-finetuning-lifeline", daemon=True).start()
     keep_caches_private()
     # stdout carries only the protocol: whatever the called code prints goes to stderr.
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)

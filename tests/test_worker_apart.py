@@ -182,3 +182,111 @@ def test_the_worker_is_apart_where_bwrap_works():
     """This machine (and CI) has a bwrap that makes PID namespaces: the worker must start apart here."""
     assert worker_apart.not_apart() is None, worker_apart.how()
     assert os.path.exists("/proc/self/ns/pid")
+
+
+# ---------------------------------------------------------------- round 12: what the worker sends back, and when
+# Reward modules that misbehave toward the server through the worker's own channel, each then imported by a door
+# (emit_grpo_config) of a real server; the server answers that call (an error naming what happened, where it is
+# refused) and the next one.
+FIND_CHANNEL = (
+    "import sys\n"
+    "def _channel():\n"
+    "    frame = sys._getframe()\n"
+    "    while frame is not None:\n"
+    "        if 'call_id' in frame.f_locals and 'send' in frame.f_locals:\n"
+    "            return frame.f_locals['call_id'], frame.f_locals['send']\n"
+    "        frame = frame.f_back\n"
+    "    raise SystemExit('no channel')\n")
+BENIGN = "def reward(completions, **kwargs):\n    return [1.0 for _ in completions]\n"
+MISBEHAVING = {
+    # W1: an answer naming a module of this package that the server never imported (its import has effects)
+    "names a module to import": FIND_CHANNEL + "_id, _send = _channel()\n"
+    "_send({'id': _id, 'result': {'object': 'mcp_server.__main__:x', 'data': {}}})\n",
+    # W2: one line past what the server reads (64 MiB)
+    "sends a line of 65 MiB": FIND_CHANNEL + "_id, _send = _channel()\n"
+    "_send({'id': _id, 'report': [0, 1, 'x' * (65 << 20)]})\n",
+    # M5: bytes that are no UTF-8 on its stderr, then more than a pipe holds
+    "writes binary to stderr": "import os\nos.write(2, b'\\xff\\xfe\\xfd\\n')\nos.write(2, b'log line\\n' * 40000)\n",
+    # M4: an import that never returns
+    "never finishes its import": "import time\ntime.sleep(10 ** 6)\n",
+}
+SAYS = {"names a module to import": "not decoded", "sends a line of 65 MiB": "over 64 MiB",
+        "writes binary to stderr": None, "never finishes its import": "did not finish within"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(MISBEHAVING))
+def test_a_worker_that_misbehaves_gets_an_answer_and_the_server_serves_on(case, tmp_path):
+    from test_server_inputs import Wire, request
+
+    (tmp_path / "odd_reward.py").write_text(MISBEHAVING[case] + BENIGN)
+    wire = Wire(env={"LLM_FINETUNING_WORKSPACE": str(tmp_path), "LLM_FINETUNING_IMPORT_LIMIT_S": "5",
+                     "PYTHONPATH": str(tmp_path)})
+    try:
+        wire.hello()
+        wire.send(request(2, "tools/call", {"name": "emit_grpo_config", "arguments": {
+            "model": "tiny", "dataset": "tiny", "gpu": "cpu", "run_name": "odd",
+            "rewards": [{"name": "odd_reward.reward", "params": {}, "weight": 1.0}]}}))
+        (reply,) = wire.until(lambda r: any(x.get("id") == 2 for x in r), 300)
+        wire.send(request(3, "tools/call", {"name": "list_rewards", "arguments": {}}))
+        (after,) = wire.until(lambda r: any(x.get("id") == 3 for x in r), 120)
+    finally:
+        wire.close()
+    text = json.dumps(reply)
+    assert "result" in reply and "stdio_server" not in text, text[:600]
+    if SAYS[case]:  # an error, or a NOT VALID emission whose finding names it
+        assert SAYS[case] in text, text[:600]
+    assert "result" in after and not after["result"].get("isError"), json.dumps(after)[:400]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "end of input"])
+def test_a_worker_ends_with_its_server(how, tmp_path):
+    """A worker hung in a reward module's import ends within seconds of its server's end, however the server ends
+    (round 12, M6: it outlived a SIGTERM'd server indefinitely); at the end of its input the server first answers
+    what it was asked, which the import limit bounds."""
+    import signal
+
+    from test_server_inputs import Wire, request
+
+    marker = f"hung_{secrets.token_hex(5)}"
+    (tmp_path / f"{marker}.py").write_text("import time\ntime.sleep(10 ** 6)\n" + BENIGN)
+    # the import limit bounds how long the server answers what it was asked after the end of its input
+    limit = {"LLM_FINETUNING_IMPORT_LIMIT_S": "5"} if how == "end of input" else {}
+    wire = Wire(env={"LLM_FINETUNING_WORKSPACE": str(tmp_path), "PYTHONPATH": str(tmp_path), **limit})
+    try:
+        wire.hello()
+        wire.send(request(2, "tools/call", {"name": "emit_grpo_config", "arguments": {
+            "model": "tiny", "dataset": "tiny", "gpu": "cpu", "run_name": "hung",
+            "rewards": [{"name": f"{marker}.reward", "params": {}, "weight": 1.0}]}}))
+        deadline = time.monotonic() + 120
+        while not _workers_in(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _workers_in(tmp_path), "no worker started"
+        time.sleep(1.0)  # inside the import
+        if how == "end of input":
+            wire.proc.stdin.close()
+        else:
+            wire.proc.send_signal(getattr(signal, how))
+        deadline = time.monotonic() + 20
+        while _workers_in(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _workers_in(tmp_path), [p.cmdline() for p in _workers_in(tmp_path)]
+    finally:
+        for process in _workers_in(tmp_path):
+            process.kill()
+        wire.proc.kill()
+        wire.proc.wait()
+
+
+def _workers_in(workspace) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if "mcp_server.worker" in (process.info["cmdline"] or []) and \
+                    process.environ().get("LLM_FINETUNING_WORKSPACE") == str(workspace) and \
+                    process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found

@@ -14,11 +14,14 @@ package and fails on one that does not go through them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
 import os
+import signal
 import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -93,10 +96,42 @@ def install_source_only() -> None:
         sys.modules.pop(name, None)
 
 
+IMPORT_LIMIT_S = 300.0  # LLM_FINETUNING_IMPORT_LIMIT_S: how long a user module's import may take in the worker
+
+
 def import_user(name: str):
-    """importlib.import_module for user code, from its source only."""
+    """importlib.import_module for user code, from its source only; in the worker, within the import limit."""
     install_source_only()
-    return importlib.import_module(name)
+    with _import_limit(name):
+        return importlib.import_module(name)
+
+
+@contextlib.contextmanager
+def _import_limit(name: str):
+    """In the worker (one call at a time for every door of the server), a user module's import that has not
+    finished within LLM_FINETUNING_IMPORT_LIMIT_S fails naming it: one that never returned held that door and every
+    later one, its heartbeat keeping it alive (round 12, M4). A timer already running (an import inside a reward's
+    call that has one) is left alone."""
+    if (not os.environ.get("LLM_FINETUNING_WORKER") or threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield
+        return
+    try:
+        limit = max(0.1, float(os.environ.get("LLM_FINETUNING_IMPORT_LIMIT_S", IMPORT_LIMIT_S)))
+    except ValueError:
+        limit = IMPORT_LIMIT_S
+
+    def expired(_signum, _frame):
+        raise TimeoutError(f"its import did not finish within {limit:g} s (LLM_FINETUNING_IMPORT_LIMIT_S): a "
+                           "module's top level must not wait; do slow work inside the reward, or raise the limit")
+
+    before = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def load_user_file(name: str, path: str | os.PathLike):
