@@ -108,6 +108,10 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                         "tests/test_diagnose_cases.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                        "tests/test_diagnose_cases.py"),
+    # the m10 tables (issue 48): the stop's window and outcome, the entropy patch rule, as generated rows
+    "mcp_server/training/stopping.py": ("tests/test_run_states.py", "tests/test_run_forgery.py"),
+    "mcp_server/training/resume_patch.py": ("tests/test_run_states.py", "tests/test_resume_patch.py",
+                                            "tests/test_resume_patch_acts.py", "tests/test_run_forgery.py"),
     "mcp_server/rewards/sandbox.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                       "tests/test_sandbox_escapes.py", "tests/test_sandbox_table.py"),
     "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
@@ -1683,6 +1687,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     # 15:32-16:08, tree 6f4544c): 6/20 caught (gate 3/5, sandbox 1/5, runs 1/5, diagnosis 1/5); one unjudged
     # (status._eta's floor: no fast test runs it); the worker_apart pair judged only by AREAS['sandbox'] (no fast
     # test runs the module, none of the area's files runs it), reads._sqlite_files likewise; no pytest error.
+    # The runs survivors killed by tables of generated boundaries in tests/test_run_states.py (branch kill10b,
+    # `--by-area --only` the four: 4/4 in 421 s at load 6-7): the stop's window of progress lines, the stop's
+    # outcome, the ETA at every point of a step (its line now run by fast tests), the entropy patch rule.
     # gate: the config as loaded, the loader's variables, the trainer's own origin checks, the reward reads watched
     # at every call, the reference model's weights
     M("m10-gate-loaded-config-subfolder", "gate", "mcp_server/inspection/loaded_config.py",

@@ -1349,3 +1349,289 @@ def test_a_runs_signed_lines_read_the_same_by_every_path_form(tmp_path, monkeypa
     assert SIGNED_READERS[reader](path) == want, (form, reader)
     if reader == "read_progress":
         assert _read_progress(path)[1] is None, (form, _read_progress(path)[1])
+
+
+# ---------------------------------------------------------------- the m10 audit (issue 48): generated boundaries
+# Rows generated from each contract's own declarations and every boundary of every comparison it makes, so that a
+# bug between two rows someone thought of still fails one (m10-runs-*: the stop's window of progress lines, the
+# stop's outcome, the ETA, the entropy patch rule). Nothing trains and no process starts.
+def _window_rows() -> list[tuple[int, str]]:
+    """(lines logged, where the one slow step is): fewer than, exactly and more than the STEP_WINDOW lines a stop
+    reads, the slow step first, in the middle, last, just inside and just outside the window."""
+    from mcp_server.training.stopping import STEP_WINDOW
+
+    rows = []
+    for n in sorted({1, 2, STEP_WINDOW - 1, STEP_WINDOW, STEP_WINDOW + 1, 2 * STEP_WINDOW + 1}):
+        for where in ("first", "middle", "last", "window-start", "before-window"):
+            at = {"first": 0, "middle": n // 2, "last": n - 1, "window-start": max(n - STEP_WINDOW, 0),
+                  "before-window": n - STEP_WINDOW - 1}[where]
+            if at >= 0 and (n, at) not in [(m, a) for m, a, _ in rows]:
+                rows.append((n, at, where))
+    return [(n, at) for n, at, _ in rows]
+
+
+WINDOW_ROWS = _window_rows()
+
+
+@pytest.mark.parametrize("count, slow_at", WINDOW_ROWS, ids=[f"{n}-lines-slow-at-{a}" for n, a in WINDOW_ROWS])
+def test_a_stop_reads_the_latest_window_of_step_times(tmp_path, monkeypatch, count, slow_at):
+    """stop_training's wait and stop_result's step_time_s read the LATEST STEP_WINDOW progress lines (the steps
+    as they are now: a run whose steps grew is waited for as long as they take now), the wait counted from the
+    last line's time (m10-runs-stop-wait-first-lines: the first 20 lines were read). Each row: `count` lines of
+    100 s steps, one of 400 s at `slow_at`, the lines 10 s apart, the last logged 10 s ago."""
+    from mcp_server.runs import Run
+    from mcp_server.training.derived import DerivedState
+    from mcp_server.training.stopping import SAVE_MARGIN_S, STEP_WINDOW, STOP_WAIT_S, stop_result, stop_wait
+
+    run = Run(tmp_path / "run")
+    run.logs.mkdir(parents=True)
+    now = 1_000_000.0
+    rows = [{"step": i + 1, "time": now - 10.0 * (count - i), "step_time": 400.0 if i == slow_at else 100.0}
+            for i in range(count)]
+    write_signed_lines(run.progress, rows)
+    latest = rows[-STEP_WINDOW:]  # the contract: the latest lines, the last one's time
+    step = max(r["step_time"] for r in latest)
+    wait = min(max(max(latest[-1]["time"] + step - now, 0.0) + 0.5 * step + SAVE_MARGIN_S, STOP_WAIT_S[0]),
+               STOP_WAIT_S[1])
+    assert stop_wait(run, now=now) == (pytest.approx(wait), step), (count, slow_at)
+    config = {"output_dir": "checkpoints"}
+    result = stop_result(run, DerivedState(state="running", alive=True), config, graceful=False, killed=False,
+                         waited=1.0, timeout_s=1.0, note="")
+    assert result.step_time_s == step and f"its steps take up to {step:.0f} s" in result.message, result.message
+
+
+EXIT_CODES = (None, 0, 1, 137)  # none recorded (killed before launch.sh wrote it), clean, an error, SIGKILL
+STOP_SAVES = ("complete", "unrecorded", "file-missing", "no-save", "absent", "another-launch")
+STOP_OUTCOMES = (None, "stopped", "succeeded")
+STOP_MODES = ("graceful", "killed", "waited")  # ended while the stop waited; killed after it; neither
+
+
+def _stop_events(save: str, outcome: str | None, code: int | None) -> tuple[tuple[Event, ...], str | None]:
+    """The writes of a run asked to stop that then ended: its stop's save as `save`, its outcome, its exit code."""
+    events = list(lineage("stopping"))
+    if save == "complete" or save == "file-missing":
+        events += [Event("stopped", OLD, step=2), *checkpoint(2)]
+    elif save == "unrecorded":  # every file written, the trainer's record of the save never (the save failed)
+        events += [Event("stopped", OLD, step=2), *checkpoint(2)[:-1]]
+    elif save == "no-save":  # stopped.json says no checkpoint was saved (rewritten below)
+        events += [Event("stopped", OLD, step=2)]
+    elif save == "another-launch":  # stopped.json of another launch, its checkpoint saved
+        events += [Event("stopped", NEW, step=2), *checkpoint(2)]
+    if outcome == "succeeded":  # it reached its end (its final save) while the stop waited
+        events += [Event("progress", step=4), Event("final_model", step=4)]
+    if outcome:
+        events.append(Event("outcome", (OLD, outcome)))
+    if code is not None:
+        events.append(Event("exit_code", code))
+    return tuple(events), ("file-removed" if save == "file-missing" else None)
+
+
+STOP_CELLS = [(s, o, c) for s in STOP_SAVES for o in STOP_OUTCOMES for c in EXIT_CODES]
+
+
+@pytest.mark.parametrize("save, outcome, code", STOP_CELLS,
+                         ids=[f"{s}-{o or 'no-outcome'}-exit-{c}" for s, o, c in STOP_CELLS])
+def test_a_stops_outcome_for_every_save_outcome_and_exit_code(tmp_path, monkeypatch, save, outcome, code):
+    """What a stop says after the run ended, for every way its save at the stop went (complete; never recorded;
+    a file gone; stopped.json saying none was saved; no stopped.json; another launch's) x the outcome the trainer
+    wrote x the launcher's exit code x how the stop ended (the run ended while it waited, killed, neither): graceful
+    with 'a checkpoint saved' only when the checkpoint of the step its stopped.json names is complete; otherwise
+    an error naming the save and the exit code, whatever that code (m10-runs-stop-failure-exit-only: an exit 0
+    after a failed save read 'stopped ... with a checkpoint saved')."""
+    from mcp_server.runs import Run
+    from mcp_server.training.runstate import derive_state
+    from mcp_server.training.stopping import stop_result
+
+    events, variant = _stop_events(save, outcome, code)
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(tmp_path))
+    cell = Cell("stopped", events, variant, id="stop")
+    run = Run(build(tmp_path, make_template(tmp_path), cell))
+    if save == "no-save":
+        write_signed(run.stopped, {**json.loads(run.stopped.read_text()), "checkpoint_saved": False})
+    after = derive_state(run)
+    state = after.state
+    assert not after.alive and after.exit_code == code, (after.state, after.exit_code)
+    config = yaml.safe_load(run.config.read_text())
+    saved = save == "complete"
+    exited = f"exited with code {code}" if code is not None else "no exit code recorded"
+    for mode in STOP_MODES:
+        result = stop_result(run, after, config, graceful=mode == "graceful", killed=mode == "killed",
+                             waited=3.0, timeout_s=3.0, note="")
+        said = (save, outcome, code, mode, state, result.message, result.error)
+        if mode == "killed":
+            assert result.killed and not result.graceful and "killed after 3 s" in (result.error or ""), said
+        elif mode == "waited":
+            assert not result.graceful and result.error is None and f"ended ({state})" in result.message, said
+        elif state == "succeeded":
+            assert result.graceful and result.error is None and "ended (succeeded)" in result.message, said
+        elif saved:
+            assert result.graceful and result.error is None, said
+            assert "stopped at step 2 with a checkpoint saved" in result.message, said
+        else:
+            assert not result.graceful and "with a checkpoint saved" not in result.message, said
+            assert exited in (result.error or ""), said
+            why = "no checkpoint was saved at the stop" if save in ("absent", "another-launch") else \
+                "the checkpoint save at the stop failed: it stopped at step 2"
+            assert why in result.error, said
+
+
+ETA_STEP_S = 600.0  # every logged step's time in the ETA rows
+ETA_FRACTIONS = (-0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 10.0)  # time since the last step, in steps: the clock
+# behind it, at it, mid-step, at the step's expected end, past it, far past it
+ETA_LEFT = (0, 1, 2, 6)  # steps left: none (the floor's - 1 below 0), one, two, several
+
+
+@pytest.mark.parametrize("left", ETA_LEFT)
+@pytest.mark.parametrize("ago", ETA_FRACTIONS)
+def test_the_eta_at_every_point_of_a_step(live_run, ago, left):
+    """training_status's ETA of a live run: the steps left at the step time, less the time since the last logged
+    step (the step under way), never below the steps after the one under way, never below 0; at each point of a
+    step (the clock behind the log, the step just logged, a quarter, half, three quarters in, at its expected end,
+    overdue) x the steps left (m10-runs-eta-floor-whole: the floor was every step left, so the ETA never fell while
+    a step ran). The live launcher is this test's own process (`live_run`)."""
+    from mcp_server.runs import Run
+
+    run = Run(live_run)
+    max_steps = 10
+    step = max_steps - left
+    write_signed(run.train_begin, {"max_steps": max_steps, "global_step": 0, "time": time.time() - 10 * ETA_STEP_S,
+                                   "launch_id": OLD})
+    before = time.time()
+    last = before - ago * ETA_STEP_S
+    write_signed_lines(run.progress, [{"step": s, "time": last - ETA_STEP_S * (step - s), "step_time": ETA_STEP_S,
+                                       "loss": 0.1} for s in range(1, step + 1)])
+    status = _status(live_run)
+    after = time.time()
+    assert (status.state, status.step, status.max_steps) == ("running", step, max_steps), status.message
+
+    def eta(at: float) -> float:  # the contract, at the moment `at` the status was read
+        return max(left * ETA_STEP_S - max(at - last, 0.0), max(left - 1, 0) * ETA_STEP_S, 0.0)
+    assert eta(after) - 0.05 <= status.eta_s <= eta(before) + 0.05, (ago, left, status.eta_s, eta(before))
+    assert f"ETA {status.eta_s / 60:.1f} min" in status.message, status.message
+
+
+def test_a_live_run_before_its_first_step_has_no_eta(live_run):
+    """Before the first logged step: no ETA (nothing measured), whatever the config's max_steps."""
+    from mcp_server.runs import Run
+
+    run = Run(live_run)
+    write_signed(run.train_begin, {"max_steps": 10, "global_step": 0, "time": time.time(), "launch_id": OLD})
+    status = _status(live_run)
+    assert status.state == "running" and status.step is None and status.eta_s is None, status.message
+
+
+def _entropy_rows() -> list[tuple]:
+    """(use_adaptive_entropy at launch, in the patch, entropy_coef in the patch): each flag absent (TRL's default),
+    false or true, in the config and in the patch; entropy_coef absent, the launched (or default) value, another."""
+    flags = ("absent", False, True)
+    return [(c, p, e) for c in flags for p in flags for e in ("absent", "same", "changed")]
+
+
+ENTROPY_ROWS = _entropy_rows()
+INVALID = {"learning_rate": -1.0}  # in every patch: one the patch rules accept ends refused by validation, cheaply
+
+
+def _launched_with(tmp_path, monkeypatch, extra: dict) -> Path:
+    """A stopped cell whose launched config (train/config.yaml, run.json's launched_config and hash) holds
+    `extra`."""
+    def tweak(run):
+        launched = {**yaml.safe_load(run.config.read_text()), **extra}
+        run.config.write_text(yaml.safe_dump(launched))
+        record = json.loads(run.run_json.read_text())
+        record.update(launched_config=launched, config_sha256=hashlib.sha256(run.config.read_bytes()).hexdigest())
+        run.run_json.write_text(json.dumps(record))
+    return _cell(tmp_path, monkeypatch, "stopped", tweak=tweak)
+
+
+@pytest.mark.parametrize("config_flag, patch_flag, coef", ENTROPY_ROWS,
+                         ids=[f"config-{c}-patch-{p}-coef-{e}" for c, p, e in ENTROPY_ROWS])
+def test_an_entropy_patch_is_refused_exactly_when_the_controller_replaces_it(tmp_path, monkeypatch, config_flag,
+                                                                             patch_flag, coef):
+    """resume_training's patch of entropy_coef does not act when use_adaptive_entropy is on for the resume (the
+    checkpoint's controller state replaces it): refused naming it exactly then, the flag read from the patch when
+    it sets it, else the launched config, else TRL's default; the flag set in the config, in the patch, both,
+    neither (m10-runs-patch-entropy-adaptive-default: a flag set only in the config was not read)."""
+    from mcp_server.config.grpo_fields import GRPOView
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    launched = {} if config_flag == "absent" else {"use_adaptive_entropy": config_flag}
+    run_dir = _launched_with(tmp_path, monkeypatch, launched)
+    default = GRPOView.DEFAULTS["entropy_coef"]
+    patch = dict(INVALID)
+    if patch_flag != "absent":
+        patch["use_adaptive_entropy"] = patch_flag
+    if coef != "absent":
+        patch["entropy_coef"] = default if coef == "same" else default + 0.01
+    adaptive = patch.get("use_adaptive_entropy",
+                         launched.get("use_adaptive_entropy", GRPOView.DEFAULTS["use_adaptive_entropy"]))
+    idle = coef == "changed" and bool(adaptive)
+    resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config"], resumed.message
+    message = resumed.refusals[0].message
+    assert ("cannot apply" in message and "entropy_coef" in message) == idle, (patch, launched, message)
+    assert ("does not validate" in message) == (not idle), message
+
+
+def _changed(value):
+    """A value other than `value`, of a type the field takes."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    return "changed" if value is None or isinstance(value, str) else None
+
+
+@pytest.mark.parametrize("field", sorted(__import__("mcp_server.training.resume_patch",
+                                                     fromlist=["NOT_ACTING"]).NOT_ACTING))
+@pytest.mark.parametrize("how", ["launched value", "changed"])
+def test_every_field_a_resume_cannot_apply_is_refused_only_when_changed(tmp_path, monkeypatch, field, how):
+    """Each field the patch rules declare does not act on a resume (resume_patch.NOT_ACTING): a patch changing it
+    from its launched value (TRL's default here) is refused naming it; one giving its launched value is not."""
+    from mcp_server.config.grpo_fields import GRPOView
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    run_dir = _launched_with(tmp_path, monkeypatch, {})
+    value = GRPOView.DEFAULTS.get(field)
+    patch = {**INVALID, field: value if how == "launched value" else _changed(value)}
+    resumed = resume_training(RunRequest(run=str(run_dir), patch=patch))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config"], resumed.message
+    message = resumed.refusals[0].message
+    assert ("cannot apply" in message and f"{field}:" in message) == (how == "changed"), (patch, message)
+
+
+EDIT_ROWS = [(c, e) for c in ("absent", False, True) for e in ("unchanged", False, True)]
+
+
+@pytest.mark.parametrize("config_flag, edited_flag", EDIT_ROWS,
+                         ids=[f"launched-{c}-edited-{e}" for c, e in EDIT_ROWS])
+def test_config_hash_advice_never_proposes_an_entropy_patch_the_controller_replaces(tmp_path, monkeypatch,
+                                                                                    config_flag, edited_flag):
+    """train/config.yaml edited after the launch to another entropy_coef (and use_adaptive_entropy left, or set
+    false or true): resume_training's config_hash refusal proposes resuming with the change as a patch only when
+    the controller is off for it (the edit's flag, else the launched one, else TRL's default); otherwise it says a
+    resume cannot apply entropy_coef (m10-runs-patch-entropy-adaptive-default)."""
+    from mcp_server.config.fields import pinned
+    from mcp_server.config.grpo_fields import GRPOView
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    launched = {} if config_flag == "absent" else {"use_adaptive_entropy": config_flag}
+    run_dir = _launched_with(tmp_path, monkeypatch, launched)
+    config = run_dir / "train" / "config.yaml"
+    full = yaml.safe_load(config.read_text())
+    edited = {**full, "entropy_coef": GRPOView.DEFAULTS["entropy_coef"] + 0.01}
+    if edited_flag != "unchanged":
+        edited["use_adaptive_entropy"] = edited_flag
+    config.write_text(yaml.safe_dump(edited))
+    changed = {k: v for k, v in edited.items() if k != "use_adaptive_entropy" or v != launched.get(k, "absent")}
+    adaptive = changed.get("use_adaptive_entropy",
+                           launched.get("use_adaptive_entropy", GRPOView.DEFAULTS["use_adaptive_entropy"]))
+    resumed = resume_training(RunRequest(run=str(run_dir)))
+    assert not resumed.launched and [r.gate for r in resumed.refusals] == ["config_hash"], resumed.message
+    way = resumed.refusals[0].how_to_clear
+    assert ("a resume cannot apply" in way and "entropy_coef (" in way) == bool(adaptive), (launched, edited, way)
+    moved = [k for k in dict.fromkeys([*full, *edited]) if full.get(k) != edited.get(k)]
+    proposed = not adaptive and not any(pinned(k) for k in moved)  # a pinned field's change is never a patch
+    assert ("resume_training with patch" in way) == proposed, way
