@@ -24,8 +24,30 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
+from pathlib import Path
 
 NAMESPACE = ("--unshare-pid", "--new-session", "--proc", "/proc")
+
+
+def runtime_dir() -> Path | None:
+    """A folder only this user can enter (the CLI's warm worker's socket lives there: worker_daemon), or None (then
+    no daemon: a shared folder would let others answer)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(base) / "llm-finetuning" if base else Path(tempfile.gettempdir()) / f"llm-finetuning-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.stat()
+    except OSError:
+        return None
+    return folder if info.st_uid == os.getuid() and not info.st_mode & 0o077 else None
+
+
+def _hidden() -> list[str]:
+    """The folders the worker must not see, each an empty tmpfs in its namespace: the warm worker's sockets (round
+    12, W3: code in the worker put its own socket over the daemon's and answered another process's CLI calls)."""
+    folder = runtime_dir()
+    return ["--tmpfs", str(folder)] if folder is not None else []
 
 
 def _binds() -> list[str]:
@@ -107,7 +129,7 @@ def start(command: list[str], **popen) -> Started:
         return Started(subprocess.Popen(command, **popen), None)
     read, write = os.pipe()
     try:
-        proc = subprocess.Popen([bwrap, *_binds(), *NAMESPACE, "--info-fd", str(write), "--", *command],
+        proc = subprocess.Popen([bwrap, *_binds(), *NAMESPACE, *_hidden(), "--info-fd", str(write), "--", *command],
                                 pass_fds=(write,), **popen)
     finally:
         os.close(write)

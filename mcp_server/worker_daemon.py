@@ -25,11 +25,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.worker_apart import runtime_dir
 from mcp_server.interpreter import training_env
 from mcp_server.reporting import Report
 from mcp_server.worker import WORKER_FLAG, _resolve, handle, receive, request_message, silence_limit
@@ -50,18 +50,6 @@ def idle_seconds() -> float:
         return max(1.0, float(os.environ.get("LLM_FINETUNING_WORKER_IDLE_S", IDLE_S)))
     except ValueError:
         return IDLE_S
-
-
-def runtime_dir() -> Path | None:
-    """A folder only this user can enter, or None (then no daemon: a shared folder would let others answer)."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(base) / "llm-finetuning" if base else Path(tempfile.gettempdir()) / f"llm-finetuning-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat()
-    except OSError:
-        return None
-    return folder if info.st_uid == os.getuid() and not info.st_mode & 0o077 else None
 
 
 def daemon_key(python: str) -> str:

@@ -39,6 +39,10 @@ REACH = {
     "write the holder's stdout": "open(f'/proc/{HOLDER}/fd/1', 'w').write('FORGED\\n')",
     "write the holder's stdin": "open(f'/proc/{HOLDER}/fd/0', 'w').write('FORGED\\n')",
     "read the holder's environment": "open(f'/proc/{HOLDER}/environ', 'rb').read()",
+    # round 12, W3: the CLI's warm worker listens in this user's runtime folder; a socket put there answers its calls
+    "see the warm worker's sockets": "assert os.path.exists(os.environ['MARKER'])",
+    "put a socket among them": "open(os.path.join(os.environ['RUNTIME'], 'planted'), 'w').write('x')\n"
+                               "assert os.path.exists(os.environ['MARKER'])",
 }
 ATTACK = textwrap.dedent("""
     import ctypes, os, signal
@@ -49,7 +53,7 @@ ATTACK = textwrap.dedent("""
         for name, line in {reach!r}.items():
             try:
                 exec(line)
-            except (OSError, ValueError):
+            except (OSError, ValueError, AssertionError):
                 continue
             if name not in {signalled!r}:
                 reached.append(tag + name)
@@ -64,11 +68,17 @@ HOLDER = textwrap.dedent("""
     from mcp_server import worker_apart
     got = []
     signal.signal(signal.SIGUSR1, lambda *a: got.append("SIGUSR1"))
-    env = dict(os.environ, HOLDER=str(os.getpid()), HOLDER_NS=os.readlink("/proc/self/ns/pid"))
+    runtime = worker_apart.runtime_dir()
+    marker = runtime / f"marker-{os.getpid()}"
+    marker.write_text("")
+    env = dict(os.environ, HOLDER=str(os.getpid()), HOLDER_NS=os.readlink("/proc/self/ns/pid"),
+               RUNTIME=str(runtime), MARKER=str(marker))
     started = worker_apart.start([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True, env=env)
     out, _ = started.proc.communicate(timeout=120)
     time.sleep(0.2)  # a signal in flight
-    print(json.dumps({"reached": out.strip(), "signals": got, "how": worker_apart.how()}))
+    planted = (runtime / "planted").exists()
+    marker.unlink()
+    print(json.dumps({"reached": out.strip(), "signals": got, "how": worker_apart.how(), "planted": planted}))
 """)
 
 
@@ -79,7 +89,7 @@ def test_code_in_the_worker_cannot_reach_the_process_that_started_it(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     said = json.loads(proc.stdout.strip().splitlines()[-1])
     assert said["how"].startswith("apart"), said["how"]  # bwrap works here and on CI
-    assert said["reached"] == "[]" and not said["signals"], said
+    assert said["reached"] == "[]" and not said["signals"] and not said["planted"], said
     assert "FORGED" not in proc.stdout
 
 
