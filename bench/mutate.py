@@ -116,6 +116,13 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                            "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
                                            "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+    # the files a reward reads (m10): the sandbox area's files never run them, these tables do (in process)
+    **dict.fromkeys(("mcp_server/rewards/reads.py", "mcp_server/rewards/read_frames.py",
+                     "mcp_server/rewards/native_reads.py"),
+                    ("tests/test_reward_reads.py", "tests/test_reward_reads_every_audit_event.py",
+                     "tests/test_reward_reads_native.py")),
+    "mcp_server/inspection/loaded_config.py": ("tests/test_loaded_is_what_was_checked.py",
+                                               "tests/test_loaded_weights.py"),
 }
 
 M = Mutation
