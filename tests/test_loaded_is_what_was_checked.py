@@ -189,6 +189,8 @@ def _laid_out(tmp_path: Path, tiny_model: Path, layout: str) -> Path:
                 shutil.copy2(tiny_model / name, other / name)
         config = json.loads((tiny_model / "config.json").read_text())
         (other / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5, "hidden_act": "gelu"}))
+        generation = json.loads((tiny_model / "generation_config.json").read_text())
+        (other / "generation_config.json").write_text(json.dumps({**generation, "eos_token_id": 3}))
     return folder
 
 
@@ -196,9 +198,11 @@ def _laid_out(tmp_path: Path, tiny_model: Path, layout: str) -> Path:
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_the_config_as_loaded_is_the_verified_file_wherever_the_model_loads_from(tmp_path, tiny_model, monkeypatch,
                                                                                   capsys, layout, swap):
-    """Refused exactly when a field of what loaded is not the verified file's (of the folder it loads from), which
-    file transformers reads deciding which swap reaches the model: transformers 5 reads generation_config.json
-    from the top of the folder whatever the subfolder (`adjust_generation_fn` gets no subfolder)."""
+    """Refused exactly when a field of what loaded is no verified file's: the config is the folder's it loads from;
+    the generation config that folder's or the top's (transformers 5 reads generation_config.json from the top
+    whatever the subfolder: `adjust_generation_fn` gets no subfolder), so a subfolder under another model whose
+    generation config differs trains (it was refused as 'swapped while it loaded') and a swap reaches the model
+    where transformers reads it."""
     from transformers import AutoModelForCausalLM
 
     from mcp_server.inspection.trained import confirm_loaded_model
@@ -226,8 +230,9 @@ def test_the_config_as_loaded_is_the_verified_file_wherever_the_model_loads_from
         reached = False
     else:
         loaded = (model.config if name == "config.json" else model.generation_config).to_dict()
-        verified = json.loads((folder / sub / name).read_text())
-        reached = json.dumps(loaded.get(key), sort_keys=True) != json.dumps(verified.get(key), sort_keys=True)
+        read = [folder / sub] + ([folder] if sub and name == "generation_config.json" else [])
+        verified = [json.loads((place / name).read_text()).get(key) for place in read]
+        reached = json.dumps(loaded.get(key), sort_keys=True) not in [json.dumps(v, sort_keys=True) for v in verified]
         assert reached or whose != "its own" or name != "config.json", (layout, swap)  # a row that tests nothing
     if not reached:
         confirm_loaded_model(SimpleNamespace(model=model, ref_model=None))  # what loaded is the verified files
