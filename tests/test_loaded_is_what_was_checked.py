@@ -199,10 +199,10 @@ def _laid_out(tmp_path: Path, tiny_model: Path, layout: str) -> Path:
 def test_the_config_as_loaded_is_the_verified_file_wherever_the_model_loads_from(tmp_path, tiny_model, monkeypatch,
                                                                                   capsys, layout, swap):
     """Refused exactly when a field of what loaded is no verified file's: the config is the folder's it loads from;
-    the generation config that folder's or the top's (transformers 5 reads generation_config.json from the top
-    whatever the subfolder: `adjust_generation_fn` gets no subfolder), so a subfolder under another model whose
-    generation config differs trains (it was refused as 'swapped while it loaded') and a swap reaches the model
-    where transformers reads it."""
+    the generation config that folder's or the top's (transformers 5 reads the top's generation_config.json when
+    there is one: GenerationConfig.from_pretrained joins the subfolder before an absolute path), so a subfolder
+    under another model whose generation config differs trains (it was refused as 'swapped while it loaded') and a
+    swap reaches the model where transformers reads it."""
     from transformers import AutoModelForCausalLM
 
     from mcp_server.inspection.trained import confirm_loaded_model

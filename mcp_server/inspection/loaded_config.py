@@ -9,7 +9,7 @@ non-weight files into a private folder (verified_copy's rule) and this module lo
 config from there and compares them with each loaded model's, field by field. Fields the load itself sets are
 left out (IGNORED: the dtype it loaded in, `use_cache` TRL turns off with gradient checkpointing, the path it was
 loaded from, the transformers version, the attention implementation chosen). From a subfolder, the generation config
-may be the subfolder's or the top's (transformers 5 reads it from the top): either verified copy passes.
+may be the subfolder's or the top's (transformers 5 reads the top's when there is one): either verified copy passes.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def loaded_config_problems(models: list, private: str | Path, loads: dict | None
     if not (folder / "config.json").is_file():
         return []  # nothing of it was read from the folder (a model built otherwise): the weights still compare
     verified = AutoConfig.from_pretrained(folder)
-    # the generation config a load reads: the subfolder's, or the top's (transformers 5 reads generation_config.json
-    # from the top whatever the subfolder): either is verified bytes; what loaded must be one of them
+    # the generation config a load reads: the subfolder's, or the top's (GenerationConfig.from_pretrained joins the
+    # subfolder before an absolute path, which leaves the path): either is verified bytes; what loaded is one of them
     generations = [GenerationConfig.from_pretrained(place) for place in dict.fromkeys((folder, Path(private)))
                    if (place / "generation_config.json").is_file()]
     problems = []
