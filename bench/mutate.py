@@ -1689,6 +1689,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     # 15:32-16:08, tree 6f4544c): 6/20 caught (gate 3/5, sandbox 1/5, runs 1/5, diagnosis 1/5); one unjudged
     # (status._eta's floor: no fast test runs it); the worker_apart pair judged only by AREAS['sandbox'] (no fast
     # test runs the module, none of the area's files runs it), reads._sqlite_files likewise; no pytest error.
+    # Killed by generated tables (branch kill10a, --by-area, 806 s at load 14): loaded-config-subfolder (where the
+    # model loads from x every shape-free config field), site-hook-link-refused (every sysconfig root x a file or
+    # a link within, out, in), sqlite-wal-unpinned (every journal mode x every side file on disk), digest-cache-
+    # ctime (size x inode x mtime, ctime moving); reads.py now has MODULE_TESTS.
     # gate: the config as loaded, the loader's variables, the trainer's own origin checks, the reward reads watched
     # at every call, the reference model's weights
     M("m10-gate-loaded-config-subfolder", "gate", "mcp_server/inspection/loaded_config.py",
