@@ -121,6 +121,13 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                            "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
                                            "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+    # the files a reward reads (m10): the sandbox area's files never run them, these tables do (in process)
+    **dict.fromkeys(("mcp_server/rewards/reads.py", "mcp_server/rewards/read_frames.py",
+                     "mcp_server/rewards/native_reads.py"),
+                    ("tests/test_reward_reads.py", "tests/test_reward_reads_every_audit_event.py",
+                     "tests/test_reward_reads_native.py")),
+    "mcp_server/inspection/loaded_config.py": ("tests/test_loaded_is_what_was_checked.py",
+                                               "tests/test_loaded_weights.py"),
 }
 
 M = Mutation
@@ -1690,6 +1697,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     # The runs survivors killed by tables of generated boundaries in tests/test_run_states.py (branch kill10b,
     # `--by-area --only` the four: 4/4 in 421 s at load 6-7): the stop's window of progress lines, the stop's
     # outcome, the ETA at every point of a step (its line now run by fast tests), the entropy patch rule.
+    # Killed by generated tables (branch kill10a, --by-area, 806 s at load 14): loaded-config-subfolder (where the
+    # model loads from x every shape-free config field), site-hook-link-refused (every sysconfig root x a file or
+    # a link within, out, in), sqlite-wal-unpinned (every journal mode x every side file on disk), digest-cache-
+    # ctime (size x inode x mtime, ctime moving); reads.py now has MODULE_TESTS.
     # gate: the config as loaded, the loader's variables, the trainer's own origin checks, the reward reads watched
     # at every call, the reference model's weights
     M("m10-gate-loaded-config-subfolder", "gate", "mcp_server/inspection/loaded_config.py",

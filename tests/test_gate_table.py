@@ -18,6 +18,7 @@ import fnmatch
 import json
 import os
 import shutil
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -1773,3 +1774,88 @@ def test_the_trainers_allowed_roots_are_folders_not_name_prefixes(tmp_path, monk
     assert (libraries == []) == inside and (len(libraries) == len(TRAINER_PACKAGES) or inside), (place, how, libraries)
     assert any(m.startswith("m8_probe (") for m in foreign_modules()) != inside, (place, how)
     assert (str(folder) in foreign_path_entries()) != inside, (place, how)
+
+
+# ---------------------------------------------------------------- the trainer's trusted roots x files and links (m10)
+# Every folder sysconfig names for an installation (sysconfig.get_path_names: the interpreter's own stdlib and
+# site-packages are trusted, its scripts, headers and data folders are not) and the training paths the verdict
+# recorded (TRAINING_PATHS_ENV), each placed in its own folder, x how a module file (or a searched folder) is
+# reached from there: a regular one, a link within the root, a link in the root leading out (Debian's
+# /usr/lib/python3.X/sitecustomize.py -> /etc/python3.X/), a link elsewhere leading in, and outside altogether.
+# The rule, per check: a site hook, an imported module or a searched folder is the installation's when it lies
+# under one of its roots as written OR as resolved; a package the trainer imports (foreign_libraries) only as
+# resolved, under the recorded roots (m10: the link-out hook refused every launch on a system Python).
+INSTALLED = ("stdlib", "platstdlib", "purelib", "platlib")
+REACHED = {  # how: (where the name is, where it resolves to)
+    "a regular file": ("inside", "inside"), "a link within the root": ("inside", "inside"),
+    "a link in the root leading out": ("inside", "outside"), "a link outside leading in": ("outside", "inside"),
+    "a link outside leading elsewhere": ("outside", "outside"), "a regular file outside": ("outside", "outside"),
+}
+
+
+def _reached(root: Path, outside: Path, how: str, name: str, folder: bool) -> Path:
+    """`name` (a file, or a folder when `folder`) reached as `how` says, relative to `root`; returns the path the
+    import system would hold."""
+    def make(path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir() if folder else path.write_text("")
+        return path
+    if how == "a regular file":
+        return make(root / name)
+    if how == "a regular file outside":
+        return make(outside / name)
+    named, target = {"a link within the root": (root / name, root / "real" / name),
+                     "a link in the root leading out": (root / name, outside / "real" / name),
+                     "a link outside leading in": (outside / name, root / "real" / name),
+                     "a link outside leading elsewhere": (outside / name, outside / "real" / name)}[how]
+    make(target)
+    named.parent.mkdir(parents=True, exist_ok=True)
+    named.symlink_to(target, target_is_directory=folder)
+    return named
+
+
+@pytest.mark.parametrize("how", list(REACHED))
+@pytest.mark.parametrize("root_name", [*sysconfig.get_path_names(), "recorded"])
+def test_the_trainers_origin_checks_trust_each_root_as_written_or_as_resolved(tmp_path, monkeypatch, root_name,
+                                                                               how):
+    import importlib.machinery
+    import types
+
+    from mcp_server.inspection.loader_env import TRAINER_PACKAGES, TRAINING_PATHS_ENV
+    from mcp_server.training.trainer import verified_script as vs
+
+    paths = {name: tmp_path / "install" / name for name in sysconfig.get_path_names()}
+    recorded = tmp_path / "recorded" / "site-packages"
+    for folder in (*paths.values(), recorded):
+        folder.mkdir(parents=True)
+    root = recorded if root_name == "recorded" else paths[root_name]
+    outside = tmp_path / "elsewhere"
+    hook = _reached(root, outside, how, "sitecustomize.py", folder=False)
+    probe = _reached(root, outside, how, "m10_probe.py", folder=False)
+    searched = _reached(root, outside, how, "searched", folder=True)
+    trl = _reached(root, outside, how, "trl", folder=True)
+    (trl / "__init__.py").write_text("")
+    modules = {"sitecustomize": hook, "usercustomize": hook, "m10_probe": probe}
+    name_in, resolves_in = (where == "inside" for where in REACHED[how])
+    trusted = root_name in INSTALLED or root_name == "recorded"
+    with monkeypatch.context() as faked:
+        faked.setattr(sysconfig, "get_paths", lambda *a, **k: {k: str(v) for k, v in paths.items()})
+        faked.setenv(TRAINING_PATHS_ENV, str(recorded))
+        for name, path in modules.items():
+            module = types.ModuleType(name)
+            module.__file__ = str(path)
+            faked.setitem(os.sys.modules, name, module)
+        faked.setitem(os.sys.path_importer_cache, str(searched), importlib.machinery.FileFinder(str(searched)))
+        package = types.ModuleType("trl")
+        package.__file__, package.__path__ = str(trl / "__init__.py"), [str(trl)]
+        faked.setitem(os.sys.modules, "trl", package)
+        hooks, foreign, entries = vs.foreign_site_hooks(), vs.foreign_modules(), vs.foreign_path_entries()
+        libraries = vs.foreign_libraries(imported=True)
+    assert "trl" in TRAINER_PACKAGES
+    row = (root_name, how)
+    assert (hooks == []) == (root_name in INSTALLED and (name_in or resolves_in)), (row, hooks)
+    assert len(hooks) in (0, 2), hooks  # sitecustomize and usercustomize alike
+    assert (not any(m.startswith("m10_probe (") for m in foreign)) == (trusted and (name_in or resolves_in)), row
+    assert (str(searched) not in entries) == (trusted and (name_in or resolves_in)), (row, entries)
+    assert (not any(m.startswith("trl (") for m in libraries)) == (root_name == "recorded" and resolves_in), \
+        (row, libraries)

@@ -132,6 +132,116 @@ def test_a_config_swapped_while_the_model_loads_is_refused(tmp_path, tiny_model,
     assert refused.value.code == 3 and f"{name}: " in err and "verified" in err, err
 
 
+# ---------------------------------------------------------------- the config as loaded, from each place a model loads
+# Where the model's files sit in the verified folder (model_init_kwargs' subfolder, training_inputs.WEIGHT_KWARGS):
+# at the top, at the top with another model's checkpoint in a subfolder, in a subfolder under another model (a
+# repo's base model at its top, the trained checkpoint inside; a folder with no config.json at its top is no model
+# to resolve_model, nor a cached snapshot to pins.hub_snapshot, so never reaches this check) x each file
+# loaded_config compares with what loaded, swapped while the model loads and put back, field by field: every field
+# of the verified file that chooses no tensor's shape (generated from the file: its floats, flags, strings, nested
+# mappings and token ids; IGNORED left out), or the other folder's copy of the file swapped instead (not what
+# loaded: no refusal), or nothing. Refused, naming the file, exactly when what loaded is not the verified file
+# (m10: from a subfolder, the check read the top's file or none).
+LAYOUTS = {"at the top": "", "at the top, a checkpoint beside": "", "in a subfolder under another model": "ckpt"}
+OTHER = {"at the top, a checkpoint beside": "ckpt", "in a subfolder under another model": ""}
+
+
+def _changed_value(key: str, value):
+    """Another value for `key` that loads the same tensors; None where none is known (a shape, the model type)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, float):
+        return value * 2 + 0.25
+    if key.endswith("_token_id") and (value is None or isinstance(value, int)):
+        return 1 if value in (None, 0) else value + 1
+    if key == "hidden_act":
+        return "gelu"
+    if isinstance(value, dict) and any(isinstance(v, float) for v in value.values()):
+        return {k: v * 2 if isinstance(v, float) else v for k, v in value.items()}
+    return None
+
+
+def _swaps() -> list[tuple[str, str, str | None]]:
+    """(whose file: the folder's the model loads from, or the other's; which file; which field), generated from the
+    tiny model's files; ("nothing", "", None) first."""
+    from mcp_server.inspection.loaded_config import IGNORED
+    from mcp_server.tiny import ensure_tiny_model
+
+    rows = [("nothing", "", None)]
+    for name in ("config.json", "generation_config.json"):
+        verified = json.loads((ensure_tiny_model() / name).read_text())
+        rows += [("its own", name, key) for key, value in verified.items()
+                 if key not in IGNORED and _changed_value(key, value) is not None]
+    return rows + [("the other folder's", "config.json", "rms_norm_eps"),
+                   ("the other folder's", "generation_config.json", "eos_token_id")]
+
+
+def _laid_out(tmp_path: Path, tiny_model: Path, layout: str) -> Path:
+    """The verified folder: the tiny model where `layout` puts it, and (two layouts) another model in the other
+    place (the same tensors, a different config)."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model, folder / LAYOUTS[layout])
+    if layout in OTHER:
+        other = folder / OTHER[layout]
+        for name in os.listdir(tiny_model):
+            if not (other / name).exists():
+                other.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(tiny_model / name, other / name)
+        config = json.loads((tiny_model / "config.json").read_text())
+        (other / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5, "hidden_act": "gelu"}))
+        generation = json.loads((tiny_model / "generation_config.json").read_text())
+        (other / "generation_config.json").write_text(json.dumps({**generation, "eos_token_id": 3}))
+    return folder
+
+
+@pytest.mark.parametrize("swap", _swaps(), ids=lambda s: " ".join(str(p) for p in s if p))
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_the_config_as_loaded_is_the_verified_file_wherever_the_model_loads_from(tmp_path, tiny_model, monkeypatch,
+                                                                                  capsys, layout, swap):
+    """Refused exactly when a field of what loaded is no verified file's: the config is the folder's it loads from;
+    the generation config that folder's or the top's (transformers 5 reads the top's generation_config.json when
+    there is one: GenerationConfig.from_pretrained joins the subfolder before an absolute path), so a subfolder
+    under another model whose generation config differs trains (it was refused as 'swapped while it loaded') and a
+    swap reaches the model where transformers reads it."""
+    from transformers import AutoModelForCausalLM
+
+    from mcp_server.inspection.trained import confirm_loaded_model
+
+    whose, name, key = swap
+    folder = _laid_out(tmp_path, tiny_model, layout)
+    sub = LAYOUTS[layout]
+    loads = {"subfolder": sub} if sub else {}
+    pin = trained_model(str(folder), None, Run(tmp_path), loads or None)
+    assert pin.get("loads", {}) == loads, pin
+    monkeypatch.setattr(trained, "VERIFIED", {"run": str(tmp_path), "model": pin, "loads": str(folder),
+                                              "name": str(folder), "revision": None})
+    target = folder / (sub if whose == "its own" else OTHER.get(layout, "ckpt")) / name
+    original = target.read_bytes() if target.is_file() else None
+    if key is not None:
+        good = json.loads(original) if original else json.loads((tiny_model / name).read_text())
+        target.parent.mkdir(exist_ok=True)
+        _rename_over(target, json.dumps({**good, key: _changed_value(key, good[key])}).encode())
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, **loads)
+    finally:
+        if key is not None:
+            _rename_over(target, original) if original is not None else target.unlink()
+    if key is None:
+        reached = False
+    else:
+        loaded = (model.config if name == "config.json" else model.generation_config).to_dict()
+        read = [folder / sub] + ([folder] if sub and name == "generation_config.json" else [])
+        verified = [json.loads((place / name).read_text()).get(key) for place in read]
+        reached = json.dumps(loaded.get(key), sort_keys=True) not in [json.dumps(v, sort_keys=True) for v in verified]
+        assert reached or whose != "its own" or name != "config.json", (layout, swap)  # a row that tests nothing
+    if not reached:
+        confirm_loaded_model(SimpleNamespace(model=model, ref_model=None))  # what loaded is the verified files
+        return
+    with pytest.raises(InputsChanged) as refused:
+        confirm_loaded_model(SimpleNamespace(model=model, ref_model=None))
+    err = capsys.readouterr().err
+    assert refused.value.code == 3 and f"{name}: " in err and "verified" in err, (layout, swap, err)
+
 # ---------------------------------------------------------------- F2: the checkpoint a resume loads
 def _saved_run(workspace: Path, tiny_model: Path, kind: str) -> tuple[Run, Path, str]:
     """A run whose trainer saved checkpoint-1 (its signed ledger line) of the tiny model (full) or of a LoRA adapter

@@ -9,9 +9,11 @@ grader's rubric said one thing, promoted against once it said "every answer is r
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -236,3 +238,67 @@ def test_a_file_read_at_import_is_pinned_when_the_module_was_imported_before(wor
     _edit(rubric)
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and str(rubric) in gate.reason and f"{module} (its import)" in gate.reason, gate.reason
+
+
+# ---------------------------------------------------------------- a rubric's identity, field by field (m10)
+# What a file's pin is keyed by in a process that pinned it before (rewards.reads caches a digest by inode, size,
+# mtime and ctime; above the whole-file limit the pin IS those fields): every way a rewrite after the verdict can
+# leave them, generated: the content the same or not x the size x the inode (written in place or renamed over) x
+# the mtime (put back, as `touch -r` or a tar extract does, or new); ctime always moves (the kernel sets it, nothing
+# puts it back). A size change with the same content cannot happen: left out. The review and the check run in one
+# process (a long-lived worker, the trainer after a review), so a cached digest is there to be trusted wrongly. A
+# hashed file is refused exactly when its content changed; a large one (pinned by identity) whenever it was touched.
+IDENTITY = {"content": ("same", "changed"), "size": ("same", "other"), "inode": ("same", "new"),
+            "mtime": ("put back", "new")}
+IDENTITY_ROWS = [dict(zip(IDENTITY, row)) for row in itertools.product(*IDENTITY.values())
+                 if not (row[0] == "same" and row[1] == "other")]
+SIZED = {("same", "same"): b'{"scale": 1.0}', ("changed", "same"): b'{"scale": 9.0}',
+         ("changed", "other"): b'{"scale": -1000.0}'}
+
+
+def _rewritten(path: Path, row: dict) -> None:
+    before = os.stat(path)
+    data = SIZED[(row["content"], row["size"])]
+    if row["inode"] == "new":
+        staged = path.with_name(".staged")
+        staged.write_bytes(data)
+        os.replace(staged, path)
+    else:
+        with open(path, "r+b") as handle:
+            handle.write(data)
+            handle.truncate()
+    mtime = before.st_mtime_ns + (0 if row["mtime"] == "put back" else 10**9)
+    os.utime(path, ns=(before.st_atime_ns, mtime))
+    while os.stat(path).st_ctime_ns == before.st_ctime_ns:  # within the clock's tick: let ctime move, as it will
+        time.sleep(0.005)
+        os.chmod(path, before.st_mode)
+    after = os.stat(path)
+    assert (after.st_ino == before.st_ino) == (row["inode"] == "same"), row
+    assert (after.st_size == before.st_size) == (row["size"] == "same"), row
+    assert (after.st_mtime_ns == before.st_mtime_ns) == (row["mtime"] == "put back"), row
+
+
+@pytest.mark.parametrize("door", ["gate", "trainer"])
+@pytest.mark.parametrize("pinned", ["hashed", "large (by identity)"])
+@pytest.mark.parametrize("row", IDENTITY_ROWS, ids=["-".join(f"{k} {v}" for k, v in r.items()) for r in IDENTITY_ROWS])
+def test_a_rubric_rewritten_after_the_verdict_is_judged_by_content_whatever_its_identity_keeps(
+        workspace, tiny_model, monkeypatch, capsys, row, pinned, door):
+    from mcp_server.rewards import reads
+
+    if pinned != "hashed":
+        monkeypatch.setattr(reads, "WHOLE_FILE_BYTES", 4)  # the rubric is above the whole-file limit
+    tag = "".join(c for c in "".join(row.values()) + pinned + door if c.isalnum())
+    run_dir, rubric = _reviewed(workspace, tiny_model, monkeypatch, "open", tag)
+    assert check_inspection_gate(run_dir).passed  # pinned (and its digest cached) in this process
+    _rewritten(rubric, row)
+    refused = row["content"] == "changed" or pinned != "hashed"
+    if door == "gate":
+        gate = check_inspection_gate(run_dir)
+        assert gate.passed != refused, (row, pinned, gate.reason)
+        assert not refused or (str(rubric) in gate.reason and "its content changed" in gate.reason), gate.reason
+        return
+    code, scores, err = _trainer(run_dir, capsys)
+    if refused:
+        assert code == 3 and scores is None and str(rubric) in err and "its content changed" in err, (row, err)
+    else:
+        assert code is None and scores == [1.0], (row, err)

@@ -232,3 +232,67 @@ def test_what_importlib_lists_for_a_reward_is_not_its_input(tmp_path, monkeypatc
         with reads.calling("f"):
             import_dotted(f"{module}.f", "rewards")(["a"])
     assert [p for p in read.pins() if p.endswith("/")] == [str(folder) + "/"], read.pins()
+
+
+# ---------------------------------------------------------------- a SQLite rubric in every journal mode (m10)
+# Every journal mode SQLite has (sqlite.org/pragma.html#pragma_journal_mode), x where a change after the verdict
+# lies: committed and closed (in the database file), or committed by a writer that still holds its connection with
+# checkpoints off (in WAL mode the rows sit in rubric.db-wal, the database file untouched). Each side file SQLite
+# keeps beside the database while that writer holds it is found on disk, not listed here: every one of them must be
+# pinned by the review, but the WAL's shared-memory index (-shm), which SQLite rebuilds from the -wal and whose read
+# marks every reader rewrites: it holds no row (m10: rows held in the -wal trained unpinned).
+JOURNAL_MODES = ("delete", "truncate", "persist", "memory", "wal", "off")
+WHERE_CHANGED = ("unchanged", "committed", "held in its side files")
+NO_ROWS = {"-shm": "the WAL's index, rebuilt from the -wal; its read marks change at every read"}
+
+
+def _database_in(workspace: Path, mode: str) -> Path:
+    db = workspace / "rubric.db"
+    con = sqlite3.connect(db)
+    assert con.execute(f"pragma journal_mode={mode}").fetchone()[0] == mode  # this build accepts it
+    con.execute("create table r (scale real)")
+    con.execute("insert into r values (1.0)")
+    con.commit()
+    con.close()
+    return db
+
+
+def _changed_in(db: Path, mode: str, where: str, held: list) -> None:
+    con = sqlite3.connect(db)
+    con.execute(f"pragma journal_mode={mode}")
+    con.execute("pragma wal_autocheckpoint=0")
+    con.execute("update r set scale = scale + 1")
+    con.commit()
+    if where == "committed":
+        con.close()
+    else:
+        held.append(con)  # a writer still holding the database: its last commit not checkpointed
+
+
+@pytest.mark.parametrize("where", WHERE_CHANGED)
+@pytest.mark.parametrize("mode", JOURNAL_MODES)
+def test_a_sqlite_rubric_is_pinned_in_every_journal_mode_with_every_side_file(workspace, tiny_model, monkeypatch,
+                                                                              capsys, mode, where):
+    db = _database_in(workspace, mode)
+    run_dir = _run(workspace, tiny_model, monkeypatch, FAMILIES["sqlite3.connect"][2], db, f"{mode}{where}")
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    _verdict(run_dir)
+    held: list = []
+    try:
+        if where != "unchanged":
+            _changed_in(db, mode, where, held)
+        pinned = json.loads((run_dir / "inspection" / "review.json").read_text())["reward_reads"]
+        side = sorted(p.name[len(db.name):] for p in db.parent.glob(db.name + "-*"))
+        assert str(db) in pinned, pinned
+        assert [s for s in side if s not in NO_ROWS and str(db) + s not in pinned] == [], (side, sorted(pinned))
+        gate = check_inspection_gate(run_dir)
+        code, scores, err = _trainer(run_dir, capsys)
+    finally:
+        for con in held:
+            con.close()
+    if where == "unchanged":
+        assert gate.passed, gate.reason
+        assert code is None and scores == [1.0], err
+    else:
+        assert not gate.passed and db.name in gate.reason and "read_reward" in gate.reason, gate.reason
+        assert code == 3 and scores is None and db.name in err, (code, scores, err)

@@ -8,7 +8,8 @@ what trains with the same tensors, and `generation_config.json` the tokens that 
 non-weight files into a private folder (verified_copy's rule) and this module loads the config and generation
 config from there and compares them with each loaded model's, field by field. Fields the load itself sets are
 left out (IGNORED: the dtype it loaded in, `use_cache` TRL turns off with gradient checkpointing, the path it was
-loaded from, the transformers version, the attention implementation chosen).
+loaded from, the transformers version, the attention implementation chosen). From a subfolder, the generation config
+may be the subfolder's or the top's (transformers 5 reads the top's when there is one): either verified copy passes.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def loaded_config_problems(models: list, private: str | Path, loads: dict | None
     if not (folder / "config.json").is_file():
         return []  # nothing of it was read from the folder (a model built otherwise): the weights still compare
     verified = AutoConfig.from_pretrained(folder)
-    generation = GenerationConfig.from_pretrained(folder) if (folder / "generation_config.json").is_file() else None
+    # the generation config a load reads: the subfolder's, or the top's (GenerationConfig.from_pretrained joins the
+    # subfolder before an absolute path, which leaves the path): either is verified bytes; what loaded is one of them
+    generations = [GenerationConfig.from_pretrained(place) for place in dict.fromkeys((folder, Path(private)))
+                   if (place / "generation_config.json").is_file()]
     problems = []
     for model in models:
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -49,8 +53,8 @@ def loaded_config_problems(models: list, private: str | Path, loads: dict | None
             problems.append(f"config.json: the loaded config's {', '.join(differ[:6])} differ from the verified "
                             "file's (swapped while it loaded)")
         loaded_generation = getattr(base, "generation_config", None)
-        if generation is not None and loaded_generation is not None:
-            differ = _differ(loaded_generation.to_dict(), generation.to_dict())
+        if generations and loaded_generation is not None:
+            differ = min((_differ(loaded_generation.to_dict(), g.to_dict()) for g in generations), key=len)
             if differ:
                 problems.append(f"generation_config.json: the loaded {', '.join(differ[:6])} differ from the "
                                 "verified file's (swapped while it loaded)")
