@@ -155,8 +155,19 @@ def run_lines_verifier(run, path: Path, secret: bytes):
 def sign(scope: Path, file: str, record: dict, create: bool = False, default=str) -> dict:
     """`record` (made plain JSON, as it will be read back) with its `mac` over the scope folder (a run directory,
     eval/), the file's path in it and the record, the launch id inside it."""
+    return _signed(key(create), scope, file, record, default)
+
+
+def _signed(secret: bytes, scope: Path | str, file: str, record: dict, default) -> dict:
     plain = json.loads(json.dumps({k: v for k, v in record.items() if k != MAC}, default=default))
-    return {**plain, MAC: _mac(key(create), scope, file, plain)}
+    return {**plain, MAC: _mac(secret, scope, file, plain)}
+
+
+def run_lines_signer(run, path: Path, default=str):
+    """sign_run for many records of one file (a progress log written whole), the key read and the folder resolved
+    once: a function of a record, the record signed as sign_run signs it."""
+    secret, where, file = key(), str(Path(os.path.abspath(run.dir)).resolve()), run_file(run, path)
+    return lambda record: _signed(secret, where, file, record, default)
 
 
 def valid(scope: Path, file: str, record, secret: bytes | None = None) -> bool:

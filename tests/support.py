@@ -283,12 +283,13 @@ def append_signed(path: Path, line: dict) -> None:
 def write_signed_lines(path: Path, rows: list[dict], tail: str = "") -> Path:
     """A run's train/logs/progress.jsonl holding `rows`, each signed as the trainer appends it (a run's own lines
     without the signature are not read: issue 48 round 9), then `tail` as raw text (a line cut short)."""
-    from mcp_server.evidence import sign_run
+    from mcp_server.evidence import run_lines_signer
     from mcp_server.runs import Run
 
     run = Run(Path(path).parents[2])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(sign_run(run, path, row)) + "\n" for row in rows) + tail)
+    signed = run_lines_signer(run, path)  # sign_run's mac, the key read once (a long log is 50,000 lines)
+    path.write_text("".join(json.dumps(signed(row)) + "\n" for row in rows) + tail)
     return path
 
 
