@@ -1400,6 +1400,28 @@ def test_a_stop_reads_the_latest_window_of_step_times(tmp_path, monkeypatch, cou
     assert result.step_time_s == step and f"its steps take up to {step:.0f} s" in result.message, result.message
 
 
+@pytest.mark.parametrize("planned", [None, 30.0, 300.0, 3000.0], ids=["no plan", "30 s", "300 s", "3000 s"])
+@pytest.mark.parametrize("begun_ago", [0.0, 200.0, 5000.0], ids=["just begun", "200 s ago", "5000 s ago"])
+def test_a_stop_before_the_first_step_waits_for_the_planned_step(tmp_path, monkeypatch, planned, begun_ago):
+    """No step logged yet: the stop waits until the first step's planned end (training's start plus the planner's
+    step time, and half another) plus the save, within STOP_WAIT_S; with no plan, the least of STOP_WAIT_S (the
+    seventh walk: 120 s while the first step took 4-9 minutes). The measured step time stays None."""
+    from mcp_server.memory import estimate
+    from mcp_server.runs import Run
+    from mcp_server.training.stopping import SAVE_MARGIN_S, STOP_WAIT_S, stop_wait
+
+    run = Run(tmp_path / "run")
+    run.logs.mkdir(parents=True)
+    now = 1_000_000.0
+    run.train_begin.write_text(json.dumps({"time": now - begun_ago}))
+    monkeypatch.setattr(estimate, "step_estimate", lambda spec, measure=True: None if planned is None else
+                        estimate.StepEstimate(planned, "planned"))
+    monkeypatch.setattr("mcp_server.recipe.runspec.RunSpec.of_run", staticmethod(lambda run: None))
+    expected = STOP_WAIT_S[0] if planned is None else min(max(
+        max(now - begun_ago + planned - now, 0.0) + 0.5 * planned + SAVE_MARGIN_S, STOP_WAIT_S[0]), STOP_WAIT_S[1])
+    assert stop_wait(run, now=now) == (pytest.approx(expected), None)
+
+
 EXIT_CODES = (None, 0, 1, 137)  # none recorded (killed before launch.sh wrote it), clean, an error, SIGKILL
 STOP_SAVES = ("complete", "unrecorded", "file-missing", "no-save", "absent", "another-launch")
 STOP_OUTCOMES = (None, "stopped", "succeeded")

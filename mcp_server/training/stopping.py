@@ -47,17 +47,32 @@ def step_time(run: Run) -> float | None:
 def stop_wait(run: Run, now: float | None = None) -> tuple[float, float | None]:
     """(seconds a stop waits by default, the step time it read): until the current step's expected end (the last
     logged step's time, else training's start, plus one step time and half another for a slow one) plus the save,
-    within STOP_WAIT_S; without a logged step time, the least of STOP_WAIT_S."""
+    within STOP_WAIT_S; before the first step the planner's step time stands in; without either, the least of
+    STOP_WAIT_S."""
     now = time.time() if now is None else now
     step = step_time(run)
     lines = _lines(run)
     last = _positive(lines[-1].get("time")) if lines else None
     if last is None:
         last = _positive((read_json_if_present(run.train_begin) or {}).get("time"))
-    if step is None or last is None:
+    expected = step if step is not None or lines else _planned_step_s(run)  # the first step: the planner's figure
+    if expected is None or last is None:
         return STOP_WAIT_S[0], step
-    wait = max(last + step - now, 0.0) + 0.5 * step + SAVE_MARGIN_S
+    wait = max(last + expected - now, 0.0) + 0.5 * expected + SAVE_MARGIN_S
     return min(max(wait, STOP_WAIT_S[0]), STOP_WAIT_S[1]), step
+
+
+def _planned_step_s(run: Run) -> float | None:
+    """The planner's seconds per step for the run (what training_status says of the first step), None where it
+    cannot say: a stop during the first step waits for it (the seventh walk: 120 s while the step took 4-9 min)."""
+    from mcp_server.memory.estimate import step_estimate
+    from mcp_server.recipe.runspec import RunSpec
+
+    try:
+        estimate = step_estimate(RunSpec.of_run(run), measure=False)
+    except Exception:  # noqa: BLE001 - a run the planner cannot read waits the default
+        return None
+    return _positive(estimate.step_s) if estimate is not None else None
 
 
 def stop_result(run: Run, after: DerivedState, config: dict, graceful: bool, killed: bool, waited: float,
