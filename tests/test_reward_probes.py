@@ -161,3 +161,21 @@ def test_an_agentic_runs_turns_are_not_rebuilt_as_one_reply(workspace, tiny_mode
             "name": "compare", "arguments": "{}"}}]}, {"role": "tool", "content": "?"}, *s["completion"]]
     samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
     assert inspect_rewards(InspectRequest(run=str(run_dir))).reward_probes == []
+
+
+def test_a_pass_over_a_flagged_reward_says_so(workspace, tiny_model):
+    """The seventh walk: a pass verdict on a reward the review flagged was recorded without a word; it is still the
+    person's call, and the answer names each flag it passes over (a fail names none)."""
+    from mcp_server.inspection.gate import record_inspection_verdict
+    from mcp_server.inspection.models import VerdictRequest
+    from mcp_server.inspection.tools import human_verdict
+
+    run_dir = _run(workspace, tiny_model, "substring", WALK, [{"name": "walk49e_rewards.larger_substring"}], 8)
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    passed = record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                      agree_with_rest=True))
+    assert len(passed.passed_over) == 1 and passed.passed_over[0].startswith("larger_substring: "), passed
+    assert "NOTE: passed over the review's flag on larger_substring" in human_verdict(passed)
+    failed = record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="fail", reviewer="ana",
+                                                      agree_with_rest=True))
+    assert failed.passed_over == [] and "NOTE" not in human_verdict(failed)

@@ -24,6 +24,7 @@ from mcp_server.inspection.changed import reward_change_detail
 from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
+from mcp_server.inspection.reward_probes import flagged_probes
 from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
@@ -222,17 +223,10 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"])
     path = atomic_write_json(run.inside(run.verdict), record)
     return VerdictResult(
-        run_dir=str(run.dir),
-        verdict_path=str(path),
-        verdict=request.verdict,
-        reviewer=request.reviewer,
-        recorded_at=record["recorded_at"],
-        agree=agree,
-        disagree=disagree,
-        reviewed=len(reviewed),
-        reward_code_sha256=record["reward_code_sha256"],
-        samples_sha256=record["samples_sha256"],
-        gate=check_inspection_gate(run),
+        run_dir=str(run.dir), verdict_path=str(path), verdict=request.verdict, reviewer=request.reviewer,
+        recorded_at=record["recorded_at"], agree=agree, disagree=disagree, reviewed=len(reviewed),
+        reward_code_sha256=record["reward_code_sha256"], samples_sha256=record["samples_sha256"],
+        passed_over=flagged_probes(result) if request.verdict == "pass" else [], gate=check_inspection_gate(run),
     )
 
 

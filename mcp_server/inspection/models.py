@@ -339,6 +339,8 @@ class VerdictResult(BaseModel):
     reviewed: int = Field(description="Samples in the review.")
     reward_code_sha256: str = Field(description="Hash of the reward code the verdict is about.")
     samples_sha256: str = Field(description="Hash of the samples the verdict is about.")
+    passed_over: list[str] = Field(default_factory=list, description="A pass over rewards the review flagged: each "
+                                   "one and what it paid (the seventh walk: a flagged reward passed unremarked).")
     gate: "GateResult" = Field(description="The gate as it stands after recording.")
 
 

@@ -220,3 +220,9 @@ def _judge(name: str, replies: list[BuiltReply], pairs: list[Pair], values: list
                        + f"{more} ({len(paid)} of {len(counted)} wrong replies paid at least as much as their "
                        "twin; every built reply: the sheet's last section)")
     return RewardProbe(reward=name, flagged=bool(reasons), reasons=reasons, replies=replies)
+
+
+def flagged_probes(review_result: dict) -> list[str]:
+    """A line per reward the review's probes flagged (what a pass verdict passes over), its first reason."""
+    return [f"{probe.get('reward')}: {(probe.get('reasons') or ['flagged'])[0]}"
+            for probe in review_result.get("reward_probes") or [] if isinstance(probe, dict) and probe.get("flagged")]

@@ -99,8 +99,9 @@ def human_gate(g: GateResult) -> str:
 
 
 def human_verdict(r: VerdictResult) -> str:
+    over = "".join(f"\nNOTE: passed over the review's flag on {line}" for line in r.passed_over)
     return (f"Recorded '{r.verdict}' by {r.reviewer} ({r.agree} agree, {r.disagree} disagree of {r.reviewed}) "
-            f"in {r.verdict_path}\n{human_gate(r.gate)}")
+            f"in {r.verdict_path}{over}\n{human_gate(r.gate)}")
 
 
 def parse_ids(value: str | None, field: str) -> list[int]:
