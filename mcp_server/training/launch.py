@@ -77,9 +77,12 @@ def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_f
     report(0, None, f"starting: writing the launch files, recording the recipe, starting {plan.launcher}")
     written = launcher.write(run, plan)
     sha = spec.config_sha256 or sha256_file(run.config)
-    commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
-    return launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, config_values=spec.values,
-                                                    previous=read_run_json(run), resumed_from=resumed_from, **start))
+    unrecorded: list[str] = []  # why the recipe was not committed (a repository not the workspace's: recording)
+    commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha),
+                           said=lambda why: (unrecorded.append(why), report(0, None, f"recording: {why}")))
+    result = launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, config_values=spec.values,
+                                                      previous=read_run_json(run), resumed_from=resumed_from, **start))
+    return result.model_copy(update={"message": f"{result.message}; {unrecorded[0]}"}) if unrecorded else result
 
 
 # ---------------------------------------------------------------- launch_training
