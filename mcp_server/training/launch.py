@@ -34,6 +34,7 @@ from mcp_server.runs import Run, resolve_run
 from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launch_gates import (
+    cancelled,
     check_gates,
     foreign_output_dir,
     interpreter_refusals,
@@ -152,6 +153,9 @@ def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> Launch
     refusals += memory_refusals(plan)
     if refusals:
         return refused(run, refusals, derived.state)
+    stop = cancelled(run, derived.state)  # a stop asked meanwhile: nothing written yet, nothing starts
+    if stop:
+        return stop
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
     return _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
@@ -317,10 +321,11 @@ def _resume(run: Run, request: RunRequest | LaunchRequest, report: Report = sile
             undo()
         raise
     gate_refusals += memory_refusals(plan)
-    if gate_refusals:
+    stop = None if gate_refusals else cancelled(run, derived.state)  # a stop asked meanwhile: nothing starts
+    if gate_refusals or stop:
         if undo:
             undo()
-        return refused(run, gate_refusals, derived.state)
+        return stop or refused(run, gate_refusals, derived.state)
     _clear_markers(run)
     result = _go(run, spec, launcher, plan, resumed_from=str(latest), report=report, patch=patch,
                  env_verdict=env.get("verdict"))
