@@ -118,8 +118,8 @@ def foreign_repository(run_dir: Path, top: Path) -> str | None:
     there (its `gitdir` file names this `.git`, as `git worktree add` writes it)."""
     root = workspace_root()
     asked = ["--git-dir", "--git-common-dir", "--git-path", "objects", "--git-path", "index", "--git-path", "refs"]
-    found = _git(["rev-parse", "--path-format=absolute", *asked], run_dir)
-    folders = found.stdout.splitlines()
+    found = _git(["rev-parse", *asked], run_dir)  # each absolute or relative to run_dir
+    folders = [os.path.join(run_dir, line) for line in found.stdout.splitlines()]
     if found.returncode != 0 or len(folders) != 5:
         return "git did not name the repository's folders"
     if all(_inside(folder, root) for folder in folders):
@@ -134,7 +134,7 @@ def foreign_repository(run_dir: Path, top: Path) -> str | None:
                   and _names(gitdir / "gitdir", dotgit))
     return None if registered else (
         f"{dotgit if os.path.lexists(dotgit) else top} leads to the git directory {gitdir}, outside the workspace "
-        f"{root}, and that repository registered no worktree here: the recipe was not committed (into neither); "
+        f"{root}, and that repository registered no worktree here: the recipe was not committed; "
         "to record it, make the workspace a repository (git init) or a worktree of yours (git worktree add)")
 
 
