@@ -73,8 +73,9 @@ directory"). Every module that reads or writes a run names its files through `Ru
       export/                         export         export_model's standalone model
       archive/<kind>-<n>/             archive_slot   what an archive flag moved aside (an earlier attempt, export),
                                                      resume-patch-<n>/config.yaml as launched: never deleted
-      .launch.lock                    lock           held (flock) by the process launching or resuming the run;
-                                                     it holds that process's pid
+      .launch.lock                    lock           held (flock) by the process launching or resuming the run
+                                                     (its pid); .launch.cancel (launch_cancel): stop_training's
+                                                     request that the launch under way start nothing (runlock)
 
 Paths inside a run are relative to the run directory (output_dir: checkpoints, the run's own data:
 data/train.jsonl; Run.resolve reads them), so a run can be moved or copied. A run directory holding anything
@@ -300,13 +301,9 @@ class Run:
 
     saves = property(lambda self: self.logs / "saves.jsonl")
 
-    @property
-    def train_summary(self) -> Path:
-        return self.logs / "train-summary.json"
+    train_summary = property(lambda self: self.logs / "train-summary.json")
 
-    @property
-    def reward_curve(self) -> Path:
-        return self.logs / "reward-curve.png"
+    reward_curve = property(lambda self: self.logs / "reward-curve.png")
 
     # ---------------------------------------------------------------- inspection/
     @property
@@ -358,6 +355,8 @@ class Run:
     @property
     def lock(self) -> Path:
         return self.dir / ".launch.lock"
+
+    launch_cancel = property(lambda self: self.dir / ".launch.cancel")
 
     @property
     def archive(self) -> Path:

@@ -143,6 +143,7 @@ def test_the_launch_commit_runs_nothing_the_workspace_configures(tmp_path, monke
     _git(repo, "add", "notes.txt")
     for var in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
         monkeypatch.setenv(var, _env()[var])
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(repo))  # the workspace's own repository
     before = _git(repo, "rev-parse", "-q", "--verify", "HEAD") if history != "no commit yet" else ""
     DOORS[door](repo, marks, monkeypatch)
 
@@ -155,3 +156,102 @@ def test_the_launch_commit_runs_nothing_the_workspace_configures(tmp_path, monke
         assert _git(repo, "show", f"{commit}:{path.relative_to(repo)}") + "\n" == text
     assert _git(repo, "ls-tree", commit, "runs/r1/train/launch.sh").startswith("100755")
     assert _git(repo, "diff", "--cached", "--name-only", "--no-ext-diff") == "notes.txt"  # the person's staging kept
+
+
+# ---------------------------------------------------------------- round 12, D4: whose repository is written
+# Issue 48, round 12, D4: `.git` in the workspace, a file naming another repository's git directory, made the launch
+# commit there (that repository's branch moved, its index rewritten). The table: each way a workspace leads git to a
+# repository -> whether the recipe is committed, and that a repository not the workspace's is left as it was.
+def _outside_gitfile(ws, outside):
+    (ws / ".git").write_text(f"gitdir: {outside / '.git'}\n")
+
+
+def _gitfile_in_runs(ws, outside):
+    _git(ws.parent, "init", "-q", str(ws))
+    (ws / "runs" / ".git").write_text(f"gitdir: {outside / '.git'}\n")
+
+
+def _linked_git_folder(ws, outside):
+    (ws / ".git").symlink_to(outside / ".git")
+
+
+def _commondir_outside(ws, outside):
+    """A git folder of the workspace's whose `commondir` names the other repository's (as a worktree's does)."""
+    _git(ws.parent, "init", "-q", str(ws))
+    (ws / ".git" / "commondir").write_text(f"{outside / '.git'}\n")
+
+
+def _unregistered_worktree(ws, outside):
+    """The other repository's worktree folder for another path, named by the workspace's .git file."""
+    _git(outside, "worktree", "add", "-q", str(ws.parent / "elsewhere"))
+    (ws / ".git").write_text(f"gitdir: {outside / '.git' / 'worktrees' / 'elsewhere'}\n")
+
+
+def _own_repository(ws, outside):
+    _git(ws.parent, "init", "-q", str(ws))
+
+
+def _registered_worktree(ws, outside):
+    """The workspace is a worktree of the person's repository (git worktree add): its commit lands on its branch."""
+    moved = ws.parent / "ws-files"
+    ws.rename(moved)
+    _git(outside, "worktree", "add", "-q", "-b", "ws-branch", str(ws))
+    for item in moved.iterdir():
+        item.rename(ws / item.name)
+
+
+def _enclosing_repository(ws, outside):
+    """The workspace is a folder of the person's repository, found above it."""
+    _git(ws.parent, "init", "-q", str(ws.parent))
+
+
+SHAPES = {"a .git file naming another repository": (_outside_gitfile, False),
+          "a .git file in runs/": (_gitfile_in_runs, False),
+          ".git a link to another repository's": (_linked_git_folder, False),
+          "commondir naming another repository's": (_commondir_outside, False),
+          "another path's worktree": (_unregistered_worktree, False),
+          "the workspace's own repository": (_own_repository, True),
+          "a worktree the repository registered": (_registered_worktree, True),
+          "a repository enclosing the workspace": (_enclosing_repository, True)}
+
+
+def _state(repo: Path) -> tuple:
+    """What a commit into `repo` would change: every ref, HEAD, the index's bytes, the objects' count."""
+    git = repo / ".git"
+    index = git / "index"
+    return (_git(repo, "for-each-ref", "--format=%(refname) %(objectname)"), _git(repo, "rev-parse", "HEAD"),
+            index.read_bytes() if index.exists() else b"", sum(1 for _ in (git / "objects").rglob("*")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_the_launch_commits_only_into_the_workspaces_own_repository(tmp_path, monkeypatch, shape):
+    base = tmp_path / "home"
+    ws, outside = base / "ws", tmp_path / "outside"
+    train = ws / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    (train / "config.yaml").write_text("max_steps: 1\n")
+    _git(tmp_path, "init", "-q", str(outside))
+    _config(outside, "user.name", "Ana", "user.email", "ana@example.org")
+    (outside / "notes.txt").write_text("the person's own work\n")
+    _git(outside, "add", "notes.txt")
+    _git(outside, "commit", "-q", "-m", "the person's own history")
+    for var in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
+        monkeypatch.setenv(var, _env()[var])
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Ana")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ana@example.org")
+    make, recorded = SHAPES[shape]
+    make(ws, outside)
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(ws))
+    before = _state(outside)
+    said = []
+
+    commit = record_in_git(Run(train.parent), [train / "config.yaml"], "llm-finetuning: launch r1", said.append)
+
+    assert bool(commit) == recorded, said
+    if recorded:
+        assert commit == _git(train, "rev-parse", "HEAD") and not said
+        assert _git(train, "show", f"{commit}:./config.yaml") == "max_steps: 1"
+    else:
+        assert _state(outside) == before  # the other repository as it was: refs, HEAD, index, objects
+        assert len(said) == 1 and "outside the workspace" in said[0] and "not committed" in said[0], said

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -251,3 +252,68 @@ def test_a_copy_never_trains_into_the_original(workspace, tiny_model):
     assert proc.returncode == 1 and out["refusals"][0]["gate"] == "config", out
     assert "another run directory" in out["refusals"][0]["message"] and "output_dir: checkpoints" in out["message"]
     assert not (copy / "run.json").exists() and not (original / "checkpoints").exists()
+
+
+# ---------------------------------------------------------------- round 12, M3: a stop while a launch is under way
+# Issue 48, round 12, M3: stop-training sent while launch-training checked its gates answered "is not running (state
+# not_launched); nothing to stop", exit 0, and the launch then started and trained. A stop now finds the launch by
+# its lock, asks it to start nothing and waits for it.
+def _holding_lock(run: Run, held: threading.Event, free: threading.Event) -> None:
+    """A launch under way, as the stop finds it: the run's lock held until `free` is set."""
+    from mcp_server.training.runlock import run_lock
+
+    with run_lock(run, "launch"):
+        held.set()
+        free.wait(30)
+
+
+@pytest.mark.parametrize("launch_ends", [False, True], ids=["still under way", "ends while the stop waits"])
+def test_a_stop_during_a_launch_never_says_nothing_to_stop(workspace, launch_ends):
+    run_dir = workspace / "runs" / "launching"
+    (run_dir / "train").mkdir(parents=True)
+    held, free = threading.Event(), threading.Event()
+    launch = threading.Thread(target=_holding_lock, args=(Run(run_dir), held, free))
+    launch.start()
+    held.wait(10)
+    if launch_ends:
+        threading.Timer(0.5, free.set).start()
+    try:
+        proc, out = run_cli_json("stop-training", str(run_dir), "--timeout", "3" if launch_ends else "0.3",
+                                 here=True, env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    finally:
+        free.set()
+        launch.join()
+    assert proc.returncode == 0 and "nothing to stop" not in out["message"], out
+    assert f"pid {os.getpid()}" in out["message"] and "asked to start nothing" in out["message"], out
+    said = "ended without starting a trainer" if launch_ends else "had not answered"
+    assert said in out["message"] and out["state"] == "not_launched", out
+    assert not (run_dir / ".launch.cancel").exists()  # the request lived as long as that launch
+
+
+@pytest.mark.slow
+def test_a_stop_during_a_launchs_gates_cancels_it_before_anything_starts(workspace, tiny_model, monkeypatch):
+    """The repro end to end: launch-training (a process) checking its gates, stop-training meanwhile; the launch
+    starts nothing (no launch files, no run.json, no trainer), and the stop says so."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    run_dir = emit_run("stop-during-launch", max_steps=100000, save_steps=100000)
+    pass_inspection(run_dir)
+    launch = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "launch-training", str(run_dir), "--json"],
+                              env=checkout_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock, deadline = run_dir / ".launch.lock", time.time() + 120
+        while not (lock.exists() and f'"pid": {launch.pid}' in lock.read_text()) and time.time() < deadline:
+            time.sleep(0.05)  # the launch holds its lock: it checks its gates
+        proc, stopped = run_cli_json("stop-training", str(run_dir), env=env)
+        out, err = launch.communicate(timeout=600)
+    finally:
+        for proc_ in launchers(run_dir):
+            os.killpg(proc_.pid, 9)
+        launch.kill()
+    result = json.loads(out)
+    assert not result["launched"] and result["refusals"][0]["gate"] == "state", result
+    assert "stop_training" in result["refusals"][0]["message"], result
+    assert proc.returncode == 0 and "ended without starting a trainer" in stopped["message"], stopped
+    assert launchers(run_dir) == [] and not (run_dir / "run.json").exists()
+    assert not (run_dir / "train" / "launch.sh").exists() and not (run_dir / "train" / "logs").exists()
+    assert not (run_dir / ".launch.cancel").exists()

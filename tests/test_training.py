@@ -191,6 +191,7 @@ def test_recipe_is_committed_even_where_git_has_no_identity(tmp_path, monkeypatc
 
     isolated_git(monkeypatch)
     repo = tmp_path / "project"
+    monkeypatch.setenv("LLM_FINETUNING_WORKSPACE", str(repo))  # the workspace's own repository
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     staged_elsewhere = repo / "notes.txt"  # the person's own staged work stays out of the commit
     staged_elsewhere.write_text("mine\n")

@@ -34,6 +34,7 @@ from mcp_server.runs import Run, resolve_run
 from mcp_server.training.trainer.digest import checkpoint_problems
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launch_gates import (
+    cancelled,
     check_gates,
     foreign_output_dir,
     interpreter_refusals,
@@ -77,9 +78,12 @@ def _go(run: Run, spec: RunSpec, launcher: Launcher, plan: LaunchPlan, resumed_f
     report(0, None, f"starting: writing the launch files, recording the recipe, starting {plan.launcher}")
     written = launcher.write(run, plan)
     sha = spec.config_sha256 or sha256_file(run.config)
-    commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha))
-    return launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, config_values=spec.values,
-                                                    previous=read_run_json(run), resumed_from=resumed_from, **start))
+    unrecorded: list[str] = []  # why the recipe was not committed (a repository not the workspace's: recording)
+    commit = record_in_git(run, launcher.recorded(run), launcher.commit_message(run, bool(resumed_from), sha),
+                           said=lambda why: (unrecorded.append(why), report(0, None, f"recording: {why}")))
+    result = launcher.start(run, plan, written, Start(commit=commit, config_sha256=sha, config_values=spec.values,
+                                                      previous=read_run_json(run), resumed_from=resumed_from, **start))
+    return result.model_copy(update={"message": f"{result.message}; {unrecorded[0]}"}) if unrecorded else result
 
 
 # ---------------------------------------------------------------- launch_training
@@ -149,6 +153,9 @@ def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> Launch
     refusals += memory_refusals(plan)
     if refusals:
         return refused(run, refusals, derived.state)
+    stop = cancelled(run, derived.state)  # a stop asked meanwhile: nothing written yet, nothing starts
+    if stop:
+        return stop
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
     return _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
@@ -314,10 +321,11 @@ def _resume(run: Run, request: RunRequest | LaunchRequest, report: Report = sile
             undo()
         raise
     gate_refusals += memory_refusals(plan)
-    if gate_refusals:
+    stop = None if gate_refusals else cancelled(run, derived.state)  # a stop asked meanwhile: nothing starts
+    if gate_refusals or stop:
         if undo:
             undo()
-        return refused(run, gate_refusals, derived.state)
+        return stop or refused(run, gate_refusals, derived.state)
     _clear_markers(run)
     result = _go(run, spec, launcher, plan, resumed_from=str(latest), report=report, patch=patch,
                  env_verdict=env.get("verdict"))

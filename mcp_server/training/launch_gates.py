@@ -26,7 +26,7 @@ from mcp_server.training.environment import environment_report
 from mcp_server.training.launchers import LaunchPlan
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
-from mcp_server.training.runlock import RunLocked
+from mcp_server.training.runlock import RunLocked, cancel_requested
 from mcp_server.training.runstate import derive_state
 from mcp_server.userfiles import not_regular
 from mcp_server.worker import apart
@@ -252,3 +252,13 @@ def locked(run: Run, exc: RunLocked) -> LaunchResult:
         gate="lock", message=str(exc),
         how_to_clear=f"wait for that call (pid {exc.holder.get('pid', 'unknown')}) to finish, then training_status; "
         "a second launch of one run is never started")], derive_state(run).state)
+
+
+def cancelled(run: Run, state: str) -> LaunchResult | None:
+    """The launch's answer when stop_training asked it, while it checked its gates, to start nothing
+    (runlock.cancel_requested); asked at its last point before it writes or starts anything. None when not asked."""
+    if not cancel_requested(run):
+        return None
+    return refused(run, [GateRefusal(
+        gate="state", message=f"stop_training asked {run.name} to stop while this launch checked its gates: nothing "
+        "was written or started", how_to_clear="launch again to start it")], state)

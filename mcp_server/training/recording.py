@@ -9,7 +9,10 @@ index of its own, write-tree, commit-tree, update-ref), never `git add` or `git 
 textconv or diff driver is ever chosen, no commit hook exists for it, no gc --auto follows. Every call also gets
 GIT_OPTIONS (hooks from /dev/null, so reference-transaction and post-index-change find none; no fsmonitor; no
 signing, so no gpg.program) and an environment without the launching shell's GIT_* variables (GIT_CONFIG_COUNT,
-GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF, GIT_DIR...) but its commit identity."""
+GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF, GIT_DIR...) but its commit identity.
+
+Only the workspace's own repository is written (issue 48, round 12, D4: `.git` in the workspace, a file naming
+another repository's git directory, moved that repository's branch and rewrote its index): `foreign_repository`."""
 
 from __future__ import annotations
 
@@ -18,9 +21,11 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp_server.runs import Run
+from mcp_server.workspace import workspace_root
 
 GIT_TIMEOUT_S = 60
 FALLBACK_IDENTITY = ("llm-finetuning", "llm-finetuning@localhost")
@@ -101,11 +106,53 @@ def _filters_off(run_dir: Path) -> list[str] | None:
             for option in ("-c", f"{name}.{part}")]
 
 
-def record_in_git(run: Run, files: list[Path], message: str) -> str | None:
+def _inside(path: str, root: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(root)
+
+
+def foreign_repository(run_dir: Path, top: Path) -> str | None:
+    """Why the repository git found for the run is not the workspace's own, None when it is: its git folders (the
+    git directory, the common one, objects, index, refs) all lie inside the workspace; or it was found above the
+    workspace (no `.git` inside it on the way up: nothing of the workspace chose it, the workspace lies in the
+    person's repository); or the `.git` file at its top names a worktree that the repository itself registered
+    there (its `gitdir` file names this `.git`, as `git worktree add` writes it)."""
+    root = workspace_root()
+    asked = ["--git-dir", "--git-common-dir", "--git-path", "objects", "--git-path", "index", "--git-path", "refs"]
+    found = _git(["rev-parse", *asked], run_dir)  # each absolute or relative to run_dir
+    folders = [os.path.join(run_dir, line) for line in found.stdout.splitlines()]
+    if found.returncode != 0 or len(folders) != 5:
+        return "git did not name the repository's folders"
+    if all(_inside(folder, root) for folder in folders):
+        return None
+    gitdir, common = Path(os.path.realpath(folders[0])), Path(os.path.realpath(folders[1]))
+    real = Path(os.path.realpath(run_dir))
+    here = [p for p in (real, *real.parents) if p.is_relative_to(root)]
+    if not any(os.path.lexists(p / ".git") for p in here) and not any(_inside(f, root) for f in folders):
+        return None  # found above the workspace
+    dotgit = top / ".git"
+    registered = (gitdir.parent == common / "worktrees" and os.path.isfile(dotgit) and not os.path.islink(dotgit)
+                  and _names(gitdir / "gitdir", dotgit))
+    return None if registered else (
+        f"{dotgit if os.path.lexists(dotgit) else top} leads to the git directory {gitdir}, outside the workspace "
+        f"{root}, and that repository registered no worktree here: the recipe was not committed; "
+        "to record it, make the workspace a repository (git init) or a worktree of yours (git worktree add)")
+
+
+def _names(back: Path, dotgit: Path) -> bool:
+    """Whether the worktree record `back` (the repository's own `gitdir` file) names `dotgit`."""
+    try:
+        return back.is_file() and os.path.realpath(back.read_text()[:4096].strip()) == os.path.realpath(dotgit)
+    except (OSError, ValueError):
+        return False
+
+
+def record_in_git(run: Run, files: list[Path], message: str,
+                  said: Callable[[str], None] | None = None) -> str | None:
     """Commit the run's recipe files when the run lives in a git repository; the commit id (HEAD when they
     were already committed), or None (not a repo, git absent, the run is git-ignored, or git refused or hung).
     Only these paths change in the commit and the index, whatever else the person staged (as `commit --only`).
-    Without a git identity configured the commit is made as llm-finetuning <llm-finetuning@localhost>."""
+    Without a git identity configured the commit is made as llm-finetuning <llm-finetuning@localhost>. A
+    repository not the workspace's own is never written: why goes to `said` (a callable), and None is returned."""
     run_dir = run.dir
     if not shutil.which("git"):
         return None
@@ -113,6 +160,11 @@ def record_in_git(run: Run, files: list[Path], message: str) -> str | None:
     paths = [f for f in files if f.exists()]
     off = _filters_off(run_dir) if top.returncode == 0 else None
     if off is None or not top.stdout.strip() or not paths:
+        return None
+    foreign = foreign_repository(run_dir, Path(os.path.realpath(top.stdout.strip())))
+    if foreign:
+        if said:
+            said(foreign)
         return None
     if _git(["check-ignore", "-q", str(paths[0].resolve())], run_dir).returncode == 0:
         return None

@@ -5,6 +5,13 @@ The kernel drops the lock when its holder exits, so a crashed server never leave
 itself stays (deleting it would let two callers lock two different files); it holds the holder's pid and
 start time for the refusal message. The started training process does not inherit it: once run.json names
 the live launcher, the state gate refuses a second launch instead.
+
+A stop while a launch holds the lock (issue 48, round 12, M3: stop_training answered "not running; nothing to
+stop" during the launch's gates, and the launch then trained) asks that launch, by the token its lock record
+holds, to start nothing (`<run>/.launch.cancel`, `await_launch`) and waits for the lock: the launch looks for the
+request at its last point before it writes or starts anything (`cancel_requested`); a launch past that point
+has started its trainer when the lock is free, and the stop stops it. The request lives while that launch holds
+the lock: its release removes it, so it never reaches another launch.
 """
 
 from __future__ import annotations
@@ -14,10 +21,15 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from mcp_server.runs import Run
+from mcp_server.runs import Run, read_json_if_present
+from mcp_server.workspace import atomic_write_json
+
+CANCEL_POLL_S = 0.2  # how often a stop waiting for a launch tries the lock
+_HELD: dict[str, str] = {}  # this process's held locks: the lock file -> its holder's token
 
 
 class RunLocked(Exception):
@@ -42,11 +54,15 @@ def run_lock(run: Run, action: str) -> Iterator[None]:
         except BlockingIOError:
             raise RunLocked(run, _holder(fd)) from None
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        token = uuid.uuid4().hex
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": stamp, "action": action}).encode(), 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": stamp, "action": action, "token": token}).encode(), 0)
+        _HELD[str(path)] = token
         try:
             yield
         finally:
+            _HELD.pop(str(path), None)
+            _clear(run)  # a stop's request was this launch's alone
             os.ftruncate(fd, 0)  # empty while free: what a refused caller reads is the current holder
     finally:
         os.close(fd)  # releases the lock
@@ -64,3 +80,59 @@ def _holder(fd: int, wait_s: float = 2.0) -> dict:
         if isinstance(data, dict) or time.monotonic() > deadline:
             return data if isinstance(data, dict) else {}
         time.sleep(0.02)
+
+
+def cancel_requested(run: Run) -> bool:
+    """Whether a stop asked the launch this process holds the run's lock for to start nothing (its token in
+    .launch.cancel). The launch asks at its last point before it writes or starts anything."""
+    token = _HELD.get(str(run.lock))
+    request = read_json_if_present(run.launch_cancel)
+    return bool(token) and isinstance(request, dict) and request.get("token") == token
+
+
+def await_launch(run: Run, wait_s: float, tick: Callable[[float], None] = lambda elapsed: None) -> dict | None:
+    """None when no launch or resume holds the run's lock. Else ask it to start nothing (cancel_requested) and wait
+    up to `wait_s` for its lock: what it wrote (pid, since, action) with `ended` (the lock came free: the launch
+    started its trainer, or cancelled, or was refused) and `waited_s`. `tick(elapsed)` each poll."""
+    try:
+        fd = os.open(run.lock, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # never launched here (or not a lock file): no launch holds it
+        return None
+    began = time.monotonic()
+    try:
+        if _try_lock(fd):
+            return None
+        holder = _holder(fd)
+        try:
+            atomic_write_json(run.launch_cancel, {"token": holder.get("token"), "pid": os.getpid(),
+                                                  "time": time.time()})
+        except OSError:  # not writable: the launch is not asked, and a trainer it starts is stopped once it has
+            pass
+        while time.monotonic() - began < wait_s:
+            time.sleep(min(CANCEL_POLL_S, max(wait_s - (time.monotonic() - began), 0.0)))
+            tick(time.monotonic() - began)
+            if _try_lock(fd, run):
+                return {**holder, "ended": True, "waited_s": round(time.monotonic() - began, 1)}
+        return {**holder, "ended": _try_lock(fd, run), "waited_s": round(time.monotonic() - began, 1)}
+    finally:
+        os.close(fd)  # a lock taken here is released: the stop itself holds none
+
+
+def _try_lock(fd: int, run: Run | None = None) -> bool:
+    """Whether the lock was free: taken and released at once (a stop never holds it); with `run`, its cancel
+    request is removed meanwhile (one written as the launch ended: no launch holds it, none reads it)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    if run is not None:
+        _clear(run)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
+
+
+def _clear(run: Run) -> None:
+    try:
+        run.launch_cancel.unlink(missing_ok=True)
+    except OSError:  # a folder in its place: read as no request (it holds no token)
+        pass

@@ -28,7 +28,8 @@ from mcp_server.training.processes import one_look
 from mcp_server.training.runrecord import checkpoints, record_note, signed_record, sync_run_json
 from mcp_server.reporting import Report, silent, ticking
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
-from mcp_server.training.stopping import STOP_TICK_S, stop_wait
+from mcp_server.training.runlock import await_launch
+from mcp_server.training.stopping import STOP_TICK_S, STOP_WAIT_S, stop_wait
 from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import not_regular
 from mcp_server.workspace import atomic_save_figure, runs_root
@@ -258,6 +259,7 @@ def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     takes: stopping.stop_wait); it ends the run early only when asked to `kill` (local: the verified process
     group; SLURM: the run's own job), and says what that lost."""
     run = resolve_run(request.run)
+    launch = _await_launch(run, request, report)  # a launch under way: asked to start nothing, awaited
     derived = derive_state(run)
     config = RunSpec.of_run(run).values
     note = f" ({derived.note})" if derived.note else ""
@@ -265,8 +267,9 @@ def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
         sync_run_json(run, derived)
         done = checkpoints(run, config)
         return StopResult(run_dir=str(run.dir), state=derived.state, graceful=False, killed=False,
-                          checkpoint=str(done[-1]) if done else None,
-                          message=f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
+                          checkpoint=str(done[-1]) if done else None, waited_s=launch and launch["waited_s"],
+                          message=_launch_said(run, launch, derived.state) if launch else
+                          f"{run.name} is not running (state {derived.state}); nothing to stop{note}")
     sync_run_json(run, derived)  # a run.json lost or wrong is restored from the live launcher first
     wait, took = stop_wait(run)
     wait = request.timeout_s if request.timeout_s is not None else wait
@@ -282,6 +285,33 @@ def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
 
     with ticking(report, STOP_TICK_S, still):
         return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
+
+
+def _await_launch(run: Run, request: StopRequest, report: Report) -> dict | None:
+    """A launch or resume of the run under way (its lock held; issue 48, round 12, M3: "nothing to stop", then it
+    trained): asked to start nothing and awaited up to timeout_s (else STOP_WAIT_S's most), a line at once and
+    every STOP_TICK_S. What runlock.await_launch says, None when no launch holds the lock."""
+    wait = request.timeout_s if request.timeout_s is not None else STOP_WAIT_S[1]
+    due = [0.0]
+
+    def tick(elapsed: float) -> None:
+        if elapsed >= due[0]:
+            due[0] = elapsed + STOP_TICK_S
+            report(0, None, f"stopping {run.name}: a launch of it is under way, asked to start nothing; waiting for "
+                   f"it to answer ({elapsed:.0f} s of at most {wait:.0f} s)")
+    return await_launch(run, wait, tick)
+
+
+def _launch_said(run: Run, launch: dict, state: str) -> str:
+    """What a stop says of a launch it found under way, when no trainer of the run is alive after its wait."""
+    who = f"its {launch.get('action') or 'launch'} (pid {launch.get('pid', 'unknown')}" + (
+        f", since {launch['since']})" if launch.get("since") else ")")
+    if launch["ended"]:
+        return (f"{run.name}: {who} was under way and was asked to start nothing; it ended without starting a "
+                f"trainer (state {state}): nothing trains")
+    return (f"{run.name}: {who} is under way and was asked to start nothing; it had not answered after "
+            f"{launch['waited_s']:.0f} s. It starts nothing once it reaches its start, unless it had passed it: "
+            "training_status shows which, and stop_training stops a run that started")
 
 
 # ---------------------------------------------------------------- list_runs
