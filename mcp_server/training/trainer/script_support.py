@@ -29,7 +29,8 @@ from mcp_server.config.loader import eval_dataset as load_eval_dataset  # noqa: 
 from mcp_server.config.loader import evaluates  # noqa: E402
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset  # noqa: E402
 from mcp_server.runs import Run  # noqa: E402
-from mcp_server.training.trainer.digest import checkpoint_problems, record_save, recorded_save  # noqa: E402
+from mcp_server.training.trainer.digest import (checkpoint_problems, record_save, recorded_save,  # noqa: E402
+                                                refuse_save_outside)
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
 from mcp_server.training.trainer.resumed_settings import ResumedSettings  # noqa: E402
@@ -187,6 +188,9 @@ def train_and_save(trainer, run_dir: Path) -> None:
     # since (round 11, R1)
     trainer.train(resume_from_checkpoint=str(resumed) if resumed is not None
                   else training_args.resume_from_checkpoint)
+    # output_dir still inside the run before the final model and its card are written (round 12, D1); record_save
+    # refuses it after too
+    refuse_save_outside(Run(Path(run_dir)), Path(training_args.output_dir))
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True)
