@@ -1,7 +1,8 @@
 """Forged results and lost work around a run (issue 48, "Forged results" and "Data loss and escapes"; issue 49, a NOT
 VALID emission), each replayed through the door it went through: the trainer's own (write_outcome, the progress
 callback's records, as the emitted train.py calls them), training_status, export_model, resume's patch, and
-emit-config. Nothing here trains or starts a process: the runs are constructed or emitted in this process.
+emit-config; and round 12's run folders swapped for links (checkpoints/, cache/). Nothing here trains or starts a
+process but the rows marked slow: the runs are constructed or emitted in this process.
 """
 
 from __future__ import annotations
