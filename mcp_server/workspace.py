@@ -109,6 +109,21 @@ def refuse_linked_out(text: str | Path, field: str = "run") -> None:
                                  "runs/")
 
 
+def refuse_run_dir_outside(path: Path, field: str = "run_dir") -> None:
+    """UserInputError(field) unless `path` (resolved: links followed) is a folder strictly inside the workspace
+    that is not one of its own folders (WORKSPACE_FOLDERS: runs/, eval/, ...). Round 12 (D3): `emit-config
+    --run-dir /tmp/x` wrote a run (train/, data/) outside the workspace, and `--run-dir .` made the workspace's root
+    a run."""
+    root = workspace_root()
+    real, outside = _leads_outside(Path(path), root)
+    if not outside and real != root and real not in {root / name for name in WORKSPACE_FOLDERS}:
+        return
+    what = ("the workspace itself" if real == root else f"the workspace's own {real.name}/ folder" if not outside
+            else f"outside the workspace {root}")
+    raise UserInputError(field, f"{path} is {what}: a run directory is a folder inside the workspace, such as "
+                         f"{root / 'runs'}/<run> (emit without run_dir makes one there); give a run's folder there")
+
+
 def dated_run(text: str | Path) -> Path | None:
     """The one run under runs/ that `text` names without its date: emit_grpo_config names a run
     `<YYYY-MM-DD>-<run_name>[-n]` (issue 49's sixth walk: `--run-name upper-small` made 2026-12-06-upper-small, then

@@ -193,16 +193,24 @@ def test_a_positive_learning_rate_is_not_refused(files, tmp_path, capsys):
 
 # ---------------------------------------------------------------- paths
 def test_a_relative_run_dir_is_the_one_named_and_its_paths_move_with_it(files, workspace, tmp_path, capsys, tiny_model):
+    # A folder named relative to where the command ran, outside the workspace: refused, nothing written (round 12,
+    # D3: a run is written inside the workspace).
     (Path.cwd() / "mine").mkdir()
     code, out, err = cli(capsys, "emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu",
                          "--run-dir", "mine", "--json")
+    assert code == 2 and "run_dir" in err and "outside the workspace" in err, err
+    assert not any((Path.cwd() / "mine").iterdir())
+    (workspace / "mine").mkdir()
+    code, out, err = cli(capsys, "emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu",
+                         "--run-dir", "mine", "--json")
     assert code == 0, err
-    config = yaml.safe_load((Path.cwd() / "mine" / "train" / "config.yaml").read_text())
-    # The run is the one named relative to where the command ran; training runs from the run directory, and the
-    # paths inside the run are relative to it, so none depends on where the emit ran (and the run can move).
-    assert json.loads(out)["run_dir"] == str(tmp_path / "here" / "mine")
+    config = yaml.safe_load((workspace / "mine" / "train" / "config.yaml").read_text())
+    # The run is the one named, relative to the workspace from any directory; training runs from the run
+    # directory, and the paths inside the run are relative to it, so none depends on where the emit ran (and the
+    # run can move).
+    assert json.loads(out)["run_dir"] == str(workspace / "mine")
     assert config["output_dir"] == "checkpoints"
-    assert (tmp_path / "here" / "mine" / config["datasets"][0]["data_files"]).is_file()
+    assert (workspace / "mine" / config["datasets"][0]["data_files"]).is_file()
     # A name relative to the workspace works from any directory.
     code, out, err = cli(capsys, "training-status", f"runs/{GOOD}", "--json")
     assert code == 0 and json.loads(out)["run_dir"] == str(workspace / "runs" / GOOD), err

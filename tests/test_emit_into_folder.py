@@ -165,3 +165,47 @@ def test_the_review_writers_never_replace_a_review_file_they_did_not_write(works
     sheet = Path(inspect_rewards(InspectRequest(run=str(folder))).review_md_path)
     sheet.write_text(sheet.read_text() + "\nmy note on sample 3\n")
     assert "my note" not in Path(inspect_rewards(InspectRequest(run=str(folder))).review_md_path).read_text()
+
+
+# Round 12 (D3): `emit-config --run-dir /tmp/x` wrote train/ and data/ outside the workspace, and `--run-dir .`
+# made the workspace's root a run. Every form of a run_dir that is not a folder inside the workspace x refused
+# naming run_dir and what is accepted, nothing written there; a folder of the workspace (under runs/ or beside it)
+# is still emitted into.
+LEADING_OUT = {
+    "absolute-outside": lambda ws, out: str(out),
+    "relative-up": lambda ws, out: os.path.relpath(out, ws),
+    "workspace-dot": lambda ws, out: ".",
+    "workspace-absolute": lambda ws, out: str(ws),
+    "runs-itself": lambda ws, out: "runs",
+    "eval-itself": lambda ws, out: str(ws / "eval"),
+    "link-in-workspace-to-outside": lambda ws, out: (ws / "mine").symlink_to(out) or "mine",
+    "link-under-runs-to-outside": lambda ws, out: (ws / "runs" / "mine").symlink_to(out) or "runs/mine",
+}
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("form", sorted(LEADING_OUT))
+def test_a_run_dir_that_is_no_folder_inside_the_workspace_is_refused(form, workspace, tmp_path, tiny_model):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "runs").mkdir()
+    (workspace / "eval").mkdir()
+    given = LEADING_OUT[form](workspace, outside)
+    before = {"ws": _listing(workspace), "out": _listing(outside)}
+    proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", given, "--json", cwd=workspace)
+    assert proc.returncode == 2, (form, proc.stdout, proc.stderr)
+    assert "run_dir" in proc.stderr and "a run directory is a folder inside the workspace" in proc.stderr, proc.stderr
+    assert {"ws": _listing(workspace), "out": _listing(outside)} == before
+
+
+@pytest.mark.parametrize("where", ["runs/mine", "mine", "runs/linked-inside"])
+def test_a_run_dir_inside_the_workspace_is_still_emitted_into(where, workspace, tiny_model):
+    (workspace / "runs" / "real").mkdir(parents=True)
+    (workspace / "runs" / "linked-inside").symlink_to(workspace / "runs" / "real")
+    (workspace / where).mkdir(exist_ok=True)
+    proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", where, "--json", cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert (workspace / where / "train" / "config.yaml").is_file()

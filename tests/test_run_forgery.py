@@ -1,7 +1,8 @@
 """Forged results and lost work around a run (issue 48, "Forged results" and "Data loss and escapes"; issue 49, a NOT
 VALID emission), each replayed through the door it went through: the trainer's own (write_outcome, the progress
 callback's records, as the emitted train.py calls them), training_status, export_model, resume's patch, and
-emit-config. Nothing here trains or starts a process: the runs are constructed or emitted in this process.
+emit-config; and round 12's run folders swapped for links (checkpoints/, cache/). Nothing here trains or starts a
+process but the rows marked slow: the runs are constructed or emitted in this process.
 """
 
 from __future__ import annotations
@@ -878,3 +879,163 @@ def test_progress_lines_edited_or_appended_by_hand_are_never_shown_or_judged(wor
         assert listed.step == 11, listed
     else:
         assert step_time(run) == 1.0  # the stop's wait reads the signed lines' step times, not 9999 s
+
+
+# ---------------------------------------------------------------- round 12: a run's folders swapped for links
+# D1: checkpoints/ moved away and a link to a folder elsewhere put in its place after checkpoint-1: the trainer,
+# which checked output_dir only when it started, saved the next checkpoints, the final model and TRL's model card
+# (README.md) through it, overwriting files there, and the run read "succeeded". Every point before or at a save x
+# every way the save's folder can lead out of the run: refused (exit 3) naming the link, nothing written there, no
+# ledger line (what "succeeded" needs).
+SAVE_LEADS_OUT = {
+    "checkpoints-linked-outside": lambda run, out: (run.checkpoints.rename(run.dir / "checkpoints.real"),
+                                                    run.checkpoints.symlink_to(out)),
+    "checkpoints-linked-to-another-run": lambda run, out: (
+        run.checkpoints.rename(run.dir / "checkpoints.real"),
+        (run.dir.parent / "other" / "checkpoints").mkdir(parents=True),
+        run.checkpoints.symlink_to(run.dir.parent / "other" / "checkpoints")),
+    "next-checkpoint-linked-outside": lambda run, out: (run.checkpoints / "checkpoint-2").symlink_to(out),
+}
+SAVE_POINTS = ("step-end", "log", "checkpoint-saved", "final-saved")
+SAVE_CELLS = [(how, point) for how in SAVE_LEADS_OUT for point in SAVE_POINTS
+              if not (how == "next-checkpoint-linked-outside" and point == "final-saved")]  # the final model is not
+#                                                                                               in checkpoint-2
+
+
+def _save_point(run, point: str, step: int):
+    """What the trainer does at `point` of step `step`, as the Trainer drives it: the progress callback at the
+    step's end and its log (both before the step's save), after a checkpoint's last file (on_save), and the final
+    model's record (train_and_save)."""
+    import signal
+    from types import SimpleNamespace
+
+    from mcp_server.training.trainer.digest import record_save
+    from mcp_server.training.trainer.progress import ProgressCallback
+
+    args = SimpleNamespace(output_dir=str(run.checkpoints), device=None)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=step, max_steps=4, epoch=0.0)
+    control = SimpleNamespace(should_save=True, should_training_stop=False)
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        callback = ProgressCallback(run.dir, guard="off")
+        if point == "step-end":
+            callback.on_step_end(args, state, control)
+        elif point == "log":
+            callback.on_log(args, state, control, logs={"loss": 0.1})
+        elif point == "checkpoint-saved":
+            callback.on_save(args, state, control)
+        else:
+            record_save(run, run.checkpoints, step, final=True)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def _saved_files(folder: Path, step: int) -> None:
+    """What a save of step `step` left in `folder` (as the Trainer writes a checkpoint, or the final model)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.safetensors").write_bytes(b"weights %d" % step)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+
+
+@pytest.mark.parametrize("how, point", SAVE_CELLS)
+def test_d1_a_save_whose_folder_leads_out_of_the_run_is_refused_at_every_save_point(workspace, tmp_path,
+                                                                                     monkeypatch, capsys, how, point):
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import read_saves
+
+    run = Run(dead_run(workspace, "d1", "d" * 32))
+    monkeypatch.setenv("LLM_FINETUNING_LAUNCH_ID", "d" * 32)
+    _saved_files(run.checkpoints / "checkpoint-1", 1)
+    _save_point(run, "checkpoint-saved", 1)  # the first save, inside the run: recorded
+    assert [s["save"] for s in read_saves(run)] == ["checkpoints/checkpoint-1"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "README.md").write_text("someone's own file\n")
+    SAVE_LEADS_OUT[how](run, outside)
+    if point == "checkpoint-saved":  # the Trainer wrote checkpoint-2 through the link before its record
+        _saved_files(run.checkpoints / "checkpoint-2", 2)
+    elif point == "final-saved":
+        _saved_files(run.checkpoints, 4)
+    written = {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        _save_point(run, point, 2 if point != "final-saved" else 4)
+    err = capsys.readouterr().err
+    assert refused.value.code == 3 and "refusing to save" in err and "leads outside the run directory" in err, err
+    link = run.checkpoints / "checkpoint-2" if how.startswith("next-") else run.checkpoints
+    assert f"through the link {link}" in err, err
+    assert [s["save"] for s in read_saves(run)] == ["checkpoints/checkpoint-1"]  # no line: never "succeeded"
+    assert {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()} == written  # no digest written there
+
+
+# D2: <run>/cache put in place as a link right after the launch gate: the trainer's train_dataset made its datasets
+# cache through it (mkdir, mkdtemp), outside the workspace. Each way cache/ can be a link or no folder x the emitted
+# train.py's build_trainer: refused (exit 3) naming cache/, nothing written through it.
+CACHE_FORMS = {
+    "link-outside": lambda run, out: (run.dir / "cache").symlink_to(out),
+    "link-inside-the-run": lambda run, out: ((run.dir / "elsewhere").mkdir(),
+                                            (run.dir / "cache").symlink_to(run.dir / "elsewhere")),
+    "dangling-link": lambda run, out: (run.dir / "cache").symlink_to(out / "gone"),
+    "file": lambda run, out: (run.dir / "cache").write_text("not a folder\n"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CACHE_FORMS))
+def test_d2_a_cache_folder_that_is_a_link_or_no_folder_is_refused_by_the_trainer(workspace, tmp_path, capsys,
+                                                                                  form):
+    import shutil as _shutil
+
+    from support import emit_run, trainer_or_refusal
+
+    from mcp_server.runs import Run
+
+    run = Run(emit_run("d2"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if (run.dir / "cache").exists():
+        _shutil.rmtree(run.dir / "cache")
+    CACHE_FORMS[form](run, outside)
+    trainer, refusal = trainer_or_refusal(run.dir, capsys)
+    assert trainer is None and f"the run's cache folder {run.dir.resolve() / 'cache'} is" in refusal, refusal
+    assert not any(outside.rglob("*")) and not any((run.dir / "elsewhere").rglob("*"))
+
+
+@pytest.mark.slow
+def test_d1_checkpoints_swapped_for_a_link_while_a_real_trainer_trains_end_the_run_unsaved(workspace, tmp_path,
+                                                                                          capsys):
+    """The round's replay on a real tiny training in this process (the emitted train.py's build_trainer and
+    train_and_save): checkpoints/ swapped for a link outside once checkpoint-1 is saved. The trainer exits 3 at the
+    next step's end naming the link; nothing lands outside (no checkpoint, no model card), no final save, no
+    outcome."""
+    import contextlib
+
+    from transformers import TrainerCallback
+
+    from mcp_server.runs import Run
+    from mcp_server.training.trainer.digest import read_saves
+    from mcp_server.training.trainer.script_support import train_and_save
+    from support import emit_run, pass_inspection, trainer_or_refusal
+
+    run = Run(emit_run("d1-live", max_steps=3))
+    pass_inspection(run.dir)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "README.md").write_text("someone's own file\n")
+    (outside / "completions").mkdir()  # as the round had it: TRL's completions/ is made when the trainer is built
+
+    class SwapAfterFirstSave(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                run.checkpoints.rename(run.dir / "checkpoints.real")
+                run.checkpoints.symlink_to(outside)
+
+    trainer, refusal = trainer_or_refusal(run.dir, capsys)
+    assert refusal is None, refusal
+    trainer.add_callback(SwapAfterFirstSave())
+    with contextlib.chdir(run.dir), pytest.raises(SystemExit) as refused:
+        train_and_save(trainer, run.dir)
+    err = capsys.readouterr().err
+    assert refused.value.code == 3 and f"through the link {run.checkpoints}" in err, err[-2000:]
+    assert sorted(p.relative_to(outside).as_posix() for p in outside.rglob("*")) == ["README.md", "completions"]
+    assert (outside / "README.md").read_text() == "someone's own file\n"
+    assert [s["save"] for s in read_saves(run)] == ["checkpoints/checkpoint-1"] and not run.outcome.exists()

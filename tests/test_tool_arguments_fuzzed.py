@@ -4,7 +4,8 @@ flags, mixing plausible values with hostile ones (empty and huge strings, NUL, '
 files, too-deep JSON, damaged runs, wrong types, NaN, huge numbers, unknown fields). Whatever it draws:
 - no traceback and no 'unexpected' failure: a refusal is one message that names the field or file;
 - the server never dies (it answers after every draw, and its log holds no traceback);
-- nothing is written outside the workspace, except into a directory a call named explicitly (emit's run_dir).
+- nothing is written outside the workspace, emit's run_dir included (round 12, D3: `--run-dir /tmp/x` wrote a run
+  there).
 
 Derandomized (a fixed sequence of draws, no example database), so CI sees the same calls every time, and small:
 tens of draws per tool, seconds in all. The arena's runs name no real model, so no draw trains or samples.
@@ -209,7 +210,8 @@ def _note_named(arena, name: str, args: dict) -> None:
     if name == "emit_grpo_config" and isinstance(value, str) and value.strip() and "\x00" not in value:
         path = Path(value).expanduser()
         for folder in ([path] if path.is_absolute() else [arena.ws / path, arena.ws / "runs" / path, arena.cwd / path]):
-            arena.named.add(folder.resolve())
+            if folder.resolve().is_relative_to(arena.ws.resolve()):  # never a place outside (round 12, D3)
+                arena.named.add(folder.resolve())
 
 
 def _check_mcp_result(name: str, args: dict, result) -> None:
@@ -304,7 +306,8 @@ def test_no_command_line_gives_a_traceback(arena, monkeypatch, capsys):
 @pytest.mark.slow
 def test_nothing_was_written_outside_the_workspace(arena):
     """Run last (pytest keeps a module's order): the arena outside the workspace, HOME and the server's log is as it
-    was, except under a directory a call named as the place to write; the checkout has no new or changed file."""
+    was (a run_dir named there is refused: only one inside the workspace is noted as named); the checkout has no new
+    or changed file."""
     after = _snapshot(arena.base, (arena.ws, arena.home, arena.logs))
     changed = {p for p in set(after) | set(arena.before) if after.get(p) != arena.before.get(p)}
     allowed = {p for p in changed if any(Path(p) == n or n in Path(p).parents for n in arena.named)}

@@ -48,6 +48,7 @@ from mcp_server.workspace import (
     atomic_write_json,
     atomic_write_text,
     find_existing,
+    refuse_run_dir_outside,
     runs_root,
     unique_run_name,
     workspace_root,
@@ -188,6 +189,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         if run_dir is None or not run_dir.is_dir():
             raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
                                  "its runs/ and the current directory)")
+        refuse_run_dir_outside(run_dir)  # a run is written inside the workspace, never at its root (round 12, D3)
         run = Run(run_dir)
         launched = run.launched_evidence()
         if launched:

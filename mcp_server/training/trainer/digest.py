@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from mcp_server.evidence import sign_run, unrecorded, valid_run
@@ -50,10 +51,38 @@ def save_key(run: Run, folder: Path) -> str:
     return real.relative_to(home).as_posix() if real.is_relative_to(home) else str(real)
 
 
+class SaveLeadsOut(SystemExit):
+    """A save whose folder no longer resolves inside the run directory: refused, the trainer exits (exit 3, as its
+    other refusals) and the run fails, never "succeeded"."""
+
+
+def refuse_save_outside(run: Run, folder: Path) -> None:
+    """SaveLeadsOut, naming the link, when `folder` (output_dir, a checkpoint of it) does not resolve to a folder
+    inside the run directory. The trainer checks output_dir when it starts only; round 12 (D1) moved checkpoints/
+    away and put a link to a folder elsewhere in its place mid-training: the next checkpoints, the final model and
+    TRL's model card (README.md, written into output_dir) landed there, overwriting files, and the run read
+    "succeeded". Called before each save (the progress callback) and by record_save after it."""
+    folder = Path(os.path.abspath(folder))  # as the Trainer saves: relative to the current directory
+    try:
+        real, home = folder.resolve(), run.dir.resolve()
+    except (OSError, RuntimeError):  # a link loop
+        real, home = None, None
+    if real is not None and real != home and real.is_relative_to(home):
+        return
+    link = next((p for p in [folder, *folder.parents] if p.is_symlink()), None)
+    how = f"through the link {link} (to {os.readlink(link)})" if link is not None else f"(to {real or '?'})"
+    print(f"llm-finetuning: refusing to save: {folder} leads outside the run directory {run.dir} {how}; nothing "
+          "more is saved there and the run fails. Replace the link with the run's own folder, then resume_training "
+          "from a checkpoint this run saved", file=sys.stderr, flush=True)
+    raise SaveLeadsOut(3)
+
+
 def record_save(run: Run, folder: Path, step: int | None = None, final: bool = False) -> dict:
     """The trainer's record of one save: the checkpoint's own digest (not for the final model), then one line
     appended to train/logs/saves.jsonl (never through a link: Run.inside, O_NOFOLLOW) with its files, the step,
-    whether it is the final model and this launch's id."""
+    whether it is the final model and this launch's id. A folder that leads outside the run is refused
+    (refuse_save_outside): no line, the trainer exits."""
+    refuse_save_outside(run, folder)
     files = _digest(folder, final)
     if not final:
         atomic_write_json(folder / CHECKPOINT_DIGEST, {"step": step, "files": files})

@@ -34,7 +34,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from mcp_server.evidence import sign_run, valid_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
-from mcp_server.training.trainer.digest import record_save
+from mcp_server.training.trainer.digest import record_save, refuse_save_outside
 from mcp_server.training.trainer.guard import LiveGuard, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
@@ -159,7 +159,17 @@ class ProgressCallback(TrainerCallback):
             if state.is_world_process_zero:
                 by = {} if asked or self._signalled is None else {"by": "signal", "signal": self._signalled}
                 record(self.run, self.run.stopped, {"step": state.global_step, "time": time.time(), **by})
+        self._refuse_saving_outside(args, state)  # before this step's log (TRL's completions) and save
         return control
+
+    def _refuse_saving_outside(self, args, state) -> None:
+        """Before each save (it follows the step's end and its log): output_dir, and the checkpoint folder this
+        step would save into, still resolve inside the run (digest.refuse_save_outside; round 12, D1). Relative
+        to the current directory, as the Trainer saves (the run directory, where the launch starts it)."""
+        out = getattr(args, "output_dir", None)  # a Trainer's arguments always name it
+        if out is not None:
+            refuse_save_outside(self.run, Path(out))
+            refuse_save_outside(self.run, Path(out) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
 
     def on_save(self, args, state, control, **kwargs):
         """After the Trainer's last file of checkpoint-N: the digest of what it saved, recorded in the run's ledger
@@ -177,6 +187,7 @@ class ProgressCallback(TrainerCallback):
         line = self._write_log(state, logs)
         if self.guard is not None:
             self._guard(state, control, line or {"step": state.global_step, **logs})
+        self._refuse_saving_outside(args, state)  # a save the guard asked for follows
         return control
 
     def on_train_end(self, args, state, control, **kwargs):

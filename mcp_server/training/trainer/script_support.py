@@ -9,6 +9,7 @@ Imported by train/train.py in the training interpreter.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import sys
 import tempfile
@@ -29,7 +30,8 @@ from mcp_server.config.loader import eval_dataset as load_eval_dataset  # noqa: 
 from mcp_server.config.loader import evaluates  # noqa: E402
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset  # noqa: E402
 from mcp_server.runs import Run  # noqa: E402
-from mcp_server.training.trainer.digest import checkpoint_problems, record_save, recorded_save  # noqa: E402
+from mcp_server.training.trainer.digest import (checkpoint_problems, record_save, recorded_save,  # noqa: E402
+                                                refuse_save_outside)
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
 from mcp_server.training.trainer.resumed_settings import ResumedSettings  # noqa: E402
@@ -39,14 +41,50 @@ def train_dataset(script_args, dataset_args, prompt_column: str, run_dir: Path |
     """The training split, its prompt column named 'prompt' as GRPOTrainer reads it: the loader sampling reads
     it with too (inspection.training_inputs), prepared in a fresh datasets cache under the run's cache/ (or the
     system's temporary folder for a script emitted before) that is removed once the rows are in memory."""
-    parent = Path(run_dir) / "cache" if run_dir is not None else None
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
-    cache = tempfile.mkdtemp(prefix="datasets-", dir=parent)
+    cache = fresh_cache(run_dir, "datasets-") if run_dir is not None else tempfile.mkdtemp(prefix="datasets-")
     try:  # the rows come back in memory (config.loader): the cache goes at once, nothing is read from it again
         return load_train_dataset(script_args, dataset_args, prompt_column, cache)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+class CacheLeadsOut(SystemExit):
+    """The run's cache/ is a link, or not a folder of the run: refused before anything is written there (exit 3)."""
+
+
+def _refuse_cache(why: str):
+    print(f"llm-finetuning: refusing to train: {why}", file=sys.stderr, flush=True)
+    raise CacheLeadsOut(3)
+
+
+def run_cache(run_dir: Path) -> Path:
+    """<run>/cache, made here when absent: refused (CacheLeadsOut, naming it) when it is a symbolic link (to
+    anywhere), not a directory, or does not resolve to the run's own cache/. Round 12 (D2): only the launch gate
+    checked it; a link planted right after had the datasets cache written outside the workspace."""
+    run_dir = Path(run_dir).resolve()
+    cache = run_dir / "cache"
+    try:
+        cache.mkdir()
+    except FileExistsError:
+        pass  # there already: judged below (a link to a folder is there too: mkdir never follows it)
+    except OSError as exc:
+        _refuse_cache(f"cannot make {cache} ({exc.strerror})")
+    if cache.is_symlink() or not cache.is_dir() or cache.resolve() != cache:
+        what = f"a symbolic link to {os.readlink(cache)}" if cache.is_symlink() else "not a directory of the run"
+        _refuse_cache(f"the run's cache folder {cache} is {what}: the datasets cache is written only inside the "
+                      "run. Remove it (a cache/ folder is made afresh), then launch again")
+    return cache
+
+
+def fresh_cache(run_dir: Path, prefix: str) -> str:
+    """A new folder under the run's cache/ (run_cache), checked again once made: cache/ swapped for a link between
+    the check and the mkdtemp is refused too (the folder made through it is left, never written into)."""
+    cache = run_cache(run_dir)
+    made = tempfile.mkdtemp(prefix=prefix, dir=cache)
+    if Path(made).resolve().parent != cache or run_cache(run_dir) != cache:
+        _refuse_cache(f"{cache} changed while a datasets cache was made in it ({made} is not inside the run): "
+                      "launch again")
+    return made
 
 
 def eval_dataset(script_args, training_args, dataset_args, prompt_column: str, run_dir: Path):
@@ -54,7 +92,7 @@ def eval_dataset(script_args, training_args, dataset_args, prompt_column: str, r
     In a fresh datasets cache under the run's cache/, removed once loaded, as the training split's."""
     if not evaluates(training_args):
         return None
-    cache = tempfile.mkdtemp(prefix="datasets-eval-", dir=Path(run_dir) / "cache")
+    cache = fresh_cache(run_dir, "datasets-eval-")
     try:
         return load_eval_dataset(script_args, training_args, dataset_args, prompt_column, cache)
     finally:
@@ -69,7 +107,7 @@ def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
     if training_args.use_vllm:
         from mcp_server.training.trainer import vllm_cpu
 
-        vllm_cpu.install(str(run_dir / "cache" / "vllm-weights"))
+        vllm_cpu.install(str(run_cache(run_dir) / "vllm-weights"))
     return dict(
         model=model_args.model_name_or_path,
         processing_class=verified_processing_class(training_args),
@@ -187,6 +225,9 @@ def train_and_save(trainer, run_dir: Path) -> None:
     # since (round 11, R1)
     trainer.train(resume_from_checkpoint=str(resumed) if resumed is not None
                   else training_args.resume_from_checkpoint)
+    # output_dir still inside the run before the final model and its card are written (round 12, D1); record_save
+    # refuses it after too
+    refuse_save_outside(Run(Path(run_dir)), Path(training_args.output_dir))
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True)
