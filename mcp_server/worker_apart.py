@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -87,7 +88,11 @@ def how() -> str:
 
 
 def not_apart() -> str | None:
-    """Why workers do not start apart here (check_environment warns), None where they do."""
+    """Why workers do not start apart here (check_environment warns), None where they do or may: bwrap's probe
+    is a process, so where no worker started yet only bwrap's presence is judged (a start that finds bwrap refusing
+    says so on stderr)."""
+    if _bwrap.cache_info().currsize == 0:
+        return None if shutil.which("bwrap") else "no `bwrap` on PATH (install bubblewrap)"
     return None if _bwrap()[0] else how()
 
 
@@ -123,9 +128,12 @@ class Started:
 
 
 def start(command: list[str], **popen) -> Started:
-    """Popen(command, **popen) in a PID namespace of its own where this machine allows it."""
+    """Popen(command, **popen) in a PID namespace of its own where this machine allows it (else as it is, saying
+    why on stderr)."""
     bwrap = _bwrap()[0]
     if bwrap is None:
+        print(f"llm-finetuning: the worker runs beside this process, where the code it imports can reach it: "
+              f"{how()}", file=sys.stderr, flush=True)
         return Started(subprocess.Popen(command, **popen), None)
     read, write = os.pipe()
     try:
