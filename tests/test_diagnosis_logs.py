@@ -1181,3 +1181,116 @@ def test_with_no_readable_evidence_key_no_progress_line_is_trusted(tmp_path, wor
     with pytest.raises(UserInputError, match="holds no logged training step .*; 7 progress lines unsigned or "
                        "altered: not used .*evidence key "):
         diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+
+
+# ---------------------------------------------------------------- the m10 audit (issue 48): names, records, markers
+# Each table below is generated from a declaration the product keeps elsewhere than the line it tests: the
+# progress log's contract (training/trainer/progress.py PROGRESS_KEYS, what the trainer writes) against the
+# reader's aliases; the signed records a reader consults x every state a record can be in; every subset of the
+# files that say "this folder is a run of ours"; the message forms a refused write takes, produced by the writers.
+def _contract_names() -> dict[str, str]:
+    """progress.jsonl's own name -> the TRL name the trainer writes it from, where the two differ."""
+    from mcp_server.training.trainer.progress import PROGRESS_KEYS
+
+    return {key: sources[0] for key, sources in PROGRESS_KEYS.items() if key != sources[0]}
+
+
+def _moved(shape: Shape) -> set[str]:
+    """The TRL metrics a shape's log calls set to other values than a healthy run's."""
+    moved = set()
+    for attempt in shape.attempts():
+        n = len(attempt)
+        for i, (_, logs) in enumerate(attempt):
+            healthy = trl_logs(i, n)
+            moved |= {k for k, v in logs.items() if k not in healthy or healthy[k] != v and not (
+                isinstance(v, float) and math.isnan(v))}
+    return moved
+
+
+CONTRACT_ROWS = [(shape, key) for shape in SHAPES if not (shape.export or shape.refused)
+                 for key, trl in _contract_names().items() if trl in _moved(shape)]
+
+
+def _contract_only(progress: Path) -> None:
+    """The run's progress log with each metric under the contract's name alone (TRL's name dropped where the
+    contract renames it), signed again: a log the trainer's contract allows, as another writer of it would."""
+    renamed = set(_contract_names().values())
+    rows = [{k: v for k, v in json.loads(text).items() if k != "mac" and k not in renamed}
+            for text in progress.read_text().splitlines()]
+    write_signed_lines(progress, rows)
+
+
+@pytest.mark.parametrize("shape, key", CONTRACT_ROWS, ids=[f"{s.name}: {k}" for s, k in CONTRACT_ROWS])
+def test_a_progress_log_under_the_contracts_names_alone_gets_the_same_findings(tmp_path, workspace, shape, key):
+    """Every shape whose log moves a metric the progress-log contract renames (clipped_ratio,
+    completion_mean_length, lr), with that log holding only the contract's names: the same findings as under
+    TRL's (m10-diagnosis-clipped-ratio-unaliased: a log under clipped_ratio raised no truncation finding)."""
+    run = build(shape, tmp_path)
+    progress = run / "train" / "logs" / "progress.jsonl"
+    _contract_only(progress)
+    assert _contract_names()[key] not in progress.read_text() and f'"{key}"' in progress.read_text()
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert {f.code: f.severity for f in d.findings} == shape.findings, [(f.code, f.explanation[:120])
+                                                                        for f in d.findings]
+
+
+def test_every_renamed_contract_metric_has_a_row():
+    """A name the contract gives a metric that no row moves is untested: lr has the rate table's rows below."""
+    covered = {key for _, key in CONTRACT_ROWS} | {"lr"}
+    assert set(_contract_names()) <= covered, set(_contract_names()) - covered
+
+
+def _names_of(trl: str) -> list[str]:
+    """Every name the reader accepts for a TRL metric: its own, each alias (metrics.ALIASES) and the contract's."""
+    from mcp_server.diagnosis.metrics import ALIASES
+
+    return sorted({trl, *(a for a, t in ALIASES.items() if t == trl),
+                   *(k for k, t in _contract_names().items() if t == trl)})
+
+
+def _clipped_values() -> dict[str, float]:
+    from mcp_server.diagnosis.context import CLIPPED_ERROR, CLIPPED_WARN
+
+    values = {"0": 0.0}
+    for name, edge in (("warn", CLIPPED_WARN), ("error", CLIPPED_ERROR)):
+        values |= {f"below {name}": math.nextafter(edge, 0.0), f"at {name}": edge,
+                   f"above {name}": math.nextafter(edge, 1.0)}
+    return values
+
+
+CLIPPED_SOURCES = ("the run's progress log", "a jsonl export", "a W&B CSV export", "a trainer_state.json")
+CLIPPED_ROWS = [(source, name, value) for source in CLIPPED_SOURCES for name in _names_of("completions/clipped_ratio")
+                for value in _clipped_values()]
+
+
+@pytest.mark.parametrize("source, name, value", CLIPPED_ROWS)
+def test_the_clipped_share_under_every_name_on_every_source_is_judged_at_its_thresholds(tmp_path, workspace, source,
+                                                                                        name, value):
+    """The share of cut completions logged under each name the reader accepts for it, on each source that logs
+    it, at, below and above each threshold the truncation finding uses (completions end: no 'never terminate'):
+    completions_truncated exactly from CLIPPED_WARN on, its evidence TRL's name."""
+    from mcp_server.diagnosis.context import CLIPPED_WARN, MIN_CUT_LOGS
+
+    share = _clipped_values()[value]
+    n = 2 * MIN_CUT_LOGS
+    rows = [{"step": i + 1, **{k: v for k, v in trl_logs(i, n).items() if k != "completions/clipped_ratio"},
+             name: share} for i in range(n)]
+    if source == "the run's progress log":
+        path = write_signed_lines(_run_dir(tmp_path) / "train" / "logs" / "progress.jsonl", rows)
+    elif source == "a jsonl export":
+        path = _write_jsonl(tmp_path / "metrics.jsonl", rows)
+    elif source == "a W&B CSV export":
+        path = tmp_path / "export.csv"
+        wandb = [{"train/global_step": r["step"], **{f"r - train/{k}": v for k, v in r.items() if k != "step"}}
+                 for r in rows]
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, list(wandb[0]))
+            writer.writeheader()
+            writer.writerows(wandb)
+    else:
+        path = tmp_path / "trainer_state.json"
+        path.write_text(json.dumps({"global_step": n, "log_history": rows}))
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    cut = [f for f in d.findings if f.code in ("completions_truncated", "completions_never_terminate")]
+    assert [f.code for f in cut] == (["completions_truncated"] if share >= CLIPPED_WARN else []), (share, cut)
+    assert all(e.metric == "completions/clipped_ratio" for f in cut for e in f.evidence[:2]), cut
