@@ -30,7 +30,7 @@ from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.diagnosis.registry import REGISTRY
 from mcp_server.errors import UserInputError
-from support import write_signed_lines
+from support import write_signed, write_signed_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 NAN, INF = math.nan, math.inf
@@ -1294,3 +1294,71 @@ def test_the_clipped_share_under_every_name_on_every_source_is_judged_at_its_thr
     cut = [f for f in d.findings if f.code in ("completions_truncated", "completions_never_terminate")]
     assert [f.code for f in cut] == (["completions_truncated"] if share >= CLIPPED_WARN else []), (share, cut)
     assert all(e.metric == "completions/clipped_ratio" for f in cut for e in f.evidence[:2]), cut
+
+
+def _begin_states() -> dict[str, Callable]:
+    """Every state train/logs/train-begin.json can be in, as (run, record) -> None writers: what the trainer
+    signed, written by hand, altered after signing, signed for another run or for another of this run's files
+    (copied in), not JSON, absent."""
+    from mcp_server.evidence import sign_run
+    from mcp_server.runs import Run
+
+    def signed(run, record):
+        write_signed(Run(run).train_begin, record)
+
+    def altered(run, record):
+        signed_text = json.dumps(sign_run(Run(run), Run(run).train_begin, {**record, "learning_rate": 1e-6}))
+        Run(run).train_begin.write_text(signed_text.replace('"learning_rate": 1e-06', json.dumps(
+            {"learning_rate": record.get("learning_rate")})[1:-1]))
+
+    def other_run(run, record):
+        other = Run(Path(run).parent / "other")
+        Run(run).train_begin.write_text(json.dumps(sign_run(other, other.train_begin, record)))
+
+    def other_file(run, record):
+        Run(run).train_begin.write_text(json.dumps(sign_run(Run(run), Run(run).train_summary, record)))
+
+    return {"signed": signed, "unsigned": lambda run, record: Run(run).train_begin.write_text(json.dumps(record)),
+            "altered": altered, "signed for another run": other_run, "signed as another file": other_file,
+            "not JSON": lambda run, record: Run(run).train_begin.write_text("{"), "absent": lambda run, record: None}
+
+
+# What the record says (learning_rate, the step its schedule begins at) x what the progress log logs after it.
+BEGIN_SAYS = {
+    "the config's rate": ({"learning_rate": 1e-6, "global_step": 6, "max_steps": 12}, 1e-6),
+    "another rate": ({"learning_rate": 0.1, "global_step": 6, "max_steps": 12}, 1e-6),
+    "no rate, the log above the config's after its step": ({"global_step": 6, "max_steps": 12}, 1e-4),
+    "no rate, the log at the config's": ({"global_step": 6, "max_steps": 12}, 1e-6),
+}
+RATE_ROWS = [(state, says, name, signed_log) for state in _begin_states() for says in BEGIN_SAYS
+             for name in _names_of("learning_rate") for signed_log in (True, False)]
+
+
+@pytest.mark.parametrize("state, says, name, signed_log", RATE_ROWS)
+def test_the_rate_the_schedule_runs_from_is_read_only_from_what_the_trainer_signed(tmp_path, workspace, state, says,
+                                                                                   name, signed_log):
+    """The rate note (diagnosis/rate_applied.py) reads train-begin.json and the progress log: it is said exactly
+    when the record is the trainer's own (signed for this run and this file, unaltered) and names another rate
+    than the config's, or names none while the trainer's signed lines log a rate above the config's after the
+    record's step; the rate logged under each name the reader accepts. Through diagnose_run and training_status
+    (m10-diagnosis-rate-begin-unsigned: a hand-written record made both say the change did not act)."""
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    record, after = BEGIN_SAYS[says]
+    run = _run_dir(workspace)
+    rows = [{"step": s, **{k: v for k, v in trl_logs(s - 1).items() if k != "learning_rate"},
+             name: 1e-6 if s <= 6 else after} for s in range(1, 13)]
+    progress = run / "train" / "logs" / "progress.jsonl"
+    if signed_log:
+        write_signed_lines(progress, rows)
+    else:
+        _write_jsonl(progress, rows)
+    (run / "train" / "logs" / "stdout.log").touch()
+    _begin_states()[state](run, record)
+    noted = state == "signed" and (says == "another rate" or signed_log and says.startswith("no rate, the log above"))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    status = training_status(StatusRequest(run=str(run)))
+    said = [text for text in (d.summary, status.note or "")
+            if "the config's 1e-06" in text or "the config says" in text]
+    assert len(said) == (2 if noted else 0), (d.summary, status.note)
