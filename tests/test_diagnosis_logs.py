@@ -30,7 +30,7 @@ from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.diagnosis.registry import REGISTRY
 from mcp_server.errors import UserInputError
-from support import write_signed, write_signed_lines
+from support import record_launch, write_signed, write_signed_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 NAN, INF = math.nan, math.inf
@@ -1362,3 +1362,50 @@ def test_the_rate_the_schedule_runs_from_is_read_only_from_what_the_trainer_sign
     said = [text for text in (d.summary, status.note or "")
             if "the config's 1e-06" in text or "the config says" in text]
     assert len(said) == (2 if noted else 0), (d.summary, status.note)
+
+
+def _ours() -> dict[str, Callable]:
+    """The files that say a folder is a run of this project (diagnosis.metrics.emitted_here), each as a writer:
+    its config, its run.json, the launcher's signed record of its launch kept beside the key (a valid one, and one
+    tampered with: both say a launch was recorded)."""
+    from mcp_server.evidence import _launch_entry
+
+    def tampered(run: Path) -> None:
+        record_launch(run, "L1")
+        path, _ = _launch_entry(run)
+        path.write_text(path.read_text().replace('"L1"', '"L2"'))
+
+    return {"train/config.yaml": lambda run: (run / "train" / "config.yaml").write_text(yaml.safe_dump(CONFIG)),
+            "run.json": lambda run: (run / "run.json").write_text(json.dumps({"state": "running"})),
+            "the launch record": lambda run: record_launch(run, "L1"), "a tampered launch record": tampered}
+
+
+def _subsets(names) -> list[tuple[str, ...]]:
+    import itertools
+
+    return [c for k in range(len(names) + 1) for c in itertools.combinations(names, k)]
+
+
+OURS_ROWS = [(kept, where) for kept in _subsets(list(_ours())) for where in UNSIGNED_STAND_INS
+             if not {"the launch record", "a tampered launch record"} <= set(kept)]  # one record per run: either
+
+
+@pytest.mark.parametrize("kept, where", OURS_ROWS, ids=[f"{'+'.join(k) or 'none kept'}: {w}" for k, w in OURS_ROWS])
+def test_a_run_is_known_as_ours_by_any_file_that_says_so(tmp_path, workspace, kept, where):
+    """A run directory whose progress log is gone, with KL 777 written into a stand-in (a checkpoint's
+    trainer_state.json, a copy, printed lines), and every subset of the files that say it is a run of this project
+    kept: while any one is left, nothing but its signed progress log is its metrics (none read, the summary says
+    why); with none left it is any TRL output folder, read from the stand-in (m10-diagnosis-moved-config-unsigned-
+    metrics: the config and run.json moved away, the launch record alone left, the 777 read as its metrics)."""
+    run = tmp_path / "runs" / "r"
+    (run / "train" / "logs").mkdir(parents=True)
+    (run / "train" / "logs" / "stdout.log").touch()
+    for name in kept:
+        _ours()[name](run)
+    UNSIGNED_STAND_INS[where](run, _rows(4, kl=777.0, reward=99.0))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    if kept:
+        assert (d.steps_logged, d.metrics_path) == (0, None) and "progress.jsonl is missing" in d.summary, d
+        assert "kl_explosion" not in {f.code for f in d.findings}, d.findings
+    else:
+        assert "kl_explosion" in {f.code for f in d.findings}, d
