@@ -17,6 +17,7 @@ import csv
 import dataclasses
 import json
 import math
+import re
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1409,3 +1410,179 @@ def test_a_run_is_known_as_ours_by_any_file_that_says_so(tmp_path, workspace, ke
         assert "kl_explosion" not in {f.code for f in d.findings}, d.findings
     else:
         assert "kl_explosion" in {f.code for f in d.findings}, d
+
+
+# ---------------------------------------------------------------- a refused write, in every form its writers print
+DISK_FULL_ERRNOS = {"ENOSPC", "EDQUOT", "EFBIG"}  # the disk (or a quota, or a file size limit) refused the write
+
+
+def _log_findings(tmp_path: Path, text: str) -> set[str]:
+    """The environment findings of a bare stdout log holding `text` alone."""
+    from mcp_server.diagnosis.environment import LOG_PATTERNS
+
+    log = tmp_path / "slurm-1.out"
+    log.write_text(text + "\n")
+    d = diagnose_run(DiagnoseRequest(source=str(log), validate_patches=False))
+    return {f.code for f in d.findings} & set(LOG_PATTERNS)
+
+
+def _refused(write: Callable[[Path], None], path: Path) -> str:
+    """The exception line a writer prints when the file it writes may not grow (RLIMIT_FSIZE, SIGXFSZ ignored:
+    the kernel refuses the write with EFBIG, as a full disk refuses one with ENOSPC), in this process."""
+    import resource
+    import traceback
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    before = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+    try:
+        write(path)
+    except Exception as exc:  # noqa: BLE001 - whatever the writer raises is what its log shows
+        return "".join(traceback.format_exception_only(exc)).strip().splitlines()[-1]
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, before)
+    raise AssertionError(f"{path.name} was written past the file size limit")
+
+
+def _torch_save(path: Path, **kw) -> None:
+    import torch
+
+    torch.save({"w": torch.zeros(1 << 18)}, path, **kw)
+
+
+def _safetensors_save(path: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(1 << 18)}, str(path))
+
+
+# The writers a run's files go through: a checkpoint's optimizer.pt and scheduler.pt (torch.save's zip writer), a
+# legacy torch.save, the weights (safetensors, in Rust), the trainer's own JSON and logs (Python's io).
+WRITERS = {
+    "torch.save": _torch_save,
+    "torch.save, the legacy format": lambda path: _torch_save(path, _use_new_zipfile_serialization=False),
+    "safetensors' save_file": _safetensors_save,
+    "Python's io": lambda path: path.write_bytes(b"0" * (1 << 20)),
+}
+
+
+def _words(name: str) -> tuple[str, str]:
+    import errno
+    import os
+
+    number = getattr(errno, name)
+    return os.strerror(number), str(number)
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_write_the_disk_refused_is_disk_full_in_every_form_its_writer_prints(tmp_path, workspace, writer):
+    """Each writer a run's files go through, refused a write for real (in this process, the file size limit
+    lowered): what it prints is a disk_full finding alone in a log; and where the words are the errno's, the same
+    line with every errno's words in their place is disk_full exactly for the errnos of a refused write
+    (ENOSPC, EDQUOT, EFBIG). torch 2.x's zip writer says only 'unexpected pos N vs M'."""
+    import errno
+
+    line = _refused(WRITERS[writer], tmp_path / "refused.bin")
+    assert "disk_full" in _log_findings(tmp_path, line), line
+    words, number = _words("EFBIG")
+    if words not in line:
+        return
+    wrong = []
+    for name in sorted(set(errno.errorcode.values())):
+        if name in ("EFBIG",) or getattr(errno, name) == errno.EFBIG:
+            continue
+        their_words, their_number = _words(name)
+        text = line.replace(f"Errno {number}]", f"Errno {their_number}]").replace(
+            f"os error {number})", f"os error {their_number})").replace(words, their_words)
+        if ("disk_full" in _log_findings(tmp_path, text)) != (name in DISK_FULL_ERRNOS):
+            wrong.append(text)
+    assert not wrong, wrong
+
+
+def _torch_writer_forms() -> list[str]:
+    """torch's zip writer's own failure message (PyTorchStreamWriter::valid, caffe2/serialize/inline_container.cc:
+    'PytorchStreamWriter failed ' + what + name, then ': ' + miniz's error or, when a write came back short, '.'),
+    for every record torch.save writes (read back from a real save) and the archive's central directory."""
+    import io
+    import zipfile
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(4)}, buffer)
+    names = zipfile.ZipFile(buffer).namelist()
+    archive = names[0].split("/")[0]
+    whats = [f"writing file {name.split('/', 1)[1]}" for name in names]
+    whats.append(f"writing central directory for archive {archive}")
+    return [f"RuntimeError: PytorchStreamWriter failed {what}{end}" for what in whats
+            for end in (": file write failed", ".")]
+
+
+def test_torchs_zip_writer_refused_a_write_is_disk_full_in_each_of_its_messages(tmp_path, workspace):
+    """Every message torch's zip writer can end a save with, alone in a log: disk_full
+    (m10-diagnosis-torch-save-disk-full: 'PytorchStreamWriter failed writing file data/0: file write failed' was
+    not one)."""
+    missed = [line for line in _torch_writer_forms() if "disk_full" not in _log_findings(tmp_path, line)]
+    assert not missed, missed
+
+
+def _examples(pattern: str, flags: int = 0) -> list[str]:
+    """A line for every alternative of a regular expression (each branch, each optional part left out and put
+    in, each repeat at its least): the forms a signature table declares."""
+    try:
+        from re import _constants as c, _parser as parser
+    except ImportError:  # Python 3.10
+        import sre_constants as c
+        import sre_parse as parser
+
+    category = {c.CATEGORY_DIGIT: "0", c.CATEGORY_WORD: "a", c.CATEGORY_SPACE: " "}
+
+    def one(op, av) -> list[str]:
+        if op is c.LITERAL:
+            return [chr(av)]
+        if op in (c.ANY, c.NOT_LITERAL):
+            return ["x"]
+        if op is c.IN:
+            first_op, first = av[0]
+            return [chr(first) if first_op is c.LITERAL else chr(first[0]) if first_op is c.RANGE
+                    else category[first]]
+        if op is c.CATEGORY:
+            return [category[av]]
+        if op is c.BRANCH:
+            return [s for branch in av[1] for s in seq(branch)]
+        if op is c.SUBPATTERN:
+            return seq(av[-1])
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            low, high, sub = av
+            counts = sorted({low, min(low + 1, high)})
+            return [s * k for k in counts for s in (seq(sub) if k else [""])]
+        if op is c.AT:
+            return [""]
+        raise AssertionError(f"no example for {op} in {pattern}")
+
+    def seq(items) -> list[str]:
+        out = [""]
+        for op, av in items:
+            out = [a + b for a in out for b in one(op, av)]
+        return out
+
+    return sorted(set(seq(parser.parse(pattern, flags))))
+
+
+def _signature_rows() -> list[tuple[str, str]]:
+    from mcp_server.diagnosis.environment import LOG_PATTERNS
+
+    return [(code, line) for code, pattern in LOG_PATTERNS.items()
+            for line in _examples(pattern.pattern, pattern.flags & ~re.UNICODE) if line.strip()]
+
+
+SIGNATURE_ROWS = _signature_rows()
+
+
+@pytest.mark.parametrize("code, line", SIGNATURE_ROWS)
+def test_every_form_in_the_log_signature_table_alone_in_a_log_is_its_finding(tmp_path, workspace, code, line):
+    """Every form each log signature declares (environment.LOG_PATTERNS), alone in a log: that code's finding and
+    no other signature's."""
+    assert _log_findings(tmp_path, line) == {code}, (code, line)
