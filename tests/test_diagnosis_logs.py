@@ -1307,10 +1307,10 @@ def _begin_states() -> dict[str, Callable]:
     def signed(run, record):
         write_signed(Run(run).train_begin, record)
 
-    def altered(run, record):
-        signed_text = json.dumps(sign_run(Run(run), Run(run).train_begin, {**record, "learning_rate": 1e-6}))
-        Run(run).train_begin.write_text(signed_text.replace('"learning_rate": 1e-06', json.dumps(
-            {"learning_rate": record.get("learning_rate")})[1:-1]))
+    def altered(run, record):  # signed saying max_steps 13, then edited to say `record`
+        signed_text = json.dumps(sign_run(Run(run), Run(run).train_begin, {**record, "max_steps": 13}))
+        assert '"max_steps": 13' in signed_text
+        Run(run).train_begin.write_text(signed_text.replace('"max_steps": 13', '"max_steps": 12'))
 
     def other_run(run, record):
         other = Run(Path(run).parent / "other")
