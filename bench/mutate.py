@@ -108,6 +108,8 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                         "tests/test_diagnose_cases.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                        "tests/test_diagnose_cases.py"),
+    "mcp_server/diagnosis/environment.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
+                                            "tests/test_diagnose_cases.py"),  # its signature tables: import-time
     "mcp_server/rewards/sandbox.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                       "tests/test_sandbox_escapes.py", "tests/test_sandbox_table.py"),
     "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
@@ -1789,7 +1791,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     # diagnosis: the progress log's clipped ratio, the schedule's rate record, a launched run's metrics with its
     # config moved, torch.save's full disk, a progress log copied out of its run
     # (torch-save-disk-full's text follows its line, which also reads torch 2.x's forms since: the same bug, torch's
-    # miniz message dropped; these four killed by tables in tests/test_diagnosis_logs.py, branch kill10c)
+    # miniz message dropped; these four killed by tables in tests/test_diagnosis_logs.py, branch kill10c: 4/4
+    # caught --by-area, 2026-12-06 16:38-16:45, with tests/test_bad_input.py left out of the area for that run: its
+    # test_a_damaged_run_file_is_one_line_and_the_other_runs_still_list[a list] fails unmutated on main, starting
+    # bwrap unmarked)
     M("m10-diagnosis-clipped-ratio-unaliased", "diagnosis", "mcp_server/diagnosis/metrics.py",
       '    "clipped_ratio": "completions/clipped_ratio",\n',
       "",
