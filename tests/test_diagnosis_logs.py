@@ -17,6 +17,7 @@ import csv
 import dataclasses
 import json
 import math
+import re
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from mcp_server.diagnosis.diagnose import diagnose_run
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.diagnosis.registry import REGISTRY
 from mcp_server.errors import UserInputError
-from support import write_signed_lines
+from support import record_launch, write_signed, write_signed_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 NAN, INF = math.nan, math.inf
@@ -1181,3 +1182,407 @@ def test_with_no_readable_evidence_key_no_progress_line_is_trusted(tmp_path, wor
     with pytest.raises(UserInputError, match="holds no logged training step .*; 7 progress lines unsigned or "
                        "altered: not used .*evidence key "):
         diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+
+
+# ---------------------------------------------------------------- the m10 audit (issue 48): names, records, markers
+# Each table below is generated from a declaration the product keeps elsewhere than the line it tests: the
+# progress log's contract (training/trainer/progress.py PROGRESS_KEYS, what the trainer writes) against the
+# reader's aliases; the signed records a reader consults x every state a record can be in; every subset of the
+# files that say "this folder is a run of ours"; the message forms a refused write takes, produced by the writers.
+def _contract_names() -> dict[str, str]:
+    """progress.jsonl's own name -> the TRL name the trainer writes it from, where the two differ."""
+    from mcp_server.training.trainer.progress import PROGRESS_KEYS
+
+    return {key: sources[0] for key, sources in PROGRESS_KEYS.items() if key != sources[0]}
+
+
+def _moved(shape: Shape) -> set[str]:
+    """The TRL metrics a shape's log calls set to other values than a healthy run's."""
+    moved = set()
+    for attempt in shape.attempts():
+        n = len(attempt)
+        for i, (_, logs) in enumerate(attempt):
+            healthy = trl_logs(i, n)
+            moved |= {k for k, v in logs.items() if k not in healthy or healthy[k] != v and not (
+                isinstance(v, float) and math.isnan(v))}
+    return moved
+
+
+CONTRACT_ROWS = [(shape, key) for shape in SHAPES if not (shape.export or shape.refused)
+                 for key, trl in _contract_names().items() if trl in _moved(shape)]
+
+
+def _contract_only(progress: Path) -> None:
+    """The run's progress log with each metric under the contract's name alone (TRL's name dropped where the
+    contract renames it), signed again: a log the trainer's contract allows, as another writer of it would."""
+    renamed = set(_contract_names().values())
+    rows = [{k: v for k, v in json.loads(text).items() if k != "mac" and k not in renamed}
+            for text in progress.read_text().splitlines()]
+    write_signed_lines(progress, rows)
+
+
+@pytest.mark.parametrize("shape, key", CONTRACT_ROWS, ids=[f"{s.name}: {k}" for s, k in CONTRACT_ROWS])
+def test_a_progress_log_under_the_contracts_names_alone_gets_the_same_findings(tmp_path, workspace, shape, key):
+    """Every shape whose log moves a metric the progress-log contract renames (clipped_ratio,
+    completion_mean_length, lr), with that log holding only the contract's names: the same findings as under
+    TRL's (m10-diagnosis-clipped-ratio-unaliased: a log under clipped_ratio raised no truncation finding)."""
+    run = build(shape, tmp_path)
+    progress = run / "train" / "logs" / "progress.jsonl"
+    _contract_only(progress)
+    assert _contract_names()[key] not in progress.read_text() and f'"{key}"' in progress.read_text()
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert {f.code: f.severity for f in d.findings} == shape.findings, [(f.code, f.explanation[:120])
+                                                                        for f in d.findings]
+
+
+def test_every_renamed_contract_metric_has_a_row():
+    """A name the contract gives a metric that no row moves is untested: lr has the rate table's rows below."""
+    covered = {key for _, key in CONTRACT_ROWS} | {"lr"}
+    assert set(_contract_names()) <= covered, set(_contract_names()) - covered
+
+
+def _names_of(trl: str) -> list[str]:
+    """Every name the reader accepts for a TRL metric: its own, each alias (metrics.ALIASES) and the contract's."""
+    from mcp_server.diagnosis.metrics import ALIASES
+
+    return sorted({trl, *(a for a, t in ALIASES.items() if t == trl),
+                   *(k for k, t in _contract_names().items() if t == trl)})
+
+
+def _clipped_values() -> dict[str, float]:
+    from mcp_server.diagnosis.context import CLIPPED_ERROR, CLIPPED_WARN
+
+    values = {"0": 0.0}
+    for name, edge in (("warn", CLIPPED_WARN), ("error", CLIPPED_ERROR)):
+        values |= {f"below {name}": math.nextafter(edge, 0.0), f"at {name}": edge,
+                   f"above {name}": math.nextafter(edge, 1.0)}
+    return values
+
+
+CLIPPED_SOURCES = ("the run's progress log", "a jsonl export", "a W&B CSV export", "a trainer_state.json")
+CLIPPED_ROWS = [(source, name, value) for source in CLIPPED_SOURCES for name in _names_of("completions/clipped_ratio")
+                for value in _clipped_values()]
+
+
+@pytest.mark.parametrize("source, name, value", CLIPPED_ROWS)
+def test_the_clipped_share_under_every_name_on_every_source_is_judged_at_its_thresholds(tmp_path, workspace, source,
+                                                                                        name, value):
+    """The share of cut completions logged under each name the reader accepts for it, on each source that logs
+    it, at, below and above each threshold the truncation finding uses (completions end: no 'never terminate'):
+    completions_truncated exactly from CLIPPED_WARN on, its evidence TRL's name."""
+    from mcp_server.diagnosis.context import CLIPPED_WARN, MIN_CUT_LOGS
+
+    share = _clipped_values()[value]
+    n = 2 * MIN_CUT_LOGS
+    rows = [{"step": i + 1, **{k: v for k, v in trl_logs(i, n).items() if k != "completions/clipped_ratio"},
+             name: share} for i in range(n)]
+    if source == "the run's progress log":
+        path = write_signed_lines(_run_dir(tmp_path) / "train" / "logs" / "progress.jsonl", rows)
+    elif source == "a jsonl export":
+        path = _write_jsonl(tmp_path / "metrics.jsonl", rows)
+    elif source == "a W&B CSV export":
+        path = tmp_path / "export.csv"
+        wandb = [{"train/global_step": r["step"], **{f"r - train/{k}": v for k, v in r.items() if k != "step"}}
+                 for r in rows]
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, list(wandb[0]))
+            writer.writeheader()
+            writer.writerows(wandb)
+    else:
+        path = tmp_path / "trainer_state.json"
+        path.write_text(json.dumps({"global_step": n, "log_history": rows}))
+    d = diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False))
+    cut = [f for f in d.findings if f.code in ("completions_truncated", "completions_never_terminate")]
+    assert [f.code for f in cut] == (["completions_truncated"] if share >= CLIPPED_WARN else []), (share, cut)
+    assert all(e.metric == "completions/clipped_ratio" for f in cut for e in f.evidence[:2]), cut
+
+
+def _begin_states() -> dict[str, Callable]:
+    """Every state train/logs/train-begin.json can be in, as (run, record) -> None writers: what the trainer
+    signed, written by hand, altered after signing, signed for another run or for another of this run's files
+    (copied in), not JSON, absent."""
+    from mcp_server.evidence import sign_run
+    from mcp_server.runs import Run
+
+    def signed(run, record):
+        write_signed(Run(run).train_begin, record)
+
+    def altered(run, record):  # signed saying max_steps 13, then edited to say `record`
+        signed_text = json.dumps(sign_run(Run(run), Run(run).train_begin, {**record, "max_steps": 13}))
+        assert '"max_steps": 13' in signed_text
+        Run(run).train_begin.write_text(signed_text.replace('"max_steps": 13', '"max_steps": 12'))
+
+    def other_run(run, record):
+        other = Run(Path(run).parent / "other")
+        Run(run).train_begin.write_text(json.dumps(sign_run(other, other.train_begin, record)))
+
+    def other_file(run, record):
+        Run(run).train_begin.write_text(json.dumps(sign_run(Run(run), Run(run).train_summary, record)))
+
+    return {"signed": signed, "unsigned": lambda run, record: Run(run).train_begin.write_text(json.dumps(record)),
+            "altered": altered, "signed for another run": other_run, "signed as another file": other_file,
+            "not JSON": lambda run, record: Run(run).train_begin.write_text("{"), "absent": lambda run, record: None}
+
+
+# What the record says (learning_rate, the step its schedule begins at) x what the progress log logs after it.
+BEGIN_SAYS = {
+    "the config's rate": ({"learning_rate": 1e-6, "global_step": 6, "max_steps": 12}, 1e-6),
+    "another rate": ({"learning_rate": 0.1, "global_step": 6, "max_steps": 12}, 1e-6),
+    "no rate, the log above the config's after its step": ({"global_step": 6, "max_steps": 12}, 1e-4),
+    "no rate, the log at the config's": ({"global_step": 6, "max_steps": 12}, 1e-6),
+}
+RATE_ROWS = [(state, says, name, signed_log) for state in _begin_states() for says in BEGIN_SAYS
+             for name in _names_of("learning_rate") for signed_log in (True, False)]
+
+
+@pytest.mark.parametrize("state, says, name, signed_log", RATE_ROWS)
+def test_the_rate_the_schedule_runs_from_is_read_only_from_what_the_trainer_signed(tmp_path, workspace, state, says,
+                                                                                   name, signed_log):
+    """The rate note (diagnosis/rate_applied.py) reads train-begin.json and the progress log: it is said exactly
+    when the record is the trainer's own (signed for this run and this file, unaltered) and names another rate
+    than the config's, or names none while the trainer's signed lines log a rate above the config's after the
+    record's step; the rate logged under each name the reader accepts. Through diagnose_run and training_status
+    (m10-diagnosis-rate-begin-unsigned: a hand-written record made both say the change did not act)."""
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import training_status
+
+    record, after = BEGIN_SAYS[says]
+    run = _run_dir(workspace)
+    rows = [{"step": s, **{k: v for k, v in trl_logs(s - 1).items() if k != "learning_rate"},
+             name: 1e-6 if s <= 6 else after} for s in range(1, 13)]
+    progress = run / "train" / "logs" / "progress.jsonl"
+    if signed_log:
+        write_signed_lines(progress, rows)
+    else:
+        _write_jsonl(progress, rows)
+    (run / "train" / "logs" / "stdout.log").touch()
+    _begin_states()[state](run, record)
+    noted = state == "signed" and (says == "another rate" or signed_log and says.startswith("no rate, the log above"))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    status = training_status(StatusRequest(run=str(run)))
+    said = [text for text in (d.summary, status.note or "")
+            if "the config's 1e-06" in text or "the config says" in text]
+    assert len(said) == (2 if noted else 0), (d.summary, status.note)
+
+
+def _ours() -> dict[str, Callable]:
+    """The files that say a folder is a run of this project (diagnosis.metrics.emitted_here), each as a writer:
+    its config, its run.json, the launcher's signed record of its launch kept beside the key (a valid one, and one
+    tampered with: both say a launch was recorded)."""
+    from mcp_server.evidence import _launch_entry
+
+    def tampered(run: Path) -> None:
+        record_launch(run, "L1")
+        path, _ = _launch_entry(run)
+        path.write_text(path.read_text().replace('"L1"', '"L2"'))
+
+    return {"train/config.yaml": lambda run: (run / "train" / "config.yaml").write_text(yaml.safe_dump(CONFIG)),
+            "run.json": lambda run: (run / "run.json").write_text(json.dumps({"state": "running"})),
+            "the launch record": lambda run: record_launch(run, "L1"), "a tampered launch record": tampered}
+
+
+def _subsets(names) -> list[tuple[str, ...]]:
+    import itertools
+
+    return [c for k in range(len(names) + 1) for c in itertools.combinations(names, k)]
+
+
+OURS_ROWS = [(kept, where) for kept in _subsets(list(_ours())) for where in UNSIGNED_STAND_INS
+             if not {"the launch record", "a tampered launch record"} <= set(kept)]  # one record per run: either
+
+
+@pytest.mark.parametrize("kept, where", OURS_ROWS, ids=[f"{'+'.join(k) or 'none kept'}: {w}" for k, w in OURS_ROWS])
+def test_a_run_is_known_as_ours_by_any_file_that_says_so(tmp_path, workspace, kept, where):
+    """A run directory whose progress log is gone, with KL 777 written into a stand-in (a checkpoint's
+    trainer_state.json, a copy, printed lines), and every subset of the files that say it is a run of this project
+    kept: while any one is left, nothing but its signed progress log is its metrics (none read, the summary says
+    why); with none left it is any TRL output folder, read from the stand-in (m10-diagnosis-moved-config-unsigned-
+    metrics: the config and run.json moved away, the launch record alone left, the 777 read as its metrics)."""
+    run = tmp_path / "runs" / "r"
+    (run / "train" / "logs").mkdir(parents=True)
+    (run / "train" / "logs" / "stdout.log").touch()
+    for name in kept:
+        _ours()[name](run)
+    UNSIGNED_STAND_INS[where](run, _rows(4, kl=777.0, reward=99.0))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    if kept:
+        assert (d.steps_logged, d.metrics_path) == (0, None) and "progress.jsonl is missing" in d.summary, d
+        assert "kl_explosion" not in {f.code for f in d.findings}, d.findings
+    else:
+        assert "kl_explosion" in {f.code for f in d.findings}, d
+
+
+# ---------------------------------------------------------------- a refused write, in every form its writers print
+DISK_FULL_ERRNOS = {"ENOSPC", "EDQUOT", "EFBIG"}  # the disk (or a quota, or a file size limit) refused the write
+
+
+def _log_findings(tmp_path: Path, text: str) -> set[str]:
+    """The environment findings of a bare stdout log holding `text` alone."""
+    from mcp_server.diagnosis.environment import LOG_PATTERNS
+
+    log = tmp_path / "slurm-1.out"
+    log.write_text(text + "\n")
+    d = diagnose_run(DiagnoseRequest(source=str(log), validate_patches=False))
+    return {f.code for f in d.findings} & set(LOG_PATTERNS)
+
+
+def _refused(write: Callable[[Path], None], path: Path) -> str:
+    """The exception line a writer prints when the file it writes may not grow (RLIMIT_FSIZE, SIGXFSZ ignored:
+    the kernel refuses the write with EFBIG, as a full disk refuses one with ENOSPC), in this process."""
+    import resource
+    import traceback
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    before = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+    try:
+        write(path)
+    except Exception as exc:  # noqa: BLE001 - whatever the writer raises is what its log shows
+        return "".join(traceback.format_exception_only(exc)).strip().splitlines()[-1]
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, before)
+    raise AssertionError(f"{path.name} was written past the file size limit")
+
+
+def _torch_save(path: Path, **kw) -> None:
+    import torch
+
+    torch.save({"w": torch.zeros(1 << 18)}, path, **kw)
+
+
+def _safetensors_save(path: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(1 << 18)}, str(path))
+
+
+# The writers a run's files go through: a checkpoint's optimizer.pt and scheduler.pt (torch.save's zip writer), a
+# legacy torch.save, the weights (safetensors, in Rust), the trainer's own JSON and logs (Python's io).
+WRITERS = {
+    "torch.save": _torch_save,
+    "torch.save, the legacy format": lambda path: _torch_save(path, _use_new_zipfile_serialization=False),
+    "safetensors' save_file": _safetensors_save,
+    "Python's io": lambda path: path.write_bytes(b"0" * (1 << 20)),
+}
+
+
+def _words(name: str) -> tuple[str, str]:
+    import errno
+    import os
+
+    number = getattr(errno, name)
+    return os.strerror(number), str(number)
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_write_the_disk_refused_is_disk_full_in_every_form_its_writer_prints(tmp_path, workspace, writer):
+    """Each writer a run's files go through, refused a write for real (in this process, the file size limit
+    lowered): what it prints is a disk_full finding alone in a log; and where the words are the errno's, the same
+    line with every errno's words in their place is disk_full exactly for the errnos of a refused write
+    (ENOSPC, EDQUOT, EFBIG). torch 2.x's zip writer says only 'unexpected pos N vs M'."""
+    import errno
+
+    line = _refused(WRITERS[writer], tmp_path / "refused.bin")
+    assert "disk_full" in _log_findings(tmp_path, line), line
+    words, number = _words("EFBIG")
+    if words not in line:
+        return
+    wrong = []
+    for name in sorted(set(errno.errorcode.values())):
+        if name in ("EFBIG",) or getattr(errno, name) == errno.EFBIG:
+            continue
+        their_words, their_number = _words(name)
+        text = line.replace(f"Errno {number}]", f"Errno {their_number}]").replace(
+            f"os error {number})", f"os error {their_number})").replace(words, their_words)
+        if ("disk_full" in _log_findings(tmp_path, text)) != (name in DISK_FULL_ERRNOS):
+            wrong.append(text)
+    assert not wrong, wrong
+
+
+def _torch_writer_forms() -> list[str]:
+    """torch's zip writer's own failure message (PyTorchStreamWriter::valid, caffe2/serialize/inline_container.cc:
+    'PytorchStreamWriter failed ' + what + name, then ': ' + miniz's error or, when a write came back short, '.'),
+    for every record torch.save writes (read back from a real save) and the archive's central directory."""
+    import io
+    import zipfile
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(4)}, buffer)
+    names = zipfile.ZipFile(buffer).namelist()
+    archive = names[0].split("/")[0]
+    whats = [f"writing file {name.split('/', 1)[1]}" for name in names]
+    whats.append(f"writing central directory for archive {archive}")
+    return [f"RuntimeError: PytorchStreamWriter failed {what}{end}" for what in whats
+            for end in (": file write failed", ".")]
+
+
+def test_torchs_zip_writer_refused_a_write_is_disk_full_in_each_of_its_messages(tmp_path, workspace):
+    """Every message torch's zip writer can end a save with, alone in a log: disk_full
+    (m10-diagnosis-torch-save-disk-full: 'PytorchStreamWriter failed writing file data/0: file write failed' was
+    not one)."""
+    missed = [line for line in _torch_writer_forms() if "disk_full" not in _log_findings(tmp_path, line)]
+    assert not missed, missed
+
+
+def _examples(pattern: str, flags: int = 0) -> list[str]:
+    """A line for every alternative of a regular expression (each branch, each optional part left out and put
+    in, each repeat at its least): the forms a signature table declares."""
+    try:
+        from re import _constants as c, _parser as parser
+    except ImportError:  # Python 3.10
+        import sre_constants as c
+        import sre_parse as parser
+
+    category = {c.CATEGORY_DIGIT: "0", c.CATEGORY_WORD: "a", c.CATEGORY_SPACE: " "}
+
+    def one(op, av) -> list[str]:
+        if op is c.LITERAL:
+            return [chr(av)]
+        if op in (c.ANY, c.NOT_LITERAL):
+            return ["x"]
+        if op is c.IN:
+            first_op, first = av[0]
+            return [chr(first) if first_op is c.LITERAL else chr(first[0]) if first_op is c.RANGE
+                    else category[first]]
+        if op is c.CATEGORY:
+            return [category[av]]
+        if op is c.BRANCH:
+            return [s for branch in av[1] for s in seq(branch)]
+        if op is c.SUBPATTERN:
+            return seq(av[-1])
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            low, high, sub = av
+            counts = sorted({low, min(low + 1, high)})
+            return [s * k for k in counts for s in (seq(sub) if k else [""])]
+        if op is c.AT:
+            return [""]
+        raise AssertionError(f"no example for {op} in {pattern}")
+
+    def seq(items) -> list[str]:
+        out = [""]
+        for op, av in items:
+            out = [a + b for a in out for b in one(op, av)]
+        return out
+
+    return sorted(set(seq(parser.parse(pattern, flags))))
+
+
+def _signature_rows() -> list[tuple[str, str]]:
+    from mcp_server.diagnosis.environment import LOG_PATTERNS
+
+    return [(code, line) for code, pattern in LOG_PATTERNS.items()
+            for line in _examples(pattern.pattern, pattern.flags & ~re.UNICODE) if line.strip()]
+
+
+SIGNATURE_ROWS = _signature_rows()
+
+
+@pytest.mark.parametrize("code, line", SIGNATURE_ROWS)
+def test_every_form_in_the_log_signature_table_alone_in_a_log_is_its_finding(tmp_path, workspace, code, line):
+    """Every form each log signature declares (environment.LOG_PATTERNS), alone in a log: that code's finding and
+    no other signature's."""
+    assert _log_findings(tmp_path, line) == {code}, (code, line)

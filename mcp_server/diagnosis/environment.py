@@ -27,9 +27,13 @@ LOG_PATTERNS: dict[str, re.Pattern] = {
         r"Watchdog caught collective operation timeout|ProcessGroupNCCL.{0,200}Timeout\(ms\)|"
         r"NCCL.{0,80}(timed out|timeout)|collective operation timeout", re.I),
     "import_error": re.compile(r"^\s*(?:\w+\.)*(ModuleNotFoundError|ImportError): .+$", re.M),
-    # A write the disk refused: Python's and Rust's (safetensors) ENOSPC / EDQUOT / EFBIG, torch.save's writer.
+    # A write the disk refused (ENOSPC, EDQUOT, EFBIG): Python's words and errno, Rust's (safetensors: "(os error
+    # 28)"), torch.save's legacy writer ("write(): fd 3 failed with File too large"), its zip writer's position
+    # check after a short write (torch 2.x: "unexpected pos 704 vs 598") and its miniz error ("PytorchStreamWriter
+    # failed writing file data/0: file write failed", "... writing central directory for archive ...").
     "disk_full": re.compile(r"No space left on device|Disk quota exceeded|\[Errno (28|122|27)\]|StorageFull|"
-                            r"PytorchStreamWriter failed writing file"),
+                            r"\(os error (28|122|27)\)|failed with File too large|unexpected pos \d+ vs \d+|"
+                            r"PytorchStreamWriter failed writing"),
 }
 
 

@@ -166,8 +166,9 @@ def _hours(seconds: float) -> str:
 # ---------------------------------------------------------------- training_status
 def _rate_noted(run: Run, config: dict, lines: list[dict], derived: DerivedState) -> DerivedState:
     """The state, noting a schedule that runs from another rate than the config's learning_rate (issue 49)."""
-    rates = [(l["step"], l["learning_rate"]) for l in lines
-             if _count(l.get("step")) is not None and _seconds(l.get("learning_rate")) is not None]
+    rate_of = [(l, l.get("learning_rate", l.get("lr"))) for l in lines]  # TRL's name, else the contract's
+    rates = [(l["step"], rate) for l, rate in rate_of
+             if _count(l.get("step")) is not None and _seconds(rate) is not None]
     rate = rate_note(run, config, rates)
     return derived.noted(rate) if rate else derived
 
