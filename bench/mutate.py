@@ -992,8 +992,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a run with outcome.json 'succeeded' and a checkpoint at max_steps but no final save of the model "
       "reads succeeded: promote finds no model"),
     M("k6-runs-stop-wait-overdue-negative", "runs", "mcp_server/training/stopping.py",
-      "max(last + step - now, 0.0)",
-      "(last + step - now)",
+      "max(last + expected - now, 0.0)",
+      "(last + expected - now)",
       "stop_training on a run whose step is overdue waits only the least 120 s, not half a step and the "
       "save from now: a slow step is left stopping"),
     M("k6-runs-stop-result-first-checkpoint", "runs", "mcp_server/training/stopping.py",
