@@ -611,7 +611,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "stop_training before a step logs a time waits the least 120 s even when training's start says the step takes "
       "5 minutes"),
     M('x5-runs-stop-wait-half-step', 'runs', 'mcp_server/training/stopping.py',
-      '+ 0.5 * step + SAVE_MARGIN_S',
+      '+ 0.5 * expected + SAVE_MARGIN_S',
       '+ SAVE_MARGIN_S',
       "stop_training's default wait has no room for a slower step: a step slower than the longest logged one is left "
       "stopping"),
