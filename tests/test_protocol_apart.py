@@ -143,12 +143,18 @@ def test_a_workers_answer_cannot_name_a_class_outside_the_package(tmp_path, monk
     marker = tmp_path / "imported"
     (tmp_path / "answer_forger.py").write_text(f"open({str(marker)!r}, 'w').write('here')\nclass Thing:\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for kind in ("model", "object"):
-        lines = iter([json.dumps({"id": "c-1", "result": {kind: "answer_forger:Thing", "data": {}}}) + "\n"])
-        with pytest.raises(TrainingInterpreterError, match="not this package's"):
-            receive(lambda: next(lines), "c-1", "mcp_server.inspection.gate:check_inspection_gate", lambda *a: None,
-                    "python", lambda: AssertionError("no answer"))
-    assert not marker.exists()
+    # a workspace module; a module of this package not imported here (round 12, W1: mcp_server.__main__ started a
+    # second server inside this one); a class of this package that is no result class
+    import sys
+
+    assert "mcp_server.__main__" not in sys.modules
+    for name in ("answer_forger:Thing", "mcp_server.__main__:x", "mcp_server.errors:UserInputError"):
+        for kind in ("model", "object"):
+            lines = iter([json.dumps({"id": "c-1", "result": {kind: name, "data": {}}}) + "\n"])
+            with pytest.raises(TrainingInterpreterError, match="it is not decoded"):
+                receive(lambda: next(lines), "c-1", "mcp_server.inspection.gate:check_inspection_gate",
+                        lambda *a: None, "python", lambda: AssertionError("no answer"))
+    assert not marker.exists() and "mcp_server.__main__" not in sys.modules
 
 
 def test_a_launchs_runspec_crosses_to_the_worker_as_data(tmp_path):
