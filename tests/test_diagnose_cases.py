@@ -230,3 +230,20 @@ def test_an_onset_is_the_first_step_its_rule_fires_on_long_logs_too(tmp_path, lo
     rows = with_series(rows, "grad_norm", [0.0 if d else 0.5 for d in dead])
     found = next(f for f in diagnose_series(tmp_path, rows).findings if f.code == "signal_lost")
     assert found.onset == max(dead_from, 1) + 2, found  # steps are 1-based: row i is step i + 1
+
+
+@pytest.mark.parametrize("steps", [2, 3, 8])
+def test_an_explanation_names_no_finding_the_diagnosis_does_not_list(tmp_path, steps):
+    """The seventh walk: on a 2-step run, no_reward_signal said its cause was completions_truncated "(ranked above)"
+    while no such finding was listed. Every completion cut, every group at zero spread, correctness 0, over 2, 3
+    and 8 steps: no explanation names a finding code that is not among the findings."""
+    import re
+
+    from mcp_server.diagnosis.registry import CODES
+
+    rows = with_series(never_scores_rows(steps), "completions/clipped_ratio", [1.0] * steps)
+    d = diagnose_series(tmp_path, rows)
+    listed = {f.code for f in d.findings}
+    for f in d.findings:
+        named = {c for c in re.findall(r"\b[a-z_]{6,}\b", f.explanation) if c in CODES} - {f.code}
+        assert named <= listed, (f.code, named - listed, f.explanation)

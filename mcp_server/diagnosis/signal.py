@@ -55,10 +55,12 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
     cause = ("completions_never_terminate" if rule_never_terminate(ctx) else
              "completions_truncated" if clipped and ends(clipped, 0.5)[1] >= CLIPPED_ERROR else None)
     if cause:
+        cut = (f"{ends(clipped, 0.5)[1]:.0%} of the completions cut at the end" if clipped else
+               "the completions never end")  # said as measured: the cause's own finding may not be listed
         found = finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
                         f"{share:.0%} of the groups had zero reward spread, because their completions are cut at "
-                        f"max_completion_length and all scored alike ({cause}, ranked above): fix that first. More "
-                        "generations or an easier task would not help.")
+                        f"max_completion_length and all scored alike ({cut}): fix that first. More generations or "
+                        "an easier task would not help.")
         found.caused_by = cause
         return [found]
     if constant:
