@@ -1652,8 +1652,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a pinned setting (temperature, max_completion_length) is written into verdict.json's pins, so the gate opens "
       "and the run resumes sampling with settings nobody reviewed"),
     M("m9-runs-list-step-unsigned", "runs", "mcp_server/training/runstate.py",
-      "    return last_progress_line(run, lambda line: valid_run(run, run.progress, line)\n",
-      "    return last_progress_line(run, lambda line: True\n",
+      "    return last_progress_line(run, lambda line: valid_run(run, run.progress, line))",
+      "    return last_progress_line(run)",
       "list_runs shows the step of the progress log's last line whether the trainer signed it or not: a line "
       "appended by hand ({\"step\": 999}) reads as the run's step, and stop_training waits for 'step 1000'"),
     # diagnosis: no evidence key, the dropped lines' note, log line numbers, a NUL run before a line, a long log's
@@ -1741,8 +1741,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # sandbox: the worker's namespace flags and its init's pid, the reads a reward makes (a WAL database, a module
     # already imported, the digest cache)
     M("m10-worker-same-session", "sandbox", "mcp_server/worker_apart.py",
-      'NAMESPACE = ("--unshare-pid", "--new-session", "--die-with-parent", "--proc", "/proc")',
-      'NAMESPACE = ("--unshare-pid", "--die-with-parent", "--proc", "/proc")',
+      'NAMESPACE = ("--unshare-pid", "--new-session", "--proc", "/proc")',
+      'NAMESPACE = ("--unshare-pid", "--proc", "/proc")',
       "the worker shares the server's session and process group: reward, grader or environment code it imports "
       "calls os.killpg(os.getpgrp(), signal.SIGKILL) (or kill(0, ...)) and the MCP server dies with it (and "
       "whatever else the client started in that group); it can also reach the server's controlling terminal"),
@@ -1827,8 +1827,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "'the trainer's schedule runs from learning_rate 0.1 ... the change did not act (resume with the patch "
       "again)'"),
     M("m10-diagnosis-moved-config-unsigned-metrics", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "    return (run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None\n",
-      "    return (run.config.is_file() or run.run_json.exists()\n",
+      "    return run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None",
+      "    return run.config.is_file() or run.run_json.exists()",
       "a launched run whose train/config.yaml and run.json were moved away (round 11, M1) is read as a TRL "
       "output_dir: a checkpoint's hand-edited trainer_state.json (kl 777) becomes its metrics, and diagnose_run "
       "raises kl_explosion with patches"),

@@ -357,6 +357,7 @@ class Worker:
 
     def _died(self, target: str) -> UserInputError:
         code = self.proc.wait()
+        self.started.kill()  # what it left in its namespace ends with it
         self.proc = None
         tail = "\n".join(self.stderr_tail)[-1500:]
         return UserInputError(
@@ -392,8 +393,9 @@ class Worker:
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.started.kill()
-                self.proc.wait()
+                pass
+            self.started.kill()  # and what it left in its namespace (its namespace's first process keeps it)
+            self.proc.wait()
         self.proc = None
 
 

@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-NAMESPACE = ("--unshare-pid", "--new-session", "--die-with-parent", "--proc", "/proc")
+NAMESPACE = ("--unshare-pid", "--new-session", "--proc", "/proc")
 
 
 def runtime_dir() -> Path | None:

@@ -267,7 +267,6 @@ def test_worker_persists_restarts_after_dying_and_relays_progress(tmp_path, monk
     """The core API's side of the worker: another training interpreter (a wrapper around this Python, as a
     person's own venv would be) gets one persistent process, a new one after it died, and its progress
     reports reach the caller while the call runs."""
-    import psutil
 
     from mcp_server.inspection.models import SampleRequest
     from mcp_server.inspection.sampling import sample_completions
