@@ -326,6 +326,12 @@ class Worker:
             lines.put(line)
         lines.put("")
 
+    def _stop(self) -> None:
+        """Kill the worker and its namespace; the next call starts a fresh one."""
+        self.started.kill()
+        self.proc.wait()
+        self.proc = None
+
     def _readline(self, target: str) -> str:
         limit = silence_limit()
         try:
@@ -333,17 +339,13 @@ class Worker:
         except queue.Empty:
             line = None
         if line is OVERSIZED:
-            self.started.kill()
-            self.proc.wait()
-            self.proc = None
+            self._stop()
             raise UserInputError("LLM_FINETUNING_PYTHON", (
                 f"the training interpreter {self.python} sent a line over {MAX_LINE_CHARS >> 20} MiB during {target}: "
                 "it was stopped (no answer of the worker is that long; the code it ran wrote to its answer channel)"))
         if line is not None:
             return line
-        self.started.kill()  # hung: its call is abandoned, the next call starts a fresh worker
-        self.proc.wait()
-        self.proc = None
+        self._stop()  # hung: its call is abandoned, the next call starts a fresh worker
         raise UserInputError("LLM_FINETUNING_PYTHON", (
             f"the training interpreter {self.python} sent nothing for {limit:g} s during {target} (not even its "
             f"heartbeat): it was stopped, and the next call starts it again. A Python that does not run "
