@@ -1844,6 +1844,158 @@ MUTATIONS: tuple[Mutation, ...] = (
       "diagnose_run on a progress.jsonl copied out of its run (exports/run1/progress.jsonl) reads it as the progress "
       "log of the folder two levels up: 'cannot read ...: No such file' (or that folder's own log, every line "
       "dropped as unsigned) instead of the copy's metrics"),
+    # ------------------------------------------------------------------ m11: an eleventh blind audit (issue 48)
+    # Written from the product code alone (the tests unread) by someone who wrote neither the tests nor the
+    # mutations above; 5 per area, none on a line an earlier mutation mutates.
+    # gate: the trainer's patched pin and its samples' rows, the weight-choosing kwargs, the loader's workspace
+    # root, the model pin of a moved run
+    M("m11-gate-patched-unpinned-key", "gate", "mcp_server/inspection/trained.py",
+      "            settings.update({k: json.loads(_canonical(v)) for k, v in patch.items() if k in settings})",
+      "            settings.update({k: json.loads(_canonical(v)) for k, v in patch.items()})",
+      "a guard-stopped run resumed with a patch that moves a pinned setting together with an unpinned one "
+      "(temperature 0.7 and learning_rate 1e-6: pin_updates records the whole patch) is refused by its own trainer "
+      "at start: the reviewed settings gain learning_rate, which the fingerprint never holds, so 'settings: ... "
+      "(reviewed: ...)' and the resume never trains"),
+    M("m11-gate-samples-columns-unchecked", "gate", "mcp_server/inspection/trained.py",
+      "        if row is None or prompt_differs or _canonical(columns) != _canonical(sample.get(\"columns\")):",
+      "        if row is None or prompt_differs:",
+      "a samples.jsonl whose rows' other columns (the answer the reward graded against) are not the data that "
+      "trains passes the trainer's check when its prompts are: the reviewer read scores against answers written by "
+      "hand (or from other data), and the run trains on the real rows' answers with no refusal"),
+    M("m11-gate-weight-kwargs-variant-dropped", "gate", "mcp_server/inspection/training_inputs.py",
+      'WEIGHT_KWARGS = ("subfolder", "variant", "gguf_file", "use_safetensors")',
+      'WEIGHT_KWARGS = ("subfolder", "gguf_file", "use_safetensors")',
+      "model_init_kwargs variant: ema (or fp16) is neither passed to sampling's load nor recorded in the model pin: "
+      "the samples reviewed come from the default weight file while the trainer loads the variant's, and the "
+      "loaded-weights check, choosing files without the variant, compares the variant's tensors with the default "
+      "file's (a refusal of every launch, or other weights trained than were sampled)"),
+    M("m11-gate-loader-root-runs-only", "gate", "mcp_server/training/launch_gates.py",
+      "    inside = inside_workspace(os.environ, str(runs_root().parent), str(run.dir))",
+      "    inside = inside_workspace(os.environ, str(runs_root()), str(run.dir))",
+      "LD_LIBRARY_PATH (or LD_PRELOAD) naming a folder of the workspace outside runs/ (<workspace>/libs) is no "
+      "longer refused outright by launch_training and resume_training: with the verdict recorded from that shell "
+      "(the loader pin matches) the workspace's libraries load into the training interpreter before its checks"),
+    M("m11-gate-trained-model-absolute", "gate", "mcp_server/inspection/training_inputs.py",
+      "    if path.is_absolute() and path.is_relative_to(run.dir.resolve()):\n"
+      "        pin[\"model\"] = str(path.relative_to(run.dir.resolve()))\n",
+      "",
+      "a run whose model lies inside it (an SFT warm start under the run) is pinned by its absolute path in "
+      "samples.meta.json's 'trained': moved or renamed after the verdict (runs/a -> runs/b), the gate still "
+      "passes (its own pin is relative) but the trainer refuses every launch: 'model: .../runs/b/... (reviewed: "
+      ".../runs/a/...)'"),
+    # sandbox: the solution's in-place arguments, its exception's bases, its rlimits' moment, a native reader's
+    # folder, this package's readers for the reward
+    M("m11-sandbox-after-args-off-by-one", "sandbox", "mcp_server/rewards/harness_solution.py",
+      '        reply["after"] = [[i, enc(a)] for i, a in enumerate(args) if type(a) in MUTABLE]',
+      '        reply["after"] = [[i, enc(a)] for i, a in enumerate(args, 1) if type(a) in MUTABLE]',
+      "a correct solution that changes a list argument in place (xs.sort(), xs.append(v), as the task asks) leaves "
+      "the tests' copy unchanged (its new value is sent for argument 1, out of range, and dropped; with two list "
+      "arguments the first's lands on the second): `assert xs == [1, 2, 3]` fails and the right solution scores 0"),
+    M("m11-sandbox-raise-own-class-only", "sandbox", "mcp_server/rewards/harness_solution.py",
+      '    return {"raise": [[c.__name__ for c in type(exc).__mro__][:20], message]}',
+      '    return {"raise": [[c.__name__ for c in type(exc).__mro__][:1], message]}',
+      "a correct solution that raises a subclass of what the tests expect (class InvalidInput(ValueError), "
+      "json.JSONDecodeError) crosses by its own class name alone: no builtin, so a SolutionError, and "
+      "`pytest.raises(ValueError)` / assertRaises(ValueError) fails: the right solution scores 0"),
+    M("m11-sandbox-limits-after-module-code", "sandbox", "mcp_server/rewards/harness_solution.py",
+      '    os.chdir("/tmp")\n'
+      '    set_limits(load["limits"])\n'
+      "    # The solution's CPU budget, below the wall-clock timeout: a busy loop dies of SIGPROF "
+      "(whose default action\n"
+      "    # ends the process) after cpu_s seconds of CPU, so it holds a core no longer than that.\n"
+      '    signal.setitimer(signal.ITIMER_PROF, float(load["limits"].get("cpu_s") or 0))\n'
+      '    if not load_solution(load["code"], objects, send):\n'
+      "        return\n",
+      '    os.chdir("/tmp")\n'
+      "    # The solution's CPU budget, below the wall-clock timeout: a busy loop dies of SIGPROF "
+      "(whose default action\n"
+      "    # ends the process) after cpu_s seconds of CPU, so it holds a core no longer than that.\n"
+      '    signal.setitimer(signal.ITIMER_PROF, float(load["limits"].get("cpu_s") or 0))\n'
+      '    if not load_solution(load["code"], objects, send):\n'
+      "        return\n"
+      '    set_limits(load["limits"])\n',
+      "the solution's rlimits are set only after its module's code ran: model-written code at module level (outside "
+      "any function) forks past max_processes, opens descriptors past max_open_files and writes a file past "
+      "max_file_mb; only the watch's sums, the cgroup and the wall clock still stop it"),
+    M("m11-sandbox-native-folder-unwalked", "sandbox", "mcp_server/rewards/native_reads.py",
+      "            if os.path.isdir(path):\n"
+      "                out += [os.path.join(top, name) for top, _, names in os.walk(path) for name in sorted(names)]\n"
+      "            else:\n"
+      "                out.append(path)",
+      "            out.append(path)",
+      "a reward whose native reader is given a folder (pyarrow.parquet.read_table('rubric/'), a parquet data set of "
+      "shards) records the folder alone ({kind: directory}), not its files: a shard edited after the verdict keeps "
+      "the gate open, and the trainer's check at each reward call reads the new rubric as the reviewed one"),
+    M("m11-sandbox-userfiles-read-unattributed", "sandbox", "mcp_server/rewards/read_frames.py",
+      'READS_FOR_CALLER = frozenset({PACKAGE / "userfiles.py", PACKAGE / "dataset.py",',
+      'READS_FOR_CALLER = frozenset({PACKAGE / "dataset.py",',
+      "a reward that reads its rubric through mcp_server.userfiles.read_json or read_text (round 11's form) has that "
+      "read counted as this package's own: review.json pins nothing, and a rubric edited after the verdict scores "
+      "training with no refusal from the gate or the trainer"),
+    # runs: the ledger's line for a save made twice, a file planted in a checkpoint, a resume at max_steps, a hard
+    # link in train/logs, <run>/cache as a link
+    M("m11-runs-ledger-first-save", "runs", "mcp_server/training/trainer/digest.py",
+      "    return found[-1] if found else None",
+      "    return found[0] if found else None",
+      "a checkpoint (or the final model) saved twice under one name (a guard-stopped run resumed from an earlier "
+      "checkpoint retrains through checkpoint-20 and overwrites it; a finished run resumed with a larger max_steps "
+      "saves its final model again) is judged by the ledger's first line: resume_training refuses it "
+      "('model.safetensors is not the file saved'), and promotion and export refuse the new final model"),
+    M("m11-runs-checkpoint-extra-file-allowed", "runs", "mcp_server/training/trainer/digest.py",
+      '    problems += [f"{name} was not written by the save" for name in present if name not in files]\n',
+      "",
+      "a file planted in a checkpoint after its save (an adapter_config.json and adapter_model.safetensors, a "
+      "custom-code module, a tokenizer file) is not refused: resume_training, promote_checkpoint and export load "
+      "weights and code the run never wrote"),
+    M("m11-runs-resume-at-max-steps", "runs", "mcp_server/training/launch.py",
+      "and step is not None and step >= planned:  # never past max_steps",
+      "and step is not None and step > planned:  # never past max_steps",
+      "resume_training on a run whose latest checkpoint is at max_steps (checkpoint-100 of 100) is not refused with "
+      "the way on (a patch raising max_steps): the trainer starts, loads the model, trains nothing, and the resume "
+      "ends as if it had continued the run"),
+    M("m11-runs-hard-link-two-names", "runs", "mcp_server/training/launch_gates.py",
+      "        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 1:",
+      "        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 2:",
+      "`ln ~/.bashrc train/logs/stdout.log` (two names of one file) passes the logs gate: the launched or resumed "
+      "training appends its whole output to ~/.bashrc; only a file with three or more names is refused"),
+    M("m11-runs-cache-link-unrefused", "runs", "mcp_server/training/launch_gates.py",
+      "    links = [p for p in (run.train, run.logs, run.cache) if p.is_symlink()]",
+      "    links = [p for p in (run.train, run.logs) if p.is_symlink()]",
+      "<run>/cache as a link to a folder outside the workspace (planted in a stopped run, or unpacked with it) passes "
+      "the logs gate: launch.sh points the datasets and matplotlib caches there, and training writes the rows' arrow "
+      "copy outside the workspace, over what that folder holds"),
+    # diagnosis: a step logged twice in a row, an infinite KL, logged zeros, the first grad-norm spike, a null
+    # metric (each read from the log as written)
+    M("m11-diagnosis-same-step-drops-first-line", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '            if restarts and last is not None and row["step"] < last:',
+      '            if restarts and last is not None and row["step"] <= last:',
+      "a step written twice in a row in a run's progress.jsonl (its metrics over two lines) is read as a restart at "
+      "that step: the first line's metrics that the second lacks are dropped (a loss: NaN followed by a line of "
+      "rewards for the same step gives no nan_loss finding)"),
+    M("m11-diagnosis-kl-infinity-unseen", "diagnosis", "mcp_server/diagnosis/divergence.py",
+      "    bad = next(((s, v) for s, v in kl if not math.isfinite(v)), None)",
+      "    bad = next(((s, v) for s, v in kl if math.isnan(v)), None)",
+      "a run whose kl reached Infinity (TRL writes Infinity, or a float32 overflow read as one) while its finite kl "
+      "values stayed under the warning gets no kl_explosion finding: diagnose_run says nothing of the runaway KL and "
+      "proposes no beta patch"),
+    M("m11-diagnosis-zero-values-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '        return [(r["step"], r[name]) for r in self.rows if r.get(name) is not None]',
+      '        return [(r["step"], r[name]) for r in self.rows if r.get(name)]',
+      "every logged 0.0 is dropped from the series diagnosis reads: a run whose every completion scores 0 (reward "
+      "0.0, reward_std 0.0 at each step) gets no 'Every completion scores 0 ... SFT first' cause, and where no "
+      "frac_reward_zero_std is logged (older TRL, a CSV export) no no_reward_signal finding at all"),
+    M("m11-diagnosis-spike-one-value-level", "diagnosis", "mcp_server/diagnosis/context.py",
+      "            level = statistics.median(history[-10:]) if len(history) >= 2 else None",
+      "            level = statistics.median(history[-10:]) if len(history) >= 1 else None",
+      "a run whose second logged grad_norm is over 10x its first and at least 1.0 (a first step of mostly "
+      "zero-advantage groups: 0.08, then 1.2) gets a grad_norm_spike warning and reads as diverged: diagnose_run "
+      "proposes lowering the learning rate of a healthy run, and other findings escalate to errors"),
+    M("m11-diagnosis-null-metric-key-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "        if number is not None or name not in row:",
+      "        if number is not None:",
+      "a log whose reward is null at every step (no reward function scored anything; TRL writes null for a window "
+      "of NaNs, and a log without per-function rewards/ columns keeps it null) loses the key: no signal_lost error "
+      "(the guard's stop for a run that learns nothing), and diagnose_run reads it as a run that logs no reward"),
 )
 
 
