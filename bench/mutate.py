@@ -1846,7 +1846,13 @@ MUTATIONS: tuple[Mutation, ...] = (
       "dropped as unsigned) instead of the copy's metrics"),
     # ------------------------------------------------------------------ m11: an eleventh blind audit (issue 48)
     # Written from the product code alone (the tests unread) by someone who wrote neither the tests nor the
-    # mutations above; 5 per area, none on a line an earlier mutation mutates.
+    # mutations above; 5 per area, none on a line an earlier mutation mutates. First run (default judging,
+    # 2026-12-06 18:39-19:13, coverage map 871 s at load 7, 1983 s in all): 12/20 caught (gate 3/5, sandbox 3/5,
+    # runs 4/5, diagnosis 2/5); survivors: gate-trained-model-absolute, sandbox-limits-after-module-code,
+    # sandbox-native-folder-unwalked, runs-cache-link-unrefused, diagnosis-same-step-drops-first-line,
+    # diagnosis-spike-one-value-level, diagnosis-null-metric-key-dropped; one error: gate-weight-kwargs-variant-
+    # dropped gives pytest exit 4 by default (a node id of its judges is gone under the mutation: a row generated
+    # from WEIGHT_KWARGS) and survives --by-area (gate's files, 234 s).
     # gate: the trainer's patched pin and its samples' rows, the weight-choosing kwargs, the loader's workspace
     # root, the model pin of a moved run
     M("m11-gate-patched-unpinned-key", "gate", "mcp_server/inspection/trained.py",
