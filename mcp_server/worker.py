@@ -47,7 +47,7 @@ from mcp_server.interpreter import (
 )
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
-from mcp_server.workspace import workspace_root
+from mcp_server.workspace import current_directory, workspace_root
 
 WORKER_FLAG = "LLM_FINETUNING_WORKER"  # set in the worker: everything there runs in-process
 # Settings that follow each call into the worker (tests and harnesses may change them between calls).
@@ -197,13 +197,16 @@ def runs_in_training(fn):
 
 
 # ---------------------------------------------------------------- the protocol, both directions
+DIED_WAIT_S = 10.0  # a worker whose input or output failed gets this long to exit before it is killed
+
+
 def request_message(call_id: int | str, target: str, args: tuple, kwargs: dict) -> dict:
     """One call: the target, its arguments, and the caller's settings and working directory."""
     env = {k: v for k, v in os.environ.items() if k.startswith(SYNCED_ENV_PREFIXES)}
     env["LLM_FINETUNING_WORKSPACE"] = str(workspace_root())
     env.pop("LLM_FINETUNING_PYTHON", None)
     return {"id": call_id, "target": target, "args": [_encode(a) for a in args],
-            "kwargs": {k: _encode(v) for k, v in kwargs.items()}, "env": env, "cwd": os.getcwd()}
+            "kwargs": {k: _encode(v) for k, v in kwargs.items()}, "env": env, "cwd": current_directory()}
 
 
 def receive(readline, call_id: int | str, target: str, report: Report, python: str, died):
@@ -358,7 +361,11 @@ class Worker:
             sys.stderr.write(line)
 
     def _died(self, target: str) -> UserInputError:
-        code = self.proc.wait()
+        try:
+            code = self.proc.wait(timeout=DIED_WAIT_S)
+        except subprocess.TimeoutExpired:  # its input failed while it runs: stopped, never waited on without end
+            self.started.kill()
+            code = self.proc.wait()
         self.started.kill()  # what it left in its namespace ends with it
         self.proc = None
         tail = "\n".join(self.stderr_tail)[-1500:]
@@ -377,8 +384,9 @@ class Worker:
             call_id = f"{next(self.ids)}-{secrets.token_hex(8)}"
             while not self.lines.empty():
                 self.lines.get_nowait()
+            line = json.dumps(request_message(call_id, target, args, kwargs)) + "\n"  # its errors are the call's
             try:
-                self.proc.stdin.write(json.dumps(request_message(call_id, target, args, kwargs)) + "\n")
+                self.proc.stdin.write(line)
                 self.proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 raise self._died(target) from None

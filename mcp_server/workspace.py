@@ -19,7 +19,17 @@ from mcp_server.userfiles import NotRegularFile, not_regular, sha256_file
 
 def workspace_root() -> Path:
     """`LLM_FINETUNING_WORKSPACE` when set, else the current directory."""
-    return Path(os.environ.get("LLM_FINETUNING_WORKSPACE") or os.getcwd()).resolve()
+    return Path(os.environ.get("LLM_FINETUNING_WORKSPACE") or current_directory()).resolve()
+
+
+def current_directory() -> str:
+    """os.getcwd(), or an error saying the directory is gone: a command run in a directory deleted after (or
+    before) it started in it (issue 48, round 13 N1: the CLI then waited forever on its worker)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UserInputError("cwd", "the current directory no longer exists (deleted while a shell or harness was "
+                                    "in it): cd to an existing directory and run the command again") from None
 
 
 # The workspace-level folders the project writes, each with what it holds (issue 48, round 10 D1: `ws/eval ->

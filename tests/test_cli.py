@@ -90,3 +90,25 @@ def test_a_misspelt_built_in_name_is_answered_without_asking_the_hub(tmp_path):
         hub.close()
     assert proc.returncode == 2 and "Did you mean 'smollm2-135m'?" in proc.stderr, proc.stderr
     assert "near miss of a built-in name" in proc.stderr and took < 60, (took, proc.stderr)
+
+
+# Round 13, N1: a command run in a directory deleted under the shell waited forever (its request to the worker
+# failed to build, was taken for a dead worker, and the worker was waited on). Each command that needs the working
+# folder (the worker's, the workspace's) says it is gone and ends, by either door: the console script and `-m`.
+GONE_COMMANDS = [("check-inspection-gate", "RUN"), ("sample-completions", "RUN"), ("inspect-rewards", "RUN"),
+                 ("training-status", "RUN"), ("list-runs",)]
+
+
+@pytest.mark.slow  # the CLI as the person ran it, a process
+@pytest.mark.parametrize("door", ["console script", "-m"])
+@pytest.mark.parametrize("command", GONE_COMMANDS, ids=[c[0] for c in GONE_COMMANDS])
+def test_a_command_in_a_deleted_directory_says_so_and_ends(command, door, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    start = [str(BIN / "llm-finetuning")] if door == "console script" else [sys.executable, "-m", "mcp_server.cli"]
+    argv = [*start, *(str(tmp_path / "run") if part == "RUN" else part for part in command)]
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    proc = subprocess.run(["sh", "-c", script, "sh", str(gone), *argv], env=checkout_env(), capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "cwd: the current directory no longer exists" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

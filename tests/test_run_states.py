@@ -538,6 +538,43 @@ def test_status_log_tail_is_the_last_lines_asked_for(tmp_path, monkeypatch, log_
     assert status.state == "stopped" and status.log_tail == want, status.log_tail
 
 
+def _log_linked(form: str):
+    """train/logs/stdout.log reached through a link of `form`: another run's log outside this run (the file alone,
+    or the whole train/logs folder), a link loop, or a copy inside the run."""
+    def tweak(run):
+        other = run.dir.parent / "other-run-logs" if form != "inside the run" else run.dir / "kept-logs"
+        other.mkdir()
+        (other / "stdout.log").write_text("Writing model shards of another run\n")
+        if form == "logs folder linked out":
+            for entry in run.logs.iterdir():  # the other run's stdout.log stays; this run's other files move along
+                if entry.name != "stdout.log":
+                    entry.rename(other / entry.name)
+            run.stdout.unlink()
+            run.logs.rmdir()
+            run.logs.symlink_to(other, target_is_directory=True)
+            return
+        run.stdout.unlink()
+        if form == "a link loop":
+            run.stdout.symlink_to(run.stdout.name)
+        else:
+            run.stdout.symlink_to(other / "stdout.log")
+    return tweak
+
+
+@pytest.mark.parametrize("form", ["stdout.log linked out", "logs folder linked out", "a link loop",
+                                  "inside the run"])
+def test_status_never_shows_another_runs_log_through_a_link(tmp_path, monkeypatch, form):
+    """Round 13, N2: training_status showed the last line of a stdout.log read through a link (the logs folder
+    linked to another run's), which every other reader of the run's logs refuses: it says where the link leads
+    and shows none of its lines; a link that stays inside the run is read."""
+    status = _status(_cell(tmp_path, monkeypatch, "stopped", tweak=_log_linked(form)), log_lines=5)
+    if form == "inside the run":
+        assert status.log_tail == ["Writing model shards of another run"], status.log_tail
+        return
+    assert len(status.log_tail) == 1 and "leads outside the run directory" in status.log_tail[0], status.log_tail
+    assert not any("another run" in line for line in status.log_tail), status.log_tail
+
+
 def test_a_failed_runs_status_shows_at_least_twenty_log_lines(tmp_path, monkeypatch):
     """A failed run's cause is in its log: training_status shows its last 20 lines even when fewer are asked."""
     def tweak(run):
