@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import emit_run, pass_inspection, trainer_or_refusal
+from support import emit_run, pass_inspection, sign_samples, trainer_or_refusal
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
@@ -242,7 +242,11 @@ def test_forged_reviews_and_exploration_meta_back_nothing(workspace):
     meta_file = run_dir / "inspection" / "samples.meta.json"
     meta = json.loads(meta_file.read_text())
     assert meta["differs_from_config"] and meta["trained"] is None
-    meta_file.write_text(json.dumps({**meta, "differs_from_config": []}))
+    meta_file.write_text(json.dumps({**meta, "differs_from_config": []}))  # by hand: not the sampler's record
+    with pytest.raises(UserInputError, match="samples.meta.json has no valid signature"):
+        record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                 agree_with_rest=True))
+    sign_samples(run_dir, {**meta, "differs_from_config": []})  # even as the sampler signs it
     with pytest.raises(UserInputError, match="loader read"):
         record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
                                                  agree_with_rest=True))
