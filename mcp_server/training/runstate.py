@@ -11,7 +11,7 @@ import os
 
 from mcp_server.runs import Run
 from mcp_server.diagnosis.progress_log import run_progress, unsigned_note
-from mcp_server.evidence import valid_run
+from mcp_server.evidence import launch_record, valid_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.runrecord import derive_with, last_progress_line
@@ -20,7 +20,16 @@ from mcp_server.userfiles import NotRegularFile, open_regular
 
 def derive_state(run: Run) -> DerivedState:
     """The run's state, read by the launcher its run.json names (none, or a damaged one: this machine's process).
-    `note` says what was not as expected (run.json lost or wrong, a copied run) and so what is known."""
+    `note` says what was not as expected (run.json lost or wrong, a copied run) and so what is known. A run emitted
+    since its path's last launch (evidence.record_emission, outside the workspace) is not launched, whatever its
+    files say: they are of an earlier run at this path (issue 48, round 12 F1)."""
+    emitted = (launch_record(run.dir) or {}).get("emitted_at")
+    if emitted is not None:
+        found = run.launched_evidence()
+        return DerivedState(state="not_launched", alive=False, note=(
+            f"emitted at {emitted} and not launched since (the launcher's record, outside the workspace): "
+            f"{', '.join(found)} here {'are' if len(found) > 1 else 'is'} of an earlier run at this path, not "
+            "this run's, and not read") if found else None)
     return derive_with(run, lambda run, record: launcher_of(record).state(run, record))
 
 
@@ -36,7 +45,10 @@ def read_progress(run: Run) -> tuple[list[dict], str | None]:
 
 
 def last_progress(run: Run) -> dict | None:
-    """The last progress line the trainer signed, reading only the end of the file."""
+    """The last progress line the trainer signed, reading only the end of the file; None for a run emitted since its
+    last launch (an earlier run's lines: derive_state)."""
+    if (launch_record(run.dir) or {}).get("emitted_at"):
+        return None
     return last_progress_line(run, lambda line: valid_run(run, run.progress, line))
 
 
