@@ -1883,15 +1883,6 @@ def _meta_edited(run: Run, **changed) -> None:
     run.samples_meta.write_text(json.dumps({k: v for k, v in meta.items() if v is not None}))
 
 
-def _copied_in(run: Run, workspace: Path, tiny_model) -> None:
-    """samples.jsonl and samples.meta.json of another run, every completion right, as its sampler signed them."""
-    from support import hand_made_run
-
-    other = Run(hand_made_run(workspace, tiny_model, "other", [[F2_RIGHT] * 4] * 13, ["2"] * 13))
-    shutil.copy(other.samples, run.samples)
-    shutil.copy(other.samples_meta, run.samples_meta)
-
-
 NOT_SAMPLED = "inspection/samples.jsonl is not"  # how each refusal begins: the file named
 # each way x (what it does to the run, what the refusal names)
 FORGED_SAMPLES = {
@@ -1902,7 +1893,6 @@ FORGED_SAMPLES = {
                                       "samples.meta.json has no valid signature"),
     "rewritten, meta removed": (lambda run, *_: (_all_right(run), run.samples_meta.unlink()),
                                 "samples.meta.json is missing"),
-    "another run's signed samples": (_copied_in, "samples.meta.json has no valid signature"),
 }
 
 

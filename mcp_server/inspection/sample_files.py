@@ -13,7 +13,9 @@ The sampler signs what it wrote (issue 48, round 12 F2: every completion of samp
 file's sha256 put into samples.meta.json made the review show 100% base success and the gate open):
 samples.meta.json carries samples.jsonl's sha256 and the evidence key's mac over the whole record (evidence.py;
 write_samples_meta), and inspect_rewards, record_inspection_verdict and the gate refuse samples it does not vouch
-for (not_sampled), naming the file.
+for (not_sampled), naming the file. It is not signed under the run's path, as a verdict survives a moved run:
+samples copied with their record from another run are completions a model wrote, and a verdict still needs them
+drawn from this run's config (the record's config_pins).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import run_file, sign_run, unrecorded, valid_run
+from mcp_server.evidence import run_file, sign, unrecorded, valid
 from mcp_server.generation import rng_state
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
@@ -32,6 +34,8 @@ from mcp_server.userfiles import NotRegularFile, read_json_if_present
 from mcp_server.workspace import atomic_write_json, atomic_write_text, open_append_nofollow, sha256_file
 
 PARTIAL_META = "samples.partial.meta.json"
+# The sampler's record is signed for what it is, not under the run's path: a moved run keeps its samples
+SIGNED_BY, SIGNED_AS = "sample_completions", "samples.meta.json"
 
 
 def kept_note(run: Run) -> str:
@@ -57,7 +61,7 @@ def write_samples_meta(run: Run, meta_path: Path, samples_path: Path, meta: dict
     """samples.meta.json as the sampler writes it (sample_completions, sample_trajectories; a test that builds
     samples by hand signs them through here, as the sampler would): `meta` with samples.jsonl's sha256, read from
     the file written, signed for its place in the run (the key is made when there is none). Returns the record."""
-    record = sign_run(run, meta_path, {**meta, "samples_sha256": sha256_file(samples_path)}, create=True)
+    record = sign(SIGNED_BY, SIGNED_AS, {**meta, "samples_sha256": sha256_file(samples_path)}, create=True)
     atomic_write_json(run.inside(meta_path), record)
     return record
 
@@ -71,7 +75,7 @@ def not_sampled(run: Run) -> str | None:
         return (f"{name} is not vouched for by the sampler: {run_file(run, meta)} is missing; run sample_completions "
                 "again (it writes and signs both)")
     record = read_json_if_present(meta)
-    if not valid_run(run, meta, record):
+    if not valid(SIGNED_BY, SIGNED_AS, record):
         return (f"{name} is not vouched for by the sampler: {unrecorded(run_file(run, meta))}; run "
                 "sample_completions again")
     if not samples.is_file() or sha256_file(samples) != record.get("samples_sha256"):
