@@ -241,7 +241,8 @@ def record_emission(run_dir: Path) -> Path:
     """The emission of a run at `run_dir`: its ledger entry replaced by one that names no launch (issue 48, round
     12 F1: the entry is keyed by the path and outlived a deleted run, so an earlier run's signed records, run.json
     and checkpoints copied into a run emitted again there read as this run's, "succeeded, step 4/4"). Until
-    launch_training records a launch of it, no launch's record is this run's and the run reads not launched."""
+    launch_training records a launch of it, no launch's record is this run's (runstate.derive_state: not launched);
+    a trainer started by hand (`python train/train.py`, untagged) still is."""
     stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return _write_entry(run_dir, {"emitted_at": stamp}, "the emission", "nothing was emitted")
 
@@ -260,8 +261,20 @@ def _write_entry(run_dir: Path, body: dict, what: str, then: str) -> Path:
 def launch_record(run_dir: Path) -> dict | None:
     """The launcher's record of `run_dir`'s current launch (record_launch: launch_id; job_id and job_comment for
     a SLURM job), None when it recorded none (never launched by launch_training on this machine, or no key). A tampered
-    entry reads as {"launch_id": ""}: no record is of that launch, no job is its job; so does a run emitted since its
-    path's last launch (record_emission), with its `emitted_at`."""
+    entry reads as {"launch_id": ""}: no record is of that launch, no job is its job. A run emitted since its path's
+    last launch (record_emission) has none: emitted_since_launch says when."""
+    value = _entry(run_dir)
+    if value is None or "mac" not in value:
+        return value
+    if "launch_id" not in value and isinstance(value.get("emitted_at"), str):  # emitted since: no launch recorded
+        return None
+    launch_id = value.get("launch_id")
+    return {"launch_id": launch_id if isinstance(launch_id, str) else "",
+            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)}}
+
+
+def _entry(run_dir: Path) -> dict | None:
+    """The ledger entry of `run_dir` as signed, None without one, {"launch_id": ""} for one tampered with."""
     try:
         path, folder = _launch_entry(run_dir)
     except UserInputError:
@@ -274,11 +287,14 @@ def launch_record(run_dir: Path) -> dict | None:
         return {"launch_id": ""}
     if not valid(Path(folder), "launch", value) or value.get("run_dir") != folder:
         return {"launch_id": ""}
-    if "launch_id" not in value and isinstance(value.get("emitted_at"), str):  # emitted since its last launch
-        return {"launch_id": "", "emitted_at": value["emitted_at"]}
-    launch_id = value.get("launch_id")
-    return {"launch_id": launch_id if isinstance(launch_id, str) else "",
-            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)}}
+    return value
+
+
+def emitted_since_launch(run_dir: Path) -> str | None:
+    """When the run at `run_dir` was emitted, if no launch was recorded since (record_emission): any record of a
+    launch there (tagged with a launch id, or a run.json) is of an earlier run at this path. None otherwise."""
+    value = _entry(run_dir) or {}
+    return value["emitted_at"] if "launch_id" not in value and isinstance(value.get("emitted_at"), str) else None
 
 
 def recorded_launch(run_dir: Path) -> str | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import key, key_problem, run_lines_verifier, launch_record
+from mcp_server.evidence import key, key_problem, run_lines_verifier, emitted_since_launch
 from mcp_server.runs import Run
 from mcp_server.userfiles import BLANK, data_after, last_lines, open_regular
 
@@ -153,15 +153,16 @@ def run_progress(run: Run) -> ProgressRecords:
     signature (written by hand, or a signed line's values changed) dropped and counted in `unsigned`. OSError as
     read_progress_records: none yet, or not a regular file."""
     read = read_progress_records(run.progress)
-    if (launch_record(run.dir) or {}).get("emitted_at"):  # emitted since its last launch: an earlier run's lines
-        return replace(read, records=[], unsigned=0)  # (issue 48 round 12 F1; training_status says so)
     try:
         signed = run_lines_verifier(run, run.progress, key())
     except UserInputError:  # no key here: no line is known to be the trainer's
         kept = []
     else:
         kept = [line for line in read.records if signed(line)]
-    return replace(read, records=kept, unsigned=len(read.records) - len(kept))
+    unsigned = len(read.records) - len(kept)
+    if emitted_since_launch(run.dir) is not None:  # emitted since its last launch: a launch's lines are an earlier
+        kept = [line for line in kept if not line.get("launch_id")]  # run's (issue 48 round 12 F1; status says so)
+    return replace(read, records=kept, unsigned=unsigned)
 
 
 def unsigned_note(read: ProgressRecords) -> str | None:
