@@ -28,7 +28,7 @@ from mcp_server.inspection.reward_probes import flagged_probes
 from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
-from mcp_server.inspection.sample_files import not_sampled
+from mcp_server.inspection.sample_files import not_sampled, refuse_unsampled
 from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.dotted import RewardImportError
@@ -71,8 +71,7 @@ def _check_review_current(run: Run, review: dict) -> None:
     if sha256_file(run.samples) != result["samples_sha256"]:
         raise UserInputError("run", "samples.jsonl changed since the review: run inspect_rewards again and read the "
                                     "new review.md")
-    if forged := not_sampled(run):  # issue 48 round 12: completions the model never wrote
-        raise UserInputError("run", forged)
+    refuse_unsampled(run)  # issue 48 round 12 F2: completions the model never wrote
     if reward_code_sha256(result["rewards"]) != result["reward_code_sha256"]:
         raise UserInputError("run", "the reward code or specs changed since the review: run inspect_rewards again "
                              "and read the new review.md")

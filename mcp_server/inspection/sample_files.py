@@ -85,6 +85,12 @@ def not_sampled(run: Run) -> str | None:
     return None
 
 
+def refuse_unsampled(run: Run) -> None:
+    """UserInputError('run') naming why, when the run's samples.jsonl is not what the sampler wrote (not_sampled)."""
+    if forged := not_sampled(run):
+        raise UserInputError("run", forged)
+
+
 def explored_note(run: Run, path: Path, launched: list[str]) -> str:
     return (f"The run was launched ({', '.join(launched)}), so these exploratory samples are in "
             f"{path.relative_to(run.dir)}: inspection/samples.jsonl, review.md, review.json and the verdict, the "
