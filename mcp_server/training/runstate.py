@@ -53,10 +53,10 @@ def last_progress(run: Run) -> dict | None:
 
 
 def earlier_launch(run: Run) -> list[str]:
-    """The files of a launch_training launch in `run` (run.json, a record tagged with a launch id), named: after an
+    """The files of a launch_training launch in `run` (run.json or a record naming a launch id), named: after an
     emission with no launch since, an earlier run's at this path (a trainer started by hand tags nothing)."""
-    found = [run.run_json.name] if run.run_json.exists() else []
-    for path in (run.train_begin, run.outcome, run.exit_record, run.stopped, run.guard):
+    found = []
+    for path in (run.run_json, run.train_begin, run.outcome, run.exit_record, run.stopped, run.guard):
         value = read_json_if_present(path)
         if isinstance(value, dict) and value.get("launch_id"):
             found.append(path.relative_to(run.dir).as_posix())
