@@ -190,6 +190,7 @@ def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
     import sys
     from collections import Counter
 
+    from mcp_server.evidence import record_launch
     from mcp_server.training.launch import launch_training
     from support import emit_run, pass_inspection
 
@@ -217,6 +218,7 @@ def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
     result = launch_counted()
     assert not result.launched and [r.gate for r in result.refusals] == ["environment"], result.refusals
     assert dict(opened) == {"config.yaml": 1, "request.json": 1, "rewards.json": 1}, opened  # no run.json yet
+    record_launch(run_dir, "earlier")  # as launch_training records a launch (else run.json is an earlier run's)
     write_run_json(run, {"state": "failed", "exit_code": 1, "pid": 2**22 + 12345, "launcher": "local",
                          "launch_id": "earlier"})
     result = launch_counted()

@@ -24,13 +24,16 @@ def derive_state(run: Run) -> DerivedState:
     since its path's last recorded launch (evidence.record_emission, outside the workspace) that holds a launch's
     files is not launched: they are of an earlier run at this path (issue 48, round 12 F1)."""
     emitted = emitted_since_launch(run.dir)
-    found = earlier_launch(run) if emitted is not None else []
-    if found:
-        return DerivedState(state="not_launched", alive=False, note=(
-            f"emitted at {emitted} and not launched since (the launcher's record, outside the workspace): "
-            f"{', '.join(found)} here {'are' if len(found) > 1 else 'is'} of an earlier run at this path (so are "
-            "its launch's progress lines and saves), not this run's, and not read"))
-    return derive_with(run, lambda run, record: launcher_of(record).state(run, record))
+
+    def state(run: Run, record: dict | None) -> DerivedState:
+        found = earlier_launch(run, record) if emitted is not None else []
+        if found:
+            return DerivedState(state="not_launched", alive=False, note=(
+                f"emitted at {emitted} and not launched since (the launcher's record, outside the workspace): "
+                f"{', '.join(found)} here {'are' if len(found) > 1 else 'is'} of an earlier run at this path (so "
+                "are its launch's progress lines and saves), not this run's, and not read"))
+        return launcher_of(record).state(run, record)
+    return derive_with(run, state)  # run.json read once (issue 46: a launch reads each run file once)
 
 
 def read_progress(run: Run) -> tuple[list[dict], str | None]:
@@ -52,11 +55,11 @@ def last_progress(run: Run) -> dict | None:
                               and not (since and line.get("launch_id")))
 
 
-def earlier_launch(run: Run) -> list[str]:
-    """The files of a launch_training launch in `run` (run.json or a record naming a launch id), named: after an
-    emission with no launch since, an earlier run's at this path (a trainer started by hand tags nothing)."""
-    found = []
-    for path in (run.run_json, run.train_begin, run.outcome, run.exit_record, run.stopped, run.guard):
+def earlier_launch(run: Run, record: dict | None) -> list[str]:
+    """The files of a launch_training launch in `run` (run.json's `record` or a record naming a launch id), named:
+    after an emission with no launch since, an earlier run's at this path (a trainer started by hand tags nothing)."""
+    found = ["run.json"] if record is not None and record.get("launch_id") else []
+    for path in (run.train_begin, run.outcome, run.exit_record, run.stopped, run.guard):
         value = read_json_if_present(path)
         if isinstance(value, dict) and value.get("launch_id"):
             found.append(path.relative_to(run.dir).as_posix())
