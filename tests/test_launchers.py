@@ -190,9 +190,8 @@ def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
     import sys
     from collections import Counter
 
-    from mcp_server.evidence import record_launch
     from mcp_server.training.launch import launch_training
-    from support import emit_run, pass_inspection
+    from support import emit_run, pass_inspection, record_launch
 
     run_dir = emit_run("read-once", gpu="H100", num_gpus=2)
     pass_inspection(run_dir)

@@ -136,9 +136,9 @@ def launched_and_failed(run_dir: Path) -> None:
     import hashlib
     import time
 
-    from mcp_server.evidence import record_launch
     from mcp_server.runs import Run
     from mcp_server.training.trainer.digest import record_save
+    from support import record_launch
 
     run = Run(run_dir)
     gone = 2**31 - 2  # a pid no process has: the launcher died
