@@ -1652,8 +1652,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a pinned setting (temperature, max_completion_length) is written into verdict.json's pins, so the gate opens "
       "and the run resumes sampling with settings nobody reviewed"),
     M("m9-runs-list-step-unsigned", "runs", "mcp_server/training/runstate.py",
-      "    return last_progress_line(run, lambda line: valid_run(run, run.progress, line))",
-      "    return last_progress_line(run)",
+      "    return last_progress_line(run, lambda line: valid_run(run, run.progress, line)\n",
+      "    return last_progress_line(run, lambda line: True\n",
       "list_runs shows the step of the progress log's last line whether the trainer signed it or not: a line "
       "appended by hand ({\"step\": 999}) reads as the run's step, and stop_training waits for 'step 1000'"),
     # diagnosis: no evidence key, the dropped lines' note, log line numbers, a NUL run before a line, a long log's
@@ -1827,8 +1827,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "'the trainer's schedule runs from learning_rate 0.1 ... the change did not act (resume with the patch "
       "again)'"),
     M("m10-diagnosis-moved-config-unsigned-metrics", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "    return run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None",
-      "    return run.config.is_file() or run.run_json.exists()",
+      "    return (run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None\n",
+      "    return (run.config.is_file() or run.run_json.exists()\n",
       "a launched run whose train/config.yaml and run.json were moved away (round 11, M1) is read as a TRL "
       "output_dir: a checkpoint's hand-edited trainer_state.json (kl 777) becomes its metrics, and diagnose_run "
       "raises kl_explosion with patches"),

@@ -14,6 +14,7 @@ the launcher's signed exit record, train/logs/exit.json, beside the plain exit-c
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import hmac
 import json
@@ -231,22 +232,49 @@ def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None, job_
     replaces it: a local launch before its process starts; a SLURM launch before sbatch, then again with the
     scheduler's `job_id` (and the job's ownership token, `job_comment`) bound into it once sbatch answers: the job
     whose state is this launch's."""
-    path, folder = _launch_entry(run_dir)
-    body = {"launch_id": launch_id, "run_dir": folder, **({"job_id": str(job_id)} if job_id is not None else {}),
+    body = {"launch_id": launch_id, **({"job_id": str(job_id)} if job_id is not None else {}),
             **({"job_comment": job_comment} if job_comment is not None else {})}
-    record = sign(Path(folder), "launch", body, create=True)
+    return _write_entry(run_dir, body, "the launch", "nothing was started")
+
+
+def record_emission(run_dir: Path) -> Path:
+    """The emission of a run at `run_dir`: its ledger entry replaced by one that names no launch (issue 48, round
+    12 F1: the entry is keyed by the path and outlived a deleted run, so an earlier run's signed records, run.json
+    and checkpoints copied into a run emitted again there read as this run's, "succeeded, step 4/4"). Until
+    launch_training records a launch of it, no launch's record is this run's (runstate.derive_state: not launched);
+    a trainer started by hand (`python train/train.py`, untagged) still is."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _write_entry(run_dir, {"emitted_at": stamp}, "the emission", "nothing was emitted")
+
+
+def _write_entry(run_dir: Path, body: dict, what: str, then: str) -> Path:
+    path, folder = _launch_entry(run_dir)
+    record = sign(Path(folder), "launch", {**body, "run_dir": folder}, create=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         return atomic_write_json(path, record)
     except OSError as exc:
-        raise EvidenceKeyError(f"cannot record the launch in {path.parent} (beside the evidence key {_where()}): "
-                               f"{exc.strerror or exc}; nothing was started") from None
+        raise EvidenceKeyError(f"cannot record {what} in {path.parent} (beside the evidence key {_where()}): "
+                               f"{exc.strerror or exc}; {then}") from None
 
 
 def launch_record(run_dir: Path) -> dict | None:
     """The launcher's record of `run_dir`'s current launch (record_launch: launch_id; job_id and job_comment for
     a SLURM job), None when it recorded none (never launched by launch_training on this machine, or no key). A tampered
-    entry reads as {"launch_id": ""}: no record is of that launch, no job is its job."""
+    entry reads as {"launch_id": ""}: no record is of that launch, no job is its job. A run emitted since its path's
+    last launch (record_emission) has none: emitted_since_launch says when."""
+    value = _entry(run_dir)
+    if value is None or "mac" not in value:
+        return value
+    if "launch_id" not in value and isinstance(value.get("emitted_at"), str):  # emitted since: no launch recorded
+        return None
+    launch_id = value.get("launch_id")
+    return {"launch_id": launch_id if isinstance(launch_id, str) else "",
+            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)}}
+
+
+def _entry(run_dir: Path) -> dict | None:
+    """The ledger entry of `run_dir` as signed, None without one, {"launch_id": ""} for one tampered with."""
     try:
         path, folder = _launch_entry(run_dir)
     except UserInputError:
@@ -259,9 +287,14 @@ def launch_record(run_dir: Path) -> dict | None:
         return {"launch_id": ""}
     if not valid(Path(folder), "launch", value) or value.get("run_dir") != folder:
         return {"launch_id": ""}
-    launch_id = value.get("launch_id")
-    return {"launch_id": launch_id if isinstance(launch_id, str) else "",
-            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)}}
+    return value
+
+
+def emitted_since_launch(run_dir: Path) -> str | None:
+    """When the run at `run_dir` was emitted, if no launch was recorded since (record_emission): any record of a
+    launch there (tagged with a launch id, or a run.json) is of an earlier run at this path. None otherwise."""
+    value = _entry(run_dir) or {}
+    return value["emitted_at"] if "launch_id" not in value and isinstance(value.get("emitted_at"), str) else None
 
 
 def recorded_launch(run_dir: Path) -> str | None:

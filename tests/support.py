@@ -138,10 +138,22 @@ def hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]
                           "finish_reason": "stop"})
             sid += 1
     atomic_write_text(run_dir / "inspection" / "samples.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
-    atomic_write_json(run_dir / "inspection" / "samples.meta.json", {
-        "dataset_rows": len(golds), "num_prompts": len(golds), "n": len(groups[0]),
-        "differs_from_config": [], "config_pins": config_pins(Run(run_dir))})
+    sign_samples(run_dir, {"dataset_rows": len(golds), "num_prompts": len(golds), "n": len(groups[0]),
+                           "differs_from_config": [], "config_pins": config_pins(Run(run_dir))})
     return run_dir
+
+
+def sign_samples(run_dir: Path, meta: dict | None = None) -> dict:
+    """inspection/samples.meta.json `meta` (None: the one there, else {}) for the run's samples.jsonl written by a
+    test, signed as the sampler signs what it wrote (sample_files.write_samples_meta, which sample_completions
+    calls)."""
+    from mcp_server.inspection.sample_files import write_samples_meta
+    from mcp_server.runs import Run
+
+    run = Run(Path(run_dir))
+    if meta is None:
+        meta = json.loads(run.samples_meta.read_text()) if run.samples_meta.is_file() else {}
+    return write_samples_meta(run, run.samples_meta, run.samples, meta)
 
 
 def dead_pid() -> tuple[int, float]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_here
+from support import sign_samples
 
 EMISSIONS = {  # each request's CLI arguments: together they write every file emission writes
     "grpo": ("--model", "tiny", "--dataset", "tiny", "--gpu", "cpu"),
@@ -136,8 +137,7 @@ def _samples(run_dir: Path) -> None:
             for k in range(4)]
     (run_dir / "inspection").mkdir(exist_ok=True)
     (run_dir / "inspection" / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run_dir / "inspection" / "samples.meta.json").write_text(json.dumps({"dataset_rows": 13, "num_prompts": 13,
-                                                                          "n": 4}))
+    sign_samples(run_dir, {"dataset_rows": 13, "num_prompts": 13, "n": 4})  # as the sampler signs them
 
 
 def test_the_review_writers_never_replace_a_review_file_they_did_not_write(workspace, written):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import emit_run, pass_inspection, trainer_or_refusal
+from support import emit_run, pass_inspection, sign_samples, trainer_or_refusal
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, SampleRequest, VerdictRequest
@@ -196,11 +196,17 @@ def test_the_trainer_refuses_forged_samples_and_what_changed_after_the_gate(work
     config.write_text(text)
 
     # Fabricated samples, consistently reviewed and passed: their prompts (or the columns the rewards read) are
-    # not rows of the data.
+    # not rows of the data. Written by hand, the review refuses them (the sampler signed other completions: round
+    # 12 F2) and the trainer does too; even signed as the sampler signs them, the trainer's own check refuses.
     samples = run_dir / "inspection" / "samples.jsonl"
     lines = [json.loads(line) for line in samples.read_text().splitlines()]
     for forged in ({"prompt": "Say anything."}, {"columns": {"other": "say 0", "answer": "999"}}):
         samples.write_text("".join(json.dumps({**s, **forged}) + "\n" for s in lines))
+        with pytest.raises(UserInputError, match="inspection/samples.jsonl is not the file sample_completions wrote"):
+            inspect_rewards(InspectRequest(run=str(run_dir)))
+        _, refusal = trainer_or_refusal(run_dir, capsys)
+        assert "refusing to train" in refusal and "samples.jsonl" in refusal, forged
+        sign_samples(run_dir)  # not something a forger can do: the deeper check alone
         inspect_rewards(InspectRequest(run=str(run_dir)))
         record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
                                                  agree_with_rest=True))
@@ -242,7 +248,11 @@ def test_forged_reviews_and_exploration_meta_back_nothing(workspace):
     meta_file = run_dir / "inspection" / "samples.meta.json"
     meta = json.loads(meta_file.read_text())
     assert meta["differs_from_config"] and meta["trained"] is None
-    meta_file.write_text(json.dumps({**meta, "differs_from_config": []}))
+    meta_file.write_text(json.dumps({**meta, "differs_from_config": []}))  # by hand: not the sampler's record
+    with pytest.raises(UserInputError, match="samples.meta.json has no valid signature"):
+        record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
+                                                 agree_with_rest=True))
+    sign_samples(run_dir, {**meta, "differs_from_config": []})  # even as the sampler signs it
     with pytest.raises(UserInputError, match="loader read"):
         record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana",
                                                  agree_with_rest=True))

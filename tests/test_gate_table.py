@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support import sign_samples
 from mcp_server.config.fields import pinned
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import UserInputError
@@ -915,6 +916,7 @@ def test_a_verdict_record_that_does_not_add_up_closes_the_gate(tmp_path, shape):
     run.rewards.write_text(json.dumps([{"name": "format", "params": {}, "weight": 1.0}]))
     run.samples.parent.mkdir(parents=True, exist_ok=True)
     run.samples.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(4)))
+    sign_samples(run.dir)  # as the sampler signs what it wrote
     record = {"verdict": "pass", "reviewer": "ana", "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(),
               "note": "", "pins": {}, "samples_sha256": "0" * 64, "review_sha256": "0" * 64, "success_rule": "r",
               "route": "grpo", "base_success_rate": 0.5, "reviewed_ids": [0, 1, 2, 3], "agree": 4, "disagree": 0,
@@ -1287,6 +1289,7 @@ def _reviewed_run(tmp_path: Path, config: dict | None = None, weights: tuple[flo
     rewards = [{"name": "format_reward", "params": {}, "weight": 1.0}]
     run.samples.parent.mkdir(parents=True, exist_ok=True)
     run.samples.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(2)))
+    sign_samples(run.dir)  # as the sampler signs what it wrote
     run.review_md.write_text("# review\n")
     run.review_jsonl.write_text("".join(json.dumps({"id": i, "score": 1.0}) + "\n" for i in range(2)))
     run.review.write_text(json.dumps({
@@ -1346,6 +1349,7 @@ def _signed_run(tmp_path: Path) -> tuple[Run, dict, dict]:
     run.rewards.write_text(json.dumps([{"name": "format", "params": {}, "weight": 1.0}]))
     run.samples.parent.mkdir(parents=True, exist_ok=True)
     run.samples.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(4)))
+    sign_samples(run.dir)  # as the sampler signs what it wrote
     review = {"reviewed_ids": [0, 1, 2, 3], "result": {
         "route": "grpo", "base_success_rate": 0.5, "success_rule": "total reward > 0",
         "samples_sha256": sha256_file(run.samples), "reward_code_sha256": REWARD}}
@@ -1859,3 +1863,89 @@ def test_the_trainers_origin_checks_trust_each_root_as_written_or_as_resolved(tm
     assert (str(searched) not in entries) == (trusted and (name_in or resolves_in)), (row, entries)
     assert (not any(m.startswith("trl (") for m in libraries)) == (root_name == "recorded" and resolves_in), \
         (row, libraries)
+
+
+# ---------------------------------------------------------------- samples the sampler did not write (round 12, F2)
+F2_RIGHT = "<reasoning>1 + 1 = 2</reasoning><answer>2</answer>"
+F2_WRONG = "<reasoning>1 + 1 = 3</reasoning><answer>3</answer>"
+
+
+def _all_right(run: Run) -> None:
+    """Every completion of samples.jsonl rewritten to the right answer (round 12's repro), the meta left."""
+    rows = [json.loads(line) for line in run.samples.read_text().splitlines()]
+    run.samples.write_text("".join(json.dumps({**r, "completion": F2_RIGHT}) + "\n" for r in rows))
+
+
+def _meta_edited(run: Run, **changed) -> None:
+    from mcp_server.workspace import sha256_file
+
+    meta = {**json.loads(run.samples_meta.read_text()), "samples_sha256": sha256_file(run.samples), **changed}
+    run.samples_meta.write_text(json.dumps({k: v for k, v in meta.items() if v is not None}))
+
+
+NOT_SAMPLED = "inspection/samples.jsonl is not"  # how each refusal begins: the file named
+# each way x (what it does to the run, what the refusal names)
+FORGED_SAMPLES = {
+    "rewritten": (lambda run, *_: _all_right(run), "is not the file sample_completions wrote"),
+    "rewritten, meta's sha256 updated": (lambda run, *_: (_all_right(run), _meta_edited(run)),
+                                         "samples.meta.json has no valid signature"),
+    "rewritten, meta's mac removed": (lambda run, *_: (_all_right(run), _meta_edited(run, mac=None)),
+                                      "samples.meta.json has no valid signature"),
+    "rewritten, meta removed": (lambda run, *_: (_all_right(run), run.samples_meta.unlink()),
+                                "samples.meta.json is missing"),
+}
+
+
+def _restated(run: Run, verdict: bool) -> None:
+    """review.json (and verdict.json) rewritten to name today's samples.jsonl, every pin taken again: the rest of
+    the chain as a forger who can write the workspace makes it."""
+    from mcp_server.workspace import sha256_file
+
+    review = json.loads(run.review.read_text())
+    review["result"]["samples_sha256"] = sha256_file(run.samples)
+    run.review.write_text(json.dumps(review))
+    if verdict:
+        record = json.loads(run.verdict.read_text())
+        record.update(samples_sha256=sha256_file(run.samples), review_sha256=sha256_file(run.review),
+                      pins=run_pins(run, record["reward_code_sha256"]))
+        run.verdict.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("door", ["inspect_rewards", "record_inspection_verdict", "check_inspection_gate"])
+@pytest.mark.parametrize("forgery", sorted(FORGED_SAMPLES))
+def test_samples_the_sampler_did_not_write_back_no_review_verdict_or_gate(workspace, tiny_model, door, forgery):
+    """Round 12 F2: samples.jsonl rewritten after sampling (every completion right) and samples.meta.json's sha256
+    made to match had the review show 100% base success and the gate open. The sampler signs samples.meta.json (the
+    samples' digest in it, the key outside the workspace): each door refuses samples it does not vouch for, naming
+    the file, at whichever step the forgery lands (the review and the verdict restated by hand after it)."""
+    from support import hand_made_run
+    from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+    from mcp_server.inspection.models import InspectRequest, VerdictRequest
+    from mcp_server.inspection.review import inspect_rewards
+
+    forge, said = FORGED_SAMPLES[forgery]
+    run = Run(hand_made_run(workspace, tiny_model, "forged", [[F2_RIGHT] + [F2_WRONG] * 3] * 13, ["2"] * 13))
+    verdict = VerdictRequest(run=str(run.dir), verdict="pass", reviewer="ana", agree_with_rest=True)
+    if door == "inspect_rewards":
+        forge(run, workspace, tiny_model)
+        with pytest.raises(UserInputError) as refused:
+            inspect_rewards(InspectRequest(run=str(run.dir)))
+        words = str(refused.value)
+        assert refused.value.field == "run" and NOT_SAMPLED in words and said in words, words
+        assert not run.review.exists()
+        return
+    inspect_rewards(InspectRequest(run=str(run.dir)))
+    if door == "check_inspection_gate":
+        assert record_inspection_verdict(verdict).gate.passed  # the honest chain opens it
+    forge(run, workspace, tiny_model)
+    _restated(run, verdict=door == "check_inspection_gate")
+    if door == "record_inspection_verdict":
+        with pytest.raises(UserInputError) as refused:
+            record_inspection_verdict(verdict)
+        words = str(refused.value)
+        assert refused.value.field == "run" and NOT_SAMPLED in words and said in words, words
+        assert not run.verdict.exists()
+        return
+    gate = check_inspection_gate(run.dir)
+    assert not gate.passed and NOT_SAMPLED in gate.reason and said in gate.reason, gate
+    assert "sample_completions" in gate.how_to_clear, gate

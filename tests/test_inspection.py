@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
-from support import module_workspace
+from support import module_workspace, sign_samples
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
 from mcp_server.inspection.models import InspectRequest, SampleRequest, SampleVerdict, VerdictRequest
@@ -234,7 +234,7 @@ def _write_samples(run_dir: Path, completions: list[list[str]], answers: list[st
     meta = {"dataset_rows": dataset_rows, "num_prompts": len(completions), "n": n}
     if (run_dir / "train" / "config.yaml").is_file():  # drawn as training would draw them, from this config
         meta.update(differs_from_config=[], config_pins=config_pins(Run(run_dir)))
-    atomic_write_json(run_dir / "inspection" / "samples.meta.json", meta)
+    sign_samples(run_dir, meta)  # as sample_completions signs what it wrote
 
 
 def _configured_run(name: str, tiny_model, workspace: Path, rows: int = 13) -> Path:
@@ -291,6 +291,7 @@ def test_completions_holding_unicode_line_separators_are_read_whole(workspace):
     samples = run_dir / "inspection" / "samples.jsonl"
     lines = [json.loads(x) for x in samples.read_text().split("\n") if x]
     samples.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+    sign_samples(run_dir, json.loads((run_dir / "inspection" / "samples.meta.json").read_text()))  # written raw
     result = inspect_rewards(InspectRequest(run=str(run_dir)))
     assert result.num_samples == 52 and result.base_success_rate == 1.0
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conftest import call_mcp, run_cli, run_cli_json
-from support import hand_made_run
+from support import hand_made_run, sign_samples
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
@@ -236,6 +236,7 @@ def _labelled_run(workspace, tiny_model, name, labelled, filler, rewards=None) -
     for sample, (_, gold, _) in zip(samples, items):  # one gold per sample (the columns are per row)
         sample["columns"]["answer"] = gold
     samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    sign_samples(run_dir)  # as the sampler signs what it wrote
     return run_dir, items
 
 
@@ -350,6 +351,7 @@ def _question_run(workspace, tiny_model, name, items, reward) -> Path:
     for sample, (question, _, gold, _, truncated) in zip(samples, items):
         sample.update(prompt=[{"role": "user", "content": question}], columns={"answer": gold}, truncated=truncated)
     samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    sign_samples(run_dir)  # as the sampler signs what it wrote
     return run_dir
 
 
@@ -440,7 +442,7 @@ def _signed_run(workspace: Path, tiny_model, name: str) -> Path:
     from mcp_server.runs import Run
 
     meta["config_pins"] = config_pins(Run(run_dir))
-    meta_file.write_text(json.dumps(meta))
+    sign_samples(run_dir, meta)  # the samples drawn from this config, as the sampler signs them
     inspect_rewards(InspectRequest(run=str(run_dir)))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
     assert check_inspection_gate(run_dir).passed
@@ -709,7 +711,10 @@ def test_a_pass_needs_samples_drawn_as_todays_config_would_draw_them(workspace, 
         "empty weights": (config_file, lambda c: c + "reward_weights: []\n", "reward_weights [] are not"),
     }
     for name, (path, edit, said) in edits.items():
-        path.write_text(edit(path.read_text()))
+        if path == meta_file:  # as a sampler would have written it: signed as it signs what it wrote
+            sign_samples(run_dir, json.loads(edit(path.read_text())))
+        else:
+            path.write_text(edit(path.read_text()))
         _refused(run_dir, "run", said)
         meta_file.write_text(meta)
         config_file.write_text(config)

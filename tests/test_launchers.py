@@ -191,7 +191,7 @@ def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
     from collections import Counter
 
     from mcp_server.training.launch import launch_training
-    from support import emit_run, pass_inspection
+    from support import emit_run, pass_inspection, record_launch
 
     run_dir = emit_run("read-once", gpu="H100", num_gpus=2)
     pass_inspection(run_dir)
@@ -217,6 +217,7 @@ def test_a_launch_reads_each_run_file_once(workspace, tiny_model):
     result = launch_counted()
     assert not result.launched and [r.gate for r in result.refusals] == ["environment"], result.refusals
     assert dict(opened) == {"config.yaml": 1, "request.json": 1, "rewards.json": 1}, opened  # no run.json yet
+    record_launch(run_dir, "earlier")  # as launch_training records a launch (else run.json is an earlier run's)
     write_run_json(run, {"state": "failed", "exit_code": 1, "pid": 2**22 + 12345, "launcher": "local",
                          "launch_id": "earlier"})
     result = launch_counted()

@@ -288,7 +288,10 @@ def test_cli_bad_file_is_one_line_not_a_traceback(doors):
 
 
 def _hand_edited_run(root: Path) -> tuple[Path, Path]:
-    """A run whose files a person edited badly: config not UTF-8, request a list, a misspelt reward field."""
+    """A run whose files a person edited badly: config not UTF-8, request a list, a misspelt reward field. Its
+    samples stand for the sampler's (signed as it signs them), so each door names the file edited by hand."""
+    from support import sign_samples
+
     run = root / "runs" / "2026-01-01-edited"
     (run / "train").mkdir(parents=True)
     (run / "inspection").mkdir()
@@ -297,6 +300,7 @@ def _hand_edited_run(root: Path) -> tuple[Path, Path]:
     (run / "train" / "rewards.json").write_text('[{"nme": "format_reward"}]')
     samples = run / "inspection" / "samples.jsonl"
     samples.write_text('{"prompt_index": 0, "completion": "x"}\n')
+    sign_samples(run)
     return run, samples
 
 

@@ -138,6 +138,7 @@ def launched_and_failed(run_dir: Path) -> None:
 
     from mcp_server.runs import Run
     from mcp_server.training.trainer.digest import record_save
+    from support import record_launch
 
     run = Run(run_dir)
     gone = 2**31 - 2  # a pid no process has: the launcher died
@@ -146,6 +147,7 @@ def launched_and_failed(run_dir: Path) -> None:
         "state": "starting", "pid": gone, "pgid": gone, "create_time": time.time() - 60, "started_ts": time.time() - 60,
         "cwd": str(run_dir), "launcher": ["bash", "train/launch.sh"], "strategy": "single", "num_processes": 1,
         "config_sha256": hashlib.sha256(run.config.read_bytes()).hexdigest(), "launch_id": "a" * 32}))
+    record_launch(run_dir, "a" * 32)  # as launch_training recorded it: the launch is this run's, not an earlier one's
     folder = run.checkpoints / "checkpoint-1"
     folder.mkdir(parents=True)
     for name in ("config.json", "model.safetensors"):

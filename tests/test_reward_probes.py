@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from conftest import run_cli, run_cli_json
-from support import hand_made_run
+from support import hand_made_run, sign_samples
 from mcp_server.inspection.models import InspectRequest
 from mcp_server.inspection.review import inspect_rewards
 
@@ -45,6 +45,7 @@ def _run(workspace, tiny_model, name, items, rewards, size) -> Path:
                       completion=[{"role": "assistant", "content": it["completion"]}], truncated=it["truncated"],
                       row_index=questions.index(it["question"]))
     samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    sign_samples(run_dir)  # as the sampler signs what it wrote
     return run_dir
 
 
@@ -160,6 +161,7 @@ def test_an_agentic_runs_turns_are_not_rebuilt_as_one_reply(workspace, tiny_mode
         s["completion"] = [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
             "name": "compare", "arguments": "{}"}}]}, {"role": "tool", "content": "?"}, *s["completion"]]
     samples_file.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    sign_samples(run_dir)  # as the sampler signs what it wrote
     assert inspect_rewards(InspectRequest(run=str(run_dir))).reward_probes == []
 
 

@@ -409,6 +409,44 @@ def test_without_the_key_nothing_reads_as_recorded_and_the_trainer_refuses_to_st
     assert seen.state == "failed" and "inside the workspace" in seen.note, seen.note
 
 
+@pytest.mark.parametrize("copied", [("train/logs", "checkpoints"), ("train/logs", "checkpoints", "run.json")])
+def test_round12_f1_a_run_emitted_again_where_a_launched_run_was_reads_not_launched(workspace, tiny_model, tmp_path,
+                                                                                   copied):
+    """Round 12 F1: a launched run's folder saved aside and deleted, another recipe emitted at the same path, the
+    saved train/logs and checkpoints (and run.json) copied back: training_status and list_runs said "succeeded,
+    step 4/4", since the launcher's record is keyed by the path and outlived the folder. The emission supersedes
+    it: no launch's records are the new run's, which reads not launched and says why; a trainer started by hand
+    in it (`python train/train.py`, as its config's header says; no launch id) is still read as its own."""
+    from support import emit_run
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import list_runs, training_status
+    from mcp_server.workspace import unique_run_name
+
+    run_dir = ended_run(workspace, tiny_model, unique_run_name("again"), "succeeded")
+    record_launch(run_dir, run_dir.name[0] * 32)  # as launch_training recorded it
+    assert training_status(StatusRequest(run=str(run_dir))).state == "succeeded"
+    shutil.copytree(run_dir, tmp_path / "saved")
+    shutil.rmtree(run_dir)
+    assert emit_run("again") == run_dir  # another recipe, never launched, at the same path
+    for name in copied:
+        (shutil.copytree if (tmp_path / "saved" / name).is_dir() else shutil.copy)(tmp_path / "saved" / name,
+                                                                                  run_dir / name)
+    status = training_status(StatusRequest(run=str(run_dir)))
+    assert status.state == "not_launched" and "has not been launched" in status.message, status.message
+    assert "earlier run at this path" in status.note and "train/logs/outcome.json" in status.note, status.note
+    assert ("run.json," in status.note) == ("run.json" in copied), status.note
+    assert status.step is None and status.latest == {}, status
+    listed = {r.run: r for r in list_runs().runs}[run_dir.name]
+    assert listed.state == "not_launched" and listed.step is None, listed
+    for name in copied:  # now trained by hand: its own untagged records
+        (shutil.rmtree if (run_dir / name).is_dir() else Path.unlink)(run_dir / name)
+    (run_dir / "train" / "logs").mkdir()
+    append_signed(run_dir / "train" / "logs" / "progress.jsonl", {"step": 1, "loss": 0.1})
+    write_signed(run_dir / "train" / "logs" / "outcome.json", {"state": "stopped"})
+    status = training_status(StatusRequest(run=str(run_dir)))
+    assert status.state == "stopped" and status.step == 1 and not status.note, status
+
+
 @pytest.mark.parametrize("how", ["launch_id-rewritten", "launch_id-removed", "run.json-removed"])
 def test_f1_an_earlier_launchs_signed_records_put_back_never_make_a_killed_launch_succeed(workspace, tiny_model,
                                                                                           how):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mcp_server.diagnosis.values import is_metric, to_number, wrong_type
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import launch_record
+from mcp_server.evidence import emitted_since_launch, launch_record
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.runs import Run, read_json_if_present, sidecars
 from mcp_server.diagnosis.progress_log import (  # noqa: F401 - read_progress_records: its importers' name here
@@ -106,7 +106,8 @@ def emitted_here(run: Run) -> bool:
     trainer_state.json made status raise kl_explosion at 777 and diagnosis propose patches). Also one whose
     config was moved away but that was launched (round 11, M1): run.json, or its signed launch record kept
     outside the workspace, which the workspace's holder cannot remove."""
-    return run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None
+    return (run.config.is_file() or run.run_json.exists() or launch_record(run.dir) is not None
+            or emitted_since_launch(run.dir) is not None)
 
 
 UNSIGNED_ONLY = ("train/logs/progress.jsonl is missing: no metrics the trainer signed to read (a checkpoint's "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import key, key_problem, run_lines_verifier
+from mcp_server.evidence import key, key_problem, run_lines_verifier, emitted_since_launch
 from mcp_server.runs import Run
 from mcp_server.userfiles import BLANK, data_after, last_lines, open_regular
 
@@ -159,7 +159,10 @@ def run_progress(run: Run) -> ProgressRecords:
         kept = []
     else:
         kept = [line for line in read.records if signed(line)]
-    return replace(read, records=kept, unsigned=len(read.records) - len(kept))
+    unsigned = len(read.records) - len(kept)
+    if emitted_since_launch(run.dir) is not None:  # emitted since its last launch: a launch's lines are an earlier
+        kept = [line for line in kept if not line.get("launch_id")]  # run's (issue 48 round 12 F1; status says so)
+    return replace(read, records=kept, unsigned=unsigned)
 
 
 def unsigned_note(read: ProgressRecords) -> str | None:

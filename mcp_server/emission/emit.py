@@ -27,6 +27,7 @@ from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refu
 from mcp_server.emission.fit import cpu_time, launch_text, model_size_b
 from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import record_emission
 from mcp_server.gpus import resolve_target
 from mcp_server.memory.verdict import validate
 from mcp_server.model_ref import TINY, hub_problem, is_moe, resolve_model
@@ -200,6 +201,8 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         undo = _undo_emission_into(run)
         try:
             result = _emit(request, run, run)
+            if not _refused(result):  # whatever was launched here before is not this recipe's (evidence.py)
+                record_emission(run.dir)
         except BaseException:
             undo()
             raise
@@ -223,10 +226,16 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
                 return _nothing_kept(result, f"no run directory was created ({final.name} does not exist)")
             try:
                 os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
-                return _kept(result, f"the files of the run directory {final}")
             except OSError:
                 if not final.exists():
                     raise
+                continue
+            try:  # a launch recorded for an earlier run at this path is not this run's (evidence.record_emission)
+                record_emission(final)
+            except BaseException:
+                shutil.rmtree(final, ignore_errors=True)
+                raise
+            return _kept(result, f"the files of the run directory {final}")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         if made_root:  # a first emission that failed leaves no empty runs/ either

@@ -28,6 +28,7 @@ from mcp_server.inspection.reward_probes import flagged_probes
 from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
+from mcp_server.inspection.sample_files import not_sampled, refuse_unsampled
 from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.dotted import RewardImportError
@@ -70,6 +71,7 @@ def _check_review_current(run: Run, review: dict) -> None:
     if sha256_file(run.samples) != result["samples_sha256"]:
         raise UserInputError("run", "samples.jsonl changed since the review: run inspect_rewards again and read the "
                                     "new review.md")
+    refuse_unsampled(run)  # issue 48 round 12 F2: completions the model never wrote
     if reward_code_sha256(result["rewards"]) != result["reward_code_sha256"]:
         raise UserInputError("run", "the reward code or specs changed since the review: run inspect_rewards again "
                              "and read the new review.md")
@@ -285,17 +287,12 @@ def _verdict_record(request: VerdictRequest, run: Run, result: dict, reviewed: l
     """verdict.json: the verdict, who and when, what it pins, and the review it signs (VerdictRecord reads it)."""
     agree = sum(v["agree"] for v in given.values())
     return {
-        "verdict": request.verdict,
-        "reviewer": request.reviewer,
+        "verdict": request.verdict, "reviewer": request.reviewer,
         "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "note": request.note,
-        "pins": pins,
-        "reward_code_sha256": result["reward_code_sha256"],
-        "samples_sha256": result["samples_sha256"],
-        "review_sha256": sha256_file(run.review),
-        "success_rule": result["success_rule"],
-        "rewards": result["rewards"],
-        "rewards_source": result["rewards_source"],
+        "note": request.note, "pins": pins,
+        "reward_code_sha256": result["reward_code_sha256"], "samples_sha256": result["samples_sha256"],
+        "review_sha256": sha256_file(run.review), "success_rule": result["success_rule"],
+        "rewards": result["rewards"], "rewards_source": result["rewards_source"],
         "base_success_rate": result["base_success_rate"],
         "base_success_interval": result.get("base_success_interval"),
         "rate_prompts": result.get("rate_prompts"),
@@ -448,6 +445,8 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
         )
     if sha256_file(run.samples) != verdict.samples_sha256:
         return _closed(run, f"samples.jsonl changed since the verdict ({who})", inspect_again)
+    if forged := not_sampled(run):
+        return _closed(run, forged, "run sample_completions, then " + inspect_again)
     review_file = run.review
     if not review_file.is_file() or sha256_file(review_file) != verdict.review_sha256:
         now = (_read_or_none(review_file) or {}).get("result") or {}

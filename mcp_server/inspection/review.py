@@ -27,6 +27,7 @@ from mcp_server.inspection.models import (
 from mcp_server.inspection.files import read_run_rewards, read_samples, refuse_foreign_review_files
 from mcp_server.inspection.launched import refuse_review_if_launched
 from mcp_server.inspection.review_sheet import render_review
+from mcp_server.inspection.sample_files import refuse_unsampled
 from mcp_server.inspection.reward_probes import probe_rewards
 from mcp_server.inspection.success import check_threshold, is_format_spec, is_success, is_task_spec, success_rule_text
 from mcp_server.inspection.suspects import gold_column, suspect_reasons
@@ -183,6 +184,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     run = resolve_run(request.run)
     _refuse_rewrite(run)
     all_samples = read_samples(run)
+    refuse_unsampled(run)  # issue 48 round 12 F2: completions the model never wrote
     meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
     specs, source = _review_specs(request, run)
     funcs = build_reward_funcs(specs)

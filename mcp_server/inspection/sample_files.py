@@ -8,6 +8,14 @@ model and its files, the prompts as rendered, every sampling setting, the seed, 
 after each batch, how many lines it holds and torch's generator state for the next batch. The same request
 continues from the last whole batch, so the file it ends with is an uninterrupted pass's; any other starts over
 and says which settings differ (never mixes two requests in one file).
+
+The sampler signs what it wrote (issue 48, round 12 F2: every completion of samples.jsonl rewritten correct and the
+file's sha256 put into samples.meta.json made the review show 100% base success and the gate open):
+samples.meta.json carries samples.jsonl's sha256 and the evidence key's mac over the whole record (evidence.py;
+write_samples_meta), and inspect_rewards, record_inspection_verdict and the gate refuse samples it does not vouch
+for (not_sampled), naming the file. It is not signed under the run's path, as a verdict survives a moved run:
+samples copied with their record from another run are completions a model wrote, and a verdict still needs them
+drawn from this run's config (the record's config_pins).
 """
 
 from __future__ import annotations
@@ -18,13 +26,16 @@ import json
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import run_file, sign, unrecorded, valid
 from mcp_server.generation import rng_state
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
 from mcp_server.userfiles import NotRegularFile, read_json_if_present
-from mcp_server.workspace import atomic_write_json, atomic_write_text, open_append_nofollow
+from mcp_server.workspace import atomic_write_json, atomic_write_text, open_append_nofollow, sha256_file
 
 PARTIAL_META = "samples.partial.meta.json"
+# The sampler's record is signed for what it is, not under the run's path: a moved run keeps its samples
+SIGNED_BY, SIGNED_AS = "sample_completions", "samples.meta.json"
 
 
 def kept_note(run: Run) -> str:
@@ -44,6 +55,40 @@ def outputs(run: Run, launched: list[str]) -> dict[str, Path]:
     slot = run.exploration_slot()
     return {"samples": slot / "samples.jsonl", "partial": slot / "samples.partial.jsonl",
             "meta": slot / "samples.meta.json"}
+
+
+def write_samples_meta(run: Run, meta_path: Path, samples_path: Path, meta: dict) -> dict:
+    """samples.meta.json as the sampler writes it (sample_completions, sample_trajectories; a test that builds
+    samples by hand signs them through here, as the sampler would): `meta` with samples.jsonl's sha256, read from
+    the file written, signed for its place in the run (the key is made when there is none). Returns the record."""
+    record = sign(SIGNED_BY, SIGNED_AS, {**meta, "samples_sha256": sha256_file(samples_path)}, create=True)
+    atomic_write_json(run.inside(meta_path), record)
+    return record
+
+
+def not_sampled(run: Run) -> str | None:
+    """Why the run's inspection/samples.jsonl is not what the sampler wrote (None when its signed samples.meta.json
+    vouches for it): no record, a record the sampler did not sign there, or another file's digest."""
+    samples, meta = run.samples, run.samples_meta
+    name = run_file(run, samples)
+    if not meta.is_file():
+        return (f"{name} is not vouched for by the sampler: {run_file(run, meta)} is missing; run sample_completions "
+                "again (it writes and signs both)")
+    record = read_json_if_present(meta)
+    if not valid(SIGNED_BY, SIGNED_AS, record):
+        return (f"{name} is not vouched for by the sampler: {unrecorded(run_file(run, meta))}; run "
+                "sample_completions again")
+    if not samples.is_file() or sha256_file(samples) != record.get("samples_sha256"):
+        return (f"{name} is not the file sample_completions wrote (its sha256 is not the one the sampler signed in "
+                f"{run_file(run, meta)}): completions written or edited by hand back no review; run "
+                "sample_completions again")
+    return None
+
+
+def refuse_unsampled(run: Run) -> None:
+    """UserInputError('run') naming why, when the run's samples.jsonl is not what the sampler wrote (not_sampled)."""
+    if forged := not_sampled(run):
+        raise UserInputError("run", forged)
 
 
 def explored_note(run: Run, path: Path, launched: list[str]) -> str:

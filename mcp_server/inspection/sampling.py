@@ -33,7 +33,7 @@ from mcp_server.inspection.lengths import for_config, length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sample_files import (continued, explored_note, finished, keeper, kept_note, outputs,
-                                                sample_records, sampled_request)
+                                                sample_records, sampled_request, write_samples_meta)
 from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
@@ -46,7 +46,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SAMPLE_COMPLETIONS
-from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_text, sha256_file
 
 PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all of a smaller data set)
 # Compared with the run's config: the settings that decide what a sample looks like, the sampling group's fields
@@ -406,7 +406,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
                          compared, trained)
     meta["warnings"] = warnings  # inspect_rewards puts them on the review sheet
     meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
-    atomic_write_json(run.inside(files["meta"]), meta)
+    meta = write_samples_meta(run, files["meta"], path, meta)  # signed: the sampler vouches for samples.jsonl
     if not launched:  # the old review described other completions, so it goes; an old verdict stays as a record,
         # and its samples hash no longer matches, so the gate says the samples changed
         clear_review(run)  # only what inspect_rewards wrote (inspection.files)

@@ -17,12 +17,13 @@ from mcp_server.inspection.files import clear_review
 from mcp_server.inspection.lengths import length_advice
 from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, SampleRequest, SampleResult
 from mcp_server.inspection.pins import config_pins
+from mcp_server.inspection.sample_files import write_samples_meta
 from mcp_server.inspection.training_inputs import load_training_inputs
 from mcp_server.inspection.trajectories import rollout, write_trajectories
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
-from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_text, sha256_file
 
 OVERRIDES = ("model", "dataset", "dataset_config", "dataset_split", "prompt_column", "n", "temperature", "top_p",
              "top_k", "max_new_tokens")
@@ -59,7 +60,7 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
                             [r["truncated"] for r in records], limit, [r["prompt_tokens"] for r in records])
     generation = {"temperature": config.get(FIELD.temperature), "top_p": config.get(FIELD.top_p),
                   "top_k": config.get(FIELD.top_k), "max_new_tokens": limit, "seed": request.seed}
-    atomic_write_json(run.samples_meta, {
+    write_samples_meta(run, run.samples_meta, path, {  # signed: the sampler vouches for samples.jsonl
         "model": str(config.get(FIELD.model_name_or_path)), "dataset_rows": batch["dataset_rows"],
         "num_prompts": batch["num_prompts"], "n": group, "conversational": True, "engine": "trl-tool-loop",
         "generation": generation, "samples_sha256": digest, "differs_from_config": [],

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from mcp_server.runs import Run
+from mcp_server.runs import Run, read_json_if_present
 from mcp_server.diagnosis.progress_log import run_progress, unsigned_note
-from mcp_server.evidence import valid_run
+from mcp_server.evidence import emitted_since_launch, valid_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.runrecord import derive_with, last_progress_line
@@ -20,8 +20,20 @@ from mcp_server.userfiles import NotRegularFile, open_regular
 
 def derive_state(run: Run) -> DerivedState:
     """The run's state, read by the launcher its run.json names (none, or a damaged one: this machine's process).
-    `note` says what was not as expected (run.json lost or wrong, a copied run) and so what is known."""
-    return derive_with(run, lambda run, record: launcher_of(record).state(run, record))
+    `note` says what was not as expected (run.json lost or wrong, a copied run) and so what is known. A run emitted
+    since its path's last recorded launch (evidence.record_emission, outside the workspace) that holds a launch's
+    files is not launched: they are of an earlier run at this path (issue 48, round 12 F1)."""
+    emitted = emitted_since_launch(run.dir)
+
+    def state(run: Run, record: dict | None) -> DerivedState:
+        found = earlier_launch(run, record) if emitted is not None else []
+        if found:
+            return DerivedState(state="not_launched", alive=False, note=(
+                f"emitted at {emitted} and not launched since (the launcher's record, outside the workspace): "
+                f"{', '.join(found)} here {'are' if len(found) > 1 else 'is'} of an earlier run at this path (so "
+                "are its launch's progress lines and saves), not this run's, and not read"))
+        return launcher_of(record).state(run, record)
+    return derive_with(run, state)  # run.json read once (issue 46: a launch reads each run file once)
 
 
 def read_progress(run: Run) -> tuple[list[dict], str | None]:
@@ -36,8 +48,22 @@ def read_progress(run: Run) -> tuple[list[dict], str | None]:
 
 
 def last_progress(run: Run) -> dict | None:
-    """The last progress line the trainer signed, reading only the end of the file."""
-    return last_progress_line(run, lambda line: valid_run(run, run.progress, line))
+    """The last progress line the trainer signed, reading only the end of the file (not a launch's, in a run emitted
+    since its last launch: derive_state)."""
+    since = emitted_since_launch(run.dir) is not None  # a launch's lines then are an earlier run's
+    return last_progress_line(run, lambda line: valid_run(run, run.progress, line)
+                              and not (since and line.get("launch_id")))
+
+
+def earlier_launch(run: Run, record: dict | None) -> list[str]:
+    """The files of a launch_training launch in `run` (run.json's `record` or a record naming a launch id), named:
+    after an emission with no launch since, an earlier run's at this path (a trainer started by hand tags nothing)."""
+    found = ["run.json"] if record is not None and record.get("launch_id") else []
+    for path in (run.train_begin, run.outcome, run.exit_record, run.stopped, run.guard):
+        value = read_json_if_present(path)
+        if isinstance(value, dict) and value.get("launch_id"):
+            found.append(path.relative_to(run.dir).as_posix())
+    return found
 
 
 def log_tail(run: Run, lines: int) -> list[str]:
