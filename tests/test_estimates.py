@@ -5,6 +5,7 @@ that depends on the machine's load is asserted (bench/bench_estimates.py compare
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -112,7 +113,13 @@ def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace
     bigger = RunSpec.of_run(Run(emit_run("bigger", per_device_train_batch_size=16, max_completion_length=64)))
     assert step_estimate(bigger, measure=False, load=quiet).step_s > first.step_s
     # issue 49's seventh walk: a step took 3.5x its figure at load 15-17 on 2 cores. The figure now stands on the
-    # share of the cores the trainer's threads get at the load it states, and says the machine is busy
+    # share of the cores the trainer's threads get at the load it states, and says the machine is busy. The stored
+    # probe is made one that had the cores to itself (share 1): the slowdown is against the share the probe got,
+    # which the machine's load at this test's probe would otherwise decide
+    probe_file = tmp_path / "cache" / "cpu_probe.json"
+    stored = json.loads(probe_file.read_text())
+    probe_file.write_text(json.dumps({k: {**v, "share": 1.0} for k, v in stored.items()}))
+    first = step_estimate(spec, measure=False, load=quiet)
     busy = step_estimate(spec, measure=False, load=(16.0, 2))
     assert busy.step_s > first.step_s and "the machine is busy: load 16 on 2 cores" in busy.text, busy.text
     # a running run is one of the load it reads: its own threads are not counted against it
