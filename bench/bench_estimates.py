@@ -5,7 +5,9 @@ completion held to the limit (min_new_tokens), so the plan's "at most" is the ca
 estimated_seconds_at_most against the seconds its own report measured. Training: a tiny CPU run launched, its
 step estimate (training_status before the first step) against the seconds between logged steps. Prints a JSON line per
 case with its estimate, measurement and ratio (estimate / measured); the machine's load is printed beside them
-(the probe measures the machine at the time, so a load that changes mid-case moves the ratio).
+(the probe measures the machine at the time, so a load that changes mid-case moves the ratio). Each sampling case
+runs twice: as the machine is, and loaded by one busy loop per core made here (the plan then reads that load). The
+sampling figures are decoding's (the plan's scope); the model's loading is printed apart.
 
     .venv/bin/python bench/bench_estimates.py [--skip-training] [--skip-smollm2]
 """
@@ -35,12 +37,39 @@ def sampling_case(model: str, prompts: int, limit: int) -> dict:
     seen = []
     result = sample_completions(SampleRequest(run=str(run), num_prompts=prompts),
                                 report=lambda done, total, message: seen.append(message))
-    measured = float(re.search(r"generated \d+ completions in ([\d.]+) s", seen[-1]).group(1))
-    estimate = result.plan["estimated_seconds_at_most"]
+    said = re.search(r"generated \d+ completions in ([\d.]+) s \((-?[\d.]+) s loading the model, ([\d.]+) s "
+                     r"decoding", seen[-1])
+    assert said, seen[-1]
+    total, loading, decoding = (float(v) for v in said.groups())
+    estimate = result.plan["estimated_seconds_at_most"]  # decoding's, once the model has loaded
     return {"case": f"sampling {model}: {prompts} prompts x {result.n}, {limit} tokens each",
-            "plan": result.plan["text"], "estimate_s": estimate, "measured_s": measured,
-            "ratio": round(estimate / measured, 2),
-            "load": os.getloadavg()[0]}
+            "plan": result.plan["text"], "estimate_s": estimate, "measured_s": decoding, "loading_s": loading,
+            "total_s": total, "ratio": round(estimate / decoding, 2), "load": os.getloadavg()[0],
+            "first_step_line": next((m for m in seen if "first step's speed" in m), None)}
+
+
+def loaded(case, *args) -> dict:
+    """`case` under a load made here: one busy loop per core beside it (os.sched_getaffinity), so the plan reads
+    the load it creates (the 1-minute average lags: the loops run 20 s first)."""
+    import multiprocessing
+
+    cores = len(os.sched_getaffinity(0))
+    loops = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(cores)]
+    for loop in loops:
+        loop.start()
+    try:
+        time.sleep(20)
+        result = case(*args)
+    finally:
+        for loop in loops:
+            loop.terminate()
+            loop.join()
+    return {**result, "case": f"{result['case']}, loaded ({cores} busy loops beside it)"}
+
+
+def _spin() -> None:
+    while True:
+        pass
 
 
 def training_case() -> dict:
@@ -81,6 +110,7 @@ def main() -> None:
         os.environ["LLM_FINETUNING_WORKSPACE"] = ws
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
         show(sampling_case("tiny", 8, 64))  # each case as it ends: a slow machine still gets the first figures
+        show(loaded(sampling_case, "tiny", 8, 64))  # estimate / measured, quiet and loaded
         if "--skip-training" not in sys.argv:
             show(training_case())
         if "--skip-smollm2" not in sys.argv:
@@ -90,6 +120,7 @@ def main() -> None:
                 show({"case": "sampling smollm2-135m", "skipped": str(exc)[:200]})
             else:
                 show(sampling_case("smollm2-135m", 1, 32))
+                show(loaded(sampling_case, "smollm2-135m", 1, 32))
 
 
 def show(case: dict) -> None:

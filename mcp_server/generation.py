@@ -85,23 +85,39 @@ class DecodeProgress:
         self.per_call = max(1, min(total, -(-total // max(calls, 1))))
         self.ran = 0  # decode steps of the calls finished
         self.current = 0  # decode steps of the call under way
+        self.loaded_at: float | None = None  # when the model had loaded (loaded()), where the caller says so
+
+    def loaded(self) -> None:
+        """The model has loaded and decoding starts: the first step line can then give a figure (issue 49's seventh
+        walk: a plan's figure a busy machine broke, and nothing to revise it until the second line)."""
+        self.loaded_at = time.perf_counter()
+
+    def past_plan(self, decoding_s: float) -> str:
+        """A phrase for a line once decoding has run `decoding_s` seconds: the subclass says when that is past its
+        plan's figure and why (sampling_plan.Progress); nothing here."""
+        return ""
 
     def _left(self, calls_done: int) -> str:
         now, ran = time.perf_counter(), self.ran + self.current
+        to_run = max(max(self.calls - calls_done, 0) * self.max_new_tokens - self.current, 0)
+        past = "" if self.loaded_at is None else self.past_plan(now - self.loaded_at)
         if self.first is None:
             self.first = (now, ran)
-            return ""
+            if self.loaded_at is None or ran <= 0 or to_run <= 0:
+                return past
+            # the first step's time (with the prompt's prefill: more than a step) for each step that may run
+            left = to_run * (now - self.loaded_at) / ran
+            return f"; about {'1 s' if left < 1 else duration(left)} left at the first step's speed{past}"
         elapsed, steps = now - self.first[0], ran - self.first[1]
         if steps <= 0 or elapsed <= 0:
-            return ""
-        to_run = max(self.calls - calls_done, 0) * self.max_new_tokens - self.current
-        left = max(to_run, 0) * elapsed / steps
+            return past
+        left = to_run * elapsed / steps
         rate = f"{steps / elapsed:.1f} decode steps/s" if steps >= elapsed else \
             f"{elapsed / steps:.1f} s per decode step"  # issue 49's sixth walk: "0.0 decode steps/s" under 0.05/s
         if left <= 0:
-            return f"; {rate}"
+            return f"; {rate}{past}"
         return f"; {rate}, about " + (  # an estimate: the rate moves with the load
-            "1 s" if left < 1 else duration(left)) + " left at that rate"
+            "1 s" if left < 1 else duration(left)) + f" left at that rate{past}"
 
     def step(self, done_before: int, step: int) -> None:
         """Within a generate call: `step` decode steps of the call that starts at prompt `done_before`."""

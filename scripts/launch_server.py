@@ -262,7 +262,9 @@ def project_dir() -> str | None:
         pass
     for candidate in candidates:
         if candidate and Path(candidate).is_dir() and Path(candidate).resolve() != ROOT:
-            return candidate
+            # as the person wrote it (links kept) but one slash a separator: a shell's PWD keeps "//" (issue 49's
+            # seventh walk printed "workspace: /home/me//project")
+            return os.path.normpath(candidate)
     return None
 
 

@@ -181,3 +181,18 @@ def test_a_pass_over_a_flagged_reward_says_so(workspace, tiny_model):
     failed = record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="fail", reviewer="ana",
                                                       agree_with_rest=True))
     assert failed.passed_over == [] and "NOTE" not in human_verdict(failed)
+
+
+def test_two_reviews_of_the_same_data_probe_the_same_rows(workspace, tiny_model):
+    """Issue 49's seventh walk: the probes' rows followed what the reward paid, so two samplings of the same data
+    probed different rows (a hole showed on one run and not on the other). The built forms now take the data's first
+    rows: a second sampling of the same rows, where the reward pays only the first rows' replies, probes the same."""
+    reward = "walk49e_rewards.larger_fixed"
+    garbled = [dict(it, completion=it["answer"] if i < 24 else "no idea") for i, it in enumerate(WALK)]
+    rows = []
+    for name, items in (("first", WALK), ("second", garbled)):
+        run_dir = _run(workspace, tiny_model, f"rows-{name}", items, [{"name": reward}], 8)
+        result = inspect_rewards(InspectRequest(run=str(run_dir), max_suspects=100))
+        rows.append(sorted({(r.row, r.gold) for p in result.reward_probes for r in p.replies
+                            if r.form in ("g alone", "w alone")}))
+    assert rows[0] == rows[1] and len(rows[0]) == 3, rows

@@ -1451,7 +1451,7 @@ def test_a_stop_before_the_first_step_waits_for_the_planned_step(tmp_path, monke
     run.logs.mkdir(parents=True)
     now = 1_000_000.0
     run.train_begin.write_text(json.dumps({"time": now - begun_ago}))
-    monkeypatch.setattr(estimate, "step_estimate", lambda spec, measure=True: None if planned is None else
+    monkeypatch.setattr(estimate, "step_estimate", lambda spec, measure=True, **_: None if planned is None else
                         estimate.StepEstimate(planned, "planned"))
     monkeypatch.setattr("mcp_server.recipe.runspec.RunSpec.of_run", staticmethod(lambda run: None))
     expected = STOP_WAIT_S[0] if planned is None else min(max(

@@ -3,12 +3,13 @@
 The "likely mis-scored" list (suspects.py) reads the model's replies; on a task whose gold is always echoed in
 the question ("Which number is larger, 15 or 38?": the gold 38 is an operand), no reading of a reply can tell a
 reward that pays "15 is larger than 38" from one that reads the answer. So this check reads no reply: it builds
-them. For up to PROBE_ROWS rows of the run's samples (the row's gold g; a wrong value w: another row's gold of the
-same length, else g+1 or g-1 for a whole number, so a reward of length alone cannot tell them apart), it calls
-each reward of unknown rule (a dotted path) and each built-in answer verifier, as TRL calls it (review._score:
-chat-message completions when the prompts are chat, the row's columns as keyword lists), on
+them. For up to PROBE_ROWS rows of the run's samples, the first in the data's order (the row's gold g; a wrong value
+w: another row's gold of the same length, else g+1 or g-1 for a whole number, so a reward of length alone cannot
+tell them apart), it calls each reward of unknown rule (a dotted path) and each built-in answer verifier, as TRL
+calls it (review._score: chat-message completions when the prompts are chat, the row's columns as keyword lists), on
 
-- built right: `g`; `The answer is g.`; `g, not w`; and, as sampled, a real sample of that row the reward paid;
+- built right: `g`; `The answer is g.`; `g, not w`; and, as sampled, a real sample the reward paid (of up to
+  PROBE_ROWS rows it paid, those whose paid sample writes g first);
 - built wrong: `w`; `The answer is w.`; `w, not g` (g only inside a wrong statement); that real sample with
   ` Actually, the answer is w.` appended (after a full stop); that real sample with every g (a whole token)
   replaced by w (skipped when it still writes g's value, in words say).
@@ -115,27 +116,31 @@ def wrong_value(gold: str, others: list[str]) -> str | None:
     return distinct[0] if distinct else None
 
 
-def _rows(samples: list[dict], scores: list[float], column: str) -> list[tuple[str, list[int]]]:
-    """(gold, sample indexes) per data row, rows with a paid sample that writes the gold first, then with any
-    paid sample, then the rest, in order."""
+def _rows(samples: list[dict], scores: list[float], column: str) -> tuple[list, list]:
+    """(gold, sample indexes) per data row: every row in the data's order (the built forms' rows: the same data gives
+    the same rows whatever was sampled or paid, so two reviews compare; issue 49's seventh walk saw a hole on one
+    run's probe rows and not on another's), and the rows with a paid sample, those whose paid sample writes the gold
+    first (the real-sample forms: built from what the reward paid)."""
     rows: dict = {}
     for i, s in enumerate(samples):
         gold = (s.get("columns") or {}).get(column)
         if gold is not None and str(gold).strip():
             rows.setdefault(s.get("row_index", s.get("prompt_index")), (str(gold).strip(), []))[1].append(i)
+    ordered = [rows[key] for key in sorted(rows, key=lambda key: (not isinstance(key, int),
+                                                                   key if isinstance(key, int) else 0, str(key)))]
 
-    def rank(item):
+    def writes_gold(item):
         gold, idx = item
-        paid = [i for i in idx if scores[i] > 0]
-        return (not any(_token(gold).search(completion_text(samples[i]["completion"])) for i in paid), not paid)
-    return sorted(rows.values(), key=rank)
+        return not any(_token(gold).search(completion_text(samples[i]["completion"])) for i in idx if scores[i] > 0)
+    return ordered, sorted((row for row in ordered if any(scores[i] > 0 for i in row[1])), key=writes_gold)
 
 
 def build_replies(samples: list[dict], scores: list[float],
                   column: str) -> tuple[list[BuiltReply], list[dict], list[Pair]]:
-    """The replies built from up to PROBE_ROWS rows (the module's docstring), the samples a reward is called on
+    """The replies built from up to PROBE_ROWS rows (the module's docstring): the bare forms on the data's first
+    rows, the real-sample forms on rows the reward paid; the samples a reward is called on
     (each with its row's prompt and columns) and the (right twin, wrong) pairs, as indexes."""
-    rows = _rows(samples, scores, column)
+    rows, paid_rows = _rows(samples, scores, column)
     golds = [g for g, _ in rows]
     replies, inputs, pairs = [], [], []
 
@@ -158,10 +163,12 @@ def build_replies(samples: list[dict], scores: list[float],
         gn = add(first, "right", "g, not w", f"{gold}, not {wrong}", gold, wrong)
         pairs += [((g,), w, "bare"), ((ga,), wa, "bare"),
                   ((gn,), add(first, "wrong", "w, not g", f"{wrong}, not {gold}", gold, wrong), "not")]
+    for gold, idx in paid_rows[:PROBE_ROWS]:
+        wrong = wrong_value(gold, golds)
+        if wrong is None:
+            continue
         paid = sorted((i for i in idx if scores[i] > 0), key=lambda i: (
             not _token(gold).search(completion_text(samples[i]["completion"])), bool(samples[i].get("truncated"))))
-        if not paid:
-            continue
         text, sample = completion_text(samples[paid[0]]["completion"]), f"real sample {samples[paid[0]]['id']}"
         real = add(paid[0], "as sampled", f"{sample} as written (paid)", text, gold, wrong)
         pairs.append(((real,), add(paid[0], "wrong", f"{sample} + ' Actually, the answer is w.'",

@@ -34,7 +34,7 @@ from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, Sampl
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sample_files import (continued, explored_note, finished, keeper, kept_note, outputs,
                                                 sample_records, sampled_request, write_samples_meta)
-from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, model_size, sampling_plan
+from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, finished_line, model_size, sampling_plan
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import engine_name, fields_in, sampler
@@ -302,6 +302,7 @@ def _generate_transformers(
     """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call;
     `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
     model, tokenizer = load_model(model_ref, **settings.get("load_kwargs", {}))  # the trainer's subfolder etc.
+    progress and progress.loaded()  # the plan's figures are decoding's: from here
     n = settings["n"]
     sampling = settings["temperature"] > 0
     options: dict = {"do_sample": sampling, **engine_options(settings, "transformers", sampling)}
@@ -393,8 +394,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     started = time.perf_counter()
     groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep, kept)
     seconds = time.perf_counter() - started
-    report(k, k, f"generated {k * settings['n']} completions in {seconds:.1f} s (planned at most "
-                 f"{plan['estimated_seconds_at_most']} s)")
+    report(k, k, finished_line(plan, progress, seconds))
 
     if trained is not None:  # a hub model first downloaded by this load: pinned by that snapshot's files
         trained["model"] = compared["used"]["model"] = pinned_after_load(trained["model"], run)

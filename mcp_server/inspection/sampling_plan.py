@@ -10,6 +10,7 @@ minutes. The estimate below puts that at about an hour (8 generate calls of 64 s
 from __future__ import annotations
 
 import math
+import time
 
 from mcp_server.errors import UserInputError
 from mcp_server.generation import DecodeProgress, duration
@@ -58,7 +59,7 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
     if params is not None and params < SMALL_MODEL_PARAMS and not on_gpu:
         threads = 1  # model_ref.small_model_threads: a small model generates on one thread
     host = "a GPU" if on_gpu else f"{threads} CPU thread{'s' if threads != 1 else ''}"
-    seconds, typical, at_load, shared = None, None, "", ""
+    seconds, typical, at_load, shared, busy = None, None, "", "", ""
     if params is not None and on_gpu:
         step = 2 * params * sequences / GPU_FLOPS + (layers or 0) * STEP_OVERHEAD_PER_LAYER_S + STEP_OVERHEAD_S
         seconds = calls * max_new_tokens * step
@@ -71,6 +72,7 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
         typical, seconds = (calls * max_new_tokens * step * factor for factor in (slowdown, bound))
         host += f" ({cpu.flops / 1e9:.0f} GFLOP/s and {cpu.bandwidth / 1e9:.0f} GB/s measured now)"
         at_load = f" at load {load_avg:.0f} on {cores} core{'s' if cores != 1 else ''}"
+        busy = cpu_speed.busy(load_avg, cores)
         plural = "s" if threads != 1 else ""
         shared = "" if bound <= 1 else (
             f"; at that load a new process's {threads} thread{plural} get about "
@@ -86,10 +88,13 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
         f"{engine} on {host}")
     if seconds is not None:
         about = duration(typical if typical is not None else seconds)
-        text += (f": about {about}" + (f", at most {duration(seconds)}" if about != duration(seconds) else " at most")
-                 + f"{at_load} ({calls} generate call{'s' if calls != 1 else ''} of "
+        text += (f": decoding about {about}" + (f", at most {duration(seconds)}" if about != duration(seconds) else
+                                                 " at most")
+                 + f"{at_load}, once the model has loaded ({calls} generate call{'s' if calls != 1 else ''} of "
                  f"{sequences} sequences, {max_new_tokens} decode steps each, at this machine's present speed"
-                 f"{shared}; the progress lines give the measured rate)")
+                 f"{shared}; the progress lines give the measured rate and revise the time left from the first "
+                 "step on)" + (f". {busy[0].upper()}{busy[1:]}: the figures hold at that load, a busier machine "
+                               "takes longer" if busy else ""))
     if goldens and not on_gpu and (typical or seconds or 0) > 600:
         text += (". Long for a CPU: max_new_tokens shrinks it; evaluating for a run, give it (CLI: --run RUN) and "
                  "the limit is the run's max_completion_length, what it trains and is promoted with")
@@ -99,9 +104,26 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
     return {"num_prompts": num_prompts, "n": n, "completions": completions, "max_new_tokens": max_new_tokens,
             "max_tokens": completions * max_new_tokens, "engine": engine, "device": "cuda" if on_gpu else "cpu",
             "threads": threads, "params": params, "generate_calls": calls, "load": None if not at_load else
-            round(load_avg, 1), "cores": None if not at_load else cores, "estimated_seconds":
+            round(load_avg, 1), "cores": None if not at_load else cores, "busy": busy or None, "estimated_seconds":
             None if typical is None else round(typical, 1), "estimated_seconds_at_most":
             None if seconds is None else round(seconds, 1), "text": text}
+
+
+def finished_line(plan: dict, progress: Progress, seconds: float) -> str:
+    """The line sampling ends with: the time it took, loading and decoding apart where the model was loaded here (the
+    plan's figures are decoding's; issue 49's seventh walk compared "at most 14.7 s" with a 33.3 s that held the
+    model's loading), against the plan."""
+    text = f"generated {plan['completions']} completions in {seconds:.1f} s"
+    bound = plan["estimated_seconds_at_most"]
+    if progress.loaded_at is None:
+        return text + ("" if bound is None else f" (planned at most {bound} s)")
+    decoding = time.perf_counter() - progress.loaded_at
+    text += f" ({seconds - decoding:.1f} s loading the model, {decoding:.1f} s decoding"
+    if bound is None:
+        return text + ")"
+    held = "within" if decoding <= bound else "past"
+    return text + f"; {held} the plan's at most {bound} s for decoding" + (
+        f" at load {plan['load']:.0f}" if plan.get("load") is not None else "") + ")"
 
 
 class Progress(DecodeProgress):
@@ -115,3 +137,13 @@ class Progress(DecodeProgress):
                          f"sampled {{done}}/{{total}} prompts x {plan['n']}, written to "
                          + partial.replace("{", "{{").replace("}", "}}"))  # a template: the path's braces kept
         self.plan, self.partial = plan, partial
+
+    def past_plan(self, decoding_s: float) -> str:
+        """Once decoding has run past the plan's "at most": say so, with the load it was planned at and the load now
+        (issue 49's seventh walk: "at most 14.7 s" took 33.3 s at load 15-17, and nothing said the figure was gone)."""
+        bound = self.plan.get("estimated_seconds_at_most")
+        if bound is None or decoding_s <= bound or self.plan.get("load") is None:
+            return ""
+        load, cores = cpu_speed.load_now()
+        return (f"; past the plan's {duration(bound)} (planned at load {self.plan['load']:.0f}, load {load:.0f} on "
+                f"{cores} core{'s' if cores != 1 else ''} now): the time left above is from the measured speed")

@@ -143,6 +143,14 @@ def load_now() -> tuple[float, int]:
     return load, cores
 
 
+def busy(load: float, cores: int) -> str:
+    """'the machine is busy: load 16 on 2 cores' where more is runnable than the cores run (an estimate then stands
+    on the share a new process gets: fair_share), else ''."""
+    if round(load) <= cores:
+        return ""
+    return f"the machine is busy: load {load:.0f} on {cores} core{'s' if cores != 1 else ''}"
+
+
 def fair_share(threads: int, load: float, cores: int) -> float:
     """The share of its threads' time a new process with `threads` threads gets beside `load` runnable ones on
     `cores`: cores / (load + threads), all of it when the cores suffice."""

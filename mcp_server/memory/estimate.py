@@ -79,10 +79,14 @@ def sampled_prompt_tokens(spec: RunSpec) -> int | None:
     return max(1, round(sum(sizes) / len(sizes))) if sizes else None
 
 
-def step_estimate(spec: RunSpec, measure: bool = True) -> StepEstimate | None:
+def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] | None = None,
+                  running: bool = False) -> StepEstimate | None:
     """Seconds per optimizer step of `spec`'s run on its target; None where the run cannot be planned. On a CPU
     target the stored probe is used when recent, else the machine is measured now unless `measure` is False (a
-    probe while the run trains measures the run)."""
+    probe while the run trains measures the run); the measured speed slowed to the share of the cores the trainer's
+    threads get at `load` (load average, cores: cpu_speed.load_now when not given; `running`: the run is one of that
+    load, its own threads not counted against it), as sampling's plan does (issue 49's seventh walk: a step took 3.5x
+    the figure of a probe at load 15-17)."""
     try:
         if not spec.target.cpu:
             speed = plan(spec).speed
@@ -107,9 +111,19 @@ def step_estimate(spec: RunSpec, measure: bool = True) -> StepEstimate | None:
     if cpu is None:
         return None
     step = estimate_cpu_step(arch, params, settings, cpu)
-    return StepEstimate(step.step_s, f"about {_duration(step.step_s)} per step on this CPU, every completion at "
-                                     f"its limit (generation {_duration(step.rollout_s)}, training "
-                                     f"{_duration(step.train_s)}; {step.basis})")
+    load_avg, cores = load or cpu_speed.load_now()
+    others = max(load_avg - threads, 0.0) if running else load_avg
+    slowdown, busy = cpu_speed.slowdown_at_load(cpu, others, cores), cpu_speed.busy(load_avg, cores)
+    at_load = "" if slowdown <= 1 else (f", {slowdown:.1f}x the measured speed's time: at load {load_avg:.0f} on "
+                                        f"{cores} core{'s' if cores != 1 else ''} its {threads} thread"
+                                        f"{'s' if threads != 1 else ''} get about "
+                                        f"{cpu_speed.fair_share(threads, others, cores):.0%} of their time")
+    seconds = round(step.step_s * slowdown, 1)
+    return StepEstimate(seconds, f"about {_duration(seconds)} per step on this CPU, every completion at "
+                                 f"its limit (generation {_duration(step.rollout_s * slowdown)}, training "
+                                 f"{_duration(step.train_s * slowdown)}; {step.basis}{at_load})"
+                        + (f"; {busy}: a busier machine takes longer, and the steps logged give the measured time"
+                           if busy else ""))
 
 
 def _duration(seconds: float) -> str:

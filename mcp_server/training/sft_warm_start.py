@@ -48,8 +48,16 @@ def sft_config(out: Path, settings: WarmStartSettings):
         dataset_num_proc=None,
         # float32, as the GRPO phase: TRL's default bf16 autocast on CPU depends on the CPU's bf16 kernels (its
         # attention fails outright without AVX512) and would give each CPU another warm-start.
-        bf16=False,
+        bf16=False, **_checkpointing(SFTConfig),
     )
+
+
+def _checkpointing(config_class) -> dict:
+    """TRL's default (gradient checkpointing on) under the name the installed transformers reads without a
+    FutureWarning: 5.25 renamed gradient_checkpointing to activation_checkpointing and warns at every start that
+    sets only the old name, as TRL's default does (issue 49: the warning in every warm start's log)."""
+    fields = getattr(config_class, "__dataclass_fields__", {})
+    return {"activation_checkpointing": True} if "activation_checkpointing" in fields else {}
 
 
 def _checking_callback(settings: WarmStartSettings, success_rate: SuccessRate, tokenizer, report: Report,

@@ -203,7 +203,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         elapsed = max(end - started, 0.0)
 
     # no step yet: the planner's figure for one (issue 49: seven minutes of "no step logged yet" on a CPU)
-    estimate = step_estimate(RunSpec.of_run(run)) if step is None and state in ("starting", "running") else None
+    estimate = step_estimate(RunSpec.of_run(run), running=True) if step is None and state in ("starting", "running") \
+        else None
     health, note = health_flags(run) if lines or state in ("failed",) else ([], "no metrics logged yet")
     guarded = signed_record(run, run.guard, derived.record) or {}  # the guard's own, of this launch
     unread = record_note(run, run.guard, derived.record)  # a hand-written one: named, never shown as the guard's

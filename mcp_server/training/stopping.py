@@ -69,7 +69,7 @@ def _planned_step_s(run: Run) -> float | None:
     from mcp_server.recipe.runspec import RunSpec
 
     try:
-        estimate = step_estimate(RunSpec.of_run(run), measure=False)
+        estimate = step_estimate(RunSpec.of_run(run), measure=False, running=True)  # its own threads are the run's
     except Exception:  # noqa: BLE001 - a run the planner cannot read waits the default
         return None
     return _positive(estimate.step_s) if estimate is not None else None
