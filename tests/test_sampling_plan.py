@@ -90,6 +90,51 @@ def test_a_stopped_sampling_is_continued_by_the_same_request(cpu_run):
     assert not cpu_run.samples_partial.exists() and not (cpu_run.inspection / "samples.partial.meta.json").exists()
 
 
+def _edit_kept_completion(run) -> None:
+    lines = run.samples_partial.read_text().split("\n")
+    first = json.loads(lines[0])
+    first["completion"] = [{"role": "assistant", "content": "<answer>42</answer>"}]
+    run.samples_partial.write_text("\n".join([json.dumps(first), *lines[1:]]))
+
+
+def _meta_edit(change):
+    def edit(run) -> None:
+        meta_path = run.inspection / "samples.partial.meta.json"
+        meta_path.write_text(json.dumps(change(json.loads(meta_path.read_text()))))
+    return edit
+
+
+# Round 12's open item: completions edited in a stopped sampling's kept lines were reused and signed with the rest
+# when the pass finished. Every way the kept lines or their record can be changed by hand x the pass that follows:
+# it starts over, says why, and ends with the uninterrupted pass's file.
+KEPT_TAMPERING = {
+    "a kept completion edited": (_edit_kept_completion, "are not the ones the sampler wrote"),
+    "a kept line removed": (lambda run: run.samples_partial.write_text(
+        "\n".join(run.samples_partial.read_text().split("\n")[1:])), "are not the ones the sampler wrote"),
+    "the record's signature dropped": (_meta_edit(lambda m: {k: v for k, v in m.items() if k != "mac"}),
+                                       "has no valid signature"),
+    "the record's digest replaced": (_meta_edit(lambda m: {**m, "batches": [
+        {**b, "sha256": "0" * 64} for b in m["batches"]]}), "has no valid signature"),
+    "the record's lines raised": (_meta_edit(lambda m: {**m, "batches": [
+        {**b, "lines": b["lines"] + 1} for b in m["batches"]]}), "has no valid signature"),
+}
+
+
+@pytest.mark.parametrize("tampering", list(KEPT_TAMPERING))
+def test_kept_batches_changed_by_hand_are_never_reused(cpu_run, tampering):
+    edit, says = KEPT_TAMPERING[tampering]
+    request = SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16)
+    sample_completions(request)
+    whole = cpu_run.samples.read_bytes()
+    with pytest.raises(Stopped):
+        sample_completions(request, report=_stop_at("sampled 4/"))
+    edit(cpu_run)
+    seen = []
+    sample_completions(request, report=lambda done, total, message: seen.append(message))
+    assert any(says in m and "starting over" in m for m in seen), seen
+    assert len([m for m in seen if m.startswith("sampled ")]) == 3 and cpu_run.samples.read_bytes() == whole
+
+
 def test_another_request_never_reuses_a_stopped_sampling(cpu_run):
     hotter = SampleRequest(run=str(cpu_run.dir), num_prompts=5, batch_size=16, temperature=0.5)
     sample_completions(hotter)

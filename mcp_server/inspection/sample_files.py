@@ -7,7 +7,9 @@ and took 653 s): samples.partial.meta.json, beside the partial file, records wha
 model and its files, the prompts as rendered, every sampling setting, the seed, the batching, the threads) and,
 after each batch, how many lines it holds and torch's generator state for the next batch. The same request
 continues from the last whole batch, so the file it ends with is an uninterrupted pass's; any other starts over
-and says which settings differ (never mixes two requests in one file).
+and says which settings differ (never mixes two requests in one file). The record is signed as samples.meta.json is,
+with each batch's lines' sha256: kept lines edited by hand, or a record not the sampler's, start over (otherwise the
+edited completions would be signed with the rest when the pass finished).
 
 The sampler signs what it wrote (issue 48, round 12 F2: every completion of samples.jsonl rewritten correct and the
 file's sha256 put into samples.meta.json made the review show 100% base success and the gate open):
@@ -30,7 +32,7 @@ from mcp_server.evidence import run_file, sign, unrecorded, valid
 from mcp_server.generation import rng_state
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
-from mcp_server.userfiles import NotRegularFile, read_json_if_present
+from mcp_server.userfiles import NotRegularFile, open_regular, read_json_if_present
 from mcp_server.workspace import atomic_write_json, atomic_write_text, open_append_nofollow, sha256_file
 
 PARTIAL_META = "samples.partial.meta.json"
@@ -124,6 +126,8 @@ def kept_batches(partial: Path, request: dict, n: int) -> tuple[tuple[list[list[
     if not isinstance(meta, dict) or not isinstance(meta.get("request"), dict):
         return None, (f"{partial.name} has no record of the request that sampled it ({PARTIAL_META}): starting "
                       "over")
+    if not valid(SIGNED_BY, PARTIAL_META, meta):  # round 12's open item: kept lines edited were signed with the rest
+        return None, f"{PARTIAL_META} is {unrecorded(PARTIAL_META)}: starting over, nothing of {partial.name} reused"
     if meta["request"] != request:
         differs = sorted(k for k in set(request) | set(meta["request"]) if request.get(k) != meta["request"].get(k))
         return None, (f"{partial.name} was kept from a stopped run of another request ({', '.join(differs)} "
@@ -137,6 +141,9 @@ def kept_batches(partial: Path, request: dict, n: int) -> tuple[tuple[list[list[
     batch = next((b for b in reversed(meta.get("batches") or []) if b["lines"] <= len(records)), None)
     if batch is None:
         return None, f"{partial.name} holds no whole batch: starting over"
+    if _lines_sha256(partial, batch["lines"]) != batch.get("sha256"):
+        return None, (f"{partial.name}'s kept lines are not the ones the sampler wrote (their sha256 is not the one "
+                      f"it signed in {PARTIAL_META}): starting over, nothing of it reused")
     groups: list[list[dict]] = [[] for _ in range(batch["prompts"])]
     for record in records[: batch["lines"]]:
         completion = record["completion"]
@@ -178,6 +185,7 @@ def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: lis
         lines = sample_records(rows, row_indices[: len(kept)], prompts[: len(kept)], kept, prompt_column,
                                conversational)
         atomic_write_text(partial, "\n".join(lines) + "\n")
+        batches = [{**b, "sha256": _lines_sha256(partial, b["lines"])} for b in batches]
     else:
         partial.unlink(missing_ok=True)
         partial_meta(partial).unlink(missing_ok=True)
@@ -196,12 +204,27 @@ def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: lis
                                  f"{why}; nothing was written "
                                  "through it and sampling stopped. Remove it and sample again") from None
         if request is not None:
-            batches.append({"prompts": end, "lines": (batches[-1]["lines"] if batches else 0) + len(lines),
-                            "rng": rng_state()})
-            atomic_write_json(partial_meta(partial), {"request": request, "batches": batches})
+            count = (batches[-1]["lines"] if batches else 0) + len(lines)
+            batches.append({"prompts": end, "lines": count, "rng": rng_state(),
+                            "sha256": _lines_sha256(partial, count)})
+            atomic_write_json(partial_meta(partial), sign(SIGNED_BY, PARTIAL_META, {"request": request,
+                                                                                    "batches": batches}, create=True))
         progress.batch(end)
 
     return keep
+
+
+def _lines_sha256(path: Path, lines: int) -> str:
+    """sha256 of the first `lines` lines of `path` (their newlines included): what a kept batch's record vouches
+    for, the lines a later pass would reuse."""
+    digest, count = hashlib.sha256(), 0
+    with open_regular(path) as handle:
+        for line in handle:
+            if count == lines or not line.endswith(b"\n"):
+                break
+            digest.update(line)
+            count += 1
+    return digest.hexdigest() if count == lines else ""
 
 
 def sample_records(rows: list[dict], row_indices: list[int], prompts: list, groups: list[list[dict]],
