@@ -2,10 +2,10 @@
 code_execution_reward runs every completion):
 
 1. every limit the sandbox declares (the fields of `Limits`) x where the process that exceeds it stands (the
-   solution's module code, at its import; the solution process itself; a forked child it waits for; a forked child it never waits for; a grandchild
-   re-parented to the sandbox's init; a child of a parent that tries to ignore SIGCHLD, so that nobody would
-   reap or count it): the run is stopped and scores as a failure naming the limit, and a completion run
-   beside it in the same batch passes;
+   solution's module code, at its import; the solution process itself; a forked child it waits for; a forked
+   child it never waits for; a grandchild re-parented to the sandbox's init; a child of a parent that tries to
+   ignore SIGCHLD, so that nobody would reap or count it): the run is stopped and scores as a failure naming the
+   limit, and a completion run beside it in the same batch passes;
 2. the escapes of the fourth hostile round (CPU in children nobody waits for, memory in memfd files and SysV
    shared memory, the host's /proc, a busy thread after the last answer): each row failed before the fix;
 3. every way a test can end (pass, assertion failure, error, skip, skip beside a pass, expected failure,
