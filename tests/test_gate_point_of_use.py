@@ -643,6 +643,63 @@ def test_while_sampling_the_check_reports_and_never_refuses(tmp_path, monkeypatc
     assert _check(run, dataset, training_args, model_args, capsys)
 
 
+
+# Where the run's model lies x how train/config.yaml names it x the run moved (renamed) after the verdict or not:
+# the two sides of the comparison training_inputs.trained_model makes (a resolved path inside the run is pinned
+# relative to it, m11-gate-trained-model-absolute). The gate (run_pins: its "trained" is samples.meta.json's record)
+# and the trainer's check (its own fingerprint against the verdict's) must agree: both pass, but where the config
+# names by an absolute path a model the move took away (both refuse).
+MODEL_PLACES = ("inside the run", "outside the run")
+MODEL_NAMES = ("relative to the run", "by its absolute path")
+PLACE_ROWS = [(place, named, moved) for place in MODEL_PLACES for named in MODEL_NAMES for moved in (False, True)]
+
+
+def _placed_run(tmp_path: Path, monkeypatch, place: str, named: str):
+    """_point_of_use's run with its model at `place`, named so in train/config.yaml and TRL's model_args, sampled
+    (samples.meta.json's "trained": the fingerprint, as sampling records it) and its verdict pinning run_pins."""
+    from types import SimpleNamespace
+
+    from mcp_server.inspection.pins import run_pins
+    from mcp_server.inspection.training_inputs import fingerprint
+
+    run, dataset, training_args, model_args, verdict = _point_of_use(tmp_path, monkeypatch)
+    model = run.dir / "warm" / "model" if place == "inside the run" else tmp_path / "base" / "model"
+    model.parent.mkdir(parents=True)
+    (tmp_path / "model").rename(model)
+    name = os.path.relpath(model, run.dir) if named == "relative to the run" else str(model)
+    run.config.write_text(yaml.safe_dump({"output_dir": "checkpoints", "model_name_or_path": name}))
+    model_args.model_name_or_path = name
+    now = fingerprint(run, dataset, run.read_config(), "prompt", SimpleNamespace(), training_args, model_args)
+    run.samples_meta.write_text(json.dumps({"trained": now}))
+    pins = run_pins(run, "0" * 64)
+    assert pins["trained"] == now
+    _resign(run, {**verdict, "pins": pins})
+    return run, dataset, training_args, model_args, pins
+
+
+@pytest.mark.parametrize(("place", "named", "moved"), PLACE_ROWS,
+                         ids=[f"{p}-{n}-{'moved' if m else 'kept'}" for p, n, m in PLACE_ROWS])
+def test_the_gate_and_the_trainer_agree_on_a_model_wherever_the_run_lies(tmp_path, monkeypatch, capsys, place, named,
+                                                                        moved):
+    from mcp_server.inspection.pins import changes, run_pins
+    from mcp_server.runs import Run
+
+    run, dataset, training_args, model_args, pins = _placed_run(tmp_path, monkeypatch, place, named)
+    if moved:  # runs/a -> runs/b, everything in it along
+        run.dir.rename(tmp_path / "moved")
+        run = Run(tmp_path / "moved")
+    try:
+        gate = changes(pins, run_pins(run, "0" * 64))
+    except UserInputError as exc:  # what the verdict pins cannot be read: the gate is closed
+        gate = [str(exc)]
+    try:
+        trainer = _check(run, dataset, training_args, model_args, capsys)
+    except UserInputError as exc:  # the model named is not there: the trainer exits before it loads anything
+        trainer = str(exc)
+    lost = moved and place == "inside the run" and named == "by its absolute path"
+    assert (gate == [], trainer is None) == (not lost, not lost), (gate, trainer)
+
+
 def test_the_loaded_models_files_must_be_the_ones_the_check_verified(tmp_path, monkeypatch, capsys):
     """confirm_loaded_model, after GRPOTrainer loaded: a weight swapped between the check and the load is refused;
     the same files pass; outside a checked run (nothing verified) or while sampling it does nothing."""

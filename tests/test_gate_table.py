@@ -411,6 +411,97 @@ def test_model_init_kwargs_that_choose_the_files_are_in_the_model_pin(tmp_path, 
     assert chosen != plain and chosen["loads"] == {kwarg: "sub"}
 
 
+
+# from_pretrained's arguments that choose which weight files load, derived from transformers' own loading code (m11:
+# `variant` dropped from WEIGHT_KWARGS took its own row of the table above with it). The trainer hands
+# from_pretrained a folder (training_inputs.loadable_model: a local directory, or a hub model's cached snapshot,
+# whose revision the pin records): an argument chooses files when the function that resolves the checkpoint files
+# resolves another file of that folder with it set.
+RESOLVER = "_get_resolved_checkpoint_files"
+
+
+def _checkpoint_kwargs() -> list[str]:
+    """The keyword arguments PreTrainedModel.from_pretrained hands on to RESOLVER, read from the installed
+    transformers' modeling_utils.py (parsed, not imported): each keyword of that call whose value is one of
+    from_pretrained's own arguments (its signature's, or one it pops from **kwargs), a dict of them
+    (download_kwargs = {...}) counted by its values; the model's name itself left out (the model pin's)."""
+    import ast
+    import importlib.util
+
+    source = Path(importlib.util.find_spec("transformers").submodule_search_locations[0]) / "modeling_utils.py"
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    owner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PreTrainedModel")
+    method = next(n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name == "from_pretrained")
+    accepted = {a.arg for a in method.args.args + method.args.kwonlyargs} | {
+        n.args[0].value for n in ast.walk(method) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "pop" and isinstance(n.func.value, ast.Name) and n.func.value.id == "kwargs"
+        and n.args and isinstance(n.args[0], ast.Constant)}
+    dicts = {n.targets[0].id: [v.id for v in n.value.values if isinstance(v, ast.Name)] for n in ast.walk(method)
+             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict) and isinstance(n.targets[0], ast.Name)}
+    calls = [n for n in ast.walk(method) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == RESOLVER]
+    assert calls, f"from_pretrained no longer calls {RESOLVER}: find what resolves its weight files now"
+    names = [name for kw in calls[0].keywords if isinstance(kw.value, ast.Name)
+             for name in dicts.get(kw.value.id, [kw.value.id])]
+    return sorted(set(names) & accepted - {"pretrained_model_name_or_path"})
+
+
+# A value for each argument that would choose other files where it can (the folder holds them: _weight_forms)
+CHOICE_PROBES = {"variant": "ema", "subfolder": "sub", "use_safetensors": False, "gguf_file": "model.gguf",
+                 "revision": "other", "cache_dir": "elsewhere", "force_download": True, "proxies": {"http": "none"},
+                 "local_files_only": True, "token": "not-a-token", "tqdm_class": object}
+
+
+def _weight_forms(folder: Path) -> Path:
+    """A model folder holding a file for each way to choose: a variant's, a PyTorch file, a GGUF file, a subfolder."""
+    _model(folder)
+    for name in ("model.ema.safetensors", "pytorch_model.bin", "model.gguf"):
+        (folder / name).write_text(name)
+    return folder
+
+
+def _files_chosen(folder: Path, **kwargs) -> list[str]:
+    """The checkpoint files transformers' RESOLVER picks in `folder` with from_pretrained's `kwargs` (each where
+    from_pretrained puts it: a parameter of RESOLVER's, else in its download_kwargs)."""
+    import inspect
+
+    from transformers import modeling_utils
+
+    resolve = getattr(modeling_utils, RESOLVER)
+    params = inspect.signature(resolve).parameters
+    call = {n: None for n, p in params.items() if p.default is inspect.Parameter.empty}
+    call.update(pretrained_model_name_or_path=str(folder), **{k: v for k, v in kwargs.items() if k in params})
+    download = {k: v for k, v in kwargs.items() if k not in params}
+    return [os.path.relpath(f, folder) for f in resolve(**call, download_kwargs=download)[0]]
+
+
+def test_the_derived_weight_kwargs_are_from_pretrained_s():
+    """The derivation reads something (every WEIGHT_KWARGS entry is among from_pretrained's file arguments), and
+    every argument it finds has a probe value (a new one in transformers fails here: add it to CHOICE_PROBES)."""
+    derived = _checkpoint_kwargs()
+    assert set(WEIGHT_KWARGS) <= set(derived), (WEIGHT_KWARGS, derived)
+    assert set(derived) <= set(CHOICE_PROBES), f"no probe for {set(derived) - set(CHOICE_PROBES)}"
+
+
+@pytest.mark.parametrize("kwarg", _checkpoint_kwargs())
+def test_a_from_pretrained_argument_that_chooses_the_files_is_pinned(tmp_path, monkeypatch, kwarg):
+    """Each argument from_pretrained hands to its checkpoint resolver, set in model_init_kwargs after the verdict:
+    the gate's config pin names model_init_kwargs; where it makes transformers load other files of the folder, it is
+    a WEIGHT_KWARGS entry, so sampling loads with it and the trainer's model pin records it."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = _weight_forms(tmp_path / "model")
+    value = CHOICE_PROBES[kwarg]
+    base = {"output_dir": "checkpoints", "model_name_or_path": str(model), "model_init_kwargs": {"dtype": "float32"}}
+    run = _run(tmp_path, base)
+    moved = changes(config_pins(run, base),
+                    config_pins(run, {**base, "model_init_kwargs": {"dtype": "float32", kwarg: value}}))
+    assert moved and "model_init_kwargs" in " ".join(moved), (kwarg, moved)
+    if _files_chosen(model, **{kwarg: value}) == _files_chosen(model):
+        return  # it chooses nothing of a folder (the download's settings): the config pin is all
+    assert kwarg in WEIGHT_KWARGS, f"from_pretrained's {kwarg} chooses other weight files: add it to WEIGHT_KWARGS"
+    chosen = trained_model(str(model), None, run, {"dtype": "float32", kwarg: value})
+    assert chosen != trained_model(str(model), None, run, {"dtype": "float32"}) and chosen["loads"] == {kwarg: value}
+
+
 # ---------------------------------------------------------------- the files beside train.py, the script, sidecars
 def _sidecars(run: Run) -> dict[str, Path]:
     """part -> a file of it that a change hits."""

@@ -10,12 +10,15 @@ A second row binds the reader at the module's import (`from pyarrow.parquet impo
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from mcp_server.rewards import reads
 from mcp_server.rewards.dotted import import_dotted
+from mcp_server.inspection.pins import changes
 from mcp_server.rewards.native_reads import NATIVE_READERS
 
 
@@ -147,3 +150,111 @@ def test_what_a_library_reads_for_itself_is_not_the_rewards(tmp_path):
         thread.start()
         thread.join()
     assert str(path) not in read.pins(), read.pins()
+
+
+
+# ---------------------------------------------------------------- a folder given to a native reader (m11)
+def _reparquet(path: Path) -> None:
+    import pyarrow
+    import pyarrow.parquet
+
+    pyarrow.parquet.write_table(pyarrow.table({"x": [7, 8, 9]}), path)
+
+
+# The native readers that take a folder (a parquet data set of shards: read_table('rubric/')), each with how a file
+# of it is rewritten with other content of its format; checked against each reader's own behaviour
+# (test_which_native_readers_take_a_folder). A folder given to one has its every file and listing pinned
+# (m11-sandbox-native-folder-unwalked: the folder alone, {kind: directory}, let a shard edited after the verdict
+# through the gate and the trainer).
+TAKES_A_FOLDER = {("pyarrow.parquet", "read_table"): _reparquet}
+# A file of the folder (at its top, or in a partition folder under it) x a change after the verdict
+FOLDER_FILES = ("a.x", "part=1/b.x")
+FOLDER_CHANGES = ("kept", "edited", "added", "removed")
+FOLDER_ROWS = [(entry, name, how) for entry in TAKES_A_FOLDER for name in FOLDER_FILES for how in FOLDER_CHANGES]
+
+
+def _folder_of(folder: Path, entry: tuple[str, str]) -> Path:
+    """A folder holding FOLDER_FILES, each a file the reader `entry` reads."""
+    (folder / "made").mkdir(exist_ok=True)
+    for name in FOLDER_FILES:
+        made = ROWS[entry][0](folder / "made")
+        target = folder / "data" / name.replace(".x", made.suffix)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        made.rename(target)
+    return folder / "data"
+
+
+@pytest.mark.parametrize("entry", list(ROWS), ids=[".".join(e) for e in ROWS])
+def test_which_native_readers_take_a_folder(tmp_path, entry):
+    """TAKES_A_FOLDER is what each reader does: given a folder of its files it reads them, or refuses the folder."""
+    folder = _folder_of(tmp_path, entry)
+    names: dict = {}
+    exec(IMPORTS, names)
+    try:
+        eval(ROWS[entry][1].replace("PATH", repr(str(folder))), names)
+        takes = True
+    except Exception:  # noqa: BLE001 - each library refuses a folder its own way (OSError, RuntimeError, ...)
+        takes = False
+    assert takes == (entry in TAKES_A_FOLDER), (entry, takes)
+
+
+def _folder_reward(tmp_path: Path, monkeypatch, entry: tuple[str, str]):
+    """(the folder, the reward reading it through `entry`, what its review recorded)."""
+    folder = _folder_of(tmp_path, entry)
+    module = f"native_folder_{''.join(c for c in '.'.join(entry) if c.isalnum())}_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{module}.py").write_text(f"{IMPORTS}PATH = {str(folder)!r}\n\n\ndef f(completions, **kwargs):\n"
+                                           f"    {ROWS[entry][1]}\n    return [1.0 for _ in completions]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with reads.recording() as read, reads.calling("f"):
+        reward = import_dotted(f"{module}.f", "rewards")
+        assert reward(["a"]) == [1.0]
+    return folder, reward, read.pins()
+
+
+def _change_in(folder: Path, entry: tuple[str, str], name: str, how: str) -> str | None:
+    """The change `how` to the file `name` of `folder`; the path a refusal must name: the file, or for a file added
+    beside it the folder it was added to (its listing: which name is new, a listing's digest cannot say)."""
+    path = next(p for p in folder.rglob("*") if p.stem == Path(name).stem)
+    if how == "edited":
+        TAKES_A_FOLDER[entry](path)
+    elif how == "removed":
+        path.unlink()
+    elif how == "added":
+        shutil.copy(path, path.with_name("added" + path.suffix))
+        return os.path.join(str(path.parent), "")
+    return None if how == "kept" else str(path)
+
+
+class _Refused(SystemExit):
+    pass
+
+
+def _trainer(pinned: dict, reward, capsys) -> str | None:
+    """What the trainer says of the reward's reads (reads.checking before the first step, then the reward's call
+    inside its recording): None when it trains, else its refusal."""
+    capsys.readouterr()
+    try:
+        with reads.recording(reads.checking(pinned, _Refused)), reads.calling("f"):
+            reward(["a"])
+    except _Refused:
+        return capsys.readouterr().err
+    return None
+
+
+@pytest.mark.parametrize(("entry", "name", "how"), FOLDER_ROWS,
+                         ids=[f"{'.'.join(e)}-{n}-{h}" for e, n, h in FOLDER_ROWS])
+def test_a_file_of_a_folder_a_native_reader_read_changed_is_refused_naming_it(tmp_path, monkeypatch, capsys, entry,
+                                                                               name, how):
+    """The gate (pins.changes of the verdict's reward_reads against reads.now, as check_inspection_gate compares)
+    and the trainer (reads.checking, then the reward's call) each refuse naming the file, or the folder a file was
+    added to; kept, both pass."""
+    folder, reward, pinned = _folder_reward(tmp_path, monkeypatch, entry)
+    assert {str(p) for p in folder.rglob("*") if p.is_file()} <= set(pinned), pinned
+    named = _change_in(folder, entry, name, how)
+    gate = changes({"reward_reads": pinned}, {"reward_reads": reads.now(pinned)})
+    trainer = _trainer(pinned, reward, capsys)
+    if named is None:
+        assert (gate, trainer) == ([], None), (gate, trainer)
+        return
+    assert gate and f"{named} (read by f)" in gate[0], (how, named, gate)
+    assert trainer and f"reviewed: {named} (read by f)" in trainer, (how, named, trainer)

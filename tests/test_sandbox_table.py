@@ -2,10 +2,10 @@
 code_execution_reward runs every completion):
 
 1. every limit the sandbox declares (the fields of `Limits`) x where the process that exceeds it stands (the
-   solution process itself; a forked child it waits for; a forked child it never waits for; a grandchild
-   re-parented to the sandbox's init; a child of a parent that tries to ignore SIGCHLD, so that nobody would
-   reap or count it): the run is stopped and scores as a failure naming the limit, and a completion run
-   beside it in the same batch passes;
+   solution's module code, at its import; the solution process itself; a forked child it waits for; a forked
+   child it never waits for; a grandchild re-parented to the sandbox's init; a child of a parent that tries to
+   ignore SIGCHLD, so that nobody would reap or count it): the run is stopped and scores as a failure naming the
+   limit, and a completion run beside it in the same batch passes;
 2. the escapes of the fourth hostile round (CPU in children nobody waits for, memory in memfd files and SysV
    shared memory, the host's /proc, a busy thread after the last answer): each row failed before the fix;
 3. every way a test can end (pass, assertion failure, error, skip, skip beside a pass, expected failure,
@@ -116,7 +116,16 @@ def add(a, b):
 {offend}
     return a + b
 """
+# At the solution's module level (its import): the offence runs before `add` exists, as the module's code
+# (m11-sandbox-limits-after-module-code: every limit is in force before the first line of the solution runs).
+MODULE = """\
+import os, signal, sys, time
+{offend}
+def add(a, b):
+    return a + b
+"""
 WHERE = {
+    "the solution's module, at import": "module",
     "the solution process": "self",
     "a forked child, reaped": "reaped",
     "a forked child, never waited for": "alive",
@@ -131,6 +140,8 @@ def _indent(code: str, n: int) -> str:
 
 def _probe_code(limit: str, where: str) -> str:
     how = WHERE[where]
+    if how == "module":
+        return MODULE.format(offend=PROBES[limit].offend)
     if how == "self":
         return SELF.format(offend=_indent(PROBES[limit].offend, 4))
     return REPORT.format(offend=_indent(PROBES[limit].offend, 8), how=how)

@@ -106,9 +106,12 @@ def load_solution(code: str, objects: Objects, send) -> bool:
         exec(compile(code, "solution.py", "exec"), module.__dict__)
         send({"names": [[k, objects.enc(v)] for k, v in list(module.__dict__.items()) if not k.startswith("_")]})
     except BaseException as exc:  # noqa: BLE001 - a broken solution fails, it does not crash the harness
-        import traceback
+        try:
+            import traceback
 
-        traceback.print_exc()
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001 - its module code used up what printing needs (descriptors: the import)
+            pass
         send(failure(exc))
         return False
     return True

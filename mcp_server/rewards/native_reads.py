@@ -5,9 +5,10 @@
   os.open resolves such a name against the folder `d` holds and opens that path: the same file, named.
 - Native readers read in C, C++ or Rust with no audit event at all (round 11: `torch.from_file`; pyarrow,
   safetensors and tokenizers alike). Those in NATIVE_READERS are wrapped, once their module is imported, to raise
-  the "open" event for each path they are given (a folder: every file under it) before they read; every binding
-  of the original in an imported module (`from safetensors import safe_open`) is replaced too. A native reader not
-  in the table is not seen: tests/test_reward_reads_table.py holds a row per entry.
+  the "open" event for each path they are given (a folder: every file under it, and its listings, walked here for
+  the reward: read_frames.made_by_user) before they read; every binding of the original in an imported module
+  (`from safetensors import safe_open`) is replaced too. A native reader not in the table is not seen:
+  tests/test_reward_reads_native.py holds a row per entry, and one per change to a folder it takes.
 """
 
 from __future__ import annotations

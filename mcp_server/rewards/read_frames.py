@@ -74,10 +74,12 @@ def _in_stdlib(filename: str) -> bool:
 def made_by_user(frame) -> bool:
     """Whether the first frame outside the standard library is user code: the call is the reward's own, not a
     library's that it called, nor importlib's (metadata, resources: the import machinery's listings). What reads.py
-    refuses is refused, and a listing pinned, only then."""
+    refuses is refused, and a listing pinned, only then. This package's readers for their caller (READS_FOR_CALLER)
+    are walked through like the standard library: a folder a native reader is given (native_reads: pyarrow's
+    read_table('rubric/')) is listed there for the reward, so its listing is pinned (a file added to it is seen)."""
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith("<") and not _in_stdlib(name):
+        if not name.startswith("<") and not _in_stdlib(name) and whose(name) != "for caller":
             return whose(name) == "user"
         if name.startswith(("<frozen importlib", "<frozen zipimport")) or f"{os.sep}importlib{os.sep}" in name:
             return False

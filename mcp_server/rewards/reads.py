@@ -412,6 +412,8 @@ def checking(pinned, exit_with) -> Reads:
     pinned again now, refused (one line on stderr, then `exit_with(3)` raised) on the first that differs; then a
     recording that refuses any open, during a reward's import or call, of a file that is not what was reviewed."""
     pinned = pinned if isinstance(pinned, dict) else {}
+    # the files before the folders' listings: a file removed from a folder is named, not only its folder's names
+    pinned = dict(sorted(pinned.items(), key=lambda item: str(item[0]).endswith(os.sep)))
 
     def refuse(line: str) -> None:
         print(f"llm-finetuning: refusing to train: a file the reward reads is not what the inspection verdict "
