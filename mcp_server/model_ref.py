@@ -92,6 +92,14 @@ def shown_name(model) -> str:
     return known_name(str(model))[0]
 
 
+def report_name(model) -> str:
+    """The model as a report's row names it (the model card's and promotion-report.md's "Base model"): its hub id,
+    else known_name's name, in backticks, then the path it was loaded from when that is neither (issue 49:
+    promotion-report.md named smollm2-135m by its cache path where the model card named its hub id)."""
+    name, hub_id = known_name(str(model))
+    return f"`{hub_id or name}`" + (f" (loaded from `{model}`)" if str(model) not in (hub_id, name) else "")
+
+
 def resolve_loadable(model: str) -> str:
     """resolve_model, for a model loaded here: a hub name only when it is in the local HF cache or the hub says it
     exists (hub_problem: one request, no retries), else UserInputError('model') at once."""

@@ -104,6 +104,16 @@ def find_existing(text: str | Path) -> Path | None:
     return None
 
 
+def located(text: str | None, names=()) -> str | None:
+    """A path a request names, absolute where find_existing finds it (the workspace, runs/, the current directory):
+    what a worker that works in the run directory reads (issue 49: `sample-completions RUN --dataset plain.jsonl`
+    looked for the file in the run). A name in `names` ('tiny'), a hub name, or None, as given."""
+    if text is None or text in names:
+        return text
+    found = find_existing(text)
+    return str(found) if found else text
+
+
 def refuse_linked_out(text: str | Path, field: str = "run") -> None:
     """UserInputError(field) when a relative name under the workspace or runs/ leads, through a link, outside the
     workspace (round 11: runs/<run> linked to a folder elsewhere had sampling and the review written there)."""

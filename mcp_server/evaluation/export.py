@@ -20,7 +20,7 @@ from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.checked_load import load_checked
 from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, promotion_signed, state_refusal
-from mcp_server.model_ref import BUILT_IN, known_name, load_model
+from mcp_server.model_ref import BUILT_IN, known_name, load_model, report_name
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, read_json_if_present, resolve_run
@@ -73,8 +73,7 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
         "",
         "| | |",
         "|---|---|",
-        f"| Base model | `{hub_id or name}`" + (f" (loaded from `{base}`)" if base not in (hub_id, name) else "")
-        + " |",
+        f"| Base model | {report_name(base)} |",
         f"| Training config sha256 | `{config_sha or 'unknown'}` |",
         f"| Checkpoint content sha256 | `{ckpt_sha or 'unknown'}` |",
         f"| Reward functions | {', '.join(reward_names) or 'unknown'} |",

@@ -38,7 +38,7 @@ from mcp_server.evaluation.baseline_choice import PROMOTION, choose_baseline, pr
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.checked_load import hashed_load
-from mcp_server.model_ref import resolve_loadable
+from mcp_server.model_ref import report_name, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reads
 from mcp_server.rewards.spec import RewardSpec
@@ -279,7 +279,7 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "",
         f"- Run: `{result.run_dir}`",
         f"- Checkpoint: `{result.checkpoint}`",
-        f"- Base model: `{result.base_model}` (baseline `{result.baseline_path}`)",
+        f"- Base model: {report_name(result.base_model)}; baseline `{result.baseline_path}`",
         f"- Baseline chosen: {result.baseline_choice}",
         f"- Goldens: `{result.goldens}`",
         f"- Goldens sha256: `{result.goldens_sha256}`",

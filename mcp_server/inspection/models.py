@@ -37,7 +37,8 @@ class SampleRequest(Request):
     )
     dataset: PathText | None = Field(
         default=None,
-        description="Prompt data: a local .jsonl/.json/.csv/.parquet file or a directory of them, 'tiny' for the "
+        description="Prompt data: a local .jsonl/.json/.csv/.parquet file or a directory of them (a relative path: "
+        "under the workspace, then runs/, then the current directory), 'tiny' for the "
         "embedded arithmetic task, or a hub name (only when online). Default: dataset_name from train/config.yaml.",
     )
     dataset_config: Name | None = Field(default=None, description="Hub data set configuration name, if any.")

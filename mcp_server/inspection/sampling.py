@@ -40,13 +40,13 @@ from mcp_server.inspection.training_inputs import (load_training_inputs, loadabl
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.generation import generate_completions, generate_vllm, plain_prompts_warning, render_prompt
-from mcp_server.model_ref import load_model, release_gpu, resolve_loadable, shown_name
+from mcp_server.model_ref import BUILT_IN, load_model, release_gpu, resolve_loadable, shown_name
 from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SAMPLE_COMPLETIONS
-from mcp_server.workspace import atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_text, located, sha256_file
 
 PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all of a smaller data set)
 # Compared with the run's config: the settings that decide what a sample looks like, the sampling group's fields
@@ -335,8 +335,9 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
                              "them; sample_trajectories explores the policy without touching them")
     if not run.launched_evidence():  # it clears the review of the samples it replaces: never a person's file
         refuse_foreign_review_files(run, "sample_completions")
-    try:
-        return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir)}), report=report)
+    paths = {"model": located(request.model, BUILT_IN), "dataset": located(request.dataset, ("tiny",))}
+    try:  # the paths resolved here: the worker reads them in the run directory
+        return in_training(SAMPLE_COMPLETIONS, request.model_copy(update={"run": str(run.dir), **paths}), report=report)
     except KeyboardInterrupt:
         raise Interrupted(kept_note(run)) from None
 
