@@ -1563,6 +1563,18 @@ def test_the_eta_at_every_point_of_a_step(live_run, ago, left):
     after = time.time()
     assert (status.state, status.step, status.max_steps) == ("running", step, max_steps), status.message
 
+    if left and ago >= 1.0:  # the step under way is overdue: said so, the ETA of the steps after it (issue 49:
+        # "ETA 0.0 min" while the last step still ran)
+        assert f"step {step + 1} running for " in status.message, status.message
+        assert f"longer than the {ETA_STEP_S:.0f} s steps so far" in status.message, status.message
+        assert "ETA 0.0" not in status.message, status.message
+        if left == 1:
+            assert status.eta_s is None and "ETA" not in status.message, status.message
+        else:
+            assert status.eta_s == pytest.approx((left - 1) * ETA_STEP_S), status.eta_s
+            assert f"ETA {status.eta_s / 60:.1f} min for the steps after it" in status.message, status.message
+        return
+
     def eta(at: float) -> float:  # the contract, at the moment `at` the status was read
         return max(left * ETA_STEP_S - max(at - last, 0.0), max(left - 1, 0) * ETA_STEP_S, 0.0)
     assert eta(after) - 0.05 <= status.eta_s <= eta(before) + 0.05, (ago, left, status.eta_s, eta(before))

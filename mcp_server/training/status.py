@@ -150,13 +150,20 @@ STATE_WORDS = {"succeeded": "succeeded", "stopped": "was stopped", "cancelled": 
                "timed_out": "timed out", "preempted": "was preempted"}
 
 
-def _eta(steps_left: int, speed: float, last_step_time: float | None) -> float:
-    """Seconds to the last step: the steps left at `speed`, less the time the step under way has run since the
-    last logged one, never below the steps after it (issue 49's sixth walk: "ETA 8.0 min" for 5 minutes)."""
+def _eta(steps_left: int, speed: float, last_step_time: float | None, step: int) -> tuple[float | None, str]:
+    """(seconds to the last step, a note): the steps left at `speed`, less the time the step under way has run since
+    the last logged one, never below the steps after it (issue 49's sixth walk: "ETA 8.0 min" for 5 minutes). A step
+    under way past the time steps took so far is said as such, and the ETA is of the steps after it (None when there
+    are none: issue 49 showed "ETA 0.0 min" while the last step was still running)."""
     whole = steps_left / speed
     if last_step_time is None:
-        return whole
-    return max(whole - max(time.time() - last_step_time, 0.0), max(steps_left - 1, 0) / speed)
+        return whole, ""
+    running = max(time.time() - last_step_time, 0.0)
+    rest = max(steps_left - 1, 0) / speed
+    if steps_left == 0 or running < 1 / speed:
+        return max(whole - running, rest), ""
+    return (rest or None), (f"; step {step + 1} running for {running:.0f} s, longer than the {1 / speed:.0f} s "
+                            "steps so far")
 
 
 def _hours(seconds: float) -> str:
@@ -187,10 +194,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     max_steps = _max_steps(run, config)
     step = _count(latest.get("step"))
     speed = _speed(lines, record.get("started_ts")) if lines else None
-    eta = (
-        _eta(max(max_steps - step, 0), speed, _seconds(latest.get("time")))
+    eta, overdue = (
+        _eta(max(max_steps - step, 0), speed, _seconds(latest.get("time")), step)
         if (state == "running" and speed and max_steps and step is not None)
-        else None
+        else (None, "")
     )
 
     started = record.get("started_ts")
@@ -230,8 +237,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         if estimate is not None:
             where += f"; first step expected {estimate.text}" + (
                 f", so {max_steps} steps take about {_hours(estimate.step_s * max_steps)}" if max_steps else "")
-        message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + (
-            f", ETA {eta / 60:.1f} min" if eta is not None else "")
+        message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + overdue + (
+            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
     message += "".join(f"; {problem}" for problem in file_problems(run))
     if guard_stop and state == "stopped":
