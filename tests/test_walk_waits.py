@@ -3,18 +3,22 @@
 - A baseline made stale by the review (the reward fixed after the base model was measured) was found only by
   promote-checkpoint, after training: the launch now says so, with the command to measure it again, and still
   launches.
+- promote-checkpoint printed "starting" and "decoded 50/50" for minutes: each of its evaluations now starts with
+  evaluate-model's plan (what it decodes and an upper estimate of its time).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli_json
-from support import TINY_OVERRIDES, wait_for
+from support import TINY_OVERRIDES, emit_run, wait_for
 from mcp_server.runs import Run
 
 GRADER = """def any_text(completions, **columns):
@@ -57,3 +61,24 @@ def test_a_baseline_made_stale_by_the_review_is_said_at_the_launch(workspace, ti
         assert f"--goldens {goldens}" in message and "--run" in message, message
     finally:
         wait_for(run.dir, lambda s: s.state not in ("starting", "running"))
+
+
+def test_each_of_promotes_evaluations_says_its_plan(workspace, tiny_model, tmp_path):
+    """promote-checkpoint with no baseline yet, its output not a terminal: the baseline measured now, the checkpoint
+    on the goldens and the drift suite each say what they decode and about how long before decoding."""
+    from conftest import cli_here
+    from mcp_server.tiny import make_task, write_jsonl
+
+    goldens = write_jsonl([{k: r[k] for k in ("prompt", "question", "answer")} for r in make_task(n=4)],
+                          tmp_path / "goldens.jsonl")
+    suite = write_jsonl([{"prompt": r["prompt"], "answer": r["answer"], "grader": "correctness"}
+                         for r in make_task(n=4)], tmp_path / "drift.jsonl")
+    run = Run(emit_run("planned"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    proc = cli_here("promote-checkpoint", str(run.dir), "--goldens", str(goldens), "--drift-suite", str(suite))
+    lines = proc.stderr.splitlines()
+    starts = [line for line in lines if ": starting" in line]
+    assert {"baseline of the base model", "checkpoint on the goldens", "drift suite, base model"} <= {
+        line.split(": starting")[0].removeprefix("  ... ") for line in starts}, starts
+    assert all("; plan: " in line for line in starts), starts
+    assert all(re.search(r"plan: .*\d", line) for line in lines if "plan: " in line), proc.stderr  # a figure

@@ -12,7 +12,8 @@ from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.drift import stage_report
 from mcp_server.evaluation.evaluate import (
-    baseline_model_pin, baseline_unrecorded, baselines_of, evaluate_model, read_baseline, resolve_goldens,
+    baseline_model_pin, baseline_unrecorded, baselines_of, eval_plan, evaluate_model, load_goldens, read_baseline,
+    resolve_goldens,
 )
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, PromoteRequest
 from mcp_server.evidence import valid
@@ -113,7 +114,8 @@ def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, 
     base_now_refusal(name, base_ref, pin, whose)
     first = evaluate_model(EvaluateRequest(model=base, goldens=request.goldens, baseline="write",
                                            max_new_tokens=budget),
-                           report=stage_report(report, "baseline of the base model"))
+                           report=stage_report(report, "baseline of the base model", eval_plan(
+                               base_ref, len(load_goldens(resolve_goldens(request.goldens))), budget)))
     path = Path(first.baseline_path)
     measured = json.loads(path.read_text(encoding="utf-8"))
     if model_content(measured.get("model_pin")) != model_content(pin):  # changed while it was measured

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_ledger, baseline_model_pin, baseline_unrecorded, grade, item_passed,
+    baseline_ledger, baseline_model_pin, baseline_unrecorded, eval_plan, grade, item_passed,
     load_goldens, model_key, record_baseline,
 )
 from mcp_server.generation import generate, render_prompt
@@ -71,6 +71,12 @@ def floor_note(decoded: int | None, items: int | None) -> str:
             f"scores 0 of {DRIFT_FIRST_ITEMS} by chance {0.8 ** DRIFT_FIRST_ITEMS:.0%} of the time)")
 
 
+def base_drift_recorded(base: str, suite: Path, pin: dict | None) -> bool:
+    """Whether the base's drift record on `suite` is in eval/ as recorded (_base_drift reads it, decodes nothing)."""
+    path = base_drift_path(base, suite, model_content(pin))
+    return path.is_file() and baseline_unrecorded(path) is None
+
+
 def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent,
                 pin: dict | None = None) -> dict:
     """The base model's greedy drift record, measured once per (model, suite), kept in eval/ and recorded, signed,
@@ -81,7 +87,7 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
     model_pin); the base model is decoded only when it is that content now."""
     content = model_content(pin)
     path = base_drift_path(base, suite, content)
-    if path.is_file() and baseline_unrecorded(path) is None:
+    if base_drift_recorded(base, suite, pin):
         record = json.loads(path.read_text(encoding="utf-8"))
         report(1, 1, f"measured before, recorded in {baseline_ledger().name}: passed {record.get('passed', '?')} of "
                f"{record.get('decoded', '?')} items decoded ({record.get('items', len(rows))} in the suite)")
@@ -114,8 +120,12 @@ def check_drift(
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
     rows, graders = _drift_rows(suite)
+
+    def stage(name: str, decodes: bool = True) -> Report:  # a checkpoint has its base's size: the base's plan
+        return stage_report(report, name, eval_plan(base_ref, len(rows), max_new_tokens) if decodes else None)
+
     record = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens,
-                         stage_report(report, "drift suite, base model"), pin)
+                         stage("drift suite, base model", not base_drift_recorded(base, suite, pin)), pin)
     base_rate = record["pass_rate"]
     if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
         why = floor_note(record.get("decoded"), record.get("items")) or f"the base model passes {base_rate:.1%} of it"
@@ -124,7 +134,7 @@ def check_drift(
                            base_items_decoded=record.get("decoded"), suite_items=len(rows),
                            checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True)
     ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens,
-                                 report=stage_report(report, "drift suite, checkpoint"))
+                                 report=stage("drift suite, checkpoint"))
     band = judge_drift(base_rate, ckpt_rate)
     result = DriftResult(
         suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
@@ -136,18 +146,18 @@ def check_drift(
         for seed in request.rerun_seeds:
             base_passes[str(seed)] = _drift_passes(None, base_loaded, rows, graders, max_new_tokens,
                                                    request.rerun_temperature, seed,
-                                                   stage_report(report, f"drift rerun seed {seed}, base model"))
+                                                   stage(f"drift rerun seed {seed}, base model"))
             ckpt_passes[str(seed)] = _drift_passes(None, ckpt_loaded, rows, graders, max_new_tokens,
                                                    request.rerun_temperature, seed,
-                                                   stage_report(report, f"drift rerun seed {seed}, checkpoint"))
+                                                   stage(f"drift rerun seed {seed}, checkpoint"))
         judged = judge_rerun(base_passes, ckpt_passes)
         result.rerun_drops, result.rerun_mean_drop, result.ok = judged.drops, judged.mean_drop, judged.noise
         result.rerun_gained, result.rerun_lost, result.rerun_p_value = judged.gained, judged.lost, judged.p_value
     return result
 
 
-def stage_report(report: Report, stage: str) -> Report:
+def stage_report(report: Report, stage: str, plan: dict | None = None) -> Report:
     """The report of one decoding stage (baseline, checkpoint, drift, rerun), its messages naming the stage; made as
-    the stage begins, it reports the start (each stage counts from 0)."""
-    report(0, None, f"{stage}: starting")
+    the stage begins, it reports the start (each stage counts from 0), with its `plan` (eval_plan) when given."""
+    report(0, None, f"{stage}: starting" + (f"; plan: {plan['text']}" if plan else ""))
     return lambda done, total, message: report(done, total, f"{stage}: {message}")

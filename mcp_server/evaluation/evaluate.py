@@ -335,7 +335,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     if request.limit:
         rows = rows[: request.limit]
     start = time.time()
-    plan = _plan(model_ref, len(rows), budget, request.batch_size)
+    plan = eval_plan(model_ref, len(rows), budget, request.batch_size)
     report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens, max_new_tokens {budget} ({source}); "
                          f"plan: {plan['text']}")
     read = reads.Reads()  # the files the graders open: part of a baseline's identity (rewards.reads)
@@ -382,8 +382,9 @@ def eval_budget(request: EvaluateRequest) -> tuple[int, str]:
     return int(value or EVAL_TOKENS), f"{run.name}'s max_completion_length" + ("" if value else " unset: the default")
 
 
-def _plan(model_ref, goldens: int, budget: int, batch_size: int) -> dict:
-    """sample_completions' plan for greedy decoding of the goldens, before the model loads."""
+def eval_plan(model_ref, goldens: int, budget: int, batch_size: int = 64) -> dict:
+    """sample_completions' plan for greedy decoding of `goldens` rows, before the model decodes (evaluate_model's,
+    and each of promote_checkpoint's evaluations: issue 49, minutes of "starting" with no figure)."""
     import torch
 
     return sampling_plan(goldens, 1, budget, batch_size, "transformers", torch.cuda.is_available(),

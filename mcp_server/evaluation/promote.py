@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_unrecorded, default_graders, evaluate_rows, item_passed,
+    baseline_unrecorded, default_graders, eval_plan, evaluate_rows, item_passed,
     load_goldens, resolve_goldens, summarise, unpaid_warnings,
 )
 from mcp_server.evaluation.models import (DriftResult, ItemResult, PromoteRequest,
@@ -77,7 +77,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     ckpt_sha, ckpt_loaded = hashed_load(ckpt)  # what loaded is the checkpoint of that hash (round 10, F4)
     read = reads.Reads()
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
-                          report=stage_report(report, "checkpoint on the goldens"), read=read)
+                          report=stage_report(report, "checkpoint on the goldens",
+                                              eval_plan(ckpt, len(rows), max_new_tokens)), read=read)
     same_inputs(baseline_file, baseline, read.pins())
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])
