@@ -1791,8 +1791,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "min is waited for 2 minutes ('its steps take up to 30 s') and left stopping, the wait counted from step 20's "
       "time; stop_result's step_time_s is the early steps'"),
     M("m10-runs-eta-floor-whole", "runs", "mcp_server/training/status.py",
-      "max(steps_left - 1, 0) / speed)",
-      "max(steps_left, 0) / speed)",
+      "    rest = max(steps_left - 1, 0) / speed",
+      "    rest = max(steps_left, 0) / speed",
       "training_status's ETA never falls while a step runs: the floor is the whole of the steps left, so 'ETA 8.0 "
       "min' stays for the 5 minutes of a long step (issue 49's sixth walk)"),
     M("m10-runs-guard-record-unsigned", "runs", "mcp_server/training/status.py",
