@@ -302,16 +302,14 @@ def _not_the_runs_own(run: Run, emitted: bool) -> list[str]:
     return found[:5] + ([f"and {len(found) - 5} more"] if len(found) > 5 else [])
 
 
-# What a NOT VALID emission keeps (issue 49: `--override beta=-1`, like every error but an unresolvable reward or a
-# value TRL refuses, left a run directory that list-runs showed as not_launched): nothing, unless every error is
-# one of sizing for the target, which plan_memory's levers and a config edit fix in the run. Any other error is in
-# the request itself, and the emission is refused and writes nothing.
-KEPT_FOR_SIZING = {"memory_does_not_fit": "it does not fit the target's memory",
-                   "dataset_smaller_than_generation_batch": "the data set is smaller than one generation batch"}
+# Errors in the request itself (a reward that does not resolve, a value or field TRL refuses): such an emission is
+# refused and writes nothing. An error of sizing for the target (it does not fit, the data set is smaller than a
+# generation batch) keeps the run: plan_memory's levers and a config edit fix it there.
+REFUSED = ("reward_unresolvable", "invalid_choice", "unknown_field", "wrong_type")
 
 
 def _refused(result: EmitResult) -> bool:
-    return any(f.severity == "error" and f.code not in KEPT_FOR_SIZING for f in result.validation.findings)
+    return any(f.severity == "error" and f.code in REFUSED for f in result.validation.findings)
 
 
 def _undo_emission_into(run: Run):
@@ -345,15 +343,11 @@ def _nothing_kept(result: EmitResult, what: str) -> EmitResult:
 
 
 def _kept(result: EmitResult, what: str) -> EmitResult:
-    """An emission NOT VALID only for its sizing (KEPT_FOR_SIZING) says what it kept, why, and that nothing
-    launches from it."""
+    """An emission that does not fit its target says what it kept and that nothing launches from it."""
     if result.validation.valid:
         return result
-    sizing = "; ".join(dict.fromkeys(KEPT_FOR_SIZING[f.code] for f in result.validation.findings
-                                     if f.code in KEPT_FOR_SIZING))
-    return result.model_copy(update={"kept": f"NOT VALID only for its sizing ({sizing}): {what} are kept for you "
-                                             "to fix there (plan_memory's levers, then validate_grpo_config); "
-                                             "launch_training "
+    return result.model_copy(update={"kept": f"NOT VALID: {what} are kept for you to read and fix (then "
+                                             "validate_grpo_config, or plan_memory's levers); launch_training "
                                              "refuses the run until it validates; delete it if you do not want "
                                              "it"})
 

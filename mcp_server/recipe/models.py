@@ -209,7 +209,7 @@ class EmitResult(BaseModel):
     cpu_time: str | None = Field(default=None, description="On a CPU target: the planner's seconds per step at the "
                                  "speed this machine measures, times max_steps, and when that is long a rehearsal "
                                  "that finishes (LoRA, the steps that fit).")
-    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: it writes nothing (no new "
-                             "run directory, a run_dir left as it was), unless its only errors are of sizing for the "
-                             "target (memory_does_not_fit, dataset_smaller_than_generation_batch): that one keeps "
-                             "its files to fix, and nothing launches from it until it validates.")
+    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: a refused emission "
+                             "(an unresolvable reward, a field or value TRL refuses) writes nothing (no new run "
+                             "directory, a run_dir left as it was); one NOT VALID for its target's sizing keeps its "
+                             "files, to read and fix, and nothing launches from it until it validates.")
