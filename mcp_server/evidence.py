@@ -225,15 +225,19 @@ def _launch_entry(run_dir: Path) -> tuple[Path, str]:
     return _checked_path().parent / "launches" / name, folder
 
 
-def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None, job_comment: str | None = None) -> Path:
+def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None, job_comment: str | None = None,
+                  trained: dict | None = None) -> Path:
     """The launcher's record of the run's current launch id (issue 48, seventh round: run.json is in the workspace
     and unsigned, so a forger rewrote its launch_id to replay an earlier launch's signed records). Kept beside the
     key, outside the workspace, signed: what a workspace writer cannot write, copy back or remove. Each launch
     replaces it: a local launch before its process starts; a SLURM launch before sbatch, then again with the
     scheduler's `job_id` (and the job's ownership token, `job_comment`) bound into it once sbatch answers: the job
-    whose state is this launch's."""
+    whose state is this launch's. `trained`: what the launch passed its gates with and trains (the config's,
+    reward code's and verdict's sha256, the verdict and its reviewer: launchers.base.trained_record), what an
+    export's model card reports (issue 48 round 14: never the files as they are at export)."""
     body = {"launch_id": launch_id, **({"job_id": str(job_id)} if job_id is not None else {}),
-            **({"job_comment": job_comment} if job_comment is not None else {})}
+            **({"job_comment": job_comment} if job_comment is not None else {}),
+            **({"trained": trained} if trained is not None else {})}
     return _write_entry(run_dir, body, "the launch", "nothing was started")
 
 
@@ -270,7 +274,8 @@ def launch_record(run_dir: Path) -> dict | None:
         return None
     launch_id = value.get("launch_id")
     return {"launch_id": launch_id if isinstance(launch_id, str) else "",
-            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)}}
+            **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)},
+            **({"trained": value["trained"]} if isinstance(value.get("trained"), dict) else {})}
 
 
 def _entry(run_dir: Path) -> dict | None:

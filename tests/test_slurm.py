@@ -399,8 +399,10 @@ def test_a_slurm_launch_is_recorded_outside_the_workspace_and_an_earlier_jobs_re
     first = launch(run_dir, archive_previous=True)
     assert first.launched, first.message
     one = json.loads((run_dir / "run.json").read_text())
-    assert launch_record(run_dir) == {"launch_id": one["launch_id"], "job_id": first.job_id,
-                                      "job_comment": one["slurm"]["comment"]}
+    recorded = launch_record(run_dir)
+    assert {k: v for k, v in recorded.items() if k != "trained"} == {
+        "launch_id": one["launch_id"], "job_id": first.job_id, "job_comment": one["slurm"]["comment"]}
+    assert recorded["trained"]["config_sha256"] == one["config_sha256"]  # what trained, signed (the export's card)
     done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
     assert done.state == "succeeded", done.message + "\n" + "\n".join(done.log_tail)
     logs = run_dir / "train" / "logs"

@@ -19,13 +19,13 @@ from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.checked_load import load_checked
 from mcp_server.evaluation.models import ExportRequest, ExportResult
+from mcp_server.evaluation.provenance import Provenance, trained_provenance
 from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems, promotion_signed, state_refusal
 from mcp_server.model_ref import BUILT_IN, known_name, load_model, report_name
 from mcp_server.reporting import Report, silent
-from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import archive_problem, atomic_write_text, sha256_file, tree_digest, tree_files
+from mcp_server.workspace import archive_problem, atomic_write_text, tree_digest, tree_files
 
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
@@ -43,10 +43,13 @@ def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
     return generate(model, tokenizer, [render_prompt(tokenizer, p) for p in prompts], max_new_tokens)
 
 
-def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha: str | None,
-               inspection: dict | None, promotion: dict | None, merged: bool, ckpt_sha: str | None = None) -> str:
+def model_card(run: Run, base: str, trained: Provenance, rewards, promotion: dict | None, merged: bool,
+               ckpt_sha: str | None = None) -> str:
+    """The card: what trained as the launch's signed record gives it (provenance.py), never the files as now."""
     verdict = (promotion or {}).get("verdict")
-    inspection_line = "none recorded"
+    config_sha, reward_sha, inspection = trained.config_sha256, trained.reward_code_sha256, trained.inspection
+    gone = "unrecorded" if not trained.recorded else "unknown"
+    inspection_line = "none recorded" if trained.recorded else "unrecorded"
     if inspection:
         inspection_line = str(inspection.get("verdict", "?"))
         if inspection.get("reviewer"):
@@ -74,10 +77,10 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
         "| | |",
         "|---|---|",
         f"| Base model | {report_name(base)} |",
-        f"| Training config sha256 | `{config_sha or 'unknown'}` |",
+        f"| Training config sha256 | `{config_sha or gone}` |",
         f"| Checkpoint content sha256 | `{ckpt_sha or 'unknown'}` |",
         f"| Reward functions | {', '.join(reward_names) or 'unknown'} |",
-        f"| Reward code sha256 | `{reward_sha or 'unknown'}` |",
+        f"| Reward code sha256 | `{reward_sha or gone}` |",
         f"| Inspection verdict | {inspection_line} |",
         f"| Promotion verdict | {verdict or 'never judged'} |",
     ]
@@ -88,6 +91,8 @@ def model_card(run: Run, base: str, config_sha: str | None, rewards, reward_sha:
             f"| Goldens sha256 | `{promotion['goldens_sha256']}` |",
         ]
         lines += ["", "## Promotion evidence", "", *[f"- {r}" for r in promotion.get("reasons", [])]]
+    if trained.notes:  # what differs now from what trained, or why it is unrecorded
+        lines += ["", "## Provenance", "", *[f"- {note}" for note in trained.notes]]
     if verdict != "PROMOTE":
         lines += ["", "**This export was not promoted.** Do not ship it without reading the promotion report."]
     lines += ["", "Reproduce: `python train/train.py --config train/config.yaml` in the run directory."]
@@ -159,13 +164,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
 
-    config_sha = sha256_file(run.config) if run.config.is_file() else None
     rewards = read_json_if_present(run.rewards, list) or []
-    try:
-        reward_sha = reward_code_sha256(rewards) if rewards else None
-    except Exception:  # an unresolvable reward must not block the export; the card says unknown
-        reward_sha = None
-    inspection = read_json_if_present(run.verdict)
+    trained = trained_provenance(run, ckpt, rewards)  # the launch's signed record, never the files as now
 
     # Write into a temporary directory beside export/, then swap it in: nothing half-written.
     export_dir = run.export
@@ -174,8 +174,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         report(2, STAGES, "saving safetensors, tokenizer and model card")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        atomic_write_text(tmp / "README.md", model_card(run, base, config_sha, rewards, reward_sha, inspection,
-                                                       promotion, merged, ckpt_sha))
+        atomic_write_text(tmp / "README.md", model_card(run, base, trained, rewards, promotion, merged,
+                                                       ckpt_sha))
         report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         archived = None
@@ -191,7 +191,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     return ExportResult(
         run_dir=str(run.dir), export_dir=str(export_dir), merged_lora=merged,
         files=sorted(p.name for p in export_dir.iterdir()), model_card=str(export_dir / "README.md"),
-        config_sha256=config_sha, checkpoint_sha256=ckpt_sha, archived_previous=str(archived) if archived else None,
+        config_sha256=trained.config_sha256, provenance_notes=trained.notes, checkpoint_sha256=ckpt_sha,
+        archived_previous=str(archived) if archived else None,
         promotion_verdict=verdict, smoke_identical=before == after,
         smoke_items=len(prompts),
     )

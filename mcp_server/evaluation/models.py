@@ -218,7 +218,10 @@ class ExportResult(BaseModel):
     merged_lora: bool = Field(description="True when LoRA adapters were merged into the base weights.")
     files: list[str] = Field(description="Files written into export/.")
     model_card: str = Field(description="Path of the model card (export/README.md).")
-    config_sha256: str | None = Field(description="sha256 of train/config.yaml.")
+    config_sha256: str | None = Field(description="sha256 of train/config.yaml as the launch that trained the "
+                                      "checkpoint recorded it (signed); null when unrecorded.")
+    provenance_notes: list[str] = Field(default_factory=list, description="What differs between the files now and "
+                                        "what trained (the card gives what trained), or why provenance is unrecorded.")
     checkpoint_sha256: str = Field(description="Content hash of the checkpoint exported (workspace.sha256_tree); equal "
                                    "to the promotion's when it was promoted.")
     archived_previous: str | None = Field(default=None, description="Where an earlier export was moved, if any.")

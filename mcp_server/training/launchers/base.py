@@ -339,6 +339,24 @@ def verdict_env(run: Run) -> dict[str, str]:
     return {name: value for name, value in env.items() if value}
 
 
+def trained_record(run: Run, config_sha256: str | None, pins: dict[str, str]) -> dict:
+    """What a launch trains, for the launcher's signed record outside the workspace (evidence.record_launch): the
+    config's sha256 as its gates judged it, the reward-code and verdict hashes passed to the trainer (`pins`:
+    verdict_env), and the verdict's decision and reviewer read from the bytes that hash names (else none). An
+    export's model card reports these, never the files as they are at export (issue 48 round 14)."""
+    verdict_sha, decision, reviewer = pins.get(VERDICT_SHA_ENV), None, None
+    try:
+        raw = run.verdict.read_bytes() if verdict_sha and run.verdict.is_file() else b""
+        value = json.loads(raw) if raw and hashlib.sha256(raw).hexdigest() == verdict_sha else None
+    except (OSError, ValueError):
+        value = None
+    if isinstance(value, dict):
+        decision = value.get("verdict") if isinstance(value.get("verdict"), str) else None
+        reviewer = value.get("reviewer") if isinstance(value.get("reviewer"), str) else None
+    return {"config_sha256": config_sha256, "reward_code_sha256": pins.get(REWARD_SHA_ENV),
+            "verdict_sha256": verdict_sha, "verdict": decision, "reviewer": reviewer}
+
+
 def verdict_shell_pins(run: Run) -> tuple[dict | None, dict | None]:
     """(training_python, loader_env): the training interpreter and the dynamic loader's environment the verdict was
     recorded under (its pins), each None without one; one read of verdict.json."""

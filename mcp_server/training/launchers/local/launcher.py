@@ -35,6 +35,7 @@ from mcp_server.training.launchers.base import (
     LaunchTarget,
     Start,
     history,
+    trained_record,
     verdict_env,
     verdict_shell_pins,
     with_python_check,
@@ -109,9 +110,11 @@ class LocalLauncher:
         python = plan.train_command[0]
         started_ts = time.time()
         launch_id = uuid.uuid4().hex
-        record_launch(run.dir, launch_id)  # outside the workspace: whose records count (evidence.record_launch)
+        pins = verdict_env(run)  # what the trainer checks against, and what this launch trains (trained_record)
+        record_launch(run.dir, launch_id, trained=trained_record(run, config_sha, pins))  # outside the workspace:
+        # whose records count, and what trained (evidence.record_launch)
         copy = launch_copy(run, written["script_text"], launch_id)
-        proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id, copy)
+        proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id, copy, pins)
         try:
             create_time = psutil.Process(proc.pid).create_time()
         except psutil.NoSuchProcess:
@@ -214,7 +217,7 @@ def launch_copy(run: Run, text: str, launch_id: str) -> Path:
 
 
 def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str,
-           copy: Path) -> tuple[subprocess.Popen, str | None]:
+           copy: Path, pins: dict[str, str]) -> tuple[subprocess.Popen, str | None]:
     """bash on the launch's copy of train/launch.sh (launch_copy) in a new session, in the run directory, its
     output appended to train/logs/stdout.log; returned once bash has exec'd, so the identity every later check
     verifies (pid, start time, command line, directory) is true."""
@@ -228,7 +231,6 @@ def _spawn(run: Run, python: str, resumed_from: str | None, launch_id: str,
         env = {**training_env(python), "PYTHONUNBUFFERED": "1"}
         # What the verdict reviewed (its reward code, its own bytes, its train.py): the training process refuses
         # anything else (inspection.trained, trainer.verified_script); an inherited value is never passed on.
-        pins = verdict_env(run)
         for name in (REWARD_SHA_ENV, VERDICT_SHA_ENV, SCRIPT_SHA_ENV, TRAINING_PATHS_ENV, LOADER_FILES_ENV):
             env.pop(name, None)
         env.update(pins)

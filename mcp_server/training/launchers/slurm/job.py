@@ -69,21 +69,23 @@ def preflight(script: str, sbatch: str = "sbatch") -> None:
         raise UserInputError(field, message)
 
 
-def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: dict, script: str) -> dict:
+def submit(run: Run, layout: SlurmLayout, node_plan: list[dict] | None, record: dict, script: str,
+           trained: dict | None = None) -> dict:
     """Submit `script`, the text the launch wrote to train/launch.slurm after its gates (sbatch reads it from
     stdin, never the workspace's file), as a launch of its own: its id recorded outside the workspace before sbatch
     (evidence.record_launch, as a local launch's before its process starts: issue 48, an earlier launch's records
     replayed into the run are not this one's), exported to the job (its trainer and exit record tag what they
     write with it), and the job id sbatch answers bound into that record; a record that cannot be bound cancels
     the job. Then the launch record (run.json) with the job and the submission (and, for a GPU job, the memory
-    plan per node: node_plan.node_table), written."""
+    plan per node: node_plan.node_table), written. `trained`: what the launch trains, kept in the signed record
+    (launchers.base.trained_record)."""
     run.logs.mkdir(parents=True, exist_ok=True)  # the job's --output goes there
     launch_id = uuid.uuid4().hex
-    record_launch(run.dir, launch_id)  # raises before anything is submitted
+    record_launch(run.dir, launch_id, trained=trained)  # raises before anything is submitted
     sbatch = layout.scheduler.get("sbatch") or "sbatch"  # the one resolved for this launch, recorded below
     job_id = scheduler.submit(script, env={LAUNCH_ID_ENV: launch_id}, sbatch=sbatch)
     try:
-        record_launch(run.dir, launch_id, job_id=job_id, job_comment=layout.comment)
+        record_launch(run.dir, launch_id, job_id=job_id, job_comment=layout.comment, trained=trained)
     except UserInputError:
         scheduler.cancel(job_id)
         raise

@@ -22,6 +22,7 @@ from mcp_server.training.launchers.base import (
     Start,
     history,
     mixed_precision,
+    trained_record,
     trainer_pythonpath,
     trl_accelerate_config,
     verdict_env,
@@ -140,7 +141,8 @@ class SlurmLauncher:
             "git_commit": start.commit, "strategy": plan.strategy, "num_processes": plan.num_processes,
             "num_nodes": plan.num_nodes, "accelerate_config": written.get("accelerate_config"),
             "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
-            "history": history(start.previous), "baselines": baseline_hashes()}, written["slurm_text"])
+            "history": history(start.previous), "baselines": baseline_hashes()}, written["slurm_text"],
+            trained=trained_record(run, config_sha, verdict_env(run)))
         return LaunchResult(
             launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command,
             config_sha256=config_sha, train_script_sha256=script_sha, git_commit=start.commit,
