@@ -30,6 +30,9 @@ review (`unkept_reward_code`): the trainer imports exactly the reviewed bytes.
 
 The files a reward opens by a path in its code are checked against the verdict's pins before the first step and
 at every open during a reward call (rewards.reads); not covered: a module a reward imports lazily, at call time.
+What no pin names (an environment variable, a file's size, a process's output, the clock) is checked by its effect:
+`reviewed_reward_funcs` replays the review with the functions it returns (inspection.replay: the reviewed samples
+scored again in this process; a score other than review.jsonl's exits, status 3, naming the reward).
 """
 
 from __future__ import annotations
