@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -163,15 +164,19 @@ def test_a_knob_changed_after_the_verdict_never_trains(workspace, monkeypatch, r
     from mcp_server.training.models import LaunchRequest
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    code = workspace / "rew13.py"
+    folder = workspace / "user-rewards"
+    folder.mkdir()
+    module = f"rew13_{route}"
     knob = workspace / "knob" if route != "env" else Path("R13_KNOB")
-    code.write_text(REWARD.format(knob=str(knob), body=ROUTES[route]))
-    monkeypatch.delitem(sys.modules, "rew13", raising=False)
+    (folder / f"{module}.py").write_text(REWARD.format(knob=str(knob), body=ROUTES[route]))
+    monkeypatch.syspath_prepend(str(folder))  # as tests/test_inspection_gate.py's reward_with_helper
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delitem(sys.modules, module, raising=False)
     _set(route, knob, 1, monkeypatch)
     data = workspace / "sums.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
                             for i in range(16)))
-    run_dir = emit_run("knob", dataset=str(data), base=TINY, rewards=[{"name": "rew13.knob_reward"}])
+    run_dir = emit_run("knob", dataset=str(data), base=TINY, rewards=[{"name": f"{module}.knob_reward"}])
     pass_inspection(run_dir, max_samples=None, reviewer="ana")
     _set(route, knob, 5, monkeypatch)
     assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
