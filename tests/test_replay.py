@@ -189,3 +189,11 @@ def test_a_knob_changed_after_the_verdict_never_trains(workspace, monkeypatch, r
     progress = run_dir / "train" / "logs" / "progress.jsonl"
     assert not progress.exists() or not progress.read_text().strip()
 
+
+def test_a_record_that_signs_no_review_has_nothing_to_replay(tmp_path, capsys):
+    """A verdict without the samples' and the review's hashes (the gate never opens for it, the point-of-use check
+    refuses it first): the replay says there is nothing to replay and scores nothing."""
+    from mcp_server.runs import Run
+
+    replay.replay_review(Run(tmp_path), [{"name": "format_reward"}], [], {"pins": {}})
+    assert "signs no review to replay" in capsys.readouterr().err

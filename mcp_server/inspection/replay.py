@@ -127,8 +127,10 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
     stderr saying what it cost; ScoresChanged (exit status 3) naming each reward that scores otherwise."""
     from mcp_server.rewards.spec import RewardSpec
 
-    if verdict is None:
-        print("llm-finetuning: no inspection verdict: no review to replay", file=sys.stderr, flush=True)
+    if verdict is None or not (verdict.get("samples_sha256") and verdict.get("review_sha256")):
+        # no verdict, or a record that signs no review (not a verdict the gate opens for, and one the point-of-use
+        # check refuses before this: its samples are not the ones it signed)
+        print("llm-finetuning: the inspection verdict signs no review to replay", file=sys.stderr, flush=True)
         return
     started = time.monotonic()
     all_samples, rows = reviewed(run, verdict, samples)
