@@ -141,4 +141,4 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
                 "on the completion and its row, then sample and inspect again, record a new verdict and launch again.")
     compared = "" if len(rows) == len(all_samples) else f" ({len(rows)} reviewed compared)"
     print(f"llm-finetuning: replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, "
-          f"same scores, {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+          f"same scores, {time.monotonic() - started:.2f} s", file=sys.stderr, flush=True)
