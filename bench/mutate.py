@@ -120,6 +120,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                       "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
                                       "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
     "mcp_server/worker_apart.py": ("tests/test_worker_apart.py",),
+    "mcp_server/inspection/replay.py": ("tests/test_replay.py",),  # the trainer's replay of the review (round 13)
     "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                            "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
                                            "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
@@ -426,7 +427,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a hub model's cached snapshot whose weights are overwritten in place after the verdict (same commit folder) "
       "keeps launch_training's gate open: the reviewed model is pinned by name and commit only"),
     M("m4-trainer-samples-not-rows", "gate", "mcp_server/inspection/trained.py",
-      "        differs += _samples_not_in(run, dataset, verdict, spec.agentic is not None)\n", "",
+      "        differs += _samples_not_in(dataset, verdict, spec.agentic is not None, samples)\n", "",
       "a verdict on samples that are not rows of the data that trains (hand-written samples.jsonl whose prompts "
       "or columns the data does not hold, hashed into a verdict) passes the trainer's point-of-use check"),
     M("m4-trainer-verdict-removed-trains", "gate", "mcp_server/inspection/trained.py",
@@ -1726,11 +1727,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       "refuses to train ('sitecustomize ... ran at this interpreter's start from outside its installation'), as does "
       "a module file of the installation that is a link"),
     M("m10-trainer-reward-calls-unwatched", "gate", "mcp_server/inspection/trained.py",
-      "    return reads.watch_all(funcs, watch), after",
-      "    return funcs, after",
+      "    funcs = reads.watch_all(funcs, watch)\n", "",
       "the trainer checks the files the rewards read only once before the first step, not at each reward call: a "
       "rubric rewritten after step 1, or a file no review read (a branch the samples never took) read at step 200, "
       "scores training with no refusal"),
+    M("m13-replay-rounds-away-a-change", "gate", "mcp_server/inspection/replay.py",
+      "    return round(now, 6) == stored or math.isclose(now, stored, rel_tol=1e-9, abs_tol=1e-12)",
+      "    return round(now) == round(stored) or math.isclose(now, stored, rel_tol=1e-9, abs_tol=1e-12)",
+      "the trainer's replay compares scores at whole numbers: a reward reviewed at 0.2 that scores 0.4 at launch "
+      "(an environment variable, a file's size changed since) trains with no refusal"),
     M("m10-trainer-ref-model-unchecked", "gate", "mcp_server/inspection/trained.py",
       '    models = [m for m in (getattr(trainer, "model", None), getattr(trainer, "ref_model", None)) '
       'if m is not None]',

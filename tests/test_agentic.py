@@ -275,6 +275,8 @@ def test_multi_turn_grpo_runs_through_every_gate(workspace, agentic_model, monke
         assert time.time() < deadline, status
         time.sleep(1)
     assert status.state == "succeeded", status.log_tail
+    # The trainer replayed the review on the trajectories (inspection.replay): stored samples, scored as any.
+    assert "replayed the review: 52 samples x 1 rewards, same scores" in (run.dir / "train/logs/stdout.log").read_text()
     logged = [json.loads(line) for line in run.progress.read_text().splitlines()]
     assert logged and all(line["tools/call_frequency"] > 0 for line in logged)
     assert_masked_tokens_are_the_tool_results(run, agentic_model)

@@ -51,6 +51,7 @@ def test_quick_demo_walks_every_phase_and_writes_every_artifact(workspace, tiny_
                 "export/model.safetensors", "export/README.md", "demo-summary.json"):
         assert (run / rel).is_file(), rel
     assert json.loads((run / "train/logs/outcome.json").read_text())["state"] == "succeeded"
+    assert "replayed the review: 64 samples x 2 rewards, same scores" in (run / "train/logs/stdout.log").read_text()
     # No recomputation in the backward on a 100k-parameter model (TRL's default turns it on), under the name the
     # installed transformers reads (activation_checkpointing in 5.25; config.GRPOView reads either name of the pair)
     written = yaml.safe_load((run / "train/config.yaml").read_text())

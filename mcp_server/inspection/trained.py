@@ -30,6 +30,9 @@ review (`unkept_reward_code`): the trainer imports exactly the reviewed bytes.
 
 The files a reward opens by a path in its code are checked against the verdict's pins before the first step and
 at every open during a reward call (rewards.reads); not covered: a module a reward imports lazily, at call time.
+What no pin names (an environment variable, a file's size, a process's output, the clock) is checked by its effect:
+`reviewed_reward_funcs` replays the review with the functions it returns (inspection.replay: the reviewed samples
+scored again in this process; a score other than review.jsonl's exits, status 3, naming the reward).
 """
 
 from __future__ import annotations
@@ -43,12 +46,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mcp_server.inspection import trainer_read
+from mcp_server.inspection import replay, trainer_read
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.rewards.source_only import install_source_only
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
-from mcp_server.userfiles import open_regular, package_switches
+from mcp_server.userfiles import package_switches
 from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
 
 REWARD_SHA_ENV = "LLM_FINETUNING_REWARD_CODE_SHA256"
@@ -130,15 +133,13 @@ def _canonical(value) -> str:
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 
-def _samples_not_in(run: Run, dataset, verdict: dict, agentic: bool) -> list[str]:
+def _samples_not_in(dataset, verdict: dict, agentic: bool, data: bytes | None) -> list[str]:
     """The reviewed samples whose prompt or columns are not their row of the data that trains (a sample written
-    by hand, or drawn from other data), or that are not the samples the verdict signed (read once: the bytes
-    hashed are the lines compared)."""
+    by hand, or drawn from other data), or that are not the samples the verdict signed (`data`: samples.jsonl's
+    bytes, read once: the bytes hashed are the lines compared; None: removed, not a regular file, unreadable)."""
     try:
-        with open_regular(run.samples) as handle:
-            data = handle.read()
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):  # removed, not a regular file or unreadable since the verdict: refused
+        text = data.decode("utf-8") if data is not None else ""
+    except UnicodeDecodeError:
         data, text = None, ""
     if data is None or hashlib.sha256(data).hexdigest() != verdict.get("samples_sha256"):
         return ["inspection/samples.jsonl is not the samples the verdict signed"]
@@ -192,9 +193,9 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
         print(f"llm-finetuning: refusing to train: {outside[0]}", file=sys.stderr, flush=True)
         raise InputsChanged(3)
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
-    data = _verdict_bytes(run)
-    if built:  # the reward-code check that follows in this build reads none of it again
-        trainer_read.hand_on(run, trainer_read.Checked(spec, data))
+    data, samples = _verdict_bytes(run), replay.read_bytes(run.samples)
+    if built:  # the reward-code check (and its replay) that follows in this build reads none of it again
+        trainer_read.hand_on(run, trainer_read.Checked(spec, data, samples))
     verdict = _verdict(run, bound=True, data=data)
     if sampling_now():
         return now
@@ -210,7 +211,7 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
         differs = [f"{key}: {_brief(now.get(key))} (reviewed: {_brief(expected.get(key))})"
                    for key in dict.fromkeys([*expected, *now]) if _canonical(now.get(key)) !=
                    _canonical(expected.get(key))]
-        differs += _samples_not_in(run, dataset, verdict, spec.agentic is not None)
+        differs += _samples_not_in(dataset, verdict, spec.agentic is not None, samples)
     differs += _foreign_resume(run, training_args)
     differs += _command_line_overrides(spec, script_args, training_args, model_args)
     if spec.agentic is not None and _canonical(agentic_pin(run, spec.agentic, config)) != \
@@ -398,6 +399,7 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     the ones this build's point-of-use check read (inspection.trainer_read), else read here once."""
     run = Run(Path(run_dir))
     checked = trainer_read.take(run)
+    samples = checked.samples if checked is not None else None
     if checked is not None and checked.spec.rewards is not None:
         rewards, data = checked.spec.rewards, checked.verdict
     else:
@@ -424,7 +426,9 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               "Put it back, or sample and inspect again and record a new verdict, then launch again.",
               file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)
-    return reads.watch_all(funcs, watch), after
+    funcs = reads.watch_all(funcs, watch)
+    replay.replay_review(run, rewards, funcs, verdict, samples)  # the review's scores, here and now (module doc)
+    return funcs, after
 
 
 def keep_reviewed_code(run: Run, rewards: list) -> list[str]:

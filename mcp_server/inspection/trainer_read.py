@@ -29,10 +29,12 @@ _PARSED: dict[int, tuple[weakref.ref, RunSpec]] = {}
 
 @dataclass(frozen=True)
 class Checked:
-    """What the point-of-use check read: the spec it judged and the verdict's bytes (None: no verdict)."""
+    """What the point-of-use check read: the spec it judged, the verdict's bytes (None: no verdict) and
+    samples.jsonl's (None: none; the replay scores them, inspection.replay)."""
 
     spec: RunSpec
     verdict: bytes | None
+    samples: bytes | None = None
 
 
 # run directory -> what its point-of-use check read, until the reward-code check of the same build takes it.

@@ -1,0 +1,199 @@
+"""Issue 48, round 13 (B1-B3): a reward whose score depends on an input no pin names (an environment variable, a
+file's size, a process's output) was reviewed at one value and trained at another. The trainer replays the review
+before its first step (inspection.replay): the reviewed samples scored by the rewards it trains with, in its own
+process and environment, compared with the scores the review recorded; any other score exits (status 3) naming
+the reward. Rows here: the replay called directly on constructed samples and functions (each route), the
+reward-code check (reviewed_reward_funcs, as train.py calls it) on a hand-made reviewed run, and real launches."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_server.inspection import replay
+from mcp_server.inspection.gate import check_inspection_gate, record_inspection_verdict
+from mcp_server.inspection.models import InspectRequest, VerdictRequest
+from mcp_server.inspection.review import inspect_rewards
+from mcp_server.inspection.trained import reviewed_reward_funcs
+from mcp_server.rewards.spec import RewardSpec
+from support import emit_run, hand_made_run, pass_inspection, wait_for
+
+# How the round-13 rewards read their knob (KNOB: the file, or the variable's name).
+ROUTES = {
+    "env": 'float(os.environ.get(KNOB, "1"))',
+    "stat": "float(os.path.getsize(KNOB))",
+    "subprocess": 'float(subprocess.check_output(["/bin/cat", KNOB]))',
+}
+REWARD = '''import os, subprocess
+KNOB = {knob!r}
+
+
+def knob_reward(completions, **kwargs):
+    v = {body}
+    return [v for c in completions]
+'''
+
+
+def _samples(n: int = 4) -> list[dict]:
+    return [{"id": i, "prompt_index": i // 2, "prompt": f"Q{i // 2}", "completion": f"A{i}", "columns": {"answer": "2"}}
+            for i in range(n)]
+
+
+def _rows(samples: list[dict], name: str, values: list) -> list[dict]:
+    return [{"id": s["id"], "scores": {name: v}} for s, v in zip(samples, values)]
+
+
+def _named(func, name: str):
+    func.__name__ = name
+    return func
+
+
+@pytest.mark.parametrize("route", ["env", "stat", "subprocess", "clock"])
+def test_the_replay_names_a_reward_whose_input_changed(route):
+    """Each route as a constructed function whose reads changed since the review: the knob is a value the function
+    closes over (no process, no file), the review's rows recorded 1."""
+    knob = {"value": 1.0}
+    func = _named(lambda completions, **kwargs: [knob["value"] * (1 + i % 2) for i in range(len(completions))],
+                  f"{route}_reward")
+    samples = _samples()
+    rows = _rows(samples, f"{route}_reward", [1.0, 2.0, 1.0, 2.0])
+    specs = [RewardSpec(name=f"m.{route}_reward")]
+    assert replay.replay([func], specs, samples, rows) == ([f"{route}_reward"], [])
+    knob["value"] = 5.0
+    names, differ = replay.replay([func], specs, samples, rows)
+    assert len(differ) == 1 and f"{route}_reward scores 4 of the 4 reviewed" in differ[0], differ
+    assert "sample 0: reviewed 1, now 5" in differ[0], differ
+
+
+def test_stored_scores_compare_as_the_review_stored_them():
+    """The review stores round(score, 6) and None for NaN: float noise passes, a change in the 6th decimal or a
+    NaN where a number was does not; a reviewed row whose sample is gone differs."""
+    assert replay.same(0.333333, 1 / 3) and replay.same(None, math.nan) and replay.same(1, 1.0)
+    assert replay.same(0.1 + 0.2, 0.30000000000000004) and replay.same(1e-300, 0.0)
+    assert not replay.same(0.333333, 0.333334) and not replay.same(1.0, math.nan) and not replay.same(None, 0.0)
+    assert not replay.same("1", 1.0) and not replay.same(True, 1.0)
+    samples = _samples(2)
+    lines = replay.differences(["r"], [[1.0, 1.0]], samples[:1], _rows(samples, "r", [1.0, 1.0]))
+    assert lines and "1 of the 2 reviewed" in lines[0] and "sample 1" in lines[0], lines
+
+
+def test_a_reward_that_raises_at_the_replay_refuses(capsys):
+    def broken(completions, **kwargs):
+        raise OSError("the knob is gone")
+
+    samples = _samples()
+    with pytest.raises(SystemExit) as refused:
+        replay.replay([broken], [RewardSpec(name="m.broken")], samples, _rows(samples, "broken", [1.0] * 4))
+    assert refused.value.code == 3
+    err = capsys.readouterr().err
+    assert "broken raised OSError" in err and "refusing to train" in err, err
+
+
+def _knob_run(workspace: Path, tiny_model, monkeypatch, route: str, tag: str) -> tuple[Path, Path]:
+    """A hand-made run whose reward reads its knob through `route`, inspected and passed at knob 1."""
+    folder = workspace / "code"
+    folder.mkdir()
+    knob = workspace / "knob" if route != "env" else Path(f"R13_KNOB_{tag}")
+    module = f"knobrew_{tag}_{abs(hash(str(workspace)))}"
+    (folder / f"{module}.py").write_text(REWARD.format(knob=str(knob), body=ROUTES[route]))
+    monkeypatch.syspath_prepend(str(folder))
+    _set(route, knob, 1, monkeypatch)
+    run_dir = hand_made_run(workspace, tiny_model, "knob", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
+                            rewards=[{"name": f"{module}.knob_reward"}])
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    return run_dir, knob
+
+
+def _set(route: str, knob: Path, value: int, monkeypatch) -> None:
+    if route == "env":
+        monkeypatch.setenv(str(knob), str(value))
+    elif route == "stat":
+        knob.write_bytes(b"x" * value)
+    else:
+        knob.write_text(f"{value}\n")
+
+
+@pytest.mark.parametrize("route", ["env", "stat"])
+def test_the_reward_code_check_replays_the_review(workspace, tiny_model, monkeypatch, capsys, route):
+    """reviewed_reward_funcs as train.py calls it: the same knob replays the same scores (one line says what it
+    cost); the knob changed after the verdict (the gate cannot see it) refuses, naming the reward."""
+    run_dir, knob = _knob_run(workspace, tiny_model, monkeypatch, route, route)
+    funcs, _ = reviewed_reward_funcs(run_dir)
+    assert len(funcs) == 1
+    assert "replayed the review: 52 samples x 1 rewards, same scores" in capsys.readouterr().err
+    _set(route, knob, 5, monkeypatch)
+    assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
+    with pytest.raises(SystemExit) as refused:
+        reviewed_reward_funcs(run_dir)
+    err = capsys.readouterr().err
+    assert refused.value.code == 3, err
+    assert "knob_reward scores 52 of the 52 reviewed samples" in err and "reviewed 1, now 5" in err, err
+    assert "an environment variable, a file's metadata, a process it starts" in err, err
+
+
+def test_the_replay_reads_the_review_the_verdict_signed(workspace, tiny_model, monkeypatch, capsys):
+    """review.jsonl's scores edited to match the knob's new value: not the rows review.json pins, refused."""
+    run_dir, knob = _knob_run(workspace, tiny_model, monkeypatch, "stat", "edited")
+    _set("stat", knob, 5, monkeypatch)
+    rows = run_dir / "inspection" / "review.jsonl"
+    rows.write_text(rows.read_text().replace('": 1.0}', '": 5.0}'))
+    with pytest.raises(SystemExit) as refused:
+        reviewed_reward_funcs(run_dir)
+    assert refused.value.code == 3
+    assert "inspection/review.jsonl is not the one the inspection verdict signed" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- real launches (round 13's B1-B3)
+TINY = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
+        "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_a_knob_changed_after_the_verdict_never_trains(workspace, monkeypatch, route):
+    """B1 (a variable set in the launching environment), B2 (the knob file's size), B3 (the output of a process
+    the reward starts): reviewed at 1, launched at 5. Before, the gate was open, the trainer did not refuse and
+    training ran at reward 5.0; now the trainer refuses before its first step, naming the reward."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    folder = workspace / "user-rewards"
+    folder.mkdir()
+    module = f"rew13_{route}"
+    knob = workspace / "knob" if route != "env" else Path("R13_KNOB")
+    (folder / f"{module}.py").write_text(REWARD.format(knob=str(knob), body=ROUTES[route]))
+    monkeypatch.syspath_prepend(str(folder))  # as tests/test_inspection_gate.py's reward_with_helper
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    _set(route, knob, 1, monkeypatch)
+    data = workspace / "sums.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(16)))
+    run_dir = emit_run("knob", dataset=str(data), base=TINY, rewards=[{"name": f"{module}.knob_reward"}])
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    _set(route, knob, 5, monkeypatch)
+    assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
+    result = launch_training(LaunchRequest(run=str(run_dir)))
+    assert result.launched, result.message
+    status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=600)
+    log = (run_dir / "train" / "logs" / "stdout.log").read_text()
+    assert status.state == "failed" and "refusing to train" in log, (status.state, log[-3000:])
+    assert "the reward knob_reward scores 52 of the 52 reviewed samples" in log and "now 5" in log, log[-3000:]
+    progress = run_dir / "train" / "logs" / "progress.jsonl"
+    assert not progress.exists() or not progress.read_text().strip()
+
+
+def test_a_record_that_signs_no_review_has_nothing_to_replay(tmp_path, capsys):
+    """A verdict without the samples' and the review's hashes (the gate never opens for it, the point-of-use check
+    refuses it first): the replay says there is nothing to replay and scores nothing."""
+    from mcp_server.runs import Run
+
+    replay.replay_review(Run(tmp_path), [{"name": "format_reward"}], [], {"pins": {}})
+    assert "signs no review to replay" in capsys.readouterr().err
