@@ -18,7 +18,7 @@ from mcp_server.evaluation.evaluate import (
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, PromoteRequest
 from mcp_server.evidence import valid
 from mcp_server.inspection.pins import config_model_pin, model_content
-from mcp_server.model_ref import known_name, resolve_model
+from mcp_server.model_ref import known_name
 from mcp_server.reporting import Report
 from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec, read_reward_specs
@@ -29,15 +29,6 @@ from mcp_server.workspace import eval_root, sha256_file
 
 
 PROMOTION = "promotion.json"
-
-
-class StaleBaseline(UserInputError):
-    """A baseline whose graders' code, or a file they read, changed since it was measured (_baselines, same_inputs):
-    promote_checkpoint refuses it; stale_baseline_warning says it at the launch. `why`: what changed, in words."""
-
-    def __init__(self, why: str, way: str, goldens=None):
-        self.why, self.goldens = why, goldens
-        super().__init__("baseline", why + way)
 
 
 def promotion_signed(promotion) -> bool:
@@ -235,44 +226,20 @@ def _baselines(model: str, goldens: str | None, run_graders: list[RewardSpec] | 
     if changed and len(changed) == len(found):
         path, baseline = changed[0]
         same_inputs(path, baseline, reads.now(baseline.get("graders_reads")))
-        raise StaleBaseline(f"the graders' code changed since {path.name} was measured (its graders: "
-                            f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])})",
-                            ": put it back, or evaluate the base model again (evaluate_model files a baseline for "
-                            "the new code beside this one)", baseline.get("goldens"))
+        raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
+                             f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}): put it "
+                             "back, or evaluate the base model again (evaluate_model files a baseline for the new "
+                             "code beside this one)")
     return [item for item in found if item not in changed], skipped, other
-
-
-def stale_baseline_warning(run: Run, config: dict) -> str | None:
-    """promote_checkpoint's refusal of the run's baseline as stale (its graders' code or inputs changed since it was
-    measured: _baselines' own check), said as a warning with the command to measure it again, before the training
-    it would judge (issue 49: a reward fixed during review was found stale only at promotion, after training);
-    None when no baseline is stale or none is there yet (the promotion measures one then)."""
-    base = str(config.get("model_name_or_path") or "")
-    if not base:
-        return None
-    try:
-        key = str(resolve_model(base)) if base != "tiny" else "tiny"
-        _baselines(key, None, _run_graders(run), model_content(reviewed_base_pin(run, config)[0]))
-    except StaleBaseline as exc:
-        name = known_name(base)[0]
-        return (f"{exc.why}: "
-                "promote_checkpoint will refuse that baseline after training. Measure the base model again now "
-                f"(llm-finetuning evaluate-model {name} --goldens {exc.goldens or 'GOLDENS'} --graders "
-                f"@{run.rewards} --run {run.dir}) "
-                "or put the graders back")
-    except (UserInputError, OSError, ValueError):  # the promotion says those, with its goldens
-        return None
-    return None
 
 
 def same_inputs(path: Path, baseline: dict, read: dict) -> None:
     """Refuse when the graders read other content than when `baseline` was measured (rewards.reads; older: not)."""
     moved = reads.unlike(baseline["graders_reads"], read) if isinstance(baseline.get("graders_reads"), dict) else []
     if moved:
-        raise StaleBaseline(f"a file the graders read is not what they read when {path.name} was measured: "
-                            f"{'; '.join(moved[:3])}", ". Put it back, or evaluate the base model again "
-                            "(evaluate_model files a baseline for what the graders read now beside this one)",
-                            baseline.get("goldens"))
+        raise UserInputError("baseline", f"a file the graders read is not what they read when {path.name} was "
+                             f"measured: {'; '.join(moved[:3])}. Put it back, or evaluate the base model again "
+                             "(evaluate_model files a baseline for what the graders read now beside this one)")
 
 
 def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:

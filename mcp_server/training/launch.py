@@ -158,19 +158,7 @@ def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> Launch
         return stop
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
-    stale = stale_baseline(run, config)
-    if stale:  # said, not refused: the baseline is measured again while the run trains (issue 49)
-        report(0, None, f"warning: {stale}")
-    result = _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
-    return result.model_copy(update={"message": f"{result.message}; warning: {stale}"}) if stale else result
-
-
-def stale_baseline(run: Run, config: dict) -> str | None:
-    """The promotion's refusal of a baseline measured under other graders' code, said at the launch (issue 49: the
-    reward fixed during review made the baseline stale, found only at promote_checkpoint after training)."""
-    from mcp_server.evaluation.baseline_choice import stale_baseline_warning  # the evaluation side, imported late
-
-    return stale_baseline_warning(run, config)
+    return _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:
