@@ -27,12 +27,14 @@ every mutation by the area's files, as the lane did before the map.
 A mutation whose text is no longer found exactly once (the code moved) fails the lane before any test runs (exit
 2): update or drop it, never let it silently skip. The unmutated tests run first (the coverage run; a slow-only
 area's files; with `--by-area`, each area's files); a test that fails there and would judge a chosen mutation
-cannot judge it (exit 2). A mutation is caught when its tests fail (or time out); it survives when they pass; a
-pytest that gives no verdict (killed by a signal, a node id not found) is an error to rerun, neither: not caught,
-and the summary line says how many errors (and how many were kills) the share counts as not caught. A kill is no
-catch even where the unmutated tests passed: the OOM killer answers the machine's load as well as the mutation, so
-a row that could read without end under a mutation bounds itself (test_run_files' address-space limit). Exit 0
-whatever the caught share: the share is the result.
+cannot judge it (exit 2). A mutation is caught when its tests fail (or time out); it survives when they pass. A
+mutation that removes node ids among its judges (rows a test generates from the tuple it mutates: pytest exit 4,
+"not found") is judged by the whole files of the missing node ids instead, so it gets a verdict. A pytest that
+gives no verdict (killed by a signal) is an error to rerun, neither: not caught, and the summary line says how
+many errors (and how many were kills) the share counts as not caught. A kill is no catch even where the unmutated
+tests passed: the OOM killer answers the machine's load as well as the mutation, so a row that could read without
+end under a mutation bounds itself (test_run_files' address-space limit). Exit 0 whatever the caught share: the
+share is the result.
 """
 
 from __future__ import annotations
@@ -80,10 +82,12 @@ AREAS: dict[str, Area] = {a.name: a for a in (
                                       "tests/test_memory_params.py", "tests/test_memory_search.py")),
     Area("promotion", "promotion and evaluation", ("tests/test_evaluation.py",)),
     Area("diagnosis", "diagnosis", ("tests/test_diagnose.py", "tests/test_diagnose_cases.py",
-                                    "tests/test_diagnosis_logs.py", "tests/test_bad_input.py")),
+                                    "tests/test_diagnosis_logs.py", "tests/test_bad_input.py",
+                                    "tests/test_diagnosis_input_tables.py")),
     Area("runs", "runs and launchers", ("tests/test_launchers.py", "tests/test_run_keeping.py",
                                         "tests/test_run_safety.py", "tests/test_run_doors.py",
-                                        "tests/test_run_states.py", "tests/test_run_forgery.py")),
+                                        "tests/test_run_states.py", "tests/test_run_forgery.py",
+                                        "tests/test_run_tampering.py")),
     Area("gate", "inspection gate and pins", ("tests/test_inspection_gate.py", "tests/test_gate_point_of_use.py",
                                               "tests/test_inspection.py", "tests/test_config_view.py",
                                               "tests/test_gate_table.py", "tests/test_loaded_weights.py",
@@ -103,9 +107,10 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mcp_server/memory/planner.py": ("tests/test_memory_planner.py", "tests/test_memory_search.py",
                                      "tests/test_memory_exact.py"),
     "mcp_server/diagnosis/metrics.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
-                                        "tests/test_diagnose_cases.py", "tests/test_bad_input.py"),
+                                        "tests/test_diagnose_cases.py", "tests/test_bad_input.py",
+                                        "tests/test_diagnosis_input_tables.py"),
     "mcp_server/diagnosis/context.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
-                                        "tests/test_diagnose_cases.py"),
+                                        "tests/test_diagnose_cases.py", "tests/test_diagnosis_input_tables.py"),
     "mcp_server/diagnosis/signal.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
                                        "tests/test_diagnose_cases.py"),
     # the m10 tables (issue 48): the stop's window and outcome, the entropy patch rule, as generated rows
@@ -699,8 +704,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       'rows = {s: r for s, r in rows.items() if s <= row["step"]}',
       "a resume keeps the earlier attempt's values at the step it resumed from"),
     M('x5-diagnosis-duplicate-first-wins', 'diagnosis', 'mcp_server/diagnosis/metrics.py',
-      '{**rows.get(row["step"], {}), **{k: v for k, v in row.items() if v is not None}}',
-      '{**{k: v for k, v in row.items() if v is not None}, **rows.get(row["step"], {})}',
+      '{**row, **earlier, **{k: v for k, v in row.items() if v is not None}}',  # re-anchored (kill11b)
+      '{**row, **{k: v for k, v in row.items() if v is not None}, **earlier}',
       'a step logged twice keeps its first values: a NaN re-logged finite is still a finding'),
     M('x5-diagnosis-empty-run-healthy', 'diagnosis', 'mcp_server/diagnosis/metrics.py',
       'load_metrics(metrics_path, allow_empty=(path.is_dir() or home is not None) and has_log)',
@@ -1032,8 +1037,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "TRL's null total reward (every reward function returned None) is read as not logged: the run's lost "
       "reward is missed"),
     M("k6-diagnosis-relogged-null-overwrites", "diagnosis", "mcp_server/diagnosis/metrics.py",
-      "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **{k: v for k, v in row.items() if v is not None}}",
-      "rows[row[\"step\"]] = {**rows.get(row[\"step\"], {}), **row}",
+      "rows[row[\"step\"]] = {**row, **earlier, **{k: v for k, v in row.items() if v is not None}}",
+      "rows[row[\"step\"]] = {**earlier, **row}",  # re-anchored (kill11b): the merge keeps a logged null
       "a step logged again without a metric (null) loses the value first logged: trends and findings miss "
       "it"),
     M("k6-diagnosis-workspace-path-unresolved", "diagnosis", "mcp_server/diagnosis/metrics.py",
@@ -1970,8 +1975,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "`ln ~/.bashrc train/logs/stdout.log` (two names of one file) passes the logs gate: the launched or resumed "
       "training appends its whole output to ~/.bashrc; only a file with three or more names is refused"),
     M("m11-runs-cache-link-unrefused", "runs", "mcp_server/training/launch_gates.py",
-      "    links = [p for p in (run.train, run.logs, run.cache) if p.is_symlink()]",
-      "    links = [p for p in (run.train, run.logs) if p.is_symlink()]",
+      'LINKS_REFUSED = ("train", "logs", "cache")',  # re-anchored: the tuple became this declaration (kill11b)
+      'LINKS_REFUSED = ("train", "logs")',
       "<run>/cache as a link to a folder outside the workspace (planted in a stopped run, or unpacked with it) passes "
       "the logs gate: launch.sh points the datasets and matplotlib caches there, and training writes the rows' arrow "
       "copy outside the workspace, over what that folder holds"),
@@ -2224,6 +2229,13 @@ def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] |
                               timeout=timeout_s, start_new_session=True)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - start
+    if done.returncode == 4 and (files := whole_files(tree, tests or (), done.stdout + done.stderr)):
+        # node ids the mutation removed (rows a test generates from what it mutates): their whole files judge it
+        try:
+            done = subprocess.run(pytest_command(area, files, marker), cwd=tree, env=env, capture_output=True,
+                                  timeout=max(1.0, timeout_s - (time.monotonic() - start)), start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return "timeout", time.monotonic() - start
     # pytest: 0 passed, 1 tests failed, 2 interrupted (a collection error), 4 a node id not found, 5 nothing ran;
     # below 0: killed by a signal (a crash, the OOM killer), not a verdict on the mutation: rerun it
     outcome = "pass" if done.returncode == 0 else "fail"
@@ -2232,6 +2244,20 @@ def run_tests(tree: Path, area: Area, timeout_s: float, tests: tuple[str, ...] |
     elif done.returncode not in (0, 1, 2):
         outcome = f"error (pytest exit {done.returncode})"
     return outcome, time.monotonic() - start
+
+
+def whole_files(tree: Path, tests: tuple[str, ...], output: bytes) -> tuple[str, ...]:
+    """`tests` with each node id pytest did not find (its "not found: <file>::<name>" lines in `output`) replaced
+    by its whole file, and every other node id of that file dropped (the file runs them); () when none is missing
+    or the missing ones name no file of `tests`."""
+    said = output.decode(errors="replace").splitlines()
+    named = {line.split("not found: ", 1)[1].split("::", 1)[0] for line in said if "not found: " in line}
+    gone = {os.path.relpath(name, tree) if os.path.isabs(name) else name for name in named}
+    gone &= {test.split("::", 1)[0] for test in tests if "::" in test}
+    if not gone:
+        return ()
+    kept = [test for test in tests if test.split("::", 1)[0] not in gone]
+    return tuple(kept + sorted(gone - set(kept)))
 
 
 def caught(outcome: str) -> bool:

@@ -163,3 +163,34 @@ def test_a_pytest_killed_by_a_signal_is_an_error_not_a_catch(lane, tmp_path):
     area = lane.Area("rules", "rules", ("tests/test_killed.py",))
     outcome, _ = lane.run_tests(root, area, 120)
     assert outcome == "error (killed by signal 9)" and not lane.caught(outcome)
+
+
+@pytest.mark.parametrize("said, tests, files", [
+    # a node id the mutation removed (a row generated from the tuple it edits): its whole file, the file's other
+    # node ids dropped (the file runs them), the other files' ids kept
+    ("ERROR: not found: {root}/tests/test_a.py::test_row\n(no match in any of [<Module test_a.py>])\n",
+     ("tests/test_a.py::test_row[3]", "tests/test_a.py::test_other", "tests/test_b.py::t"),
+     ("tests/test_b.py::t", "tests/test_a.py")),
+    ("ERROR: not found: tests/test_a.py::test_row[3]\n", ("tests/test_a.py::test_row[3]", "tests/test_c.py"),
+     ("tests/test_c.py", "tests/test_a.py")),
+    # nothing said missing, or a file none of the node ids is of: no rerun (the error stands)
+    ("no tests ran\n", ("tests/test_a.py::test_row[3]",), ()),
+    ("ERROR: not found: {root}/tests/test_z.py::t\n", ("tests/test_a.py::test_row[3]",), ()),
+])
+def test_node_ids_a_mutation_removed_are_judged_by_their_whole_files(lane, tmp_path, said, tests, files):
+    assert lane.whole_files(tmp_path, tests, said.format(root=tmp_path).encode()) == files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("declared, outcome", [("(1, 2, 3)", "fail"), ("(1, 2)", "pass")])
+def test_a_mutation_that_removes_its_judges_rows_gets_a_verdict(lane, tmp_path, declared, outcome):
+    """A mutation that drops a row of the tuple a test parametrizes over (ROWS = (1, 2)) made pytest exit 4 on the
+    row's node id: an error, no verdict. Judged by that file whole: caught where another of its tests fails."""
+    root = tmp_path / "tree"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_rows.py").write_text(
+        f"import pytest\n\nROWS = (1, 2)\n\n\n@pytest.mark.parametrize('row', ROWS)\ndef test_row(row):\n"
+        f"    assert row\n\n\ndef test_declared():\n    assert ROWS == {declared}\n")
+    area = lane.Area("rules", "rules", ("tests/test_rows.py",))
+    found, _ = lane.run_tests(root, area, 120, ("tests/test_rows.py::test_row[3]", "tests/test_rows.py::test_row[1]"))
+    assert found == outcome, found

@@ -27,7 +27,6 @@ from conftest import cli_here, run_cli_json
 from support import (append_signed, dead_pid, emit_run, hand_run, module_workspace, pass_inspection, write_exit,
                      write_signed)
 
-pytestmark = pytest.mark.slow  # every test here starts a process or trains (the lanes: conftest.py)
 
 # launch_training's launcher, and a person's `bash train/launch.sh`
 from mcp_server.training.processes import LAUNCHER, is_launcher  # noqa: E402
@@ -89,6 +88,7 @@ def tree(path: Path) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # it starts a process or trains (the lanes: conftest.py)
 def test_a_patch_never_moves_output_dir_into_another_run(ws):
     """resume-training R --patch '{"output_dir": "../OTHER/checkpoints"}' wrote checkpoints into another run and
     overwrote its promoted, exported model: the other-run check ran on the unpatched config."""
@@ -107,6 +107,7 @@ def test_a_patch_never_moves_output_dir_into_another_run(ws):
     assert tree(other) == before and (run_dir / "train" / "config.yaml").read_bytes() == config
 
 
+@pytest.mark.slow  # it starts a process or trains (the lanes: conftest.py)
 def test_links_planted_in_the_logs_of_a_stopped_run_are_refused_never_followed(ws, tmp_path):
     """Links in train/logs/ of a stopped run were followed on resume: .exit-code.tmp -> an outside file truncated it
     to "0"; progress.jsonl and stdout.log -> outside files got the training output appended; <run>/cache a link
@@ -147,6 +148,7 @@ def test_links_planted_in_the_logs_of_a_stopped_run_are_refused_never_followed(w
     assert "cache ->" in out["refusals"][0]["message"] and not any((tmp_path / "outside-cache").iterdir())
 
 
+@pytest.mark.slow  # it starts a process or trains (the lanes: conftest.py)
 def test_a_half_written_checkpoint_is_never_resumed_and_checkpoints_go_by_step(ws):
     """Resume picked a half-written checkpoint (only trainer_state.json) and failed; checkpoints sorted by name
     put checkpoint-9 after checkpoint-10 (mutation audit)."""
@@ -169,6 +171,7 @@ def test_a_half_written_checkpoint_is_never_resumed_and_checkpoints_go_by_step(w
     assert proc.returncode == 1 and "(latest checkpoint checkpoint-10)" in out["refusals"][0]["message"], out
 
 
+@pytest.mark.slow  # it starts a process or trains (the lanes: conftest.py)
 def test_a_clock_stepped_back_leaves_a_succeeded_run_succeeded(workspace):
     """A clock step backwards after the launch made a run that succeeded read "failed": its outcome looked older
     than its launch."""
@@ -200,6 +203,7 @@ def mark_carrier(run_dir: Path, **options) -> subprocess.Popen:
     return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True, **options)
 
 
+@pytest.mark.slow  # it starts a process or trains (the lanes: conftest.py)
 def test_stop_never_signals_a_process_that_only_carries_the_runs_mark(workspace):
     """stop-training killed a foreign process (another uid, its own session) because its environment carried
     LLM_FINETUNING_RUN_DIR; a mark matched by prefix (mutation audit) made stopping `demo` signal `demo-2`."""
@@ -226,6 +230,7 @@ def test_stop_never_signals_a_process_that_only_carries_the_runs_mark(workspace)
             carrier.wait()
 
 
+@pytest.mark.slow  # it starts a process or trains (the lanes: conftest.py)
 def test_a_run_named_with_a_newline_is_never_run_or_printed_raw(workspace, tiny_model):
     """A run directory named $'evil\\ntouch PWNED\\n' got its second line executed by train/launch.sh (the name was
     written raw into a comment line); launch and status printed the name raw (a forged line)."""
@@ -251,6 +256,7 @@ def test_a_run_named_with_a_newline_is_never_run_or_printed_raw(workspace, tiny_
                                              for line in out.stdout.splitlines()), out.stdout
 
 
+@pytest.mark.slow  # it starts a process or trains (the lanes: conftest.py)
 def test_launch_sh_never_writes_the_exit_code_through_a_link(tmp_path):
     """.exit-code.tmp planted as a link to an outside file: train/launch.sh truncated that file to the exit code.
     The script as the launcher renders it, run by bash, with a training command that fails at once."""
@@ -308,3 +314,91 @@ def test_a_config_env_block_cannot_switch_the_trainers_checks(workspace, tiny_mo
         assert not sampling_now()
     finally:
         os.environ.pop("LLM_FINETUNING_SAMPLING", None)
+
+
+# ---------------------------------------------------------------- the launch gate's links, as a table (issue 48, m11)
+# m11-runs-cache-link-unrefused: <run>/cache as a link outside the workspace passed the launch gate. Rows: every
+# folder the gate refuses as a link (launch_gates.LINKS_REFUSED) and every folder of the run train/launch.sh
+# writes into (so a folder dropped from the declaration keeps its rows and fails them), every entry of the folders
+# whose entries it refuses (ENTRIES_REFUSED: each file Run names under train/logs/, each cache launch.sh points
+# into cache/) x where the link leads: inside the workspace, outside it, nowhere (dangling), a link to a link
+# outside. Each is refused by the logs gate naming the link, before anything starts (no process: fast).
+TARGETS = ("inside-workspace", "outside-workspace", "dangling", "link-to-link")
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    return path.relative_to(run_dir).as_posix()
+
+
+def launch_sh_writes() -> tuple[set[str], set[str]]:
+    """(the run's folders train/launch.sh writes into, the entries it makes in them), relative to the run: its
+    logs folder and the library caches it points into the run, as its header says."""
+    import re
+
+    from mcp_server.training.launchers.local.shell import HEADER
+
+    cached = re.findall(r"\$PWD/([\w.-]+)/([\w.-]+)", HEADER)
+    return {folder for folder, _ in cached} | set(re.findall(r"\bLOGS=([\w./-]+)", HEADER)), {
+        f"{folder}/{entry}" for folder, entry in cached}
+
+
+def _link_rows() -> list[tuple[str, str]]:
+    """(relative path, 'folder' | 'file') of every link the launch gate must refuse."""
+    from mcp_server.runs import Run
+    from mcp_server.training.launch_gates import ENTRIES_REFUSED, LINKS_REFUSED
+
+    run = Run(Path("/r"))
+    folders, entries = launch_sh_writes()
+    folders |= {_relative(getattr(run, name), run.dir) for name in LINKS_REFUSED}
+    within = {_relative(getattr(run, name), run.dir) for name in ENTRIES_REFUSED}
+    named = [getattr(run, name) for name, attr in vars(Run).items() if isinstance(attr, property)]
+    files = {_relative(path, run.dir) for path in named if isinstance(path, Path) and path.parent != run.dir
+             and _relative(path.parent, run.dir) in within}  # the run's files in them (train/logs/progress.jsonl)
+    return sorted({(f, "folder") for f in folders} | {(f, "file") for f in files}
+                  | {(e, "folder") for e in entries if e.rsplit("/", 1)[0] in within})
+
+
+LINK_ROWS = _link_rows()
+
+
+def test_every_folder_launch_sh_writes_into_is_refused_as_a_link():
+    """The declaration of what the gate refuses holds every folder train/launch.sh writes into."""
+    from mcp_server.runs import Run
+    from mcp_server.training.launch_gates import LINKS_REFUSED
+
+    run = Run(Path("/r"))
+    declared = {_relative(getattr(run, name), run.dir) for name in LINKS_REFUSED}
+    assert launch_sh_writes()[0] <= declared, (launch_sh_writes()[0], declared)
+    assert {"cache", "train/logs"} <= {path for path, kind in LINK_ROWS if kind == "folder"}, LINK_ROWS
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("path, kind", LINK_ROWS, ids=[f"{p}" for p, _ in LINK_ROWS])
+def test_the_launch_gate_refuses_every_link_where_training_writes(workspace, tmp_path, path, kind, target):
+    from mcp_server.runs import Run
+    from mcp_server.training.launch_gates import link_refusals
+
+    run_dir = workspace / "runs" / "r"
+    for folder in ("train/logs", "cache"):
+        (run_dir / folder).mkdir(parents=True)
+    assert link_refusals(Run(run_dir)) == []  # the run as launch_training leaves it: nothing to refuse
+    name = path.rsplit("/", 1)[-1]
+    real = {"inside-workspace": workspace / "runs" / "other" / name, "outside-workspace": tmp_path / "outside" / name,
+            "dangling": None, "link-to-link": tmp_path / "outside" / f"real-{name}"}[target]
+    if real is not None:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        real.mkdir() if kind == "folder" else real.write_text("precious\n")
+    leads = real or tmp_path / "nothing" / name
+    if target == "link-to-link":
+        hop = tmp_path / "outside" / f"hop-{name}"
+        hop.symlink_to(real)
+        leads = hop
+    planted = run_dir / path
+    if planted.is_dir():
+        shutil.rmtree(planted)
+    planted.unlink(missing_ok=True)
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.symlink_to(leads)
+    refusals = link_refusals(Run(run_dir))
+    assert [r.gate for r in refusals] == ["logs"], refusals
+    assert f"{path} -> {leads}" in refusals[0].message, refusals[0].message

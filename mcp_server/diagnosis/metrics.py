@@ -169,6 +169,8 @@ def normalize_row(raw: dict, index: int, strict: bool = False) -> dict | None:
             raise UserInputError("source", f"row {index + 1}: metric '{name}' is a {problem}; a logged metric is a "
                                            "number (NaN and Infinity allowed) or null")
         number = to_number(value)
+        if number is None and value is not None:
+            continue  # no number and no null (the line's mac, an export's empty cell): no metric logged here
         if value is None and (name.startswith("rewards/") and name.endswith("/mean")
                               or name in ("reward", "reward_std") and logs_rewards):
             # TRL (GRPOTrainer.log) logs a metric whose every value in the window was NaN as null: a reward that
@@ -201,7 +203,10 @@ def rows_from_records(records: list, path: Path, restarts: bool = False) -> list
             if restarts and last is not None and row["step"] < last:
                 rows = {s: r for s, r in rows.items() if s < row["step"]}
             last = row["step"]
-            rows[row["step"]] = {**rows.get(row["step"], {}), **{k: v for k, v in row.items() if v is not None}}
+            # a later value wins; a metric logged null is kept as logged (the live guard's rows keep it: a reward
+            # null at every step is a lost signal) unless the step gave it a value
+            earlier = rows.get(row["step"], {})
+            rows[row["step"]] = {**row, **earlier, **{k: v for k, v in row.items() if v is not None}}
     return [rows[s] for s in sorted(rows)]
 
 

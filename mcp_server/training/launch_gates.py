@@ -133,13 +133,19 @@ def workspace_refusals() -> list[GateRefusal]:
     return refusals
 
 
+# What link_refusals refuses as a symbolic link (Run's names of them): the folders training writes through, and
+# those whose every entry is refused as a link too (launch.sh points the datasets and matplotlib caches at cache/).
+LINKS_REFUSED = ("train", "logs", "cache")
+ENTRIES_REFUSED = ("logs", "cache")
+
+
 def link_refusals(run: Run) -> list[GateRefusal]:
     """Symbolic links where the training writes (train/, train/logs/, cache/ or an entry in either): the logs, the
     exit code, the progress and the datasets' arrow copy would be written through them, into whatever file they
     point at (planted in a stopped run, or unpacked with it). Refused, never followed: the writers open without
     following links as well."""
-    links = [p for p in (run.train, run.logs, run.cache) if p.is_symlink()]
-    for folder in (run.logs, run.cache):  # the cache: launch.sh points the datasets and matplotlib caches there
+    links = [p for p in (getattr(run, name) for name in LINKS_REFUSED) if p.is_symlink()]
+    for folder in (getattr(run, name) for name in ENTRIES_REFUSED):
         if folder.is_dir() and not folder.is_symlink() and not run.train.is_symlink():
             links += sorted(p for p in folder.iterdir() if p.is_symlink())
     shared = shared_logs(run) if not links else []

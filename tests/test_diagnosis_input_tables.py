@@ -1,0 +1,181 @@
+"""What diagnosis reads, as tables generated from the comparisons it reads through (issue 48, the m11 audit's
+diagnosis survivors): a step logged twice in a row, the grad-norm spike's running level, a metric logged null.
+
+Each table's rows come from the rule's own declaration (values.METRIC_NAMES and METRIC_PREFIXES: the metrics
+diagnosis reads; context.SPIKE_FACTOR and SPIKE_FLOOR: the spike's thresholds), each row asserting what the
+reader or the rule must give; inputs are constructed (a run's signed progress log, an export), nothing trains.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mcp_server.diagnosis.context import SPIKE_FACTOR, SPIKE_FLOOR, Ctx
+from mcp_server.diagnosis.diagnose import diagnose_run
+from mcp_server.diagnosis.metrics import LoadedRun, load_run, normalize_row
+from mcp_server.diagnosis.models import DiagnoseRequest
+from mcp_server.diagnosis.values import METRIC_NAMES, METRIC_PREFIXES
+from support import write_signed_lines
+
+NAN, INF = math.nan, math.inf
+CONFIG = {"model_name_or_path": "tiny", "learning_rate": 1e-6, "beta": 0.04, "num_generations": 4,
+          "per_device_train_batch_size": 8, "max_completion_length": 24, "use_cpu": True,
+          "output_dir": "checkpoints"}
+# Every metric diagnosis reads: its names, and one metric of each family it reads by prefix (under the name the
+# reader gives it: TRL < 0.17's rewards/<func> reads as rewards/<func>/mean).
+READ = sorted(METRIC_NAMES) + [prefix + ("probe/mean" if prefix == "rewards/" else "probe")
+                               for prefix in METRIC_PREFIXES]
+FUNCTIONS = {"rewards/format_reward/mean": 0.9, "rewards/format_reward/std": 0.2}  # per-function reward columns
+
+
+def base(step: int, functions: bool = True) -> dict:
+    """One logged step of a healthy run (TRL's names), with or without the per-function reward columns."""
+    row = {"step": step, "loss": 0.05, "grad_norm": 0.5, "learning_rate": 1e-6, "reward": 0.5 + 0.01 * step,
+           "reward_std": 0.3, "frac_reward_zero_std": 0.1, "kl": 0.01, "entropy": 0.8,
+           "completions/mean_length": 20.0, "num_tokens": 1000.0 * step}
+    return {**row, **(FUNCTIONS if functions else {})}
+
+
+def reading(row: dict, name: str):
+    """What a reader holds for `name` in one row: 'absent', 'null' (logged, no number), 'nan', or the number."""
+    if name not in row:
+        return "absent"
+    value = row[name]
+    return "null" if value is None else "nan" if isinstance(value, float) and math.isnan(value) else value
+
+
+def run_with(root: Path, rows: list[dict], tail: list[dict] | None = None) -> Path:
+    """A run directory whose train/logs/progress.jsonl holds `rows` signed as its trainer writes them."""
+    run = root / "runs" / "r"
+    (run / "train" / "logs").mkdir(parents=True)
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    write_signed_lines(run / "train" / "logs" / "progress.jsonl", rows + (tail or []))
+    return run
+
+
+# ---------------------------------------------------------------- one step written twice in a row
+# m11-diagnosis-same-step-drops-first-line: rows_from_records reads a step lower than the one before in a run's own
+# progress log as a resume starting over there; a step equal to the one before (its metrics over two lines, not a
+# resume) is one step whose lines merge: what only the first line holds stays, a value on both is the later one.
+PLACES = {  # where the metric is: (its value on the first line, on the second; None: not on that line)
+    "first-only": (0.25, None), "second-only": (None, 0.75), "both": (0.25, 0.75),
+    "both-nan-first": (NAN, 0.75), "both-nan-second": (0.25, NAN)}
+SOURCES = ("own-log", "export", "resumed")
+
+
+def twice(place: str, name: str, source: str, root: Path) -> tuple[Path, dict]:
+    """(the source, the row step 3 must read as): steps 1-4 logged, step 3 over two lines in a row (the first with
+    `name`, loss and num_tokens, the second with `name` and grad_norm, per `place`); `resumed`: an earlier attempt
+    logged 1-4 (step 3 with entropy only it has), then the resume from checkpoint-2 logs 3 twice and 4."""
+    first, second = PLACES[place]
+    one = {"step": 3, "loss": 0.03, "num_tokens": 3000.0, **({name: first} if first is not None else {})}
+    two = {"step": 3, "grad_norm": 0.3, **({name: second} if second is not None else {})}
+    steps = [{"step": s, "reward": 0.5, "grad_norm": 0.5} for s in (1, 2)]
+    four = {"step": 4, "reward": 0.6, "grad_norm": 0.4}
+    lines = [*steps, one, two, four]
+    if source == "resumed":
+        lines = [*steps, {"step": 3, "entropy": 9.0, "loss": 9.0}, four, one, two, four]
+    expected = {k: reading({**one, **two}, k) for k in {**one, **two}}  # the later line's value wins
+    if source == "export":
+        path = root / "metrics.jsonl"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return path, expected
+    return run_with(root, lines), expected
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("name", READ)
+@pytest.mark.parametrize("place", list(PLACES))
+def test_a_step_logged_twice_in_a_row_reads_as_one_step_of_both_lines(tmp_path, workspace, place, name, source):
+    """Before: in a run's own progress log (and a resumed one's) the second line was read as a resume at its own
+    step: the first line's metrics the second lacks were dropped (a NaN loss followed by a line of rewards for the
+    same step gave no nan_loss). An export reads the same step the same way."""
+    path, expected = twice(place, name, source, workspace)
+    rows = load_run(path).rows
+    step3 = next(r for r in rows if r["step"] == 3)
+    assert {k: reading(step3, k) for k in step3} == expected, step3
+    assert [r["step"] for r in rows] == [1, 2, 3, 4], rows
+
+
+# ---------------------------------------------------------------- the grad-norm spike's running level
+# m11-diagnosis-spike-one-value-level: a spike is judged against the median of the previous (up to WINDOW) non-zero
+# grad norms, never fewer than LEVEL_MIN of them; it is a spike above SPIKE_FACTOR x that level and from SPIKE_FLOOR.
+WINDOW, LEVEL_MIN = 10, 2
+LEVEL = 0.25  # the earlier values' level: SPIKE_FACTOR x LEVEL above SPIKE_FLOOR, so the factor decides
+LOW = SPIKE_FLOOR / SPIKE_FACTOR / 4  # a level whose factor's threshold is under the floor: the floor decides
+LEVELS = {  # the value after the earlier ones, by the threshold it is compared with: (level, value)
+    "factor-below": (LEVEL, SPIKE_FACTOR * LEVEL * 0.96), "factor-at": (LEVEL, SPIKE_FACTOR * LEVEL),
+    "factor-above": (LEVEL, SPIKE_FACTOR * LEVEL * 1.04), "floor-below": (LOW, SPIKE_FLOOR * 0.96),
+    "floor-at": (LOW, SPIKE_FLOOR), "floor-above": (LOW, SPIKE_FLOOR * 1.04)}
+
+
+def earlier_values(count: int, level: float, zeros: bool) -> list[float]:
+    """`count` earlier non-zero grad norms whose last WINDOW have the median `level` (older ones 40x it: a level
+    read past the window would hide the spike), a zero after each when `zeros` (no advantage: no level)."""
+    values = [level * 40] * max(0, count - WINDOW) + [level] * min(count, WINDOW)
+    return [v for value in values for v in ((value, 0.0) if zeros else (value,))]
+
+
+@pytest.mark.parametrize("zeros", [False, True], ids=["plain", "zeros-between"])
+@pytest.mark.parametrize("count", [*range(WINDOW + 2), 2 * WINDOW + 1])
+@pytest.mark.parametrize("where", list(LEVELS))
+def test_a_grad_norm_spike_is_judged_against_the_running_level_of_enough_earlier_values(where, count, zeros):
+    """A first grad norm of mostly zero-advantage groups (0.08, then 1.2) is no level to judge a spike by: a
+    healthy run read as diverged would be told to lower its learning rate."""
+    level, value = LEVELS[where]
+    series = [*earlier_values(count, level, zeros), value]
+    rows = [{"step": i + 1, "grad_norm": v, "loss": 0.05} for i, v in enumerate(series)]
+    ctx = Ctx(LoadedRun(kind="jsonl", metrics_path=None, rows=rows))
+    above = value > SPIKE_FACTOR * level and value >= SPIKE_FLOOR
+    expected = [(len(series), value, level)] if count >= LEVEL_MIN and above else []
+    assert ctx.grad_spikes() == expected, (series, ctx.grad_spikes())
+    assert ctx.diverged == bool(expected)
+
+
+# ---------------------------------------------------------------- a metric logged null, NaN, infinite or not at all
+# m11-diagnosis-null-metric-key-dropped: TRL logs null for a metric whose every value in the window was NaN. The
+# reader keeps it logged (no number), and reads it NaN where TRL's null is a NaN (a reward function's mean; the
+# total reward and its std beside per-function columns); the live guard and diagnose_run read it alike. A reward
+# that is null, NaN or infinite at every step is a lost signal (an error); one not logged, or any other metric so
+# logged, is not.
+FORMS = {"null": None, "nan": NAN, "inf": INF, "missing": ...}
+
+
+def expected_reading(name: str, form: str, functions: bool):
+    if form == "missing":
+        return "absent"
+    if form != "null":
+        return "nan" if form == "nan" else INF
+    per_function = functions or name.startswith("rewards/")
+    nan = name.startswith("rewards/") and name.endswith("/mean") or name in ("reward", "reward_std") and per_function
+    return "nan" if nan else "null"
+
+
+@pytest.mark.parametrize("functions", [True, False], ids=["with-functions", "without-functions"])
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("name", READ)
+def test_a_metric_logged_null_nan_inf_or_not_at_all_reads_as_logged(tmp_path, workspace, name, form, functions):
+    """Before: diagnose_run dropped a null from every row it read (the live guard kept it), so a log whose reward
+    was null at every step, without per-function columns, read as a run that logs no reward: no finding at all,
+    where the guard stops the same run as signal_lost."""
+    lines = []
+    for step in range(1, 7):
+        line = {k: v for k, v in base(step, functions).items() if k != name}
+        if FORMS[form] is not ...:
+            line[name] = FORMS[form]
+        lines.append(line)
+    run = run_with(workspace, lines)
+    want = expected_reading(name, form, functions)
+    read = load_run(run).rows
+    assert [reading(r, name) for r in read] == [want] * 6, read
+    guard = [normalize_row(line, i) for i, line in enumerate(lines)]  # the live guard's reading of each line
+    assert [reading(r, name) for r in guard] == [want] * 6, guard
+    diagnosed = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    found = {f.code: f.severity for f in diagnosed.findings}
+    lost = name == "reward" and form != "missing"
+    assert (found.get("signal_lost") == "error") == lost, found
