@@ -1862,7 +1862,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     # sandbox-native-folder-unwalked, runs-cache-link-unrefused, diagnosis-same-step-drops-first-line,
     # diagnosis-spike-one-value-level, diagnosis-null-metric-key-dropped; one error: gate-weight-kwargs-variant-
     # dropped gives pytest exit 4 by default (a node id of its judges is gone under the mutation: a row generated
-    # from WEIGHT_KWARGS) and survives --by-area (gate's files, 234 s).
+    # from WEIGHT_KWARGS) and survives --by-area (gate's files, 234 s). Killed since by tables (kill11a, kill11b:
+    # tests/test_gate_table.py's loading arguments read from transformers' own from_pretrained, the moved run's
+    # model pins in test_gate_point_of_use.py, every Limits probe at the solution's import in test_sandbox_table.py,
+    # folders given to a native reader in test_reward_reads_native.py, the launch gate's declared links in
+    # test_run_tampering.py, tests/test_diagnosis_input_tables.py); each applied by hand and seen to fail.
     # gate: the trainer's patched pin and its samples' rows, the weight-choosing kwargs, the loader's workspace
     # root, the model pin of a moved run
     M("m11-gate-patched-unpinned-key", "gate", "mcp_server/inspection/trained.py",
