@@ -29,7 +29,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mcp_server import served, warm_up
+from mcp_server import served, serverlog, warm_up
 from mcp_server.errors import UserInputError, describe_failure, validation_message
 from mcp_server import jsonrpc
 from mcp_server.calls import run_cancellable, stop_point
@@ -220,6 +220,9 @@ def rehearse_first_call() -> CallToolResult:
 
 
 served.install(mcp)
+
+
+serverlog.bound_logging()  # not rich's handler, which the SDK installs (round 14 W1)
 
 
 def main() -> None:

@@ -122,11 +122,20 @@ def refuse_linked_out(text: str | Path, field: str = "run") -> None:
         return
     root = workspace_root()
     for path in (root / raw, root / "runs" / raw):
-        real, outside = _leads_outside(path, root) if path.exists() else (None, False)
-        if outside:
-            raise UserInputError(field, f"{path} leads outside the workspace {root} (to {real}) through a link: "
-                                 "nothing is read or written through it. Give the run's own path, or move it into "
-                                 "runs/")
+        why = linked_out(path, root) if path.exists() else None
+        if why:
+            raise UserInputError(field, f"{why}. Give the run's own path, or move it into runs/")
+
+
+def linked_out(path: Path, root: Path | None = None) -> str | None:
+    """Why `path` is not read: it leads, through a link, outside the workspace (`root`), or is a link loop; None
+    when it resolves inside. The check refuse_linked_out makes, and list_runs for each entry of runs/."""
+    root = root or workspace_root()
+    real, outside = _leads_outside(path, root)
+    if not outside:
+        return None
+    where = f"(to {real})" if real is not None else "(a loop of links)"
+    return f"{path} leads outside the workspace {root} {where} through a link: nothing is read or written through it"
 
 
 def refuse_run_dir_outside(path: Path, field: str = "run_dir") -> None:

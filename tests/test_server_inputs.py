@@ -152,6 +152,13 @@ def cells() -> list[Cell]:
             says="" if expected == "result" else f"nests {depth} levels of arrays and objects (itself the first); "
             "at most 201 are read") for depth, expected in ((200, "result"), (201, "result"), (202, INVALID_PARAMS),
                                                             (300, INVALID_PARAMS), (900, INVALID_PARAMS))],
+        # round 14, W1: a failed request's traceback (the name in its message) went through rich's log handler on
+        # the event loop, in time growing with the square of the name's length (60k characters: 172 s)
+        *[Cell(f"{what} 100k characters long", [request(f"long-{what}", method, params)],
+               results={f"long-{what}": expected}, wait_s=5.0) for what, method, params, expected in (
+            ("unknown prompt name", "prompts/get", {"name": "p" * 100_000}, 0),
+            ("unknown tool name", "tools/call", {"name": "t" * 100_000, "arguments": {}}, "result"),
+            ("unknown resource uri", "resources/read", {"uri": "file:///" + "r" * 100_000}, INVALID_PARAMS))],
         Cell("duplicate string and integer ids", [request("5"), request(5)], results={"5": "result", 5: "result"}),
     ]
     return table

@@ -212,3 +212,43 @@ def test_the_baseline_ledger_planted_as_a_link_is_never_appended_through(workspa
     with pytest.raises(OSError, match="baselines.jsonl|Too many levels"):
         record_baseline(baseline)
     assert outside.read_text() == "mine\n"
+
+
+# Round 14 F1: list_runs listed a run reached through a link out of the workspace ("evil ... succeeded") while every
+# other tool refuses that link. Each kind of entry of runs/ x what list_runs lists (by name) and the note it gives.
+RUNS_ENTRIES = {  # kind -> (how the entry "entry" is made, whether it is listed, what its note says or None)
+    "link out": (lambda ws, out: (ws / "runs" / "entry").symlink_to(out), False, "leads outside the workspace"),
+    "link in": (lambda ws, out: (ws / "runs" / "entry").symlink_to(ws / "runs" / "real"), False,
+                "a link to real, listed as itself"),
+    "dangling": (lambda ws, out: (ws / "runs" / "entry").symlink_to(ws / "runs" / "gone"), False,
+                 "is a link to nothing"),
+    "loop": (lambda ws, out: (ws / "runs" / "entry").symlink_to(ws / "runs" / "entry"), False, "a loop of links"),
+    "real dir": (lambda ws, out: _a_run(ws / "runs" / "entry"), True, None),
+}
+
+
+def _a_run(folder: Path) -> Path:
+    from mcp_server.runs import RUN_MARKERS
+
+    (folder / RUN_MARKERS[0]).parent.mkdir(parents=True)
+    (folder / RUN_MARKERS[0]).write_text("model_name_or_path: tiny\n")
+    return folder
+
+
+@pytest.mark.parametrize("kind", RUNS_ENTRIES)
+def test_list_runs_reads_no_run_through_a_link_other_tools_refuse_and_none_twice(workspace, tmp_path, kind):
+    from mcp_server.training.status import list_runs
+    from mcp_server.training.tools import human_runs
+
+    make, listed, says = RUNS_ENTRIES[kind]
+    _a_run(workspace / "runs" / "real")
+    make(workspace, _a_run(tmp_path / "other-ws" / "runs" / "x"))
+    result = list_runs()
+    names = [r.run for r in result.runs]
+    assert names == (["real", "entry"] if listed else ["real"]), (kind, names)
+    if says is None:
+        assert result.notes == [], result.notes
+    else:
+        (note,) = result.notes
+        assert note.startswith("entry not listed: ") and says in note, note
+        assert f"note: {note}" in human_runs(result)

@@ -372,3 +372,5 @@ class RunSummary(BaseModel):
 class RunList(BaseModel):
     runs_root: str = Field(description="The runs/ directory listed.")
     runs: list[RunSummary] = Field(default_factory=list, description="Every run, newest first.")
+    notes: list[str] = Field(default_factory=list, description="Each entry of runs/ not listed, and why: a link "
+                             "leading outside the workspace, to nothing, or to a run listed under its own name.")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import stat
 import time
 from pathlib import Path
 
@@ -32,7 +34,7 @@ from mcp_server.training.runlock import await_launch
 from mcp_server.training.stopping import STOP_TICK_S, STOP_WAIT_S, stop_wait
 from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import not_regular
-from mcp_server.workspace import atomic_save_figure, runs_root
+from mcp_server.workspace import atomic_save_figure, linked_out, runs_root
 from mcp_server.diagnosis.diagnose import diagnose
 from mcp_server.diagnosis.rate_applied import rate_note
 from mcp_server.diagnosis.values import FLOAT32_MAX
@@ -130,15 +132,47 @@ def plot_progress(run: Run, lines: list[dict]) -> Path | None:
     fig.suptitle(run.name)
     fig.tight_layout()
     try:
-        return atomic_save_figure(fig, run.progress_plot, dpi=90)
+        return atomic_save_figure(fig, run.progress_plot, dpi=90, metadata={"Description": PLOT_MARK})
     except OSError as exc:  # crosses the worker as an input error: the status still answers (_plot)
         raise UserInputError("plot", f"progress.png could not be written ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
 
 
+# Written into each plot training_status draws (a PNG text chunk): a progress.png without it is not replaced.
+PLOT_MARK = "llm-finetuning training_status progress plot"
+
+
+def plot_refused(run: Run) -> str | None:
+    """Why no plot is drawn into <run>/progress.png, else None. Round 14 D1: the read-only server (training_status
+    declared as writing nothing) overwrote the person's own progress.png. The read-only mode writes no plot, and in
+    any mode a progress.png that is not a plot this tool drew (no PLOT_MARK in it; a link, a folder) is left as it
+    is, named."""
+    from mcp_server.tools import read_only
+
+    path = run.progress_plot
+    if read_only():
+        return f"no plot drawn: the read-only server writes nothing ({path} left as it is)"
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"no plot drawn: {path} cannot be read ({exc.strerror or exc})"
+    if stat.S_ISREG(info.st_mode) and info.st_size <= 16 << 20:
+        with open(path, "rb") as handle:
+            if PLOT_MARK.encode() in handle.read():
+                return None
+    return (f"no plot drawn: {path} is there and is not a plot training_status drew, so it is left as it is; move "
+            "it aside (or rename it) to have the plot drawn there")
+
+
 def _plot(run: Run, lines: list[dict], derived: DerivedState) -> tuple[Path | None, DerivedState]:
-    """(the plot, the state), or (None, the state noting why) when the disk refuses it (full, read-only)."""
+    """(the plot, the state), or (None, the state noting why) when the disk refuses it (full, read-only), the
+    server is read-only or the file there is not this tool's (plot_refused)."""
+    refused = plot_refused(run)
+    if refused:
+        return None, derived.noted(refused)
     try:
         return plot_progress(run, lines), derived
     except UserInputError as exc:
@@ -328,8 +362,9 @@ def list_runs() -> RunList:
     """Every run under runs/. A run whose files cannot be read is listed as unreadable, with the file and why:
     one damaged run never hides the others."""
     runs = []
+    listed, notes = _listed_runs()
     with one_look():  # one listing of this machine's processes for every run
-        for run in all_runs():
+        for run in listed:
             if escaped_name(str(run.dir)) != str(run.dir):  # bytes that are not UTF-8: no JSON string holds them
                 runs.append(RunSummary(run=run.name, run_dir=escaped_name(str(run.dir)), state="unreadable",
                                        error=f"the folder's name is not UTF-8 (its bytes shown escaped: {run.name}): "
@@ -340,7 +375,35 @@ def list_runs() -> RunList:
             except Exception as exc:  # noqa: BLE001 - whatever broke, the other runs still list
                 runs.append(RunSummary(run=run.name, run_dir=str(run.dir), state="unreadable",
                                        error=describe_failure(exc)))
-    return RunList(runs_root=escaped_name(str(runs_root())), runs=runs)
+    return RunList(runs_root=escaped_name(str(runs_root())), runs=runs, notes=notes)
+
+
+def _listed_runs() -> tuple[list[Run], list[str]]:
+    """The runs list_runs reads, and a note for each entry of runs/ it does not. Round 14 F1: a link out of the
+    workspace (runs/evil -> another workspace's run) was listed as this workspace's run while every other tool
+    refuses it (workspace.linked_out, the same check). A link that leads to nothing, or to itself, is named too; a
+    link to a folder inside the workspace is read, once: a run reached also by its own folder, or by another link
+    listed before it, is not listed again."""
+    notes, seen, keep = [], {}, []
+    runs = all_runs()
+    for run in sorted(runs, key=lambda r: r.dir.is_symlink()):  # a run's own folder before any link to it
+        why = linked_out(run.dir)
+        if why:
+            notes.append(f"{escaped_name(run.name)} not listed: {why}")
+            continue
+        real = run.dir.resolve()
+        if real in seen:
+            notes.append(f"{escaped_name(run.name)} not listed: a link to {seen[real]}, listed as itself")
+            continue
+        seen[real] = escaped_name(run.name)
+        keep.append(run)
+    root = runs_root()
+    for entry in sorted(root.iterdir() if root.is_dir() else (), key=lambda p: p.name):
+        if entry.is_symlink() and not entry.name.startswith(".") and not entry.exists():
+            why = linked_out(entry) or f"{entry} is a link to nothing ({escaped_name(os.readlink(entry))})"
+            notes.append(f"{escaped_name(entry.name)} not listed: {why}")
+    order = {id(r): i for i, r in enumerate(runs)}
+    return sorted(keep, key=lambda r: order[id(r)]), notes
 
 
 def file_problems(run: Run) -> list[str]:

@@ -140,12 +140,11 @@ def human_status(r: TrainingStatus) -> str:
 
 
 def human_runs(r: RunList) -> str:
-    if not r.runs:
-        return f"no runs under {r.runs_root}"
-    return "\n".join(f"{one_line(x.run):40} {x.state:13} " + (x.error or "") if x.error else
-                     f"{one_line(x.run):40} {x.state:13} "
-                     f"step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
-                     for x in r.runs)
+    lines = [f"{one_line(x.run):40} {x.state:13} " + (x.error or "") if x.error else
+             f"{one_line(x.run):40} {x.state:13} "
+             f"step {x.step if x.step is not None else '-'}/{x.max_steps or '?'}  {x.model or ''}"
+             for x in r.runs] or [f"no runs under {r.runs_root}"]
+    return "\n".join(lines + [f"note: {one_line(note)}" for note in r.notes])
 
 
 TOOLS = [
