@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -328,3 +329,17 @@ def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None) -> N
     from mcp_server.evidence import record_launch as record
 
     record(Path(run_dir), launch_id, job_id)
+
+
+def converted_smollm2(tiny_model: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A directory as mcp_server/smollm2.py converts one (its smollm2.json names the model and the weights), built
+    from the tiny model's weights so nothing is converted, and three goldens: (the directory, the goldens file)."""
+    from mcp_server import smollm2
+
+    converted = tmp_path / "cache" / "smollm2-135m-q4_1-0123456789abcdef-v1"
+    shutil.copytree(tiny_model, converted)
+    (converted / "smollm2.json").write_text(json.dumps({"name": smollm2.NAME, "weights_of": smollm2.HUB_ID}))
+    goldens = tmp_path / "goldens.jsonl"
+    goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                               for i in range(3)))
+    return converted, goldens

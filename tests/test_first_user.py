@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, checkout_env, run_cli, run_cli_json
-from support import TINY_OVERRIDES, emit_run, hand_run, pass_inspection, wait_for
+from support import converted_smollm2, TINY_OVERRIDES, emit_run, hand_run, pass_inspection, wait_for
 from mcp_server.inspection.gate import check_inspection_gate
 from mcp_server.runs import Run
 
@@ -272,12 +272,7 @@ def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(
     from the tiny model's weights so nothing is converted here."""
     from mcp_server import smollm2
 
-    converted = tmp_path / "cache" / "smollm2-135m-q4_1-0123456789abcdef-v1"
-    shutil.copytree(tiny_model, converted)
-    (converted / "smollm2.json").write_text(json.dumps({"name": smollm2.NAME, "weights_of": smollm2.HUB_ID}))
-    goldens = tmp_path / "goldens.jsonl"
-    goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
-                               for i in range(3)))
+    converted, goldens = converted_smollm2(tiny_model, tmp_path)
     proc, evaluated = run_cli_json("evaluate-model", str(converted), "--goldens", str(goldens), "--max-new-tokens",
                                    "8", here=True)
     assert proc.returncode == 0, proc.stderr

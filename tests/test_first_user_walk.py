@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import cli_here, run_cli_json
-from support import emit_run
+from support import converted_smollm2, emit_run
 
 from mcp_server.runs import Run
 
@@ -40,12 +40,7 @@ def test_the_promotion_report_names_a_converted_model_as_the_model_card_does(wor
     from the tiny model's weights so nothing is converted here."""
     from mcp_server import smollm2
 
-    converted = tmp_path / "cache" / "smollm2-135m-q4_1-0123456789abcdef-v1"
-    shutil.copytree(tiny_model, converted)
-    (converted / "smollm2.json").write_text(json.dumps({"name": smollm2.NAME, "weights_of": smollm2.HUB_ID}))
-    goldens = tmp_path / "goldens.jsonl"
-    goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
-                               for i in range(3)))
+    converted, goldens = converted_smollm2(tiny_model, tmp_path)
     run = workspace / "runs" / "2026-01-01-named"
     (run / "train").mkdir(parents=True)
     shutil.copytree(tiny_model, run / "checkpoints")
