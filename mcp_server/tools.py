@@ -6,7 +6,6 @@ Adding a tool touches its package only: a ToolSpec in that package's TOOLS. A ne
 
 from __future__ import annotations
 
-import os
 import sys
 
 from mcp_server.demo_models import DemoSummary
@@ -17,7 +16,7 @@ from mcp_server.inspection import tools as inspection
 from mcp_server.memory import tools as memory
 from mcp_server.recipe import tools as recipe
 from mcp_server.rewards import tools as rewards
-from mcp_server.toolspec import Command, ToolSpec, print_result
+from mcp_server.toolspec import Command, ToolSpec, print_result, read_only
 from mcp_server.training import tools as training
 
 
@@ -68,11 +67,6 @@ TOOLS: list[ToolSpec] = [
     *emission.TOOLS, *recipe.TOOLS, *memory.VALIDATION_TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS,
     *diagnosis.TOOLS, *training.TOOLS, *evaluation.TOOLS, DEMO,
 ]
-
-
-def read_only() -> bool:
-    """The read-only server mode (`python -m mcp_server --read-only` sets it): only the tools that change nothing."""
-    return os.environ.get("LLM_FINETUNING_READ_ONLY", "").strip().lower() not in ("", "0", "false", "no")
 
 
 # What the MCP door lists: every tool with a description (the door refuses one without Effects), or in the read-only

@@ -9,6 +9,7 @@ tool. Light on purpose (stdlib + pydantic): a package's tools.py imports it, and
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -155,3 +156,9 @@ def print_result(result: BaseModel, as_json: bool, human: Callable[[Any], str] |
         print(result.model_dump_json(indent=2), file=result_stream())
     else:  # a terminal escape or carriage return a name or log line carried is shown escaped, never acted on
         print("\n".join(one_line(line) for line in human(result).split("\n")), file=result_stream())
+
+
+def read_only() -> bool:
+    """The read-only server mode (`python -m mcp_server --read-only` sets it): only the tools that change nothing
+    (here, on the ground floor, so a core that writes asks it too: training_status's plot)."""
+    return os.environ.get("LLM_FINETUNING_READ_ONLY", "").strip().lower() not in ("", "0", "false", "no")

@@ -39,7 +39,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("evaluation", ("evaluation",)),
     ("doors", ("cli", "server", "jsonrpc", "calls", "__main__", "demo", "demo_models", "demo_report", "demo_agentic",
                "demo_warm_start",
-               "demo_smollm2", "manifests", "content", "served", "tools", "warm_up", "cli_flags")),
+               "demo_smollm2", "manifests", "content", "served", "tools", "warm_up", "cli_flags", "serverlog")),
 ]
 
 

@@ -148,7 +148,7 @@ def plot_refused(run: Run) -> str | None:
     declared as writing nothing) overwrote the person's own progress.png. The read-only mode writes no plot, and in
     any mode a progress.png that is not a plot this tool drew (no PLOT_MARK in it; a link, a folder) is left as it
     is, named."""
-    from mcp_server.tools import read_only
+    from mcp_server.toolspec import read_only
 
     path = run.progress_plot
     if read_only():
