@@ -11,9 +11,10 @@ exactly after the same rounding, or within math.isclose(rel_tol=1e-9, abs_tol=1e
 (status 3) before training, naming the reward, how many samples differ and one example; the cost is one line in
 the trainer's log. Agentic runs replay too (their trajectories are stored samples, scored by inspect_rewards like
 any); a code-execution reward runs its sandbox again (the replay costs what the review's scoring cost). Nothing is
-replayed while sampling (inspection.trained.sampling), nor without a verdict (nothing was reviewed); a resume
-replays again (its environment may differ). A replay shows an input that changed since the review, not reward code
-written to tell a replay from training: that is what reading the reviewed code is for.
+replayed while sampling (inspection.trained.sampling), nor without a verdict (nothing was reviewed), nor yet in a
+run of several processes (WORLD_SIZE > 1: replayed on each rank, a two-node SLURM run hung at its first step; said
+in the log); a resume replays again (its environment may differ). A replay shows an input that changed since the
+review, not reward code written to tell a replay from training: that is what reading the reviewed code is for.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import sys
 import time
 
@@ -131,6 +133,13 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
         # no verdict, or a record that signs no review (not a verdict the gate opens for, and one the point-of-use
         # check refuses before this: its samples are not the ones it signed)
         print("llm-finetuning: the inspection verdict signs no review to replay", file=sys.stderr, flush=True)
+        return
+    if int(os.environ.get("WORLD_SIZE") or 1) > 1:
+        # Not yet in a run of several processes: replayed on each rank, a two-node SLURM run's first step never
+        # ended (tests/test_slurm.py, 4 rows; the cause is not found yet). Said, so the gap is never silent.
+        print(f"llm-finetuning: the review is not replayed in a run of {os.environ['WORLD_SIZE']} processes (only "
+              "a single-process run replays it): a reward reading an input no pin names trains unchecked here",
+              file=sys.stderr, flush=True)
         return
     started = time.monotonic()
     all_samples, rows = reviewed(run, verdict, samples)
