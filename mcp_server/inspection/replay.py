@@ -28,7 +28,7 @@ import time
 
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run
-from mcp_server.userfiles import open_regular
+from mcp_server import userfiles
 
 CAUSES = ("it reads an input outside the completion and its row that changed since the review (an environment "
           "variable, a file's metadata, a process it starts, the clock or randomness)")
@@ -39,11 +39,11 @@ class ScoresChanged(SystemExit):
 
 
 def read_bytes(path) -> bytes | None:
-    """A run file's bytes from one open of a regular file (None: missing, not a regular file, unreadable)."""
+    """A run file's bytes from one open of a regular file (userfiles.read_bytes), None where it cannot be read
+    (missing, not a regular file, unreadable): the caller refuses that as a file the verdict does not pin."""
     try:
-        with open_regular(path) as handle:
-            return handle.read()
-    except OSError:
+        return userfiles.read_bytes(path, "run")
+    except UserInputError:
         return None
 
 
