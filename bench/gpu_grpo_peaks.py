@@ -222,10 +222,8 @@ def build_published(model: str, root: Path) -> Path:
 
 
 def emit_for(model: str, finetune: str, gpu: str, root: Path) -> dict:
-    """The config emit-config writes for this GPU (use_vllm=false unless vLLM is installed), as GRPOConfig fields."""
+    """The config emit-config emits for this GPU (use_vllm=false unless vLLM is installed), as GRPOConfig fields."""
     import importlib.util
-
-    import yaml
 
     from mcp_server.emission.emit import emit_grpo_config
     from mcp_server.recipe.models import GRPORecipeRequest
@@ -237,7 +235,7 @@ def emit_for(model: str, finetune: str, gpu: str, root: Path) -> dict:
     result = emit_grpo_config(GRPORecipeRequest(model=model, dataset=str(data), gpu=gpu, finetune=finetune,
                                                 overrides=overrides, run_dir=None,
                                                 run_name=f"bench-{model.split('/')[-1]}-{finetune}"))
-    return yaml.safe_load(Path(result.config_path).read_text())
+    return dict(result.config)  # what config.yaml holds; a NOT VALID emission (one that will not fit) writes none
 
 
 def run_emitted(spec: str, root: Path, smoke: bool) -> dict:

@@ -204,8 +204,11 @@ def emit_config(**request):
 
 
 def emitted_run_dir(name: str, **request) -> Path:
-    """The run directory emit_config(run_name=name, **request) wrote, valid or not."""
-    return Path(emit_config(run_name=name, **request).run_dir)
+    """The run directory emit_config(run_name=name, **request) wrote: a valid emission's (a NOT VALID one writes
+    nothing, issue 49; a run that does not validate is a valid one edited, as a person would edit it)."""
+    result = emit_config(run_name=name, **request)
+    assert result.validation.valid and Path(result.run_dir).is_dir(), result.validation
+    return Path(result.run_dir)
 
 
 def emit_run(name: str, gpu: str = "cpu", num_gpus: int = 1, *, model: str = "tiny", dataset: str = "tiny",

@@ -356,15 +356,33 @@ SIZED_ENV = textwrap.dedent("""
 """)
 
 
-def test_emission_sizes_max_completion_length_for_the_turns_and_results(workspace, agentic_model, monkeypatch):
+def _with_context(model: Path, positions: int, where: Path) -> Path:
+    """A copy of `model` whose config.json gives it a `positions`-token context (rotary positions: the same weights)."""
+    import shutil
+
+    shutil.copytree(model, where)
+    config = json.loads((where / "config.json").read_text())
+    (where / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
+    return where
+
+
+def test_emission_sizes_max_completion_length_for_the_turns_and_results(workspace, agentic_model, monkeypatch,
+                                                                        tmp_path):
     """Unset, max_completion_length is the model's own text (TRL's 512) + max_tool_calling_iterations (4) turns, each a
     call and a result measured with the run's tokenizer: a tool declaring 200 more result tokens costs exactly 800
     more. An override wins and is checked: 96 holds none of the 4 turns of a ~160-token result (measured by a probe
-    call), a warning naming the numbers."""
+    call), a warning naming the numbers. The tiny model's 512-token context holds no such budget (NOT VALID, so
+    nothing is written, issue 49): the sized runs are emitted for a copy of it with a 4096-token context."""
     (workspace / "sized_env.py").write_text(SIZED_ENV)
     monkeypatch.chdir(workspace)
-    small, large = (emit(workspace, agentic_model, f"sized_env:{name}", overrides={"max_completion_length": None})
+    narrow = emit(workspace, agentic_model, "sized_env:Small", overrides={"max_completion_length": None})
+    assert "completion_beyond_context" in {f.code for f in narrow.validation.findings if f.severity == "error"}
+    assert not Path(narrow.run_dir).exists() and narrow.kept.startswith("NOT VALID: nothing was written")
+    wide = _with_context(agentic_model, 4096, tmp_path / "wide-context")
+    small, large = (emit(workspace, wide, f"sized_env:{name}", overrides={"max_completion_length": None})
                     for name in ("Small", "Large"))
+    assert small.validation.valid and large.validation.valid, (small.validation, large.validation)
+    assert narrow.config["max_completion_length"] == small.config["max_completion_length"]  # sized the same
     budgets = [next(f for f in r.validation.findings if f.code == "agentic_completion_budget") for r in (small, large)]
     sizes = [r.config["max_completion_length"] for r in (small, large)]
     assert sizes[1] - sizes[0] == 4 * 200 and sizes[0] > 512 + 4 * 100, sizes

@@ -22,11 +22,15 @@ from mcp_server.training.status import training_status
 from mcp_server.training.launchers.base import PYTHON_PIN_LINE
 from support import emitted_run_dir
 
+# A GPU target's default max_completion_length (512) is not below the tiny model's 256-token context: such an
+# emission is NOT VALID and writes nothing (issue 49). The layouts below do not depend on it.
+FITS_TINY = {"max_completion_length": 64}
+
 
 @pytest.mark.slow
 def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_model):
     cpu = Run(emitted_run_dir("cpu", model="tiny", gpu="cpu"))
-    gpus = Run(emitted_run_dir("gpus", model="tiny", gpu="H100", num_gpus=8))
+    gpus = Run(emitted_run_dir("gpus", model="tiny", gpu="H100", num_gpus=8, overrides=FITS_TINY))
     cases = [  # (run, request, launcher, strategy, processes, files written)
         (cpu, {}, "local", "single", 1, {"script"}),
         (cpu, {"num_processes": 2}, "local", "ddp", 2, {"script"}),
@@ -229,11 +233,11 @@ def test_the_machine_layout_at_its_edges(workspace, tiny_model):
     """A multi-GPU LoRA run trains under plain DDP (adapters are small; DeepSpeed and 4-bit bases mix badly), and a
     vLLM server launch whose training processes and server GPUs use exactly the run's GPUs is planned, not refused
     (survivors of issue 48's blind mutation audit)."""
-    lora = Run(emitted_run_dir("lora", model="tiny", gpu="H100", num_gpus=4, finetune="lora"))
+    lora = Run(emitted_run_dir("lora", model="tiny", gpu="H100", num_gpus=4, finetune="lora", overrides=FITS_TINY))
     plan = build_launch_plan(lora, LaunchRequest(run=str(lora.dir)))
     assert plan.strategy == "ddp" and plan.num_processes > 1, plan
     server = Run(emitted_run_dir("server", model="tiny", gpu="H100", num_gpus=4,
-                                 overrides={"use_vllm": True, "vllm_mode": "server"}))
+                                 overrides={"use_vllm": True, "vllm_mode": "server", **FITS_TINY}))
     plan = build_launch_plan(server, LaunchRequest(run=str(server.dir), num_processes=3, vllm_server_gpus=1))
     assert plan.num_processes == 3 and plan.vllm is not None, plan
 

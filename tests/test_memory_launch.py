@@ -15,7 +15,7 @@ from mcp_server.runs import Run
 from mcp_server.training.launch import build_launch_plan, launch_training, write_plan_files
 from mcp_server.training.models import LaunchRequest
 from conftest import run_cli
-from support import emitted_run_dir
+from support import emit_config, emitted_run_dir
 
 
 def _launch_files(run_dir: Path) -> tuple[dict | None, str]:
@@ -73,15 +73,28 @@ def test_7b_qlora_on_t4_keeps_a_4bit_vllm_and_a_run_that_cannot_fit_is_refused(w
     config = yaml.safe_load((emitted / "train/config.yaml").read_text())
     assert plan.fits and config["use_vllm"] is True and config["vllm_enable_sleep_mode"] is True
     assert any(c.name == "vllm_weights" and "NF4" in c.note for c in plan.breakdown) or plan.peak_phase == "training"
-    # vLLM pinned at 0.95 of the card by an override: the plan's levers are not applied over it, and the run that
-    # cannot fit is refused by the launcher with the plan's reason
-    run_dir = emitted_run_dir("t4-pinned", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
-                              overrides={"use_vllm": True, "vllm_gpu_memory_utilization": 0.95})
-    plan = _assert_agree(run_dir)
-    assert not plan.fits and not plan.launch.fits and plan.recommended
-    result = launch_training(LaunchRequest(run=str(run_dir)))
+    # vLLM pinned at 0.95 of the card by an override: the plan's levers are not applied over it, so the run does not
+    # fit, and the emission writes nothing (issue 49); its result holds the config it would have written and the fix,
+    # the lever plan_memory names for that config on the same target
+    pinned = emit_config(run_name="t4-pinned", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
+                         overrides={"use_vllm": True, "vllm_gpu_memory_utilization": 0.95})
+    assert [f.code for f in pinned.validation.findings if f.severity == "error"] == ["memory_does_not_fit"]
+    assert not Path(pinned.run_dir).exists() and pinned.kept.startswith("NOT VALID: nothing was written")
+    plan = plan_memory(MemoryPlanRequest(config=pinned.config, gpu="T4", validate_levers=False))
+    fix = next(f.fix for f in pinned.validation.findings if f.code == "memory_does_not_fit")
+    assert not plan.fits and plan.recommended and str(plan.recommended.patch) in fix, fix
+    # the same pin made by hand in the emitted run's config (a person's edit): the run that cannot fit is refused by
+    # the launcher with the plan's reason
+    config = emitted / "train/config.yaml"
+    edited, pins = re.subn(r"^vllm_gpu_memory_utilization: .*$", "vllm_gpu_memory_utilization: 0.95",
+                           config.read_text(), flags=re.M)
+    assert pins == 1
+    config.write_text(edited)
+    on_disk = _assert_agree(emitted)
+    assert not on_disk.fits and not on_disk.launch.fits and on_disk.recommended
+    result = launch_training(LaunchRequest(run=str(emitted)))
     memory = [r for r in result.refusals if r.gate == "memory"]
-    assert not result.launched and memory and plan.launch.reason in memory[0].message
+    assert not result.launched and memory and on_disk.launch.reason in memory[0].message
     # the CLI never calls it VALID with an exit code 0: "valid but will not fit" is its own verdict
     proc = run_cli("emit-config", "--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "tiny", "--gpu", "T4",
                    "--finetune", "qlora", "--run-name", "t4-cli", "--override", "vllm_gpu_memory_utilization=0.95",
@@ -89,9 +102,12 @@ def test_7b_qlora_on_t4_keeps_a_4bit_vllm_and_a_run_that_cannot_fit_is_refused(w
                    env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert proc.returncode == 1 and "VALID BUT WILL NOT FIT for 1x T4" in proc.stdout, proc.stdout + proc.stderr
     assert not re.search(r"^VALID for", proc.stdout, re.M)
-    # the recommended levers applied: it fits, on one process, as the launcher runs it
+    assert not list((workspace / "runs").glob("*t4-cli*")), list((workspace / "runs").iterdir())
+    # the recommended levers applied over the pinned request's overrides and emitted again (what its result says
+    # to do): it fits, on one process, as the launcher runs it
     fixed = _assert_agree(emitted_run_dir("t4-fixed", model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", finetune="qlora",
-                                          overrides={"use_vllm": True, **plan.recommended.patch}))
+                                          overrides={"use_vllm": True, "vllm_gpu_memory_utilization": 0.95,
+                                                     **plan.recommended.patch}))
     assert fixed.fits and fixed.launch.strategy == "single" and fixed.launch.fits
 
 

@@ -210,7 +210,8 @@ def test_emission_says_when_the_run_will_not_fit_and_what_fixes_it(workspace):
     # optimizer state off the GPU (ZeRO offload) or trains LoRA adapters instead
     assert f.severity == "error" and not result.validation.valid
     assert "offload_optimizer" in f.fix or "use_peft" in f.fix
-    patched = {**yaml_of(result), "use_peft": True, "learning_rate": 1e-5}
+    assert not Path(result.run_dir).exists()  # NOT VALID: nothing written (issue 49); the config it would have been:
+    patched = {**result.config, "use_peft": True, "learning_rate": 1e-5}
     assert validate_values(patched, "RTX 4090", 1).valid
     roomy = emit(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="H200", run_name="fit2")
     assert any(f.code == "memory_fits" for f in roomy.validation.findings)

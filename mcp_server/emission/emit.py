@@ -183,7 +183,8 @@ def render_yaml(values: dict, header: str, why: dict | None = None) -> str:
 
 def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     """Into `run_dir` when given (refused when it holds anything launched), else into a new run directory
-    that appears only once every file is written: a failed emission leaves nothing behind."""
+    that appears only once every file is written and the config validates: a failed or NOT VALID emission leaves
+    nothing behind (issue 49), and a run_dir as it was."""
     if request.run_dir:
         # A relative run_dir is resolved now (workspace first), whatever directory the emit ran from.
         run_dir = find_existing(request.run_dir)
@@ -201,15 +202,15 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         undo = _undo_emission_into(run)
         try:
             result = _emit(request, run, run)
-            if not _refused(result):  # whatever was launched here before is not this recipe's (evidence.py)
+            if result.validation.valid:  # whatever was launched here before is not this recipe's (evidence.py)
                 record_emission(run.dir)
         except BaseException:
             undo()
             raise
-        if _refused(result):  # nothing of it stays: the folder is as the person had it
+        if not result.validation.valid:  # nothing of it stays: the folder is as the person had it
             undo()
             return _nothing_kept(result, f"{run.dir} is as it was")
-        return _kept(result, "the files written into " + str(run.dir))
+        return result
     slug = request.run_name or Path(request.model).name
     made_root = not runs_root().exists()
     runs_root().mkdir(parents=True, exist_ok=True)
@@ -218,7 +219,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
         while True:
             final = runs_root() / unique_run_name(slug)
             result = _emit(request, Run(staging), Run(final))
-            if _refused(result):  # no run directory for a refused emission (issue 49: fntypo, fntypo-2 left)
+            if not result.validation.valid:  # no run directory for a NOT VALID emission (issue 49)
                 shutil.rmtree(staging, ignore_errors=True)
                 if made_root:
                     with contextlib.suppress(OSError):
@@ -235,7 +236,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             except BaseException:
                 shutil.rmtree(final, ignore_errors=True)
                 raise
-            return _kept(result, f"the files of the run directory {final}")
+            return result
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         if made_root:  # a first emission that failed leaves no empty runs/ either
@@ -302,19 +303,9 @@ def _not_the_runs_own(run: Run, emitted: bool) -> list[str]:
     return found[:5] + ([f"and {len(found) - 5} more"] if len(found) > 5 else [])
 
 
-# Errors in the request itself (a reward that does not resolve, a value or field TRL refuses): such an emission is
-# refused and writes nothing. An error of sizing for the target (it does not fit, the data set is smaller than a
-# generation batch) keeps the run: plan_memory's levers and a config edit fix it there.
-REFUSED = ("reward_unresolvable", "invalid_choice", "unknown_field", "wrong_type")
-
-
-def _refused(result: EmitResult) -> bool:
-    return any(f.severity == "error" and f.code in REFUSED for f in result.validation.findings)
-
-
 def _undo_emission_into(run: Run):
     """What emission may write into an existing folder, as it is now: the undo puts each file back (or removes
-    it, and the folders emission made) so a refused emission leaves the person's folder as it was."""
+    it, and the folders emission made) so a NOT VALID or failed emission leaves the person's folder as it was."""
     paths = (run.config, run.rewards, run.request, run.agentic, run.dynamic_sampling, run.request_schema,
              run.script, run.train_data)
     before = {path: path.read_bytes() if path.is_file() else None for path in paths}
@@ -336,20 +327,13 @@ def _undo_emission_into(run: Run):
 
 
 def _nothing_kept(result: EmitResult, what: str) -> EmitResult:
-    """A refused emission: its findings and the config it would have written come back; nothing stays on disk."""
-    return result.model_copy(update={"kept": f"NOT VALID: nothing was written ({what}): fix what the findings "
-                                             "name and emit again; the config it would have written is the "
-                                             "result's `config` (--json)"})
-
-
-def _kept(result: EmitResult, what: str) -> EmitResult:
-    """An emission that does not fit its target says what it kept and that nothing launches from it."""
-    if result.validation.valid:
-        return result
-    return result.model_copy(update={"kept": f"NOT VALID: {what} are kept for you to read and fix (then "
-                                             "validate_grpo_config, or plan_memory's levers); launch_training "
-                                             "refuses the run until it validates; delete it if you do not want "
-                                             "it"})
+    """A NOT VALID emission, whatever its errors (issue 49): its findings and the config it would have written
+    come back; nothing stays on disk."""
+    return result.model_copy(update={"kept": f"NOT VALID: nothing was written ({what}): apply each finding's fix "
+                                             "as an override (a memory lever: plan_memory, given the result's "
+                                             "`config` and the same gpu and num_gpus, names them all) and emit "
+                                             "again; the config it would have written is the result's `config` "
+                                             "(--json)"})
 
 
 def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:

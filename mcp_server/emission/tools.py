@@ -24,7 +24,7 @@ def fits(result: EmitResult) -> bool:
 
 def human_emit(result: EmitResult) -> str:
     verdict = human_validation(result.validation)  # VALID BUT WILL NOT FIT when memory is the only error
-    if result.kept and "nothing was written" in result.kept:  # refused: no paths to show, none exist
+    if result.kept and "nothing was written" in result.kept:  # NOT VALID: no paths to show, none exist
         return "\n".join([f"GRPO config not emitted ({result.variant}: {result.variant_reason})", verdict,
                           result.kept])
     lines = [

@@ -194,7 +194,7 @@ class ValidateRequest(Request):
 
 
 class EmitResult(BaseModel):
-    run_dir: str = Field(description="The run directory written into.")
+    run_dir: str = Field(description="The run directory written into (NOT VALID: where it would have been).")
     config_path: str = Field(description="train/config.yaml, accepted by `trl grpo --config`.")
     train_script_path: str = Field(
         description="train/train.py, which runs the same config with this project's rewards."
@@ -209,7 +209,7 @@ class EmitResult(BaseModel):
     cpu_time: str | None = Field(default=None, description="On a CPU target: the planner's seconds per step at the "
                                  "speed this machine measures, times max_steps, and when that is long a rehearsal "
                                  "that finishes (LoRA, the steps that fit).")
-    kept: str | None = Field(default=None, description="Set when the config is NOT VALID: a refused emission "
-                             "(an unresolvable reward, a field or value TRL refuses) writes nothing (no new run "
-                             "directory, a run_dir left as it was); one NOT VALID for its target's sizing keeps its "
-                             "files, to read and fix, and nothing launches from it until it validates.")
+    kept: str | None = Field(default=None, description="Set when the config is NOT VALID, whatever its errors: "
+                             "nothing was written (no run directory; a run_dir left as it was). `config` is what it "
+                             "would have written; apply each finding's fix as overrides (a memory lever: plan_memory "
+                             "given that config and target) and emit again.")
