@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -82,16 +83,15 @@ def test_stored_scores_compare_as_the_review_stored_them():
     assert lines and "1 of the 2 reviewed" in lines[0] and "sample 1" in lines[0], lines
 
 
-def test_a_reward_that_raises_at_the_replay_refuses(capsys):
+def test_a_reward_that_raises_at_the_replay_refuses():
     def broken(completions, **kwargs):
         raise OSError("the knob is gone")
 
     samples = _samples()
     with pytest.raises(SystemExit) as refused:
         replay.replay([broken], [RewardSpec(name="m.broken")], samples, _rows(samples, "broken", [1.0] * 4))
-    assert refused.value.code == 3
-    err = capsys.readouterr().err
-    assert "broken raised OSError" in err and "refusing to train" in err, err
+    assert refused.value.code == 3  # the line: what replay_review says on every rank (refusing to train: ...)
+    assert "broken raised OSError" in refused.value.line, refused.value.line
 
 
 def _knob_run(workspace: Path, tiny_model, monkeypatch, route: str, tag: str) -> tuple[Path, Path]:
@@ -149,7 +149,7 @@ def test_the_replay_reads_the_review_the_verdict_signed(workspace, tiny_model, m
     assert "inspection/review.jsonl is not the one the inspection verdict signed" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------- real launches (round 13's B1-B3)
+# ---------------------------------------------------------------- real launches (round 13's B1-B3, and a run of two processes)
 TINY = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
         "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"}
 
@@ -186,6 +186,65 @@ def test_a_knob_changed_after_the_verdict_never_trains(workspace, monkeypatch, r
     log = (run_dir / "train" / "logs" / "stdout.log").read_text()
     assert status.state == "failed" and "refusing to train" in log, (status.state, log[-3000:])
     assert "the reward knob_reward scores 52 of the 52 reviewed samples" in log and "now 5" in log, log[-3000:]
+    progress = run_dir / "train" / "logs" / "progress.jsonl"
+    assert not progress.exists() or not progress.read_text().strip()
+
+
+# A variable only one rank's environment sets (as one node of several may): the review saw it unset (1 everywhere).
+RANKED = '''import os
+
+
+def ranked_knob_reward(completions, **kwargs):
+    v = float(os.environ.get("RMP_KNOB_" + os.environ.get("RANK", "0"), "1"))
+    return [v for c in completions]
+'''
+
+
+@pytest.mark.slow
+def test_a_run_of_two_processes_replays_on_every_rank_and_every_rank_refuses_a_change(workspace, monkeypatch):
+    """Two ranks over gloo (torchrun, as launch_training starts num_processes=2 on a CPU). Before, a run of several
+    processes was not replayed at all: the knob changed on rank 1 trained there unchecked. Now every rank replays
+    after the process group exists: with the reviewed knob each says so and the run trains to its end; with rank 1's
+    knob at 5, rank 1's scores differ and rank 0's do not, yet both ranks say so, naming rank 1 and the reward, and
+    both leave before the first step: no rank waits in a collective for one that left (a bounded wait here)."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    for rank in ("0", "1"):
+        monkeypatch.delenv(f"RMP_KNOB_{rank}", raising=False)
+    folder = workspace / "user-rewards"
+    folder.mkdir()
+    (folder / "rmp_ranked.py").write_text(RANKED)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delitem(sys.modules, "rmp_ranked", raising=False)
+    data = workspace / "sums.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(16)))
+    run_dir = emit_run("ranks", dataset=str(data), base=TINY, rewards=[{"name": "rmp_ranked.ranked_knob_reward"}])
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    log = run_dir / "train" / "logs" / "stdout.log"
+
+    def launched_to_its_end(**request):
+        result = launch_training(LaunchRequest(run=str(run_dir), num_processes=2, **request))
+        assert result.launched, result.message
+        return wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=600), log.read_text()
+
+    status, text = launched_to_its_end()
+    assert status.state == "succeeded", (status.state, text[-3000:])
+    for rank in (0, 1):
+        assert f"replayed the review: 52 samples x 1 rewards, same scores (rank {rank} of 2)" in text, text[-3000:]
+
+    monkeypatch.setenv("RMP_KNOB_1", "5")  # rank 1's environment only
+    status, text = launched_to_its_end(archive_previous=True)
+    assert status.state == "failed" and "replayed the review" not in text, (status.state, text[-3000:])
+    for rank in (0, 1):
+        assert f"refusing to train (rank {rank} of 2): on rank 1 (" in text, text[-3000:]
+    assert "the reward ranked_knob_reward scores 52 of the 52 reviewed samples" in text and "now 5" in text, text
+    assert "on rank 0 (" not in text, text[-3000:]  # rank 0 replayed the same: it refuses for rank 1
+    # each rank's own status (torchrun's summary), not the SIGTERM torchrun sends the others at the first exit
+    assert re.findall(r"exitcode +: (\S+) \(pid: \d+\)", text) == ["3", "3"], text[-3000:]
     progress = run_dir / "train" / "logs" / "progress.jsonl"
     assert not progress.exists() or not progress.read_text().strip()
 

@@ -11,10 +11,22 @@ exactly after the same rounding, or within math.isclose(rel_tol=1e-9, abs_tol=1e
 (status 3) before training, naming the reward, how many samples differ and one example; the cost is one line in
 the trainer's log. Agentic runs replay too (their trajectories are stored samples, scored by inspect_rewards like
 any); a code-execution reward runs its sandbox again (the replay costs what the review's scoring cost). Nothing is
-replayed while sampling (inspection.trained.sampling), nor without a verdict (nothing was reviewed), nor yet in a
-run of several processes (WORLD_SIZE > 1: replayed on each rank, a two-node SLURM run hung at its first step; said
-in the log); a resume replays again (its environment may differ). A replay shows an input that changed since the
-review, not reward code written to tell a replay from training: that is what reading the reviewed code is for.
+replayed while sampling (inspection.trained.sampling), nor without a verdict (nothing was reviewed); a resume
+replays again (its environment may differ). A replay shows an input that changed since the review, not reward code
+written to tell a replay from training: that is what reading the reviewed code is for.
+
+A run of several processes (WORLD_SIZE > 1) replays on every rank, not on rank 0 alone: each rank trains with its
+own rewards in its own environment, and ranks on different nodes can differ (a variable one node's shell exports,
+a node-local file, a tool installed on one node), so rank 0's replay says nothing of rank 1's. The process group
+exists by then (train.py's config parse starts it, before the rewards are built). Each rank replays, then every
+rank, whether its replay passed or not, meets the others in one all-gather of what differed where, so all decide
+alike: all train, or all say which rank and reward differ (a line each) and leave with status 3. A rank that left
+alone would leave the others waiting in the trainer's first collective (or ended by the launcher with a signal
+and no word of why); the refusing ranks meet once more before leaving and ignore the launcher's SIGTERM meanwhile,
+so each one's line and own status 3 come through. A rank's replay as slow as the review's scoring is waited for up
+to the process group's timeout (ddp_timeout). The replay was once off in such runs: a two-node SLURM test run
+"hung" at its first step. It was the test's own reward (tests/fixtures: held from its second call in a process
+on), which counted the replay as its first call and so held step 1 itself; nothing in the replay waited.
 """
 
 from __future__ import annotations
@@ -23,6 +35,8 @@ import hashlib
 import json
 import math
 import os
+import signal
+import socket
 import sys
 import time
 
@@ -35,7 +49,12 @@ CAUSES = ("it reads an input outside the completion and its row that changed sin
 
 
 class ScoresChanged(SystemExit):
-    """The rewards this process would train with do not score the reviewed samples as the review did."""
+    """The rewards this process would train with do not score the reviewed samples as the review did (exit status 3;
+    `line`: what differs, said by replay_review on every rank)."""
+
+    def __init__(self, code: int, line: str = ""):
+        super().__init__(code)
+        self.line = line
 
 
 def read_bytes(path) -> bytes | None:
@@ -48,8 +67,11 @@ def read_bytes(path) -> bytes | None:
 
 
 def _refuse(line: str) -> None:
-    print(f"llm-finetuning: refusing to train: {line}", file=sys.stderr, flush=True)
-    raise ScoresChanged(3)
+    raise ScoresChanged(3, line)
+
+
+def _say(line: str) -> None:
+    print(f"llm-finetuning: {line}", file=sys.stderr, flush=True)
 
 
 def _pinned(data: bytes | None, sha: object, what: str) -> bytes:
@@ -125,23 +147,37 @@ def replay(funcs: list, specs: list, samples: list[dict], rows: list[dict]) -> t
 
 
 def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None = None) -> None:
-    """The trainer's replay (the module's doc): returns when every reviewed score is the same, after one line on
-    stderr saying what it cost; ScoresChanged (exit status 3) naming each reward that scores otherwise."""
+    """The trainer's replay (the module's doc), on every rank: returns when every rank scores every reviewed sample
+    as the review did, after one line on stderr saying what it cost; else ScoresChanged (exit status 3) on every
+    rank, naming each rank and reward that scores otherwise."""
+    started = time.monotonic()
+    try:
+        done = _replay_here(run, rewards, funcs, verdict, samples)
+        problem = None
+    except ScoresChanged as exc:
+        done, problem = None, exc.line
+    group = _process_group()
+    where = "" if group is None else f" (rank {group.get_rank()} of {group.get_world_size()})"
+    problems = _agree(group, problem)
+    if problems:
+        _say(f"refusing to train{where}: " + "; ".join(problems))
+        if group is not None:
+            _leave_together(group)
+        raise ScoresChanged(3, "; ".join(problems))
+    if done:
+        _say(f"{done}{where}, {time.monotonic() - started:.2f} s")
+
+
+def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None) -> str | None:
+    """This process's replay: what it compared (None: nothing to replay, said here); ScoresChanged naming what
+    differs."""
     from mcp_server.rewards.spec import RewardSpec
 
     if verdict is None or not (verdict.get("samples_sha256") and verdict.get("review_sha256")):
         # no verdict, or a record that signs no review (not a verdict the gate opens for, and one the point-of-use
         # check refuses before this: its samples are not the ones it signed)
-        print("llm-finetuning: the inspection verdict signs no review to replay", file=sys.stderr, flush=True)
-        return
-    if int(os.environ.get("WORLD_SIZE") or 1) > 1:
-        # Not yet in a run of several processes: replayed on each rank, a two-node SLURM run's first step never
-        # ended (tests/test_slurm.py, 4 rows; the cause is not found yet). Said, so the gap is never silent.
-        print(f"llm-finetuning: the review is not replayed in a run of {os.environ['WORLD_SIZE']} processes (only "
-              "a single-process run replays it): a reward reading an input no pin names trains unchecked here",
-              file=sys.stderr, flush=True)
-        return
-    started = time.monotonic()
+        _say("the inspection verdict signs no review to replay")
+        return None
     all_samples, rows = reviewed(run, verdict, samples)
     specs = [RewardSpec(name=s) if isinstance(s, str) else RewardSpec.model_validate(s) for s in rewards]
     names, differ = replay(funcs, specs, all_samples, rows)
@@ -149,5 +185,40 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
         _refuse("; ".join(differ) + f": {CAUSES}. Put that input back as it was, or make the reward depend only "
                 "on the completion and its row, then sample and inspect again, record a new verdict and launch again.")
     compared = "" if len(rows) == len(all_samples) else f" ({len(rows)} reviewed compared)"
-    print(f"llm-finetuning: replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, "
-          f"same scores, {time.monotonic() - started:.2f} s", file=sys.stderr, flush=True)
+    return f"replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, same scores"
+
+
+def _process_group():
+    """torch.distributed when this process is one rank of several in an initialised process group (train.py's
+    config parse starts it, before the rewards are built); None for a single process, or ranks that share none."""
+    if int(os.environ.get("WORLD_SIZE") or 1) <= 1:
+        return None
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _leave_together(group) -> None:
+    """Every rank refuses: each has said so when any leaves (a barrier), and each leaves with its own status 3. The
+    launcher (torchrun) ends the others with SIGTERM at the first rank's exit, which would cut a rank's line or turn
+    its status into the signal; a rank that is leaving anyway ignores it (the launcher's SIGKILL after its grace
+    period still ends one that does not leave)."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:  # not the main thread: the status may read as the signal, the line is said already
+        pass
+    group.barrier()
+
+
+def _agree(group, problem: str | None) -> list[str]:
+    """What differs on any rank, the same list on every rank (one all-gather: every rank reaches it, whether its
+    own replay passed or not, so none waits in a later collective for a rank that left); each names its rank and
+    node. Without a group: this process's own."""
+    if group is None:
+        return [problem] if problem else []
+    gathered: list = [None] * group.get_world_size()
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    group.all_gather_object(gathered, (group.get_rank(), node, problem))
+    return [f"on rank {rank} ({node}): {line}" for rank, node, line in gathered if line]
