@@ -20,6 +20,7 @@ TURN_BUDGET = "mcp_server.agentic.budget:turn_budget_findings"  # whether max_co
 PROBE_INSTALLED_TRL = "mcp_server.recipe.trl_fields:probe_installed_trl"
 PARSE_LIKE_TRL = "mcp_server.recipe.trl_fields:parse_like_trl"
 INSTANTIATE_GRPO_CONFIG = "mcp_server.recipe.trl_fields:instantiate_grpo_config"
+GRPO_BATCH = "mcp_server.recipe.trl_fields:grpo_batch_layout"  # TRL's batch fields: prompts per step (emission)
 WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
 REWARD_PROBLEMS = "mcp_server.recipe.reward_rules:reward_problems"
 REHEARSE = "mcp_server.recipe.rehearsal_run:rehearse_here"  # the run on a miniature (recipe.rehearsal)
@@ -34,5 +35,5 @@ CHECK_GATE = "mcp_server.inspection.gate:check_inspection_gate"
 
 # The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
 # import TRL again; work that loads models or imports the person's code stays in the call's own process.
-DAEMON_TARGETS = frozenset({PROBE_INSTALLED_TRL, PARSE_LIKE_TRL, INSTANTIATE_GRPO_CONFIG})
+DAEMON_TARGETS = frozenset({PROBE_INSTALLED_TRL, PARSE_LIKE_TRL, INSTANTIATE_GRPO_CONFIG, GRPO_BATCH})
 DAEMON_WARM_UP = WARM_TRL  # what the daemon does before its first caller
