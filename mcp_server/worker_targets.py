@@ -32,6 +32,8 @@ BUILD_SMOLLM2 = "mcp_server.smollm2:build_here"  # the real model's one-time con
 INSPECT_REWARDS = "mcp_server.inspection.review:inspect_rewards"
 RECORD_VERDICT = "mcp_server.inspection.gate:record_inspection_verdict"
 CHECK_GATE = "mcp_server.inspection.gate:check_inspection_gate"
+# launch_training's door: what promote_checkpoint would find wrong with the run's baseline (imports the graders)
+BASELINE_WARNINGS = "mcp_server.evaluation.baseline_choice:launch_warnings"
 
 # The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
 # import TRL again; work that loads models or imports the person's code stays in the call's own process.
