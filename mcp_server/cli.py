@@ -70,6 +70,7 @@ def _output_to_stderr():
 
 def _run(args: argparse.Namespace) -> int:
     spec: ToolSpec = args._spec
+    _loading.update(said=False, quiet=bool(getattr(args, "json", False)))
     request = request_from(spec, args) if spec.request else None
     if spec.cli.handler:
         return spec.cli.handler(args, request)
@@ -101,12 +102,31 @@ def _reader_gone() -> int:
     return 141
 
 
+# Said on stderr before the training interpreter first imports TRL in this command (issue 49: the first emit-config
+# in a fresh environment printed nothing for 86 s; the time is that import, measured 40-80 s on 2 busy cores with
+# no .pyc yet, under a minute with them). Not with --json, like the progress lines.
+LOADING = ("llm-finetuning: loading torch, transformers and TRL in the training interpreter ({python}) to check the "
+           "config against the installed TRL: about a minute the first time in a fresh environment or on a busy "
+           "machine; the next commands within 10 minutes reuse it...")
+_loading = {"said": False, "quiet": False}
+
+
+def _say_loading(python: str) -> None:
+    if not (_loading["said"] or _loading["quiet"]):
+        _loading["said"] = True
+        print(LOADING.format(python=python), file=sys.stderr, flush=True)
+
+
 def _route(python: str, target: str, args: tuple, kwargs: dict, report) -> tuple[bool, object]:
     if target not in DAEMON_TARGETS:
         return False, None
     from mcp_server import worker_daemon
 
-    return worker_daemon.call(python, target, args, kwargs, report, warm_up=DAEMON_WARM_UP)
+    handled, result = worker_daemon.call(python, target, args, kwargs, report, warm_up=DAEMON_WARM_UP,
+                                         starting=lambda: _say_loading(python))
+    if not handled and "trl" not in sys.modules:  # no daemon to be had: this command imports TRL now (its worker)
+        _say_loading(python)
+    return handled, result
 
 
 def main(argv: list[str] | None = None) -> int:

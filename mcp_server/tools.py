@@ -7,6 +7,7 @@ Adding a tool touches its package only: a ToolSpec in that package's TOOLS. A ne
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from mcp_server.demo_models import DemoSummary
 from mcp_server.diagnosis import tools as diagnosis
@@ -16,8 +17,13 @@ from mcp_server.inspection import tools as inspection
 from mcp_server.memory import tools as memory
 from mcp_server.recipe import tools as recipe
 from mcp_server.rewards import tools as rewards
+from mcp_server.errors import UserInputError
+from mcp_server.reporting import Report, silent
 from mcp_server.toolspec import Command, ToolSpec, print_result, read_only
 from mcp_server.training import tools as training
+from mcp_server.training.models import LaunchRequest, LaunchResult
+from mcp_server.worker import apart
+from mcp_server.worker_targets import BASELINE_WARNINGS
 
 
 def _run_demo(quick: bool = False, run_name: str | None = None, as_json: bool = False,
@@ -63,9 +69,34 @@ DEMO = ToolSpec(
     ),
 )
 
+
+def with_baseline_warnings(core):
+    """launch_training or resume_training, then what promote_checkpoint would find wrong with the run's baseline, as
+    warnings in the result (issue 49: a stale baseline was found only at promotion, after training). Here at the
+    door, which may import both training and evaluation; the check imports the graders, so it runs apart."""
+
+    def call(request: LaunchRequest, report: Report = silent) -> LaunchResult:
+        result = core(request, report=report)
+        if not result.launched:
+            return result
+        try:
+            warnings = apart(BASELINE_WARNINGS, result.run_dir)
+        except (UserInputError, OSError, ValueError) as exc:
+            warnings = [f"the base model's baseline could not be checked ({exc}): promote-checkpoint will say"]
+        return result.model_copy(update={"warnings": warnings})
+
+    return call
+
+
+def _at_the_door(spec: ToolSpec) -> ToolSpec:
+    if spec.name in ("launch_training", "resume_training"):
+        return replace(spec, core=with_baseline_warnings(spec.core))
+    return spec
+
+
 TOOLS: list[ToolSpec] = [
     *emission.TOOLS, *recipe.TOOLS, *memory.VALIDATION_TOOLS, *inspection.TOOLS, *rewards.TOOLS, *memory.TOOLS,
-    *diagnosis.TOOLS, *training.TOOLS, *evaluation.TOOLS, DEMO,
+    *diagnosis.TOOLS, *map(_at_the_door, training.TOOLS), *evaluation.TOOLS, DEMO,
 ]
 
 

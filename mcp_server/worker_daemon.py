@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from mcp_server.errors import UserInputError
 from mcp_server.worker_apart import runtime_dir
@@ -70,14 +71,19 @@ def socket_path(python: str) -> Path | None:
 
 # ---------------------------------------------------------------- the caller's side
 def call(python: str, target: str, args: tuple, kwargs: dict, report: Report,
-         warm_up: str | None = None) -> tuple[bool, object]:
+         warm_up: str | None = None, starting: Callable[[], None] | None = None) -> tuple[bool, object]:
     """(True, result) from the daemon for `python`, started when none runs (it calls `warm_up`, a
-    "module:function", before its first caller); (False, None) when there is none to be had (the caller then
-    does the work itself). Errors of the call itself are raised as the worker's."""
+    "module:function", before its first caller; `starting` is called first, before anything is spawned: the CLI
+    says there what the wait is for); (False, None) when there is none to be had (the caller then does the work
+    itself). Errors of the call itself are raised as the worker's."""
     path = socket_path(python) if enabled() else None
     if path is None:
         return False, None
-    conn = _connect(path) or _start(python, path, warm_up)
+    conn = _connect(path)
+    if conn is None:
+        if starting is not None:
+            starting()
+        conn = _start(python, path, warm_up)
     if conn is None:
         return False, None
     conn.settimeout(silence_limit())  # the daemon sends a heartbeat while it works (worker.handle)

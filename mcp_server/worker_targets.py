@@ -20,6 +20,7 @@ TURN_BUDGET = "mcp_server.agentic.budget:turn_budget_findings"  # whether max_co
 PROBE_INSTALLED_TRL = "mcp_server.recipe.trl_fields:probe_installed_trl"
 PARSE_LIKE_TRL = "mcp_server.recipe.trl_fields:parse_like_trl"
 INSTANTIATE_GRPO_CONFIG = "mcp_server.recipe.trl_fields:instantiate_grpo_config"
+GRPO_BATCH = "mcp_server.recipe.trl_fields:grpo_batch_layout"  # TRL's batch fields: prompts per step (emission)
 WARM_TRL = "mcp_server.recipe.trl_fields:warm_trl"
 REWARD_PROBLEMS = "mcp_server.recipe.reward_rules:reward_problems"
 REHEARSE = "mcp_server.recipe.rehearsal_run:rehearse_here"  # the run on a miniature (recipe.rehearsal)
@@ -31,8 +32,10 @@ BUILD_SMOLLM2 = "mcp_server.smollm2:build_here"  # the real model's one-time con
 INSPECT_REWARDS = "mcp_server.inspection.review:inspect_rewards"
 RECORD_VERDICT = "mcp_server.inspection.gate:record_inspection_verdict"
 CHECK_GATE = "mcp_server.inspection.gate:check_inspection_gate"
+# launch_training's door: what promote_checkpoint would find wrong with the run's baseline (imports the graders)
+BASELINE_WARNINGS = "mcp_server.evaluation.baseline_choice:launch_warnings"
 
 # The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
 # import TRL again; work that loads models or imports the person's code stays in the call's own process.
-DAEMON_TARGETS = frozenset({PROBE_INSTALLED_TRL, PARSE_LIKE_TRL, INSTANTIATE_GRPO_CONFIG})
+DAEMON_TARGETS = frozenset({PROBE_INSTALLED_TRL, PARSE_LIKE_TRL, INSTANTIATE_GRPO_CONFIG, GRPO_BATCH})
 DAEMON_WARM_UP = WARM_TRL  # what the daemon does before its first caller

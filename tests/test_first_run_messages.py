@@ -6,10 +6,14 @@
   than that its content changed.
 - emit-config NOT VALID said "the config above is what it would have been" when no config was printed: it now
   says where that config is (the result's `config`, --json) and that nothing was written.
+- The CPU rehearsal trained one prompt a step and nothing said so: emit-config (its summary and the MCP result)
+  says what each step trains on, read from the GRPOConfig TRL builds, and when it is one prompt, why and what to
+  change.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -19,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli, run_cli_json
+from conftest import call_mcp, run_cli, run_cli_json
 from support import append_signed, emit_run, pass_inspection
 from mcp_server.runs import Run
 
@@ -209,3 +213,50 @@ def test_truncation_is_too_early_to_judge_until_four_steps_and_status_and_diagno
     _, diagnosis = run_cli_json("diagnose-run", str(run.dir), here=True)
     assert "(healthy is under 10%; the review measured 45% (25 of 56) before training)" in \
         diagnosis["findings"][0]["explanation"]
+
+
+def test_emit_config_says_the_cpu_rehearsal_trains_one_prompt_a_step_and_why(workspace, tiny_model):
+    """The README's CPU rehearsal (one micro-batch a step): one prompt's group per step, said with why and how to
+    get more; with the CPU recipe's own accumulation, that many prompts."""
+    proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "one",
+                   "--override", "gradient_accumulation_steps=1")
+    assert proc.returncode == 0, proc.stderr
+    config = yaml.safe_load(Path(re.search(r"config:\s+(\S+)", proc.stdout)[1]).read_text())
+    group = config["num_generations"]
+    assert config["per_device_train_batch_size"] == group, config  # one group a micro-batch: one prompt a step
+    [line] = [line for line in proc.stdout.splitlines() if line.startswith("  per step:")]
+    assert f"each step trains on 1 prompt x {group} completions" in line, line
+    assert "One prompt a step, what keeps a step short on a CPU" in line, line
+    assert "--override gradient_accumulation_steps=4: 4 prompts a step" in line, line
+
+    proc, result = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name",
+                                "recipe")
+    config = result["config"]
+    prompts = config["per_device_train_batch_size"] * config["gradient_accumulation_steps"] // config[
+        "num_generations"]
+    assert prompts > 1 and result["per_step"].startswith(
+        f"each step trains on {prompts} prompts x {config['num_generations']} completions"), result["per_step"]
+    assert "One prompt" not in result["per_step"]
+
+
+@pytest.mark.slow
+def test_the_mcp_emission_says_what_a_step_trains_on_for_a_gpu_target(workspace, tiny_model):
+    """Every target: four H100s (one serving vLLM when the recipe starts its own server), each step's prompts from
+    the GRPOConfig TRL builds for the training processes."""
+
+    async def calls(client):
+        return await client.call_tool("emit_grpo_config", {"model": "tiny", "dataset": "tiny", "gpu": "H100",
+                                                           "num_gpus": 4, "run_name": "gpus",
+                                                           "overrides": {"max_completion_length": 64}})
+
+    result = asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))
+    assert not result.is_error, result
+    data = result.structured_content
+    assert data["validation"]["valid"], data["validation"]  # the tiny model's 256-token context: 64 tokens
+    config = data["config"]
+    world = 3 if config.get("vllm_mode") == "server" else 4  # the local vLLM server holds one of the four GPUs
+    completions = config["per_device_train_batch_size"] * config["gradient_accumulation_steps"] * world
+    prompts = completions // config["num_generations"]
+    assert data["per_step"].startswith(f"each step trains on {prompts} prompts x {config['num_generations']} "
+                                       f"completions ({completions} completions: "), data["per_step"]
+    assert f"x {world} training processes" in data["per_step"], data["per_step"]

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -212,4 +213,40 @@ def test_a_worker_that_cannot_start_leaves_nothing_and_the_verdict_says_why(tmp_
     assert [(f["code"], f["field"]) for f in json.loads(alone.stdout)["findings"]] == [
         (f["code"], f["field"]) for f in json.loads(proc.stdout)["findings"]]
     assert list((runtime / "llm-finetuning").iterdir()) == []
+    shutil.rmtree(runtime)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("daemon", ["1", "0"])
+def test_the_first_emit_says_what_it_loads_before_the_training_interpreter_runs(tmp_path, tiny_model, daemon):
+    """Issue 49: the first emit-config in a fresh environment printed nothing for 86 s (the training interpreter
+    importing torch, transformers and TRL). Its first stderr line now says what it loads and about how long, and
+    it says so before that interpreter runs anything: the interpreter here waits for a file the test writes only
+    once the line is read (by order, never by time), then the command finishes VALID."""
+    runtime, gate = short_runtime_dir(tmp_path), tmp_path / "go"
+    python = wrapper_python(tmp_path / "env", f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.1; done\n'
+                                              f'exec "{sys.executable}" "$@"\n')
+    env = checkout_env({"LLM_FINETUNING_CLI_WORKER": daemon, "XDG_RUNTIME_DIR": str(runtime),
+                        "LLM_FINETUNING_WORKER_IDLE_S": "1", "LLM_FINETUNING_WORKSPACE": str(tmp_path),
+                        "LLM_FINETUNING_PYTHON": str(python)})
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "emit-config", "--model", "tiny", "--dataset",
+                             "tiny", "--gpu", "cpu", "--run-name", "first"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = []
+        reader = threading.Thread(target=lambda: first.append(proc.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(WAIT_S)  # the interpreter cannot run before the gate: a line now came before it
+        assert first and first[0].startswith("llm-finetuning: loading torch, transformers and TRL"), first
+        assert str(python) in first[0] and "about a minute" in first[0], first
+        gate.touch()
+        out, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        gate.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
+    assert "VALID for CPU" in out and "loading torch" not in err, err  # said once
+    wait_for(lambda: not list((runtime / "llm-finetuning").glob("worker-*")), "the idle daemon ending")
     shutil.rmtree(runtime)

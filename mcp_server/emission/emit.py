@@ -25,6 +25,7 @@ from mcp_server.dataset import check_prompt_column, read_file, reset_rows
 from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refuse_unparsed_template, trainer_name,
                                          turn_cost)
 from mcp_server.emission.fit import cpu_time, launch_text, model_size_b
+from mcp_server.emission.per_step import step_batch
 from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import record_emission
@@ -385,4 +386,5 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         validation=validation,
         launch_command=command,
         cpu_time=cpu_time(spec, request.finetune) if validation.valid else None,
+        per_step=step_batch(spec) if validation.valid else None,
     )

@@ -34,6 +34,7 @@ def human_emit(result: EmitResult) -> str:
         f"  script:    {result.train_script_path}",
         f"  schema:    {result.schema_path}",
         f"  run with:  {result.launch_command}",
+        *([f"  per step:  {result.per_step}"] if result.per_step else []),
         *([f"  time:      {result.cpu_time}"] if result.cpu_time else []),
         verdict,
         *([result.kept] if result.kept else []),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mcp_server.config import GRPOView
+from mcp_server.config import FIELD, GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.drift import stage_report
 from mcp_server.evaluation.evaluate import (
@@ -18,11 +18,11 @@ from mcp_server.evaluation.evaluate import (
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, PromoteRequest
 from mcp_server.evidence import valid
 from mcp_server.inspection.pins import config_model_pin, model_content
-from mcp_server.model_ref import known_name
+from mcp_server.model_ref import known_name, resolve_model
 from mcp_server.reporting import Report
 from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec, read_reward_specs
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
 from mcp_server.userfiles import open_regular
 from mcp_server.workspace import eval_root, sha256_file
@@ -81,13 +81,10 @@ def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, 
                              "files")
     aside = f"; set aside: {'; '.join(skipped)}" if skipped else ""
     budget = int(GRPOView.given(config).max_completion_length or EVAL_TOKENS)  # what the run trains with
-    if found:  # on one goldens file: the first measured at the run's budget stands (a later, looser grader never
-        # replaces it), else the first measured (issue 49: a baseline at 256 tokens for a run that trains with 24)
-        path, baseline = min(found, key=lambda item: (item[1].get("max_new_tokens") != budget,
-                                                      str(item[1].get("written_at")), item[0].name))
+    if found:
+        path, baseline = _pick(found, budget)
         check_baseline(run, path, baseline)
-        mine = "" if skipped or ours is None or any(_grader_key(g) in {_grader_key(r) for r in ours}
-                                                    for g in baseline.get("graders") or []) else \
+        mine = "" if skipped or _graded_by(baseline, ours) else \
             " (no baseline is graded by this run's rewards: the baseline's graders decide)"
         tokens = "" if baseline.get("max_new_tokens") == budget else (
             f" (decoded with up to {baseline.get('max_new_tokens')} tokens, the run trains with {budget}: the "
@@ -112,6 +109,73 @@ def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, 
     if model_content(measured.get("model_pin")) != model_content(pin):  # changed while it was measured
         base_now_refusal(name, base_ref, pin, whose)
     return path, measured, f"{path.name}: measured now on {request.goldens}{aside}"
+
+
+def _pick(found: list, budget: int) -> tuple[Path, dict]:
+    """The baseline that stands on one goldens file: the first measured at the run's budget (a later, looser grader
+    never replaces it), else the first measured (issue 49: a baseline at 256 tokens for a run that trains with 24)."""
+    return min(found, key=lambda item: (item[1].get("max_new_tokens") != budget, str(item[1].get("written_at")),
+                                        item[0].name))
+
+
+def _graded_by(baseline: dict, ours: list[RewardSpec] | None) -> bool:
+    """Whether a grader of `baseline` is one of the run's rewards (by name and parameters); True without rewards."""
+    return ours is None or any(_grader_key(g) in {_grader_key(r) for r in ours} for g in baseline.get("graders") or [])
+
+
+def launch_warnings(run_dir: str) -> list[str]:
+    """What promote_checkpoint would find wrong with the baseline of the run's base model, said when the run is
+    launched rather than after training (issue 49: a baseline made stale by the review was found only at promotion):
+    none yet, none of the content the run trains from, one graders' code or inputs changed since (promote refuses
+    it), one graded by other graders, on several goldens files, or decoded at another budget. The same functions
+    promote_checkpoint chooses with (_baselines, _pick), nothing measured; each warning ends with the command that
+    measures the baseline promote would use. Imports the graders (reward code): call it apart (worker.apart)."""
+    run = resolve_run(run_dir)
+    config = run.read_config()
+    base = str(config.get(FIELD.model_name_or_path) or "")
+    if not base:
+        return []
+    name, ours = known_name(base)[0], _run_graders(run)
+    budget = int(GRPOView.given(config).max_completion_length or EVAL_TOKENS)
+    key = resolve_model(base) if base != "tiny" else "tiny"
+    goldens = _goldens_of(key)
+    graders = f" --graders @{run.rewards}" if run.rewards.is_file() else ""
+    way = (f". Measure it now, while the run trains: llm-finetuning evaluate-model {name} --goldens "
+           f"{goldens[0] if len(goldens) == 1 else 'GOLDENS'}{graders} --run {run.dir}")
+    try:
+        pin, whose = reviewed_base_pin(run, config)
+        found, skipped, other = _baselines(key, None, ours, model_content(pin))
+        if not found:
+            content_refusal(name, pin, whose, other, False)
+    except UserInputError as exc:
+        return [f"promote-checkpoint would refuse the baseline after training ({exc}){way}"]
+    if not found:
+        return [f"no baseline of {name} in {eval_root()}: promote-checkpoint compares the trained model with one "
+                f"(or measures it then, after training, when given --goldens){way}"]
+    if len({b.get("goldens_sha256") for _, b in found}) > 1:
+        return [f"{len(found)} baselines of {name} on different goldens "
+                f"({', '.join(sorted({str(b.get('goldens')) for _, b in found}))}): promote-checkpoint will need "
+                "--goldens FILE, the goldens this run is judged on"]
+    path, baseline = _pick(found, budget)
+    warnings = [] if skipped or _graded_by(baseline, ours) else [
+        f"{path.name} is graded by {_names(baseline.get('graders'))}, not this run's rewards "
+        f"({_names([g.model_dump() for g in ours or []])}): promote-checkpoint would judge by the baseline's "
+        f"graders{way}"]
+    if baseline.get("max_new_tokens") != budget:
+        warnings.append(f"{path.name} decoded up to {baseline.get('max_new_tokens')} tokens, the run trains with "
+                        f"{budget}: promote-checkpoint would decode the checkpoint as the baseline was{way}")
+    return warnings
+
+
+def _goldens_of(model: str) -> list[str]:
+    """The goldens files the recorded baselines of `model` were measured on (for the command a warning gives)."""
+    files = set()
+    for path in baselines_of(model):
+        try:
+            files |= set() if baseline_unrecorded(path) else {str(read_baseline(path).get("goldens"))}
+        except UserInputError:
+            continue
+    return sorted(files)
 
 
 def reviewed_base_pin(run: Run, config: dict) -> tuple[dict | None, str]:

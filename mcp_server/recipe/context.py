@@ -110,12 +110,7 @@ class Context:
 
     @property
     def vllm_server_local(self) -> bool:
-        return (
-            bool(self.config.use_vllm)
-            and self.config.vllm_mode == "server"
-            and not self.config.vllm_server_base_url
-            and self.config.vllm_server_host in ("0.0.0.0", "127.0.0.1", "localhost", None)
-        )
+        return serves_locally(self.config)
 
     @property
     def target(self) -> Target:
@@ -125,6 +120,16 @@ class Context:
     def training_processes(self) -> int:
         """World size of training on the target: a local vLLM server holds its GPUs (config.target)."""
         return self.target.world(self.vllm_server_local)
+
+
+def serves_locally(config) -> bool:
+    """Whether a config (its GRPOView) starts its own vLLM server here, on GPUs the training world then lacks."""
+    return (
+        bool(config.use_vllm)
+        and config.vllm_mode == "server"
+        and not config.vllm_server_base_url
+        and config.vllm_server_host in ("0.0.0.0", "127.0.0.1", "localhost", None)
+    )
 
 
 def finding(code, field, severity, message, fix=None) -> Finding:

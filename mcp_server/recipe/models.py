@@ -209,6 +209,9 @@ class EmitResult(BaseModel):
     cpu_time: str | None = Field(default=None, description="On a CPU target: the planner's seconds per step at the "
                                  "speed this machine measures, times max_steps, and when that is long a rehearsal "
                                  "that finishes (LoRA, the steps that fit).")
+    per_step: str | None = Field(default=None, description="What each optimizer step trains on, from the "
+                                 "GRPOConfig TRL builds of it: 'each step trains on N prompts x G completions', "
+                                 "why and what to change when N is 1 (null when TRL cannot answer or NOT VALID).")
     kept: str | None = Field(default=None, description="Set when the config is NOT VALID, whatever its errors: "
                              "nothing was written (no run directory; a run_dir left as it was). `config` is what it "
                              "would have written; apply each finding's fix as overrides (a memory lever: plan_memory "

@@ -15,7 +15,7 @@ import threading
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python
 from mcp_server.worker import in_training
-from mcp_server.worker_targets import INSTANTIATE_GRPO_CONFIG, PROBE_INSTALLED_TRL
+from mcp_server.worker_targets import GRPO_BATCH, INSTANTIATE_GRPO_CONFIG, PROBE_INSTALLED_TRL
 
 # Where each YAML key of `trl grpo --config` comes from (the four dataclasses TRL's grpo script parses).
 SECTIONS = ("GRPOScriptArguments", "GRPOConfig", "ModelConfig", "DatasetMixtureConfig")
@@ -250,6 +250,11 @@ def trl_defaults() -> dict:
     return {name: meta["default"] for name, meta in installed_trl()["fields"].items()}
 
 
+def grpo_batch(values: dict, world_size: int, capability: str | None = "9.0") -> dict:
+    """grpo_batch_layout in the training interpreter: TRL's own batch fields of a config it accepts."""
+    return in_training(GRPO_BATCH, values, world_size, capability)
+
+
 def grpo_config_error(values: dict, world_size: int, capability: str | None = "9.0") -> str | None:
     """TRL's own verdict on the GRPOConfig part of `values` for the target world size and GPU (its CUDA compute
     capability; None for a CPU target), in the training interpreter (see instantiate_grpo_config)."""
@@ -283,6 +288,26 @@ def instantiate_grpo_config(values: dict, world_size: int, capability: str | Non
     """Build a real GRPOConfig from the GRPOConfig part of `values`, as if on the target: transformers' device
     queries answer for the target's GPU (`target_answers`: a T4 rejects bf16 and tf32, an H100 accepts them, on
     any host) and `world_size` is the target's. Returns TRL's error message, or None when accepted."""
+    try:
+        _target_grpo_config(values, world_size, capability)
+    except (ValueError, TypeError, AssertionError) as exc:
+        return str(exc)
+    return None
+
+
+BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
+                "generation_batch_size", "steps_per_generation", "num_iterations")
+
+
+def grpo_batch_layout(values: dict, world_size: int, capability: str | None = "9.0") -> dict:
+    """The batch fields of the GRPOConfig TRL builds from `values` on the target (BATCH_FIELDS, and world_size):
+    generation_batch_size and steps_per_generation as TRL's __post_init__ derives them, never restated here."""
+    config = _target_grpo_config(values, world_size, capability)
+    return {**{name: getattr(config, name) for name in BATCH_FIELDS}, "world_size": world_size}
+
+
+def _target_grpo_config(values: dict, world_size: int, capability: str | None):
+    """TRL's GRPOConfig of `values` as the target would build it (instantiate_grpo_config); raises TRL's error."""
     import tempfile
     import warnings
     from contextlib import ExitStack
@@ -316,11 +341,7 @@ def instantiate_grpo_config(values: dict, world_size: int, capability: str | Non
         # validation never changes the launch environment the verdict pins (inspection.loader_env)
         stack.enter_context(mock.patch.dict("os.environ"))
         warnings.simplefilter("ignore")
-        try:
-            TargetGRPOConfig(**values)
-        except (ValueError, TypeError, AssertionError) as exc:
-            return str(exc)
-    return None
+        return TargetGRPOConfig(**values)
 
 
 @functools.lru_cache(maxsize=1)

@@ -222,6 +222,10 @@ class LaunchResult(BaseModel):
     patched: dict[str, dict[str, Any]] | None = Field(
         default=None, description="A resume with a patch: each field it changed, {old, new} (old null when the "
         "launched config did not set it); the launched config is kept under archive/resume-patch-<n>/.")
+    warnings: list[str] = Field(
+        default_factory=list, description="What promote_checkpoint would find wrong with the base "
+        "model's baseline (none yet, stale, other graders, goldens or budget), each with the command that measures "
+        "it; the run is launched all the same.")
     message: str = Field(default="", description="One-line summary for people.")
 
 

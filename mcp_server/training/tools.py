@@ -111,6 +111,7 @@ def human_launch(r: LaunchResult) -> str:
         lines += [f"  command: {' '.join(r.command)}", f"  log:     {r.log_path}"]
     if r.slurm_script:
         lines.append(f"  SLURM script: {r.slurm_script}")
+    lines += [f"  WARNING  {w}" for w in r.warnings]
     if r.refilter:
         f = r.refilter
         lines.append(f"  re-filtered: {f.rows_after} of {f.rows_before} prompts kept, {f.dropped} dropped (always "
