@@ -6,9 +6,9 @@ The source is the launcher's signed record of the launch, kept outside the works
 `trained`: launchers.base.trained_record), for the launch whose signed save line (train/logs/saves.jsonl) wrote
 the exported checkpoint: the current launch, or an earlier one of a resumed run (the ledger keeps each earlier
 launch's record under `earlier`). The reward functions' names and weights are the record's too (the reviewed
-specs), never rewards.json as it is at export. The files as they are now are only compared with it: where one differs, a note says so
-and the card still gives what trained. Without such a record the provenance is unrecorded, and the card says so
-rather than print the files as they are now as if they trained.
+specs), never rewards.json as it is at export. The files as they are now are only compared with it: where one
+differs, a note says so and the card still gives what trained. Without such a record the provenance is
+unrecorded, and the card says so rather than print the files as they are now as if they trained.
 """
 
 from __future__ import annotations
