@@ -200,6 +200,35 @@ def unrecorded(file: str, line: int | None = None) -> str:
             + (f" ({why})" if why else ""))
 
 
+# sample_completions' record of the samples it wrote (inspection/sample_files.py), signed for what it is, not under
+# the run's path: a moved run keeps its samples
+SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS = "sample_completions", "samples.meta.json"
+
+
+def samples_not_vouched(run, data: bytes | None) -> str | None:
+    """Why `data`, the run's inspection/samples.jsonl's bytes as read (None: absent, not a file, unreadable), are
+    not what the sampler wrote: no samples.meta.json, a record the sampler did not sign, or another file's digest.
+    None when its signed record vouches for them. The one check for every reader of the samples (the inspection's
+    doors, the memory planner's shorter_completions)."""
+    samples, meta = run.samples, run.samples_meta
+    name = run_file(run, samples)
+    if not meta.is_file():
+        return (f"{name} is not vouched for by the sampler: {run_file(run, meta)} is missing; run sample_completions "
+                "again (it writes and signs both)")
+    try:
+        record = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = None
+    if not valid(SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS, record):
+        return (f"{name} is not vouched for by the sampler: {unrecorded(run_file(run, meta))}; run "
+                "sample_completions again")
+    if data is None or hashlib.sha256(data).hexdigest() != record.get("samples_sha256"):
+        return (f"{name} is not the file sample_completions wrote (its sha256 is not the one the sampler signed in "
+                f"{run_file(run, meta)}): completions written or edited by hand back no review; run "
+                "sample_completions again")
+    return None
+
+
 def run_scope(run) -> Path:
     return run.dir
 
@@ -279,9 +308,10 @@ def _write_entry(run_dir: Path, body: dict, what: str, then: str) -> Path:
 
 def launch_record(run_dir: Path) -> dict | None:
     """The launcher's record of `run_dir`'s current launch (record_launch: launch_id; job_id and job_comment for
-    a SLURM job; trained, and the earlier launches' under `earlier`), None when it recorded none (never launched by launch_training on this machine, or no key). A tampered
-    entry reads as {"launch_id": ""}: no record is of that launch, no job is its job. A run emitted since its path's
-    last launch (record_emission) has none: emitted_since_launch says when."""
+    a SLURM job; trained, and the earlier launches' under `earlier`), None when it recorded none (never launched by
+    launch_training on this machine, or no key). A tampered entry reads as {"launch_id": ""}: no record is of that
+    launch, no job is its job. A run emitted since its path's last launch (record_emission) has none:
+    emitted_since_launch says when."""
     value = _entry(run_dir)
     if value is None or "mac" not in value:
         return value
